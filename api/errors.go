@@ -1,0 +1,144 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Code is a machine-readable error code carried in every error body as
+// {"error":{"code":...,"message":...}}.
+type Code string
+
+// The reject table, in the style of franz-go's kerr: callers decide
+// retry / refresh / rejoin / stop from Code, never from message text.
+const (
+	CodeBadRequest         Code = "bad_request"
+	CodeUnauthorized       Code = "unauthorized"  // missing or invalid token
+	CodeTokenExpired       Code = "token_expired" // valid signature, lease over
+	CodeForbidden          Code = "forbidden"     // token does not cover topic/partition/op/offset/group
+	CodeNotFound           Code = "not_found"     // unknown route, topic or partition
+	CodeMethodNotAllowed   Code = "method_not_allowed"
+	CodeCapabilityRevoked  Code = "capability_revoked"    // fenced epoch, denied jti, revoked member
+	CodeStaleEpoch         Code = "stale_epoch"           // commit with a capability that is not current
+	CodeInconsistentAssign Code = "inconsistent_assignor" // join names another assignor than the group's
+	CodeUnknownMember      Code = "unknown_member"        // member expired or never joined: rejoin
+	CodeConflict           Code = "conflict"
+	CodeBodyTooLarge       Code = "body_too_large"
+	CodeOffsetOutOfRange   Code = "offset_out_of_range"
+	CodeRateLimited        Code = "rate_limited"
+	CodeHeadersTooLarge    Code = "headers_too_large"
+	CodeBrokerError        Code = "broker_error"
+	CodeNotReady           Code = "not_ready"   // gateway before first sync, coordinator starting
+	CodeOutOfSync          Code = "out_of_sync" // gateway self-fenced: no sync for sync_timeout
+	CodeUnavailable        Code = "unavailable"
+	CodeInternal           Code = "internal"
+)
+
+// Reject is one row of the table.
+type Reject struct {
+	Status    int
+	Retriable bool // the same request may succeed later without a new token
+}
+
+var table = map[Code]Reject{
+	CodeBadRequest:         {http.StatusBadRequest, false},
+	CodeUnauthorized:       {http.StatusUnauthorized, false},
+	CodeTokenExpired:       {http.StatusUnauthorized, false},
+	CodeForbidden:          {http.StatusForbidden, false},
+	CodeNotFound:           {http.StatusNotFound, false},
+	CodeMethodNotAllowed:   {http.StatusMethodNotAllowed, false},
+	CodeCapabilityRevoked:  {http.StatusConflict, false},
+	CodeStaleEpoch:         {http.StatusConflict, false},
+	CodeInconsistentAssign: {http.StatusConflict, false},
+	CodeUnknownMember:      {http.StatusConflict, false},
+	CodeConflict:           {http.StatusConflict, false},
+	CodeBodyTooLarge:       {http.StatusRequestEntityTooLarge, false},
+	CodeOffsetOutOfRange:   {http.StatusRequestedRangeNotSatisfiable, false},
+	CodeRateLimited:        {http.StatusTooManyRequests, true},
+	CodeHeadersTooLarge:    {http.StatusRequestHeaderFieldsTooLarge, false},
+	CodeBrokerError:        {http.StatusBadGateway, true},
+	CodeNotReady:           {http.StatusServiceUnavailable, true},
+	CodeOutOfSync:          {http.StatusServiceUnavailable, true},
+	CodeUnavailable:        {http.StatusServiceUnavailable, true},
+	CodeInternal:           {http.StatusInternalServerError, true},
+}
+
+// Lookup returns the row for code; unknown codes map to 500, retriable.
+func Lookup(code Code) Reject {
+	if r, ok := table[code]; ok {
+		return r
+	}
+	return Reject{http.StatusInternalServerError, true}
+}
+
+// Status is Lookup(code).Status.
+func (c Code) Status() int { return Lookup(c).Status }
+
+// IsRetriable reports whether a request rejected with code may be retried
+// as is, after a pause.
+func IsRetriable(code Code) bool { return Lookup(code).Retriable }
+
+// NeedsRefresh reports whether the caller must obtain a fresh capability
+// (heartbeat / rejoin) before retrying.
+func NeedsRefresh(code Code) bool {
+	switch code {
+	case CodeTokenExpired, CodeCapabilityRevoked, CodeStaleEpoch:
+		return true
+	}
+	return false
+}
+
+// NeedsRejoin reports whether the member's session is gone.
+func NeedsRejoin(code Code) bool { return code == CodeUnknownMember }
+
+// Error is the body of every error response.
+type Error struct {
+	Code    Code           `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"-"`
+}
+
+// ErrorBody wraps Error as {"error":{...}}.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// MarshalJSON flattens Details next to code and message.
+func (e Error) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(e.Details)+2)
+	for k, v := range e.Details {
+		m[k] = v
+	}
+	m["code"] = e.Code
+	m["message"] = e.Message
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads code, message and keeps any other field in Details.
+func (e *Error) UnmarshalJSON(b []byte) error {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	if c, ok := m["code"].(string); ok {
+		e.Code = Code(c)
+	}
+	if s, ok := m["message"].(string); ok {
+		e.Message = s
+	}
+	delete(m, "code")
+	delete(m, "message")
+	if len(m) > 0 {
+		e.Details = m
+	}
+	return nil
+}
+
+// Error implements error so a decoded body can be returned as one.
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// EncodeError renders the JSON error body for code.
+func EncodeError(code Code, message string, details map[string]any) []byte {
+	b, _ := json.Marshal(ErrorBody{Error: Error{Code: code, Message: message, Details: details}})
+	return b
+}

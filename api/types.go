@@ -1,0 +1,108 @@
+package api
+
+// Grant hands one partition's capability to a holder. Renewals use the same
+// shape with the same epoch and a later expiry.
+type Grant struct {
+	Topic      string `json:"topic"`
+	Partition  int32  `json:"partition"`
+	Epoch      uint64 `json:"epoch"`
+	Offset     int64  `json:"offset"` // where to start: committed offset, or offset_reset
+	Capability string `json:"capability"`
+	ExpiresAt  string `json:"expires_at"` // RFC 3339
+}
+
+// PartitionRef names one partition of a group at an epoch.
+type PartitionRef struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Epoch     uint64 `json:"epoch"`
+}
+
+// JoinRequest is POST /v1/groups/{group}/join.
+type JoinRequest struct {
+	MemberID         string   `json:"member_id,omitempty"`
+	InstanceID       string   `json:"instance_id,omitempty"`
+	ClientID         string   `json:"client_id,omitempty"`
+	Topics           []string `json:"topics,omitempty"`
+	TopicPattern     string   `json:"topic_pattern,omitempty"`
+	SessionTimeoutMs int64    `json:"session_timeout_ms,omitempty"`
+	Assignor         string   `json:"assignor,omitempty"`
+}
+
+// JoinResponse answers a join.
+type JoinResponse struct {
+	MemberID         string  `json:"member_id"`
+	MemberToken      string  `json:"member_token"`
+	SessionTimeoutMs int64   `json:"session_timeout_ms"`
+	HeartbeatWaitMs  int64   `json:"heartbeat_wait_ms"`
+	Grants           []Grant `json:"grants"`
+}
+
+// HeartbeatRequest is POST /v1/groups/{group}/heartbeat; the coordinator
+// holds it up to WaitMs (capped by heartbeat_wait) until it has news.
+type HeartbeatRequest struct {
+	WaitMs int64 `json:"wait_ms,omitempty"`
+}
+
+// HeartbeatResponse carries the member's news. All lists may be empty.
+type HeartbeatResponse struct {
+	Revoke []PartitionRef `json:"revoke"`
+	Grants []Grant        `json:"grants"`
+	Renew  []Grant        `json:"renew"`
+}
+
+// CommitOffset is one partition's offset in a commit.
+type CommitOffset struct {
+	Topic      string `json:"topic"`
+	Partition  int32  `json:"partition"`
+	Offset     int64  `json:"offset"`
+	Metadata   string `json:"metadata,omitempty"`
+	Capability string `json:"capability"`
+}
+
+// CommitRequest is POST /v1/groups/{group}/commit; Release:true is the
+// PartitionCommitted notice for those partitions.
+type CommitRequest struct {
+	Offsets []CommitOffset `json:"offsets"`
+	Release bool           `json:"release,omitempty"`
+}
+
+// CommitResponse lists what was accepted.
+type CommitResponse struct {
+	Committed []CommittedOffset `json:"committed"`
+}
+
+// CommittedOffset is a committed offset as reported by the coordinator.
+type CommittedOffset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Metadata  string `json:"metadata,omitempty"`
+}
+
+// LeaveRequest is POST /v1/groups/{group}/leave.
+type LeaveRequest struct {
+	Offsets []CommitOffset `json:"offsets,omitempty"`
+}
+
+// OffsetsResponse is GET /v1/groups/{group}/offsets.
+type OffsetsResponse struct {
+	Offsets []CommittedOffset `json:"offsets"`
+}
+
+// AttenuateRequest is POST /v1/capabilities/attenuate (parent as bearer).
+// Zero values keep the parent's setting.
+type AttenuateRequest struct {
+	Ops            []string `json:"ops,omitempty"`
+	OffsetFrom     *int64   `json:"offset_from,omitempty"`
+	OffsetTo       *int64   `json:"offset_to,omitempty"`
+	TTLMs          int64    `json:"ttl_ms,omitempty"`
+	MaxBytesPerSec int64    `json:"max_bytes_per_sec,omitempty"`
+}
+
+// CapabilityResponse returns one minted capability.
+type CapabilityResponse struct {
+	Capability string `json:"capability"`
+	JTI        string `json:"jti"`
+	ExpiresAt  string `json:"expires_at"`
+}
