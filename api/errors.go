@@ -22,6 +22,7 @@ const (
 	CodeStaleEpoch         Code = "stale_epoch"           // commit with a capability that is not current
 	CodeInconsistentAssign Code = "inconsistent_assignor" // join names another assignor than the group's
 	CodeUnknownMember      Code = "unknown_member"        // member expired or never joined: rejoin
+	CodeOffsetRegression   Code = "offset_regression"     // commit below the committed offset
 	CodeConflict           Code = "conflict"
 	CodeBodyTooLarge       Code = "body_too_large"
 	CodeOffsetOutOfRange   Code = "offset_out_of_range"
@@ -51,6 +52,7 @@ var table = map[Code]Reject{
 	CodeStaleEpoch:         {http.StatusConflict, false},
 	CodeInconsistentAssign: {http.StatusConflict, false},
 	CodeUnknownMember:      {http.StatusConflict, false},
+	CodeOffsetRegression:   {http.StatusConflict, false},
 	CodeConflict:           {http.StatusConflict, false},
 	CodeBodyTooLarge:       {http.StatusRequestEntityTooLarge, false},
 	CodeOffsetOutOfRange:   {http.StatusRequestedRangeNotSatisfiable, false},
