@@ -1,0 +1,177 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// EnvPrefix starts every environment override.
+const EnvPrefix = "CAPGATE_"
+
+// Validator is implemented by configuration structs that check themselves.
+type Validator interface{ Validate() error }
+
+// Load fills dst (a pointer to a struct already holding its defaults) from
+// the YAML file at path ("" for none), then from env (os.Environ() form),
+// then validates it.
+func Load(path string, env []string, dst any) error {
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		if err := Decode(b, dst); err != nil {
+			return fmt.Errorf("config: %s: %w", path, err)
+		}
+	}
+	if err := ApplyEnv(env, dst); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if v, ok := dst.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	return nil
+}
+
+// Decode reads YAML into dst, refusing unknown keys.
+func Decode(b []byte, dst any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(dst); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// ApplyEnv sets every field whose CAPGATE_* variable is present in env.
+// A variable naming no setting is an error, so typos are not ignored.
+func ApplyEnv(env []string, dst any) error {
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && strings.HasPrefix(k, EnvPrefix) {
+			vars[k] = v
+		}
+	}
+	if len(vars) == 0 {
+		return nil
+	}
+	fields := map[string]field{}
+	collect(reflect.ValueOf(dst).Elem(), "", fields)
+	names := make([]string, 0, len(vars))
+	for k := range vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		f, ok := fields[k]
+		if !ok {
+			return fmt.Errorf("%s names no setting", k)
+		}
+		if err := setValue(f.v, vars[k]); err != nil {
+			return fmt.Errorf("%s (%s): %w", k, f.path, err)
+		}
+	}
+	return nil
+}
+
+type field struct {
+	path string
+	v    reflect.Value
+}
+
+// collect maps env names to settable leaf fields, following yaml tags.
+func collect(v reflect.Value, prefix string, out map[string]field) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if !sf.IsExported() || name == "-" || name == "" {
+			continue
+		}
+		path := name
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(time.Time{}) {
+			collect(fv, path, out)
+			continue
+		}
+		env := EnvPrefix + strings.ToUpper(strings.NewReplacer(".", "_").Replace(path))
+		out[env] = field{path: path, v: fv}
+	}
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func setValue(v reflect.Value, s string) error {
+	if v.Type() == durationType {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(d))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
+		if err != nil {
+			return err
+		}
+		v.SetInt(n)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, err := strconv.ParseUint(s, 10, v.Type().Bits())
+		if err != nil {
+			return err
+		}
+		v.SetUint(n)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return err
+		}
+		v.SetFloat(f)
+	case reflect.Slice:
+		return setSlice(v, s)
+	default:
+		return fmt.Errorf("cannot be set from the environment (kind %s)", v.Kind())
+	}
+	return nil
+}
+
+func setSlice(v reflect.Value, s string) error {
+	parts := []string{}
+	if s != "" {
+		parts = strings.Split(s, ",")
+	}
+	out := reflect.MakeSlice(v.Type(), len(parts), len(parts))
+	for i, p := range parts {
+		if err := setValue(out.Index(i), strings.TrimSpace(p)); err != nil {
+			return fmt.Errorf("item %d: %w", i, err)
+		}
+	}
+	v.Set(out)
+	return nil
+}

@@ -1,0 +1,246 @@
+package ocap
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is a token kind, carried in the JOSE header typ.
+type Kind string
+
+// The token kinds. A verifier is always told which kind it expects.
+const (
+	KindCapability Kind = "capgate+jwt"
+	KindClient     Kind = "capgate-client+jwt"
+	KindMember     Kind = "capgate-member+jwt"
+)
+
+func (k Kind) valid() bool {
+	return k == KindCapability || k == KindClient || k == KindMember
+}
+
+// Op is one operation a capability allows; Ops is a set of them.
+type Op uint8
+
+// The operations.
+const (
+	OpFetch Op = 1 << iota
+	OpCommit
+	OpProduce
+)
+
+// Ops is a set of Op, encoded in JSON as a list of names.
+type Ops uint8
+
+const opsAll = Ops(OpFetch | OpCommit | OpProduce)
+
+var opNames = [...]struct {
+	op   Op
+	name string
+}{{OpFetch, "fetch"}, {OpCommit, "commit"}, {OpProduce, "produce"}}
+
+// Has reports whether op is in the set.
+func (o Ops) Has(op Op) bool { return Ops(op)&o != 0 }
+
+// SubsetOf reports whether every op of o is in p.
+func (o Ops) SubsetOf(p Ops) bool { return o&^p == 0 }
+
+// ParseOps parses op names ("fetch", "commit", "produce").
+func ParseOps(names []string) (Ops, error) {
+	var o Ops
+	for _, n := range names {
+		op, ok := parseOp(n)
+		if !ok {
+			return 0, fmt.Errorf("%w: %q", ErrUnknownOp, n)
+		}
+		o |= Ops(op)
+	}
+	return o, nil
+}
+
+func parseOp(name string) (Op, bool) {
+	for _, e := range opNames {
+		if e.name == name {
+			return e.op, true
+		}
+	}
+	return 0, false
+}
+
+// Names lists the ops in canonical order.
+func (o Ops) Names() []string {
+	var out []string
+	for _, e := range opNames {
+		if o.Has(e.op) {
+			out = append(out, e.name)
+		}
+	}
+	return out
+}
+
+func (o Ops) String() string { return strings.Join(o.Names(), ",") }
+
+// MarshalJSON encodes the set as a list of names.
+func (o Ops) MarshalJSON() ([]byte, error) { return json.Marshal(o.Names()) }
+
+// UnmarshalJSON refuses unknown names with ErrUnknownOp.
+func (o *Ops) UnmarshalJSON(b []byte) error {
+	var names []string
+	if err := json.Unmarshal(b, &names); err != nil {
+		return fmt.Errorf("%w: op: %v", ErrBadClaims, err)
+	}
+	ops, err := ParseOps(names)
+	if err != nil {
+		return err
+	}
+	*o = ops
+	return nil
+}
+
+// OffsetRange is the half-open range [From, To) of offsets a capability
+// may read. To == 0 means unbounded above. JSON: [from, to].
+type OffsetRange struct {
+	From, To int64
+}
+
+// Contains reports whether offset lies in the range.
+func (r OffsetRange) Contains(offset int64) bool {
+	return offset >= r.From && (r.To == 0 || offset < r.To)
+}
+
+// Within reports whether r is a sub-range of s.
+func (r OffsetRange) Within(s OffsetRange) bool {
+	if r.From < s.From {
+		return false
+	}
+	if s.To == 0 {
+		return true
+	}
+	return r.To != 0 && r.To <= s.To
+}
+
+func (r OffsetRange) valid() bool {
+	return r.From >= 0 && (r.To == 0 || r.To > r.From)
+}
+
+// MarshalJSON encodes [from, to].
+func (r OffsetRange) MarshalJSON() ([]byte, error) {
+	return []byte("[" + strconv.FormatInt(r.From, 10) + "," + strconv.FormatInt(r.To, 10) + "]"), nil
+}
+
+// UnmarshalJSON accepts exactly two integers.
+func (r *OffsetRange) UnmarshalJSON(b []byte) error {
+	var v [2]json.Number
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var raw []json.Number
+	if err := dec.Decode(&raw); err != nil || len(raw) != 2 {
+		return fmt.Errorf("%w: off must be [from, to]", ErrBadOffsetRange)
+	}
+	copy(v[:], raw)
+	from, err1 := strconv.ParseInt(v[0].String(), 10, 64)
+	to, err2 := strconv.ParseInt(v[1].String(), 10, 64)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("%w: off must hold integers", ErrBadOffsetRange)
+	}
+	*r = OffsetRange{From: from, To: to}
+	if !r.valid() {
+		return fmt.Errorf("%w: [%d, %d)", ErrBadOffsetRange, from, to)
+	}
+	return nil
+}
+
+// QoS carries per-capability service settings.
+type QoS struct {
+	LogLevel       string `json:"lvl,omitempty"` // "debug" turns on debug lines for this capability
+	Monitor        string `json:"mon,omitempty"` // metrics label (bounded by the gateway)
+	MaxBytesPerSec int64  `json:"bps,omitempty"` // 0 means unlimited
+}
+
+// Seconds is a JWT NumericDate restricted to an integer number of seconds
+// in [0, 2^40): "1e300", 1.5 and "123" are refused with ErrBadTime.
+type Seconds int64
+
+const maxSeconds = 1 << 40
+
+// UnmarshalJSON accepts only a plain non-negative integer literal.
+func (s *Seconds) UnmarshalJSON(b []byte) error {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n < 0 || n >= maxSeconds {
+		return fmt.Errorf("%w: %.40s", ErrBadTime, b)
+	}
+	*s = Seconds(n)
+	return nil
+}
+
+// Claims of every token kind. Which fields are required depends on the
+// kind (see Verifier). Field names follow DESIGN §3.
+type Claims struct {
+	Issuer    string  `json:"iss"`
+	Audience  string  `json:"aud"`
+	Subject   string  `json:"sub"`
+	ID        string  `json:"jti"`
+	IssuedAt  Seconds `json:"iat"`
+	NotBefore Seconds `json:"nbf,omitempty"`
+	ExpiresAt Seconds `json:"exp"`
+
+	// Capabilities.
+	Group     string          `json:"grp,omitempty"`
+	Topic     string          `json:"tp,omitempty"`
+	Partition *int32          `json:"pt,omitempty"`
+	Epoch     uint64          `json:"ep,omitempty"`
+	Ops       Ops             `json:"op,omitempty"`
+	Offsets   *OffsetRange    `json:"off,omitempty"`
+	QoS       *QoS            `json:"qos,omitempty"`
+	Chain     []string        `json:"chn,omitempty"`
+	Caveats   json.RawMessage `json:"cav,omitempty"`
+
+	// Client credentials: the groups and topics the client may join for.
+	// An entry "*" allows any.
+	Groups []string `json:"grps,omitempty"`
+	Topics []string `json:"tps,omitempty"`
+
+	// Derived at verification, not encoded.
+	kind Kind
+	kid  string
+}
+
+// Kind is the token kind the claims were verified as.
+func (c *Claims) Kind() Kind { return c.kind }
+
+// KeyID is the kid of the key that signed the token.
+func (c *Claims) KeyID() string { return c.kid }
+
+// PartitionNumber returns pt, or -1 when absent.
+func (c *Claims) PartitionNumber() int32 {
+	if c.Partition == nil {
+		return -1
+	}
+	return *c.Partition
+}
+
+// AllowsOffset reports whether the offset caveat (if any) admits offset.
+func (c *Claims) AllowsOffset(offset int64) bool {
+	return c.Offsets == nil || c.Offsets.Contains(offset)
+}
+
+// AllowsGroup reports whether a client credential may join group.
+func (c *Claims) AllowsGroup(group string) bool { return listAllows(c.Groups, group) }
+
+// AllowsTopic reports whether a client credential may subscribe to topic.
+func (c *Claims) AllowsTopic(topic string) bool { return listAllows(c.Topics, topic) }
+
+func listAllows(list []string, v string) bool {
+	for _, e := range list {
+		if e == "*" || e == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (s Seconds) time() time.Time { return time.Unix(int64(s), 0) }
