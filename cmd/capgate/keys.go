@@ -1,0 +1,92 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/capgate/capgate/ocap"
+)
+
+func newKeysCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "keys", Short: "Manage the coordinator's Ed25519 signing keys"}
+	cmd.AddCommand(newKeysGenerate(), newKeysRotate(), newKeysJWKS())
+	return cmd
+}
+
+func newKeysGenerate() *cobra.Command {
+	var out string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "generate --out keys.json",
+		Short: "Write a new key ring (current + next key) with mode 0600",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := os.Stat(out); err == nil && !force {
+				return fmt.Errorf("%s exists; pass --force to replace it (tokens signed by its keys stop verifying)", out)
+			}
+			ring, err := ocap.NewKeyRing(rand.Reader, time.Now())
+			if err != nil {
+				return err
+			}
+			if err := ring.SaveFile(out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: current kid %s, next kid %s\n", out, ring.Current.ID, ring.Next.ID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "keys.json", "key ring file to write")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing file")
+	return cmd
+}
+
+func newKeysRotate() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "rotate --file keys.json",
+		Short: "Rotate a key ring file: next becomes current, a new next is made, the old current is kept as previous",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ring, err := ocap.LoadKeyRingFile(file)
+			if err != nil {
+				return err
+			}
+			if err := ring.Rotate(rand.Reader, time.Now()); err != nil {
+				return err
+			}
+			if err := ring.SaveFile(file); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rotated %s: current kid %s, next kid %s, previous kid %s\n", file, ring.Current.ID, ring.Next.ID, ring.Previous.ID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "keys.json", "key ring file")
+	return cmd
+}
+
+func newKeysJWKS() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "jwks --file keys.json",
+		Short: "Print the public keys of a key ring file as a JWK set",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("--file is required")
+			}
+			ring, err := ocap.LoadKeyRingFile(file)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(ring.JWKS())
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "keys.json", "key ring file")
+	return cmd
+}
