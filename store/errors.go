@@ -1,0 +1,30 @@
+package store
+
+import "errors"
+
+// Sentinel errors. Every error the store returns wraps one of these or a
+// badger/OS error, with the operation and the key in front, e.g.
+// "store: save epoch orders/payments/3: epoch regression: stored 7, new 5".
+// Test them with errors.Is.
+var (
+	// ErrEpochRegression: a write would lower a partition epoch. Epochs are
+	// the fence; a lower one would let a revoked capability back in.
+	ErrEpochRegression = errors.New("epoch regression")
+	// ErrOffsetRegression: a commit would move a committed offset backwards
+	// without the admin reset flag.
+	ErrOffsetRegression = errors.New("offset regression")
+	// ErrSeqRegression: the sync sequence would go down; gateways ack by
+	// sequence, so a lower one would make them skip updates.
+	ErrSeqRegression = errors.New("sync sequence regression")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+	// ErrBatchTooBig: one Update holds more than badger can commit in one
+	// transaction (see MaxBatchRecords). Nothing of the batch was written.
+	ErrBatchTooBig = errors.New("batch too big for one transaction")
+	// ErrCorrupt: a stored key or value does not decode. The error names
+	// the key.
+	ErrCorrupt = errors.New("corrupt record")
+	// ErrInvalid: a record handed to a Writer breaks a rule of its kind
+	// (empty id, negative partition or offset, unknown state, bad JSON).
+	ErrInvalid = errors.New("invalid record")
+)

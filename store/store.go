@@ -1,0 +1,197 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"go.uber.org/zap"
+)
+
+// Options configure Open.
+type Options struct {
+	// Logger receives badger's warnings and errors; nil discards them.
+	Logger *zap.Logger
+	// InMemory keeps everything in memory and ignores dir. For benchmarks
+	// only: nothing survives Close.
+	InMemory bool
+}
+
+// Badger sizing for a small (2-core) box. One transaction may hold at most
+// 15% of a memtable, in bytes and in entries (96 bytes of skiplist node
+// each), so memTableSize fixes the largest atomic batch:
+// 4.8 MiB and 52,428 records (MaxBatchRecords), enough for 10,000
+// partitions' epoch and state together.
+const (
+	memTableSize     = 32 << 20
+	blockCacheSize   = 8 << 20
+	valueLogFileSize = 64 << 20
+	numCompactors    = 2
+	numMemtables     = 2
+
+	// MaxBatchRecords is the most records (puts and deletes) one Update
+	// can hold; more gives ErrBatchTooBig. MaxBatchBytes (keys, values and
+	// about 12 bytes of overhead per record) is the other bound.
+	MaxBatchRecords = MaxBatchBytes/96 - 1
+	MaxBatchBytes   = 15 * memTableSize / 100
+)
+
+// Store is the durable coordinator state. Safe for concurrent use.
+type Store struct {
+	dir      string
+	inMemory bool
+
+	// writeMu serialises Updates, so the checks of one batch (epoch,
+	// offset, seq regressions) read the result of the previous batch.
+	writeMu sync.Mutex
+
+	// closeMu guards closed and db: every operation holds it for reading,
+	// Close for writing.
+	closeMu sync.RWMutex
+	closed  bool
+	db      *badger.DB
+}
+
+// Open opens (creating if needed) the store in dir. The directory is made
+// 0700 and every file in it 0600: the signing keys live there.
+func Open(dir string, opts Options) (*Store, error) {
+	bopts := badgerOptions(dir, opts)
+	if !opts.InMemory {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", dir, err)
+		}
+		if err := restrictPermissions(dir); err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", dir, err)
+		}
+	}
+	db, err := badger.Open(bopts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	s := &Store{dir: dir, inMemory: opts.InMemory, db: db}
+	if err := s.checkLayout(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	if !opts.InMemory {
+		// Badger's lock file and memory-mapped files are created
+		// 0666&^umask; tighten them now that they exist.
+		if err := restrictPermissions(dir); err != nil {
+			return nil, errors.Join(fmt.Errorf("store: open %s: %w", dir, err), db.Close())
+		}
+	}
+	return s, nil
+}
+
+func badgerOptions(dir string, opts Options) badger.Options {
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	bopts := badger.DefaultOptions(dir)
+	if opts.InMemory {
+		bopts = badger.DefaultOptions("").WithInMemory(true)
+	}
+	return bopts.
+		WithSyncWrites(!opts.InMemory).
+		WithLogger(badgerLogger{logger.Named("badger").Sugar()}).
+		WithMemTableSize(memTableSize).
+		WithNumMemtables(numMemtables).
+		WithNumCompactors(numCompactors).
+		WithNumGoroutines(2).
+		WithBlockCacheSize(blockCacheSize).
+		WithCompression(options.None).
+		WithValueLogFileSize(valueLogFileSize).
+		WithMetricsEnabled(false).
+		WithDetectConflicts(false) // writers are serialised by writeMu
+}
+
+// checkLayout writes the layout version into a new store and refuses one
+// written with another layout.
+func (s *Store) checkLayout() error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(prefixLayout))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return txn.Set([]byte(prefixLayout), encodeUint(layoutVersion))
+		}
+		if err != nil {
+			return fmt.Errorf("store: open: read layout: %w", err)
+		}
+		value, err := item.ValueCopy(nil)
+		if err != nil {
+			return fmt.Errorf("store: open: read layout: %w", err)
+		}
+		version, err := decodeUint(value)
+		if err != nil {
+			return fmt.Errorf("store: open: key %s: %w: %w", prefixLayout, ErrCorrupt, err)
+		}
+		if version != layoutVersion {
+			return fmt.Errorf("store: open: key layout version %d, this build reads %d", version, layoutVersion)
+		}
+		return nil
+	})
+}
+
+// Close flushes the memtable to disk and closes the store. Later calls
+// return ErrClosed.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return fmt.Errorf("store: close: %w", ErrClosed)
+	}
+	s.closed = true
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	if s.inMemory {
+		return nil
+	}
+	if err := restrictPermissions(s.dir); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// restrictPermissions makes dir 0700 and every file under it 0600. Files
+// badger creates while the store is open (new memtables, tables) may be
+// 0666&^umask until the next Open or Close; the 0700 directory keeps
+// others out of them meanwhile.
+func restrictPermissions(dir string) error {
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	return filepath.WalkDir(dir, func(path string, entry fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case path == dir:
+			return nil
+		case entry.IsDir():
+			return os.Chmod(path, 0o700)
+		case entry.Type().IsRegular():
+			return os.Chmod(path, 0o600)
+		}
+		return nil
+	})
+}
+
+// badgerLogger routes badger's warnings and errors to zap and drops its
+// info and debug chatter.
+type badgerLogger struct{ log *zap.SugaredLogger }
+
+func (l badgerLogger) Errorf(format string, args ...any)   { l.log.Errorf(trimNewline(format), args...) }
+func (l badgerLogger) Warningf(format string, args ...any) { l.log.Warnf(trimNewline(format), args...) }
+func (l badgerLogger) Infof(string, ...any)                {}
+func (l badgerLogger) Debugf(string, ...any)               {}
+
+func trimNewline(format string) string {
+	if n := len(format); n > 0 && format[n-1] == '\n' {
+		return format[:n-1]
+	}
+	return format
+}

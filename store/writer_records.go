@@ -1,0 +1,156 @@
+package store
+
+import "fmt"
+
+// PutEpoch raises the epoch of a partition. A lower epoch than the stored
+// one fails with ErrEpochRegression; an equal one is a no-op. There is no
+// DeleteEpoch: an epoch must never be reissued, even for a group that is
+// deleted and created again, because live capabilities may still carry it.
+func (w *Writer) PutEpoch(group, topic string, partition int32, epoch uint64) error {
+	return w.do("save epoch", partitionName(group, topic, partition), func() error {
+		if err := checkPartition(group, topic, partition); err != nil {
+			return err
+		}
+		key := partitionKey(prefixEpoch, group, topic, partition)
+		stored, found, err := w.storedUint(key)
+		switch {
+		case err != nil:
+			return err
+		case found && epoch < stored:
+			return fmt.Errorf("%w: stored %d, new %d", ErrEpochRegression, stored, epoch)
+		case found && epoch == stored:
+			return nil
+		}
+		return w.set(key, encodeUint(epoch))
+	})
+}
+
+// PutPartitionState replaces the handoff state of a partition.
+func (w *Writer) PutPartitionState(group, topic string, partition int32, state PartitionState) error {
+	return w.do("save partition state", partitionName(group, topic, partition), func() error {
+		if err := checkPartition(group, topic, partition); err != nil {
+			return err
+		}
+		if err := validateState(state); err != nil {
+			return err
+		}
+		return w.set(partitionKey(prefixState, group, topic, partition), encodeState(state))
+	})
+}
+
+// DeletePartitionState removes the handoff state of a partition.
+func (w *Writer) DeletePartitionState(group, topic string, partition int32) error {
+	return w.do("delete partition state", partitionName(group, topic, partition), func() error {
+		return w.delete(partitionKey(prefixState, group, topic, partition))
+	})
+}
+
+// PutOffset records a commit. An offset below the stored one fails with
+// ErrOffsetRegression (use ResetOffset for an admin reset); an equal one
+// replaces metadata and epoch.
+func (w *Writer) PutOffset(group, topic string, partition int32, offset CommittedOffset) error {
+	return w.do("save offset", partitionName(group, topic, partition), func() error {
+		return w.putOffset(group, topic, partition, offset, false)
+	})
+}
+
+// ResetOffset records an offset set by an operator, allowed to go
+// backwards.
+func (w *Writer) ResetOffset(group, topic string, partition int32, offset CommittedOffset) error {
+	return w.do("reset offset", partitionName(group, topic, partition), func() error {
+		return w.putOffset(group, topic, partition, offset, true)
+	})
+}
+
+func (w *Writer) putOffset(group, topic string, partition int32, offset CommittedOffset, reset bool) error {
+	if err := checkPartition(group, topic, partition); err != nil {
+		return err
+	}
+	if err := validateOffset(offset); err != nil {
+		return err
+	}
+	key := partitionKey(prefixOffset, group, topic, partition)
+	if !reset {
+		var stored CommittedOffset
+		found, err := getValue(w.txn, key, func(value []byte) error {
+			var err error
+			stored, err = decodeOffset(value)
+			return err
+		})
+		switch {
+		case err != nil:
+			return err
+		case found && offset.Offset < stored.Offset:
+			return fmt.Errorf("%w: stored %d, new %d", ErrOffsetRegression, stored.Offset, offset.Offset)
+		}
+	}
+	return w.set(key, encodeOffset(offset))
+}
+
+// DeleteOffset removes a committed offset.
+func (w *Writer) DeleteOffset(group, topic string, partition int32) error {
+	return w.do("delete offset", partitionName(group, topic, partition), func() error {
+		return w.delete(partitionKey(prefixOffset, group, topic, partition))
+	})
+}
+
+// PutGroupConfig replaces a group's configuration; Config must be empty or
+// valid JSON.
+func (w *Writer) PutGroupConfig(group string, config GroupConfig) error {
+	return w.do("save group config", displayPart(group), func() error {
+		if err := checkID("group", group); err != nil {
+			return err
+		}
+		if err := validateJSON(config.Config); err != nil {
+			return err
+		}
+		return w.set(stringsKey(prefixGroupConfig, group), encodeGroupConfig(config))
+	})
+}
+
+// DeleteGroupConfig removes a group's configuration.
+func (w *Writer) DeleteGroupConfig(group string) error {
+	return w.do("delete group config", displayPart(group), func() error {
+		return w.delete(stringsKey(prefixGroupConfig, group))
+	})
+}
+
+// PutMember adds or replaces a member (keyed by member.ID).
+func (w *Writer) PutMember(group string, member Member) error {
+	return w.do("save member", displayPart(group)+"/"+displayPart(member.ID), func() error {
+		if err := checkID("group", group); err != nil {
+			return err
+		}
+		if err := checkID("member id", member.ID); err != nil {
+			return err
+		}
+		return w.set(stringsKey(prefixMember, group, member.ID), encodeMember(member))
+	})
+}
+
+// DeleteMember removes a member.
+func (w *Writer) DeleteMember(group, memberID string) error {
+	return w.do("delete member", displayPart(group)+"/"+displayPart(memberID), func() error {
+		return w.delete(stringsKey(prefixMember, group, memberID))
+	})
+}
+
+// PutLease pins a partition to a holder.
+func (w *Writer) PutLease(group, topic string, partition int32, lease Lease) error {
+	return w.do("save lease", partitionName(group, topic, partition), func() error {
+		if err := checkPartition(group, topic, partition); err != nil {
+			return err
+		}
+		if err := checkID("lease holder", lease.Holder); err != nil {
+			return err
+		}
+		return w.set(partitionKey(prefixLease, group, topic, partition), encodeLease(lease))
+	})
+}
+
+// DeleteLease removes a partition's lease.
+func (w *Writer) DeleteLease(group, topic string, partition int32) error {
+	return w.do("delete lease", partitionName(group, topic, partition), func() error {
+		return w.delete(partitionKey(prefixLease, group, topic, partition))
+	})
+}
