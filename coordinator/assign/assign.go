@@ -1,11 +1,3 @@
-// Package assign holds the pure partition assignors of capgate: given the
-// members of a group, the partitions they may read and who owns what now,
-// each assignor returns a target assignment. No IO, no clock, no global
-// state; the same input always gives the same output.
-//
-// Assignors are plain functions (Func). Sticky is the default: it keeps
-// current owners and moves the fewest partitions needed to reach floor/ceil
-// balance. Range is Kafka's range assignor, per topic.
 package assign
 
 // Partition identifies one topic partition.
