@@ -1,0 +1,230 @@
+package broker
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// Config is the broker section of capgate's configuration: how to reach the
+// Kafka fleet and how hard to lean on it.
+type Config struct {
+	// Seeds are the bootstrap brokers, host:port each.
+	Seeds []string `yaml:"seeds"`
+	// ClientID is the Kafka client id capgate presents to the brokers.
+	ClientID string `yaml:"client_id"`
+	// MaxFetchBytes is the ceiling for one fetch response's record bytes;
+	// a FetchRequest's MaxBytes is clamped to it.
+	MaxFetchBytes int32 `yaml:"max_fetch_bytes"`
+	// RequestTimeout bounds a produce or metadata call, and how long a
+	// fetch keeps retrying a partition whose leader cannot be reached.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// MetadataMaxAge is how long cached leaders and partition counts are
+	// trusted before a call refreshes them.
+	MetadataMaxAge time.Duration `yaml:"metadata_max_age"`
+	// FetchConnectionsPerBroker bounds the fetches in flight to one broker;
+	// each in-flight fetch owns one connection, because a broker answers
+	// the requests of one connection strictly one after another and a
+	// long poll would otherwise hold up every fetch behind it. A fetch
+	// beyond the bound waits for a free connection (within its ctx).
+	FetchConnectionsPerBroker int `yaml:"fetch_connections_per_broker"`
+
+	TLS  TLSConfig  `yaml:"tls"`
+	SASL SASLConfig `yaml:"sasl"`
+}
+
+// TLSConfig configures TLS to the brokers.
+type TLSConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs to trust; empty means the system pool.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and key for mutual TLS.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName overrides the name checked against the broker certificate;
+	// empty means the host of each broker address.
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// SASL mechanisms accepted in SASLConfig.Mechanism.
+const (
+	SASLNone        = ""
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+// SASLConfig configures SASL authentication to the brokers. The password is
+// never printed: String, GoString, MarshalJSON and MarshalLogObject redact it.
+type SASLConfig struct {
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	Password  string `yaml:"password"`
+}
+
+const redacted = "[redacted]"
+
+// DefaultConfig returns the defaults: one local broker, 8 MiB fetches, 10 s
+// requests, 30 s metadata, 32 fetch connections per broker.
+func DefaultConfig() Config {
+	return Config{
+		Seeds:                     []string{"127.0.0.1:9092"},
+		ClientID:                  "capgate",
+		MaxFetchBytes:             8 << 20,
+		RequestTimeout:            10 * time.Second,
+		MetadataMaxAge:            30 * time.Second,
+		FetchConnectionsPerBroker: 32,
+	}
+}
+
+// Validate checks every field and names the first bad one.
+func (c Config) Validate() error {
+	if len(c.Seeds) == 0 {
+		return fmt.Errorf("broker.seeds: must list at least one host:port, got none")
+	}
+	for _, seed := range c.Seeds {
+		if err := validateHostPort(seed); err != nil {
+			return fmt.Errorf("broker.seeds: %w", err)
+		}
+	}
+	switch {
+	case c.ClientID == "":
+		return fmt.Errorf("broker.client_id: must not be empty")
+	case c.MaxFetchBytes <= 0:
+		return fmt.Errorf("broker.max_fetch_bytes: must be > 0, got %d", c.MaxFetchBytes)
+	case c.MaxFetchBytes > maxFetchBytesLimit:
+		return fmt.Errorf("broker.max_fetch_bytes: must be <= %d, got %d", maxFetchBytesLimit, c.MaxFetchBytes)
+	case c.RequestTimeout <= 0:
+		return fmt.Errorf("broker.request_timeout: must be > 0, got %s", c.RequestTimeout)
+	case c.MetadataMaxAge <= 0:
+		return fmt.Errorf("broker.metadata_max_age: must be > 0, got %s", c.MetadataMaxAge)
+	case c.FetchConnectionsPerBroker <= 0:
+		return fmt.Errorf("broker.fetch_connections_per_broker: must be > 0, got %d", c.FetchConnectionsPerBroker)
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
+	return c.SASL.validate()
+}
+
+// maxFetchBytesLimit keeps one response well inside a broker's default
+// socket.request.max.bytes and our own read limit.
+const maxFetchBytesLimit = 256 << 20
+
+func validateHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be host:port, got %q", addr)
+	}
+	n, err := strconv.Atoi(port)
+	if host == "" || err != nil || n <= 0 || n > 65535 {
+		return fmt.Errorf("must be host:port with a port in 1..65535, got %q", addr)
+	}
+	return nil
+}
+
+func (t TLSConfig) validate() error {
+	if !t.Enabled {
+		if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" {
+			return fmt.Errorf("broker.tls.enabled: must be true when tls files are set, got false")
+		}
+		return nil
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return fmt.Errorf("broker.tls.cert_file: cert_file and key_file go together, got cert_file %q key_file %q", t.CertFile, t.KeyFile)
+	}
+	return nil
+}
+
+// build loads the files named in t into a *tls.Config.
+func (t TLSConfig) build() (*tls.Config, error) {
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // operator's explicit choice
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("broker.tls.ca_file: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("broker.tls.ca_file: no PEM certificates in %q", t.CAFile)
+		}
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("broker.tls.cert_file: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func (s SASLConfig) validate() error {
+	switch s.Mechanism {
+	case SASLNone:
+		return nil
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+	default:
+		return fmt.Errorf("broker.sasl.mechanism: must be one of \"\", PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, got %q", s.Mechanism)
+	}
+	if s.Username == "" {
+		return fmt.Errorf("broker.sasl.username: must not be empty with mechanism %s", s.Mechanism)
+	}
+	return nil
+}
+
+// String prints the mechanism and user, never the password.
+func (s SASLConfig) String() string {
+	return fmt.Sprintf("{mechanism:%q username:%q password:%s}", s.Mechanism, s.Username, s.redactedPassword())
+}
+
+// GoString keeps %#v from printing the password.
+func (s SASLConfig) GoString() string { return "broker.SASLConfig" + s.String() }
+
+// MarshalJSON keeps JSON dumps (and zap.Any) from printing the password.
+func (s SASLConfig) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{
+		"mechanism": s.Mechanism,
+		"username":  s.Username,
+		"password":  s.redactedPassword(),
+	})
+}
+
+// MarshalLogObject logs the mechanism and user, never the password.
+func (s SASLConfig) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("mechanism", s.Mechanism)
+	enc.AddString("username", s.Username)
+	enc.AddString("password", s.redactedPassword())
+	return nil
+}
+
+func (s SASLConfig) redactedPassword() string {
+	if s.Password == "" {
+		return ""
+	}
+	return redacted
+}
+
+// MarshalLogObject logs the whole config with the SASL password redacted.
+func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("seeds", fmt.Sprint(c.Seeds))
+	enc.AddString("client_id", c.ClientID)
+	enc.AddInt32("max_fetch_bytes", c.MaxFetchBytes)
+	enc.AddDuration("request_timeout", c.RequestTimeout)
+	enc.AddDuration("metadata_max_age", c.MetadataMaxAge)
+	enc.AddInt("fetch_connections_per_broker", c.FetchConnectionsPerBroker)
+	enc.AddBool("tls", c.TLS.Enabled)
+	return enc.AddObject("sasl", c.SASL)
+}

@@ -1,0 +1,48 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+func TestErrorClassification(t *testing.T) {
+	for _, tc := range []struct {
+		err                    error
+		retriable, unknown, na bool
+	}{
+		{kerr.UnknownTopicOrPartition, false, true, false},
+		{kerr.UnknownTopicID, false, true, false},
+		{kerr.NotLeaderForPartition, true, false, true},
+		{kerr.FencedLeaderEpoch, true, false, true},
+		{kerr.RequestTimedOut, true, false, true},
+		{kerr.UnknownServerError, false, false, false},
+		{kerr.TopicAuthorizationFailed, false, false, false},
+		{fmt.Errorf("dial: %w", io.EOF), true, false, true},
+	} {
+		be := newBrokerError("fetch", tc.err)
+		if be.Retriable != tc.retriable || errors.Is(be, ErrUnknownTopicOrPartition) != tc.unknown ||
+			errors.Is(be, ErrBrokerUnavailable) != tc.na || !errors.Is(be, tc.err) {
+			t.Errorf("%v: retriable %v unknown %v unavailable %v", tc.err, be.Retriable,
+				errors.Is(be, ErrUnknownTopicOrPartition), errors.Is(be, ErrBrokerUnavailable))
+		}
+	}
+	if err := wrapError("fetch", context.Canceled); !errors.Is(err, context.Canceled) {
+		t.Errorf("context error lost: %v", err)
+	}
+	var be *BrokerError
+	if err := wrapError("fetch", context.Canceled); errors.As(err, &be) {
+		t.Errorf("context error became a BrokerError: %v", err)
+	}
+	oor := &OffsetOutOfRangeError{Offset: 9, Earliest: 1, Latest: 5}
+	if err := wrapError("fetch", oor); err != oor || err.Error() != "broker: offset 9 out of range [1, 5]" {
+		t.Errorf("out of range: %v", err)
+	}
+	if got := newBrokerError("produce", kerr.NotLeaderForPartition).Error(); got != "broker: produce: "+kerr.NotLeaderForPartition.Error() {
+		t.Errorf("message: %s", got)
+	}
+}
