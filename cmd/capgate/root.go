@@ -9,6 +9,6 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newKeysCmd(), newTokenCmd())
+	root.AddCommand(newKeysCmd(), newTokenCmd(), newAdminCmd())
 	return root
 }

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/capgate/capgate/api"
+)
+
+// adminClient talks to the coordinator's admin API.
+type adminClient struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+type adminFlags struct {
+	coordinator string
+	token       string
+	tokenFile   string
+}
+
+func (f *adminFlags) register(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&f.coordinator, "coordinator", envOr("CAPGATE_COORDINATOR_URL", "http://127.0.0.1:7070"), "coordinator base URL ($CAPGATE_COORDINATOR_URL)")
+	cmd.PersistentFlags().StringVar(&f.token, "token", "", "admin token ($CAPGATE_ADMIN_TOKEN); prefer --token-file")
+	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json from capgate dev")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (f *adminFlags) client() (*adminClient, error) {
+	tok, err := secretFrom(f.token, f.tokenFile, "CAPGATE_ADMIN_TOKEN", "admin_token")
+	if err != nil {
+		return nil, err
+	}
+	return &adminClient{base: strings.TrimRight(f.coordinator, "/"), token: tok, http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// secretFrom reads a secret from a flag, a file (plain, or a JSON object
+// holding key, as written by capgate dev) or an environment variable.
+func secretFrom(flagValue, file, env, key string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		var m map[string]string
+		if json.Unmarshal(b, &m) == nil {
+			if v := m[key]; v != "" {
+				return v, nil
+			}
+			return "", fmt.Errorf("%s holds no %q", file, key)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	if v := os.Getenv(env); v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("no %s: pass --token, --token-file or set %s", key, env)
+}
+
+// do sends body (nil for none) and decodes a JSON answer into out (may be
+// nil). Error bodies are turned into *api.Error.
+func (c *adminClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", api.MediaJSON)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var eb api.ErrorBody
+		if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
+			return fmt.Errorf("%s %s: %d %w", method, path, resp.StatusCode, &eb.Error)
+		}
+		return fmt.Errorf("%s %s: %s: %.200s", method, path, resp.Status, b)
+	}
+	if out != nil && len(b) > 0 {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// call is the shape of most admin subcommands: send, print the answer.
+func call(cmd *cobra.Command, f *adminFlags, method, path string, body any) error {
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	var out json.RawMessage
+	if err := c.do(cmd.Context(), method, path, body, &out); err != nil {
+		return err
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(cmd.OutOrStdout(), "ok")
+		return nil
+	}
+	var v any
+	json.Unmarshal(out, &v)
+	return printJSON(cmd.OutOrStdout(), v)
+}
+
+func partitionPath(group, topic, partition string) (string, error) {
+	p, err := strconv.ParseInt(partition, 10, 32)
+	if err != nil || p < 0 {
+		return "", fmt.Errorf("partition %q: want a number ≥ 0", partition)
+	}
+	return "/v1/admin/groups/" + url.PathEscape(group) + "/partitions/" + url.PathEscape(topic) + "/" + strconv.FormatInt(p, 10), nil
+}
+
+func newAdminCmd() *cobra.Command {
+	f := &adminFlags{}
+	cmd := &cobra.Command{Use: "admin", Short: "Operate a coordinator through its admin API"}
+	f.register(cmd)
+	cmd.AddCommand(
+		adminGet(f, "groups", "List consumer groups", func([]string) string { return "/v1/admin/groups" }, 0),
+		adminGet(f, "group GROUP", "Describe a group: members, partitions, owners, epochs, committed offsets, lag", func(a []string) string { return "/v1/admin/groups/" + url.PathEscape(a[0]) }, 1),
+		adminGet(f, "gateways", "List gateways with their acked sync seq and last poll", func([]string) string { return "/v1/admin/gateways" }, 0),
+		newAdminRevoke(f), newAdminLease(f), newAdminGrant(f), newAdminRevokeCapability(f),
+		newAdminRevokeMember(f), newAdminQoS(f), newAdminConfig(f), newAdminClientCredential(f), newAdminRotateKeys(f),
+	)
+	return cmd
+}
+
+func adminGet(f *adminFlags, use, short string, path func([]string) string, nargs int) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: cobra.ExactArgs(nargs),
+		RunE: func(cmd *cobra.Command, args []string) error { return call(cmd, f, http.MethodGet, path(args), nil) },
+	}
+}

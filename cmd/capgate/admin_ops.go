@@ -1,0 +1,213 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newAdminRevoke(f *adminFlags) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "revoke GROUP TOPIC PARTITION",
+		Short: "Fence a partition and reassign it; returns once every gateway is safe",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			path, err := partitionPath(a[0], a[1], a[2])
+			if err != nil {
+				return err
+			}
+			return call(cmd, f, http.MethodPost, path+"/revoke", map[string]any{"reason": reason})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "reason recorded with the revocation")
+	return cmd
+}
+
+func newAdminLease(f *adminFlags) *cobra.Command {
+	var holder string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "lease GROUP TOPIC PARTITION --holder NAME --ttl 10m",
+		Short: "Hand a partition exclusively to a member or a named outside holder for a while",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if holder == "" {
+				return errors.New("--holder is required")
+			}
+			path, err := partitionPath(a[0], a[1], a[2])
+			if err != nil {
+				return err
+			}
+			return call(cmd, f, http.MethodPost, path+"/lease", map[string]any{"holder": holder, "ttl_ms": ttl.Milliseconds()})
+		},
+	}
+	cmd.Flags().StringVar(&holder, "holder", "", "member id or outside holder name")
+	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Minute, "how long the lease pins the partition")
+	return cmd
+}
+
+func newAdminGrant(f *adminFlags) *cobra.Command {
+	var topic, holder, ops string
+	var partition int32
+	var ttl time.Duration
+	var from, to int64
+	cmd := &cobra.Command{
+		Use:   "grant --topic T --partition P --holder NAME",
+		Short: "Mint a shared (non-exclusive) capability, fenced by its jti only",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			body := map[string]any{"topic": topic, "partition": partition, "ops": strings.Split(ops, ","), "ttl_ms": ttl.Milliseconds(), "holder": holder}
+			if cmd.Flags().Changed("offset-from") {
+				body["offset_from"] = from
+			}
+			if cmd.Flags().Changed("offset-to") {
+				body["offset_to"] = to
+			}
+			return call(cmd, f, http.MethodPost, "/v1/admin/capabilities", body)
+		},
+	}
+	cmd.Flags().StringVar(&topic, "topic", "", "topic")
+	cmd.Flags().Int32Var(&partition, "partition", 0, "partition")
+	cmd.Flags().StringVar(&holder, "holder", "", "holder name (the capability's sub)")
+	cmd.Flags().StringVar(&ops, "ops", "fetch", "comma-separated ops: fetch, commit, produce")
+	cmd.Flags().DurationVar(&ttl, "ttl", 5*time.Minute, "lease of the capability (≤ max_lease)")
+	cmd.Flags().Int64Var(&from, "offset-from", 0, "first offset the capability may read")
+	cmd.Flags().Int64Var(&to, "offset-to", 0, "offset the capability may not reach")
+	return cmd
+}
+
+func newAdminRevokeCapability(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke-capability JTI",
+		Short: "Deny one capability id (and every capability attenuated from it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return call(cmd, f, http.MethodPost, "/v1/admin/capabilities/"+url.PathEscape(a[0])+"/revoke", map[string]any{})
+		},
+	}
+}
+
+func newAdminRevokeMember(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke-member GROUP MEMBER",
+		Short: "Remove a member, fence its partitions and deny its capabilities",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return call(cmd, f, http.MethodPost, "/v1/admin/groups/"+url.PathEscape(a[0])+"/members/"+url.PathEscape(a[1])+"/revoke", map[string]any{})
+		},
+	}
+}
+
+func newAdminQoS(f *adminFlags) *cobra.Command {
+	var group, topic, holder, jti, level, monitor string
+	var partition int32
+	var bps int64
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "qos [--group G] [--topic T] [--partition P] [--holder H] [--jti J] [--log-level debug] [--monitor TAG] [--max-bytes-per-sec N]",
+		Short: "Change a consumer's or a partition's log level, monitor tag or byte rate live on every gateway",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sel := map[string]any{}
+			for k, v := range map[string]string{"group": group, "topic": topic, "holder": holder, "jti": jti} {
+				if v != "" {
+					sel[k] = v
+				}
+			}
+			if cmd.Flags().Changed("partition") {
+				sel["partition"] = partition
+			}
+			if len(sel) == 0 {
+				return errors.New("name at least one selector: --group, --topic, --partition, --holder or --jti")
+			}
+			body := map[string]any{"selector": sel, "ttl_ms": ttl.Milliseconds()}
+			if level != "" {
+				body["log_level"] = level
+			}
+			if monitor != "" {
+				body["monitor"] = monitor
+			}
+			if cmd.Flags().Changed("max-bytes-per-sec") {
+				body["max_bytes_per_sec"] = bps
+			}
+			return call(cmd, f, http.MethodPut, "/v1/admin/qos", body)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&group, "group", "", "selector: group")
+	fl.StringVar(&topic, "topic", "", "selector: topic")
+	fl.Int32Var(&partition, "partition", 0, "selector: partition")
+	fl.StringVar(&holder, "holder", "", "selector: holder (capability sub)")
+	fl.StringVar(&jti, "jti", "", "selector: capability id")
+	fl.StringVar(&level, "log-level", "", "per-capability log level (debug, info, warn, error)")
+	fl.StringVar(&monitor, "monitor", "", "monitor tag (a metrics label)")
+	fl.Int64Var(&bps, "max-bytes-per-sec", 0, "byte-rate limit (0 = unlimited)")
+	fl.DurationVar(&ttl, "ttl", time.Hour, "how long the override lasts")
+	return cmd
+}
+
+func newAdminConfig(f *adminFlags) *cobra.Command {
+	var moves float64
+	var handoff time.Duration
+	var reset string
+	cmd := &cobra.Command{
+		Use:   "config GROUP [--max-moves-per-second N] [--handoff-timeout D] [--offset-reset earliest|latest]",
+		Short: "Change a group's settings",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			body := map[string]any{}
+			if cmd.Flags().Changed("max-moves-per-second") {
+				body["max_moves_per_second"] = moves
+			}
+			if cmd.Flags().Changed("handoff-timeout") {
+				body["handoff_timeout_ms"] = handoff.Milliseconds()
+			}
+			if reset != "" {
+				body["offset_reset"] = reset
+			}
+			if len(body) == 0 {
+				return errors.New("nothing to change: pass at least one setting")
+			}
+			return call(cmd, f, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(a[0])+"/config", body)
+		},
+	}
+	cmd.Flags().Float64Var(&moves, "max-moves-per-second", 0, "creep: partitions moved per second at most (0 = unlimited)")
+	cmd.Flags().DurationVar(&handoff, "handoff-timeout", 0, "how long a handoff waits for the old holder's release")
+	cmd.Flags().StringVar(&reset, "offset-reset", "", "where a partition with no committed offset starts: earliest or latest")
+	return cmd
+}
+
+func newAdminClientCredential(f *adminFlags) *cobra.Command {
+	var name string
+	var groups, topics []string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "client-credential --name svc --groups g1,g2 [--topics t1]",
+		Short: "Mint a client credential that may join the given groups",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" || len(groups) == 0 {
+				return errors.New("--name and --groups are required")
+			}
+			return call(cmd, f, http.MethodPost, "/v1/admin/clients", map[string]any{"name": name, "groups": groups, "topics": topics, "ttl_ms": ttl.Milliseconds()})
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "client name (the credential's sub)")
+	cmd.Flags().StringSliceVar(&groups, "groups", nil, "groups it may join (* = any)")
+	cmd.Flags().StringSliceVar(&topics, "topics", nil, "topics it may subscribe to (* or empty = any)")
+	cmd.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "lifetime of the credential")
+	return cmd
+}
+
+func newAdminRotateKeys(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate-keys",
+		Short: "Rotate the coordinator's signing keys (gateways learn the new keys on the sync channel)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return call(cmd, f, http.MethodPost, "/v1/admin/keys/rotate", map[string]any{})
+		},
+	}
+}
