@@ -1,0 +1,291 @@
+package group
+
+import (
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/assign"
+)
+
+// adminPartition finds a partition named by an admin request, creating it
+// if the topic has it; it rejects and returns nil otherwise.
+func (m *Machine) adminPartition(ref Ref, groupName, topic string, number int32) *partition {
+	if groupName == "" || topic == "" || number < 0 {
+		m.reject(ref, api.CodeBadRequest, "group, topic and a partition >= 0 required")
+		return nil
+	}
+	id := assign.Partition{Topic: topic, Partition: number}
+	if g := m.groups[groupName]; g != nil && g.parts[id] != nil {
+		return g.parts[id]
+	}
+	if number >= m.topics[topic] {
+		m.reject(ref, api.CodeNotFound, "unknown partition %s/%d", topic, number)
+		return nil
+	}
+	return m.group(groupName).partition(id)
+}
+
+func (m *Machine) revokePartition(e RevokePartition) {
+	p := m.adminPartition(e.Ref, e.Group, e.Topic, e.Partition)
+	if p == nil {
+		return
+	}
+	if p.lease != nil && p.lease.outside {
+		m.endLease(p)
+	}
+	switch {
+	case p.state == Unowned || (p.state == Revoking && p.gatewaysSafe):
+		m.send(RevokeReply{Ref: e.Ref, Group: e.Group, Topic: e.Topic, Partition: e.Partition, Epoch: p.epoch})
+		return
+	case p.state == Owned:
+		p.force = max(p.force, forceRevoke)
+	}
+	p.revokeWaiters = append(p.revokeWaiters, e.Ref)
+	m.queueReassign(p.group)
+}
+
+func (m *Machine) leasePartition(e Lease) {
+	if e.Holder == "" || e.TTL <= 0 {
+		m.reject(e.Ref, api.CodeBadRequest, "lease: holder and ttl > 0 required")
+		return
+	}
+	p := m.adminPartition(e.Ref, e.Group, e.Topic, e.Partition)
+	if p == nil {
+		return
+	}
+	g := p.group
+	mem := g.members[e.Holder]
+	if mem != nil && !mem.resolved[e.Topic] {
+		m.reject(e.Ref, api.CodeConflict, "lease: member %q does not subscribe to %q", e.Holder, e.Topic)
+		return
+	}
+	until := m.now.Add(e.TTL)
+	if p.leaseWaiter != 0 {
+		m.reject(p.leaseWaiter, api.CodeConflict, "lease superseded")
+	}
+	p.lease = &lease{holder: e.Holder, outside: mem == nil, until: until}
+	p.leaseWaiter = e.Ref
+	g.leased[p.id] = p
+	m.putRecord(leaseKey(p), LeaseRecord{Group: g.name, Topic: e.Topic, Partition: e.Partition,
+		Holder: e.Holder, Outside: mem == nil, Until: until})
+	m.push(timer{at: until, kind: timerLease, partition: p})
+	if p.state == Owned && p.holder == e.Holder && p.holderOutside == (mem == nil) {
+		m.extendLeaseHolder(p)
+		return
+	}
+	m.queueReassign(g)
+}
+
+// extendLeaseHolder answers a lease to the current holder with its grant,
+// renewed to the new lease end for an outside holder.
+func (m *Machine) extendLeaseHolder(p *partition) {
+	if p.holderOutside {
+		exp := m.outsideExpiry(p)
+		p.capExpiry = exp
+		if exp.After(p.expiryBound) {
+			p.expiryBound = exp
+		}
+	} else {
+		m.extend(p)
+	}
+	g := m.grantOf(p)
+	m.audit.renewed(p, g)
+	p.grantSent = true
+	m.send(LeaseReply{Ref: p.leaseWaiter, Grant: g, Until: p.lease.until})
+	p.leaseWaiter = 0
+}
+
+func leaseKey(p *partition) recordKey {
+	return recordKey{kind: keyLease, first: p.group.name, other: p.id.Topic, number: p.id.Partition}
+}
+
+func (m *Machine) onLeaseTimer(p *partition) {
+	if p.lease != nil && !m.now.Before(p.lease.until) {
+		m.endLease(p)
+	}
+}
+
+// endLease unpins p; the assignment takes it back.
+func (m *Machine) endLease(p *partition) {
+	l := p.lease
+	p.lease = nil
+	delete(p.group.leased, p.id)
+	m.putRecord(leaseKey(p), LeaseRecord{Group: p.group.name, Topic: p.id.Topic, Partition: p.id.Partition,
+		Holder: l.holder, Outside: l.outside, Until: l.until, Deleted: true})
+	if p.leaseWaiter != 0 {
+		m.reject(p.leaseWaiter, api.CodeConflict, "lease ended before it was granted")
+		p.leaseWaiter = 0
+	}
+	m.queueReassign(p.group)
+}
+
+// expiresEverywhere is when a token with exp (unix seconds) is refused by
+// every gateway: exp + leeway + max_clock_skew.
+func (m *Machine) expiresEverywhere(exp int64) time.Time {
+	return time.Unix(exp, 0).Add(m.cfg.Leeway + m.cfg.MaxClockSkew)
+}
+
+func (m *Machine) denyJTI(e DenyJTI) {
+	if e.JTI == "" {
+		m.reject(e.Ref, api.CodeBadRequest, "deny: jti required")
+		return
+	}
+	exp := e.Expires.Unix()
+	if e.Expires.After(time.Unix(exp, 0)) {
+		exp++ // round up: deny at least until the token's exp
+	}
+	if m.expiresEverywhere(exp).After(m.now) && exp > m.denied[e.JTI] {
+		d := api.Denied{JTI: e.JTI, Exp: exp}
+		m.denied[e.JTI] = exp
+		m.appendEntry(syncEntry{kind: entryDenied, denied: d})
+		m.putRecord(recordKey{kind: keyDenied, first: e.JTI}, DeniedRecord{Denied: d})
+		m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneDenied, key: e.JTI})
+	}
+	m.send(Done{Ref: e.Ref})
+}
+
+func (m *Machine) revokeMember(e RevokeMember) {
+	mem := m.memberOf(e.Group, e.MemberID)
+	if mem == nil {
+		m.reject(e.Ref, api.CodeUnknownMember, "revoke: unknown member %q", e.MemberID)
+		return
+	}
+	until := m.now
+	for p := range mem.held {
+		if p.expiryBound.After(until) {
+			until = p.expiryBound
+		}
+	}
+	exp := until.Unix()
+	if until.After(time.Unix(exp, 0)) {
+		exp++
+	}
+	key := memberKey{group: e.Group, member: e.MemberID}
+	r := api.RevokedMember{Group: e.Group, MemberID: e.MemberID, Until: exp}
+	m.revoked[key] = exp
+	m.appendEntry(syncEntry{kind: entryRevoked, revoked: r})
+	m.putRecord(recordKey{kind: keyRevoked, first: e.Group, other: e.MemberID}, RevokedMemberRecord{RevokedMember: r})
+	m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneRevoked, memberKey: key})
+	fenced := len(mem.held)
+	m.removeMember(mem)
+	m.send(RevokeMemberReply{Ref: e.Ref, Until: time.Unix(exp, 0).UTC(), Fenced: fenced})
+}
+
+func (m *Machine) putQoS(e PutQoS) {
+	o := e.Override
+	s := o.Selector
+	if o.ID == "" || (s.Group == "" && s.Topic == "" && s.Partition == nil && s.Holder == "" && s.JTI == "") {
+		m.reject(e.Ref, api.CodeBadRequest, "qos: id and a selector required")
+		return
+	}
+	if o.MaxBytesPerSec < 0 {
+		m.reject(e.Ref, api.CodeBadRequest, "qos: max_bytes_per_sec must be >= 0, got %d", o.MaxBytesPerSec)
+		return
+	}
+	m.appendEntry(syncEntry{kind: entryQoS, qos: &o})
+	if time.Unix(o.Until, 0).After(m.now) {
+		m.qos[o.ID] = o
+		m.putRecord(recordKey{kind: keyQoS, first: o.ID}, QoSRecord{Override: o})
+		m.push(timer{at: time.Unix(o.Until, 0), kind: timerPrune, prune: pruneQoS, key: o.ID})
+	} else if _, ok := m.qos[o.ID]; ok {
+		delete(m.qos, o.ID)
+		m.putRecord(recordKey{kind: keyQoS, first: o.ID}, QoSRecord{Override: o, Deleted: true})
+	}
+	m.send(Done{Ref: e.Ref})
+}
+
+func (m *Machine) onPruneTimer(t timer) {
+	switch t.prune {
+	case pruneDenied:
+		if exp, ok := m.denied[t.key]; ok && !m.now.Before(m.expiresEverywhere(exp)) {
+			delete(m.denied, t.key)
+			m.putRecord(recordKey{kind: keyDenied, first: t.key}, DeniedRecord{Denied: api.Denied{JTI: t.key, Exp: exp}, Deleted: true})
+		}
+	case pruneRevoked:
+		if until, ok := m.revoked[t.memberKey]; ok && !m.now.Before(m.expiresEverywhere(until)) {
+			delete(m.revoked, t.memberKey)
+			r := api.RevokedMember{Group: t.memberKey.group, MemberID: t.memberKey.member, Until: until}
+			m.putRecord(recordKey{kind: keyRevoked, first: r.Group, other: r.MemberID}, RevokedMemberRecord{RevokedMember: r, Deleted: true})
+		}
+	case pruneQoS:
+		if o, ok := m.qos[t.key]; ok && !m.now.Before(time.Unix(o.Until, 0)) {
+			delete(m.qos, t.key)
+			m.putRecord(recordKey{kind: keyQoS, first: t.key}, QoSRecord{Override: o, Deleted: true})
+		}
+	}
+}
+
+func (m *Machine) setGroupConfig(e SetGroupConfig) {
+	if e.Group == "" {
+		m.reject(e.Ref, api.CodeBadRequest, "group required")
+		return
+	}
+	cfg := m.cfg.groupDefaults()
+	g := m.groups[e.Group]
+	if g != nil {
+		cfg = g.cfg
+	}
+	next := cfg
+	setIf(&next.Assignor, e.Assignor)
+	setIf(&next.SessionTimeout, e.SessionTimeout)
+	setIf(&next.HandoffTimeout, e.HandoffTimeout)
+	setIf(&next.MaxMovesPerSecond, e.MaxMovesPerSecond)
+	setIf(&next.OffsetReset, e.OffsetReset)
+	if err := next.validate(m.cfg); err != nil {
+		m.reject(e.Ref, api.CodeBadRequest, "group config: %v", err)
+		return
+	}
+	if g != nil && next.Assignor != cfg.Assignor && len(g.members) > 0 {
+		m.reject(e.Ref, api.CodeInconsistentAssign, "group config: group %q has members using %q", e.Group, cfg.Assignor)
+		return
+	}
+	g = m.group(e.Group)
+	g.cfg = next
+	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: next})
+	if next.HandoffTimeout != cfg.HandoffTimeout {
+		for _, p := range g.order {
+			if p.state == Revoking {
+				m.push(timer{at: p.started.Add(next.HandoffTimeout), kind: timerHandoff, partition: p})
+				m.tryComplete(p)
+			}
+		}
+	}
+	if next.MaxMovesPerSecond != cfg.MaxMovesPerSecond {
+		g.nextMoveAt = m.now
+		m.startPendingMoves(g)
+	}
+	m.send(GroupConfigReply{Ref: e.Ref, Config: next})
+}
+
+func setIf[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+func (m *Machine) resetOffset(e ResetOffset) {
+	if e.Offset < 0 {
+		m.reject(e.Ref, api.CodeBadRequest, "reset: offset must be >= 0, got %d", e.Offset)
+		return
+	}
+	p := m.adminPartition(e.Ref, e.Group, e.Topic, e.Partition)
+	if p == nil {
+		return
+	}
+	if p.lease != nil && p.lease.outside {
+		m.endLease(p)
+	}
+	m.audit.committed(p, e.Offset, true)
+	p.committed, p.metadata = e.Offset, e.Metadata
+	m.markOffset(p)
+	switch p.state {
+	case Owned:
+		p.force = forceReset
+		m.queueReassign(p.group)
+	case Revoking:
+		p.forced = true
+		m.markDirty(p)
+		m.tryComplete(p)
+	}
+	m.send(Done{Ref: e.Ref})
+}

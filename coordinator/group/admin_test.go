@@ -1,0 +1,298 @@
+package group_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/assign"
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// oneMember: topic t with 2 partitions owned by member a, gateway gw1 in
+// sync and a held heartbeat.
+func oneMember(t *testing.T, mutate ...func(*group.Config)) (*world, string) {
+	t.Helper()
+	w := newWorld(t, mutate...)
+	w.topics(map[string]int32{"t": 2})
+	w.pollUntilParked("gw1")
+	a := w.join("g", "a", "t")
+	w.heartbeat(a)
+	return w, a
+}
+
+// An admin revoke fences the partition and answers once every gateway is
+// safe; the partition is then reassigned under a new epoch.
+func TestAdminRevoke(t *testing.T) {
+	w, a := oneMember(t)
+	e := w.partition("g", "t", 0).Epoch
+	ref := w.nextRef()
+	w.step(group.RevokePartition{Ref: ref, Group: "g", Topic: "t", Partition: 0, Reason: "leaked token"})
+	if _, ok := w.replies[ref]; ok {
+		t.Fatal("admin revoke answered before the gateway acked")
+	}
+	if r := revokesFor(w.sent, a); len(r) != 1 || r[0].Epoch != e {
+		t.Fatalf("revokes %v", r)
+	}
+	w.pollUntilParked("gw1")
+	if r := mustReply[group.RevokeReply](t, w, ref); r.Epoch != e+1 {
+		t.Fatalf("reply %+v, want epoch %d", r, e+1)
+	}
+	w.heartbeat(a)
+	w.release(a, 9)
+	if p := w.partition("g", "t", 0); p.State != group.Owned || p.Owner != a || p.Epoch != e+1 {
+		t.Fatalf("after revoke: %+v, want a at epoch %d", p, e+1)
+	}
+	if other := w.partition("g", "t", 1); other.Epoch != 1 {
+		t.Fatalf("other partition touched: %+v", other)
+	}
+	// Revoking an unowned or unknown partition.
+	ref = w.nextRef()
+	w.step(group.RevokePartition{Ref: ref, Group: "g", Topic: "t", Partition: 7})
+	mustReject(t, w, ref, api.CodeNotFound)
+}
+
+// A lease to a member moves the partition to it through the handoff and
+// pins it there; when the lease ends the pin goes.
+func TestLeaseToMember(t *testing.T) {
+	w, a := oneMember(t, longSessions)
+	b := w.join("g", "b", "t")
+	w.heartbeat(b)
+	w.settle("g")
+	p := w.owners("g")
+	var fromA int32 = 0
+	if p[partitionID("t", 0)] != a {
+		fromA = 1
+	}
+	ref := w.nextRef()
+	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: fromA, Holder: b, TTL: time.Minute})
+	if _, ok := w.replies[ref]; ok {
+		t.Fatal("lease answered before the grant")
+	}
+	w.settle("g")
+	r := mustReply[group.LeaseReply](t, w, ref)
+	if r.Grant.Holder != b || r.Grant.Outside || r.Grant.Partition != fromA || !r.Until.Equal(w.now.Add(time.Minute)) {
+		t.Fatalf("lease reply %+v", r)
+	}
+	if w.owners("g")[partitionID("t", fromA)] != b {
+		t.Fatalf("pinned partition not on b: %v", w.owners("g"))
+	}
+	// A third member joining does not take the pinned partition.
+	c := w.join("g", "c", "t")
+	w.settle("g")
+	if w.owners("g")[partitionID("t", fromA)] != b {
+		t.Fatalf("pinned partition moved: %v", w.owners("g"))
+	}
+	w.keepAliveUntil(w.now.Add(time.Minute), a, b, c)
+	if got := w.partition("g", "t", fromA); got.LeaseHolder != "" {
+		t.Fatalf("lease still there after ttl: %+v", got)
+	}
+	if len(w.store.leases) != 0 {
+		t.Fatalf("lease still persisted: %v", w.store.leases)
+	}
+}
+
+// A lease to an outside holder hands it the capability in the reply, takes
+// the partition out of the assignment, and gives it back when it ends.
+func TestLeaseToOutsideHolder(t *testing.T) {
+	w, a := oneMember(t, longSessions)
+	e := w.partition("g", "t", 1).Epoch
+	ref := w.nextRef()
+	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: 1, Holder: "backfill-job", TTL: 2 * time.Minute})
+	w.pollUntilParked("gw1")
+	w.release(a, 77)
+	r := mustReply[group.LeaseReply](t, w, ref)
+	g := r.Grant
+	if g.Holder != "backfill-job" || !g.Outside || g.Epoch != e+1 || g.Offset != 77 || g.ExpiresAt.After(r.Until) {
+		t.Fatalf("outside grant %+v until %s", g, r.Until)
+	}
+	if p := w.partition("g", "t", 1); p.Owner != "backfill-job" || !p.OwnerOutside {
+		t.Fatalf("partition %+v", p)
+	}
+	// Members coming and going leave it alone.
+	b := w.join("g", "b", "t")
+	w.settle("g")
+	if p := w.partition("g", "t", 1); p.Owner != "backfill-job" {
+		t.Fatalf("outside lease disturbed: %+v", p)
+	}
+	// Leasing again to the same holder extends it and re-sends the grant.
+	ref = w.nextRef()
+	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: 1, Holder: "backfill-job", TTL: 3 * time.Minute})
+	if again := mustReply[group.LeaseReply](t, w, ref); again.Grant.Epoch != g.Epoch {
+		t.Fatalf("extension changed the epoch: %+v", again)
+	}
+	w.keepAliveUntil(w.now.Add(3*time.Minute+time.Second), a, b)
+	p := w.partition("g", "t", 1)
+	if p.State != group.Owned || p.OwnerOutside || p.Epoch <= g.Epoch {
+		t.Fatalf("after the lease ended: %+v", p)
+	}
+}
+
+func partitionID(topic string, p int32) assign.Partition {
+	return assign.Partition{Topic: topic, Partition: p}
+}
+
+// Denied jtis, revoked members and QoS overrides travel on the sync log,
+// appear in reset snapshots, and are pruned once expired everywhere.
+func TestDenyJTIAndQoS(t *testing.T) {
+	w, _ := oneMember(t)
+	exp := w.now.Add(30 * time.Second)
+	ref := w.nextRef()
+	w.step(group.DenyJTI{Ref: ref, JTI: "jti-1", Expires: exp})
+	mustReply[group.Done](t, w, ref)
+	denied := lastSync(w, "gw1").Denied
+	w.pollUntilParked("gw1")
+	part := int32(1)
+	qos := api.QoSOverride{ID: "slow", Selector: api.QoSSelector{Group: "g", Partition: &part}, LogLevel: "debug",
+		MaxBytesPerSec: 1000, Until: w.now.Add(10 * time.Second).Unix()}
+	ref = w.nextRef()
+	w.step(group.PutQoS{Ref: ref, Override: qos})
+	mustReply[group.Done](t, w, ref)
+	sync := lastSync(w, "gw1")
+	if len(denied) != 1 || denied[0].Exp != exp.Unix() || len(sync.QoS) != 1 || sync.QoS[0].MaxBytesPerSec != 1000 {
+		t.Fatalf("sync deltas: %+v then %+v", denied, sync)
+	}
+	reset := w.resetSnapshot("fresh")
+	if len(reset.Denied) != 1 || len(reset.QoS) != 1 || len(reset.Fences) != 2 || !reset.KeysChanged {
+		t.Fatalf("reset snapshot %+v", reset)
+	}
+	ref = w.nextRef()
+	w.step(group.PutQoS{Ref: ref, Override: api.QoSOverride{ID: "x"}})
+	mustReject(t, w, ref, api.CodeBadRequest)
+
+	w.advanceTo(time.Unix(qos.Until, 0))
+	if len(w.store.qos) != 0 || len(w.resetSnapshot("fresh2").QoS) != 0 {
+		t.Fatal("expired QoS override not pruned")
+	}
+	gone := exp.Add(w.cfg.Leeway + w.cfg.MaxClockSkew)
+	w.advanceTo(gone.Add(-time.Millisecond))
+	if len(w.store.denied) != 1 {
+		t.Fatal("denied jti pruned before exp+leeway+skew")
+	}
+	w.advanceTo(gone)
+	if len(w.store.denied) != 0 || len(w.resetSnapshot("fresh3").Denied) != 0 {
+		t.Fatal("denied jti not pruned")
+	}
+}
+
+func lastSync(w *world, gatewayID string) group.SyncReply {
+	for i := len(w.sent) - 1; i >= 0; i-- {
+		if r, ok := w.sent[i].(group.SyncReply); ok && r.Gateway == gatewayID {
+			return r
+		}
+	}
+	w.t.Fatalf("no sync reply for %s", gatewayID)
+	return group.SyncReply{}
+}
+
+// resetSnapshot polls as a new gateway and returns its reset reply.
+func (w *world) resetSnapshot(id string) group.SyncReply {
+	w.t.Helper()
+	ref := w.nextRef()
+	w.step(group.SyncPoll{Ref: ref, Gateway: id})
+	r := mustReply[group.SyncReply](w.t, w, ref)
+	if !r.Reset {
+		w.t.Fatalf("poll after=0 got %+v", r)
+	}
+	w.stuck[id] = true
+	return r
+}
+
+// Revoking a member fences all its partitions, denies it on the gateways
+// until its capabilities expire, and removes it without waiting.
+func TestRevokeMember(t *testing.T) {
+	w, a := oneMember(t)
+	b := w.join("g", "b", "t")
+	w.heartbeat(b)
+	w.settle("g")
+	exp := w.clients[a].held[partitionIDFor(w, a)].ExpiresAt
+	ref := w.nextRef()
+	w.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: a})
+	r := mustReply[group.RevokeMemberReply](t, w, ref)
+	if r.Fenced != 1 || r.Until.Before(exp) {
+		t.Fatalf("reply %+v, capability expires %s", r, exp)
+	}
+	if w.isMember("g", a) {
+		t.Fatal("revoked member still in the group")
+	}
+	sync := lastSync(w, "gw1")
+	if len(sync.RevokedMembers) != 1 || sync.RevokedMembers[0].MemberID != a || len(sync.Fences) != 1 {
+		t.Fatalf("sync %+v", sync)
+	}
+	w.pollUntilParked("gw1")
+	if w.ownedBy("g", b) != 2 {
+		t.Fatalf("after revoke: %v", w.owners("g"))
+	}
+	ref = w.nextRef()
+	w.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: a})
+	mustReject(t, w, ref, api.CodeUnknownMember)
+	if len(w.store.revoked) != 1 {
+		t.Fatal("revoked member not persisted")
+	}
+}
+
+func partitionIDFor(w *world, member string) assign.Partition {
+	for p := range w.clients[member].held {
+		return p
+	}
+	w.t.Fatalf("%s holds nothing", member)
+	return assign.Partition{}
+}
+
+func TestGroupConfig(t *testing.T) {
+	w, a := oneMember(t)
+	bad := -1
+	ref := w.nextRef()
+	w.step(group.SetGroupConfig{Ref: ref, Group: "g", MaxMovesPerSecond: &bad})
+	mustReject(t, w, ref, api.CodeBadRequest)
+	latest, short := "latest", time.Second
+	ref = w.nextRef()
+	w.step(group.SetGroupConfig{Ref: ref, Group: "g", OffsetReset: &latest, HandoffTimeout: &short})
+	if c := mustReply[group.GroupConfigReply](t, w, ref).Config; c.OffsetReset != "latest" || c.HandoffTimeout != time.Second {
+		t.Fatalf("config %+v", c)
+	}
+	if w.store.groups["g"].Config.HandoffTimeout != time.Second {
+		t.Fatal("group config not persisted")
+	}
+	rangeName := "range"
+	ref = w.nextRef()
+	w.step(group.SetGroupConfig{Ref: ref, Group: "g", Assignor: &rangeName})
+	mustReject(t, w, ref, api.CodeInconsistentAssign)
+	// The new handoff timeout applies; nothing committed → latest.
+	b := w.join("g", "b", "t")
+	w.pollUntilParked("gw1")
+	w.advance(time.Second)
+	p := w.partition("g", "t", 1)
+	if p.Owner != b {
+		t.Fatalf("handoff_timeout 1s not applied: %+v", p)
+	}
+	w.heartbeat(b)
+	if g := grantsFor(w.sent, b); len(g) != 1 || g[0].Offset != group.OffsetLatest {
+		t.Fatalf("grant %+v, want offset_reset latest", g)
+	}
+	_ = a
+}
+
+// An admin offset reset moves the offset back, cuts off the holder and
+// restarts the partition from there.
+func TestResetOffset(t *testing.T) {
+	w, a := oneMember(t)
+	e := w.partition("g", "t", 0).Epoch
+	w.commit(a, "t", 0, e, 500, false)
+	ref := w.nextRef()
+	w.step(group.ResetOffset{Ref: ref, Group: "g", Topic: "t", Partition: 0, Offset: 100})
+	mustReply[group.Done](t, w, ref)
+	if msg := w.commit(a, "t", 0, e, 600, false); msg.(group.Rejected).Code != api.CodeStaleEpoch {
+		t.Fatalf("holder's commit after reset: %#v", msg)
+	}
+	w.pollUntilParked("gw1")
+	w.heartbeat(a)
+	p := w.partition("g", "t", 0)
+	if p.Committed != 100 || p.State != group.Owned || p.Epoch != e+1 {
+		t.Fatalf("after reset: %+v", p)
+	}
+	g := grantsFor(w.sent, a)
+	if last := g[len(g)-1]; last.Epoch != e+1 || last.Offset != 100 {
+		t.Fatalf("grant after reset %+v", last)
+	}
+}

@@ -1,0 +1,91 @@
+package group
+
+import (
+	"fmt"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/assign"
+)
+
+// Commit rules (DESIGN §4): a commit needs the partition's current epoch
+// while the member owns it, or the member's own (older) epoch while the
+// partition is being revoked from it. Anything else is stale; an offset
+// below the committed one is a regression. A commit is all or nothing.
+
+func (m *Machine) commit(e Commit) {
+	mem := m.memberOf(e.Group, e.MemberID)
+	if mem == nil {
+		m.reject(e.Ref, api.CodeUnknownMember, "commit: unknown member %q", e.MemberID)
+		return
+	}
+	m.contact(mem)
+	if len(e.Offsets) == 0 {
+		m.reject(e.Ref, api.CodeBadRequest, "commit: no offsets")
+		return
+	}
+	if !m.commitOffsets(e.Ref, mem, e.Offsets, e.Release) {
+		return
+	}
+	reply := CommitReply{Ref: e.Ref}
+	for _, o := range e.Offsets {
+		p := mem.group.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
+		if p.committed >= 0 {
+			reply.Committed = append(reply.Committed, api.CommittedOffset{
+				Topic: o.Topic, Partition: o.Partition, Offset: p.committed, Metadata: p.metadata,
+			})
+		}
+	}
+	m.send(reply)
+}
+
+// commitOffsets validates and applies offsets; on a refusal it sends the
+// rejection and changes nothing.
+func (m *Machine) commitOffsets(ref Ref, mem *member, offsets []CommitOffset, release bool) bool {
+	seen := make(map[assign.Partition]bool, len(offsets))
+	for _, o := range offsets {
+		id := assign.Partition{Topic: o.Topic, Partition: o.Partition}
+		if seen[id] {
+			m.reject(ref, api.CodeBadRequest, "commit: %s/%d listed twice", o.Topic, o.Partition)
+			return false
+		}
+		seen[id] = true
+		if code, err := m.checkOffset(mem, o, release); err != nil {
+			m.reject(ref, code, "commit %s/%d: %v", o.Topic, o.Partition, err)
+			return false
+		}
+	}
+	for _, o := range offsets {
+		p := mem.group.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
+		if o.Offset >= 0 {
+			m.audit.committed(p, o.Offset, false)
+			p.committed, p.metadata = o.Offset, o.Metadata
+			m.markOffset(p)
+		}
+		if release && p.state == Revoking && !p.released {
+			p.released = true
+			m.markDirty(p)
+			m.tryComplete(p)
+		}
+	}
+	return true
+}
+
+func (m *Machine) checkOffset(mem *member, o CommitOffset, release bool) (api.Code, error) {
+	p := mem.group.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
+	if p == nil || p.holder != mem.id || p.holderOutside {
+		return api.CodeStaleEpoch, fmt.Errorf("member %q does not hold it", mem.id)
+	}
+	switch {
+	case p.state == Owned && o.Epoch == p.epoch:
+	case p.state == Revoking && o.Epoch == p.holderEpoch && !p.forced:
+	default:
+		return api.CodeStaleEpoch, fmt.Errorf("epoch %d is not current (epoch %d, %s)", o.Epoch, p.epoch, p.state)
+	}
+	switch {
+	case o.Offset < 0 && !release:
+		return api.CodeBadRequest, fmt.Errorf("offset %d < 0", o.Offset)
+	case o.Offset >= 0 && o.Offset < p.committed:
+		return api.CodeOffsetRegression, fmt.Errorf("offset %d is below the committed offset %d", o.Offset, p.committed)
+	}
+	return "", nil
+}

@@ -1,0 +1,173 @@
+package group
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/capgate/capgate/coordinator/assign"
+)
+
+// Offset reset policies and the start-offset sentinels a Grant carries when
+// nothing was committed; the shell resolves them against Kafka (ListOffsets
+// conventions: -1 latest, -2 earliest) before minting.
+const (
+	OffsetResetEarliest = "earliest"
+	OffsetResetLatest   = "latest"
+
+	OffsetLatest   int64 = -1
+	OffsetEarliest int64 = -2
+)
+
+// Config holds the machine's settings; per-group settings start from these
+// defaults and can be changed with SetGroupConfig.
+type Config struct {
+	// SessionTimeout is the default session of a member that names none.
+	SessionTimeout    time.Duration `yaml:"session_timeout"`
+	SessionTimeoutMin time.Duration `yaml:"session_timeout_min"`
+	SessionTimeoutMax time.Duration `yaml:"session_timeout_max"`
+	// HeartbeatWait caps how long a heartbeat is held waiting for news.
+	HeartbeatWait time.Duration `yaml:"heartbeat_wait"`
+	// HandoffTimeout bounds how long a revoke waits for the old holder to
+	// commit and release before the partition moves anyway.
+	HandoffTimeout time.Duration `yaml:"handoff_timeout"`
+	// GatewayTimeout: a gateway silent longer than this is safe for every
+	// fence (it has refused fetches since its own sync_timeout).
+	GatewayTimeout time.Duration `yaml:"gateway_timeout"`
+	// SyncWaitMax caps how long a sync poll is held; keep it below the
+	// gateways' sync_timeout.
+	SyncWaitMax  time.Duration `yaml:"sync_wait_max"`
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+	// Leeway is the expiry leeway gateways grant when verifying tokens.
+	Leeway time.Duration `yaml:"leeway"`
+	// CapabilityLease is the lifetime of a granted or renewed capability.
+	CapabilityLease time.Duration `yaml:"capability_lease"`
+	MaxLease        time.Duration `yaml:"max_lease"`
+	// Assignor is the default assignor of a new group ("sticky" or "range").
+	Assignor    string `yaml:"assignor"`
+	OffsetReset string `yaml:"offset_reset"`
+	// SyncLogMax bounds the sync log; older entries are compacted away and
+	// gateways behind them get a reset snapshot.
+	SyncLogMax int `yaml:"sync_log_max"`
+	// MaxMovesPerSecond is the default per-group limit on revokes started
+	// per second (0 = unlimited).
+	MaxMovesPerSecond int `yaml:"max_moves_per_second"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		SessionTimeout:    10 * time.Second,
+		SessionTimeoutMin: time.Second,
+		SessionTimeoutMax: 5 * time.Minute,
+		HeartbeatWait:     3 * time.Second,
+		HandoffTimeout:    10 * time.Second,
+		GatewayTimeout:    15 * time.Second,
+		SyncWaitMax:       5 * time.Second,
+		MaxClockSkew:      time.Second,
+		Leeway:            2 * time.Second,
+		CapabilityLease:   60 * time.Second,
+		MaxLease:          10 * time.Minute,
+		Assignor:          assign.NameSticky,
+		OffsetReset:       OffsetResetEarliest,
+		SyncLogMax:        10000,
+	}
+}
+
+// Validate reports the first bad setting, naming the field and the value.
+func (c Config) Validate() error {
+	positive := []struct {
+		name  string
+		value time.Duration
+	}{
+		{"session_timeout_min", c.SessionTimeoutMin},
+		{"heartbeat_wait", c.HeartbeatWait},
+		{"handoff_timeout", c.HandoffTimeout},
+		{"gateway_timeout", c.GatewayTimeout},
+		{"sync_wait_max", c.SyncWaitMax},
+		{"capability_lease", c.CapabilityLease},
+	}
+	for _, f := range positive {
+		if f.value <= 0 {
+			return fmt.Errorf("group.%s: must be > 0, got %s", f.name, f.value)
+		}
+	}
+	switch {
+	case c.SessionTimeoutMax < c.SessionTimeoutMin:
+		return fmt.Errorf("group.session_timeout_max: must be >= session_timeout_min (%s), got %s", c.SessionTimeoutMin, c.SessionTimeoutMax)
+	case c.SessionTimeout < c.SessionTimeoutMin || c.SessionTimeout > c.SessionTimeoutMax:
+		return fmt.Errorf("group.session_timeout: must be within [%s, %s], got %s", c.SessionTimeoutMin, c.SessionTimeoutMax, c.SessionTimeout)
+	case c.MaxClockSkew < 0:
+		return fmt.Errorf("group.max_clock_skew: must be >= 0, got %s", c.MaxClockSkew)
+	case c.Leeway < 0:
+		return fmt.Errorf("group.leeway: must be >= 0, got %s", c.Leeway)
+	case c.SyncWaitMax >= c.GatewayTimeout-c.MaxClockSkew:
+		return fmt.Errorf("group.sync_wait_max: must be < gateway_timeout - max_clock_skew (%s), got %s", c.GatewayTimeout-c.MaxClockSkew, c.SyncWaitMax)
+	case c.MaxLease < c.CapabilityLease:
+		return fmt.Errorf("group.max_lease: must be >= capability_lease (%s), got %s", c.CapabilityLease, c.MaxLease)
+	case c.SyncLogMax < 1:
+		return fmt.Errorf("group.sync_log_max: must be >= 1, got %d", c.SyncLogMax)
+	case c.MaxMovesPerSecond < 0:
+		return fmt.Errorf("group.max_moves_per_second: must be >= 0, got %d", c.MaxMovesPerSecond)
+	}
+	return c.validateNames()
+}
+
+func (c Config) validateNames() error {
+	if _, ok := assign.Lookup(c.Assignor); !ok {
+		return fmt.Errorf("group.assignor: unknown assignor %q", c.Assignor)
+	}
+	if !validOffsetReset(c.OffsetReset) {
+		return fmt.Errorf("group.offset_reset: must be %q or %q, got %q", OffsetResetEarliest, OffsetResetLatest, c.OffsetReset)
+	}
+	return nil
+}
+
+func validOffsetReset(s string) bool {
+	return s == OffsetResetEarliest || s == OffsetResetLatest
+}
+
+// GroupConfig is the per-group configuration: set from Config when a group
+// is created, changed by SetGroupConfig, persisted as GroupRecord.
+type GroupConfig struct {
+	Assignor          string        `json:"assignor"`
+	SessionTimeout    time.Duration `json:"session_timeout"`
+	HandoffTimeout    time.Duration `json:"handoff_timeout"`
+	MaxMovesPerSecond int           `json:"max_moves_per_second"`
+	OffsetReset       string        `json:"offset_reset"`
+}
+
+func (c Config) groupDefaults() GroupConfig {
+	return GroupConfig{
+		Assignor:          c.Assignor,
+		SessionTimeout:    c.SessionTimeout,
+		HandoffTimeout:    c.HandoffTimeout,
+		MaxMovesPerSecond: c.MaxMovesPerSecond,
+		OffsetReset:       c.OffsetReset,
+	}
+}
+
+// validate checks a group configuration against the machine's bounds.
+func (g GroupConfig) validate(c Config) error {
+	switch {
+	case g.SessionTimeout < c.SessionTimeoutMin || g.SessionTimeout > c.SessionTimeoutMax:
+		return fmt.Errorf("session_timeout: must be within [%s, %s], got %s", c.SessionTimeoutMin, c.SessionTimeoutMax, g.SessionTimeout)
+	case g.HandoffTimeout <= 0:
+		return fmt.Errorf("handoff_timeout: must be > 0, got %s", g.HandoffTimeout)
+	case g.MaxMovesPerSecond < 0:
+		return fmt.Errorf("max_moves_per_second: must be >= 0, got %d", g.MaxMovesPerSecond)
+	case !validOffsetReset(g.OffsetReset):
+		return fmt.Errorf("offset_reset: must be %q or %q, got %q", OffsetResetEarliest, OffsetResetLatest, g.OffsetReset)
+	}
+	if _, ok := assign.Lookup(g.Assignor); !ok {
+		return fmt.Errorf("assignor: unknown assignor %q", g.Assignor)
+	}
+	return nil
+}
+
+// resetOffset is the start offset of a partition with nothing committed.
+func (g GroupConfig) resetOffset() int64 {
+	if g.OffsetReset == OffsetResetLatest {
+		return OffsetLatest
+	}
+	return OffsetEarliest
+}

@@ -1,0 +1,193 @@
+package group
+
+import (
+	"time"
+
+	"github.com/capgate/capgate/api"
+)
+
+// Ref identifies one request of the shell. Every event carrying a Ref gets
+// exactly one reply Message with the same Ref: at once, or in a later
+// Ready (parked heartbeats and sync polls, admin revokes and leases).
+// The shell picks Refs: non-zero and unique among requests in flight.
+type Ref uint64
+
+// Event is an input to Step. The concrete types are listed below.
+type Event interface{ isEvent() }
+
+// Join adds a member to Group, or refreshes a known MemberID (its reply
+// then re-sends every partition it holds). With InstanceID naming a live
+// member, the new member replaces it (static membership) and takes its
+// partitions back under fresh epochs. Exactly one of Topics and
+// TopicPattern must be set; the pattern must match a whole topic name.
+// Zero SessionTimeout means the group's default; empty Assignor means the
+// group's. Reply: JoinReply or Rejected.
+type Join struct {
+	Ref            Ref
+	Group          string
+	MemberID       string
+	InstanceID     string
+	ClientID       string
+	Topics         []string
+	TopicPattern   string
+	SessionTimeout time.Duration
+	Assignor       string
+}
+
+// Heartbeat asks for the member's news. With news pending the reply comes
+// at once; otherwise it is held up to Wait (0 or above heartbeat_wait means
+// heartbeat_wait) and answered in the Ready that first has news for the
+// member, or empty when the wait ends. A second heartbeat of the same
+// member answers the held one empty. Reply: News or Rejected.
+type Heartbeat struct {
+	Ref      Ref
+	Group    string
+	MemberID string
+	Wait     time.Duration
+}
+
+// CommitOffset is one partition's offset in a commit. Epoch is the ep claim
+// of the verified capability that came with it. With Release set on the
+// commit, Offset < 0 releases without committing.
+type CommitOffset struct {
+	Topic     string
+	Partition int32
+	Epoch     uint64
+	Offset    int64
+	Metadata  string
+}
+
+// Commit stores offsets; all or nothing. Release marks the listed
+// partitions that are being revoked from the member as released
+// (PartitionCommitted). Reply: CommitReply or Rejected.
+type Commit struct {
+	Ref      Ref
+	Group    string
+	MemberID string
+	Offsets  []CommitOffset
+	Release  bool
+}
+
+// Leave commits Offsets (all or nothing, as a releasing commit) and removes
+// the member; its partitions move without waiting for more commits.
+// Reply: LeaveReply or Rejected.
+type Leave struct {
+	Ref      Ref
+	Group    string
+	MemberID string
+	Offsets  []CommitOffset
+}
+
+// Topics updates topic metadata: Partitions maps topic to partition count
+// (upserts; a count never shrinks), Deleted lists topics that are gone.
+// Topics not mentioned are unchanged. No reply.
+type Topics struct {
+	Partitions map[string]int32
+	Deleted    []string
+}
+
+// SyncPoll is a gateway's GET /v1/sync. After acknowledges every update up
+// to After; the reply carries the updates after it, or a full snapshot
+// (Reset) when After is 0 or outside the retained log. With nothing newer
+// the poll is held up to Wait (0 or above sync_wait_max means
+// sync_wait_max). Reply: SyncReply, or Rejected without a gateway id.
+type SyncPoll struct {
+	Ref     Ref
+	Gateway string
+	After   uint64
+	Wait    time.Duration
+}
+
+// KeysChanged tells the machine the signing key set changed; it appends a
+// sync entry so every gateway's next reply has KeysChanged set and the
+// shell attaches the keys. No reply.
+type KeysChanged struct{}
+
+// RevokePartition fences a partition and reassigns it (possibly to the same
+// member under a new epoch). An outside lease on it ends. The reply,
+// RevokeReply, comes once every gateway is safe for the fence.
+type RevokePartition struct {
+	Ref       Ref
+	Group     string
+	Topic     string
+	Partition int32
+	Reason    string
+}
+
+// Lease pins a partition to Holder until now+TTL, moving it through the
+// normal handoff. A Holder that is not a member of the group is an outside
+// holder: the partition leaves the assignment and its grant comes in the
+// reply. The reply, LeaseReply, comes with the grant. Leasing again to the
+// current holder extends the pin and re-sends its grant.
+type Lease struct {
+	Ref       Ref
+	Group     string
+	Topic     string
+	Partition int32
+	Holder    string
+	TTL       time.Duration
+}
+
+// DenyJTI denies one capability id (and its chained children) until
+// Expires. Reply: Done.
+type DenyJTI struct {
+	Ref     Ref
+	JTI     string
+	Expires time.Time
+}
+
+// RevokeMember fences every partition of the member, denies its
+// capabilities on the gateways until they expire, and removes it.
+// Reply: RevokeMemberReply or Rejected.
+type RevokeMember struct {
+	Ref      Ref
+	Group    string
+	MemberID string
+}
+
+// PutQoS adds or replaces (same ID) a QoS override until Override.Until.
+// Reply: Done or Rejected.
+type PutQoS struct {
+	Ref      Ref
+	Override api.QoSOverride
+}
+
+// SetGroupConfig changes the listed settings of a group (nil = unchanged),
+// creating the group if needed. Reply: GroupConfigReply or Rejected.
+type SetGroupConfig struct {
+	Ref               Ref
+	Group             string
+	Assignor          *string
+	SessionTimeout    *time.Duration
+	HandoffTimeout    *time.Duration
+	MaxMovesPerSecond *int
+	OffsetReset       *string
+}
+
+// ResetOffset sets a partition's committed offset, possibly backwards (the
+// only way an offset moves back). A held partition is fenced and
+// reassigned at once: its holder's later commits are refused and the next
+// grant starts at Offset. Reply: Done or Rejected.
+type ResetOffset struct {
+	Ref       Ref
+	Group     string
+	Topic     string
+	Partition int32
+	Offset    int64
+	Metadata  string
+}
+
+func (Join) isEvent()            {}
+func (Heartbeat) isEvent()       {}
+func (Commit) isEvent()          {}
+func (Leave) isEvent()           {}
+func (Topics) isEvent()          {}
+func (SyncPoll) isEvent()        {}
+func (KeysChanged) isEvent()     {}
+func (RevokePartition) isEvent() {}
+func (Lease) isEvent()           {}
+func (DenyJTI) isEvent()         {}
+func (RevokeMember) isEvent()    {}
+func (PutQoS) isEvent()          {}
+func (SetGroupConfig) isEvent()  {}
+func (ResetOffset) isEvent()     {}

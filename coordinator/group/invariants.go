@@ -1,0 +1,257 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/capgate/capgate/coordinator/assign"
+)
+
+// audit records what the machine promised, independently of its working
+// state, so the safety rules can be checked on every step: epochs only
+// rise, each epoch is granted to one holder, grants wait for gateway safety
+// and the old holder, committed offsets never move back, and nothing is
+// sent about an epoch before it is persisted.
+type audit struct {
+	err          error // first violation
+	persistedSeq uint64
+}
+
+// partitionAudit is the audit's own view of one partition.
+type partitionAudit struct {
+	maxEpoch    uint64 // highest epoch fenced or granted
+	persisted   uint64 // highest epoch handed out in Persist
+	grantEpoch  uint64 // epoch of the last grant
+	grantHolder string
+	grantOut    bool
+	committed   int64
+}
+
+func (a *audit) fail(format string, args ...any) {
+	if a.err == nil {
+		a.err = fmt.Errorf("group: invariant: "+format, args...)
+	}
+}
+
+func (a *audit) epochIssued(p *partition) {
+	if p.epoch <= p.audit.maxEpoch {
+		a.fail("epoch of %s did not rise above %d", p.describe(), p.audit.maxEpoch)
+	}
+	p.audit.maxEpoch = p.epoch
+}
+
+func (a *audit) granted(p *partition, g Grant) {
+	if g.Epoch <= p.audit.grantEpoch || g.Epoch != p.audit.maxEpoch {
+		a.fail("grant of %s at epoch %d after a grant at %d (max %d)", p.describe(), g.Epoch, p.audit.grantEpoch, p.audit.maxEpoch)
+	}
+	p.audit.grantEpoch, p.audit.grantHolder, p.audit.grantOut = g.Epoch, g.Holder, g.Outside
+}
+
+func (a *audit) renewed(p *partition, g Grant) {
+	if g.Epoch != p.audit.grantEpoch || g.Holder != p.audit.grantHolder || g.Outside != p.audit.grantOut {
+		a.fail("renewal of %s for %q at %d, but epoch %d was granted to %q", p.describe(), g.Holder, g.Epoch, p.audit.grantEpoch, p.audit.grantHolder)
+	}
+}
+
+func (a *audit) committed(p *partition, offset int64, reset bool) {
+	if !reset && offset < p.audit.committed {
+		a.fail("committed offset of %s moved back from %d to %d", p.describe(), p.audit.committed, offset)
+	}
+	p.audit.committed = offset
+}
+
+func (a *audit) restored(p *partition) {
+	p.audit = partitionAudit{maxEpoch: p.epoch, persisted: p.epoch, committed: -1}
+	if p.state != Unowned {
+		p.audit.grantEpoch, p.audit.grantHolder, p.audit.grantOut = p.holderEpoch, p.holder, p.holderOutside
+	}
+}
+
+// checkGatewaysSafe recomputes gateway safety for p's fence from scratch.
+func (a *audit) checkGatewaysSafe(m *Machine, p *partition) {
+	if m.holderExpired(p) {
+		return
+	}
+	for _, gw := range m.gateways {
+		if gw.acked < p.fenceSeq && !m.silent(gw) {
+			a.fail("%s marked safe but gateway %q acked %d < fence seq %d and was seen %s ago",
+				p.describe(), gw.id, gw.acked, p.fenceSeq, m.now.Sub(gw.lastSeen))
+		}
+	}
+}
+
+// checkHandoff checks a handoff about to complete.
+func (a *audit) checkHandoff(m *Machine, p *partition) {
+	if !p.gatewaysSafe || !m.holderDone(p) || p.epoch <= p.holderEpoch {
+		a.fail("handoff of %s completing early", p.describe())
+	}
+}
+
+// checkReady checks a Ready before it leaves: persisted epochs and seq
+// never fall, and every epoch and seq a message mentions is persisted.
+func (a *audit) checkReady(m *Machine, r Ready) {
+	for _, rec := range r.Persist {
+		switch rec := rec.(type) {
+		case PartitionRecord:
+			p := m.auditPartition(rec.Group, rec.Topic, rec.Partition)
+			if p == nil {
+				continue
+			}
+			if rec.Epoch < p.audit.persisted {
+				a.fail("persisted epoch of %s fell from %d to %d", p.describe(), p.audit.persisted, rec.Epoch)
+			}
+			p.audit.persisted = rec.Epoch
+		case SyncSeqRecord:
+			if rec.Seq < a.persistedSeq {
+				a.fail("persisted sync seq fell from %d to %d", a.persistedSeq, rec.Seq)
+			}
+			a.persistedSeq = rec.Seq
+		}
+	}
+	for _, msg := range r.Messages {
+		a.checkMessage(m, msg)
+	}
+}
+
+func (a *audit) checkMessage(m *Machine, msg Message) {
+	epoch := func(group, topic string, number int32, e uint64) {
+		if p := m.auditPartition(group, topic, number); p == nil || e > p.audit.persisted {
+			a.fail("message %T mentions epoch %d of %s/%s/%d before it was persisted", msg, e, group, topic, number)
+		}
+	}
+	grants := func(gs []Grant) {
+		for _, g := range gs {
+			epoch(g.Group, g.Topic, g.Partition, g.Epoch)
+		}
+	}
+	switch msg := msg.(type) {
+	case JoinReply:
+		grants(msg.Grants)
+	case News:
+		grants(msg.Grants)
+		grants(msg.Renew)
+		for _, r := range msg.Revoke {
+			epoch(msg.Group, r.Topic, r.Partition, r.Epoch)
+		}
+	case LeaseReply:
+		grants([]Grant{msg.Grant})
+	case SyncReply:
+		if msg.Seq > a.persistedSeq {
+			a.fail("sync reply at seq %d before seq %d was persisted", msg.Seq, a.persistedSeq)
+		}
+		for _, f := range msg.Fences {
+			epoch(f.Group, f.Topic, f.Partition, f.Epoch)
+		}
+	}
+}
+
+func (m *Machine) auditPartition(groupName, topic string, number int32) *partition {
+	if g := m.groups[groupName]; g != nil {
+		return g.parts[assign.Partition{Topic: topic, Partition: number}]
+	}
+	return nil
+}
+
+// CheckInvariants checks the whole state (O(state); for tests and debug
+// builds) and returns the first safety violation seen so far, if any.
+func (m *Machine) CheckInvariants() error {
+	if m.audit.err != nil {
+		return m.audit.err
+	}
+	var errs []error
+	for _, name := range sortedKeys(m.groups) {
+		errs = append(errs, m.checkGroup(m.groups[name])...)
+	}
+	if m.log.n > m.log.max || m.log.first() < 1 {
+		errs = append(errs, fmt.Errorf("sync log holds %d entries (max %d) from %d", m.log.n, m.log.max, m.log.first()))
+	}
+	for _, gw := range m.gateways {
+		if gw.acked > m.log.seq || (!gw.silenceArmed && !m.silent(gw)) || (gw.wait.held && !gw.wait.armed) {
+			errs = append(errs, fmt.Errorf("gateway %q: acked %d of %d, silence timer %t, held %t, wait timer %t",
+				gw.id, gw.acked, m.log.seq, gw.silenceArmed, gw.wait.held, gw.wait.armed))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("group: invariant: %w", err)
+	}
+	return nil
+}
+
+func (m *Machine) checkGroup(g *group) []error {
+	var errs []error
+	subscribed := make(map[string]int)
+	for id, mem := range g.members {
+		if mem.id != id || mem.removed || (mem.instanceID != "" && g.instances[mem.instanceID] != mem) {
+			errs = append(errs, fmt.Errorf("member %q of %q is inconsistent", id, g.name))
+		}
+		if !mem.sessionArmed && !mem.wait.held || mem.wait.held && !mem.wait.armed {
+			errs = append(errs, fmt.Errorf("member %q of %q has no timer armed", id, g.name))
+		}
+		for p := range mem.held {
+			if p.holder != mem.id || p.holderOutside || p.state == Unowned {
+				errs = append(errs, fmt.Errorf("member %q holds %s", id, p.describe()))
+			}
+		}
+		for t := range mem.resolved {
+			subscribed[t]++
+		}
+	}
+	if len(subscribed) != len(g.subscribed) {
+		errs = append(errs, fmt.Errorf("group %q subscription counts %v, want %v", g.name, g.subscribed, subscribed))
+	}
+	for t, n := range subscribed {
+		if g.subscribed[t] != n {
+			errs = append(errs, fmt.Errorf("group %q subscription counts %v, want %v", g.name, g.subscribed, subscribed))
+		}
+	}
+	for i, p := range g.order {
+		if i > 0 && !g.order[i-1].id.Less(p.id) || g.parts[p.id] != p {
+			errs = append(errs, fmt.Errorf("partition order of %q broken at %s", g.name, p.describe()))
+		}
+		if err := m.checkPartition(g, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// checkPartition checks one partition: at most one holder of a capability
+// at the current epoch, epochs as audited, offsets as audited.
+func (m *Machine) checkPartition(g *group, p *partition) error {
+	a := p.audit
+	switch {
+	case p.epoch != a.maxEpoch:
+		return fmt.Errorf("%s: epoch differs from the highest issued %d", p.describe(), a.maxEpoch)
+	case p.committed != a.committed:
+		return fmt.Errorf("%s: committed %d, audited %d", p.describe(), p.committed, a.committed)
+	}
+	holderIsMember := g.isMember(p.holder) && !p.holderOutside
+	switch p.state {
+	case Unowned:
+		if p.holder != "" || (p.epoch > 0 && a.grantEpoch >= p.epoch) {
+			return fmt.Errorf("%s: unowned but epoch %d was granted", p.describe(), a.grantEpoch)
+		}
+	case Owned:
+		if p.holderEpoch != p.epoch || a.grantEpoch != p.epoch || a.grantHolder != p.holder || a.grantOut != p.holderOutside {
+			return fmt.Errorf("%s: owner differs from the audited grant %q@%d", p.describe(), a.grantHolder, a.grantEpoch)
+		}
+		if !p.holderOutside && !holderIsMember {
+			return fmt.Errorf("%s: owned by a non-member", p.describe())
+		}
+		if holderIsMember {
+			if _, ok := g.members[p.holder].held[p]; !ok {
+				return fmt.Errorf("%s: missing from its holder's partitions", p.describe())
+			}
+		}
+	case Revoking:
+		if p.epoch <= p.holderEpoch || a.grantEpoch >= p.epoch || p.fenceSeq > m.log.seq {
+			return fmt.Errorf("%s: revoking but epoch %d not above the holder's %d (last grant %d)", p.describe(), p.epoch, p.holderEpoch, a.grantEpoch)
+		}
+		if p.target != "" && !p.targetOutside && !g.isMember(p.target) {
+			return fmt.Errorf("%s: revoking to a non-member", p.describe())
+		}
+	default:
+		return fmt.Errorf("%s: unknown state", p.describe())
+	}
+	return nil
+}

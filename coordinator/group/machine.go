@@ -1,0 +1,315 @@
+package group
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/assign"
+)
+
+// Ready is what the shell must do after a Step or Tick: write Persist
+// durably (one synchronous transaction), then send Messages, then Advance.
+type Ready struct {
+	Persist  []Record
+	Messages []Message
+}
+
+// Machine is the coordinator's state machine for every group, the sync
+// log and the gateways. It is not safe for concurrent use: one goroutine
+// owns it.
+type Machine struct {
+	cfg    Config
+	rng    *rand.Rand
+	lookup func(string) (assign.Func, bool)
+	now    time.Time
+
+	groups   map[string]*group
+	topics   map[string]int32
+	gateways map[string]*gateway
+	log      syncLog
+	denied   map[string]int64
+	revoked  map[memberKey]int64
+	qos      map[string]api.QoSOverride
+	timers   timerHeap
+	handoffs handoffQueue
+
+	watermark      uint64
+	watermarkValid bool
+
+	// Work queued during a step, done by finish.
+	reassignQueue []*group
+	newsQueue     []*member
+	joins         []pendingJoin
+	logGrew       bool
+	seqDirty      bool
+
+	ready      Ready
+	persistIdx map[recordKey]int
+	dirtyParts []*partition
+	dirtyOffs  []*partition
+	inFlight   bool
+
+	audit audit
+}
+
+type pendingJoin struct {
+	ref    Ref
+	member *member
+}
+
+// recordKey deduplicates records within one Ready.
+type recordKey struct {
+	kind         uint8
+	first, other string
+	number       int32
+}
+
+const (
+	keyPartition uint8 = iota
+	keyOffset
+	keyMember
+	keyGroup
+	keyLease
+	keyDenied
+	keyRevoked
+	keyQoS
+	keyGateway
+	keySyncSeq
+	keyTopic
+)
+
+// assignorLookup resolves assignor names; tests may replace it.
+var assignorLookup = assign.Lookup
+
+// New returns an empty machine. rng draws member ids; pass a seeded source
+// for reproducible runs.
+func New(cfg Config, rng *rand.Rand) (*Machine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if rng == nil {
+		return nil, fmt.Errorf("group: new machine: nil rng")
+	}
+	m := &Machine{
+		cfg:        cfg,
+		rng:        rng,
+		lookup:     assignorLookup,
+		groups:     make(map[string]*group),
+		topics:     make(map[string]int32),
+		gateways:   make(map[string]*gateway),
+		denied:     make(map[string]int64),
+		revoked:    make(map[memberKey]int64),
+		qos:        make(map[string]api.QoSOverride),
+		persistIdx: make(map[recordKey]int),
+	}
+	m.log.init(cfg.SyncLogMax, 1)
+	m.seqDirty = true
+	m.materialize()
+	return m, nil
+}
+
+// Step applies one event at now. Timers due at now fire first. A now
+// earlier than a previous one is taken as the previous one.
+func (m *Machine) Step(now time.Time, ev Event) {
+	m.setTime(now)
+	switch e := ev.(type) {
+	case Join:
+		m.join(e)
+	case Heartbeat:
+		m.heartbeat(e)
+	case Commit:
+		m.commit(e)
+	case Leave:
+		m.leave(e)
+	case Topics:
+		m.updateTopics(e)
+	case SyncPoll:
+		m.syncPoll(e)
+	case KeysChanged:
+		m.appendEntry(syncEntry{kind: entryKeys})
+	case RevokePartition:
+		m.revokePartition(e)
+	case Lease:
+		m.leasePartition(e)
+	case DenyJTI:
+		m.denyJTI(e)
+	case RevokeMember:
+		m.revokeMember(e)
+	case PutQoS:
+		m.putQoS(e)
+	case SetGroupConfig:
+		m.setGroupConfig(e)
+	case ResetOffset:
+		m.resetOffset(e)
+	default:
+		panic(fmt.Sprintf("group: unknown event %T", ev))
+	}
+	m.finish()
+}
+
+// Tick fires the timers due at now.
+func (m *Machine) Tick(now time.Time) {
+	m.setTime(now)
+	m.finish()
+}
+
+func (m *Machine) setTime(now time.Time) {
+	if now.After(m.now) {
+		m.now = now
+		m.watermarkValid = false
+	}
+	m.runTimers()
+}
+
+// HasReady reports whether Ready has anything to persist or send.
+func (m *Machine) HasReady() bool {
+	return len(m.ready.Persist) > 0 || len(m.ready.Messages) > 0
+}
+
+// Ready hands over everything to persist and send since the last Ready.
+// The shell persists Persist durably, then sends Messages, then calls
+// Advance; Ready may not be called again before Advance.
+func (m *Machine) Ready() Ready {
+	if m.inFlight {
+		panic("group: Ready called again before Advance")
+	}
+	r := m.ready
+	m.ready = Ready{}
+	clear(m.persistIdx)
+	m.inFlight = true
+	m.audit.checkReady(m, r)
+	return r
+}
+
+// Advance tells the machine the last Ready was persisted and sent.
+func (m *Machine) Advance() {
+	m.inFlight = false
+}
+
+// finish does the work queued during a step: reassignments, join replies,
+// news to held heartbeats, sync replies to held polls, and the records to
+// persist.
+func (m *Machine) finish() {
+	for len(m.reassignQueue) > 0 {
+		g := m.reassignQueue[0]
+		m.reassignQueue = m.reassignQueue[1:]
+		g.reassign = false
+		m.reassignGroup(g)
+	}
+	for _, j := range m.joins {
+		m.replyJoin(j)
+	}
+	m.joins = m.joins[:0]
+	for _, mem := range m.newsQueue {
+		mem.newsQueued = false
+		m.flushNews(mem)
+	}
+	m.newsQueue = m.newsQueue[:0]
+	if m.logGrew {
+		m.logGrew = false
+		m.answerParkedPolls()
+	}
+	m.materialize()
+}
+
+func (m *Machine) send(msg Message) {
+	m.ready.Messages = append(m.ready.Messages, msg)
+}
+
+func (m *Machine) reject(ref Ref, code api.Code, format string, args ...any) {
+	m.send(Rejected{Ref: ref, Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+func (m *Machine) push(t timer) {
+	m.timers.push(t)
+}
+
+func (m *Machine) queueReassign(g *group) {
+	if !g.reassign {
+		g.reassign = true
+		m.reassignQueue = append(m.reassignQueue, g)
+	}
+}
+
+func (m *Machine) queueNews(mem *member) {
+	if !mem.newsQueued && !mem.removed {
+		mem.newsQueued = true
+		m.newsQueue = append(m.newsQueue, mem)
+	}
+}
+
+// group returns the named group, creating it with default configuration.
+func (m *Machine) group(name string) *group {
+	g := m.groups[name]
+	if g == nil {
+		g = newGroup(name, m.cfg.groupDefaults())
+		m.groups[name] = g
+		m.putRecord(recordKey{kind: keyGroup, first: name}, GroupRecord{Group: name, Config: g.cfg})
+	}
+	return g
+}
+
+// putRecord adds r to the pending Persist, replacing a record with the
+// same key.
+func (m *Machine) putRecord(key recordKey, r Record) {
+	if i, ok := m.persistIdx[key]; ok {
+		m.ready.Persist[i] = r
+		return
+	}
+	m.persistIdx[key] = len(m.ready.Persist)
+	m.ready.Persist = append(m.ready.Persist, r)
+}
+
+func (m *Machine) markDirty(p *partition) {
+	if !p.dirty {
+		p.dirty = true
+		m.dirtyParts = append(m.dirtyParts, p)
+	}
+}
+
+func (m *Machine) markOffset(p *partition) {
+	if !p.offsetDirty {
+		p.offsetDirty = true
+		m.dirtyOffs = append(m.dirtyOffs, p)
+	}
+}
+
+// materialize turns the dirty partitions, offsets and sync seq into
+// records, in a stable order.
+func (m *Machine) materialize() {
+	byKey := func(a, b *partition) int {
+		if c := strings.Compare(a.group.name, b.group.name); c != 0 {
+			return c
+		}
+		return comparePartitions(a.id, b.id)
+	}
+	slices.SortFunc(m.dirtyParts, byKey)
+	for _, p := range m.dirtyParts {
+		p.dirty = false
+		m.putRecord(recordKey{kind: keyPartition, first: p.group.name, other: p.id.Topic, number: p.id.Partition}, p.record())
+	}
+	m.dirtyParts = m.dirtyParts[:0]
+	slices.SortFunc(m.dirtyOffs, byKey)
+	for _, p := range m.dirtyOffs {
+		p.offsetDirty = false
+		m.putRecord(recordKey{kind: keyOffset, first: p.group.name, other: p.id.Topic, number: p.id.Partition}, OffsetRecord{
+			Group: p.group.name, Topic: p.id.Topic, Partition: p.id.Partition,
+			Offset: p.committed, Metadata: p.metadata,
+		})
+	}
+	m.dirtyOffs = m.dirtyOffs[:0]
+	if m.seqDirty {
+		m.seqDirty = false
+		m.putRecord(recordKey{kind: keySyncSeq}, SyncSeqRecord{Seq: m.log.seq})
+	}
+}
+
+// expiry is a capability expiry lease from now, in whole seconds, never
+// later than now+lease.
+func (m *Machine) expiry(lease time.Duration) time.Time {
+	return time.Unix(m.now.Add(lease).Unix(), 0).UTC()
+}

@@ -1,0 +1,453 @@
+package group
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/capgate/capgate/api"
+)
+
+// subscription is a validated topic list or pattern.
+type subscription struct {
+	topics      []string
+	pattern     *regexp.Regexp
+	patternText string
+}
+
+func parseSubscription(topics []string, pattern string) (subscription, error) {
+	switch {
+	case len(topics) > 0 && pattern != "":
+		return subscription{}, fmt.Errorf("set topics or topic_pattern, not both")
+	case pattern != "":
+		re, err := regexp.Compile("^(?:" + pattern + ")$")
+		if err != nil {
+			return subscription{}, fmt.Errorf("topic_pattern: %v", err)
+		}
+		return subscription{pattern: re, patternText: pattern}, nil
+	case len(topics) == 0:
+		return subscription{}, fmt.Errorf("topics or topic_pattern required")
+	}
+	sorted := slices.Clone(topics)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	if sorted[0] == "" {
+		return subscription{}, fmt.Errorf("empty topic name")
+	}
+	return subscription{topics: sorted}, nil
+}
+
+func (s subscription) equal(mem *member) bool {
+	return s.patternText == mem.patternText && slices.Equal(s.topics, mem.topics)
+}
+
+func (m *Machine) memberOf(groupName, id string) *member {
+	if g := m.groups[groupName]; g != nil {
+		return g.members[id]
+	}
+	return nil
+}
+
+func (m *Machine) join(e Join) {
+	sub, timeout, err := m.checkJoin(e)
+	if err != nil {
+		m.reject(e.Ref, api.CodeBadRequest, "join: %v", err)
+		return
+	}
+	if e.MemberID != "" {
+		m.rejoin(e, sub, timeout)
+		return
+	}
+	g := m.group(e.Group)
+	if !m.adoptAssignor(g, e) {
+		return
+	}
+	old := g.instances[e.InstanceID]
+	mem := m.addMember(g, e, sub, timeout)
+	if old != nil {
+		m.replaceStatic(old, mem)
+	} else {
+		m.queueReassign(g)
+	}
+	m.joins = append(m.joins, pendingJoin{ref: e.Ref, member: mem})
+}
+
+// checkJoin validates a join and resolves its session timeout.
+func (m *Machine) checkJoin(e Join) (subscription, time.Duration, error) {
+	if e.Group == "" {
+		return subscription{}, 0, fmt.Errorf("group required")
+	}
+	sub, err := parseSubscription(e.Topics, e.TopicPattern)
+	if err != nil {
+		return subscription{}, 0, err
+	}
+	timeout := e.SessionTimeout
+	if timeout == 0 {
+		timeout = m.cfg.SessionTimeout
+		if g := m.groups[e.Group]; g != nil {
+			timeout = g.cfg.SessionTimeout
+		}
+	}
+	if timeout < m.cfg.SessionTimeoutMin || timeout > m.cfg.SessionTimeoutMax {
+		return subscription{}, 0, fmt.Errorf("session_timeout must be within [%s, %s], got %s",
+			m.cfg.SessionTimeoutMin, m.cfg.SessionTimeoutMax, timeout)
+	}
+	if _, ok := m.lookup(e.Assignor); e.Assignor != "" && !ok {
+		return subscription{}, 0, fmt.Errorf("unknown assignor %q", e.Assignor)
+	}
+	return sub, timeout, nil
+}
+
+// adoptAssignor checks the join's assignor against the group's; an empty
+// group takes the join's.
+func (m *Machine) adoptAssignor(g *group, e Join) bool {
+	if e.Assignor == "" || e.Assignor == g.cfg.Assignor {
+		return true
+	}
+	if len(g.members) > 0 {
+		m.reject(e.Ref, api.CodeInconsistentAssign, "join: group %q uses assignor %q, not %q", g.name, g.cfg.Assignor, e.Assignor)
+		return false
+	}
+	g.cfg.Assignor = e.Assignor
+	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: g.cfg})
+	return true
+}
+
+// rejoin refreshes a known member: new subscription or session timeout,
+// and every partition it holds re-sent in the reply.
+func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
+	mem := m.memberOf(e.Group, e.MemberID)
+	if mem == nil {
+		m.reject(e.Ref, api.CodeUnknownMember, "join: unknown member %q: join without member_id", e.MemberID)
+		return
+	}
+	if !m.adoptAssignor(mem.group, e) {
+		return
+	}
+	m.contact(mem)
+	if !sub.equal(mem) {
+		m.unresolve(mem)
+		mem.topics, mem.pattern, mem.patternText = sub.topics, sub.pattern, sub.patternText
+		m.resolve(mem)
+		m.queueReassign(mem.group)
+	}
+	mem.sessionTimeout = timeout
+	m.putRecord(recordKey{kind: keyMember, first: mem.group.name, other: mem.id}, mem.record())
+	m.joins = append(m.joins, pendingJoin{ref: e.Ref, member: mem})
+}
+
+func (m *Machine) addMember(g *group, e Join, sub subscription, timeout time.Duration) *member {
+	mem := &member{
+		group:          g,
+		id:             m.newMemberID(g, e.ClientID),
+		instanceID:     e.InstanceID,
+		clientID:       e.ClientID,
+		topics:         sub.topics,
+		pattern:        sub.pattern,
+		patternText:    sub.patternText,
+		sessionTimeout: timeout,
+		held:           make(map[*partition]struct{}),
+	}
+	m.installMember(mem)
+	return mem
+}
+
+// installMember adds mem to its group (also used by Restore).
+func (m *Machine) installMember(mem *member) {
+	g := mem.group
+	g.members[mem.id] = mem
+	if mem.instanceID != "" {
+		g.instances[mem.instanceID] = mem
+	}
+	m.resolve(mem)
+	m.contact(mem)
+	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, mem.record())
+}
+
+func (m *Machine) newMemberID(g *group, clientID string) string {
+	prefix := clientID
+	if prefix == "" {
+		prefix = "member"
+	}
+	for {
+		id := fmt.Sprintf("%s-%016x", prefix, m.rng.Uint64())
+		if !g.isMember(id) {
+			return id
+		}
+	}
+}
+
+// resolve computes the topics mem may be assigned and counts them in the
+// group.
+func (m *Machine) resolve(mem *member) {
+	mem.resolved = make(map[string]bool)
+	if mem.pattern == nil {
+		for _, t := range mem.topics {
+			mem.resolved[t] = true
+		}
+	} else {
+		for t := range m.topics {
+			if mem.pattern.MatchString(t) {
+				mem.resolved[t] = true
+			}
+		}
+	}
+	for t := range mem.resolved {
+		mem.group.subscribed[t]++
+	}
+}
+
+func (m *Machine) unresolve(mem *member) {
+	for t := range mem.resolved {
+		if mem.group.subscribed[t]--; mem.group.subscribed[t] <= 0 {
+			delete(mem.group.subscribed, t)
+		}
+	}
+	mem.resolved = nil
+}
+
+// replaceStatic hands old's partitions to its replacement under fresh
+// epochs (fence, ack, grant) without touching anyone else.
+func (m *Machine) replaceStatic(old, mem *member) {
+	g := mem.group
+	moved := heldSorted(old)
+	sameSubscription := subscription{topics: mem.topics, patternText: mem.patternText}.equal(old)
+	m.dropMember(old)
+	for id, owner := range g.target {
+		if owner == old.id {
+			g.target[id] = mem.id
+		}
+	}
+	for _, p := range g.order {
+		if p.state == Revoking && p.target == old.id && !p.targetOutside {
+			m.retarget(p, mem.id, false)
+		}
+	}
+	for _, p := range moved {
+		if p.state == Owned {
+			m.startMove(p, mem.id, false)
+		} else {
+			m.tryComplete(p)
+		}
+	}
+	if !sameSubscription {
+		m.queueReassign(g)
+	}
+}
+
+// removeMember drops mem; its partitions move without waiting for it.
+func (m *Machine) removeMember(mem *member) {
+	held := heldSorted(mem)
+	m.dropMember(mem)
+	for _, p := range held {
+		m.tryComplete(p)
+	}
+	m.queueReassign(mem.group)
+}
+
+// dropMember takes mem out of its group; its partitions keep it as holder
+// until they move.
+func (m *Machine) dropMember(mem *member) {
+	g := mem.group
+	mem.removed = true
+	delete(g.members, mem.id)
+	if g.instances[mem.instanceID] == mem {
+		delete(g.instances, mem.instanceID)
+	}
+	m.unresolve(mem)
+	rec := mem.record()
+	rec.Deleted = true
+	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, rec)
+	if mem.wait.held {
+		mem.wait.held = false
+		m.reject(mem.wait.ref, api.CodeUnknownMember, "member %q left group %q", mem.id, g.name)
+	}
+	mem.news = news{}
+	for _, p := range g.leased {
+		if p.leaseWaiter != 0 && p.lease.holder == mem.id && !p.lease.outside {
+			m.reject(p.leaseWaiter, api.CodeConflict, "lease holder %q left the group", mem.id)
+			p.leaseWaiter = 0
+		}
+	}
+}
+
+func heldSorted(mem *member) []*partition {
+	held := make([]*partition, 0, len(mem.held))
+	for p := range mem.held {
+		held = append(held, p)
+	}
+	slices.SortFunc(held, func(a, b *partition) int { return comparePartitions(a.id, b.id) })
+	return held
+}
+
+func (m *Machine) leave(e Leave) {
+	mem := m.memberOf(e.Group, e.MemberID)
+	if mem == nil {
+		m.reject(e.Ref, api.CodeUnknownMember, "leave: unknown member %q", e.MemberID)
+		return
+	}
+	if !m.commitOffsets(e.Ref, mem, e.Offsets, true) {
+		return
+	}
+	m.removeMember(mem)
+	m.send(LeaveReply{Ref: e.Ref})
+}
+
+// contact records that mem was heard from.
+func (m *Machine) contact(mem *member) {
+	mem.lastContact = m.now
+	if !mem.sessionArmed {
+		mem.sessionArmed = true
+		m.push(timer{at: m.now.Add(mem.sessionTimeout), kind: timerSession, member: mem})
+	}
+}
+
+func (m *Machine) onSessionTimer(mem *member) {
+	mem.sessionArmed = false
+	if mem.removed || mem.wait.held {
+		return // a held heartbeat is not silence; unpark re-arms
+	}
+	deadline := mem.lastContact.Add(mem.sessionTimeout)
+	if m.now.Before(deadline) {
+		mem.sessionArmed = true
+		m.push(timer{at: deadline, kind: timerSession, member: mem})
+		return
+	}
+	m.removeMember(mem)
+}
+
+func (m *Machine) heartbeat(e Heartbeat) {
+	mem := m.memberOf(e.Group, e.MemberID)
+	if mem == nil {
+		m.reject(e.Ref, api.CodeUnknownMember, "heartbeat: unknown member %q", e.MemberID)
+		return
+	}
+	m.contact(mem)
+	m.renew(mem)
+	if mem.wait.held {
+		m.send(News{Ref: mem.wait.ref, Group: mem.group.name, MemberID: mem.id})
+	}
+	wait := e.Wait
+	if wait <= 0 || wait > m.cfg.HeartbeatWait {
+		wait = m.cfg.HeartbeatWait
+	}
+	if mem.wait.park(e.Ref, m.now.Add(wait)) {
+		m.push(timer{at: mem.wait.until, kind: timerHeartbeat, member: mem})
+	}
+	m.queueNews(mem)
+}
+
+func (m *Machine) onHeartbeatTimer(mem *member) {
+	due, rearm := mem.wait.fire(m.now)
+	switch {
+	case mem.removed:
+	case rearm:
+		m.push(timer{at: mem.wait.until, kind: timerHeartbeat, member: mem})
+	case due:
+		m.answerHeartbeat(mem)
+	}
+}
+
+// flushNews answers mem's held heartbeat if it has news.
+func (m *Machine) flushNews(mem *member) {
+	if mem.wait.held && !mem.removed && !mem.news.empty() {
+		m.answerHeartbeat(mem)
+	}
+}
+
+func (m *Machine) answerHeartbeat(mem *member) {
+	n := mem.news
+	mem.news = news{}
+	slices.SortFunc(n.revoke, func(a, b api.PartitionRef) int {
+		return cmpTopicPartition(a.Topic, a.Partition, b.Topic, b.Partition)
+	})
+	m.send(News{
+		Ref: mem.wait.ref, Group: mem.group.name, MemberID: mem.id, Revoke: n.revoke,
+		Grants: m.renderGrants(mem, n.grants), Renew: m.renderGrants(mem, n.renew),
+	})
+	mem.wait.held = false
+	m.contact(mem)
+}
+
+// renderGrants describes the member's current capabilities for the given
+// partitions, sorted.
+func (m *Machine) renderGrants(mem *member, set map[*partition]struct{}) []Grant {
+	if len(set) == 0 {
+		return nil
+	}
+	parts := make([]*partition, 0, len(set))
+	for p := range set {
+		if p.state == Owned && p.holder == mem.id && !p.holderOutside {
+			parts = append(parts, p)
+		}
+	}
+	slices.SortFunc(parts, func(a, b *partition) int { return comparePartitions(a.id, b.id) })
+	grants := make([]Grant, len(parts))
+	for i, p := range parts {
+		p.grantSent = true
+		grants[i] = m.grantOf(p)
+	}
+	return grants
+}
+
+func cmpTopicPartition(at string, ap int32, bt string, bp int32) int {
+	if c := strings.Compare(at, bt); c != 0 {
+		return c
+	}
+	return int(ap) - int(bp)
+}
+
+// extend renews p's capability when less than half the lease is left.
+func (m *Machine) extend(p *partition) bool {
+	if p.state != Owned || p.capExpiry.Sub(m.now) >= m.cfg.CapabilityLease/2 {
+		return false
+	}
+	exp := m.expiry(m.cfg.CapabilityLease)
+	if !exp.After(p.capExpiry) {
+		return false
+	}
+	p.capExpiry = exp
+	if exp.After(p.expiryBound) {
+		p.expiryBound = exp
+	}
+	return true
+}
+
+// renew queues renewals for mem's owned partitions that need one. A grant
+// not yet delivered is refreshed in place.
+func (m *Machine) renew(mem *member) {
+	for p := range mem.held {
+		if !m.extend(p) {
+			continue
+		}
+		m.audit.renewed(p, m.grantOf(p))
+		mem.news.addRenewal(p)
+	}
+}
+
+// replyJoin answers a join with every partition the member owns now.
+func (m *Machine) replyJoin(j pendingJoin) {
+	mem := j.member
+	if mem.removed {
+		m.reject(j.ref, api.CodeUnknownMember, "join: member %q was removed", mem.id)
+		return
+	}
+	reply := JoinReply{
+		Ref: j.ref, Group: mem.group.name, MemberID: mem.id,
+		SessionTimeout: mem.sessionTimeout, HeartbeatWait: m.cfg.HeartbeatWait,
+	}
+	for _, p := range heldSorted(mem) {
+		if p.state != Owned {
+			continue
+		}
+		mem.news.drop(p)
+		m.extend(p)
+		g := m.grantOf(p)
+		m.audit.renewed(p, g)
+		p.grantSent = true
+		reply.Grants = append(reply.Grants, g)
+	}
+	m.send(reply)
+}

@@ -1,0 +1,284 @@
+package group_test
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/assign"
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// TestRandomized drives the machine with seeded random joins, leaves,
+// crashes, heartbeats, commits, releases, gateway polls and stalls, admin
+// actions, lost replies, restarts and time jumps. After every step the
+// machine's invariants and the end-to-end safety property (checkSafety)
+// must hold; at the end, with everyone cooperative, every partition must
+// settle with an owner. A failure names its seed.
+func TestRandomized(t *testing.T) {
+	seeds, steps := 50, 3000
+	if testing.Short() {
+		seeds = 8
+	}
+	if n, err := strconv.Atoi(os.Getenv("GROUP_SIM_SEEDS")); err == nil {
+		seeds = n // a longer sweep: GROUP_SIM_SEEDS=1000 go test -run Randomized
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			if seed%2 == 1 { // odd seeds use the real sticky assignor
+				defer group.SetAssignorLookup(assign.Lookup)()
+			}
+			newSim(t, seed).run(steps)
+		})
+	}
+}
+
+type sim struct {
+	*world
+	rng       *rand.Rand
+	instances []*instance
+	lossy     bool
+	outside   int
+}
+
+// instance is one consumer process; member is the id it knows ("" until a
+// join reply reaches it).
+type instance struct {
+	name    string
+	member  string
+	crashed bool
+	pattern bool
+	offset  int64
+}
+
+func simConfig(c *group.Config) {
+	c.SessionTimeout = 2 * time.Second
+	c.HeartbeatWait = 500 * time.Millisecond
+	c.HandoffTimeout = 3 * time.Second
+	c.GatewayTimeout = 4 * time.Second
+	c.SyncWaitMax = time.Second
+	c.MaxClockSkew = 200 * time.Millisecond
+	c.Leeway = 500 * time.Millisecond
+	c.CapabilityLease = 6 * time.Second
+	c.MaxLease = 20 * time.Second
+	c.SyncLogMax = 64
+}
+
+func newSim(t *testing.T, seed uint64) *sim {
+	s := &sim{world: newWorld(t, simConfig), rng: rand.New(rand.NewPCG(seed, 0x5eed)), lossy: true}
+	s.drop = func(group.Message) bool { return s.lossy && s.rng.IntN(100) < 3 }
+	s.topics(map[string]int32{"t": 6, "u": 3})
+	for i := range 5 {
+		s.instances = append(s.instances, &instance{name: fmt.Sprint("i", i), pattern: i%2 == 1, crashed: true})
+	}
+	for i := range 3 {
+		s.poll(fmt.Sprint("gw", i))
+	}
+	return s
+}
+
+func (s *sim) run(steps int) {
+	for range steps {
+		s.randomStep()
+	}
+	s.quiesce()
+}
+
+func (s *sim) randomStep() {
+	in := s.instances[s.rng.IntN(len(s.instances))]
+	switch r := s.rng.IntN(1000); {
+	case r < 60:
+		s.join(in)
+	case r < 300:
+		s.act(in, func() { s.heartbeat(in.member) })
+	case r < 400:
+		s.act(in, func() { s.releaseRevoked(in) })
+	case r < 480:
+		s.act(in, func() { s.commitSome(in) })
+	case r < 495:
+		s.act(in, func() { s.leave(in) })
+	case r < 520:
+		in.crashed = true
+	case r < 530:
+		s.abandonHeartbeat(in)
+	case r < 700:
+		s.pollSome()
+	case r < 720:
+		id := fmt.Sprint("gw", s.rng.IntN(3))
+		s.stuck[id] = !s.stuck[id]
+	case r < 760:
+		s.admin()
+	case r < 765:
+		s.growTopics()
+	case r < 768:
+		s.restart(time.Duration(s.rng.IntN(2000)) * time.Millisecond)
+	case r < 960:
+		s.advanceTo(s.now.Add(time.Duration(s.rng.IntN(300)) * time.Millisecond))
+	default:
+		s.advanceTo(s.now.Add(time.Duration(1+s.rng.IntN(5)) * time.Second))
+	}
+}
+
+// act runs f for a live instance that knows its member id.
+func (s *sim) act(in *instance, f func()) {
+	if !in.crashed && in.member != "" && s.clients[in.member] != nil {
+		f()
+	}
+}
+
+func (s *sim) join(in *instance) {
+	if !in.crashed && s.rng.IntN(4) > 0 {
+		return // mostly rejoin after a crash; sometimes restart while alive
+	}
+	j := group.Join{Ref: s.nextRef(), Group: "g", InstanceID: in.name, ClientID: in.name}
+	if in.pattern {
+		j.TopicPattern = "t|u|v"
+	} else {
+		j.Topics = []string{"t", "u"}
+	}
+	s.step(j)
+	if r, ok := s.replies[j.Ref].(group.JoinReply); ok && s.clients[r.MemberID] != nil {
+		in.member, in.crashed = r.MemberID, false
+		s.clients[r.MemberID].instance = in.name
+	}
+}
+
+func (s *sim) abandonHeartbeat(in *instance) {
+	if c := s.clients[in.member]; c != nil {
+		c.parked = 0 // the connection broke; its reply will be lost
+	}
+}
+
+// releaseRevoked commits and releases what the member was told to stop
+// reading; the machine may refuse (stale after a timeout, member gone).
+func (s *sim) releaseRevoked(in *instance) {
+	c := s.clients[in.member]
+	revoked := c.revoked
+	c.revoked = nil
+	for _, r := range revoked {
+		delete(c.held, assign.Partition{Topic: r.Topic, Partition: r.Partition})
+		in.offset += int64(s.rng.IntN(10))
+		s.commitOrRefused(in, group.CommitOffset{Topic: r.Topic, Partition: r.Partition, Epoch: r.Epoch, Offset: in.offset}, true)
+	}
+}
+
+func (s *sim) commitSome(in *instance) {
+	c := s.clients[in.member]
+	if len(c.held) == 0 {
+		return
+	}
+	ids := slices.SortedFunc(maps.Keys(c.held), func(a, b assign.Partition) int {
+		return cmp.Or(compareStrings(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	g := c.held[ids[s.rng.IntN(len(ids))]]
+	in.offset += int64(s.rng.IntN(20)) - 3 // sometimes a regression
+	s.commitOrRefused(in, group.CommitOffset{Topic: g.Topic, Partition: g.Partition, Epoch: g.Epoch, Offset: max(in.offset, 0)}, false)
+}
+
+func (s *sim) commitOrRefused(in *instance, o group.CommitOffset, release bool) {
+	ref := s.nextRef()
+	s.step(group.Commit{Ref: ref, Group: "g", MemberID: in.member, Offsets: []group.CommitOffset{o}, Release: release})
+	switch r := s.replies[ref].(type) {
+	case group.CommitReply:
+	case group.Rejected:
+		switch r.Code {
+		case api.CodeStaleEpoch, api.CodeOffsetRegression, api.CodeUnknownMember:
+		default:
+			s.t.Fatalf("commit %+v: %+v", o, r)
+		}
+	default:
+		s.t.Fatalf("commit %+v: %#v", o, r)
+	}
+}
+
+func (s *sim) leave(in *instance) {
+	s.step(group.Leave{Ref: s.nextRef(), Group: "g", MemberID: in.member})
+	in.crashed, in.member = true, ""
+}
+
+func (s *sim) pollSome() {
+	id := fmt.Sprint("gw", s.rng.IntN(3))
+	if !s.stuck[id] {
+		s.poll(id)
+	}
+}
+
+func (s *sim) admin() {
+	parts := s.describe("g").Partitions
+	if len(parts) == 0 {
+		return
+	}
+	p := parts[s.rng.IntN(len(parts))]
+	ref := s.nextRef()
+	switch s.rng.IntN(7) {
+	case 0:
+		s.step(group.RevokePartition{Ref: ref, Group: "g", Topic: p.Topic, Partition: p.Partition})
+	case 1:
+		holder := fmt.Sprint("outside-", s.outside%2)
+		if in := s.instances[s.rng.IntN(len(s.instances))]; in.member != "" && s.rng.IntN(2) == 0 {
+			holder = in.member
+		}
+		s.outside++
+		ttl := time.Duration(1+s.rng.IntN(10)) * time.Second
+		s.step(group.Lease{Ref: ref, Group: "g", Topic: p.Topic, Partition: p.Partition, Holder: holder, TTL: ttl})
+	case 2:
+		if in := s.instances[s.rng.IntN(len(s.instances))]; in.member != "" {
+			s.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: in.member})
+		}
+	case 3:
+		s.step(group.DenyJTI{Ref: ref, JTI: fmt.Sprint("jti-", ref), Expires: s.now.Add(3 * time.Second)})
+	case 4:
+		rate := []int{0, 1, 5}[s.rng.IntN(3)]
+		s.step(group.SetGroupConfig{Ref: ref, Group: "g", MaxMovesPerSecond: &rate})
+	case 5:
+		s.step(group.ResetOffset{Ref: ref, Group: "g", Topic: p.Topic, Partition: p.Partition, Offset: int64(s.rng.IntN(5))})
+	case 6:
+		s.step(group.PutQoS{Ref: ref, Override: api.QoSOverride{ID: fmt.Sprint("q", s.rng.IntN(3)),
+			Selector: api.QoSSelector{Group: "g"}, LogLevel: "debug", Until: s.now.Add(2 * time.Second).Unix()}})
+	}
+}
+
+func (s *sim) growTopics() {
+	counts := map[string]int32{"t": 6 + int32(s.rng.IntN(3))}
+	if s.rng.IntN(2) == 0 {
+		counts["v"] = 1 + int32(s.rng.IntN(2))
+	}
+	s.topics(counts)
+}
+
+// quiesce makes everyone cooperative and checks the group settles: no
+// handoff left, every partition owned.
+func (s *sim) quiesce() {
+	s.lossy = false
+	clear(s.stuck)
+	for _, in := range s.instances {
+		if in.crashed || in.member == "" || !s.isMember("g", in.member) {
+			in.crashed = true
+			s.join(in)
+		}
+	}
+	for range 300 {
+		s.advanceTo(s.now.Add(100 * time.Millisecond))
+		for _, id := range sortedMapKeys(s.gateways) {
+			s.poll(id)
+		}
+		for _, in := range s.instances {
+			s.act(in, func() {
+				s.releaseRevoked(in)
+				s.heartbeat(in.member)
+			})
+		}
+	}
+	for _, p := range s.describe("g").Partitions {
+		if p.State != group.Owned {
+			s.t.Fatalf("did not settle: %+v", p)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package group
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/capgate/capgate/coordinator/assign"
+)
+
+// Restore rebuilds a machine after a restart from what the shell persisted.
+// Every member gets its session timeout from now to come back, known
+// gateways count as seen now with nothing acknowledged, capabilities issued
+// before the restart are assumed to live until now+max_lease, and the sync
+// log restarts above snap.SyncSeq so every gateway resynchronises from a
+// reset snapshot. Handoffs in progress resume; the first Ready persists
+// the new sync seq and re-sends revokes to holders being revoked from.
+func Restore(cfg Config, rng *rand.Rand, snap Snapshot, now time.Time) (*Machine, error) {
+	m, err := New(cfg, rng)
+	if err != nil {
+		return nil, err
+	}
+	m.now = now
+	m.ready = Ready{}
+	clear(m.persistIdx)
+	m.log.init(cfg.SyncLogMax, snap.SyncSeq+1)
+	for _, t := range snap.Topics {
+		m.topics[t.Topic] = t.Partitions
+	}
+	if err := m.restoreGroups(snap); err != nil {
+		return nil, fmt.Errorf("group: restore: %w", err)
+	}
+	if err := m.restorePartitions(snap); err != nil {
+		return nil, fmt.Errorf("group: restore: %w", err)
+	}
+	m.restoreSyncState(snap)
+	m.ready = Ready{}
+	clear(m.persistIdx)
+	m.restoreLeases(snap.Leases)
+	m.seqDirty = true
+	for _, name := range sortedKeys(m.groups) {
+		m.queueReassign(m.groups[name])
+	}
+	m.finish()
+	return m, nil
+}
+
+func (m *Machine) restoreGroups(snap Snapshot) error {
+	for _, r := range snap.Groups {
+		if err := r.Config.validate(m.cfg); err != nil {
+			return fmt.Errorf("group %q: %w", r.Group, err)
+		}
+		g := m.group(r.Group)
+		g.cfg = r.Config
+	}
+	for _, r := range snap.Members {
+		sub, err := parseSubscription(r.Topics, r.TopicPattern)
+		if err != nil {
+			return fmt.Errorf("member %q of %q: %w", r.MemberID, r.Group, err)
+		}
+		m.installMember(&member{
+			group: m.group(r.Group), id: r.MemberID, instanceID: r.InstanceID, clientID: r.ClientID,
+			topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText,
+			sessionTimeout: r.SessionTimeout, held: make(map[*partition]struct{}),
+		})
+	}
+	return nil
+}
+
+func (m *Machine) restorePartitions(snap Snapshot) error {
+	for _, r := range snap.Partitions {
+		g := m.group(r.Group)
+		p := g.partition(assign.Partition{Topic: r.Topic, Partition: r.Partition})
+		p.epoch, p.state = r.Epoch, r.State
+		p.holder, p.holderOutside, p.holderEpoch = r.Holder, r.HolderOutside, r.HolderEpoch
+		p.target, p.targetOutside = r.Target, r.TargetOutside
+		p.started, p.released, p.forced = r.RevokeStarted, r.Released, r.Forced
+		m.audit.restored(p)
+		switch {
+		case r.State == Unowned:
+			continue
+		case r.State == Owned && r.HolderEpoch == r.Epoch && r.Holder != "":
+		case r.State == Revoking && r.HolderEpoch < r.Epoch && r.Holder != "":
+		default:
+			return fmt.Errorf("partition %s: inconsistent record %+v", p.describe(), r)
+		}
+		// Renew at the next heartbeat; bound what was issued before.
+		p.capExpiry, p.expiryBound = m.now, m.now.Add(m.cfg.MaxLease)
+		p.grantSent = true
+		mem := g.members[p.holder]
+		if mem != nil && !p.holderOutside {
+			mem.held[p] = struct{}{}
+		}
+		if r.State == Revoking {
+			p.fenceSeq = m.log.seq
+			m.handoffs.push(p.fenceSeq, p)
+			m.push(timer{at: p.started.Add(g.cfg.HandoffTimeout), kind: timerHandoff, partition: p})
+			m.push(timer{at: m.expiredAt(p), kind: timerHandoff, partition: p})
+			if mem != nil && !p.holderOutside {
+				mem.news.revoke = append(mem.news.revoke, p.ref(p.holderEpoch))
+			}
+		}
+	}
+	for _, r := range snap.Offsets {
+		p := m.group(r.Group).partition(assign.Partition{Topic: r.Topic, Partition: r.Partition})
+		p.committed, p.metadata = r.Offset, r.Metadata
+		m.audit.committed(p, r.Offset, true)
+	}
+	return nil
+}
+
+func (m *Machine) restoreLeases(leases []LeaseRecord) {
+	for _, r := range leases {
+		if !r.Until.After(m.now) {
+			r.Deleted = true
+			m.putRecord(recordKey{kind: keyLease, first: r.Group, other: r.Topic, number: r.Partition}, r)
+			continue
+		}
+		g := m.group(r.Group)
+		p := g.partition(assign.Partition{Topic: r.Topic, Partition: r.Partition})
+		p.lease = &lease{holder: r.Holder, outside: r.Outside, until: r.Until}
+		g.leased[p.id] = p
+		m.push(timer{at: r.Until, kind: timerLease, partition: p})
+	}
+}
+
+func (m *Machine) restoreSyncState(snap Snapshot) {
+	for _, d := range snap.Denied {
+		if m.expiresEverywhere(d.Exp).After(m.now) {
+			m.denied[d.JTI] = d.Exp
+			m.push(timer{at: m.expiresEverywhere(d.Exp), kind: timerPrune, prune: pruneDenied, key: d.JTI})
+		}
+	}
+	for _, r := range snap.RevokedMembers {
+		if m.expiresEverywhere(r.Until).After(m.now) {
+			key := memberKey{group: r.Group, member: r.MemberID}
+			m.revoked[key] = r.Until
+			m.push(timer{at: m.expiresEverywhere(r.Until), kind: timerPrune, prune: pruneRevoked, memberKey: key})
+		}
+	}
+	for _, o := range snap.QoS {
+		if time.Unix(o.Until, 0).After(m.now) {
+			m.qos[o.ID] = o
+			m.push(timer{at: time.Unix(o.Until, 0), kind: timerPrune, prune: pruneQoS, key: o.ID})
+		}
+	}
+	for _, id := range snap.Gateways {
+		gw := &gateway{id: id, lastSeen: m.now}
+		m.gateways[id] = gw
+		m.armSilence(gw)
+	}
+}

@@ -1,0 +1,298 @@
+package group
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/capgate/capgate/api"
+)
+
+// entryKind is what a sync log entry carries.
+type entryKind uint8
+
+const (
+	entryFence entryKind = iota
+	entryDenied
+	entryRevoked
+	entryQoS
+	entryKeys
+)
+
+type syncEntry struct {
+	seq     uint64
+	kind    entryKind
+	fence   api.Fence
+	denied  api.Denied
+	revoked api.RevokedMember
+	qos     *api.QoSOverride
+}
+
+// syncLog is the bounded log of updates for gateways: a ring of the last
+// max entries, numbered consecutively up to seq.
+type syncLog struct {
+	buf  []syncEntry
+	head int // index of the oldest entry
+	n    int
+	max  int
+	seq  uint64 // highest seq handed out
+}
+
+func (l *syncLog) init(max int, seq uint64) {
+	l.max = max
+	l.seq = seq
+	l.buf = l.buf[:0]
+	l.head, l.n = 0, 0
+}
+
+// first is the seq of the oldest retained entry (seq+1 when empty).
+func (l *syncLog) first() uint64 {
+	return l.seq - uint64(l.n) + 1
+}
+
+func (l *syncLog) append(e syncEntry) uint64 {
+	l.seq++
+	e.seq = l.seq
+	if l.n < l.max {
+		if len(l.buf) < l.max {
+			l.buf = append(l.buf, e)
+		} else {
+			l.buf[(l.head+l.n)%l.max] = e
+		}
+		l.n++
+		return l.seq
+	}
+	l.buf[l.head] = e
+	l.head = (l.head + 1) % l.max
+	return l.seq
+}
+
+// covers reports whether a delta after `after` can be built from the log.
+func (l *syncLog) covers(after uint64) bool {
+	return after != 0 && after+1 >= l.first() && after <= l.seq
+}
+
+// each calls f for every entry after `after`, oldest first.
+func (l *syncLog) each(after uint64, f func(*syncEntry)) {
+	skip := int(after + 1 - l.first())
+	for i := skip; i < l.n; i++ {
+		f(&l.buf[(l.head+i)%len(l.buf)])
+	}
+}
+
+// appendEntry adds an update for the gateways.
+func (m *Machine) appendEntry(e syncEntry) uint64 {
+	m.logGrew = true
+	m.seqDirty = true
+	return m.log.append(e)
+}
+
+// handoffQueue holds revoking partitions in fence-seq order, waiting for
+// the gateway watermark to pass their fence. Entries whose partition has
+// since moved on are skipped.
+type handoffQueue struct {
+	entries []queuedHandoff
+	head    int
+}
+
+type queuedHandoff struct {
+	seq       uint64
+	partition *partition
+}
+
+func (q *handoffQueue) push(seq uint64, p *partition) {
+	q.entries = append(q.entries, queuedHandoff{seq, p})
+}
+
+// popUpTo removes and returns the entries with seq <= w.
+func (q *handoffQueue) popUpTo(w uint64, f func(*partition, uint64)) {
+	for q.head < len(q.entries) && q.entries[q.head].seq <= w {
+		e := q.entries[q.head]
+		q.entries[q.head] = queuedHandoff{}
+		q.head++
+		f(e.partition, e.seq)
+	}
+	if q.head > 1024 && q.head*2 > len(q.entries) {
+		q.entries = slices.Delete(q.entries, 0, q.head)
+		q.head = 0
+	}
+}
+
+func (q *handoffQueue) len() int { return len(q.entries) - q.head }
+
+// silent reports whether gw has been silent longer than gateway_timeout.
+func (m *Machine) silent(gw *gateway) bool {
+	return m.now.Sub(gw.lastSeen) > m.cfg.GatewayTimeout
+}
+
+// gatewayWatermark is the highest seq every gateway is safe for by ack or
+// silence (MaxUint64 with no gateways).
+func (m *Machine) gatewayWatermark() uint64 {
+	if m.watermarkValid {
+		return m.watermark
+	}
+	w := uint64(math.MaxUint64)
+	for _, gw := range m.gateways {
+		if !m.silent(gw) && gw.acked < w {
+			w = gw.acked
+		}
+	}
+	m.watermark, m.watermarkValid = w, true
+	return w
+}
+
+// releaseHandoffs advances every handoff the watermark now covers.
+func (m *Machine) releaseHandoffs() {
+	m.watermarkValid = false
+	w := m.gatewayWatermark()
+	m.handoffs.popUpTo(w, func(p *partition, seq uint64) {
+		if p.state == Revoking && p.fenceSeq == seq {
+			m.tryComplete(p)
+		}
+	})
+}
+
+func (m *Machine) syncPoll(e SyncPoll) {
+	if e.Gateway == "" {
+		m.reject(e.Ref, api.CodeBadRequest, "sync: gateway id required")
+		return
+	}
+	gw := m.gateways[e.Gateway]
+	if gw == nil {
+		gw = &gateway{id: e.Gateway}
+		m.gateways[e.Gateway] = gw
+		m.putRecord(recordKey{kind: keyGateway, first: e.Gateway}, GatewayRecord{ID: e.Gateway})
+	}
+	gw.lastSeen = m.now
+	m.armSilence(gw)
+	if gw.wait.held {
+		m.answerPoll(gw)
+	}
+	covered := m.log.covers(e.After)
+	if covered && e.After > gw.acked {
+		gw.acked = e.After
+	}
+	m.releaseHandoffs()
+	switch {
+	case !covered:
+		m.send(m.resetReply(e.Ref, gw.id))
+	case e.After < m.log.seq:
+		m.send(m.deltaReply(e.Ref, gw.id, e.After))
+	default:
+		wait := e.Wait
+		if wait <= 0 || wait > m.cfg.SyncWaitMax {
+			wait = m.cfg.SyncWaitMax
+		}
+		gw.parkedAfter = e.After
+		if gw.wait.park(e.Ref, m.now.Add(wait)) {
+			m.push(timer{at: gw.wait.until, kind: timerSyncWait, gateway: gw})
+		}
+	}
+}
+
+func (m *Machine) armSilence(gw *gateway) {
+	if !gw.silenceArmed {
+		gw.silenceArmed = true
+		// Silent means strictly longer than gateway_timeout.
+		m.push(timer{at: gw.lastSeen.Add(m.cfg.GatewayTimeout + 1), kind: timerSilence, gateway: gw})
+	}
+}
+
+func (m *Machine) onSilenceTimer(gw *gateway) {
+	gw.silenceArmed = false
+	if m.silent(gw) {
+		m.releaseHandoffs()
+		return
+	}
+	m.armSilence(gw)
+}
+
+func (m *Machine) onSyncWaitTimer(gw *gateway) {
+	switch due, rearm := gw.wait.fire(m.now); {
+	case rearm:
+		m.push(timer{at: gw.wait.until, kind: timerSyncWait, gateway: gw})
+	case due:
+		m.answerPoll(gw)
+	}
+}
+
+// answerPoll replies to gw's held poll with whatever is newer than it.
+func (m *Machine) answerPoll(gw *gateway) {
+	gw.wait.held = false
+	if !m.log.covers(gw.parkedAfter) {
+		m.send(m.resetReply(gw.wait.ref, gw.id))
+		return
+	}
+	m.send(m.deltaReply(gw.wait.ref, gw.id, gw.parkedAfter))
+}
+
+// answerParkedPolls answers every held poll after the log grew.
+func (m *Machine) answerParkedPolls() {
+	var parked []*gateway
+	for _, gw := range m.gateways {
+		if gw.wait.held && gw.parkedAfter < m.log.seq {
+			parked = append(parked, gw)
+		}
+	}
+	slices.SortFunc(parked, func(a, b *gateway) int { return strings.Compare(a.id, b.id) })
+	for _, gw := range parked {
+		m.answerPoll(gw)
+	}
+}
+
+func (m *Machine) deltaReply(ref Ref, gatewayID string, after uint64) SyncReply {
+	r := SyncReply{Ref: ref, Gateway: gatewayID, Seq: m.log.seq}
+	m.log.each(after, func(e *syncEntry) {
+		switch e.kind {
+		case entryFence:
+			r.Fences = append(r.Fences, e.fence)
+		case entryDenied:
+			r.Denied = append(r.Denied, e.denied)
+		case entryRevoked:
+			r.RevokedMembers = append(r.RevokedMembers, e.revoked)
+		case entryQoS:
+			r.QoS = append(r.QoS, *e.qos)
+		case entryKeys:
+			r.KeysChanged = true
+		}
+	})
+	return r
+}
+
+// resetReply is a full snapshot: one fence per partition with an epoch,
+// and every live deny entry, revoked member and QoS override, sorted.
+func (m *Machine) resetReply(ref Ref, gatewayID string) SyncReply {
+	r := SyncReply{Ref: ref, Gateway: gatewayID, Seq: m.log.seq, Reset: true, KeysChanged: true}
+	for _, name := range sortedKeys(m.groups) {
+		for _, p := range m.groups[name].order {
+			if p.epoch > 0 {
+				r.Fences = append(r.Fences, p.fence())
+			}
+		}
+	}
+	for jti, exp := range m.denied {
+		r.Denied = append(r.Denied, api.Denied{JTI: jti, Exp: exp})
+	}
+	slices.SortFunc(r.Denied, func(a, b api.Denied) int { return strings.Compare(a.JTI, b.JTI) })
+	for k, until := range m.revoked {
+		r.RevokedMembers = append(r.RevokedMembers, api.RevokedMember{Group: k.group, MemberID: k.member, Until: until})
+	}
+	slices.SortFunc(r.RevokedMembers, func(a, b api.RevokedMember) int {
+		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.MemberID, b.MemberID))
+	})
+	for _, o := range m.qos {
+		r.QoS = append(r.QoS, o)
+	}
+	slices.SortFunc(r.QoS, func(a, b api.QoSOverride) int { return strings.Compare(a.ID, b.ID) })
+	return r
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

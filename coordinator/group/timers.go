@@ -1,0 +1,119 @@
+package group
+
+import "time"
+
+// timerKind says what a timer entry is for. Entries are never removed
+// early: when one fires, its handler re-checks the state and ignores it or
+// re-arms it if the deadline moved (members and gateways keep at most one
+// entry per kind armed, so the heap stays bounded by live objects plus
+// in-flight handoffs, leases and deny entries).
+type timerKind uint8
+
+const (
+	timerSession   timerKind = iota // member: session expiry
+	timerHeartbeat                  // member: held heartbeat wait ends
+	timerSyncWait                   // gateway: held poll wait ends
+	timerSilence                    // gateway: becomes silent
+	timerHandoff                    // partition: handoff timeout or holder expiry
+	timerLease                      // partition: lease ends
+	timerMoves                      // group: next creeping move
+	timerPrune                      // deny entry, revoked member or QoS override expires
+)
+
+// pruneKind says which table a timerPrune entry prunes.
+type pruneKind uint8
+
+const (
+	pruneDenied pruneKind = iota
+	pruneRevoked
+	pruneQoS
+)
+
+type timer struct {
+	at        time.Time
+	kind      timerKind
+	prune     pruneKind
+	member    *member
+	gateway   *gateway
+	partition *partition
+	group     *group
+	key       string
+	memberKey memberKey
+}
+
+// timerHeap is a binary min-heap on at.
+type timerHeap []timer
+
+func (h *timerHeap) push(t timer) {
+	*h = append(*h, t)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !s[i].at.Before(s[parent].at) {
+			break
+		}
+		s[i], s[parent] = s[parent], s[i]
+		i = parent
+	}
+}
+
+func (h *timerHeap) pop() timer {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s[last] = timer{}
+	s = s[:last]
+	*h = s
+	i := 0
+	for {
+		smallest, left, right := i, 2*i+1, 2*i+2
+		if left < len(s) && s[left].at.Before(s[smallest].at) {
+			smallest = left
+		}
+		if right < len(s) && s[right].at.Before(s[smallest].at) {
+			smallest = right
+		}
+		if smallest == i {
+			return top
+		}
+		s[i], s[smallest] = s[smallest], s[i]
+		i = smallest
+	}
+}
+
+// runTimers fires every timer due at m.now.
+func (m *Machine) runTimers() {
+	for len(m.timers) > 0 && !m.timers[0].at.After(m.now) {
+		t := m.timers.pop()
+		switch t.kind {
+		case timerSession:
+			m.onSessionTimer(t.member)
+		case timerHeartbeat:
+			m.onHeartbeatTimer(t.member)
+		case timerSyncWait:
+			m.onSyncWaitTimer(t.gateway)
+		case timerSilence:
+			m.onSilenceTimer(t.gateway)
+		case timerHandoff:
+			m.tryComplete(t.partition)
+		case timerLease:
+			m.onLeaseTimer(t.partition)
+		case timerMoves:
+			t.group.moveArmed = false
+			m.startPendingMoves(t.group)
+		case timerPrune:
+			m.onPruneTimer(t)
+		}
+	}
+}
+
+// NextDeadline returns when the machine next needs a Tick, if ever. It may
+// be early (a timer that turns out to have nothing to do); it is never late.
+func (m *Machine) NextDeadline() (time.Time, bool) {
+	if len(m.timers) == 0 {
+		return time.Time{}, false
+	}
+	return m.timers[0].at, true
+}
