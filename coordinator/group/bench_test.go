@@ -123,3 +123,26 @@ func BenchmarkBulkFence(b *testing.B) {
 	b.ReportMetric(float64(len(size)), "persist-json-bytes")
 	b.ReportMetric(float64(len(rd.Messages)), "messages")
 }
+
+// BenchmarkJoinStormBatched: the same 1,000 joins delivered as the shell
+// delivers a burst, 100 events per StepMany; the baseline is the
+// one-by-one storm above.
+func BenchmarkJoinStormBatched(b *testing.B) {
+	defer group.SetAssignorLookup(assign.Lookup)()
+	const members, batch = 1000, 100
+	b.ReportAllocs()
+	for b.Loop() {
+		bm := newBenchMachine(b, map[string]int32{"t": 10000})
+		for i := 0; i < members; i += batch {
+			evs := make([]group.Event, 0, batch)
+			for range batch {
+				bm.ref++
+				evs = append(evs, group.Join{Ref: bm.ref, Group: "g", ClientID: "c", Topics: []string{"t"}})
+			}
+			bm.m.StepMany(bm.now, evs)
+			bm.m.Ready()
+			bm.m.Advance()
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*members), "ns/join")
+}

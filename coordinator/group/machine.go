@@ -116,6 +116,24 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 // earlier than a previous one is taken as the previous one.
 func (m *Machine) Step(now time.Time, ev Event) {
 	m.setTime(now)
+	m.apply(ev)
+	m.finish()
+}
+
+// StepMany applies events in order at now, then does the work they queued
+// (reassignment, join replies, news, sync answers) once. Under load the
+// shell drains its queue into one StepMany: a storm of joins then costs
+// one reassignment per group instead of one per join. Each event still
+// gets exactly one reply.
+func (m *Machine) StepMany(now time.Time, evs []Event) {
+	m.setTime(now)
+	for _, ev := range evs {
+		m.apply(ev)
+	}
+	m.finish()
+}
+
+func (m *Machine) apply(ev Event) {
 	switch e := ev.(type) {
 	case Join:
 		m.join(e)
@@ -148,7 +166,6 @@ func (m *Machine) Step(now time.Time, ev Event) {
 	default:
 		panic(fmt.Sprintf("group: unknown event %T", ev))
 	}
-	m.finish()
 }
 
 // Tick fires the timers due at now.
