@@ -24,7 +24,7 @@ func TestStepManyJoinStorm(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			ref := w.nextRef()
 			refs = append(refs, ref)
-			evs = append(evs, group.Join{Ref: ref, Group: "g", InstanceID: string(rune('a'+burst*5+i)), ClientID: "c", Topics: []string{"t"}})
+			evs = append(evs, group.Join{Ref: ref, Group: "g", InstanceID: string(rune('a' + burst*5 + i)), ClientID: "c", Topics: []string{"t"}})
 		}
 		// A heartbeat of an existing member rides in the same burst.
 		c := w.clients[first]
