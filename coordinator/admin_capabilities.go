@@ -1,0 +1,113 @@
+package coordinator
+
+// Behavior: admin, capabilities — bearer: an admin token.
+//   POST /v1/admin/capabilities with SharedGrantRequest: mint a shared
+//     (non-exclusive) capability for holder on one partition, directly —
+//     no group, no epoch: it is fenced by its jti only and does not move
+//     any group's partitions. ops default to fetch; ttl_ms is required and
+//     at most max_lease; offset_from/offset_to add an offset caveat. 404
+//     for a partition Kafka does not have (once metadata was read).
+//     Answers api.CapabilityResponse.
+//   POST /v1/admin/capabilities/{jti}/revoke with DenyRequest (may be
+//     empty): deny the jti (and every capability chained from it) on all
+//     gateways until exp, or for max_lease when exp is not given. Answers
+//     DenyResponse once the denial is durable and queued for the gateways.
+
+import (
+	"encoding/base64"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
+)
+
+func (c *Coordinator) handleAdminCapability(ctx *fasthttp.RequestCtx, _ []string) {
+	var req SharedGrantRequest
+	if !decodeBody(ctx, &req, false) {
+		return
+	}
+	claims, ttl, ok := c.sharedGrant(ctx, req)
+	if !ok {
+		return
+	}
+	token, minted, err := c.keys.minter.Mint(ocap.KindCapability, claims, c.now(), ttl)
+	if err != nil {
+		writeError(ctx, api.CodeBadRequest, "mint: "+err.Error())
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, api.CapabilityResponse{Capability: token, JTI: minted.ID, ExpiresAt: rfc3339(int64(minted.ExpiresAt))})
+}
+
+// sharedGrant validates the request into claims and a ttl, writing the
+// refusal when it is not valid.
+func (c *Coordinator) sharedGrant(ctx *fasthttp.RequestCtx, req SharedGrantRequest) (ocap.Claims, time.Duration, bool) {
+	ttl := msDuration(req.TTLMs)
+	switch {
+	case !ocap.ValidTopic(req.Topic) || req.Partition < 0:
+		writeError(ctx, api.CodeBadRequest, "a valid topic and partition >= 0 required")
+		return ocap.Claims{}, 0, false
+	case !ocap.ValidName(req.Holder):
+		writeError(ctx, api.CodeBadRequest, "holder: 1-255 printable characters without '/' required")
+		return ocap.Claims{}, 0, false
+	case ttl < time.Second || ttl > c.cfg.MaxLease:
+		writeError(ctx, api.CodeBadRequest, "ttl_ms must be within [1000, max_lease]")
+		return ocap.Claims{}, 0, false
+	}
+	if n, known := c.partitionCount(req.Topic); known && req.Partition >= n {
+		writeError(ctx, api.CodeNotFound, "unknown topic or partition")
+		return ocap.Claims{}, 0, false
+	}
+	names := req.Ops
+	if len(names) == 0 {
+		names = []string{"fetch"}
+	}
+	ops, err := ocap.ParseOps(names)
+	if err != nil {
+		writeError(ctx, api.CodeBadRequest, err.Error())
+		return ocap.Claims{}, 0, false
+	}
+	partition := req.Partition
+	claims := ocap.Claims{Subject: req.Holder, Topic: req.Topic, Partition: &partition, Ops: ops}
+	if req.OffsetFrom != nil || req.OffsetTo != nil {
+		r := ocap.OffsetRange{}
+		if req.OffsetFrom != nil {
+			r.From = *req.OffsetFrom
+		}
+		if req.OffsetTo != nil {
+			r.To = *req.OffsetTo
+		}
+		claims.Offsets = &r
+	}
+	return claims, ttl, true
+}
+
+func (c *Coordinator) handleAdminCapabilityRevoke(ctx *fasthttp.RequestCtx, params []string) {
+	jti := params[0]
+	if b, err := base64.RawURLEncoding.DecodeString(jti); err != nil || len(b) != 16 {
+		writeError(ctx, api.CodeBadRequest, "jti must be 128 bits, base64url")
+		return
+	}
+	var req DenyRequest
+	if !decodeBody(ctx, &req, true) {
+		return
+	}
+	expires := c.now().Add(c.cfg.MaxLease)
+	if req.Exp > 0 {
+		expires = time.Unix(req.Exp, 0)
+	}
+	msg, err := c.call(func(ref group.Ref) group.Event {
+		return group.DenyJTI{Ref: ref, JTI: jti, Expires: expires}
+	})
+	if _, ok := msg.(group.Done); !ok {
+		writeMachineError(ctx, msg, err)
+		return
+	}
+	exp := expires.Unix()
+	if expires.After(time.Unix(exp, 0)) {
+		exp++
+	}
+	writeJSON(ctx, fasthttp.StatusOK, DenyResponse{JTI: jti, Exp: exp})
+}

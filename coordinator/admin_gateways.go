@@ -1,0 +1,31 @@
+package coordinator
+
+// Behavior: GET /v1/admin/gateways — bearer: an admin token. Every gateway
+// that ever polled, sorted by id: the sync seq it acknowledged, how far
+// behind the current seq that is, when it last polled, and whether it is
+// silent (longer than groups.gateway_timeout: counted safe for every
+// fence, and refusing fetches itself).
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+func (c *Coordinator) handleAdminGateways(ctx *fasthttp.RequestCtx, _ []string) {
+	var gateways []group.GatewayDescription
+	var seq uint64
+	if err := c.query(func(m *group.Machine) { gateways, seq = m.Gateways(), m.SyncSeq() }); err != nil {
+		writeMachineError(ctx, nil, err)
+		return
+	}
+	out := GatewaysResponse{Seq: seq, Gateways: make([]GatewayView, 0, len(gateways))}
+	for _, gw := range gateways {
+		lag := uint64(0)
+		if seq > gw.Acked {
+			lag = seq - gw.Acked
+		}
+		out.Gateways = append(out.Gateways, GatewayView{ID: gw.ID, Acked: gw.Acked, Lag: lag, LastSeen: timeText(gw.LastSeen), Silent: gw.Silent})
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}

@@ -1,0 +1,57 @@
+package coordinator
+
+// Behavior: PUT /v1/admin/qos — bearer: an admin token. Body QoSRequest: a
+// selector (at least one of group, topic, partition, holder, jti), a log
+// level (debug, info, warn, error), a monitor tag (≤ 64 bytes), a byte
+// rate, and ttl_ms > 0. The override is pushed to every gateway on the
+// sync channel and kept until now + ttl; a later PUT with the same id (by
+// default: the same selector) replaces it. Answers the api.QoSOverride.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
+	var req QoSRequest
+	if !decodeBody(ctx, &req, false) {
+		return
+	}
+	switch req.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		writeError(ctx, api.CodeBadRequest, "log_level must be debug, info, warn or error")
+		return
+	}
+	if len(req.Monitor) > 64 || req.TTLMs <= 0 || req.MaxBytesPerSec < 0 {
+		writeError(ctx, api.CodeBadRequest, "monitor ≤ 64 bytes, ttl_ms > 0 and max_bytes_per_sec ≥ 0 required")
+		return
+	}
+	override := api.QoSOverride{
+		ID: req.ID, Selector: req.Selector, LogLevel: req.LogLevel, Monitor: req.Monitor,
+		MaxBytesPerSec: req.MaxBytesPerSec, Until: c.now().Add(msDuration(req.TTLMs)).Unix(),
+	}
+	if override.ID == "" {
+		override.ID = selectorID(req.Selector)
+	}
+	msg, err := c.call(func(ref group.Ref) group.Event { return group.PutQoS{Ref: ref, Override: override} })
+	if _, ok := msg.(group.Done); !ok {
+		writeMachineError(ctx, msg, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, override)
+}
+
+// selectorID is a stable id for a selector: the first 16 bytes of the
+// SHA-256 of its JSON, hex.
+func selectorID(s api.QoSSelector) string {
+	b, _ := json.Marshal(s)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}

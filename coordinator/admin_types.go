@@ -1,0 +1,209 @@
+package coordinator
+
+import "github.com/capgate/capgate/api"
+
+// JSON bodies of the admin routes (DESIGN §5). Durations are *_ms, times
+// RFC 3339. (They live here until the admin CLI needs them in api.)
+
+// GroupsResponse is GET /v1/admin/groups.
+type GroupsResponse struct {
+	Groups []string `json:"groups"`
+}
+
+// GroupDescription is GET /v1/admin/groups/{g}.
+type GroupDescription struct {
+	Group      string          `json:"group"`
+	Config     GroupConfigView `json:"config"`
+	Members    []MemberView    `json:"members"`
+	Partitions []PartitionView `json:"partitions"`
+}
+
+// GroupConfigView is a group's configuration; also the answer of PUT
+// /v1/admin/groups/{g}/config.
+type GroupConfigView struct {
+	Assignor          string `json:"assignor"`
+	SessionTimeoutMs  int64  `json:"session_timeout_ms"`
+	HandoffTimeoutMs  int64  `json:"handoff_timeout_ms"`
+	MaxMovesPerSecond int    `json:"max_moves_per_second"`
+	OffsetReset       string `json:"offset_reset"`
+}
+
+// MemberView is one live member.
+type MemberView struct {
+	ID               string   `json:"id"`
+	InstanceID       string   `json:"instance_id,omitempty"`
+	ClientID         string   `json:"client_id,omitempty"`
+	Topics           []string `json:"topics,omitempty"`
+	TopicPattern     string   `json:"topic_pattern,omitempty"`
+	SessionTimeoutMs int64    `json:"session_timeout_ms"`
+	LastContact      string   `json:"last_contact"`
+	Partitions       int      `json:"partitions"`
+}
+
+// PartitionView is one partition of a group. Committed is absent when
+// nothing was committed; LatestOffset and Lag when Kafka did not answer
+// (or the group has more than describe_lag_max partitions).
+type PartitionView struct {
+	Topic               string     `json:"topic"`
+	Partition           int32      `json:"partition"`
+	Epoch               uint64     `json:"epoch"`
+	State               string     `json:"state"`
+	Owner               string     `json:"owner,omitempty"`
+	OwnerOutside        bool       `json:"owner_outside,omitempty"`
+	OwnerEpoch          uint64     `json:"owner_epoch,omitempty"`
+	Target              string     `json:"target,omitempty"`
+	TargetOutside       bool       `json:"target_outside,omitempty"`
+	CapabilityExpiresAt string     `json:"capability_expires_at,omitempty"`
+	RevokeStarted       string     `json:"revoke_started,omitempty"`
+	GatewaysSafe        bool       `json:"gateways_safe,omitempty"`
+	Released            bool       `json:"released,omitempty"`
+	Committed           *int64     `json:"committed,omitempty"`
+	Metadata            string     `json:"metadata,omitempty"`
+	LatestOffset        *int64     `json:"latest_offset,omitempty"`
+	Lag                 *int64     `json:"lag,omitempty"`
+	Lease               *LeaseView `json:"lease,omitempty"`
+}
+
+// LeaseView is an admin lease on a partition.
+type LeaseView struct {
+	Holder  string `json:"holder"`
+	Outside bool   `json:"outside,omitempty"`
+	Until   string `json:"until"`
+}
+
+// GatewaysResponse is GET /v1/admin/gateways.
+type GatewaysResponse struct {
+	Seq      uint64        `json:"seq"`
+	Gateways []GatewayView `json:"gateways"`
+}
+
+// GatewayView is one gateway: what it acknowledged, how far behind that
+// is, when it last polled.
+type GatewayView struct {
+	ID       string `json:"id"`
+	Acked    uint64 `json:"acked_seq"`
+	Lag      uint64 `json:"lag"`
+	LastSeen string `json:"last_seen"`
+	Silent   bool   `json:"silent,omitempty"`
+}
+
+// RevokeRequest is POST /v1/admin/groups/{g}/partitions/{t}/{p}/revoke.
+type RevokeRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// RevokeResponse answers a partition revoke once every gateway is safe for
+// the fence at Epoch.
+type RevokeResponse struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Epoch     uint64 `json:"epoch"`
+}
+
+// LeaseRequest is POST /v1/admin/groups/{g}/partitions/{t}/{p}/lease.
+type LeaseRequest struct {
+	Holder string `json:"holder"`
+	TTLMs  int64  `json:"ttl_ms"`
+}
+
+// LeaseResponse answers a lease once the holder is granted. An outside
+// holder (not a member) gets its capability here; a member gets it in its
+// heartbeat too.
+type LeaseResponse struct {
+	Group      string `json:"group"`
+	Topic      string `json:"topic"`
+	Partition  int32  `json:"partition"`
+	Holder     string `json:"holder"`
+	Outside    bool   `json:"outside"`
+	Epoch      uint64 `json:"epoch"`
+	Offset     int64  `json:"offset"`
+	Until      string `json:"until"`
+	Capability string `json:"capability,omitempty"`
+	JTI        string `json:"jti,omitempty"`
+	ExpiresAt  string `json:"expires_at,omitempty"`
+}
+
+// OffsetResetRequest is PUT /v1/admin/groups/{g}/partitions/{t}/{p}/offset.
+type OffsetResetRequest struct {
+	Offset   int64  `json:"offset"`
+	Metadata string `json:"metadata,omitempty"`
+}
+
+// SharedGrantRequest is POST /v1/admin/capabilities: a non-exclusive
+// capability fenced by its jti only. Ops default to ["fetch"].
+type SharedGrantRequest struct {
+	Topic      string   `json:"topic"`
+	Partition  int32    `json:"partition"`
+	Ops        []string `json:"ops,omitempty"`
+	TTLMs      int64    `json:"ttl_ms"`
+	Holder     string   `json:"holder"`
+	OffsetFrom *int64   `json:"offset_from,omitempty"`
+	OffsetTo   *int64   `json:"offset_to,omitempty"`
+}
+
+// DenyRequest is POST /v1/admin/capabilities/{jti}/revoke. Exp (unix
+// seconds) is the token's exp; without it the jti is denied for max_lease,
+// which outlives any capability.
+type DenyRequest struct {
+	Exp    int64  `json:"exp,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// DenyResponse answers a jti revoke.
+type DenyResponse struct {
+	JTI string `json:"jti"`
+	Exp int64  `json:"exp"`
+}
+
+// MemberRevokeResponse answers POST /v1/admin/groups/{g}/members/{id}/revoke.
+type MemberRevokeResponse struct {
+	Group    string `json:"group"`
+	MemberID string `json:"member_id"`
+	Until    string `json:"until"`
+	Fenced   int    `json:"fenced"`
+}
+
+// QoSRequest is PUT /v1/admin/qos. ID defaults to a digest of the
+// selector, so a second PUT for the same selector replaces the first.
+type QoSRequest struct {
+	ID             string          `json:"id,omitempty"`
+	Selector       api.QoSSelector `json:"selector"`
+	LogLevel       string          `json:"log_level,omitempty"`
+	Monitor        string          `json:"monitor,omitempty"`
+	MaxBytesPerSec int64           `json:"max_bytes_per_sec,omitempty"`
+	TTLMs          int64           `json:"ttl_ms"`
+}
+
+// GroupConfigRequest is PUT /v1/admin/groups/{g}/config; absent fields are
+// unchanged.
+type GroupConfigRequest struct {
+	Assignor          *string `json:"assignor,omitempty"`
+	SessionTimeoutMs  *int64  `json:"session_timeout_ms,omitempty"`
+	HandoffTimeoutMs  *int64  `json:"handoff_timeout_ms,omitempty"`
+	MaxMovesPerSecond *int    `json:"max_moves_per_second,omitempty"`
+	OffsetReset       *string `json:"offset_reset,omitempty"`
+}
+
+// ClientRequest is POST /v1/admin/clients: a client credential that may
+// join Groups and subscribe to Topics ("*" = any) for TTLMs.
+type ClientRequest struct {
+	Name   string   `json:"name"`
+	Groups []string `json:"groups"`
+	Topics []string `json:"topics"`
+	TTLMs  int64    `json:"ttl_ms"`
+}
+
+// ClientResponse carries a client credential.
+type ClientResponse struct {
+	Credential string `json:"credential"`
+	JTI        string `json:"jti"`
+	ExpiresAt  string `json:"expires_at"`
+}
+
+// KeysResponse answers POST /v1/admin/keys/rotate with the ring's key ids.
+type KeysResponse struct {
+	Current  string `json:"current"`
+	Next     string `json:"next"`
+	Previous string `json:"previous,omitempty"`
+}

@@ -1,0 +1,85 @@
+package coordinator
+
+// Behavior: POST /v1/capabilities/attenuate — bearer: the parent
+// capability (401 if it does not verify). Body api.AttenuateRequest; zero
+// values keep the parent's setting. The child keeps the parent's holder,
+// group, partition and epoch, never outlives it, and carries chn = the
+// parent's ancestors plus the parent's jti, so denying any ancestor denies
+// the child. Asking for more than the parent has (ops, offsets, lease,
+// byte rate) is refused with 403 forbidden; a malformed request (unknown
+// op, empty offset range) with 400. Answers api.CapabilityResponse.
+// The coordinator does not consult fences here: a child of a fenced parent
+// carries the same epoch and is refused by every gateway.
+
+import (
+	"errors"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
+)
+
+func (c *Coordinator) handleAttenuate(ctx *fasthttp.RequestCtx, _ []string) {
+	parent, ok := c.bearerClaims(ctx, ocap.KindCapability, "parent capability")
+	if !ok {
+		return
+	}
+	var req api.AttenuateRequest
+	if !decodeBody(ctx, &req, true) {
+		return
+	}
+	a, ok := attenuation(ctx, req)
+	if !ok {
+		return
+	}
+	now := c.now()
+	child, ttl, err := ocap.Attenuate(parent, a, now)
+	switch {
+	case errors.Is(err, ocap.ErrWiden):
+		writeError(ctx, api.CodeForbidden, err.Error())
+		return
+	case errors.Is(err, ocap.ErrExpired):
+		writeError(ctx, api.CodeTokenExpired, err.Error())
+		return
+	case err != nil:
+		writeError(ctx, api.CodeBadRequest, err.Error())
+		return
+	}
+	token, claims, err := c.keys.minter.Mint(ocap.KindCapability, child, now, ttl)
+	if err != nil {
+		writeError(ctx, api.CodeBadRequest, "mint child: "+err.Error())
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, api.CapabilityResponse{Capability: token, JTI: claims.ID, ExpiresAt: rfc3339(int64(claims.ExpiresAt))})
+}
+
+// attenuation converts the request; it writes 400 for a malformed one.
+func attenuation(ctx *fasthttp.RequestCtx, req api.AttenuateRequest) (ocap.Attenuation, bool) {
+	var a ocap.Attenuation
+	if len(req.Ops) > 0 {
+		ops, err := ocap.ParseOps(req.Ops)
+		if err != nil {
+			writeError(ctx, api.CodeBadRequest, err.Error())
+			return a, false
+		}
+		a.Ops = ops
+	}
+	if req.OffsetFrom != nil || req.OffsetTo != nil {
+		r := ocap.OffsetRange{}
+		if req.OffsetFrom != nil {
+			r.From = *req.OffsetFrom
+		}
+		if req.OffsetTo != nil {
+			r.To = *req.OffsetTo
+		}
+		a.Offsets = &r
+	}
+	if req.TTLMs < 0 || req.MaxBytesPerSec < 0 {
+		writeError(ctx, api.CodeBadRequest, "ttl_ms and max_bytes_per_sec must be >= 0")
+		return a, false
+	}
+	a.TTL = msDuration(req.TTLMs)
+	a.MaxBytesPerSec = req.MaxBytesPerSec
+	return a, true
+}

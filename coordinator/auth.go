@@ -1,0 +1,126 @@
+package coordinator
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
+)
+
+// Who may call what:
+//
+//	admin routes        an admin token (admin_token_hashes)
+//	GET /v1/sync        a sync token (sync_token_hashes)
+//	join                a client credential (ocap.KindClient) allowing the group and topics
+//	heartbeat/commit/   a member token (ocap.KindMember) of the path's group;
+//	leave/offsets       the member is its sub (offsets also takes an admin token)
+//	attenuate           the parent capability (ocap.KindCapability)
+//	jwks, healthz,      nobody: public
+//	metrics
+//
+// Tokens are never logged: only claims (member ids, groups) appear in logs
+// and error messages.
+
+// bearer returns the token of an "Authorization: Bearer" header, or nil.
+func bearer(ctx *fasthttp.RequestCtx) []byte {
+	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	const scheme = "bearer "
+	if len(h) <= len(scheme) || !bytes.EqualFold(h[:len(scheme)], []byte(scheme)) {
+		return nil
+	}
+	return bytes.TrimSpace(h[len(scheme):])
+}
+
+// admin wraps h so it runs only with a valid admin token.
+func (c *Coordinator) admin(h handler) handler {
+	return func(ctx *fasthttp.RequestCtx, params []string) {
+		if !c.isAdmin(ctx) {
+			writeError(ctx, api.CodeUnauthorized, "admin token required")
+			return
+		}
+		h(ctx, params)
+	}
+}
+
+func (c *Coordinator) isAdmin(ctx *fasthttp.RequestCtx) bool {
+	return c.adminTokens.matches(bearer(ctx))
+}
+
+// verifyToken checks a token of kind, through the verified-token cache.
+func (c *Coordinator) verifyToken(token []byte, kind ocap.Kind) (*ocap.Claims, error) {
+	now := c.now()
+	if claims, ok := c.tokens.Get(token, now); ok && claims.Kind() == kind {
+		return claims, nil
+	}
+	claims, err := c.keys.verifier.Verify(string(token), kind, now)
+	if err != nil {
+		return nil, err
+	}
+	c.tokens.Put(string(token), claims)
+	return claims, nil
+}
+
+// writeTokenError answers a token that did not verify.
+func writeTokenError(ctx *fasthttp.RequestCtx, what string, err error) {
+	if errors.Is(err, ocap.ErrExpired) {
+		writeError(ctx, api.CodeTokenExpired, what+" expired")
+		return
+	}
+	writeError(ctx, api.CodeUnauthorized, what+" refused: "+err.Error())
+}
+
+// bearerClaims verifies the bearer token as kind, answering 401 on failure.
+func (c *Coordinator) bearerClaims(ctx *fasthttp.RequestCtx, kind ocap.Kind, what string) (*ocap.Claims, bool) {
+	token := bearer(ctx)
+	if token == nil {
+		writeError(ctx, api.CodeUnauthorized, what+" required")
+		return nil, false
+	}
+	claims, err := c.verifyToken(token, kind)
+	if err != nil {
+		writeTokenError(ctx, what, err)
+		return nil, false
+	}
+	return claims, true
+}
+
+// memberClaims verifies a member token for groupName: 401 if it does not
+// verify, 403 if it belongs to another group. The member id is its sub.
+func (c *Coordinator) memberClaims(ctx *fasthttp.RequestCtx, groupName string) (*ocap.Claims, bool) {
+	claims, ok := c.bearerClaims(ctx, ocap.KindMember, "member token")
+	if !ok {
+		return nil, false
+	}
+	if claims.Group != groupName {
+		writeError(ctx, api.CodeForbidden, "member token is for another group")
+		return nil, false
+	}
+	return claims, true
+}
+
+// groupParam validates a group name from the path (400 if invalid).
+func groupParam(ctx *fasthttp.RequestCtx, name string) bool {
+	if !ocap.ValidName(name) {
+		writeError(ctx, api.CodeBadRequest, "invalid group name")
+		return false
+	}
+	return true
+}
+
+// partitionParams validates a topic and partition from the path.
+func partitionParams(ctx *fasthttp.RequestCtx, topic, partition string) (int32, bool) {
+	if !ocap.ValidTopic(topic) {
+		writeError(ctx, api.CodeBadRequest, "invalid topic name")
+		return 0, false
+	}
+	p, err := strconv.ParseInt(partition, 10, 32)
+	if err != nil || p < 0 {
+		writeError(ctx, api.CodeBadRequest, "partition must be an integer >= 0")
+		return 0, false
+	}
+	return int32(p), true
+}

@@ -1,0 +1,268 @@
+package coordinator
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
+)
+
+// Config is the coordinator section of capgate's configuration.
+//
+// The token lifetimes (capability_lease, max_lease, leeway) are set here
+// once and copied into the state machine; the same keys under groups: must
+// be left unset (or equal). Heartbeat and sync-poll wait caps live in
+// groups: (heartbeat_wait, sync_wait_max) because the machine enforces them.
+type Config struct {
+	// ID is the coordinator id: the iss of every token it mints.
+	ID string `yaml:"id"`
+	// Cluster names the gateway pool: the aud of every token.
+	Cluster string `yaml:"cluster"`
+	// Listen is the HTTP listen address.
+	Listen string `yaml:"listen"`
+	// DataDir holds the badger store, including the signing key ring
+	// (directory 0700, files 0600).
+	DataDir string `yaml:"data_dir"`
+
+	// AdminTokenHashes and SyncTokenHashes are hex SHA-256 digests of the
+	// admin and gateway-sync bearer tokens (see GenerateSecret); the
+	// tokens themselves are never stored or logged.
+	AdminTokenHashes []string `yaml:"admin_token_hashes"`
+	SyncTokenHashes  []string `yaml:"sync_token_hashes"`
+
+	// CapabilityLease is the lifetime of a granted or renewed capability.
+	CapabilityLease time.Duration `yaml:"capability_lease"`
+	// MaxLease caps exp - iat of every capability (admin grants included).
+	MaxLease time.Duration `yaml:"max_lease"`
+	// Leeway is the clock leeway of token verification (at most 2s).
+	Leeway time.Duration `yaml:"leeway"`
+	// MemberTokenTTL is the lifetime of a member token; a member rejoins
+	// with its member_id for a new one.
+	MemberTokenTTL time.Duration `yaml:"member_token_ttl"`
+	// ClientCredentialTTLMax caps the ttl of minted client credentials.
+	ClientCredentialTTLMax time.Duration `yaml:"client_credential_ttl_max"`
+
+	// MetadataInterval is how often topic metadata is read from Kafka.
+	MetadataInterval time.Duration `yaml:"metadata_interval"`
+	// MirrorOffsets copies committed offsets into Kafka's group offsets.
+	MirrorOffsets bool `yaml:"mirror_offsets"`
+	// BrokerTimeout bounds one offset lookup (start offsets of grants, lag).
+	BrokerTimeout time.Duration `yaml:"broker_timeout"`
+	// OffsetCacheTTL is how long a partition's earliest/latest offsets are
+	// reused when resolving the start offset of grants.
+	OffsetCacheTTL time.Duration `yaml:"offset_cache_ttl"`
+	// DescribeLagMax bounds the partitions whose lag one admin describe
+	// looks up in Kafka.
+	DescribeLagMax int `yaml:"describe_lag_max"`
+
+	// HTTP server limits.
+	MaxBodyBytes    int           `yaml:"max_body_bytes"`
+	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
+	ReadTimeout     time.Duration `yaml:"read_timeout"`
+	WriteTimeout    time.Duration `yaml:"write_timeout"`
+	IdleTimeout     time.Duration `yaml:"idle_timeout"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	MaxConnections  int           `yaml:"max_connections"`
+
+	// EventQueue bounds the requests waiting for the event loop;
+	// EventBatchMax bounds how many it steps before one persist.
+	EventQueue    int `yaml:"event_queue"`
+	EventBatchMax int `yaml:"event_batch_max"`
+	// TokenCacheEntries bounds each verified-token cache (member tokens,
+	// capabilities).
+	TokenCacheEntries int `yaml:"token_cache_entries"`
+
+	// Groups configures the state machine (sessions, handoffs, gateways).
+	Groups group.Config `yaml:"groups"`
+	// Broker configures the Kafka client.
+	Broker broker.Config `yaml:"broker"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	groups := group.DefaultConfig()
+	groups.CapabilityLease, groups.MaxLease, groups.Leeway = 0, 0, 0
+	return Config{
+		ID:                     "capgate-coordinator",
+		Cluster:                "dev",
+		Listen:                 "127.0.0.1:7070",
+		DataDir:                "./capgate-data/coordinator",
+		CapabilityLease:        60 * time.Second,
+		MaxLease:               10 * time.Minute,
+		Leeway:                 2 * time.Second,
+		MemberTokenTTL:         24 * time.Hour,
+		ClientCredentialTTLMax: 30 * 24 * time.Hour,
+		MetadataInterval:       10 * time.Second,
+		BrokerTimeout:          5 * time.Second,
+		OffsetCacheTTL:         time.Second,
+		DescribeLagMax:         1000,
+		MaxBodyBytes:           1 << 20,
+		MaxHeaderBytes:         8 << 10,
+		ReadTimeout:            10 * time.Second,
+		WriteTimeout:           10 * time.Second,
+		IdleTimeout:            60 * time.Second,
+		ShutdownTimeout:        10 * time.Second,
+		MaxConnections:         10000,
+		EventQueue:             4096,
+		EventBatchMax:          256,
+		TokenCacheEntries:      100000,
+		Groups:                 groups,
+		Broker:                 broker.DefaultConfig(),
+	}
+}
+
+// Validate reports the first bad setting, naming the field and the value.
+func (c Config) Validate() error {
+	checks := []func() error{c.validateIdentity, c.validateTokens, c.validateDurations, c.validateLimits, c.validateGroups}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if err := c.Broker.Validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c Config) validateIdentity() error {
+	switch {
+	case !ocap.ValidName(c.ID):
+		return fmt.Errorf("id: must be 1-255 printable characters without '/', got %q", c.ID)
+	case c.Cluster == "":
+		return errors.New("cluster: must not be empty")
+	case c.DataDir == "":
+		return errors.New("data_dir: must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen: must be host:port, got %q", c.Listen)
+	}
+	return nil
+}
+
+func (c Config) validateTokens() error {
+	for _, list := range []struct {
+		name   string
+		hashes []string
+	}{{"admin_token_hashes", c.AdminTokenHashes}, {"sync_token_hashes", c.SyncTokenHashes}} {
+		for i, h := range list.hashes {
+			if b, err := hex.DecodeString(h); err != nil || len(b) != 32 {
+				return fmt.Errorf("%s[%d]: must be 64 hex characters (SHA-256), got %d characters", list.name, i, len(h))
+			}
+		}
+	}
+	return nil
+}
+
+func (c Config) validateDurations() error {
+	positive := []struct {
+		name  string
+		value time.Duration
+	}{
+		{"capability_lease", c.CapabilityLease},
+		{"member_token_ttl", c.MemberTokenTTL},
+		{"client_credential_ttl_max", c.ClientCredentialTTLMax},
+		{"metadata_interval", c.MetadataInterval},
+		{"broker_timeout", c.BrokerTimeout},
+		{"read_timeout", c.ReadTimeout},
+		{"write_timeout", c.WriteTimeout},
+		{"idle_timeout", c.IdleTimeout},
+		{"shutdown_timeout", c.ShutdownTimeout},
+	}
+	for _, f := range positive {
+		if f.value <= 0 {
+			return fmt.Errorf("%s: must be > 0, got %s", f.name, f.value)
+		}
+	}
+	switch {
+	case c.CapabilityLease < 2*time.Second:
+		return fmt.Errorf("capability_lease: must be >= 2s, got %s", c.CapabilityLease)
+	case c.MaxLease < c.CapabilityLease:
+		return fmt.Errorf("max_lease: must be >= capability_lease (%s), got %s", c.CapabilityLease, c.MaxLease)
+	case c.Leeway < 0 || c.Leeway > ocap.MaxLeeway:
+		return fmt.Errorf("leeway: must be within [0s, %s], got %s", ocap.MaxLeeway, c.Leeway)
+	case c.MemberTokenTTL > c.ClientCredentialTTLMax:
+		return fmt.Errorf("member_token_ttl: must be <= client_credential_ttl_max (%s), got %s", c.ClientCredentialTTLMax, c.MemberTokenTTL)
+	case c.OffsetCacheTTL < 0:
+		return fmt.Errorf("offset_cache_ttl: must be >= 0, got %s", c.OffsetCacheTTL)
+	}
+	return nil
+}
+
+func (c Config) validateLimits() error {
+	positive := []struct {
+		name  string
+		value int
+	}{
+		{"max_body_bytes", c.MaxBodyBytes},
+		{"max_connections", c.MaxConnections},
+		{"event_queue", c.EventQueue},
+		{"event_batch_max", c.EventBatchMax},
+		{"token_cache_entries", c.TokenCacheEntries},
+	}
+	for _, f := range positive {
+		if f.value <= 0 {
+			return fmt.Errorf("%s: must be > 0, got %d", f.name, f.value)
+		}
+	}
+	switch {
+	case c.MaxHeaderBytes < 1024:
+		return fmt.Errorf("max_header_bytes: must be >= 1024, got %d", c.MaxHeaderBytes)
+	case c.DescribeLagMax < 0:
+		return fmt.Errorf("describe_lag_max: must be >= 0, got %d", c.DescribeLagMax)
+	}
+	return nil
+}
+
+// validateGroups checks the machine's settings and how they fit the
+// coordinator's: the copied token lifetimes and the HTTP timeouts.
+func (c Config) validateGroups() error {
+	copied := []struct {
+		name        string
+		group, mine time.Duration
+	}{
+		{"capability_lease", c.Groups.CapabilityLease, c.CapabilityLease},
+		{"max_lease", c.Groups.MaxLease, c.MaxLease},
+		{"leeway", c.Groups.Leeway, c.Leeway},
+	}
+	for _, f := range copied {
+		if f.group != 0 && f.group != f.mine {
+			return fmt.Errorf("groups.%s: set %s at the top level instead, got %s", f.name, f.name, f.group)
+		}
+	}
+	if err := c.machineConfig().Validate(); err != nil {
+		return errors.New("groups." + strings.TrimPrefix(err.Error(), "group."))
+	}
+	// A held heartbeat counts as contact, so heartbeat_wait may exceed a
+	// session timeout; but renewals travel in heartbeats, and a member
+	// must get one before half its lease is gone.
+	if g := c.Groups; g.HeartbeatWait >= c.CapabilityLease/2 {
+		return fmt.Errorf("groups.heartbeat_wait: must be < capability_lease/2 (%s) so renewals arrive in time, got %s", c.CapabilityLease/2, g.HeartbeatWait)
+	}
+	return nil
+}
+
+// machineConfig is the state machine's configuration with the token
+// lifetimes copied in.
+func (c Config) machineConfig() group.Config {
+	g := c.Groups
+	g.CapabilityLease, g.MaxLease, g.Leeway = c.CapabilityLease, c.MaxLease, c.Leeway
+	return g
+}
+
+// verifierConfig is what the coordinator's own verifier and minter check.
+func (c Config) verifierConfig() ocap.VerifierConfig {
+	return ocap.VerifierConfig{
+		Issuer:           c.ID,
+		Audience:         c.Cluster,
+		Leeway:           c.Leeway,
+		MaxLease:         c.MaxLease,
+		MaxCredentialTTL: c.ClientCredentialTTLMax,
+	}
+}

@@ -1,0 +1,279 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/store"
+)
+
+// Broker is what the coordinator needs from Kafka; *broker.Client
+// implements it.
+type Broker interface {
+	Topics(ctx context.Context) (map[string]int32, error)
+	Offsets(ctx context.Context, topic string, partition int32) (earliest, latest int64, err error)
+	CommitGroupOffsets(ctx context.Context, group string, offsets map[string]map[int32]int64) error
+}
+
+// Option changes how New builds a coordinator.
+type Option func(*options)
+
+type options struct {
+	listener net.Listener
+	broker   Broker
+	rng      *rand.Rand
+	now      func() time.Time
+}
+
+// WithListener serves on ln instead of listening on cfg.Listen (tests pass
+// a 127.0.0.1:0 listener). The coordinator closes it.
+func WithListener(ln net.Listener) Option {
+	return func(o *options) { o.listener = ln }
+}
+
+// WithBroker uses b for Kafka instead of a client built from cfg.Broker.
+// The caller keeps ownership of b.
+func WithBroker(b Broker) Option {
+	return func(o *options) { o.broker = b }
+}
+
+// WithRand seeds the state machine's member ids (reproducible tests).
+func WithRand(r *rand.Rand) Option {
+	return func(o *options) { o.rng = r }
+}
+
+// Coordinator is the coordinator process: the HTTP APIs of DESIGN §5, the
+// event loop owning the group.Machine, the store and the signing keys.
+// Its methods are safe for concurrent use.
+type Coordinator struct {
+	cfg         Config
+	log         *zap.Logger
+	now         func() time.Time
+	store       *store.Store
+	broker      Broker
+	owned       *broker.Client // closed by the coordinator when it built it
+	keys        *keys
+	tokens      *ocap.Cache
+	loop        *loop
+	server      *fasthttp.Server
+	ln          net.Listener
+	metrics     *metrics
+	offsets     *offsetResolver
+	mirror      *mirror
+	adminTokens secretSet
+	syncTokens  secretSet
+	routes      *router
+
+	topicsMu sync.Mutex
+	known    map[string]int32                 // topics as last read from Kafka (poller only)
+	topics   atomic.Pointer[map[string]int32] // the same, for handlers
+
+	runOnce   sync.Once
+	closeOnce sync.Once
+	closing   chan struct{}
+	ran       chan struct{} // closed when Run returned
+}
+
+// New opens the store (creating the data directory and a signing key ring
+// on first start), restores the state machine from it and prepares the
+// HTTP server; Run serves.
+func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("coordinator: config: %w", err)
+	}
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if o.rng == nil {
+		o.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	c := &Coordinator{
+		cfg: cfg, log: log, now: o.now,
+		adminTokens: newSecretSet(cfg.AdminTokenHashes),
+		syncTokens:  newSecretSet(cfg.SyncTokenHashes),
+		tokens:      ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
+		closing:     make(chan struct{}),
+		ran:         make(chan struct{}),
+	}
+	if err := c.open(o); err != nil {
+		c.release()
+		return nil, err
+	}
+	return c, nil
+}
+
+// open acquires the store, keys, machine, broker and listener in order;
+// on error the caller releases whatever was acquired.
+func (c *Coordinator) open(o options) error {
+	st, err := store.Open(c.cfg.DataDir, store.Options{Logger: c.log})
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	c.store = st
+	snap, err := st.Load()
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	if c.keys, err = loadKeys(st, snap, c.cfg.verifierConfig(), c.now()); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	restored, err := machineSnapshot(snap)
+	if err != nil {
+		return fmt.Errorf("coordinator: restore: %w", err)
+	}
+	machine, err := group.Restore(c.cfg.machineConfig(), o.rng, restored.snapshot, c.now())
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	c.known = make(map[string]int32)
+	for _, t := range restored.snapshot.Topics {
+		c.known[t.Topic] = t.Partitions
+	}
+	if err := c.openBroker(o); err != nil {
+		return err
+	}
+	c.ln = o.listener
+	if c.ln == nil {
+		if c.ln, err = net.Listen("tcp", c.cfg.Listen); err != nil {
+			return fmt.Errorf("coordinator: listen: %w", err)
+		}
+	}
+	c.metrics = newMetrics(c)
+	c.offsets = newOffsetResolver(c.broker, c.cfg.OffsetCacheTTL, c.cfg.BrokerTimeout)
+	c.mirror = newMirror()
+	c.loop = newLoop(c, machine, restored.flagged)
+	c.routes = c.newRouter()
+	c.server = c.newServer()
+	c.log.Info("coordinator restored",
+		zap.String("data_dir", c.cfg.DataDir), zap.Uint64("sync_seq", snap.Seq),
+		zap.Int("groups", len(snap.Groups)), zap.String("signing_key", c.keys.current()))
+	return nil
+}
+
+func (c *Coordinator) openBroker(o options) error {
+	if o.broker != nil {
+		c.broker = o.broker
+		return nil
+	}
+	client, err := broker.New(c.cfg.Broker, c.log)
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	c.owned, c.broker = client, client
+	return nil
+}
+
+// release frees what open acquired, for a coordinator that never ran.
+func (c *Coordinator) release() {
+	if c.ln != nil {
+		c.ln.Close()
+	}
+	if c.owned != nil {
+		c.owned.Close()
+	}
+	if c.store != nil {
+		if err := c.store.Close(); err != nil {
+			c.log.Error("close store", zap.Error(err))
+		}
+	}
+}
+
+// Addr is the address the HTTP server listens on.
+func (c *Coordinator) Addr() net.Addr { return c.ln.Addr() }
+
+// Run serves until ctx is done or Close is called, then shuts down
+// gracefully: it stops accepting, answers held polls, and closes the
+// store. It returns the error that stopped the event loop, if any (a
+// failed persist stops everything: the coordinator fails closed).
+func (c *Coordinator) Run(ctx context.Context) error {
+	started := false
+	c.runOnce.Do(func() { started = true })
+	if !started {
+		return errors.New("coordinator: Run called twice")
+	}
+	defer close(c.ran)
+	go c.loop.run()
+	bg, stopBackground := context.WithCancel(context.Background())
+	var background sync.WaitGroup
+	c.refreshTopics(bg)
+	background.Add(2)
+	go func() { defer background.Done(); c.pollTopics(bg) }()
+	go func() { defer background.Done(); c.mirror.run(bg, c) }()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- c.server.Serve(c.ln) }()
+	c.log.Info("coordinator serving", zap.String("addr", c.Addr().String()))
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-c.closing:
+	case <-c.loop.done:
+	case err = <-serveErr:
+		err = fmt.Errorf("coordinator: serve: %w", err)
+	}
+	c.shutdown()
+	stopBackground()
+	background.Wait()
+	if loopErr := c.loop.failure(); loopErr != nil {
+		err = loopErr
+	}
+	if closeErr := c.closeResources(); err == nil {
+		err = closeErr
+	}
+	return err
+}
+
+// shutdown stops accepting connections, stops the loop (which answers
+// every held request), then waits for open requests to finish.
+func (c *Coordinator) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- c.server.ShutdownWithContext(ctx) }()
+	c.loop.stopAndWait()
+	if err := <-served; err != nil {
+		c.log.Warn("http shutdown", zap.Error(err))
+	}
+}
+
+func (c *Coordinator) closeResources() error {
+	if c.owned != nil {
+		c.owned.Close()
+	}
+	if err := c.store.Close(); err != nil {
+		return fmt.Errorf("coordinator: close store: %w", err)
+	}
+	return nil
+}
+
+// Close stops a running coordinator and waits for Run to return; on one
+// that never ran it releases the store, broker and listener.
+func (c *Coordinator) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closing)
+		started := false
+		c.runOnce.Do(func() { started = true })
+		if started {
+			close(c.ran)
+			c.release()
+		}
+	})
+	<-c.ran
+	return nil
+}

@@ -1,0 +1,60 @@
+package coordinator
+
+// Behavior: POST /v1/groups/{group}/heartbeat — bearer: the member token
+// (403 for another group; 409 unknown_member once the session is gone).
+// Body api.HeartbeatRequest (may be empty). A long poll: the machine holds
+// it up to wait_ms (capped by groups.heartbeat_wait) until the member has
+// news — partitions to revoke (apply before grants), new grants, renewals —
+// and answers api.HeartbeatResponse (lists always present, maybe empty). A
+// second heartbeat of the same member answers the held one empty.
+
+import (
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string) {
+	groupName := params[0]
+	if !groupParam(ctx, groupName) {
+		return
+	}
+	claims, ok := c.memberClaims(ctx, groupName)
+	if !ok {
+		return
+	}
+	var req api.HeartbeatRequest
+	if !decodeBody(ctx, &req, true) {
+		return
+	}
+	if req.WaitMs < 0 {
+		writeError(ctx, api.CodeBadRequest, "wait_ms must be >= 0")
+		return
+	}
+	msg, err := c.call(func(ref group.Ref) group.Event {
+		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: claims.Subject, Wait: time.Duration(min(req.WaitMs, 1<<40)) * time.Millisecond}
+	})
+	news, ok := msg.(group.News)
+	if !ok {
+		writeMachineError(ctx, msg, err)
+		return
+	}
+	grants, err := c.mintGrants(news.Grants, true)
+	if err != nil {
+		writeError(ctx, api.CodeInternal, "mint grants")
+		return
+	}
+	renew, err := c.mintGrants(news.Renew, false)
+	if err != nil {
+		writeError(ctx, api.CodeInternal, "mint renewals")
+		return
+	}
+	revoke := news.Revoke
+	if revoke == nil {
+		revoke = []api.PartitionRef{}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, api.HeartbeatResponse{Revoke: revoke, Grants: grants, Renew: renew})
+}

@@ -1,0 +1,110 @@
+package coordinator
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// metrics are the coordinator's Prometheus metrics, on a registry of its
+// own (several coordinators may live in one test process).
+type metrics struct {
+	registry       *prometheus.Registry
+	requests       *prometheus.CounterVec
+	heartbeatsHeld prometheus.Gauge
+	grants         prometheus.Counter
+	renewals       prometheus.Counter
+	revokes        *prometheus.CounterVec
+	handoff        prometheus.Histogram
+	persist        prometheus.Histogram
+	syncSeq        prometheus.Gauge
+	handler        fasthttp.RequestHandler
+}
+
+func newMetrics(c *Coordinator) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capgate_coordinator_requests_total", Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		heartbeatsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capgate_coordinator_heartbeats_held", Help: "Heartbeats waiting in the state machine for news.",
+		}),
+		grants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_grants_total", Help: "Partition grants handed out (joins, heartbeats, leases).",
+		}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_renewals_total", Help: "Capability renewals handed out in heartbeats.",
+		}),
+		revokes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capgate_coordinator_revokes_total", Help: "Revocations: handoff (revoke sent to a member), admin (partition revoke answered), member (member revoked).",
+		}, []string{"kind"}),
+		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "capgate_coordinator_handoff_duration_seconds", Help: "From a partition's revoke reaching its holder to its grant reaching the next holder.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		persist: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "capgate_coordinator_persist_duration_seconds", Help: "One synchronous store update per Ready.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		syncSeq: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capgate_coordinator_sync_seq", Help: "Highest sync sequence number handed out.",
+		}),
+	}
+	m.registry.MustRegister(m.requests, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
+		&syncLagCollector{c: c}, prometheus.NewGoCollector())
+	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	return m
+}
+
+// syncLagCollector reports, per gateway, how far its acknowledged sync
+// sequence is behind the current one; it asks the event loop at scrape
+// time.
+type syncLagCollector struct {
+	c *Coordinator
+}
+
+var syncLagDesc = prometheus.NewDesc("capgate_coordinator_sync_lag",
+	"Sync sequence numbers a gateway has not acknowledged yet.", []string{"gateway"}, nil)
+
+var gatewaySilentDesc = prometheus.NewDesc("capgate_coordinator_gateway_silent",
+	"1 if the gateway has been silent longer than gateway_timeout.", []string{"gateway"}, nil)
+
+func (s *syncLagCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- syncLagDesc
+	ch <- gatewaySilentDesc
+}
+
+func (s *syncLagCollector) Collect(ch chan<- prometheus.Metric) {
+	var gateways []group.GatewayDescription
+	var seq uint64
+	done := make(chan error, 1)
+	go func() {
+		done <- s.c.query(func(m *group.Machine) { gateways, seq = m.Gateways(), m.SyncSeq() })
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return
+		}
+	case <-time.After(time.Second):
+		return
+	}
+	for _, gw := range gateways {
+		lag := float64(0)
+		if seq > gw.Acked {
+			lag = float64(seq - gw.Acked)
+		}
+		ch <- prometheus.MustNewConstMetric(syncLagDesc, prometheus.GaugeValue, lag, gw.ID)
+		silent := float64(0)
+		if gw.Silent {
+			silent = 1
+		}
+		ch <- prometheus.MustNewConstMetric(gatewaySilentDesc, prometheus.GaugeValue, silent, gw.ID)
+	}
+}

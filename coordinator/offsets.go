@@ -1,0 +1,65 @@
+package coordinator
+
+// Behavior: GET /v1/groups/{group}/offsets — bearer: an admin token, or a
+// member token of the group whose member is alive (403 for another group,
+// 409 unknown_member otherwise). Answers api.OffsetsResponse: every
+// committed offset of the group, sorted by topic and partition; an unknown
+// group has none.
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+func (c *Coordinator) handleOffsets(ctx *fasthttp.RequestCtx, params []string) {
+	groupName := params[0]
+	if !groupParam(ctx, groupName) {
+		return
+	}
+	member := ""
+	if !c.isAdmin(ctx) {
+		claims, ok := c.memberClaims(ctx, groupName)
+		if !ok {
+			return
+		}
+		member = claims.Subject
+	}
+	var offsets []api.CommittedOffset
+	known := true
+	err := c.query(func(m *group.Machine) {
+		if member != "" {
+			known = isMember(m, groupName, member)
+		}
+		if known {
+			offsets = m.Offsets(groupName)
+		}
+	})
+	switch {
+	case err != nil:
+		writeMachineError(ctx, nil, err)
+	case !known:
+		writeError(ctx, api.CodeUnknownMember, "unknown member "+member+": rejoin")
+	default:
+		if offsets == nil {
+			offsets = []api.CommittedOffset{}
+		}
+		writeJSON(ctx, fasthttp.StatusOK, api.OffsetsResponse{Offsets: offsets})
+	}
+}
+
+// isMember reports whether member is alive in the group. DescribeGroup is
+// the only reader that lists members; this route is not hot.
+func isMember(m *group.Machine, groupName, member string) bool {
+	d, ok := m.DescribeGroup(groupName)
+	if !ok {
+		return false
+	}
+	for _, mem := range d.Members {
+		if mem.ID == member {
+			return true
+		}
+	}
+	return false
+}

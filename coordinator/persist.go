@@ -1,0 +1,200 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/store"
+)
+
+// Mapping the machine's records onto the store's layout (store/keys.go).
+// Most records have a store counterpart; what the store has no field for
+// travels in meta values named below, written in the same transaction:
+//
+//	meta "coordinator.partition_flags/" + key   partitionFlags JSON (only while any flag is set)
+//	meta "coordinator.lease_outside/" + key     "true" while a lease's holder is not a member
+//	meta "coordinator.topic/" + topic           partition count, JSON number
+//
+// where key is the JSON array [group, topic, partition].
+const (
+	metaPartitionFlags = "coordinator.partition_flags/"
+	metaLeaseOutside   = "coordinator.lease_outside/"
+	metaTopic          = "coordinator.topic/"
+)
+
+// partitionFlags are the PartitionRecord fields store.PartitionState lacks.
+type partitionFlags struct {
+	HolderOutside bool `json:"holder_outside,omitempty"`
+	TargetOutside bool `json:"target_outside,omitempty"`
+	Released      bool `json:"released,omitempty"`
+	Forced        bool `json:"forced,omitempty"`
+}
+
+func metaName(prefix string, k partKey) string {
+	b, _ := json.Marshal([]any{k.group, k.topic, k.partition})
+	return prefix + string(b)
+}
+
+func parseMetaName(name, prefix string) (partKey, bool) {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return partKey{}, false
+	}
+	var parts []json.RawMessage
+	var k partKey
+	if json.Unmarshal([]byte(rest), &parts) != nil || len(parts) != 3 ||
+		json.Unmarshal(parts[0], &k.group) != nil || json.Unmarshal(parts[1], &k.topic) != nil ||
+		json.Unmarshal(parts[2], &k.partition) != nil {
+		return partKey{}, false
+	}
+	return k, true
+}
+
+// persist writes one Ready's records in one synchronous transaction.
+func (l *loop) persist(records []group.Record) error {
+	nowMs := l.c.now().UnixMilli()
+	err := l.c.store.Update(func(w *store.Writer) error {
+		for _, r := range records {
+			if err := l.write(w, r, nowMs); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: persist %d records: %w", len(records), err)
+	}
+	return nil
+}
+
+func (l *loop) write(w *store.Writer, r group.Record, nowMs int64) error {
+	switch r := r.(type) {
+	case group.PartitionRecord:
+		return l.writePartition(w, r)
+	case group.OffsetRecord:
+		return l.writeOffset(w, r)
+	case group.MemberRecord:
+		if r.Deleted {
+			return w.DeleteMember(r.Group, r.MemberID)
+		}
+		return w.PutMember(r.Group, store.Member{
+			ID: r.MemberID, InstanceID: r.InstanceID, ClientID: r.ClientID,
+			Topics: r.Topics, TopicPattern: r.TopicPattern, SessionTimeoutMs: r.SessionTimeout.Milliseconds(),
+		})
+	case group.GroupRecord:
+		config, err := json.Marshal(r.Config)
+		if err != nil {
+			return fmt.Errorf("encode group config: %w", err)
+		}
+		return w.PutGroupConfig(r.Group, store.GroupConfig{Assignor: r.Config.Assignor, Config: config})
+	case group.LeaseRecord:
+		return writeLease(w, r)
+	case group.DeniedRecord:
+		if r.Deleted {
+			return w.DeleteDenied(r.Denied.JTI)
+		}
+		return w.PutDenied(r.Denied.JTI, r.Denied.Exp)
+	case group.RevokedMemberRecord:
+		if r.Deleted {
+			return w.DeleteRevokedMember(r.RevokedMember.Group, r.RevokedMember.MemberID)
+		}
+		return w.PutRevokedMember(r.RevokedMember.Group, r.RevokedMember.MemberID, r.RevokedMember.Until)
+	default:
+		return writeGlobal(w, r, nowMs)
+	}
+}
+
+func writeGlobal(w *store.Writer, r group.Record, nowMs int64) error {
+	switch r := r.(type) {
+	case group.QoSRecord:
+		if r.Deleted {
+			return w.DeleteQoS(r.Override.ID)
+		}
+		config, err := json.Marshal(r.Override)
+		if err != nil {
+			return fmt.Errorf("encode qos override: %w", err)
+		}
+		return w.PutQoS(r.Override.ID, config, r.Override.Until)
+	case group.GatewayRecord:
+		return w.PutGateway(r.ID, nowMs)
+	case group.SyncSeqRecord:
+		return w.SaveSeq(r.Seq)
+	case group.TopicRecord:
+		if r.Deleted {
+			return w.DeleteMeta(metaTopic + r.Topic)
+		}
+		return w.PutMeta(metaTopic+r.Topic, []byte(fmt.Sprint(r.Partitions)))
+	}
+	return fmt.Errorf("unknown record %T", r)
+}
+
+func (l *loop) writePartition(w *store.Writer, r group.PartitionRecord) error {
+	if err := w.PutEpoch(r.Group, r.Topic, r.Partition, r.Epoch); err != nil {
+		return err
+	}
+	state := store.PartitionState{
+		State: string(r.State), Owner: r.Holder, Target: r.Target, Epoch: r.HolderEpoch,
+		RevokedAtMs: unixMilli(r.RevokeStarted),
+	}
+	if err := w.PutPartitionState(r.Group, r.Topic, r.Partition, state); err != nil {
+		return err
+	}
+	key := partKey{r.Group, r.Topic, r.Partition}
+	flags := partitionFlags{HolderOutside: r.HolderOutside, TargetOutside: r.TargetOutside, Released: r.Released, Forced: r.Forced}
+	switch {
+	case flags != partitionFlags{}:
+		value, _ := json.Marshal(flags)
+		l.flagged[key] = true
+		return w.PutMeta(metaName(metaPartitionFlags, key), value)
+	case l.flagged[key]:
+		delete(l.flagged, key)
+		return w.DeleteMeta(metaName(metaPartitionFlags, key))
+	}
+	return nil
+}
+
+func (l *loop) writeOffset(w *store.Writer, r group.OffsetRecord) error {
+	key := partKey{r.Group, r.Topic, r.Partition}
+	if r.Offset < 0 {
+		return w.DeleteOffset(r.Group, r.Topic, r.Partition)
+	}
+	offset := store.CommittedOffset{Offset: r.Offset, Metadata: r.Metadata, Epoch: l.batch.epochs[key]}
+	if l.batch.resets[key] {
+		return w.ResetOffset(r.Group, r.Topic, r.Partition, offset)
+	}
+	return w.PutOffset(r.Group, r.Topic, r.Partition, offset)
+}
+
+func writeLease(w *store.Writer, r group.LeaseRecord) error {
+	name := metaName(metaLeaseOutside, partKey{r.Group, r.Topic, r.Partition})
+	if r.Deleted {
+		if err := w.DeleteLease(r.Group, r.Topic, r.Partition); err != nil {
+			return err
+		}
+		return w.DeleteMeta(name)
+	}
+	if err := w.PutLease(r.Group, r.Topic, r.Partition, store.Lease{Holder: r.Holder, ExpiresAtMs: r.Until.UnixMilli()}); err != nil {
+		return err
+	}
+	if r.Outside {
+		return w.PutMeta(name, []byte("true"))
+	}
+	return w.DeleteMeta(name)
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMilli(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}

@@ -1,0 +1,120 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// offsetCacheMax bounds the offset cache; past it the cache starts over.
+const offsetCacheMax = 100000
+
+// resolveWorkers bounds the offset lookups one request runs at once.
+const resolveWorkers = 8
+
+// offsetResolver turns the start-offset sentinels of grants (earliest,
+// latest) into offsets, asking Kafka off the event loop, and keeps each
+// partition's answer for offset_cache_ttl. Safe for concurrent use.
+type offsetResolver struct {
+	broker  Broker
+	ttl     time.Duration
+	timeout time.Duration
+
+	mu    sync.Mutex
+	cache map[topicPartition]cachedOffsets
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+type cachedOffsets struct {
+	earliest, latest int64
+	at               time.Time
+}
+
+func newOffsetResolver(b Broker, ttl, timeout time.Duration) *offsetResolver {
+	return &offsetResolver{broker: b, ttl: ttl, timeout: timeout, cache: make(map[topicPartition]cachedOffsets)}
+}
+
+// lookup returns a partition's earliest and latest offsets.
+func (r *offsetResolver) lookup(ctx context.Context, topic string, partition int32) (earliest, latest int64, err error) {
+	key := topicPartition{topic, partition}
+	now := time.Now()
+	r.mu.Lock()
+	c, ok := r.cache[key]
+	r.mu.Unlock()
+	if ok && now.Sub(c.at) < r.ttl {
+		return c.earliest, c.latest, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	earliest, latest, err = r.broker.Offsets(ctx, topic, partition)
+	if err != nil {
+		return 0, 0, err
+	}
+	r.mu.Lock()
+	if len(r.cache) >= offsetCacheMax {
+		clear(r.cache)
+	}
+	r.cache[key] = cachedOffsets{earliest, latest, now}
+	r.mu.Unlock()
+	return earliest, latest, nil
+}
+
+// resolve replaces the sentinel offsets of grants in place. A grant whose
+// lookup fails keeps its sentinel (Kafka's ListOffsets convention: -2
+// earliest, -1 latest); the first error is returned for logging.
+func (r *offsetResolver) resolve(ctx context.Context, grants []group.Grant) error {
+	var todo []int
+	for i, g := range grants {
+		if g.Offset < 0 {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan int)
+	)
+	for range min(resolveWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := r.resolveOne(ctx, &grants[i]); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, i := range todo {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func (r *offsetResolver) resolveOne(ctx context.Context, g *group.Grant) error {
+	earliest, latest, err := r.lookup(ctx, g.Topic, g.Partition)
+	switch {
+	case err != nil:
+		return err
+	case g.Offset == group.OffsetLatest:
+		g.Offset = latest
+	default:
+		g.Offset = earliest
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/store"
+)
+
+// restored is the machine's restore snapshot built from the store, and
+// the partitions whose flags are stored (persist.go).
+type restored struct {
+	snapshot group.Snapshot
+	flagged  map[partKey]bool
+}
+
+// machineSnapshot turns what the store loaded into group.Snapshot: the
+// inverse of persist.go.
+func machineSnapshot(s *store.Snapshot) (restored, error) {
+	out := restored{flagged: make(map[partKey]bool)}
+	snap := &out.snapshot
+	flags, outside, err := readMeta(s.Meta, snap)
+	if err != nil {
+		return restored{}, err
+	}
+	for _, g := range s.Groups {
+		if err := restoreGroup(snap, g, flags, outside); err != nil {
+			return restored{}, err
+		}
+	}
+	for k := range flags {
+		out.flagged[k] = true
+	}
+	for _, d := range s.Denied {
+		snap.Denied = append(snap.Denied, api.Denied{JTI: d.JTI, Exp: d.Exp})
+	}
+	for _, r := range s.RevokedMembers {
+		snap.RevokedMembers = append(snap.RevokedMembers, api.RevokedMember{Group: r.Group, MemberID: r.MemberID, Until: r.Until})
+	}
+	for _, q := range s.QoS {
+		var o api.QoSOverride
+		if err := json.Unmarshal(q.Config, &o); err != nil {
+			return restored{}, fmt.Errorf("qos override %q: %w", q.ID, err)
+		}
+		snap.QoS = append(snap.QoS, o)
+	}
+	for _, gw := range s.Gateways {
+		snap.Gateways = append(snap.Gateways, gw.ID)
+	}
+	snap.SyncSeq = s.Seq
+	return out, nil
+}
+
+// readMeta decodes the coordinator's meta values: topics go straight into
+// snap, partition flags and outside leases are returned by partition.
+func readMeta(meta map[string][]byte, snap *group.Snapshot) (map[partKey]partitionFlags, map[partKey]bool, error) {
+	flags := make(map[partKey]partitionFlags)
+	outside := make(map[partKey]bool)
+	for name, value := range meta {
+		switch {
+		case strings.HasPrefix(name, metaTopic):
+			n, err := strconv.ParseInt(string(value), 10, 32)
+			if err != nil {
+				return nil, nil, fmt.Errorf("meta %q: %w", name, err)
+			}
+			snap.Topics = append(snap.Topics, group.TopicRecord{Topic: strings.TrimPrefix(name, metaTopic), Partitions: int32(n)})
+		case strings.HasPrefix(name, metaPartitionFlags):
+			k, ok := parseMetaName(name, metaPartitionFlags)
+			var f partitionFlags
+			if !ok || json.Unmarshal(value, &f) != nil {
+				return nil, nil, fmt.Errorf("meta %q: malformed partition flags", name)
+			}
+			flags[k] = f
+		case strings.HasPrefix(name, metaLeaseOutside):
+			k, ok := parseMetaName(name, metaLeaseOutside)
+			if !ok {
+				return nil, nil, fmt.Errorf("meta %q: malformed lease key", name)
+			}
+			outside[k] = string(value) == "true"
+		}
+	}
+	return flags, outside, nil
+}
+
+func restoreGroup(snap *group.Snapshot, g store.GroupRecords, flags map[partKey]partitionFlags, outside map[partKey]bool) error {
+	if g.Config != nil {
+		var cfg group.GroupConfig
+		if err := json.Unmarshal(g.Config.Config, &cfg); err != nil {
+			return fmt.Errorf("group %q config: %w", g.Group, err)
+		}
+		snap.Groups = append(snap.Groups, group.GroupRecord{Group: g.Group, Config: cfg})
+	}
+	for _, m := range g.Members {
+		snap.Members = append(snap.Members, group.MemberRecord{
+			Group: g.Group, MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID,
+			Topics: m.Topics, TopicPattern: m.TopicPattern,
+			SessionTimeout: time.Duration(m.SessionTimeoutMs) * time.Millisecond,
+		})
+	}
+	for _, p := range g.Partitions {
+		key := partKey{g.Group, p.Topic, p.Partition}
+		if p.Epoch > 0 || p.State != nil {
+			snap.Partitions = append(snap.Partitions, partitionRecord(key, p, flags[key]))
+		}
+		if p.Offset != nil {
+			snap.Offsets = append(snap.Offsets, group.OffsetRecord{
+				Group: g.Group, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset.Offset, Metadata: p.Offset.Metadata,
+			})
+		}
+		if p.Lease != nil {
+			snap.Leases = append(snap.Leases, group.LeaseRecord{
+				Group: g.Group, Topic: p.Topic, Partition: p.Partition,
+				Holder: p.Lease.Holder, Outside: outside[key], Until: fromMilli(p.Lease.ExpiresAtMs),
+			})
+		}
+	}
+	return nil
+}
+
+func partitionRecord(key partKey, p store.PartitionRecord, f partitionFlags) group.PartitionRecord {
+	r := group.PartitionRecord{Group: key.group, Topic: key.topic, Partition: key.partition, Epoch: p.Epoch, State: group.Unowned}
+	if s := p.State; s != nil {
+		r.State = group.PartitionState(s.State)
+		r.Holder, r.HolderEpoch, r.Target = s.Owner, s.Epoch, s.Target
+		r.RevokeStarted = fromMilli(s.RevokedAtMs)
+	}
+	r.HolderOutside, r.TargetOutside, r.Released, r.Forced = f.HolderOutside, f.TargetOutside, f.Released, f.Forced
+	return r
+}

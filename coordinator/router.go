@@ -1,0 +1,109 @@
+package coordinator
+
+import (
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+)
+
+// handler serves one route; params are the path segments matched by "{}".
+type handler func(ctx *fasthttp.RequestCtx, params []string)
+
+// route is one method and path pattern. Name labels the request metrics.
+type route struct {
+	name    string
+	method  string
+	pattern []string
+	handle  handler
+}
+
+// router matches requests against a fixed table. An unknown path gets 404,
+// a known path with another method 405 with Allow; both with JSON bodies.
+type router struct {
+	routes []route
+}
+
+func (r *router) add(name, method, path string, h handler) {
+	r.routes = append(r.routes, route{name: name, method: method, pattern: splitPath(path), handle: h})
+}
+
+func splitPath(path string) []string {
+	return strings.Split(strings.Trim(path, "/"), "/")
+}
+
+// dispatch runs the matching route and returns its name.
+func (r *router) dispatch(ctx *fasthttp.RequestCtx) string {
+	segments := splitPath(string(ctx.Path()))
+	method := string(ctx.Method())
+	var allowed []string
+	for i := range r.routes {
+		rt := &r.routes[i]
+		params, ok := match(rt.pattern, segments)
+		if !ok {
+			continue
+		}
+		if rt.method == method {
+			rt.handle(ctx, params)
+			return rt.name
+		}
+		allowed = append(allowed, rt.method)
+	}
+	if len(allowed) > 0 {
+		ctx.Response.Header.Set("Allow", strings.Join(allowed, ", "))
+		writeError(ctx, api.CodeMethodNotAllowed, method+" not allowed; use "+strings.Join(allowed, ", "))
+		return "method_not_allowed"
+	}
+	writeError(ctx, api.CodeNotFound, "no such route")
+	return "not_found"
+}
+
+func match(pattern, segments []string) ([]string, bool) {
+	if len(pattern) != len(segments) {
+		return nil, false
+	}
+	var params []string
+	for i, p := range pattern {
+		switch {
+		case p == "{}":
+			if segments[i] == "" {
+				return nil, false
+			}
+			params = append(params, segments[i])
+		case p != segments[i]:
+			return nil, false
+		}
+	}
+	return params, true
+}
+
+// newRouter lists every route of DESIGN §5 (one file per resource).
+func (c *Coordinator) newRouter() *router {
+	r := &router{}
+	get, post, put := fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPut
+	r.add("healthz", get, "/healthz", c.handleHealth)
+	r.add("metrics", get, "/metrics", c.handleMetrics)
+	r.add("jwks", get, "/.well-known/jwks.json", c.handleJWKS)
+	r.add("sync", get, "/v1/sync", c.handleSync)
+	r.add("join", post, "/v1/groups/{}/join", c.handleJoin)
+	r.add("heartbeat", post, "/v1/groups/{}/heartbeat", c.handleHeartbeat)
+	r.add("commit", post, "/v1/groups/{}/commit", c.handleCommit)
+	r.add("leave", post, "/v1/groups/{}/leave", c.handleLeave)
+	r.add("offsets", get, "/v1/groups/{}/offsets", c.handleOffsets)
+	r.add("attenuate", post, "/v1/capabilities/attenuate", c.handleAttenuate)
+	r.add("admin_groups", get, "/v1/admin/groups", c.admin(c.handleAdminGroups))
+	r.add("admin_group", get, "/v1/admin/groups/{}", c.admin(c.handleAdminGroup))
+	r.add("admin_group_config", put, "/v1/admin/groups/{}/config", c.admin(c.handleAdminGroupConfig))
+	r.add("admin_partition_revoke", post, "/v1/admin/groups/{}/partitions/{}/{}/revoke", c.admin(c.handleAdminPartitionRevoke))
+	r.add("admin_partition_lease", post, "/v1/admin/groups/{}/partitions/{}/{}/lease", c.admin(c.handleAdminPartitionLease))
+	r.add("admin_partition_offset", put, "/v1/admin/groups/{}/partitions/{}/{}/offset", c.admin(c.handleAdminPartitionOffset))
+	r.add("admin_member_revoke", post, "/v1/admin/groups/{}/members/{}/revoke", c.admin(c.handleAdminMemberRevoke))
+	r.add("admin_gateways", get, "/v1/admin/gateways", c.admin(c.handleAdminGateways))
+	r.add("admin_capabilities", post, "/v1/admin/capabilities", c.admin(c.handleAdminCapability))
+	r.add("admin_capability_revoke", post, "/v1/admin/capabilities/{}/revoke", c.admin(c.handleAdminCapabilityRevoke))
+	r.add("admin_qos", put, "/v1/admin/qos", c.admin(c.handleAdminQoS))
+	r.add("admin_clients", post, "/v1/admin/clients", c.admin(c.handleAdminClients))
+	r.add("admin_keys_rotate", post, "/v1/admin/keys/rotate", c.admin(c.handleAdminKeysRotate))
+	return r
+}

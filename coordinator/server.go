@@ -1,0 +1,134 @@
+package coordinator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// newServer builds the fasthttp server with the configured limits. Errors
+// fasthttp finds before a handler runs (body or headers too large,
+// unparsable requests) get JSON bodies too.
+func (c *Coordinator) newServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               c.serve,
+		ErrorHandler:          c.serveError,
+		Name:                  "capgate-coordinator",
+		MaxRequestBodySize:    c.cfg.MaxBodyBytes,
+		ReadBufferSize:        c.cfg.MaxHeaderBytes,
+		ReadTimeout:           c.cfg.ReadTimeout,
+		WriteTimeout:          c.cfg.WriteTimeout,
+		IdleTimeout:           c.cfg.IdleTimeout,
+		Concurrency:           c.cfg.MaxConnections,
+		CloseOnShutdown:       true,
+		NoDefaultContentType:  true,
+		Logger:                fasthttpLogger{c.log},
+		SecureErrorLogMessage: true,
+	}
+}
+
+// fasthttpLogger routes fasthttp's own messages to zap at debug level;
+// SecureErrorLogMessage keeps request contents out of them.
+type fasthttpLogger struct{ log *zap.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug("fasthttp", zap.String("message", fmt.Sprintf(format, args...)))
+}
+
+// serve routes one request and counts it by route and status.
+func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
+	name := c.routes.dispatch(ctx)
+	c.metrics.requests.WithLabelValues(name, strconv.Itoa(ctx.Response.StatusCode())).Inc()
+}
+
+func (c *Coordinator) serveError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		writeError(ctx, api.CodeBodyTooLarge, fmt.Sprintf("request body larger than %d bytes", c.cfg.MaxBodyBytes))
+	case errors.As(err, &small):
+		writeError(ctx, api.CodeHeadersTooLarge, fmt.Sprintf("request headers larger than %d bytes", c.cfg.MaxHeaderBytes))
+	default:
+		writeError(ctx, api.CodeBadRequest, "malformed HTTP request")
+	}
+	c.metrics.requests.WithLabelValues("error", strconv.Itoa(ctx.Response.StatusCode())).Inc()
+}
+
+// writeError writes the JSON error body of code with its table status;
+// 401 carries WWW-Authenticate, retriable 503s and 429s Retry-After.
+func writeError(ctx *fasthttp.RequestCtx, code api.Code, message string) {
+	writeErrorDetails(ctx, code, message, nil)
+}
+
+func writeErrorDetails(ctx *fasthttp.RequestCtx, code api.Code, message string, details map[string]any) {
+	status := code.Status()
+	switch status {
+	case fasthttp.StatusUnauthorized:
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="capgate"`)
+	case fasthttp.StatusServiceUnavailable, fasthttp.StatusTooManyRequests:
+		ctx.Response.Header.Set("Retry-After", "1")
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType(api.MediaJSON)
+	ctx.SetBody(api.EncodeError(code, message, details))
+}
+
+// writeJSON writes v as the JSON body with status.
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(ctx, api.CodeInternal, "encode response")
+		return
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType(api.MediaJSON)
+	ctx.SetBody(b)
+}
+
+// writeMachineError answers a request the machine rejected, or that the
+// loop could not take.
+func writeMachineError(ctx *fasthttp.RequestCtx, msg group.Message, err error) {
+	if err != nil {
+		writeError(ctx, api.CodeUnavailable, "coordinator is shutting down or failed; retry")
+		return
+	}
+	if r, ok := msg.(group.Rejected); ok {
+		writeError(ctx, r.Code, r.Message)
+		return
+	}
+	writeError(ctx, api.CodeInternal, fmt.Sprintf("unexpected answer %T", msg))
+}
+
+// decodeBody decodes the JSON body into dst, refusing unknown fields and
+// trailing data. An empty body decodes as {} when empty is allowed. On
+// failure it writes 400 and returns false.
+func decodeBody(ctx *fasthttp.RequestCtx, dst any, empty bool) bool {
+	body := ctx.PostBody()
+	if len(bytes.TrimSpace(body)) == 0 {
+		if empty {
+			return true
+		}
+		writeError(ctx, api.CodeBadRequest, "request body required")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		writeError(ctx, api.CodeBadRequest, "invalid JSON body: "+err.Error())
+		return false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(ctx, api.CodeBadRequest, "invalid JSON body: trailing data")
+		return false
+	}
+	return true
+}

@@ -1,0 +1,77 @@
+package coordinator
+
+// Behavior: GET /v1/sync?gateway={id}&after={seq}&wait_ms={n} — bearer: a
+// sync token (401 otherwise). gateway is required (1-255 printable
+// characters without '/'); after defaults to 0 (a full snapshot); wait_ms
+// to groups.sync_wait_max, which also caps it. Polling with after=S
+// acknowledges S. The poll is held until something newer than after
+// exists or the wait ends, then answered as api.SyncResponse: a delta, or
+// a full snapshot with reset:true when after is 0 or outside the retained
+// log (always after a coordinator restart). keys carries the whole public
+// key set on a reset and whenever the signing keys changed.
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
+)
+
+func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
+	if !c.syncTokens.matches(bearer(ctx)) {
+		writeError(ctx, api.CodeUnauthorized, "sync token required")
+		return
+	}
+	args := ctx.QueryArgs()
+	gateway := string(args.Peek("gateway"))
+	if !ocap.ValidName(gateway) {
+		writeError(ctx, api.CodeBadRequest, "gateway: 1-255 printable characters without '/' required")
+		return
+	}
+	after, ok := uintArg(ctx, "after")
+	if !ok {
+		return
+	}
+	waitMs, ok := uintArg(ctx, "wait_ms")
+	if !ok {
+		return
+	}
+	msg, err := c.call(func(ref group.Ref) group.Event {
+		return group.SyncPoll{Ref: ref, Gateway: gateway, After: after, Wait: time.Duration(min(waitMs, 1<<40)) * time.Millisecond}
+	})
+	reply, ok := msg.(group.SyncReply)
+	if !ok {
+		writeMachineError(ctx, msg, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, c.syncResponse(reply))
+}
+
+func (c *Coordinator) syncResponse(r group.SyncReply) api.SyncResponse {
+	out := api.SyncResponse{
+		Seq: r.Seq, Reset: r.Reset, Fences: r.Fences, Denied: r.Denied,
+		RevokedMembers: r.RevokedMembers, QoS: r.QoS,
+	}
+	if r.KeysChanged || r.Reset {
+		out.Keys = c.keys.publicKeys()
+	}
+	return out
+}
+
+// uintArg reads an optional unsigned query argument (0 when absent).
+func uintArg(ctx *fasthttp.RequestCtx, name string) (uint64, bool) {
+	raw := ctx.QueryArgs().Peek(name)
+	if len(raw) == 0 {
+		return 0, true
+	}
+	n, err := strconv.ParseUint(string(raw), 10, 64)
+	if err != nil {
+		writeError(ctx, api.CodeBadRequest, name+" must be an unsigned integer")
+		return 0, false
+	}
+	return n, true
+}
