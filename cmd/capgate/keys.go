@@ -10,12 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/ocap"
 )
 
 func newKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Manage the coordinator's Ed25519 signing keys"}
-	cmd.AddCommand(newKeysGenerate(), newKeysRotate(), newKeysJWKS())
+	cmd.AddCommand(newKeysGenerate(), newKeysRotate(), newKeysJWKS(), newKeysSecret())
 	return cmd
 }
 
@@ -89,4 +90,20 @@ func newKeysJWKS() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&file, "file", "keys.json", "key ring file")
 	return cmd
+}
+
+func newKeysSecret() *cobra.Command {
+	return &cobra.Command{
+		Use:   "secret",
+		Short: "Make a random bearer token (admin or sync) and the SHA-256 hash to put in the coordinator's config",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			token, hash, err := coordinator.GenerateSecret()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "token: %s\nhash:  %s\n", token, hash)
+			return nil
+		},
+	}
 }

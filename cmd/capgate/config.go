@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/capgate/capgate/config"
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/gateway"
+)
+
+// fileConfig is the layout of config.example.yaml: each process reads its
+// own section plus log.
+type fileConfig struct {
+	Log         logConfig          `yaml:"log"`
+	Coordinator coordinator.Config `yaml:"coordinator"`
+	Gateway     gateway.Config     `yaml:"gateway"`
+}
+
+type logConfig struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+func defaultFileConfig() fileConfig {
+	return fileConfig{
+		Log:         logConfig{Level: "info", Format: "json"},
+		Coordinator: coordinator.DefaultConfig(),
+		Gateway:     gateway.DefaultConfig(),
+	}
+}
+
+func (l logConfig) validate() error {
+	if _, err := zapcore.ParseLevel(l.Level); err != nil {
+		return fmt.Errorf("log.level: want debug, info, warn or error, got %q", l.Level)
+	}
+	if l.Format != "json" && l.Format != "console" {
+		return fmt.Errorf("log.format: want json or console, got %q", l.Format)
+	}
+	return nil
+}
+
+// cliVariables are CAPGATE_* variables the CLI reads itself; the config
+// loader must not take them for unknown settings.
+var cliVariables = map[string]bool{
+	"CAPGATE_ADMIN_TOKEN": true, "CAPGATE_COORDINATOR_URL": true, "CAPGATE_GATEWAY_URLS": true,
+	"CAPGATE_CREDENTIAL": true, "CAPGATE_CAPABILITY": true,
+}
+
+func configEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !cliVariables[k] {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// loadConfig reads path (may be "") and the environment; section names
+// which process validates its part.
+func loadConfig(path, section string) (fileConfig, error) {
+	cfg := defaultFileConfig()
+	if err := config.Load(path, configEnv(), &cfg); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Log.validate(); err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	var err error
+	switch section {
+	case "coordinator":
+		err = cfg.Coordinator.Validate()
+	case "gateway":
+		err = cfg.Gateway.Validate()
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("config: %s: %w", section, err)
+	}
+	return cfg, nil
+}
+
+func newLogger(l logConfig) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(l.Level)
+	if err != nil {
+		return nil, err
+	}
+	zc := zap.NewProductionConfig()
+	if l.Format == "console" {
+		zc = zap.NewDevelopmentConfig()
+		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+	}
+	zc.Level = zap.NewAtomicLevelAt(level)
+	zc.DisableStacktrace = true
+	return zc.Build()
+}

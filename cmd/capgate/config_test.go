@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/capgate/capgate/config"
+)
+
+// TestExampleConfigIsTheDefaults keeps config.example.yaml true: it
+// decodes strictly, every value in it is the default, and every setting of
+// the configuration structs appears in it.
+func TestExampleConfigIsTheDefaults(t *testing.T) {
+	b, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := defaultFileConfig()
+	got.Coordinator.ID, got.Gateway.Listen = "changed", "changed" // must come back from the file
+	if err := config.Decode(b, &got); err != nil {
+		t.Fatalf("example does not decode: %v", err)
+	}
+	gotYAML, _ := yaml.Marshal(got)
+	wantYAML, _ := yaml.Marshal(defaultFileConfig())
+	if string(gotYAML) != string(wantYAML) {
+		t.Fatalf("example differs from the defaults:\n got %s\nwant %s", gotYAML, wantYAML)
+	}
+	var tree map[string]any
+	if err := yaml.Unmarshal(b, &tree); err != nil {
+		t.Fatal(err)
+	}
+	inFile := map[string]bool{}
+	flatten("", tree, inFile)
+	var missing []string
+	for _, path := range settingPaths("", reflect.TypeOf(fileConfig{})) {
+		if !inFile[path] {
+			missing = append(missing, path)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Fatalf("config.example.yaml lacks: %s", strings.Join(missing, ", "))
+	}
+}
+
+func flatten(prefix string, v any, out map[string]bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		out[prefix] = true
+		return
+	}
+	for k, child := range m {
+		p := k
+		if prefix != "" {
+			p = prefix + "." + k
+		}
+		flatten(p, child, out)
+	}
+}
+
+func settingPaths(prefix string, t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		p := name
+		if prefix != "" {
+			p = prefix + "." + name
+		}
+		if f.Type.Kind() == reflect.Struct {
+			out = append(out, settingPaths(p, f.Type)...)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func TestLoadConfigEnvAndErrors(t *testing.T) {
+	t.Setenv("CAPGATE_GATEWAY_SYNC_TIMEOUT", "7s")
+	t.Setenv("CAPGATE_ADMIN_TOKEN", "not-a-setting-but-a-cli-variable")
+	cfg, err := loadConfig("", "gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Gateway.SyncTimeout.String() != "7s" {
+		t.Fatalf("sync_timeout = %v", cfg.Gateway.SyncTimeout)
+	}
+	t.Setenv("CAPGATE_GATEWAY_SYNC_TIMEOUT", "0s")
+	if _, err := loadConfig("", "gateway"); err == nil || !strings.Contains(err.Error(), "sync_timeout") {
+		t.Fatalf("err = %v, want it to name sync_timeout", err)
+	}
+	t.Setenv("CAPGATE_GATEWAY_SYNC_TIMEOUT", "7s")
+	t.Setenv("CAPGATE_LOG_LEVEL", "loud")
+	if _, err := loadConfig("", "gateway"); err == nil || !strings.Contains(err.Error(), "log.level") {
+		t.Fatalf("err = %v, want it to name log.level", err)
+	}
+}

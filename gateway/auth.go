@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/ocap"
+)
+
+// bearerToken returns the token of "Authorization: Bearer <token>" (scheme
+// case-insensitive); present reports whether any Authorization was sent.
+func bearerToken(h *fasthttp.RequestHeader) (token []byte, present bool) {
+	v := h.Peek(fasthttp.HeaderAuthorization)
+	if len(v) == 0 {
+		return nil, false
+	}
+	const scheme = "bearer "
+	if len(v) <= len(scheme) || !bytes.EqualFold(v[:len(scheme)], []byte(scheme)) {
+		return nil, true
+	}
+	return bytes.TrimSpace(v[len(scheme):]), true
+}
+
+// capability verifies the request's bearer capability: the verified-token
+// cache first, then the verifier (cached only on success). A capability
+// verified for the first time whose epoch is above the view's fence raises
+// the fence (the coordinator mints e+1 only after fencing e) and cancels
+// in-flight fetches under older epochs. On failure it has answered 401
+// and returns the code.
+func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Claims, api.Code) {
+	token, present := bearerToken(&ctx.Request.Header)
+	if len(token) == 0 {
+		message := "bearer capability required"
+		if present {
+			message = "Authorization must be: Bearer <capability>"
+		}
+		writeError(ctx, api.CodeUnauthorized, message, nil)
+		return nil, api.CodeUnauthorized
+	}
+	if c, ok := g.cache.Get(token, now); ok {
+		g.metrics.cacheHits.Inc()
+		return c, ""
+	}
+	g.metrics.cacheMisses.Inc()
+	s := string(token)
+	c, err := g.verifier.Verify(s, ocap.KindCapability, now)
+	if err != nil {
+		code := api.CodeUnauthorized
+		if errors.Is(err, ocap.ErrExpired) {
+			code = api.CodeTokenExpired
+		}
+		writeError(ctx, code, err.Error(), nil)
+		return nil, code
+	}
+	g.cache.Put(s, c)
+	if c.Epoch != 0 && g.view.Raise(c.Group, c.Topic, c.PartitionNumber(), c.Epoch) {
+		n := g.inflight.cancelBelow(authz.FenceKey{Group: c.Group, Topic: c.Topic, Partition: c.PartitionNumber()}, c.Epoch, errFenced)
+		g.log.Debug("fence raised by a newer capability", zap.String("group", c.Group), zap.String("topic", c.Topic),
+			zap.Int32("partition", c.PartitionNumber()), zap.Uint64("epoch", c.Epoch), zap.String("jti", c.ID), zap.Int("cancelled", n))
+	}
+	return c, ""
+}
+
+// authorize runs authz.Decide for the request; topic is compared as bytes
+// so that a matching request allocates nothing. On refusal it has answered
+// with the reason's status and returns its code.
+func (g *Gateway) authorize(ctx *fasthttp.RequestCtx, c *ocap.Claims, topic []byte, req authz.Request, now time.Time) (authz.Request, api.Code) {
+	req.Topic = c.Topic
+	if string(topic) != c.Topic {
+		req.Topic = string(topic)
+	}
+	return req, g.decide(ctx, c, req, now)
+}
+
+// decide runs authz.Decide and answers a refusal.
+func (g *Gateway) decide(ctx *fasthttp.RequestCtx, c *ocap.Claims, req authz.Request, now time.Time) api.Code {
+	r := authz.Decide(c, req, g.view, now)
+	if r != authz.Allow {
+		writeError(ctx, r.Code(), r.Message(), nil)
+	}
+	return r.Code()
+}
+
+// syncRefusal is the 503 code while the gateway cannot vouch for its view:
+// before the first sync (not_ready) and once sync_timeout passed since the
+// last good poll was sent (out_of_sync); "" when in sync.
+func (g *Gateway) syncRefusal(now time.Time) api.Code {
+	last := g.lastSyncSent.Load()
+	switch {
+	case last == 0:
+		return api.CodeNotReady
+	case now.UnixNano()-last > int64(g.cfg.SyncTimeout):
+		return api.CodeOutOfSync
+	}
+	return ""
+}
+
+// refuseUnsynced answers 503 with Retry-After when the view is not
+// trustworthy at now, and returns the code.
+func (g *Gateway) refuseUnsynced(ctx *fasthttp.RequestCtx, now time.Time) api.Code {
+	code := g.syncRefusal(now)
+	if code == "" {
+		return ""
+	}
+	message := "gateway has not synced with the coordinator yet"
+	if code == api.CodeOutOfSync {
+		message = "gateway lost its sync with the coordinator (sync_timeout passed)"
+	}
+	setRetryAfter(ctx, time.Second)
+	writeError(ctx, code, message, nil)
+	return code
+}

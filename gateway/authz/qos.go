@@ -1,0 +1,91 @@
+package authz
+
+import (
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
+)
+
+// QoS returns the service settings in force for capability c at now: the
+// capability's own qos claim, with each field (log level, monitor tag,
+// byte rate) replaced by the most specific live override that sets it.
+// Specificity ranks selector fields jti > holder > partition > topic >
+// group and adds them up; ties go to the greater override ID. A selector
+// with no field set matches nothing. A jti selector also matches the
+// capabilities chained from that jti. Does not allocate.
+func (v *View) QoS(c *ocap.Claims, now time.Time) ocap.QoS {
+	var q ocap.QoS
+	if c.QoS != nil {
+		q = *c.QoS
+	}
+	if v.qosCount.Load() == 0 {
+		return q
+	}
+	n := now.Unix()
+	var lvl, mon, bps best
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for id, o := range v.qos {
+		score := specificity(o.Selector, c)
+		if score == 0 || n >= o.Until {
+			continue
+		}
+		if o.LogLevel != "" && lvl.beats(score, id) {
+			lvl, q.LogLevel = best{score, id}, o.LogLevel
+		}
+		if o.Monitor != "" && mon.beats(score, id) {
+			mon, q.Monitor = best{score, id}, o.Monitor
+		}
+		if o.MaxBytesPerSec != 0 && bps.beats(score, id) {
+			bps, q.MaxBytesPerSec = best{score, id}, o.MaxBytesPerSec
+		}
+	}
+	return q
+}
+
+type best struct {
+	score int
+	id    string
+}
+
+func (b best) beats(score int, id string) bool {
+	return score > b.score || score == b.score && id > b.id
+}
+
+// specificity is 0 when s does not match c (or sets nothing), else the sum
+// of the weights of the fields it sets.
+func specificity(s api.QoSSelector, c *ocap.Claims) int {
+	score := 0
+	for _, f := range [...]struct {
+		set, match bool
+		weight     int
+	}{
+		{s.Group != "", s.Group == c.Group, 1},
+		{s.Topic != "", s.Topic == c.Topic, 2},
+		{s.Partition != nil, s.Partition != nil && *s.Partition == c.PartitionNumber(), 4},
+		{s.Holder != "", s.Holder == c.Subject, 8},
+		{s.JTI != "", s.JTI != "" && matchesJTI(s.JTI, c), 16},
+	} {
+		if !f.set {
+			continue
+		}
+		if !f.match {
+			return 0
+		}
+		score += f.weight
+	}
+	return score
+}
+
+func matchesJTI(jti string, c *ocap.Claims) bool {
+	if c.ID == jti {
+		return true
+	}
+	for _, a := range c.Chain {
+		if a == jti {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,214 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/ocap"
+)
+
+// Config is the gateway section of capgate's configuration.
+type Config struct {
+	// ID names this gateway to the coordinator (sync polls, admin views).
+	ID string `yaml:"id"`
+	// Listen is the HTTP listen address; port 0 picks a free port (see Addr).
+	Listen string `yaml:"listen"`
+
+	// CoordinatorURL is the coordinator's base URL for the sync channel.
+	CoordinatorURL string `yaml:"coordinator_url"`
+	// SyncToken is the bearer credential of the sync channel. Never logged.
+	SyncToken Secret `yaml:"sync_token"`
+	// SyncWait is how long one sync poll may be held by the coordinator.
+	SyncWait time.Duration `yaml:"sync_wait"`
+	// SyncTimeout: with no successful sync for this long, counted from when
+	// the last good poll was sent, the gateway refuses every fetch and
+	// produce with 503 out_of_sync until it has synced again. It must be
+	// below the coordinator's gateway_timeout minus max_clock_skew.
+	SyncTimeout time.Duration `yaml:"sync_timeout"`
+
+	// Issuer and Audience are what capabilities must carry in iss and aud:
+	// the coordinator's id and the cluster name.
+	Issuer   string `yaml:"issuer"`
+	Audience string `yaml:"audience"`
+	// Leeway is the clock leeway of token checks (at most 2s).
+	Leeway time.Duration `yaml:"leeway"`
+	// MaxLease caps exp - iat of an accepted capability.
+	MaxLease time.Duration `yaml:"max_lease"`
+	// TokenCacheEntries bounds the verified-token cache.
+	TokenCacheEntries int `yaml:"token_cache_entries"`
+
+	// MaxWait caps a fetch's max_wait_ms (the long poll).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// DefaultFetchBytes is a fetch's max_bytes when the request names none;
+	// MaxFetchBytes clamps the ones it names.
+	DefaultFetchBytes int32 `yaml:"default_fetch_bytes"`
+	MaxFetchBytes     int32 `yaml:"max_fetch_bytes"`
+
+	// HTTP server limits. MaxHeaderBytes bounds the request line plus
+	// headers (431 beyond), MaxBodyBytes a request body (413 beyond).
+	ReadTimeout     time.Duration `yaml:"read_timeout"`
+	WriteTimeout    time.Duration `yaml:"write_timeout"`
+	IdleTimeout     time.Duration `yaml:"idle_timeout"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
+	MaxBodyBytes    int           `yaml:"max_body_bytes"`
+
+	// RateLimitEntries bounds the per-capability byte-rate buckets.
+	RateLimitEntries int `yaml:"rate_limit_entries"`
+	// MonitorLabelsMax bounds the distinct QoS monitor tags used as metric
+	// labels; later tags are counted as "other".
+	MonitorLabelsMax int `yaml:"monitor_labels_max"`
+
+	// Broker configures the Kafka client.
+	Broker broker.Config `yaml:"broker"`
+}
+
+// DefaultConfig returns the documented defaults; they match the
+// coordinator's defaults (issuer capgate-coordinator, audience dev).
+func DefaultConfig() Config {
+	return Config{
+		ID:                "gateway-1",
+		Listen:            "127.0.0.1:8080",
+		CoordinatorURL:    "http://127.0.0.1:7070",
+		SyncWait:          5 * time.Second,
+		SyncTimeout:       10 * time.Second,
+		Issuer:            "capgate-coordinator",
+		Audience:          "dev",
+		Leeway:            2 * time.Second,
+		MaxLease:          10 * time.Minute,
+		TokenCacheEntries: 100_000,
+		MaxWait:           30 * time.Second,
+		DefaultFetchBytes: 1 << 20,
+		MaxFetchBytes:     8 << 20,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ShutdownTimeout:   10 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		MaxBodyBytes:      4 << 20,
+		RateLimitEntries:  100_000,
+		MonitorLabelsMax:  32,
+		Broker:            broker.DefaultConfig(),
+	}
+}
+
+// Validate reports the first bad setting, naming the field and the value.
+func (c Config) Validate() error {
+	for _, check := range []func() error{c.validateIdentity, c.validateSync, c.validateTokens, c.validateLimits} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return c.Broker.Validate()
+}
+
+func (c Config) validateIdentity() error {
+	if !ocap.ValidName(c.ID) {
+		return fmt.Errorf("gateway.id: must be 1-255 printable characters without '/', got %q", c.ID)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("gateway.listen: must be host:port, got %q", c.Listen)
+	}
+	u, err := url.Parse(c.CoordinatorURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("gateway.coordinator_url: must be an http(s) URL, got %q", c.CoordinatorURL)
+	}
+	return nil
+}
+
+func (c Config) validateSync() error {
+	switch {
+	case c.SyncWait <= 0:
+		return fmt.Errorf("gateway.sync_wait: must be > 0, got %s", c.SyncWait)
+	case c.SyncTimeout <= 0:
+		return fmt.Errorf("gateway.sync_timeout: must be > 0, got %s", c.SyncTimeout)
+	case c.SyncWait >= c.SyncTimeout:
+		return fmt.Errorf("gateway.sync_wait: must be < sync_timeout (%s), got %s", c.SyncTimeout, c.SyncWait)
+	}
+	return nil
+}
+
+func (c Config) validateTokens() error {
+	switch {
+	case c.Issuer == "":
+		return errors.New("gateway.issuer: must not be empty, got \"\"")
+	case c.Audience == "":
+		return errors.New("gateway.audience: must not be empty, got \"\"")
+	case c.Leeway < 0 || c.Leeway > ocap.MaxLeeway:
+		return fmt.Errorf("gateway.leeway: must be within [0s, %s], got %s", ocap.MaxLeeway, c.Leeway)
+	case c.MaxLease <= 0:
+		return fmt.Errorf("gateway.max_lease: must be > 0, got %s", c.MaxLease)
+	case c.TokenCacheEntries <= 0:
+		return fmt.Errorf("gateway.token_cache_entries: must be > 0, got %d", c.TokenCacheEntries)
+	}
+	return nil
+}
+
+func (c Config) validateLimits() error {
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"max_wait", c.MaxWait}, {"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}, {"idle_timeout", c.IdleTimeout}, {"shutdown_timeout", c.ShutdownTimeout}} {
+		if d.value <= 0 {
+			return fmt.Errorf("gateway.%s: must be > 0, got %s", d.name, d.value)
+		}
+	}
+	for _, n := range []struct {
+		name  string
+		value int
+	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax}} {
+		if n.value <= 0 {
+			return fmt.Errorf("gateway.%s: must be > 0, got %d", n.name, n.value)
+		}
+	}
+	switch {
+	case c.MaxHeaderBytes < ocap.MaxTokenBytes+1024:
+		return fmt.Errorf("gateway.max_header_bytes: must be >= %d to fit a capability, got %d", ocap.MaxTokenBytes+1024, c.MaxHeaderBytes)
+	case c.MaxFetchBytes <= 0 || c.MaxFetchBytes > c.Broker.MaxFetchBytes:
+		return fmt.Errorf("gateway.max_fetch_bytes: must be in [1, broker.max_fetch_bytes (%d)], got %d", c.Broker.MaxFetchBytes, c.MaxFetchBytes)
+	case c.DefaultFetchBytes <= 0 || c.DefaultFetchBytes > c.MaxFetchBytes:
+		return fmt.Errorf("gateway.default_fetch_bytes: must be in [1, max_fetch_bytes (%d)], got %d", c.MaxFetchBytes, c.DefaultFetchBytes)
+	}
+	return nil
+}
+
+// MarshalLogObject logs the settings that matter, the sync token redacted.
+func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("id", c.ID)
+	enc.AddString("listen", c.Listen)
+	enc.AddString("coordinator_url", c.CoordinatorURL)
+	enc.AddString("sync_token", c.SyncToken.String())
+	enc.AddDuration("sync_wait", c.SyncWait)
+	enc.AddDuration("sync_timeout", c.SyncTimeout)
+	enc.AddString("issuer", c.Issuer)
+	enc.AddString("audience", c.Audience)
+	enc.AddDuration("max_wait", c.MaxWait)
+	return enc.AddObject("broker", c.Broker)
+}
+
+// Secret is a string that never prints: String, GoString, JSON and text
+// marshalling all give "[redacted]" (or "" when empty).
+type Secret string
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString keeps %#v from printing the secret.
+func (s Secret) GoString() string { return `gateway.Secret("` + s.String() + `")` }
+
+// MarshalJSON keeps JSON dumps (and zap.Any) from printing the secret.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// MarshalText keeps text and YAML dumps from printing the secret.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }

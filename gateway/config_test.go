@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"gopkg.in/yaml.v3"
+
+	"github.com/capgate/capgate/config"
+)
+
+func TestDefaultConfigValidates(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultConfig()
+	if c.Listen != "127.0.0.1:8080" || c.CoordinatorURL != "http://127.0.0.1:7070" || c.SyncWait != 5*time.Second ||
+		c.SyncTimeout != 10*time.Second || c.TokenCacheEntries != 100_000 || c.MaxWait != 30*time.Second {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.ID = "a/b" }, `gateway.id: must be 1-255 printable characters without '/', got "a/b"`},
+		{func(c *Config) { c.Listen = "8080" }, `gateway.listen: must be host:port, got "8080"`},
+		{func(c *Config) { c.CoordinatorURL = "ftp://x" }, `gateway.coordinator_url: must be an http(s) URL, got "ftp://x"`},
+		{func(c *Config) { c.SyncTimeout = 0 }, "gateway.sync_timeout: must be > 0, got 0s"},
+		{func(c *Config) { c.SyncWait = 10 * time.Second }, "gateway.sync_wait: must be < sync_timeout (10s), got 10s"},
+		{func(c *Config) { c.Leeway = 3 * time.Second }, "gateway.leeway: must be within [0s, 2s], got 3s"},
+		{func(c *Config) { c.Issuer = "" }, `gateway.issuer: must not be empty`},
+		{func(c *Config) { c.MaxWait = 0 }, "gateway.max_wait: must be > 0, got 0s"},
+		{func(c *Config) { c.MaxHeaderBytes = 1024 }, "gateway.max_header_bytes: must be >= 5120 to fit a capability, got 1024"},
+		{func(c *Config) { c.MaxFetchBytes = 1 << 30 }, "gateway.max_fetch_bytes: must be in [1, broker.max_fetch_bytes (8388608)], got 1073741824"},
+		{func(c *Config) { c.DefaultFetchBytes = 0 }, "gateway.default_fetch_bytes: must be in [1, max_fetch_bytes (8388608)], got 0"},
+		{func(c *Config) { c.MonitorLabelsMax = 0 }, "gateway.monitor_labels_max: must be > 0, got 0"},
+		{func(c *Config) { c.Broker.Seeds = nil }, "broker.seeds"},
+	}
+	for _, tc := range cases {
+		c := DefaultConfig()
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func TestConfigLoadsFromYAMLAndEnv(t *testing.T) {
+	c := DefaultConfig()
+	if err := config.Decode([]byte("id: gw-9\nsync_token: s3cret\nsync_wait: 2s\nbroker:\n  seeds: [\"k:9092\"]\n"), &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.ApplyEnv([]string{"CAPGATE_MAX_WAIT=5s"}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.ID != "gw-9" || c.SyncToken != "s3cret" || c.SyncWait != 2*time.Second || c.MaxWait != 5*time.Second || c.Broker.Seeds[0] != "k:9092" {
+		t.Fatalf("loaded %+v", c)
+	}
+}
+
+func TestSyncTokenNeverPrinted(t *testing.T) {
+	c := DefaultConfig()
+	c.SyncToken = "s3cret"
+	j, _ := json.Marshal(c)
+	y, _ := yaml.Marshal(c)
+	core, logs := observer.New(zapcore.DebugLevel)
+	zap.New(core).Info("cfg", zap.Object("config", c), zap.Any("any", c))
+	for _, out := range []string{fmt.Sprint(c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), string(j), string(y), fmt.Sprint(logs.All()[0].ContextMap())} {
+		if strings.Contains(out, "s3cret") {
+			t.Fatalf("sync token printed: %s", out)
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/ocap"
+)
+
+// checkRecords compares fetched JSON records with the produced ones.
+func checkRecords(t *testing.T, got []api.Record, want []*kgo.Record, firstOffset int64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d", len(got), len(want))
+	}
+	for i, r := range got {
+		w := want[i]
+		if r.Offset != firstOffset+int64(i) || r.Timestamp != w.Timestamp.UnixMilli() ||
+			!bytes.Equal(r.Key, w.Key) || (r.Key == nil) != (w.Key == nil) || !bytes.Equal(r.Value, w.Value) {
+			t.Fatalf("record %d: %+v, want offset %d %+v", i, r, firstOffset+int64(i), w)
+		}
+		if len(r.Headers) != len(w.Headers) || r.Headers[0].Key != w.Headers[0].Key || !bytes.Equal(r.Headers[0].Value, w.Headers[0].Value) {
+			t.Fatalf("record %d headers %+v, want %+v", i, r.Headers, w.Headers)
+		}
+	}
+}
+
+func TestFetchJSONReturnsProducedRecords(t *testing.T) {
+	h := newHarness(t, nil)
+	want := h.produce(1, 5)
+	tok, _ := h.mint(capClaims(1))
+
+	r := h.get(tok, recordsPath(1, "offset=0"))
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != api.MediaJSON {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	f := r.fetch(t)
+	checkRecords(t, f.Records, want, 0)
+	if f.NextOffset != 5 || f.HighWatermark != 5 || r.header.Get(api.HeaderNextOffset) != "5" || r.header.Get(api.HeaderHighWatermark) != "5" {
+		t.Fatalf("next %d hwm %d headers %v", f.NextOffset, f.HighWatermark, r.header)
+	}
+
+	f = h.get(tok, recordsPath(1, "offset=2")).fetch(t)
+	checkRecords(t, f.Records, want[2:], 2)
+
+	r = h.get(tok, recordsPath(1, "offset=5&max_wait_ms=0"))
+	if f = r.fetch(t); r.status != http.StatusOK || len(f.Records) != 0 || f.NextOffset != 5 || f.HighWatermark != 5 {
+		t.Fatalf("fetch at the end: %d %s", r.status, r.body)
+	}
+}
+
+func TestFetchRawReturnsUntouchedBatches(t *testing.T) {
+	h := newHarness(t, nil)
+	want := h.produce(2, 4)
+	tok, _ := h.mint(capClaims(2))
+
+	r := h.get(tok, recordsPath(2, "offset=0"), "Accept", api.MediaRecordBatch)
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != api.MediaRecordBatch {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	if r.header.Get(api.HeaderNextOffset) != "4" || r.header.Get(api.HeaderHighWatermark) != "4" {
+		t.Fatalf("offset headers %v", r.header)
+	}
+	direct, err := h.kc.Fetch(context.Background(), broker.FetchRequest{Topic: testTopic, Partition: 2, Offset: 0, Raw: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.body, direct.Batches) {
+		t.Fatalf("gateway batches (%d bytes) differ from the broker's (%d bytes)", len(r.body), len(direct.Batches))
+	}
+	got := decodeBatches(t, r.body)
+	if len(got) != len(want) {
+		t.Fatalf("%d records in batches, want %d", len(got), len(want))
+	}
+	for i, rec := range got {
+		if rec.Offset != int64(i) || !bytes.Equal(rec.Value, want[i].Value) || !bytes.Equal(rec.Key, want[i].Key) {
+			t.Fatalf("record %d: offset %d key %q value %q", i, rec.Offset, rec.Key, rec.Value)
+		}
+	}
+}
+
+// decodeBatches decodes record batches the way a raw-format client would:
+// with kgo.ProcessFetchPartition.
+func decodeBatches(t *testing.T, b []byte) []*kgo.Record {
+	t.Helper()
+	p := kmsg.NewFetchResponseTopicPartition()
+	p.RecordBatches, p.HighWatermark = b, 1<<40
+	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: testTopic}, &p, kgo.DefaultDecompressor(), nil)
+	if fp.Err != nil {
+		t.Fatalf("decode batches: %v", fp.Err)
+	}
+	return fp.Records
+}
+
+func TestLongPollReturnsAsSoonAsARecordIsProduced(t *testing.T) {
+	h := newHarness(t, nil)
+	tok, _ := h.mint(capClaims(0))
+	done := make(chan response, 1)
+	start := time.Now()
+	go func() { done <- h.get(tok, recordsPath(0, "offset=0&max_wait_ms=12000")) }()
+	waitFor(t, "the fetch in flight", func() bool { return h.gw.inflight.count() == 1 })
+	select {
+	case r := <-done:
+		t.Fatalf("long poll answered before anything was produced: %d %s", r.status, r.body)
+	default:
+	}
+	want := h.produce(0, 1)
+	r := <-done
+	if elapsed := time.Since(start); elapsed >= 12*time.Second {
+		t.Fatalf("long poll waited the whole max wait (%v)", elapsed)
+	}
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	checkRecords(t, r.fetch(t).Records, want, 0)
+}
+
+func TestFetchOffsetRangeCaveat(t *testing.T) {
+	h := newHarness(t, nil)
+	want := h.produce(3, 6)
+	c := capClaims(3)
+	c.Offsets = &ocap.OffsetRange{From: 2, To: 4}
+	tok, _ := h.mint(c)
+
+	expectError(t, h.get(tok, recordsPath(3, "offset=1")), http.StatusForbidden, api.CodeForbidden)
+	expectError(t, h.get(tok, recordsPath(3, "offset=4")), http.StatusForbidden, api.CodeForbidden)
+	f := h.get(tok, recordsPath(3, "offset=2")).fetch(t)
+	checkRecords(t, f.Records, want[2:4], 2)
+	if f.NextOffset != 4 || f.HighWatermark != 6 {
+		t.Fatalf("next_offset %d (want the range end 4), hwm %d", f.NextOffset, f.HighWatermark)
+	}
+	expectError(t, h.get(tok, recordsPath(3, "offset=2"), "Accept", api.MediaRecordBatch), http.StatusForbidden, api.CodeForbidden)
+}
+
+func TestFetchOffsetOutOfRange(t *testing.T) {
+	h := newHarness(t, nil)
+	h.produce(1, 3)
+	tok, _ := h.mint(capClaims(1))
+	r := h.get(tok, recordsPath(1, "offset=100"))
+	expectError(t, r, http.StatusRequestedRangeNotSatisfiable, api.CodeOffsetOutOfRange)
+	var e api.ErrorBody
+	if err := json.Unmarshal(r.body, &e); err != nil || e.Error.Details["earliest"] != 0.0 || e.Error.Details["latest"] != 3.0 {
+		t.Fatalf("details %v (%v)", e.Error.Details, err)
+	}
+}
+
+func TestFetchUnknownTopicOrPartition(t *testing.T) {
+	h := newHarness(t, nil)
+	c := capClaims(0)
+	c.Topic = "nosuch"
+	tok, _ := h.mint(c)
+	expectError(t, h.get(tok, "/v1/topics/nosuch/partitions/0/records?offset=0"), http.StatusNotFound, api.CodeNotFound)
+	tok, _ = h.mint(capClaims(99))
+	expectError(t, h.get(tok, recordsPath(99, "offset=0")), http.StatusNotFound, api.CodeNotFound)
+}
+
+func TestBrokerFaultAnswers502NeverData(t *testing.T) {
+	h := newHarness(t, nil)
+	want := h.produce(1, 2)
+	tok, _ := h.mint(capClaims(1))
+	fault := h.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: kerr.UnknownServerError, Count: -1})
+	for _, accept := range []string{api.MediaJSON, api.MediaRecordBatch} {
+		r := h.get(tok, recordsPath(1, "offset=0"), "Accept", accept)
+		expectError(t, r, http.StatusBadGateway, api.CodeBrokerError)
+	}
+	fault.Remove()
+	checkRecords(t, h.get(tok, recordsPath(1, "offset=0")).fetch(t).Records, want, 0)
+}

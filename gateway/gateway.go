@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/ocap"
+)
+
+// Gateway is one gateway process: HTTP server, sync client, broker client.
+type Gateway struct {
+	cfg      Config
+	log      *zap.Logger
+	trace    *zap.Logger // per-capability debug lines, whatever log's level
+	broker   *broker.Client
+	verifier *ocap.Verifier
+	cache    *ocap.Cache
+	view     *authz.View
+	limiter  *rateLimiter
+	inflight *inflight
+	metrics  *metrics
+	server   *fasthttp.Server
+	syncHTTP *http.Client
+
+	// lastSyncSent is when the last successful sync poll was sent (unix
+	// ns); 0 until the first one.
+	lastSyncSent atomic.Int64
+	ackedSeq     atomic.Uint64
+
+	// fetchBase parents every fetch's context; Close cancels it.
+	fetchBase   context.Context
+	stopFetches context.CancelCauseFunc
+	stopSync    context.CancelFunc
+	syncDone    chan struct{}
+
+	ln        net.Listener
+	serveDone chan error
+	startOnce sync.Once
+	closeOnce sync.Once
+
+	// afterFetch, when set by tests, runs after the broker answered a
+	// fetch and before the fetch is checked again.
+	afterFetch func()
+}
+
+// errShuttingDown cancels the fetches in flight when the gateway closes.
+var errShuttingDown = errors.New("gateway: shutting down")
+
+// New validates cfg and builds a gateway; it neither listens nor syncs
+// until Start.
+func New(cfg Config, log *zap.Logger) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	verifier, err := ocap.NewVerifier(ocap.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: cfg.Leeway, MaxLease: cfg.MaxLease})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	bc, err := broker.New(cfg.Broker, log.Named("broker"))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &Gateway{
+		cfg:       cfg,
+		log:       log,
+		trace:     forceDebug(log.Named("trace")),
+		broker:    bc,
+		verifier:  verifier,
+		cache:     ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
+		view:      authz.NewView(authz.Config{Leeway: cfg.Leeway}),
+		limiter:   newRateLimiter(cfg.RateLimitEntries),
+		inflight:  newInflight(),
+		syncHTTP:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout}},
+		syncDone:  make(chan struct{}),
+		serveDone: make(chan error, 1),
+	}
+	g.fetchBase, g.stopFetches = context.WithCancelCause(context.Background())
+	g.metrics = newMetrics(g)
+	g.server = g.newServer()
+	return g, nil
+}
+
+func (g *Gateway) newServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:                      g.handle,
+		ErrorHandler:                 g.handleServerError,
+		Name:                         "capgate-gateway",
+		ReadTimeout:                  g.cfg.ReadTimeout,
+		WriteTimeout:                 g.cfg.WriteTimeout,
+		IdleTimeout:                  g.cfg.IdleTimeout,
+		ReadBufferSize:               g.cfg.MaxHeaderBytes,
+		MaxRequestBodySize:           g.cfg.MaxBodyBytes,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		SecureErrorLogMessage:        true, // error logs must never echo headers (tokens)
+		Logger:                       fasthttpLogger{g.log.Named("http")},
+	}
+}
+
+// Start listens on cfg.Listen, serves, and starts the sync client.
+func (g *Gateway) Start() error {
+	err := errors.New("gateway: already started")
+	g.startOnce.Do(func() {
+		var ln net.Listener
+		ln, err = net.Listen("tcp", g.cfg.Listen)
+		if err != nil {
+			err = fmt.Errorf("gateway: listen: %w", err)
+			return
+		}
+		g.ln = ln
+		go func() { g.serveDone <- g.server.Serve(ln) }()
+		syncCtx, stop := context.WithCancel(context.Background())
+		g.stopSync = stop
+		go g.syncLoop(syncCtx)
+		g.log.Info("gateway started", zap.String("addr", ln.Addr().String()), zap.Object("config", g.cfg))
+	})
+	return err
+}
+
+// Addr is the address the gateway listens on (after Start).
+func (g *Gateway) Addr() string {
+	if g.ln == nil {
+		return ""
+	}
+	return g.ln.Addr().String()
+}
+
+// Run starts the gateway and closes it when ctx is done.
+func (g *Gateway) Run(ctx context.Context) error {
+	if err := g.Start(); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return g.Close()
+	case err := <-g.serveDone:
+		return errors.Join(fmt.Errorf("gateway: serve: %w", err), g.Close())
+	}
+}
+
+// Close shuts the gateway down gracefully: it stops accepting, ends the
+// long polls in flight (they answer 503, retriable), lets every handler
+// finish its response within shutdown_timeout, then stops syncing and
+// closes the broker client.
+func (g *Gateway) Close() error {
+	var err error
+	g.closeOnce.Do(func() {
+		g.stopFetches(errShuttingDown)
+		if g.ln != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
+			err = g.server.ShutdownWithContext(ctx)
+			cancel()
+			g.stopSync()
+			<-g.syncDone
+		}
+		g.broker.Close()
+		g.syncHTTP.CloseIdleConnections()
+		g.log.Info("gateway stopped")
+	})
+	if err != nil {
+		return fmt.Errorf("gateway: shutdown: %w", err)
+	}
+	return nil
+}
+
+// fasthttpLogger sends fasthttp's own messages to zap at debug: they are
+// about misbehaving clients, which the metrics count.
+type fasthttpLogger struct{ log *zap.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	if ce := l.log.Check(zap.DebugLevel, ""); ce != nil {
+		ce.Message = fmt.Sprintf(format, args...)
+		ce.Write()
+	}
+}

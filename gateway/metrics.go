@@ -1,0 +1,200 @@
+package gateway
+
+// Behavior: GET /metrics serves the gateway's Prometheus metrics in the
+// text exposition format, from a registry of its own (several gateways may
+// share a process): requests by op and outcome code, latency histograms,
+// bytes and records out, token cache hits and misses, sync lag (sequence
+// behind, seconds since the last good sync, self-fenced), in-flight
+// fetches and those cancelled by revocations, and per-monitor-tag request
+// and byte counts with at most monitor_labels_max distinct tags (then
+// "other"). Unauthenticated, like /healthz.
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/capgate/capgate/api"
+)
+
+// Request ops, the op label.
+const (
+	opFetchJSON = "fetch_json"
+	opFetchRaw  = "fetch_raw"
+	opProduce   = "produce"
+	opHTTP      = "http" // refused before routing to an op
+	codeOK      = "ok"
+)
+
+type metrics struct {
+	registry    *prometheus.Registry
+	serve       fasthttp.RequestHandler
+	requests    *prometheus.CounterVec
+	outcomes    map[string]map[string]prometheus.Counter // op → code → counter, read-only after init
+	latency     map[string]prometheus.Observer
+	bytesOut    prometheus.Counter
+	recordsOut  prometheus.Counter
+	bytesIn     prometheus.Counter
+	cacheHits   prometheus.Counter
+	cacheMisses prometheus.Counter
+	syncPolls   *prometheus.CounterVec
+	appliedSeq  prometheus.Gauge
+	monitors    *monitorLabels
+}
+
+func newMetrics(g *Gateway) *metrics {
+	m := &metrics{registry: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_requests_total", Help: "Requests by op and outcome (ok or the api error code)."}, []string{"op", "code"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "capgate_gateway_request_duration_seconds", Help: "Fetch and produce latency, long polls included.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20),
+	}, []string{"op"})
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	m.bytesOut = counter("capgate_gateway_fetch_bytes_total", "Response body bytes of successful fetches.")
+	m.recordsOut = counter("capgate_gateway_fetch_records_total", "Records served in JSON fetches.")
+	m.bytesIn = counter("capgate_gateway_produce_bytes_total", "Request body bytes of successful produces.")
+	m.cacheHits = counter("capgate_gateway_token_cache_hits_total", "Capabilities found in the verified-token cache.")
+	m.cacheMisses = counter("capgate_gateway_token_cache_misses_total", "Capabilities verified in full (signature).")
+	m.syncPolls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_sync_polls_total", Help: "Sync polls by result."}, []string{"result"})
+	m.appliedSeq = prometheus.NewGauge(prometheus.GaugeOpts{Name: "capgate_gateway_sync_applied_seq", Help: "Sequence number of the last sync update applied."})
+	m.monitors = newMonitorLabels(g.cfg.MonitorLabelsMax)
+	m.outcomes, m.latency = map[string]map[string]prometheus.Counter{}, map[string]prometheus.Observer{}
+	for _, op := range []string{opFetchJSON, opFetchRaw, opProduce, opHTTP} {
+		m.outcomes[op] = map[string]prometheus.Counter{codeOK: m.requests.WithLabelValues(op, codeOK)}
+		for _, code := range knownCodes {
+			m.outcomes[op][string(code)] = m.requests.WithLabelValues(op, string(code))
+		}
+		m.latency[op] = latency.WithLabelValues(op)
+	}
+	m.registry.MustRegister(m.requests, latency, m.bytesOut, m.recordsOut, m.bytesIn, m.cacheHits, m.cacheMisses,
+		m.syncPolls, m.appliedSeq, m.monitors.requests, m.monitors.bytes, collectors.NewGoCollector())
+	m.registerGauges(g)
+	m.serve = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	return m
+}
+
+var knownCodes = []api.Code{
+	api.CodeBadRequest, api.CodeUnauthorized, api.CodeTokenExpired, api.CodeForbidden, api.CodeNotFound,
+	api.CodeMethodNotAllowed, api.CodeCapabilityRevoked, api.CodeBodyTooLarge, api.CodeOffsetOutOfRange,
+	api.CodeRateLimited, api.CodeHeadersTooLarge, api.CodeBrokerError, api.CodeNotReady, api.CodeOutOfSync,
+	api.CodeUnavailable, api.CodeInternal,
+}
+
+func (m *metrics) registerGauges(g *Gateway) {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	m.registry.MustRegister(
+		gauge("capgate_gateway_sync_acked_seq", "Sequence number last acknowledged to the coordinator.", func() float64 { return float64(g.ackedSeq.Load()) }),
+		gauge("capgate_gateway_sync_seq_behind", "Updates applied but not yet acknowledged.", func() float64 {
+			return float64(g.view.Seq()) - float64(g.ackedSeq.Load())
+		}),
+		gauge("capgate_gateway_sync_seconds_since_success", "Seconds since the last successful sync poll was sent (-1 before the first).", func() float64 {
+			last := g.lastSyncSent.Load()
+			if last == 0 {
+				return -1
+			}
+			return time.Since(time.Unix(0, last)).Seconds()
+		}),
+		gauge("capgate_gateway_out_of_sync", "1 while fetches are refused for lack of a sync (not ready or self-fenced).", func() float64 {
+			if g.syncRefusal(time.Now()) != "" {
+				return 1
+			}
+			return 0
+		}),
+		gauge("capgate_gateway_inflight_fetches", "Fetches in flight.", func() float64 { return float64(g.inflight.count()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_fetches_cancelled_total", Help: "In-flight fetches cancelled by a fence or revocation."},
+			func() float64 { return float64(g.inflight.cancelled.Load()) }),
+		gauge("capgate_gateway_token_cache_entries", "Entries in the verified-token cache.", func() float64 { return float64(g.cache.Len()) }),
+		gauge("capgate_gateway_rate_limit_buckets", "Per-capability byte-rate buckets.", func() float64 { return float64(g.limiter.len()) }),
+	)
+}
+
+// outcome counts one request of op with code ("" or codeOK for success).
+func (m *metrics) outcome(op string, code api.Code, elapsed time.Duration) {
+	label := string(code)
+	if label == "" {
+		label = codeOK
+	}
+	if c, ok := m.outcomes[op][label]; ok {
+		c.Inc()
+	} else {
+		m.requests.WithLabelValues(op, label).Inc()
+	}
+	if elapsed > 0 {
+		m.latency[op].Observe(elapsed.Seconds())
+	}
+}
+
+// rejected counts a request refused before it reached an op.
+func (m *metrics) rejected(code api.Code) { m.outcome(opHTTP, code, 0) }
+
+// monitorLabels bounds the monitor tags used as label values: the first
+// max distinct tags keep their name, later ones count as "other".
+type monitorLabels struct {
+	max      int
+	requests *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
+
+	mu     sync.RWMutex
+	admits map[string]monitorCounters
+	other  monitorCounters
+}
+
+type monitorCounters struct {
+	requests, bytes prometheus.Counter
+}
+
+const monitorOther = "other"
+
+func newMonitorLabels(maxTags int) *monitorLabels {
+	l := &monitorLabels{
+		max:      maxTags,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_monitor_requests_total", Help: "Requests by QoS monitor tag (bounded; then \"other\")."}, []string{"monitor"}),
+		bytes:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_monitor_bytes_total", Help: "Bytes served or produced by QoS monitor tag (bounded; then \"other\")."}, []string{"monitor"}),
+		admits:   map[string]monitorCounters{},
+	}
+	l.other = monitorCounters{l.requests.WithLabelValues(monitorOther), l.bytes.WithLabelValues(monitorOther)}
+	return l
+}
+
+// observe counts one request of n bytes under tag ("" counts nothing).
+func (l *monitorLabels) observe(tag string, n int) {
+	if tag == "" {
+		return
+	}
+	c := l.counters(tag)
+	c.requests.Inc()
+	c.bytes.Add(float64(n))
+}
+
+func (l *monitorLabels) counters(tag string) monitorCounters {
+	l.mu.RLock()
+	c, ok := l.admits[tag]
+	full := len(l.admits) >= l.max
+	l.mu.RUnlock()
+	switch {
+	case ok:
+		return c
+	case full:
+		return l.other
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c, ok := l.admits[tag]; ok {
+		return c
+	}
+	if len(l.admits) >= l.max {
+		return l.other
+	}
+	c = monitorCounters{l.requests.WithLabelValues(tag), l.bytes.WithLabelValues(tag)}
+	l.admits[tag] = c
+	return c
+}

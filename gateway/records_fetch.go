@@ -1,0 +1,225 @@
+package gateway
+
+// Behavior: GET /v1/topics/{topic}/partitions/{p}/records?offset=&max_bytes=&max_wait_ms=
+// with "Authorization: Bearer <capability>" holding the fetch op for
+// exactly this topic and partition.
+//
+//   - offset is required (decimal, ≥ 0). max_bytes (> 0) defaults to
+//     default_fetch_bytes and is clamped to max_fetch_bytes (and to what the
+//     capability's byte rate still allows); as in Kafka the first batch
+//     comes whole even when larger. max_wait_ms (≥ 0, default 0) is the long
+//     poll, clamped to max_wait: the broker answers as soon as a record
+//     exists at offset. Unknown or repeated parameters, signs, spaces and
+//     partitions outside [0, 2^31) are 400.
+//   - JSON (default): 200 {"records":[{"offset","timestamp","key","value",
+//     "headers"}],"next_offset","high_watermark"}, key/value/header values
+//     base64 (null when absent), headers omitted when none, no record below
+//     offset. Capgate-Next-Offset and Capgate-High-Watermark headers too.
+//   - Accept: application/vnd.kafka.record-batch: 200 with the broker's
+//     record batches untouched (nothing decoded) and the same headers. The
+//     first batch may start below offset, as Kafka serves whole batches.
+//     A capability with an offset range other than [0, ∞) is refused the
+//     raw format (403): whole batches could carry records outside its range
+//     and the gateway does not re-encode batches. Use JSON.
+//   - Offset range caveat [from, to): an offset outside it is 403; records
+//     at or beyond to are cut and next_offset is then to.
+//   - After the broker answers, and before any record is written, the
+//     capability is decided again against the current view and sync state:
+//     a fence, deny or member revocation that arrived meanwhile (which also
+//     cancels the broker wait) answers 409 capability_revoked, never data.
+//   - Refusals: 400 bad input; 401 no/invalid token (WWW-Authenticate) or
+//     token_expired; 403 not covered; 404 unknown topic or partition; 409
+//     capability_revoked; 416 offset_out_of_range with earliest and latest;
+//     429 rate_limited with Retry-After; 502 broker_error; 503 not_ready,
+//     out_of_sync or unavailable with Retry-After. All JSON error bodies.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/ocap"
+)
+
+type fetchCall struct {
+	call
+	raw   bool
+	query fetchQuery
+	next  int64
+}
+
+func (g *Gateway) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition []byte) {
+	f := fetchCall{call: call{g: g, ctx: ctx, op: opFetchJSON, start: ctx.Time()}}
+	if f.raw = acceptsRecordBatch(&ctx.Request.Header); f.raw {
+		f.op = opFetchRaw
+	}
+	code := f.admit(topic, partition)
+	if code == "" {
+		code = f.serve()
+	}
+	if f.qos.LogLevel != "debug" {
+		f.finish(code)
+		return
+	}
+	f.finish(code, zap.Int64("offset", f.query.offset), zap.Int64("next_offset", f.next), zap.Int32("max_bytes", f.query.maxBytes),
+		zap.Duration("max_wait", f.query.maxWait), zap.Bool("raw", f.raw))
+}
+
+// admit parses and authorizes the fetch; "" means go ahead.
+func (f *fetchCall) admit(topic, partition []byte) api.Code {
+	ctx := f.ctx
+	p, ok := parsePartition(partition)
+	if !ok || !ocap.ValidTopic(string(topic)) {
+		writeError(ctx, api.CodeBadRequest, "path must be /v1/topics/{topic}/partitions/{0..2147483647}/records", nil)
+		return api.CodeBadRequest
+	}
+	q, problem := f.g.parseFetchQuery(ctx.QueryArgs())
+	if problem != "" {
+		writeError(ctx, api.CodeBadRequest, problem, nil)
+		return api.CodeBadRequest
+	}
+	f.query = q
+	allowance, code := f.admitCapability(topic, authz.Request{Partition: p, Op: ocap.OpFetch, Offset: q.offset})
+	if code != "" {
+		return code
+	}
+	if f.raw && rangeLimited(f.claims) {
+		writeError(ctx, api.CodeForbidden, "raw record batches are not served to offset-range-limited capabilities; ask for JSON", nil)
+		return api.CodeForbidden
+	}
+	if allowance >= 0 {
+		f.query.maxBytes = int32(min(int64(f.query.maxBytes), max(allowance, 1)))
+	}
+	return ""
+}
+
+// serve runs the broker fetch as an in-flight fetch a revocation can
+// cancel, decides again, and writes the answer. The entry is finished only
+// after the body is encoded, so the sync client's wait covers it.
+func (f *fetchCall) serve() api.Code {
+	g := f.g
+	entry, fctx := g.inflight.start(g.fetchBase, f.claims, f.req)
+	defer g.inflight.finish(entry)
+	res, err := g.broker.Fetch(fctx, broker.FetchRequest{
+		Topic: f.req.Topic, Partition: f.req.Partition, Offset: f.query.offset,
+		MaxBytes: f.query.maxBytes, MaxWait: f.query.maxWait, Raw: f.raw,
+	})
+	if g.afterFetch != nil {
+		g.afterFetch()
+	}
+	now := time.Now()
+	if code := g.decide(f.ctx, f.claims, f.req, now); code != "" {
+		return code
+	}
+	if code := g.refuseUnsynced(f.ctx, now); code != "" {
+		return code
+	}
+	if err != nil {
+		return g.fetchError(f.ctx, fctx, err)
+	}
+	if f.raw {
+		f.writeRaw(res)
+	} else {
+		f.writeJSON(res)
+	}
+	return ""
+}
+
+func (f *fetchCall) writeJSON(res broker.FetchResult) {
+	recs, next := cutAtRangeEnd(f.claims, res.Records, res.NextOffset)
+	resp := &f.ctx.Response
+	resp.SetStatusCode(fasthttp.StatusOK)
+	resp.Header.SetContentType(api.MediaJSON)
+	setOffsetHeaders(resp, next, res.HighWatermark)
+	body := appendFetchJSON(resp.SwapBody(nil)[:0], recs, next, res.HighWatermark)
+	resp.SwapBody(body)
+	f.bytes, f.records, f.next = len(body), len(recs), next
+	f.g.metrics.bytesOut.Add(float64(len(body)))
+	f.g.metrics.recordsOut.Add(float64(len(recs)))
+}
+
+func (f *fetchCall) writeRaw(res broker.FetchResult) {
+	resp := &f.ctx.Response
+	resp.SetStatusCode(fasthttp.StatusOK)
+	resp.Header.SetContentType(api.MediaRecordBatch)
+	setOffsetHeaders(resp, res.NextOffset, res.HighWatermark)
+	resp.SetBodyRaw(res.Batches)
+	f.bytes, f.next = len(res.Batches), res.NextOffset
+	f.g.metrics.bytesOut.Add(float64(len(res.Batches)))
+}
+
+func setOffsetHeaders(resp *fasthttp.Response, next, highWatermark int64) {
+	var scratch [20]byte
+	resp.Header.SetBytesV(api.HeaderNextOffset, strconv.AppendInt(scratch[:0], next, 10))
+	resp.Header.SetBytesV(api.HeaderHighWatermark, strconv.AppendInt(scratch[:0], highWatermark, 10))
+}
+
+// cutAtRangeEnd drops the records at or beyond the capability's range end;
+// next_offset is then the range end.
+func cutAtRangeEnd(c *ocap.Claims, recs []*kgo.Record, next int64) ([]*kgo.Record, int64) {
+	if c.Offsets == nil || c.Offsets.To == 0 {
+		return recs, next
+	}
+	end := c.Offsets.To
+	for i, r := range recs {
+		if r.Offset >= end {
+			return recs[:i], end
+		}
+	}
+	return recs, min(next, end)
+}
+
+// rangeLimited reports a capability whose offset range is narrower than
+// the whole partition.
+func rangeLimited(c *ocap.Claims) bool {
+	return c.Offsets != nil && (c.Offsets.From > 0 || c.Offsets.To != 0)
+}
+
+func acceptsRecordBatch(h *fasthttp.RequestHeader) bool {
+	return bytes.Contains(h.Peek(fasthttp.HeaderAccept), []byte(api.MediaRecordBatch))
+}
+
+// fetchError answers a failed broker fetch.
+func (g *Gateway) fetchError(ctx *fasthttp.RequestCtx, fctx context.Context, err error) api.Code {
+	var oor *broker.OffsetOutOfRangeError
+	switch {
+	case errors.As(err, &oor):
+		writeError(ctx, api.CodeOffsetOutOfRange, "offset outside the partition's log",
+			map[string]any{"offset": oor.Offset, "earliest": oor.Earliest, "latest": oor.Latest})
+		return api.CodeOffsetOutOfRange
+	case errors.Is(err, broker.ErrUnknownTopicOrPartition):
+		writeError(ctx, api.CodeNotFound, "unknown topic or partition", nil)
+		return api.CodeNotFound
+	case errors.Is(context.Cause(fctx), errFenced):
+		// Cancelled by a revocation that a later snapshot undid: still refuse.
+		writeError(ctx, api.CodeCapabilityRevoked, "capability revoked while the fetch was in flight", nil)
+		return api.CodeCapabilityRevoked
+	case errors.Is(context.Cause(fctx), errShuttingDown):
+		setRetryAfter(ctx, time.Second)
+		writeError(ctx, api.CodeUnavailable, "gateway shutting down; retry on another gateway", nil)
+		return api.CodeUnavailable
+	}
+	return g.brokerFailure(ctx, err)
+}
+
+// brokerFailure answers 503 unavailable (retriable, no leader or broker)
+// or 502 broker_error with the broker's message.
+func (g *Gateway) brokerFailure(ctx *fasthttp.RequestCtx, err error) api.Code {
+	code := api.CodeBrokerError
+	if errors.Is(err, broker.ErrBrokerUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		code = api.CodeUnavailable
+		setRetryAfter(ctx, time.Second)
+	}
+	g.log.Debug("broker call failed", zap.String("code", string(code)), zap.Error(err))
+	writeError(ctx, code, err.Error(), nil)
+	return code
+}

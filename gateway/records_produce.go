@@ -1,0 +1,104 @@
+package gateway
+
+// Behavior: POST /v1/topics/{topic}/partitions/{p}/records with
+// "Authorization: Bearer <capability>" holding the produce op for exactly
+// this topic and partition, and a JSON body api.ProduceRequest
+// {"records":[{"key","value","headers"}]} (base64 bytes, at least one
+// record, unknown fields refused, Content-Type application/json or none).
+// The records are appended in order to the partition leader with acks=all;
+// 200 {"base_offset","count"}. No query parameters. The byte rate of the
+// capability's QoS counts request body bytes. Refusals as for fetch: 400,
+// 401, 403, 404, 409, 413 (body over max_body_bytes), 429, 502, 503.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/ocap"
+)
+
+func (g *Gateway) produceRecords(ctx *fasthttp.RequestCtx, topic, partition []byte) {
+	c := call{g: g, ctx: ctx, op: opProduce, start: ctx.Time()}
+	code := c.produce(topic, partition)
+	c.finish(code)
+}
+
+func (c *call) produce(topic, partition []byte) api.Code {
+	ctx := c.ctx
+	p, ok := parsePartition(partition)
+	if !ok || !ocap.ValidTopic(string(topic)) {
+		writeError(ctx, api.CodeBadRequest, "path must be /v1/topics/{topic}/partitions/{0..2147483647}/records", nil)
+		return api.CodeBadRequest
+	}
+	if problem := produceRequestProblem(ctx); problem != "" {
+		writeError(ctx, api.CodeBadRequest, problem, nil)
+		return api.CodeBadRequest
+	}
+	if _, code := c.admitCapability(topic, authz.Request{Partition: p, Op: ocap.OpProduce, Offset: -1}); code != "" {
+		return code
+	}
+	recs, err := decodeProduce(ctx.PostBody())
+	if err != nil {
+		writeError(ctx, api.CodeBadRequest, err.Error(), nil)
+		return api.CodeBadRequest
+	}
+	base, err := c.g.broker.Produce(context.Background(), c.req.Topic, c.req.Partition, recs)
+	if err != nil {
+		if errors.Is(err, broker.ErrUnknownTopicOrPartition) {
+			writeError(ctx, api.CodeNotFound, "unknown topic or partition", nil)
+			return api.CodeNotFound
+		}
+		return c.g.brokerFailure(ctx, err)
+	}
+	c.bytes, c.records = len(ctx.PostBody()), len(recs)
+	c.g.metrics.bytesIn.Add(float64(c.bytes))
+	body, _ := json.Marshal(api.ProduceResponse{BaseOffset: base, Count: len(recs)})
+	writeJSONBody(ctx, body)
+	return ""
+}
+
+// produceRequestProblem refuses query parameters and non-JSON bodies.
+func produceRequestProblem(ctx *fasthttp.RequestCtx) string {
+	if ctx.QueryArgs().Len() > 0 {
+		return "produce takes no query parameters"
+	}
+	ct := ctx.Request.Header.ContentType()
+	if mt, _, _ := bytes.Cut(ct, []byte(";")); len(ct) > 0 && !bytes.EqualFold(bytes.TrimSpace(mt), []byte(api.MediaJSON)) {
+		return "Content-Type must be application/json"
+	}
+	return ""
+}
+
+// decodeProduce reads an api.ProduceRequest strictly into kgo records.
+func decodeProduce(body []byte) ([]*kgo.Record, error) {
+	var req api.ProduceRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, fmt.Errorf("body: %v", err)
+	}
+	if dec.More() {
+		return nil, errors.New("body: trailing data after the JSON object")
+	}
+	if len(req.Records) == 0 {
+		return nil, errors.New("body: records must hold at least one record")
+	}
+	recs := make([]*kgo.Record, len(req.Records))
+	for i, r := range req.Records {
+		rec := &kgo.Record{Key: r.Key, Value: r.Value}
+		for _, h := range r.Headers {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		recs[i] = rec
+	}
+	return recs, nil
+}
