@@ -1,0 +1,201 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// Config is the consumer's configuration. The credential is never printed:
+// String, GoString, MarshalJSON and MarshalLogObject redact it.
+type Config struct {
+	// CoordinatorURL is the coordinator's base URL, e.g. http://127.0.0.1:7070.
+	CoordinatorURL string `yaml:"coordinator_url"`
+	// Gateways are the gateways' base URLs, tried in order; a fetch moves
+	// to the next on 503 or a connection error.
+	Gateways []string `yaml:"gateways"`
+	// Group is the consumer group to join.
+	Group string `yaml:"group"`
+	// Topics or TopicPattern (a Go regexp) is the subscription; exactly one.
+	Topics       []string `yaml:"topics"`
+	TopicPattern string   `yaml:"topic_pattern"`
+	// InstanceID makes the membership static: a restart within
+	// session_timeout takes its partitions back. Empty: dynamic.
+	InstanceID string `yaml:"instance_id"`
+	// ClientID names the application in the coordinator's member ids.
+	ClientID string `yaml:"client_id"`
+	// Credential is the client credential presented on join (a secret).
+	Credential string `yaml:"credential"`
+	// Assignor names the group's assignor; empty keeps the group's.
+	Assignor string `yaml:"assignor"`
+	// SessionTimeout: a member silent this long is dead.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// HeartbeatWait caps how long a heartbeat is held waiting for news.
+	HeartbeatWait time.Duration `yaml:"heartbeat_wait"`
+	// FetchMaxBytes caps one fetch's records.
+	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
+	// FetchMaxWait is how long a gateway holds a fetch with no records.
+	FetchMaxWait time.Duration `yaml:"fetch_max_wait"`
+	// RequestTimeout bounds one request beyond its own wait (heartbeat
+	// wait, fetch wait), including its retries.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// Raw fetches raw Kafka record batches and decodes them here instead
+	// of JSON records decoded by the gateway.
+	Raw bool `yaml:"raw"`
+	// BufferMaxBytes bounds the fetched records waiting for Poll (the
+	// buffer may overshoot by one fetch per partition).
+	BufferMaxBytes int64 `yaml:"buffer_max_bytes"`
+	// PollMaxRecords caps the records one Poll returns (whole fetches, at
+	// least one).
+	PollMaxRecords int `yaml:"poll_max_records"`
+	// RevokeTimeout bounds how long a revoked partition waits for the
+	// records already returned by Poll to be processed (the next Poll or
+	// Commit) before its processed offset is committed anyway.
+	RevokeTimeout time.Duration `yaml:"revoke_timeout"`
+	// CapabilityExpiryMargin: no fetch starts with a capability expiring
+	// within this margin; the partition waits for the renewal instead of
+	// hitting 401.
+	CapabilityExpiryMargin time.Duration `yaml:"capability_expiry_margin"`
+	// RetryBackoff and RetryBackoffMax bound the jittered exponential
+	// pause between retries once every gateway has failed.
+	RetryBackoff    time.Duration `yaml:"retry_backoff"`
+	RetryBackoffMax time.Duration `yaml:"retry_backoff_max"`
+}
+
+// DefaultConfig returns the defaults; CoordinatorURL, Gateways, Group, a
+// subscription and Credential must still be set.
+func DefaultConfig() Config {
+	return Config{
+		ClientID:               "capgate-client",
+		SessionTimeout:         10 * time.Second,
+		HeartbeatWait:          3 * time.Second,
+		FetchMaxBytes:          1 << 20,
+		FetchMaxWait:           500 * time.Millisecond,
+		RequestTimeout:         10 * time.Second,
+		BufferMaxBytes:         16 << 20,
+		PollMaxRecords:         10000,
+		RevokeTimeout:          5 * time.Second,
+		CapabilityExpiryMargin: 2 * time.Second,
+		RetryBackoff:           20 * time.Millisecond,
+		RetryBackoffMax:        time.Second,
+	}
+}
+
+// Validate checks every field and names the first bad one.
+func (c Config) Validate() error {
+	if err := validateURL("client.coordinator_url", c.CoordinatorURL); err != nil {
+		return err
+	}
+	if len(c.Gateways) == 0 {
+		return fmt.Errorf("client.gateways: must list at least one URL, got none")
+	}
+	for _, g := range c.Gateways {
+		if err := validateURL("client.gateways", g); err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.Group == "":
+		return fmt.Errorf("client.group: must not be empty")
+	case (len(c.Topics) == 0) == (c.TopicPattern == ""):
+		return fmt.Errorf("client.topics: set exactly one of topics and topic_pattern, got topics %q topic_pattern %q", c.Topics, c.TopicPattern)
+	case c.Credential == "":
+		return fmt.Errorf("client.credential: must not be empty")
+	}
+	for _, topic := range c.Topics {
+		if topic == "" {
+			return fmt.Errorf("client.topics: must not hold an empty topic, got %q", c.Topics)
+		}
+	}
+	if c.TopicPattern != "" {
+		if _, err := regexp.Compile(c.TopicPattern); err != nil {
+			return fmt.Errorf("client.topic_pattern: must be a regular expression, got %q: %v", c.TopicPattern, err)
+		}
+	}
+	return c.validateBounds()
+}
+
+func (c Config) validateBounds() error {
+	switch {
+	case c.SessionTimeout <= 0:
+		return fmt.Errorf("client.session_timeout: must be > 0, got %s", c.SessionTimeout)
+	case c.HeartbeatWait <= 0 || c.HeartbeatWait >= c.SessionTimeout:
+		return fmt.Errorf("client.heartbeat_wait: must be > 0 and < session_timeout (%s), got %s", c.SessionTimeout, c.HeartbeatWait)
+	case c.FetchMaxBytes <= 0:
+		return fmt.Errorf("client.fetch_max_bytes: must be > 0, got %d", c.FetchMaxBytes)
+	case c.FetchMaxWait < 0:
+		return fmt.Errorf("client.fetch_max_wait: must be >= 0, got %s", c.FetchMaxWait)
+	case c.RequestTimeout <= 0:
+		return fmt.Errorf("client.request_timeout: must be > 0, got %s", c.RequestTimeout)
+	case c.BufferMaxBytes <= 0:
+		return fmt.Errorf("client.buffer_max_bytes: must be > 0, got %d", c.BufferMaxBytes)
+	case c.PollMaxRecords <= 0:
+		return fmt.Errorf("client.poll_max_records: must be > 0, got %d", c.PollMaxRecords)
+	case c.RevokeTimeout <= 0:
+		return fmt.Errorf("client.revoke_timeout: must be > 0, got %s", c.RevokeTimeout)
+	case c.CapabilityExpiryMargin < 0:
+		return fmt.Errorf("client.capability_expiry_margin: must be >= 0, got %s", c.CapabilityExpiryMargin)
+	case c.RetryBackoff <= 0:
+		return fmt.Errorf("client.retry_backoff: must be > 0, got %s", c.RetryBackoff)
+	case c.RetryBackoffMax < c.RetryBackoff:
+		return fmt.Errorf("client.retry_backoff_max: must be >= retry_backoff (%s), got %s", c.RetryBackoff, c.RetryBackoffMax)
+	}
+	return nil
+}
+
+func validateURL(field, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s: must be an http(s) URL with a host, got %q", field, raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%s: must carry no query, fragment or user info, got %q", field, raw)
+	}
+	return nil
+}
+
+const redacted = "[redacted]"
+
+// redacted returns c with the credential masked.
+func (c Config) redacted() Config {
+	if c.Credential != "" {
+		c.Credential = redacted
+	}
+	return c
+}
+
+// configView has Config's fields without its methods, so printing it
+// does not recurse.
+type configView Config
+
+// String prints the configuration with the credential redacted.
+func (c Config) String() string { return fmt.Sprintf("%+v", configView(c.redacted())) }
+
+// GoString keeps %#v from printing the credential.
+func (c Config) GoString() string { return "client.Config" + c.String() }
+
+// MarshalJSON keeps JSON dumps (and zap.Any) from printing the credential.
+func (c Config) MarshalJSON() ([]byte, error) { return json.Marshal(configView(c.redacted())) }
+
+// MarshalLogObject logs the configuration with the credential redacted.
+func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("coordinator_url", c.CoordinatorURL)
+	enc.AddString("gateways", fmt.Sprint(c.Gateways))
+	enc.AddString("group", c.Group)
+	enc.AddString("topics", fmt.Sprint(c.Topics))
+	enc.AddString("topic_pattern", c.TopicPattern)
+	enc.AddString("instance_id", c.InstanceID)
+	enc.AddString("client_id", c.ClientID)
+	enc.AddString("credential", c.redacted().Credential)
+	enc.AddDuration("session_timeout", c.SessionTimeout)
+	enc.AddDuration("heartbeat_wait", c.HeartbeatWait)
+	enc.AddInt32("fetch_max_bytes", c.FetchMaxBytes)
+	enc.AddDuration("fetch_max_wait", c.FetchMaxWait)
+	enc.AddBool("raw", c.Raw)
+	enc.AddInt64("buffer_max_bytes", c.BufferMaxBytes)
+	return nil
+}

@@ -1,0 +1,123 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func validConfig() Config {
+	cfg := DefaultConfig()
+	cfg.CoordinatorURL = "http://127.0.0.1:7070"
+	cfg.Gateways = []string{"http://127.0.0.1:8080"}
+	cfg.Group = "billing"
+	cfg.Topics = []string{"orders"}
+	cfg.Credential = testCredential
+	return cfg
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := validConfig().Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	if err := DefaultConfig().Validate(); err == nil {
+		t.Fatalf("defaults alone validated; coordinator_url and friends are required")
+	}
+	cases := []struct {
+		field  string
+		mutate func(*Config)
+	}{
+		{"client.coordinator_url", func(c *Config) { c.CoordinatorURL = "ftp://x" }},
+		{"client.coordinator_url", func(c *Config) { c.CoordinatorURL = "http://x?a=b" }},
+		{"client.gateways", func(c *Config) { c.Gateways = nil }},
+		{"client.gateways", func(c *Config) { c.Gateways = []string{"127.0.0.1:8080"} }},
+		{"client.group", func(c *Config) { c.Group = "" }},
+		{"client.topics", func(c *Config) { c.TopicPattern = "^orders-.*" }},
+		{"client.topics", func(c *Config) { c.Topics = nil }},
+		{"client.topics", func(c *Config) { c.Topics = []string{""} }},
+		{"client.topic_pattern", func(c *Config) { c.Topics, c.TopicPattern = nil, "(" }},
+		{"client.credential", func(c *Config) { c.Credential = "" }},
+		{"client.session_timeout", func(c *Config) { c.SessionTimeout = 0 }},
+		{"client.heartbeat_wait", func(c *Config) { c.HeartbeatWait = c.SessionTimeout }},
+		{"client.fetch_max_bytes", func(c *Config) { c.FetchMaxBytes = 0 }},
+		{"client.fetch_max_wait", func(c *Config) { c.FetchMaxWait = -time.Second }},
+		{"client.request_timeout", func(c *Config) { c.RequestTimeout = 0 }},
+		{"client.buffer_max_bytes", func(c *Config) { c.BufferMaxBytes = 0 }},
+		{"client.poll_max_records", func(c *Config) { c.PollMaxRecords = 0 }},
+		{"client.revoke_timeout", func(c *Config) { c.RevokeTimeout = 0 }},
+		{"client.capability_expiry_margin", func(c *Config) { c.CapabilityExpiryMargin = -1 }},
+		{"client.retry_backoff", func(c *Config) { c.RetryBackoff = 0 }},
+		{"client.retry_backoff_max", func(c *Config) { c.RetryBackoffMax = time.Millisecond }},
+	}
+	for _, tc := range cases {
+		cfg := validConfig()
+		tc.mutate(&cfg)
+		err := cfg.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), tc.field+":") {
+			t.Errorf("want an error naming %s, got %v", tc.field, err)
+		}
+	}
+	pattern := validConfig()
+	pattern.Topics, pattern.TopicPattern = nil, "^orders-.*"
+	if err := pattern.Validate(); err != nil {
+		t.Fatalf("topic_pattern config: %v", err)
+	}
+}
+
+func TestConfigNeverPrintsCredential(t *testing.T) {
+	cfg := validConfig()
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.DebugLevel)
+	zap.New(core).Info("config", zap.Object("client", cfg), zap.Any("any", cfg))
+	outputs := []string{cfg.String(), fmt.Sprintf("%v %+v %#v %s", cfg, cfg, cfg, cfg), string(b)}
+	for _, e := range logs.All() {
+		outputs = append(outputs, fmt.Sprint(e.ContextMap()))
+	}
+	for _, out := range outputs {
+		if strings.Contains(out, testCredential) {
+			t.Fatalf("credential printed: %s", out)
+		}
+		if !strings.Contains(out, redacted) {
+			t.Fatalf("credential not marked redacted: %s", out)
+		}
+	}
+}
+
+// TestLogsCarryNoTokens runs a join, fetch, revoke and close with debug
+// logging and checks no capability, member token or credential is logged.
+func TestLogsCarryNoTokens(t *testing.T) {
+	var e *env
+	e = newEnv(t, func(int) []apiGrant { return []apiGrant{e.grantOf(p0, 1, 0, "cap-secret-p0")} })
+	e.store.append(p0, 4)
+	core, logs := observer.New(zap.DebugLevel)
+	c := e.start(e.config(), WithLogger(zap.New(core)))
+	pollUntil(t, c, countOf(p0, 4))
+	e.coord.news <- revokeOf(p0, 1)
+	waitFor(t, "revoke applied", func() bool { return len(c.Assigned()) == 0 })
+	if err := c.Commit(t.Context()); err != nil { // acknowledges 0..3
+		t.Fatal(err)
+	}
+	if commit := recv(t, e.coord.commits, "release commit"); !commit.req.Release {
+		t.Fatalf("commit %+v, want the release", commit.req)
+	}
+	closeNow(t, c)
+	if logs.Len() == 0 {
+		t.Fatalf("nothing logged")
+	}
+	for _, entry := range logs.All() {
+		text := entry.Message + " " + fmt.Sprint(entry.ContextMap())
+		for _, secret := range []string{"cap-secret", "member-token", testCredential} {
+			if strings.Contains(text, secret) {
+				t.Fatalf("log entry carries a secret: %s", text)
+			}
+		}
+	}
+}

@@ -1,0 +1,62 @@
+// Package client is capgate's Go consumer SDK: it joins a group at the
+// coordinator, keeps a long-poll heartbeat, fetches every granted
+// partition through the gateways with its capability, delivers records
+// through Poll, commits, and hands partitions over cleanly when the
+// coordinator revokes them (DESIGN §4, §5). A small Producer writes
+// through the gateways with a produce capability.
+//
+// The per-partition logic lives in the pure package client/session; this
+// package is its IO shell: HTTP, goroutines, clock.
+//
+// # Use
+//
+//	cfg := client.DefaultConfig()
+//	cfg.CoordinatorURL = "http://127.0.0.1:7070"
+//	cfg.Gateways = []string{"http://127.0.0.1:8080", "http://127.0.0.1:8081"}
+//	cfg.Group, cfg.Topics, cfg.Credential = "billing", []string{"orders"}, credential
+//	c, err := client.NewConsumer(cfg, client.WithLogger(log),
+//		client.OnRevoke(func(ctx context.Context, ps []client.Partition) { /* finish work on ps */ }))
+//	if err := c.Join(ctx); err != nil { ... }
+//	for {
+//		records, err := c.Poll(ctx) // also: the previous batch is processed
+//		if err != nil { break }
+//		process(records)
+//	}
+//	c.Close(ctx) // revoke hook, final commit + release, leave
+//
+// # Processing and commit rule
+//
+// Records returned by Poll count as processed when the next Poll, Commit
+// or Close is called. The offset committed for a partition is the offset
+// after the last processed record. Commit commits it for every held
+// partition with the partition's current capability.
+//
+// # Handoff
+//
+// When the coordinator revokes a partition (in a heartbeat) or a gateway
+// answers 409 capability_revoked, the partition stops at once: its
+// in-flight fetch is cancelled, its undelivered records are dropped, and
+// no record of it is returned by Poll from then on. OnRevoke is called;
+// once it returned and the records already returned by Poll are processed
+// (the next Poll or Commit; at most revoke_timeout), the processed offset
+// is committed with the partition's OLD capability and release:true. The
+// next holder starts right there: nothing lost, nothing repeated.
+//
+// Renewed capabilities arrive in heartbeats and replace the old one
+// without moving the offset; a partition whose capability would expire
+// within capability_expiry_margin without a renewal stops fetching until
+// one arrives. unknown_member loses every partition (OnLost) and rejoins
+// with the same instance id. Refusals are *Error values carrying the api
+// reject table's code.
+//
+// # Gateways
+//
+// Every fetch starts at the gateway in use; on a connection error or a
+// 5xx (503 not ready / out of sync) the pool moves to the next one, and
+// after all failed once, retries pause with a bounded jittered backoff.
+//
+// Concurrency: Poll is meant for one goroutine; Commit, Assigned, MemberID
+// and Close are safe from any goroutine. Hooks run one at a time on a
+// goroutine of their own, in order; a hook may call Commit but not Close
+// (Close waits for the revoke hook). Producer is safe for concurrent use.
+package client

@@ -1,0 +1,173 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/session"
+)
+
+// fetcher reads one partition through the gateways, failing over on 503
+// and connection errors.
+type fetcher struct {
+	cfg  Config
+	tr   *transport
+	pool *gatewayPool
+	log  *zap.Logger
+}
+
+// fetched is a decoded answer.
+type fetched struct {
+	records []Record
+	bytes   int64
+	next    int64
+}
+
+// run performs f and reports it in the session's terms.
+func (f *fetcher) run(ctx context.Context, req session.Fetch) session.FetchDone {
+	done := session.FetchDone{ID: req.ID, Partition: req.Partition, Earliest: -1, Latest: -1}
+	res, err := f.fetch(ctx, req)
+	done.Now = time.Now()
+	var e *Error
+	switch {
+	case err == nil:
+		done.Records, done.Bytes, done.Next, done.Payload = len(res.records), res.bytes, res.next, res.records
+	case ctx.Err() != nil:
+		done.Canceled = true
+	case errors.As(err, &e):
+		done.Code = e.Code
+		done.Earliest, done.Latest = e.detailOffset("earliest"), e.detailOffset("latest")
+		f.log.Warn("fetch refused", zap.Stringer("partition", req.Partition), zap.Uint64("epoch", req.Epoch),
+			zap.Int64("offset", req.Offset), zap.String("code", string(e.Code)), zap.String("message", e.Message))
+	default:
+		done.Code = api.CodeUnavailable
+	}
+	return done
+}
+
+// fetch tries the gateway in use, moving on while the failure is one
+// another gateway (or a later try) may not have; after every gateway
+// failed once it pauses with a jittered backoff.
+func (f *fetcher) fetch(ctx context.Context, req session.Fetch) (fetched, error) {
+	round := 0
+	for attempt := 1; ; attempt++ {
+		i, base := f.pool.pick()
+		res, err := f.fetchFrom(ctx, base, req)
+		if err == nil || ctx.Err() != nil || !retriable(err) {
+			return res, err
+		}
+		moved := failover(err)
+		if moved {
+			f.pool.fail(i)
+		}
+		f.log.Debug("fetch failed, retrying", zap.Stringer("partition", req.Partition),
+			zap.String("gateway", base), zap.Bool("failover", moved), zap.Error(err))
+		if !moved || attempt%len(f.pool.urls) == 0 {
+			if f.tr.backoff.wait(ctx, round, retryHint(err)) != nil {
+				return res, err
+			}
+			round++
+		}
+	}
+}
+
+func (f *fetcher) fetchFrom(ctx context.Context, base string, req session.Fetch) (fetched, error) {
+	op := "fetch " + req.Partition.String()
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.FetchMaxWait+f.cfg.RequestTimeout)
+	defer cancel()
+	q := url.Values{}
+	q.Set("offset", strconv.FormatInt(req.Offset, 10))
+	q.Set("max_bytes", strconv.FormatInt(int64(f.cfg.FetchMaxBytes), 10))
+	q.Set("max_wait_ms", strconv.FormatInt(f.cfg.FetchMaxWait.Milliseconds(), 10))
+	r := request{method: http.MethodGet, url: recordsURL(base, req.Partition) + "?" + q.Encode(), bearer: req.Capability, accept: api.MediaJSON}
+	if f.cfg.Raw {
+		r.accept = api.MediaRecordBatch
+	}
+	limit := max(64<<20, 4*int64(f.cfg.FetchMaxBytes))
+	resp, body, err := f.tr.do(ctx, op, r, limit)
+	if err != nil {
+		return fetched{}, err
+	}
+	var res fetched
+	if f.cfg.Raw {
+		res, err = decodeRaw(resp, body, req)
+	} else {
+		res, err = decodeJSON(body, req)
+	}
+	if err != nil {
+		return fetched{}, fmt.Errorf("client: %s: %w", op, err)
+	}
+	return res, nil
+}
+
+func recordsURL(base string, p Partition) string {
+	return base + "/v1/topics/" + url.PathEscape(p.Topic) + "/partitions/" + strconv.FormatInt(int64(p.Partition), 10) + "/records"
+}
+
+// decodeJSON reads a JSON fetch answer, dropping records before the
+// requested offset.
+func decodeJSON(body []byte, req session.Fetch) (fetched, error) {
+	var wire api.FetchResponse
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return fetched{}, fmt.Errorf("decode answer: %w", err)
+	}
+	res := fetched{records: make([]Record, 0, len(wire.Records)), next: req.Offset}
+	for _, w := range wire.Records {
+		if w.Offset < res.next {
+			continue
+		}
+		r := Record{
+			Topic: req.Partition.Topic, Partition: req.Partition.Partition, Offset: w.Offset,
+			Timestamp: time.UnixMilli(w.Timestamp), Key: w.Key, Value: w.Value, Headers: w.Headers, Epoch: req.Epoch,
+		}
+		res.bytes += r.size()
+		res.records = append(res.records, r)
+		res.next = w.Offset + 1
+	}
+	res.next = max(res.next, wire.NextOffset)
+	return res, nil
+}
+
+// decodeRaw reads raw record batches with franz-go's own parser
+// (decompression, CRC, control records).
+func decodeRaw(resp *http.Response, body []byte, req session.Fetch) (fetched, error) {
+	part := &kmsg.FetchResponseTopicPartition{Partition: req.Partition.Partition, RecordBatches: body}
+	if hw, err := strconv.ParseInt(resp.Header.Get(api.HeaderHighWatermark), 10, 64); err == nil {
+		part.HighWatermark = hw
+	}
+	opts := kgo.ProcessFetchPartitionOpts{Offset: req.Offset, Topic: req.Partition.Topic, Partition: req.Partition.Partition}
+	// The second result is the offset after the last batch parsed,
+	// control records included.
+	fp, parsed := kgo.ProcessFetchPartition(opts, part, kgo.DefaultDecompressor(), nil)
+	if fp.Err != nil {
+		return fetched{}, fmt.Errorf("decode record batches: %w", fp.Err)
+	}
+	res := fetched{records: make([]Record, 0, len(fp.Records)), next: max(req.Offset, parsed)}
+	for _, k := range fp.Records {
+		r := Record{
+			Topic: req.Partition.Topic, Partition: req.Partition.Partition, Offset: k.Offset,
+			Timestamp: k.Timestamp, Key: k.Key, Value: k.Value, Epoch: req.Epoch,
+		}
+		for _, h := range k.Headers {
+			r.Headers = append(r.Headers, Header{Key: h.Key, Value: h.Value})
+		}
+		res.bytes += r.size()
+		res.records = append(res.records, r)
+		res.next = max(res.next, k.Offset+1)
+	}
+	if next, err := strconv.ParseInt(resp.Header.Get(api.HeaderNextOffset), 10, 64); err == nil {
+		res.next = max(res.next, next)
+	}
+	return res, nil
+}

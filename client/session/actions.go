@@ -1,0 +1,93 @@
+package session
+
+import (
+	"github.com/capgate/capgate/api"
+)
+
+// Action is one output of Step, for the shell to carry out in order.
+type Action interface {
+	isAction()
+}
+
+// Fetch: read Partition from Offset with Capability, then step
+// FetchDone{ID}. At most one fetch per partition is outstanding, except
+// for a moment after CancelFetch or a re-grant.
+type Fetch struct {
+	ID         uint64
+	Partition  Partition
+	Epoch      uint64
+	Offset     int64
+	Capability string
+}
+
+// CancelFetch: abort fetch ID if it is still running; its FetchDone is
+// still expected (Canceled or not) and its records will be dropped.
+type CancelFetch struct {
+	ID        uint64
+	Partition Partition
+}
+
+// Deliver: the answer to Polled; hand the non-empty batches to the user
+// in order. It is emitted for every Polled, possibly with no batches.
+type Deliver struct {
+	Batches []Batch
+}
+
+// Commit: send POST commit with Token and Offsets (each carrying the
+// capability of the epoch it is committed under), then step
+// CommitDone{ID}. Release:true is the PartitionCommitted notice. Ticket
+// is the user's request it serves, 0 for the session's own commits.
+type Commit struct {
+	ID      uint64
+	Ticket  uint64
+	Token   string
+	Offsets []api.CommitOffset
+	Release bool
+}
+
+// CommitResult answers CommitRequested{Ticket} once every commit made
+// for it ended. Code and Err are those of the first failure, empty on
+// success.
+type CommitResult struct {
+	Ticket uint64
+	Code   api.Code
+	Err    error
+}
+
+// CallRevoke: run the user's revoke hook for Partitions, then step
+// HookDone{ID}. Lost:true means the partitions are already gone (the
+// member expired): nothing will be committed and HookDone is not needed.
+type CallRevoke struct {
+	ID         uint64
+	Partitions []Partition
+	Lost       bool
+}
+
+// CallGrant: run the user's grant hook for Partitions. Fetching has
+// already started; the session does not wait for the hook.
+type CallGrant struct {
+	Partitions []Partition
+}
+
+// Rejoin: the member is gone; join again without a member id and step
+// Joined.
+type Rejoin struct{}
+
+// Leave: send POST leave with Token, then step LeaveDone.
+type Leave struct {
+	Token string
+}
+
+// Stop: the session is over; stop the heartbeat loop and every fetch.
+type Stop struct{}
+
+func (Fetch) isAction()        {}
+func (CancelFetch) isAction()  {}
+func (Deliver) isAction()      {}
+func (Commit) isAction()       {}
+func (CommitResult) isAction() {}
+func (CallRevoke) isAction()   {}
+func (CallGrant) isAction()    {}
+func (Rejoin) isAction()       {}
+func (Leave) isAction()        {}
+func (Stop) isAction()         {}

@@ -1,0 +1,118 @@
+package session
+
+import (
+	"time"
+
+	"github.com/capgate/capgate/api"
+)
+
+// Event is one input to Step. Every event carries the time it happened;
+// the session never reads a clock.
+type Event interface {
+	now() time.Time
+}
+
+// Joined: a join answered. The session adopts the member identity and the
+// grants; it moves from Idle or Rejoining to Active.
+type Joined struct {
+	Now      time.Time
+	Response api.JoinResponse
+}
+
+// NewsArrived: a heartbeat answered. Incarnation is Member().Incarnation
+// read when the heartbeat was sent; news of an older incarnation is
+// dropped. Revokes are applied before grants and renewals.
+type NewsArrived struct {
+	Now         time.Time
+	Incarnation uint64
+	News        api.HeartbeatResponse
+}
+
+// HeartbeatFailed: a heartbeat was rejected with Code. A rejoin code
+// (unknown_member) of the current incarnation loses every partition and
+// asks for a rejoin; other codes change nothing (the shell retries).
+type HeartbeatFailed struct {
+	Now         time.Time
+	Incarnation uint64
+	Code        api.Code
+}
+
+// FetchDone: the fetch with ID ended. On success Code is empty, Records
+// and Bytes describe the batch (Records may be 0), Next is the offset to
+// fetch next and Payload is the decoded records, opaque to the session.
+// Canceled reports a fetch the shell cancelled (after CancelFetch or on
+// shutdown). On offset_out_of_range, Earliest and Latest are the
+// partition's bounds, -1 when unknown.
+type FetchDone struct {
+	Now       time.Time
+	ID        uint64
+	Partition Partition
+	Records   int
+	Bytes     int64
+	Next      int64
+	Payload   any
+	Code      api.Code
+	Canceled  bool
+	Earliest  int64
+	Latest    int64
+}
+
+// Polled: the user asked for records. Everything delivered by earlier
+// Polls counts as processed from now on; then up to MaxRecords records
+// (0: Config.PollMaxRecords; whole batches, at least one) are delivered.
+type Polled struct {
+	Now        time.Time
+	MaxRecords int
+}
+
+// CommitRequested: the user asked to commit. Everything delivered so far
+// counts as processed; the processed offsets of held partitions are
+// committed, and CommitResult{Ticket} reports the outcome.
+type CommitRequested struct {
+	Now    time.Time
+	Ticket uint64
+}
+
+// CommitDone: the commit with ID ended; Code is empty on success. Err is
+// the shell's error, passed back untouched in CommitResult.
+type CommitDone struct {
+	Now  time.Time
+	ID   uint64
+	Code api.Code
+	Err  error
+}
+
+// HookDone: the revoke hook of CallRevoke{ID} returned.
+type HookDone struct {
+	Now time.Time
+	ID  uint64
+}
+
+// Tick: time passed; the shell steps one at NextDeadline.
+type Tick struct {
+	Now time.Time
+}
+
+// CloseRequested: the user is closing the consumer. Every held partition
+// is revoked (hook, commit, release); then the member leaves.
+type CloseRequested struct {
+	Now time.Time
+}
+
+// LeaveDone: the leave ended (Code empty on success). The session stops.
+type LeaveDone struct {
+	Now  time.Time
+	Code api.Code
+}
+
+func (e Joined) now() time.Time          { return e.Now }
+func (e NewsArrived) now() time.Time     { return e.Now }
+func (e HeartbeatFailed) now() time.Time { return e.Now }
+func (e FetchDone) now() time.Time       { return e.Now }
+func (e Polled) now() time.Time          { return e.Now }
+func (e CommitRequested) now() time.Time { return e.Now }
+func (e CommitDone) now() time.Time      { return e.Now }
+func (e HookDone) now() time.Time        { return e.Now }
+func (e Tick) now() time.Time            { return e.Now }
+func (e CloseRequested) now() time.Time  { return e.Now }
+func (e LeaveDone) now() time.Time       { return e.Now }

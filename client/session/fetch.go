@@ -1,0 +1,139 @@
+package session
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/capgate/capgate/api"
+)
+
+// fill starts a fetch for every fetching partition that has none, may use
+// its capability, and while the buffer has room.
+func (s *Session) fill(now time.Time) {
+	if s.queuedBytes >= s.cfg.BufferMaxBytes {
+		return
+	}
+	var ready []*partition
+	for _, p := range s.parts {
+		if p.state == Fetching && p.fetch == 0 && !p.refused && !p.expiring(now, s.cfg.ExpiryMargin) {
+			ready = append(ready, p)
+		}
+	}
+	slices.SortFunc(ready, func(a, b *partition) int { return comparePartitions(a.id, b.id) })
+	for _, p := range ready {
+		p.fetch = s.nextID()
+		s.emit(Fetch{ID: p.fetch, Partition: p.id, Epoch: p.epoch, Offset: p.next, Capability: p.capability})
+	}
+}
+
+// fetchDone takes a fetch's result. A result is dropped unless it answers
+// the partition object's outstanding fetch: a late response admitted
+// under an older epoch, or one cancelled by a revoke, never delivers.
+func (s *Session) fetchDone(e FetchDone) {
+	p := s.parts[e.Partition]
+	if p == nil || p.fetch != e.ID {
+		return
+	}
+	p.fetch = 0
+	if p.state != Fetching || e.Canceled {
+		return
+	}
+	switch {
+	case e.Code == "":
+		s.accept(p, e)
+	case e.Code == api.CodeCapabilityRevoked:
+		// The gateway fenced us: the coordinator's revoke is on its way;
+		// stop now and hand the partition over as if it had arrived.
+		s.startRevoke(e.Now, p)
+		s.callRevoke([]Partition{p.id})
+	case e.Code == api.CodeOffsetOutOfRange:
+		s.outOfRange(p, e.Earliest, e.Latest)
+	default:
+		// Expired, unauthorized, forbidden, unknown partition, or a
+		// non-retriable error: retrying the same capability cannot help.
+		p.refused = true
+	}
+}
+
+// accept queues a fetched batch (or an empty one that moves the offset).
+func (s *Session) accept(p *partition, e FetchDone) {
+	if e.Records == 0 && e.Next <= p.next {
+		return
+	}
+	next := max(e.Next, p.next)
+	s.queue = append(s.queue, Batch{
+		Partition: p.id, Epoch: p.epoch, Offset: p.next, Next: next,
+		Records: e.Records, Bytes: e.Bytes, Payload: e.Payload,
+	})
+	s.queuedBytes += e.Bytes
+	p.next = next
+}
+
+// outOfRange moves the fetch position into [earliest, latest]. When
+// nothing is pending the delivered and processed offsets follow, as no
+// record lies between the old and new position.
+func (s *Session) outOfRange(p *partition, earliest, latest int64) {
+	target := p.next
+	switch {
+	case earliest >= 0 && p.next < earliest:
+		target = earliest
+	case latest >= 0 && p.next > latest && p.delivered <= latest:
+		target = latest
+	default:
+		p.refused = true // bounds unknown or behind what was delivered
+		return
+	}
+	idle := p.processed == p.delivered && p.delivered == p.next
+	p.next = target
+	if idle {
+		p.delivered, p.processed = target, target
+	}
+}
+
+// purge drops the undelivered batches of id.
+func (s *Session) purge(id Partition) {
+	s.queue = slices.DeleteFunc(s.queue, func(b Batch) bool {
+		if b.Partition == id {
+			s.queuedBytes -= b.Bytes
+			return true
+		}
+		return false
+	})
+}
+
+// ackDelivered marks everything delivered as processed.
+func (s *Session) ackDelivered() {
+	for _, p := range s.parts {
+		p.processed = p.delivered
+	}
+}
+
+// polled acknowledges earlier deliveries and delivers the next batches.
+func (s *Session) polled(e Polled) {
+	s.ackDelivered()
+	limit := e.MaxRecords
+	if limit <= 0 {
+		limit = s.cfg.PollMaxRecords
+	}
+	var out []Batch
+	records, taken := 0, 0
+	for _, b := range s.queue {
+		if records > 0 && records+b.Records > limit {
+			break
+		}
+		taken++
+		s.queuedBytes -= b.Bytes
+		p := s.parts[b.Partition]
+		if p == nil || p.state != Fetching || p.epoch != b.Epoch {
+			panic(fmt.Sprintf("session: delivering a batch of %s epoch %d not held for fetching", b.Partition, b.Epoch))
+		}
+		p.delivered = b.Next
+		if b.Records > 0 {
+			out = append(out, b)
+			records += b.Records
+		}
+	}
+	s.queue = slices.Delete(s.queue, 0, taken)
+	s.emit(Deliver{Batches: out})
+}

@@ -1,0 +1,319 @@
+package session
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Partition names one partition of one topic.
+type Partition struct {
+	Topic     string
+	Partition int32
+}
+
+// String renders "topic/partition".
+func (p Partition) String() string {
+	return p.Topic + "/" + strconv.FormatInt(int64(p.Partition), 10)
+}
+
+func comparePartitions(a, b Partition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return int(a.Partition) - int(b.Partition)
+}
+
+// Batch is the result of one fetch waiting to be delivered: records of
+// one partition from Offset up to (not including) Next, Payload being the
+// shell's decoded records. A batch with no records only moves the
+// delivered offset (Kafka control records, compacted gaps).
+type Batch struct {
+	Partition Partition
+	Epoch     uint64
+	Offset    int64
+	Next      int64
+	Records   int
+	Bytes     int64
+	Payload   any
+}
+
+// Config bounds the session.
+type Config struct {
+	// BufferMaxBytes: no new fetch is issued while this many record bytes
+	// wait to be delivered. The buffer can overshoot by the outstanding
+	// fetches (one per partition, fetch_max_bytes each).
+	BufferMaxBytes int64
+	// PollMaxRecords is the default cap on the records one Polled
+	// delivers (whole batches, at least one).
+	PollMaxRecords int
+	// RevokeTimeout bounds how long a revoked partition waits for the user
+	// to acknowledge (by polling or committing) records already delivered;
+	// after it the processed offset is committed as is.
+	RevokeTimeout time.Duration
+	// ExpiryMargin: no fetch is issued with a capability that expires
+	// within this margin; the partition waits for a renewal instead.
+	ExpiryMargin time.Duration
+	// FullChecks walks the whole buffer after every step to assert its
+	// invariants (O(buffered batches)); for tests and simulations. The
+	// cheap assertions always run.
+	FullChecks bool
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.BufferMaxBytes <= 0:
+		return fmt.Errorf("session: buffer_max_bytes: must be > 0, got %d", c.BufferMaxBytes)
+	case c.PollMaxRecords <= 0:
+		return fmt.Errorf("session: poll_max_records: must be > 0, got %d", c.PollMaxRecords)
+	case c.RevokeTimeout <= 0:
+		return fmt.Errorf("session: revoke_timeout: must be > 0, got %s", c.RevokeTimeout)
+	case c.ExpiryMargin < 0:
+		return fmt.Errorf("session: expiry_margin: must be >= 0, got %s", c.ExpiryMargin)
+	}
+	return nil
+}
+
+// Status is the member's lifecycle.
+type Status uint8
+
+// Statuses, in lifecycle order.
+const (
+	Idle      Status = iota // not joined yet
+	Active                  // joined: fetching, heartbeating
+	Rejoining               // the member was lost; a Rejoin is under way
+	Closing                 // revoking everything before leaving
+	Leaving                 // Leave sent
+	Stopped                 // over
+)
+
+var statusNames = [...]string{"idle", "active", "rejoining", "closing", "leaving", "stopped"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Member is the identity the session joined with. Incarnation counts
+// joins; results of requests made under an older incarnation are dropped.
+type Member struct {
+	ID          string
+	Token       string
+	Incarnation uint64
+}
+
+// Session is the consumer's per-partition logic. It is not safe for
+// concurrent use: the shell serializes Step calls.
+type Session struct {
+	cfg    Config
+	status Status
+	member Member
+	// heartbeatWait is the coordinator's cap from the join response.
+	heartbeatWait time.Duration
+
+	parts map[Partition]*partition
+	// seen is the highest epoch ever held per partition, kept after
+	// release so stale grants stay ignored.
+	seen map[Partition]uint64
+
+	queue       []Batch
+	queuedBytes int64
+
+	commits map[uint64]*commitState
+	tickets map[uint64]*ticketState
+
+	lastID uint64
+	out    []Action
+}
+
+// New returns an Idle session; it panics on an invalid Config (the shell
+// validates its own configuration first).
+func New(cfg Config) *Session {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return &Session{
+		cfg:     cfg,
+		parts:   map[Partition]*partition{},
+		seen:    map[Partition]uint64{},
+		commits: map[uint64]*commitState{},
+		tickets: map[uint64]*ticketState{},
+	}
+}
+
+// Step applies one event and returns what the shell must do, in order.
+// The returned slice is the caller's.
+func (s *Session) Step(e Event) []Action {
+	now := e.now()
+	switch e := e.(type) {
+	case Joined:
+		s.joined(e)
+	case NewsArrived:
+		s.news(e)
+	case HeartbeatFailed:
+		s.heartbeatFailed(e)
+	case FetchDone:
+		s.fetchDone(e)
+	case Polled:
+		s.polled(e)
+	case CommitRequested:
+		s.commitRequested(e)
+	case CommitDone:
+		s.commitDone(e)
+	case HookDone:
+		s.hookDone(e)
+	case Tick:
+	case CloseRequested:
+		s.closeRequested(e)
+	case LeaveDone:
+		s.leaveDone()
+	default:
+		panic(fmt.Sprintf("session: unknown event %T", e))
+	}
+	s.advance(now)
+	out := s.out
+	s.out = nil
+	return out
+}
+
+// advance does the work that follows any change: release revoked
+// partitions that are ready, leave once closing is done, start fetches.
+func (s *Session) advance(now time.Time) {
+	s.releaseReady(now)
+	if s.status == Closing && len(s.parts) == 0 {
+		s.status = Leaving
+		s.emit(Leave{Token: s.member.Token})
+	}
+	if s.status == Active {
+		s.fill(now)
+	}
+	s.check()
+}
+
+func (s *Session) emit(a Action) { s.out = append(s.out, a) }
+
+func (s *Session) nextID() uint64 {
+	s.lastID++
+	return s.lastID
+}
+
+// Status reports the lifecycle state.
+func (s *Session) Status() Status { return s.status }
+
+// Member reports the joined identity (zero before the first join).
+func (s *Session) Member() Member { return s.member }
+
+// Assigned lists the partitions held and being fetched, sorted; revoked
+// partitions still being released are not listed.
+func (s *Session) Assigned() []Partition {
+	out := make([]Partition, 0, len(s.parts))
+	for id, p := range s.parts {
+		if p.state == Fetching {
+			out = append(out, id)
+		}
+	}
+	slices.SortFunc(out, comparePartitions)
+	return out
+}
+
+// PartitionInfo is a held partition's state, for inspection.
+type PartitionInfo struct {
+	State     State
+	Epoch     uint64
+	Next      int64 // offset of the next fetch
+	Delivered int64 // offset after the last record handed to the user
+	Processed int64 // offset after the last record the user processed
+	Committed int64 // highest offset the coordinator accepted
+}
+
+// Inspect reports p's state; false when p is not held.
+func (s *Session) Inspect(p Partition) (PartitionInfo, bool) {
+	h := s.parts[p]
+	if h == nil {
+		return PartitionInfo{}, false
+	}
+	return PartitionInfo{
+		State: h.state, Epoch: h.epoch, Next: h.next,
+		Delivered: h.delivered, Processed: h.processed, Committed: h.committed,
+	}, true
+}
+
+// Buffered reports the records and bytes waiting to be delivered.
+func (s *Session) Buffered() (records int, bytes int64) {
+	for _, b := range s.queue {
+		records += b.Records
+	}
+	return records, s.queuedBytes
+}
+
+// HeartbeatWait is the wait_ms to send with the next heartbeat: at most
+// limit (and the coordinator's heartbeat_wait), and short enough that the
+// heartbeat returns by the time the earliest capability passes half its
+// lease, so the next heartbeat is there to be renewed. The lease is
+// measured from when the capability arrived. Never below 1 ms.
+func (s *Session) HeartbeatWait(now time.Time, limit time.Duration) time.Duration {
+	wait := limit
+	if s.heartbeatWait > 0 && s.heartbeatWait < wait {
+		wait = s.heartbeatWait
+	}
+	for _, p := range s.parts {
+		if p.state != Fetching || p.expiresAt.IsZero() {
+			continue
+		}
+		half := p.renewedAt.Add(p.expiresAt.Sub(p.renewedAt) / 2)
+		if d := half.Sub(now); d > 0 && d < wait {
+			wait = d
+		}
+	}
+	return max(wait, time.Millisecond)
+}
+
+// NextDeadline is when the session next needs a Tick: a revoked partition
+// that waits only for the user's acknowledgement times out then. Zero when
+// nothing is timed. A partition still waiting for its fetch, hook or
+// commits is released by the step that ends the wait, so it needs no Tick.
+func (s *Session) NextDeadline() time.Time {
+	var next time.Time
+	for _, p := range s.parts {
+		if p.state != Revoking || p.releasing || p.processed == p.delivered ||
+			p.fetch != 0 || p.hook != 0 || p.commits > 0 {
+			continue
+		}
+		if at := p.revokedAt.Add(s.cfg.RevokeTimeout); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next
+}
+
+// check asserts the invariants that must hold after every step.
+func (s *Session) check() {
+	if s.queuedBytes < 0 {
+		panic(fmt.Sprintf("session: queued bytes %d < 0", s.queuedBytes))
+	}
+	for id, p := range s.parts {
+		if p.processed > p.delivered || p.delivered > p.next {
+			panic(fmt.Sprintf("session: %s offsets out of order: processed %d delivered %d next %d",
+				id, p.processed, p.delivered, p.next))
+		}
+	}
+	if !s.cfg.FullChecks {
+		return
+	}
+	var bytes int64
+	for _, b := range s.queue {
+		p := s.parts[b.Partition]
+		if p == nil || p.state != Fetching || p.epoch != b.Epoch {
+			panic(fmt.Sprintf("session: queued batch of %s epoch %d not held for fetching", b.Partition, b.Epoch))
+		}
+		bytes += b.Bytes
+	}
+	if bytes != s.queuedBytes {
+		panic(fmt.Sprintf("session: queued bytes %d, batches hold %d", s.queuedBytes, bytes))
+	}
+}
