@@ -72,8 +72,9 @@ func (c *call) finish(code api.Code, fields ...zap.Field) {
 		if outcome == "" {
 			outcome = codeOK
 		}
-		c.g.trace.Debug(c.op, append(fields, zap.String("jti", c.claims.ID), zap.String("topic", c.req.Topic),
-			zap.Int32("partition", c.req.Partition), zap.String("outcome", outcome), zap.Int("records", c.records),
-			zap.Int("bytes", c.bytes), zap.Duration("elapsed", elapsed))...)
+		c.g.trace.Debug(c.op, append(fields, zap.String("jti", c.claims.ID), zap.String("holder", c.claims.Subject),
+			zap.String("group", c.claims.Group), zap.String("topic", c.req.Topic), zap.Int32("partition", c.req.Partition),
+			zap.Uint64("epoch", c.claims.Epoch), zap.String("outcome", outcome), zap.Int("records", c.records),
+			zap.Int("bytes", c.bytes), zap.Time("started", c.start), zap.Duration("elapsed", elapsed))...)
 	}
 }
