@@ -29,6 +29,11 @@ type Config struct {
 	// DataDir holds the badger store, including the signing key ring
 	// (directory 0700, files 0600).
 	DataDir string `yaml:"data_dir"`
+	// KeyFile, when set, is a key ring made by `capgate keys generate`
+	// (mode 0600) imported on first start instead of generating one. Once
+	// the store holds a ring the file is not read again: rotate through
+	// the admin API.
+	KeyFile string `yaml:"key_file"`
 
 	// AdminTokenHashes and SyncTokenHashes are hex SHA-256 digests of the
 	// admin and gateway-sync bearer tokens (see GenerateSecret); the

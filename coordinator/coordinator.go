@@ -130,7 +130,7 @@ func (c *Coordinator) open(o options) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	if c.keys, err = loadKeys(st, snap, c.cfg.verifierConfig(), c.now()); err != nil {
+	if c.keys, err = loadKeys(st, snap, c.cfg.verifierConfig(), c.cfg.KeyFile, c.now()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	restored, err := machineSnapshot(snap)

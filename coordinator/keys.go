@@ -33,7 +33,7 @@ type keyIDs struct {
 
 // loadKeys reads the ring from the store, or makes one and stores it on
 // first start.
-func loadKeys(st *store.Store, snap *store.Snapshot, cfg ocap.VerifierConfig, now time.Time) (*keys, error) {
+func loadKeys(st *store.Store, snap *store.Snapshot, cfg ocap.VerifierConfig, keyFile string, now time.Time) (*keys, error) {
 	ring := &ocap.KeyRing{}
 	if snap.KeyRing != nil {
 		if err := ring.UnmarshalBinary(snap.KeyRing); err != nil {
@@ -41,8 +41,8 @@ func loadKeys(st *store.Store, snap *store.Snapshot, cfg ocap.VerifierConfig, no
 		}
 	} else {
 		var err error
-		if ring, err = ocap.NewKeyRing(crand.Reader, now); err != nil {
-			return nil, fmt.Errorf("keys: new ring: %w", err)
+		if ring, err = firstRing(keyFile, now); err != nil {
+			return nil, err
 		}
 		if err := saveRing(st, ring); err != nil {
 			return nil, err
@@ -61,6 +61,23 @@ func loadKeys(st *store.Store, snap *store.Snapshot, cfg ocap.VerifierConfig, no
 		return nil, err
 	}
 	return k, nil
+}
+
+// firstRing is the ring of a first start: imported from keyFile when one
+// is configured, else freshly generated.
+func firstRing(keyFile string, now time.Time) (*ocap.KeyRing, error) {
+	if keyFile != "" {
+		ring, err := ocap.LoadKeyRingFile(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("keys: import key_file: %w", err)
+		}
+		return ring, nil
+	}
+	ring, err := ocap.NewKeyRing(crand.Reader, now)
+	if err != nil {
+		return nil, fmt.Errorf("keys: new ring: %w", err)
+	}
+	return ring, nil
 }
 
 func saveRing(st *store.Store, ring *ocap.KeyRing) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -25,7 +26,7 @@ func newKeysGenerate() *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "generate --out keys.json",
-		Short: "Write a new key ring (current + next key) with mode 0600",
+		Short: "Write a new key ring (current + next key) with mode 0600, for coordinator.key_file",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := os.Stat(out); err == nil && !force {
 				return fmt.Errorf("%s exists; pass --force to replace it (tokens signed by its keys stop verifying)", out)
@@ -47,26 +48,19 @@ func newKeysGenerate() *cobra.Command {
 }
 
 func newKeysRotate() *cobra.Command {
-	var file string
+	f := &adminFlags{}
 	cmd := &cobra.Command{
-		Use:   "rotate --file keys.json",
-		Short: "Rotate a key ring file: next becomes current, a new next is made, the old current is kept as previous",
+		Use:   "rotate",
+		Short: "Rotate a running coordinator's signing keys (admin API): next becomes current, a new next is made",
+		Long: "The coordinator stores the ring durably, then pushes the new key set to every gateway on\n" +
+			"the sync channel. Tokens signed by the old current key keep verifying until the next\n" +
+			"rotation retires it; client credentials signed by a retired key must be re-issued.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ring, err := ocap.LoadKeyRingFile(file)
-			if err != nil {
-				return err
-			}
-			if err := ring.Rotate(rand.Reader, time.Now()); err != nil {
-				return err
-			}
-			if err := ring.SaveFile(file); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rotated %s: current kid %s, next kid %s, previous kid %s\n", file, ring.Current.ID, ring.Next.ID, ring.Previous.ID)
-			return nil
+			return call(cmd, f, http.MethodPost, "/v1/admin/keys/rotate", map[string]any{})
 		},
 	}
-	cmd.Flags().StringVar(&file, "file", "keys.json", "key ring file")
+	f.register(cmd)
 	return cmd
 }
 

@@ -36,13 +36,9 @@ func TestKeysGenerateRotateInspect(t *testing.T) {
 	if _, err := run(t, "keys", "generate", "--out", file); err == nil || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("overwrote an existing ring: %v", err)
 	}
-	before, _ := ocap.LoadKeyRingFile(file)
-	if _, err := run(t, "keys", "rotate", "--file", file); err != nil {
+	after, err := ocap.LoadKeyRingFile(file)
+	if err != nil {
 		t.Fatal(err)
-	}
-	after, _ := ocap.LoadKeyRingFile(file)
-	if after.Current.ID != before.Next.ID || after.Previous.ID != before.Current.ID {
-		t.Fatal("rotate did not promote next and keep current as previous")
 	}
 	jwks, err := run(t, "keys", "jwks", "--file", file)
 	if err != nil {
@@ -76,5 +72,27 @@ func TestKeysGenerateRotateInspect(t *testing.T) {
 	out, _ = run(t, "token", "inspect", "--jwks", jwksFile, tok[:len(tok)-3]+"AAA")
 	if !strings.Contains(out, `"verified": false`) || !strings.Contains(out, "signature") {
 		t.Fatalf("tampered inspect = %s", out)
+	}
+}
+
+// TestKeysRotateThroughAdminAPI rotates a real coordinator's ring: the
+// JWKS then holds the old current key as previous and a new next key.
+func TestKeysRotateThroughAdminAPI(t *testing.T) {
+	base, admin := startCoordinator(t)
+	before := fetchJWKS(t, base)
+	out, err := run(t, "keys", "rotate", "--coordinator", base, "--token", admin)
+	if err != nil {
+		t.Fatalf("rotate: %v\n%s", err, out)
+	}
+	var ids struct{ Current, Next, Previous string }
+	if err := json.Unmarshal([]byte(out), &ids); err != nil {
+		t.Fatalf("rotate printed %q: %v", out, err)
+	}
+	after := fetchJWKS(t, base)
+	if len(after) != 3 || !after[ids.Previous] || !after[ids.Current] || !after[ids.Next] || before[ids.Next] {
+		t.Fatalf("jwks before %v after %v, rotate said %+v", before, after, ids)
+	}
+	if _, err := run(t, "keys", "rotate", "--coordinator", base, "--token", "wrong"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("rotate with a wrong admin token: %v", err)
 	}
 }
