@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/client"
+)
+
+func TestTextRecord(t *testing.T) {
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	writeTextRecord(w, &client.Record{Topic: "demo", Partition: 3, Offset: 17, Key: []byte("k"), Value: []byte("hello world")})
+	writeTextRecord(w, &client.Record{Topic: "demo", Partition: 3, Offset: 18, Value: []byte("two\nlines\t\xff")})
+	w.Flush()
+	want := "demo/3\t17\tk\thello world\n" + "demo/3\t18\t\t\"two\\nlines\\t\\xff\"\n"
+	if b.String() != want {
+		t.Fatalf("got %q\nwant %q", b.String(), want)
+	}
+}
+
+func TestJSONRecord(t *testing.T) {
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	writeJSONRecord(w, &client.Record{Topic: "t", Partition: 1, Offset: 2, Timestamp: ts, Value: []byte("v")})
+	writeJSONRecord(w, &client.Record{Topic: "t", Partition: 1, Offset: 3, Timestamp: ts, Key: []byte{0xff}, Value: []byte{}})
+	w.Flush()
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := []string{
+		`{"topic":"t","partition":1,"offset":2,"timestamp":"2026-01-02T03:04:05Z","key":null,"value":"v"}`,
+		`{"topic":"t","partition":1,"offset":3,"timestamp":"2026-01-02T03:04:05Z","key":null,"key_base64":"/w==","value":""}`,
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Errorf("line %d\n got %s\nwant %s", i, lines[i], want[i])
+		}
+		if !json.Valid([]byte(lines[i])) {
+			t.Errorf("line %d is not JSON", i)
+		}
+	}
+}
+
+func TestProgressOffTheTerminal(t *testing.T) {
+	var stderr bytes.Buffer
+	p := newProgress(&stderr, false)
+	stop := p.run(context.Background(), nil)
+	if err := p.records(3, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if stderr.Len() != 0 || p.total != 3 {
+		t.Fatalf("wrote %q, counted %d", stderr.String(), p.total)
+	}
+}
+
+func TestProgressOnATerminal(t *testing.T) {
+	var stderr bytes.Buffer
+	p := newProgress(&stderr, true)
+	p.records(2, func() error { return nil })
+	p.records(1, func() error { return nil })
+	out := stderr.String()
+	if !strings.HasSuffix(out, "\r\x1b[K3 records, 0 rec/s, lag ?") || strings.Count(out, "\r\x1b[K") != 3 {
+		t.Fatalf("status line writes %q", out)
+	}
+}
+
+func TestConsumeFlags(t *testing.T) {
+	t.Setenv("CAPGATE_CREDENTIAL", "")
+	if _, err := run(t, "consume", "--topic", "demo"); err == nil || !strings.Contains(err.Error(), "group") {
+		t.Errorf("without --group: %v", err)
+	}
+	if _, err := run(t, "consume", "--group", "g", "--topic", "demo"); err == nil || !strings.Contains(err.Error(), "--credential-file") {
+		t.Errorf("without a credential: %v", err)
+	}
+	if _, err := run(t, "consume", "--group", "g", "--credential", "x"); err == nil || !strings.Contains(err.Error(), "--topic") {
+		t.Errorf("without a subscription: %v", err)
+	}
+	if _, err := run(t, "consume", "--group", "g", "--topic", "t", "--credential", "x", "--format", "xml"); err == nil || !strings.Contains(err.Error(), "--format") {
+		t.Errorf("--format xml: %v", err)
+	}
+}
+
+func TestProduceNeedsACapability(t *testing.T) {
+	t.Setenv("CAPGATE_CAPABILITY", "")
+	t.Setenv("CAPGATE_ADMIN_TOKEN", "")
+	_, err := run(t, "produce", "--topic", "demo")
+	if err == nil || !strings.Contains(err.Error(), "--capability") || !strings.Contains(err.Error(), "--token-file") {
+		t.Fatalf("without a capability or admin token: %v", err)
+	}
+}
+
+func TestNextBatch(t *testing.T) {
+	f := &produceFlags{keySeparator: ":", batchRecords: 2, batchBytes: 1 << 20}
+	lines := readLines(context.Background(), strings.NewReader("k1:v1\nplain\r\n\nlast"))
+	var got []string
+	var err error
+	for err == nil {
+		var batch []client.Record
+		batch, err = nextBatch(context.Background(), lines, f)
+		if len(batch) > 2 {
+			t.Fatalf("batch of %d records, bound 2", len(batch))
+		}
+		for _, r := range batch {
+			got = append(got, string(r.Key)+"="+string(r.Value))
+		}
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("ended with %v, want EOF", err)
+	}
+	want := []string{"k1=v1", "=plain", "=", "=last"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("records %q, want %q", got, want)
+	}
+}

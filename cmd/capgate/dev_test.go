@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+func TestDevConfigsAgree(t *testing.T) {
+	f := devFlags{dataDir: "/tmp/x", coordinatorAddr: "127.0.0.1:0", gatewayAddr: "127.0.0.1:0"}
+	creds := devCredentials{AdminToken: "a", SyncToken: "s"}
+	cc, gc, err := devConfigs(f, []string{"127.0.0.1:9092"}, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Validate(); err != nil {
+		t.Fatalf("coordinator config: %v", err)
+	}
+	gc.CoordinatorURL = "http://127.0.0.1:7070"
+	if err := gc.Validate(); err != nil {
+		t.Fatalf("gateway config: %v", err)
+	}
+	if cc.DataDir != filepath.Join("/tmp/x", "coordinator") || string(gc.SyncToken) != "s" || len(cc.SyncTokenHashes) != 1 || len(cc.AdminTokenHashes) != 1 {
+		t.Fatalf("data dir %q, sync token, hashes %v %v", cc.DataDir, cc.SyncTokenHashes, cc.AdminTokenHashes)
+	}
+}
+
+func TestCheckSyncTimings(t *testing.T) {
+	f := devFlags{dataDir: "d", coordinatorAddr: "127.0.0.1:0", gatewayAddr: "127.0.0.1:0"}
+	cc, gc, err := devConfigs(f, nil, devCredentials{AdminToken: "a", SyncToken: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := gc
+	late.SyncTimeout = cc.Groups.GatewayTimeout - cc.Groups.MaxClockSkew
+	if err := checkSyncTimings(cc, late); err == nil || !strings.Contains(err.Error(), "gateway.sync_timeout") {
+		t.Errorf("sync_timeout at gateway_timeout - max_clock_skew: %v", err)
+	}
+	held := cc
+	held.Groups.SyncWaitMax = gc.SyncTimeout
+	held.Groups.GatewayTimeout = 30 * time.Second
+	if err := checkSyncTimings(held, gc); err == nil || !strings.Contains(err.Error(), "sync_wait_max") {
+		t.Errorf("sync_wait_max at sync_timeout: %v", err)
+	}
+	other := gc
+	other.Audience = "prod"
+	if err := checkSyncTimings(cc, other); err == nil || !strings.Contains(err.Error(), "audience") {
+		t.Errorf("audience mismatch: %v", err)
+	}
+}
+
+func TestCredentialsKeptAcrossStarts(t *testing.T) {
+	dir := t.TempDir()
+	first, err := loadOrMakeCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.AdminToken == "" || first.SyncToken == "" || first.AdminToken == first.SyncToken {
+		t.Fatalf("tokens %+v", first)
+	}
+	first.ClientCredential = "cred"
+	if err := saveCredentials(dir, first, "http://c", "http://g"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{credentialsFile, credentialsEnvFile} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: mode %v, err %v; want 0600", name, st.Mode().Perm(), err)
+		}
+	}
+	second, err := loadOrMakeCredentials(dir)
+	if err != nil || second != first {
+		t.Fatalf("reloaded %+v (err %v), want %+v", second, err, first)
+	}
+	// The admin CLI's secretFrom reads the same file.
+	for key, want := range map[string]string{"admin_token": first.AdminToken, "client_credential": "cred", "sync_token": first.SyncToken} {
+		if got, err := secretFrom("", filepath.Join(dir, credentialsFile), "", key); err != nil || got != want {
+			t.Errorf("secretFrom %s = %q, %v", key, got, err)
+		}
+	}
+	env, _ := os.ReadFile(filepath.Join(dir, credentialsEnvFile))
+	if !strings.Contains(string(env), "export CAPGATE_CREDENTIAL=cred\n") || !strings.Contains(string(env), "export CAPGATE_GATEWAY_URLS=http://g\n") {
+		t.Fatalf("credentials.env:\n%s", env)
+	}
+	var raw map[string]any
+	b, _ := os.ReadFile(filepath.Join(dir, credentialsFile))
+	if err := json.Unmarshal(b, &raw); err != nil || len(raw) != 3 {
+		t.Fatalf("credentials.json holds %v (err %v), want the 3 keys", raw, err)
+	}
+}
+
+func TestLoopbackPort(t *testing.T) {
+	for addr, want := range map[string]int{"127.0.0.1:9092": 9092, "localhost:0": 0} {
+		if got, err := loopbackPort(addr); err != nil || got != want {
+			t.Errorf("loopbackPort(%q) = %d, %v", addr, got, err)
+		}
+	}
+	for _, bad := range []string{"0.0.0.0:9092", "127.0.0.1", "127.0.0.1:x", "127.0.0.1:70000"} {
+		if _, err := loopbackPort(bad); err == nil {
+			t.Errorf("loopbackPort(%q) accepted", bad)
+		}
+	}
+}
+
+// TestEveryFlagHasADescription keeps shell completion useful: cobra's
+// completion shows each flag's usage next to it.
+func TestEveryFlagHasADescription(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Short == "" && c.Name() != "help" {
+			t.Errorf("command %q has no short description", c.CommandPath())
+		}
+		check := func(fl *pflag.Flag) {
+			if strings.TrimSpace(fl.Usage) == "" {
+				t.Errorf("%s --%s has no description", c.CommandPath(), fl.Name)
+			}
+		}
+		c.LocalFlags().VisitAll(check)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	root := newRoot()
+	root.InitDefaultCompletionCmd()
+	walk(root)
+}
+
+func TestCompletionScripts(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		out, err := run(t, "completion", shell)
+		if err != nil || !strings.Contains(out, "capgate") {
+			t.Errorf("completion %s: %v (%d bytes)", shell, err, len(out))
+		}
+	}
+	out, err := run(t, "__complete", "dev", "--demo-")
+	if err != nil || !strings.Contains(out, "--demo-duration\thow long --demo runs") {
+		t.Errorf("flag completion with descriptions: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/ocap"
+)
+
+// Files capgate dev keeps in its data directory next to the coordinator's
+// and the broker's state.
+const (
+	credentialsFile    = "credentials.json"
+	credentialsEnvFile = "credentials.env"
+	devClientName      = "capgate-dev"
+	// devCredentialTTL is the client credential's lifetime; a stored one
+	// with less than devCredentialRenew left is replaced on start.
+	devCredentialTTL   = 30 * 24 * time.Hour
+	devCredentialRenew = 24 * time.Hour
+)
+
+// devCredentials is credentials.json: every value a string, so that
+// secretFrom (--token-file, --credential-file) reads any key of it.
+type devCredentials struct {
+	AdminToken       string `json:"admin_token"`
+	ClientCredential string `json:"client_credential"`
+	SyncToken        string `json:"sync_token"`
+}
+
+// loadOrMakeCredentials reads dir/credentials.json, or makes fresh admin and
+// sync tokens when there is none. The client credential is checked (and
+// minted when needed) once the coordinator runs: see ensureClientCredential.
+func loadOrMakeCredentials(dir string) (devCredentials, error) {
+	var creds devCredentials
+	path := filepath.Join(dir, credentialsFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return creds, fmt.Errorf("dev: read credentials: %w", err)
+	default:
+		if err := json.Unmarshal(b, &creds); err != nil {
+			return creds, fmt.Errorf("dev: %s: %w", path, err)
+		}
+	}
+	for _, secret := range []*string{&creds.AdminToken, &creds.SyncToken} {
+		if *secret != "" {
+			continue
+		}
+		if *secret, _, err = coordinator.GenerateSecret(); err != nil {
+			return creds, fmt.Errorf("dev: %w", err)
+		}
+	}
+	return creds, nil
+}
+
+// ensureClientCredential keeps the stored client credential when the
+// coordinator (whose signing keys live in the data directory) still
+// accepts it for long enough, and mints a new one otherwise. It reports
+// whether the credential changed.
+func ensureClientCredential(ctx context.Context, c *coordinator.Coordinator, cfg coordinator.Config, coordinatorURL string, creds *devCredentials) (bool, error) {
+	if creds.ClientCredential != "" && clientCredentialValid(ctx, cfg, coordinatorURL, creds.ClientCredential) {
+		return false, nil
+	}
+	ttl := min(devCredentialTTL, cfg.ClientCredentialTTLMax)
+	token, err := c.MintClientCredential(devClientName, []string{"*"}, []string{"*"}, ttl)
+	if err != nil {
+		return false, fmt.Errorf("dev: %w", err)
+	}
+	creds.ClientCredential = token
+	return true, nil
+}
+
+// clientCredentialValid verifies token strictly against the coordinator's
+// published keys and wants at least devCredentialRenew of life left.
+func clientCredentialValid(ctx context.Context, cfg coordinator.Config, coordinatorURL, token string) bool {
+	set, err := loadJWKS(ctx, coordinatorURL+"/.well-known/jwks.json")
+	if err != nil {
+		return false
+	}
+	keys, err := ocap.ImportJWKS(set)
+	if err != nil {
+		return false
+	}
+	v, err := ocap.NewVerifier(ocap.VerifierConfig{Issuer: cfg.ID, Audience: cfg.Cluster, Leeway: cfg.Leeway, MaxLease: cfg.MaxLease, MaxCredentialTTL: cfg.ClientCredentialTTLMax})
+	if err != nil {
+		return false
+	}
+	v.SetKeys(keys)
+	now := time.Now()
+	claims, err := v.Verify(token, ocap.KindClient, now)
+	if err != nil {
+		return false
+	}
+	return time.Unix(int64(claims.ExpiresAt), 0).Sub(now) > devCredentialRenew
+}
+
+// saveCredentials writes credentials.json (mode 0600, atomically) and
+// credentials.env: export lines for a shell, with the current addresses.
+func saveCredentials(dir string, creds devCredentials, coordinatorURL, gatewayURL string) error {
+	b, err := json.MarshalIndent(creds, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, credentialsFile), append(b, '\n')); err != nil {
+		return fmt.Errorf("dev: save credentials: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, credentialsEnvFile), []byte(exportLines(creds, coordinatorURL, gatewayURL))); err != nil {
+		return fmt.Errorf("dev: save credentials: %w", err)
+	}
+	return nil
+}
+
+// exportLines are the shell lines that point the CLI (and curl) at the dev
+// stack.
+func exportLines(creds devCredentials, coordinatorURL, gatewayURL string) string {
+	var b strings.Builder
+	for _, kv := range [][2]string{
+		{"CAPGATE_COORDINATOR_URL", coordinatorURL},
+		{"CAPGATE_GATEWAY_URLS", gatewayURL},
+		{"CAPGATE_ADMIN_TOKEN", creds.AdminToken},
+		{"CAPGATE_CREDENTIAL", creds.ClientCredential},
+	} {
+		fmt.Fprintf(&b, "export %s=%s\n", kv[0], kv[1])
+	}
+	return b.String()
+}
+
+// writeFileAtomic writes data to a temporary file with mode 0600 and
+// renames it over path, so a crash never leaves half a file.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o600)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
