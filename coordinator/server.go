@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 
 	"github.com/valyala/fasthttp"
@@ -52,7 +53,14 @@ func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
 
 func (c *Coordinator) serveError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
 	switch {
+	case errors.As(err, &netErr) && netErr.Timeout():
+		// No whole request within read_timeout (an idle pre-dialed
+		// connection, or slow headers): close without an answer, which a
+		// client would take for the response to a request it never sent.
+		ctx.Conn().Close()
+		return
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		writeError(ctx, api.CodeBodyTooLarge, fmt.Sprintf("request body larger than %d bytes", c.cfg.MaxBodyBytes))
 	case errors.As(err, &small):

@@ -118,7 +118,12 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		code, message = api.CodeBodyTooLarge, "request body larger than max_body_bytes"
 	case errors.As(err, &netErr) && netErr.Timeout():
-		message = "request not received within read_timeout"
+		// No whole request within read_timeout: an idle pre-dialed
+		// connection or slow headers. Close without an answer: a client
+		// would read a response to a request it never sent.
+		ctx.Conn().Close()
+		g.metrics.rejected(code)
+		return
 	}
 	writeError(ctx, code, message, nil)
 	g.metrics.rejected(code)
