@@ -236,10 +236,13 @@ func (s *Session) heartbeatFailed(e HeartbeatFailed) {
 
 // lost drops every partition without committing (the member is gone, its
 // commits would be refused), tells the user, and rejoins, unless the
-// session is closing, in which case it stops.
+// session is closing, in which case it stops. While Leaving it changes
+// nothing: every partition is gone already, and the leave itself makes
+// the coordinator answer the held heartbeat unknown_member, racing the
+// leave's own answer; that answer (LeaveDone) ends the session.
 func (s *Session) lost() {
 	switch s.status {
-	case Active, Closing, Leaving:
+	case Active, Closing:
 	default:
 		return
 	}

@@ -93,7 +93,9 @@ func newLogger(l logConfig) (*zap.Logger, error) {
 	zc := zap.NewProductionConfig()
 	if l.Format == "console" {
 		zc = zap.NewDevelopmentConfig()
-		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		if isTerminal(os.Stderr) {
+			zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
 	}
 	zc.Level = zap.NewAtomicLevelAt(level)
 	zc.DisableStacktrace = true
