@@ -36,7 +36,7 @@ func shellBlocks(t *testing.T, path string) []string {
 	return blocks
 }
 
-// walkthroughChecks is what each ```sh block of WALKTHROUGH.md must print,
+// walkthroughChecks is what each ```sh block of README.md must print,
 // in order (stdout and stderr together).
 var walkthroughChecks = []struct {
 	step string
@@ -52,7 +52,7 @@ var walkthroughChecks = []struct {
 	{"consume", []string{`demo/0\t0\t\thello`, `demo/0\t1\t\tworld`}},
 }
 
-// TestWalkthrough runs WALKTHROUGH.md's commands, as a user would paste
+// TestWalkthrough runs README.md's walk-through commands, as a user would paste
 // them, against a running capgate dev, and checks what each prints: the
 // client credential joins, the capability fetches (200 with the records),
 // the admin revoke answers, and the same capability then gets 409
@@ -61,9 +61,9 @@ func TestWalkthrough(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}
-	blocks := shellBlocks(t, "WALKTHROUGH.md")
+	blocks := shellBlocks(t, "../../README.md")
 	if len(blocks) != len(walkthroughChecks) {
-		t.Fatalf("WALKTHROUGH.md has %d sh blocks, the test checks %d: update walkthroughChecks", len(blocks), len(walkthroughChecks))
+		t.Fatalf("README.md has %d sh blocks, the test checks %d: update walkthroughChecks", len(blocks), len(walkthroughChecks))
 	}
 	work := t.TempDir()
 	startDev(t, filepath.Join(work, "capgate-data"))
