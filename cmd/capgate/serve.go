@@ -1,45 +1,47 @@
 package main
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/gateway"
 )
 
 func newCoordinatorCmd() *cobra.Command {
-	var path string
-	cmd := &cobra.Command{
-		Use:   "coordinator --config capgate.yaml",
-		Short: "Run the coordinator: consumer groups, capabilities, handoffs, admin API",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path, "coordinator")
-			if err != nil {
-				return err
-			}
-			log, err := newLogger(cfg.Log)
-			if err != nil {
-				return err
-			}
-			defer log.Sync()
+	return serveCmd("coordinator", "Run the coordinator: consumer groups, capabilities, handoffs, admin API",
+		func(ctx context.Context, cfg fileConfig, log *zap.Logger) error {
 			c, err := coordinator.New(cfg.Coordinator, log)
 			if err != nil {
 				return err
 			}
-			return c.Run(cmd.Context())
-		},
-	}
-	cmd.Flags().StringVar(&path, "config", "", "configuration file (see config.example.yaml); settings also from CAPGATE_*")
-	return cmd
+			return c.Run(ctx)
+		})
 }
 
 func newGatewayCmd() *cobra.Command {
+	return serveCmd("gateway", "Run a gateway: capability-checked fetch and produce in front of Kafka",
+		func(ctx context.Context, cfg fileConfig, log *zap.Logger) error {
+			g, err := gateway.New(cfg.Gateway, log)
+			if err != nil {
+				return err
+			}
+			return g.Run(ctx)
+		})
+}
+
+// serveCmd is a long-running process command: load the config section
+// named section, build the logger, run until the context (SIGINT/SIGTERM)
+// ends.
+func serveCmd(section, short string, run func(context.Context, fileConfig, *zap.Logger) error) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
-		Use:   "gateway --config capgate.yaml",
-		Short: "Run a gateway: capability-checked fetch and produce in front of Kafka",
+		Use:   section + " --config capgate.yaml",
+		Short: short,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path, "gateway")
+			cfg, err := loadConfig(path, section)
 			if err != nil {
 				return err
 			}
@@ -48,11 +50,7 @@ func newGatewayCmd() *cobra.Command {
 				return err
 			}
 			defer log.Sync()
-			g, err := gateway.New(cfg.Gateway, log)
-			if err != nil {
-				return err
-			}
-			return g.Run(cmd.Context())
+			return run(cmd.Context(), cfg, log)
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", "", "configuration file (see config.example.yaml); settings also from CAPGATE_*")
