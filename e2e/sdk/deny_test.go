@@ -1,0 +1,71 @@
+package sdk_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/e2e/sdk"
+)
+
+// TestDeniedCapabilityOfOwnedPartition: an admin denies the jti of a
+// member's current capability (POST /v1/admin/capabilities/{jti}/revoke).
+// The gateway answers the member's next fetch 409 capability_revoked while
+// the coordinator still has the partition owned by that member (no
+// revoke, no new epoch): the SDK releases it with the old capability,
+// which the coordinator accepts as a plain commit. The partition must not
+// be left with nobody reading it.
+//
+// Known bug (coordinator/group, reported): the machine ignores release:true
+// for a partition it has Owned, so the partition stays owned by a member
+// that gave it up, renewed but never read again. Run it with
+// CAPGATE_E2E_KNOWN_BUGS=1.
+func TestDeniedCapabilityOfOwnedPartition(t *testing.T) {
+	if os.Getenv("CAPGATE_E2E_KNOWN_BUGS") == "" {
+		t.Skip("known bug in coordinator/group: release of an owned partition is ignored; set CAPGATE_E2E_KNOWN_BUGS=1")
+	}
+	t.Parallel()
+	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 4})
+	load := c.StartLoad(t, sdk.LoadOptions{Interval: 10 * time.Millisecond})
+	m := c.NewMember(t, sdk.MemberOptions{Name: "m1", Group: "deny"})
+	awaitSplit(t, c, "deny", []*sdk.Member{m}, 4)
+	flowing(t, []*sdk.Member{m}, 100)
+
+	var p int32
+	var jti string
+	for _, f := range m.Transport.Fetches() {
+		p, jti = f.Partition, f.JTI
+	}
+	if status, raw := c.Admin(t, http.MethodPost, "/v1/admin/capabilities/"+jti+"/revoke", struct{}{}, nil); status != http.StatusOK {
+		t.Fatalf("deny: %d %s", status, raw)
+	}
+	denied := time.Now()
+	sdk.Eventually(t, wait, "the member's fetch refused", func() (bool, string) {
+		for _, f := range m.Transport.Fetches() {
+			if f.JTI == jti && f.Status == http.StatusConflict {
+				t.Logf("partition %d refused: %s", f.Partition, f.Body)
+				return true, ""
+			}
+		}
+		return false, "no 409 yet"
+	})
+	sdk.Eventually(t, wait, fmt.Sprintf("partition %d consumed again after the denial", p), func() (bool, string) {
+		for _, d := range m.Deliveries() {
+			if d.Partition == p && d.At.After(denied) {
+				for _, f := range m.Transport.Fetches() {
+					if f.Partition == p && f.JTI != jti && f.Sent.After(denied) && f.Status == http.StatusOK {
+						return true, ""
+					}
+				}
+			}
+		}
+		v := partitionOf(t, c.Describe(t, "deny"), p)
+		return false, fmt.Sprintf("coordinator: %s by %s at epoch %d; member fetches %v", v.State, v.Owner, v.Epoch, m.Assigned())
+	})
+	load.Stop()
+	end := c.LogEnd(t)
+	ledger := sdk.WaitDelivered(t, wait, end, m)
+	ledger.ExactlyOnce(t, end)
+}
