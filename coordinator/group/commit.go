@@ -61,10 +61,13 @@ func (m *Machine) commitOffsets(ref Ref, mem *member, offsets []CommitOffset, re
 			p.committed, p.metadata = o.Offset, o.Metadata
 			m.markOffset(p)
 		}
-		if release && p.state == Revoking && !p.released {
+		switch {
+		case release && p.state == Revoking && !p.released:
 			p.released = true
 			m.markDirty(p)
 			m.tryComplete(p)
+		case release && p.state == Owned:
+			m.giveUp(p)
 		}
 	}
 	return true
@@ -88,4 +91,15 @@ func (m *Machine) checkOffset(mem *member, o CommitOffset, release bool) (api.Co
 		return api.CodeOffsetRegression, fmt.Errorf("offset %d is below the committed offset %d", o.Offset, p.committed)
 	}
 	return "", nil
+}
+
+// giveUp handles the release of a partition its holder still owns: the
+// holder stopped reading (a gateway refused its capability for another
+// reason than a fence, such as a denied jti), so the partition is fenced
+// and reassigned — possibly back to the same member under a fresh epoch
+// and capability — without waiting for a release that already came.
+func (m *Machine) giveUp(p *partition) {
+	p.givenUp = true
+	p.force = max(p.force, forceRevoke)
+	m.queueReassign(p.group)
 }

@@ -22,7 +22,7 @@ func (m *Machine) startMove(p *partition, target string, targetOutside bool) {
 	p.state = Revoking
 	p.target, p.targetOutside = target, targetOutside
 	p.started = m.now
-	p.released = false
+	p.released, p.givenUp = p.givenUp, false
 	m.fence(p)
 	mem := p.group.members[p.holder]
 	if mem != nil && !p.holderOutside {

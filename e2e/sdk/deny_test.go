@@ -3,7 +3,6 @@ package sdk_test
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -18,14 +17,10 @@ import (
 // which the coordinator accepts as a plain commit. The partition must not
 // be left with nobody reading it.
 //
-// Known bug (coordinator/group, reported): the machine ignores release:true
-// for a partition it has Owned, so the partition stays owned by a member
-// that gave it up, renewed but never read again. Run it with
-// CAPGATE_E2E_KNOWN_BUGS=1.
+// It found a bug in coordinator/group, since fixed: the machine ignored
+// release:true for a partition it still had Owned, so the partition stayed
+// owned by a member that gave it up, renewed but never read again.
 func TestDeniedCapabilityOfOwnedPartition(t *testing.T) {
-	if os.Getenv("CAPGATE_E2E_KNOWN_BUGS") == "" {
-		t.Skip("known bug in coordinator/group: release of an owned partition is ignored; set CAPGATE_E2E_KNOWN_BUGS=1")
-	}
 	t.Parallel()
 	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 4})
 	load := c.StartLoad(t, sdk.LoadOptions{Interval: 10 * time.Millisecond})
