@@ -128,7 +128,7 @@ type partition struct {
 	// givenUp: the holder released the partition while it still owned it
 	// (it stopped on a 409 that was not a fence, e.g. its jti was
 	// denied). The next startMove begins already released.
-	givenUp bool
+	givenUp       bool
 	committed     int64 // -1: nothing committed
 	metadata      string
 	lease         *lease
