@@ -87,7 +87,7 @@ func (f *fetcher) fetchFrom(ctx context.Context, base string, req session.Fetch)
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.FetchMaxWait+f.cfg.RequestTimeout)
 	defer cancel()
 	q := url.Values{}
-	q.Set("offset", strconv.FormatInt(req.Offset, 10))
+	q.Set("offset", offsetParam(req.Offset))
 	q.Set("max_bytes", strconv.FormatInt(int64(f.cfg.FetchMaxBytes), 10))
 	q.Set("max_wait_ms", strconv.FormatInt(f.cfg.FetchMaxWait.Milliseconds(), 10))
 	r := request{method: http.MethodGet, url: recordsURL(base, req.Partition) + "?" + q.Encode(), bearer: req.Capability, accept: api.MediaJSON}
@@ -170,4 +170,17 @@ func decodeRaw(resp *http.Response, body []byte, req session.Fetch) (fetched, er
 		res.next = max(res.next, next)
 	}
 	return res, nil
+}
+
+// offsetParam renders a fetch offset; Kafka's sentinels (a grant whose
+// start the coordinator could not look up) become the words the gateway
+// resolves: -2 earliest, -1 latest.
+func offsetParam(offset int64) string {
+	switch offset {
+	case -2:
+		return "earliest"
+	case -1:
+		return "latest"
+	}
+	return strconv.FormatInt(offset, 10)
 }

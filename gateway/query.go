@@ -42,8 +42,17 @@ func (g *Gateway) parseFetchQuery(args *fasthttp.Args) (fetchQuery, string) {
 			return q, "query parameter " + string(key) + " given more than once"
 		}
 		seen[i] = true
+		if i == 0 {
+			if n, ok := offsetWord(value); ok {
+				q.offset = n
+				continue
+			}
+		}
 		n, ok := parseDecimal(value)
 		if !ok {
+			if i == 0 {
+				return q, "offset must be a non-negative decimal integer, earliest or latest"
+			}
 			return q, string(key) + " must be a non-negative decimal integer"
 		}
 		switch i {
@@ -62,6 +71,25 @@ func (g *Gateway) parseFetchQuery(args *fasthttp.Args) (fetchQuery, string) {
 		return q, "offset is required"
 	}
 	return q, ""
+}
+
+// The offset words, with Kafka's ListOffsets sentinels as their values: a
+// fetch at offset=earliest reads from the log start, offset=latest from
+// the end. A grant whose start offset the coordinator could not look up
+// carries the sentinel, and the SDK fetches with the word.
+const (
+	offsetEarliest int64 = -2
+	offsetLatest   int64 = -1
+)
+
+func offsetWord(b []byte) (int64, bool) {
+	switch string(b) {
+	case "earliest":
+		return offsetEarliest, true
+	case "latest":
+		return offsetLatest, true
+	}
+	return 0, false
 }
 
 // parseDecimal reads a non-negative decimal integer of ASCII digits only

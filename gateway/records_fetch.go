@@ -4,7 +4,10 @@ package gateway
 // with "Authorization: Bearer <capability>" holding the fetch op for
 // exactly this topic and partition.
 //
-//   - offset is required (decimal, ≥ 0). max_bytes (> 0) defaults to
+//   - offset is required: decimal ≥ 0, or earliest / latest, resolved
+//     against the partition's log after the capability was checked (the SDK
+//     sends them for grants whose start the coordinator could not look
+//     up). max_bytes (> 0) defaults to
 //     default_fetch_bytes and is clamped to max_fetch_bytes (and to what the
 //     capability's byte rate still allows); as in Kafka the first batch
 //     comes whole even when larger. max_wait_ms (≥ 0, default 0) is the long
@@ -92,12 +95,38 @@ func (f *fetchCall) admit(topic, partition []byte) api.Code {
 	if code != "" {
 		return code
 	}
+	if f.query.offset < 0 {
+		if code := f.resolveOffset(); code != "" {
+			return code
+		}
+	}
 	if f.raw && rangeLimited(f.claims) {
 		writeError(ctx, api.CodeForbidden, "raw record batches are not served to offset-range-limited capabilities; ask for JSON", nil)
 		return api.CodeForbidden
 	}
 	if allowance >= 0 {
 		f.query.maxBytes = int32(min(int64(f.query.maxBytes), max(allowance, 1)))
+	}
+	return ""
+}
+
+// resolveOffset turns offset=earliest|latest into the partition's log
+// start or end (after the capability was checked, so no unauthenticated
+// request reaches the broker), then applies the offset caveat to it.
+func (f *fetchCall) resolveOffset() api.Code {
+	earliest, latest, err := f.g.broker.Offsets(f.ctx, f.req.Topic, f.req.Partition)
+	if err != nil {
+		return f.g.fetchError(f.ctx, f.ctx, err)
+	}
+	if f.query.offset == offsetEarliest {
+		f.query.offset = earliest
+	} else {
+		f.query.offset = latest
+	}
+	f.req.Offset = f.query.offset
+	if !f.claims.AllowsOffset(f.query.offset) {
+		writeError(f.ctx, api.CodeForbidden, "the resolved offset is outside the capability's offset range", map[string]any{"offset": f.query.offset})
+		return api.CodeForbidden
 	}
 	return ""
 }
