@@ -10,8 +10,12 @@ package coordinator
 //     Answers api.CapabilityResponse.
 //   POST /v1/admin/capabilities/{jti}/revoke with DenyRequest (may be
 //     empty): deny the jti (and every capability chained from it) on all
-//     gateways until exp, or for max_lease when exp is not given. Answers
-//     DenyResponse once the denial is durable and queued for the gateways.
+//     gateways, and at the coordinator itself (a denied client credential
+//     can no longer join, a denied capability no longer commits: 409
+//     capability_revoked), until exp, or when exp is not given for as
+//     long as any token lives (the longest of max_lease, member_token_ttl,
+//     client_credential_ttl_max). Answers DenyResponse once the denial is
+//     durable and queued for the gateways.
 
 import (
 	"encoding/base64"
@@ -94,7 +98,9 @@ func (c *Coordinator) handleAdminCapabilityRevoke(ctx *fasthttp.RequestCtx, para
 	if !decodeBody(ctx, &req, true) {
 		return
 	}
-	expires := c.now().Add(c.cfg.MaxLease)
+	// Without an exp, deny for as long as any kind of token lives: a
+	// client credential may be the one denied.
+	expires := c.now().Add(max(c.cfg.MaxLease, c.cfg.ClientCredentialTTLMax, c.cfg.MemberTokenTTL))
 	if req.Exp > 0 {
 		expires = time.Unix(req.Exp, 0)
 	}
@@ -109,5 +115,6 @@ func (c *Coordinator) handleAdminCapabilityRevoke(ctx *fasthttp.RequestCtx, para
 	if expires.After(time.Unix(exp, 0)) {
 		exp++
 	}
+	c.denied.add(jti, exp)
 	writeJSON(ctx, fasthttp.StatusOK, DenyResponse{JTI: jti, Exp: exp})
 }

@@ -53,21 +53,28 @@ func (c *Coordinator) isAdmin(ctx *fasthttp.RequestCtx) bool {
 // verifyToken checks a token of kind, through the verified-token cache.
 func (c *Coordinator) verifyToken(token []byte, kind ocap.Kind) (*ocap.Claims, error) {
 	now := c.now()
-	if claims, ok := c.tokens.Get(token, now); ok && claims.Kind() == kind {
-		return claims, nil
+	claims, ok := c.tokens.Get(token, now)
+	if !ok || claims.Kind() != kind {
+		var err error
+		if claims, err = c.keys.verifier.Verify(string(token), kind, now); err != nil {
+			return nil, err
+		}
+		c.tokens.Put(string(token), claims)
 	}
-	claims, err := c.keys.verifier.Verify(string(token), kind, now)
-	if err != nil {
-		return nil, err
+	if c.denied.denies(claims, now) {
+		return nil, errDenied
 	}
-	c.tokens.Put(string(token), claims)
 	return claims, nil
 }
 
 // writeTokenError answers a token that did not verify.
 func writeTokenError(ctx *fasthttp.RequestCtx, what string, err error) {
-	if errors.Is(err, ocap.ErrExpired) {
+	switch {
+	case errors.Is(err, ocap.ErrExpired):
 		writeError(ctx, api.CodeTokenExpired, what+" expired")
+		return
+	case errors.Is(err, errDenied):
+		writeError(ctx, api.CodeCapabilityRevoked, what+" refused: "+err.Error())
 		return
 	}
 	writeError(ctx, api.CodeUnauthorized, what+" refused: "+err.Error())

@@ -66,6 +66,7 @@ type Coordinator struct {
 	owned       *broker.Client // closed by the coordinator when it built it
 	keys        *keys
 	tokens      *ocap.Cache
+	denied      *deniedSet
 	loop        *loop
 	server      *fasthttp.Server
 	ln          net.Listener
@@ -130,6 +131,7 @@ func (c *Coordinator) open(o options) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	c.denied = newDeniedSet(snap.Denied)
 	if c.keys, err = loadKeys(st, snap, c.cfg.verifierConfig(), c.cfg.KeyFile, c.now()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
