@@ -10,7 +10,9 @@ package coordinator
 // partition is being revoked from it (else 409 stale_epoch), and never an
 // offset below the committed one (409 offset_regression). All or nothing.
 // release:true is the PartitionCommitted notice for the listed partitions
-// (offset < 0 then releases without committing). The answer is
+// (offset < 0 then releases without committing). A capability whose jti
+// was denied commits nothing (409 capability_revoked) except in a
+// release, its holder's last word. The answer is
 // api.CommitResponse with the offsets now committed.
 
 import (
@@ -68,7 +70,16 @@ func (c *Coordinator) commitOffsets(ctx *fasthttp.RequestCtx, groupName, member 
 			writeError(ctx, api.CodeUnauthorized, fmt.Sprintf("offsets[%d]: capability required", i))
 			return nil, false
 		}
-		capability, err := c.verifyToken([]byte(o.Capability), ocap.KindCapability)
+		capability, err := c.verifySignature([]byte(o.Capability), ocap.KindCapability)
+		if err == nil && c.denied.denies(capability, c.now()) {
+			// A denied capability commits nothing, except when its holder
+			// gives the partition up: the member (its member token is
+			// valid) stopped on the gateway's 409 and releases with the
+			// offset it processed, so the next holder repeats nothing.
+			if !release {
+				err = errDenied
+			}
+		}
 		if err != nil {
 			writeTokenError(ctx, fmt.Sprintf("offsets[%d]: capability", i), err)
 			return nil, false
