@@ -125,6 +125,9 @@ func (s *Session) applyGrants(now time.Time, grants []api.Grant) {
 			s.renew(now, p, g)
 		case p != nil && g.Epoch < p.epoch:
 		case p == nil && s.stale(id, g.Epoch):
+			if g.Epoch == s.seen[id] {
+				s.releaseAgain(g)
+			}
 		default:
 			s.grant(now, p, g)
 			granted = append(granted, id)
@@ -134,6 +137,19 @@ func (s *Session) applyGrants(now time.Time, grants []api.Grant) {
 		slices.SortFunc(granted, comparePartitions)
 		s.emit(CallGrant{Partitions: slices.Compact(granted)})
 	}
+}
+
+// releaseAgain answers a renewal of an epoch this session already gave
+// up: the coordinator still counts the partition as ours, so the release
+// was lost or refused (its capability denied). The renewal's fresh
+// capability carries a release without an offset (the next holder starts
+// at the last committed one); the coordinator then moves the partition.
+func (s *Session) releaseAgain(g api.Grant) {
+	p := &partition{
+		id: Partition{g.Topic, g.Partition}, epoch: g.Epoch, capability: g.Capability,
+		processed: -1, committed: -1, state: Revoking,
+	}
+	s.sendCommit(0, []*partition{p}, true)
 }
 
 func (s *Session) stale(id Partition, epoch uint64) bool {

@@ -1,0 +1,90 @@
+// Package sim is capgate's deterministic simulation: one single-threaded
+// world, driven by a seeded PCG, in which the real coordinator state
+// machine (coordinator/group), the real gateway authorization core
+// (gateway/authz) and the real consumer SDK core (client/session) run
+// against models of their shells, of Kafka and of the network, under
+// faults, while seven checkers watch every event.
+//
+// # Running it
+//
+//	go test ./e2e/sim/                                  # the CI sweep: 2,000 seeds, 10 simulated minutes each
+//	go test ./e2e/sim/ -run 'TestSim$' -v -sim.seed=123 -sim.trace   # replay one seed, printing every event
+//	go test ./e2e/sim/ -run 'TestSim$' -sim.seeds=20000 -timeout 1h  # 20,000 more seeds (from -sim.first, default 1,000,000)
+//	CAPGATE_SIM_SEEDS=20000 go test ./e2e/sim/ -run 'TestSim$' -timeout 1h  # the same through the environment
+//
+// A failing seed prints its checker, the event index and virtual time,
+// and the command that replays it. Runs are reproducible: a seed always
+// produces the same trace (TestTraceDeterministic checks the hash).
+//
+// # The world
+//
+// Time is virtual: an event queue ordered by time, ties broken by the
+// order events were scheduled; nothing reads the wall clock and every map
+// is iterated sorted. Each seed draws its own cluster (1–3 gateways, 2–6
+// consumer slots, 8–24 partitions over one or two topics) and its own
+// fault rates, from calm to harsh:
+//
+//   - network (net.go): every message between parts — join, heartbeat,
+//     commit, leave, sync poll, fetch, and their answers — is dropped,
+//     delayed (so reordered) or, for requests a real transport or client
+//     retry can repeat (GETs, commits, leaves), duplicated; nodes are cut
+//     off, or single links cut, for up to 30 s. A sender waits for an
+//     answer until its request's deadline, as the real clients do.
+//   - coordinator (coordinator.go): the real group.Machine behind a model
+//     of the shell's loop: requests gathered in a batch window go to
+//     StepMany; a Ready is persisted to a durable fake store (store.go)
+//     BEFORE any of its messages is sent. It crashes before a persist
+//     (the Ready is lost), between persist and send (its messages are
+//     lost), or at random, and restarts with group.Restore.
+//   - gateways (gateway.go): a real authz.View fed by a model of the sync
+//     client (poll, Apply, cancel the fetches an update supersedes, then
+//     acknowledge by polling with after=seq; self-fence once sync_timeout
+//     passed since the last good poll was sent) and the fetch path
+//     (verify, raise the fence on a newer capability, Decide, broker long
+//     poll, decide again). Clocks are offset within max_clock_skew;
+//     restarts lose the view.
+//   - consumers (consumer.go): the real session.Session driven by a model
+//     of package client (join/rejoin, one long-poll heartbeat, fetches
+//     that fail over between gateways, commits and leave retried within
+//     request_timeout) and a user who polls and commits. They join, leave,
+//     crash (kill -9, often restarting with their instance id) and freeze
+//     past their session timeout.
+//   - kafka (kafka.go): append-only logs, a producer writing uniquely
+//     numbered records, long-polling fetches; in half the seeds a topic
+//     gains partitions mid-run (the coordinator reads the new count).
+//   - operators (faults.go): in half the seeds an admin revokes random
+//     partitions or members, and denies the last capability of one.
+//
+// After the faulty phase the world heals (faults off, crashed parts
+// restart, the producer stops) and drains until every record was
+// delivered or three simulated minutes pass.
+//
+// # The checkers (checkers.go)
+//
+//  1. exclusive reader: no two members have a fetch admitted (and still
+//     able to serve data) for one partition at the same time, and once a
+//     fetch under epoch e was admitted, no other member's under a lower
+//     epoch is;
+//  2. epochs only rise: per partition across crashes, and published
+//     fences never fall;
+//  3. a gateway that acknowledged fence e+1 admits nothing at epoch ≤ e;
+//  4. a new epoch is granted only after every gateway is safe for the
+//     fence and the previous holder released, was removed, or timed out;
+//     an admin revoke is answered only once every gateway is safe;
+//  5. no lost record after the drain;
+//  6. committed offsets never move back; a new owner starts at the last
+//     committed offset (or offset_reset), and reads from there;
+//  7. a clean handoff duplicates nothing; otherwise duplicates are bounded
+//     by what the previous holder delivered after its last commit.
+//
+// Each runs after every event that changes its inputs. The machine's own
+// CheckInvariants runs too (every 8th Ready; its audit of every step is
+// reported then), and at the end every request must have been answered.
+// Tests plant a bug per checker (bugs in faults.go) to prove each can
+// fire.
+//
+// # Concurrency
+//
+// A World is single-threaded; Run may be called from many goroutines at
+// once (the CI sweep runs shards in parallel), each with its own world.
+package sim

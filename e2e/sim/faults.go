@@ -1,0 +1,202 @@
+package sim
+
+import "time"
+
+// bugs are planted bugs: each makes one part misbehave the way a real
+// bug would, so a test can prove the checker meant for it fires. Only the
+// tests switch them on.
+type bugs struct {
+	ackBeforeApply      bool // gateway acknowledges a sync update before applying it (checker 3)
+	noSelfFence         bool // gateway keeps admitting after sync_timeout (checker 1)
+	shortGatewayTimeout bool // coordinator's gateway_timeout below the gateways' sync_timeout (checker 4)
+	sendBeforePersist   bool // coordinator sends a Ready's messages before persisting it (checker 2)
+	deliverAfterRevoke  bool // consumer hands the user a cancelled fetch's records (checker 7)
+	commitAhead         bool // consumer commits one record past what it processed (checker 5)
+	storeLosesOffsets   bool // the store drops every odd committed offset it is given (checker 6)
+}
+
+// drainMax bounds the heal-and-drain phase.
+const drainMax = 3 * time.Minute
+
+// armFaults starts every fault schedule the profile asks for.
+func (w *World) armFaults() {
+	w.every(w.prof.churnEvery, evChurn, -1, w.churn)
+	if w.prof.coordCrash > 0 {
+		w.every(w.prof.coordCrash, evCoordCrash, coordNode, w.coord.crash)
+	}
+	if w.prof.gatewayCrash > 0 {
+		w.every(w.prof.gatewayCrash, evGatewayCrash, -1, func() {
+			w.gateways[w.rng.IntN(len(w.gateways))].crash()
+		})
+	}
+	if w.prof.cutEvery > 0 {
+		w.every(w.prof.cutEvery, evCut, -1, w.cut)
+	}
+	if w.prof.adminEvery > 0 {
+		w.every(w.prof.adminEvery, evAdmin, w.adminNode(), w.admin)
+	}
+	if w.prof.growBy > 0 {
+		w.at(w.prof.growAt, evGrow, -1, func() {
+			w.kafka.grow(w.prof.growTopic, w.prof.growBy)
+			w.coord.refreshTopics()
+		})
+	}
+}
+
+// admin sends an operator's request: revoke a random partition (the
+// answer comes once every gateway is safe for the fence), deny the last
+// capability minted for one, or revoke a member.
+func (w *World) admin() {
+	id := w.kafka.parts[w.rng.IntN(len(w.kafka.parts))]
+	req := &request{kind: reqRevoke, from: w.adminNode(), partition: id, reply: func(response) {}}
+	switch r := w.rng.IntN(10); {
+	case r >= 8:
+		c := w.consumers[w.rng.IntN(len(w.consumers))]
+		if c.s == nil || c.s.Member().ID == "" {
+			return
+		}
+		req.kind, req.member = reqRevokeMember, c.s.Member().ID
+	case r >= 6 && w.prof.denyJTI:
+		claims := w.tokens.latest[id]
+		if claims == nil {
+			return
+		}
+		req.kind, req.jti, req.expires = reqDeny, claims.ID, time.Unix(int64(claims.ExpiresAt), 0)
+	}
+	if w.tracing() {
+		w.tracef("admin request kind %d partition %s member %s jti %s", req.kind, req.partition, req.member, req.jti)
+	}
+	w.net.request(w.adminNode(), coordNode, false, call{}, func() { w.coord.receive(req) })
+}
+
+// every runs fn at exponentially distributed intervals of mean until the
+// faults heal.
+func (w *World) every(mean time.Duration, kind eventKind, node int, fn func()) {
+	w.after(w.exponential(mean), kind, node, func() {
+		if w.healed {
+			return
+		}
+		fn()
+		w.every(mean, kind, node, fn)
+	})
+}
+
+// churn changes the membership: a consumer starts, leaves, crashes
+// (kill -9, often restarting later with its instance id) or freezes.
+func (w *World) churn() {
+	var running, down []*consumer
+	for _, c := range w.consumers {
+		switch c.state {
+		case consumerRunning:
+			running = append(running, c)
+		case consumerDown:
+			down = append(down, c)
+		}
+	}
+	switch r := w.rng.IntN(10); {
+	case (r < 3 || len(running) == 0) && len(down) > 0:
+		down[w.rng.IntN(len(down))].boot()
+	case r < 5 && len(running) > 1:
+		running[w.rng.IntN(len(running))].close()
+	case r < 7 && len(running) > 0:
+		w.crashConsumer(running[w.rng.IntN(len(running))])
+	case r < 9 && len(running) > 0:
+		w.freezeConsumer(running[w.rng.IntN(len(running))])
+	}
+}
+
+func (w *World) crashConsumer(c *consumer) {
+	c.crash()
+	if w.chance(0.7) {
+		w.after(w.between(time.Second, 15*time.Second), evChurn, c.node, func() {
+			if c.state == consumerDown && !w.healed {
+				c.boot()
+			}
+		})
+	}
+}
+
+// freezeConsumer stops a consumer, mostly for longer than its session.
+func (w *World) freezeConsumer(c *consumer) {
+	session := w.prof.machine.SessionTimeout
+	d := w.between(session+time.Second, 2*session)
+	if w.chance(0.3) {
+		d = w.between(time.Second, session)
+	}
+	c.freeze(d)
+}
+
+// cut starts a network partition: a node cut off from everyone, or one
+// link cut.
+func (w *World) cut() {
+	d := w.between(100*time.Millisecond, w.prof.cutMax)
+	w.stats.Partitions++
+	gw := w.gatewayNode(w.rng.IntN(len(w.gateways)))
+	consumer := w.consumerNode(w.rng.IntN(len(w.consumers)))
+	switch w.rng.IntN(4) {
+	case 0:
+		w.net.isolate(w.rng.IntN(w.adminNode()), d)
+	case 1:
+		w.net.cutLink(gw, coordNode, d)
+	case 2:
+		w.net.cutLink(consumer, coordNode, d)
+	default:
+		w.net.cutLink(consumer, gw, d)
+	}
+}
+
+// heal ends the faulty phase: partitions heal, crashed nodes restart,
+// frozen consumers thaw, the producer stops, and no new fault starts.
+func (w *World) heal() {
+	w.healed = true
+	w.tracef("heal")
+	w.net.healAll()
+	w.kafka.stopped = true
+	if !w.coord.up {
+		w.coord.restart()
+	}
+	for _, g := range w.gateways {
+		if !g.up {
+			g.boot()
+		}
+	}
+	for _, c := range w.consumers {
+		c.thaw()
+	}
+	w.keepOneRunning()
+}
+
+// keepOneRunning starts a consumer when none runs (one may have been
+// leaving when the faults healed).
+func (w *World) keepOneRunning() {
+	for _, c := range w.consumers {
+		if c.state == consumerRunning {
+			return
+		}
+	}
+	w.consumers[0].boot()
+}
+
+// drain runs until every record was delivered at least once (or drainMax
+// passes), then checks that nothing was lost.
+func (w *World) drain() {
+	deadline := w.now + drainMax
+	w.drainCheck()
+	w.loop(deadline)
+	if w.failure == nil {
+		w.coord.checkAnswered()
+	}
+	if w.failure == nil {
+		w.check.checkNoLostRecord()
+	}
+}
+
+// drainCheck stops the loop once every record was delivered.
+func (w *World) drainCheck() {
+	if w.check.allDelivered() {
+		w.stopped = true
+		return
+	}
+	w.keepOneRunning()
+	w.after(500*time.Millisecond, evDrainCheck, -1, w.drainCheck)
+}

@@ -1,0 +1,197 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// profile is what a seed draws before anything runs: the cluster's shape,
+// its settings, and the rate of every fault. Some seeds are calm, some
+// are harsh; every one keeps the timeouts DESIGN §4 requires
+// (sync_timeout < gateway_timeout − max_clock_skew).
+type profile struct {
+	gateways         int
+	consumers        int // slots; at most this many run at once
+	initialConsumers int
+	topics           []string
+	partitions       []int32       // per topic
+	static           float64       // share of consumers with an instance id
+	pattern          float64       // share of consumers subscribing by topic pattern
+	growAt           time.Duration // when a topic grows (0: never)
+	growTopic        int
+	growBy           int
+	adminEvery       time.Duration // mean time between admin requests (0: none)
+	denyJTI          bool          // admins deny capability ids too
+
+	machine group.Config
+	gateway gatewaySettings
+	client  clientSettings
+
+	net netFaults
+
+	produceEvery  time.Duration // mean time between producer bursts
+	produceBurst  int           // records per burst, at most
+	churnEvery    time.Duration // mean time between membership changes
+	coordCrash    time.Duration // mean time between coordinator crashes (0: none)
+	coordDownMax  time.Duration
+	readyCrash    float64       // chance per Ready of a crash before persist, and again after
+	gatewayCrash  time.Duration // mean time between gateway restarts (0: none)
+	gatewayDown   time.Duration
+	cutEvery      time.Duration // mean time between network partitions (0: none)
+	cutMax        time.Duration // longest partition
+	batchWindow   time.Duration // the coordinator loop gathers requests this long
+	brokerLatency time.Duration // most a broker takes to answer
+}
+
+// gatewaySettings are one gateway's sync client settings.
+type gatewaySettings struct {
+	syncTimeout time.Duration
+	syncWait    time.Duration
+	maxWait     time.Duration // clamp on a fetch's long poll
+	skew        []time.Duration
+}
+
+// clientSettings are the consumer shell's settings (client.Config).
+type clientSettings struct {
+	heartbeatWait   time.Duration
+	fetchMaxWait    time.Duration
+	requestTimeout  time.Duration
+	revokeTimeout   time.Duration
+	expiryMargin    time.Duration
+	retryBackoff    time.Duration
+	retryBackoffMax time.Duration
+	bufferMaxBytes  int64
+	pollMaxRecords  int
+	pollDelayMax    time.Duration // user processing time before the next poll
+	commitEvery     time.Duration
+	hookDelayMax    time.Duration
+}
+
+// netFaults are the network's per-message fault rates.
+type netFaults struct {
+	latencyMax time.Duration
+	drop       float64
+	dup        float64
+	delay      float64 // chance of an extra delay (reordering)
+	delayMax   time.Duration
+}
+
+const recordBytes = 100
+
+// draw draws values from a seed's rng.
+type draw struct{ rng *rand.Rand }
+
+// pick draws an int in [lo, hi].
+func (d draw) pick(lo, hi int) int { return lo + d.rng.IntN(hi-lo+1) }
+
+// dur draws a duration in [lo, hi].
+func (d draw) dur(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(d.rng.Int64N(int64(hi-lo)+1))
+}
+
+func drawProfile(rng *rand.Rand) profile {
+	d := draw{rng}
+	harsh := rng.Float64() // 0 calm .. 1 harsh
+	p := profile{gateways: d.pick(1, 3), consumers: d.pick(2, 6), static: rng.Float64()}
+	p.initialConsumers = d.pick(1, p.consumers)
+	drawTopics(d, &p)
+	p.machine = drawMachine(d)
+	drawGateways(d, &p)
+	p.client = drawClient(d, p.machine)
+	p.net = netFaults{
+		latencyMax: d.dur(200*time.Microsecond, 5*time.Millisecond),
+		drop:       harsh * 0.04 * rng.Float64(),
+		dup:        harsh * 0.05 * rng.Float64(),
+		delay:      harsh * 0.05 * rng.Float64(),
+		delayMax:   d.dur(10*time.Millisecond, 3*time.Second),
+	}
+	drawWorkload(d, &p)
+	drawCrashes(d, &p, harsh)
+	return p
+}
+
+// drawTopics draws one topic, or two, of 8–24 partitions in all.
+func drawTopics(d draw, p *profile) {
+	total := d.pick(8, 24)
+	if d.rng.IntN(2) == 0 {
+		p.topics, p.partitions = []string{"orders"}, []int32{int32(total)}
+		return
+	}
+	first := d.pick(1, total-1)
+	p.topics, p.partitions = []string{"orders", "payments"}, []int32{int32(first), int32(total - first)}
+}
+
+// drawGateways draws the sync settings (sync_timeout below gateway_timeout
+// − max_clock_skew) and each gateway's clock offset.
+func drawGateways(d draw, p *profile) {
+	p.gateway = gatewaySettings{
+		syncTimeout: d.dur(7*time.Second, p.machine.GatewayTimeout-p.machine.MaxClockSkew-time.Second),
+		syncWait:    p.machine.SyncWaitMax,
+		maxWait:     5 * time.Second,
+	}
+	for range p.gateways {
+		p.gateway.skew = append(p.gateway.skew, d.dur(-p.machine.MaxClockSkew, p.machine.MaxClockSkew))
+	}
+}
+
+// drawClient draws the consumer shell's settings and its user's pace.
+func drawClient(d draw, m group.Config) clientSettings {
+	return clientSettings{
+		heartbeatWait: m.HeartbeatWait, fetchMaxWait: d.dur(2*time.Second, 5*time.Second),
+		requestTimeout: d.dur(2*time.Second, 5*time.Second), revokeTimeout: 5 * time.Second,
+		expiryMargin: 2 * time.Second, retryBackoff: 20 * time.Millisecond, retryBackoffMax: time.Second,
+		bufferMaxBytes: 64 << 10, pollMaxRecords: d.pick(5, 100), pollDelayMax: d.dur(time.Millisecond, 200*time.Millisecond),
+		commitEvery: d.dur(time.Second, 5*time.Second), hookDelayMax: d.dur(0, 100*time.Millisecond),
+	}
+}
+
+// drawWorkload draws subscriptions, topic growth, admin revokes, the
+// producer, churn and the coordinator loop's batching.
+func drawWorkload(d draw, p *profile) {
+	p.pattern = d.rng.Float64()
+	if d.rng.IntN(2) == 0 {
+		p.growAt, p.growTopic, p.growBy = d.dur(time.Minute, 8*time.Minute), d.rng.IntN(len(p.topics)), d.pick(1, 4)
+	}
+	if d.rng.IntN(2) == 0 {
+		p.adminEvery = d.dur(20*time.Second, 120*time.Second)
+		p.denyJTI = d.rng.IntN(2) == 0
+	}
+	p.produceEvery = d.dur(100*time.Millisecond, 500*time.Millisecond)
+	p.produceBurst = d.pick(1, 5)
+	p.churnEvery = d.dur(4*time.Second, 10*time.Second)
+	p.batchWindow = []time.Duration{0, time.Millisecond, 5 * time.Millisecond}[d.rng.IntN(3)]
+	p.brokerLatency = d.dur(100*time.Microsecond, 3*time.Millisecond)
+}
+
+// drawMachine draws the coordinator's settings around the defaults.
+func drawMachine(d draw) group.Config {
+	c := group.DefaultConfig()
+	c.HandoffTimeout = d.dur(3*time.Second, 12*time.Second)
+	c.CapabilityLease = d.dur(15*time.Second, 60*time.Second)
+	c.SyncLogMax = []int{4, 64, 10000}[d.rng.IntN(3)]
+	if d.rng.IntN(4) == 0 {
+		c.MaxMovesPerSecond = d.pick(1, 4)
+	}
+	return c
+}
+
+// drawCrashes sets the rates of crashes and partitions; a quarter of the
+// seeds have none of a kind.
+func drawCrashes(d draw, p *profile, harsh float64) {
+	some := func() bool { return d.rng.IntN(4) != 0 }
+	if some() {
+		p.coordCrash = d.dur(40*time.Second, 300*time.Second)
+		p.coordDownMax = d.dur(100*time.Millisecond, 12*time.Second)
+		p.readyCrash = harsh * 0.004
+	}
+	if some() {
+		p.gatewayCrash = d.dur(40*time.Second, 300*time.Second)
+		p.gatewayDown = d.dur(50*time.Millisecond, 5*time.Second)
+	}
+	if some() {
+		p.cutEvery = d.dur(15*time.Second, 120*time.Second)
+		p.cutMax = d.dur(time.Second, 30*time.Second)
+	}
+}

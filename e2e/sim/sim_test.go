@@ -1,0 +1,148 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeed  = flag.Uint64("sim.seed", 0, "run only this seed (with -run 'TestSim$'; add -v -sim.trace to print its events)")
+	flagSeeds = flag.Int("sim.seeds", 0, "run this many seeds beyond the CI sweep (also CAPGATE_SIM_SEEDS)")
+	flagFirst = flag.Uint64("sim.first", 1_000_000, "first seed of the extra seeds")
+	flagTrace = flag.Bool("sim.trace", false, "print every event of -sim.seed")
+)
+
+// ciSeeds is the sweep every `go test` runs; ciShards split it over
+// parallel subtests.
+const (
+	ciSeeds  = 2000
+	ciShards = 8
+)
+
+// Per-seed floors every run must reach.
+const (
+	minSimulated = 10 * time.Minute
+	minHandoffs  = 50
+)
+
+// ciOptions are the options of every sweep: everything on. (The bug that
+// made the sweep leave admin jti denials out is fixed; see fixed_test.go,
+// TestDeniedCapabilityReleased.)
+func ciOptions() Options {
+	return Options{}
+}
+
+// TestSim runs the CI sweep of seeds (or -sim.seed alone), plus
+// -sim.seeds / CAPGATE_SIM_SEEDS more, each through every checker.
+func TestSim(t *testing.T) {
+	// The worlds allocate briskly and keep little: collect less often.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	if *flagSeed != 0 {
+		runOne(t, *flagSeed, *flagTrace)
+		return
+	}
+	extra := *flagSeeds
+	if n, err := strconv.Atoi(os.Getenv("CAPGATE_SIM_SEEDS")); err == nil && n > extra {
+		extra = n
+	}
+	var total sweep
+	start := time.Now()
+	t.Run("ci", func(t *testing.T) { runSweep(t, 1, ciSeeds, &total) })
+	if extra > 0 {
+		t.Run("extra", func(t *testing.T) { runSweep(t, *flagFirst, extra, &total) })
+	}
+	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d (%d clean), events %d, admitted fetches %d (%d cancelled), records %d (%d duplicate deliveries), crashes: coordinator %d, gateway %d, consumer %d; freezes %d, partitions %d; consumers that gave up %d; %s per seed, %s in all",
+		total.seeds, total.simulated.Hours(), total.handoffs, total.clean, total.events, total.admitted, total.cancelled, total.records,
+		total.duplicates, total.coordCrashes, total.gatewayCrashes, total.consumerCrashes, total.freezes, total.partitions, total.gaveUp,
+		(total.wall / time.Duration(max(total.seeds, 1))).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
+
+// sweep adds up what a sweep of seeds exercised.
+type sweep struct {
+	mu              sync.Mutex
+	seeds           int
+	simulated       time.Duration
+	handoffs        int
+	clean           int
+	events          int
+	admitted        int
+	cancelled       int
+	records         int
+	duplicates      int
+	coordCrashes    int
+	gatewayCrashes  int
+	consumerCrashes int
+	freezes         int
+	partitions      int
+	gaveUp          int
+	wall            time.Duration // summed over seeds (shards run in parallel)
+}
+
+func (s *sweep) add(r Result, wall time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seeds++
+	s.simulated += r.Stats.Simulated
+	s.handoffs += r.Stats.Handoffs
+	s.clean += r.Stats.CleanHandoffs
+	s.events += r.Stats.Events
+	s.admitted += r.Stats.Admitted
+	s.cancelled += r.Stats.Cancelled
+	s.records += r.Stats.Records
+	s.duplicates += r.Stats.Duplicates
+	s.coordCrashes += r.Stats.CoordCrashes
+	s.gatewayCrashes += r.Stats.GatewayCrashes
+	s.consumerCrashes += r.Stats.ConsumerCrashes
+	s.freezes += r.Stats.Freezes
+	s.partitions += r.Stats.Partitions
+	s.gaveUp += r.Stats.GaveUp
+	s.wall += wall
+}
+
+// runSweep runs seeds [first, first+n) in parallel shards.
+func runSweep(t *testing.T, first uint64, n int, total *sweep) {
+	for shard := range ciShards {
+		t.Run(fmt.Sprint("shard", shard), func(t *testing.T) {
+			t.Parallel()
+			for i := shard; i < n; i += ciShards {
+				seed := first + uint64(i)
+				start := time.Now()
+				r := Run(seed, ciOptions())
+				total.add(r, time.Since(start))
+				report(t, r)
+			}
+		})
+	}
+}
+
+// runOne runs one seed, printing its events with trace.
+func runOne(t *testing.T, seed uint64, trace bool) {
+	opts := ciOptions()
+	if trace {
+		opts.Trace = func(line string) { fmt.Println(line) }
+	}
+	r := Run(seed, opts)
+	t.Logf("seed %d: %+v trace hash %016x", seed, r.Stats, r.TraceHash)
+	report(t, r)
+}
+
+// report fails t for a failed run with the command that replays it, and
+// checks the per-seed floors.
+func report(t *testing.T, r Result) {
+	t.Helper()
+	replay := fmt.Sprintf("go test ./e2e/sim/ -run 'TestSim$' -v -sim.seed=%d -sim.trace", r.Seed)
+	switch {
+	case r.Err != nil:
+		t.Errorf("%v\nreplay: %s", r.Err, replay)
+	case r.Stats.Simulated < minSimulated:
+		t.Errorf("seed %d simulated only %s\nreplay: %s", r.Seed, r.Stats.Simulated, replay)
+	case r.Stats.Handoffs < minHandoffs:
+		t.Errorf("seed %d checked only %d handoffs\nreplay: %s", r.Seed, r.Stats.Handoffs, replay)
+	}
+}

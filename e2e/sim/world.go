@@ -1,0 +1,259 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// base is virtual time zero: a whole second, as the coordinator mints
+// expiries in whole seconds.
+var base = time.Unix(1_700_000_000, 0).UTC()
+
+// Options select what Run simulates beyond the seed.
+type Options struct {
+	// Duration is the faulty phase; zero means 10 simulated minutes.
+	Duration time.Duration
+	// Trace prints every event (to Trace's writer) as it runs.
+	Trace func(line string)
+	// bugs plants a known bug, for the tests that prove a checker fires.
+	bugs bugs
+	// tune adjusts the seed's profile (tests of planted bugs).
+	tune func(*profile)
+}
+
+// Stats are what one run exercised.
+type Stats struct {
+	Events         int
+	Simulated      time.Duration
+	Handoffs       int // grants of a partition that a previous holder had a capability for
+	CleanHandoffs  int // ... whose previous holder released everything it delivered
+	Admitted       int // fetches admitted by a gateway
+	Cancelled      int // admitted fetches cancelled by a fence
+	Records        int // records produced
+	Delivered      int // records delivered to users, duplicates included
+	Duplicates     int // records delivered more than once
+	CoordCrashes   int
+	GatewayCrashes int
+	GaveUp         int // consumers whose shell stopped for good (a join refused)
+	SentinelStarts int // deliveries that began at an unresolved start offset
+	ConsumerCrashes,
+	Freezes,
+	Partitions int
+}
+
+// Result is one run's outcome: Err is the first checker failure (nil
+// when every checker held), TraceHash identifies the run's event trace.
+type Result struct {
+	Seed      uint64
+	Stats     Stats
+	TraceHash uint64
+	Err       error
+}
+
+// World is one simulation: a single-threaded event loop over virtual
+// time. Every part lives in it and every random choice comes from rng.
+type World struct {
+	seed    uint64
+	rng     *rand.Rand
+	prof    profile
+	opts    Options
+	now     time.Duration
+	queue   eventHeap
+	nextSeq uint64
+	index   int // events run so far
+	failure error
+	healed  bool // faults are off (heal-and-drain phase)
+	stopped bool // the drain is done
+	trace   tracer
+	stats   Stats
+
+	net       *network
+	kafka     *kafka
+	tokens    *tokens
+	coord     *coordinator
+	gateways  []*gateway
+	consumers []*consumer
+	check     *checker
+}
+
+// Run simulates one seed and checks every invariant after every event.
+func Run(seed uint64, opts Options) Result {
+	w := newWorld(seed, opts)
+	w.start()
+	w.loop(w.opts.Duration)
+	if w.failure == nil {
+		w.heal()
+		w.drain()
+	}
+	w.stats.Simulated = w.now
+	w.stats.Events = w.index
+	return Result{Seed: seed, Stats: w.stats, TraceHash: w.trace.sum(), Err: w.failure}
+}
+
+func newWorld(seed uint64, opts Options) *World {
+	if opts.Duration == 0 {
+		opts.Duration = 10 * time.Minute
+	}
+	w := &World{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed_ca95_a7e0)), opts: opts}
+	w.trace.init(opts.Trace)
+	w.prof = drawProfile(w.rng)
+	if opts.tune != nil {
+		opts.tune(&w.prof)
+	}
+	w.net = newNetwork(w)
+	w.kafka = newKafka(w)
+	w.tokens = newTokens()
+	w.check = newChecker(w)
+	w.coord = newCoordinator(w)
+	for i := range w.prof.gateways {
+		w.gateways = append(w.gateways, newGateway(w, i))
+	}
+	for i := range w.prof.consumers {
+		w.consumers = append(w.consumers, newConsumer(w, i))
+	}
+	return w
+}
+
+// start boots every part and arms the fault schedules.
+func (w *World) start() {
+	w.coord.boot()
+	for _, g := range w.gateways {
+		g.boot()
+	}
+	for i, c := range w.consumers {
+		if i < w.prof.initialConsumers {
+			c.boot()
+		}
+	}
+	w.kafka.startProducer()
+	w.armFaults()
+}
+
+// loop runs events until the queue is empty, a checker fails, or the
+// clock passes until.
+func (w *World) loop(until time.Duration) {
+	for w.failure == nil && !w.stopped && len(w.queue) > 0 && w.queue[0].at <= until {
+		ev := w.queue.pop()
+		w.now = ev.at
+		w.index++
+		w.trace.event(w, ev)
+		ev.fn()
+	}
+	if w.now < until && !w.stopped && w.failure == nil {
+		w.now = until
+	}
+}
+
+// at schedules fn at virtual time t (never in the past). Ties run in the
+// order they were scheduled.
+func (w *World) at(t time.Duration, kind eventKind, node int, fn func()) {
+	if t < w.now {
+		t = w.now
+	}
+	w.nextSeq++
+	w.queue.push(event{at: t, seq: w.nextSeq, kind: kind, node: int32(node), fn: fn})
+}
+
+// after schedules fn d from now.
+func (w *World) after(d time.Duration, kind eventKind, node int, fn func()) {
+	w.at(w.now+d, kind, node, fn)
+}
+
+// wall is the true time now.
+func (w *World) wall() time.Time { return base.Add(w.now) }
+
+// fail records the first checker failure; the loop stops after the event.
+func (w *World) fail(checker, format string, args ...any) {
+	if w.failure != nil {
+		return
+	}
+	w.failure = &Failure{
+		Seed: w.seed, Event: w.index, At: w.now, Checker: checker,
+		Detail: fmt.Sprintf(format, args...),
+	}
+	w.trace.line(w, "FAIL "+w.failure.Error())
+}
+
+// Failure is a checker that fired: which one, where in the run, why.
+type Failure struct {
+	Seed    uint64
+	Event   int
+	At      time.Duration
+	Checker string
+	Detail  string
+}
+
+func (f *Failure) Error() string {
+	return fmt.Sprintf("seed %d: event %d at %s: %s: %s", f.Seed, f.Event, f.At, f.Checker, f.Detail)
+}
+
+// chance draws true with probability p.
+func (w *World) chance(p float64) bool { return p > 0 && w.rng.Float64() < p }
+
+// between draws a duration uniformly in [lo, hi].
+func (w *World) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)+1))
+}
+
+// exponential draws an exponentially distributed wait with the given mean.
+func (w *World) exponential(mean time.Duration) time.Duration {
+	return time.Duration(w.rng.ExpFloat64() * float64(mean))
+}
+
+// event is one scheduled step of the world.
+type event struct {
+	at   time.Duration
+	seq  uint64
+	kind eventKind
+	node int32
+	fn   func()
+}
+
+// eventHeap is a binary min-heap on (at, seq): virtual time, ties broken
+// by scheduling order.
+type eventHeap []event
+
+func (h eventHeap) less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
+}
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !s.less(i, parent) {
+			break
+		}
+		s[i], s[parent] = s[parent], s[i]
+		i = parent
+	}
+}
+
+func (h *eventHeap) pop() event {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s[last] = event{}
+	s = s[:last]
+	*h = s
+	for i := 0; ; {
+		smallest, left, right := i, 2*i+1, 2*i+2
+		if left < len(s) && s.less(left, smallest) {
+			smallest = left
+		}
+		if right < len(s) && s.less(right, smallest) {
+			smallest = right
+		}
+		if smallest == i {
+			return top
+		}
+		s[i], s[smallest] = s[smallest], s[i]
+		i = smallest
+	}
+}
