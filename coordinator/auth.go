@@ -140,3 +140,19 @@ func partitionParams(ctx *fasthttp.RequestCtx, topic, partition string) (int32, 
 	}
 	return int32(p), true
 }
+
+// memberRequest is the preamble of the member routes (heartbeat, commit,
+// leave): the {group} path parameter, the member token of that group, and
+// the JSON body into req (empty allowed when emptyOK). On a refusal it
+// writes the answer and returns ok false.
+func (c *Coordinator) memberRequest(ctx *fasthttp.RequestCtx, params []string, req any, emptyOK bool) (string, *ocap.Claims, bool) {
+	groupName := params[0]
+	if !groupParam(ctx, groupName) {
+		return "", nil, false
+	}
+	claims, ok := c.memberClaims(ctx, groupName)
+	if !ok || !decodeBody(ctx, req, emptyOK) {
+		return "", nil, false
+	}
+	return groupName, claims, true
+}

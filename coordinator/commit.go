@@ -26,16 +26,9 @@ import (
 )
 
 func (c *Coordinator) handleCommit(ctx *fasthttp.RequestCtx, params []string) {
-	groupName := params[0]
-	if !groupParam(ctx, groupName) {
-		return
-	}
-	claims, ok := c.memberClaims(ctx, groupName)
-	if !ok {
-		return
-	}
 	var req api.CommitRequest
-	if !decodeBody(ctx, &req, false) {
+	groupName, claims, ok := c.memberRequest(ctx, params, &req, false)
+	if !ok {
 		return
 	}
 	offsets, ok := c.commitOffsets(ctx, groupName, claims.Subject, req.Offsets, req.Release)

@@ -18,16 +18,9 @@ import (
 )
 
 func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string) {
-	groupName := params[0]
-	if !groupParam(ctx, groupName) {
-		return
-	}
-	claims, ok := c.memberClaims(ctx, groupName)
-	if !ok {
-		return
-	}
 	var req api.HeartbeatRequest
-	if !decodeBody(ctx, &req, true) {
+	groupName, claims, ok := c.memberRequest(ctx, params, &req, true)
+	if !ok {
 		return
 	}
 	if req.WaitMs < 0 {

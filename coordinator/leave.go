@@ -15,16 +15,9 @@ import (
 )
 
 func (c *Coordinator) handleLeave(ctx *fasthttp.RequestCtx, params []string) {
-	groupName := params[0]
-	if !groupParam(ctx, groupName) {
-		return
-	}
-	claims, ok := c.memberClaims(ctx, groupName)
-	if !ok {
-		return
-	}
 	var req api.LeaveRequest
-	if !decodeBody(ctx, &req, true) {
+	groupName, claims, ok := c.memberRequest(ctx, params, &req, true)
+	if !ok {
 		return
 	}
 	offsets, ok := c.commitOffsets(ctx, groupName, claims.Subject, req.Offsets, true)
