@@ -1,0 +1,183 @@
+package faults
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/harness"
+)
+
+// wait is the generous deadline of every wait: the suite shares a loaded
+// 2-core machine.
+const wait = 30 * time.Second
+
+// produceEvery is the producer's interval per partition.
+const produceEvery = 20 * time.Millisecond
+
+// owners maps each member id to the partitions it owns in group, or says
+// why the group is not settled with members members (every partition
+// owned, none revoking, floor/ceil balance).
+func owners(c *harness.Cluster, group string, members int) (map[string][]int32, string) {
+	d, err := c.Describe(group)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if len(d.Members) != members {
+		return nil, fmt.Sprintf("%d members, want %d", len(d.Members), members)
+	}
+	out := map[string][]int32{}
+	for _, p := range d.Partitions {
+		if p.State != "owned" {
+			return nil, fmt.Sprintf("partition %d is %s (epoch %d)", p.Partition, p.State, p.Epoch)
+		}
+		out[p.Owner] = append(out[p.Owner], p.Partition)
+	}
+	floor := int(c.Partitions()) / members
+	for _, m := range d.Members {
+		if n := len(out[m.ID]); n < floor || n > floor+1 {
+			return nil, fmt.Sprintf("member %s owns %d", m.ID, n)
+		}
+	}
+	return out, ""
+}
+
+// waitSettled waits until group is settled with members members and
+// returns the ownership.
+func waitSettled(t *testing.T, c *harness.Cluster, group string, members int) map[string][]int32 {
+	t.Helper()
+	var own map[string][]int32
+	harness.Eventually(t, wait, fmt.Sprintf("%s settled with %d members", group, members), func() (bool, string) {
+		var why string
+		own, why = owners(c, group, members)
+		return own != nil, why
+	})
+	return own
+}
+
+// waitFlowing waits until group got n more deliveries than now.
+func waitFlowing(t *testing.T, c *harness.Cluster, group string, n int) {
+	t.Helper()
+	count := func() int {
+		s := c.Log.Snapshot()
+		k := 0
+		for _, d := range s.Deliveries {
+			if d.Key.Group == group {
+				k++
+			}
+		}
+		return k
+	}
+	start := count()
+	harness.Eventually(t, wait, fmt.Sprintf("%d more deliveries to %s", n, group), func() (bool, string) {
+		got := count() - start
+		return got >= n, fmt.Sprintf("%d so far", got)
+	})
+}
+
+// finish stops the producer, waits until group delivered everything and
+// runs every checker.
+func finish(t *testing.T, c *harness.Cluster, prod *harness.Producer, group string) harness.Snapshot {
+	t.Helper()
+	prod.Stop()
+	if n, err := prod.Failures(); n > 0 {
+		t.Logf("%d produce calls failed (not acknowledged, not counted), last: %v", n, err)
+	}
+	c.WaitDelivered(t, group, wait)
+	s := c.Check(t)
+	t.Logf("%d records produced and delivered (%d deliveries)", prod.Count(), len(s.Deliveries))
+	return s
+}
+
+// rawFetch sends one fetch with capability to a gateway and returns the
+// status, the Content-Type and the body.
+func rawFetch(t *testing.T, c *harness.Cluster, gatewayURL, capability string, partition int32, offset int64) (int, string, []byte) {
+	t.Helper()
+	u := fmt.Sprintf("%s/v1/topics/%s/partitions/%d/records?offset=%d", gatewayURL, c.Topic(), partition, offset)
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+capability)
+	resp, err := c.HTTP().Do(req)
+	if err != nil {
+		return 0, "", []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), body
+}
+
+// errorCode decodes an error body's code, failing t when the body is not
+// the JSON error shape.
+func errorCode(t *testing.T, contentType string, body []byte) api.Code {
+	t.Helper()
+	var e api.ErrorBody
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code == "" {
+		t.Errorf("error body is not {\"error\":{\"code\":...}} (Content-Type %q): %.200s", contentType, body)
+	}
+	return e.Error.Code
+}
+
+// sharedCapability mints a non-exclusive fetch capability for partition
+// through the admin API.
+func sharedCapability(t *testing.T, c *harness.Cluster, partition int32) string {
+	t.Helper()
+	var grant api.CapabilityResponse
+	c.MustAdmin(t, http.MethodPost, "/v1/admin/capabilities",
+		coordinator.SharedGrantRequest{Topic: c.Topic(), Partition: partition, Ops: []string{"fetch"}, TTLMs: 600_000, Holder: "fault-test"}, &grant)
+	return grant.Capability
+}
+
+// postJSON sends a JSON POST with a bearer token and returns the status
+// and body.
+func postJSON(t *testing.T, c *harness.Cluster, u, token string, in any) (int, []byte) {
+	t.Helper()
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.HTTP().Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+// grantsTo returns the new grants member received at or after since.
+func grantsTo(s harness.Snapshot, member string, since harness.Time) []harness.Grant {
+	var out []harness.Grant
+	for _, g := range s.Grants {
+		if g.Member == member && !g.Renewal && g.At >= since {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// partitionsOf lists the partition numbers of grants, sorted, unique.
+func partitionsOf(grants []harness.Grant) []int32 {
+	var out []int32
+	for _, g := range grants {
+		if !slices.Contains(out, g.Key.Partition) {
+			out = append(out, g.Key.Partition)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

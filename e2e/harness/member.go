@@ -1,0 +1,287 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/client"
+)
+
+// MemberOptions configure a consumer, in this process (StartMember) or as
+// a process (StartConsumerProcess).
+type MemberOptions struct {
+	// Name labels the consumer in the log and in failures.
+	Name  string
+	Group string
+	// SessionTimeout defaults to the cluster's Timing.SessionTimeout.
+	SessionTimeout time.Duration
+	// CommitInterval: commit at most this often (default 100ms; < 0:
+	// never, revoked partitions are still released with a commit).
+	CommitInterval time.Duration
+	// InstanceID makes the membership static.
+	InstanceID string
+	// Gateways overrides the cluster's gateway URLs.
+	Gateways []string
+	// PrintSecrets puts capabilities and member tokens into the lines.
+	PrintSecrets bool
+}
+
+// ConsumerConfig is the configuration a consumer with opts runs with.
+func (c *Cluster) ConsumerConfig(t testing.TB, opts MemberOptions) ConsumerConfig {
+	t.Helper()
+	tm := c.opts.Timing
+	cc := client.DefaultConfig()
+	cc.CoordinatorURL, cc.Group, cc.Topics = c.Coordinator.URL, opts.Group, []string{c.opts.Topic}
+	cc.Gateways = opts.Gateways
+	if len(cc.Gateways) == 0 {
+		cc.Gateways = c.GatewayURLs()
+	}
+	cc.Credential = c.ClientCredential(t, opts.Group)
+	cc.ClientID, cc.InstanceID = "harness", opts.InstanceID
+	cc.SessionTimeout = tm.SessionTimeout
+	if opts.SessionTimeout > 0 {
+		cc.SessionTimeout = opts.SessionTimeout
+	}
+	cc.HeartbeatWait = tm.memberHeartbeatWait(cc.SessionTimeout)
+	cc.FetchMaxWait = 500 * time.Millisecond
+	cc.RequestTimeout = 5 * time.Second
+	cc.RevokeTimeout = 2 * time.Second
+	cc.CapabilityExpiryMargin = tm.CapabilityLease / 4
+	cfg := ConsumerConfig{Client: cc, CommitInterval: 100 * time.Millisecond, CloseTimeout: 10 * time.Second, PrintSecrets: opts.PrintSecrets}
+	switch {
+	case opts.CommitInterval > 0:
+		cfg.CommitInterval = opts.CommitInterval
+	case opts.CommitInterval < 0:
+		cfg.CommitInterval = 0
+	}
+	return cfg
+}
+
+// Member is a consumer running in this process with RunConsumer: its
+// lines go straight to the log. Kill cuts its network and stops it without
+// leaving; Hold keeps calls of one kind from being sent. Safe for
+// concurrent use.
+type Member struct {
+	Name     string
+	Recorder *Recorder
+	log      *Log
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu     sync.Mutex
+	err    error
+	member string
+	killed bool
+	joined chan struct{}
+}
+
+// StartMember starts an in-process consumer and waits until it joined.
+func (c *Cluster) StartMember(t testing.TB, opts MemberOptions) *Member {
+	t.Helper()
+	cfg := c.ConsumerConfig(t, opts)
+	cfg.Logger = c.logger.Named(opts.Name)
+	m := &Member{Name: opts.Name, log: c.Log, done: make(chan struct{}), joined: make(chan struct{})}
+	var once sync.Once
+	emit := func(l Line) {
+		if l.Kind == LineJoined {
+			m.mu.Lock()
+			m.member = l.Member
+			m.mu.Unlock()
+			once.Do(func() { close(m.joined) })
+		}
+		c.Log.AddConsumerLine(opts.Name, l)
+	}
+	m.Recorder = NewRecorder(opts.Group, opts.PrintSecrets, emit)
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go func() {
+		defer close(m.done)
+		err := RunConsumer(ctx, cfg, m.Recorder, emit)
+		m.mu.Lock()
+		m.err = err
+		m.mu.Unlock()
+	}()
+	cleanup(t, "member "+opts.Name, func() { m.Close(t) })
+	select {
+	case <-m.joined:
+	case <-m.done:
+		t.Fatalf("%s: stopped before joining: %v", opts.Name, m.Err())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: not joined after 20s", opts.Name)
+	}
+	return m
+}
+
+// MemberID is the member id of the last join.
+func (m *Member) MemberID() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.member
+}
+
+// Err is the error that ended the consumer, if it ended.
+func (m *Member) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// Hold keeps coordinator calls of op from being sent until release.
+func (m *Member) Hold(op string) (release func()) { return m.Recorder.Hold(op) }
+
+// Kill cuts every request of the member and stops it without leaving: the
+// coordinator learns of it only by its silence.
+func (m *Member) Kill() {
+	m.log.AddFault("kill", m.Name)
+	m.mu.Lock()
+	m.killed = true
+	m.mu.Unlock()
+	m.Recorder.Kill()
+	m.cancel()
+	<-m.done
+}
+
+// Close closes the member gracefully (revoke, release, leave) and waits;
+// a killed member is only waited for.
+func (m *Member) Close(t testing.TB) {
+	m.mu.Lock()
+	killed := m.killed
+	m.mu.Unlock()
+	if !killed {
+		m.log.AddFault("close", m.Name)
+	}
+	m.cancel()
+	select {
+	case <-m.done:
+	case <-time.After(20 * time.Second):
+		t.Errorf("%s: still closing after 20s", m.Name)
+	}
+	m.Recorder.CloseIdleConnections()
+}
+
+// ConsumerProcess is a consumer process (e2e/harness/cmd/consumer): its
+// stdout lines go to the log; it can be killed (-9), stopped and
+// continued. Safe for concurrent use.
+type ConsumerProcess struct {
+	Name string
+	*Process
+	log *Log
+
+	mu    sync.Mutex
+	lines []Line
+}
+
+// StartConsumerProcess starts a consumer process and waits until it
+// joined.
+func (c *Cluster) StartConsumerProcess(t testing.TB, opts MemberOptions) *ConsumerProcess {
+	t.Helper()
+	if c.opts.Binaries.Consumer == "" {
+		t.Fatal("harness: consumer processes need Options.Binaries (harness.Build)")
+	}
+	cfg := c.ConsumerConfig(t, opts)
+	cc := cfg.Client
+	args := []string{
+		"-coordinator", cc.CoordinatorURL, "-gateways", strings.Join(cc.Gateways, ","), "-group", cc.Group,
+		"-topic", cc.Topics[0], "-instance-id", cc.InstanceID, "-session-timeout", cc.SessionTimeout.String(),
+		"-heartbeat-wait", cc.HeartbeatWait.String(), "-fetch-max-wait", cc.FetchMaxWait.String(),
+		"-request-timeout", cc.RequestTimeout.String(), "-revoke-timeout", cc.RevokeTimeout.String(),
+		"-expiry-margin", cc.CapabilityExpiryMargin.String(), "-commit-interval", cfg.CommitInterval.String(),
+		fmt.Sprintf("-print-secrets=%v", cfg.PrintSecrets),
+	}
+	p := &ConsumerProcess{Name: opts.Name, log: c.Log}
+	onLine := func(b []byte) {
+		var l Line
+		if err := json.Unmarshal(b, &l); err != nil {
+			c.Log.Dropped()
+			return
+		}
+		p.mu.Lock()
+		p.lines = append(p.lines, l)
+		p.mu.Unlock()
+		c.Log.AddConsumerLine(opts.Name, l)
+	}
+	p.Process = StartProcess(t, opts.Name, c.opts.Binaries.Consumer, args, cleanEnv("HARNESS_CREDENTIAL="+cc.Credential), onLine, nil)
+	cleanup(t, "consumer "+opts.Name, p.stop)
+	Eventually(t, 20*time.Second, opts.Name+" joined", func() (bool, string) {
+		if p.Exited() {
+			t.Fatalf("%s exited: %v\n%s", opts.Name, p.Wait(0), p.Tail())
+		}
+		return p.MemberID() != "", "no join answered yet"
+	})
+	return p
+}
+
+// Lines returns a copy of the lines printed so far.
+func (p *ConsumerProcess) Lines() []Line {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.lines)
+}
+
+// MemberID is the member id of the last join.
+func (p *ConsumerProcess) MemberID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.lines) - 1; i >= 0; i-- {
+		if p.lines[i].Kind == LineJoined {
+			return p.lines[i].Member
+		}
+	}
+	return ""
+}
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (p *ConsumerProcess) Kill() {
+	p.log.AddFault("kill", p.Name)
+	p.Process.Kill()
+}
+
+// Pause sends SIGSTOP.
+func (p *ConsumerProcess) Pause(t testing.TB) {
+	t.Helper()
+	p.log.AddFault("stop", p.Name)
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Resume sends SIGCONT.
+func (p *ConsumerProcess) Resume(t testing.TB) {
+	t.Helper()
+	p.log.AddFault("cont", p.Name)
+	if err := p.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stop closes a running consumer gracefully, bounded; a stopped one is
+// continued first, a dead one left alone.
+func (p *ConsumerProcess) stop() {
+	if p.Exited() {
+		return
+	}
+	_ = p.Signal(syscall.SIGCONT)
+	_ = p.Signal(sigTerm)
+	if p.Wait(15*time.Second) != nil && !p.Exited() {
+		p.Process.Kill()
+	}
+}
+
+// Terminate sends SIGTERM (graceful close) and waits for the exit.
+func (p *ConsumerProcess) Terminate(t testing.TB) {
+	t.Helper()
+	p.log.AddFault("close", p.Name)
+	if err := p.Signal(sigTerm); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(20 * time.Second); err != nil {
+		t.Errorf("%s: %v\n%s", p.Name, err, p.Tail())
+	}
+}
