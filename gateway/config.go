@@ -77,7 +77,7 @@ func DefaultConfig() Config {
 		ID:                "gateway-1",
 		Listen:            "127.0.0.1:8080",
 		CoordinatorURL:    "http://127.0.0.1:7070",
-		SyncWait:          5 * time.Second,
+		SyncWait:          3 * time.Second,
 		SyncTimeout:       10 * time.Second,
 		Issuer:            "capgate-coordinator",
 		Audience:          "dev",
@@ -129,11 +129,18 @@ func (c Config) validateSync() error {
 		return fmt.Errorf("gateway.sync_wait: must be > 0, got %s", c.SyncWait)
 	case c.SyncTimeout <= 0:
 		return fmt.Errorf("gateway.sync_timeout: must be > 0, got %s", c.SyncTimeout)
-	case c.SyncWait >= c.SyncTimeout:
-		return fmt.Errorf("gateway.sync_wait: must be < sync_timeout (%s), got %s", c.SyncTimeout, c.SyncWait)
+	case 2*c.SyncWait+syncMargin > c.SyncTimeout:
+		// The self-fence clock runs from when the last answered poll was
+		// SENT; with polls held for sync_wait, an idle gateway's last
+		// answered poll can be 2 × sync_wait old just before the next
+		// answer arrives. Anything tighter fences a healthy gateway.
+		return fmt.Errorf("gateway.sync_wait: 2 × sync_wait + %s must be <= sync_timeout (%s), got sync_wait %s", syncMargin, c.SyncTimeout, c.SyncWait)
 	}
 	return nil
 }
+
+// syncMargin covers round trips and scheduling on top of two held polls.
+const syncMargin = 500 * time.Millisecond
 
 func (c Config) validateTokens() error {
 	switch {

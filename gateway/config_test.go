@@ -20,7 +20,7 @@ func TestDefaultConfigValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := DefaultConfig()
-	if c.Listen != "127.0.0.1:8080" || c.CoordinatorURL != "http://127.0.0.1:7070" || c.SyncWait != 5*time.Second ||
+	if c.Listen != "127.0.0.1:8080" || c.CoordinatorURL != "http://127.0.0.1:7070" || c.SyncWait != 3*time.Second ||
 		c.SyncTimeout != 10*time.Second || c.TokenCacheEntries != 100_000 || c.MaxWait != 30*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
@@ -35,7 +35,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{func(c *Config) { c.Listen = "8080" }, `gateway.listen: must be host:port, got "8080"`},
 		{func(c *Config) { c.CoordinatorURL = "ftp://x" }, `gateway.coordinator_url: must be an http(s) URL, got "ftp://x"`},
 		{func(c *Config) { c.SyncTimeout = 0 }, "gateway.sync_timeout: must be > 0, got 0s"},
-		{func(c *Config) { c.SyncWait = 10 * time.Second }, "gateway.sync_wait: must be < sync_timeout (10s), got 10s"},
+		{func(c *Config) { c.SyncWait = 10 * time.Second }, "gateway.sync_wait: 2 × sync_wait + 500ms must be <= sync_timeout (10s), got sync_wait 10s"},
+		{func(c *Config) { c.SyncWait = 5 * time.Second }, "gateway.sync_wait: 2 × sync_wait + 500ms must be <= sync_timeout (10s), got sync_wait 5s"},
 		{func(c *Config) { c.Leeway = 3 * time.Second }, "gateway.leeway: must be within [0s, 2s], got 3s"},
 		{func(c *Config) { c.Issuer = "" }, `gateway.issuer: must not be empty`},
 		{func(c *Config) { c.MaxWait = 0 }, "gateway.max_wait: must be > 0, got 0s"},
