@@ -150,7 +150,7 @@ func newAdminQoS(f *adminFlags) *cobra.Command {
 }
 
 func newAdminConfig(f *adminFlags) *cobra.Command {
-	var moves float64
+	var moves int
 	var handoff time.Duration
 	var reset string
 	cmd := &cobra.Command{
@@ -174,7 +174,7 @@ func newAdminConfig(f *adminFlags) *cobra.Command {
 			return call(cmd, f, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(a[0])+"/config", body)
 		},
 	}
-	cmd.Flags().Float64Var(&moves, "max-moves-per-second", 0, "creep: partitions moved per second at most (0 = unlimited)")
+	cmd.Flags().IntVar(&moves, "max-moves-per-second", 0, "creep: partitions moved per second at most (0 = unlimited)")
 	cmd.Flags().DurationVar(&handoff, "handoff-timeout", 0, "how long a handoff waits for the old holder's release")
 	cmd.Flags().StringVar(&reset, "offset-reset", "", "where a partition with no committed offset starts: earliest or latest")
 	return cmd
