@@ -47,6 +47,20 @@ func (s *Session) commitRequested(e CommitRequested) {
 // sendCommit emits one Commit naming parts at their processed offsets.
 func (s *Session) sendCommit(ticket uint64, parts []*partition, release bool) {
 	slices.SortFunc(parts, func(a, b *partition) int { return comparePartitions(a.id, b.id) })
+	for len(parts) > MaxCommitPartitions {
+		s.sendCommitChunk(ticket, parts[:MaxCommitPartitions], release)
+		parts = parts[MaxCommitPartitions:]
+	}
+	s.sendCommitChunk(ticket, parts, release)
+}
+
+// MaxCommitPartitions bounds the partitions of one commit request: each
+// carries its capability (~700 bytes), and the coordinator refuses bodies
+// over max_body_bytes (1 MiB by default). Larger commits are sent in
+// chunks under the same ticket.
+const MaxCommitPartitions = 500
+
+func (s *Session) sendCommitChunk(ticket uint64, parts []*partition, release bool) {
 	c := &commitState{ticket: ticket, incarnation: s.member.Incarnation, release: release, parts: parts}
 	for _, p := range parts {
 		offset := p.processed

@@ -1,0 +1,43 @@
+// Package bench measures capgate side by side with what it replaces, every
+// part real and in one process on loopback: Kafka's own rebalance protocols
+// (franz-go group consumers: eager range, cooperative sticky, KIP-848) and
+// direct fetches from the broker (broker.Client, franz-go), against a kfake
+// broker, the coordinator and real gateways. BENCHMARKS.md at the
+// repository root has the commands, the figures and what they mean.
+//
+// # Running it
+//
+//	go test ./e2e/bench/                                  # smoke tests, tiny sizes (CI)
+//	go test -run '^$' -bench . -benchtime 1x -timeout 20m ./e2e/bench/   # the whole set, ~5 min
+//	go test -run '^$' -bench . -benchtime 1x -short ./e2e/bench/         # a small variant, ~1 min
+//
+// Each benchmark iteration is one scenario run; -benchtime 2x runs each
+// twice. Figures go to b.ReportMetric (ns/op is suppressed) and, with the
+// ratios against the baseline measured in the same run, to tables on
+// stdout. CAPGATE_BENCH_DETAIL=1 adds a partition-by-partition table per
+// rebalance run, CAPGATE_BENCH_PROFILE_DIR=dir writes CPU profiles of the
+// scale join phase and of the bulk fence, CAPGATE_BENCH_LOG=debug shows
+// every part's logs.
+//
+// # Scenarios
+//
+//   - Rebalance (rebalance.go, members.go, timeline.go): one kfake cluster
+//     per run, 12 partitions, a producer writing one record per partition
+//     every 10 ms; three members settle, the baseline runs, a fourth joins.
+//     analyze turns what the members received into pauses per partition
+//     (moved and unmoved), duplicates, lost records and time to stable.
+//   - Gateway overhead (overhead.go, throughput.go): open-loop 1-record
+//     fetches at fixed rates, sequential 1-record fetches, and records/s
+//     to one consumer (SDK raw batches and JSON, franz-go consumer).
+//   - Revocation (revoke.go): admin partition revokes, which answer once
+//     every gateway acknowledged the fence, with 1, 4 and 16 gateways; a
+//     bulk fence of a member holding 10,000 partitions.
+//   - Coordinator scale (scale.go, rawmember.go): 1,000 members over plain
+//     HTTP join a group of 10,000 partitions and release what is revoked.
+//
+// The analysis (timeline.go) is pure and tested on made-up timelines; the
+// scenarios wait on real sockets by polling with deadlines.
+//
+// Concurrency: the scenario functions run one at a time; tracker,
+// rawMember and scaleWatch are safe for concurrent use.
+package bench

@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/client"
+)
+
+// Consumer-level throughput: one consumer reads every record of the
+// throughput topic from the start; records/s from creating the consumer
+// until the last record was returned by its poll.
+
+// scanDirect reads the topic with a plain franz-go consumer (no group).
+func (e *overheadEnv) scanDirect(tb testing.TB) float64 {
+	offsets := map[int32]kgo.Offset{}
+	for p := range e.throughputN {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	want := int(e.throughputN) * e.perPart
+	start := time.Now()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.s.Kafka.Addrs()...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{throughputTopic: offsets}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	got := 0
+	for got < want {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			tb.Fatalf("direct scan: %d of %d records: %v", got, want, err)
+		}
+		got += fetches.NumRecords()
+	}
+	return float64(got) / time.Since(start).Seconds()
+}
+
+// scanCapgate reads the topic with the SDK through the gateway, raw
+// record batches or JSON, as the only member of a fresh group.
+func (e *overheadEnv) scanCapgate(tb testing.TB, raw bool) float64 {
+	group := "scan-" + randomID()
+	cfg := client.DefaultConfig()
+	cfg.CoordinatorURL, cfg.Gateways = e.s.CoordinatorURL, e.s.GatewayURLs
+	cfg.Group, cfg.Topics, cfg.Credential = group, []string{throughputTopic}, e.s.credential(tb, group)
+	cfg.Raw = raw
+	want := int(e.throughputN) * e.perPart
+	start := time.Now()
+	c, err := client.NewConsumer(cfg, client.WithLogger(e.s.log.Named("scan")))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Join(ctx); err != nil {
+		tb.Fatalf("scan join: %v", err)
+	}
+	got := 0
+	for got < want {
+		records, err := c.Poll(ctx)
+		if err != nil {
+			tb.Fatalf("capgate scan (raw %t): %d of %d records: %v", raw, got, want, err)
+		}
+		got += len(records)
+	}
+	rate := float64(got) / time.Since(start).Seconds()
+	if err := c.Close(ctx); err != nil {
+		tb.Logf("scan close: %v", err)
+	}
+	return rate
+}
+
+// throughputResult is records/s of each reader, best of the passes.
+type throughputResult struct {
+	Direct, Raw, JSON float64
+	Records           int
+}
+
+// runThroughput runs passes of the three readers, interleaved, and keeps
+// each one's best pass.
+func (e *overheadEnv) runThroughput(tb testing.TB, passes int) throughputResult {
+	r := throughputResult{Records: int(e.throughputN) * e.perPart}
+	for range passes {
+		r.Direct = max(r.Direct, e.scanDirect(tb))
+		r.Raw = max(r.Raw, e.scanCapgate(tb, true))
+		r.JSON = max(r.JSON, e.scanCapgate(tb, false))
+	}
+	return r
+}
+
+func (r throughputResult) String() string {
+	return fmt.Sprintf("direct %.3gM/s raw %.3gM/s json %.3gM/s", r.Direct/1e6, r.Raw/1e6, r.JSON/1e6)
+}
