@@ -326,6 +326,7 @@ type TokenClaims struct {
 	JTI     string `json:"jti"`
 	Epoch   uint64 `json:"ep"`
 	Exp     int64  `json:"exp"`
+	Iat     int64  `json:"iat"`
 }
 
 // ClaimsOf decodes a token's payload without verifying it.

@@ -3,8 +3,6 @@ package sdk
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/capgate/capgate/e2e/harness"
 )
 
 // ErrKilled is what every request of a killed member fails with.
@@ -194,25 +194,10 @@ func fetchOf(req *http.Request) (FetchCall, bool) {
 }
 
 // Claims are the capability claims the tests look at.
-type Claims struct {
-	JTI   string `json:"jti"`
-	Epoch uint64 `json:"ep"`
-	Exp   int64  `json:"exp"`
-	Iat   int64  `json:"iat"`
-}
+type Claims = harness.TokenClaims
 
 // CapabilityClaims decodes a token's payload without verifying it.
-func CapabilityClaims(token string) Claims {
-	var c Claims
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return c
-	}
-	if b, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil {
-		_ = json.Unmarshal(b, &c)
-	}
-	return c
-}
+func CapabilityClaims(token string) Claims { return harness.ClaimsOf(token) }
 
 // peekBody reads the start of an error body and puts it back for the
 // client.
