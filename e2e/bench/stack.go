@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/harness"
 	"github.com/capgate/capgate/gateway"
 )
 
@@ -173,20 +173,12 @@ func (s *stack) startCoordinator(tb testing.TB, dataDir string, edit func(*coord
 	if edit != nil {
 		edit(&cfg)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	coord, err := coordinator.New(cfg, s.log.Named("coordinator"), coordinator.WithListener(ln), coordinator.WithBroker(s.Broker))
-	if err != nil {
-		tb.Fatalf("coordinator: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- coord.Run(context.Background()) }()
+	coord, stop := harness.RunCoordinator(tb, cfg, s.log.Named("coordinator"), s.Broker)
 	s.onClose(func() {
 		s.http.CloseIdleConnections()
-		slow(tb, "close coordinator", func() { _ = coord.Close() })
-		if err := <-done; err != nil {
+		var err error
+		slow(tb, "close coordinator", func() { err = stop() })
+		if err != nil {
 			tb.Errorf("coordinator run: %v", err)
 		}
 	})

@@ -2,24 +2,20 @@ package sdk
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/harness"
 	"github.com/capgate/capgate/gateway"
 )
 
@@ -113,17 +109,7 @@ func (g *Gateway) Close() {
 
 // Logger is the logger of every part: zap.NewNop unless CAPGATE_E2E_LOG
 // names a level (debug, info, warn), then the test's log.
-func Logger(t testing.TB) *zap.Logger {
-	level := os.Getenv("CAPGATE_E2E_LOG")
-	if level == "" {
-		return zap.NewNop()
-	}
-	var l zapcore.Level
-	if err := l.Set(level); err != nil {
-		t.Fatalf("CAPGATE_E2E_LOG: %v", err)
-	}
-	return zaptest.NewLogger(t, zaptest.Level(l))
-}
+func Logger(t testing.TB) *zap.Logger { return harness.Logger(t) }
 
 // StartCluster starts broker, coordinator and gateways and waits until
 // every gateway is ready (first sync applied).
@@ -201,20 +187,12 @@ func (c *Cluster) startCoordinator(t testing.TB) {
 	g.GatewayTimeout = c.Timing.GatewayTimeout
 	g.MaxClockSkew = c.Timing.MaxClockSkew
 	g.SyncWaitMax = c.Timing.SyncWait
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	coord, err := coordinator.New(cfg, c.log.Named("coordinator"), coordinator.WithListener(ln), coordinator.WithBroker(c.Broker))
-	if err != nil {
-		t.Fatalf("coordinator: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- coord.Run(context.Background()) }()
+	coord, stop := harness.RunCoordinator(t, cfg, c.log.Named("coordinator"), c.Broker)
 	t.Cleanup(func() {
 		c.http.CloseIdleConnections()
-		slow(t, "close coordinator", func() { _ = coord.Close() })
-		if err := <-done; err != nil {
+		var err error
+		slow(t, "close coordinator", func() { err = stop() })
+		if err != nil {
 			t.Errorf("coordinator run: %v", err)
 		}
 	})
