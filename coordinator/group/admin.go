@@ -33,12 +33,17 @@ func (m *Machine) revokePartition(e RevokePartition) {
 	if p.lease != nil && p.lease.outside {
 		m.endLease(p)
 	}
-	switch {
-	case p.state == Unowned || (p.state == Revoking && p.gatewaysSafe):
+	switch s := p.own.(type) {
+	case unowned:
 		m.send(RevokeReply{Ref: e.Ref, Group: e.Group, Topic: e.Topic, Partition: e.Partition, Epoch: p.epoch})
 		return
-	case p.state == Owned:
-		p.force = max(p.force, forceRevoke)
+	case *revoking:
+		if s.gatewaysSafe {
+			m.send(RevokeReply{Ref: e.Ref, Group: e.Group, Topic: e.Topic, Partition: e.Partition, Epoch: p.epoch})
+			return
+		}
+	case *owned:
+		s.force = max(s.force, forceRevoke)
 	}
 	p.revokeWaiters = append(p.revokeWaiters, e.Ref)
 	m.queueReassign(p.group)
@@ -69,8 +74,8 @@ func (m *Machine) leasePartition(e Lease) {
 	m.putRecord(leaseKey(p), LeaseRecord{Group: g.name, Topic: e.Topic, Partition: e.Partition,
 		Holder: e.Holder, Outside: mem == nil, Until: until})
 	m.push(timer{at: until, kind: timerLease, partition: p})
-	if p.state == Owned && p.holder == e.Holder && p.holderOutside == (mem == nil) {
-		m.extendLeaseHolder(p)
+	if o := p.owner(); o != nil && o.cap.holder == (holder{id: e.Holder, outside: mem == nil}) {
+		m.extendLeaseHolder(p, o)
 		return
 	}
 	m.queueReassign(g)
@@ -78,19 +83,15 @@ func (m *Machine) leasePartition(e Lease) {
 
 // extendLeaseHolder answers a lease to the current holder with its grant,
 // renewed to the new lease end for an outside holder.
-func (m *Machine) extendLeaseHolder(p *partition) {
-	if p.holderOutside {
-		exp := m.outsideExpiry(p)
-		p.capExpiry = exp
-		if exp.After(p.expiryBound) {
-			p.expiryBound = exp
-		}
+func (m *Machine) extendLeaseHolder(p *partition, o *owned) {
+	if o.cap.holder.outside {
+		o.cap.renew(m.outsideExpiry(p))
 	} else {
 		m.extend(p)
 	}
 	g := m.grantOf(p)
 	m.audit.renewed(p, g)
-	p.grantSent = true
+	o.cap.sent = true
 	m.send(LeaseReply{Ref: p.leaseWaiter, Grant: g, Until: p.lease.until})
 	p.leaseWaiter = 0
 }
@@ -152,8 +153,8 @@ func (m *Machine) revokeMember(e RevokeMember) {
 	}
 	until := m.now
 	for p := range mem.held {
-		if p.expiryBound.After(until) {
-			until = p.expiryBound
+		if c, _ := p.outstanding(); c.bound.After(until) {
+			until = c.bound
 		}
 	}
 	exp := until.Unix()
@@ -244,8 +245,8 @@ func (m *Machine) setGroupConfig(e SetGroupConfig) {
 	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: next})
 	if next.HandoffTimeout != cfg.HandoffTimeout {
 		for _, p := range g.order {
-			if p.state == Revoking {
-				m.push(timer{at: p.started.Add(next.HandoffTimeout), kind: timerHandoff, partition: p})
+			if r := p.revocation(); r != nil {
+				m.push(timer{at: r.started.Add(next.HandoffTimeout), kind: timerHandoff, partition: p})
 				m.tryComplete(p)
 			}
 		}
@@ -278,12 +279,12 @@ func (m *Machine) resetOffset(e ResetOffset) {
 	m.audit.committed(p, e.Offset, true)
 	p.committed, p.metadata = e.Offset, e.Metadata
 	m.markOffset(p)
-	switch p.state {
-	case Owned:
-		p.force = forceReset
+	switch s := p.own.(type) {
+	case *owned:
+		s.force = forceReset
 		m.queueReassign(p.group)
-	case Revoking:
-		p.forced = true
+	case *revoking:
+		s.forced = true
 		m.markDirty(p)
 		m.tryComplete(p)
 	}

@@ -61,13 +61,18 @@ func (m *Machine) commitOffsets(ref Ref, mem *member, offsets []CommitOffset, re
 			p.committed, p.metadata = o.Offset, o.Metadata
 			m.markOffset(p)
 		}
-		switch {
-		case release && p.state == Revoking && !p.released:
-			p.released = true
-			m.markDirty(p)
-			m.tryComplete(p)
-		case release && p.state == Owned:
-			m.giveUp(p)
+		if !release {
+			continue
+		}
+		switch s := p.own.(type) {
+		case *revoking:
+			if !s.released {
+				s.released = true
+				m.markDirty(p)
+				m.tryComplete(p)
+			}
+		case *owned:
+			m.giveUp(p, s)
 		}
 	}
 	return true
@@ -75,14 +80,11 @@ func (m *Machine) commitOffsets(ref Ref, mem *member, offsets []CommitOffset, re
 
 func (m *Machine) checkOffset(mem *member, o CommitOffset, release bool) (api.Code, error) {
 	p := mem.group.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
-	if p == nil || p.holder != mem.id || p.holderOutside {
+	if p == nil || !p.heldBy(mem.id) {
 		return api.CodeStaleEpoch, fmt.Errorf("member %q does not hold it", mem.id)
 	}
-	switch {
-	case p.state == Owned && o.Epoch == p.epoch:
-	case p.state == Revoking && o.Epoch == p.holderEpoch && !p.forced:
-	default:
-		return api.CodeStaleEpoch, fmt.Errorf("epoch %d is not current (epoch %d, %s)", o.Epoch, p.epoch, p.state)
+	if !p.commitEpoch(o.Epoch) {
+		return api.CodeStaleEpoch, fmt.Errorf("epoch %d is not current (epoch %d, %s)", o.Epoch, p.epoch, p.state())
 	}
 	switch {
 	case o.Offset < 0 && !release:
@@ -98,8 +100,21 @@ func (m *Machine) checkOffset(mem *member, o CommitOffset, release bool) (api.Co
 // reason than a fence, such as a denied jti), so the partition is fenced
 // and reassigned — possibly back to the same member under a fresh epoch
 // and capability — without waiting for a release that already came.
-func (m *Machine) giveUp(p *partition) {
-	p.givenUp = true
-	p.force = max(p.force, forceRevoke)
+func (m *Machine) giveUp(p *partition, o *owned) {
+	o.givenUp = true
+	o.force = max(o.force, forceRevoke)
 	m.queueReassign(p.group)
+}
+
+// commitEpoch reports whether a capability at epoch may commit: the
+// current epoch while owned, the holder's while it is revoked from it and
+// no offset reset forced the move.
+func (p *partition) commitEpoch(epoch uint64) bool {
+	switch s := p.own.(type) {
+	case *owned:
+		return epoch == p.epoch
+	case *revoking:
+		return epoch == s.fromEpoch && !s.forced
+	}
+	return false
 }

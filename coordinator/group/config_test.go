@@ -87,6 +87,12 @@ func TestRestoreRejectsBadSnapshot(t *testing.T) {
 		{Partitions: []group.PartitionRecord{{Group: "g", Topic: "t", Epoch: 1, State: "lost"}}},
 		{Partitions: []group.PartitionRecord{{Group: "g", Topic: "t", Epoch: 1, State: group.Revoking, Holder: "m", HolderEpoch: 1}}},
 		{Partitions: []group.PartitionRecord{{Group: "g", Topic: "t", Epoch: 2, State: group.Owned, Holder: "m", HolderEpoch: 1}}},
+		// Combinations the ownership sum type cannot hold: an owner with
+		// revoking flags, a holder of nobody.
+		{Partitions: []group.PartitionRecord{{Group: "g", Topic: "t", Epoch: 2, State: group.Owned, Holder: "m", HolderEpoch: 2, Released: true}}},
+		{Partitions: []group.PartitionRecord{{Group: "g", Topic: "t", Epoch: 2, State: group.Owned, Holder: "m", HolderEpoch: 2, Forced: true}}},
+		{Partitions: []group.PartitionRecord{{Group: "g", Topic: "t", Epoch: 2, State: group.Owned, HolderEpoch: 2}}},
+		{Partitions: []group.PartitionRecord{{Group: "g", Topic: "t", Epoch: 2, State: group.Revoking, HolderEpoch: 1}}},
 		{Members: []group.MemberRecord{{Group: "g", MemberID: "m", TopicPattern: "("}}},
 		{Groups: []group.GroupRecord{{Group: "g", Config: group.GroupConfig{Assignor: "nope"}}}},
 	}

@@ -82,13 +82,15 @@ func (m *Machine) DescribeGroup(name string) (GroupDescription, bool) {
 	}
 	for _, p := range g.order {
 		pd := PartitionDescription{
-			Topic: p.id.Topic, Partition: p.id.Partition, Epoch: p.epoch, State: p.state,
-			Owner: p.holder, OwnerOutside: p.holderOutside, OwnerEpoch: p.holderEpoch,
-			Target: p.target, TargetOutside: p.targetOutside, CapabilityExpiry: p.capExpiry,
+			Topic: p.id.Topic, Partition: p.id.Partition, Epoch: p.epoch, State: p.state(),
 			Committed: p.committed, Metadata: p.metadata,
 		}
-		if p.state == Revoking {
-			pd.RevokeStarted, pd.GatewaysSafe, pd.Released = p.started, p.gatewaysSafe, p.released
+		if c, epoch := p.outstanding(); c != nil {
+			pd.Owner, pd.OwnerOutside, pd.OwnerEpoch, pd.CapabilityExpiry = c.holder.id, c.holder.outside, epoch, c.expiry
+		}
+		if r := p.revocation(); r != nil {
+			pd.Target, pd.TargetOutside = r.to.id, r.to.outside
+			pd.RevokeStarted, pd.GatewaysSafe, pd.Released = r.started, r.gatewaysSafe, r.released
 		}
 		if p.lease != nil {
 			pd.LeaseHolder, pd.LeaseOutside, pd.LeaseUntil = p.lease.holder, p.lease.outside, p.lease.until

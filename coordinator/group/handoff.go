@@ -12,56 +12,45 @@ import "time"
 //	    gone, or handoff_timeout passed.
 //	unowned --grantNow--> owned(B) at a fresh epoch, at once.
 
-// startMove begins moving an owned partition to target ("" = nobody).
-func (m *Machine) startMove(p *partition, target string, targetOutside bool) {
-	if p.state != Owned {
-		panic("group: startMove of a partition that is not owned: " + p.describe())
-	}
-	p.forced = p.force == forceReset
-	p.force = forceNone
-	p.state = Revoking
-	p.target, p.targetOutside = target, targetOutside
-	p.started = m.now
-	p.released, p.givenUp = p.givenUp, false
+// startMove begins moving an owned partition to target (zero = nobody).
+func (m *Machine) startMove(p *partition, target holder) {
+	r := p.toRevoking(target, m.now)
 	m.fence(p)
-	mem := p.group.members[p.holder]
-	if mem != nil && !p.holderOutside {
+	mem := p.group.members[r.from.holder.id]
+	if mem != nil && !r.from.holder.outside {
 		mem.news.drop(p)
+		if r.from.sent {
+			mem.news.revoke = append(mem.news.revoke, p.ref(r.fromEpoch))
+			m.queueNews(mem)
+		}
 	}
-	switch {
-	case !p.grantSent:
-		// The grant never left the machine: no capability exists at
-		// holderEpoch, and older ones were fenced before it was made.
-		p.released = true
-		p.expiryBound = time.Time{}
-	case mem != nil && !p.holderOutside:
-		mem.news.revoke = append(mem.news.revoke, p.ref(p.holderEpoch))
-		m.queueNews(mem)
-	}
-	m.push(timer{at: p.started.Add(p.group.cfg.HandoffTimeout), kind: timerHandoff, partition: p})
-	m.push(timer{at: m.expiredAt(p), kind: timerHandoff, partition: p})
+	m.push(timer{at: r.started.Add(p.group.cfg.HandoffTimeout), kind: timerHandoff, partition: p})
+	m.push(timer{at: m.expiredAt(r), kind: timerHandoff, partition: p})
 	m.tryComplete(p)
 }
 
-// fence raises the partition's epoch and puts the fence on the sync log.
+// fence raises the epoch of a revoking partition and puts the fence on
+// the sync log.
 func (m *Machine) fence(p *partition) {
+	r := p.revocation()
 	p.epoch++
 	m.audit.epochIssued(p)
-	p.gatewaysSafe = false
-	p.fenceSeq = m.appendEntry(syncEntry{kind: entryFence, fence: p.fence()})
-	m.handoffs.push(p.fenceSeq, p)
+	r.gatewaysSafe = false
+	r.fenceSeq = m.appendEntry(syncEntry{kind: entryFence, fence: p.fence()})
+	m.handoffs.push(r.fenceSeq, p)
 	m.markDirty(p)
 }
 
 // retarget changes where a revoking partition goes. Back to its holder it
 // needs a fresh epoch and fence; anywhere else the pending epoch (never
 // granted) and the progress so far stay.
-func (m *Machine) retarget(p *partition, target string, targetOutside bool) {
-	if p.target == target && p.targetOutside == targetOutside {
+func (m *Machine) retarget(p *partition, target holder) {
+	r := p.revocation()
+	if r.to == target {
 		return
 	}
-	p.target, p.targetOutside = target, targetOutside
-	if target != "" && target == p.holder && targetOutside == p.holderOutside {
+	r.to = target
+	if !target.none() && target == r.from.holder {
 		m.fence(p)
 	}
 	m.markDirty(p)
@@ -71,37 +60,35 @@ func (m *Machine) retarget(p *partition, target string, targetOutside bool) {
 // tryComplete finishes a handoff whose conditions hold. Safe to call at any
 // time for any partition.
 func (m *Machine) tryComplete(p *partition) {
-	if p.state != Revoking {
+	r := p.revocation()
+	if r == nil {
 		return
 	}
-	if !p.gatewaysSafe && (m.holderExpired(p) || p.fenceSeq <= m.gatewayWatermark()) {
-		m.setGatewaysSafe(p)
+	if !r.gatewaysSafe && (m.holderExpired(r) || r.fenceSeq <= m.gatewayWatermark()) {
+		m.setGatewaysSafe(p, r)
 	}
-	if !p.gatewaysSafe || !m.holderDone(p) {
+	if !r.gatewaysSafe || !m.holderDone(p, r) {
 		return
 	}
-	if p.target != "" && !p.targetOutside && !p.group.isMember(p.target) {
+	if !r.to.none() && !r.to.outside && !p.group.isMember(r.to.id) {
 		m.queueReassign(p.group) // the target left; reassignment retargets
 		return
 	}
-	m.audit.checkHandoff(m, p)
-	if mem := p.group.members[p.holder]; mem != nil && !p.holderOutside {
+	m.audit.checkHandoff(m, p, r)
+	if mem := p.group.members[r.from.holder.id]; mem != nil && !r.from.holder.outside {
 		delete(mem.held, p)
 	}
-	if p.target == "" {
-		p.state = Unowned
-		p.holder, p.holderOutside, p.holderEpoch = "", false, 0
-		p.capExpiry, p.expiryBound = time.Time{}, time.Time{}
-		p.released, p.forced, p.grantSent = false, false, false
+	if r.to.none() {
+		p.toUnowned()
 		m.markDirty(p)
 		return
 	}
-	m.grant(p, p.target, p.targetOutside)
+	m.grant(p, r.to)
 }
 
-func (m *Machine) setGatewaysSafe(p *partition) {
-	m.audit.checkGatewaysSafe(m, p)
-	p.gatewaysSafe = true
+func (m *Machine) setGatewaysSafe(p *partition, r *revoking) {
+	m.audit.checkGatewaysSafe(m, p, r)
+	r.gatewaysSafe = true
 	for _, ref := range p.revokeWaiters {
 		m.send(RevokeReply{Ref: ref, Group: p.group.name, Topic: p.id.Topic, Partition: p.id.Partition, Epoch: p.epoch})
 	}
@@ -110,53 +97,48 @@ func (m *Machine) setGatewaysSafe(p *partition) {
 
 // holderExpired reports whether every capability of the revoked holder has
 // expired everywhere: exp + leeway + max_clock_skew < now.
-func (m *Machine) holderExpired(p *partition) bool {
-	return m.now.After(p.expiryBound.Add(m.cfg.Leeway + m.cfg.MaxClockSkew))
+func (m *Machine) holderExpired(r *revoking) bool {
+	return m.now.After(r.from.bound.Add(m.cfg.Leeway + m.cfg.MaxClockSkew))
 }
 
 // expiredAt is the first instant holderExpired is true.
-func (m *Machine) expiredAt(p *partition) time.Time {
-	return p.expiryBound.Add(m.cfg.Leeway + m.cfg.MaxClockSkew + 1)
+func (m *Machine) expiredAt(r *revoking) time.Time {
+	return r.from.bound.Add(m.cfg.Leeway + m.cfg.MaxClockSkew + 1)
 }
 
 // holderDone reports whether the revoked holder let go: released, gone,
 // never able to commit, or out of time.
-func (m *Machine) holderDone(p *partition) bool {
-	return p.released || p.forced || p.holderOutside || p.holder == "" ||
-		!p.group.isMember(p.holder) ||
-		!m.now.Before(p.started.Add(p.group.cfg.HandoffTimeout))
+func (m *Machine) holderDone(p *partition, r *revoking) bool {
+	return r.released || r.forced || r.from.holder.outside ||
+		!p.group.isMember(r.from.holder.id) ||
+		!m.now.Before(r.started.Add(p.group.cfg.HandoffTimeout))
 }
 
-// grantNow gives an unowned partition to holder under a fresh epoch.
-func (m *Machine) grantNow(p *partition, holder string, outside bool) {
+// grantNow gives an unowned partition to h under a fresh epoch.
+func (m *Machine) grantNow(p *partition, h holder) {
 	p.epoch++
 	m.audit.epochIssued(p)
-	m.grant(p, holder, outside)
+	m.grant(p, h)
 }
 
-// grant makes holder the owner at p.epoch and tells it.
-func (m *Machine) grant(p *partition, holder string, outside bool) {
-	p.state = Owned
-	p.holder, p.holderOutside, p.holderEpoch = holder, outside, p.epoch
-	p.target, p.targetOutside = "", false
-	p.released, p.forced, p.gatewaysSafe = false, false, false
+// grant makes h the owner at p.epoch and tells it.
+func (m *Machine) grant(p *partition, h holder) {
 	exp := m.expiry(m.cfg.CapabilityLease)
-	if outside {
+	if h.outside {
 		exp = m.outsideExpiry(p)
 	}
-	p.capExpiry, p.expiryBound = exp, exp
-	p.grantSent = false
+	o := p.toOwned(h, exp)
 	m.markDirty(p)
 	g := m.grantOf(p)
 	m.audit.granted(p, g)
-	if !outside {
-		mem := p.group.members[holder]
+	if !h.outside {
+		mem := p.group.members[h.id]
 		mem.held[p] = struct{}{}
 		mem.news.addGrant(p)
 		m.queueNews(mem)
 	}
-	if p.leaseWaiter != 0 && p.lease != nil && p.lease.holder == holder {
-		p.grantSent = true
+	if p.leaseWaiter != 0 && p.lease != nil && p.lease.holder == h.id {
+		o.cap.sent = true
 		m.send(LeaseReply{Ref: p.leaseWaiter, Grant: g, Until: p.lease.until})
 		p.leaseWaiter = 0
 	}
@@ -168,10 +150,11 @@ func (m *Machine) grantOf(p *partition) Grant {
 	if offset < 0 {
 		offset = p.group.cfg.resetOffset()
 	}
+	c, epoch := p.outstanding()
 	return Grant{
-		Group: p.group.name, Holder: p.holder, Outside: p.holderOutside,
-		Topic: p.id.Topic, Partition: p.id.Partition, Epoch: p.holderEpoch,
-		Offset: offset, ExpiresAt: p.capExpiry,
+		Group: p.group.name, Holder: c.holder.id, Outside: c.holder.outside,
+		Topic: p.id.Topic, Partition: p.id.Partition, Epoch: epoch,
+		Offset: offset, ExpiresAt: c.expiry,
 	}
 }
 

@@ -62,27 +62,27 @@ func (a *audit) committed(p *partition, offset int64, reset bool) {
 
 func (a *audit) restored(p *partition) {
 	p.audit = partitionAudit{maxEpoch: p.epoch, persisted: p.epoch, committed: -1}
-	if p.state != Unowned {
-		p.audit.grantEpoch, p.audit.grantHolder, p.audit.grantOut = p.holderEpoch, p.holder, p.holderOutside
+	if c, epoch := p.outstanding(); c != nil {
+		p.audit.grantEpoch, p.audit.grantHolder, p.audit.grantOut = epoch, c.holder.id, c.holder.outside
 	}
 }
 
 // checkGatewaysSafe recomputes gateway safety for p's fence from scratch.
-func (a *audit) checkGatewaysSafe(m *Machine, p *partition) {
-	if m.holderExpired(p) {
+func (a *audit) checkGatewaysSafe(m *Machine, p *partition, r *revoking) {
+	if m.holderExpired(r) {
 		return
 	}
 	for _, gw := range m.gateways {
-		if gw.acked < p.fenceSeq && !m.silent(gw) {
+		if gw.acked < r.fenceSeq && !m.silent(gw) {
 			a.fail("%s marked safe but gateway %q acked %d < fence seq %d and was seen %s ago",
-				p.describe(), gw.id, gw.acked, p.fenceSeq, m.now.Sub(gw.lastSeen))
+				p.describe(), gw.id, gw.acked, r.fenceSeq, m.now.Sub(gw.lastSeen))
 		}
 	}
 }
 
 // checkHandoff checks a handoff about to complete.
-func (a *audit) checkHandoff(m *Machine, p *partition) {
-	if !p.gatewaysSafe || !m.holderDone(p) || p.epoch <= p.holderEpoch {
+func (a *audit) checkHandoff(m *Machine, p *partition, r *revoking) {
+	if !r.gatewaysSafe || !m.holderDone(p, r) || p.epoch <= r.fromEpoch {
 		a.fail("handoff of %s completing early", p.describe())
 	}
 }
@@ -188,7 +188,7 @@ func (m *Machine) checkGroup(g *group) []error {
 			errs = append(errs, fmt.Errorf("member %q of %q has no timer armed", id, g.name))
 		}
 		for p := range mem.held {
-			if p.holder != mem.id || p.holderOutside || p.state == Unowned {
+			if !p.heldBy(mem.id) {
 				errs = append(errs, fmt.Errorf("member %q holds %s", id, p.describe()))
 			}
 		}
@@ -225,29 +225,29 @@ func (m *Machine) checkPartition(g *group, p *partition) error {
 	case p.committed != a.committed:
 		return fmt.Errorf("%s: committed %d, audited %d", p.describe(), p.committed, a.committed)
 	}
-	holderIsMember := g.isMember(p.holder) && !p.holderOutside
-	switch p.state {
-	case Unowned:
-		if p.holder != "" || (p.epoch > 0 && a.grantEpoch >= p.epoch) {
+	switch s := p.own.(type) {
+	case unowned:
+		if p.epoch > 0 && a.grantEpoch >= p.epoch {
 			return fmt.Errorf("%s: unowned but epoch %d was granted", p.describe(), a.grantEpoch)
 		}
-	case Owned:
-		if p.holderEpoch != p.epoch || a.grantEpoch != p.epoch || a.grantHolder != p.holder || a.grantOut != p.holderOutside {
+	case *owned:
+		h := s.cap.holder
+		if a.grantEpoch != p.epoch || a.grantHolder != h.id || a.grantOut != h.outside {
 			return fmt.Errorf("%s: owner differs from the audited grant %q@%d", p.describe(), a.grantHolder, a.grantEpoch)
 		}
-		if !p.holderOutside && !holderIsMember {
+		if !h.outside && !g.isMember(h.id) {
 			return fmt.Errorf("%s: owned by a non-member", p.describe())
 		}
-		if holderIsMember {
-			if _, ok := g.members[p.holder].held[p]; !ok {
+		if !h.outside {
+			if _, ok := g.members[h.id].held[p]; !ok {
 				return fmt.Errorf("%s: missing from its holder's partitions", p.describe())
 			}
 		}
-	case Revoking:
-		if p.epoch <= p.holderEpoch || a.grantEpoch >= p.epoch || p.fenceSeq > m.log.seq {
-			return fmt.Errorf("%s: revoking but epoch %d not above the holder's %d (last grant %d)", p.describe(), p.epoch, p.holderEpoch, a.grantEpoch)
+	case *revoking:
+		if p.epoch <= s.fromEpoch || a.grantEpoch >= p.epoch || s.fenceSeq > m.log.seq {
+			return fmt.Errorf("%s: revoking but epoch %d not above the holder's %d (last grant %d)", p.describe(), p.epoch, s.fromEpoch, a.grantEpoch)
 		}
-		if p.target != "" && !p.targetOutside && !g.isMember(p.target) {
+		if !s.to.none() && !s.to.outside && !g.isMember(s.to.id) {
 			return fmt.Errorf("%s: revoking to a non-member", p.describe())
 		}
 	default:

@@ -221,13 +221,13 @@ func (m *Machine) replaceStatic(old, mem *member) {
 		}
 	}
 	for _, p := range g.order {
-		if p.state == Revoking && p.target == old.id && !p.targetOutside {
-			m.retarget(p, mem.id, false)
+		if r := p.revocation(); r != nil && r.to.member(old.id) {
+			m.retarget(p, holder{id: mem.id})
 		}
 	}
 	for _, p := range moved {
-		if p.state == Owned {
-			m.startMove(p, mem.id, false)
+		if p.state() == Owned {
+			m.startMove(p, holder{id: mem.id})
 		} else {
 			m.tryComplete(p)
 		}
@@ -379,14 +379,14 @@ func (m *Machine) renderGrants(mem *member, set map[*partition]struct{}) []Grant
 	}
 	parts := make([]*partition, 0, len(set))
 	for p := range set {
-		if p.state == Owned && p.holder == mem.id && !p.holderOutside {
+		if o := p.owner(); o != nil && o.cap.holder.member(mem.id) {
 			parts = append(parts, p)
 		}
 	}
 	slices.SortFunc(parts, func(a, b *partition) int { return comparePartitions(a.id, b.id) })
 	grants := make([]Grant, len(parts))
 	for i, p := range parts {
-		p.grantSent = true
+		p.owner().cap.sent = true
 		grants[i] = m.grantOf(p)
 	}
 	return grants
@@ -401,17 +401,15 @@ func cmpTopicPartition(at string, ap int32, bt string, bp int32) int {
 
 // extend renews p's capability when less than half the lease is left.
 func (m *Machine) extend(p *partition) bool {
-	if p.state != Owned || p.capExpiry.Sub(m.now) >= m.cfg.CapabilityLease/2 {
+	o := p.owner()
+	if o == nil || o.cap.expiry.Sub(m.now) >= m.cfg.CapabilityLease/2 {
 		return false
 	}
 	exp := m.expiry(m.cfg.CapabilityLease)
-	if !exp.After(p.capExpiry) {
+	if !exp.After(o.cap.expiry) {
 		return false
 	}
-	p.capExpiry = exp
-	if exp.After(p.expiryBound) {
-		p.expiryBound = exp
-	}
+	o.cap.renew(exp)
 	return true
 }
 
@@ -439,14 +437,15 @@ func (m *Machine) replyJoin(j pendingJoin) {
 		SessionTimeout: mem.sessionTimeout, HeartbeatWait: m.cfg.HeartbeatWait,
 	}
 	for _, p := range heldSorted(mem) {
-		if p.state != Owned {
+		o := p.owner()
+		if o == nil {
 			continue
 		}
 		mem.news.drop(p)
 		m.extend(p)
 		g := m.grantOf(p)
 		m.audit.renewed(p, g)
-		p.grantSent = true
+		o.cap.sent = true
 		reply.Grants = append(reply.Grants, g)
 	}
 	m.send(reply)

@@ -23,23 +23,23 @@ func (m *Machine) reassignGroup(g *group) {
 	g.target = target
 	g.pendingMoves = g.pendingMoves[:0]
 	for _, p := range g.order {
-		holder, outside := m.desired(g, p)
-		switch p.state {
-		case Unowned:
-			if holder != "" {
-				m.grantNow(p, holder, outside)
+		want := m.desired(g, p)
+		switch s := p.own.(type) {
+		case unowned:
+			if !want.none() {
+				m.grantNow(p, want)
 			}
-		case Owned:
-			if holder == p.holder && outside == p.holderOutside && p.force == forceNone {
+		case *owned:
+			if !s.moves(want) {
 				continue
 			}
-			if m.moveAllowed(g, p, holder) {
-				m.startMove(p, holder, outside)
+			if m.moveAllowed(g, p, s, want) {
+				m.startMove(p, want)
 			} else {
 				g.pendingMoves = append(g.pendingMoves, p)
 			}
-		case Revoking:
-			m.retarget(p, holder, outside)
+		case *revoking:
+			m.retarget(p, want)
 		}
 	}
 	m.armMoves(g)
@@ -87,14 +87,15 @@ func (m *Machine) assignInput(g *group) assign.Input {
 			continue
 		}
 		in.Partitions = append(in.Partitions, p.id)
-		if p.force != forceNone {
-			continue // an admin revoke lets the assignor place it afresh
-		}
-		switch {
-		case p.state == Owned && !p.holderOutside:
-			in.Current[p.id] = p.holder
-		case p.state == Revoking && p.target != "" && !p.targetOutside:
-			in.Current[p.id] = p.target
+		switch s := p.own.(type) {
+		case *owned:
+			if s.force == forceNone && !s.cap.holder.outside {
+				in.Current[p.id] = s.cap.holder.id
+			} // else an admin revoke lets the assignor place it afresh
+		case *revoking:
+			if !s.to.none() && !s.to.outside {
+				in.Current[p.id] = s.to.id
+			}
 		}
 	}
 	for _, p := range g.leased {
@@ -106,23 +107,29 @@ func (m *Machine) assignInput(g *group) assign.Input {
 }
 
 // desired is where p should be: its outside lease holder, or the assignor's
-// pick ("" = nobody).
-func (m *Machine) desired(g *group, p *partition) (string, bool) {
+// pick (zero = nobody).
+func (m *Machine) desired(g *group, p *partition) holder {
 	if p.lease != nil && p.lease.outside && p.id.Partition < m.topics[p.id.Topic] {
-		return p.lease.holder, true
+		return holder{id: p.lease.holder, outside: true}
 	}
 	if id := g.target[p.id]; g.isMember(id) {
-		return id, false
+		return holder{id: id}
 	}
-	return "", false
+	return holder{}
+}
+
+// moves reports whether an owned partition must move to want: another
+// holder, or an admin action pending.
+func (o *owned) moves(want holder) bool {
+	return want != o.cap.holder || o.force != forceNone
 }
 
 // moveAllowed applies creeping to moves away from a live member that
 // nobody forced; it takes a slot when it allows one.
-func (m *Machine) moveAllowed(g *group, p *partition, target string) bool {
+func (m *Machine) moveAllowed(g *group, p *partition, o *owned, target holder) bool {
 	rate := g.cfg.MaxMovesPerSecond
-	exempt := p.force != forceNone || p.holderOutside || !g.isMember(p.holder) ||
-		(p.lease != nil && p.lease.holder == target)
+	exempt := o.force != forceNone || o.cap.holder.outside || !g.isMember(o.cap.holder.id) ||
+		(p.lease != nil && p.lease.holder == target.id)
 	if rate == 0 || exempt {
 		return true
 	}
@@ -149,15 +156,16 @@ func (m *Machine) startPendingMoves(g *group) {
 	pending := g.pendingMoves
 	g.pendingMoves = nil
 	for i, p := range pending {
-		holder, outside := m.desired(g, p)
-		if p.state != Owned || (holder == p.holder && outside == p.holderOutside && p.force == forceNone) {
+		want := m.desired(g, p)
+		o := p.owner()
+		if o == nil || !o.moves(want) {
 			continue
 		}
-		if !m.moveAllowed(g, p, holder) {
+		if !m.moveAllowed(g, p, o, want) {
 			g.pendingMoves = append(g.pendingMoves, pending[i:]...)
 			break
 		}
-		m.startMove(p, holder, outside)
+		m.startMove(p, want)
 	}
 	m.armMoves(g)
 }

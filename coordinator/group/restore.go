@@ -71,33 +71,27 @@ func (m *Machine) restorePartitions(snap Snapshot) error {
 	for _, r := range snap.Partitions {
 		g := m.group(r.Group)
 		p := g.partition(assign.Partition{Topic: r.Topic, Partition: r.Partition})
-		p.epoch, p.state = r.Epoch, r.State
-		p.holder, p.holderOutside, p.holderEpoch = r.Holder, r.HolderOutside, r.HolderEpoch
-		p.target, p.targetOutside = r.Target, r.TargetOutside
-		p.started, p.released, p.forced = r.RevokeStarted, r.Released, r.Forced
-		m.audit.restored(p)
-		switch {
-		case r.State == Unowned:
-			continue
-		case r.State == Owned && r.HolderEpoch == r.Epoch && r.Holder != "":
-		case r.State == Revoking && r.HolderEpoch < r.Epoch && r.Holder != "":
-		default:
-			return fmt.Errorf("partition %s: inconsistent record %+v", p.describe(), r)
-		}
+		p.epoch = r.Epoch
 		// Renew at the next heartbeat; bound what was issued before.
-		p.capExpiry, p.expiryBound = m.now, m.now.Add(m.cfg.MaxLease)
-		p.grantSent = true
-		mem := g.members[p.holder]
-		if mem != nil && !p.holderOutside {
+		if err := p.restoreOwnership(r, m.now, m.now.Add(m.cfg.MaxLease)); err != nil {
+			return err
+		}
+		m.audit.restored(p)
+		c, epoch := p.outstanding()
+		if c == nil {
+			continue
+		}
+		mem := g.members[c.holder.id]
+		if mem != nil && !c.holder.outside {
 			mem.held[p] = struct{}{}
 		}
-		if r.State == Revoking {
-			p.fenceSeq = m.log.seq
-			m.handoffs.push(p.fenceSeq, p)
-			m.push(timer{at: p.started.Add(g.cfg.HandoffTimeout), kind: timerHandoff, partition: p})
-			m.push(timer{at: m.expiredAt(p), kind: timerHandoff, partition: p})
-			if mem != nil && !p.holderOutside {
-				mem.news.revoke = append(mem.news.revoke, p.ref(p.holderEpoch))
+		if rv := p.revocation(); rv != nil {
+			rv.fenceSeq = m.log.seq
+			m.handoffs.push(rv.fenceSeq, p)
+			m.push(timer{at: rv.started.Add(g.cfg.HandoffTimeout), kind: timerHandoff, partition: p})
+			m.push(timer{at: m.expiredAt(rv), kind: timerHandoff, partition: p})
+			if mem != nil && !c.holder.outside {
+				mem.news.revoke = append(mem.news.revoke, p.ref(epoch))
 			}
 		}
 	}

@@ -104,31 +104,9 @@ type partition struct {
 	group *group
 	id    assign.Partition
 	// epoch is the highest epoch ever fenced or granted; it only rises.
-	epoch         uint64
-	state         PartitionState
-	holder        string
-	holderOutside bool
-	holderEpoch   uint64
-	// capExpiry is the latest expiry issued to the holder (renewals);
-	// expiryBound bounds every capability of the holder at holderEpoch.
-	capExpiry   time.Time
-	expiryBound time.Time
-	// grantSent: a message carrying the holder's grant left the machine,
-	// so a capability at holderEpoch may exist.
-	grantSent bool
-	// Revoking only.
-	target        string
-	targetOutside bool
-	started       time.Time
-	fenceSeq      uint64
-	gatewaysSafe  bool
-	released      bool
-	forced        bool
-	force         forcing
-	// givenUp: the holder released the partition while it still owned it
-	// (it stopped on a 409 that was not a fence, e.g. its jti was
-	// denied). The next startMove begins already released.
-	givenUp       bool
+	epoch uint64
+	// own is the ownership state; only the transitions below assign it.
+	own           ownership
 	committed     int64 // -1: nothing committed
 	metadata      string
 	lease         *lease
@@ -137,6 +115,172 @@ type partition struct {
 	dirty         bool
 	offsetDirty   bool
 	audit         partitionAudit
+}
+
+// holder is who holds, or is to hold, a partition's capability: a group
+// member, or (outside) a holder named by an admin lease. The zero holder
+// is nobody.
+type holder struct {
+	id      string
+	outside bool
+}
+
+func (h holder) none() bool { return h.id == "" }
+
+// member reports whether h is the group member id.
+func (h holder) member(id string) bool { return !h.outside && h.id == id }
+
+// capability is what the machine issued to a holder at one epoch.
+type capability struct {
+	holder holder
+	// expiry is the latest expiry issued (renewals); bound bounds every
+	// capability issued at this epoch (after a restart: now+max_lease).
+	expiry, bound time.Time
+	// sent: a message carrying it left the machine, so a capability at
+	// this epoch may exist.
+	sent bool
+}
+
+// renew moves the capability's expiry to exp; the bound never falls.
+func (c *capability) renew(exp time.Time) {
+	c.expiry = exp
+	if exp.After(c.bound) {
+		c.bound = exp
+	}
+}
+
+// ownership is a partition's state (DESIGN §4): exactly one of unowned,
+// *owned and *revoking, so a revoking field cannot be set on an owned
+// partition nor an owner on an unowned one. The transitions below are
+// the only code that assigns partition.own.
+type ownership interface{ state() PartitionState }
+
+// unowned: nobody holds a capability at any live epoch.
+type unowned struct{}
+
+// owned: cap.holder owns the partition at the partition's epoch.
+type owned struct {
+	cap capability
+	// force is a pending admin action, applied by the next reassignment.
+	force forcing
+	// givenUp: the holder released the partition while it still owned it
+	// (it stopped on a 409 that was not a fence, e.g. its jti was
+	// denied). The move that follows begins already released.
+	givenUp bool
+}
+
+// revoking: the epoch was fenced above from's (fromEpoch < epoch); the
+// partition goes to `to` (nobody when zero) once every gateway is safe
+// for the fence and the previous holder let go.
+type revoking struct {
+	from         capability
+	fromEpoch    uint64
+	to           holder
+	started      time.Time
+	fenceSeq     uint64 // sync seq of the latest fence
+	gatewaysSafe bool
+	released     bool
+	// forced: the previous holder's commits are refused (admin offset
+	// reset).
+	forced bool
+}
+
+func (unowned) state() PartitionState   { return Unowned }
+func (*owned) state() PartitionState    { return Owned }
+func (*revoking) state() PartitionState { return Revoking }
+
+func (p *partition) state() PartitionState { return p.own.state() }
+
+// owner is the owned state, or nil.
+func (p *partition) owner() *owned {
+	o, _ := p.own.(*owned)
+	return o
+}
+
+// revocation is the revoking state, or nil.
+func (p *partition) revocation() *revoking {
+	r, _ := p.own.(*revoking)
+	return r
+}
+
+// outstanding is the capability a holder may still use and its epoch:
+// the owner's at the partition's epoch, or the revoked holder's; nil when
+// unowned.
+func (p *partition) outstanding() (*capability, uint64) {
+	switch s := p.own.(type) {
+	case *owned:
+		return &s.cap, p.epoch
+	case *revoking:
+		return &s.from, s.fromEpoch
+	}
+	return nil, 0
+}
+
+// heldBy reports whether member id holds a capability of p (owned or
+// being revoked from it).
+func (p *partition) heldBy(id string) bool {
+	c, _ := p.outstanding()
+	return c != nil && c.holder.member(id)
+}
+
+// Transitions. Each builds the new state whole, so nothing is carried
+// over by accident and nothing needs resetting by hand.
+
+// toOwned makes h the owner at the partition's epoch with a capability
+// expiring at exp, not yet sent.
+func (p *partition) toOwned(h holder, exp time.Time) *owned {
+	if p.own.state() == Owned || h.none() {
+		panic("group: grant of a partition that is owned, or to nobody: " + p.describe())
+	}
+	o := &owned{cap: capability{holder: h, expiry: exp, bound: exp}}
+	p.own = o
+	return o
+}
+
+// toRevoking starts moving an owned partition to `to` at now, before its
+// epoch is raised by the fence: a pending forced reset carries over as
+// forced, a give-up as released, and a capability never sent needs no
+// release (older ones were fenced before it was made).
+func (p *partition) toRevoking(to holder, now time.Time) *revoking {
+	o := p.owner()
+	if o == nil {
+		panic("group: revoke of a partition that is not owned: " + p.describe())
+	}
+	r := &revoking{from: o.cap, fromEpoch: p.epoch, to: to, started: now,
+		released: o.givenUp || !o.cap.sent, forced: o.force == forceReset}
+	if !o.cap.sent {
+		r.from.bound = time.Time{}
+	}
+	p.own = r
+	return r
+}
+
+// toUnowned ends a handoff that has nowhere to go.
+func (p *partition) toUnowned() {
+	if p.own.state() != Revoking {
+		panic("group: drop of a partition that is not revoking: " + p.describe())
+	}
+	p.own = unowned{}
+}
+
+// restoreOwnership rebuilds the state from a record after a restart:
+// every capability counts as sent, renewable from expiry and bounded by
+// bound.
+func (p *partition) restoreOwnership(r PartitionRecord, expiry, bound time.Time) error {
+	h := holder{id: r.Holder, outside: r.HolderOutside}
+	c := capability{holder: h, expiry: expiry, bound: bound, sent: true}
+	switch {
+	case r.State == Unowned:
+		p.own = unowned{}
+	case r.State == Owned && r.HolderEpoch == r.Epoch && !h.none() && !r.Released && !r.Forced:
+		p.own = &owned{cap: c}
+	case r.State == Revoking && r.HolderEpoch < r.Epoch && !h.none():
+		p.own = &revoking{from: c, fromEpoch: r.HolderEpoch, to: holder{id: r.Target, outside: r.TargetOutside},
+			started: r.RevokeStarted, released: r.Released, forced: r.Forced}
+	default:
+		return fmt.Errorf("partition %s: inconsistent record %+v", p.describe(), r)
+	}
+	return nil
 }
 
 // lease is an admin pin of a partition to a holder.
@@ -204,13 +348,19 @@ func (p *partition) fence() api.Fence {
 }
 
 func (p *partition) record() PartitionRecord {
-	return PartitionRecord{
+	r := PartitionRecord{
 		Group: p.group.name, Topic: p.id.Topic, Partition: p.id.Partition,
-		Epoch: p.epoch, State: p.state,
-		Holder: p.holder, HolderOutside: p.holderOutside, HolderEpoch: p.holderEpoch,
-		Target: p.target, TargetOutside: p.targetOutside,
-		RevokeStarted: p.started, Released: p.released, Forced: p.forced,
+		Epoch: p.epoch, State: p.state(),
 	}
+	switch s := p.own.(type) {
+	case *owned:
+		r.Holder, r.HolderOutside, r.HolderEpoch = s.cap.holder.id, s.cap.holder.outside, p.epoch
+	case *revoking:
+		r.Holder, r.HolderOutside, r.HolderEpoch = s.from.holder.id, s.from.holder.outside, s.fromEpoch
+		r.Target, r.TargetOutside = s.to.id, s.to.outside
+		r.RevokeStarted, r.Released, r.Forced = s.started, s.released, s.forced
+	}
+	return r
 }
 
 func (mem *member) record() MemberRecord {
@@ -239,7 +389,7 @@ func (g *group) partition(id assign.Partition) *partition {
 	if p := g.parts[id]; p != nil {
 		return p
 	}
-	p := &partition{group: g, id: id, state: Unowned, committed: -1, audit: partitionAudit{committed: -1}}
+	p := &partition{group: g, id: id, own: unowned{}, committed: -1, audit: partitionAudit{committed: -1}}
 	g.parts[id] = p
 	i, _ := slices.BinarySearchFunc(g.order, id, func(q *partition, id assign.Partition) int {
 		return comparePartitions(q.id, id)
@@ -266,7 +416,13 @@ func (g *group) isMember(id string) bool {
 
 // describe renders the partition for panics and invariant errors.
 func (p *partition) describe() string {
-	return fmt.Sprintf("%s/%s/%d{epoch=%d state=%s holder=%q outside=%t holderEpoch=%d target=%q fenceSeq=%d safe=%t released=%t}",
-		p.group.name, p.id.Topic, p.id.Partition, p.epoch, p.state, p.holder, p.holderOutside,
-		p.holderEpoch, p.target, p.fenceSeq, p.gatewaysSafe, p.released)
+	base := fmt.Sprintf("%s/%s/%d{epoch=%d state=%s", p.group.name, p.id.Topic, p.id.Partition, p.epoch, p.state())
+	switch s := p.own.(type) {
+	case *owned:
+		return base + fmt.Sprintf(" holder=%q outside=%t sent=%t}", s.cap.holder.id, s.cap.holder.outside, s.cap.sent)
+	case *revoking:
+		return base + fmt.Sprintf(" from=%q outside=%t fromEpoch=%d to=%q fenceSeq=%d safe=%t released=%t forced=%t}",
+			s.from.holder.id, s.from.holder.outside, s.fromEpoch, s.to.id, s.fenceSeq, s.gatewaysSafe, s.released, s.forced)
+	}
+	return base + "}"
 }

@@ -147,7 +147,7 @@ func (m *Machine) releaseHandoffs() {
 	m.watermarkValid = false
 	w := m.gatewayWatermark()
 	m.handoffs.popUpTo(w, func(p *partition, seq uint64) {
-		if p.state == Revoking && p.fenceSeq == seq {
+		if r := p.revocation(); r != nil && r.fenceSeq == seq {
 			m.tryComplete(p)
 		}
 	})
