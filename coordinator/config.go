@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/ocap"
 )
@@ -87,6 +88,8 @@ type Config struct {
 	Groups group.Config `yaml:"groups"`
 	// Broker configures the Kafka client.
 	Broker broker.Config `yaml:"broker"`
+	// Console configures the operator's console at /console.
+	Console console.Config `yaml:"console"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -119,6 +122,7 @@ func DefaultConfig() Config {
 		TokenCacheEntries:      100000,
 		Groups:                 groups,
 		Broker:                 broker.DefaultConfig(),
+		Console:                console.DefaultConfig(),
 	}
 }
 
@@ -133,7 +137,7 @@ func (c Config) Validate() error {
 	if err := c.Broker.Validate(); err != nil {
 		return err
 	}
-	return nil
+	return c.Console.Validate()
 }
 
 func (c Config) validateIdentity() error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/store"
 )
@@ -76,6 +77,7 @@ type Coordinator struct {
 	adminTokens secretSet
 	syncTokens  secretSet
 	routes      *router
+	timeline    *timeline.Feed // handoff events for the console, fed by the loop
 
 	topicsMu sync.Mutex
 	known    map[string]int32                 // topics as last read from Kafka (poller only)
@@ -159,6 +161,7 @@ func (c *Coordinator) open(o options) error {
 	c.metrics = newMetrics(c)
 	c.offsets = newOffsetResolver(c.broker, c.cfg.OffsetCacheTTL, c.cfg.BrokerTimeout)
 	c.mirror = newMirror()
+	c.timeline = timeline.New(c.cfg.Console.TimelineEvents, c.cfg.Console.MaxSubscribers)
 	c.loop = newLoop(c, machine, restored.flagged)
 	c.routes = c.newRouter()
 	c.server = c.newServer()

@@ -264,6 +264,7 @@ func (l *loop) flush() error {
 		}
 		p.reply <- msg
 	}
+	l.c.timeline.Observe(now, rd, l.m) // the console's handoff timeline; never blocks
 	l.c.metrics.syncSeq.Set(float64(l.m.SyncSeq()))
 	l.m.Advance()
 	return nil

@@ -1,0 +1,49 @@
+package console
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the coordinator's console: coordinator.console in the config.
+// Every bound of what a browser can make the coordinator hold is here.
+type Config struct {
+	// Enabled serves the console at /console.
+	Enabled bool `yaml:"enabled"`
+	// SessionTTL is how long a login lasts (absolute, not sliding).
+	SessionTTL time.Duration `yaml:"session_ttl"`
+	// MaxSessions bounds the server-side session table; a login beyond it
+	// first drops expired sessions, then the oldest.
+	MaxSessions int `yaml:"max_sessions"`
+	// MaxSubscribers bounds the live timeline streams open at once.
+	MaxSubscribers int `yaml:"max_subscribers"`
+	// TimelineEvents is the size of the ring of recent timeline events; a
+	// stream further behind than this is told it lagged.
+	TimelineEvents int `yaml:"timeline_events"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Enabled:        true,
+		SessionTTL:     time.Hour,
+		MaxSessions:    64,
+		MaxSubscribers: 32,
+		TimelineEvents: 4096,
+	}
+}
+
+// Validate reports the first bad setting, naming the field and the value.
+func (c Config) Validate() error {
+	switch {
+	case c.SessionTTL < time.Minute || c.SessionTTL > 7*24*time.Hour:
+		return fmt.Errorf("console.session_ttl: must be within [1m, 168h], got %s", c.SessionTTL)
+	case c.MaxSessions < 1 || c.MaxSessions > 10000:
+		return fmt.Errorf("console.max_sessions: must be within [1, 10000], got %d", c.MaxSessions)
+	case c.MaxSubscribers < 1 || c.MaxSubscribers > 1000:
+		return fmt.Errorf("console.max_subscribers: must be within [1, 1000], got %d", c.MaxSubscribers)
+	case c.TimelineEvents < 16 || c.TimelineEvents > 1<<20:
+		return fmt.Errorf("console.timeline_events: must be within [16, 1048576], got %d", c.TimelineEvents)
+	}
+	return nil
+}
