@@ -62,7 +62,7 @@ type Coordinator struct {
 	cfg         Config
 	log         *zap.Logger
 	now         func() time.Time
-	store       *store.Store
+	store       store.Backend
 	broker      Broker
 	owned       *broker.Client // closed by the coordinator when it built it
 	keys        *keys

@@ -33,7 +33,7 @@ type keyIDs struct {
 
 // loadKeys reads the ring from the store, or makes one and stores it on
 // first start.
-func loadKeys(st *store.Store, snap *store.Snapshot, cfg ocap.VerifierConfig, keyFile string, now time.Time) (*keys, error) {
+func loadKeys(st store.Backend, snap *store.Snapshot, cfg ocap.VerifierConfig, keyFile string, now time.Time) (*keys, error) {
 	ring := &ocap.KeyRing{}
 	if snap.KeyRing != nil {
 		if err := ring.UnmarshalBinary(snap.KeyRing); err != nil {
@@ -80,7 +80,7 @@ func firstRing(keyFile string, now time.Time) (*ocap.KeyRing, error) {
 	return ring, nil
 }
 
-func saveRing(st *store.Store, ring *ocap.KeyRing) error {
+func saveRing(st store.Backend, ring *ocap.KeyRing) error {
 	b, err := ring.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("keys: encode ring: %w", err)
@@ -120,7 +120,7 @@ func (k *keys) install(ring *ocap.KeyRing) (removed []string, err error) {
 // rotate promotes the next key to current on a copy of the ring, stores
 // the copy durably, then installs it. A failed store leaves the old ring
 // in use.
-func (k *keys) rotate(st *store.Store, now time.Time) (removed []string, err error) {
+func (k *keys) rotate(st store.Backend, now time.Time) (removed []string, err error) {
 	b, err := k.ring.MarshalBinary()
 	if err != nil {
 		return nil, fmt.Errorf("keys: rotate: %w", err)

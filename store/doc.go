@@ -1,9 +1,12 @@
-// Package store keeps the coordinator's durable state in badger (DESIGN §7):
+// Package store keeps the coordinator's durable state (DESIGN §7) behind
+// one contract, Backend (backend.go), with badger (*Store, the embedded
+// default) as one implementation:
 // partition epochs, handoff states, committed offsets, leases, group
 // configs and members, denied capability ids, revoked members, QoS
 // overrides, known gateways, the sync sequence and the signing key ring.
 //
-// The contract the coordinator shell relies on ("persist before send"):
+// The contract the coordinator shell relies on ("persist before send"),
+// as badger keeps it (backend.go states it for every backend):
 //
 //  1. Synchronous. Update returns only after badger has synced the batch to
 //     disk (SyncWrites). A message may be sent once Update returned nil.

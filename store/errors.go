@@ -24,7 +24,38 @@ var (
 	// ErrCorrupt: a stored key or value does not decode. The error names
 	// the key.
 	ErrCorrupt = errors.New("corrupt record")
+	// ErrFenced: a newer writer took this log over (on Kafka: the broker
+	// bumped the producer epoch of the shard's transactional id). The
+	// batch was not committed, and the backend refuses every later write:
+	// the deposed writer must send nothing new and step down. Returned as
+	// a *FencedError.
+	ErrFenced = errors.New("fenced by a newer writer")
+	// ErrBroken: an earlier write to the log failed (its outcome may be
+	// unknown), so this backend refuses every later write. Opening the log
+	// again (fence, then read to the end) learns what was committed.
+	ErrBroken = errors.New("log backend unusable after a failed write")
 	// ErrInvalid: a record handed to a Writer breaks a rule of its kind
 	// (empty id, negative partition or offset, unknown state, bad JSON).
 	ErrInvalid = errors.New("invalid record")
 )
+
+// FencedError is the typed form of ErrFenced: which log and which
+// transactional id the writer lost.
+type FencedError struct {
+	Log             string // topic (or in-memory log name) and shard
+	TransactionalID string
+	Err             error // what the log answered, if anything
+}
+
+func (e *FencedError) Error() string {
+	msg := "store: " + e.Log + ": " + ErrFenced.Error() + " on transactional id " + e.TransactionalID
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrFenced) true.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+func (e *FencedError) Unwrap() error { return e.Err }

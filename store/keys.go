@@ -72,6 +72,18 @@ const (
 	prefixKeyRing       = "keyring"
 )
 
+// checkLayoutValue refuses a stored layout version this build cannot read.
+func checkLayoutValue(value []byte) error {
+	version, err := decodeUint(value)
+	if err != nil {
+		return fmt.Errorf("store: open: key %s: %w: %w", prefixLayout, ErrCorrupt, err)
+	}
+	if version != layoutVersion {
+		return fmt.Errorf("store: open: key layout version %d, this build reads %d", version, layoutVersion)
+	}
+	return nil
+}
+
 // Meta names with a meaning to the store itself.
 const (
 	// MetaSyncSeq holds the sync sequence; write it only with SaveSeq.

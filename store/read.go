@@ -10,7 +10,7 @@ import (
 func (s *Store) Epoch(group, topic string, partition int32) (uint64, error) {
 	var epoch uint64
 	err := s.view(func(txn *badger.Txn) error {
-		_, err := getValue(txn, partitionKey(prefixEpoch, group, topic, partition), func(value []byte) error {
+		_, err := lookup(badgerBatch{txn}, partitionKey(prefixEpoch, group, topic, partition), func(value []byte) error {
 			var err error
 			epoch, err = decodeUint(value)
 			return err
@@ -27,7 +27,7 @@ func (s *Store) Epoch(group, topic string, partition int32) (uint64, error) {
 // nothing was committed.
 func (s *Store) Offset(group, topic string, partition int32) (offset CommittedOffset, found bool, err error) {
 	err = s.view(func(txn *badger.Txn) error {
-		found, err = getValue(txn, partitionKey(prefixOffset, group, topic, partition), func(value []byte) error {
+		found, err = lookup(badgerBatch{txn}, partitionKey(prefixOffset, group, topic, partition), func(value []byte) error {
 			var err error
 			offset, err = decodeOffset(value)
 			return err
@@ -134,7 +134,7 @@ func (s *Store) deleteExpired(keys [][]byte, nowUnix int64) (int, error) {
 		deleted = 0
 		for _, key := range keys {
 			var exp int64
-			found, err := getValue(w.txn, key, func(value []byte) error {
+			found, err := lookup(w.b, key, func(value []byte) error {
 				var err error
 				exp, err = decodeInt(value)
 				return err

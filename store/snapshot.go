@@ -51,19 +51,15 @@ func (s *Store) Load() (*Snapshot, error) {
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
 			key := item.Key()
-			parsed, err := parseKey(key)
-			if err != nil {
-				return corrupt(key, err)
-			}
-			var decodeErr error
+			var addErr error
 			if err := item.Value(func(value []byte) error {
-				decodeErr = builder.add(parsed, value)
+				addErr = builder.addRecord(key, value)
 				return nil
 			}); err != nil {
 				return fmt.Errorf("key %s: %w", keyName(key), err)
 			}
-			if decodeErr != nil {
-				return corrupt(key, decodeErr)
+			if addErr != nil {
+				return addErr
 			}
 		}
 		return nil
@@ -101,6 +97,20 @@ func newSnapshotBuilder() *snapshotBuilder {
 		groups:     map[string]*GroupRecords{},
 		partitions: map[groupPartition]*PartitionRecord{},
 	}
+}
+
+// addRecord decodes one stored record into the snapshot; a key or value
+// that does not decode gives ErrCorrupt naming the key. Every backend's
+// Load feeds its records through here, in key order.
+func (b *snapshotBuilder) addRecord(key, value []byte) error {
+	parsed, err := parseKey(key)
+	if err != nil {
+		return corrupt(key, err)
+	}
+	if err := b.add(parsed, value); err != nil {
+		return corrupt(key, err)
+	}
+	return nil
 }
 
 // add decodes one record into the snapshot.
@@ -207,7 +217,8 @@ func (b *snapshotBuilder) partition(id groupPartition) *PartitionRecord {
 }
 
 // finish sorts everything. Global slices and members are already in key
-// order (badger iterates sorted); groups and partitions come from maps.
+// order (records are fed in key order); groups and partitions come from
+// maps.
 func (b *snapshotBuilder) finish() *Snapshot {
 	for id, record := range b.partitions {
 		group := b.groups[id.group]

@@ -25,8 +25,9 @@ type Options struct {
 // Badger sizing for a small (2-core) box. One transaction may hold at most
 // 15% of a memtable, in bytes and in entries (96 bytes of skiplist node
 // each), so memTableSize fixes the largest atomic batch:
-// 4.8 MiB and 52,428 records (MaxBatchRecords), enough for 10,000
-// partitions' epoch and state together.
+// 4.8 MiB and 52,426 records (MaxBatchRecords), enough for 10,000
+// partitions' epoch and state together. Every backend enforces the same
+// bounds (Writer.count), so a Ready that fits one fits all.
 const (
 	memTableSize     = 32 << 20
 	blockCacheSize   = 8 << 20
@@ -35,9 +36,11 @@ const (
 	numMemtables     = 2
 
 	// MaxBatchRecords is the most records (puts and deletes) one Update
-	// can hold; more gives ErrBatchTooBig. MaxBatchBytes (keys, values and
-	// about 12 bytes of overhead per record) is the other bound.
-	MaxBatchRecords = MaxBatchBytes/96 - 1
+	// can hold; more gives ErrBatchTooBig. It is badger's entry bound less
+	// the entry badger adds to every transaction for its commit marker.
+	// MaxBatchBytes (keys, values and 12 bytes of overhead per record,
+	// less 64 bytes per batch) is the other bound.
+	MaxBatchRecords = MaxBatchBytes/96 - 2
 	MaxBatchBytes   = 15 * memTableSize / 100
 )
 
@@ -114,25 +117,14 @@ func badgerOptions(dir string, opts Options) badger.Options {
 // written with another layout.
 func (s *Store) checkLayout() error {
 	return s.db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(prefixLayout))
-		if errors.Is(err, badger.ErrKeyNotFound) {
+		value, found, err := badgerBatch{txn}.get([]byte(prefixLayout))
+		if err != nil {
+			return fmt.Errorf("store: open: read layout: %w", err)
+		}
+		if !found {
 			return txn.Set([]byte(prefixLayout), encodeUint(layoutVersion))
 		}
-		if err != nil {
-			return fmt.Errorf("store: open: read layout: %w", err)
-		}
-		value, err := item.ValueCopy(nil)
-		if err != nil {
-			return fmt.Errorf("store: open: read layout: %w", err)
-		}
-		version, err := decodeUint(value)
-		if err != nil {
-			return fmt.Errorf("store: open: key %s: %w: %w", prefixLayout, ErrCorrupt, err)
-		}
-		if version != layoutVersion {
-			return fmt.Errorf("store: open: key layout version %d, this build reads %d", version, layoutVersion)
-		}
-		return nil
+		return checkLayoutValue(value)
 	})
 }
 

@@ -3,39 +3,22 @@ package store
 import (
 	"errors"
 	"fmt"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
-// Update runs fn with a Writer and commits everything it wrote as one
-// badger transaction, synced to disk before Update returns. If fn returns an
-// error, or any Writer method failed (even one whose error fn ignored),
-// nothing of the batch is written and Update returns that error (the
-// Writer's first, else fn's). Updates are serialised: concurrent callers
-// wait for each other.
-func (s *Store) Update(fn func(w *Writer) error) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return fmt.Errorf("store: update: %w", ErrClosed)
-	}
-	txn := s.db.NewTransaction(true)
-	defer txn.Discard()
-	w := &Writer{txn: txn}
-	err := fn(w)
-	w.txn = nil
-	switch {
-	case w.err != nil:
-		return w.err
-	case err != nil:
-		return err
-	}
-	if err := txn.Commit(); err != nil {
-		return fmt.Errorf("store: commit batch: %w", err)
-	}
-	return nil
+// batch is one backend's transaction as a Writer sees it: reads see the
+// batch's own earlier writes; nothing is visible to anyone else until the
+// backend commits the batch. badgerBatch (badger.go) and logBatch (log.go)
+// implement it. The regression checks, validation and bounds live in the
+// Writer, once, for every backend.
+type batch interface {
+	reader
+	set(key, value []byte) error
+	delete(key []byte) error
+}
+
+// reader looks one key up; value is nil when found is false.
+type reader interface {
+	get(key []byte) (value []byte, found bool, err error)
 }
 
 var errWriterDone = errors.New("store: writer used after its Update returned")
@@ -45,9 +28,18 @@ var errWriterDone = errors.New("store: writer used after its Update returned")
 // writes made earlier in the same batch. A method's error also fails the
 // whole batch, and every later method returns it again.
 type Writer struct {
-	txn *badger.Txn
+	b   batch
 	err error
+	// records and bytes count what the batch holds, for the bounds every
+	// backend shares (MaxBatchRecords, MaxBatchBytes).
+	records int
+	bytes   int
 }
+
+func newWriter(b batch) *Writer { return &Writer{b: b} }
+
+// done detaches the Writer from its batch: later calls fail.
+func (w *Writer) done() { w.b = nil }
 
 // do runs one write step, recording its error (wrapped with the operation
 // and the record's name) as the batch's error.
@@ -55,7 +47,7 @@ func (w *Writer) do(op, name string, step func() error) error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.txn == nil {
+	if w.b == nil {
 		return errWriterDone
 	}
 	if err := step(); err != nil {
@@ -67,40 +59,53 @@ func (w *Writer) do(op, name string, step func() error) error {
 	return w.err
 }
 
+// recordOverhead is what one record costs beyond its key and value in the
+// byte bound: badger's own accounting (2 meta bytes and an 8-byte version
+// per entry, see badger's Txn.checkSize). batchReserve covers the bytes and
+// the entry badger adds to every transaction for its commit marker, so the
+// Writer's bound always fires before badger's own ErrTxnTooBig would.
+const (
+	recordOverhead = 12
+	batchReserve   = 64
+)
+
+// count charges one record against the batch bounds.
+func (w *Writer) count(key, value []byte) error {
+	records := w.records + 1
+	bytes := w.bytes + len(key) + len(value) + recordOverhead
+	if records > MaxBatchRecords || bytes > MaxBatchBytes-batchReserve {
+		return fmt.Errorf("%w: limit %d records, %d bytes", ErrBatchTooBig, MaxBatchRecords, MaxBatchBytes)
+	}
+	w.records, w.bytes = records, bytes
+	return nil
+}
+
 func (w *Writer) set(key, value []byte) error {
-	return batchError(w.txn.Set(key, value))
+	if err := w.count(key, value); err != nil {
+		return err
+	}
+	return w.b.set(key, value)
 }
 
 func (w *Writer) delete(key []byte) error {
-	return batchError(w.txn.Delete(key))
-}
-
-func batchError(err error) error {
-	if errors.Is(err, badger.ErrTxnTooBig) {
-		return fmt.Errorf("%w: limit %d records, %d bytes", ErrBatchTooBig, MaxBatchRecords, MaxBatchBytes)
+	if err := w.count(key, nil); err != nil {
+		return err
 	}
-	return err
+	return w.b.delete(key)
 }
 
-// getValue looks key up in txn and decodes it; found is false when absent.
+// lookup reads key through r and decodes it; found is false when absent.
 // A value that does not decode gives ErrCorrupt naming the key.
-func getValue(txn *badger.Txn, key []byte, decode func([]byte) error) (found bool, err error) {
-	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func lookup(r reader, key []byte, decode func([]byte) error) (found bool, err error) {
+	value, found, err := r.get(key)
+	if err != nil {
+		return false, fmt.Errorf("key %s: %w", keyName(key), err)
+	}
+	if !found {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	var decodeErr error
-	if err := item.Value(func(value []byte) error {
-		decodeErr = decode(value)
-		return nil
-	}); err != nil {
-		return true, fmt.Errorf("key %s: %w", keyName(key), err)
-	}
-	if decodeErr != nil {
-		return true, corrupt(key, decodeErr)
+	if err := decode(value); err != nil {
+		return true, corrupt(key, err)
 	}
 	return true, nil
 }
@@ -131,7 +136,7 @@ func checkID(what, id string) error {
 // storedUint reads a uint record inside the batch.
 func (w *Writer) storedUint(key []byte) (uint64, bool, error) {
 	var v uint64
-	found, err := getValue(w.txn, key, func(value []byte) error {
+	found, err := lookup(w.b, key, func(value []byte) error {
 		var err error
 		v, err = decodeUint(value)
 		return err

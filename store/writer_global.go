@@ -71,7 +71,7 @@ func (w *Writer) PutGateway(id string, firstSeenMs int64) error {
 		}
 		key := stringsKey(prefixGateway, id)
 		var stored int64
-		found, err := getValue(w.txn, key, func(value []byte) error {
+		found, err := lookup(w.b, key, func(value []byte) error {
 			var err error
 			stored, err = decodeInt(value)
 			return err
@@ -96,7 +96,7 @@ func (w *Writer) SaveSeq(seq uint64) error {
 	return w.do("save meta", MetaSyncSeq, func() error {
 		key := stringsKey(prefixMeta, MetaSyncSeq)
 		var stored uint64
-		found, err := getValue(w.txn, key, func(value []byte) error {
+		found, err := lookup(w.b, key, func(value []byte) error {
 			var err error
 			stored, err = decodeSeq(value)
 			return err

@@ -72,7 +72,7 @@ func (w *Writer) putOffset(group, topic string, partition int32, offset Committe
 	key := partitionKey(prefixOffset, group, topic, partition)
 	if !reset {
 		var stored CommittedOffset
-		found, err := getValue(w.txn, key, func(value []byte) error {
+		found, err := lookup(w.b, key, func(value []byte) error {
 			var err error
 			stored, err = decodeOffset(value)
 			return err

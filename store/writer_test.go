@@ -313,27 +313,33 @@ func TestLargeBatch(t *testing.T) {
 	}
 }
 
-// A batch over the limit fails whole with ErrBatchTooBig.
+// A batch at the limit commits; one record more fails whole with
+// ErrBatchTooBig, before badger's own bound would.
 func TestTooBigBatchWritesNothing(t *testing.T) {
 	st, _ := openTemp(t)
-	if got, want := int64(store.MaxBatchRecords), st.BadgerMaxBatchCount()-1; got != want {
+	if got, want := int64(store.MaxBatchRecords), st.BadgerMaxBatchCount()-2; got != want {
 		t.Fatalf("MaxBatchRecords = %d, badger allows %d", got, want)
 	}
 	if got, want := int64(store.MaxBatchBytes), st.BadgerMaxBatchSize(); got != want {
 		t.Fatalf("MaxBatchBytes = %d, badger allows %d", got, want)
 	}
-	err := st.Update(func(w *store.Writer) error {
-		for i := range store.MaxBatchRecords + 1 {
-			if err := w.PutDenied(fmt.Sprint(i), 1); err != nil {
-				return err
+	writeDenied := func(n int) error {
+		return st.Update(func(w *store.Writer) error {
+			for i := range n {
+				if err := w.PutDenied(fmt.Sprint(i), 1); err != nil {
+					return err
+				}
 			}
-		}
-		return nil
-	})
-	if !errors.Is(err, store.ErrBatchTooBig) {
+			return nil
+		})
+	}
+	if err := writeDenied(store.MaxBatchRecords + 1); !errors.Is(err, store.ErrBatchTooBig) {
 		t.Fatalf("err = %v, want ErrBatchTooBig", err)
 	}
 	if n := len(mustLoad(t, st).Denied); n != 0 {
 		t.Fatalf("%d records of a failed batch written", n)
+	}
+	if err := writeDenied(store.MaxBatchRecords); err != nil {
+		t.Fatalf("a batch of MaxBatchRecords: %v", err)
 	}
 }
