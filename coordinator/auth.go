@@ -20,7 +20,7 @@ import (
 //	leave/offsets       the member is its sub (offsets also takes an admin token)
 //	attenuate           the parent capability (ocap.KindCapability)
 //	jwks, healthz,      nobody: public
-//	metrics
+//	readyz, metrics
 //
 // Tokens are never logged: only claims (member ids, groups) appear in logs
 // and error messages.

@@ -204,8 +204,10 @@ func (c *Coordinator) Addr() net.Addr { return c.ln.Addr() }
 
 // Run serves until ctx is done or Close is called, then shuts down
 // gracefully: it stops accepting, answers held polls, and closes the
-// store. It returns the error that stopped the event loop, if any (a
-// failed persist stops everything: the coordinator fails closed).
+// store. It returns the error that stopped the event loop, if any. A
+// failed persist or safety audit stops the loop but not the server: the
+// coordinator fails closed (every request 503, /healthz and /readyz
+// report why) until it is stopped.
 func (c *Coordinator) Run(ctx context.Context) error {
 	started := false
 	c.runOnce.Do(func() { started = true })
@@ -228,7 +230,6 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case <-c.closing:
-	case <-c.loop.done:
 	case err = <-serveErr:
 		err = fmt.Errorf("coordinator: serve: %w", err)
 	}

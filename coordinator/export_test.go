@@ -1,6 +1,16 @@
 package coordinator
 
-import "github.com/capgate/capgate/store"
+import (
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/store"
+)
 
 // StoreOf exposes the coordinator's store to tests that corrupt it.
 func StoreOf(c *Coordinator) store.Backend { return c.store }
+
+// PlantUnsafeReady plants the state machine's test-only safety bug
+// (group.Machine.PlantUnsafeReady) in a running coordinator: its next
+// Ready that grants or fences fails the safety audit.
+func PlantUnsafeReady(c *Coordinator) error {
+	return c.query(func(m *group.Machine) { m.PlantUnsafeReady() })
+}

@@ -1,8 +1,12 @@
 package coordinator
 
 // Behavior: GET /healthz — public: 200 {"status":"ok"} while the event
-// loop runs, 503 unavailable once it stopped (shutdown or a failed
-// persist). GET /metrics — public: Prometheus text format from the
+// loop runs, 503 unavailable once it stopped (shutdown, or failed closed
+// on a persist error or a failed safety audit: a liveness probe restarts
+// the process). GET /readyz — public: 200 {"status":"ready"} while the
+// store is open and the loop runs with a clean audit; otherwise 503
+// unavailable whose message says why (the failure that closed it, or
+// shutting down). GET /metrics — public: Prometheus text format from the
 // coordinator's own registry.
 
 import (
@@ -17,6 +21,19 @@ func (c *Coordinator) handleHealth(ctx *fasthttp.RequestCtx, _ []string) {
 		writeError(ctx, api.CodeUnavailable, "event loop stopped")
 	default:
 		writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
+	}
+}
+
+func (c *Coordinator) handleReady(ctx *fasthttp.RequestCtx, _ []string) {
+	if err := c.loop.failure(); err != nil {
+		writeError(ctx, api.CodeUnavailable, "failed closed: "+err.Error())
+		return
+	}
+	select {
+	case <-c.loop.done:
+		writeError(ctx, api.CodeUnavailable, "shutting down")
+	default:
+		writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ready"})
 	}
 }
 

@@ -3,11 +3,13 @@ package coordinator_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/store"
 )
 
@@ -97,5 +99,72 @@ func TestLongPollOutlivesReadTimeout(t *testing.T) {
 	resp := a.heartbeat(t, 600)
 	if elapsed := time.Since(start); elapsed < 600*time.Millisecond || len(resp.Revoke)+len(resp.Grants) != 0 {
 		t.Fatalf("heartbeat answered after %v with %+v; want an empty answer after the 600ms wait", elapsed, resp)
+	}
+}
+
+// TestUnsafeReadyFailsClosed: a Ready the state machine's safety audit
+// refuses (a planted bug leaves the partition records out of it, so the
+// fence it sends names an epoch never persisted) is neither persisted nor
+// sent: the held sync poll and heartbeat that it would have answered get
+// 503, the admin revoke too, the store keeps the old epoch, and every
+// later request is refused. The failure is logged once, counted, and
+// /readyz (and /healthz) report it until the coordinator is stopped.
+func TestUnsafeReadyFailsClosed(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2})
+	h := e.start(t)
+	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	a := h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}})
+	gw := newGateway(h, "gw1")
+	seq := gw.poll(t, 0, 0).Seq
+	polled := make(chan error, 1)
+	go func() {
+		r, err := gw.tryPoll(seq, 10000)
+		if err == nil {
+			err = fmt.Errorf("sync poll answered %+v", r)
+		} else {
+			err = nil
+		}
+		polled <- err
+	}()
+	held := a.heldHeartbeat(10000)
+	eventually(t, func() string {
+		var gws coordinator.GatewaysResponse
+		h.call(t, "GET", "/v1/admin/gateways", e.adminToken, nil, 200, &gws)
+		if n := h.metric(t, "capgate_coordinator_heartbeats_held"); n != 1 || len(gws.Gateways) != 1 || gws.Gateways[0].Acked != seq {
+			return fmt.Sprintf("heartbeats held %v, gateways %+v; want the heartbeat and the poll after=%d held", n, gws.Gateways, seq)
+		}
+		return ""
+	})
+	if err := coordinator.PlantUnsafeReady(h.c); err != nil {
+		t.Fatal(err)
+	}
+	h.expectError(t, "POST", "/v1/admin/groups/g/partitions/orders/0/revoke", e.adminToken, nil, 503, api.CodeUnavailable)
+	if err := <-polled; err != nil {
+		t.Fatalf("held sync poll: %v; want 503, nothing of the refused Ready", err)
+	}
+	if r := <-held; r.err == nil {
+		t.Fatalf("held heartbeat answered %+v; want 503, nothing of the refused Ready", r.resp)
+	}
+	if epoch, err := coordinator.StoreOf(h.c).Epoch("g", "orders", 0); err != nil || epoch != 1 {
+		t.Fatalf("stored epoch of orders/0 is %d (%v); want 1: the refused fence must not be persisted", epoch, err)
+	}
+	h.expectError(t, "POST", "/v1/groups/g/join", creds, api.JoinRequest{Topics: []string{"orders"}}, 503, api.CodeUnavailable)
+	_, body, _ := h.do(t, "GET", "/readyz", "", nil)
+	h.expectError(t, "GET", "/readyz", "", nil, 503, api.CodeUnavailable)
+	if !strings.Contains(string(body), "safety audit failed") {
+		t.Fatalf("/readyz says %s; want the audit failure", body)
+	}
+	h.expectError(t, "GET", "/healthz", "", nil, 503, api.CodeUnavailable)
+	if n := h.metric(t, "capgate_coordinator_audit_failures_total"); n != 1 {
+		t.Fatalf("audit failures counted %v, want 1", n)
+	}
+	if n := h.metric(t, "capgate_coordinator_failed_closed"); n != 1 {
+		t.Fatalf("failed_closed is %v, want 1", n)
+	}
+	if n := len(e.logs.FilterMessageSnippet("safety audit failed").All()); n != 1 {
+		t.Fatalf("audit failure logged %d times, want once", n)
+	}
+	if err := h.stopErr(); !errors.Is(err, group.ErrUnsafe) {
+		t.Fatalf("Run returned %v, want the audit failure", err)
 	}
 }

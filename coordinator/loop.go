@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -238,7 +239,14 @@ func (l *loop) flush() error {
 	if !l.m.HasReady() {
 		return nil
 	}
-	rd := l.m.Ready()
+	rd, err := l.m.Ready()
+	if err != nil {
+		// The machine's safety audit refused this Ready: persist and send
+		// none of it.
+		l.c.metrics.auditFailures.Inc()
+		l.broken = fmt.Errorf("coordinator: refused a Ready: %w", err)
+		return l.broken
+	}
 	if len(rd.Persist) > 0 {
 		start := time.Now()
 		err := l.persist(rd.Persist)
@@ -270,11 +278,18 @@ func (l *loop) flush() error {
 	return nil
 }
 
-// fail stops the loop for good after a persist failure: nothing of the
-// failed Ready is sent, every waiting request gets 503, and Run returns
-// the error. A refused batch (epoch, offset or seq regression) is a bug.
+// fail stops the loop for good after a persist failure or a failed
+// safety audit: nothing of the failed Ready is sent, every waiting request
+// gets 503, and so does every later one; /healthz and /readyz report it
+// and Run returns the error when the coordinator is stopped. A refused
+// batch (epoch, offset or seq regression) or a failed audit is a bug.
 func (l *loop) fail(err error) {
-	l.c.log.Error("persist failed: event loop stopped, failing closed", zap.Error(err))
+	msg := "persist failed: event loop stopped, failing closed"
+	if errors.Is(err, group.ErrUnsafe) {
+		msg = "safety audit failed: nothing of the Ready persisted or sent, event loop stopped, failing closed"
+	}
+	l.c.log.Error(msg, zap.Error(err))
+	l.c.metrics.failedClosed.Set(1)
 	l.mu.Lock()
 	l.err = err
 	l.mu.Unlock()

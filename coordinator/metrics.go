@@ -23,6 +23,8 @@ type metrics struct {
 	handoff        prometheus.Histogram
 	persist        prometheus.Histogram
 	syncSeq        prometheus.Gauge
+	auditFailures  prometheus.Counter
+	failedClosed   prometheus.Gauge
 	handler        fasthttp.RequestHandler
 }
 
@@ -55,8 +57,15 @@ func newMetrics(c *Coordinator) *metrics {
 		syncSeq: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capgate_coordinator_sync_seq", Help: "Highest sync sequence number handed out.",
 		}),
+		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_audit_failures_total", Help: "Readys the state machine's safety audit refused (nothing of them was persisted or sent).",
+		}),
+		failedClosed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capgate_coordinator_failed_closed", Help: "1 once the event loop stopped on a failed persist or safety audit: every request is refused until restart.",
+		}),
 	}
 	m.registry.MustRegister(m.requests, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
+		m.auditFailures, m.failedClosed,
 		&syncLagCollector{c: c}, prometheus.NewGoCollector())
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	return m

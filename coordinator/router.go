@@ -83,6 +83,7 @@ func (c *Coordinator) newRouter() *router {
 	r := &router{}
 	get, post, put := fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPut
 	r.add("healthz", get, "/healthz", c.handleHealth)
+	r.add("readyz", get, "/readyz", c.handleReady)
 	r.add("metrics", get, "/metrics", c.handleMetrics)
 	r.add("jwks", get, "/.well-known/jwks.json", c.handleJWKS)
 	r.add("sync", get, "/v1/sync", c.handleSync)

@@ -131,7 +131,10 @@ func (w *world) drain() []group.Message {
 	w.t.Helper()
 	var msgs []group.Message
 	if w.m.HasReady() {
-		rd := w.m.Ready()
+		rd, err := w.m.Ready()
+		if err != nil {
+			w.t.Fatalf("at %s: %v", w.now.Sub(t0), err)
+		}
 		w.store.apply(w.t, rd.Persist)
 		for _, msg := range rd.Messages {
 			if _, dup := w.replies[msg.Request()]; dup {

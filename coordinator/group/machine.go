@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -53,7 +54,8 @@ type Machine struct {
 	dirtyOffs  []*partition
 	inFlight   bool
 
-	audit audit
+	audit       audit
+	plantUnsafe bool // PlantUnsafeReady
 }
 
 type pendingJoin struct {
@@ -190,17 +192,39 @@ func (m *Machine) HasReady() bool {
 // Ready hands over everything to persist and send since the last Ready.
 // The shell persists Persist durably, then sends Messages, then calls
 // Advance; Ready may not be called again before Advance.
-func (m *Machine) Ready() Ready {
+//
+// Ready fails closed: once the safety audit found a violation (in this
+// Ready, or in any step since the machine was made) it returns an empty
+// Ready and the violation, now and on every later call. The shell then
+// persists and sends nothing, and stops using the machine.
+func (m *Machine) Ready() (Ready, error) {
 	if m.inFlight {
 		panic("group: Ready called again before Advance")
 	}
 	r := m.ready
 	m.ready = Ready{}
 	clear(m.persistIdx)
-	m.inFlight = true
+	if m.plantUnsafe {
+		r.Persist = slices.DeleteFunc(r.Persist, func(rec Record) bool { _, ok := rec.(PartitionRecord); return ok })
+	}
 	m.audit.checkReady(m, r)
-	return r
+	if m.audit.err != nil {
+		return Ready{}, fmt.Errorf("%w: %w", ErrUnsafe, m.audit.err)
+	}
+	m.inFlight = true
+	return r, nil
 }
+
+// ErrUnsafe marks a Ready refused because the machine's safety audit
+// failed.
+var ErrUnsafe = errors.New("group: safety audit failed")
+
+// PlantUnsafeReady is a deliberate safety bug for tests that prove the
+// audit refuses a Ready and the shell sends nothing of it: from now on
+// every Ready leaves its partition records out, so the first message
+// mentioning a new epoch mentions one that was never persisted. Never
+// call it outside tests.
+func (m *Machine) PlantUnsafeReady() { m.plantUnsafe = true }
 
 // Advance tells the machine the last Ready was persisted and sent.
 func (m *Machine) Advance() {

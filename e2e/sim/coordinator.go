@@ -273,7 +273,11 @@ func (c *coordinator) drain() {
 		c.checkMachine()
 		return
 	}
-	rd := c.m.Ready()
+	rd, err := c.m.Ready()
+	if err != nil {
+		c.w.fail("machine invariants", "%v", err)
+		return
+	}
 	c.observed = false
 	if c.crashPoint() {
 		c.crash() // before the persist: the whole Ready is lost
