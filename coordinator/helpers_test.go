@@ -476,6 +476,21 @@ func (g *fakeGateway) tryPoll(after uint64, waitMs int) (api.SyncResponse, error
 	return r, nil
 }
 
+// refusedPoll sends a held poll in the background; its channel gets nil
+// when the poll is refused (503, reset), an error when it is answered.
+func (g *fakeGateway) refusedPoll(after uint64, waitMs int) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		r, err := g.tryPoll(after, waitMs)
+		if err == nil {
+			out <- fmt.Errorf("sync poll answered %+v", r)
+			return
+		}
+		out <- nil
+	}()
+	return out
+}
+
 // run polls in a loop, each poll acknowledging the previous answer.
 func (g *fakeGateway) run(waitMs int) {
 	g.stop, g.done = make(chan struct{}), make(chan struct{})

@@ -45,21 +45,7 @@ func TestShutdownAnswersHeldPolls(t *testing.T) {
 	e.cfg.Groups.HeartbeatWait = 20 * time.Second
 	e.cfg.Groups.SyncWaitMax = 10 * time.Second
 	h := e.start(t)
-	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
-	a := h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}})
-	gw := newGateway(h, "gw1")
-	seq := gw.poll(t, 0, 0).Seq
-	polled := make(chan error, 1)
-	go func() {
-		r, err := gw.tryPoll(seq, 10000)
-		if err == nil {
-			err = fmt.Errorf("answered %+v", r)
-		} else {
-			err = nil
-		}
-		polled <- err
-	}()
-	held := a.heldHeartbeat(20000)
+	_, _, polled, held := holdPolls(t, h, 20000)
 	eventually(t, func() string {
 		select {
 		case r := <-held:
@@ -112,21 +98,7 @@ func TestLongPollOutlivesReadTimeout(t *testing.T) {
 func TestUnsafeReadyFailsClosed(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 2})
 	h := e.start(t)
-	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
-	a := h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}})
-	gw := newGateway(h, "gw1")
-	seq := gw.poll(t, 0, 0).Seq
-	polled := make(chan error, 1)
-	go func() {
-		r, err := gw.tryPoll(seq, 10000)
-		if err == nil {
-			err = fmt.Errorf("sync poll answered %+v", r)
-		} else {
-			err = nil
-		}
-		polled <- err
-	}()
-	held := a.heldHeartbeat(10000)
+	creds, seq, polled, held := holdPolls(t, h, 10000)
 	eventually(t, func() string {
 		var gws coordinator.GatewaysResponse
 		h.call(t, "GET", "/v1/admin/gateways", e.adminToken, nil, 200, &gws)
@@ -145,8 +117,8 @@ func TestUnsafeReadyFailsClosed(t *testing.T) {
 	if r := <-held; r.err == nil {
 		t.Fatalf("held heartbeat answered %+v; want 503, nothing of the refused Ready", r.resp)
 	}
-	if epoch, err := coordinator.StoreOf(h.c).Epoch("g", "orders", 0); err != nil || epoch != 1 {
-		t.Fatalf("stored epoch of orders/0 is %d (%v); want 1: the refused fence must not be persisted", epoch, err)
+	if epoch := storedEpoch(t, h, "g", "orders", 0); epoch != 1 {
+		t.Fatalf("stored epoch of orders/0 is %d; want 1: the refused fence must not be persisted", epoch)
 	}
 	h.expectError(t, "POST", "/v1/groups/g/join", creds, api.JoinRequest{Topics: []string{"orders"}}, 503, api.CodeUnavailable)
 	_, body, _ := h.do(t, "GET", "/readyz", "", nil)
@@ -167,4 +139,33 @@ func TestUnsafeReadyFailsClosed(t *testing.T) {
 	if err := h.stopErr(); !errors.Is(err, group.ErrUnsafe) {
 		t.Fatalf("Run returned %v, want the audit failure", err)
 	}
+}
+
+// storedEpoch reads a partition's epoch from the coordinator's store.
+func storedEpoch(t testing.TB, h *harness, group, topic string, partition int32) uint64 {
+	t.Helper()
+	snap, err := coordinator.StoreOf(h.c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range snap.Groups {
+		for _, p := range g.Partitions {
+			if g.Group == group && p.Topic == topic && p.Partition == partition {
+				return p.Epoch
+			}
+		}
+	}
+	return 0
+}
+
+// holdPolls joins a member to group g (topic orders) and holds its
+// heartbeat for waitMs, and syncs gateway gw1 once (seq) and holds its
+// next poll; the channels say how each held one ended (refusedPoll).
+func holdPolls(t testing.TB, h *harness, waitMs int64) (creds string, seq uint64, polled <-chan error, held <-chan heartbeatResult) {
+	t.Helper()
+	creds = h.clientCredential(t, []string{"g"}, []string{"orders"})
+	a := h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}})
+	gw := newGateway(h, "gw1")
+	seq = gw.poll(t, 0, 0).Seq
+	return creds, seq, gw.refusedPoll(seq, 10000), a.heldHeartbeat(waitMs)
 }

@@ -39,7 +39,10 @@ func (s *shell) step(build func(group.Ref) group.Event) []group.Message {
 	if !s.m.HasReady() {
 		return nil
 	}
-	rd := s.m.Ready()
+	rd, err := s.m.Ready()
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	s.feed.Observe(s.now, rd, s.m)
 	s.m.Advance()
 	return rd.Messages
