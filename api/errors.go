@@ -12,27 +12,30 @@ type Code string
 // The reject table, in the style of franz-go's kerr: callers decide
 // retry / refresh / rejoin / stop from Code, never from message text.
 const (
-	CodeBadRequest         Code = "bad_request"
-	CodeUnauthorized       Code = "unauthorized"  // missing or invalid token
-	CodeTokenExpired       Code = "token_expired" // valid signature, lease over
-	CodeForbidden          Code = "forbidden"     // token does not cover topic/partition/op/offset/group
-	CodeNotFound           Code = "not_found"     // unknown route, topic or partition
-	CodeMethodNotAllowed   Code = "method_not_allowed"
-	CodeCapabilityRevoked  Code = "capability_revoked"    // fenced epoch, denied jti, revoked member
-	CodeStaleEpoch         Code = "stale_epoch"           // commit with a capability that is not current
-	CodeInconsistentAssign Code = "inconsistent_assignor" // join names another assignor than the group's
-	CodeUnknownMember      Code = "unknown_member"        // member expired or never joined: rejoin
-	CodeOffsetRegression   Code = "offset_regression"     // commit below the committed offset
-	CodeConflict           Code = "conflict"
-	CodeBodyTooLarge       Code = "body_too_large"
-	CodeOffsetOutOfRange   Code = "offset_out_of_range"
-	CodeRateLimited        Code = "rate_limited"
-	CodeHeadersTooLarge    Code = "headers_too_large"
-	CodeBrokerError        Code = "broker_error"
-	CodeNotReady           Code = "not_ready"   // gateway before first sync, coordinator starting
-	CodeOutOfSync          Code = "out_of_sync" // gateway self-fenced: no sync for sync_timeout
-	CodeUnavailable        Code = "unavailable"
-	CodeInternal           Code = "internal"
+	CodeBadRequest   Code = "bad_request"
+	CodeUnauthorized Code = "unauthorized"  // missing or invalid token
+	CodeTokenExpired Code = "token_expired" // valid signature, lease over
+	CodeForbidden    Code = "forbidden"     // token does not cover topic/partition/op/offset/group
+	// CodeClientCertificateRequired: the route needs a verified client
+	// certificate (mTLS) with an allowed name, and the connection has none.
+	CodeClientCertificateRequired Code = "client_certificate_required"
+	CodeNotFound                  Code = "not_found" // unknown route, topic or partition
+	CodeMethodNotAllowed          Code = "method_not_allowed"
+	CodeCapabilityRevoked         Code = "capability_revoked"    // fenced epoch, denied jti, revoked member
+	CodeStaleEpoch                Code = "stale_epoch"           // commit with a capability that is not current
+	CodeInconsistentAssign        Code = "inconsistent_assignor" // join names another assignor than the group's
+	CodeUnknownMember             Code = "unknown_member"        // member expired or never joined: rejoin
+	CodeOffsetRegression          Code = "offset_regression"     // commit below the committed offset
+	CodeConflict                  Code = "conflict"
+	CodeBodyTooLarge              Code = "body_too_large"
+	CodeOffsetOutOfRange          Code = "offset_out_of_range"
+	CodeRateLimited               Code = "rate_limited"
+	CodeHeadersTooLarge           Code = "headers_too_large"
+	CodeBrokerError               Code = "broker_error"
+	CodeNotReady                  Code = "not_ready"   // gateway before first sync, coordinator starting
+	CodeOutOfSync                 Code = "out_of_sync" // gateway self-fenced: no sync for sync_timeout
+	CodeUnavailable               Code = "unavailable"
+	CodeInternal                  Code = "internal"
 )
 
 // Reject is one row of the table.
@@ -42,27 +45,28 @@ type Reject struct {
 }
 
 var table = map[Code]Reject{
-	CodeBadRequest:         {http.StatusBadRequest, false},
-	CodeUnauthorized:       {http.StatusUnauthorized, false},
-	CodeTokenExpired:       {http.StatusUnauthorized, false},
-	CodeForbidden:          {http.StatusForbidden, false},
-	CodeNotFound:           {http.StatusNotFound, false},
-	CodeMethodNotAllowed:   {http.StatusMethodNotAllowed, false},
-	CodeCapabilityRevoked:  {http.StatusConflict, false},
-	CodeStaleEpoch:         {http.StatusConflict, false},
-	CodeInconsistentAssign: {http.StatusConflict, false},
-	CodeUnknownMember:      {http.StatusConflict, false},
-	CodeOffsetRegression:   {http.StatusConflict, false},
-	CodeConflict:           {http.StatusConflict, false},
-	CodeBodyTooLarge:       {http.StatusRequestEntityTooLarge, false},
-	CodeOffsetOutOfRange:   {http.StatusRequestedRangeNotSatisfiable, false},
-	CodeRateLimited:        {http.StatusTooManyRequests, true},
-	CodeHeadersTooLarge:    {http.StatusRequestHeaderFieldsTooLarge, false},
-	CodeBrokerError:        {http.StatusBadGateway, true},
-	CodeNotReady:           {http.StatusServiceUnavailable, true},
-	CodeOutOfSync:          {http.StatusServiceUnavailable, true},
-	CodeUnavailable:        {http.StatusServiceUnavailable, true},
-	CodeInternal:           {http.StatusInternalServerError, true},
+	CodeBadRequest:                {http.StatusBadRequest, false},
+	CodeUnauthorized:              {http.StatusUnauthorized, false},
+	CodeTokenExpired:              {http.StatusUnauthorized, false},
+	CodeForbidden:                 {http.StatusForbidden, false},
+	CodeClientCertificateRequired: {http.StatusForbidden, false},
+	CodeNotFound:                  {http.StatusNotFound, false},
+	CodeMethodNotAllowed:          {http.StatusMethodNotAllowed, false},
+	CodeCapabilityRevoked:         {http.StatusConflict, false},
+	CodeStaleEpoch:                {http.StatusConflict, false},
+	CodeInconsistentAssign:        {http.StatusConflict, false},
+	CodeUnknownMember:             {http.StatusConflict, false},
+	CodeOffsetRegression:          {http.StatusConflict, false},
+	CodeConflict:                  {http.StatusConflict, false},
+	CodeBodyTooLarge:              {http.StatusRequestEntityTooLarge, false},
+	CodeOffsetOutOfRange:          {http.StatusRequestedRangeNotSatisfiable, false},
+	CodeRateLimited:               {http.StatusTooManyRequests, true},
+	CodeHeadersTooLarge:           {http.StatusRequestHeaderFieldsTooLarge, false},
+	CodeBrokerError:               {http.StatusBadGateway, true},
+	CodeNotReady:                  {http.StatusServiceUnavailable, true},
+	CodeOutOfSync:                 {http.StatusServiceUnavailable, true},
+	CodeUnavailable:               {http.StatusServiceUnavailable, true},
+	CodeInternal:                  {http.StatusInternalServerError, true},
 }
 
 // Lookup returns the row for code; unknown codes map to 500, retriable.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Config is the consumer's configuration. The credential is never printed:
@@ -60,6 +62,9 @@ type Config struct {
 	// within this margin; the partition waits for the renewal instead of
 	// hitting 401.
 	CapabilityExpiryMargin time.Duration `yaml:"capability_expiry_margin"`
+	// TLS is the CA bundle and client certificate for https:// URLs
+	// (empty: the system roots, no client certificate).
+	TLS tlsconf.ClientConfig `yaml:"tls"`
 	// RetryBackoff and RetryBackoffMax bound the jittered exponential
 	// pause between retries once every gateway has failed.
 	RetryBackoff    time.Duration `yaml:"retry_backoff"`
@@ -115,6 +120,9 @@ func (c Config) Validate() error {
 		if _, err := regexp.Compile(c.TopicPattern); err != nil {
 			return fmt.Errorf("client.topic_pattern: must be a regular expression, got %q: %v", c.TopicPattern, err)
 		}
+	}
+	if err := c.TLS.Validate("client.tls"); err != nil {
+		return err
 	}
 	return c.validateBounds()
 }

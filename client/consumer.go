@@ -14,6 +14,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/session"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Option changes a Consumer or Producer.
@@ -22,6 +23,7 @@ type Option func(*options)
 type options struct {
 	log      *zap.Logger
 	http     *http.Client
+	tls      *tlsconf.ClientConfig
 	onRevoke func(context.Context, []Partition)
 	onGrant  func([]Partition)
 	onLost   func([]Partition)
@@ -37,6 +39,11 @@ func WithLogger(log *zap.Logger) Option { return func(o *options) { o.log = log 
 // WithHTTPClient sends every request through hc (default: a keep-alive
 // client sized for one long poll per partition).
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.http = hc } }
+
+// WithTLS sets the CA bundle and client certificate of https:// URLs
+// (the producer's way; a consumer may use Config.TLS instead). Ignored
+// with WithHTTPClient.
+func WithTLS(files tlsconf.ClientConfig) Option { return func(o *options) { o.tls = &files } }
 
 // OnRevoke sets the hook called when partitions are taken away (a
 // coordinator revoke, a gateway 409, or Close), after their last record
@@ -57,12 +64,25 @@ func OnGrant(fn func(granted []Partition)) Option { return func(o *options) { o.
 // OnRevoke is called with a cancelled context instead.
 func OnLost(fn func(lost []Partition)) Option { return func(o *options) { o.onLost = fn } }
 
-func buildOptions(opts []Option) options {
-	o := options{log: zap.NewNop(), http: newHTTPClient()}
+// buildOptions applies opts; without WithHTTPClient the default client
+// speaks TLS with files (WithTLS wins over files).
+func buildOptions(opts []Option, files tlsconf.ClientConfig) (options, error) {
+	o := options{log: zap.NewNop()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return o
+	if o.http != nil {
+		return o, nil
+	}
+	if o.tls != nil {
+		files = *o.tls
+	}
+	tc, err := files.TLS(o.log)
+	if err != nil {
+		return o, fmt.Errorf("client: %w", err)
+	}
+	o.http = newHTTPClient(tc)
+	return o, nil
 }
 
 // Consumer reads the partitions a group's coordinator grants it, through
@@ -107,7 +127,10 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 		return nil, err
 	}
 	cfg.CoordinatorURL = strings.TrimRight(cfg.CoordinatorURL, "/")
-	o := buildOptions(opts)
+	o, err := buildOptions(opts, cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
 	tr := &transport{http: o.http, backoff: backoff{base: cfg.RetryBackoff, max: cfg.RetryBackoffMax}}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Consumer{

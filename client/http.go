@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,11 +20,15 @@ import (
 const maxCoordinatorBody = 16 << 20
 
 // newHTTPClient is the default client: keep-alive connections enough for
-// one long poll per partition plus the heartbeat.
-func newHTTPClient() *http.Client {
+// one long poll per partition plus the heartbeat; tc (nil: defaults) for
+// https:// URLs.
+func newHTTPClient(tc *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 256
+	if tc != nil {
+		t.TLSClientConfig = tc
+	}
 	return &http.Client{Transport: t}
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Producer writes records through the gateways with a capability holding
@@ -37,7 +38,10 @@ func NewProducer(gatewayURLs []string, capability string, opts ...Option) (*Prod
 	if capability == "" {
 		return nil, fmt.Errorf("client: producer capability: must not be empty")
 	}
-	o := buildOptions(opts)
+	o, err := buildOptions(opts, tlsconf.ClientConfig{})
+	if err != nil {
+		return nil, err
+	}
 	d := DefaultConfig()
 	return &Producer{
 		tr:         &transport{http: o.http, backoff: backoff{base: d.RetryBackoff, max: d.RetryBackoffMax}},

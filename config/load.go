@@ -97,7 +97,12 @@ func collect(v reflect.Value, prefix string, out map[string]field) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		fv := v.Field(i)
+		if sf.IsExported() && opts == "inline" && fv.Kind() == reflect.Struct {
+			collect(fv, prefix, out) // its fields sit at this level
+			continue
+		}
 		if !sf.IsExported() || name == "-" || name == "" {
 			continue
 		}
@@ -105,7 +110,6 @@ func collect(v reflect.Value, prefix string, out map[string]field) {
 		if prefix != "" {
 			path = prefix + "." + name
 		}
-		fv := v.Field(i)
 		if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(time.Time{}) {
 			collect(fv, path, out)
 			continue

@@ -13,8 +13,10 @@ import (
 
 // Who may call what:
 //
-//	admin routes        an admin token (admin_token_hashes)
-//	GET /v1/sync        a sync token (sync_token_hashes)
+//	admin routes        an admin token (admin_token_hashes) and/or a client
+//	                    certificate, per tls.admin (tls.go)
+//	GET /v1/sync        a sync token (sync_token_hashes) and/or a client
+//	                    certificate, per tls.sync
 //	join                a client credential (ocap.KindClient) allowing the group and topics
 //	heartbeat/commit/   a member token (ocap.KindMember) of the path's group;
 //	leave/offsets       the member is its sub (offsets also takes an admin token)
@@ -35,19 +37,21 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 	return bytes.TrimSpace(h[len(scheme):])
 }
 
-// admin wraps h so it runs only with a valid admin token.
+// admin wraps h so it runs only for an admin: the admin token and/or
+// client certificate tls.admin asks for (see tls.go).
 func (c *Coordinator) admin(h handler) handler {
 	return func(ctx *fasthttp.RequestCtx, params []string) {
-		if !c.isAdmin(ctx) {
-			writeError(ctx, api.CodeUnauthorized, "admin token required")
-			return
+		if channelAuth(ctx, c.cfg.TLS.Admin, c.adminTokens, "admin") {
+			h(ctx, params)
 		}
-		h(ctx, params)
 	}
 }
 
+// isAdmin reports, without answering, whether the request is an admin's.
 func (c *Coordinator) isAdmin(ctx *fasthttp.RequestCtx) bool {
-	return c.adminTokens.matches(bearer(ctx))
+	ch := c.cfg.TLS.Admin
+	return (!ch.NeedsCertificate() || ch.Allows(ctx.TLSConnectionState())) &&
+		(!ch.NeedsToken() || c.adminTokens.matches(bearer(ctx)))
 }
 
 // verifyToken checks a token of kind, through the verified-token cache.

@@ -84,6 +84,9 @@ type Config struct {
 	// capabilities).
 	TokenCacheEntries int `yaml:"token_cache_entries"`
 
+	// TLS configures the listener's TLS and client certificates.
+	TLS TLSConfig `yaml:"tls"`
+
 	// Groups configures the state machine (sessions, handoffs, gateways).
 	Groups group.Config `yaml:"groups"`
 	// Broker configures the Kafka client.
@@ -120,6 +123,7 @@ func DefaultConfig() Config {
 		EventQueue:             4096,
 		EventBatchMax:          256,
 		TokenCacheEntries:      100000,
+		TLS:                    DefaultTLSConfig(),
 		Groups:                 groups,
 		Broker:                 broker.DefaultConfig(),
 		Console:                console.DefaultConfig(),
@@ -133,6 +137,9 @@ func (c Config) Validate() error {
 		if err := check(); err != nil {
 			return err
 		}
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if err := c.Broker.Validate(); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/store"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Broker is what the coordinator needs from Kafka; *broker.Client
@@ -71,6 +72,7 @@ type Coordinator struct {
 	loop        *loop
 	server      *fasthttp.Server
 	ln          net.Listener
+	tls         *tlsconf.Server // nil: plaintext
 	metrics     *metrics
 	offsets     *offsetResolver
 	mirror      *mirror
@@ -158,6 +160,11 @@ func (c *Coordinator) open(o options) error {
 			return fmt.Errorf("coordinator: listen: %w", err)
 		}
 	}
+	if c.cfg.TLS.Enabled() {
+		if c.tls, err = tlsconf.NewServer(c.cfg.TLS.ServerConfig, c.log.Named("tls")); err != nil {
+			return fmt.Errorf("coordinator: %w", err)
+		}
+	}
 	c.metrics = newMetrics(c)
 	c.offsets = newOffsetResolver(c.broker, c.cfg.OffsetCacheTTL, c.cfg.BrokerTimeout)
 	c.mirror = newMirror()
@@ -202,6 +209,23 @@ func (c *Coordinator) release() {
 // Addr is the address the HTTP server listens on.
 func (c *Coordinator) Addr() net.Addr { return c.ln.Addr() }
 
+// URL is the base URL of the listener: https:// when TLS is on.
+func (c *Coordinator) URL() string {
+	if c.tls != nil {
+		return "https://" + c.Addr().String()
+	}
+	return "http://" + c.Addr().String()
+}
+
+// listener is what the HTTP server accepts on: c.ln, wrapped in TLS
+// when it is configured.
+func (c *Coordinator) listener() net.Listener {
+	if c.tls != nil {
+		return c.tls.Listener(c.ln)
+	}
+	return c.ln
+}
+
 // Run serves until ctx is done or Close is called, then shuts down
 // gracefully: it stops accepting, answers held polls, and closes the
 // store. It returns the error that stopped the event loop, if any. A
@@ -223,8 +247,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() { defer background.Done(); c.pollTopics(bg) }()
 	go func() { defer background.Done(); c.mirror.run(bg, c) }()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- c.server.Serve(c.ln) }()
-	c.log.Info("coordinator serving", zap.String("addr", c.Addr().String()))
+	go func() { serveErr <- c.server.Serve(c.listener()) }()
+	c.log.Info("coordinator serving", zap.String("url", c.URL()))
 
 	var err error
 	select {

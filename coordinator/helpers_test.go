@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -38,6 +39,7 @@ type env struct {
 	logs       *observer.ObservedLogs
 	log        *zap.Logger
 	seed       uint64
+	clientTLS  *tls.Config // the harness client's, when cfg.TLS is on
 
 	secretsMu sync.Mutex
 	secrets   []string // every token handed out, checked against the logs
@@ -126,8 +128,8 @@ func (e *env) start(t testing.TB) *harness {
 		t.Fatalf("new coordinator: %v", err)
 	}
 	h := &harness{
-		env: e, c: c, base: "http://" + c.Addr().String(), done: make(chan error, 1),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 0}, Timeout: 30 * time.Second},
+		env: e, c: c, base: c.URL(), done: make(chan error, 1),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 0, TLSClientConfig: e.clientTLS}, Timeout: 30 * time.Second},
 	}
 	go func() { h.done <- c.Run(context.Background()) }()
 	t.Cleanup(func() { h.stop(t) })

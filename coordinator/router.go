@@ -78,7 +78,10 @@ func match(pattern, segments []string) ([]string, bool) {
 	return params, true
 }
 
-// newRouter lists every route of DESIGN §5 (one file per resource).
+// newRouter lists every route of DESIGN §5 (one file per resource). The
+// route names are the operationIds of api/openapi.yaml: a test walks this
+// table against the document. admin and consumer wrap the routes with
+// their authentication (tls.go).
 func (c *Coordinator) newRouter() *router {
 	r := &router{}
 	get, post, put := fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPut
@@ -86,13 +89,14 @@ func (c *Coordinator) newRouter() *router {
 	r.add("readyz", get, "/readyz", c.handleReady)
 	r.add("metrics", get, "/metrics", c.handleMetrics)
 	r.add("jwks", get, "/.well-known/jwks.json", c.handleJWKS)
+	r.add("openapi", get, "/openapi.json", c.handleOpenAPI)
 	r.add("sync", get, "/v1/sync", c.handleSync)
-	r.add("join", post, "/v1/groups/{}/join", c.handleJoin)
-	r.add("heartbeat", post, "/v1/groups/{}/heartbeat", c.handleHeartbeat)
-	r.add("commit", post, "/v1/groups/{}/commit", c.handleCommit)
-	r.add("leave", post, "/v1/groups/{}/leave", c.handleLeave)
-	r.add("offsets", get, "/v1/groups/{}/offsets", c.handleOffsets)
-	r.add("attenuate", post, "/v1/capabilities/attenuate", c.handleAttenuate)
+	r.add("join", post, "/v1/groups/{}/join", c.consumer(c.handleJoin))
+	r.add("heartbeat", post, "/v1/groups/{}/heartbeat", c.consumer(c.handleHeartbeat))
+	r.add("commit", post, "/v1/groups/{}/commit", c.consumer(c.handleCommit))
+	r.add("leave", post, "/v1/groups/{}/leave", c.consumer(c.handleLeave))
+	r.add("offsets", get, "/v1/groups/{}/offsets", c.consumer(c.handleOffsets))
+	r.add("attenuate", post, "/v1/capabilities/attenuate", c.consumer(c.handleAttenuate))
 	r.add("admin_groups", get, "/v1/admin/groups", c.admin(c.handleAdminGroups))
 	r.add("admin_group", get, "/v1/admin/groups/{}", c.admin(c.handleAdminGroup))
 	r.add("admin_group_config", put, "/v1/admin/groups/{}/config", c.admin(c.handleAdminGroupConfig))

@@ -1,7 +1,8 @@
 package coordinator
 
 // Behavior: GET /v1/sync?gateway={id}&after={seq}&wait_ms={n} — bearer: a
-// sync token (401 otherwise). gateway is required (1-255 printable
+// sync token (401 otherwise) and/or a client certificate, as tls.sync
+// says (403 client_certificate_required without it). gateway is required (1-255 printable
 // characters without '/'); after defaults to 0 (a full snapshot); wait_ms
 // to groups.sync_wait_max, which also caps it. Polling with after=S
 // acknowledges S. The poll is held until something newer than after
@@ -22,8 +23,7 @@ import (
 )
 
 func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
-	if !c.syncTokens.matches(bearer(ctx)) {
-		writeError(ctx, api.CodeUnauthorized, "sync token required")
+	if !channelAuth(ctx, c.cfg.TLS.Sync, c.syncTokens, "sync") {
 		return
 	}
 	args := ctx.QueryArgs()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Config is the gateway section of capgate's configuration.
@@ -66,8 +67,27 @@ type Config struct {
 	// labels; later tags are counted as "other".
 	MonitorLabelsMax int `yaml:"monitor_labels_max"`
 
+	// TLS configures the listener's TLS and the consumers' client
+	// certificates (off while tls.cert_file is empty).
+	TLS TLSConfig `yaml:"tls"`
+	// CoordinatorTLS is the sync client's TLS toward an https
+	// coordinator_url: the CA bundle, and a client certificate when the
+	// coordinator's tls.sync asks for one.
+	CoordinatorTLS tlsconf.ClientConfig `yaml:"coordinator_tls"`
+
 	// Broker configures the Kafka client.
 	Broker broker.Config `yaml:"broker"`
+}
+
+// TLSConfig is the gateway listener's TLS and what its record routes
+// demand: consumers.auth token (default) or token+certificate (the
+// capability and a client certificate signed by client_ca_file whose
+// names match consumers.client_names). /healthz, /readyz, /metrics and
+// /openapi.json never need a certificate, unless client_auth: require
+// makes every handshake need one.
+type TLSConfig struct {
+	tlsconf.ServerConfig `yaml:",inline"`
+	Consumers            tlsconf.Channel `yaml:"consumers"`
 }
 
 // DefaultConfig returns the documented defaults; they match the
@@ -95,13 +115,14 @@ func DefaultConfig() Config {
 		MaxBodyBytes:      4 << 20,
 		RateLimitEntries:  100_000,
 		MonitorLabelsMax:  32,
+		TLS:               TLSConfig{ServerConfig: tlsconf.DefaultServerConfig(), Consumers: tlsconf.DefaultChannel()},
 		Broker:            broker.DefaultConfig(),
 	}
 }
 
 // Validate reports the first bad setting, naming the field and the value.
 func (c Config) Validate() error {
-	for _, check := range []func() error{c.validateIdentity, c.validateSync, c.validateTokens, c.validateLimits} {
+	for _, check := range []func() error{c.validateIdentity, c.validateSync, c.validateTokens, c.validateLimits, c.validateTLS} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -135,6 +156,22 @@ func (c Config) validateSync() error {
 		// answered poll can be 2 × sync_wait old just before the next
 		// answer arrives. Anything tighter fences a healthy gateway.
 		return fmt.Errorf("gateway.sync_wait: 2 × sync_wait + %s must be <= sync_timeout (%s), got sync_wait %s", syncMargin, c.SyncTimeout, c.SyncWait)
+	}
+	return nil
+}
+
+func (c Config) validateTLS() error {
+	if err := c.TLS.ServerConfig.Validate("gateway.tls"); err != nil {
+		return err
+	}
+	if err := c.TLS.Consumers.Validate("gateway.tls.consumers", c.TLS.ServerConfig, true); err != nil {
+		return err
+	}
+	if err := c.CoordinatorTLS.Validate("gateway.coordinator_tls"); err != nil {
+		return err
+	}
+	if u, _ := url.Parse(c.CoordinatorURL); !c.CoordinatorTLS.IsZero() && u.Scheme != "https" {
+		return fmt.Errorf("gateway.coordinator_tls: needs an https coordinator_url, got %q", c.CoordinatorURL)
 	}
 	return nil
 }
@@ -197,6 +234,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("issuer", c.Issuer)
 	enc.AddString("audience", c.Audience)
 	enc.AddDuration("max_wait", c.MaxWait)
+	enc.AddBool("tls", c.TLS.Enabled())
 	return enc.AddObject("broker", c.Broker)
 }
 

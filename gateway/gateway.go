@@ -15,6 +15,7 @@ import (
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/gateway/authz"
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Gateway is one gateway process: HTTP server, sync client, broker client.
@@ -30,6 +31,8 @@ type Gateway struct {
 	inflight *inflight
 	metrics  *metrics
 	server   *fasthttp.Server
+	routes   []route
+	tls      *tlsconf.Server // nil: plaintext
 	syncHTTP *http.Client
 
 	// lastSyncSent is when the last successful sync poll was sent (unix
@@ -73,6 +76,18 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	syncTLS, err := cfg.CoordinatorTLS.TLS(log.Named("tls"))
+	if err != nil {
+		bc.Close()
+		return nil, fmt.Errorf("gateway: coordinator_tls: %w", err)
+	}
+	var serverTLS *tlsconf.Server
+	if cfg.TLS.Enabled() {
+		if serverTLS, err = tlsconf.NewServer(cfg.TLS.ServerConfig, log.Named("tls")); err != nil {
+			bc.Close()
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	g := &Gateway{
 		cfg:       cfg,
 		log:       log,
@@ -83,12 +98,14 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		view:      authz.NewView(authz.Config{Leeway: cfg.Leeway}),
 		limiter:   newRateLimiter(cfg.RateLimitEntries),
 		inflight:  newInflight(),
-		syncHTTP:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout}},
+		tls:       serverTLS,
+		syncHTTP:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
 		syncDone:  make(chan struct{}),
 		serveDone: make(chan error, 1),
 	}
 	g.fetchBase, g.stopFetches = context.WithCancelCause(context.Background())
 	g.metrics = newMetrics(g)
+	g.routes = g.newRoutes()
 	g.server = g.newServer()
 	return g, nil
 }
@@ -121,11 +138,14 @@ func (g *Gateway) Start() error {
 			return
 		}
 		g.ln = ln
+		if g.tls != nil {
+			ln = g.tls.Listener(ln)
+		}
 		go func() { g.serveDone <- g.server.Serve(ln) }()
 		syncCtx, stop := context.WithCancel(context.Background())
 		g.stopSync = stop
 		go g.syncLoop(syncCtx)
-		g.log.Info("gateway started", zap.String("addr", ln.Addr().String()), zap.Object("config", g.cfg))
+		g.log.Info("gateway started", zap.String("url", g.URL()), zap.Object("config", g.cfg))
 	})
 	return err
 }
@@ -136,6 +156,14 @@ func (g *Gateway) Addr() string {
 		return ""
 	}
 	return g.ln.Addr().String()
+}
+
+// URL is the gateway's base URL (after Start): https:// when TLS is on.
+func (g *Gateway) URL() string {
+	if g.tls != nil {
+		return "https://" + g.Addr()
+	}
+	return "http://" + g.Addr()
 }
 
 // Run starts the gateway and closes it when ctx is done.

@@ -4,22 +4,55 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
 )
 
-// Routes (DESIGN §5): anything else is 404, a known path with another
-// method 405 with Allow.
-const (
-	pathHealth   = "/healthz"
-	pathReady    = "/readyz"
-	pathMetrics  = "/metrics"
-	recordsStart = "/v1/topics/"
-	recordsMid   = "/partitions/"
-	recordsEnd   = "/records"
-)
+// route is one method and path of the gateway. The names are the
+// operationIds of api/openapi.yaml: a test walks this table against the
+// document, so a route added here must be documented there.
+type route struct {
+	name    string
+	method  string
+	path    string   // OpenAPI path template, e.g. /v1/topics/{topic}/partitions/{partition}/records
+	pattern []string // path segments; "" where the template has a parameter
+	handle  func(ctx *fasthttp.RequestCtx, params routeParams)
+}
+
+// routeParams are the path parameters of a match, in order (slices of
+// the request path, still to be validated).
+type routeParams [2][]byte
+
+// newRoutes is the gateway's route table (DESIGN §5). Anything else is 404,
+// a known path with another method 405 with Allow.
+func (g *Gateway) newRoutes() []route {
+	get, head, post := fasthttp.MethodGet, fasthttp.MethodHead, fasthttp.MethodPost
+	health := func(ctx *fasthttp.RequestCtx, _ routeParams) { g.handleHealth(ctx) }
+	ready := func(ctx *fasthttp.RequestCtx, _ routeParams) { g.handleReady(ctx) }
+	records := "/v1/topics/{topic}/partitions/{partition}/records"
+	table := []route{
+		{name: "healthz", method: get, path: "/healthz", handle: health},
+		{name: "healthz_head", method: head, path: "/healthz", handle: health},
+		{name: "readyz", method: get, path: "/readyz", handle: ready},
+		{name: "readyz_head", method: head, path: "/readyz", handle: ready},
+		{name: "metrics", method: get, path: "/metrics", handle: func(ctx *fasthttp.RequestCtx, _ routeParams) { g.metrics.serve(ctx) }},
+		{name: "openapi", method: get, path: "/openapi.json", handle: func(ctx *fasthttp.RequestCtx, _ routeParams) { serveOpenAPI(ctx) }},
+		{name: "fetch_records", method: get, path: records, handle: g.consumer(func(ctx *fasthttp.RequestCtx, p routeParams) { g.fetchRecords(ctx, p[0], p[1]) })},
+		{name: "produce_records", method: post, path: records, handle: g.consumer(func(ctx *fasthttp.RequestCtx, p routeParams) { g.produceRecords(ctx, p[0], p[1]) })},
+	}
+	for i := range table {
+		for _, seg := range strings.Split(strings.TrimPrefix(table[i].path, "/"), "/") {
+			if strings.HasPrefix(seg, "{") {
+				seg = ""
+			}
+			table[i].pattern = append(table[i].pattern, seg)
+		}
+	}
+	return table
+}
 
 func (g *Gateway) handle(ctx *fasthttp.RequestCtx) {
 	if contentLengthWithTransferEncoding(&ctx.Request.Header) {
@@ -28,64 +61,76 @@ func (g *Gateway) handle(ctx *fasthttp.RequestCtx) {
 		g.metrics.rejected(api.CodeBadRequest)
 		return
 	}
-	path := ctx.Path()
-	switch string(path) {
-	case pathHealth:
-		g.routeMethods(ctx, "GET, HEAD", g.handleHealth)
-		return
-	case pathReady:
-		g.routeMethods(ctx, "GET, HEAD", g.handleReady)
-		return
-	case pathMetrics:
-		g.routeMethods(ctx, "GET", g.metrics.serve)
+	path, method := ctx.Path(), ctx.Method()
+	var params routeParams
+	matched := false
+	for i := range g.routes {
+		rt := &g.routes[i]
+		if !matchPath(rt.pattern, path, &params) {
+			continue
+		}
+		if string(method) == rt.method {
+			rt.handle(ctx, params)
+			return
+		}
+		matched = true
+	}
+	if matched {
+		g.methodNotAllowed(ctx, path)
 		return
 	}
-	topic, partition, ok := splitRecordsPath(path)
-	if !ok {
-		writeError(ctx, api.CodeNotFound, "no such route", nil)
-		g.metrics.rejected(api.CodeNotFound)
-		return
-	}
-	switch {
-	case ctx.IsGet():
-		g.fetchRecords(ctx, topic, partition)
-	case ctx.IsPost():
-		g.produceRecords(ctx, topic, partition)
-	default:
-		g.methodNotAllowed(ctx, "GET, POST")
-	}
+	writeError(ctx, api.CodeNotFound, "no such route", nil)
+	g.metrics.rejected(api.CodeNotFound)
 }
 
-func (g *Gateway) routeMethods(ctx *fasthttp.RequestCtx, allow string, h fasthttp.RequestHandler) {
-	if ctx.IsGet() || (ctx.IsHead() && allow != "GET") {
-		h(ctx)
-		return
+// methodNotAllowed answers 405 with the methods path allows.
+func (g *Gateway) methodNotAllowed(ctx *fasthttp.RequestCtx, path []byte) {
+	var allow []string
+	var params routeParams
+	for i := range g.routes {
+		if matchPath(g.routes[i].pattern, path, &params) {
+			allow = append(allow, g.routes[i].method)
+		}
 	}
-	g.methodNotAllowed(ctx, allow)
-}
-
-func (g *Gateway) methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
-	ctx.Response.Header.Set(fasthttp.HeaderAllow, allow)
-	writeError(ctx, api.CodeMethodNotAllowed, "method not allowed; allowed: "+allow, nil)
+	list := strings.Join(allow, ", ")
+	ctx.Response.Header.Set(fasthttp.HeaderAllow, list)
+	writeError(ctx, api.CodeMethodNotAllowed, "method not allowed; allowed: "+list, nil)
 	g.metrics.rejected(api.CodeMethodNotAllowed)
 }
 
-// splitRecordsPath splits /v1/topics/{topic}/partitions/{p}/records; topic
-// and partition are slices of path, still to be validated.
-func splitRecordsPath(path []byte) (topic, partition []byte, ok bool) {
-	rest, ok := bytes.CutPrefix(path, []byte(recordsStart))
+// matchPath matches path against pattern's segments without allocating;
+// a parameter segment matches any non-empty segment and is stored in
+// params in order.
+func matchPath(pattern []string, path []byte, params *routeParams) bool {
+	rest, ok := bytes.CutPrefix(path, []byte("/"))
 	if !ok {
-		return nil, nil, false
+		return false
 	}
-	rest, ok = bytes.CutSuffix(rest, []byte(recordsEnd))
-	if !ok {
-		return nil, nil, false
+	n := 0
+	for i, want := range pattern {
+		seg := rest
+		if j := bytes.IndexByte(rest, '/'); j >= 0 {
+			seg, rest = rest[:j], rest[j+1:]
+		} else {
+			rest = nil
+		}
+		last := i == len(pattern)-1
+		if last != (rest == nil) {
+			return false
+		}
+		switch {
+		case want != "":
+			if string(seg) != want {
+				return false
+			}
+		case len(seg) == 0 || n == len(params):
+			return false
+		default:
+			params[n] = seg
+			n++
+		}
 	}
-	topic, partition, ok = bytes.Cut(rest, []byte(recordsMid))
-	if !ok || len(topic) == 0 || len(partition) == 0 || bytes.IndexByte(topic, '/') >= 0 || bytes.IndexByte(partition, '/') >= 0 {
-		return nil, nil, false
-	}
-	return topic, partition, true
+	return true
 }
 
 // contentLengthWithTransferEncoding reports a request framed both ways, a

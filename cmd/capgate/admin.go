@@ -29,12 +29,14 @@ type adminFlags struct {
 	coordinator string
 	token       string
 	tokenFile   string
+	tls         tlsFlags
 }
 
 func (f *adminFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&f.coordinator, "coordinator", envOr("CAPGATE_COORDINATOR_URL", "http://127.0.0.1:7070"), "coordinator base URL ($CAPGATE_COORDINATOR_URL)")
 	cmd.PersistentFlags().StringVar(&f.token, "token", "", "admin token ($CAPGATE_ADMIN_TOKEN); prefer --token-file")
 	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json from capgate dev")
+	f.tls.register(cmd.PersistentFlags())
 }
 
 func envOr(name, def string) string {
@@ -49,7 +51,11 @@ func (f *adminFlags) client() (*adminClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &adminClient{base: strings.TrimRight(f.coordinator, "/"), token: tok, http: &http.Client{Timeout: 60 * time.Second}}, nil
+	hc, err := f.tls.httpClient(60 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &adminClient{base: strings.TrimRight(f.coordinator, "/"), token: tok, http: hc}, nil
 }
 
 // secretFrom reads a secret from a flag, a file (plain, or a JSON object

@@ -49,6 +49,7 @@ func (l logConfig) validate() error {
 var cliVariables = map[string]bool{
 	"CAPGATE_ADMIN_TOKEN": true, "CAPGATE_COORDINATOR_URL": true, "CAPGATE_GATEWAY_URLS": true,
 	"CAPGATE_CREDENTIAL": true, "CAPGATE_CAPABILITY": true,
+	"CAPGATE_CACERT": true, "CAPGATE_CERT": true, "CAPGATE_KEY": true,
 }
 
 func configEnv() []string {

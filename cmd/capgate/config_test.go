@@ -67,7 +67,11 @@ func settingPaths(prefix string, t reflect.Type) []string {
 	var out []string
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if f.IsExported() && opts == "inline" && f.Type.Kind() == reflect.Struct {
+			out = append(out, settingPaths(prefix, f.Type)...)
+			continue
+		}
 		if !f.IsExported() || name == "" || name == "-" {
 			continue
 		}
@@ -86,13 +90,15 @@ func settingPaths(prefix string, t reflect.Type) []string {
 
 func TestLoadConfigEnvAndErrors(t *testing.T) {
 	t.Setenv("CAPGATE_GATEWAY_SYNC_TIMEOUT", "7s")
+	t.Setenv("CAPGATE_GATEWAY_TLS_RELOAD_INTERVAL", "9s") // an inline field: gateway.tls.reload_interval
 	t.Setenv("CAPGATE_ADMIN_TOKEN", "not-a-setting-but-a-cli-variable")
+	t.Setenv("CAPGATE_CACERT", "a CLI variable too")
 	cfg, err := loadConfig("", "gateway")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Gateway.SyncTimeout.String() != "7s" {
-		t.Fatalf("sync_timeout = %v", cfg.Gateway.SyncTimeout)
+	if cfg.Gateway.SyncTimeout.String() != "7s" || cfg.Gateway.TLS.ReloadInterval.String() != "9s" {
+		t.Fatalf("sync_timeout = %v, tls.reload_interval = %v", cfg.Gateway.SyncTimeout, cfg.Gateway.TLS.ReloadInterval)
 	}
 	t.Setenv("CAPGATE_GATEWAY_SYNC_TIMEOUT", "0s")
 	if _, err := loadConfig("", "gateway"); err == nil || !strings.Contains(err.Error(), "sync_timeout") {

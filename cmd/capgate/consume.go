@@ -39,11 +39,13 @@ type consumeFlags struct {
 type endpointFlags struct {
 	coordinator string
 	gateways    []string
+	tls         tlsFlags
 }
 
 func (e *endpointFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&e.coordinator, "coordinator", envOr("CAPGATE_COORDINATOR_URL", "http://127.0.0.1:7070"), "coordinator base URL ($CAPGATE_COORDINATOR_URL)")
 	cmd.Flags().StringSliceVar(&e.gateways, "gateways", strings.Split(envOr("CAPGATE_GATEWAY_URLS", "http://127.0.0.1:8080"), ","), "gateway base URLs, comma-separated, tried in order ($CAPGATE_GATEWAY_URLS)")
+	e.tls.register(cmd.Flags())
 }
 
 func newConsumeCmd() *cobra.Command {
@@ -99,6 +101,7 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 	cfg.CoordinatorURL, cfg.Gateways = strings.TrimRight(f.endpoints.coordinator, "/"), f.endpoints.gateways
 	cfg.Group, cfg.Topics, cfg.TopicPattern = f.group, f.topics, f.topicPattern
 	cfg.InstanceID, cfg.ClientID, cfg.Credential = f.instanceID, "capgate-consume", credential
+	cfg.TLS = f.endpoints.tls.files()
 	return cfg, cfg.Validate()
 }
 

@@ -192,7 +192,11 @@ func (f *consumeFlags) lagSource(cfg client.Config) func(context.Context) (int64
 	if token == "" {
 		return nil
 	}
-	admin := &adminClient{base: cfg.CoordinatorURL, token: token, http: &http.Client{Timeout: 5 * time.Second}}
+	hc, err := f.endpoints.tls.httpClient(5 * time.Second)
+	if err != nil {
+		return nil
+	}
+	admin := &adminClient{base: cfg.CoordinatorURL, token: token, http: hc}
 	return func(ctx context.Context) (int64, error) {
 		var desc coordinator.GroupDescription
 		if err := admin.do(ctx, http.MethodGet, "/v1/admin/groups/"+url.PathEscape(cfg.Group), nil, &desc); err != nil {

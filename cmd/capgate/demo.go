@@ -18,6 +18,7 @@ import (
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // demoConfig is what `capgate dev --demo` runs against.
@@ -32,6 +33,7 @@ type demoConfig struct {
 	Duration       time.Duration
 	Tolerance      time.Duration
 	Log            *zap.Logger
+	TLS            tlsconf.ClientConfig
 }
 
 const (
@@ -303,6 +305,7 @@ func startDemoConsumer(ctx context.Context, cfg demoConfig, name string, tr *tra
 	cc.CoordinatorURL, cc.Gateways = cfg.CoordinatorURL, []string{cfg.GatewayURL}
 	cc.Group, cc.Topics, cc.Credential = cfg.Group, []string{cfg.Topic}, cfg.Credential
 	cc.ClientID = "demo-" + name
+	cc.TLS = cfg.TLS
 	log, quiet := quietableLogger(cfg.Log.Named(name))
 	c, err := client.NewConsumer(cc, client.WithLogger(log),
 		client.OnGrant(func(ps []client.Partition) { tr.granted(ps, time.Now()) }))

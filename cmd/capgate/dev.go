@@ -19,6 +19,7 @@ import (
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/gateway"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // The dev stack's demo topic.
@@ -34,6 +35,7 @@ type devFlags struct {
 	gatewayAddr     string
 	logLevel        string
 	demo            bool
+	tls             bool
 	demoDuration    time.Duration
 	demoTolerance   time.Duration
 }
@@ -64,6 +66,7 @@ func newDevCmd() *cobra.Command {
 	fl.StringVar(&f.coordinatorAddr, "coordinator-addr", "127.0.0.1:7070", "coordinator listen address (port 0 picks a free port)")
 	fl.StringVar(&f.gatewayAddr, "gateway-addr", "127.0.0.1:8080", "gateway listen address (port 0 picks a free port)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level of the console logs on stderr: debug, info, warn, error (warn with --demo)")
+	fl.BoolVar(&f.tls, "tls", false, "serve TLS: a throwaway CA and certificates in DATA-DIR/tls (keys 0600), the CA path in credentials.env as CAPGATE_CACERT; the gateway syncs with a client certificate")
 	fl.BoolVar(&f.demo, "demo", false, "also run a producer and consumers, add a consumer, print the handoff timeline and a summary, then exit")
 	fl.DurationVar(&f.demoDuration, "demo-duration", 15*time.Second, "how long --demo runs")
 	fl.DurationVar(&f.demoTolerance, "demo-tolerance", 50*time.Millisecond, "how far beyond the steady-state gap an unmoved partition may pause before --demo fails")
@@ -93,7 +96,7 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	if f.demo {
 		runErr = runDemo(ctx, out, demoConfig{
 			CoordinatorURL: stack.coordinatorURL, GatewayURL: stack.gatewayURL,
-			Brokers: stack.broker.Addrs(), Credential: stack.creds.ClientCredential,
+			Brokers: stack.broker.Addrs(), Credential: stack.creds.ClientCredential, TLS: stack.clientTLS,
 			Topic: devTopic, Partitions: devPartitions, Group: "demo",
 			Duration: f.demoDuration, Tolerance: f.demoTolerance, Log: log,
 		})
@@ -116,6 +119,8 @@ type devStack struct {
 	creds          devCredentials
 	coordinatorURL string
 	gatewayURL     string
+	clientTLS      tlsconf.ClientConfig // what clients of the stack use (the CA with --tls)
+	http           *http.Client
 }
 
 // startDev starts the broker, then the coordinator, then the gateway, and
@@ -147,10 +152,23 @@ func (s *devStack) start(ctx context.Context, f devFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.tls {
+		pki, err := ensureDevPKI(f.dataDir, time.Now())
+		if err != nil {
+			return err
+		}
+		pki.apply(&cc, &gc)
+		s.clientTLS = pki.client()
+	}
+	tc, err := s.clientTLS.TLS(nil)
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	s.http = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	if err := s.startCoordinator(ctx, cc); err != nil {
 		return err
 	}
-	changed, err := ensureClientCredential(ctx, s.coordinator, cc, s.coordinatorURL, &s.creds)
+	changed, err := ensureClientCredential(ctx, s.coordinator, cc, s.http, s.coordinatorURL, &s.creds)
 	if err != nil {
 		return err
 	}
@@ -165,7 +183,7 @@ func (s *devStack) start(ctx context.Context, f devFlags) error {
 	if err := s.startGateway(ctx, gc); err != nil {
 		return err
 	}
-	return saveCredentials(f.dataDir, s.creds, s.coordinatorURL, s.gatewayURL)
+	return saveCredentials(f.dataDir, s.creds, s.env())
 }
 
 func (s *devStack) startBroker(addr string) error {
@@ -210,8 +228,8 @@ func (s *devStack) startCoordinator(ctx context.Context, cfg coordinator.Config)
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.coordinator, s.stopCoord, s.coordDone = c, stop, make(chan error, 1)
 	go func() { s.coordDone <- c.Run(runCtx) }()
-	s.coordinatorURL = "http://" + c.Addr().String()
-	return waitHTTP(ctx, s.coordinatorURL+"/healthz", 10*time.Second, s.coordDone)
+	s.coordinatorURL = c.URL()
+	return waitHTTP(ctx, s.http, s.coordinatorURL+"/healthz", 10*time.Second, s.coordDone)
 }
 
 func (s *devStack) startGateway(ctx context.Context, cfg gateway.Config) error {
@@ -224,8 +242,8 @@ func (s *devStack) startGateway(ctx context.Context, cfg gateway.Config) error {
 		return fmt.Errorf("dev: %w", err)
 	}
 	s.gateway = g
-	s.gatewayURL = "http://" + g.Addr()
-	return waitHTTP(ctx, s.gatewayURL+"/readyz", 15*time.Second, s.coordDone)
+	s.gatewayURL = g.URL()
+	return waitHTTP(ctx, s.http, s.gatewayURL+"/readyz", 15*time.Second, s.coordDone)
 }
 
 // close stops the gateway, then the coordinator, then the broker (which
@@ -248,14 +266,14 @@ func (s *devStack) close() error {
 // waitHTTP polls url until it answers 200, the deadline passes, ctx ends,
 // or failed yields (a server that stopped). A value read from failed is
 // put back for the stack's close.
-func waitHTTP(ctx context.Context, url string, timeout time.Duration, failed chan error) error {
+func waitHTTP(ctx context.Context, hc *http.Client, url string, timeout time.Duration, failed chan error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		if last = getOK(ctx, url); last == nil {
+		if last = getOK(ctx, hc, url); last == nil {
 			return nil
 		}
 		select {
@@ -269,12 +287,12 @@ func waitHTTP(ctx context.Context, url string, timeout time.Duration, failed cha
 	}
 }
 
-func getOK(ctx context.Context, url string) error {
+func getOK(ctx context.Context, hc *http.Client, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func TestCredentialsKeptAcrossStarts(t *testing.T) {
 		t.Fatalf("tokens %+v", first)
 	}
 	first.ClientCredential = "cred"
-	if err := saveCredentials(dir, first, "http://c", "http://g"); err != nil {
+	if err := saveCredentials(dir, first, (&devStack{creds: first, coordinatorURL: "http://c", gatewayURL: "http://g"}).env()); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{credentialsFile, credentialsEnvFile} {

@@ -92,7 +92,7 @@ Join a group with curl:
 Operate it: capgate admin --token-file %s groups
 
 Press Ctrl-C to stop; records, offsets and credentials are kept in %s.
-`, env, indent(exportLines(s.creds, s.coordinatorURL, s.gatewayURL)), s.broker.Addrs()[0], creds, s.dataDir)
+`, env, indent(exportLines(s.env())), s.broker.Addrs()[0], creds, s.dataDir)
 }
 
 func indent(lines string) string {

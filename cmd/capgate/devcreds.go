@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Files capgate dev keeps in its data directory next to the coordinator's
@@ -65,8 +67,8 @@ func loadOrMakeCredentials(dir string) (devCredentials, error) {
 // coordinator (whose signing keys live in the data directory) still
 // accepts it for long enough, and mints a new one otherwise. It reports
 // whether the credential changed.
-func ensureClientCredential(ctx context.Context, c *coordinator.Coordinator, cfg coordinator.Config, coordinatorURL string, creds *devCredentials) (bool, error) {
-	if creds.ClientCredential != "" && clientCredentialValid(ctx, cfg, coordinatorURL, creds.ClientCredential) {
+func ensureClientCredential(ctx context.Context, c *coordinator.Coordinator, cfg coordinator.Config, hc *http.Client, coordinatorURL string, creds *devCredentials) (bool, error) {
+	if creds.ClientCredential != "" && clientCredentialValid(ctx, cfg, hc, coordinatorURL, creds.ClientCredential) {
 		return false, nil
 	}
 	ttl := min(devCredentialTTL, cfg.ClientCredentialTTLMax)
@@ -80,8 +82,8 @@ func ensureClientCredential(ctx context.Context, c *coordinator.Coordinator, cfg
 
 // clientCredentialValid verifies token strictly against the coordinator's
 // published keys and wants at least devCredentialRenew of life left.
-func clientCredentialValid(ctx context.Context, cfg coordinator.Config, coordinatorURL, token string) bool {
-	set, err := loadJWKS(ctx, coordinatorURL+"/.well-known/jwks.json")
+func clientCredentialValid(ctx context.Context, cfg coordinator.Config, hc *http.Client, coordinatorURL, token string) bool {
+	set, err := loadJWKS(ctx, hc, coordinatorURL+"/.well-known/jwks.json")
 	if err != nil {
 		return false
 	}
@@ -103,59 +105,41 @@ func clientCredentialValid(ctx context.Context, cfg coordinator.Config, coordina
 }
 
 // saveCredentials writes credentials.json (mode 0600, atomically) and
-// credentials.env: export lines for a shell, with the current addresses.
-func saveCredentials(dir string, creds devCredentials, coordinatorURL, gatewayURL string) error {
+// credentials.env: export lines for a shell (env, see devStack.env).
+func saveCredentials(dir string, creds devCredentials, env [][2]string) error {
 	b, err := json.MarshalIndent(creds, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, credentialsFile), append(b, '\n')); err != nil {
+	if err := tlsconf.WriteFile(filepath.Join(dir, credentialsFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("dev: save credentials: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, credentialsEnvFile), []byte(exportLines(creds, coordinatorURL, gatewayURL))); err != nil {
+	if err := tlsconf.WriteFile(filepath.Join(dir, credentialsEnvFile), []byte(exportLines(env))); err != nil {
 		return fmt.Errorf("dev: save credentials: %w", err)
 	}
 	return nil
 }
 
-// exportLines are the shell lines that point the CLI (and curl) at the dev
-// stack.
-func exportLines(creds devCredentials, coordinatorURL, gatewayURL string) string {
+// env is what points the CLI (and curl) at the dev stack: its addresses,
+// tokens and, with --tls, the CA bundle (CAPGATE_CACERT; curl --cacert).
+func (s *devStack) env() [][2]string {
+	env := [][2]string{
+		{"CAPGATE_COORDINATOR_URL", s.coordinatorURL},
+		{"CAPGATE_GATEWAY_URLS", s.gatewayURL},
+		{"CAPGATE_ADMIN_TOKEN", s.creds.AdminToken},
+		{"CAPGATE_CREDENTIAL", s.creds.ClientCredential},
+	}
+	if s.clientTLS.CAFile != "" {
+		env = append(env, [2]string{"CAPGATE_CACERT", s.clientTLS.CAFile})
+	}
+	return env
+}
+
+// exportLines are env as shell export lines.
+func exportLines(env [][2]string) string {
 	var b strings.Builder
-	for _, kv := range [][2]string{
-		{"CAPGATE_COORDINATOR_URL", coordinatorURL},
-		{"CAPGATE_GATEWAY_URLS", gatewayURL},
-		{"CAPGATE_ADMIN_TOKEN", creds.AdminToken},
-		{"CAPGATE_CREDENTIAL", creds.ClientCredential},
-	} {
+	for _, kv := range env {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], kv[1])
 	}
 	return b.String()
-}
-
-// writeFileAtomic writes data to a temporary file with mode 0600 and
-// renames it over path, so a crash never leaves half a file.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o600)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }

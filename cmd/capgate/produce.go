@@ -83,8 +83,12 @@ func (f *produceFlags) capabilitySource() (*capabilitySource, error) {
 	if err != nil {
 		return nil, errors.New("no produce capability: pass --capability (or set CAPGATE_CAPABILITY), or an admin token to mint one: --token-file (credentials.json from capgate dev works), --token or CAPGATE_ADMIN_TOKEN")
 	}
+	hc, err := f.endpoints.tls.httpClient(30 * time.Second)
+	if err != nil {
+		return nil, err
+	}
 	return &capabilitySource{
-		admin:   &adminClient{base: strings.TrimRight(f.endpoints.coordinator, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}},
+		admin:   &adminClient{base: strings.TrimRight(f.endpoints.coordinator, "/"), token: token, http: hc},
 		request: coordinator.SharedGrantRequest{Topic: f.topic, Partition: f.partition, Ops: []string{"produce"}, TTLMs: f.ttl.Milliseconds(), Holder: "capgate-produce"},
 	}, nil
 }
@@ -123,7 +127,7 @@ func runProduce(ctx context.Context, stdin io.Reader, stderr io.Writer, f *produ
 	if err != nil {
 		return err
 	}
-	prod, err := client.NewProducer(f.endpoints.gateways, capability)
+	prod, err := client.NewProducer(f.endpoints.gateways, capability, client.WithTLS(f.endpoints.tls.files()))
 	if err != nil {
 		return err
 	}

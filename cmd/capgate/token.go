@@ -26,6 +26,7 @@ func newTokenCmd() *cobra.Command {
 type inspectFlags struct {
 	jwks, kind, issuer, audience string
 	maxLease                     time.Duration
+	tls                          tlsFlags
 }
 
 func newTokenInspect() *cobra.Command {
@@ -50,6 +51,7 @@ func newTokenInspect() *cobra.Command {
 	cmd.Flags().StringVar(&f.issuer, "issuer", "", "expected iss (default: the token's own)")
 	cmd.Flags().StringVar(&f.audience, "audience", "", "expected aud (default: the token's own)")
 	cmd.Flags().DurationVar(&f.maxLease, "max-lease", 10*time.Minute, "longest lease accepted for capabilities")
+	f.tls.register(cmd.Flags())
 	return cmd
 }
 
@@ -89,7 +91,11 @@ func inspect(ctx context.Context, w io.Writer, token string, f inspectFlags) err
 }
 
 func verifyWith(ctx context.Context, token string, claims map[string]any, f inspectFlags) (bool, string) {
-	set, err := loadJWKS(ctx, f.jwks)
+	hc, err := f.tls.httpClient(10 * time.Second)
+	if err != nil {
+		return false, err.Error()
+	}
+	set, err := loadJWKS(ctx, hc, f.jwks)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -115,7 +121,7 @@ func verifyWith(ctx context.Context, token string, claims map[string]any, f insp
 	return true, ""
 }
 
-func loadJWKS(ctx context.Context, src string) (api.JWKS, error) {
+func loadJWKS(ctx context.Context, hc *http.Client, src string) (api.JWKS, error) {
 	var set api.JWKS
 	var body []byte
 	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
@@ -125,7 +131,7 @@ func loadJWKS(ctx context.Context, src string) (api.JWKS, error) {
 		if err != nil {
 			return set, err
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			return set, err
 		}

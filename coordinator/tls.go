@@ -1,0 +1,92 @@
+package coordinator
+
+// Behavior: TLS on the coordinator's one listener (tls.cert_file set) and
+// who must show a client certificate. The listener asks for a client
+// certificate whenever tls.client_ca_file is set (VerifyClientCertIfGiven,
+// or require) and each class of routes decides what it needs:
+//
+//	sync       tls.sync.auth: token (default), certificate (instead of the
+//	           sync token), token+certificate
+//	admin      tls.admin.auth: the same, for the admin token
+//	consumers  tls.consumers.auth: token (default) or token+certificate;
+//	           join, heartbeat, commit, leave, offsets, attenuate and the
+//	           OAuth token endpoint always take their own bearer token or
+//	           client secret too
+//	public     healthz, metrics, jwks, openapi.json: never
+//
+// A route that needs a certificate the connection did not verify (none,
+// or its names outside tls.<class>.client_names) answers 403
+// client_certificate_required before any token is looked at.
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/tlsconf"
+)
+
+// TLSConfig is the coordinator's listener TLS and its per-route client
+// certificate requirements.
+type TLSConfig struct {
+	tlsconf.ServerConfig `yaml:",inline"`
+	// Sync, Admin and Consumers say what each class of routes demands.
+	Sync      tlsconf.Channel `yaml:"sync"`
+	Admin     tlsconf.Channel `yaml:"admin"`
+	Consumers tlsconf.Channel `yaml:"consumers"`
+}
+
+// DefaultTLSConfig is TLS off; tokens only.
+func DefaultTLSConfig() TLSConfig {
+	return TLSConfig{ServerConfig: tlsconf.DefaultServerConfig(),
+		Sync: tlsconf.DefaultChannel(), Admin: tlsconf.DefaultChannel(), Consumers: tlsconf.DefaultChannel()}
+}
+
+// Validate names the first bad field.
+func (c TLSConfig) Validate() error {
+	if err := c.ServerConfig.Validate("tls"); err != nil {
+		return err
+	}
+	if err := c.Sync.Validate("tls.sync", c.ServerConfig, false); err != nil {
+		return err
+	}
+	if err := c.Admin.Validate("tls.admin", c.ServerConfig, false); err != nil {
+		return err
+	}
+	return c.Consumers.Validate("tls.consumers", c.ServerConfig, true)
+}
+
+// channelAuth decides a sync or admin request: the client certificate
+// when ch needs one, then the bearer token when ch needs one. On refusal
+// it writes the answer (what names the credential) and returns false.
+func channelAuth(ctx *fasthttp.RequestCtx, ch tlsconf.Channel, tokens secretSet, what string) bool {
+	if !channelCertificate(ctx, ch, what) {
+		return false
+	}
+	if ch.NeedsToken() && !tokens.matches(bearer(ctx)) {
+		writeError(ctx, api.CodeUnauthorized, what+" token required")
+		return false
+	}
+	return true
+}
+
+// channelCertificate answers 403 client_certificate_required when ch
+// needs a client certificate this connection did not verify.
+func channelCertificate(ctx *fasthttp.RequestCtx, ch tlsconf.Channel, what string) bool {
+	if ch.NeedsCertificate() && !ch.Allows(ctx.TLSConnectionState()) {
+		writeError(ctx, api.CodeClientCertificateRequired, what+" routes need a client certificate signed by the client CA with an allowed name")
+		return false
+	}
+	return true
+}
+
+// consumer wraps a consumer route with the consumers' certificate rule.
+func (c *Coordinator) consumer(h handler) handler {
+	if !c.cfg.TLS.Consumers.NeedsCertificate() {
+		return h
+	}
+	return func(ctx *fasthttp.RequestCtx, params []string) {
+		if channelCertificate(ctx, c.cfg.TLS.Consumers, "consumer") {
+			h(ctx, params)
+		}
+	}
+}

@@ -1,0 +1,26 @@
+// Package tlsconf turns TLS settings (PEM files named in the config) into
+// crypto/tls configurations for capgate's listeners and clients, and
+// reloads the files when they change, without a restart.
+//
+// Server: NewServer loads cert_file, key_file and client_ca_file; its
+// Config answers every handshake (GetConfigForClient) from one immutable
+// snapshot, re-read lazily at most once per reload_interval. A snapshot is
+// swapped only when the whole set parses and the key matches the
+// certificate, so a half-written pair never serves: the old one stays until
+// the files agree again. TLS 1.2 is the floor, with AEAD ECDHE suites only;
+// HTTP/1.1 is the only ALPN protocol (fasthttp speaks no HTTP/2).
+//
+// Client certificates are asked for (VerifyClientCertIfGiven) whenever a
+// client CA is configured, and each listener decides per route whether one
+// is required (Channel): one listener serves public, consumer, sync and
+// admin routes, so a load balancer's /healthz needs no certificate while
+// /v1/sync can demand the gateway's. client_auth: require makes the
+// handshake itself refuse certificate-less clients instead.
+//
+// Client: ClientConfig builds the tls.Config of the SDK, the CLI and the
+// gateway's sync client (CA bundle, optional client certificate reloaded
+// the same way).
+//
+// Generate makes a throwaway CA and certificates for `capgate dev --tls`
+// and tests. Everything here is safe for concurrent use.
+package tlsconf
