@@ -63,10 +63,14 @@ func describeView(d group.GroupDescription) GroupDescription {
 		Members: make([]MemberView, 0, len(d.Members)), Partitions: make([]PartitionView, 0, len(d.Partitions)),
 	}
 	for _, m := range d.Members {
-		out.Members = append(out.Members, MemberView{
+		v := MemberView{
 			ID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, Topics: m.Topics, TopicPattern: m.TopicPattern,
 			SessionTimeoutMs: m.SessionTimeout.Milliseconds(), LastContact: timeText(m.LastContact), Partitions: m.Partitions,
-		})
+		}
+		if m.Credential.ID != "" {
+			v.Credential = &CredentialView{ID: m.Credential.ID, Issuer: m.Credential.Issuer, Subject: m.Credential.Subject}
+		}
+		out.Members = append(out.Members, v)
 	}
 	for _, p := range d.Partitions {
 		v := PartitionView{

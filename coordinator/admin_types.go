@@ -28,16 +28,27 @@ type GroupConfigView struct {
 	OffsetReset       string `json:"offset_reset"`
 }
 
-// MemberView is one live member.
+// MemberView is one live member. Credential is what opened it (and what
+// an admin denies to end it); client_id is only what the member chose.
 type MemberView struct {
-	ID               string   `json:"id"`
-	InstanceID       string   `json:"instance_id,omitempty"`
-	ClientID         string   `json:"client_id,omitempty"`
-	Topics           []string `json:"topics,omitempty"`
-	TopicPattern     string   `json:"topic_pattern,omitempty"`
-	SessionTimeoutMs int64    `json:"session_timeout_ms"`
-	LastContact      string   `json:"last_contact"`
-	Partitions       int      `json:"partitions"`
+	ID               string          `json:"id"`
+	InstanceID       string          `json:"instance_id,omitempty"`
+	ClientID         string          `json:"client_id,omitempty"`
+	Credential       *CredentialView `json:"credential,omitempty"`
+	Topics           []string        `json:"topics,omitempty"`
+	TopicPattern     string          `json:"topic_pattern,omitempty"`
+	SessionTimeoutMs int64           `json:"session_timeout_ms"`
+	LastContact      string          `json:"last_contact"`
+	Partitions       int             `json:"partitions"`
+}
+
+// CredentialView is the credential a member is bound to: id is a client
+// credential's jti (POST /v1/admin/capabilities/{id}/revoke ends every
+// member it opened), issuer and subject its iss and sub.
+type CredentialView struct {
+	ID      string `json:"id"`
+	Issuer  string `json:"issuer,omitempty"`
+	Subject string `json:"subject,omitempty"`
 }
 
 // PartitionView is one partition of a group. Committed is absent when

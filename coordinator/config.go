@@ -49,7 +49,8 @@ type Config struct {
 	// Leeway is the clock leeway of token verification (at most 2s).
 	Leeway time.Duration `yaml:"leeway"`
 	// MemberTokenTTL is the lifetime of a member token; a member rejoins
-	// with its member_id for a new one.
+	// with its member_id (same credential, or its member token) for a new
+	// one, which fences its partitions.
 	MemberTokenTTL time.Duration `yaml:"member_token_ttl"`
 	// ClientCredentialTTLMax caps the ttl of minted client credentials.
 	ClientCredentialTTLMax time.Duration `yaml:"client_credential_ttl_max"`

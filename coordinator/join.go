@@ -3,14 +3,24 @@ package coordinator
 // Behavior: POST /v1/groups/{group}/join — bearer: a client credential
 // (ocap.KindClient) whose grps allow the group (else 403) and whose tps
 // allow every listed topic (else 403); a topic_pattern needs a credential
-// for any topic ("*"). The body is api.JoinRequest; member_id rejoins a
-// known member (it gets every partition it holds again, and a fresh member
-// token). The answer is api.JoinResponse with a member token (sub = member
-// id, grp = group, ttl member_token_ttl) and the grants the member may use
-// at once; partitions still held by others arrive later in heartbeats.
-// Unlike Kafka there is no join barrier: the answer comes at once.
+// for any topic ("*"). The body is api.JoinRequest. The member is bound to
+// the credential (its jti, iss and sub; admin views show it): member_id
+// rejoins a known member only with that same credential, or with the
+// member's own member token as bearer (member_id = its sub; the
+// subscription may not change then). A rejoin from any other credential
+// is answered as for an unknown member (409 unknown_member), and a rejoin
+// always fences: every partition the member owns is revoked and granted
+// to it again under a fresh epoch, arriving in heartbeats. So a member id
+// learnt from a capability's sub opens nothing, and no capability is ever
+// minted twice for one epoch. A denied credential (or a member token of a
+// member whose credential was denied) gets 409 capability_revoked. The
+// answer is api.JoinResponse with a member token (sub = member id, grp =
+// group, ttl member_token_ttl) and the grants the member may use at once;
+// partitions still held by others arrive later in heartbeats. Unlike
+// Kafka there is no join barrier: the answer comes at once.
 
 import (
+	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -25,12 +35,20 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !groupParam(ctx, groupName) {
 		return
 	}
-	credential, ok := c.bearerClaims(ctx, ocap.KindClient, "client credential")
+	credential, byMember, ok := c.joinBearer(ctx, groupName)
 	if !ok {
 		return
 	}
 	var req api.JoinRequest
-	if !decodeBody(ctx, &req, false) || !checkJoin(ctx, credential, groupName, req) {
+	if !decodeBody(ctx, &req, false) || !checkJoinSyntax(ctx, req) {
+		return
+	}
+	if byMember {
+		if req.MemberID != credential.Subject {
+			writeError(ctx, api.CodeUnauthorized, "a member token only rejoins its own member (member_id = its sub); a new member needs a client credential")
+			return
+		}
+	} else if !checkJoinScope(ctx, credential, groupName, req) {
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
@@ -38,6 +56,8 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 			Ref: ref, Group: groupName, MemberID: req.MemberID, InstanceID: req.InstanceID, ClientID: req.ClientID,
 			Topics: req.Topics, TopicPattern: req.TopicPattern,
 			SessionTimeout: time.Duration(req.SessionTimeoutMs) * time.Millisecond, Assignor: req.Assignor,
+			Credential:    group.Credential{ID: credential.ID, Issuer: credential.Issuer, Subject: credential.Subject},
+			ByMemberToken: byMember,
 		}
 	})
 	reply, ok := msg.(group.JoinReply)
@@ -48,17 +68,38 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	c.answerJoin(ctx, reply)
 }
 
-// checkJoin applies the credential and the request's syntax rules.
-func checkJoin(ctx *fasthttp.RequestCtx, credential *ocap.Claims, groupName string, req api.JoinRequest) bool {
+// joinBearer verifies the join's bearer: a client credential, or else a
+// member token of groupName (byMember). On failure it writes the answer.
+func (c *Coordinator) joinBearer(ctx *fasthttp.RequestCtx, groupName string) (*ocap.Claims, bool, bool) {
+	token := bearer(ctx)
+	if token == nil {
+		writeError(ctx, api.CodeUnauthorized, "client credential required")
+		return nil, false, false
+	}
+	claims, err := c.verifyToken(token, ocap.KindClient)
+	if err == nil {
+		return claims, false, true
+	}
+	if errors.Is(err, ocap.ErrBadType) {
+		if member, merr := c.verifyToken(token, ocap.KindMember); merr == nil {
+			if member.Group != groupName {
+				writeError(ctx, api.CodeForbidden, "member token is for another group")
+				return nil, false, false
+			}
+			return member, true, true
+		}
+	}
+	writeTokenError(ctx, "client credential", err)
+	return nil, false, false
+}
+
+// checkJoinScope checks the request against what the credential allows.
+func checkJoinScope(ctx *fasthttp.RequestCtx, credential *ocap.Claims, groupName string, req api.JoinRequest) bool {
 	if !credential.AllowsGroup(groupName) {
 		writeError(ctx, api.CodeForbidden, "client credential does not allow group "+groupName)
 		return false
 	}
 	for _, topic := range req.Topics {
-		if !ocap.ValidTopic(topic) {
-			writeError(ctx, api.CodeBadRequest, "invalid topic name")
-			return false
-		}
 		if !credential.AllowsTopic(topic) {
 			writeError(ctx, api.CodeForbidden, "client credential does not allow topic "+topic)
 			return false
@@ -67,6 +108,17 @@ func checkJoin(ctx *fasthttp.RequestCtx, credential *ocap.Claims, groupName stri
 	if req.TopicPattern != "" && !credential.AllowsTopic("*") {
 		writeError(ctx, api.CodeForbidden, "topic_pattern needs a client credential for any topic")
 		return false
+	}
+	return true
+}
+
+// checkJoinSyntax applies the request's syntax rules.
+func checkJoinSyntax(ctx *fasthttp.RequestCtx, req api.JoinRequest) bool {
+	for _, topic := range req.Topics {
+		if !ocap.ValidTopic(topic) {
+			writeError(ctx, api.CodeBadRequest, "invalid topic name")
+			return false
+		}
 	}
 	for _, name := range []string{req.MemberID, req.InstanceID, req.ClientID} {
 		if name != "" && !ocap.ValidName(name) {

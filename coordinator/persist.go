@@ -83,6 +83,7 @@ func (l *loop) write(w *store.Writer, r group.Record, nowMs int64) error {
 		return w.PutMember(r.Group, store.Member{
 			ID: r.MemberID, InstanceID: r.InstanceID, ClientID: r.ClientID,
 			Topics: r.Topics, TopicPattern: r.TopicPattern, SessionTimeoutMs: r.SessionTimeout.Milliseconds(),
+			Credential: store.Credential(r.Credential),
 		})
 	case group.GroupRecord:
 		config, err := json.Marshal(r.Config)

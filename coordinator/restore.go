@@ -100,6 +100,7 @@ func restoreGroup(snap *group.Snapshot, g store.GroupRecords, flags map[partKey]
 			Group: g.Group, MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID,
 			Topics: m.Topics, TopicPattern: m.TopicPattern,
 			SessionTimeout: time.Duration(m.SessionTimeoutMs) * time.Millisecond,
+			Credential:     group.Credential(m.Credential),
 		})
 	}
 	for _, p := range g.Partitions {

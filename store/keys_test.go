@@ -98,7 +98,7 @@ func TestDecodersRefuseTruncatedValues(t *testing.T) {
 	values := map[string][]byte{
 		"state":  encodeState(PartitionState{State: StateRevoking, Owner: "a", Target: "b", Epoch: 9, ExpiresAtMs: 1, RevokedAtMs: 2}),
 		"offset": encodeOffset(CommittedOffset{Offset: 5, Metadata: "m", Epoch: 3}),
-		"member": encodeMember(Member{ID: "m", Topics: []string{"a", "b"}, SessionTimeoutMs: 10}),
+		"member": encodeMember(Member{ID: "m", Topics: []string{"a", "b"}, SessionTimeoutMs: 10, Credential: Credential{ID: "j", Issuer: "i", Subject: "s"}}),
 		"lease":  encodeLease(Lease{Holder: "h", ExpiresAtMs: 4}),
 		"config": encodeGroupConfig(GroupConfig{Assignor: "sticky", Config: []byte(`{}`)}),
 		"qos":    encodeQoS([]byte(`{"a":1}`), 7),
@@ -127,9 +127,35 @@ func TestDecodersRefuseTruncatedValues(t *testing.T) {
 			t.Errorf("%s: trailing byte accepted", name)
 		}
 		other := bytes.Clone(value)
-		other[0] = formatVersion + 1
+		other[0] = 0xff // no format has this byte
 		if err := decode(other); err == nil {
 			t.Errorf("%s: unknown format version accepted", name)
 		}
+	}
+}
+
+// A member written before members were bound to credentials (format 1,
+// no credential fields) still decodes, with an empty credential; the
+// coordinator then refuses any rejoin of it by member id.
+func TestMemberWithoutCredentialDecodes(t *testing.T) {
+	legacy := newEncoder(16)
+	legacy.string("m")
+	legacy.string("svc-1")
+	legacy.string("svc")
+	legacy.uint(1)
+	legacy.string("orders")
+	legacy.string("")
+	legacy.string("sticky")
+	legacy.int(10)
+	m, err := decodeMember(legacy.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ID != "m" || m.SessionTimeoutMs != 10 || m.Credential != (Credential{}) {
+		t.Fatalf("legacy member decoded as %+v", m)
+	}
+	bound := Member{ID: "m", Credential: Credential{ID: "jti", Issuer: "iss", Subject: "sub"}}
+	if got, err := decodeMember(encodeMember(bound)); err != nil || got.Credential != bound.Credential {
+		t.Fatalf("bound member round trip: %+v, %v", got, err)
 	}
 }

@@ -44,6 +44,18 @@ type Member struct {
 	TopicPattern     string
 	Assignor         string
 	SessionTimeoutMs int64
+	// Credential is what opened the member: the id a rejoin must present
+	// again (and an admin denies to end it), and its issuer and subject.
+	// Values written before it existed decode with it empty.
+	Credential Credential
+}
+
+// Credential identifies the client credential (or IdP identity) a member
+// is bound to.
+type Credential struct {
+	ID      string
+	Issuer  string
+	Subject string
 }
 
 // Lease pins a partition to a holder until ExpiresAtMs (unix ms).
@@ -211,10 +223,23 @@ func encodeMember(m Member) []byte {
 	e.string(m.TopicPattern)
 	e.string(m.Assignor)
 	e.int(m.SessionTimeoutMs)
+	e.string(m.Credential.ID)
+	e.string(m.Credential.Issuer)
+	e.string(m.Credential.Subject)
+	e.b[0] = memberFormatCredential
 	return e.b
 }
 
+// memberFormatCredential is the format byte of member values that carry
+// the credential; members written before bindings existed carry
+// formatVersion and decode with an empty Credential.
+const memberFormatCredential byte = formatVersion + 1
+
 func decodeMember(value []byte) (Member, error) {
+	bound := len(value) > 0 && value[0] == memberFormatCredential
+	if bound {
+		value = append([]byte{formatVersion}, value[1:]...)
+	}
 	d := newDecoder(value)
 	m := Member{ID: d.string(), InstanceID: d.string(), ClientID: d.string()}
 	n := d.uint()
@@ -227,6 +252,9 @@ func decodeMember(value []byte) (Member, error) {
 	m.TopicPattern = d.string()
 	m.Assignor = d.string()
 	m.SessionTimeoutMs = d.int()
+	if bound {
+		m.Credential = Credential{ID: d.string(), Issuer: d.string(), Subject: d.string()}
+	}
 	if err := d.finish(); err != nil {
 		return Member{}, err
 	}

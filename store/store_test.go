@@ -68,7 +68,8 @@ func writeEverything(t *testing.T, st *store.Store) *store.Snapshot {
 	offset := store.CommittedOffset{Offset: 42, Metadata: "meta", Epoch: 7}
 	lease := store.Lease{Holder: "ops", ExpiresAtMs: 1_700_000_900_000}
 	config := store.GroupConfig{Assignor: "sticky", Config: []byte(`{"max_moves_per_second":2}`)}
-	memberA := store.Member{ID: "a", InstanceID: "svc-1", ClientID: "svc", Topics: []string{"orders", "pay"}, Assignor: "sticky", SessionTimeoutMs: 10_000}
+	memberA := store.Member{ID: "a", InstanceID: "svc-1", ClientID: "svc", Topics: []string{"orders", "pay"}, Assignor: "sticky", SessionTimeoutMs: 10_000,
+		Credential: store.Credential{ID: "jti-1", Issuer: "capgate", Subject: "svc"}}
 	memberB := store.Member{ID: "b", ClientID: "svc", TopicPattern: "^orders-.*", Assignor: "sticky", SessionTimeoutMs: 30_000}
 	mustUpdate(t, st, func(w *store.Writer) error {
 		return errors.Join(

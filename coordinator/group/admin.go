@@ -1,6 +1,9 @@
 package group
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/capgate/capgate/api"
@@ -142,7 +145,23 @@ func (m *Machine) denyJTI(e DenyJTI) {
 		m.putRecord(recordKey{kind: keyDenied, first: e.JTI}, DeniedRecord{Denied: d})
 		m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneDenied, key: e.JTI})
 	}
+	m.revokeOpenedBy(e.JTI)
 	m.send(Done{Ref: e.Ref})
+}
+
+// revokeOpenedBy revokes every live member the credential id opened, in
+// group and member order.
+func (m *Machine) revokeOpenedBy(credential string) {
+	opened := make([]*member, 0, len(m.byCredential[credential]))
+	for mem := range m.byCredential[credential] {
+		opened = append(opened, mem)
+	}
+	slices.SortFunc(opened, func(a, b *member) int {
+		return cmp.Or(strings.Compare(a.group.name, b.group.name), strings.Compare(a.id, b.id))
+	})
+	for _, mem := range opened {
+		m.revokeLiveMember(mem)
+	}
 }
 
 func (m *Machine) revokeMember(e RevokeMember) {
@@ -151,6 +170,15 @@ func (m *Machine) revokeMember(e RevokeMember) {
 		m.reject(e.Ref, api.CodeUnknownMember, "revoke: unknown member %q", e.MemberID)
 		return
 	}
+	fenced := len(mem.held)
+	until := m.revokeLiveMember(mem)
+	m.send(RevokeMemberReply{Ref: e.Ref, Until: until, Fenced: fenced})
+}
+
+// revokeLiveMember denies mem's capabilities on the gateways until every
+// one it may hold has expired, and removes it (its partitions are fenced
+// and reassigned). It returns the end of the revocation.
+func (m *Machine) revokeLiveMember(mem *member) time.Time {
 	until := m.now
 	for p := range mem.held {
 		if c, _ := p.outstanding(); c.bound.After(until) {
@@ -161,15 +189,14 @@ func (m *Machine) revokeMember(e RevokeMember) {
 	if until.After(time.Unix(exp, 0)) {
 		exp++
 	}
-	key := memberKey{group: e.Group, member: e.MemberID}
-	r := api.RevokedMember{Group: e.Group, MemberID: e.MemberID, Until: exp}
+	key := memberKey{group: mem.group.name, member: mem.id}
+	r := api.RevokedMember{Group: key.group, MemberID: key.member, Until: exp}
 	m.revoked[key] = exp
 	m.appendEntry(syncEntry{kind: entryRevoked, revoked: r})
-	m.putRecord(recordKey{kind: keyRevoked, first: e.Group, other: e.MemberID}, RevokedMemberRecord{RevokedMember: r})
+	m.putRecord(recordKey{kind: keyRevoked, first: key.group, other: key.member}, RevokedMemberRecord{RevokedMember: r})
 	m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneRevoked, memberKey: key})
-	fenced := len(mem.held)
 	m.removeMember(mem)
-	m.send(RevokeMemberReply{Ref: e.Ref, Until: time.Unix(exp, 0).UTC(), Fenced: fenced})
+	return time.Unix(exp, 0).UTC()
 }
 
 func (m *Machine) putQoS(e PutQoS) {

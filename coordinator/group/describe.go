@@ -22,6 +22,7 @@ type MemberDescription struct {
 	ID             string
 	InstanceID     string
 	ClientID       string
+	Credential     Credential
 	Topics         []string
 	TopicPattern   string
 	SessionTimeout time.Duration
@@ -75,7 +76,7 @@ func (m *Machine) DescribeGroup(name string) (GroupDescription, bool) {
 	for _, id := range sortedKeys(g.members) {
 		mem := g.members[id]
 		d.Members = append(d.Members, MemberDescription{
-			ID: id, InstanceID: mem.instanceID, ClientID: mem.clientID,
+			ID: id, InstanceID: mem.instanceID, ClientID: mem.clientID, Credential: mem.credential,
 			Topics: slices.Clone(mem.topics), TopicPattern: mem.patternText,
 			SessionTimeout: mem.sessionTimeout, LastContact: mem.lastContact, Partitions: len(mem.held),
 		})

@@ -15,12 +15,20 @@ type Ref uint64
 // Event is an input to Step. The concrete types are listed below.
 type Event interface{ isEvent() }
 
-// Join adds a member to Group, or refreshes a known MemberID (its reply
-// then re-sends every partition it holds). With InstanceID naming a live
-// member, the new member replaces it (static membership) and takes its
-// partitions back under fresh epochs. Exactly one of Topics and
-// TopicPattern must be set; the pattern must match a whole topic name.
-// Zero SessionTimeout means the group's default; empty Assignor means the
+// Join adds a member to Group, bound to Credential, or rejoins a known
+// MemberID. A rejoin is accepted only from the credential the member is
+// bound to, or with the member's own token (ByMemberToken, which may not
+// change the subscription); from anyone else it is refused as an unknown
+// member. A rejoin always fences: every partition the member owns is
+// revoked from it and granted to it again under a fresh epoch, so the
+// reply never re-sends a capability, and a capability handed out under
+// the old epoch dies at the gateways before the new one exists. With
+// InstanceID naming a live member, the new member replaces it (static
+// membership, same credential only, else 409 conflict) and takes its
+// partitions back under fresh epochs. A join whose credential is denied
+// is refused (capability_revoked). Exactly one of Topics and TopicPattern
+// must be set; the pattern must match a whole topic name. Zero
+// SessionTimeout means the group's default; empty Assignor means the
 // group's. Reply: JoinReply or Rejected.
 type Join struct {
 	Ref            Ref
@@ -32,6 +40,23 @@ type Join struct {
 	TopicPattern   string
 	SessionTimeout time.Duration
 	Assignor       string
+	// Credential is what authenticated the join (the shell always sets
+	// its ID); ignored with ByMemberToken.
+	Credential    Credential
+	ByMemberToken bool
+}
+
+// Credential identifies what opened a member: a capgate client credential
+// or an identity from an IdP. ID is the stable identity: what a rejoin by
+// member id must present again, and the id an admin denies (POST
+// /v1/admin/capabilities/{id}/revoke) to end every member it opened. For
+// a client credential it is the credential's jti; an IdP identity uses an
+// id derived from its issuer and subject, so a refreshed token is the same
+// identity. Issuer and Subject are shown in admin views.
+type Credential struct {
+	ID      string
+	Issuer  string
+	Subject string
 }
 
 // Heartbeat asks for the member's news. With news pending the reply comes
@@ -129,7 +154,10 @@ type Lease struct {
 }
 
 // DenyJTI denies one capability id (and its chained children) until
-// Expires. Reply: Done.
+// Expires. When JTI is the Credential.ID of live members, each of them is
+// revoked as by RevokeMember (partitions fenced and reassigned, its
+// capabilities refused by the gateways), and joins with it are refused.
+// Reply: Done.
 type DenyJTI struct {
 	Ref     Ref
 	JTI     string

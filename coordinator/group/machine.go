@@ -34,9 +34,11 @@ type Machine struct {
 	log      syncLog
 	denied   map[string]int64
 	revoked  map[memberKey]int64
-	qos      map[string]api.QoSOverride
-	timers   timerHeap
-	handoffs handoffQueue
+	// byCredential: the live members each credential id opened.
+	byCredential map[string]map[*member]struct{}
+	qos          map[string]api.QoSOverride
+	timers       timerHeap
+	handoffs     handoffQueue
 
 	watermark      uint64
 	watermarkValid bool
@@ -97,16 +99,17 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		return nil, fmt.Errorf("group: new machine: nil rng")
 	}
 	m := &Machine{
-		cfg:        cfg,
-		rng:        rng,
-		lookup:     assignorLookup,
-		groups:     make(map[string]*group),
-		topics:     make(map[string]int32),
-		gateways:   make(map[string]*gateway),
-		denied:     make(map[string]int64),
-		revoked:    make(map[memberKey]int64),
-		qos:        make(map[string]api.QoSOverride),
-		persistIdx: make(map[recordKey]int),
+		cfg:          cfg,
+		rng:          rng,
+		lookup:       assignorLookup,
+		groups:       make(map[string]*group),
+		topics:       make(map[string]int32),
+		gateways:     make(map[string]*gateway),
+		denied:       make(map[string]int64),
+		revoked:      make(map[memberKey]int64),
+		byCredential: make(map[string]map[*member]struct{}),
+		qos:          make(map[string]api.QoSOverride),
+		persistIdx:   make(map[recordKey]int),
 	}
 	m.log.init(cfg.SyncLogMax, 1)
 	m.seqDirty = true

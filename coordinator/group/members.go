@@ -56,15 +56,23 @@ func (m *Machine) join(e Join) {
 		m.reject(e.Ref, api.CodeBadRequest, "join: %v", err)
 		return
 	}
+	if !e.ByMemberToken && m.credentialDenied(e.Credential.ID) {
+		m.reject(e.Ref, api.CodeCapabilityRevoked, "join: the credential was revoked")
+		return
+	}
 	if e.MemberID != "" {
 		m.rejoin(e, sub, timeout)
 		return
 	}
 	g := m.group(e.Group)
+	old := g.instances[e.InstanceID]
+	if old != nil && old.credential.ID != e.Credential.ID {
+		m.reject(e.Ref, api.CodeConflict, "join: instance_id %q belongs to a member of another credential", e.InstanceID)
+		return
+	}
 	if !m.adoptAssignor(g, e) {
 		return
 	}
-	old := g.instances[e.InstanceID]
 	mem := m.addMember(g, e, sub, timeout)
 	if old != nil {
 		m.replaceStatic(old, mem)
@@ -72,6 +80,12 @@ func (m *Machine) join(e Join) {
 		m.queueReassign(g)
 	}
 	m.joins = append(m.joins, pendingJoin{ref: e.Ref, member: mem})
+}
+
+// credentialDenied reports whether id (a member's credential) is denied now.
+func (m *Machine) credentialDenied(id string) bool {
+	exp, ok := m.denied[id]
+	return ok && m.now.Before(m.expiresEverywhere(exp))
 }
 
 // checkJoin validates a join and resolves its session timeout.
@@ -115,12 +129,23 @@ func (m *Machine) adoptAssignor(g *group, e Join) bool {
 	return true
 }
 
-// rejoin refreshes a known member: new subscription or session timeout,
-// and every partition it holds re-sent in the reply.
+// rejoin refreshes a known member bound to the join's credential (or
+// named by its own member token): new subscription or session timeout,
+// and every partition it owns fenced and granted to it again under a
+// fresh epoch. A rejoin by anyone else is refused as for an unknown
+// member, so a member id learnt from a capability's sub opens nothing.
 func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
 	mem := m.memberOf(e.Group, e.MemberID)
-	if mem == nil {
+	if mem == nil || (!e.ByMemberToken && mem.credential.ID != e.Credential.ID) {
 		m.reject(e.Ref, api.CodeUnknownMember, "join: unknown member %q: join without member_id", e.MemberID)
+		return
+	}
+	if e.ByMemberToken && m.credentialDenied(mem.credential.ID) {
+		m.reject(e.Ref, api.CodeCapabilityRevoked, "join: the member's credential was revoked")
+		return
+	}
+	if e.ByMemberToken && !sub.equal(mem) {
+		m.reject(e.Ref, api.CodeForbidden, "join: changing the subscription needs the client credential")
 		return
 	}
 	if !m.adoptAssignor(mem.group, e) {
@@ -135,7 +160,20 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
 	}
 	mem.sessionTimeout = timeout
 	m.putRecord(recordKey{kind: keyMember, first: mem.group.name, other: mem.id}, mem.record())
+	m.refence(mem)
 	m.joins = append(m.joins, pendingJoin{ref: e.Ref, member: mem})
+}
+
+// refence revokes every partition mem owns and grants it back to mem under
+// a fresh epoch. The rejoin counts as the old incarnation's release, so
+// the grant waits only for the gateways to apply the fence.
+func (m *Machine) refence(mem *member) {
+	for _, p := range heldSorted(mem) {
+		if o := p.owner(); o != nil {
+			o.givenUp = true
+			m.startMove(p, holder{id: mem.id})
+		}
+	}
 }
 
 func (m *Machine) addMember(g *group, e Join, sub subscription, timeout time.Duration) *member {
@@ -144,6 +182,7 @@ func (m *Machine) addMember(g *group, e Join, sub subscription, timeout time.Dur
 		id:             m.newMemberID(g, e.ClientID),
 		instanceID:     e.InstanceID,
 		clientID:       e.ClientID,
+		credential:     e.Credential,
 		topics:         sub.topics,
 		pattern:        sub.pattern,
 		patternText:    sub.patternText,
@@ -161,6 +200,10 @@ func (m *Machine) installMember(mem *member) {
 	if mem.instanceID != "" {
 		g.instances[mem.instanceID] = mem
 	}
+	if m.byCredential[mem.credential.ID] == nil {
+		m.byCredential[mem.credential.ID] = make(map[*member]struct{})
+	}
+	m.byCredential[mem.credential.ID][mem] = struct{}{}
 	m.resolve(mem)
 	m.contact(mem)
 	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, mem.record())
@@ -255,6 +298,12 @@ func (m *Machine) dropMember(mem *member) {
 	delete(g.members, mem.id)
 	if g.instances[mem.instanceID] == mem {
 		delete(g.instances, mem.instanceID)
+	}
+	if set := m.byCredential[mem.credential.ID]; set != nil {
+		delete(set, mem)
+		if len(set) == 0 {
+			delete(m.byCredential, mem.credential.ID)
+		}
 	}
 	m.unresolve(mem)
 	rec := mem.record()

@@ -63,7 +63,9 @@ type MemberRecord struct {
 	Topics         []string
 	TopicPattern   string
 	SessionTimeout time.Duration
-	Deleted        bool
+	// Credential is what the member is bound to.
+	Credential Credential
+	Deleted    bool
 }
 
 // GroupRecord is a group's configuration. Key: Group.

@@ -59,7 +59,7 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 			return fmt.Errorf("member %q of %q: %w", r.MemberID, r.Group, err)
 		}
 		m.installMember(&member{
-			group: m.group(r.Group), id: r.MemberID, instanceID: r.InstanceID, clientID: r.ClientID,
+			group: m.group(r.Group), id: r.MemberID, instanceID: r.InstanceID, clientID: r.ClientID, credential: r.Credential,
 			topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText,
 			sessionTimeout: r.SessionTimeout, held: make(map[*partition]struct{}),
 		})

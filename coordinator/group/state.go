@@ -37,6 +37,7 @@ type member struct {
 	id             string
 	instanceID     string
 	clientID       string
+	credential     Credential
 	topics         []string
 	pattern        *regexp.Regexp
 	patternText    string
@@ -367,7 +368,7 @@ func (mem *member) record() MemberRecord {
 	return MemberRecord{
 		Group: mem.group.name, MemberID: mem.id, InstanceID: mem.instanceID,
 		ClientID: mem.clientID, Topics: mem.topics, TopicPattern: mem.patternText,
-		SessionTimeout: mem.sessionTimeout,
+		SessionTimeout: mem.sessionTimeout, Credential: mem.credential,
 	}
 }
 
