@@ -18,10 +18,7 @@ package coordinator
 //     and regranted from the new offset. Answers 200 {}.
 
 import (
-	"context"
-
 	"github.com/valyala/fasthttp"
-	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
@@ -89,16 +86,13 @@ func (c *Coordinator) handleAdminPartitionLease(ctx *fasthttp.RequestCtx, params
 		Epoch: g.Epoch, Offset: g.Offset, Until: timeText(reply.Until),
 	}
 	if g.Outside {
-		resolved := []group.Grant{g}
-		if err := c.offsets.resolve(context.Background(), resolved); err != nil {
-			c.log.Warn("resolve lease start offset", zap.Error(err))
-		}
-		grant, jti, ok, err := c.mintGrant(resolved[0])
-		if err != nil || !ok {
+		r, err := c.renderGrants([]group.Grant{g}, true)
+		if err != nil || len(r.Grants) != 1 {
 			writeError(ctx, api.CodeInternal, "mint lease capability")
 			return
 		}
-		out.Offset, out.Capability, out.JTI, out.ExpiresAt = grant.Offset, grant.Capability, jti, grant.ExpiresAt
+		grant := r.Grants[0]
+		out.Offset, out.Capability, out.JTI, out.ExpiresAt = grant.Offset, grant.Capability, r.JTIs[0], grant.ExpiresAt
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }

@@ -16,11 +16,10 @@ package coordinator
 // api.CommitResponse with the offsets now committed.
 
 import (
-	"fmt"
-
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/ocap"
 )
@@ -50,57 +49,26 @@ func (c *Coordinator) handleCommit(ctx *fasthttp.RequestCtx, params []string) {
 	writeJSON(ctx, fasthttp.StatusOK, api.CommitResponse{Committed: committed})
 }
 
-// commitOffsets checks each offset's capability and returns the offsets
-// with their epochs; on a refusal it writes the answer and returns false.
+// commitOffsets checks each offset's capability (driver.CommitOffsets)
+// and returns the offsets with their epochs; on a refusal it writes the
+// answer and returns false.
 func (c *Coordinator) commitOffsets(ctx *fasthttp.RequestCtx, groupName, member string, offsets []api.CommitOffset, release bool) ([]group.CommitOffset, bool) {
-	out := make([]group.CommitOffset, 0, len(offsets))
-	for i, o := range offsets {
-		if o.Offset < 0 && !release {
-			writeError(ctx, api.CodeBadRequest, fmt.Sprintf("offsets[%d]: offset must be >= 0", i))
-			return nil, false
-		}
-		if o.Capability == "" {
-			writeError(ctx, api.CodeUnauthorized, fmt.Sprintf("offsets[%d]: capability required", i))
-			return nil, false
-		}
-		capability, err := c.verifySignature([]byte(o.Capability), ocap.KindCapability)
-		if err == nil && c.denied.denies(capability, c.now()) {
-			// A denied capability commits nothing, except when its holder
-			// gives the partition up: the member (its member token is
-			// valid) stopped on the gateway's 409 and releases with the
-			// offset it processed, so the next holder repeats nothing.
-			if !release {
-				err = errDenied
-			}
-		}
-		if err != nil {
-			writeTokenError(ctx, fmt.Sprintf("offsets[%d]: capability", i), err)
-			return nil, false
-		}
-		if reason := commitRefusal(capability, groupName, member, o); reason != "" {
-			writeError(ctx, api.CodeForbidden, fmt.Sprintf("offsets[%d]: %s", i, reason))
-			return nil, false
-		}
-		out = append(out, group.CommitOffset{
-			Topic: o.Topic, Partition: o.Partition, Epoch: capability.Epoch, Offset: o.Offset, Metadata: o.Metadata,
-		})
+	out, refusal := driver.CommitOffsets(capabilityVerifier{c}, groupName, member, offsets, release)
+	if refusal != nil {
+		writeError(ctx, refusal.Code, refusal.Message)
+		return nil, false
 	}
 	return out, true
 }
 
-// commitRefusal says why a verified capability may not commit o, or "".
-func commitRefusal(capability *ocap.Claims, groupName, member string, o api.CommitOffset) string {
-	switch {
-	case capability.Group != groupName || capability.Epoch == 0:
-		return "capability is not a partition capability of this group"
-	case capability.Subject != member:
-		return "capability belongs to another holder"
-	case capability.Topic != o.Topic || capability.PartitionNumber() != o.Partition:
-		return "capability is for another topic or partition"
-	case !capability.Ops.Has(ocap.OpCommit):
-		return "capability does not allow commit"
-	case capability.Offsets != nil && o.Offset >= 0 && !capability.Offsets.Contains(o.Offset) && o.Offset != capability.Offsets.To:
-		return "offset outside the capability's offset range"
+// capabilityVerifier is the coordinator's driver.Verifier: signatures with
+// its own keys (through the verified-token cache), then its deny-list.
+type capabilityVerifier struct{ c *Coordinator }
+
+func (v capabilityVerifier) Capability(token string) (*ocap.Claims, bool, error) {
+	claims, err := v.c.verifySignature([]byte(token), ocap.KindCapability)
+	if err != nil {
+		return nil, false, err
 	}
-	return ""
+	return claims, v.c.denied.denies(claims, v.c.now()), nil
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/ocap"
@@ -139,16 +140,16 @@ func (c *Coordinator) open(o options) error {
 	if c.keys, err = loadKeys(st, snap, c.cfg.verifierConfig(), c.cfg.KeyFile, c.now()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	restored, err := machineSnapshot(snap)
+	restored, err := driver.Load(snap)
 	if err != nil {
 		return fmt.Errorf("coordinator: restore: %w", err)
 	}
-	machine, err := group.Restore(c.cfg.machineConfig(), o.rng, restored.snapshot, c.now())
+	machine, err := group.Restore(c.cfg.machineConfig(), o.rng, restored.Snapshot, c.now())
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.known = make(map[string]int32)
-	for _, t := range restored.snapshot.Topics {
+	for _, t := range restored.Snapshot.Topics {
 		c.known[t.Topic] = t.Partitions
 	}
 	if err := c.openBroker(o); err != nil {
@@ -169,7 +170,7 @@ func (c *Coordinator) open(o options) error {
 	c.offsets = newOffsetResolver(c.broker, c.cfg.OffsetCacheTTL, c.cfg.BrokerTimeout)
 	c.mirror = newMirror()
 	c.timeline = timeline.New(c.cfg.Console.TimelineEvents, c.cfg.Console.MaxSubscribers)
-	c.loop = newLoop(c, machine, restored.flagged)
+	c.loop = newLoop(c, driver.New(machine, timedStore{c: c, b: c.store}, newObserver(c), restored))
 	c.routes = c.newRouter()
 	c.server = c.newServer()
 	c.log.Info("coordinator restored",

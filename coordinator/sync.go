@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/ocap"
 )
@@ -52,14 +53,7 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 }
 
 func (c *Coordinator) syncResponse(r group.SyncReply) api.SyncResponse {
-	out := api.SyncResponse{
-		Seq: r.Seq, Reset: r.Reset, Fences: r.Fences, Denied: r.Denied,
-		RevokedMembers: r.RevokedMembers, QoS: r.QoS,
-	}
-	if r.KeysChanged || r.Reset {
-		out.Keys = c.keys.publicKeys()
-	}
-	return out
+	return driver.SyncResponse(r, c.keys.publicKeys)
 }
 
 // uintArg reads an optional unsigned query argument (0 when absent).

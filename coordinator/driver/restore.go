@@ -1,4 +1,4 @@
-package coordinator
+package driver
 
 import (
 	"encoding/json"
@@ -12,25 +12,26 @@ import (
 	"github.com/capgate/capgate/store"
 )
 
-// restored is the machine's restore snapshot built from the store, and
-// the partitions whose flags are stored (persist.go).
-type restored struct {
-	snapshot group.Snapshot
+// Restored is what the store held, as the machine's restore snapshot
+// (group.Restore), and the partitions whose flags are stored (persist.go),
+// which the Driver must know to delete them.
+type Restored struct {
+	Snapshot group.Snapshot
 	flagged  map[partKey]bool
 }
 
-// machineSnapshot turns what the store loaded into group.Snapshot: the
-// inverse of persist.go.
-func machineSnapshot(s *store.Snapshot) (restored, error) {
-	out := restored{flagged: make(map[partKey]bool)}
-	snap := &out.snapshot
+// Load turns what the store loaded into a Restored: the inverse of
+// persist.go.
+func Load(s *store.Snapshot) (Restored, error) {
+	out := Restored{flagged: make(map[partKey]bool)}
+	snap := &out.Snapshot
 	flags, outside, err := readMeta(s.Meta, snap)
 	if err != nil {
-		return restored{}, err
+		return Restored{}, err
 	}
 	for _, g := range s.Groups {
 		if err := restoreGroup(snap, g, flags, outside); err != nil {
-			return restored{}, err
+			return Restored{}, err
 		}
 	}
 	for k := range flags {
@@ -45,7 +46,7 @@ func machineSnapshot(s *store.Snapshot) (restored, error) {
 	for _, q := range s.QoS {
 		var o api.QoSOverride
 		if err := json.Unmarshal(q.Config, &o); err != nil {
-			return restored{}, fmt.Errorf("qos override %q: %w", q.ID, err)
+			return Restored{}, fmt.Errorf("qos override %q: %w", q.ID, err)
 		}
 		snap.QoS = append(snap.QoS, o)
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package driver
 
 import (
 	"encoding/json"
@@ -53,12 +53,20 @@ func parseMetaName(name, prefix string) (partKey, bool) {
 	return k, true
 }
 
+// partKey names one partition of one group.
+type partKey struct {
+	group, topic string
+	partition    int32
+}
+
 // persist writes one Ready's records in one synchronous transaction.
-func (l *loop) persist(records []group.Record) error {
-	nowMs := l.c.now().UnixMilli()
-	err := l.c.store.Update(func(w *store.Writer) error {
+func (d *Driver) persist(records []group.Record, now time.Time) error {
+	nowMs := now.UnixMilli()
+	var flagged []partKey
+	err := d.store.Update(func(w *store.Writer) error {
+		flagged = flagged[:0]
 		for _, r := range records {
-			if err := l.write(w, r, nowMs); err != nil {
+			if err := d.write(w, r, nowMs, &flagged); err != nil {
 				return err
 			}
 		}
@@ -67,15 +75,20 @@ func (l *loop) persist(records []group.Record) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: persist %d records: %w", len(records), err)
 	}
+	for _, k := range flagged {
+		d.flagged[k] = !d.flagged[k]
+	}
 	return nil
 }
 
-func (l *loop) write(w *store.Writer, r group.Record, nowMs int64) error {
+// write stages one record; flips lists the partitions whose stored flags
+// appear or disappear with this batch (applied once it committed).
+func (d *Driver) write(w *store.Writer, r group.Record, nowMs int64, flips *[]partKey) error {
 	switch r := r.(type) {
 	case group.PartitionRecord:
-		return l.writePartition(w, r)
+		return d.writePartition(w, r, flips)
 	case group.OffsetRecord:
-		return l.writeOffset(w, r)
+		return d.writeOffset(w, r)
 	case group.MemberRecord:
 		if r.Deleted {
 			return w.DeleteMember(r.Group, r.MemberID)
@@ -132,7 +145,7 @@ func writeGlobal(w *store.Writer, r group.Record, nowMs int64) error {
 	return fmt.Errorf("unknown record %T", r)
 }
 
-func (l *loop) writePartition(w *store.Writer, r group.PartitionRecord) error {
+func (d *Driver) writePartition(w *store.Writer, r group.PartitionRecord, flips *[]partKey) error {
 	if err := w.PutEpoch(r.Group, r.Topic, r.Partition, r.Epoch); err != nil {
 		return err
 	}
@@ -148,22 +161,24 @@ func (l *loop) writePartition(w *store.Writer, r group.PartitionRecord) error {
 	switch {
 	case flags != partitionFlags{}:
 		value, _ := json.Marshal(flags)
-		l.flagged[key] = true
+		if !d.flagged[key] {
+			*flips = append(*flips, key)
+		}
 		return w.PutMeta(metaName(metaPartitionFlags, key), value)
-	case l.flagged[key]:
-		delete(l.flagged, key)
+	case d.flagged[key]:
+		*flips = append(*flips, key)
 		return w.DeleteMeta(metaName(metaPartitionFlags, key))
 	}
 	return nil
 }
 
-func (l *loop) writeOffset(w *store.Writer, r group.OffsetRecord) error {
+func (d *Driver) writeOffset(w *store.Writer, r group.OffsetRecord) error {
 	key := partKey{r.Group, r.Topic, r.Partition}
 	if r.Offset < 0 {
 		return w.DeleteOffset(r.Group, r.Topic, r.Partition)
 	}
-	offset := store.CommittedOffset{Offset: r.Offset, Metadata: r.Metadata, Epoch: l.batch.epochs[key]}
-	if l.batch.resets[key] {
+	offset := store.CommittedOffset{Offset: r.Offset, Metadata: r.Metadata, Epoch: d.batch.epochs[key]}
+	if d.batch.resets[key] {
 		return w.ResetOffset(r.Group, r.Topic, r.Partition, offset)
 	}
 	return w.PutOffset(r.Group, r.Topic, r.Partition, offset)

@@ -1,0 +1,78 @@
+package driver
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
+)
+
+// GrantOps are the ops of a granted partition capability.
+const GrantOps = ocap.Ops(ocap.OpFetch | ocap.OpCommit)
+
+// Minter signs capabilities; *ocap.Minter satisfies it.
+type Minter interface {
+	Mint(kind ocap.Kind, c ocap.Claims, now time.Time, ttl time.Duration) (string, *ocap.Claims, error)
+}
+
+// Resolver turns the start-offset sentinels of grants (group.OffsetEarliest,
+// group.OffsetLatest) into offsets, in place. A grant it cannot resolve
+// keeps its sentinel (the SDK then fetches with offset=earliest|latest);
+// the error is only for logging.
+type Resolver interface {
+	Resolve(grants []group.Grant) error
+}
+
+// Rendered is what RenderGrants made, and what a shell may log about it.
+type Rendered struct {
+	Grants []api.Grant
+	JTIs   []string      // of Grants, in order
+	Late   []group.Grant // expired before they could be minted (dropped)
+	// ResolveErr: a start offset could not be looked up (the grant keeps
+	// its sentinel).
+	ResolveErr error
+}
+
+// RenderGrants turns the machine's grants into api.Grants at now: start
+// offsets resolved (grants; renewals, resolve false, keep the machine's
+// offset: their holder is already reading), capabilities minted with
+// sub=holder, grp, tp, pt, ep, op fetch+commit, iat=now and exp exactly
+// the machine's expiry. A grant expiring within a second is dropped (a
+// renewal follows). It runs after the Ready the grants came in was
+// persisted.
+func RenderGrants(grants []group.Grant, resolve bool, now time.Time, m Minter, r Resolver) (Rendered, error) {
+	out := Rendered{Grants: make([]api.Grant, 0, len(grants))}
+	if len(grants) == 0 {
+		return out, nil
+	}
+	if resolve {
+		out.ResolveErr = r.Resolve(grants)
+	}
+	for _, g := range grants {
+		ttl := time.Duration(g.ExpiresAt.Unix()-now.Unix()) * time.Second
+		if ttl < time.Second {
+			out.Late = append(out.Late, g)
+			continue
+		}
+		partition := g.Partition
+		token, claims, err := m.Mint(ocap.KindCapability, ocap.Claims{
+			Subject: g.Holder, Group: g.Group, Topic: g.Topic, Partition: &partition, Epoch: g.Epoch, Ops: GrantOps,
+		}, now, ttl)
+		if err != nil {
+			return Rendered{}, fmt.Errorf("coordinator: mint grant: %w", err)
+		}
+		out.Grants = append(out.Grants, api.Grant{
+			Topic: g.Topic, Partition: g.Partition, Epoch: g.Epoch, Offset: g.Offset,
+			Capability: token, ExpiresAt: RFC3339(int64(claims.ExpiresAt)),
+		})
+		out.JTIs = append(out.JTIs, claims.ID)
+	}
+	return out, nil
+}
+
+// RFC3339 renders unix seconds as the API's timestamps.
+func RFC3339(unix int64) string {
+	return time.Unix(unix, 0).UTC().Format(time.RFC3339)
+}

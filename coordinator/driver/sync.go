@@ -1,0 +1,20 @@
+package driver
+
+import (
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// SyncResponse renders the machine's sync answer. keys is the whole
+// public key set, attached on a reset and whenever the signing keys
+// changed (empty keys mean "unchanged").
+func SyncResponse(r group.SyncReply, keys func() []api.JWK) api.SyncResponse {
+	out := api.SyncResponse{
+		Seq: r.Seq, Reset: r.Reset, Fences: r.Fences, Denied: r.Denied,
+		RevokedMembers: r.RevokedMembers, QoS: r.QoS,
+	}
+	if r.KeysChanged || r.Reset {
+		out.Keys = keys()
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package coordinator
+
+import (
+	"time"
+
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/store"
+)
+
+// observer is the coordinator's driver.Observer: metrics, the Kafka
+// offset mirror and the console's timeline. It runs in the loop's
+// goroutine.
+type observer struct {
+	c         *Coordinator
+	revokedAt map[handoffKey]time.Time // handoffs in flight, for the duration histogram
+}
+
+// handoffKey names one partition of one group.
+type handoffKey struct {
+	group, topic string
+	partition    int32
+}
+
+func newObserver(c *Coordinator) *observer {
+	return &observer{c: c, revokedAt: make(map[handoffKey]time.Time)}
+}
+
+func (o *observer) Readied(group.Ready) {}
+
+// Persisted hands committed offsets to the Kafka mirror.
+func (o *observer) Persisted(records []group.Record) {
+	if !o.c.cfg.MirrorOffsets {
+		return
+	}
+	for _, r := range records {
+		if off, ok := r.(group.OffsetRecord); ok && off.Offset >= 0 {
+			o.c.mirror.add(off.Group, off.Topic, off.Partition, off.Offset)
+		}
+	}
+}
+
+// Sending feeds the metrics and the console's timeline from a Ready
+// whose messages are about to go out.
+func (o *observer) Sending(now time.Time, rd group.Ready, m *group.Machine) {
+	for _, msg := range rd.Messages {
+		o.observe(msg, now)
+	}
+	o.c.timeline.Observe(now, rd, m) // the console's handoff timeline; never blocks
+	o.c.metrics.syncSeq.Set(float64(m.SyncSeq()))
+}
+
+// observe feeds the metrics from a message delivered at now.
+func (o *observer) observe(msg group.Message, now time.Time) {
+	met := o.c.metrics
+	switch m := msg.(type) {
+	case group.News:
+		for _, r := range m.Revoke {
+			key := handoffKey{m.Group, r.Topic, r.Partition}
+			if _, ok := o.revokedAt[key]; !ok {
+				o.revokedAt[key] = now
+			}
+			met.revokes.WithLabelValues("handoff").Inc()
+		}
+		o.granted(m.Grants, now)
+		met.renewals.Add(float64(len(m.Renew)))
+	case group.JoinReply:
+		o.granted(m.Grants, now)
+	case group.LeaseReply:
+		o.granted([]group.Grant{m.Grant}, now)
+	case group.RevokeReply:
+		met.revokes.WithLabelValues("admin").Inc()
+	case group.RevokeMemberReply:
+		met.revokes.WithLabelValues("member").Inc()
+	}
+}
+
+func (o *observer) granted(grants []group.Grant, now time.Time) {
+	for _, g := range grants {
+		o.c.metrics.grants.Inc()
+		key := handoffKey{g.Group, g.Topic, g.Partition}
+		if at, ok := o.revokedAt[key]; ok {
+			o.c.metrics.handoff.Observe(now.Sub(at).Seconds())
+			delete(o.revokedAt, key)
+		}
+	}
+}
+
+// timedStore times each persist for the persist histogram.
+type timedStore struct {
+	c *Coordinator
+	b store.Backend
+}
+
+func (s timedStore) Update(fn func(w *store.Writer) error) error {
+	start := time.Now()
+	err := s.b.Update(fn)
+	s.c.metrics.persist.Observe(time.Since(start).Seconds())
+	return err
+}
