@@ -87,18 +87,12 @@ func (g *Gateway) decide(ctx *fasthttp.RequestCtx, c *ocap.Claims, req authz.Req
 	return r.Code()
 }
 
-// syncRefusal is the 503 code while the gateway cannot vouch for its view:
-// before the first sync (not_ready) and once sync_timeout passed since the
-// last good poll was sent (out_of_sync); "" when in sync.
+// syncRefusal is the 503 code while the gateway cannot vouch for its view
+// (guard.Follower.Refusal): before the first sync (not_ready) and once
+// sync_timeout passed since the last good poll was sent (out_of_sync); ""
+// when in sync.
 func (g *Gateway) syncRefusal(now time.Time) api.Code {
-	last := g.lastSyncSent.Load()
-	switch {
-	case last == 0:
-		return api.CodeNotReady
-	case now.UnixNano()-last > int64(g.cfg.SyncTimeout):
-		return api.CodeOutOfSync
-	}
-	return ""
+	return g.follower.Refusal(now)
 }
 
 // refuseUnsynced answers 503 with Retry-After when the view is not

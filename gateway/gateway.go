@@ -14,6 +14,7 @@ import (
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/gateway/guard"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -35,10 +36,10 @@ type Gateway struct {
 	tls      *tlsconf.Server // nil: plaintext
 	syncHTTP *http.Client
 
-	// lastSyncSent is when the last successful sync poll was sent (unix
-	// ns); 0 until the first one.
-	lastSyncSent atomic.Int64
-	ackedSeq     atomic.Uint64
+	// follower is the sync client's state (guard.Follower): owned by the
+	// sync loop, its Refusal read by every request.
+	follower *guard.Follower
+	ackedSeq atomic.Uint64 // the after of the last poll sent
 
 	// fetchBase parents every fetch's context; Close cancels it.
 	fetchBase   context.Context
@@ -97,12 +98,13 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		cache:     ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
 		view:      authz.NewView(authz.Config{Leeway: cfg.Leeway}),
 		limiter:   newRateLimiter(cfg.RateLimitEntries),
-		inflight:  newInflight(),
+		inflight:  newInflight(guard.Bugs{}),
 		tls:       serverTLS,
 		syncHTTP:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
 		syncDone:  make(chan struct{}),
 		serveDone: make(chan error, 1),
 	}
+	g.follower = guard.NewFollower(guard.SyncConfig{Timeout: cfg.SyncTimeout, BackoffMin: syncBackoffMin, BackoffMax: syncBackoffMax}, g.view)
 	g.fetchBase, g.stopFetches = context.WithCancelCause(context.Background())
 	g.metrics = newMetrics(g)
 	g.routes = g.newRoutes()

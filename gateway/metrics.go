@@ -97,11 +97,11 @@ func (m *metrics) registerGauges(g *Gateway) {
 			return float64(g.view.Seq()) - float64(g.ackedSeq.Load())
 		}),
 		gauge("capgate_gateway_sync_seconds_since_success", "Seconds since the last successful sync poll was sent (-1 before the first).", func() float64 {
-			last := g.lastSyncSent.Load()
-			if last == 0 {
+			last := g.follower.LastGood()
+			if last.IsZero() {
 				return -1
 			}
-			return time.Since(time.Unix(0, last)).Seconds()
+			return time.Since(last).Seconds()
 		}),
 		gauge("capgate_gateway_out_of_sync", "1 while fetches are refused for lack of a sync (not ready or self-fenced).", func() float64 {
 			if g.syncRefusal(time.Now()) != "" {

@@ -24,36 +24,35 @@ const (
 	cacheSweepEach = 30 * time.Second
 )
 
-// syncLoop long-polls the coordinator until ctx ends. Each answer is
-// applied to the view, the verifier gets the new keys, fetches the update
-// supersedes are cancelled and waited for, and only then the next poll,
-// with after=seq, acknowledges it. Errors back off (jittered, bounded) and
-// poll again with the same after; the gateway self-fences meanwhile once
-// sync_timeout has passed (see syncRefusal).
+// syncLoop long-polls the coordinator until ctx ends, around the
+// follower's decisions (gateway/guard): each answer is applied to the
+// view (guard.Follower.Apply), the verifier gets the new keys, the
+// fetches the update refuses are cancelled and waited for (inflight.revoke,
+// guard.Registry.Refused), and only then does the next poll, with
+// after=seq, acknowledge it (Follower.Acked). Errors back off
+// (Follower.Failed: jittered, bounded) and poll again with the same
+// after; meanwhile the gateway self-fences once sync_timeout has passed
+// (Follower.Refusal).
 func (g *Gateway) syncLoop(ctx context.Context) {
 	defer close(g.syncDone)
-	after := uint64(0) // 0 asks for a snapshot
-	backoff := syncBackoffMin
 	lastSweep := time.Now()
 	for ctx.Err() == nil {
 		sent := time.Now()
-		update, err := g.poll(ctx, after)
+		update, err := g.poll(ctx, g.follower.After())
 		if err == nil {
-			after, err = g.applySync(ctx, update, after)
+			err = g.applySync(ctx, update, sent)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			g.metrics.syncPolls.WithLabelValues("error").Inc()
-			g.log.Warn("sync failed", zap.Uint64("after", after), zap.Duration("retry_in", backoff), zap.Error(err))
-			sleep(ctx, jitter(backoff))
-			backoff = min(2*backoff, syncBackoffMax)
+			wait := g.follower.Failed(rand.Int64N)
+			g.log.Warn("sync failed", zap.Uint64("after", g.follower.After()), zap.Duration("retry_in", wait), zap.Error(err))
+			sleep(ctx, wait)
 			continue
 		}
 		g.metrics.syncPolls.WithLabelValues("ok").Inc()
-		backoff = syncBackoffMin
-		g.markSynced(sent)
 		if now := time.Now(); now.Sub(lastSweep) > cacheSweepEach {
 			g.cache.Sweep(now)
 			lastSweep = now
@@ -61,36 +60,32 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 	}
 }
 
-// applySync applies one answer and returns the after of the next poll.
-func (g *Gateway) applySync(ctx context.Context, u api.SyncResponse, after uint64) (uint64, error) {
-	if !u.Reset && u.Seq < after {
-		// The coordinator forgot what we acknowledged: ask for a snapshot.
-		return 0, fmt.Errorf("sync: sequence went back from %d to %d without a reset: asking for a snapshot", after, u.Seq)
-	}
+// applySync applies one answer to a poll sent at sent, cancels and waits
+// for the fetches it refuses, then records it as acknowledged.
+func (g *Gateway) applySync(ctx context.Context, u api.SyncResponse, sent time.Time) error {
 	now := time.Now()
-	changes, err := g.view.Apply(u, now)
+	changes, err := g.follower.Apply(u, now)
 	if err != nil {
-		return after, err
+		return err
 	}
 	if changes.KeysChanged {
 		removed := g.verifier.SetKeys(g.view.Keys())
 		g.cache.FlushKeys(removed...)
 	}
 	cancelled := g.inflight.revoke(ctx, changes, g.view, now)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	g.metrics.appliedSeq.Set(float64(u.Seq))
 	if u.Reset || len(changes.Raised) > 0 || changes.Revoked || changes.KeysChanged {
 		g.log.Info("sync applied", zap.Uint64("seq", u.Seq), zap.Bool("reset", u.Reset), zap.Int("fences_raised", len(changes.Raised)),
 			zap.Int("denied", len(u.Denied)), zap.Int("revoked_members", len(u.RevokedMembers)), zap.Int("qos", len(u.QoS)),
 			zap.Bool("keys_changed", changes.KeysChanged), zap.Int("fetches_cancelled", cancelled))
 	}
-	return u.Seq, ctx.Err()
-}
-
-// markSynced records a successful poll sent at sent.
-func (g *Gateway) markSynced(sent time.Time) {
-	if g.lastSyncSent.Swap(sent.UnixNano()) == 0 {
+	if g.follower.Acked(sent, u.Seq) {
 		g.log.Info("first sync done: ready", zap.Uint64("seq", g.view.Seq()))
 	}
+	return nil
 }
 
 // poll sends one GET /v1/sync and decodes the answer; the request itself
@@ -124,10 +119,6 @@ func (g *Gateway) poll(ctx context.Context, after uint64) (api.SyncResponse, err
 		return api.SyncResponse{}, fmt.Errorf("sync: decode: %w", err)
 	}
 	return u, nil
-}
-
-func jitter(d time.Duration) time.Duration {
-	return d/2 + rand.N(d/2+1)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

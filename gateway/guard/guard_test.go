@@ -1,0 +1,143 @@
+package guard_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/gateway/guard"
+	"github.com/capgate/capgate/ocap"
+)
+
+var t0 = time.Unix(1_900_000_000, 0)
+
+func capability(member string, partition int32, epoch uint64) *ocap.Claims {
+	return &ocap.Claims{ID: fmt.Sprintf("jti-%s-%d-%d", member, partition, epoch), Subject: member, Group: "g", Topic: "t",
+		Partition: &partition, Epoch: epoch, Ops: ocap.Ops(ocap.OpFetch), ExpiresAt: ocap.Seconds(t0.Add(time.Hour).Unix())}
+}
+
+// TestFollower: not ready until the first ack, in sync from the send time
+// of the last good poll for Timeout, a delta below the ack asks for a
+// snapshot, and the backoff doubles to its bound and resets on success.
+func TestFollower(t *testing.T) {
+	view := authz.NewView(authz.Config{})
+	f := guard.NewFollower(guard.SyncConfig{Timeout: 10 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: time.Second}, view)
+	if f.Refusal(t0) != api.CodeNotReady || f.After() != 0 {
+		t.Fatalf("fresh follower: %q after %d", f.Refusal(t0), f.After())
+	}
+	if _, err := f.Apply(api.SyncResponse{Seq: 5, Reset: true}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if f.Refusal(t0) != api.CodeNotReady {
+		t.Fatal("ready before the answer was acknowledged")
+	}
+	if !f.Acked(t0, 5) || f.After() != 5 {
+		t.Fatalf("first ack: after %d", f.After())
+	}
+	if code := f.Refusal(t0.Add(10 * time.Second)); code != "" {
+		t.Fatalf("at sync_timeout after the send: %q, want in sync", code)
+	}
+	if code := f.Refusal(t0.Add(10*time.Second + 1)); code != api.CodeOutOfSync {
+		t.Fatalf("past sync_timeout: %q, want out_of_sync", code)
+	}
+	if _, err := f.Apply(api.SyncResponse{Seq: 4}, t0); !errors.Is(err, guard.ErrSeqWentBack) || f.After() != 0 {
+		t.Fatalf("delta below the ack: %v, after %d; want a snapshot asked for", err, f.After())
+	}
+	half := func(n int64) int64 { return n - 1 } // the top of the jitter range
+	var waits []time.Duration
+	for range 6 {
+		waits = append(waits, f.Failed(half))
+	}
+	if fmt.Sprint(waits) != "[50ms 100ms 200ms 400ms 800ms 1s]" {
+		t.Fatalf("backoff %v", waits)
+	}
+	f.Acked(t0, 6)
+	if w := f.Failed(half); w != 50*time.Millisecond {
+		t.Fatalf("backoff after a success %s, want reset to 50ms", w)
+	}
+}
+
+// TestRegistryMatchesNaive: on random fetches and updates, Refused and
+// Below pick exactly the fetches a naive scan picks, in admission order.
+func TestRegistryMatchesNaive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		view := authz.NewView(authz.Config{})
+		reg := guard.NewRegistry[int](guard.Bugs{})
+		var all []*guard.Entry[int]
+		for i := range rng.IntN(20) {
+			c := capability(fmt.Sprint("m", rng.IntN(3)), int32(rng.IntN(4)), uint64(1+rng.IntN(4)))
+			all = append(all, reg.Add(c, authz.Request{Topic: "t", Partition: c.PartitionNumber(), Op: ocap.OpFetch}, i))
+		}
+		for _, e := range all {
+			if rng.IntN(4) == 0 {
+				reg.Remove(e)
+				e.Value = -1
+			}
+		}
+		u := api.SyncResponse{Seq: 1, Reset: rng.IntN(5) == 0}
+		for p := range 4 {
+			if rng.IntN(2) == 0 {
+				u.Fences = append(u.Fences, api.Fence{Group: "g", Topic: "t", Partition: int32(p), Epoch: uint64(1 + rng.IntN(5))})
+			}
+		}
+		if rng.IntN(4) == 0 {
+			u.RevokedMembers = []api.RevokedMember{{Group: "g", MemberID: "m0", Until: t0.Add(time.Hour).Unix()}}
+		}
+		ch, err := view.Apply(u, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raised := map[int32]bool{}
+		for _, f := range ch.Raised {
+			raised[f.Partition] = true
+		}
+		var want []int
+		for _, e := range all {
+			live := e.Value >= 0
+			picked := ch.Reset || ch.Revoked || raised[e.Claims.PartitionNumber()]
+			if live && picked && authz.Decide(e.Claims, e.Req, view, t0) != authz.Allow {
+				want = append(want, e.Value)
+			}
+		}
+		var got []int
+		for _, e := range reg.Refused(ch, view, t0) {
+			got = append(got, e.Value)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: Refused %v, want %v (changes %+v)", round, got, want, ch)
+		}
+		key := authz.FenceKey{Group: "g", Topic: "t", Partition: 1}
+		want, got = nil, nil
+		for _, e := range all {
+			if e.Value >= 0 && e.Claims.PartitionNumber() == 1 && e.Claims.Epoch < 3 {
+				want = append(want, e.Value)
+			}
+		}
+		for _, e := range reg.Below(key, 3) {
+			got = append(got, e.Value)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: Below %v, want %v", round, got, want)
+		}
+	}
+}
+
+// TestAckBeforeApplyIsABug: the planted bug acknowledges each answer one
+// round before the view has it.
+func TestAckBeforeApplyIsABug(t *testing.T) {
+	view := authz.NewView(authz.Config{})
+	f := guard.NewFollower(guard.SyncConfig{Timeout: time.Second, BackoffMin: time.Millisecond, BackoffMax: time.Second,
+		Bugs: guard.Bugs{AckBeforeApply: true}}, view)
+	f.Apply(api.SyncResponse{Seq: 1, Reset: true}, t0)
+	f.Acked(t0, 1)
+	f.Apply(api.SyncResponse{Seq: 2, Fences: []api.Fence{{Group: "g", Topic: "t", Partition: 0, Epoch: 3}}}, t0)
+	f.Acked(t0, 2)
+	if f.After() != 2 || view.Fence("g", "t", 0) == 3 {
+		t.Fatalf("after %d, fence %d: the bug should ack 2 without the fence", f.After(), view.Fence("g", "t", 0))
+	}
+}
