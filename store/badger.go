@@ -23,13 +23,7 @@ func (s *Store) Update(fn func(w *Writer) error) error {
 	}
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	w := newWriter(badgerBatch{txn})
-	err := fn(w)
-	w.done()
-	switch {
-	case w.err != nil:
-		return w.err
-	case err != nil:
+	if err := stage(badgerBatch{txn}, fn); err != nil {
 		return err
 	}
 	if err := txn.Commit(); err != nil {

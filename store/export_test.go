@@ -33,3 +33,18 @@ func (s *Store) BadgerMaxBatchCount() int64 { return s.db.MaxBatchCount() }
 
 // BadgerMaxBatchSize is badger's own per-transaction byte limit.
 func (s *Store) BadgerMaxBatchSize() int64 { return s.db.MaxBatchSize() }
+
+// IsLogKey says whether key is a store key or a log-only key.
+func IsLogKey(key []byte) bool {
+	if string(key) == keyLogCommit {
+		return true
+	}
+	_, err := parseKey(key)
+	return err == nil
+}
+
+func Seal(k *KEK, recordKey, plaintext []byte) []byte { return k.seal(recordKey, plaintext) }
+
+func OpenSealed(k *KEK, recordKey, envelope []byte) ([]byte, error) {
+	return k.open(recordKey, envelope)
+}

@@ -93,6 +93,22 @@ const (
 	MetaCoordinatorIncarnation = "coordinator_incarnation"
 )
 
+// Keys that exist only on the log backends (the Kafka topic and its
+// in-memory twin), never in badger nor in a Snapshot. No store prefix is a
+// prefix of one and none is a prefix of a store key (TestLogKeysAreDistinct).
+//
+//	key           value (after the format byte)
+//	"log/commit"  the last record of every transaction (commitRecord):
+//	              string writer id, bytes nonce (16 random bytes per
+//	              writer incarnation), uvarint seq (0 = the writer's
+//	              opening barrier, then one per Update)
+//
+// On the log a record's key is the store key above and its value the
+// stored value; a delete is a tombstone (null value), so a compacted topic
+// keeps exactly one record per live key. The key ring's value is sealed
+// with the key-encryption key first (kek.go).
+const keyLogCommit = "log/commit"
+
 // keyShape says which parts follow a prefix.
 type keyShape struct {
 	strings   int  // number of string parts

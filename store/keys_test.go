@@ -18,6 +18,17 @@ func TestPrefixesAreDistinct(t *testing.T) {
 	}
 }
 
+func TestLogKeysAreDistinct(t *testing.T) {
+	for prefix := range keyShapes {
+		if strings.HasPrefix(keyLogCommit, prefix) || strings.HasPrefix(prefix, keyLogCommit) {
+			t.Errorf("log key %q and store prefix %q overlap", keyLogCommit, prefix)
+		}
+	}
+	if _, err := parseKey([]byte(keyLogCommit)); err == nil {
+		t.Errorf("log key %q parses as a store key", keyLogCommit)
+	}
+}
+
 // Keys must sort like (group, topic, partition) compared field by field,
 // whatever bytes the names hold.
 func TestPartitionKeysSortLikeTuples(t *testing.T) {

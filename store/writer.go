@@ -36,10 +36,18 @@ type Writer struct {
 	bytes   int
 }
 
-func newWriter(b batch) *Writer { return &Writer{b: b} }
-
-// done detaches the Writer from its batch: later calls fail.
-func (w *Writer) done() { w.b = nil }
+// stage runs fn with a Writer over b, then detaches the Writer (later
+// calls fail). It returns the batch's error: the Writer's first (even one
+// fn ignored), else fn's. Only a nil error may be committed.
+func stage(b batch, fn func(w *Writer) error) error {
+	w := &Writer{b: b}
+	err := fn(w)
+	w.b = nil
+	if w.err != nil {
+		return w.err
+	}
+	return err
+}
 
 // do runs one write step, recording its error (wrapped with the operation
 // and the record's name) as the batch's error.

@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// ensureTopics creates the state and snapshot topics when missing and
+// checks the ones that exist:
+//
+//   - state topic: cleanup.policy=compact (one record per live key stays;
+//     deletes are tombstones, kept delete.retention.ms), min.compaction.lag
+//     0; an existing one must compact and must not delete (a "delete"
+//     policy would drop live state with age);
+//   - snapshot topic: cleanup.policy=delete, retention.ms (only recent
+//     snapshots are read);
+//   - both: exactly Shards partitions (a shard is a partition).
+func (t *kafkaTransport) ensureTopics(ctx context.Context) error {
+	state := map[string]*string{
+		"cleanup.policy":      ptr("compact"),
+		"delete.retention.ms": ptr(strconv.FormatInt(t.opts.TombstoneRetention.Milliseconds(), 10)),
+	}
+	snapshots := map[string]*string{
+		"cleanup.policy": ptr("delete"),
+		"retention.ms":   ptr(strconv.FormatInt(t.opts.SnapshotRetention.Milliseconds(), 10)),
+	}
+	for _, topic := range []struct {
+		name    string
+		configs map[string]*string
+	}{{t.opts.Topic, state}, {t.opts.SnapshotTopic, snapshots}} {
+		if err := t.ensureTopic(ctx, topic.name, topic.configs); err != nil {
+			return fmt.Errorf("store: kafka: topic %s: %w", topic.name, err)
+		}
+	}
+	if err := t.checkStatePolicy(ctx); err != nil {
+		return fmt.Errorf("store: kafka: topic %s: %w", t.opts.Topic, err)
+	}
+	details, err := t.adm.ListTopics(ctx, t.opts.Topic)
+	if err != nil {
+		return fmt.Errorf("store: kafka: topic %s: %w", t.opts.Topic, err)
+	}
+	t.topicID = details[t.opts.Topic].ID
+	return nil
+}
+
+func ptr(s string) *string { return &s }
+
+func (t *kafkaTransport) ensureTopic(ctx context.Context, topic string, configs map[string]*string) error {
+	resp, err := t.adm.CreateTopic(ctx, t.opts.Shards, t.opts.ReplicationFactor, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create: %w", err)
+	}
+	details, err := t.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return err
+	}
+	detail, ok := details[topic]
+	switch {
+	case !ok:
+		return errors.New("missing after create")
+	case detail.Err != nil:
+		return detail.Err
+	case int32(len(detail.Partitions)) != t.opts.Shards:
+		return fmt.Errorf("%d partitions, config says %d shards", len(detail.Partitions), t.opts.Shards)
+	}
+	return nil
+}
+
+// checkStatePolicy refuses a state topic that is not compacted, or that
+// also deletes by age or size.
+func (t *kafkaTransport) checkStatePolicy(ctx context.Context) error {
+	configs, err := t.adm.DescribeTopicConfigs(ctx, t.opts.Topic)
+	if err != nil {
+		return fmt.Errorf("describe configs: %w", err)
+	}
+	config, err := configs.On(t.opts.Topic, nil)
+	if err == nil {
+		err = config.Err
+	}
+	if err != nil {
+		return fmt.Errorf("describe configs: %w", err)
+	}
+	for _, c := range config.Configs {
+		if c.Key != "cleanup.policy" || c.Value == nil {
+			continue
+		}
+		policies := strings.Split(strings.ReplaceAll(*c.Value, " ", ""), ",")
+		if !slices.Contains(policies, "compact") || slices.Contains(policies, "delete") {
+			return fmt.Errorf("cleanup.policy=%s, want compact (and not delete: it would drop live state)", *c.Value)
+		}
+		return nil
+	}
+	return errors.New("cleanup.policy not reported, want compact")
+}
