@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"sort"
 )
 
 // Code is a machine-readable error code carried in every error body as
@@ -67,6 +68,16 @@ var table = map[Code]Reject{
 	CodeOutOfSync:                 {http.StatusServiceUnavailable, true},
 	CodeUnavailable:               {http.StatusServiceUnavailable, true},
 	CodeInternal:                  {http.StatusInternalServerError, true},
+}
+
+// Codes lists every code of the table, sorted.
+func Codes() []string {
+	out := make([]string, 0, len(table))
+	for c := range table {
+		out = append(out, string(c))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Lookup returns the row for code; unknown codes map to 500, retriable.

@@ -28,6 +28,10 @@ var openAPIJSON = sync.OnceValues(func() ([]byte, error) {
 	return json.Marshal(doc)
 })
 
+// Route is one entry of a process's route table: Name is the
+// operationId in the document, Path the OpenAPI path template.
+type Route struct{ Name, Method, Path string }
+
 // OpenAPIJSON is the document as JSON, served at GET /openapi.json.
 func OpenAPIJSON() []byte {
 	b, err := openAPIJSON()

@@ -198,3 +198,6 @@ func (l *monitorLabels) counters(tag string) monitorCounters {
 	l.admits[tag] = c
 	return c
 }
+
+// handleMetrics serves GET /metrics.
+func (g *Gateway) handleMetrics(ctx *fasthttp.RequestCtx) { g.metrics.serve(ctx) }

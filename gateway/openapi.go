@@ -9,6 +9,18 @@ import (
 	"github.com/capgate/capgate/api"
 )
 
+// RouteTable is the gateway's route table (cfg decides the client
+// certificate wrapping only), for the test that holds api/openapi.yaml to
+// the router, and for tooling.
+func RouteTable(cfg Config) []api.Route {
+	table := (&Gateway{cfg: cfg}).newRoutes()
+	out := make([]api.Route, len(table))
+	for i, rt := range table {
+		out[i] = api.Route{Name: rt.name, Method: rt.method, Path: rt.path}
+	}
+	return out
+}
+
 func serveOpenAPI(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType(api.MediaJSON)
 	ctx.SetBody(api.OpenAPIJSON())

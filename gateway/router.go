@@ -38,7 +38,7 @@ func (g *Gateway) newRoutes() []route {
 		{name: "healthz_head", method: head, path: "/healthz", handle: health},
 		{name: "readyz", method: get, path: "/readyz", handle: ready},
 		{name: "readyz_head", method: head, path: "/readyz", handle: ready},
-		{name: "metrics", method: get, path: "/metrics", handle: func(ctx *fasthttp.RequestCtx, _ routeParams) { g.metrics.serve(ctx) }},
+		{name: "metrics", method: get, path: "/metrics", handle: func(ctx *fasthttp.RequestCtx, _ routeParams) { g.handleMetrics(ctx) }},
 		{name: "openapi", method: get, path: "/openapi.json", handle: func(ctx *fasthttp.RequestCtx, _ routeParams) { serveOpenAPI(ctx) }},
 		{name: "fetch_records", method: get, path: records, handle: g.consumer(func(ctx *fasthttp.RequestCtx, p routeParams) { g.fetchRecords(ctx, p[0], p[1]) })},
 		{name: "produce_records", method: post, path: records, handle: g.consumer(func(ctx *fasthttp.RequestCtx, p routeParams) { g.produceRecords(ctx, p[0], p[1]) })},
