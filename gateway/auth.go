@@ -27,12 +27,8 @@ func bearerToken(h *fasthttp.RequestHeader) (token []byte, present bool) {
 	return bytes.TrimSpace(v[len(scheme):]), true
 }
 
-// capability verifies the request's bearer capability: the verified-token
-// cache first, then the verifier (cached only on success). A capability
-// verified for the first time whose epoch is above the view's fence raises
-// the fence (the coordinator mints e+1 only after fencing e) and cancels
-// in-flight fetches under older epochs. On failure it has answered 401
-// and returns the code.
+// capability verifies the request's bearer capability (see
+// verifyCapability). On failure it has answered 401 and returns the code.
 func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Claims, api.Code) {
 	token, present := bearerToken(&ctx.Request.Header)
 	if len(token) == 0 {
@@ -43,13 +39,7 @@ func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Cla
 		writeError(ctx, api.CodeUnauthorized, message, nil)
 		return nil, api.CodeUnauthorized
 	}
-	if c, ok := g.cache.Get(token, now); ok {
-		g.metrics.cacheHits.Inc()
-		return c, ""
-	}
-	g.metrics.cacheMisses.Inc()
-	s := string(token)
-	c, err := g.verifier.Verify(s, ocap.KindCapability, now)
+	c, err := g.verifyCapability(token, now)
 	if err != nil {
 		code := api.CodeUnauthorized
 		if errors.Is(err, ocap.ErrExpired) {
@@ -58,13 +48,33 @@ func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Cla
 		writeError(ctx, code, err.Error(), nil)
 		return nil, code
 	}
+	return c, ""
+}
+
+// verifyCapability checks a capability token: the verified-token cache
+// first, then the verifier (cached only on success). A capability verified
+// for the first time whose epoch is above the view's fence raises the
+// fence (the coordinator mints e+1 only after fencing e) and cancels
+// in-flight fetches under older epochs. The HTTP and Kafka listeners share
+// it.
+func (g *Gateway) verifyCapability(token []byte, now time.Time) (*ocap.Claims, error) {
+	if c, ok := g.cache.Get(token, now); ok {
+		g.metrics.cacheHits.Inc()
+		return c, nil
+	}
+	g.metrics.cacheMisses.Inc()
+	s := string(token)
+	c, err := g.verifier.Verify(s, ocap.KindCapability, now)
+	if err != nil {
+		return nil, err
+	}
 	g.cache.Put(s, c)
 	if c.Epoch != 0 && g.view.Raise(c.Group, c.Topic, c.PartitionNumber(), c.Epoch) {
 		n := g.inflight.cancelBelow(authz.FenceKey{Group: c.Group, Topic: c.Topic, Partition: c.PartitionNumber()}, c.Epoch, errFenced)
 		g.log.Debug("fence raised by a newer capability", zap.String("group", c.Group), zap.String("topic", c.Topic),
 			zap.Int32("partition", c.PartitionNumber()), zap.Uint64("epoch", c.Epoch), zap.String("jti", c.ID), zap.Int("cancelled", n))
 	}
-	return c, ""
+	return c, nil
 }
 
 // authorize runs authz.Decide for the request; topic is compared as bytes

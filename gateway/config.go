@@ -77,6 +77,34 @@ type Config struct {
 
 	// Broker configures the Kafka client.
 	Broker broker.Config `yaml:"broker"`
+
+	// KafkaListen turns on the Kafka-protocol listener (gateway/kafkaproto)
+	// at this host:port; "" (the default) keeps it off.
+	KafkaListen string `yaml:"kafka_listen"`
+	// KafkaAdvertised is the host:port Kafka clients are told to connect
+	// to; "" advertises the listener's own address.
+	KafkaAdvertised string `yaml:"kafka_advertised"`
+	// KafkaPeers lists every gateway's advertised Kafka address, this one
+	// included, in the same order everywhere: connections authenticated
+	// with a partition capability see them all as brokers.
+	KafkaPeers []string `yaml:"kafka_peers"`
+	// KafkaHeartbeatInterval is handed to KIP-848 group members: it is how
+	// soon a handoff reaches them.
+	KafkaHeartbeatInterval time.Duration `yaml:"kafka_heartbeat_interval"`
+	// KafkaSessionTimeoutMin/Max bound the session timeouts members ask for.
+	KafkaSessionTimeoutMin time.Duration `yaml:"kafka_session_timeout_min"`
+	KafkaSessionTimeoutMax time.Duration `yaml:"kafka_session_timeout_max"`
+	// KafkaMaxRequestBytes bounds one request frame (Produce included).
+	KafkaMaxRequestBytes int32 `yaml:"kafka_max_request_bytes"`
+	// KafkaAuthTimeout: SASL must complete this soon after connecting.
+	KafkaAuthTimeout time.Duration `yaml:"kafka_auth_timeout"`
+	// KafkaIdleTimeout closes connections idle this long.
+	KafkaIdleTimeout time.Duration `yaml:"kafka_idle_timeout"`
+	// KafkaMaxConnections bounds open Kafka connections.
+	KafkaMaxConnections int `yaml:"kafka_max_connections"`
+	// KafkaMaxMembers bounds the group members this gateway runs
+	// sessions for.
+	KafkaMaxMembers int `yaml:"kafka_max_members"`
 }
 
 // TLSConfig is the gateway listener's TLS and what its record routes
@@ -117,6 +145,15 @@ func DefaultConfig() Config {
 		MonitorLabelsMax:  32,
 		TLS:               TLSConfig{ServerConfig: tlsconf.DefaultServerConfig(), Consumers: tlsconf.DefaultChannel()},
 		Broker:            broker.DefaultConfig(),
+
+		KafkaHeartbeatInterval: 100 * time.Millisecond,
+		KafkaSessionTimeoutMin: time.Second,
+		KafkaSessionTimeoutMax: 5 * time.Minute,
+		KafkaMaxRequestBytes:   8 << 20,
+		KafkaAuthTimeout:       10 * time.Second,
+		KafkaIdleTimeout:       10 * time.Minute,
+		KafkaMaxConnections:    1024,
+		KafkaMaxMembers:        10_000,
 	}
 }
 
@@ -124,6 +161,11 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	for _, check := range []func() error{c.validateIdentity, c.validateSync, c.validateTokens, c.validateLimits, c.validateTLS} {
 		if err := check(); err != nil {
+			return err
+		}
+	}
+	if c.KafkaListen != "" {
+		if err := c.kafkaConfig().Validate(); err != nil {
 			return err
 		}
 	}
@@ -235,6 +277,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("audience", c.Audience)
 	enc.AddDuration("max_wait", c.MaxWait)
 	enc.AddBool("tls", c.TLS.Enabled())
+	enc.AddString("kafka_listen", c.KafkaListen)
 	return enc.AddObject("broker", c.Broker)
 }
 

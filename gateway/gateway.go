@@ -15,6 +15,7 @@ import (
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/gateway/authz"
 	"github.com/capgate/capgate/gateway/guard"
+	"github.com/capgate/capgate/gateway/kafkaproto"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -35,6 +36,7 @@ type Gateway struct {
 	routes   []route
 	tls      *tlsconf.Server // nil: plaintext
 	syncHTTP *http.Client
+	kafka    *kafkaproto.Server // nil unless kafka_listen is set
 
 	// follower is the sync client's state (guard.Follower): owned by the
 	// sync loop, its Refusal read by every request.
@@ -109,6 +111,13 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	g.metrics = newMetrics(g)
 	g.routes = g.newRoutes()
 	g.server = g.newServer()
+	if cfg.KafkaListen != "" {
+		if g.kafka, err = kafkaproto.New(cfg.kafkaConfig(), kafkaGate{g}, nil, log.Named("kafka")); err != nil {
+			bc.Close()
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		g.registerKafkaMetrics()
+	}
 	return g, nil
 }
 
@@ -139,6 +148,12 @@ func (g *Gateway) Start() error {
 			err = fmt.Errorf("gateway: listen: %w", err)
 			return
 		}
+		if g.kafka != nil {
+			if err = g.kafka.Start(); err != nil {
+				ln.Close()
+				return
+			}
+		}
 		g.ln = ln
 		if g.tls != nil {
 			ln = g.tls.Listener(ln)
@@ -168,6 +183,14 @@ func (g *Gateway) URL() string {
 	return "http://" + g.Addr()
 }
 
+// KafkaAddr is the address the Kafka listener is bound to ("" when off).
+func (g *Gateway) KafkaAddr() string {
+	if g.kafka == nil {
+		return ""
+	}
+	return g.kafka.Addr()
+}
+
 // Run starts the gateway and closes it when ctx is done.
 func (g *Gateway) Run(ctx context.Context) error {
 	if err := g.Start(); err != nil {
@@ -189,6 +212,9 @@ func (g *Gateway) Close() error {
 	var err error
 	g.closeOnce.Do(func() {
 		g.stopFetches(errShuttingDown)
+		if g.kafka != nil {
+			_ = g.kafka.Close() // its member sessions leave their groups
+		}
 		if g.ln != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
 			err = g.server.ShutdownWithContext(ctx)

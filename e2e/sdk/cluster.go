@@ -65,6 +65,11 @@ type ClusterOptions struct {
 	Gateways int
 	// Timing overrides DefaultTiming when not zero.
 	Timing Timing
+	// KafkaBrokers is how many kfake brokers run (default 1).
+	KafkaBrokers int
+	// GatewayConfig, when set, adjusts every gateway's configuration
+	// before it starts (the Kafka listener's tests turn it on).
+	GatewayConfig func(*gateway.Config)
 }
 
 // Cluster is one capgate deployment inside the test process: a kfake
@@ -86,9 +91,11 @@ type Cluster struct {
 	CoordinatorURL string
 	AdminToken     string
 
-	syncToken string
-	log       *zap.Logger
-	http      *http.Client
+	syncToken     string
+	log           *zap.Logger
+	http          *http.Client
+	kafkaBrokers  int
+	gatewayConfig func(*gateway.Config)
 
 	mu       sync.Mutex
 	gateways []*Gateway
@@ -133,6 +140,8 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 		t: t, Topic: opts.Topic, Partitions: opts.Partitions, Timing: opts.Timing,
 		log:  Logger(t),
 		http: &http.Client{Timeout: 30 * time.Second},
+
+		kafkaBrokers: opts.KafkaBrokers, gatewayConfig: opts.GatewayConfig,
 	}
 	c.startBroker(t)
 	c.startCoordinator(t)
@@ -143,7 +152,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 }
 
 func (c *Cluster) startBroker(t testing.TB) {
-	kafka, err := broker.StartEmbedded(broker.EmbeddedConfig{Topics: map[string]int32{c.Topic: c.Partitions}})
+	kafka, err := broker.StartEmbedded(broker.EmbeddedConfig{Brokers: c.kafkaBrokers, Topics: map[string]int32{c.Topic: c.Partitions}})
 	if err != nil {
 		t.Fatalf("start kafka: %v", err)
 	}
@@ -220,6 +229,9 @@ func (c *Cluster) AddGateway(t testing.TB) *Gateway {
 	cfg.Issuer, cfg.Audience = coordinator.DefaultConfig().ID, coordinator.DefaultConfig().Cluster
 	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.Broker = c.brokerConfig()
+	if c.gatewayConfig != nil {
+		c.gatewayConfig(&cfg)
+	}
 	g, err := gateway.New(cfg, c.log.Named(id))
 	if err != nil {
 		t.Fatalf("gateway %s: %v", id, err)

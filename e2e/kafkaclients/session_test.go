@@ -1,0 +1,89 @@
+package kafkaclients
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+
+	"github.com/capgate/capgate/e2e/sdk"
+)
+
+// TestReauthenticationKIP368: the listener hands out the token's lifetime
+// as the SASL session lifetime; kgo re-authenticates on its open
+// connections with a fresh capability (its OAUTHBEARER callback), and
+// consuming goes on well past the first token's expiry.
+func TestReauthenticationKIP368(t *testing.T) {
+	s := Start(t, Options{Partitions: 2})
+	var tokens atomic.Int32
+	mech := oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+		tokens.Add(1)
+		return oauth.Auth{Token: s.Grant(t, "orders", 0, []string{"fetch"}, 3*time.Second).Capability}, nil
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddrs()...), kgo.SASL(mech),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(8 * time.Second) // well past the first 3 s token
+	for i := 0; time.Now().Before(deadline); i++ {
+		produceDirect(t, s, "orders", 0, 1)
+		pollN(t, cl, 1)
+	}
+	if n := tokens.Load(); n < 3 {
+		t.Fatalf("kgo fetched %d tokens over 8 s of 3 s sessions: no re-authentication", n)
+	}
+}
+
+// TestSessionEndClosesConnection: a client that does not re-authenticate
+// (a raw connection) gets its connection closed by the first request after
+// the token expired.
+func TestSessionEndClosesConnection(t *testing.T) {
+	s := Start(t, Options{Partitions: 2})
+	grant := s.Grant(t, "orders", 0, []string{"fetch"}, 2*time.Second)
+	r := dialRaw(t, s.KafkaAddrs()[0])
+	resp := r.authenticate("OAUTHBEARER", grant.Capability)
+	if resp.ErrorCode != 0 || resp.SessionLifetimeMillis <= 0 || resp.SessionLifetimeMillis > 2000 {
+		t.Fatalf("authenticate: error %d session lifetime %d ms, want (0, 2000]", resp.ErrorCode, resp.SessionLifetimeMillis)
+	}
+	r.roundTrip(fetchOne("orders", 0, 0, 0)) // fine while the session lasts
+	sdk.Eventually(t, 10*time.Second, "token expiry", func() (bool, string) {
+		exp, _ := time.Parse(time.RFC3339, grant.ExpiresAt)
+		return time.Now().After(exp.Add(time.Second)), "not yet"
+	})
+	r.send(fetchOne("orders", 0, 0, 0))
+	if !r.closedBy(2 * time.Second) {
+		t.Fatal("a request after the session ended was answered")
+	}
+}
+
+// TestAdminDenyStopsAssignedConsumer: denying a capability stops a kgo
+// consumer using it at its next Fetch: records produced after the deny
+// never reach it, and the gateway counted the refusals.
+func TestAdminDenyStopsAssignedConsumer(t *testing.T) {
+	s := Start(t, Options{Partitions: 2})
+	grant := s.Grant(t, "orders", 0, []string{"fetch"}, time.Minute)
+	cl := kgoClient(t, s.KafkaAddrs(), grant.Capability, false,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	produceDirect(t, s, "orders", 0, 3)
+	pollN(t, cl, 3)
+	s.Deny(t, grant.JTI)
+	sdk.Eventually(t, 10*time.Second, "the deny reached the gateway", func() (bool, string) {
+		m := metrics(t, s)
+		return grepCount(m, `capgate_gateway_requests_total{code="capability_revoked",op="kafka_fetch"}`) > 0,
+			grep(m, "capgate_gateway_requests_total")
+	})
+	produceDirect(t, s, "orders", 0, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if recs := cl.PollFetches(ctx).Records(); len(recs) > 0 {
+			t.Fatalf("a denied capability still got %d records", len(recs))
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package kafkaclients
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/sdk"
+	"github.com/capgate/capgate/gateway"
+)
+
+// Options describe the deployment Start builds.
+type Options struct {
+	Topic      string // default "orders"
+	Partitions int32  // default 12
+	Gateways   int    // default 1
+	// KafkaBrokers is how many kfake brokers run (default 1).
+	KafkaBrokers int
+	// HeartbeatInterval is handed to KIP-848 members (default 50ms).
+	HeartbeatInterval time.Duration
+	// Peers lists every gateway as a broker to capability connections.
+	Peers  bool
+	Timing sdk.Timing
+}
+
+// Stack is a capgate deployment whose gateways run the Kafka listener.
+type Stack struct {
+	*sdk.Cluster
+}
+
+// Start starts kfake, a coordinator and gateways with kafka_listen on a
+// free loopback port each.
+func Start(t testing.TB, opts Options) *Stack {
+	t.Helper()
+	if opts.HeartbeatInterval == 0 {
+		opts.HeartbeatInterval = 50 * time.Millisecond
+	}
+	gateways := max(opts.Gateways, 1)
+	var peers []string
+	if opts.Peers {
+		peers = freeAddrs(t, gateways)
+	}
+	n := 0
+	c := sdk.StartCluster(t, sdk.ClusterOptions{
+		Topic: opts.Topic, Partitions: opts.Partitions, Gateways: gateways, Timing: opts.Timing, KafkaBrokers: opts.KafkaBrokers,
+		GatewayConfig: func(cfg *gateway.Config) {
+			cfg.KafkaListen = "127.0.0.1:0"
+			if peers != nil {
+				cfg.KafkaListen, cfg.KafkaAdvertised, cfg.KafkaPeers = peers[n], peers[n], peers
+			}
+			n++
+			cfg.KafkaHeartbeatInterval = opts.HeartbeatInterval
+			cfg.KafkaAuthTimeout = 3 * time.Second
+			cfg.ReadTimeout = 2 * time.Second
+		},
+	})
+	return &Stack{Cluster: c}
+}
+
+// KafkaAddrs are the gateways' Kafka listener addresses.
+func (s *Stack) KafkaAddrs() []string {
+	var out []string
+	for _, g := range s.Gateways() {
+		out = append(out, g.KafkaAddr())
+	}
+	return out
+}
+
+// Grant mints a shared capability (admin API) for topic/partition.
+func (s *Stack) Grant(t testing.TB, topic string, partition int32, ops []string, ttl time.Duration) api.CapabilityResponse {
+	t.Helper()
+	var out api.CapabilityResponse
+	req := coordinator.SharedGrantRequest{Topic: topic, Partition: partition, Ops: ops, TTLMs: ttl.Milliseconds(), Holder: "kafka-test"}
+	if status, raw := s.Admin(t, http.MethodPost, "/v1/admin/capabilities", req, &out); status != http.StatusOK {
+		t.Fatalf("grant: %d %s", status, raw)
+	}
+	return out
+}
+
+// Deny revokes a capability (or credential) by jti on every gateway.
+func (s *Stack) Deny(t testing.TB, jti string) {
+	t.Helper()
+	if status, raw := s.Admin(t, http.MethodPost, "/v1/admin/capabilities/"+jti+"/revoke", json.RawMessage(`{}`), nil); status != http.StatusOK {
+		t.Fatalf("deny: %d %s", status, raw)
+	}
+}
+
+// freeAddrs reserves n loopback ports by listening and closing (the
+// gateways bind them right after; another process could take one in
+// between, which fails the test loudly, never silently).
+func freeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ln.Addr().String())
+		ln.Close()
+	}
+	return out
+}

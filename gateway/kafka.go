@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/gateway/kafkaproto"
+	"github.com/capgate/capgate/ocap"
+)
+
+// errDeniedCredential refuses a client credential on the deny-list.
+var errDeniedCredential = errors.New("gateway: client credential is denied")
+
+// kafkaConfig is the listener's configuration from the gateway's.
+func (c Config) kafkaConfig() kafkaproto.Config {
+	return kafkaproto.Config{
+		Listen: c.KafkaListen, Advertised: c.KafkaAdvertised, Peers: c.KafkaPeers,
+		ClusterID: c.Audience, CoordinatorURL: c.CoordinatorURL,
+		HeartbeatInterval: c.KafkaHeartbeatInterval, SessionTimeoutMin: c.KafkaSessionTimeoutMin, SessionTimeoutMax: c.KafkaSessionTimeoutMax,
+		RequestTimeout: c.Broker.RequestTimeout, MaxRequestBytes: c.KafkaMaxRequestBytes,
+		AuthTimeout: c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout,
+		MaxConnections: c.KafkaMaxConnections, MaxMembers: c.KafkaMaxMembers,
+		MaxWait: c.MaxWait, MaxFetchBytes: c.MaxFetchBytes,
+	}
+}
+
+// registerKafkaMetrics adds the listener's gauges to the registry.
+func (g *Gateway) registerKafkaMetrics() {
+	g.metrics.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_gateway_kafka_connections", Help: "Open connections to the Kafka listener."},
+			func() float64 { return float64(g.kafka.Connections()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_gateway_kafka_members", Help: "Kafka group members this gateway runs capgate sessions for."},
+			func() float64 { return float64(g.kafka.Members()) }),
+	)
+}
+
+// kafkaGate lends the Kafka listener (gateway/kafkaproto) the gateway's
+// own admission: the same token cache and verifier, view, byte rates,
+// in-flight registry and broker client as the HTTP path.
+type kafkaGate struct{ g *Gateway }
+
+var _ kafkaproto.Gate = kafkaGate{}
+
+func (k kafkaGate) VerifyCapability(token []byte, now time.Time) (*ocap.Claims, error) {
+	return k.g.verifyCapability(token, now)
+}
+
+func (k kafkaGate) VerifyClient(token string, now time.Time) (*ocap.Claims, error) {
+	c, err := k.g.verifier.Verify(token, ocap.KindClient, now)
+	if err != nil {
+		return nil, err
+	}
+	if code := k.CheckClient(c, now); code == api.CodeCapabilityRevoked {
+		return nil, errDeniedCredential
+	}
+	return c, nil
+}
+
+// CheckClient runs the view's revocation checks on a client credential.
+// Decide is made for capabilities: on a credential (no topic, partition
+// or ops) it answers WrongOp once expiry, deny-list and member checks
+// passed, so only those verdicts refuse.
+func (k kafkaGate) CheckClient(c *ocap.Claims, now time.Time) api.Code {
+	if code := k.g.syncRefusal(now); code != "" {
+		return code
+	}
+	switch r := authz.Decide(c, authz.Request{Topic: c.Topic, Partition: c.PartitionNumber(), Op: ocap.OpFetch, Offset: -1}, k.g.view, now); r {
+	case authz.Expired, authz.Fenced, authz.Denied, authz.RevokedMember:
+		return r.Code()
+	}
+	return ""
+}
+
+func (k kafkaGate) Admit(c *ocap.Claims, req authz.Request, now time.Time) (api.Code, int64, time.Duration) {
+	g := k.g
+	if code := g.syncRefusal(now); code != "" {
+		return code, 0, 0
+	}
+	if r := authz.Decide(c, req, g.view, now); r != authz.Allow {
+		return r.Code(), 0, 0
+	}
+	qos := g.view.QoS(c, now)
+	if qos.MaxBytesPerSec <= 0 {
+		return "", -1, 0
+	}
+	allowance, wait := g.limiter.admit(c.ID, qos.MaxBytesPerSec, now)
+	return "", allowance, wait
+}
+
+func (k kafkaGate) Recheck(c *ocap.Claims, req authz.Request, now time.Time) api.Code {
+	if r := authz.Decide(c, req, k.g.view, now); r != authz.Allow {
+		return r.Code()
+	}
+	return k.g.syncRefusal(now)
+}
+
+func (k kafkaGate) Track(base context.Context, c *ocap.Claims, req authz.Request) (context.Context, func()) {
+	entry, ctx := k.g.inflight.start(base, c, req)
+	return ctx, func() { k.g.inflight.finish(entry) }
+}
+
+func (k kafkaGate) Observe(c *ocap.Claims, op string, code api.Code, bytes int, now time.Time) {
+	m := k.g.metrics
+	m.outcome(op, code, 0)
+	if c == nil || code != "" {
+		return
+	}
+	if op == kafkaproto.OpProduce {
+		m.bytesIn.Add(float64(bytes))
+	} else {
+		m.bytesOut.Add(float64(bytes))
+	}
+	qos := k.g.view.QoS(c, now)
+	if qos.MaxBytesPerSec > 0 {
+		k.g.limiter.take(c.ID, qos.MaxBytesPerSec, bytes, now)
+	}
+	m.monitors.observe(qos.Monitor, bytes)
+}
+
+func (k kafkaGate) Broker() *broker.Client { return k.g.broker }

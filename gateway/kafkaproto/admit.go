@@ -1,0 +1,82 @@
+package kafkaproto
+
+import (
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/ocap"
+)
+
+// admission is the verdict on one partition of a request.
+type admission struct {
+	claims    *ocap.Claims
+	req       authz.Request
+	code      api.Code // "" when admitted
+	allowance int64    // bytes the capability's rate still allows, -1: no rate
+	throttle  time.Duration
+}
+
+// admit finds the capability that covers topic/partition for op on this
+// connection and runs the gateway's admission on it (sync state, expiry,
+// fence, deny-list, revoked member, topic/partition/op/offset, byte rate).
+//
+//   - A capability connection uses its own capability (assign mode).
+//   - A client-credential connection uses the capability of the member of
+//     this gateway that holds the partition for this client (see
+//     groups.capability): none held answers forbidden when the client has
+//     no member here at all (a zombie whose session ended), and
+//     capability_revoked when it has one that does not hold the partition
+//     (now): its assignment is changing under it.
+func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, now time.Time) admission {
+	a := admission{req: authz.Request{Topic: topic, Partition: partition, Op: op, Offset: offset}, allowance: -1}
+	if c.principal.capability() {
+		a.claims = c.principal.Claims
+	} else {
+		token, member := c.s.groups.capability(c.key(), topic, partition)
+		if token == "" {
+			a.code = api.CodeForbidden
+			if member {
+				a.code = api.CodeCapabilityRevoked
+			}
+			return a
+		}
+		claims, err := c.s.gate.VerifyCapability([]byte(token), now)
+		if err != nil {
+			a.code = api.CodeCapabilityRevoked // a held capability that no longer verifies: expired or key retired
+			return a
+		}
+		a.claims = claims
+	}
+	a.code, a.allowance, a.throttle = c.s.gate.Admit(a.claims, a.req, now)
+	if a.code == "" && op == ocap.OpFetch && rangeLimited(a.claims) {
+		// Kafka answers whole record batches, which could carry records
+		// outside the range; the gateway never re-encodes batches.
+		a.code = api.CodeForbidden
+	}
+	return a
+}
+
+// rangeLimited reports a capability whose offset range is narrower than
+// the whole partition.
+func rangeLimited(c *ocap.Claims) bool {
+	return c.Offsets != nil && (c.Offsets.From > 0 || c.Offsets.To != 0)
+}
+
+// clientKey names the Kafka client a client-credential connection belongs
+// to: its credential's subject, its client.id and its address. A Kafka
+// Fetch carries no group member identity, so this is how a fetch finds
+// the member whose capability covers it. Kafka itself describes group
+// members by the same client id and host. Two consumers sharing all three
+// share their partitions' fetch rights on this gateway: give each
+// consumer instance its own client.id (or credential) for per-member
+// fencing of fetches.
+type clientKey struct {
+	subject  string
+	clientID string
+	ip       string
+}
+
+func (c *conn) key() clientKey {
+	return clientKey{subject: c.principal.Claims.Subject, clientID: c.clientID, ip: c.remoteIP}
+}

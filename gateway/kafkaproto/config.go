@@ -1,0 +1,128 @@
+package kafkaproto
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// Config configures the listener. The gateway builds it from its own
+// settings (gateway.kafka_*); see config.example.yaml for each.
+type Config struct {
+	// Listen is the address to listen on (host:port, port 0 picks one).
+	Listen string
+	// Advertised is the host:port clients are told to connect to; empty
+	// means the listener's own address.
+	Advertised string
+	// Peers are the advertised addresses of every gateway's Kafka
+	// listener, this one included, in the same order on every gateway:
+	// connections authenticated with a partition capability see all of
+	// them as brokers, partitions spread evenly. Empty: this one only.
+	Peers []string
+	// ClusterID is reported in Metadata (the gateway pool's audience).
+	ClusterID string
+	// CoordinatorURL is the capgate coordinator (group sessions).
+	CoordinatorURL string
+
+	// HeartbeatInterval is handed to Kafka group members: how often they
+	// heartbeat, hence how fast a handoff reaches them.
+	HeartbeatInterval time.Duration
+	// SessionTimeoutMin and SessionTimeoutMax bound what members ask for.
+	SessionTimeoutMin time.Duration
+	SessionTimeoutMax time.Duration
+	// RequestTimeout bounds one call to the coordinator.
+	RequestTimeout time.Duration
+
+	// MaxRequestBytes bounds one request frame after authentication;
+	// before it, frames are bounded by PreAuthRequestBytes.
+	MaxRequestBytes int32
+	// AuthTimeout: a connection must finish SASL within it.
+	AuthTimeout time.Duration
+	// ReadTimeout: a request frame, once its first byte arrived, must
+	// arrive whole within it (slow clients are cut off).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one response.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a connection without requests for this long.
+	IdleTimeout time.Duration
+	// MaxConnections bounds open connections; more are closed at accept.
+	MaxConnections int
+	// MaxMembers bounds the group members this gateway runs sessions for.
+	MaxMembers int
+	// MaxWait caps a Fetch's MaxWaitMillis; MaxFetchBytes its MaxBytes.
+	MaxWait       time.Duration
+	MaxFetchBytes int32
+}
+
+// PreAuthRequestBytes bounds a frame before SASL completed: only
+// ApiVersions, SaslHandshake and SaslAuthenticate are accepted then, and a
+// token is at most 4 KiB.
+const PreAuthRequestBytes = 64 << 10
+
+// Validate names the first bad setting (gateway.kafka_* names).
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("gateway.kafka_listen: must be host:port, got %q", c.Listen)
+	}
+	if c.Advertised != "" {
+		if err := validHostPort(c.Advertised); err != nil {
+			return fmt.Errorf("gateway.kafka_advertised: %v", err)
+		}
+	}
+	for _, p := range c.Peers {
+		if err := validHostPort(p); err != nil {
+			return fmt.Errorf("gateway.kafka_peers: %v", err)
+		}
+	}
+	if len(c.Peers) > 0 && c.Advertised == "" {
+		return fmt.Errorf("gateway.kafka_advertised: must be set (and listed in kafka_peers) when kafka_peers is, got \"\"")
+	}
+	if len(c.Peers) > 0 && nodeIndex(c.Peers, c.Advertised) < 0 {
+		return fmt.Errorf("gateway.kafka_peers: must list kafka_advertised %q, got %v", c.Advertised, c.Peers)
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"kafka_heartbeat_interval", c.HeartbeatInterval}, {"kafka_auth_timeout", c.AuthTimeout}, {"kafka_read_timeout", c.ReadTimeout},
+		{"kafka_write_timeout", c.WriteTimeout}, {"kafka_idle_timeout", c.IdleTimeout}, {"kafka_session_timeout_min", c.SessionTimeoutMin},
+		{"kafka_session_timeout_max", c.SessionTimeoutMax}} {
+		if d.value <= 0 {
+			return fmt.Errorf("gateway.%s: must be > 0, got %s", d.name, d.value)
+		}
+	}
+	switch {
+	case c.SessionTimeoutMax < c.SessionTimeoutMin:
+		return fmt.Errorf("gateway.kafka_session_timeout_max: must be >= kafka_session_timeout_min (%s), got %s", c.SessionTimeoutMin, c.SessionTimeoutMax)
+	case c.HeartbeatInterval >= c.SessionTimeoutMin:
+		return fmt.Errorf("gateway.kafka_heartbeat_interval: must be < kafka_session_timeout_min (%s), got %s", c.SessionTimeoutMin, c.HeartbeatInterval)
+	case c.MaxRequestBytes < PreAuthRequestBytes:
+		return fmt.Errorf("gateway.kafka_max_request_bytes: must be >= %d, got %d", PreAuthRequestBytes, c.MaxRequestBytes)
+	case c.MaxConnections <= 0:
+		return fmt.Errorf("gateway.kafka_max_connections: must be > 0, got %d", c.MaxConnections)
+	case c.MaxMembers <= 0:
+		return fmt.Errorf("gateway.kafka_max_members: must be > 0, got %d", c.MaxMembers)
+	}
+	return nil
+}
+
+func validHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" {
+		return fmt.Errorf("must be host:port, got %q", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return fmt.Errorf("port must be in [1, 65535], got %q", s)
+	}
+	return nil
+}
+
+// nodeIndex is addr's position in peers, -1 when absent.
+func nodeIndex(peers []string, addr string) int {
+	for i, p := range peers {
+		if p == addr {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,191 @@
+package kafkaproto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// conn is one client connection. Requests are read, handled and answered
+// one at a time, in order, as a Kafka broker does: a long-polling Fetch
+// holds the connection's later requests back (clients that mind open one
+// connection per purpose). One frame is held at a time, bounded by
+// max_request_bytes (PreAuthRequestBytes before SASL).
+type conn struct {
+	s        *Server
+	nc       net.Conn
+	remoteIP string
+	ctx      context.Context // ends when the connection closes
+	cancel   context.CancelFunc
+	opened   time.Time
+
+	sasl      saslState
+	mechanism string
+	principal *Principal
+	clientID  string // of the last request
+	rawSASL   bool   // a SaslHandshake v0 was answered: a raw SASL frame follows
+	// closeAfter closes the connection once the current response is
+	// written (a failed authentication, say).
+	closeAfter bool
+
+	wbuf []byte
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, opened: time.Now()}
+	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
+		c.remoteIP = host
+	}
+	c.ctx, c.cancel = context.WithCancel(s.base)
+	return c
+}
+
+func (c *conn) serve() {
+	defer c.s.unregister(c)
+	defer c.cancel()
+	defer c.nc.Close()
+	for {
+		if c.rawSASL {
+			if err := c.rawAuthenticate(); err != nil {
+				c.closing(err)
+				return
+			}
+			continue
+		}
+		h, req, err := c.read()
+		if err != nil {
+			if h.key == 18 && errors.Is(err, errBadVersion) {
+				if c.write(h.correlation, unsupportedApiVersions()) == nil {
+					continue
+				}
+			}
+			c.closing(err)
+			return
+		}
+		resp, err := c.dispatch(h, req)
+		if err == nil && resp != nil {
+			err = c.write(h.correlation, resp)
+		}
+		if err != nil {
+			c.closing(err)
+			return
+		}
+		if c.closeAfter {
+			c.closing(errors.New("closed after the answer"))
+			return
+		}
+	}
+}
+
+// closing logs why a connection ends; an idle or client-side close is
+// normal and not worth more than debug.
+func (c *conn) closing(err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || c.s.base.Err() != nil {
+		return
+	}
+	c.s.log.Debug("kafka connection closed", append(c.logFields(false), zap.Error(err))...)
+}
+
+// read reads and parses one request frame.
+func (c *conn) read() (header, kmsg.Request, error) {
+	limit := int32(PreAuthRequestBytes)
+	if c.authenticated() {
+		limit = c.s.cfg.MaxRequestBytes
+	}
+	body, err := c.readFrame(limit, 10)
+	if err != nil {
+		return header{}, nil, err
+	}
+	return parseRequest(body)
+}
+
+// readFrame reads one size-prefixed frame of [least, limit] bytes. Before
+// SASL completed the whole exchange must fit auth_timeout; after it, the
+// connection may idle idle_timeout between requests; a frame, once its
+// size arrived, must arrive whole within read_timeout.
+func (c *conn) readFrame(limit, least int32) ([]byte, error) {
+	authDeadline := c.opened.Add(c.s.cfg.AuthTimeout)
+	deadline := authDeadline
+	if c.authenticated() {
+		deadline = time.Now().Add(c.s.cfg.IdleTimeout)
+	}
+	var prefix [4]byte
+	if err := c.readFull(prefix[:], deadline); err != nil {
+		return nil, err
+	}
+	n, err := frameSize(prefix, least, limit)
+	if err != nil {
+		return nil, err
+	}
+	bodyDeadline := time.Now().Add(c.s.cfg.ReadTimeout)
+	if !c.authenticated() && authDeadline.Before(bodyDeadline) {
+		bodyDeadline = authDeadline
+	}
+	body := make([]byte, n)
+	if err := c.readFull(body, bodyDeadline); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+func (c *conn) readFull(buf []byte, deadline time.Time) error {
+	if err := c.nc.SetReadDeadline(deadline); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(c.nc, buf)
+	return err
+}
+
+func (c *conn) authenticated() bool { return c.sasl == saslDone || c.sasl == saslReauth }
+
+// dispatch enforces the SASL order and session expiry, then runs the
+// handler.
+func (c *conn) dispatch(h header, req kmsg.Request) (kmsg.Response, error) {
+	api, _ := lookupAPI(h.key) // parseRequest accepted only known keys
+	switch {
+	case !c.authenticated() && !api.preAuth:
+		return nil, fmt.Errorf("%w: request key %d before authentication", errSASL, h.key)
+	case c.sasl == saslReauth && h.key != int16(kmsg.SASLAuthenticate):
+		return nil, fmt.Errorf("%w: request key %d inside a re-authentication", errSASL, h.key)
+	case c.sasl == saslDone && !time.Now().Before(c.principal.Expires) && h.key != int16(kmsg.SASLHandshake):
+		return nil, fmt.Errorf("%w: session expired (KIP-368) and not re-authenticated", errSASL)
+	}
+	c.clientID = h.clientID
+	return api.handle(c, h, req)
+}
+
+// write sends one response frame within write_timeout.
+func (c *conn) write(correlation int32, resp kmsg.Response) error {
+	c.wbuf = appendResponse(c.wbuf[:0], correlation, resp)
+	err := c.writeRaw(c.wbuf)
+	if cap(c.wbuf) > 1<<20 {
+		c.wbuf = nil // do not keep a large fetch's buffer per idle connection
+	}
+	return err
+}
+
+func (c *conn) writeRaw(b []byte) error {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout)); err != nil {
+		return err
+	}
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// logFields names the connection without any token.
+func (c *conn) logFields(reauth bool) []zap.Field {
+	f := []zap.Field{zap.String("remote", c.nc.RemoteAddr().String()), zap.String("client_id", c.clientID), zap.String("mechanism", c.mechanism)}
+	if p := c.principal; p != nil {
+		f = append(f, zap.String("kind", string(p.Claims.Kind())), zap.String("subject", p.Claims.Subject), zap.String("jti", p.Claims.ID))
+	}
+	if reauth {
+		f = append(f, zap.Bool("reauth", true))
+	}
+	return f
+}

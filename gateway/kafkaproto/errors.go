@@ -1,0 +1,78 @@
+package kafkaproto
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/capgate/capgate/api"
+)
+
+// The error table of the Kafka boundary: every capgate refusal (api.Code,
+// the gateway's one reject table) becomes one Kafka error code, chosen by
+// how real clients (kgo, KafkaJS, librdkafka/kcat) react to it — see
+// ARCHITECTURE.md "Kafka listener: error mapping" for what each did in the
+// e2e tests.
+//
+// Per partition of a Fetch (and Produce, ListOffsets):
+//
+//	capgate code                          Kafka error                      why
+//	capability_revoked, token_expired     NOT_LEADER_OR_FOLLOWER (6)       retriable everywhere: clients refresh
+//	                                                                       metadata and retry; a group member
+//	                                                                       meanwhile learns its new assignment
+//	not_ready, out_of_sync, unavailable,  LEADER_NOT_AVAILABLE (5)         retriable: the gateway cannot vouch
+//	broker_error                                                           for its view or reach Kafka right now
+//	forbidden, unauthorized               TOPIC_AUTHORIZATION_FAILED (29)  final: the token never covers it;
+//	                                                                       clients report it to the user
+//	not_found                             UNKNOWN_TOPIC_OR_PARTITION (3)
+//	rate_limited                          none: the partition is empty and ThrottleMillis says how long to wait
+var partitionErrors = map[api.Code]*kerr.Error{
+	api.CodeCapabilityRevoked: kerr.NotLeaderForPartition,
+	api.CodeTokenExpired:      kerr.NotLeaderForPartition,
+	api.CodeNotReady:          kerr.LeaderNotAvailable,
+	api.CodeOutOfSync:         kerr.LeaderNotAvailable,
+	api.CodeUnavailable:       kerr.LeaderNotAvailable,
+	api.CodeBrokerError:       kerr.LeaderNotAvailable,
+	api.CodeForbidden:         kerr.TopicAuthorizationFailed,
+	api.CodeUnauthorized:      kerr.TopicAuthorizationFailed,
+	api.CodeNotFound:          kerr.UnknownTopicOrPartition,
+}
+
+// partitionError is the Kafka error code for a partition refused with
+// code; unknown codes are UNKNOWN_SERVER_ERROR.
+func partitionError(code api.Code) int16 {
+	if e, ok := partitionErrors[code]; ok {
+		return e.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// The group errors (OffsetCommit per partition, heartbeats, joins).
+//
+//	capgate code            classic protocol              KIP-848
+//	stale_epoch,            ILLEGAL_GENERATION (22)       STALE_MEMBER_EPOCH (113)   the member rejoins
+//	capability_revoked
+//	unknown_member          UNKNOWN_MEMBER_ID (25)        UNKNOWN_MEMBER_ID (25)     the member rejoins, new id
+//	forbidden               GROUP_AUTHORIZATION_FAILED (30) or TOPIC_AUTHORIZATION_FAILED (29)
+//	offset_regression       INVALID_COMMIT_OFFSET_SIZE (28): capgate never moves a committed offset back
+//	                        (Kafka would); the client sees its rewind refused rather than lost
+//	retriable codes         COORDINATOR_NOT_AVAILABLE (15)                           the client retries
+func commitError(code api.Code, kip848 bool) int16 {
+	switch code {
+	case "":
+		return 0
+	case api.CodeStaleEpoch, api.CodeCapabilityRevoked, api.CodeTokenExpired:
+		if kip848 {
+			return kerr.StaleMemberEpoch.Code
+		}
+		return kerr.IllegalGeneration.Code
+	case api.CodeUnknownMember:
+		return kerr.UnknownMemberID.Code
+	case api.CodeForbidden, api.CodeUnauthorized:
+		return kerr.TopicAuthorizationFailed.Code
+	case api.CodeOffsetRegression:
+		return kerr.InvalidCommitOffsetSize.Code
+	}
+	if api.IsRetriable(code) {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return kerr.UnknownServerError.Code
+}

@@ -1,0 +1,296 @@
+package kafkaproto
+
+// Behavior: Fetch v4–v12 (topic names; no fetch sessions).
+//
+//   - Every partition is admitted like an HTTP fetch (admit): refused
+//     partitions get the error of the Kafka boundary table (errors.go) and
+//     never a byte of data; the others are fetched from their Kafka
+//     leaders, one Fetch per leader, concurrently, record batches passed
+//     through untouched.
+//   - Each admitted partition is registered in the gateway's in-flight
+//     registry under its capability: a revocation that refuses it cancels
+//     the whole upstream wait and the sync acknowledgement waits until this
+//     Fetch is answered. After Kafka answered, every partition is decided
+//     again (Recheck) before anything is written: a fence, deny or member
+//     revocation that arrived meanwhile refuses it.
+//   - MaxWaitMillis is capped by max_wait and by the SASL session's end,
+//     MaxBytes by max_fetch_bytes, a partition's bytes by its capability's
+//     byte rate; an exhausted rate answers the partition empty with
+//     ThrottleMillis set. When the partitions span several Kafka leaders,
+//     the first answer carrying data (or an error) ends the others' long
+//     polls, so data never waits for another leader's MaxWait.
+//   - Sessions: the answer's session id is always 0, so clients keep
+//     sending full fetches; a request naming a session (epoch > 0) is
+//     answered FETCH_SESSION_ID_NOT_FOUND.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/ocap"
+)
+
+// noRecords is an empty record set: RecordBatches is nullable on the wire
+// and librdkafka refuses a null one ("invalid MessageSetSize -1"), so an
+// answer without data carries zero bytes, as Kafka's do.
+var noRecords = []byte{}
+
+// fetchPart is one requested partition on its way through the handler.
+type fetchPart struct {
+	topic     string
+	partition int32
+	offset    int64
+	maxBytes  int32
+	admission
+	route broker.Route
+	done  func() // in-flight registration, nil when not registered
+	out   *kmsg.FetchResponseTopicPartition
+}
+
+func handleFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.SessionEpoch > 0 || req.SessionID != 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil
+	}
+	now := time.Now()
+	parts := c.admitFetch(req, resp, now)
+	c.fetchUpstream(req, parts, now)
+	for _, p := range parts {
+		if p.done != nil {
+			p.done()
+		}
+	}
+	return resp, nil
+}
+
+// admitFetch lays out the response (every requested partition, in order)
+// and admits each partition; admitted ones are routed and registered.
+func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now time.Time) []*fetchPart {
+	var parts []*fetchPart
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
+	for i, rt := range req.Topics {
+		t := &resp.Topics[i]
+		*t = kmsg.NewFetchResponseTopic()
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		t.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			out := &t.Partitions[j]
+			*out = kmsg.NewFetchResponseTopicPartition()
+			out.Partition, out.HighWatermark, out.LastStableOffset, out.LogStartOffset = rp.Partition, -1, -1, -1
+			out.RecordBatches = noRecords
+			p := &fetchPart{topic: rt.Topic, partition: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, out: out}
+			p.admission = c.admit(rt.Topic, rp.Partition, ocap.OpFetch, rp.FetchOffset, now)
+			if p.code == "" {
+				p.route, p.code = c.route(rt.Topic, rp.Partition)
+			}
+			switch {
+			case p.code != "":
+				out.ErrorCode = partitionError(p.code)
+				c.s.gate.Observe(p.claims, OpFetch, p.code, 0, now)
+			case p.throttle > 0:
+				resp.ThrottleMillis = max(resp.ThrottleMillis, int32(p.throttle.Milliseconds()))
+			default:
+				if p.allowance >= 0 {
+					p.maxBytes = int32(min(int64(p.maxBytes), max(p.allowance, 1)))
+				}
+				parts = append(parts, p)
+			}
+		}
+	}
+	return parts
+}
+
+// fetchUpstream sends one Fetch per Kafka leader and fills in the
+// partitions' answers.
+func (c *conn) fetchUpstream(req *kmsg.FetchRequest, parts []*fetchPart, now time.Time) {
+	if len(parts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	for _, p := range parts {
+		pctx, done := c.s.gate.Track(c.s.base, p.claims, p.req)
+		stop := context.AfterFunc(pctx, cancel) // a revocation of any partition ends the wait
+		p.done = func() { stop(); done() }
+	}
+	calls := c.leaderCalls(req, parts, now)
+	results := make(chan *leaderCall, len(calls))
+	for _, lc := range calls {
+		go func() {
+			lc.resp, lc.err = c.s.gate.Broker().FetchRaw(ctx, lc.addr, lc.req)
+			results <- lc
+		}()
+	}
+	for pending := len(calls); pending > 0; pending-- {
+		lc := <-results
+		if pending > 1 && lc.hasData() {
+			cancel() // answer now: the other leaders' long polls end empty
+		}
+		c.takeAnswer(lc, time.Now())
+	}
+}
+
+// leaderCall is the Fetch to one Kafka leader.
+type leaderCall struct {
+	addr  string
+	req   *kmsg.FetchRequest
+	parts []*fetchPart
+	resp  *kmsg.FetchResponse
+	err   error
+}
+
+func (lc *leaderCall) hasData() bool {
+	if lc.err != nil || lc.resp == nil {
+		return lc.err != nil && !errors.Is(lc.err, context.Canceled)
+	}
+	for _, t := range lc.resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 || len(p.RecordBatches) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// leaderCalls groups the partitions by leader into Fetch requests.
+func (c *conn) leaderCalls(req *kmsg.FetchRequest, parts []*fetchPart, now time.Time) []*leaderCall {
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	wait = min(wait, c.s.cfg.MaxWait, max(c.principal.Expires.Sub(now), 0))
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 || maxBytes > c.s.cfg.MaxFetchBytes {
+		maxBytes = c.s.cfg.MaxFetchBytes
+	}
+	byAddr := map[string]*leaderCall{}
+	var calls []*leaderCall
+	for _, p := range parts {
+		lc := byAddr[p.route.Addr]
+		if lc == nil {
+			up := kmsg.NewPtrFetchRequest()
+			up.ReplicaID = -1
+			up.MaxWaitMillis = int32(wait.Milliseconds())
+			up.MinBytes = req.MinBytes
+			up.MaxBytes = maxBytes
+			up.IsolationLevel = req.IsolationLevel
+			up.SessionID, up.SessionEpoch = 0, -1
+			lc = &leaderCall{addr: p.route.Addr, req: up}
+			byAddr[p.route.Addr] = lc
+			calls = append(calls, lc)
+		}
+		lc.parts = append(lc.parts, p)
+		addFetchPartition(lc.req, p)
+	}
+	return calls
+}
+
+func addFetchPartition(up *kmsg.FetchRequest, p *fetchPart) {
+	var t *kmsg.FetchRequestTopic
+	for i := range up.Topics {
+		if up.Topics[i].Topic == p.topic {
+			t = &up.Topics[i]
+		}
+	}
+	if t == nil {
+		nt := kmsg.NewFetchRequestTopic()
+		nt.Topic, nt.TopicID = p.topic, p.route.TopicID
+		up.Topics = append(up.Topics, nt)
+		t = &up.Topics[len(up.Topics)-1]
+	}
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = p.partition
+	rp.CurrentLeaderEpoch = p.route.LeaderEpoch
+	rp.FetchOffset = p.offset
+	rp.LogStartOffset = -1
+	rp.PartitionMaxBytes = p.maxBytes
+	t.Partitions = append(t.Partitions, rp)
+}
+
+// takeAnswer copies one leader's answer into the response, deciding every
+// partition again first.
+func (c *conn) takeAnswer(lc *leaderCall, now time.Time) {
+	for _, p := range lc.parts {
+		if code := c.s.gate.Recheck(p.claims, p.req, now); code != "" {
+			p.out.ErrorCode = partitionError(code)
+			c.s.gate.Observe(p.claims, OpFetch, code, 0, now)
+			continue
+		}
+		if lc.err != nil {
+			if !errors.Is(lc.err, context.Canceled) {
+				p.out.ErrorCode = kerr.LeaderNotAvailable.Code
+				c.refreshRoute(p)
+			}
+			continue // cancelled: answered empty, the client fetches again
+		}
+		up := findFetchPartition(lc.resp, p)
+		if up == nil {
+			p.out.ErrorCode = kerr.NotLeaderForPartition.Code
+			continue
+		}
+		c.copyPartition(p, up)
+		c.s.gate.Observe(p.claims, OpFetch, "", len(up.RecordBatches), now)
+	}
+}
+
+// copyPartition passes Kafka's answer through; leader errors become
+// NOT_LEADER_OR_FOLLOWER after a metadata refresh (the gateway, not the
+// client, follows Kafka's leaders).
+func (c *conn) copyPartition(p *fetchPart, up *kmsg.FetchResponseTopicPartition) {
+	out := p.out
+	out.ErrorCode = up.ErrorCode
+	out.HighWatermark, out.LastStableOffset, out.LogStartOffset = up.HighWatermark, up.LastStableOffset, up.LogStartOffset
+	out.AbortedTransactions = up.AbortedTransactions
+	out.PreferredReadReplica = -1
+	out.RecordBatches = up.RecordBatches
+	if out.RecordBatches == nil {
+		out.RecordBatches = noRecords
+	}
+	switch up.ErrorCode {
+	case kerr.NotLeaderForPartition.Code, kerr.FencedLeaderEpoch.Code, kerr.UnknownLeaderEpoch.Code,
+		kerr.UnknownTopicID.Code, kerr.LeaderNotAvailable.Code, kerr.OffsetNotAvailable.Code:
+		out.ErrorCode = kerr.NotLeaderForPartition.Code
+		out.RecordBatches = noRecords
+		c.refreshRoute(p)
+	}
+}
+
+func findFetchPartition(resp *kmsg.FetchResponse, p *fetchPart) *kmsg.FetchResponseTopicPartition {
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		if t.Topic != p.topic && (t.Topic != "" || t.TopicID != p.route.TopicID) {
+			continue
+		}
+		for j := range t.Partitions {
+			if t.Partitions[j].Partition == p.partition {
+				return &t.Partitions[j]
+			}
+		}
+	}
+	return nil
+}
+
+// route finds the Kafka leader of a partition; its failure is a capgate
+// code for the boundary table.
+func (c *conn) route(topic string, partition int32) (broker.Route, api.Code) {
+	r, err := c.s.gate.Broker().Route(c.ctx, topic, partition, false)
+	switch {
+	case err == nil:
+		return r, ""
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		return r, api.CodeNotFound
+	}
+	return r, api.CodeUnavailable
+}
+
+func (c *conn) refreshRoute(p *fetchPart) {
+	ctx, cancel := context.WithTimeout(c.s.base, c.s.cfg.RequestTimeout)
+	defer cancel()
+	_, _ = c.s.gate.Broker().Route(ctx, p.topic, p.partition, true)
+}

@@ -1,0 +1,53 @@
+package kafkaproto
+
+import (
+	"context"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/ocap"
+)
+
+// Gate is what the listener uses of the gateway it runs in: the same
+// admission the HTTP fetch path uses (verified-token cache, fence raise,
+// sync state, authz.Decide, byte rates), the in-flight registry a
+// revocation cancels and waits for, and the broker client. The gateway
+// implements it over its own internals (gateway/kafka.go); the listener
+// never keeps a second copy of any of them.
+type Gate interface {
+	// VerifyCapability verifies a capability token (cache first; a first
+	// verification above the fence raises it).
+	VerifyCapability(token []byte, now time.Time) (*ocap.Claims, error)
+	// VerifyClient verifies a client credential and checks it against
+	// the deny-list of the gateway's view.
+	VerifyClient(token string, now time.Time) (*ocap.Claims, error)
+	// CheckClient decides whether a client credential verified earlier
+	// is still good now: not expired, not denied, and the gateway in sync.
+	CheckClient(c *ocap.Claims, now time.Time) api.Code
+	// Admit decides whether c may serve req now: sync state, Decide, then
+	// the capability's byte rate. It returns the refusal code ("" when
+	// admitted), the bytes the rate still allows (-1: no rate) and how
+	// long to throttle when the rate is exhausted.
+	Admit(c *ocap.Claims, req authz.Request, now time.Time) (code api.Code, allowance int64, throttle time.Duration)
+	// Recheck is the decision taken again after the broker answered,
+	// before any byte is written: Decide and the sync state.
+	Recheck(c *ocap.Claims, req authz.Request, now time.Time) api.Code
+	// Track registers an in-flight fetch of req under c. A revocation
+	// cancels ctx and waits until done is called, which must happen once
+	// the answer for it is decided (and never twice).
+	Track(base context.Context, c *ocap.Claims, req authz.Request) (ctx context.Context, done func())
+	// Observe records one partition's outcome of op: metrics, and on
+	// success the bytes against c's byte rate. c is nil when no
+	// capability covered the partition.
+	Observe(c *ocap.Claims, op string, code api.Code, bytes int, now time.Time)
+	// Broker is the gateway's Kafka client.
+	Broker() *broker.Client
+}
+
+// The op labels the listener reports outcomes under.
+const (
+	OpFetch   = "kafka_fetch"
+	OpProduce = "kafka_produce"
+)

@@ -1,0 +1,123 @@
+package kafkaproto
+
+// Behavior: Metadata v1–v12.
+//
+//   - The gateways are the brokers. A connection authenticated with a
+//     partition capability sees every gateway in kafka_peers, its
+//     partitions spread evenly over them (any gateway serves any
+//     partition: the capability is checked wherever it is used). A
+//     connection authenticated with a client credential sees only the
+//     gateway it is connected to, leading every partition and
+//     coordinating every group: a Kafka Fetch carries no member identity,
+//     so the gateway that runs a member's capgate session must be the one
+//     its fetches reach. Clients spread over the gateways by whichever one
+//     they bootstrap from, and move to another when theirs goes away.
+//   - Topics: a capability sees its own topic; a client credential the
+//     non-internal topics its tps claim allows. Others answer
+//     TOPIC_AUTHORIZATION_FAILED when named, and are left out when all
+//     topics are asked for. Topics are never auto-created.
+//   - Leader epochs are -1 (unknown), replicas and ISR the leader alone;
+//     topic ids are Kafka's (KIP-848 assignments name topics by id).
+
+import (
+	"hash/fnv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleMetadata(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	for _, n := range c.brokers() {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = n.id, n.host, n.port
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	resp.ClusterID = &c.s.cfg.ClusterID
+	resp.ControllerID = c.s.nodes[c.s.self].id
+	topics, byID, err := c.s.topics.get(c.ctx, true)
+	if err != nil {
+		topics = nil // answer every named topic LEADER_NOT_AVAILABLE below
+	}
+	if req.Topics == nil {
+		for name, ti := range topics {
+			if c.sees(name, ti) {
+				resp.Topics = append(resp.Topics, c.metadataTopic(name, ti))
+			}
+		}
+		return resp, nil
+	}
+	for _, rt := range req.Topics {
+		name := ""
+		if rt.Topic != nil {
+			name = *rt.Topic
+		} else {
+			name = byID[rt.TopicID]
+		}
+		resp.Topics = append(resp.Topics, c.namedTopic(name, rt.TopicID, topics, err != nil))
+	}
+	return resp, nil
+}
+
+// namedTopic answers one topic the request named.
+func (c *conn) namedTopic(name string, id [16]byte, topics map[string]topicInfo, unavailable bool) kmsg.MetadataResponseTopic {
+	ti, known := topics[name]
+	t := kmsg.NewMetadataResponseTopic()
+	t.Topic, t.TopicID = kmsg.StringPtr(name), id
+	switch {
+	case unavailable:
+		t.ErrorCode = kerr.LeaderNotAvailable.Code
+	case !c.sees(name, ti):
+		t.ErrorCode = kerr.TopicAuthorizationFailed.Code
+	case !known:
+		t.ErrorCode = kerr.UnknownTopicOrPartition.Code
+	default:
+		return c.metadataTopic(name, ti)
+	}
+	return t
+}
+
+func (c *conn) metadataTopic(name string, ti topicInfo) kmsg.MetadataResponseTopic {
+	t := kmsg.NewMetadataResponseTopic()
+	t.Topic, t.TopicID, t.IsInternal = kmsg.StringPtr(name), ti.id, ti.internal
+	t.Partitions = make([]kmsg.MetadataResponseTopicPartition, ti.partitions)
+	for i := range t.Partitions {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition = int32(i)
+		p.Leader = c.leader(name, int32(i)).id
+		p.LeaderEpoch = -1
+		p.Replicas = []int32{p.Leader}
+		p.ISR = []int32{p.Leader}
+		t.Partitions[i] = p
+	}
+	return t
+}
+
+// sees reports whether the principal may see topic.
+func (c *conn) sees(topic string, ti topicInfo) bool {
+	p := c.principal
+	if p.capability() {
+		return p.Claims.Topic == topic
+	}
+	return !ti.internal && p.Claims.AllowsTopic(topic)
+}
+
+// brokers are the gateways this connection is told about.
+func (c *conn) brokers() []node {
+	if c.principal.capability() {
+		return c.s.nodes
+	}
+	return c.s.nodes[c.s.self : c.s.self+1]
+}
+
+// leader is the gateway advertised as leading topic/partition.
+func (c *conn) leader(topic string, partition int32) node {
+	nodes := c.brokers()
+	if len(nodes) == 1 {
+		return nodes[0]
+	}
+	h := fnv.New32a()
+	h.Write([]byte(topic))
+	return nodes[(h.Sum32()+uint32(partition))%uint32(len(nodes))]
+}

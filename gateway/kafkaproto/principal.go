@@ -1,0 +1,62 @@
+package kafkaproto
+
+import (
+	"errors"
+	"time"
+
+	"github.com/capgate/capgate/ocap"
+)
+
+// Principal is who a connection authenticated as.
+type Principal struct {
+	// Claims are the verified token's claims: a partition capability
+	// (assign mode: the connection may use exactly that partition) or a
+	// client credential (group mode, Produce to the topics it names).
+	Claims *ocap.Claims
+	// Token is the token as presented; group joins hand it to the
+	// coordinator as the member's client credential.
+	Token string
+	// Expires is when the token, hence the SASL session, ends.
+	Expires time.Time
+}
+
+// capability reports whether the principal is a partition capability.
+func (p *Principal) capability() bool { return p.Claims.Kind() == ocap.KindCapability }
+
+// sameIdentity reports whether q may replace p on re-authentication
+// (KIP-368): the same kind and subject, and for a capability the same
+// group and partition. A renewed token (new jti, later expiry) is fine.
+func (p *Principal) sameIdentity(q *Principal) bool {
+	a, b := p.Claims, q.Claims
+	if a.Kind() != b.Kind() || a.Subject != b.Subject {
+		return false
+	}
+	if !p.capability() {
+		return true
+	}
+	return a.Group == b.Group && a.Topic == b.Topic && a.PartitionNumber() == b.PartitionNumber()
+}
+
+// Authenticator checks the bearer token a client presents over SASL
+// (OAUTHBEARER's token, or PLAIN's password). It is an interface so that
+// identities from an external issuer can be added beside capgate's own
+// tokens without touching the listener.
+type Authenticator interface {
+	Authenticate(token string, now time.Time) (*Principal, error)
+}
+
+// gateAuthenticator accepts capgate tokens, verified by the gateway: a
+// partition capability, else a client credential (the JOSE typ tells them
+// apart, so one can never stand in for the other).
+type gateAuthenticator struct{ gate Gate }
+
+func (a gateAuthenticator) Authenticate(token string, now time.Time) (*Principal, error) {
+	c, err := a.gate.VerifyCapability([]byte(token), now)
+	if errors.Is(err, ocap.ErrBadType) {
+		c, err = a.gate.VerifyClient(token, now)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Principal{Claims: c, Token: token, Expires: time.Unix(int64(c.ExpiresAt), 0)}, nil
+}

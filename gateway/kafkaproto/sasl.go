@@ -1,0 +1,192 @@
+package kafkaproto
+
+// Behavior: SASL (SaslHandshake v0–v1, SaslAuthenticate v0–v2).
+//
+//   - After a SaslHandshake v0 the next frame is the mechanism's raw
+//     initial response (no request header), answered by an empty frame on
+//     success; after v1, SaslAuthenticate requests carry it (librdkafka
+//     insists on v0 being listed even though it then uses v1).
+//   - Mechanisms OAUTHBEARER (RFC 7628: the token is a capgate client
+//     credential or partition capability) and PLAIN (the token is the
+//     password; the user name is free and ignored, an authzid must be
+//     empty or equal it). Before SASL completed only ApiVersions,
+//     SaslHandshake and SaslAuthenticate are accepted, in that order;
+//     anything else, a second SaslAuthenticate, or a SaslAuthenticate
+//     without a SaslHandshake before it, closes the connection.
+//   - A refused token answers SASL_AUTHENTICATION_FAILED (58) with a
+//     message naming the reason, then the connection is closed. An
+//     unknown mechanism answers UNSUPPORTED_SASL_MECHANISM (33) and closes.
+//   - KIP-368: SaslAuthenticate v1+ answers the session lifetime (until
+//     the token expires). A client may re-authenticate (SaslHandshake +
+//     SaslAuthenticate) on the open connection with a token of the same
+//     identity (kind, subject, and for a capability its partition); one
+//     of another identity closes the connection. A request that arrives
+//     after the session ended, other than that re-authentication, closes
+//     the connection, as a Kafka broker does.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	mechPlain       = "PLAIN"
+	mechOAuthBearer = "OAUTHBEARER"
+)
+
+var mechanisms = []string{mechOAuthBearer, mechPlain}
+
+// saslState is where a connection is in its SASL exchange.
+type saslState uint8
+
+const (
+	saslStart     saslState = iota // nothing yet: ApiVersions or SaslHandshake
+	saslHandshook                  // mechanism chosen: SaslAuthenticate next
+	saslDone                       // authenticated
+	saslReauth                     // authenticated, re-authentication handshake done
+)
+
+var errSASL = errors.New("kafkaproto: SASL")
+
+func handleSASLHandshake(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.SASLHandshakeRequest)
+	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	resp.SupportedMechanisms = mechanisms
+	switch c.sasl {
+	case saslStart:
+		c.sasl = saslHandshook
+	case saslDone:
+		c.sasl = saslReauth
+	default:
+		return nil, fmt.Errorf("%w: handshake out of order", errSASL)
+	}
+	if req.Mechanism != mechPlain && req.Mechanism != mechOAuthBearer {
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		c.closeAfter = true
+		return resp, nil
+	}
+	c.mechanism = req.Mechanism
+	c.rawSASL = req.Version == 0
+	return resp, nil
+}
+
+// rawAuthenticate reads the raw SASL frame that follows a SaslHandshake
+// v0 and authenticates with it: an empty frame answers success; failure
+// closes the connection (v0 has no way to say why).
+func (c *conn) rawAuthenticate() error {
+	c.rawSASL = false
+	body, err := c.readFrame(PreAuthRequestBytes, 1)
+	if err != nil {
+		return err
+	}
+	if _, err := c.authenticate(body, false); err != nil {
+		return err
+	}
+	return c.writeRaw([]byte{0, 0, 0, 0})
+}
+
+func handleSASLAuthenticate(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.SASLAuthenticateRequest)
+	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	if c.sasl != saslHandshook && c.sasl != saslReauth {
+		return nil, fmt.Errorf("%w: authenticate without a handshake before it", errSASL)
+	}
+	reauth := c.sasl == saslReauth
+	p, err := c.authenticate(req.SASLAuthBytes, reauth)
+	if err != nil {
+		msg := err.Error()
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = &msg
+		c.closeAfter = true
+		return resp, nil
+	}
+	if req.Version >= 1 {
+		resp.SessionLifetimeMillis = max(time.Until(p.Expires).Milliseconds(), 1)
+	}
+	return resp, nil
+}
+
+// authenticate checks a mechanism's initial response and makes its token
+// the connection's principal.
+func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
+	token, err := bearerOf(c.mechanism, msg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.s.auth.Authenticate(token, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("token refused: %w", err)
+	}
+	if reauth && !c.principal.sameIdentity(p) {
+		return nil, errors.New("re-authentication must keep the identity of the session")
+	}
+	c.principal, c.sasl = p, saslDone
+	c.s.log.Debug("kafka connection authenticated", c.logFields(reauth)...)
+	return p, nil
+}
+
+// bearerOf extracts the token from a mechanism's initial response.
+func bearerOf(mechanism string, msg []byte) (string, error) {
+	var token string
+	var err error
+	switch mechanism {
+	case mechPlain:
+		token, err = plainPassword(msg)
+	case mechOAuthBearer:
+		token, err = oauthBearerToken(msg)
+	default:
+		err = errors.New("no mechanism chosen")
+	}
+	if err == nil && token == "" {
+		err = errors.New("empty token")
+	}
+	return token, err
+}
+
+// plainPassword parses RFC 4616 "[authzid] NUL authcid NUL passwd".
+func plainPassword(msg []byte) (string, error) {
+	parts := bytes.Split(msg, []byte{0})
+	if len(parts) != 3 {
+		return "", errors.New("PLAIN message must be authzid NUL user NUL password")
+	}
+	if len(parts[0]) > 0 && !bytes.Equal(parts[0], parts[1]) {
+		return "", errors.New("PLAIN authzid must be empty or equal the user name")
+	}
+	return string(parts[2]), nil
+}
+
+// oauthBearerToken parses the RFC 7628 client initial response:
+// gs2 header ("n,," or "n,a=authzid,"), then \x01-separated key=value
+// pairs ending with \x01\x01, one of which is "auth=Bearer <token>".
+func oauthBearerToken(msg []byte) (string, error) {
+	s := string(msg)
+	gs2, rest, ok := strings.Cut(s, "\x01")
+	if !ok || !strings.HasPrefix(gs2, "n,") || !strings.HasSuffix(gs2, ",") || strings.Count(gs2, ",") != 2 {
+		return "", errors.New("OAUTHBEARER message must start with the gs2 header n,[a=authzid],")
+	}
+	if !strings.HasSuffix(rest, "\x01\x01") {
+		return "", errors.New("OAUTHBEARER message must end with \\x01\\x01")
+	}
+	var token string
+	for _, kv := range strings.Split(strings.TrimSuffix(rest, "\x01\x01"), "\x01") {
+		key, value, ok := strings.Cut(kv, "=")
+		if !ok {
+			return "", errors.New("OAUTHBEARER pairs must be key=value")
+		}
+		if key != "auth" {
+			continue // host, port and SASL extensions are not used
+		}
+		scheme, t, ok := strings.Cut(value, " ")
+		if !ok || !strings.EqualFold(scheme, "bearer") || token != "" {
+			return "", errors.New("OAUTHBEARER needs exactly one auth=Bearer <token>")
+		}
+		token = strings.TrimSpace(t)
+	}
+	return token, nil
+}

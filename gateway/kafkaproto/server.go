@@ -1,0 +1,199 @@
+package kafkaproto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Server is the gateway's Kafka listener. Start it once, Close it once;
+// safe for concurrent use.
+type Server struct {
+	cfg  Config
+	gate Gate
+	auth Authenticator
+	log  *zap.Logger
+
+	ln    net.Listener
+	nodes []node // the advertised brokers: Peers, or this gateway alone
+	self  int    // this gateway's index in nodes
+
+	topics *topicCache
+	groups *groups
+
+	base context.Context // ends at Close: every connection and session
+	stop context.CancelFunc
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // accept loop, connections, member sessions
+}
+
+// node is one advertised broker.
+type node struct {
+	id   int32
+	host string
+	port int32
+}
+
+// New validates cfg and builds a listener; it listens at Start. A nil
+// auth accepts capgate tokens (capabilities and client credentials).
+func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if auth == nil {
+		auth = gateAuthenticator{gate: gate}
+	}
+	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, conns: map[*conn]struct{}{}}
+	s.base, s.stop = context.WithCancel(context.Background())
+	s.topics = newTopicCache(gate.Broker(), topicCacheAge)
+	s.groups = newGroups(s)
+	return s, nil
+}
+
+// topicCacheAge is how long the topic list from Kafka is reused.
+const topicCacheAge = 5 * time.Second
+
+// Start listens and serves in the background.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("kafkaproto: listen: %w", err)
+	}
+	if err := s.layout(ln.Addr().String()); err != nil {
+		ln.Close()
+		return err
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	go s.accept()
+	s.log.Info("kafka listener started", zap.String("addr", ln.Addr().String()), zap.String("advertised", s.advertised()))
+	return nil
+}
+
+// layout fixes the advertised brokers once the listener's address is known.
+func (s *Server) layout(bound string) error {
+	self := s.cfg.Advertised
+	if self == "" {
+		host, _, _ := net.SplitHostPort(bound)
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			return fmt.Errorf("gateway.kafka_advertised: must be set when listening on %s", bound)
+		}
+		self = bound
+	}
+	peers := s.cfg.Peers
+	if len(peers) == 0 {
+		peers = []string{self}
+	}
+	for i, p := range peers {
+		host, port, _ := net.SplitHostPort(p)
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			return fmt.Errorf("gateway.kafka_peers: bad port in %q", p)
+		}
+		s.nodes = append(s.nodes, node{id: int32(i), host: host, port: int32(n)})
+	}
+	s.self = nodeIndex(peers, self)
+	return nil
+}
+
+func (s *Server) advertised() string {
+	n := s.nodes[s.self]
+	return net.JoinHostPort(n.host, strconv.Itoa(int(n.port)))
+}
+
+// Addr is the address the listener is bound to (after Start).
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Warn("kafka listener accept failed", zap.Error(err))
+			}
+			return
+		}
+		c, ok := s.register(nc)
+		if !ok {
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// register admits a connection unless closing or at max_connections.
+func (s *Server) register(nc net.Conn) (*conn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || len(s.conns) >= s.cfg.MaxConnections {
+		if !s.closed {
+			s.log.Warn("kafka connection refused: kafka_max_connections reached", zap.Int("max", s.cfg.MaxConnections))
+		}
+		return nil, false
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c, true
+}
+
+func (s *Server) unregister(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// Connections is the number of open connections.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Close stops accepting, closes every connection (requests in flight are
+// cancelled), ends every member session (each leaves its group), and
+// waits until all of them are gone.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.stop()
+	for _, c := range conns {
+		c.nc.Close()
+	}
+	s.groups.closeAll()
+	s.wg.Wait()
+	s.log.Info("kafka listener stopped")
+	return nil
+}
