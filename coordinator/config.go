@@ -12,6 +12,7 @@ import (
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/store"
 )
 
 // Config is the coordinator section of capgate's configuration.
@@ -94,6 +95,13 @@ type Config struct {
 	Broker broker.Config `yaml:"broker"`
 	// Console configures the operator's console at /console.
 	Console console.Config `yaml:"console"`
+	// State is where the durable state lives: "badger" (data_dir, one
+	// coordinator; the default) or "kafka" (a log in a Kafka topic of the
+	// broker section's cluster, kafka_state; the key ring wrapped with a
+	// key-encryption key).
+	State string `yaml:"state"`
+	// KafkaState configures state: kafka.
+	KafkaState store.KafkaConfig `yaml:"kafka_state"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -128,6 +136,8 @@ func DefaultConfig() Config {
 		Groups:                 groups,
 		Broker:                 broker.DefaultConfig(),
 		Console:                console.DefaultConfig(),
+		State:                  StateBadger,
+		KafkaState:             store.DefaultKafkaConfig(),
 	}
 }
 
@@ -145,7 +155,35 @@ func (c Config) Validate() error {
 	if err := c.Broker.Validate(); err != nil {
 		return err
 	}
-	return c.Console.Validate()
+	if err := c.Console.Validate(); err != nil {
+		return err
+	}
+	return c.validateState()
+}
+
+// The durable state backends (Config.State).
+const (
+	StateBadger = "badger"
+	StateKafka  = "kafka"
+)
+
+func (c Config) validateState() error {
+	switch c.State {
+	case StateBadger:
+		return c.KafkaState.Validate()
+	case StateKafka:
+	default:
+		return fmt.Errorf("state: must be %s or %s, got %q", StateBadger, StateKafka, c.State)
+	}
+	if err := c.KafkaState.Validate(); err != nil {
+		return err
+	}
+	if c.KafkaState.Partitions != 1 {
+		// One coordinator serves every group from shard 0 until groups are
+		// sharded across replicas (issue #11 part 2).
+		return fmt.Errorf("kafka_state.partitions: must be 1 until groups are sharded across replicas, got %d", c.KafkaState.Partitions)
+	}
+	return c.KafkaState.ValidateKEKSource()
 }
 
 func (c Config) validateIdentity() error {

@@ -127,7 +127,7 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 // open acquires the store, keys, machine, broker and listener in order;
 // on error the caller releases whatever was acquired.
 func (c *Coordinator) open(o options) error {
-	st, err := store.Open(c.cfg.DataDir, store.Options{Logger: c.log})
+	st, err := c.openStore()
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 
 func newKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Manage the coordinator's Ed25519 signing keys"}
-	cmd.AddCommand(newKeysGenerate(), newKeysRotate(), newKeysJWKS(), newKeysSecret())
+	cmd.AddCommand(newKeysGenerate(), newKeysRotate(), newKeysJWKS(), newKeysSecret(), newKeysKEK())
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/store"
 )
 
 func run(t *testing.T, args ...string) (string, error) {
@@ -94,5 +95,24 @@ func TestKeysRotateThroughAdminAPI(t *testing.T) {
 	}
 	if _, err := run(t, "keys", "rotate", "--coordinator", base, "--token", "wrong"); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("rotate with a wrong admin token: %v", err)
+	}
+}
+
+// keys kek writes a 0600 key the coordinator's Kafka state accepts, and
+// never replaces an existing one.
+func TestKeysKEK(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kek.key")
+	out, err := run(t, "keys", "kek", "--out", file)
+	if err != nil || !strings.Contains(out, "KEK id") {
+		t.Fatalf("keys kek: %q, %v", out, err)
+	}
+	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode().Perm())
+	}
+	if _, err := store.LoadKEKFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "keys", "kek", "--out", file); err == nil {
+		t.Fatal("replaced an existing KEK")
 	}
 }
