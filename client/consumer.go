@@ -2,8 +2,8 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/driver"
 	"github.com/capgate/capgate/client/session"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -88,6 +89,11 @@ func buildOptions(opts []Option, files tlsconf.ClientConfig) (options, error) {
 // Consumer reads the partitions a group's coordinator grants it, through
 // the gateways, and hands them over when asked (DESIGN §4). See the
 // package documentation for the processing and commit rules.
+//
+// Every decision is client/driver's (around the client/session core);
+// the Consumer carries out its commands: one goroutine per request
+// attempt, a timer at the driver's next deadline, and the user's hooks
+// run one at a time in order.
 type Consumer struct {
 	cfg     Config
 	opts    options
@@ -101,19 +107,19 @@ type Consumer struct {
 
 	commitMu sync.Mutex // one user commit at a time: offsets never race backwards
 
-	mu              sync.Mutex
-	core            *session.Session
-	joined          bool
-	stopped         bool
-	fatal           error
-	leaveErr        error
-	fetches         map[uint64]context.CancelFunc
-	tickets         map[uint64]chan error
-	lastTicket      uint64
-	hooks           []hookCall
-	rejoinWanted    bool
-	heartbeatCancel context.CancelFunc
-	armed           time.Time // the deadline the timer loop waits for
+	mu         sync.Mutex
+	d          *driver.Driver
+	joined     bool
+	started    bool // the timer and hook loops run
+	stopped    bool
+	fatal      error
+	leaveErr   error
+	joinResult chan driver.JoinResult
+	calls      map[uint64]context.CancelFunc // request attempts in flight
+	tickets    map[uint64]chan error
+	lastTicket uint64
+	hooks      []hookCall
+	armed      time.Time // the deadline the timer loop waits for
 
 	data     chan struct{} // records may be waiting
 	hookWake chan struct{}
@@ -136,62 +142,72 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 	c := &Consumer{
 		cfg: cfg, opts: o, log: o.log.With(zap.String("group", cfg.Group)), tr: tr,
 		ctx: ctx, cancel: cancel,
-		core: session.New(session.Config{
+		d:          driver.New(driverConfig(cfg, o)),
+		joinResult: make(chan driver.JoinResult, 1),
+		calls:      map[uint64]context.CancelFunc{},
+		tickets:    map[uint64]chan error{},
+		data:       make(chan struct{}, 1),
+		hookWake:   make(chan struct{}, 1),
+		timeWake:   make(chan struct{}, 1),
+		done:       make(chan struct{}),
+	}
+	c.fetcher = &fetcher{cfg: cfg, tr: tr, urls: trimURLs(cfg.Gateways)}
+	return c, nil
+}
+
+func driverConfig(cfg Config, o options) driver.Config {
+	return driver.Config{
+		Join: api.JoinRequest{
+			InstanceID: cfg.InstanceID, ClientID: cfg.ClientID, Topics: cfg.Topics,
+			TopicPattern: cfg.TopicPattern, SessionTimeoutMs: cfg.SessionTimeout.Milliseconds(), Assignor: cfg.Assignor,
+		},
+		Gateways: len(cfg.Gateways), HeartbeatWait: cfg.HeartbeatWait, FetchMaxWait: cfg.FetchMaxWait,
+		RequestTimeout: cfg.RequestTimeout, RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax,
+		Session: session.Config{
 			BufferMaxBytes: cfg.BufferMaxBytes,
 			PollMaxRecords: cfg.PollMaxRecords,
 			RevokeTimeout:  cfg.RevokeTimeout,
 			ExpiryMargin:   cfg.CapabilityExpiryMargin,
 			FullChecks:     o.fullChecks,
-		}),
-		fetches:  map[uint64]context.CancelFunc{},
-		tickets:  map[uint64]chan error{},
-		data:     make(chan struct{}, 1),
-		hookWake: make(chan struct{}, 1),
-		timeWake: make(chan struct{}, 1),
-		done:     make(chan struct{}),
+		},
+		Rand: rand.Int64N,
 	}
-	c.fetcher = &fetcher{cfg: cfg, tr: tr, pool: newGatewayPool(cfg.Gateways), log: c.log}
-	return c, nil
 }
 
-// Join joins the group and starts consuming: the heartbeat loop and one
-// fetch per granted partition run in the background until Close.
+// Join joins the group and starts consuming: heartbeats and one fetch per
+// granted partition run in the background until Close. The join is
+// retried (transport errors, retriable refusals) for up to
+// request_timeout.
 func (c *Consumer) Join(ctx context.Context) error {
 	c.mu.Lock()
 	if c.joined || c.stopped {
 		c.mu.Unlock()
 		return fmt.Errorf("client: join: already joined or closed")
 	}
+	if !c.started {
+		c.started = true
+		c.spawnLocked(c.timerLoop)
+		c.spawnLocked(c.hookLoop)
+	}
+	c.carry(c.d.Start(time.Now()))
 	c.mu.Unlock()
-	resp, err := c.join(ctx)
-	if err != nil {
-		return err
+	var r driver.JoinResult
+	select {
+	case r = <-c.joinResult:
+	case <-ctx.Done():
+		c.mu.Lock()
+		c.carry(c.d.CancelJoin(time.Now(), ctx.Err()))
+		c.mu.Unlock()
+		r = <-c.joinResult
+	}
+	if r.Err != nil {
+		return r.Err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.joined = true
-	c.stepLocked(session.Joined{Now: time.Now(), Response: resp})
-	c.log.Info("joined", zap.String("member", resp.MemberID), zap.Int("grants", len(resp.Grants)))
-	c.spawnLocked(c.heartbeatLoop)
-	c.spawnLocked(c.timerLoop)
-	c.spawnLocked(c.hookLoop)
+	c.log.Info("joined", zap.String("member", r.Response.MemberID), zap.Int("grants", len(r.Response.Grants)))
 	return nil
-}
-
-// join sends POST join with the client credential, retrying transport
-// errors and retriable refusals for up to request_timeout.
-func (c *Consumer) join(ctx context.Context) (api.JoinResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
-	req := api.JoinRequest{
-		InstanceID: c.cfg.InstanceID, ClientID: c.cfg.ClientID, Topics: c.cfg.Topics,
-		TopicPattern: c.cfg.TopicPattern, SessionTimeoutMs: c.cfg.SessionTimeout.Milliseconds(), Assignor: c.cfg.Assignor,
-	}
-	var resp api.JoinResponse
-	err := c.tr.retry(ctx, func(ctx context.Context) error {
-		return c.tr.postJSON(ctx, "join", c.groupURL("join"), c.cfg.Credential, req, &resp)
-	})
-	return resp, err
 }
 
 func (c *Consumer) groupURL(action string) string {
@@ -210,7 +226,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 			c.mu.Unlock()
 			return nil, err
 		}
-		records := flatten(c.stepLocked(session.Polled{Now: time.Now()}))
+		records := flatten(c.carry(c.d.User(session.Polled{Now: time.Now()})))
 		c.mu.Unlock()
 		if len(records) > 0 {
 			return records, nil
@@ -239,7 +255,7 @@ func (c *Consumer) Commit(ctx context.Context) error {
 	ticket := c.lastTicket
 	result := make(chan error, 1)
 	c.tickets[ticket] = result
-	c.stepLocked(session.CommitRequested{Now: time.Now(), Ticket: ticket})
+	c.carry(c.d.User(session.CommitRequested{Now: time.Now(), Ticket: ticket}))
 	c.mu.Unlock()
 	select {
 	case err := <-result:
@@ -258,7 +274,7 @@ func (c *Consumer) Commit(ctx context.Context) error {
 func (c *Consumer) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.joined {
-		c.stepLocked(session.CloseRequested{Now: time.Now()})
+		c.carry(c.d.User(session.CloseRequested{Now: time.Now()}))
 	} else {
 		c.stopLocked()
 	}
@@ -290,14 +306,14 @@ func (c *Consumer) Close(ctx context.Context) error {
 func (c *Consumer) Assigned() []Partition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.core.Assigned()
+	return c.d.Session().Assigned()
 }
 
 // MemberID is the coordinator's id for this member ("" before Join).
 func (c *Consumer) MemberID() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.core.Member().ID
+	return c.d.Session().Member().ID
 }
 
 func (c *Consumer) usableLocked() error {
@@ -313,15 +329,16 @@ func (c *Consumer) usableLocked() error {
 }
 
 // spawnLocked runs fn in a goroutine unless the consumer stopped.
-func (c *Consumer) spawnLocked(fn func()) {
+func (c *Consumer) spawnLocked(fn func()) bool {
 	if c.stopped {
-		return
+		return false
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		fn()
 	}()
+	return true
 }
 
 // stopLocked ends every background goroutine's context.
@@ -341,42 +358,40 @@ func (c *Consumer) failLocked(err error) {
 	c.stopLocked()
 }
 
+// step steps a session event of the user (a hook returned) under the lock.
 func (c *Consumer) step(e session.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.stepLocked(e)
+	c.carry(c.d.User(e))
 }
 
-// stepLocked steps the session and carries out its actions (none of them
-// blocks); it returns the batches of a Deliver.
-func (c *Consumer) stepLocked(e session.Event) []session.Batch {
+// carry carries out the driver's commands (none of them blocks) and
+// returns the batches of a Deliver.
+func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 	var batches []session.Batch
-	for _, a := range c.core.Step(e) {
-		switch a := a.(type) {
-		case session.Fetch:
-			c.startFetchLocked(a)
-		case session.CancelFetch:
-			if cancel := c.fetches[a.ID]; cancel != nil {
+	for _, cmd := range cmds {
+		switch cmd := cmd.(type) {
+		case driver.Send:
+			c.startLocked(cmd)
+		case driver.Cancel:
+			if cancel := c.calls[cmd.Call]; cancel != nil {
 				cancel()
 			}
 		case session.Deliver:
-			batches = a.Batches
-		case session.Commit:
-			c.startCommitLocked(a)
+			batches = append(batches, cmd.Batches...)
 		case session.CommitResult:
-			c.finishTicketLocked(a)
+			c.finishTicketLocked(cmd)
 		case session.CallRevoke:
-			c.queueHookLocked(hookCall{revoke: a})
+			c.queueHookLocked(hookCall{revoke: cmd})
 		case session.CallGrant:
-			c.queueHookLocked(hookCall{grant: a.Partitions})
-		case session.Rejoin:
-			c.log.Warn("member lost, rejoining", zap.String("member", c.core.Member().ID))
-			c.rejoinWanted = true
-			if c.heartbeatCancel != nil {
-				c.heartbeatCancel()
-			}
-		case session.Leave:
-			c.startLeaveLocked(a)
+			c.queueHookLocked(hookCall{grant: cmd.Partitions})
+		case driver.JoinResult:
+			c.joinResult <- cmd
+		case driver.LeaveResult:
+			c.leaveErr = cmd.Err
+			c.log.Info("left", zap.String("member", c.d.Session().Member().ID), zap.Error(cmd.Err))
+		case driver.Failed:
+			c.failLocked(cmd.Err)
 		case session.Stop:
 			c.stopLocked()
 		}
@@ -385,49 +400,25 @@ func (c *Consumer) stepLocked(e session.Event) []session.Batch {
 	return batches
 }
 
-func (c *Consumer) startFetchLocked(f session.Fetch) {
-	if c.stopped {
-		return
-	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	c.fetches[f.ID] = cancel
-	c.spawnLocked(func() {
-		done := c.fetcher.run(ctx, f)
+// startLocked runs one request attempt in its own goroutine and steps
+// its answer.
+func (c *Consumer) startLocked(s driver.Send) {
+	ctx, cancel := context.WithTimeout(c.ctx, s.Timeout)
+	c.calls[s.Call] = cancel
+	if !c.spawnLocked(func() {
+		answer := c.attempt(ctx, s)
 		cancel()
 		c.mu.Lock()
-		delete(c.fetches, f.ID)
-		c.stepLocked(done)
+		delete(c.calls, s.Call)
+		c.carry(c.d.Answer(answer))
 		c.mu.Unlock()
-		wake(c.data)
-	})
-}
-
-func (c *Consumer) startCommitLocked(a session.Commit) {
-	c.spawnLocked(func() {
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
-		defer cancel()
-		var resp api.CommitResponse
-		err := c.tr.retry(ctx, func(ctx context.Context) error {
-			return c.tr.postJSON(ctx, "commit", c.groupURL("commit"), a.Token,
-				api.CommitRequest{Offsets: a.Offsets, Release: a.Release}, &resp)
-		})
-		c.logCommit(a, err)
-		c.step(session.CommitDone{Now: time.Now(), ID: a.ID, Code: codeOf(err), Err: err})
-	})
-}
-
-// logCommit logs partitions and offsets, never the capabilities.
-func (c *Consumer) logCommit(a session.Commit, err error) {
-	fields := make([]zap.Field, 0, len(a.Offsets)+2)
-	fields = append(fields, zap.Bool("release", a.Release), zap.Error(err))
-	for _, o := range a.Offsets {
-		fields = append(fields, zap.Int64(Partition{Topic: o.Topic, Partition: o.Partition}.String(), o.Offset))
+		if s.Kind == driver.KindFetch {
+			wake(c.data)
+		}
+	}) {
+		cancel()
+		delete(c.calls, s.Call)
 	}
-	if err != nil && a.Release {
-		c.log.Warn("release commit failed; the coordinator moves the partition after its handoff timeout", fields...)
-		return
-	}
-	c.log.Debug("committed", fields...)
 }
 
 func (c *Consumer) finishTicketLocked(r session.CommitResult) {
@@ -444,25 +435,6 @@ func (c *Consumer) finishTicketLocked(r session.CommitResult) {
 		err = &Error{Op: "commit", Code: r.Code, Status: r.Code.Status()}
 	}
 	result <- err
-}
-
-func (c *Consumer) startLeaveLocked(a session.Leave) {
-	c.spawnLocked(func() {
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
-		defer cancel()
-		err := c.tr.retry(ctx, func(ctx context.Context) error {
-			return c.tr.postJSON(ctx, "leave", c.groupURL("leave"), a.Token, api.LeaveRequest{}, nil)
-		})
-		var e *Error
-		if errors.As(err, &e) && e.NeedsRejoin() {
-			err = nil // already gone
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.leaveErr = err
-		c.log.Info("left", zap.String("member", c.core.Member().ID), zap.Error(err))
-		c.stepLocked(session.LeaveDone{Now: time.Now(), Code: codeOf(err)})
-	})
 }
 
 // wake signals ch without blocking.

@@ -5,8 +5,11 @@
 // coordinator revokes them (DESIGN §4, §5). A small Producer writes
 // through the gateways with a produce capability.
 //
-// The per-partition logic lives in the pure package client/session; this
-// package is its IO shell: HTTP, goroutines, clock.
+// The per-partition logic lives in the pure package client/session, and
+// every decision about requests (retries, backoff, failover, rejoin, one
+// heartbeat at a time) in client/driver, which the deterministic
+// simulation runs too; this package is their IO shell: HTTP, goroutines,
+// clock.
 //
 // # Use
 //
@@ -52,8 +55,9 @@
 // # Gateways
 //
 // Every fetch starts at the gateway in use; on a connection error or a
-// 5xx (503 not ready / out of sync) the pool moves to the next one, and
-// after all failed once, retries pause with a bounded jittered backoff.
+// 5xx (503 not ready / out of sync) every fetch moves to the next one,
+// and after all failed in a row, retries pause with a bounded jittered
+// backoff.
 //
 // Concurrency: Poll is meant for one goroutine; Commit, Assigned, MemberID
 // and Close are safe from any goroutine. Hooks run one at a time on a

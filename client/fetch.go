@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,92 +11,35 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/driver"
 	"github.com/capgate/capgate/client/session"
 )
 
-// fetcher reads one partition through the gateways, failing over on 503
-// and connection errors.
+// fetcher reads a partition from one gateway (client/driver picks which,
+// and when to fail over).
 type fetcher struct {
 	cfg  Config
 	tr   *transport
-	pool *gatewayPool
-	log  *zap.Logger
+	urls []string // the gateways' base URLs, without trailing slashes
 }
 
-// fetched is a decoded answer.
-type fetched struct {
-	records []Record
-	bytes   int64
-	next    int64
-}
-
-// run performs f and reports it in the session's terms.
-func (f *fetcher) run(ctx context.Context, req session.Fetch) session.FetchDone {
-	done := session.FetchDone{ID: req.ID, Partition: req.Partition, Earliest: -1, Latest: -1}
-	res, err := f.fetch(ctx, req)
-	done.Now = time.Now()
-	var e *Error
-	switch {
-	case err == nil:
-		done.Records, done.Bytes, done.Next, done.Payload = len(res.records), res.bytes, res.next, res.records
-	case ctx.Err() != nil:
-		done.Canceled = true
-	case errors.As(err, &e):
-		done.Code = e.Code
-		done.Earliest, done.Latest = e.detailOffset("earliest"), e.detailOffset("latest")
-		f.log.Warn("fetch refused", zap.Stringer("partition", req.Partition), zap.Uint64("epoch", req.Epoch),
-			zap.Int64("offset", req.Offset), zap.String("code", string(e.Code)), zap.String("message", e.Message))
-	default:
-		done.Code = api.CodeUnavailable
-	}
-	return done
-}
-
-// fetch tries the gateway in use, moving on while the failure is one
-// another gateway (or a later try) may not have; after every gateway
-// failed once it pauses with a jittered backoff.
-func (f *fetcher) fetch(ctx context.Context, req session.Fetch) (fetched, error) {
-	round := 0
-	for attempt := 1; ; attempt++ {
-		i, base := f.pool.pick()
-		res, err := f.fetchFrom(ctx, base, req)
-		if err == nil || ctx.Err() != nil || !retriable(err) {
-			return res, err
-		}
-		moved := failover(err)
-		if moved {
-			f.pool.fail(i)
-		}
-		f.log.Debug("fetch failed, retrying", zap.Stringer("partition", req.Partition),
-			zap.String("gateway", base), zap.Bool("failover", moved), zap.Error(err))
-		if !moved || attempt%len(f.pool.urls) == 0 {
-			if f.tr.backoff.wait(ctx, round, retryHint(err)) != nil {
-				return res, err
-			}
-			round++
-		}
-	}
-}
-
-func (f *fetcher) fetchFrom(ctx context.Context, base string, req session.Fetch) (fetched, error) {
+// fetchFrom fetches req from gateway i and decodes the answer.
+func (f *fetcher) fetchFrom(ctx context.Context, i int, req session.Fetch) (driver.Fetched, error) {
 	op := "fetch " + req.Partition.String()
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.FetchMaxWait+f.cfg.RequestTimeout)
-	defer cancel()
 	q := url.Values{}
 	q.Set("offset", offsetParam(req.Offset))
 	q.Set("max_bytes", strconv.FormatInt(int64(f.cfg.FetchMaxBytes), 10))
 	q.Set("max_wait_ms", strconv.FormatInt(f.cfg.FetchMaxWait.Milliseconds(), 10))
-	r := request{method: http.MethodGet, url: recordsURL(base, req.Partition) + "?" + q.Encode(), bearer: req.Capability, accept: api.MediaJSON}
+	r := request{method: http.MethodGet, url: recordsURL(f.urls[i], req.Partition) + "?" + q.Encode(), bearer: req.Capability, accept: api.MediaJSON}
 	if f.cfg.Raw {
 		r.accept = api.MediaRecordBatch
 	}
 	limit := max(64<<20, 4*int64(f.cfg.FetchMaxBytes))
 	resp, body, err := f.tr.do(ctx, op, r, limit)
 	if err != nil {
-		return fetched{}, err
+		return driver.Fetched{}, err
 	}
 	var res fetched
 	if f.cfg.Raw {
@@ -106,9 +48,16 @@ func (f *fetcher) fetchFrom(ctx context.Context, base string, req session.Fetch)
 		res, err = decodeJSON(body, req)
 	}
 	if err != nil {
-		return fetched{}, fmt.Errorf("client: %s: %w", op, err)
+		return driver.Fetched{}, fmt.Errorf("client: %s: %w", op, err)
 	}
-	return res, nil
+	return driver.Fetched{Records: len(res.records), Bytes: res.bytes, Next: res.next, Payload: res.records}, nil
+}
+
+// fetched is a decoded answer.
+type fetched struct {
+	records []Record
+	bytes   int64
+	next    int64
 }
 
 func recordsURL(base string, p Partition) string {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/capgate/capgate/client/driver"
 )
 
 // maxCoordinatorBody bounds a coordinator answer.
@@ -161,13 +163,7 @@ type backoff struct {
 // wait pauses for round's backoff (or hint, the server's Retry-After, if
 // longer), in [d/2, d]; it returns ctx's error if ctx ends first.
 func (b backoff) wait(ctx context.Context, round int, hint time.Duration) error {
-	d := b.base << min(round, 20)
-	if d <= 0 || d > b.max {
-		d = b.max
-	}
-	d = d/2 + rand.N(d/2+1)
-	d = max(d, hint)
-	t := time.NewTimer(d)
+	t := time.NewTimer(driver.Backoff(round, b.base, b.max, hint, rand.Int64N))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -186,11 +182,16 @@ type gatewayPool struct {
 
 // newGatewayPool copies urls, without trailing slashes.
 func newGatewayPool(urls []string) *gatewayPool {
-	g := &gatewayPool{urls: make([]string, len(urls))}
+	return &gatewayPool{urls: trimURLs(urls)}
+}
+
+// trimURLs copies urls without their trailing slashes.
+func trimURLs(urls []string) []string {
+	out := make([]string, len(urls))
 	for i, u := range urls {
-		g.urls[i] = strings.TrimRight(u, "/")
+		out[i] = strings.TrimRight(u, "/")
 	}
-	return g
+	return out
 }
 
 func (g *gatewayPool) pick() (int, string) {

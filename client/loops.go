@@ -2,108 +2,21 @@ package client
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/session"
 )
 
-// heartbeatLoop keeps one long-poll heartbeat outstanding and steps its
-// news; it also performs rejoins. It ends when the consumer stops.
-func (c *Consumer) heartbeatLoop() {
-	round := 0
-	for c.ctx.Err() == nil {
-		c.mu.Lock()
-		if c.rejoinWanted {
-			c.mu.Unlock()
-			c.rejoin()
-			continue
-		}
-		member := c.core.Member()
-		wait := c.core.HeartbeatWait(time.Now(), c.cfg.HeartbeatWait)
-		ctx, cancel := context.WithTimeout(c.ctx, wait+c.cfg.RequestTimeout)
-		c.heartbeatCancel = cancel
-		c.mu.Unlock()
-
-		var news api.HeartbeatResponse
-		err := c.tr.postJSON(ctx, "heartbeat", c.groupURL("heartbeat"), member.Token,
-			api.HeartbeatRequest{WaitMs: wait.Milliseconds()}, &news)
-		cancel()
-
-		c.mu.Lock()
-		c.heartbeatCancel = nil
-		var e *Error
-		switch {
-		case err == nil:
-			c.stepLocked(session.NewsArrived{Now: time.Now(), Incarnation: member.Incarnation, News: news})
-			c.logNews(news)
-		case errors.As(err, &e):
-			c.stepLocked(session.HeartbeatFailed{Now: time.Now(), Incarnation: member.Incarnation, Code: e.Code})
-		}
-		skip := c.rejoinWanted || c.ctx.Err() != nil
-		c.mu.Unlock()
-		if err == nil || skip {
-			round = 0
-			continue
-		}
-		c.log.Warn("heartbeat failed", zap.Error(err))
-		_ = c.tr.backoff.wait(c.ctx, round, retryHint(err))
-		round++
-	}
-}
-
-// logNews logs partitions and epochs, never capabilities.
-func (c *Consumer) logNews(n api.HeartbeatResponse) {
-	if ce := c.log.Check(zap.DebugLevel, "heartbeat news"); ce != nil && len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
-		ce.Write(zap.Any("revoke", n.Revoke), zap.Strings("grants", grantNames(n.Grants)), zap.Strings("renew", grantNames(n.Renew)))
-	}
-}
-
-func grantNames(grants []api.Grant) []string {
-	out := make([]string, len(grants))
-	for i, g := range grants {
-		out[i] = Partition{Topic: g.Topic, Partition: g.Partition}.String()
-	}
-	return out
-}
-
-// rejoin joins again under a new member id (the same instance id) until
-// it succeeds, the consumer stops, or the coordinator refuses for good,
-// which stops the consumer.
-func (c *Consumer) rejoin() {
-	for round := 0; c.ctx.Err() == nil; round++ {
-		resp, err := c.join(c.ctx)
-		if err == nil {
-			c.mu.Lock()
-			c.rejoinWanted = false
-			c.stepLocked(session.Joined{Now: time.Now(), Response: resp})
-			c.mu.Unlock()
-			c.log.Info("rejoined", zap.String("member", resp.MemberID), zap.Int("grants", len(resp.Grants)))
-			return
-		}
-		if !retriable(err) {
-			c.mu.Lock()
-			if c.ctx.Err() == nil {
-				c.failLocked(err)
-			}
-			c.mu.Unlock()
-			return
-		}
-		c.log.Warn("rejoin failed", zap.Error(err))
-		_ = c.tr.backoff.wait(c.ctx, round, retryHint(err))
-	}
-}
-
-// timerLoop steps Tick at the session's deadline.
+// timerLoop steps Tick at the driver's deadline (retries, request
+// timeouts, the session's own deadlines).
 func (c *Consumer) timerLoop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
 		c.mu.Lock()
-		deadline := c.core.NextDeadline()
+		deadline := c.d.NextDeadline()
 		c.armed = deadline
 		c.mu.Unlock()
 		var fire <-chan time.Time
@@ -116,17 +29,19 @@ func (c *Consumer) timerLoop() {
 			timer.Stop()
 			return
 		case <-c.timeWake:
-		case now := <-fire:
-			c.step(session.Tick{Now: now})
+		case <-fire:
+			c.mu.Lock()
+			c.carry(c.d.Tick(time.Now()))
+			c.mu.Unlock()
 		}
 		timer.Stop()
 	}
 }
 
-// rearmLocked wakes the timer loop when the session's deadline moved
+// rearmLocked wakes the timer loop when the driver's deadline moved
 // earlier than the one it waits for.
 func (c *Consumer) rearmLocked() {
-	d := c.core.NextDeadline()
+	d := c.d.NextDeadline()
 	if !d.IsZero() && (c.armed.IsZero() || d.Before(c.armed)) {
 		c.armed = d
 		wake(c.timeWake)

@@ -1,0 +1,97 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/driver"
+)
+
+// attempt carries out one request attempt the driver asked for and
+// reports its outcome. It runs in its own goroutine, without the lock.
+func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
+	a := driver.Answered{Call: s.Call}
+	var err error
+	switch s.Kind {
+	case driver.KindJoin:
+		err = c.tr.postJSON(ctx, "join", c.groupURL("join"), c.cfg.Credential, s.Join, &a.Join)
+	case driver.KindHeartbeat:
+		err = c.tr.postJSON(ctx, "heartbeat", c.groupURL("heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds()}, &a.News)
+		c.logNews(a.News, err)
+	case driver.KindCommit:
+		var resp api.CommitResponse
+		err = c.tr.postJSON(ctx, "commit", c.groupURL("commit"), s.Token, s.Commit, &resp)
+		c.logCommit(s.Commit, err)
+	case driver.KindLeave:
+		err = c.tr.postJSON(ctx, "leave", c.groupURL("leave"), s.Token, api.LeaveRequest{}, nil)
+	case driver.KindFetch:
+		a.Fetched, err = c.fetcher.fetchFrom(ctx, s.Gateway, s.Fetch)
+		c.logFetch(s, err)
+	}
+	a.Now = time.Now()
+	if err != nil {
+		a.Failure = failureOf(err)
+	}
+	return a
+}
+
+// failureOf describes a failed attempt for the driver: a refusal's code,
+// status, Retry-After and offset bounds; no code when nothing answered.
+func failureOf(err error) *driver.Failure {
+	f := &driver.Failure{Err: err, Earliest: -1, Latest: -1}
+	var e *Error
+	if errors.As(err, &e) {
+		f.Code, f.Status, f.RetryAfter = e.Code, e.Status, e.RetryAfter
+		f.Earliest, f.Latest = e.detailOffset("earliest"), e.detailOffset("latest")
+	}
+	return f
+}
+
+// logNews logs partitions and epochs, never capabilities.
+func (c *Consumer) logNews(n api.HeartbeatResponse, err error) {
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			c.log.Warn("heartbeat failed", zap.Error(err))
+		}
+		return
+	}
+	if ce := c.log.Check(zap.DebugLevel, "heartbeat news"); ce != nil && len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
+		ce.Write(zap.Any("revoke", n.Revoke), zap.Strings("grants", grantNames(n.Grants)), zap.Strings("renew", grantNames(n.Renew)))
+	}
+}
+
+func grantNames(grants []api.Grant) []string {
+	out := make([]string, len(grants))
+	for i, g := range grants {
+		out[i] = Partition{Topic: g.Topic, Partition: g.Partition}.String()
+	}
+	return out
+}
+
+// logCommit logs partitions and offsets, never the capabilities.
+func (c *Consumer) logCommit(r api.CommitRequest, err error) {
+	fields := make([]zap.Field, 0, len(r.Offsets)+2)
+	fields = append(fields, zap.Bool("release", r.Release), zap.Error(err))
+	for _, o := range r.Offsets {
+		fields = append(fields, zap.Int64(Partition{Topic: o.Topic, Partition: o.Partition}.String(), o.Offset))
+	}
+	if err != nil && r.Release {
+		c.log.Warn("release commit failed; the coordinator moves the partition after its handoff timeout", fields...)
+		return
+	}
+	c.log.Debug("committed", fields...)
+}
+
+// logFetch logs a refused fetch (not a cancelled one).
+func (c *Consumer) logFetch(s driver.Send, err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		c.log.Warn("fetch refused", zap.Stringer("partition", s.Fetch.Partition), zap.Uint64("epoch", s.Fetch.Epoch),
+			zap.Int64("offset", s.Fetch.Offset), zap.String("gateway", c.fetcher.urls[s.Gateway]),
+			zap.String("code", string(e.Code)), zap.String("message", e.Message))
+	}
+}

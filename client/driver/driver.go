@@ -1,0 +1,403 @@
+package driver
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/session"
+)
+
+// Config is what the driver decides with. Every duration is the
+// consumer's setting of the same name (client.Config).
+type Config struct {
+	// Join is the body of every join; MemberID stays empty (a rejoin is a
+	// new member with the same instance id).
+	Join api.JoinRequest
+	// Gateways is how many gateways a fetch may go to (indexes 0..n-1).
+	Gateways        int
+	HeartbeatWait   time.Duration
+	FetchMaxWait    time.Duration
+	RequestTimeout  time.Duration
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+	Session         session.Config
+	// Rand draws backoff jitter: uniform in [0, n).
+	Rand func(n int64) int64
+	// Bugs plants known bugs (tests only; zero: none).
+	Bugs Bugs
+}
+
+// Bugs plants known bugs in the driver, for the tests that prove the
+// simulation's checkers catch them. The zero value plants none.
+type Bugs struct {
+	// DeliverAfterRevoke hands the records of a cancelled fetch's late
+	// answer to the user.
+	DeliverAfterRevoke bool
+	// CommitAhead commits one record past each processed offset.
+	CommitAhead bool
+}
+
+// Kind is what a request is.
+type Kind uint8
+
+// The requests.
+const (
+	KindJoin Kind = iota + 1
+	KindHeartbeat
+	KindFetch
+	KindCommit
+	KindLeave
+)
+
+// Command is one thing for the shell to carry out, in order: Send,
+// Cancel, JoinResult, LeaveResult, Failed, or the session's Deliver,
+// CallRevoke, CallGrant, CommitResult and Stop.
+type Command any
+
+// Send is one attempt of a request. Token is the bearer (a member token
+// or, for a fetch, the capability; empty for a join: the shell's
+// credential). Step Answered{Call} with its outcome; Timeout bounds it.
+type Send struct {
+	Call    uint64
+	Kind    Kind
+	Token   string
+	Join    api.JoinRequest   // KindJoin
+	Wait    time.Duration     // KindHeartbeat: wait_ms
+	Commit  api.CommitRequest // KindCommit
+	Fetch   session.Fetch     // KindFetch
+	Gateway int               // KindFetch: the gateway index
+	Timeout time.Duration
+}
+
+// Cancel aborts attempt Call if it still runs; its answer is ignored.
+type Cancel struct{ Call uint64 }
+
+// JoinResult ends the first join: Err nil means joined.
+type JoinResult struct {
+	Err      error
+	Response api.JoinResponse
+}
+
+// LeaveResult is the leave's outcome (nil: left, or already gone).
+type LeaveResult struct{ Err error }
+
+// Failed: the consumer cannot go on (a rejoin was refused for good).
+type Failed struct{ Err error }
+
+// Answered is the outcome of attempt Call: Failure nil on success, with
+// the answer in the field of its kind.
+type Answered struct {
+	Now     time.Time
+	Call    uint64
+	Failure *Failure
+	Join    api.JoinResponse
+	News    api.HeartbeatResponse
+	Fetched Fetched
+}
+
+// Fetched is a fetch's decoded answer.
+type Fetched struct {
+	Records int
+	Bytes   int64
+	Next    int64
+	Payload any // the decoded records, opaque to the driver
+}
+
+// Failure is a failed attempt: a refusal with Code (and Status), or no
+// answer at all (Code "": connection refused or reset, timeout, an answer
+// that did not decode). Err is the shell's error, handed back to the user.
+type Failure struct {
+	Code             api.Code
+	Status           int
+	RetryAfter       time.Duration
+	Earliest, Latest int64 // offset_out_of_range bounds, -1 when unknown
+	Err              error
+}
+
+// retriable: no answer, or a refusal a later try may not meet.
+func (f *Failure) retriable() bool { return f.Code == "" || api.IsRetriable(f.Code) }
+
+// failover: another gateway may do better (unreachable or failing).
+func (f *Failure) failover() bool { return f.Code == "" || f.Status >= 500 }
+
+func (f *Failure) code() api.Code {
+	if f.Code == "" {
+		return api.CodeUnavailable
+	}
+	return f.Code
+}
+
+// errDeadline ends a commit or leave whose request_timeout passed with
+// no answer at all.
+var errDeadline = errors.New("client: request_timeout passed without an answer")
+
+// op is one request across its attempts.
+type op struct {
+	kind     Kind
+	call     uint64    // the attempt in flight (0: none)
+	round    int       // backoffs so far
+	attempts int       // fetch attempts, for failover
+	deadline time.Time // zero: retried without end
+	retryAt  time.Time // zero: not waiting to retry
+	last     *Failure
+	done     bool
+
+	initial   bool           // KindJoin: the first join (bounded by request_timeout)
+	fetch     session.Fetch  // KindFetch
+	gateway   int            // KindFetch: where the attempt went
+	cancelled bool           // KindFetch: the session cancelled it
+	commit    session.Commit // KindCommit
+	token     string         // KindLeave, KindHeartbeat
+	member    uint64         // KindHeartbeat: the incarnation it was sent for
+}
+
+// Driver is one consumer's shell logic.
+type Driver struct {
+	cfg      Config
+	s        *session.Session
+	now      time.Time
+	nextCall uint64
+	calls    map[uint64]*op // attempts in flight
+	ops      []*op          // live ops, in creation order (timers)
+	fetches  map[uint64]*op // by session fetch id
+	join     *op
+	beat     *op
+	gateway  int // the gateway every fetch starts at
+	joined   bool
+	stopped  bool
+	pending  []session.Event // for the session, after the current actions
+	out      []Command
+}
+
+// New returns a driver with an Idle session; Start joins.
+func New(cfg Config) *Driver {
+	return &Driver{
+		cfg: cfg, s: session.New(cfg.Session),
+		calls: map[uint64]*op{}, fetches: map[uint64]*op{},
+	}
+}
+
+// Session is the consumer core, for read-only calls (Status, Member,
+// Assigned).
+func (d *Driver) Session() *session.Session { return d.s }
+
+// Start sends the first join; JoinResult reports how it ended (after
+// request_timeout at the latest).
+func (d *Driver) Start(now time.Time) []Command {
+	d.now = now
+	if d.joined || d.join != nil || d.stopped {
+		return nil
+	}
+	d.join = d.newOp(&op{kind: KindJoin, initial: true, deadline: now.Add(d.cfg.RequestTimeout)})
+	d.send(d.join)
+	return d.flush()
+}
+
+// User steps an event of the user or the clock into the session:
+// session.Polled, CommitRequested, HookDone, CloseRequested.
+func (d *Driver) User(ev session.Event) []Command {
+	d.pending = append(d.pending, ev)
+	return d.flush()
+}
+
+// Tick fires what is due at now: retries after their backoff, requests
+// whose request_timeout passed, the session's own deadline.
+func (d *Driver) Tick(now time.Time) []Command {
+	d.now = now
+	for _, o := range slices.Clone(d.ops) {
+		switch {
+		case o.done:
+		case !o.deadline.IsZero() && !now.Before(o.deadline):
+			d.expire(o)
+		case !o.retryAt.IsZero() && !now.Before(o.retryAt):
+			o.retryAt = time.Time{}
+			d.send(o)
+		}
+	}
+	if at := d.s.NextDeadline(); !at.IsZero() && !now.Before(at) {
+		d.pending = append(d.pending, session.Tick{Now: now})
+	}
+	return d.flush()
+}
+
+// CancelJoin gives the first join up (the user's context ended):
+// JoinResult follows with err.
+func (d *Driver) CancelJoin(now time.Time, err error) []Command {
+	d.now = now
+	if o := d.join; o != nil && o.initial {
+		d.finish(o)
+		d.ended(o, &Failure{Err: err})
+	}
+	return d.flush()
+}
+
+// NextDeadline is when Tick must run next (zero: nothing is due).
+func (d *Driver) NextDeadline() time.Time {
+	next := d.s.NextDeadline()
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, o := range d.ops {
+		if o.done {
+			continue
+		}
+		earlier(o.retryAt)
+		earlier(o.deadline)
+	}
+	return next
+}
+
+// Answer steps the outcome of an attempt. Answers of attempts the driver
+// no longer waits for (cancelled, expired) are dropped.
+func (d *Driver) Answer(a Answered) []Command {
+	d.now = a.Now
+	o := d.calls[a.Call]
+	if o == nil {
+		return nil
+	}
+	delete(d.calls, a.Call)
+	o.call = 0
+	if a.Failure == nil {
+		o.round = 0
+	}
+	switch o.kind {
+	case KindJoin:
+		d.joinAnswered(o, a)
+	case KindHeartbeat:
+		d.beatAnswered(o, a)
+	case KindFetch:
+		d.fetchAnswered(o, a)
+	case KindCommit, KindLeave:
+		d.retryAnswered(o, a)
+	}
+	return d.flush()
+}
+
+func (d *Driver) newOp(o *op) *op {
+	d.ops = append(d.ops, o)
+	return o
+}
+
+// finish ends o for good.
+func (d *Driver) finish(o *op) {
+	o.done = true
+	if o.call != 0 {
+		d.out = append(d.out, Cancel{Call: o.call})
+		delete(d.calls, o.call)
+		o.call = 0
+	}
+}
+
+// send starts one attempt of o.
+func (d *Driver) send(o *op) {
+	if d.stopped {
+		return
+	}
+	d.nextCall++
+	o.call = d.nextCall
+	d.calls[o.call] = o
+	s := Send{Call: o.call, Kind: o.kind}
+	switch o.kind {
+	case KindJoin:
+		s.Join, s.Timeout = d.cfg.Join, d.cfg.RequestTimeout
+		if o.initial {
+			s.Timeout = o.deadline.Sub(d.now)
+		}
+	case KindHeartbeat:
+		member := d.s.Member()
+		o.member, s.Token = member.Incarnation, member.Token
+		s.Wait = d.s.HeartbeatWait(d.now, d.cfg.HeartbeatWait)
+		s.Timeout = s.Wait + d.cfg.RequestTimeout
+	case KindFetch:
+		o.gateway = d.gateway
+		s.Token, s.Fetch, s.Gateway = o.fetch.Capability, o.fetch, o.gateway
+		s.Timeout = d.cfg.FetchMaxWait + d.cfg.RequestTimeout
+	case KindCommit:
+		s.Token, s.Commit = o.commit.Token, d.commitBody(o.commit)
+		s.Timeout = o.deadline.Sub(d.now)
+	case KindLeave:
+		s.Token, s.Timeout = o.token, o.deadline.Sub(d.now)
+	}
+	d.out = append(d.out, s)
+}
+
+func (d *Driver) commitBody(c session.Commit) api.CommitRequest {
+	offsets := c.Offsets
+	if d.cfg.Bugs.CommitAhead {
+		offsets = slices.Clone(offsets)
+		for i := range offsets {
+			if offsets[i].Offset >= 0 {
+				offsets[i].Offset++ // planted bug: one record it never processed
+			}
+		}
+	}
+	return api.CommitRequest{Offsets: offsets, Release: c.Release}
+}
+
+// retry schedules o's next attempt after a backoff; when the backoff
+// would end past o's deadline, the deadline ends o with this failure.
+func (d *Driver) retry(o *op, f *Failure) {
+	o.last = f
+	wait := Backoff(o.round, d.cfg.RetryBackoff, d.cfg.RetryBackoffMax, f.RetryAfter, d.cfg.Rand)
+	o.round++
+	o.retryAt = d.now.Add(wait)
+	if !o.deadline.IsZero() && !o.retryAt.Before(o.deadline) {
+		o.retryAt = time.Time{} // the deadline ends it with this failure
+	}
+}
+
+// expire ends an op whose request_timeout passed.
+func (d *Driver) expire(o *op) {
+	f := o.last
+	if f == nil || o.call != 0 {
+		f = &Failure{Err: errDeadline}
+	}
+	d.finish(o)
+	d.ended(o, f)
+}
+
+// ended reports a finished op's failure f (nil: success) where it goes.
+func (d *Driver) ended(o *op, f *Failure) {
+	switch o.kind {
+	case KindJoin:
+		d.join = nil
+		if o.initial {
+			d.out = append(d.out, JoinResult{Err: f.Err})
+		} else {
+			d.fail(f.Err)
+		}
+	case KindCommit:
+		done := session.CommitDone{Now: d.now, ID: o.commit.ID}
+		if f != nil {
+			done.Code, done.Err = f.code(), f.Err
+		}
+		d.pending = append(d.pending, done)
+	case KindLeave:
+		var err error
+		if f != nil && f.Code != api.CodeUnknownMember { // already gone: left
+			err = f.Err
+		}
+		d.out = append(d.out, LeaveResult{Err: err})
+		done := session.LeaveDone{Now: d.now}
+		if err != nil {
+			done.Code = f.code()
+		}
+		d.pending = append(d.pending, done)
+	}
+}
+
+// Backoff is the jittered exponential pause before retry round (from 0):
+// base doubled per round up to limit, drawn in [d/2, d] with rnd
+// (uniform in [0, n)), and never shorter than the server's hint.
+func Backoff(round int, base, limit, hint time.Duration, rnd func(n int64) int64) time.Duration {
+	d := base << min(round, 20)
+	if d <= 0 || d > limit {
+		d = limit
+	}
+	d = d/2 + time.Duration(rnd(int64(d/2)+1))
+	return max(d, hint)
+}

@@ -1,0 +1,228 @@
+package driver_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/driver"
+	"github.com/capgate/capgate/client/session"
+)
+
+var t0 = time.Unix(1_900_000_000, 0)
+
+func config() driver.Config {
+	return driver.Config{
+		Join: api.JoinRequest{Topics: []string{"t"}}, Gateways: 3,
+		HeartbeatWait: 3 * time.Second, FetchMaxWait: 500 * time.Millisecond, RequestTimeout: 10 * time.Second,
+		RetryBackoff: 100 * time.Millisecond, RetryBackoffMax: time.Second,
+		Session: session.Config{BufferMaxBytes: 1 << 20, PollMaxRecords: 100, RevokeTimeout: 5 * time.Second, ExpiryMargin: time.Second, FullChecks: true},
+		Rand:    func(n int64) int64 { return n - 1 }, // the top of every jitter range
+	}
+}
+
+// sends returns the Send commands among cmds.
+func sends(cmds []driver.Command) []driver.Send {
+	var out []driver.Send
+	for _, c := range cmds {
+		if s, ok := c.(driver.Send); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ofKind returns the one Send of kind among cmds.
+func ofKind(t *testing.T, cmds []driver.Command, kind driver.Kind) driver.Send {
+	t.Helper()
+	var out []driver.Send
+	for _, s := range sends(cmds) {
+		if s.Kind == kind {
+			out = append(out, s)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("sends %+v, want one of kind %d", sends(cmds), kind)
+	}
+	return out[0]
+}
+
+func only(t *testing.T, cmds []driver.Command, kind driver.Kind) driver.Send {
+	t.Helper()
+	s := sends(cmds)
+	if len(s) != 1 || s[0].Kind != kind {
+		t.Fatalf("sends %+v, want one of kind %d", s, kind)
+	}
+	return s[0]
+}
+
+func find[T any](cmds []driver.Command) (T, bool) {
+	for _, c := range cmds {
+		if v, ok := c.(T); ok {
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+func refused(code api.Code, status int) *driver.Failure {
+	return &driver.Failure{Code: code, Status: status, Err: errors.New(string(code)), Earliest: -1, Latest: -1}
+}
+
+var noAnswer = &driver.Failure{Err: errors.New("connection refused"), Earliest: -1, Latest: -1}
+
+// joined starts a driver and answers its join with grants of partitions
+// 0..n-1 of t; it returns the driver and the first commands after.
+func joined(t *testing.T, cfg driver.Config, n int) (*driver.Driver, []driver.Command) {
+	t.Helper()
+	d := driver.New(cfg)
+	join := only(t, d.Start(t0), driver.KindJoin)
+	resp := api.JoinResponse{MemberID: "m1", MemberToken: "member-token", SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000}
+	for p := range int32(n) {
+		resp.Grants = append(resp.Grants, api.Grant{Topic: "t", Partition: p, Epoch: 1, Offset: 0, Capability: "cap",
+			ExpiresAt: t0.Add(time.Minute).UTC().Format(time.RFC3339)})
+	}
+	cmds := d.Answer(driver.Answered{Now: t0, Call: join.Call, Join: resp})
+	if r, ok := find[driver.JoinResult](cmds); !ok || r.Err != nil {
+		t.Fatalf("join result %+v %t", r, ok)
+	}
+	return d, cmds
+}
+
+// TestFirstJoinIsBounded: the first join is retried after backoffs while
+// it fails retriably, and gives up at request_timeout with the last
+// failure; a final refusal ends it at once.
+func TestFirstJoinIsBounded(t *testing.T) {
+	d := driver.New(config())
+	join := only(t, d.Start(t0), driver.KindJoin)
+	now := t0
+	for attempt := 0; ; attempt++ {
+		cmds := d.Answer(driver.Answered{Now: now, Call: join.Call, Failure: refused(api.CodeUnavailable, 503)})
+		if len(cmds) != 0 {
+			t.Fatalf("attempt %d: %+v right after a retriable failure; want a backoff", attempt, cmds)
+		}
+		now = d.NextDeadline()
+		cmds = d.Tick(now)
+		if r, ok := find[driver.JoinResult](cmds); ok {
+			if r.Err == nil || r.Err.Error() != string(api.CodeUnavailable) || now != t0.Add(10*time.Second) || attempt < 5 {
+				t.Fatalf("join ended %v at %s after %d attempts", r.Err, now.Sub(t0), attempt)
+			}
+			break
+		}
+		join = only(t, cmds, driver.KindJoin)
+	}
+	d = driver.New(config())
+	join = only(t, d.Start(t0), driver.KindJoin)
+	r, ok := find[driver.JoinResult](d.Answer(driver.Answered{Now: t0, Call: join.Call, Failure: refused(api.CodeForbidden, 403)}))
+	if !ok || r.Err == nil {
+		t.Fatalf("a forbidden join: %+v", r)
+	}
+}
+
+// TestFetchFailsOver: a fetch whose gateway is unreachable or answers
+// 5xx moves to the next gateway at once (and every later fetch starts
+// there); once every gateway failed in a row it backs off.
+func TestFetchFailsOver(t *testing.T) {
+	d, cmds := joined(t, config(), 1)
+	fetch := ofKind(t, cmds, driver.KindFetch)
+	if fetch.Gateway != 0 {
+		t.Fatalf("first fetch to gateway %d", fetch.Gateway)
+	}
+	fetch = only(t, d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Failure: noAnswer}), driver.KindFetch)
+	if fetch.Gateway != 1 {
+		t.Fatalf("after gateway 0 failed: gateway %d, want 1", fetch.Gateway)
+	}
+	fetch = only(t, d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Failure: refused(api.CodeOutOfSync, 503)}), driver.KindFetch)
+	if fetch.Gateway != 2 {
+		t.Fatalf("after gateway 1 failed: gateway %d, want 2", fetch.Gateway)
+	}
+	if cmds := d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Failure: noAnswer}); len(sends(cmds)) != 0 {
+		t.Fatalf("every gateway failed, yet %+v at once", cmds)
+	}
+	fetch = only(t, d.Tick(d.NextDeadline()), driver.KindFetch)
+	if fetch.Gateway != 0 {
+		t.Fatalf("after the backoff: gateway %d, want 0", fetch.Gateway)
+	}
+	// A final refusal goes to the session: a 409 stops the partition.
+	cmds = d.Answer(driver.Answered{Now: t0.Add(time.Second), Call: fetch.Call, Failure: refused(api.CodeCapabilityRevoked, 409)})
+	if _, ok := find[session.CallRevoke](cmds); !ok || len(sends(cmds)) != 0 || len(d.Session().Assigned()) != 0 {
+		t.Fatalf("after a 409: %+v, assigned %v; want the partition stopped", cmds, d.Session().Assigned())
+	}
+}
+
+// TestCancelledFetchAnswerIsDropped: a revoke cancels the fetch in
+// flight; the session is told at once, and the late answer with records
+// is dropped — unless the planted bug hands it to the user.
+func TestCancelledFetchAnswerIsDropped(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		cfg := config()
+		cfg.Bugs.DeliverAfterRevoke = bug
+		d, cmds := joined(t, cfg, 1)
+		fetch, beat := ofKind(t, cmds, driver.KindFetch), ofKind(t, cmds, driver.KindHeartbeat)
+		cmds = d.Answer(driver.Answered{Now: t0, Call: beat.Call, News: api.HeartbeatResponse{Revoke: []api.PartitionRef{{Topic: "t", Partition: 0, Epoch: 1}}}})
+		if c, ok := find[driver.Cancel](cmds); !ok || c.Call != fetch.Call {
+			t.Fatalf("revoke: %+v, want the fetch cancelled", cmds)
+		}
+		late := d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Fetched: driver.Fetched{Records: 2, Next: 2}})
+		if _, delivered := find[session.Deliver](late); delivered != bug {
+			t.Fatalf("bug %t: late answer gave %+v", bug, late)
+		}
+	}
+}
+
+// TestCommitRetriedUntilRequestTimeout: a commit is retried while it
+// fails retriably and ends at request_timeout with the last failure.
+func TestCommitRetriedUntilRequestTimeout(t *testing.T) {
+	d, cmds := joined(t, config(), 1)
+	fetch := ofKind(t, cmds, driver.KindFetch)
+	d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Fetched: driver.Fetched{Records: 3, Bytes: 30, Next: 3}})
+	d.User(session.Polled{Now: t0}) // delivers offsets 0..2
+	cmds = d.User(session.CommitRequested{Now: t0, Ticket: 1})
+	commit := ofKind(t, cmds, driver.KindCommit)
+	if len(commit.Commit.Offsets) != 1 || commit.Commit.Offsets[0].Offset != 3 {
+		t.Fatalf("commit %+v, want offset 3", commit.Commit)
+	}
+	now := t0
+	for {
+		cmds = d.Answer(driver.Answered{Now: now, Call: commit.Call, Failure: refused(api.CodeUnavailable, 503)})
+		now = d.NextDeadline()
+		cmds = d.Tick(now)
+		if r, ok := find[session.CommitResult](cmds); ok {
+			if r.Code != api.CodeUnavailable || now != t0.Add(10*time.Second) {
+				t.Fatalf("commit ended %+v at %s", r, now.Sub(t0))
+			}
+			return
+		}
+		var found bool
+		for _, s := range sends(cmds) {
+			if s.Kind == driver.KindCommit {
+				commit, found = s, true
+			}
+		}
+		if !found {
+			t.Fatalf("at %s: %+v, want the commit again", now.Sub(t0), cmds)
+		}
+	}
+}
+
+// TestUnknownMemberRejoins: a heartbeat refused with unknown_member makes
+// the session lose everything and the driver join again (no heartbeat
+// until it did).
+func TestUnknownMemberRejoins(t *testing.T) {
+	d, cmds := joined(t, config(), 1)
+	beat := ofKind(t, cmds, driver.KindHeartbeat)
+	cmds = d.Answer(driver.Answered{Now: t0, Call: beat.Call, Failure: refused(api.CodeUnknownMember, 409)})
+	join := only(t, cmds, driver.KindJoin)
+	if r, ok := find[session.CallRevoke](cmds); !ok || !r.Lost {
+		t.Fatalf("partitions not lost: %+v", cmds)
+	}
+	cmds = d.Answer(driver.Answered{Now: t0, Call: join.Call, Join: api.JoinResponse{MemberID: "m2", MemberToken: "t2", SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000}})
+	if _, again := find[driver.JoinResult](cmds); again || d.Session().Member().ID != "m2" {
+		t.Fatalf("rejoin: %+v, member %q", cmds, d.Session().Member().ID)
+	}
+	if beat := only(t, cmds, driver.KindHeartbeat); beat.Token != "t2" {
+		t.Fatalf("heartbeat with %q, want the new member's token", beat.Token)
+	}
+}

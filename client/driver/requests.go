@@ -1,0 +1,214 @@
+package driver
+
+import (
+	"time"
+
+	"github.com/capgate/capgate/client/session"
+)
+
+// flush steps the session with what waits for it, carries out its
+// actions (which may queue more), keeps one heartbeat going, and returns
+// the commands for the shell.
+func (d *Driver) flush() []Command {
+	for len(d.pending) > 0 {
+		ev := d.pending[0]
+		d.pending = d.pending[1:]
+		d.act(d.s.Step(ev))
+	}
+	d.heartbeat()
+	d.compact()
+	out := d.out
+	d.out = nil
+	return out
+}
+
+// act carries out the session's actions in order.
+func (d *Driver) act(actions []session.Action) {
+	for _, a := range actions {
+		switch a := a.(type) {
+		case session.Fetch:
+			o := d.newOp(&op{kind: KindFetch, fetch: a})
+			d.fetches[a.ID] = o
+			d.send(o)
+		case session.CancelFetch:
+			d.cancelFetch(a)
+		case session.Commit:
+			d.send(d.newOp(&op{kind: KindCommit, commit: a, deadline: d.now.Add(d.cfg.RequestTimeout)}))
+		case session.Leave:
+			d.send(d.newOp(&op{kind: KindLeave, token: a.Token, deadline: d.now.Add(d.cfg.RequestTimeout)}))
+		case session.Rejoin:
+			d.rejoin()
+		case session.Stop:
+			d.stop()
+			d.out = append(d.out, a)
+		default: // Deliver, CommitResult, CallRevoke, CallGrant: the user's
+			d.out = append(d.out, a)
+		}
+	}
+}
+
+// compact forgets finished ops.
+func (d *Driver) compact() {
+	d.ops = slicesDeleteDone(d.ops)
+}
+
+func slicesDeleteDone(ops []*op) []*op {
+	kept := ops[:0]
+	for _, o := range ops {
+		if !o.done {
+			kept = append(kept, o)
+		}
+	}
+	clear(ops[len(kept):])
+	return kept
+}
+
+// heartbeat keeps one long-poll heartbeat outstanding while joined.
+func (d *Driver) heartbeat() {
+	if d.beat != nil || !d.joined || d.stopped || d.s.Status() == session.Stopped {
+		return
+	}
+	d.beat = d.newOp(&op{kind: KindHeartbeat})
+	d.send(d.beat)
+}
+
+func (d *Driver) beatAnswered(o *op, a Answered) {
+	switch {
+	case a.Failure == nil:
+		d.finishBeat(o)
+		d.pending = append(d.pending, session.NewsArrived{Now: d.now, Incarnation: o.member, News: a.News})
+		return
+	case a.Failure.Code != "":
+		d.pending = append(d.pending, session.HeartbeatFailed{Now: d.now, Incarnation: o.member, Code: a.Failure.Code})
+	}
+	d.retry(o, a.Failure) // a rejoin asked for by the session ends it
+}
+
+func (d *Driver) finishBeat(o *op) {
+	d.finish(o)
+	if d.beat == o {
+		d.beat = nil
+	}
+}
+
+// rejoin: the member is gone; join again (without end) and restart the
+// heartbeats once joined.
+func (d *Driver) rejoin() {
+	d.joined = false
+	if d.beat != nil {
+		d.finishBeat(d.beat)
+	}
+	if d.join == nil {
+		d.join = d.newOp(&op{kind: KindJoin})
+		d.send(d.join)
+	}
+}
+
+func (d *Driver) joinAnswered(o *op, a Answered) {
+	f := a.Failure
+	switch {
+	case f == nil:
+		d.finish(o)
+		d.join, d.joined = nil, true
+		if o.initial {
+			d.out = append(d.out, JoinResult{Response: a.Join})
+		}
+		d.pending = append(d.pending, session.Joined{Now: d.now, Response: a.Join})
+	case !f.retriable():
+		d.finish(o)
+		d.ended(o, f)
+	default:
+		d.retry(o, f)
+	}
+}
+
+func (d *Driver) fetchAnswered(o *op, a Answered) {
+	f := a.Failure
+	if o.cancelled {
+		o.done = true
+		if d.cfg.Bugs.DeliverAfterRevoke && f == nil && a.Fetched.Records > 0 {
+			d.out = append(d.out, session.Deliver{Batches: []session.Batch{{
+				Partition: o.fetch.Partition, Epoch: o.fetch.Epoch, Offset: o.fetch.Offset,
+				Next: a.Fetched.Next, Records: a.Fetched.Records, Bytes: a.Fetched.Bytes, Payload: a.Fetched.Payload,
+			}}})
+		}
+		return
+	}
+	done := session.FetchDone{Now: d.now, ID: o.fetch.ID, Partition: o.fetch.Partition, Earliest: -1, Latest: -1}
+	switch {
+	case f == nil:
+		done.Records, done.Bytes, done.Next, done.Payload = a.Fetched.Records, a.Fetched.Bytes, a.Fetched.Next, a.Fetched.Payload
+	case f.retriable():
+		d.fetchFailed(o, f)
+		return
+	default:
+		done.Code, done.Earliest, done.Latest = f.Code, f.Earliest, f.Latest
+	}
+	o.done = true
+	delete(d.fetches, o.fetch.ID)
+	d.pending = append(d.pending, done)
+}
+
+// fetchFailed moves every fetch off a gateway that is unreachable or
+// failing, tries the next one at once, and pauses (backoff) once every
+// gateway failed in a row, or when the failure is not the gateway's.
+func (d *Driver) fetchFailed(o *op, f *Failure) {
+	n := max(d.cfg.Gateways, 1)
+	failover := f.failover()
+	if failover && d.gateway == o.gateway {
+		d.gateway = (o.gateway + 1) % n
+	}
+	o.attempts++
+	if failover && o.attempts%n != 0 {
+		d.send(o)
+		return
+	}
+	d.retry(o, f)
+}
+
+// cancelFetch aborts a fetch; the session gets its FetchDone (Canceled)
+// at once, and a late answer is dropped.
+func (d *Driver) cancelFetch(c session.CancelFetch) {
+	o := d.fetches[c.ID]
+	if o == nil {
+		return
+	}
+	delete(d.fetches, c.ID)
+	o.cancelled, o.retryAt = true, time.Time{}
+	if o.call != 0 {
+		d.out = append(d.out, Cancel{Call: o.call}) // its answer is dropped when it comes
+	} else {
+		o.done = true
+	}
+	d.pending = append(d.pending, session.FetchDone{Now: d.now, ID: c.ID, Partition: c.Partition, Canceled: true, Earliest: -1, Latest: -1})
+}
+
+// retryAnswered handles a commit's or leave's answer: done on success or
+// a final refusal, else retried until its request_timeout.
+func (d *Driver) retryAnswered(o *op, a Answered) {
+	f := a.Failure
+	if f != nil && f.retriable() {
+		d.retry(o, f)
+		return
+	}
+	d.finish(o)
+	d.ended(o, f)
+}
+
+// stop ends everything: the session is over.
+func (d *Driver) stop() {
+	d.stopped = true
+	for _, o := range d.ops {
+		if !o.done {
+			d.finish(o)
+		}
+	}
+	d.join, d.beat = nil, nil
+	clear(d.fetches)
+}
+
+// fail stops the consumer for good with err.
+func (d *Driver) fail(err error) {
+	d.stop()
+	d.out = append(d.out, Failed{Err: err})
+}
