@@ -1,5 +1,8 @@
 package coordinator
 
+// Behavior: GET /v1/admin/qos — bearer: an admin token. The overrides in
+// force, sorted by id: {"overrides":[api.QoSOverride]}.
+//
 // Behavior: PUT /v1/admin/qos — bearer: an admin token. Body QoSRequest: a
 // selector (at least one of group, topic, partition, holder, jti), a log
 // level (debug, info, warn, error), a monitor tag (≤ 64 bytes), a byte
@@ -17,6 +20,15 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
 )
+
+func (c *Coordinator) handleAdminQoSList(ctx *fasthttp.RequestCtx, _ []string) {
+	var overrides []api.QoSOverride
+	if err := c.query(func(m *group.Machine) { overrides = m.QoS() }); err != nil {
+		writeMachineError(ctx, nil, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, QoSListResponse{Overrides: overrides})
+}
 
 func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 	var req QoSRequest

@@ -186,6 +186,11 @@ type QoSRequest struct {
 	TTLMs          int64           `json:"ttl_ms"`
 }
 
+// QoSListResponse is GET /v1/admin/qos.
+type QoSListResponse struct {
+	Overrides []api.QoSOverride `json:"overrides"`
+}
+
 // GroupConfigRequest is PUT /v1/admin/groups/{g}/config; absent fields are
 // unchanged.
 type GroupConfigRequest struct {

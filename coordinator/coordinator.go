@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
@@ -81,6 +82,7 @@ type Coordinator struct {
 	syncTokens  secretSet
 	routes      *router
 	timeline    *timeline.Feed // handoff events for the console, fed by the loop
+	console     *console.Console
 
 	topicsMu sync.Mutex
 	known    map[string]int32                 // topics as last read from Kafka (poller only)
@@ -172,6 +174,9 @@ func (c *Coordinator) open(o options) error {
 	c.timeline = timeline.New(c.cfg.Console.TimelineEvents, c.cfg.Console.MaxSubscribers)
 	c.loop = newLoop(c, driver.New(machine, timedStore{c: c, b: c.store}, newObserver(c), restored))
 	c.routes = c.newRouter()
+	if c.console, err = c.newConsole(); err != nil {
+		return err
+	}
 	c.server = c.newServer()
 	c.log.Info("coordinator restored",
 		zap.String("data_dir", c.cfg.DataDir), zap.Uint64("sync_seq", snap.Seq),
@@ -275,6 +280,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 func (c *Coordinator) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
 	defer cancel()
+	c.console.Close() // ends live streams, which the server would wait for
 	served := make(chan error, 1)
 	go func() { served <- c.server.ShutdownWithContext(ctx) }()
 	c.loop.stopAndWait()

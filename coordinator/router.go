@@ -107,6 +107,7 @@ func (c *Coordinator) newRouter() *router {
 	r.add("admin_gateways", get, "/v1/admin/gateways", c.admin(c.handleAdminGateways))
 	r.add("admin_capabilities", post, "/v1/admin/capabilities", c.admin(c.handleAdminCapability))
 	r.add("admin_capability_revoke", post, "/v1/admin/capabilities/{}/revoke", c.admin(c.handleAdminCapabilityRevoke))
+	r.add("admin_qos_list", get, "/v1/admin/qos", c.admin(c.handleAdminQoSList))
 	r.add("admin_qos", put, "/v1/admin/qos", c.admin(c.handleAdminQoS))
 	r.add("admin_clients", post, "/v1/admin/clients", c.admin(c.handleAdminClients))
 	r.add("admin_keys_rotate", post, "/v1/admin/keys/rotate", c.admin(c.handleAdminKeysRotate))

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
 )
 
@@ -47,7 +48,12 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 
 // serve routes one request and counts it by route and status.
 func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
-	name := c.routes.dispatch(ctx)
+	var name string
+	if console.Owns(ctx.Path()) {
+		name = c.console.Serve(ctx)
+	} else {
+		name = c.routes.dispatch(ctx)
+	}
 	c.metrics.requests.WithLabelValues(name, strconv.Itoa(ctx.Response.StatusCode())).Inc()
 }
 

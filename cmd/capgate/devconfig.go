@@ -68,13 +68,15 @@ func printDevBanner(w io.Writer, s *devStack, demo bool) {
   kafka:        %s   (embedded; topic %q, %d partitions)
   coordinator:  %s
   gateway:      %s
+  console:      %s/console   (log in with admin_token from the credentials file)
   credentials:  %s   (mode 0600: admin_token, client_credential, sync_token)
 
-`, s.dataDir, strings.Join(s.broker.Addrs(), ","), devTopic, devPartitions, s.coordinatorURL, s.gatewayURL, creds)
+`, s.dataDir, strings.Join(s.broker.Addrs(), ","), devTopic, devPartitions, s.coordinatorURL, s.gatewayURL, s.coordinatorURL, creds)
 	if demo {
 		return
 	}
-	fmt.Fprintf(w, `Point the CLI and curl at it from another shell (or: . %s):
+	fmt.Fprintf(w, `Point the CLI and curl at it from another shell with . %s
+(it also sets the secrets CAPGATE_ADMIN_TOKEN and CAPGATE_CREDENTIAL, never printed here):
 
 %s
 Consume and produce:
@@ -92,7 +94,18 @@ Join a group with curl:
 Operate it: capgate admin --token-file %s groups
 
 Press Ctrl-C to stop; records, offsets and credentials are kept in %s.
-`, env, indent(exportLines(s.env())), s.broker.Addrs()[0], creds, s.dataDir)
+`, env, indent(exportLines(publicEnv(s.env()))), s.broker.Addrs()[0], creds, s.dataDir)
+}
+
+// publicEnv is env without the secrets: the banner never prints a token.
+func publicEnv(env [][2]string) [][2]string {
+	var out [][2]string
+	for _, kv := range env {
+		if kv[0] != "CAPGATE_ADMIN_TOKEN" && kv[0] != "CAPGATE_CREDENTIAL" {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func indent(lines string) string {

@@ -130,3 +130,12 @@ func (m *Machine) Offsets(groupName string) []api.CommittedOffset {
 func (m *Machine) SyncSeq() uint64 {
 	return m.log.seq
 }
+
+// QoS lists the QoS overrides in force, sorted by id.
+func (m *Machine) QoS() []api.QoSOverride {
+	out := make([]api.QoSOverride, 0, len(m.qos))
+	for _, id := range sortedKeys(m.qos) {
+		out = append(out, m.qos[id])
+	}
+	return out
+}

@@ -1,0 +1,280 @@
+// capgate console: the live timeline, the grid refresh, and the actions
+// with confirmation. Plain JavaScript, loaded from the binary; the page
+// works without it except for live updates and actions.
+'use strict';
+
+(() => {
+  const csrf = document.querySelector('meta[name="csrf-token"]')?.content || '';
+  const enc = encodeURIComponent;
+  const body = document.body;
+  const groupName = body.dataset.group || '';
+  const maxLines = 300;
+  // Events after which the group's members and grid are read again.
+  const gridKinds = new Set(['join', 'leave', 'fence', 'ack', 'commit', 'release', 'grant', 'unowned',
+    'revoked', 'member_revoked', 'lease', 'config']);
+
+  // ---- live timeline -------------------------------------------------
+  let shown = Number(body.dataset.last || 0);
+
+  function clock(at) {
+    return new Date(at).toISOString().slice(11, 23);
+  }
+
+  function eventLine(e) {
+    const li = document.createElement('li');
+    li.className = 'ev fresh k-' + e.kind;
+    li.dataset.kind = e.kind;
+    li.dataset.id = e.id;
+    const parts = [['time', clock(e.at)], ['span', e.kind, 'kind'], ['span', e.text, 'text']];
+    if (e.moved) parts.push(['span', (e.pause_ms || 0) + ' ms', 'pause']);
+    for (const [tag, text, cls] of parts) {
+      const el = document.createElement(tag);
+      el.textContent = text;
+      if (cls) el.className = cls;
+      li.appendChild(el);
+    }
+    return li;
+  }
+
+  function addEvent(e) {
+    if (e.id <= shown) return;
+    shown = e.id;
+    const list = document.getElementById('timeline');
+    if (!list) return;
+    list.insertBefore(eventLine(e), list.firstChild);
+    while (list.children.length > maxLines) list.removeChild(list.lastChild);
+  }
+
+  function setLive(state, text) {
+    const el = document.getElementById('live');
+    if (!el) return;
+    el.hidden = false;
+    el.className = 'live ' + state;
+    el.textContent = text;
+  }
+
+  function startStream() {
+    if (!body.dataset.stream) return;
+    const q = (groupName ? 'group=' + enc(groupName) + '&' : '') + 'after=' + shown;
+    const es = new EventSource('/console/events?' + q);
+    es.onopen = () => setLive('on', 'live');
+    es.onerror = () => setLive('off', 'reconnecting');
+    es.onmessage = (m) => {
+      const e = JSON.parse(m.data);
+      addEvent(e);
+      if (groupName && gridKinds.has(e.kind)) refresh();
+    };
+    es.addEventListener('lagged', () => {
+      setLive('off', 'some events skipped');
+      if (groupName) refresh();
+    });
+  }
+
+  // ---- grid refresh: one request at a time, one more if events came meanwhile
+  let refreshing = false, again = false;
+
+  async function refresh() {
+    const region = document.getElementById('live-region');
+    if (!region) return;
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    try {
+      do {
+        again = false;
+        const r = await fetch('/console/groups/' + enc(groupName) + '/live', { credentials: 'same-origin' });
+        if (r.status === 401) { location.href = '/console/login'; return; }
+        if (r.ok) region.innerHTML = await r.text();
+      } while (again);
+    } catch (err) {
+      setLive('off', 'offline');
+    } finally {
+      refreshing = false;
+    }
+  }
+
+  // ---- actions ---------------------------------------------------------
+  // Each action: the dialog's text and fields, the admin route, the body,
+  // and how to say what happened from the admin API's answer.
+  const actions = {
+    'revoke-partition': (d) => {
+      const name = d.topic + '/' + d.partition;
+      return {
+        title: 'Revoke partition ' + name,
+        text: 'Fence ' + name + ' of group ' + groupName + ' under a new epoch and reassign it. Its holder is refused at once, on every gateway; the answer comes when every gateway is safe.',
+        fields: [{ name: 'reason', label: 'Reason (recorded)', value: 'console' }],
+        method: 'POST',
+        path: 'groups/' + enc(groupName) + '/partitions/' + enc(d.topic) + '/' + enc(d.partition) + '/revoke',
+        body: (f) => ({ reason: f.reason }),
+        outcome: (r) => 'Every gateway is safe: ' + name + ' is fenced at epoch ' + r.epoch + ' and being reassigned.',
+      };
+    },
+    'lease-partition': (d) => {
+      const name = d.topic + '/' + d.partition;
+      return {
+        title: 'Lease partition ' + name,
+        text: 'Pin ' + name + ' to a holder through the normal handoff. A holder that is not a member gets the capability here.',
+        fields: [{ name: 'holder', label: 'Holder (member id or a name)' }, { name: 'ttl', label: 'For (seconds)', type: 'number', value: '300' }],
+        method: 'POST',
+        path: 'groups/' + enc(groupName) + '/partitions/' + enc(d.topic) + '/' + enc(d.partition) + '/lease',
+        body: (f) => ({ holder: f.holder, ttl_ms: Number(f.ttl) * 1000 }),
+        outcome: (r) => r.holder + ' holds ' + name + ' at epoch ' + r.epoch + ' until ' + r.until + ', from offset ' + r.offset + '.' +
+          (r.capability ? ' Capability (hand it to the holder): ' + r.capability : ''),
+      };
+    },
+    'revoke-member': (d) => ({
+      title: 'Revoke member',
+      text: 'Fence every partition of ' + d.member + ', refuse all its capabilities on every gateway until they expire, and remove it from ' + groupName + '.',
+      fields: [],
+      method: 'POST',
+      path: 'groups/' + enc(groupName) + '/members/' + enc(d.member) + '/revoke',
+      body: () => ({}),
+      outcome: (r) => r.member_id + ' revoked: ' + r.fenced + ' partitions fenced; its capabilities are refused until ' + r.until + '.',
+    }),
+    'deny-capability': () => ({
+      title: 'Deny a capability id',
+      text: 'Every gateway and the coordinator refuse this capability, and every capability attenuated from it.',
+      fields: [{ name: 'jti', label: 'Capability id (jti)' }, { name: 'reason', label: 'Reason', value: 'console' }],
+      method: 'POST',
+      path: null,
+      pathOf: (f) => 'capabilities/' + enc(f.jti) + '/revoke',
+      body: (f) => ({ reason: f.reason }),
+      outcome: (r) => 'Denied ' + r.jti + ' until ' + new Date(r.exp * 1000).toISOString() + '.',
+    }),
+    'qos': () => ({
+      title: 'Set a QoS override',
+      text: 'Pushed to every gateway on the sync channel. Leave a selector field empty to match any.',
+      fields: [
+        { name: 'group', label: 'Group' }, { name: 'topic', label: 'Topic' }, { name: 'partition', label: 'Partition', type: 'number' },
+        { name: 'holder', label: 'Holder' }, { name: 'log_level', label: 'Log level', options: ['', 'debug', 'info', 'warn', 'error'] },
+        { name: 'monitor', label: 'Monitor tag' }, { name: 'max_bytes_per_sec', label: 'Max bytes per second (0 = no limit)', type: 'number', value: '0' },
+        { name: 'ttl', label: 'For (seconds)', type: 'number', value: '600' },
+      ],
+      method: 'PUT',
+      path: 'qos',
+      body: (f) => {
+        const selector = {};
+        for (const k of ['group', 'topic', 'holder']) if (f[k]) selector[k] = f[k];
+        if (f.partition !== '') selector.partition = Number(f.partition);
+        return { selector, log_level: f.log_level || undefined, monitor: f.monitor || undefined,
+          max_bytes_per_sec: Number(f.max_bytes_per_sec) || undefined, ttl_ms: Number(f.ttl) * 1000 };
+      },
+      outcome: (r) => 'Override ' + r.id + ' is on every gateway until ' + new Date(r.until * 1000).toISOString() + '.',
+    }),
+    'group-config': (d) => {
+      const moves = document.getElementById('max-moves')?.value || '0';
+      return {
+        title: 'Change the creeping rate of ' + groupName,
+        text: 'At most ' + moves + ' partition moves per second away from live members (0 = unlimited).',
+        fields: [],
+        method: 'PUT',
+        path: 'groups/' + enc(groupName) + '/config',
+        body: () => ({ max_moves_per_second: Number(moves) }),
+        outcome: (r) => 'Group ' + groupName + ' now moves at most ' + (r.max_moves_per_second || 'unlimited') + ' partitions per second.',
+      };
+    },
+  };
+
+  const dialog = document.getElementById('confirm');
+  let current = null;
+
+  function field(f) {
+    const label = document.createElement('label');
+    label.textContent = f.label;
+    let input;
+    if (f.options) {
+      input = document.createElement('select');
+      for (const o of f.options) {
+        const opt = document.createElement('option');
+        opt.value = o; opt.textContent = o || '(unchanged)';
+        input.appendChild(opt);
+      }
+    } else {
+      input = document.createElement('input');
+      input.type = f.type || 'text';
+      input.value = f.value || '';
+    }
+    input.name = f.name;
+    label.appendChild(input);
+    return label;
+  }
+
+  function open(spec) {
+    current = spec;
+    document.getElementById('confirm-title').textContent = spec.title;
+    document.getElementById('confirm-text').textContent = spec.text;
+    const fields = document.getElementById('confirm-fields');
+    fields.replaceChildren(...spec.fields.map(field));
+    const out = document.getElementById('confirm-outcome');
+    out.hidden = true; out.className = 'outcome'; out.textContent = '';
+    const ok = document.getElementById('confirm-ok');
+    ok.hidden = false; ok.disabled = false;
+    document.getElementById('confirm-cancel').textContent = 'Cancel';
+    dialog.showModal();
+  }
+
+  async function confirmed(ev) {
+    ev.preventDefault();
+    if (!current) return;
+    const spec = current;
+    const values = {};
+    for (const el of document.getElementById('confirm-fields').querySelectorAll('input, select')) values[el.name] = el.value;
+    const out = document.getElementById('confirm-outcome');
+    const ok = document.getElementById('confirm-ok');
+    ok.disabled = true;
+    out.hidden = false; out.className = 'outcome wait'; out.textContent = 'Working… waiting for the coordinator';
+    const path = spec.path ?? spec.pathOf(values);
+    try {
+      const r = await fetch('/console/api/v1/admin/' + path, {
+        method: spec.method,
+        credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf },
+        body: JSON.stringify(spec.body(values)),
+      });
+      const answer = await r.json().catch(() => ({}));
+      if (r.ok) {
+        out.className = 'outcome';
+        out.textContent = spec.outcome(answer);
+        ok.hidden = true;
+        document.getElementById('confirm-cancel').textContent = 'Close';
+        if (groupName) refresh();
+      } else {
+        out.className = 'outcome bad';
+        out.textContent = r.status + ' ' + (answer.error?.code || '') + ': ' + (answer.error?.message || 'refused');
+        ok.disabled = false;
+      }
+    } catch (err) {
+      out.className = 'outcome bad';
+      out.textContent = 'No answer: ' + err;
+      ok.disabled = false;
+    }
+  }
+
+  document.addEventListener('click', (ev) => {
+    const button = ev.target.closest('[data-action]');
+    if (!button || !dialog) return;
+    const make = actions[button.dataset.action];
+    if (make) open(make(button.dataset));
+  });
+  if (dialog) {
+    document.getElementById('confirm-form').addEventListener('submit', confirmed);
+    document.getElementById('confirm-cancel').addEventListener('click', () => { current = null; dialog.close(); });
+  }
+
+  // Pages without a stream (groups, gateways) re-read their main part.
+  async function reread() {
+    try {
+      const r = await fetch(location.pathname, { credentials: 'same-origin' });
+      if (r.status === 401 || r.redirected) { location.href = '/console/login'; return; }
+      if (!r.ok) return;
+      const fresh = new DOMParser().parseFromString(await r.text(), 'text/html').querySelector('main');
+      if (fresh) document.querySelector('main').replaceChildren(...fresh.childNodes);
+    } catch (err) {
+      setLive('off', 'offline');
+    }
+  }
+
+  startStream();
+  if (groupName) setInterval(refresh, 5000); // contact times and lag drift without events
+  const poll = Number(body.dataset.poll || 0);
+  if (poll > 0) setInterval(reread, poll);
+})();

@@ -1,0 +1,118 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/coordinator/timeline"
+)
+
+// Backend is what the console needs from the coordinator. The console
+// reads and acts only through the admin API, served in-process: it holds
+// no admin rule of its own.
+type Backend interface {
+	// Admin serves one admin API request (a path under /v1/admin/) as an
+	// authenticated admin and returns its status and JSON body.
+	Admin(method, path string, body []byte) (status int, response []byte)
+	// IsAdminToken reports whether token is an admin token (constant
+	// time, against the stored hashes).
+	IsAdminToken(token []byte) bool
+	// AdminCertificate reports whether the request's connection carries
+	// the client certificate the admin routes ask for (true when they ask
+	// for none): the console asks for it on every request, login included.
+	AdminCertificate(ctx *fasthttp.RequestCtx) bool
+	// Serves reports whether the coordinator has a route for method and
+	// path: the audit log view shows only when GET /v1/admin/audit exists.
+	Serves(method, path string) bool
+}
+
+// Prefix is the path the console is served under.
+const Prefix = "/console"
+
+// Owns reports whether path belongs to the console.
+func Owns(path []byte) bool {
+	return len(path) >= len(Prefix) && string(path[:len(Prefix)]) == Prefix &&
+		(len(path) == len(Prefix) || path[len(Prefix)] == '/')
+}
+
+// Console serves the operator's console. Safe for concurrent use.
+type Console struct {
+	cfg      Config
+	backend  Backend
+	feed     *timeline.Feed
+	log      *zap.Logger
+	now      func() time.Time
+	sessions *sessions
+	pages    map[string]*template.Template
+	audit    bool // GET /v1/admin/audit exists
+	table    []route
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	loggedAt  atomic.Int64 // unix ms of the last refused-login log line
+}
+
+// New builds the console. now is the coordinator's clock.
+func New(cfg Config, b Backend, feed *timeline.Feed, log *zap.Logger, now func() time.Time) (*Console, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, fmt.Errorf("console: templates: %w", err)
+	}
+	c := &Console{
+		cfg: cfg, backend: b, feed: feed, log: log, now: now,
+		sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL, now),
+		pages:    pages,
+		audit:    b.Serves(fasthttp.MethodGet, auditPath),
+		closing:  make(chan struct{}),
+	}
+	c.table = c.routes()
+	return c, nil
+}
+
+// Close ends every live stream (the coordinator calls it before its HTTP
+// server shuts down, which waits for open responses).
+func (c *Console) Close() {
+	c.closeOnce.Do(func() { close(c.closing) })
+}
+
+// Serve answers one request under Prefix and returns a route name for the
+// request metrics.
+func (c *Console) Serve(ctx *fasthttp.RequestCtx) string {
+	securityHeaders(ctx)
+	if !c.cfg.Enabled {
+		writeProblem(ctx, fasthttp.StatusNotFound, "not_found", "the console is disabled (coordinator.console.enabled)")
+		return "console_disabled"
+	}
+	rest := strings.TrimPrefix(string(ctx.Path()), Prefix)
+	segments := strings.Split(strings.Trim(rest, "/"), "/")
+	rt, params, ok := c.route(string(ctx.Method()), segments)
+	if !ok {
+		writeProblem(ctx, fasthttp.StatusNotFound, "not_found", "no such console page")
+		return "console_not_found"
+	}
+	if rt.access != public || rt.name == "console_login" {
+		if !c.backend.AdminCertificate(ctx) {
+			writeProblem(ctx, fasthttp.StatusForbidden, "client_certificate_required", "the console needs the admin client certificate")
+			return rt.name
+		}
+	}
+	if rt.access == public {
+		rt.serve(ctx, nil, params)
+		return rt.name
+	}
+	sess, ok := c.guard(ctx, rt)
+	if ok {
+		rt.serve(ctx, sess, params)
+	}
+	return rt.name
+}

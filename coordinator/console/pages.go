@@ -1,0 +1,383 @@
+package console
+
+// Behavior: the pages (GET, a session; without one → 303 to the login
+// page). Each reads the admin API in-process and renders server-side:
+//   /console/groups             every group: members, partitions by state, lag
+//   /console/groups/{g}         members, the partition grid coloured by
+//                               holder, config, the group's live timeline
+//   /console/groups/{g}/live    the members and grid alone (HTML fragment
+//                               the page swaps in when the timeline moves)
+//   /console/timeline           the live timeline of every group
+//   /console/gateways           acked sequence, lag and silence per gateway
+//   /console/overrides          QoS overrides; set one; deny a capability
+// An unknown group answers 404 with the page.
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/coordinator/timeline"
+)
+
+const (
+	maxGroupsListed = 200 // groups described on the groups page
+	recentEvents    = 200 // timeline lines rendered with a page
+	holderColours   = 10  // c0 … c9 in console.css
+	pollGroups      = 3000
+	pollGateways    = 1000 // silence is the point of the page
+)
+
+// pageData is what every page template gets.
+type pageData struct {
+	Title  string
+	Nav    string
+	CSRF   string
+	Audit  bool
+	Stream string // query of the page's event stream; "" = not live
+	Poll   int    // ms between re-reads of the page's main part; 0 = never
+	Last   uint64 // id of the newest event rendered with the page
+	Group  string
+	Body   any
+}
+
+func (c *Console) data(s *session, nav, title string, body any) pageData {
+	return pageData{Title: title, Nav: nav, CSRF: s.csrf, Audit: c.audit, Body: body}
+}
+
+// render executes page name with its layout. Templates write into a
+// buffer first, so a failing template never sends half a page.
+func (c *Console) render(ctx *fasthttp.RequestCtx, status int, name string, d pageData) {
+	var buf bytes.Buffer
+	if err := c.pages[name].ExecuteTemplate(&buf, name, d); err != nil {
+		c.log.Error("console: render " + name + ": " + err.Error())
+		writeProblem(ctx, fasthttp.StatusInternalServerError, "internal", "render failed")
+		return
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("text/html; charset=utf-8")
+	ctx.SetBody(buf.Bytes())
+}
+
+func (c *Console) failed(ctx *fasthttp.RequestCtx, s *session, err error) {
+	status := fasthttp.StatusServiceUnavailable
+	if err == errNotFound {
+		status = fasthttp.StatusNotFound
+	}
+	c.render(ctx, status, "problem", c.data(s, "", "Problem", err.Error()))
+}
+
+// groupRow is one line of the groups page.
+type groupRow struct {
+	Name                     string
+	Members, Partitions      int
+	Owned, Revoking, Unowned int
+	Lag                      string
+	MaxMoves                 string
+}
+
+func (c *Console) serveGroups(ctx *fasthttp.RequestCtx, s *session, _ []string) {
+	var list groupsJSON
+	if err := c.get("/v1/admin/groups", &list); err != nil {
+		c.failed(ctx, s, err)
+		return
+	}
+	rows := make([]groupRow, 0, min(len(list.Groups), maxGroupsListed))
+	for _, name := range list.Groups[:min(len(list.Groups), maxGroupsListed)] {
+		var g groupJSON
+		if err := c.get(groupPath(name), &g); err != nil {
+			continue // deleted meanwhile
+		}
+		v := newGroupView(g)
+		rows = append(rows, groupRow{
+			Name: name, Members: len(g.Members), Partitions: len(g.Partitions),
+			Owned: v.Owned, Revoking: v.Revoking, Unowned: v.Unowned, Lag: v.Lag, MaxMoves: movesText(g.Config.MaxMovesPerSecond),
+		})
+	}
+	body := struct {
+		Rows   []groupRow
+		Hidden int
+	}{rows, len(list.Groups) - len(rows)}
+	d := c.data(s, "groups", "Groups", body)
+	d.Poll = pollGroups
+	c.render(ctx, fasthttp.StatusOK, "groups", d)
+}
+
+// groupView is the group page: members with their colours, the grid per
+// topic, config, and counts.
+type groupView struct {
+	Name                     string
+	Assignor                 string
+	MaxMoves                 int
+	HandoffTimeout           string
+	SessionTimeout           string
+	OffsetReset              string
+	Members                  []memberView
+	Topics                   []topicView
+	Owned, Revoking, Unowned int
+	Lag                      string
+	Events                   []timeline.Event
+}
+
+type memberView struct {
+	ID, ClientID, InstanceID string
+	Partitions               int
+	Contact                  string
+	Colour                   string
+}
+
+type topicView struct {
+	Topic string
+	Cells []cellView
+}
+
+type cellView struct {
+	Topic       string
+	Partition   int32
+	Epoch       uint64
+	State       string
+	Holder      string
+	HolderEpoch uint64
+	Colour      string
+	Target      string
+	Safe        bool
+	Released    bool
+	Committed   string
+	Lag         string
+	Lease       string
+}
+
+func newGroupView(g groupJSON) groupView {
+	v := groupView{
+		Name: g.Group, Assignor: g.Config.Assignor, MaxMoves: g.Config.MaxMovesPerSecond,
+		HandoffTimeout: msText(g.Config.HandoffTimeoutMs), SessionTimeout: msText(g.Config.SessionTimeoutMs),
+		OffsetReset: g.Config.OffsetReset,
+	}
+	colour := make(map[string]string, len(g.Members))
+	for i, m := range g.Members {
+		colour[m.ID] = "c" + strconv.Itoa(i%holderColours)
+		v.Members = append(v.Members, memberView{
+			ID: m.ID, ClientID: m.ClientID, InstanceID: m.InstanceID, Partitions: m.Partitions,
+			Contact: since(parseTime(m.LastContact)), Colour: colour[m.ID],
+		})
+	}
+	var lag int64
+	lagKnown := false
+	for _, p := range g.Partitions {
+		cell := cellView{
+			Topic: p.Topic, Partition: p.Partition, Epoch: p.Epoch, State: p.State,
+			Holder: p.Owner, HolderEpoch: p.OwnerEpoch, Target: p.Target,
+			Safe: p.GatewaysSafe, Released: p.Released, Committed: "–", Lag: "–",
+		}
+		cell.Colour = holderColour(colour, p.Owner, p.OwnerOutside)
+		if p.Committed != nil {
+			cell.Committed = strconv.FormatInt(*p.Committed, 10)
+		}
+		if p.Lag != nil {
+			cell.Lag = strconv.FormatInt(*p.Lag, 10)
+			lag, lagKnown = lag+*p.Lag, true
+		}
+		if p.Lease != nil {
+			cell.Lease = p.Lease.Holder
+		}
+		switch p.State {
+		case "owned":
+			v.Owned++
+		case "revoking":
+			v.Revoking++
+		default:
+			v.Unowned++
+		}
+		if n := len(v.Topics); n == 0 || v.Topics[n-1].Topic != p.Topic {
+			v.Topics = append(v.Topics, topicView{Topic: p.Topic})
+		}
+		t := &v.Topics[len(v.Topics)-1]
+		t.Cells = append(t.Cells, cell)
+	}
+	v.Lag = "–"
+	if lagKnown {
+		v.Lag = strconv.FormatInt(lag, 10)
+	}
+	return v
+}
+
+func holderColour(colour map[string]string, holder string, outside bool) string {
+	switch {
+	case holder == "":
+		return "cn"
+	case outside:
+		return "cx"
+	case colour[holder] != "":
+		return colour[holder]
+	}
+	return "cg" // a holder that already left the group
+}
+
+func (c *Console) groupView(name string) (groupView, error) {
+	var g groupJSON
+	if err := c.get(groupPath(name), &g); err != nil {
+		return groupView{}, err
+	}
+	return newGroupView(g), nil
+}
+
+func (c *Console) serveGroup(ctx *fasthttp.RequestCtx, s *session, params []string) {
+	name := params[0]
+	last := c.feed.Last() // before reading: the stream resumes from here, so nothing falls between
+	v, err := c.groupView(name)
+	if err != nil {
+		c.failed(ctx, s, err)
+		return
+	}
+	v.Events = newestFirst(c.feed.Recent(recentEvents, func(e *timeline.Event) bool { return e.Group == name }))
+	d := c.data(s, "groups", "Group "+name, v)
+	d.Stream, d.Last, d.Group = "group="+queryEscape(name), last, name
+	c.render(ctx, fasthttp.StatusOK, "group", d)
+}
+
+func (c *Console) serveGroupLive(ctx *fasthttp.RequestCtx, s *session, params []string) {
+	v, err := c.groupView(params[0])
+	if err != nil {
+		status := fasthttp.StatusServiceUnavailable
+		if err == errNotFound {
+			status = fasthttp.StatusNotFound
+		}
+		writeProblem(ctx, status, "unavailable", err.Error())
+		return
+	}
+	d := c.data(s, "groups", "", v)
+	c.render(ctx, fasthttp.StatusOK, "live", d)
+}
+
+func (c *Console) serveTimeline(ctx *fasthttp.RequestCtx, s *session, _ []string) {
+	last := c.feed.Last()
+	events := newestFirst(c.feed.Recent(recentEvents, nil))
+	d := c.data(s, "timeline", "Timeline", events)
+	d.Stream, d.Last = "all", last
+	c.render(ctx, fasthttp.StatusOK, "timeline", d)
+}
+
+// gatewayRow is one line of the gateways page.
+type gatewayRow struct {
+	ID       string
+	Acked    uint64
+	Behind   uint64
+	LastSeen string
+	Silence  string
+	Silent   bool
+}
+
+func (c *Console) serveGateways(ctx *fasthttp.RequestCtx, s *session, _ []string) {
+	var gws gatewaysJSON
+	if err := c.get("/v1/admin/gateways", &gws); err != nil {
+		c.failed(ctx, s, err)
+		return
+	}
+	rows := make([]gatewayRow, 0, len(gws.Gateways))
+	for _, g := range gws.Gateways {
+		seen := parseTime(g.LastSeen)
+		rows = append(rows, gatewayRow{ID: g.ID, Acked: g.Acked, Behind: g.Lag, LastSeen: clockText(seen), Silence: since(seen), Silent: g.Silent})
+	}
+	body := struct {
+		Seq  uint64
+		Rows []gatewayRow
+	}{gws.Seq, rows}
+	d := c.data(s, "gateways", "Gateways", body)
+	d.Poll = pollGateways
+	c.render(ctx, fasthttp.StatusOK, "gateways", d)
+}
+
+// overrideRow is one QoS override.
+type overrideRow struct {
+	ID, Selector, LogLevel, Monitor, Rate, Until string
+}
+
+func (c *Console) serveOverrides(ctx *fasthttp.RequestCtx, s *session, _ []string) {
+	var q qosJSON
+	if err := c.get("/v1/admin/qos", &q); err != nil {
+		c.failed(ctx, s, err)
+		return
+	}
+	rows := make([]overrideRow, 0, len(q.Overrides))
+	for _, o := range q.Overrides {
+		sel := o.Selector
+		var parts []string
+		for _, kv := range [][2]string{{"group", sel.Group}, {"topic", sel.Topic}, {"holder", sel.Holder}, {"jti", sel.JTI}} {
+			if kv[1] != "" {
+				parts = append(parts, kv[0]+"="+kv[1])
+			}
+		}
+		if sel.Partition != nil {
+			parts = append(parts, "partition="+strconv.Itoa(int(*sel.Partition)))
+		}
+		rate := "–"
+		if o.MaxBytesPerSec > 0 {
+			rate = strconv.FormatInt(o.MaxBytesPerSec, 10) + " B/s"
+		}
+		rows = append(rows, overrideRow{
+			ID: o.ID, Selector: joinOr(parts, "–"), LogLevel: orDash(o.LogLevel), Monitor: orDash(o.Monitor),
+			Rate: rate, Until: clockText(time.Unix(o.Until, 0)),
+		})
+	}
+	c.render(ctx, fasthttp.StatusOK, "overrides", c.data(s, "overrides", "Overrides", rows))
+}
+
+func newestFirst(events []timeline.Event) []timeline.Event {
+	slices.Reverse(events)
+	return events
+}
+
+func msText(ms int64) string {
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+func movesText(n int) string {
+	if n == 0 {
+		return "unlimited"
+	}
+	return strconv.Itoa(n)
+}
+
+func clockText(t time.Time) string {
+	if t.IsZero() {
+		return "–"
+	}
+	return t.UTC().Format("15:04:05.000")
+}
+
+// since says how long ago t was, coarsely.
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "–"
+	}
+	d := time.Since(t)
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	return d.Truncate(time.Second).String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func joinOr(parts []string, empty string) string {
+	if len(parts) == 0 {
+		return empty
+	}
+	out := parts[0]
+	for _, p := range parts[1:] {
+		out += ", " + p
+	}
+	return out
+}

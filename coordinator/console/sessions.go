@@ -1,0 +1,109 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"sync"
+	"time"
+)
+
+// session is one login. The browser holds only its id, in an HttpOnly
+// cookie; the table holds the SHA-256 of the id, so the table never holds
+// a working cookie value.
+type session struct {
+	principal string // who logged in ("admin")
+	csrf      string // synchronizer token for state-changing requests
+	created   time.Time
+	expires   time.Time
+}
+
+// sessions is the server-side session table, bounded by max: a login
+// beyond it drops expired sessions first, then the oldest.
+type sessions struct {
+	mu   sync.Mutex
+	byID map[[32]byte]*session
+	max  int
+	ttl  time.Duration
+	now  func() time.Time
+}
+
+func newSessions(max int, ttl time.Duration, now func() time.Time) *sessions {
+	return &sessions{byID: make(map[[32]byte]*session), max: max, ttl: ttl, now: now}
+}
+
+// randomToken is 256 random bits, base64url.
+func randomToken() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("console: no randomness: " + err.Error()) // crypto/rand never fails on Linux
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// create starts a session for principal and returns its id.
+func (s *sessions) create(principal string) (string, *session) {
+	id := randomToken()
+	now := s.now()
+	sess := &session{principal: principal, csrf: randomToken(), created: now, expires: now.Add(s.ttl)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.byID) >= s.max {
+		s.pruneLocked(now)
+	}
+	s.byID[sha256.Sum256([]byte(id))] = sess
+	return id, sess
+}
+
+// pruneLocked drops expired sessions and, if the table is still full, the
+// oldest one.
+func (s *sessions) pruneLocked(now time.Time) {
+	var oldestKey [32]byte
+	var oldest *session
+	for k, sess := range s.byID {
+		if !now.Before(sess.expires) {
+			delete(s.byID, k)
+			continue
+		}
+		if oldest == nil || sess.created.Before(oldest.created) {
+			oldestKey, oldest = k, sess
+		}
+	}
+	if len(s.byID) >= s.max && oldest != nil {
+		delete(s.byID, oldestKey)
+	}
+}
+
+// get returns the live session of id, or nil. An expired one is dropped.
+func (s *sessions) get(id string) *session {
+	if id == "" || len(id) > 64 {
+		return nil
+	}
+	key := sha256.Sum256([]byte(id))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.byID[key]
+	if sess == nil {
+		return nil
+	}
+	if !s.now().Before(sess.expires) {
+		delete(s.byID, key)
+		return nil
+	}
+	return sess
+}
+
+// end deletes the session of id.
+func (s *sessions) end(id string) {
+	s.mu.Lock()
+	delete(s.byID, sha256.Sum256([]byte(id)))
+	s.mu.Unlock()
+}
+
+// len is the number of sessions in the table (expired ones included until
+// pruned).
+func (s *sessions) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID)
+}

@@ -1,0 +1,116 @@
+package console
+
+// Behavior: GET /console/events?group=G&after=N — a session (else 401).
+// Server-sent events: every timeline event after id N (or after the
+// Last-Event-ID header a reconnecting browser sends), of group G only when
+// given, as `id: <id>` + `data: <Event JSON>`. A subscriber that fell more
+// than timeline_events behind gets `event: lagged` and resumes at the
+// oldest event kept (the page then re-reads its grid). At most
+// max_subscribers streams at once (503 beyond). A stream ends after
+// streamFor (the browser reconnects at once with Last-Event-ID, so none
+// is lost while the ring holds it), when its session expires, or when the
+// coordinator shuts down; a comment line every pingEvery finds closed
+// connections.
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/coordinator/timeline"
+)
+
+const (
+	streamFor   = time.Minute
+	pingEvery   = 5 * time.Second
+	readBatch   = 256 // events written per wake-up before flushing
+	reconnectMs = 250 // the browser's reconnect delay after a stream ends
+)
+
+func (c *Console) serveEvents(ctx *fasthttp.RequestCtx, s *session, _ []string) {
+	args := ctx.QueryArgs()
+	groupName := string(args.Peek("group"))
+	after, err := strconv.ParseUint(string(args.Peek("after")), 10, 64)
+	if id := ctx.Request.Header.Peek("Last-Event-ID"); len(id) > 0 {
+		after, err = strconv.ParseUint(string(id), 10, 64)
+	}
+	if err != nil {
+		writeProblem(ctx, fasthttp.StatusBadRequest, "bad_request", "after (or Last-Event-ID) must be an event id")
+		return
+	}
+	sub, err := c.feed.Subscribe(after)
+	if errors.Is(err, timeline.ErrTooManySubscribers) {
+		ctx.Response.Header.Set("Retry-After", "5")
+		writeProblem(ctx, fasthttp.StatusServiceUnavailable, "unavailable", "too many live timeline streams")
+		return
+	}
+	end := c.now().Add(streamFor)
+	if s.expires.Before(end) {
+		end = s.expires
+	}
+	// The stream outlives the server's write_timeout by design: it carries
+	// its own deadline.
+	_ = ctx.SetWriteDeadline(time.Now().Add(time.Until(end) + pingEvery))
+	ctx.SetContentType("text/event-stream")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer sub.Close()
+		c.stream(w, sub, groupName, end)
+	})
+}
+
+// stream writes events until end, the coordinator closes, or the client
+// is gone (a write fails).
+func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, groupName string, end time.Time) {
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
+	stop := time.NewTimer(time.Until(end))
+	defer stop.Stop()
+	w.WriteString("retry: " + strconv.Itoa(reconnectMs) + "\n\n")
+	if w.Flush() != nil {
+		return
+	}
+	var batch []timeline.Event
+	for {
+		select {
+		case <-c.closing:
+			return
+		case <-stop.C:
+			return
+		case <-ping.C:
+			w.WriteString(": ping\n\n")
+		case <-sub.Ready():
+			var lagged bool
+			batch, lagged = sub.Read(batch[:0], readBatch)
+			if lagged {
+				w.WriteString("event: lagged\ndata: {}\n\n")
+			}
+			for i := range batch {
+				writeEvent(w, &batch[i], groupName)
+			}
+		}
+		if w.Flush() != nil {
+			return
+		}
+	}
+}
+
+// writeEvent writes e if it belongs to groupName ("" = every group).
+// Events of other groups still advance the id, so a reconnect resumes
+// after them.
+func writeEvent(w *bufio.Writer, e *timeline.Event, groupName string) {
+	if groupName != "" && e.Group != groupName {
+		return
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	w.WriteString("id: " + strconv.FormatUint(e.ID, 10) + "\ndata: ")
+	w.Write(b)
+	w.WriteString("\n\n")
+}

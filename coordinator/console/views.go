@@ -1,0 +1,123 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// What the console reads from the admin API: the fields it shows of
+// GroupsResponse, GroupDescription, GatewaysResponse and the QoS list.
+// (The console is an API client like the CLI; it keeps its own copy of the
+// shapes so the coordinator package need not export them twice.)
+
+type groupsJSON struct {
+	Groups []string `json:"groups"`
+}
+
+type groupJSON struct {
+	Group  string `json:"group"`
+	Config struct {
+		Assignor          string `json:"assignor"`
+		SessionTimeoutMs  int64  `json:"session_timeout_ms"`
+		HandoffTimeoutMs  int64  `json:"handoff_timeout_ms"`
+		MaxMovesPerSecond int    `json:"max_moves_per_second"`
+		OffsetReset       string `json:"offset_reset"`
+	} `json:"config"`
+	Members []struct {
+		ID          string   `json:"id"`
+		InstanceID  string   `json:"instance_id"`
+		ClientID    string   `json:"client_id"`
+		Topics      []string `json:"topics"`
+		LastContact string   `json:"last_contact"`
+		Partitions  int      `json:"partitions"`
+	} `json:"members"`
+	Partitions []partitionJSON `json:"partitions"`
+}
+
+type partitionJSON struct {
+	Topic        string `json:"topic"`
+	Partition    int32  `json:"partition"`
+	Epoch        uint64 `json:"epoch"`
+	State        string `json:"state"`
+	Owner        string `json:"owner"`
+	OwnerOutside bool   `json:"owner_outside"`
+	OwnerEpoch   uint64 `json:"owner_epoch"`
+	Target       string `json:"target"`
+	GatewaysSafe bool   `json:"gateways_safe"`
+	Released     bool   `json:"released"`
+	Committed    *int64 `json:"committed"`
+	Lag          *int64 `json:"lag"`
+	Lease        *struct {
+		Holder string `json:"holder"`
+		Until  string `json:"until"`
+	} `json:"lease"`
+}
+
+type gatewaysJSON struct {
+	Seq      uint64 `json:"seq"`
+	Gateways []struct {
+		ID       string `json:"id"`
+		Acked    uint64 `json:"acked_seq"`
+		Lag      uint64 `json:"lag"`
+		LastSeen string `json:"last_seen"`
+		Silent   bool   `json:"silent"`
+	} `json:"gateways"`
+}
+
+type qosJSON struct {
+	Overrides []struct {
+		ID       string `json:"id"`
+		Selector struct {
+			Group     string `json:"group"`
+			Topic     string `json:"topic"`
+			Partition *int32 `json:"partition"`
+			Holder    string `json:"holder"`
+			JTI       string `json:"jti"`
+		} `json:"selector"`
+		LogLevel       string `json:"log_level"`
+		Monitor        string `json:"monitor"`
+		MaxBytesPerSec int64  `json:"max_bytes_per_sec"`
+		Until          int64  `json:"until"`
+	} `json:"overrides"`
+}
+
+// adminError is the admin API's error body.
+type adminError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// errNotFound is what get returns for a 404.
+var errNotFound = fmt.Errorf("console: not found")
+
+// get reads an admin route into dst; a non-200 answer becomes an error
+// carrying the admin API's message.
+func (c *Console) get(path string, dst any) error {
+	status, body := c.backend.Admin(fasthttp.MethodGet, path, nil)
+	if status == fasthttp.StatusNotFound {
+		return errNotFound
+	}
+	if status != fasthttp.StatusOK {
+		var e adminError
+		_ = json.Unmarshal(body, &e)
+		return fmt.Errorf("GET %s: %d %s: %s", path, status, e.Error.Code, e.Error.Message)
+	}
+	return json.Unmarshal(body, dst)
+}
+
+// groupPath is the admin path of a group, its name escaped.
+func groupPath(name string) string {
+	return "/v1/admin/groups/" + url.PathEscape(name)
+}
+
+// parseTime reads the admin API's RFC 3339 times; zero when empty.
+func parseTime(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}

@@ -1,0 +1,74 @@
+package coordinator
+
+import (
+	"net"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/coordinator/console"
+)
+
+// consoleCaller marks a request the console made in-process for a logged-in
+// operator. Only code in this package can set it (an unexported key type):
+// nothing from the network can.
+type consoleCaller struct{}
+
+// fromConsole reports whether ctx is such a request.
+func fromConsole(ctx *fasthttp.RequestCtx) bool {
+	return ctx.UserValue(consoleCaller{}) != nil
+}
+
+// consoleBackend serves the console's reads and actions through the admin
+// routes themselves, so the console adds no admin logic of its own.
+type consoleBackend struct{ c *Coordinator }
+
+var consoleAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+
+// Admin runs one admin route in-process, as an admin, through the same
+// dispatch (and request metrics) as a network request. path is a request
+// URI under /v1/admin/; anything else is refused with 404.
+func (b consoleBackend) Admin(method, path string, body []byte) (int, []byte) {
+	const prefix = "/v1/admin/"
+	if len(path) <= len(prefix) || path[:len(prefix)] != prefix {
+		return fasthttp.StatusNotFound, nil
+	}
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.SetRequestURI(path)
+	req.Header.SetContentType("application/json")
+	req.SetBody(body)
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, consoleAddr, nil)
+	ctx.SetUserValue(consoleCaller{}, true)
+	b.c.serve(&ctx)
+	return ctx.Response.StatusCode(), append([]byte(nil), ctx.Response.Body()...)
+}
+
+// IsAdminToken checks a login token against the admin token hashes (any
+// token passes when tls.admin asks for a certificate only).
+func (b consoleBackend) IsAdminToken(token []byte) bool {
+	return !b.c.cfg.TLS.Admin.NeedsToken() || b.c.adminTokens.matches(token)
+}
+
+// AdminCertificate reports whether the connection carries the client
+// certificate tls.admin asks for (true when it asks for none).
+func (b consoleBackend) AdminCertificate(ctx *fasthttp.RequestCtx) bool {
+	ch := b.c.cfg.TLS.Admin
+	return !ch.NeedsCertificate() || ch.Allows(ctx.TLSConnectionState())
+}
+
+// Serves reports whether a route exists for method and path.
+func (b consoleBackend) Serves(method, path string) bool {
+	segments := splitPath(path)
+	for _, rt := range b.c.routes.routes {
+		if _, ok := match(rt.pattern, segments); ok && rt.method == method {
+			return true
+		}
+	}
+	return false
+}
+
+// newConsole builds the console on the coordinator's timeline feed.
+func (c *Coordinator) newConsole() (*console.Console, error) {
+	return console.New(c.cfg.Console, consoleBackend{c}, c.timeline, c.log.Named("console"), c.now)
+}
