@@ -14,7 +14,7 @@ import (
 
 // useKafkaState switches an env to state: kafka on its embedded broker,
 // with a KEK file (0600) outside the data directory.
-func useKafkaState(t *testing.T, e *env) {
+func useKafkaState(t testing.TB, e *env) {
 	t.Helper()
 	kek := filepath.Join(t.TempDir(), "kek")
 	if err := os.WriteFile(kek, []byte(store.GenerateKEK()), 0o600); err != nil {

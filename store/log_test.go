@@ -176,7 +176,7 @@ func TestFollowerTailsTheWriter(t *testing.T) {
 
 // waitApplied waits until f applied the commit at offset (no sleeping:
 // the follower signals every commit).
-func waitApplied(t *testing.T, f *store.Follower, offset int64) {
+func waitApplied(t testing.TB, f *store.Follower, offset int64) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
