@@ -9,6 +9,7 @@ package coordinator
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -47,6 +48,8 @@ func checkClient(req ClientRequest) string {
 	switch {
 	case !ocap.ValidName(req.Name):
 		return "name: 1-255 printable characters without '/' required"
+	case strings.HasPrefix(req.Name, oauthSubject):
+		return "name: the prefix " + oauthSubject + " is reserved for credentials of the token endpoint"
 	case len(req.Groups) == 0 || len(req.Topics) == 0:
 		return "groups and topics required (\"*\" = any)"
 	case req.TTLMs < 0:

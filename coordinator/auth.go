@@ -61,7 +61,7 @@ func (c *Coordinator) verifyToken(token []byte, kind ocap.Kind) (*ocap.Claims, e
 	if err != nil {
 		return nil, err
 	}
-	if c.denied.denies(claims, c.now()) {
+	if c.denied.denies(claims, c.now()) || (kind == ocap.KindClient && c.revokedOAuthSubject(claims.Subject)) {
 		return nil, errDenied
 	}
 	return claims, nil

@@ -88,6 +88,8 @@ type Config struct {
 
 	// TLS configures the listener's TLS and client certificates.
 	TLS TLSConfig `yaml:"tls"`
+	// OAuth configures the OAuth2 token endpoint (POST /oauth/token).
+	OAuth OAuthConfig `yaml:"oauth"`
 
 	// Groups configures the state machine (sessions, handoffs, gateways).
 	Groups group.Config `yaml:"groups"`
@@ -133,6 +135,7 @@ func DefaultConfig() Config {
 		EventBatchMax:          256,
 		TokenCacheEntries:      100000,
 		TLS:                    DefaultTLSConfig(),
+		OAuth:                  DefaultOAuthConfig(),
 		Groups:                 groups,
 		Broker:                 broker.DefaultConfig(),
 		Console:                console.DefaultConfig(),
@@ -150,6 +153,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.TLS.Validate(); err != nil {
+		return err
+	}
+	if err := c.OAuth.Validate(); err != nil {
 		return err
 	}
 	if err := c.Broker.Validate(); err != nil {

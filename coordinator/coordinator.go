@@ -75,6 +75,7 @@ type Coordinator struct {
 	server      *fasthttp.Server
 	ln          net.Listener
 	tls         *tlsconf.Server // nil: plaintext
+	oauth       *oauthRegistry
 	metrics     *metrics
 	offsets     *offsetResolver
 	mirror      *mirror
@@ -139,6 +140,9 @@ func (c *Coordinator) open(o options) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.denied = newDeniedSet(snap.Denied)
+	if c.oauth, err = loadOAuthClients(snap.Meta, c.cfg.OAuth); err != nil {
+		return err
+	}
 	if c.keys, err = loadKeys(st, snap, c.cfg.verifierConfig(), c.cfg.KeyFile, c.now()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}

@@ -111,5 +111,9 @@ func (c *Coordinator) newRouter() *router {
 	r.add("admin_qos", put, "/v1/admin/qos", c.admin(c.handleAdminQoS))
 	r.add("admin_clients", post, "/v1/admin/clients", c.admin(c.handleAdminClients))
 	r.add("admin_keys_rotate", post, "/v1/admin/keys/rotate", c.admin(c.handleAdminKeysRotate))
+	r.add("oauth_token", post, "/oauth/token", c.consumer(c.handleOAuthToken))
+	r.add("admin_oauth_client_create", post, "/v1/admin/oauth/clients", c.admin(c.handleAdminOAuthClientCreate))
+	r.add("admin_oauth_clients", get, "/v1/admin/oauth/clients", c.admin(c.handleAdminOAuthClients))
+	r.add("admin_oauth_client_revoke", post, "/v1/admin/oauth/clients/{}/revoke", c.admin(c.handleAdminOAuthClientRevoke))
 	return r
 }

@@ -234,9 +234,35 @@ func (c *Claims) AllowsGroup(group string) bool { return listAllows(c.Groups, gr
 // AllowsTopic reports whether a client credential may subscribe to topic.
 func (c *Claims) AllowsTopic(topic string) bool { return listAllows(c.Topics, topic) }
 
+// listAllows: an entry "*" allows any value, "p*" any value starting
+// with p (prefix patterns: "orders-*"), any other entry itself.
 func listAllows(list []string, v string) bool {
 	for _, e := range list {
-		if e == "*" || e == v {
+		if PatternMatches(e, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// PatternMatches reports whether a grps/tps entry allows v: "*" anything,
+// "p*" what starts with p, otherwise v itself.
+func PatternMatches(pattern, v string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(v, prefix)
+	}
+	return pattern == v
+}
+
+// PatternsCover reports whether list allows everything pattern allows: a
+// prefix pattern "x*" needs an entry "p*" with p a prefix of x; a plain
+// value needs an entry that matches it.
+func PatternsCover(list []string, pattern string) bool {
+	if _, ok := strings.CutSuffix(pattern, "*"); !ok {
+		return listAllows(list, pattern)
+	}
+	for _, e := range list {
+		if prefix, ok := strings.CutSuffix(e, "*"); ok && strings.HasPrefix(pattern, prefix) {
 			return true
 		}
 	}

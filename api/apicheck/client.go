@@ -52,7 +52,9 @@ type Call struct {
 	Query  url.Values
 	Bearer string
 	Body   any // JSON-encoded unless []byte
-	Accept string
+	// ContentType of a []byte Body (default application/json).
+	ContentType string
+	Accept      string
 }
 
 // Response is a validated answer.
@@ -127,7 +129,11 @@ func (cl *Client) request(ctx context.Context, op Operation, server string, c Ca
 		return nil, nil, err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", api.MediaJSON)
+		ct := c.ContentType
+		if ct == "" {
+			ct = api.MediaJSON
+		}
+		req.Header.Set("Content-Type", ct)
 	}
 	if c.Bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Bearer)
@@ -145,11 +151,16 @@ func (cl *Client) checkAnswer(ctx context.Context, op Operation, in *openapi3fil
 		return fmt.Errorf("apicheck: %s answered %d, which the document does not list (%v): %.300s", op.ID, out.Status, op.Statuses(), out.Body)
 	}
 	if out.Status >= 400 {
+		var oauth struct{ Error any }
 		var eb api.ErrorBody
-		if err := json.Unmarshal(out.Body, &eb); err != nil {
+		if err := json.Unmarshal(out.Body, &oauth); err != nil {
 			return fmt.Errorf("apicheck: %s %d: error body: %w", op.ID, out.Status, err)
 		}
-		out.Code = eb.Error.Code
+		if code, ok := oauth.Error.(string); ok {
+			out.Code = api.Code(code) // an RFC 6749 body: {"error":"invalid_client"}
+		} else if err := json.Unmarshal(out.Body, &eb); err == nil {
+			out.Code = eb.Error.Code
+		}
 		if !slices.Contains(codes, string(out.Code)) {
 			return fmt.Errorf("apicheck: %s %d: code %s is not among the documented %v", op.ID, out.Status, out.Code, codes)
 		}

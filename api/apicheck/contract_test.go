@@ -38,7 +38,14 @@ func servers() []*server {
 	}
 }
 
-func status(code string) int { return api.Code(code).Status() }
+// status is a code's fixed status: the reject table's, or the token
+// endpoint's for its OAuth2 errors.
+func status(code string) int {
+	if s, ok := coordinator.OAuthErrorStatus(code); ok {
+		return s
+	}
+	return api.Code(code).Status()
+}
 
 // TestDocumentValidates: api/openapi.yaml is OpenAPI 3.1 that kin-openapi
 // validates, every operation says who serves it and which codes each

@@ -9,8 +9,9 @@
 // route are the functions its route-table entry references; from them the
 // call graph is walked across the loaded capgate packages (functions,
 // methods and package variables, by qualified name; interface calls are
-// not followed). A route answers an api.Code constant when a reachable
-// function or variable names it. Events sent to the coordinator's state
+// not followed). A route answers an error code when a reachable function
+// or variable names a constant of a code type (api.Code, and the token
+// endpoint's OAuth2 errors). Events sent to the coordinator's state
 // machine are followed too: a reachable composite literal of a
 // coordinator/group type T adds whatever the `case T:` clause of
 // (*Machine).apply reaches. Statuses are the codes' table statuses plus

@@ -197,10 +197,15 @@ func comparedIdents(root ast.Node) map[*ast.Ident]bool {
 	return out
 }
 
+// codeTypes are the named string types whose constants are error codes
+// written into answers: the reject table's, and the OAuth2 errors of the
+// token endpoint (RFC 6749 bodies).
+var codeTypes = map[string]bool{apiPkg + ".Code": true, module + "/coordinator.oauthError": true}
+
 func (g *Graph) reference(n *node, obj types.Object) {
 	switch o := obj.(type) {
 	case *types.Const:
-		if named, ok := o.Type().(*types.Named); ok && named.Obj().Pkg() != nil && named.Obj().Pkg().Path() == apiPkg && named.Obj().Name() == "Code" {
+		if named, ok := o.Type().(*types.Named); ok && named.Obj().Pkg() != nil && codeTypes[named.Obj().Pkg().Path()+"."+named.Obj().Name()] {
 			n.codes[constant.StringVal(o.Val())] = true
 			return
 		}

@@ -168,6 +168,7 @@ func newAdminCmd() *cobra.Command {
 		adminGet(f, "gateways", "List gateways with their acked sync seq and last poll", func([]string) string { return "/v1/admin/gateways" }, 0),
 		newAdminRevoke(f), newAdminLease(f), newAdminGrant(f), newAdminRevokeCapability(f),
 		newAdminRevokeMember(f), newAdminQoS(f), newAdminConfig(f), newAdminClientCredential(f), newAdminRotateKeys(f),
+		newAdminOAuthClient(f),
 	)
 	return cmd
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/api/apicheck"
@@ -106,7 +110,7 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 // lacks fails here as well as in api/apicheck.
 func TestEveryOperationIsRouted(t *testing.T) {
 	_, cl := startCluster(t)
-	params := map[string]string{"group": "g", "topic": "demo", "partition": "0", "member": "m", "jti": "j"}
+	params := map[string]string{"group": "g", "topic": "demo", "partition": "0", "member": "m", "jti": "j", "client_id": "c"}
 	for id, op := range cl.Ops {
 		for _, server := range op.Servers {
 			call := apicheck.Call{Op: id, Server: server, Path: map[string]string{}}
@@ -128,6 +132,9 @@ func TestEveryOperationIsRouted(t *testing.T) {
 			}
 			if op.Op.RequestBody != nil && op.Op.RequestBody.Value.Required {
 				call.Body = minimalBody(id)
+			}
+			if id == "oauth_token" {
+				call.Body, call.ContentType = []byte("grant_type=client_credentials"), "application/x-www-form-urlencoded"
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			resp, err := cl.Do(ctx, call)
@@ -162,8 +169,47 @@ func minimalBody(op string) any {
 		return map[string]any{"selector": map[string]string{"group": "g"}, "ttl_ms": 1000}
 	case "admin_clients":
 		return map[string]any{"name": "n", "groups": []string{"g"}}
+	case "admin_oauth_client_create":
+		return map[string]any{"name": "n", "groups": []string{"g"}, "topics": []string{"demo"}}
 	case "produce_records":
 		return map[string]any{"records": []map[string]string{{"value": b64("x")}}}
 	}
 	return map[string]any{}
+}
+
+// TestOAuthClientLibrary: a standard OAuth2 client library nobody here
+// wrote (golang.org/x/oauth2/clientcredentials), pointed at POST
+// /oauth/token with a client registered through the document's admin
+// operation, obtains a credential — with Basic and with form
+// authentication — and joins a group with it.
+func TestOAuthClientLibrary(t *testing.T) {
+	c, cl := startCluster(t)
+	var created struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	do(t, cl, apicheck.Call{Op: "admin_oauth_client_create", Bearer: c.AdminToken,
+		Body: map[string]any{"name": "library", "groups": []string{"lib-*"}, "topics": []string{"demo"}}}, 200, &created)
+	for _, style := range []oauth2.AuthStyle{oauth2.AuthStyleInHeader, oauth2.AuthStyleInParams} {
+		cfg := clientcredentials.Config{ClientID: created.ClientID, ClientSecret: created.ClientSecret,
+			TokenURL: c.Coordinator.URL + "/oauth/token", AuthStyle: style, Scopes: []string{"group:lib-a"}}
+		ctx := context.WithValue(context.Background(), oauth2.HTTPClient, c.HTTP())
+		tok, err := cfg.Token(ctx)
+		if err != nil {
+			t.Fatalf("auth style %d: %v", style, err)
+		}
+		if tok.TokenType != "Bearer" || tok.Expiry.IsZero() {
+			t.Fatalf("token %+v", tok)
+		}
+		var joined api.JoinResponse
+		do(t, cl, apicheck.Call{Op: "join", Path: map[string]string{"group": "lib-a"}, Bearer: tok.AccessToken,
+			Body: map[string]any{"topics": []string{"demo"}}}, 200, &joined)
+		do(t, cl, apicheck.Call{Op: "leave", Path: map[string]string{"group": "lib-a"}, Bearer: joined.MemberToken, Body: map[string]any{}}, 200, nil)
+	}
+	bad := clientcredentials.Config{ClientID: created.ClientID, ClientSecret: "wrong", TokenURL: c.Coordinator.URL + "/oauth/token"}
+	_, err := bad.Token(context.WithValue(context.Background(), oauth2.HTTPClient, c.HTTP()))
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) || re.ErrorCode != "invalid_client" {
+		t.Fatalf("wrong secret through the library: %v, want invalid_client", err)
+	}
 }

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// newAdminOAuthClient is `capgate admin oauth-client create|list|revoke`:
+// the clients of the coordinator's OAuth2 token endpoint.
+func newAdminOAuthClient(f *adminFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "oauth-client", Short: "Clients of the OAuth2 token endpoint (POST /oauth/token)"}
+	var name string
+	var groups, topics []string
+	var ttl time.Duration
+	create := &cobra.Command{
+		Use:   "create --name svc --groups g1,prefix-* --topics t1",
+		Short: "Register a client; prints its client_id and client_secret (shown once)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" || len(groups) == 0 || len(topics) == 0 {
+				return errors.New("--name, --groups and --topics are required")
+			}
+			return call(cmd, f, http.MethodPost, "/v1/admin/oauth/clients",
+				map[string]any{"name": name, "groups": groups, "topics": topics, "token_ttl_ms": ttl.Milliseconds()})
+		},
+	}
+	create.Flags().StringVar(&name, "name", "", "client name")
+	create.Flags().StringSliceVar(&groups, "groups", nil, "groups its credentials may join (exact, * or prefix*)")
+	create.Flags().StringSliceVar(&topics, "topics", nil, "topics they may subscribe to (exact, * or prefix*)")
+	create.Flags().DurationVar(&ttl, "token-ttl", 0, "lifetime of each credential it obtains (0: the coordinator's oauth.token_ttl)")
+	cmd.AddCommand(create,
+		adminGet(f, "list", "List the clients (no secrets)", func([]string) string { return "/v1/admin/oauth/clients" }, 0),
+		&cobra.Command{
+			Use:   "revoke CLIENT_ID",
+			Short: "Revoke a client: no more tokens, and its live credentials are denied",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return call(cmd, f, http.MethodPost, "/v1/admin/oauth/clients/"+url.PathEscape(args[0])+"/revoke", nil)
+			},
+		})
+	return cmd
+}

@@ -1,0 +1,290 @@
+package coordinator
+
+// Behavior: admin, OAuth2 clients — bearer: an admin token (tls.admin).
+//   POST /v1/admin/oauth/clients with OAuthClientRequest: register a client
+//     of the token endpoint (POST /oauth/token) that may obtain client
+//     credentials for groups and topics (exact names, "*", or "prefix*").
+//     Answers OAuthClientCreated with client_id and client_secret: the
+//     secret is shown once; only its SHA-256 is stored (it is 256 random
+//     bits, so a fast hash suffices: there is nothing to brute-force
+//     offline). 409 conflict beyond oauth.clients_max.
+//   GET /v1/admin/oauth/clients: every client (no secrets), sorted by id.
+//   POST /v1/admin/oauth/clients/{id}/revoke: the client gets no more
+//     tokens (401 invalid_client, as an unknown one), and every credential
+//     it obtained that is still alive is denied (409 capability_revoked at
+//     join; the members they opened are revoked). 404 for an unknown id.
+// Clients live in the store's meta values (oauth.client/<id>) and are
+// written through before an answer names them.
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/store"
+)
+
+const (
+	metaOAuthClient = "oauth.client/"
+	// oauthSubject prefixes the sub of every credential the token
+	// endpoint mints; admin-minted credentials may not use it.
+	oauthSubject = "oauth:"
+)
+
+// oauthClient is one registered client as stored (JSON in meta).
+type oauthClient struct {
+	ID         string        `json:"id"`
+	Name       string        `json:"name"`
+	SecretHash string        `json:"secret_sha256"`
+	Groups     []string      `json:"groups"`
+	Topics     []string      `json:"topics"`
+	TokenTTLMs int64         `json:"token_ttl_ms"`
+	Created    int64         `json:"created"`
+	RevokedAt  int64         `json:"revoked_at,omitempty"`
+	Issued     []issuedToken `json:"issued,omitempty"` // credentials still alive: denied on revoke
+}
+
+type issuedToken struct {
+	JTI string `json:"jti"`
+	Exp int64  `json:"exp"`
+}
+
+// live drops the issued tokens expired at now.
+func (o *oauthClient) live(now time.Time) []issuedToken {
+	return slices.DeleteFunc(o.Issued, func(t issuedToken) bool { return t.Exp <= now.Unix() })
+}
+
+// oauthRegistry holds the clients and the failure limiter of the token
+// endpoint, under one lock: a token request is one critical section
+// (limit, check, mint, persist).
+type oauthRegistry struct {
+	mu      sync.Mutex
+	clients map[string]*oauthClient
+	limiter *failureLimiter
+}
+
+func loadOAuthClients(meta map[string][]byte, cfg OAuthConfig) (*oauthRegistry, error) {
+	r := &oauthRegistry{clients: map[string]*oauthClient{},
+		limiter: newFailureLimiter(cfg.MaxFailures, cfg.FailureWindow, cfg.LimiterEntries)}
+	for name, value := range meta {
+		if !strings.HasPrefix(name, metaOAuthClient) {
+			continue
+		}
+		var o oauthClient
+		if err := json.Unmarshal(value, &o); err != nil || o.ID != strings.TrimPrefix(name, metaOAuthClient) {
+			return nil, fmt.Errorf("coordinator: meta %q: malformed oauth client", name)
+		}
+		r.clients[o.ID] = &o
+	}
+	return r, nil
+}
+
+// save writes o through to the store.
+func (c *Coordinator) saveOAuthClient(o *oauthClient) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return c.store.Update(func(w *store.Writer) error { return w.PutMeta(metaOAuthClient+o.ID, b) })
+}
+
+// revokedOAuthSubject reports whether sub is that of a credential the
+// token endpoint minted for a client that is now revoked or gone.
+func (c *Coordinator) revokedOAuthSubject(sub string) bool {
+	id, ok := strings.CutPrefix(sub, oauthSubject)
+	if !ok {
+		return false
+	}
+	c.oauth.mu.Lock()
+	defer c.oauth.mu.Unlock()
+	o := c.oauth.clients[id]
+	return o == nil || o.RevokedAt != 0
+}
+
+// OAuthClientRequest is POST /v1/admin/oauth/clients. TokenTTLMs is the
+// lifetime of the credentials it obtains (default oauth.token_ttl, at most
+// client_credential_ttl_max).
+type OAuthClientRequest struct {
+	Name       string   `json:"name"`
+	Groups     []string `json:"groups"`
+	Topics     []string `json:"topics"`
+	TokenTTLMs int64    `json:"token_ttl_ms,omitempty"`
+}
+
+// OAuthClientView is a client as the admin API shows it (no secret).
+type OAuthClientView struct {
+	ClientID   string   `json:"client_id"`
+	Name       string   `json:"name"`
+	Groups     []string `json:"groups"`
+	Topics     []string `json:"topics"`
+	TokenTTLMs int64    `json:"token_ttl_ms"`
+	Created    string   `json:"created"`
+	RevokedAt  string   `json:"revoked_at,omitempty"`
+	LiveTokens int      `json:"live_tokens"`
+}
+
+// OAuthClientCreated answers a registration: the only time the secret is
+// shown.
+type OAuthClientCreated struct {
+	OAuthClientView
+	ClientSecret string `json:"client_secret"`
+}
+
+// OAuthClientsResponse is GET /v1/admin/oauth/clients.
+type OAuthClientsResponse struct {
+	Clients []OAuthClientView `json:"clients"`
+}
+
+// OAuthClientRevoked answers a revoke: how many live credentials were
+// denied.
+type OAuthClientRevoked struct {
+	ClientID  string `json:"client_id"`
+	RevokedAt string `json:"revoked_at"`
+	Denied    int    `json:"denied"`
+}
+
+func (o *oauthClient) view(now time.Time) OAuthClientView {
+	v := OAuthClientView{ClientID: o.ID, Name: o.Name, Groups: o.Groups, Topics: o.Topics, TokenTTLMs: o.TokenTTLMs,
+		Created: rfc3339(o.Created), LiveTokens: len(o.live(now))}
+	if o.RevokedAt != 0 {
+		v.RevokedAt = rfc3339(o.RevokedAt)
+	}
+	return v
+}
+
+func (c *Coordinator) handleAdminOAuthClientCreate(ctx *fasthttp.RequestCtx, _ []string) {
+	var req OAuthClientRequest
+	if !decodeBody(ctx, &req, false) {
+		return
+	}
+	if msg := checkClient(ClientRequest{Name: req.Name, Groups: req.Groups, Topics: req.Topics, TTLMs: req.TokenTTLMs}); msg != "" {
+		writeError(ctx, api.CodeBadRequest, msg)
+		return
+	}
+	ttl := msDuration(req.TokenTTLMs)
+	if ttl == 0 {
+		ttl = min(c.cfg.OAuth.TokenTTL, c.cfg.ClientCredentialTTLMax)
+	}
+	if ttl < time.Second || ttl > c.cfg.ClientCredentialTTLMax {
+		writeError(ctx, api.CodeBadRequest, "token_ttl_ms must be within [1000, client_credential_ttl_max]")
+		return
+	}
+	id, secret, err := newClientSecretPair()
+	if err != nil {
+		writeError(ctx, api.CodeInternal, "generate client secret")
+		return
+	}
+	now := c.now()
+	o := &oauthClient{ID: id, Name: req.Name, SecretHash: HashSecret(secret), Groups: req.Groups, Topics: req.Topics,
+		TokenTTLMs: ttl.Milliseconds(), Created: now.Unix()}
+	c.oauth.mu.Lock()
+	defer c.oauth.mu.Unlock()
+	if len(c.oauth.clients) >= c.cfg.OAuth.ClientsMax {
+		writeError(ctx, api.CodeConflict, fmt.Sprintf("at most %d oauth clients (oauth.clients_max)", c.cfg.OAuth.ClientsMax))
+		return
+	}
+	if err := c.saveOAuthClient(o); err != nil {
+		writeError(ctx, api.CodeUnavailable, "store the client: "+err.Error())
+		return
+	}
+	c.oauth.clients[id] = o
+	writeJSON(ctx, fasthttp.StatusOK, OAuthClientCreated{OAuthClientView: o.view(now), ClientSecret: secret})
+}
+
+// newClientSecretPair makes a client id (96 random bits) and a secret
+// (256 random bits), base64url.
+func newClientSecretPair() (id, secret string, err error) {
+	var b [12 + 32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", err
+	}
+	return "cg-" + base64.RawURLEncoding.EncodeToString(b[:12]), base64.RawURLEncoding.EncodeToString(b[12:]), nil
+}
+
+func (c *Coordinator) handleAdminOAuthClients(ctx *fasthttp.RequestCtx, _ []string) {
+	now := c.now()
+	c.oauth.mu.Lock()
+	out := OAuthClientsResponse{Clients: []OAuthClientView{}}
+	for _, o := range c.oauth.clients {
+		out.Clients = append(out.Clients, o.view(now))
+	}
+	c.oauth.mu.Unlock()
+	slices.SortFunc(out.Clients, func(a, b OAuthClientView) int { return strings.Compare(a.ClientID, b.ClientID) })
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+func (c *Coordinator) handleAdminOAuthClientRevoke(ctx *fasthttp.RequestCtx, params []string) {
+	id := params[0]
+	now := c.now()
+	c.oauth.mu.Lock()
+	o := c.oauth.clients[id]
+	if o == nil {
+		c.oauth.mu.Unlock()
+		writeError(ctx, api.CodeNotFound, "unknown oauth client")
+		return
+	}
+	revoked := *o
+	if revoked.RevokedAt == 0 {
+		revoked.RevokedAt = now.Unix()
+	}
+	revoked.Issued = revoked.live(now)
+	err := c.saveOAuthClient(&revoked)
+	if err == nil {
+		*o = revoked
+	}
+	c.oauth.mu.Unlock()
+	if err != nil {
+		writeError(ctx, api.CodeUnavailable, "store the revocation: "+err.Error())
+		return
+	}
+	// The client is refused from now on; deny what it already obtained,
+	// which also revokes every member those credentials opened.
+	for _, t := range revoked.Issued {
+		msg, err := c.call(func(ref group.Ref) group.Event {
+			return group.DenyJTI{Ref: ref, JTI: t.JTI, Expires: time.Unix(t.Exp, 0)}
+		})
+		if _, ok := msg.(group.Done); !ok {
+			writeMachineError(ctx, msg, err)
+			return
+		}
+		c.denied.add(t.JTI, t.Exp)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, OAuthClientRevoked{ClientID: id, RevokedAt: rfc3339(revoked.RevokedAt), Denied: len(revoked.Issued)})
+}
+
+// oauthScope narrows what a token request may join: scope is empty (the
+// client's own groups and topics) or space-separated group:<pattern> and
+// topic:<pattern> items, each covered by the client's lists. ok is false
+// for an item that is malformed or not covered.
+func oauthScope(o *oauthClient, scope string) (groups, topics []string, ok bool) {
+	for _, item := range strings.Fields(scope) {
+		kind, pattern, found := strings.Cut(item, ":")
+		switch {
+		case !found || pattern == "":
+			return nil, nil, false
+		case kind == "group" && ocap.PatternsCover(o.Groups, pattern):
+			groups = append(groups, pattern)
+		case kind == "topic" && ocap.PatternsCover(o.Topics, pattern):
+			topics = append(topics, pattern)
+		default:
+			return nil, nil, false
+		}
+	}
+	if groups == nil {
+		groups = o.Groups
+	}
+	if topics == nil {
+		topics = o.Topics
+	}
+	return groups, topics, true
+}
