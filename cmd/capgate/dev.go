@@ -10,15 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
-	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/gateway"
+	"github.com/capgate/capgate/internal/stack"
 	"github.com/capgate/capgate/tlsconf"
 )
 
@@ -84,19 +85,18 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	defer log.Sync()
-	stack, err := startDev(ctx, f, log)
+	dev, err := startDev(ctx, f, log)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("%w\n(is another capgate dev running? pick other ports, or port 0 for free ones: --broker-addr 127.0.0.1:0 ...)", err)
 	}
 	if err != nil {
 		return err
 	}
-	printDevBanner(out, stack, f.demo)
+	printDevBanner(out, dev, f.demo)
 	var runErr error
 	if f.demo {
 		runErr = runDemo(ctx, out, demoConfig{
-			CoordinatorURL: stack.coordinatorURL, GatewayURL: stack.gatewayURL,
-			Brokers: stack.broker.Addrs(), Credential: stack.creds.ClientCredential, TLS: stack.clientTLS,
+			Stack: dev.Stack, Credential: dev.creds.ClientCredential, TLS: dev.clientTLS,
 			Topic: devTopic, Partitions: devPartitions, Group: "demo",
 			Duration: f.demoDuration, Tolerance: f.demoTolerance, Log: log,
 		})
@@ -104,103 +104,96 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 		<-ctx.Done()
 		fmt.Fprintln(out, "\nstopping capgate dev")
 	}
-	return errors.Join(runErr, stack.close())
+	return errors.Join(runErr, dev.Close())
 }
 
-// devStack is the running broker, coordinator and gateway.
+// devStack is the running broker, coordinator and gateway (stack.Stack,
+// the same builder as the end-to-end suites and the benchmarks), the dev
+// credentials, and what clients of the stack use (the CA with --tls).
 type devStack struct {
-	log            *zap.Logger
-	dataDir        string
-	broker         *broker.Embedded
-	coordinator    *coordinator.Coordinator
-	stopCoord      context.CancelFunc
-	coordDone      chan error
-	gateway        *gateway.Gateway
-	creds          devCredentials
-	coordinatorURL string
-	gatewayURL     string
-	clientTLS      tlsconf.ClientConfig // what clients of the stack use (the CA with --tls)
-	http           *http.Client
+	*stack.Stack
+	dataDir   string
+	creds     devCredentials
+	clientTLS tlsconf.ClientConfig
 }
 
-// startDev starts the broker, then the coordinator, then the gateway, and
-// returns once the gateway is ready (synced). On error, whatever started
-// is stopped again.
+// startDev starts the broker, the coordinator and the gateway on the
+// flags' addresses with the shipped defaults (TLS on both listeners with
+// --tls), keeps or mints the client credential, and writes the credential
+// files. On error, whatever started is stopped again.
 func startDev(ctx context.Context, f devFlags, log *zap.Logger) (*devStack, error) {
-	s := &devStack{log: log, dataDir: f.dataDir}
-	err := s.start(ctx, f)
-	if err != nil {
-		err = errors.Join(err, s.close())
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *devStack) start(ctx context.Context, f devFlags) error {
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
-		return fmt.Errorf("dev: data dir: %w", err)
+		return nil, fmt.Errorf("dev: data dir: %w", err)
 	}
 	creds, err := loadOrMakeCredentials(f.dataDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.creds = creds
-	if err := s.startBroker(f.brokerAddr); err != nil {
-		return err
+	port, err := loopbackPort(f.brokerAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--broker-addr: %w", err)
 	}
-	cc, gc, err := devConfigs(f, s.broker.Addrs(), creds)
+	dev := &devStack{dataDir: f.dataDir, creds: creds}
+	opts := stack.Options{
+		Dir: f.dataDir, Topics: map[string]int32{devTopic: devPartitions}, KafkaPort: port, KafkaDataDir: filepath.Join(f.dataDir, "kafka"),
+		Gateways: 1, CoordinatorListen: f.coordinatorAddr, GatewayListen: []string{f.gatewayAddr},
+		AdminToken: creds.AdminToken, SyncToken: creds.SyncToken,
+		Gateway: func(_ int, cfg *gateway.Config) { cfg.ID = devGatewayName },
+		Logger:  func(part string) *zap.Logger { return log.Named(strings.TrimSuffix(part, "-1")) },
+	}
+	if f.tls {
+		if err := dev.useTLS(&opts); err != nil {
+			return nil, err
+		}
+	}
+	if dev.Stack, err = stack.Start(ctx, opts); err != nil {
+		return nil, fmt.Errorf("dev: %w", err)
+	}
+	if err := dev.credentials(ctx, log); err != nil {
+		return nil, errors.Join(err, dev.Close())
+	}
+	return dev, nil
+}
+
+// useTLS makes (or keeps) the dev PKI and serves both listeners with it;
+// the stack's own client trusts its CA.
+func (d *devStack) useTLS(opts *stack.Options) error {
+	pki, err := ensureDevPKI(d.dataDir, time.Now())
 	if err != nil {
 		return err
 	}
-	if f.tls {
-		pki, err := ensureDevPKI(f.dataDir, time.Now())
-		if err != nil {
-			return err
-		}
-		pki.apply(&cc, &gc)
-		s.clientTLS = pki.client()
-	}
-	tc, err := s.clientTLS.TLS(nil)
+	d.clientTLS = pki.client()
+	tc, err := d.clientTLS.TLS(nil)
 	if err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
-	s.http = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
-	if err := s.startCoordinator(ctx, cc); err != nil {
-		return err
+	opts.Scheme = "https"
+	opts.HTTP = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	opts.Coordinator = func(_ int, cfg *coordinator.Config) { pki.apply(cfg, new(gateway.Config)) }
+	opts.Gateway = func(_ int, cfg *gateway.Config) {
+		cfg.ID = devGatewayName
+		pki.apply(new(coordinator.Config), cfg)
 	}
-	changed, err := ensureClientCredential(ctx, s.coordinator, cc, s.http, s.coordinatorURL, &s.creds)
+	return nil
+}
+
+// credentials keeps or mints the client credential and writes
+// credentials.json and credentials.env.
+func (d *devStack) credentials(ctx context.Context, log *zap.Logger) error {
+	co := d.Coordinator()
+	had := d.creds.ClientCredential != ""
+	changed, err := ensureClientCredential(ctx, co.InProcess(), co.Config(), d.HTTP(), co.URL, &d.creds)
 	if err != nil {
 		return err
 	}
 	if changed {
-		log := s.log.Info
-		if creds.ClientCredential != "" {
-			log = s.log.Warn
+		say := log.Info
+		if had {
+			say = log.Warn
 		}
-		log("minted a client credential for any group and topic", zap.String("file", filepath.Join(f.dataDir, credentialsFile)))
+		say("minted a client credential for any group and topic", zap.String("file", filepath.Join(d.dataDir, credentialsFile)))
 	}
-	gc.CoordinatorURL = s.coordinatorURL
-	if err := s.startGateway(ctx, gc); err != nil {
-		return err
-	}
-	return saveCredentials(f.dataDir, s.creds, s.env())
-}
-
-func (s *devStack) startBroker(addr string) error {
-	port, err := loopbackPort(addr)
-	if err != nil {
-		return fmt.Errorf("--broker-addr: %w", err)
-	}
-	s.broker, err = broker.StartEmbedded(broker.EmbeddedConfig{
-		Port:    port,
-		Topics:  map[string]int32{devTopic: devPartitions},
-		DataDir: filepath.Join(s.dataDir, "kafka"),
-		Logger:  s.log.Named("kafka"),
-	})
-	if err != nil {
-		return fmt.Errorf("dev: %w", err)
-	}
-	return nil
+	return saveCredentials(d.dataDir, d.creds, d.env())
 }
 
 // loopbackPort checks that addr is a loopback host:port (kfake listens on
@@ -218,88 +211,4 @@ func loopbackPort(addr string) (int, error) {
 		return 0, fmt.Errorf("want a port in [0, 65535], got %q", portText)
 	}
 	return port, nil
-}
-
-func (s *devStack) startCoordinator(ctx context.Context, cfg coordinator.Config) error {
-	c, err := coordinator.New(cfg, s.log.Named("coordinator"))
-	if err != nil {
-		return fmt.Errorf("dev: %w", err)
-	}
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s.coordinator, s.stopCoord, s.coordDone = c, stop, make(chan error, 1)
-	go func() { s.coordDone <- c.Run(runCtx) }()
-	s.coordinatorURL = c.URL()
-	return waitHTTP(ctx, s.http, s.coordinatorURL+"/healthz", 10*time.Second, s.coordDone)
-}
-
-func (s *devStack) startGateway(ctx context.Context, cfg gateway.Config) error {
-	g, err := gateway.New(cfg, s.log.Named("gateway"))
-	if err != nil {
-		return fmt.Errorf("dev: %w", err)
-	}
-	if err := g.Start(); err != nil {
-		g.Close()
-		return fmt.Errorf("dev: %w", err)
-	}
-	s.gateway = g
-	s.gatewayURL = g.URL()
-	return waitHTTP(ctx, s.http, s.gatewayURL+"/readyz", 15*time.Second, s.coordDone)
-}
-
-// close stops the gateway, then the coordinator, then the broker (which
-// persists its records on close).
-func (s *devStack) close() error {
-	var errs []error
-	if s.gateway != nil {
-		errs = append(errs, s.gateway.Close())
-	}
-	if s.coordinator != nil {
-		s.stopCoord()
-		errs = append(errs, <-s.coordDone)
-	}
-	if s.broker != nil {
-		s.broker.Close()
-	}
-	return errors.Join(errs...)
-}
-
-// waitHTTP polls url until it answers 200, the deadline passes, ctx ends,
-// or failed yields (a server that stopped). A value read from failed is
-// put back for the stack's close.
-func waitHTTP(ctx context.Context, hc *http.Client, url string, timeout time.Duration, failed chan error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		if last = getOK(ctx, hc, url); last == nil {
-			return nil
-		}
-		select {
-		case err := <-failed:
-			failed <- err
-			return fmt.Errorf("dev: waiting for %s: server stopped: %v", url, err)
-		case <-ctx.Done():
-			return fmt.Errorf("dev: waiting for %s: %w (last: %v)", url, ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
-}
-
-func getOK(ctx context.Context, hc *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s", resp.Status)
-	}
-	return nil
 }

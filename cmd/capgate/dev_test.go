@@ -6,54 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/capgate/capgate/tlsconf"
 )
-
-func TestDevConfigsAgree(t *testing.T) {
-	f := devFlags{dataDir: "/tmp/x", coordinatorAddr: "127.0.0.1:0", gatewayAddr: "127.0.0.1:0"}
-	creds := devCredentials{AdminToken: "a", SyncToken: "s"}
-	cc, gc, err := devConfigs(f, []string{"127.0.0.1:9092"}, creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cc.Validate(); err != nil {
-		t.Fatalf("coordinator config: %v", err)
-	}
-	gc.CoordinatorURL = "http://127.0.0.1:7070"
-	if err := gc.Validate(); err != nil {
-		t.Fatalf("gateway config: %v", err)
-	}
-	if cc.DataDir != filepath.Join("/tmp/x", "coordinator") || string(gc.SyncToken) != "s" || len(cc.SyncTokenHashes) != 1 || len(cc.AdminTokenHashes) != 1 {
-		t.Fatalf("data dir %q, sync token, hashes %v %v", cc.DataDir, cc.SyncTokenHashes, cc.AdminTokenHashes)
-	}
-}
-
-func TestCheckSyncTimings(t *testing.T) {
-	f := devFlags{dataDir: "d", coordinatorAddr: "127.0.0.1:0", gatewayAddr: "127.0.0.1:0"}
-	cc, gc, err := devConfigs(f, nil, devCredentials{AdminToken: "a", SyncToken: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	late := gc
-	late.SyncTimeout = cc.Groups.GatewayTimeout - cc.Groups.MaxClockSkew
-	if err := checkSyncTimings(cc, late); err == nil || !strings.Contains(err.Error(), "gateway.sync_timeout") {
-		t.Errorf("sync_timeout at gateway_timeout - max_clock_skew: %v", err)
-	}
-	held := cc
-	held.Groups.SyncWaitMax = gc.SyncTimeout
-	held.Groups.GatewayTimeout = 30 * time.Second
-	if err := checkSyncTimings(held, gc); err == nil || !strings.Contains(err.Error(), "sync_wait_max") {
-		t.Errorf("sync_wait_max at sync_timeout: %v", err)
-	}
-	other := gc
-	other.Audience = "prod"
-	if err := checkSyncTimings(cc, other); err == nil || !strings.Contains(err.Error(), "audience") {
-		t.Errorf("audience mismatch: %v", err)
-	}
-}
 
 func TestCredentialsKeptAcrossStarts(t *testing.T) {
 	dir := t.TempDir()
@@ -65,7 +23,7 @@ func TestCredentialsKeptAcrossStarts(t *testing.T) {
 		t.Fatalf("tokens %+v", first)
 	}
 	first.ClientCredential = "cred"
-	if err := saveCredentials(dir, first, (&devStack{creds: first, coordinatorURL: "http://c", gatewayURL: "http://g"}).env()); err != nil {
+	if err := saveCredentials(dir, first, devEnv(first, tlsconf.ClientConfig{}, "http://c", "http://g")); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{credentialsFile, credentialsEnvFile} {

@@ -123,14 +123,18 @@ func saveCredentials(dir string, creds devCredentials, env [][2]string) error {
 // env is what points the CLI (and curl) at the dev stack: its addresses,
 // tokens and, with --tls, the CA bundle (CAPGATE_CACERT; curl --cacert).
 func (s *devStack) env() [][2]string {
+	return devEnv(s.creds, s.clientTLS, s.CoordinatorURL(), s.GatewayURLs()[0])
+}
+
+func devEnv(creds devCredentials, clientTLS tlsconf.ClientConfig, coordinatorURL, gatewayURL string) [][2]string {
 	env := [][2]string{
-		{"CAPGATE_COORDINATOR_URL", s.coordinatorURL},
-		{"CAPGATE_GATEWAY_URLS", s.gatewayURL},
-		{"CAPGATE_ADMIN_TOKEN", s.creds.AdminToken},
-		{"CAPGATE_CREDENTIAL", s.creds.ClientCredential},
+		{"CAPGATE_COORDINATOR_URL", coordinatorURL},
+		{"CAPGATE_GATEWAY_URLS", gatewayURL},
+		{"CAPGATE_ADMIN_TOKEN", creds.AdminToken},
+		{"CAPGATE_CREDENTIAL", creds.ClientCredential},
 	}
-	if s.clientTLS.CAFile != "" {
-		env = append(env, [2]string{"CAPGATE_CACERT", s.clientTLS.CAFile})
+	if clientTLS.CAFile != "" {
+		env = append(env, [2]string{"CAPGATE_CACERT", clientTLS.CAFile})
 	}
 	return env
 }

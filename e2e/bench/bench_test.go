@@ -118,10 +118,12 @@ func reportRebalance(b *testing.B, runs []rebalanceRun) {
 	}
 	msOf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.MovedP50) }), "moved-p50-ms")
-	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.MovedMax) }), "moved-max-ms")
-	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.UnmovedP50) }), "unmoved-p50-ms")
-	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.UnmovedMax) }), "unmoved-max-ms")
+	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.MovedPause.P50) }), "moved-pause-p50-ms")
+	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.MovedPause.Max) }), "moved-pause-max-ms")
+	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.MovedExtra.P50) }), "moved-beyond-p50-ms")
+	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.MovedExtra.Max) }), "moved-beyond-max-ms")
+	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.UnmovedExtra.P50) }), "unmoved-beyond-p50-ms")
+	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.UnmovedExtra.Max) }), "unmoved-beyond-max-ms")
 	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.JoinToStable) }), "stable-ms")
 	b.ReportMetric(mean(func(r rebalanceRun) float64 { return msOf(r.NewcomerFirst) }), "newcomer-ms")
 	b.ReportMetric(mean(func(r rebalanceRun) float64 { return float64(r.Duplicates) }), "dups")

@@ -16,16 +16,22 @@
 // ratios against the baseline measured in the same run, to tables on
 // stdout. CAPGATE_BENCH_DETAIL=1 adds a partition-by-partition table per
 // rebalance run, CAPGATE_BENCH_PROFILE_DIR=dir writes CPU profiles of the
-// scale join phase and of the bulk fence, CAPGATE_BENCH_LOG=debug shows
+// scale join phase and of the bulk fence, CAPGATE_E2E_LOG=debug shows
 // every part's logs.
+//
+// Every deployment is built by internal/stack (stack.go wraps it: the
+// same builder as `capgate dev` and the end-to-end suites), capgate
+// members run its consumer loop, and pauses are internal/timeline's (the
+// one definition README.md and BENCHMARKS.md use).
 //
 // # Scenarios
 //
-//   - Rebalance (rebalance.go, members.go, timeline.go): one kfake cluster
+//   - Rebalance (rebalance.go, members.go, tracker.go): one kfake cluster
 //     per run, 12 partitions, a producer writing one record per partition
 //     every 10 ms; three members settle, the baseline runs, a fourth joins.
-//     analyze turns what the members received into pauses per partition
-//     (moved and unmoved), duplicates, lost records and time to stable.
+//     timeline.Analyze turns what the members received into pauses per
+//     partition (moved and unmoved), duplicates, lost records and time to
+//     stable.
 //   - Gateway overhead (overhead.go, throughput.go): open-loop 1-record
 //     fetches at fixed rates, sequential 1-record fetches, and records/s
 //     to one consumer (SDK raw batches and JSON, franz-go consumer).
@@ -35,8 +41,8 @@
 //   - Coordinator scale (scale.go, rawmember.go): 1,000 members over plain
 //     HTTP join a group of 10,000 partitions and release what is revoked.
 //
-// The analysis (timeline.go) is pure and tested on made-up timelines; the
-// scenarios wait on real sockets by polling with deadlines.
+// The analysis (internal/timeline) is pure and tested on made-up
+// timelines; the scenarios wait on real sockets by polling with deadlines.
 //
 // Concurrency: the scenario functions run one at a time; tracker,
 // rawMember and scaleWatch are safe for concurrent use.

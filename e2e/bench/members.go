@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // member is one consumer of a rebalance run with its poll loop.
@@ -60,35 +61,39 @@ type memberSpec struct {
 	Slow    slowness
 }
 
-// capgateMember is a client.Consumer fetching through the gateways.
-type capgateMember struct {
-	consumer *client.Consumer
-	cancel   context.CancelFunc
-	done     chan struct{}
-}
-
-func startCapgateMember(s *stack, spec memberSpec, credential string) (*capgateMember, error) {
-	cfg := client.DefaultConfig()
-	cfg.CoordinatorURL, cfg.Gateways = s.CoordinatorURL, s.GatewayURLs
-	cfg.Group, cfg.Topics, cfg.Credential = spec.Group, []string{spec.Topic}, credential
+// startCapgateMember runs the stack's consumer (client.Consumer through
+// the gateways) with its poll loop. It never commits in the loop: the SDK
+// commits what was processed when a partition is revoked (and on Close),
+// and a commit in the loop would put the coordinator's durable write into
+// the steady state's gaps.
+func startCapgateMember(d *deployment, spec memberSpec, credential string) (member, error) {
+	cfg := d.ClientConfig(spec.Group, []string{spec.Topic}, credential)
 	cfg.ClientID = spec.Name
-	tr, name := spec.Tracker, spec.Name
-	c, err := client.NewConsumer(cfg, client.WithLogger(s.log.Named(name)),
-		client.OnGrant(func(ps []client.Partition) { tr.hook(name, partitionNumbers(ps), true, time.Now()) }),
-		client.OnRevoke(func(_ context.Context, ps []client.Partition) { tr.hook(name, partitionNumbers(ps), false, time.Now()) }),
-		client.OnLost(func(ps []client.Partition) { tr.hook(name, partitionNumbers(ps), false, time.Now()) }))
+	tr, name, proc := spec.Tracker, spec.Name, newProcessor(spec.Slow)
+	c, err := stack.StartConsumer(context.Background(), stack.ConsumerOptions{
+		Config: cfg, Logger: d.log.Named(name),
+		OnRecords: func(_ string, records []client.Record, at time.Time) {
+			for _, r := range records {
+				tr.observe(name, r.Partition, r.Offset, r.Key, at)
+			}
+		},
+		Process: func([]client.Record) { proc.process() },
+		OnHook: func(h stack.Hook, ps []client.Partition, at time.Time) {
+			tr.Hold(name, partitionNumbers(ps), h == stack.HookGrant, at)
+		},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := c.Join(ctx); err != nil {
-		cancel()
-		_ = c.Close(context.Background())
-		return nil, fmt.Errorf("%s: join: %w", name, err)
-	}
-	m := &capgateMember{consumer: c, cancel: cancel, done: make(chan struct{})}
-	go m.loop(ctx, spec, newProcessor(spec.Slow))
-	return m, nil
+	return capgateMember{c}, nil
+}
+
+type capgateMember struct{ *stack.Consumer }
+
+func (m capgateMember) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return m.Close(ctx)
 }
 
 func partitionNumbers(ps []client.Partition) []int32 {
@@ -97,33 +102,6 @@ func partitionNumbers(ps []client.Partition) []int32 {
 		out[i] = p.Partition
 	}
 	return out
-}
-
-// loop polls, records and processes. It never commits: the SDK commits
-// what was processed when a partition is revoked (and on Close), and a
-// commit in the loop would put the coordinator's durable write into the
-// steady state's gaps.
-func (m *capgateMember) loop(ctx context.Context, spec memberSpec, proc *processor) {
-	defer close(m.done)
-	for {
-		records, err := m.consumer.Poll(ctx)
-		if err != nil {
-			return
-		}
-		now := time.Now()
-		for _, r := range records {
-			spec.Tracker.observe(spec.Name, r.Partition, r.Offset, r.Key, now)
-		}
-		proc.process()
-	}
-}
-
-func (m *capgateMember) stop() error {
-	m.cancel()
-	<-m.done
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	return m.consumer.Close(ctx)
 }
 
 // kafkaProtocol is how a franz-go group member joins: the balancer, the
@@ -143,7 +121,7 @@ type kafkaMember struct {
 	done   chan struct{}
 }
 
-func startKafkaMember(s *stack, spec memberSpec, proto kafkaProtocol) (*kafkaMember, error) {
+func startKafkaMember(s *deployment, spec memberSpec, proto kafkaProtocol) (*kafkaMember, error) {
 	tr, name, topic := spec.Tracker, spec.Name, spec.Topic
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.Kafka.Addrs()...),
@@ -155,14 +133,14 @@ func startKafkaMember(s *stack, spec memberSpec, proto kafkaProtocol) (*kafkaMem
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			tr.hook(name, m[topic], true, time.Now())
+			tr.Hold(name, m[topic], true, time.Now())
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-			tr.hook(name, m[topic], false, time.Now())
+			tr.Hold(name, m[topic], false, time.Now())
 			_ = cl.CommitUncommittedOffsets(ctx) // the commit on revoke
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			tr.hook(name, m[topic], false, time.Now())
+			tr.Hold(name, m[topic], false, time.Now())
 		}),
 	}
 	if proto.ServerSide {

@@ -31,7 +31,7 @@ const (
 // overheadEnv is a stack with both topics loaded and a fetch capability
 // for each partition (admin shared grants).
 type overheadEnv struct {
-	s           *stack
+	s           *deployment
 	hc          *fasthttp.HostClient
 	latencyLen  int64
 	perPart     int
@@ -50,13 +50,13 @@ type overheadSize struct {
 
 func startOverhead(tb testing.TB, size overheadSize) *overheadEnv {
 	tb.Helper()
-	s := startStack(tb, stackOptions{
+	s := startDeployment(tb, deploymentOptions{
 		Topics:   map[string]int32{latencyTopic: 1, throughputTopic: size.ThroughputParts},
 		Gateways: 1,
 	})
 	e := &overheadEnv{s: s, latencyLen: int64(size.LatencyRecords), perPart: size.ThroughputPerPart,
 		throughputN: size.ThroughputParts, valueSize: size.ThroughputValueSize, caps: map[string]string{}}
-	e.hc = newHostClient(s.GatewayURLs[0])
+	e.hc = newHostClient(s.GatewayURLs()[0])
 	produceOneByOne(tb, s.Broker, latencyTopic, size.LatencyRecords)
 	produceBulk(tb, s, throughputTopic, size.ThroughputParts, size.ThroughputPerPart, size.ThroughputValueSize)
 	e.grant(tb, latencyTopic, 0)
@@ -97,7 +97,7 @@ func produceOneByOne(tb testing.TB, client *broker.Client, topic string, n int) 
 
 // produceBulk writes perPart uncompressed records of valueSize random
 // bytes to every partition of topic.
-func produceBulk(tb testing.TB, s *stack, topic string, parts int32, perPart, valueSize int) {
+func produceBulk(tb testing.TB, s *deployment, topic string, parts int32, perPart, valueSize int) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka.Addrs()...), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1<<20), kgo.DefaultProduceTopic(topic))
 	if err != nil {

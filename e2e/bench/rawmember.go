@@ -41,7 +41,7 @@ func joinRaw(ctx context.Context, hc *http.Client, coordinatorURL, group, topic,
 
 func (m *rawMember) post(ctx context.Context, action, bearer string, in, out any) (int, error) {
 	u := m.coordinatorURL + "/v1/groups/" + url.PathEscape(m.group) + "/" + action
-	return doJSONContext(ctx, m.hc, http.MethodPost, u, bearer, in, out)
+	return doJSON(ctx, m.hc, http.MethodPost, u, bearer, in, out)
 }
 
 // held returns how many partitions the member holds.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/internal/timeline"
 )
 
 // protocol is one way for a group to rebalance: capgate (SDK through a
@@ -68,9 +70,10 @@ type rebalanceParams struct {
 // rebalanceRun is a result with its timing context.
 type rebalanceRun struct {
 	Params rebalanceParams
-	rebalanceResult
-	Timeline        timeline
-	ProduceFailures int64
+	timeline.Analysis
+	Timeline        timeline.Timeline
+	Window          timeline.Window
+	ProduceFailures int
 }
 
 // runRebalance runs one scenario on its own kfake cluster (and, for
@@ -79,33 +82,33 @@ func runRebalance(tb testing.TB, p rebalanceParams) rebalanceRun {
 	tb.Helper()
 	runID := randomID()
 	const topic = "rebalance"
-	opts := stackOptions{Topics: map[string]int32{topic: p.Partitions}, KafkaOnly: p.Protocol.Kafka != nil, Gateways: 1}
+	opts := deploymentOptions{Topics: map[string]int32{topic: p.Partitions}, KafkaOnly: p.Protocol.Kafka != nil, Gateways: 1}
 	if p.Protocol.BrokerConfigs != nil {
 		opts.Kafka = append(opts.Kafka, kfake.BrokerConfigs(p.Protocol.BrokerConfigs))
 	}
-	s := startStack(tb, opts)
-	defer s.close()
+	s := startDeployment(tb, opts)
+	defer s.close(tb)
 	tr := newTracker(runID)
-	prod := startProducer(s.Broker, topic, p.Partitions, p.Interval, tr)
-	defer prod.stop()
+	prod := tr.startProducer(s, topic, p.Partitions, p.Interval)
+	defer prod.Stop()
 	r := &rebalanceRunner{s: s, p: p, tr: tr, topic: topic, group: "bench-" + runID}
 	if p.Protocol.Kafka == nil {
 		r.credential = s.credential(tb, r.group)
 	}
 	defer r.stopAll(tb)
-	tl, err := r.phases()
+	w, err := r.phases()
 	if err != nil {
 		tb.Fatalf("%s: %v", p.Protocol.Name, err)
 	}
-	prod.stop()
+	prod.Stop()
 	r.waitDrained()
-	final := tr.timeline(p.Partitions)
-	final.SteadyFrom, final.JoinAt, final.WindowEnd, final.Newcomer = tl.SteadyFrom, tl.JoinAt, tl.WindowEnd, tl.Newcomer
-	final.Settle = p.Settle
+	tl := tr.Timeline(p.Partitions)
+	w.Settle = p.Settle
 	if p.Slow.Max > 0 {
-		final.Slow, final.SlowMax = memberName(1), p.Slow.Max
+		w.Slow, w.SlowMax = memberName(1), p.Slow.Max
 	}
-	return rebalanceRun{Params: p, rebalanceResult: analyze(final), Timeline: final, ProduceFailures: prod.failures.Load()}
+	failures, _ := prod.Failures()
+	return rebalanceRun{Params: p, Analysis: timeline.Analyze(tl, w), Timeline: tl, Window: w, ProduceFailures: failures}
 }
 
 func randomID() string {
@@ -117,7 +120,7 @@ func randomID() string {
 func memberName(i int) string { return "m" + strconv.Itoa(i) }
 
 type rebalanceRunner struct {
-	s          *stack
+	s          *deployment
 	p          rebalanceParams
 	tr         *tracker
 	topic      string
@@ -129,10 +132,10 @@ type rebalanceRunner struct {
 }
 
 // phases starts the first members, waits until they settled, runs the
-// baseline, adds the newcomer and waits until the group settled again.
-// The returned timeline holds only the phase boundaries.
-func (r *rebalanceRunner) phases() (timeline, error) {
-	var tl timeline
+// baseline, adds the newcomer and waits until the group settled again,
+// and returns the phase boundaries.
+func (r *rebalanceRunner) phases() (timeline.Window, error) {
+	var tl timeline.Window
 	for i := 1; i <= r.p.Members; i++ {
 		if err := r.add(i); err != nil {
 			return tl, err
@@ -149,7 +152,7 @@ func (r *rebalanceRunner) phases() (timeline, error) {
 	if err := r.add(r.p.Members + 1); err != nil {
 		return tl, err
 	}
-	tl.WindowEnd, _ = r.waitSettled() // not settled: analyze reports it
+	tl.End, _ = r.waitSettled() // not settled: Analyze reports it
 	return tl, nil
 }
 
@@ -174,12 +177,12 @@ func (r *rebalanceRunner) add(i int) error {
 }
 
 // waitSettled polls the tracker until the current members settled (see
-// tracker.settled) or Timeout passed; it returns when.
+// timeline.Recorder.Settled) or Timeout passed; it returns when.
 func (r *rebalanceRunner) waitSettled() (time.Time, bool) {
 	deadline := time.Now().Add(r.p.Timeout)
 	for {
 		now := time.Now()
-		if r.tr.settled(r.p.Partitions, r.names, now.Add(-r.p.Quiet), now) {
+		if r.tr.Settled(r.p.Partitions, r.names, now.Add(-r.p.Quiet), now) {
 			return now, true
 		}
 		if now.After(deadline) {
@@ -192,7 +195,7 @@ func (r *rebalanceRunner) waitSettled() (time.Time, bool) {
 // waitDrained waits (bounded) until every acknowledged record arrived.
 func (r *rebalanceRunner) waitDrained() {
 	deadline := time.Now().Add(r.p.Timeout)
-	for !r.tr.drained() && time.Now().Before(deadline) {
+	for !r.tr.Drained() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }

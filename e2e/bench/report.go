@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/capgate/capgate/internal/timeline"
 )
 
 // Tables printed after each benchmark, in BENCHMARKS.md's layout.
@@ -40,18 +42,9 @@ func table(w io.Writer, title string, header []string, rows [][]string) {
 	_ = tw.Flush()
 }
 
-// maxMovedGap is the longest raw gap of a moved partition (a pause with
-// nothing subtracted).
-func maxMovedGap(r rebalanceResult) time.Duration {
-	var most time.Duration
-	for _, p := range r.Moved {
-		most = max(most, p.Gap)
-	}
-	return most
-}
-
-// rebalanceTable prints every run; ratios are each run's join-to-stable
-// and longest moved gap over capgate's first run.
+// rebalanceTable prints every run; pauses are timeline.Pause (raw) and
+// beyond the holder's steady state; ratios are each run's join-to-stable
+// and longest moved pause over capgate's first run.
 func rebalanceTable(w io.Writer, title string, runs []rebalanceRun) {
 	var base *rebalanceRun
 	for i := range runs {
@@ -60,7 +53,8 @@ func rebalanceTable(w io.Writer, title string, runs []rebalanceRun) {
 			break
 		}
 	}
-	header := []string{"protocol", "moved", "moved p50", "moved max", "moved max gap", "unmoved p50", "unmoved max", "steady worst", "join→newcomer", "join→stable", "stable/capgate", "gap/capgate", "dups", "lost"}
+	header := []string{"protocol", "moved", "moved pause p50", "moved pause max", "moved beyond p50", "moved beyond max", "unmoved pause max", "unmoved beyond p50", "unmoved beyond max",
+		"steady worst", "join→newcomer", "join→stable", "stable/capgate", "pause/capgate", "dups", "lost"}
 	var rows [][]string
 	for _, r := range runs {
 		stable, stableRatio := "never", "—"
@@ -70,15 +64,15 @@ func rebalanceTable(w io.Writer, title string, runs []rebalanceRun) {
 				stableRatio = ratio(float64(r.JoinToStable), float64(base.JoinToStable))
 			}
 		}
-		gapRatio := "—"
+		pauseRatio := "—"
 		if base != nil {
-			gapRatio = ratio(float64(maxMovedGap(r.rebalanceResult)), float64(maxMovedGap(base.rebalanceResult)))
+			pauseRatio = ratio(float64(r.MovedPause.Max), float64(base.MovedPause.Max))
 		}
-		rows = append(rows, []string{r.Params.Protocol.Name, fmt.Sprint(len(r.Moved)), ms(r.MovedP50), ms(r.MovedMax), ms(maxMovedGap(r.rebalanceResult)),
-			ms(r.UnmovedP50), ms(r.UnmovedMax), ms(r.SteadyMax), ms(r.NewcomerFirst), stable, stableRatio, gapRatio,
+		rows = append(rows, []string{r.Params.Protocol.Name, fmt.Sprint(len(r.Moved)), ms(r.MovedPause.P50), ms(r.MovedPause.Max), ms(r.MovedExtra.P50), ms(r.MovedExtra.Max),
+			ms(r.UnmovedPause.Max), ms(r.UnmovedExtra.P50), ms(r.UnmovedExtra.Max), ms(r.SteadyMax), ms(r.NewcomerFirst), stable, stableRatio, pauseRatio,
 			fmt.Sprint(r.Duplicates), fmt.Sprint(r.Lost)})
 	}
-	table(w, title+" (ms; pauses are beyond the steady state)", header, rows)
+	table(w, title+" (ms; pause: timeline.Pause; beyond: minus the holder's steady worst gap)", header, rows)
 }
 
 // loadRow is one open-loop run of one path.
@@ -110,15 +104,15 @@ func loadTable(w io.Writer, rows []loadRow) {
 // partitionTable prints one run partition by partition, times relative
 // to the join (set CAPGATE_BENCH_DETAIL=1).
 func partitionTable(w io.Writer, r rebalanceRun) {
-	all := append(append([]partitionPause(nil), r.Moved...), r.Unmoved...)
-	slices.SortFunc(all, func(a, b partitionPause) int { return int(a.Partition - b.Partition) })
+	all := append(append([]timeline.Partition(nil), r.Moved...), r.Unmoved...)
+	slices.SortFunc(all, func(a, b timeline.Partition) int { return int(a.Partition - b.Partition) })
 	var rows [][]string
 	for _, p := range all {
 		stable := "never"
 		if !p.StableAt.IsZero() {
-			stable = ms(p.StableAt.Sub(r.Timeline.JoinAt))
+			stable = ms(p.StableAt.Sub(r.Window.JoinAt))
 		}
-		rows = append(rows, []string{fmt.Sprint(p.Partition), p.From, p.To, ms(p.Gap), ms(p.Steady), ms(p.Extra), stable})
+		rows = append(rows, []string{fmt.Sprint(p.Partition), p.From, p.To, ms(p.Pause), ms(p.Steady), ms(p.Extra), stable})
 	}
-	table(w, r.Params.Protocol.Name+" partition by partition", []string{"partition", "from", "to", "gap", "steady", "extra", "stable at"}, rows)
+	table(w, r.Params.Protocol.Name+" partition by partition", []string{"partition", "from", "to", "pause", "steady", "beyond", "stable at"}, rows)
 }

@@ -44,12 +44,12 @@ const (
 // runRevoke runs both measurements on a fresh stack.
 func runRevoke(tb testing.TB, p revokeParams) revokeResult {
 	tb.Helper()
-	s := startStack(tb, stackOptions{
+	s := startDeployment(tb, deploymentOptions{
 		Topics:      map[string]int32{fenceTopic: int32(p.Revokes), bulkTopic: int32(p.BulkPartitions)},
 		Gateways:    p.Gateways,
 		Coordinator: func(c *coordinator.Config) { c.Groups.SessionTimeoutMax = 10 * time.Minute },
 	})
-	defer s.close()
+	defer s.close(tb)
 	r := revokeResult{Gateways: p.Gateways, BulkPartitions: p.BulkPartitions}
 	r.P50, r.P99, r.Max = revokeOneByOne(tb, s, p.Revokes)
 	r.BaseP50, r.BaseP99 = adminBaseline(tb, s, p.Revokes)
@@ -59,9 +59,9 @@ func runRevoke(tb testing.TB, p revokeParams) revokeResult {
 
 // revokeOneByOne has a member take every partition of the fence topic,
 // then revokes them one after another and times each answer.
-func revokeOneByOne(tb testing.TB, s *stack, n int) (p50, p99, most time.Duration) {
+func revokeOneByOne(tb testing.TB, s *deployment, n int) (p50, p99, most time.Duration) {
 	const group = "fence-g"
-	m, err := joinRaw(context.Background(), s.http, s.CoordinatorURL, group, fenceTopic, s.credential(tb, group), (10 * time.Minute).Milliseconds())
+	m, err := joinRaw(context.Background(), s.HTTP(), s.CoordinatorURL(), group, fenceTopic, s.credential(tb, group), (10 * time.Minute).Milliseconds())
 	if err != nil {
 		tb.Fatalf("join: %v", err)
 	}
@@ -80,7 +80,7 @@ func revokeOneByOne(tb testing.TB, s *stack, n int) (p50, p99, most time.Duratio
 	return quantiles(lat)
 }
 
-func adminBaseline(tb testing.TB, s *stack, n int) (p50, p99 time.Duration) {
+func adminBaseline(tb testing.TB, s *deployment, n int) (p50, p99 time.Duration) {
 	lat := make([]time.Duration, n)
 	for i := range n {
 		start := time.Now()
@@ -96,14 +96,14 @@ func adminBaseline(tb testing.TB, s *stack, n int) (p50, p99 time.Duration) {
 // bulkFence has one member take every partition of the bulk topic, revokes
 // the member, and polls the gateways' acknowledgements until all of them
 // acknowledged the sequence that carried the fences.
-func bulkFence(tb testing.TB, s *stack) (fenced int, answer, acked time.Duration) {
+func bulkFence(tb testing.TB, s *deployment) (fenced int, answer, acked time.Duration) {
 	const group = "bulk-g"
-	m, err := joinRaw(context.Background(), s.http, s.CoordinatorURL, group, bulkTopic, s.credential(tb, group), (10 * time.Minute).Milliseconds())
+	m, err := joinRaw(context.Background(), s.HTTP(), s.CoordinatorURL(), group, bulkTopic, s.credential(tb, group), (10 * time.Minute).Milliseconds())
 	if err != nil {
 		tb.Fatalf("bulk join: %v", err)
 	}
 	var resp coordinator.MemberRevokeResponse
-	stopProfile := profilePhase(tb, "bulk-fence-"+strconv.Itoa(len(s.Gateways)))
+	stopProfile := profilePhase(tb, "bulk-fence-"+strconv.Itoa(len(s.Gateways())))
 	defer stopProfile()
 	start := time.Now()
 	if _, err := s.admin(http.MethodPost, "/v1/admin/groups/"+group+"/members/"+m.ID+"/revoke", struct{}{}, &resp); err != nil {
@@ -120,7 +120,7 @@ func bulkFence(tb testing.TB, s *stack) (fenced int, answer, acked time.Duration
 		if target == 0 {
 			target = gws.Seq // the first look after the revoke answered
 		}
-		if allAcked(gws, target, len(s.Gateways)) {
+		if allAcked(gws, target, len(s.Gateways())) {
 			return resp.Fenced, answer, time.Since(start)
 		}
 		if time.Now().After(deadline) {

@@ -55,8 +55,8 @@ func runScale(tb testing.TB, p scaleParams) scaleResult {
 	if p.SettleHeap {
 		waitReleased()
 	}
-	s := startStack(tb, stackOptions{Topics: map[string]int32{scaleTopic: int32(p.Partitions)}, Gateways: 1})
-	defer s.close()
+	s := startDeployment(tb, deploymentOptions{Topics: map[string]int32{scaleTopic: int32(p.Partitions)}, Gateways: 1})
+	defer s.close(tb)
 	const group = "scale-g"
 	credential := s.credential(tb, group)
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 4 * p.Members, MaxIdleConns: 4 * p.Members}}
@@ -68,7 +68,7 @@ func runScale(tb testing.TB, p scaleParams) scaleResult {
 	defer func() { cancel(); loops.Wait() }()
 	stopProfile := profilePhase(tb, "scale-join")
 	start := time.Now()
-	members := joinAll(tb, ctx, hc, s.CoordinatorURL, group, credential, p, func(m *rawMember) {
+	members := joinAll(tb, ctx, hc, s.CoordinatorURL(), group, credential, p, func(m *rawMember) {
 		w.update(m)
 		loops.Add(1)
 		go func() {
@@ -101,7 +101,7 @@ func runScale(tb testing.TB, p scaleParams) scaleResult {
 		return err
 	})
 	r.Healthz = closedLoop(p.HeartbeatFor, members, func(*rawMember) error {
-		_, err := doJSONContext(context.Background(), hc, http.MethodGet, s.CoordinatorURL+"/healthz", "", nil, nil)
+		_, err := doJSON(context.Background(), hc, http.MethodGet, s.CoordinatorURL()+"/healthz", "", nil, nil)
 		return err
 	})
 	return r
@@ -138,7 +138,7 @@ func joinAll(tb testing.TB, ctx context.Context, hc *http.Client, url, group, cr
 
 // checkSettled confirms with the admin API that every partition is owned
 // by one of the members, none revoking or unowned.
-func checkSettled(tb testing.TB, s *stack, group string, p scaleParams) {
+func checkSettled(tb testing.TB, s *deployment, group string, p scaleParams) {
 	var d coordinator.GroupDescription
 	if _, err := s.admin(http.MethodGet, "/v1/admin/groups/"+group, nil, &d); err != nil {
 		tb.Fatalf("describe: %v", err)

@@ -35,8 +35,8 @@ func smokeRebalance(proto protocol, slow slowness) rebalanceParams {
 
 func checkRebalance(t *testing.T, r rebalanceRun, wantMovedAtLeast int) {
 	t.Helper()
-	t.Logf("%s: moved %d p50 %v max %v, unmoved max %v, stable %v, newcomer %v, produced %d, dups %d",
-		r.Params.Protocol.Name, len(r.Moved), r.MovedP50, r.MovedMax, r.UnmovedMax, r.JoinToStable, r.NewcomerFirst, r.Produced, r.Duplicates)
+	t.Logf("%s: moved %d pause %+v (beyond steady %+v), unmoved beyond steady %+v, stable %v, newcomer %v, produced %d, dups %d",
+		r.Params.Protocol.Name, len(r.Moved), r.MovedPause, r.MovedExtra, r.UnmovedExtra, r.JoinToStable, r.NewcomerFirst, r.Produced, r.Duplicates)
 	switch {
 	case !r.Stable:
 		t.Errorf("the group never settled after the join")

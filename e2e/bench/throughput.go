@@ -46,9 +46,7 @@ func (e *overheadEnv) scanDirect(tb testing.TB) float64 {
 // record batches or JSON, as the only member of a fresh group.
 func (e *overheadEnv) scanCapgate(tb testing.TB, raw bool) float64 {
 	group := "scan-" + randomID()
-	cfg := client.DefaultConfig()
-	cfg.CoordinatorURL, cfg.Gateways = e.s.CoordinatorURL, e.s.GatewayURLs
-	cfg.Group, cfg.Topics, cfg.Credential = group, []string{throughputTopic}, e.s.credential(tb, group)
+	cfg := e.s.ClientConfig(group, []string{throughputTopic}, e.s.credential(tb, group))
 	cfg.Raw = raw
 	want := int(e.throughputN) * e.perPart
 	start := time.Now()

@@ -8,13 +8,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // capgate is the binary under test, built once by TestMain.
@@ -26,14 +27,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	capgate = filepath.Join(dir, "capgate")
-	build := exec.Command("go", "build", "-o", capgate, "./cmd/capgate")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/capgate: %v\n%s", err, out)
+	bin, err := stack.Build(dir, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	capgate = bin.Capgate
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -85,7 +85,7 @@ func startDev(t *testing.T, dataDir string, extra ...string) *devProcess {
 	args := append([]string{"dev", "--data-dir", dataDir,
 		"--broker-addr", "127.0.0.1:0", "--coordinator-addr", "127.0.0.1:0", "--gateway-addr", "127.0.0.1:0"}, extra...)
 	d := &devProcess{t: t, cmd: exec.Command(capgate, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{}), dataDir: dataDir}
-	d.cmd.Stdout, d.cmd.Stderr, d.cmd.Env = d.stdout, d.stderr, cleanEnv()
+	d.cmd.Stdout, d.cmd.Stderr, d.cmd.Env = d.stdout, d.stderr, stack.CleanEnv()
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start capgate dev: %v", err)
 	}
@@ -176,7 +176,7 @@ func run(t *testing.T, timeout time.Duration, stdin string, args ...string) stri
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, capgate, args...)
-	cmd.Stdin, cmd.Env = strings.NewReader(stdin), cleanEnv()
+	cmd.Stdin, cmd.Env = strings.NewReader(stdin), stack.CleanEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // shellBlocks returns the ```sh blocks of a markdown file, in order.
@@ -76,7 +78,7 @@ func TestWalkthrough(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", "exec 2>&1\n"+script.String())
 	cmd.Dir = work
-	cmd.Env = append(cleanEnv(), "PATH="+filepath.Dir(capgate)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(stack.CleanEnv(), "PATH="+filepath.Dir(capgate)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("walk-through script: %v\n%s", err, out)
@@ -92,17 +94,4 @@ func TestWalkthrough(t *testing.T) {
 			}
 		}
 	}
-}
-
-// cleanEnv is the environment without CAPGATE_* variables, so the test's
-// own environment cannot point the CLI elsewhere. (exec uses the last of
-// duplicate keys, so callers may append to it.)
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CAPGATE_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }

@@ -1,15 +1,11 @@
 package harness
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,11 +14,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/capgate/capgate/api"
-	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/internal/stack"
 )
-
-const sigTerm = syscall.SIGTERM
 
 // Options describe the deployment Start builds.
 type Options struct {
@@ -30,6 +24,8 @@ type Options struct {
 	// "orders", 6).
 	Topic      string
 	Partitions int32
+	// Brokers is the number of kfake brokers (default 1).
+	Brokers int
 	// Gateways is how many gateways to start (default 2).
 	Gateways int
 	// Timing overrides DefaultTiming when not zero.
@@ -49,26 +45,20 @@ type Options struct {
 	ObserveEvery time.Duration
 }
 
-// Cluster is one capgate deployment on loopback: an embedded Kafka
-// (kfake), a coordinator, a SyncTap in front of its sync channel, and
-// gateways each behind a Proxy — plus the Log every source feeds, and an
-// observer reading the coordinator's admin API. Stopped by t.Cleanup.
-// Methods are safe for concurrent use.
+// Cluster is one capgate deployment on loopback, built by stack.Start:
+// an embedded Kafka (kfake), a coordinator, a SyncTap in front of its
+// sync channel, and gateways each behind a Proxy — plus the Log every
+// source feeds, and an observer reading the coordinator's admin API.
+// Stopped by t.Cleanup. Methods are safe for concurrent use.
 type Cluster struct {
+	*stack.Stack
 	Log         *Log
-	Kafka       *broker.Embedded
-	Broker      *broker.Client // the test's own Kafka client (ground truth, produce)
 	Coordinator *Coordinator
 	Tap         *SyncTap
-	AdminToken  string
 
-	opts      Options
-	logger    *zap.Logger
-	http      *http.Client
-	syncToken string
-	adminHash string
-	syncHash  string
-	observer  *observer
+	opts     Options
+	logger   *zap.Logger
+	observer *observer
 
 	mu       sync.Mutex
 	gateways []*Gateway
@@ -93,19 +83,23 @@ func Logger(t testing.TB) *zap.Logger {
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	opts = withDefaults(opts)
-	if err := opts.Timing.Validate(); err != nil {
+	c := &Cluster{Log: NewLog(), opts: opts, logger: Logger(t)}
+	s, err := stack.Start(context.Background(), stack.Options{
+		Dir: t.TempDir(), Topics: map[string]int32{opts.Topic: opts.Partitions}, Brokers: opts.Brokers,
+		CoordinatorProcess: opts.CoordinatorProcess, GatewayProcesses: opts.GatewayProcesses, Binary: opts.Binaries.Capgate,
+		Timing: opts.Timing, Logger: c.partLogger, OnLine: c.partLine,
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Log: NewLog(), opts: opts, logger: Logger(t), http: &http.Client{Timeout: 30 * time.Second}}
-	var err error
-	if c.AdminToken, c.adminHash, err = coordinator.GenerateSecret(); err != nil {
-		t.Fatal(err)
-	}
-	if c.syncToken, c.syncHash, err = coordinator.GenerateSecret(); err != nil {
-		t.Fatal(err)
-	}
-	c.startKafka(t)
-	c.startCoordinator(t)
+	// Last registered, first run: the stack goes after everything that
+	// uses it (members, producer, tap, proxies).
+	cleanup(t, "stack", func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("stack: %v", err)
+		}
+	})
+	c.Stack, c.Coordinator = s, &Coordinator{Coordinator: s.Coordinator(), c: c}
 	if c.Tap, err = StartSyncTap(c.Log, c.Coordinator.URL); err != nil {
 		t.Fatal(err)
 	}
@@ -140,39 +134,32 @@ func withDefaults(opts Options) Options {
 	return opts
 }
 
-func (c *Cluster) startKafka(t testing.TB) {
-	t.Helper()
-	kafka, err := broker.StartEmbedded(broker.EmbeddedConfig{Topics: map[string]int32{c.opts.Topic: c.opts.Partitions}})
-	if err != nil {
-		t.Fatalf("start kafka: %v", err)
+// partLogger is an in-process part's logger; a gateway's also feeds its
+// trace lines to the log.
+func (c *Cluster) partLogger(part string) *zap.Logger {
+	l := c.logger.Named(part)
+	if len(part) > len("gateway-") && part[:len("gateway-")] == "gateway-" {
+		return zap.New(zapcore.NewTee(l.Core(), TraceCore(part, c.Log)))
 	}
-	cleanup(t, "kafka", kafka.Close)
-	c.Kafka = kafka
-	client, err := broker.New(c.brokerConfig(), c.logger.Named("test-broker"))
-	if err != nil {
-		t.Fatalf("kafka client: %v", err)
-	}
-	cleanup(t, "kafka client", client.Close)
-	c.Broker = client
+	return l
 }
 
-func (c *Cluster) brokerConfig() broker.Config {
-	cfg := broker.DefaultConfig()
-	cfg.Seeds = c.Kafka.Addrs()
-	return cfg
+// partLine takes a part process's JSON log line: a gateway's trace lines
+// go to the log.
+func (c *Cluster) partLine(part string, line []byte) {
+	if f, ok := ParseTraceLine(part, line); ok {
+		c.Log.AddFetch(f)
+	}
 }
 
-// Topic is the cluster's topic; Partitions its partition count.
+// Topic is the cluster's topic.
 func (c *Cluster) Topic() string { return c.opts.Topic }
 
 // Partitions is the topic's partition count.
 func (c *Cluster) Partitions() int32 { return c.opts.Partitions }
 
-// Timing is the cluster's timing.
-func (c *Cluster) Timing() Timing { return c.opts.Timing }
-
 // Params are the checkers' parameters for this cluster.
-func (c *Cluster) Params() Params { return c.opts.Timing.Params() }
+func (c *Cluster) Params() Params { return ParamsOf(c.opts.Timing) }
 
 // Gateways lists the gateways, first first.
 func (c *Cluster) Gateways() []*Gateway {
@@ -181,91 +168,34 @@ func (c *Cluster) Gateways() []*Gateway {
 	return append([]*Gateway(nil), c.gateways...)
 }
 
-// GatewayURLs lists the gateways' base URLs, first first.
-func (c *Cluster) GatewayURLs() []string {
-	var urls []string
-	for _, g := range c.Gateways() {
-		urls = append(urls, g.URL)
-	}
-	return urls
-}
-
-// HTTP is the client for the test's own requests.
-func (c *Cluster) HTTP() *http.Client { return c.http }
-
-func (c *Cluster) get(u string) (int, error) {
-	resp, err := c.http.Get(u)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
-}
-
 // Admin sends an admin API request (in as JSON unless nil) and decodes a
 // 2xx answer into out (unless nil).
 func (c *Cluster) Admin(method, path string, in, out any) (int, []byte, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, nil, err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.Coordinator.URL+path, body)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.AdminToken)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("admin %s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("admin %s %s: %w", method, path, err)
-	}
-	if out != nil && resp.StatusCode/100 == 2 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.StatusCode, raw, fmt.Errorf("admin %s %s: decode %s: %w", method, path, raw, err)
-		}
-	}
-	return resp.StatusCode, raw, nil
+	return c.Stack.Admin(context.Background(), method, path, in, out)
 }
 
 // MustAdmin is Admin failing t unless the answer is 2xx.
 func (c *Cluster) MustAdmin(t testing.TB, method, path string, in, out any) {
 	t.Helper()
-	status, raw, err := c.Admin(method, path, in, out)
-	if err != nil || status/100 != 2 {
-		t.Fatalf("admin %s %s: %d %s %v", method, path, status, raw, err)
+	if err := c.Stack.MustAdmin(context.Background(), method, path, in, out); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// ClientCredential mints a client credential for group through the
-// admin API.
+// ClientCredential mints a client credential for group and the
+// cluster's topic through the admin API.
 func (c *Cluster) ClientCredential(t testing.TB, group string) string {
 	t.Helper()
-	var resp coordinator.ClientResponse
-	c.MustAdmin(t, http.MethodPost, "/v1/admin/clients",
-		coordinator.ClientRequest{Name: "harness-" + group, Groups: []string{group}, Topics: []string{c.opts.Topic}, TTLMs: 3600_000}, &resp)
-	return resp.Credential
+	cred, err := c.Stack.ClientCredential(context.Background(), "harness-"+group, []string{group}, []string{c.opts.Topic}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cred
 }
 
 // Describe returns GET /v1/admin/groups/{group}.
 func (c *Cluster) Describe(group string) (coordinator.GroupDescription, error) {
-	var d coordinator.GroupDescription
-	status, raw, err := c.Admin(http.MethodGet, "/v1/admin/groups/"+url.PathEscape(group), nil, &d)
-	if err == nil && status != http.StatusOK {
-		err = fmt.Errorf("describe %s: %d %s", group, status, raw)
-	}
-	return d, err
+	return c.Stack.Describe(context.Background(), group)
 }
 
 // Trace turns the gateways' per-request trace lines on for group (QoS
@@ -283,23 +213,16 @@ func (c *Cluster) Trace(t testing.TB, group string) {
 // current sync seq.
 func (c *Cluster) WaitSynced(t testing.TB) {
 	t.Helper()
-	var first coordinator.GatewaysResponse
-	c.MustAdmin(t, http.MethodGet, "/v1/admin/gateways", nil, &first)
-	Eventually(t, 20*time.Second, "gateways acknowledged seq "+fmt.Sprint(first.Seq), func() (bool, string) {
-		var now coordinator.GatewaysResponse
-		if status, raw, err := c.Admin(http.MethodGet, "/v1/admin/gateways", nil, &now); err != nil || status != http.StatusOK {
-			return false, fmt.Sprintf("%d %s %v", status, raw, err)
+	seq, err := c.SyncSeq(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 20*time.Second, "gateways acknowledged seq "+fmt.Sprint(seq), func() (bool, string) {
+		ok, why, err := c.Acked(context.Background(), seq)
+		if err != nil {
+			return false, err.Error()
 		}
-		acked := map[string]uint64{}
-		for _, g := range now.Gateways {
-			acked[g.ID] = g.Acked
-		}
-		for _, g := range c.Gateways() {
-			if acked[g.ID] < first.Seq {
-				return false, fmt.Sprintf("%s acked %d", g.ID, acked[g.ID])
-			}
-		}
-		return true, ""
+		return ok, why
 	})
 }
 

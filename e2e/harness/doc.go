@@ -16,16 +16,18 @@
 //	c.WaitDelivered(t, "g", 30*time.Second)
 //	c.Check(t)                    // the seven checkers over the log
 //
-// Start runs an embedded Kafka (kfake via broker.StartEmbedded; its
-// Cluster() injects Kafka faults), a coordinator (coordinator.New, or a
-// `capgate coordinator` process with Options.CoordinatorProcess, which
+// Start builds the deployment with internal/stack (the one builder of
+// `capgate dev`, e2e/sdk and e2e/bench too): an embedded Kafka (kfake;
+// its Cluster() injects Kafka faults), a coordinator (in this process, or
+// a `capgate coordinator` process with Options.CoordinatorProcess, which
 // Kill sends SIGKILL and Restart brings back on the same address and data
-// directory), a SyncTap in front of the coordinator's sync channel, and
-// gateways (gateway.New, or `capgate gateway` processes), each reaching
-// the tap through its own TCP Proxy. The parts keep their addresses across
-// restarts. Timing holds the short clock settings (DefaultTiming: session
-// 1.5s, gateway_timeout 3s, sync_timeout 2s) and checks the rules that tie
-// them together.
+// directory), then a SyncTap in front of the coordinator's sync channel,
+// and gateways (in this process, or `capgate gateway` processes), each
+// reaching the tap through its own TCP Proxy. The parts keep their
+// addresses across restarts. Timing (stack.Timing) holds the short clock
+// settings (DefaultTiming: session 1.5s, gateway_timeout 3s, sync_timeout
+// 2s) and checks the rules that tie them together. Members run the
+// stack's consumer loop and the producer is the stack's.
 //
 // # The event log
 //

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // MemberOptions configure a consumer, in this process (StartMember) or as
@@ -36,24 +36,15 @@ type MemberOptions struct {
 // ConsumerConfig is the configuration a consumer with opts runs with.
 func (c *Cluster) ConsumerConfig(t testing.TB, opts MemberOptions) ConsumerConfig {
 	t.Helper()
-	tm := c.opts.Timing
-	cc := client.DefaultConfig()
-	cc.CoordinatorURL, cc.Group, cc.Topics = c.Coordinator.URL, opts.Group, []string{c.opts.Topic}
-	cc.Gateways = opts.Gateways
-	if len(cc.Gateways) == 0 {
-		cc.Gateways = c.GatewayURLs()
+	cc := c.ClientConfig(opts.Group, []string{c.opts.Topic}, c.ClientCredential(t, opts.Group))
+	if len(opts.Gateways) > 0 {
+		cc.Gateways = opts.Gateways
 	}
-	cc.Credential = c.ClientCredential(t, opts.Group)
 	cc.ClientID, cc.InstanceID = "harness", opts.InstanceID
-	cc.SessionTimeout = tm.SessionTimeout
 	if opts.SessionTimeout > 0 {
 		cc.SessionTimeout = opts.SessionTimeout
+		cc.HeartbeatWait = min(c.opts.Timing.HeartbeatWait, cc.SessionTimeout/2)
 	}
-	cc.HeartbeatWait = tm.memberHeartbeatWait(cc.SessionTimeout)
-	cc.FetchMaxWait = 500 * time.Millisecond
-	cc.RequestTimeout = 5 * time.Second
-	cc.RevokeTimeout = 2 * time.Second
-	cc.CapabilityExpiryMargin = tm.CapabilityLease / 4
 	cfg := ConsumerConfig{Client: cc, CommitInterval: 100 * time.Millisecond, CloseTimeout: 10 * time.Second, PrintSecrets: opts.PrintSecrets}
 	switch {
 	case opts.CommitInterval > 0:
@@ -207,7 +198,7 @@ func (c *Cluster) StartConsumerProcess(t testing.TB, opts MemberOptions) *Consum
 		p.mu.Unlock()
 		c.Log.AddConsumerLine(opts.Name, l)
 	}
-	p.Process = StartProcess(t, opts.Name, c.opts.Binaries.Consumer, args, cleanEnv("HARNESS_CREDENTIAL="+cc.Credential), onLine, nil)
+	p.Process = StartProcess(t, opts.Name, c.opts.Binaries.Consumer, args, stack.CleanEnv("HARNESS_CREDENTIAL="+cc.Credential), onLine, nil)
 	cleanup(t, "consumer "+opts.Name, p.stop)
 	Eventually(t, 20*time.Second, opts.Name+" joined", func() (bool, string) {
 		if p.Exited() {
@@ -267,18 +258,14 @@ func (p *ConsumerProcess) stop() {
 	if p.Exited() {
 		return
 	}
-	_ = p.Signal(syscall.SIGCONT)
-	_ = p.Signal(sigTerm)
-	if p.Wait(15*time.Second) != nil && !p.Exited() {
-		p.Process.Kill()
-	}
+	_ = p.Process.Terminate(15 * time.Second)
 }
 
 // Terminate sends SIGTERM (graceful close) and waits for the exit.
 func (p *ConsumerProcess) Terminate(t testing.TB) {
 	t.Helper()
 	p.log.AddFault("close", p.Name)
-	if err := p.Signal(sigTerm); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Wait(20 * time.Second); err != nil {

@@ -1,88 +1,32 @@
 package harness
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // Producer writes uniquely numbered records ("p<partition>-<seq>") to
 // every partition of the cluster's topic, straight to Kafka, one goroutine
-// per partition, and logs each acknowledged record (Produced) with the
-// offset Kafka gave it. Failed produces are counted, not retried.
-type Producer struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	count    int
-	failures int
-	lastErr  error
-}
+// per partition (stack.Producer), and logs each acknowledged record
+// (Produced) with the offset Kafka gave it. Failed produces are counted,
+// not retried.
+type Producer = stack.Producer
 
 // StartProducer produces one record per partition every interval until
 // Stop (or cleanup).
 func (c *Cluster) StartProducer(t testing.TB, interval time.Duration) *Producer {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &Producer{cancel: cancel}
-	for part := range c.opts.Partitions {
-		p.wg.Add(1)
-		go p.run(ctx, c, part, interval)
-	}
+	p := c.Stack.StartProducer(stack.ProducerOptions{Topic: c.opts.Topic, Partitions: c.opts.Partitions, Interval: interval,
+		OnAck: func(partition int32, offset int64, rec *kgo.Record, at time.Time) {
+			c.Log.AddProduced(Produced{Topic: c.opts.Topic, Partition: partition, Offset: offset, Value: string(rec.Value), At: Now()})
+		}})
 	cleanup(t, "producer", p.Stop)
 	return p
-}
-
-func (p *Producer) run(ctx context.Context, c *Cluster, part int32, interval time.Duration) {
-	defer p.wg.Done()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for seq := 0; ; seq++ {
-		value := fmt.Sprintf("p%d-%06d", part, seq)
-		// Not ctx: a produce abandoned by Stop could still land in Kafka.
-		callCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		offset, err := c.Broker.Produce(callCtx, c.opts.Topic, part, []*kgo.Record{{Value: []byte(value)}})
-		cancel()
-		p.mu.Lock()
-		if err == nil {
-			p.count++
-			c.Log.AddProduced(Produced{Topic: c.opts.Topic, Partition: part, Offset: offset, Value: value, At: Now()})
-		} else {
-			p.failures++
-			p.lastErr = err
-		}
-		p.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// Stop stops producing and waits for the produce calls in flight.
-func (p *Producer) Stop() {
-	p.cancel()
-	p.wg.Wait()
-}
-
-// Count is the number of acknowledged records.
-func (p *Producer) Count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.count
-}
-
-// Failures is the number of failed produce calls and the last error.
-func (p *Producer) Failures() (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.failures, p.lastErr
 }
 
 // Undelivered counts the produced records not yet delivered to group and

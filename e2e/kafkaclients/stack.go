@@ -65,7 +65,7 @@ func Start(t testing.TB, opts Options) *Stack {
 func (s *Stack) KafkaAddrs() []string {
 	var out []string
 	for _, g := range s.Gateways() {
-		out = append(out, g.KafkaAddr())
+		out = append(out, g.InProcess().KafkaAddr())
 	}
 	return out
 }

@@ -8,25 +8,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capgate/capgate/e2e/harness"
+	"github.com/capgate/capgate/internal/timeline"
 )
 
-// Eventually polls cond every 10ms until it holds, failing the test with
-// what and cond's last explanation after timeout. It is for waiting on
-// real sockets and the broker; timeouts are generous, never assertions
-// about speed.
+// Eventually polls cond until it holds, failing the test with what and
+// cond's last explanation after timeout (harness.Eventually).
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, why)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	harness.Eventually(t, timeout, what, cond)
 }
 
 // Ledger is the deliveries of several members, merged.
@@ -224,27 +215,22 @@ func (l *Ledger) Exclusive(t testing.TB, partitions int32) {
 	}
 }
 
-// MaxGap is the longest time between consecutive deliveries of p within
-// [from, to] (the window's edges count as deliveries, so a partition
-// silent through the window has the window's length).
-func (l *Ledger) MaxGap(p int32, from, to time.Time) time.Duration {
-	prev := from
-	var gap time.Duration
+// Pause is partition p's pause over [from, to] by the one definition
+// (timeline.Pause): the longest time between two consecutive deliveries,
+// whichever member got them, overlapping the window.
+func (l *Ledger) Pause(p int32, from, to time.Time) time.Duration {
+	var ds []timeline.Delivery
 	for _, d := range l.Of(p) {
-		if d.At.Before(from) || d.At.After(to) {
-			continue
-		}
-		gap = max(gap, d.At.Sub(prev))
-		prev = d.At
+		ds = append(ds, timeline.Delivery{At: d.At, Offset: d.Offset, Member: d.Member})
 	}
-	return max(gap, to.Sub(prev))
+	return timeline.Pause(ds, from, to)
 }
 
 // WaitDelivered waits until the members delivered every offset below end.
 func WaitDelivered(t testing.TB, timeout time.Duration, end map[int32]int64, members ...*Member) *Ledger {
 	t.Helper()
 	var l *Ledger
-	Eventually(t, timeout, "every produced record delivered", func() (bool, string) {
+	harness.Eventually(t, timeout, "every produced record delivered", func() (bool, string) {
 		l = NewLedger(members...)
 		return l.Reached(end)
 	})

@@ -150,26 +150,26 @@ func checkHandoffs(t *testing.T, ledger *sdk.Ledger, moved []int32, before map[i
 	}
 }
 
-// reportPauses logs, for each moved partition, the gap between the old
-// owner's last delivery and the newcomer's first, and for the unmoved
-// ones the longest gap in the same window; and the join → first record
-// latency.
+// reportPauses logs the pause (timeline.Pause) of the moved and the
+// unmoved partitions from the join until the last moved partition
+// resumed, and the join → first record latency.
 func reportPauses(t *testing.T, ledger *sdk.Ledger, moved []int32, joined time.Time, newcomer *sdk.Member) {
 	t.Helper()
 	var movedGaps []time.Duration
 	var last time.Time
 	for _, p := range moved {
 		stints := ledger.Stints(p)
-		old, next := stints[len(stints)-2], stints[len(stints)-1]
-		movedGaps = append(movedGaps, next.First.At.Sub(old.Last.At))
-		if next.First.At.After(last) {
+		if next := stints[len(stints)-1]; next.First.At.After(last) {
 			last = next.First.At
 		}
+	}
+	for _, p := range moved {
+		movedGaps = append(movedGaps, ledger.Pause(p, joined, last))
 	}
 	var unmovedGaps []time.Duration
 	for p := range int32(12) {
 		if !slices.Contains(moved, p) {
-			unmovedGaps = append(unmovedGaps, ledger.MaxGap(p, joined, last))
+			unmovedGaps = append(unmovedGaps, ledger.Pause(p, joined, last))
 		}
 	}
 	var first time.Time
@@ -178,9 +178,9 @@ func reportPauses(t *testing.T, ledger *sdk.Ledger, moved []int32, joined time.T
 			first = d.At
 		}
 	}
-	t.Logf("moved partitions %v: pause (old owner's last record → newcomer's first) %v; p50 %v max %v",
+	t.Logf("moved partitions %v: pause %v; p50 %v max %v",
 		moved, movedGaps, sdk.Percentile(movedGaps, 0.5), sdk.Percentile(movedGaps, 1))
-	t.Logf("unmoved partitions: longest gap in the same window p50 %v max %v (producer interval 5ms)",
+	t.Logf("unmoved partitions: pause in the same window p50 %v max %v (producer interval 5ms)",
 		sdk.Percentile(unmovedGaps, 0.5), sdk.Percentile(unmovedGaps, 1))
 	t.Logf("join → newcomer consuming: %v (join call %v)", first.Sub(joined), newcomer.Joined.Sub(joined))
 }

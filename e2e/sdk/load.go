@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // LoadOptions configure StartLoad.
@@ -28,103 +28,69 @@ type LoadOptions struct {
 }
 
 // Load writes uniquely numbered records ("p<partition>-<seq>") to every
-// partition of the cluster's topic, one goroutine per partition, until
-// Stop. Failed produces are counted, not retried: Kafka's log is the
-// ground truth of what must be delivered (see Cluster.LogEnd).
+// partition of the cluster's topic, one goroutine per partition
+// (stack.Producer), until Stop. Failed produces are counted, not retried:
+// Kafka's log is the ground truth of what must be delivered (see
+// Cluster.LogEnd).
 type Load struct {
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	*stack.Producer
 	transport *Transport // of the gateway producers
 
 	mu       sync.Mutex
 	produced map[int32]map[int64]string // offset -> value, when known
-	failures int
-	lastErr  error
 }
 
 // StartLoad starts producing.
 func (c *Cluster) StartLoad(t testing.TB, opts LoadOptions) *Load {
 	t.Helper()
-	if opts.Interval <= 0 {
-		opts.Interval = 10 * time.Millisecond
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &Load{cancel: cancel, transport: NewTransport(), produced: map[int32]map[int64]string{}}
+	l := &Load{transport: NewTransport(), produced: map[int32]map[int64]string{}}
 	for p := range c.Partitions {
 		l.produced[p] = map[int64]string{}
 	}
-	for p := range c.Partitions {
-		send := c.directProduce(p)
-		if opts.ViaGateway {
-			send = c.gatewayProduce(t, l, p, opts.Gateways)
-		}
-		l.wg.Add(1)
-		go l.run(ctx, p, opts.Interval, send)
+	popts := stack.ProducerOptions{Topic: c.Topic, Partitions: c.Partitions, Interval: opts.Interval,
+		OnAck: func(p int32, offset int64, rec *kgo.Record, _ time.Time) {
+			l.mu.Lock()
+			l.produced[p][offset] = string(rec.Value)
+			l.mu.Unlock()
+		}}
+	if opts.ViaGateway {
+		popts.Send = c.gatewayProduce(t, l, opts.Gateways)
 	}
+	l.Producer = c.Stack.StartProducer(popts)
 	t.Cleanup(l.Stop)
 	return l
 }
 
-type produceFunc func(ctx context.Context, value string) (int64, error)
-
-func (c *Cluster) directProduce(p int32) produceFunc {
-	return func(ctx context.Context, value string) (int64, error) {
-		return c.Broker.Produce(ctx, c.Topic, p, []*kgo.Record{{Value: []byte(value)}})
-	}
-}
-
-func (c *Cluster) gatewayProduce(t testing.TB, l *Load, p int32, gateways []string) produceFunc {
+// gatewayProduce sends through the gateways with client.Producer and a
+// produce capability per partition minted by POST /v1/admin/capabilities.
+func (c *Cluster) gatewayProduce(t testing.TB, l *Load, gateways []string) func(context.Context, int32, *kgo.Record) (int64, error) {
 	t.Helper()
-	var grant api.CapabilityResponse
-	req := coordinator.SharedGrantRequest{Topic: c.Topic, Partition: p, Ops: []string{"produce"}, TTLMs: 10 * 60 * 1000, Holder: "e2e-producer"}
-	if status, raw := c.Admin(t, http.MethodPost, "/v1/admin/capabilities", req, &grant); status != http.StatusOK {
-		t.Fatalf("mint produce capability: %d %s", status, raw)
-	}
 	if len(gateways) == 0 {
 		gateways = c.GatewayURLs()
 	}
-	producer, err := client.NewProducer(gateways, grant.Capability,
-		client.WithLogger(c.log.Named("producer")), client.WithHTTPClient(&http.Client{Transport: l.transport}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(ctx context.Context, value string) (int64, error) {
-		return producer.Produce(ctx, c.Topic, p, []client.Record{{Value: []byte(value)}})
-	}
-}
-
-func (l *Load) run(ctx context.Context, p int32, interval time.Duration, send produceFunc) {
-	defer l.wg.Done()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for seq := 0; ; seq++ {
-		value := fmt.Sprintf("p%d-%06d", p, seq)
-		// Not ctx: a produce abandoned by Stop could still land in Kafka
-		// after LogEnd was read.
-		callCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		offset, err := send(callCtx, value)
-		cancel()
-		l.mu.Lock()
-		if err == nil {
-			l.produced[p][offset] = value
-		} else {
-			l.failures++
-			l.lastErr = err
+	producers := make([]*client.Producer, c.Partitions)
+	for p := range c.Partitions {
+		var grant api.CapabilityResponse
+		req := coordinator.SharedGrantRequest{Topic: c.Topic, Partition: p, Ops: []string{"produce"}, TTLMs: 10 * 60 * 1000, Holder: "e2e-producer"}
+		if status, raw := c.Admin(t, http.MethodPost, "/v1/admin/capabilities", req, &grant); status != http.StatusOK {
+			t.Fatalf("mint produce capability: %d %s", status, raw)
 		}
-		l.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+		producer, err := client.NewProducer(gateways, grant.Capability,
+			client.WithLogger(c.log.Named("producer")), client.WithHTTPClient(&http.Client{Transport: l.transport}))
+		if err != nil {
+			t.Fatal(err)
 		}
+		producers[p] = producer
+	}
+	return func(ctx context.Context, p int32, rec *kgo.Record) (int64, error) {
+		return producers[p].Produce(ctx, c.Topic, p, []client.Record{{Value: rec.Value}})
 	}
 }
 
 // Stop stops producing and waits for the produce calls in flight to
 // finish.
 func (l *Load) Stop() {
-	l.cancel()
-	l.wg.Wait()
+	l.Producer.Stop()
 	l.transport.CloseIdleConnections()
 }
 
@@ -137,24 +103,6 @@ func (l *Load) Produced(p int32) map[int64]string {
 		out[o] = v
 	}
 	return out
-}
-
-// Count is how many records were produced with a known offset.
-func (l *Load) Count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, m := range l.produced {
-		n += len(m)
-	}
-	return n
-}
-
-// Failures reports the produce calls that failed and the last error.
-func (l *Load) Failures() (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.failures, l.lastErr
 }
 
 // LogEnd reads every partition's end offset from Kafka: everything below

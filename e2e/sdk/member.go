@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // Delivery is one record a member's Poll returned.
@@ -58,49 +58,37 @@ type MemberOptions struct {
 	Configure func(*client.Config)
 }
 
-// Member is one consumer of a group run by the test: it joins, polls in a
-// goroutine of its own and records every delivery, hook call and
-// confirmed commit, with timestamps. Its HTTP goes through a Transport
-// that records fetches and can be killed. Methods are safe for concurrent
-// use.
+// Member is one consumer of a group run by the test: it joins, runs the
+// stack's poll loop (stack.Consumer) and records every delivery, hook
+// call and confirmed commit, with timestamps. Its HTTP goes through a
+// Transport that records fetches and can be killed. Methods are safe for
+// concurrent use.
 type Member struct {
-	Name      string
-	Consumer  *client.Consumer
+	Name string
+	*stack.Consumer
 	Transport *Transport
 	// JoinStarted and Joined bracket the Join call.
 	JoinStarted, Joined time.Time
-
-	cancel context.CancelFunc
-	done   chan struct{}
 
 	mu         sync.Mutex
 	deliveries []Delivery
 	hooks      []HookEvent
 	acked      map[int32]int64 // offsets a successful Commit confirmed
 	last       map[int32]int64 // offset after the last delivered record
-	pollErr    error
 	killed     bool
 }
 
 // ClientConfig is the client configuration NewMember starts from.
 func (c *Cluster) ClientConfig(opts MemberOptions, credential string) client.Config {
-	cfg := client.DefaultConfig()
-	cfg.CoordinatorURL = c.CoordinatorURL
-	cfg.Gateways = opts.Gateways
-	if len(cfg.Gateways) == 0 {
-		cfg.Gateways = c.GatewayURLs()
+	cfg := c.Stack.ClientConfig(opts.Group, []string{c.Topic}, credential)
+	if len(opts.Gateways) > 0 {
+		cfg.Gateways = opts.Gateways
 	}
-	cfg.Group, cfg.Topics, cfg.Credential = opts.Group, []string{c.Topic}, credential
 	cfg.ClientID = "e2e"
-	cfg.SessionTimeout = 10 * time.Second
 	if opts.SessionTimeout > 0 {
 		cfg.SessionTimeout = opts.SessionTimeout
+		cfg.HeartbeatWait = min(c.Timing().HeartbeatWait, cfg.SessionTimeout/2)
 	}
-	cfg.HeartbeatWait = min(c.Timing.HeartbeatWait, cfg.SessionTimeout/2)
-	cfg.FetchMaxWait = 500 * time.Millisecond
-	cfg.RequestTimeout = 5 * time.Second
-	cfg.RevokeTimeout = 2 * time.Second
-	cfg.CapabilityExpiryMargin = c.Timing.CapabilityLease / 4
 	cfg.Raw = opts.Raw
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
@@ -116,61 +104,31 @@ func (c *Cluster) NewMember(t testing.TB, opts MemberOptions) *Member {
 	if opts.Name == "" {
 		opts.Name = "member"
 	}
-	m := &Member{
-		Name: opts.Name, Transport: NewTransport(), done: make(chan struct{}),
-		acked: map[int32]int64{}, last: map[int32]int64{},
-	}
-	cfg := c.ClientConfig(opts, c.ClientCredential(t, opts.Group))
-	consumer, err := client.NewConsumer(cfg,
-		client.WithLogger(c.log.Named(opts.Name)),
-		client.WithHTTPClient(&http.Client{Transport: m.Transport}),
-		client.OnGrant(func(ps []client.Partition) { m.hook(HookGrant, ps) }),
-		client.OnRevoke(func(_ context.Context, ps []client.Partition) { m.hook(HookRevoke, ps) }),
-		client.OnLost(func(ps []client.Partition) { m.hook(HookLost, ps) }),
-	)
-	if err != nil {
-		t.Fatalf("%s: new consumer: %v", opts.Name, err)
-	}
-	m.Consumer = consumer
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	t.Cleanup(func() { m.Close(t) })
+	m := &Member{Name: opts.Name, Transport: NewTransport(), acked: map[int32]int64{}, last: map[int32]int64{}}
 	m.JoinStarted = time.Now()
-	if err := consumer.Join(ctx); err != nil {
-		t.Fatalf("%s: join: %v", opts.Name, err)
+	consumer, err := stack.StartConsumer(context.Background(), stack.ConsumerOptions{
+		Config: c.ClientConfig(opts, c.ClientCredential(t, opts.Group)), Logger: c.log.Named(opts.Name),
+		HTTP: &http.Client{Transport: m.Transport}, CommitEvery: opts.CommitInterval, Commit: m.commit,
+		OnRecords: func(_ string, records []client.Record, at time.Time) { m.record(records, at) },
+		OnHook:    func(h stack.Hook, ps []client.Partition, at time.Time) { m.hook(HookKind(h), ps, at) },
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", opts.Name, err)
 	}
 	m.Joined = time.Now()
-	go m.pollLoop(ctx, opts.CommitInterval)
+	m.Consumer = consumer
+	t.Cleanup(func() { m.Close(t) })
 	return m
 }
 
-func (m *Member) hook(kind HookKind, ps []client.Partition) {
-	e := HookEvent{Kind: kind, At: time.Now()}
+func (m *Member) hook(kind HookKind, ps []client.Partition, at time.Time) {
+	e := HookEvent{Kind: kind, At: at}
 	for _, p := range ps {
 		e.Partitions = append(e.Partitions, p.Partition)
 	}
 	m.mu.Lock()
 	m.hooks = append(m.hooks, e)
 	m.mu.Unlock()
-}
-
-func (m *Member) pollLoop(ctx context.Context, commitEvery time.Duration) {
-	defer close(m.done)
-	lastCommit := time.Now()
-	for {
-		records, err := m.Consumer.Poll(ctx)
-		if err != nil {
-			m.mu.Lock()
-			m.pollErr = err
-			m.mu.Unlock()
-			return
-		}
-		m.record(records, time.Now())
-		if commitEvery > 0 && time.Since(lastCommit) >= commitEvery {
-			m.commit(ctx)
-			lastCommit = time.Now()
-		}
-	}
 }
 
 func (m *Member) record(records []client.Record, at time.Time) {
@@ -186,18 +144,18 @@ func (m *Member) record(records []client.Record, at time.Time) {
 
 // commit commits everything delivered so far; on success the offsets of
 // the partitions held before and after are confirmed.
-func (m *Member) commit(ctx context.Context) {
-	before := heldSet(m.Consumer.Assigned())
+func (m *Member) commit(ctx context.Context, consumer *client.Consumer) error {
+	before := heldSet(consumer.Assigned())
 	m.mu.Lock()
 	snapshot := make(map[int32]int64, len(m.last))
 	for p, o := range m.last {
 		snapshot[p] = o
 	}
 	m.mu.Unlock()
-	if err := m.Consumer.Commit(ctx); err != nil {
-		return
+	if err := consumer.Commit(ctx); err != nil {
+		return err
 	}
-	after := heldSet(m.Consumer.Assigned())
+	after := heldSet(consumer.Assigned())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for p, o := range snapshot {
@@ -205,6 +163,7 @@ func (m *Member) commit(ctx context.Context) {
 			m.acked[p] = max(m.acked[p], o)
 		}
 	}
+	return nil
 }
 
 func heldSet(ps []client.Partition) map[int32]bool {
@@ -250,19 +209,14 @@ func (m *Member) Assigned() []int32 {
 }
 
 // PollErr is the error that ended the poll loop, if it ended.
-func (m *Member) PollErr() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.pollErr
-}
+func (m *Member) PollErr() error { return m.Err() }
 
 // Kill stops the member without leaving: every request in flight is cut,
 // every later one fails, and the poll loop stops. The coordinator only
 // learns of it by the member's silence.
 func (m *Member) Kill() {
 	m.Transport.Kill()
-	m.cancel()
-	<-m.done
+	m.StopPolling()
 	m.mu.Lock()
 	m.killed = true
 	m.mu.Unlock()
@@ -282,10 +236,8 @@ func (m *Member) Close(t testing.TB) {
 	defer cancel()
 	var err error
 	slow(t, m.Name+" close", func() { err = m.Consumer.Close(ctx) })
-	m.cancel()
-	<-m.done
 	m.Transport.CloseIdleConnections()
-	if err != nil && !killed && !errors.Is(err, client.ErrClosed) {
+	if err != nil && !killed {
 		t.Errorf("%s: close: %v", m.Name, err)
 	}
 }

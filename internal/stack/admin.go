@@ -1,0 +1,124 @@
+package stack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/coordinator"
+)
+
+// Admin sends an admin API request to the coordinator (in as JSON unless
+// nil) and decodes a 2xx answer into out (unless nil). It returns the
+// status and the raw body; a transport or decoding failure is an error, a
+// non-2xx status is not.
+func (s *Stack) Admin(ctx context.Context, method, path string, in, out any) (int, []byte, error) {
+	return DoJSON(ctx, s.http, method, s.CoordinatorURL()+path, s.AdminToken, in, out)
+}
+
+// DoJSON is one JSON request with a bearer token (in as JSON unless nil);
+// a 2xx answer is decoded into out (unless nil). It returns the status and
+// the raw body; a non-2xx status is not an error.
+func DoJSON(ctx context.Context, hc *http.Client, method, u, bearer string, in, out any) (int, []byte, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	if out != nil && resp.StatusCode/100 == 2 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, raw, fmt.Errorf("%s %s: decode %.200s: %w", method, u, raw, err)
+		}
+	}
+	return resp.StatusCode, raw, nil
+}
+
+// MustAdmin is Admin with a non-2xx answer as an error.
+func (s *Stack) MustAdmin(ctx context.Context, method, path string, in, out any) error {
+	status, raw, err := s.Admin(ctx, method, path, in, out)
+	if err == nil && status/100 != 2 {
+		err = fmt.Errorf("admin %s %s: %d %s", method, path, status, raw)
+	}
+	return err
+}
+
+// ClientCredential mints a client credential named name for groups and
+// topics through the admin API.
+func (s *Stack) ClientCredential(ctx context.Context, name string, groups, topics []string, ttl time.Duration) (string, error) {
+	var resp coordinator.ClientResponse
+	err := s.MustAdmin(ctx, http.MethodPost, "/v1/admin/clients",
+		coordinator.ClientRequest{Name: name, Groups: groups, Topics: topics, TTLMs: ttl.Milliseconds()}, &resp)
+	return resp.Credential, err
+}
+
+// Describe returns GET /v1/admin/groups/{group}.
+func (s *Stack) Describe(ctx context.Context, group string) (coordinator.GroupDescription, error) {
+	var d coordinator.GroupDescription
+	err := s.MustAdmin(ctx, http.MethodGet, "/v1/admin/groups/"+url.PathEscape(group), nil, &d)
+	return d, err
+}
+
+// Acked reports whether every gateway of the stack acknowledged sync seq
+// (GET /v1/admin/gateways), naming one that did not.
+func (s *Stack) Acked(ctx context.Context, seq uint64) (bool, string, error) {
+	var now coordinator.GatewaysResponse
+	if err := s.MustAdmin(ctx, http.MethodGet, "/v1/admin/gateways", nil, &now); err != nil {
+		return false, "", err
+	}
+	acked := map[string]uint64{}
+	for _, g := range now.Gateways {
+		acked[g.ID] = g.Acked
+	}
+	for _, g := range s.Gateways() {
+		if acked[g.ID] < seq {
+			return false, fmt.Sprintf("%s acked %d of %d", g.ID, acked[g.ID], seq), nil
+		}
+	}
+	return true, "", nil
+}
+
+// SyncSeq is the coordinator's current sync sequence.
+func (s *Stack) SyncSeq(ctx context.Context) (uint64, error) {
+	var now coordinator.GatewaysResponse
+	err := s.MustAdmin(ctx, http.MethodGet, "/v1/admin/gateways", nil, &now)
+	return now.Seq, err
+}
+
+// ClientConfig is an SDK consumer configuration pointed at the stack (the
+// first coordinator, every gateway) for group and topics, with the
+// stack's timing.
+func (s *Stack) ClientConfig(group string, topics []string, credential string) client.Config {
+	cfg := client.DefaultConfig()
+	cfg.CoordinatorURL, cfg.Gateways = s.CoordinatorURL(), s.GatewayURLs()
+	cfg.Group, cfg.Topics, cfg.Credential = group, topics, credential
+	s.opts.Timing.applyClient(&cfg)
+	return cfg
+}

@@ -1,0 +1,211 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/capgate/capgate/coordinator"
+)
+
+// Coordinator is one coordinator of a stack: in this process
+// (coordinator.New) or a `capgate coordinator` process. Its address and
+// data directory stay the same across Kill and Start, so a restart finds
+// its state. Safe for concurrent use.
+type Coordinator struct {
+	s       *Stack
+	Index   int    // 0 for the first
+	Name    string // "coordinator", "coordinator-2", …
+	Addr    string // host:port
+	URL     string // scheme://Addr
+	DataDir string
+	process bool
+	dir     string // where a process's config file goes
+
+	mu   sync.Mutex
+	in   *coordinator.Coordinator
+	done chan error // Run's result (in-process)
+	proc *Process
+}
+
+func (s *Stack) newCoordinator(i int) (*Coordinator, error) {
+	name := "coordinator"
+	if i > 0 {
+		name = fmt.Sprintf("coordinator-%d", i+1)
+	}
+	listen := ""
+	if i == 0 {
+		listen = s.opts.CoordinatorListen
+	}
+	addr, err := resolveAddr(listen)
+	if err != nil {
+		return nil, err
+	}
+	// Dir/<name> is the data directory (capgate dev's layout since its
+	// first release: a restart on the same --data-dir keeps the state).
+	return &Coordinator{s: s, Index: i, Name: name, Addr: addr, URL: s.opts.scheme() + "://" + addr,
+		DataDir: filepath.Join(s.opts.Dir, name), process: s.opts.CoordinatorProcess, dir: s.opts.Dir}, nil
+}
+
+// Config is the configuration the coordinator runs with: the defaults,
+// the stack's broker, secrets and timing, then Options.Coordinator.
+func (co *Coordinator) Config() coordinator.Config {
+	s := co.s
+	cfg := coordinator.DefaultConfig()
+	cfg.Listen, cfg.DataDir = co.Addr, co.DataDir
+	cfg.Broker = s.BrokerConfig()
+	cfg.AdminTokenHashes = []string{coordinator.HashSecret(s.AdminToken)}
+	cfg.SyncTokenHashes = []string{coordinator.HashSecret(s.SyncToken)}
+	cfg.ShutdownTimeout = 5 * time.Second
+	s.opts.Timing.applyCoordinator(&cfg)
+	if s.opts.Coordinator != nil {
+		s.opts.Coordinator(co.Index, &cfg)
+	}
+	return cfg
+}
+
+// Start starts the coordinator (again, after Kill or Stop) and waits
+// until it answers /healthz.
+func (co *Coordinator) Start(ctx context.Context) error {
+	cfg := co.Config()
+	if co.process {
+		if err := co.startProcess(cfg); err != nil {
+			return err
+		}
+	} else if err := co.startInProcess(cfg); err != nil {
+		return err
+	}
+	return co.s.waitOK(ctx, co.URL+"/healthz", co.exited)
+}
+
+func (co *Coordinator) startInProcess(cfg coordinator.Config) error {
+	in, err := coordinator.New(cfg, co.s.logger(co.Name), coordinator.WithBroker(co.s.Broker))
+	if err != nil {
+		return fmt.Errorf("stack: %s: %w", co.Name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- in.Run(context.Background()) }()
+	co.mu.Lock()
+	co.in, co.done = in, done
+	co.mu.Unlock()
+	return nil
+}
+
+// processFile is the layout of the capgate config file a process part reads.
+type processFile struct {
+	Log         map[string]string   `yaml:"log"`
+	Coordinator *coordinator.Config `yaml:"coordinator,omitempty"`
+	Gateway     any                 `yaml:"gateway,omitempty"`
+}
+
+func writeProcessConfig(path string, f processFile) error {
+	f.Log = map[string]string{"level": "info", "format": "json"}
+	b, err := yaml.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("stack: config %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("stack: config %s: %w", path, err)
+	}
+	return nil
+}
+
+func (co *Coordinator) startProcess(cfg coordinator.Config) error {
+	if co.s.opts.Binary == "" {
+		return errors.New("stack: CoordinatorProcess needs Options.Binary")
+	}
+	path := filepath.Join(co.dir, co.Name+".yaml")
+	if err := writeProcessConfig(path, processFile{Coordinator: &cfg}); err != nil {
+		return err
+	}
+	onLine := co.s.lineSink(co.Name)
+	proc, err := StartProcess(co.Name, co.s.opts.Binary, []string{"coordinator", "--config", path}, CleanEnv(), onLine, onLine)
+	if err != nil {
+		return err
+	}
+	co.mu.Lock()
+	co.proc = proc
+	co.mu.Unlock()
+	return nil
+}
+
+// exited reports, without blocking, that the coordinator stopped (its
+// process exited or Run returned) and why.
+func (co *Coordinator) exited() (bool, error) {
+	co.mu.Lock()
+	proc, done := co.proc, co.done
+	co.mu.Unlock()
+	if co.process {
+		if proc != nil && proc.Exited() {
+			return true, fmt.Errorf("%s exited: %v\n%s", co.Name, proc.Wait(0), proc.Tail())
+		}
+		return false, nil
+	}
+	select {
+	case err := <-done:
+		done <- err // keep it for Stop
+		return true, fmt.Errorf("%s stopped: %v", co.Name, err)
+	default:
+		return false, nil
+	}
+}
+
+// Kill stops the coordinator at once: SIGKILL for a process, Close for
+// one in this process (graceful: held polls answered 503). Start brings
+// it back.
+func (co *Coordinator) Kill() {
+	co.mu.Lock()
+	proc, in, done := co.proc, co.in, co.done
+	co.in, co.proc = nil, nil
+	co.mu.Unlock()
+	if proc != nil {
+		proc.Kill()
+	}
+	if in != nil {
+		_ = in.Close()
+		<-done
+	}
+}
+
+// Stop shuts the coordinator down gracefully (SIGTERM for a process) and
+// returns what stopped it badly, if anything.
+func (co *Coordinator) Stop() error {
+	co.s.http.CloseIdleConnections()
+	co.mu.Lock()
+	proc, in, done := co.proc, co.in, co.done
+	co.in, co.proc = nil, nil
+	co.mu.Unlock()
+	if proc != nil {
+		if err := proc.Terminate(10 * time.Second); err != nil {
+			return fmt.Errorf("stack: %s: %w", co.Name, err)
+		}
+	}
+	if in != nil {
+		_ = in.Close()
+		if err := <-done; err != nil {
+			return fmt.Errorf("stack: %s run: %w", co.Name, err)
+		}
+	}
+	return nil
+}
+
+// InProcess is the running in-process coordinator (nil for a process or
+// when stopped).
+func (co *Coordinator) InProcess() *coordinator.Coordinator {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	return co.in
+}
+
+// Process is the coordinator's process (nil in-process or when stopped).
+func (co *Coordinator) Process() *Process {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	return co.proc
+}
