@@ -18,7 +18,9 @@ import (
 // fetch (the bug answered fetches 503 out_of_sync for a moment before
 // every answered idle poll). Its self-fence clock runs from the send time
 // of the last answered poll, which is up to two held polls old. The
-// probes run for four sync timeouts, i.e. through eight held polls.
+// probes run for four sync timeouts, i.e. through eight held polls. Not
+// parallel: it asserts a margin of 500ms, which a machine saturated by
+// the package's other tests could eat.
 func TestIdleGatewayStaysReady(t *testing.T) {
 
 	tm := sdk.DefaultTiming()
