@@ -58,6 +58,9 @@ type Cluster struct {
 	*stack.Stack
 	Topic      string
 	Partitions int32
+	// CoordinatorURL is the coordinator's base URL (the stack's
+	// CoordinatorURL(); it never moves in this suite).
+	CoordinatorURL string
 
 	log *zap.Logger
 }
@@ -98,7 +101,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 			t.Errorf("stack: %v", err)
 		}
 	})
-	c.Stack = s
+	c.Stack, c.CoordinatorURL = s, s.CoordinatorURL()
 	return c
 }
 

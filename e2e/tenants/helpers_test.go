@@ -57,7 +57,7 @@ func (cl client) request(t testing.TB, method, url, bearer string, body any) (in
 // coordinator sends a request to the coordinator.
 func (cl client) coordinator(t testing.TB, method, path, bearer string, body any) (int, []byte) {
 	t.Helper()
-	return cl.request(t, method, cl.c.CoordinatorURL()+path, bearer, body)
+	return cl.request(t, method, cl.c.CoordinatorURL+path, bearer, body)
 }
 
 // credential mints a client credential for groups through the admin API
