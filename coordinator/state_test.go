@@ -99,3 +99,20 @@ func TestKafkaStateNeedsAPrivateKEK(t *testing.T) {
 		t.Fatalf("world-readable KEK: %v, want ErrKEK", err)
 	}
 }
+
+func TestStateConfigValidate(t *testing.T) {
+	cfg := coordinator.DefaultConfig()
+	cfg.State = "etcd"
+	if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "state:") {
+		t.Fatalf("unknown state: %v", err)
+	}
+	cfg.State = coordinator.StateKafka
+	cfg.KafkaState.KEKEnv = "CAPGATE_KEK"
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("kafka with a KEK variable: %v", err)
+	}
+	cfg.KafkaState.Partitions = 3
+	if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "kafka_state.partitions:") {
+		t.Fatalf("3 shards before replicas: %v", err)
+	}
+}
