@@ -93,7 +93,7 @@ func OpenKafka(ctx context.Context, opts KafkaOptions) (*LogStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openLog(ctx, t, t.opts.LogOptions)
+	return openLog(ctx, t, t.opts.LogOptions, false)
 }
 
 // FollowKafka tails shard opts.Shard of the state topic (a warm standby).
@@ -102,7 +102,7 @@ func FollowKafka(ctx context.Context, opts KafkaOptions) (*Follower, error) {
 	if err != nil {
 		return nil, err
 	}
-	return follow(ctx, t, t.opts.LogOptions)
+	return follow(ctx, t, t.opts.LogOptions, false)
 }
 
 // kafkaTransport is one shard of the state topic. base carries admin

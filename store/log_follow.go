@@ -63,8 +63,9 @@ type Follower struct {
 
 	reader logReader
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the read loop returned
+	done   chan struct{} // closed when the read loop returned (at once if manual)
 	err    error         // why the read loop stopped (read after done)
+	manual bool          // no read loop: CatchUp reads
 
 	mu       sync.Mutex
 	want     []byte        // nonce of the barrier Promote waits for
@@ -74,10 +75,11 @@ type Follower struct {
 }
 
 // follow restores the latest snapshot of t's shard and starts tailing
-// after it. The follower owns t from here on, also on error.
-func follow(ctx context.Context, t logTransport, opts LogOptions) (*Follower, error) {
+// after it — in a goroutine, or, manual, only when CatchUp is called. The
+// follower owns t from here on, also on error.
+func follow(ctx context.Context, t logTransport, opts LogOptions, manual bool) (*Follower, error) {
 	opts = opts.withDefaults()
-	f := &Follower{t: t, opts: opts, state: newLogState(opts.KEK), done: make(chan struct{})}
+	f := &Follower{t: t, opts: opts, state: newLogState(opts.KEK), done: make(chan struct{}), manual: manual}
 	from, err := f.restoreSnapshot(ctx)
 	if err == nil {
 		f.reader, err = t.newReader(from)
@@ -90,8 +92,33 @@ func follow(ctx context.Context, t logTransport, opts LogOptions) (*Follower, er
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
+	if manual {
+		close(f.done)
+		return f, nil
+	}
 	go f.run(loopCtx)
 	return f, nil
+}
+
+// CatchUp applies every transaction the log holds now, without waiting:
+// the way a manual follower (MemOptions.Manual) reads, so the
+// deterministic simulation decides when a standby catches up.
+func (f *Follower) CatchUp() error {
+	now, ok := f.reader.(interface{ pollNow() []logRecord })
+	if !f.manual || !ok {
+		return errors.New("store: CatchUp: not a manual follower")
+	}
+	for {
+		records := now.pollNow()
+		if len(records) == 0 {
+			return nil
+		}
+		commits, err := f.state.read(records)
+		f.notice(commits)
+		if err != nil {
+			return fmt.Errorf("store: %s: catch up: %w", f.t.name(), err)
+		}
+	}
 }
 
 // restoreSnapshot loads the latest snapshot into the state and returns the
@@ -262,6 +289,17 @@ func (f *Follower) awaitBarrier(ctx context.Context, nonce []byte) error {
 	f.mu.Lock()
 	seen := f.seen
 	f.mu.Unlock()
+	if f.manual {
+		if err := f.CatchUp(); err != nil {
+			return err
+		}
+		select {
+		case <-seen:
+			return nil
+		default:
+			return fmt.Errorf("store: %s: promote: the barrier is not in the log after its commit", f.t.name())
+		}
+	}
 	select {
 	case <-seen:
 		return nil
@@ -301,8 +339,8 @@ func (f *Follower) Close() error {
 }
 
 // openLog is the single-writer open: follow, then Promote.
-func openLog(ctx context.Context, t logTransport, opts LogOptions) (*LogStore, error) {
-	f, err := follow(ctx, t, opts)
+func openLog(ctx context.Context, t logTransport, opts LogOptions, manual bool) (*LogStore, error) {
+	f, err := follow(ctx, t, opts, manual)
 	if err != nil {
 		return nil, err
 	}

@@ -338,3 +338,54 @@ func TestFailedWriteBreaksTheWriter(t *testing.T) {
 		})
 	}
 }
+
+// A manual follower on the in-memory log reads only when told (CatchUp),
+// and promotes without a goroutine: what the deterministic simulation
+// needs to decide when a standby reads.
+func TestManualFollower(t *testing.T) {
+	log := store.NewMemLog()
+	writer, err := store.OpenMem(context.Background(), log, store.MemOptions{LogOptions: store.LogOptions{WriterID: "leader"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtCleanup(t, writer)
+	putEpochs(t, writer, 0, 4, 1)
+	f, err := store.FollowMem(context.Background(), log, store.MemOptions{LogOptions: store.LogOptions{WriterID: "standby"}, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putEpochs(t, writer, 0, 4, 2)
+	if pos, _ := f.Position(); pos.Offset != -1 {
+		t.Fatalf("a manual follower read on its own: at %d", pos.Offset)
+	}
+	if err := f.CatchUp(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := mustLoad(t, writer); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after CatchUp\n %+v\nwant\n %+v", got, want)
+	}
+	putEpochs(t, writer, 0, 1, 3) // the tail Promote must read itself
+	promoted, err := f.Promote(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtCleanup(t, promoted)
+	if epoch := epochOf(t, promoted, "g", "t", 0); epoch != 3 {
+		t.Fatalf("promoted at epoch %d, want 3", epoch)
+	}
+	if err := writer.Update(func(w *store.Writer) error { return w.PutEpoch("g", "t", 0, 4) }); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("old writer: %v, want ErrFenced", err)
+	}
+	auto, err := store.FollowMem(context.Background(), log, store.MemOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auto.Close()
+	if err := auto.CatchUp(); err == nil {
+		t.Fatal("CatchUp on a tailing follower")
+	}
+}

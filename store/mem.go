@@ -57,17 +57,22 @@ func NewMemLog() *MemLog { return &MemLog{shards: map[int32]*memShard{}} }
 type MemOptions struct {
 	LogOptions
 	Shard int32
+	// Manual makes FollowMem start no goroutine: the follower reads only
+	// when CatchUp is called (and Promote catches up itself), so a
+	// deterministic simulation decides when a standby reads.
+	Manual bool
 }
 
 // OpenMem opens shard opts.Shard of m as its writer: fence, read to the
-// end, serve (Follower.Promote).
+// end, serve (Follower.Promote). It starts no goroutine (background
+// snapshots aside, SnapshotEvery).
 func OpenMem(ctx context.Context, m *MemLog, opts MemOptions) (*LogStore, error) {
-	return openLog(ctx, m.transport(opts.Shard), opts.LogOptions)
+	return openLog(ctx, m.transport(opts.Shard), opts.LogOptions, true)
 }
 
 // FollowMem tails shard opts.Shard of m.
 func FollowMem(ctx context.Context, m *MemLog, opts MemOptions) (*Follower, error) {
-	return follow(ctx, m.transport(opts.Shard), opts.LogOptions)
+	return follow(ctx, m.transport(opts.Shard), opts.LogOptions, opts.Manual)
 }
 
 // Fail makes the next commit on shard meet fault (faults queue up).
@@ -185,22 +190,36 @@ const memPollMax = 4096
 
 func (r *memReader) poll(ctx context.Context) ([]logRecord, error) {
 	for {
-		r.t.m.mu.Lock()
-		s := r.t.m.shard(r.t.shard)
-		if r.next < int64(len(s.records)) {
-			batch := slices.Clone(s.records[r.next:min(r.next+memPollMax, int64(len(s.records)))])
-			r.next += int64(len(batch))
-			r.t.m.mu.Unlock()
+		batch, changed := r.take()
+		if len(batch) > 0 {
 			return batch, nil
 		}
-		changed := s.changed
-		r.t.m.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// pollNow returns what poll would, without waiting (manual followers).
+func (r *memReader) pollNow() []logRecord {
+	batch, _ := r.take()
+	return batch
+}
+
+// take returns the records after the cursor and, under the same lock, the
+// channel closed at the next commit.
+func (r *memReader) take() ([]logRecord, <-chan struct{}) {
+	r.t.m.mu.Lock()
+	defer r.t.m.mu.Unlock()
+	s := r.t.m.shard(r.t.shard)
+	if r.next >= int64(len(s.records)) {
+		return nil, s.changed
+	}
+	batch := slices.Clone(s.records[r.next:min(r.next+memPollMax, int64(len(s.records)))])
+	r.next += int64(len(batch))
+	return batch, s.changed
 }
 
 func (r *memReader) close() {}
