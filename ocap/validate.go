@@ -1,51 +1,104 @@
 package ocap
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
-// checkClaims applies every claim rule for the token's kind at now.
-func (v *Verifier) checkClaims(c *Claims, now time.Time) error {
-	if err := v.checkTimes(c, now); err != nil {
-		return err
+// jwtClaims is Claims as golang-jwt's parser sees them: the registered
+// claims it validates (exp, iat, nbf, iss, aud) and a decoder that refuses
+// unknown claims and trailing data (golang-jwt's own decoder accepts
+// both). A conversion of *Claims, not a copy.
+type jwtClaims Claims
+
+var _ jwt.Claims = (*jwtClaims)(nil)
+
+func numericDate(s Seconds) (*jwt.NumericDate, error) {
+	if s == 0 {
+		return nil, nil // absent; exp is required (WithExpirationRequired), iat by checkRules
 	}
-	switch {
-	case c.Issuer != v.cfg.Issuer:
-		return fmt.Errorf("%w: %.80q", ErrBadIssuer, c.Issuer)
-	case c.Audience != v.cfg.Audience:
-		return fmt.Errorf("%w: %.80q", ErrBadAudience, c.Audience)
-	case !validJTI(c.ID):
-		return fmt.Errorf("%w: %.40q", ErrBadJTI, c.ID)
-	case c.Subject == "" || len(c.Subject) > 255:
-		return ErrBadSubject
-	}
-	return checkShape(c)
+	return jwt.NewNumericDate(s.time()), nil
 }
 
-func (v *Verifier) checkTimes(c *Claims, now time.Time) error {
-	n, leeway := now.Unix(), int64(v.cfg.Leeway/time.Second)
+func (c *jwtClaims) GetExpirationTime() (*jwt.NumericDate, error) { return numericDate(c.ExpiresAt) }
+func (c *jwtClaims) GetIssuedAt() (*jwt.NumericDate, error)       { return numericDate(c.IssuedAt) }
+func (c *jwtClaims) GetNotBefore() (*jwt.NumericDate, error)      { return numericDate(c.NotBefore) }
+func (c *jwtClaims) GetIssuer() (string, error)                   { return c.Issuer, nil }
+func (c *jwtClaims) GetSubject() (string, error)                  { return c.Subject, nil }
+
+// GetAudience is our one audience: aud is a single string (a list is
+// refused by the decoder), which golang-jwt compares with WithAudience.
+func (c *jwtClaims) GetAudience() (jwt.ClaimStrings, error) {
+	if c.Audience == "" {
+		return nil, nil
+	}
+	return jwt.ClaimStrings{c.Audience}, nil
+}
+
+// UnmarshalJSON decodes strictly: unknown claims are refused, times must
+// be integers (Seconds), ops known, ranges valid. Hand-written beside
+// golang-jwt because its decoder has no DisallowUnknownFields and its
+// NumericDate accepts fractions and exponents (1.5, 1e300), which
+// capgate refuses with ErrBadTime.
+func (c *jwtClaims) UnmarshalJSON(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode((*Claims)(c)); err != nil {
+		for _, sentinel := range []error{ErrBadTime, ErrUnknownOp, ErrBadOffsetRange, ErrBadClaims} {
+			if errors.Is(err, sentinel) {
+				return err
+			}
+		}
+		return fmt.Errorf("%w: %v", ErrBadClaims, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data", ErrBadClaims)
+	}
+	return nil
+}
+
+// checkClaims applies every claim rule for the token's kind at now — the
+// ones golang-jwt's validator checks (with the verifier's options) and
+// capgate's own — to claims about to be signed (the minter's self-check).
+func (v *Verifier) checkClaims(c *Claims, now time.Time) error {
+	if err := jwt.NewValidator(v.options(now)...).Validate((*jwtClaims)(c)); err != nil {
+		return reason(&jwt.Token{Claims: (*jwtClaims)(c), Method: jwt.SigningMethodEdDSA}, fmt.Errorf("%w: %w", jwt.ErrTokenInvalidClaims, err))
+	}
+	return v.checkRules(c)
+}
+
+// checkRules are capgate's claim rules beyond golang-jwt's validator,
+// checked once it passed: none of them can be said with its options.
+//   - iat is required: WithIssuedAt only checks an iat that is present.
+//   - exp > iat and exp - iat ≤ max_lease (or the credential TTL): a lease
+//     bound, not a clock check.
+//   - jti is 128 bits of base64url; sub is 1-255 bytes (WithSubject
+//     compares with one expected value only).
+//   - the claims each kind requires and refuses (checkShape).
+func (v *Verifier) checkRules(c *Claims) error {
 	maxTTL := v.cfg.MaxLease
 	if c.kind != KindCapability {
 		maxTTL = v.cfg.MaxCredentialTTL
 	}
 	switch {
-	case c.ExpiresAt == 0:
-		return ErrMissingExp
 	case c.IssuedAt == 0:
 		return ErrMissingIat
 	case c.ExpiresAt <= c.IssuedAt:
 		return fmt.Errorf("%w: exp %d not after iat %d", ErrBadTime, c.ExpiresAt, c.IssuedAt)
 	case time.Duration(c.ExpiresAt-c.IssuedAt)*time.Second > maxTTL:
 		return fmt.Errorf("%w: %ds > %v", ErrLeaseTooLong, c.ExpiresAt-c.IssuedAt, maxTTL)
-	case int64(c.IssuedAt) > n+leeway:
-		return fmt.Errorf("%w: iat %d, now %d", ErrIssuedInFuture, c.IssuedAt, n)
-	case int64(c.NotBefore) > n+leeway:
-		return fmt.Errorf("%w: nbf %d, now %d", ErrNotYetValid, c.NotBefore, n)
-	case n >= int64(c.ExpiresAt)+leeway:
-		return fmt.Errorf("%w: exp %d, now %d", ErrExpired, c.ExpiresAt, n)
+	case !validJTI(c.ID):
+		return fmt.Errorf("%w: %.40q", ErrBadJTI, c.ID)
+	case c.Subject == "" || len(c.Subject) > 255:
+		return ErrBadSubject
 	}
-	return nil
+	return checkShape(c)
 }
 
 // checkShape checks the claims each kind requires and refuses the ones
@@ -117,6 +170,9 @@ func checkQoS(q *QoS) error {
 	}
 	return nil
 }
+
+// b64 is the strict base64url of every segment capgate writes and of jti.
+var b64 = base64.RawURLEncoding.Strict()
 
 // validJTI: 128 bits, base64url without padding (22 characters).
 func validJTI(s string) bool {

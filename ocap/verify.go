@@ -1,15 +1,14 @@
 package ocap
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // Limits of the verifier.
@@ -47,8 +46,13 @@ func (c VerifierConfig) validate() error {
 	return nil
 }
 
-// Verifier checks tokens strictly (DESIGN §3). Safe for concurrent use;
-// keys are replaced atomically by SetKeys.
+// Verifier checks tokens strictly (DESIGN §3): golang-jwt's parser with
+// its strict options does the JOSE work (segments, strict base64url, alg,
+// signature, exp/nbf/iat with leeway, iss, aud), and capgate's own rules
+// run on top of it (size cap, headers, typ per kind, kid, integer times,
+// unknown claims, lease, shape per kind; see checkClaims). Every failure
+// is one of the package's sentinel errors. Safe for concurrent use; keys
+// are replaced atomically by SetKeys.
 type Verifier struct {
 	cfg  VerifierConfig
 	keys atomic.Pointer[keySet]
@@ -101,139 +105,133 @@ func (v *Verifier) SetKeys(keys map[string]ed25519.PublicKey) (removed []string)
 	return removed
 }
 
+// options are golang-jwt's strict parser options for a check at now:
+// EdDSA only, strict base64url (canonical trailing bits), iss and aud
+// required and equal to ours, exp required, iat not in the future, nbf,
+// all with the leeway, on the caller's clock.
+func (v *Verifier) options(now time.Time) []jwt.ParserOption {
+	return []jwt.ParserOption{
+		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+		jwt.WithStrictDecoding(),
+		jwt.WithIssuer(v.cfg.Issuer),
+		jwt.WithAudience(v.cfg.Audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(v.cfg.Leeway),
+		jwt.WithTimeFunc(func() time.Time { return now }),
+	}
+}
+
 // Verify checks token as a token of kind at time now and returns its
 // claims. Every failure is one of the package's sentinel errors.
 func (v *Verifier) Verify(token string, kind Kind, now time.Time) (*Claims, error) {
+	// Before any parsing (golang-jwt has no size limit of its own).
 	if len(token) > MaxTokenBytes {
 		return nil, fmt.Errorf("%w: %d bytes > %d", ErrTooLarge, len(token), MaxTokenBytes)
 	}
-	head, payload, sig, err := split(token)
+	c := &Claims{}
+	parsed, err := jwt.NewParser(v.options(now)...).ParseWithClaims(token, (*jwtClaims)(c), v.keyFunc(kind))
 	if err != nil {
-		return nil, err
+		return nil, reason(parsed, err)
 	}
-	kid, err := v.checkHeader(head, kind)
-	if err != nil {
-		return nil, err
-	}
-	if err := v.checkSignature(token[:len(head)+1+len(payload)], sig, kid); err != nil {
-		return nil, err
-	}
-	c, err := decodeClaims(payload)
-	if err != nil {
-		return nil, err
-	}
-	c.kind, c.kid = kind, kid
-	if err := v.checkClaims(c, now); err != nil {
+	c.kind, c.kid = kind, parsed.Header["kid"].(string)
+	if err := v.checkRules(c); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-func split(token string) (head, payload, sig string, err error) {
-	if strings.Count(token, ".") != 2 {
-		return "", "", "", fmt.Errorf("%w: want 3 dot-separated segments", ErrMalformed)
-	}
-	head, rest, _ := strings.Cut(token, ".")
-	payload, sig, _ = strings.Cut(rest, ".")
-	if head == "" || payload == "" {
-		return "", "", "", fmt.Errorf("%w: empty segment", ErrMalformed)
-	}
-	return head, payload, sig, nil
-}
-
-var b64 = base64.RawURLEncoding.Strict()
-
-func decodeSegment(s, what string) ([]byte, error) {
-	b, err := b64.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s is not canonical base64url: %v", ErrMalformed, what, err)
-	}
-	return b, nil
 }
 
 // forbiddenHeaders may redirect key lookup or demand semantics we do not
 // implement; any other header than alg, kid, typ is refused as well.
 var forbiddenHeaders = map[string]bool{"crit": true, "jku": true, "jwk": true, "x5u": true, "x5c": true, "x5t": true, "x5t#S256": true, "b64": true, "zip": true}
 
-func (v *Verifier) checkHeader(seg string, kind Kind) (kid string, err error) {
-	raw, err := decodeSegment(seg, "header")
-	if err != nil {
-		return "", err
-	}
-	var h map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return "", fmt.Errorf("%w: header: %v", ErrMalformed, err)
-	}
-	if alg, _ := headerString(h, "alg"); alg != "EdDSA" {
-		return "", fmt.Errorf("%w: alg %.20q", ErrBadAlgorithm, alg)
-	}
-	for name := range h {
-		if forbiddenHeaders[name] || (name != "alg" && name != "kid" && name != "typ") {
-			return "", fmt.Errorf("%w: %.20q", ErrForbiddenHeader, name)
-		}
-	}
-	if typ, _ := headerString(h, "typ"); typ != string(kind) {
-		return "", fmt.Errorf("%w: typ %.40q, want %q", ErrBadType, typ, kind)
-	}
-	kid, ok := headerString(h, "kid")
-	switch {
-	case !ok:
-		return "", ErrMissingKid
-	case !ValidKeyID(kid):
-		return "", fmt.Errorf("%w: %.70q", ErrBadKid, kid)
-	}
-	return kid, nil
-}
-
-func headerString(h map[string]json.RawMessage, name string) (string, bool) {
-	raw, ok := h[name]
-	if !ok {
-		return "", false
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
-func (v *Verifier) checkSignature(signed, sigSeg, kid string) error {
-	ks := v.keys.Load()
-	pub, ok := ks.keys[kid]
-	if !ok {
-		if ks.retired[kid] {
-			return fmt.Errorf("%w: %s", ErrKeyRetired, kid)
-		}
-		return fmt.Errorf("%w: %s", ErrUnknownKid, kid)
-	}
-	sig, err := b64.DecodeString(sigSeg)
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return fmt.Errorf("%w: signature is not %d canonical base64url bytes", ErrBadSignature, ed25519.SignatureSize)
-	}
-	if !ed25519.Verify(pub, []byte(signed), sig) {
-		return ErrBadSignature
-	}
-	return nil
-}
-
-func decodeClaims(seg string) (*Claims, error) {
-	raw, err := decodeSegment(seg, "payload")
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var c Claims
-	if err := dec.Decode(&c); err != nil {
-		for _, sentinel := range []error{ErrBadTime, ErrUnknownOp, ErrBadOffsetRange, ErrBadClaims} {
-			if errors.Is(err, sentinel) {
-				return nil, err
+// keyFunc applies capgate's header rules, which golang-jwt leaves to the
+// caller, and looks the key up: no header but alg, kid and typ (so no
+// crit, jku, jwk, x5u, x5c: nothing may redirect the key lookup or demand
+// semantics we do not implement), typ is the expected kind, kid is
+// well-formed and known. golang-jwt has checked alg (WithValidMethods)
+// before calling it.
+func (v *Verifier) keyFunc(kind Kind) jwt.Keyfunc {
+	return func(t *jwt.Token) (any, error) {
+		for name := range t.Header {
+			if forbiddenHeaders[name] || (name != "alg" && name != "kid" && name != "typ") {
+				return nil, fmt.Errorf("%w: %.20q", ErrForbiddenHeader, name)
 			}
 		}
-		return nil, fmt.Errorf("%w: %v", ErrBadClaims, err)
+		if typ, _ := t.Header["typ"].(string); typ != string(kind) {
+			return nil, fmt.Errorf("%w: typ %.40q, want %q", ErrBadType, typ, kind)
+		}
+		raw, present := t.Header["kid"]
+		kid, _ := raw.(string)
+		switch {
+		case !present:
+			return nil, ErrMissingKid
+		case !ValidKeyID(kid):
+			return nil, fmt.Errorf("%w: %.70q", ErrBadKid, raw)
+		}
+		ks := v.keys.Load()
+		if pub, ok := ks.keys[kid]; ok {
+			return pub, nil
+		}
+		if ks.retired[kid] {
+			return nil, fmt.Errorf("%w: %s", ErrKeyRetired, kid)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrUnknownKid, kid)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data", ErrBadClaims)
+}
+
+// sentinels are capgate's own reasons, which golang-jwt carries through
+// (from the claims decoder, the key function and the claims validator):
+// when one is in the error chain it is the reason.
+var sentinels = []error{
+	ErrBadTime, ErrUnknownOp, ErrBadOffsetRange, ErrBadClaims,
+	ErrForbiddenHeader, ErrBadType, ErrMissingKid, ErrBadKid, ErrKeyRetired, ErrUnknownKid,
+}
+
+// reason maps a golang-jwt failure onto exactly one sentinel. golang-jwt
+// reports claim failures joined and a missing claim without naming it
+// (ErrTokenRequiredClaimMissing); the parsed claims say which one it was.
+func reason(t *jwt.Token, err error) error {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return err
+		}
 	}
-	return &c, nil
+	var c *jwtClaims
+	if t != nil {
+		c, _ = t.Claims.(*jwtClaims)
+	}
+	missing := errors.Is(err, jwt.ErrTokenRequiredClaimMissing) && c != nil
+	var corrupt base64.CorruptInputError
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed) && t != nil && t.Method != nil:
+		// Header and claims decoded, the method found: the signature
+		// segment is what failed to decode (strict base64url).
+		return fmt.Errorf("%w: %v", ErrBadSignature, err)
+	case errors.Is(err, jwt.ErrTokenMalformed) && t != nil && t.Header != nil && !errors.As(err, &corrupt):
+		// The header decoded; the claims are base64url but not one JSON
+		// object (trailing data, bad syntax).
+		return fmt.Errorf("%w: %v", ErrBadClaims, err)
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return fmt.Errorf("%w: %v", ErrBadAlgorithm, err) // alg missing, not a string, or unknown
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid) && t != nil && t.Method.Alg() != jwt.SigningMethodEdDSA.Alg():
+		return fmt.Errorf("%w: %.20q", ErrBadAlgorithm, t.Method.Alg()) // WithValidMethods
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return ErrBadSignature
+	case missing && c.ExpiresAt == 0:
+		return ErrMissingExp
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return fmt.Errorf("%w: iat %d", ErrIssuedInFuture, c.IssuedAt)
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return fmt.Errorf("%w: nbf %d", ErrNotYetValid, c.NotBefore)
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return fmt.Errorf("%w: exp %d", ErrExpired, c.ExpiresAt)
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer) || missing && c.Issuer == "":
+		return fmt.Errorf("%w: %.80q", ErrBadIssuer, c.Issuer)
+	case errors.Is(err, jwt.ErrTokenInvalidAudience) || missing && c.Audience == "":
+		return fmt.Errorf("%w: %.80q", ErrBadAudience, c.Audience)
+	}
+	return fmt.Errorf("%w: %v", ErrMalformed, err)
 }

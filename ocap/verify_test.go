@@ -127,6 +127,13 @@ func TestVerifyRejects(t *testing.T) {
 		{name: "inverted offset range", token: craft(priv, h, with(c, "off", []int64{10, 5})), want: ErrBadOffsetRange},
 		{name: "signed by a retired key", token: craft(retired.Private, capHeader(retired.ID), c), v: vRot, want: ErrKeyRetired},
 		{name: "signed by another key with our kid", token: craft(f.ring.Next.Private, h, c), want: ErrBadSignature},
+		{name: "kid not a string", token: craft(priv, with(h, "kid", 7), c), want: ErrBadKid},
+		{name: "duplicate alg, none last", token: craftRaw(priv, `{"alg":"EdDSA","kid":"`+kid+`","typ":"capgate+jwt","alg":"none"}`, mustJSON(c)), want: ErrBadAlgorithm},
+		{name: "header not an object", token: craftRaw(priv, `["EdDSA"]`, mustJSON(c)), want: ErrMalformed},
+		{name: "claims not an object", token: craftRaw(priv, mustJSON(h), `[1]`), want: ErrBadClaims},
+		{name: "trailing data after claims", token: craftRaw(priv, mustJSON(h), mustJSON(c)+` {}`), want: ErrBadClaims},
+		{name: "non-canonical base64 payload", token: parts[0] + "." + parts[1][:len(parts[1])-1] + flipLastB64(parts[1]) + "." + parts[2], want: ErrMalformed},
+		{name: "exp before iat", token: craft(priv, h, with(c, "exp", t0.Unix()-1, "iat", t0.Unix(), "nbf", nil)), want: ErrBadTime},
 	}
 	if len(cases) < 25 {
 		t.Fatalf("only %d cases", len(cases))
