@@ -118,7 +118,7 @@
         path: 'groups/' + enc(groupName) + '/partitions/' + enc(d.topic) + '/' + enc(d.partition) + '/lease',
         body: (f) => ({ holder: f.holder, ttl_ms: Number(f.ttl) * 1000 }),
         outcome: (r) => r.holder + ' holds ' + name + ' at epoch ' + r.epoch + ' until ' + r.until + ', from offset ' + r.offset + '.' +
-          (r.capability ? ' Capability (hand it to the holder): ' + r.capability : ''),
+          (r.capability ? ' Its capability (id ' + r.jti + '), to hand to the holder: ' + r.capability : ''),
       };
     },
     'revoke-member': (d) => ({
