@@ -23,29 +23,38 @@ func BenchmarkObserveHeartbeats(b *testing.B) {
 	for i := range 256 {
 		rd.Messages = append(rd.Messages, group.News{Ref: group.Ref(i + 1), Group: "g", MemberID: "m"})
 	}
-	for _, watching := range []bool{false, true} {
-		name := "none"
-		if watching {
-			name = "watching"
+	withAndWithoutWatcher(b, func(b *testing.B, feed *timeline.Feed) {
+		now := time.Unix(0, 0)
+		for b.Loop() {
+			feed.Observe(now, rd, stubMachine{})
 		}
-		b.Run(name, func(b *testing.B) {
-			feed := timeline.New(4096, 1)
-			if watching {
-				stop := drain(b, feed)
-				defer stop()
-			}
-			now := time.Unix(0, 0)
-			for b.Loop() {
-				feed.Observe(now, rd, stubMachine{})
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/256, "ns/heartbeat")
-		})
-	}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/256, "ns/heartbeat")
+	})
 }
 
 // BenchmarkObserveHandoff: a Ready that fences 12 partitions (12 events
 // published), with no subscriber and with one watching.
 func BenchmarkObserveHandoff(b *testing.B) {
+	withAndWithoutWatcher(b, func(b *testing.B, feed *timeline.Feed) {
+		now := time.Unix(0, 0)
+		epoch := uint64(0)
+		m := stubMachine{gateways: []group.GatewayDescription{{ID: "gw1"}}}
+		for b.Loop() {
+			epoch++
+			rd := group.Ready{}
+			for p := range int32(12) {
+				rd.Persist = append(rd.Persist, group.PartitionRecord{Group: "g", Topic: "t", Partition: p, Epoch: epoch,
+					State: group.Revoking, Holder: "a", HolderEpoch: epoch - 1, Target: "b"})
+			}
+			feed.Observe(now, rd, m)
+		}
+	})
+}
+
+// withAndWithoutWatcher runs bench as sub-benchmarks "none" and
+// "watching" (a subscriber drained by its own goroutine), each on a fresh
+// feed.
+func withAndWithoutWatcher(b *testing.B, bench func(*testing.B, *timeline.Feed)) {
 	for _, watching := range []bool{false, true} {
 		name := "none"
 		if watching {
@@ -57,18 +66,7 @@ func BenchmarkObserveHandoff(b *testing.B) {
 				stop := drain(b, feed)
 				defer stop()
 			}
-			now := time.Unix(0, 0)
-			epoch := uint64(0)
-			m := stubMachine{gateways: []group.GatewayDescription{{ID: "gw1"}}}
-			for b.Loop() {
-				epoch++
-				rd := group.Ready{}
-				for p := range int32(12) {
-					rd.Persist = append(rd.Persist, group.PartitionRecord{Group: "g", Topic: "t", Partition: p, Epoch: epoch,
-						State: group.Revoking, Holder: "a", HolderEpoch: epoch - 1, Target: "b"})
-				}
-				feed.Observe(now, rd, m)
-			}
+			bench(b, feed)
 		})
 	}
 }
