@@ -11,6 +11,7 @@ import (
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/store"
 )
@@ -90,6 +91,9 @@ type Config struct {
 	TLS TLSConfig `yaml:"tls"`
 	// OAuth configures the OAuth2 token endpoint (POST /oauth/token).
 	OAuth OAuthConfig `yaml:"oauth"`
+	// OIDC lists the identity providers whose JWTs may join as client
+	// credentials, and how their claims map to groups and topics.
+	OIDC identity.Config `yaml:"oidc"`
 
 	// Groups configures the state machine (sessions, handoffs, gateways).
 	Groups group.Config `yaml:"groups"`
@@ -136,6 +140,7 @@ func DefaultConfig() Config {
 		TokenCacheEntries:      100000,
 		TLS:                    DefaultTLSConfig(),
 		OAuth:                  DefaultOAuthConfig(),
+		OIDC:                   identity.DefaultConfig(),
 		Groups:                 groups,
 		Broker:                 broker.DefaultConfig(),
 		Console:                console.DefaultConfig(),
@@ -156,6 +161,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.OAuth.Validate(); err != nil {
+		return err
+	}
+	if err := c.OIDC.Validate("oidc"); err != nil {
 		return err
 	}
 	if err := c.Broker.Validate(); err != nil {

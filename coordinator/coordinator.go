@@ -18,6 +18,7 @@ import (
 	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
+	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/store"
 	"github.com/capgate/capgate/tlsconf"
@@ -76,6 +77,7 @@ type Coordinator struct {
 	ln          net.Listener
 	tls         *tlsconf.Server // nil: plaintext
 	oauth       *oauthRegistry
+	identities  *identity.Verifier // IdP tokens at join
 	metrics     *metrics
 	offsets     *offsetResolver
 	mirror      *mirror
@@ -142,6 +144,9 @@ func (c *Coordinator) open(o options) error {
 	c.denied = newDeniedSet(snap.Denied)
 	if c.oauth, err = loadOAuthClients(snap.Meta, c.cfg.OAuth); err != nil {
 		return err
+	}
+	if c.identities, err = identity.New(c.cfg.OIDC, c.log.Named("oidc")); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
 	}
 	if c.keys, err = loadKeys(st, snap, c.cfg.verifierConfig(), c.cfg.KeyFile, c.now()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)

@@ -76,6 +76,10 @@ func (c *Coordinator) joinBearer(ctx *fasthttp.RequestCtx, groupName string) (*o
 		writeError(ctx, api.CodeUnauthorized, "client credential required")
 		return nil, false, false
 	}
+	if c.identities.Handles(token) {
+		claims, ok := c.identityClaims(ctx, token)
+		return claims, false, ok
+	}
 	claims, err := c.verifyToken(token, ocap.KindClient)
 	if err == nil {
 		return claims, false, true

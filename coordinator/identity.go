@@ -1,0 +1,55 @@
+package coordinator
+
+// Behavior: a JWT of an issuer configured under oidc.issuers stands in
+// for a client credential at join (the bearer's unverified iss picks the
+// verifier: an IdP's issuer URL is never the coordinator's id). It is
+// verified strictly by package identity (JWKS over HTTPS, cached,
+// refreshed on an unknown kid at most once per oidc.jwks_refresh_min;
+// RS256/ES256/EdDSA only; iss, aud, exp, nbf, iat) and its claims are
+// mapped by the issuer's rules to the groups and topics it may join:
+//   401 unauthorized    signature, issuer, audience, algorithm (HS*, none),
+//                       unknown kid, malformed, oversized
+//   401 token_expired   exp passed
+//   403 forbidden       no rule maps the token, or the group or a topic
+//                       is outside what the rules grant
+//   409 capability_revoked  the identity was denied (its id, derived from
+//                       issuer and subject, revoked like a jti)
+// The member is bound to the identity (group.Credential: id, issuer,
+// subject), so a refreshed token of the same subject rejoins it.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/ocap"
+)
+
+// identityClaims verifies an IdP token and returns it in the shape of a
+// client credential's claims; on a refusal it answers and returns false.
+func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*ocap.Claims, bool) {
+	verifyCtx, cancel := context.WithTimeout(context.Background(), c.cfg.OIDC.FetchTimeout)
+	defer cancel()
+	id, err := c.identities.Verify(verifyCtx, string(token), c.now())
+	switch {
+	case errors.Is(err, identity.ErrExpired):
+		writeError(ctx, api.CodeTokenExpired, "identity token expired")
+		return nil, false
+	case errors.Is(err, identity.ErrUnmapped):
+		writeError(ctx, api.CodeForbidden, "identity token maps to no capgate group (oidc rules)")
+		return nil, false
+	case err != nil:
+		writeError(ctx, api.CodeUnauthorized, "identity token refused: "+err.Error())
+		return nil, false
+	}
+	claims := &ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject, Groups: id.Groups, Topics: id.Topics,
+		ExpiresAt: ocap.Seconds(id.ExpiresAt.Unix())}
+	if c.denied.denies(claims, c.now()) {
+		writeError(ctx, api.CodeCapabilityRevoked, "identity refused: denied")
+		return nil, false
+	}
+	return claims, true
+}

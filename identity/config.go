@@ -1,0 +1,144 @@
+package identity
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Algorithms a configured issuer may use.
+var supportedAlgorithms = []string{"RS256", "ES256", "EdDSA"}
+
+// Config is the coordinator's oidc section.
+type Config struct {
+	// Issuers are the IdPs whose tokens may join; none: only capgate's
+	// own client credentials.
+	Issuers []IssuerConfig `yaml:"issuers"`
+	// JWKSRefreshMin: a token with an unknown kid refreshes its issuer's
+	// keys at most this often.
+	JWKSRefreshMin time.Duration `yaml:"jwks_refresh_min"`
+	// JWKSCacheTTL: keys older than this are refreshed on next use.
+	JWKSCacheTTL time.Duration `yaml:"jwks_cache_ttl"`
+	// FetchTimeout bounds one discovery or JWKS fetch.
+	FetchTimeout time.Duration `yaml:"fetch_timeout"`
+	// MaxJWKSBytes bounds a discovery document or key set.
+	MaxJWKSBytes int `yaml:"max_jwks_bytes"`
+	// MaxTokenBytes bounds a token before it is parsed.
+	MaxTokenBytes int `yaml:"max_token_bytes"`
+	// Leeway is the clock leeway on exp, nbf and iat.
+	Leeway time.Duration `yaml:"leeway"`
+}
+
+// IssuerConfig is one IdP.
+type IssuerConfig struct {
+	// Issuer is the exact iss of its tokens (an https URL).
+	Issuer string `yaml:"issuer"`
+	// JWKSURL is the key set's https URL; empty: discovered from
+	// <issuer>/.well-known/openid-configuration.
+	JWKSURL string `yaml:"jwks_url"`
+	// CAFile, when set, is a PEM bundle trusted for the IdP's HTTPS
+	// (a private CA); empty: the system roots.
+	CAFile string `yaml:"ca_file"`
+	// Audiences: the token's aud must contain one of them.
+	Audiences []string `yaml:"audiences"`
+	// Algorithms the issuer signs with: RS256, ES256, EdDSA (default all).
+	Algorithms []string `yaml:"algorithms"`
+	// SubjectClaim names the identity (default sub).
+	SubjectClaim string `yaml:"subject_claim"`
+	// Rules map claims to capgate groups and topics.
+	Rules []Rule `yaml:"rules"`
+}
+
+// Rule grants Groups and Topics to a token whose Claim holds Value.
+type Rule struct {
+	Claim  string   `yaml:"claim"`
+	Value  string   `yaml:"value"`
+	Groups []string `yaml:"groups"`
+	Topics []string `yaml:"topics"`
+}
+
+// DefaultConfig has no issuers.
+func DefaultConfig() Config {
+	return Config{Issuers: []IssuerConfig{}, JWKSRefreshMin: 30 * time.Second, JWKSCacheTTL: time.Hour,
+		FetchTimeout: 5 * time.Second, MaxJWKSBytes: 256 << 10, MaxTokenBytes: 16 << 10, Leeway: 2 * time.Second}
+}
+
+// Validate names the first bad field under prefix ("oidc").
+func (c Config) Validate(prefix string) error {
+	switch {
+	case c.JWKSRefreshMin <= 0 || c.JWKSCacheTTL <= 0 || c.FetchTimeout <= 0:
+		return fmt.Errorf("%s.jwks_refresh_min, jwks_cache_ttl, fetch_timeout: must be > 0, got %s, %s, %s", prefix, c.JWKSRefreshMin, c.JWKSCacheTTL, c.FetchTimeout)
+	case c.MaxJWKSBytes < 1024 || c.MaxTokenBytes < 1024:
+		return fmt.Errorf("%s.max_jwks_bytes, max_token_bytes: must be >= 1024, got %d, %d", prefix, c.MaxJWKSBytes, c.MaxTokenBytes)
+	case c.Leeway < 0 || c.Leeway > time.Minute:
+		return fmt.Errorf("%s.leeway: must be within [0s, 1m], got %s", prefix, c.Leeway)
+	}
+	seen := map[string]bool{}
+	for i, is := range c.Issuers {
+		p := fmt.Sprintf("%s.issuers[%d]", prefix, i)
+		if seen[is.Issuer] {
+			return fmt.Errorf("%s.issuer: %q configured twice", p, is.Issuer)
+		}
+		seen[is.Issuer] = true
+		if err := is.validate(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (is IssuerConfig) validate(p string) error {
+	if err := httpsURL(is.Issuer); err != nil {
+		return fmt.Errorf("%s.issuer: %w", p, err)
+	}
+	if is.JWKSURL != "" {
+		if err := httpsURL(is.JWKSURL); err != nil {
+			return fmt.Errorf("%s.jwks_url: %w", p, err)
+		}
+	}
+	if len(is.Audiences) == 0 || slices.Contains(is.Audiences, "") {
+		return fmt.Errorf("%s.audiences: name at least one, none empty, got %q", p, is.Audiences)
+	}
+	for _, a := range is.Algorithms {
+		if !slices.Contains(supportedAlgorithms, a) {
+			return fmt.Errorf("%s.algorithms: want a subset of %v, got %q", p, supportedAlgorithms, a)
+		}
+	}
+	if len(is.Rules) == 0 {
+		return fmt.Errorf("%s.rules: without a rule no token of this issuer may join anything", p)
+	}
+	for j, r := range is.Rules {
+		rp := fmt.Sprintf("%s.rules[%d]", p, j)
+		switch {
+		case r.Claim == "" || strings.HasPrefix(r.Claim, ".") || strings.HasSuffix(r.Claim, ".") || strings.Contains(r.Claim, ".."):
+			return fmt.Errorf("%s.claim: want a claim name or dotted path, got %q", rp, r.Claim)
+		case r.Value == "":
+			return fmt.Errorf("%s.value: must not be empty (\"*\" matches any value)", rp)
+		case len(r.Groups) == 0:
+			return fmt.Errorf("%s.groups: name the groups it grants (exact, * or prefix*)", rp)
+		}
+	}
+	return nil
+}
+
+func httpsURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return fmt.Errorf("must be an https URL, got %q", raw)
+	}
+	return nil
+}
+
+// Errors of Verify, by what the caller answers.
+var (
+	// ErrExpired: the token verified but exp (plus leeway) passed.
+	ErrExpired = errors.New("identity: token expired")
+	// ErrUnmapped: the token verified but no rule grants it anything.
+	ErrUnmapped = errors.New("identity: no mapping rule matches the token's claims")
+	// ErrInvalid: anything else (signature, issuer, audience, algorithm,
+	// kid, size, syntax); wrapped with the reason.
+	ErrInvalid = errors.New("identity: token refused")
+)

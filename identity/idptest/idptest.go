@@ -1,0 +1,230 @@
+// Package idptest is an OpenID Connect issuer for tests: a real HTTPS
+// server (its own CA) serving a discovery document and a JWKS, signing
+// tokens with RS256, ES256 or EdDSA keys it can rotate, and counting the
+// fetches. It can also misbehave on demand: an oversized or slow key set.
+// Test support only; safe for concurrent use.
+package idptest
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Key is one signing key of the issuer.
+type Key struct {
+	Kid     string
+	Alg     string // RS256, ES256, EdDSA
+	private crypto.Signer
+}
+
+// Public is the key's public half.
+func (k *Key) Public() crypto.PublicKey { return k.private.Public() }
+
+// NewKey makes a key for alg.
+func NewKey(kid, alg string) (*Key, error) {
+	var priv crypto.Signer
+	var err error
+	switch alg {
+	case "RS256":
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	case "ES256":
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "EdDSA":
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	default:
+		err = fmt.Errorf("idptest: alg %q", alg)
+	}
+	return &Key{Kid: kid, Alg: alg, private: priv}, err
+}
+
+// Issuer is the test IdP.
+type Issuer struct {
+	Server *httptest.Server
+	URL    string // the issuer (iss), https
+	CAFile string // PEM of the server's certificate, for ca_file
+
+	mu        sync.Mutex
+	published []*Key // in the JWKS
+	signing   *Key
+	jwksBody  func() []byte // override (oversize)
+	delay     time.Duration
+
+	JWKSFetches      atomic.Int64
+	DiscoveryFetches atomic.Int64
+}
+
+// Start serves an issuer whose first key is a new key of alg; dir holds
+// the CA file.
+func Start(dir, alg string) (*Issuer, error) {
+	is := &Issuer{}
+	is.Server = httptest.NewTLSServer(http.HandlerFunc(is.serve))
+	is.URL = is.Server.URL + "/realms/test"
+	is.CAFile = filepath.Join(dir, "idp-ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: is.Server.Certificate().Raw})
+	if err := os.WriteFile(is.CAFile, pemBytes, 0o600); err != nil {
+		is.Server.Close()
+		return nil, err
+	}
+	k, err := NewKey("k1", alg)
+	if err != nil {
+		is.Server.Close()
+		return nil, err
+	}
+	is.published, is.signing = []*Key{k}, k
+	return is, nil
+}
+
+// New starts an issuer for t (alg of its first key), closed when t ends.
+func New(t testing.TB, alg string) *Issuer {
+	t.Helper()
+	is, err := Start(t.TempDir(), alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(is.Close)
+	return is
+}
+
+// Close stops the server.
+func (is *Issuer) Close() { is.Server.Close() }
+
+func (is *Issuer) serve(w http.ResponseWriter, r *http.Request) {
+	is.mu.Lock()
+	delay, body := is.delay, is.jwksBody
+	is.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/realms/test/.well-known/openid-configuration":
+		is.DiscoveryFetches.Add(1)
+		json.NewEncoder(w).Encode(map[string]string{"issuer": is.URL, "jwks_uri": is.Server.URL + "/realms/test/certs"})
+	case "/realms/test/certs":
+		is.JWKSFetches.Add(1)
+		if body != nil {
+			w.Write(body())
+			return
+		}
+		w.Write(is.JWKS())
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// JWKS is the published key set.
+func (is *Issuer) JWKS() []byte {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	var keys []map[string]string
+	for _, k := range is.published {
+		keys = append(keys, JWK(k))
+	}
+	b, _ := json.Marshal(map[string]any{"keys": keys})
+	return b
+}
+
+// JWK is k's public JWK.
+func JWK(k *Key) map[string]string {
+	enc := base64.RawURLEncoding.EncodeToString
+	m := map[string]string{"kid": k.Kid, "alg": k.Alg, "use": "sig"}
+	switch pub := k.Public().(type) {
+	case *rsa.PublicKey:
+		m["kty"], m["n"], m["e"] = "RSA", enc(pub.N.Bytes()), enc(big.NewInt(int64(pub.E)).Bytes())
+	case *ecdsa.PublicKey:
+		b, _ := pub.Bytes()
+		m["kty"], m["crv"], m["x"], m["y"] = "EC", "P-256", enc(b[1:33]), enc(b[33:])
+	case ed25519.PublicKey:
+		m["kty"], m["crv"], m["x"] = "OKP", "Ed25519", enc(pub)
+	}
+	return m
+}
+
+// Rotate publishes a new key of alg and signs with it from now on; the
+// old keys stay published when keepOld.
+func (is *Issuer) Rotate(kid, alg string, keepOld bool) (*Key, error) {
+	k, err := NewKey(kid, alg)
+	if err != nil {
+		return nil, err
+	}
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if !keepOld {
+		is.published = nil
+	}
+	is.published = append(is.published, k)
+	is.signing = k
+	return k, nil
+}
+
+// SigningKey is the key tokens are signed with.
+func (is *Issuer) SigningKey() *Key {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.signing
+}
+
+// ServeOversizedJWKS makes the key set n bytes of valid JSON.
+func (is *Issuer) ServeOversizedJWKS(n int) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.jwksBody = func() []byte { return []byte(`{"keys":[],"pad":"` + strings.Repeat("x", n) + `"}`) }
+}
+
+// Delay makes every answer wait d (0: none).
+func (is *Issuer) Delay(d time.Duration) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.delay = d
+}
+
+// Claims are a token's claims; Token fills iss when empty.
+type Claims = jwt.MapClaims
+
+// Token signs claims with the signing key (iss defaults to the issuer).
+func (is *Issuer) Token(claims Claims) string {
+	return is.TokenWith(is.SigningKey(), claims)
+}
+
+// TokenWith signs claims with k, kid in the header.
+func (is *Issuer) TokenWith(k *Key, claims Claims) string { return is.TokenAs(k, k.Kid, claims) }
+
+// TokenAs signs claims with k but names kid in the header (a key of
+// another type under that kid: algorithm confusion).
+func (is *Issuer) TokenAs(k *Key, kid string, claims Claims) string {
+	if _, ok := claims["iss"]; !ok {
+		claims["iss"] = is.URL
+	}
+	method := jwt.GetSigningMethod(k.Alg)
+	t := jwt.NewWithClaims(method, claims)
+	t.Header["kid"] = kid
+	s, err := t.SignedString(k.private)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}

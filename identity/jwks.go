@@ -1,0 +1,258 @@
+package identity
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Hand-written instead of a JWKS library (keyfunc, jwx): the key set must
+// be fetched over HTTPS only with a private CA, bounded in time and bytes,
+// without redirects, refreshed on unknown kid at most once per interval on
+// the caller's clock, and imported strictly (RSA ≥ 2048, P-256, Ed25519,
+// each key tied to one algorithm) — the parsing is ~80 lines of the
+// standard library; the signature checks stay with golang-jwt.
+
+// publicKey is one imported JWK: the key and the algorithm it serves.
+type publicKey struct {
+	key crypto.PublicKey
+	alg string // RS256, ES256 or EdDSA: the only one this key verifies
+}
+
+// keySet is one issuer's cached keys.
+type keySet struct {
+	issuer   string
+	jwksURL  string // "" until discovered
+	http     *http.Client
+	maxBytes int64
+	refresh  time.Duration // minimum between fetches caused by unknown kids
+	ttl      time.Duration
+	log      *zap.Logger
+
+	mu        sync.Mutex // one fetch at a time; guards the fields below
+	keys      map[string]publicKey
+	fetchedAt time.Time // of the keys
+	triedAt   time.Time // of the last fetch attempt
+}
+
+func newKeySet(is IssuerConfig, cfg Config, log *zap.Logger) (*keySet, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if is.CAFile != "" {
+		b, err := os.ReadFile(is.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("identity: %s ca_file: %w", is.Issuer, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("identity: %s ca_file %s: no PEM certificates", is.Issuer, is.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = tc
+	transport.MaxIdleConnsPerHost = 1
+	client := &http.Client{Transport: transport, Timeout: cfg.FetchTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return errors.New("redirects are not followed") }}
+	return &keySet{issuer: is.Issuer, jwksURL: is.JWKSURL, http: client, maxBytes: int64(cfg.MaxJWKSBytes),
+		refresh: cfg.JWKSRefreshMin, ttl: cfg.JWKSCacheTTL, log: log}, nil
+}
+
+// key returns the key of kid at now: from the cache while it is younger
+// than ttl; otherwise (kid unknown, or the set stale) after fetching the
+// set again — but never twice within refresh, so neither made-up kids nor
+// an IdP that is down cost more than one fetch per interval (a stale set
+// keeps serving meanwhile).
+func (s *keySet) key(ctx context.Context, kid string, now time.Time) (publicKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.keys[kid]
+	if ok && now.Sub(s.fetchedAt) < s.ttl {
+		return k, nil
+	}
+	if s.triedAt.IsZero() || now.Sub(s.triedAt) >= s.refresh {
+		s.fetch(ctx, now)
+		k, ok = s.keys[kid]
+	}
+	if !ok {
+		return publicKey{}, fmt.Errorf("unknown kid %q", kid)
+	}
+	return k, nil
+}
+
+// fetch replaces the keys with the issuer's current set; on failure the
+// previous keys stay (s.mu held).
+func (s *keySet) fetch(ctx context.Context, now time.Time) {
+	s.triedAt = now
+	keys, err := s.download(ctx)
+	if err != nil {
+		s.log.Warn("oidc: key set fetch failed; keeping the previous keys", zap.String("issuer", s.issuer), zap.Error(err))
+		return
+	}
+	s.keys, s.fetchedAt = keys, now
+	s.log.Info("oidc: key set fetched", zap.String("issuer", s.issuer), zap.Int("keys", len(keys)))
+}
+
+func (s *keySet) download(ctx context.Context) (map[string]publicKey, error) {
+	if s.jwksURL == "" {
+		var disco struct {
+			Issuer  string `json:"issuer"`
+			JWKSURI string `json:"jwks_uri"`
+		}
+		if err := s.getJSON(ctx, strings.TrimSuffix(s.issuer, "/")+"/.well-known/openid-configuration", &disco); err != nil {
+			return nil, fmt.Errorf("discovery: %w", err)
+		}
+		if disco.Issuer != s.issuer {
+			return nil, fmt.Errorf("discovery: issuer %q, want %q", disco.Issuer, s.issuer)
+		}
+		if err := httpsURL(disco.JWKSURI); err != nil {
+			return nil, fmt.Errorf("discovery: jwks_uri %w", err)
+		}
+		s.jwksURL = disco.JWKSURI
+	}
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := s.getJSON(ctx, s.jwksURL, &set); err != nil {
+		return nil, fmt.Errorf("jwks: %w", err)
+	}
+	keys := map[string]publicKey{}
+	for _, raw := range set.Keys {
+		kid, k, err := importJWK(raw)
+		if err != nil {
+			s.log.Warn("oidc: key skipped", zap.String("issuer", s.issuer), zap.String("kid", kid), zap.Error(err))
+			continue
+		}
+		keys[kid] = k
+	}
+	return keys, nil
+}
+
+// getJSON fetches an https URL (no redirects, fetch_timeout) and decodes
+// at most maxBytes of JSON.
+func (s *keySet) getJSON(ctx context.Context, url string, dst any) error {
+	if err := httpsURL(url); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
+	if err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	if int64(len(b)) > s.maxBytes {
+		return fmt.Errorf("%s: larger than max_jwks_bytes (%d)", url, s.maxBytes)
+	}
+	return json.Unmarshal(b, dst)
+}
+
+// jwk is the subset of RFC 7517/7518/8037 fields read.
+type jwk struct {
+	Kty string `json:"kty"`
+	Kid string `json:"kid"`
+	Use string `json:"use"`
+	Alg string `json:"alg"`
+	Crv string `json:"crv"`
+	N   string `json:"n"`
+	E   string `json:"e"`
+	X   string `json:"x"`
+	Y   string `json:"y"`
+}
+
+// importJWK turns one JWK into a verification key tied to one algorithm.
+func importJWK(raw json.RawMessage) (string, publicKey, error) {
+	var j jwk
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return "", publicKey{}, err
+	}
+	switch {
+	case j.Kid == "":
+		return "", publicKey{}, errors.New("no kid")
+	case j.Use != "" && j.Use != "sig":
+		return j.Kid, publicKey{}, fmt.Errorf("use %q is not sig", j.Use)
+	}
+	var k publicKey
+	var err error
+	switch j.Kty {
+	case "RSA":
+		k, err = rsaKey(j)
+	case "EC":
+		k, err = ecKey(j)
+	case "OKP":
+		k, err = okpKey(j)
+	default:
+		err = fmt.Errorf("kty %q not supported", j.Kty)
+	}
+	if err == nil && j.Alg != "" && j.Alg != k.alg {
+		err = fmt.Errorf("alg %q does not fit a %s key", j.Alg, j.Kty)
+	}
+	return j.Kid, k, err
+}
+
+func b64(s string) ([]byte, error) { return base64.RawURLEncoding.Strict().DecodeString(s) }
+
+func rsaKey(j jwk) (publicKey, error) {
+	n, err1 := b64(j.N)
+	e, err2 := b64(j.E)
+	if err1 != nil || err2 != nil || len(e) == 0 || len(e) > 4 {
+		return publicKey{}, errors.New("malformed RSA key")
+	}
+	key := &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
+	if key.N.BitLen() < 2048 || key.E < 3 || key.E%2 == 0 {
+		return publicKey{}, fmt.Errorf("RSA key of %d bits, exponent %d: want >= 2048 bits and an odd exponent >= 3", key.N.BitLen(), key.E)
+	}
+	return publicKey{key: key, alg: "RS256"}, nil
+}
+
+func ecKey(j jwk) (publicKey, error) {
+	if j.Crv != "P-256" {
+		return publicKey{}, fmt.Errorf("EC curve %q: want P-256", j.Crv)
+	}
+	x, err1 := b64(j.X)
+	y, err2 := b64(j.Y)
+	if err1 != nil || err2 != nil || len(x) != 32 || len(y) != 32 {
+		return publicKey{}, errors.New("malformed P-256 key")
+	}
+	uncompressed := append(append([]byte{4}, x...), y...)
+	key, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), uncompressed)
+	if err != nil {
+		return publicKey{}, fmt.Errorf("P-256 key: %w", err)
+	}
+	return publicKey{key: key, alg: "ES256"}, nil
+}
+
+func okpKey(j jwk) (publicKey, error) {
+	x, err := b64(j.X)
+	if j.Crv != "Ed25519" || err != nil || len(x) != ed25519.PublicKeySize {
+		return publicKey{}, fmt.Errorf("OKP key: want an Ed25519 key, got crv %q", j.Crv)
+	}
+	return publicKey{key: ed25519.PublicKey(x), alg: "EdDSA"}, nil
+}

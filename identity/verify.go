@@ -1,0 +1,214 @@
+package identity
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/ocap"
+)
+
+// Identity is a verified IdP token's holder and what it may join.
+type Identity struct {
+	// ID is stable per issuer and subject (128 bits of SHA-256,
+	// base64url): the credential id members are bound to and admins deny.
+	ID      string
+	Issuer  string
+	Subject string
+	// Groups and Topics are patterns (exact, "*", "prefix*") granted by
+	// the matching rules.
+	Groups, Topics []string
+	ExpiresAt      time.Time
+}
+
+// Verifier verifies tokens of the configured issuers.
+type Verifier struct {
+	cfg     Config
+	issuers map[string]*issuer
+}
+
+type issuer struct {
+	cfg  IssuerConfig
+	keys *keySet
+	algs []string
+}
+
+// New builds a verifier; no key is fetched until a token needs one.
+func New(cfg Config, log *zap.Logger) (*Verifier, error) {
+	if err := cfg.Validate("oidc"); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	v := &Verifier{cfg: cfg, issuers: map[string]*issuer{}}
+	for _, is := range cfg.Issuers {
+		ks, err := newKeySet(is, cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		algs := is.Algorithms
+		if len(algs) == 0 {
+			algs = supportedAlgorithms
+		}
+		v.issuers[is.Issuer] = &issuer{cfg: is, keys: ks, algs: algs}
+	}
+	return v, nil
+}
+
+// Handles reports whether token claims (unverified) to come from a
+// configured issuer: then Verify decides, and capgate's own verifier is
+// not consulted. Anything else (no issuer configured, not a JWT, another
+// iss) is false.
+func (v *Verifier) Handles(token []byte) bool {
+	if v == nil || len(v.issuers) == 0 || len(token) > v.cfg.MaxTokenBytes {
+		return false
+	}
+	parts := bytes.Split(token, []byte("."))
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(string(parts[1]))
+	if err != nil {
+		return false
+	}
+	var claims struct {
+		Iss string `json:"iss"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return false
+	}
+	_, ok := v.issuers[claims.Iss]
+	return ok
+}
+
+// Verify checks token strictly (see the package documentation) at now
+// and maps its claims. Errors: ErrExpired, ErrUnmapped, or ErrInvalid
+// wrapped with the reason.
+func (v *Verifier) Verify(ctx context.Context, token string, now time.Time) (Identity, error) {
+	if len(token) > v.cfg.MaxTokenBytes {
+		return Identity{}, fmt.Errorf("%w: larger than %d bytes", ErrInvalid, v.cfg.MaxTokenBytes)
+	}
+	var unverified jwt.MapClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(token, &unverified); err != nil {
+		return Identity{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	iss, _ := unverified["iss"].(string)
+	is, ok := v.issuers[iss]
+	if !ok {
+		return Identity{}, fmt.Errorf("%w: issuer %q is not configured", ErrInvalid, iss)
+	}
+	claims := jwt.MapClaims{}
+	parser := jwt.NewParser(jwt.WithValidMethods(is.algs), jwt.WithIssuer(is.cfg.Issuer), jwt.WithAudience(is.cfg.Audiences...),
+		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(v.cfg.Leeway), jwt.WithStrictDecoding(),
+		jwt.WithTimeFunc(func() time.Time { return now }))
+	_, err := parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		if kid == "" {
+			return nil, errors.New("no kid")
+		}
+		k, err := is.keys.key(ctx, kid, now)
+		if err != nil {
+			return nil, err
+		}
+		if alg := t.Method.Alg(); alg != k.alg {
+			return nil, fmt.Errorf("kid %q is a %s key, the token says %s", kid, k.alg, alg)
+		}
+		return k.key, nil
+	})
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return Identity{}, ErrExpired
+	case err != nil:
+		return Identity{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return is.identity(claims)
+}
+
+// identity maps verified claims.
+func (is *issuer) identity(claims jwt.MapClaims) (Identity, error) {
+	subClaim := is.cfg.SubjectClaim
+	if subClaim == "" {
+		subClaim = "sub"
+	}
+	sub, _ := lookup(claims, subClaim).(string)
+	if sub == "" {
+		return Identity{}, fmt.Errorf("%w: no %s claim", ErrInvalid, subClaim)
+	}
+	exp, _ := claims.GetExpirationTime()
+	id := Identity{ID: IdentityID(is.cfg.Issuer, sub), Issuer: is.cfg.Issuer, Subject: sub, ExpiresAt: exp.Time}
+	for _, r := range is.cfg.Rules {
+		if !matches(lookup(claims, r.Claim), r.Value) {
+			continue
+		}
+		id.Groups = appendNew(id.Groups, r.Groups...)
+		id.Topics = appendNew(id.Topics, r.Topics...)
+	}
+	if len(id.Groups) == 0 {
+		return Identity{}, ErrUnmapped
+	}
+	return id, nil
+}
+
+// IdentityID is the stable credential id of (issuer, subject).
+func IdentityID(issuer, subject string) string {
+	sum := sha256.Sum256([]byte(issuer + "\x00" + subject))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// lookup follows a dotted path into the claims ("realm_access.roles").
+func lookup(claims map[string]any, path string) any {
+	var cur any = claims
+	for _, part := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[part]
+	}
+	return cur
+}
+
+// matches reports whether a claim value (a string, split on spaces as
+// scope is, or an array of strings) holds pattern's value.
+func matches(value any, pattern string) bool {
+	var items []string
+	switch v := value.(type) {
+	case string:
+		items = strings.Fields(v)
+	case []any:
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				items = append(items, s)
+			}
+		}
+	}
+	for _, item := range items {
+		if ocap.PatternMatches(pattern, item) {
+			return true
+		}
+	}
+	return false
+}
+
+func appendNew(list []string, items ...string) []string {
+	for _, it := range items {
+		found := false
+		for _, have := range list {
+			found = found || have == it
+		}
+		if !found {
+			list = append(list, it)
+		}
+	}
+	return list
+}
