@@ -115,16 +115,15 @@ type harness struct {
 	once   sync.Once
 }
 
-func (e *env) start(t testing.TB, opts ...coordinator.Option) *harness {
+func (e *env) start(t testing.TB) *harness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.seed++
-	opts = append([]coordinator.Option{coordinator.WithListener(ln), coordinator.WithBroker(e.broker),
-		coordinator.WithRand(rand.New(rand.NewPCG(e.seed, 7)))}, opts...)
-	c, err := coordinator.New(e.cfg, e.log, opts...)
+	c, err := coordinator.New(e.cfg, e.log, coordinator.WithListener(ln), coordinator.WithBroker(e.broker),
+		coordinator.WithRand(rand.New(rand.NewPCG(e.seed, 7))))
 	if err != nil {
 		t.Fatalf("new coordinator: %v", err)
 	}

@@ -91,9 +91,12 @@ type Config struct {
 	// KafkaHeartbeatInterval is handed to KIP-848 group members: it is how
 	// soon a handoff reaches them.
 	KafkaHeartbeatInterval time.Duration `yaml:"kafka_heartbeat_interval"`
-	// KafkaSessionTimeoutMin/Max bound the session timeouts members ask for.
-	KafkaSessionTimeoutMin time.Duration `yaml:"kafka_session_timeout_min"`
-	KafkaSessionTimeoutMax time.Duration `yaml:"kafka_session_timeout_max"`
+	// KafkaSessionTimeoutMin/Max bound the session timeouts classic group
+	// members ask for; KafkaMemberSessionTimeout is KIP-848 members' (the
+	// broker's group.consumer.session.timeout.ms).
+	KafkaSessionTimeoutMin    time.Duration `yaml:"kafka_session_timeout_min"`
+	KafkaSessionTimeoutMax    time.Duration `yaml:"kafka_session_timeout_max"`
+	KafkaMemberSessionTimeout time.Duration `yaml:"kafka_member_session_timeout"`
 	// KafkaMaxRequestBytes bounds one request frame (Produce included).
 	KafkaMaxRequestBytes int32 `yaml:"kafka_max_request_bytes"`
 	// KafkaAuthTimeout: SASL must complete this soon after connecting.
@@ -149,11 +152,13 @@ func DefaultConfig() Config {
 		KafkaHeartbeatInterval: 100 * time.Millisecond,
 		KafkaSessionTimeoutMin: time.Second,
 		KafkaSessionTimeoutMax: 5 * time.Minute,
-		KafkaMaxRequestBytes:   8 << 20,
-		KafkaAuthTimeout:       10 * time.Second,
-		KafkaIdleTimeout:       10 * time.Minute,
-		KafkaMaxConnections:    1024,
-		KafkaMaxMembers:        10_000,
+
+		KafkaMemberSessionTimeout: 10 * time.Second,
+		KafkaMaxRequestBytes:      8 << 20,
+		KafkaAuthTimeout:          10 * time.Second,
+		KafkaIdleTimeout:          10 * time.Minute,
+		KafkaMaxConnections:       1024,
+		KafkaMaxMembers:           10_000,
 	}
 }
 

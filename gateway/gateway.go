@@ -112,7 +112,9 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	g.routes = g.newRoutes()
 	g.server = g.newServer()
 	if cfg.KafkaListen != "" {
-		if g.kafka, err = kafkaproto.New(cfg.kafkaConfig(), kafkaGate{g}, nil, log.Named("kafka")); err != nil {
+		kc := cfg.kafkaConfig()
+		kc.CoordinatorTLS = syncTLS
+		if g.kafka, err = kafkaproto.New(kc, kafkaGate{g}, nil, log.Named("kafka")); err != nil {
 			bc.Close()
 			return nil, fmt.Errorf("gateway: %w", err)
 		}

@@ -229,6 +229,10 @@ type PartitionInfo struct {
 	Delivered int64 // offset after the last record handed to the user
 	Processed int64 // offset after the last record the user processed
 	Committed int64 // highest offset the coordinator accepted
+	// Capability is the partition's current capability (renewals
+	// included) and ExpiresAt its expiry (zero: unknown).
+	Capability string
+	ExpiresAt  time.Time
 }
 
 // Inspect reports p's state; false when p is not held.
@@ -240,6 +244,7 @@ func (s *Session) Inspect(p Partition) (PartitionInfo, bool) {
 	return PartitionInfo{
 		State: h.state, Epoch: h.epoch, Next: h.next,
 		Delivered: h.delivered, Processed: h.processed, Committed: h.committed,
+		Capability: h.capability, ExpiresAt: h.expiresAt,
 	}, true
 }
 

@@ -84,7 +84,8 @@ func (m *Machine) join(e Join) {
 
 // credentialDenied reports whether id (a member's credential) is denied now.
 func (m *Machine) credentialDenied(id string) bool {
-	return m.revocations.DeniedAt(id, m.now)
+	exp, ok := m.denied[id]
+	return ok && m.now.Before(m.expiresEverywhere(exp))
 }
 
 // checkJoin validates a join and resolves its session timeout.

@@ -24,7 +24,8 @@ const (
 type pruneKind uint8
 
 const (
-	pruneRevocations pruneKind = iota // lapsed denied ids and revoked members
+	pruneDenied pruneKind = iota
+	pruneRevoked
 	pruneQoS
 )
 
@@ -37,6 +38,7 @@ type timer struct {
 	partition *partition
 	group     *group
 	key       string
+	memberKey memberKey
 }
 
 // timerHeap is a binary min-heap on at.

@@ -23,8 +23,10 @@ type Options struct {
 	// HeartbeatInterval is handed to KIP-848 members (default 50ms).
 	HeartbeatInterval time.Duration
 	// Peers lists every gateway as a broker to capability connections.
-	Peers  bool
-	Timing sdk.Timing
+	Peers bool
+	// MemberSessionTimeout is KIP-848 members' session (default 10s).
+	MemberSessionTimeout time.Duration
+	Timing               sdk.Timing
 }
 
 // Stack is a capgate deployment whose gateways run the Kafka listener.
@@ -54,6 +56,9 @@ func Start(t testing.TB, opts Options) *Stack {
 			}
 			n++
 			cfg.KafkaHeartbeatInterval = opts.HeartbeatInterval
+			if opts.MemberSessionTimeout > 0 {
+				cfg.KafkaMemberSessionTimeout = opts.MemberSessionTimeout
+			}
 			cfg.KafkaAuthTimeout = 3 * time.Second
 			cfg.ReadTimeout = 2 * time.Second
 		},

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/ocap"
-	"github.com/capgate/capgate/revocation"
 )
 
 // Request is what a client asks a gateway to do with a capability.
@@ -20,8 +19,7 @@ type Request struct {
 // Decide says whether capability c (already verified, signature and
 // claims, by ocap) may serve req at now under view v. It checks, in this
 // order: expiry (exp + leeway), the epoch fence of c's own partition, the
-// deny-list (c's jti and every ancestor in chn), revoked members (the
-// last two under the one expiry rule of package revocation), then
+// deny-list (c's jti and every ancestor in chn), revoked members, then
 // topic, partition, op and offset range. It takes one read lock and never
 // allocates.
 //
@@ -31,7 +29,7 @@ func Decide(c *ocap.Claims, req Request, v *View, now time.Time) Reason {
 	if now.Unix() >= int64(c.ExpiresAt)+v.leeway {
 		return Expired
 	}
-	if r := v.revoked(c, now); r != Allow {
+	if r := v.revoked(c); r != Allow {
 		return r
 	}
 	switch {
@@ -48,18 +46,25 @@ func Decide(c *ocap.Claims, req Request, v *View, now time.Time) Reason {
 }
 
 // revoked checks c against the fences, the deny-list and the revoked
-// members (revocation.Set.Check, under the view's one expiry rule).
-func (v *View) revoked(c *ocap.Claims, now time.Time) Reason {
+// members.
+func (v *View) revoked(c *ocap.Claims) Reason {
 	v.mu.RLock()
-	verdict := v.set.Check(c, now)
-	v.mu.RUnlock()
-	switch verdict {
-	case revocation.Fenced:
+	defer v.mu.RUnlock()
+	if c.Epoch != 0 && c.Epoch < v.fences[FenceKey{c.Group, c.Topic, c.PartitionNumber()}] {
 		return Fenced
-	case revocation.Denied:
+	}
+	if _, ok := v.denied[c.ID]; ok {
 		return Denied
-	case revocation.RevokedMember:
-		return RevokedMember
+	}
+	for _, ancestor := range c.Chain {
+		if _, ok := v.denied[ancestor]; ok {
+			return Denied
+		}
+	}
+	if c.Group != "" && len(v.members) > 0 {
+		if _, ok := v.members[memberKey{c.Group, c.Subject}]; ok {
+			return RevokedMember
+		}
 	}
 	return Allow
 }

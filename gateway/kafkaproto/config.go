@@ -1,6 +1,7 @@
 package kafkaproto
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -22,15 +23,20 @@ type Config struct {
 	Peers []string
 	// ClusterID is reported in Metadata (the gateway pool's audience).
 	ClusterID string
-	// CoordinatorURL is the capgate coordinator (group sessions).
+	// CoordinatorURL is the capgate coordinator (group sessions) and
+	// CoordinatorTLS its TLS for an https URL (nil: defaults).
 	CoordinatorURL string
+	CoordinatorTLS *tls.Config
 
 	// HeartbeatInterval is handed to Kafka group members: how often they
 	// heartbeat, hence how fast a handoff reaches them.
 	HeartbeatInterval time.Duration
-	// SessionTimeoutMin and SessionTimeoutMax bound what members ask for.
-	SessionTimeoutMin time.Duration
-	SessionTimeoutMax time.Duration
+	// SessionTimeoutMin and SessionTimeoutMax bound what classic members
+	// ask for; MemberSessionTimeout is the KIP-848 members' (whose
+	// protocol leaves it to the broker).
+	SessionTimeoutMin    time.Duration
+	SessionTimeoutMax    time.Duration
+	MemberSessionTimeout time.Duration
 	// RequestTimeout bounds one call to the coordinator.
 	RequestTimeout time.Duration
 
@@ -86,7 +92,7 @@ func (c Config) Validate() error {
 		value time.Duration
 	}{{"kafka_heartbeat_interval", c.HeartbeatInterval}, {"kafka_auth_timeout", c.AuthTimeout}, {"kafka_read_timeout", c.ReadTimeout},
 		{"kafka_write_timeout", c.WriteTimeout}, {"kafka_idle_timeout", c.IdleTimeout}, {"kafka_session_timeout_min", c.SessionTimeoutMin},
-		{"kafka_session_timeout_max", c.SessionTimeoutMax}} {
+		{"kafka_session_timeout_max", c.SessionTimeoutMax}, {"kafka_member_session_timeout", c.MemberSessionTimeout}} {
 		if d.value <= 0 {
 			return fmt.Errorf("gateway.%s: must be > 0, got %s", d.name, d.value)
 		}

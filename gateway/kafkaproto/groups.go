@@ -1,26 +1,172 @@
 package kafkaproto
 
-// groups holds the group members this gateway runs capgate sessions for.
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/client/session"
+)
+
+// groups holds the group members this gateway runs capgate sessions for,
+// by Kafka member id and by the client key their fetches arrive under.
 type groups struct {
-	s *Server
+	s   *Server
+	api *client.GroupAPI
+
+	mu    sync.Mutex
+	byID  map[memberRef]*member
+	byKey map[clientKey][]*member
 }
 
-func newGroups(s *Server) *groups { return &groups{s: s} }
+type memberRef struct{ group, id string }
 
-// capability returns the capability a member of this gateway holds for
-// topic/partition on behalf of the Kafka client key ("" when none), and
-// whether key has any member here.
+func newGroups(s *Server) *groups {
+	return &groups{
+		s: s, api: client.NewGroupAPI(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS),
+		byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{},
+	}
+}
+
+// errTooManyMembers refuses a join beyond kafka_max_members.
+var errTooManyMembers = errors.New("kafkaproto: kafka_max_members reached")
+
+// join joins the coordinator for a new Kafka member (with the client's
+// credential) and registers it.
+func (g *groups) join(ctx context.Context, m *member, credential string, req api.JoinRequest) (api.Code, error) {
+	g.mu.Lock()
+	full := len(g.byID) >= g.s.cfg.MaxMembers
+	g.mu.Unlock()
+	if full {
+		return api.CodeUnavailable, errTooManyMembers
+	}
+	m.credential = credential
+	m.log = g.s.log.With(zap.String("group", m.group), zap.String("client_id", m.key.clientID))
+	if err := m.start(ctx, req); err != nil {
+		return client.CodeOf(err), fmt.Errorf("kafkaproto: join %s: %w", m.group, err)
+	}
+	m.mu.Lock()
+	capgateID := m.sess.Member().ID
+	if m.id == "" {
+		m.id = capgateID
+	}
+	m.log = m.log.With(zap.String("member", m.id), zap.String("capgate_member", capgateID))
+	grants := len(m.sess.Assigned())
+	m.mu.Unlock()
+	g.mu.Lock()
+	ref := memberRef{m.group, m.id}
+	old := g.byID[ref]
+	g.byID[ref] = m
+	g.byKey[m.key] = append(g.byKey[m.key], m)
+	g.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	m.log.Info("kafka member joined", zap.Bool("kip848", m.kip848), zap.Int("grants", grants))
+	return "", nil
+}
+
+// get finds a live member.
+func (g *groups) get(group, id string) *member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.byID[memberRef{group, id}]
+}
+
+// ofKey lists the members a client key opened.
+func (g *groups) ofKey(key clientKey) []*member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.byKey[key])
+}
+
+func (g *groups) remove(m *member) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ref := memberRef{m.group, m.id}
+	if g.byID[ref] == m {
+		delete(g.byID, ref)
+	}
+	list := slices.DeleteFunc(g.byKey[m.key], func(x *member) bool { return x == m })
+	if len(list) == 0 {
+		delete(g.byKey, m.key)
+	} else {
+		g.byKey[m.key] = list
+	}
+}
+
+// capability returns the capability a member of this gateway opened by
+// key holds for topic/partition ("" when none), and whether key has any
+// member here.
 func (g *groups) capability(key clientKey, topic string, partition int32) (token string, member bool) {
-	return "", false
+	ms := g.ofKey(key)
+	p := session.Partition{Topic: topic, Partition: partition}
+	for _, m := range ms {
+		if t := m.capability(p); t != "" {
+			return t, true
+		}
+	}
+	return "", len(ms) > 0
 }
 
-// closeAll ends every member session.
-func (g *groups) closeAll() {}
+func (g *groups) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.byID)
+}
 
-// groupAPIs are the group coordinator's APIs.
-func groupAPIs() []apiRow { return nil }
+// closeAll closes every member (each releases its partitions and leaves)
+// and waits up to request_timeout for them to be gone.
+func (g *groups) closeAll() {
+	g.mu.Lock()
+	all := make([]*member, 0, len(g.byID))
+	for _, m := range g.byID {
+		all = append(all, m)
+	}
+	g.mu.Unlock()
+	deadline := time.After(g.s.cfg.RequestTimeout)
+	for _, m := range all {
+		m.close()
+	}
+	for _, m := range all {
+		select {
+		case <-m.ctx.Done():
+		case <-deadline:
+			m.mu.Lock()
+			m.finishLocked()
+			m.mu.Unlock()
+		}
+	}
+	g.api.CloseIdleConnections()
+}
+
+// close closes the member on the client's behalf (leave or shutdown).
+func (m *member) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closeLocked(time.Now())
+}
 
 // Members is the number of group members this gateway runs sessions for.
 func (s *Server) Members() int { return s.groups.count() }
 
-func (g *groups) count() int { return 0 }
+// groupAPIs are the group coordinator's APIs.
+func groupAPIs() []apiRow {
+	return []apiRow{
+		{key: 8, min: 2, max: 9, handle: handleOffsetCommit},
+		{key: 9, min: 1, max: 9, handle: handleOffsetFetch},
+		{key: 10, min: 0, max: 4, handle: handleFindCoordinator},
+		{key: 11, min: 0, max: 9, handle: handleJoinGroup},
+		{key: 12, min: 0, max: 4, handle: handleHeartbeat},
+		{key: 13, min: 0, max: 5, handle: handleLeaveGroup},
+		{key: 14, min: 0, max: 5, handle: handleSyncGroup},
+		{key: 68, min: 0, max: 1, handle: handleConsumerGroupHeartbeat},
+	}
+}

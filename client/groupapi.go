@@ -1,0 +1,82 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/driver"
+)
+
+// GroupAPI carries out a driver's member requests (join, heartbeat,
+// commit, leave) for a shell whose fetches are not this package's: the
+// gateway's Kafka listener runs one driver per Kafka group member, whose
+// records the Kafka client fetches itself. One attempt per call; the
+// driver decides retries. Safe for concurrent use.
+type GroupAPI struct {
+	base string
+	tr   *transport
+}
+
+// NewGroupAPI talks to the coordinator at coordinatorURL; tc (nil:
+// defaults) is the TLS of an https:// URL.
+func NewGroupAPI(coordinatorURL string, tc *tls.Config) *GroupAPI {
+	return &GroupAPI{
+		base: strings.TrimRight(coordinatorURL, "/"),
+		tr:   &transport{http: newHTTPClient(tc)},
+	}
+}
+
+func (a *GroupAPI) url(group, action string) string {
+	return a.base + "/v1/groups/" + url.PathEscape(group) + "/" + action
+}
+
+// Attempt carries out one attempt of s (not a fetch) for a member of
+// group; credential is the bearer of a join.
+func (a *GroupAPI) Attempt(ctx context.Context, group, credential string, s driver.Send) driver.Answered {
+	ans := driver.Answered{Call: s.Call}
+	var err error
+	switch s.Kind {
+	case driver.KindJoin:
+		err = a.tr.postJSON(ctx, "join", a.url(group, "join"), credential, s.Join, &ans.Join)
+	case driver.KindHeartbeat:
+		err = a.tr.postJSON(ctx, "heartbeat", a.url(group, "heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds()}, &ans.News)
+	case driver.KindCommit:
+		err = a.tr.postJSON(ctx, "commit", a.url(group, "commit"), s.Token, s.Commit, nil)
+	case driver.KindLeave:
+		err = a.tr.postJSON(ctx, "leave", a.url(group, "leave"), s.Token, api.LeaveRequest{}, nil)
+	default:
+		err = fmt.Errorf("client: group api: request kind %d is not a member request", s.Kind)
+	}
+	ans.Now = time.Now()
+	if err != nil {
+		ans.Failure = failureOf(err)
+	}
+	return ans
+}
+
+// Offsets reads the group's committed offsets.
+func (a *GroupAPI) Offsets(ctx context.Context, group, memberToken string) (api.OffsetsResponse, error) {
+	var resp api.OffsetsResponse
+	_, body, err := a.tr.do(ctx, "offsets", request{method: http.MethodGet, url: a.url(group, "offsets"), bearer: memberToken}, maxCoordinatorBody)
+	if err != nil {
+		return resp, err
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return resp, fmt.Errorf("client: offsets: decode answer: %w", err)
+	}
+	return resp, nil
+}
+
+// CloseIdleConnections closes the idle keep-alive connections.
+func (a *GroupAPI) CloseIdleConnections() { a.tr.http.CloseIdleConnections() }
+
+// CodeOf is the api code of an error from this package: the refusal's
+// code, or unavailable for a transport error ("" for nil).
+func CodeOf(err error) api.Code { return codeOf(err) }

@@ -1,0 +1,223 @@
+package kafkaproto
+
+// Behavior: ConsumerGroupHeartbeat v0–v1 (KIP-848).
+//
+//   - Epoch 0 joins: the gateway joins capgate's coordinator for the
+//     member with the connection's client credential (subscribed topic
+//     names, or the regex as capgate's topic_pattern; the instance id for
+//     static membership; the client's assignor is ignored — capgate's
+//     group assignor decides) and answers member epoch 1 with what the
+//     member holds right away. A known member id rejoining at epoch 0 (a
+//     lost answer, a fenced epoch) keeps its capgate member and gets its
+//     whole assignment again.
+//   - Later heartbeats: the assignment is what the capgate session holds
+//     minus partitions whose revoke waits for the member; each change
+//     bumps the member epoch. The partitions the member reports owning
+//     acknowledge revokes (see member.go); a keepalive (no Topics)
+//     acknowledges nothing. An epoch that is neither the current one nor
+//     the one before (a lost answer) is FENCED_MEMBER_EPOCH; an unknown or
+//     expired member UNKNOWN_MEMBER_ID: the client rejoins.
+//   - HeartbeatIntervalMillis is kafka_heartbeat_interval: how soon a
+//     handoff reaches the member. Epoch -1/-2 leaves (the member's
+//     partitions are released at its committed offsets).
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/session"
+)
+
+func handleConsumerGroupHeartbeat(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	resp.HeartbeatIntervalMillis = int32(c.s.cfg.HeartbeatInterval.Milliseconds())
+	now := time.Now()
+	if code := c.groupAllowed(req.Group, now); code != 0 {
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	id := req.MemberID
+	switch {
+	case req.MemberEpoch < 0: // -1 leave, -2 static leave
+		if m := c.s.groups.get(req.Group, id); m != nil {
+			m.close()
+		}
+		resp.MemberID, resp.MemberEpoch = &id, req.MemberEpoch
+		return resp, nil
+	case req.MemberEpoch == 0:
+		return c.join848(req, resp, now)
+	}
+	m := c.s.groups.get(req.Group, id)
+	if m == nil || !m.kip848 {
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil
+	}
+	owned := c.ownedByID(req.Topics)
+	epoch, assignment, code := m.heartbeat848(req.MemberEpoch, owned, now)
+	resp.ErrorCode, resp.MemberID, resp.MemberEpoch = code, &id, epoch
+	if code == 0 && assignment != nil {
+		resp.Assignment = c.assignment848(assignment)
+	}
+	return resp, nil
+}
+
+// join848 admits a member at epoch 0.
+func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse, now time.Time) (kmsg.Response, error) {
+	if m := c.s.groups.get(req.Group, req.MemberID); m != nil && m.kip848 && m.key == c.key() {
+		if epoch, assignment, ok := m.rejoin848(now); ok {
+			resp.MemberID, resp.MemberEpoch = &m.id, epoch
+			resp.Assignment = c.assignment848(assignment)
+			return resp, nil
+		}
+	}
+	m := &member{
+		g: c.s.groups, group: req.Group, id: req.MemberID, key: c.key(), kip848: true,
+		sessionTimeout:   c.s.cfg.MemberSessionTimeout,
+		rebalanceTimeout: c.rebalanceTimeout(req.RebalanceTimeoutMillis),
+	}
+	join := api.JoinRequest{ClientID: c.clientID, Topics: req.SubscribedTopicNames}
+	if req.InstanceID != nil {
+		join.InstanceID = *req.InstanceID
+	}
+	if req.SubscribedTopicRegex != nil {
+		join.Topics, join.TopicPattern = nil, *req.SubscribedTopicRegex
+	}
+	if code, err := c.s.groups.join(c.ctx, m, c.principal.Token, join); err != nil {
+		resp.ErrorCode = joinError(code)
+		msg := err.Error()
+		resp.ErrorMessage = &msg
+		return resp, nil
+	}
+	epoch, assignment, _ := m.rejoin848(now)
+	resp.MemberID, resp.MemberEpoch = &m.id, epoch
+	resp.Assignment = c.assignment848(assignment)
+	return resp, nil
+}
+
+// rebalanceTimeout bounds how long a held revoke waits for the member.
+func (c *conn) rebalanceTimeout(millis int32) time.Duration {
+	d := time.Duration(millis) * time.Millisecond
+	return min(max(d, c.s.cfg.SessionTimeoutMin), c.s.cfg.SessionTimeoutMax)
+}
+
+// ownedByID turns a heartbeat's owned partitions (topic ids) into a set;
+// nil Topics (a keepalive) is nil.
+func (c *conn) ownedByID(topics []kmsg.ConsumerGroupHeartbeatRequestTopic) map[session.Partition]bool {
+	if topics == nil {
+		return nil
+	}
+	_, byID, _ := c.s.topics.get(c.ctx, false)
+	owned := map[session.Partition]bool{}
+	for _, t := range topics {
+		name, ok := byID[t.TopicID]
+		if !ok {
+			continue
+		}
+		for _, p := range t.Partitions {
+			owned[session.Partition{Topic: name, Partition: p}] = true
+		}
+	}
+	return owned
+}
+
+// assignment848 renders partitions by topic id.
+func (c *conn) assignment848(parts []session.Partition) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
+	a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+	a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
+	defer cancel()
+	topics, _, _ := c.s.topics.get(ctx, false)
+	for _, p := range parts {
+		ti, ok := topics[p.Topic]
+		if !ok {
+			if topics, _, _ = c.s.topics.get(ctx, true); topics == nil {
+				continue
+			}
+			if ti, ok = topics[p.Topic]; !ok {
+				continue
+			}
+		}
+		if n := len(a.Topics); n == 0 || a.Topics[n-1].TopicID != ti.id {
+			t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			t.TopicID = ti.id
+			a.Topics = append(a.Topics, t)
+		}
+		t := &a.Topics[len(a.Topics)-1]
+		t.Partitions = append(t.Partitions, p.Partition)
+	}
+	return &a
+}
+
+// joinError maps a refused join.
+func joinError(code api.Code) int16 {
+	switch code {
+	case api.CodeForbidden, api.CodeUnauthorized, api.CodeTokenExpired, api.CodeCapabilityRevoked:
+		return kerr.GroupAuthorizationFailed.Code
+	case api.CodeInconsistentAssign:
+		return kerr.InconsistentGroupProtocol.Code
+	case api.CodeBadRequest:
+		return kerr.InvalidRequest.Code
+	}
+	if api.IsRetriable(code) {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// rejoin848 hands the member its whole assignment under a new epoch (it
+// owns nothing at epoch 0). false when the member is gone.
+func (m *member) rejoin848(now time.Time) (int32, []session.Partition, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state != memberActive {
+		return 0, nil, false
+	}
+	m.seen(now)
+	m.acked(map[session.Partition]bool{}, now)
+	m.prev, m.epoch = m.epoch, m.epoch+1
+	m.sent = m.target()
+	return m.epoch, m.sent, true
+}
+
+// heartbeat848 answers a heartbeat: the epoch, and the assignment when it
+// changed or the member's report differs from it (nil otherwise).
+func (m *member) heartbeat848(epoch int32, owned map[session.Partition]bool, now time.Time) (int32, []session.Partition, int16) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.state != memberActive:
+		return 0, nil, kerr.UnknownMemberID.Code
+	case epoch != m.epoch && epoch != m.prev:
+		return m.epoch, nil, kerr.FencedMemberEpoch.Code
+	}
+	m.seen(now)
+	m.acked(owned, now)
+	t := m.target()
+	if !slices.Equal(t, m.sent) {
+		m.prev, m.epoch = m.epoch, m.epoch+1
+		m.sent = t
+		return m.epoch, t, 0
+	}
+	if owned != nil && !sameSet(owned, t) {
+		return m.epoch, t, 0 // the member missed an answer: deliver it again
+	}
+	return m.epoch, nil, 0
+}
+
+func sameSet(set map[session.Partition]bool, list []session.Partition) bool {
+	if len(set) != len(list) {
+		return false
+	}
+	for _, p := range list {
+		if !set[p] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,450 @@
+package kafkaproto
+
+// A Kafka group member is one capgate member: this gateway joins the
+// coordinator for it with the client's credential and runs the consumer
+// SDK's own logic on its behalf — client/driver (joins and rejoins, one
+// long-poll heartbeat, retries and backoffs) around client/session (the
+// pure core: grants, renewals, revokes, release with the old capability)
+// — so there is one model of the consumer protocol. Only the fetches are
+// the listener's own (the driver's doc names this shell): the Kafka client
+// fetches records itself, through this listener, and commits explicit
+// offsets. So the driver's fetch requests become progress slots:
+//
+//   - A Send{Kind: Fetch} for a partition opens a slot (no IO). When the
+//     client commits offset X for that partition, the slot is answered
+//     with Next = X, polled and committed at once: the session's processed
+//     offset is the client's committed offset, and the driver commits it
+//     through the coordinator with the partition's current capability.
+//   - A revoke from the coordinator is held back (deferred) while the
+//     client still owns the partition in its last assignment: the client
+//     is first told its new assignment, commits what it processed (kgo
+//     and KafkaJS do so before giving partitions up) and acknowledges
+//     (its next heartbeat or join no longer lists it). Only then the revoke
+//     is stepped: the session releases the partition with that offset and
+//     the old capability, and the coordinator hands it on. A client that
+//     never acknowledges is revoked after its rebalance timeout; the
+//     coordinator's handoff_timeout bounds the wait anyway.
+//   - Liveness: the gateway keeps the capgate member alive (the driver's
+//     long-poll heartbeats) while the Kafka client heartbeats within its
+//     session timeout. A client silent longer is closed on its behalf:
+//     its partitions are released at its last committed offsets and the
+//     member leaves; the client, if it ever wakes up, is told
+//     UNKNOWN_MEMBER_ID and its fetches of those partitions are refused.
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/driver"
+	"github.com/capgate/capgate/client/session"
+)
+
+// memberState is a member's lifecycle on this gateway.
+type memberState uint8
+
+const (
+	memberActive  memberState = iota
+	memberClosing             // leaving on the client's behalf or at its request
+	memberGone                // left, lost or expired: answers UNKNOWN_MEMBER_ID
+)
+
+// deferredRevoke is a coordinator revoke waiting for the client to give
+// the partition up.
+type deferredRevoke struct {
+	ref api.PartitionRef
+	at  time.Time
+}
+
+// member is one Kafka group member's capgate session on this gateway.
+type member struct {
+	g                *groups
+	group            string
+	id               string // the Kafka member id
+	key              clientKey
+	kip848           bool
+	cooperative      bool // classic protocol: revoke only what moves
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	credential       string
+	log              *zap.Logger
+
+	ctx    context.Context // ends when the member is gone
+	cancel context.CancelFunc
+	joined chan driver.JoinResult
+
+	mu       sync.Mutex
+	d        *driver.Driver
+	sess     *session.Session // d's, read-only
+	state    memberState
+	calls    map[uint64]context.CancelFunc // member requests in flight
+	slots    map[session.Partition]uint64  // open progress slot: the fetch's call
+	deferred map[session.Partition]deferredRevoke
+	tickets  map[uint64]chan api.Code
+	ticket   uint64
+	sent     []session.Partition // the assignment last handed to the client
+	epoch    int32               // KIP-848 member epoch, or classic generation
+	prev     int32               // the epoch before the last bump (a lost answer)
+	syncing  bool                // classic: joined, SyncGroup not yet answered
+	lastSeen time.Time
+	timer    *time.Timer
+}
+
+// driverConfig is the SDK driver's configuration for a member. Nothing is
+// ever buffered (progress carries no bytes) and every delivery is
+// processed at once, so the buffer and revoke timeout only need to be
+// valid; fetch waits do not apply (progress slots wait for the client).
+func (s *Server) driverConfig(join api.JoinRequest) driver.Config {
+	return driver.Config{
+		Join: join, Gateways: 1, HeartbeatWait: heartbeatWaitMax, FetchMaxWait: s.cfg.MaxWait,
+		RequestTimeout: s.cfg.RequestTimeout, RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: time.Second,
+		Session: session.Config{BufferMaxBytes: 1, PollMaxRecords: 1 << 30, RevokeTimeout: time.Second},
+		Rand:    rand.Int64N,
+	}
+}
+
+// heartbeatWaitMax caps a held heartbeat (the coordinator's
+// heartbeat_wait caps it further).
+const heartbeatWaitMax = 10 * time.Second
+
+// start joins the coordinator for the member (the driver's first join,
+// retried for up to request_timeout) and, once joined, keeps it alive.
+func (m *member) start(ctx context.Context, join api.JoinRequest) error {
+	// Not the server's context: a closing gateway still lets its members
+	// release their partitions and leave (closeAll waits for it).
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.d = m.g.s.newDriver(join)
+	m.sess = m.d.Session()
+	m.joined = make(chan driver.JoinResult, 1)
+	m.calls = map[uint64]context.CancelFunc{}
+	m.slots = map[session.Partition]uint64{}
+	m.deferred = map[session.Partition]deferredRevoke{}
+	m.tickets = map[uint64]chan api.Code{}
+	m.lastSeen = time.Now()
+	m.timer = time.AfterFunc(time.Hour, m.tick)
+	m.mu.Lock()
+	m.carry(m.d.Start(m.lastSeen))
+	m.mu.Unlock()
+	var r driver.JoinResult
+	select {
+	case r = <-m.joined:
+	case <-ctx.Done():
+		m.mu.Lock()
+		m.carry(m.d.CancelJoin(time.Now(), ctx.Err()))
+		m.mu.Unlock()
+		r = <-m.joined
+	}
+	if r.Err != nil {
+		m.mu.Lock()
+		m.finishLocked()
+		m.mu.Unlock()
+	}
+	return r.Err
+}
+
+func (s *Server) newDriver(join api.JoinRequest) *driver.Driver {
+	return driver.New(s.driverConfig(join))
+}
+
+// carry carries out the driver's commands without blocking. Under mu.
+func (m *member) carry(cmds []driver.Command) {
+	for _, cmd := range cmds {
+		switch cmd := cmd.(type) {
+		case driver.Send:
+			m.send(cmd)
+		case driver.Cancel:
+			if cancel := m.calls[cmd.Call]; cancel != nil {
+				cancel()
+			}
+			for p, call := range m.slots {
+				if call == cmd.Call {
+					delete(m.slots, p)
+				}
+			}
+		case driver.JoinResult:
+			m.joined <- cmd
+		case driver.LeaveResult:
+			m.log.Debug("kafka member left", zap.Error(cmd.Err))
+		case driver.Failed:
+			m.log.Info("kafka member failed: its rejoin was refused", zap.Error(cmd.Err))
+			m.finishLocked()
+		case session.CommitResult:
+			if ch := m.tickets[cmd.Ticket]; ch != nil {
+				delete(m.tickets, cmd.Ticket)
+				ch <- cmd.Code
+			}
+		case session.CallRevoke:
+			if !cmd.Lost {
+				// Revokes are stepped once the client gave the partitions up.
+				m.carry(m.d.User(session.HookDone{Now: time.Now(), ID: cmd.ID}))
+			}
+		case session.CallGrant:
+			m.log.Debug("kafka member granted", zap.Stringers("partitions", cmd.Partitions))
+		case session.Stop:
+			m.finishLocked()
+		}
+	}
+	m.rearm(time.Now())
+}
+
+// send carries out one request attempt: a fetch opens a progress slot;
+// the member requests go to the coordinator in a goroutine.
+func (m *member) send(s driver.Send) {
+	if s.Kind == driver.KindFetch {
+		m.slots[s.Fetch.Partition] = s.Call
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, s.Timeout)
+	m.calls[s.Call] = cancel
+	m.g.s.wg.Add(1)
+	go func() {
+		defer m.g.s.wg.Done()
+		a := m.g.api.Attempt(ctx, m.group, m.credential, s)
+		cancel()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.calls, s.Call)
+		if s.Kind == driver.KindHeartbeat && a.Failure == nil {
+			a.News.Revoke = m.holdRevokes(a.News.Revoke, a.Now)
+		}
+		m.carry(m.d.Answer(a))
+	}()
+}
+
+// tick runs at the earliest deadline: the driver's (retries, timeouts),
+// the client's liveness, a held revoke's rebalance timeout.
+func (m *member) tick() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state == memberGone {
+		return
+	}
+	now := time.Now()
+	if m.state == memberActive && now.Sub(m.lastSeen) >= m.sessionTimeout {
+		m.log.Info("kafka member silent past its session timeout: releasing its partitions and leaving",
+			zap.Duration("session_timeout", m.sessionTimeout))
+		m.closeLocked(now)
+	}
+	var late []api.PartitionRef
+	for p, d := range m.deferred {
+		if now.Sub(d.at) >= m.rebalanceTimeout {
+			late = append(late, d.ref)
+			delete(m.deferred, p)
+		}
+	}
+	m.revokeNow(late, now)
+	m.carry(m.d.Tick(now))
+}
+
+// rearm points the timer at the next deadline. Under mu.
+func (m *member) rearm(now time.Time) {
+	if m.timer == nil || m.state == memberGone {
+		return
+	}
+	next := m.d.NextDeadline()
+	earlier := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	if m.state == memberActive {
+		earlier(m.lastSeen.Add(m.sessionTimeout))
+	}
+	for _, d := range m.deferred {
+		earlier(d.at.Add(m.rebalanceTimeout))
+	}
+	if next.IsZero() {
+		next = now.Add(time.Hour)
+	}
+	m.timer.Reset(max(next.Sub(now), time.Millisecond))
+}
+
+// finishLocked ends the member: it answers UNKNOWN_MEMBER_ID from now on,
+// pending commits fail, requests in flight are cancelled and it leaves
+// the registry. Under mu.
+func (m *member) finishLocked() {
+	if m.state == memberGone {
+		return
+	}
+	m.state = memberGone
+	for t, ch := range m.tickets {
+		delete(m.tickets, t)
+		ch <- api.CodeUnknownMember
+	}
+	for _, cancel := range m.calls {
+		cancel()
+	}
+	m.cancel()
+	m.timer.Stop()
+	go m.g.remove(m)
+}
+
+// holdRevokes keeps the revokes of partitions the client still owns in
+// its last assignment for later (see acked) and returns the others, to be
+// stepped now. Under mu.
+func (m *member) holdRevokes(refs []api.PartitionRef, now time.Time) []api.PartitionRef {
+	var stepNow []api.PartitionRef
+	for _, ref := range refs {
+		p := session.Partition{Topic: ref.Topic, Partition: ref.Partition}
+		if m.state == memberActive && slices.Contains(m.sent, p) {
+			m.deferred[p] = deferredRevoke{ref: ref, at: now}
+			continue
+		}
+		stepNow = append(stepNow, ref)
+	}
+	return stepNow
+}
+
+// acked steps the held revokes of the partitions the client no longer
+// owns. owned nil means unknown (a KIP-848 keepalive). Under mu.
+func (m *member) acked(owned map[session.Partition]bool, now time.Time) {
+	if owned == nil {
+		return
+	}
+	var refs []api.PartitionRef
+	for p, d := range m.deferred {
+		if !owned[p] {
+			refs = append(refs, d.ref)
+			delete(m.deferred, p)
+		}
+	}
+	m.revokeNow(refs, now)
+}
+
+func (m *member) revokeNow(refs []api.PartitionRef, now time.Time) {
+	if len(refs) == 0 {
+		return
+	}
+	slices.SortFunc(refs, func(a, b api.PartitionRef) int {
+		return compareParts(session.Partition{Topic: a.Topic, Partition: a.Partition}, session.Partition{Topic: b.Topic, Partition: b.Partition})
+	})
+	m.carry(m.d.User(session.NewsArrived{Now: now, Incarnation: m.sess.Member().Incarnation, News: api.HeartbeatResponse{Revoke: refs}}))
+}
+
+// closeLocked revokes and releases everything (at the client's last
+// committed offsets) and leaves. Under mu.
+func (m *member) closeLocked(now time.Time) {
+	if m.state != memberActive {
+		return
+	}
+	m.state = memberClosing
+	clear(m.deferred)
+	m.carry(m.d.User(session.CloseRequested{Now: now}))
+}
+
+// seen records contact from the client. Under mu.
+func (m *member) seen(now time.Time) {
+	m.lastSeen = now
+}
+
+// target is what the client should own now: the partitions the session
+// fetches, minus those whose revoke is held back. Under mu.
+func (m *member) target() []session.Partition {
+	out := m.sess.Assigned()
+	if len(m.deferred) == 0 {
+		return out
+	}
+	return slices.DeleteFunc(out, func(p session.Partition) bool {
+		_, held := m.deferred[p]
+		return held
+	})
+}
+
+// capability returns the capability of p if the member fetches it.
+func (m *member) capability(p session.Partition) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state == memberGone {
+		return ""
+	}
+	info, ok := m.sess.Inspect(p)
+	if !ok || info.State != session.Fetching {
+		return ""
+	}
+	return info.Capability
+}
+
+// commit records the client's committed offsets as the session's
+// progress and commits them through the coordinator; it returns a code
+// per partition ("" committed).
+func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64) map[session.Partition]api.Code {
+	codes := make(map[session.Partition]api.Code, len(offsets))
+	now := time.Now()
+	m.mu.Lock()
+	if m.state != memberActive {
+		m.mu.Unlock()
+		for p := range offsets {
+			codes[p] = api.CodeUnknownMember
+		}
+		return codes
+	}
+	m.seen(now)
+	for p, offset := range offsets {
+		info, ok := m.sess.Inspect(p)
+		slot := m.slots[p]
+		switch {
+		case !ok || info.State != session.Fetching:
+			codes[p] = api.CodeStaleEpoch // not ours (any more)
+		case offset < info.Processed:
+			codes[p] = api.CodeOffsetRegression
+		case offset == info.Processed:
+		case slot == 0:
+			codes[p] = api.CodeTokenExpired // its capability is expiring, awaiting renewal
+		default:
+			delete(m.slots, p)
+			m.carry(m.d.Answer(driver.Answered{Now: now, Call: slot, Fetched: driver.Fetched{Records: 1, Next: offset}}))
+		}
+	}
+	m.carry(m.d.User(session.Polled{Now: now}))
+	m.ticket++
+	ch := make(chan api.Code, 1)
+	m.tickets[m.ticket] = ch
+	m.carry(m.d.User(session.CommitRequested{Now: now, Ticket: m.ticket}))
+	m.mu.Unlock()
+	var code api.Code
+	select {
+	case code = <-ch:
+	case <-ctx.Done():
+		code = api.CodeUnavailable
+	}
+	for p := range offsets {
+		if _, set := codes[p]; !set {
+			codes[p] = code
+		}
+	}
+	return codes
+}
+
+// committed is the member's committed offset of p (-1 when not held or
+// unknown).
+func (m *member) committed(p session.Partition) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	info, ok := m.sess.Inspect(p)
+	if !ok || info.State != session.Fetching {
+		return -1, false
+	}
+	return max(info.Committed, -1), true
+}
+
+// token is the member's capgate member token.
+func (m *member) token() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sess.Member().Token
+}
+
+func compareParts(a, b session.Partition) int {
+	if a.Topic != b.Topic {
+		if a.Topic < b.Topic {
+			return -1
+		}
+		return 1
+	}
+	return int(a.Partition) - int(b.Partition)
+}

@@ -1,0 +1,199 @@
+package kafkaproto
+
+// Behavior: OffsetCommit v2–v9 and OffsetFetch v1–v9.
+//
+//   - OffsetCommit goes through capgate: each partition must be held by
+//     the member (its capgate session fetches it), and its offset becomes
+//     the session's progress, committed by the coordinator with the
+//     partition's current capability (so a fenced epoch is refused there
+//     too). Partitions no longer held answer ILLEGAL_GENERATION (classic)
+//     or STALE_MEMBER_EPOCH (KIP-848) — the errors that make clients
+//     rejoin; an unknown or expired member UNKNOWN_MEMBER_ID; an offset
+//     below the committed one INVALID_COMMIT_OFFSET_SIZE (capgate never
+//     moves a committed offset back). Commit metadata is not kept.
+//   - The generation (classic) must be the member's current or previous
+//     one (a commit racing its own rejoin); a KIP-848 member epoch at most
+//     the current one: capgate's capabilities, not Kafka's epochs, fence
+//     commits.
+//   - OffsetFetch answers the member's held partitions from its session
+//     (the offset it was granted or has committed since), others from the
+//     coordinator's committed offsets, -1 when none (the client applies
+//     its reset policy).
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/session"
+)
+
+func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	code := c.groupAllowed(req.Group, time.Now())
+	m := c.s.groups.get(req.Group, req.MemberID)
+	switch {
+	case code != 0:
+	case m == nil:
+		code = kerr.UnknownMemberID.Code
+	case m.kip848 && (req.Generation < 1 || req.Generation > m.currentEpoch()):
+		code = kerr.StaleMemberEpoch.Code
+	case !m.kip848 && !m.generationOK(req.Generation):
+		code = kerr.IllegalGeneration.Code
+	}
+	offsets := map[session.Partition]int64{}
+	if code == 0 {
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				offsets[session.Partition{Topic: t.Topic, Partition: p.Partition}] = p.Offset
+			}
+		}
+	}
+	var codes map[session.Partition]api.Code
+	if len(offsets) > 0 {
+		ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
+		codes = m.commit(ctx, offsets)
+		cancel()
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			if code == 0 {
+				rp.ErrorCode = commitError(codes[session.Partition{Topic: t.Topic, Partition: p.Partition}], m.kip848)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+func (m *member) currentEpoch() int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch
+}
+
+func (m *member) generationOK(generation int32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return generation == m.epoch || generation == m.prev && m.prev > 0
+}
+
+func handleOffsetFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version < 8 {
+		g := c.fetchGroupOffsets(req.Group, nil, req.Topics == nil, topicsOf(req.Topics))
+		resp.ErrorCode = g.ErrorCode
+		for _, t := range g.Topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	for _, rg := range req.Groups {
+		wanted := map[string][]int32{}
+		for _, t := range rg.Topics {
+			wanted[t.Topic] = t.Partitions
+		}
+		resp.Groups = append(resp.Groups, c.fetchGroupOffsets(rg.Group, rg.MemberID, rg.Topics == nil, wanted))
+	}
+	return resp, nil
+}
+
+func topicsOf(ts []kmsg.OffsetFetchRequestTopic) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, t := range ts {
+		out[t.Topic] = t.Partitions
+	}
+	return out
+}
+
+// fetchGroupOffsets answers one group: the member named by id (or, for
+// requests that name none, this client's member of the group).
+func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[string][]int32) kmsg.OffsetFetchResponseGroup {
+	out := kmsg.NewOffsetFetchResponseGroup()
+	out.Group = group
+	if out.ErrorCode = c.groupAllowed(group, time.Now()); out.ErrorCode != 0 {
+		return out
+	}
+	m := c.memberOf(group, id)
+	if m == nil {
+		out.ErrorCode = kerr.UnknownMemberID.Code
+		return out
+	}
+	var stored map[session.Partition]int64 // the coordinator's, read once if needed
+	committed := func(p session.Partition) int64 {
+		if off, ok := m.committed(p); ok {
+			return off
+		}
+		if stored == nil {
+			stored = c.storedOffsets(m)
+		}
+		if off, ok := stored[p]; ok {
+			return off
+		}
+		return -1
+	}
+	if all {
+		stored = c.storedOffsets(m)
+		for p := range stored {
+			wanted[p.Topic] = append(wanted[p.Topic], p.Partition)
+		}
+	}
+	for topic, parts := range wanted {
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			rp.Partition, rp.LeaderEpoch, rp.Metadata = p, -1, kmsg.StringPtr("")
+			rp.Offset = committed(session.Partition{Topic: topic, Partition: p})
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
+	return out
+}
+
+// memberOf finds the member by id, or this client's member of group.
+func (c *conn) memberOf(group string, id *string) *member {
+	if id != nil && *id != "" {
+		return c.s.groups.get(group, *id)
+	}
+	for _, m := range c.s.groups.ofKey(c.key()) {
+		if m.group == group {
+			return m
+		}
+	}
+	return nil
+}
+
+// storedOffsets reads the group's committed offsets from the coordinator
+// (empty when it cannot).
+func (c *conn) storedOffsets(m *member) map[session.Partition]int64 {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
+	defer cancel()
+	out := map[session.Partition]int64{}
+	resp, err := c.s.groups.api.Offsets(ctx, m.group, m.token())
+	if err != nil {
+		return out
+	}
+	for _, o := range resp.Offsets {
+		out[session.Partition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+	}
+	return out
+}
