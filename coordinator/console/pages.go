@@ -92,7 +92,7 @@ func (c *Console) serveGroups(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 		if err := c.get(groupPath(name), &g); err != nil {
 			continue // deleted meanwhile
 		}
-		v := newGroupView(g)
+		v := newGroupView(g, c.now())
 		rows = append(rows, groupRow{
 			Name: name, Members: len(g.Members), Partitions: len(g.Partitions),
 			Owned: v.Owned, Revoking: v.Revoking, Unowned: v.Unowned, Lag: v.Lag, MaxMoves: movesText(g.Config.MaxMovesPerSecond),
@@ -151,7 +151,7 @@ type cellView struct {
 	Lease       string
 }
 
-func newGroupView(g groupJSON) groupView {
+func newGroupView(g groupJSON, now time.Time) groupView {
 	v := groupView{
 		Name: g.Group, Assignor: g.Config.Assignor, MaxMoves: g.Config.MaxMovesPerSecond,
 		HandoffTimeout: msText(g.Config.HandoffTimeoutMs), SessionTimeout: msText(g.Config.SessionTimeoutMs),
@@ -162,7 +162,7 @@ func newGroupView(g groupJSON) groupView {
 		colour[m.ID] = "c" + strconv.Itoa(i%holderColours)
 		v.Members = append(v.Members, memberView{
 			ID: m.ID, ClientID: m.ClientID, InstanceID: m.InstanceID, Partitions: m.Partitions,
-			Contact: since(parseTime(m.LastContact)), Colour: colour[m.ID],
+			Contact: since(now, parseTime(m.LastContact)), Colour: colour[m.ID],
 		})
 	}
 	var lag int64
@@ -222,7 +222,7 @@ func (c *Console) groupView(name string) (groupView, error) {
 	if err := c.get(groupPath(name), &g); err != nil {
 		return groupView{}, err
 	}
-	return newGroupView(g), nil
+	return newGroupView(g, c.now()), nil
 }
 
 func (c *Console) serveGroup(ctx *fasthttp.RequestCtx, s *session, params []string) {
@@ -280,7 +280,7 @@ func (c *Console) serveGateways(ctx *fasthttp.RequestCtx, s *session, _ []string
 	rows := make([]gatewayRow, 0, len(gws.Gateways))
 	for _, g := range gws.Gateways {
 		seen := parseTime(g.LastSeen)
-		rows = append(rows, gatewayRow{ID: g.ID, Acked: g.Acked, Behind: g.Lag, LastSeen: clockText(seen), Silence: since(seen), Silent: g.Silent})
+		rows = append(rows, gatewayRow{ID: g.ID, Acked: g.Acked, Behind: g.Lag, LastSeen: clockText(seen), Silence: since(c.now(), seen), Silent: g.Silent})
 	}
 	body := struct {
 		Seq  uint64
@@ -349,12 +349,12 @@ func clockText(t time.Time) string {
 	return t.UTC().Format("15:04:05.000")
 }
 
-// since says how long ago t was, coarsely.
-func since(t time.Time) string {
+// since says how long before now t was, coarsely.
+func since(now, t time.Time) string {
 	if t.IsZero() {
 		return "–"
 	}
-	d := time.Since(t)
+	d := now.Sub(t)
 	switch {
 	case d < time.Second:
 		return fmt.Sprintf("%d ms", d.Milliseconds())

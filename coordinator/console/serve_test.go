@@ -1,0 +1,127 @@
+package console
+
+import (
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/coordinator/timeline"
+)
+
+// stubBackend is a coordinator double for this package's tests: canned
+// admin answers by "METHOD path".
+type stubBackend map[string]string
+
+func (s stubBackend) Admin(method, path string, _ []byte) (int, []byte) {
+	if body, ok := s[method+" "+path]; ok {
+		return fasthttp.StatusOK, []byte(body)
+	}
+	return fasthttp.StatusNotFound, []byte(`{"error":{"code":"not_found","message":"no such route"}}`)
+}
+func (s stubBackend) IsAdminToken(token []byte) bool             { return string(token) == "the-admin-token" }
+func (s stubBackend) AdminCertificate(*fasthttp.RequestCtx) bool { return true }
+func (s stubBackend) Serves(method, path string) bool            { _, ok := s[method+" "+path]; return ok }
+
+// browserDouble sends requests straight into Console.Serve, keeping
+// cookies.
+type browserDouble struct {
+	t       *testing.T
+	c       *Console
+	cookies map[string]string
+}
+
+func (b *browserDouble) do(method, uri, form string) *fasthttp.Response {
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.SetRequestURI("http://console.test" + uri)
+	req.Header.Set("Origin", "http://console.test")
+	if form != "" {
+		req.Header.SetContentType("application/x-www-form-urlencoded")
+		req.SetBodyString(form)
+	}
+	for k, v := range b.cookies {
+		req.Header.SetCookie(k, v)
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, nil)
+	b.c.Serve(&ctx)
+	var resp fasthttp.Response
+	ctx.Response.CopyTo(&resp)
+	resp.Header.VisitAllCookie(func(key, value []byte) {
+		var ck fasthttp.Cookie
+		_ = ck.ParseBytes(value)
+		if len(ck.Value()) == 0 {
+			delete(b.cookies, string(key))
+		} else {
+			b.cookies[string(key)] = string(ck.Value())
+		}
+	})
+	return &resp
+}
+
+var loginNonce = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func (b *browserDouble) login() {
+	b.t.Helper()
+	page := b.do("GET", "/console/login", "")
+	m := loginNonce.FindSubmatch(page.Body())
+	if m == nil {
+		b.t.Fatalf("login page: %d", page.StatusCode())
+	}
+	form := url.Values{"token": {"the-admin-token"}, "csrf": {string(m[1])}}.Encode()
+	if r := b.do("POST", "/console/login", form); r.StatusCode() != fasthttp.StatusSeeOther || b.cookies[sessionCookie] == "" {
+		b.t.Fatalf("login: %d", r.StatusCode())
+	}
+}
+
+func newTestConsole(t *testing.T, backend stubBackend, now func() time.Time) *browserDouble {
+	c, err := New(DefaultConfig(), backend, timeline.New(64, 2), zap.NewNop(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &browserDouble{t: t, c: c, cookies: map[string]string{}}
+}
+
+// TestAuditViewWhenPresent: once the coordinator serves GET
+// /v1/admin/audit, the console links it and shows its entries.
+func TestAuditViewWhenPresent(t *testing.T) {
+	b := newTestConsole(t, stubBackend{
+		"GET /v1/admin/groups": `{"groups":[]}`,
+		"GET /v1/admin/audit":  `{"entries":[{"at":"2030-01-01T00:00:00Z","who":"console","action":"revoke_partition","reason":"drill","result":"ok"}]}`,
+	}, time.Now)
+	b.login()
+	if page := b.do("GET", "/console/groups", ""); !strings.Contains(string(page.Body()), `href="/console/audit"`) {
+		t.Fatalf("groups page without the audit link: %d", page.StatusCode())
+	}
+	page := b.do("GET", "/console/audit", "")
+	body := string(page.Body())
+	if page.StatusCode() != 200 || !strings.Contains(body, "<th>at</th><th>who</th><th>action</th><th>reason</th><th>result</th>") ||
+		!strings.Contains(body, "<td>revoke_partition</td>") {
+		t.Fatalf("audit page: %d\n%s", page.StatusCode(), body)
+	}
+}
+
+// TestSessionExpires: a session ends at session_ttl (by the injected
+// clock): pages send the browser to the login page, data routes answer 401.
+func TestSessionExpires(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := newTestConsole(t, stubBackend{"GET /v1/admin/groups": `{"groups":[]}`}, func() time.Time { return now })
+	b.login()
+	if r := b.do("GET", "/console/groups", ""); r.StatusCode() != 200 {
+		t.Fatalf("groups within the session: %d", r.StatusCode())
+	}
+	now = now.Add(DefaultConfig().SessionTTL)
+	if r := b.do("GET", "/console/groups", ""); r.StatusCode() != fasthttp.StatusSeeOther {
+		t.Fatalf("groups after session_ttl: %d, want 303 to the login page", r.StatusCode())
+	}
+	if r := b.do("GET", "/console/events?after=0", ""); r.StatusCode() != fasthttp.StatusUnauthorized {
+		t.Fatalf("events after session_ttl: %d, want 401", r.StatusCode())
+	}
+}
