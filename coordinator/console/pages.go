@@ -25,10 +25,10 @@ import (
 )
 
 const (
-	maxGroupsListed = 200 // groups described on the groups page
+	maxGroupsListed = 100 // groups described on the groups page
 	recentEvents    = 200 // timeline lines rendered with a page
 	holderColours   = 10  // c0 … c9 in console.css
-	pollGroups      = 3000
+	pollGroups      = 5000
 	pollGateways    = 1000 // silence is the point of the page
 )
 

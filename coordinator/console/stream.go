@@ -48,27 +48,24 @@ func (c *Console) serveEvents(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 		writeProblem(ctx, fasthttp.StatusServiceUnavailable, "unavailable", "too many live timeline streams")
 		return
 	}
-	end := c.now().Add(streamFor)
-	if s.expires.Before(end) {
-		end = s.expires
-	}
+	life := min(streamFor, s.expires.Sub(c.now()))
 	// The stream outlives the server's write_timeout by design: it carries
 	// its own deadline.
-	_ = ctx.SetWriteDeadline(time.Now().Add(time.Until(end) + pingEvery))
+	_ = ctx.SetWriteDeadline(time.Now().Add(life + pingEvery))
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer sub.Close()
-		c.stream(w, sub, groupName, end)
+		c.stream(w, sub, groupName, life)
 	})
 }
 
-// stream writes events until end, the coordinator closes, or the client
-// is gone (a write fails).
-func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, groupName string, end time.Time) {
+// stream writes events for life, until the coordinator closes, or until
+// the client is gone (a write fails).
+func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, groupName string, life time.Duration) {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
-	stop := time.NewTimer(time.Until(end))
+	stop := time.NewTimer(life)
 	defer stop.Stop()
 	w.WriteString("retry: " + strconv.Itoa(reconnectMs) + "\n\n")
 	if w.Flush() != nil {

@@ -97,6 +97,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 	b.waitFor("c3 gone from members and grid", time.Now(), 15*time.Second,
 		`document.querySelector('#members tr[data-member=`+js(id3)+`]') === null &&
 		 ![...document.querySelectorAll('.cell')].some(c => c.dataset.holder === `+js(id3)+`)`)
+	b.noProblems("after the member revoke")
 }
 
 // confirm checks the open dialog's title, confirms, waits for an outcome

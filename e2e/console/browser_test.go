@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -66,7 +67,26 @@ func newBrowser(t *testing.T) *browser {
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
+	// Every page records its script errors and Content-Security-Policy
+	// violations; pageProblems reads them. (Injected over CDP, this runs
+	// outside the page's CSP.)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		window.__problems = [];
+		addEventListener('error', e => window.__problems.push('error: ' + e.message));
+		addEventListener('unhandledrejection', e => window.__problems.push('rejection: ' + e.reason));
+		document.addEventListener('securitypolicyviolation', e => window.__problems.push('CSP: ' + e.violatedDirective + ' ' + e.blockedURI));`}); err != nil {
+		t.Fatalf("install the problem recorder: %v", err)
+	}
 	return &browser{t: t, ctx: ctx, shotsDir: t.TempDir()}
+}
+
+// noProblems fails the test if the current page had a script error or a
+// CSP violation.
+func (b *browser) noProblems(where string) {
+	b.t.Helper()
+	if problems := eval[[]string](b, `window.__problems || ['no recorder on this page']`); len(problems) > 0 {
+		b.t.Fatalf("%s: the page had problems: %q", where, problems)
+	}
 }
 
 // run runs steps in order with a deadline.
@@ -118,6 +138,7 @@ func (b *browser) waitFor(what string, from time.Time, within time.Duration, exp
 // also writes it to docs/console-<name>.png.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
+	b.noProblems("before screenshot " + name)
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
