@@ -28,15 +28,22 @@ const (
 	CodeUnknownMember             Code = "unknown_member"        // member expired or never joined: rejoin
 	CodeOffsetRegression          Code = "offset_regression"     // commit below the committed offset
 	CodeConflict                  Code = "conflict"
-	CodeBodyTooLarge              Code = "body_too_large"
-	CodeOffsetOutOfRange          Code = "offset_out_of_range"
-	CodeRateLimited               Code = "rate_limited"
-	CodeHeadersTooLarge           Code = "headers_too_large"
-	CodeBrokerError               Code = "broker_error"
-	CodeNotReady                  Code = "not_ready"   // gateway before first sync, coordinator starting
-	CodeOutOfSync                 Code = "out_of_sync" // gateway self-fenced: no sync for sync_timeout
-	CodeUnavailable               Code = "unavailable"
-	CodeInternal                  Code = "internal"
+	// CodeLimitExceeded: the request would take the server past a
+	// configured bound (members per group, groups per credential, the
+	// member state budget); details name the limit and its value.
+	CodeLimitExceeded Code = "limit_exceeded"
+	// CodeUnsupportedMediaType: a JSON route got a body that is not
+	// Content-Type: application/json.
+	CodeUnsupportedMediaType Code = "unsupported_media_type"
+	CodeBodyTooLarge         Code = "body_too_large"
+	CodeOffsetOutOfRange     Code = "offset_out_of_range"
+	CodeRateLimited          Code = "rate_limited"
+	CodeHeadersTooLarge      Code = "headers_too_large"
+	CodeBrokerError          Code = "broker_error"
+	CodeNotReady             Code = "not_ready"   // gateway before first sync, coordinator starting
+	CodeOutOfSync            Code = "out_of_sync" // gateway self-fenced: no sync for sync_timeout
+	CodeUnavailable          Code = "unavailable"
+	CodeInternal             Code = "internal"
 )
 
 // Reject is one row of the table.
@@ -59,6 +66,8 @@ var table = map[Code]Reject{
 	CodeUnknownMember:             {http.StatusConflict, false},
 	CodeOffsetRegression:          {http.StatusConflict, false},
 	CodeConflict:                  {http.StatusConflict, false},
+	CodeLimitExceeded:             {http.StatusConflict, false},
+	CodeUnsupportedMediaType:      {http.StatusUnsupportedMediaType, false},
 	CodeBodyTooLarge:              {http.StatusRequestEntityTooLarge, false},
 	CodeOffsetOutOfRange:          {http.StatusRequestedRangeNotSatisfiable, false},
 	CodeRateLimited:               {http.StatusTooManyRequests, true},

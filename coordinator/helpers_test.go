@@ -187,6 +187,9 @@ func (h *harness) try(method, path, token string, body any) (int, []byte, http.H
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if reader != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return 0, nil, nil, err

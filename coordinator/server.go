@@ -49,7 +49,11 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 // serve routes one request and counts it by route and status.
 func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
 	var name string
-	if console.Owns(ctx.Path()) {
+	if api.FoldedHeaders(ctx.Request.Header.RawHeaders()) {
+		ctx.SetConnectionClose()
+		writeError(ctx, api.CodeBadRequest, "folded header lines (obs-fold) are refused")
+		name = "bad_request"
+	} else if console.Owns(ctx.Path()) {
 		name = c.console.Serve(ctx)
 	} else {
 		name = c.routes.dispatch(ctx)
@@ -123,8 +127,10 @@ func writeMachineError(ctx *fasthttp.RequestCtx, msg group.Message, err error) {
 }
 
 // decodeBody decodes the JSON body into dst, refusing unknown fields and
-// trailing data. An empty body decodes as {} when empty is allowed. On
-// failure it writes 400 and returns false.
+// trailing data. An empty body decodes as {} when empty is allowed. A
+// body must come as Content-Type: application/json (415 otherwise: no
+// text/plain or form body is read as JSON). On failure it writes the
+// answer and returns false.
 func decodeBody(ctx *fasthttp.RequestCtx, dst any, empty bool) bool {
 	body := ctx.PostBody()
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -132,6 +138,10 @@ func decodeBody(ctx *fasthttp.RequestCtx, dst any, empty bool) bool {
 			return true
 		}
 		writeError(ctx, api.CodeBadRequest, "request body required")
+		return false
+	}
+	if !api.IsJSON(ctx.Request.Header.ContentType()) {
+		writeError(ctx, api.CodeUnsupportedMediaType, "request body must be Content-Type: application/json")
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

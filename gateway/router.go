@@ -61,6 +61,12 @@ func (g *Gateway) handle(ctx *fasthttp.RequestCtx) {
 		g.metrics.rejected(api.CodeBadRequest)
 		return
 	}
+	if api.FoldedHeaders(ctx.Request.Header.RawHeaders()) {
+		ctx.SetConnectionClose()
+		writeError(ctx, api.CodeBadRequest, "folded header lines (obs-fold) are refused", nil)
+		g.metrics.rejected(api.CodeBadRequest)
+		return
+	}
 	path, method := ctx.Path(), ctx.Method()
 	var params routeParams
 	matched := false
