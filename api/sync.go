@@ -21,6 +21,16 @@ type SyncResponse struct {
 	Denied         []Denied        `json:"denied,omitempty"`
 	RevokedMembers []RevokedMember `json:"revoked_members,omitempty"`
 	QoS            []QoSOverride   `json:"qos,omitempty"`
+	// Revocation is the coordinator's expiry rule for denied ids and
+	// revoked members, on resets: an entry with time T holds until
+	// T + leeway + max_clock_skew (package revocation).
+	Revocation *RevocationRule `json:"revocation,omitempty"`
+}
+
+// RevocationRule is the one expiry rule of revocation entries.
+type RevocationRule struct {
+	LeewayMs       int64 `json:"leeway_ms"`
+	MaxClockSkewMs int64 `json:"max_clock_skew_ms"`
 }
 
 // Fence says: capabilities of group for topic/partition with an epoch

@@ -115,6 +115,5 @@ func (c *Coordinator) handleAdminCapabilityRevoke(ctx *fasthttp.RequestCtx, para
 	if expires.After(time.Unix(exp, 0)) {
 		exp++
 	}
-	c.denied.add(jti, exp)
 	writeJSON(ctx, fasthttp.StatusOK, DenyResponse{JTI: jti, Exp: exp})
 }

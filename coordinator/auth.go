@@ -61,7 +61,10 @@ func (c *Coordinator) verifyToken(token []byte, kind ocap.Kind) (*ocap.Claims, e
 	if err != nil {
 		return nil, err
 	}
-	if c.denied.denies(claims, c.now()) || (kind == ocap.KindClient && c.revokedOAuthSubject(claims.Subject)) {
+	if err := c.revocations.refusal(claims, kind, c.now()); err != nil {
+		return nil, err
+	}
+	if kind == ocap.KindClient && c.revokedOAuthSubject(claims.Subject) {
 		return nil, errDenied
 	}
 	return claims, nil
@@ -110,13 +113,23 @@ func (c *Coordinator) bearerClaims(ctx *fasthttp.RequestCtx, kind ocap.Kind, wha
 }
 
 // memberClaims verifies a member token for groupName: 401 if it does not
-// verify, 403 if it belongs to another group. The member id is its sub.
+// verify, 403 if it belongs to another group, 409 unknown_member if an
+// administrator revoked its member. The member id is its sub.
 func (c *Coordinator) memberClaims(ctx *fasthttp.RequestCtx, groupName string) (*ocap.Claims, bool) {
-	claims, ok := c.bearerClaims(ctx, ocap.KindMember, "member token")
-	if !ok {
+	token := bearer(ctx)
+	if token == nil {
+		writeError(ctx, api.CodeUnauthorized, "member token required")
 		return nil, false
 	}
-	if claims.Group != groupName {
+	claims, err := c.verifyToken(token, ocap.KindMember)
+	switch {
+	case errors.Is(err, errMemberRevoked):
+		writeError(ctx, api.CodeUnknownMember, "member token refused: "+err.Error())
+		return nil, false
+	case err != nil:
+		writeTokenError(ctx, "member token", err)
+		return nil, false
+	case claims.Group != groupName:
 		writeError(ctx, api.CodeForbidden, "member token is for another group")
 		return nil, false
 	}

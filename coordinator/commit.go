@@ -70,5 +70,5 @@ func (v capabilityVerifier) Capability(token string) (*ocap.Claims, bool, error)
 	if err != nil {
 		return nil, false, err
 	}
-	return claims, v.c.denied.denies(claims, v.c.now()), nil
+	return claims, v.c.revocations.refusal(claims, ocap.KindCapability, v.c.now()) != nil, nil
 }

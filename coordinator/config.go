@@ -13,6 +13,7 @@ import (
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/revocation"
 	"github.com/capgate/capgate/store"
 )
 
@@ -323,6 +324,12 @@ func (c Config) machineConfig() group.Config {
 	g := c.Groups
 	g.CapabilityLease, g.MaxLease, g.Leeway = c.CapabilityLease, c.MaxLease, c.Leeway
 	return g
+}
+
+// revocationRule is the one expiry rule of denied ids and revoked
+// members: exp + leeway + max_clock_skew (package revocation).
+func (c Config) revocationRule() revocation.Rule {
+	return revocation.Rule{Leeway: c.Leeway, MaxClockSkew: c.Groups.MaxClockSkew}
 }
 
 // verifierConfig is what the coordinator's own verifier and minter check.

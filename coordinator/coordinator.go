@@ -71,7 +71,7 @@ type Coordinator struct {
 	owned       *broker.Client // closed by the coordinator when it built it
 	keys        *keys
 	tokens      *ocap.Cache
-	denied      *deniedSet
+	revocations *revocations
 	loop        *loop
 	server      *fasthttp.Server
 	ln          net.Listener
@@ -141,7 +141,7 @@ func (c *Coordinator) open(o options) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	c.denied = newDeniedSet(snap.Denied)
+	c.revocations = newRevocations(c.cfg.revocationRule(), snap.Denied, snap.RevokedMembers)
 	if c.oauth, err = loadOAuthClients(snap.Meta, c.cfg.OAuth); err != nil {
 		return err
 	}

@@ -5,69 +5,100 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/revocation"
 	"github.com/capgate/capgate/store"
 )
 
 // errDenied: the token (or an ancestor it was attenuated from) was denied
-// through POST /v1/admin/capabilities/{jti}/revoke.
+// through POST /v1/admin/capabilities/{jti}/revoke, or its member was
+// revoked (directly, or by denying the credential that opened it).
 var errDenied = errors.New("token denied by an administrator")
 
-// deniedSet is the coordinator's own copy of the deny-list, so the tokens
-// it accepts itself — client credentials at join, member tokens,
+// errMemberRevoked: a member token of a member an administrator revoked;
+// answered as unknown_member, so a client joins again (with a credential
+// that is not denied).
+var errMemberRevoked = errors.New("member revoked by an administrator: join again")
+
+// revocations is the coordinator's own copy of the revocation view
+// (package revocation, the same rule every gateway applies), so the
+// tokens it accepts itself — client credentials at join, member tokens,
 // capabilities presented to commit or attenuate — are refused like the
-// gateways refuse denied capabilities. Filled from the store at start and
-// by every successful deny; an entry lapses at its exp. Safe for
+// gateways refuse them: denied ids and their chains, revoked members.
+// Filled from the store at start and from the revocation records of every
+// persisted Ready before any of its replies is sent (persist.go). Safe for
 // concurrent use.
-type deniedSet struct {
+type revocations struct {
 	mu  sync.RWMutex
-	exp map[string]int64 // jti → unix seconds
+	set *revocation.Set
 }
 
-func newDeniedSet(stored []store.Denied) *deniedSet {
-	d := &deniedSet{exp: make(map[string]int64, len(stored))}
-	for _, e := range stored {
-		d.exp[e.JTI] = e.Exp
+func newRevocations(rule revocation.Rule, denied []store.Denied, members []store.RevokedMember) *revocations {
+	r := &revocations{set: revocation.New(rule)}
+	for _, d := range denied {
+		r.set.Deny(d.JTI, d.Exp)
 	}
-	return d
+	for _, m := range members {
+		r.set.RevokeMember(revocation.MemberKey{Group: m.Group, Member: m.MemberID}, m.Until)
+	}
+	return r
 }
 
-func (d *deniedSet) add(jti string, exp int64) {
-	d.mu.Lock()
-	if exp > d.exp[jti] {
-		d.exp[jti] = exp
-	}
-	d.mu.Unlock()
-}
-
-// denies reports whether c or any of its ancestors is denied at now;
-// lapsed entries are dropped on the way.
-func (d *deniedSet) denies(c *ocap.Claims, now time.Time) bool {
-	d.mu.RLock()
-	empty := len(d.exp) == 0
-	d.mu.RUnlock()
-	if empty {
-		return false
-	}
-	for _, jti := range append([]string{c.ID}, c.Chain...) {
-		if d.check(jti, now.Unix()) {
-			return true
+// apply takes the revocation records of one persisted Ready. A deleted
+// record only means something lapsed: the rule already ignores it, and
+// Prune frees it.
+func (r *revocations) apply(records []group.Record, now time.Time) {
+	var denied []api.Denied
+	var members []api.RevokedMember
+	prune := false
+	for _, rec := range records {
+		switch rec := rec.(type) {
+		case group.DeniedRecord:
+			if prune = prune || rec.Deleted; !rec.Deleted {
+				denied = append(denied, rec.Denied)
+			}
+		case group.RevokedMemberRecord:
+			if prune = prune || rec.Deleted; !rec.Deleted {
+				members = append(members, rec.RevokedMember)
+			}
 		}
 	}
-	return false
+	if len(denied) == 0 && len(members) == 0 && !prune {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range denied {
+		r.set.Deny(d.JTI, d.Exp)
+	}
+	for _, m := range members {
+		r.set.RevokeMember(revocation.MemberKey{Group: m.Group, Member: m.MemberID}, m.Until)
+	}
+	if prune {
+		r.set.Prune(now)
+	}
 }
 
-func (d *deniedSet) check(jti string, now int64) bool {
-	d.mu.RLock()
-	exp, ok := d.exp[jti]
-	d.mu.RUnlock()
-	if ok && now > exp {
-		d.mu.Lock()
-		if d.exp[jti] == exp {
-			delete(d.exp, jti)
+// check says whether c (its jti, an ancestor, or its member) is revoked
+// at now. The coordinator keeps no fences here: commits are fenced by the
+// machine's epochs.
+func (r *revocations) check(c *ocap.Claims, now time.Time) revocation.Verdict {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.set.Check(c, now)
+}
+
+// refusal is the error for a token of kind the view refuses at now, or nil.
+func (r *revocations) refusal(c *ocap.Claims, kind ocap.Kind, now time.Time) error {
+	switch r.check(c, now) {
+	case revocation.Allow:
+		return nil
+	case revocation.RevokedMember:
+		if kind == ocap.KindMember {
+			return errMemberRevoked
 		}
-		d.mu.Unlock()
-		return false
 	}
-	return ok
+	return errDenied
 }

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"time"
+
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/store"
 )
@@ -13,4 +15,9 @@ func StoreOf(c *Coordinator) store.Backend { return c.store }
 // Ready that grants or fences fails the safety audit.
 func PlantUnsafeReady(c *Coordinator) error {
 	return c.query(func(m *group.Machine) { m.PlantUnsafeReady() })
+}
+
+// WithClock makes the coordinator read the time from now.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
 }

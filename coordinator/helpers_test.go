@@ -115,15 +115,16 @@ type harness struct {
 	once   sync.Once
 }
 
-func (e *env) start(t testing.TB) *harness {
+func (e *env) start(t testing.TB, opts ...coordinator.Option) *harness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.seed++
-	c, err := coordinator.New(e.cfg, e.log, coordinator.WithListener(ln), coordinator.WithBroker(e.broker),
-		coordinator.WithRand(rand.New(rand.NewPCG(e.seed, 7))))
+	opts = append([]coordinator.Option{coordinator.WithListener(ln), coordinator.WithBroker(e.broker),
+		coordinator.WithRand(rand.New(rand.NewPCG(e.seed, 7)))}, opts...)
+	c, err := coordinator.New(e.cfg, e.log, opts...)
 	if err != nil {
 		t.Fatalf("new coordinator: %v", err)
 	}

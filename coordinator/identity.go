@@ -47,7 +47,7 @@ func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*o
 	}
 	claims := &ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject, Groups: id.Groups, Topics: id.Topics,
 		ExpiresAt: ocap.Seconds(id.ExpiresAt.Unix())}
-	if c.denied.denies(claims, c.now()) {
+	if c.revocations.refusal(claims, ocap.KindClient, c.now()) != nil {
 		writeError(ctx, api.CodeCapabilityRevoked, "identity refused: denied")
 		return nil, false
 	}

@@ -257,7 +257,6 @@ func (c *Coordinator) handleAdminOAuthClientRevoke(ctx *fasthttp.RequestCtx, par
 			writeMachineError(ctx, msg, err)
 			return
 		}
-		c.denied.add(t.JTI, t.Exp)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, OAuthClientRevoked{ClientID: id, RevokedAt: rfc3339(revoked.RevokedAt), Denied: len(revoked.Issued)})
 }

@@ -27,8 +27,10 @@ func newObserver(c *Coordinator) *observer {
 
 func (o *observer) Readied(group.Ready) {}
 
-// Persisted hands committed offsets to the Kafka mirror.
+// Persisted feeds the coordinator's own revocation view (before any reply
+// of the Ready goes out) and hands committed offsets to the Kafka mirror.
 func (o *observer) Persisted(records []group.Record) {
+	o.c.revocations.apply(records, o.c.now())
 	if !o.c.cfg.MirrorOffsets {
 		return
 	}

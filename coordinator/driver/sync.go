@@ -16,5 +16,8 @@ func SyncResponse(r group.SyncReply, keys func() []api.JWK) api.SyncResponse {
 	if r.KeysChanged || r.Reset {
 		out.Keys = keys()
 	}
+	if r.Reset {
+		out.Revocation = r.Rule.Wire()
+	}
 	return out
 }

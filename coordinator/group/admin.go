@@ -8,6 +8,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/assign"
+	"github.com/capgate/capgate/revocation"
 )
 
 // adminPartition finds a partition named by an admin request, creating it
@@ -123,10 +124,11 @@ func (m *Machine) endLease(p *partition) {
 	m.queueReassign(p.group)
 }
 
-// expiresEverywhere is when a token with exp (unix seconds) is refused by
-// every gateway: exp + leeway + max_clock_skew.
-func (m *Machine) expiresEverywhere(exp int64) time.Time {
-	return time.Unix(exp, 0).Add(m.cfg.Leeway + m.cfg.MaxClockSkew)
+// expiresEverywhere is when an entry with time t (a token's exp, unix
+// seconds) has lapsed at every verifier: the one rule of package
+// revocation, exp + leeway + max_clock_skew.
+func (m *Machine) expiresEverywhere(t int64) time.Time {
+	return m.revocations.Rule().Lapse(t)
 }
 
 func (m *Machine) denyJTI(e DenyJTI) {
@@ -138,12 +140,12 @@ func (m *Machine) denyJTI(e DenyJTI) {
 	if e.Expires.After(time.Unix(exp, 0)) {
 		exp++ // round up: deny at least until the token's exp
 	}
-	if m.expiresEverywhere(exp).After(m.now) && exp > m.denied[e.JTI] {
+	if old, _ := m.revocations.DenyExp(e.JTI); m.expiresEverywhere(exp).After(m.now) && exp > old {
 		d := api.Denied{JTI: e.JTI, Exp: exp}
-		m.denied[e.JTI] = exp
+		m.revocations.Deny(e.JTI, exp)
 		m.appendEntry(syncEntry{kind: entryDenied, denied: d})
 		m.putRecord(recordKey{kind: keyDenied, first: e.JTI}, DeniedRecord{Denied: d})
-		m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneDenied, key: e.JTI})
+		m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneRevocations})
 	}
 	m.revokeOpenedBy(e.JTI)
 	m.send(Done{Ref: e.Ref})
@@ -189,12 +191,11 @@ func (m *Machine) revokeLiveMember(mem *member) time.Time {
 	if until.After(time.Unix(exp, 0)) {
 		exp++
 	}
-	key := memberKey{group: mem.group.name, member: mem.id}
-	r := api.RevokedMember{Group: key.group, MemberID: key.member, Until: exp}
-	m.revoked[key] = exp
+	r := api.RevokedMember{Group: mem.group.name, MemberID: mem.id, Until: exp}
+	m.revocations.RevokeMember(revocation.MemberKey{Group: r.Group, Member: r.MemberID}, exp)
 	m.appendEntry(syncEntry{kind: entryRevoked, revoked: r})
-	m.putRecord(recordKey{kind: keyRevoked, first: key.group, other: key.member}, RevokedMemberRecord{RevokedMember: r})
-	m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneRevoked, memberKey: key})
+	m.putRecord(recordKey{kind: keyRevoked, first: r.Group, other: r.MemberID}, RevokedMemberRecord{RevokedMember: r})
+	m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneRevocations})
 	m.removeMember(mem)
 	return time.Unix(exp, 0).UTC()
 }
@@ -222,24 +223,22 @@ func (m *Machine) putQoS(e PutQoS) {
 	m.send(Done{Ref: e.Ref})
 }
 
+// onPruneTimer drops the revocation entries that lapsed, and a QoS
+// override whose time came.
 func (m *Machine) onPruneTimer(t timer) {
-	switch t.prune {
-	case pruneDenied:
-		if exp, ok := m.denied[t.key]; ok && !m.now.Before(m.expiresEverywhere(exp)) {
-			delete(m.denied, t.key)
-			m.putRecord(recordKey{kind: keyDenied, first: t.key}, DeniedRecord{Denied: api.Denied{JTI: t.key, Exp: exp}, Deleted: true})
-		}
-	case pruneRevoked:
-		if until, ok := m.revoked[t.memberKey]; ok && !m.now.Before(m.expiresEverywhere(until)) {
-			delete(m.revoked, t.memberKey)
-			r := api.RevokedMember{Group: t.memberKey.group, MemberID: t.memberKey.member, Until: until}
-			m.putRecord(recordKey{kind: keyRevoked, first: r.Group, other: r.MemberID}, RevokedMemberRecord{RevokedMember: r, Deleted: true})
-		}
-	case pruneQoS:
+	if t.prune == pruneQoS {
 		if o, ok := m.qos[t.key]; ok && !m.now.Before(time.Unix(o.Until, 0)) {
 			delete(m.qos, t.key)
 			m.putRecord(recordKey{kind: keyQoS, first: t.key}, QoSRecord{Override: o, Deleted: true})
 		}
+		return
+	}
+	denied, members := m.revocations.Prune(m.now)
+	for _, d := range denied {
+		m.putRecord(recordKey{kind: keyDenied, first: d.JTI}, DeniedRecord{Denied: d, Deleted: true})
+	}
+	for _, r := range members {
+		m.putRecord(recordKey{kind: keyRevoked, first: r.Group, other: r.MemberID}, RevokedMemberRecord{RevokedMember: r, Deleted: true})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/assign"
+	"github.com/capgate/capgate/revocation"
 )
 
 // Ready is what the shell must do after a Step or Tick: write Persist
@@ -32,8 +33,9 @@ type Machine struct {
 	topics   map[string]int32
 	gateways map[string]*gateway
 	log      syncLog
-	denied   map[string]int64
-	revoked  map[memberKey]int64
+	// revocations holds the denied ids and revoked members (their fences
+	// are the partitions' epochs), under the one expiry rule.
+	revocations *revocation.Set
 	// byCredential: the live members each credential id opened.
 	byCredential map[string]map[*member]struct{}
 	qos          map[string]api.QoSOverride
@@ -105,8 +107,7 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		groups:       make(map[string]*group),
 		topics:       make(map[string]int32),
 		gateways:     make(map[string]*gateway),
-		denied:       make(map[string]int64),
-		revoked:      make(map[memberKey]int64),
+		revocations:  revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
 		byCredential: make(map[string]map[*member]struct{}),
 		qos:          make(map[string]api.QoSOverride),
 		persistIdx:   make(map[recordKey]int),

@@ -84,8 +84,7 @@ func (m *Machine) join(e Join) {
 
 // credentialDenied reports whether id (a member's credential) is denied now.
 func (m *Machine) credentialDenied(id string) bool {
-	exp, ok := m.denied[id]
-	return ok && m.now.Before(m.expiresEverywhere(exp))
+	return m.revocations.DeniedAt(id, m.now)
 }
 
 // checkJoin validates a join and resolves its session timeout.

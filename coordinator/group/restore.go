@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/coordinator/assign"
+	"github.com/capgate/capgate/revocation"
 )
 
 // Restore rebuilds a machine after a restart from what the shell persisted.
@@ -121,15 +122,14 @@ func (m *Machine) restoreLeases(leases []LeaseRecord) {
 func (m *Machine) restoreSyncState(snap Snapshot) {
 	for _, d := range snap.Denied {
 		if m.expiresEverywhere(d.Exp).After(m.now) {
-			m.denied[d.JTI] = d.Exp
-			m.push(timer{at: m.expiresEverywhere(d.Exp), kind: timerPrune, prune: pruneDenied, key: d.JTI})
+			m.revocations.Deny(d.JTI, d.Exp)
+			m.push(timer{at: m.expiresEverywhere(d.Exp), kind: timerPrune, prune: pruneRevocations})
 		}
 	}
 	for _, r := range snap.RevokedMembers {
 		if m.expiresEverywhere(r.Until).After(m.now) {
-			key := memberKey{group: r.Group, member: r.MemberID}
-			m.revoked[key] = r.Until
-			m.push(timer{at: m.expiresEverywhere(r.Until), kind: timerPrune, prune: pruneRevoked, memberKey: key})
+			m.revocations.RevokeMember(revocation.MemberKey{Group: r.Group, Member: r.MemberID}, r.Until)
+			m.push(timer{at: m.expiresEverywhere(r.Until), kind: timerPrune, prune: pruneRevocations})
 		}
 	}
 	for _, o := range snap.QoS {

@@ -336,10 +336,6 @@ func (h *hold) fire(now time.Time) (due, rearm bool) {
 	return true, false
 }
 
-type memberKey struct {
-	group, member string
-}
-
 func (p *partition) ref(epoch uint64) api.PartitionRef {
 	return api.PartitionRef{Topic: p.id.Topic, Partition: p.id.Partition, Epoch: epoch}
 }

@@ -1,7 +1,6 @@
 package group
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -271,16 +270,8 @@ func (m *Machine) resetReply(ref Ref, gatewayID string) SyncReply {
 			}
 		}
 	}
-	for jti, exp := range m.denied {
-		r.Denied = append(r.Denied, api.Denied{JTI: jti, Exp: exp})
-	}
-	slices.SortFunc(r.Denied, func(a, b api.Denied) int { return strings.Compare(a.JTI, b.JTI) })
-	for k, until := range m.revoked {
-		r.RevokedMembers = append(r.RevokedMembers, api.RevokedMember{Group: k.group, MemberID: k.member, Until: until})
-	}
-	slices.SortFunc(r.RevokedMembers, func(a, b api.RevokedMember) int {
-		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.MemberID, b.MemberID))
-	})
+	r.Denied, r.RevokedMembers = m.revocations.Denied(), m.revocations.Members()
+	r.Rule = m.revocations.Rule()
 	for _, o := range m.qos {
 		r.QoS = append(r.QoS, o)
 	}

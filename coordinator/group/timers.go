@@ -24,8 +24,7 @@ const (
 type pruneKind uint8
 
 const (
-	pruneDenied pruneKind = iota
-	pruneRevoked
+	pruneRevocations pruneKind = iota // lapsed denied ids and revoked members
 	pruneQoS
 )
 
@@ -38,7 +37,6 @@ type timer struct {
 	partition *partition
 	group     *group
 	key       string
-	memberKey memberKey
 }
 
 // timerHeap is a binary min-heap on at.

@@ -8,6 +8,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/session"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/revocation"
 )
 
 // groupName is the one consumer group of the simulation.
@@ -85,8 +86,10 @@ type coordinator struct {
 	tickAt   time.Duration
 	tickOn   bool
 	readys   int
-	observed bool             // the current Ready's accepted commits were observed
-	denied   map[string]int64 // the shell's deny-list: jti → exp (unix s)
+	observed bool // the current Ready's accepted commits were observed
+	// revocations is the shell's own revocation view (coordinator/denied.go):
+	// filled from the store at start and from every persisted Ready.
+	revocations *revocation.Set
 }
 
 func newCoordinator(w *World) *coordinator {
@@ -122,9 +125,12 @@ func (c *coordinator) start(m *group.Machine) {
 	c.up, c.m = true, m
 	c.inc++
 	c.pending = map[group.Ref]*request{}
-	c.denied = map[string]int64{}
+	c.revocations = revocation.New(revocation.Rule{Leeway: c.cfg.Leeway, MaxClockSkew: c.cfg.MaxClockSkew})
 	for jti, d := range c.store.denied {
-		c.denied[jti] = d.Exp
+		c.revocations.Deny(jti, d.Exp)
+	}
+	for _, r := range c.store.revoked {
+		c.revocations.RevokeMember(revocation.MemberKey{Group: r.Group, Member: r.MemberID}, r.Until)
 	}
 	c.m.Step(c.w.wall(), c.topics())
 	c.drain()
@@ -234,7 +240,7 @@ func (c *coordinator) verifyOffsets(member string, offsets []api.CommitOffset, r
 			return nil, api.CodeUnauthorized
 		case now >= int64(claims.ExpiresAt)+leeway:
 			return nil, api.CodeTokenExpired
-		case c.deniedAt(claims.ID, now) && !release:
+		case c.revocations.Check(claims, c.w.wall()) != revocation.Allow && !release:
 			return nil, api.CodeCapabilityRevoked // coordinator/commit.go: a denied capability may only release
 		case claims.Group != groupName || claims.Epoch == 0 || claims.Subject != member ||
 			claims.Topic != o.Topic || claims.PartitionNumber() != o.Partition:
@@ -243,13 +249,6 @@ func (c *coordinator) verifyOffsets(member string, offsets []api.CommitOffset, r
 		out = append(out, group.CommitOffset{Topic: o.Topic, Partition: o.Partition, Epoch: claims.Epoch, Offset: o.Offset, Metadata: o.Metadata})
 	}
 	return out, ""
-}
-
-// deniedAt reports whether the shell's deny-list holds jti at now (an
-// entry lapses after its exp).
-func (c *coordinator) deniedAt(jti string, now int64) bool {
-	exp, ok := c.denied[jti]
-	return ok && now <= exp
 }
 
 // flush steps the gathered requests in one StepMany and handles the Ready.
@@ -305,6 +304,14 @@ func (c *coordinator) crashPoint() bool {
 // made durable.
 func (c *coordinator) persist(rd group.Ready) {
 	c.store.apply(rd.Persist)
+	for _, r := range rd.Persist {
+		switch r := r.(type) {
+		case group.DeniedRecord:
+			c.revocations.Deny(r.Denied.JTI, r.Denied.Exp)
+		case group.RevokedMemberRecord:
+			c.revocations.RevokeMember(revocation.MemberKey{Group: r.RevokedMember.Group, Member: r.RevokedMember.MemberID}, r.RevokedMember.Until)
+		}
+	}
 	c.observeAccepted(rd)
 	c.w.check.persisted(rd.Persist)
 }
@@ -380,15 +387,14 @@ func (c *coordinator) render(msg group.Message, req *request) response {
 		c.w.check.revokeAnswered(m)
 		return response{}
 	case group.Done:
-		if req.kind == reqDeny {
-			// The admin handler adds the jti to the shell's own deny-list.
-			c.denied[req.jti] = max(c.denied[req.jti], req.expires.Unix())
-		}
 		return response{}
 	case group.RevokeMemberReply:
 		return response{}
 	case group.SyncReply:
 		u := api.SyncResponse{Seq: m.Seq, Reset: m.Reset, Fences: m.Fences, Denied: m.Denied, RevokedMembers: m.RevokedMembers, QoS: m.QoS}
+		if m.Reset {
+			u.Revocation = m.Rule.Wire()
+		}
 		c.w.check.syncSent(req.gateway, req.inc, req.sent, u)
 		return response{sync: u}
 	}

@@ -87,6 +87,10 @@ func TestRevokedCredentialEndsItsMembers(t *testing.T) {
 		}
 		return true, ""
 	})
+	status, raw = cl.coordinator(t, http.MethodPost, "/v1/capabilities/attenuate", capability, api.AttenuateRequest{Ops: []string{"fetch"}})
+	if status != http.StatusConflict || codeOf(raw) != api.CodeCapabilityRevoked {
+		t.Errorf("attenuate after the revocation: %d %s, want 409 capability_revoked", status, raw)
+	}
 	status, code, _ := cl.join(t, "leaked", "g", leakedCred, api.JoinRequest{Topics: []string{c.Topic}})
 	if status != http.StatusConflict || code != api.CodeCapabilityRevoked {
 		t.Errorf("join with the revoked credential: %d %s, want 409 capability_revoked", status, code)

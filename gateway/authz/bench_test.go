@@ -95,7 +95,15 @@ type plainView struct {
 }
 
 func newPlainView(v *View, f hotFixture) plainView {
-	return plainView{fences: v.fences, denied: v.denied, claims: map[string]*ocap.Claims{string(f.token): f.claims}}
+	p := plainView{fences: map[FenceKey]uint64{}, denied: map[string]int64{}, claims: map[string]*ocap.Claims{string(f.token): f.claims}}
+	snap := v.Snapshot()
+	for _, fence := range snap.Fences {
+		p.fences[FenceKey{Group: fence.Group, Topic: fence.Topic, Partition: fence.Partition}] = fence.Epoch
+	}
+	for _, d := range snap.Denied {
+		p.denied[d.JTI] = d.Exp
+	}
+	return p
 }
 
 func (p plainView) authorize(token []byte, req Request, now time.Time) bool {
@@ -103,7 +111,7 @@ func (p plainView) authorize(token []byte, req Request, now time.Time) bool {
 	if !ok || now.Unix() >= int64(c.ExpiresAt)+2 {
 		return false
 	}
-	if c.Epoch != 0 && c.Epoch < p.fences[FenceKey{c.Group, c.Topic, *c.Partition}] {
+	if c.Epoch != 0 && c.Epoch < p.fences[FenceKey{Group: c.Group, Topic: c.Topic, Partition: *c.Partition}] {
 		return false
 	}
 	if _, ok := p.denied[c.ID]; ok {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/revocation"
 )
 
 // Request is what a client asks a gateway to do with a capability.
@@ -19,7 +20,8 @@ type Request struct {
 // Decide says whether capability c (already verified, signature and
 // claims, by ocap) may serve req at now under view v. It checks, in this
 // order: expiry (exp + leeway), the epoch fence of c's own partition, the
-// deny-list (c's jti and every ancestor in chn), revoked members, then
+// deny-list (c's jti and every ancestor in chn), revoked members (the
+// last two under the one expiry rule of package revocation), then
 // topic, partition, op and offset range. It takes one read lock and never
 // allocates.
 //
@@ -29,7 +31,7 @@ func Decide(c *ocap.Claims, req Request, v *View, now time.Time) Reason {
 	if now.Unix() >= int64(c.ExpiresAt)+v.leeway {
 		return Expired
 	}
-	if r := v.revoked(c); r != Allow {
+	if r := v.revoked(c, now); r != Allow {
 		return r
 	}
 	switch {
@@ -46,25 +48,18 @@ func Decide(c *ocap.Claims, req Request, v *View, now time.Time) Reason {
 }
 
 // revoked checks c against the fences, the deny-list and the revoked
-// members.
-func (v *View) revoked(c *ocap.Claims) Reason {
+// members (revocation.Set.Check, under the view's one expiry rule).
+func (v *View) revoked(c *ocap.Claims, now time.Time) Reason {
 	v.mu.RLock()
-	defer v.mu.RUnlock()
-	if c.Epoch != 0 && c.Epoch < v.fences[FenceKey{c.Group, c.Topic, c.PartitionNumber()}] {
+	verdict := v.set.Check(c, now)
+	v.mu.RUnlock()
+	switch verdict {
+	case revocation.Fenced:
 		return Fenced
-	}
-	if _, ok := v.denied[c.ID]; ok {
+	case revocation.Denied:
 		return Denied
-	}
-	for _, ancestor := range c.Chain {
-		if _, ok := v.denied[ancestor]; ok {
-			return Denied
-		}
-	}
-	if c.Group != "" && len(v.members) > 0 {
-		if _, ok := v.members[memberKey{c.Group, c.Subject}]; ok {
-			return RevokedMember
-		}
+	case revocation.RevokedMember:
+		return RevokedMember
 	}
 	return Allow
 }

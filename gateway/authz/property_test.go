@@ -70,7 +70,7 @@ func (m *model) snapshot() Snapshot {
 	}
 	fences := map[FenceKey]uint64{}
 	for _, f := range m.fences {
-		k := FenceKey{f.Group, f.Topic, f.Partition}
+		k := FenceKey{Group: f.Group, Topic: f.Topic, Partition: f.Partition}
 		if f.Epoch > 0 {
 			fences[k] = max(fences[k], f.Epoch)
 		}
@@ -85,13 +85,13 @@ func (m *model) snapshot() Snapshot {
 	for j, e := range denied {
 		s.Denied = append(s.Denied, api.Denied{JTI: j, Exp: e})
 	}
-	members := map[memberKey]int64{}
+	members := map[api.RevokedMember]int64{}
 	for _, r := range m.members {
-		k := memberKey{r.Group, r.MemberID}
+		k := api.RevokedMember{Group: r.Group, MemberID: r.MemberID}
 		members[k] = max(members[k], r.Until)
 	}
 	for k, u := range members {
-		s.RevokedMembers = append(s.RevokedMembers, api.RevokedMember{Group: k.group, MemberID: k.member, Until: u})
+		s.RevokedMembers = append(s.RevokedMembers, api.RevokedMember{Group: k.Group, MemberID: k.MemberID, Until: u})
 	}
 	if len(m.qos) > 0 {
 		s.QoS = slices.Clone(m.qos)
@@ -107,12 +107,17 @@ func (m *model) decide(c *ocap.Claims, req Request, now time.Time) Reason {
 	if c.Epoch != 0 && c.Epoch < m.fence(c.Group, c.Topic, *c.Partition) {
 		return Fenced
 	}
+	// An entry holds while now < its time + leeway (the view's rule before
+	// a reset teaches it the coordinator's), pruned or not.
+	n, l := now.Unix(), int64(leeway/time.Second)
 	for _, id := range append([]string{c.ID}, c.Chain...) {
-		if slices.ContainsFunc(m.denied, func(d api.Denied) bool { return d.JTI == id }) {
+		if slices.ContainsFunc(m.denied, func(d api.Denied) bool { return d.JTI == id && n < d.Exp+l }) {
 			return Denied
 		}
 	}
-	if c.Group != "" && slices.ContainsFunc(m.members, func(r api.RevokedMember) bool { return r.Group == c.Group && r.MemberID == c.Subject }) {
+	if c.Group != "" && slices.ContainsFunc(m.members, func(r api.RevokedMember) bool {
+		return r.Group == c.Group && r.MemberID == c.Subject && n < r.Until+l
+	}) {
 		return RevokedMember
 	}
 	switch {
@@ -303,7 +308,7 @@ func checkAgainstModel(t *testing.T, seed uint64, steps int) {
 func fenceMap(m *model) map[FenceKey]uint64 {
 	out := map[FenceKey]uint64{}
 	for _, f := range m.snapshot().Fences {
-		out[FenceKey{f.Group, f.Topic, f.Partition}] = f.Epoch
+		out[FenceKey{Group: f.Group, Topic: f.Topic, Partition: f.Partition}] = f.Epoch
 	}
 	return out
 }

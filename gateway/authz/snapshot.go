@@ -23,16 +23,7 @@ type Snapshot struct {
 func (v *View) Snapshot() Snapshot {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	s := Snapshot{Seq: v.seq}
-	for k, e := range v.fences {
-		s.Fences = append(s.Fences, api.Fence{Group: k.Group, Topic: k.Topic, Partition: k.Partition, Epoch: e})
-	}
-	for jti, exp := range v.denied {
-		s.Denied = append(s.Denied, api.Denied{JTI: jti, Exp: exp})
-	}
-	for k, until := range v.members {
-		s.RevokedMembers = append(s.RevokedMembers, api.RevokedMember{Group: k.group, MemberID: k.member, Until: until})
-	}
+	s := Snapshot{Seq: v.seq, Fences: v.set.Fences(), Denied: v.set.Denied(), RevokedMembers: v.set.Members()}
 	for _, q := range v.qos {
 		s.QoS = append(s.QoS, q)
 	}

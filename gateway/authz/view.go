@@ -12,58 +12,59 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/revocation"
 )
 
 // Config configures a View.
 type Config struct {
-	// Leeway is the clock leeway of token expiry (≤ ocap.MaxLeeway). A
-	// denied id or revoked member is kept until its time plus Leeway, so
-	// nothing it covers can still pass the expiry check once it is gone.
+	// Leeway is the clock leeway of token expiry (≤ ocap.MaxLeeway). Until
+	// the coordinator's rule arrives in a reset, denied ids and revoked
+	// members hold for their time plus Leeway; after, for their time plus
+	// the longer of both leeways plus the coordinator's max_clock_skew
+	// (package revocation).
 	Leeway time.Duration
 }
 
 // FenceKey names the partition of one group a fence applies to.
-type FenceKey struct {
-	Group     string
-	Topic     string
-	Partition int32
-}
-
-type memberKey struct {
-	group, member string
-}
+type FenceKey = revocation.FenceKey
 
 // View is a gateway's revocation view. The zero value is not usable; call
 // NewView. Safe for concurrent use.
 type View struct {
-	leeway int64 // seconds
+	leeway int64 // seconds: the expiry leeway of Decide
+	own    revocation.Rule
 
-	mu      sync.RWMutex
-	seq     uint64
-	fences  map[FenceKey]uint64
-	denied  map[string]int64    // jti → exp (unix s)
-	members map[memberKey]int64 // → until (unix s)
-	qos     map[string]api.QoSOverride
-	keys    map[string]ed25519.PublicKey
+	mu   sync.RWMutex
+	seq  uint64
+	set  *revocation.Set // fences, denied ids, revoked members
+	qos  map[string]api.QoSOverride
+	keys map[string]ed25519.PublicKey
 
 	qosCount atomic.Int32 // len(qos), read without the lock on the hot path
 }
 
 // NewView makes an empty view: no fences, nothing denied, no keys.
 func NewView(cfg Config) *View {
-	v := &View{leeway: int64(cfg.Leeway / time.Second)}
+	own := revocation.Rule{Leeway: cfg.Leeway}
+	v := &View{leeway: int64(cfg.Leeway / time.Second), own: own, set: revocation.New(own)}
 	v.clearLocked()
 	return v
 }
 
 func (v *View) clearLocked() {
 	v.seq = 0
-	v.fences = map[FenceKey]uint64{}
-	v.denied = map[string]int64{}
-	v.members = map[memberKey]int64{}
+	v.set.Clear()
 	v.qos = map[string]api.QoSOverride{}
 	v.keys = map[string]ed25519.PublicKey{}
 	v.qosCount.Store(0)
+}
+
+// Rule is the expiry rule the view applies to denied ids and revoked
+// members.
+func (v *View) Rule() revocation.Rule {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.set.Rule()
 }
 
 // Changes reports what one Apply changed, for the shell to act on before
@@ -134,17 +135,22 @@ func lastPerKey(fs []api.Fence) []api.Fence {
 	return out
 }
 
-// resetLocked replaces everything but the keys with the snapshot u.
+// resetLocked replaces everything but the keys with the snapshot u, and
+// learns the coordinator's expiry rule from it.
 func (v *View) resetLocked(u api.SyncResponse, keys map[string]ed25519.PublicKey) Changes {
-	old, oldKeys := v.fences, v.keys
+	old, oldKeys := v.set.Fences(), v.keys
 	v.clearLocked()
 	v.keys = oldKeys
+	if u.Revocation != nil {
+		v.set.SetRule(v.own.Cover(revocation.FromWire(*u.Revocation)))
+	}
 	ch := v.mergeLocked(u)
 	v.seq = u.Seq
 	ch.Raised = ch.Raised[:0]
-	for k, e := range v.fences {
-		if e > old[k] {
-			ch.Raised = append(ch.Raised, api.Fence{Group: k.Group, Topic: k.Topic, Partition: k.Partition, Epoch: e})
+	for _, f := range v.set.Fences() {
+		i, found := slices.BinarySearchFunc(old, f, revocation.CompareFences)
+		if !found || f.Epoch > old[i].Epoch {
+			ch.Raised = append(ch.Raised, f)
 		}
 	}
 	ch.Reset, ch.Revoked = true, true
@@ -155,22 +161,15 @@ func (v *View) resetLocked(u api.SyncResponse, keys map[string]ed25519.PublicKey
 func (v *View) mergeLocked(u api.SyncResponse) Changes {
 	var ch Changes
 	for _, f := range u.Fences {
-		k := FenceKey{f.Group, f.Topic, f.Partition}
-		if f.Epoch > v.fences[k] {
-			v.fences[k] = f.Epoch
+		if v.set.Raise(FenceKey{Group: f.Group, Topic: f.Topic, Partition: f.Partition}, f.Epoch) {
 			ch.Raised = append(ch.Raised, f)
 		}
 	}
 	for _, d := range u.Denied {
-		exp, ok := v.denied[d.JTI]
-		ch.Revoked = ch.Revoked || !ok
-		v.denied[d.JTI] = max(exp, d.Exp)
+		ch.Revoked = v.set.Deny(d.JTI, d.Exp) || ch.Revoked
 	}
 	for _, m := range u.RevokedMembers {
-		k := memberKey{m.Group, m.MemberID}
-		until, ok := v.members[k]
-		ch.Revoked = ch.Revoked || !ok
-		v.members[k] = max(until, m.Until)
+		ch.Revoked = v.set.RevokeMember(revocation.MemberKey{Group: m.Group, Member: m.MemberID}, m.Until) || ch.Revoked
 	}
 	for _, q := range u.QoS {
 		v.qos[q.ID] = q
@@ -183,35 +182,29 @@ func sameKeys(a, b map[string]ed25519.PublicKey) bool {
 	return maps.EqualFunc(a, b, func(x, y ed25519.PublicKey) bool { return x.Equal(y) })
 }
 
-func compareFences(a, b api.Fence) int {
-	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-}
+func compareFences(a, b api.Fence) int { return revocation.CompareFences(a, b) }
 
 // Raise moves the fence of (group, topic, partition) up to epoch, for a
 // valid capability whose epoch is above it. It reports whether the fence
 // moved. Raise never lowers a fence.
 func (v *View) Raise(group, topic string, partition int32, epoch uint64) bool {
-	k := FenceKey{group, topic, partition}
+	k := FenceKey{Group: group, Topic: topic, Partition: partition}
 	v.mu.RLock()
-	cur := v.fences[k]
+	cur := v.set.Fence(k)
 	v.mu.RUnlock()
 	if epoch <= cur {
 		return false
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if epoch <= v.fences[k] {
-		return false
-	}
-	v.fences[k] = epoch
-	return true
+	return v.set.Raise(k, epoch)
 }
 
 // Fence returns the fence of (group, topic, partition); 0 means none.
 func (v *View) Fence(group, topic string, partition int32) uint64 {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	return v.fences[FenceKey{group, topic, partition}]
+	return v.set.Fence(FenceKey{Group: group, Topic: topic, Partition: partition})
 }
 
 // Seq is the sequence number of the last update applied.
@@ -229,9 +222,10 @@ func (v *View) Keys() map[string]ed25519.PublicKey {
 	return maps.Clone(v.keys)
 }
 
-// Prune drops denied ids and revoked members whose time (plus leeway) has
-// passed at now, and QoS overrides past their Until. Apply prunes too;
-// the shell calls Prune now and then when no updates come.
+// Prune drops denied ids and revoked members that lapsed at now under
+// the view's rule, and QoS overrides past their Until. Apply prunes too;
+// the shell calls Prune now and then when no updates come. Pruning only
+// frees memory: Decide applies the rule itself.
 func (v *View) Prune(now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -239,9 +233,8 @@ func (v *View) Prune(now time.Time) {
 }
 
 func (v *View) pruneLocked(now time.Time) {
+	v.set.Prune(now)
 	n := now.Unix()
-	maps.DeleteFunc(v.denied, func(_ string, exp int64) bool { return n >= exp+v.leeway })
-	maps.DeleteFunc(v.members, func(_ memberKey, until int64) bool { return n >= until+v.leeway })
 	maps.DeleteFunc(v.qos, func(_ string, q api.QoSOverride) bool { return n >= q.Until })
 	v.qosCount.Store(int32(len(v.qos)))
 }
