@@ -61,7 +61,7 @@ var walkthroughChecks = []struct {
 // capability_revoked.
 func TestWalkthrough(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
+		t.Fatal("curl is not installed (apt-get install curl; .ci/run does)")
 	}
 	blocks := shellBlocks(t, "../../README.md")
 	if len(blocks) != len(walkthroughChecks) {

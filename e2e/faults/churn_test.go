@@ -46,6 +46,9 @@ func TestChurn(t *testing.T) {
 		}
 	}
 	t.Logf("%d grants after the first of their partition", handoffs)
+	if handoffs == 0 || counts[1]+counts[2] == 0 {
+		t.Errorf("the churn exercised nothing: %d handoffs, %d graceful leaves, %d crashes (seed %d)", handoffs, counts[1], counts[2], seed)
+	}
 }
 
 // churn joins and removes members every 1–5s for length and returns the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -71,6 +72,7 @@ type Member struct {
 	member string
 	killed bool
 	joined chan struct{}
+	caps   map[int32]string // last capability per partition (PrintSecrets)
 }
 
 // StartMember starts an in-process consumer and waits until it joined.
@@ -78,7 +80,7 @@ func (c *Cluster) StartMember(t testing.TB, opts MemberOptions) *Member {
 	t.Helper()
 	cfg := c.ConsumerConfig(t, opts)
 	cfg.Logger = c.logger.Named(opts.Name)
-	m := &Member{Name: opts.Name, log: c.Log, done: make(chan struct{}), joined: make(chan struct{})}
+	m := &Member{Name: opts.Name, log: c.Log, done: make(chan struct{}), joined: make(chan struct{}), caps: map[int32]string{}}
 	var once sync.Once
 	emit := func(l Line) {
 		if l.Kind == LineJoined {
@@ -86,6 +88,11 @@ func (c *Cluster) StartMember(t testing.TB, opts MemberOptions) *Member {
 			m.member = l.Member
 			m.mu.Unlock()
 			once.Do(func() { close(m.joined) })
+		}
+		if (l.Kind == LineGrant || l.Kind == LineRenew) && l.Capability != "" {
+			m.mu.Lock()
+			m.caps[l.Partition] = l.Capability
+			m.mu.Unlock()
 		}
 		c.Log.AddConsumerLine(opts.Name, l)
 	}
@@ -115,6 +122,14 @@ func (m *Member) MemberID() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.member
+}
+
+// Capabilities are the member's last capability per partition (granted
+// or renewed); only a member started with PrintSecrets records them.
+func (m *Member) Capabilities() map[int32]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.caps)
 }
 
 // Err is the error that ended the consumer, if it ended.
