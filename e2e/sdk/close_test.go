@@ -40,7 +40,10 @@ func TestCommitsOfThousandsOfPartitions(t *testing.T) {
 	}
 	// Short long polls: the gateway serves 32 fetches per broker at once,
 	// and 2,000 partitions' empty polls would queue the first records.
-	m := c.NewMember(t, sdk.MemberOptions{Name: "wide", Group: "wide", Configure: func(cfg *client.Config) { cfg.FetchMaxWait = 20 * time.Millisecond }})
+	m := c.NewMember(t, sdk.MemberOptions{Name: "wide", Group: "wide", Configure: func(cfg *client.Config) {
+		cfg.FetchMaxWait = 20 * time.Millisecond
+		cfg.RequestTimeout = 30 * time.Second // the join answer carries 2,000 capabilities
+	}})
 	if n := len(m.Assigned()); n != partitions {
 		t.Fatalf("holds %d partitions, want %d", n, partitions)
 	}
