@@ -119,6 +119,7 @@ func (s *Stack) ClientConfig(group string, topics []string, credential string) c
 	cfg := client.DefaultConfig()
 	cfg.CoordinatorURL, cfg.Gateways = s.CoordinatorURL(), s.GatewayURLs()
 	cfg.Group, cfg.Topics, cfg.Credential = group, topics, credential
+	cfg.TLS = s.opts.ClientTLS
 	s.opts.Timing.applyClient(&cfg)
 	return cfg
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/gateway"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Options describe the deployment Start builds. Only Dir is required.
@@ -79,6 +80,9 @@ type Options struct {
 	// and HTTP the client that probes them (default: 30s timeout).
 	Scheme string
 	HTTP   *http.Client
+	// ClientTLS is what SDK configurations (ClientConfig) trust; PKI.Apply
+	// sets it with the rest of a TLS stack.
+	ClientTLS tlsconf.ClientConfig
 }
 
 func (o Options) scheme() string {
