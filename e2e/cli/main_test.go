@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -92,7 +94,11 @@ func startDev(t *testing.T, dataDir string, extra ...string) *devProcess {
 	go func() { d.waitErr = d.cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() { d.stop(false) })
 	d.waitBanner(20 * time.Second)
-	waitReady(t, d.gateway+"/readyz", 20*time.Second)
+	hc := http.DefaultClient
+	if slices.Contains(extra, "--tls") { // trust the CA it made
+		hc = caClient(t, filepath.Join(dataDir, "tls", "ca.crt"))
+	}
+	waitReady(t, hc, d.gateway+"/readyz", 20*time.Second)
 	return d
 }
 
@@ -150,12 +156,12 @@ func (d *devProcess) stop(check bool) {
 }
 
 // waitReady polls url until it answers 200.
-func waitReady(t *testing.T, url string, timeout time.Duration) {
+func waitReady(t *testing.T, hc *http.Client, url string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
+		resp, err := hc.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

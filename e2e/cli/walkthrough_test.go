@@ -15,28 +15,7 @@ import (
 )
 
 // shellBlocks returns the ```sh blocks of a markdown file, in order.
-func shellBlocks(t *testing.T, path string) []string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []string
-	var cur []string
-	in := false
-	for _, line := range strings.Split(string(b), "\n") {
-		switch {
-		case !in && strings.TrimSpace(line) == "```sh":
-			in, cur = true, nil
-		case in && strings.TrimSpace(line) == "```":
-			in = false
-			blocks = append(blocks, strings.Join(cur, "\n"))
-		case in:
-			cur = append(cur, line)
-		}
-	}
-	return blocks
-}
+func shellBlocks(t *testing.T, path string) []string { return taggedBlocks(t, path, "sh") }
 
 // walkthroughChecks is what each ```sh block of README.md must print,
 // in order (stdout and stderr together).
