@@ -41,10 +41,21 @@ func startTLS(t *testing.T, gateways int, coord func(*coordinator.Config), gw fu
 	logger := harness.Logger(t)
 	opts := stack.Options{Dir: dir, Topics: map[string]int32{topic: 2}, Gateways: gateways, Timing: stack.TestTiming(),
 		Logger: func(string) *zap.Logger { return logger }}
-	if coord != nil {
-		opts.Coordinator = func(_ int, cfg *coordinator.Config) { coord(cfg) }
+	// fasthttp closes a connection that never sent a request only 5 s
+	// after accepting it (as net/http does); an HTTP client's spare
+	// connection is one. Shutdown must outlast that.
+	opts.Coordinator = func(_ int, cfg *coordinator.Config) {
+		cfg.ShutdownTimeout = 10 * time.Second
+		if coord != nil {
+			coord(cfg)
+		}
 	}
-	opts.Gateway = gw
+	opts.Gateway = func(i int, cfg *gateway.Config) {
+		cfg.ShutdownTimeout = 10 * time.Second
+		if gw != nil {
+			gw(i, cfg)
+		}
+	}
 	if err := pki.Apply(&opts); err != nil {
 		t.Fatal(err)
 	}
