@@ -63,6 +63,10 @@ type Config struct {
 
 	// RateLimitEntries bounds the per-capability byte-rate buckets.
 	RateLimitEntries int `yaml:"rate_limit_entries"`
+	// PprofListen, when set, serves the Go runtime profiles
+	// (/debug/pprof/) on this address to callers bearing the sync token.
+	PprofListen string `yaml:"pprof_listen"`
+
 	// MonitorLabelsMax bounds the distinct QoS monitor tags used as metric
 	// labels; later tags are counted as "other".
 	MonitorLabelsMax int `yaml:"monitor_labels_max"`
@@ -183,6 +187,9 @@ func (c Config) validateIdentity() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("gateway.listen: must be host:port, got %q", c.Listen)
+	}
+	if _, _, err := net.SplitHostPort(c.PprofListen); c.PprofListen != "" && err != nil {
+		return fmt.Errorf("gateway.pprof_listen: must be host:port or empty, got %q", c.PprofListen)
 	}
 	u, err := url.Parse(c.CoordinatorURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -35,6 +35,7 @@ type Gateway struct {
 	server   *fasthttp.Server
 	routes   []route
 	tls      *tlsconf.Server // nil: plaintext
+	pprof    *http.Server    // nil unless pprof_listen is set
 	syncHTTP *http.Client
 	kafka    *kafkaproto.Server // nil unless kafka_listen is set
 
@@ -150,9 +151,14 @@ func (g *Gateway) Start() error {
 			err = fmt.Errorf("gateway: listen: %w", err)
 			return
 		}
+		if err = g.startPprof(); err != nil {
+			_ = ln.Close()
+			return
+		}
 		if g.kafka != nil {
 			if err = g.kafka.Start(); err != nil {
 				ln.Close()
+				g.stopPprof()
 				return
 			}
 		}
@@ -224,6 +230,7 @@ func (g *Gateway) Close() error {
 			g.stopSync()
 			<-g.syncDone
 		}
+		g.stopPprof()
 		g.broker.Close()
 		g.syncHTTP.CloseIdleConnections()
 		g.log.Info("gateway stopped")

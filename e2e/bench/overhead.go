@@ -58,7 +58,7 @@ func startOverhead(tb testing.TB, size overheadSize) *overheadEnv {
 		throughputN: size.ThroughputParts, valueSize: size.ThroughputValueSize, caps: map[string]string{}}
 	e.hc = newHostClient(s.GatewayURLs()[0])
 	produceOneByOne(tb, s.Broker, latencyTopic, size.LatencyRecords)
-	produceBulk(tb, s, throughputTopic, size.ThroughputParts, size.ThroughputPerPart, size.ThroughputValueSize)
+	produceBulk(tb, s.Kafka.Addrs(), throughputTopic, size.ThroughputParts, size.ThroughputPerPart, size.ThroughputValueSize)
 	e.grant(tb, latencyTopic, 0)
 	for p := range size.ThroughputParts {
 		e.grant(tb, throughputTopic, p)
@@ -97,8 +97,8 @@ func produceOneByOne(tb testing.TB, client *broker.Client, topic string, n int) 
 
 // produceBulk writes perPart uncompressed records of valueSize random
 // bytes to every partition of topic.
-func produceBulk(tb testing.TB, s *deployment, topic string, parts int32, perPart, valueSize int) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka.Addrs()...), kgo.ProducerBatchCompression(kgo.NoCompression()),
+func produceBulk(tb testing.TB, seeds []string, topic string, parts int32, perPart, valueSize int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1<<20), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		tb.Fatal(err)
@@ -144,29 +144,7 @@ func (e *overheadEnv) directFetch(raw bool) fetchOne {
 }
 
 func (e *overheadEnv) gatewayFetch(raw bool) fetchOne {
-	token := "Bearer " + e.caps[latencyTopic+"/0"]
-	base := "http://" + e.hc.Addr + "/v1/topics/" + latencyTopic + "/partitions/0/records?max_bytes=1&offset="
-	return func(i int) error {
-		offset := int64(i) % e.latencyLen
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		req.SetRequestURI(base + strconv.FormatInt(offset, 10))
-		req.Header.Set("Authorization", token)
-		if raw {
-			req.Header.Set("Accept", api.MediaRecordBatch)
-		}
-		if err := e.hc.Do(req, resp); err != nil {
-			return err
-		}
-		if resp.StatusCode() != fasthttp.StatusOK {
-			return fmt.Errorf("gateway fetch at %d: %d %s", offset, resp.StatusCode(), resp.Body())
-		}
-		if next := string(resp.Header.Peek(api.HeaderNextOffset)); next != strconv.FormatInt(offset+1, 10) {
-			return fmt.Errorf("gateway fetch at %d: next offset %q", offset, next)
-		}
-		return nil
-	}
+	return httpFetch(e.hc, e.caps[latencyTopic+"/0"], latencyTopic, 0, e.latencyLen, raw)
 }
 
 // loadResult is one open-loop run at a fixed request rate.

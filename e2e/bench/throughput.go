@@ -17,14 +17,29 @@ import (
 
 // scanDirect reads the topic with a plain franz-go consumer (no group).
 func (e *overheadEnv) scanDirect(tb testing.TB) float64 {
+	return scanKgo(tb, e.s.Kafka.Addrs(), throughputTopic, e.throughputN, int(e.throughputN)*e.perPart)
+}
+
+// scanCapgate reads the topic with the SDK through the gateway, raw
+// record batches or JSON, as the only member of a fresh group.
+func (e *overheadEnv) scanCapgate(tb testing.TB, raw bool) float64 {
+	group := "scan-" + randomID()
+	cfg := e.s.ClientConfig(group, []string{throughputTopic}, e.s.credential(tb, group))
+	cfg.Raw = raw
+	return scanSDK(tb, cfg, int(e.throughputN)*e.perPart, client.WithLogger(e.s.log.Named("scan")))
+}
+
+// scanKgo reads want records of topic's parts partitions from the start
+// with a plain franz-go consumer (no group) and returns records/s from
+// creating the client to the last record polled.
+func scanKgo(tb testing.TB, seeds []string, topic string, parts int32, want int) float64 {
 	offsets := map[int32]kgo.Offset{}
-	for p := range e.throughputN {
+	for p := range parts {
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
-	want := int(e.throughputN) * e.perPart
 	start := time.Now()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.s.Kafka.Addrs()...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{throughputTopic: offsets}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -42,15 +57,12 @@ func (e *overheadEnv) scanDirect(tb testing.TB) float64 {
 	return float64(got) / time.Since(start).Seconds()
 }
 
-// scanCapgate reads the topic with the SDK through the gateway, raw
-// record batches or JSON, as the only member of a fresh group.
-func (e *overheadEnv) scanCapgate(tb testing.TB, raw bool) float64 {
-	group := "scan-" + randomID()
-	cfg := e.s.ClientConfig(group, []string{throughputTopic}, e.s.credential(tb, group))
-	cfg.Raw = raw
-	want := int(e.throughputN) * e.perPart
+// scanSDK reads want records with one SDK consumer, the only member of
+// cfg.Group, and returns records/s from creating the consumer (its join
+// included) to the last record polled.
+func scanSDK(tb testing.TB, cfg client.Config, want int, opts ...client.Option) float64 {
 	start := time.Now()
-	c, err := client.NewConsumer(cfg, client.WithLogger(e.s.log.Named("scan")))
+	c, err := client.NewConsumer(cfg, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -63,7 +75,7 @@ func (e *overheadEnv) scanCapgate(tb testing.TB, raw bool) float64 {
 	for got < want {
 		records, err := c.Poll(ctx)
 		if err != nil {
-			tb.Fatalf("capgate scan (raw %t): %d of %d records: %v", raw, got, want, err)
+			tb.Fatalf("capgate scan (raw %t): %d of %d records: %v", cfg.Raw, got, want, err)
 		}
 		got += len(records)
 	}

@@ -1,0 +1,424 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/valyala/fasthttp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/harness"
+	"github.com/capgate/capgate/internal/stack"
+)
+
+// The deployment-shaped stack: every part its own process, as in
+// production. A Kafka process (benchkafka: kfake with several brokers),
+// and for each capgate binary under test a coordinator process and a
+// gateway process started from that binary. The benchmark process is the
+// load generator and nothing else: its direct franz-go client and its
+// HTTP clients talk to the other processes over loopback.
+
+// baselineEnv names a capgate binary built from an earlier commit; when
+// set, the deployment benchmark runs it side by side with the binary of
+// the working tree (BENCHMARKS.md has the commands).
+const baselineEnv = "CAPGATE_BENCH_BASELINE_BIN"
+
+// Topics of the deployment: single-record batches for 1-record fetches,
+// 100-byte records in large batches for consumers, and an idle topic the
+// long polls wait on.
+const (
+	deployLatency = "latency"
+	deployBulk    = "bulk"
+	deployIdle    = "idle"
+)
+
+// deploySize is how much the deployment loads.
+type deploySize struct {
+	Brokers        int
+	LatencyParts   int32 // partitions of latency (one per broker)
+	LatencyRecords int   // single-record batches per latency partition
+	BulkParts      int32
+	BulkPerPart    int // 100-byte records per bulk partition
+}
+
+// binaries builds what the deployment runs, once per benchmark process.
+var binaries struct {
+	once           sync.Once
+	capgate, kafka string
+	err            error
+}
+
+func buildBinaries(tb testing.TB) (capgate, kafka string) {
+	tb.Helper()
+	binaries.once.Do(func() {
+		root, err := stack.ModuleRoot()
+		if err != nil {
+			binaries.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "capgate-bench-bin-")
+		if err != nil {
+			binaries.err = err
+			return
+		}
+		binaries.capgate, binaries.kafka = filepath.Join(dir, "capgate"), filepath.Join(dir, "benchkafka")
+		for pkg, out := range map[string]string{"./cmd/capgate": binaries.capgate, "./e2e/bench/cmd/benchkafka": binaries.kafka} {
+			cmd := exec.Command("go", "build", "-o", out, pkg)
+			cmd.Dir = root
+			if output, err := cmd.CombinedOutput(); err != nil {
+				binaries.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, output)
+				return
+			}
+		}
+	})
+	if binaries.err != nil {
+		tb.Fatal(binaries.err)
+	}
+	return binaries.capgate, binaries.kafka
+}
+
+// procStack is one Kafka process and the capgate deployments in front of
+// it.
+type procStack struct {
+	size   deploySize
+	addrs  []string
+	kafka  *harness.Process
+	direct *kgo.Client // the load generator's franz-go client
+	// leaders maps topic/partition to the leader's node id.
+	leaders  map[string]int32
+	variants []*procCapgate
+}
+
+// procCapgate is one capgate binary running as a coordinator process and a
+// gateway process.
+type procCapgate struct {
+	Name           string // "capgate", or "baseline" for the earlier binary
+	bin            string
+	CoordinatorURL string
+	GatewayURL     string
+	adminToken     string
+	syncToken      string
+	coordinator    *harness.Process
+	gateway        *harness.Process
+	pprofAddr      string // "" when the binary cannot serve profiles
+	hc             *fasthttp.HostClient
+	caps           map[string]string // topic/partition -> fetch capability
+}
+
+// startDeployment starts the Kafka process, loads the topics and starts
+// the working tree's capgate and, with CAPGATE_BENCH_BASELINE_BIN, the
+// baseline binary.
+func startProcStack(tb testing.TB, size deploySize) *procStack {
+	tb.Helper()
+	capgate, kafkaBin := buildBinaries(tb)
+	d := &procStack{size: size, leaders: map[string]int32{}}
+	topics := fmt.Sprintf("%s:%d,%s:%d,%s:%d", deployLatency, size.LatencyParts, deployBulk, size.BulkParts, deployIdle, size.LatencyParts)
+	addrs := make(chan []string, 1)
+	d.kafka = harness.StartProcess(tb, "kafka", kafkaBin, []string{"-brokers", strconv.Itoa(size.Brokers), "-topics", topics},
+		os.Environ(), func(line []byte) {
+			var m struct{ Addrs []string }
+			if json.Unmarshal(line, &m) == nil && len(m.Addrs) > 0 {
+				addrs <- m.Addrs
+			}
+		}, nil)
+	tb.Cleanup(func() { stopProcess(d.kafka) })
+	select {
+	case d.addrs = <-addrs:
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("kafka process not listening after 30s\n%s", d.kafka.Tail())
+	}
+	var err error
+	d.direct, err = kgo.NewClient(kgo.SeedBrokers(d.addrs...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(d.direct.Close)
+	d.loadLeaders(tb)
+	d.load(tb)
+	d.variants = append(d.variants, d.start(tb, "capgate", capgate))
+	if bin := os.Getenv(baselineEnv); bin != "" {
+		d.variants = append(d.variants, d.start(tb, "baseline", bin))
+	}
+	return d
+}
+
+// stopProcess ends p with SIGTERM, and SIGKILL if it lingers.
+func stopProcess(p *harness.Process) {
+	if p.Exited() {
+		return
+	}
+	_ = p.Signal(syscall.SIGTERM)
+	if p.Wait(10*time.Second) != nil && !p.Exited() {
+		p.Kill()
+	}
+}
+
+// load writes the topics: every latency partition LatencyRecords
+// single-record batches, every bulk partition BulkPerPart records of 100
+// bytes.
+func (d *procStack) load(tb testing.TB) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(1))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for p := range d.size.LatencyParts {
+		for i := range d.size.LatencyRecords {
+			rec := &kgo.Record{Topic: deployLatency, Partition: p, Key: []byte(strconv.Itoa(i)), Value: []byte("one record, one batch")}
+			if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+				tb.Fatalf("produce %s/%d: %v", deployLatency, p, err)
+			}
+		}
+	}
+	cl.Close()
+	produceBulk(tb, d.addrs, deployBulk, d.size.BulkParts, d.size.BulkPerPart, 100)
+}
+
+// loadLeaders asks the metadata who leads each partition.
+func (d *procStack) loadLeaders(tb testing.TB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		resp, err := metadata(ctx, d.direct)
+		if err == nil {
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					d.leaders[*t.Topic+"/"+strconv.Itoa(int(p.Partition))] = p.Leader
+				}
+			}
+			if len(d.leaders) > 0 {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("metadata: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// start runs bin as a coordinator and a gateway and grants a fetch
+// capability for every latency and idle partition.
+func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
+	tb.Helper()
+	v := &procCapgate{Name: name, bin: bin, caps: map[string]string{}}
+	var err error
+	var adminHash, syncHash string
+	if v.adminToken, adminHash, err = coordinator.GenerateSecret(); err != nil {
+		tb.Fatal(err)
+	}
+	if v.syncToken, syncHash, err = coordinator.GenerateSecret(); err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	coordAddr, gwAddr := freePort(tb), freePort(tb)
+	v.CoordinatorURL, v.GatewayURL = "http://"+coordAddr, "http://"+gwAddr
+	seeds := d.addrs
+	// Only settings every capgate version knows: the baseline binary
+	// refuses unknown keys.
+	coord := map[string]any{
+		"listen": coordAddr, "data_dir": filepath.Join(dir, "data"),
+		"admin_token_hashes": []string{adminHash}, "sync_token_hashes": []string{syncHash},
+		"broker": map[string]any{"seeds": seeds},
+	}
+	gw := map[string]any{
+		"id": name + "-gateway", "listen": gwAddr, "coordinator_url": v.CoordinatorURL,
+		"broker": map[string]any{"seeds": seeds},
+	}
+	var env []string
+	if name == "capgate" {
+		v.pprofAddr = freePort(tb)
+		gw["pprof_listen"] = v.pprofAddr
+	} else {
+		// A baseline built with the profiling patch of BENCHMARKS.md
+		// serves pprof here; without it nothing listens.
+		v.pprofAddr = freePort(tb)
+		env = append(env, "BENCH_PPROF_LISTEN="+v.pprofAddr)
+	}
+	v.coordinator = startServe(tb, name+"-coordinator", bin, dir, "coordinator", coord, nil)
+	tb.Cleanup(func() { stopProcess(v.coordinator) })
+	waitHTTP(tb, v.coordinator, v.CoordinatorURL+"/healthz")
+	v.gateway = startServe(tb, name+"-gateway", bin, dir, "gateway", gw, append(env, "CAPGATE_GATEWAY_SYNC_TOKEN="+v.syncToken))
+	tb.Cleanup(func() { stopProcess(v.gateway) })
+	waitHTTP(tb, v.gateway, v.GatewayURL+"/readyz")
+	v.hc = newHostClient(v.GatewayURL)
+	for p := range d.size.LatencyParts {
+		v.grant(tb, deployLatency, p, "latency-reader")
+		v.grant(tb, deployIdle, p, "idle-poller")
+	}
+	return v
+}
+
+// startServe writes a config file with section and log settings and runs
+// `bin section --config file`.
+func startServe(tb testing.TB, name, bin, dir, section string, settings map[string]any, env []string) *harness.Process {
+	tb.Helper()
+	b, err := yaml.Marshal(map[string]any{"log": map[string]string{"level": "warn", "format": "json"}, section: settings})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(dir, section+".yaml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	var clean []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CAPGATE_") && !strings.HasPrefix(kv, "BENCH_") {
+			clean = append(clean, kv)
+		}
+	}
+	return harness.StartProcess(tb, name, bin, []string{section, "--config", path}, append(clean, env...), nil, nil)
+}
+
+// freePort picks a free loopback address for a process to listen on.
+func freePort(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitHTTP polls url until it answers 200, failing early if p exited.
+func waitHTTP(tb testing.TB, p *harness.Process, url string) {
+	tb.Helper()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if p.Exited() {
+			tb.Fatalf("%s exited: %v\n%s", p.Name, p.Wait(0), p.Tail())
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: %s not ready after 30s: %v\n%s", p.Name, url, err, p.Tail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// grant mints a shared fetch capability for topic/partition.
+func (v *procCapgate) grant(tb testing.TB, topic string, partition int32, holder string) {
+	tb.Helper()
+	var resp api.CapabilityResponse
+	req := coordinator.SharedGrantRequest{Topic: topic, Partition: partition, Ops: []string{"fetch"},
+		TTLMs: (10 * time.Minute).Milliseconds(), Holder: holder}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if _, err := doJSON(context.Background(), hc, http.MethodPost, v.CoordinatorURL+"/v1/admin/capabilities", v.adminToken, req, &resp); err != nil {
+		tb.Fatalf("%s: grant %s/%d: %v", v.Name, topic, partition, err)
+	}
+	v.caps[topic+"/"+strconv.Itoa(int(partition))] = resp.Capability
+}
+
+// credential mints a client credential for group through the admin API.
+func (v *procCapgate) credential(tb testing.TB, group string) string {
+	tb.Helper()
+	var resp coordinator.ClientResponse
+	req := coordinator.ClientRequest{Name: "bench-" + group, Groups: []string{group}, Topics: []string{"*"}, TTLMs: time.Hour.Milliseconds()}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if _, err := doJSON(context.Background(), hc, http.MethodPost, v.CoordinatorURL+"/v1/admin/clients", v.adminToken, req, &resp); err != nil {
+		tb.Fatalf("%s: client credential: %v", v.Name, err)
+	}
+	if resp.Credential == "" {
+		tb.Fatalf("%s: client credential: empty answer", v.Name)
+	}
+	return resp.Credential
+}
+
+// cpu is the gateway process's CPU time so far.
+func (v *procCapgate) cpu() (time.Duration, error) {
+	return processCPU(v.gateway.Pid())
+}
+
+// processCPU is the CPU time of pid's threads so far, in nanoseconds:
+// the sum of the first field of /proc/<pid>/task/*/schedstat. (utime and
+// stime of /proc/<pid>/stat count 10 ms ticks, too coarse for a few
+// thousand fetches; the Go runtime does not end its threads, so none is
+// missing from the sum.)
+func processCPU(pid int) (time.Duration, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread just ended
+		}
+		first, _, _ := strings.Cut(string(b), " ")
+		ns, err := strconv.ParseInt(first, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s/%s/schedstat: %w", dir, task.Name(), err)
+		}
+		total += time.Duration(ns)
+	}
+	return total, nil
+}
+
+// profile fetches a pprof profile of the gateway process while load
+// runs: kind "profile" (CPU, for d) or "allocs" (allocations during d),
+// written to dir/<variant>-<name>.pprof. It returns at once; wait
+// blocks until the file is written (errors are logged: a baseline built
+// without the profiling patch has none).
+func (v *procCapgate) profile(tb testing.TB, dir, kind, name string, d time.Duration) (wait func()) {
+	if dir == "" || v.pprofAddr == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		url := fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", v.pprofAddr, kind, int(d.Seconds()))
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+v.syncToken)
+		resp, err := (&http.Client{Timeout: d + 30*time.Second}).Do(req)
+		if err != nil {
+			tb.Logf("%s: profile %s: %v", v.Name, kind, err)
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			tb.Logf("%s: profile %s: status %d", v.Name, kind, resp.StatusCode)
+			return
+		}
+		path := filepath.Join(dir, v.Name+"-"+name+".pprof")
+		f, err := os.Create(path)
+		if err != nil {
+			tb.Logf("profile: %v", err)
+			return
+		}
+		defer f.Close()
+		if _, err := bufio.NewReader(resp.Body).WriteTo(f); err != nil {
+			tb.Logf("profile %s: %v", path, err)
+		}
+	}()
+	return func() { <-done }
+}

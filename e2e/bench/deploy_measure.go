@@ -1,0 +1,411 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client"
+)
+
+// What the deployment benchmark measures, per capgate binary and next to
+// franz-go talking to the same brokers from the same load generator:
+// sequential 1-record fetches (latency, gateway CPU per fetch), 1-record
+// fetches from many workers (req/s), one consumer reading a topic
+// (records/s), and a normal holder's fetches while another holder opens
+// and abandons long polls.
+
+// deployParams are the knobs of one measurement round.
+type deployParams struct {
+	Sequential  int           // 1-record fetches per path per round
+	Rounds      int           // rounds, the paths interleaved in each
+	Workers     int           // closed-loop workers
+	LoadFor     time.Duration // closed loop per path
+	AttackPolls int           // long polls opened and abandoned
+	AttackWait  time.Duration // their max_wait
+	Window      time.Duration // victim's measuring window, idle and under attack
+	ProfileFor  time.Duration // pprof CPU and allocs phases (0: none)
+	ProfileDir  string
+}
+
+// latencyFigure is one path's sequential or closed-loop figures.
+type latencyFigure struct {
+	Path     string
+	Fetches  int
+	P50, P99 time.Duration
+	PerSec   float64       // closed loop only
+	CPU      time.Duration // gateway CPU per fetch; 0 for direct
+}
+
+// isolationFigure is a normal holder's fetches on an idle gateway and
+// while another holder opens and abandons long polls.
+type isolationFigure struct {
+	Variant                   string
+	IdleN, AttackN            int
+	IdleP50, IdleP99          time.Duration
+	AttackP50, AttackP99, Max time.Duration
+}
+
+// deployResult is one round.
+type deployResult struct {
+	Sequential []latencyFigure
+	Loaded     []latencyFigure
+	Scan       map[string]float64 // reader -> records/s
+	Isolation  []isolationFigure
+}
+
+// figure returns the named path's figure.
+func figure(fs []latencyFigure, path string) latencyFigure {
+	for _, f := range fs {
+		if f.Path == path {
+			return f
+		}
+	}
+	return latencyFigure{Path: path}
+}
+
+// fetchPath is one way of doing a 1-record fetch of a latency partition;
+// gw is the variant whose gateway serves it (nil for direct).
+type fetchPath struct {
+	name string
+	gw   *procCapgate
+	mk   func(partition int32) fetchOne
+}
+
+func (d *procStack) paths() []fetchPath {
+	ps := []fetchPath{{name: "direct-raw", mk: d.directRaw}}
+	for _, v := range d.variants {
+		ps = append(ps,
+			fetchPath{name: v.Name + "-json", gw: v, mk: func(p int32) fetchOne { return v.fetch(d, p, false) }},
+			fetchPath{name: v.Name + "-raw", gw: v, mk: func(p int32) fetchOne { return v.fetch(d, p, true) }})
+	}
+	return ps
+}
+
+// metadata asks for every topic.
+func metadata(ctx context.Context, cl *kgo.Client) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	return req.RequestWith(ctx, cl)
+}
+
+// directRaw is franz-go's raw Fetch of one record at a time from the
+// partition's leader: the request the gateway itself makes, without the
+// gateway.
+func (d *procStack) directRaw(partition int32) fetchOne {
+	var topicID [16]byte
+	ctx := context.Background()
+	if resp, err := metadata(ctx, d.direct); err == nil {
+		for _, t := range resp.Topics {
+			if t.Topic != nil && *t.Topic == deployLatency {
+				topicID = t.TopicID
+			}
+		}
+	}
+	br := d.direct.Broker(int(d.leaders[deployLatency+"/"+strconv.Itoa(int(partition))]))
+	n := int64(d.size.LatencyRecords)
+	return func(i int) error {
+		offset := int64(i) % n
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = 0, 1, 1, -1
+		part := kmsg.NewFetchRequestTopicPartition()
+		part.Partition, part.FetchOffset, part.PartitionMaxBytes, part.CurrentLeaderEpoch = partition, offset, 1, -1
+		topic := kmsg.NewFetchRequestTopic()
+		topic.Topic, topic.TopicID, topic.Partitions = deployLatency, topicID, []kmsg.FetchRequestTopicPartition{part}
+		req.Topics = []kmsg.FetchRequestTopic{topic}
+		kresp, err := br.Request(ctx, req)
+		if err != nil {
+			return err
+		}
+		resp := kresp.(*kmsg.FetchResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return fmt.Errorf("direct fetch at %d: %d topics in the answer", offset, len(resp.Topics))
+		}
+		p := resp.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return fmt.Errorf("direct fetch at %d: %w", offset, err)
+		}
+		if len(p.RecordBatches) == 0 {
+			return fmt.Errorf("direct fetch at %d: no records", offset)
+		}
+		return nil
+	}
+}
+
+// fetch is a 1-record fetch of latency/partition through v's gateway.
+func (v *procCapgate) fetch(d *procStack, partition int32, raw bool) fetchOne {
+	return httpFetch(v.hc, v.caps[deployLatency+"/"+strconv.Itoa(int(partition))], deployLatency, partition, int64(d.size.LatencyRecords), raw)
+}
+
+// sequential runs the paths one after another, rounds times, n fetches
+// each time, and measures the gateway's CPU over each path's fetches.
+func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
+	paths := d.paths()
+	lat := make([][]time.Duration, len(paths))
+	cpu := make([]time.Duration, len(paths))
+	for round := range rounds {
+		for i, p := range paths {
+			do := p.mk(0)
+			before := d.gatewayCPU(tb, p.gw)
+			for j := range n {
+				start := time.Now()
+				if err := do(round*n + j); err != nil {
+					tb.Fatalf("%s: %v", p.name, err)
+				}
+				lat[i] = append(lat[i], time.Since(start))
+			}
+			cpu[i] += d.gatewayCPU(tb, p.gw) - before
+		}
+	}
+	out := make([]latencyFigure, len(paths))
+	for i, p := range paths {
+		p50, p99, _ := quantiles(lat[i])
+		out[i] = latencyFigure{Path: p.name, Fetches: len(lat[i]), P50: p50, P99: p99, CPU: perFetch(cpu[i], len(lat[i]), p.gw)}
+	}
+	return out
+}
+
+func (d *procStack) gatewayCPU(tb testing.TB, v *procCapgate) time.Duration {
+	if v == nil {
+		return 0
+	}
+	c, err := v.cpu()
+	if err != nil {
+		tb.Fatalf("%s: cpu: %v", v.Name, err)
+	}
+	return c
+}
+
+func perFetch(cpu time.Duration, n int, v *procCapgate) time.Duration {
+	if v == nil || n == 0 {
+		return 0
+	}
+	return cpu / time.Duration(n)
+}
+
+// loaded runs each path with workers closed-loop workers for d; worker w
+// reads latency partition w mod partitions, so every broker is busy.
+func (d *procStack) loaded(tb testing.TB, workers int, dur time.Duration) []latencyFigure {
+	var out []latencyFigure
+	for _, p := range d.paths() {
+		before := d.gatewayCPU(tb, p.gw)
+		f := workersLoop(tb, workers, dur, func(w int) fetchOne { return p.mk(int32(w) % d.size.LatencyParts) })
+		f.Path = p.name
+		f.CPU = perFetch(d.gatewayCPU(tb, p.gw)-before, f.Fetches, p.gw)
+		out = append(out, f)
+	}
+	return out
+}
+
+// workersLoop runs workers that each fetch one after another for d.
+func workersLoop(tb testing.TB, workers int, d time.Duration, mk func(worker int) fetchOne) latencyFigure {
+	var mu sync.Mutex
+	var all []time.Duration
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := start.Add(d)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			do := mk(w)
+			var mine []time.Duration
+			for i := w * 7919; time.Now().Before(stop); i++ {
+				t0 := time.Now()
+				if err := do(i); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := failed.Load(); err != nil {
+		tb.Fatalf("closed loop: %v", *err)
+	}
+	p50, p99, _ := quantiles(all)
+	return latencyFigure{Fetches: len(all), P50: p50, P99: p99, PerSec: float64(len(all)) / elapsed.Seconds()}
+}
+
+// scan reads the bulk topic with a franz-go consumer and with one SDK
+// consumer per variant (raw record batches), and returns records/s.
+func (d *procStack) scan(tb testing.TB) map[string]float64 {
+	want := int(d.size.BulkParts) * d.size.BulkPerPart
+	out := map[string]float64{"direct-kgo": scanKgo(tb, d.addrs, deployBulk, d.size.BulkParts, want)}
+	for _, v := range d.variants {
+		group := "scan-" + randomID()
+		cfg := client.DefaultConfig()
+		cfg.CoordinatorURL, cfg.Gateways = v.CoordinatorURL, []string{v.GatewayURL}
+		cfg.Group, cfg.Topics, cfg.Credential, cfg.Raw = group, []string{deployBulk}, v.credential(tb, group), true
+		out[v.Name+"-sdk-raw"] = scanSDK(tb, cfg, want)
+	}
+	return out
+}
+
+// isolation measures a normal holder's sequential 1-record fetches on
+// v's gateway for p.Window, idle, then while another holder opens and
+// abandons p.AttackPolls long polls of an idle partition led by the same
+// broker (a shared broker connection pool is what the attack went for).
+func (d *procStack) isolation(tb testing.TB, v *procCapgate, p deployParams) isolationFigure {
+	victim := v.fetch(d, 0, false)
+	idle := timedWindow(tb, p.Window, victim, nil)
+	target := d.idleOnLeaderOf(0)
+	token := v.caps[deployIdle+"/"+strconv.Itoa(int(target))]
+	under := timedWindow(tb, p.Window, victim, func() { abandonPolls(tb, v.GatewayURL, token, target, p.AttackWait, p.AttackPolls) })
+	f := isolationFigure{Variant: v.Name, IdleN: len(idle), AttackN: len(under)}
+	f.IdleP50, f.IdleP99, _ = quantiles(idle)
+	f.AttackP50, f.AttackP99, f.Max = quantiles(under)
+	return f
+}
+
+// idleOnLeaderOf is an idle partition led by the leader of latency/p.
+func (d *procStack) idleOnLeaderOf(p int32) int32 {
+	leader := d.leaders[deployLatency+"/"+strconv.Itoa(int(p))]
+	for q := range d.size.LatencyParts {
+		if d.leaders[deployIdle+"/"+strconv.Itoa(int(q))] == leader {
+			return q
+		}
+	}
+	return p
+}
+
+// timedWindow runs do one after another from now until window passed and
+// attack (if any, run alongside) returned, and returns the latencies of
+// every fetch started meanwhile.
+func timedWindow(tb testing.TB, window time.Duration, do fetchOne, attack func()) []time.Duration {
+	done := make(chan struct{})
+	if attack != nil {
+		go func() { defer close(done); attack() }()
+	} else {
+		close(done)
+	}
+	var lat []time.Duration
+	end := time.Now().Add(window)
+	for i := 0; ; i++ {
+		attacking := true
+		select {
+		case <-done:
+			attacking = false
+		default:
+		}
+		if !attacking && time.Now().After(end) {
+			break
+		}
+		start := time.Now()
+		if err := do(i); err != nil {
+			tb.Fatalf("victim's fetch: %v", err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	return lat
+}
+
+// abandonPolls opens n connections to the gateway at base, in waves of
+// 50, each sending a long poll of idle/partition with max_wait and
+// closing 50 ms later without reading the answer.
+func abandonPolls(tb testing.TB, base, token string, partition int32, wait time.Duration, n int) {
+	raw := fmt.Sprintf("GET /v1/topics/%s/partitions/%d/records?offset=latest&max_wait_ms=%d HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n\r\n",
+		deployIdle, partition, wait.Milliseconds(), token)
+	addr := base[len("http://"):]
+	var wg sync.WaitGroup
+	for i := range n {
+		if i > 0 && i%50 == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				tb.Logf("attacker: %v", err)
+				return
+			}
+			defer conn.Close()
+			_, _ = conn.Write([]byte(raw))
+			time.Sleep(50 * time.Millisecond)
+		}()
+	}
+	wg.Wait()
+}
+
+// httpFetch is a 1-record fetch of topic/partition through a gateway,
+// record i modulo length, JSON or raw, checked for its next offset.
+func httpFetch(hc *fasthttp.HostClient, capability, topic string, partition int32, length int64, raw bool) fetchOne {
+	token := "Bearer " + capability
+	base := "http://" + hc.Addr + "/v1/topics/" + topic + "/partitions/" + strconv.Itoa(int(partition)) + "/records?max_bytes=1&offset="
+	return func(i int) error {
+		offset := int64(i) % length
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(base + strconv.FormatInt(offset, 10))
+		req.Header.Set("Authorization", token)
+		if raw {
+			req.Header.Set("Accept", api.MediaRecordBatch)
+		}
+		if err := hc.DoTimeout(req, resp, time.Minute); err != nil {
+			return err
+		}
+		if resp.StatusCode() != fasthttp.StatusOK {
+			return fmt.Errorf("gateway fetch at %d: %d %s", offset, resp.StatusCode(), resp.Body())
+		}
+		if next := string(resp.Header.Peek(api.HeaderNextOffset)); next != strconv.FormatInt(offset+1, 10) {
+			return fmt.Errorf("gateway fetch at %d: next offset %q", offset, next)
+		}
+		return nil
+	}
+}
+
+// profilePhase fetches CPU and allocation profiles of each variant's
+// gateway while sequential fetches (JSON and raw, alternating) run.
+func (d *procStack) profiles(tb testing.TB, p deployParams) {
+	if p.ProfileDir == "" || p.ProfileFor <= 0 {
+		return
+	}
+	for _, v := range d.variants {
+		for _, kind := range []string{"profile", "allocs"} {
+			wait := v.profile(tb, p.ProfileDir, kind, map[string]string{"profile": "cpu", "allocs": "allocs"}[kind], p.ProfileFor)
+			json, raw := v.fetch(d, 0, false), v.fetch(d, 0, true)
+			end := time.Now().Add(p.ProfileFor + 500*time.Millisecond)
+			for i := 0; time.Now().Before(end); i++ {
+				do := json
+				if i%2 == 1 {
+					do = raw
+				}
+				if err := do(i); err != nil {
+					tb.Fatalf("profile load: %v", err)
+				}
+			}
+			wait()
+		}
+	}
+}
+
+// runDeploy is one round of every measurement.
+func (d *procStack) run(tb testing.TB, p deployParams) deployResult {
+	var r deployResult
+	r.Sequential = d.sequential(tb, p.Rounds, p.Sequential)
+	r.Loaded = d.loaded(tb, p.Workers, p.LoadFor)
+	r.Scan = d.scan(tb)
+	for _, v := range d.variants {
+		r.Isolation = append(r.Isolation, d.isolation(tb, v, p))
+	}
+	d.profiles(tb, p)
+	return r
+}

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"testing"
+	"time"
+)
+
+// deploySizes are the deployment benchmark's sizes: full, -short, smoke.
+func deploySizes(smoke bool) (deploySize, deployParams) {
+	switch {
+	case smoke:
+		return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 20, BulkParts: 3, BulkPerPart: 500},
+			deployParams{Sequential: 20, Rounds: 1, Workers: 4, LoadFor: 200 * time.Millisecond,
+				AttackPolls: 40, AttackWait: 500 * time.Millisecond, Window: 200 * time.Millisecond}
+	case testing.Short():
+		return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 500, BulkParts: 3, BulkPerPart: 20_000},
+			deployParams{Sequential: 500, Rounds: 2, Workers: 16, LoadFor: time.Second,
+				AttackPolls: 500, AttackWait: 2 * time.Second, Window: time.Second, ProfileFor: 3 * time.Second}
+	}
+	return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 2000, BulkParts: 3, BulkPerPart: 200_000},
+		deployParams{Sequential: 1000, Rounds: 5, Workers: 16, LoadFor: 3 * time.Second,
+			AttackPolls: 500, AttackWait: 2 * time.Second, Window: 2 * time.Second, ProfileFor: 5 * time.Second}
+}
+
+// BenchmarkDeploy: capgate deployed as in production (coordinator and
+// gateway processes from the built binary, a 3-broker Kafka process, this
+// process only generating load) next to franz-go fetching from the same
+// brokers; with CAPGATE_BENCH_BASELINE_BIN, an earlier binary side by
+// side. Each iteration is one round of every measurement; profiles of
+// each gateway go to CAPGATE_BENCH_PROFILE_DIR when set.
+func BenchmarkDeploy(b *testing.B) {
+	size, p := deploySizes(false)
+	p.ProfileDir = os.Getenv("CAPGATE_BENCH_PROFILE_DIR")
+	d := startProcStack(b, size)
+	var runs []deployResult
+	for range b.N {
+		runs = append(runs, d.run(b, p))
+	}
+	last := runs[len(runs)-1]
+	seq, load := figure(last.Sequential, "capgate-raw"), figure(last.Loaded, "capgate-raw")
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(seq.P50.Nanoseconds())/1e3, "raw-p50-µs")
+	b.ReportMetric(float64(seq.P99.Nanoseconds())/1e3, "raw-p99-µs")
+	b.ReportMetric(float64(seq.CPU.Nanoseconds())/1e3, "gw-cpu-µs/fetch")
+	b.ReportMetric(load.PerSec, "raw-req/s")
+	for i, r := range runs {
+		deployTables(os.Stdout, fmt.Sprintf("run %d of %d", i+1, len(runs)), size, p, r)
+	}
+}
+
+// TestSmokeDeploy runs the deployment benchmark with tiny sizes and
+// checks its figures for sense: every path fetched, the gateway's CPU was
+// read, the consumers read everything, the victim was measured.
+func TestSmokeDeploy(t *testing.T) {
+	size, p := deploySizes(true)
+	d := startProcStack(t, size)
+	r := d.run(t, p)
+	deployTables(io.Discard, "smoke", size, p, r)
+	for _, f := range append(append([]latencyFigure(nil), r.Sequential...), r.Loaded...) {
+		if f.Fetches == 0 || f.P50 <= 0 {
+			t.Errorf("%s: %+v", f.Path, f)
+		}
+	}
+	if f := figure(r.Sequential, "capgate-json"); f.Fetches != p.Sequential*p.Rounds {
+		t.Errorf("capgate-json: %d fetches, want %d", f.Fetches, p.Sequential*p.Rounds)
+	}
+	for reader, rate := range r.Scan {
+		if rate <= 0 {
+			t.Errorf("scan %s: %v records/s", reader, rate)
+		}
+	}
+	if len(r.Scan) != 1+len(d.variants) {
+		t.Errorf("scan readers: %v", r.Scan)
+	}
+	for _, f := range r.Isolation {
+		if f.IdleN == 0 || f.AttackN == 0 {
+			t.Errorf("isolation: %+v", f)
+		}
+	}
+	t.Logf("sequential %+v", r.Sequential)
+	t.Logf("isolation %+v", r.Isolation)
+}
+
+// deployTables prints one round in BENCHMARKS.md's layout, every figure
+// next to franz-go's of the same round.
+func deployTables(w io.Writer, title string, size deploySize, p deployParams, r deployResult) {
+	direct := figure(r.Sequential, "direct-raw")
+	var rows [][]string
+	for _, f := range r.Sequential {
+		over50, over99, cpu := "—", "—", "—"
+		if f.Path != direct.Path {
+			over50, over99 = fmt.Sprintf("%+d", (f.P50-direct.P50).Microseconds()), fmt.Sprintf("%+d", (f.P99-direct.P99).Microseconds())
+			cpu = fmt.Sprintf("%.1f", float64(f.CPU.Nanoseconds())/1e3)
+		}
+		rows = append(rows, []string{f.Path, fmt.Sprint(f.Fetches), us(f.P50), us(f.P99), over50, over99, cpu})
+	}
+	table(w, fmt.Sprintf("Deployed, %s: sequential 1-record fetches (%d rounds × %d per path, interleaved)", title, p.Rounds, p.Sequential),
+		[]string{"path", "fetches", "p50 µs", "p99 µs", "p50 over direct", "p99 over direct", "gateway CPU µs/fetch"}, rows)
+
+	directLoad := figure(r.Loaded, "direct-raw")
+	rows = nil
+	for _, f := range r.Loaded {
+		cpu := "—"
+		if f.Path != directLoad.Path {
+			cpu = fmt.Sprintf("%.1f", float64(f.CPU.Nanoseconds())/1e3)
+		}
+		versus := "—"
+		if base := figure(r.Loaded, "baseline"+suffix(f.Path)); base.PerSec > 0 && f.Path != base.Path && f.Path != directLoad.Path {
+			versus = ratio(f.PerSec, base.PerSec)
+		}
+		rows = append(rows, []string{f.Path, fmt.Sprintf("%.0f", f.PerSec), ratio(f.PerSec, directLoad.PerSec), versus, us(f.P50), us(f.P99), cpu})
+	}
+	table(w, fmt.Sprintf("Deployed, %s: %d workers, 1-record fetches over %d partitions on %d brokers", title, p.Workers, size.LatencyParts, size.Brokers),
+		[]string{"path", "req/s", "× direct", "× baseline", "p50 µs", "p99 µs", "gateway CPU µs/fetch"}, rows)
+
+	rows = nil
+	kgo := r.Scan["direct-kgo"]
+	readers := slices.Sorted(maps.Keys(r.Scan))
+	for _, reader := range readers {
+		rows = append(rows, []string{reader, fmt.Sprintf("%.0f", r.Scan[reader]), ratio(r.Scan[reader], kgo)})
+	}
+	table(w, fmt.Sprintf("Deployed, %s: one consumer reads %d × %d records of 100 B", title, size.BulkParts, size.BulkPerPart),
+		[]string{"reader", "records/s", "× direct kgo"}, rows)
+
+	rows = nil
+	for _, f := range r.Isolation {
+		rows = append(rows, []string{f.Variant, fmt.Sprint(f.IdleN), us(f.IdleP50), us(f.IdleP99), fmt.Sprint(f.AttackN), us(f.AttackP50), us(f.AttackP99), us(f.Max),
+			ratio(float64(f.AttackP99), float64(f.IdleP99))})
+	}
+	table(w, fmt.Sprintf("Deployed, %s: a holder's 1-record fetches, idle and while another holder opens and abandons %d long polls (max_wait %v)", title, p.AttackPolls, p.AttackWait),
+		[]string{"gateway", "idle fetches", "idle p50 µs", "idle p99 µs", "attacked fetches", "p50 µs", "p99 µs", "max µs", "p99 × idle"}, rows)
+}
+
+// suffix is "-json" or "-raw" of a path name.
+func suffix(path string) string {
+	for _, s := range []string{"-json", "-raw"} {
+		if len(path) >= len(s) && path[len(path)-len(s):] == s {
+			return s
+		}
+	}
+	return ""
+}
