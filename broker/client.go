@@ -19,7 +19,8 @@ import (
 //
 // One kgo client carries metadata, ListOffsets, OffsetCommit and produce
 // traffic; fetches go through per-broker pools of leased connections (see
-// connPool) so that concurrent long polls never queue behind each other.
+// connPool and fetchConn) so that concurrent long polls never queue behind
+// each other, nor fetches of data that is there behind long polls.
 type Client struct {
 	cfg          Config
 	log          *zap.Logger
@@ -63,14 +64,18 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: new client: %w", err)
 	}
+	spec, err := newConnSpec(cfg)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
 	base, stop := context.WithCancel(context.Background())
-	fetchOpts := append(append([]kgo.Opt(nil), common...), kgo.DisableClientMetrics())
 	c := &Client{
 		cfg:          cfg,
 		log:          log,
 		kgo:          cl,
 		meta:         newMetadataCache(base, cl, cfg),
-		fetchPools:   &pools{bound: cfg.FetchConnectionsPerBroker, opts: fetchOpts, byAddr: make(map[string]*connPool)},
+		fetchPools:   &pools{shortBound: cfg.FetchConnectionsPerBroker, longBound: cfg.LongPollConnectionsPerBroker, spec: spec, byAddr: make(map[string]*brokerPools)},
 		decompressor: kgo.DefaultDecompressor(),
 		stop:         stop,
 	}

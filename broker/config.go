@@ -29,12 +29,18 @@ type Config struct {
 	// MetadataMaxAge is how long cached leaders and partition counts are
 	// trusted before a call refreshes them.
 	MetadataMaxAge time.Duration `yaml:"metadata_max_age"`
-	// FetchConnectionsPerBroker bounds the fetches in flight to one broker;
-	// each in-flight fetch owns one connection, because a broker answers
-	// the requests of one connection strictly one after another and a
-	// long poll would otherwise hold up every fetch behind it. A fetch
-	// beyond the bound waits for a free connection (within its ctx).
+	// FetchConnectionsPerBroker bounds the fetches in flight to one broker
+	// that do not wait there (MaxWait 0, and the first look of every
+	// fetch); each owns one connection for one round trip, because a
+	// broker answers the requests of one connection strictly one after
+	// another. A fetch beyond the bound waits for a free connection
+	// (within its ctx).
 	FetchConnectionsPerBroker int `yaml:"fetch_connections_per_broker"`
+	// LongPollConnectionsPerBroker bounds the long polls in flight to one
+	// broker, each on its own connection for up to its MaxWait. A long
+	// poll beyond the bound waits for a free connection at most its
+	// MaxWait, then answers what is there.
+	LongPollConnectionsPerBroker int `yaml:"long_poll_connections_per_broker"`
 
 	TLS  TLSConfig  `yaml:"tls"`
 	SASL SASLConfig `yaml:"sasl"`
@@ -73,7 +79,8 @@ type SASLConfig struct {
 const redacted = "[redacted]"
 
 // DefaultConfig returns the defaults: one local broker, 8 MiB fetches, 10 s
-// requests, 30 s metadata, 32 fetch connections per broker.
+// requests, 30 s metadata, 32 fetch and 256 long-poll connections per
+// broker.
 func DefaultConfig() Config {
 	return Config{
 		Seeds:                     []string{"127.0.0.1:9092"},
@@ -82,6 +89,9 @@ func DefaultConfig() Config {
 		RequestTimeout:            10 * time.Second,
 		MetadataMaxAge:            30 * time.Second,
 		FetchConnectionsPerBroker: 32,
+		// A long poll is one socket to the broker for up to max_wait;
+		// brokers take thousands of connections.
+		LongPollConnectionsPerBroker: 256,
 	}
 }
 
@@ -108,6 +118,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("broker.metadata_max_age: must be > 0, got %s", c.MetadataMaxAge)
 	case c.FetchConnectionsPerBroker <= 0:
 		return fmt.Errorf("broker.fetch_connections_per_broker: must be > 0, got %d", c.FetchConnectionsPerBroker)
+	case c.LongPollConnectionsPerBroker <= 0:
+		return fmt.Errorf("broker.long_poll_connections_per_broker: must be > 0, got %d", c.LongPollConnectionsPerBroker)
 	}
 	if err := c.TLS.validate(); err != nil {
 		return err
@@ -225,6 +237,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddDuration("request_timeout", c.RequestTimeout)
 	enc.AddDuration("metadata_max_age", c.MetadataMaxAge)
 	enc.AddInt("fetch_connections_per_broker", c.FetchConnectionsPerBroker)
+	enc.AddInt("long_poll_connections_per_broker", c.LongPollConnectionsPerBroker)
 	enc.AddBool("tls", c.TLS.Enabled)
 	return enc.AddObject("sasl", c.SASL)
 }

@@ -72,7 +72,7 @@ sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}
 	}
 	want := Config{
 		Seeds: []string{"k1:9092", "k2:9093"}, ClientID: "gw", MaxFetchBytes: 1 << 20,
-		RequestTimeout: 3 * time.Second, MetadataMaxAge: time.Minute, FetchConnectionsPerBroker: 4,
+		RequestTimeout: 3 * time.Second, MetadataMaxAge: time.Minute, FetchConnectionsPerBroker: 4, LongPollConnectionsPerBroker: 256,
 		TLS:  TLSConfig{Enabled: true, CAFile: "/ca.pem", ServerName: "kafka"},
 		SASL: SASLConfig{Mechanism: SASLScramSHA512, Username: "u", Password: "p"},
 	}

@@ -26,6 +26,9 @@ type FetchRequest struct {
 	// Raw returns the record batches exactly as the broker sent them,
 	// without decoding or decompressing anything.
 	Raw bool
+	// Waiting, if set, is called once when the fetch found nothing and is
+	// about to long poll (a gateway then watches for its client leaving).
+	Waiting func()
 }
 
 // FetchResult is what one fetch read.
@@ -47,10 +50,18 @@ type FetchResult struct {
 	LogStartOffset int64
 }
 
-// Fetch reads one partition from its leader: a single Fetch request (no
-// fetch session, read_uncommitted) on a leased connection, so a fetch to a
-// known leader is one round trip. Stale leaders and unreachable brokers are
-// retried after a metadata refresh, for up to RequestTimeout and within ctx.
+// Fetch reads one partition from its leader: a Fetch request (no fetch
+// session, read_uncommitted) on a leased connection, so a fetch to a known
+// leader is one round trip. Stale leaders and unreachable brokers are
+// retried after a metadata refresh, for up to RequestTimeout and within
+// ctx.
+//
+// A fetch with MaxWait first asks for what is there (MaxWait 0) on a
+// connection that never waits; only when nothing is there does it long
+// poll for MaxWait, calling req.Waiting first, on a connection of the
+// broker's long-poll pool (long_poll_connections_per_broker). If that pool
+// stays full for MaxWait, the fetch answers what is there by then. So a
+// fetch of data that exists never waits behind long polls.
 //
 // Cancelling ctx returns at once, even during the broker's long poll, with
 // an error that errors.Is ctx.Err(); the connection is dropped. Other
@@ -61,14 +72,35 @@ func (c *Client) Fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 	if req.Topic == "" || req.Partition < 0 {
 		return FetchResult{}, newBrokerError("fetch", kerr.UnknownTopicOrPartition)
 	}
+	wait := req.MaxWait
+	req.MaxWait = 0
+	res, err := c.fetchFromLeader(ctx, &req)
+	if err != nil || wait <= 0 || !res.empty(req.Offset) {
+		return res, err
+	}
+	if req.Waiting != nil {
+		req.Waiting()
+	}
+	req.MaxWait = wait
+	return c.fetchFromLeader(ctx, &req)
+}
+
+// empty reports an answer that moved nothing: no record, no batch, no
+// offset skipped.
+func (r *FetchResult) empty(offset int64) bool {
+	return len(r.Records) == 0 && len(r.Batches) == 0 && r.NextOffset <= offset
+}
+
+// fetchFromLeader is one fetch on the leader, retried on leader errors.
+func (c *Client) fetchFromLeader(ctx context.Context, req *FetchRequest) (FetchResult, error) {
 	var res FetchResult
 	err := c.onLeader(ctx, req.Topic, req.Partition, func(r route) error {
 		var err error
-		res, err = c.fetchOnce(ctx, r, &req)
+		res, err = c.fetchOnce(ctx, r, req)
 		return err
 	})
 	if errors.Is(err, kerr.OffsetOutOfRange) {
-		err = c.outOfRange(ctx, req)
+		err = c.outOfRange(ctx, *req)
 	}
 	if err != nil {
 		return FetchResult{}, wrapError("fetch", err)
@@ -76,22 +108,44 @@ func (c *Client) Fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 	return res, nil
 }
 
-// fetchOnce issues the Fetch to r's broker and shapes the answer.
+// fetchOnce issues the Fetch to r's broker and shapes the answer: from the
+// short pool when it does not wait, else from the long-poll pool, waiting
+// for a slot at most MaxWait (then it asks for what is there now).
 func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (FetchResult, error) {
-	pool, err := c.fetchPools.get(r.addr)
+	bp, err := c.fetchPools.get(r.addr)
 	if err != nil {
 		return FetchResult{}, err
 	}
-	conn, err := pool.acquire(ctx)
+	pool, giveUp := bp.short, (<-chan time.Time)(nil)
+	if req.MaxWait > 0 {
+		t := time.NewTimer(req.MaxWait)
+		defer t.Stop()
+		pool, giveUp = bp.long, t.C
+	}
+	conn, reused, err := pool.acquire(ctx, giveUp)
+	if errors.Is(err, errNoSlot) {
+		now := *req
+		now.MaxWait = 0
+		return c.fetchOnce(ctx, r, &now)
+	}
 	if err != nil {
 		return FetchResult{}, err
 	}
-	kresp, err := conn.broker.Request(ctx, c.fetchRequest(r, req, deadlineOf(ctx)))
-	pool.release(conn)
+	kreq := c.fetchRequest(r, req, deadlineOf(ctx))
+	deadline := time.Now().Add(time.Duration(kreq.MaxWaitMillis)*time.Millisecond + c.cfg.RequestTimeout)
+	resp, err := conn.fetch(ctx, kreq, deadline)
+	if err != nil && reused && ctx.Err() == nil && isTransportError(err) {
+		// A pooled connection the broker closed meanwhile: once more,
+		// on a new connection.
+		if conn, err = pool.replace(ctx, conn); err != nil {
+			return FetchResult{}, err
+		}
+		resp, err = conn.fetch(ctx, kreq, deadline)
+	}
+	pool.release(conn, err == nil)
 	if err != nil {
 		return FetchResult{}, err
 	}
-	resp := kresp.(*kmsg.FetchResponse)
 	if resp.ErrorCode != 0 {
 		return FetchResult{}, kerr.ErrorForCode(resp.ErrorCode)
 	}

@@ -239,31 +239,118 @@ func TestFetchLongPollsDoNotBlockEachOther(t *testing.T) {
 	}
 }
 
+// TestFetchWaitsForFreeConnectionWithinCtx: with every fetch connection
+// of the broker leased, a fetch waits for one within its ctx and never
+// reaches the broker meanwhile.
 func TestFetchWaitsForFreeConnectionWithinCtx(t *testing.T) {
 	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
 	c := newTestClient(t, e, func(cfg *Config) { cfg.FetchConnectionsPerBroker = 1 })
-	fetches := observeFetches(e)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	parked := make(chan error, 1)
-	go func() {
-		_, err := c.Fetch(ctx, FetchRequest{Topic: "t", MaxWait: 30 * time.Second})
-		parked <- err
-	}()
-	if err := fetches.Wait(testCtx(t), 1); err != nil {
+	if _, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t"}); err != nil {
 		t.Fatal(err)
 	}
+	fetches := observeFetches(e)
+	held := leaseAll(t, c, e.Addrs()[0], false)
 	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancelShort()
 	if _, err := c.Fetch(short, FetchRequest{Topic: "t"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("fetch beyond the connection bound: %v, want deadline exceeded", err)
 	}
-	if hits := fetches.Hits(); hits != 1 {
-		t.Fatalf("%d fetches reached the broker, want 1", hits)
+	if hits := fetches.Hits(); hits != 0 {
+		t.Fatalf("%d fetches reached the broker, want 0", hits)
+	}
+	held()
+	if _, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t"}); err != nil {
+		t.Fatalf("fetch once a connection is free: %v", err)
+	}
+}
+
+// leaseAll leases every connection of the short (or long-poll) pool of
+// addr and returns the function giving them back.
+func leaseAll(t *testing.T, c *Client, addr string, long bool) (giveBack func()) {
+	t.Helper()
+	bp, err := c.fetchPools.get(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := bp.short
+	if long {
+		pool = bp.long
+	}
+	var held []*fetchConn
+	for range cap(pool.slots) {
+		fc, _, err := pool.acquire(testCtx(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, fc)
+	}
+	return func() {
+		for _, fc := range held {
+			pool.release(fc, true)
+		}
+	}
+}
+
+// TestLongPollsHoldNoFetchConnection: long polls parked at the broker,
+// more of them than there are fetch connections, do not delay a fetch
+// of data that is there; each first looked at what was there on a fetch
+// connection and gave it back.
+func TestLongPollsHoldNoFetchConnection(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 2}})
+	c := newTestClient(t, e, func(cfg *Config) { cfg.FetchConnectionsPerBroker = 1 })
+	produce(t, c, "t", 1, makeRecords(0, 3))
+	fetches := observeFetches(e)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const polls = 4
+	parked := make(chan error, polls)
+	for range polls {
+		go func() {
+			_, err := c.Fetch(ctx, FetchRequest{Topic: "t", MaxWait: 30 * time.Second})
+			parked <- err
+		}()
+	}
+	if err := fetches.Wait(testCtx(t), 2*polls); err != nil { // a look and a long poll each
+		t.Fatal(err)
+	}
+	quick, cancelQuick := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelQuick()
+	res, err := c.Fetch(quick, FetchRequest{Topic: "t", Partition: 1, MaxWait: 30 * time.Second})
+	if err != nil || len(res.Records) != 3 {
+		t.Fatalf("fetch of records while long polls wait: %d records, %v", len(res.Records), err)
 	}
 	cancel()
-	<-parked
+	for range polls {
+		if err := <-parked; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled long poll: %v", err)
+		}
+	}
+}
+
+// TestLongPollSlotWaitIsBounded: with every long-poll connection of the
+// broker leased, a long poll waits for one at most its MaxWait, then
+// answers what is there (nothing) without an error.
+func TestLongPollSlotWaitIsBounded(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	c := newTestClient(t, e, func(cfg *Config) { cfg.LongPollConnectionsPerBroker = 1 })
+	if _, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	held := leaseAll(t, c, e.Addrs()[0], true)
+	defer held()
+	fetches := observeFetches(e)
+	start := time.Now()
+	res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", MaxWait: 300 * time.Millisecond})
+	took := time.Since(start)
+	if err != nil || len(res.Records) != 0 || res.NextOffset != 0 {
+		t.Fatalf("long poll with no connection free: %+v, %v", res, err)
+	}
+	if took < 300*time.Millisecond {
+		t.Fatalf("answered after %v, before its max_wait", took)
+	}
+	if hits := fetches.Hits(); hits != 2 { // the first look and the last
+		t.Fatalf("%d fetches reached the broker, want 2", hits)
+	}
 }
 
 func TestFetchOffsetOutOfRangeCarriesBounds(t *testing.T) {

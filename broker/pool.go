@@ -2,29 +2,21 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"sync"
-
-	"github.com/twmb/franz-go/pkg/kgo"
+	"time"
 )
-
-// fetchConn is one leased fetch connection to one broker: a kgo client
-// seeded with only that broker, so it never loads metadata and its single
-// fetch connection is ours alone for the lease. kgo still negotiates API
-// versions, TLS and SASL when it dials.
-type fetchConn struct {
-	client *kgo.Client
-	broker *kgo.Broker
-}
 
 // connPool holds up to bound fetch connections to one broker address. A
 // Kafka broker answers one connection's requests strictly in order, so a
 // long poll on one partition would hold up every other fetch sharing its
 // connection; leasing a connection per in-flight fetch keeps them apart,
 // and lets a cancelled long poll kill its own connection without failing
-// anyone else's request.
+// anyone else's request. Each broker has two pools (brokerPools): one for
+// fetches that do not wait at the broker, one for long polls.
 type connPool struct {
 	addr  string
-	opts  []kgo.Opt
+	spec  *connSpec
 	slots chan struct{} // one token per connection in use
 
 	mu     sync.Mutex
@@ -33,105 +25,172 @@ type connPool struct {
 	closed bool
 }
 
-func newConnPool(addr string, bound int, opts []kgo.Opt) *connPool {
-	return &connPool{addr: addr, opts: opts, slots: make(chan struct{}, bound), live: make(map[*fetchConn]struct{})}
+// idleTimeout closes a pooled connection unused this long: well inside a
+// broker's connections.max.idle.ms (10 min by default), so a pooled
+// connection is seldom one the broker already closed.
+const idleTimeout = time.Minute
+
+// errNoSlot is a lease that waited as long as it was allowed to.
+var errNoSlot = errors.New("broker: no fetch connection free in time")
+
+func newConnPool(addr string, bound int, spec *connSpec) *connPool {
+	return &connPool{addr: addr, spec: spec, slots: make(chan struct{}, bound), live: make(map[*fetchConn]struct{})}
 }
 
-// acquire leases a connection, waiting for a free slot within ctx.
-func (p *connPool) acquire(ctx context.Context) (*fetchConn, error) {
+// acquire leases a connection, waiting for a free slot within ctx and,
+// when giveUp is not nil, until it fires (errNoSlot). reused reports a
+// pooled connection rather than a new one.
+func (p *connPool) acquire(ctx context.Context, giveUp <-chan time.Time) (fc *fetchConn, reused bool, err error) {
 	select {
 	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	default:
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-giveUp:
+			return nil, false, errNoSlot
+		}
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	if fc = p.takeIdle(time.Now()); fc != nil {
+		return fc, true, nil
+	}
+	fc, err = p.dial(ctx)
+	if err != nil {
 		<-p.slots
-		return nil, ErrClosed
+		return nil, false, err
 	}
-	if n := len(p.idle); n > 0 {
+	return fc, false, nil
+}
+
+// takeIdle pops the warmest idle connection, closing expired ones.
+func (p *connPool) takeIdle(now time.Time) *fetchConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for n := len(p.idle); n > 0; n = len(p.idle) {
 		fc := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return fc, nil
+		if !fc.expired(now, idleTimeout) {
+			return fc
+		}
+		delete(p.live, fc)
+		fc.close()
 	}
-	p.mu.Unlock()
-	fc, err := p.dial()
+	return nil
+}
+
+// dial opens a connection for a slot already taken.
+func (p *connPool) dial(ctx context.Context) (*fetchConn, error) {
+	fc, err := p.spec.dial(ctx, p.addr)
 	if err != nil {
-		<-p.slots
 		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		fc.client.Close()
-		<-p.slots
+		fc.close()
 		return nil, ErrClosed
 	}
 	p.live[fc] = struct{}{}
 	return fc, nil
 }
 
-func (p *connPool) dial() (*fetchConn, error) {
-	opts := append(append([]kgo.Opt(nil), p.opts...), kgo.SeedBrokers(p.addr))
-	cl, err := kgo.NewClient(opts...)
+// replace closes fc, whose exchange failed, and dials a new connection in
+// its slot.
+func (p *connPool) replace(ctx context.Context, fc *fetchConn) (*fetchConn, error) {
+	p.drop(fc)
+	fresh, err := p.dial(ctx)
 	if err != nil {
+		<-p.slots
 		return nil, err
 	}
-	seeds := cl.SeedBrokers()
-	return &fetchConn{client: cl, broker: seeds[0]}, nil
+	return fresh, nil
 }
 
-// release returns a leased connection. A connection whose request was
-// cancelled is still fine to reuse: kgo dials a fresh socket for it.
-func (p *connPool) release(fc *fetchConn) {
+// release returns a leased connection; a connection whose exchange
+// failed or was interrupted (ok false) is closed instead.
+func (p *connPool) release(fc *fetchConn, ok bool) {
+	if !ok {
+		p.drop(fc)
+		<-p.slots
+		return
+	}
+	now := time.Now()
+	fc.idleSince = now
 	p.mu.Lock()
-	if !p.closed { // else close already closed it
-		p.idle = append(p.idle, fc)
+	if p.closed { // close already closed it
+		p.mu.Unlock()
+		<-p.slots
+		return
+	}
+	p.idle = append(p.idle, fc)
+	// The coldest connection is at the bottom: reap it once it idled
+	// too long, one per release, so a burst's extra sockets go away.
+	var cold *fetchConn
+	if oldest := p.idle[0]; len(p.idle) > 1 && now.Sub(oldest.idleSince) > idleTimeout {
+		cold = oldest
+		p.idle = append(p.idle[:0], p.idle[1:]...)
+		delete(p.live, cold)
 	}
 	p.mu.Unlock()
+	if cold != nil {
+		cold.close()
+	}
 	<-p.slots
 }
 
-// close closes every connection, failing the fetches in flight on them
-// with kgo.ErrClientClosed.
+func (p *connPool) drop(fc *fetchConn) {
+	fc.close()
+	p.mu.Lock()
+	delete(p.live, fc)
+	p.mu.Unlock()
+}
+
+// close closes every connection, failing the fetches in flight on them.
 func (p *connPool) close() {
 	p.mu.Lock()
 	live := p.live
 	p.live, p.idle, p.closed = nil, nil, true
 	p.mu.Unlock()
 	for fc := range live {
-		fc.client.Close()
+		fc.close()
 	}
 }
 
-// pools maps broker addresses to their connection pools. There is one pool
-// per address ever led a fetched partition; idle sockets inside are reaped
-// by kgo after its idle timeout (20 s), so a retired address costs an idle
-// client object, not a socket.
+// brokerPools are one broker's two pools: fetches that do not wait at the
+// broker (MaxWait 0: a slot is held for one round trip) and long polls
+// (held up to MaxWait). A long poll never holds a slot the others need,
+// so no number of waiting polls delays a fetch of data that is there.
+type brokerPools struct {
+	short, long *connPool
+}
+
+// pools maps broker addresses to their connection pools. There is one
+// pair per address that ever led a fetched partition; idle connections
+// are closed after idleTimeout, so a retired address costs two empty
+// pools, not sockets.
 type pools struct {
-	bound int
-	opts  []kgo.Opt
+	shortBound, longBound int
+	spec                  *connSpec
 
 	mu     sync.Mutex
-	byAddr map[string]*connPool
+	byAddr map[string]*brokerPools
 	closed bool
 }
 
-func (ps *pools) get(addr string) (*connPool, error) {
+func (ps *pools) get(addr string) (*brokerPools, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.closed {
 		return nil, ErrClosed
 	}
-	p := ps.byAddr[addr]
-	if p == nil {
-		p = newConnPool(addr, ps.bound, ps.opts)
-		ps.byAddr[addr] = p
+	bp := ps.byAddr[addr]
+	if bp == nil {
+		bp = &brokerPools{short: newConnPool(addr, ps.shortBound, ps.spec), long: newConnPool(addr, ps.longBound, ps.spec)}
+		ps.byAddr[addr] = bp
 	}
-	return p, nil
+	return bp, nil
 }
 
 func (ps *pools) close() {
@@ -140,7 +199,8 @@ func (ps *pools) close() {
 	ps.byAddr = nil
 	ps.closed = true
 	ps.mu.Unlock()
-	for _, p := range all {
-		p.close()
+	for _, bp := range all {
+		bp.short.close()
+		bp.long.close()
 	}
 }
