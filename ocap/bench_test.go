@@ -1,6 +1,7 @@
 package ocap
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -106,6 +107,47 @@ func BenchmarkHotPathCachedParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkHotPathScaling measures, in one run, the cached hot path on one
+// goroutine and on two in parallel (the same token, so the same cache
+// shard), and reports the parallel time per check over the single one:
+// at most 1 means a second core adds throughput instead of contention.
+func BenchmarkHotPathScaling(b *testing.B) {
+	f, tok, _, v := benchSetup(b)
+	cache := NewCache(100_000, 2*time.Second)
+	c, _ := f.v.Verify(string(tok), KindCapability, t0)
+	cache.Put(string(tok), c)
+	check := func() {
+		c, ok := cache.Get(tok, t0)
+		if !ok || !authorize(c, v, "orders", 3, OpFetch, 10) {
+			panic("refused")
+		}
+	}
+	const n = 200_000
+	measure := func(workers int) time.Duration {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range n / workers {
+					check()
+				}
+			}()
+		}
+		wg.Wait()
+		return time.Since(start) / n
+	}
+	var single, parallel time.Duration
+	for b.Loop() {
+		single, parallel = measure(1), measure(2)
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(single.Nanoseconds()), "single-ns/check")
+	b.ReportMetric(float64(parallel.Nanoseconds()), "2-goroutines-ns/check")
+	b.ReportMetric(float64(parallel)/float64(single), "x-single")
 }
 
 func BenchmarkMint(b *testing.B) {

@@ -123,3 +123,41 @@ func TestCacheConcurrent(t *testing.T) {
 		t.Fatalf("len %d", c.Len())
 	}
 }
+
+// TestCacheHitAllocatesNothing: a hit is on every fetch's path.
+func TestCacheHitAllocatesNothing(t *testing.T) {
+	f := newFixture(t)
+	c := NewCache(100_000, 2*time.Second)
+	tok, claims := mintCap(t, f, 0, time.Minute)
+	c.Put(tok, claims)
+	b := []byte(tok)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, ok := c.Get(b, t0); !ok {
+			t.Fatal("miss")
+		}
+	}); n != 0 {
+		t.Fatalf("a hit allocates %v times", n)
+	}
+}
+
+// TestCacheShardsKeepTheBound: with many shards the bound still holds and
+// every stored token stays reachable until evicted.
+func TestCacheShardsKeepTheBound(t *testing.T) {
+	f := newFixture(t)
+	c := NewCache(1024, 0)
+	if len(c.shards) < 2 {
+		t.Fatalf("%d shards for 1024 entries", len(c.shards))
+	}
+	toks := make([]string, 3000)
+	for i := range toks {
+		tok, claims := mintCap(t, f, int32(i), 5*time.Minute)
+		toks[i] = tok
+		c.Put(tok, claims)
+		if c.Len() > 1024 {
+			t.Fatalf("len %d > 1024 after %d puts", c.Len(), i+1)
+		}
+	}
+	if _, ok := c.Get([]byte(toks[len(toks)-1]), t0); !ok {
+		t.Fatal("the last token put is not cached")
+	}
+}
