@@ -48,8 +48,15 @@ type Config struct {
 	// Raw fetches raw Kafka record batches and decodes them here instead
 	// of JSON records decoded by the gateway.
 	Raw bool `yaml:"raw"`
+	// FetchAhead: while records flow, start a partition's next fetch as
+	// soon as the one before it names its next offset, so each partition
+	// has two fetches in flight (as a Kafka consumer fetches while its
+	// application polls). The session only ever sees the fetches it asked
+	// for.
+	FetchAhead bool `yaml:"fetch_ahead"`
 	// BufferMaxBytes bounds the fetched records waiting for Poll (the
-	// buffer may overshoot by one fetch per partition).
+	// buffer may overshoot by one fetch per partition, two with
+	// FetchAhead).
 	BufferMaxBytes int64 `yaml:"buffer_max_bytes"`
 	// PollMaxRecords caps the records one Poll returns (whole fetches, at
 	// least one).
@@ -81,6 +88,7 @@ func DefaultConfig() Config {
 		FetchMaxBytes:          1 << 20,
 		FetchMaxWait:           500 * time.Millisecond,
 		RequestTimeout:         10 * time.Second,
+		FetchAhead:             true,
 		BufferMaxBytes:         16 << 20,
 		PollMaxRecords:         10000,
 		RevokeTimeout:          5 * time.Second,
@@ -204,6 +212,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt32("fetch_max_bytes", c.FetchMaxBytes)
 	enc.AddDuration("fetch_max_wait", c.FetchMaxWait)
 	enc.AddBool("raw", c.Raw)
+	enc.AddBool("fetch_ahead", c.FetchAhead)
 	enc.AddInt64("buffer_max_bytes", c.BufferMaxBytes)
 	return nil
 }

@@ -151,7 +151,7 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 		timeWake:   make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
-	c.fetcher = &fetcher{cfg: cfg, tr: tr, urls: trimURLs(cfg.Gateways)}
+	c.fetcher = newFetcher(ctx, cfg, tr, trimURLs(cfg.Gateways))
 	return c, nil
 }
 

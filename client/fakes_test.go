@@ -414,6 +414,8 @@ func (g *fakeGateway) answer(w http.ResponseWriter, r *http.Request, records []a
 	if records == nil {
 		records = []api.Record{}
 	}
+	w.Header().Set(api.HeaderNextOffset, strconv.FormatInt(next, 10))
+	w.Header().Set(api.HeaderHighWatermark, strconv.FormatInt(next, 10))
 	writeJSON(w, api.FetchResponse{Records: records, NextOffset: next, HighWatermark: next})
 }
 

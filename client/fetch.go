@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,28 +19,50 @@ import (
 )
 
 // fetcher reads a partition from one gateway (client/driver picks which,
-// and when to fail over).
+// and when to fail over), and fetches ahead while records flow (ahead.go).
 type fetcher struct {
 	cfg  Config
 	tr   *transport
-	urls []string // the gateways' base URLs, without trailing slashes
+	urls []string        // the gateways' base URLs, without trailing slashes
+	base context.Context // the consumer's: fetches ahead end with it
+
+	mu     sync.Mutex
+	aheads map[session.Partition]*ahead // at most one per partition
 }
 
-// fetchFrom fetches req from gateway i and decodes the answer.
+func newFetcher(base context.Context, cfg Config, tr *transport, urls []string) *fetcher {
+	return &fetcher{cfg: cfg, tr: tr, urls: urls, base: base, aheads: map[session.Partition]*ahead{}}
+}
+
+// fetchFrom fetches req from gateway i, or takes the answer fetched
+// ahead for exactly req, and decodes the answer.
 func (f *fetcher) fetchFrom(ctx context.Context, i int, req session.Fetch) (driver.Fetched, error) {
+	res, err, ok := f.claim(ctx, req)
+	if !ok {
+		res, err = f.fetchOnce(ctx, i, req, f.onNext(i, req))
+	}
+	if err != nil {
+		return driver.Fetched{}, err
+	}
+	return driver.Fetched{Records: len(res.records), Bytes: res.bytes, Next: res.next, Payload: res.records}, nil
+}
+
+// fetchOnce is one fetch of req from gateway i; onHeaders (may be nil)
+// sees the headers of the answer before its body is read.
+func (f *fetcher) fetchOnce(ctx context.Context, i int, req session.Fetch, onHeaders func(http.Header)) (fetched, error) {
 	op := "fetch " + req.Partition.String()
 	q := url.Values{}
 	q.Set("offset", offsetParam(req.Offset))
 	q.Set("max_bytes", strconv.FormatInt(int64(f.cfg.FetchMaxBytes), 10))
 	q.Set("max_wait_ms", strconv.FormatInt(f.cfg.FetchMaxWait.Milliseconds(), 10))
-	r := request{method: http.MethodGet, url: recordsURL(f.urls[i], req.Partition) + "?" + q.Encode(), bearer: req.Capability, accept: api.MediaJSON}
+	r := request{method: http.MethodGet, url: recordsURL(f.urls[i], req.Partition) + "?" + q.Encode(), bearer: req.Capability, accept: api.MediaJSON, onHeaders: onHeaders}
 	if f.cfg.Raw {
 		r.accept = api.MediaRecordBatch
 	}
 	limit := max(64<<20, 4*int64(f.cfg.FetchMaxBytes))
 	resp, body, err := f.tr.do(ctx, op, r, limit)
 	if err != nil {
-		return driver.Fetched{}, err
+		return fetched{}, err
 	}
 	var res fetched
 	if f.cfg.Raw {
@@ -48,9 +71,9 @@ func (f *fetcher) fetchFrom(ctx context.Context, i int, req session.Fetch) (driv
 		res, err = decodeJSON(body, req)
 	}
 	if err != nil {
-		return driver.Fetched{}, fmt.Errorf("client: %s: %w", op, err)
+		return fetched{}, fmt.Errorf("client: %s: %w", op, err)
 	}
-	return driver.Fetched{Records: len(res.records), Bytes: res.bytes, Next: res.next, Payload: res.records}, nil
+	return res, nil
 }
 
 // fetched is a decoded answer.

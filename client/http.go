@@ -66,16 +66,32 @@ func (t *transport) do(ctx context.Context, op string, req request, limit int64)
 		return nil, nil, fmt.Errorf("client: %s: %w", op, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
+	if ok && req.onHeaders != nil {
+		req.onHeaders(resp.Header)
+	}
+	b, err := readBody(resp, limit)
 	switch {
 	case err != nil:
 		return nil, nil, fmt.Errorf("client: %s: read answer: %w", op, err)
 	case int64(len(b)) > limit:
 		return nil, nil, fmt.Errorf("client: %s: answer larger than %d bytes", op, limit)
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
+	case !ok:
 		return resp, nil, decodeError(op, resp, b)
 	}
 	return resp, b, nil
+}
+
+// readBody reads up to limit+1 bytes of the answer, in one buffer of the
+// announced length when there is one (a fetch answer is up to megabytes:
+// growing a buffer for it would copy it several times).
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n <= limit {
+		b := make([]byte, n)
+		_, err := io.ReadFull(resp.Body, b)
+		return b, err
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, limit+1))
 }
 
 type request struct {
@@ -84,6 +100,9 @@ type request struct {
 	bearer string
 	accept string
 	body   []byte
+	// onHeaders, if set, sees the headers of a 2xx answer before its
+	// body is read.
+	onHeaders func(http.Header)
 }
 
 // postJSON posts in and decodes the answer into out (nil: ignore it).

@@ -1,0 +1,142 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/client/driver"
+	"github.com/capgate/capgate/client/session"
+)
+
+// fetchesAt counts the fetches the gateways answered (or saw cancelled)
+// of p at offset with capability.
+func (e *env) fetchesAt(capability string, p Partition, offset int64) int {
+	n := 0
+	for _, f := range e.store.seen() {
+		if f.capability == capability && f.partition == p && f.offset == offset {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) fetcher(ctx context.Context, cfg Config) *fetcher {
+	tr := &transport{http: newHTTPClient(nil), backoff: backoff{base: cfg.RetryBackoff, max: cfg.RetryBackoffMax}}
+	return newFetcher(ctx, cfg, tr, trimURLs(cfg.Gateways))
+}
+
+// TestFetchAheadHandsOverExactMatchesOnly: after a fetch that moved the
+// offset, the next one of the partition is already under way; the session
+// asking for exactly it gets it without another request. A fetch under
+// another epoch and capability never gets it.
+func TestFetchAheadHandsOverExactMatchesOnly(t *testing.T) {
+	e := newEnv(t, nil)
+	e.store.append(p0, 12)
+	e.store.allow("cap-1", p0)
+	e.store.allow("cap-2", p0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := e.fetcher(ctx, e.config())
+	fetch := func(id uint64, epoch uint64, capability string, offset int64) (driver.Fetched, error) {
+		return f.fetchFrom(ctx, 0, session.Fetch{ID: id, Partition: p0, Epoch: epoch, Offset: offset, Capability: capability})
+	}
+
+	if d, err := fetch(1, 1, "cap-1", 0); err != nil || d.Next != 4 {
+		t.Fatalf("first fetch: %+v %v", d, err)
+	}
+	waitFor(t, "the fetch from 4 ahead", func() bool { return e.fetchesAt("cap-1", p0, 4) == 1 })
+	if d, err := fetch(2, 1, "cap-1", 4); err != nil || d.Next != 8 || d.Records != 4 {
+		t.Fatalf("second fetch: %+v %v", d, err)
+	}
+	if n := e.fetchesAt("cap-1", p0, 4); n != 1 {
+		t.Fatalf("%d requests from offset 4, want the one made ahead", n)
+	}
+
+	// The fetch from 8 is ahead under epoch 1; epoch 2 must not take it.
+	waitFor(t, "the fetch from 8 ahead", func() bool { return e.fetchesAt("cap-1", p0, 8) == 1 })
+	if d, err := fetch(3, 2, "cap-2", 8); err != nil || d.Next != 12 {
+		t.Fatalf("fetch under epoch 2: %+v %v", d, err)
+	}
+	if n := e.fetchesAt("cap-2", p0, 8); n != 1 {
+		t.Fatalf("%d requests from 8 with the epoch-2 capability, want 1 of its own", n)
+	}
+
+}
+
+// TestFetchAheadFailureIsFetchedAgain: a fetch ahead that failed on the
+// way (not a gateway refusal) is not handed over; the session's fetch asks
+// the gateway itself.
+func TestFetchAheadFailureIsFetchedAgain(t *testing.T) {
+	e := newEnv(t, nil)
+	e.store.append(p0, 8)
+	e.store.allow("cap-1", p0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := e.fetcher(ctx, e.config())
+	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}); err != nil {
+		t.Fatalf("first fetch: %+v %v", d, err)
+	}
+	waitFor(t, "the fetch ahead", func() bool { return e.fetchesAt("cap-1", p0, 4) == 1 })
+	f.mu.Lock()
+	a := f.aheads[p0]
+	f.mu.Unlock()
+	if a == nil {
+		t.Fatal("no fetch ahead registered")
+	}
+	<-a.done
+	a.err = errFetchAheadTest // as if it had failed
+	before := e.fetchesAt("cap-1", p0, 4)
+	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 2, Partition: p0, Epoch: 1, Offset: 4, Capability: "cap-1"}); err != nil || d.Next != 8 {
+		t.Fatalf("second fetch: %+v %v", d, err)
+	}
+	if after := e.fetchesAt("cap-1", p0, 4); after != before+1 {
+		t.Fatalf("requests from 4: %d then %d, want one more", before, after)
+	}
+}
+
+var errFetchAheadTest = http.ErrHandlerTimeout
+
+// TestFetchAheadUnclaimedIsDropped: an answer fetched ahead that nobody
+// asks for is dropped after request_timeout.
+func TestFetchAheadUnclaimedIsDropped(t *testing.T) {
+	e := newEnv(t, nil)
+	e.store.append(p0, 8)
+	e.store.allow("cap-1", p0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := e.config()
+	cfg.RequestTimeout = 200 * time.Millisecond
+	f := e.fetcher(ctx, cfg)
+	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}); err != nil {
+		t.Fatalf("first fetch: %+v %v", d, err)
+	}
+	waitFor(t, "the fetch ahead dropped", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.aheads) == 0 && e.fetchesAt("cap-1", p0, 4) == 1
+	})
+}
+
+// TestFetchAheadOff: with FetchAhead false nothing is fetched that the
+// session did not ask for.
+func TestFetchAheadOff(t *testing.T) {
+	e := newEnv(t, nil)
+	e.store.append(p0, 8)
+	e.store.allow("cap-1", p0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := e.config()
+	cfg.FetchAhead = false
+	f := e.fetcher(ctx, cfg)
+	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}); err != nil {
+		t.Fatalf("first fetch: %+v %v", d, err)
+	}
+	f.mu.Lock()
+	n := len(f.aheads)
+	f.mu.Unlock()
+	if n != 0 || e.fetchesAt("cap-1", p0, 4) != 0 {
+		t.Fatalf("fetched ahead with FetchAhead off: %d registered", n)
+	}
+}
