@@ -38,6 +38,8 @@ const (
 	CodeBodyTooLarge         Code = "body_too_large"
 	CodeOffsetOutOfRange     Code = "offset_out_of_range"
 	CodeRateLimited          Code = "rate_limited"
+	CodeTooManyFetches       Code = "too_many_fetches" // one holder's in-flight fetches at its cap
+	CodeOverloaded           Code = "overloaded"       // the gateway's in-flight fetches at its cap: try another
 	CodeHeadersTooLarge      Code = "headers_too_large"
 	CodeBrokerError          Code = "broker_error"
 	CodeNotReady             Code = "not_ready"   // gateway before first sync, coordinator starting
@@ -71,6 +73,8 @@ var table = map[Code]Reject{
 	CodeBodyTooLarge:              {http.StatusRequestEntityTooLarge, false},
 	CodeOffsetOutOfRange:          {http.StatusRequestedRangeNotSatisfiable, false},
 	CodeRateLimited:               {http.StatusTooManyRequests, true},
+	CodeTooManyFetches:            {http.StatusTooManyRequests, true},
+	CodeOverloaded:                {http.StatusServiceUnavailable, true},
 	CodeHeadersTooLarge:           {http.StatusRequestHeaderFieldsTooLarge, false},
 	CodeBrokerError:               {http.StatusBadGateway, true},
 	CodeNotReady:                  {http.StatusServiceUnavailable, true},

@@ -230,8 +230,10 @@ func (c *fetchConn) expired(now time.Time, idleTimeout time.Duration) bool {
 // connection must be closed. Any error leaves the connection unusable.
 func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline time.Time) (*kmsg.FetchResponse, error) {
 	req.Version = c.fetchVersion
-	if req.Topics[0].TopicID == ([16]byte{}) {
-		req.Version = min(req.Version, 12) // no topic id known: name it
+	for i := range req.Topics {
+		if req.Topics[i].TopicID == ([16]byte{}) {
+			req.Version = min(req.Version, 12) // no topic id known: name it
+		}
 	}
 	if err := c.nc.SetDeadline(deadline); err != nil {
 		return nil, err

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -32,24 +34,34 @@ func (c *Client) Route(ctx context.Context, topic string, partition int32, refre
 
 // FetchRaw sends req, a Fetch naming only partitions the broker at addr
 // leads, on a leased fetch connection of that broker (as Fetch does, so
-// concurrent long polls never queue behind each other) and returns the
-// broker's answer untouched. Cancelling ctx returns at once and drops the
-// connection's socket.
+// concurrent long polls never queue behind each other; one with
+// MaxWaitMillis takes a long-poll connection, waiting for one at most
+// that long) and returns the broker's answer untouched. Cancelling ctx
+// returns at once and drops the connection's socket.
 func (c *Client) FetchRaw(ctx context.Context, addr string, req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
-	pool, err := c.fetchPools.get(addr)
+	bp, err := c.fetchPools.get(addr)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := pool.acquire(ctx)
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	pool, giveUp := bp.short, (<-chan time.Time)(nil)
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		pool, giveUp = bp.long, t.C
+	}
+	conn, _, err := pool.acquire(ctx, giveUp)
+	if errors.Is(err, errNoSlot) {
+		now := *req
+		now.MaxWaitMillis = 0
+		return c.FetchRaw(ctx, addr, &now)
+	}
 	if err != nil {
 		return nil, err
 	}
-	kresp, err := conn.broker.Request(ctx, req)
-	pool.release(conn)
-	if err != nil {
-		return nil, err
-	}
-	return kresp.(*kmsg.FetchResponse), nil
+	resp, err := conn.fetch(ctx, req, time.Now().Add(wait+c.cfg.RequestTimeout))
+	pool.release(conn, err == nil)
+	return resp, err
 }
 
 // Request sends req with the client's kgo client: Metadata, ListOffsets

@@ -47,6 +47,14 @@ type Config struct {
 
 	// MaxWait caps a fetch's max_wait_ms (the long poll).
 	MaxWait time.Duration `yaml:"max_wait"`
+	// MaxInflightFetches bounds the fetches this gateway serves at once
+	// (long polls included): beyond it a fetch is refused 503 overloaded,
+	// and a client tries another gateway.
+	MaxInflightFetches int `yaml:"max_inflight_fetches"`
+	// MaxInflightFetchesPerHolder bounds the fetches of one holder at
+	// once, the holder being the root of the capability's chain (chn[0],
+	// else its jti): beyond it a fetch is refused 429 too_many_fetches.
+	MaxInflightFetchesPerHolder int `yaml:"max_inflight_fetches_per_holder"`
 	// DefaultFetchBytes is a fetch's max_bytes when the request names none;
 	// MaxFetchBytes clamps the ones it names.
 	DefaultFetchBytes int32 `yaml:"default_fetch_bytes"`
@@ -140,18 +148,22 @@ func DefaultConfig() Config {
 		MaxLease:          10 * time.Minute,
 		TokenCacheEntries: 100_000,
 		MaxWait:           30 * time.Second,
-		DefaultFetchBytes: 1 << 20,
-		MaxFetchBytes:     8 << 20,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		ShutdownTimeout:   10 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		MaxBodyBytes:      4 << 20,
-		RateLimitEntries:  100_000,
-		MonitorLabelsMax:  32,
-		TLS:               TLSConfig{ServerConfig: tlsconf.DefaultServerConfig(), Consumers: tlsconf.DefaultChannel()},
-		Broker:            broker.DefaultConfig(),
+		// A long poll holds a broker connection (see
+		// broker.long_poll_connections_per_broker) and a goroutine.
+		MaxInflightFetches:          4096,
+		MaxInflightFetchesPerHolder: 64,
+		DefaultFetchBytes:           1 << 20,
+		MaxFetchBytes:               8 << 20,
+		ReadTimeout:                 10 * time.Second,
+		WriteTimeout:                10 * time.Second,
+		IdleTimeout:                 60 * time.Second,
+		ShutdownTimeout:             10 * time.Second,
+		MaxHeaderBytes:              16 << 10,
+		MaxBodyBytes:                4 << 20,
+		RateLimitEntries:            100_000,
+		MonitorLabelsMax:            32,
+		TLS:                         TLSConfig{ServerConfig: tlsconf.DefaultServerConfig(), Consumers: tlsconf.DefaultChannel()},
+		Broker:                      broker.DefaultConfig(),
 
 		KafkaHeartbeatInterval: 100 * time.Millisecond,
 		KafkaSessionTimeoutMin: time.Second,
@@ -261,7 +273,8 @@ func (c Config) validateLimits() error {
 	for _, n := range []struct {
 		name  string
 		value int
-	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax}} {
+	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax},
+		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}} {
 		if n.value <= 0 {
 			return fmt.Errorf("gateway.%s: must be > 0, got %d", n.name, n.value)
 		}

@@ -101,7 +101,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		cache:     ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
 		view:      authz.NewView(authz.Config{Leeway: cfg.Leeway}),
 		limiter:   newRateLimiter(cfg.RateLimitEntries),
-		inflight:  newInflight(guard.Bugs{}),
+		inflight:  newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder),
 		tls:       serverTLS,
 		syncHTTP:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
 		syncDone:  make(chan struct{}),

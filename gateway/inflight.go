@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/gateway/authz"
 	"github.com/capgate/capgate/gateway/guard"
 	"github.com/capgate/capgate/ocap"
@@ -15,10 +16,16 @@ import (
 // errFenced is the cancel cause of a fetch a revocation superseded.
 var errFenced = errors.New("gateway: capability revoked while the fetch was in flight")
 
+// errClientGone is the cancel cause of a long poll whose client closed its
+// connection.
+var errClientGone = errors.New("gateway: the client went away during the long poll")
+
 // fetchEntry is one fetch between admission and its last byte encoded:
-// its place in the registry, its context's cancel and a done signal.
+// its place in the registry, its holder, its context's cancel and a done
+// signal.
 type fetchEntry struct {
 	entry  *guard.Entry[*fetchEntry]
+	holder string
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed by finish
 }
@@ -26,25 +33,65 @@ type fetchEntry struct {
 // inflight is the registry of fetches in flight (guard.Registry decides
 // which a revocation refuses) behind a mutex, with what only a process
 // has: contexts to cancel and the wait for each cancelled fetch to finish.
+// It also bounds them: max in all, maxPerHolder per holder (holderOf).
 type inflight struct {
-	mu  sync.Mutex
-	reg *guard.Registry[*fetchEntry]
+	max, maxPerHolder int
+
+	mu       sync.Mutex
+	reg      *guard.Registry[*fetchEntry]
+	byHolder map[string]int
 
 	cancelled atomic.Int64 // fetches cancelled by revocations, ever
 }
 
-func newInflight(bugs guard.Bugs) *inflight {
-	return &inflight{reg: guard.NewRegistry[*fetchEntry](bugs)}
+func newInflight(bugs guard.Bugs, max, maxPerHolder int) *inflight {
+	return &inflight{reg: guard.NewRegistry[*fetchEntry](bugs), max: max, maxPerHolder: maxPerHolder, byHolder: map[string]int{}}
+}
+
+// holderOf is whom a capability's fetches count against: the root of its
+// chain (an attenuated child and its own children share their root's
+// allowance), else the capability itself.
+func holderOf(c *ocap.Claims) string {
+	if len(c.Chain) > 0 {
+		return c.Chain[0]
+	}
+	return c.ID
 }
 
 // start registers a fetch and returns its entry and context, a child of
-// base that the revocation paths cancel.
-func (f *inflight) start(base context.Context, c *ocap.Claims, req authz.Request) (*fetchEntry, context.Context) {
-	ctx, cancel := context.WithCancelCause(base)
-	e := &fetchEntry{cancel: cancel, done: make(chan struct{})}
+// base that the revocation paths cancel; or, with nothing registered,
+// api.CodeOverloaded when max fetches are in flight and
+// api.CodeTooManyFetches when the holder has maxPerHolder.
+func (f *inflight) start(base context.Context, c *ocap.Claims, req authz.Request) (*fetchEntry, context.Context, api.Code) {
+	holder := holderOf(c)
 	f.mu.Lock()
-	e.entry = f.reg.Add(c, req, e)
+	switch {
+	case f.reg.Len() >= f.max:
+		f.mu.Unlock()
+		return nil, nil, api.CodeOverloaded
+	case f.byHolder[holder] >= f.maxPerHolder:
+		f.mu.Unlock()
+		return nil, nil, api.CodeTooManyFetches
+	}
+	e, ctx := f.registerLocked(base, c, req, holder)
 	f.mu.Unlock()
+	return e, ctx, ""
+}
+
+// register is start without the caps: the Kafka listener's fetches,
+// bounded by its own connection limit (one request at a time on each),
+// still count towards them.
+func (f *inflight) register(base context.Context, c *ocap.Claims, req authz.Request) (*fetchEntry, context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.registerLocked(base, c, req, holderOf(c))
+}
+
+func (f *inflight) registerLocked(base context.Context, c *ocap.Claims, req authz.Request, holder string) (*fetchEntry, context.Context) {
+	ctx, cancel := context.WithCancelCause(base)
+	e := &fetchEntry{holder: holder, cancel: cancel, done: make(chan struct{})}
+	e.entry = f.reg.Add(c, req, e)
+	f.byHolder[holder]++
 	return e, ctx
 }
 
@@ -52,6 +99,9 @@ func (f *inflight) start(base context.Context, c *ocap.Claims, req authz.Request
 func (f *inflight) finish(e *fetchEntry) {
 	f.mu.Lock()
 	f.reg.Remove(e.entry)
+	if f.byHolder[e.holder]--; f.byHolder[e.holder] <= 0 {
+		delete(f.byHolder, e.holder)
+	}
 	f.mu.Unlock()
 	e.cancel(nil)
 	close(e.done)

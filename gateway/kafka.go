@@ -102,7 +102,7 @@ func (k kafkaGate) Recheck(c *ocap.Claims, req authz.Request, now time.Time) api
 }
 
 func (k kafkaGate) Track(base context.Context, c *ocap.Claims, req authz.Request) (context.Context, func()) {
-	entry, ctx := k.g.inflight.start(base, c, req)
+	entry, ctx := k.g.inflight.register(base, c, req)
 	return ctx, func() { k.g.inflight.finish(entry) }
 }
 

@@ -5,7 +5,8 @@ package gateway
 // share a process): requests by op and outcome code, latency histograms,
 // bytes and records out, token cache hits and misses, sync lag (sequence
 // behind, seconds since the last good sync, self-fenced), in-flight
-// fetches and those cancelled by revocations, and per-monitor-tag request
+// fetches, those cancelled by revocations and the long polls abandoned by
+// their clients, and per-monitor-tag request
 // and byte counts with at most monitor_labels_max distinct tags (then
 // "other"). Unauthenticated, like /healthz.
 
@@ -42,6 +43,7 @@ type metrics struct {
 	bytesIn     prometheus.Counter
 	cacheHits   prometheus.Counter
 	cacheMisses prometheus.Counter
+	abandoned   prometheus.Counter
 	syncPolls   *prometheus.CounterVec
 	appliedSeq  prometheus.Gauge
 	monitors    *monitorLabels
@@ -62,6 +64,7 @@ func newMetrics(g *Gateway) *metrics {
 	m.bytesIn = counter("capgate_gateway_produce_bytes_total", "Request body bytes of successful produces.")
 	m.cacheHits = counter("capgate_gateway_token_cache_hits_total", "Capabilities found in the verified-token cache.")
 	m.cacheMisses = counter("capgate_gateway_token_cache_misses_total", "Capabilities verified in full (signature).")
+	m.abandoned = counter("capgate_gateway_fetches_abandoned_total", "Long polls cancelled because their client hung up.")
 	m.syncPolls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_sync_polls_total", Help: "Sync polls by result."}, []string{"result"})
 	m.appliedSeq = prometheus.NewGauge(prometheus.GaugeOpts{Name: "capgate_gateway_sync_applied_seq", Help: "Sequence number of the last sync update applied."})
 	m.monitors = newMonitorLabels(g.cfg.MonitorLabelsMax)
@@ -73,7 +76,7 @@ func newMetrics(g *Gateway) *metrics {
 		}
 		m.latency[op] = latency.WithLabelValues(op)
 	}
-	m.registry.MustRegister(m.requests, latency, m.bytesOut, m.recordsOut, m.bytesIn, m.cacheHits, m.cacheMisses,
+	m.registry.MustRegister(m.requests, latency, m.bytesOut, m.recordsOut, m.bytesIn, m.cacheHits, m.cacheMisses, m.abandoned,
 		m.syncPolls, m.appliedSeq, m.monitors.requests, m.monitors.bytes, collectors.NewGoCollector())
 	m.registerGauges(g)
 	m.serve = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
@@ -83,7 +86,7 @@ func newMetrics(g *Gateway) *metrics {
 var knownCodes = []api.Code{
 	api.CodeBadRequest, api.CodeUnauthorized, api.CodeTokenExpired, api.CodeForbidden, api.CodeNotFound,
 	api.CodeMethodNotAllowed, api.CodeCapabilityRevoked, api.CodeBodyTooLarge, api.CodeOffsetOutOfRange,
-	api.CodeRateLimited, api.CodeHeadersTooLarge, api.CodeBrokerError, api.CodeNotReady, api.CodeOutOfSync,
+	api.CodeRateLimited, api.CodeTooManyFetches, api.CodeOverloaded, api.CodeHeadersTooLarge, api.CodeBrokerError, api.CodeNotReady, api.CodeOutOfSync,
 	api.CodeUnavailable, api.CodeInternal,
 }
 

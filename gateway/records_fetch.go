@@ -133,15 +133,23 @@ func (f *fetchCall) resolveOffset() api.Code {
 
 // serve runs the broker fetch as an in-flight fetch a revocation can
 // cancel, decides again, and writes the answer. The entry is finished only
-// after the body is encoded, so the sync client's wait covers it.
+// after the body is encoded, so the sync client's wait covers it. A fetch
+// over the gateway's or its holder's in-flight cap is refused; a long poll
+// whose client hangs up is cancelled at once.
 func (f *fetchCall) serve() api.Code {
 	g := f.g
-	entry, fctx := g.inflight.start(g.fetchBase, f.claims, f.req)
+	entry, fctx, refused := g.inflight.start(g.fetchBase, f.claims, f.req)
+	if refused != "" {
+		return f.refuseInflight(refused)
+	}
 	defer g.inflight.finish(entry)
+	stopWatch := func() {}
 	res, err := g.broker.Fetch(fctx, broker.FetchRequest{
 		Topic: f.req.Topic, Partition: f.req.Partition, Offset: f.query.offset,
 		MaxBytes: f.query.maxBytes, MaxWait: f.query.maxWait, Raw: f.raw,
+		Waiting: func() { stopWatch = watchHangup(f.ctx.Conn(), func() { entry.cancel(errClientGone) }) },
 	})
+	stopWatch()
 	if g.afterFetch != nil {
 		g.afterFetch()
 	}
@@ -161,6 +169,19 @@ func (f *fetchCall) serve() api.Code {
 		f.writeJSON(res)
 	}
 	return ""
+}
+
+// refuseInflight answers a fetch over an in-flight cap.
+func (f *fetchCall) refuseInflight(code api.Code) api.Code {
+	setRetryAfter(f.ctx, time.Second)
+	if code == api.CodeOverloaded {
+		writeError(f.ctx, code, "this gateway serves as many fetches as it may; retry on another gateway",
+			map[string]any{"max_inflight_fetches": f.g.cfg.MaxInflightFetches})
+		return code
+	}
+	writeError(f.ctx, code, "this capability's holder has as many fetches in flight as it may; wait for one to finish",
+		map[string]any{"max_inflight_fetches_per_holder": f.g.cfg.MaxInflightFetchesPerHolder})
+	return code
 }
 
 func (f *fetchCall) writeJSON(res broker.FetchResult) {
@@ -232,6 +253,12 @@ func (g *Gateway) fetchError(ctx *fasthttp.RequestCtx, fctx context.Context, err
 		// Cancelled by a revocation that a later snapshot undid: still refuse.
 		writeError(ctx, api.CodeCapabilityRevoked, "capability revoked while the fetch was in flight", nil)
 		return api.CodeCapabilityRevoked
+	case errors.Is(context.Cause(fctx), errClientGone):
+		// Nobody reads this answer; it only closes the connection.
+		g.metrics.abandoned.Inc()
+		ctx.SetConnectionClose()
+		writeError(ctx, api.CodeUnavailable, "client went away during the long poll", nil)
+		return api.CodeUnavailable
 	case errors.Is(context.Cause(fctx), errShuttingDown):
 		setRetryAfter(ctx, time.Second)
 		writeError(ctx, api.CodeUnavailable, "gateway shutting down; retry on another gateway", nil)
