@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,6 +58,9 @@ type isolationFigure struct {
 	IdleN, AttackN            int
 	IdleP50, IdleP99          time.Duration
 	AttackP50, AttackP99, Max time.Duration
+	// InFlight is the gateway's in-flight fetches right after the last
+	// poll was abandoned (its metric): the polls it was still serving.
+	InFlight int
 }
 
 // deployResult is one round.
@@ -264,14 +270,48 @@ func (d *procStack) scan(tb testing.TB) map[string]float64 {
 // broker (a shared broker connection pool is what the attack went for).
 func (d *procStack) isolation(tb testing.TB, v *procCapgate, p deployParams) isolationFigure {
 	victim := v.fetch(d, 0, false)
+	v.waitIdle(tb)
 	idle := timedWindow(tb, p.Window, victim, nil)
 	target := d.idleOnLeaderOf(0)
 	token := v.caps[deployIdle+"/"+strconv.Itoa(int(target))]
-	under := timedWindow(tb, p.Window, victim, func() { abandonPolls(tb, v.GatewayURL, token, target, p.AttackWait, p.AttackPolls) })
-	f := isolationFigure{Variant: v.Name, IdleN: len(idle), AttackN: len(under)}
+	inFlight := -1
+	under := timedWindow(tb, p.Window, victim, func() {
+		abandonPolls(tb, v.GatewayURL, token, target, p.AttackWait, p.AttackPolls)
+		inFlight = v.inflight(tb)
+	})
+	v.waitIdle(tb)
+	f := isolationFigure{Variant: v.Name, IdleN: len(idle), AttackN: len(under), InFlight: inFlight}
 	f.IdleP50, f.IdleP99, _ = quantiles(idle)
 	f.AttackP50, f.AttackP99, f.Max = quantiles(under)
 	return f
+}
+
+// inflight reads the gateway's capgate_gateway_inflight_fetches metric.
+func (v *deployed) inflight(tb testing.TB) int {
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(v.GatewayURL + "/metrics")
+	if err != nil {
+		tb.Logf("%s: metrics: %v", v.Name, err)
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "capgate_gateway_inflight_fetches "); ok {
+			n, _ := strconv.ParseFloat(rest, 64)
+			return int(n)
+		}
+	}
+	return -1
+}
+
+// waitIdle waits (up to 2 minutes) until the gateway serves no fetch: an
+// earlier attack may still hold it.
+func (v *deployed) waitIdle(tb testing.TB) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for v.inflight(tb) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // idleOnLeaderOf is an idle partition led by the leader of latency/p.

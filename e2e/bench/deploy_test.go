@@ -130,10 +130,10 @@ func deployTables(w io.Writer, title string, size deploySize, p deployParams, r 
 	rows = nil
 	for _, f := range r.Isolation {
 		rows = append(rows, []string{f.Variant, fmt.Sprint(f.IdleN), us(f.IdleP50), us(f.IdleP99), fmt.Sprint(f.AttackN), us(f.AttackP50), us(f.AttackP99), us(f.Max),
-			ratio(float64(f.AttackP99), float64(f.IdleP99))})
+			ratio(float64(f.AttackP99), float64(f.IdleP99)), fmt.Sprint(f.InFlight)})
 	}
 	table(w, fmt.Sprintf("Deployed, %s: a holder's 1-record fetches, idle and while another holder opens and abandons %d long polls (max_wait %v)", title, p.AttackPolls, p.AttackWait),
-		[]string{"gateway", "idle fetches", "idle p50 µs", "idle p99 µs", "attacked fetches", "p50 µs", "p99 µs", "max µs", "p99 × idle"}, rows)
+		[]string{"gateway", "idle fetches", "idle p50 µs", "idle p99 µs", "attacked fetches", "p50 µs", "p99 µs", "max µs", "p99 × idle", "polls in flight after"}, rows)
 }
 
 // suffix is "-json" or "-raw" of a path name.
