@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/capgate/capgate/api"
@@ -21,10 +23,14 @@ import (
 // fetcher hands over the answer fetched ahead; anything else cancels it.
 // Answers and gateway refusals are handed over (the same request would
 // get the same refusal); a transport failure is fetched again for real.
-// An answer nobody asks for is dropped after
-// request_timeout: it was admitted by a gateway under the same capability
-// and epoch as the fetch before it, and is delivered only if the session
-// still holds the partition at that epoch when it asks.
+//
+// It never outlives the session's interest: an aborted fetch of the
+// partition (a revoke, or the driver giving up on it) stops it (stop),
+// and nothing is fetched ahead for the partition until the session asks
+// for a fetch of it again; an answer nobody asks for is dropped after
+// request_timeout. An answer fetched ahead was admitted by a gateway under
+// the same capability and epoch as the fetch before it, and is delivered
+// only if the session still holds the partition at that epoch.
 
 // aheadKey is what a fetch must match to take an answer fetched ahead.
 type aheadKey struct {
@@ -33,9 +39,9 @@ type aheadKey struct {
 	offset     int64
 }
 
-// ahead is one fetch started before the session asked for it. Its fields
-// below done are written before done is closed; claimed, chained and next
-// are guarded by the fetcher's mutex.
+// ahead is one fetch started before the session asked for it. res and err
+// are written before done is closed; claimed, chained and next are
+// guarded by the fetcher's mutex.
 type ahead struct {
 	key     aheadKey
 	req     session.Fetch
@@ -44,6 +50,11 @@ type ahead struct {
 	done    chan struct{}
 	res     fetched
 	err     error
+	// begun is closed once its request reached the HTTP transport (or
+	// it gave up before): stop waits for it, so no fetch of a stopped
+	// partition begins after stop returned.
+	begun     chan struct{}
+	beginOnce sync.Once
 
 	claimed bool  // the session asked for it
 	chained bool  // the fetch after it was started
@@ -54,12 +65,16 @@ func keyOf(req session.Fetch) aheadKey {
 	return aheadKey{epoch: req.Epoch, capability: req.Capability, offset: req.Offset}
 }
 
+func (a *ahead) markBegun() { a.beginOnce.Do(func() { close(a.begun) }) }
+
 // claim takes the answer fetched ahead for exactly req, if any: it waits
 // for it within ctx and returns it (ok) when it is an answer or a gateway
 // refusal. A fetch ahead of the partition that does not match is
-// cancelled and dropped.
+// cancelled and dropped. A fetch the session asks for lifts a stop of
+// its partition.
 func (f *fetcher) claim(ctx context.Context, req session.Fetch) (res fetched, err error, ok bool) {
 	f.mu.Lock()
+	delete(f.stopped, req.Partition)
 	a := f.aheads[req.Partition]
 	if a == nil {
 		f.mu.Unlock()
@@ -72,20 +87,46 @@ func (f *fetcher) claim(ctx context.Context, req session.Fetch) (res fetched, er
 		return fetched{}, nil, false
 	}
 	a.claimed = true
+	f.claimed[req.Partition] = a
 	f.chainLocked(a)
 	f.mu.Unlock()
+	defer f.unclaim(a)
 	select {
 	case <-a.done:
 	case <-ctx.Done():
-		a.cancel()
 		return fetched{}, nil, false
 	}
-	a.cancel()
 	var refusal *Error
 	if a.err != nil && !errors.As(a.err, &refusal) {
 		return fetched{}, nil, false
 	}
 	return a.res, a.err, true
+}
+
+func (f *fetcher) unclaim(a *ahead) {
+	a.cancel()
+	f.mu.Lock()
+	if f.claimed[a.req.Partition] == a {
+		delete(f.claimed, a.req.Partition)
+	}
+	f.mu.Unlock()
+}
+
+// stop cancels the fetches ahead of p and keeps any from starting until
+// the session asks for a fetch of p again; it returns once none of them
+// can still begin a request.
+func (f *fetcher) stop(p session.Partition) {
+	f.mu.Lock()
+	f.stopped[p] = true
+	victims := []*ahead{f.aheads[p], f.claimed[p]}
+	delete(f.aheads, p)
+	f.mu.Unlock()
+	for _, a := range victims {
+		if a != nil {
+			a.cancel()
+			<-a.begun
+		}
+	}
 }
 
 // chainLocked starts the fetch after a claimed fetch ahead once its next
@@ -115,16 +156,17 @@ func (f *fetcher) onNext(i int, req session.Fetch) func(http.Header) {
 }
 
 // startAheadLocked starts fetching prev's partition from next on gateway
-// i, unless a fetch ahead of that partition exists.
+// i, unless the partition is stopped or has a fetch ahead already.
 func (f *fetcher) startAheadLocked(i int, prev session.Fetch, next int64) {
-	if f.aheads[prev.Partition] != nil || f.base.Err() != nil {
+	p := prev.Partition
+	if f.stopped[p] || f.aheads[p] != nil || f.base.Err() != nil {
 		return
 	}
 	req := prev
 	req.Offset = next
 	ctx, cancel := context.WithCancel(f.base)
-	a := &ahead{key: keyOf(req), req: req, gateway: i, cancel: cancel, done: make(chan struct{})}
-	f.aheads[req.Partition] = a
+	a := &ahead{key: keyOf(req), req: req, gateway: i, cancel: cancel, done: make(chan struct{}), begun: make(chan struct{})}
+	f.aheads[p] = a
 	go f.runAhead(ctx, a)
 }
 
@@ -139,7 +181,9 @@ func (f *fetcher) runAhead(ctx context.Context, a *ahead) {
 		f.chainLocked(a)
 		f.mu.Unlock()
 	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GetConn: func(string) { a.markBegun() }})
 	a.res, a.err = f.fetchOnce(ctx, a.gateway, a.req, hook)
+	a.markBegun()
 	close(a.done)
 	// Nobody asked for it within request_timeout: the session moved on
 	// (revoked, renewed, rewound) or stopped.

@@ -140,3 +140,36 @@ func TestFetchAheadOff(t *testing.T) {
 		t.Fatalf("fetched ahead with FetchAhead off: %d registered", n)
 	}
 }
+
+// TestFetchAheadStopped: stopping a partition (an aborted fetch: a
+// revoke) cancels what is fetched ahead of it and starts nothing more
+// until the session asks for a fetch of it again.
+func TestFetchAheadStopped(t *testing.T) {
+	e := newEnv(t, nil)
+	e.store.append(p0, 12)
+	e.store.allow("cap-1", p0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := e.fetcher(ctx, e.config())
+	if _, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}); err != nil {
+		t.Fatal(err)
+	}
+	f.stop(p0)
+	f.mu.Lock()
+	left := len(f.aheads) + len(f.claimed)
+	f.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d fetches ahead left after stop", left)
+	}
+	f.mu.Lock()
+	f.startAheadLocked(0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}, 4)
+	started := len(f.aheads)
+	f.mu.Unlock()
+	if started != 0 {
+		t.Fatal("a stopped partition was fetched ahead")
+	}
+	if _, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 2, Partition: p0, Epoch: 1, Offset: 4, Capability: "cap-1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "fetching ahead again once the session asked", func() bool { return e.fetchesAt("cap-1", p0, 8) == 1 })
+}

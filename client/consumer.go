@@ -405,6 +405,12 @@ func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 func (c *Consumer) startLocked(s driver.Send) {
 	ctx, cancel := context.WithTimeout(c.ctx, s.Timeout)
 	c.calls[s.Call] = cancel
+	if s.Kind == driver.KindFetch {
+		// An aborted fetch also stops what is fetched ahead of its
+		// partition, before a revoke hook can run.
+		p := s.Fetch.Partition
+		c.calls[s.Call] = func() { cancel(); c.fetcher.stop(p) }
+	}
 	if !c.spawnLocked(func() {
 		answer := c.attempt(ctx, s)
 		cancel()

@@ -26,12 +26,15 @@ type fetcher struct {
 	urls []string        // the gateways' base URLs, without trailing slashes
 	base context.Context // the consumer's: fetches ahead end with it
 
-	mu     sync.Mutex
-	aheads map[session.Partition]*ahead // at most one per partition
+	mu      sync.Mutex
+	aheads  map[session.Partition]*ahead // not asked for yet; at most one per partition
+	claimed map[session.Partition]*ahead // asked for, still running
+	stopped map[session.Partition]bool   // nothing ahead until the session asks again
 }
 
 func newFetcher(base context.Context, cfg Config, tr *transport, urls []string) *fetcher {
-	return &fetcher{cfg: cfg, tr: tr, urls: urls, base: base, aheads: map[session.Partition]*ahead{}}
+	return &fetcher{cfg: cfg, tr: tr, urls: urls, base: base, aheads: map[session.Partition]*ahead{},
+		claimed: map[session.Partition]*ahead{}, stopped: map[session.Partition]bool{}}
 }
 
 // fetchFrom fetches req from gateway i, or takes the answer fetched
