@@ -287,7 +287,7 @@ func (d *procStack) isolation(tb testing.TB, v *procCapgate, p deployParams) iso
 }
 
 // inflight reads the gateway's capgate_gateway_inflight_fetches metric.
-func (v *deployed) inflight(tb testing.TB) int {
+func (v *procCapgate) inflight(tb testing.TB) int {
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(v.GatewayURL + "/metrics")
 	if err != nil {
 		tb.Logf("%s: metrics: %v", v.Name, err)
@@ -307,7 +307,7 @@ func (v *deployed) inflight(tb testing.TB) int {
 
 // waitIdle waits (up to 2 minutes) until the gateway serves no fetch: an
 // earlier attack may still hold it.
-func (v *deployed) waitIdle(tb testing.TB) {
+func (v *procCapgate) waitIdle(tb testing.TB) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for v.inflight(tb) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
