@@ -1,18 +1,14 @@
 package cli_test
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/internal/stack"
 	"github.com/capgate/capgate/tlsconf"
 )
 
@@ -28,10 +24,7 @@ func caClient(t *testing.T, caFile string) *http.Client {
 
 // tlsQuickstartChecks is what each ```sh tls block of README.md must
 // print, in order.
-var tlsQuickstartChecks = []struct {
-	step string
-	want []string
-}{
+var tlsQuickstartChecks = []step{
 	{"load credentials", nil},
 	{"produce and consume over TLS", []string{`produced 1 records? to demo/1`, `demo/1\t0\t\tsecure`}},
 	{"curl with the CA", []string{`"status":"ready"`, `HTTP 200`}},
@@ -45,7 +38,7 @@ var tlsQuickstartChecks = []struct {
 // the dev PKI's keys are private (0600).
 func TestTLSQuickstart(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
+		t.Fatal("curl is not installed (apt-get install curl; .ci/run does)")
 	}
 	blocks := taggedBlocks(t, "../../README.md", "sh tls")
 	if len(blocks) != len(tlsQuickstartChecks) {
@@ -65,27 +58,7 @@ func TestTLSQuickstart(t *testing.T) {
 			t.Fatalf("%s: mode %v %v, want 0600", k, info.Mode().Perm(), err)
 		}
 	}
-	var script strings.Builder
-	for i, b := range blocks {
-		fmt.Fprintf(&script, "echo '@@step %d'\n%s\n", i, b)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", "exec 2>&1\n"+script.String())
-	cmd.Dir = work
-	cmd.Env = append(stack.CleanEnv(), "PATH="+filepath.Dir(capgate)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("TLS quickstart script: %v\n%s", err, out)
-	}
-	steps := regexp.MustCompile(`(?m)^@@step \d+\n`).Split(string(out), -1)[1:]
-	for i, check := range tlsQuickstartChecks {
-		for _, want := range check.want {
-			if !regexp.MustCompile(want).MatchString(steps[i]) {
-				t.Errorf("step %d (%s): output does not match %q:\n%s", i, check.step, want, steps[i])
-			}
-		}
-	}
+	checkSteps(t, runBlocks(t, work, "TLS quickstart", blocks), tlsQuickstartChecks)
 }
 
 // taggedBlocks returns the ```<tag> blocks of a markdown file, in order

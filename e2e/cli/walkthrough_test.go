@@ -19,10 +19,7 @@ func shellBlocks(t *testing.T, path string) []string { return taggedBlocks(t, pa
 
 // walkthroughChecks is what each ```sh block of README.md must print,
 // in order (stdout and stderr together).
-var walkthroughChecks = []struct {
-	step string
-	want []string // regular expressions
-}{
+var walkthroughChecks = []step{
 	{"load credentials", nil},
 	{"produce", []string{`produced 2 records to demo/0 \(offsets 0\.\.1\)`}},
 	{"join", nil},
@@ -49,6 +46,21 @@ func TestWalkthrough(t *testing.T) {
 	work := t.TempDir()
 	startDev(t, filepath.Join(work, "capgate-data"))
 
+	steps := runBlocks(t, work, "walk-through", blocks)
+	checkSteps(t, steps, walkthroughChecks)
+}
+
+// step is what one shell block must print (regular expressions).
+type step = struct {
+	step string
+	want []string
+}
+
+// runBlocks runs blocks in order as one sh script in work, with the
+// built capgate first on PATH, and returns what each printed (stdout and
+// stderr together); a failing script or a missing step fails t.
+func runBlocks(t *testing.T, work, what string, blocks []string) []string {
+	t.Helper()
 	var script strings.Builder
 	for i, b := range blocks {
 		fmt.Fprintf(&script, "echo '@@step %d'\n%s\n", i, b)
@@ -60,13 +72,19 @@ func TestWalkthrough(t *testing.T) {
 	cmd.Env = append(stack.CleanEnv(), "PATH="+filepath.Dir(capgate)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("walk-through script: %v\n%s", err, out)
+		t.Fatalf("%s script: %v\n%s", what, err, out)
 	}
 	steps := regexp.MustCompile(`(?m)^@@step \d+\n`).Split(string(out), -1)[1:]
 	if len(steps) != len(blocks) {
-		t.Fatalf("walk-through printed %d steps, want %d:\n%s", len(steps), len(blocks), out)
+		t.Fatalf("%s printed %d steps, want %d:\n%s", what, len(steps), len(blocks), out)
 	}
-	for i, check := range walkthroughChecks {
+	return steps
+}
+
+// checkSteps fails t for every step whose output misses a pattern.
+func checkSteps(t *testing.T, steps []string, checks []step) {
+	t.Helper()
+	for i, check := range checks {
 		for _, want := range check.want {
 			if !regexp.MustCompile(want).MatchString(steps[i]) {
 				t.Errorf("step %d (%s): output does not match %q:\n%s", i, check.step, want, steps[i])
