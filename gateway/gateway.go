@@ -115,6 +115,9 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	if cfg.KafkaListen != "" {
 		kc := cfg.kafkaConfig()
 		kc.CoordinatorTLS = syncTLS
+		if serverTLS != nil {
+			kc.WrapListener = serverTLS.Listener // the same certificate and client-certificate rule
+		}
 		if g.kafka, err = kafkaproto.New(kc, kafkaGate{g}, nil, log.Named("kafka")); err != nil {
 			bc.Close()
 			return nil, fmt.Errorf("gateway: %w", err)

@@ -34,6 +34,7 @@ type devFlags struct {
 	brokerAddr      string
 	coordinatorAddr string
 	gatewayAddr     string
+	kafkaAddr       string
 	logLevel        string
 	demo            bool
 	tls             bool
@@ -66,6 +67,7 @@ func newDevCmd() *cobra.Command {
 	fl.StringVar(&f.brokerAddr, "broker-addr", "127.0.0.1:9092", "embedded Kafka listen address (loopback; port 0 picks a free port)")
 	fl.StringVar(&f.coordinatorAddr, "coordinator-addr", "127.0.0.1:7070", "coordinator listen address (port 0 picks a free port)")
 	fl.StringVar(&f.gatewayAddr, "gateway-addr", "127.0.0.1:8080", "gateway listen address (port 0 picks a free port)")
+	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9093", "the gateway's Kafka listener address, for unmodified Kafka clients (port 0 picks a free port)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level of the console logs on stderr: debug, info, warn, error (warn with --demo)")
 	fl.BoolVar(&f.tls, "tls", false, "serve TLS: a throwaway CA and certificates in DATA-DIR/tls (keys 0600), the CA path in credentials.env as CAPGATE_CACERT; the gateway syncs with a client certificate")
 	fl.BoolVar(&f.demo, "demo", false, "also run a producer and consumers, add a consumer, print the handoff timeline and a summary, then exit")
@@ -138,7 +140,7 @@ func startDev(ctx context.Context, f devFlags, log *zap.Logger) (*devStack, erro
 		Dir: f.dataDir, Topics: map[string]int32{devTopic: devPartitions}, KafkaPort: port, KafkaDataDir: filepath.Join(f.dataDir, "kafka"),
 		Gateways: 1, CoordinatorListen: f.coordinatorAddr, GatewayListen: []string{f.gatewayAddr},
 		AdminToken: creds.AdminToken, SyncToken: creds.SyncToken,
-		Gateway: func(_ int, cfg *gateway.Config) { cfg.ID = devGatewayName },
+		Gateway: func(_ int, cfg *gateway.Config) { cfg.ID, cfg.KafkaListen = devGatewayName, f.kafkaAddr },
 		Logger:  func(part string) *zap.Logger { return log.Named(strings.TrimSuffix(part, "-1")) },
 	}
 	if f.tls {
@@ -170,8 +172,9 @@ func (d *devStack) useTLS(opts *stack.Options) error {
 	opts.Scheme = "https"
 	opts.HTTP = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	opts.Coordinator = func(_ int, cfg *coordinator.Config) { pki.apply(cfg, new(gateway.Config)) }
-	opts.Gateway = func(_ int, cfg *gateway.Config) {
-		cfg.ID = devGatewayName
+	gatewayBase := opts.Gateway
+	opts.Gateway = func(i int, cfg *gateway.Config) {
+		gatewayBase(i, cfg)
 		pki.apply(new(coordinator.Config), cfg)
 	}
 	return nil

@@ -17,10 +17,10 @@ func printDevBanner(w io.Writer, s *devStack, demo bool) {
   kafka:        %s   (embedded; topic %q, %d partitions)
   coordinator:  %s
   gateway:      %s
-  console:      %s/console   (log in with admin_token from the credentials file)
+%s  console:      %s/console   (log in with admin_token from the credentials file)
   credentials:  %s   (mode 0600: admin_token, client_credential, sync_token)
 
-`, s.dataDir, strings.Join(s.Kafka.Addrs(), ","), devTopic, devPartitions, s.CoordinatorURL(), s.GatewayURLs()[0], s.CoordinatorURL(), creds)
+`, s.dataDir, strings.Join(s.Kafka.Addrs(), ","), devTopic, devPartitions, s.CoordinatorURL(), s.GatewayURLs()[0], kafkaBannerLine(s.kafkaAddr()), s.CoordinatorURL(), creds)
 	if demo {
 		return
 	}
@@ -44,6 +44,14 @@ Operate it: capgate admin --token-file %s groups
 
 Press Ctrl-C to stop; records, offsets and credentials are kept in %s.
 `, env, indent(exportLines(publicEnv(s.env()))), s.Kafka.Addrs()[0], creds, s.dataDir)
+}
+
+// kafkaBannerLine names the gateway's Kafka listener, when it is on.
+func kafkaBannerLine(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return "  kafka listener: " + addr + "   (any Kafka client: SASL OAUTHBEARER, or PLAIN with a token as password)\n"
 }
 
 // publicEnv is env without the secrets: the banner never prints a token.

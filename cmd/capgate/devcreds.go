@@ -123,7 +123,19 @@ func saveCredentials(dir string, creds devCredentials, env [][2]string) error {
 // env is what points the CLI (and curl) at the dev stack: its addresses,
 // tokens and, with --tls, the CA bundle (CAPGATE_CACERT; curl --cacert).
 func (s *devStack) env() [][2]string {
-	return devEnv(s.creds, s.clientTLS, s.CoordinatorURL(), s.GatewayURLs()[0])
+	env := devEnv(s.creds, s.clientTLS, s.CoordinatorURL(), s.GatewayURLs()[0])
+	if addr := s.kafkaAddr(); addr != "" {
+		env = append(env, [2]string{"CAPGATE_KAFKA_BOOTSTRAP", addr})
+	}
+	return env
+}
+
+// kafkaAddr is the gateway's Kafka listener ("" when off).
+func (s *devStack) kafkaAddr() string {
+	if g := s.Gateways()[0].InProcess(); g != nil {
+		return g.KafkaAddr()
+	}
+	return ""
 }
 
 func devEnv(creds devCredentials, clientTLS tlsconf.ClientConfig, coordinatorURL, gatewayURL string) [][2]string {

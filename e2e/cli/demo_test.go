@@ -49,7 +49,7 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, capgate, "dev", "--demo", "--demo-duration", "12s", "--data-dir", t.TempDir(),
-		"--broker-addr", "127.0.0.1:0", "--coordinator-addr", "127.0.0.1:0", "--gateway-addr", "127.0.0.1:0")
+		"--broker-addr", "127.0.0.1:0", "--coordinator-addr", "127.0.0.1:0", "--gateway-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Env = &stdout, &stderr, stack.CleanEnv()
 	start := time.Now()

@@ -85,7 +85,7 @@ var bannerAddress = map[string]*regexp.Regexp{
 func startDev(t *testing.T, dataDir string, extra ...string) *devProcess {
 	t.Helper()
 	args := append([]string{"dev", "--data-dir", dataDir,
-		"--broker-addr", "127.0.0.1:0", "--coordinator-addr", "127.0.0.1:0", "--gateway-addr", "127.0.0.1:0"}, extra...)
+		"--broker-addr", "127.0.0.1:0", "--coordinator-addr", "127.0.0.1:0", "--gateway-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"}, extra...)
 	d := &devProcess{t: t, cmd: exec.Command(capgate, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{}), dataDir: dataDir}
 	d.cmd.Stdout, d.cmd.Stderr, d.cmd.Env = d.stdout, d.stderr, stack.CleanEnv()
 	if err := d.cmd.Start(); err != nil {

@@ -21,6 +21,9 @@ type Config struct {
 	// connections authenticated with a partition capability see all of
 	// them as brokers, partitions spread evenly. Empty: this one only.
 	Peers []string
+	// WrapListener, when set, wraps the listener: the gateway's TLS
+	// (clients then use SASL_SSL). Nil: plaintext (SASL_PLAINTEXT).
+	WrapListener func(net.Listener) net.Listener
 	// ClusterID is reported in Metadata (the gateway pool's audience).
 	ClusterID string
 	// CoordinatorURL is the capgate coordinator (group sessions) and

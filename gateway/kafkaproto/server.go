@@ -76,9 +76,13 @@ func (s *Server) Start() error {
 		return err
 	}
 	s.ln = ln
+	if s.cfg.WrapListener != nil {
+		s.ln = s.cfg.WrapListener(ln)
+	}
 	s.wg.Add(1)
 	go s.accept()
-	s.log.Info("kafka listener started", zap.String("addr", ln.Addr().String()), zap.String("advertised", s.advertised()))
+	s.log.Info("kafka listener started", zap.String("addr", ln.Addr().String()), zap.String("advertised", s.advertised()),
+		zap.Bool("tls", s.cfg.WrapListener != nil))
 	return nil
 }
 
