@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -263,5 +264,46 @@ func TestConfigRefusesPlainHTTP(t *testing.T) {
 	cfg.Issuers[0].JWKSURL, cfg.Issuers[0].Algorithms = "", []string{"HS256"}
 	if err := cfg.Validate("oidc"); err == nil || !strings.Contains(err.Error(), "algorithms") {
 		t.Fatalf("HS256 allowed: %v", err)
+	}
+}
+
+// TestConcurrentVerify: verifications from many goroutines while the
+// issuer rotates (old keys kept) all succeed, and the key set is fetched
+// once per rotation at most (run under -race in CI).
+func TestConcurrentVerify(t *testing.T) {
+	now := time.Now()
+	is := idptest.New(t, "EdDSA")
+	cfg := config(is)
+	cfg.JWKSRefreshMin = time.Nanosecond // the clock is the real one here: every unknown kid may refresh
+	v := newVerifier(t, cfg)
+	tokens := make(chan string, 64)
+	done := make(chan error, 8)
+	for range 8 {
+		go func() {
+			var first error
+			for tok := range tokens { // drain even after a failure
+				if _, err := v.Verify(context.Background(), tok, time.Now()); err != nil && first == nil {
+					first = err
+				}
+			}
+			done <- first
+		}()
+	}
+	for i := range 5 {
+		for range 40 {
+			tokens <- is.Token(claims(now, idptest.Claims{"groups": []string{"kafka-billing"}}))
+		}
+		if _, err := is.Rotate(fmt.Sprintf("k%d", i+2), "EdDSA", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(tokens)
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fetches := is.JWKSFetches.Load(); fetches > 6 {
+		t.Fatalf("%d JWKS fetches for 5 rotations", fetches)
 	}
 }
