@@ -25,16 +25,14 @@ func newObserver(c *Coordinator) *observer {
 	return &observer{c: c, revokedAt: make(map[handoffKey]time.Time)}
 }
 
-func (o *observer) Readied(group.Ready) {}
-
 // Persisted feeds the coordinator's own revocation view (before any reply
 // of the Ready goes out) and hands committed offsets to the Kafka mirror.
-func (o *observer) Persisted(records []group.Record) {
-	o.c.revocations.apply(records, o.c.now())
+func (o *observer) Persisted(rd group.Ready) {
+	o.c.revocations.apply(rd.Persist, o.c.now())
 	if !o.c.cfg.MirrorOffsets {
 		return
 	}
-	for _, r := range records {
+	for _, r := range rd.Persist {
 		if off, ok := r.(group.OffsetRecord); ok && off.Offset >= 0 {
 			o.c.mirror.add(off.Group, off.Topic, off.Partition, off.Offset)
 		}

@@ -23,11 +23,9 @@ type Store interface {
 // mirror, the console's timeline and the simulation's checkers. Its calls
 // run in the Driver's goroutine and must not block.
 type Observer interface {
-	// Readied sees a Ready the audit accepted, before it is persisted.
-	Readied(rd group.Ready)
-	// Persisted sees a Ready's records once they are durable, before any
-	// of its messages is sent.
-	Persisted(records []group.Record)
+	// Persisted sees a Ready once its records are durable, before any of
+	// its messages is sent.
+	Persisted(rd group.Ready)
 	// Sending sees a persisted Ready just before its messages are handed
 	// to their requests (which may then change them, e.g. resolve grant
 	// offsets, in other goroutines); m is the machine, for read-only
@@ -87,6 +85,9 @@ type Bugs struct {
 	// SendOnFailedPersist delivers a Ready's messages although its
 	// persist failed (fail open), and carries on.
 	SendOnFailedPersist bool
+	// DropOddOffsets leaves every odd committed offset out of the store
+	// writes (persist.go).
+	DropOddOffsets bool
 }
 
 // New returns a Driver over m, which must be fresh or restored from what
@@ -205,7 +206,6 @@ func (d *Driver) handle(now time.Time) error {
 	if err != nil {
 		return d.fail(fmt.Errorf("coordinator: refused a Ready: %w", err))
 	}
-	d.observer.Readied(rd)
 	if len(rd.Persist) > 0 {
 		err := d.persist(rd.Persist, now)
 		clear(d.batch.resets)
@@ -216,7 +216,7 @@ func (d *Driver) handle(now time.Time) error {
 		case err != nil:
 			return d.fail(err)
 		default:
-			d.observer.Persisted(rd.Persist)
+			d.observer.Persisted(rd)
 		}
 	}
 	d.observer.Sending(now, rd, d.m)

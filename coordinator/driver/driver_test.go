@@ -36,9 +36,8 @@ type recorder struct {
 	events []string
 }
 
-func (r *recorder) Readied(rd group.Ready) { r.events = append(r.events, "readied") }
-func (r *recorder) Persisted(records []group.Record) {
-	r.events = append(r.events, fmt.Sprintf("persisted %d", len(records)))
+func (r *recorder) Persisted(rd group.Ready) {
+	r.events = append(r.events, fmt.Sprintf("persisted %d", len(rd.Persist)))
 }
 func (r *recorder) Sending(_ time.Time, rd group.Ready, _ *group.Machine) {
 	r.events = append(r.events, fmt.Sprintf("sent %d", len(rd.Messages)))
@@ -110,7 +109,7 @@ func TestPersistBeforeSend(t *testing.T) {
 	if len(snap.Groups) != 1 || len(snap.Groups[0].Members) != 1 || snap.Groups[0].Partitions[0].Epoch != 1 {
 		t.Fatalf("store holds %+v; want the member and epoch 1 persisted", snap.Groups)
 	}
-	if want := fmt.Sprint([]string{"readied", "persisted 4", "sent 1"}); fmt.Sprint(e.obs.events) != want {
+	if want := fmt.Sprint([]string{"persisted 4", "sent 1"}); fmt.Sprint(e.obs.events) != want {
 		t.Fatalf("observer saw %v, want %v", e.obs.events, want)
 	}
 }

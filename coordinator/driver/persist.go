@@ -151,7 +151,7 @@ func (d *Driver) writePartition(w *store.Writer, r group.PartitionRecord, flips 
 	}
 	state := store.PartitionState{
 		State: string(r.State), Owner: r.Holder, Target: r.Target, Epoch: r.HolderEpoch,
-		RevokedAtMs: unixMilli(r.RevokeStarted),
+		RevokedAtMs: ceilMilli(r.RevokeStarted),
 	}
 	if err := w.PutPartitionState(r.Group, r.Topic, r.Partition, state); err != nil {
 		return err
@@ -176,6 +176,9 @@ func (d *Driver) writeOffset(w *store.Writer, r group.OffsetRecord) error {
 	key := partKey{r.Group, r.Topic, r.Partition}
 	if r.Offset < 0 {
 		return w.DeleteOffset(r.Group, r.Topic, r.Partition)
+	}
+	if d.bugs.DropOddOffsets && r.Offset%2 == 1 {
+		return nil // planted bug
 	}
 	offset := store.CommittedOffset{Offset: r.Offset, Metadata: r.Metadata, Epoch: d.batch.epochs[key]}
 	if d.batch.resets[key] {
@@ -206,6 +209,17 @@ func unixMilli(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixMilli()
+}
+
+// ceilMilli is unixMilli rounded up: a handoff's start, stored in ms, is
+// never restored earlier than it was, so a restart never ends a handoff
+// before its handoff_timeout (found by the simulation, which runs this
+// mapping: truncating let the timeout fire up to 1 ms early).
+func ceilMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return (t.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 }
 
 func fromMilli(ms int64) time.Time {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/client/session"
-	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/gateway/authz"
 )
 
@@ -157,12 +156,12 @@ func servable(e *fetchEntry) bool {
 // checkEpochsRise: per partition the epochs the coordinator grants only
 // rise, across crashes and restarts; an epoch is granted to one holder
 // (re-sends and renewals carry the same epoch to the same holder).
-func (k *checker) checkEpochsRise(p *partCheck, g group.Grant) {
+func (k *checker) checkEpochsRise(p *partCheck, epoch uint64, holder string) {
 	switch {
-	case g.Epoch < p.grantEpoch:
-		k.w.fail("epochs only rise", "%s: epoch %d granted to %q after epoch %d to %q", p.id, g.Epoch, g.Holder, p.grantEpoch, p.grantHolder)
-	case g.Epoch == p.grantEpoch && g.Holder != p.grantHolder:
-		k.w.fail("epochs only rise", "%s: epoch %d granted to %q and to %q", p.id, g.Epoch, p.grantHolder, g.Holder)
+	case epoch < p.grantEpoch:
+		k.w.fail("epochs only rise", "%s: epoch %d granted to %q after epoch %d to %q", p.id, epoch, holder, p.grantEpoch, p.grantHolder)
+	case epoch == p.grantEpoch && holder != p.grantHolder:
+		k.w.fail("epochs only rise", "%s: epoch %d granted to %q and to %q", p.id, epoch, p.grantHolder, holder)
 	}
 }
 

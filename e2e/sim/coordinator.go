@@ -1,14 +1,19 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/session"
+	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/revocation"
+	"github.com/capgate/capgate/store"
 )
 
 // groupName is the one consumer group of the simulation.
@@ -64,33 +69,40 @@ type response struct {
 	sync      api.SyncResponse
 }
 
-// coordinator is the coordinator process: the real group.Machine behind a
-// model of the shell's event loop (coordinator/loop.go). Requests that
-// arrive within the batch window are stepped together (StepMany); each
-// Ready is persisted to the durable store BEFORE any of its messages is
-// sent, then Advance. It can crash before the persist (the Ready is lost),
-// between persist and send (the messages are lost), or at any quiet
-// moment, and restarts with group.Restore from the store.
+// coordinator is the coordinator process: the real shell decisions
+// (coordinator/driver: gather, StepMany, audit, persist, send, Advance,
+// fail closed; commit admission; grant rendering; the persist mapping
+// and its inverse) over the real group.Machine, persisting to the real
+// Kafka-log store running on its in-memory twin (store.MemLog), which
+// survives crashes. What stays here is what the process does with
+// goroutines and sockets: the batch window, the timer, HTTP, and the
+// stand-ins for signing (tokens.go). It crashes before a persist (the
+// store fails: the Ready is lost), between persist and send (its
+// messages are lost), or at any quiet moment, and restarts by opening
+// the log again (fence, read to the end) and restoring the machine.
 type coordinator struct {
 	w        *World
 	cfg      group.Config
+	bugs     driver.Bugs
+	log      *store.MemLog // durable: survives every crash
 	up       bool
 	inc      int
-	m        *group.Machine
-	store    *store
-	nextRef  group.Ref
-	pending  map[group.Ref]*request
-	batch    []group.Event
-	flushOn  bool   // a flush is scheduled
-	tickGen  uint64 // the armed tick's generation
+	d        *driver.Driver
+	pending  map[group.Ref]*request // waiting for the machine, for the checkers
+	crashing bool                   // a crash point hit during this flush: the process dies after it
+	muted    bool                   // ... after the persist: none of the Ready's messages leaves
+	flushOn  bool                   // a flush is scheduled
+	tickGen  uint64                 // the armed tick's generation
 	tickAt   time.Duration
 	tickOn   bool
 	readys   int
-	observed bool // the current Ready's accepted commits were observed
 	// revocations is the shell's own revocation view (coordinator/denied.go):
 	// filled from the store at start and from every persisted Ready.
 	revocations *revocation.Set
 }
+
+// errCrash is the store failing because the process died under it.
+var errCrash = errors.New("sim: coordinator crashed before the persist")
 
 func newCoordinator(w *World) *coordinator {
 	cfg := w.prof.machine
@@ -101,42 +113,59 @@ func newCoordinator(w *World) *coordinator {
 		cfg.SyncWaitMax = min(cfg.SyncWaitMax, cfg.GatewayTimeout/2)
 		cfg.MaxClockSkew = 0
 	}
-	st := newStore()
-	st.losesOffsets = w.opts.bugs.storeLosesOffsets
-	return &coordinator{w: w, cfg: cfg, store: st}
+	return &coordinator{w: w, cfg: cfg, log: store.NewMemLog(),
+		bugs: driver.Bugs{SendOnFailedPersist: w.opts.bugs.sendBeforePersist, DropOddOffsets: w.opts.bugs.storeLosesOffsets}}
 }
 
 // boot starts the coordinator for the first time.
-func (c *coordinator) boot() {
-	m, err := group.New(c.cfg, c.machineRNG())
-	if err != nil {
-		panic("sim: " + err.Error())
-	}
-	c.start(m)
-}
+func (c *coordinator) boot() { c.restart() }
 
 func (c *coordinator) machineRNG() *rand.Rand {
 	return rand.New(rand.NewPCG(c.w.rng.Uint64(), c.w.rng.Uint64()))
 }
 
-// start runs a fresh or restored machine: topic metadata is read at every
-// start, as the shell does.
-func (c *coordinator) start(m *group.Machine) {
-	c.up, c.m = true, m
+// restart opens the log as its only writer (fence, read to the end) and
+// restores the machine from it, as the coordinator process does.
+func (c *coordinator) restart() {
+	if c.up {
+		return
+	}
+	st, err := store.OpenMem(context.Background(), c.log, store.MemOptions{LogOptions: store.LogOptions{WriterID: "sim"}})
+	if err != nil {
+		c.w.fail("restore", "open the log: %v", err)
+		return
+	}
+	snap, err := st.Load()
+	var restored driver.Restored
+	if err == nil {
+		restored, err = driver.Load(snap)
+	}
+	var m *group.Machine
+	if err == nil {
+		m, err = group.Restore(c.cfg, c.machineRNG(), restored.Snapshot, c.w.wall())
+	}
+	if err != nil {
+		c.w.fail("restore", "%v", err)
+		return
+	}
+	if c.inc > 0 {
+		c.w.tracef("coordinator restarted")
+	}
+	c.up = true
 	c.inc++
+	c.d = driver.New(m, simStore{c: c, log: st}, simObserver{c}, restored)
+	c.d.Plant(c.bugs)
 	c.pending = map[group.Ref]*request{}
 	c.revocations = revocation.New(revocation.Rule{Leeway: c.cfg.Leeway, MaxClockSkew: c.cfg.MaxClockSkew})
-	for jti, d := range c.store.denied {
-		c.revocations.Deny(jti, d.Exp)
+	for _, d := range snap.Denied {
+		c.revocations.Deny(d.JTI, d.Exp)
 	}
-	for _, r := range c.store.revoked {
+	for _, r := range snap.RevokedMembers {
 		c.revocations.RevokeMember(revocation.MemberKey{Group: r.Group, Member: r.MemberID}, r.Until)
 	}
-	c.m.Step(c.w.wall(), c.topics())
-	c.drain()
-	if c.up {
-		c.arm()
-	}
+	// Topic metadata is read at every start.
+	c.d.Submit(func(group.Ref) group.Event { return c.topics() }, nil)
+	c.flush()
 }
 
 // topics is the topic metadata the shell reads from Kafka.
@@ -154,59 +183,68 @@ func (c *coordinator) refreshTopics() {
 	if !c.up {
 		return // the restart reads the metadata
 	}
-	c.gather(c.topics())
+	c.d.Submit(func(group.Ref) group.Event { return c.topics() }, nil)
+	c.scheduleFlush()
 }
 
-// receive takes one request off the network.
+// receive takes one request off the network: the handler's own checks,
+// then the machine.
 func (c *coordinator) receive(req *request) {
 	if !c.up {
 		c.respond(req, response{transport: true}) // connection refused
 		return
 	}
-	c.nextRef++
-	ref := c.nextRef
-	ev, code := c.event(ref, req)
+	build, code := c.event(req)
 	if code != "" {
 		c.respond(req, response{code: code})
 		return
 	}
 	req.arrived = c.w.now
-	c.pending[ref] = req
-	c.gather(ev)
+	c.d.Submit(func(ref group.Ref) group.Event {
+		c.pending[ref] = req
+		return build(ref)
+	}, func(msg group.Message) { c.answer(req, msg) })
+	c.scheduleFlush()
 }
 
-// gather queues an event for the next flush.
-func (c *coordinator) gather(ev group.Event) {
-	c.batch = append(c.batch, ev)
-	if !c.flushOn {
-		c.flushOn = true
-		inc := c.inc
-		c.w.after(c.w.prof.batchWindow, evCoordFlush, coordNode, func() {
-			if c.inc == inc && c.up {
-				c.flush()
-			}
-		})
+// scheduleFlush steps what was gathered once the batch window closes.
+func (c *coordinator) scheduleFlush() {
+	if c.flushOn {
+		return
 	}
+	c.flushOn = true
+	inc := c.inc
+	c.w.after(c.w.prof.batchWindow, evCoordFlush, coordNode, func() {
+		if c.inc == inc && c.up {
+			c.flushOn = false
+			c.flush()
+		}
+	})
 }
 
 // event turns a request into the machine's event, after the checks the
-// shell does itself (member token, capabilities of commits).
-func (c *coordinator) event(ref group.Ref, req *request) (group.Event, api.Code) {
-	if req.kind == reqSync {
-		return group.SyncPoll{Ref: ref, Gateway: gatewayID(req.gateway), After: req.after, Wait: req.wait}, ""
-	}
+// shell does itself (member token, the capabilities of a commit or leave:
+// driver.CommitOffsets).
+func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code) {
 	switch req.kind {
+	case reqSync:
+		return func(ref group.Ref) group.Event {
+			return group.SyncPoll{Ref: ref, Gateway: gatewayID(req.gateway), After: req.after, Wait: req.wait}
+		}, ""
 	case reqRevoke:
-		return group.RevokePartition{Ref: ref, Group: groupName, Topic: req.partition.Topic, Partition: req.partition.Partition, Reason: "sim"}, ""
+		return func(ref group.Ref) group.Event {
+			return group.RevokePartition{Ref: ref, Group: groupName, Topic: req.partition.Topic, Partition: req.partition.Partition, Reason: "sim"}
+		}, ""
 	case reqDeny:
-		return group.DenyJTI{Ref: ref, JTI: req.jti, Expires: req.expires}, ""
+		return func(ref group.Ref) group.Event { return group.DenyJTI{Ref: ref, JTI: req.jti, Expires: req.expires} }, ""
 	case reqRevokeMember:
-		return group.RevokeMember{Ref: ref, Group: groupName, MemberID: req.member}, ""
-	}
-	if req.kind == reqJoin {
+		return func(ref group.Ref) group.Event { return group.RevokeMember{Ref: ref, Group: groupName, MemberID: req.member} }, ""
+	case reqJoin:
 		j := req.join
-		return group.Join{Ref: ref, Group: groupName, MemberID: j.MemberID, InstanceID: j.InstanceID, ClientID: j.ClientID,
-			Topics: j.Topics, TopicPattern: j.TopicPattern, SessionTimeout: time.Duration(j.SessionTimeoutMs) * time.Millisecond, Assignor: j.Assignor}, ""
+		return func(ref group.Ref) group.Event {
+			return group.Join{Ref: ref, Group: groupName, MemberID: j.MemberID, InstanceID: j.InstanceID, ClientID: j.ClientID,
+				Topics: j.Topics, TopicPattern: j.TopicPattern, SessionTimeout: time.Duration(j.SessionTimeoutMs) * time.Millisecond, Assignor: j.Assignor}
+		}, ""
 	}
 	member, ok := memberOf(req.token)
 	if !ok {
@@ -215,95 +253,104 @@ func (c *coordinator) event(ref group.Ref, req *request) (group.Event, api.Code)
 	req.member = member
 	switch req.kind {
 	case reqHeartbeat:
-		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: member, Wait: req.wait}, ""
+		return func(ref group.Ref) group.Event {
+			return group.Heartbeat{Ref: ref, Group: groupName, MemberID: member, Wait: req.wait}
+		}, ""
 	case reqCommit:
-		offsets, code := c.verifyOffsets(member, req.commit.Offsets, req.commit.Release)
-		req.offsets = offsets
-		return group.Commit{Ref: ref, Group: groupName, MemberID: member, Offsets: offsets, Release: req.commit.Release}, code
-	default:
-		return group.Leave{Ref: ref, Group: groupName, MemberID: member}, ""
-	}
-}
-
-// verifyOffsets checks each offset's capability as coordinator/commit.go
-// does and returns the offsets with the capabilities' epochs.
-func (c *coordinator) verifyOffsets(member string, offsets []api.CommitOffset, release bool) ([]group.CommitOffset, api.Code) {
-	out := make([]group.CommitOffset, 0, len(offsets))
-	now := c.w.wall().Unix()
-	leeway := int64(c.cfg.Leeway / time.Second)
-	for _, o := range offsets {
-		claims := c.w.tokens.verify(o.Capability)
-		switch {
-		case o.Offset < 0 && !release:
-			return nil, api.CodeBadRequest
-		case claims == nil:
-			return nil, api.CodeUnauthorized
-		case now >= int64(claims.ExpiresAt)+leeway:
-			return nil, api.CodeTokenExpired
-		case c.revocations.Check(claims, c.w.wall()) != revocation.Allow && !release:
-			return nil, api.CodeCapabilityRevoked // coordinator/commit.go: a denied capability may only release
-		case claims.Group != groupName || claims.Epoch == 0 || claims.Subject != member ||
-			claims.Topic != o.Topic || claims.PartitionNumber() != o.Partition:
-			return nil, api.CodeForbidden
+		offsets, refusal := driver.CommitOffsets(simVerifier{c}, groupName, member, req.commit.Offsets, req.commit.Release)
+		if refusal != nil {
+			return nil, refusal.Code
 		}
-		out = append(out, group.CommitOffset{Topic: o.Topic, Partition: o.Partition, Epoch: claims.Epoch, Offset: o.Offset, Metadata: o.Metadata})
+		req.offsets = offsets
+		return func(ref group.Ref) group.Event {
+			return group.Commit{Ref: ref, Group: groupName, MemberID: member, Offsets: offsets, Release: req.commit.Release}
+		}, ""
 	}
-	return out, ""
+	offsets, refusal := driver.CommitOffsets(simVerifier{c}, groupName, member, req.commit.Offsets, true)
+	if refusal != nil {
+		return nil, refusal.Code
+	}
+	return func(ref group.Ref) group.Event {
+		return group.Leave{Ref: ref, Group: groupName, MemberID: member, Offsets: offsets}
+	}, ""
 }
 
-// flush steps the gathered requests in one StepMany and handles the Ready.
+// simVerifier is the shell's capability check with the simulation's
+// stand-in tokens: looked up instead of verified, expired after exp plus
+// leeway, and checked against the shell's revocation view.
+type simVerifier struct{ c *coordinator }
+
+func (v simVerifier) Capability(token string) (*ocap.Claims, bool, error) {
+	c := v.c
+	claims := c.w.tokens.verify(token)
+	now := c.w.wall()
+	switch {
+	case claims == nil:
+		return nil, false, errUnknownToken
+	case now.Unix() >= int64(claims.ExpiresAt)+int64(c.cfg.Leeway/time.Second):
+		return nil, false, ocap.ErrExpired
+	}
+	return claims, c.revocations.Check(claims, now) != revocation.Allow, nil
+}
+
+var errUnknownToken = errors.New("sim: unknown token")
+
+// flush runs the driver over what was gathered, then arms the timer.
 func (c *coordinator) flush() {
-	c.flushOn = false
-	if len(c.batch) > 0 {
-		events := c.batch
-		c.batch = nil
-		c.m.StepMany(c.w.wall(), events)
-	}
-	c.drain()
-	if c.up {
-		c.arm()
-	}
+	c.settle(c.d.Flush(c.w.wall()))
 }
 
-// drain handles the machine's Ready: persist, then send, then Advance,
-// crashing in between now and then.
-func (c *coordinator) drain() {
-	if !c.m.HasReady() {
-		c.checkMachine()
+// settle handles the end of a driver step: a crash point hit during it
+// crashes the process; a failure is a bug (the store only fails by
+// crashing); then the machine checks itself and the timer is armed.
+func (c *coordinator) settle(err error) {
+	switch {
+	case c.crashing:
+		c.crashing, c.muted = false, false
+		c.crash()
 		return
-	}
-	rd, err := c.m.Ready()
-	if err != nil {
+	case errors.Is(err, group.ErrUnsafe):
 		c.w.fail("machine invariants", "%v", err)
 		return
-	}
-	c.observed = false
-	if c.crashPoint() {
-		c.crash() // before the persist: the whole Ready is lost
+	case err != nil:
+		c.w.fail("coordinator", "failed closed: %v", err)
 		return
 	}
-	first, second := c.persist, c.sendAll
-	if c.w.opts.bugs.sendBeforePersist {
-		first, second = c.sendAll, c.persist // planted bug
-	}
-	first(rd)
+	c.d.Query(c.w.wall(), c.checkMachine)
+	c.arm()
+}
+
+// simStore is the coordinator's store as the process sees it: the
+// Kafka-log store on the in-memory log, and the crash points around each
+// persist.
+type simStore struct {
+	c   *coordinator
+	log *store.LogStore
+}
+
+func (s simStore) Update(fn func(w *store.Writer) error) error {
+	c := s.c
 	if c.crashPoint() {
-		c.crash() // persisted but not sent (or, with the bug, sent but not persisted)
-		return
+		c.crashing = true // before the persist: the whole Ready is lost
+		return errCrash
 	}
-	second(rd)
-	c.m.Advance()
-	c.checkMachine()
+	if err := s.log.Update(fn); err != nil {
+		return err
+	}
+	if c.crashPoint() {
+		c.crashing, c.muted = true, true // persisted but not sent
+	}
+	return nil
 }
 
-func (c *coordinator) crashPoint() bool {
-	return !c.w.healed && c.w.chance(c.w.prof.readyCrash)
-}
+// simObserver feeds the checkers.
+type simObserver struct{ c *coordinator }
 
-// persist writes a Ready to the store and tells the checkers what it
-// made durable.
-func (c *coordinator) persist(rd group.Ready) {
-	c.store.apply(rd.Persist)
+// Persisted feeds the shell's revocation view, then tells the checkers
+// what a Ready made durable, starting with the commits the machine
+// accepted in it.
+func (o simObserver) Persisted(rd group.Ready) {
+	c := o.c
 	for _, r := range rd.Persist {
 		switch r := r.(type) {
 		case group.DeniedRecord:
@@ -312,17 +359,6 @@ func (c *coordinator) persist(rd group.Ready) {
 			c.revocations.RevokeMember(revocation.MemberKey{Group: r.RevokedMember.Group, Member: r.RevokedMember.MemberID}, r.RevokedMember.Until)
 		}
 	}
-	c.observeAccepted(rd)
-	c.w.check.persisted(rd.Persist)
-}
-
-// observeAccepted tells the checkers, once per Ready and before anything
-// else of it, which commits the machine accepted in it.
-func (c *coordinator) observeAccepted(rd group.Ready) {
-	if c.observed {
-		return
-	}
-	c.observed = true
 	for _, msg := range rd.Messages {
 		if _, ok := msg.(group.CommitReply); ok {
 			if req := c.pending[msg.Request()]; req != nil {
@@ -330,41 +366,48 @@ func (c *coordinator) observeAccepted(rd group.Ready) {
 			}
 		}
 	}
+	c.w.check.persisted(rd.Persist)
 }
 
-// sendAll sends a Ready's messages, each to the request it answers.
-func (c *coordinator) sendAll(rd group.Ready) {
-	c.observeAccepted(rd)
-	for _, msg := range rd.Messages {
-		req := c.pending[msg.Request()]
-		if req == nil {
-			continue
-		}
-		delete(c.pending, msg.Request())
-		c.respond(req, c.render(msg, req))
-	}
+func (o simObserver) Sending(time.Time, group.Ready, *group.Machine) {}
+
+func (c *coordinator) crashPoint() bool {
+	return !c.w.healed && c.w.chance(c.w.prof.readyCrash)
 }
 
 // invariantsEvery: the machine's O(state) self-check runs every this many
-// Readys (its audit of epochs, grants and persists is kept on every step
-// and reported by the next check).
+// flushes (its audit of every step refuses the Ready it breaks at once).
 const invariantsEvery = 8
 
 // checkMachine asks the machine to check its own invariants.
-func (c *coordinator) checkMachine() {
+func (c *coordinator) checkMachine(m *group.Machine) {
 	c.readys++
 	if c.readys%invariantsEvery != 0 && !c.w.healed {
 		return
 	}
-	if err := c.m.CheckInvariants(); err != nil {
+	if err := m.CheckInvariants(); err != nil {
 		c.w.fail("machine invariants", "%v", err)
 	}
 }
 
+// answer renders the machine's answer to req, as the handler does, and
+// sends it back. A process dying after its persist sends nothing: the
+// connection is reset.
+func (c *coordinator) answer(req *request, msg group.Message) {
+	delete(c.pending, msg.Request())
+	if c.muted {
+		c.respond(req, response{transport: true})
+		return
+	}
+	c.respond(req, c.render(msg, req))
+}
+
 // render turns a machine message into the HTTP answer, minting grants as
-// the shell does (coordinator/grants.go).
+// the handlers do (driver.RenderGrants).
 func (c *coordinator) render(msg group.Message, req *request) response {
 	switch m := msg.(type) {
+	case driver.Unavailable:
+		return response{transport: true} // the connection dies with the process
 	case group.Rejected:
 		return response{code: m.Code}
 	case group.JoinReply:
@@ -381,62 +424,30 @@ func (c *coordinator) render(msg group.Message, req *request) response {
 		return response{news: api.HeartbeatResponse{Revoke: revoke, Grants: c.mint(m.Grants, true), Renew: c.mint(m.Renew, false)}}
 	case group.CommitReply:
 		return response{commit: api.CommitResponse{Committed: m.Committed}}
-	case group.LeaveReply:
-		return response{}
 	case group.RevokeReply:
 		c.w.check.revokeAnswered(m)
-		return response{}
-	case group.Done:
-		return response{}
-	case group.RevokeMemberReply:
-		return response{}
 	case group.SyncReply:
-		u := api.SyncResponse{Seq: m.Seq, Reset: m.Reset, Fences: m.Fences, Denied: m.Denied, RevokedMembers: m.RevokedMembers, QoS: m.QoS}
-		if m.Reset {
-			u.Revocation = m.Rule.Wire()
-		}
+		u := driver.SyncResponse(m, func() []api.JWK { return nil })
 		c.w.check.syncSent(req.gateway, req.inc, req.sent, u)
 		return response{sync: u}
 	}
-	panic("sim: coordinator: unexpected message " + msgName(msg))
+	return response{}
 }
 
-func msgName(msg group.Message) string {
-	switch msg.(type) {
-	case group.LeaseReply:
-		return "LeaseReply"
-	}
-	return "other"
-}
-
-// mint mints grants: resolve turns the earliest/latest sentinels into
-// offsets (grants, not renewals, as coordinator/heartbeat.go does); a
-// grant expiring within a second is dropped.
+// mint renders grants (driver.RenderGrants) with the simulation's token
+// stand-in and start offsets resolved against its Kafka, and tells the
+// checkers what left.
 func (c *coordinator) mint(grants []group.Grant, resolve bool) []api.Grant {
-	out := make([]api.Grant, 0, len(grants))
-	now := c.w.wall()
-	for _, g := range grants {
-		if g.ExpiresAt.Unix()-now.Unix() < 1 {
-			continue
-		}
-		part := c.w.kafka.index[partitionOf(g.Topic, g.Partition)]
-		resolved := g.Offset
-		switch g.Offset {
-		case group.OffsetEarliest:
-			resolved = 0
-		case group.OffsetLatest:
-			resolved = c.w.kafka.end(part)
-		}
-		offset := g.Offset
-		if resolve {
-			offset = resolved
-		}
-		token, claims := c.w.tokens.mint(g, now)
-		c.w.check.minted(g, claims, resolved)
-		out = append(out, api.Grant{Topic: g.Topic, Partition: g.Partition, Epoch: g.Epoch, Offset: offset,
-			Capability: token, ExpiresAt: time.Unix(int64(claims.ExpiresAt), 0).UTC().Format(time.RFC3339)})
+	m := &simMinter{tokens: c.w.tokens}
+	r, err := driver.RenderGrants(grants, resolve, c.w.wall(), m, simResolver{c.w.kafka})
+	if err != nil {
+		panic("sim: render grants: " + err.Error())
 	}
-	return out
+	for i, g := range r.Grants {
+		claims := m.minted[i]
+		c.w.check.minted(claims, c.w.kafka.resolve(g.Topic, g.Partition, g.Offset))
+	}
+	return r.Grants
 }
 
 // respond sends the answer of req back to its sender.
@@ -446,7 +457,7 @@ func (c *coordinator) respond(req *request, resp response) {
 
 // arm schedules a Tick at the machine's next deadline.
 func (c *coordinator) arm() {
-	at, ok := c.m.NextDeadline()
+	at, ok := c.d.NextDeadline()
 	if !ok {
 		return
 	}
@@ -462,11 +473,7 @@ func (c *coordinator) arm() {
 			return
 		}
 		c.tickOn = false
-		c.m.Tick(c.w.wall())
-		c.drain()
-		if c.up {
-			c.arm()
-		}
+		c.settle(c.d.Tick(c.w.wall()))
 	})
 }
 
@@ -486,7 +493,7 @@ func (c *coordinator) crash() {
 	for _, ref := range refs {
 		c.respond(c.pending[ref], response{transport: true})
 	}
-	c.up, c.m, c.pending, c.batch = false, nil, nil, nil
+	c.up, c.d, c.pending = false, nil, nil
 	c.inc++
 	c.flushOn, c.tickOn = false, false
 	down := c.w.between(100*time.Millisecond, max(c.w.prof.coordDownMax, 100*time.Millisecond))
@@ -513,18 +520,4 @@ func (c *coordinator) checkAnswered() {
 			return
 		}
 	}
-}
-
-// restart rebuilds the machine from the durable store.
-func (c *coordinator) restart() {
-	if c.up {
-		return
-	}
-	m, err := group.Restore(c.cfg, c.machineRNG(), c.store.snapshot(), c.w.wall())
-	if err != nil {
-		c.w.fail("restore", "%v", err)
-		return
-	}
-	c.w.tracef("coordinator restarted")
-	c.start(m)
 }

@@ -7,12 +7,13 @@ import "time"
 // tests switch them on.
 type bugs struct {
 	ackBeforeApply      bool // gateway acknowledges a sync update before applying it (checker 3)
+	keepVictims         bool // gateway acknowledges a revocation without cancelling the fetches it refuses (checker 3)
 	noSelfFence         bool // gateway keeps admitting after sync_timeout (checker 1)
 	shortGatewayTimeout bool // coordinator's gateway_timeout below the gateways' sync_timeout (checker 4)
-	sendBeforePersist   bool // coordinator sends a Ready's messages before persisting it (checker 2)
+	sendBeforePersist   bool // coordinator sends a Ready's messages although its persist failed (checker 2)
 	deliverAfterRevoke  bool // consumer hands the user a cancelled fetch's records (checker 7)
 	commitAhead         bool // consumer commits one record past what it processed (checker 5)
-	storeLosesOffsets   bool // the store drops every odd committed offset it is given (checker 6)
+	storeLosesOffsets   bool // the coordinator's persist mapping drops every odd committed offset (checker 6)
 }
 
 // drainMax bounds the heal-and-drain phase.
@@ -52,10 +53,10 @@ func (w *World) admin() {
 	switch r := w.rng.IntN(10); {
 	case r >= 8:
 		c := w.consumers[w.rng.IntN(len(w.consumers))]
-		if c.s == nil || c.s.Member().ID == "" {
+		if c.member() == "" {
 			return
 		}
-		req.kind, req.member = reqRevokeMember, c.s.Member().ID
+		req.kind, req.member = reqRevokeMember, c.member()
 	case r >= 6 && w.prof.denyJTI:
 		claims := w.tokens.latest[id]
 		if claims == nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/session"
 	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/gateway/guard"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -19,33 +20,34 @@ const (
 
 func gatewayID(i int) string { return "gw-" + strconv.Itoa(i) }
 
-// gateway is one gateway process: a real authz.View fed by a model of the
-// sync client (gateway/sync.go), and the fetch path (gateway/records_fetch.go):
-// sync check, verify (raising the fence on a newer capability), Decide,
-// broker long poll, decide again, answer. Its clock is offset from true
-// time by a constant within max_clock_skew. A restart loses the view; it
+// gateway is one gateway process: the real authz.View and the real shell
+// decisions of gateway/guard — the sync client's (Follower: what to poll,
+// Apply, Acked, backoff, the self-fence) and the in-flight registry's
+// (Registry: which fetches an update or a newer capability cancels) —
+// carried out over the simulated network and Kafka instead of HTTP,
+// goroutines and contexts. The fetch path runs the gateway's checks in
+// the order gateway/call.go and records_fetch.go run them (sync state,
+// verify, raise the fence on a newer capability, Decide; broker long
+// poll; Decide and sync state again). Its clock is offset from true time
+// by a constant within max_clock_skew. A restart loses the view; it
 // refuses fetches until its first sync.
 type gateway struct {
-	w     *World
-	idx   int
-	node  int
-	id    string
-	skew  time.Duration
-	up    bool
-	inc   int
-	view  *authz.View
-	after uint64 // the seq the next poll acknowledges
+	w        *World
+	idx      int
+	node     int
+	id       string
+	skew     time.Duration
+	up       bool
+	inc      int
+	view     *authz.View
+	follower *guard.Follower
+	inflight *guard.Registry[*fetchEntry]
 
 	polling  bool
 	pollID   uint64
 	pollSent time.Duration // local clock
-	synced   bool          // a poll succeeded in this incarnation
-	lastGood time.Duration // local send time of the last successful poll
-	backoff  time.Duration
 
-	verified  map[string]bool // the verified-token cache
-	inflight  []*fetchEntry   // admission order
-	nextFetch uint64
+	verified map[string]bool // the verified-token cache
 }
 
 // fetchRequest is a consumer's GET .../records.
@@ -68,11 +70,12 @@ type fetchResult struct {
 	earliest, latest int64
 }
 
-// fetchEntry is a fetch between admission and its answer (or cancel).
+// fetchEntry is a fetch between admission and its answer (or cancel): the
+// value the registry keeps for it, with what the checkers need.
 type fetchEntry struct {
 	gw       *gateway
 	inc      int
-	id       uint64
+	entry    *guard.Entry[*fetchEntry]
 	claims   *ocap.Claims
 	req      authz.Request
 	part     int
@@ -86,6 +89,12 @@ func newGateway(w *World, i int) *gateway {
 	return &gateway{w: w, idx: i, node: w.gatewayNode(i), id: gatewayID(i), skew: w.prof.gateway.skew[i]}
 }
 
+// bugs are the gateway's planted bugs.
+func (g *gateway) bugs() guard.Bugs {
+	b := g.w.opts.bugs
+	return guard.Bugs{AckBeforeApply: b.ackBeforeApply, NoSelfFence: b.noSelfFence, KeepVictims: b.keepVictims}
+}
+
 // local is the gateway's clock as a virtual time.
 func (g *gateway) local() time.Duration { return g.w.now + g.skew }
 
@@ -96,31 +105,48 @@ func (g *gateway) boot() {
 	g.up = true
 	g.inc++
 	g.view = authz.NewView(authz.Config{Leeway: g.w.prof.machine.Leeway})
-	g.after, g.synced, g.polling, g.backoff = 0, false, false, syncBackoffMin
+	g.follower = guard.NewFollower(guard.SyncConfig{Timeout: g.w.prof.gateway.syncTimeout,
+		BackoffMin: syncBackoffMin, BackoffMax: syncBackoffMax, Bugs: g.bugs()}, g.view)
+	g.inflight = guard.NewRegistry[*fetchEntry](g.bugs())
+	g.polling = false
 	g.verified = map[string]bool{}
-	g.inflight = nil
 	g.poll()
+}
+
+// fetches are the fetches in flight, in admission order.
+func (g *gateway) fetches() []*fetchEntry {
+	if g.inflight == nil {
+		return nil
+	}
+	entries := g.inflight.Entries()
+	out := make([]*fetchEntry, len(entries))
+	for i, e := range entries {
+		out[i] = e.Value
+	}
+	return out
 }
 
 // poll sends GET /v1/sync; after acknowledges everything up to it.
 func (g *gateway) poll() {
 	g.pollID++
-	id, inc := g.pollID, g.inc
+	id, inc, after := g.pollID, g.inc, g.follower.After()
 	g.polling, g.pollSent = true, g.local()
 	if g.w.tracing() {
-		g.w.tracef("%s poll after=%d", g.id, g.after)
+		g.w.tracef("%s poll after=%d", g.id, after)
 	}
-	g.w.check.acked(g, g.after)
+	g.w.check.acked(g, after)
 	timeout := func() {
 		if g.up && g.inc == inc && g.polling && g.pollID == id {
 			g.syncFailed() // the poll's context timed out
 		}
 	}
-	req := &request{kind: reqSync, from: g.node, gateway: g.idx, inc: inc, sent: g.w.now, after: g.after, wait: g.w.prof.gateway.syncWait,
+	req := &request{kind: reqSync, from: g.node, gateway: g.idx, inc: inc, sent: g.w.now, after: after, wait: g.w.prof.gateway.syncWait,
 		call: call{deadline: g.w.now + g.w.prof.gateway.syncTimeout, timeout: timeout}, reply: func(r response) { g.onSync(inc, id, r) }}
 	g.w.net.request(g.node, coordNode, true, req.call, func() { g.w.coord.receive(req) })
 }
 
+// onSync carries out the follower's order: Apply, cancel (and finish)
+// every fetch the update refuses, then Acked, then the next poll.
 func (g *gateway) onSync(inc int, id uint64, r response) {
 	if !g.up || g.inc != inc || !g.polling || g.pollID != id {
 		return // an answer nobody waits for any more
@@ -133,82 +159,24 @@ func (g *gateway) onSync(inc int, id uint64, r response) {
 		g.syncFailed()
 		return
 	}
-	u := r.sync
-	if !u.Reset && u.Seq < g.after {
-		g.after = 0 // the coordinator forgot what we acknowledged: ask for a snapshot
+	now := g.localWall()
+	changes, err := g.follower.Apply(r.sync, now)
+	if err != nil {
 		g.syncFailed()
 		return
 	}
-	if g.w.opts.bugs.ackBeforeApply {
-		g.ackThenApply(u)
-		return
+	for _, e := range g.inflight.Refused(changes, g.view, now) {
+		g.cancel(e.Value)
 	}
-	g.apply(u)
-	g.after = u.Seq
-	g.markSynced()
-	g.poll()
-}
-
-// apply applies one update and cancels the fetches it supersedes.
-func (g *gateway) apply(u api.SyncResponse) {
-	now := g.localWall()
-	changes, err := g.view.Apply(u, now)
-	if err != nil {
-		panic("sim: gateway: apply: " + err.Error())
-	}
-	for _, e := range g.victims(changes, now) {
-		g.cancel(e)
-	}
-}
-
-// ackThenApply is a planted bug: acknowledge first, apply later.
-func (g *gateway) ackThenApply(u api.SyncResponse) {
-	inc := g.inc
-	g.after = u.Seq
-	g.markSynced()
-	g.poll()
-	g.w.after(g.w.between(time.Millisecond, 2*time.Second), evGatewayPoll, g.node, func() {
-		if g.up && g.inc == inc {
-			g.apply(u)
-		}
-	})
-}
-
-func (g *gateway) markSynced() {
-	g.synced, g.lastGood = true, g.pollSent
-	g.backoff = syncBackoffMin
+	g.follower.Acked(base.Add(g.pollSent), r.sync.Seq)
 	g.w.check.resynced(g)
+	g.poll()
 }
 
-// victims are the in-flight fetches the view no longer allows after
-// changes (gateway/inflight.go revoke).
-func (g *gateway) victims(ch authz.Changes, now time.Time) []*fetchEntry {
-	var out []*fetchEntry
-	for _, e := range g.inflight {
-		if !ch.Reset && !ch.Revoked && !raised(ch.Raised, e.claims) {
-			continue
-		}
-		if authz.Decide(e.claims, e.req, g.view, now) != authz.Allow {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func raised(fences []api.Fence, c *ocap.Claims) bool {
-	for _, f := range fences {
-		if f.Group == c.Group && f.Topic == c.Topic && f.Partition == c.PartitionNumber() {
-			return true
-		}
-	}
-	return false
-}
-
-// syncFailed backs off (jittered, bounded) and polls again.
+// syncFailed backs off (Follower.Failed) and polls again.
 func (g *gateway) syncFailed() {
 	g.polling = false
-	d := g.backoff/2 + g.w.between(0, g.backoff/2)
-	g.backoff = min(2*g.backoff, syncBackoffMax)
+	d := g.follower.Failed(g.w.rng.Int64N)
 	inc := g.inc
 	g.w.after(d, evGatewayPoll, g.node, func() {
 		if g.up && g.inc == inc && !g.polling {
@@ -217,18 +185,9 @@ func (g *gateway) syncFailed() {
 	})
 }
 
-// syncRefusal is the 503 code while the view cannot be vouched for:
-// before the first sync, and once sync_timeout passed since the last
-// successful poll was sent (gateway/auth.go).
-func (g *gateway) syncRefusal() api.Code {
-	switch {
-	case !g.synced:
-		return api.CodeNotReady
-	case g.local()-g.lastGood > g.w.prof.gateway.syncTimeout && !g.w.opts.bugs.noSelfFence:
-		return api.CodeOutOfSync
-	}
-	return ""
-}
+// syncRefusal is the 503 code while the view cannot be vouched for
+// (Follower.Refusal).
+func (g *gateway) syncRefusal() api.Code { return g.follower.Refusal(g.localWall()) }
 
 // receiveFetch admits or refuses one fetch, in the order of the real
 // handler: offset syntax, sync, verify (+raise), Decide.
@@ -242,14 +201,11 @@ func (g *gateway) receiveFetch(req *fetchRequest) {
 		g.answer(req, fetchResult{code: code})
 		return
 	}
-	g.nextFetch++
 	part := g.w.kafka.index[req.part]
-	e := &fetchEntry{gw: g, inc: g.inc, id: g.nextFetch, claims: claims, part: part,
-		req:    authz.Request{Topic: req.part.Topic, Partition: req.part.Partition, Op: ocap.OpFetch, Offset: g.resolve(part, req.offset)},
-		member: claims.Subject, admitted: g.w.now,
-	}
+	r := authz.Request{Topic: req.part.Topic, Partition: req.part.Partition, Op: ocap.OpFetch, Offset: g.w.kafka.resolve(req.part.Topic, req.part.Partition, req.offset)}
+	e := &fetchEntry{gw: g, inc: g.inc, claims: claims, part: part, req: r, member: claims.Subject, admitted: g.w.now}
 	e.respond = func(r fetchResult) { g.answer(req, r) }
-	g.inflight = append(g.inflight, e)
+	e.entry = g.inflight.Add(claims, r, e)
 	g.w.stats.Admitted++
 	g.w.check.admitted(e)
 	wait := min(req.maxWait, g.w.prof.gateway.maxWait)
@@ -275,7 +231,10 @@ func (g *gateway) admit(req *fetchRequest) (*ocap.Claims, api.Code) {
 	if !g.verified[req.token] {
 		g.verified[req.token] = true
 		if claims.Epoch != 0 && g.view.Raise(claims.Group, claims.Topic, claims.PartitionNumber(), claims.Epoch) {
-			g.cancelBelow(claims)
+			key := authz.FenceKey{Group: claims.Group, Topic: claims.Topic, Partition: claims.PartitionNumber()}
+			for _, e := range g.inflight.Below(key, claims.Epoch) {
+				g.cancel(e.Value)
+			}
 		}
 	}
 	r := authz.Decide(claims, authz.Request{Topic: req.part.Topic, Partition: req.part.Partition, Op: ocap.OpFetch, Offset: req.offset}, g.view, now)
@@ -288,34 +247,18 @@ func (g *gateway) admit(req *fetchRequest) (*ocap.Claims, api.Code) {
 	return claims, ""
 }
 
-// Offset words a fetch may carry instead of a number (gateway/query.go):
-// Kafka's sentinels, sent by the SDK for a grant whose start offset the
-// coordinator did not resolve.
-const (
-	offsetEarliest int64 = -2
-	offsetLatest   int64 = -1
-)
+// offsetEarliest is the lowest offset a fetch may name: Kafka's earliest
+// sentinel (-2), which the gateway resolves after the capability check
+// (gateway/query.go: offset=earliest).
+const offsetEarliest int64 = -2
 
-// resolve turns offset=earliest|latest into the log start or end, after
-// the capability was checked (gateway/records_fetch.go resolveOffset).
-func (g *gateway) resolve(part int, offset int64) int64 {
-	switch offset {
-	case offsetEarliest:
-		return 0
-	case offsetLatest:
-		return g.w.kafka.end(part)
+// recheck decides a fetch again against the view and sync state of now:
+// after the broker answered, or when a revocation cancelled it.
+func (g *gateway) recheck(e *fetchEntry) api.Code {
+	if r := authz.Decide(e.claims, e.req, g.view, g.localWall()); r != authz.Allow {
+		return r.Code()
 	}
-	return offset
-}
-
-// cancelBelow cancels the fetches of c's partition under older epochs.
-func (g *gateway) cancelBelow(c *ocap.Claims) {
-	for _, e := range slicesClone(g.inflight) {
-		if e.claims.Group == c.Group && e.claims.Topic == c.Topic && e.claims.PartitionNumber() == c.PartitionNumber() &&
-			e.claims.Epoch != 0 && e.claims.Epoch < c.Epoch {
-			g.cancel(e)
-		}
-	}
+	return g.syncRefusal()
 }
 
 // brokerAnswered decides again, with the view and sync state of now, and
@@ -324,11 +267,7 @@ func (g *gateway) brokerAnswered(e *fetchEntry) {
 	if e.done || !g.up || g.inc != e.inc {
 		return
 	}
-	if r := authz.Decide(e.claims, e.req, g.view, g.localWall()); r != authz.Allow {
-		g.finish(e, fetchResult{code: r.Code()})
-		return
-	}
-	if code := g.syncRefusal(); code != "" {
+	if code := g.recheck(e); code != "" {
 		g.finish(e, fetchResult{code: code})
 		return
 	}
@@ -344,7 +283,7 @@ func (g *gateway) brokerAnswered(e *fetchEntry) {
 // finish ends an admitted fetch with its answer.
 func (g *gateway) finish(e *fetchEntry, r fetchResult) {
 	e.done = true
-	g.remove(e)
+	g.inflight.Remove(e.entry)
 	g.w.check.ended(e)
 	e.respond(r)
 }
@@ -355,22 +294,11 @@ func (g *gateway) finish(e *fetchEntry, r fetchResult) {
 // a later update allowed again still gets capability_revoked.
 func (g *gateway) cancel(e *fetchEntry) {
 	g.w.stats.Cancelled++
-	code := api.CodeCapabilityRevoked
-	if r := authz.Decide(e.claims, e.req, g.view, g.localWall()); r != authz.Allow {
-		code = r.Code()
-	} else if refusal := g.syncRefusal(); refusal != "" {
-		code = refusal
+	code := g.recheck(e)
+	if code == "" {
+		code = api.CodeCapabilityRevoked
 	}
 	g.finish(e, fetchResult{code: code})
-}
-
-func (g *gateway) remove(e *fetchEntry) {
-	for i, x := range g.inflight {
-		if x == e {
-			g.inflight = append(g.inflight[:i], g.inflight[i+1:]...)
-			return
-		}
-	}
 }
 
 func (g *gateway) answer(req *fetchRequest, r fetchResult) {
@@ -385,7 +313,7 @@ func (g *gateway) crash() {
 	}
 	g.w.stats.GatewayCrashes++
 	g.w.tracef("gateway %s crashed", g.id)
-	for _, e := range slicesClone(g.inflight) {
+	for _, e := range g.fetches() {
 		g.finish(e, fetchResult{transport: true})
 	}
 	g.up, g.view, g.polling = false, nil, false
@@ -398,5 +326,3 @@ func (g *gateway) restart() {
 		g.boot()
 	}
 }
-
-func slicesClone(s []*fetchEntry) []*fetchEntry { return append([]*fetchEntry(nil), s...) }

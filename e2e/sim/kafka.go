@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/client/session"
+	"github.com/capgate/capgate/coordinator/group"
 )
 
 // kafka models the brokers: one append-only log per partition, no
@@ -120,4 +121,27 @@ func (k *kafka) produce() {
 		}
 	}
 	k.startProducer()
+}
+
+// resolve turns Kafka's sentinels (-2 earliest, -1 latest) into the
+// partition's log start or end; other offsets are kept.
+func (k *kafka) resolve(topic string, partition int32, offset int64) int64 {
+	switch offset {
+	case group.OffsetEarliest:
+		return 0
+	case group.OffsetLatest:
+		return k.end(k.index[partitionOf(topic, partition)])
+	}
+	return offset
+}
+
+// simResolver resolves grants' start offsets against the simulated Kafka
+// (driver.Resolver), as the coordinator asks the brokers.
+type simResolver struct{ k *kafka }
+
+func (r simResolver) Resolve(grants []group.Grant) error {
+	for i, g := range grants {
+		grants[i].Offset = r.k.resolve(g.Topic, g.Partition, g.Offset)
+	}
+	return nil
 }

@@ -40,7 +40,7 @@ func (k *checker) served(e *fetchEntry) { k.checkExclusiveReader(e) }
 // resynced records a gateway whose sync succeeded: its fetches may serve
 // again.
 func (k *checker) resynced(g *gateway) {
-	for _, e := range g.inflight {
+	for _, e := range g.fetches() {
 		k.checkExclusiveReader(e)
 	}
 }
@@ -58,7 +58,7 @@ func (k *checker) acked(g *gateway, after uint64) {
 		gc.acked[t.part] = max(gc.acked[t.part], t.epoch)
 		gc.ackIndex++
 	}
-	for _, e := range g.inflight {
+	for _, e := range g.fetches() {
 		k.checkAckedFence(g, e)
 	}
 }
@@ -112,21 +112,21 @@ func (k *checker) syncSent(i, inc int, sent time.Duration, u api.SyncResponse) {
 
 // minted records a capability leaving the coordinator in a grant or
 // renewal; start is its start offset, resolved.
-func (k *checker) minted(g group.Grant, c *ocap.Claims, start int64) {
+func (k *checker) minted(c *ocap.Claims, start int64) {
 	if k.w.tracing() {
-		k.w.tracef("minted %s/%d epoch=%d holder=%s offset=%d exp=%d", g.Topic, g.Partition, g.Epoch, g.Holder, start, c.ExpiresAt)
+		k.w.tracef("minted %s/%d epoch=%d holder=%s offset=%d exp=%d", c.Topic, c.PartitionNumber(), c.Epoch, c.Subject, start, c.ExpiresAt)
 	}
-	p := k.part(g.Topic, g.Partition)
-	k.checkEpochsRise(p, g)
-	k.owned(p, g.Epoch, g.Holder)
-	es := p.epochs[g.Epoch]
+	p := k.part(c.Topic, c.PartitionNumber())
+	k.checkEpochsRise(p, c.Epoch, c.Subject)
+	k.owned(p, c.Epoch, c.Subject)
+	es := p.epochs[c.Epoch]
 	if es == nil {
 		return // an epoch below the latest owned one; checkEpochsRise failed
 	}
 	if !es.minted {
 		k.firstMint(p, es, start)
 	}
-	p.grantEpoch, p.grantHolder = g.Epoch, g.Holder
+	p.grantEpoch, p.grantHolder = c.Epoch, c.Subject
 	es.maxExpiry = max(es.maxExpiry, int64(c.ExpiresAt))
 }
 
@@ -225,7 +225,7 @@ func (k *checker) revokeAnswered(r group.RevokeReply) {
 // delivered records a batch handed to the user of consumer c.
 func (k *checker) delivered(c *consumer, b session.Batch) {
 	p := k.part(b.Partition.Topic, b.Partition.Partition)
-	member := c.s.Member().ID
+	member := c.member()
 	es := p.epochs[b.Epoch]
 	switch {
 	case es == nil || es.holder != member:

@@ -6,7 +6,8 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/session"
-	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/coordinator/driver"
+	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/revocation/revocationtest"
 )
 
@@ -29,8 +30,9 @@ func TestRevocationTable(t *testing.T) {
 			w.coord.boot()
 			g.boot()
 			deny := base.Unix() + 100
-			token, claims := w.tokens.mint(group.Grant{Group: groupName, Holder: "m", Topic: "t", Partition: 0, Epoch: 1,
-				ExpiresAt: time.Unix(deny, 0).Add(tc.TokenAfter)}, w.wall())
+			partition := int32(0)
+			token, claims, _ := (&simMinter{tokens: w.tokens}).Mint(ocap.KindCapability, ocap.Claims{Subject: "m", Group: groupName,
+				Topic: "t", Partition: &partition, Epoch: 1, Ops: driver.GrantOps}, w.wall(), time.Unix(deny, 0).Add(tc.TokenAfter).Sub(w.wall()))
 			req := &request{kind: reqDeny, jti: claims.ID, expires: time.Unix(deny, 0), reply: func(response) {}}
 			w.net.request(w.adminNode(), coordNode, false, call{}, func() { w.coord.receive(req) })
 			at := time.Unix(deny, 0).Add(tc.At).Sub(base)
@@ -39,7 +41,10 @@ func TestRevocationTable(t *testing.T) {
 				t.Fatal(w.failure)
 			}
 			offsets := []api.CommitOffset{{Topic: "t", Partition: 0, Offset: 1, Capability: token}}
-			_, code := w.coord.verifyOffsets("m", offsets, false)
+			var code api.Code
+			if _, refusal := driver.CommitOffsets(simVerifier{w.coord}, groupName, "m", offsets, false); refusal != nil {
+				code = refusal.Code
+			}
 			coordinator := answerOf(code)
 			_, code = g.admit(&fetchRequest{token: token, part: session.Partition{Topic: "t", Partition: 0}})
 			gateway := answerOf(code)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/client/session"
-	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -24,25 +23,25 @@ func newTokens() *tokens {
 	return &tokens{claims: map[string]*ocap.Claims{}, latest: map[session.Partition]*ocap.Claims{}}
 }
 
-// grantOps are the ops of a granted partition capability (as the
-// coordinator mints them).
-const grantOps = ocap.Ops(ocap.OpFetch | ocap.OpCommit)
+// simMinter stands in for the coordinator's signer (driver.Minter): the
+// claims as ocap.Minter fills them (iss, aud, jti, iat=now, exp=now+ttl),
+// kept under an opaque token; minted lists them in order.
+type simMinter struct {
+	tokens *tokens
+	minted []*ocap.Claims
+}
 
-// mint makes the capability of one grant at now, as the coordinator shell
-// does: sub=holder, grp, tp, pt, ep, fetch+commit, iat=now, exp exactly
-// the machine's expiry.
-func (t *tokens) mint(g group.Grant, now time.Time) (string, *ocap.Claims) {
+func (m *simMinter) Mint(_ ocap.Kind, c ocap.Claims, now time.Time, ttl time.Duration) (string, *ocap.Claims, error) {
+	t := m.tokens
 	t.next++
-	partition := g.Partition
-	c := &ocap.Claims{
-		Issuer: "sim", Audience: "sim", Subject: g.Holder, ID: "jti-" + strconv.FormatUint(t.next, 10),
-		IssuedAt: ocap.Seconds(now.Unix()), ExpiresAt: ocap.Seconds(g.ExpiresAt.Unix()),
-		Group: g.Group, Topic: g.Topic, Partition: &partition, Epoch: g.Epoch, Ops: grantOps,
-	}
+	c.Issuer, c.Audience, c.ID = "sim", "sim", "jti-"+strconv.FormatUint(t.next, 10)
+	c.IssuedAt, c.ExpiresAt = ocap.Seconds(now.Unix()), ocap.Seconds(now.Add(ttl).Unix())
+	claims := &c
 	token := "cap-" + strconv.FormatUint(t.next, 10)
-	t.claims[token] = c
-	t.latest[session.Partition{Topic: g.Topic, Partition: g.Partition}] = c
-	return token, c
+	t.claims[token] = claims
+	t.latest[session.Partition{Topic: c.Topic, Partition: c.PartitionNumber()}] = claims
+	m.minted = append(m.minted, claims)
+	return token, claims, nil
 }
 
 // verify returns the claims of a capability, or nil for an unknown one.

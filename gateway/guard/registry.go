@@ -107,3 +107,14 @@ func (r *Registry[T]) Refused(ch authz.Changes, view *authz.View, now time.Time)
 	slices.SortFunc(out, func(a, b *Entry[T]) int { return cmp.Compare(a.seq, b.seq) })
 	return out
 }
+
+// Entries returns every fetch in flight, in admission order (for
+// checkers and debugging; O(n log n)).
+func (r *Registry[T]) Entries() []*Entry[T] {
+	out := make([]*Entry[T], 0, r.n)
+	for _, list := range r.byKey {
+		out = append(out, list...)
+	}
+	slices.SortFunc(out, func(a, b *Entry[T]) int { return cmp.Compare(a.seq, b.seq) })
+	return out
+}
