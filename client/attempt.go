@@ -18,18 +18,18 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 	var err error
 	switch s.Kind {
 	case driver.KindJoin:
-		err = c.tr.postJSON(ctx, "join", c.groupURL("join"), c.cfg.Credential, s.Join, &a.Join)
+		err = c.tr.postJSON(ctx, "join", c.groupURL("join"), c.cfg.Credential, *s.Join, &a.Join)
 	case driver.KindHeartbeat:
 		err = c.tr.postJSON(ctx, "heartbeat", c.groupURL("heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds()}, &a.News)
 		c.logNews(a.News, err)
 	case driver.KindCommit:
 		var resp api.CommitResponse
-		err = c.tr.postJSON(ctx, "commit", c.groupURL("commit"), s.Token, s.Commit, &resp)
-		c.logCommit(s.Commit, err)
+		err = c.tr.postJSON(ctx, "commit", c.groupURL("commit"), s.Token, *s.Commit, &resp)
+		c.logCommit(*s.Commit, err)
 	case driver.KindLeave:
 		err = c.tr.postJSON(ctx, "leave", c.groupURL("leave"), s.Token, api.LeaveRequest{}, nil)
 	case driver.KindFetch:
-		a.Fetched, err = c.fetcher.fetchFrom(ctx, s.Gateway, s.Fetch)
+		a.Fetched, err = c.fetcher.fetchFrom(ctx, s.Gateway, *s.Fetch)
 		c.logFetch(s, err)
 	}
 	a.Now = time.Now()

@@ -59,15 +59,17 @@ type Command any
 // Send is one attempt of a request. Token is the bearer (a member token
 // or, for a fetch, the capability; empty for a join: the shell's
 // credential). Step Answered{Call} with its outcome; Timeout bounds it.
+// The pointed-to bodies are the driver's: read them, do not keep or
+// change them.
 type Send struct {
 	Call    uint64
 	Kind    Kind
 	Token   string
-	Join    api.JoinRequest   // KindJoin
-	Wait    time.Duration     // KindHeartbeat: wait_ms
-	Commit  api.CommitRequest // KindCommit
-	Fetch   session.Fetch     // KindFetch
-	Gateway int               // KindFetch: the gateway index
+	Join    *api.JoinRequest   // KindJoin
+	Wait    time.Duration      // KindHeartbeat: wait_ms
+	Commit  *api.CommitRequest // KindCommit
+	Fetch   *session.Fetch     // KindFetch
+	Gateway int                // KindFetch: the gateway index
 	Timeout time.Duration
 }
 
@@ -206,7 +208,7 @@ func (d *Driver) User(ev session.Event) []Command {
 // whose request_timeout passed, the session's own deadline.
 func (d *Driver) Tick(now time.Time) []Command {
 	d.now = now
-	for _, o := range slices.Clone(d.ops) {
+	for _, o := range d.ops { // expire and send never add ops
 		switch {
 		case o.done:
 		case !o.deadline.IsZero() && !now.Before(o.deadline):
@@ -303,7 +305,7 @@ func (d *Driver) send(o *op) {
 	s := Send{Call: o.call, Kind: o.kind}
 	switch o.kind {
 	case KindJoin:
-		s.Join, s.Timeout = d.cfg.Join, d.cfg.RequestTimeout
+		s.Join, s.Timeout = &d.cfg.Join, d.cfg.RequestTimeout
 		if o.initial {
 			s.Timeout = o.deadline.Sub(d.now)
 		}
@@ -314,7 +316,7 @@ func (d *Driver) send(o *op) {
 		s.Timeout = s.Wait + d.cfg.RequestTimeout
 	case KindFetch:
 		o.gateway = d.gateway
-		s.Token, s.Fetch, s.Gateway = o.fetch.Capability, o.fetch, o.gateway
+		s.Token, s.Fetch, s.Gateway = o.fetch.Capability, &o.fetch, o.gateway
 		s.Timeout = d.cfg.FetchMaxWait + d.cfg.RequestTimeout
 	case KindCommit:
 		s.Token, s.Commit = o.commit.Token, d.commitBody(o.commit)
@@ -325,7 +327,7 @@ func (d *Driver) send(o *op) {
 	d.out = append(d.out, s)
 }
 
-func (d *Driver) commitBody(c session.Commit) api.CommitRequest {
+func (d *Driver) commitBody(c session.Commit) *api.CommitRequest {
 	offsets := c.Offsets
 	if d.cfg.Bugs.CommitAhead {
 		offsets = slices.Clone(offsets)
@@ -335,7 +337,7 @@ func (d *Driver) commitBody(c session.Commit) api.CommitRequest {
 			}
 		}
 	}
-	return api.CommitRequest{Offsets: offsets, Release: c.Release}
+	return &api.CommitRequest{Offsets: offsets, Release: c.Release}
 }
 
 // retry schedules o's next attempt after a backoff; when the backoff

@@ -18,13 +18,20 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		checker string
 		also    []string // checkers the bug may trip first
 	}{
-		{"gateway self-fence off", bugs{noSelfFence: true}, cuts, "exclusive reader", nil},
-		{"coordinator sends before it persists", bugs{sendBeforePersist: true}, crashes, "epochs only rise", []string{"grant safety", "committed offsets", "handoff duplicates"}},
-		{"gateway acknowledges before it applies", bugs{ackBeforeApply: true}, nil, "acked fence", []string{"exclusive reader"}},
-		{"gateway_timeout below sync_timeout", bugs{shortGatewayTimeout: true}, cuts, "grant safety", []string{"exclusive reader"}},
-		{"consumer commits past what it processed", bugs{commitAhead: true}, nil, "no lost record", []string{"committed offsets", "handoff duplicates"}},
-		{"store loses committed offsets", bugs{storeLosesOffsets: true}, crashes, "committed offsets", []string{"handoff duplicates"}},
-		{"consumer delivers a cancelled fetch", bugs{deliverAfterRevoke: true}, nil, "handoff duplicates", nil},
+		// Each bug sits in the real shell code the simulation runs
+		// (gateway/guard, coordinator/driver, client/driver), switched on
+		// by its package's Bugs; the last is new since the simulation runs
+		// the shells: the in-flight registry cancels nothing on a
+		// revocation, so the acknowledgement goes out while fetches under
+		// the fenced epoch still run.
+		{"gateway self-fence off (guard.Follower)", bugs{noSelfFence: true}, cuts, "exclusive reader", nil},
+		{"coordinator sends what it failed to persist (coordinator/driver)", bugs{sendBeforePersist: true}, crashes, "epochs only rise", []string{"grant safety", "committed offsets", "handoff duplicates"}},
+		{"gateway acknowledges before it applies (guard.Follower)", bugs{ackBeforeApply: true}, nil, "acked fence", []string{"exclusive reader"}},
+		{"gateway_timeout below sync_timeout (config)", bugs{shortGatewayTimeout: true}, cuts, "grant safety", []string{"exclusive reader"}},
+		{"consumer commits past what it processed (client/driver)", bugs{commitAhead: true}, nil, "no lost record", []string{"committed offsets", "handoff duplicates"}},
+		{"persist mapping drops committed offsets (coordinator/driver)", bugs{storeLosesOffsets: true}, crashes, "committed offsets", []string{"handoff duplicates"}},
+		{"consumer delivers a cancelled fetch (client/driver)", bugs{deliverAfterRevoke: true}, nil, "handoff duplicates", nil},
+		{"revocation cancels no fetch in flight (guard.Registry)", bugs{keepVictims: true}, nil, "acked fence", []string{"exclusive reader"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

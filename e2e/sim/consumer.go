@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -180,24 +181,24 @@ func (c *consumer) armTick() {
 // for a fetch to the gateway the driver named. Its answer, or a transport
 // failure at its Timeout, goes back to the driver.
 func (c *consumer) send(s driver.Send) {
-	inc := c.inc
+	inc, id, kind := c.inc, s.Call, s.Kind
 	answered := false
-	answer := func(a driver.Answered) {
+	answer := func(a *driver.Answered) {
 		c.on(inc, func() {
 			if !answered {
 				answered = true
-				a.Now, a.Call = c.w.wall(), s.Call
-				c.carry(c.d.Answer(a))
+				a.Now, a.Call = c.w.wall(), id
+				if c.w.tracing() {
+					c.w.tracef("%s call %d (kind %d) answered: %s", c.name, id, kind, describeAnswer(a))
+				}
+				c.carry(c.d.Answer(*a))
 				if a.Fetched.Records > 0 && c.state != consumerDown {
 					c.schedulePoll() // records wait: the user's Poll wakes up
 				}
 			}
 		})
 	}
-	if c.w.tracing() {
-		c.w.tracef("%s sends %d (kind %d) to gateway %d", c.name, s.Call, s.Kind, s.Gateway)
-	}
-	lost := call{deadline: c.w.now + s.Timeout, timeout: func() { answer(driver.Answered{Failure: transportFailure}) }}
+	lost := call{deadline: c.w.now + s.Timeout, timeout: func() { answer(&driver.Answered{Failure: transportFailure}) }}
 	if s.Kind == driver.KindFetch {
 		f := s.Fetch
 		req := &fetchRequest{from: c.node, call: lost, token: s.Token, part: f.Partition, offset: f.Offset, maxWait: c.w.prof.client.fetchMaxWait,
@@ -216,9 +217,24 @@ func (c *consumer) send(s driver.Send) {
 	case driver.KindCommit:
 		req.kind, req.commit = reqCommit, s.Commit
 	case driver.KindLeave:
-		req.kind = reqLeave
+		req.kind, req.commit = reqLeave, &api.CommitRequest{}
 	}
 	c.w.net.request(c.node, coordNode, dupable, lost, func() { c.w.coord.receive(req) })
+}
+
+// describeAnswer renders an answer for the trace.
+func describeAnswer(a *driver.Answered) string {
+	switch {
+	case a.Failure != nil && a.Failure.Code == "":
+		return "no answer"
+	case a.Failure != nil:
+		return string(a.Failure.Code)
+	case a.Join.MemberID != "":
+		return fmt.Sprintf("joined %s with %d grants", a.Join.MemberID, len(a.Join.Grants))
+	case a.Fetched.Records > 0 || a.Fetched.Next > 0:
+		return fmt.Sprintf("%d records, next %d", a.Fetched.Records, a.Fetched.Next)
+	}
+	return fmt.Sprintf("ok revoke=%v grants=%d renew=%d", a.News.Revoke, len(a.News.Grants), len(a.News.Renew))
 }
 
 var (
@@ -227,25 +243,25 @@ var (
 )
 
 // coordAnswer is a coordinator answer as the SDK's transport reports it.
-func coordAnswer(r response) driver.Answered {
+func coordAnswer(r response) *driver.Answered {
 	switch {
 	case r.transport:
-		return driver.Answered{Failure: transportFailure}
+		return &driver.Answered{Failure: transportFailure}
 	case r.code != "":
-		return driver.Answered{Failure: refusal(r.code, -1, -1)}
+		return &driver.Answered{Failure: refusal(r.code, -1, -1)}
 	}
-	return driver.Answered{Join: r.join, News: r.news}
+	return &driver.Answered{Join: r.join, News: r.news}
 }
 
 // fetchAnswer is a gateway answer as the SDK's transport reports it.
-func fetchAnswer(r fetchResult) driver.Answered {
+func fetchAnswer(r fetchResult) *driver.Answered {
 	switch {
 	case r.transport:
-		return driver.Answered{Failure: transportFailure}
+		return &driver.Answered{Failure: transportFailure}
 	case r.code != "":
-		return driver.Answered{Failure: refusal(r.code, r.earliest, r.latest)}
+		return &driver.Answered{Failure: refusal(r.code, r.earliest, r.latest)}
 	}
-	return driver.Answered{Fetched: driver.Fetched{Records: len(r.values), Bytes: int64(len(r.values)) * recordBytes, Next: r.next, Payload: r.values}}
+	return &driver.Answered{Fetched: driver.Fetched{Records: len(r.values), Bytes: int64(len(r.values)) * recordBytes, Next: r.next, Payload: r.values}}
 }
 
 func refusal(code api.Code, earliest, latest int64) *driver.Failure {

@@ -41,10 +41,10 @@ type request struct {
 	from      int
 	call      call
 	reply     func(response)
-	join      api.JoinRequest
+	join      *api.JoinRequest
 	token     string // member token
 	wait      time.Duration
-	commit    api.CommitRequest
+	commit    *api.CommitRequest
 	partition session.Partition // of an admin revoke
 	jti       string            // of an admin deny
 	expires   time.Time
@@ -238,9 +238,11 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 	case reqDeny:
 		return func(ref group.Ref) group.Event { return group.DenyJTI{Ref: ref, JTI: req.jti, Expires: req.expires} }, ""
 	case reqRevokeMember:
-		return func(ref group.Ref) group.Event { return group.RevokeMember{Ref: ref, Group: groupName, MemberID: req.member} }, ""
+		return func(ref group.Ref) group.Event {
+			return group.RevokeMember{Ref: ref, Group: groupName, MemberID: req.member}
+		}, ""
 	case reqJoin:
-		j := req.join
+		j := *req.join
 		return func(ref group.Ref) group.Event {
 			return group.Join{Ref: ref, Group: groupName, MemberID: j.MemberID, InstanceID: j.InstanceID, ClientID: j.ClientID,
 				Topics: j.Topics, TopicPattern: j.TopicPattern, SessionTimeout: time.Duration(j.SessionTimeoutMs) * time.Millisecond, Assignor: j.Assignor}

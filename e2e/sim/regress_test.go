@@ -48,7 +48,7 @@ func TestGrantLostThenRenewed(t *testing.T) {
 		p.produceEvery = 5 * time.Second // many partitions stay uncommitted
 	}
 	sentinel := 0
-	for seed := uint64(1); seed <= 4; seed++ {
+	for seed := uint64(21); seed <= 26; seed++ { // seeds that lose grants this way (23, 25)
 		r := Run(seed, Options{tune: lossy})
 		report(t, r)
 		sentinel += r.Stats.SentinelStarts
