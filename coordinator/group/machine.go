@@ -111,6 +111,7 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		byCredential: make(map[string]map[*member]struct{}),
 		qos:          make(map[string]api.QoSOverride),
 		persistIdx:   make(map[recordKey]int),
+		timers:       newTimerHeap(),
 	}
 	m.log.init(cfg.SyncLogMax, 1)
 	m.seqDirty = true
@@ -270,7 +271,7 @@ func (m *Machine) reject(ref Ref, code api.Code, format string, args ...any) {
 }
 
 func (m *Machine) push(t timer) {
-	m.timers.push(t)
+	m.timers.Push(t)
 }
 
 func (m *Machine) queueReassign(g *group) {

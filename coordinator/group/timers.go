@@ -1,6 +1,10 @@
 package group
 
-import "time"
+import (
+	"time"
+
+	"github.com/capgate/capgate/internal/minheap"
+)
 
 // timerKind says what a timer entry is for. Entries are never removed
 // early: when one fires, its handler re-checks the state and ignores it or
@@ -40,51 +44,16 @@ type timer struct {
 }
 
 // timerHeap is a binary min-heap on at.
-type timerHeap []timer
+type timerHeap = minheap.Heap[timer]
 
-func (h *timerHeap) push(t timer) {
-	*h = append(*h, t)
-	s := *h
-	i := len(s) - 1
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !s[i].at.Before(s[parent].at) {
-			break
-		}
-		s[i], s[parent] = s[parent], s[i]
-		i = parent
-	}
-}
-
-func (h *timerHeap) pop() timer {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s[last] = timer{}
-	s = s[:last]
-	*h = s
-	i := 0
-	for {
-		smallest, left, right := i, 2*i+1, 2*i+2
-		if left < len(s) && s[left].at.Before(s[smallest].at) {
-			smallest = left
-		}
-		if right < len(s) && s[right].at.Before(s[smallest].at) {
-			smallest = right
-		}
-		if smallest == i {
-			return top
-		}
-		s[i], s[smallest] = s[smallest], s[i]
-		i = smallest
-	}
+func newTimerHeap() timerHeap {
+	return minheap.New(func(a, b timer) bool { return a.at.Before(b.at) })
 }
 
 // runTimers fires every timer due at m.now.
 func (m *Machine) runTimers() {
-	for len(m.timers) > 0 && !m.timers[0].at.After(m.now) {
-		t := m.timers.pop()
+	for m.timers.Len() > 0 && !m.timers.Min().at.After(m.now) {
+		t := m.timers.Pop()
 		switch t.kind {
 		case timerSession:
 			m.onSessionTimer(t.member)
@@ -110,8 +79,8 @@ func (m *Machine) runTimers() {
 // NextDeadline returns when the machine next needs a Tick, if ever. It may
 // be early (a timer that turns out to have nothing to do); it is never late.
 func (m *Machine) NextDeadline() (time.Time, bool) {
-	if len(m.timers) == 0 {
+	if m.timers.Len() == 0 {
 		return time.Time{}, false
 	}
-	return m.timers[0].at, true
+	return m.timers.Min().at, true
 }

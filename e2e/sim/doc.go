@@ -1,9 +1,16 @@
 // Package sim is capgate's deterministic simulation: one single-threaded
-// world, driven by a seeded PCG, in which the real coordinator state
-// machine (coordinator/group), the real gateway authorization core
-// (gateway/authz) and the real consumer SDK core (client/session) run
-// against models of their shells, of Kafka and of the network, under
-// faults, while seven checkers watch every event.
+// world, driven by a seeded PCG, in which the code the binaries run —
+// the coordinator's state machine (coordinator/group) and its shell
+// decisions (coordinator/driver: the event loop, commit admission, grant
+// rendering, the persist mapping) over the Kafka-log store on its
+// in-memory twin (store.MemLog), the gateway's revocation view
+// (gateway/authz) and shell decisions (gateway/guard: the sync client and
+// the in-flight registry), and the SDK's core (client/session) and shell
+// decisions (client/driver) — run over a simulated network and Kafka,
+// under faults, while seven checkers watch every event. What stays in
+// the simulation is what a process does with sockets, goroutines and
+// timers (carrying out the decisions' commands), stand-in tokens instead
+// of signatures, and the models of Kafka, the network and the users.
 //
 // # Running it
 //
@@ -30,25 +37,31 @@
 //     retry can repeat (GETs, commits, leaves), duplicated; nodes are cut
 //     off, or single links cut, for up to 30 s. A sender waits for an
 //     answer until its request's deadline, as the real clients do.
-//   - coordinator (coordinator.go): the real group.Machine behind a model
-//     of the shell's loop: requests gathered in a batch window go to
-//     StepMany; a Ready is persisted to a durable fake store (store.go)
-//     BEFORE any of its messages is sent. It crashes before a persist
-//     (the Ready is lost), between persist and send (its messages are
-//     lost), or at random, and restarts with group.Restore.
-//   - gateways (gateway.go): a real authz.View fed by a model of the sync
-//     client (poll, Apply, cancel the fetches an update supersedes, then
-//     acknowledge by polling with after=seq; self-fence once sync_timeout
-//     passed since the last good poll was sent) and the fetch path
-//     (verify, raise the fence on a newer capability, Decide, broker long
-//     poll, decide again). Clocks are offset within max_clock_skew;
-//     restarts lose the view.
-//   - consumers (consumer.go): the real session.Session driven by a model
-//     of package client (join/rejoin, one long-poll heartbeat, fetches
-//     that fail over between gateways, commits and leave retried within
-//     request_timeout) and a user who polls and commits. They join, leave,
-//     crash (kill -9, often restarting with their instance id) and freeze
-//     past their session timeout.
+//   - coordinator (coordinator.go): coordinator/driver gathers the
+//     requests of a batch window into one StepMany and persists each
+//     Ready through the real persist mapping to a store.LogStore on a
+//     store.MemLog BEFORE any of its messages is sent; the handlers'
+//     decisions (driver.CommitOffsets, driver.RenderGrants) run on every
+//     request. It crashes before a persist (the store fails: the Ready is
+//     lost), between persist and send (its messages are lost), or at
+//     random, and restarts by opening the log again (fence, read to the
+//     end) and restoring the machine from it (driver.Load, group.Restore).
+//   - gateways (gateway.go): gateway/guard's Follower (poll after=…, Apply,
+//     cancel what Registry.Refused picks, Acked; backoff; self-fence once
+//     sync_timeout passed since the last good poll was sent) around a
+//     real authz.View, and the fetch path in the order of
+//     gateway/call.go and records_fetch.go (sync state, verify, raise the
+//     fence on a newer capability and cancel Registry.Below, Decide,
+//     broker long poll, decide again). Clocks are offset within
+//     max_clock_skew; restarts lose the view.
+//   - consumers (consumer.go): client/driver (first join bounded by
+//     request_timeout, rejoins, one long-poll heartbeat, fetch failover
+//     between gateways and backoff, commit and leave retries within
+//     request_timeout) around the real session.Session, its Send commands
+//     carried over the network, and a user who polls and commits. They
+//     join, leave, crash (kill -9, often restarting with their instance
+//     id), give up (a first join that failed) and freeze past their
+//     session timeout.
 //   - kafka (kafka.go): append-only logs, a producer writing uniquely
 //     numbered records, long-polling fetches; in half the seeds a topic
 //     gains partitions mid-run (the coordinator reads the new count).
@@ -78,10 +91,11 @@
 //     by what the previous holder delivered after its last commit.
 //
 // Each runs after every event that changes its inputs. The machine's own
-// CheckInvariants runs too (every 8th Ready; its audit of every step is
-// reported then), and at the end every request must have been answered.
-// Tests plant a bug per checker (bugs in faults.go) to prove each can
-// fire.
+// CheckInvariants runs too (every 8th flush; its audit of every step
+// refuses the Ready it breaks at once), and at the end every request must
+// have been answered. Tests plant a bug per checker in the real shell
+// code (bugs in faults.go, switched on through each package's Bugs) to
+// prove each can fire.
 //
 // # Concurrency
 //

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/capgate/capgate/internal/minheap"
 )
 
 // base is virtual time zero: a whole second, as the coordinator mints
@@ -95,7 +97,7 @@ func newWorld(seed uint64, opts Options) *World {
 	if opts.Duration == 0 {
 		opts.Duration = 10 * time.Minute
 	}
-	w := &World{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed_ca95_a7e0)), opts: opts}
+	w := &World{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed_ca95_a7e0)), opts: opts, queue: newEventHeap()}
 	w.trace.init(opts.Trace)
 	w.prof = drawProfile(w.rng)
 	if opts.tune != nil {
@@ -133,8 +135,8 @@ func (w *World) start() {
 // loop runs events until the queue is empty, a checker fails, or the
 // clock passes until.
 func (w *World) loop(until time.Duration) {
-	for w.failure == nil && !w.stopped && len(w.queue) > 0 && w.queue[0].at <= until {
-		ev := w.queue.pop()
+	for w.failure == nil && !w.stopped && w.queue.Len() > 0 && w.queue.Min().at <= until {
+		ev := w.queue.Pop()
 		w.now = ev.at
 		w.index++
 		w.trace.event(w, ev)
@@ -152,7 +154,7 @@ func (w *World) at(t time.Duration, kind eventKind, node int, fn func()) {
 		t = w.now
 	}
 	w.nextSeq++
-	w.queue.push(event{at: t, seq: w.nextSeq, kind: kind, node: int32(node), fn: fn})
+	w.queue.Push(event{at: t, seq: w.nextSeq, kind: kind, node: int32(node), fn: fn})
 }
 
 // after schedules fn d from now.
@@ -213,47 +215,10 @@ type event struct {
 	fn   func()
 }
 
-// eventHeap is a binary min-heap on (at, seq): virtual time, ties broken
-// by scheduling order.
-type eventHeap []event
+// eventHeap is the event queue: a min-heap on (at, seq), virtual time
+// with ties broken by scheduling order.
+type eventHeap = minheap.Heap[event]
 
-func (h eventHeap) less(i, j int) bool {
-	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
-}
-
-func (h *eventHeap) push(e event) {
-	*h = append(*h, e)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !s.less(i, parent) {
-			break
-		}
-		s[i], s[parent] = s[parent], s[i]
-		i = parent
-	}
-}
-
-func (h *eventHeap) pop() event {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s[last] = event{}
-	s = s[:last]
-	*h = s
-	for i := 0; ; {
-		smallest, left, right := i, 2*i+1, 2*i+2
-		if left < len(s) && s.less(left, smallest) {
-			smallest = left
-		}
-		if right < len(s) && s.less(right, smallest) {
-			smallest = right
-		}
-		if smallest == i {
-			return top
-		}
-		s[i], s[smallest] = s[smallest], s[i]
-		i = smallest
-	}
+func newEventHeap() eventHeap {
+	return minheap.New(func(a, b event) bool { return a.at < b.at || (a.at == b.at && a.seq < b.seq) })
 }
