@@ -54,6 +54,7 @@ func TestAdminRevokeWaitsForGateway(t *testing.T) {
 // an outside holder, whose capability verifies against the JWKS.
 func TestAdminLease(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 4})
+	e.fill(t, 1000) // commits name offsets up to 1000: the log must reach them
 	h := e.start(t)
 	gw := newGateway(h, "gw1")
 	gw.run(500)

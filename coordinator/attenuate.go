@@ -25,6 +25,9 @@ func (c *Coordinator) handleAttenuate(ctx *fasthttp.RequestCtx, _ []string) {
 	if !ok {
 		return
 	}
+	if !c.allowRate(ctx, c.attenuates, parent.Root(), "attenuations of this capability's chain") {
+		return
+	}
 	var req api.AttenuateRequest
 	if !decodeBody(ctx, &req, true) {
 		return

@@ -58,6 +58,9 @@ func (c *Coordinator) commitOffsets(ctx *fasthttp.RequestCtx, groupName, member 
 		writeError(ctx, refusal.Code, refusal.Message)
 		return nil, false
 	}
+	if !c.withinLogEnd(ctx, out) {
+		return nil, false
+	}
 	return out, true
 }
 

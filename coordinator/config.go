@@ -88,6 +88,23 @@ type Config struct {
 	// capabilities).
 	TokenCacheEntries int `yaml:"token_cache_entries"`
 
+	// Rates of what one tenant may ask (ratelimit.go): joins per second
+	// per credential (a client credential's jti, an IdP identity, or a
+	// member rejoining with its token) and attenuations per second per
+	// chain root (chn[0], or the parent's jti), each with a burst; 429
+	// rate_limited with Retry-After beyond. RateLimitEntries bounds the
+	// keys each table tracks.
+	JoinRate         float64 `yaml:"join_rate"`
+	JoinBurst        int     `yaml:"join_burst"`
+	AttenuateRate    float64 `yaml:"attenuate_rate"`
+	AttenuateBurst   int     `yaml:"attenuate_burst"`
+	RateLimitEntries int     `yaml:"rate_limit_entries"`
+	// MemoryLimit is the soft memory limit of the process (Go's
+	// debug.SetMemoryLimit; 0 leaves the runtime's default). It must be
+	// at least twice groups.limits.state_bytes: the state the joins can
+	// make the coordinator hold, with room for the garbage collector.
+	MemoryLimit int64 `yaml:"memory_limit"`
+
 	// TLS configures the listener's TLS and client certificates.
 	TLS TLSConfig `yaml:"tls"`
 	// OAuth configures the OAuth2 token endpoint (POST /oauth/token).
@@ -139,6 +156,12 @@ func DefaultConfig() Config {
 		EventQueue:             4096,
 		EventBatchMax:          256,
 		TokenCacheEntries:      100000,
+		JoinRate:               5,
+		JoinBurst:              20,
+		AttenuateRate:          10,
+		AttenuateBurst:         50,
+		RateLimitEntries:       100000,
+		MemoryLimit:            1 << 30,
 		TLS:                    DefaultTLSConfig(),
 		OAuth:                  DefaultOAuthConfig(),
 		OIDC:                   identity.DefaultConfig(),
@@ -275,6 +298,9 @@ func (c Config) validateLimits() error {
 		{"event_queue", c.EventQueue},
 		{"event_batch_max", c.EventBatchMax},
 		{"token_cache_entries", c.TokenCacheEntries},
+		{"join_burst", c.JoinBurst},
+		{"attenuate_burst", c.AttenuateBurst},
+		{"rate_limit_entries", c.RateLimitEntries},
 	}
 	for _, f := range positive {
 		if f.value <= 0 {
@@ -286,6 +312,10 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("max_header_bytes: must be >= 1024, got %d", c.MaxHeaderBytes)
 	case c.DescribeLagMax < 0:
 		return fmt.Errorf("describe_lag_max: must be >= 0, got %d", c.DescribeLagMax)
+	case !(c.JoinRate > 0) || !(c.AttenuateRate > 0):
+		return fmt.Errorf("join_rate and attenuate_rate: must be > 0, got %v and %v", c.JoinRate, c.AttenuateRate)
+	case c.MemoryLimit != 0 && c.MemoryLimit < 2*c.Groups.Limits.StateBytes:
+		return fmt.Errorf("memory_limit: must be 0 or >= 2 × groups.limits.state_bytes (%d), got %d", 2*c.Groups.Limits.StateBytes, c.MemoryLimit)
 	}
 	return nil
 }

@@ -71,6 +71,8 @@ type Coordinator struct {
 	owned       *broker.Client // closed by the coordinator when it built it
 	keys        *keys
 	tokens      *ocap.Cache
+	joins       *keyedLimiter // per credential
+	attenuates  *keyedLimiter // per chain root
 	revocations *revocations
 	loop        *loop
 	server      *fasthttp.Server
@@ -119,6 +121,8 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 		adminTokens: newSecretSet(cfg.AdminTokenHashes),
 		syncTokens:  newSecretSet(cfg.SyncTokenHashes),
 		tokens:      ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
+		joins:       newKeyedLimiter(cfg.JoinRate, cfg.JoinBurst, cfg.RateLimitEntries),
+		attenuates:  newKeyedLimiter(cfg.AttenuateRate, cfg.AttenuateBurst, cfg.RateLimitEntries),
 		closing:     make(chan struct{}),
 		ran:         make(chan struct{}),
 	}

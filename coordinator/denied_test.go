@@ -14,6 +14,7 @@ import (
 // untouched.
 func TestDeniedTokensRefusedAtTheCoordinator(t *testing.T) {
 	e := newEnv(t, map[string]int32{"t": 2})
+	e.fill(t, 1000) // commits name offsets up to 1000: the log must reach them
 	h := e.start(t)
 	cred := h.clientCredential(t, []string{"g"}, []string{"t"})
 	other := h.clientCredential(t, []string{"g"}, []string{"t"})

@@ -43,6 +43,7 @@ func threeMembers(t *testing.T, h *harness) (creds string, members []*member) {
 // committed offset under a higher epoch.
 func TestHandoffOverHTTP(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 12})
+	e.fill(t, 1000) // commits name offsets up to 1000: the log must reach them
 	h := e.start(t)
 	gw := newGateway(h, "gw1")
 	gw.run(500)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -39,6 +40,7 @@ type env struct {
 	logs       *observer.ObservedLogs
 	log        *zap.Logger
 	seed       uint64
+	topics     map[string]int32
 	clientTLS  *tls.Config // the harness client's, when cfg.TLS is on
 
 	secretsMu sync.Mutex
@@ -60,7 +62,7 @@ func newEnv(t testing.TB, topics map[string]int32) *env {
 	}
 	t.Cleanup(client.Close)
 	core, logs := observer.New(zapcore.DebugLevel)
-	e := &env{t: t, kafka: kafka, broker: client, dir: t.TempDir(), logs: logs, log: zap.New(core)}
+	e := &env{t: t, kafka: kafka, broker: client, dir: t.TempDir(), logs: logs, log: zap.New(core), topics: topics}
 	admin, adminHash, err := coordinator.GenerateSecret()
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +84,24 @@ func newEnv(t testing.TB, topics map[string]int32) *env {
 	cfg.ShutdownTimeout = 3 * time.Second
 	e.cfg = cfg
 	return e
+}
+
+// fill appends n records to every partition of every topic, so commits
+// at offsets up to n are within the log (the coordinator refuses an
+// offset beyond a partition's end).
+func (e *env) fill(t testing.TB, n int) {
+	t.Helper()
+	for topic, partitions := range e.topics {
+		for p := range partitions {
+			recs := make([]*kgo.Record, n)
+			for i := range recs {
+				recs[i] = &kgo.Record{Value: []byte("x")}
+			}
+			if _, err := e.broker.Produce(context.Background(), topic, p, recs); err != nil {
+				t.Fatalf("fill %s/%d: %v", topic, p, err)
+			}
+		}
+	}
 }
 
 func (e *env) remember(tokens ...string) {

@@ -39,6 +39,13 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !ok {
 		return
 	}
+	key := credential.ID
+	if byMember {
+		key = "member:" + groupName + "/" + credential.Subject
+	}
+	if !c.allowRate(ctx, c.joins, key, "joins of this credential") {
+		return
+	}
 	var req api.JoinRequest
 	if !decodeBody(ctx, &req, false) || !checkJoinSyntax(ctx, req) {
 		return

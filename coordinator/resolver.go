@@ -43,12 +43,25 @@ func newOffsetResolver(b Broker, ttl, timeout time.Duration) *offsetResolver {
 
 // lookup returns a partition's earliest and latest offsets.
 func (r *offsetResolver) lookup(ctx context.Context, topic string, partition int32) (earliest, latest int64, err error) {
+	return r.lookupAbove(ctx, topic, partition, -1)
+}
+
+// latestAtLeast returns the partition's latest offset, asking Kafka again
+// when the cached one is below offset (the log may have grown since).
+func (r *offsetResolver) latestAtLeast(ctx context.Context, topic string, partition int32, offset int64) (int64, error) {
+	_, latest, err := r.lookupAbove(ctx, topic, partition, offset)
+	return latest, err
+}
+
+// lookupAbove is lookup, bypassing a cached answer whose latest offset is
+// below floor.
+func (r *offsetResolver) lookupAbove(ctx context.Context, topic string, partition int32, floor int64) (earliest, latest int64, err error) {
 	key := topicPartition{topic, partition}
 	now := time.Now()
 	r.mu.Lock()
 	c, ok := r.cache[key]
 	r.mu.Unlock()
-	if ok && now.Sub(c.at) < r.ttl {
+	if ok && now.Sub(c.at) < r.ttl && c.latest >= floor {
 		return c.earliest, c.latest, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)

@@ -13,6 +13,7 @@ import (
 // yet acknowledging — and reopens it on the same data directory.
 func TestRestartMidHandoff(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 4})
+	e.fill(t, 1000) // commits name offsets up to 1000: the log must reach them
 	h := e.start(t)
 	gw := newGateway(h, "gw1")
 	first := gw.poll(t, 0, 0)

@@ -120,7 +120,7 @@ func writeMachineError(ctx *fasthttp.RequestCtx, msg group.Message, err error) {
 		return
 	}
 	if r, ok := msg.(group.Rejected); ok {
-		writeError(ctx, r.Code, r.Message)
+		writeErrorDetails(ctx, r.Code, r.Message, r.Details)
 		return
 	}
 	writeError(ctx, api.CodeInternal, fmt.Sprintf("unexpected answer %T", msg))

@@ -30,6 +30,7 @@ func useKafkaState(t testing.TB, e *env) {
 // works.
 func TestKafkaStateSurvivesRestart(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 4})
+	e.fill(t, 1000) // commits name offsets up to 1000: the log must reach them
 	useKafkaState(t, e)
 	h := e.start(t)
 	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})

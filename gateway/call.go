@@ -23,6 +23,7 @@ type call struct {
 	req     authz.Request
 	bytes   int
 	records int
+	charged int // bytes already taken from the budget (a fetch's answer)
 }
 
 // admitCapability checks sync, bearer capability and Decide for req on
@@ -45,7 +46,7 @@ func (c *call) admitCapability(topic []byte, req authz.Request) (allowance int64
 	if c.qos.MaxBytesPerSec <= 0 {
 		return -1, ""
 	}
-	allowance, wait := g.limiter.admit(claims.ID, c.qos.MaxBytesPerSec, now)
+	allowance, wait := g.limiter.admit(budgetKey(g.view, claims, now), c.qos.MaxBytesPerSec, now)
 	if wait > 0 {
 		setRetryAfter(c.ctx, wait)
 		writeError(c.ctx, api.CodeRateLimited, "byte rate of this capability exceeded", map[string]any{"retry_after_ms": wait.Milliseconds()})
@@ -63,8 +64,8 @@ func (c *call) finish(code api.Code, fields ...zap.Field) {
 	if c.claims == nil {
 		return
 	}
-	if code == "" && c.qos.MaxBytesPerSec > 0 {
-		c.g.limiter.take(c.claims.ID, c.qos.MaxBytesPerSec, c.bytes, time.Now())
+	if code == "" && c.qos.MaxBytesPerSec > 0 && c.bytes > c.charged {
+		c.g.limiter.take(budgetKey(c.g.view, c.claims, c.start), c.qos.MaxBytesPerSec, c.bytes-c.charged, time.Now())
 	}
 	m.monitors.observe(c.qos.Monitor, c.bytes)
 	if c.qos.LogLevel == "debug" {

@@ -90,7 +90,7 @@ func (k kafkaGate) Admit(c *ocap.Claims, req authz.Request, now time.Time) (api.
 	if qos.MaxBytesPerSec <= 0 {
 		return "", -1, 0
 	}
-	allowance, wait := g.limiter.admit(c.ID, qos.MaxBytesPerSec, now)
+	allowance, wait := g.limiter.admit(budgetKey(g.view, c, now), qos.MaxBytesPerSec, now)
 	return "", allowance, wait
 }
 
@@ -119,7 +119,7 @@ func (k kafkaGate) Observe(c *ocap.Claims, op string, code api.Code, bytes int, 
 	}
 	qos := k.g.view.QoS(c, now)
 	if qos.MaxBytesPerSec > 0 {
-		k.g.limiter.take(c.ID, qos.MaxBytesPerSec, bytes, now)
+		k.g.limiter.take(budgetKey(k.g.view, c, now), qos.MaxBytesPerSec, bytes, now)
 	}
 	m.monitors.observe(qos.Monitor, bytes)
 }

@@ -1,17 +1,45 @@
 package gateway
 
 import (
+	"encoding/base64"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/ocap"
 )
 
-// rateLimiter enforces per-capability byte rates with token buckets keyed
-// by jti: a bucket holds up to one second of bytes, a request is admitted
-// while the bucket is positive, and the bytes actually served are taken
-// afterwards (so it may go negative and the next request waits). The rate
-// comes from the capability's qos or a live override and may change
-// between requests. At most max buckets are kept; a full bucket carries no
-// state and is the first to go.
+// budgetKey is the bucket a capability's bytes count against at now: the
+// operator override that sets its rate (one budget per override: every
+// capability its selector matches, children included, shares it), else
+// the root of its chain (chn[0], or its jti: a capability and every child
+// attenuated from it share one budget). So minting ten children with the
+// same limit buys no more than the limit.
+func budgetKey(v *authz.View, c *ocap.Claims, now time.Time) string {
+	if id := v.RateOverride(c, now); id != "" {
+		return "qos/" + id
+	}
+	return "root/" + c.Root()
+}
+
+// rateLimiter enforces byte rates with token buckets keyed by budget
+// (budgetKey: the root of a capability's chain, or the override setting
+// its rate): a bucket holds up to one second of bytes, and a request is
+// admitted while the bucket is positive (its max_bytes clamped to what
+// the bucket holds). A fetch's answer is charged when it is ready, in one
+// step under the lock (spendRecords, spendBatches): the bucket is read,
+// the answer cut to it and the bytes taken at once, so fetches racing for
+// one budget cannot spend the same bytes, and a budget overshoots by at
+// most the last record (JSON) or answer (raw) that crossed zero, repaid
+// as debt before the next is served. Other bytes (produce, the Kafka
+// listener) are taken afterwards (take). The rate comes from the
+// capability's qos or a live override and may change between requests.
+// At most max buckets are kept; a full bucket carries no state and is the
+// first to go.
 type rateLimiter struct {
 	max int
 
@@ -38,10 +66,66 @@ func (l *rateLimiter) admit(jti string, rate int64, now time.Time) (allowance in
 	if b.tokens > 0 {
 		return int64(b.tokens), 0
 	}
-	return 0, time.Duration(-b.tokens/b.rate*float64(time.Second)) + time.Millisecond
+	return 0, b.wait()
 }
 
-// take charges n bytes served to jti's bucket.
+// spendRecords takes a JSON answer's bytes from key's bucket at now: it
+// keeps the first records whose encoded size fits what the bucket holds
+// (at least one when it holds anything) and charges their size, all
+// under the lock. keep is how many records to send; wait is set (keep 0)
+// when the bucket holds nothing.
+func (l *rateLimiter) spendRecords(key string, rate int64, recs []*kgo.Record, now time.Time) (keep int, wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.refillLocked(key, rate, now)
+	if b.tokens <= 0 && len(recs) > 0 {
+		return 0, b.wait()
+	}
+	spent := jsonAnswerOverhead
+	for keep < len(recs) {
+		size := jsonRecordSize(recs[keep])
+		if keep > 0 && float64(spent+size) > b.tokens {
+			break
+		}
+		spent += size
+		keep++
+	}
+	b.tokens -= float64(spent)
+	return keep, 0
+}
+
+// spendBatches takes a raw answer of n bytes from key's bucket at now,
+// whole (record batches are not cut), when the bucket holds anything.
+func (l *rateLimiter) spendBatches(key string, rate int64, n int, now time.Time) (wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.refillLocked(key, rate, now)
+	if b.tokens <= 0 && n > 0 {
+		return b.wait()
+	}
+	b.tokens -= float64(n)
+	return 0
+}
+
+// wait is how long until the bucket is positive again.
+func (b *bucket) wait() time.Duration {
+	return time.Duration(-b.tokens/b.rate*float64(time.Second)) + time.Millisecond
+}
+
+// jsonAnswerOverhead and jsonRecordSize bound the JSON encoding of an
+// answer (recordjson.go): the enclosing object, and per record its keys,
+// numbers, base64 key and value, and headers.
+const jsonAnswerOverhead = 64
+
+func jsonRecordSize(r *kgo.Record) int {
+	n := 96 + base64.StdEncoding.EncodedLen(len(r.Key)) + base64.StdEncoding.EncodedLen(len(r.Value))
+	for _, h := range r.Headers {
+		n += 24 + len(h.Key) + base64.StdEncoding.EncodedLen(len(h.Value))
+	}
+	return n
+}
+
+// take charges n bytes served to key's bucket.
 func (l *rateLimiter) take(jti string, rate int64, n int, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -95,4 +179,40 @@ func (l *rateLimiter) len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.buckets)
+}
+
+// spend charges a fetch's answer to its budget before it is written
+// (rateLimiter.spendRecords, spendBatches): a JSON answer is cut to what
+// the budget holds, and an answer to an empty budget is refused 429 (the
+// records stay in Kafka; the client fetches them again later).
+func (f *fetchCall) spend(res *broker.FetchResult, now time.Time) api.Code {
+	if f.qos.MaxBytesPerSec <= 0 {
+		return ""
+	}
+	key, rate := budgetKey(f.g.view, f.claims, f.start), f.qos.MaxBytesPerSec
+	var wait time.Duration
+	if f.raw {
+		if wait = f.g.limiter.spendBatches(key, rate, len(res.Batches), now); wait == 0 {
+			f.charged = len(res.Batches)
+		}
+	} else {
+		recs, next := cutAtRangeEnd(f.claims, res.Records, res.NextOffset)
+		var keep int
+		if keep, wait = f.g.limiter.spendRecords(key, rate, recs, now); wait == 0 {
+			if keep < len(recs) {
+				next = recs[keep].Offset
+			}
+			res.Records, res.NextOffset = recs[:keep], next
+			f.charged = jsonAnswerOverhead
+			for _, r := range res.Records {
+				f.charged += jsonRecordSize(r)
+			}
+		}
+	}
+	if wait > 0 {
+		setRetryAfter(f.ctx, wait)
+		writeError(f.ctx, api.CodeRateLimited, "byte rate of this capability exceeded", map[string]any{"retry_after_ms": wait.Milliseconds()})
+		return api.CodeRateLimited
+	}
+	return ""
 }

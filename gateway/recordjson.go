@@ -32,12 +32,9 @@ func appendFetchJSON(buf []byte, recs []*kgo.Record, next, highWatermark int64) 
 // growFor reserves room for the encoded records up front: base64 is 4/3 of
 // the bytes, plus the fixed keys of each record.
 func growFor(buf []byte, recs []*kgo.Record) []byte {
-	n := 64
+	n := jsonAnswerOverhead
 	for _, r := range recs {
-		n += 96 + base64.StdEncoding.EncodedLen(len(r.Key)) + base64.StdEncoding.EncodedLen(len(r.Value))
-		for _, h := range r.Headers {
-			n += 24 + len(h.Key) + base64.StdEncoding.EncodedLen(len(h.Value))
-		}
+		n += jsonRecordSize(r)
 	}
 	if cap(buf)-len(buf) < n {
 		grown := make([]byte, len(buf), len(buf)+n)

@@ -163,6 +163,9 @@ func (f *fetchCall) serve() api.Code {
 	if err != nil {
 		return g.fetchError(f.ctx, fctx, err)
 	}
+	if code := f.spend(&res, now); code != "" {
+		return code
+	}
 	if f.raw {
 		f.writeRaw(res)
 	} else {

@@ -223,6 +223,17 @@ func (c *Claims) PartitionNumber() int32 {
 	return *c.Partition
 }
 
+// Root is the jti at the root of the capability's attenuation chain:
+// chn[0], or its own jti when it was minted directly. Budgets (byte
+// rates, attenuations) count against the root, so attenuating never
+// multiplies them.
+func (c *Claims) Root() string {
+	if len(c.Chain) > 0 {
+		return c.Chain[0]
+	}
+	return c.ID
+}
+
 // AllowsOffset reports whether the offset caveat (if any) admits offset.
 func (c *Claims) AllowsOffset(offset int64) bool {
 	return c.Offsets == nil || c.Offsets.Contains(offset)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -16,6 +17,9 @@ func newCoordinatorCmd() *cobra.Command {
 			c, err := coordinator.New(cfg.Coordinator, log)
 			if err != nil {
 				return err
+			}
+			if limit := cfg.Coordinator.MemoryLimit; limit > 0 {
+				debug.SetMemoryLimit(limit) // the process is the coordinator alone
 			}
 			return c.Run(ctx)
 		})

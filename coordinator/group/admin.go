@@ -154,9 +154,11 @@ func (m *Machine) denyJTI(e DenyJTI) {
 // revokeOpenedBy revokes every live member the credential id opened, in
 // group and member order.
 func (m *Machine) revokeOpenedBy(credential string) {
-	opened := make([]*member, 0, len(m.byCredential[credential]))
-	for mem := range m.byCredential[credential] {
-		opened = append(opened, mem)
+	var opened []*member
+	if c := m.credentials[credential]; c != nil {
+		for mem := range c.members {
+			opened = append(opened, mem)
+		}
 	}
 	slices.SortFunc(opened, func(a, b *member) int {
 		return cmp.Or(strings.Compare(a.group.name, b.group.name), strings.Compare(a.id, b.id))

@@ -87,6 +87,8 @@ func (m *Machine) checkOffset(mem *member, o CommitOffset, release bool) (api.Co
 		return api.CodeStaleEpoch, fmt.Errorf("epoch %d is not current (epoch %d, %s)", o.Epoch, p.epoch, p.state())
 	}
 	switch {
+	case len(o.Metadata) > m.cfg.Limits.CommitMetadataBytes:
+		return api.CodeBadRequest, fmt.Errorf("metadata of %d bytes, at most %d (coordinator.groups.limits.commit_metadata_bytes)", len(o.Metadata), m.cfg.Limits.CommitMetadataBytes)
 	case o.Offset < 0 && !release:
 		return api.CodeBadRequest, fmt.Errorf("offset %d < 0", o.Offset)
 	case o.Offset >= 0 && o.Offset < p.committed:

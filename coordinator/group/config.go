@@ -51,6 +51,50 @@ type Config struct {
 	// MaxMovesPerSecond is the default per-group limit on revokes started
 	// per second (0 = unlimited).
 	MaxMovesPerSecond int `yaml:"max_moves_per_second"`
+
+	// Limits on what a join or a commit can make the machine hold
+	// (limits.go). Past a count limit a join gets 409 limit_exceeded; a
+	// request past a size limit gets 400 bad_request.
+	Limits Limits `yaml:"limits"`
+}
+
+// Limits bound the state members can make the coordinator hold.
+type Limits struct {
+	// TopicsPerMember bounds the topics one join lists.
+	TopicsPerMember int `yaml:"topics_per_member"`
+	// TopicPatternBytes bounds a topic_pattern's length; TopicPatternCost
+	// bounds its size once repetitions are expanded (regexp program
+	// instructions, estimated before compiling).
+	TopicPatternBytes int `yaml:"topic_pattern_bytes"`
+	TopicPatternCost  int `yaml:"topic_pattern_cost"`
+	// MembersPerGroup, GroupsPerCredential and Groups bound live members
+	// of one group, the groups one credential has live members in, and
+	// the groups a join may create.
+	MembersPerGroup     int `yaml:"members_per_group"`
+	GroupsPerCredential int `yaml:"groups_per_credential"`
+	Groups              int `yaml:"groups"`
+	// StateBytes bounds the estimated bytes of members, groups and
+	// partitions (limits.go: per member, per subscribed topic, per
+	// partition, per group, measured by the tests); a join that would
+	// pass it is refused. Keep it well under coordinator.memory_limit.
+	StateBytes int64 `yaml:"state_bytes"`
+	// CommitMetadataBytes bounds the metadata string of one committed
+	// offset (Kafka's offset.metadata.max.bytes).
+	CommitMetadataBytes int `yaml:"commit_metadata_bytes"`
+}
+
+// DefaultLimits are the documented defaults.
+func DefaultLimits() Limits {
+	return Limits{
+		TopicsPerMember:     1000,
+		TopicPatternBytes:   512,
+		TopicPatternCost:    4096,
+		MembersPerGroup:     10000,
+		GroupsPerCredential: 100,
+		Groups:              10000,
+		StateBytes:          256 << 20,
+		CommitMetadataBytes: 4096,
+	}
 }
 
 // DefaultConfig returns the documented defaults.
@@ -70,6 +114,7 @@ func DefaultConfig() Config {
 		Assignor:          assign.NameSticky,
 		OffsetReset:       OffsetResetEarliest,
 		SyncLogMax:        10000,
+		Limits:            DefaultLimits(),
 	}
 }
 
@@ -109,7 +154,31 @@ func (c Config) Validate() error {
 	case c.MaxMovesPerSecond < 0:
 		return fmt.Errorf("group.max_moves_per_second: must be >= 0, got %d", c.MaxMovesPerSecond)
 	}
+	if err := c.Limits.validate(c); err != nil {
+		return err
+	}
 	return c.validateNames()
+}
+
+func (l Limits) validate(c Config) error {
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{
+		{"topics_per_member", int64(l.TopicsPerMember)},
+		{"topic_pattern_bytes", int64(l.TopicPatternBytes)},
+		{"topic_pattern_cost", int64(l.TopicPatternCost)},
+		{"members_per_group", int64(l.MembersPerGroup)},
+		{"groups_per_credential", int64(l.GroupsPerCredential)},
+		{"groups", int64(l.Groups)},
+		{"state_bytes", l.StateBytes},
+		{"commit_metadata_bytes", int64(l.CommitMetadataBytes)},
+	} {
+		if f.value <= 0 {
+			return fmt.Errorf("group.limits.%s: must be > 0, got %d", f.name, f.value)
+		}
+	}
+	return nil
 }
 
 func (c Config) validateNames() error {

@@ -9,3 +9,10 @@ func SetAssignorLookup(f func(string) (assign.Func, bool)) (restore func()) {
 	assignorLookup = f
 	return func() { assignorLookup = old }
 }
+
+// StateBytes is the machine's estimate of its member, group and
+// partition state.
+func (m *Machine) StateBytes() int64 { return m.tally.bytes() }
+
+// PartitionBytes is the estimate of one partition.
+func PartitionBytes() int64 { return partitionBytes }

@@ -162,6 +162,7 @@ func (m *Machine) CheckInvariants() error {
 	for _, name := range sortedKeys(m.groups) {
 		errs = append(errs, m.checkGroup(m.groups[name])...)
 	}
+	errs = append(errs, m.checkTally()...)
 	if m.log.n > m.log.max || m.log.first() < 1 {
 		errs = append(errs, fmt.Errorf("sync log holds %d entries (max %d) from %d", m.log.n, m.log.max, m.log.first()))
 	}
@@ -254,4 +255,32 @@ func (m *Machine) checkPartition(g *group, p *partition) error {
 		return fmt.Errorf("%s: unknown state", p.describe())
 	}
 	return nil
+}
+
+// checkTally recomputes the state estimate and the credentials' member
+// and group counts from scratch.
+func (m *Machine) checkTally() []error {
+	var want tally
+	var errs []error
+	members := map[string]int{}
+	for _, g := range m.groups {
+		want.groups++
+		want.partitions += int64(len(g.parts))
+		for _, mem := range g.members {
+			want.memberBytes += memberCost(mem)
+			members[mem.credential.ID]++
+			if c := m.credentials[mem.credential.ID]; c == nil || c.groups[g] <= 0 {
+				errs = append(errs, fmt.Errorf("member %q of %q is missing from its credential", mem.id, g.name))
+			}
+		}
+	}
+	if want != m.tally {
+		errs = append(errs, fmt.Errorf("state tally %+v, recomputed %+v", m.tally, want))
+	}
+	for id, c := range m.credentials {
+		if len(c.members) != members[id] {
+			errs = append(errs, fmt.Errorf("credential %q lists %d members, %d are live", id, len(c.members), members[id]))
+		}
+	}
+	return errs
 }

@@ -36,11 +36,12 @@ type Machine struct {
 	// revocations holds the denied ids and revoked members (their fences
 	// are the partitions' epochs), under the one expiry rule.
 	revocations *revocation.Set
-	// byCredential: the live members each credential id opened.
-	byCredential map[string]map[*member]struct{}
-	qos          map[string]api.QoSOverride
-	timers       timerHeap
-	handoffs     handoffQueue
+	// credentials: the live members each credential id opened.
+	credentials map[string]*credential
+	tally       tally // the state estimate limits.state_bytes bounds
+	qos         map[string]api.QoSOverride
+	timers      timerHeap
+	handoffs    handoffQueue
 
 	watermark      uint64
 	watermarkValid bool
@@ -101,17 +102,17 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		return nil, fmt.Errorf("group: new machine: nil rng")
 	}
 	m := &Machine{
-		cfg:          cfg,
-		rng:          rng,
-		lookup:       assignorLookup,
-		groups:       make(map[string]*group),
-		topics:       make(map[string]int32),
-		gateways:     make(map[string]*gateway),
-		revocations:  revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
-		byCredential: make(map[string]map[*member]struct{}),
-		qos:          make(map[string]api.QoSOverride),
-		persistIdx:   make(map[recordKey]int),
-		timers:       newTimerHeap(),
+		cfg:         cfg,
+		rng:         rng,
+		lookup:      assignorLookup,
+		groups:      make(map[string]*group),
+		topics:      make(map[string]int32),
+		gateways:    make(map[string]*gateway),
+		revocations: revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
+		credentials: make(map[string]*credential),
+		qos:         make(map[string]api.QoSOverride),
+		persistIdx:  make(map[recordKey]int),
+		timers:      newTimerHeap(),
 	}
 	m.log.init(cfg.SyncLogMax, 1)
 	m.seqDirty = true
@@ -292,7 +293,7 @@ func (m *Machine) queueNews(mem *member) {
 func (m *Machine) group(name string) *group {
 	g := m.groups[name]
 	if g == nil {
-		g = newGroup(name, m.cfg.groupDefaults())
+		g = newGroup(name, m.cfg.groupDefaults(), &m.tally)
 		m.groups[name] = g
 		m.putRecord(recordKey{kind: keyGroup, first: name}, GroupRecord{Group: name, Config: g.cfg})
 	}

@@ -64,12 +64,18 @@ func (m *Machine) join(e Join) {
 		m.rejoin(e, sub, timeout)
 		return
 	}
-	g := m.group(e.Group)
-	old := g.instances[e.InstanceID]
+	var old *member
+	if g := m.groups[e.Group]; g != nil {
+		old = g.instances[e.InstanceID]
+	}
 	if old != nil && old.credential.ID != e.Credential.ID {
 		m.reject(e.Ref, api.CodeConflict, "join: instance_id %q belongs to a member of another credential", e.InstanceID)
 		return
 	}
+	if !m.admitJoin(e, sub, old) {
+		return
+	}
+	g := m.group(e.Group)
 	if !m.adoptAssignor(g, e) {
 		return
 	}
@@ -91,6 +97,12 @@ func (m *Machine) credentialDenied(id string) bool {
 func (m *Machine) checkJoin(e Join) (subscription, time.Duration, error) {
 	if e.Group == "" {
 		return subscription{}, 0, fmt.Errorf("group required")
+	}
+	if l := m.cfg.Limits; len(e.Topics) > l.TopicsPerMember {
+		return subscription{}, 0, fmt.Errorf("%d topics, at most %d (coordinator.groups.limits.topics_per_member)", len(e.Topics), l.TopicsPerMember)
+	}
+	if err := m.cfg.Limits.checkPattern(e.TopicPattern); e.TopicPattern != "" && err != nil {
+		return subscription{}, 0, err
 	}
 	sub, err := parseSubscription(e.Topics, e.TopicPattern)
 	if err != nil {
@@ -147,6 +159,9 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
 		m.reject(e.Ref, api.CodeForbidden, "join: changing the subscription needs the client credential")
 		return
 	}
+	if more := costOf(e, sub) - mem.charged; !sub.equal(mem) && more > 0 && !m.admitState(e.Ref, more) {
+		return
+	}
 	if !m.adoptAssignor(mem.group, e) {
 		return
 	}
@@ -199,10 +214,13 @@ func (m *Machine) installMember(mem *member) {
 	if mem.instanceID != "" {
 		g.instances[mem.instanceID] = mem
 	}
-	if m.byCredential[mem.credential.ID] == nil {
-		m.byCredential[mem.credential.ID] = make(map[*member]struct{})
+	c := m.credentials[mem.credential.ID]
+	if c == nil {
+		c = &credential{members: make(map[*member]struct{}), groups: make(map[*group]int)}
+		m.credentials[mem.credential.ID] = c
 	}
-	m.byCredential[mem.credential.ID][mem] = struct{}{}
+	c.members[mem] = struct{}{}
+	c.groups[g]++
 	m.resolve(mem)
 	m.contact(mem)
 	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, mem.record())
@@ -239,6 +257,14 @@ func (m *Machine) resolve(mem *member) {
 	for t := range mem.resolved {
 		mem.group.subscribed[t]++
 	}
+	m.recharge(mem)
+}
+
+// recharge brings mem's share of the state estimate up to date.
+func (m *Machine) recharge(mem *member) {
+	cost := memberCost(mem)
+	m.tally.memberBytes += cost - mem.charged
+	mem.charged = cost
 }
 
 func (m *Machine) unresolve(mem *member) {
@@ -298,13 +324,18 @@ func (m *Machine) dropMember(mem *member) {
 	if g.instances[mem.instanceID] == mem {
 		delete(g.instances, mem.instanceID)
 	}
-	if set := m.byCredential[mem.credential.ID]; set != nil {
-		delete(set, mem)
-		if len(set) == 0 {
-			delete(m.byCredential, mem.credential.ID)
+	if c := m.credentials[mem.credential.ID]; c != nil {
+		delete(c.members, mem)
+		if c.groups[g]--; c.groups[g] <= 0 {
+			delete(c.groups, g)
+		}
+		if len(c.members) == 0 {
+			delete(m.credentials, mem.credential.ID)
 		}
 	}
 	m.unresolve(mem)
+	m.tally.memberBytes -= mem.charged
+	mem.charged = 0
 	rec := mem.record()
 	rec.Deleted = true
 	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, rec)

@@ -128,6 +128,9 @@ type Rejected struct {
 	Ref     Ref
 	Code    api.Code
 	Message string
+	// Details go into the error body beside code and message (a limit's
+	// name and value).
+	Details map[string]any
 }
 
 func (r JoinReply) Request() Ref         { return r.Ref }

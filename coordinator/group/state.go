@@ -29,6 +29,7 @@ type group struct {
 	nextMoveAt   time.Time
 	moveArmed    bool
 	reassign     bool // queued for reassignment at the end of the step
+	tally        *tally
 }
 
 // member is a live group member; a dead one is removed at once.
@@ -38,6 +39,7 @@ type member struct {
 	instanceID     string
 	clientID       string
 	credential     Credential
+	charged        int64 // its memberCost in the machine's tally
 	topics         []string
 	pattern        *regexp.Regexp
 	patternText    string
@@ -368,8 +370,10 @@ func (mem *member) record() MemberRecord {
 	}
 }
 
-func newGroup(name string, cfg GroupConfig) *group {
+func newGroup(name string, cfg GroupConfig, t *tally) *group {
+	t.groups++
 	return &group{
+		tally:      t,
 		name:       name,
 		cfg:        cfg,
 		members:    make(map[string]*member),
@@ -388,6 +392,7 @@ func (g *group) partition(id assign.Partition) *partition {
 	}
 	p := &partition{group: g, id: id, own: unowned{}, committed: -1, audit: partitionAudit{committed: -1}}
 	g.parts[id] = p
+	g.tally.partitions++
 	i, _ := slices.BinarySearchFunc(g.order, id, func(q *partition, id assign.Partition) int {
 		return comparePartitions(q.id, id)
 	})

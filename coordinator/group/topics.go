@@ -60,6 +60,7 @@ func (m *Machine) topicsChanged(g *group, grown, added, deleted []string) {
 				affected = true
 			}
 		}
+		m.recharge(mem)
 	}
 	for _, t := range slices.Concat(grown, deleted) {
 		if g.subscribed[t] > 0 || g.created[t] > 0 {

@@ -154,3 +154,17 @@ func codeOf(raw []byte) api.Code {
 func subOf(token string) string { return harness.ClaimsOf(token).Subject }
 
 func jsonInto(raw []byte, v any) error { return json.Unmarshal(raw, v) }
+
+// soloMember starts a cluster with a topic of the given partitions and
+// joins one member of group g with a fresh credential.
+func soloMember(t *testing.T, partitions int32) (*sdk.Cluster, client, *member) {
+	t.Helper()
+	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: partitions})
+	cl := client{c}
+	cred, _ := cl.credential(t, "svc", "g")
+	_, code, m := cl.join(t, "m", "g", cred, api.JoinRequest{Topics: []string{c.Topic}, SessionTimeoutMs: 60_000})
+	if m == nil {
+		t.Fatalf("join refused: %s", code)
+	}
+	return c, cl, m
+}

@@ -49,13 +49,7 @@ func rawRequest(t *testing.T, base, request string) (int, []byte) {
 // with 400 and a JSON error body; the same request unfolded is served.
 func TestFoldedAuthorizationRefused(t *testing.T) {
 	t.Parallel()
-	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 1})
-	cl := client{c}
-	cred, _ := cl.credential(t, "svc", "g")
-	_, _, m := cl.join(t, "m", "g", cred, api.JoinRequest{Topics: []string{c.Topic}, SessionTimeoutMs: 30_000})
-	if m == nil {
-		t.Fatal("join refused")
-	}
+	c, _, m := soloMember(t, 1)
 	capability := m.grants[0][0].Capability
 	cases := []struct {
 		name, base, line, token string

@@ -15,12 +15,29 @@ import (
 // with no field set matches nothing. A jti selector also matches the
 // capabilities chained from that jti. Does not allocate.
 func (v *View) QoS(c *ocap.Claims, now time.Time) ocap.QoS {
+	q, _ := v.service(c, now)
+	return q
+}
+
+// RateOverride is the ID of the live override that sets c's byte rate at
+// now, or "" when c's rate is its own (its qos claim, or none). The
+// gateway charges a rate set by an override to one budget per override
+// (every capability its selector matches shares it) and a capability's
+// own rate to the root of its chain (ocap.Claims.Root), so attenuating
+// never multiplies a budget. Does not allocate.
+func (v *View) RateOverride(c *ocap.Claims, now time.Time) string {
+	_, id := v.service(c, now)
+	return id
+}
+
+// service is QoS, and the ID of the override that set the byte rate.
+func (v *View) service(c *ocap.Claims, now time.Time) (ocap.QoS, string) {
 	var q ocap.QoS
 	if c.QoS != nil {
 		q = *c.QoS
 	}
 	if v.qosCount.Load() == 0 {
-		return q
+		return q, ""
 	}
 	n := now.Unix()
 	var lvl, mon, bps best
@@ -41,7 +58,7 @@ func (v *View) QoS(c *ocap.Claims, now time.Time) ocap.QoS {
 			bps, q.MaxBytesPerSec = best{score, id}, o.MaxBytesPerSec
 		}
 	}
-	return q
+	return q, bps.id
 }
 
 type best struct {

@@ -1,0 +1,148 @@
+package group
+
+import (
+	"fmt"
+	"regexp/syntax"
+
+	"github.com/capgate/capgate/api"
+)
+
+// What members can make the machine hold is bounded (Config.Limits):
+// topics per join, the size of a topic pattern before and after its
+// repetitions are expanded, members per group, groups per credential,
+// groups, and the estimated bytes of all member, group and partition
+// state. The estimate is what a join is refused on; its constants are at
+// least the heap growth TestStateEstimateCoversTheHeap measures per item
+// (limits_test.go), so the bound it enforces holds for the real heap.
+const (
+	memberBytes    = 2048 // one member: struct, maps, session and heartbeat timers
+	topicBytes     = 96   // one topic a member lists or resolves: its entries in the member's and group's maps
+	patternBytes   = 8192 // a compiled topic pattern and its matcher caches, beyond the per-instruction cost
+	patternInst    = 64   // one instruction of a compiled pattern
+	partitionBytes = 1536 // one (group, topic, partition)
+	groupBytes     = 2048 // one group
+)
+
+// tally is the machine's running estimate of the state limits bound.
+type tally struct {
+	groups      int64
+	partitions  int64
+	memberBytes int64 // memberCost of every live member
+}
+
+func (t *tally) bytes() int64 {
+	return t.memberBytes + t.partitions*partitionBytes + t.groups*groupBytes
+}
+
+// memberCost estimates the bytes mem holds.
+func memberCost(mem *member) int64 {
+	n := memberBytes + len(mem.id) + len(mem.instanceID) + len(mem.clientID) +
+		len(mem.credential.ID) + len(mem.credential.Issuer) + len(mem.credential.Subject)
+	for _, t := range mem.topics {
+		n += topicBytes + len(t)
+	}
+	n += topicBytes * len(mem.resolved)
+	if mem.pattern != nil {
+		n += patternBytes + len(mem.patternText) + patternInst*patternCost(mem.patternText)
+	}
+	return int64(n)
+}
+
+// credential is what the machine knows of one credential id: its live
+// members, and how many of them are in each group.
+type credential struct {
+	members map[*member]struct{}
+	groups  map[*group]int
+}
+
+// limitRejection is the refusal of a join past a count limit.
+func (m *Machine) limitRejection(ref Ref, limit string, max int64, format string, args ...any) {
+	m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded, Message: fmt.Sprintf(format, args...),
+		Details: map[string]any{"limit": "coordinator.groups.limits." + limit, "max": max}})
+}
+
+// admitJoin checks a join that adds a member (static replacements free
+// their predecessor's place) against the count and state limits.
+func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
+	l := m.cfg.Limits
+	g := m.groups[e.Group]
+	switch {
+	case g == nil && int64(len(m.groups)) >= int64(l.Groups):
+		m.limitRejection(e.Ref, "groups", int64(l.Groups), "join: the coordinator holds %d groups", len(m.groups))
+		return false
+	case g != nil && replaces == nil && len(g.members) >= l.MembersPerGroup:
+		m.limitRejection(e.Ref, "members_per_group", int64(l.MembersPerGroup), "join: group %q has %d members", e.Group, len(g.members))
+		return false
+	}
+	if c := m.credentials[e.Credential.ID]; c != nil && (g == nil || c.groups[g] == 0) && len(c.groups) >= l.GroupsPerCredential {
+		m.limitRejection(e.Ref, "groups_per_credential", int64(l.GroupsPerCredential),
+			"join: the credential has members in %d groups", len(c.groups))
+		return false
+	}
+	return m.admitState(e.Ref, costOf(e, sub))
+}
+
+// admitState refuses a request that would take the state estimate past
+// limits.state_bytes.
+func (m *Machine) admitState(ref Ref, more int64) bool {
+	if used := m.tally.bytes(); used+more > m.cfg.Limits.StateBytes {
+		m.limitRejection(ref, "state_bytes", m.cfg.Limits.StateBytes,
+			"join: the coordinator's member state (%d bytes estimated) is full", used)
+		return false
+	}
+	return true
+}
+
+// costOf estimates the member a join would add.
+func costOf(e Join, sub subscription) int64 {
+	return memberCost(&member{id: e.MemberID, instanceID: e.InstanceID, clientID: e.ClientID, credential: e.Credential,
+		topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText}) + 32
+}
+
+// checkPattern bounds a topic pattern before it is compiled: its length,
+// and its size once every repetition is expanded (the work and memory of
+// its compiled program grow with it).
+func (l Limits) checkPattern(pattern string) error {
+	if len(pattern) > l.TopicPatternBytes {
+		return fmt.Errorf("topic_pattern longer than %d bytes (coordinator.groups.limits.topic_pattern_bytes)", l.TopicPatternBytes)
+	}
+	if cost := patternCost(pattern); cost > l.TopicPatternCost {
+		return fmt.Errorf("topic_pattern too complex: %d instructions once expanded, at most %d (coordinator.groups.limits.topic_pattern_cost)", cost, l.TopicPatternCost)
+	}
+	return nil
+}
+
+// patternCost estimates the instructions of pattern's compiled program by
+// expanding repetitions over its parse tree (saturating, never
+// compiling); an unparsable pattern costs 0 (compiling refuses it).
+func patternCost(pattern string) int {
+	re, err := syntax.Parse("^(?:"+pattern+")$", syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	return treeCost(re)
+}
+
+const costCap = 1 << 30
+
+func treeCost(re *syntax.Regexp) int {
+	sum := 0
+	for _, sub := range re.Sub {
+		sum = min(sum+treeCost(sub), costCap)
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		return len(re.Rune)
+	case syntax.OpRepeat:
+		times := re.Max
+		if times < 0 {
+			times = re.Min + 1
+		}
+		return min(sum*max(times, 1)+1, costCap)
+	case syntax.OpConcat, syntax.OpAlternate, syntax.OpCapture:
+		return sum + 1
+	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
+		return sum + 2
+	}
+	return 1
+}

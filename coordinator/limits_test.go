@@ -1,0 +1,139 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
+)
+
+// errorDetails decodes an error body's details.
+func errorDetails(t testing.TB, b []byte) map[string]any {
+	t.Helper()
+	var body api.ErrorBody
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatalf("not an error body: %s", b)
+	}
+	return body.Error.Details
+}
+
+// Every limit of a join, over HTTP: size limits answer 400 naming the
+// setting, count limits 409 limit_exceeded with the setting and its value
+// in the details.
+func TestJoinLimitsOverHTTP(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2})
+	l := &e.cfg.Groups.Limits
+	l.TopicsPerMember, l.TopicPatternBytes, l.TopicPatternCost = 5, 32, 100
+	l.MembersPerGroup, l.GroupsPerCredential, l.Groups = 2, 2, 4
+	e.cfg.JoinRate, e.cfg.JoinBurst = 1000, 1000
+	h := e.start(t)
+	a := h.clientCredential(t, []string{"*"}, []string{"*"})
+	b := h.clientCredential(t, []string{"*"}, []string{"*"})
+	join := func(cred, group string, req api.JoinRequest) (int, []byte) {
+		status, body, _ := h.do(t, "POST", "/v1/groups/"+group+"/join", cred, req)
+		return status, body
+	}
+	for name, req := range map[string]api.JoinRequest{
+		"topics_per_member":   {Topics: []string{"a", "b", "c", "d", "e", "f"}},
+		"topic_pattern_bytes": {TopicPattern: strings.Repeat("x", 33)},
+		"topic_pattern_cost":  {TopicPattern: "(x{30}){30}"},
+	} {
+		status, body := join(a, "g", req)
+		if status != 400 || errorCode(t, body) != api.CodeBadRequest || !strings.Contains(string(body), name) {
+			t.Errorf("%s: %d %s, want 400 naming it", name, status, body)
+		}
+	}
+	mustJoin := func(cred, group string) {
+		t.Helper()
+		if status, body := join(cred, group, api.JoinRequest{Topics: []string{"orders"}}); status != 200 {
+			t.Fatalf("join %s: %d %s", group, status, body)
+		}
+	}
+	limited := func(cred, group, limit string, max float64) {
+		t.Helper()
+		status, body := join(cred, group, api.JoinRequest{Topics: []string{"orders"}})
+		d := errorDetails(t, body)
+		if status != 409 || errorCode(t, body) != api.CodeLimitExceeded || d["limit"] != "coordinator.groups.limits."+limit || d["max"] != max {
+			t.Fatalf("join %s past %s: %d %s", group, limit, status, body)
+		}
+	}
+	mustJoin(a, "g")
+	mustJoin(a, "g")
+	limited(b, "g", "members_per_group", 2)
+	mustJoin(a, "h")
+	limited(a, "i", "groups_per_credential", 2)
+	mustJoin(b, "i")
+	mustJoin(b, "i2")
+	limited(b, "j", "groups", 4)
+}
+
+// Joins are rate-limited per credential: past the burst 429 with
+// Retry-After; another credential is not affected.
+func TestJoinRateLimited(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	e.cfg.JoinRate, e.cfg.JoinBurst = 0.5, 3
+	h := e.start(t)
+	a := h.clientCredential(t, []string{"*"}, []string{"*"})
+	b := h.clientCredential(t, []string{"*"}, []string{"*"})
+	req := api.JoinRequest{Topics: []string{"orders"}}
+	for i := range 3 {
+		h.call(t, "POST", fmt.Sprintf("/v1/groups/g%d/join", i), a, req, 200, nil)
+	}
+	header := h.expectError(t, "POST", "/v1/groups/g9/join", a, req, 429, api.CodeRateLimited)
+	if header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+	h.call(t, "POST", "/v1/groups/g9/join", b, req, 200, nil)
+}
+
+// A commit beyond the partition's log end, at int64 max, or with metadata
+// past the limit is refused; at the log end it is accepted, also once the
+// log grew after the coordinator last looked.
+func TestCommitBoundsOverHTTP(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	produce := func(n int) {
+		for range n {
+			if _, err := e.broker.Produce(context.Background(), "orders", 0, []*kgo.Record{{Value: []byte("v")}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(5)
+	m := h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
+	g, _ := m.grant("orders", 0)
+	commit := func(offset int64, metadata string) (int, []byte) {
+		status, body, _ := h.do(t, "POST", "/v1/groups/g/commit", m.token, api.CommitRequest{
+			Offsets: []api.CommitOffset{{Topic: "orders", Partition: 0, Offset: offset, Metadata: metadata, Capability: g.Capability}}})
+		return status, body
+	}
+	for _, offset := range []int64{6, 1000, math.MaxInt64} {
+		status, body := commit(offset, "")
+		if status != 416 || errorCode(t, body) != api.CodeOffsetOutOfRange || errorDetails(t, body)["latest"] != 5.0 {
+			t.Errorf("commit at %d: %d %s, want 416 with latest 5", offset, status, body)
+		}
+	}
+	if status, body := commit(3, strings.Repeat("m", 900<<10)); status != 400 || !strings.Contains(string(body), "commit_metadata_bytes") {
+		t.Errorf("commit with 900 KB of metadata: %d %.200s", status, body)
+	}
+	if status, body := commit(5, "ok"); status != 200 {
+		t.Fatalf("commit at the log end: %d %s", status, body)
+	}
+	produce(2)
+	if status, body := commit(7, ""); status != http.StatusOK {
+		t.Fatalf("commit at the grown log end: %d %s", status, body)
+	}
+	var d coordinator.GroupDescription
+	h.call(t, "GET", "/v1/admin/groups/g", e.adminToken, nil, 200, &d)
+	if d.Partitions[0].Committed == nil || *d.Partitions[0].Committed != 7 {
+		t.Fatalf("committed %+v", d.Partitions[0].Committed)
+	}
+}

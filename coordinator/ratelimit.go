@@ -1,0 +1,89 @@
+package coordinator
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/time/rate"
+
+	"github.com/capgate/capgate/api"
+)
+
+// keyedLimiter rate-limits requests per key (a credential's id for joins,
+// a chain root for attenuations) with golang.org/x/time/rate token
+// buckets. It keeps at most max keys: when full it drops the buckets that
+// have refilled (they carry no state), and if none has, an eighth of the
+// table (map order: random) — a dropped key starts again with a full
+// burst, which is the most a flood of distinct keys can win. Safe for
+// concurrent use.
+type keyedLimiter struct {
+	limit rate.Limit
+	burst int
+	max   int
+
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+}
+
+func newKeyedLimiter(perSecond float64, burst, maxKeys int) *keyedLimiter {
+	return &keyedLimiter{limit: rate.Limit(perSecond), burst: burst, max: maxKeys, buckets: map[string]*rate.Limiter{}}
+}
+
+// allow takes one token of key's bucket at now; when there is none it
+// returns how long until there is.
+func (l *keyedLimiter) allow(key string, now time.Time) (ok bool, wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		if len(l.buckets) >= l.max {
+			l.evictLocked(now)
+		}
+		b = rate.NewLimiter(l.limit, l.burst)
+		l.buckets[key] = b
+	}
+	r := b.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+func (l *keyedLimiter) evictLocked(now time.Time) {
+	for key, b := range l.buckets {
+		if b.TokensAt(now) >= float64(l.burst) {
+			delete(l.buckets, key)
+		}
+	}
+	drop := len(l.buckets) - l.max + 1 + l.max/8
+	for key := range l.buckets {
+		if drop <= 0 {
+			break
+		}
+		delete(l.buckets, key)
+		drop--
+	}
+}
+
+// len is the number of keys tracked.
+func (l *keyedLimiter) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.buckets)
+}
+
+// allowRate takes a token of key's bucket in l, or answers 429
+// rate_limited with Retry-After and returns false.
+func (c *Coordinator) allowRate(ctx *fasthttp.RequestCtx, l *keyedLimiter, key, what string) bool {
+	ok, wait := l.allow(key, c.now())
+	if ok {
+		return true
+	}
+	writeErrorDetails(ctx, api.CodeRateLimited, "too many "+what+"; retry later",
+		map[string]any{"retry_after_ms": wait.Milliseconds()})
+	ctx.Response.Header.Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+	return false
+}
