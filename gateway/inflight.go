@@ -51,12 +51,7 @@ func newInflight(bugs guard.Bugs, max, maxPerHolder int) *inflight {
 // holderOf is whom a capability's fetches count against: the root of its
 // chain (an attenuated child and its own children share their root's
 // allowance), else the capability itself.
-func holderOf(c *ocap.Claims) string {
-	if len(c.Chain) > 0 {
-		return c.Chain[0]
-	}
-	return c.ID
-}
+func holderOf(c *ocap.Claims) string { return c.Root() }
 
 // start registers a fetch and returns its entry and context, a child of
 // base that the revocation paths cancel; or, with nothing registered,
