@@ -36,14 +36,22 @@ Consume and produce:
 
 Join a group with curl:
 
-  curl -X POST "$CAPGATE_COORDINATOR_URL/v1/groups/g/join" \
+  curl %s-X POST "$CAPGATE_COORDINATOR_URL/v1/groups/g/join" \
     -H "Authorization: Bearer $CAPGATE_CREDENTIAL" -H 'Content-Type: application/json' \
     -d '{"topics":["demo"]}'
 
 Operate it: capgate admin --token-file %s groups
 
 Press Ctrl-C to stop; records, offsets and credentials are kept in %s.
-`, env, indent(exportLines(publicEnv(s.env()))), s.Kafka.Addrs()[0], creds, s.dataDir)
+`, env, indent(exportLines(publicEnv(s.env()))), s.Kafka.Addrs()[0], curlTLS(s), creds, s.dataDir)
+}
+
+// curlTLS is curl's option for the dev CA with --tls ("" without).
+func curlTLS(s *devStack) string {
+	if s.clientTLS.CAFile == "" {
+		return ""
+	}
+	return `--cacert "$CAPGATE_CACERT" `
 }
 
 // kafkaBannerLine names the gateway's Kafka listener, when it is on.
