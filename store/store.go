@@ -65,6 +65,7 @@ type Store struct {
 func Open(dir string, opts Options) (*Store, error) {
 	bopts := badgerOptions(dir, opts)
 	if !opts.InMemory {
+		privateFiles()
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", dir, err)
 		}
@@ -149,10 +150,10 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// restrictPermissions makes dir 0700 and every file under it 0600. Files
-// badger creates while the store is open (new memtables, tables) may be
-// 0666&^umask until the next Open or Close; the 0700 directory keeps
-// others out of them meanwhile.
+// restrictPermissions makes dir 0700 and every file under it 0600 (files
+// left by an earlier run, or by a process with a wider umask); files
+// badger creates while the store is open are 0600 by the umask
+// privateFiles sets.
 func restrictPermissions(dir string) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return err

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -97,6 +98,37 @@ func TestDataDirectoryIsPrivate(t *testing.T) {
 	st = openStore(t, dir)
 	defer st.Close()
 	checkPrivate(t, dir, "after reopen")
+}
+
+// TestDataFilesArePrivateWhileRunning is the attack of issue #10: the
+// files badger created while the store ran (new memtables, tables) were
+// 0644 until the next close, readable by any local user, although the
+// signing keys live in them. Writing past a memtable makes badger create
+// files while open; every one must be 0600 at once.
+func TestDataFilesArePrivateWhileRunning(t *testing.T) {
+	st, dir := openTemp(t)
+	before := map[string]bool{}
+	filepath.WalkDir(dir, func(path string, _ fs.DirEntry, _ error) error { before[path] = true; return nil })
+	value := make([]byte, 1<<20)
+	for i := 0; ; i++ {
+		if err := st.PutRaw([]byte(fmt.Sprintf("fill-%06d", i)), value); err != nil {
+			t.Fatal(err)
+		}
+		created := 0
+		filepath.WalkDir(dir, func(path string, _ fs.DirEntry, _ error) error {
+			if !before[path] {
+				created++
+			}
+			return nil
+		})
+		if created > 0 && i > 40 {
+			break
+		}
+		if i > 200 {
+			t.Fatal("badger created no file after 200 MiB of writes")
+		}
+	}
+	checkPrivate(t, dir, "while running")
 }
 
 func checkPrivate(t *testing.T, dir, when string) {
