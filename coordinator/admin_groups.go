@@ -1,12 +1,18 @@
 package coordinator
 
 // Behavior: admin, groups resource — bearer: an admin token.
-//   GET /v1/admin/groups        → GroupsResponse, names sorted.
-//   GET /v1/admin/groups/{g}    → GroupDescription: config, live members,
-//     partitions with owner, epoch, state, committed offset and lag
-//     (latest offset − committed, read from Kafka best-effort within
-//     broker_timeout, for groups of up to describe_lag_max partitions);
-//     404 for an unknown group.
+//   GET /v1/admin/groups?after=&limit= → GroupsResponse, names sorted,
+//     at most describe_page_max (or limit) after after; next_after when
+//     more follow.
+//   GET /v1/admin/groups/{g}?limit=&members_after=&partitions_after=topic/N
+//     → GroupDescription: config, live members (each with the credential
+//     that opened it), partitions with owner, epoch, state, committed
+//     offset and lag (latest offset − committed, read from Kafka
+//     best-effort within broker_timeout, for pages of up to
+//     describe_lag_max partitions); one page: at most describe_page_max
+//     (or limit) members and partitions, members within
+//     describe_bytes_max; next_members_after / next_partitions_after
+//     resume; 404 for an unknown group, 400 for a bad cursor or limit.
 //   PUT /v1/admin/groups/{g}/config with GroupConfigRequest → the
 //     resulting GroupConfigView; creates the group if needed; 400 for a
 //     setting out of bounds, 409 inconsistent_assignor when members use
@@ -14,6 +20,9 @@ package coordinator
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,15 +33,24 @@ import (
 )
 
 func (c *Coordinator) handleAdminGroups(ctx *fasthttp.RequestCtx, _ []string) {
+	q, ok := c.pageQuery(ctx, "after")
+	if !ok {
+		return
+	}
 	var names []string
-	if err := c.query(func(m *group.Machine) { names = m.Groups() }); err != nil {
+	var more bool
+	if err := c.query(func(m *group.Machine) { names, more = m.GroupsPage(q.get("after"), q.limit) }); err != nil {
 		writeMachineError(ctx, nil, err)
 		return
 	}
-	if names == nil {
-		names = []string{}
+	out := GroupsResponse{Groups: names}
+	if out.Groups == nil {
+		out.Groups = []string{}
 	}
-	writeJSON(ctx, fasthttp.StatusOK, GroupsResponse{Groups: names})
+	if more {
+		out.NextAfter = names[len(names)-1]
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
 func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string) {
@@ -40,9 +58,23 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 	if !groupParam(ctx, groupName) {
 		return
 	}
+	q, ok := c.pageQuery(ctx, "members_after", "partitions_after")
+	if !ok {
+		return
+	}
+	page := group.Page{Limit: q.limit, Bytes: c.cfg.DescribeBytesMax, MembersAfter: q.get("members_after")}
+	if after := q.get("partitions_after"); after != "" {
+		ref, ok := partitionCursor(after)
+		if !ok {
+			writeError(ctx, api.CodeBadRequest, "partitions_after must be topic/partition")
+			return
+		}
+		page.PartitionsAfter = &ref
+	}
 	var d group.GroupDescription
+	var rest group.Rest
 	found := false
-	if err := c.query(func(m *group.Machine) { d, found = m.DescribeGroup(groupName) }); err != nil {
+	if err := c.query(func(m *group.Machine) { d, rest, found = m.DescribePage(groupName, page) }); err != nil {
 		writeMachineError(ctx, nil, err)
 		return
 	}
@@ -51,6 +83,12 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 		return
 	}
 	out := describeView(d)
+	if rest.MembersAfter != nil {
+		out.NextMembersAfter = *rest.MembersAfter
+	}
+	if p := rest.PartitionsAfter; p != nil {
+		out.NextPartitionsAfter = p.Topic + "/" + strconv.Itoa(int(p.Partition))
+	}
 	if len(out.Partitions) <= c.cfg.DescribeLagMax {
 		c.fillLag(out.Partitions)
 	}
@@ -173,4 +211,52 @@ func msPointer(ms *int64) *time.Duration {
 	}
 	d := msDuration(*ms)
 	return &d
+}
+
+// pageParams is the query of a paged admin read: limit, and the cursors
+// the route names.
+type pageParams struct {
+	limit   int
+	cursors map[string]string
+}
+
+func (p pageParams) get(name string) string { return p.cursors[name] }
+
+// pageQuery reads limit (1..describe_page_max, default the max) and the
+// named cursors, refusing any other parameter or repeat with 400.
+func (c *Coordinator) pageQuery(ctx *fasthttp.RequestCtx, cursors ...string) (pageParams, bool) {
+	p := pageParams{limit: c.cfg.DescribePageMax, cursors: map[string]string{}}
+	seen := map[string]bool{}
+	for key, value := range ctx.QueryArgs().All() {
+		name := string(key)
+		switch {
+		case seen[name]:
+			writeError(ctx, api.CodeBadRequest, "query parameter "+name+" given more than once")
+			return p, false
+		case name == "limit":
+			n, err := strconv.Atoi(string(value))
+			if err != nil || n < 1 || n > c.cfg.DescribePageMax {
+				writeError(ctx, api.CodeBadRequest, "limit must be within [1, describe_page_max ("+strconv.Itoa(c.cfg.DescribePageMax)+")]")
+				return p, false
+			}
+			p.limit = n
+		case slices.Contains(cursors, name):
+			p.cursors[name] = string(value)
+		default:
+			writeError(ctx, api.CodeBadRequest, "unknown query parameter "+strconv.Quote(name))
+			return p, false
+		}
+		seen[name] = true
+	}
+	return p, true
+}
+
+// partitionCursor parses "topic/partition".
+func partitionCursor(s string) (group.PartitionRef, bool) {
+	topic, number, ok := strings.Cut(s, "/")
+	p, err := strconv.ParseInt(number, 10, 32)
+	if !ok || err != nil || p < 0 || topic == "" {
+		return group.PartitionRef{}, false
+	}
+	return group.PartitionRef{Topic: topic, Partition: int32(p)}, true
 }

@@ -5,17 +5,23 @@ import "github.com/capgate/capgate/api"
 // JSON bodies of the admin routes (DESIGN §5). Durations are *_ms, times
 // RFC 3339. (They live here until the admin CLI needs them in api.)
 
-// GroupsResponse is GET /v1/admin/groups.
+// GroupsResponse is GET /v1/admin/groups: names sorted, one page;
+// NextAfter, when set, is the after= of the next page.
 type GroupsResponse struct {
-	Groups []string `json:"groups"`
+	Groups    []string `json:"groups"`
+	NextAfter string   `json:"next_after,omitempty"`
 }
 
-// GroupDescription is GET /v1/admin/groups/{g}.
+// GroupDescription is GET /v1/admin/groups/{g}: one page of members and
+// partitions; NextMembersAfter / NextPartitionsAfter, when set, are the
+// members_after= / partitions_after= of the next page.
 type GroupDescription struct {
-	Group      string          `json:"group"`
-	Config     GroupConfigView `json:"config"`
-	Members    []MemberView    `json:"members"`
-	Partitions []PartitionView `json:"partitions"`
+	Group               string          `json:"group"`
+	Config              GroupConfigView `json:"config"`
+	Members             []MemberView    `json:"members"`
+	Partitions          []PartitionView `json:"partitions"`
+	NextMembersAfter    string          `json:"next_members_after,omitempty"`
+	NextPartitionsAfter string          `json:"next_partitions_after,omitempty"`
 }
 
 // GroupConfigView is a group's configuration; also the answer of PUT

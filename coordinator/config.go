@@ -70,6 +70,12 @@ type Config struct {
 	// DescribeLagMax bounds the partitions whose lag one admin describe
 	// looks up in Kafka.
 	DescribeLagMax int `yaml:"describe_lag_max"`
+	// DescribePageMax bounds the members and the partitions one admin
+	// describe (or group list) answers with; DescribeBytesMax bounds the
+	// members' estimated JSON (at least one member). Larger groups are
+	// read in pages: ?limit=&members_after=&partitions_after=topic/N.
+	DescribePageMax  int `yaml:"describe_page_max"`
+	DescribeBytesMax int `yaml:"describe_bytes_max"`
 
 	// HTTP server limits.
 	MaxBodyBytes    int           `yaml:"max_body_bytes"`
@@ -146,6 +152,8 @@ func DefaultConfig() Config {
 		BrokerTimeout:          5 * time.Second,
 		OffsetCacheTTL:         time.Second,
 		DescribeLagMax:         1000,
+		DescribePageMax:        10000,
+		DescribeBytesMax:       4 << 20,
 		MaxBodyBytes:           1 << 20,
 		MaxHeaderBytes:         8 << 10,
 		ReadTimeout:            10 * time.Second,
@@ -301,6 +309,8 @@ func (c Config) validateLimits() error {
 		{"join_burst", c.JoinBurst},
 		{"attenuate_burst", c.AttenuateBurst},
 		{"rate_limit_entries", c.RateLimitEntries},
+		{"describe_page_max", c.DescribePageMax},
+		{"describe_bytes_max", c.DescribeBytesMax},
 	}
 	for _, f := range positive {
 		if f.value <= 0 {

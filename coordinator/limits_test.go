@@ -137,3 +137,71 @@ func TestCommitBoundsOverHTTP(t *testing.T) {
 		t.Fatalf("committed %+v", d.Partitions[0].Committed)
 	}
 }
+
+// A describe is one bounded page: at most describe_page_max members and
+// partitions, members within describe_bytes_max; the cursors walk the
+// whole group once.
+func TestDescribeIsPaged(t *testing.T) {
+	e := newEnv(t, map[string]int32{"t": 25})
+	e.cfg.DescribePageMax, e.cfg.DescribeBytesMax = 10, 64<<10
+	e.cfg.JoinRate, e.cfg.JoinBurst = 1000, 1000
+	h := e.start(t)
+	cred := h.clientCredential(t, []string{"*"}, []string{"*"})
+	joined := map[string]bool{}
+	for range 23 {
+		joined[h.join(t, "g", cred, api.JoinRequest{Topics: []string{"t"}}).id] = true
+	}
+	members, partitions := map[string]bool{}, map[int32]bool{}
+	membersAfter, partitionsAfter, pages := "", "", 0
+	for {
+		path := "/v1/admin/groups/g?"
+		if membersAfter != "" {
+			path += "members_after=" + membersAfter + "&"
+		}
+		if partitionsAfter != "" {
+			path += "partitions_after=" + partitionsAfter
+		}
+		var d coordinator.GroupDescription
+		h.call(t, "GET", path, e.adminToken, nil, 200, &d)
+		if len(d.Members) > 10 || len(d.Partitions) > 10 {
+			t.Fatalf("page of %d members and %d partitions, limit 10", len(d.Members), len(d.Partitions))
+		}
+		for _, m := range d.Members {
+			if members[m.ID] {
+				t.Fatalf("member %s on two pages", m.ID)
+			}
+			members[m.ID] = true
+		}
+		for _, p := range d.Partitions {
+			partitions[p.Partition] = true
+		}
+		pages++
+		if d.NextMembersAfter == "" && d.NextPartitionsAfter == "" {
+			break
+		}
+		membersAfter, partitionsAfter = d.NextMembersAfter, d.NextPartitionsAfter
+	}
+	if len(members) != len(joined) || len(partitions) != 25 || pages != 3 {
+		t.Fatalf("walked %d of %d members, %d of 25 partitions in %d pages", len(members), len(joined), len(partitions), pages)
+	}
+	long := make([]string, 1000)
+	for i := range long {
+		long[i] = fmt.Sprintf("%0200d", i)
+	}
+	for range 3 {
+		h.join(t, "big", cred, api.JoinRequest{Topics: long})
+	}
+	status, body, _ := h.do(t, "GET", "/v1/admin/groups/big", e.adminToken, nil)
+	var d coordinator.GroupDescription
+	if status != 200 || json.Unmarshal(body, &d) != nil || len(d.Members) != 1 || d.NextMembersAfter == "" {
+		t.Fatalf("describe of members of 200 kB each: %d, %d members, next %q", status, len(d.Members), d.NextMembersAfter)
+	}
+	t.Logf("a page of one 1,000-topic member: %d bytes", len(body))
+	var names coordinator.GroupsResponse
+	h.call(t, "GET", "/v1/admin/groups?limit=1", e.adminToken, nil, 200, &names)
+	if len(names.Groups) != 1 || names.NextAfter != names.Groups[0] {
+		t.Fatalf("groups page: %+v", names)
+	}
+	h.expectError(t, "GET", "/v1/admin/groups/g?limit=11", e.adminToken, nil, 400, api.CodeBadRequest)
+	h.expectError(t, "GET", "/v1/admin/groups/g?partitions_after=nope", e.adminToken, nil, 400, api.CodeBadRequest)
+}

@@ -49,17 +49,7 @@ func (c *Coordinator) handleOffsets(ctx *fasthttp.RequestCtx, params []string) {
 	}
 }
 
-// isMember reports whether member is alive in the group. DescribeGroup is
-// the only reader that lists members; this route is not hot.
+// isMember reports whether member is alive in the group.
 func isMember(m *group.Machine, groupName, member string) bool {
-	d, ok := m.DescribeGroup(groupName)
-	if !ok {
-		return false
-	}
-	for _, mem := range d.Members {
-		if mem.ID == member {
-			return true
-		}
-	}
-	return false
+	return m.IsMember(groupName, member)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/assign"
 )
 
 // GroupDescription is GET /v1/admin/groups/{g}: members sorted by id,
@@ -66,7 +67,129 @@ func (m *Machine) Groups() []string {
 	return sortedKeys(m.groups)
 }
 
-// DescribeGroup describes one group.
+// GroupsPage lists at most limit group names after after, sorted, and
+// whether more follow.
+func (m *Machine) GroupsPage(after string, limit int) ([]string, bool) {
+	names := sortedKeys(m.groups)
+	i, found := slices.BinarySearch(names, after)
+	if found {
+		i++
+	}
+	names = names[i:]
+	if len(names) > limit {
+		return names[:limit], true
+	}
+	return names, false
+}
+
+// IsMember reports whether id is a live member of the group.
+func (m *Machine) IsMember(groupName, id string) bool {
+	return m.memberOf(groupName, id) != nil
+}
+
+// Page bounds one describe: at most Limit members and Limit partitions,
+// and members only while their estimated JSON size stays within Bytes
+// (at least one). MembersAfter and PartitionsAfter resume after the
+// member id and partition of a previous page.
+type Page struct {
+	Limit           int
+	Bytes           int
+	MembersAfter    string
+	PartitionsAfter *PartitionRef
+}
+
+// PartitionRef names a partition of a group in a page cursor.
+type PartitionRef struct {
+	Topic     string
+	Partition int32
+}
+
+// Rest says where the next page starts: both cursors are set while
+// either list has more (a list already exhausted resumes after its last
+// item, so the next page has none of it), both nil at the end.
+type Rest struct {
+	MembersAfter    *string
+	PartitionsAfter *PartitionRef
+}
+
+// DescribePage describes one page of a group (see Page); a member or
+// partition added or removed between pages may be missed or seen twice,
+// nothing else.
+func (m *Machine) DescribePage(name string, page Page) (GroupDescription, Rest, bool) {
+	g := m.groups[name]
+	if g == nil {
+		return GroupDescription{}, Rest{}, false
+	}
+	d := GroupDescription{Group: name, Config: g.cfg}
+	var rest Rest
+	ids := sortedKeys(g.members)
+	i, _ := slices.BinarySearch(ids, page.MembersAfter)
+	if i < len(ids) && ids[i] == page.MembersAfter {
+		i++
+	}
+	size := 0
+	for ; i < len(ids); i++ {
+		mem := g.members[ids[i]]
+		size += describedBytes(mem)
+		if len(d.Members) == page.Limit || (len(d.Members) > 0 && size > page.Bytes) {
+			last := d.Members[len(d.Members)-1].ID
+			rest.MembersAfter = &last
+			break
+		}
+		d.Members = append(d.Members, m.describeMember(mem))
+	}
+	j := 0
+	if a := page.PartitionsAfter; a != nil {
+		j, _ = slices.BinarySearchFunc(g.order, assign.Partition{Topic: a.Topic, Partition: a.Partition}, func(p *partition, id assign.Partition) int {
+			return comparePartitions(p.id, id)
+		})
+		if j < len(g.order) && g.order[j].id.Topic == a.Topic && g.order[j].id.Partition == a.Partition {
+			j++
+		}
+	}
+	for ; j < len(g.order); j++ {
+		if len(d.Partitions) == page.Limit {
+			last := d.Partitions[len(d.Partitions)-1]
+			rest.PartitionsAfter = &PartitionRef{Topic: last.Topic, Partition: last.Partition}
+			break
+		}
+		d.Partitions = append(d.Partitions, describePartition(g.order[j]))
+	}
+	if rest.MembersAfter == nil && rest.PartitionsAfter == nil {
+		return d, rest, true
+	}
+	if rest.MembersAfter == nil {
+		after := page.MembersAfter
+		if n := len(d.Members); n > 0 {
+			after = d.Members[n-1].ID
+		} else if len(ids) > 0 {
+			after = ids[len(ids)-1]
+		}
+		rest.MembersAfter = &after
+	}
+	if rest.PartitionsAfter == nil {
+		after := page.PartitionsAfter
+		if n := len(d.Partitions); n > 0 {
+			after = &PartitionRef{Topic: d.Partitions[n-1].Topic, Partition: d.Partitions[n-1].Partition}
+		} else if n := len(g.order); n > 0 {
+			after = &PartitionRef{Topic: g.order[n-1].id.Topic, Partition: g.order[n-1].id.Partition}
+		}
+		rest.PartitionsAfter = after
+	}
+	return d, rest, true
+}
+
+// describedBytes estimates a member's JSON in a describe.
+func describedBytes(mem *member) int {
+	n := 320 + len(mem.id) + len(mem.instanceID) + len(mem.clientID) + len(mem.patternText) +
+		len(mem.credential.ID) + len(mem.credential.Issuer) + len(mem.credential.Subject)
+	for _, t := range mem.topics {
+		n += len(t) + 3
+	}
+	return n
+}
+
+// DescribeGroup describes one group, whole.
 func (m *Machine) DescribeGroup(name string) (GroupDescription, bool) {
 	g := m.groups[name]
 	if g == nil {
@@ -74,31 +197,20 @@ func (m *Machine) DescribeGroup(name string) (GroupDescription, bool) {
 	}
 	d := GroupDescription{Group: name, Config: g.cfg}
 	for _, id := range sortedKeys(g.members) {
-		mem := g.members[id]
-		d.Members = append(d.Members, MemberDescription{
-			ID: id, InstanceID: mem.instanceID, ClientID: mem.clientID, Credential: mem.credential,
-			Topics: slices.Clone(mem.topics), TopicPattern: mem.patternText,
-			SessionTimeout: mem.sessionTimeout, LastContact: mem.lastContact, Partitions: len(mem.held),
-		})
+		d.Members = append(d.Members, m.describeMember(g.members[id]))
 	}
 	for _, p := range g.order {
-		pd := PartitionDescription{
-			Topic: p.id.Topic, Partition: p.id.Partition, Epoch: p.epoch, State: p.state(),
-			Committed: p.committed, Metadata: p.metadata,
-		}
-		if c, epoch := p.outstanding(); c != nil {
-			pd.Owner, pd.OwnerOutside, pd.OwnerEpoch, pd.CapabilityExpiry = c.holder.id, c.holder.outside, epoch, c.expiry
-		}
-		if r := p.revocation(); r != nil {
-			pd.Target, pd.TargetOutside = r.to.id, r.to.outside
-			pd.RevokeStarted, pd.GatewaysSafe, pd.Released = r.started, r.gatewaysSafe, r.released
-		}
-		if p.lease != nil {
-			pd.LeaseHolder, pd.LeaseOutside, pd.LeaseUntil = p.lease.holder, p.lease.outside, p.lease.until
-		}
-		d.Partitions = append(d.Partitions, pd)
+		d.Partitions = append(d.Partitions, describePartition(p))
 	}
 	return d, true
+}
+
+func (m *Machine) describeMember(mem *member) MemberDescription {
+	return MemberDescription{
+		ID: mem.id, InstanceID: mem.instanceID, ClientID: mem.clientID, Credential: mem.credential,
+		Topics: slices.Clone(mem.topics), TopicPattern: mem.patternText,
+		SessionTimeout: mem.sessionTimeout, LastContact: mem.lastContact, Partitions: len(mem.held),
+	}
 }
 
 // Gateways describes every known gateway, sorted by id.
@@ -138,4 +250,22 @@ func (m *Machine) QoS() []api.QoSOverride {
 		out = append(out, m.qos[id])
 	}
 	return out
+}
+
+func describePartition(p *partition) PartitionDescription {
+	pd := PartitionDescription{
+		Topic: p.id.Topic, Partition: p.id.Partition, Epoch: p.epoch, State: p.state(),
+		Committed: p.committed, Metadata: p.metadata,
+	}
+	if c, epoch := p.outstanding(); c != nil {
+		pd.Owner, pd.OwnerOutside, pd.OwnerEpoch, pd.CapabilityExpiry = c.holder.id, c.holder.outside, epoch, c.expiry
+	}
+	if r := p.revocation(); r != nil {
+		pd.Target, pd.TargetOutside = r.to.id, r.to.outside
+		pd.RevokeStarted, pd.GatewaysSafe, pd.Released = r.started, r.gatewaysSafe, r.released
+	}
+	if p.lease != nil {
+		pd.LeaseHolder, pd.LeaseOutside, pd.LeaseUntil = p.lease.holder, p.lease.outside, p.lease.until
+	}
+	return pd
 }
