@@ -25,6 +25,24 @@ type SyncResponse struct {
 	// revoked members, on resets: an entry with time T holds until
 	// T + leeway + max_clock_skew (package revocation).
 	Revocation *RevocationRule `json:"revocation,omitempty"`
+	// Settings are the coordinator's own, on resets: what a gateway
+	// checks tokens with and how long the coordinator waits for it, so no
+	// gateway repeats them in its configuration.
+	Settings *CoordinatorSettings `json:"settings,omitempty"`
+}
+
+// CoordinatorSettings are what gateways learn from the coordinator on
+// every reset: the iss and aud every capability carries, the token
+// checks' leeway and lease cap, and the coordinator's gateway_timeout and
+// max_clock_skew (a gateway refuses readiness while its own sync_timeout
+// is not below gateway_timeout − max_clock_skew).
+type CoordinatorSettings struct {
+	Issuer           string `json:"issuer"`
+	Audience         string `json:"audience"`
+	LeewayMs         int64  `json:"leeway_ms"`
+	MaxLeaseMs       int64  `json:"max_lease_ms"`
+	GatewayTimeoutMs int64  `json:"gateway_timeout_ms"`
+	MaxClockSkewMs   int64  `json:"max_clock_skew_ms"`
 }
 
 // RevocationRule is the one expiry rule of revocation entries.

@@ -21,18 +21,34 @@ const EnvPrefix = "CAPGATE_"
 // Validator is implemented by configuration structs that check themselves.
 type Validator interface{ Validate() error }
 
+// Retired is implemented by configurations that name settings they no
+// longer have, each (a dotted path, e.g. "gateway.issuer") with what
+// replaced it: a file or CAPGATE_* variable still setting one gets that
+// answer instead of "unknown field".
+type Retired interface{ RetiredSettings() map[string]string }
+
 // Load fills dst (a pointer to a struct already holding its defaults) from
 // the YAML file at path ("" for none), then from env (os.Environ() form),
 // then validates it.
 func Load(path string, env []string, dst any) error {
+	retired := map[string]string{}
+	if r, ok := dst.(Retired); ok {
+		retired = r.RetiredSettings()
+	}
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("config: %w", err)
 		}
+		if err := retiredInFile(b, retired); err != nil {
+			return fmt.Errorf("config: %s: %w", path, err)
+		}
 		if err := Decode(b, dst); err != nil {
 			return fmt.Errorf("config: %s: %w", path, err)
 		}
+	}
+	if err := retiredInEnv(env, retired); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if err := ApplyEnv(env, dst); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -43,6 +59,56 @@ func Load(path string, env []string, dst any) error {
 		}
 	}
 	return nil
+}
+
+// retiredInFile refuses a YAML document that sets a retired setting.
+func retiredInFile(b []byte, retired map[string]string) error {
+	if len(retired) == 0 {
+		return nil
+	}
+	var tree map[string]any
+	if yaml.Unmarshal(b, &tree) != nil {
+		return nil // Decode reports the syntax error
+	}
+	for _, path := range sortedKeys(retired) {
+		if hasPath(tree, strings.Split(path, ".")) {
+			return fmt.Errorf("%s: no longer a setting: %s", path, retired[path])
+		}
+	}
+	return nil
+}
+
+// retiredInEnv refuses a CAPGATE_* variable that sets a retired setting.
+func retiredInEnv(env []string, retired map[string]string) error {
+	set := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	for _, path := range sortedKeys(retired) {
+		if name := EnvPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_")); set[name] {
+			return fmt.Errorf("%s (%s): no longer a setting: %s", name, path, retired[path])
+		}
+	}
+	return nil
+}
+
+func hasPath(tree map[string]any, path []string) bool {
+	v, ok := tree[path[0]]
+	if !ok || len(path) == 1 {
+		return ok
+	}
+	sub, ok := v.(map[string]any)
+	return ok && hasPath(sub, path[1:])
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // Decode reads YAML into dst, refusing unknown keys.

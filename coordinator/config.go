@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
@@ -20,9 +21,11 @@ import (
 // Config is the coordinator section of capgate's configuration.
 //
 // The token lifetimes (capability_lease, max_lease, leeway) are set here
-// once and copied into the state machine; the same keys under groups: must
-// be left unset (or equal). Heartbeat and sync-poll wait caps live in
-// groups: (heartbeat_wait, sync_wait_max) because the machine enforces them.
+// once and copied into the state machine (groups: has no such keys); the
+// gateways learn them, with id, cluster, gateway_timeout and
+// max_clock_skew, from the sync channel. Heartbeat and sync-poll wait caps
+// live in groups: (heartbeat_wait, sync_wait_max) because the machine
+// enforces them.
 type Config struct {
 	// ID is the coordinator id: the iss of every token it mints.
 	ID string `yaml:"id"`
@@ -137,7 +140,7 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	groups := group.DefaultConfig()
-	groups.CapabilityLease, groups.MaxLease, groups.Leeway = 0, 0, 0
+	groups.CapabilityLease, groups.MaxLease, groups.Leeway = 0, 0, 0 // set from the top level (machineConfig)
 	return Config{
 		ID:                     "capgate-coordinator",
 		Cluster:                "dev",
@@ -330,22 +333,9 @@ func (c Config) validateLimits() error {
 	return nil
 }
 
-// validateGroups checks the machine's settings and how they fit the
-// coordinator's: the copied token lifetimes and the HTTP timeouts.
+// validateGroups checks the machine's settings (with the token lifetimes
+// copied in) and how they fit the coordinator's.
 func (c Config) validateGroups() error {
-	copied := []struct {
-		name        string
-		group, mine time.Duration
-	}{
-		{"capability_lease", c.Groups.CapabilityLease, c.CapabilityLease},
-		{"max_lease", c.Groups.MaxLease, c.MaxLease},
-		{"leeway", c.Groups.Leeway, c.Leeway},
-	}
-	for _, f := range copied {
-		if f.group != 0 && f.group != f.mine {
-			return fmt.Errorf("groups.%s: set %s at the top level instead, got %s", f.name, f.name, f.group)
-		}
-	}
 	if err := c.machineConfig().Validate(); err != nil {
 		return errors.New("groups." + strings.TrimPrefix(err.Error(), "group."))
 	}
@@ -364,6 +354,26 @@ func (c Config) machineConfig() group.Config {
 	g := c.Groups
 	g.CapabilityLease, g.MaxLease, g.Leeway = c.CapabilityLease, c.MaxLease, c.Leeway
 	return g
+}
+
+// RetiredSettings are the keys of this section that are gone, with what
+// replaced them (config.Retired).
+func RetiredSettings() map[string]string {
+	top := "set once at the top level of coordinator: and copied into the state machine"
+	return map[string]string{
+		"groups.leeway":           "coordinator.leeway is " + top,
+		"groups.capability_lease": "coordinator.capability_lease is " + top,
+		"groups.max_lease":        "coordinator.max_lease is " + top,
+	}
+}
+
+// gatewaySettings are what every gateway learns on a sync reset.
+func (c Config) gatewaySettings() *api.CoordinatorSettings {
+	return &api.CoordinatorSettings{
+		Issuer: c.ID, Audience: c.Cluster,
+		LeewayMs: c.Leeway.Milliseconds(), MaxLeaseMs: c.MaxLease.Milliseconds(),
+		GatewayTimeoutMs: c.Groups.GatewayTimeout.Milliseconds(), MaxClockSkewMs: c.Groups.MaxClockSkew.Milliseconds(),
+	}
 }
 
 // revocationRule is the one expiry rule of denied ids and revoked

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/driver"
@@ -86,7 +87,8 @@ type Coordinator struct {
 	adminTokens secretSet
 	syncTokens  secretSet
 	routes      *router
-	timeline    *timeline.Feed // handoff events for the console, fed by the loop
+	settings    *api.CoordinatorSettings // what gateways learn on a sync reset
+	timeline    *timeline.Feed           // handoff events for the console, fed by the loop
 	console     *console.Console
 
 	topicsMu sync.Mutex
@@ -117,7 +119,7 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 		o.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	c := &Coordinator{
-		cfg: cfg, log: log, now: o.now,
+		cfg: cfg, log: log, now: o.now, settings: cfg.gatewaySettings(),
 		adminTokens: newSecretSet(cfg.AdminTokenHashes),
 		syncTokens:  newSecretSet(cfg.SyncTokenHashes),
 		tokens:      ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),

@@ -191,7 +191,6 @@ func TestConfigValidate(t *testing.T) {
 		{"leeway", func(c *coordinator.Config) { c.Leeway = 3e9 }, "leeway:"},
 		{"max_lease", func(c *coordinator.Config) { c.MaxLease = c.CapabilityLease / 2 }, "max_lease:"},
 		{"body", func(c *coordinator.Config) { c.MaxBodyBytes = 0 }, "max_body_bytes:"},
-		{"copied lease", func(c *coordinator.Config) { c.Groups.CapabilityLease = 5e9 }, "groups.capability_lease:"},
 		{"machine", func(c *coordinator.Config) { c.Groups.SyncWaitMax = c.Groups.GatewayTimeout }, "groups.sync_wait_max:"},
 		{"heartbeat", func(c *coordinator.Config) { c.Groups.HeartbeatWait = c.CapabilityLease }, "groups.heartbeat_wait:"},
 		{"broker", func(c *coordinator.Config) { c.Broker.Seeds = nil }, "broker.seeds:"},

@@ -53,7 +53,7 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 }
 
 func (c *Coordinator) syncResponse(r group.SyncReply) api.SyncResponse {
-	return driver.SyncResponse(r, c.keys.publicKeys)
+	return driver.SyncResponse(r, c.keys.publicKeys, c.settings)
 }
 
 // uintArg reads an optional unsigned query argument (0 when absent).

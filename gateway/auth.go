@@ -63,8 +63,12 @@ func (g *Gateway) verifyCapability(token []byte, now time.Time) (*ocap.Claims, e
 		return c, nil
 	}
 	g.metrics.cacheMisses.Inc()
+	v := g.verifier.Load()
+	if v == nil {
+		return nil, errNotReady
+	}
 	s := string(token)
-	c, err := g.verifier.Verify(s, ocap.KindCapability, now)
+	c, err := v.Verify(s, ocap.KindCapability, now)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +101,10 @@ func (g *Gateway) decide(ctx *fasthttp.RequestCtx, c *ocap.Claims, req authz.Req
 	return r.Code()
 }
 
+// errNotReady: no token can be verified before the coordinator's settings
+// arrived (the gateway refuses everything as not_ready until then).
+var errNotReady = errors.New("gateway: not ready: the coordinator's settings have not arrived")
+
 // syncRefusal is the 503 code while the gateway cannot vouch for its view
 // (guard.Follower.Refusal): before the first sync (not_ready) and once
 // sync_timeout passed since the last good poll was sent (out_of_sync); ""
@@ -113,8 +121,11 @@ func (g *Gateway) refuseUnsynced(ctx *fasthttp.RequestCtx, now time.Time) api.Co
 		return ""
 	}
 	message := "gateway has not synced with the coordinator yet"
-	if code == api.CodeOutOfSync {
+	switch unfit := g.follower.Unfit(); {
+	case code == api.CodeOutOfSync:
 		message = "gateway lost its sync with the coordinator (sync_timeout passed)"
+	case unfit != nil:
+		message = unfit.Error()
 	}
 	setRetryAfter(ctx, time.Second)
 	writeError(ctx, code, message, nil)

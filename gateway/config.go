@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -31,17 +30,14 @@ type Config struct {
 	// SyncTimeout: with no successful sync for this long, counted from when
 	// the last good poll was sent, the gateway refuses every fetch and
 	// produce with 503 out_of_sync until it has synced again. It must be
-	// below the coordinator's gateway_timeout minus max_clock_skew.
+	// below the coordinator's gateway_timeout minus max_clock_skew, which
+	// the gateway learns from the sync channel: it is not ready otherwise.
+	//
+	// What capabilities must carry (iss, aud), the leeway and lease cap of
+	// their checks are the coordinator's, learned on every sync reset
+	// (api.CoordinatorSettings); they are not configured here.
 	SyncTimeout time.Duration `yaml:"sync_timeout"`
 
-	// Issuer and Audience are what capabilities must carry in iss and aud:
-	// the coordinator's id and the cluster name.
-	Issuer   string `yaml:"issuer"`
-	Audience string `yaml:"audience"`
-	// Leeway is the clock leeway of token checks (at most 2s).
-	Leeway time.Duration `yaml:"leeway"`
-	// MaxLease caps exp - iat of an accepted capability.
-	MaxLease time.Duration `yaml:"max_lease"`
 	// TokenCacheEntries bounds the verified-token cache.
 	TokenCacheEntries int `yaml:"token_cache_entries"`
 
@@ -142,10 +138,6 @@ func DefaultConfig() Config {
 		CoordinatorURL:    "http://127.0.0.1:7070",
 		SyncWait:          3 * time.Second,
 		SyncTimeout:       10 * time.Second,
-		Issuer:            "capgate-coordinator",
-		Audience:          "dev",
-		Leeway:            2 * time.Second,
-		MaxLease:          10 * time.Minute,
 		TokenCacheEntries: 100_000,
 		MaxWait:           30 * time.Second,
 		// A long poll holds a broker connection (see
@@ -242,20 +234,24 @@ func (c Config) validateTLS() error {
 	return nil
 }
 
+// RetiredSettings are the keys of this section that are gone, with what
+// replaced them (config.Retired): the gateway learns them from the
+// coordinator on every sync reset.
+func RetiredSettings() map[string]string {
+	learned := "the gateway learns it from the coordinator on every sync reset"
+	return map[string]string{
+		"issuer":    learned + " (coordinator.id)",
+		"audience":  learned + " (coordinator.cluster)",
+		"leeway":    learned + " (coordinator.leeway)",
+		"max_lease": learned + " (coordinator.max_lease)",
+	}
+}
+
 // syncMargin covers round trips and scheduling on top of two held polls.
 const syncMargin = 500 * time.Millisecond
 
 func (c Config) validateTokens() error {
-	switch {
-	case c.Issuer == "":
-		return errors.New("gateway.issuer: must not be empty, got \"\"")
-	case c.Audience == "":
-		return errors.New("gateway.audience: must not be empty, got \"\"")
-	case c.Leeway < 0 || c.Leeway > ocap.MaxLeeway:
-		return fmt.Errorf("gateway.leeway: must be within [0s, %s], got %s", ocap.MaxLeeway, c.Leeway)
-	case c.MaxLease <= 0:
-		return fmt.Errorf("gateway.max_lease: must be > 0, got %s", c.MaxLease)
-	case c.TokenCacheEntries <= 0:
+	if c.TokenCacheEntries <= 0 {
 		return fmt.Errorf("gateway.token_cache_entries: must be > 0, got %d", c.TokenCacheEntries)
 	}
 	return nil
@@ -298,8 +294,6 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("sync_token", c.SyncToken.String())
 	enc.AddDuration("sync_wait", c.SyncWait)
 	enc.AddDuration("sync_timeout", c.SyncTimeout)
-	enc.AddString("issuer", c.Issuer)
-	enc.AddString("audience", c.Audience)
 	enc.AddDuration("max_wait", c.MaxWait)
 	enc.AddBool("tls", c.TLS.Enabled())
 	enc.AddString("kafka_listen", c.KafkaListen)

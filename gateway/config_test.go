@@ -37,8 +37,6 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{func(c *Config) { c.SyncTimeout = 0 }, "gateway.sync_timeout: must be > 0, got 0s"},
 		{func(c *Config) { c.SyncWait = 10 * time.Second }, "gateway.sync_wait: 2 × sync_wait + 500ms must be <= sync_timeout (10s), got sync_wait 10s"},
 		{func(c *Config) { c.SyncWait = 5 * time.Second }, "gateway.sync_wait: 2 × sync_wait + 500ms must be <= sync_timeout (10s), got sync_wait 5s"},
-		{func(c *Config) { c.Leeway = 3 * time.Second }, "gateway.leeway: must be within [0s, 2s], got 3s"},
-		{func(c *Config) { c.Issuer = "" }, `gateway.issuer: must not be empty`},
 		{func(c *Config) { c.MaxWait = 0 }, "gateway.max_wait: must be > 0, got 0s"},
 		{func(c *Config) { c.MaxHeaderBytes = 1024 }, "gateway.max_header_bytes: must be >= 5120 to fit a capability, got 1024"},
 		{func(c *Config) { c.MaxFetchBytes = 1 << 30 }, "gateway.max_fetch_bytes: must be in [1, broker.max_fetch_bytes (8388608)], got 1073741824"},

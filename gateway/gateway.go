@@ -22,11 +22,13 @@ import (
 
 // Gateway is one gateway process: HTTP server, sync client, broker client.
 type Gateway struct {
-	cfg      Config
-	log      *zap.Logger
-	trace    *zap.Logger // per-capability debug lines, whatever log's level
-	broker   *broker.Client
-	verifier *ocap.Verifier
+	cfg    Config
+	log    *zap.Logger
+	trace  *zap.Logger // per-capability debug lines, whatever log's level
+	broker *broker.Client
+	// verifier checks tokens under the coordinator's settings, learned on
+	// the first sync reset (nil before: the gateway is not ready then).
+	verifier atomic.Pointer[ocap.Verifier]
 	cache    *ocap.Cache
 	view     *authz.View
 	limiter  *rateLimiter
@@ -42,7 +44,8 @@ type Gateway struct {
 	// follower is the sync client's state (guard.Follower): owned by the
 	// sync loop, its Refusal read by every request.
 	follower *guard.Follower
-	ackedSeq atomic.Uint64 // the after of the last poll sent
+	settings *guard.Settings // the ones verifier was built for (sync loop only)
+	ackedSeq atomic.Uint64   // the after of the last poll sent
 
 	// fetchBase parents every fetch's context; Close cancels it.
 	fetchBase   context.Context
@@ -72,10 +75,6 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	verifier, err := ocap.NewVerifier(ocap.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: cfg.Leeway, MaxLease: cfg.MaxLease})
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
 	bc, err := broker.New(cfg.Broker, log.Named("broker"))
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -93,13 +92,14 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		}
 	}
 	g := &Gateway{
-		cfg:       cfg,
-		log:       log,
-		trace:     forceDebug(log.Named("trace")),
-		broker:    bc,
-		verifier:  verifier,
-		cache:     ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
-		view:      authz.NewView(authz.Config{Leeway: cfg.Leeway}),
+		cfg:    cfg,
+		log:    log,
+		trace:  forceDebug(log.Named("trace")),
+		broker: bc,
+		// The cache keeps entries for the longest leeway any coordinator
+		// may use; Decide checks expiry with the learned one on every use.
+		cache:     ocap.NewCache(cfg.TokenCacheEntries, ocap.MaxLeeway),
+		view:      authz.NewView(authz.Config{}),
 		limiter:   newRateLimiter(cfg.RateLimitEntries),
 		inflight:  newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder),
 		tls:       serverTLS,
@@ -114,6 +114,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	g.server = g.newServer()
 	if cfg.KafkaListen != "" {
 		kc := cfg.kafkaConfig()
+		kc.ClusterID = g.audience
 		kc.CoordinatorTLS = syncTLS
 		if serverTLS != nil {
 			kc.WrapListener = serverTLS.Listener // the same certificate and client-certificate rule

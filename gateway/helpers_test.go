@@ -42,6 +42,12 @@ type harness struct {
 	client *http.Client
 }
 
+// testSettings are what the test coordinator's sync resets carry.
+func testSettings() *api.CoordinatorSettings {
+	return &api.CoordinatorSettings{Issuer: testIssuer, Audience: testAudience, LeewayMs: 1000, MaxLeaseMs: 600_000,
+		GatewayTimeoutMs: 15_000, MaxClockSkewMs: 1000}
+}
+
 func testVerifierConfig() ocap.VerifierConfig {
 	return ocap.VerifierConfig{Issuer: testIssuer, Audience: testAudience, Leeway: time.Second, MaxLease: 10 * time.Minute}
 }
@@ -104,7 +110,6 @@ func testConfig(s *syncServer, bcfg broker.Config) Config {
 	cfg.ID, cfg.Listen = "gw-test", "127.0.0.1:0"
 	cfg.CoordinatorURL, cfg.SyncToken = s.srv.URL, Secret(s.token)
 	cfg.SyncWait, cfg.SyncTimeout = 300*time.Millisecond, 3*time.Second
-	cfg.Issuer, cfg.Audience, cfg.Leeway = testIssuer, testAudience, time.Second
 	cfg.ReadTimeout, cfg.WriteTimeout, cfg.ShutdownTimeout = 2*time.Second, 5*time.Second, 5*time.Second
 	cfg.MaxWait = 15 * time.Second
 	cfg.Broker = bcfg

@@ -21,7 +21,7 @@ var errDeniedCredential = errors.New("gateway: client credential is denied")
 func (c Config) kafkaConfig() kafkaproto.Config {
 	return kafkaproto.Config{
 		Listen: c.KafkaListen, Advertised: c.KafkaAdvertised, Peers: c.KafkaPeers,
-		ClusterID: c.Audience, CoordinatorURL: c.CoordinatorURL,
+		CoordinatorURL:    c.CoordinatorURL,
 		HeartbeatInterval: c.KafkaHeartbeatInterval, SessionTimeoutMin: c.KafkaSessionTimeoutMin, SessionTimeoutMax: c.KafkaSessionTimeoutMax,
 		MemberSessionTimeout: c.KafkaMemberSessionTimeout,
 		RequestTimeout:       c.Broker.RequestTimeout, MaxRequestBytes: c.KafkaMaxRequestBytes,
@@ -53,7 +53,11 @@ func (k kafkaGate) VerifyCapability(token []byte, now time.Time) (*ocap.Claims, 
 }
 
 func (k kafkaGate) VerifyClient(token string, now time.Time) (*ocap.Claims, error) {
-	c, err := k.g.verifier.Verify(token, ocap.KindClient, now)
+	v := k.g.verifier.Load()
+	if v == nil {
+		return nil, errNotReady
+	}
+	c, err := v.Verify(token, ocap.KindClient, now)
 	if err != nil {
 		return nil, err
 	}

@@ -5,15 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/gateway/guard"
+	"github.com/capgate/capgate/ocap"
 )
 
 // Sync client bounds.
@@ -68,8 +72,12 @@ func (g *Gateway) applySync(ctx context.Context, u api.SyncResponse, sent time.T
 	if err != nil {
 		return err
 	}
-	if changes.KeysChanged {
-		removed := g.verifier.SetKeys(g.view.Keys())
+	if s := g.follower.Settings(); s != g.settings {
+		if err := g.learn(s); err != nil {
+			return err
+		}
+	} else if changes.KeysChanged {
+		removed := g.verifier.Load().SetKeys(g.view.Keys())
 		g.cache.FlushKeys(removed...)
 	}
 	cancelled := g.inflight.revoke(ctx, changes, g.view, now)
@@ -86,6 +94,36 @@ func (g *Gateway) applySync(ctx context.Context, u api.SyncResponse, sent time.T
 		g.log.Info("first sync done: ready", zap.Uint64("seq", g.view.Seq()))
 	}
 	return nil
+}
+
+// learn starts verifying tokens under the coordinator's settings s (new
+// on this reset): a verifier of its own, with the view's keys, and no
+// cached token verified under other settings.
+func (g *Gateway) learn(s *guard.Settings) error {
+	v, err := ocap.NewVerifier(s.VerifierConfig())
+	if err != nil {
+		return fmt.Errorf("sync: coordinator settings: %w", err)
+	}
+	v.SetKeys(g.view.Keys())
+	if old := g.verifier.Swap(v); old != nil {
+		g.cache.FlushKeys(slices.Collect(maps.Keys(g.view.Keys()))...)
+	}
+	g.settings = s
+	g.log.Info("coordinator settings learned", zap.String("issuer", s.Issuer), zap.String("audience", s.Audience),
+		zap.Duration("leeway", s.Leeway), zap.Duration("max_lease", s.MaxLease),
+		zap.Duration("gateway_timeout", s.GatewayTimeout), zap.Duration("max_clock_skew", s.MaxClockSkew))
+	if unfit := g.follower.Unfit(); unfit != nil {
+		g.log.Error("not ready", zap.Error(unfit))
+	}
+	return nil
+}
+
+// audience is the gateway pool's name, as learned ("" before).
+func (g *Gateway) audience() string {
+	if v := g.follower.Settings(); v != nil {
+		return v.Audience
+	}
+	return ""
 }
 
 // poll sends one GET /v1/sync and decodes the answer; the request itself

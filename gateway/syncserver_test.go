@@ -20,19 +20,21 @@ type syncServer struct {
 	srv   *httptest.Server
 	token string
 
-	mu      sync.Mutex
-	seq     uint64
-	deltas  []api.SyncResponse // deltas[i] has Seq i+1
-	keys    []api.JWK
-	changed chan struct{} // closed when seq moves
-	polls   []uint64      // after of every poll received, in order
-	polled  chan struct{} // closed when a poll arrives
-	failing bool          // answer 500 to every poll
-	onPoll  func(after uint64)
+	mu       sync.Mutex
+	seq      uint64
+	deltas   []api.SyncResponse // deltas[i] has Seq i+1
+	keys     []api.JWK
+	settings *api.CoordinatorSettings // on every reset
+	changed  chan struct{}            // closed when seq moves
+	polls    []uint64                 // after of every poll received, in order
+	polled   chan struct{}            // closed when a poll arrives
+	failing  bool                     // answer 500 to every poll
+	onPoll   func(after uint64)
 }
 
 func newSyncServer(t testing.TB, keys []api.JWK) *syncServer {
-	s := &syncServer{token: "sync-secret-" + strconv.Itoa(int(time.Now().UnixNano()%1000)), keys: keys, changed: make(chan struct{}), polled: make(chan struct{})}
+	s := &syncServer{token: "sync-secret-" + strconv.Itoa(int(time.Now().UnixNano()%1000)), keys: keys, settings: testSettings(),
+		changed: make(chan struct{}), polled: make(chan struct{})}
 	s.deltas = append(s.deltas, api.SyncResponse{Seq: 1, Keys: keys})
 	s.seq = 1
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -96,7 +98,7 @@ func (s *syncServer) answer(r *http.Request, after uint64, wait time.Duration) a
 
 func (s *syncServer) snapshotLocked() api.SyncResponse {
 	out := s.deltaLocked(0)
-	out.Reset, out.Keys = true, s.keys
+	out.Reset, out.Keys, out.Settings = true, s.keys, s.settings
 	return out
 }
 

@@ -26,6 +26,20 @@ type logConfig struct {
 	Format string `yaml:"format"`
 }
 
+// RetiredSettings lists the settings that are gone, with what replaced
+// them, so an old file gets a clear error (config.Retired).
+func (fileConfig) RetiredSettings() map[string]string {
+	out := map[string]string{}
+	for section, retired := range map[string]map[string]string{
+		"coordinator": coordinator.RetiredSettings(), "gateway": gateway.RetiredSettings(),
+	} {
+		for path, why := range retired {
+			out[section+"."+path] = why
+		}
+	}
+	return out
+}
+
 func defaultFileConfig() fileConfig {
 	return fileConfig{
 		Log:         logConfig{Level: "info", Format: "json"},

@@ -110,3 +110,37 @@ func TestLoadConfigEnvAndErrors(t *testing.T) {
 		t.Fatalf("err = %v, want it to name log.level", err)
 	}
 }
+
+// TestRetiredSettingsSayWhatReplacedThem: a file or environment still
+// naming a setting that is gone (the gateway's issuer, audience, leeway
+// and max_lease, learned from the coordinator now; the groups: copies of
+// the token lifetimes) gets an error naming it and what replaced it.
+func TestRetiredSettingsSayWhatReplacedThem(t *testing.T) {
+	cases := []struct {
+		file, env, want string
+	}{
+		{file: "gateway:\n  issuer: capgate-coordinator\n", want: "gateway.issuer: no longer a setting: the gateway learns it from the coordinator on every sync reset (coordinator.id)"},
+		{file: "gateway:\n  max_lease: 10m\n", want: "gateway.max_lease: no longer a setting: the gateway learns it"},
+		{file: "coordinator:\n  groups:\n    leeway: 0s\n", want: "coordinator.groups.leeway: no longer a setting: coordinator.leeway is set once at the top level"},
+		{file: "coordinator:\n  groups:\n    capability_lease: 0s\n", want: "coordinator.groups.capability_lease: no longer a setting"},
+		{env: "CAPGATE_GATEWAY_AUDIENCE=dev", want: "CAPGATE_GATEWAY_AUDIENCE (gateway.audience): no longer a setting: the gateway learns it from the coordinator on every sync reset (coordinator.cluster)"},
+	}
+	for _, c := range cases {
+		path := ""
+		if c.file != "" {
+			path = t.TempDir() + "/capgate.yaml"
+			if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var env []string
+		if c.env != "" {
+			env = []string{c.env}
+		}
+		cfg := defaultFileConfig()
+		err := config.Load(path, env, &cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("file %q env %q: %v; want %q", c.file, c.env, err, c.want)
+		}
+	}
+}

@@ -7,8 +7,9 @@ import (
 
 // SyncResponse renders the machine's sync answer. keys is the whole
 // public key set, attached on a reset and whenever the signing keys
-// changed (empty keys mean "unchanged").
-func SyncResponse(r group.SyncReply, keys func() []api.JWK) api.SyncResponse {
+// changed (empty keys mean "unchanged"); settings, the coordinator's own,
+// ride on every reset (gateways learn them instead of configuring them).
+func SyncResponse(r group.SyncReply, keys func() []api.JWK, settings *api.CoordinatorSettings) api.SyncResponse {
 	out := api.SyncResponse{
 		Seq: r.Seq, Reset: r.Reset, Fences: r.Fences, Denied: r.Denied,
 		RevokedMembers: r.RevokedMembers, QoS: r.QoS,
@@ -18,6 +19,7 @@ func SyncResponse(r group.SyncReply, keys func() []api.JWK) api.SyncResponse {
 	}
 	if r.Reset {
 		out.Revocation = r.Rule.Wire()
+		out.Settings = settings
 	}
 	return out
 }

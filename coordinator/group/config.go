@@ -37,11 +37,14 @@ type Config struct {
 	// gateways' sync_timeout.
 	SyncWaitMax  time.Duration `yaml:"sync_wait_max"`
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
-	// Leeway is the expiry leeway gateways grant when verifying tokens.
-	Leeway time.Duration `yaml:"leeway"`
-	// CapabilityLease is the lifetime of a granted or renewed capability.
-	CapabilityLease time.Duration `yaml:"capability_lease"`
-	MaxLease        time.Duration `yaml:"max_lease"`
+	// Leeway, CapabilityLease and MaxLease are the token lifetimes: the
+	// expiry leeway gateways grant, the lifetime of a granted or renewed
+	// capability, and the cap on any capability's. The coordinator sets
+	// them from its own settings of the same names; they are not
+	// configuration keys of groups: (yaml "-").
+	Leeway          time.Duration `yaml:"-"`
+	CapabilityLease time.Duration `yaml:"-"`
+	MaxLease        time.Duration `yaml:"-"`
 	// Assignor is the default assignor of a new group ("sticky" or "range").
 	Assignor    string `yaml:"assignor"`
 	OffsetReset string `yaml:"offset_reset"`

@@ -168,6 +168,18 @@ func (c *coordinator) restart() {
 	c.flush()
 }
 
+// settings are what gateways learn on a reset (as the coordinator's
+// configuration says).
+// With the planted shortGatewayTimeout the coordinator advertises the
+// profile's timeouts while its machine uses shorter ones (else the
+// gateways would refuse readiness, as they must).
+func (c *coordinator) settings() *api.CoordinatorSettings {
+	m := c.w.prof.machine
+	return &api.CoordinatorSettings{Issuer: "sim", Audience: "sim",
+		LeewayMs: m.Leeway.Milliseconds(), MaxLeaseMs: m.MaxLease.Milliseconds(),
+		GatewayTimeoutMs: m.GatewayTimeout.Milliseconds(), MaxClockSkewMs: m.MaxClockSkew.Milliseconds()}
+}
+
 // topics is the topic metadata the shell reads from Kafka.
 func (c *coordinator) topics() group.Topics {
 	topics := map[string]int32{}
@@ -429,7 +441,7 @@ func (c *coordinator) render(msg group.Message, req *request) response {
 	case group.RevokeReply:
 		c.w.check.revokeAnswered(m)
 	case group.SyncReply:
-		u := driver.SyncResponse(m, func() []api.JWK { return nil })
+		u := driver.SyncResponse(m, func() []api.JWK { return nil }, c.settings())
 		c.w.check.syncSent(req.gateway, req.inc, req.sent, u)
 		return response{sync: u}
 	}

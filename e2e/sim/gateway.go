@@ -104,7 +104,7 @@ func (g *gateway) localWall() time.Time { return base.Add(g.local()) }
 func (g *gateway) boot() {
 	g.up = true
 	g.inc++
-	g.view = authz.NewView(authz.Config{Leeway: g.w.prof.machine.Leeway})
+	g.view = authz.NewView(authz.Config{}) // the leeway comes with the coordinator's settings
 	g.follower = guard.NewFollower(guard.SyncConfig{Timeout: g.w.prof.gateway.syncTimeout,
 		BackoffMin: syncBackoffMin, BackoffMax: syncBackoffMax, Bugs: g.bugs()}, g.view)
 	g.inflight = guard.NewRegistry[*fetchEntry](g.bugs())
@@ -225,7 +225,7 @@ func (g *gateway) admit(req *fetchRequest) (*ocap.Claims, api.Code) {
 	switch {
 	case claims == nil:
 		return nil, api.CodeUnauthorized
-	case now.Unix() >= int64(claims.ExpiresAt)+int64(g.w.prof.machine.Leeway/time.Second):
+	case now.Unix() >= int64(claims.ExpiresAt)+int64(g.follower.Settings().Leeway/time.Second): // the learned leeway
 		return nil, api.CodeTokenExpired
 	}
 	if !g.verified[req.token] {

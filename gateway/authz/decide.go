@@ -28,7 +28,7 @@ type Request struct {
 // Decide does not raise fences; the shell calls v.Raise when it verifies
 // a capability for the first time.
 func Decide(c *ocap.Claims, req Request, v *View, now time.Time) Reason {
-	if now.Unix() >= int64(c.ExpiresAt)+v.leeway {
+	if now.Unix() >= int64(c.ExpiresAt)+v.leeway.Load() {
 		return Expired
 	}
 	if r := v.revoked(c, now); r != Allow {

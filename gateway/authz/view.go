@@ -17,11 +17,12 @@ import (
 
 // Config configures a View.
 type Config struct {
-	// Leeway is the clock leeway of token expiry (≤ ocap.MaxLeeway). Until
-	// the coordinator's rule arrives in a reset, denied ids and revoked
-	// members hold for their time plus Leeway; after, for their time plus
-	// the longer of both leeways plus the coordinator's max_clock_skew
-	// (package revocation).
+	// Leeway is the clock leeway of token expiry (≤ ocap.MaxLeeway) until
+	// a reset brings the coordinator's own (api.CoordinatorSettings), which
+	// Decide uses from then on. Until the coordinator's rule arrives in a
+	// reset, denied ids and revoked members hold for their time plus
+	// Leeway; after, for their time plus the longer of both leeways plus
+	// the coordinator's max_clock_skew (package revocation).
 	Leeway time.Duration
 }
 
@@ -31,7 +32,7 @@ type FenceKey = revocation.FenceKey
 // View is a gateway's revocation view. The zero value is not usable; call
 // NewView. Safe for concurrent use.
 type View struct {
-	leeway int64 // seconds: the expiry leeway of Decide
+	leeway atomic.Int64 // seconds: the expiry leeway of Decide
 	own    revocation.Rule
 
 	mu   sync.RWMutex
@@ -46,7 +47,8 @@ type View struct {
 // NewView makes an empty view: no fences, nothing denied, no keys.
 func NewView(cfg Config) *View {
 	own := revocation.Rule{Leeway: cfg.Leeway}
-	v := &View{leeway: int64(cfg.Leeway / time.Second), own: own, set: revocation.New(own)}
+	v := &View{own: own, set: revocation.New(own)}
+	v.leeway.Store(int64(cfg.Leeway / time.Second))
 	v.clearLocked()
 	return v
 }
@@ -143,6 +145,9 @@ func (v *View) resetLocked(u api.SyncResponse, keys map[string]ed25519.PublicKey
 	v.keys = oldKeys
 	if u.Revocation != nil {
 		v.set.SetRule(v.own.Cover(revocation.FromWire(*u.Revocation)))
+	}
+	if u.Settings != nil {
+		v.leeway.Store(u.Settings.LeewayMs / 1000)
 	}
 	ch := v.mergeLocked(u)
 	v.seq = u.Seq

@@ -49,6 +49,10 @@ type Follower struct {
 	// lastGood is when the last successful poll was sent (unix ns; 0:
 	// never), read by Refusal from any goroutine.
 	lastGood atomic.Int64
+	// settings are the coordinator's as of the last reset (nil before);
+	// unfit says why they do not fit this gateway's sync_timeout.
+	settings atomic.Pointer[Settings]
+	unfit    atomic.Pointer[error]
 	deferred *api.SyncResponse // Bugs.AckBeforeApply
 }
 
@@ -63,12 +67,20 @@ func (f *Follower) After() uint64 { return f.after }
 
 // Apply checks an answer and applies it to the view at now; the caller
 // then cancels (and waits for) the fetches the changes refuse, and only
-// then calls Acked. On an error nothing was applied; the poll failed.
+// then calls Acked. A reset also carries the coordinator's settings,
+// learned here (Settings; a new value means the shell verifies tokens
+// with them from now on). On an error nothing was applied; the poll
+// failed.
 func (f *Follower) Apply(u api.SyncResponse, now time.Time) (authz.Changes, error) {
 	if !u.Reset && u.Seq < f.after {
 		acked := f.after
 		f.after = 0
 		return authz.Changes{}, fmt.Errorf("%w (acknowledged %d, answer %d)", ErrSeqWentBack, acked, u.Seq)
+	}
+	if u.Reset {
+		if err := f.learn(u.Settings); err != nil {
+			return authz.Changes{}, err
+		}
 	}
 	if f.cfg.Bugs.AckBeforeApply {
 		u, f.deferred = f.swapDeferred(u)
@@ -112,14 +124,47 @@ func (f *Follower) Failed(rnd func(n int64) int64) time.Duration {
 	return d/2 + time.Duration(rnd(int64(d/2)+1))
 }
 
-// Refusal is the 503 code while the gateway cannot vouch for its view at
-// now: not_ready before the first sync, out_of_sync once Timeout passed
-// since the last successful poll was sent; "" when in sync. Safe for
+// learn takes the settings of a reset.
+func (f *Follower) learn(w *api.CoordinatorSettings) error {
+	s, err := settingsOf(w)
+	if err != nil {
+		return err
+	}
+	if old := f.settings.Load(); old == nil || *old != s {
+		f.settings.Store(&s)
+	}
+	if unfit := s.fit(f.cfg.Timeout); unfit != nil {
+		f.unfit.Store(&unfit)
+	} else {
+		f.unfit.Store(nil)
+	}
+	return nil
+}
+
+// Settings are the coordinator's settings as of the last reset (nil
+// before the first); the pointer changes only when they do. Safe for
 // concurrent use.
+func (f *Follower) Settings() *Settings { return f.settings.Load() }
+
+// Unfit says why the gateway is not ready although it synced: the
+// coordinator's settings do not fit its sync_timeout (nil when they do).
+// Safe for concurrent use.
+func (f *Follower) Unfit() error {
+	if e := f.unfit.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Refusal is the 503 code while the gateway cannot vouch for its view at
+// now: not_ready before the first sync and while the coordinator's
+// settings do not fit its sync_timeout (Unfit), out_of_sync once Timeout
+// passed since the last successful poll was sent; "" when in sync. Safe
+// for concurrent use.
 func (f *Follower) Refusal(now time.Time) api.Code {
 	last := f.lastGood.Load()
 	switch {
-	case last == 0:
+	case last == 0 || f.unfit.Load() != nil:
 		return api.CodeNotReady
 	case now.UnixNano()-last > int64(f.cfg.Timeout) && !f.cfg.Bugs.NoSelfFence:
 		return api.CodeOutOfSync

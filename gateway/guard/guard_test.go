@@ -15,6 +15,9 @@ import (
 
 var t0 = time.Unix(1_900_000_000, 0)
 
+// settings are the coordinator's, as every reset carries them.
+var settings = &api.CoordinatorSettings{Issuer: "c", Audience: "a", LeewayMs: 1000, MaxLeaseMs: 60_000, GatewayTimeoutMs: 15_000, MaxClockSkewMs: 1000}
+
 func capability(member string, partition int32, epoch uint64) *ocap.Claims {
 	return &ocap.Claims{ID: fmt.Sprintf("jti-%s-%d-%d", member, partition, epoch), Subject: member, Group: "g", Topic: "t",
 		Partition: &partition, Epoch: epoch, Ops: ocap.Ops(ocap.OpFetch), ExpiresAt: ocap.Seconds(t0.Add(time.Hour).Unix())}
@@ -29,7 +32,10 @@ func TestFollower(t *testing.T) {
 	if f.Refusal(t0) != api.CodeNotReady || f.After() != 0 {
 		t.Fatalf("fresh follower: %q after %d", f.Refusal(t0), f.After())
 	}
-	if _, err := f.Apply(api.SyncResponse{Seq: 5, Reset: true}, t0); err != nil {
+	if _, err := f.Apply(api.SyncResponse{Seq: 5, Reset: true}, t0); !errors.Is(err, guard.ErrNoSettings) {
+		t.Fatalf("a reset without settings: %v", err)
+	}
+	if _, err := f.Apply(api.SyncResponse{Seq: 5, Reset: true, Settings: settings}, t0); err != nil {
 		t.Fatal(err)
 	}
 	if f.Refusal(t0) != api.CodeNotReady {
@@ -133,11 +139,34 @@ func TestAckBeforeApplyIsABug(t *testing.T) {
 	view := authz.NewView(authz.Config{})
 	f := guard.NewFollower(guard.SyncConfig{Timeout: time.Second, BackoffMin: time.Millisecond, BackoffMax: time.Second,
 		Bugs: guard.Bugs{AckBeforeApply: true}}, view)
-	f.Apply(api.SyncResponse{Seq: 1, Reset: true}, t0)
+	f.Apply(api.SyncResponse{Seq: 1, Reset: true, Settings: settings}, t0)
 	f.Acked(t0, 1)
 	f.Apply(api.SyncResponse{Seq: 2, Fences: []api.Fence{{Group: "g", Topic: "t", Partition: 0, Epoch: 3}}}, t0)
 	f.Acked(t0, 2)
 	if f.After() != 2 || view.Fence("g", "t", 0) == 3 {
 		t.Fatalf("after %d, fence %d: the bug should ack 2 without the fence", f.After(), view.Fence("g", "t", 0))
+	}
+}
+
+// TestSettingsFit: the coordinator's settings are learned on a reset; a
+// sync_timeout not below gateway_timeout − max_clock_skew keeps the
+// gateway not ready although it synced, and a later reset that fits
+// makes it ready.
+func TestSettingsFit(t *testing.T) {
+	f := guard.NewFollower(guard.SyncConfig{Timeout: 14 * time.Second, BackoffMin: time.Millisecond, BackoffMax: time.Second}, authz.NewView(authz.Config{}))
+	f.Apply(api.SyncResponse{Seq: 1, Reset: true, Settings: settings}, t0) // 15s − 1s = 14s: not below
+	f.Acked(t0, 1)
+	if f.Refusal(t0) != api.CodeNotReady || f.Unfit() == nil {
+		t.Fatalf("unfit settings: refusal %q, unfit %v", f.Refusal(t0), f.Unfit())
+	}
+	if s := f.Settings(); s == nil || s.Issuer != "c" || s.Leeway != time.Second || s.GatewayTimeout != 15*time.Second {
+		t.Fatalf("learned %+v", s)
+	}
+	wider := *settings
+	wider.GatewayTimeoutMs = 20_000
+	f.Apply(api.SyncResponse{Seq: 2, Reset: true, Settings: &wider}, t0)
+	f.Acked(t0, 2)
+	if f.Refusal(t0) != "" || f.Unfit() != nil {
+		t.Fatalf("fitting settings: refusal %q, unfit %v", f.Refusal(t0), f.Unfit())
 	}
 }

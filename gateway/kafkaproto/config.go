@@ -24,8 +24,9 @@ type Config struct {
 	// WrapListener, when set, wraps the listener: the gateway's TLS
 	// (clients then use SASL_SSL). Nil: plaintext (SASL_PLAINTEXT).
 	WrapListener func(net.Listener) net.Listener
-	// ClusterID is reported in Metadata (the gateway pool's audience).
-	ClusterID string
+	// ClusterID is reported in Metadata: the gateway pool's audience, as
+	// the gateway learned it from the coordinator ("" before).
+	ClusterID func() string
 	// CoordinatorURL is the capgate coordinator (group sessions) and
 	// CoordinatorTLS its TLS for an https URL (nil: defaults).
 	CoordinatorURL string

@@ -34,7 +34,10 @@ func handleMetadata(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error)
 		b.NodeID, b.Host, b.Port = n.id, n.host, n.port
 		resp.Brokers = append(resp.Brokers, b)
 	}
-	resp.ClusterID = &c.s.cfg.ClusterID
+	if c.s.cfg.ClusterID != nil {
+		id := c.s.cfg.ClusterID()
+		resp.ClusterID = &id
+	}
 	resp.ControllerID = c.s.nodes[c.s.self].id
 	topics, byID, err := c.s.topics.get(c.ctx, true)
 	if err != nil {

@@ -46,8 +46,9 @@ func (s *Stack) newGateway(i int) (*Gateway, error) {
 }
 
 // Config is the configuration the gateway runs with: the defaults, agreeing
-// with the coordinator on issuer, audience, leeway, lease and sync timing,
-// the stack's broker and timing, then Options.Gateway.
+// with the coordinator on sync timing (issuer, audience, leeway and lease
+// the gateway learns from the coordinator), the stack's broker and timing,
+// then Options.Gateway.
 func (g *Gateway) Config() gateway.Config {
 	s := g.s
 	cc := s.Coordinator().Config()
@@ -57,8 +58,6 @@ func (g *Gateway) Config() gateway.Config {
 	cfg.CoordinatorURL = g.coordinatorURL
 	g.mu.Unlock()
 	cfg.SyncToken = gateway.Secret(s.SyncToken)
-	cfg.Issuer, cfg.Audience = cc.ID, cc.Cluster
-	cfg.Leeway, cfg.MaxLease = cc.Leeway, cc.MaxLease
 	cfg.SyncWait = min(cfg.SyncWait, cc.Groups.SyncWaitMax)
 	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.Broker = s.BrokerConfig()
@@ -80,9 +79,9 @@ func (g *Gateway) SetCoordinatorURL(url string) {
 // CheckSyncTimings is DESIGN §4's rule for a gateway to count as safe once
 // silent: it refuses fetches after sync_timeout without a sync, which must
 // come before the coordinator gives up on it (gateway_timeout) even with
-// the clocks max_clock_skew apart; a held sync poll must be answered
-// before the gateway's sync_timeout; and both agree on issuer, audience
-// and lease.
+// the clocks max_clock_skew apart (the gateway also refuses readiness
+// otherwise); a held sync poll must be answered before the gateway's
+// sync_timeout.
 func CheckSyncTimings(cc coordinator.Config, gc gateway.Config) error {
 	g := cc.Groups
 	switch {
@@ -92,10 +91,6 @@ func CheckSyncTimings(cc coordinator.Config, gc gateway.Config) error {
 		return fmt.Errorf("gateway.sync_wait: must be <= coordinator.groups.sync_wait_max (%s), got %s", g.SyncWaitMax, gc.SyncWait)
 	case g.SyncWaitMax >= gc.SyncTimeout:
 		return fmt.Errorf("coordinator.groups.sync_wait_max: must be < gateway.sync_timeout (%s), got %s", gc.SyncTimeout, g.SyncWaitMax)
-	case gc.Issuer != cc.ID || gc.Audience != cc.Cluster:
-		return fmt.Errorf("gateway.issuer/audience: must be the coordinator's id/cluster (%s/%s), got %s/%s", cc.ID, cc.Cluster, gc.Issuer, gc.Audience)
-	case gc.MaxLease < cc.MaxLease:
-		return fmt.Errorf("gateway.max_lease: must be >= coordinator.max_lease (%s), got %s", cc.MaxLease, gc.MaxLease)
 	}
 	return nil
 }

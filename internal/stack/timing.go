@@ -90,7 +90,7 @@ func (tm Timing) applyGateway(cfg *gateway.Config) {
 	if tm == (Timing{}) {
 		return
 	}
-	cfg.SyncWait, cfg.SyncTimeout, cfg.Leeway = tm.SyncWait, tm.SyncTimeout, tm.Leeway
+	cfg.SyncWait, cfg.SyncTimeout = tm.SyncWait, tm.SyncTimeout
 }
 
 // applyClient puts the timing into an SDK consumer's configuration: the
