@@ -108,10 +108,13 @@ type Config struct {
 	AttenuateRate    float64 `yaml:"attenuate_rate"`
 	AttenuateBurst   int     `yaml:"attenuate_burst"`
 	RateLimitEntries int     `yaml:"rate_limit_entries"`
-	// MemoryLimit is the soft memory limit of the process (Go's
-	// debug.SetMemoryLimit; 0 leaves the runtime's default). It must be
-	// at least twice groups.limits.state_bytes: the state the joins can
-	// make the coordinator hold, with room for the garbage collector.
+	// MemoryLimit is the memory budget of the coordinator process (0:
+	// none). The store maps its logs and its data (about the state, once
+	// more) beside the Go heap, so the Go runtime is held to MemoryLimit
+	// less groups.limits.state_bytes and store.MappedBytes (GoMemoryLimit,
+	// applied by `capgate coordinator` with debug.SetMemoryLimit); that
+	// must leave twice state_bytes (the state with room for the garbage
+	// collector) and the store's memtables.
 	MemoryLimit int64 `yaml:"memory_limit"`
 
 	// TLS configures the listener's TLS and client certificates.
@@ -327,8 +330,8 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("describe_lag_max: must be >= 0, got %d", c.DescribeLagMax)
 	case !(c.JoinRate > 0) || !(c.AttenuateRate > 0):
 		return fmt.Errorf("join_rate and attenuate_rate: must be > 0, got %v and %v", c.JoinRate, c.AttenuateRate)
-	case c.MemoryLimit != 0 && c.MemoryLimit < 2*c.Groups.Limits.StateBytes:
-		return fmt.Errorf("memory_limit: must be 0 or >= 2 × groups.limits.state_bytes (%d), got %d", 2*c.Groups.Limits.StateBytes, c.MemoryLimit)
+	case c.MemoryLimit != 0 && c.MemoryLimit < c.memoryFloor():
+		return fmt.Errorf("memory_limit: must be 0 or >= 3 × groups.limits.state_bytes + 2 × store.MappedBytes (%d), got %d", c.memoryFloor(), c.MemoryLimit)
 	}
 	return nil
 }
@@ -374,6 +377,21 @@ func (c Config) gatewaySettings() *api.CoordinatorSettings {
 		LeewayMs: c.Leeway.Milliseconds(), MaxLeaseMs: c.MaxLease.Milliseconds(),
 		GatewayTimeoutMs: c.Groups.GatewayTimeout.Milliseconds(), MaxClockSkewMs: c.Groups.MaxClockSkew.Milliseconds(),
 	}
+}
+
+// memoryFloor is the least memory_limit the state budget fits in: the
+// state twice in the Go heap (with the collector's room) and once mapped
+// by the store, the store's memtables (Go heap) and its mapped logs.
+func (c Config) memoryFloor() int64 {
+	return 3*c.Groups.Limits.StateBytes + 2*store.MappedBytes
+}
+
+// GoMemoryLimit is the Go runtime's share of memory_limit (0: none).
+func (c Config) GoMemoryLimit() int64 {
+	if c.MemoryLimit == 0 {
+		return 0
+	}
+	return c.MemoryLimit - c.Groups.Limits.StateBytes - store.MappedBytes
 }
 
 // revocationRule is the one expiry rule of denied ids and revoked

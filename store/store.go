@@ -35,6 +35,12 @@ const (
 	numCompactors    = 2
 	numMemtables     = 2
 
+	// MappedBytes is what the store keeps mapped into memory beside the
+	// Go heap, at most: badger's write-ahead logs (one per memtable). The
+	// data it has written is mapped too, as its tables are read; it is
+	// the size of the state the coordinator holds.
+	MappedBytes = numMemtables * memTableSize
+
 	// MaxBatchRecords is the most records (puts and deletes) one Update
 	// can hold; more gives ErrBatchTooBig. It is badger's entry bound less
 	// the entry badger adds to every transaction for its commit marker.

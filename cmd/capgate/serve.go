@@ -18,7 +18,7 @@ func newCoordinatorCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if limit := cfg.Coordinator.MemoryLimit; limit > 0 {
+			if limit := cfg.Coordinator.GoMemoryLimit(); limit > 0 {
 				debug.SetMemoryLimit(limit) // the process is the coordinator alone
 			}
 			return c.Run(ctx)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
@@ -167,4 +168,10 @@ func soloMember(t *testing.T, partitions int32) (*sdk.Cluster, client, *member) 
 		t.Fatalf("join refused: %s", code)
 	}
 	return c, cl, m
+}
+
+// sdkEventually waits for cond (polling a real server) up to 30 s.
+func sdkEventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	sdk.Eventually(t, 30*time.Second, "condition", func() (bool, string) { return cond(), "" })
 }
