@@ -21,10 +21,6 @@ type SyncResponse struct {
 	Denied         []Denied        `json:"denied,omitempty"`
 	RevokedMembers []RevokedMember `json:"revoked_members,omitempty"`
 	QoS            []QoSOverride   `json:"qos,omitempty"`
-	// Revocation is the coordinator's expiry rule for denied ids and
-	// revoked members, on resets: an entry with time T holds until
-	// T + leeway + max_clock_skew (package revocation).
-	Revocation *RevocationRule `json:"revocation,omitempty"`
 	// Settings are the coordinator's own, on resets: what a gateway
 	// checks tokens with and how long the coordinator waits for it, so no
 	// gateway repeats them in its configuration.
@@ -43,12 +39,6 @@ type CoordinatorSettings struct {
 	MaxLeaseMs       int64  `json:"max_lease_ms"`
 	GatewayTimeoutMs int64  `json:"gateway_timeout_ms"`
 	MaxClockSkewMs   int64  `json:"max_clock_skew_ms"`
-}
-
-// RevocationRule is the one expiry rule of revocation entries.
-type RevocationRule struct {
-	LeewayMs       int64 `json:"leeway_ms"`
-	MaxClockSkewMs int64 `json:"max_clock_skew_ms"`
 }
 
 // Fence says: capabilities of group for topic/partition with an epoch

@@ -41,12 +41,8 @@ func (r Rule) Cover(o Rule) Rule {
 	return Rule{Leeway: max(r.Leeway, o.Leeway), MaxClockSkew: max(r.MaxClockSkew, o.MaxClockSkew)}
 }
 
-// Wire is the rule as the sync channel carries it.
-func (r Rule) Wire() *api.RevocationRule {
-	return &api.RevocationRule{LeewayMs: r.Leeway.Milliseconds(), MaxClockSkewMs: r.MaxClockSkew.Milliseconds()}
-}
-
-// FromWire is the rule a sync reset carried.
-func FromWire(w api.RevocationRule) Rule {
-	return Rule{Leeway: time.Duration(w.LeewayMs) * time.Millisecond, MaxClockSkew: time.Duration(w.MaxClockSkewMs) * time.Millisecond}
+// FromSettings is the coordinator's rule, from the settings every sync
+// reset carries: its leeway and max_clock_skew.
+func FromSettings(s api.CoordinatorSettings) Rule {
+	return Rule{Leeway: time.Duration(s.LeewayMs) * time.Millisecond, MaxClockSkew: time.Duration(s.MaxClockSkewMs) * time.Millisecond}
 }

@@ -33,8 +33,8 @@ func TestRuleLapse(t *testing.T) {
 	if err := (Rule{Leeway: -1}).Validate(); err == nil {
 		t.Fatal("negative leeway accepted")
 	}
-	if back := FromWire(*r.Wire()); back != r {
-		t.Fatalf("wire round trip %+v", back)
+	if got := FromSettings(api.CoordinatorSettings{LeewayMs: 2000, MaxClockSkewMs: 500}); got != r {
+		t.Fatalf("from settings %+v", got)
 	}
 }
 

@@ -18,7 +18,6 @@ func SyncResponse(r group.SyncReply, keys func() []api.JWK, settings *api.Coordi
 		out.Keys = keys()
 	}
 	if r.Reset {
-		out.Revocation = r.Rule.Wire()
 		out.Settings = settings
 	}
 	return out

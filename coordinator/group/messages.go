@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
-	"github.com/capgate/capgate/revocation"
 )
 
 // Message is an output of the machine: the reply to the request Ref. The
@@ -77,10 +76,6 @@ type SyncReply struct {
 	Denied         []api.Denied
 	RevokedMembers []api.RevokedMember
 	QoS            []api.QoSOverride
-	// Rule is the expiry rule of Denied and RevokedMembers, on resets
-	// (package revocation): a gateway keeps each entry until its time
-	// plus the rule's leeway and max_clock_skew.
-	Rule revocation.Rule
 }
 
 // RevokeReply answers RevokePartition once every gateway is safe for the

@@ -271,7 +271,6 @@ func (m *Machine) resetReply(ref Ref, gatewayID string) SyncReply {
 		}
 	}
 	r.Denied, r.RevokedMembers = m.revocations.Denied(), m.revocations.Members()
-	r.Rule = m.revocations.Rule()
 	for _, o := range m.qos {
 		r.QoS = append(r.QoS, o)
 	}

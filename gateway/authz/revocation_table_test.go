@@ -7,7 +7,6 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/ocap"
-	"github.com/capgate/capgate/revocation"
 	"github.com/capgate/capgate/revocation/revocationtest"
 )
 
@@ -41,9 +40,9 @@ func TestRevocationTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			v := NewView(Config{Leeway: tc.Leeway})
-			rule := revocation.Rule{Leeway: tc.Leeway, MaxClockSkew: tc.MaxClockSkew}
+			settings := &api.CoordinatorSettings{LeewayMs: tc.Leeway.Milliseconds(), MaxClockSkewMs: tc.MaxClockSkew.Milliseconds()}
 			mustApply(t, v, api.SyncResponse{Seq: 1, Reset: true, Keys: ring.JWKS().Keys,
-				Denied: []api.Denied{{JTI: claims.ID, Exp: deny}}, Revocation: rule.Wire()}, issued)
+				Denied: []api.Denied{{JTI: claims.ID, Exp: deny}}, Settings: settings}, issued)
 			now := time.Unix(deny, 0).Add(tc.At)
 			if got := gatewayAnswer(verifier, v, token, now); got != tc.Want {
 				t.Fatalf("gateway answers %s, want %s", got, tc.Want)

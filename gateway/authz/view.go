@@ -143,11 +143,9 @@ func (v *View) resetLocked(u api.SyncResponse, keys map[string]ed25519.PublicKey
 	old, oldKeys := v.set.Fences(), v.keys
 	v.clearLocked()
 	v.keys = oldKeys
-	if u.Revocation != nil {
-		v.set.SetRule(v.own.Cover(revocation.FromWire(*u.Revocation)))
-	}
 	if u.Settings != nil {
 		v.leeway.Store(u.Settings.LeewayMs / 1000)
+		v.set.SetRule(v.own.Cover(revocation.FromSettings(*u.Settings)))
 	}
 	ch := v.mergeLocked(u)
 	v.seq = u.Seq
