@@ -109,12 +109,14 @@ type Config struct {
 	AttenuateBurst   int     `yaml:"attenuate_burst"`
 	RateLimitEntries int     `yaml:"rate_limit_entries"`
 	// MemoryLimit is the memory budget of the coordinator process (0:
-	// none). The store maps its logs and its data (about the state, once
-	// more) beside the Go heap, so the Go runtime is held to MemoryLimit
-	// less groups.limits.state_bytes and store.MappedBytes (GoMemoryLimit,
-	// applied by `capgate coordinator` with debug.SetMemoryLimit); that
+	// none). The store maps its write-ahead logs and, as it writes and
+	// compacts them, its tables (the state, about twice) beside the Go
+	// heap, so the Go runtime is held to MemoryLimit less twice
+	// groups.limits.state_bytes and store.MappedBytes (GoMemoryLimit,
+	// applied by `capgate coordinator` with debug.SetMemoryLimit), which
 	// must leave twice state_bytes (the state with room for the garbage
-	// collector) and the store's memtables.
+	// collector) and the store's memtables: MemoryLimit >= 4 ×
+	// state_bytes + 3 × store.MappedBytes.
 	MemoryLimit int64 `yaml:"memory_limit"`
 
 	// TLS configures the listener's TLS and client certificates.
@@ -331,7 +333,7 @@ func (c Config) validateLimits() error {
 	case !(c.JoinRate > 0) || !(c.AttenuateRate > 0):
 		return fmt.Errorf("join_rate and attenuate_rate: must be > 0, got %v and %v", c.JoinRate, c.AttenuateRate)
 	case c.MemoryLimit != 0 && c.MemoryLimit < c.memoryFloor():
-		return fmt.Errorf("memory_limit: must be 0 or >= 3 × groups.limits.state_bytes + 2 × store.MappedBytes (%d), got %d", c.memoryFloor(), c.MemoryLimit)
+		return fmt.Errorf("memory_limit: must be 0 or >= 4 × groups.limits.state_bytes + 3 × store.MappedBytes (%d), got %d", c.memoryFloor(), c.MemoryLimit)
 	}
 	return nil
 }
@@ -380,10 +382,11 @@ func (c Config) gatewaySettings() *api.CoordinatorSettings {
 }
 
 // memoryFloor is the least memory_limit the state budget fits in: the
-// state twice in the Go heap (with the collector's room) and once mapped
-// by the store, the store's memtables (Go heap) and its mapped logs.
+// state twice in the Go heap (with the collector's room) and twice mapped
+// by the store, the store's memtables (Go heap), its mapped logs, and as
+// much again for requests in flight.
 func (c Config) memoryFloor() int64 {
-	return 3*c.Groups.Limits.StateBytes + 2*store.MappedBytes
+	return 4*c.Groups.Limits.StateBytes + 3*store.MappedBytes
 }
 
 // GoMemoryLimit is the Go runtime's share of memory_limit (0: none).
@@ -391,7 +394,7 @@ func (c Config) GoMemoryLimit() int64 {
 	if c.MemoryLimit == 0 {
 		return 0
 	}
-	return c.MemoryLimit - c.Groups.Limits.StateBytes - store.MappedBytes
+	return c.MemoryLimit - 2*c.Groups.Limits.StateBytes - store.MappedBytes
 }
 
 // revocationRule is the one expiry rule of denied ids and revoked

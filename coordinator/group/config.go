@@ -95,7 +95,7 @@ func DefaultLimits() Limits {
 		MembersPerGroup:     10000,
 		GroupsPerCredential: 100,
 		Groups:              10000,
-		StateBytes:          256 << 20,
+		StateBytes:          192 << 20,
 		CommitMetadataBytes: 4096,
 	}
 }

@@ -26,7 +26,7 @@ import (
 // The budget of the flood: the coordinator's soft memory limit and the
 // state its joins may make it hold.
 const (
-	floodMemoryLimit = 320 << 20 // the least a 64 MiB state allows: 3 × 64 MiB + 128 MiB
+	floodMemoryLimit = 448 << 20 // the least a 64 MiB state allows: 4 × 64 MiB + 192 MiB
 	floodStateBytes  = 64 << 20
 	floodJoins       = 420  // joins of topicsPerJoin long topics each, ~250 kB of body
 	topicsPerJoin    = 1000 // groups.limits.topics_per_member
