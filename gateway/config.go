@@ -116,6 +116,9 @@ type Config struct {
 	// KafkaMaxMembers bounds the group members this gateway runs
 	// sessions for.
 	KafkaMaxMembers int `yaml:"kafka_max_members"`
+	// KafkaReadAheadBytes bounds the Fetch answers read ahead from Kafka,
+	// all connections together (0: no read-ahead).
+	KafkaReadAheadBytes int64 `yaml:"kafka_read_ahead_bytes"`
 }
 
 // TLSConfig is the gateway listener's TLS and what its record routes
@@ -167,6 +170,7 @@ func DefaultConfig() Config {
 		KafkaIdleTimeout:          10 * time.Minute,
 		KafkaMaxConnections:       1024,
 		KafkaMaxMembers:           10_000,
+		KafkaReadAheadBytes:       64 << 20,
 	}
 }
 

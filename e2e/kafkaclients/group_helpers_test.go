@@ -24,6 +24,7 @@ type groupMember struct {
 	polledAt  []time.Time // when each record was polled
 	assigned  map[int32]bool
 	grantedAt map[int32]time.Time // last OnPartitionsAssigned naming it
+	changedAt time.Time           // last assignment change
 	revoked   []int32             // every partition OnPartitionsRevoked named
 	lost      []int32
 	errs      []error
@@ -43,22 +44,31 @@ func (p protocol) String() string { return [...]string{"kip848", "cooperative-st
 // own client id (see ARCHITECTURE: the client key).
 func joinGroup(t testing.TB, s *Stack, name, group, credential string, proto protocol, extra ...kgo.Opt) *groupMember {
 	t.Helper()
+	return startMember(t, s.Topic, name, group, proto, func(opts ...kgo.Opt) *kgo.Client {
+		return kgoClient(t, s.KafkaAddrs(), credential, false, opts...)
+	}, extra...)
+}
+
+// startMember starts a kgo group member built by newClient (through the
+// listener, or straight to Kafka for the baselines).
+func startMember(t testing.TB, topic, name, group string, proto protocol, newClient func(...kgo.Opt) *kgo.Client, extra ...kgo.Opt) *groupMember {
+	t.Helper()
 	m := &groupMember{name: name, assigned: map[int32]bool{}, grantedAt: map[int32]time.Time{}, done: make(chan struct{})}
 	opts := []kgo.Opt{
-		kgo.ClientID(name), kgo.ConsumerGroup(group), kgo.ConsumeTopics(s.Topic),
+		kgo.ClientID(name), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) { m.update(a, true) }),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, r map[string][]int32) {
 			m.update(r, false)
 			m.mu.Lock()
-			m.revoked = append(m.revoked, r[s.Topic]...)
+			m.revoked = append(m.revoked, r[topic]...)
 			m.mu.Unlock()
 			_ = cl.CommitUncommittedOffsets(ctx)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, l map[string][]int32) {
 			m.update(l, false)
 			m.mu.Lock()
-			m.lost = append(m.lost, l[s.Topic]...)
+			m.lost = append(m.lost, l[topic]...)
 			m.mu.Unlock()
 		}),
 	}
@@ -69,7 +79,7 @@ func joinGroup(t testing.TB, s *Stack, name, group, credential string, proto pro
 		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.HeartbeatInterval(100*time.Millisecond),
 			kgo.SessionTimeout(6*time.Second))
 	}
-	m.cl = kgoClient(t, s.KafkaAddrs(), credential, false, append(opts, extra...)...)
+	m.cl = newClient(append(opts, extra...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
 	go m.poll(ctx)
@@ -80,6 +90,7 @@ func joinGroup(t testing.TB, s *Stack, name, group, credential string, proto pro
 func (m *groupMember) update(parts map[string][]int32, add bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.changedAt = time.Now()
 	for _, ps := range parts {
 		for _, p := range ps {
 			if add {
@@ -286,4 +297,11 @@ func (m *groupMember) polledSince(partition int32, t time.Time) (recs []*kgo.Rec
 		}
 	}
 	return recs, at, m.grantedAt[partition]
+}
+
+// lastChange is when the member's assignment last changed.
+func (m *groupMember) lastChange() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changedAt
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
@@ -14,7 +15,7 @@ import (
 // authenticates with token over OAUTHBEARER (plain: over PLAIN).
 func kgoClient(t testing.TB, addrs []string, token string, usePlain bool, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	mech := oauth.Oauth(func(context.Context) (oauth.Auth, error) { return oauth.Auth{Token: token}, nil })
+	mech := oauthToken(token)
 	if usePlain {
 		mech = plain.Auth{User: "capgate", Pass: token}.AsMechanism()
 	}
@@ -25,4 +26,9 @@ func kgoClient(t testing.TB, addrs []string, token string, usePlain bool, opts .
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// oauthToken is kgo's OAUTHBEARER mechanism with a fixed token.
+func oauthToken(token string) sasl.Mechanism {
+	return oauth.Oauth(func(context.Context) (oauth.Auth, error) { return oauth.Auth{Token: token}, nil })
 }

@@ -2,11 +2,13 @@ package kafkaclients
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 
 	"github.com/capgate/capgate/e2e/sdk"
@@ -85,5 +87,58 @@ func TestAdminDenyStopsAssignedConsumer(t *testing.T) {
 		if recs := cl.PollFetches(ctx).Records(); len(recs) > 0 {
 			t.Fatalf("a denied capability still got %d records", len(recs))
 		}
+	}
+}
+
+// TestDenyStopsReadAhead: a consumer far behind has its next Fetch read
+// ahead from Kafka while it processes the last answer. Its capability is
+// denied while that read-ahead is held; once the gateway applied the
+// deny (a probe on another connection is refused), the consumer's next
+// Fetch gets no byte: the read-ahead is admitted again, and refused.
+func TestDenyStopsReadAhead(t *testing.T) {
+	s := Start(t, Options{Partitions: 1})
+	produceMany(t, s, 0, 50_000)
+	grant := s.Grant(t, "orders", 0, []string{"fetch"}, time.Minute)
+	cl := kgoClient(t, s.KafkaAddrs(), grant.Capability, false,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxPartitionBytes(16<<10), kgo.FetchMaxWait(200*time.Millisecond))
+	pollN(t, cl, 5_000) // then stop polling: kgo holds one answer, the gateway reads the next ahead
+	probe := dialRaw(t, s.KafkaAddrs()[0])
+	probe.authenticate("OAUTHBEARER", grant.Capability)
+	s.Deny(t, grant.JTI)
+	sdk.Eventually(t, 10*time.Second, "the gateway refusing the capability", func() (bool, string) {
+		p := probe.roundTrip(fetchOne("orders", 0, 0, 0)).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		return p.ErrorCode != 0, fmt.Sprintf("error %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
+	})
+	served := grepCount(metrics(t, s), "capgate_gateway_fetch_bytes_total")
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		cl.PollFetches(contextWithin(50 * time.Millisecond))
+	}
+	if after := grepCount(metrics(t, s), "capgate_gateway_fetch_bytes_total"); after != served {
+		t.Fatalf("%.0f bytes served after the capability was refused (%.0f → %.0f)", after-served, served, after)
+	}
+}
+
+func contextWithin(d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	time.AfterFunc(d, cancel)
+	return ctx
+}
+
+// produceMany writes n small records to partition, straight to Kafka,
+// in batches.
+func produceMany(t testing.TB, s *Stack, partition int32, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for range n {
+		cl.Produce(context.Background(), &kgo.Record{Topic: s.Topic, Partition: partition, Value: []byte("0123456789")}, nil)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -60,6 +60,9 @@ type Config struct {
 	MaxConnections int
 	// MaxMembers bounds the group members this gateway runs sessions for.
 	MaxMembers int
+	// ReadAheadBytes bounds what all connections' read-aheads may hold
+	// (readahead.go); 0 turns read-ahead off.
+	ReadAheadBytes int64
 	// MaxWait caps a Fetch's MaxWaitMillis; MaxFetchBytes its MaxBytes.
 	MaxWait       time.Duration
 	MaxFetchBytes int32
@@ -110,6 +113,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_max_request_bytes: must be >= %d, got %d", PreAuthRequestBytes, c.MaxRequestBytes)
 	case c.MaxConnections <= 0:
 		return fmt.Errorf("gateway.kafka_max_connections: must be > 0, got %d", c.MaxConnections)
+	case c.ReadAheadBytes < 0:
+		return fmt.Errorf("gateway.kafka_read_ahead_bytes: must be >= 0, got %d", c.ReadAheadBytes)
 	case c.MaxMembers <= 0:
 		return fmt.Errorf("gateway.kafka_max_members: must be > 0, got %d", c.MaxMembers)
 	}

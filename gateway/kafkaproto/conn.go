@@ -34,7 +34,8 @@ type conn struct {
 	// written (a failed authentication, say).
 	closeAfter bool
 
-	wbuf []byte
+	wbuf  []byte
+	ahead map[partKey]*aheadEntry // partitions read ahead (readahead.go)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -50,6 +51,7 @@ func (c *conn) serve() {
 	defer c.s.unregister(c)
 	defer c.cancel()
 	defer c.nc.Close()
+	defer c.dropAllAhead()
 	for {
 		if c.rawSASL {
 			if err := c.rawAuthenticate(); err != nil {
@@ -160,12 +162,22 @@ func (c *conn) dispatch(h header, req kmsg.Request) (kmsg.Response, error) {
 	return api.handle(c, h, req)
 }
 
-// write sends one response frame within write_timeout.
+// write sends one response frame within write_timeout. A Fetch answer
+// goes out with one writev, its record batches not copied (fetchFrame).
 func (c *conn) write(correlation int32, resp kmsg.Response) error {
+	if fetch, ok := resp.(*kmsg.FetchResponse); ok {
+		if bufs, ok := fetchFrame(c.wbuf[:0], correlation, fetch); ok {
+			if err := c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout)); err != nil {
+				return err
+			}
+			_, err := bufs.WriteTo(c.nc)
+			return err
+		}
+	}
 	c.wbuf = appendResponse(c.wbuf[:0], correlation, resp)
 	err := c.writeRaw(c.wbuf)
-	if cap(c.wbuf) > 1<<20 {
-		c.wbuf = nil // do not keep a large fetch's buffer per idle connection
+	if cap(c.wbuf) > 64<<10 {
+		c.wbuf = nil // do not keep a large answer's buffer per idle connection
 	}
 	return err
 }

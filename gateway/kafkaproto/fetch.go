@@ -62,12 +62,14 @@ func handleFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	}
 	now := time.Now()
 	parts := c.admitFetch(req, resp, now)
-	c.fetchUpstream(req, parts, now)
+	rest, data := c.takeReadAhead(req, parts)
+	c.fetchUpstream(req, rest, data, now)
 	for _, p := range parts {
 		if p.done != nil {
 			p.done()
 		}
 	}
+	c.startReadAhead(req, parts)
 	return resp, nil
 }
 
@@ -110,7 +112,9 @@ func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now 
 
 // fetchUpstream sends one Fetch per Kafka leader and fills in the
 // partitions' answers.
-func (c *conn) fetchUpstream(req *kmsg.FetchRequest, parts []*fetchPart, now time.Time) {
+// noWait (data is already there for the answer) sends them without a long
+// poll, as a broker answers at once once MinBytes are there.
+func (c *conn) fetchUpstream(req *kmsg.FetchRequest, parts []*fetchPart, noWait bool, now time.Time) {
 	if len(parts) == 0 {
 		return
 	}
@@ -122,20 +126,40 @@ func (c *conn) fetchUpstream(req *kmsg.FetchRequest, parts []*fetchPart, now tim
 		p.done = func() { stop(); done() }
 	}
 	calls := c.leaderCalls(req, parts, now)
+	if noWait {
+		for _, lc := range calls {
+			lc.req.MaxWaitMillis = 0
+		}
+	}
+	for _, lc := range runCalls(ctx, c.s.gate, calls, cancel) {
+		now := time.Now()
+		for _, p := range lc.parts {
+			c.answerPartition(p, findFetchPartition(lc.resp, p), lc.err, now)
+		}
+	}
+}
+
+// runCalls sends every leader's Fetch concurrently and returns them
+// answered. When one answers with data (or an error) while others still
+// wait, cancel ends their long polls: data never waits for another
+// leader's MaxWait.
+func runCalls(ctx context.Context, gate Gate, calls []*leaderCall, cancel context.CancelFunc) []*leaderCall {
 	results := make(chan *leaderCall, len(calls))
 	for _, lc := range calls {
 		go func() {
-			lc.resp, lc.err = c.s.gate.Broker().FetchRaw(ctx, lc.addr, lc.req)
+			lc.resp, lc.err = gate.Broker().FetchRaw(ctx, lc.addr, lc.req)
 			results <- lc
 		}()
 	}
+	out := make([]*leaderCall, 0, len(calls))
 	for pending := len(calls); pending > 0; pending-- {
 		lc := <-results
 		if pending > 1 && lc.hasData() {
-			cancel() // answer now: the other leaders' long polls end empty
+			cancel()
 		}
-		c.takeAnswer(lc, time.Now())
+		out = append(out, lc)
 	}
+	return out
 }
 
 // leaderCall is the Fetch to one Kafka leader.
@@ -213,30 +237,27 @@ func addFetchPartition(up *kmsg.FetchRequest, p *fetchPart) {
 	t.Partitions = append(t.Partitions, rp)
 }
 
-// takeAnswer copies one leader's answer into the response, deciding every
-// partition again first.
-func (c *conn) takeAnswer(lc *leaderCall, now time.Time) {
-	for _, p := range lc.parts {
-		if code := c.s.gate.Recheck(p.claims, p.req, now); code != "" {
-			p.out.ErrorCode = partitionError(code)
-			c.s.gate.Observe(p.claims, OpFetch, code, 0, now)
-			continue
-		}
-		if lc.err != nil {
-			if !errors.Is(lc.err, context.Canceled) {
-				p.out.ErrorCode = kerr.LeaderNotAvailable.Code
-				c.refreshRoute(p)
-			}
-			continue // cancelled: answered empty, the client fetches again
-		}
-		up := findFetchPartition(lc.resp, p)
-		if up == nil {
-			p.out.ErrorCode = kerr.NotLeaderForPartition.Code
-			continue
-		}
-		c.copyPartition(p, up)
-		c.s.gate.Observe(p.claims, OpFetch, "", len(up.RecordBatches), now)
+// answerPartition decides p again and copies Kafka's answer up into the
+// response (err: the leader's Fetch failed; up nil: not answered).
+func (c *conn) answerPartition(p *fetchPart, up *kmsg.FetchResponseTopicPartition, err error, now time.Time) {
+	if code := c.s.gate.Recheck(p.claims, p.req, now); code != "" {
+		p.out.ErrorCode = partitionError(code)
+		c.s.gate.Observe(p.claims, OpFetch, code, 0, now)
+		return
 	}
+	switch {
+	case err != nil && errors.Is(err, context.Canceled):
+		return // answered empty: the client fetches again
+	case err != nil:
+		p.out.ErrorCode = kerr.LeaderNotAvailable.Code
+		c.refreshRoute(p)
+		return
+	case up == nil:
+		p.out.ErrorCode = kerr.NotLeaderForPartition.Code
+		return
+	}
+	c.copyPartition(p, up)
+	c.s.gate.Observe(p.claims, OpFetch, "", len(up.RecordBatches), now)
 }
 
 // copyPartition passes Kafka's answer through; leader errors become
@@ -262,6 +283,9 @@ func (c *conn) copyPartition(p *fetchPart, up *kmsg.FetchResponseTopicPartition)
 }
 
 func findFetchPartition(resp *kmsg.FetchResponse, p *fetchPart) *kmsg.FetchResponseTopicPartition {
+	if resp == nil {
+		return nil
+	}
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
 		if t.Topic != p.topic && (t.Topic != "" || t.TopicID != p.route.TopicID) {

@@ -17,9 +17,13 @@ package kafkaproto
 //     acknowledges nothing. An epoch that is neither the current one nor
 //     the one before (a lost answer) is FENCED_MEMBER_EPOCH; an unknown or
 //     expired member UNKNOWN_MEMBER_ID: the client rejoins.
-//   - HeartbeatIntervalMillis is kafka_heartbeat_interval: how soon a
-//     handoff reaches the member. Epoch -1/-2 leaves (the member's
-//     partitions are released at its committed offsets).
+//   - HeartbeatIntervalMillis is kafka_heartbeat_interval while nothing
+//     moves, and handoffInterval (20 ms at most) while a handoff involves
+//     the member — a revoke it must acknowledge, a new assignment it must
+//     act on, or its first second as a member (grants are on their way) —
+//     so a handoff costs round trips, not heartbeat intervals, whatever
+//     the steady interval. Epoch -1/-2 leaves (the member's partitions are
+//     released at its committed offsets).
 
 import (
 	"context"
@@ -64,6 +68,7 @@ func handleConsumerGroupHeartbeat(c *conn, _ header, kreq kmsg.Request) (kmsg.Re
 	if code == 0 && assignment != nil {
 		resp.Assignment = c.assignment848(assignment)
 	}
+	resp.HeartbeatIntervalMillis = c.heartbeatInterval(m, assignment != nil, now)
 	return resp, nil
 }
 
@@ -73,6 +78,7 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 		if epoch, assignment, ok := m.rejoin848(now); ok {
 			resp.MemberID, resp.MemberEpoch = &m.id, epoch
 			resp.Assignment = c.assignment848(assignment)
+			resp.HeartbeatIntervalMillis = c.heartbeatInterval(m, true, now)
 			return resp, nil
 		}
 	}
@@ -97,7 +103,23 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 	epoch, assignment, _ := m.rejoin848(now)
 	resp.MemberID, resp.MemberEpoch = &m.id, epoch
 	resp.Assignment = c.assignment848(assignment)
+	resp.HeartbeatIntervalMillis = c.heartbeatInterval(m, true, now)
 	return resp, nil
+}
+
+// handoffInterval is the heartbeat interval handed out while a handoff
+// involves the member (capped by kafka_heartbeat_interval).
+const handoffInterval = 20 * time.Millisecond
+
+// heartbeatInterval is what the member is told to wait before its next
+// heartbeat: short while a handoff involves it (changed: this answer hands
+// it a new assignment to act on), kafka_heartbeat_interval otherwise.
+func (c *conn) heartbeatInterval(m *member, changed bool, now time.Time) int32 {
+	d := c.s.cfg.HeartbeatInterval
+	if changed || m.inHandoff(now) {
+		d = min(d, handoffInterval)
+	}
+	return int32(max(d.Milliseconds(), 1))
 }
 
 // rebalanceTimeout bounds how long a held revoke waits for the member.
@@ -208,6 +230,15 @@ func (m *member) heartbeat848(epoch int32, owned map[session.Partition]bool, now
 		return m.epoch, t, 0 // the member missed an answer: deliver it again
 	}
 	return m.epoch, nil, 0
+}
+
+// inHandoff reports whether the member takes part in a handoff: a revoke
+// waits for it, or it joined less than a second ago (its grants come as
+// soon as the partitions it gets are released).
+func (m *member) inHandoff(now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.deferred) > 0 || now.Sub(m.joinedAt) < time.Second
 }
 
 func sameSet(set map[session.Partition]bool, list []session.Partition) bool {

@@ -92,6 +92,7 @@ type member struct {
 	prev     int32               // the epoch before the last bump (a lost answer)
 	syncing  bool                // classic: joined, SyncGroup not yet answered
 	lastSeen time.Time
+	joinedAt time.Time
 	timer    *time.Timer
 }
 
@@ -126,6 +127,7 @@ func (m *member) start(ctx context.Context, join api.JoinRequest) error {
 	m.deferred = map[session.Partition]deferredRevoke{}
 	m.tickets = map[uint64]chan api.Code{}
 	m.lastSeen = time.Now()
+	m.joinedAt = m.lastSeen
 	m.timer = time.AfterFunc(time.Hour, m.tick)
 	m.mu.Lock()
 	m.carry(m.d.Start(m.lastSeen))

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -26,6 +27,8 @@ type Server struct {
 
 	topics *topicCache
 	groups *groups
+	// aheadBudget is what read-aheads may still reserve (bytes).
+	aheadBudget atomic.Int64
 
 	base context.Context // ends at Close: every connection and session
 	stop context.CancelFunc
@@ -58,6 +61,7 @@ func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, e
 	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, conns: map[*conn]struct{}{}}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.topics = newTopicCache(gate.Broker(), topicCacheAge)
+	s.aheadBudget.Store(cfg.ReadAheadBytes)
 	s.groups = newGroups(s)
 	return s, nil
 }
