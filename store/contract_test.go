@@ -586,3 +586,37 @@ func TestBatchBounds(t *testing.T) {
 		mustUpdate(t, st, func(w *store.Writer) error { return w.PutDenied("after", 1) })
 	})
 }
+
+// Forgetting a partition deletes its epoch and state but raises the epoch
+// floor to its epoch, durably: the partition (or any new one) then takes
+// only epochs above every epoch ever forgotten.
+func TestForgottenEpochsAreNeverReissued(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st store.Backend, reopen func(store.Backend) store.Backend) {
+		mustUpdate(t, st, func(w *store.Writer) error {
+			return errors.Join(w.PutEpoch("g", "t", 0, 7), w.PutEpoch("g", "t", 1, 3),
+				w.PutPartitionState("g", "t", 0, store.PartitionState{State: store.StateUnowned}))
+		})
+		mustUpdate(t, st, func(w *store.Writer) error {
+			return errors.Join(w.ForgetPartition("g", "t", 0), w.ForgetPartition("g", "t", 1))
+		})
+		st = reopen(st)
+		snap := mustLoad(t, st)
+		if snap.EpochFloor != 7 || len(snap.Groups) != 0 {
+			t.Fatalf("after forgetting: floor %d, groups %+v", snap.EpochFloor, snap.Groups)
+		}
+		for _, epoch := range []uint64{1, 6} {
+			if err := st.Update(func(w *store.Writer) error { return w.PutEpoch("g", "t", 0, epoch) }); !errors.Is(err, store.ErrEpochRegression) {
+				t.Fatalf("epoch %d of a forgotten partition: %v, want ErrEpochRegression", epoch, err)
+			}
+			if err := st.Update(func(w *store.Writer) error { return w.PutEpoch("h", "u", 0, epoch) }); !errors.Is(err, store.ErrEpochRegression) {
+				t.Fatalf("epoch %d of a new partition: %v, want ErrEpochRegression", epoch, err)
+			}
+		}
+		mustUpdate(t, st, func(w *store.Writer) error {
+			return errors.Join(w.PutEpoch("g", "t", 0, 8), w.PutEpoch("h", "u", 0, 7))
+		})
+		if err := st.Update(func(w *store.Writer) error { return w.PutMeta(store.MetaEpochFloor, []byte{1}) }); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("the floor written as meta: %v", err)
+		}
+	})
+}

@@ -51,6 +51,7 @@ import (
 //	                 uvarint topic count, string per topic, string TopicPattern,
 //	                 string Assignor, varint SessionTimeoutMs
 //	meta sync_seq    bytes holding one uvarint
+//	meta epoch_floor bytes holding one uvarint
 //
 // The "layout" key records the key layout version; Open refuses a store
 // written with a layout it does not know.
@@ -88,6 +89,10 @@ func checkLayoutValue(value []byte) error {
 const (
 	// MetaSyncSeq holds the sync sequence; write it only with SaveSeq.
 	MetaSyncSeq = "sync_seq"
+	// MetaEpochFloor holds the highest epoch of every partition forgotten
+	// so far (ForgetPartition); a partition without a stored epoch takes
+	// only epochs above it. Written only by ForgetPartition.
+	MetaEpochFloor = "epoch_floor"
 	// MetaCoordinatorIncarnation is free for the coordinator's restart
 	// counter (written with PutMeta, encoding up to the caller).
 	MetaCoordinatorIncarnation = "coordinator_incarnation"

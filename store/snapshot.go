@@ -13,8 +13,9 @@ import (
 // pointers mean "nothing stored".
 type Snapshot struct {
 	Seq            uint64            // sync sequence, 0 if never saved
+	EpochFloor     uint64            // highest epoch of a forgotten partition, 0 if none
 	KeyRing        []byte            // nil if never saved
-	Meta           map[string][]byte // named values other than MetaSyncSeq
+	Meta           map[string][]byte // named values other than MetaSyncSeq and MetaEpochFloor
 	Groups         []GroupRecords    // by group
 	Denied         []Denied          // by JTI
 	RevokedMembers []RevokedMember   // by group, member id
@@ -23,8 +24,8 @@ type Snapshot struct {
 }
 
 // GroupRecords is one group's stored state. A group appears as long as any
-// of its records exists; epochs are never deleted, so a group once used
-// always appears.
+// of its records exists; epochs are deleted only by ForgetPartition, so a
+// group once used appears until it is forgotten.
 type GroupRecords struct {
 	Group      string
 	Config     *GroupConfig
@@ -187,9 +188,14 @@ func (b *snapshotBuilder) addGlobal(key parsedKey, value []byte) error {
 }
 
 func (b *snapshotBuilder) addMeta(name string, value []byte) error {
-	if name == MetaSyncSeq {
+	switch name {
+	case MetaSyncSeq:
 		seq, err := decodeSeq(value)
 		b.snapshot.Seq = seq
+		return err
+	case MetaEpochFloor:
+		floor, err := decodeSeq(value)
+		b.snapshot.EpochFloor = floor
 		return err
 	}
 	p, err := decodeBytes(value)

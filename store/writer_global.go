@@ -147,8 +147,11 @@ func (w *Writer) DeleteMeta(name string) error {
 }
 
 func checkMetaName(name string) error {
-	if name == MetaSyncSeq {
+	switch name {
+	case MetaSyncSeq:
 		return fmt.Errorf("%w: %s is written only by SaveSeq", ErrInvalid, MetaSyncSeq)
+	case MetaEpochFloor:
+		return fmt.Errorf("%w: %s is written only by ForgetPartition", ErrInvalid, MetaEpochFloor)
 	}
 	return checkID("meta name", name)
 }

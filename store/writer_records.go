@@ -1,11 +1,17 @@
 package store
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // PutEpoch raises the epoch of a partition. A lower epoch than the stored
-// one fails with ErrEpochRegression; an equal one is a no-op. There is no
-// DeleteEpoch: an epoch must never be reissued, even for a group that is
-// deleted and created again, because live capabilities may still carry it.
+// one fails with ErrEpochRegression; an equal one is a no-op. A partition
+// without a stored epoch (new, or forgotten) starts at the epoch floor
+// (MetaEpochFloor) at least, so the first epoch it grants is above every
+// epoch ever forgotten: an epoch is never reissued, even for a group
+// forgotten and created again, because a gateway may still hold a fence
+// at it.
 func (w *Writer) PutEpoch(group, topic string, partition int32, epoch uint64) error {
 	return w.do("save epoch", partitionName(group, topic, partition), func() error {
 		if err := checkPartition(group, topic, partition); err != nil {
@@ -20,9 +26,58 @@ func (w *Writer) PutEpoch(group, topic string, partition int32, epoch uint64) er
 			return fmt.Errorf("%w: stored %d, new %d", ErrEpochRegression, stored, epoch)
 		case found && epoch == stored:
 			return nil
+		case !found && epoch > 0:
+			floor, err := w.epochFloor()
+			if err != nil {
+				return err
+			}
+			if epoch < floor {
+				return fmt.Errorf("%w: epoch %d of a new partition is below the epoch floor %d", ErrEpochRegression, epoch, floor)
+			}
 		}
 		return w.set(key, encodeUint(epoch))
 	})
+}
+
+// ForgetPartition removes a partition's epoch and handoff state (a group
+// nobody uses any more is forgotten), raising the epoch floor to its
+// epoch first, so the partition — should its group come back — and every
+// new partition only take epochs above it.
+func (w *Writer) ForgetPartition(group, topic string, partition int32) error {
+	return w.do("forget partition", partitionName(group, topic, partition), func() error {
+		if err := checkPartition(group, topic, partition); err != nil {
+			return err
+		}
+		key := partitionKey(prefixEpoch, group, topic, partition)
+		epoch, found, err := w.storedUint(key)
+		if err != nil {
+			return err
+		}
+		floor, err := w.epochFloor()
+		if err != nil {
+			return err
+		}
+		if found && epoch > floor {
+			if err := w.set(stringsKey(prefixMeta, MetaEpochFloor), encodeBytes(binary.AppendUvarint(nil, epoch))); err != nil {
+				return err
+			}
+		}
+		if err := w.delete(key); err != nil {
+			return err
+		}
+		return w.delete(partitionKey(prefixState, group, topic, partition))
+	})
+}
+
+// epochFloor reads MetaEpochFloor (0 when never written).
+func (w *Writer) epochFloor() (uint64, error) {
+	var floor uint64
+	_, err := lookup(w.b, stringsKey(prefixMeta, MetaEpochFloor), func(value []byte) error {
+		var err error
+		floor, err = decodeSeq(value)
+		return err
+	})
+	return floor, err
 }
 
 // PutPartitionState replaces the handoff state of a partition.

@@ -99,6 +99,9 @@ func (d *Driver) write(w *store.Writer, r group.Record, nowMs int64, flips *[]pa
 			Credential: store.Credential(r.Credential),
 		})
 	case group.GroupRecord:
+		if r.Deleted {
+			return w.DeleteGroupConfig(r.Group)
+		}
 		config, err := json.Marshal(r.Config)
 		if err != nil {
 			return fmt.Errorf("encode group config: %w", err)
@@ -146,6 +149,9 @@ func writeGlobal(w *store.Writer, r group.Record, nowMs int64) error {
 }
 
 func (d *Driver) writePartition(w *store.Writer, r group.PartitionRecord, flips *[]partKey) error {
+	if r.Forgotten {
+		return d.forgetPartition(w, r, flips)
+	}
 	if err := w.PutEpoch(r.Group, r.Topic, r.Partition, r.Epoch); err != nil {
 		return err
 	}
@@ -166,6 +172,19 @@ func (d *Driver) writePartition(w *store.Writer, r group.PartitionRecord, flips 
 		}
 		return w.PutMeta(metaName(metaPartitionFlags, key), value)
 	case d.flagged[key]:
+		*flips = append(*flips, key)
+		return w.DeleteMeta(metaName(metaPartitionFlags, key))
+	}
+	return nil
+}
+
+// forgetPartition removes a reaped partition (the store raises its epoch
+// floor to the partition's epoch) and its stored flags.
+func (d *Driver) forgetPartition(w *store.Writer, r group.PartitionRecord, flips *[]partKey) error {
+	if err := w.ForgetPartition(r.Group, r.Topic, r.Partition); err != nil {
+		return err
+	}
+	if key := (partKey{r.Group, r.Topic, r.Partition}); d.flagged[key] {
 		*flips = append(*flips, key)
 		return w.DeleteMeta(metaName(metaPartitionFlags, key))
 	}

@@ -54,6 +54,7 @@ func Load(s *store.Snapshot) (Restored, error) {
 		snap.Gateways = append(snap.Gateways, gw.ID)
 	}
 	snap.SyncSeq = s.Seq
+	snap.EpochFloor = s.EpochFloor
 	return out, nil
 }
 

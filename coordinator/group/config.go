@@ -84,6 +84,12 @@ type Limits struct {
 	// CommitMetadataBytes bounds the metadata string of one committed
 	// offset (Kafka's offset.metadata.max.bytes).
 	CommitMetadataBytes int `yaml:"commit_metadata_bytes"`
+	// EmptyGroupTTL: a group with no members, leases or committed
+	// offsets, default settings and every partition unowned is forgotten
+	// once it has been so this long (reap.go); 0 keeps every group. At
+	// least max_lease + leeway + max_clock_skew, so every capability it
+	// ever issued has expired everywhere.
+	EmptyGroupTTL time.Duration `yaml:"empty_group_ttl"`
 }
 
 // DefaultLimits are the documented defaults.
@@ -97,6 +103,7 @@ func DefaultLimits() Limits {
 		Groups:              10000,
 		StateBytes:          192 << 20,
 		CommitMetadataBytes: 4096,
+		EmptyGroupTTL:       time.Hour,
 	}
 }
 
@@ -180,6 +187,9 @@ func (l Limits) validate(c Config) error {
 		if f.value <= 0 {
 			return fmt.Errorf("group.limits.%s: must be > 0, got %d", f.name, f.value)
 		}
+	}
+	if floor := c.MaxLease + c.Leeway + c.MaxClockSkew; l.EmptyGroupTTL != 0 && l.EmptyGroupTTL < floor {
+		return fmt.Errorf("group.limits.empty_group_ttl: must be 0 or >= max_lease + leeway + max_clock_skew (%s), got %s", floor, l.EmptyGroupTTL)
 	}
 	return nil
 }

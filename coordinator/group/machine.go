@@ -39,9 +39,13 @@ type Machine struct {
 	// credentials: the live members each credential id opened.
 	credentials map[string]*credential
 	tally       tally // the state estimate limits.state_bytes bounds
-	qos         map[string]api.QoSOverride
-	timers      timerHeap
-	handoffs    handoffQueue
+	// epochFloor is the highest epoch of every reaped partition: a new
+	// partition starts there, so its first grant is above them all.
+	epochFloor uint64
+	sweepArmed bool // a reap sweep timer is in the heap
+	qos        map[string]api.QoSOverride
+	timers     timerHeap
+	handoffs   handoffQueue
 
 	watermark      uint64
 	watermarkValid bool
@@ -241,6 +245,7 @@ func (m *Machine) Advance() {
 // news to held heartbeats, sync replies to held polls, and the records to
 // persist.
 func (m *Machine) finish() {
+	m.armSweep(m.sweepInterval())
 	for len(m.reassignQueue) > 0 {
 		g := m.reassignQueue[0]
 		m.reassignQueue = m.reassignQueue[1:]
@@ -293,7 +298,7 @@ func (m *Machine) queueNews(mem *member) {
 func (m *Machine) group(name string) *group {
 	g := m.groups[name]
 	if g == nil {
-		g = newGroup(name, m.cfg.groupDefaults(), &m.tally)
+		g = newGroup(name, m.cfg.groupDefaults(), &m.tally, &m.epochFloor)
 		m.groups[name] = g
 		m.putRecord(recordKey{kind: keyGroup, first: name}, GroupRecord{Group: name, Config: g.cfg})
 	}

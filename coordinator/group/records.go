@@ -43,6 +43,9 @@ type PartitionRecord struct {
 	Released      bool
 	// Forced: the holder's commits are refused (admin offset reset).
 	Forced bool
+	// Forgotten: the partition's group was reaped; the store forgets its
+	// epoch and state and raises its epoch floor to Epoch.
+	Forgotten bool
 }
 
 // OffsetRecord is a committed offset. Key: Group, Topic, Partition.
@@ -68,10 +71,12 @@ type MemberRecord struct {
 	Deleted    bool
 }
 
-// GroupRecord is a group's configuration. Key: Group.
+// GroupRecord is a group's configuration. Key: Group. Deleted when the
+// group is reaped.
 type GroupRecord struct {
-	Group  string
-	Config GroupConfig
+	Group   string
+	Config  GroupConfig
+	Deleted bool
 }
 
 // LeaseRecord is an admin lease (pin). Key: Group, Topic, Partition.
@@ -146,4 +151,7 @@ type Snapshot struct {
 	QoS            []api.QoSOverride
 	Gateways       []string
 	SyncSeq        uint64
+	// EpochFloor is the highest epoch of every partition forgotten so
+	// far: new partitions start at it.
+	EpochFloor uint64
 }

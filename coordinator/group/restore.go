@@ -25,6 +25,7 @@ func Restore(cfg Config, rng *rand.Rand, snap Snapshot, now time.Time) (*Machine
 	m.ready = Ready{}
 	clear(m.persistIdx)
 	m.log.init(cfg.SyncLogMax, snap.SyncSeq+1)
+	m.epochFloor = snap.EpochFloor
 	for _, t := range snap.Topics {
 		m.topics[t.Topic] = t.Partitions
 	}

@@ -30,6 +30,8 @@ type group struct {
 	moveArmed    bool
 	reassign     bool // queued for reassignment at the end of the step
 	tally        *tally
+	floor        *uint64   // the machine's epoch floor: where new partitions start
+	emptySince   time.Time // first reap sweep that found it reapable (reap.go)
 }
 
 // member is a live group member; a dead one is removed at once.
@@ -370,10 +372,11 @@ func (mem *member) record() MemberRecord {
 	}
 }
 
-func newGroup(name string, cfg GroupConfig, t *tally) *group {
+func newGroup(name string, cfg GroupConfig, t *tally, floor *uint64) *group {
 	t.groups++
 	return &group{
 		tally:      t,
+		floor:      floor,
 		name:       name,
 		cfg:        cfg,
 		members:    make(map[string]*member),
@@ -390,7 +393,8 @@ func (g *group) partition(id assign.Partition) *partition {
 	if p := g.parts[id]; p != nil {
 		return p
 	}
-	p := &partition{group: g, id: id, own: unowned{}, committed: -1, audit: partitionAudit{committed: -1}}
+	p := &partition{group: g, id: id, epoch: *g.floor, own: unowned{}, committed: -1,
+		audit: partitionAudit{committed: -1, maxEpoch: *g.floor}}
 	g.parts[id] = p
 	g.tally.partitions++
 	i, _ := slices.BinarySearchFunc(g.order, id, func(q *partition, id assign.Partition) int {

@@ -25,6 +25,7 @@ type memStore struct {
 	qos      map[string]api.QoSOverride
 	gateways map[string]bool
 	seq      uint64
+	floor    uint64 // highest epoch forgotten
 	writes   int
 }
 
@@ -44,13 +45,21 @@ func (s *memStore) apply(t testing.TB, records []group.Record) {
 		s.writes++
 		switch r := r.(type) {
 		case group.GroupRecord:
-			s.groups[r.Group] = r
+			setOrDelete(s.groups, r.Group, r, r.Deleted)
 		case group.MemberRecord:
 			setOrDelete(s.members, [2]string{r.Group, r.MemberID}, r, r.Deleted)
 		case group.PartitionRecord:
 			k := key(r.Group, r.Topic, r.Partition)
 			if old, ok := s.parts[k]; ok && r.Epoch < old.Epoch {
 				t.Fatalf("persisted epoch of %v fell from %d to %d", k, old.Epoch, r.Epoch)
+			}
+			if _, ok := s.parts[k]; !ok && r.Epoch < s.floor {
+				t.Fatalf("new partition %v at epoch %d below the floor %d", k, r.Epoch, s.floor)
+			}
+			if r.Forgotten {
+				s.floor = max(s.floor, r.Epoch)
+				delete(s.parts, k)
+				continue
 			}
 			s.parts[k] = r
 		case group.OffsetRecord:
@@ -105,7 +114,7 @@ func (s *memStore) snapshot() group.Snapshot {
 		Groups: values(s.groups), Members: values(s.members), Partitions: values(s.parts),
 		Offsets: values(s.offsets), Leases: values(s.leases), Topics: values(s.topics),
 		Denied: values(s.denied), RevokedMembers: values(s.revoked), QoS: values(s.qos),
-		Gateways: gateways, SyncSeq: s.seq,
+		Gateways: gateways, SyncSeq: s.seq, EpochFloor: s.floor,
 	}
 }
 

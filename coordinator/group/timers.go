@@ -22,6 +22,7 @@ const (
 	timerLease                      // partition: lease ends
 	timerMoves                      // group: next creeping move
 	timerPrune                      // deny entry, revoked member or QoS override expires
+	timerSweep                      // look for groups to reap (reap.go)
 )
 
 // pruneKind says which table a timerPrune entry prunes.
@@ -72,6 +73,8 @@ func (m *Machine) runTimers() {
 			m.startPendingMoves(t.group)
 		case timerPrune:
 			m.onPruneTimer(t)
+		case timerSweep:
+			m.onSweepTimer()
 		}
 	}
 }
