@@ -3,6 +3,12 @@ package gateway
 import (
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/ocap"
 )
 
 func TestRateLimiterBucket(t *testing.T) {
@@ -43,5 +49,70 @@ func TestRateLimiterBounded(t *testing.T) {
 	l.admit("fresh", 10, later)
 	if l.len() != 1 {
 		t.Fatalf("full buckets not evicted first: %d left", l.len())
+	}
+}
+
+// A capability and everything attenuated from it draw from one budget
+// (the root of the chain); a rate an operator override sets draws from
+// one budget per override, whatever capability its selector matches.
+func TestBudgetKey(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	p := int32(0)
+	root := &ocap.Claims{ID: "root", Group: "g", Topic: "t", Partition: &p}
+	child := &ocap.Claims{ID: "child", Chain: []string{"root"}, Group: "g", Topic: "t", Partition: &p}
+	grandchild := &ocap.Claims{ID: "grandchild", Chain: []string{"root", "child"}, Group: "g", Topic: "t", Partition: &p}
+	other := &ocap.Claims{ID: "other", Group: "g", Topic: "t", Partition: &p}
+	v := authz.NewView(authz.Config{})
+	for _, c := range []*ocap.Claims{child, grandchild} {
+		if budgetKey(v, c, now) != budgetKey(v, root, now) {
+			t.Fatalf("%s draws from %q, its root from %q", c.ID, budgetKey(v, c, now), budgetKey(v, root, now))
+		}
+	}
+	if budgetKey(v, other, now) == budgetKey(v, root, now) {
+		t.Fatal("unrelated capabilities share a budget")
+	}
+	if _, err := v.Apply(api.SyncResponse{Seq: 1, QoS: []api.QoSOverride{{ID: "throttle", Selector: api.QoSSelector{Topic: "t"},
+		MaxBytesPerSec: 100, Until: now.Unix() + 60}}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if budgetKey(v, grandchild, now) != "qos/throttle" || budgetKey(v, other, now) != "qos/throttle" {
+		t.Fatalf("an override's rate: keys %q and %q, want one budget", budgetKey(v, grandchild, now), budgetKey(v, other, now))
+	}
+}
+
+// An answer is cut to what the budget holds (at least one record) and
+// charged at once, so the next answer of the same budget finds it spent:
+// answers racing for one budget cannot spend the same bytes, and the
+// budget overshoots by one record at most.
+func TestSpendRecordsCutsAndCharges(t *testing.T) {
+	l := newRateLimiter(10)
+	now := time.Unix(1_800_000_000, 0)
+	recs := make([]*kgo.Record, 10)
+	for i := range recs {
+		recs[i] = &kgo.Record{Offset: int64(i), Value: make([]byte, 300)} // 96 + 400 encoded
+	}
+	keep, wait := l.spendRecords("b", 1200, recs, now)
+	if wait != 0 || keep != 2 {
+		t.Fatalf("first answer: keep %d wait %v, want 2 records of a 1,200-byte budget", keep, wait)
+	}
+	// 144 bytes left: the next answer gets the one record that crosses
+	// zero (the budget's only overshoot), the one after nothing.
+	if keep, wait := l.spendRecords("b", 1200, recs, now); keep != 1 || wait != 0 {
+		t.Fatalf("second answer at once: keep %d wait %v, want the one crossing record", keep, wait)
+	}
+	if keep, wait := l.spendRecords("b", 1200, recs, now); keep != 0 || wait <= 0 {
+		t.Fatalf("third answer at once: keep %d wait %v, want a refusal", keep, wait)
+	}
+	if keep, _ := l.spendRecords("b", 1200, recs, now.Add(10*time.Second)); keep != 2 {
+		t.Fatalf("refilled: keep %d", keep)
+	}
+	if keep, _ := l.spendRecords("small", 10, recs, now); keep != 1 {
+		t.Fatalf("a budget smaller than one record: keep %d, want the one record", keep)
+	}
+	if wait := l.spendBatches("raw", 1000, 5000, now); wait != 0 {
+		t.Fatal("a raw answer to a full budget refused")
+	}
+	if wait := l.spendBatches("raw", 1000, 10, now); wait <= 0 {
+		t.Fatal("a raw answer to a spent budget admitted")
 	}
 }
