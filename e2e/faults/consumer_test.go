@@ -96,8 +96,11 @@ func TestConsumerPausedBeyondSession(t *testing.T) {
 		t.Fatalf("while paused: ownership %v, want every partition with %s", own, other.MemberID())
 	}
 	time.Sleep(max(0, 3*time.Second-time.Since(paused))) // the fault: paused 3s, twice the session timeout
-	zombie.Resume(t)
+	// Taken before SIGCONT: a stopped process sends nothing, and what the
+	// zombie sends the instant it runs again must count as after the
+	// resume (taken after, it raced those requests and could miss them all).
 	resumed := harness.Now()
+	zombie.Resume(t)
 
 	replayZombie(t, c, group, secrets)
 	waitSettled(t, c, group, 2)
