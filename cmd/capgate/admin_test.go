@@ -34,9 +34,12 @@ func TestAdminCommandsAgainstACoordinator(t *testing.T) {
 	if len(jti) != 22 {
 		t.Fatalf("grant = %v", grant)
 	}
-	// "--": a jti is base64url and starts with '-' one time in 64.
-	if got := adminRun("revoke-capability", "--", jti); got["jti"] != jti {
-		t.Fatalf("revoke-capability = %v", got)
+	// The jti after "--" (and after the flags): a jti is base64url and
+	// starts with '-' one time in 64.
+	out, err := run(t, append(append([]string{"admin", "revoke-capability"}, flags...), "--", jti)...)
+	var revoked map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &revoked) != nil || revoked["jti"] != jti {
+		t.Fatalf("revoke-capability: %v %s", err, out)
 	}
 	adminRun("qos", "--group", "billing", "--log-level", "debug", "--ttl", "1m")
 	adminRun("config", "billing", "--max-moves-per-second", "2", "--handoff-timeout", "5s")
@@ -49,7 +52,7 @@ func TestAdminCommandsAgainstACoordinator(t *testing.T) {
 	}
 	adminRun("gateways")
 	// Errors carry the API's code.
-	_, err := run(t, append([]string{"admin", "revoke", "billing", "orders", "abc"}, flags...)...)
+	_, err = run(t, append([]string{"admin", "revoke", "billing", "orders", "abc"}, flags...)...)
 	if err == nil || !strings.Contains(err.Error(), "partition") {
 		t.Fatalf("revoke of partition abc: %v", err)
 	}
