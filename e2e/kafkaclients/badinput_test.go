@@ -180,7 +180,13 @@ func fetchFrame(t testing.TB) []byte {
 // metrics reads the first gateway's /metrics.
 func metrics(t testing.TB, s *Stack) string {
 	t.Helper()
-	resp, err := s.HTTP().Get(s.GatewayURLs()[0] + "/metrics")
+	return gatewayMetrics(t, s, 0)
+}
+
+// gatewayMetrics reads gateway i's /metrics.
+func gatewayMetrics(t testing.TB, s *Stack, i int) string {
+	t.Helper()
+	resp, err := s.HTTP().Get(s.GatewayURLs()[i] + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,7 @@ func partitionError(code api.Code) int16 {
 //	capability_revoked
 //	unknown_member          UNKNOWN_MEMBER_ID (25)        UNKNOWN_MEMBER_ID (25)     the member rejoins, new id
 //	forbidden               GROUP_AUTHORIZATION_FAILED (30) or TOPIC_AUTHORIZATION_FAILED (29)
+//	offset_out_of_range     OFFSET_OUT_OF_RANGE (1): capgate refuses a commit beyond the log end
 //	offset_regression       INVALID_COMMIT_OFFSET_SIZE (28): capgate never moves a committed offset back
 //	                        (Kafka would); the client sees its rewind refused rather than lost
 //	retriable codes         COORDINATOR_NOT_AVAILABLE (15)                           the client retries
@@ -70,6 +71,8 @@ func commitError(code api.Code, kip848 bool) int16 {
 		return kerr.TopicAuthorizationFailed.Code
 	case api.CodeOffsetRegression:
 		return kerr.InvalidCommitOffsetSize.Code
+	case api.CodeOffsetOutOfRange:
+		return kerr.OffsetOutOfRange.Code
 	}
 	if api.IsRetriable(code) {
 		return kerr.CoordinatorNotAvailable.Code

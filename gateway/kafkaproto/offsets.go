@@ -10,7 +10,10 @@ package kafkaproto
 //     or STALE_MEMBER_EPOCH (KIP-848) — the errors that make clients
 //     rejoin; an unknown or expired member UNKNOWN_MEMBER_ID; an offset
 //     below the committed one INVALID_COMMIT_OFFSET_SIZE (capgate never
-//     moves a committed offset back). Commit metadata is not kept.
+//     moves a committed offset back), one beyond the log end
+//     OFFSET_OUT_OF_RANGE. A refusal the coordinator gives one partition of
+//     a commit is reported on every partition of that OffsetCommit (the
+//     session commits them together). Commit metadata is not kept.
 //   - The generation (classic) must be the member's current or previous
 //     one (a commit racing its own rejoin); a KIP-848 member epoch at most
 //     the current one: capgate's capabilities, not Kafka's epochs, fence
