@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/driver"
@@ -114,38 +113,21 @@ func decodeJSON(body []byte, req session.Fetch) (fetched, error) {
 	return res, nil
 }
 
-// decodeRaw reads raw record batches with franz-go's own parser
-// (decompression, CRC, control records).
+// decodeRaw reads raw record batches (batches.go: decompression and CRC
+// checks included, control records dropped).
 func decodeRaw(resp *http.Response, body []byte, req session.Fetch) (fetched, error) {
-	part := &kmsg.FetchResponseTopicPartition{Partition: req.Partition.Partition, RecordBatches: body}
-	if hw, err := strconv.ParseInt(resp.Header.Get(api.HeaderHighWatermark), 10, 64); err == nil {
-		part.HighWatermark = hw
-	}
-	opts := kgo.ProcessFetchPartitionOpts{Offset: req.Offset, Topic: req.Partition.Topic, Partition: req.Partition.Partition}
-	// The second result is the offset after the last batch parsed,
-	// control records included.
-	fp, parsed := kgo.ProcessFetchPartition(opts, part, kgo.DefaultDecompressor(), nil)
-	if fp.Err != nil {
-		return fetched{}, fmt.Errorf("decode record batches: %w", fp.Err)
-	}
-	res := fetched{records: make([]Record, 0, len(fp.Records)), next: max(req.Offset, parsed)}
-	for _, k := range fp.Records {
-		r := Record{
-			Topic: req.Partition.Topic, Partition: req.Partition.Partition, Offset: k.Offset,
-			Timestamp: k.Timestamp, Key: k.Key, Value: k.Value, Epoch: req.Epoch,
-		}
-		for _, h := range k.Headers {
-			r.Headers = append(r.Headers, Header{Key: h.Key, Value: h.Value})
-		}
-		res.bytes += r.size()
-		res.records = append(res.records, r)
-		res.next = max(res.next, k.Offset+1)
+	res, err := decodeBatches(body, req, decompressor)
+	if err != nil {
+		return fetched{}, err
 	}
 	if next, err := strconv.ParseInt(resp.Header.Get(api.HeaderNextOffset), 10, 64); err == nil {
 		res.next = max(res.next, next)
 	}
 	return res, nil
 }
+
+// decompressor is kgo's, shared: it pools its decoders.
+var decompressor = kgo.DefaultDecompressor()
 
 // offsetParam renders a fetch offset; Kafka's sentinels (a grant whose
 // start the coordinator could not look up) become the words the gateway

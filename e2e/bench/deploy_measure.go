@@ -412,27 +412,32 @@ func httpFetch(hc *fasthttp.HostClient, capability, topic string, partition int3
 	}
 }
 
-// profilePhase fetches CPU and allocation profiles of each variant's
-// gateway while sequential fetches (JSON and raw, alternating) run.
+// profiles fetches CPU and allocation profiles of each variant's gateway
+// while 1-record fetches (JSON and raw, alternating) run: one after
+// another ("seq") and from p.Workers workers ("load").
 func (d *procStack) profiles(tb testing.TB, p deployParams) {
 	if p.ProfileDir == "" || p.ProfileFor <= 0 {
 		return
 	}
 	for _, v := range d.variants {
-		for _, kind := range []string{"profile", "allocs"} {
-			wait := v.profile(tb, p.ProfileDir, kind, map[string]string{"profile": "cpu", "allocs": "allocs"}[kind], p.ProfileFor)
-			json, raw := v.fetch(d, 0, false), v.fetch(d, 0, true)
-			end := time.Now().Add(p.ProfileFor + 500*time.Millisecond)
-			for i := 0; time.Now().Before(end); i++ {
-				do := json
-				if i%2 == 1 {
-					do = raw
-				}
-				if err := do(i); err != nil {
-					tb.Fatalf("profile load: %v", err)
-				}
+		for _, shape := range []struct {
+			name    string
+			workers int
+		}{{"seq", 1}, {"load", p.Workers}} {
+			for _, kind := range []string{"profile", "allocs"} {
+				name := shape.name + "-" + map[string]string{"profile": "cpu", "allocs": "allocs"}[kind]
+				wait := v.profile(tb, p.ProfileDir, kind, name, p.ProfileFor)
+				workersLoop(tb, shape.workers, p.ProfileFor+500*time.Millisecond, func(w int) fetchOne {
+					json, raw := v.fetch(d, int32(w)%d.size.LatencyParts, false), v.fetch(d, int32(w)%d.size.LatencyParts, true)
+					return func(i int) error {
+						if i%2 == 1 {
+							return raw(i)
+						}
+						return json(i)
+					}
+				})
+				wait()
 			}
-			wait()
 		}
 	}
 }
