@@ -75,7 +75,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		log:          log,
 		kgo:          cl,
 		meta:         newMetadataCache(base, cl, cfg),
-		fetchPools:   &pools{shortBound: cfg.FetchConnectionsPerBroker, longBound: cfg.LongPollConnectionsPerBroker, spec: spec, byAddr: make(map[string]*brokerPools)},
+		fetchPools:   newPools(cfg.FetchConnectionsPerBroker, cfg.LongPollConnectionsPerBroker, spec),
 		decompressor: kgo.DefaultDecompressor(),
 		stop:         stop,
 	}

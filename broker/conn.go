@@ -43,6 +43,7 @@ type fetchConn struct {
 	fetchVersion int16     // the highest Fetch version both sides speak
 	reauthAt     time.Time // SASL session lifetime end, less a margin; zero: none
 	idleSince    time.Time // when it went back to the pool
+	interruptFn  func()    // interrupt, as a value made once
 }
 
 // connSpec is how every fetch connection is opened: the settings of
@@ -94,6 +95,7 @@ func (s *connSpec) dial(ctx context.Context, addr string) (*fetchConn, error) {
 		nc = tls.Client(nc, cfg)
 	}
 	c := &fetchConn{nc: nc, br: bufio.NewReaderSize(nc, 4<<10), spec: s}
+	c.interruptFn = c.interrupt
 	if err := c.open(ctx, addr); err != nil {
 		_ = nc.Close()
 		return nil, err
@@ -238,7 +240,7 @@ func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline 
 	if err := c.nc.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, c.interrupt)
+	stop := afterFunc(ctx, c.interruptFn)
 	resp := kmsg.NewPtrFetchResponse()
 	err := c.roundTrip(req, resp)
 	if !stop() && err != nil {
@@ -249,6 +251,17 @@ func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline 
 		return nil, fmt.Errorf("no answer by the deadline: %w", kerr.RequestTimedOut)
 	}
 	return resp, err
+}
+
+// afterFunc is context.AfterFunc, or ctx's own AfterFunc when it has one
+// (the gateway's fetch contexts: they run f on the cancelling goroutine
+// and spare the afterFuncCtx and Done channel context.AfterFunc costs).
+// f must not block.
+func afterFunc(ctx context.Context, f func()) (stop func() bool) {
+	if a, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
+		return a.AfterFunc(f)
+	}
+	return context.AfterFunc(ctx, f)
 }
 
 // roundTrip writes req and reads its answer into resp: one request at a

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,29 +44,36 @@ type flight struct {
 // MetadataMaxAge. Unknown topics are never cached, so a topic created a
 // moment ago is seen on the next call. Loads for the same topic are shared
 // and run under their own RequestTimeout, so one caller giving up does not
-// fail the others.
+// fail the others. Readers take no lock: what a load learned replaces an
+// immutable snapshot (every fetch reads it; loads are rare).
 type metadataCache struct {
 	kgo     *kgo.Client
 	base    context.Context // ends at Close
 	maxAge  time.Duration
 	timeout time.Duration
 
-	mu      sync.RWMutex
-	topics  map[string]*topicMeta
-	brokers map[int32]string // node id -> host:port
+	snap atomic.Pointer[metaSnapshot]
+
+	mu      sync.Mutex // guards flights and the replacement of snap
 	flights map[string]*flight
 }
 
+// metaSnapshot is the cache's content at one moment; never modified.
+type metaSnapshot struct {
+	topics  map[string]*topicMeta
+	brokers map[int32]string // node id -> host:port
+}
+
 func newMetadataCache(base context.Context, cl *kgo.Client, cfg Config) *metadataCache {
-	return &metadataCache{
+	m := &metadataCache{
 		kgo:     cl,
 		base:    base,
 		maxAge:  cfg.MetadataMaxAge,
 		timeout: cfg.RequestTimeout,
-		topics:  make(map[string]*topicMeta),
-		brokers: make(map[int32]string),
 		flights: make(map[string]*flight),
 	}
+	m.snap.Store(&metaSnapshot{topics: map[string]*topicMeta{}, brokers: map[int32]string{}})
+	return m
 }
 
 // route returns the leader of topic/partition, loading metadata when the
@@ -93,9 +101,8 @@ const anyAge = time.Duration(1<<63 - 1)
 // cached answers from the cache; ok is false when the cache cannot answer
 // (topic missing or older than maxAge, partition beyond the cached count).
 func (m *metadataCache) cached(topic string, partition int32, maxAge time.Duration) (r route, err error, ok bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	tm := m.topics[topic]
+	snap := m.snap.Load()
+	tm := snap.topics[topic]
 	if tm == nil || time.Since(tm.loadedAt) > maxAge || partition >= int32(len(tm.partitions)) {
 		return route{}, nil, false
 	}
@@ -109,7 +116,7 @@ func (m *metadataCache) cached(topic string, partition int32, maxAge time.Durati
 	if pm.leader < 0 {
 		return route{}, kerr.LeaderNotAvailable, true
 	}
-	addr, found := m.brokers[pm.leader]
+	addr, found := snap.brokers[pm.leader]
 	if !found {
 		return route{}, kerr.BrokerNotAvailable, true
 	}
@@ -131,9 +138,7 @@ func (m *metadataCache) partitionCount(ctx context.Context, topic string) (int32
 }
 
 func (m *metadataCache) cachedCount(topic string, maxAge time.Duration) (int32, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	tm := m.topics[topic]
+	tm := m.snap.Load().topics[topic]
 	if tm == nil || time.Since(tm.loadedAt) > maxAge {
 		return 0, false
 	}
@@ -145,9 +150,7 @@ func (m *metadataCache) topicID(ctx context.Context, topic string) ([16]byte, er
 	if _, err := m.partitionCount(ctx, topic); err != nil {
 		return [16]byte{}, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if tm := m.topics[topic]; tm != nil {
+	if tm := m.snap.Load().topics[topic]; tm != nil {
 		return tm.id, nil
 	}
 	return [16]byte{}, kerr.UnknownTopicOrPartition
@@ -220,7 +223,12 @@ func (m *metadataCache) store(resp *kmsg.MetadataResponse) (map[string]int32, ma
 	errs := make(map[string]error)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.brokers = brokers
+	old := m.snap.Load()
+	next := &metaSnapshot{topics: make(map[string]*topicMeta, len(old.topics)+len(resp.Topics)), brokers: brokers}
+	for name, tm := range old.topics {
+		next.topics[name] = tm
+	}
+	defer m.snap.Store(next)
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
 		if t.Topic == nil {
@@ -228,12 +236,12 @@ func (m *metadataCache) store(resp *kmsg.MetadataResponse) (map[string]int32, ma
 		}
 		name := *t.Topic
 		if t.ErrorCode != 0 {
-			delete(m.topics, name)
+			delete(next.topics, name)
 			errs[name] = kerr.ErrorForCode(t.ErrorCode)
 			continue
 		}
 		tm := newTopicMeta(t, now)
-		m.topics[name] = tm
+		next.topics[name] = tm
 		if !tm.internal {
 			counts[name] = int32(len(tm.partitions))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -174,32 +175,51 @@ type pools struct {
 	shortBound, longBound int
 	spec                  *connSpec
 
+	// byAddr is replaced, never modified, under mu: every fetch reads
+	// it, a new broker address is rare. nil once closed.
+	byAddr atomic.Pointer[map[string]*brokerPools]
 	mu     sync.Mutex
-	byAddr map[string]*brokerPools
-	closed bool
+}
+
+func newPools(shortBound, longBound int, spec *connSpec) *pools {
+	ps := &pools{shortBound: shortBound, longBound: longBound, spec: spec}
+	ps.byAddr.Store(&map[string]*brokerPools{})
+	return ps
 }
 
 func (ps *pools) get(addr string) (*brokerPools, error) {
+	if m := ps.byAddr.Load(); m == nil {
+		return nil, ErrClosed
+	} else if bp := (*m)[addr]; bp != nil {
+		return bp, nil
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.closed {
+	old := ps.byAddr.Load()
+	if old == nil {
 		return nil, ErrClosed
 	}
-	bp := ps.byAddr[addr]
-	if bp == nil {
-		bp = &brokerPools{short: newConnPool(addr, ps.shortBound, ps.spec), long: newConnPool(addr, ps.longBound, ps.spec)}
-		ps.byAddr[addr] = bp
+	if bp := (*old)[addr]; bp != nil {
+		return bp, nil
 	}
+	next := make(map[string]*brokerPools, len(*old)+1)
+	for k, v := range *old {
+		next[k] = v
+	}
+	bp := &brokerPools{short: newConnPool(addr, ps.shortBound, ps.spec), long: newConnPool(addr, ps.longBound, ps.spec)}
+	next[addr] = bp
+	ps.byAddr.Store(&next)
 	return bp, nil
 }
 
 func (ps *pools) close() {
 	ps.mu.Lock()
-	all := ps.byAddr
-	ps.byAddr = nil
-	ps.closed = true
+	all := ps.byAddr.Swap(nil)
 	ps.mu.Unlock()
-	for _, bp := range all {
+	if all == nil {
+		return
+	}
+	for _, bp := range *all {
 		bp.short.close()
 		bp.long.close()
 	}

@@ -47,11 +47,8 @@ type Gateway struct {
 	settings *guard.Settings // the ones verifier was built for (sync loop only)
 	ackedSeq atomic.Uint64   // the after of the last poll sent
 
-	// fetchBase parents every fetch's context; Close cancels it.
-	fetchBase   context.Context
-	stopFetches context.CancelCauseFunc
-	stopSync    context.CancelFunc
-	syncDone    chan struct{}
+	stopSync context.CancelFunc
+	syncDone chan struct{}
 
 	ln        net.Listener
 	serveDone chan error
@@ -108,7 +105,6 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		serveDone: make(chan error, 1),
 	}
 	g.follower = guard.NewFollower(guard.SyncConfig{Timeout: cfg.SyncTimeout, BackoffMin: syncBackoffMin, BackoffMax: syncBackoffMax}, g.view)
-	g.fetchBase, g.stopFetches = context.WithCancelCause(context.Background())
 	g.metrics = newMetrics(g)
 	g.routes = g.newRoutes()
 	g.server = g.newServer()
@@ -223,7 +219,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 func (g *Gateway) Close() error {
 	var err error
 	g.closeOnce.Do(func() {
-		g.stopFetches(errShuttingDown)
+		g.inflight.shutdown(errShuttingDown)
 		if g.kafka != nil {
 			_ = g.kafka.Close() // its member sessions leave their groups
 		}

@@ -21,14 +21,18 @@ var errFenced = errors.New("gateway: capability revoked while the fetch was in f
 var errClientGone = errors.New("gateway: the client went away during the long poll")
 
 // fetchEntry is one fetch between admission and its last byte encoded:
-// its place in the registry, its holder, its context's cancel and a done
-// signal.
+// its place in the registry, its holder, the context its broker call runs
+// under (cancel ends it) and a done signal.
 type fetchEntry struct {
 	entry  *guard.Entry[*fetchEntry]
 	holder string
-	cancel context.CancelCauseFunc
+	ctx    fetchCtx
+	stop   func() bool   // unlinks ctx from a base context, if any
 	done   chan struct{} // closed by finish
 }
+
+// cancel cancels the fetch's broker call with cause.
+func (e *fetchEntry) cancel(cause error) { e.ctx.cancel(cause) }
 
 // inflight is the registry of fetches in flight (guard.Registry decides
 // which a revocation refuses) behind a mutex, with what only a process
@@ -40,6 +44,7 @@ type inflight struct {
 	mu       sync.Mutex
 	reg      *guard.Registry[*fetchEntry]
 	byHolder map[string]int
+	closed   error // set by shutdown: every later fetch starts cancelled
 
 	cancelled atomic.Int64 // fetches cancelled by revocations, ever
 }
@@ -53,11 +58,11 @@ func newInflight(bugs guard.Bugs, max, maxPerHolder int) *inflight {
 // allowance), else the capability itself.
 func holderOf(c *ocap.Claims) string { return c.Root() }
 
-// start registers a fetch and returns its entry and context, a child of
-// base that the revocation paths cancel; or, with nothing registered,
-// api.CodeOverloaded when max fetches are in flight and
-// api.CodeTooManyFetches when the holder has maxPerHolder.
-func (f *inflight) start(base context.Context, c *ocap.Claims, req authz.Request) (*fetchEntry, context.Context, api.Code) {
+// start registers a fetch and returns its entry and context, which the
+// revocation paths, a client hang-up and shutdown cancel; or, with
+// nothing registered, api.CodeOverloaded when max fetches are in flight
+// and api.CodeTooManyFetches when the holder has maxPerHolder.
+func (f *inflight) start(c *ocap.Claims, req authz.Request) (*fetchEntry, *fetchCtx, api.Code) {
 	holder := holderOf(c)
 	f.mu.Lock()
 	switch {
@@ -68,26 +73,46 @@ func (f *inflight) start(base context.Context, c *ocap.Claims, req authz.Request
 		f.mu.Unlock()
 		return nil, nil, api.CodeTooManyFetches
 	}
-	e, ctx := f.registerLocked(base, c, req, holder)
+	e := f.registerLocked(c, req, holder)
 	f.mu.Unlock()
-	return e, ctx, ""
+	return e, &e.ctx, ""
 }
 
 // register is start without the caps: the Kafka listener's fetches,
 // bounded by its own connection limit (one request at a time on each),
 // still count towards them.
+// Its context also ends with base.
 func (f *inflight) register(base context.Context, c *ocap.Claims, req authz.Request) (*fetchEntry, context.Context) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.registerLocked(base, c, req, holderOf(c))
+	e := f.registerLocked(c, req, holderOf(c))
+	f.mu.Unlock()
+	e.stop = context.AfterFunc(base, func() { e.cancel(context.Cause(base)) })
+	return e, &e.ctx
 }
 
-func (f *inflight) registerLocked(base context.Context, c *ocap.Claims, req authz.Request, holder string) (*fetchEntry, context.Context) {
-	ctx, cancel := context.WithCancelCause(base)
-	e := &fetchEntry{holder: holder, cancel: cancel, done: make(chan struct{})}
+func (f *inflight) registerLocked(c *ocap.Claims, req authz.Request, holder string) *fetchEntry {
+	e := &fetchEntry{holder: holder, done: make(chan struct{})}
 	e.entry = f.reg.Add(c, req, e)
 	f.byHolder[holder]++
-	return e, ctx
+	if f.closed != nil {
+		e.cancel(f.closed)
+	}
+	return e
+}
+
+// shutdown cancels every fetch in flight, and every one started later,
+// with cause.
+func (f *inflight) shutdown(cause error) {
+	f.mu.Lock()
+	f.closed = cause
+	var all []*fetchEntry
+	for _, e := range f.reg.All() {
+		all = append(all, e.Value)
+	}
+	f.mu.Unlock()
+	for _, e := range all {
+		e.cancel(cause)
+	}
 }
 
 // finish unregisters e once its response is decided and encoded.
@@ -98,6 +123,9 @@ func (f *inflight) finish(e *fetchEntry) {
 		delete(f.byHolder, e.holder)
 	}
 	f.mu.Unlock()
+	if e.stop != nil {
+		e.stop()
+	}
 	e.cancel(nil)
 	close(e.done)
 }

@@ -58,6 +58,9 @@ type fetchCall struct {
 	raw   bool
 	query fetchQuery
 	next  int64
+
+	entry     *fetchEntry // while in flight
+	stopWatch func()      // ends the hang-up watch of a long poll, if one began
 }
 
 func (g *Gateway) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition []byte) {
@@ -116,7 +119,7 @@ func (f *fetchCall) admit(topic, partition []byte) api.Code {
 func (f *fetchCall) resolveOffset() api.Code {
 	earliest, latest, err := f.g.broker.Offsets(f.ctx, f.req.Topic, f.req.Partition)
 	if err != nil {
-		return f.g.fetchError(f.ctx, f.ctx, err)
+		return f.g.fetchError(f.ctx, nil, err)
 	}
 	if f.query.offset == offsetEarliest {
 		f.query.offset = earliest
@@ -138,18 +141,23 @@ func (f *fetchCall) resolveOffset() api.Code {
 // whose client hangs up is cancelled at once.
 func (f *fetchCall) serve() api.Code {
 	g := f.g
-	entry, fctx, refused := g.inflight.start(g.fetchBase, f.claims, f.req)
+	entry, fctx, refused := g.inflight.start(f.claims, f.req)
 	if refused != "" {
 		return f.refuseInflight(refused)
 	}
 	defer g.inflight.finish(entry)
-	stopWatch := func() {}
+	f.entry = entry
+	var waiting func()
+	if f.query.maxWait > 0 {
+		waiting = f.watch
+	}
 	res, err := g.broker.Fetch(fctx, broker.FetchRequest{
 		Topic: f.req.Topic, Partition: f.req.Partition, Offset: f.query.offset,
-		MaxBytes: f.query.maxBytes, MaxWait: f.query.maxWait, Raw: f.raw,
-		Waiting: func() { stopWatch = watchHangup(f.ctx.Conn(), func() { entry.cancel(errClientGone) }) },
+		MaxBytes: f.query.maxBytes, MaxWait: f.query.maxWait, Raw: f.raw, Waiting: waiting,
 	})
-	stopWatch()
+	if f.stopWatch != nil {
+		f.stopWatch()
+	}
 	if g.afterFetch != nil {
 		g.afterFetch()
 	}
@@ -161,7 +169,7 @@ func (f *fetchCall) serve() api.Code {
 		return code
 	}
 	if err != nil {
-		return g.fetchError(f.ctx, fctx, err)
+		return g.fetchError(f.ctx, fctx.Cause(), err)
 	}
 	if code := f.spend(&res, now); code != "" {
 		return code
@@ -172,6 +180,13 @@ func (f *fetchCall) serve() api.Code {
 		f.writeJSON(res)
 	}
 	return ""
+}
+
+// watch starts watching the client for a hang-up while the fetch waits
+// at the broker.
+func (f *fetchCall) watch() {
+	entry := f.entry
+	f.stopWatch = watchHangup(f.ctx.Conn(), func() { entry.cancel(errClientGone) })
 }
 
 // refuseInflight answers a fetch over an in-flight cap.
@@ -210,10 +225,16 @@ func (f *fetchCall) writeRaw(res broker.FetchResult) {
 	f.g.metrics.bytesOut.Add(float64(len(res.Batches)))
 }
 
+// The offset headers' names, already canonical, as SetCanonical wants.
+var (
+	headerNextOffset    = []byte(api.HeaderNextOffset)
+	headerHighWatermark = []byte(api.HeaderHighWatermark)
+)
+
 func setOffsetHeaders(resp *fasthttp.Response, next, highWatermark int64) {
 	var scratch [20]byte
-	resp.Header.SetBytesV(api.HeaderNextOffset, strconv.AppendInt(scratch[:0], next, 10))
-	resp.Header.SetBytesV(api.HeaderHighWatermark, strconv.AppendInt(scratch[:0], highWatermark, 10))
+	resp.Header.SetCanonical(headerNextOffset, strconv.AppendInt(scratch[:0], next, 10))
+	resp.Header.SetCanonical(headerHighWatermark, strconv.AppendInt(scratch[:0], highWatermark, 10))
 }
 
 // cutAtRangeEnd drops the records at or beyond the capability's range end;
@@ -242,7 +263,7 @@ func acceptsRecordBatch(h *fasthttp.RequestHeader) bool {
 }
 
 // fetchError answers a failed broker fetch.
-func (g *Gateway) fetchError(ctx *fasthttp.RequestCtx, fctx context.Context, err error) api.Code {
+func (g *Gateway) fetchError(ctx *fasthttp.RequestCtx, cancelled, err error) api.Code {
 	var oor *broker.OffsetOutOfRangeError
 	switch {
 	case errors.As(err, &oor):
@@ -252,17 +273,17 @@ func (g *Gateway) fetchError(ctx *fasthttp.RequestCtx, fctx context.Context, err
 	case errors.Is(err, broker.ErrUnknownTopicOrPartition):
 		writeError(ctx, api.CodeNotFound, "unknown topic or partition", nil)
 		return api.CodeNotFound
-	case errors.Is(context.Cause(fctx), errFenced):
+	case errors.Is(cancelled, errFenced):
 		// Cancelled by a revocation that a later snapshot undid: still refuse.
 		writeError(ctx, api.CodeCapabilityRevoked, "capability revoked while the fetch was in flight", nil)
 		return api.CodeCapabilityRevoked
-	case errors.Is(context.Cause(fctx), errClientGone):
+	case errors.Is(cancelled, errClientGone):
 		// Nobody reads this answer; it only closes the connection.
 		g.metrics.abandoned.Inc()
 		ctx.SetConnectionClose()
 		writeError(ctx, api.CodeUnavailable, "client went away during the long poll", nil)
 		return api.CodeUnavailable
-	case errors.Is(context.Cause(fctx), errShuttingDown):
+	case errors.Is(cancelled, errShuttingDown):
 		setRetryAfter(ctx, time.Second)
 		writeError(ctx, api.CodeUnavailable, "gateway shutting down; retry on another gateway", nil)
 		return api.CodeUnavailable

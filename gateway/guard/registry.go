@@ -65,6 +65,17 @@ func (r *Registry[T]) Remove(e *Entry[T]) {
 // Len is the number of fetches in flight.
 func (r *Registry[T]) Len() int { return r.n }
 
+// All returns every fetch in flight, in admission order (shutdown cancels
+// them all).
+func (r *Registry[T]) All() []*Entry[T] {
+	out := make([]*Entry[T], 0, r.n)
+	for _, list := range r.byKey {
+		out = append(out, list...)
+	}
+	slices.SortFunc(out, func(a, b *Entry[T]) int { return cmp.Compare(a.seq, b.seq) })
+	return out
+}
+
 // Below returns the fetches of key admitted under an epoch below epoch
 // (a newer capability raised the fence: the coordinator mints e+1 only
 // after fencing e), in admission order.
