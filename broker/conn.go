@@ -142,7 +142,7 @@ func (c *fetchConn) apiVersions() (map[int16]int16, error) {
 		req.Version = version
 		req.ClientSoftwareName, req.ClientSoftwareVersion = "capgate", "1"
 		resp := kmsg.NewPtrApiVersionsResponse()
-		err := c.roundTrip(req, resp)
+		_, err := c.roundTrip(req, resp)
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +172,7 @@ func (c *fetchConn) authenticate(ctx context.Context, addr string, versions map[
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Version, hs.Mechanism = 1, mech.Name()
 	hsResp := kmsg.NewPtrSASLHandshakeResponse()
-	if err := c.roundTrip(hs, hsResp); err != nil {
+	if _, err := c.roundTrip(hs, hsResp); err != nil {
 		return err
 	}
 	if err := kerr.ErrorForCode(hsResp.ErrorCode); err != nil {
@@ -189,7 +189,7 @@ func (c *fetchConn) authenticate(ctx context.Context, addr string, versions map[
 		req.Version = min(versions[kmsg.SASLAuthenticate.Int16()], req.MaxVersion())
 		req.SASLAuthBytes = clientWrite
 		resp := kmsg.NewPtrSASLAuthenticateResponse()
-		if err := c.roundTrip(req, resp); err != nil {
+		if _, err := c.roundTrip(req, resp); err != nil {
 			return err
 		}
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
@@ -230,7 +230,8 @@ func (c *fetchConn) expired(now time.Time, idleTimeout time.Duration) bool {
 // fetch sends req and reads its answer until deadline, or until ctx ends:
 // then it returns at once with an error that errors.Is ctx.Err(), and the
 // connection must be closed. Any error leaves the connection unusable.
-func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline time.Time) (*kmsg.FetchResponse, error) {
+// The answer aliases frame, a buffer for putFrame once it is not needed.
+func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline time.Time) (resp *kmsg.FetchResponse, frame *[]byte, err error) {
 	req.Version = c.fetchVersion
 	for i := range req.Topics {
 		if req.Topics[i].TopicID == ([16]byte{}) {
@@ -238,19 +239,23 @@ func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline 
 		}
 	}
 	if err := c.nc.SetDeadline(deadline); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	stop := afterFunc(ctx, c.interruptFn)
-	resp := kmsg.NewPtrFetchResponse()
-	err := c.roundTrip(req, resp)
+	resp = kmsg.NewPtrFetchResponse()
+	frame, err = c.roundTrip(req, resp)
 	if !stop() && err != nil {
-		return nil, fmt.Errorf("fetch interrupted: %w", context.Cause(ctx))
+		return nil, nil, fmt.Errorf("fetch interrupted: %w", context.Cause(ctx))
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return nil, fmt.Errorf("no answer by the deadline: %w", kerr.RequestTimedOut)
+		return nil, nil, fmt.Errorf("no answer by the deadline: %w", kerr.RequestTimedOut)
 	}
-	return resp, err
+	if err != nil {
+		putFrame(frame)
+		return nil, nil, err
+	}
+	return resp, frame, nil
 }
 
 // afterFunc is context.AfterFunc, or ctx's own AfterFunc when it has one
@@ -265,17 +270,22 @@ func afterFunc(ctx context.Context, f func()) (stop func() bool) {
 }
 
 // roundTrip writes req and reads its answer into resp: one request at a
-// time, so the answer is the next frame on the connection.
-func (c *fetchConn) roundTrip(req kmsg.Request, resp kmsg.Response) error {
+// time, so the answer is the next frame on the connection. resp aliases
+// frame (nil when nothing was read).
+func (c *fetchConn) roundTrip(req kmsg.Request, resp kmsg.Response) (frame *[]byte, err error) {
 	c.corr++
 	c.buf = c.spec.formatter.AppendRequest(c.buf[:0], req, c.corr)
 	if _, err := c.nc.Write(c.buf); err != nil {
-		return err
+		return nil, err
 	}
-	body, err := c.readFrame()
-	if err != nil {
-		return err
+	if frame, err = c.readFrame(); err != nil {
+		return frame, err
 	}
+	return frame, c.decodeAnswer(req, resp, *frame)
+}
+
+// decodeAnswer checks the answer's header and decodes its body into resp.
+func (c *fetchConn) decodeAnswer(req kmsg.Request, resp kmsg.Response, body []byte) (err error) {
 	if len(body) < 4 {
 		return errTruncatedAnswer
 	}
@@ -298,8 +308,8 @@ func (c *fetchConn) roundTrip(req kmsg.Request, resp kmsg.Response) error {
 	return resp.ReadFrom(body)
 }
 
-// readFrame reads one length-prefixed answer.
-func (c *fetchConn) readFrame() ([]byte, error) {
+// readFrame reads one length-prefixed answer into a buffer of getFrame.
+func (c *fetchConn) readFrame() (*[]byte, error) {
 	if _, err := io.ReadFull(c.br, c.sizeBuf[:]); err != nil {
 		return nil, err
 	}
@@ -307,11 +317,11 @@ func (c *fetchConn) readFrame() ([]byte, error) {
 	if size < 0 || size > c.spec.maxRead {
 		return nil, fmt.Errorf("broker answer of %d bytes, limit %d (plaintext to a TLS port?)", size, c.spec.maxRead)
 	}
-	body := make([]byte, size)
-	if _, err := io.ReadFull(c.br, body); err != nil {
-		return nil, err
+	frame := getFrame(int(size))
+	if _, err := io.ReadFull(c.br, *frame); err != nil {
+		return frame, err
 	}
-	return body, nil
+	return frame, nil
 }
 
 // skipTags skips the tagged fields of a flexible response header.

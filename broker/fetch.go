@@ -41,13 +41,23 @@ type FetchResult struct {
 	// requested offset: Kafka answers with whole batches, and so do we;
 	// whoever decodes them skips records below the offset they asked for.
 	// Nothing is checked either (CRCs are the consumer's to verify).
-	// Batches aliases the response buffer; it is never reused by us.
+	// Batches aliases the response buffer, reused after Release.
 	Batches []byte
 	// NextOffset is the offset to fetch next: after the last record
 	// returned, or the request offset if nothing was.
 	NextOffset     int64
 	HighWatermark  int64
 	LogStartOffset int64
+
+	frame *[]byte // the answer Records and Batches alias; see Release
+}
+
+// Release hands the answer's buffer back for reuse: call it once nothing
+// will read Records or Batches any more (a copy of them is fine). A
+// result never released is left to the garbage collector.
+func (r *FetchResult) Release() {
+	putFrame(r.frame)
+	r.frame, r.Records, r.Batches = nil, nil, nil
 }
 
 // Fetch reads one partition from its leader: a Fetch request (no fetch
@@ -78,6 +88,7 @@ func (c *Client) Fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 	if err != nil || wait <= 0 || !res.empty(req.Offset) {
 		return res, err
 	}
+	res.Release()
 	if req.Waiting != nil {
 		req.Waiting()
 	}
@@ -133,19 +144,30 @@ func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (Fet
 	}
 	kreq := c.fetchRequest(r, req, deadlineOf(ctx))
 	deadline := time.Now().Add(time.Duration(kreq.MaxWaitMillis)*time.Millisecond + c.cfg.RequestTimeout)
-	resp, err := conn.fetch(ctx, kreq, deadline)
+	resp, frame, err := conn.fetch(ctx, kreq, deadline)
 	if err != nil && reused && ctx.Err() == nil && isTransportError(err) {
 		// A pooled connection the broker closed meanwhile: once more,
 		// on a new connection.
 		if conn, err = pool.replace(ctx, conn); err != nil {
 			return FetchResult{}, err
 		}
-		resp, err = conn.fetch(ctx, kreq, deadline)
+		resp, frame, err = conn.fetch(ctx, kreq, deadline)
 	}
 	pool.release(conn, err == nil)
 	if err != nil {
 		return FetchResult{}, err
 	}
+	res, err := c.answer(resp, req)
+	if err != nil {
+		putFrame(frame)
+		return FetchResult{}, err
+	}
+	res.frame = frame
+	return res, nil
+}
+
+// answer finds the partition in resp and shapes it.
+func (c *Client) answer(resp *kmsg.FetchResponse, req *FetchRequest) (FetchResult, error) {
 	if resp.ErrorCode != 0 {
 		return FetchResult{}, kerr.ErrorForCode(resp.ErrorCode)
 	}

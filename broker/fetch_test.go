@@ -79,7 +79,7 @@ func TestFetchMidBatchOffset(t *testing.T) {
 	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
 	c := newTestClient(t, e, nil)
 	want := makeRecords(0, 10)
-	produce(t, c, "t", 0, want) // one batch, offsets 0..9
+	produceOneBatch(t, e, "t", 0, want) // offsets 0..9
 
 	res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", Offset: 4})
 	if err != nil {

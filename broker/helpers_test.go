@@ -76,6 +76,32 @@ func produce(t testing.TB, c *Client, topic string, partition int32, recs []*kgo
 	return base
 }
 
+// produceOneBatch writes recs to topic/partition of e as exactly one
+// batch (Client.Produce sends the first record at once, so a second batch
+// may follow it).
+func produceOneBatch(t testing.TB, e *Embedded, topic string, partition int32, recs []*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Addrs()...), kgo.ManualFlushing(), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	results := make(chan error, len(recs))
+	for _, r := range recs {
+		r.Partition = partition
+		cl.Produce(testCtx(t), r, func(_ *kgo.Record, err error) { results <- err })
+	}
+	if err := cl.Flush(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for range recs {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // checkRecord compares a fetched record with the one produced at offset.
 func checkRecord(t testing.TB, got, want *kgo.Record, offset int64) {
 	t.Helper()

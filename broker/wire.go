@@ -59,7 +59,7 @@ func (c *Client) FetchRaw(ctx context.Context, addr string, req *kmsg.FetchReque
 	if err != nil {
 		return nil, err
 	}
-	resp, err := conn.fetch(ctx, req, time.Now().Add(wait+c.cfg.RequestTimeout))
+	resp, _, err := conn.fetch(ctx, req, time.Now().Add(wait+c.cfg.RequestTimeout))
 	pool.release(conn, err == nil)
 	return resp, err
 }

@@ -155,6 +155,7 @@ func (f *fetchCall) serve() api.Code {
 		Topic: f.req.Topic, Partition: f.req.Partition, Offset: f.query.offset,
 		MaxBytes: f.query.maxBytes, MaxWait: f.query.maxWait, Raw: f.raw, Waiting: waiting,
 	})
+	defer res.Release() // after the answer is written: it copies
 	if f.stopWatch != nil {
 		f.stopWatch()
 	}
@@ -220,7 +221,9 @@ func (f *fetchCall) writeRaw(res broker.FetchResult) {
 	resp.SetStatusCode(fasthttp.StatusOK)
 	resp.Header.SetContentType(api.MediaRecordBatch)
 	setOffsetHeaders(resp, res.NextOffset, res.HighWatermark)
-	resp.SetBodyRaw(res.Batches)
+	// Copied into fasthttp's pooled body buffer, so that the broker's
+	// answer buffer is reused (res.Release) rather than left as garbage.
+	resp.SetBody(res.Batches)
 	f.bytes, f.next = len(res.Batches), res.NextOffset
 	f.g.metrics.bytesOut.Add(float64(len(res.Batches)))
 }
