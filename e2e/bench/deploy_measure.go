@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ type latencyFigure struct {
 	P50, P99 time.Duration
 	PerSec   float64       // closed loop only
 	CPU      time.Duration // gateway CPU per fetch; 0 for direct
+	Client   time.Duration // the load generator's CPU per fetch (its client: franz-go or HTTP)
 }
 
 // isolationFigure is a normal holder's fetches on an idle gateway and
@@ -159,10 +161,11 @@ func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
 	paths := d.paths()
 	lat := make([][]time.Duration, len(paths))
 	cpu := make([]time.Duration, len(paths))
+	client := make([]time.Duration, len(paths))
 	for round := range rounds {
 		for i, p := range paths {
 			do := p.mk(0)
-			before := d.gatewayCPU(tb, p.gw)
+			before, self := d.gatewayCPU(tb, p.gw), selfCPU()
 			for j := range n {
 				start := time.Now()
 				if err := do(round*n + j); err != nil {
@@ -171,14 +174,26 @@ func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
 				lat[i] = append(lat[i], time.Since(start))
 			}
 			cpu[i] += d.gatewayCPU(tb, p.gw) - before
+			client[i] += selfCPU() - self
 		}
 	}
 	out := make([]latencyFigure, len(paths))
 	for i, p := range paths {
 		p50, p99, _ := quantiles(lat[i])
-		out[i] = latencyFigure{Path: p.name, Fetches: len(lat[i]), P50: p50, P99: p99, CPU: perFetch(cpu[i], len(lat[i]), p.gw)}
+		out[i] = latencyFigure{Path: p.name, Fetches: len(lat[i]), P50: p50, P99: p99, CPU: perFetch(cpu[i], len(lat[i]), p.gw),
+			Client: client[i] / time.Duration(max(len(lat[i]), 1))}
 	}
 	return out
+}
+
+// selfCPU is this process's CPU time so far (user + system): the load
+// generator's own cost, its client's included.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (d *procStack) gatewayCPU(tb testing.TB, v *procCapgate) time.Duration {

@@ -22,7 +22,7 @@ func deploySizes(smoke bool) (deploySize, deployParams) {
 			deployParams{Sequential: 500, Rounds: 2, Workers: 16, LoadFor: time.Second,
 				AttackPolls: 500, AttackWait: 2 * time.Second, Window: time.Second, ProfileFor: 3 * time.Second}
 	}
-	return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 2000, BulkParts: 3, BulkPerPart: 200_000},
+	return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 2000, BulkParts: 3, BulkPerPart: 300_000},
 		deployParams{Sequential: 1000, Rounds: 5, Workers: 16, LoadFor: 3 * time.Second,
 			AttackPolls: 500, AttackWait: 2 * time.Second, Window: 2 * time.Second, ProfileFor: 5 * time.Second}
 }
@@ -97,10 +97,11 @@ func deployTables(w io.Writer, title string, size deploySize, p deployParams, r 
 			over50, over99 = fmt.Sprintf("%+d", (f.P50-direct.P50).Microseconds()), fmt.Sprintf("%+d", (f.P99-direct.P99).Microseconds())
 			cpu = fmt.Sprintf("%.1f", float64(f.CPU.Nanoseconds())/1e3)
 		}
-		rows = append(rows, []string{f.Path, fmt.Sprint(f.Fetches), us(f.P50), us(f.P99), over50, over99, cpu})
+		rows = append(rows, []string{f.Path, fmt.Sprint(f.Fetches), us(f.P50), us(f.P99), over50, over99, cpu,
+			fmt.Sprintf("%.1f", float64(f.Client.Nanoseconds())/1e3)})
 	}
 	table(w, fmt.Sprintf("Deployed, %s: sequential 1-record fetches (%d rounds × %d per path, interleaved)", title, p.Rounds, p.Sequential),
-		[]string{"path", "fetches", "p50 µs", "p99 µs", "p50 over direct", "p99 over direct", "gateway CPU µs/fetch"}, rows)
+		[]string{"path", "fetches", "p50 µs", "p99 µs", "p50 over direct", "p99 over direct", "gateway CPU µs/fetch", "client CPU µs/fetch"}, rows)
 
 	directLoad := figure(r.Loaded, "direct-raw")
 	rows = nil
