@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -442,7 +444,7 @@ func (d *procStack) profiles(tb testing.TB, p deployParams) {
 			for _, kind := range []string{"profile", "allocs"} {
 				name := shape.name + "-" + map[string]string{"profile": "cpu", "allocs": "allocs"}[kind]
 				wait := v.profile(tb, p.ProfileDir, kind, name, p.ProfileFor)
-				workersLoop(tb, shape.workers, p.ProfileFor+500*time.Millisecond, func(w int) fetchOne {
+				f := workersLoop(tb, shape.workers, p.ProfileFor+500*time.Millisecond, func(w int) fetchOne {
 					json, raw := v.fetch(d, int32(w)%d.size.LatencyParts, false), v.fetch(d, int32(w)%d.size.LatencyParts, true)
 					return func(i int) error {
 						if i%2 == 1 {
@@ -452,6 +454,12 @@ func (d *procStack) profiles(tb testing.TB, p deployParams) {
 					}
 				})
 				wait()
+				// The fetches made meanwhile (the profile covers all but the
+				// last half second): for per-fetch figures.
+				count := fmt.Sprintf("%d fetches in %v\n", f.Fetches, p.ProfileFor+500*time.Millisecond)
+				if err := os.WriteFile(filepath.Join(p.ProfileDir, v.Name+"-"+name+".fetches"), []byte(count), 0o644); err != nil {
+					tb.Logf("profile count: %v", err)
+				}
 			}
 		}
 	}
