@@ -113,19 +113,34 @@ func BenchmarkHotPathCachedParallel(b *testing.B) {
 // goroutine and on two in parallel (the same token, so the same cache
 // shard), and reports the parallel time per check over the single one:
 // at most 1 means a second core adds throughput instead of contention.
+// The same is measured for a map behind a sync.RWMutex (the cache before
+// it was sharded copy-on-write). Each figure is the best of 5 tries, the
+// two kinds interleaved (a shared machine's noise only ever adds time).
 func BenchmarkHotPathScaling(b *testing.B) {
 	f, tok, _, v := benchSetup(b)
 	cache := NewCache(100_000, 2*time.Second)
 	c, _ := f.v.Verify(string(tok), KindCapability, t0)
 	cache.Put(string(tok), c)
-	check := func() {
-		c, ok := cache.Get(tok, t0)
-		if !ok || !authorize(c, v, "orders", 3, OpFetch, 10) {
-			panic("refused")
-		}
+	var mu sync.RWMutex
+	locked := map[string]*Claims{string(tok): c}
+	checks := map[string]func(){
+		"cache": func() {
+			c, ok := cache.Get(tok, t0)
+			if !ok || !authorize(c, v, "orders", 3, OpFetch, 10) {
+				panic("refused")
+			}
+		},
+		"rwmutex": func() {
+			mu.RLock()
+			c, ok := locked[string(tok)]
+			mu.RUnlock()
+			if !ok || !authorize(c, v, "orders", 3, OpFetch, 10) {
+				panic("refused")
+			}
+		},
 	}
-	const n = 200_000
-	measure := func(workers int) time.Duration {
+	const n = 400_000
+	measure := func(check func(), workers int) time.Duration {
 		var wg sync.WaitGroup
 		start := time.Now()
 		for range workers {
@@ -140,14 +155,26 @@ func BenchmarkHotPathScaling(b *testing.B) {
 		wg.Wait()
 		return time.Since(start) / n
 	}
-	var single, parallel time.Duration
+	best := map[string]time.Duration{}
+	keep := func(key string, d time.Duration) {
+		if old, ok := best[key]; !ok || d < old {
+			best[key] = d
+		}
+	}
 	for b.Loop() {
-		single, parallel = measure(1), measure(2)
+		for range 5 {
+			for _, kind := range []string{"cache", "rwmutex"} {
+				keep(kind+"/1", measure(checks[kind], 1))
+				keep(kind+"/2", measure(checks[kind], 2))
+			}
+		}
 	}
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(float64(single.Nanoseconds()), "single-ns/check")
-	b.ReportMetric(float64(parallel.Nanoseconds()), "2-goroutines-ns/check")
-	b.ReportMetric(float64(parallel)/float64(single), "x-single")
+	for _, kind := range []string{"cache", "rwmutex"} {
+		b.ReportMetric(float64(best[kind+"/1"].Nanoseconds()), kind+"-single-ns/check")
+		b.ReportMetric(float64(best[kind+"/2"].Nanoseconds()), kind+"-2-goroutines-ns/check")
+		b.ReportMetric(float64(best[kind+"/2"])/float64(best[kind+"/1"]), kind+"-x-single")
+	}
 }
 
 func BenchmarkMint(b *testing.B) {
