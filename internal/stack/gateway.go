@@ -59,7 +59,10 @@ func (g *Gateway) Config() gateway.Config {
 	g.mu.Unlock()
 	cfg.SyncToken = gateway.Secret(s.SyncToken)
 	cfg.SyncWait = min(cfg.SyncWait, cc.Groups.SyncWaitMax)
-	cfg.ShutdownTimeout = 5 * time.Second
+	// fasthttp closes a connection that never sent a request only 5 s
+	// after accepting it; an HTTP client's spare connection is one (the
+	// SDK's fetches ahead make them likelier). Shutdown must outlast that.
+	cfg.ShutdownTimeout = 10 * time.Second
 	cfg.Broker = s.BrokerConfig()
 	s.opts.Timing.applyGateway(&cfg)
 	if s.opts.Gateway != nil {
