@@ -53,6 +53,7 @@ type latencyFigure struct {
 	PerSec   float64       // closed loop only
 	CPU      time.Duration // gateway CPU per fetch; 0 for direct
 	Client   time.Duration // the load generator's CPU per fetch (its client: franz-go or HTTP)
+	Kafka    time.Duration // the Kafka process's CPU per fetch (closed loop only)
 }
 
 // isolationFigure is a normal holder's fetches on an idle gateway and
@@ -221,13 +222,21 @@ func perFetch(cpu time.Duration, n int, v *procCapgate) time.Duration {
 func (d *procStack) loaded(tb testing.TB, workers int, dur time.Duration) []latencyFigure {
 	var out []latencyFigure
 	for _, p := range d.paths() {
-		before := d.gatewayCPU(tb, p.gw)
+		before, self, kafka := d.gatewayCPU(tb, p.gw), selfCPU(), d.kafkaCPU()
 		f := workersLoop(tb, workers, dur, func(w int) fetchOne { return p.mk(int32(w) % d.size.LatencyParts) })
+		n := time.Duration(max(f.Fetches, 1))
 		f.Path = p.name
 		f.CPU = perFetch(d.gatewayCPU(tb, p.gw)-before, f.Fetches, p.gw)
+		f.Client, f.Kafka = (selfCPU()-self)/n, (d.kafkaCPU()-kafka)/n
 		out = append(out, f)
 	}
 	return out
+}
+
+// kafkaCPU is the Kafka process's CPU time so far (0 if unreadable).
+func (d *procStack) kafkaCPU() time.Duration {
+	c, _ := processCPU(d.kafka.Pid())
+	return c
 }
 
 // workersLoop runs workers that each fetch one after another for d.

@@ -114,10 +114,11 @@ func deployTables(w io.Writer, title string, size deploySize, p deployParams, r 
 		if base := figure(r.Loaded, "baseline"+suffix(f.Path)); base.PerSec > 0 && f.Path != base.Path && f.Path != directLoad.Path {
 			versus = ratio(f.PerSec, base.PerSec)
 		}
-		rows = append(rows, []string{f.Path, fmt.Sprintf("%.0f", f.PerSec), ratio(f.PerSec, directLoad.PerSec), versus, us(f.P50), us(f.P99), cpu})
+		rows = append(rows, []string{f.Path, fmt.Sprintf("%.0f", f.PerSec), ratio(f.PerSec, directLoad.PerSec), versus, us(f.P50), us(f.P99), cpu,
+			fmt.Sprintf("%.1f", float64(f.Client.Nanoseconds())/1e3), fmt.Sprintf("%.1f", float64(f.Kafka.Nanoseconds())/1e3)})
 	}
 	table(w, fmt.Sprintf("Deployed, %s: %d workers, 1-record fetches over %d partitions on %d brokers", title, p.Workers, size.LatencyParts, size.Brokers),
-		[]string{"path", "req/s", "× direct", "× baseline", "p50 µs", "p99 µs", "gateway CPU µs/fetch"}, rows)
+		[]string{"path", "req/s", "× direct", "× baseline", "p50 µs", "p99 µs", "gateway CPU µs/fetch", "client CPU µs/fetch", "kafka CPU µs/fetch"}, rows)
 
 	rows = nil
 	kgo := r.Scan["direct-kgo"]
