@@ -109,7 +109,7 @@ func TestFetchMaxBytesClampedToCeiling(t *testing.T) {
 		for _, r := range recs {
 			r.Value = make([]byte, 100)
 		}
-		produce(t, c, "t", 0, recs)
+		produceOneBatch(t, e, "t", 0, recs)
 	}
 	for _, maxBytes := range []int32{0, -1, ceiling, 1 << 30} {
 		res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", MaxBytes: maxBytes, Raw: true})
