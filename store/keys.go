@@ -107,12 +107,19 @@ const (
 //	              string writer id, bytes nonce (16 random bytes per
 //	              writer incarnation), uvarint seq (0 = the writer's
 //	              opening barrier, then one per Update)
+//	"log/leader"  a leader's beat (LogStore.Beat), alone in its
+//	              transaction: string writer id, string advertised URL,
+//	              varint unix ms when written (informational); never in
+//	              a Snapshot nor in a snapshot of the log
 //
 // On the log a record's key is the store key above and its value the
 // stored value; a delete is a tombstone (null value), so a compacted topic
 // keeps exactly one record per live key. The key ring's value is sealed
 // with the key-encryption key first (kek.go).
-const keyLogCommit = "log/commit"
+const (
+	keyLogCommit = "log/commit"
+	keyLogLeader = "log/leader"
+)
 
 // keyShape says which parts follow a prefix.
 type keyShape struct {

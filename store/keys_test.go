@@ -19,13 +19,15 @@ func TestPrefixesAreDistinct(t *testing.T) {
 }
 
 func TestLogKeysAreDistinct(t *testing.T) {
-	for prefix := range keyShapes {
-		if strings.HasPrefix(keyLogCommit, prefix) || strings.HasPrefix(prefix, keyLogCommit) {
-			t.Errorf("log key %q and store prefix %q overlap", keyLogCommit, prefix)
+	for _, key := range []string{keyLogCommit, keyLogLeader} {
+		for prefix := range keyShapes {
+			if strings.HasPrefix(key, prefix) || strings.HasPrefix(prefix, key) {
+				t.Errorf("log key %q and store prefix %q overlap", key, prefix)
+			}
 		}
-	}
-	if _, err := parseKey([]byte(keyLogCommit)); err == nil {
-		t.Errorf("log key %q parses as a store key", keyLogCommit)
+		if _, err := parseKey([]byte(key)); err == nil {
+			t.Errorf("log key %q parses as a store key", key)
+		}
 	}
 }
 

@@ -74,25 +74,33 @@ func (l *LogStore) checkLayout() error {
 // Update runs fn with a Writer and appends what it wrote as one
 // transaction; it returns once the log committed it (Backend).
 func (l *LogStore) Update(fn func(w *Writer) error) error {
+	return l.writing("update", func() error {
+		b := &logBatch{state: l.state, staged: map[string][]byte{}}
+		if err := stage(b, fn); err != nil || len(b.order) == 0 {
+			return err
+		}
+		if err := l.commit(b.records(l.opts.KEK)); err != nil {
+			return err
+		}
+		l.maybeSnapshot(len(b.order))
+		return nil
+	})
+}
+
+// writing runs write serialised with every other write, unless the store
+// is closed or its writer failed.
+func (l *LogStore) writing(op string, write func() error) error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	l.closeMu.RLock()
 	defer l.closeMu.RUnlock()
 	switch {
 	case l.closed:
-		return fmt.Errorf("store: update: %w", ErrClosed)
+		return fmt.Errorf("store: %s: %w", op, ErrClosed)
 	case l.failed != nil:
-		return fmt.Errorf("store: update: %w", l.failed)
+		return fmt.Errorf("store: %s: %w", op, l.failed)
 	}
-	b := &logBatch{state: l.state, staged: map[string][]byte{}}
-	if err := stage(b, fn); err != nil || len(b.order) == 0 {
-		return err
-	}
-	if err := l.commit(b.records(l.opts.KEK)); err != nil {
-		return err
-	}
-	l.maybeSnapshot(len(b.order))
-	return nil
+	return write()
 }
 
 // commit appends records and a commit record as one transaction, then
@@ -108,7 +116,10 @@ func (l *LogStore) commit(records []logRecord) error {
 		return fmt.Errorf("store: commit batch: %w", l.failed)
 	}
 	l.seq++
-	l.state.apply(records, last, commit)
+	// Our own records: a beat decodes (we encoded it), so apply cannot fail.
+	if err := l.state.apply(records, last, commit); err != nil {
+		panic(err)
+	}
 	return nil
 }
 

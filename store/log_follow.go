@@ -200,6 +200,9 @@ type Position struct {
 	Commits uint64
 	// Writer is the WriterID of the last commit applied ("" before one).
 	Writer string
+	// Leader is the last beat applied (zero before one): the leader's id
+	// and URL once Leader.ID == Writer.
+	Leader Beat
 }
 
 // Position reports how far the follower has read, and a channel closed at
@@ -211,9 +214,9 @@ func (f *Follower) Position() (Position, <-chan struct{}) {
 func position(s *logState) (Position, <-chan struct{}) {
 	offset, commits, changed := s.position()
 	s.mu.RLock()
-	writer := s.last.writer
+	writer, beat := s.last.writer, s.beat
 	s.mu.RUnlock()
-	return Position{Offset: offset, Commits: commits, Writer: writer}, changed
+	return Position{Offset: offset, Commits: commits, Writer: writer, Leader: beat}, changed
 }
 
 // Err reports why tailing stopped, or nil while it runs.

@@ -20,6 +20,7 @@ type logState struct {
 	applied int64 // offset of the last commit record applied; -1 none
 	commits uint64
 	last    commitRecord // the last commit record applied
+	beat    Beat         // the last beat applied (not a store value)
 	// changed is closed and replaced whenever a commit is applied.
 	changed chan struct{}
 
@@ -81,18 +82,37 @@ func (s *logState) read(records []logRecord) ([]commitRecord, error) {
 		if err != nil {
 			return commits, fmt.Errorf("offset %d: %w", r.offset, corrupt(r.key, err))
 		}
-		s.apply(s.pending, r.offset, commit)
+		if err := s.apply(s.pending, r.offset, commit); err != nil {
+			return commits, err
+		}
 		s.pending = s.pending[:0]
 		commits = append(commits, commit)
 	}
 	return commits, nil
 }
 
-// apply makes one committed transaction's records the state at offset.
-func (s *logState) apply(records []logRecord, offset int64, commit commitRecord) {
+// apply makes one committed transaction's records the state at offset; a
+// beat that does not decode refuses the transaction (nothing applied).
+func (s *logState) apply(records []logRecord, offset int64, commit commitRecord) error {
+	beat, beats := s.beat, false
+	for _, r := range records {
+		if string(r.key) == keyLogLeader {
+			var err error
+			if beat, err = decodeBeat(r.value); err != nil {
+				return fmt.Errorf("offset %d: %w", offset, corrupt(r.key, err))
+			}
+			beats = true
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if beats {
+		s.beat = beat
+	}
 	for _, r := range records {
+		if string(r.key) == keyLogLeader {
+			continue
+		}
 		if r.value == nil {
 			delete(s.values, string(r.key))
 			continue
@@ -104,6 +124,7 @@ func (s *logState) apply(records []logRecord, offset int64, commit commitRecord)
 	s.last = commit
 	close(s.changed)
 	s.changed = make(chan struct{})
+	return nil
 }
 
 // get is a point read for a Writer's checks.

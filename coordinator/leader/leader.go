@@ -1,0 +1,371 @@
+// Package leader is the pure leadership decision of a coordinator replica
+// (DESIGN §9): from what a replica observed in its shard's log and what
+// its own log operations returned, it decides whether the replica follows,
+// stands for leadership, leads, or steps down. It does no IO and reads no
+// clock: time is an argument, and the replica shell (coordinator/replica.go)
+// or the deterministic simulation (e2e/sim) performs the actions.
+//
+// # Failure detection: leader beats in the log
+//
+// The leader of a shard writes a small transaction to the shard's log —
+// a beat, carrying its id and advertised URL (store.LogStore.Beat) — every
+// BeatInterval, besides the transactions of its Readys. Followers tail the
+// log (store.Follower); every commit they apply is an Observed event. A
+// follower that observed no commit for LeaseTimeout (+ its Stagger) stands:
+// it promotes (store.Follower.Promote: fence, barrier, read to the end).
+// No Kafka group membership is used: the log is the only shared medium,
+// and a leader that cannot write its beats is, to everyone else, dead.
+//
+// # Safety is the log's fencing, never this package's timing
+//
+// Timing here only decides WHEN a replica tries: two replicas may both
+// believe they lead for a while (a paused leader, a slow follower). Safety
+// comes from the store: Promote fences every earlier writer of the shard
+// before it reads the log to its end, so an earlier leader's next write —
+// a beat or a Ready — fails fenced, and this package answers that failure
+// (WriteFailed) by stepping down at once. Since the shell sends nothing it
+// did not persist first, a deposed leader sends nothing new.
+//
+// # How a shell (or the simulation) drives it
+//
+//	e := leader.New(cfg, now)
+//	for {
+//		d := e.Decide(now)          // at once after every Step, and at d.At
+//		switch d.Do {
+//		case leader.Promote:        // Follower.Promote, then serve from the result
+//			err := follower.Promote(ctx)
+//			e.Step(now, leader.PromoteDone{Err: err, Fenced: errors.Is(err, store.ErrFenced)})
+//		case leader.Beat:           // LogStore.Beat(id, url)
+//			err := log.Beat(...)
+//			e.Step(now, leader.WriteDone{Err: err, Fenced: errors.Is(err, store.ErrFenced)})
+//		case leader.StepDown:       // stop serving as leader, close the writer, follow again
+//			...
+//			e.Step(now, leader.Stopped{})
+//		}
+//		// a follower's every applied commit:  e.Step(now, leader.Observed{Writer: pos.Writer, Leader: ...})
+//		// the leader's persist failing:       e.Step(now, leader.WriteDone{Err: err, Fenced: ...})
+//	}
+//
+// Each action is returned once; until its outcome is stepped in, Decide
+// returns None for it (a Beat in flight is not asked for twice); the
+// shell steps Stopped only once every action it started has returned (a
+// Beat's outcome included: step it, then Stopped). Decide
+// also says whom to name in a not_leader answer (Decision.Leader) and when
+// to call it again at the latest (Decision.At). An Elector is not safe for
+// concurrent use: one goroutine owns it.
+package leader
+
+import (
+	"fmt"
+	"time"
+)
+
+// Role is what a replica is for its shard.
+type Role uint8
+
+const (
+	// Follower tails the log and answers not_leader.
+	Follower Role = iota
+	// Candidate is promoting: fencing the shard's earlier writers and
+	// reading the log to its end. It answers not_leader.
+	Candidate
+	// Leader serves: its writes are the shard's.
+	Leader
+	// SteppingDown stopped leading (a fenced or failed write, a newer
+	// writer seen, a lost lease) and is tearing its writer down; it
+	// answers not_leader and sends nothing new.
+	SteppingDown
+)
+
+func (r Role) String() string {
+	switch r {
+	case Follower:
+		return "follower"
+	case Candidate:
+		return "candidate"
+	case Leader:
+		return "leader"
+	case SteppingDown:
+		return "stepping-down"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// Action is what the shell must do now.
+type Action uint8
+
+const (
+	// None: nothing to do until an event or Decision.At.
+	None Action = iota
+	// Promote: fence the shard, read its log to the end, then serve
+	// (store.Follower.Promote); step PromoteDone.
+	Promote
+	// Beat: write a leader beat to the shard's log (store.LogStore.Beat);
+	// step WriteDone.
+	Beat
+	// StepDown: stop serving, drop the writer, follow again; step Stopped.
+	StepDown
+)
+
+func (a Action) String() string {
+	switch a {
+	case None:
+		return "none"
+	case Promote:
+		return "promote"
+	case Beat:
+		return "beat"
+	case StepDown:
+		return "step-down"
+	}
+	return fmt.Sprintf("action(%d)", uint8(a))
+}
+
+// Config is one replica's leadership settings.
+type Config struct {
+	// ID names this replica in the log (store.LogOptions.WriterID).
+	ID string
+	// BeatInterval is how often a leader writes a beat.
+	BeatInterval time.Duration
+	// LeaseTimeout: a follower that observed no commit for this long
+	// stands; a leader whose writes have not succeeded for this long
+	// steps down (it is cut off; the others will stand).
+	LeaseTimeout time.Duration
+	// Stagger is this replica's extra wait before standing, so replicas
+	// noticing the same silence do not all fence each other (any value
+	// is safe; below LeaseTimeout).
+	Stagger time.Duration
+}
+
+// Validate reports a setting the decision cannot work with.
+func (c Config) Validate() error {
+	switch {
+	case c.ID == "":
+		return fmt.Errorf("leader: empty replica id")
+	case c.BeatInterval <= 0:
+		return fmt.Errorf("leader: beat interval %s must be positive", c.BeatInterval)
+	case c.LeaseTimeout < 2*c.BeatInterval:
+		return fmt.Errorf("leader: lease timeout %s must be at least twice the beat interval %s", c.LeaseTimeout, c.BeatInterval)
+	case c.Stagger < 0 || c.Stagger >= c.LeaseTimeout:
+		return fmt.Errorf("leader: stagger %s must be within [0, lease timeout %s)", c.Stagger, c.LeaseTimeout)
+	}
+	return nil
+}
+
+// Hint names a leader: its replica id and advertised URL, as its beat in
+// the log says. The zero Hint is "unknown".
+type Hint struct {
+	ID  string
+	URL string
+}
+
+// Event is something the shell observed.
+type Event interface{ event() }
+
+// Observed: the follower applied a commit of the log. Writer is the
+// WriterID of the last commit applied; Leader the last beat applied.
+type Observed struct {
+	Writer string
+	Leader Hint
+}
+
+// PromoteDone is the outcome of a Promote. Fenced: a newer writer fenced
+// this one while it promoted (another replica won the race).
+type PromoteDone struct {
+	Err    error
+	Fenced bool
+}
+
+// WriteDone is the outcome of one of the leader's writes: a Beat it was
+// asked for (Beat true) or the persist of a Ready (Beat false). Fenced: a
+// newer writer deposed this one.
+type WriteDone struct {
+	Beat   bool
+	Err    error
+	Fenced bool
+}
+
+// Stopped: the shell finished stepping down and follows the log again.
+type Stopped struct{}
+
+func (Observed) event()    {}
+func (PromoteDone) event() {}
+func (WriteDone) event()   {}
+func (Stopped) event()     {}
+
+// Decision is what Decide says.
+type Decision struct {
+	Role Role
+	// Do is the action to perform now (returned once).
+	Do Action
+	// At is when to call Decide again at the latest; zero: only after the
+	// next event.
+	At time.Time
+	// Leader is whom a not_leader answer names: the last leader seen in
+	// the log (zero while unknown); this replica while it leads.
+	Leader Hint
+	// Reason says why the role last changed, for logs and /readyz.
+	Reason string
+}
+
+// Elector is one replica's leadership decision for one shard.
+type Elector struct {
+	cfg    Config
+	role   Role
+	reason string
+	hint   Hint
+
+	// Follower: when the log last showed a live writer (or this replica
+	// started following).
+	seen time.Time
+	// Actions returned by Decide whose outcome is not in yet.
+	promoting, beating, stopping bool
+	// Leader: when its last write succeeded, and when the last beat
+	// finished (the next is due BeatInterval later).
+	wrote   time.Time
+	beatEnd time.Time
+}
+
+// New returns a follower that started following at now: it gives a live
+// leader LeaseTimeout to show itself before standing.
+func New(cfg Config, now time.Time) *Elector {
+	if err := cfg.Validate(); err != nil {
+		panic(err) // a shell validates its config first
+	}
+	return &Elector{cfg: cfg, role: Follower, seen: now, reason: "started"}
+}
+
+// Role is the current role.
+func (e *Elector) Role() Role { return e.role }
+
+// Step feeds one event.
+func (e *Elector) Step(now time.Time, ev Event) {
+	switch ev := ev.(type) {
+	case Observed:
+		e.observed(now, ev)
+	case PromoteDone:
+		e.promoteDone(now, ev)
+	case WriteDone:
+		e.writeDone(now, ev)
+	case Stopped:
+		if e.role != SteppingDown {
+			panic(fmt.Sprintf("leader: Stopped in role %s", e.role))
+		}
+		e.role, e.stopping, e.seen, e.hint = Follower, false, now, Hint{}
+	default:
+		panic(fmt.Sprintf("leader: unknown event %T", ev))
+	}
+}
+
+func (e *Elector) observed(now time.Time, ev Observed) {
+	switch e.role {
+	case Follower, Candidate:
+		if ev.Writer == "" {
+			return
+		}
+		// Any commit is a live writer. The hint is the last beat, but
+		// only once the writer of the last commit has beaten: a new
+		// leader's barrier comes before its first beat, and until then
+		// the old leader's URL would be wrong.
+		if ev.Writer != e.cfg.ID {
+			e.seen = now
+		}
+		if ev.Leader.ID == ev.Writer {
+			e.hint = ev.Leader
+		} else {
+			e.hint = Hint{}
+		}
+	case Leader:
+		if ev.Writer != "" && ev.Writer != e.cfg.ID {
+			e.stepDown("another writer (" + ev.Writer + ") committed to the log")
+		}
+	}
+}
+
+func (e *Elector) promoteDone(now time.Time, ev PromoteDone) {
+	if e.role != Candidate || !e.promoting {
+		panic(fmt.Sprintf("leader: PromoteDone in role %s without a Promote", e.role))
+	}
+	e.promoting = false
+	if ev.Err != nil {
+		// Someone else is taking over (fenced), or the log is unreachable:
+		// follow again and give the winner a whole lease to show itself.
+		e.role, e.seen = Follower, now
+		e.reason = "promote failed: " + ev.Err.Error()
+		return
+	}
+	e.role, e.reason = Leader, "promoted: fenced the earlier writers and read the log to its end"
+	e.hint = Hint{ID: e.cfg.ID}
+	e.wrote = now           // the barrier committed
+	e.beatEnd = time.Time{} // beat at once: announce the URL
+}
+
+func (e *Elector) writeDone(now time.Time, ev WriteDone) {
+	if ev.Beat {
+		e.beating, e.beatEnd = false, now
+	}
+	if e.role != Leader {
+		return // late outcome of a write of the leadership being torn down
+	}
+	switch {
+	case ev.Fenced:
+		e.stepDown("fenced: a newer writer took the shard over")
+	case ev.Err != nil:
+		// The outcome of the write is unknown; nothing of it was sent.
+		// Step down; whoever promotes next reads what the log holds.
+		e.stepDown("write failed: " + ev.Err.Error())
+	default:
+		e.wrote = now
+	}
+}
+
+func (e *Elector) stepDown(reason string) {
+	e.role, e.reason, e.hint = SteppingDown, reason, Hint{}
+}
+
+// Decide says what to do at now.
+func (e *Elector) Decide(now time.Time) Decision {
+	d := Decision{Role: e.role, Leader: e.hint, Reason: e.reason}
+	switch e.role {
+	case Follower:
+		stand := e.seen.Add(e.cfg.LeaseTimeout + e.cfg.Stagger)
+		if now.Before(stand) {
+			d.At = stand
+			return d
+		}
+		e.role, e.promoting = Candidate, true
+		e.reason = fmt.Sprintf("no commit in the log for %s", now.Sub(e.seen))
+		d.Role, d.Do, d.Reason = Candidate, Promote, e.reason
+	case Leader:
+		e.decideLeader(now, &d)
+	case SteppingDown:
+		if !e.stopping {
+			e.stopping = true
+			d.Do = StepDown
+		}
+	}
+	return d
+}
+
+func (e *Elector) decideLeader(now time.Time, d *Decision) {
+	lease := e.wrote.Add(e.cfg.LeaseTimeout)
+	if !now.Before(lease) {
+		// Cut off from the log: the followers stand soon if not already.
+		// Liveness only: safety is their fence.
+		e.stepDown(fmt.Sprintf("no write succeeded for %s", now.Sub(e.wrote)))
+		e.stopping = true
+		d.Role, d.Do, d.Leader, d.Reason = SteppingDown, StepDown, Hint{}, e.reason
+		return
+	}
+	d.At = lease
+	if e.beating {
+		return
+	}
+	due := e.beatEnd.Add(e.cfg.BeatInterval)
+	if now.Before(due) {
+		d.At = due
+		return
+	}
+	e.beating = true
+	d.Do = Beat
+}

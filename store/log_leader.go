@@ -1,0 +1,45 @@
+package store
+
+// Beat is a leader's beat in its shard's log (key "log/leader", alone in
+// its transaction): who leads and where clients reach it. Followers take
+// any commit as a sign of a live leader and the last beat as the leader's
+// address (coordinator/leader decides with both). A beat is never part of
+// the state a Load returns nor of a snapshot.
+type Beat struct {
+	// ID is the writer's id (LogOptions.WriterID).
+	ID string
+	// URL is the leader's advertised URL (not_leader hints name it).
+	URL string
+	// AtMs is the leader's clock when it wrote the beat (unix ms), for
+	// people reading the log; nobody decides with it.
+	AtMs int64
+}
+
+func encodeBeat(b Beat) []byte {
+	e := newEncoder(len(b.ID) + len(b.URL) + 16)
+	e.string(b.ID)
+	e.string(b.URL)
+	e.int(b.AtMs)
+	return e.b
+}
+
+func decodeBeat(value []byte) (Beat, error) {
+	d := newDecoder(value)
+	b := Beat{ID: d.string(), URL: d.string(), AtMs: d.int()}
+	if err := d.finish(); err != nil {
+		return Beat{}, err
+	}
+	return b, nil
+}
+
+// Beat appends one beat naming this writer and url, as one transaction;
+// it returns once the log committed it, or the error that fails this
+// writer for good (ErrFenced once a newer writer took over). It shares
+// Update's serialisation and failure: after a fenced beat every Update
+// fails fenced too.
+func (l *LogStore) Beat(url string) error {
+	return l.writing("beat", func() error {
+		beat := Beat{ID: l.opts.WriterID, URL: url, AtMs: l.opts.Now().UnixMilli()}
+		return l.commit([]logRecord{{key: []byte(keyLogLeader), value: encodeBeat(beat)}})
+	})
+}
