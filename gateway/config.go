@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -119,6 +120,10 @@ type Config struct {
 	// KafkaReadAheadBytes bounds the Fetch answers read ahead from Kafka,
 	// all connections together (0: no read-ahead).
 	KafkaReadAheadBytes int64 `yaml:"kafka_read_ahead_bytes"`
+	// KafkaOIDC lists the IdPs whose JWTs authenticate Kafka clients over
+	// SASL (the coordinator's oidc section, repeated: joins are verified
+	// again there).
+	KafkaOIDC identity.Config `yaml:"kafka_oidc"`
 }
 
 // TLSConfig is the gateway listener's TLS and what its record routes
@@ -171,6 +176,7 @@ func DefaultConfig() Config {
 		KafkaMaxConnections:       1024,
 		KafkaMaxMembers:           10_000,
 		KafkaReadAheadBytes:       64 << 20,
+		KafkaOIDC:                 identity.DefaultConfig(),
 	}
 }
 

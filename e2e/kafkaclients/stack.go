@@ -11,6 +11,7 @@ import (
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/sdk"
 	"github.com/capgate/capgate/gateway"
+	"github.com/capgate/capgate/identity"
 )
 
 // Options describe the deployment Start builds.
@@ -27,6 +28,9 @@ type Options struct {
 	// MemberSessionTimeout is KIP-848 members' session (default 10s).
 	MemberSessionTimeout time.Duration
 	Timing               sdk.Timing
+	// OIDC, when it names issuers, is the coordinator's oidc section and
+	// every gateway's kafka_oidc.
+	OIDC identity.Config
 }
 
 // Stack is a capgate deployment whose gateways run the Kafka listener.
@@ -49,7 +53,15 @@ func Start(t testing.TB, opts Options) *Stack {
 	n := 0
 	c := sdk.StartCluster(t, sdk.ClusterOptions{
 		Topic: opts.Topic, Partitions: opts.Partitions, Gateways: gateways, Timing: opts.Timing, KafkaBrokers: opts.KafkaBrokers,
+		CoordinatorConfig: func(cfg *coordinator.Config) {
+			if len(opts.OIDC.Issuers) > 0 {
+				cfg.OIDC = opts.OIDC
+			}
+		},
 		GatewayConfig: func(cfg *gateway.Config) {
+			if len(opts.OIDC.Issuers) > 0 {
+				cfg.KafkaOIDC = opts.OIDC
+			}
 			cfg.KafkaListen = "127.0.0.1:0"
 			if peers != nil {
 				cfg.KafkaListen, cfg.KafkaAdvertised, cfg.KafkaPeers = peers[n], peers[n], peers

@@ -48,6 +48,9 @@ type ClusterOptions struct {
 	// GatewayConfig, when set, adjusts every gateway's configuration
 	// before it starts (the Kafka listener's tests turn it on).
 	GatewayConfig func(*gateway.Config)
+	// CoordinatorConfig, when set, adjusts the coordinator's configuration
+	// (the Kafka listener's IdP tests configure oidc issuers).
+	CoordinatorConfig func(*coordinator.Config)
 }
 
 // Cluster is one capgate deployment inside the test process, built by
@@ -89,6 +92,9 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	}
 	if opts.GatewayConfig != nil {
 		sopts.Gateway = func(_ int, cfg *gateway.Config) { opts.GatewayConfig(cfg) }
+	}
+	if opts.CoordinatorConfig != nil {
+		sopts.Coordinator = func(_ int, cfg *coordinator.Config) { opts.CoordinatorConfig(cfg) }
 	}
 	s, err := stack.Start(context.Background(), sopts)
 	if err != nil {

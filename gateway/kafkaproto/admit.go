@@ -64,7 +64,7 @@ func rangeLimited(c *ocap.Claims) bool {
 }
 
 // clientKey names the Kafka client a client-credential connection belongs
-// to: its credential's subject, its client.id and its address. A Kafka
+// to: its credential's issuer and subject, its client.id and its address. A Kafka
 // Fetch carries no group member identity, so this is how a fetch finds
 // the member whose capability covers it. Kafka itself describes group
 // members by the same client id and host. Two consumers sharing all three
@@ -72,11 +72,12 @@ func rangeLimited(c *ocap.Claims) bool {
 // consumer instance its own client.id (or credential) for per-member
 // fencing of fetches.
 type clientKey struct {
+	issuer   string // capgate's, or an IdP's: the same sub at two issuers is two clients
 	subject  string
 	clientID string
 	ip       string
 }
 
 func (c *conn) key() clientKey {
-	return clientKey{subject: c.principal.Claims.Subject, clientID: c.clientID, ip: c.remoteIP}
+	return clientKey{issuer: c.principal.Claims.Issuer, subject: c.principal.Claims.Subject, clientID: c.clientID, ip: c.remoteIP}
 }

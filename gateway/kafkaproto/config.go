@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/capgate/capgate/identity"
 )
 
 // Config configures the listener. The gateway builds it from its own
@@ -66,6 +68,11 @@ type Config struct {
 	// MaxWait caps a Fetch's MaxWaitMillis; MaxFetchBytes its MaxBytes.
 	MaxWait       time.Duration
 	MaxFetchBytes int32
+
+	// OIDC lists the IdPs whose JWTs authenticate over SASL beside
+	// capgate's tokens (gateway.kafka_oidc: the coordinator's oidc
+	// section, repeated; no issuers: capgate tokens only).
+	OIDC identity.Config
 }
 
 // PreAuthRequestBytes bounds a frame before SASL completed: only
@@ -117,6 +124,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_read_ahead_bytes: must be >= 0, got %d", c.ReadAheadBytes)
 	case c.MaxMembers <= 0:
 		return fmt.Errorf("gateway.kafka_max_members: must be > 0, got %d", c.MaxMembers)
+	}
+	if len(c.OIDC.Issuers) > 0 {
+		return c.OIDC.Validate("gateway.kafka_oidc")
 	}
 	return nil
 }

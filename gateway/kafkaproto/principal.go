@@ -1,9 +1,12 @@
 package kafkaproto
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -24,11 +27,12 @@ type Principal struct {
 func (p *Principal) capability() bool { return p.Claims.Kind() == ocap.KindCapability }
 
 // sameIdentity reports whether q may replace p on re-authentication
-// (KIP-368): the same kind and subject, and for a capability the same
-// group and partition. A renewed token (new jti, later expiry) is fine.
+// (KIP-368): the same kind, issuer and subject, and for a capability the
+// same group and partition. A renewed token (new jti, later expiry) is
+// fine.
 func (p *Principal) sameIdentity(q *Principal) bool {
 	a, b := p.Claims, q.Claims
-	if a.Kind() != b.Kind() || a.Subject != b.Subject {
+	if a.Kind() != b.Kind() || a.Issuer != b.Issuer || a.Subject != b.Subject {
 		return false
 	}
 	if !p.capability() {
@@ -59,4 +63,39 @@ func (a gateAuthenticator) Authenticate(token string, now time.Time) (*Principal
 		return nil, err
 	}
 	return &Principal{Claims: c, Token: token, Expires: time.Unix(int64(c.ExpiresAt), 0)}, nil
+}
+
+// idpAuthenticator accepts, beside capgate's tokens, JWTs of the issuers
+// configured under gateway.kafka_oidc (an organisation's IdP), verified
+// by package identity exactly as the coordinator verifies them at join
+// (JWKS over HTTPS, iss, aud, exp, nbf, algorithm and kid checks, the
+// claim mapping). The principal's claims are the identity's: its id
+// (denied like a jti), issuer, subject, and the groups and topics its
+// rules grant; a group join hands the IdP token itself to the
+// coordinator, which verifies it again and binds the member to the
+// identity. A token whose unverified iss names no configured issuer goes
+// to capgate's own verifier.
+type idpAuthenticator struct {
+	capgate  Authenticator
+	gate     Gate
+	verifier *identity.Verifier
+	timeout  time.Duration // one JWKS fetch at most (kafka_oidc.fetch_timeout)
+}
+
+func (a idpAuthenticator) Authenticate(token string, now time.Time) (*Principal, error) {
+	if !a.verifier.Handles([]byte(token)) {
+		return a.capgate.Authenticate(token, now)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	id, err := a.verifier.Verify(ctx, token, now)
+	if err != nil {
+		return nil, err
+	}
+	c := &ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject, Groups: id.Groups, Topics: id.Topics,
+		ExpiresAt: ocap.Seconds(id.ExpiresAt.Unix())}
+	if code := a.gate.CheckClient(c, now); code != "" {
+		return nil, fmt.Errorf("identity %s refused: %s", id.ID, code)
+	}
+	return &Principal{Claims: c, Token: token, Expires: id.ExpiresAt}, nil
 }

@@ -7,7 +7,8 @@ package kafkaproto
 //     success; after v1, SaslAuthenticate requests carry it (librdkafka
 //     insists on v0 being listed even though it then uses v1).
 //   - Mechanisms OAUTHBEARER (RFC 7628: the token is a capgate client
-//     credential or partition capability) and PLAIN (the token is the
+//     credential, partition capability, or a JWT of a gateway.kafka_oidc
+//     issuer) and PLAIN (the token is the
 //     password; the user name is free and ignored, an authzid must be
 //     empty or equal it). Before SASL completed only ApiVersions,
 //     SaslHandshake and SaslAuthenticate are accepted, in that order;

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/identity"
 )
 
 // Server is the gateway's Kafka listener. Start it once, Close it once;
@@ -47,7 +49,8 @@ type node struct {
 }
 
 // New validates cfg and builds a listener; it listens at Start. A nil
-// auth accepts capgate tokens (capabilities and client credentials).
+// auth accepts capgate tokens (capabilities and client credentials) and
+// the JWTs of cfg.OIDC's issuers.
 func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -57,6 +60,13 @@ func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, e
 	}
 	if auth == nil {
 		auth = gateAuthenticator{gate: gate}
+		if len(cfg.OIDC.Issuers) > 0 {
+			v, err := identity.New(cfg.OIDC, log.Named("oidc"))
+			if err != nil {
+				return nil, err
+			}
+			auth = idpAuthenticator{capgate: auth, gate: gate, verifier: v, timeout: cfg.OIDC.FetchTimeout}
+		}
 	}
 	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, conns: map[*conn]struct{}{}}
 	s.base, s.stop = context.WithCancel(context.Background())
