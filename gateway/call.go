@@ -48,9 +48,7 @@ func (c *call) admitCapability(topic []byte, req authz.Request) (allowance int64
 	}
 	allowance, wait := g.limiter.admit(budgetKey(g.view, claims, now), c.qos.MaxBytesPerSec, now)
 	if wait > 0 {
-		setRetryAfter(c.ctx, wait)
-		writeError(c.ctx, api.CodeRateLimited, "byte rate of this capability exceeded", map[string]any{"retry_after_ms": wait.Milliseconds()})
-		return 0, api.CodeRateLimited
+		return 0, refuseRate(c.ctx, claims, wait, now)
 	}
 	return allowance, ""
 }

@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"encoding/base64"
+	"encoding/binary"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/broker"
@@ -34,8 +37,9 @@ func budgetKey(v *authz.View, c *ocap.Claims, now time.Time) string {
 // step under the lock (spendRecords, spendBatches): the bucket is read,
 // the answer cut to it and the bytes taken at once, so fetches racing for
 // one budget cannot spend the same bytes, and a budget overshoots by at
-// most the last record (JSON) or answer (raw) that crossed zero, repaid
-// as debt before the next is served. Other bytes (produce, the Kafka
+// most the last record (JSON) or record batch (raw) that crossed zero,
+// repaid as debt before the next is served; a refusal's Retry-After never
+// reaches past the capability's lease (refuseRate). Other bytes (produce, the Kafka
 // listener) are taken afterwards (take). The rate comes from the
 // capability's qos or a live override and may change between requests.
 // At most max buckets are kept; a full bucket carries no state and is the
@@ -94,17 +98,52 @@ func (l *rateLimiter) spendRecords(key string, rate int64, recs []*kgo.Record, n
 	return keep, 0
 }
 
-// spendBatches takes a raw answer of n bytes from key's bucket at now,
-// whole (record batches are not cut), when the bucket holds anything.
-func (l *rateLimiter) spendBatches(key string, rate int64, n int, now time.Time) (wait time.Duration) {
+// spendBatches takes a raw answer's bytes from key's bucket at now: it
+// keeps the leading record batches that fit what the bucket holds (at
+// least the first, as Kafka serves the first batch whole) and charges
+// their size, all under the lock. keep is how many bytes of batches to
+// send and next, when the answer was cut (keep < len(batches)), the
+// offset the next fetch starts from; wait is set (keep 0) when the
+// bucket holds nothing.
+func (l *rateLimiter) spendBatches(key string, rate int64, batches []byte, now time.Time) (keep int, next int64, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.refillLocked(key, rate, now)
-	if b.tokens <= 0 && n > 0 {
-		return b.wait()
+	if b.tokens <= 0 && len(batches) > 0 {
+		return 0, 0, b.wait()
 	}
-	b.tokens -= float64(n)
-	return 0
+	keep, next = batchesWithin(batches, b.tokens)
+	b.tokens -= float64(keep)
+	return keep, next, 0
+}
+
+// batchesWithin returns how many leading bytes of batches (whole record
+// batches, as the broker hands them over) fit in budget bytes, at least
+// the first batch, and the offset a fetch continues from after them: the
+// base offset of the first batch left out. Only record batches (magic 2)
+// are left out, because their base offset is their first record's; the
+// old message sets (magic 0 and 1) name their last offset instead, so an
+// answer reaching them is kept whole. Only headers are read.
+func batchesWithin(batches []byte, budget float64) (keep int, next int64) {
+	const lengthAt, magicAt, logOverhead = 8, 16, 12 // baseOffset int64 | batchLength int32 | epoch int32 | magic int8
+	for keep < len(batches) {
+		b := batches[keep:]
+		if len(b) <= magicAt {
+			break
+		}
+		end := logOverhead + int(int32(binary.BigEndian.Uint32(b[lengthAt:])))
+		if keep > 0 && float64(keep+end) > budget {
+			if b[magicAt] != 2 {
+				break
+			}
+			return keep, int64(binary.BigEndian.Uint64(b))
+		}
+		if end <= logOverhead || end > len(b) {
+			break
+		}
+		keep += end
+	}
+	return len(batches), 0
 }
 
 // wait is how long until the bucket is positive again.
@@ -192,8 +231,13 @@ func (f *fetchCall) spend(res *broker.FetchResult, now time.Time) api.Code {
 	key, rate := budgetKey(f.g.view, f.claims, f.start), f.qos.MaxBytesPerSec
 	var wait time.Duration
 	if f.raw {
-		if wait = f.g.limiter.spendBatches(key, rate, len(res.Batches), now); wait == 0 {
-			f.charged = len(res.Batches)
+		var keep int
+		var next int64
+		if keep, next, wait = f.g.limiter.spendBatches(key, rate, res.Batches, now); wait == 0 {
+			if keep < len(res.Batches) {
+				res.Batches, res.NextOffset = res.Batches[:keep], next
+			}
+			f.charged = keep
 		}
 	} else {
 		recs, next := cutAtRangeEnd(f.claims, res.Records, res.NextOffset)
@@ -210,9 +254,28 @@ func (f *fetchCall) spend(res *broker.FetchResult, now time.Time) api.Code {
 		}
 	}
 	if wait > 0 {
-		setRetryAfter(f.ctx, wait)
-		writeError(f.ctx, api.CodeRateLimited, "byte rate of this capability exceeded", map[string]any{"retry_after_ms": wait.Milliseconds()})
-		return api.CodeRateLimited
+		return refuseRate(f.ctx, f.claims, wait, now)
 	}
 	return ""
+}
+
+// leaseWait caps a rate limit's wait at what is left of the capability's
+// lease (never below zero): beyond its lease the holder needs a renewed
+// capability anyway, so it is never told to sleep past it.
+func leaseWait(c *ocap.Claims, wait time.Duration, now time.Time) time.Duration {
+	left := time.Unix(int64(c.ExpiresAt), 0).Sub(now)
+	return max(min(wait, left), 0)
+}
+
+// refuseRate answers 429 rate_limited for a capability whose budget is
+// spent, with Retry-After and retry_after_ms no later than its lease's
+// end: Retry-After counts whole seconds, rounded up from the wait but
+// down to the lease's end (0 when less than a second of it is left).
+func refuseRate(ctx *fasthttp.RequestCtx, c *ocap.Claims, wait time.Duration, now time.Time) api.Code {
+	wait = leaseWait(c, wait, now)
+	secs := max(int64((wait+time.Second-1)/time.Second), 1)
+	secs = min(secs, (int64(c.ExpiresAt)*int64(time.Second)-now.UnixNano())/int64(time.Second))
+	ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, strconv.FormatInt(max(secs, 0), 10))
+	writeError(ctx, api.CodeRateLimited, "byte rate of this capability exceeded", map[string]any{"retry_after_ms": wait.Milliseconds()})
+	return api.CodeRateLimited
 }

@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/gateway/authz"
@@ -109,10 +113,84 @@ func TestSpendRecordsCutsAndCharges(t *testing.T) {
 	if keep, _ := l.spendRecords("small", 10, recs, now); keep != 1 {
 		t.Fatalf("a budget smaller than one record: keep %d, want the one record", keep)
 	}
-	if wait := l.spendBatches("raw", 1000, 5000, now); wait != 0 {
-		t.Fatal("a raw answer to a full budget refused")
+	if keep, _, wait := l.spendBatches("raw", 1000, recordBatch(0, 5000), now); wait != 0 || keep != 5000 {
+		t.Fatalf("a raw answer of one batch to a full budget: keep %d wait %v, want the whole batch", keep, wait)
 	}
-	if wait := l.spendBatches("raw", 1000, 10, now); wait <= 0 {
+	if _, _, wait := l.spendBatches("raw", 1000, recordBatch(10, 100), now); wait <= 0 {
 		t.Fatal("a raw answer to a spent budget admitted")
+	}
+}
+
+// recordBatch is a magic-2 record batch header claiming size bytes in
+// all (the body is zeros: only headers are read when cutting).
+func recordBatch(base int64, size int) []byte {
+	b := make([]byte, size)
+	binary.BigEndian.PutUint64(b, uint64(base))
+	binary.BigEndian.PutUint32(b[8:], uint32(size-12))
+	b[16] = 2
+	return b
+}
+
+// A raw answer is cut after the batches that fit the budget (the first
+// always goes: Kafka serves it whole), the cut answer continues at the
+// first batch left out, and only what is sent is charged: one answer
+// exceeds the budget by at most one batch, and only when it is the first.
+func TestSpendBatchesCutsAtBudget(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	answer := slices.Concat(recordBatch(100, 1500), recordBatch(110, 1500), recordBatch(120, 1500))
+	l := newRateLimiter(10)
+	keep, next, wait := l.spendBatches("b", 4000, answer, now)
+	if wait != 0 || keep != 3000 || next != 120 {
+		t.Fatalf("4,000-byte budget, three 1,500-byte batches: keep %d next %d wait %v, want 3000 bytes up to offset 120", keep, next, wait)
+	}
+	keep, next, wait = l.spendBatches("b", 4000, answer, now)
+	if wait != 0 || keep != 1500 || next != 110 {
+		t.Fatalf("1,000 bytes left: keep %d next %d wait %v, want the first batch only, next 110", keep, next, wait)
+	}
+	if _, _, wait := l.spendBatches("b", 4000, answer, now); wait <= 0 {
+		t.Fatal("a spent budget (500 bytes of debt) admitted an answer")
+	}
+	if keep, _, _ := l.spendBatches("big", 100_000, answer, now); keep != len(answer) {
+		t.Fatalf("an answer within the budget was cut to %d bytes", keep)
+	}
+	old := recordBatch(120, 1500)
+	old[16] = 1 // a message set names its last offset: not cut before it
+	mixed := slices.Concat(recordBatch(100, 1500), old)
+	if keep, _, _ := l.spendBatches("mixed", 2000, mixed, now); keep != len(mixed) {
+		t.Fatalf("an answer was cut before an old-format message set: keep %d", keep)
+	}
+}
+
+// Retry-After and retry_after_ms never reach past the capability's
+// lease; Retry-After rounds down to the lease's end.
+func TestRefuseRateWithinLease(t *testing.T) {
+	for _, tc := range []struct {
+		wait, lease time.Duration
+		header      string
+	}{
+		{66 * time.Second, 10 * time.Second, "10"},
+		{66 * time.Second, 2500 * time.Millisecond, "2"},
+		{1500 * time.Millisecond, time.Minute, "2"},
+		{time.Millisecond, time.Minute, "1"},
+		{5 * time.Second, 400 * time.Millisecond, "0"},
+	} {
+		c := &ocap.Claims{ExpiresAt: 1_800_000_000}
+		now := time.Unix(int64(c.ExpiresAt), 0).Add(-tc.lease)
+		var ctx fasthttp.RequestCtx
+		if code := refuseRate(&ctx, c, tc.wait, now); code != api.CodeRateLimited {
+			t.Fatalf("code %s", code)
+		}
+		left := time.Unix(int64(c.ExpiresAt), 0).Sub(now)
+		if got := string(ctx.Response.Header.Peek("Retry-After")); got != tc.header {
+			t.Errorf("wait %v, lease left %v: Retry-After %s, want %s", tc.wait, left, got, tc.header)
+		}
+		var body struct {
+			Error struct {
+				RetryAfterMs int64 `json:"retry_after_ms"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(ctx.Response.Body(), &body); err != nil || body.Error.RetryAfterMs > left.Milliseconds() {
+			t.Errorf("wait %v, lease left %v: retry_after_ms %d (%v)", tc.wait, left, body.Error.RetryAfterMs, err)
+		}
 	}
 }
