@@ -3,27 +3,20 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/valyala/fasthttp"
-	"gopkg.in/yaml.v3"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
-	"github.com/capgate/capgate/e2e/harness"
 	"github.com/capgate/capgate/internal/stack"
 )
 
@@ -57,40 +50,18 @@ type deploySize struct {
 	BulkPerPart    int // 100-byte records per bulk partition
 }
 
-// binaries builds what the deployment runs, once per benchmark process.
-var binaries struct {
-	once           sync.Once
-	capgate, kafka string
-	err            error
-}
-
+// buildBinaries builds what the deployment runs, once per benchmark
+// process (stack.BuildOnce; TestMain removes them).
 func buildBinaries(tb testing.TB) (capgate, kafka string) {
 	tb.Helper()
-	binaries.once.Do(func() {
-		root, err := stack.ModuleRoot()
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "capgate-bench-bin-")
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		binaries.capgate, binaries.kafka = filepath.Join(dir, "capgate"), filepath.Join(dir, "benchkafka")
-		for pkg, out := range map[string]string{"./cmd/capgate": binaries.capgate, "./e2e/bench/cmd/benchkafka": binaries.kafka} {
-			cmd := exec.Command("go", "build", "-o", out, pkg)
-			cmd.Dir = root
-			if output, err := cmd.CombinedOutput(); err != nil {
-				binaries.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, output)
-				return
-			}
-		}
-	})
-	if binaries.err != nil {
-		tb.Fatal(binaries.err)
+	capgate, err := stack.BuildOnce("./cmd/capgate")
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return binaries.capgate, binaries.kafka
+	if kafka, err = stack.BuildOnce("./e2e/bench/cmd/benchkafka"); err != nil {
+		tb.Fatal(err)
+	}
+	return capgate, kafka
 }
 
 // procStack is one Kafka process and the capgate deployments in front of
@@ -98,7 +69,7 @@ func buildBinaries(tb testing.TB) (capgate, kafka string) {
 type procStack struct {
 	size   deploySize
 	addrs  []string
-	kafka  *harness.Process
+	kafka  *stack.Process
 	direct *kgo.Client // the load generator's franz-go client
 	// leaders maps topic/partition to the leader's node id.
 	leaders  map[string]int32
@@ -114,8 +85,8 @@ type procCapgate struct {
 	GatewayURL     string
 	adminToken     string
 	syncToken      string
-	coordinator    *harness.Process
-	gateway        *harness.Process
+	coordinator    *stack.Process
+	gateway        *stack.Process
 	pprofAddr      string // "" when the binary cannot serve profiles
 	hc             *fasthttp.HostClient
 	caps           map[string]string // topic/partition -> fetch capability
@@ -129,21 +100,13 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 	capgate, kafkaBin := buildBinaries(tb)
 	d := &procStack{size: size, leaders: map[string]int32{}}
 	topics := fmt.Sprintf("%s:%d,%s:%d,%s:%d", deployLatency, size.LatencyParts, deployBulk, size.BulkParts, deployIdle, size.LatencyParts)
-	addrs := make(chan []string, 1)
-	d.kafka = harness.StartProcess(tb, "kafka", kafkaBin, []string{"-brokers", strconv.Itoa(size.Brokers), "-topics", topics},
-		os.Environ(), func(line []byte) {
-			var m struct{ Addrs []string }
-			if json.Unmarshal(line, &m) == nil && len(m.Addrs) > 0 {
-				addrs <- m.Addrs
-			}
-		}, nil)
-	tb.Cleanup(func() { stopProcess(d.kafka) })
-	select {
-	case d.addrs = <-addrs:
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("kafka process not listening after 30s\n%s", d.kafka.Tail())
-	}
 	var err error
+	d.kafka, d.addrs, err = stack.StartKafkaProcess(context.Background(), "kafka", kafkaBin,
+		[]string{"-brokers", strconv.Itoa(size.Brokers), "-topics", topics}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { stopProcess(d.kafka) })
 	d.direct, err = kgo.NewClient(kgo.SeedBrokers(d.addrs...))
 	if err != nil {
 		tb.Fatal(err)
@@ -159,15 +122,7 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 }
 
 // stopProcess ends p with SIGTERM, and SIGKILL if it lingers.
-func stopProcess(p *harness.Process) {
-	if p.Exited() {
-		return
-	}
-	_ = p.Signal(syscall.SIGTERM)
-	if p.Wait(10*time.Second) != nil && !p.Exited() {
-		p.Kill()
-	}
-}
+func stopProcess(p *stack.Process) { _ = p.Terminate(10 * time.Second) }
 
 // load writes the topics: every latency partition LatencyRecords
 // single-record batches, every bulk partition BulkPerPart records of 100
@@ -255,12 +210,10 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 		v.pprofAddr = freePort(tb)
 		env = append(env, "BENCH_PPROF_LISTEN="+v.pprofAddr)
 	}
-	v.coordinator = startServe(tb, name+"-coordinator", bin, dir, "coordinator", coord, nil)
-	tb.Cleanup(func() { stopProcess(v.coordinator) })
-	waitHTTP(tb, v.coordinator, v.CoordinatorURL+"/healthz")
-	v.gateway = startServe(tb, name+"-gateway", bin, dir, "gateway", gw, append(env, "CAPGATE_GATEWAY_SYNC_TOKEN="+v.syncToken))
-	tb.Cleanup(func() { stopProcess(v.gateway) })
-	waitHTTP(tb, v.gateway, v.GatewayURL+"/readyz")
+	v.coordinator = startServe(tb, stack.Launch{Name: name + "-coordinator", Bin: bin, Dir: dir, Section: "coordinator", Settings: coord},
+		v.CoordinatorURL+"/healthz")
+	v.gateway = startServe(tb, stack.Launch{Name: name + "-gateway", Bin: bin, Dir: dir, Section: "gateway", Settings: gw,
+		Env: append(env, "CAPGATE_GATEWAY_SYNC_TOKEN="+v.syncToken)}, v.GatewayURL+"/readyz")
 	v.hc = newHostClient(v.GatewayURL)
 	for p := range d.size.LatencyParts {
 		v.grant(tb, deployLatency, p, "latency-reader")
@@ -269,59 +222,32 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 	return v
 }
 
-// startServe writes a config file with section and log settings and runs
-// `bin section --config file`.
-func startServe(tb testing.TB, name, bin, dir, section string, settings map[string]any, env []string) *harness.Process {
+// startServe starts a capgate process (warn-level logs), stopped at the
+// end of tb, and waits until url answers 200.
+func startServe(tb testing.TB, l stack.Launch, url string) *stack.Process {
 	tb.Helper()
-	b, err := yaml.Marshal(map[string]any{"log": map[string]string{"level": "warn", "format": "json"}, section: settings})
+	l.LogLevel = "warn"
+	p, err := l.Start()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	path := filepath.Join(dir, section+".yaml")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	tb.Cleanup(func() { stopProcess(p) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.WaitHTTP(ctx, &http.Client{Timeout: 2 * time.Second}, url); err != nil {
 		tb.Fatal(err)
 	}
-	var clean []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CAPGATE_") && !strings.HasPrefix(kv, "BENCH_") {
-			clean = append(clean, kv)
-		}
-	}
-	return harness.StartProcess(tb, name, bin, []string{section, "--config", path}, append(clean, env...), nil, nil)
+	return p
 }
 
 // freePort picks a free loopback address for a process to listen on.
 func freePort(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := stack.FreeAddr("")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// waitHTTP polls url until it answers 200, failing early if p exited.
-func waitHTTP(tb testing.TB, p *harness.Process, url string) {
-	tb.Helper()
-	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := hc.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if p.Exited() {
-			tb.Fatalf("%s exited: %v\n%s", p.Name, p.Wait(0), p.Tail())
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: %s not ready after 30s: %v\n%s", p.Name, url, err, p.Tail())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return addr
 }
 
 // grant mints a shared fetch capability for topic/partition.

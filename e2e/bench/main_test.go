@@ -2,16 +2,15 @@ package bench
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // TestMain removes the binaries the deployment benchmark built, if it
 // built any.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binaries.capgate != "" {
-		_ = os.RemoveAll(filepath.Dir(binaries.capgate))
-	}
+	stack.RemoveBuilt()
 	os.Exit(code)
 }

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/capgate/capgate/coordinator"
 )
@@ -28,10 +25,11 @@ type Coordinator struct {
 	process bool
 	dir     string // where a process's config file goes
 
-	mu   sync.Mutex
-	in   *coordinator.Coordinator
-	done chan error // Run's result (in-process)
-	proc *Process
+	mu      sync.Mutex
+	in      *coordinator.Coordinator
+	done    chan error    // Run's result (in-process)
+	stopped chan struct{} // closed when Run returned (in-process)
+	proc    *Process
 }
 
 func (s *Stack) newCoordinator(i int) (*Coordinator, error) {
@@ -43,7 +41,7 @@ func (s *Stack) newCoordinator(i int) (*Coordinator, error) {
 	if i == 0 {
 		listen = s.opts.CoordinatorListen
 	}
-	addr, err := resolveAddr(listen)
+	addr, err := FreeAddr(listen)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +79,8 @@ func (co *Coordinator) Start(ctx context.Context) error {
 	} else if err := co.startInProcess(cfg); err != nil {
 		return err
 	}
-	return co.s.waitOK(ctx, co.URL+"/healthz", co.exited)
+	gone, reason := co.gone()
+	return WaitOK(ctx, co.s.http, co.URL+"/healthz", gone, reason)
 }
 
 func (co *Coordinator) startInProcess(cfg coordinator.Config) error {
@@ -89,30 +88,14 @@ func (co *Coordinator) startInProcess(cfg coordinator.Config) error {
 	if err != nil {
 		return fmt.Errorf("stack: %s: %w", co.Name, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- in.Run(context.Background()) }()
+	done, stopped := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- in.Run(context.Background())
+		close(stopped)
+	}()
 	co.mu.Lock()
-	co.in, co.done = in, done
+	co.in, co.done, co.stopped = in, done, stopped
 	co.mu.Unlock()
-	return nil
-}
-
-// processFile is the layout of the capgate config file a process part reads.
-type processFile struct {
-	Log         map[string]string   `yaml:"log"`
-	Coordinator *coordinator.Config `yaml:"coordinator,omitempty"`
-	Gateway     any                 `yaml:"gateway,omitempty"`
-}
-
-func writeProcessConfig(path string, f processFile) error {
-	f.Log = map[string]string{"level": "info", "format": "json"}
-	b, err := yaml.Marshal(f)
-	if err != nil {
-		return fmt.Errorf("stack: config %s: %w", path, err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("stack: config %s: %w", path, err)
-	}
 	return nil
 }
 
@@ -120,12 +103,8 @@ func (co *Coordinator) startProcess(cfg coordinator.Config) error {
 	if co.s.opts.Binary == "" {
 		return errors.New("stack: CoordinatorProcess needs Options.Binary")
 	}
-	path := filepath.Join(co.dir, co.Name+".yaml")
-	if err := writeProcessConfig(path, processFile{Coordinator: &cfg}); err != nil {
-		return err
-	}
-	onLine := co.s.lineSink(co.Name)
-	proc, err := StartProcess(co.Name, co.s.opts.Binary, []string{"coordinator", "--config", path}, CleanEnv(), onLine, onLine)
+	proc, err := Launch{Name: co.Name, Bin: co.s.opts.Binary, Dir: co.dir, Section: "coordinator", Settings: &cfg,
+		OnLine: co.s.lineSink(co.Name)}.Start()
 	if err != nil {
 		return err
 	}
@@ -135,24 +114,19 @@ func (co *Coordinator) startProcess(cfg coordinator.Config) error {
 	return nil
 }
 
-// exited reports, without blocking, that the coordinator stopped (its
-// process exited or Run returned) and why.
-func (co *Coordinator) exited() (bool, error) {
+// gone is a channel closed when the coordinator stops (its process
+// exits or Run returns) and the reason it stopped.
+func (co *Coordinator) gone() (<-chan struct{}, func() error) {
 	co.mu.Lock()
-	proc, done := co.proc, co.done
+	proc, done, stopped := co.proc, co.done, co.stopped
 	co.mu.Unlock()
 	if co.process {
-		if proc != nil && proc.Exited() {
-			return true, fmt.Errorf("%s exited: %v\n%s", co.Name, proc.Wait(0), proc.Tail())
-		}
-		return false, nil
+		return proc.Done(), func() error { return fmt.Errorf("%s exited: %v\n%s", co.Name, proc.Wait(0), proc.Tail()) }
 	}
-	select {
-	case err := <-done:
+	return stopped, func() error {
+		err := <-done
 		done <- err // keep it for Stop
-		return true, fmt.Errorf("%s stopped: %v", co.Name, err)
-	default:
-		return false, nil
+		return fmt.Errorf("%s stopped: %v", co.Name, err)
 	}
 }
 

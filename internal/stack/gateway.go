@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -37,7 +36,7 @@ func (s *Stack) newGateway(i int) (*Gateway, error) {
 	if i < len(s.opts.GatewayListen) {
 		listen = s.opts.GatewayListen[i]
 	}
-	addr, err := resolveAddr(listen)
+	addr, err := FreeAddr(listen)
 	if err != nil {
 		return nil, err
 	}
@@ -131,15 +130,10 @@ func (g *Gateway) startProcess(cfg gateway.Config) error {
 	if g.s.opts.Binary == "" {
 		return errors.New("stack: GatewayProcesses needs Options.Binary")
 	}
-	path := filepath.Join(g.dir, g.ID+".yaml")
-	if err := writeProcessConfig(path, processFile{Gateway: cfg}); err != nil {
-		return err
-	}
 	// The sync token travels in the environment: the config file's Secret
 	// is written redacted.
-	env := CleanEnv("CAPGATE_GATEWAY_SYNC_TOKEN=" + g.s.SyncToken)
-	onLine := g.s.lineSink(g.ID)
-	proc, err := StartProcess(g.ID, g.s.opts.Binary, []string{"gateway", "--config", path}, env, onLine, onLine)
+	proc, err := Launch{Name: g.ID, Bin: g.s.opts.Binary, Dir: g.dir, Section: "gateway", Settings: cfg,
+		Env: []string{"CAPGATE_GATEWAY_SYNC_TOKEN=" + g.s.SyncToken}, OnLine: g.s.lineSink(g.ID)}.Start()
 	if err != nil {
 		return err
 	}
@@ -152,12 +146,10 @@ func (g *Gateway) startProcess(cfg gateway.Config) error {
 // WaitReady waits until GET /readyz answers 200, or fails early when the
 // gateway's process exited.
 func (g *Gateway) WaitReady(ctx context.Context) error {
-	return g.s.waitOK(ctx, g.URL+"/readyz", func() (bool, error) {
-		if p := g.Process(); p != nil && p.Exited() {
-			return true, fmt.Errorf("%s exited: %v\n%s", g.ID, p.Wait(0), p.Tail())
-		}
-		return false, nil
-	})
+	if p := g.Process(); p != nil {
+		return p.WaitHTTP(ctx, g.s.http, g.URL+"/readyz")
+	}
+	return WaitOK(ctx, g.s.http, g.URL+"/readyz", nil, nil)
 }
 
 // Ready is the status of GET /readyz (0 with the error when unreachable).

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -304,62 +302,4 @@ func (s *Stack) lineSink(part string) func([]byte) {
 	return func(line []byte) { s.opts.OnLine(part, line) }
 }
 
-// resolveAddr turns a listen address with port 0 (or "") into a free
-// loopback port now: parts that restart must come back on the same
-// address, and process parts are told theirs in a config file.
-func resolveAddr(addr string) (string, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("stack: listen address %q: %w", addr, err)
-	}
-	if port != "0" {
-		return addr, nil
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("stack: free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func (s *Stack) get(ctx context.Context, url string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	return resp.StatusCode, nil
-}
-
-// waitOK polls url every 20ms until it answers 200, failing after 20s,
-// when ctx ends, or at once when stopped reports the part gone. The
-// timeout is generous: it is never an assertion about speed.
-func (s *Stack) waitOK(ctx context.Context, url string, stopped func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		status, err := s.get(ctx, url)
-		if err == nil && status == http.StatusOK {
-			return nil
-		}
-		if gone, why := stopped(); gone {
-			return fmt.Errorf("stack: waiting for %s: %w", url, why)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("stack: waiting for %s: %w (last: status %d, %v)", url, ctx.Err(), status, err)
-		case <-tick.C:
-		}
-	}
-}
+func (s *Stack) get(ctx context.Context, url string) (int, error) { return getStatus(ctx, s.http, url) }

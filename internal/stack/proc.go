@@ -28,24 +28,75 @@ type Binaries struct {
 // consumer) into dir with the go command, from the module containing the
 // working directory.
 func Build(dir string, consumer bool) (Binaries, error) {
-	root, err := ModuleRoot()
-	if err != nil {
+	b := Binaries{Capgate: filepath.Join(dir, "capgate")}
+	if err := compile("./cmd/capgate", b.Capgate); err != nil {
 		return Binaries{}, err
 	}
-	b := Binaries{Capgate: filepath.Join(dir, "capgate")}
-	pkgs := map[string]string{"./cmd/capgate": b.Capgate}
 	if consumer {
 		b.Consumer = filepath.Join(dir, "consumer")
-		pkgs["./e2e/harness/cmd/consumer"] = b.Consumer
-	}
-	for pkg, out := range pkgs {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = root
-		if output, err := cmd.CombinedOutput(); err != nil {
-			return Binaries{}, fmt.Errorf("stack: go build %s: %w\n%s", pkg, err, output)
+		if err := compile("./e2e/harness/cmd/consumer", b.Consumer); err != nil {
+			return Binaries{}, err
 		}
 	}
 	return b, nil
+}
+
+// compile runs go build -o out pkg in the module root.
+func compile(pkg, out string) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("stack: go build %s: %w\n%s", pkg, err, output)
+	}
+	return nil
+}
+
+// built is what BuildOnce compiled in this process: package → binary.
+var built struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]string
+	errs map[string]error
+}
+
+// BuildOnce compiles the main package pkg (relative to the module root,
+// "./cmd/capgate") the first time it is asked for in this process, into
+// a directory of its own, and returns the binary's path; later calls
+// return the same path (or the same error). A test binary's suites share
+// one build however many stacks they start; RemoveBuilt (TestMain, after
+// m.Run) deletes them.
+func BuildOnce(pkg string) (string, error) {
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if bin, ok := built.bins[pkg]; ok {
+		return bin, built.errs[pkg]
+	}
+	if built.dir == "" {
+		dir, err := os.MkdirTemp("", "capgate-bin-")
+		if err != nil {
+			return "", fmt.Errorf("stack: build %s: %w", pkg, err)
+		}
+		built.dir, built.bins, built.errs = dir, map[string]string{}, map[string]error{}
+	}
+	bin := filepath.Join(built.dir, filepath.Base(filepath.Clean(pkg)))
+	err := compile(pkg, bin)
+	built.bins[pkg], built.errs[pkg] = bin, err
+	return bin, err
+}
+
+// RemoveBuilt deletes every binary BuildOnce built (running processes
+// keep theirs: the file is only unlinked).
+func RemoveBuilt() {
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	built.dir, built.bins, built.errs = "", nil, nil
 }
 
 // ModuleRoot is the nearest directory at or above the working directory
@@ -140,6 +191,9 @@ func (p *Process) readLines(r io.Reader, fn func([]byte), keep bool) {
 	_, _ = io.Copy(io.Discard, r)
 }
 
+// Done is closed when the process has exited (and its output was read).
+func (p *Process) Done() <-chan struct{} { return p.exited }
+
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
@@ -150,6 +204,13 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// Pause stops the process (SIGSTOP): it keeps its sockets and its state
+// and runs on, from where it was, at Resume — a zombie in the making.
+func (p *Process) Pause() error { return p.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (p *Process) Resume() error { return p.Signal(syscall.SIGCONT) }
 
 // Kill sends SIGKILL (kill -9) and waits until the process is gone.
 func (p *Process) Kill() {
@@ -201,13 +262,14 @@ func (p *Process) Tail() string {
 	return strings.Join(p.tail, "\n")
 }
 
-// CleanEnv is this process's environment without CAPGATE_* and HARNESS_*
-// variables (the config loader refuses unknown CAPGATE_* ones, and a
-// test's own environment must not point a part elsewhere) plus extra.
+// CleanEnv is this process's environment without CAPGATE_*, HARNESS_*
+// and BENCH_* variables (the config loader refuses unknown CAPGATE_*
+// ones, and a test's own environment must not point a part elsewhere)
+// plus extra.
 func CleanEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CAPGATE_") && !strings.HasPrefix(kv, "HARNESS_") {
+		if !strings.HasPrefix(kv, "CAPGATE_") && !strings.HasPrefix(kv, "HARNESS_") && !strings.HasPrefix(kv, "BENCH_") {
 			env = append(env, kv)
 		}
 	}

@@ -1,4 +1,4 @@
-package harness_test
+package stack_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/e2e/harness"
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // echoServer echoes every connection on 127.0.0.1.
@@ -46,7 +46,7 @@ func roundTrip(t *testing.T, c net.Conn, msg string) error {
 }
 
 func TestProxyBlackholeAndHeal(t *testing.T) {
-	p, err := harness.StartProxy(echoServer(t))
+	p, err := stack.StartProxy(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,161 @@
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Launch describes one serving process of a capgate binary: `Bin
+// Section --config Dir/Name.yaml`, the file holding the log settings and
+// the Section ("coordinator" or "gateway") as Settings. It is how every
+// part process is started, whether a stack's (Coordinator, Gateway) or a
+// benchmark's deployment of an earlier binary (whose Settings are a map
+// of the keys every version knows, as an old binary refuses unknown
+// ones).
+type Launch struct {
+	Name     string // process name; the config file is Dir/Name.yaml
+	Bin      string
+	Dir      string
+	Section  string // "coordinator" or "gateway"
+	Settings any    // the section: a config struct or a map
+	// LogLevel of the process's JSON log (default info).
+	LogLevel string
+	// Env is added to CleanEnv (secrets a config file holds redacted).
+	Env []string
+	// OnLine receives every stdout and stderr line (nil: none).
+	OnLine func([]byte)
+}
+
+// Start writes the config file (0600) and starts the process. The caller
+// stops it (Terminate, Kill).
+func (l Launch) Start() (*Process, error) {
+	level := l.LogLevel
+	if level == "" {
+		level = "info"
+	}
+	b, err := yaml.Marshal(map[string]any{"log": map[string]string{"level": level, "format": "json"}, l.Section: l.Settings})
+	if err != nil {
+		return nil, fmt.Errorf("stack: config of %s: %w", l.Name, err)
+	}
+	path := filepath.Join(l.Dir, l.Name+".yaml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("stack: config of %s: %w", l.Name, err)
+	}
+	return StartProcess(l.Name, l.Bin, []string{l.Section, "--config", path}, CleanEnv(l.Env...), l.OnLine, l.OnLine)
+}
+
+// WaitHTTP waits until url answers 200 (a part's /healthz or /readyz),
+// failing as soon as the process exits, with its last lines.
+func (p *Process) WaitHTTP(ctx context.Context, hc *http.Client, url string) error {
+	return WaitOK(ctx, hc, url, p.Done(), func() error {
+		return fmt.Errorf("%s exited: %v\n%s", p.Name, p.Wait(0), p.Tail())
+	})
+}
+
+// WaitOK polls url (GET, every 20 ms) until it answers 200. It fails when
+// ctx ends, after 20 s (generous: never an assertion about speed), or as
+// soon as gone is closed (the part stopped; nil: never), with gone's
+// reason. Each GET is bounded by the wait's context, so a part that
+// hangs (SIGSTOP) cannot hold it past its end.
+func WaitOK(ctx context.Context, hc *http.Client, url string, gone <-chan struct{}, reason func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		status, err := getStatus(ctx, hc, url)
+		if err == nil && status == http.StatusOK {
+			return nil
+		}
+		select {
+		case <-gone:
+			return fmt.Errorf("stack: waiting for %s: %w", url, reason())
+		case <-ctx.Done():
+			return fmt.Errorf("stack: waiting for %s: %w (last: status %d, %v)", url, ctx.Err(), status, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// getStatus is the status of GET url, its body read and dropped.
+func getStatus(ctx context.Context, hc *http.Client, url string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, nil
+}
+
+// FreeAddr turns a listen address with port 0 (or "") into a free
+// loopback port now: parts that restart must come back on the same
+// address, and process parts are told theirs in a config file.
+func FreeAddr(addr string) (string, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("stack: listen address %q: %w", addr, err)
+	}
+	if port != "0" {
+		return addr, nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("stack: free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// StartKafkaProcess runs a Kafka program that prints one JSON line
+// {"addrs":["host:port",…]} on stdout once it listens (e2e/bench's
+// benchkafka: kfake with several brokers in a process of its own), and
+// returns it with the brokers' addresses. onLine receives its other
+// lines.
+func StartKafkaProcess(ctx context.Context, name, bin string, args []string, onLine func([]byte)) (*Process, []string, error) {
+	addrs := make(chan []string, 1)
+	p, err := StartProcess(name, bin, args, CleanEnv(), func(line []byte) {
+		var m struct{ Addrs []string }
+		if json.Unmarshal(line, &m) == nil && len(m.Addrs) > 0 {
+			select {
+			case addrs <- m.Addrs:
+			default:
+			}
+			return
+		}
+		if onLine != nil {
+			onLine(line)
+		}
+	}, onLine)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	select {
+	case a := <-addrs:
+		return p, a, nil
+	case <-p.Done():
+		return nil, nil, fmt.Errorf("stack: %s exited before listening: %v\n%s", name, p.Wait(0), p.Tail())
+	case <-ctx.Done():
+		p.Kill()
+		return nil, nil, errors.Join(fmt.Errorf("stack: %s not listening: %w", name, ctx.Err()), errors.New(p.Tail()))
+	}
+}
