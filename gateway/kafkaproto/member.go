@@ -87,10 +87,11 @@ type member struct {
 	deferred map[session.Partition]deferredRevoke
 	tickets  map[uint64]chan api.Code
 	ticket   uint64
-	sent     []session.Partition // the assignment last handed to the client
-	epoch    int32               // KIP-848 member epoch, or classic generation
-	prev     int32               // the epoch before the last bump (a lost answer)
-	syncing  bool                // classic: joined, SyncGroup not yet answered
+	meta     map[session.Partition]commitMeta // the client's last commit metadata per partition
+	sent     []session.Partition              // the assignment last handed to the client
+	epoch    int32                            // KIP-848 member epoch, or classic generation
+	prev     int32                            // the epoch before the last bump (a lost answer)
+	syncing  bool                             // classic: joined, SyncGroup not yet answered
 	lastSeen time.Time
 	joinedAt time.Time
 	timer    *time.Timer
@@ -126,6 +127,7 @@ func (m *member) start(ctx context.Context, join api.JoinRequest) error {
 	m.slots = map[session.Partition]uint64{}
 	m.deferred = map[session.Partition]deferredRevoke{}
 	m.tickets = map[uint64]chan api.Code{}
+	m.meta = map[session.Partition]commitMeta{}
 	m.lastSeen = time.Now()
 	m.joinedAt = m.lastSeen
 	m.timer = time.AfterFunc(time.Hour, m.tick)
@@ -200,6 +202,9 @@ func (m *member) send(s driver.Send) {
 	if s.Kind == driver.KindFetch {
 		m.slots[s.Fetch.Partition] = s.Call
 		return
+	}
+	if s.Kind == driver.KindCommit {
+		s.Commit = m.withMetadata(s.Commit)
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, s.Timeout)
 	m.calls[s.Call] = cancel
@@ -374,7 +379,40 @@ func (m *member) capability(p session.Partition) string {
 // commit records the client's committed offsets as the session's
 // progress and commits them through the coordinator; it returns a code
 // per partition ("" committed).
-func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64) map[session.Partition]api.Code {
+// commitMeta is the metadata a Kafka client committed with an offset.
+type commitMeta struct {
+	offset int64
+	text   string
+}
+
+// withMetadata is a copy of the driver's commit in which each offset the
+// client committed carries the client's metadata (the driver's requests
+// carry progress only). A commit of another offset (a release at a
+// later position) carries none.
+func (m *member) withMetadata(req *api.CommitRequest) *api.CommitRequest {
+	if req == nil || len(m.meta) == 0 {
+		return req
+	}
+	out := *req
+	out.Offsets = slices.Clone(req.Offsets)
+	for i, o := range out.Offsets {
+		if cm, ok := m.meta[session.Partition{Topic: o.Topic, Partition: o.Partition}]; ok && cm.offset == o.Offset {
+			out.Offsets[i].Metadata = cm.text
+		}
+	}
+	return &out
+}
+
+// metadata is what this member's client committed with offset on p
+// (false: it committed nothing at that offset).
+func (m *member) metadata(p session.Partition, offset int64) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cm, ok := m.meta[p]
+	return cm.text, ok && cm.offset == offset
+}
+
+func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64, meta map[session.Partition]string) map[session.Partition]api.Code {
 	codes := make(map[session.Partition]api.Code, len(offsets))
 	now := time.Now()
 	m.mu.Lock()
@@ -395,9 +433,11 @@ func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64
 		case offset < info.Processed:
 			codes[p] = api.CodeOffsetRegression
 		case offset == info.Processed:
+			m.meta[p] = commitMeta{offset: offset, text: meta[p]}
 		case slot == 0:
 			codes[p] = api.CodeTokenExpired // its capability is expiring, awaiting renewal
 		default:
+			m.meta[p] = commitMeta{offset: offset, text: meta[p]}
 			delete(m.slots, p)
 			m.carry(m.d.Answer(driver.Answered{Now: now, Call: slot, Fetched: driver.Fetched{Records: 1, Next: offset}}))
 		}

@@ -13,7 +13,12 @@ package kafkaproto
 //     moves a committed offset back), one beyond the log end
 //     OFFSET_OUT_OF_RANGE. A refusal the coordinator gives one partition of
 //     a commit is reported on every partition of that OffsetCommit (the
-//     session commits them together). Commit metadata is not kept.
+//     session commits them together).
+//   - Commit metadata is kept: it goes to the coordinator with the offset
+//     it came with, and OffsetFetch answers it (as Kafka does). Metadata
+//     longer than MaxCommitMetadataBytes answers OFFSET_METADATA_TOO_LARGE
+//     for that partition, which is not committed. A commit of the offset
+//     already committed does not replace its metadata.
 //   - The generation (classic) must be the member's current or previous
 //     one (a commit racing its own rejoin); a KIP-848 member epoch at most
 //     the current one: capgate's capabilities, not Kafka's epochs, fence
@@ -29,10 +34,17 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client"
 	"github.com/capgate/capgate/client/session"
 )
+
+// MaxCommitMetadataBytes bounds one partition's commit metadata: the
+// coordinator's default commit_metadata_bytes (Kafka's
+// offset.metadata.max.bytes is 4096 too).
+const MaxCommitMetadataBytes = 4096
 
 func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetCommitRequest)
@@ -49,17 +61,27 @@ func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, er
 		code = kerr.IllegalGeneration.Code
 	}
 	offsets := map[session.Partition]int64{}
+	meta := map[session.Partition]string{}
+	tooLarge := map[session.Partition]bool{}
 	if code == 0 {
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
-				offsets[session.Partition{Topic: t.Topic, Partition: p.Partition}] = p.Offset
+				sp := session.Partition{Topic: t.Topic, Partition: p.Partition}
+				if p.Metadata != nil && len(*p.Metadata) > MaxCommitMetadataBytes {
+					tooLarge[sp] = true
+					continue
+				}
+				offsets[sp] = p.Offset
+				if p.Metadata != nil {
+					meta[sp] = *p.Metadata
+				}
 			}
 		}
 	}
 	var codes map[session.Partition]api.Code
 	if len(offsets) > 0 {
 		ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
-		codes = m.commit(ctx, offsets)
+		codes = m.commit(ctx, offsets, meta)
 		cancel()
 	}
 	for _, t := range req.Topics {
@@ -68,8 +90,13 @@ func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, er
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
-			if code == 0 {
-				rp.ErrorCode = commitError(codes[session.Partition{Topic: t.Topic, Partition: p.Partition}], m.kip848)
+			sp := session.Partition{Topic: t.Topic, Partition: p.Partition}
+			switch {
+			case code != 0:
+			case tooLarge[sp]:
+				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			default:
+				rp.ErrorCode = commitError(codes[sp], m.kip848)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -139,21 +166,39 @@ func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[
 		out.ErrorCode = kerr.UnknownMemberID.Code
 		return out
 	}
-	var stored map[session.Partition]int64 // the coordinator's, read once if needed
-	committed := func(p session.Partition) int64 {
+	// The coordinator's committed offsets, read once if needed. When they
+	// cannot be read the group answers COORDINATOR_LOAD_IN_PROGRESS
+	// (retriable): never -1, which would make the client apply its reset
+	// policy to a partition that has a committed offset.
+	var stored map[session.Partition]api.CommittedOffset
+	var storedErr error
+	needed := false // an answer depends on the coordinator's offsets
+	load := func() {
+		if stored == nil && storedErr == nil {
+			stored, storedErr = c.storedOffsets(m)
+		}
+	}
+	committed := func(p session.Partition) (int64, string) {
 		if off, ok := m.committed(p); ok {
-			return off
+			if text, ok := m.metadata(p, off); ok {
+				return off, text
+			}
+			load() // granted at an offset another member committed: its metadata is the coordinator's
+			if o, ok := stored[p]; ok && o.Offset == off {
+				return off, o.Metadata
+			}
+			return off, ""
 		}
-		if stored == nil {
-			stored = c.storedOffsets(m)
+		load()
+		needed = true
+		if o, ok := stored[p]; ok {
+			return o.Offset, o.Metadata
 		}
-		if off, ok := stored[p]; ok {
-			return off
-		}
-		return -1
+		return -1, ""
 	}
 	if all {
-		stored = c.storedOffsets(m)
+		load()
+		needed = true
 		for p := range stored {
 			wanted[p.Topic] = append(wanted[p.Topic], p.Partition)
 		}
@@ -163,11 +208,18 @@ func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[
 		rt.Topic = topic
 		for _, p := range parts {
 			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-			rp.Partition, rp.LeaderEpoch, rp.Metadata = p, -1, kmsg.StringPtr("")
-			rp.Offset = committed(session.Partition{Topic: topic, Partition: p})
+			off, text := committed(session.Partition{Topic: topic, Partition: p})
+			rp.Partition, rp.LeaderEpoch, rp.Offset, rp.Metadata = p, -1, off, kmsg.StringPtr(text)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		out.Topics = append(out.Topics, rt)
+	}
+	if needed && storedErr != nil {
+		c.s.log.Info("kafka OffsetFetch: the coordinator's committed offsets are unavailable", zap.String("group", group), zap.Error(storedErr))
+		out.ErrorCode, out.Topics = kerr.CoordinatorLoadInProgress.Code, nil
+		if api.NeedsRejoin(client.CodeOf(storedErr)) {
+			out.ErrorCode = kerr.UnknownMemberID.Code // the member ended in capgate
+		}
 	}
 	return out
 }
@@ -185,18 +237,17 @@ func (c *conn) memberOf(group string, id *string) *member {
 	return nil
 }
 
-// storedOffsets reads the group's committed offsets from the coordinator
-// (empty when it cannot).
-func (c *conn) storedOffsets(m *member) map[session.Partition]int64 {
+// storedOffsets reads the group's committed offsets from the coordinator.
+func (c *conn) storedOffsets(m *member) (map[session.Partition]api.CommittedOffset, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
 	defer cancel()
-	out := map[session.Partition]int64{}
+	out := map[session.Partition]api.CommittedOffset{}
 	resp, err := c.s.groups.api.Offsets(ctx, m.group, m.token())
 	if err != nil {
-		return out
+		return nil, err
 	}
 	for _, o := range resp.Offsets {
-		out[session.Partition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+		out[session.Partition{Topic: o.Topic, Partition: o.Partition}] = o
 	}
-	return out
+	return out, nil
 }
