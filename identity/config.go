@@ -50,6 +50,17 @@ type IssuerConfig struct {
 	SubjectClaim string `yaml:"subject_claim"`
 	// Rules map claims to capgate groups and topics.
 	Rules []Rule `yaml:"rules"`
+	// ConsoleAdmins: a token whose claims match one of these may log in
+	// to the operator's console as an admin (coordinator only; none: the
+	// issuer's tokens never log in).
+	ConsoleAdmins []Match `yaml:"console_admins"`
+}
+
+// Match names a claim (dotted path) and a value (exact, or a prefix
+// ending in "*") a token's claim must hold.
+type Match struct {
+	Claim string `yaml:"claim"`
+	Value string `yaml:"value"`
 }
 
 // Rule grants Groups and Topics to a token whose Claim holds Value.
@@ -107,19 +118,32 @@ func (is IssuerConfig) validate(p string) error {
 			return fmt.Errorf("%s.algorithms: want a subset of %v, got %q", p, supportedAlgorithms, a)
 		}
 	}
-	if len(is.Rules) == 0 {
-		return fmt.Errorf("%s.rules: without a rule no token of this issuer may join anything", p)
+	if len(is.Rules) == 0 && len(is.ConsoleAdmins) == 0 {
+		return fmt.Errorf("%s.rules: without a rule (or console_admins) no token of this issuer may do anything", p)
 	}
 	for j, r := range is.Rules {
 		rp := fmt.Sprintf("%s.rules[%d]", p, j)
-		switch {
-		case r.Claim == "" || strings.HasPrefix(r.Claim, ".") || strings.HasSuffix(r.Claim, ".") || strings.Contains(r.Claim, ".."):
-			return fmt.Errorf("%s.claim: want a claim name or dotted path, got %q", rp, r.Claim)
-		case r.Value == "":
-			return fmt.Errorf("%s.value: must not be empty (\"*\" matches any value)", rp)
-		case len(r.Groups) == 0:
+		if err := (Match{Claim: r.Claim, Value: r.Value}).validate(rp); err != nil {
+			return err
+		}
+		if len(r.Groups) == 0 {
 			return fmt.Errorf("%s.groups: name the groups it grants (exact, * or prefix*)", rp)
 		}
+	}
+	for j, m := range is.ConsoleAdmins {
+		if err := m.validate(fmt.Sprintf("%s.console_admins[%d]", p, j)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m Match) validate(p string) error {
+	switch {
+	case m.Claim == "" || strings.HasPrefix(m.Claim, ".") || strings.HasSuffix(m.Claim, ".") || strings.Contains(m.Claim, ".."):
+		return fmt.Errorf("%s.claim: want a claim name or dotted path, got %q", p, m.Claim)
+	case m.Value == "":
+		return fmt.Errorf("%s.value: must not be empty (\"*\" matches any value)", p)
 	}
 	return nil
 }
@@ -136,7 +160,8 @@ func httpsURL(raw string) error {
 var (
 	// ErrExpired: the token verified but exp (plus leeway) passed.
 	ErrExpired = errors.New("identity: token expired")
-	// ErrUnmapped: the token verified but no rule grants it anything.
+	// ErrUnmapped: the token verified but no rule grants it anything (for
+	// ConsoleAdmin: no console_admins entry matches).
 	ErrUnmapped = errors.New("identity: no mapping rule matches the token's claims")
 	// ErrInvalid: anything else (signature, issuer, audience, algorithm,
 	// kid, size, syntax); wrapped with the reason.

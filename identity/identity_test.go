@@ -307,3 +307,43 @@ func TestConcurrentVerify(t *testing.T) {
 		t.Fatalf("%d JWKS fetches for 5 rotations", fetches)
 	}
 }
+
+// TestConsoleAdmin: a token matching the issuer's console_admins is an
+// operator; one that verifies but matches none is ErrUnmapped (even when
+// its rules let it join groups), and every verification failure is
+// refused as in Verify. A console-only issuer's tokens join nothing.
+func TestConsoleAdmin(t *testing.T) {
+	now := time.Now()
+	is := idptest.New(t, "ES256")
+	cfg := config(is)
+	cfg.Issuers[0].ConsoleAdmins = []identity.Match{{Claim: "realm_access.roles", Value: "capgate-admin"}}
+	v := newVerifier(t, cfg)
+	admin := claims(now, idptest.Claims{"realm_access": map[string]any{"roles": []string{"capgate-admin"}}})
+	id, err := v.ConsoleAdmin(context.Background(), is.Token(admin), now)
+	if err != nil || id.ID != identity.IdentityID(is.URL, "svc-billing") || id.ExpiresAt.Unix() != now.Add(time.Hour).Unix() {
+		t.Fatalf("console admin: %+v, %v", id, err)
+	}
+	member := claims(now, idptest.Claims{"groups": []string{"kafka-billing"}})
+	if _, err := v.ConsoleAdmin(context.Background(), is.Token(member), now); !errors.Is(err, identity.ErrUnmapped) {
+		t.Fatalf("a member's token at the console: %v, want ErrUnmapped", err)
+	}
+	if _, err := v.ConsoleAdmin(context.Background(), is.Token(func() idptest.Claims { admin["aud"] = "other"; return admin }()), now); !errors.Is(err, identity.ErrInvalid) {
+		t.Fatalf("an admin token for another audience: %v, want ErrInvalid", err)
+	}
+	only := identity.DefaultConfig()
+	only.Issuers = []identity.IssuerConfig{{Issuer: is.URL, CAFile: is.CAFile, Audiences: []string{"capgate"},
+		ConsoleAdmins: []identity.Match{{Claim: "groups", Value: "ops"}}}}
+	v2 := newVerifier(t, only)
+	ops := is.Token(claims(now, idptest.Claims{"groups": []string{"ops"}}))
+	if _, err := v2.ConsoleAdmin(context.Background(), ops, now); err != nil {
+		t.Fatalf("console-only issuer, admin: %v", err)
+	}
+	if _, err := v2.Verify(context.Background(), ops, now); !errors.Is(err, identity.ErrUnmapped) {
+		t.Fatalf("console-only issuer, join: %v, want ErrUnmapped", err)
+	}
+	bad := only
+	bad.Issuers = []identity.IssuerConfig{{Issuer: is.URL, Audiences: []string{"capgate"}, ConsoleAdmins: []identity.Match{{Claim: "groups"}}}}
+	if err := bad.Validate("oidc"); err == nil || !strings.Contains(err.Error(), "console_admins[0].value") {
+		t.Fatalf("empty console_admins value: %v", err)
+	}
+}

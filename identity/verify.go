@@ -95,17 +95,49 @@ func (v *Verifier) Handles(token []byte) bool {
 // and maps its claims. Errors: ErrExpired, ErrUnmapped, or ErrInvalid
 // wrapped with the reason.
 func (v *Verifier) Verify(ctx context.Context, token string, now time.Time) (Identity, error) {
+	is, claims, err := v.verify(ctx, token, now)
+	if err != nil {
+		return Identity{}, err
+	}
+	return is.identity(claims)
+}
+
+// ConsoleAdmin checks token strictly, as Verify does, and reports the
+// identity when its claims match one of its issuer's console_admins
+// (Groups and Topics are left empty: it is an operator, not a member).
+// Errors: ErrExpired, ErrUnmapped (no console_admins entry matches), or
+// ErrInvalid wrapped with the reason.
+func (v *Verifier) ConsoleAdmin(ctx context.Context, token string, now time.Time) (Identity, error) {
+	is, claims, err := v.verify(ctx, token, now)
+	if err != nil {
+		return Identity{}, err
+	}
+	id, err := is.subject(claims)
+	if err != nil {
+		return Identity{}, err
+	}
+	for _, m := range is.cfg.ConsoleAdmins {
+		if matches(lookup(claims, m.Claim), m.Value) {
+			return id, nil
+		}
+	}
+	return Identity{}, ErrUnmapped
+}
+
+// verify checks the token's signature and claims.
+func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (*issuer, jwt.MapClaims, error) {
+	fail := func(err error) (*issuer, jwt.MapClaims, error) { return nil, nil, err }
 	if len(token) > v.cfg.MaxTokenBytes {
-		return Identity{}, fmt.Errorf("%w: larger than %d bytes", ErrInvalid, v.cfg.MaxTokenBytes)
+		return fail(fmt.Errorf("%w: larger than %d bytes", ErrInvalid, v.cfg.MaxTokenBytes))
 	}
 	var unverified jwt.MapClaims
 	if _, _, err := jwt.NewParser().ParseUnverified(token, &unverified); err != nil {
-		return Identity{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fail(fmt.Errorf("%w: %v", ErrInvalid, err))
 	}
 	iss, _ := unverified["iss"].(string)
 	is, ok := v.issuers[iss]
 	if !ok {
-		return Identity{}, fmt.Errorf("%w: issuer %q is not configured", ErrInvalid, iss)
+		return fail(fmt.Errorf("%w: issuer %q is not configured", ErrInvalid, iss))
 	}
 	claims := jwt.MapClaims{}
 	parser := jwt.NewParser(jwt.WithValidMethods(is.algs), jwt.WithIssuer(is.cfg.Issuer), jwt.WithAudience(is.cfg.Audiences...),
@@ -127,15 +159,15 @@ func (v *Verifier) Verify(ctx context.Context, token string, now time.Time) (Ide
 	})
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return Identity{}, ErrExpired
+		return fail(ErrExpired)
 	case err != nil:
-		return Identity{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fail(fmt.Errorf("%w: %v", ErrInvalid, err))
 	}
-	return is.identity(claims)
+	return is, claims, nil
 }
 
-// identity maps verified claims.
-func (is *issuer) identity(claims jwt.MapClaims) (Identity, error) {
+// subject is the identity of verified claims, without groups or topics.
+func (is *issuer) subject(claims jwt.MapClaims) (Identity, error) {
 	subClaim := is.cfg.SubjectClaim
 	if subClaim == "" {
 		subClaim = "sub"
@@ -145,7 +177,15 @@ func (is *issuer) identity(claims jwt.MapClaims) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: no %s claim", ErrInvalid, subClaim)
 	}
 	exp, _ := claims.GetExpirationTime()
-	id := Identity{ID: IdentityID(is.cfg.Issuer, sub), Issuer: is.cfg.Issuer, Subject: sub, ExpiresAt: exp.Time}
+	return Identity{ID: IdentityID(is.cfg.Issuer, sub), Issuer: is.cfg.Issuer, Subject: sub, ExpiresAt: exp.Time}, nil
+}
+
+// identity maps verified claims.
+func (is *issuer) identity(claims jwt.MapClaims) (Identity, error) {
+	id, err := is.subject(claims)
+	if err != nil {
+		return Identity{}, err
+	}
 	for _, r := range is.cfg.Rules {
 		if !matches(lookup(claims, r.Claim), r.Value) {
 			continue
