@@ -45,8 +45,17 @@ const (
 	CodeNotReady             Code = "not_ready"   // gateway before first sync, coordinator starting
 	CodeOutOfSync            Code = "out_of_sync" // gateway self-fenced: no sync for sync_timeout
 	CodeUnavailable          Code = "unavailable"
-	CodeInternal             Code = "internal"
+	// CodeNotLeader: this coordinator replica does not lead the shard
+	// the call belongs to (421 Misdirected Request); the body's "leader"
+	// detail and the Capgate-Leader header (HeaderLeader) name the leader's
+	// base URL ("" while unknown). Clients call it instead, at once.
+	CodeNotLeader Code = "not_leader"
+	CodeInternal  Code = "internal"
 )
+
+// HeaderLeader carries the leading replica's base URL on a not_leader
+// answer.
+const HeaderLeader = "Capgate-Leader"
 
 // Reject is one row of the table.
 type Reject struct {
@@ -80,6 +89,7 @@ var table = map[Code]Reject{
 	CodeNotReady:                  {http.StatusServiceUnavailable, true},
 	CodeOutOfSync:                 {http.StatusServiceUnavailable, true},
 	CodeUnavailable:               {http.StatusServiceUnavailable, true},
+	CodeNotLeader:                 {http.StatusMisdirectedRequest, true},
 	CodeInternal:                  {http.StatusInternalServerError, true},
 }
 
@@ -171,4 +181,14 @@ func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 func EncodeError(code Code, message string, details map[string]any) []byte {
 	b, _ := json.Marshal(ErrorBody{Error: Error{Code: code, Message: message, Details: details}})
 	return b
+}
+
+// LeaderOf is the leader a not_leader answer names: its Capgate-Leader
+// header when set, else the body's "leader" detail ("" when neither).
+func LeaderOf(header string, e Error) string {
+	if header != "" {
+		return header
+	}
+	leader, _ := e.Details["leader"].(string)
+	return leader
 }

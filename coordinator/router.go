@@ -91,6 +91,7 @@ func (c *Coordinator) newRouter() *router {
 	r.add("jwks", get, "/.well-known/jwks.json", c.handleJWKS)
 	r.add("openapi", get, "/openapi.json", c.handleOpenAPI)
 	r.add("sync", get, "/v1/sync", c.handleSync)
+	r.add("sync_leave", post, "/v1/sync/leave", c.handleSyncLeave)
 	r.add("join", post, "/v1/groups/{}/join", c.consumer(c.handleJoin))
 	r.add("heartbeat", post, "/v1/groups/{}/heartbeat", c.consumer(c.handleHeartbeat))
 	r.add("commit", post, "/v1/groups/{}/commit", c.consumer(c.handleCommit))

@@ -24,13 +24,8 @@ import (
 )
 
 func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
-	if !channelAuth(ctx, c.cfg.TLS.Sync, c.syncTokens, "sync") {
-		return
-	}
-	args := ctx.QueryArgs()
-	gateway := string(args.Peek("gateway"))
-	if !ocap.ValidName(gateway) {
-		writeError(ctx, api.CodeBadRequest, "gateway: 1-255 printable characters without '/' required")
+	gateway, ok := c.syncCaller(ctx)
+	if !ok {
 		return
 	}
 	after, ok := uintArg(ctx, "after")
@@ -50,6 +45,20 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, c.syncResponse(reply))
+}
+
+// syncCaller authenticates a sync-channel request and returns its
+// gateway id; false when it answered the refusal.
+func (c *Coordinator) syncCaller(ctx *fasthttp.RequestCtx) (string, bool) {
+	if !channelAuth(ctx, c.cfg.TLS.Sync, c.syncTokens, "sync") {
+		return "", false
+	}
+	gateway := string(ctx.QueryArgs().Peek("gateway"))
+	if !ocap.ValidName(gateway) {
+		writeError(ctx, api.CodeBadRequest, "gateway: 1-255 printable characters without '/' required")
+		return "", false
+	}
+	return gateway, true
 }
 
 func (c *Coordinator) syncResponse(r group.SyncReply) api.SyncResponse {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -22,7 +23,11 @@ type Config struct {
 	// Listen is the HTTP listen address; port 0 picks a free port (see Addr).
 	Listen string `yaml:"listen"`
 
-	// CoordinatorURL is the coordinator's base URL for the sync channel.
+	// CoordinatorURL is the coordinator's base URL for the sync channel,
+	// or the base URLs of its replicas, comma-separated: the gateway polls
+	// the first, follows a replica's not_leader answer to the leader it
+	// names (when listed here) at once, and moves to the next URL when
+	// the one in use is unreachable (internal/coordinators).
 	CoordinatorURL string `yaml:"coordinator_url"`
 	// SyncToken is the bearer credential of the sync channel. Never logged.
 	SyncToken Secret `yaml:"sync_token"`
@@ -205,9 +210,8 @@ func (c Config) validateIdentity() error {
 	if _, _, err := net.SplitHostPort(c.PprofListen); c.PprofListen != "" && err != nil {
 		return fmt.Errorf("gateway.pprof_listen: must be host:port or empty, got %q", c.PprofListen)
 	}
-	u, err := url.Parse(c.CoordinatorURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("gateway.coordinator_url: must be an http(s) URL, got %q", c.CoordinatorURL)
+	if _, err := coordinators.New(coordinators.Split(c.CoordinatorURL)); err != nil {
+		return fmt.Errorf("gateway.coordinator_url: %w", err)
 	}
 	return nil
 }
@@ -238,8 +242,10 @@ func (c Config) validateTLS() error {
 	if err := c.CoordinatorTLS.Validate("gateway.coordinator_tls"); err != nil {
 		return err
 	}
-	if u, _ := url.Parse(c.CoordinatorURL); !c.CoordinatorTLS.IsZero() && u.Scheme != "https" {
-		return fmt.Errorf("gateway.coordinator_tls: needs an https coordinator_url, got %q", c.CoordinatorURL)
+	for _, raw := range coordinators.Split(c.CoordinatorURL) {
+		if u, _ := url.Parse(raw); !c.CoordinatorTLS.IsZero() && u.Scheme != "https" {
+			return fmt.Errorf("gateway.coordinator_tls: needs https coordinator URLs, got %q", raw)
+		}
 	}
 	return nil
 }

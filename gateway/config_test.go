@@ -33,7 +33,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	}{
 		{func(c *Config) { c.ID = "a/b" }, `gateway.id: must be 1-255 printable characters without '/', got "a/b"`},
 		{func(c *Config) { c.Listen = "8080" }, `gateway.listen: must be host:port, got "8080"`},
-		{func(c *Config) { c.CoordinatorURL = "ftp://x" }, `gateway.coordinator_url: must be an http(s) URL, got "ftp://x"`},
+		{func(c *Config) { c.CoordinatorURL = "ftp://x" }, `gateway.coordinator_url: coordinator URL must be an http(s) URL with a host, got "ftp://x"`},
+		{func(c *Config) { c.CoordinatorURL = "http://a:7070, ftp://x" }, `gateway.coordinator_url: coordinator URL must be an http(s) URL with a host, got "ftp://x"`},
+		{func(c *Config) { c.CoordinatorURL = "http://a:7070,http://a:7070/" }, `gateway.coordinator_url: coordinator URL "http://a:7070/" listed twice`},
 		{func(c *Config) { c.SyncTimeout = 0 }, "gateway.sync_timeout: must be > 0, got 0s"},
 		{func(c *Config) { c.SyncWait = 10 * time.Second }, "gateway.sync_wait: 2 × sync_wait + 500ms must be <= sync_timeout (10s), got sync_wait 10s"},
 		{func(c *Config) { c.SyncWait = 5 * time.Second }, "gateway.sync_wait: 2 × sync_wait + 500ms must be <= sync_timeout (10s), got sync_wait 5s"},

@@ -16,6 +16,7 @@ import (
 	"github.com/capgate/capgate/gateway/authz"
 	"github.com/capgate/capgate/gateway/guard"
 	"github.com/capgate/capgate/gateway/kafkaproto"
+	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -39,7 +40,10 @@ type Gateway struct {
 	tls      *tlsconf.Server // nil: plaintext
 	pprof    *http.Server    // nil unless pprof_listen is set
 	syncHTTP *http.Client
-	kafka    *kafkaproto.Server // nil unless kafka_listen is set
+	// coordinators is the sync channel's coordinator URLs and the one in
+	// use: owned by the sync loop, then by Close.
+	coordinators *coordinators.List
+	kafka        *kafkaproto.Server // nil unless kafka_listen is set
 
 	// follower is the sync client's state (guard.Follower): owned by the
 	// sync loop, its Refusal read by every request.
@@ -103,6 +107,10 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		syncHTTP:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
 		syncDone:  make(chan struct{}),
 		serveDone: make(chan error, 1),
+	}
+	if g.coordinators, err = coordinators.New(coordinators.Split(cfg.CoordinatorURL)); err != nil {
+		bc.Close()
+		return nil, fmt.Errorf("gateway: coordinator_url: %w", err)
 	}
 	g.follower = guard.NewFollower(guard.SyncConfig{Timeout: cfg.SyncTimeout, BackoffMin: syncBackoffMin, BackoffMax: syncBackoffMax}, g.view)
 	g.metrics = newMetrics(g)
@@ -214,7 +222,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // Close shuts the gateway down gracefully: it stops accepting, ends the
 // long polls in flight (they answer 503, retriable), lets every handler
-// finish its response within shutdown_timeout, then stops syncing and
+// finish its response within shutdown_timeout, then stops syncing, tells
+// the coordinator it left (only once nothing is served any more), and
 // closes the broker client.
 func (g *Gateway) Close() error {
 	var err error
@@ -229,6 +238,7 @@ func (g *Gateway) Close() error {
 			cancel()
 			g.stopSync()
 			<-g.syncDone
+			g.leaveCoordinator(err)
 		}
 		g.stopPprof()
 		g.broker.Close()
@@ -239,6 +249,21 @@ func (g *Gateway) Close() error {
 		return fmt.Errorf("gateway: shutdown: %w", err)
 	}
 	return nil
+}
+
+// leaveCoordinator tells the coordinator the gateway is gone, unless the
+// server did not stop cleanly (shutdownErr: a handler may still be
+// serving, so the coordinator must keep waiting for the gateway's silence).
+func (g *Gateway) leaveCoordinator(shutdownErr error) {
+	if shutdownErr != nil {
+		g.log.Warn("not leaving the coordinator: the server did not stop cleanly; it counts this gateway safe after gateway_timeout", zap.Error(shutdownErr))
+		return
+	}
+	if err := g.leave(g.cfg.ShutdownTimeout); err != nil {
+		g.log.Warn("leaving the coordinator failed; it counts this gateway safe after gateway_timeout", zap.Error(err))
+		return
+	}
+	g.log.Info("left the coordinator", zap.String("coordinator", g.coordinators.Current()))
 }
 
 // fasthttpLogger sends fasthttp's own messages to zap at debug: they are

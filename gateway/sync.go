@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -42,7 +43,8 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 	lastSweep := time.Now()
 	for ctx.Err() == nil {
 		sent := time.Now()
-		update, err := g.poll(ctx, g.follower.After())
+		base := g.coordinators.Current()
+		update, err := g.poll(ctx, base, g.follower.After())
 		if err == nil {
 			err = g.applySync(ctx, update, sent)
 		}
@@ -51,11 +53,18 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 				return
 			}
 			g.metrics.syncPolls.WithLabelValues("error").Inc()
-			wait := g.follower.Failed(rand.Int64N)
-			g.log.Warn("sync failed", zap.Uint64("after", g.follower.After()), zap.Duration("retry_in", wait), zap.Error(err))
+			var nl *notLeaderError
+			var leader *string
+			if errors.As(err, &nl) {
+				leader = &nl.leader
+			}
+			next, wait := g.follower.Missed(g.coordinators, base, leader, rand.Int64N)
+			g.log.Warn("sync failed", zap.Uint64("after", g.follower.After()), zap.String("coordinator", base),
+				zap.String("next", next), zap.Duration("retry_in", wait), zap.Error(err))
 			sleep(ctx, wait)
 			continue
 		}
+		g.coordinators.Succeeded(base)
 		g.metrics.syncPolls.WithLabelValues("ok").Inc()
 		if now := time.Now(); now.Sub(lastSweep) > cacheSweepEach {
 			g.cache.Sweep(now)
@@ -126,29 +135,31 @@ func (g *Gateway) audience() string {
 	return ""
 }
 
-// poll sends one GET /v1/sync and decodes the answer; the request itself
-// acknowledges after.
-func (g *Gateway) poll(ctx context.Context, after uint64) (api.SyncResponse, error) {
+// notLeaderError is a 421 not_leader answer: the replica polled does not
+// lead; leader names the one that does ("" when it does not know).
+type notLeaderError struct {
+	base, leader string
+}
+
+func (e *notLeaderError) Error() string {
+	return fmt.Sprintf("sync: %s does not lead (leader %q)", e.base, e.leader)
+}
+
+// poll sends one GET /v1/sync to the coordinator at base and decodes the
+// answer; the request itself acknowledges after.
+func (g *Gateway) poll(ctx context.Context, base string, after uint64) (api.SyncResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.SyncTimeout)
 	defer cancel()
 	q := url.Values{"gateway": {g.cfg.ID}, "after": {strconv.FormatUint(after, 10)}, "wait_ms": {strconv.FormatInt(g.cfg.SyncWait.Milliseconds(), 10)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.cfg.CoordinatorURL+"/v1/sync?"+q.Encode(), nil)
+	resp, err := g.syncCall(ctx, http.MethodGet, base+"/v1/sync?"+q.Encode())
 	if err != nil {
-		return api.SyncResponse{}, fmt.Errorf("sync: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+string(g.cfg.SyncToken))
-	req.Header.Set("Accept", api.MediaJSON)
-	resp, err := g.syncHTTP.Do(req)
-	if err != nil {
-		return api.SyncResponse{}, fmt.Errorf("sync: %w", err)
+		return api.SyncResponse{}, err
 	}
 	defer resp.Body.Close()
 	g.ackedSeq.Store(after)
 	body := io.LimitReader(resp.Body, syncBodyMax)
 	if resp.StatusCode != http.StatusOK {
-		var e api.ErrorBody
-		_ = json.NewDecoder(body).Decode(&e)
-		return api.SyncResponse{}, fmt.Errorf("sync: coordinator answered %d %s: %.200s", resp.StatusCode, e.Error.Code, e.Error.Message)
+		return api.SyncResponse{}, refusal(base, resp, body)
 	}
 	var u api.SyncResponse
 	dec := json.NewDecoder(body)
@@ -157,6 +168,67 @@ func (g *Gateway) poll(ctx context.Context, after uint64) (api.SyncResponse, err
 		return api.SyncResponse{}, fmt.Errorf("sync: decode: %w", err)
 	}
 	return u, nil
+}
+
+// syncCall sends one sync-channel request with the sync credential.
+func (g *Gateway) syncCall(ctx context.Context, method, rawURL string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+string(g.cfg.SyncToken))
+	req.Header.Set("Accept", api.MediaJSON)
+	resp, err := g.syncHTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	return resp, nil
+}
+
+// refusal is the error of a non-200 sync answer: *notLeaderError for a
+// 421 not_leader.
+func refusal(base string, resp *http.Response, body io.Reader) error {
+	var e api.ErrorBody
+	_ = json.NewDecoder(io.LimitReader(body, 64<<10)).Decode(&e)
+	if resp.StatusCode == http.StatusMisdirectedRequest && e.Error.Code == api.CodeNotLeader {
+		return &notLeaderError{base: base, leader: api.LeaderOf(resp.Header.Get(api.HeaderLeader), e.Error)}
+	}
+	return fmt.Errorf("sync: %s answered %d %s: %.200s", base, resp.StatusCode, e.Error.Code, e.Error.Message)
+}
+
+// leave tells the coordinator this gateway is gone (POST /v1/sync/leave),
+// once it stopped serving and syncing: handoffs stop waiting for it at
+// once instead of gateway_timeout. It follows not_leader like a poll and
+// tries each coordinator URL at most twice within timeout; failing that
+// the coordinator counts the gateway safe after gateway_timeout, as for
+// a crash.
+func (g *Gateway) leave(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	q := url.Values{"gateway": {g.cfg.ID}}
+	var err error
+	for range 2 * len(g.coordinators.URLs()) {
+		base := g.coordinators.Current()
+		var resp *http.Response
+		if resp, err = g.syncCall(ctx, http.MethodPost, base+"/v1/sync/leave?"+q.Encode()); err == nil {
+			if resp.StatusCode == http.StatusOK {
+				resp.Body.Close()
+				return nil
+			}
+			err = refusal(base, resp, resp.Body)
+			resp.Body.Close()
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		var nl *notLeaderError
+		if errors.As(err, &nl) {
+			g.coordinators.NotLeader(base, nl.leader)
+		} else {
+			g.coordinators.Failed(base)
+		}
+	}
+	return err
 }
 
 func sleep(ctx context.Context, d time.Duration) {

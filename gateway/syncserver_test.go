@@ -30,6 +30,8 @@ type syncServer struct {
 	polled   chan struct{}            // closed when a poll arrives
 	failing  bool                     // answer 500 to every poll
 	onPoll   func(after uint64)
+	leaves   []string             // gateway of every POST /v1/sync/leave
+	onLeave  func(gateway string) // runs before a leave is answered
 }
 
 func newSyncServer(t testing.TB, keys []api.JWK) *syncServer {
@@ -43,6 +45,20 @@ func newSyncServer(t testing.TB, keys []api.JWK) *syncServer {
 }
 
 func (s *syncServer) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/sync/leave" && r.Method == http.MethodPost && r.Header.Get("Authorization") == "Bearer "+s.token {
+		s.mu.Lock()
+		hook := s.onLeave
+		s.mu.Unlock()
+		if hook != nil {
+			hook(r.URL.Query().Get("gateway"))
+		}
+		s.mu.Lock()
+		s.leaves = append(s.leaves, r.URL.Query().Get("gateway"))
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{}"))
+		return
+	}
 	if r.URL.Path != "/v1/sync" || r.Header.Get("Authorization") != "Bearer "+s.token {
 		http.Error(w, `{"error":{"code":"unauthorized","message":"sync token"}}`, http.StatusUnauthorized)
 		return
@@ -201,6 +217,12 @@ func (s *syncServer) waitPolls(t testing.TB, n int) {
 			t.Fatalf("%d polls, want %d", got, n)
 		}
 	}
+}
+
+func (s *syncServer) leaveLog() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.leaves...)
 }
 
 func (s *syncServer) pollLog() []uint64 {

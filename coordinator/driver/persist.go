@@ -136,6 +136,9 @@ func writeGlobal(w *store.Writer, r group.Record, nowMs int64) error {
 		}
 		return w.PutQoS(r.Override.ID, config, r.Override.Until)
 	case group.GatewayRecord:
+		if r.Deleted {
+			return w.DeleteGateway(r.ID)
+		}
 		return w.PutGateway(r.ID, nowMs)
 	case group.SyncSeqRecord:
 		return w.SaveSeq(r.Seq)

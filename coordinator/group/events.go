@@ -123,6 +123,18 @@ type SyncPoll struct {
 	Wait    time.Duration
 }
 
+// GatewayLeave is a gateway's POST /v1/sync/leave: it stopped serving
+// (every fetch it admitted has finished) and polls no more, so no
+// revocation waits for it: it is forgotten at once, its record deleted,
+// and the handoffs only it held back complete. A poll it still had held
+// is answered. Unknown gateways are fine (a repeated leave). A later poll
+// with the same id registers it again as a new gateway. Reply: Done, or
+// Rejected without a gateway id.
+type GatewayLeave struct {
+	Ref     Ref
+	Gateway string
+}
+
 // KeysChanged tells the machine the signing key set changed; it appends a
 // sync entry so every gateway's next reply has KeysChanged set and the
 // shell attaches the keys. No reply.
@@ -211,6 +223,7 @@ func (Commit) isEvent()          {}
 func (Leave) isEvent()           {}
 func (Topics) isEvent()          {}
 func (SyncPoll) isEvent()        {}
+func (GatewayLeave) isEvent()    {}
 func (KeysChanged) isEvent()     {}
 func (RevokePartition) isEvent() {}
 func (Lease) isEvent()           {}

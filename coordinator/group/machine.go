@@ -159,6 +159,8 @@ func (m *Machine) apply(ev Event) {
 		m.updateTopics(e)
 	case SyncPoll:
 		m.syncPoll(e)
+	case GatewayLeave:
+		m.gatewayLeave(e)
 	case KeysChanged:
 		m.appendEntry(syncEntry{kind: entryKeys})
 	case RevokePartition:

@@ -108,9 +108,11 @@ type QoSRecord struct {
 	Deleted  bool
 }
 
-// GatewayRecord is a gateway seen at least once. Key: ID.
+// GatewayRecord is a gateway seen at least once; Deleted when it left.
+// Key: ID.
 type GatewayRecord struct {
-	ID string
+	ID      string
+	Deleted bool
 }
 
 // SyncSeqRecord is the highest sync sequence number handed out. Key: one.

@@ -303,6 +303,7 @@ type gateway struct {
 	silenceArmed bool
 	wait         hold   // a held poll
 	parkedAfter  uint64 // the held poll's after
+	left         bool   // it left: its timers are ignored
 }
 
 // hold is a held long poll (heartbeat or sync poll) and its wait timer.

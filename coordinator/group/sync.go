@@ -190,6 +190,24 @@ func (m *Machine) syncPoll(e SyncPoll) {
 	}
 }
 
+// gatewayLeave forgets a gateway that stopped serving (GatewayLeave).
+func (m *Machine) gatewayLeave(e GatewayLeave) {
+	if e.Gateway == "" {
+		m.reject(e.Ref, api.CodeBadRequest, "sync: gateway id required")
+		return
+	}
+	if gw := m.gateways[e.Gateway]; gw != nil {
+		if gw.wait.held {
+			m.answerPoll(gw)
+		}
+		gw.left = true
+		delete(m.gateways, e.Gateway)
+		m.putRecord(recordKey{kind: keyGateway, first: e.Gateway}, GatewayRecord{ID: e.Gateway, Deleted: true})
+		m.releaseHandoffs()
+	}
+	m.send(Done{Ref: e.Ref})
+}
+
 func (m *Machine) armSilence(gw *gateway) {
 	if !gw.silenceArmed {
 		gw.silenceArmed = true
@@ -200,6 +218,9 @@ func (m *Machine) armSilence(gw *gateway) {
 
 func (m *Machine) onSilenceTimer(gw *gateway) {
 	gw.silenceArmed = false
+	if gw.left {
+		return
+	}
 	if m.silent(gw) {
 		m.releaseHandoffs()
 		return
@@ -208,6 +229,9 @@ func (m *Machine) onSilenceTimer(gw *gateway) {
 }
 
 func (m *Machine) onSyncWaitTimer(gw *gateway) {
+	if gw.left {
+		return
+	}
 	switch due, rearm := gw.wait.fire(m.now); {
 	case rearm:
 		m.push(timer{at: gw.wait.until, kind: timerSyncWait, gateway: gw})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/internal/coordinators"
 )
 
 // SyncConfig are the sync client's settings.
@@ -122,6 +123,25 @@ func (f *Follower) Failed(rnd func(n int64) int64) time.Duration {
 	d := f.backoff
 	f.backoff = min(2*f.backoff, f.cfg.BackoffMax)
 	return d/2 + time.Duration(rnd(int64(d/2)+1))
+}
+
+// Missed records a failed poll to base, one of the coordinator URLs in
+// list, and returns where the next poll goes and how long to wait first.
+// leader is nil unless base answered not_leader, naming *leader (may be
+// ""). A listed leader, or another URL of the list not yet tried in this
+// round, is polled at once; once a whole round missed, the wait is
+// Failed's backoff.
+func (f *Follower) Missed(list *coordinators.List, base string, leader *string, rnd func(n int64) int64) (next string, wait time.Duration) {
+	var backoff bool
+	if leader != nil {
+		next, backoff = list.NotLeader(base, *leader)
+	} else {
+		next, backoff = list.Failed(base)
+	}
+	if !backoff {
+		return next, 0
+	}
+	return next, f.Failed(rnd)
 }
 
 // learn takes the settings of a reset.

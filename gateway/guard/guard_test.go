@@ -10,6 +10,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/gateway/authz"
 	"github.com/capgate/capgate/gateway/guard"
+	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -168,5 +169,32 @@ func TestSettingsFit(t *testing.T) {
 	f.Acked(t0, 2)
 	if f.Refusal(t0) != "" || f.Unfit() != nil {
 		t.Fatalf("fitting settings: refusal %q, unfit %v", f.Refusal(t0), f.Unfit())
+	}
+}
+
+// TestMissedRoutes: a listed leader and the rest of a round are polled at
+// once; a whole round of misses waits the jittered backoff, which doubles.
+func TestMissedRoutes(t *testing.T) {
+	f := guard.NewFollower(guard.SyncConfig{Timeout: 5 * time.Second, BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second}, authz.NewView(authz.Config{}))
+	list, err := coordinators.New([]string{"http://a", "http://b", "http://c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := func(n int64) int64 { return n - 1 }
+	leader := "http://c"
+	if next, wait := f.Missed(list, "http://a", &leader, top); next != "http://c" || wait != 0 {
+		t.Fatalf("hint: next %s wait %s, want c at once", next, wait)
+	}
+	if next, wait := f.Missed(list, "http://c", nil, top); next != "http://a" || wait != 0 {
+		t.Fatalf("c failed: next %s wait %s, want a at once", next, wait)
+	}
+	if next, wait := f.Missed(list, "http://a", nil, top); next != "http://b" || wait != 100*time.Millisecond {
+		t.Fatalf("a round missed: next %s wait %s, want b after 100ms", next, wait)
+	}
+	for range 2 {
+		f.Missed(list, list.Current(), nil, top)
+	}
+	if _, wait := f.Missed(list, list.Current(), nil, top); wait != 200*time.Millisecond {
+		t.Fatalf("second round: wait %s, want 200ms", wait)
 	}
 }

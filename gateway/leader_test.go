@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+)
+
+// standby answers every request as a coordinator replica that does not
+// lead: 421 not_leader naming leader, in the header or only in the body.
+func standby(t *testing.T, leader string, inHeader bool) (*httptest.Server, *atomic.Int64) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if inHeader {
+			w.Header().Set(api.HeaderLeader, leader)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusMisdirectedRequest)
+		_, _ = w.Write(api.EncodeError(api.CodeNotLeader, "not the leader", map[string]any{"leader": leader}))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// TestSyncFollowsNotLeader: listed first, a standby is asked once; the
+// gateway follows its hint (header or body) at once, syncs with the
+// leader, and keeps polling the leader (the hint is cached).
+func TestSyncFollowsNotLeader(t *testing.T) {
+	for _, inHeader := range []bool{true, false} {
+		var calls *atomic.Int64
+		h := newHarnessWith(t, harnessOptions{
+			edit: func(c *Config) {
+				var srv *httptest.Server
+				srv, calls = standby(t, c.CoordinatorURL, inHeader)
+				c.CoordinatorURL = srv.URL + "," + c.CoordinatorURL
+			},
+		})
+		h.waitReady()
+		seq := h.sync.push(api.SyncResponse{})
+		h.sync.waitAck(t, seq)
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("header %t: the standby was asked %d times, want once", inHeader, n)
+		}
+		if got := h.gw.follower.LastGood(); got.IsZero() {
+			t.Fatal("no good poll")
+		}
+	}
+}
+
+// TestSyncSkipsUnreachableAndUnlistedHint: an unreachable URL and a
+// standby naming a leader outside the list (where the sync token must
+// never go) are skipped for the next listed URL.
+func TestSyncSkipsUnreachableAndUnlistedHint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	var lured atomic.Int64
+	lure := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { lured.Add(1) }))
+	t.Cleanup(lure.Close)
+	h := newHarnessWith(t, harnessOptions{edit: func(c *Config) {
+		srv, _ := standby(t, lure.URL, true)
+		c.CoordinatorURL = dead + "," + srv.URL + "," + c.CoordinatorURL
+	}})
+	h.waitReady()
+	if lured.Load() != 0 {
+		t.Fatal("the gateway followed a hint outside its coordinator list")
+	}
+}
+
+// TestCloseLeavesAfterServing: Close tells the coordinator the gateway
+// left, once it no longer accepts connections.
+func TestCloseLeavesAfterServing(t *testing.T) {
+	h := newHarness(t, nil)
+	served := make(chan error, 1)
+	addr := h.gw.Addr()
+	h.sync.mu.Lock()
+	h.sync.onLeave = func(string) {
+		_, err := net.DialTimeout("tcp", addr, time.Second)
+		served <- err
+	}
+	h.sync.mu.Unlock()
+	if err := h.gw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.sync.leaveLog(); len(got) != 1 || got[0] != "gw-test" {
+		t.Fatalf("leaves %q, want [gw-test]", got)
+	}
+	if err := <-served; err == nil {
+		t.Fatal("the gateway still accepted connections when it left")
+	}
+}
