@@ -140,6 +140,9 @@ type Config struct {
 	State string `yaml:"state"`
 	// KafkaState configures state: kafka.
 	KafkaState store.KafkaConfig `yaml:"kafka_state"`
+	// Replica configures this process as one of several replicas sharing
+	// the Kafka log (state: kafka; replica_config.go).
+	Replica ReplicaConfig `yaml:"replica"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -186,6 +189,7 @@ func DefaultConfig() Config {
 		Console:                console.DefaultConfig(),
 		State:                  StateBadger,
 		KafkaState:             store.DefaultKafkaConfig(),
+		Replica:                DefaultReplicaConfig(),
 	}
 }
 
@@ -230,6 +234,9 @@ func (c Config) validateState() error {
 		return fmt.Errorf("state: must be %s or %s, got %q", StateBadger, StateKafka, c.State)
 	}
 	if err := c.KafkaState.Validate(); err != nil {
+		return err
+	}
+	if err := c.Replica.Validate(); err != nil {
 		return err
 	}
 	if c.KafkaState.Partitions != 1 {

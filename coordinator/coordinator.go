@@ -41,6 +41,14 @@ type options struct {
 	broker   Broker
 	rng      *rand.Rand
 	now      func() time.Time
+	// backend, when set, is the store to serve from instead of opening
+	// one (a replica's promoted log); the coordinator closes it.
+	backend store.Backend
+	// embedded: a replica's leader, served by the replica's listener —
+	// no listener or server of its own (replica.go).
+	embedded bool
+	// memLog: a replica's log in memory (WithMemLog).
+	memLog *store.MemLog
 }
 
 // WithListener serves on ln instead of listening on cfg.Listen (tests pass
@@ -90,15 +98,46 @@ type Coordinator struct {
 	settings    *api.CoordinatorSettings // what gateways learn on a sync reset
 	timeline    *timeline.Feed           // handoff events for the console, fed by the loop
 	console     *console.Console
+	embedded    bool // a replica's leader (options.embedded)
 
 	topicsMu sync.Mutex
 	known    map[string]int32                 // topics as last read from Kafka (poller only)
 	topics   atomic.Pointer[map[string]int32] // the same, for handlers
 
+	lifecycle
+}
+
+// lifecycle is Run-once and Close-once of a coordinator or a replica.
+type lifecycle struct {
 	runOnce   sync.Once
 	closeOnce sync.Once
 	closing   chan struct{}
 	ran       chan struct{} // closed when Run returned
+}
+
+func newLifecycle() lifecycle {
+	return lifecycle{closing: make(chan struct{}), ran: make(chan struct{})}
+}
+
+// started claims Run; false when Run was called before or Close came
+// first.
+func (l *lifecycle) started() bool {
+	started := false
+	l.runOnce.Do(func() { started = true })
+	return started
+}
+
+// close asks Run to stop and waits for it; release frees what a never-run
+// owner holds.
+func (l *lifecycle) close(release func()) {
+	l.closeOnce.Do(func() {
+		close(l.closing)
+		if l.started() {
+			close(l.ran)
+			release()
+		}
+	})
+	<-l.ran
 }
 
 // New opens the store (creating the data directory and a signing key ring
@@ -125,8 +164,7 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 		tokens:      ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
 		joins:       newKeyedLimiter(cfg.JoinRate, cfg.JoinBurst, cfg.RateLimitEntries),
 		attenuates:  newKeyedLimiter(cfg.AttenuateRate, cfg.AttenuateBurst, cfg.RateLimitEntries),
-		closing:     make(chan struct{}),
-		ran:         make(chan struct{}),
+		lifecycle:   newLifecycle(),
 	}
 	if err := c.open(o); err != nil {
 		c.release()
@@ -138,11 +176,13 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 // open acquires the store, keys, machine, broker and listener in order;
 // on error the caller releases whatever was acquired.
 func (c *Coordinator) open(o options) error {
-	st, err := c.openStore()
-	if err != nil {
-		return fmt.Errorf("coordinator: %w", err)
+	st, err := o.backend, error(nil)
+	if st == nil {
+		if st, err = c.openStore(); err != nil {
+			return fmt.Errorf("coordinator: %w", err)
+		}
 	}
-	c.store = st
+	c.store, c.embedded = st, o.embedded
 	snap, err := st.Load()
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -173,12 +213,12 @@ func (c *Coordinator) open(o options) error {
 		return err
 	}
 	c.ln = o.listener
-	if c.ln == nil {
+	if c.ln == nil && !c.embedded {
 		if c.ln, err = net.Listen("tcp", c.cfg.Listen); err != nil {
 			return fmt.Errorf("coordinator: listen: %w", err)
 		}
 	}
-	if c.cfg.TLS.Enabled() {
+	if c.cfg.TLS.Enabled() && !c.embedded {
 		if c.tls, err = tlsconf.NewServer(c.cfg.TLS.ServerConfig, c.log.Named("tls")); err != nil {
 			return fmt.Errorf("coordinator: %w", err)
 		}
@@ -254,9 +294,7 @@ func (c *Coordinator) listener() net.Listener {
 // coordinator fails closed (every request 503, /healthz and /readyz
 // report why) until it is stopped.
 func (c *Coordinator) Run(ctx context.Context) error {
-	started := false
-	c.runOnce.Do(func() { started = true })
-	if !started {
+	if !c.started() {
 		return errors.New("coordinator: Run called twice")
 	}
 	defer close(c.ran)
@@ -268,8 +306,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() { defer background.Done(); c.pollTopics(bg) }()
 	go func() { defer background.Done(); c.mirror.run(bg, c) }()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- c.server.Serve(c.listener()) }()
-	c.log.Info("coordinator serving", zap.String("url", c.URL()))
+	if !c.embedded {
+		go func() { serveErr <- c.server.Serve(c.listener()) }()
+		c.log.Info("coordinator serving", zap.String("url", c.URL()))
+	}
 
 	var err error
 	select {
@@ -297,7 +337,11 @@ func (c *Coordinator) shutdown() {
 	defer cancel()
 	c.console.Close() // ends live streams, which the server would wait for
 	served := make(chan error, 1)
-	go func() { served <- c.server.ShutdownWithContext(ctx) }()
+	if c.embedded {
+		served <- nil // the replica's server carries the requests
+	} else {
+		go func() { served <- c.server.ShutdownWithContext(ctx) }()
+	}
 	c.loop.stopAndWait()
 	if err := <-served; err != nil {
 		c.log.Warn("http shutdown", zap.Error(err))
@@ -317,15 +361,6 @@ func (c *Coordinator) closeResources() error {
 // Close stops a running coordinator and waits for Run to return; on one
 // that never ran it releases the store, broker and listener.
 func (c *Coordinator) Close() error {
-	c.closeOnce.Do(func() {
-		close(c.closing)
-		started := false
-		c.runOnce.Do(func() { started = true })
-		if started {
-			close(c.ran)
-			c.release()
-		}
-	})
-	<-c.ran
+	c.close(c.release)
 	return nil
 }

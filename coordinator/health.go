@@ -6,8 +6,8 @@ package coordinator
 // the process). GET /readyz — public: 200 {"status":"ready"} while the
 // store is open and the loop runs with a clean audit; otherwise 503
 // unavailable whose message says why (the failure that closed it, or
-// shutting down). GET /metrics — public: Prometheus text format from the
-// coordinator's own registry.
+// shutting down); a replica's leader adds "role":"leader". GET /metrics
+// — public: Prometheus text format from the coordinator's own registry.
 
 import (
 	"github.com/valyala/fasthttp"
@@ -33,7 +33,11 @@ func (c *Coordinator) handleReady(ctx *fasthttp.RequestCtx, _ []string) {
 	case <-c.loop.done:
 		writeError(ctx, api.CodeUnavailable, "shutting down")
 	default:
-		writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ready"})
+		body := map[string]string{"status": "ready"}
+		if c.embedded {
+			body["role"] = "leader" // a replica's leader (replica_http.go: standbys)
+		}
+		writeJSON(ctx, fasthttp.StatusOK, body)
 	}
 }
 

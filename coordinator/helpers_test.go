@@ -49,7 +49,13 @@ type env struct {
 
 func newEnv(t testing.TB, topics map[string]int32) *env {
 	t.Helper()
-	kafka, err := broker.StartEmbedded(broker.EmbeddedConfig{Topics: topics})
+	return newEnvBrokers(t, topics, 1)
+}
+
+// newEnvBrokers is newEnv on a kfake cluster of brokers brokers.
+func newEnvBrokers(t testing.TB, topics map[string]int32, brokers int) *env {
+	t.Helper()
+	kafka, err := broker.StartEmbedded(broker.EmbeddedConfig{Topics: topics, Brokers: brokers})
 	if err != nil {
 		t.Fatalf("start kafka: %v", err)
 	}

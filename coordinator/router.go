@@ -118,3 +118,13 @@ func (c *Coordinator) newRouter() *router {
 	r.add("admin_oauth_client_revoke", post, "/v1/admin/oauth/clients/{}/revoke", c.admin(c.handleAdminOAuthClientRevoke))
 	return r
 }
+
+// writeNotLeader is a replica's answer to a call only the leader serves
+// (DESIGN §5): 421 not_leader naming the leader's URL in the body and in
+// the Capgate-Leader header ("" and no header while no leader is known).
+func writeNotLeader(ctx *fasthttp.RequestCtx, leaderURL, message string) {
+	if leaderURL != "" {
+		ctx.Response.Header.Set(api.HeaderLeader, leaderURL)
+	}
+	writeErrorDetails(ctx, api.CodeNotLeader, message, map[string]any{"leader": leaderURL})
+}

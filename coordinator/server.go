@@ -21,19 +21,24 @@ import (
 // fasthttp finds before a handler runs (body or headers too large,
 // unparsable requests) get JSON bodies too.
 func (c *Coordinator) newServer() *fasthttp.Server {
+	return newHTTPServer(c.cfg, c.log, c.serve, c.serveError)
+}
+
+// newHTTPServer is the coordinator's fasthttp server (also a replica's).
+func newHTTPServer(cfg Config, log *zap.Logger, handler fasthttp.RequestHandler, onError func(*fasthttp.RequestCtx, error)) *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:               c.serve,
-		ErrorHandler:          c.serveError,
+		Handler:               handler,
+		ErrorHandler:          onError,
 		Name:                  "capgate-coordinator",
-		MaxRequestBodySize:    c.cfg.MaxBodyBytes,
-		ReadBufferSize:        c.cfg.MaxHeaderBytes,
-		ReadTimeout:           c.cfg.ReadTimeout,
-		WriteTimeout:          c.cfg.WriteTimeout,
-		IdleTimeout:           c.cfg.IdleTimeout,
-		Concurrency:           c.cfg.MaxConnections,
+		MaxRequestBodySize:    cfg.MaxBodyBytes,
+		ReadBufferSize:        cfg.MaxHeaderBytes,
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		Concurrency:           cfg.MaxConnections,
 		CloseOnShutdown:       true,
 		NoDefaultContentType:  true,
-		Logger:                fasthttpLogger{c.log},
+		Logger:                fasthttpLogger{log},
 		SecureErrorLogMessage: true,
 	}
 }
@@ -62,6 +67,14 @@ func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
 }
 
 func (c *Coordinator) serveError(ctx *fasthttp.RequestCtx, err error) {
+	if writeHTTPError(ctx, err, c.cfg) {
+		c.metrics.requests.WithLabelValues("error", strconv.Itoa(ctx.Response.StatusCode())).Inc()
+	}
+}
+
+// writeHTTPError answers a request fasthttp could not read; false when it
+// closed the connection instead.
+func writeHTTPError(ctx *fasthttp.RequestCtx, err error, cfg Config) bool {
 	var small *fasthttp.ErrSmallBuffer
 	var netErr net.Error
 	switch {
@@ -70,15 +83,15 @@ func (c *Coordinator) serveError(ctx *fasthttp.RequestCtx, err error) {
 		// connection, or slow headers): close without an answer, which a
 		// client would take for the response to a request it never sent.
 		ctx.Conn().Close()
-		return
+		return false
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		writeError(ctx, api.CodeBodyTooLarge, fmt.Sprintf("request body larger than %d bytes", c.cfg.MaxBodyBytes))
+		writeError(ctx, api.CodeBodyTooLarge, fmt.Sprintf("request body larger than %d bytes", cfg.MaxBodyBytes))
 	case errors.As(err, &small):
-		writeError(ctx, api.CodeHeadersTooLarge, fmt.Sprintf("request headers larger than %d bytes", c.cfg.MaxHeaderBytes))
+		writeError(ctx, api.CodeHeadersTooLarge, fmt.Sprintf("request headers larger than %d bytes", cfg.MaxHeaderBytes))
 	default:
 		writeError(ctx, api.CodeBadRequest, "malformed HTTP request")
 	}
-	c.metrics.requests.WithLabelValues("error", strconv.Itoa(ctx.Response.StatusCode())).Inc()
+	return true
 }
 
 // writeError writes the JSON error body of code with its table status;

@@ -353,3 +353,21 @@ func openLog(ctx context.Context, t logTransport, opts LogOptions, manual bool) 
 	}
 	return l, nil
 }
+
+// KeyRing returns the signing key ring as the log holds it at the last
+// applied commit, unsealed (nil when none was written yet): what a
+// standby serves as JWKS without loading the whole state.
+func (f *Follower) KeyRing() ([]byte, error) {
+	if f.isClosed() {
+		return nil, fmt.Errorf("store: key ring: %w", ErrClosed)
+	}
+	sealed, found := f.state.get([]byte(prefixKeyRing))
+	if !found {
+		return nil, nil
+	}
+	plain, err := f.state.unseal([]byte(prefixKeyRing), sealed)
+	if err != nil {
+		return nil, fmt.Errorf("store: key ring: %w", err)
+	}
+	return decodeBytes(plain)
+}

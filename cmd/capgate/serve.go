@@ -14,12 +14,21 @@ import (
 func newCoordinatorCmd() *cobra.Command {
 	return serveCmd("coordinator", "Run the coordinator: consumer groups, capabilities, handoffs, admin API",
 		func(ctx context.Context, cfg fileConfig, log *zap.Logger) error {
+			if limit := cfg.Coordinator.GoMemoryLimit(); limit > 0 {
+				debug.SetMemoryLimit(limit) // the process is the coordinator alone
+			}
+			if cfg.Coordinator.State == coordinator.StateKafka {
+				// One of possibly several replicas: follow the log, lead
+				// when the leadership decision says so (DESIGN §9).
+				r, err := coordinator.NewReplica(cfg.Coordinator, log)
+				if err != nil {
+					return err
+				}
+				return r.Run(ctx)
+			}
 			c, err := coordinator.New(cfg.Coordinator, log)
 			if err != nil {
 				return err
-			}
-			if limit := cfg.Coordinator.GoMemoryLimit(); limit > 0 {
-				debug.SetMemoryLimit(limit) // the process is the coordinator alone
 			}
 			return c.Run(ctx)
 		})

@@ -1,0 +1,253 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/coordinator/leader"
+	"github.com/capgate/capgate/store"
+	"github.com/capgate/capgate/tlsconf"
+)
+
+// Replica is one coordinator replica on the Kafka-log state (DESIGN §9):
+// it owns the listener, tails the shard's log with a warm follower, and
+// lets the pure leadership decision (coordinator/leader) say when to take
+// over. While it leads, a Coordinator built on the promoted log serves
+// every request through the replica's listener; otherwise every consumer,
+// sync and admin call gets 421 not_leader naming the leader
+// (replica_http.go). Its methods are safe for concurrent use.
+//
+// The takeover sequence: fence the shard's transactional id
+// (InitProducerID), commit a barrier, read the log to the barrier, then
+// restore the machine from the follower's warm state (no log replay
+// beyond the tail) and serve. Members, grants, epochs, offsets, leases,
+// denials and QoS all come from the log, and the restore gives every
+// member session_timeout to heartbeat again, so members continue without
+// rejoining. A leader whose write (a beat or a Ready) fails — fenced by a
+// newer leader, or broken — sends nothing of it, stops serving at once
+// (not_leader from then on) and follows the log again.
+type Replica struct {
+	cfg  Config
+	log  *zap.Logger
+	now  func() time.Time
+	opts []Option // for the Coordinator of each leadership
+	mem  *store.MemLog
+	url  string
+
+	ln      net.Listener
+	tls     *tlsconf.Server
+	server  *fasthttp.Server
+	metrics *replicaMetrics
+
+	view     atomic.Pointer[replicaView]
+	follower atomic.Pointer[store.Follower] // while following: JWKS, readiness
+
+	lifecycle
+}
+
+// replicaView is what the HTTP side answers with: the role, whom to name,
+// and the Coordinator serving while this replica leads.
+type replicaView struct {
+	role   leader.Role
+	hint   leader.Hint
+	reason string
+	active *Coordinator  // nil unless leading and serving
+	next   chan struct{} // closed when the view is replaced
+}
+
+// WithMemLog keeps the replica's state on an in-memory log shared by the
+// replicas of one process (tests, internal/stack) instead of Kafka.
+func WithMemLog(m *store.MemLog) Option {
+	return func(o *options) { o.memLog = m }
+}
+
+// NewReplica prepares a replica of a state: kafka coordinator (or one on
+// WithMemLog): it listens at once (not_leader until it leads); Run
+// follows the log and takes part in leadership.
+func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("coordinator: config: %w", err)
+	}
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if cfg.State != StateKafka && o.memLog == nil {
+		return nil, errors.New("coordinator: replicas need state: kafka")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.With(zap.String("replica", cfg.replicaID()))
+	r := &Replica{
+		cfg: cfg, log: log, now: o.now, mem: o.memLog, url: cfg.advertise(),
+		lifecycle: newLifecycle(),
+	}
+	// The leader's Coordinator serves through this listener and signs
+	// as cfg.ID; the options that built the replica carry over.
+	r.opts = append(append([]Option(nil), opts...), func(o *options) { o.embedded, o.listener = true, nil })
+	r.ln = o.listener
+	if r.ln == nil {
+		var err error
+		if r.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("coordinator: listen: %w", err)
+		}
+	}
+	if cfg.TLS.Enabled() {
+		var err error
+		if r.tls, err = tlsconf.NewServer(cfg.TLS.ServerConfig, log.Named("tls")); err != nil {
+			r.ln.Close()
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+	}
+	if cfg.Replica.Advertise == "" && o.listener != nil {
+		r.url = r.URL() // the listener's real port (tests listen on :0)
+	}
+	r.metrics = newReplicaMetrics()
+	r.server = newHTTPServer(cfg, log, r.serve, r.serveError)
+	r.view.Store(&replicaView{role: leader.Follower, reason: "starting", next: make(chan struct{})})
+	return r, nil
+}
+
+// Addr is the address the replica listens on.
+func (r *Replica) Addr() net.Addr { return r.ln.Addr() }
+
+// URL is the base URL of the listener (https:// with TLS).
+func (r *Replica) URL() string {
+	if r.tls != nil {
+		return "https://" + r.Addr().String()
+	}
+	return "http://" + r.Addr().String()
+}
+
+// ID is the replica's name in the log.
+func (r *Replica) ID() string { return r.cfg.replicaID() }
+
+// Role is the replica's role now, and the leader it would name.
+func (r *Replica) Role() (leader.Role, leader.Hint) {
+	v := r.view.Load()
+	return v.role, v.hint
+}
+
+// Leading is the Coordinator serving while this replica leads, or nil.
+func (r *Replica) Leading() *Coordinator { return r.view.Load().active }
+
+// Run serves and takes part in leadership until ctx is done or Close is
+// called, then stops leading (if it did) and shuts the listener down.
+func (r *Replica) Run(ctx context.Context) error {
+	if !r.started() {
+		return errors.New("coordinator: replica: Run called twice")
+	}
+	defer close(r.ran)
+	ln := r.ln
+	if r.tls != nil {
+		ln = r.tls.Listener(r.ln)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- r.server.Serve(ln) }()
+	r.log.Info("coordinator replica serving", zap.String("url", r.URL()), zap.String("advertise", r.url))
+	ctx, cancel := context.WithCancel(ctx)
+	elected := make(chan struct{})
+	go func() { defer close(elected); r.elect(ctx) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-r.closing:
+	case err = <-serveErr:
+		err = fmt.Errorf("coordinator: serve: %w", err)
+	}
+	cancel()
+	<-elected // stopped leading: the Coordinator closed its log
+	shutdown, done := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
+	defer done()
+	if serr := r.server.ShutdownWithContext(shutdown); serr != nil {
+		r.log.Warn("http shutdown", zap.Error(serr))
+	}
+	return err
+}
+
+// Close stops a running replica and waits for Run to return.
+func (r *Replica) Close() error {
+	r.close(func() { r.ln.Close() })
+	return nil
+}
+
+// publish makes d what the HTTP side answers with.
+func (r *Replica) publish(d leader.Decision, active *Coordinator) {
+	hint := d.Leader
+	if d.Role == leader.Leader {
+		hint = leader.Hint{ID: r.ID(), URL: r.url}
+	} else {
+		active = nil
+	}
+	prev := r.view.Load()
+	if prev.role != d.Role {
+		r.log.Info("replica role", zap.Stringer("from", prev.role), zap.Stringer("to", d.Role), zap.String("reason", d.Reason))
+		r.metrics.setRole(d.Role)
+	}
+	if prev.role == d.Role && prev.hint == hint && prev.active == active && prev.reason == d.Reason {
+		return
+	}
+	r.view.Store(&replicaView{role: d.Role, hint: hint, reason: d.Reason, active: active, next: make(chan struct{})})
+	close(prev.next)
+}
+
+// Watch returns the role now, the leader it names, and a channel closed
+// at the next change of either.
+func (r *Replica) Watch() (leader.Role, leader.Hint, <-chan struct{}) {
+	v := r.view.Load()
+	return v.role, v.hint, v.next
+}
+
+// follow opens a follower of the shard, retrying while the log is
+// unreachable; nil once ctx is done.
+func (r *Replica) follow(ctx context.Context) *store.Follower {
+	for {
+		f, err := r.openFollower(ctx)
+		if err == nil {
+			r.follower.Store(f)
+			return f
+		}
+		r.log.Warn("follow the state log", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(r.cfg.Replica.LeaseTimeout):
+		}
+	}
+}
+
+func (r *Replica) openFollower(ctx context.Context) (*store.Follower, error) {
+	if r.mem != nil {
+		return store.FollowMem(ctx, r.mem, store.MemOptions{LogOptions: r.logOptions()})
+	}
+	client, err := broker.ClientOpts(r.cfg.Broker, r.log)
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	opts, err := r.cfg.KafkaState.Options(client, r.cfg.Cluster, r.ID(), 0, r.log.Named("state"))
+	if err != nil {
+		return nil, err
+	}
+	return store.FollowKafka(ctx, opts)
+}
+
+// logOptions are the in-memory log's options (Kafka's come from
+// kafka_state).
+func (r *Replica) logOptions() store.LogOptions {
+	opts := store.LogOptions{WriterID: r.ID(), Logger: r.log.Named("state"), Timeout: r.cfg.KafkaState.Timeout}
+	if r.cfg.KafkaState.KEKFile != "" || r.cfg.KafkaState.KEKEnv != "" {
+		if kek, err := r.cfg.KafkaState.KEK(); err == nil {
+			opts.KEK = kek
+		}
+	}
+	return opts
+}

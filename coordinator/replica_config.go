@@ -1,0 +1,93 @@
+package coordinator
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/url"
+	"time"
+
+	"github.com/capgate/capgate/coordinator/leader"
+	"github.com/capgate/capgate/ocap"
+)
+
+// ReplicaConfig is the coordinator's replica section (state: kafka):
+// several `capgate coordinator` processes share one config, each with its
+// own replica.id, listen and replica.advertise; one leads the shard, the
+// others follow its log and answer 421 not_leader naming it.
+type ReplicaConfig struct {
+	// ID names this replica in the log and in hints ("" = the
+	// coordinator id, fine for one replica; give each replica its own).
+	// The coordinator id stays the issuer every replica signs as.
+	ID string `yaml:"id"`
+	// Advertise is the base URL clients reach this replica at, named in
+	// not_leader answers while it leads ("" = http(s)://listen).
+	Advertise string `yaml:"advertise"`
+	// BeatInterval is how often the leader writes a beat to the log;
+	// LeaseTimeout how long a follower waits without seeing a commit
+	// before it takes over (fence, read to the end, serve). Timing decides
+	// only when: the log's fencing decides whether.
+	BeatInterval time.Duration `yaml:"beat_interval"`
+	LeaseTimeout time.Duration `yaml:"lease_timeout"`
+}
+
+// staggerSlots × a quarter lease bounds a replica's extra wait.
+const staggerSlots = 3
+
+// DefaultReplicaConfig returns the documented defaults.
+func DefaultReplicaConfig() ReplicaConfig {
+	return ReplicaConfig{BeatInterval: 200 * time.Millisecond, LeaseTimeout: time.Second}
+}
+
+// Validate reports the first bad setting.
+func (r ReplicaConfig) Validate() error {
+	if r.ID != "" && !ocap.ValidName(r.ID) {
+		return fmt.Errorf("replica.id: must be 1-255 printable characters without '/', got %q", r.ID)
+	}
+	if r.Advertise != "" {
+		u, err := url.Parse(r.Advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("replica.advertise: must be an http(s) URL, got %q", r.Advertise)
+		}
+	}
+	switch {
+	case r.BeatInterval < 10*time.Millisecond || r.BeatInterval > time.Minute:
+		return fmt.Errorf("replica.beat_interval: must be within [10ms, 1m], got %s", r.BeatInterval)
+	case r.LeaseTimeout < 2*r.BeatInterval || r.LeaseTimeout > 10*time.Minute:
+		return fmt.Errorf("replica.lease_timeout: must be within [2 × beat_interval, 10m], got %s", r.LeaseTimeout)
+	}
+	return nil
+}
+
+// replicaID is this replica's name in the log.
+func (c Config) replicaID() string {
+	if c.Replica.ID != "" {
+		return c.Replica.ID
+	}
+	return c.ID
+}
+
+// advertise is the URL not_leader answers name for this replica.
+func (c Config) advertise() string {
+	if c.Replica.Advertise != "" {
+		return c.Replica.Advertise
+	}
+	if c.TLS.Enabled() {
+		return "https://" + c.Listen
+	}
+	return "http://" + c.Listen
+}
+
+// electorConfig is the replica's leadership decision settings. The
+// stagger, one of staggerSlots slots of a quarter lease each picked by the
+// replica id, spreads replicas that notice the same silence: the first
+// one's barrier reaches the others (who then follow it) before their turn
+// comes. Two in one slot are safe too — the later fences the earlier.
+func (c Config) electorConfig() leader.Config {
+	h := fnv.New64a()
+	h.Write([]byte(c.replicaID()))
+	stagger := time.Duration(h.Sum64()%staggerSlots) * (c.Replica.LeaseTimeout / 4)
+	return leader.Config{
+		ID: c.replicaID(), BeatInterval: c.Replica.BeatInterval,
+		LeaseTimeout: c.Replica.LeaseTimeout, Stagger: stagger,
+	}
+}

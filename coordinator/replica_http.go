@@ -1,0 +1,125 @@
+package coordinator
+
+// Behavior: a replica that leads serves every route through its
+// Coordinator (/metrics adds the replica's own metrics). A replica that
+// does not lead answers:
+//   - GET /healthz: 200 {"status":"ok","role":…} (the process runs);
+//   - GET /readyz: 200 {"status":"standby","role":"follower","leader":URL}
+//     while it tails the log (ready to take over); 503 unavailable while
+//     it takes over, steps down, or cannot read the log;
+//   - GET /metrics: the replica's own metrics;
+//   - GET /.well-known/jwks.json: the public keys of the key ring the log
+//     holds — the same set the leader serves;
+//   - GET /openapi.json: the API document;
+//   - anything else (consumer, sync, admin, OAuth, console): 421
+//     not_leader with {"error":{"code":"not_leader","leader":URL}} and
+//     Capgate-Leader: URL ("" and no header while no leader is known).
+//     It reads no credential: the answer holds nothing but the leader's
+//     advertised URL, which every client is configured with anyway.
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/leader"
+	"github.com/capgate/capgate/ocap"
+)
+
+func (r *Replica) serve(ctx *fasthttp.RequestCtx) {
+	v := r.view.Load()
+	path := string(ctx.Path())
+	if v.active != nil {
+		if path == "/metrics" && ctx.IsGet() {
+			r.serveMetrics(ctx, v.active)
+			return
+		}
+		v.active.serve(ctx)
+		return
+	}
+	public := map[string]func(*fasthttp.RequestCtx, *replicaView){
+		"/healthz":               r.standbyHealth,
+		"/readyz":                r.standbyReady,
+		"/metrics":               func(ctx *fasthttp.RequestCtx, _ *replicaView) { r.serveMetrics(ctx, nil) },
+		"/.well-known/jwks.json": r.standbyJWKS,
+		"/openapi.json": func(ctx *fasthttp.RequestCtx, _ *replicaView) {
+			ctx.SetStatusCode(fasthttp.StatusOK)
+			ctx.SetContentType(api.MediaJSON)
+			ctx.SetBody(api.OpenAPIJSON())
+		},
+	}
+	handle, ok := public[path]
+	switch {
+	case !ok:
+		message := fmt.Sprintf("replica %s does not lead (%s)", r.ID(), v.role)
+		if v.hint.URL == "" {
+			message += "; no leader known yet: retry another coordinator"
+		}
+		writeNotLeader(ctx, v.hint.URL, message)
+	case !ctx.IsGet():
+		ctx.Response.Header.Set("Allow", fasthttp.MethodGet)
+		writeError(ctx, api.CodeMethodNotAllowed, string(ctx.Method())+" not allowed; use GET")
+	default:
+		handle(ctx, v)
+	}
+}
+
+func (r *Replica) serveError(ctx *fasthttp.RequestCtx, err error) {
+	writeHTTPError(ctx, err, r.cfg)
+}
+
+func (r *Replica) standbyHealth(ctx *fasthttp.RequestCtx, v *replicaView) {
+	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok", "role": v.role.String()})
+}
+
+func (r *Replica) standbyReady(ctx *fasthttp.RequestCtx, v *replicaView) {
+	f := r.follower.Load()
+	switch {
+	case v.role != leader.Follower:
+		writeError(ctx, api.CodeUnavailable, v.role.String()+": "+v.reason)
+	case f == nil:
+		writeError(ctx, api.CodeUnavailable, "not following the state log yet")
+	case f.Err() != nil:
+		writeError(ctx, api.CodeUnavailable, "cannot read the state log: "+f.Err().Error())
+	default:
+		writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "standby", "role": v.role.String(), "leader": v.hint.URL})
+	}
+}
+
+// standbyJWKS serves the public keys of the ring in the log: every
+// replica serves the set the leader signs with.
+func (r *Replica) standbyJWKS(ctx *fasthttp.RequestCtx, _ *replicaView) {
+	f := r.follower.Load()
+	if f == nil {
+		writeError(ctx, api.CodeUnavailable, "not following the state log yet")
+		return
+	}
+	b, err := f.KeyRing()
+	if err != nil || b == nil {
+		writeError(ctx, api.CodeUnavailable, "no key ring in the state log yet")
+		return
+	}
+	ring := &ocap.KeyRing{}
+	if err := ring.UnmarshalBinary(b); err != nil {
+		writeError(ctx, api.CodeInternal, "key ring in the log does not decode")
+		return
+	}
+	ctx.Response.Header.Set("Cache-Control", "public, max-age=30")
+	writeJSON(ctx, fasthttp.StatusOK, ring.JWKS())
+}
+
+// serveMetrics serves the replica's metrics, and the leading
+// Coordinator's beside them.
+func (r *Replica) serveMetrics(ctx *fasthttp.RequestCtx, active *Coordinator) {
+	gather := prometheus.Gatherers{r.metrics.registry}
+	if active != nil {
+		gather = append(gather, active.metrics.registry)
+		active.metrics.requests.WithLabelValues("metrics", strconv.Itoa(fasthttp.StatusOK)).Inc()
+	}
+	fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))(ctx)
+}
