@@ -1,11 +1,14 @@
 package coordinator
 
 import (
+	"context"
 	"net"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/coordinator/console"
+	"github.com/capgate/capgate/ocap"
 )
 
 // consoleCaller marks a request the console made in-process for a logged-in
@@ -48,6 +51,25 @@ func (b consoleBackend) Admin(method, path string, body []byte) (int, []byte) {
 // token passes when tls.admin asks for a certificate only).
 func (b consoleBackend) IsAdminToken(token []byte) bool {
 	return !b.c.cfg.TLS.Admin.NeedsToken() || b.c.adminTokens.matches(token)
+}
+
+// IdentityAdmin verifies an IdP token for a console login (oidc issuers'
+// console_admins), refusing a denied identity.
+func (b consoleBackend) IdentityAdmin(token []byte) (string, time.Time, bool) {
+	c := b.c
+	if !c.identities.Handles(token) {
+		return "", time.Time{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.OIDC.FetchTimeout)
+	defer cancel()
+	id, err := c.identities.ConsoleAdmin(ctx, string(token), c.now())
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	if c.revocations.refusal(&ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject}, ocap.KindClient, c.now()) != nil {
+		return "", time.Time{}, false
+	}
+	return id.Subject + " (" + id.Issuer + ")", id.ExpiresAt, true
 }
 
 // AdminCertificate reports whether the connection carries the client

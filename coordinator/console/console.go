@@ -21,6 +21,11 @@ type Backend interface {
 	// Admin serves one admin API request (a path under /v1/admin/) as an
 	// authenticated admin and returns its status and JSON body.
 	Admin(method, path string, body []byte) (status int, response []byte)
+	// IdentityAdmin verifies token as a JWT of a configured OIDC issuer
+	// whose claims match the issuer's console_admins, and not denied: ok
+	// with who (issuer and subject, for the page) and when the token
+	// expires (the session never outlives it).
+	IdentityAdmin(token []byte) (who string, expires time.Time, ok bool)
 	// IsAdminToken reports whether token is an admin token (constant
 	// time, against the stored hashes).
 	IsAdminToken(token []byte) bool

@@ -6,8 +6,10 @@ package console
 //     site can neither read the cookie nor make the browser send it).
 //   POST /console/login  (form: token, csrf) → 303 to /console/groups with
 //     a new session cookie when the Origin is this host, the login token
-//     matches the cookie and token is an admin token; else 403 (origin or
-//     login token) or 401 (wrong token), with the form again.
+//     matches the cookie and token is an admin token, or a JWT of an OIDC
+//     issuer whose claims match its console_admins (the session then ends
+//     no later than the token); else 403 (origin or login token) or 401
+//     (wrong token), with the form again.
 //   POST /console/logout (csrf) → ends the session, 303 to the login page.
 
 import (
@@ -18,7 +20,7 @@ import (
 
 const (
 	loginTokenTTL = 10 * time.Minute
-	maxTokenBytes = 4096 // the admin token is a 256-bit secret; tokens are checked after this cap
+	maxTokenBytes = 16 << 10 // an admin token is a 256-bit secret, an IdP JWT a few KiB; tokens are checked after this cap
 )
 
 type loginView struct {
@@ -48,12 +50,20 @@ func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 		return
 	}
 	token := ctx.PostArgs().Peek("token")
-	if len(token) == 0 || len(token) > maxTokenBytes || !c.backend.IsAdminToken(token) {
+	who, until, ok := "", time.Time{}, false
+	if len(token) > 0 && len(token) <= maxTokenBytes {
+		if ok = c.backend.IsAdminToken(token); ok {
+			who = "admin"
+		} else {
+			who, until, ok = c.backend.IdentityAdmin(token)
+		}
+	}
+	if !ok {
 		c.refused(ctx, "wrong token")
-		c.loginForm(ctx, fasthttp.StatusUnauthorized, "That is not an admin token.")
+		c.loginForm(ctx, fasthttp.StatusUnauthorized, "That is not an admin token, nor an operator's token of a trusted identity provider.")
 		return
 	}
-	id, _ := c.sessions.create("admin")
+	id, _ := c.sessions.create(who, until)
 	setCookie(ctx, sessionCookie, id, c.cfg.SessionTTL)
 	setCookie(ctx, loginCookie, "", 0)
 	ctx.Redirect(Prefix+"/groups", fasthttp.StatusSeeOther)

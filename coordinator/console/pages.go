@@ -37,6 +37,7 @@ type pageData struct {
 	Title  string
 	Nav    string
 	CSRF   string
+	Who    string // the session's principal
 	Audit  bool
 	Stream string // query of the page's event stream; "" = not live
 	Poll   int    // ms between re-reads of the page's main part; 0 = never
@@ -46,7 +47,7 @@ type pageData struct {
 }
 
 func (c *Console) data(s *session, nav, title string, body any) pageData {
-	return pageData{Title: title, Nav: nav, CSRF: s.csrf, Audit: c.audit, Body: body}
+	return pageData{Title: title, Nav: nav, CSRF: s.csrf, Who: s.principal, Audit: c.audit, Body: body}
 }
 
 // render executes page name with its layout. Templates write into a

@@ -26,6 +26,12 @@ func (s stubBackend) Admin(method, path string, _ []byte) (int, []byte) {
 }
 func (s stubBackend) IsAdminToken(token []byte) bool             { return string(token) == "the-admin-token" }
 func (s stubBackend) AdminCertificate(*fasthttp.RequestCtx) bool { return true }
+func (s stubBackend) IdentityAdmin(token []byte) (string, time.Time, bool) {
+	if string(token) == "an-idp-operator" {
+		return "idp:operator", time.Now().Add(time.Hour), true
+	}
+	return "", time.Time{}, false
+}
 func (s stubBackend) Serves(method, path string) bool            { _, ok := s[method+" "+path]; return ok }
 
 // browserDouble sends requests straight into Console.Serve, keeping

@@ -12,7 +12,7 @@ import (
 // cookie; the table holds the SHA-256 of the id, so the table never holds
 // a working cookie value.
 type session struct {
-	principal string // who logged in ("admin")
+	principal string // who logged in ("admin", or an IdP identity)
 	csrf      string // synchronizer token for state-changing requests
 	created   time.Time
 	expires   time.Time
@@ -41,11 +41,15 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// create starts a session for principal and returns its id.
-func (s *sessions) create(principal string) (string, *session) {
+// create starts a session for principal and returns its id; it ends after
+// the table's ttl, or at until when that is sooner (zero: no bound).
+func (s *sessions) create(principal string, until time.Time) (string, *session) {
 	id := randomToken()
 	now := s.now()
 	sess := &session{principal: principal, csrf: randomToken(), created: now, expires: now.Add(s.ttl)}
+	if !until.IsZero() && until.Before(sess.expires) {
+		sess.expires = until
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.byID) >= s.max {

@@ -1,0 +1,75 @@
+package console
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/sdk"
+	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/identity/idptest"
+)
+
+// TestConsoleIdPLogin: in a real Chromium, a JWT of the configured OIDC
+// issuer whose role claim matches console_admins logs in to the console
+// (the page names the identity; the token is in neither the page nor the
+// URL, nothing in web storage); a token of the same issuer that may only
+// join groups, one for another audience, and one of an identity an admin
+// denied are each refused at the login form.
+func TestConsoleIdPLogin(t *testing.T) {
+	idp := idptest.New(t, "RS256")
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4, CoordinatorConfig: func(cfg *coordinator.Config) {
+		cfg.OIDC.Issuers = []identity.IssuerConfig{{
+			Issuer: idp.URL, CAFile: idp.CAFile, Audiences: []string{"capgate"},
+			Rules:         []identity.Rule{{Claim: "groups", Value: "kafka-billing", Groups: []string{"billing-*"}}},
+			ConsoleAdmins: []identity.Match{{Claim: "realm_access.roles", Value: "capgate-admin"}},
+		}}
+	}})
+	base := cluster.CoordinatorURL
+	token := func(sub string, extra idptest.Claims) string {
+		now := time.Now()
+		c := idptest.Claims{"sub": sub, "aud": "capgate", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+		for k, v := range extra {
+			c[k] = v
+		}
+		return idp.Token(c)
+	}
+	operator := idptest.Claims{"realm_access": map[string]any{"roles": []string{"capgate-admin"}}}
+	b := newBrowser(t)
+
+	refused := func(what, tok string) {
+		t.Helper()
+		login(b, base, tok)
+		b.waitFor(what+" refused", time.Now(), 10*time.Second,
+			`location.pathname === '/console/login' && document.querySelector('#login-error')?.textContent.includes('not an admin token')`)
+	}
+	refused("a member's IdP token", token("svc-billing", idptest.Claims{"groups": []string{"kafka-billing"}}))
+	refused("an operator token for another audience", token("alice", idptest.Claims{"aud": "grafana", "realm_access": operator["realm_access"]}))
+
+	alice := token("alice", operator)
+	login(b, base, alice)
+	b.waitFor("groups page after an IdP login", time.Now(), 10*time.Second,
+		`location.pathname === '/console/groups' && document.getElementById('who')?.textContent.startsWith('alice (')`)
+	stored := eval[string](b, `document.cookie + '|' + localStorage.length + '|' + sessionStorage.length`)
+	if stored != "|0|0" {
+		t.Fatalf("script-visible cookies or web storage after login: %q", stored)
+	}
+	if strings.Contains(eval[string](b, `location.href + document.documentElement.outerHTML`), alice) {
+		t.Fatal("the IdP token is in the page or its URL")
+	}
+
+	// An admin denies the operator's identity: a fresh token no longer logs in.
+	id := identity.IdentityID(idp.URL, "alice")
+	if status, raw := cluster.Admin(t, http.MethodPost, "/v1/admin/capabilities/"+id+"/revoke", json.RawMessage(`{}`), nil); status != http.StatusOK {
+		t.Fatalf("deny: %d %s", status, raw)
+	}
+	b.run("log out", 10*time.Second, chromedp.Submit(`form.logout`))
+	b.waitFor("logged out", time.Now(), 10*time.Second, `location.pathname === '/console/login'`)
+	refused("a denied operator's fresh token", token("alice", operator))
+	b.noProblems("IdP login")
+}
