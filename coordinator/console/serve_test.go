@@ -32,7 +32,7 @@ func (s stubBackend) IdentityAdmin(token []byte) (string, time.Time, bool) {
 	}
 	return "", time.Time{}, false
 }
-func (s stubBackend) Serves(method, path string) bool            { _, ok := s[method+" "+path]; return ok }
+func (s stubBackend) Serves(method, path string) bool { _, ok := s[method+" "+path]; return ok }
 
 // browserDouble sends requests straight into Console.Serve, keeping
 // cookies.
