@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
+	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/tlsconf"
 )
 
@@ -17,6 +18,12 @@ import (
 type Config struct {
 	// CoordinatorURL is the coordinator's base URL, e.g. http://127.0.0.1:7070.
 	CoordinatorURL string `yaml:"coordinator_url"`
+	// CoordinatorURLs are the other coordinator replicas' base URLs. The
+	// consumer calls CoordinatorURL first; a replica that answers 421
+	// not_leader naming one of these (or CoordinatorURL) is left for that
+	// leader within the same call, and an unreachable one for the next URL
+	// (internal/coordinators). Empty: one coordinator.
+	CoordinatorURLs []string `yaml:"coordinator_urls"`
 	// Gateways are the gateways' base URLs, tried in order; a fetch moves
 	// to the next on 503 or a connection error.
 	Gateways []string `yaml:"gateways"`
@@ -103,6 +110,9 @@ func (c Config) Validate() error {
 	if err := validateURL("client.coordinator_url", c.CoordinatorURL); err != nil {
 		return err
 	}
+	if _, err := coordinators.New(c.coordinatorList()); err != nil {
+		return fmt.Errorf("client.coordinator_urls: %w", err)
+	}
 	if len(c.Gateways) == 0 {
 		return fmt.Errorf("client.gateways: must list at least one URL, got none")
 	}
@@ -174,6 +184,11 @@ func validateURL(field, raw string) error {
 	return nil
 }
 
+// coordinatorList is CoordinatorURL then CoordinatorURLs.
+func (c Config) coordinatorList() []string {
+	return append([]string{c.CoordinatorURL}, c.CoordinatorURLs...)
+}
+
 const redacted = "[redacted]"
 
 // redacted returns c with the credential masked.
@@ -200,6 +215,7 @@ func (c Config) MarshalJSON() ([]byte, error) { return json.Marshal(configView(c
 // MarshalLogObject logs the configuration with the credential redacted.
 func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("coordinator_url", c.CoordinatorURL)
+	enc.AddString("coordinator_urls", fmt.Sprint(c.CoordinatorURLs))
 	enc.AddString("gateways", fmt.Sprint(c.Gateways))
 	enc.AddString("group", c.Group)
 	enc.AddString("topics", fmt.Sprint(c.Topics))

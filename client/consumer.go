@@ -137,7 +137,11 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := &transport{http: o.http, backoff: backoff{base: cfg.RetryBackoff, max: cfg.RetryBackoffMax}}
+	hc, err := WithCoordinators(o.http, cfg.coordinatorList()) // follows not_leader (leader.go)
+	if err != nil {
+		return nil, err
+	}
+	tr := &transport{http: hc, backoff: backoff{base: cfg.RetryBackoff, max: cfg.RetryBackoffMax}}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Consumer{
 		cfg: cfg, opts: o, log: o.log.With(zap.String("group", cfg.Group)), tr: tr,

@@ -80,6 +80,8 @@ func codeOfStatus(status int) api.Code {
 		return api.CodeBrokerError
 	case http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return api.CodeUnavailable
+	case http.StatusMisdirectedRequest:
+		return api.CodeNotLeader
 	}
 	return api.CodeInternal
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/driver"
+	"github.com/capgate/capgate/internal/coordinators"
 )
 
 // GroupAPI carries out a driver's member requests (join, heartbeat,
@@ -24,13 +25,22 @@ type GroupAPI struct {
 	tr   *transport
 }
 
-// NewGroupAPI talks to the coordinator at coordinatorURL; tc (nil:
-// defaults) is the TLS of an https:// URL.
+// NewGroupAPI talks to the coordinator at coordinatorURL, or to its
+// replicas listed comma-separated (following not_leader, leader.go); tc
+// (nil: defaults) is the TLS of an https:// URL.
 func NewGroupAPI(coordinatorURL string, tc *tls.Config) *GroupAPI {
-	return &GroupAPI{
-		base: strings.TrimRight(coordinatorURL, "/"),
-		tr:   &transport{http: newHTTPClient(tc)},
+	urls := coordinators.Split(coordinatorURL)
+	hc := newHTTPClient(tc)
+	if len(urls) > 0 {
+		if led, err := WithCoordinators(hc, urls); err == nil { // checked by the caller's config
+			hc = led
+		}
 	}
+	base := strings.TrimRight(coordinatorURL, "/")
+	if len(urls) > 0 {
+		base = strings.TrimRight(urls[0], "/")
+	}
+	return &GroupAPI{base: base, tr: &transport{http: hc}}
 }
 
 func (a *GroupAPI) url(group, action string) string {

@@ -9,24 +9,8 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
 )
-
-// standby answers every request as a coordinator replica that does not
-// lead: 421 not_leader naming leader, in the header or only in the body.
-func standby(t *testing.T, leader string, inHeader bool) (*httptest.Server, *atomic.Int64) {
-	var calls atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		if inHeader {
-			w.Header().Set(api.HeaderLeader, leader)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusMisdirectedRequest)
-		_, _ = w.Write(api.EncodeError(api.CodeNotLeader, "not the leader", map[string]any{"leader": leader}))
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &calls
-}
 
 // TestSyncFollowsNotLeader: listed first, a standby is asked once; the
 // gateway follows its hint (header or body) at once, syncs with the
@@ -37,7 +21,7 @@ func TestSyncFollowsNotLeader(t *testing.T) {
 		h := newHarnessWith(t, harnessOptions{
 			edit: func(c *Config) {
 				var srv *httptest.Server
-				srv, calls = standby(t, c.CoordinatorURL, inHeader)
+				srv, calls = coordinatorstest.Standby(t, c.CoordinatorURL, inHeader)
 				c.CoordinatorURL = srv.URL + "," + c.CoordinatorURL
 			},
 		})
@@ -67,7 +51,7 @@ func TestSyncSkipsUnreachableAndUnlistedHint(t *testing.T) {
 	lure := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { lured.Add(1) }))
 	t.Cleanup(lure.Close)
 	h := newHarnessWith(t, harnessOptions{edit: func(c *Config) {
-		srv, _ := standby(t, lure.URL, true)
+		srv, _ := coordinatorstest.Standby(t, lure.URL, true)
 		c.CoordinatorURL = dead + "," + srv.URL + "," + c.CoordinatorURL
 	}})
 	h.waitReady()

@@ -33,7 +33,7 @@ type adminFlags struct {
 }
 
 func (f *adminFlags) register(cmd *cobra.Command) {
-	cmd.PersistentFlags().StringVar(&f.coordinator, "coordinator", envOr("CAPGATE_COORDINATOR_URL", "http://127.0.0.1:7070"), "coordinator base URL ($CAPGATE_COORDINATOR_URL)")
+	cmd.PersistentFlags().StringVar(&f.coordinator, "coordinator", envOr("CAPGATE_COORDINATOR_URL", "http://127.0.0.1:7070"), coordinatorHelp)
 	cmd.PersistentFlags().StringVar(&f.token, "token", "", "admin token ($CAPGATE_ADMIN_TOKEN); prefer --token-file")
 	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json from capgate dev")
 	f.tls.register(cmd.PersistentFlags())
@@ -55,7 +55,7 @@ func (f *adminFlags) client() (*adminClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &adminClient{base: strings.TrimRight(f.coordinator, "/"), token: tok, http: hc}, nil
+	return newAdminClient(f.coordinator, tok, hc)
 }
 
 // secretFrom reads a secret from a flag, a file (plain, or a JSON object

@@ -43,7 +43,7 @@ type endpointFlags struct {
 }
 
 func (e *endpointFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&e.coordinator, "coordinator", envOr("CAPGATE_COORDINATOR_URL", "http://127.0.0.1:7070"), "coordinator base URL ($CAPGATE_COORDINATOR_URL)")
+	cmd.Flags().StringVar(&e.coordinator, "coordinator", envOr("CAPGATE_COORDINATOR_URL", "http://127.0.0.1:7070"), coordinatorHelp)
 	cmd.Flags().StringSliceVar(&e.gateways, "gateways", strings.Split(envOr("CAPGATE_GATEWAY_URLS", "http://127.0.0.1:8080"), ","), "gateway base URLs, comma-separated, tried in order ($CAPGATE_GATEWAY_URLS)")
 	e.tls.register(cmd.Flags())
 }
@@ -98,7 +98,11 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("client credential: %w", err)
 	}
-	cfg.CoordinatorURL, cfg.Gateways = strings.TrimRight(f.endpoints.coordinator, "/"), f.endpoints.gateways
+	urls, err := coordinatorURLs(f.endpoints.coordinator)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.CoordinatorURL, cfg.CoordinatorURLs, cfg.Gateways = urls[0], urls[1:], f.endpoints.gateways
 	cfg.Group, cfg.Topics, cfg.TopicPattern = f.group, f.topics, f.topicPattern
 	cfg.InstanceID, cfg.ClientID, cfg.Credential = f.instanceID, "capgate-consume", credential
 	cfg.TLS = f.endpoints.tls.files()

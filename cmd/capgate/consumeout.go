@@ -196,7 +196,10 @@ func (f *consumeFlags) lagSource(cfg client.Config) func(context.Context) (int64
 	if err != nil {
 		return nil
 	}
-	admin := &adminClient{base: cfg.CoordinatorURL, token: token, http: hc}
+	admin, err := newAdminClient(strings.Join(append([]string{cfg.CoordinatorURL}, cfg.CoordinatorURLs...), ","), token, hc)
+	if err != nil {
+		return nil
+	}
 	return func(ctx context.Context) (int64, error) {
 		var desc coordinator.GroupDescription
 		if err := admin.do(ctx, http.MethodGet, "/v1/admin/groups/"+url.PathEscape(cfg.Group), nil, &desc); err != nil {

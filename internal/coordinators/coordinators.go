@@ -134,10 +134,14 @@ func (l *List) index(u string) int {
 }
 
 // Base returns the configured URL that rawURL starts with (a request's
-// full URL) and the rest of it; ok is false when it starts with none.
+// full URL; scheme and host compared without case) and the rest of it;
+// ok is false when it starts with none.
 func (l *List) Base(rawURL string) (base, rest string, ok bool) {
 	for _, u := range l.urls {
-		if r, found := strings.CutPrefix(rawURL, u); found && (r == "" || r[0] == '/' || r[0] == '?') {
+		if len(rawURL) < len(u) || !strings.EqualFold(rawURL[:len(u)], u) {
+			continue
+		}
+		if r := rawURL[len(u):]; r == "" || r[0] == '/' || r[0] == '?' {
 			return u, r, true
 		}
 	}

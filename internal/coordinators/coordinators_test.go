@@ -97,6 +97,7 @@ func TestBase(t *testing.T) {
 	for raw, want := range map[string][2]string{
 		"http://b:7070/v1/groups/g/join": {"http://b:7070", "/v1/groups/g/join"},
 		"http://a:7070?x":                {"http://a:7070", "?x"},
+		"HTTP://A:7070/v1/X":             {"http://a:7070", "/v1/X"},
 		"http://a:70701/v1":              {"", ""},
 		"http://c:7070/v1":               {"", ""},
 	} {
