@@ -73,6 +73,11 @@ type Config struct {
 	// DescribeLagMax bounds the partitions whose lag one admin describe
 	// looks up in Kafka.
 	DescribeLagMax int `yaml:"describe_lag_max"`
+	// GroupLagLabelsMax bounds the groups capgate_coordinator_group_lag
+	// labels (those with the largest lag; the others' sum is
+	// capgate_coordinator_group_lag_rest). One scrape looks up at most
+	// describe_lag_max partitions in Kafka.
+	GroupLagLabelsMax int `yaml:"group_lag_labels_max"`
 	// DescribePageMax bounds the members and the partitions one admin
 	// describe (or group list) answers with; DescribeBytesMax bounds the
 	// members' estimated JSON (at least one member). Larger groups are
@@ -163,6 +168,7 @@ func DefaultConfig() Config {
 		BrokerTimeout:          5 * time.Second,
 		OffsetCacheTTL:         time.Second,
 		DescribeLagMax:         1000,
+		GroupLagLabelsMax:      100,
 		DescribePageMax:        10000,
 		DescribeBytesMax:       4 << 20,
 		MaxBodyBytes:           1 << 20,
@@ -337,6 +343,8 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("max_header_bytes: must be >= 1024, got %d", c.MaxHeaderBytes)
 	case c.DescribeLagMax < 0:
 		return fmt.Errorf("describe_lag_max: must be >= 0, got %d", c.DescribeLagMax)
+	case c.GroupLagLabelsMax < 0:
+		return fmt.Errorf("group_lag_labels_max: must be >= 0, got %d", c.GroupLagLabelsMax)
 	case !(c.JoinRate > 0) || !(c.AttenuateRate > 0):
 		return fmt.Errorf("join_rate and attenuate_rate: must be > 0, got %v and %v", c.JoinRate, c.AttenuateRate)
 	case c.MemoryLimit != 0 && c.MemoryLimit < c.memoryFloor():

@@ -91,6 +91,7 @@ type Coordinator struct {
 	identities  *identity.Verifier // IdP tokens at join
 	metrics     *metrics
 	offsets     *offsetResolver
+	kafka       kafkaProbe // Kafka reachability for /readyz (health.go)
 	mirror      *mirror
 	adminTokens secretSet
 	syncTokens  secretSet

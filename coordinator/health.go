@@ -1,15 +1,31 @@
 package coordinator
 
-// Behavior: GET /healthz — public: 200 {"status":"ok"} while the event
-// loop runs, 503 unavailable once it stopped (shutdown, or failed closed
-// on a persist error or a failed safety audit: a liveness probe restarts
-// the process). GET /readyz — public: 200 {"status":"ready"} while the
-// store is open and the loop runs with a clean audit; otherwise 503
-// unavailable whose message says why (the failure that closed it, or
-// shutting down); a replica's leader adds "role":"leader". GET /metrics
-// — public: Prometheus text format from the coordinator's own registry.
+// Behavior: GET /healthz — public, liveness only: 200 {"status":"ok"}
+// while the event loop runs, 503 unavailable once it stopped (shutdown, or
+// failed closed on a persist error or a failed safety audit: a liveness
+// probe restarts the process). It never looks at Kafka.
+// GET /readyz — public, readiness: 200 {"status":"ready","checks":{...}}
+// while every check passes, else 503 unavailable whose message names the
+// failing checks and whose details carry them all:
+//   - store: the event loop runs and its last persist and audit were good
+//     (a failed one closes it: "failed closed: …"), not shutting down;
+//   - kafka: the last read of topic metadata (metadata_interval) or the
+//     last probe succeeded. The answer is cached: a result older than
+//     kafkaProbeTTL starts one background probe (Topics within
+//     broker_timeout) and is still used until the probe ends, so /readyz
+//     never waits on Kafka and a flood of probes costs one request.
+// A replica's leader adds "role":"leader" (standbys answer from
+// replica_http.go). GET /metrics — public: Prometheus text format from the coordinator's own
+// registry.
 
 import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
@@ -25,20 +41,99 @@ func (c *Coordinator) handleHealth(ctx *fasthttp.RequestCtx, _ []string) {
 }
 
 func (c *Coordinator) handleReady(ctx *fasthttp.RequestCtx, _ []string) {
-	if err := c.loop.failure(); err != nil {
-		writeError(ctx, api.CodeUnavailable, "failed closed: "+err.Error())
+	checks := c.readiness(time.Now())
+	var failing []string
+	for _, name := range slices.Sorted(maps.Keys(checks)) {
+		if checks[name] != checkOK {
+			failing = append(failing, name+": "+checks[name])
+		}
+	}
+	if len(failing) > 0 {
+		writeErrorDetails(ctx, api.CodeUnavailable, "not ready: "+strings.Join(failing, "; "), map[string]any{"checks": checks})
 		return
 	}
-	select {
-	case <-c.loop.done:
-		writeError(ctx, api.CodeUnavailable, "shutting down")
-	default:
-		body := map[string]string{"status": "ready"}
-		if c.embedded {
-			body["role"] = "leader" // a replica's leader (replica_http.go: standbys)
-		}
-		writeJSON(ctx, fasthttp.StatusOK, body)
+	body := map[string]any{"status": "ready", "checks": checks}
+	if c.embedded {
+		body["role"] = "leader" // a replica's leader (replica_http.go: standbys)
 	}
+	writeJSON(ctx, fasthttp.StatusOK, body)
+}
+
+const checkOK = "ok"
+
+// readiness runs every check at now: name → "ok" or why not.
+func (c *Coordinator) readiness(now time.Time) map[string]string {
+	checks := map[string]string{"store": checkOK, "kafka": checkOK}
+	if err := c.loop.failure(); err != nil {
+		checks["store"] = "failed closed: " + err.Error()
+	} else {
+		select {
+		case <-c.loop.done:
+			checks["store"] = "shutting down"
+		default:
+		}
+	}
+	if err := c.kafka.status(now, c.probeKafka); err != "" {
+		checks["kafka"] = err
+	}
+	return checks
+}
+
+// probeKafka reads topic metadata once, within broker_timeout.
+func (c *Coordinator) probeKafka() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BrokerTimeout)
+	defer cancel()
+	_, err := c.broker.Topics(ctx)
+	return err
+}
+
+// kafkaProbeTTL is how long a Kafka reachability result is used before
+// /readyz starts another probe.
+const kafkaProbeTTL = 5 * time.Second
+
+// kafkaProbe caches whether Kafka answered: the outcome of the last
+// metadata read or probe. The zero value has no result yet. Safe for
+// concurrent use.
+type kafkaProbe struct {
+	mu      sync.Mutex
+	at      time.Time // of the last result
+	err     error
+	probing bool
+}
+
+// record keeps the outcome of a Kafka call made at at.
+func (p *kafkaProbe) record(at time.Time, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if at.After(p.at) {
+		p.at, p.err = at, err
+	}
+}
+
+// status is "" when the last result was a success, else why not; a
+// result older than kafkaProbeTTL (or none) starts probe in the
+// background, once at a time.
+func (p *kafkaProbe) status(now time.Time, probe func() error) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Sub(p.at) >= kafkaProbeTTL && !p.probing {
+		p.probing = true
+		go func() {
+			start := time.Now()
+			err := probe()
+			p.mu.Lock()
+			p.probing = false
+			p.mu.Unlock()
+			p.record(start, err)
+		}()
+	}
+	switch {
+	case p.at.IsZero():
+		return "no answer from Kafka yet"
+	case p.err != nil:
+		return "unreachable (tried at " + p.at.UTC().Format(time.RFC3339) + "): " + p.err.Error()
+	}
+	return ""
 }
 
 func (c *Coordinator) handleMetrics(ctx *fasthttp.RequestCtx, _ []string) {

@@ -33,7 +33,9 @@ func (c *Coordinator) pollTopics(ctx context.Context) {
 func (c *Coordinator) refreshTopics(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.BrokerTimeout)
 	defer cancel()
+	start := time.Now()
 	counts, err := c.broker.Topics(ctx)
+	c.kafka.record(start, err)
 	if err != nil {
 		if ctx.Err() == nil || ctx.Err() == context.DeadlineExceeded {
 			c.log.Warn("read topic metadata", zap.Error(err))

@@ -1,21 +1,30 @@
 package coordinator
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/internal/buildinfo"
 )
 
 // metrics are the coordinator's Prometheus metrics, on a registry of its
-// own (several coordinators may live in one test process).
+// own (several coordinators may live in one test process). The label
+// vocabulary is the gateway's: route is the route's name, code is "ok"
+// or the API error code of the answer (api.Codes; its HTTP status follows
+// from the code), so one dashboard query fits both processes.
 type metrics struct {
 	registry       *prometheus.Registry
 	requests       *prometheus.CounterVec
+	latency        *prometheus.HistogramVec
+	longPolls      *prometheus.HistogramVec
 	heartbeatsHeld prometheus.Gauge
 	grants         prometheus.Counter
 	renewals       prometheus.Counter
@@ -32,8 +41,16 @@ func newMetrics(c *Coordinator) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capgate_coordinator_requests_total", Help: "HTTP requests by route and status code.",
+			Name: "capgate_coordinator_requests_total", Help: "HTTP requests by route and outcome (ok or the API error code).",
 		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "capgate_coordinator_request_duration_seconds", Help: "Request latency by route, long polls (heartbeat, sync) apart.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20),
+		}, []string{"route"}),
+		longPolls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "capgate_coordinator_long_poll_duration_seconds", Help: "Held requests by route: heartbeats and gateway syncs, held until news or their wait.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"route"}),
 		heartbeatsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capgate_coordinator_heartbeats_held", Help: "Heartbeats waiting in the state machine for news.",
 		}),
@@ -64,12 +81,60 @@ func newMetrics(c *Coordinator) *metrics {
 			Name: "capgate_coordinator_failed_closed", Help: "1 once the event loop stopped on a failed persist or safety audit: every request is refused until restart.",
 		}),
 	}
-	m.registry.MustRegister(m.requests, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
+	m.registry.MustRegister(m.requests, m.latency, m.longPolls, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
 		m.auditFailures, m.failedClosed,
-		&syncLagCollector{c: c}, prometheus.NewGoCollector())
+		&syncLagCollector{c: c}, newGroupLagCollector(c),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	return m
 }
+
+// longPollRoutes are the routes whose requests are held (a heartbeat's
+// wait_ms, a sync's wait_ms): their latency is the wait, measured apart.
+var longPollRoutes = map[string]bool{"heartbeat": true, "sync": true}
+
+// observe counts one answered request of route.
+func (m *metrics) observe(route string, ctx *fasthttp.RequestCtx) {
+	status, code := ctx.Response.StatusCode(), "ok"
+	if status >= 400 && !ctx.Response.IsBodyStream() { // a stream's Body() would read it all
+		code = outcomeCode(status, ctx.Response.Body())
+	}
+	m.requests.WithLabelValues(route, code).Inc()
+	elapsed := time.Since(ctx.Time()).Seconds()
+	if longPollRoutes[route] {
+		m.longPolls.WithLabelValues(route).Observe(elapsed)
+		return
+	}
+	m.latency.WithLabelValues(route).Observe(elapsed)
+}
+
+// outcomeCode is the code label of an answer: "ok" below 400, else the
+// code of its JSON error body (api.EncodeError) when it is one of the
+// table's, else "other" (the label stays bounded).
+func outcomeCode(status int, body []byte) string {
+	if status < 400 {
+		return "ok"
+	}
+	const prefix = `{"error":{"code":"`
+	if rest, ok := bytes.CutPrefix(body, []byte(prefix)); ok {
+		if end := bytes.IndexByte(rest, '"'); end > 0 {
+			if code := string(rest[:end]); tableCodes[code] {
+				return code
+			}
+		}
+	}
+	return "other"
+}
+
+// tableCodes are the API error codes (api.Codes), the code label's
+// values besides "ok" and "other".
+var tableCodes = func() map[string]bool {
+	set := map[string]bool{}
+	for _, c := range api.Codes() {
+		set[c] = true
+	}
+	return set
+}()
 
 // syncLagCollector reports, per gateway, how far its acknowledged sync
 // sequence is behind the current one; it asks the event loop at scrape

@@ -93,30 +93,38 @@ func (r *offsetResolver) resolve(ctx context.Context, grants []group.Grant) erro
 		return nil
 	}
 	var (
-		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
-		next  = make(chan int)
 	)
-	for range min(resolveWorkers, len(todo)) {
+	inParallel(len(todo), func(k int) {
+		if err := r.resolveOne(ctx, &grants[todo[k]]); err != nil {
+			mu.Lock()
+			first = cmp.Or(first, err)
+			mu.Unlock()
+		}
+	})
+	return first
+}
+
+// inParallel runs fn(0) … fn(n-1) on at most resolveWorkers goroutines
+// and returns when every call has.
+func inParallel(n int, fn func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(resolveWorkers, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				if err := r.resolveOne(ctx, &grants[i]); err != nil {
-					mu.Lock()
-					first = cmp.Or(first, err)
-					mu.Unlock()
-				}
+				fn(i)
 			}
 		}()
 	}
-	for _, i := range todo {
+	for i := range n {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	return first
 }
 
 func (r *offsetResolver) resolveOne(ctx context.Context, g *group.Grant) error {

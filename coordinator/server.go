@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -63,12 +62,12 @@ func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
 	} else {
 		name = c.routes.dispatch(ctx)
 	}
-	c.metrics.requests.WithLabelValues(name, strconv.Itoa(ctx.Response.StatusCode())).Inc()
+	c.metrics.observe(name, ctx)
 }
 
 func (c *Coordinator) serveError(ctx *fasthttp.RequestCtx, err error) {
 	if writeHTTPError(ctx, err, c.cfg) {
-		c.metrics.requests.WithLabelValues("error", strconv.Itoa(ctx.Response.StatusCode())).Inc()
+		c.metrics.observe("error", ctx)
 	}
 }
 

@@ -23,7 +23,8 @@ type call struct {
 	req     authz.Request
 	bytes   int
 	records int
-	charged int // bytes already taken from the budget (a fetch's answer)
+	charged int  // bytes already taken from the budget (a fetch's answer)
+	waited  bool // a fetch that long-polled at the broker (its latency is measured apart)
 }
 
 // admitCapability checks sync, bearer capability and Decide for req on
@@ -58,7 +59,7 @@ func (c *call) admitCapability(topic []byte, req authz.Request) (allowance int64
 func (c *call) finish(code api.Code, fields ...zap.Field) {
 	elapsed := time.Since(c.start)
 	m := c.g.metrics
-	m.outcome(c.op, code, elapsed)
+	m.outcome(c.op, code, elapsed, c.waited)
 	if c.claims == nil {
 		return
 	}

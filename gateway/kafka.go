@@ -112,7 +112,7 @@ func (k kafkaGate) Track(base context.Context, c *ocap.Claims, req authz.Request
 
 func (k kafkaGate) Observe(c *ocap.Claims, op string, code api.Code, bytes int, now time.Time) {
 	m := k.g.metrics
-	m.outcome(op, code, 0)
+	m.outcome(op, code, 0, false)
 	if c == nil || code != "" {
 		return
 	}

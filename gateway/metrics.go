@@ -2,7 +2,10 @@ package gateway
 
 // Behavior: GET /metrics serves the gateway's Prometheus metrics in the
 // text exposition format, from a registry of its own (several gateways may
-// share a process): requests by op and outcome code, latency histograms,
+// share a process): requests by route and outcome code ("ok" or the API
+// error code: the coordinator's vocabulary too), latency histograms with
+// the long polls (fetches that waited at the broker) apart, build, Go and
+// process collectors,
 // bytes and records out, token cache hits and misses, sync lag (sequence
 // behind, seconds since the last good sync, self-fenced), in-flight
 // fetches, those cancelled by revocations and the long polls abandoned by
@@ -21,9 +24,10 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/buildinfo"
 )
 
-// Request ops, the op label.
+// Request routes, the route label.
 const (
 	opFetchJSON = "fetch_json"
 	opFetchRaw  = "fetch_raw"
@@ -38,6 +42,7 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	outcomes    map[string]map[string]prometheus.Counter // op → code → counter, read-only after init
 	latency     map[string]prometheus.Observer
+	longPolls   map[string]prometheus.Observer
 	bytesOut    prometheus.Counter
 	recordsOut  prometheus.Counter
 	bytesIn     prometheus.Counter
@@ -51,11 +56,15 @@ type metrics struct {
 
 func newMetrics(g *Gateway) *metrics {
 	m := &metrics{registry: prometheus.NewRegistry()}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_requests_total", Help: "Requests by op and outcome (ok or the api error code)."}, []string{"op", "code"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_requests_total", Help: "Requests by route and outcome (ok or the API error code)."}, []string{"route", "code"})
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "capgate_gateway_request_duration_seconds", Help: "Fetch and produce latency, long polls included.",
+		Name: "capgate_gateway_request_duration_seconds", Help: "Fetch and produce latency; fetches that long-polled at the broker are apart.",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20),
-	}, []string{"op"})
+	}, []string{"route"})
+	longPolls := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "capgate_gateway_long_poll_duration_seconds", Help: "Fetches that found nothing and waited at the broker (max_wait_ms), by route.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	}, []string{"route"})
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
@@ -68,7 +77,7 @@ func newMetrics(g *Gateway) *metrics {
 	m.syncPolls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_sync_polls_total", Help: "Sync polls by result."}, []string{"result"})
 	m.appliedSeq = prometheus.NewGauge(prometheus.GaugeOpts{Name: "capgate_gateway_sync_applied_seq", Help: "Sequence number of the last sync update applied."})
 	m.monitors = newMonitorLabels(g.cfg.MonitorLabelsMax)
-	m.outcomes, m.latency = map[string]map[string]prometheus.Counter{}, map[string]prometheus.Observer{}
+	m.outcomes, m.latency, m.longPolls = map[string]map[string]prometheus.Counter{}, map[string]prometheus.Observer{}, map[string]prometheus.Observer{}
 	for _, op := range []string{opFetchJSON, opFetchRaw, opProduce, opHTTP} {
 		m.outcomes[op] = map[string]prometheus.Counter{codeOK: m.requests.WithLabelValues(op, codeOK)}
 		for _, code := range knownCodes {
@@ -76,8 +85,12 @@ func newMetrics(g *Gateway) *metrics {
 		}
 		m.latency[op] = latency.WithLabelValues(op)
 	}
-	m.registry.MustRegister(m.requests, latency, m.bytesOut, m.recordsOut, m.bytesIn, m.cacheHits, m.cacheMisses, m.abandoned,
-		m.syncPolls, m.appliedSeq, m.monitors.requests, m.monitors.bytes, collectors.NewGoCollector())
+	for _, op := range []string{opFetchJSON, opFetchRaw} {
+		m.longPolls[op] = longPolls.WithLabelValues(op)
+	}
+	m.registry.MustRegister(m.requests, latency, longPolls, m.bytesOut, m.recordsOut, m.bytesIn, m.cacheHits, m.cacheMisses, m.abandoned,
+		m.syncPolls, m.appliedSeq, m.monitors.requests, m.monitors.bytes,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	m.registerGauges(g)
 	m.serve = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	return m
@@ -120,8 +133,10 @@ func (m *metrics) registerGauges(g *Gateway) {
 	)
 }
 
-// outcome counts one request of op with code ("" or codeOK for success).
-func (m *metrics) outcome(op string, code api.Code, elapsed time.Duration) {
+// outcome counts one request of op with code ("" or codeOK for success)
+// and its latency (none when elapsed is 0), as a long poll when it waited
+// at the broker.
+func (m *metrics) outcome(op string, code api.Code, elapsed time.Duration, longPoll bool) {
 	label := string(code)
 	if label == "" {
 		label = codeOK
@@ -131,13 +146,17 @@ func (m *metrics) outcome(op string, code api.Code, elapsed time.Duration) {
 	} else {
 		m.requests.WithLabelValues(op, label).Inc()
 	}
-	if elapsed > 0 {
+	switch {
+	case elapsed <= 0:
+	case longPoll && m.longPolls[op] != nil:
+		m.longPolls[op].Observe(elapsed.Seconds())
+	default:
 		m.latency[op].Observe(elapsed.Seconds())
 	}
 }
 
 // rejected counts a request refused before it reached an op.
-func (m *metrics) rejected(code api.Code) { m.outcome(opHTTP, code, 0) }
+func (m *metrics) rejected(code api.Code) { m.outcome(opHTTP, code, 0, false) }
 
 // monitorLabels bounds the monitor tags used as label values: the first
 // max distinct tags keep their name, later ones count as "other".

@@ -186,6 +186,7 @@ func (f *fetchCall) serve() api.Code {
 // watch starts watching the client for a hang-up while the fetch waits
 // at the broker.
 func (f *fetchCall) watch() {
+	f.waited = true
 	entry := f.entry
 	f.stopWatch = watchHangup(f.ctx.Conn(), func() { entry.cancel(errClientGone) })
 }

@@ -52,7 +52,7 @@ func TestPeersSpreadPartitions(t *testing.T) {
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {0: kgo.NewOffset().AtStart()}}))
 	pollN(t, cl, 3)
 	served := func(i int) float64 {
-		return grepCount(gatewayMetrics(t, s, i), `capgate_gateway_requests_total{code="ok",op="kafka_fetch"}`)
+		return grepCount(gatewayMetrics(t, s, i), `capgate_gateway_requests_total{code="ok",route="kafka_fetch"}`)
 	}
 	if served(int(lead)) == 0 || served(1-int(lead)) != 0 {
 		t.Fatalf("fetches served: gateway %d (leader) %v, gateway %d %v; want all on the leader", lead, served(int(lead)), 1-lead, served(1-int(lead)))

@@ -77,7 +77,7 @@ func TestAdminDenyStopsAssignedConsumer(t *testing.T) {
 	s.Deny(t, grant.JTI)
 	sdk.Eventually(t, 10*time.Second, "the deny reached the gateway", func() (bool, string) {
 		m := metrics(t, s)
-		return grepCount(m, `capgate_gateway_requests_total{code="capability_revoked",op="kafka_fetch"}`) > 0,
+		return grepCount(m, `capgate_gateway_requests_total{code="capability_revoked",route="kafka_fetch"}`) > 0,
 			grep(m, "capgate_gateway_requests_total")
 	})
 	produceDirect(t, s, "orders", 0, 3)

@@ -1,0 +1,250 @@
+package deploy_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/internal/stack"
+)
+
+// TestDeployReferencesOnlyExportedMetrics parses the alert rules with
+// Prometheus's rule parser and every dashboard expression with its PromQL
+// parser, and checks each metric they name against what a running
+// coordinator and gateway export after real traffic.
+func TestDeployReferencesOnlyExportedMetrics(t *testing.T) {
+	exported := scrapeRunningStack(t)
+	p := parser.NewParser(parser.Options{})
+
+	groups, errs := rulefmt.ParseFile("prometheus/alerts.yml", false, model.UTF8Validation, p, slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatalf("alert rules: %v", errs)
+	}
+	rules := 0
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			rules++
+			checkExpr(t, p, "rule "+r.Alert, r.Expr, exported)
+		}
+	}
+	exprs := dashboardExprs(t, "grafana/capgate.json")
+	for _, e := range exprs {
+		checkExpr(t, p, "panel "+e.panel, e.expr, exported)
+	}
+	if rules == 0 || len(exprs) == 0 {
+		t.Fatalf("%d rules and %d panel expressions: nothing checked", rules, len(exprs))
+	}
+	t.Logf("%d alert rules and %d panel expressions checked against %d exported metrics", rules, len(exprs), len(exported))
+}
+
+// A rule naming a metric nobody exports, and one that does not parse,
+// are caught: the checks can fail.
+func TestDeployCheckCatchesUnknownMetrics(t *testing.T) {
+	p := parser.NewParser(parser.Options{})
+	names, err := metricNames(p, `rate(capgate_gateway_fetches_total{op="fetch"}[5m]) / capgate_gateway_inflight_fetches`)
+	if err != nil || !slices.Equal(names, []string{"capgate_gateway_fetches_total", "capgate_gateway_inflight_fetches"}) {
+		t.Fatalf("names %v, %v", names, err)
+	}
+	bad := []byte("groups:\n  - name: x\n    rules:\n      - alert: Broken\n        expr: rate(capgate_gateway_requests_total[5m]\n")
+	if _, errs := rulefmt.Parse(bad, false, model.UTF8Validation, p, slog.New(slog.DiscardHandler)); len(errs) == 0 {
+		t.Fatal("a rule with an unbalanced parenthesis parsed")
+	}
+}
+
+func checkExpr(t *testing.T, p parser.Parser, where, expr string, exported map[string]bool) {
+	t.Helper()
+	names, err := metricNames(p, expr)
+	if err != nil {
+		t.Errorf("%s: %q does not parse: %v", where, expr, err)
+		return
+	}
+	for _, n := range names {
+		if !exported[n] {
+			t.Errorf("%s: %q names %s, which neither the coordinator nor the gateway exports", where, expr, n)
+		}
+	}
+}
+
+// metricNames lists the metric names of expr's selectors, in order.
+func metricNames(p parser.Parser, expr string) ([]string, error) {
+	// Grafana's interval variables stand for a duration.
+	expr = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h").Replace(expr)
+	e, err := p.ParseExpr(expr)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, matchers := range parser.ExtractSelectors(e) {
+		for _, m := range matchers {
+			if m.Name == labels.MetricName && m.Type == labels.MatchEqual && !slices.Contains(names, m.Value) {
+				names = append(names, m.Value)
+			}
+		}
+	}
+	return names, nil
+}
+
+type panelExpr struct{ panel, expr string }
+
+func dashboardExprs(t *testing.T, path string) []panelExpr {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var out []panelExpr
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			out = append(out, panelExpr{p.Title, target.Expr})
+		}
+	}
+	return out
+}
+
+// scrapeRunningStack starts kfake, a coordinator and a gateway, has an
+// SDK consumer join, heartbeat, commit and fetch through them (so the
+// labelled series exist: routes, group lag, sync lag), and returns every
+// metric name the two export (histograms with their _bucket, _sum and
+// _count series).
+func scrapeRunningStack(t *testing.T) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), Topics: map[string]int32{"orders": 2}, Gateways: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	consume(ctx, t, s)
+	exported := map[string]bool{}
+	for _, url := range []string{s.CoordinatorURL() + "/metrics", s.GatewayURLs()[0] + "/metrics"} {
+		for name := range scrape(t, s.HTTP(), url) {
+			exported[name] = true
+		}
+	}
+	return exported
+}
+
+// consume produces a record and reads it with the SDK, which joins,
+// fetches (a short fetch and a long poll), commits and leaves.
+func consume(ctx context.Context, t *testing.T, s *stack.Stack) {
+	t.Helper()
+	cred, err := s.ClientCredential(ctx, "deploy", []string{"g"}, []string{"orders"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewConsumer(s.ClientConfig("g", []string{"orders"}, cred))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := c.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := s.Broker.Produce(ctx, "orders", int32(i), []*kgo.Record{{Value: []byte("hello")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for got < 2 {
+		recs, err := c.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(recs)
+	}
+	// A long poll of an empty partition, and a refused fetch (a code).
+	if err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fetch(ctx, t, s, "not-a-token", http.StatusUnauthorized)
+}
+
+// fetch sends one fetch with capability and checks its status.
+func fetch(ctx context.Context, t *testing.T, s *stack.Stack, capability string, want int) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.GatewayURLs()[0]+"/v1/topics/orders/partitions/0/records?offset=0", nil)
+	req.Header.Set("Authorization", "Bearer "+capability)
+	resp, err := s.HTTP().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("fetch: %d %s, want %d", resp.StatusCode, body, want)
+	}
+}
+
+// scrape reads url's Prometheus text exposition and returns its metric
+// names: every "# TYPE" line's name, with _bucket/_sum/_count for
+// histograms and _sum/_count for summaries.
+func scrape(t *testing.T, hc *http.Client, url string) map[string]bool {
+	t.Helper()
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
+	}
+	names := map[string]bool{}
+	lines := bufio.NewScanner(bytes.NewReader(body))
+	for lines.Scan() {
+		var name, kind string
+		if _, err := fmt.Sscanf(lines.Text(), "# TYPE %s %s", &name, &kind); err != nil {
+			continue
+		}
+		names[name] = true
+		switch kind {
+		case "histogram":
+			names[name+"_bucket"], names[name+"_sum"], names[name+"_count"] = true, true, true
+		case "summary":
+			names[name+"_sum"], names[name+"_count"] = true, true
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("%s: no metrics in %.200s", url, body)
+	}
+	return names
+}

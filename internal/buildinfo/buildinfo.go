@@ -1,0 +1,63 @@
+// Package buildinfo says which capgate this is: the version, the commit
+// and the Go release it was built from, read once from what the Go
+// toolchain stamps into every binary (runtime/debug.ReadBuildInfo: the
+// module version, vcs.revision and vcs.modified). `capgate version` prints
+// it and both processes export it as the capgate_build_info metric.
+// Safe for concurrent use.
+package buildinfo
+
+import (
+	"runtime/debug"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Info is one build's identity. Fields the toolchain did not stamp (go
+// test binaries, builds outside a git checkout) are "unknown".
+type Info struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	GoVersion string `json:"go_version"`
+}
+
+const unknown = "unknown"
+
+// Read returns this binary's Info.
+var Read = sync.OnceValue(func() Info {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return Info{Version: unknown, Commit: unknown, GoVersion: unknown}
+	}
+	return fromBuildInfo(bi)
+})
+
+func fromBuildInfo(bi *debug.BuildInfo) Info {
+	info := Info{Version: bi.Main.Version, Commit: unknown, GoVersion: bi.GoVersion}
+	if info.Version == "" || info.Version == "(devel)" {
+		info.Version = unknown
+	}
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			info.Commit = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified && info.Commit != unknown {
+		info.Commit += "-dirty"
+	}
+	return info
+}
+
+// Collector is the capgate_build_info gauge: always 1, labelled with
+// version, commit and goversion, for a registry of its own.
+func Collector() prometheus.Collector {
+	info := Read()
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "capgate_build_info", Help: "1, labelled with the version, commit and Go release of this build.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "commit": info.Commit, "goversion": info.GoVersion},
+	}, func() float64 { return 1 })
+}
