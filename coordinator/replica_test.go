@@ -175,7 +175,7 @@ func TestStandbyAnswersNotLeader(t *testing.T) {
 			t.Fatalf("%s %s at the standby: %d %s %v, want 421 not_leader naming %s", call.method, call.path, status, body, header, leaderURL)
 		}
 	}
-	var ready map[string]string
+	var ready map[string]any // the leader's has checks too
 	h.call(t, "GET", "/readyz", "", nil, 200, &ready)
 	if ready["role"] != "follower" || ready["leader"] != leaderURL {
 		t.Fatalf("standby /readyz: %v", ready)
