@@ -32,6 +32,12 @@ import (
 // the working tree (BENCHMARKS.md has the commands).
 const baselineEnv = "CAPGATE_BENCH_BASELINE_BIN"
 
+// extraEnv names more binaries to run side by side, as name=path pairs
+// separated by commas (say "main=/tmp/main.bin": the main a branch
+// started from). Like the baseline's, their profiles need the patch of
+// BENCHMARKS.md.
+const extraEnv = "CAPGATE_BENCH_EXTRA_BINS"
+
 // Topics of the deployment: single-record batches for 1-record fetches,
 // 100-byte records in large batches for consumers, and an idle topic the
 // long polls wait on.
@@ -117,6 +123,16 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 	d.variants = append(d.variants, d.start(tb, "capgate", capgate))
 	if bin := os.Getenv(baselineEnv); bin != "" {
 		d.variants = append(d.variants, d.start(tb, "baseline", bin))
+	}
+	for _, pair := range strings.Split(os.Getenv(extraEnv), ",") {
+		if pair == "" {
+			continue
+		}
+		name, bin, ok := strings.Cut(pair, "=")
+		if !ok || name == "" || bin == "" || name == "capgate" || name == "baseline" || strings.ContainsAny(name, "-/ ") {
+			tb.Fatalf("%s: %q is not name=path (name not capgate or baseline, without - / or space)", extraEnv, pair)
+		}
+		d.variants = append(d.variants, d.start(tb, name, bin))
 	}
 	return d
 }

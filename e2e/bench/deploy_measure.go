@@ -223,7 +223,16 @@ func (d *procStack) loaded(tb testing.TB, workers int, dur time.Duration) []late
 	var out []latencyFigure
 	for _, p := range d.paths() {
 		before, self, kafka := d.gatewayCPU(tb, p.gw), selfCPU(), d.kafkaCPU()
-		f := workersLoop(tb, workers, dur, func(w int) fetchOne { return p.mk(int32(w) % d.size.LatencyParts) })
+		mk := func(w int) fetchOne {
+			do := p.mk(int32(w) % d.size.LatencyParts)
+			return func(i int) error {
+				if err := do(i); err != nil {
+					return fmt.Errorf("%s: %w", p.name, err)
+				}
+				return nil
+			}
+		}
+		f := workersLoop(tb, workers, dur, mk)
 		n := time.Duration(max(f.Fetches, 1))
 		f.Path = p.name
 		f.CPU = perFetch(d.gatewayCPU(tb, p.gw)-before, f.Fetches, p.gw)
