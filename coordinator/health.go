@@ -13,7 +13,8 @@ package coordinator
 //     last probe succeeded. The answer is cached: a result older than
 //     kafkaProbeTTL starts one background probe (Topics within
 //     broker_timeout) and is still used until the probe ends, so /readyz
-//     never waits on Kafka and a flood of probes costs one request.
+//     waits on Kafka only for the very first result, and a flood of
+//     probes costs one request.
 // A replica's leader adds "role":"leader" (standbys answer from
 // replica_http.go). GET /metrics — public: Prometheus text format from the coordinator's own
 // registry.
@@ -105,28 +106,37 @@ type kafkaProbe struct {
 func (p *kafkaProbe) record(at time.Time, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if at.After(p.at) {
+	if !at.Before(p.at) {
 		p.at, p.err = at, err
 	}
 }
 
-// status is "" when the last result was a success, else why not; a
-// result older than kafkaProbeTTL (or none) starts probe in the
-// background, once at a time.
+// status is "" when the last result was a success, else why not. The
+// first call with no result probes at once (within broker_timeout) and
+// waits for it; later, a result older than kafkaProbeTTL starts probe in
+// the background, once at a time, and the last result answers meanwhile.
 func (p *kafkaProbe) status(now time.Time, probe func() error) string {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if now.Sub(p.at) >= kafkaProbeTTL && !p.probing {
-		p.probing = true
-		go func() {
-			start := time.Now()
-			err := probe()
-			p.mu.Lock()
-			p.probing = false
-			p.mu.Unlock()
-			p.record(start, err)
-		}()
+	stale := now.Sub(p.at) >= kafkaProbeTTL && !p.probing
+	first := stale && p.at.IsZero()
+	p.probing = p.probing || stale
+	p.mu.Unlock()
+	run := func() {
+		start := time.Now()
+		err := probe()
+		p.mu.Lock()
+		p.probing = false
+		p.mu.Unlock()
+		p.record(start, err)
 	}
+	switch {
+	case first:
+		run()
+	case stale:
+		go run()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
 	case p.at.IsZero():
 		return "no answer from Kafka yet"

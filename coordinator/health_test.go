@@ -1,0 +1,44 @@
+package coordinator
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The first readiness check waits for a probe; later ones answer from the
+// cached result and refresh a stale one in the background, one probe at a
+// time, so a flood of /readyz costs Kafka one request.
+func TestKafkaProbeCachesAndRefreshes(t *testing.T) {
+	synctest.Test(t, testKafkaProbe)
+}
+
+func testKafkaProbe(t *testing.T) {
+	var p kafkaProbe
+	down := errors.New("dial tcp: connection refused")
+	now := time.Now()
+	if got := p.status(now, func() error { return down }); !strings.Contains(got, "connection refused") {
+		t.Fatalf("first check with Kafka down: %q", got)
+	}
+	p.record(time.Now(), nil) // the metadata poller read topics
+	calls := 0
+	if got := p.status(time.Now(), func() error { calls++; return down }); got != "" || calls != 0 {
+		t.Fatalf("a fresh success: %q after %d probes, want ok from the cache", got, calls)
+	}
+	release := make(chan struct{})
+	later := time.Now().Add(kafkaProbeTTL)
+	slow := func() error { calls++; <-release; return down }
+	if got := p.status(later, slow); got != "" {
+		t.Fatalf("stale success while the probe runs: %q, want the cached ok", got)
+	}
+	if got := p.status(later, slow); got != "" || calls > 1 {
+		t.Fatalf("second check during the probe: %q, %d probes", got, calls)
+	}
+	close(release)
+	synctest.Wait() // the background probe has recorded its result
+	if got := p.status(later, slow); !strings.Contains(got, "connection refused") || calls != 1 {
+		t.Fatalf("after the probe failed: %q, %d probes for one stale result", got, calls)
+	}
+}
