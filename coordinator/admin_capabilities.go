@@ -19,6 +19,7 @@ package coordinator
 
 import (
 	"encoding/base64"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -33,6 +34,7 @@ func (c *Coordinator) handleAdminCapability(ctx *fasthttp.RequestCtx, _ []string
 	if !decodeBody(ctx, &req, false) {
 		return
 	}
+	setAuditTarget(ctx, cut(req.Holder, 64)+"@"+cut(req.Topic, 64)+"/"+strconv.Itoa(int(req.Partition)))
 	claims, ttl, ok := c.sharedGrant(ctx, req)
 	if !ok {
 		return

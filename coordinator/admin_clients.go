@@ -2,10 +2,15 @@ package coordinator
 
 // Behavior: POST /v1/admin/clients — bearer: an admin token. Body
 // ClientRequest: mint a client credential (ocap.KindClient, sub = name)
-// that may join the listed groups and subscribe to the listed topics
-// ("*" = any; a topic_pattern join needs "*"), valid for ttl_ms (default
-// member_token_ttl, at most client_credential_ttl_max). Answers
-// ClientResponse. Client credentials are bearer secrets: revoke one by jti.
+// that may join the listed groups and subscribe to the listed topics,
+// valid for ttl_ms (default member_token_ttl, at most
+// client_credential_ttl_max). Entries are patterns: an exact name, "*"
+// (any), or a prefix ending in "*" ("orders-*", as Kafka's prefixed
+// ACLs); a "*" anywhere else is refused with 400. topics empty or absent
+// means any topic (["*"]); a topic_pattern join needs "*". Answers
+// ClientResponse (key client_credential, as credentials.json and
+// `consume --credential-file` read it). Client credentials are bearer
+// secrets: revoke one by jti.
 
 import (
 	"fmt"
@@ -22,6 +27,10 @@ func (c *Coordinator) handleAdminClients(ctx *fasthttp.RequestCtx, _ []string) {
 	var req ClientRequest
 	if !decodeBody(ctx, &req, false) {
 		return
+	}
+	setAuditTarget(ctx, "client:"+cut(req.Name, 64))
+	if len(req.Topics) == 0 {
+		req.Topics = []string{"*"}
 	}
 	if msg := checkClient(req); msg != "" {
 		writeError(ctx, api.CodeBadRequest, msg)
@@ -55,15 +64,22 @@ func checkClient(req ClientRequest) string {
 	case req.TTLMs < 0:
 		return "ttl_ms must be >= 0"
 	}
-	for _, g := range req.Groups {
-		if g != "*" && !ocap.ValidName(g) {
-			return "invalid group name in groups"
-		}
+	if msg := checkPatterns("groups", req.Groups, ocap.ValidName); msg != "" {
+		return msg
 	}
-	for _, t := range req.Topics {
-		if t != "*" && !ocap.ValidTopic(t) {
-			return "invalid topic name in topics"
+	return checkPatterns("topics", req.Topics, ocap.ValidTopic)
+}
+
+// checkPatterns says which entry of list is not a pattern, or "".
+func checkPatterns(what string, list []string, valid func(string) bool) string {
+	for _, e := range list {
+		if ocap.ValidPattern(e, valid) {
+			continue
 		}
+		if prefix, _ := strings.CutSuffix(e, "*"); strings.Contains(prefix, "*") {
+			return fmt.Sprintf("%s: %.80q: \"*\" is allowed only at the end, as a prefix (\"orders-*\"), or alone (any)", what, e)
+		}
+		return fmt.Sprintf("%s: %.80q is not a valid name", what, e)
 	}
 	return ""
 }

@@ -13,6 +13,14 @@ package coordinator
 //     (or limit) members and partitions, members within
 //     describe_bytes_max; next_members_after / next_partitions_after
 //     resume; 404 for an unknown group, 400 for a bad cursor or limit.
+//   DELETE /v1/admin/groups/{g}?force=true → GroupDeleteResponse: the
+//     group's committed offsets, settings and leases go and it no longer
+//     lists or describes (group/delete.go: its epochs stay until the
+//     reaper forgets it, so no capability it issued reads again). 409
+//     conflict while it has live members or outside lease holders,
+//     unless force=true: each member is then revoked first (its
+//     capabilities refused by every gateway, as revoke-member) and each
+//     lease ends. 404 for an unknown group.
 //   PUT /v1/admin/groups/{g}/config with GroupConfigRequest → the
 //     resulting GroupConfigView; creates the group if needed; 400 for a
 //     setting out of bounds, 409 inconsistent_assignor when members use
@@ -160,6 +168,31 @@ func (c *Coordinator) fillLag(parts []PartitionView) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+func (c *Coordinator) handleAdminGroupDelete(ctx *fasthttp.RequestCtx, params []string) {
+	groupName := params[0]
+	if !groupParam(ctx, groupName) {
+		return
+	}
+	force := false
+	for key, value := range ctx.QueryArgs().All() {
+		b, err := strconv.ParseBool(string(value))
+		if string(key) != "force" || err != nil {
+			writeError(ctx, api.CodeBadRequest, "the only query parameter is force=true|false")
+			return
+		}
+		force = b
+	}
+	msg, err := c.call(func(ref group.Ref) group.Event {
+		return group.DeleteGroup{Ref: ref, Group: groupName, Force: force}
+	})
+	reply, ok := msg.(group.DeleteGroupReply)
+	if !ok {
+		writeMachineError(ctx, msg, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, GroupDeleteResponse{Group: groupName, MembersRevoked: reply.Members, LeasesEnded: reply.Leases, OffsetsDeleted: reply.Offsets})
 }
 
 func (c *Coordinator) handleAdminGroupConfig(ctx *fasthttp.RequestCtx, params []string) {

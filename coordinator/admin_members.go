@@ -4,8 +4,9 @@ package coordinator
 // admin token. Fences every partition the member holds, denies all its
 // capabilities on the gateways until they expire (revoked_members on the
 // sync channel), and removes it; its member token then gets 409
-// unknown_member. Answers MemberRevokeResponse; 409 unknown_member for a
-// member that is not alive.
+// unknown_member. The body (RevokeRequest, may be empty) gives the
+// reason the audit log keeps. Answers MemberRevokeResponse; 409
+// unknown_member for a member that is not alive.
 
 import (
 	"github.com/valyala/fasthttp"
@@ -22,6 +23,10 @@ func (c *Coordinator) handleAdminMemberRevoke(ctx *fasthttp.RequestCtx, params [
 	}
 	if !ocap.ValidName(member) {
 		writeError(ctx, api.CodeBadRequest, "invalid member id")
+		return
+	}
+	var req RevokeRequest
+	if !decodeBody(ctx, &req, true) {
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {

@@ -14,10 +14,19 @@ package coordinator
 //     capability (fetch+commit, ep, exp capped by max_lease) comes in the
 //     LeaseResponse. Answers once the holder is granted.
 //   PUT .../offset with OffsetResetRequest: set the committed offset, even
-//     backwards (the only way it moves back); a held partition is fenced
-//     and regranted from the new offset. Answers 200 {}.
+//     backwards (the only way it moves back) — an explicit offset (at most
+//     the log end: else 416 offset_out_of_range with latest), or to the
+//     earliest / latest offset Kafka has now (503 when Kafka cannot
+//     say). A partition someone holds is fenced first and regranted from
+//     the new offset: the holder's later commits under the old epoch are
+//     refused (409 stale_epoch), so nothing it still had in flight moves
+//     the offset again. Answers OffsetResetResponse.
 
 import (
+	"context"
+	"fmt"
+	"math"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
@@ -106,12 +115,46 @@ func (c *Coordinator) handleAdminPartitionOffset(ctx *fasthttp.RequestCtx, param
 	if !decodeBody(ctx, &req, false) {
 		return
 	}
+	offset, ok := c.resetTarget(ctx, path, req)
+	if !ok {
+		return
+	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
-		return group.ResetOffset{Ref: ref, Group: path.group, Topic: path.topic, Partition: path.partition, Offset: req.Offset, Metadata: req.Metadata}
+		return group.ResetOffset{Ref: ref, Group: path.group, Topic: path.topic, Partition: path.partition, Offset: offset, Metadata: req.Metadata}
 	})
 	if _, ok := msg.(group.Done); !ok {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, struct{}{})
+	writeJSON(ctx, fasthttp.StatusOK, OffsetResetResponse{Group: path.group, Topic: path.topic, Partition: path.partition, Offset: offset})
+}
+
+// resetTarget is the offset a reset asks for: explicit (within the log
+// end), or Kafka's earliest or latest now. On a refusal it answers.
+func (c *Coordinator) resetTarget(ctx *fasthttp.RequestCtx, path partitionPath, req OffsetResetRequest) (int64, bool) {
+	if n, known := c.partitionCount(path.topic); known && path.partition >= n {
+		writeError(ctx, api.CodeNotFound, "unknown topic or partition")
+		return 0, false
+	}
+	switch {
+	case req.To == "" && req.Offset < 0:
+		writeError(ctx, api.CodeBadRequest, "offset must be >= 0")
+		return 0, false
+	case req.To == "":
+		return req.Offset, c.withinLogEnd(ctx, []group.CommitOffset{{Topic: path.topic, Partition: path.partition, Offset: req.Offset}})
+	case req.Offset != 0 || (req.To != group.OffsetResetEarliest && req.To != group.OffsetResetLatest):
+		writeError(ctx, api.CodeBadRequest, "to must be earliest or latest, and then offset absent")
+		return 0, false
+	}
+	// A floor above any offset bypasses the resolver's cache: "latest"
+	// means the log end now.
+	earliest, latest, err := c.offsets.lookupAbove(context.Background(), path.topic, path.partition, math.MaxInt64)
+	if err != nil {
+		writeError(ctx, api.CodeUnavailable, fmt.Sprintf("the offsets of %s/%d are unknown: %v", path.topic, path.partition, err))
+		return 0, false
+	}
+	if req.To == group.OffsetResetEarliest {
+		return earliest, true
+	}
+	return latest, true
 }

@@ -8,7 +8,9 @@ package coordinator
 // level (debug, info, warn, error), a monitor tag (≤ 64 bytes), a byte
 // rate, and ttl_ms > 0. The override is pushed to every gateway on the
 // sync channel and kept until now + ttl; a later PUT with the same id (by
-// default: the same selector) replaces it. Answers the api.QoSOverride.
+// default: the same selector) merges into it: the fields it sets replace
+// the earlier ones, the others stay, the ttl starts anew. Answers the
+// resulting api.QoSOverride.
 
 import (
 	"crypto/sha256"
@@ -41,23 +43,30 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 		writeError(ctx, api.CodeBadRequest, "log_level must be debug, info, warn or error")
 		return
 	}
-	if len(req.Monitor) > 64 || req.TTLMs <= 0 || req.MaxBytesPerSec < 0 {
+	bps := int64(0)
+	if req.MaxBytesPerSec != nil {
+		bps = *req.MaxBytesPerSec
+	}
+	if len(req.Monitor) > 64 || req.TTLMs <= 0 || bps < 0 {
 		writeError(ctx, api.CodeBadRequest, "monitor ≤ 64 bytes, ttl_ms > 0 and max_bytes_per_sec ≥ 0 required")
 		return
 	}
 	override := api.QoSOverride{
 		ID: req.ID, Selector: req.Selector, LogLevel: req.LogLevel, Monitor: req.Monitor,
-		MaxBytesPerSec: req.MaxBytesPerSec, Until: c.now().Add(msDuration(req.TTLMs)).Unix(),
+		MaxBytesPerSec: bps, Until: c.now().Add(msDuration(req.TTLMs)).Unix(),
 	}
 	if override.ID == "" {
 		override.ID = selectorID(req.Selector)
 	}
-	msg, err := c.call(func(ref group.Ref) group.Event { return group.PutQoS{Ref: ref, Override: override} })
-	if _, ok := msg.(group.Done); !ok {
+	setAuditTarget(ctx, "qos:"+override.ID)
+	keep := group.QoSKeep{LogLevel: req.LogLevel == "", Monitor: req.Monitor == "", MaxBytesPerSec: req.MaxBytesPerSec == nil}
+	msg, err := c.call(func(ref group.Ref) group.Event { return group.PutQoS{Ref: ref, Override: override, Keep: keep} })
+	reply, ok := msg.(group.QoSReply)
+	if !ok {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, override)
+	writeJSON(ctx, fasthttp.StatusOK, reply.Override)
 }
 
 // selectorID is a stable id for a selector: the first 16 bytes of the

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -101,6 +102,33 @@ func TestAdminLease(t *testing.T) {
 			t.Fatalf("leased partition: %+v", p)
 		}
 	}
+
+	// The outside holder has no member token: it commits with its lease
+	// capability as the bearer, so its progress is kept.
+	var committed api.CommitResponse
+	h.call(t, "POST", "/v1/groups/g/commit", out.Capability,
+		api.CommitRequest{Offsets: []api.CommitOffset{{Topic: "orders", Partition: 1, Offset: 77}}}, 200, &committed)
+	if len(committed.Committed) != 1 || committed.Committed[0].Offset != 77 {
+		t.Fatalf("outside holder's commit answered %+v", committed)
+	}
+	h.expectError(t, "POST", "/v1/groups/g/commit", out.Capability,
+		api.CommitRequest{Offsets: []api.CommitOffset{{Topic: "orders", Partition: 1, Offset: 78}}, Release: true}, 400, api.CodeBadRequest)
+	h.expectError(t, "POST", "/v1/groups/other/commit", out.Capability,
+		api.CommitRequest{Offsets: []api.CommitOffset{{Topic: "orders", Partition: 1, Offset: 78}}}, 403, api.CodeForbidden)
+	// A member's own capability is no bearer for a commit: it is not an
+	// outside holder's.
+	g0, _ := a.grant("orders", 0)
+	h.expectError(t, "POST", "/v1/groups/g/commit", g0.Capability,
+		api.CommitRequest{Offsets: []api.CommitOffset{{Topic: "orders", Partition: 0, Offset: 5}}}, 409, api.CodeStaleEpoch)
+
+	// A lease past groups.limits.lease_ttl_max is refused, and a lease on
+	// a group that does not exist creates nothing.
+	h.expectError(t, "POST", "/v1/admin/groups/g/partitions/orders/2/lease", e.adminToken,
+		coordinator.LeaseRequest{Holder: "x", TTLMs: 10_000_000_000}, 400, api.CodeBadRequest)
+	h.expectError(t, "POST", "/v1/admin/groups/nope/partitions/orders/2/lease", e.adminToken,
+		coordinator.LeaseRequest{Holder: "x", TTLMs: 60000}, 404, api.CodeNotFound)
+	h.expectError(t, "POST", "/v1/admin/groups/nope/partitions/orders/2/revoke", e.adminToken, nil, 404, api.CodeNotFound)
+	h.expectError(t, "GET", "/v1/admin/groups/nope", e.adminToken, nil, 404, api.CodeNotFound)
 }
 
 // verifyWithJWKS verifies a capability with only the public key set.
@@ -130,6 +158,7 @@ func verifyWithJWKS(t *testing.T, h *harness, token string) *ocap.Claims {
 // the answer, the sync channel, the JWKS.
 func TestAdminSyncChannel(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 4})
+	e.fill(t, 60) // offset resets name offsets up to 60: the log must reach them
 	h := e.start(t)
 	gw := newGateway(h, "gw1")
 	gw.run(500)
@@ -182,10 +211,10 @@ func TestAdminSyncChannel(t *testing.T) {
 	})
 
 	t.Run("qos", func(t *testing.T) {
-		p := int32(1)
+		p, rate := int32(1), int64(1000)
 		var o api.QoSOverride
 		h.call(t, "PUT", "/v1/admin/qos", e.adminToken, coordinator.QoSRequest{
-			Selector: api.QoSSelector{Group: "g", Topic: "orders", Partition: &p}, LogLevel: "debug", MaxBytesPerSec: 1000, TTLMs: 60000,
+			Selector: api.QoSSelector{Group: "g", Topic: "orders", Partition: &p}, LogLevel: "debug", MaxBytesPerSec: &rate, TTLMs: 60000,
 		}, 200, &o)
 		if o.ID == "" || o.LogLevel != "debug" || o.Until <= time.Now().Unix() {
 			t.Fatalf("override: %+v", o)
@@ -253,6 +282,16 @@ func TestAdminSyncChannel(t *testing.T) {
 			t.Fatalf("offsets after reset: %+v", offsets)
 		}
 		h.expectError(t, "PUT", "/v1/admin/groups/g/partitions/orders/9/offset", e.adminToken, coordinator.OffsetResetRequest{Offset: 1}, 404, api.CodeNotFound)
+		h.expectError(t, "PUT", "/v1/admin/groups/g/partitions/orders/3/offset", e.adminToken, coordinator.OffsetResetRequest{Offset: 61}, 416, api.CodeOffsetOutOfRange)
+		h.expectError(t, "PUT", "/v1/admin/groups/g/partitions/orders/3/offset", e.adminToken, coordinator.OffsetResetRequest{To: "middle"}, 400, api.CodeBadRequest)
+		h.expectError(t, "PUT", "/v1/admin/groups/nope/partitions/orders/3/offset", e.adminToken, coordinator.OffsetResetRequest{Offset: 1}, 404, api.CodeNotFound)
+		for to, want := range map[string]int64{"latest": 60, "earliest": 0} {
+			var out coordinator.OffsetResetResponse
+			h.call(t, "PUT", "/v1/admin/groups/g/partitions/orders/3/offset", e.adminToken, coordinator.OffsetResetRequest{To: to}, 200, &out)
+			if out.Offset != want {
+				t.Fatalf("reset to %s: %+v, want offset %d", to, out, want)
+			}
+		}
 	})
 
 	t.Run("key rotation", func(t *testing.T) {
@@ -277,6 +316,38 @@ func TestAdminSyncChannel(t *testing.T) {
 		h.call(t, "POST", "/v1/admin/keys/rotate", e.adminToken, nil, 200, &keys)
 		h.expectError(t, "POST", "/v1/groups/g/heartbeat", a.token, nil, 401, api.CodeUnauthorized) // its key is retired now
 	})
+	t.Run("client credential patterns", func(t *testing.T) {
+		var out coordinator.ClientResponse
+		h.call(t, "POST", "/v1/admin/clients", e.adminToken, coordinator.ClientRequest{Name: "any-topic", Groups: []string{"orders-*"}}, 200, &out)
+		e.remember(out.Credential)
+		claims := claimsOf(t, out.Credential)
+		if fmt.Sprint(claims["grps"]) != "[orders-*]" || fmt.Sprint(claims["tps"]) != "[*]" {
+			t.Fatalf("credential without topics: %v, want any topic", claims)
+		}
+		h.join(t, "orders-eu", out.Credential, api.JoinRequest{ClientID: "eu", Topics: []string{"orders"}})
+		h.expectError(t, "POST", "/v1/groups/billing/join", out.Credential, api.JoinRequest{Topics: []string{"orders"}}, 403, api.CodeForbidden)
+		for _, bad := range [][2][]string{{{"or*ders"}, nil}, {{"g"}, {"ord*rs"}}, {{"**"}, nil}} {
+			h.expectError(t, "POST", "/v1/admin/clients", e.adminToken, coordinator.ClientRequest{Name: "bad", Groups: bad[0], Topics: bad[1]}, 400, api.CodeBadRequest)
+		}
+	})
+
+	t.Run("group delete", func(t *testing.T) {
+		h.expectError(t, "DELETE", "/v1/admin/groups/g", e.adminToken, nil, 409, api.CodeConflict)
+		h.expectError(t, "DELETE", "/v1/admin/groups/g?force=maybe", e.adminToken, nil, 400, api.CodeBadRequest)
+		var out coordinator.GroupDeleteResponse
+		h.call(t, "DELETE", "/v1/admin/groups/g?force=true", e.adminToken, nil, 200, &out)
+		if out.MembersRevoked == 0 || out.OffsetsDeleted == 0 {
+			t.Fatalf("forced delete: %+v", out)
+		}
+		h.expectError(t, "GET", "/v1/admin/groups/g", e.adminToken, nil, 404, api.CodeNotFound)
+		h.expectError(t, "DELETE", "/v1/admin/groups/g", e.adminToken, nil, 404, api.CodeNotFound)
+		var groups coordinator.GroupsResponse
+		h.call(t, "GET", "/v1/admin/groups", e.adminToken, nil, 200, &groups)
+		if slices.Contains(groups.Groups, "g") {
+			t.Fatalf("deleted group listed: %v", groups.Groups)
+		}
+	})
+
 	t.Run("client credential without http", func(t *testing.T) {
 		direct, err := h.c.MintClientCredential("dev", []string{"g"}, []string{"orders"}, time.Hour)
 		if err != nil {

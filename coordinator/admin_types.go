@@ -141,10 +141,30 @@ type LeaseResponse struct {
 	ExpiresAt  string `json:"expires_at,omitempty"`
 }
 
-// OffsetResetRequest is PUT /v1/admin/groups/{g}/partitions/{t}/{p}/offset.
+// OffsetResetRequest is PUT /v1/admin/groups/{g}/partitions/{t}/{p}/offset:
+// the explicit Offset, or To "earliest" / "latest" (the partition's log
+// start or end, read from Kafka at once; Offset must then be 0).
 type OffsetResetRequest struct {
 	Offset   int64  `json:"offset"`
+	To       string `json:"to,omitempty"`
 	Metadata string `json:"metadata,omitempty"`
+}
+
+// OffsetResetResponse answers an offset reset with the offset now
+// committed.
+type OffsetResetResponse struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// GroupDeleteResponse answers DELETE /v1/admin/groups/{g}.
+type GroupDeleteResponse struct {
+	Group          string `json:"group"`
+	MembersRevoked int    `json:"members_revoked"`
+	LeasesEnded    int    `json:"leases_ended"`
+	OffsetsDeleted int    `json:"offsets_deleted"`
 }
 
 // SharedGrantRequest is POST /v1/admin/capabilities: a non-exclusive
@@ -182,13 +202,16 @@ type MemberRevokeResponse struct {
 }
 
 // QoSRequest is PUT /v1/admin/qos. ID defaults to a digest of the
-// selector, so a second PUT for the same selector replaces the first.
+// selector, so a second PUT for the same selector updates the first: the
+// fields it sets replace the earlier ones, the ones it leaves out (absent,
+// or "" for log_level and monitor) are kept; ttl_ms always starts anew.
+// max_bytes_per_sec 0 removes a rate.
 type QoSRequest struct {
 	ID             string          `json:"id,omitempty"`
 	Selector       api.QoSSelector `json:"selector"`
 	LogLevel       string          `json:"log_level,omitempty"`
 	Monitor        string          `json:"monitor,omitempty"`
-	MaxBytesPerSec int64           `json:"max_bytes_per_sec,omitempty"`
+	MaxBytesPerSec *int64          `json:"max_bytes_per_sec,omitempty"`
 	TTLMs          int64           `json:"ttl_ms"`
 }
 
@@ -218,7 +241,7 @@ type ClientRequest struct {
 
 // ClientResponse carries a client credential.
 type ClientResponse struct {
-	Credential string `json:"credential"`
+	Credential string `json:"client_credential"`
 	JTI        string `json:"jti"`
 	ExpiresAt  string `json:"expires_at"`
 }

@@ -39,11 +39,13 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 
 // admin wraps h so it runs only for an admin: the admin token and/or
 // client certificate tls.admin asks for (see tls.go), or the console's
-// in-process call for an operator it logged in the same way.
+// in-process call for an operator it logged in the same way. Each
+// action (not a read) is then recorded in the audit log (audit.go).
 func (c *Coordinator) admin(h handler) handler {
 	return func(ctx *fasthttp.RequestCtx, params []string) {
 		if fromConsole(ctx) || channelAuth(ctx, c.cfg.TLS.Admin, c.adminTokens, "admin") {
 			h(ctx, params)
+			c.recordAdmin(ctx, params)
 		}
 	}
 }

@@ -14,8 +14,17 @@ package coordinator
 // was denied commits nothing (409 capability_revoked) except in a
 // release, its holder's last word. The answer is
 // api.CommitResponse with the offsets now committed.
+//
+// An outside lease holder (POST …/lease to a holder that is not a
+// member) has no member token: it commits with its lease capability as
+// the bearer (grp = this group, op commit, else 403), each offset's
+// capability being that one (it may be left out). The machine accepts it
+// while the holder holds the partition, under the same epoch rules; a
+// release is refused (400): its lease ends with its ttl or a revoke.
 
 import (
+	"errors"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
@@ -26,7 +35,7 @@ import (
 
 func (c *Coordinator) handleCommit(ctx *fasthttp.RequestCtx, params []string) {
 	var req api.CommitRequest
-	groupName, claims, ok := c.memberRequest(ctx, params, &req, false)
+	groupName, claims, outside, ok := c.commitRequest(ctx, params, &req)
 	if !ok {
 		return
 	}
@@ -35,7 +44,7 @@ func (c *Coordinator) handleCommit(ctx *fasthttp.RequestCtx, params []string) {
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
-		return group.Commit{Ref: ref, Group: groupName, MemberID: claims.Subject, Offsets: offsets, Release: req.Release}
+		return group.Commit{Ref: ref, Group: groupName, MemberID: claims.Subject, Offsets: offsets, Release: req.Release, Outside: outside}
 	})
 	reply, ok := msg.(group.CommitReply)
 	if !ok {
@@ -47,6 +56,37 @@ func (c *Coordinator) handleCommit(ctx *fasthttp.RequestCtx, params []string) {
 		committed = []api.CommittedOffset{}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, api.CommitResponse{Committed: committed})
+}
+
+// commitRequest is the preamble of a commit: a member's (memberRequest),
+// or an outside lease holder's whose bearer is its lease capability
+// (outside true; offsets without a capability get the bearer's).
+func (c *Coordinator) commitRequest(ctx *fasthttp.RequestCtx, params []string, req *api.CommitRequest) (string, *ocap.Claims, bool, bool) {
+	token := bearer(ctx)
+	capability, err := c.verifyToken(token, ocap.KindCapability)
+	if token == nil || errors.Is(err, ocap.ErrBadType) { // not a capability: a member token, or nothing
+		groupName, claims, ok := c.memberRequest(ctx, params, req, false)
+		return groupName, claims, false, ok
+	}
+	groupName := params[0]
+	switch {
+	case !groupParam(ctx, groupName):
+		return "", nil, false, false
+	case err != nil:
+		writeTokenError(ctx, "capability", err)
+		return "", nil, false, false
+	case capability.Group != groupName || capability.Epoch == 0 || !capability.Ops.Has(ocap.OpCommit):
+		writeError(ctx, api.CodeForbidden, "capability is not a lease capability of this group with the commit op")
+		return "", nil, false, false
+	case !decodeBody(ctx, req, false):
+		return "", nil, false, false
+	}
+	for i := range req.Offsets {
+		if req.Offsets[i].Capability == "" {
+			req.Offsets[i].Capability = string(token)
+		}
+	}
+	return groupName, capability, true, true
 }
 
 // commitOffsets checks each offset's capability (driver.CommitOffsets)

@@ -84,6 +84,9 @@ type Config struct {
 	// read in pages: ?limit=&members_after=&partitions_after=topic/N.
 	DescribePageMax  int `yaml:"describe_page_max"`
 	DescribeBytesMax int `yaml:"describe_bytes_max"`
+	// AuditEntriesMax bounds the admin actions GET /v1/admin/audit keeps
+	// in memory (the oldest go first); every action is also a log line.
+	AuditEntriesMax int `yaml:"audit_entries_max"`
 
 	// HTTP server limits.
 	MaxBodyBytes    int           `yaml:"max_body_bytes"`
@@ -171,6 +174,7 @@ func DefaultConfig() Config {
 		GroupLagLabelsMax:      100,
 		DescribePageMax:        10000,
 		DescribeBytesMax:       4 << 20,
+		AuditEntriesMax:        10000,
 		MaxBodyBytes:           1 << 20,
 		MaxHeaderBytes:         8 << 10,
 		ReadTimeout:            10 * time.Second,
@@ -332,6 +336,7 @@ func (c Config) validateLimits() error {
 		{"rate_limit_entries", c.RateLimitEntries},
 		{"describe_page_max", c.DescribePageMax},
 		{"describe_bytes_max", c.DescribeBytesMax},
+		{"audit_entries_max", c.AuditEntriesMax},
 	}
 	for _, f := range positive {
 		if f.value <= 0 {

@@ -95,6 +95,7 @@ type Coordinator struct {
 	mirror      *mirror
 	adminTokens secretSet
 	syncTokens  secretSet
+	audit       *auditLog // admin actions (audit.go)
 	routes      *router
 	settings    *api.CoordinatorSettings // what gateways learn on a sync reset
 	timeline    *timeline.Feed           // handoff events for the console, fed by the loop
@@ -166,6 +167,7 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 		joins:       newKeyedLimiter(cfg.JoinRate, cfg.JoinBurst, cfg.RateLimitEntries),
 		attenuates:  newKeyedLimiter(cfg.AttenuateRate, cfg.AttenuateBurst, cfg.RateLimitEntries),
 		lifecycle:   newLifecycle(),
+		audit:       newAuditLog(cfg.AuditEntriesMax),
 	}
 	if err := c.open(o); err != nil {
 		c.release()

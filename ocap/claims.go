@@ -265,6 +265,18 @@ func PatternMatches(pattern, v string) bool {
 	return pattern == v
 }
 
+// ValidPattern reports whether s is a legal grps/tps entry: "*", a name
+// valid accepts, or such a name's prefix followed by one "*" at the end
+// ("orders-*": every name starting with "orders-", as Kafka's prefixed
+// ACLs). A "*" anywhere else is not a pattern and not a name.
+func ValidPattern(s string, valid func(string) bool) bool {
+	if s == "*" {
+		return true
+	}
+	prefix, _ := strings.CutSuffix(s, "*")
+	return !strings.Contains(prefix, "*") && valid(prefix)
+}
+
 // PatternsCover reports whether list allows everything pattern allows: a
 // prefix pattern "x*" needs an entry "p*" with p a prefix of x; a plain
 // value needs an entry that matches it.

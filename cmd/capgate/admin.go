@@ -30,6 +30,7 @@ type adminFlags struct {
 	token       string
 	tokenFile   string
 	tls         tlsFlags
+	out         outputFlag
 }
 
 func (f *adminFlags) register(cmd *cobra.Command) {
@@ -37,6 +38,7 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&f.token, "token", "", "admin token ($CAPGATE_ADMIN_TOKEN); prefer --token-file")
 	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json from capgate dev")
 	f.tls.register(cmd.PersistentFlags())
+	f.out.register(cmd.PersistentFlags())
 }
 
 func envOr(name, def string) string {
@@ -58,6 +60,11 @@ func (f *adminFlags) client() (*adminClient, error) {
 	return newAdminClient(f.coordinator, tok, hc)
 }
 
+// secretAliases are the older names a secret's key had in files the CLI
+// wrote, still read: `admin client-credential` printed "credential"
+// before it printed "client_credential" as credentials.json holds it.
+var secretAliases = map[string][]string{"client_credential": {"credential"}}
+
 // secretFrom reads a secret from a flag, a file (plain, or a JSON object
 // holding key, as written by capgate dev) or an environment variable.
 func secretFrom(flagValue, file, env, key string) (string, error) {
@@ -69,10 +76,12 @@ func secretFrom(flagValue, file, env, key string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		var m map[string]string
+		var m map[string]any
 		if json.Unmarshal(b, &m) == nil {
-			if v := m[key]; v != "" {
-				return v, nil
+			for _, k := range append([]string{key}, secretAliases[key]...) {
+				if v, _ := m[k].(string); v != "" {
+					return v, nil
+				}
 			}
 			return "", fmt.Errorf("%s holds no %q", file, key)
 		}
@@ -131,8 +140,17 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// call is the shape of most admin subcommands: send, print the answer.
+// renderer prints an answer as tables.
+type renderer func(w io.Writer, answer json.RawMessage) error
+
+// call is the shape of most admin subcommands: send, print the answer
+// (JSON, or tables laid out by printAny).
 func call(cmd *cobra.Command, f *adminFlags, method, path string, body any) error {
+	return callRender(cmd, f, method, path, body, printAny)
+}
+
+// callRender is call with the answer's own table layout.
+func callRender(cmd *cobra.Command, f *adminFlags, method, path string, body any, render renderer) error {
 	c, err := f.client()
 	if err != nil {
 		return err
@@ -141,13 +159,23 @@ func call(cmd *cobra.Command, f *adminFlags, method, path string, body any) erro
 	if err := c.do(cmd.Context(), method, path, body, &out); err != nil {
 		return err
 	}
+	return f.print(cmd.OutOrStdout(), out, render)
+}
+
+// print writes an answer as --output asks.
+func (f *adminFlags) print(w io.Writer, out json.RawMessage, render renderer) error {
 	if len(out) == 0 {
-		fmt.Fprintln(cmd.OutOrStdout(), "ok")
-		return nil
+		_, err := fmt.Fprintln(w, "ok")
+		return err
+	}
+	if !f.out.json(w) {
+		return render(w, out)
 	}
 	var v any
-	json.Unmarshal(out, &v)
-	return printJSON(cmd.OutOrStdout(), v)
+	if err := json.Unmarshal(out, &v); err != nil {
+		return err
+	}
+	return printJSON(w, v)
 }
 
 func partitionPath(group, topic, partition string) (string, error) {
@@ -163,9 +191,9 @@ func newAdminCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "admin", Short: "Operate a coordinator through its admin API"}
 	f.register(cmd)
 	cmd.AddCommand(
-		adminGet(f, "groups", "List consumer groups", func([]string) string { return "/v1/admin/groups" }, 0),
-		adminGet(f, "group GROUP", "Describe a group: members, partitions, owners, epochs, committed offsets, lag", func(a []string) string { return "/v1/admin/groups/" + url.PathEscape(a[0]) }, 1),
-		adminGet(f, "gateways", "List gateways with their acked sync seq and last poll", func([]string) string { return "/v1/admin/gateways" }, 0),
+		adminGetRender(f, "groups", "List consumer groups", func([]string) string { return "/v1/admin/groups" }, 0, printGroups),
+		newAdminGroup(f), newAdminOffsets(f), newAdminAudit(f),
+		adminGetRender(f, "gateways", "List gateways with their acked sync seq and last poll", func([]string) string { return "/v1/admin/gateways" }, 0, printGateways),
 		newAdminRevoke(f), newAdminLease(f), newAdminGrant(f), newAdminRevokeCapability(f),
 		newAdminRevokeMember(f), newAdminQoS(f), newAdminConfig(f), newAdminClientCredential(f), newAdminRotateKeys(f),
 		newAdminOAuthClient(f),
@@ -174,8 +202,14 @@ func newAdminCmd() *cobra.Command {
 }
 
 func adminGet(f *adminFlags, use, short string, path func([]string) string, nargs int) *cobra.Command {
+	return adminGetRender(f, use, short, path, nargs, printAny)
+}
+
+func adminGetRender(f *adminFlags, use, short string, path func([]string) string, nargs int, render renderer) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(nargs),
-		RunE: func(cmd *cobra.Command, args []string) error { return call(cmd, f, http.MethodGet, path(args), nil) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return callRender(cmd, f, http.MethodGet, path(args), nil, render)
+		},
 	}
 }

@@ -21,10 +21,10 @@ func newAdminRevoke(f *adminFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return call(cmd, f, http.MethodPost, path+"/revoke", map[string]any{"reason": reason})
+			return call(cmd, f, http.MethodPost, path+"/revoke", reasonBody(reason))
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", "reason recorded with the revocation")
+	cmd.Flags().StringVar(&reason, "reason", "", "reason kept in the audit log")
 	return cmd
 }
 
@@ -81,25 +81,39 @@ func newAdminGrant(f *adminFlags) *cobra.Command {
 }
 
 func newAdminRevokeCapability(f *adminFlags) *cobra.Command {
-	return &cobra.Command{
+	var reason string
+	cmd := &cobra.Command{
 		Use:   "revoke-capability JTI",
 		Short: "Deny one capability id (and every capability attenuated from it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return call(cmd, f, http.MethodPost, "/v1/admin/capabilities/"+url.PathEscape(a[0])+"/revoke", map[string]any{})
+			return call(cmd, f, http.MethodPost, "/v1/admin/capabilities/"+url.PathEscape(a[0])+"/revoke", reasonBody(reason))
 		},
 	}
+	cmd.Flags().StringVar(&reason, "reason", "", "reason kept in the audit log")
+	return cmd
 }
 
 func newAdminRevokeMember(f *adminFlags) *cobra.Command {
-	return &cobra.Command{
+	var reason string
+	cmd := &cobra.Command{
 		Use:   "revoke-member GROUP MEMBER",
 		Short: "Remove a member, fence its partitions and deny its capabilities",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return call(cmd, f, http.MethodPost, "/v1/admin/groups/"+url.PathEscape(a[0])+"/members/"+url.PathEscape(a[1])+"/revoke", map[string]any{})
+			return call(cmd, f, http.MethodPost, "/v1/admin/groups/"+url.PathEscape(a[0])+"/members/"+url.PathEscape(a[1])+"/revoke", reasonBody(reason))
 		},
 	}
+	cmd.Flags().StringVar(&reason, "reason", "", "reason kept in the audit log")
+	return cmd
+}
+
+// reasonBody is the body of a revoke: the reason, when given.
+func reasonBody(reason string) map[string]any {
+	if reason == "" {
+		return map[string]any{}
+	}
+	return map[string]any{"reason": reason}
 }
 
 func newAdminQoS(f *adminFlags) *cobra.Command {
@@ -108,8 +122,13 @@ func newAdminQoS(f *adminFlags) *cobra.Command {
 	var bps int64
 	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use:   "qos [--group G] [--topic T] [--partition P] [--holder H] [--jti J] [--log-level debug] [--monitor TAG] [--max-bytes-per-sec N]",
+		Use:   "qos [--group G] [--topic T] [--partition P] [--holder H] [--jti J] [--log-level debug] [--monitor TAG] [--max-bytes-per-sec N] | qos list",
 		Short: "Change a consumer's or a partition's log level, monitor tag or byte rate live on every gateway",
+		Long: `Set a QoS override for a selector, pushed to every gateway at once. A
+second qos for the same selector merges into the first: the settings it
+names replace the earlier ones, the others stay (--max-bytes-per-sec 0
+removes a rate), and --ttl starts again. qos list shows those in force.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sel := map[string]any{}
 			for k, v := range map[string]string{"group": group, "topic": topic, "holder": holder, "jti": jti} {
@@ -121,7 +140,7 @@ func newAdminQoS(f *adminFlags) *cobra.Command {
 				sel["partition"] = partition
 			}
 			if len(sel) == 0 {
-				return errors.New("name at least one selector: --group, --topic, --partition, --holder or --jti")
+				return errNoSelector
 			}
 			body := map[string]any{"selector": sel, "ttl_ms": ttl.Milliseconds()}
 			if level != "" {
@@ -146,6 +165,7 @@ func newAdminQoS(f *adminFlags) *cobra.Command {
 	fl.StringVar(&monitor, "monitor", "", "monitor tag (a metrics label)")
 	fl.Int64Var(&bps, "max-bytes-per-sec", 0, "byte-rate limit (0 = unlimited)")
 	fl.DurationVar(&ttl, "ttl", time.Hour, "how long the override lasts")
+	cmd.AddCommand(adminGetRender(f, "list", "List the QoS overrides in force", func([]string) string { return "/v1/admin/qos" }, 0, printQoS))
 	return cmd
 }
 
@@ -185,18 +205,30 @@ func newAdminClientCredential(f *adminFlags) *cobra.Command {
 	var groups, topics []string
 	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use:   "client-credential --name svc --groups g1,g2 [--topics t1]",
+		Use:   "client-credential --name svc --groups g1,orders-* [--topics t1]",
 		Short: "Mint a client credential that may join the given groups",
+		Long: `Mint a client credential. --groups and --topics take exact names, "*"
+(any) or prefixes ending in "*" ("orders-*": every name that starts with
+"orders-", as Kafka's prefixed ACLs); a "*" anywhere else is refused.
+Without --topics it may subscribe to any topic. The answer's
+client_credential is what consume --credential-file reads:
+  capgate admin client-credential --name svc --groups g1 > svc.json
+  capgate consume --credential-file svc.json --group g1 --topic demo`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || len(groups) == 0 {
 				return errors.New("--name and --groups are required")
 			}
-			return call(cmd, f, http.MethodPost, "/v1/admin/clients", map[string]any{"name": name, "groups": groups, "topics": topics, "ttl_ms": ttl.Milliseconds()})
+			body := map[string]any{"name": name, "groups": groups, "ttl_ms": ttl.Milliseconds()}
+			if len(topics) > 0 {
+				body["topics"] = topics
+			}
+			return call(cmd, f, http.MethodPost, "/v1/admin/clients", body)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "client name (the credential's sub)")
-	cmd.Flags().StringSliceVar(&groups, "groups", nil, "groups it may join (* = any)")
-	cmd.Flags().StringSliceVar(&topics, "topics", nil, "topics it may subscribe to (* or empty = any)")
+	cmd.Flags().StringSliceVar(&groups, "groups", nil, "groups it may join: names, * (any) or prefix* patterns")
+	cmd.Flags().StringSliceVar(&topics, "topics", nil, "topics it may subscribe to: names, * or prefix* patterns (empty: any)")
 	cmd.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "lifetime of the credential")
 	return cmd
 }

@@ -26,7 +26,7 @@ func TestAdminCommandsAgainstACoordinator(t *testing.T) {
 		return v
 	}
 	cred := adminRun("client-credential", "--name", "svc", "--groups", "billing", "--topics", "orders")
-	if c, _ := cred["credential"].(string); strings.Count(c, ".") != 2 {
+	if c, _ := cred["client_credential"].(string); strings.Count(c, ".") != 2 {
 		t.Fatalf("client-credential = %v", cred)
 	}
 	grant := adminRun("grant", "--topic", "orders", "--partition", "1", "--holder", "auditor", "--ops", "fetch", "--ttl", "2m", "--offset-from", "5", "--offset-to", "9")
@@ -51,6 +51,23 @@ func TestAdminCommandsAgainstACoordinator(t *testing.T) {
 		t.Fatal("group describe printed nothing")
 	}
 	adminRun("gateways")
+	// Tables on request (a terminal gets them by default), JSON otherwise.
+	for args, want := range map[string][]string{
+		"groups":          {"GROUP", "billing"},
+		"group billing":   {"GROUP", "billing", "ASSIGNOR", "TOTAL-LAG", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LAG"},
+		"qos list":        {"ID", "SELECTOR", "group=billing", "debug"},
+		"audit --limit 3": {"SEQ", "WHO", "ACTION", "group_config", "ok"},
+	} {
+		out, err := run(t, append(append(append([]string{"admin"}, strings.Fields(args)...), flags...), "-o", "table")...)
+		if err != nil {
+			t.Fatalf("admin %s -o table: %v", args, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) || strings.HasPrefix(strings.TrimSpace(out), "{") {
+				t.Fatalf("admin %s -o table printed %q, want a table with %q", args, out, w)
+			}
+		}
+	}
 	// Errors carry the API's code.
 	_, err = run(t, append([]string{"admin", "revoke", "billing", "orders", "abc"}, flags...)...)
 	if err == nil || !strings.Contains(err.Error(), "partition") {

@@ -10,6 +10,6 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newCoordinatorCmd(), newGatewayCmd(), newKeysCmd(), newTokenCmd(), newAdminCmd(),
-		newDevCmd(), newConsumeCmd(), newProduceCmd())
+		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
 	return root
 }

@@ -11,22 +11,29 @@ import (
 	"github.com/capgate/capgate/revocation"
 )
 
-// adminPartition finds a partition named by an admin request, creating it
-// if the topic has it; it rejects and returns nil otherwise.
+// adminPartition finds a partition named by an admin request in an
+// existing group, adding it to the group if the topic has it; it rejects
+// (404 for an unknown group or partition) and returns nil otherwise. An
+// admin action never creates a group: only joins and SetGroupConfig do.
 func (m *Machine) adminPartition(ref Ref, groupName, topic string, number int32) *partition {
 	if groupName == "" || topic == "" || number < 0 {
 		m.reject(ref, api.CodeBadRequest, "group, topic and a partition >= 0 required")
 		return nil
 	}
+	g := m.groupNamed(groupName)
+	if g == nil {
+		m.reject(ref, api.CodeNotFound, "unknown group %q", groupName)
+		return nil
+	}
 	id := assign.Partition{Topic: topic, Partition: number}
-	if g := m.groups[groupName]; g != nil && g.parts[id] != nil {
-		return g.parts[id]
+	if p := g.parts[id]; p != nil {
+		return p
 	}
 	if number >= m.topics[topic] {
 		m.reject(ref, api.CodeNotFound, "unknown partition %s/%d", topic, number)
 		return nil
 	}
-	return m.group(groupName).partition(id)
+	return g.partition(id)
 }
 
 func (m *Machine) revokePartition(e RevokePartition) {
@@ -56,6 +63,10 @@ func (m *Machine) revokePartition(e RevokePartition) {
 func (m *Machine) leasePartition(e Lease) {
 	if e.Holder == "" || e.TTL <= 0 {
 		m.reject(e.Ref, api.CodeBadRequest, "lease: holder and ttl > 0 required")
+		return
+	}
+	if limit := m.cfg.Limits.LeaseTTLMax; e.TTL > limit {
+		m.reject(e.Ref, api.CodeBadRequest, "lease: ttl %s exceeds groups.limits.lease_ttl_max (%s)", e.TTL, limit)
 		return
 	}
 	p := m.adminPartition(e.Ref, e.Group, e.Topic, e.Partition)
@@ -213,6 +224,9 @@ func (m *Machine) putQoS(e PutQoS) {
 		m.reject(e.Ref, api.CodeBadRequest, "qos: max_bytes_per_sec must be >= 0, got %d", o.MaxBytesPerSec)
 		return
 	}
+	if old, ok := m.qos[o.ID]; ok {
+		o = e.Keep.merge(old, o)
+	}
 	m.appendEntry(syncEntry{kind: entryQoS, qos: &o})
 	if time.Unix(o.Until, 0).After(m.now) {
 		m.qos[o.ID] = o
@@ -222,7 +236,7 @@ func (m *Machine) putQoS(e PutQoS) {
 		delete(m.qos, o.ID)
 		m.putRecord(recordKey{kind: keyQoS, first: o.ID}, QoSRecord{Override: o, Deleted: true})
 	}
-	m.send(Done{Ref: e.Ref})
+	m.send(QoSReply{Ref: e.Ref, Override: o})
 }
 
 // onPruneTimer drops the revocation entries that lapsed, and a QoS

@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -147,7 +148,7 @@ func TestDenyJTIAndQoS(t *testing.T) {
 		MaxBytesPerSec: 1000, Until: w.now.Add(10 * time.Second).Unix()}
 	ref = w.nextRef()
 	w.step(group.PutQoS{Ref: ref, Override: qos})
-	mustReply[group.Done](t, w, ref)
+	mustReply[group.QoSReply](t, w, ref)
 	sync := lastSync(w, "gw1")
 	if len(denied) != 1 || denied[0].Exp != exp.Unix() || len(sync.QoS) != 1 || sync.QoS[0].MaxBytesPerSec != 1000 {
 		t.Fatalf("sync deltas: %+v then %+v", denied, sync)
@@ -294,5 +295,111 @@ func TestResetOffset(t *testing.T) {
 	g := grantsFor(w.sent, a)
 	if last := g[len(g)-1]; last.Epoch != e+1 || last.Offset != 100 {
 		t.Fatalf("grant after reset %+v", last)
+	}
+}
+
+// Admin actions on a group that does not exist are refused with 404 and
+// leave no group behind: a lease, a revoke or an offset reset never
+// creates one.
+func TestAdminActionsOnUnknownGroup(t *testing.T) {
+	w, _ := oneMember(t)
+	for _, ev := range []func(group.Ref) group.Event{
+		func(r group.Ref) group.Event {
+			return group.Lease{Ref: r, Group: "nope", Topic: "t", Partition: 0, Holder: "x", TTL: time.Minute}
+		},
+		func(r group.Ref) group.Event {
+			return group.RevokePartition{Ref: r, Group: "nope", Topic: "t", Partition: 0}
+		},
+		func(r group.Ref) group.Event {
+			return group.ResetOffset{Ref: r, Group: "nope", Topic: "t", Partition: 0, Offset: 1}
+		},
+	} {
+		ref := w.nextRef()
+		w.step(ev(ref))
+		mustReject(t, w, ref, api.CodeNotFound)
+	}
+	if names, _ := w.m.GroupsPage("", 100); len(names) != 1 || names[0] != "g" {
+		t.Fatalf("groups after admin actions on an unknown group: %v", names)
+	}
+}
+
+// A lease longer than limits.lease_ttl_max is refused with 400; one at
+// the limit is granted.
+func TestLeaseTTLCapped(t *testing.T) {
+	w, _ := oneMember(t, longSessions, func(c *group.Config) { c.Limits.LeaseTTLMax = time.Hour })
+	ref := w.nextRef()
+	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: 1, Holder: "job", TTL: 10_000_000_000 * time.Millisecond})
+	mustReject(t, w, ref, api.CodeBadRequest)
+	if r := w.replies[ref].(group.Rejected); !strings.Contains(r.Message, "lease_ttl_max") {
+		t.Fatalf("refusal %+v does not name the limit", r)
+	}
+	if p := w.partition("g", "t", 1); p.LeaseHolder != "" {
+		t.Fatalf("refused lease pinned the partition: %+v", p)
+	}
+	ref = w.nextRef()
+	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: 1, Holder: "job", TTL: time.Hour})
+	if p := w.partition("g", "t", 1); p.LeaseHolder != "job" {
+		t.Fatalf("lease at the limit not taken: %+v", p)
+	}
+}
+
+// A second override of the same id merges into the first: the fields it
+// sets replace, the others stay.
+func TestQoSOverridesMerge(t *testing.T) {
+	w, _ := oneMember(t)
+	until := w.now.Add(time.Minute).Unix()
+	put := func(o api.QoSOverride, keep group.QoSKeep) api.QoSOverride {
+		t.Helper()
+		ref := w.nextRef()
+		w.step(group.PutQoS{Ref: ref, Override: o, Keep: keep})
+		return mustReply[group.QoSReply](t, w, ref).Override
+	}
+	sel := api.QoSSelector{Group: "g"}
+	put(api.QoSOverride{ID: "q", Selector: sel, LogLevel: "debug", Until: until}, group.QoSKeep{Monitor: true, MaxBytesPerSec: true})
+	got := put(api.QoSOverride{ID: "q", Selector: sel, MaxBytesPerSec: 4000, Until: until + 60}, group.QoSKeep{LogLevel: true, Monitor: true})
+	if got.LogLevel != "debug" || got.MaxBytesPerSec != 4000 || got.Until != until+60 {
+		t.Fatalf("merged override %+v: want debug kept, 4000 B/s and the new ttl", got)
+	}
+	if list := w.m.QoS(); len(list) != 1 || list[0] != got {
+		t.Fatalf("overrides in force %+v, want just %+v", list, got)
+	}
+	if got = put(api.QoSOverride{ID: "q", Selector: sel, Until: until}, group.QoSKeep{LogLevel: true, Monitor: true}); got.MaxBytesPerSec != 0 || got.LogLevel != "debug" {
+		t.Fatalf("explicit 0 B/s: %+v", got)
+	}
+}
+
+// An outside lease holder commits with its lease capability's epoch (no
+// member token); another holder's name, an old epoch or a release are
+// refused.
+func TestOutsideLeaseHolderCommits(t *testing.T) {
+	w, a := oneMember(t, longSessions)
+	ref := w.nextRef()
+	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: 1, Holder: "backfill-job", TTL: 2 * time.Minute})
+	w.pollUntilParked("gw1")
+	w.release(a, 10)
+	g := mustReply[group.LeaseReply](t, w, ref).Grant
+	commit := func(holder string, epoch uint64, offset int64, release bool) group.Message {
+		ref := w.nextRef()
+		w.step(group.Commit{Ref: ref, Group: "g", MemberID: holder, Outside: true, Release: release,
+			Offsets: []group.CommitOffset{{Topic: "t", Partition: 1, Epoch: epoch, Offset: offset}}})
+		return w.replies[ref]
+	}
+	if r, ok := commit("backfill-job", g.Epoch, 42, false).(group.CommitReply); !ok || len(r.Committed) != 1 || r.Committed[0].Offset != 42 {
+		t.Fatalf("outside commit: %#v", r)
+	}
+	for _, c := range []struct {
+		holder string
+		epoch  uint64
+		code   api.Code
+	}{{"someone-else", g.Epoch, api.CodeStaleEpoch}, {"backfill-job", g.Epoch - 1, api.CodeStaleEpoch}, {a, g.Epoch, api.CodeStaleEpoch}} {
+		if r, ok := commit(c.holder, c.epoch, 50, false).(group.Rejected); !ok || r.Code != c.code {
+			t.Fatalf("commit by %s at epoch %d: %#v, want %s", c.holder, c.epoch, r, c.code)
+		}
+	}
+	if r, ok := commit("backfill-job", g.Epoch, 50, true).(group.Rejected); !ok || r.Code != api.CodeBadRequest {
+		t.Fatalf("outside release: %#v", r)
+	}
+	if offs := w.m.Offsets("g"); len(offs) != 1 || offs[0].Offset != 42 {
+		t.Fatalf("offsets %+v, want t/1 at 42", offs)
 	}
 }

@@ -11,8 +11,14 @@ import (
 // while the member owns it, or the member's own (older) epoch while the
 // partition is being revoked from it. Anything else is stale; an offset
 // below the committed one is a regression. A commit is all or nothing.
+// An outside lease holder (Commit.Outside) commits the same way with its
+// lease capability; it has no member and cannot release.
 
 func (m *Machine) commit(e Commit) {
+	if e.Outside {
+		m.commitOutside(e)
+		return
+	}
 	mem := m.memberOf(e.Group, e.MemberID)
 	if mem == nil {
 		m.reject(e.Ref, api.CodeUnknownMember, "commit: unknown member %q", e.MemberID)
@@ -23,12 +29,36 @@ func (m *Machine) commit(e Commit) {
 		m.reject(e.Ref, api.CodeBadRequest, "commit: no offsets")
 		return
 	}
-	if !m.commitOffsets(e.Ref, mem, e.Offsets, e.Release) {
+	if !m.commitOffsets(e.Ref, mem.group, holder{id: mem.id}, e.Offsets, e.Release) {
 		return
 	}
-	reply := CommitReply{Ref: e.Ref}
-	for _, o := range e.Offsets {
-		p := mem.group.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
+	m.replyCommit(e.Ref, mem.group, e.Offsets)
+}
+
+// commitOutside is a commit by an outside lease holder: the partition
+// must be held by that holder (owned, or being revoked from it), under
+// the same epoch rules as a member's.
+func (m *Machine) commitOutside(e Commit) {
+	g := m.groupNamed(e.Group)
+	switch {
+	case g == nil:
+		m.reject(e.Ref, api.CodeNotFound, "commit: unknown group %q", e.Group)
+	case len(e.Offsets) == 0:
+		m.reject(e.Ref, api.CodeBadRequest, "commit: no offsets")
+	case e.Release:
+		m.reject(e.Ref, api.CodeBadRequest, "commit: an outside lease holder cannot release; its lease ends with its ttl or an admin revoke")
+	default:
+		if m.commitOffsets(e.Ref, g, holder{id: e.MemberID, outside: true}, e.Offsets, false) {
+			m.replyCommit(e.Ref, g, e.Offsets)
+		}
+	}
+}
+
+// replyCommit answers a commit with the offsets now committed.
+func (m *Machine) replyCommit(ref Ref, g *group, offsets []CommitOffset) {
+	reply := CommitReply{Ref: ref}
+	for _, o := range offsets {
+		p := g.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
 		if p.committed >= 0 {
 			reply.Committed = append(reply.Committed, api.CommittedOffset{
 				Topic: o.Topic, Partition: o.Partition, Offset: p.committed, Metadata: p.metadata,
@@ -38,9 +68,9 @@ func (m *Machine) commit(e Commit) {
 	m.send(reply)
 }
 
-// commitOffsets validates and applies offsets; on a refusal it sends the
-// rejection and changes nothing.
-func (m *Machine) commitOffsets(ref Ref, mem *member, offsets []CommitOffset, release bool) bool {
+// commitOffsets validates and applies offsets committed by h; on a
+// refusal it sends the rejection and changes nothing.
+func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOffset, release bool) bool {
 	seen := make(map[assign.Partition]bool, len(offsets))
 	for _, o := range offsets {
 		id := assign.Partition{Topic: o.Topic, Partition: o.Partition}
@@ -49,13 +79,13 @@ func (m *Machine) commitOffsets(ref Ref, mem *member, offsets []CommitOffset, re
 			return false
 		}
 		seen[id] = true
-		if code, err := m.checkOffset(mem, o, release); err != nil {
+		if code, err := m.checkOffset(g, h, o, release); err != nil {
 			m.reject(ref, code, "commit %s/%d: %v", o.Topic, o.Partition, err)
 			return false
 		}
 	}
 	for _, o := range offsets {
-		p := mem.group.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
+		p := g.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
 		if o.Offset >= 0 {
 			m.audit.committed(p, o.Offset, false)
 			p.committed, p.metadata = o.Offset, o.Metadata
@@ -78,10 +108,14 @@ func (m *Machine) commitOffsets(ref Ref, mem *member, offsets []CommitOffset, re
 	return true
 }
 
-func (m *Machine) checkOffset(mem *member, o CommitOffset, release bool) (api.Code, error) {
-	p := mem.group.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
-	if p == nil || !p.heldBy(mem.id) {
-		return api.CodeStaleEpoch, fmt.Errorf("member %q does not hold it", mem.id)
+func (m *Machine) checkOffset(g *group, h holder, o CommitOffset, release bool) (api.Code, error) {
+	p := g.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
+	if c, _ := p.outstandingOrNil(); c == nil || c.holder != h {
+		what := "member"
+		if h.outside {
+			what = "outside holder"
+		}
+		return api.CodeStaleEpoch, fmt.Errorf("%s %q does not hold it", what, h.id)
 	}
 	if !p.commitEpoch(o.Epoch) {
 		return api.CodeStaleEpoch, fmt.Errorf("epoch %d is not current (epoch %d, %s)", o.Epoch, p.epoch, p.state())

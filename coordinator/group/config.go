@@ -90,6 +90,11 @@ type Limits struct {
 	// least max_lease + leeway + max_clock_skew, so every capability it
 	// ever issued has expired everywhere.
 	EmptyGroupTTL time.Duration `yaml:"empty_group_ttl"`
+	// LeaseTTLMax bounds the ttl of an admin lease (how long one
+	// partition can be pinned to a holder); a longer request is refused
+	// with 400, not silently shortened, so the operator knows when the
+	// pin ends.
+	LeaseTTLMax time.Duration `yaml:"lease_ttl_max"`
 }
 
 // DefaultLimits are the documented defaults.
@@ -104,6 +109,7 @@ func DefaultLimits() Limits {
 		StateBytes:          192 << 20,
 		CommitMetadataBytes: 4096,
 		EmptyGroupTTL:       time.Hour,
+		LeaseTTLMax:         24 * time.Hour,
 	}
 }
 
@@ -187,6 +193,9 @@ func (l Limits) validate(c Config) error {
 		if f.value <= 0 {
 			return fmt.Errorf("group.limits.%s: must be > 0, got %d", f.name, f.value)
 		}
+	}
+	if l.LeaseTTLMax < time.Second {
+		return fmt.Errorf("group.limits.lease_ttl_max: must be >= 1s, got %s", l.LeaseTTLMax)
 	}
 	if floor := c.MaxLease + c.Leeway + c.MaxClockSkew; l.EmptyGroupTTL != 0 && l.EmptyGroupTTL < floor {
 		return fmt.Errorf("group.limits.empty_group_ttl: must be 0 or >= max_lease + leeway + max_clock_skew (%s), got %s", floor, l.EmptyGroupTTL)

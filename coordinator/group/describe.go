@@ -62,15 +62,16 @@ type GatewayDescription struct {
 	Silent   bool
 }
 
-// Groups lists the group names, sorted.
+// Groups lists the group names, sorted (deleted ones not).
 func (m *Machine) Groups() []string {
-	return sortedKeys(m.groups)
+	names := sortedKeys(m.groups)
+	return slices.DeleteFunc(names, func(n string) bool { return m.groups[n].deleted })
 }
 
 // GroupsPage lists at most limit group names after after, sorted, and
 // whether more follow.
 func (m *Machine) GroupsPage(after string, limit int) ([]string, bool) {
-	names := sortedKeys(m.groups)
+	names := m.Groups()
 	i, found := slices.BinarySearch(names, after)
 	if found {
 		i++
@@ -116,7 +117,7 @@ type Rest struct {
 // partition added or removed between pages may be missed or seen twice,
 // nothing else.
 func (m *Machine) DescribePage(name string, page Page) (GroupDescription, Rest, bool) {
-	g := m.groups[name]
+	g := m.groupNamed(name)
 	if g == nil {
 		return GroupDescription{}, Rest{}, false
 	}
@@ -191,7 +192,7 @@ func describedBytes(mem *member) int {
 
 // DescribeGroup describes one group, whole.
 func (m *Machine) DescribeGroup(name string) (GroupDescription, bool) {
-	g := m.groups[name]
+	g := m.groupNamed(name)
 	if g == nil {
 		return GroupDescription{}, false
 	}

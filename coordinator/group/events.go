@@ -84,13 +84,16 @@ type CommitOffset struct {
 
 // Commit stores offsets; all or nothing. Release marks the listed
 // partitions that are being revoked from the member as released
-// (PartitionCommitted). Reply: CommitReply or Rejected.
+// (PartitionCommitted). With Outside, MemberID names an outside lease
+// holder committing with its lease capability (no release). Reply:
+// CommitReply or Rejected.
 type Commit struct {
 	Ref      Ref
 	Group    string
 	MemberID string
 	Offsets  []CommitOffset
 	Release  bool
+	Outside  bool
 }
 
 // Leave commits Offsets (all or nothing, as a releasing commit) and removes
@@ -185,11 +188,35 @@ type RevokeMember struct {
 	MemberID string
 }
 
-// PutQoS adds or replaces (same ID) a QoS override until Override.Until.
-// Reply: Done or Rejected.
+// PutQoS adds a QoS override until Override.Until, or updates the one of
+// the same ID: the fields Keep names are taken from the earlier override
+// (the request did not set them), the others replace it. Reply: Done or
+// Rejected.
 type PutQoS struct {
 	Ref      Ref
 	Override api.QoSOverride
+	Keep     QoSKeep
+}
+
+// QoSKeep names the fields of an override a PutQoS leaves as they were.
+type QoSKeep struct {
+	LogLevel       bool
+	Monitor        bool
+	MaxBytesPerSec bool
+}
+
+// merge is next with the kept fields of old.
+func (k QoSKeep) merge(old, next api.QoSOverride) api.QoSOverride {
+	if k.LogLevel {
+		next.LogLevel = old.LogLevel
+	}
+	if k.Monitor {
+		next.Monitor = old.Monitor
+	}
+	if k.MaxBytesPerSec {
+		next.MaxBytesPerSec = old.MaxBytesPerSec
+	}
+	return next
 }
 
 // SetGroupConfig changes the listed settings of a group (nil = unchanged),
@@ -217,6 +244,18 @@ type ResetOffset struct {
 	Metadata  string
 }
 
+// DeleteGroup deletes a group: its committed offsets, settings and leases
+// go, and it no longer lists or describes (delete.go). Refused with 409
+// while it has live members or outside lease holders, unless Force: then
+// each member is revoked as by RevokeMember and each lease ends first.
+// Reply: DeleteGroupReply, or Rejected (404 for an unknown group).
+type DeleteGroup struct {
+	Ref   Ref
+	Group string
+	Force bool
+}
+
+func (DeleteGroup) isEvent()     {}
 func (Join) isEvent()            {}
 func (Heartbeat) isEvent()       {}
 func (Commit) isEvent()          {}

@@ -177,6 +177,8 @@ func (m *Machine) apply(ev Event) {
 		m.setGroupConfig(e)
 	case ResetOffset:
 		m.resetOffset(e)
+	case DeleteGroup:
+		m.deleteGroup(e)
 	default:
 		panic(fmt.Sprintf("group: unknown event %T", ev))
 	}
@@ -296,9 +298,13 @@ func (m *Machine) queueNews(mem *member) {
 	}
 }
 
-// group returns the named group, creating it with default configuration.
+// group returns the named group, creating it with default configuration
+// (or bringing a deleted one back, empty).
 func (m *Machine) group(name string) *group {
 	g := m.groups[name]
+	if g != nil && g.deleted {
+		g.deleted = false
+	}
 	if g == nil {
 		g = newGroup(name, m.cfg.groupDefaults(), &m.tally, &m.epochFloor)
 		m.groups[name] = g

@@ -367,7 +367,7 @@ func (m *Machine) leave(e Leave) {
 		m.reject(e.Ref, api.CodeUnknownMember, "leave: unknown member %q", e.MemberID)
 		return
 	}
-	if !m.commitOffsets(e.Ref, mem, e.Offsets, true) {
+	if !m.commitOffsets(e.Ref, mem.group, holder{id: mem.id}, e.Offsets, true) {
 		return
 	}
 	m.removeMember(mem)

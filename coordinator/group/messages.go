@@ -112,8 +112,23 @@ type GroupConfigReply struct {
 	Config GroupConfig
 }
 
-// Done answers requests with nothing to report (DenyJTI, PutQoS,
-// ResetOffset).
+// DeleteGroupReply answers DeleteGroup: how many members were revoked,
+// leases ended and committed offsets dropped.
+type DeleteGroupReply struct {
+	Ref     Ref
+	Members int
+	Leases  int
+	Offsets int
+}
+
+// QoSReply answers PutQoS with the override now in force (merged with the
+// earlier one of its id).
+type QoSReply struct {
+	Ref      Ref
+	Override api.QoSOverride
+}
+
+// Done answers requests with nothing to report (DenyJTI, ResetOffset).
 type Done struct {
 	Ref Ref
 }
@@ -137,5 +152,7 @@ func (r RevokeReply) Request() Ref       { return r.Ref }
 func (r LeaseReply) Request() Ref        { return r.Ref }
 func (r RevokeMemberReply) Request() Ref { return r.Ref }
 func (r GroupConfigReply) Request() Ref  { return r.Ref }
+func (r QoSReply) Request() Ref          { return r.Ref }
+func (r DeleteGroupReply) Request() Ref  { return r.Ref }
 func (r Done) Request() Ref              { return r.Ref }
 func (r Rejected) Request() Ref          { return r.Ref }

@@ -32,6 +32,7 @@ type group struct {
 	tally        *tally
 	floor        *uint64   // the machine's epoch floor: where new partitions start
 	emptySince   time.Time // first reap sweep that found it reapable (reap.go)
+	deleted      bool      // DeleteGroup hid it until it is reaped (delete.go)
 }
 
 // member is a live group member; a dead one is removed at once.
@@ -219,6 +220,14 @@ func (p *partition) outstanding() (*capability, uint64) {
 		return &s.from, s.fromEpoch
 	}
 	return nil, 0
+}
+
+// outstandingOrNil is outstanding of a partition that may be nil.
+func (p *partition) outstandingOrNil() (*capability, uint64) {
+	if p == nil {
+		return nil, 0
+	}
+	return p.outstanding()
 }
 
 // heldBy reports whether member id holds a capability of p (owned or

@@ -3,10 +3,15 @@
 // toolchain stamps into every binary (runtime/debug.ReadBuildInfo: the
 // module version, vcs.revision and vcs.modified). `capgate version` prints
 // it and both processes export it as the capgate_build_info metric.
+// A release build sets the version at link time:
+//
+//	go build -ldflags "-X github.com/capgate/capgate/internal/buildinfo.version=v1.2.3" ./cmd/capgate
+//
 // Safe for concurrent use.
 package buildinfo
 
 import (
+	"cmp"
 	"runtime/debug"
 	"sync"
 
@@ -23,17 +28,23 @@ type Info struct {
 
 const unknown = "unknown"
 
+// version, when set with -ldflags -X, is the version over the module's.
+var version string
+
 // Read returns this binary's Info.
 var Read = sync.OnceValue(func() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return Info{Version: unknown, Commit: unknown, GoVersion: unknown}
+		return Info{Version: cmp.Or(version, unknown), Commit: unknown, GoVersion: unknown}
 	}
 	return fromBuildInfo(bi)
 })
 
 func fromBuildInfo(bi *debug.BuildInfo) Info {
 	info := Info{Version: bi.Main.Version, Commit: unknown, GoVersion: bi.GoVersion}
+	if version != "" {
+		info.Version = version
+	}
 	if info.Version == "" || info.Version == "(devel)" {
 		info.Version = unknown
 	}

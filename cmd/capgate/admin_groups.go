@@ -1,0 +1,344 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
+)
+
+func groupPath(group string) string { return "/v1/admin/groups/" + url.PathEscape(group) }
+
+// newAdminGroup is `admin group GROUP` (describe, as `admin group
+// describe GROUP`) and `admin group delete GROUP [--force]`.
+func newAdminGroup(f *adminFlags) *cobra.Command {
+	describe := func(cmd *cobra.Command, a []string) error {
+		return callRender(cmd, f, http.MethodGet, groupPath(a[0]), nil, printGroupDescription)
+	}
+	cmd := &cobra.Command{
+		Use:   "group GROUP | group describe|delete GROUP",
+		Short: "Describe a group (members, partitions, owners, epochs, committed offsets, lag), or delete it",
+		Args:  cobra.ExactArgs(1),
+		RunE:  describe,
+	}
+	var force bool
+	del := &cobra.Command{
+		Use:   "delete GROUP [--force]",
+		Short: "Delete a group: its committed offsets, settings and leases; refused while members are alive unless --force",
+		Long: `Delete a group: its committed offsets, settings and leases go, and it no
+longer lists or describes. While the group has live members (or outside
+lease holders) the coordinator refuses (409): they would carry on without
+offsets. --force revokes each member first, as revoke-member does (its
+capabilities are refused by every gateway at once, its session ends) and
+ends each lease; members that come back join a new, empty group.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			path := groupPath(a[0])
+			if force {
+				path += "?force=true"
+			}
+			return call(cmd, f, http.MethodDelete, path, nil)
+		},
+	}
+	del.Flags().BoolVar(&force, "force", false, "revoke live members and end leases first")
+	cmd.AddCommand(&cobra.Command{
+		Use: "describe GROUP", Short: "Describe a group, as rpk group describe", Args: cobra.ExactArgs(1), RunE: describe,
+	}, del)
+	return cmd
+}
+
+// newAdminOffsets is `admin offsets reset GROUP TOPIC [PARTITION] --to …`.
+func newAdminOffsets(f *adminFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "offsets", Short: "Committed offsets of a group"}
+	var to, metadata string
+	reset := &cobra.Command{
+		Use:   "reset GROUP TOPIC [PARTITION] --to earliest|latest|OFFSET",
+		Short: "Set committed offsets, also backwards; held partitions are fenced first and regranted from there",
+		Long: `Set a group's committed offset of one partition, or of every partition of
+the topic the group has, to an offset, or to the earliest or latest offset
+Kafka has now. It also moves offsets backwards (the only way one does).
+A partition someone holds is fenced first, as a revoke does, and granted
+again from the new offset; commits its old holder still makes under the
+old epoch are refused, so nothing in flight moves the offset again. The
+members need not stop.`,
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			body := map[string]any{}
+			switch to {
+			case "earliest", "latest":
+				body["to"] = to
+			default:
+				n, err := strconv.ParseInt(to, 10, 64)
+				if err != nil || n < 0 {
+					return fmt.Errorf("--to %q: want earliest, latest or an offset ≥ 0", to)
+				}
+				body["offset"] = n
+			}
+			if metadata != "" {
+				body["metadata"] = metadata
+			}
+			return resetOffsets(cmd, f, a, body)
+		},
+	}
+	reset.Flags().StringVar(&to, "to", "", "earliest, latest or an offset")
+	reset.Flags().StringVar(&metadata, "metadata", "", "commit metadata to store with the offset")
+	reset.MarkFlagRequired("to")
+	cmd.AddCommand(reset)
+	return cmd
+}
+
+// resetOffsets resets one partition, or every partition of the topic the
+// group describes, and prints the results.
+func resetOffsets(cmd *cobra.Command, f *adminFlags, a []string, body map[string]any) error {
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	partitions := a[2:]
+	if len(partitions) == 0 {
+		if partitions, err = groupPartitions(cmd, c, a[0], a[1]); err != nil {
+			return err
+		}
+	}
+	var results []coordinator.OffsetResetResponse
+	for _, p := range partitions {
+		path, err := partitionPath(a[0], a[1], p)
+		if err != nil {
+			return err
+		}
+		var out coordinator.OffsetResetResponse
+		if err := c.do(cmd.Context(), http.MethodPut, path+"/offset", body, &out); err != nil {
+			return err
+		}
+		results = append(results, out)
+	}
+	raw, _ := json.Marshal(map[string]any{"reset": results})
+	return f.print(cmd.OutOrStdout(), raw, func(w io.Writer, _ json.RawMessage) error {
+		rows := make([][]string, len(results))
+		for i, r := range results {
+			rows[i] = []string{r.Group, r.Topic, strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10)}
+		}
+		return printTable(w, []string{"GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"}, rows)
+	})
+}
+
+// groupPartitions lists the partitions of topic the group has, every page.
+func groupPartitions(cmd *cobra.Command, c *adminClient, group, topic string) ([]string, error) {
+	var out []string
+	after := ""
+	for {
+		path := groupPath(group)
+		if after != "" {
+			path += "?partitions_after=" + url.QueryEscape(after)
+		}
+		var d coordinator.GroupDescription
+		if err := c.do(cmd.Context(), http.MethodGet, path, nil, &d); err != nil {
+			return nil, err
+		}
+		for _, p := range d.Partitions {
+			if p.Topic == topic {
+				out = append(out, strconv.Itoa(int(p.Partition)))
+			}
+		}
+		if after = d.NextPartitionsAfter; after == "" {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("group %s has no partition of topic %s: name the PARTITION", group, topic)
+	}
+	return out, nil
+}
+
+// newAdminAudit is `admin audit`: the coordinator's audit log.
+func newAdminAudit(f *adminFlags) *cobra.Command {
+	var limit int
+	var before uint64
+	cmd := &cobra.Command{
+		Use:   "audit [--limit N] [--before SEQ]",
+		Short: "The admin audit log: who did what to which target, why, and how it ended (newest first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if limit > 0 {
+				q.Set("limit", strconv.Itoa(limit))
+			}
+			if before > 0 {
+				q.Set("before", strconv.FormatUint(before, 10))
+			}
+			path := "/v1/admin/audit"
+			if len(q) > 0 {
+				path += "?" + q.Encode()
+			}
+			return callRender(cmd, f, http.MethodGet, path, nil, printAudit)
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many entries (default: the coordinator's, 100)")
+	cmd.Flags().Uint64Var(&before, "before", 0, "only entries older than this seq (next_before of the last page)")
+	return cmd
+}
+
+func decode[T any](raw json.RawMessage) (T, error) {
+	var v T
+	err := json.Unmarshal(raw, &v)
+	return v, err
+}
+
+func printGroups(w io.Writer, raw json.RawMessage) error {
+	r, err := decode[coordinator.GroupsResponse](raw)
+	if err != nil {
+		return err
+	}
+	rows := make([][]string, len(r.Groups))
+	for i, g := range r.Groups {
+		rows[i] = []string{g}
+	}
+	if err := printTable(w, []string{"GROUP"}, rows); err != nil {
+		return err
+	}
+	if r.NextAfter != "" {
+		fmt.Fprintf(w, "(more after %s)\n", r.NextAfter)
+	}
+	return nil
+}
+
+func printGateways(w io.Writer, raw json.RawMessage) error {
+	r, err := decode[coordinator.GatewaysResponse](raw)
+	if err != nil {
+		return err
+	}
+	rows := make([][]string, len(r.Gateways))
+	for i, g := range r.Gateways {
+		rows[i] = []string{g.ID, strconv.FormatUint(g.Acked, 10), strconv.FormatUint(g.Lag, 10), cellText(g.LastSeen), strconv.FormatBool(g.Silent)}
+	}
+	fmt.Fprintf(w, "SYNC-SEQ  %d\n\n", r.Seq)
+	return printTable(w, []string{"GATEWAY", "ACKED-SEQ", "BEHIND", "LAST-SEEN", "SILENT"}, rows)
+}
+
+// printGroupDescription lays a group out as rpk group describe does: a
+// key/value block, then one row per partition; then the members.
+func printGroupDescription(w io.Writer, raw json.RawMessage) error {
+	d, err := decode[coordinator.GroupDescription](raw)
+	if err != nil {
+		return err
+	}
+	var lag int64
+	lagKnown := false
+	for _, p := range d.Partitions {
+		if p.Lag != nil {
+			lag += *p.Lag
+			lagKnown = true
+		}
+	}
+	totalLag := "-"
+	if lagKnown {
+		totalLag = strconv.FormatInt(lag, 10)
+	}
+	if err := printFields(w, [][2]string{
+		{"group", d.Group}, {"assignor", d.Config.Assignor}, {"offset-reset", d.Config.OffsetReset},
+		{"members", strconv.Itoa(len(d.Members))}, {"partitions", strconv.Itoa(len(d.Partitions))},
+		{"total-lag", totalLag},
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	rows := make([][]string, len(d.Partitions))
+	for i, p := range d.Partitions {
+		owner := p.Owner
+		if p.State == "revoking" && p.Target != "" {
+			owner += " -> " + p.Target
+		}
+		lease := "-"
+		if p.Lease != nil {
+			lease = p.Lease.Holder + " until " + p.Lease.Until
+		}
+		rows[i] = []string{p.Topic, strconv.Itoa(int(p.Partition)), p.State, strconv.FormatUint(p.Epoch, 10),
+			optInt(p.Committed), optInt(p.LatestOffset), optInt(p.Lag), cellText(owner), lease}
+	}
+	if err := printTable(w, []string{"TOPIC", "PARTITION", "STATE", "EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "OWNER", "LEASE"}, rows); err != nil {
+		return err
+	}
+	if len(d.Members) > 0 {
+		fmt.Fprintln(w)
+		rows = make([][]string, len(d.Members))
+		for i, m := range d.Members {
+			topics := strings.Join(m.Topics, ",")
+			if m.TopicPattern != "" {
+				topics = m.TopicPattern
+			}
+			rows[i] = []string{m.ID, cellText(m.ClientID), cellText(m.InstanceID), strconv.Itoa(m.Partitions), cellText(topics), cellText(m.LastContact)}
+		}
+		if err := printTable(w, []string{"MEMBER-ID", "CLIENT-ID", "INSTANCE-ID", "PARTITIONS", "TOPICS", "LAST-CONTACT"}, rows); err != nil {
+			return err
+		}
+	}
+	if d.NextMembersAfter != "" || d.NextPartitionsAfter != "" {
+		fmt.Fprintln(w, "(more: --output json shows the next_* cursors)")
+	}
+	return nil
+}
+
+func optInt(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
+func printQoS(w io.Writer, raw json.RawMessage) error {
+	r, err := decode[coordinator.QoSListResponse](raw)
+	if err != nil {
+		return err
+	}
+	rows := make([][]string, len(r.Overrides))
+	for i, o := range r.Overrides {
+		rows[i] = []string{o.ID, selectorText(o.Selector), cellText(o.LogLevel), cellText(o.Monitor), strconv.FormatInt(o.MaxBytesPerSec, 10), unixText(o.Until)}
+	}
+	return printTable(w, []string{"ID", "SELECTOR", "LOG-LEVEL", "MONITOR", "MAX-BYTES/S", "UNTIL"}, rows)
+}
+
+func selectorText(s api.QoSSelector) string {
+	var parts []string
+	for _, kv := range [][2]string{{"group", s.Group}, {"topic", s.Topic}, {"holder", s.Holder}, {"jti", s.JTI}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if s.Partition != nil {
+		parts = append(parts, "partition="+strconv.Itoa(int(*s.Partition)))
+	}
+	return cellText(strings.Join(parts, ","))
+}
+
+func printAudit(w io.Writer, raw json.RawMessage) error {
+	r, err := decode[coordinator.AuditResponse](raw)
+	if err != nil {
+		return err
+	}
+	rows := make([][]string, len(r.Entries))
+	for i, e := range r.Entries {
+		rows[i] = []string{strconv.FormatUint(e.Seq, 10), e.At, e.Who, e.Action, cellText(e.Target), cellText(e.Reason), e.Result}
+	}
+	if err := printTable(w, []string{"SEQ", "AT", "WHO", "ACTION", "TARGET", "REASON", "RESULT"}, rows); err != nil {
+		return err
+	}
+	if r.NextBefore != 0 {
+		fmt.Fprintf(w, "(older: --before %d)\n", r.NextBefore)
+	}
+	return nil
+}
+
+var errNoSelector = errors.New("name at least one selector: --group, --topic, --partition, --holder or --jti")
+
+// unixText is unix seconds as RFC 3339 (UTC).
+func unixText(s int64) string { return time.Unix(s, 0).UTC().Format(time.RFC3339) }

@@ -1,0 +1,187 @@
+package main
+
+// Output of the admin commands (and `version`): --output table|json.
+// Without the flag a terminal gets tables and anything else (a pipe, a
+// file) gets JSON, so `capgate admin grant … > grant.json` and `| jq`
+// keep working while a person reads tables. Tables are laid out with the
+// standard library's text/tabwriter in rpk's style (upper-case headers,
+// columns two spaces apart, key/value blocks for one object); no table
+// library is needed for that.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+)
+
+// outputFlag is the value of --output: "", "table" or "json".
+type outputFlag struct{ format string }
+
+func (o *outputFlag) String() string { return o.format }
+func (o *outputFlag) Type() string   { return "table|json" }
+func (o *outputFlag) Set(v string) error {
+	if v != "table" && v != "json" {
+		return fmt.Errorf("want table or json, got %q", v)
+	}
+	o.format = v
+	return nil
+}
+
+func (o *outputFlag) register(fs *pflag.FlagSet) {
+	fs.VarP(o, "output", "o", "output format: table or json (default: table on a terminal, json otherwise)")
+}
+
+// json reports whether to print JSON to w.
+func (o *outputFlag) json(w io.Writer) bool {
+	switch o.format {
+	case "json":
+		return true
+	case "table":
+		return false
+	}
+	return !isTerminal(w) // consume.go
+}
+
+func newTabWriter(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// printFields prints one object as KEY  value lines.
+func printFields(w io.Writer, rows [][2]string) error {
+	tw := newTabWriter(w)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", strings.ToUpper(r[0]), r[1])
+	}
+	return tw.Flush()
+}
+
+// printTable prints a header row and rows; cells must hold no tab or newline.
+func printTable(w io.Writer, headers []string, rows [][]string) error {
+	tw := newTabWriter(w)
+	fmt.Fprintln(tw, strings.Join(headers, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// printAny renders a JSON document with no renderer of its own: an object's
+// scalar fields as KEY value lines, each list of objects under it as a
+// table (headers from the union of their keys, sorted), anything else as
+// compact JSON in its cell.
+func printAny(w io.Writer, raw json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		if list, ok := v.([]any); ok {
+			return printObjects(w, list)
+		}
+		_, err := fmt.Fprintln(w, cellText(v))
+		return err
+	}
+	keys := sortedKeys(obj)
+	var fields [][2]string
+	var lists []string
+	for _, k := range keys {
+		if list, ok := obj[k].([]any); ok && len(list) > 0 && isObject(list[0]) {
+			lists = append(lists, k)
+			continue
+		}
+		fields = append(fields, [2]string{k, cellText(obj[k])})
+	}
+	if err := printFields(w, fields); err != nil {
+		return err
+	}
+	for _, k := range lists {
+		fmt.Fprintf(w, "\n%s\n", strings.ToUpper(k))
+		if err := printObjects(w, obj[k].([]any)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isObject(v any) bool { _, ok := v.(map[string]any); return ok }
+
+// printObjects prints a list of objects as a table.
+func printObjects(w io.Writer, list []any) error {
+	seen := map[string]bool{}
+	var cols []string
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			for _, k := range sortedKeys(m) {
+				if !seen[k] {
+					seen[k] = true
+					cols = append(cols, k)
+				}
+			}
+		}
+	}
+	headers := make([]string, len(cols))
+	for i, c := range cols {
+		headers[i] = strings.ToUpper(strings.ReplaceAll(c, "_", "-"))
+	}
+	rows := make([][]string, 0, len(list))
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		row := make([]string, len(cols))
+		for i, c := range cols {
+			row[i] = cellText(m[c])
+		}
+		rows = append(rows, row)
+	}
+	return printTable(w, headers, rows)
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// cellText is v as one table cell: strings as they are, numbers without
+// exponents, absent as "-", anything else compact JSON; tabs and newlines
+// become spaces so the table holds.
+func cellText(v any) string {
+	var s string
+	switch x := v.(type) {
+	case nil:
+		return "-"
+	case string:
+		s = x
+	case float64:
+		s = strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		s = strconv.FormatBool(x)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = cellText(e)
+		}
+		s = strings.Join(parts, ",")
+	default:
+		b, _ := json.Marshal(x)
+		s = string(b)
+	}
+	if s == "" {
+		return "-"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+}

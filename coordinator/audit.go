@@ -1,0 +1,231 @@
+package coordinator
+
+// Behavior: the admin audit log. Every admin request that changes
+// something (any method but GET) and passed authentication is recorded
+// once its answer is written: who made it, what (the route's action),
+// the target (the path's group/topic/partition, member or jti, or what
+// the handler names), the reason the request gave, and the result (ok,
+// or the error code) with the HTTP status. Each entry is
+//   - a structured zap line, "admin action", at info (warn when refused),
+//     the durable record wherever the logs are shipped;
+//   - kept in memory, the newest audit_entries_max of them, for
+//     GET /v1/admin/audit?before=&limit= (newest first; next_before
+//     resumes). The memory log starts empty at every start.
+// Who is never a secret: "token:" and the first 12 hex digits of the
+// admin token's SHA-256 (the digest configured in admin_token_hashes,
+// which names the token without revealing it), "cert:" and the verified
+// client certificate's name, or "console" for the console's in-process
+// calls on behalf of a logged-in operator. Reasons are cut to 256 bytes.
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+)
+
+// auditReasonMax bounds the reason kept per entry.
+const auditReasonMax = 256
+
+// AuditEntry is one admin action.
+type AuditEntry struct {
+	Seq    uint64 `json:"seq"`
+	At     string `json:"at"`
+	Who    string `json:"who"`
+	Action string `json:"action"`
+	Target string `json:"target,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Result string `json:"result"`
+	Status int    `json:"status"`
+}
+
+// AuditResponse is GET /v1/admin/audit: entries newest first; NextBefore,
+// when set, is the before= of the next (older) page.
+type AuditResponse struct {
+	Entries    []AuditEntry `json:"entries"`
+	NextBefore uint64       `json:"next_before,omitempty"`
+}
+
+// auditLog is the bounded in-memory log: a ring of the newest entries.
+type auditLog struct {
+	mu      sync.Mutex
+	entries []AuditEntry // ring, len ≤ max
+	next    int          // where the next entry goes once the ring is full
+	seq     uint64
+	max     int
+}
+
+func newAuditLog(max int) *auditLog { return &auditLog{max: max} }
+
+func (l *auditLog) add(e AuditEntry) AuditEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	e.Seq = l.seq
+	if len(l.entries) < l.max {
+		l.entries = append(l.entries, e)
+	} else {
+		l.entries[l.next] = e
+		l.next = (l.next + 1) % l.max
+	}
+	return e
+}
+
+// page returns at most limit entries with seq < before (0: from the
+// newest), newest first, and whether older ones follow.
+func (l *auditLog) page(before uint64, limit int) ([]AuditEntry, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := []AuditEntry{}
+	n := len(l.entries)
+	for i := range n {
+		e := l.entries[(l.next+n-1-i)%n] // newest first
+		if before != 0 && e.Seq >= before {
+			continue
+		}
+		if len(out) == limit {
+			return out, true
+		}
+		out = append(out, e)
+	}
+	return out, false
+}
+
+// auditTargetKey is the user value a handler sets to name its target
+// when the path does not (a QoS override's id, a client's name).
+type auditTargetKey struct{}
+
+func setAuditTarget(ctx *fasthttp.RequestCtx, target string) {
+	ctx.SetUserValue(auditTargetKey{}, target)
+}
+
+// recordAdmin records the admin request ctx just answered, unless it only
+// read.
+func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
+	if ctx.IsGet() || ctx.IsHead() {
+		return
+	}
+	e := AuditEntry{
+		At: c.now().UTC().Format(time.RFC3339Nano), Who: adminWho(ctx, c),
+		Action: c.actionOf(ctx), Target: strings.Join(params, "/"),
+		Status: ctx.Response.StatusCode(), Result: "ok",
+	}
+	if t, ok := ctx.UserValue(auditTargetKey{}).(string); ok && t != "" {
+		e.Target = t
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(ctx.PostBody(), &body) == nil {
+		e.Reason = cut(body.Reason, auditReasonMax)
+	}
+	if e.Status >= 300 {
+		var eb api.ErrorBody
+		e.Result = strconv.Itoa(e.Status)
+		if json.Unmarshal(ctx.Response.Body(), &eb) == nil && eb.Error.Code != "" {
+			e.Result = string(eb.Error.Code)
+		}
+	}
+	e = c.audit.add(e)
+	level := zap.InfoLevel
+	if e.Status >= 300 {
+		level = zap.WarnLevel
+	}
+	c.log.Log(level, "admin action", zap.Uint64("seq", e.Seq), zap.String("who", e.Who), zap.String("action", e.Action),
+		zap.String("target", e.Target), zap.String("reason", e.Reason), zap.String("result", e.Result), zap.Int("status", e.Status))
+}
+
+// actionOf names the route ctx matched, without its admin_ prefix.
+func (c *Coordinator) actionOf(ctx *fasthttp.RequestCtx) string {
+	segments, method := splitPath(string(ctx.Path())), string(ctx.Method())
+	for _, rt := range c.routes.routes {
+		if _, ok := match(rt.pattern, segments); ok && rt.method == method {
+			return strings.TrimPrefix(rt.name, "admin_")
+		}
+	}
+	return method + " " + string(ctx.Path())
+}
+
+// adminWho names the admin behind ctx without revealing a secret.
+func adminWho(ctx *fasthttp.RequestCtx, c *Coordinator) string {
+	if fromConsole(ctx) {
+		return "console"
+	}
+	var who []string
+	if name := certificateName(ctx.TLSConnectionState()); name != "" {
+		who = append(who, "cert:"+name)
+	}
+	if token := bearer(ctx); token != nil && c.adminTokens.matches(token) {
+		who = append(who, "token:"+HashSecret(string(token))[:12])
+	}
+	if len(who) == 0 {
+		return "anonymous"
+	}
+	return strings.Join(who, " ")
+}
+
+// certificateName is the verified client certificate's common name, or
+// its first DNS name, or "".
+func certificateName(st *tls.ConnectionState) string {
+	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	leaf := st.VerifiedChains[0][0]
+	if leaf.Subject.CommonName != "" {
+		return leaf.Subject.CommonName
+	}
+	if len(leaf.DNSNames) > 0 {
+		return leaf.DNSNames[0]
+	}
+	return ""
+}
+
+// cut is s limited to n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// Behavior: GET /v1/admin/audit?before=&limit= — bearer: an admin token.
+// The newest admin actions, newest first (AuditResponse): at most limit
+// (1..describe_page_max, default 100) with seq below before; next_before
+// when older ones are kept. 400 for a bad before or limit.
+func (c *Coordinator) handleAdminAudit(ctx *fasthttp.RequestCtx, _ []string) {
+	limitGiven := ctx.QueryArgs().Has("limit")
+	q, ok := c.pageQuery(ctx, "before")
+	if !ok {
+		return
+	}
+	if !limitGiven {
+		q.limit = min(q.limit, 100)
+	}
+	var before uint64
+	if s := q.get("before"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n == 0 {
+			writeError(ctx, api.CodeBadRequest, "before must be an entry's seq (an integer > 0)")
+			return
+		}
+		before = n
+	}
+	entries, more := c.audit.page(before, q.limit)
+	out := AuditResponse{Entries: entries}
+	if more {
+		out.NextBefore = entries[len(entries)-1].Seq
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
