@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -113,7 +112,7 @@ func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
 		return
 	}
 	e := AuditEntry{
-		At: c.now().UTC().Format(time.RFC3339Nano), Who: adminWho(ctx, c),
+		At: timeText(c.now()), Who: adminWho(ctx, c),
 		Action: c.actionOf(ctx), Target: strings.Join(params, "/"),
 		Status: ctx.Response.StatusCode(), Result: "ok",
 	}

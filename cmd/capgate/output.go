@@ -56,7 +56,7 @@ func newTabWriter(w io.Writer) *tabwriter.Writer {
 func printFields(w io.Writer, rows [][2]string) error {
 	tw := newTabWriter(w)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\n", strings.ToUpper(r[0]), r[1])
+		fmt.Fprintf(tw, "%s\t%s\n", header(r[0]), r[1])
 	}
 	return tw.Flush()
 }
@@ -102,12 +102,18 @@ func printAny(w io.Writer, raw json.RawMessage) error {
 		return err
 	}
 	for _, k := range lists {
-		fmt.Fprintf(w, "\n%s\n", strings.ToUpper(k))
+		fmt.Fprintf(w, "\n%s\n", header(k))
 		if err := printObjects(w, obj[k].([]any)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// header is a JSON key as a table header: upper case, words joined by
+// "-" as rpk's headers are.
+func header(key string) string {
+	return strings.ToUpper(strings.NewReplacer("_", "-", " ", "-").Replace(key))
 }
 
 func isObject(v any) bool { _, ok := v.(map[string]any); return ok }
@@ -128,7 +134,7 @@ func printObjects(w io.Writer, list []any) error {
 	}
 	headers := make([]string, len(cols))
 	for i, c := range cols {
-		headers[i] = strings.ToUpper(strings.ReplaceAll(c, "_", "-"))
+		headers[i] = header(c)
 	}
 	rows := make([][]string, 0, len(list))
 	for _, e := range list {

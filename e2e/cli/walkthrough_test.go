@@ -28,6 +28,14 @@ var walkthroughChecks = []step{
 	{"fetch again", []string{`"code":"capability_revoked"`, `HTTP 409`}},
 	{"leave", []string{`HTTP 200`}},
 	{"consume", []string{`demo/0\t0\t\thello`, `demo/0\t1\t\tworld`}},
+	{"prefix credential", []string{`demo/0\t0\t\thello`, `demo/0\t1\t\tworld`, `forbidden`, `billing: refused`}},
+	{"describe", []string{`(?m)^GROUP\s+orders-eu$`, `(?m)^TOTAL-LAG\s+0$`,
+		`TOPIC\s+PARTITION\s+STATE\s+EPOCH\s+CURRENT-OFFSET\s+LOG-END-OFFSET\s+LAG\s+OWNER`, `demo\s+0\s+\w+\s+\d+\s+2\s+2\s+0\s`}},
+	{"reset and delete", []string{`orders-eu\s+demo\s+0\s+0\s*\n`, `(?m)^OFFSETS-DELETED\s+\d+$`, `404 not_found`, `orders-eu: gone`}},
+	{"outside lease commits", []string{`"committed":\[\{"topic":"demo","partition":5,"offset":0`, `HTTP 200`}},
+	{"qos merges", []string{`ID\s+SELECTOR\s+LOG-LEVEL\s+MONITOR\s+MAX-BYTES/S\s+UNTIL`, `group=readme\s+debug\s+-\s+4000\s`}},
+	{"audit and version", []string{`partition_revoke\s+readme/demo/5\s+backfill done\s+ok`, `partition_lease\s+readme/demo/5\s+-\s+ok`,
+		`group_delete\s+orders-eu\s+-\s+ok`, `"go_version": "go1\.`}},
 }
 
 // TestWalkthrough runs README.md's walk-through commands, as a user would paste
