@@ -15,7 +15,7 @@ func TestAdminFollowsNotLeader(t *testing.T) {
 	standby, asked := coordinatorstest.Standby(t, base, true)
 	out, err := run(t, "admin", "client-credential", "--name", "svc", "--groups", "billing", "--topics", "orders",
 		"--coordinator", standby.URL+","+base, "--token", admin)
-	if err != nil || !strings.Contains(out, `"credential"`) {
+	if err != nil || !strings.Contains(out, `"client_credential"`) {
 		t.Fatalf("through the standby: %v\n%s", err, out)
 	}
 	if n := asked.Load(); n != 1 {
