@@ -30,8 +30,9 @@ type ReplicaConfig struct {
 	LeaseTimeout time.Duration `yaml:"lease_timeout"`
 }
 
-// staggerSlots × a quarter lease bounds a replica's extra wait.
-const staggerSlots = 3
+// staggerSlots × an eighth of the lease bounds a replica's extra wait
+// (5/8 of it); two replicas share a slot one time in six.
+const staggerSlots = 6
 
 // DefaultReplicaConfig returns the documented defaults.
 func DefaultReplicaConfig() ReplicaConfig {
@@ -78,14 +79,14 @@ func (c Config) advertise() string {
 }
 
 // electorConfig is the replica's leadership decision settings. The
-// stagger, one of staggerSlots slots of a quarter lease each picked by the
-// replica id, spreads replicas that notice the same silence: the first
+// stagger, one of staggerSlots slots of an eighth of the lease each,
+// picked by the replica id, spreads replicas that notice the same silence: the first
 // one's barrier reaches the others (who then follow it) before their turn
 // comes. Two in one slot are safe too — the later fences the earlier.
 func (c Config) electorConfig() leader.Config {
 	h := fnv.New64a()
 	h.Write([]byte(c.replicaID()))
-	stagger := time.Duration(h.Sum64()%staggerSlots) * (c.Replica.LeaseTimeout / 4)
+	stagger := time.Duration(h.Sum64()%staggerSlots) * (c.Replica.LeaseTimeout / 8)
 	return leader.Config{
 		ID: c.replicaID(), BeatInterval: c.Replica.BeatInterval,
 		LeaseTimeout: c.Replica.LeaseTimeout, Stagger: stagger,

@@ -333,9 +333,11 @@ func (e *Elector) Decide(now time.Time) Decision {
 			d.At = stand
 			return d
 		}
-		e.role, e.promoting = Candidate, true
+		// The leader it named is presumed dead: name nobody until the
+		// next beat (this replica's own, or the winner's).
+		e.role, e.promoting, e.hint = Candidate, true, Hint{}
 		e.reason = fmt.Sprintf("no commit in the log for %s", now.Sub(e.seen))
-		d.Role, d.Do, d.Reason = Candidate, Promote, e.reason
+		d.Role, d.Do, d.Reason, d.Leader = Candidate, Promote, e.reason, Hint{}
 	case Leader:
 		e.decideLeader(now, &d)
 	case SteppingDown:

@@ -32,7 +32,11 @@ func TestFollowerStandsAfterSilenceAndLeads(t *testing.T) {
 	if d.Leader.URL != "http://a" || !d.At.Equal(at(1600)) {
 		t.Fatalf("hint %+v at %s, want http://a at +1600ms", d.Leader, d.At.Sub(t0))
 	}
-	expect(t, e.Decide(at(1600)), Candidate, Promote)
+	d = e.Decide(at(1600))
+	expect(t, d, Candidate, Promote)
+	if d.Leader != (Hint{}) {
+		t.Fatalf("a candidate names the silent leader %+v", d.Leader)
+	}
 	expect(t, e.Decide(at(1700)), Candidate, None) // not asked twice
 	e.Step(at(1800), PromoteDone{})
 	d = e.Decide(at(1800))

@@ -27,8 +27,9 @@ type Coordinator struct {
 
 	mu      sync.Mutex
 	in      *coordinator.Coordinator
-	done    chan error    // Run's result (in-process)
-	stopped chan struct{} // closed when Run returned (in-process)
+	rep     *coordinator.Replica // replicas.go
+	done    chan error           // Run's result (in-process)
+	stopped chan struct{}        // closed when Run returned (in-process)
 	proc    *Process
 }
 
@@ -62,6 +63,9 @@ func (co *Coordinator) Config() coordinator.Config {
 	cfg.SyncTokenHashes = []string{coordinator.HashSecret(s.SyncToken)}
 	cfg.ShutdownTimeout = 5 * time.Second
 	s.opts.Timing.applyCoordinator(&cfg)
+	if s.opts.replicas() {
+		co.replicaConfig(&cfg)
+	}
 	if s.opts.Coordinator != nil {
 		s.opts.Coordinator(co.Index, &cfg)
 	}
@@ -74,6 +78,10 @@ func (co *Coordinator) Start(ctx context.Context) error {
 	cfg := co.Config()
 	if co.process {
 		if err := co.startProcess(cfg); err != nil {
+			return err
+		}
+	} else if co.s.opts.replicas() {
+		if err := co.startReplica(cfg); err != nil {
 			return err
 		}
 	} else if err := co.startInProcess(cfg); err != nil {
@@ -135,14 +143,18 @@ func (co *Coordinator) gone() (<-chan struct{}, func() error) {
 // it back.
 func (co *Coordinator) Kill() {
 	co.mu.Lock()
-	proc, in, done := co.proc, co.in, co.done
-	co.in, co.proc = nil, nil
+	proc, in, rep, done := co.proc, co.in, co.rep, co.done
+	co.in, co.rep, co.proc = nil, nil, nil
 	co.mu.Unlock()
 	if proc != nil {
 		proc.Kill()
 	}
 	if in != nil {
 		_ = in.Close()
+		<-done
+	}
+	if rep != nil {
+		_ = rep.Close()
 		<-done
 	}
 }
@@ -152,8 +164,8 @@ func (co *Coordinator) Kill() {
 func (co *Coordinator) Stop() error {
 	co.s.http.CloseIdleConnections()
 	co.mu.Lock()
-	proc, in, done := co.proc, co.in, co.done
-	co.in, co.proc = nil, nil
+	proc, in, rep, done := co.proc, co.in, co.rep, co.done
+	co.in, co.rep, co.proc = nil, nil, nil
 	co.mu.Unlock()
 	if proc != nil {
 		if err := proc.Terminate(10 * time.Second); err != nil {
@@ -162,6 +174,11 @@ func (co *Coordinator) Stop() error {
 	}
 	if in != nil {
 		_ = in.Close()
+	}
+	if rep != nil {
+		_ = rep.Close()
+	}
+	if in != nil || rep != nil {
 		if err := <-done; err != nil {
 			return fmt.Errorf("stack: %s run: %w", co.Name, err)
 		}
@@ -170,10 +187,13 @@ func (co *Coordinator) Stop() error {
 }
 
 // InProcess is the running in-process coordinator (nil for a process or
-// when stopped).
+// when stopped); of a replica, its Coordinator while it leads.
 func (co *Coordinator) InProcess() *coordinator.Coordinator {
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	if co.rep != nil {
+		return co.rep.Leading()
+	}
 	return co.in
 }
 

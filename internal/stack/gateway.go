@@ -41,7 +41,7 @@ func (s *Stack) newGateway(i int) (*Gateway, error) {
 		return nil, err
 	}
 	return &Gateway{s: s, Index: i, ID: id, Addr: addr, URL: s.opts.scheme() + "://" + addr,
-		process: s.opts.GatewayProcesses, dir: s.opts.Dir, coordinatorURL: s.CoordinatorURL()}, nil
+		process: s.opts.GatewayProcesses, dir: s.opts.Dir, coordinatorURL: s.syncURL()}, nil
 }
 
 // Config is the configuration the gateway runs with: the defaults, agreeing

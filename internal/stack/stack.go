@@ -39,10 +39,12 @@ type Options struct {
 	// KafkaOnly starts Kafka alone (Kafka's own group protocols).
 	KafkaOnly bool
 
-	// Coordinators is how many coordinators to start (default 1). Replicas
-	// (issue #11) will share one config and the Kafka-log store; until
-	// the coordinator supports them, Start refuses more than one.
+	// Coordinators is how many coordinators to start (default 1). More
+	// than one are replicas (replicas.go): they share one config and keep
+	// the state in the Kafka log; one leads. KafkaState runs even one
+	// coordinator that way.
 	Coordinators int
+	KafkaState   bool
 	// Gateways is how many gateways Start starts (0 is allowed; AddGateway
 	// adds more later).
 	Gateways int
@@ -101,6 +103,7 @@ type Stack struct {
 
 	opts Options
 	http *http.Client
+	kek  string // the replicas' key-encryption key file
 
 	mu           sync.Mutex
 	coordinators []*Coordinator
@@ -120,9 +123,6 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	if opts.Coordinators == 0 {
 		opts.Coordinators = 1
-	}
-	if opts.Coordinators > 1 {
-		return nil, errors.New("stack: coordinator replicas are not supported yet (issue #11)")
 	}
 	if err := opts.Timing.Validate(); err != nil {
 		return nil, err
@@ -152,6 +152,12 @@ func (s *Stack) start(ctx context.Context) error {
 			}
 		}
 	}
+	if s.opts.replicas() {
+		var err error
+		if s.kek, err = s.kekFile(); err != nil {
+			return err
+		}
+	}
 	for i := range s.opts.Coordinators {
 		co, err := s.newCoordinator(i)
 		if err != nil {
@@ -161,6 +167,11 @@ func (s *Stack) start(ctx context.Context) error {
 		s.coordinators = append(s.coordinators, co)
 		s.mu.Unlock()
 		if err := co.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if s.opts.replicas() {
+		if _, err := s.WaitLeader(ctx); err != nil {
 			return err
 		}
 	}
@@ -225,7 +236,7 @@ func (s *Stack) BrokerConfig() broker.Config {
 	return cfg
 }
 
-// Coordinator is the first coordinator (the only one until replicas).
+// Coordinator is the first coordinator.
 func (s *Stack) Coordinator() *Coordinator {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -239,8 +250,16 @@ func (s *Stack) Coordinators() []*Coordinator {
 	return append([]*Coordinator(nil), s.coordinators...)
 }
 
-// CoordinatorURL is the first coordinator's base URL.
-func (s *Stack) CoordinatorURL() string { return s.Coordinator().URL }
+// CoordinatorURL is the first coordinator's base URL; with replicas the
+// leader's (the first coordinator's while none leads).
+func (s *Stack) CoordinatorURL() string {
+	if s.opts.replicas() {
+		if co := s.Leader(context.Background()); co != nil {
+			return co.URL
+		}
+	}
+	return s.Coordinator().URL
+}
 
 // Gateways lists the gateways, first first.
 func (s *Stack) Gateways() []*Gateway {

@@ -116,15 +116,14 @@ func TestStackEndToEnd(t *testing.T) {
 	}
 }
 
-// TestStackRefusesWhatItCannotBuild: replicas are not supported yet, a
-// process part needs the binary, and an inconsistent timing is refused.
+// TestStackRefusesWhatItCannotBuild: a process part needs the binary,
+// and an inconsistent timing is refused.
 func TestStackRefusesWhatItCannotBuild(t *testing.T) {
 	ctx := context.Background()
 	bad := TestTiming()
 	bad.SyncTimeout = bad.GatewayTimeout
 	for name, opts := range map[string]Options{
 		"no dir":            {},
-		"replicas":          {Dir: t.TempDir(), Coordinators: 3},
 		"process no binary": {Dir: t.TempDir(), CoordinatorProcess: true},
 		"timing":            {Dir: t.TempDir(), Timing: bad},
 	} {
