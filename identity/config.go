@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/capgate/capgate/ocap"
 )
 
 // Algorithms a configured issuer may use.
@@ -128,6 +130,18 @@ func (is IssuerConfig) validate(p string) error {
 		}
 		if len(r.Groups) == 0 {
 			return fmt.Errorf("%s.groups: name the groups it grants (exact, * or prefix*)", rp)
+		}
+		// The same patterns as a client credential's (ocap.ValidPattern):
+		// a "*" anywhere but alone or at the end is no pattern.
+		for _, g := range r.Groups {
+			if !ocap.ValidPattern(g, ocap.ValidName) {
+				return fmt.Errorf("%s.groups: %q: want a name, * or prefix* (\"*\" only at the end)", rp, g)
+			}
+		}
+		for _, t := range r.Topics {
+			if !ocap.ValidPattern(t, ocap.ValidTopic) {
+				return fmt.Errorf("%s.topics: %q: want a topic name, * or prefix* (\"*\" only at the end)", rp, t)
+			}
 		}
 	}
 	for j, m := range is.ConsoleAdmins {

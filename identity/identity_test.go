@@ -347,3 +347,25 @@ func TestConsoleAdmin(t *testing.T) {
 		t.Fatalf("empty console_admins value: %v", err)
 	}
 }
+
+// TestConfigRefusesStarInsideNames: a rule's groups and topics are the
+// patterns client credentials take (exact, *, prefix*); a "*" elsewhere
+// is refused, as POST /v1/admin/clients refuses it.
+func TestConfigRefusesStarInsideNames(t *testing.T) {
+	for _, r := range []identity.Rule{
+		{Claim: "groups", Value: "x", Groups: []string{"bill*ing"}},
+		{Claim: "groups", Value: "x", Groups: []string{"billing-*"}, Topics: []string{"inv*oices"}},
+	} {
+		cfg := identity.DefaultConfig()
+		cfg.Issuers = []identity.IssuerConfig{{Issuer: "https://idp.example", Audiences: []string{"a"}, Rules: []identity.Rule{r}}}
+		if err := cfg.Validate("oidc"); err == nil || !strings.Contains(err.Error(), "only at the end") {
+			t.Fatalf("rule %+v: %v", r, err)
+		}
+	}
+	cfg := identity.DefaultConfig()
+	cfg.Issuers = []identity.IssuerConfig{{Issuer: "https://idp.example", Audiences: []string{"a"},
+		Rules: []identity.Rule{{Claim: "groups", Value: "x", Groups: []string{"billing-*", "*", "audit"}, Topics: []string{"inv-*", "*"}}}}}
+	if err := cfg.Validate("oidc"); err != nil {
+		t.Fatalf("prefix patterns refused: %v", err)
+	}
+}
