@@ -63,10 +63,12 @@ func (c *Coordinator) handleCommit(ctx *fasthttp.RequestCtx, params []string) {
 // (outside true; offsets without a capability get the bearer's).
 func (c *Coordinator) commitRequest(ctx *fasthttp.RequestCtx, params []string, req *api.CommitRequest) (string, *ocap.Claims, bool, bool) {
 	token := bearer(ctx)
+	if cached, ok := c.tokens.Get(token, c.now()); token == nil || ok && cached.Kind() != ocap.KindCapability {
+		return c.memberCommit(ctx, params, req) // a member token seen before: no parse
+	}
 	capability, err := c.verifyToken(token, ocap.KindCapability)
-	if token == nil || errors.Is(err, ocap.ErrBadType) { // not a capability: a member token, or nothing
-		groupName, claims, ok := c.memberRequest(ctx, params, req, false)
-		return groupName, claims, false, ok
+	if errors.Is(err, ocap.ErrBadType) { // not a capability: a member token
+		return c.memberCommit(ctx, params, req)
 	}
 	groupName := params[0]
 	switch {
@@ -87,6 +89,12 @@ func (c *Coordinator) commitRequest(ctx *fasthttp.RequestCtx, params []string, r
 		}
 	}
 	return groupName, capability, true, true
+}
+
+// memberCommit is commitRequest's member preamble.
+func (c *Coordinator) memberCommit(ctx *fasthttp.RequestCtx, params []string, req *api.CommitRequest) (string, *ocap.Claims, bool, bool) {
+	groupName, claims, ok := c.memberRequest(ctx, params, req, false)
+	return groupName, claims, false, ok
 }
 
 // commitOffsets checks each offset's capability (driver.CommitOffsets)
