@@ -39,9 +39,19 @@ func (c *Client) Route(ctx context.Context, topic string, partition int32, refre
 // that long) and returns the broker's answer untouched. Cancelling ctx
 // returns at once and drops the connection's socket.
 func (c *Client) FetchRaw(ctx context.Context, addr string, req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
+	resp, _, err := c.FetchRawRecycled(ctx, addr, req)
+	return resp, err
+}
+
+// FetchRawRecycled is FetchRaw whose answer's buffer (the record batches
+// alias it) is recycled: call release once nothing uses the answer any
+// more (never calling it is fine: the buffer is then collected). The
+// gateway's Kafka listener streams megabytes per Fetch; without this each
+// answer allocated and zeroed a fresh buffer (BENCHMARKS.md §8).
+func (c *Client) FetchRawRecycled(ctx context.Context, addr string, req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, release func(), err error) {
 	bp, err := c.fetchPools.get(addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	pool, giveUp := bp.short, (<-chan time.Time)(nil)
@@ -54,14 +64,17 @@ func (c *Client) FetchRaw(ctx context.Context, addr string, req *kmsg.FetchReque
 	if errors.Is(err, errNoSlot) {
 		now := *req
 		now.MaxWaitMillis = 0
-		return c.FetchRaw(ctx, addr, &now)
+		return c.FetchRawRecycled(ctx, addr, &now)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	resp, _, err := conn.fetch(ctx, req, time.Now().Add(wait+c.cfg.RequestTimeout))
+	resp, frame, err := conn.fetch(ctx, req, time.Now().Add(wait+c.cfg.RequestTimeout))
 	pool.release(conn, err == nil)
-	return resp, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, func() { putFrame(frame) }, nil
 }
 
 // Request sends req with the client's kgo client: Metadata, ListOffsets

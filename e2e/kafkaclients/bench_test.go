@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,10 +33,12 @@ func BenchmarkKafkaListenerThroughput(b *testing.B) {
 		rows := throughputRun(b, 500_000, 5)
 		fmt.Printf("\nKafka listener: records/s of %d-byte uncompressed records to one kgo consumer, median of %d interleaved passes\n", recordBytes, len(rows[0].all))
 		fmt.Printf("(from client creation to its last record; group joins included)\n")
-		fmt.Printf("| path | records | records/s | × direct | passes |\n|---|---|---|---|---|\n")
+		fmt.Printf("(CPU: the whole test process — kfake, coordinator, gateway and the client — per million records, median of the passes;\n")
+		fmt.Printf(" on a loaded machine it is the steadier figure: records/s follows the share of the cores the run gets)\n")
+		fmt.Printf("| path | records | records/s | × direct | CPU ms per M records | × direct | passes |\n|---|---|---|---|---|---|---|\n")
 		for i, r := range rows {
 			base := rows[i&^1]
-			fmt.Printf("| %s | %d | %.0f | %.2f | %s |\n", r.path, r.records, r.rps, r.rps/base.rps, r.passes())
+			fmt.Printf("| %s | %d | %.0f | %.2f | %.0f | %.2f | %s |\n", r.path, r.records, r.rps, r.rps/base.rps, r.cpu, r.cpu/base.cpu, r.passes())
 		}
 		b.ReportMetric(rows[0].rps, "direct-1p-rec/s")
 		b.ReportMetric(rows[1].rps, "listener-1p-rec/s")
@@ -120,6 +123,8 @@ type throughputRow struct {
 	opts    func(pass int) []kgo.Opt
 	all     []float64 // records/s of each pass
 	rps     float64   // their median
+	cpus    []float64 // process CPU ms per million records of each pass
+	cpu     float64   // their median
 }
 
 func (r *throughputRow) passes() string {
@@ -134,6 +139,7 @@ func (r *throughputRow) passes() string {
 func (r *throughputRow) measure(b testing.TB, pass int) {
 	b.Helper()
 	opts := append(r.opts(pass), kgo.ClientID(fmt.Sprintf("bench-%d", pass)))
+	cpu0 := processCPU()
 	start := time.Now()
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -150,9 +156,23 @@ func (r *throughputRow) measure(b testing.TB, pass int) {
 		got += fs.NumRecords()
 	}
 	r.all = append(r.all, float64(r.records)/time.Since(start).Seconds())
-	sorted := slices.Clone(r.all)
+	r.cpus = append(r.cpus, float64(processCPU()-cpu0)/float64(time.Millisecond)/(float64(r.records)/1e6))
+	r.rps, r.cpu = median(r.all), median(r.cpus)
+}
+
+func median(v []float64) float64 {
+	sorted := slices.Clone(v)
 	slices.Sort(sorted)
-	r.rps = sorted[len(sorted)/2]
+	return sorted[len(sorted)/2]
+}
+
+// processCPU is the user and system CPU time this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkKafkaListenerFetchLatency: sequential 1-record Fetch requests

@@ -36,6 +36,10 @@ type conn struct {
 
 	wbuf  []byte
 	ahead map[partKey]*aheadEntry // partitions read ahead (readahead.go)
+	// afterWrite runs once the answer being built is written (or the
+	// connection ends): it hands back the Kafka answer buffers the
+	// answer's record batches alias (broker.FetchRawRecycled).
+	afterWrite []func()
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -52,6 +56,7 @@ func (c *conn) serve() {
 	defer c.cancel()
 	defer c.nc.Close()
 	defer c.dropAllAhead()
+	defer c.written()
 	for {
 		if c.rawSASL {
 			if err := c.rawAuthenticate(); err != nil {
@@ -74,6 +79,7 @@ func (c *conn) serve() {
 		if err == nil && resp != nil {
 			err = c.write(h.correlation, resp)
 		}
+		c.written()
 		if err != nil {
 			c.closing(err)
 			return
@@ -83,6 +89,15 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// written runs afterWrite: nothing refers to the answer's buffers now.
+func (c *conn) written() {
+	for _, f := range c.afterWrite {
+		f()
+	}
+	clear(c.afterWrite)
+	c.afterWrite = c.afterWrite[:0]
 }
 
 // closing logs why a connection ends; an idle or client-side close is

@@ -132,6 +132,9 @@ func (c *conn) fetchUpstream(req *kmsg.FetchRequest, parts []*fetchPart, noWait 
 		}
 	}
 	for _, lc := range runCalls(ctx, c.s.gate, calls, cancel) {
+		if lc.release != nil {
+			c.afterWrite = append(c.afterWrite, lc.release) // the answer aliases its buffer until written
+		}
 		now := time.Now()
 		for _, p := range lc.parts {
 			c.answerPartition(p, findFetchPartition(lc.resp, p), lc.err, now)
@@ -147,7 +150,7 @@ func runCalls(ctx context.Context, gate Gate, calls []*leaderCall, cancel contex
 	results := make(chan *leaderCall, len(calls))
 	for _, lc := range calls {
 		go func() {
-			lc.resp, lc.err = gate.Broker().FetchRaw(ctx, lc.addr, lc.req)
+			lc.resp, lc.release, lc.err = gate.Broker().FetchRawRecycled(ctx, lc.addr, lc.req)
 			results <- lc
 		}()
 	}
@@ -169,6 +172,9 @@ type leaderCall struct {
 	parts []*fetchPart
 	resp  *kmsg.FetchResponse
 	err   error
+	// release hands resp's buffer back; call it once nothing refers to
+	// resp (nil when there is none).
+	release func()
 }
 
 func (lc *leaderCall) hasData() bool {

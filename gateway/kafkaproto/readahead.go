@@ -54,8 +54,22 @@ type aheadBatch struct {
 	resps     []*kmsg.FetchResponse
 
 	mu       sync.Mutex
-	left     int   // entries not yet used or dropped
-	reserved int64 // returned to the budget when left reaches 0
+	left     int      // entries not yet used or dropped
+	reserved int64    // returned to the budget when left reaches 0
+	releases []func() // resps' buffers, handed back once left is 0 and resps are set
+	finished bool     // resps and releases are set
+}
+
+// release hands back the batch's buffers once it is finished and no entry
+// is left (whichever comes last calls it); b.mu held.
+func (b *aheadBatch) releaseLocked() {
+	if !b.finished || b.left > 0 {
+		return
+	}
+	for _, f := range b.releases {
+		f()
+	}
+	b.releases = nil
 }
 
 // startReadAhead reads ahead the partitions of this answer that stopped
@@ -103,11 +117,20 @@ func (c *conn) startReadAhead(req *kmsg.FetchRequest, parts []*fetchPart) {
 			stop := context.AfterFunc(pctx, cancel) // a revocation cancels it
 			defer func() { stop(); done() }()
 		}
+		var resps []*kmsg.FetchResponse
+		var releases []func()
 		for _, lc := range runCalls(ctx, c.s.gate, calls, cancel) {
 			if lc.err == nil {
-				b.resps = append(b.resps, lc.resp)
+				resps = append(resps, lc.resp)
+			}
+			if lc.release != nil {
+				releases = append(releases, lc.release)
 			}
 		}
+		b.mu.Lock()
+		b.resps, b.releases, b.finished = resps, releases, true
+		b.releaseLocked()
+		b.mu.Unlock()
 	}()
 }
 
@@ -129,12 +152,13 @@ func (c *conn) takeReadAhead(req *kmsg.FetchRequest, parts []*fetchPart) (rest [
 		}
 		delete(c.ahead, key)
 		up := c.awaitAhead(e, p, req)
-		c.dropEntry(e)
 		if up == nil {
+			c.dropEntry(e)
 			rest = append(rest, p)
 			continue
 		}
-		_, done := c.s.gate.Track(c.ctx, p.claims, p.req) // the decision below is revocable like any fetch's
+		c.afterWrite = append(c.afterWrite, func() { c.dropEntry(e) }) // the answer aliases the batch's buffer until written
+		_, done := c.s.gate.Track(c.ctx, p.claims, p.req)              // the decision below is revocable like any fetch's
 		p.done = done
 		c.answerPartition(p, up, nil, now)
 		data = data || len(p.out.RecordBatches) > 0
@@ -169,6 +193,7 @@ func (c *conn) dropEntry(e *aheadEntry) {
 	b.mu.Lock()
 	b.left--
 	last := b.left == 0
+	b.releaseLocked()
 	b.mu.Unlock()
 	if last {
 		b.cancel()
