@@ -154,8 +154,8 @@ func (c *Coordinator) actionOf(ctx *fasthttp.RequestCtx) string {
 
 // adminWho names the admin behind ctx without revealing a secret.
 func adminWho(ctx *fasthttp.RequestCtx, c *Coordinator) string {
-	if fromConsole(ctx) {
-		return "console"
+	if w, ok := ctx.UserValue(consoleCaller{}).(consoleWho); ok {
+		return w.String()
 	}
 	var who []string
 	if name := certificateName(ctx.TLSConnectionState()); name != "" {

@@ -21,6 +21,18 @@ func fromConsole(ctx *fasthttp.RequestCtx) bool {
 	return ctx.UserValue(consoleCaller{}) != nil
 }
 
+// consoleWho is the audit log's who of a console request: "console", and
+// the operator when the session names one ("admin" for the admin token,
+// an IdP identity's subject and issuer).
+type consoleWho string
+
+func (w consoleWho) String() string {
+	if w == "" {
+		return "console"
+	}
+	return "console:" + string(w)
+}
+
 // consoleBackend serves the console's reads and actions through the admin
 // routes themselves, so the console adds no admin logic of its own.
 type consoleBackend struct{ c *Coordinator }
@@ -30,7 +42,7 @@ var consoleAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 // Admin runs one admin route in-process, as an admin, through the same
 // dispatch (and request metrics) as a network request. path is a request
 // URI under /v1/admin/; anything else is refused with 404.
-func (b consoleBackend) Admin(method, path string, body []byte) (int, []byte) {
+func (b consoleBackend) Admin(who, method, path string, body []byte) (int, []byte) {
 	const prefix = "/v1/admin/"
 	if len(path) <= len(prefix) || path[:len(prefix)] != prefix {
 		return fasthttp.StatusNotFound, nil
@@ -42,7 +54,7 @@ func (b consoleBackend) Admin(method, path string, body []byte) (int, []byte) {
 	req.SetBody(body)
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, consoleAddr, nil)
-	ctx.SetUserValue(consoleCaller{}, true)
+	ctx.SetUserValue(consoleCaller{}, consoleWho(who))
 	b.c.serve(&ctx)
 	return ctx.Response.StatusCode(), append([]byte(nil), ctx.Response.Body()...)
 }

@@ -268,10 +268,10 @@ func TestConsoleActionRefusals(t *testing.T) {
 	if !seen {
 		t.Fatal("the console's revoke answered before the gateway saw the fence")
 	}
-	// The audit log names the console as who made the revoke.
+	// The audit log names the console and its operator as who made the revoke.
 	var audit coordinator.AuditResponse
 	h.call(t, "GET", "/v1/admin/audit", e.adminToken, nil, 200, &audit)
-	if len(audit.Entries) == 0 || audit.Entries[0].Who != "console" || audit.Entries[0].Action != "partition_revoke" || audit.Entries[0].Result != "ok" {
+	if len(audit.Entries) == 0 || audit.Entries[0].Who != "console:admin" || audit.Entries[0].Action != "partition_revoke" || audit.Entries[0].Result != "ok" {
 		t.Fatalf("audit after the console's revoke: %+v", audit.Entries)
 	}
 }

@@ -42,7 +42,7 @@ func allowedAction(method string, segments []string) bool {
 	return false
 }
 
-func (c *Console) serveAction(ctx *fasthttp.RequestCtx, _ *session, params []string) {
+func (c *Console) serveAction(ctx *fasthttp.RequestCtx, s *session, params []string) {
 	method := string(ctx.Method())
 	if !allowedAction(method, params) {
 		writeProblem(ctx, fasthttp.StatusNotFound, "not_found", "not a console action")
@@ -52,7 +52,7 @@ func (c *Console) serveAction(ctx *fasthttp.RequestCtx, _ *session, params []str
 	for i, p := range params {
 		escaped[i] = url.PathEscape(p)
 	}
-	status, body := c.backend.Admin(method, "/v1/admin/"+strings.Join(escaped, "/"), ctx.PostBody())
+	status, body := c.backend.Admin(s.principal, method, "/v1/admin/"+strings.Join(escaped, "/"), ctx.PostBody())
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(body)

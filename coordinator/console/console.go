@@ -19,8 +19,9 @@ import (
 // no admin rule of its own.
 type Backend interface {
 	// Admin serves one admin API request (a path under /v1/admin/) as an
-	// authenticated admin and returns its status and JSON body.
-	Admin(method, path string, body []byte) (status int, response []byte)
+	// authenticated admin and returns its status and JSON body; who is the
+	// session's principal, for the audit log ("" for reads).
+	Admin(who, method, path string, body []byte) (status int, response []byte)
 	// IdentityAdmin verifies token as a JWT of a configured OIDC issuer
 	// whose claims match the issuer's console_admins, and not denied: ok
 	// with who (issuer and subject, for the page) and when the token

@@ -18,7 +18,7 @@ import (
 // admin answers by "METHOD path".
 type stubBackend map[string]string
 
-func (s stubBackend) Admin(method, path string, _ []byte) (int, []byte) {
+func (s stubBackend) Admin(_, method, path string, _ []byte) (int, []byte) {
 	if body, ok := s[method+" "+path]; ok {
 		return fasthttp.StatusOK, []byte(body)
 	}

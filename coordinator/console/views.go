@@ -99,7 +99,7 @@ var errNotFound = fmt.Errorf("console: not found")
 // get reads an admin route into dst; a non-200 answer becomes an error
 // carrying the admin API's message.
 func (c *Console) get(path string, dst any) error {
-	status, body := c.backend.Admin(fasthttp.MethodGet, path, nil)
+	status, body := c.backend.Admin("", fasthttp.MethodGet, path, nil)
 	if status == fasthttp.StatusNotFound {
 		return errNotFound
 	}

@@ -18,7 +18,8 @@ import (
 // TestConsoleIdPLogin: in a real Chromium, a JWT of the configured OIDC
 // issuer whose role claim matches console_admins logs in to the console
 // (the page names the identity; the token is in neither the page nor the
-// URL, nothing in web storage); a token of the same issuer that may only
+// URL, nothing in web storage); an action she takes shows in the console's
+// audit view under her name; a token of the same issuer that may only
 // join groups, one for another audience, and one of an identity an admin
 // denied are each refused at the login form.
 func TestConsoleIdPLogin(t *testing.T) {
@@ -62,6 +63,24 @@ func TestConsoleIdPLogin(t *testing.T) {
 	if strings.Contains(eval[string](b, `location.href + document.documentElement.outerHTML`), alice) {
 		t.Fatal("the IdP token is in the page or its URL")
 	}
+
+	// Alice denies a capability id from the console (with the page's CSRF
+	// token); the audit log — GET /v1/admin/audit, shown by the console's
+	// Audit view — names her as who did it, with the reason.
+	status := eval[int](b, `fetch('/console/api/v1/admin/capabilities/bGVha2VkLWp0aS0wMDAwMQ/revoke', {method: 'POST', credentials: 'same-origin',
+		headers: {'Content-Type': 'application/json', 'X-CSRF-Token': document.querySelector('form.logout input[name=csrf]').value},
+		body: JSON.stringify({reason: 'found in a paste'})}).then(r => r.status)`)
+	if status != http.StatusOK {
+		t.Fatalf("deny from the console as an IdP operator: %d", status)
+	}
+	b.run("audit page", 20*time.Second, chromedp.Navigate(base+"/console/audit"))
+	b.waitFor("the deny in the audit view, by alice", time.Now(), 10*time.Second,
+		`[...document.querySelectorAll('#audit tbody tr')].some(tr => tr.textContent.includes('console:alice (') &&
+		  tr.textContent.includes('bGVha2VkLWp0aS0wMDAwMQ') && tr.textContent.includes('found in a paste') && tr.textContent.includes('ok'))`)
+	if !eval[bool](b, `document.querySelector('nav a[href="/console/audit"]') !== null`) {
+		t.Fatal("no Audit link in the navigation although the coordinator keeps an audit log")
+	}
+	b.screenshot("audit")
 
 	// An admin denies the operator's identity: a fresh token no longer logs in.
 	id := identity.IdentityID(idp.URL, "alice")
