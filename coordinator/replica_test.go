@@ -142,6 +142,9 @@ func (s *replicaSet) harness(i int) *harness {
 func TestStandbyAnswersNotLeader(t *testing.T) {
 	e := newEnvBrokers(t, map[string]int32{"orders": 2}, 3)
 	useKafkaState(t, e)
+	// A standby names the leader until the log was silent for half a
+	// lease: 20 beats here, however loaded the machine.
+	e.cfg.Replica.BeatInterval, e.cfg.Replica.LeaseTimeout = 100*time.Millisecond, 4*time.Second
 	s := startReplicas(t, e, 2)
 	lead := s.awaitLeader(t)
 	standby := 1 - lead

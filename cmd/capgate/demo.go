@@ -32,14 +32,18 @@ type demoConfig struct {
 	Tolerance  time.Duration
 	Log        *zap.Logger
 	TLS        tlsconf.ClientConfig
+	// KillLeaderAfter stops the leading coordinator replica this long
+	// into the demo (0: never; demofailover.go).
+	KillLeaderAfter time.Duration
 }
 
 const (
-	demoInterval  = 10 * time.Millisecond // one record per partition this often
-	demoConsumers = 3                     // then a 4th joins
-	demoDrain     = 1500 * time.Millisecond
-	demoSettle    = 500 * time.Millisecond // join window beyond the moment the group is stable again
-	demoQuiet     = 300 * time.Millisecond // steady: nothing moved and every partition flowing this long
+	demoInterval   = 10 * time.Millisecond // one record per partition this often
+	demoConsumers  = 3                     // then a 4th joins
+	demoDrain      = 1500 * time.Millisecond
+	demoSettle     = 500 * time.Millisecond // join window beyond the moment the group is stable again
+	demoQuiet      = 300 * time.Millisecond // steady: nothing moved and every partition flowing this long
+	demoCommitWait = 200 * time.Millisecond
 )
 
 // runDemo produces to every partition, starts 3 consumers, waits until
@@ -67,6 +71,11 @@ func runDemo(ctx context.Context, out io.Writer, cfg demoConfig) error {
 			return err
 		}
 	}
+	if cfg.KillLeaderAfter > 0 {
+		failover := make(chan *demoFailover, 1)
+		go func() { failover <- d.killLeader(ctx, cfg.KillLeaderAfter) }()
+		d.failover = failover
+	}
 	w, err := d.phases(ctx, deadline)
 	if err != nil {
 		return err
@@ -85,6 +94,8 @@ type demo struct {
 	start time.Time
 	runID []byte // the key of this run's records
 	rec   *timeline.Recorder
+
+	failover <-chan *demoFailover // with KillLeaderAfter
 
 	mu        sync.Mutex
 	consumers []*demoConsumer
@@ -107,7 +118,7 @@ func (d *demo) addConsumer(ctx context.Context) error {
 	cc.ClientID = "demo-" + name
 	cc.TLS = d.cfg.TLS
 	log, quiet := quietableLogger(d.cfg.Log.Named(name))
-	c, err := stack.StartConsumer(ctx, stack.ConsumerOptions{Config: cc, Logger: log, CommitEvery: time.Second,
+	c, err := stack.StartConsumer(ctx, stack.ConsumerOptions{Config: cc, Logger: log, CommitEvery: time.Second, Commit: demoCommit,
 		OnRecords: func(_ string, records []client.Record, at time.Time) { d.observe(name, records, at) },
 		OnHook: func(h stack.Hook, ps []client.Partition, at time.Time) {
 			var ids []int32
@@ -123,6 +134,18 @@ func (d *demo) addConsumer(ctx context.Context) error {
 	d.consumers = append(d.consumers, &demoConsumer{name: name, c: c, quiet: quiet})
 	d.mu.Unlock()
 	return nil
+}
+
+// demoCommit commits what the consumer processed, waiting at most
+// demoCommitWait: a commit is synchronous (it waits for the coordinator),
+// and a consumer loop blocked on it reads nothing — while a leader is
+// being replaced (--kill-leader) that would pause every partition. A
+// commit given up on is made again a second later (or on revoke, with
+// the release).
+func demoCommit(ctx context.Context, c *client.Consumer) error {
+	ctx, cancel := context.WithTimeout(ctx, demoCommitWait)
+	defer cancel()
+	return c.Commit(ctx)
 }
 
 // observe records what consumer received at at and prints a handoff line
@@ -211,11 +234,17 @@ func (d *demo) finish(ctx context.Context, prod *stack.Producer, w timeline.Wind
 		}
 	}
 	d.closeAll()
-	s := judge(timeline.Analyze(d.rec.Timeline(d.cfg.Partitions), w), int(d.cfg.Partitions)/(demoConsumers+1), d.cfg.Tolerance)
+	tl := d.rec.Timeline(d.cfg.Partitions)
+	s := judge(timeline.Analyze(tl, w), int(d.cfg.Partitions)/(demoConsumers+1), d.cfg.Tolerance)
 	if n, _ := prod.Failures(); n > 0 {
 		fmt.Fprintf(d.out, "note: %d produce requests failed (not counted as produced)\n", n)
 	}
-	s.print(d.out, d.cfg.Topic)
+	var failover *demoFailover
+	if d.failover != nil {
+		failover = <-d.failover
+		s.Failures = append(s.Failures, failover.judge(tl, s.SteadyMax)...)
+	}
+	s.print(d.out, d.cfg.Topic, failover)
 	if !s.ok() {
 		return errors.New("demo: the summary does not hold: " + strings.Join(s.Failures, "; "))
 	}

@@ -52,7 +52,7 @@ func judge(a timeline.Analysis, expectedMoves int, tolerance time.Duration) demo
 // time between two records of the partition handed to a consumer, over
 // the join window; "beyond" subtracts its holder's longest gap before
 // the join.
-func (s demoSummary) print(w io.Writer, topic string) {
+func (s demoSummary) print(w io.Writer, topic string, failover *demoFailover) {
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
 	fmt.Fprintln(w)
 	for _, p := range s.Moved {
@@ -64,6 +64,7 @@ func (s demoSummary) print(w io.Writer, topic string) {
 		len(s.Unmoved), ms(s.UnmovedPause.Max), ms(s.SteadyMax), ms(s.UnmovedExtra.Max), ms(s.Tolerance))
 	fmt.Fprintf(w, "group:              stable again %d ms after the join; newcomer's first record after %d ms\n", ms(s.JoinToStable), ms(s.NewcomerFirst))
 	fmt.Fprintf(w, "records:            produced %d, consumed %d, lost %d, duplicates %d\n", s.Produced, s.Delivered, s.Lost, s.Duplicates)
+	failover.print(w)
 	for _, f := range s.Failures {
 		fmt.Fprintf(w, "FAILED: %s\n", f)
 	}

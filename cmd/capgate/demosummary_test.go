@@ -55,7 +55,7 @@ func TestJudgeHolds(t *testing.T) {
 		t.Fatalf("accounting %+v", s.Analysis)
 	}
 	var out bytes.Buffer
-	s.print(&out, "demo")
+	s.print(&out, "demo", nil)
 	last := strings.TrimSpace(out.String())
 	last = last[strings.LastIndex(last, "\n")+1:]
 	want := "summary: moved=1 moved_pause_p50_ms=30 moved_pause_max_ms=30 moved_beyond_max_ms=20 unmoved_beyond_max_ms=0 lost=0 duplicates=0 steady_max_ms=10 unmoved_pause_max_ms=10 join_to_stable_ms=40 produced=800 consumed=800 ok=true"

@@ -40,6 +40,8 @@ type devFlags struct {
 	tls             bool
 	demoDuration    time.Duration
 	demoTolerance   time.Duration
+	replicas        int
+	killLeader      time.Duration
 }
 
 func newDevCmd() *cobra.Command {
@@ -58,6 +60,9 @@ func newDevCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.demo && !cmd.Flags().Changed("log-level") {
 				f.logLevel = "warn" // the timeline is the output
+				if f.killLeader > 0 {
+					f.logLevel = "error" // clients warn at every call the stopped leader misses
+				}
 			}
 			return runDev(cmd.Context(), cmd.OutOrStdout(), f)
 		},
@@ -73,6 +78,8 @@ func newDevCmd() *cobra.Command {
 	fl.BoolVar(&f.demo, "demo", false, "also run a producer and consumers, add a consumer, print the handoff timeline and a summary, then exit")
 	fl.DurationVar(&f.demoDuration, "demo-duration", 15*time.Second, "how long --demo runs")
 	fl.DurationVar(&f.demoTolerance, "demo-tolerance", 50*time.Millisecond, "how far beyond the steady-state gap an unmoved partition may pause before --demo fails")
+	fl.IntVar(&f.replicas, "replicas", 0, "run this many coordinator replicas with the state in the embedded Kafka (state: kafka; one leads, the others follow and take over); 0: one coordinator on badger")
+	fl.DurationVar(&f.killLeader, "kill-leader", 0, "with --demo and --replicas >= 2: stop the leading coordinator this long after the demo starts and show the takeover (0: never)")
 	return cmd
 }
 
@@ -81,6 +88,9 @@ func newDevCmd() *cobra.Command {
 func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	if f.demo && f.demoDuration < 6*time.Second {
 		return fmt.Errorf("--demo-duration: must be >= 6s, got %s", f.demoDuration)
+	}
+	if err := f.validateReplicas(); err != nil {
+		return err
 	}
 	log, err := newLogger(logConfig{Level: f.logLevel, Format: "console"})
 	if err != nil {
@@ -100,7 +110,7 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 		runErr = runDemo(ctx, out, demoConfig{
 			Stack: dev.Stack, Credential: dev.creds.ClientCredential, TLS: dev.clientTLS,
 			Topic: devTopic, Partitions: devPartitions, Group: "demo",
-			Duration: f.demoDuration, Tolerance: f.demoTolerance, Log: log,
+			Duration: f.demoDuration, Tolerance: f.demoTolerance, Log: log, KillLeaderAfter: f.killLeader,
 		})
 	} else {
 		<-ctx.Done()
@@ -140,6 +150,7 @@ func startDev(ctx context.Context, f devFlags, log *zap.Logger) (*devStack, erro
 		Dir: f.dataDir, Topics: map[string]int32{devTopic: devPartitions}, KafkaPort: port, KafkaDataDir: filepath.Join(f.dataDir, "kafka"),
 		Gateways: 1, CoordinatorListen: f.coordinatorAddr, GatewayListen: []string{f.gatewayAddr},
 		AdminToken: creds.AdminToken, SyncToken: creds.SyncToken,
+		Coordinators: max(f.replicas, 1), KafkaState: f.replicas > 0,
 		Gateway: func(_ int, cfg *gateway.Config) { cfg.ID, cfg.KafkaListen = devGatewayName, f.kafkaAddr },
 		Logger:  func(part string) *zap.Logger { return log.Named(strings.TrimSuffix(part, "-1")) },
 	}
@@ -183,9 +194,13 @@ func (d *devStack) useTLS(opts *stack.Options) error {
 // credentials keeps or mints the client credential and writes
 // credentials.json and credentials.env.
 func (d *devStack) credentials(ctx context.Context, log *zap.Logger) error {
-	co := d.Coordinator()
+	co, err := d.WaitLeader(ctx) // the first coordinator, or the leading replica
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
 	had := d.creds.ClientCredential != ""
-	changed, err := ensureClientCredential(ctx, co.InProcess(), co.Config(), d.HTTP(), co.URL, &d.creds)
+	var changed bool
+	changed, err = ensureClientCredential(ctx, co.InProcess(), co.Config(), d.HTTP(), co.URL, &d.creds)
 	if err != nil {
 		return err
 	}
@@ -214,4 +229,28 @@ func loopbackPort(addr string) (int, error) {
 		return 0, fmt.Errorf("want a port in [0, 65535], got %q", portText)
 	}
 	return port, nil
+}
+
+// validateReplicas checks --replicas and --kill-leader.
+func (f devFlags) validateReplicas() error {
+	switch {
+	case f.replicas < 0 || f.replicas > 9:
+		return fmt.Errorf("--replicas: must be within [0, 9], got %d", f.replicas)
+	case f.killLeader < 0:
+		return fmt.Errorf("--kill-leader: must be >= 0, got %s", f.killLeader)
+	case f.killLeader > 0 && (!f.demo || f.replicas < 2):
+		return errors.New("--kill-leader: needs --demo and --replicas 2 or more (someone must take over)")
+	case f.killLeader > 0 && f.killLeader >= f.demoDuration-demoDrain:
+		return fmt.Errorf("--kill-leader: %s is past the demo's end (--demo-duration %s)", f.killLeader, f.demoDuration)
+	}
+	return nil
+}
+
+// coordinatorList is what clients are pointed at: the coordinator, or
+// every replica comma-separated (they follow not_leader).
+func (d *devStack) coordinatorList() string {
+	if len(d.Coordinators()) > 1 {
+		return strings.Join(d.CoordinatorURLs(), ",")
+	}
+	return d.CoordinatorURL()
 }

@@ -16,11 +16,11 @@ func printDevBanner(w io.Writer, s *devStack, demo bool) {
 
   kafka:        %s   (embedded; topic %q, %d partitions)
   coordinator:  %s
-  gateway:      %s
+%s  gateway:      %s
 %s  console:      %s/console   (log in with admin_token from the credentials file)
   credentials:  %s   (mode 0600: admin_token, client_credential, sync_token)
 
-`, s.dataDir, strings.Join(s.Kafka.Addrs(), ","), devTopic, devPartitions, s.CoordinatorURL(), s.GatewayURLs()[0], kafkaBannerLine(s.kafkaAddr()), s.CoordinatorURL(), creds)
+`, s.dataDir, strings.Join(s.Kafka.Addrs(), ","), devTopic, devPartitions, s.CoordinatorURL(), replicasBannerLine(s), s.GatewayURLs()[0], kafkaBannerLine(s.kafkaAddr()), s.CoordinatorURL(), creds)
 	if demo {
 		return
 	}
@@ -81,4 +81,14 @@ func indent(lines string) string {
 		}
 	}
 	return b.String()
+}
+
+// replicasBannerLine lists the coordinator replicas ("" with one
+// coordinator on badger).
+func replicasBannerLine(s *devStack) string {
+	urls := s.CoordinatorURLs()
+	if len(urls) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("  replicas:     %s   (state in Kafka; the coordinator above leads, the others follow and answer 421 not_leader)\n", strings.Join(urls, ","))
 }

@@ -123,7 +123,7 @@ func saveCredentials(dir string, creds devCredentials, env [][2]string) error {
 // env is what points the CLI (and curl) at the dev stack: its addresses,
 // tokens and, with --tls, the CA bundle (CAPGATE_CACERT; curl --cacert).
 func (s *devStack) env() [][2]string {
-	env := devEnv(s.creds, s.clientTLS, s.CoordinatorURL(), s.GatewayURLs()[0])
+	env := devEnv(s.creds, s.clientTLS, s.coordinatorList(), s.GatewayURLs()[0])
 	if addr := s.kafkaAddr(); addr != "" {
 		env = append(env, [2]string{"CAPGATE_KAFKA_BOOTSTRAP", addr})
 	}

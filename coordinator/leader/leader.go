@@ -202,7 +202,8 @@ type Decision struct {
 	// next event.
 	At time.Time
 	// Leader is whom a not_leader answer names: the last leader seen in
-	// the log (zero while unknown); this replica while it leads.
+	// the log (zero while unknown, or once the log was silent for half a
+	// lease: the leader is likely gone); this replica while it leads.
 	Leader Hint
 	// Reason says why the role last changed, for logs and /readyz.
 	Reason string
@@ -329,6 +330,14 @@ func (e *Elector) Decide(now time.Time) Decision {
 	switch e.role {
 	case Follower:
 		stand := e.seen.Add(e.cfg.LeaseTimeout + e.cfg.Stagger)
+		if stale := e.seen.Add(e.cfg.LeaseTimeout / 2); !now.Before(stale) {
+			// Half a lease without a commit: the leader is likely gone;
+			// name nobody rather than send clients to it.
+			d.Leader = Hint{}
+		} else if now.Before(stand) {
+			d.At = stale
+			return d
+		}
 		if now.Before(stand) {
 			d.At = stand
 			return d

@@ -27,10 +27,15 @@ func TestFollowerStandsAfterSilenceAndLeads(t *testing.T) {
 	e := New(cfg("b"), at(0))
 	expect(t, e.Decide(at(0)), Follower, None)
 	e.Step(at(500), Observed{Writer: "a", Leader: Hint{ID: "a", URL: "http://a"}})
-	d := e.Decide(at(1000))
+	d := e.Decide(at(900))
 	expect(t, d, Follower, None)
-	if d.Leader.URL != "http://a" || !d.At.Equal(at(1600)) {
-		t.Fatalf("hint %+v at %s, want http://a at +1600ms", d.Leader, d.At.Sub(t0))
+	if d.Leader.URL != "http://a" || !d.At.Equal(at(1000)) {
+		t.Fatalf("hint %+v until %s, want http://a until +1000ms", d.Leader, d.At.Sub(t0))
+	}
+	d = e.Decide(at(1000)) // half a lease of silence: the leader is likely gone
+	expect(t, d, Follower, None)
+	if d.Leader != (Hint{}) || !d.At.Equal(at(1600)) {
+		t.Fatalf("hint %+v, stand at %s; want none, +1600ms", d.Leader, d.At.Sub(t0))
 	}
 	d = e.Decide(at(1600))
 	expect(t, d, Candidate, Promote)
@@ -93,11 +98,10 @@ func TestFencedWriteStepsDownAtOnce(t *testing.T) {
 			}
 			expect(t, e.Decide(at(1330)), SteppingDown, None)
 			e.Step(at(1400), Stopped{})
-			d = e.Decide(at(1400))
-			expect(t, d, Follower, None)
-			if !d.At.Equal(at(2500)) {
-				t.Fatalf("stands again at %s, want a whole lease + stagger later (+2500ms)", d.At.Sub(t0))
-			}
+			expect(t, e.Decide(at(1400)), Follower, None)
+			// Stands again only a whole lease + stagger later.
+			expect(t, e.Decide(at(2499)), Follower, None)
+			expect(t, e.Decide(at(2500)), Candidate, Promote)
 		})
 	}
 }
@@ -128,11 +132,9 @@ func TestLostRaceFollowsAgain(t *testing.T) {
 	e := New(cfg("b"), at(0))
 	expect(t, e.Decide(at(1100)), Candidate, Promote)
 	e.Step(at(1200), PromoteDone{Err: errors.New("fenced"), Fenced: true})
-	d := e.Decide(at(1200))
-	expect(t, d, Follower, None)
-	if !d.At.Equal(at(2300)) {
-		t.Fatalf("stands again at %s, want +2300ms", d.At.Sub(t0))
-	}
+	expect(t, e.Decide(at(1200)), Follower, None)
+	expect(t, e.Decide(at(2299)), Follower, None)
+	expect(t, e.Decide(at(2300)), Candidate, Promote)
 }
 
 func TestLeaderSeeingAnotherWriterStepsDown(t *testing.T) {

@@ -113,11 +113,19 @@ func (s *Stack) SyncSeq(ctx context.Context) (uint64, error) {
 }
 
 // ClientConfig is an SDK consumer configuration pointed at the stack (the
-// first coordinator, every gateway) for group and topics, with the
+// first coordinator — with replicas the leader, then the others — and
+// every gateway) for group and topics, with the
 // stack's timing.
 func (s *Stack) ClientConfig(group string, topics []string, credential string) client.Config {
 	cfg := client.DefaultConfig()
 	cfg.CoordinatorURL, cfg.Gateways = s.CoordinatorURL(), s.GatewayURLs()
+	if s.opts.replicas() {
+		for _, u := range s.CoordinatorURLs() { // the SDK follows not_leader among them
+			if u != cfg.CoordinatorURL {
+				cfg.CoordinatorURLs = append(cfg.CoordinatorURLs, u)
+			}
+		}
+	}
 	cfg.Group, cfg.Topics, cfg.Credential = group, topics, credential
 	cfg.TLS = s.opts.ClientTLS
 	s.opts.Timing.applyClient(&cfg)
