@@ -59,7 +59,9 @@ func do(t *testing.T, cl *apicheck.Client, call apicheck.Call, want int, out any
 func TestWalkthroughFromDocument(t *testing.T) {
 	c, cl := startCluster(t)
 	admin := c.AdminToken
-	var client struct{ Credential string }
+	var client struct {
+		Credential string `json:"client_credential"`
+	}
 	do(t, cl, apicheck.Call{Op: "admin_clients", Bearer: admin,
 		Body: map[string]any{"name": "readme", "groups": []string{"g"}, "topics": []string{"demo"}, "ttl_ms": 600000}}, 200, &client)
 	var produceCap api.CapabilityResponse
@@ -127,6 +129,8 @@ func TestEveryOperationIsRouted(t *testing.T) {
 			switch id {
 			case "sync":
 				call.Query = url.Values{"gateway": {"probe"}, "wait_ms": {"0"}}
+			case "sync_leave":
+				call.Query = url.Values{"gateway": {"probe"}}
 			case "fetch_records":
 				call.Query = url.Values{"offset": {"0"}}
 			}
