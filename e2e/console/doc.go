@@ -7,5 +7,5 @@
 // the main views into a temporary directory and check them; with
 // -console.screenshots they also write them to docs/ for the README:
 //
-//	go test ./e2e/console/ -run TestConsoleInBrowser -console.screenshots
+//	go test ./e2e/console/ -run 'TestConsoleInBrowser|TestConsoleIdPLogin|TestConsoleActionsInBrowser' -console.screenshots
 package console
