@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -191,13 +192,11 @@ func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8RuneStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n]
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // Behavior: GET /v1/admin/audit?before=&limit= — bearer: an admin token.
 // The newest admin actions, newest first (AuditResponse): at most limit

@@ -2,6 +2,8 @@ package coordinator_test
 
 import (
 	"fmt"
+	"strings"
+	"unicode/utf8"
 	"testing"
 
 	"github.com/capgate/capgate/api"
@@ -86,5 +88,12 @@ func TestAdminAuditLogBounded(t *testing.T) {
 	h.call(t, "GET", "/v1/admin/audit", e.adminToken, nil, 200, &page)
 	if len(page.Entries) != 3 || page.Entries[0].Target != "g4" || page.Entries[2].Target != "g2" || page.NextBefore != 0 {
 		t.Fatalf("bounded log %+v", page)
+	}
+	// A reason is kept up to 256 bytes, cut on a character boundary.
+	long := strings.Repeat("é", 200) // 400 bytes
+	h.call(t, "POST", "/v1/admin/capabilities/AAAAAAAAAAAAAAAAAAAAAA/revoke", e.adminToken, coordinator.DenyRequest{Reason: long}, 200, nil)
+	h.call(t, "GET", "/v1/admin/audit?limit=1", e.adminToken, nil, 200, &page)
+	if r := page.Entries[0].Reason; len(r) != 256 || !utf8.ValidString(r) || !strings.HasPrefix(long, r) {
+		t.Fatalf("kept reason of %d bytes: %q", len(r), r)
 	}
 }
