@@ -47,8 +47,6 @@ type options struct {
 	// embedded: a replica's leader, served by the replica's listener —
 	// no listener or server of its own (replica.go).
 	embedded bool
-	// memLog: a replica's log in memory (WithMemLog).
-	memLog *store.MemLog
 }
 
 // WithListener serves on ln instead of listening on cfg.Listen (tests pass

@@ -39,7 +39,6 @@ type Replica struct {
 	log  *zap.Logger
 	now  func() time.Time
 	opts []Option // for the Coordinator of each leadership
-	mem  *store.MemLog
 	url  string
 
 	ln      net.Listener
@@ -63,14 +62,7 @@ type replicaView struct {
 	next   chan struct{} // closed when the view is replaced
 }
 
-// WithMemLog keeps the replica's state on an in-memory log shared by the
-// replicas of one process (tests, internal/stack) instead of Kafka.
-func WithMemLog(m *store.MemLog) Option {
-	return func(o *options) { o.memLog = m }
-}
-
-// NewReplica prepares a replica of a state: kafka coordinator (or one on
-// WithMemLog): it listens at once (not_leader until it leads); Run
+// NewReplica prepares a replica of a state: kafka coordinator: it listens at once (not_leader until it leads); Run
 // follows the log and takes part in leadership.
 func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
 	if err := cfg.Validate(); err != nil {
@@ -80,7 +72,7 @@ func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if cfg.State != StateKafka && o.memLog == nil {
+	if cfg.State != StateKafka {
 		return nil, errors.New("coordinator: replicas need state: kafka")
 	}
 	if log == nil {
@@ -88,7 +80,7 @@ func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
 	}
 	log = log.With(zap.String("replica", cfg.replicaID()))
 	r := &Replica{
-		cfg: cfg, log: log, now: o.now, mem: o.memLog, url: cfg.advertise(),
+		cfg: cfg, log: log, now: o.now, url: cfg.advertise(),
 		lifecycle: newLifecycle(),
 	}
 	// The leader's Coordinator serves through this listener and signs
@@ -226,9 +218,6 @@ func (r *Replica) follow(ctx context.Context) *store.Follower {
 }
 
 func (r *Replica) openFollower(ctx context.Context) (*store.Follower, error) {
-	if r.mem != nil {
-		return store.FollowMem(ctx, r.mem, store.MemOptions{LogOptions: r.logOptions()})
-	}
 	client, err := broker.ClientOpts(r.cfg.Broker, r.log)
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
@@ -238,16 +227,4 @@ func (r *Replica) openFollower(ctx context.Context) (*store.Follower, error) {
 		return nil, err
 	}
 	return store.FollowKafka(ctx, opts)
-}
-
-// logOptions are the in-memory log's options (Kafka's come from
-// kafka_state).
-func (r *Replica) logOptions() store.LogOptions {
-	opts := store.LogOptions{WriterID: r.ID(), Logger: r.log.Named("state"), Timeout: r.cfg.KafkaState.Timeout}
-	if r.cfg.KafkaState.KEKFile != "" || r.cfg.KafkaState.KEKEnv != "" {
-		if kek, err := r.cfg.KafkaState.KEK(); err == nil {
-			opts.KEK = kek
-		}
-	}
-	return opts
 }

@@ -19,7 +19,6 @@ package coordinator
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -119,7 +118,9 @@ func (r *Replica) serveMetrics(ctx *fasthttp.RequestCtx, active *Coordinator) {
 	gather := prometheus.Gatherers{r.metrics.registry}
 	if active != nil {
 		gather = append(gather, active.metrics.registry)
-		active.metrics.requests.WithLabelValues("metrics", strconv.Itoa(fasthttp.StatusOK)).Inc()
 	}
 	fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))(ctx)
+	if active != nil {
+		active.metrics.observe("metrics", ctx)
+	}
 }

@@ -28,7 +28,7 @@ type replicaSet struct {
 	done     []chan error
 }
 
-func startReplicas(t *testing.T, e *env, n int) *replicaSet {
+func startReplicas(t testing.TB, e *env, n int) *replicaSet {
 	t.Helper()
 	s := &replicaSet{e: e}
 	for i := range n {
@@ -42,7 +42,7 @@ func startReplicas(t *testing.T, e *env, n int) *replicaSet {
 	return s
 }
 
-func (s *replicaSet) start(t *testing.T, i int) {
+func (s *replicaSet) start(t testing.TB, i int) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -65,7 +65,7 @@ func (s *replicaSet) start(t *testing.T, i int) {
 }
 
 // stop closes replica i (a second call does nothing).
-func (s *replicaSet) stop(t *testing.T, i int) {
+func (s *replicaSet) stop(t testing.TB, i int) {
 	if s.replicas[i] == nil {
 		return
 	}
@@ -80,7 +80,7 @@ func (s *replicaSet) stop(t *testing.T, i int) {
 // and every other one follows naming it (two standbys may both take over
 // at once — safe, the later fences the earlier, which steps down), and
 // returns its index.
-func (s *replicaSet) awaitLeader(t *testing.T) int {
+func (s *replicaSet) awaitLeader(t testing.TB) int {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
