@@ -67,6 +67,7 @@ type term struct {
 	stopped    *termResult // a finished step-down waiting for the beat in flight
 
 	results chan termResult
+	sameID  bool      // another replica was seen writing under our id
 	pending int       // actions whose result is not in yet
 	started time.Time // when the last Promote began
 }
@@ -202,7 +203,20 @@ func (t *term) observe() {
 		return
 	}
 	pos, _ := f.Position()
-	t.e.Step(t.r.now(), leader.Observed{Writer: pos.Writer, Leader: leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}})
+	writer, hint := pos.Writer, leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}
+	if writer == t.r.ID() && hint.ID == writer && hint.URL != t.r.url {
+		// Another replica writes under this replica's id (replica.id
+		// left empty on several): its commits would look like our own
+		// old ones and never as a live leader. Tell them apart by URL.
+		if !t.sameID {
+			t.sameID = true
+			t.r.log.Error("another coordinator replica writes under this replica's id: give each replica its own replica.id",
+				zap.String("id", writer), zap.String("its_url", hint.URL), zap.String("our_url", t.r.url))
+		}
+		writer = writer + "@" + hint.URL
+		hint.ID = writer
+	}
+	t.e.Step(t.r.now(), leader.Observed{Writer: writer, Leader: hint})
 }
 
 // stop ends the term: stop leading (close the Coordinator and its log) or

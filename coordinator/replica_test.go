@@ -404,3 +404,36 @@ func headerKid(t *testing.T, token string) string {
 	}
 	return header.Kid
 }
+
+// Two replicas left with the same replica.id (both default to the
+// coordinator id) still elect one leader and the other follows it: the
+// follower tells the leader's commits from its own by the advertised URL.
+func TestReplicasWithTheSameIDStillFollow(t *testing.T) {
+	e := newEnvBrokers(t, map[string]int32{"orders": 1}, 3)
+	useKafkaState(t, e)
+	s := &replicaSet{e: e}
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := coordinator.NewReplica(e.cfg, e.log, coordinator.WithListener(ln), coordinator.WithBroker(e.broker))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- r.Run(context.Background()) }()
+		s.replicas, s.done = append(s.replicas, r), append(s.done, done)
+	}
+	t.Cleanup(func() {
+		for i := range s.replicas {
+			s.stop(t, i)
+		}
+	})
+	lead := s.awaitLeader(t) // the other follows naming it
+	if got := e.logs.FilterMessageSnippet("another coordinator replica writes under this replica's id").Len(); got == 0 {
+		t.Fatal("the shared id was not reported")
+	}
+	h := s.harness(lead)
+	h.clientCredential(t, []string{"g"}, []string{"orders"})
+}
