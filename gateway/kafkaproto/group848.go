@@ -49,7 +49,11 @@ func handleConsumerGroupHeartbeat(c *conn, _ header, kreq kmsg.Request) (kmsg.Re
 	id := req.MemberID
 	switch {
 	case req.MemberEpoch < 0: // -1 leave, -2 static leave
-		if m := c.s.groups.get(req.Group, id); m != nil {
+		if c.s.groups.taken(req.Group, id, c.key()) {
+			resp.ErrorCode = kerr.UnknownMemberID.Code // another client's member
+			return resp, nil
+		}
+		if m := c.s.groups.own(req.Group, id, c.key()); m != nil {
 			m.close()
 		}
 		resp.MemberID, resp.MemberEpoch = &id, req.MemberEpoch
@@ -57,7 +61,7 @@ func handleConsumerGroupHeartbeat(c *conn, _ header, kreq kmsg.Request) (kmsg.Re
 	case req.MemberEpoch == 0:
 		return c.join848(req, resp, now)
 	}
-	m := c.s.groups.get(req.Group, id)
+	m := c.s.groups.own(req.Group, id, c.key())
 	if m == nil || !m.kip848 {
 		resp.ErrorCode = kerr.UnknownMemberID.Code
 		return resp, nil
@@ -74,7 +78,11 @@ func handleConsumerGroupHeartbeat(c *conn, _ header, kreq kmsg.Request) (kmsg.Re
 
 // join848 admits a member at epoch 0.
 func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse, now time.Time) (kmsg.Response, error) {
-	if m := c.s.groups.get(req.Group, req.MemberID); m != nil && m.kip848 && m.key == c.key() {
+	if c.s.groups.taken(req.Group, req.MemberID, c.key()) {
+		resp.ErrorCode = kerr.UnknownMemberID.Code // another client's member: never replaced from here
+		return resp, nil
+	}
+	if m := c.s.groups.own(req.Group, req.MemberID, c.key()); m != nil && m.kip848 {
 		if epoch, assignment, ok := m.rejoin848(now); ok {
 			resp.MemberID, resp.MemberEpoch = &m.id, epoch
 			resp.Assignment = c.assignment848(assignment)

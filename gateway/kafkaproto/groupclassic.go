@@ -61,7 +61,7 @@ func handleJoinGroup(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error
 	if req.Version == 0 {
 		rebalance = req.SessionTimeoutMillis
 	}
-	m := c.s.groups.get(req.Group, req.MemberID)
+	m := c.s.groups.own(req.Group, req.MemberID, c.key())
 	if req.MemberID != "" && (m == nil || m.kip848) {
 		resp.ErrorCode = kerr.UnknownMemberID.Code
 		return resp, nil
@@ -156,7 +156,7 @@ func (c *conn) classicMember(group, id string) (*member, int16) {
 	if code := c.groupAllowed(group, time.Now()); code != 0 {
 		return nil, code
 	}
-	m := c.s.groups.get(group, id)
+	m := c.s.groups.own(group, id, c.key())
 	if m == nil || m.kip848 {
 		return nil, kerr.UnknownMemberID.Code
 	}
@@ -170,7 +170,7 @@ func handleLeaveGroup(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, erro
 		return resp, nil
 	}
 	leave := func(id string) int16 {
-		m := c.s.groups.get(req.Group, id)
+		m := c.s.groups.own(req.Group, id, c.key())
 		if m == nil {
 			return kerr.UnknownMemberID.Code
 		}

@@ -80,6 +80,26 @@ func (g *groups) get(group, id string) *member {
 	return g.byID[memberRef{group, id}]
 }
 
+// own finds the live member id of group opened by the client key: a
+// Kafka member id is no credential (KIP-848 clients make their own, and
+// a classic leader learns the others'), so a member is used — heartbeat,
+// commit, offsets, leave, rejoin — only by the client that opened it
+// (its credential's issuer and subject, client.id and address); anyone
+// else gets nil (UNKNOWN_MEMBER_ID), as if there were no such member.
+func (g *groups) own(group, id string, key clientKey) *member {
+	if m := g.get(group, id); m != nil && m.key == key {
+		return m
+	}
+	return nil
+}
+
+// taken reports whether id is a live member of group opened by another
+// client than key: a join naming it is refused rather than replacing it.
+func (g *groups) taken(group, id string, key clientKey) bool {
+	m := g.get(group, id)
+	return m != nil && m.key != key
+}
+
 // ofKey lists the members a client key opened.
 func (g *groups) ofKey(key clientKey) []*member {
 	g.mu.Lock()

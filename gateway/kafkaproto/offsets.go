@@ -19,6 +19,8 @@ package kafkaproto
 //     longer than MaxCommitMetadataBytes answers OFFSET_METADATA_TOO_LARGE
 //     for that partition, which is not committed. A commit of the offset
 //     already committed does not replace its metadata.
+//   - A member is used only by the client that opened it (groups.own):
+//     another client naming its member id gets UNKNOWN_MEMBER_ID.
 //   - The generation (classic) must be the member's current or previous
 //     one (a commit racing its own rejoin); a KIP-848 member epoch at most
 //     the current one: capgate's capabilities, not Kafka's epochs, fence
@@ -50,7 +52,7 @@ func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, er
 	req := kreq.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	code := c.groupAllowed(req.Group, time.Now())
-	m := c.s.groups.get(req.Group, req.MemberID)
+	m := c.s.groups.own(req.Group, req.MemberID, c.key())
 	switch {
 	case code != 0:
 	case m == nil:
@@ -227,7 +229,7 @@ func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[
 // memberOf finds the member by id, or this client's member of group.
 func (c *conn) memberOf(group string, id *string) *member {
 	if id != nil && *id != "" {
-		return c.s.groups.get(group, *id)
+		return c.s.groups.own(group, *id, c.key())
 	}
 	for _, m := range c.s.groups.ofKey(c.key()) {
 		if m.group == group {
