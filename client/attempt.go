@@ -53,10 +53,18 @@ func failureOf(err error) *driver.Failure {
 
 // logNews logs partitions and epochs, never capabilities.
 func (c *Consumer) logNews(n api.HeartbeatResponse, err error) {
-	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			c.log.Warn("heartbeat failed", zap.Error(err))
-		}
+	var e *Error
+	switch {
+	case err == nil:
+	case errors.Is(err, context.Canceled):
+		return
+	case errors.As(err, &e) && e.Code == api.CodeUnknownMember:
+		// The member left (Close: its own held heartbeat answered after the
+		// leave) or expired (the driver rejoins): no operator action.
+		c.log.Info("heartbeat: member unknown to the coordinator", zap.Error(err))
+		return
+	default:
+		c.log.Warn("heartbeat failed", zap.Error(err))
 		return
 	}
 	if ce := c.log.Check(zap.DebugLevel, "heartbeat news"); ce != nil && len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
@@ -90,7 +98,11 @@ func (c *Consumer) logCommit(r api.CommitRequest, err error) {
 func (c *Consumer) logFetch(s driver.Send, err error) {
 	var e *Error
 	if errors.As(err, &e) {
-		c.log.Warn("fetch refused", zap.Stringer("partition", s.Fetch.Partition), zap.Uint64("epoch", s.Fetch.Epoch),
+		log := c.log.Warn
+		if e.Code == api.CodeCapabilityRevoked {
+			log = c.log.Debug // the partition moved: a handoff, told by the next heartbeat too
+		}
+		log("fetch refused", zap.Stringer("partition", s.Fetch.Partition), zap.Uint64("epoch", s.Fetch.Epoch),
 			zap.Int64("offset", s.Fetch.Offset), zap.String("gateway", c.fetcher.urls[s.Gateway]),
 			zap.String("code", string(e.Code)), zap.String("message", e.Message))
 	}

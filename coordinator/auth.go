@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -43,7 +44,7 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 // action (not a read) is then recorded in the audit log (audit.go).
 func (c *Coordinator) admin(h handler) handler {
 	return func(ctx *fasthttp.RequestCtx, params []string) {
-		if fromConsole(ctx) || channelAuth(ctx, c.cfg.TLS.Admin, c.adminTokens, "admin") {
+		if fromConsole(ctx) || c.channelAuth(ctx, c.cfg.TLS.Admin, c.adminTokens, "admin") {
 			h(ctx, params)
 			c.recordAdmin(ctx, params)
 		}
@@ -90,7 +91,8 @@ func (c *Coordinator) verifySignature(token []byte, kind ocap.Kind) (*ocap.Claim
 func writeTokenError(ctx *fasthttp.RequestCtx, what string, err error) {
 	switch {
 	case errors.Is(err, ocap.ErrExpired):
-		writeError(ctx, api.CodeTokenExpired, what+" expired")
+		// "… expired: exp 2026-12-03T03:04:05Z, 3m ago" (ocap.TimeText)
+		writeError(ctx, api.CodeTokenExpired, what+" "+strings.TrimPrefix(err.Error(), "ocap: token "))
 		return
 	case errors.Is(err, errDenied):
 		writeError(ctx, api.CodeCapabilityRevoked, what+" refused: "+err.Error())

@@ -20,6 +20,7 @@ import (
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/refusallog"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/store"
 	"github.com/capgate/capgate/tlsconf"
@@ -93,7 +94,8 @@ type Coordinator struct {
 	mirror      *mirror
 	adminTokens secretSet
 	syncTokens  secretSet
-	audit       *auditLog // admin actions (audit.go)
+	audit       *auditLog       // admin actions (audit.go)
+	refusals    *refusallog.Log // refused sync and admin tokens, rate-limited
 	routes      *router
 	settings    *api.CoordinatorSettings // what gateways learn on a sync reset
 	timeline    *timeline.Feed           // handoff events for the console, fed by the loop
@@ -161,6 +163,7 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 		cfg: cfg, log: log, now: o.now, settings: cfg.gatewaySettings(),
 		adminTokens: newSecretSet(cfg.AdminTokenHashes),
 		syncTokens:  newSecretSet(cfg.SyncTokenHashes),
+		refusals:    refusallog.New(log),
 		tokens:      ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
 		joins:       newKeyedLimiter(cfg.JoinRate, cfg.JoinBurst, cfg.RateLimitEntries),
 		attenuates:  newKeyedLimiter(cfg.AttenuateRate, cfg.AttenuateBurst, cfg.RateLimitEntries),

@@ -50,7 +50,7 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 // syncCaller authenticates a sync-channel request and returns its
 // gateway id; false when it answered the refusal.
 func (c *Coordinator) syncCaller(ctx *fasthttp.RequestCtx) (string, bool) {
-	if !channelAuth(ctx, c.cfg.TLS.Sync, c.syncTokens, "sync") {
+	if !c.channelAuth(ctx, c.cfg.TLS.Sync, c.syncTokens, "sync") {
 		return "", false
 	}
 	gateway := string(ctx.QueryArgs().Peek("gateway"))

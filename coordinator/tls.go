@@ -20,6 +20,7 @@ package coordinator
 
 import (
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/tlsconf"
@@ -58,15 +59,32 @@ func (c TLSConfig) Validate() error {
 // channelAuth decides a sync or admin request: the client certificate
 // when ch needs one, then the bearer token when ch needs one. On refusal
 // it writes the answer (what names the credential) and returns false.
-func channelAuth(ctx *fasthttp.RequestCtx, ch tlsconf.Channel, tokens secretSet, what string) bool {
+func (c *Coordinator) channelAuth(ctx *fasthttp.RequestCtx, ch tlsconf.Channel, tokens secretSet, what string) bool {
 	if !channelCertificate(ctx, ch, what) {
+		c.refusedChannel(ctx, what, "no client certificate with an allowed name")
 		return false
 	}
 	if ch.NeedsToken() && !tokens.matches(bearer(ctx)) {
+		reason := "not a known " + what + " token"
+		if bearer(ctx) == nil {
+			reason = "no bearer token"
+		}
+		c.refusedChannel(ctx, what, reason)
 		writeError(ctx, api.CodeUnauthorized, what+" token required")
 		return false
 	}
 	return true
+}
+
+// refusedChannel logs a refused sync or admin request (rate-limited:
+// refusallog): the route, the caller's address and, for sync, the
+// gateway id it claims — never the token.
+func (c *Coordinator) refusedChannel(ctx *fasthttp.RequestCtx, what, reason string) {
+	fields := []zap.Field{zap.String("route", string(ctx.Path())), zap.String("remote", ctx.RemoteIP().String())}
+	if gw := ctx.QueryArgs().Peek("gateway"); len(gw) > 0 {
+		fields = append(fields, zap.String("gateway", string(gw[:min(len(gw), 128)])))
+	}
+	c.refusals.Refused(what+" token", reason, fields...)
 }
 
 // channelCertificate answers 403 client_certificate_required when ch

@@ -95,7 +95,11 @@ func (g *Gateway) authorize(ctx *fasthttp.RequestCtx, c *ocap.Claims, topic []by
 // decide runs authz.Decide and answers a refusal.
 func (g *Gateway) decide(ctx *fasthttp.RequestCtx, c *ocap.Claims, req authz.Request, now time.Time) api.Code {
 	r := authz.Decide(c, req, g.view, now)
-	if r != authz.Allow {
+	switch r {
+	case authz.Allow:
+	case authz.Expired: // when, for people (issue #13: not epoch seconds)
+		writeError(ctx, r.Code(), r.Message()+": exp "+ocap.TimeText(c.ExpiresAt, now), nil)
+	default:
 		writeError(ctx, r.Code(), r.Message(), nil)
 	}
 	return r.Code()

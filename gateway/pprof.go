@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/refusallog"
 )
 
 // Behavior: with pprof_listen set, the Go runtime profiles
@@ -50,11 +51,13 @@ func (g *Gateway) startPprof() error {
 // pprofAuth lets through requests bearing the sync token.
 func (g *Gateway) pprofAuth(next http.Handler) http.Handler {
 	want := []byte("Bearer " + string(g.cfg.SyncToken))
+	refusals := refusallog.New(g.log) // rate-limited; the route, the caller, never the token
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get("Authorization")
 		const scheme = "Bearer "
 		if g.cfg.SyncToken == "" || len(got) < len(scheme) || !strings.EqualFold(got[:len(scheme)], scheme) ||
 			subtle.ConstantTimeCompare([]byte(scheme+got[len(scheme):]), want) != 1 {
+			refusals.Refused("pprof sync token", "not the gateway's sync token", zap.String("route", r.URL.Path), zap.String("remote", r.RemoteAddr))
 			w.Header().Set("WWW-Authenticate", `Bearer realm="capgate-pprof"`)
 			w.Header().Set("Content-Type", api.MediaJSON)
 			w.WriteHeader(http.StatusUnauthorized)

@@ -68,7 +68,7 @@ func (c *jwtClaims) UnmarshalJSON(raw []byte) error {
 // capgate's own — to claims about to be signed (the minter's self-check).
 func (v *Verifier) checkClaims(c *Claims, now time.Time) error {
 	if err := jwt.NewValidator(v.options(now)...).Validate((*jwtClaims)(c)); err != nil {
-		return reason(&jwt.Token{Claims: (*jwtClaims)(c), Method: jwt.SigningMethodEdDSA}, fmt.Errorf("%w: %w", jwt.ErrTokenInvalidClaims, err))
+		return reason(&jwt.Token{Claims: (*jwtClaims)(c), Method: jwt.SigningMethodEdDSA}, fmt.Errorf("%w: %w", jwt.ErrTokenInvalidClaims, err), now)
 	}
 	return v.checkRules(c)
 }

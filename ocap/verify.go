@@ -132,7 +132,7 @@ func (v *Verifier) Verify(token string, kind Kind, now time.Time) (*Claims, erro
 	c := &Claims{}
 	parsed, err := jwt.NewParser(v.options(now)...).ParseWithClaims(token, (*jwtClaims)(c), v.keyFunc(kind))
 	if err != nil {
-		return nil, reason(parsed, err)
+		return nil, reason(parsed, err, now)
 	}
 	c.kind, c.kid = kind, parsed.Header["kid"].(string)
 	if err := v.checkRules(c); err != nil {
@@ -191,7 +191,7 @@ var sentinels = []error{
 // reason maps a golang-jwt failure onto exactly one sentinel. golang-jwt
 // reports claim failures joined and a missing claim without naming it
 // (ErrTokenRequiredClaimMissing); the parsed claims say which one it was.
-func reason(t *jwt.Token, err error) error {
+func reason(t *jwt.Token, err error, now time.Time) error {
 	for _, s := range sentinels {
 		if errors.Is(err, s) {
 			return err
@@ -223,15 +223,47 @@ func reason(t *jwt.Token, err error) error {
 	case missing && c.ExpiresAt == 0:
 		return ErrMissingExp
 	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return fmt.Errorf("%w: iat %d", ErrIssuedInFuture, c.IssuedAt)
+		return fmt.Errorf("%w: iat %s", ErrIssuedInFuture, TimeText(c.IssuedAt, now))
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return fmt.Errorf("%w: nbf %d", ErrNotYetValid, c.NotBefore)
+		return fmt.Errorf("%w: nbf %s", ErrNotYetValid, TimeText(c.NotBefore, now))
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return fmt.Errorf("%w: exp %d", ErrExpired, c.ExpiresAt)
+		return fmt.Errorf("%w: exp %s", ErrExpired, TimeText(c.ExpiresAt, now))
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer) || missing && c.Issuer == "":
 		return fmt.Errorf("%w: %.80q", ErrBadIssuer, c.Issuer)
 	case errors.Is(err, jwt.ErrTokenInvalidAudience) || missing && c.Audience == "":
 		return fmt.Errorf("%w: %.80q", ErrBadAudience, c.Audience)
 	}
 	return fmt.Errorf("%w: %v", ErrMalformed, err)
+}
+
+// TimeText is a claim's time for people: RFC 3339 and how far from now
+// ("2026-12-03T03:04:05Z, 3m ago" or "…, in 42s"), never epoch seconds.
+func TimeText(at Seconds, now time.Time) string {
+	t := time.Unix(int64(at), 0).UTC()
+	d := now.Sub(t)
+	if d >= 0 {
+		return t.Format(time.RFC3339) + ", " + roughly(d) + " ago"
+	}
+	return t.Format(time.RFC3339) + ", in " + roughly(-d)
+}
+
+// roughly is d in its two largest units: 42s, 3m, 3m12s, 2h5m, 3d4h.
+func roughly(d time.Duration) string {
+	s := int64(d / time.Second)
+	day, hour, minute := int64(24*60*60), int64(60*60), int64(60)
+	pair := func(a int64, au string, b int64, bu string) string {
+		if b == 0 {
+			return fmt.Sprintf("%d%s", a, au)
+		}
+		return fmt.Sprintf("%d%s%d%s", a, au, b, bu)
+	}
+	switch {
+	case s >= day:
+		return pair(s/day, "d", s%day/hour, "h")
+	case s >= hour:
+		return pair(s/hour, "h", s%hour/minute, "m")
+	case s >= minute:
+		return pair(s/minute, "m", s%minute, "s")
+	}
+	return fmt.Sprintf("%ds", s)
 }

@@ -235,3 +235,22 @@ func flipLastB64(s string) string {
 	// 64-byte signature: 86 chars, the last carries 2 data bits + 4 zero bits.
 	return string(alpha[i|1])
 }
+
+// Expired-token errors say when, for people: RFC 3339 and how long ago,
+// not epoch seconds (issue #13).
+func TestExpiredTokenErrorsShowHumanTimes(t *testing.T) {
+	now := time.Date(2026, 12, 3, 3, 7, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		at   time.Time
+		want string
+	}{
+		{now.Add(-3 * time.Minute), "2026-12-03T03:04:05Z, 3m ago"},
+		{now.Add(-3*time.Minute - 12*time.Second), "2026-12-03T03:03:53Z, 3m12s ago"},
+		{now.Add(-26 * time.Hour), "2026-12-02T01:07:05Z, 1d2h ago"},
+		{now.Add(42 * time.Second), "2026-12-03T03:07:47Z, in 42s"},
+	} {
+		if got := TimeText(Seconds(tc.at.Unix()), now); got != tc.want {
+			t.Errorf("TimeText(%v): %q, want %q", tc.at, got, tc.want)
+		}
+	}
+}

@@ -24,7 +24,7 @@ func TestDevBannerHidesSecrets(t *testing.T) {
 		var out bytes.Buffer
 		printDevBanner(&out, dev, demo)
 		banner := out.String()
-		for _, want := range []string{"console:      " + dev.CoordinatorURL() + "/console", credentialsFile} {
+		for _, want := range []string{"console:      " + dev.CoordinatorURL() + "/console", credentialsFile, credentialsEnvFile, "mode 0600"} {
 			if !strings.Contains(banner, want) {
 				t.Errorf("demo=%v: banner lacks %q:\n%s", demo, want, banner)
 			}

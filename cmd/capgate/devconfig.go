@@ -18,9 +18,9 @@ func printDevBanner(w io.Writer, s *devStack, demo bool) {
   coordinator:  %s
 %s  gateway:      %s
 %s  console:      %s/console   (log in with admin_token from the credentials file)
-  credentials:  %s   (mode 0600: admin_token, client_credential, sync_token)
+  credentials:  %s and %s   (mode 0600: admin_token, client_credential, sync_token; never printed)
 
-`, s.dataDir, strings.Join(s.Kafka.Addrs(), ","), devTopic, devPartitions, s.CoordinatorURL(), replicasBannerLine(s), s.GatewayURLs()[0], kafkaBannerLine(s.kafkaAddr()), s.CoordinatorURL(), creds)
+`, s.dataDir, strings.Join(s.Kafka.Addrs(), ","), devTopic, devPartitions, s.CoordinatorURL(), replicasBannerLine(s), s.GatewayURLs()[0], kafkaBannerLine(s.kafkaAddr()), s.CoordinatorURL(), creds, env)
 	if demo {
 		return
 	}

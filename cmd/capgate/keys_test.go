@@ -69,10 +69,14 @@ func TestKeysGenerateRotateInspect(t *testing.T) {
 	if got["verified"] != true || got["claims"].(map[string]any)["tp"] != "orders" {
 		t.Fatalf("inspect = %s", out)
 	}
-	// Tampered: decoded, not verified, reason given.
-	out, _ = run(t, "token", "inspect", "--jwks", jwksFile, tok[:len(tok)-3]+"AAA")
+	// Tampered: decoded, not verified, reason given, and an error (exit
+	// status 1) — issue #13: it exited 0.
+	out, err = run(t, "token", "inspect", "--jwks", jwksFile, tok[:len(tok)-3]+"AAA")
 	if !strings.Contains(out, `"verified": false`) || !strings.Contains(out, "signature") {
 		t.Fatalf("tampered inspect = %s", out)
+	}
+	if err == nil || !strings.Contains(err.Error(), "did not verify") {
+		t.Fatalf("tampered inspect returned %v, want a verification error", err)
 	}
 }
 

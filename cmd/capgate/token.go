@@ -36,7 +36,8 @@ func newTokenInspect() *cobra.Command {
 		Short: "Decode a token and, with --jwks, verify it strictly",
 		Long: "Prints the header and claims of a token. With --jwks (a URL such as\n" +
 			"http://127.0.0.1:7070/.well-known/jwks.json, or a file) the token is also\n" +
-			"verified with every rule a gateway applies, and the result is printed.",
+			"verified with every rule a gateway applies, and the result is printed;\n" +
+			"the exit status is then 1 when it does not verify.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token, err := readToken(args[0], cmd.InOrStdin())
@@ -82,12 +83,20 @@ func inspect(ctx context.Context, w io.Writer, token string, f inspectFlags) err
 	if exp, ok := claims["exp"].(float64); ok {
 		out["expires_at"] = time.Unix(int64(exp), 0).UTC().Format(time.RFC3339)
 	}
+	verified, why := true, ""
 	if f.jwks != "" {
-		out["verified"], out["verify_error"] = verifyWith(ctx, token, claims, f)
+		verified, why = verifyWith(ctx, token, claims, f)
+		out["verified"], out["verify_error"] = verified, why
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	if !verified { // the decoded token is printed, and the exit status says it did not verify
+		return fmt.Errorf("token did not verify: %s", why)
+	}
+	return nil
 }
 
 func verifyWith(ctx context.Context, token string, claims map[string]any, f inspectFlags) (bool, string) {

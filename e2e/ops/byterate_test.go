@@ -61,7 +61,12 @@ type fetched struct {
 
 func fetch(t *testing.T, o *opsStack, capability, topic string, partition int32, offset int64, raw bool) fetched {
 	t.Helper()
-	u := fmt.Sprintf("%s/v1/topics/%s/partitions/%d/records?offset=%d&max_bytes=1048576", o.s.GatewayURLs()[0], topic, partition, offset)
+	return fetchQuery(t, o, capability, topic, partition, fmt.Sprintf("offset=%d&max_bytes=1048576", offset), raw)
+}
+
+// fetchQuery is one fetch of topic/partition with the query string query.
+func fetchQuery(t *testing.T, o *opsStack, capability, topic string, partition int32, query string, raw bool) fetched {
+	u := fmt.Sprintf("%s/v1/topics/%s/partitions/%d/records?%s", o.s.GatewayURLs()[0], topic, partition, query)
 	req, _ := http.NewRequest(http.MethodGet, u, nil)
 	req.Header.Set("Authorization", "Bearer "+capability)
 	if raw {

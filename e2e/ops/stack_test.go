@@ -19,6 +19,7 @@ import (
 // gateway, real sockets) whose parts' logs are kept for the test.
 type opsStack struct {
 	s    *stack.Stack
+	core zapcore.Core // every part's logs go to it, kept in logs
 	logs *observer.ObservedLogs
 }
 
@@ -54,7 +55,7 @@ func startOpsWith(t *testing.T, topics map[string]int32, opts opsOptions) *opsSt
 			t.Errorf("stack: %v", err)
 		}
 	})
-	return &opsStack{s: s, logs: logs}
+	return &opsStack{s: s, core: core, logs: logs}
 }
 
 // waitSynced waits until every gateway acknowledged the coordinator's
