@@ -27,8 +27,9 @@ const rateLimit = 4000 // bytes per second, the issue's figure
 func throttle(t *testing.T, o *opsStack, topic string) {
 	t.Helper()
 	ctx := context.Background()
+	limit := int64(rateLimit)
 	if err := o.s.MustAdmin(ctx, http.MethodPut, "/v1/admin/qos", coordinator.QoSRequest{
-		Selector: api.QoSSelector{Topic: topic}, MaxBytesPerSec: rateLimit, TTLMs: 600_000,
+		Selector: api.QoSSelector{Topic: topic}, MaxBytesPerSec: &limit, TTLMs: 600_000,
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
