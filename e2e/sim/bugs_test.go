@@ -46,9 +46,15 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 // and returns that failure; a checker outside want+also fails the test.
 func plantedFailure(t *testing.T, b bugs, tune func(*profile), want string, also []string) *Failure {
 	t.Helper()
+	return plantedFailureWith(t, ciOptions(), b, tune, want, also)
+}
+
+// plantedFailureWith is plantedFailure on top of base options.
+func plantedFailureWith(t *testing.T, base Options, b bugs, tune func(*profile), want string, also []string) *Failure {
+	t.Helper()
 	const seeds = 40
 	for seed := uint64(1); seed <= seeds; seed++ {
-		opts := ciOptions()
+		opts := base
 		opts.bugs = b
 		if ci := opts.tune; tune != nil {
 			opts.tune = func(p *profile) {

@@ -71,12 +71,13 @@ type fenceTag struct {
 
 // gatewayCheck is the checker's record of one gateway id.
 type gatewayCheck struct {
-	maxAck   uint64      // highest after any incarnation sent
-	replyInc int         // the incarnation the sync answers below went to
-	replies  []replyMark // answers sent to replyInc, in seq order
-	inc      int         // incarnation the acknowledged fences belong to
-	ackIndex int         // fences[:ackIndex] are folded into acked
-	acked    []uint64    // per partition: highest fence acknowledged
+	maxAck   uint64         // highest after any incarnation sent
+	replyInc int            // the incarnation the sync answers below went to
+	replies  []replyMark    // answers sent to replyInc, in seq order
+	inc      int            // incarnation the acknowledged fences belong to
+	ackIndex int            // fences[:ackIndex] are folded into acked
+	acked    []uint64       // per partition: highest fence acknowledged
+	received map[int]uint64 // per partition: highest fence answered to it, any incarnation (replicas)
 }
 
 func newChecker(w *World) *checker {
@@ -177,9 +178,27 @@ func (k *checker) checkPersistedEpoch(p *partCheck, epoch uint64) {
 // a gateway's view) never carries a fence below one published before,
 // after a restart included: a lower fence would let a revoked epoch back
 // in. (Deltas cannot lower a view; they may repeat old entries.)
-func (k *checker) checkFencesRise(p *partCheck, epoch uint64) {
-	if epoch < p.fenceEpoch {
+//
+// With replicas the rule is per gateway: a reset never carries a fence
+// below one that gateway was answered before. A leader deposed while it
+// had nothing to write answers sync polls from its memory until its next
+// write fails fenced (coordinator/leader: it learns it lost the lead only
+// then, or when its lease runs out); its reset is the log as it read it,
+// older than fences the new leader published meanwhile to other
+// gateways, which this gateway never held. That is no readmission; the
+// danger it could carry — a gateway kept in sync by a deposed leader
+// while the new one counts it silent and grants — is grant safety's
+// (checker 4), and a reset below what this gateway held is still caught
+// here. Stats.StaleResets counts such answers.
+func (k *checker) checkFencesRise(gc *gatewayCheck, p *partCheck, part int, epoch uint64) {
+	switch {
+	case len(k.w.coords) <= 1 && epoch < p.fenceEpoch:
 		k.w.fail("epochs only rise", "%s: fence %d published after fence %d", p.id, epoch, p.fenceEpoch)
+	case len(k.w.coords) <= 1:
+	case epoch < gc.received[part]:
+		k.w.fail("epochs only rise", "%s: fence %d answered to a gateway after fence %d", p.id, epoch, gc.received[part])
+	case epoch < p.fenceEpoch:
+		k.w.stats.StaleResets++
 	}
 }
 

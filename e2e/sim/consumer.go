@@ -219,7 +219,7 @@ func (c *consumer) send(s driver.Send) {
 	case driver.KindLeave:
 		req.kind, req.commit = reqLeave, &api.CommitRequest{}
 	}
-	c.w.net.request(c.node, coordNode, dupable, lost, func() { c.w.coord.receive(req) })
+	c.w.sendCoordinator(c.node, dupable, req)
 }
 
 // describeAnswer renders an answer for the trace.

@@ -52,6 +52,7 @@ type request struct {
 	inc       int           // the polling gateway's incarnation
 	sent      time.Duration // when the poll was sent (true time)
 	after     uint64
+	hops      int // not_leader answers followed (replicas)
 	// Filled by the coordinator for the checkers.
 	arrived time.Duration
 	member  string
@@ -81,21 +82,25 @@ type response struct {
 // messages are lost), or at any quiet moment, and restarts by opening
 // the log again (fence, read to the end) and restoring the machine.
 type coordinator struct {
-	w        *World
-	cfg      group.Config
-	bugs     driver.Bugs
-	log      *store.MemLog // durable: survives every crash
-	up       bool
-	inc      int
-	d        *driver.Driver
-	pending  map[group.Ref]*request // waiting for the machine, for the checkers
-	crashing bool                   // a crash point hit during this flush: the process dies after it
-	muted    bool                   // ... after the persist: none of the Ready's messages leaves
-	flushOn  bool                   // a flush is scheduled
-	tickGen  uint64                 // the armed tick's generation
-	tickAt   time.Duration
-	tickOn   bool
-	readys   int
+	w          *World
+	idx        int // replica index (0: the only coordinator without replicas)
+	node       int
+	rep        *replica // nil without replicas
+	cfg        group.Config
+	bugs       driver.Bugs
+	log        *store.MemLog // durable: survives every crash
+	up         bool
+	inc        int
+	d          *driver.Driver
+	pending    map[group.Ref]*request // waiting for the machine, for the checkers
+	crashing   bool                   // a crash point hit during this flush: the process dies after it
+	muted      bool                   // ... after the persist: none of the Ready's messages leaves
+	lostAnswer bool                   // the persist committed but its answer was lost: none leaves, step down (replicas)
+	flushOn    bool                   // a flush is scheduled
+	tickGen    uint64                 // the armed tick's generation
+	tickAt     time.Duration
+	tickOn     bool
+	readys     int
 	// revocations is the shell's own revocation view (coordinator/denied.go):
 	// filled from the store at start and from every persisted Ready.
 	revocations *revocation.Set
@@ -104,7 +109,7 @@ type coordinator struct {
 // errCrash is the store failing because the process died under it.
 var errCrash = errors.New("sim: coordinator crashed before the persist")
 
-func newCoordinator(w *World) *coordinator {
+func newCoordinator(w *World, idx int, log *store.MemLog) *coordinator {
 	cfg := w.prof.machine
 	if w.opts.bugs.shortGatewayTimeout {
 		// Planted bug: the coordinator calls a gateway silent before the
@@ -113,7 +118,7 @@ func newCoordinator(w *World) *coordinator {
 		cfg.SyncWaitMax = min(cfg.SyncWaitMax, cfg.GatewayTimeout/2)
 		cfg.MaxClockSkew = 0
 	}
-	return &coordinator{w: w, cfg: cfg, log: store.NewMemLog(),
+	return &coordinator{w: w, idx: idx, node: w.replicaNode(idx), cfg: cfg, log: log,
 		bugs: driver.Bugs{SendOnFailedPersist: w.opts.bugs.sendBeforePersist, DropOddOffsets: w.opts.bugs.storeLosesOffsets}}
 }
 
@@ -130,12 +135,26 @@ func (c *coordinator) restart() {
 	if c.up {
 		return
 	}
+	if c.rep != nil {
+		c.follow()
+		return
+	}
 	st, err := store.OpenMem(context.Background(), c.log, store.MemOptions{LogOptions: store.LogOptions{WriterID: "sim"}})
 	if err != nil {
 		c.w.fail("restore", "open the log: %v", err)
 		return
 	}
-	snap, err := st.Load()
+	c.up = true
+	c.serve(st, nil)
+}
+
+// serve restores the machine from st (the log read to its end) and
+// serves; snap, when not nil, is what to restore instead (a planted bug).
+func (c *coordinator) serve(st *store.LogStore, snap *store.Snapshot) {
+	var err error
+	if snap == nil {
+		snap, err = st.Load()
+	}
 	var restored driver.Restored
 	if err == nil {
 		restored, err = driver.Load(snap)
@@ -149,9 +168,8 @@ func (c *coordinator) restart() {
 		return
 	}
 	if c.inc > 0 {
-		c.w.tracef("coordinator restarted")
+		c.w.tracef("%s serves", c.w.nodeName(c.node))
 	}
-	c.up = true
 	c.inc++
 	c.d = driver.New(m, simStore{c: c, log: st}, simObserver{c}, restored)
 	c.d.Plant(c.bugs)
@@ -192,7 +210,7 @@ func (c *coordinator) topics() group.Topics {
 // refreshTopics is the shell's metadata refresh after partitions were
 // added.
 func (c *coordinator) refreshTopics() {
-	if !c.up {
+	if !c.up || c.d == nil {
 		return // the restart reads the metadata
 	}
 	c.d.Submit(func(group.Ref) group.Event { return c.topics() }, nil)
@@ -204,6 +222,14 @@ func (c *coordinator) refreshTopics() {
 func (c *coordinator) receive(req *request) {
 	if !c.up {
 		c.respond(req, response{transport: true}) // connection refused
+		return
+	}
+	if c.rep != nil && c.rep.paused {
+		c.rep.backlog = append(c.rep.backlog, pending{req: req}) // read once it runs again
+		return
+	}
+	if c.rep != nil && !c.leading() {
+		c.notLeader(req)
 		return
 	}
 	build, code := c.event(req)
@@ -226,12 +252,12 @@ func (c *coordinator) scheduleFlush() {
 	}
 	c.flushOn = true
 	inc := c.inc
-	c.w.after(c.w.prof.batchWindow, evCoordFlush, coordNode, func() {
+	c.w.after(c.w.prof.batchWindow, evCoordFlush, c.node, c.whenRunning(func() {
 		if c.inc == inc && c.up {
 			c.flushOn = false
 			c.flush()
 		}
-	})
+	}))
 }
 
 // event turns a request into the machine's event, after the checks the
@@ -323,8 +349,15 @@ func (c *coordinator) settle(err error) {
 		c.crashing, c.muted = false, false
 		c.crash()
 		return
+	case c.lostAnswer:
+		c.lostAnswer, c.muted = false, false
+		c.writeFailed(errLostAnswer)
+		return
 	case errors.Is(err, group.ErrUnsafe):
 		c.w.fail("machine invariants", "%v", err)
+		return
+	case err != nil && c.rep != nil:
+		c.writeFailed(err) // fenced, or the log failed: step down
 		return
 	case err != nil:
 		c.w.fail("coordinator", "failed closed: %v", err)
@@ -348,7 +381,9 @@ func (s simStore) Update(fn func(w *store.Writer) error) error {
 		c.crashing = true // before the persist: the whole Ready is lost
 		return errCrash
 	}
+	c.writeFault()
 	if err := s.log.Update(fn); err != nil {
+		c.lostAnswer, c.muted = false, false
 		return err
 	}
 	if c.crashPoint() {
@@ -466,7 +501,11 @@ func (c *coordinator) mint(grants []group.Grant, resolve bool) []api.Grant {
 
 // respond sends the answer of req back to its sender.
 func (c *coordinator) respond(req *request, resp response) {
-	c.w.net.answer(coordNode, req.from, req.call, func() { req.reply(resp) })
+	if c.rep != nil {
+		c.w.net.answer(c.node, req.from, req.call, func() { c.w.answered(req, c.idx, resp) })
+		return
+	}
+	c.w.net.answer(c.node, req.from, req.call, func() { req.reply(resp) })
 }
 
 // arm schedules a Tick at the machine's next deadline.
@@ -482,13 +521,13 @@ func (c *coordinator) arm() {
 	c.tickGen++
 	gen, inc := c.tickGen, c.inc
 	c.tickOn, c.tickAt = true, d
-	c.w.at(d, evCoordTick, coordNode, func() {
+	c.w.at(d, evCoordTick, c.node, c.whenRunning(func() {
 		if c.inc != inc || !c.up || c.tickGen != gen {
 			return
 		}
 		c.tickOn = false
 		c.settle(c.d.Tick(c.w.wall()))
-	})
+	}))
 }
 
 // crash kills the coordinator: the machine and everything in flight in
@@ -498,7 +537,7 @@ func (c *coordinator) crash() {
 		return
 	}
 	c.w.stats.CoordCrashes++
-	c.w.tracef("coordinator crashed")
+	c.w.tracef("%s crashed", c.w.nodeName(c.node))
 	refs := make([]group.Ref, 0, len(c.pending))
 	for ref := range c.pending {
 		refs = append(refs, ref)
@@ -510,8 +549,9 @@ func (c *coordinator) crash() {
 	c.up, c.d, c.pending = false, nil, nil
 	c.inc++
 	c.flushOn, c.tickOn = false, false
+	c.forgetReplica()
 	down := c.w.between(100*time.Millisecond, max(c.w.prof.coordDownMax, 100*time.Millisecond))
-	c.w.after(down, evCoordRestart, coordNode, c.restart)
+	c.w.after(down, evCoordRestart, c.node, c.restart)
 }
 
 // checkAnswered: the machine answers every request exactly once, a held
@@ -519,7 +559,7 @@ func (c *coordinator) crash() {
 // revokes wait for the gateways, however long that takes; their answers
 // are checked when they come (checkRevokeAnswered).
 func (c *coordinator) checkAnswered() {
-	if !c.up {
+	if !c.up || c.d == nil || c.d.Stopped() {
 		return
 	}
 	bound := max(c.cfg.HeartbeatWait, c.cfg.SyncWaitMax) + c.w.prof.batchWindow + time.Second

@@ -14,6 +14,7 @@ type bugs struct {
 	deliverAfterRevoke  bool // consumer hands the user a cancelled fetch's records (checker 7)
 	commitAhead         bool // consumer commits one record past what it processed (checker 5)
 	storeLosesOffsets   bool // the coordinator's persist mapping drops every odd committed offset (checker 6)
+	serveBeforeLogEnd   bool // a replica taking over restores what it had read before the log's end (checker 2)
 }
 
 // drainMax bounds the heal-and-drain phase.
@@ -22,8 +23,14 @@ const drainMax = 3 * time.Minute
 // armFaults starts every fault schedule the profile asks for.
 func (w *World) armFaults() {
 	w.every(w.prof.churnEvery, evChurn, -1, w.churn)
-	if w.prof.coordCrash > 0 {
+	switch {
+	case w.prof.coordCrash > 0 && len(w.coords) > 1:
+		w.every(w.prof.coordCrash, evCoordCrash, -1, w.crashReplica)
+	case w.prof.coordCrash > 0:
 		w.every(w.prof.coordCrash, evCoordCrash, coordNode, w.coord.crash)
+	}
+	if w.prof.replicas.pauseEvery > 0 {
+		w.every(w.prof.replicas.pauseEvery, evReplica, -1, w.pause)
 	}
 	if w.prof.gatewayCrash > 0 {
 		w.every(w.prof.gatewayCrash, evGatewayCrash, -1, func() {
@@ -39,7 +46,9 @@ func (w *World) armFaults() {
 	if w.prof.growBy > 0 {
 		w.at(w.prof.growAt, evGrow, -1, func() {
 			w.kafka.grow(w.prof.growTopic, w.prof.growBy)
-			w.coord.refreshTopics()
+			for _, c := range w.coords {
+				c.refreshTopics()
+			}
 		})
 	}
 }
@@ -67,7 +76,7 @@ func (w *World) admin() {
 	if w.tracing() {
 		w.tracef("admin request kind %d partition %s member %s jti %s", req.kind, req.partition, req.member, req.jti)
 	}
-	w.net.request(w.adminNode(), coordNode, false, call{}, func() { w.coord.receive(req) })
+	w.sendCoordinator(w.adminNode(), false, req)
 }
 
 // every runs fn at exponentially distributed intervals of mean until the
@@ -138,9 +147,9 @@ func (w *World) cut() {
 	case 0:
 		w.net.isolate(w.rng.IntN(w.adminNode()), d)
 	case 1:
-		w.net.cutLink(gw, coordNode, d)
+		w.net.cutLink(gw, w.coords[w.rng.IntN(len(w.coords))].node, d)
 	case 2:
-		w.net.cutLink(consumer, coordNode, d)
+		w.net.cutLink(consumer, w.coords[w.rng.IntN(len(w.coords))].node, d)
 	default:
 		w.net.cutLink(consumer, gw, d)
 	}
@@ -153,8 +162,13 @@ func (w *World) heal() {
 	w.tracef("heal")
 	w.net.healAll()
 	w.kafka.stopped = true
-	if !w.coord.up {
-		w.coord.restart()
+	for _, c := range w.coords {
+		if !c.up {
+			c.restart()
+		}
+		if c.rep != nil {
+			c.resume()
+		}
 	}
 	for _, g := range w.gateways {
 		if !g.up {
@@ -185,7 +199,9 @@ func (w *World) drain() {
 	w.drainCheck()
 	w.loop(deadline)
 	if w.failure == nil {
-		w.coord.checkAnswered()
+		for _, c := range w.coords {
+			c.checkAnswered()
+		}
 	}
 	if w.failure == nil {
 		w.check.checkNoLostRecord()

@@ -142,7 +142,7 @@ func (g *gateway) poll() {
 	}
 	req := &request{kind: reqSync, from: g.node, gateway: g.idx, inc: inc, sent: g.w.now, after: after, wait: g.w.prof.gateway.syncWait,
 		call: call{deadline: g.w.now + g.w.prof.gateway.syncTimeout, timeout: timeout}, reply: func(r response) { g.onSync(inc, id, r) }}
-	g.w.net.request(g.node, coordNode, true, req.call, func() { g.w.coord.receive(req) })
+	g.w.sendCoordinator(g.node, true, req)
 }
 
 // onSync carries out the follower's order: Apply, cancel (and finish)

@@ -43,6 +43,8 @@ type profile struct {
 	cutMax        time.Duration // longest partition
 	batchWindow   time.Duration // the coordinator loop gathers requests this long
 	brokerLatency time.Duration // most a broker takes to answer
+
+	replicas replicaSettings // coordinator replicas (Options.Replicas > 1)
 }
 
 // gatewaySettings are one gateway's sync client settings.

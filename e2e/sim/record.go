@@ -99,8 +99,12 @@ func (k *checker) syncSent(i, inc int, sent time.Duration, u api.SyncResponse) {
 		}
 		p := k.parts[i]
 		if u.Reset {
-			k.checkFencesRise(p, epoch)
+			k.checkFencesRise(gc, p, i, epoch)
 		}
+		if gc.received == nil {
+			gc.received = map[int]uint64{}
+		}
+		gc.received[i] = max(gc.received[i], epoch)
 		if epoch > p.fenceEpoch {
 			p.fenceEpoch = epoch
 			t := fenceTag{seq: u.Seq, part: i, epoch: epoch}

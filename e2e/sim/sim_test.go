@@ -16,6 +16,7 @@ var (
 	flagSeeds = flag.Int("sim.seeds", 0, "run this many seeds beyond the CI sweep (also CAPGATE_SIM_SEEDS)")
 	flagFirst = flag.Uint64("sim.first", 1_000_000, "first seed of the extra seeds")
 	flagTrace = flag.Bool("sim.trace", false, "print every event of -sim.seed")
+	flagReps  = flag.Int("sim.replicas", 0, "coordinator replicas of -sim.seed (TestSimReplicas runs 3)")
 )
 
 // ciSeeds is the sweep every `go test` runs; ciShards split it over
@@ -81,6 +82,7 @@ type sweep struct {
 	freezes         int
 	partitions      int
 	gaveUp          int
+	replicas        Stats         // the replica counters, summed
 	wall            time.Duration // summed over seeds (shards run in parallel)
 }
 
@@ -102,18 +104,31 @@ func (s *sweep) add(r Result, wall time.Duration) {
 	s.freezes += r.Stats.Freezes
 	s.partitions += r.Stats.Partitions
 	s.gaveUp += r.Stats.GaveUp
+	s.replicas.Takeovers += r.Stats.Takeovers
+	s.replicas.Contested += r.Stats.Contested
+	s.replicas.StepDowns += r.Stats.StepDowns
+	s.replicas.FencedWrites += r.Stats.FencedWrites
+	s.replicas.WriteFaults += r.Stats.WriteFaults
+	s.replicas.Pauses += r.Stats.Pauses
+	s.replicas.NotLeader += r.Stats.NotLeader
+	s.replicas.StaleResets += r.Stats.StaleResets
 	s.wall += wall
 }
 
 // runSweep runs seeds [first, first+n) in parallel shards.
 func runSweep(t *testing.T, first uint64, n int, total *sweep) {
+	runSweepWith(t, ciOptions(), first, n, total)
+}
+
+// runSweepWith runs seeds [first, first+n) with opts in parallel shards.
+func runSweepWith(t *testing.T, opts Options, first uint64, n int, total *sweep) {
 	for shard := range ciShards {
 		t.Run(fmt.Sprint("shard", shard), func(t *testing.T) {
 			t.Parallel()
 			for i := shard; i < n; i += ciShards {
 				seed := first + uint64(i)
 				start := time.Now()
-				r := Run(seed, ciOptions())
+				r := Run(seed, opts)
 				total.add(r, time.Since(start))
 				report(t, r)
 			}
@@ -124,6 +139,7 @@ func runSweep(t *testing.T, first uint64, n int, total *sweep) {
 // runOne runs one seed, printing its events with trace.
 func runOne(t *testing.T, seed uint64, trace bool) {
 	opts := ciOptions()
+	opts.Replicas = *flagReps
 	if trace {
 		opts.Trace = func(line string) { fmt.Println(line) }
 	}
@@ -137,6 +153,9 @@ func runOne(t *testing.T, seed uint64, trace bool) {
 func report(t *testing.T, r Result) {
 	t.Helper()
 	replay := fmt.Sprintf("go test ./e2e/sim/ -run 'TestSim$' -v -sim.seed=%d -sim.trace", r.Seed)
+	if r.Replicas > 1 {
+		replay += fmt.Sprintf(" -sim.replicas=%d", r.Replicas)
+	}
 	switch {
 	case r.Err != nil:
 		t.Errorf("%v\nreplay: %s", r.Err, replay)

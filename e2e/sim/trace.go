@@ -26,12 +26,13 @@ const (
 	evDrainCheck                      // the drain phase checks for idleness
 	evGrow                            // a topic grows
 	evAdmin                           // an admin request
+	evReplica                         // a replica's leadership step, pause or resume
 	eventKinds
 )
 
 var kindNames = [eventKinds]string{
 	"deliver", "coord-flush", "coord-tick", "coord-crash", "coord-restart", "gw-crash", "gw-restart",
-	"gw-poll", "broker", "timeout", "produce", "consumer", "churn", "cut", "drain-check", "grow", "admin",
+	"gw-poll", "broker", "timeout", "produce", "consumer", "churn", "cut", "drain-check", "grow", "admin", "replica",
 }
 
 func (k eventKind) String() string {
@@ -83,12 +84,16 @@ func (w *World) nodeName(n int) string {
 	switch {
 	case n < 0:
 		return "world"
+	case n == coordNode && len(w.coords) > 1:
+		return replicaID(0)
 	case n == coordNode:
 		return "coordinator"
 	case n <= len(w.gateways):
 		return gatewayID(n - 1)
 	case n < w.adminNode():
 		return w.consumers[n-1-len(w.gateways)].name
+	case n > w.adminNode():
+		return replicaID(n - w.adminNode())
 	}
 	return "admin"
 }

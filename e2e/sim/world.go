@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/internal/minheap"
 )
 
@@ -16,6 +17,9 @@ var base = time.Unix(1_700_000_000, 0).UTC()
 type Options struct {
 	// Duration is the faulty phase; zero means 10 simulated minutes.
 	Duration time.Duration
+	// Replicas is how many coordinator replicas run over one log (0 or 1:
+	// one coordinator, restarted in place).
+	Replicas int
 	// Trace prints every event (to Trace's writer) as it runs.
 	Trace func(line string)
 	// bugs plants a known bug, for the tests that prove a checker fires.
@@ -39,6 +43,15 @@ type Stats struct {
 	GatewayCrashes int
 	GaveUp         int // consumers whose shell stopped for good (a join refused)
 	SentinelStarts int // deliveries that began at an unresolved start offset
+	// Replicas only.
+	Takeovers    int // promotions that succeeded
+	Contested    int // ... while another replica still believed it led (a zombie, a lagging race)
+	StepDowns    int // leaders that stepped down
+	FencedWrites int // writes (Readys, beats) that failed fenced
+	WriteFaults  int // transactions the log failed on purpose
+	Pauses       int // replicas paused (zombies in the making)
+	NotLeader    int // not_leader answers clients followed
+	StaleResets  int // resets from a deposed leader below fences the new one published to other gateways
 	ConsumerCrashes,
 	Freezes,
 	Partitions int
@@ -48,6 +61,7 @@ type Stats struct {
 // when every checker held), TraceHash identifies the run's event trace.
 type Result struct {
 	Seed      uint64
+	Replicas  int // Options.Replicas
 	Stats     Stats
 	TraceHash uint64
 	Err       error
@@ -73,7 +87,9 @@ type World struct {
 	net       *network
 	kafka     *kafka
 	tokens    *tokens
-	coord     *coordinator
+	coord     *coordinator               // the first replica (the only coordinator without replicas)
+	coords    []*coordinator             // the replicas
+	lists     map[int]*coordinators.List // sender node → its coordinator list (replicas)
 	gateways  []*gateway
 	consumers []*consumer
 	check     *checker
@@ -90,7 +106,7 @@ func Run(seed uint64, opts Options) Result {
 	}
 	w.stats.Simulated = w.now
 	w.stats.Events = w.index
-	return Result{Seed: seed, Stats: w.stats, TraceHash: w.trace.sum(), Err: w.failure}
+	return Result{Seed: seed, Replicas: opts.Replicas, Stats: w.stats, TraceHash: w.trace.sum(), Err: w.failure}
 }
 
 func newWorld(seed uint64, opts Options) *World {
@@ -100,6 +116,9 @@ func newWorld(seed uint64, opts Options) *World {
 	w := &World{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed_ca95_a7e0)), opts: opts, queue: newEventHeap()}
 	w.trace.init(opts.Trace)
 	w.prof = drawProfile(w.rng)
+	if opts.Replicas > 1 {
+		w.prof.replicas = drawReplicas(seed, opts.Replicas)
+	}
 	if opts.tune != nil {
 		opts.tune(&w.prof)
 	}
@@ -107,19 +126,22 @@ func newWorld(seed uint64, opts Options) *World {
 	w.kafka = newKafka(w)
 	w.tokens = newTokens()
 	w.check = newChecker(w)
-	w.coord = newCoordinator(w)
 	for i := range w.prof.gateways {
 		w.gateways = append(w.gateways, newGateway(w, i))
 	}
 	for i := range w.prof.consumers {
 		w.consumers = append(w.consumers, newConsumer(w, i))
 	}
+	w.lists = map[int]*coordinators.List{}
+	w.newReplicas(max(opts.Replicas, 1))
 	return w
 }
 
 // start boots every part and arms the fault schedules.
 func (w *World) start() {
-	w.coord.boot()
+	for _, c := range w.coords {
+		c.boot()
+	}
 	for _, g := range w.gateways {
 		g.boot()
 	}

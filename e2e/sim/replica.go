@@ -1,0 +1,515 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/capgate/capgate/coordinator/leader"
+	"github.com/capgate/capgate/internal/coordinators"
+	"github.com/capgate/capgate/store"
+)
+
+// Coordinator replicas (issue #11, DESIGN §9). With Options.Replicas > 1
+// the world runs that many coordinator processes over ONE store.MemLog
+// (the shard's Kafka log, with its producer-epoch fencing). Each replica
+// runs the real leadership decision, coordinator/leader's Elector, and
+// carries out its actions with the real store: a follower tails the log
+// (store.Follower on the MemLog, read when the replica's timer fires)
+// and steps every commit it applies as leader.Observed; Promote is
+// store.Follower.Promote (fence, barrier, read to the end), after which
+// the replica restores its machine from the promoted LogStore exactly as
+// a restarted coordinator does (coordinator.serve); Beat is
+// store.LogStore.Beat; a persist of a Ready that fails (fenced by a newer
+// writer, or a failed transaction, or one whose answer was lost) fails
+// the driver closed — nothing of that Ready is sent — and is stepped as
+// leader.WriteDone, and StepDown drops the machine and follows again.
+//
+// The faults: a replica (the leader more often than not) is killed and
+// restarted later as a follower; a replica is paused (SIGSTOP) and
+// resumed — a zombie: what reached it meanwhile and its timers run when
+// it resumes, in an order drawn by the seed, some before it looks at its
+// lease, some after; a follower's reader lags now and then (it decides
+// before catching up), so two replicas stand for the same silence and
+// race to take over; and the log fails a transaction (aborted, or
+// committed with its answer lost).
+//
+// Clients hold the list of replicas and pick one with the clients' own
+// decision, internal/coordinators.List (the SDK's and the gateways'): a
+// replica that does not lead answers not_leader with the leader it knows
+// (DESIGN §5), and the sender follows the hint at once, or tries the next
+// replica (as after a refused connection or a timeout); after a whole
+// round of misses its caller gets the failure and backs off. The
+// consumers' and gateways' other decisions (client/driver, gateway/guard)
+// see only the final answer.
+
+// replica is one coordinator replica's leadership side.
+type replica struct {
+	cfg      leader.Config
+	elector  *leader.Elector
+	follower *store.Follower // while not leading
+	st       *store.LogStore // while leading (until stepped down)
+	applied  uint64          // commits the follower applied (stepped as Observed)
+	paused   bool            // SIGSTOP: nothing of it runs
+	backlog  []pending       // what reached it or fell due while paused
+	beatGen  uint64          // the armed leadership timer's generation
+	hint     string          // the leader URL its last decision named ("": unknown)
+}
+
+// pending is what waits for a paused replica: a request that reached it
+// (answered with a reset connection if it dies first), or a timer.
+type pending struct {
+	req *request
+	fn  func()
+}
+
+// replicaID names replica i in the log (WriterID) and its beats.
+func replicaID(i int) string { return "replica-" + strconv.Itoa(i+1) }
+
+// replicaURL is replica i's advertised URL (the hint its beats carry).
+func replicaURL(i int) string { return "http://" + replicaID(i) }
+
+// replicaNode is replica i's network node: the first is the coordinator
+// node, the others come after the admin node (so a world without
+// replicas keeps its numbering and traces).
+func (w *World) replicaNode(i int) int {
+	if i == 0 {
+		return coordNode
+	}
+	return w.adminNode() + i
+}
+
+// replicaSettings are the replicas' leadership settings and fault rates,
+// drawn from their own stream of the seed (a world without replicas
+// draws nothing more).
+type replicaSettings struct {
+	count      int
+	beat       time.Duration
+	lease      time.Duration
+	stagger    []time.Duration
+	lag        float64       // chance a follower decides before catching up
+	writeFail  float64       // chance per persist that the log fails the transaction
+	pauseEvery time.Duration // mean time between pauses of a replica (0: none)
+}
+
+func drawReplicas(seed uint64, count int) replicaSettings {
+	d := draw{rand.New(rand.NewPCG(seed, 0x4e91_1ca5))}
+	r := replicaSettings{count: count, beat: d.dur(200*time.Millisecond, 800*time.Millisecond)}
+	r.lease = d.dur(3*r.beat, 4*time.Second)
+	for range count {
+		r.stagger = append(r.stagger, d.dur(0, r.lease/4))
+	}
+	r.lag = 0.3 * d.rng.Float64()
+	if d.rng.IntN(4) != 0 {
+		r.writeFail = 0.01 * d.rng.Float64()
+	}
+	if d.rng.IntN(4) != 0 {
+		r.pauseEvery = d.dur(30*time.Second, 120*time.Second)
+	}
+	return r
+}
+
+// newReplicas makes count coordinator replicas over one log.
+func (w *World) newReplicas(count int) {
+	log := store.NewMemLog()
+	for i := range count {
+		c := newCoordinator(w, i, log)
+		if count > 1 {
+			c.rep = &replica{cfg: leader.Config{ID: replicaID(i), BeatInterval: w.prof.replicas.beat,
+				LeaseTimeout: w.prof.replicas.lease, Stagger: w.prof.replicas.stagger[i]}}
+		}
+		w.coords = append(w.coords, c)
+	}
+	w.coord = w.coords[0]
+}
+
+// follow starts the replica as a follower: tail the log, give a live
+// leader a lease to show itself.
+func (c *coordinator) follow() {
+	f, err := store.FollowMem(context.Background(), c.log, store.MemOptions{LogOptions: store.LogOptions{WriterID: c.rep.cfg.ID}, Manual: true})
+	if err != nil {
+		c.w.fail("replica", "%s: follow: %v", c.rep.cfg.ID, err)
+		return
+	}
+	c.up = true
+	c.inc++
+	c.rep.follower, c.rep.applied, c.rep.hint = f, 0, ""
+	c.rep.elector = leader.New(c.rep.cfg, c.w.wall())
+	c.w.tracef("%s follows", c.rep.cfg.ID)
+	c.lead()
+}
+
+// leading reports whether the replica serves: it leads and its driver
+// has not failed closed.
+func (c *coordinator) leading() bool {
+	return c.rep.elector != nil && c.rep.elector.Role() == leader.Leader && c.d != nil && !c.d.Stopped()
+}
+
+// whenRunning defers fn while the replica is paused.
+func (c *coordinator) whenRunning(fn func()) func() {
+	if c.rep == nil {
+		return fn
+	}
+	return func() {
+		if c.rep.paused {
+			c.rep.backlog = append(c.rep.backlog, pending{fn: fn})
+			return
+		}
+		fn()
+	}
+}
+
+// lead is the replica's leadership step: read the log (unless the reader
+// lags this time), step what it applied, then carry out every action the
+// Elector decides, and arm the timer for its next decision.
+func (c *coordinator) lead() {
+	r := c.rep
+	if !c.up || r.paused {
+		return
+	}
+	now := c.w.wall()
+	if r.follower != nil && !(!c.w.healed && c.w.chance(c.w.prof.replicas.lag)) {
+		c.observe(now)
+	}
+	var d leader.Decision
+	el := r.elector
+	for range 8 { // each action's outcome is stepped at once; a few rounds settle it
+		d = el.Decide(now)
+		r.hint = d.Leader.URL
+		if d.Do == leader.None {
+			break
+		}
+		c.act(now, d.Do)
+		if !c.up || r.elector != el {
+			return
+		}
+	}
+	next := c.w.prof.replicas.beat / 2 // a follower reads the log this often
+	if !d.At.IsZero() {
+		next = min(next, max(d.At.Sub(now), time.Millisecond))
+	}
+	r.beatGen++
+	gen := r.beatGen
+	c.w.after(next, evReplica, c.node, c.whenRunning(func() {
+		if c.up && r.elector == el && r.beatGen == gen {
+			c.lead()
+		}
+	}))
+}
+
+// observe reads the log to its current end and steps what was applied.
+func (c *coordinator) observe(now time.Time) {
+	r := c.rep
+	if err := r.follower.CatchUp(); err != nil {
+		c.w.fail("replica", "%s: catch up: %v", r.cfg.ID, err)
+		return
+	}
+	pos, _ := r.follower.Position()
+	if pos.Commits == r.applied {
+		return
+	}
+	r.applied = pos.Commits
+	r.elector.Step(now, leader.Observed{Writer: pos.Writer, Leader: leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}})
+}
+
+// act carries out one of the Elector's actions and steps its outcome.
+func (c *coordinator) act(now time.Time, do leader.Action) {
+	r := c.rep
+	switch do {
+	case leader.Promote:
+		var stale *store.Snapshot
+		if c.w.opts.bugs.serveBeforeLogEnd {
+			// Planted bug: the candidate restores its machine from what
+			// its follower had applied BEFORE the takeover read the log
+			// to its end.
+			stale, _ = r.follower.Load()
+		}
+		st, err := r.follower.Promote(context.Background())
+		r.elector.Step(now, leader.PromoteDone{Err: err, Fenced: errors.Is(err, store.ErrFenced)})
+		if err != nil {
+			c.w.tracef("%s: promote failed: %v", r.cfg.ID, err)
+			return
+		}
+		c.w.stats.Takeovers++
+		for _, o := range c.w.coords {
+			if o != c && o.up && o.rep.elector != nil && o.rep.elector.Role() == leader.Leader {
+				c.w.stats.Contested++ // it deposes a replica that still believes it leads
+			}
+		}
+		r.follower, r.st = nil, st
+		c.w.tracef("%s leads", r.cfg.ID)
+		c.serve(st, stale)
+	case leader.Beat:
+		c.beatFault()
+		err := r.st.Beat(replicaURL(c.idx))
+		if err != nil {
+			c.countFailed(err)
+		}
+		r.elector.Step(now, leader.WriteDone{Beat: true, Err: err, Fenced: errors.Is(err, store.ErrFenced)})
+	case leader.StepDown:
+		c.w.stats.StepDowns++
+		c.w.tracef("%s steps down", r.cfg.ID)
+		c.stopServing()
+		f, err := store.FollowMem(context.Background(), c.log, store.MemOptions{LogOptions: store.LogOptions{WriterID: r.cfg.ID}, Manual: true})
+		if err != nil {
+			c.w.fail("replica", "%s: follow: %v", r.cfg.ID, err)
+			return
+		}
+		r.follower, r.applied = f, 0
+		r.elector.Step(now, leader.Stopped{})
+	}
+}
+
+// stopServing drops the machine: every request it held is answered
+// Unavailable (a reset connection to its client), its timers die with
+// the incarnation.
+func (c *coordinator) stopServing() {
+	if c.d != nil {
+		c.d.Close()
+	}
+	if c.rep.st != nil {
+		_ = c.rep.st.Close()
+	}
+	c.d, c.rep.st, c.pending = nil, nil, nil
+	c.inc++
+	c.flushOn, c.tickOn = false, false
+}
+
+// writeFailed: the driver failed closed on a persist (nothing of the
+// Ready was sent); the Elector steps down.
+func (c *coordinator) writeFailed(err error) {
+	c.countFailed(err)
+	c.w.tracef("%s: persist failed: %v", c.rep.cfg.ID, err)
+	c.rep.elector.Step(c.w.wall(), leader.WriteDone{Err: err, Fenced: errors.Is(err, store.ErrFenced)})
+	c.lead()
+}
+
+func (c *coordinator) countFailed(err error) {
+	if errors.Is(err, store.ErrFenced) {
+		c.w.stats.FencedWrites++
+	}
+}
+
+// writeFault makes the log fail the coming transaction of a Ready, at
+// the seed's rate (replicas only): aborted (nothing committed; the store
+// fails and the driver fails closed), or committed while the writer
+// hears an error (the answer to EndTxn lost). The second is carried out
+// here rather than in store.MemLog, so the checkers still see what the
+// log holds: the persist succeeds, nothing of the Ready is sent (as
+// after a crash between persist and send), and the leader steps down.
+// Beats meet the MemLog's own lost answer (beatFault).
+func (c *coordinator) writeFault() {
+	if c.rep == nil || c.w.healed || !c.w.chance(c.w.prof.replicas.writeFail) {
+		return
+	}
+	c.w.stats.WriteFaults++
+	if c.w.chance(0.5) {
+		c.lostAnswer, c.muted = true, true
+		return
+	}
+	c.log.Fail(0, store.MemAbort)
+}
+
+// beatFault makes the log commit the coming beat while its writer hears
+// an error, at the seed's rate.
+func (c *coordinator) beatFault() {
+	if !c.w.healed && c.w.chance(c.w.prof.replicas.writeFail) {
+		c.w.stats.WriteFaults++
+		c.log.Fail(0, store.MemLoseAnswer)
+	}
+}
+
+// errLostAnswer is the error a writer hears when its transaction's
+// answer is lost.
+var errLostAnswer = errors.New("sim: the answer to the log's commit was lost")
+
+// forgetReplica drops a crashed replica's leadership state.
+func (c *coordinator) forgetReplica() {
+	if c.rep == nil {
+		return
+	}
+	if c.rep.follower != nil {
+		_ = c.rep.follower.Close()
+	}
+	for _, p := range c.rep.backlog {
+		if p.req != nil {
+			c.respond(p.req, response{transport: true}) // the connection dies with the process
+		}
+	}
+	c.rep.follower, c.rep.st, c.rep.elector = nil, nil, nil
+	c.rep.paused, c.rep.backlog = false, nil
+}
+
+// notLeader answers a request this replica does not serve, naming the
+// leader it knows.
+func (c *coordinator) notLeader(req *request) {
+	hint := c.rep.hint
+	c.w.net.answer(c.node, req.from, req.call, func() { c.w.redirected(req, c.idx, hint) })
+}
+
+// pause stops a replica (the leader more often than not) for a while:
+// mostly past the lease, so the others take over and it resumes a
+// zombie.
+func (w *World) pause() {
+	c := w.pickReplica()
+	if c == nil || c.rep.paused {
+		return
+	}
+	lease := w.prof.replicas.lease
+	d := w.between(lease+time.Second, 3*lease+2*time.Second)
+	if w.chance(0.2) {
+		d = w.between(100*time.Millisecond, lease)
+	}
+	w.stats.Pauses++
+	c.rep.paused = true
+	el := c.rep.elector
+	w.tracef("%s paused for %s", c.rep.cfg.ID, d)
+	w.after(d, evReplica, c.node, func() {
+		if c.up && c.rep.elector == el {
+			c.resume()
+		}
+	})
+}
+
+// resume continues a paused replica: what reached it and what fell due
+// runs now, its own leadership step before or after it (as a process's
+// goroutines race at SIGCONT).
+func (c *coordinator) resume() {
+	r := c.rep
+	if !r.paused {
+		return
+	}
+	r.paused = false
+	backlog := r.backlog
+	r.backlog = nil
+	c.w.tracef("%s resumed (%d waiting)", r.cfg.ID, len(backlog))
+	first := c.w.chance(0.5)
+	if first {
+		c.lead()
+	}
+	for _, p := range backlog {
+		if p.req != nil {
+			c.receive(p.req)
+		} else {
+			p.fn()
+		}
+	}
+	if !first {
+		c.lead()
+	}
+}
+
+// pickReplica draws a running replica, the leader with odds 2 in 3.
+func (w *World) pickReplica() *coordinator {
+	var up []*coordinator
+	for _, c := range w.coords {
+		if c.up {
+			if w.chance(0.66) && c.rep.elector != nil && c.rep.elector.Role() == leader.Leader {
+				return c
+			}
+			up = append(up, c)
+		}
+	}
+	if len(up) == 0 {
+		return nil
+	}
+	return up[w.rng.IntN(len(up))]
+}
+
+// crashReplica kills a replica.
+func (w *World) crashReplica() {
+	if c := w.pickReplica(); c != nil {
+		c.crash()
+	}
+}
+
+// sendCoordinator sends req from its sender to the replica its
+// coordinator list (internal/coordinators, the clients' own decision)
+// makes current; without replicas, to the one coordinator.
+func (w *World) sendCoordinator(from int, dupable bool, req *request) {
+	c := w.coords[0]
+	if len(w.coords) > 1 {
+		list := w.listOf(from)
+		c = w.coords[w.replicaAt(list.Current())]
+		if req.hops == 0 && req.call.timeout != nil {
+			// A call that times out counts as a failure of that replica.
+			timeout, to := req.call.timeout, replicaURL(c.idx)
+			req.call.timeout = func() {
+				list.Failed(to)
+				timeout()
+			}
+		}
+	}
+	w.net.request(from, c.node, dupable, req.call, func() { c.receive(req) })
+}
+
+// listOf is the sender's coordinator list, every replica's URL in order.
+func (w *World) listOf(node int) *coordinators.List {
+	if l := w.lists[node]; l != nil {
+		return l
+	}
+	var urls []string
+	for i := range w.coords {
+		urls = append(urls, replicaURL(i))
+	}
+	l, err := coordinators.New(urls)
+	if err != nil {
+		panic("sim: " + err.Error())
+	}
+	w.lists[node] = l
+	return l
+}
+
+// replicaAt is the index of the replica at url.
+func (w *World) replicaAt(url string) int {
+	for i := range w.coords {
+		if replicaURL(i) == url {
+			return i
+		}
+	}
+	panic("sim: no replica at " + url)
+}
+
+// answered delivers replica from's answer to its sender, telling the
+// sender's list whether the replica answered or failed.
+func (w *World) answered(req *request, from int, resp response) {
+	list := w.listOf(req.from)
+	if resp.transport {
+		list.Failed(replicaURL(from))
+	} else {
+		list.Succeeded(replicaURL(from))
+	}
+	req.reply(resp)
+}
+
+// redirected: replica from answered not_leader naming hint ("":
+// unknown). The list decides: the hinted replica at once, or the next
+// one; when a whole round missed it says back off, and the caller gets
+// the failure (its own retry backs off, as the SDK's and the gateway's
+// do).
+func (w *World) redirected(req *request, from int, hint string) {
+	w.stats.NotLeader++
+	_, backoff := w.listOf(req.from).NotLeader(replicaURL(from), hint)
+	req.hops++
+	if backoff {
+		req.reply(response{transport: true})
+		return
+	}
+	w.sendCoordinator(req.from, false, req)
+}
+
+// leaders lists the replicas that believe they lead (for the trace).
+func (w *World) leaders() string {
+	var ids []string
+	for _, c := range w.coords {
+		if c.rep != nil && c.up && c.rep.elector != nil && c.rep.elector.Role() == leader.Leader {
+			ids = append(ids, c.rep.cfg.ID)
+		}
+	}
+	slices.Sort(ids)
+	return fmt.Sprint(ids)
+}
