@@ -15,85 +15,33 @@ import (
 	"github.com/capgate/capgate/e2e/harness"
 )
 
-// wait is the generous deadline of every wait: the suite shares a loaded
-// 2-core machine.
-const wait = 30 * time.Second
+// wait is the generous deadline of every wait (harness.Wait).
+const wait = harness.Wait
 
 // produceEvery is the producer's interval per partition.
 const produceEvery = 20 * time.Millisecond
 
-// owners maps each member id to the partitions it owns in group, or says
-// why the group is not settled with members members (every partition
-// owned, none revoking, floor/ceil balance).
+// owners: see harness.Cluster.Owners.
 func owners(c *harness.Cluster, group string, members int) (map[string][]int32, string) {
-	d, err := c.Describe(group)
-	if err != nil {
-		return nil, err.Error()
-	}
-	if len(d.Members) != members {
-		return nil, fmt.Sprintf("%d members, want %d", len(d.Members), members)
-	}
-	out := map[string][]int32{}
-	for _, p := range d.Partitions {
-		if p.State != "owned" {
-			return nil, fmt.Sprintf("partition %d is %s (epoch %d)", p.Partition, p.State, p.Epoch)
-		}
-		out[p.Owner] = append(out[p.Owner], p.Partition)
-	}
-	floor := int(c.Partitions()) / members
-	for _, m := range d.Members {
-		if n := len(out[m.ID]); n < floor || n > floor+1 {
-			return nil, fmt.Sprintf("member %s owns %d", m.ID, n)
-		}
-	}
-	return out, ""
+	return c.Owners(group, members)
 }
 
-// waitSettled waits until group is settled with members members and
-// returns the ownership.
+// waitSettled: see harness.Cluster.WaitSettled.
 func waitSettled(t *testing.T, c *harness.Cluster, group string, members int) map[string][]int32 {
 	t.Helper()
-	var own map[string][]int32
-	harness.Eventually(t, wait, fmt.Sprintf("%s settled with %d members", group, members), func() (bool, string) {
-		var why string
-		own, why = owners(c, group, members)
-		return own != nil, why
-	})
-	return own
+	return c.WaitSettled(t, group, members)
 }
 
-// waitFlowing waits until group got n more deliveries than now.
+// waitFlowing: see harness.Cluster.WaitFlowing.
 func waitFlowing(t *testing.T, c *harness.Cluster, group string, n int) {
 	t.Helper()
-	count := func() int {
-		s := c.Log.Snapshot()
-		k := 0
-		for _, d := range s.Deliveries {
-			if d.Key.Group == group {
-				k++
-			}
-		}
-		return k
-	}
-	start := count()
-	harness.Eventually(t, wait, fmt.Sprintf("%d more deliveries to %s", n, group), func() (bool, string) {
-		got := count() - start
-		return got >= n, fmt.Sprintf("%d so far", got)
-	})
+	c.WaitFlowing(t, group, n)
 }
 
-// finish stops the producer, waits until group delivered everything and
-// runs every checker.
+// finish: see harness.Cluster.Finish.
 func finish(t *testing.T, c *harness.Cluster, prod *harness.Producer, group string) harness.Snapshot {
 	t.Helper()
-	prod.Stop()
-	if n, err := prod.Failures(); n > 0 {
-		t.Logf("%d produce calls failed (not acknowledged, not counted), last: %v", n, err)
-	}
-	c.WaitDelivered(t, group, wait)
-	s := c.Check(t)
-	t.Logf("%d records produced and delivered (%d deliveries)", prod.Count(), len(s.Deliveries))
-	return s
+	return c.Finish(t, prod, group)
 }
 
 // rawFetch sends one fetch with capability to a gateway and returns the

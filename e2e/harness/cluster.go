@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -43,6 +44,15 @@ type Options struct {
 	Binaries Binaries
 	// ObserveEvery is the admin API polling period (default 100ms).
 	ObserveEvery time.Duration
+	// Coordinators > 1 runs coordinator replicas on the Kafka log
+	// (stack.Options.Coordinators): a SyncTap in front of each, every
+	// gateway's proxies lead to all of them, consumers get every URL.
+	Coordinators int
+	// KafkaOptions are extra kfake options (a stack.KafkaCut's listener).
+	KafkaOptions []kfake.Opt
+	// CoordinatorConfig edits coordinator i's configuration last (its
+	// Kafka client id, so that a KafkaCut can tell it apart).
+	CoordinatorConfig func(i int, cfg *coordinator.Config)
 }
 
 // Cluster is one capgate deployment on loopback, built by stack.Start:
@@ -53,8 +63,12 @@ type Options struct {
 type Cluster struct {
 	*stack.Stack
 	Log         *Log
-	Coordinator *Coordinator
-	Tap         *SyncTap
+	Coordinator *Coordinator // the first coordinator
+	Tap         *SyncTap     // the first coordinator's
+	// Replicas are every coordinator (first first) and Taps their
+	// SyncTaps; one each without replicas.
+	Replicas []*Coordinator
+	Taps     []*SyncTap
 
 	opts     Options
 	logger   *zap.Logger
@@ -62,6 +76,7 @@ type Cluster struct {
 
 	mu       sync.Mutex
 	gateways []*Gateway
+	roles    []RoleChange
 }
 
 // Logger is the parts' logger: zap.NewNop unless CAPGATE_E2E_LOG names a
@@ -88,6 +103,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		Dir: t.TempDir(), Topics: map[string]int32{opts.Topic: opts.Partitions}, Brokers: opts.Brokers,
 		CoordinatorProcess: opts.CoordinatorProcess, GatewayProcesses: opts.GatewayProcesses, Binary: opts.Binaries.Capgate,
 		Timing: opts.Timing, Logger: c.partLogger, OnLine: c.partLine,
+		Coordinators: opts.Coordinators, KafkaOptions: opts.KafkaOptions, Coordinator: opts.CoordinatorConfig,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -99,11 +115,17 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Errorf("stack: %v", err)
 		}
 	})
-	c.Stack, c.Coordinator = s, &Coordinator{Coordinator: s.Coordinator(), c: c}
-	if c.Tap, err = StartSyncTap(c.Log, c.Coordinator.URL); err != nil {
-		t.Fatal(err)
+	c.Stack = s
+	for _, co := range s.Coordinators() {
+		tap, err := StartSyncTap(c.Log, co.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cleanup(t, "sync tap", tap.Close)
+		c.Replicas = append(c.Replicas, &Coordinator{Coordinator: co, c: c})
+		c.Taps = append(c.Taps, tap)
 	}
-	cleanup(t, "sync tap", c.Tap.Close)
+	c.Coordinator, c.Tap = c.Replicas[0], c.Taps[0]
 	for range opts.Gateways {
 		c.AddGateway(t)
 	}
@@ -149,6 +171,12 @@ func (c *Cluster) partLogger(part string) *zap.Logger {
 func (c *Cluster) partLine(part string, line []byte) {
 	if f, ok := ParseTraceLine(part, line); ok {
 		c.Log.AddFetch(f)
+		return
+	}
+	if r, ok := parseRoleLine(part, line); ok {
+		c.mu.Lock()
+		c.roles = append(c.roles, r)
+		c.mu.Unlock()
 	}
 }
 

@@ -42,6 +42,13 @@ func (c *Cluster) ConsumerConfig(t testing.TB, opts MemberOptions) ConsumerConfi
 		cc.Gateways = opts.Gateways
 	}
 	cc.ClientID, cc.InstanceID = "harness", opts.InstanceID
+	if len(c.Replicas) > 1 {
+		// Every replica, the first first: the SDK follows not_leader.
+		cc.CoordinatorURL, cc.CoordinatorURLs = c.Replicas[0].URL, nil
+		for _, co := range c.Replicas[1:] {
+			cc.CoordinatorURLs = append(cc.CoordinatorURLs, co.URL)
+		}
+	}
 	if opts.SessionTimeout > 0 {
 		cc.SessionTimeout = opts.SessionTimeout
 		cc.HeartbeatWait = min(c.opts.Timing.HeartbeatWait, cc.SessionTimeout/2)

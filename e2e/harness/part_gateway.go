@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,25 +17,32 @@ import (
 // across Kill and Restart. Safe for concurrent use.
 type Gateway struct {
 	*stack.Gateway
-	Proxy *Proxy // between this gateway and the SyncTap
-	c     *Cluster
+	Proxy *Proxy // between this gateway and the (first) SyncTap
+	// Proxies lead to every coordinator replica's SyncTap (Proxy first).
+	Proxies []*Proxy
+	c       *Cluster
 }
 
 // AddGateway starts one more gateway behind its own proxy and waits
 // until it is ready.
 func (c *Cluster) AddGateway(t testing.TB) *Gateway {
 	t.Helper()
-	proxy, err := StartProxy(c.Tap.Addr())
-	if err != nil {
-		t.Fatal(err)
+	var proxies []*Proxy
+	var urls []string
+	for _, tap := range c.Taps {
+		proxy, err := StartProxy(tap.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cleanup(t, "proxy", proxy.Close)
+		proxies, urls = append(proxies, proxy), append(urls, proxy.URL())
 	}
-	cleanup(t, "proxy", proxy.Close)
 	sg, err := c.NewGateway()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sg.SetCoordinatorURL(proxy.URL())
-	g := &Gateway{Gateway: sg, Proxy: proxy, c: c}
+	sg.SetCoordinatorURL(strings.Join(urls, ","))
+	g := &Gateway{Gateway: sg, Proxy: proxies[0], Proxies: proxies, c: c}
 	c.mu.Lock()
 	c.gateways = append(c.gateways, g)
 	c.mu.Unlock()
