@@ -14,7 +14,7 @@
 //
 // # Running it
 //
-//	go test ./e2e/sim/                                  # the CI sweep: 2,000 seeds, 10 simulated minutes each
+//	go test ./e2e/sim/                                  # the CI sweeps: 2,000 seeds of one coordinator and 2,000 of three replicas, 10 simulated minutes each
 //	go test ./e2e/sim/ -run 'TestSim$' -v -sim.seed=123 -sim.trace   # replay one seed, printing every event
 //	go test ./e2e/sim/ -run 'TestSim$' -sim.seeds=20000 -timeout 1h  # 20,000 more seeds (from -sim.first, default 1,000,000)
 //	CAPGATE_SIM_SEEDS=20000 go test ./e2e/sim/ -run 'TestSim$' -timeout 1h  # the same through the environment
@@ -67,6 +67,16 @@
 //     gains partitions mid-run (the coordinator reads the new count).
 //   - operators (faults.go): in half the seeds an admin revokes random
 //     partitions or members, and denies the last capability of one.
+//   - coordinator replicas (replica.go, TestSimReplicas, Options.Replicas):
+//     three replicas over one store.MemLog, each running
+//     coordinator/leader's Elector with the real store (Follower tail,
+//     Promote = fence, barrier, read to the end; Beat; step down at a
+//     failed or fenced persist); leaders killed, paused past their lease
+//     and resumed as zombies (what reached them runs before or after
+//     their own leadership step), followers deciding before they read
+//     (two stand for one silence), transactions aborted or committed with
+//     their answer lost; clients choose replicas with
+//     internal/coordinators.List and follow not_leader.
 //
 // After the faulty phase the world heals (faults off, crashed parts
 // restart, the producer stops) and drains until every record was
@@ -79,7 +89,10 @@
 //     fetch under epoch e was admitted, no other member's under a lower
 //     epoch is;
 //  2. epochs only rise: per partition across crashes, and published
-//     fences never fall;
+//     fences never fall (with replicas: a reset never lowers a fence
+//     below what that gateway was answered before — a deposed leader's
+//     stale reset to a gateway that never held the newer fence is
+//     counted, StaleResets, and left to checker 4);
 //  3. a gateway that acknowledged fence e+1 admits nothing at epoch ≤ e;
 //  4. a new epoch is granted only after every gateway is safe for the
 //     fence and the previous holder released, was removed, or timed out;
