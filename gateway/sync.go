@@ -41,10 +41,11 @@ const (
 func (g *Gateway) syncLoop(ctx context.Context) {
 	defer close(g.syncDone)
 	lastSweep := time.Now()
+	lastGood := time.Now()
 	for ctx.Err() == nil {
 		sent := time.Now()
 		base := g.coordinators.Current()
-		update, err := g.poll(ctx, base, g.follower.After())
+		update, err := g.poll(ctx, base, g.follower.After(), pollDeadline(sent, lastGood, g.cfg.SyncWait, g.cfg.SyncTimeout))
 		if err == nil {
 			err = g.applySync(ctx, update, sent)
 		}
@@ -65,6 +66,7 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 			continue
 		}
 		g.coordinators.Succeeded(base)
+		lastGood = sent
 		g.metrics.syncPolls.WithLabelValues("ok").Inc()
 		if now := time.Now(); now.Sub(lastSweep) > cacheSweepEach {
 			g.cache.Sweep(now)
@@ -145,10 +147,30 @@ func (e *notLeaderError) Error() string {
 	return fmt.Sprintf("sync: %s does not lead (leader %q)", e.base, e.leader)
 }
 
+// pollDeadline is when a poll sent at sent is given up. A coordinator
+// holds a poll at most sync_wait, so one silent far longer is gone while
+// its socket stays open (a paused replica, one cut off from the network
+// in the middle): the gateway must ask the next replica early enough for
+// that answer (held at most sync_wait too) to come before it self-fences,
+// sync_timeout after it sent its last good poll (lastGood). Never sooner
+// than sync_wait + 250 ms after sent, never later than sync_timeout.
+// Timing decides only when the gateway moves on, never what it admits.
+func pollDeadline(sent, lastGood time.Time, wait, timeout time.Duration) time.Time {
+	d := lastGood.Add(timeout - wait - 500*time.Millisecond)
+	if least := sent.Add(wait + 250*time.Millisecond); d.Before(least) {
+		d = least
+	}
+	if most := sent.Add(timeout); d.After(most) {
+		d = most
+	}
+	return d
+}
+
 // poll sends one GET /v1/sync to the coordinator at base and decodes the
-// answer; the request itself acknowledges after.
-func (g *Gateway) poll(ctx context.Context, base string, after uint64) (api.SyncResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.SyncTimeout)
+// answer; the request itself acknowledges after. It gives up at
+// deadline (pollDeadline).
+func (g *Gateway) poll(ctx context.Context, base string, after uint64, deadline time.Time) (api.SyncResponse, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	q := url.Values{"gateway": {g.cfg.ID}, "after": {strconv.FormatUint(after, 10)}, "wait_ms": {strconv.FormatInt(g.cfg.SyncWait.Milliseconds(), 10)}}
 	resp, err := g.syncCall(ctx, http.MethodGet, base+"/v1/sync?"+q.Encode())

@@ -18,8 +18,29 @@ import (
 // nil) and decodes a 2xx answer into out (unless nil). It returns the
 // status and the raw body; a transport or decoding failure is an error, a
 // non-2xx status is not.
+//
+// With replicas it goes through the replicas' URL list as the CLI does
+// (client.NewLeaderTransport: not_leader followed within the call, the
+// next URL after a failure), each attempt's answer awaited at most 2 s,
+// so a paused (SIGSTOP) or dead replica costs one attempt, not the call.
 func (s *Stack) Admin(ctx context.Context, method, path string, in, out any) (int, []byte, error) {
-	return DoJSON(ctx, s.http, method, s.CoordinatorURL()+path, s.AdminToken, in, out)
+	if !s.opts.replicas() {
+		return DoJSON(ctx, s.http, method, s.CoordinatorURL()+path, s.AdminToken, in, out)
+	}
+	s.adminOnce.Do(func() {
+		base, ok := s.http.Transport.(*http.Transport)
+		if !ok {
+			base = http.DefaultTransport.(*http.Transport)
+		}
+		next := base.Clone()
+		next.ResponseHeaderTimeout = 2 * time.Second
+		rt, err := client.NewLeaderTransport(s.CoordinatorURLs(), next)
+		s.adminHTTP, s.adminErr = &http.Client{Timeout: s.http.Timeout, Transport: rt}, err
+	})
+	if s.adminErr != nil {
+		return 0, nil, fmt.Errorf("stack: admin: %w", s.adminErr)
+	}
+	return DoJSON(ctx, s.adminHTTP, method, s.CoordinatorURLs()[0]+path, s.AdminToken, in, out)
 }
 
 // DoJSON is one JSON request with a bearer token (in as JSON unless nil);

@@ -103,7 +103,11 @@ type Stack struct {
 
 	opts Options
 	http *http.Client
-	kek  string // the replicas' key-encryption key file
+	// adminHTTP follows the replicas' not_leader answers (Admin).
+	adminOnce sync.Once
+	adminHTTP *http.Client
+	adminErr  error
+	kek       string // the replicas' key-encryption key file
 
 	mu           sync.Mutex
 	coordinators []*Coordinator
