@@ -1,0 +1,163 @@
+package ha
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/coordinator/leader"
+	"github.com/capgate/capgate/e2e/harness"
+	"github.com/capgate/capgate/internal/stack"
+)
+
+// produceEvery is the producer's interval per partition.
+const produceEvery = 20 * time.Millisecond
+
+// haTiming leaves room for a takeover (the replicas' lease is 1 s, beats
+// every 200 ms, plus a stagger) inside every client timeout: members keep
+// their sessions and gateways stay in sync across it.
+func haTiming() harness.Timing {
+	return harness.Timing{
+		CapabilityLease: 8 * time.Second, HeartbeatWait: time.Second, SessionTimeout: 5 * time.Second,
+		HandoffTimeout: 6 * time.Second, GatewayTimeout: 8 * time.Second, MaxClockSkew: 500 * time.Millisecond,
+		SyncWait: 500 * time.Millisecond, SyncTimeout: 5 * time.Second, Leeway: time.Second,
+	}
+}
+
+// clientID is replica i's Kafka client id: what a KafkaCut cuts.
+func clientID(i int) string { return fmt.Sprintf("capgate-coordinator-%d", i+1) }
+
+// startHA starts three coordinator replicas (processes, state: kafka),
+// two gateway processes and a 3-broker kfake, its brokers listening
+// through cut (may be nil), with group traced.
+func startHA(t testing.TB, group string, cut *stack.KafkaCut) *harness.Cluster {
+	t.Helper()
+	opts := harness.Options{
+		Partitions: 6, Brokers: 3, Gateways: 2, Coordinators: 3, Groups: []string{group},
+		CoordinatorProcess: true, GatewayProcesses: true, Binaries: binaries, Timing: haTiming(),
+		CoordinatorConfig: func(i int, cfg *coordinator.Config) { cfg.Broker.ClientID = clientID(i) },
+	}
+	if cut != nil {
+		opts.KafkaOptions = append(opts.KafkaOptions, cut.Option())
+	}
+	return harness.Start(t, opts)
+}
+
+// leaderAmong waits until one of the running replicas, other than those
+// in skip, says it leads, and returns it. Each replica is asked on its
+// own with a short deadline: a paused one must not hold the question.
+func leaderAmong(t testing.TB, c *harness.Cluster, skip ...*harness.Coordinator) *harness.Coordinator {
+	t.Helper()
+	var found *harness.Coordinator
+	harness.Eventually(t, harness.Wait, "a replica leads", func() (bool, string) {
+		var roles []string
+		for _, co := range c.Replicas {
+			if slices.Contains(skip, co) || co.Process() == nil {
+				continue
+			}
+			role, _, err := roleOf(c, co)
+			roles = append(roles, fmt.Sprintf("%s %s %v", co.Name, role, err))
+			if err == nil && role == leader.Leader.String() {
+				found = co
+				return true, ""
+			}
+		}
+		return false, strings.Join(roles, "; ")
+	})
+	return found
+}
+
+// heartbeatsAfter waits until every member had a heartbeat answered 200
+// after since: the new leader serves them (no rejoin needed).
+func heartbeatsAfter(t testing.TB, c *harness.Cluster, since harness.Time, members ...*harness.Member) {
+	t.Helper()
+	harness.Eventually(t, harness.Wait, "members heartbeat the new leader", func() (bool, string) {
+		s := c.Log.Snapshot()
+		for _, m := range members {
+			ok := slices.ContainsFunc(s.Calls, func(call harness.Call) bool {
+				return call.Member == m.MemberID() && call.Op == "heartbeat" && call.Status == 200 && call.Sent >= since
+			})
+			if !ok {
+				return false, m.Name + " has no heartbeat answered since"
+			}
+		}
+		return true, ""
+	})
+}
+
+// no503 fails t for every fetch a gateway answered 503 to a member since
+// since: a single replica's failure must never stop a fetch.
+func no503(t *testing.T, s harness.Snapshot, since harness.Time) {
+	t.Helper()
+	n, total := 0, 0
+	for _, f := range s.ClientFetches {
+		if f.Sent < since {
+			continue
+		}
+		total++
+		if f.Status == 503 {
+			n++
+			if n <= 5 {
+				t.Errorf("%s: fetch of %s at %s answered 503 %s", f.Consumer, f.Key, f.Gateway, f.Code)
+			}
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d of %d fetches since the fault answered 503", n, total)
+	}
+	if total == 0 {
+		t.Error("no fetch since the fault: nothing was measured")
+	}
+	t.Logf("%d fetches since the fault, none answered 503", total)
+}
+
+// stepDown waits until replica co logged that it left the lead and
+// returns why.
+func stepDown(t testing.TB, c *harness.Cluster, co *harness.Coordinator, since harness.Time) harness.RoleChange {
+	t.Helper()
+	var got harness.RoleChange
+	harness.Eventually(t, harness.Wait, co.Name+" steps down", func() (bool, string) {
+		for _, r := range c.RoleChanges() {
+			if r.Part == co.Name && r.At >= since && r.From == leader.Leader.String() && r.To == leader.SteppingDown.String() {
+				got = r
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("role changes: %v", c.RoleChanges())
+	})
+	return got
+}
+
+// roleOf asks replica co's /readyz (within a second: a paused replica
+// must not hold the question) what it is and whom it names: "leader",
+// "follower" naming the leader's URL, or the role a 503 names
+// (candidate, stepping-down).
+func roleOf(c *harness.Cluster, co *harness.Coordinator) (role, hint string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, body, err := stack.DoJSON(ctx, c.HTTP(), http.MethodGet, co.URL+"/readyz", "", nil, nil)
+	if err != nil {
+		return "", "", err
+	}
+	var ready struct {
+		Role   string `json:"role"`
+		Leader string `json:"leader"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &ready); err != nil {
+		return "", "", fmt.Errorf("%s /readyz: %s", co.Name, body)
+	}
+	if ready.Error != nil {
+		role, _, _ := strings.Cut(ready.Error.Message, ":")
+		return role, "", nil
+	}
+	return ready.Role, ready.Leader, nil
+}

@@ -1,0 +1,138 @@
+package ha
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/capgate/capgate/e2e/harness"
+	"github.com/capgate/capgate/internal/stack"
+)
+
+// TestLeaderKill9 kills the leading replica with SIGKILL under a steady
+// stream: a standby takes over (fence, read the log to its end, serve),
+// the members keep their sessions and heartbeat it, the gateways follow
+// the URL list and never answer 503, the killed replica comes back as a
+// follower, nothing is lost and every checker holds.
+func TestLeaderKill9(t *testing.T) {
+	t.Parallel()
+	const group = "ha-kill"
+	c := startHA(t, group, nil)
+	prod := c.StartProducer(t, produceEvery)
+	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
+	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
+	before := c.WaitSettled(t, group, 2)
+	c.WaitFlowing(t, group, 100)
+
+	old := leaderAmong(t, c)
+	since := harness.Now()
+	old.Kill(t)
+	next := leaderAmong(t, c, old)
+	t.Logf("%s killed, %s took over", old.Name, next.Name)
+	heartbeatsAfter(t, c, since, a, b)
+	c.WaitFlowing(t, group, 200)
+	if after := c.WaitSettled(t, group, 2); !sameOwners(before, after) {
+		t.Errorf("ownership changed across the takeover: %v → %v (members had to rejoin?)", before, after)
+	}
+	old.Restart(t)
+	c.WaitFlowing(t, group, 100)
+	s := c.Finish(t, prod, group)
+	no503(t, s, since)
+}
+
+// TestZombieLeader pauses the leading replica (SIGSTOP) past the
+// takeover and resumes it. The zombie wakes believing it leads; it
+// steps down — at its first write, fenced by the new leader, or on its
+// own lease, which ran out while it was paused (whichever of its
+// goroutines runs first) — and sends nothing its log did not hold:
+// every checker holds, no gateway answers 503, nothing is lost.
+func TestZombieLeader(t *testing.T) {
+	t.Parallel()
+	const group = "ha-zombie"
+	c := startHA(t, group, nil)
+	prod := c.StartProducer(t, produceEvery)
+	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
+	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
+	c.WaitSettled(t, group, 2)
+	c.WaitFlowing(t, group, 100)
+
+	zombie := leaderAmong(t, c)
+	since := harness.Now()
+	zombie.Pause(t)
+	next := leaderAmong(t, c, zombie)
+	heartbeatsAfter(t, c, since, a, b)
+	c.WaitFlowing(t, group, 100)
+	// A handoff while the zombie sleeps: the new leader fences and grants
+	// epochs the zombie never saw.
+	m := c.StartMember(t, harness.MemberOptions{Name: "c", Group: group})
+	c.WaitSettled(t, group, 3)
+	resumed := harness.Now()
+	zombie.Resume(t)
+	why := stepDown(t, c, zombie, resumed)
+	t.Logf("%s paused, %s took over; %s resumed and stepped down: %s", zombie.Name, next.Name, zombie.Name, why.Reason)
+	if again := leaderAmong(t, c); again != next {
+		t.Errorf("after the zombie resumed %s leads, want %s still", again.Name, next.Name)
+	}
+	c.WaitFlowing(t, group, 100)
+	m.Close(t)
+	c.WaitSettled(t, group, 2)
+	s := c.Finish(t, prod, group)
+	no503(t, s, since)
+}
+
+// TestLeaderCutFromKafka cuts the leading replica off from every broker
+// (its connections swallowed, new ones silent) while members and
+// gateways still reach it. Its beats stop reaching the log: a standby
+// takes over, the cut replica steps down once no write succeeded for a
+// lease, and answers not_leader, which its clients follow. After the cut
+// heals it follows the new leader. No 503, nothing lost, every checker
+// holds.
+func TestLeaderCutFromKafka(t *testing.T) {
+	t.Parallel()
+	const group = "ha-cut"
+	cut := stack.NewKafkaCut()
+	c := startHA(t, group, cut)
+	prod := c.StartProducer(t, produceEvery)
+	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
+	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
+	c.WaitSettled(t, group, 2)
+	c.WaitFlowing(t, group, 100)
+
+	lead := leaderAmong(t, c)
+	since := harness.Now()
+	c.Log.AddFault("kafka-cut", lead.Name)
+	cut.Cut(clientID(lead.Index))
+	next := leaderAmong(t, c, lead)
+	why := stepDown(t, c, lead, since)
+	t.Logf("%s cut off from Kafka (%d connections swallowed), %s took over; %s stepped down: %s",
+		lead.Name, cut.Swallowed(clientID(lead.Index)), next.Name, lead.Name, why.Reason)
+	heartbeatsAfter(t, c, since, a, b)
+	c.WaitFlowing(t, group, 200)
+	c.Log.AddFault("kafka-heal", lead.Name)
+	cut.Heal(clientID(lead.Index))
+	harness.Eventually(t, harness.Wait, lead.Name+" follows "+next.Name, func() (bool, string) {
+		role, hint, err := roleOf(c, lead)
+		return err == nil && role == "follower" && hint == next.URL, fmt.Sprintf("%s naming %q (%v)", role, hint, err)
+	})
+	s := c.Finish(t, prod, group)
+	no503(t, s, since)
+}
+
+// sameOwners reports whether two ownership maps give each member the
+// same partitions.
+func sameOwners(a, b map[string][]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for m, ps := range a {
+		qs, ok := b[m]
+		if !ok || len(ps) != len(qs) {
+			return false
+		}
+		for i := range ps {
+			if ps[i] != qs[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
