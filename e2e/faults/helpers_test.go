@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -107,25 +106,10 @@ func postJSON(t *testing.T, c *harness.Cluster, u, token string, in any) (int, [
 	return resp.StatusCode, body
 }
 
-// grantsTo returns the new grants member received at or after since.
+// grantsTo: see harness.GrantsTo.
 func grantsTo(s harness.Snapshot, member string, since harness.Time) []harness.Grant {
-	var out []harness.Grant
-	for _, g := range s.Grants {
-		if g.Member == member && !g.Renewal && g.At >= since {
-			out = append(out, g)
-		}
-	}
-	return out
+	return harness.GrantsTo(s, member, since)
 }
 
-// partitionsOf lists the partition numbers of grants, sorted, unique.
-func partitionsOf(grants []harness.Grant) []int32 {
-	var out []int32
-	for _, g := range grants {
-		if !slices.Contains(out, g.Key.Partition) {
-			out = append(out, g.Key.Partition)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+// partitionsOf: see harness.PartitionsOf.
+func partitionsOf(grants []harness.Grant) []int32 { return harness.PartitionsOf(grants) }
