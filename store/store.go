@@ -167,16 +167,27 @@ func restrictPermissions(dir string) error {
 	return filepath.WalkDir(dir, func(path string, entry fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
-			return err
+			return ignoreGone(err)
 		case path == dir:
 			return nil
 		case entry.IsDir():
-			return os.Chmod(path, 0o700)
+			return ignoreGone(os.Chmod(path, 0o700))
 		case entry.Type().IsRegular():
-			return os.Chmod(path, 0o600)
+			return ignoreGone(os.Chmod(path, 0o600))
 		}
 		return nil
 	})
+}
+
+// ignoreGone drops the error of a file that vanished during the walk:
+// the second walk of Open runs while badger is open, and its compactor
+// deletes tables (seen: a coordinator restarted right after kill -9
+// failed "chmod …/000005.sst: no such file or directory").
+func ignoreGone(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // badgerLogger routes badger's warnings and errors to zap and drops its
