@@ -40,7 +40,20 @@ func (s *Stack) Admin(ctx context.Context, method, path string, in, out any) (in
 	if s.adminErr != nil {
 		return 0, nil, fmt.Errorf("stack: admin: %w", s.adminErr)
 	}
-	return DoJSON(ctx, s.adminHTTP, method, s.CoordinatorURLs()[0]+path, s.AdminToken, in, out)
+	// The transport moves to the next replica after a refused connection
+	// or a 5xx but hands that answer back: try again, once per replica
+	// and a round more (a takeover in progress answers 503 for a moment).
+	urls := s.CoordinatorURLs()
+	for attempt := 0; ; attempt++ {
+		status, raw, err := DoJSON(ctx, s.adminHTTP, method, urls[0]+path, s.AdminToken, in, out)
+		if (err == nil && status < 500) || attempt >= 2*len(urls) || ctx.Err() != nil {
+			return status, raw, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // DoJSON is one JSON request with a bearer token (in as JSON unless nil);
