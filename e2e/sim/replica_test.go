@@ -86,27 +86,3 @@ func TestReplicaPlantedBugCaught(t *testing.T) {
 		[]string{"grant safety", "committed offsets", "handoff duplicates", "exclusive reader", "machine invariants"})
 	t.Logf("caught by %q: %v", caught.Checker, caught)
 }
-
-// TestReplicaDeposedLeaderStaleSync keeps what the replicas' simulation
-// found in the replica design (coordinator/replica.go serves the same
-// way): a leader deposed while it had nothing to write still believes it
-// leads until its next write fails fenced (or its lease runs out), and
-// meanwhile answers sync polls from its machine's memory — answers that
-// need no persist, so no fence stops them. On seed 3 with slow readers
-// (followers stand while the leader lives), replica-1, deposed by
-// replica-3 which already published fence 4 for orders/5 to one gateway,
-// answers another gateway's poll with a reset carrying fence 3. The
-// first sweep failed on it ("fence 3 published after fence 4"); the
-// fences checker is now per gateway with replicas (checkers.go), and the
-// test asserts that such stale resets happen and that every checker —
-// grant safety and the exclusive reader included — still holds.
-func TestReplicaDeposedLeaderStaleSync(t *testing.T) {
-	opts := replicaOptions()
-	opts.tune = func(p *profile) { p.replicas.lag = 0.9 } // slow readers
-	r := Run(3, opts)
-	report(t, r)
-	if r.Stats.StaleResets == 0 {
-		t.Fatalf("seed 3 with slow readers: no stale reset from a deposed leader (%+v)", r.Stats)
-	}
-	t.Logf("%d stale resets from deposed leaders, every checker held", r.Stats.StaleResets)
-}
