@@ -83,6 +83,11 @@ func (m *rawMember) offsets(t *testing.T, partitions ...int32) map[int32]fetched
 	}
 	out := map[int32]fetched{}
 	for _, p := range resp.Groups[0].Topics[0].Partitions {
+		if p.LeaderEpoch != -1 {
+			// No OffsetForLeaderEpoch is offered: a committed epoch would
+			// make a client validate against an API we do not serve.
+			t.Fatalf("OffsetFetch orders/%d: leader epoch %d, want -1", p.Partition, p.LeaderEpoch)
+		}
 		out[p.Partition] = fetched{offset: p.Offset, metadata: *p.Metadata}
 	}
 	return out
