@@ -19,6 +19,7 @@ require (
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/valyala/fasthttp v1.79.0
+	github.com/valyala/fastjson v1.6.10
 	go.uber.org/zap v1.28.0
 	golang.org/x/oauth2 v0.38.0
 	golang.org/x/time v0.16.0

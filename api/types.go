@@ -100,9 +100,12 @@ type AttenuateRequest struct {
 	MaxBytesPerSec int64    `json:"max_bytes_per_sec,omitempty"`
 }
 
-// CapabilityResponse returns one minted capability.
+// CapabilityResponse returns one minted capability. Partitions is the
+// topic's partition count when the coordinator knows it (admin grants):
+// what a producer partitions keys over.
 type CapabilityResponse struct {
 	Capability string `json:"capability"`
 	JTI        string `json:"jti"`
 	ExpiresAt  string `json:"expires_at"`
+	Partitions int32  `json:"partitions,omitempty"`
 }

@@ -167,7 +167,20 @@ func (f *fetcher) startAheadLocked(i int, prev session.Fetch, next int64) {
 	ctx, cancel := context.WithCancel(f.base)
 	a := &ahead{key: keyOf(req), req: req, gateway: i, cancel: cancel, done: make(chan struct{}), begun: make(chan struct{})}
 	f.aheads[p] = a
-	go f.runAhead(ctx, a)
+	f.running.Add(1)
+	go func() {
+		defer f.running.Done()
+		f.runAhead(ctx, a)
+	}()
+}
+
+// wait waits for the fetches ahead to end, once the consumer's context
+// ended (no new one starts then): Close closes the idle connections only
+// after they returned theirs.
+func (f *fetcher) wait() {
+	f.mu.Lock() // a start that saw the context alive has added itself
+	f.mu.Unlock()
+	f.running.Wait()
 }
 
 func (f *fetcher) runAhead(ctx context.Context, a *ahead) {

@@ -2,7 +2,11 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"net"
 	"time"
 
 	"go.uber.org/zap"
@@ -48,7 +52,31 @@ func failureOf(err error) *driver.Failure {
 		f.Code, f.Status, f.RetryAfter = e.Code, e.Status, e.RetryAfter
 		f.Earliest, f.Latest = e.detailOffset("earliest"), e.detailOffset("latest")
 	}
+	if tlsRefused(err) {
+		f.Final = true
+		f.Err = fmt.Errorf("%w (a TLS certificate problem: not retried; check --cacert / client.tls)", err)
+	}
 	return f
+}
+
+// tlsRefused reports a TLS handshake that no retry can mend: the
+// server's certificate was not trusted (unknown authority, wrong name,
+// expired), the server refused ours (a TLS alert), or the server does not
+// speak TLS at all.
+func tlsRefused(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		header   tls.RecordHeaderError
+		op       *net.OpError
+	)
+	if errors.As(err, &op) && op.Op == "remote error" { // crypto/tls: the peer sent an alert
+		return true
+	}
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &header)
 }
 
 // logNews logs partitions and epochs, never capabilities.

@@ -52,8 +52,9 @@ type Config struct {
 	// RequestTimeout bounds one request beyond its own wait (heartbeat
 	// wait, fetch wait), including its retries.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
-	// Raw fetches raw Kafka record batches and decodes them here instead
-	// of JSON records decoded by the gateway.
+	// Raw fetches raw Kafka record batches and decodes them here (the
+	// default: the gateway passes Kafka's batches through untouched)
+	// instead of JSON records encoded by the gateway.
 	Raw bool `yaml:"raw"`
 	// FetchAhead: while records flow, start a partition's next fetch as
 	// soon as the one before it names its next offset, so each partition
@@ -68,6 +69,14 @@ type Config struct {
 	// PollMaxRecords caps the records one Poll returns (whole fetches, at
 	// least one).
 	PollMaxRecords int `yaml:"poll_max_records"`
+	// CommitInterval: processed records are committed this often, also
+	// while no record arrives (0: only Commit, revokes and Close commit).
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// ManualMarks: a record counts as processed only once passed to Mark
+	// (or its offset named in Commit); Poll, Commit and Close do not mark
+	// what was returned before. A revoked partition is released at its
+	// marked offset once OnRevoke returned.
+	ManualMarks bool `yaml:"manual_marks"`
 	// RevokeTimeout bounds how long a revoked partition waits for the
 	// records already returned by Poll to be processed (the next Poll or
 	// Commit) before its processed offset is committed anyway.
@@ -95,7 +104,9 @@ func DefaultConfig() Config {
 		FetchMaxBytes:          1 << 20,
 		FetchMaxWait:           500 * time.Millisecond,
 		RequestTimeout:         10 * time.Second,
+		Raw:                    true,
 		FetchAhead:             true,
+		CommitInterval:         5 * time.Second,
 		BufferMaxBytes:         16 << 20,
 		PollMaxRecords:         10000,
 		RevokeTimeout:          5 * time.Second,
@@ -163,6 +174,8 @@ func (c Config) validateBounds() error {
 		return fmt.Errorf("client.poll_max_records: must be > 0, got %d", c.PollMaxRecords)
 	case c.RevokeTimeout <= 0:
 		return fmt.Errorf("client.revoke_timeout: must be > 0, got %s", c.RevokeTimeout)
+	case c.CommitInterval < 0:
+		return fmt.Errorf("client.commit_interval: must be >= 0, got %s", c.CommitInterval)
 	case c.CapabilityExpiryMargin < 0:
 		return fmt.Errorf("client.capability_expiry_margin: must be >= 0, got %s", c.CapabilityExpiryMargin)
 	case c.RetryBackoff <= 0:
@@ -230,5 +243,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddBool("raw", c.Raw)
 	enc.AddBool("fetch_ahead", c.FetchAhead)
 	enc.AddInt64("buffer_max_bytes", c.BufferMaxBytes)
+	enc.AddDuration("commit_interval", c.CommitInterval)
+	enc.AddBool("manual_marks", c.ManualMarks)
 	return nil
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -24,6 +25,7 @@ type Option func(*options)
 type options struct {
 	log      *zap.Logger
 	http     *http.Client
+	ownHTTP  bool // http was built here: Close closes its connections
 	tls      *tlsconf.ClientConfig
 	onRevoke func(context.Context, []Partition)
 	onGrant  func([]Partition)
@@ -82,7 +84,7 @@ func buildOptions(opts []Option, files tlsconf.ClientConfig) (options, error) {
 	if err != nil {
 		return o, fmt.Errorf("client: %w", err)
 	}
-	o.http = newHTTPClient(tc)
+	o.http, o.ownHTTP = newHTTPClient(tc), true
 	return o, nil
 }
 
@@ -172,6 +174,8 @@ func driverConfig(cfg Config, o options) driver.Config {
 			PollMaxRecords: cfg.PollMaxRecords,
 			RevokeTimeout:  cfg.RevokeTimeout,
 			ExpiryMargin:   cfg.CapabilityExpiryMargin,
+			ManualMarks:    cfg.ManualMarks,
+			CommitInterval: cfg.CommitInterval,
 			FullChecks:     o.fullChecks,
 		},
 		Rand: rand.Int64N,
@@ -244,10 +248,56 @@ func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	}
 }
 
-// Commit marks every record returned by Poll so far as processed and
-// commits the processed offsets of the partitions held (each with its
-// current capability). It returns when the coordinator answered.
-func (c *Consumer) Commit(ctx context.Context) error {
+// Mark marks records as processed: the offset after each becomes its
+// partition's processed offset, committed by the next Commit, timed
+// commit, revoke or Close. Marks of partitions no longer held (or held
+// under another epoch) are ignored. With Config.ManualMarks only marked
+// records count as processed; without it, the next Poll marks everything
+// returned before anyway.
+func (c *Consumer) Mark(records ...Record) {
+	if len(records) == 0 {
+		return
+	}
+	marks := make([]session.Mark, 0, 1)
+	for i := range records {
+		m := MarkAfter(&records[i])
+		if n := len(marks); n > 0 && marks[n-1].Partition == m.Partition && marks[n-1].Epoch == m.Epoch {
+			marks[n-1].Offset = max(marks[n-1].Offset, m.Offset)
+			continue
+		}
+		marks = append(marks, m)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.usableLocked() != nil {
+		return
+	}
+	c.carry(c.d.User(session.Marked{Now: time.Now(), Marks: marks}))
+}
+
+// Offset names the offset to commit for one partition at the epoch its
+// records were read under (Record.Epoch): the offset after the last
+// record processed.
+type Offset = session.Mark
+
+// MarkAfter is the Offset that counts r and everything before it in its
+// partition as processed.
+func MarkAfter(r *Record) Offset {
+	return Offset{Partition: Partition{Topic: r.Topic, Partition: r.Partition}, Epoch: r.Epoch, Offset: r.Offset + 1}
+}
+
+// Commit commits processed offsets and returns when the coordinator
+// answered (or the retries of a coordinator blip ran out: they go on
+// while the capabilities are valid, request_timeout at least). Without
+// offsets it commits the processed offset of every held partition that
+// moved — having first marked every record returned by Poll so far as
+// processed, unless Config.ManualMarks. With offsets it commits exactly
+// those (see MarkAfter): each must name a held partition at its epoch and
+// an offset between the committed one and the records delivered, or
+// nothing is committed and the error says which is wrong. A partition
+// whose capability is about to expire is committed all the same (the
+// coordinator decides); a refusal is returned, never dropped.
+func (c *Consumer) Commit(ctx context.Context, offsets ...Offset) error {
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()
 	c.mu.Lock()
@@ -259,7 +309,7 @@ func (c *Consumer) Commit(ctx context.Context) error {
 	ticket := c.lastTicket
 	result := make(chan error, 1)
 	c.tickets[ticket] = result
-	c.carry(c.d.User(session.CommitRequested{Now: time.Now(), Ticket: ticket}))
+	c.carry(c.d.User(session.CommitRequested{Now: time.Now(), Ticket: ticket, Offsets: offsets}))
 	c.mu.Unlock()
 	select {
 	case err := <-result:
@@ -292,11 +342,16 @@ func (c *Consumer) Close(ctx context.Context) error {
 		return ctx.Err()
 	}
 	exited := make(chan struct{})
-	go func() { c.wg.Wait(); close(exited) }()
+	go func() { c.wg.Wait(); c.fetcher.wait(); close(exited) }()
 	select {
 	case <-exited:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if c.opts.ownHTTP {
+		// Fetches ahead and long polls leave spare keep-alive
+		// connections; every request has ended now.
+		c.opts.http.CloseIdleConnections()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -396,6 +451,12 @@ func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 			c.log.Info("left", zap.String("member", c.d.Session().Member().ID), zap.Error(cmd.Err))
 		case driver.Failed:
 			c.failLocked(cmd.Err)
+		case driver.Aborted:
+			// Poll and Commit report it from now on; the session
+			// releases what it holds and leaves, then stops.
+			c.log.Error("consumer stopping: releasing its partitions", zap.Error(cmd.Err))
+			c.fatal = cmd.Err
+			wake(c.data)
 		case session.Stop:
 			c.stopLocked()
 		}
@@ -443,6 +504,10 @@ func (c *Consumer) finishTicketLocked(r session.CommitResult) {
 		err = r.Err
 	case r.Code != "":
 		err = &Error{Op: "commit", Code: r.Code, Status: r.Code.Status()}
+	}
+	var e *Error
+	if err != nil && r.Code != "" && !errors.As(err, &e) {
+		err = &Error{Op: "commit", Code: r.Code, Status: r.Code.Status(), Message: err.Error()}
 	}
 	result <- err
 }

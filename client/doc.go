@@ -30,9 +30,25 @@
 // # Processing and commit rule
 //
 // Records returned by Poll count as processed when the next Poll, Commit
-// or Close is called. The offset committed for a partition is the offset
-// after the last processed record. Commit commits it for every held
-// partition with the partition's current capability.
+// or Close is called — or, with Config.ManualMarks, only once passed to
+// Mark (or their offsets named in Commit). The offset committed for a
+// partition is the offset after its last processed record. Processed
+// offsets are committed every commit_interval (5s; also while no record
+// arrives, so an idle consumer's progress is kept), on a revoke, on Close,
+// and by Commit: without arguments for every held partition that moved,
+// or exactly the offsets given (MarkAfter). A coordinator that does not
+// answer is retried with backoff while the capabilities are valid; a
+// partition whose capability expires is committed all the same (the
+// coordinator decides) or its refusal returned, never left out.
+//
+// Fetches ask for raw record batches by default (Config.Raw), decoded
+// here; JSON answers are read by a one-pass scanner.
+//
+// A fetch answered 404 (a wrong gateway URL, an unknown topic or
+// partition) or a TLS handshake refused (certificate not trusted) is not
+// retried: Poll and Commit return the error while the consumer releases
+// every partition (final commit) and leaves, so the group's others can
+// read them. Close still waits for that and returns the error.
 //
 // # Handoff
 //

@@ -2,13 +2,11 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -24,6 +22,8 @@ type fetcher struct {
 	tr   *transport
 	urls []string        // the gateways' base URLs, without trailing slashes
 	base context.Context // the consumer's: fetches ahead end with it
+
+	running sync.WaitGroup // fetches ahead (started under mu while base is alive)
 
 	mu      sync.Mutex
 	aheads  map[session.Partition]*ahead // not asked for yet; at most one per partition
@@ -87,30 +87,6 @@ type fetched struct {
 
 func recordsURL(base string, p Partition) string {
 	return base + "/v1/topics/" + url.PathEscape(p.Topic) + "/partitions/" + strconv.FormatInt(int64(p.Partition), 10) + "/records"
-}
-
-// decodeJSON reads a JSON fetch answer, dropping records before the
-// requested offset.
-func decodeJSON(body []byte, req session.Fetch) (fetched, error) {
-	var wire api.FetchResponse
-	if err := json.Unmarshal(body, &wire); err != nil {
-		return fetched{}, fmt.Errorf("decode answer: %w", err)
-	}
-	res := fetched{records: make([]Record, 0, len(wire.Records)), next: req.Offset}
-	for _, w := range wire.Records {
-		if w.Offset < res.next {
-			continue
-		}
-		r := Record{
-			Topic: req.Partition.Topic, Partition: req.Partition.Partition, Offset: w.Offset,
-			Timestamp: time.UnixMilli(w.Timestamp), Key: w.Key, Value: w.Value, Headers: w.Headers, Epoch: req.Epoch,
-		}
-		res.bytes += r.size()
-		res.records = append(res.records, r)
-		res.next = w.Offset + 1
-	}
-	res.next = max(res.next, wire.NextOffset)
-	return res, nil
 }
 
 // decodeRaw reads raw record batches (batches.go: decompression and CRC

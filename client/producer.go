@@ -17,9 +17,10 @@ import (
 // Producer writes records through the gateways with a capability holding
 // the produce op (one partition per capability).
 type Producer struct {
-	tr   *transport
-	pool *gatewayPool
-	log  *zap.Logger
+	tr      *transport
+	pool    *gatewayPool
+	log     *zap.Logger
+	ownHTTP bool
 
 	mu         sync.RWMutex
 	capability string
@@ -47,8 +48,18 @@ func NewProducer(gatewayURLs []string, capability string, opts ...Option) (*Prod
 		tr:         &transport{http: o.http, backoff: backoff{base: d.RetryBackoff, max: d.RetryBackoffMax}},
 		pool:       newGatewayPool(gatewayURLs),
 		log:        o.log,
+		ownHTTP:    o.ownHTTP,
 		capability: capability,
 	}, nil
+}
+
+// Close closes the producer's idle connections (those of its own HTTP
+// client; one given with WithHTTPClient is the caller's). Produce calls
+// still in flight finish; later ones open new connections.
+func (p *Producer) Close() {
+	if p.ownHTTP {
+		p.tr.http.CloseIdleConnections()
+	}
 }
 
 // SetCapability replaces the capability (a renewed or re-granted one).

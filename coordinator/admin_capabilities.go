@@ -44,7 +44,8 @@ func (c *Coordinator) handleAdminCapability(ctx *fasthttp.RequestCtx, _ []string
 		writeError(ctx, api.CodeBadRequest, "mint: "+err.Error())
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, api.CapabilityResponse{Capability: token, JTI: minted.ID, ExpiresAt: rfc3339(int64(minted.ExpiresAt))})
+	partitions, _ := c.partitionCount(req.Topic)
+	writeJSON(ctx, fasthttp.StatusOK, api.CapabilityResponse{Capability: token, JTI: minted.ID, ExpiresAt: rfc3339(int64(minted.ExpiresAt)), Partitions: partitions})
 }
 
 // sharedGrant validates the request into claims and a ttl, writing the

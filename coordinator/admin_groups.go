@@ -98,7 +98,7 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 		out.NextPartitionsAfter = p.Topic + "/" + strconv.Itoa(int(p.Partition))
 	}
 	if len(out.Partitions) <= c.cfg.DescribeLagMax {
-		c.fillLag(out.Partitions)
+		c.fillLag(out.Partitions, out.Config.OffsetReset)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
@@ -139,8 +139,10 @@ func describeView(d group.GroupDescription) GroupDescription {
 }
 
 // fillLag looks up the latest offsets of partitions (cached, a few at a
-// time) and fills LatestOffset and Lag where Kafka answered in time.
-func (c *Coordinator) fillLag(parts []PartitionView) {
+// time) and fills LatestOffset and Lag where Kafka answered in time. A
+// partition nothing was committed for lags from where its next holder
+// starts: the earliest offset, or none with offset_reset latest.
+func (c *Coordinator) fillLag(parts []PartitionView, offsetReset string) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BrokerTimeout)
 	defer cancel()
 	next := make(chan int)
@@ -151,15 +153,20 @@ func (c *Coordinator) fillLag(parts []PartitionView) {
 			defer wg.Done()
 			for i := range next {
 				p := &parts[i]
-				_, latest, err := c.offsets.lookup(ctx, p.Topic, p.Partition)
+				earliest, latest, err := c.offsets.lookup(ctx, p.Topic, p.Partition)
 				if err != nil {
 					continue
 				}
 				p.LatestOffset = &latest
-				if p.Committed != nil {
-					lag := max(latest-*p.Committed, 0)
-					p.Lag = &lag
+				start := earliest
+				switch {
+				case p.Committed != nil:
+					start = *p.Committed
+				case offsetReset == "latest":
+					start = latest
 				}
+				lag := max(latest-start, 0)
+				p.Lag = &lag
 			}
 		}()
 	}

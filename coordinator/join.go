@@ -17,7 +17,8 @@ package coordinator
 // answer is api.JoinResponse with a member token (sub = member id, grp =
 // group, ttl member_token_ttl) and the grants the member may use at once;
 // partitions still held by others arrive later in heartbeats. Unlike
-// Kafka there is no join barrier: the answer comes at once.
+// Kafka there is no join barrier: the answer comes at once. A listed topic
+// Kafka does not have is 404 not_found (join_topics.go).
 
 import (
 	"errors"
@@ -56,6 +57,9 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 			return
 		}
 	} else if !checkJoinScope(ctx, credential, groupName, req) {
+		return
+	}
+	if !c.knownTopics(ctx, req.Topics) {
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {

@@ -142,7 +142,13 @@ func TestCommitBoundsOverHTTP(t *testing.T) {
 // partitions, members within describe_bytes_max; the cursors walk the
 // whole group once.
 func TestDescribeIsPaged(t *testing.T) {
-	e := newEnv(t, map[string]int32{"t": 25})
+	long := make([]string, 1000)
+	topics := map[string]int32{"t": 25}
+	for i := range long {
+		long[i] = fmt.Sprintf("%0200d", i)
+		topics[long[i]] = 1 // a join names topics Kafka has (404 otherwise)
+	}
+	e := newEnv(t, topics)
 	e.cfg.DescribePageMax, e.cfg.DescribeBytesMax = 10, 64<<10
 	e.cfg.JoinRate, e.cfg.JoinBurst = 1000, 1000
 	h := e.start(t)
@@ -183,10 +189,6 @@ func TestDescribeIsPaged(t *testing.T) {
 	}
 	if len(members) != len(joined) || len(partitions) != 25 || pages != 3 {
 		t.Fatalf("walked %d of %d members, %d of 25 partitions in %d pages", len(members), len(joined), len(partitions), pages)
-	}
-	long := make([]string, 1000)
-	for i := range long {
-		long[i] = fmt.Sprintf("%0200d", i)
 	}
 	for range 3 {
 		h.join(t, "big", cred, api.JoinRequest{Topics: long})

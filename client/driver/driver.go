@@ -88,6 +88,13 @@ type LeaveResult struct{ Err error }
 // Failed: the consumer cannot go on (a rejoin was refused for good).
 type Failed struct{ Err error }
 
+// Aborted: the consumer cannot go on (a gateway does not know the route,
+// topic or partition: a wrong URL or subscription; a TLS handshake
+// refused). Report Err to the user from now on; the session is closing —
+// it releases what it holds (commit, release, leave) so other members can
+// read — and its Stop follows.
+type Aborted struct{ Err error }
+
 // Answered is the outcome of attempt Call: Failure nil on success, with
 // the answer in the field of its kind.
 type Answered struct {
@@ -115,14 +122,23 @@ type Failure struct {
 	Status           int
 	RetryAfter       time.Duration
 	Earliest, Latest int64 // offset_out_of_range bounds, -1 when unknown
-	Err              error
+	// Final: no answer, and no retry can mend it (the server's TLS
+	// certificate was refused, or it refused ours): fail fast.
+	Final bool
+	Err   error
 }
 
 // retriable: no answer, or a refusal a later try may not meet.
-func (f *Failure) retriable() bool { return f.Code == "" || api.IsRetriable(f.Code) }
+func (f *Failure) retriable() bool {
+	return !f.Final && (f.Code == "" || api.IsRetriable(f.Code))
+}
 
 // failover: another gateway may do better (unreachable or failing).
-func (f *Failure) failover() bool { return f.Code == "" || f.Status >= 500 }
+func (f *Failure) failover() bool { return !f.Final && (f.Code == "" || f.Status >= 500) }
+
+// fatal: the consumer cannot go on with this failure (a fetch's 404 — a
+// wrong gateway URL, topic or partition — or a refused TLS handshake).
+func (f *Failure) fatal() bool { return f.Final || f.Code == api.CodeNotFound }
 
 func (f *Failure) code() api.Code {
 	if f.Code == "" {
@@ -169,6 +185,7 @@ type Driver struct {
 	gateway  int // the gateway every fetch starts at
 	joined   bool
 	stopped  bool
+	aborted  bool
 	pending  []session.Event // for the session, after the current actions
 	out      []Command
 }

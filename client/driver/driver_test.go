@@ -172,9 +172,11 @@ func TestCancelledFetchAnswerIsDropped(t *testing.T) {
 	}
 }
 
-// TestCommitRetriedUntilRequestTimeout: a commit is retried while it
-// fails retriably and ends at request_timeout with the last failure.
-func TestCommitRetriedUntilRequestTimeout(t *testing.T) {
+// TestCommitRetriedWhileCapabilitiesValid: a commit is retried while it
+// fails retriably (a coordinator blip) and its capabilities are valid,
+// and ends when they expire (a minute here, past request_timeout) with
+// the last failure.
+func TestCommitRetriedWhileCapabilitiesValid(t *testing.T) {
 	d, cmds := joined(t, config(), 1)
 	fetch := ofKind(t, cmds, driver.KindFetch)
 	d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Fetched: driver.Fetched{Records: 3, Bytes: 30, Next: 3}})
@@ -190,7 +192,7 @@ func TestCommitRetriedUntilRequestTimeout(t *testing.T) {
 		now = d.NextDeadline()
 		cmds = d.Tick(now)
 		if r, ok := find[session.CommitResult](cmds); ok {
-			if r.Code != api.CodeUnavailable || now != t0.Add(10*time.Second) {
+			if r.Code != api.CodeUnavailable || !now.Equal(t0.Add(time.Minute)) {
 				t.Fatalf("commit ended %+v at %s", r, now.Sub(t0))
 			}
 			return
@@ -224,5 +226,61 @@ func TestUnknownMemberRejoins(t *testing.T) {
 	}
 	if beat := only(t, cmds, driver.KindHeartbeat); beat.Token != "t2" {
 		t.Fatalf("heartbeat with %q, want the new member's token", beat.Token)
+	}
+}
+
+// TestFetchNotFoundAbortsAndReleases: a gateway answering a fetch 404
+// (no such route: a wrong gateway URL; or an unknown topic or partition)
+// is reported to the user at once, and the consumer releases everything
+// it holds (commit with release) and leaves, instead of holding
+// partitions nobody else in the group can read.
+func TestFetchNotFoundAbortsAndReleases(t *testing.T) {
+	d, cmds := joined(t, config(), 2)
+	var fetches []driver.Send
+	for _, s := range sends(cmds) {
+		if s.Kind == driver.KindFetch {
+			fetches = append(fetches, s)
+		}
+	}
+	cmds = d.Answer(driver.Answered{Now: t0, Call: fetches[0].Call, Failure: refused(api.CodeNotFound, 404)})
+	a, ok := find[driver.Aborted](cmds)
+	if !ok || a.Err == nil {
+		t.Fatalf("after a 404: %+v, want Aborted", cmds)
+	}
+	if c, ok := find[driver.Cancel](cmds); !ok || c.Call != fetches[1].Call {
+		t.Fatalf("after a 404: %+v, want the other fetch cancelled", cmds)
+	}
+	r, ok := find[session.CallRevoke](cmds)
+	if !ok || r.Lost || len(r.Partitions) != 2 {
+		t.Fatalf("after a 404: %+v, want both partitions revoked", cmds)
+	}
+	cmds = d.User(session.HookDone{Now: t0, ID: r.ID})
+	commit := ofKind(t, cmds, driver.KindCommit)
+	if !commit.Commit.Release || len(commit.Commit.Offsets) != 2 {
+		t.Fatalf("commit %+v, want a release of both", commit.Commit)
+	}
+	cmds = d.Answer(driver.Answered{Now: t0, Call: commit.Call})
+	leave := ofKind(t, cmds, driver.KindLeave)
+	cmds = d.Answer(driver.Answered{Now: t0, Call: leave.Call})
+	if _, ok := find[session.Stop](cmds); !ok {
+		t.Fatalf("after the leave: %+v, want Stop", cmds)
+	}
+}
+
+// TestTLSRefusalFailsFast: a join whose TLS handshake was refused (the
+// server's certificate not trusted) is not retried: the first join ends
+// at once with that error, while a connection refused is retried.
+func TestTLSRefusalFailsFast(t *testing.T) {
+	d := driver.New(config())
+	join := only(t, d.Start(t0), driver.KindJoin)
+	certErr := errors.New("x509: certificate signed by unknown authority")
+	cmds := d.Answer(driver.Answered{Now: t0, Call: join.Call, Failure: &driver.Failure{Final: true, Err: certErr, Earliest: -1, Latest: -1}})
+	if r, ok := find[driver.JoinResult](cmds); !ok || r.Err != certErr {
+		t.Fatalf("after a TLS refusal: %+v, want the join ended with it", cmds)
+	}
+	d = driver.New(config())
+	join = only(t, d.Start(t0), driver.KindJoin)
+	if cmds := d.Answer(driver.Answered{Now: t0, Call: join.Call, Failure: noAnswer}); len(cmds) != 0 {
+		t.Fatalf("after connection refused: %+v, want a retry after a backoff", cmds)
 	}
 }

@@ -3,6 +3,7 @@ package driver
 import (
 	"time"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/session"
 )
 
@@ -33,7 +34,13 @@ func (d *Driver) act(actions []session.Action) {
 		case session.CancelFetch:
 			d.cancelFetch(a)
 		case session.Commit:
-			d.send(d.newOp(&op{kind: KindCommit, commit: a, deadline: d.now.Add(d.cfg.RequestTimeout)}))
+			// Retried while its capabilities are valid (a coordinator
+			// blip), and for request_timeout at least.
+			deadline := d.now.Add(d.cfg.RequestTimeout)
+			if a.Until.After(deadline) {
+				deadline = a.Until
+			}
+			d.send(d.newOp(&op{kind: KindCommit, commit: a, deadline: deadline}))
 		case session.Leave:
 			d.send(d.newOp(&op{kind: KindLeave, token: a.Token, deadline: d.now.Add(d.cfg.RequestTimeout)}))
 		case session.Rejoin:
@@ -77,6 +84,10 @@ func (d *Driver) beatAnswered(o *op, a Answered) {
 	case a.Failure == nil:
 		d.finishBeat(o)
 		d.pending = append(d.pending, session.NewsArrived{Now: d.now, Incarnation: o.member, News: a.News})
+		return
+	case a.Failure.Final:
+		d.finishBeat(o)
+		d.fail(a.Failure.Err)
 		return
 	case a.Failure.Code != "":
 		d.pending = append(d.pending, session.HeartbeatFailed{Now: d.now, Incarnation: o.member, Code: a.Failure.Code})
@@ -143,10 +154,27 @@ func (d *Driver) fetchAnswered(o *op, a Answered) {
 		return
 	default:
 		done.Code, done.Earliest, done.Latest = f.Code, f.Earliest, f.Latest
+		if done.Code == "" {
+			done.Code = api.CodeUnavailable
+		}
 	}
 	o.done = true
 	delete(d.fetches, o.fetch.ID)
 	d.pending = append(d.pending, done)
+	if f != nil && f.fatal() {
+		d.abort(f.Err)
+	}
+}
+
+// abort reports err to the user and closes the session: it releases what
+// it holds and leaves, instead of holding partitions nobody can read.
+func (d *Driver) abort(err error) {
+	if d.aborted {
+		return
+	}
+	d.aborted = true
+	d.out = append(d.out, Aborted{Err: err})
+	d.pending = append(d.pending, session.CloseRequested{Now: d.now})
 }
 
 // fetchFailed moves every fetch off a gateway that is unreachable or

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"time"
+
 	"github.com/capgate/capgate/api"
 )
 
@@ -37,12 +39,15 @@ type Deliver struct {
 // capability of the epoch it is committed under), then step
 // CommitDone{ID}. Release:true is the PartitionCommitted notice. Ticket
 // is the user's request it serves, 0 for the session's own commits.
+// Until is the earliest expiry of the capabilities it carries (zero:
+// unknown): retrying it past then is pointless.
 type Commit struct {
 	ID      uint64
 	Ticket  uint64
 	Token   string
 	Offsets []api.CommitOffset
 	Release bool
+	Until   time.Time
 }
 
 // CommitResult answers CommitRequested{Ticket} once every commit made

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -12,6 +13,7 @@ type commitState struct {
 	ticket      uint64
 	incarnation uint64
 	release     bool
+	timed       bool // a timed commit: ticket 0 and no release
 	parts       []*partition
 	offsets     []api.CommitOffset
 }
@@ -24,24 +26,114 @@ type ticketState struct {
 }
 
 // commitRequested commits the processed offset of every fetching
-// partition that moved since its last commit. Revoking partitions are
-// committed by their release instead.
+// partition that moved since its last commit, or exactly the offsets the
+// user named. Revoking partitions are committed by their release instead.
+// A partition whose capability is about to expire (or expired) is
+// committed all the same: the coordinator accepts it within its leeway,
+// or its refusal reaches the user; nothing is left out silently.
 func (s *Session) commitRequested(e CommitRequested) {
-	s.ackDelivered()
-	var parts []*partition
-	if s.status == Active {
-		for _, p := range s.parts {
-			if p.state == Fetching && p.processed > p.committed && !p.expiring(e.Now, 0) {
-				parts = append(parts, p)
-			}
-		}
+	if len(e.Offsets) > 0 {
+		s.commitOffsets(e)
+		return
 	}
+	if !s.cfg.ManualMarks {
+		s.ackDelivered()
+	}
+	parts := s.dirty()
 	if len(parts) == 0 {
 		s.emit(CommitResult{Ticket: e.Ticket})
 		return
 	}
 	s.tickets[e.Ticket] = &ticketState{}
 	s.sendCommit(e.Ticket, parts, false)
+}
+
+// dirty lists the fetching partitions processed beyond their committed
+// offset (none unless Active).
+func (s *Session) dirty() []*partition {
+	var parts []*partition
+	if s.status != Active {
+		return nil
+	}
+	for _, p := range s.parts {
+		if p.state == Fetching && p.processed > p.committed {
+			parts = append(parts, p)
+		}
+	}
+	return parts
+}
+
+// commitOffsets commits exactly the offsets named, after checking every
+// one of them; one bad offset sends nothing.
+func (s *Session) commitOffsets(e CommitRequested) {
+	var parts []*partition
+	for _, m := range e.Offsets {
+		p := s.parts[m.Partition]
+		var code api.Code
+		var why string
+		switch {
+		case s.status != Active || p == nil || p.state != Fetching || p.epoch != m.Epoch:
+			code, why = api.CodeStaleEpoch, "not held at this epoch"
+		case m.Offset > p.delivered:
+			code, why = api.CodeBadRequest, fmt.Sprintf("beyond the records delivered (%d)", p.delivered)
+		case m.Offset < p.committed:
+			code, why = api.CodeOffsetRegression, fmt.Sprintf("below the committed offset %d", p.committed)
+		}
+		if code != "" {
+			err := fmt.Errorf("session: commit %s@%d epoch %d: %s", m.Partition, m.Offset, m.Epoch, why)
+			s.emit(CommitResult{Ticket: e.Ticket, Code: code, Err: err})
+			return
+		}
+		if !slices.Contains(parts, p) {
+			parts = append(parts, p)
+		}
+	}
+	for _, m := range e.Offsets {
+		s.parts[m.Partition].processed = m.Offset
+	}
+	parts = slices.DeleteFunc(parts, func(p *partition) bool { return p.processed == p.committed })
+	if len(parts) == 0 {
+		s.emit(CommitResult{Ticket: e.Ticket})
+		return
+	}
+	s.tickets[e.Ticket] = &ticketState{}
+	s.sendCommit(e.Ticket, parts, false)
+}
+
+// marked moves processed offsets forward to the user's marks.
+func (s *Session) marked(e Marked) {
+	for _, m := range e.Marks {
+		p := s.parts[m.Partition]
+		if p == nil || p.epoch != m.Epoch || m.Offset > p.delivered {
+			continue
+		}
+		p.processed = max(p.processed, m.Offset)
+	}
+}
+
+// timedCommitDue is when the next timed commit is due: zero when timed
+// commits are off, one is in flight, or nothing processed waits.
+func (s *Session) timedCommitDue() time.Time {
+	if s.cfg.CommitInterval <= 0 || s.status != Active || s.timedCommits > 0 {
+		return time.Time{}
+	}
+	for _, p := range s.parts {
+		if p.state == Fetching && p.processed > p.committed {
+			return s.lastTimedCommit.Add(s.cfg.CommitInterval)
+		}
+	}
+	return time.Time{}
+}
+
+// timedCommit commits the processed offsets when the interval passed
+// since the last timed commit, whether or not records still arrive.
+func (s *Session) timedCommit(now time.Time) {
+	due := s.timedCommitDue()
+	if due.IsZero() || now.Before(due) {
+		return
+	}
+	s.lastTimedCommit = now
+	s.sendCommit(0, s.dirty(), false)
 }
 
 // sendCommit emits one Commit naming parts at their processed offsets.
@@ -61,7 +153,11 @@ func (s *Session) sendCommit(ticket uint64, parts []*partition, release bool) {
 const MaxCommitPartitions = 500
 
 func (s *Session) sendCommitChunk(ticket uint64, parts []*partition, release bool) {
-	c := &commitState{ticket: ticket, incarnation: s.member.Incarnation, release: release, parts: parts}
+	c := &commitState{ticket: ticket, incarnation: s.member.Incarnation, release: release, parts: parts, timed: ticket == 0 && !release}
+	if c.timed {
+		s.timedCommits++
+	}
+	until := time.Time{}
 	for _, p := range parts {
 		offset := p.processed
 		if offset < 0 {
@@ -71,13 +167,16 @@ func (s *Session) sendCommitChunk(ticket uint64, parts []*partition, release boo
 			Topic: p.id.Topic, Partition: p.id.Partition, Offset: offset, Capability: p.capability,
 		})
 		p.commits++
+		if !p.expiresAt.IsZero() && (until.IsZero() || p.expiresAt.Before(until)) {
+			until = p.expiresAt
+		}
 	}
 	id := s.nextID()
 	s.commits[id] = c
 	if t := s.tickets[ticket]; t != nil {
 		t.pending++
 	}
-	s.emit(Commit{ID: id, Ticket: ticket, Token: s.member.Token, Offsets: c.offsets, Release: release})
+	s.emit(Commit{ID: id, Ticket: ticket, Token: s.member.Token, Offsets: c.offsets, Release: release, Until: until})
 }
 
 // commitDone applies a commit's outcome. A refused multi-partition commit
@@ -92,6 +191,9 @@ func (s *Session) commitDone(e CommitDone) {
 		return
 	}
 	delete(s.commits, e.ID)
+	if c.timed {
+		s.timedCommits--
+	}
 	for _, p := range c.parts {
 		p.commits--
 	}
@@ -123,8 +225,14 @@ func (s *Session) commitDone(e CommitDone) {
 	s.finishTicket(c.ticket)
 }
 
+// splittable: a refusal one partition's offset or capability can cause
+// (the others may be fine).
 func splittable(code api.Code) bool {
-	return code == api.CodeStaleEpoch || code == api.CodeOffsetRegression
+	switch code {
+	case api.CodeStaleEpoch, api.CodeOffsetRegression, api.CodeTokenExpired, api.CodeCapabilityRevoked, api.CodeForbidden:
+		return true
+	}
+	return false
 }
 
 func (s *Session) fail(ticket uint64, code api.Code, err error) {
@@ -156,7 +264,7 @@ func (s *Session) releaseReady(now time.Time) {
 		if p.state != Revoking || p.releasing || p.fetch != 0 || p.hook != 0 || p.commits > 0 {
 			continue
 		}
-		acked := p.processed == p.delivered
+		acked := p.processed == p.delivered || s.cfg.ManualMarks
 		if acked || !now.Before(p.revokedAt.Add(s.cfg.RevokeTimeout)) {
 			ready = append(ready, p)
 		}

@@ -65,12 +65,35 @@ type Polled struct {
 	MaxRecords int
 }
 
-// CommitRequested: the user asked to commit. Everything delivered so far
-// counts as processed; the processed offsets of held partitions are
-// committed, and CommitResult{Ticket} reports the outcome.
+// Marked: the user processed the records before each mark's offset (a
+// record at offset o marks o+1). A mark of a partition not held at that
+// epoch, not yet delivered, or behind the processed offset changes
+// nothing.
+type Marked struct {
+	Now   time.Time
+	Marks []Mark
+}
+
+// Mark names an offset of one partition at one epoch: the offset after
+// the last record processed.
+type Mark struct {
+	Partition Partition
+	Epoch     uint64
+	Offset    int64
+}
+
+// CommitRequested: the user asked to commit, and CommitResult{Ticket}
+// reports the outcome. Without Offsets, everything delivered so far
+// counts as processed (unless Config.ManualMarks) and the processed
+// offsets of every held partition that moved are committed. With
+// Offsets, exactly those are committed (and become the processed
+// offsets): each must name a partition held at its epoch and an offset
+// between the committed and the delivered one, or nothing is sent and
+// the result carries stale_epoch, offset_regression or bad_request.
 type CommitRequested struct {
-	Now    time.Time
-	Ticket uint64
+	Now     time.Time
+	Ticket  uint64
+	Offsets []Mark
 }
 
 // CommitDone: the commit with ID ended; Code is empty on success. Err is
@@ -110,6 +133,7 @@ func (e NewsArrived) now() time.Time     { return e.Now }
 func (e HeartbeatFailed) now() time.Time { return e.Now }
 func (e FetchDone) now() time.Time       { return e.Now }
 func (e Polled) now() time.Time          { return e.Now }
+func (e Marked) now() time.Time          { return e.Now }
 func (e CommitRequested) now() time.Time { return e.Now }
 func (e CommitDone) now() time.Time      { return e.Now }
 func (e HookDone) now() time.Time        { return e.Now }

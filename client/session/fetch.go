@@ -111,7 +111,9 @@ func (s *Session) ackDelivered() {
 
 // polled acknowledges earlier deliveries and delivers the next batches.
 func (s *Session) polled(e Polled) {
-	s.ackDelivered()
+	if !s.cfg.ManualMarks {
+		s.ackDelivered()
+	}
 	limit := e.MaxRecords
 	if limit <= 0 {
 		limit = s.cfg.PollMaxRecords

@@ -77,6 +77,7 @@ func (s *Session) joined(e Joined) {
 		Incarnation: s.member.Incarnation + 1,
 	}
 	s.heartbeatWait = time.Duration(e.Response.HeartbeatWaitMs) * time.Millisecond
+	s.lastTimedCommit = e.Now
 	s.applyGrants(e.Now, e.Response.Grants)
 }
 
@@ -289,7 +290,9 @@ func (s *Session) closeRequested(e CloseRequested) {
 		return
 	}
 	s.status = Closing
-	s.ackDelivered()
+	if !s.cfg.ManualMarks {
+		s.ackDelivered()
+	}
 	var revoked []Partition
 	for _, p := range s.parts {
 		if p.state == Fetching {

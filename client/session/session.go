@@ -56,6 +56,17 @@ type Config struct {
 	// ExpiryMargin: no fetch is issued with a capability that expires
 	// within this margin; the partition waits for a renewal instead.
 	ExpiryMargin time.Duration
+	// ManualMarks: records count as processed only when the user marks
+	// them (Marked) or names their offsets in a commit; Polled,
+	// CommitRequested and CloseRequested do not mark what was delivered,
+	// and a revoked partition is released at its marked offset as soon as
+	// its revoke hook returned. Without it, every Polled (and a commit or
+	// close) marks everything delivered before.
+	ManualMarks bool
+	// CommitInterval: while held partitions have processed records not yet
+	// committed, they are committed this long after the previous timed
+	// commit, also when no record arrives any more (0: no timed commits).
+	CommitInterval time.Duration
 	// FullChecks walks the whole buffer after every step to assert its
 	// invariants (O(buffered batches)); for tests and simulations. The
 	// cheap assertions always run.
@@ -73,6 +84,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("session: revoke_timeout: must be > 0, got %s", c.RevokeTimeout)
 	case c.ExpiryMargin < 0:
 		return fmt.Errorf("session: expiry_margin: must be >= 0, got %s", c.ExpiryMargin)
+	case c.CommitInterval < 0:
+		return fmt.Errorf("session: commit_interval: must be >= 0, got %s", c.CommitInterval)
 	}
 	return nil
 }
@@ -126,6 +139,10 @@ type Session struct {
 
 	commits map[uint64]*commitState
 	tickets map[uint64]*ticketState
+	// lastTimedCommit is when the last timed commit was sent (or the
+	// member joined); timedCommits counts those in flight.
+	lastTimedCommit time.Time
+	timedCommits    int
 
 	lastID uint64
 	out    []Action
@@ -161,6 +178,8 @@ func (s *Session) Step(e Event) []Action {
 		s.fetchDone(e)
 	case Polled:
 		s.polled(e)
+	case Marked:
+		s.marked(e)
 	case CommitRequested:
 		s.commitRequested(e)
 	case CommitDone:
@@ -185,6 +204,9 @@ func (s *Session) Step(e Event) []Action {
 // partitions that are ready, leave once closing is done, start fetches.
 func (s *Session) advance(now time.Time) {
 	s.releaseReady(now)
+	if s.status == Active {
+		s.timedCommit(now)
+	}
 	if s.status == Closing && len(s.parts) == 0 {
 		s.status = Leaving
 		s.emit(Leave{Token: s.member.Token})
@@ -279,13 +301,15 @@ func (s *Session) HeartbeatWait(now time.Time, limit time.Duration) time.Duratio
 }
 
 // NextDeadline is when the session next needs a Tick: a revoked partition
-// that waits only for the user's acknowledgement times out then. Zero when
-// nothing is timed. A partition still waiting for its fetch, hook or
-// commits is released by the step that ends the wait, so it needs no Tick.
+// that waits only for the user's acknowledgement times out then, and
+// processed records not yet committed are committed then (timed commits).
+// Zero when nothing is timed. A partition still waiting for its fetch,
+// hook or commits is released by the step that ends the wait, so it needs
+// no Tick.
 func (s *Session) NextDeadline() time.Time {
-	var next time.Time
+	next := s.timedCommitDue()
 	for _, p := range s.parts {
-		if p.state != Revoking || p.releasing || p.processed == p.delivered ||
+		if p.state != Revoking || p.releasing || p.processed == p.delivered || s.cfg.ManualMarks ||
 			p.fetch != 0 || p.hook != 0 || p.commits > 0 {
 			continue
 		}

@@ -54,11 +54,14 @@ func newConsumeCmd() *cobra.Command {
 		Use:   "consume --group G --topic T",
 		Short: "Join a consumer group and print its records (partition, offset, key, value), committing as it goes",
 		Long: "Joins GROUP at the coordinator with a client credential, fetches the granted\n" +
-			"partitions through the gateways, prints one line per record and commits the\n" +
-			"printed records every --commit-interval. It leaves the group cleanly (final\n" +
-			"commit, release) on Ctrl-C, after --max-records, or after --idle-exit without\n" +
-			"records. On a terminal, stderr shows records/s and the group's lag (the lag\n" +
-			"needs an admin token: --token-file, or credentials.json as --credential-file).",
+			"partitions through the gateways, prints one line per record and commits exactly\n" +
+			"the printed records every --commit-interval (also while no record arrives). It\n" +
+			"leaves the group cleanly (final commit, release) on Ctrl-C, after --max-records,\n" +
+			"or after --idle-exit without records. A coordinator that is briefly unreachable\n" +
+			"does not stop it; a gateway or topic that does not exist (404) does, with the\n" +
+			"partitions released. On a terminal, stderr shows records/s and the group's lag\n" +
+			"(the lag needs an admin token: --token-file, or credentials.json as\n" +
+			"--credential-file).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsume(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
@@ -75,9 +78,9 @@ func newConsumeCmd() *cobra.Command {
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the admin token for the lag display, or credentials.json")
 	f.endpoints.register(cmd)
 	fl.StringVar(&f.format, "format", "text", "output: text (partition, offset, key, value; tab-separated) or json (one object per line)")
-	fl.IntVar(&f.maxRecords, "max-records", 0, "exit after printing this many records (0 = no limit); the rest of the last fetched batch is committed too (SDK limit)")
+	fl.IntVar(&f.maxRecords, "max-records", 0, "exit after printing this many records (0 = no limit); exactly those are committed")
 	fl.DurationVar(&f.idleExit, "idle-exit", 0, "exit after this long without a record (0 = never)")
-	fl.DurationVar(&f.commitInterval, "commit-interval", time.Second, "commit the printed records at most this often (0 = after every batch)")
+	fl.DurationVar(&f.commitInterval, "commit-interval", time.Second, "commit the printed records this often, also while idle (0 = after every batch)")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level of the SDK's logs on stderr: debug, info, warn, error")
 	cmd.MarkFlagRequired("group")
 	return cmd
@@ -106,6 +109,11 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 	cfg.Group, cfg.Topics, cfg.TopicPattern = f.group, f.topics, f.topicPattern
 	cfg.InstanceID, cfg.ClientID, cfg.Credential = f.instanceID, "capgate-consume", credential
 	cfg.TLS = f.endpoints.tls.files()
+	// Only printed records count as processed: --max-records N commits N.
+	cfg.ManualMarks, cfg.CommitInterval = true, f.commitInterval
+	if f.commitInterval < 0 {
+		return cfg, fmt.Errorf("--commit-interval: must be >= 0, got %s", f.commitInterval)
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -152,12 +160,12 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 	}
 	prog := newProgress(stderr, isTerminal(stderr))
 	stopProgress := prog.run(ctx, f.lagSource(cfg))
-	loopErr := consumeLoop(ctx, c, f, stdout, prog)
+	loopErr := consumeLoop(ctx, c, f, stdout, prog, log)
 	stopProgress()
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RequestTimeout+cfg.RevokeTimeout)
 	defer cancel()
 	quiet()
-	if err := c.Close(closeCtx); err != nil {
+	if err := c.Close(closeCtx); err != nil && (loopErr == nil || !errors.Is(loopErr, err)) {
 		log.Warn("leave", zap.Error(err))
 		return errors.Join(loopErr, fmt.Errorf("consume: leave %s: %w", cfg.Group, err))
 	}
@@ -165,12 +173,17 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 }
 
 // consumeLoop prints records until ctx ends, --max-records were printed
-// or --idle-exit passed without a record. It commits every
-// --commit-interval; Close commits the rest.
-func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdout io.Writer, prog *progress) error {
+// or --idle-exit passed without a record, marking each printed record as
+// processed: the SDK commits exactly those every --commit-interval (with
+// 0, the loop commits after every batch), on a revoke and on Close. A
+// failed commit (the coordinator briefly unreachable; the SDK retried it
+// while the capabilities were valid) is logged and consuming goes on: the
+// next commit carries the same offsets. A Poll error (a 404 from a
+// gateway, a refused TLS handshake, the member refused for good) ends it.
+func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdout io.Writer, prog *progress, log *zap.Logger) error {
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	printed := 0
-	lastRecord, lastCommit := time.Now(), time.Now()
+	lastRecord := time.Now()
 	for {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if f.idleExit > 0 {
@@ -193,15 +206,15 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 		if err := prog.records(len(records), func() error { return writeRecords(w, records, f.format) }); err != nil {
 			return fmt.Errorf("consume: write: %w", err)
 		}
+		c.Mark(records...)
 		printed += len(records)
 		if f.maxRecords > 0 && printed >= f.maxRecords {
 			return nil
 		}
-		if time.Since(lastCommit) >= f.commitInterval {
+		if f.commitInterval == 0 {
 			if err := c.Commit(ctx); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("consume: commit: %w", err)
+				log.Warn("commit failed; consuming goes on and the next commit carries these offsets", zap.Error(err))
 			}
-			lastCommit = time.Now()
 		}
 	}
 }

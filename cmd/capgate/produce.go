@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client"
@@ -22,6 +26,7 @@ import (
 type produceFlags struct {
 	topic        string
 	partition    int32
+	partitioned  bool // no --partition: partition as Kafka's default partitioner
 	keySeparator string
 	capability   string
 	token        string
@@ -36,20 +41,25 @@ func newProduceCmd() *cobra.Command {
 	f := &produceFlags{}
 	cmd := &cobra.Command{
 		Use:   "produce --topic T [--partition P]",
-		Short: "Produce the lines of stdin to one partition through a gateway",
-		Long: "Reads stdin line by line and produces each line as one record to TOPIC/PARTITION\n" +
-			"through the gateways, with a capability holding the produce op: --capability\n" +
-			"(or $CAPGATE_CAPABILITY), or one minted for the purpose through the admin API\n" +
-			"with an admin token (--token-file credentials.json from capgate dev, or\n" +
-			"$CAPGATE_ADMIN_TOKEN). Lines that arrive together are sent together.",
+		Short: "Produce the lines of stdin to a topic through a gateway",
+		Long: "Reads stdin line by line and produces each line as one record to TOPIC through\n" +
+			"the gateways. Without --partition, records go where Kafka's default\n" +
+			"partitioner puts them: a keyed record (--key-separator) to murmur2(key) modulo\n" +
+			"the partition count, exactly as the Java client and franz-go do; records\n" +
+			"without a key round-robin over the partitions. Each partition is written with\n" +
+			"a capability holding the produce op: --capability (or $CAPGATE_CAPABILITY; one\n" +
+			"partition, so --partition is needed), or ones minted for the purpose through\n" +
+			"the admin API with an admin token (--token-file credentials.json from capgate\n" +
+			"dev, or $CAPGATE_ADMIN_TOKEN). Lines that arrive together are sent together.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.partitioned = !cmd.Flags().Changed("partition")
 			return runProduce(cmd.Context(), cmd.InOrStdin(), cmd.ErrOrStderr(), f)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.topic, "topic", "", "topic to produce to (required)")
-	fl.Int32Var(&f.partition, "partition", 0, "partition to produce to")
+	fl.Int32Var(&f.partition, "partition", 0, "partition to produce every record to (default: Kafka's default partitioner)")
 	fl.StringVar(&f.keySeparator, "key-separator", "", "split each line into key and value at the first occurrence of this string (kcat's -K)")
 	fl.StringVar(&f.capability, "capability", "", "capability with the produce op for TOPIC/PARTITION ($CAPGATE_CAPABILITY)")
 	fl.StringVar(&f.token, "token", "", "admin token to mint a produce capability with ($CAPGATE_ADMIN_TOKEN)")
@@ -62,22 +72,38 @@ func newProduceCmd() *cobra.Command {
 	return cmd
 }
 
-// capabilitySource yields the capability to produce with, minting a new
-// one through the admin API when the minted one is about to expire.
+// capabilitySource yields the capability to produce to one partition
+// with, minting a new one through the admin API when the minted one is
+// about to expire.
 type capabilitySource struct {
 	fixed   string
 	admin   *adminClient
 	request coordinator.SharedGrantRequest
 	current string
 	expires time.Time
+	// partitions is the topic's partition count from the last mint (0:
+	// unknown).
+	partitions int32
 }
 
-func (f *produceFlags) capabilitySource() (*capabilitySource, error) {
-	if f.capability != "" {
-		return &capabilitySource{fixed: f.capability}, nil
+// capabilities holds the capability source of every partition written.
+type capabilities struct {
+	fixed string
+	admin *adminClient
+	f     *produceFlags
+	parts map[int32]*capabilitySource
+}
+
+func (f *produceFlags) capabilities() (*capabilities, error) {
+	fixed := f.capability
+	if c := os.Getenv("CAPGATE_CAPABILITY"); fixed == "" && c != "" && f.token == "" && f.tokenFile == "" {
+		fixed = c
 	}
-	if c := os.Getenv("CAPGATE_CAPABILITY"); c != "" && f.token == "" && f.tokenFile == "" {
-		return &capabilitySource{fixed: c}, nil
+	if fixed != "" {
+		if f.partitioned {
+			return nil, errors.New("a capability covers one partition: pass --partition, or an admin token (--token-file) so one is minted for each partition the records go to")
+		}
+		return &capabilities{fixed: fixed, f: f}, nil
 	}
 	token, err := secretFrom(f.token, f.tokenFile, "CAPGATE_ADMIN_TOKEN", "admin_token")
 	if err != nil {
@@ -87,10 +113,24 @@ func (f *produceFlags) capabilitySource() (*capabilitySource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &capabilitySource{
-		admin:   &adminClient{base: strings.TrimRight(f.endpoints.coordinator, "/"), token: token, http: hc},
-		request: coordinator.SharedGrantRequest{Topic: f.topic, Partition: f.partition, Ops: []string{"produce"}, TTLMs: f.ttl.Milliseconds(), Holder: "capgate-produce"},
-	}, nil
+	admin := &adminClient{base: strings.TrimRight(f.endpoints.coordinator, "/"), token: token, http: hc}
+	return &capabilities{admin: admin, f: f, parts: map[int32]*capabilitySource{}}, nil
+}
+
+// of returns partition's capability source.
+func (c *capabilities) of(partition int32) *capabilitySource {
+	if c.fixed != "" {
+		return &capabilitySource{fixed: c.fixed}
+	}
+	s := c.parts[partition]
+	if s == nil {
+		s = &capabilitySource{
+			admin:   c.admin,
+			request: coordinator.SharedGrantRequest{Topic: c.f.topic, Partition: partition, Ops: []string{"produce"}, TTLMs: c.f.ttl.Milliseconds(), Holder: "capgate-produce"},
+		}
+		c.parts[partition] = s
+	}
+	return s
 }
 
 // get returns a capability valid for at least a minute (or a third of
@@ -105,51 +145,87 @@ func (s *capabilitySource) get(ctx context.Context) (string, error) {
 	}
 	var resp api.CapabilityResponse
 	if err := s.admin.do(ctx, http.MethodPost, "/v1/admin/capabilities", s.request, &resp); err != nil {
-		return "", fmt.Errorf("produce: mint capability: %w", err)
+		return "", fmt.Errorf("produce: mint capability for %s/%d: %w", s.request.Topic, s.request.Partition, err)
 	}
 	expires, err := time.Parse(time.RFC3339, resp.ExpiresAt)
 	if err != nil {
 		return "", fmt.Errorf("produce: mint capability: expires_at %q: %w", resp.ExpiresAt, err)
 	}
-	s.current, s.expires = resp.Capability, expires
+	s.current, s.expires, s.partitions = resp.Capability, expires, resp.Partitions
 	return s.current, nil
+}
+
+// partitioner places records as Kafka's default partitioner does: keyed
+// records by murmur2 of the key (franz-go's own implementation, the one
+// its default partitioner uses, equal to the Java client's), the others
+// round-robin.
+type partitioner struct {
+	keyed kgo.TopicPartitioner
+	n     int
+	next  int
+}
+
+func newPartitioner(topic string, n int32) *partitioner {
+	return &partitioner{keyed: kgo.StickyKeyPartitioner(nil).ForTopic(topic), n: int(n)}
+}
+
+func (p *partitioner) partition(r *client.Record) int32 {
+	if r.Key != nil {
+		return int32(p.keyed.Partition(&kgo.Record{Key: r.Key}, p.n))
+	}
+	part := p.next
+	p.next = (p.next + 1) % p.n
+	return int32(part)
+}
+
+// producer writes batches to partitions and counts what it wrote.
+type producer struct {
+	f      *produceFlags
+	caps   *capabilities
+	prod   *client.Producer
+	place  *partitioner // nil: every record to --partition
+	counts map[int32]*written
+}
+
+// written is what went to one partition.
+type written struct {
+	count       int
+	first, last int64
 }
 
 func runProduce(ctx context.Context, stdin io.Reader, stderr io.Writer, f *produceFlags) error {
 	if f.batchRecords < 1 || f.batchBytes < 1 {
 		return fmt.Errorf("--batch-records and --batch-bytes: must be >= 1, got %d and %d", f.batchRecords, f.batchBytes)
 	}
-	caps, err := f.capabilitySource()
+	caps, err := f.capabilities()
 	if err != nil {
 		return err
 	}
-	capability, err := caps.get(ctx)
+	p := &producer{f: f, caps: caps, counts: map[int32]*written{}}
+	first := f.partition
+	if f.partitioned {
+		first = 0 // its grant tells the partition count
+	}
+	capability, err := caps.of(first).get(ctx)
 	if err != nil {
 		return err
 	}
-	prod, err := client.NewProducer(f.endpoints.gateways, capability, client.WithTLS(f.endpoints.tls.files()))
-	if err != nil {
+	if f.partitioned {
+		n := caps.of(0).partitions
+		if n < 1 {
+			return fmt.Errorf("produce: the coordinator does not know %s's partition count: pass --partition", f.topic)
+		}
+		p.place = newPartitioner(f.topic, n)
+	}
+	if p.prod, err = client.NewProducer(f.endpoints.gateways, capability, client.WithTLS(f.endpoints.tls.files())); err != nil {
 		return err
 	}
+	defer p.prod.Close()
 	lines := readLines(ctx, stdin)
-	var count int
-	var first, last int64 = -1, -1
 	for {
 		batch, readErr := nextBatch(ctx, lines, f)
-		if len(batch) > 0 {
-			if capability, err = caps.get(ctx); err != nil {
-				return err
-			}
-			prod.SetCapability(capability)
-			base, err := prod.Produce(ctx, f.topic, f.partition, batch)
-			if err != nil {
-				return fmt.Errorf("produce %s/%d after %d records: %w", f.topic, f.partition, count, err)
-			}
-			if first < 0 {
-				first = base
-			}
-			last = base + int64(len(batch)) - 1
-			count += len(batch)
+		if err := p.send(ctx, batch); err != nil {
+			return err
 		}
 		if readErr != nil {
 			if errors.Is(readErr, io.EOF) {
@@ -158,12 +234,69 @@ func runProduce(ctx context.Context, stdin io.Reader, stderr io.Writer, f *produ
 			return fmt.Errorf("produce: %w", readErr)
 		}
 	}
-	if count == 0 {
-		fmt.Fprintf(stderr, "produced 0 records to %s/%d\n", f.topic, f.partition)
-		return nil
-	}
-	fmt.Fprintf(stderr, "produced %d records to %s/%d (offsets %d..%d)\n", count, f.topic, f.partition, first, last)
+	p.report(stderr)
 	return nil
+}
+
+// send writes batch, split by partition (in order within each).
+func (p *producer) send(ctx context.Context, batch []client.Record) error {
+	byPartition := map[int32][]client.Record{}
+	var order []int32
+	for i := range batch {
+		part := p.f.partition
+		if p.place != nil {
+			part = p.place.partition(&batch[i])
+		}
+		if _, ok := byPartition[part]; !ok {
+			order = append(order, part)
+		}
+		byPartition[part] = append(byPartition[part], batch[i])
+	}
+	for _, part := range order {
+		records := byPartition[part]
+		capability, err := p.caps.of(part).get(ctx)
+		if err != nil {
+			return err
+		}
+		p.prod.SetCapability(capability)
+		base, err := p.prod.Produce(ctx, p.f.topic, part, records)
+		if err != nil {
+			return fmt.Errorf("produce %s/%d after %d records: %w", p.f.topic, part, p.total(), err)
+		}
+		w := p.counts[part]
+		if w == nil {
+			w = &written{first: base}
+			p.counts[part] = w
+		}
+		w.count += len(records)
+		w.last = base + int64(len(records)) - 1
+	}
+	return nil
+}
+
+func (p *producer) total() int {
+	n := 0
+	for _, w := range p.counts {
+		n += w.count
+	}
+	return n
+}
+
+// report prints one line per partition written:
+// "produced N records to T/P (offsets A..B)".
+func (p *producer) report(stderr io.Writer) {
+	if len(p.counts) == 0 {
+		part := strconv.Itoa(int(p.f.partition))
+		if p.place != nil {
+			part = "*"
+		}
+		fmt.Fprintf(stderr, "produced 0 records to %s/%s\n", p.f.topic, part)
+		return
+	}
+	for _, part := range slices.Sorted(maps.Keys(p.counts)) {
+		w := p.counts[part]
+		fmt.Fprintf(stderr, "produced %d records to %s/%d (offsets %d..%d)\n", w.count, p.f.topic, part, w.first, w.last)
+	}
 }
 
 // line is one line of stdin, or the error that ended reading.

@@ -95,6 +95,8 @@ func (c *consumer) driverConfig() driver.Config {
 		Session: session.Config{
 			BufferMaxBytes: p.bufferMaxBytes, PollMaxRecords: p.pollMaxRecords, RevokeTimeout: p.revokeTimeout,
 			ExpiryMargin: p.expiryMargin, FullChecks: c.w.seed%4 == 0,
+			// One seed in three also commits on the session's timer.
+			CommitInterval: timedCommits(c.w.seed, p.commitEvery),
 		},
 		Rand: c.w.rng.Int64N,
 		Bugs: driver.Bugs{DeliverAfterRevoke: b.deliverAfterRevoke, CommitAhead: b.commitAhead},
@@ -289,6 +291,14 @@ func (c *consumer) schedulePoll() {
 		c.pollOn = false
 		c.carry(c.d.User(session.Polled{Now: c.w.wall()}))
 	})
+}
+
+// timedCommits is the session's commit interval for seed (0: none).
+func timedCommits(seed uint64, every time.Duration) time.Duration {
+	if seed%3 == 1 {
+		return every
+	}
+	return 0
 }
 
 // armCommit makes the user commit now and then.

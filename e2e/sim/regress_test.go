@@ -48,7 +48,9 @@ func TestGrantLostThenRenewed(t *testing.T) {
 		p.produceEvery = 5 * time.Second // many partitions stay uncommitted
 	}
 	sentinel := 0
-	for seed := uint64(21); seed <= 26; seed++ { // seeds that lose grants this way (23, 25)
+	// Seeds that lose grants this way: 27, 41, 43 (23 and 25 before
+	// commits were retried while their capabilities are valid).
+	for seed := uint64(21); seed <= 44; seed++ {
 		r := Run(seed, Options{tune: lossy})
 		report(t, r)
 		sentinel += r.Stats.SentinelStarts

@@ -1,0 +1,44 @@
+package coordinator
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+)
+
+// knownTopics answers a join naming a topic Kafka does not have with 404
+// not_found (unknown topic), so a mistyped --topic fails loudly instead of
+// a member that holds nothing and shows lag 0 forever. Metadata is read
+// from Kafka again first (a topic created since the last metadata_interval
+// read is found); that read is bounded by the joins' own rate limit per
+// credential. A topic_pattern may match nothing yet: it is not checked;
+// nor is anything before the first metadata read.
+func (c *Coordinator) knownTopics(ctx *fasthttp.RequestCtx, topics []string) bool {
+	if len(topics) > c.cfg.Groups.Limits.TopicsPerMember {
+		return true // the machine refuses the list first (400 topics_per_member)
+	}
+	missing := c.missingTopic(topics)
+	if missing == "" {
+		return true
+	}
+	c.refreshTopics(context.Background())
+	if missing = c.missingTopic(topics); missing == "" {
+		return true
+	}
+	writeError(ctx, api.CodeNotFound, "unknown topic "+strconv.Quote(missing)+": Kafka has no such topic")
+	return false
+}
+
+// missingTopic is the first of topics that Kafka does not have, "" when
+// all exist or metadata was never read.
+func (c *Coordinator) missingTopic(topics []string) string {
+	for _, topic := range topics {
+		if n, known := c.partitionCount(topic); known && n == 0 {
+			return topic
+		}
+	}
+	return ""
+}
