@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,22 +24,25 @@ func testKafkaProbe(t *testing.T) {
 		t.Fatalf("first check with Kafka down: %q", got)
 	}
 	p.record(time.Now(), nil) // the metadata poller read topics
-	calls := 0
-	if got := p.status(time.Now(), func() error { calls++; return down }); got != "" || calls != 0 {
-		t.Fatalf("a fresh success: %q after %d probes, want ok from the cache", got, calls)
+	var calls atomic.Int32    // probes run on goroutines of their own
+	if got := p.status(time.Now(), func() error { calls.Add(1); return down }); got != "" || calls.Load() != 0 {
+		t.Fatalf("a fresh success: %q after %d probes, want ok from the cache", got, calls.Load())
 	}
 	release := make(chan struct{})
 	later := time.Now().Add(kafkaProbeTTL)
-	slow := func() error { calls++; <-release; return down }
+	slow := func() error { calls.Add(1); <-release; return down }
 	if got := p.status(later, slow); got != "" {
 		t.Fatalf("stale success while the probe runs: %q, want the cached ok", got)
 	}
-	if got := p.status(later, slow); got != "" || calls > 1 {
-		t.Fatalf("second check during the probe: %q, %d probes", got, calls)
+	if got := p.status(later, slow); got != "" || calls.Load() > 1 {
+		t.Fatalf("second check during the probe: %q, %d probes", got, calls.Load())
 	}
 	close(release)
 	synctest.Wait() // the background probe has recorded its result
-	if got := p.status(later, slow); !strings.Contains(got, "connection refused") || calls != 1 {
-		t.Fatalf("after the probe failed: %q, %d probes for one stale result", got, calls)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d probes for one stale result", n)
+	}
+	if got := p.status(time.Now(), slow); !strings.Contains(got, "connection refused") {
+		t.Fatalf("after the probe failed: %q", got)
 	}
 }
