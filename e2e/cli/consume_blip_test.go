@@ -1,0 +1,146 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/internal/stack"
+)
+
+// TestConsumeRidesOutCoordinatorOutage: `capgate consume` keeps
+// consuming while the coordinator is down for longer than the SDK's
+// request_timeout (10 s) — the bug exited on the first commit that failed
+// although its capabilities were valid. The coordinator (in this
+// process, on a fixed address) comes back, the CLI's commits go through,
+// and it exits cleanly having printed every record once; the group's
+// committed offset is what it printed.
+func TestConsumeRidesOutCoordinatorOutage(t *testing.T) {
+	t.Parallel()
+	tm := stack.Timing{ // shipped defaults but long gateway self-fencing: fetches go on without the coordinator
+		CapabilityLease: time.Minute, HeartbeatWait: time.Second, SessionTimeout: 30 * time.Second,
+		HandoffTimeout: 5 * time.Second, GatewayTimeout: 40 * time.Second, MaxClockSkew: 500 * time.Millisecond,
+		SyncWait: time.Second, SyncTimeout: 30 * time.Second, Leeway: 2 * time.Second,
+	}
+	s, err := stack.Start(context.Background(), stack.Options{Dir: t.TempDir(), Topics: map[string]int32{"blip": 1}, Gateways: 1, Timing: tm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	cred, err := s.ClientCredential(context.Background(), "blip", []string{"blip"}, []string{"blip"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credFile := filepath.Join(t.TempDir(), "credential")
+	if err := os.WriteFile(credFile, []byte(cred), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(from, n int) {
+		t.Helper()
+		records := make([]*kgo.Record, n)
+		for i := range records {
+			records[i] = &kgo.Record{Value: []byte(fmt.Sprintf("v%d", from+i))}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := s.Broker.Produce(ctx, "blip", 0, records); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(capgate, "consume", "--group", "blip", "--topic", "blip", "--format", "json", "--credential-file", credFile,
+		"--coordinator", s.CoordinatorURL(), "--gateways", s.GatewayURLs()[0], "--commit-interval", "200ms")
+	cmd.Env = stack.CleanEnv()
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	printed := func() int { return strings.Count(stdout.String(), "\n") }
+	running := func() (bool, string) {
+		select {
+		case err := <-exited:
+			exited <- err
+			return false, fmt.Sprintf("consume exited: %v\nstderr:\n%s", err, stderr.String())
+		default:
+			return true, ""
+		}
+	}
+	produce(0, 10)
+	eventually(t, 30*time.Second, "10 records printed", func() (bool, string) { return printed() >= 10, fmt.Sprint(printed()) })
+
+	if err := s.Coordinator().Stop(); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	produce(10, 10)
+	eventually(t, 30*time.Second, "10 more printed while the coordinator is down", func() (bool, string) {
+		if ok, why := running(); !ok {
+			t.Fatal(why)
+		}
+		return printed() >= 20, fmt.Sprint(printed())
+	})
+	// Past the SDK's request_timeout of commits that cannot be answered.
+	eventually(t, 30*time.Second, "the outage outlasted request_timeout", func() (bool, string) {
+		if ok, why := running(); !ok {
+			t.Fatal(why)
+		}
+		return time.Since(down) > 11*time.Second, time.Since(down).String()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Coordinator().Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	produce(20, 10)
+	eventually(t, 30*time.Second, "10 more printed after the coordinator came back", func() (bool, string) {
+		if ok, why := running(); !ok {
+			t.Fatal(why)
+		}
+		return printed() >= 30, fmt.Sprint(printed())
+	})
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Fatalf("consume exited with %v after the outage\nstderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("consume did not exit on SIGINT\nstderr:\n%s", stderr.String())
+	}
+	records := parseConsumed(t, stdout.String())
+	seen := map[int64]bool{}
+	for _, r := range records {
+		if seen[r.Offset] {
+			t.Errorf("offset %d printed twice", r.Offset)
+		}
+		seen[r.Offset] = true
+	}
+	if len(seen) != 30 {
+		t.Fatalf("printed %d distinct records, want 30", len(seen))
+	}
+	d, err := s.Describe(ctx, "blip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Partitions {
+		if p.Committed == nil || *p.Committed != 30 {
+			t.Fatalf("committed %v after the CLI printed 30 and left, want 30", p.Committed)
+		}
+	}
+	t.Logf("outage ridden out; %d warnings on stderr while the coordinator was away", strings.Count(stderr.String(), "WARN"))
+}
