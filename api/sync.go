@@ -39,6 +39,11 @@ type CoordinatorSettings struct {
 	MaxLeaseMs       int64  `json:"max_lease_ms"`
 	GatewayTimeoutMs int64  `json:"gateway_timeout_ms"`
 	MaxClockSkewMs   int64  `json:"max_clock_skew_ms"`
+	// SilentGateways is groups.silent_gateways: "fence" (or empty: a
+	// gateway refuses everything once sync_timeout passed without a good
+	// poll) or "serve" (it keeps serving unexpired capabilities; the
+	// coordinator never counts its silence as safety).
+	SilentGateways string `json:"silent_gateways,omitempty"`
 }
 
 // Fence says: capabilities of group for topic/partition with an epoch

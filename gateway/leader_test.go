@@ -10,6 +10,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
+	"github.com/capgate/capgate/ocap"
 )
 
 // TestSyncFollowsNotLeader: listed first, a standby is asked once; the
@@ -81,4 +82,33 @@ func TestCloseLeavesAfterServing(t *testing.T) {
 	if err := <-served; err == nil {
 		t.Fatal("the gateway still accepted connections when it left")
 	}
+}
+
+// TestServeWhenCoordinatorLost: under the coordinator's silent_gateways:
+// serve the gateway keeps serving unexpired capabilities past its
+// sync_timeout with no coordinator answering (never out_of_sync), and
+// still refuses expired ones.
+func TestServeWhenCoordinatorLost(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{
+		edit:        func(c *Config) { c.SyncWait, c.SyncTimeout = 200*time.Millisecond, time.Second },
+		beforeStart: func(h *harness) { h.sync.settings.SilentGateways = "serve" },
+	})
+	h.waitReady()
+	tok, _ := h.mint(capClaims(0))
+	h.sync.setFailing(true)
+	waitFor(t, "sync_timeout to pass without a good poll", func() bool {
+		return time.Since(h.gw.follower.LastGood()) > 2*time.Second
+	})
+	if r := h.get(tok, recordsPath(0, "offset=0")); r.status != http.StatusOK {
+		t.Fatalf("fetch while cut off, serving: %d %s", r.status, r.body)
+	}
+	if r := h.get("", "/readyz"); r.status != http.StatusOK {
+		t.Fatalf("readyz while cut off, serving: %d %s", r.status, r.body)
+	}
+	claims := capClaims(0)
+	expired, _, err := h.minter.Mint(ocap.KindCapability, claims, time.Now().Add(-time.Minute), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectError(t, h.get(expired, recordsPath(0, "offset=0")), http.StatusUnauthorized, api.CodeTokenExpired)
 }

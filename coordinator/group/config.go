@@ -18,6 +18,12 @@ const (
 	OffsetEarliest int64 = -2
 )
 
+// What a gateway that cannot sync does (Config.SilentGateways).
+const (
+	SilentGatewaysFence = "fence"
+	SilentGatewaysServe = "serve"
+)
+
 // Config holds the machine's settings; per-group settings start from these
 // defaults and can be changed with SetGroupConfig.
 type Config struct {
@@ -33,6 +39,17 @@ type Config struct {
 	// GatewayTimeout: a gateway silent longer than this is safe for every
 	// fence (it has refused fetches since its own sync_timeout).
 	GatewayTimeout time.Duration `yaml:"gateway_timeout"`
+	// SilentGateways is what a gateway that cannot sync does, and so when
+	// the coordinator counts a silent gateway safe (DESIGN §4):
+	// SilentGatewaysFence ("fence", the default): the gateway refuses
+	// everything once sync_timeout passed without a good poll, and a
+	// gateway silent longer than gateway_timeout is safe for every fence.
+	// SilentGatewaysServe ("serve"): the gateway keeps serving unexpired
+	// capabilities while no coordinator answers, and silence never makes
+	// it safe: a fence waits for its acknowledgement, for it to leave, or
+	// for every capability the fence revokes to expire (at most the
+	// longest lease granted). Gateways learn it on every reset.
+	SilentGateways string `yaml:"silent_gateways"`
 	// SyncWaitMax caps how long a sync poll is held; keep it below the
 	// gateways' sync_timeout.
 	SyncWaitMax  time.Duration `yaml:"sync_wait_max"`
@@ -122,6 +139,7 @@ func DefaultConfig() Config {
 		HeartbeatWait:     3 * time.Second,
 		HandoffTimeout:    10 * time.Second,
 		GatewayTimeout:    15 * time.Second,
+		SilentGateways:    SilentGatewaysFence,
 		SyncWaitMax:       5 * time.Second,
 		MaxClockSkew:      time.Second,
 		Leeway:            2 * time.Second,
@@ -209,6 +227,9 @@ func (c Config) validateNames() error {
 	}
 	if !validOffsetReset(c.OffsetReset) {
 		return fmt.Errorf("group.offset_reset: must be %q or %q, got %q", OffsetResetEarliest, OffsetResetLatest, c.OffsetReset)
+	}
+	if c.SilentGateways != SilentGatewaysFence && c.SilentGateways != SilentGatewaysServe {
+		return fmt.Errorf("group.silent_gateways: must be %q or %q, got %q", SilentGatewaysFence, SilentGatewaysServe, c.SilentGateways)
 	}
 	return nil
 }

@@ -125,6 +125,15 @@ func (m *Machine) silent(gw *gateway) bool {
 	return m.now.Sub(gw.lastSeen) > m.cfg.GatewayTimeout
 }
 
+// safeBySilence reports whether gw's silence makes it safe for every
+// fence: it has been silent longer than gateway_timeout and gateways fence
+// themselves when they cannot sync. Gateways that keep serving
+// (silent_gateways: serve) are never safe by silence; their fences wait
+// for an ack, a leave, or the revoked capabilities' expiry (holderExpired).
+func (m *Machine) safeBySilence(gw *gateway) bool {
+	return m.cfg.SilentGateways != SilentGatewaysServe && m.silent(gw)
+}
+
 // gatewayWatermark is the highest seq every gateway is safe for by ack or
 // silence (MaxUint64 with no gateways).
 func (m *Machine) gatewayWatermark() uint64 {
@@ -133,7 +142,7 @@ func (m *Machine) gatewayWatermark() uint64 {
 	}
 	w := uint64(math.MaxUint64)
 	for _, gw := range m.gateways {
-		if !m.silent(gw) && gw.acked < w {
+		if !m.safeBySilence(gw) && gw.acked < w {
 			w = gw.acked
 		}
 	}
@@ -222,7 +231,9 @@ func (m *Machine) onSilenceTimer(gw *gateway) {
 		return
 	}
 	if m.silent(gw) {
-		m.releaseHandoffs()
+		if m.safeBySilence(gw) {
+			m.releaseHandoffs()
+		}
 		return
 	}
 	m.armSilence(gw)

@@ -28,6 +28,7 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		{"coordinator sends what it failed to persist (coordinator/driver)", bugs{sendBeforePersist: true}, crashes, "epochs only rise", []string{"grant safety", "committed offsets", "handoff duplicates"}},
 		{"gateway acknowledges before it applies (guard.Follower)", bugs{ackBeforeApply: true}, nil, "acked fence", []string{"exclusive reader"}},
 		{"gateway_timeout below sync_timeout (config)", bugs{shortGatewayTimeout: true}, cuts, "grant safety", []string{"exclusive reader"}},
+		{"gateways serve while cut off, the coordinator counts their silence (config)", bugs{serveCountedSilent: true}, serving, "grant safety", []string{"exclusive reader"}},
 		{"consumer commits past what it processed (client/driver)", bugs{commitAhead: true}, nil, "no lost record", []string{"committed offsets", "handoff duplicates"}},
 		{"persist mapping drops committed offsets (coordinator/driver)", bugs{storeLosesOffsets: true}, crashes, "committed offsets", []string{"handoff duplicates"}},
 		{"consumer delivers a cancelled fetch (client/driver)", bugs{deliverAfterRevoke: true}, nil, "handoff duplicates", nil},

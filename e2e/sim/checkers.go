@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/client/session"
+	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/gateway/authz"
 )
 
@@ -250,7 +251,11 @@ func (k *checker) checkGrantSafe(p *partCheck, epoch uint64, holder string, prev
 // incarnation: a later one syncs after it), it is down (its next
 // incarnation syncs after the fence), or no sync answer without the fence
 // (seq below tag) went to a poll its incarnation sent within its
-// sync_timeout: a gateway is in sync only through such an answer.
+// sync_timeout: a gateway is in sync only through such an answer. The
+// last clause holds only where gateways fence themselves: where they
+// keep serving when cut off (silent_gateways: serve, as the gateways
+// learned it) silence never makes one safe; only expiry (checkGrantSafe)
+// does.
 func (k *checker) gatewaySafe(g *gateway, gc *gatewayCheck, tag uint64, tagged bool) bool {
 	if (tagged && gc.maxAck >= tag) || !g.up || gc.replyInc != g.inc {
 		return true
@@ -258,6 +263,9 @@ func (k *checker) gatewaySafe(g *gateway, gc *gatewayCheck, tag uint64, tagged b
 	i := len(gc.replies)
 	if tagged {
 		i, _ = slices.BinarySearchFunc(gc.replies, tag, func(r replyMark, seq uint64) int { return cmp.Compare(r.seq, seq) })
+	}
+	if k.w.prof.machine.SilentGateways == group.SilentGatewaysServe {
+		return i == 0
 	}
 	return i == 0 || k.w.now-gc.replies[i-1].sentMax > k.w.prof.gateway.syncTimeout
 }

@@ -118,6 +118,11 @@ func newCoordinator(w *World, idx int, log *store.MemLog) *coordinator {
 		cfg.SyncWaitMax = min(cfg.SyncWaitMax, cfg.GatewayTimeout/2)
 		cfg.MaxClockSkew = 0
 	}
+	if w.opts.bugs.serveCountedSilent {
+		// Planted bug: gateways learn they may keep serving while cut
+		// off, but the coordinator still counts their silence as safety.
+		cfg.SilentGateways = group.SilentGatewaysFence
+	}
 	return &coordinator{w: w, idx: idx, node: w.replicaNode(idx), cfg: cfg, log: log,
 		bugs: driver.Bugs{SendOnFailedPersist: w.opts.bugs.sendBeforePersist, DropOddOffsets: w.opts.bugs.storeLosesOffsets}}
 }
@@ -195,7 +200,8 @@ func (c *coordinator) settings() *api.CoordinatorSettings {
 	m := c.w.prof.machine
 	return &api.CoordinatorSettings{Issuer: "sim", Audience: "sim",
 		LeewayMs: m.Leeway.Milliseconds(), MaxLeaseMs: m.MaxLease.Milliseconds(),
-		GatewayTimeoutMs: m.GatewayTimeout.Milliseconds(), MaxClockSkewMs: m.MaxClockSkew.Milliseconds()}
+		GatewayTimeoutMs: m.GatewayTimeout.Milliseconds(), MaxClockSkewMs: m.MaxClockSkew.Milliseconds(),
+		SilentGateways: m.SilentGateways}
 }
 
 // topics is the topic metadata the shell reads from Kafka.

@@ -10,6 +10,7 @@ type bugs struct {
 	keepVictims         bool // gateway acknowledges a revocation without cancelling the fetches it refuses (checker 3)
 	noSelfFence         bool // gateway keeps admitting after sync_timeout (checker 1)
 	shortGatewayTimeout bool // coordinator's gateway_timeout below the gateways' sync_timeout (checker 4)
+	serveCountedSilent  bool // gateways serve while cut off (silent_gateways: serve) but the coordinator counts their silence (checker 4)
 	sendBeforePersist   bool // coordinator sends a Ready's messages although its persist failed (checker 2)
 	deliverAfterRevoke  bool // consumer hands the user a cancelled fetch's records (checker 7)
 	commitAhead         bool // consumer commits one record past what it processed (checker 5)

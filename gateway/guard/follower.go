@@ -179,17 +179,26 @@ func (f *Follower) Unfit() error {
 // Refusal is the 503 code while the gateway cannot vouch for its view at
 // now: not_ready before the first sync and while the coordinator's
 // settings do not fit its sync_timeout (Unfit), out_of_sync once Timeout
-// passed since the last successful poll was sent; "" when in sync. Safe
-// for concurrent use.
+// passed since the last successful poll was sent — unless the
+// coordinator's settings say silent gateways serve (Settings.Serve): then
+// the view stays in use, and expiry ends what it admits; "" when in
+// sync. Safe for concurrent use.
 func (f *Follower) Refusal(now time.Time) api.Code {
 	last := f.lastGood.Load()
 	switch {
 	case last == 0 || f.unfit.Load() != nil:
 		return api.CodeNotReady
-	case now.UnixNano()-last > int64(f.cfg.Timeout) && !f.cfg.Bugs.NoSelfFence:
+	case now.UnixNano()-last > int64(f.cfg.Timeout) && !f.cfg.Bugs.NoSelfFence && !f.serving():
 		return api.CodeOutOfSync
 	}
 	return ""
+}
+
+// serving: the coordinator's settings say a gateway that cannot sync
+// keeps serving unexpired capabilities (Settings.Serve).
+func (f *Follower) serving() bool {
+	s := f.settings.Load()
+	return s != nil && s.Serve
 }
 
 // LastGood is when the last successful poll was sent (zero: never). Safe

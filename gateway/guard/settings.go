@@ -17,6 +17,11 @@ type Settings struct {
 	Leeway, MaxLease time.Duration
 	GatewayTimeout   time.Duration
 	MaxClockSkew     time.Duration
+	// Serve: the coordinator's groups.silent_gateways is "serve": with no
+	// coordinator answering, keep serving unexpired capabilities (it
+	// never counts this gateway's silence as safety) instead of refusing
+	// everything after sync_timeout.
+	Serve bool
 }
 
 // ErrNoSettings: a reset without the coordinator's settings (a
@@ -30,8 +35,10 @@ func settingsOf(w *api.CoordinatorSettings) (Settings, error) {
 	}
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	s := Settings{Issuer: w.Issuer, Audience: w.Audience, Leeway: ms(w.LeewayMs), MaxLease: ms(w.MaxLeaseMs),
-		GatewayTimeout: ms(w.GatewayTimeoutMs), MaxClockSkew: ms(w.MaxClockSkewMs)}
+		GatewayTimeout: ms(w.GatewayTimeoutMs), MaxClockSkew: ms(w.MaxClockSkewMs), Serve: w.SilentGateways == "serve"}
 	switch {
+	case w.SilentGateways != "" && w.SilentGateways != "fence" && w.SilentGateways != "serve":
+		return Settings{}, fmt.Errorf("sync: coordinator settings: unknown silent_gateways %q", w.SilentGateways)
 	case s.Issuer == "" || s.Audience == "":
 		return Settings{}, fmt.Errorf("sync: coordinator settings without issuer or audience: %+v", *w)
 	case s.Leeway < 0 || s.Leeway > ocap.MaxLeeway || s.MaxLease <= 0 || s.GatewayTimeout <= 0 || s.MaxClockSkew < 0:
@@ -45,6 +52,9 @@ func settingsOf(w *api.CoordinatorSettings) (Settings, error) {
 // for gateway_timeout as safe, and clocks may differ by max_clock_skew,
 // so the gateway must have fenced itself before then.
 func (s Settings) fit(timeout time.Duration) error {
+	if s.Serve {
+		return nil // the coordinator does not count on this gateway's self-fence
+	}
 	if limit := s.GatewayTimeout - s.MaxClockSkew; timeout >= limit {
 		return fmt.Errorf("gateway.sync_timeout %s is not below the coordinator's groups.gateway_timeout − groups.max_clock_skew (%s − %s = %s): not ready until one of them changes",
 			timeout, s.GatewayTimeout, s.MaxClockSkew, limit)
