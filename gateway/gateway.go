@@ -43,6 +43,7 @@ type Gateway struct {
 	// coordinators is the sync channel's coordinator URLs and the one in
 	// use: owned by the sync loop, then by Close.
 	coordinators *coordinators.List
+	noLeave      atomic.Bool        // CloseWithoutLeaving
 	kafka        *kafkaproto.Server // nil unless kafka_listen is set
 
 	// follower is the sync client's state (guard.Follower): owned by the
@@ -251,10 +252,21 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
+// CloseWithoutLeaving closes the gateway like Close but does not tell the
+// coordinator it left, as a crash would not: the coordinator waits for
+// its silence (tests of crashes, in one process).
+func (g *Gateway) CloseWithoutLeaving() error {
+	g.noLeave.Store(true)
+	return g.Close()
+}
+
 // leaveCoordinator tells the coordinator the gateway is gone, unless the
 // server did not stop cleanly (shutdownErr: a handler may still be
 // serving, so the coordinator must keep waiting for the gateway's silence).
 func (g *Gateway) leaveCoordinator(shutdownErr error) {
+	if g.noLeave.Load() {
+		return
+	}
 	if shutdownErr != nil {
 		g.log.Warn("not leaving the coordinator: the server did not stop cleanly; it counts this gateway safe after gateway_timeout", zap.Error(shutdownErr))
 		return

@@ -156,7 +156,8 @@ func (g *Gateway) WaitReady(ctx context.Context) error {
 func (g *Gateway) Ready(ctx context.Context) (int, error) { return g.s.get(ctx, g.URL+"/readyz") }
 
 // Kill stops the gateway at once: SIGKILL for a process, Close for one
-// in this process (fetches in flight answer 503).
+// in this process (fetches in flight answer 503) without telling the
+// coordinator it left, as a crash would not.
 func (g *Gateway) Kill() {
 	g.s.http.CloseIdleConnections()
 	g.mu.Lock()
@@ -164,7 +165,7 @@ func (g *Gateway) Kill() {
 	g.in, g.proc = nil, nil
 	g.mu.Unlock()
 	if in != nil {
-		_ = in.Close()
+		_ = in.CloseWithoutLeaving()
 	}
 	if proc != nil && !proc.Exited() {
 		proc.Kill()
