@@ -6,6 +6,10 @@
 //
 //   - TestHandoffRightAfterGatewayLeaves: a handoff right after a gateway
 //     shut down cleanly completes in round trips, not gateway_timeout.
+//   - TestClientsFollowTheLeader: three coordinator replicas; consumers
+//     listing a standby first follow its 421 not_leader to the leader
+//     (once, then cached), a gateway leaves through the replicas, and a
+//     leader kill loses nothing.
 //   - BenchmarkRollingRestart: 2 gateway processes under load, each
 //     stopped (SIGTERM, it leaves) and started again in turn while
 //     partitions move; beside it in the same run the same with SIGKILL

@@ -36,6 +36,10 @@ type world struct {
 	// still commits on revoke and close). A commit blocks the poll loop
 	// while no coordinator answers (up to request_timeout).
 	commitEvery time.Duration
+	// edit adjusts each consumer's configuration (nil: as the stack says);
+	// http is the consumers' HTTP client (nil: the SDK's own).
+	edit func(*client.Config)
+	http *http.Client
 
 	mu   sync.Mutex
 	cons map[string]*stack.Consumer
@@ -65,8 +69,11 @@ func startWorld(tb testing.TB, opts stack.Options) *world {
 func (w *world) add(name string) {
 	w.tb.Helper()
 	cfg := w.s.ClientConfig(groupName, []string{topic}, w.cred)
+	if w.edit != nil {
+		w.edit(&cfg)
+	}
 	// The context runs the poll loop too: it ends with the consumer.
-	c, err := stack.StartConsumer(context.Background(), stack.ConsumerOptions{Config: cfg, CommitEvery: w.commitEvery,
+	c, err := stack.StartConsumer(context.Background(), stack.ConsumerOptions{Config: cfg, CommitEvery: w.commitEvery, HTTP: w.http,
 		OnRecords: func(_ string, rs []client.Record, at time.Time) {
 			for _, r := range rs {
 				w.rec.Deliver(name, r.Partition, r.Offset, at)
