@@ -3,8 +3,8 @@ package coordinator_test
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"

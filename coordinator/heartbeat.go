@@ -27,6 +27,7 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		writeError(ctx, api.CodeBadRequest, "wait_ms must be >= 0")
 		return
 	}
+	confirm := c.leadershipMark()
 	msg, err := c.call(func(ref group.Ref) group.Event {
 		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: claims.Subject, Wait: time.Duration(min(req.WaitMs, 1<<40)) * time.Millisecond}
 	})
@@ -34,6 +35,16 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 	if !ok {
 		writeMachineError(ctx, msg, err)
 		return
+	}
+	if len(news.Grants)+len(news.Renew) > 0 {
+		// Capabilities leave only once the log confirmed this replica
+		// led after the heartbeat arrived (sync.go's leadershipMark):
+		// a deposed leader renews nothing from memory. Free when a
+		// persist or beat happened while the heartbeat was held.
+		if err := confirm(); err != nil {
+			writeNotLeader(ctx, "", "this replica no longer leads the shard")
+			return
+		}
 	}
 	grants, err := c.mintGrants(news.Grants, true)
 	if err != nil {

@@ -437,3 +437,45 @@ func TestReplicasWithTheSameIDStillFollow(t *testing.T) {
 	h := s.harness(lead)
 	h.clientCredential(t, []string{"g"}, []string{"orders"})
 }
+
+// The attack on a deposed leader that has not written since it was
+// deposed: a gateway's reset poll would be answered from its memory
+// (fences possibly older than the new leader's). The answer must wait for
+// the log to confirm the replica still leads — Kafka's fencing, not the
+// lease running out — so the poll gets not_leader, never a 200 snapshot.
+// Beats are 2 s apart here, so the poll lands well before the zombie's
+// next beat would have told it.
+func TestDeposedLeaderAnswersNoSyncPoll(t *testing.T) {
+	e := newEnvBrokers(t, map[string]int32{"orders": 2}, 3)
+	useKafkaState(t, e)
+	e.cfg.Replica.BeatInterval, e.cfg.Replica.LeaseTimeout = 2*time.Second, 4*time.Second
+	s := startReplicas(t, e, 1)
+	s.awaitLeader(t)
+	h := s.harness(0)
+	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	h.join(t, "g", creds, api.JoinRequest{ClientID: "a", Topics: []string{"orders"}})
+	if status, body, _ := h.do(t, "GET", "/v1/sync?gateway=gw1&after=0", e.syncToken, nil); status != http.StatusOK {
+		t.Fatalf("sync at the leader: %d %s", status, body)
+	}
+
+	client, err := broker.ClientOpts(e.cfg.Broker, e.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := e.cfg.KafkaState.Options(client, e.cfg.Cluster, "usurper", 0, e.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usurper, err := store.OpenKafka(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer usurper.Close()
+	status, body, _ := h.do(t, "GET", "/v1/sync?gateway=gw1&after=0", e.syncToken, nil)
+	if status == http.StatusOK {
+		t.Fatalf("the deposed leader answered a sync poll from memory: %s", body)
+	}
+	if status != http.StatusMisdirectedRequest && status != http.StatusServiceUnavailable {
+		t.Fatalf("sync at the deposed leader: %d %s, want 421 or 503", status, body)
+	}
+}

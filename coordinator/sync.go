@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/store"
 )
 
 func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
@@ -36,6 +38,7 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 	if !ok {
 		return
 	}
+	confirm := c.leadershipMark()
 	msg, err := c.call(func(ref group.Ref) group.Event {
 		return group.SyncPoll{Ref: ref, Gateway: gateway, After: after, Wait: time.Duration(min(waitMs, 1<<40)) * time.Millisecond}
 	})
@@ -44,7 +47,29 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
+	if err := confirm(); err != nil {
+		// Deposed (or the log broke) since the poll arrived: what the
+		// machine answered from memory may be older than what the new
+		// leader published, so none of it leaves.
+		c.log.Warn("sync answer withheld: leadership not confirmed by the log", zap.String("gateway", gateway), zap.Error(err))
+		writeNotLeader(ctx, "", "this replica no longer leads the shard")
+		return
+	}
 	writeJSON(ctx, fasthttp.StatusOK, c.syncResponse(reply))
+}
+
+// leadershipMark marks the log before a sync poll is served and returns
+// the check to run before its answer leaves: on the Kafka log, that a
+// transaction begun after the mark committed (store.WriteMark: a deposed
+// leader's answers rest on the broker's fencing, not on its lease running
+// out); nothing to check on badger, which has one writer by construction.
+func (c *Coordinator) leadershipMark() func() error {
+	ls, ok := c.store.(interface{ Mark() store.WriteMark })
+	if !ok {
+		return func() error { return nil }
+	}
+	mark := ls.Mark()
+	return mark.Confirm
 }
 
 // syncCaller authenticates a sync-channel request and returns its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -36,7 +37,12 @@ type LogStore struct {
 	writer  logWriter
 	seq     uint64 // commit records this writer appended (the barrier was 0)
 	failed  error  // sticky: the first failed append
-	since   int    // records committed since the last snapshot began
+	// begun numbers the commits this writer began (read without writeMu
+	// by Mark); confirmed is the number of the last one that committed
+	// (log_confirm.go).
+	begun     atomic.Uint64
+	confirmed uint64
+	since     int // records committed since the last snapshot began
 
 	// closeMu guards closed: operations hold it for reading, Close for
 	// writing.
@@ -106,6 +112,7 @@ func (l *LogStore) writing(op string, write func() error) error {
 // commit appends records and a commit record as one transaction, then
 // applies them. Callers hold writeMu.
 func (l *LogStore) commit(records []logRecord) error {
+	n := l.began()
 	commit := commitRecord{writer: l.opts.WriterID, nonce: l.nonce, seq: l.seq}
 	all := append(records, logRecord{key: []byte(keyLogCommit), value: encodeCommit(commit)})
 	ctx, cancel := context.WithTimeout(l.ctx, l.opts.Timeout)
@@ -116,6 +123,7 @@ func (l *LogStore) commit(records []logRecord) error {
 		return fmt.Errorf("store: commit batch: %w", l.failed)
 	}
 	l.seq++
+	l.confirmed = n
 	// Our own records: a beat decodes (we encoded it), so apply cannot fail.
 	if err := l.state.apply(records, last, commit); err != nil {
 		panic(err)
