@@ -41,9 +41,26 @@ type fetchConn struct {
 	sizeBuf [4]byte
 
 	fetchVersion int16     // the highest Fetch version both sides speak
+	deadline     time.Time // the socket's deadline; zero: none
 	reauthAt     time.Time // SASL session lifetime end, less a margin; zero: none
 	idleSince    time.Time // when it went back to the pool
 	interruptFn  func()    // interrupt, as a value made once
+
+	// The Fetch request of the lease, filled in anew by each fetch (see
+	// request): no allocation per fetch.
+	req   kmsg.FetchRequest
+	topic [1]kmsg.FetchRequestTopic
+	part  [1]kmsg.FetchRequestTopicPartition
+}
+
+// request returns the connection's Fetch request, reset to kmsg's
+// defaults with one topic of one partition, for the lease's fetch to fill
+// in. It is the connection's until the next call.
+func (c *fetchConn) request() *kmsg.FetchRequest {
+	c.req, c.topic[0], c.part[0] = kmsg.NewFetchRequest(), kmsg.NewFetchRequestTopic(), kmsg.NewFetchRequestTopicPartition()
+	c.topic[0].Partitions = c.part[:]
+	c.req.Topics = c.topic[:]
+	return &c.req
 }
 
 // connSpec is how every fetch connection is opened: the settings of
@@ -227,35 +244,51 @@ func (c *fetchConn) expired(now time.Time, idleTimeout time.Duration) bool {
 	return (!c.reauthAt.IsZero() && !now.Before(c.reauthAt)) || now.Sub(c.idleSince) > idleTimeout
 }
 
-// fetch sends req and reads its answer until deadline, or until ctx ends:
-// then it returns at once with an error that errors.Is ctx.Err(), and the
-// connection must be closed. Any error leaves the connection unusable.
-// The answer aliases frame, a buffer for putFrame once it is not needed.
-func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline time.Time) (resp *kmsg.FetchResponse, frame *[]byte, err error) {
+// fetch sends req and reads its answer until about deadline (within
+// slack either way), or until ctx ends: then it returns at once with an
+// error that errors.Is ctx.Err(), and the connection must be closed. Any
+// error leaves the connection unusable. The answer aliases frame, a
+// buffer for putFrame once it is not needed.
+//
+// The deadline is a bound, not a schedule: the socket's deadline moves
+// only when it is more than slack away from the one asked for, as moving
+// it costs two runtime timer updates, and fetches one after another on a
+// connection ask for deadlines a few microseconds apart.
+func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline time.Time, slack time.Duration) (resp *kmsg.FetchResponse, frame *[]byte, err error) {
 	req.Version = c.fetchVersion
 	for i := range req.Topics {
 		if req.Topics[i].TopicID == ([16]byte{}) {
 			req.Version = min(req.Version, 12) // no topic id known: name it
 		}
 	}
-	if err := c.nc.SetDeadline(deadline); err != nil {
-		return nil, nil, err
+	if off := c.deadline.Sub(deadline); c.deadline.IsZero() || off < -slack || off > slack {
+		if err := c.nc.SetDeadline(deadline); err != nil {
+			return nil, nil, err
+		}
+		c.deadline = deadline
 	}
 	stop := afterFunc(ctx, c.interruptFn)
 	resp = kmsg.NewPtrFetchResponse()
 	frame, err = c.roundTrip(req, resp)
-	if !stop() && err != nil {
+	stopped := stop()
+	if err == nil {
+		return resp, frame, nil
+	}
+	putFrame(frame)
+	if !stopped {
 		return nil, nil, fmt.Errorf("fetch interrupted: %w", context.Cause(ctx))
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if isTimeout(err) {
 		return nil, nil, fmt.Errorf("no answer by the deadline: %w", kerr.RequestTimedOut)
 	}
-	if err != nil {
-		putFrame(frame)
-		return nil, nil, err
-	}
-	return resp, frame, nil
+	return nil, nil, err
+}
+
+// isTimeout reports a socket deadline that passed. (Only on errors: the
+// net.Error errors.As fills in escapes, an allocation per call.)
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // afterFunc is context.AfterFunc, or ctx's own AfterFunc when it has one

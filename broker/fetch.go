@@ -142,16 +142,19 @@ func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (Fet
 	if err != nil {
 		return FetchResult{}, err
 	}
-	kreq := c.fetchRequest(r, req, deadlineOf(ctx))
+	kreq := conn.request()
+	c.fillFetchRequest(kreq, r, req, deadlineOf(ctx))
+	// The broker has RequestTimeout beyond the long poll to answer, give
+	// or take half of it (fetchConn.fetch): at least half.
 	deadline := time.Now().Add(time.Duration(kreq.MaxWaitMillis)*time.Millisecond + c.cfg.RequestTimeout)
-	resp, frame, err := conn.fetch(ctx, kreq, deadline)
+	resp, frame, err := conn.fetch(ctx, kreq, deadline, c.cfg.RequestTimeout/2)
 	if err != nil && reused && ctx.Err() == nil && isTransportError(err) {
 		// A pooled connection the broker closed meanwhile: once more,
 		// on a new connection.
 		if conn, err = pool.replace(ctx, conn); err != nil {
 			return FetchResult{}, err
 		}
-		resp, frame, err = conn.fetch(ctx, kreq, deadline)
+		resp, frame, err = conn.fetch(ctx, kreq, deadline, c.cfg.RequestTimeout/2)
 	}
 	pool.release(conn, err == nil)
 	if err != nil {
@@ -193,10 +196,23 @@ func deadlineOf(ctx context.Context) time.Duration {
 	return -1
 }
 
-// fetchRequest builds the Fetch. The long poll is cut to end deadlineMargin
-// before ctx's deadline (left >= 0), so that a deadline ends the poll with
-// an empty answer rather than a dropped connection.
+// fetchRequest builds the Fetch (see fillFetchRequest) in a request of
+// its own.
 func (c *Client) fetchRequest(r route, req *FetchRequest, left time.Duration) *kmsg.FetchRequest {
+	kreq := kmsg.NewPtrFetchRequest()
+	topic := kmsg.NewFetchRequestTopic()
+	topic.Partitions = []kmsg.FetchRequestTopicPartition{kmsg.NewFetchRequestTopicPartition()}
+	kreq.Topics = []kmsg.FetchRequestTopic{topic}
+	c.fillFetchRequest(kreq, r, req, left)
+	return kreq
+}
+
+// fillFetchRequest fills in kreq, which has kmsg's defaults and one topic
+// of one partition, as the Fetch of req on route r. The long poll is cut
+// to end deadlineMargin before ctx's deadline (left >= 0), so that a
+// deadline ends the poll with an empty answer rather than a dropped
+// connection.
+func (c *Client) fillFetchRequest(kreq *kmsg.FetchRequest, r route, req *FetchRequest, left time.Duration) {
 	maxBytes := req.MaxBytes
 	if maxBytes <= 0 || maxBytes > c.cfg.MaxFetchBytes {
 		maxBytes = c.cfg.MaxFetchBytes
@@ -207,24 +223,20 @@ func (c *Client) fetchRequest(r route, req *FetchRequest, left time.Duration) *k
 	}
 	maxWait := max(0, min(wait.Milliseconds(), 1<<31-1))
 
-	kreq := kmsg.NewPtrFetchRequest()
 	kreq.MaxWaitMillis = int32(maxWait)
 	kreq.MinBytes = 1
 	kreq.MaxBytes = maxBytes
 	kreq.IsolationLevel = 0 // read_uncommitted
 	kreq.SessionID = 0
 	kreq.SessionEpoch = -1 // no fetch session
-	part := kmsg.NewFetchRequestTopicPartition()
+	topic := &kreq.Topics[0]
+	topic.Topic = req.Topic   // sent below v13
+	topic.TopicID = r.topicID // sent from v13
+	part := &topic.Partitions[0]
 	part.Partition = req.Partition
 	part.CurrentLeaderEpoch = r.epoch
 	part.FetchOffset = req.Offset
 	part.PartitionMaxBytes = maxBytes
-	topic := kmsg.NewFetchRequestTopic()
-	topic.Topic = req.Topic   // sent below v13
-	topic.TopicID = r.topicID // sent from v13
-	topic.Partitions = []kmsg.FetchRequestTopicPartition{part}
-	kreq.Topics = []kmsg.FetchRequestTopic{topic}
-	return kreq
 }
 
 // findPartition returns the answer for partition; we asked for one.

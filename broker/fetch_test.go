@@ -620,3 +620,35 @@ func TestFetchRawIsUntouchedAndDecodedChecksCRC(t *testing.T) {
 		t.Fatalf("decoding a corrupt batch: %v, want a non-retriable BrokerError", err)
 	}
 }
+
+// TestFetchTimesOutOnSilentBroker: a broker that never answers fails a
+// fetch with a retriable REQUEST_TIMED_OUT, no sooner than half of
+// RequestTimeout after it was sent, also on a connection whose socket
+// deadline an earlier fetch set (it moves only when far off).
+func TestFetchTimesOutOnSilentBroker(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	const timeout = 400 * time.Millisecond
+	c := newTestClient(t, e, func(cfg *Config) { cfg.RequestTimeout = timeout; cfg.FetchConnectionsPerBroker = 1 })
+	produce(t, c, "t", 0, makeRecords(0, 1))
+	if _, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t"}); err != nil { // the one connection, its deadline set
+		t.Fatal(err)
+	}
+	cl := e.Cluster()
+	release := make(chan struct{})
+	defer close(release)
+	cl.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cl.KeepControl()
+		cl.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	start := time.Now()
+	_, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t"})
+	took := time.Since(start)
+	var be *BrokerError
+	if !errors.As(err, &be) || !be.Retriable || !errors.Is(err, kerr.RequestTimedOut) {
+		t.Fatalf("fetch the broker never answers: %v, want a retriable REQUEST_TIMED_OUT", err)
+	}
+	if took < timeout/2 {
+		t.Fatalf("gave up after %v, before half of request_timeout %v", took, timeout)
+	}
+}

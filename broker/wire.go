@@ -69,7 +69,7 @@ func (c *Client) FetchRawRecycled(ctx context.Context, addr string, req *kmsg.Fe
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, frame, err := conn.fetch(ctx, req, time.Now().Add(wait+c.cfg.RequestTimeout))
+	resp, frame, err := conn.fetch(ctx, req, time.Now().Add(wait+c.cfg.RequestTimeout), c.cfg.RequestTimeout/2)
 	pool.release(conn, err == nil)
 	if err != nil {
 		return nil, nil, err
