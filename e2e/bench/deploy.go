@@ -80,6 +80,7 @@ type procStack struct {
 	// leaders maps topic/partition to the leader's node id.
 	leaders  map[string]int32
 	variants []*procCapgate
+	scans    int // rounds of scan so far: who reads first rotates
 }
 
 // procCapgate is one capgate binary running as a coordinator process and a
