@@ -35,12 +35,13 @@
 //   - Deployed (deploy.go, deploy_measure.go, deploy_test.go,
 //     cmd/benchkafka): capgate as it runs in production — coordinator and
 //     gateway processes from the built binary (and, with
-//     CAPGATE_BENCH_BASELINE_BIN, an earlier binary beside them), a
-//     3-broker Kafka process, this process only generating load — next to
-//     franz-go: 1-record fetch latency and the gateway's CPU per fetch
-//     (/proc schedstat), req/s at 16 workers, one SDK consumer's records/s,
-//     a holder's fetches while another abandons 500 long polls; pprof of
-//     the gateways with CAPGATE_BENCH_PROFILE_DIR.
+//     CAPGATE_BENCH_BASELINE_BIN and CAPGATE_BENCH_EXTRA_BINS, earlier
+//     binaries beside them), a 3-broker Kafka process, this process only
+//     generating load — next to franz-go: 1-record fetch latency and the
+//     gateway's CPU per fetch (/proc schedstat), req/s at 16 workers, one
+//     SDK consumer's records/s (readers in a rotating order), a holder's
+//     fetches while another abandons 500 long polls; pprof of the gateways
+//     with CAPGATE_BENCH_PROFILE_DIR.
 //   - Gateway overhead, in-process (overhead.go, throughput.go): open-loop
 //     1-record fetches at fixed rates, sequential 1-record fetches, and
 //     records/s to one consumer (SDK raw batches and JSON, franz-go
