@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -178,6 +179,11 @@ func (m *metadataCache) runFlight(f *flight, topic string) {
 	ctx, cancel := context.WithTimeout(m.base, m.timeout)
 	_, f.err = m.load(ctx, []string{topic})
 	cancel()
+	if isContextError(f.err) && m.base.Err() == nil {
+		// Our own bound ran out, not a caller's context (a broker that
+		// hangs up on every attempt, say): retriable, as for any call.
+		f.err = fmt.Errorf("no metadata answer within %s: %w", m.timeout, kerr.RequestTimedOut)
+	}
 	m.mu.Lock()
 	delete(m.flights, topic)
 	m.mu.Unlock()
