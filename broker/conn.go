@@ -244,16 +244,17 @@ func (c *fetchConn) expired(now time.Time, idleTimeout time.Duration) bool {
 	return (!c.reauthAt.IsZero() && !now.Before(c.reauthAt)) || now.Sub(c.idleSince) > idleTimeout
 }
 
-// fetch sends req and reads its answer until about deadline (within
-// slack either way), or until ctx ends: then it returns at once with an
-// error that errors.Is ctx.Err(), and the connection must be closed. Any
-// error leaves the connection unusable. The answer aliases frame, a
-// buffer for putFrame once it is not needed.
+// fetch sends req and reads its answer until deadline (or up to slack
+// later), or until ctx ends: then it returns at once with an error that
+// errors.Is ctx.Err(), and the connection must be closed. Any error
+// leaves the connection unusable. The answer aliases frame, a buffer for
+// putFrame once it is not needed.
 //
-// The deadline is a bound, not a schedule: the socket's deadline moves
-// only when it is more than slack away from the one asked for, as moving
-// it costs two runtime timer updates, and fetches one after another on a
-// connection ask for deadlines a few microseconds apart.
+// The deadline is a bound, not a schedule: the socket's deadline is set
+// slack beyond the one asked for and moves only when it falls short of
+// it or lies more than slack beyond, as moving it costs two runtime
+// timer updates, and fetches one after another on a connection ask for
+// deadlines a few microseconds apart.
 func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline time.Time, slack time.Duration) (resp *kmsg.FetchResponse, frame *[]byte, err error) {
 	req.Version = c.fetchVersion
 	for i := range req.Topics {
@@ -261,11 +262,11 @@ func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline 
 			req.Version = min(req.Version, 12) // no topic id known: name it
 		}
 	}
-	if off := c.deadline.Sub(deadline); c.deadline.IsZero() || off < -slack || off > slack {
-		if err := c.nc.SetDeadline(deadline); err != nil {
+	if off := c.deadline.Sub(deadline); off < 0 || off > slack {
+		if err := c.nc.SetDeadline(deadline.Add(slack)); err != nil {
 			return nil, nil, err
 		}
-		c.deadline = deadline
+		c.deadline = deadline.Add(slack)
 	}
 	stop := afterFunc(ctx, c.interruptFn)
 	resp = kmsg.NewPtrFetchResponse()

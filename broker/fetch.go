@@ -144,8 +144,8 @@ func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (Fet
 	}
 	kreq := conn.request()
 	c.fillFetchRequest(kreq, r, req, deadlineOf(ctx))
-	// The broker has RequestTimeout beyond the long poll to answer, give
-	// or take half of it (fetchConn.fetch): at least half.
+	// The broker has RequestTimeout beyond the long poll to answer (up to
+	// half of it more: fetchConn.fetch).
 	deadline := time.Now().Add(time.Duration(kreq.MaxWaitMillis)*time.Millisecond + c.cfg.RequestTimeout)
 	resp, frame, err := conn.fetch(ctx, kreq, deadline, c.cfg.RequestTimeout/2)
 	if err != nil && reused && ctx.Err() == nil && isTransportError(err) {

@@ -622,9 +622,9 @@ func TestFetchRawIsUntouchedAndDecodedChecksCRC(t *testing.T) {
 }
 
 // TestFetchTimesOutOnSilentBroker: a broker that never answers fails a
-// fetch with a retriable REQUEST_TIMED_OUT, no sooner than half of
-// RequestTimeout after it was sent, also on a connection whose socket
-// deadline an earlier fetch set (it moves only when far off).
+// fetch with a retriable REQUEST_TIMED_OUT, no sooner than RequestTimeout
+// after it was sent, also on a connection whose socket deadline an
+// earlier fetch set (it moves only when it falls short or is far off).
 func TestFetchTimesOutOnSilentBroker(t *testing.T) {
 	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
 	const timeout = 400 * time.Millisecond
@@ -648,7 +648,7 @@ func TestFetchTimesOutOnSilentBroker(t *testing.T) {
 	if !errors.As(err, &be) || !be.Retriable || !errors.Is(err, kerr.RequestTimedOut) {
 		t.Fatalf("fetch the broker never answers: %v, want a retriable REQUEST_TIMED_OUT", err)
 	}
-	if took < timeout/2 {
-		t.Fatalf("gave up after %v, before half of request_timeout %v", took, timeout)
+	if took < timeout {
+		t.Fatalf("gave up after %v, before request_timeout %v", took, timeout)
 	}
 }
