@@ -14,7 +14,7 @@
 //
 // # Running it
 //
-//	go test ./e2e/sim/                                  # the CI sweeps: 2,000 seeds of one coordinator and 2,000 of three replicas, 10 simulated minutes each
+//	go test ./e2e/sim/                                  # the CI sweeps: 2,000 seeds of one coordinator (10 simulated minutes each) and 2,000 of three replicas (5 each)
 //	go test ./e2e/sim/ -run 'TestSim$' -v -sim.seed=123 -sim.trace   # replay one seed, printing every event
 //	go test ./e2e/sim/ -run 'TestSim$' -sim.seeds=20000 -timeout 1h  # 20,000 more seeds (from -sim.first, default 1,000,000)
 //	CAPGATE_SIM_SEEDS=20000 go test ./e2e/sim/ -run 'TestSim$' -timeout 1h  # the same through the environment

@@ -8,8 +8,10 @@ import (
 // ciReplicaSeeds is the replicas' sweep every `go test` runs.
 const ciReplicaSeeds = 2000
 
-// replicaOptions: three coordinator replicas over one log.
-func replicaOptions() Options { return Options{Replicas: 3} }
+// replicaOptions: three coordinator replicas over one log, 5 simulated
+// minutes per seed (half the single coordinator's: the sweep's CI time;
+// the per-seed floors are halved with it, see report).
+func replicaOptions() Options { return Options{Replicas: 3, Duration: 5 * time.Minute} }
 
 // TestSimReplicas runs the CI sweep with three coordinator replicas
 // (replica.go): leaders killed (also between persist and send, and
