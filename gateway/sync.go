@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,7 +46,13 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		sent := time.Now()
 		base := g.coordinators.Current()
-		update, err := g.poll(ctx, base, g.follower.After(), pollDeadline(sent, lastGood, g.cfg.SyncWait, g.cfg.SyncTimeout))
+		// With one coordinator there is nobody else to ask: wait for it
+		// (a slow one under load) up to sync_timeout, as always.
+		deadline := sent.Add(g.cfg.SyncTimeout)
+		if len(g.coordinators.URLs()) > 1 {
+			deadline = pollDeadline(sent, lastGood, g.cfg.SyncWait, g.cfg.SyncTimeout)
+		}
+		update, err := g.poll(ctx, base, g.follower.After(), deadline)
 		if err == nil {
 			err = g.applySync(ctx, update, sent)
 		}
@@ -168,12 +175,22 @@ func pollDeadline(sent, lastGood time.Time, wait, timeout time.Duration) time.Ti
 
 // poll sends one GET /v1/sync to the coordinator at base and decodes the
 // answer; the request itself acknowledges after. It gives up at
-// deadline (pollDeadline).
+// deadline (pollDeadline) if the coordinator has not begun to answer by
+// then; an answer that began (a large reset on a busy machine) has until
+// sync_timeout to arrive.
 func (g *Gateway) poll(ctx context.Context, base string, after uint64, deadline time.Time) (api.SyncResponse, error) {
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.SyncTimeout)
 	defer cancel()
+	var begun atomic.Bool
+	silent := time.AfterFunc(time.Until(deadline), func() {
+		if !begun.Load() {
+			cancel()
+		}
+	})
+	defer silent.Stop()
 	q := url.Values{"gateway": {g.cfg.ID}, "after": {strconv.FormatUint(after, 10)}, "wait_ms": {strconv.FormatInt(g.cfg.SyncWait.Milliseconds(), 10)}}
 	resp, err := g.syncCall(ctx, http.MethodGet, base+"/v1/sync?"+q.Encode())
+	begun.Store(true)
 	if err != nil {
 		return api.SyncResponse{}, err
 	}
