@@ -450,7 +450,7 @@ func (c *coordinator) checkMachine(m *group.Machine) {
 // connection is reset.
 func (c *coordinator) answer(req *request, msg group.Message) {
 	delete(c.pending, msg.Request())
-	if c.muted {
+	if c.muted || (c.rep != nil && !c.confirmed(msg)) {
 		c.respond(req, response{transport: true})
 		return
 	}

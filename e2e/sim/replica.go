@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/leader"
 	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/store"
@@ -512,4 +513,35 @@ func (w *World) leaders() string {
 	}
 	slices.Sort(ids)
 	return fmt.Sprint(ids)
+}
+
+// confirmed: a replica answers a sync poll or a heartbeat only once a log
+// transaction begun after the answer was decided committed, as the
+// replica shell does (coordinator/replica.go: store.WriteMark/Confirm) —
+// a leader deposed while it had nothing to write would otherwise answer
+// from memory (resets older than fences the new leader published: the
+// sweep found them). A deposed leader's transaction fails fenced: it
+// sends nothing and steps down (after this answer's turn).
+func (c *coordinator) confirmed(msg group.Message) bool {
+	switch msg.(type) {
+	case group.SyncReply, group.News:
+	default:
+		return true // the rest answered only after their own persist
+	}
+	r := c.rep
+	if r.st == nil {
+		return false
+	}
+	err := r.st.Beat(replicaURL(c.idx))
+	if err == nil {
+		return true
+	}
+	c.countFailed(err)
+	el := r.elector
+	c.w.after(0, evReplica, c.node, c.whenRunning(func() {
+		if c.up && r.elector == el {
+			c.writeFailed(err)
+		}
+	}))
+	return false
 }
