@@ -287,8 +287,8 @@ func MarkAfter(r *Record) Offset {
 }
 
 // Commit commits processed offsets and returns when the coordinator
-// answered (or the retries of a coordinator blip ran out: they go on
-// while the capabilities are valid, request_timeout at least). Without
+// answered (or the retries of a coordinator blip ran out after
+// request_timeout; the timed commits carry the offsets again later). Without
 // offsets it commits the processed offset of every held partition that
 // moved — having first marked every record returned by Poll so far as
 // processed, unless Config.ManualMarks. With offsets it commits exactly

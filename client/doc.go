@@ -37,7 +37,8 @@
 // arrives, so an idle consumer's progress is kept), on a revoke, on Close,
 // and by Commit: without arguments for every held partition that moved,
 // or exactly the offsets given (MarkAfter). A coordinator that does not
-// answer is retried with backoff while the capabilities are valid; a
+// answer is retried with backoff for request_timeout, and the next timed
+// commit tries again (the consumer goes on consuming meanwhile); a
 // partition whose capability expires is committed all the same (the
 // coordinator decides) or its refusal returned, never left out.
 //

@@ -34,13 +34,9 @@ func (d *Driver) act(actions []session.Action) {
 		case session.CancelFetch:
 			d.cancelFetch(a)
 		case session.Commit:
-			// Retried while its capabilities are valid (a coordinator
-			// blip), and for request_timeout at least.
-			deadline := d.now.Add(d.cfg.RequestTimeout)
-			if a.Until.After(deadline) {
-				deadline = a.Until
-			}
-			d.send(d.newOp(&op{kind: KindCommit, commit: a, deadline: deadline}))
+			// Retried for request_timeout (a coordinator blip); a timed
+			// commit carries the same offsets again at its next turn.
+			d.send(d.newOp(&op{kind: KindCommit, commit: a, deadline: d.now.Add(d.cfg.RequestTimeout)}))
 		case session.Leave:
 			d.send(d.newOp(&op{kind: KindLeave, token: a.Token, deadline: d.now.Add(d.cfg.RequestTimeout)}))
 		case session.Rejoin:

@@ -40,7 +40,8 @@ type Deliver struct {
 // CommitDone{ID}. Release:true is the PartitionCommitted notice. Ticket
 // is the user's request it serves, 0 for the session's own commits.
 // Until is the earliest expiry of the capabilities it carries (zero:
-// unknown): retrying it past then is pointless.
+// unknown), for the shell's logs and decisions; client/driver retries
+// within request_timeout.
 type Commit struct {
 	ID      uint64
 	Ticket  uint64

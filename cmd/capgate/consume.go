@@ -177,7 +177,7 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 // processed: the SDK commits exactly those every --commit-interval (with
 // 0, the loop commits after every batch), on a revoke and on Close. A
 // failed commit (the coordinator briefly unreachable; the SDK retried it
-// while the capabilities were valid) is logged and consuming goes on: the
+// for request_timeout) is logged and consuming goes on: the
 // next commit carries the same offsets. A Poll error (a 404 from a
 // gateway, a refused TLS handshake, the member refused for good) ends it.
 func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdout io.Writer, prog *progress, log *zap.Logger) error {

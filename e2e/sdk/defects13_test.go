@@ -92,7 +92,7 @@ func TestCommitNearExpiryIsNotDropped(t *testing.T) {
 
 // TestCommitRetriedThroughCoordinatorBlip: the coordinator stops while a
 // commit is due and comes back a moment later; Commit retries with
-// backoff (its capabilities are still valid) and succeeds, and the
+// backoff (within request_timeout) and succeeds, and the
 // consumer keeps consuming — the bug made the CLI exit on the first
 // failed commit.
 func TestCommitRetriedThroughCoordinatorBlip(t *testing.T) {

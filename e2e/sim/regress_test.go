@@ -48,8 +48,8 @@ func TestGrantLostThenRenewed(t *testing.T) {
 		p.produceEvery = 5 * time.Second // many partitions stay uncommitted
 	}
 	sentinel := 0
-	// Seeds that lose grants this way: 27, 41, 43 (23 and 25 before
-	// commits were retried while their capabilities are valid).
+	// Seeds that lose grants this way (23, 25 and others as the shells
+	// move).
 	for seed := uint64(21); seed <= 44; seed++ {
 		r := Run(seed, Options{tune: lossy})
 		report(t, r)
