@@ -67,9 +67,12 @@ func TestAdminRevoke(t *testing.T) {
 }
 
 // checkStoppedWithinOneFetch: the victim's fetches of p under an epoch at
-// or below old sent after the revoke answered are at most one, refused
-// 409 capability_revoked or cancelled by the SDK when the heartbeat revoke
-// overtook it; none returned records.
+// or below old sent after the revoke answered are at most what the SDK
+// keeps in flight per partition (two: client.Config.FetchAhead starts the
+// next fetch as soon as the one before names its offset, so both may have
+// left before the 409 of the first came back), each refused 409
+// capability_revoked or cancelled by the SDK when the heartbeat revoke
+// overtook it; none returned records (the safety property).
 func checkStoppedWithinOneFetch(t *testing.T, victim *sdk.Member, p int32, old uint64, answered time.Time) {
 	t.Helper()
 	var after []sdk.FetchCall
@@ -78,8 +81,9 @@ func checkStoppedWithinOneFetch(t *testing.T, victim *sdk.Member, p int32, old u
 			after = append(after, f)
 		}
 	}
-	if len(after) > 1 {
-		t.Errorf("%d fetches of partition %d under epoch ≤ %d after the revoke answered, want at most one", len(after), p, old)
+	const inFlight = 2 // per partition with FetchAhead, the SDK's default
+	if len(after) > inFlight {
+		t.Errorf("%d fetches of partition %d under epoch ≤ %d after the revoke answered, want at most %d (the SDK's fetches in flight)", len(after), p, old, inFlight)
 	}
 	for _, f := range after {
 		if f.Status != http.StatusConflict && f.Status != 0 {
