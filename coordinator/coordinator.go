@@ -71,36 +71,39 @@ func WithRand(r *rand.Rand) Option {
 // event loop owning the group.Machine, the store and the signing keys.
 // Its methods are safe for concurrent use.
 type Coordinator struct {
-	cfg         Config
-	log         *zap.Logger
-	now         func() time.Time
-	store       store.Backend
-	broker      Broker
-	owned       *broker.Client // closed by the coordinator when it built it
-	keys        *keys
-	tokens      *ocap.Cache
-	joins       *keyedLimiter // per credential
-	attenuates  *keyedLimiter // per chain root
-	revocations *revocations
-	loop        *loop
-	server      *fasthttp.Server
-	ln          net.Listener
-	tls         *tlsconf.Server // nil: plaintext
-	oauth       *oauthRegistry
-	identities  *identity.Verifier // IdP tokens at join
-	metrics     *metrics
-	offsets     *offsetResolver
-	kafka       kafkaProbe // Kafka reachability for /readyz (health.go)
-	mirror      *mirror
-	adminTokens secretSet
-	syncTokens  secretSet
-	audit       *auditLog       // admin actions (audit.go)
-	refusals    *refusallog.Log // refused sync and admin tokens, rate-limited
-	routes      *router
-	settings    *api.CoordinatorSettings // what gateways learn on a sync reset
-	timeline    *timeline.Feed           // handoff events for the console, fed by the loop
-	console     *console.Console
-	embedded    bool // a replica's leader (options.embedded)
+	// unknownTopicsRead bounds the metadata reads joins naming unknown
+	// topics force (join_topics.go).
+	unknownTopicsRead unknownTopicsReadAt
+	cfg               Config
+	log               *zap.Logger
+	now               func() time.Time
+	store             store.Backend
+	broker            Broker
+	owned             *broker.Client // closed by the coordinator when it built it
+	keys              *keys
+	tokens            *ocap.Cache
+	joins             *keyedLimiter // per credential
+	attenuates        *keyedLimiter // per chain root
+	revocations       *revocations
+	loop              *loop
+	server            *fasthttp.Server
+	ln                net.Listener
+	tls               *tlsconf.Server // nil: plaintext
+	oauth             *oauthRegistry
+	identities        *identity.Verifier // IdP tokens at join
+	metrics           *metrics
+	offsets           *offsetResolver
+	kafka             kafkaProbe // Kafka reachability for /readyz (health.go)
+	mirror            *mirror
+	adminTokens       secretSet
+	syncTokens        secretSet
+	audit             *auditLog       // admin actions (audit.go)
+	refusals          *refusallog.Log // refused sync and admin tokens, rate-limited
+	routes            *router
+	settings          *api.CoordinatorSettings // what gateways learn on a sync reset
+	timeline          *timeline.Feed           // handoff events for the console, fed by the loop
+	console           *console.Console
+	embedded          bool // a replica's leader (options.embedded)
 
 	topicsMu sync.Mutex
 	known    map[string]int32                 // topics as last read from Kafka (poller only)

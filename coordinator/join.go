@@ -62,7 +62,11 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !c.knownTopics(ctx, req.Topics) {
 		return
 	}
-	msg, err := c.call(func(ref group.Ref) group.Event {
+	weight := len(req.Topics)
+	if req.TopicPattern != "" {
+		weight = c.cfg.Groups.Limits.TopicsPerMember // may match any number: persist alone
+	}
+	msg, err := c.callWeighted(weight, func(ref group.Ref) group.Event {
 		return group.Join{
 			Ref: ref, Group: groupName, MemberID: req.MemberID, InstanceID: req.InstanceID, ClientID: req.ClientID,
 			Topics: req.Topics, TopicPattern: req.TopicPattern,

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -16,6 +18,9 @@ import (
 // read is found); that read is bounded by the joins' own rate limit per
 // credential. A topic_pattern may match nothing yet: it is not checked;
 // nor is anything before the first metadata read.
+// unknownTopicsReadAt is when knownTopics last read metadata (unix ns).
+type unknownTopicsReadAt = atomic.Int64
+
 func (c *Coordinator) knownTopics(ctx *fasthttp.RequestCtx, topics []string) bool {
 	if len(topics) > c.cfg.Groups.Limits.TopicsPerMember {
 		return true // the machine refuses the list first (400 topics_per_member)
@@ -24,7 +29,13 @@ func (c *Coordinator) knownTopics(ctx *fasthttp.RequestCtx, topics []string) boo
 	if missing == "" {
 		return true
 	}
-	c.refreshTopics(context.Background())
+	// One forced read a second at most, however many joins name unknown
+	// topics (each would otherwise cost a full metadata read from Kafka
+	// and a machine event): the others answer from the last read.
+	if last := c.unknownTopicsRead.Load(); time.Since(time.Unix(0, last)) >= time.Second &&
+		c.unknownTopicsRead.CompareAndSwap(last, time.Now().UnixNano()) {
+		c.refreshTopics(context.Background())
+	}
 	if missing = c.missingTopic(topics); missing == "" {
 		return true
 	}

@@ -23,6 +23,13 @@ type request struct {
 	reply  chan group.Message
 	query  func(*group.Machine)
 	rotate chan rotateResult
+	// weight is what the event can add to one persist, in topics named
+	// (a join's topic list; a pattern join weighs a whole batch): drain
+	// stops batching before the weights of one Ready pass
+	// topics_per_member, so concurrent joins of long topic lists never
+	// add up to a transaction the store refuses (badger's batch limit),
+	// which would fail the coordinator closed.
+	weight int
 }
 
 type rotateResult struct {
@@ -42,6 +49,7 @@ type loop struct {
 	stopOnce sync.Once
 	done     chan struct{}
 	timer    *time.Timer
+	carry    *request // taken from requests by drain, applied first next round
 
 	mu  sync.Mutex
 	err error // why the loop failed closed
@@ -63,6 +71,13 @@ func (l *loop) run() {
 	defer close(l.done)
 	l.d.Flush(l.c.now()) // a restored machine's first Ready
 	for !l.d.Stopped() {
+		if r := l.carry; r != nil {
+			l.carry = nil
+			l.apply(r)
+			l.drain(r.weight)
+			l.d.Flush(l.c.now())
+			continue
+		}
 		l.arm()
 		select {
 		case <-l.stop:
@@ -71,7 +86,7 @@ func (l *loop) run() {
 			return
 		case r := <-l.requests:
 			l.apply(r)
-			l.drain()
+			l.drain(r.weight)
 			l.d.Flush(l.c.now())
 		case <-l.timer.C:
 			l.d.Tick(l.c.now())
@@ -81,12 +96,19 @@ func (l *loop) run() {
 	l.fail(l.d.Failure())
 }
 
-// drain takes the requests already queued, up to event_batch_max, so one
-// persist covers them all.
-func (l *loop) drain() {
+// drain takes the requests already queued, up to event_batch_max and a
+// total weight of topics_per_member beyond the first's, so one persist
+// covers them all; a request past the weight waits in carry for the next.
+func (l *loop) drain(weight int) {
+	budget := l.c.cfg.Groups.Limits.TopicsPerMember
 	for range l.c.cfg.EventBatchMax - 1 {
 		select {
 		case r := <-l.requests:
+			if r.weight > 0 && weight+r.weight > budget {
+				l.carry = r
+				return
+			}
+			weight += r.weight
 			l.apply(r)
 		default:
 			return
@@ -179,7 +201,12 @@ func (l *loop) stopAndWait() {
 
 // call sends an event and waits for the machine's answer.
 func (c *Coordinator) call(build func(group.Ref) group.Event) (group.Message, error) {
-	r := &request{build: build, reply: make(chan group.Message, 1)}
+	return c.callWeighted(0, build)
+}
+
+// callWeighted is call for an event of a weight (request.weight).
+func (c *Coordinator) callWeighted(weight int, build func(group.Ref) group.Event) (group.Message, error) {
+	r := &request{build: build, reply: make(chan group.Message, 1), weight: weight}
 	if err := c.enqueue(r); err != nil {
 		return nil, err
 	}
