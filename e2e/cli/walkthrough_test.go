@@ -37,6 +37,7 @@ var walkthroughChecks = []step{
 	{"audit and version", []string{`partition_revoke\s+readme/demo/5\s+backfill done\s+ok`, `partition_lease\s+readme/demo/5\s+-\s+ok`,
 		`group_delete\s+orders-eu\s+-\s+ok`, `"go_version": "go1\.`}},
 	{"oauth client", []string{`"access_token":"eyJ`, `"token_type":"Bearer"`, `HTTP 200`}},
+	{"kek", []string{`wrote kek.key: KEK id [0-9a-f]{16}`, `(?m)^-rw------- .* kek\.key$`}},
 }
 
 // TestWalkthrough runs README.md's walk-through commands, as a user would paste
