@@ -283,11 +283,19 @@ func (v *procCapgate) grant(tb testing.TB, topic string, partition int32, holder
 // credential mints a client credential for group through the admin API.
 func (v *procCapgate) credential(tb testing.TB, group string) string {
 	tb.Helper()
-	var resp coordinator.ClientResponse
+	var resp struct {
+		coordinator.ClientResponse
+		// The field's name before it became client_credential: the
+		// baseline binary of before #17 still answers it.
+		Old string `json:"credential"`
+	}
 	req := coordinator.ClientRequest{Name: "bench-" + group, Groups: []string{group}, Topics: []string{"*"}, TTLMs: time.Hour.Milliseconds()}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	if _, err := doJSON(context.Background(), hc, http.MethodPost, v.CoordinatorURL+"/v1/admin/clients", v.adminToken, req, &resp); err != nil {
 		tb.Fatalf("%s: client credential: %v", v.Name, err)
+	}
+	if resp.Credential == "" {
+		resp.Credential = resp.Old
 	}
 	if resp.Credential == "" {
 		tb.Fatalf("%s: client credential: empty answer", v.Name)

@@ -293,13 +293,7 @@ func (d *procStack) scan(tb testing.TB) map[string]float64 {
 		return "direct-kgo", scanKgo(tb, d.addrs, deployBulk, d.size.BulkParts, want)
 	}}
 	for _, v := range d.variants {
-		readers = append(readers, func() (string, float64) {
-			group := "scan-" + randomID()
-			cfg := client.DefaultConfig()
-			cfg.CoordinatorURL, cfg.Gateways = v.CoordinatorURL, []string{v.GatewayURL}
-			cfg.Group, cfg.Topics, cfg.Credential, cfg.Raw = group, []string{deployBulk}, v.credential(tb, group), true
-			return v.Name + "-sdk-raw", scanSDK(tb, cfg, want)
-		})
+		readers = append(readers, func() (string, float64) { return v.Name + "-sdk-raw", d.scanSDK(tb, v) })
 	}
 	// Each round starts with the next reader, and each reader with the
 	// garbage of the one before collected: in a fixed order the reader
@@ -314,6 +308,17 @@ func (d *procStack) scan(tb testing.TB) map[string]float64 {
 	}
 	d.scans++
 	return out
+}
+
+// scanSDK reads the bulk topic with one SDK consumer (raw record
+// batches) through v, the only member of a new group, and returns
+// records/s.
+func (d *procStack) scanSDK(tb testing.TB, v *procCapgate) float64 {
+	group := "scan-" + randomID()
+	cfg := client.DefaultConfig()
+	cfg.CoordinatorURL, cfg.Gateways = v.CoordinatorURL, []string{v.GatewayURL}
+	cfg.Group, cfg.Topics, cfg.Credential, cfg.Raw = group, []string{deployBulk}, v.credential(tb, group), true
+	return scanSDK(tb, cfg, int(d.size.BulkParts)*d.size.BulkPerPart)
 }
 
 // isolation measures a normal holder's sequential 1-record fetches on

@@ -53,6 +53,52 @@ func BenchmarkDeploy(b *testing.B) {
 	}
 }
 
+// BenchmarkDeployScan runs only the deployment benchmark's consumer scan
+// (one reader per variant and franz-go's kgo consumer, in an order that
+// rotates each round), once per iteration: many alternating rounds of
+// the one figure whose spread is widest, for its median. -benchtime 20x
+// is ~20 rounds.
+func BenchmarkDeployScan(b *testing.B) {
+	size, _ := deploySizes(false)
+	d := startProcStack(b, size)
+	if dir := os.Getenv("CAPGATE_BENCH_PROFILE_DIR"); dir != "" {
+		// A CPU profile of each gateway while its SDK consumer scans,
+		// over and over, for 5 s.
+		for _, v := range d.variants {
+			wait := v.profile(b, dir, "profile", "scan-cpu", 5*time.Second)
+			for deadline := time.Now().Add(5500 * time.Millisecond); time.Now().Before(deadline); {
+				d.scanSDK(b, v)
+			}
+			wait()
+		}
+	}
+	ratios := map[string][]float64{}
+	for i := range b.N {
+		scan := d.scan(b)
+		rows := [][]string{}
+		for _, reader := range slices.Sorted(maps.Keys(scan)) {
+			ratios[reader] = append(ratios[reader], scan[reader]/scan["direct-kgo"])
+			rows = append(rows, []string{reader, fmt.Sprintf("%.0f", scan[reader]), ratio(scan[reader], scan["direct-kgo"])})
+		}
+		table(os.Stdout, fmt.Sprintf("Deployed scan, round %d of %d", i+1, b.N), []string{"reader", "records/s", "× direct kgo"}, rows)
+	}
+	b.ReportMetric(0, "ns/op")
+	var rows [][]string
+	for _, reader := range slices.Sorted(maps.Keys(ratios)) {
+		rs := slices.Sorted(slices.Values(ratios[reader]))
+		above := 0
+		for _, r := range rs {
+			if r >= 1 {
+				above++
+			}
+		}
+		median := (rs[(len(rs)-1)/2] + rs[len(rs)/2]) / 2
+		rows = append(rows, []string{reader, fmt.Sprint(len(rs)), fmt.Sprintf("%.2f", median), fmt.Sprintf("%.2f–%.2f", rs[0], rs[len(rs)-1]),
+			fmt.Sprintf("%d of %d", above, len(rs))})
+	}
+	table(os.Stdout, "Deployed scan: ratios to the kgo consumer of the same round", []string{"reader", "rounds", "median × kgo", "range", "≥ 1.0"}, rows)
+}
+
 // TestSmokeDeploy runs the deployment benchmark with tiny sizes and
 // checks its figures for sense: every path fetched, the gateway's CPU was
 // read, the consumers read everything, the victim was measured.
