@@ -3,8 +3,12 @@ package gateway
 import (
 	"bytes"
 	"context"
+	cryptorand "crypto/rand"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +92,67 @@ func TestFetchRawReturnsUntouchedBatches(t *testing.T) {
 			t.Fatalf("record %d: offset %d key %q value %q", i, rec.Offset, rec.Key, rec.Value)
 		}
 	}
+}
+
+// Large raw answers go out straight from the broker's recycled buffer
+// (rawBody): many at once, each must still be the broker's bytes for its
+// offset, not those of an answer that reused the buffer meanwhile.
+func TestFetchLargeRawAnswersConcurrently(t *testing.T) {
+	h := newHarness(t, nil)
+	const batches = 24
+	for range batches {
+		recs := []*kgo.Record{{Value: make([]byte, 30<<10)}, {Value: make([]byte, 30<<10)}}
+		for _, r := range recs {
+			_, _ = cryptorand.Read(r.Value) // incompressible
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := h.kc.Produce(ctx, testTopic, 3, recs); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	tok, _ := h.mint(capClaims(3))
+	want := map[int64][]byte{}
+	for off := int64(0); off < 2*batches; off += 2 {
+		direct, err := h.kc.Fetch(context.Background(), broker.FetchRequest{Topic: testTopic, Partition: 3, Offset: off, MaxBytes: 200 << 10, Raw: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(direct.Batches) < rawStreamMin {
+			t.Fatalf("offset %d: %d bytes, too small to be streamed", off, len(direct.Batches))
+		}
+		want[off] = bytes.Clone(direct.Batches)
+		direct.Release()
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				off := int64((w*7+i)%batches) * 2
+				req, _ := http.NewRequest(http.MethodGet, h.base+recordsPath(3, fmt.Sprintf("offset=%d&max_bytes=%d", off, 200<<10)), nil)
+				req.Header.Set("Authorization", "Bearer "+tok)
+				req.Header.Set("Accept", api.MediaRecordBatch)
+				resp, err := h.client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Errorf("offset %d: %d %v", off, resp.StatusCode, err)
+					return
+				}
+				if !bytes.Equal(body, want[off]) {
+					t.Errorf("offset %d: %d bytes differ from the broker's %d", off, len(body), len(want[off]))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // decodeBatches decodes record batches the way a raw-format client would:

@@ -40,7 +40,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -155,7 +157,7 @@ func (f *fetchCall) serve() api.Code {
 		Topic: f.req.Topic, Partition: f.req.Partition, Offset: f.query.offset,
 		MaxBytes: f.query.maxBytes, MaxWait: f.query.maxWait, Raw: f.raw, Waiting: waiting,
 	})
-	defer res.Release() // after the answer is written: it copies
+	defer res.Release() // JSON copies; a large raw answer takes the buffer along (writeRaw)
 	if f.stopWatch != nil {
 		f.stopWatch()
 	}
@@ -176,7 +178,7 @@ func (f *fetchCall) serve() api.Code {
 		return code
 	}
 	if f.raw {
-		f.writeRaw(res)
+		f.writeRaw(&res)
 	} else {
 		f.writeJSON(res)
 	}
@@ -217,16 +219,69 @@ func (f *fetchCall) writeJSON(res broker.FetchResult) {
 	f.g.metrics.recordsOut.Add(float64(len(recs)))
 }
 
-func (f *fetchCall) writeRaw(res broker.FetchResult) {
+// writeRaw answers the broker's record batches. A large answer is not
+// copied: res's buffer goes to fasthttp as the body and back to the
+// broker's pool once the answer is written (res is left empty).
+func (f *fetchCall) writeRaw(res *broker.FetchResult) {
 	resp := &f.ctx.Response
 	resp.SetStatusCode(fasthttp.StatusOK)
 	resp.Header.SetContentType(api.MediaRecordBatch)
 	setOffsetHeaders(resp, res.NextOffset, res.HighWatermark)
-	// Copied into fasthttp's pooled body buffer, so that the broker's
-	// answer buffer is reused (res.Release) rather than left as garbage.
-	resp.SetBody(res.Batches)
-	f.bytes, f.next = len(res.Batches), res.NextOffset
-	f.g.metrics.bytesOut.Add(float64(len(res.Batches)))
+	n := len(res.Batches)
+	f.bytes, f.next = n, res.NextOffset
+	f.g.metrics.bytesOut.Add(float64(n))
+	if n < rawStreamMin {
+		// Copied into fasthttp's pooled body buffer, so that the broker's
+		// answer buffer is reused (res.Release) rather than left as garbage.
+		resp.SetBody(res.Batches)
+		return
+	}
+	b := rawBodies.Get().(*rawBody)
+	b.res, b.rest = *res, res.Batches
+	*res = broker.FetchResult{}
+	resp.SetBodyStream(b, n)
+}
+
+// rawStreamMin is the smallest raw answer handed to fasthttp uncopied:
+// below it the copy costs less than the stream's indirections (and the
+// broker does not recycle answers that small anyway).
+const rawStreamMin = 16 << 10
+
+// rawBody is a raw answer's record batches as a response body stream.
+// fasthttp writes it with WriteTo (one Write of the whole slice: the
+// headers and the first bytes go out together, the rest straight from the
+// broker's buffer) and closes it once the answer is written, or when the
+// response is reset unwritten; Close recycles the broker's buffer.
+type rawBody struct {
+	res  broker.FetchResult
+	rest []byte
+}
+
+var rawBodies = sync.Pool{New: func() any { return new(rawBody) }}
+
+func (b *rawBody) Read(p []byte) (int, error) {
+	if len(b.rest) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.rest)
+	b.rest = b.rest[n:]
+	return n, nil
+}
+
+// WriteTo and SupportsBodyWriteTo are fasthttp.BodyWriterTo.
+func (b *rawBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b.rest)
+	b.rest = b.rest[n:]
+	return int64(n), err
+}
+
+func (b *rawBody) SupportsBodyWriteTo() bool { return true }
+
+func (b *rawBody) Close() error {
+	b.res.Release()
+	*b = rawBody{}
+	rawBodies.Put(b)
+	return nil
 }
 
 // The offset headers' names, already canonical, as SetCanonical wants.
