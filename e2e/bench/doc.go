@@ -41,7 +41,8 @@
 //     gateway's CPU per fetch (/proc schedstat), req/s at 16 workers, one
 //     SDK consumer's records/s (readers in a rotating order), a holder's
 //     fetches while another abandons 500 long polls; pprof of the gateways
-//     with CAPGATE_BENCH_PROFILE_DIR.
+//     with CAPGATE_BENCH_PROFILE_DIR. BenchmarkDeployScan repeats only the
+//     consumer scan (-benchtime 20x: 20 rounds) for medians of its ratios.
 //   - Gateway overhead, in-process (overhead.go, throughput.go): open-loop
 //     1-record fetches at fixed rates, sequential 1-record fetches, and
 //     records/s to one consumer (SDK raw batches and JSON, franz-go
