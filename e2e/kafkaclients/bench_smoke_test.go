@@ -1,6 +1,7 @@
 package kafkaclients
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -10,9 +11,15 @@ import (
 // working: every path consumed every record, every fetch got its record,
 // every rebalance settled with exactly the members' final assignments.
 func TestBenchmarksSmoke(t *testing.T) {
-	for _, r := range throughputRun(t, 2_000, 1) {
-		if r.rps <= 0 || len(r.all) != 1 {
-			t.Errorf("%s: %v records/s over %d passes", r.path, r.rps, len(r.all))
+	run := throughputRun(t, throughputSize{perPartition: 2_000, rounds: 2})
+	for _, pr := range run.pairs {
+		for _, p := range []*throughputPath{pr.direct, pr.listener} {
+			if len(p.rps) != 2 || slices.Min(p.rps) <= 0 || slices.Min(p.steady) < 0 || slices.Min(p.cpu) <= 0 {
+				t.Errorf("%s: records/s %v steady %v cpu %v, want 2 rounds, positive (steady: the first poll may hold every record)", p.path, p.rps, p.steady, p.cpu)
+			}
+		}
+		if rs := pr.ratios(); len(rs) != 2 || slices.Min(rs) <= 0 {
+			t.Errorf("%s: ratios %v", pr.key, rs)
 		}
 	}
 	direct, listener := latencyRun(t, 20, 50)

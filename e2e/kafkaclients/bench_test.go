@@ -3,6 +3,8 @@ package kafkaclients
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -28,57 +30,129 @@ import (
 // BenchmarkKafkaListenerThroughput: records/s of 100-byte records to one
 // kgo consumer, through the listener and straight to kfake: one partition
 // in assign mode (a capability), and four partitions in a KIP-848 group.
+//
+// The machine is shared and noisy, so the figure is paired: every round
+// runs each listener path right beside its direct baseline (which one
+// goes first alternates by round), a garbage collection before each pass,
+// and the ratio is taken within the round; the median over the rounds
+// and their range are reported, with the load average before and after.
 func BenchmarkKafkaListenerThroughput(b *testing.B) {
 	for range b.N {
-		rows := throughputRun(b, 500_000, 5)
-		fmt.Printf("\nKafka listener: records/s of %d-byte uncompressed records to one kgo consumer, median of %d interleaved passes\n", recordBytes, len(rows[0].all))
-		fmt.Printf("(from client creation to its last record; group joins included)\n")
-		fmt.Printf("(CPU: the whole test process — kfake, coordinator, gateway and the client — per million records, median of the passes;\n")
-		fmt.Printf(" on a loaded machine it is the steadier figure: records/s follows the share of the cores the run gets)\n")
-		fmt.Printf("| path | records | records/s | × direct | CPU ms per M records | × direct | passes |\n|---|---|---|---|---|---|---|\n")
-		for i, r := range rows {
-			base := rows[i&^1]
-			fmt.Printf("| %s | %d | %.0f | %.2f | %.0f | %.2f | %s |\n", r.path, r.records, r.rps, r.rps/base.rps, r.cpu, r.cpu/base.cpu, r.passes())
+		run := throughputRun(b, benchThroughput)
+		run.print()
+		for _, pr := range run.pairs {
+			b.ReportMetric(median(pr.ratios()), pr.key+"-ratio")
+			b.ReportMetric(median(pr.cpuRatios()), pr.key+"-cpu-ratio")
+			b.ReportMetric(median(pr.direct.rps), pr.key+"-direct-rec/s")
+			b.ReportMetric(median(pr.listener.rps), pr.key+"-listener-rec/s")
 		}
-		b.ReportMetric(rows[0].rps, "direct-1p-rec/s")
-		b.ReportMetric(rows[1].rps, "listener-1p-rec/s")
-		b.ReportMetric(rows[1].rps/rows[0].rps, "1p-ratio")
-		b.ReportMetric(rows[2].rps, "direct-group-rec/s")
-		b.ReportMetric(rows[3].rps, "listener-group-rec/s")
-		b.ReportMetric(rows[3].rps/rows[2].rps, "group-ratio")
 	}
 }
 
-// throughputRun measures the four paths, passes times each, interleaved
-// (so load changes hit every path alike), on perPartition records in each
-// of 4 partitions.
-func throughputRun(b testing.TB, perPartition, passes int) []*throughputRow {
+// throughputSize is how much one run reads: perPartition records in each
+// of 4 partitions, rounds pairs of passes per path.
+type throughputSize struct{ perPartition, rounds int }
+
+// benchThroughput: 2 M records (≈ 0.3 s at 6 M/s) per 1-partition pass,
+// 8 M per group pass, 7 rounds: fixed costs (connection, SASL, group
+// join) stay below a few percent of a pass, and one disturbed round
+// moves no median.
+var benchThroughput = throughputSize{perPartition: 2_000_000, rounds: 7}
+
+// throughputRun measures the two pairs of paths.
+func throughputRun(b testing.TB, size throughputSize) *throughputResult {
 	s := Start(b, Options{Partitions: 4})
-	fill(b, s, perPartition)
+	fill(b, s, size.perPartition)
 	assign := map[string]map[int32]kgo.Offset{s.Topic: {0: kgo.NewOffset().AtStart()}}
 	grant := s.Grant(b, s.Topic, 0, []string{"fetch"}, 10*time.Minute)
 	direct := []kgo.Opt{kgo.SeedBrokers(s.Kafka.Addrs()...)}
-	rows := []*throughputRow{
-		{path: "direct, 1 partition (ConsumePartitions)", records: perPartition, opts: func(int) []kgo.Opt {
+	res := &throughputResult{size: size, loadBefore: loadAverage()}
+	res.pairs = []*throughputPair{{
+		key: "1p",
+		direct: &throughputPath{path: "direct, 1 partition (ConsumePartitions)", records: size.perPartition, opts: func(int) []kgo.Opt {
 			return append(slices.Clone(direct), kgo.ConsumePartitions(assign))
 		}},
-		{path: "listener, 1 partition (capability)", records: perPartition, opts: func(int) []kgo.Opt {
+		listener: &throughputPath{path: "listener, 1 partition (capability)", records: size.perPartition, opts: func(int) []kgo.Opt {
 			return listenerOpts(s, grant.Capability, kgo.ConsumePartitions(assign))
 		}},
-		{path: "direct, 4 partitions (KIP-848 group)", records: 4 * perPartition, opts: func(pass int) []kgo.Opt {
-			return append(slices.Clone(direct), groupOpts(fmt.Sprintf("tp-direct-%d", pass), s.Topic)...)
+	}, {
+		key: "group",
+		direct: &throughputPath{path: "direct, 4 partitions (KIP-848 group)", records: 4 * size.perPartition, opts: func(round int) []kgo.Opt {
+			return append(slices.Clone(direct), groupOpts(fmt.Sprintf("tp-direct-%d", round), s.Topic)...)
 		}},
-		{path: "listener, 4 partitions (KIP-848 group)", records: 4 * perPartition, opts: func(pass int) []kgo.Opt {
-			group := fmt.Sprintf("tp-listener-%d", pass) // a group per pass: each consumes from the start
+		listener: &throughputPath{path: "listener, 4 partitions (KIP-848 group)", records: 4 * size.perPartition, opts: func(round int) []kgo.Opt {
+			group := fmt.Sprintf("tp-listener-%d", round) // a group per round: each consumes from the start
 			return listenerOpts(s, s.ClientCredential(b, group), groupOpts(group, s.Topic)...)
 		}},
-	}
-	for pass := range passes {
-		for _, r := range rows {
-			r.measure(b, pass)
+	}}
+	for round := range size.rounds {
+		for _, pr := range res.pairs {
+			first, second := pr.direct, pr.listener
+			if round%2 == 1 {
+				first, second = second, first
+			}
+			first.measure(b, round)
+			second.measure(b, round)
 		}
 	}
-	return rows
+	res.loadAfter = loadAverage()
+	return res
+}
+
+// throughputResult is one run: its pairs and the machine's load.
+type throughputResult struct {
+	size                  throughputSize
+	pairs                 []*throughputPair
+	loadBefore, loadAfter string
+}
+
+// throughputPair is a listener path and its direct baseline, measured
+// side by side in every round.
+type throughputPair struct {
+	key              string
+	direct, listener *throughputPath
+}
+
+// ratios are the listener's records/s over direct's, round by round.
+func (pr *throughputPair) ratios() []float64 {
+	out := make([]float64, len(pr.direct.rps))
+	for i := range out {
+		out[i] = pr.listener.rps[i] / pr.direct.rps[i]
+	}
+	return out
+}
+
+// cpuRatios are the listener's process CPU per record over direct's.
+func (pr *throughputPair) cpuRatios() []float64 {
+	out := make([]float64, len(pr.direct.cpu))
+	for i := range out {
+		out[i] = pr.listener.cpu[i] / pr.direct.cpu[i]
+	}
+	return out
+}
+
+func (r *throughputResult) print() {
+	fmt.Printf("\nKafka listener: records/s of %d-byte uncompressed records to one kgo consumer, %d rounds, load average %s before, %s after\n",
+		recordBytes, r.size.rounds, r.loadBefore, r.loadAfter)
+	fmt.Printf("(a pass: client creation to its last record, group join included; steady: its first record to its last;\n")
+	fmt.Printf(" CPU: the whole test process — kfake, coordinator, gateway, client — per million records)\n")
+	fmt.Printf("| path | records/pass | records/s median (min–max) | steady records/s median | CPU ms per M records median |\n|---|---|---|---|---|\n")
+	for _, pr := range r.pairs {
+		for _, p := range []*throughputPath{pr.direct, pr.listener} {
+			fmt.Printf("| %s | %d | %.2f M (%.2f–%.2f) | %.2f M | %.0f |\n", p.path, p.records,
+				median(p.rps)/1e6, slices.Min(p.rps)/1e6, slices.Max(p.rps)/1e6, median(p.steady)/1e6, median(p.cpu))
+		}
+	}
+	fmt.Printf("\n| listener ÷ direct, same round | records/s median (min–max) | per round | CPU per record median (min–max) |\n|---|---|---|---|\n")
+	for _, pr := range r.pairs {
+		rs, cs := pr.ratios(), pr.cpuRatios()
+		var each []string
+		for _, v := range rs {
+			each = append(each, fmt.Sprintf("%.2f", v))
+		}
+		fmt.Printf("| %s | **%.2f** (%.2f–%.2f) | %s | %.2f (%.2f–%.2f) |\n", pr.key, median(rs), slices.Min(rs), slices.Max(rs),
+			strings.Join(each, ", "), median(cs), slices.Min(cs), slices.Max(cs))
+	}
 }
 
 const recordBytes = 100
@@ -117,28 +191,23 @@ func listenerOpts(s *Stack, token string, opts ...kgo.Opt) []kgo.Opt {
 	return append([]kgo.Opt{kgo.SeedBrokers(s.KafkaAddrs()...), kgo.SASL(oauthToken(token)), kgo.ClientID("bench")}, opts...)
 }
 
-type throughputRow struct {
+// throughputPath is one way of reading, measured once per round.
+type throughputPath struct {
 	path    string
 	records int
-	opts    func(pass int) []kgo.Opt
-	all     []float64 // records/s of each pass
-	rps     float64   // their median
-	cpus    []float64 // process CPU ms per million records of each pass
-	cpu     float64   // their median
+	opts    func(round int) []kgo.Opt
+	rps     []float64 // records/s of each round's pass
+	steady  []float64 // records/s from the first record to the last
+	cpu     []float64 // process CPU ms per million records
 }
 
-func (r *throughputRow) passes() string {
-	var out []string
-	for _, v := range r.all {
-		out = append(out, fmt.Sprintf("%.2fM", v/1e6))
-	}
-	return strings.Join(out, ", ")
-}
-
-// measure consumes every record once (a new group per pass).
-func (r *throughputRow) measure(b testing.TB, pass int) {
+// measure consumes every record once (a new group per round), after a
+// garbage collection so that no earlier pass's garbage is collected on
+// its time.
+func (p *throughputPath) measure(b testing.TB, round int) {
 	b.Helper()
-	opts := append(r.opts(pass), kgo.ClientID(fmt.Sprintf("bench-%d", pass)))
+	runtime.GC()
+	opts := append(p.opts(round), kgo.ClientID(fmt.Sprintf("bench-%d", round)))
 	cpu0 := processCPU()
 	start := time.Now()
 	cl, err := kgo.NewClient(opts...)
@@ -148,22 +217,33 @@ func (r *throughputRow) measure(b testing.TB, pass int) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	for got := 0; got < r.records; {
+	var first time.Time
+	firstN := 0
+	for got := 0; got < p.records; {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			b.Fatalf("%s: %d of %d records: %v", r.path, got, r.records, fs.Errors())
+			b.Fatalf("%s: %d of %d records: %v", p.path, got, p.records, fs.Errors())
 		}
-		got += fs.NumRecords()
+		n := fs.NumRecords()
+		if got == 0 && n > 0 {
+			first, firstN = time.Now(), n
+		}
+		got += n
 	}
-	r.all = append(r.all, float64(r.records)/time.Since(start).Seconds())
-	r.cpus = append(r.cpus, float64(processCPU()-cpu0)/float64(time.Millisecond)/(float64(r.records)/1e6))
-	r.rps, r.cpu = median(r.all), median(r.cpus)
+	end := time.Now()
+	p.rps = append(p.rps, float64(p.records)/end.Sub(start).Seconds())
+	p.steady = append(p.steady, float64(p.records-firstN)/max(end.Sub(first).Seconds(), 1e-9))
+	p.cpu = append(p.cpu, float64(processCPU()-cpu0)/float64(time.Millisecond)/(float64(p.records)/1e6))
 }
 
 func median(v []float64) float64 {
 	sorted := slices.Clone(v)
 	slices.Sort(sorted)
-	return sorted[len(sorted)/2]
+	n := len(sorted)
+	if n%2 == 0 {
+		return (sorted[n/2-1] + sorted[n/2]) / 2
+	}
+	return sorted[n/2]
 }
 
 // processCPU is the user and system CPU time this process used so far.
@@ -173,6 +253,15 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAverage is the machine's 1-minute load average ("?" when unknown).
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // BenchmarkKafkaListenerFetchLatency: sequential 1-record Fetch requests
