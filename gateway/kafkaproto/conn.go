@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,8 +35,12 @@ type conn struct {
 	// written (a failed authentication, say).
 	closeAfter bool
 
-	wbuf  []byte
-	ahead map[partKey]*aheadEntry // partitions read ahead (readahead.go)
+	wbuf []byte
+	// ahead queues the partitions read ahead (readahead.go); the
+	// read-ahead goroutines chain onto it, hence the lock.
+	aheadMu     sync.Mutex
+	ahead       map[partKey][]*aheadEntry
+	aheadClosed bool // the connection closes: no more read-aheads
 	// afterWrite runs once the answer being built is written (or the
 	// connection ends): it hands back the Kafka answer buffers the
 	// answer's record batches alias (broker.FetchRawRecycled).

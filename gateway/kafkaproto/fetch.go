@@ -191,7 +191,8 @@ func (lc *leaderCall) hasData() bool {
 	return false
 }
 
-// leaderCalls groups the partitions by leader into Fetch requests.
+// leaderCalls groups the partitions of a client's Fetch by leader into
+// Fetch requests, its wait and size capped.
 func (c *conn) leaderCalls(req *kmsg.FetchRequest, parts []*fetchPart, now time.Time) []*leaderCall {
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	wait = min(wait, c.s.cfg.MaxWait, max(c.principal.Expires.Sub(now), 0))
@@ -199,6 +200,11 @@ func (c *conn) leaderCalls(req *kmsg.FetchRequest, parts []*fetchPart, now time.
 	if maxBytes <= 0 || maxBytes > c.s.cfg.MaxFetchBytes {
 		maxBytes = c.s.cfg.MaxFetchBytes
 	}
+	return c.s.leaderCalls(parts, wait, req.MinBytes, maxBytes, req.IsolationLevel)
+}
+
+// leaderCalls groups the partitions by leader into Fetch requests.
+func (s *Server) leaderCalls(parts []*fetchPart, wait time.Duration, minBytes, maxBytes int32, isolation int8) []*leaderCall {
 	byAddr := map[string]*leaderCall{}
 	var calls []*leaderCall
 	for _, p := range parts {
@@ -207,9 +213,9 @@ func (c *conn) leaderCalls(req *kmsg.FetchRequest, parts []*fetchPart, now time.
 			up := kmsg.NewPtrFetchRequest()
 			up.ReplicaID = -1
 			up.MaxWaitMillis = int32(wait.Milliseconds())
-			up.MinBytes = req.MinBytes
+			up.MinBytes = minBytes
 			up.MaxBytes = maxBytes
-			up.IsolationLevel = req.IsolationLevel
+			up.IsolationLevel = isolation
 			up.SessionID, up.SessionEpoch = 0, -1
 			lc = &leaderCall{addr: p.route.Addr, req: up}
 			byAddr[p.route.Addr] = lc
