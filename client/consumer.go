@@ -118,8 +118,9 @@ type Consumer struct {
 	leaveErr   error
 	joinResult chan driver.JoinResult
 	calls      map[uint64]context.CancelFunc // request attempts in flight
-	tickets    map[uint64]chan error
+	tickets    map[uint64]commitTicket
 	lastTicket uint64
+	merged     *CommitFuture // the future the request being stepped was merged into
 	hooks      []hookCall
 	armed      time.Time // the deadline the timer loop waits for
 
@@ -151,7 +152,7 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 		d:          driver.New(driverConfig(cfg, o)),
 		joinResult: make(chan driver.JoinResult, 1),
 		calls:      map[uint64]context.CancelFunc{},
-		tickets:    map[uint64]chan error{},
+		tickets:    map[uint64]commitTicket{},
 		data:       make(chan struct{}, 1),
 		hookWake:   make(chan struct{}, 1),
 		timeWake:   make(chan struct{}, 1),
@@ -297,29 +298,107 @@ func MarkAfter(r *Record) Offset {
 // nothing is committed and the error says which is wrong. A partition
 // whose capability is about to expire is committed all the same (the
 // coordinator decides); a refusal is returned, never dropped.
+//
+// Commit waits for the coordinator: while none answers (a coordinator
+// replica failing over, ~1.5 s) a poll loop that calls it delivers
+// nothing although the gateways keep serving. A loop that commits often
+// should use CommitAsync.
 func (c *Consumer) Commit(ctx context.Context, offsets ...Offset) error {
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()
-	c.mu.Lock()
-	if err := c.usableLocked(); err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	c.lastTicket++
-	ticket := c.lastTicket
-	result := make(chan error, 1)
-	c.tickets[ticket] = result
-	c.carry(c.d.User(session.CommitRequested{Now: time.Now(), Ticket: ticket, Offsets: offsets}))
-	c.mu.Unlock()
+	f, ticket := c.requestCommit(offsets, false)
 	select {
-	case err := <-result:
-		return err
+	case <-f.done:
+		return f.err
 	case <-ctx.Done():
 		c.mu.Lock()
 		delete(c.tickets, ticket)
 		c.mu.Unlock()
 		return ctx.Err()
 	}
+}
+
+// CommitAsync commits like Commit but returns at once: the commit goes
+// in the background, and the CommitFuture reports its outcome — nil once
+// the coordinator accepted offsets at or beyond those asked for, else the
+// refusal, or the transport error after request_timeout (also logged, so
+// a future nobody reads loses nothing). Poll goes on delivering
+// meanwhile, also while no coordinator answers.
+//
+// Commits go one at a time. While one is in flight, CommitAsync requests
+// are merged into the next commit, and share its CommitFuture: it
+// carries the latest processed offset of every partition any of them
+// named (every partition that moved, for a request naming none). So
+// calling it after every Poll costs one commit in flight and one waiting,
+// however long the coordinator takes. Named offsets are checked as
+// Commit checks them (a bad one gets its own failed future, nothing
+// sent) and, unlike Commit's, only ever move a processed offset forward,
+// as Mark does. A request still waiting when the consumer closes or
+// loses its partitions fails (it was never sent: the release, or
+// nothing, commits them then).
+//
+// Releases on revoke and Close stay synchronous: a partition is handed
+// over only after the coordinator accepted its last offset.
+func (c *Consumer) CommitAsync(offsets ...Offset) *CommitFuture {
+	f, _ := c.requestCommit(offsets, true)
+	return f
+}
+
+// CommitFuture is the outcome of a commit, answered once.
+type CommitFuture struct {
+	done chan struct{}
+	err  error
+}
+
+// Done is closed once the outcome is known.
+func (f *CommitFuture) Done() <-chan struct{} { return f.done }
+
+// Err is the outcome once Done is closed (nil: committed), and nil
+// before.
+func (f *CommitFuture) Err() error {
+	select {
+	case <-f.done:
+		return f.err
+	default:
+		return nil
+	}
+}
+
+// Wait returns the outcome, or ctx's error if ctx ends first (the
+// commit goes on).
+func (f *CommitFuture) Wait(ctx context.Context) error {
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *CommitFuture) answer(err error) {
+	f.err = err
+	close(f.done)
+}
+
+// requestCommit steps a commit request and returns the future that will
+// carry its outcome (the one it was merged into, if it was).
+func (c *Consumer) requestCommit(offsets []Offset, async bool) (*CommitFuture, uint64) {
+	f := &CommitFuture{done: make(chan struct{})}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usableLocked(); err != nil {
+		f.answer(err)
+		return f, 0
+	}
+	c.lastTicket++
+	ticket := c.lastTicket
+	c.tickets[ticket] = commitTicket{future: f, async: async}
+	c.carry(c.d.User(session.CommitRequested{Now: time.Now(), Ticket: ticket, Offsets: offsets, Async: async}))
+	if into := c.merged; into != nil {
+		c.merged = nil
+		return into, ticket
+	}
+	return f, ticket
 }
 
 // Close revokes every partition (OnRevoke, final commit with release),
@@ -408,6 +487,7 @@ func (c *Consumer) stopLocked() {
 	c.stopped = true
 	close(c.done)
 	c.cancel()
+	c.answerTicketsLocked()
 }
 
 // failLocked stops the consumer for good; Poll, Commit and Close return err.
@@ -440,6 +520,11 @@ func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 			batches = append(batches, cmd.Batches...)
 		case session.CommitResult:
 			c.finishTicketLocked(cmd)
+		case session.CommitMerged:
+			if into, ok := c.tickets[cmd.Into]; ok { // always: Into waits in the session
+				delete(c.tickets, cmd.Ticket)
+				c.merged = into.future
+			}
 		case session.CallRevoke:
 			c.queueHookLocked(hookCall{revoke: cmd})
 		case session.CallGrant:
@@ -492,9 +577,15 @@ func (c *Consumer) startLocked(s driver.Send) {
 	}
 }
 
+// commitTicket is a commit request waiting for its outcome.
+type commitTicket struct {
+	future *CommitFuture
+	async  bool
+}
+
 func (c *Consumer) finishTicketLocked(r session.CommitResult) {
-	result := c.tickets[r.Ticket]
-	if result == nil {
+	t, ok := c.tickets[r.Ticket]
+	if !ok {
 		return
 	}
 	delete(c.tickets, r.Ticket)
@@ -509,7 +600,23 @@ func (c *Consumer) finishTicketLocked(r session.CommitResult) {
 	if err != nil && r.Code != "" && !errors.As(err, &e) {
 		err = &Error{Op: "commit", Code: r.Code, Status: r.Code.Status(), Message: err.Error()}
 	}
-	result <- err
+	if err != nil && t.async {
+		c.log.Warn("background commit failed", zap.Error(err))
+	}
+	t.future.answer(err)
+}
+
+// answerTicketsLocked answers every commit still waiting: the consumer
+// stopped, nothing more will be sent or answered.
+func (c *Consumer) answerTicketsLocked() {
+	err := c.fatal
+	if err == nil {
+		err = ErrClosed
+	}
+	for ticket, t := range c.tickets {
+		delete(c.tickets, ticket)
+		t.future.answer(err)
+	}
 }
 
 // wake signals ch without blocking.

@@ -339,3 +339,91 @@ func TestJoinRefusedIsTypedError(t *testing.T) {
 		t.Fatalf("unauthorized classified as retriable/rejoin/refresh")
 	}
 }
+
+// While the coordinator does not answer a commit, Poll keeps delivering
+// the records of the partitions held; CommitAsync requests made meanwhile
+// are merged into one commit of the latest offsets, sent once the first
+// ended; the first one's failure is reported, not dropped.
+func TestCommitAsyncKeepsPollsGoing(t *testing.T) {
+	var e *env
+	e = newEnv(t, func(int) []api.Grant { return []api.Grant{e.grantOf(p0, 1, 0, "cap-p0")} })
+	e.store.append(p0, 4)
+	c := e.start(e.config())
+	pollUntil(t, c, countOf(p0, 4))
+	answer := e.coord.holdCommits()
+	first := c.CommitAsync()
+	if got := recv(t, e.coord.commits, "first commit").req.Offsets[0].Offset; got != 4 {
+		t.Fatalf("first commit at %d", got)
+	}
+	e.store.append(p0, 3)
+	checkSequence(t, pollUntil(t, c, countOf(p0, 3)), p0, 4, 7)
+	second, third := c.CommitAsync(), c.CommitAsync()
+	if second != third {
+		t.Fatal("two requests waiting at once: the second was not merged into the first")
+	}
+	select {
+	case <-first.Done():
+		t.Fatalf("first commit answered %v before the coordinator did", first.Err())
+	default:
+	}
+	answer <- api.CodeForbidden
+	var refused *Error
+	if err := waitCommit(t, first); !errors.As(err, &refused) || refused.Code != api.CodeForbidden {
+		t.Fatalf("first commit: %v, want the coordinator's forbidden", err)
+	}
+	merged := recv(t, e.coord.commits, "merged commit")
+	if got := merged.req.Offsets[0].Offset; got != 7 || merged.req.Release {
+		t.Fatalf("merged commit %+v, want offset 7", merged.req)
+	}
+	answer <- ""
+	if err := waitCommit(t, second); err != nil {
+		t.Fatalf("merged commit: %v", err)
+	}
+	if n := len(e.coord.commits); n != 0 {
+		t.Fatalf("%d more commits sent: the requests were not merged", n)
+	}
+	e.coord.stopHolding() // the release at Close
+}
+
+// Commit requests never go unanswered: one waiting behind a commit in
+// flight when Close starts is answered as not sent, and the one in flight
+// when the consumer stops is answered ErrClosed.
+func TestCommitAsyncAnsweredAtClose(t *testing.T) {
+	var e *env
+	e = newEnv(t, func(int) []api.Grant { return []api.Grant{e.grantOf(p0, 1, 0, "cap-p0")} })
+	e.store.append(p0, 4)
+	c := e.start(e.config())
+	pollUntil(t, c, countOf(p0, 4))
+	e.coord.holdCommits()
+	inFlight := c.CommitAsync()
+	recv(t, e.coord.commits, "commit")
+	e.store.append(p0, 1)
+	pollUntil(t, c, countOf(p0, 1))
+	waiting := c.CommitAsync()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no time for a graceful close: everything is cut short
+	if err := c.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("close: %v", err)
+	}
+	if err := waitCommit(t, waiting); err == nil {
+		t.Fatal("a commit never sent was answered nil")
+	}
+	if err := waitCommit(t, inFlight); !errors.Is(err, ErrClosed) {
+		t.Fatalf("in-flight commit: %v, want ErrClosed", err)
+	}
+	if err := waitCommit(t, c.CommitAsync()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("commit after close: %v", err)
+	}
+}
+
+// waitCommit waits (at most waitLimit) for f's outcome.
+func waitCommit(t *testing.T, f *CommitFuture) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	err := f.Wait(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("no commit outcome after", waitLimit)
+	}
+	return err
+}

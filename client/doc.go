@@ -42,6 +42,15 @@
 // partition whose capability expires is committed all the same (the
 // coordinator decides) or its refusal returned, never left out.
 //
+// Commit waits for the coordinator's answer; CommitAsync does not: the
+// commit goes in the background and its outcome comes on a channel (and
+// in the log if it failed). Call CommitAsync in a poll loop that commits
+// often: while no coordinator answers (a replica failing over takes
+// ~1.5 s) Poll keeps delivering, and the requests made meanwhile are
+// merged into one commit of the latest offsets. Commits other than
+// releases go one at a time, so two never race; a release (revoke,
+// Close) is always synchronous: the next holder starts at its offset.
+//
 // Fetches ask for raw record batches by default (Config.Raw), decoded
 // here; JSON answers are read by a one-pass scanner.
 //
@@ -76,8 +85,8 @@
 // and after all failed in a row, retries pause with a bounded jittered
 // backoff.
 //
-// Concurrency: Poll is meant for one goroutine; Commit, Assigned, MemberID
-// and Close are safe from any goroutine. Hooks run one at a time on a
+// Concurrency: Poll is meant for one goroutine; Commit, CommitAsync,
+// Mark, Assigned, MemberID and Close are safe from any goroutine. Hooks run one at a time on a
 // goroutine of their own, in order; a hook may call Commit but not Close
 // (Close waits for the revoke hook). Producer is safe for concurrent use.
 package client

@@ -41,6 +41,8 @@ type fakeCoordinator struct {
 	joined   chan api.JoinRequest
 	commits  chan commitSeen
 	leaves   chan string
+	// answers, when set (holdCommits), scripts each commit's answer.
+	answers chan api.Code
 }
 
 type commitSeen struct {
@@ -169,11 +171,42 @@ func (f *fakeCoordinator) commit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.commits <- commitSeen{token: bearer(r), req: req}
+	f.mu.Lock()
+	answers := f.answers
+	f.mu.Unlock()
+	if answers != nil {
+		select {
+		case code := <-answers:
+			if code != "" {
+				writeError(w, code, "scripted")
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
 	resp := api.CommitResponse{}
 	for _, o := range req.Offsets {
 		resp.Committed = append(resp.Committed, api.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
 	}
 	writeJSON(w, resp)
+}
+
+// holdCommits makes every commit from now on wait for its answer to be
+// scripted on the channel returned ("" accepts it), as while no
+// coordinator answers.
+func (f *fakeCoordinator) holdCommits() chan<- api.Code {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answers = make(chan api.Code)
+	return f.answers
+}
+
+// stopHolding answers every commit from now on at once again.
+func (f *fakeCoordinator) stopHolding() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answers = nil
 }
 
 func (f *fakeCoordinator) leave(w http.ResponseWriter, r *http.Request) {

@@ -53,7 +53,7 @@ const (
 
 // Command is one thing for the shell to carry out, in order: Send,
 // Cancel, JoinResult, LeaveResult, Failed, or the session's Deliver,
-// CallRevoke, CallGrant, CommitResult and Stop.
+// CallRevoke, CallGrant, CommitResult, CommitMerged and Stop.
 type Command any
 
 // Send is one attempt of a request. Token is the bearer (a member token

@@ -44,7 +44,7 @@ func (d *Driver) act(actions []session.Action) {
 		case session.Stop:
 			d.stop()
 			d.out = append(d.out, a)
-		default: // Deliver, CommitResult, CallRevoke, CallGrant: the user's
+		default: // Deliver, CommitResult, CommitMerged, CallRevoke, CallGrant: the user's
 			d.out = append(d.out, a)
 		}
 	}

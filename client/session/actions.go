@@ -60,6 +60,14 @@ type CommitResult struct {
 	Err    error
 }
 
+// CommitMerged: the background request Ticket was merged into the
+// waiting request Into (CommitRequested{Async}); CommitResult{Into}
+// answers both, and none comes for Ticket.
+type CommitMerged struct {
+	Ticket uint64
+	Into   uint64
+}
+
 // CallRevoke: run the user's revoke hook for Partitions, then step
 // HookDone{ID}. Lost:true means the partitions are already gone (the
 // member expired): nothing will be committed and HookDone is not needed.
@@ -92,6 +100,7 @@ func (CancelFetch) isAction()  {}
 func (Deliver) isAction()      {}
 func (Commit) isAction()       {}
 func (CommitResult) isAction() {}
+func (CommitMerged) isAction() {}
 func (CallRevoke) isAction()   {}
 func (CallGrant) isAction()    {}
 func (Rejoin) isAction()       {}

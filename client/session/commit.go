@@ -13,7 +13,7 @@ type commitState struct {
 	ticket      uint64
 	incarnation uint64
 	release     bool
-	timed       bool // a timed commit: ticket 0 and no release
+	lane        bool // not a release: one of the commit lane's (lane.go)
 	parts       []*partition
 	offsets     []api.CommitOffset
 }
@@ -30,8 +30,15 @@ type ticketState struct {
 // user named. Revoking partitions are committed by their release instead.
 // A partition whose capability is about to expire (or expired) is
 // committed all the same: the coordinator accepts it within its leeway,
-// or its refusal reaches the user; nothing is left out silently.
+// or its refusal reaches the user; nothing is left out silently. The
+// commit goes through the lane (lane.go): at once when no other commit is
+// in flight, else right after it. An Async request is merged with the
+// lane's other background requests instead.
 func (s *Session) commitRequested(e CommitRequested) {
+	if e.Async {
+		s.commitAsync(e)
+		return
+	}
 	if len(e.Offsets) > 0 {
 		s.commitOffsets(e)
 		return
@@ -44,8 +51,7 @@ func (s *Session) commitRequested(e CommitRequested) {
 		s.emit(CommitResult{Ticket: e.Ticket})
 		return
 	}
-	s.tickets[e.Ticket] = &ticketState{}
-	s.sendCommit(e.Ticket, parts, false)
+	s.syncQueue = append(s.syncQueue, laneJob{ticket: e.Ticket, parts: parts})
 }
 
 // dirty lists the fetching partitions processed beyond their committed
@@ -63,11 +69,11 @@ func (s *Session) dirty() []*partition {
 	return parts
 }
 
-// commitOffsets commits exactly the offsets named, after checking every
-// one of them; one bad offset sends nothing.
-func (s *Session) commitOffsets(e CommitRequested) {
-	var parts []*partition
-	for _, m := range e.Offsets {
+// checkOffsets checks the offsets a commit names: each must name a
+// partition held at its epoch and an offset between the committed and
+// the delivered one. It returns the first problem's code and error.
+func (s *Session) checkOffsets(marks []Mark) (api.Code, error) {
+	for _, m := range marks {
 		p := s.parts[m.Partition]
 		var code api.Code
 		var why string
@@ -80,24 +86,33 @@ func (s *Session) commitOffsets(e CommitRequested) {
 			code, why = api.CodeOffsetRegression, fmt.Sprintf("below the committed offset %d", p.committed)
 		}
 		if code != "" {
-			err := fmt.Errorf("session: commit %s@%d epoch %d: %s", m.Partition, m.Offset, m.Epoch, why)
-			s.emit(CommitResult{Ticket: e.Ticket, Code: code, Err: err})
-			return
+			return code, fmt.Errorf("session: commit %s@%d epoch %d: %s", m.Partition, m.Offset, m.Epoch, why)
 		}
+	}
+	return "", nil
+}
+
+// commitOffsets commits exactly the offsets named, after checking every
+// one of them; one bad offset sends nothing.
+func (s *Session) commitOffsets(e CommitRequested) {
+	if code, err := s.checkOffsets(e.Offsets); code != "" {
+		s.emit(CommitResult{Ticket: e.Ticket, Code: code, Err: err})
+		return
+	}
+	var parts []*partition
+	for _, m := range e.Offsets {
+		p := s.parts[m.Partition]
+		p.processed = m.Offset
 		if !slices.Contains(parts, p) {
 			parts = append(parts, p)
 		}
-	}
-	for _, m := range e.Offsets {
-		s.parts[m.Partition].processed = m.Offset
 	}
 	parts = slices.DeleteFunc(parts, func(p *partition) bool { return p.processed == p.committed })
 	if len(parts) == 0 {
 		s.emit(CommitResult{Ticket: e.Ticket})
 		return
 	}
-	s.tickets[e.Ticket] = &ticketState{}
-	s.sendCommit(e.Ticket, parts, false)
+	s.syncQueue = append(s.syncQueue, laneJob{ticket: e.Ticket, parts: parts, named: true})
 }
 
 // marked moves processed offsets forward to the user's marks.
@@ -112,9 +127,10 @@ func (s *Session) marked(e Marked) {
 }
 
 // timedCommitDue is when the next timed commit is due: zero when timed
-// commits are off, one is in flight, or nothing processed waits.
+// commits are off, a commit of the lane is in flight, or nothing
+// processed waits.
 func (s *Session) timedCommitDue() time.Time {
-	if s.cfg.CommitInterval <= 0 || s.status != Active || s.timedCommits > 0 {
+	if s.cfg.CommitInterval <= 0 || s.status != Active || s.laneBusy > 0 {
 		return time.Time{}
 	}
 	for _, p := range s.parts {
@@ -126,7 +142,8 @@ func (s *Session) timedCommitDue() time.Time {
 }
 
 // timedCommit commits the processed offsets when the interval passed
-// since the last timed commit, whether or not records still arrive.
+// since the last timed (or background) commit, whether or not records
+// still arrive.
 func (s *Session) timedCommit(now time.Time) {
 	due := s.timedCommitDue()
 	if due.IsZero() || now.Before(due) {
@@ -153,9 +170,9 @@ func (s *Session) sendCommit(ticket uint64, parts []*partition, release bool) {
 const MaxCommitPartitions = 500
 
 func (s *Session) sendCommitChunk(ticket uint64, parts []*partition, release bool) {
-	c := &commitState{ticket: ticket, incarnation: s.member.Incarnation, release: release, parts: parts, timed: ticket == 0 && !release}
-	if c.timed {
-		s.timedCommits++
+	c := &commitState{ticket: ticket, incarnation: s.member.Incarnation, release: release, lane: !release, parts: parts}
+	if c.lane {
+		s.laneBusy++
 	}
 	until := time.Time{}
 	for _, p := range parts {
@@ -191,8 +208,8 @@ func (s *Session) commitDone(e CommitDone) {
 		return
 	}
 	delete(s.commits, e.ID)
-	if c.timed {
-		s.timedCommits--
+	if c.lane {
+		s.laneBusy--
 	}
 	for _, p := range c.parts {
 		p.commits--
@@ -204,7 +221,7 @@ func (s *Session) commitDone(e CommitDone) {
 			p.committed = max(p.committed, c.offsets[i].Offset)
 		}
 	case current && api.NeedsRejoin(e.Code):
-		s.fail(c.ticket, e.Code, e.Err)
+		s.fail(c, e.Code, e.Err)
 		s.lost()
 	case current && len(c.parts) > 1 && splittable(e.Code):
 		for _, p := range c.parts {
@@ -213,7 +230,7 @@ func (s *Session) commitDone(e CommitDone) {
 			}
 		}
 	default:
-		s.fail(c.ticket, e.Code, e.Err)
+		s.fail(c, e.Code, e.Err)
 	}
 	if c.release {
 		for _, p := range c.parts {
@@ -223,6 +240,9 @@ func (s *Session) commitDone(e CommitDone) {
 		}
 	}
 	s.finishTicket(c.ticket)
+	if c.lane && c.ticket == 0 && s.laneBusy == 0 {
+		s.finishBackground()
+	}
 }
 
 // splittable: a refusal one partition's offset or capability can cause
@@ -235,8 +255,14 @@ func splittable(code api.Code) bool {
 	return false
 }
 
-func (s *Session) fail(ticket uint64, code api.Code, err error) {
-	if t := s.tickets[ticket]; t != nil && t.code == "" && t.err == nil {
+// fail records the first failure of c's user request, or of the
+// background commit c belongs to.
+func (s *Session) fail(c *commitState, code api.Code, err error) {
+	t := s.tickets[c.ticket]
+	if c.lane && c.ticket == 0 {
+		t = &s.background
+	}
+	if t != nil && t.code == "" && t.err == nil {
 		t.code, t.err = code, err
 	}
 }

@@ -90,10 +90,23 @@ type Mark struct {
 // offsets): each must name a partition held at its epoch and an offset
 // between the committed and the delivered one, or nothing is sent and
 // the result carries stale_epoch, offset_regression or bad_request.
+//
+// Commits that are not releases go one at a time (the lane, lane.go); a
+// request is sent as soon as the commit in flight ended. Async asks for a
+// background commit: named offsets only move processed offsets forward
+// (as Marked does), and while a commit is in flight every Async request
+// is merged into the next one (CommitMerged: one waiting request at
+// most), which commits the processed offset of every partition they
+// named (all that moved, for a request naming none). Its CommitResult
+// answers them all: success means the coordinator accepted offsets at or
+// beyond those asked for. A request the session could not send (it
+// closed or lost its partitions while the request waited) is answered
+// with an error, never dropped.
 type CommitRequested struct {
 	Now     time.Time
 	Ticket  uint64
 	Offsets []Mark
+	Async   bool
 }
 
 // CommitDone: the commit with ID ended; Code is empty on success. Err is

@@ -139,10 +139,10 @@ type Session struct {
 
 	commits map[uint64]*commitState
 	tickets map[uint64]*ticketState
-	// lastTimedCommit is when the last timed commit was sent (or the
-	// member joined); timedCommits counts those in flight.
+	// lastTimedCommit is when the last timed or background commit was
+	// sent (or the member joined).
 	lastTimedCommit time.Time
-	timedCommits    int
+	lane
 
 	lastID uint64
 	out    []Action
@@ -204,9 +204,7 @@ func (s *Session) Step(e Event) []Action {
 // partitions that are ready, leave once closing is done, start fetches.
 func (s *Session) advance(now time.Time) {
 	s.releaseReady(now)
-	if s.status == Active {
-		s.timedCommit(now)
-	}
+	s.laneNext(now)
 	if s.status == Closing && len(s.parts) == 0 {
 		s.status = Leaving
 		s.emit(Leave{Token: s.member.Token})
@@ -324,6 +322,9 @@ func (s *Session) NextDeadline() time.Time {
 func (s *Session) check() {
 	if s.queuedBytes < 0 {
 		panic(fmt.Sprintf("session: queued bytes %d < 0", s.queuedBytes))
+	}
+	if s.laneBusy < 0 {
+		panic(fmt.Sprintf("session: %d lane commits in flight", s.laneBusy))
 	}
 	for id, p := range s.parts {
 		if p.processed > p.delivered || p.delivered > p.next {

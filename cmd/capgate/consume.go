@@ -212,9 +212,10 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 			return nil
 		}
 		if f.commitInterval == 0 {
-			if err := c.Commit(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("commit failed; consuming goes on and the next commit carries these offsets", zap.Error(err))
-			}
+			// In the background: a commit waiting for a coordinator (one
+			// failing over) must not stop the printing. The SDK logs a
+			// failure; the next commit carries these offsets.
+			c.CommitAsync()
 		}
 	}
 }

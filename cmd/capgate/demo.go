@@ -38,12 +38,11 @@ type demoConfig struct {
 }
 
 const (
-	demoInterval   = 10 * time.Millisecond // one record per partition this often
-	demoConsumers  = 3                     // then a 4th joins
-	demoDrain      = 1500 * time.Millisecond
-	demoSettle     = 500 * time.Millisecond // join window beyond the moment the group is stable again
-	demoQuiet      = 300 * time.Millisecond // steady: nothing moved and every partition flowing this long
-	demoCommitWait = 200 * time.Millisecond
+	demoInterval  = 10 * time.Millisecond // one record per partition this often
+	demoConsumers = 3                     // then a 4th joins
+	demoDrain     = 1500 * time.Millisecond
+	demoSettle    = 500 * time.Millisecond // join window beyond the moment the group is stable again
+	demoQuiet     = 300 * time.Millisecond // steady: nothing moved and every partition flowing this long
 )
 
 // runDemo produces to every partition, starts 3 consumers, waits until
@@ -118,7 +117,9 @@ func (d *demo) addConsumer(ctx context.Context) error {
 	cc.ClientID = "demo-" + name
 	cc.TLS = d.cfg.TLS
 	log, quiet := quietableLogger(d.cfg.Log.Named(name))
-	c, err := stack.StartConsumer(ctx, stack.ConsumerOptions{Config: cc, Logger: log, CommitEvery: time.Second, Commit: demoCommit,
+	// The loop commits every second with CommitAsync (the stack's
+	// default): a leader being replaced (--kill-leader) never holds it up.
+	c, err := stack.StartConsumer(ctx, stack.ConsumerOptions{Config: cc, Logger: log, CommitEvery: time.Second,
 		OnRecords: func(_ string, records []client.Record, at time.Time) { d.observe(name, records, at) },
 		OnHook: func(h stack.Hook, ps []client.Partition, at time.Time) {
 			var ids []int32
@@ -134,18 +135,6 @@ func (d *demo) addConsumer(ctx context.Context) error {
 	d.consumers = append(d.consumers, &demoConsumer{name: name, c: c, quiet: quiet})
 	d.mu.Unlock()
 	return nil
-}
-
-// demoCommit commits what the consumer processed, waiting at most
-// demoCommitWait: a commit is synchronous (it waits for the coordinator),
-// and a consumer loop blocked on it reads nothing — while a leader is
-// being replaced (--kill-leader) that would pause every partition. A
-// commit given up on is made again a second later (or on revoke, with
-// the release).
-func demoCommit(ctx context.Context, c *client.Consumer) error {
-	ctx, cancel := context.WithTimeout(ctx, demoCommitWait)
-	defer cancel()
-	return c.Commit(ctx)
 }
 
 // observe records what consumer received at at and prints a handoff line

@@ -32,6 +32,10 @@ type failoverRound struct {
 	// partitions that kept their holder (timeline.Pause over the kill →
 	// settled window, minus timeline.SteadyGap over the 5 s before).
 	UnmovedExtra time.Duration
+	// CommitBack: kill → the first commit of a member that a coordinator
+	// accepted (a member committing synchronously delivers nothing
+	// until then).
+	CommitBack time.Duration
 }
 
 // failoverRun is one deployment's rounds and the record accounting of
@@ -48,8 +52,10 @@ type failoverRun struct {
 // single coordinator on badger, restarted restartAfter after the kill —
 // at once by a supervisor, or later by an operator) with two members
 // under a steady stream and runs rounds kills, each while a third
-// member's handoff is in flight.
-func runFailover(tb testing.TB, name string, replicas int, restartAfter time.Duration, rounds int) failoverRun {
+// member's handoff is in flight. The members commit every 100 ms with
+// CommitAsync (stack.Consumer's loop), or with the synchronous Commit
+// when syncCommit.
+func runFailover(tb testing.TB, name string, replicas int, restartAfter time.Duration, rounds int, syncCommit bool) failoverRun {
 	group := "failover-" + strings.NewReplacer(" ", "-", ",", "").Replace(name)
 	opts := harness.Options{
 		Partitions: 6, Brokers: 3, Gateways: 2, Coordinators: replicas, Groups: []string{group},
@@ -57,15 +63,15 @@ func runFailover(tb testing.TB, name string, replicas int, restartAfter time.Dur
 	}
 	c := harness.Start(tb, opts)
 	prod := c.StartProducer(tb, produceEvery)
-	a := c.StartMember(tb, harness.MemberOptions{Name: "a", Group: group})
-	b := c.StartMember(tb, harness.MemberOptions{Name: "b", Group: group})
+	a := c.StartMember(tb, harness.MemberOptions{Name: "a", Group: group, SyncCommit: syncCommit})
+	b := c.StartMember(tb, harness.MemberOptions{Name: "b", Group: group, SyncCommit: syncCommit})
 	c.WaitSettled(tb, group, 2)
 	p := startProbe(tb, c, "probe-"+group)
 	c.WaitFlowing(tb, group, 200)
 	run := failoverRun{Name: name}
 	for i := range rounds {
 		time.Sleep(5 * time.Second) // a steady spell: the baseline of the pause
-		run.Rounds = append(run.Rounds, failoverOnce(tb, c, p, group, replicas, restartAfter, fmt.Sprintf("n%d", i), a, b))
+		run.Rounds = append(run.Rounds, failoverOnce(tb, c, p, group, replicas, restartAfter, fmt.Sprintf("n%d", i), syncCommit, a, b))
 	}
 	s := c.Finish(tb, prod, group)
 	run.Produced = len(s.Produced)
@@ -91,14 +97,14 @@ func runFailover(tb testing.TB, name string, replicas int, restartAfter time.Dur
 // failoverOnce: newcomer joins; at the first revoke its join caused, the
 // leader is killed (-9); the round ends when the group settled with the
 // newcomer, which then leaves again.
-func failoverOnce(tb testing.TB, c *harness.Cluster, p *probe, group string, replicas int, restartAfter time.Duration, name string, holders ...*harness.Member) failoverRound {
+func failoverOnce(tb testing.TB, c *harness.Cluster, p *probe, group string, replicas int, restartAfter time.Duration, name string, syncCommit bool, holders ...*harness.Member) failoverRound {
 	lead := c.Replicas[0]
 	if replicas > 1 {
 		lead = leaderAmong(tb, c)
 	}
 	before, _ := c.Owners(group, 2)
 	joinAt := harness.Now()
-	m := c.StartMember(tb, harness.MemberOptions{Name: name, Group: group})
+	m := c.StartMember(tb, harness.MemberOptions{Name: name, Group: group, SyncCommit: syncCommit})
 	harness.Eventually(tb, harness.Wait, "a revoke for "+name, func() (bool, string) {
 		for _, r := range c.Log.Snapshot().Revokes {
 			if r.At >= joinAt && slices.ContainsFunc(holders, func(h *harness.Member) bool { return h.MemberID() == r.Member }) {
@@ -137,12 +143,28 @@ func failoverOnce(tb testing.TB, c *harness.Cluster, p *probe, group string, rep
 		}
 	}
 	r.UnmovedExtra = unmovedExtra(s, group, before, after, killAt, settled)
+	r.CommitBack = commitBack(s, killAt)
 	if replicas > 1 {
 		lead.Restart(tb) // back as a follower
 	}
 	m.Close(tb)
 	c.WaitSettled(tb, group, 2)
 	return r
+}
+
+// commitBack: kill → the first commit answered 200 that was sent after
+// the kill (0: none by the end of the round).
+func commitBack(s harness.Snapshot, kill harness.Time) time.Duration {
+	var first harness.Time
+	for _, call := range s.Calls {
+		if call.Op == "commit" && call.Status == 200 && call.Sent >= kill && (first == 0 || call.Done < first) {
+			first = call.Done
+		}
+	}
+	if first == 0 {
+		return 0
+	}
+	return first.Sub(kill)
 }
 
 // unmovedExtra is the worst pause beyond steady state over [from, to] of
@@ -178,8 +200,9 @@ func unmovedExtra(s harness.Snapshot, group string, before, after map[string][]i
 // is in flight, 5 rounds each, three replicas on the Kafka log side by
 // side with today's single coordinator (badger) in the same run —
 // restarted at once by a supervisor (its best case), and restarted after
-// 10 s (an operator; one round). Reported, not asserted (BENCHMARKS.md
-// §9).
+// 10 s (an operator; one round) — and three replicas again with members
+// that commit synchronously (what they did before CommitAsync).
+// Reported, not asserted (BENCHMARKS.md §9).
 func BenchmarkFailover(b *testing.B) {
 	rounds := 5
 	if testing.Short() {
@@ -188,9 +211,10 @@ func BenchmarkFailover(b *testing.B) {
 	var runs []failoverRun
 	for range b.N {
 		runs = append(runs,
-			runFailover(b, "single coordinator, restarted at once", 1, 0, rounds),
-			runFailover(b, "single coordinator, restarted after 10 s", 1, 10*time.Second, 1),
-			runFailover(b, "3 replicas", 3, 0, rounds))
+			runFailover(b, "single coordinator, restarted at once", 1, 0, rounds, false),
+			runFailover(b, "single coordinator, restarted after 10 s", 1, 10*time.Second, 1, false),
+			runFailover(b, "3 replicas", 3, 0, rounds, false),
+			runFailover(b, "3 replicas, members committing with the synchronous Commit", 3, 0, rounds, true))
 	}
 	b.ReportMetric(0, "ns/op")
 	failoverTable(os.Stdout, runs)
@@ -200,12 +224,12 @@ func BenchmarkFailover(b *testing.B) {
 func failoverTable(w io.Writer, runs []failoverRun) {
 	for _, run := range runs {
 		fmt.Fprintf(w, "\n%s: %d records produced, %d duplicate deliveries, checkers held: %t %s\n", run.Name, run.Produced, run.Duplicates, run.CheckersHeld, run.LostOrViolations)
-		fmt.Fprintln(w, "| round | killed → next | takeover | handoff in flight | handoff done after kill | 503s / fetches | unmoved pause beyond steady |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| round | killed → next | takeover | handoff in flight | handoff done after kill | 503s / fetches | unmoved pause beyond steady | first commit accepted after kill |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 		var takeovers []time.Duration
 		for i, r := range run.Rounds {
 			takeovers = append(takeovers, r.Takeover)
-			fmt.Fprintf(w, "| %d | %s → %s | %s | %t | %s | %d / %d | %s |\n", i+1, r.Killed, r.Next, ms(r.Takeover), r.InFlight, ms(r.HandoffDone), r.Refused, r.Fetches, ms(r.UnmovedExtra))
+			fmt.Fprintf(w, "| %d | %s → %s | %s | %t | %s | %d / %d | %s | %s |\n", i+1, r.Killed, r.Next, ms(r.Takeover), r.InFlight, ms(r.HandoffDone), r.Refused, r.Fetches, ms(r.UnmovedExtra), ms(r.CommitBack))
 		}
 		slices.Sort(takeovers)
 		if n := len(takeovers); n > 0 {

@@ -18,6 +18,9 @@ type ConsumerConfig struct {
 	// CommitInterval: the poll loop commits at most this often (0: never;
 	// revoked partitions are still committed by their release).
 	CommitInterval time.Duration
+	// SyncCommit: the loop commits with Consumer.Commit (waits for the
+	// coordinator) instead of CommitAsync.
+	SyncCommit bool
 	// CloseTimeout bounds the graceful close when ctx ends.
 	CloseTimeout time.Duration
 	// PrintSecrets puts capabilities and member tokens into the lines.
@@ -37,8 +40,12 @@ func RunConsumer(ctx context.Context, cfg ConsumerConfig, rec *Recorder, emit fu
 		rec = NewRecorder(cfg.Client.Group, cfg.PrintSecrets, emit)
 	}
 	group := cfg.Client.Group
+	var commit func(context.Context, *client.Consumer) error
+	if cfg.SyncCommit {
+		commit = func(ctx context.Context, c *client.Consumer) error { return c.Commit(ctx) }
+	}
 	c, err := stack.StartConsumer(ctx, stack.ConsumerOptions{
-		Config: cfg.Client, Logger: cfg.Logger, HTTP: &http.Client{Transport: rec}, CommitEvery: cfg.CommitInterval,
+		Config: cfg.Client, Logger: cfg.Logger, HTTP: &http.Client{Transport: rec}, CommitEvery: cfg.CommitInterval, Commit: commit,
 		OnRecords: func(member string, records []client.Record, _ time.Time) {
 			at := Now()
 			for _, r := range records {

@@ -26,6 +26,10 @@ type MemberOptions struct {
 	// CommitInterval: commit at most this often (default 100ms; < 0:
 	// never, revoked partitions are still released with a commit).
 	CommitInterval time.Duration
+	// SyncCommit commits with the synchronous Consumer.Commit, which holds
+	// the poll loop up until a coordinator answers (default: CommitAsync,
+	// stack.Consumer's; BenchmarkFailover measures both).
+	SyncCommit bool
 	// InstanceID makes the membership static.
 	InstanceID string
 	// Gateways overrides the cluster's gateway URLs.
@@ -53,7 +57,7 @@ func (c *Cluster) ConsumerConfig(t testing.TB, opts MemberOptions) ConsumerConfi
 		cc.SessionTimeout = opts.SessionTimeout
 		cc.HeartbeatWait = min(c.opts.Timing.HeartbeatWait, cc.SessionTimeout/2)
 	}
-	cfg := ConsumerConfig{Client: cc, CommitInterval: 100 * time.Millisecond, CloseTimeout: 10 * time.Second, PrintSecrets: opts.PrintSecrets}
+	cfg := ConsumerConfig{Client: cc, CommitInterval: 100 * time.Millisecond, CloseTimeout: 10 * time.Second, PrintSecrets: opts.PrintSecrets, SyncCommit: opts.SyncCommit}
 	switch {
 	case opts.CommitInterval > 0:
 		cfg.CommitInterval = opts.CommitInterval
@@ -206,7 +210,7 @@ func (c *Cluster) StartConsumerProcess(t testing.TB, opts MemberOptions) *Consum
 		"-heartbeat-wait", cc.HeartbeatWait.String(), "-fetch-max-wait", cc.FetchMaxWait.String(),
 		"-request-timeout", cc.RequestTimeout.String(), "-revoke-timeout", cc.RevokeTimeout.String(),
 		"-expiry-margin", cc.CapabilityExpiryMargin.String(), "-commit-interval", cfg.CommitInterval.String(),
-		fmt.Sprintf("-print-secrets=%v", cfg.PrintSecrets),
+		fmt.Sprintf("-print-secrets=%v", cfg.PrintSecrets), fmt.Sprintf("-sync-commit=%v", cfg.SyncCommit),
 	}
 	p := &ConsumerProcess{Name: opts.Name, log: c.Log}
 	onLine := func(b []byte) {

@@ -301,12 +301,15 @@ func timedCommits(seed uint64, every time.Duration) time.Duration {
 	return 0
 }
 
-// armCommit makes the user commit now and then.
+// armCommit makes the user commit now and then: with Commit, or (half
+// the seeds) with CommitAsync, whose requests merge while one is in
+// flight (the commit lane, client/session/lane.go).
 func (c *consumer) armCommit() {
 	c.later(c.w.between(c.w.prof.client.commitEvery/2, c.w.prof.client.commitEvery*3/2), func() {
 		if c.joined && c.d.Session().Status() == session.Active {
 			c.ticket++
-			c.carry(c.d.User(session.CommitRequested{Now: c.w.wall(), Ticket: c.ticket}))
+			async := c.w.seed/4%2 == 1 // independent of FullChecks (seed%4) and timed commits (seed%3)
+			c.carry(c.d.User(session.CommitRequested{Now: c.w.wall(), Ticket: c.ticket, Async: async}))
 		}
 		c.armCommit()
 	})

@@ -33,7 +33,9 @@ type ConsumerOptions struct {
 	// CommitEvery: the poll loop commits at most this often (0: never; the
 	// SDK still commits what was processed on revoke and on Close).
 	CommitEvery time.Duration
-	// Commit replaces the loop's commit (default: Consumer.Commit).
+	// Commit replaces the loop's commit (default: Consumer.CommitAsync,
+	// which never holds the loop up; a synchronous Commit there stops
+	// delivering while no coordinator answers).
 	Commit func(ctx context.Context, c *client.Consumer) error
 	// OnRecords receives every poll's records with the member id at the
 	// time and the time Poll returned them, also those of a poll that
@@ -116,11 +118,12 @@ func (c *Consumer) loop(ctx context.Context, opts ConsumerOptions) {
 		}
 		if opts.CommitEvery > 0 && time.Since(lastCommit) >= opts.CommitEvery {
 			// A refused commit (stale epoch after a handoff) is no reason
-			// to stop: the SDK reports it and the loop goes on.
+			// to stop: the SDK reports it (logs a background commit's
+			// failure) and the loop goes on.
 			if opts.Commit != nil {
 				_ = opts.Commit(ctx, c.Consumer)
 			} else {
-				_ = c.Commit(ctx)
+				c.CommitAsync()
 			}
 			lastCommit = time.Now()
 		}

@@ -73,6 +73,7 @@ func parseFlags(args []string) (harness.ConsumerConfig, error) {
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "commit at most this often (0: never)")
 	fs.DurationVar(&cfg.CloseTimeout, "close-timeout", 10*time.Second, "bound on the graceful close")
 	fs.BoolVar(&cfg.PrintSecrets, "print-secrets", false, "print capabilities and member tokens (tests only)")
+	fs.BoolVar(&cfg.SyncCommit, "sync-commit", false, "commit with the synchronous Consumer.Commit (default: CommitAsync)")
 	fs.StringVar(&logLevel, "log-level", "", "SDK log level on stderr (debug, info, warn); empty: none")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
