@@ -25,6 +25,9 @@ type failoverRound struct {
 	InFlight bool
 	// HandoffDone: kill → the group settled with the newcomer.
 	HandoffDone time.Duration
+	// RefusedCodes: the codes of those 503s (out_of_sync: the gateway
+	// lost its coordinator; unavailable: a broker call failed).
+	RefusedCodes []string
 	// Refused: fetches the gateways answered 503 from the kill until the
 	// group settled, of Fetches.
 	Refused, Fetches int
@@ -32,9 +35,10 @@ type failoverRound struct {
 	// partitions that kept their holder (timeline.Pause over the kill →
 	// settled window, minus timeline.SteadyGap over the 5 s before).
 	UnmovedExtra time.Duration
-	// CommitBack: kill → the first commit of a member that a coordinator
-	// accepted (a member committing synchronously delivers nothing
-	// until then).
+	// CommitBack: kill → the first commit of a member, sent after the
+	// killed process was reaped, that a coordinator accepted (a member
+	// committing synchronously delivers nothing until then); 0: none
+	// before the group settled.
 	CommitBack time.Duration
 }
 
@@ -116,7 +120,7 @@ func failoverOnce(tb testing.TB, c *harness.Cluster, p *probe, group string, rep
 	killAt, kill := harness.Now(), time.Now()
 	inFlight := !slices.ContainsFunc(c.Log.Snapshot().Grants, func(g harness.Grant) bool { return g.Member == m.MemberID() && g.At >= joinAt })
 	lead.Kill(tb)
-	dead := time.Now() // the process is gone: later heartbeats reach another, or the restarted one
+	dead, deadAt := time.Now(), harness.Now() // the process is gone: later heartbeats reach another, or the restarted one
 	r := failoverRound{Killed: lead.Name, InFlight: inFlight}
 	if replicas == 1 {
 		time.Sleep(restartAfter) // the supervisor (or the operator) restarts it
@@ -139,11 +143,14 @@ func failoverOnce(tb testing.TB, c *harness.Cluster, p *probe, group string, rep
 			r.Fetches++
 			if f.Status == 503 {
 				r.Refused++
+				if !slices.Contains(r.RefusedCodes, f.Code) {
+					r.RefusedCodes = append(r.RefusedCodes, f.Code)
+				}
 			}
 		}
 	}
 	r.UnmovedExtra = unmovedExtra(s, group, before, after, killAt, settled)
-	r.CommitBack = commitBack(s, killAt)
+	r.CommitBack = commitBack(s, killAt, deadAt)
 	if replicas > 1 {
 		lead.Restart(tb) // back as a follower
 	}
@@ -153,11 +160,12 @@ func failoverOnce(tb testing.TB, c *harness.Cluster, p *probe, group string, rep
 }
 
 // commitBack: kill → the first commit answered 200 that was sent after
-// the kill (0: none by the end of the round).
-func commitBack(s harness.Snapshot, kill harness.Time) time.Duration {
+// the killed process was reaped at dead (0: none by the end of the
+// round).
+func commitBack(s harness.Snapshot, kill, dead harness.Time) time.Duration {
 	var first harness.Time
 	for _, call := range s.Calls {
-		if call.Op == "commit" && call.Status == 200 && call.Sent >= kill && (first == 0 || call.Done < first) {
+		if call.Op == "commit" && call.Status == 200 && call.Sent >= dead && (first == 0 || call.Done < first) {
 			first = call.Done
 		}
 	}
@@ -229,7 +237,15 @@ func failoverTable(w io.Writer, runs []failoverRun) {
 		var takeovers []time.Duration
 		for i, r := range run.Rounds {
 			takeovers = append(takeovers, r.Takeover)
-			fmt.Fprintf(w, "| %d | %s → %s | %s | %t | %s | %d / %d | %s | %s |\n", i+1, r.Killed, r.Next, ms(r.Takeover), r.InFlight, ms(r.HandoffDone), r.Refused, r.Fetches, ms(r.UnmovedExtra), ms(r.CommitBack))
+			refused := fmt.Sprintf("%d / %d", r.Refused, r.Fetches)
+			if len(r.RefusedCodes) > 0 {
+				refused += " (" + strings.Join(r.RefusedCodes, ", ") + ")"
+			}
+			back := "none before settled"
+			if r.CommitBack > 0 {
+				back = ms(r.CommitBack)
+			}
+			fmt.Fprintf(w, "| %d | %s → %s | %s | %t | %s | %s | %s | %s |\n", i+1, r.Killed, r.Next, ms(r.Takeover), r.InFlight, ms(r.HandoffDone), refused, ms(r.UnmovedExtra), back)
 		}
 		slices.Sort(takeovers)
 		if n := len(takeovers); n > 0 {
