@@ -81,6 +81,10 @@ type procStack struct {
 	leaders  map[string]int32
 	variants []*procCapgate
 	scans    int // rounds of scan so far: who reads first rotates
+	// joins are each variant's SDK scans' join times (scanSDK), in order.
+	joins map[string][]time.Duration
+	// scanCosts are each reader's CPU per record in the last scan.
+	scanCosts map[string]scanCost
 }
 
 // procCapgate is one capgate binary running as a coordinator process and a

@@ -303,11 +303,31 @@ func (d *procStack) scan(tb testing.TB) map[string]float64 {
 	out := map[string]float64{}
 	for i := range readers {
 		runtime.GC()
+		self, kafka, gateways := selfCPU(), d.kafkaCPU(), d.gatewaysCPU(tb)
 		name, rate := readers[(d.scans+i)%len(readers)]()
 		out[name] = rate
+		if d.scanCosts == nil {
+			d.scanCosts = map[string]scanCost{}
+		}
+		per := func(cpu time.Duration) time.Duration { return cpu / time.Duration(want) }
+		d.scanCosts[name] = scanCost{Reader: per(selfCPU() - self), Gateway: per(d.gatewaysCPU(tb) - gateways), Kafka: per(d.kafkaCPU() - kafka)}
 	}
 	d.scans++
 	return out
+}
+
+// scanCost is the CPU one scan cost per record: the load generator's
+// (the reader, its garbage collection included), every gateway's (only
+// the one read through works) and the Kafka process's.
+type scanCost struct{ Reader, Gateway, Kafka time.Duration }
+
+// gatewaysCPU is the CPU time of every variant's gateway so far.
+func (d *procStack) gatewaysCPU(tb testing.TB) time.Duration {
+	var total time.Duration
+	for _, v := range d.variants {
+		total += d.gatewayCPU(tb, v)
+	}
+	return total
 }
 
 // scanSDK reads the bulk topic with one SDK consumer (raw record
@@ -318,7 +338,12 @@ func (d *procStack) scanSDK(tb testing.TB, v *procCapgate) float64 {
 	cfg := client.DefaultConfig()
 	cfg.CoordinatorURL, cfg.Gateways = v.CoordinatorURL, []string{v.GatewayURL}
 	cfg.Group, cfg.Topics, cfg.Credential, cfg.Raw = group, []string{deployBulk}, v.credential(tb, group), true
-	return scanSDK(tb, cfg, int(d.size.BulkParts)*d.size.BulkPerPart)
+	rate, join := scanSDKJoin(tb, cfg, int(d.size.BulkParts)*d.size.BulkPerPart)
+	if d.joins == nil {
+		d.joins = map[string][]time.Duration{}
+	}
+	d.joins[v.Name] = append(d.joins[v.Name], join)
+	return rate
 }
 
 // isolation measures a normal holder's sequential 1-record fetches on

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,31 +73,67 @@ func BenchmarkDeployScan(b *testing.B) {
 			wait()
 		}
 	}
-	ratios := map[string][]float64{}
+	ratios, afterJoin, joins := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
+	costs := map[string][3][]float64{} // ns per record: load generator, gateway, Kafka
+	records := float64(int(size.BulkParts) * size.BulkPerPart)
 	for i := range b.N {
+		d.joins = nil
 		scan := d.scan(b)
+		kgo := scan["direct-kgo"]
 		rows := [][]string{}
 		for _, reader := range slices.Sorted(maps.Keys(scan)) {
-			ratios[reader] = append(ratios[reader], scan[reader]/scan["direct-kgo"])
-			rows = append(rows, []string{reader, fmt.Sprintf("%.0f", scan[reader]), ratio(scan[reader], scan["direct-kgo"])})
+			ratios[reader] = append(ratios[reader], scan[reader]/kgo)
+			join, after := "—", "—"
+			if name, ok := strings.CutSuffix(reader, "-sdk-raw"); ok && len(d.joins[name]) == 1 {
+				// records/s from the join's end: the SDK's reading alone.
+				j := d.joins[name][0]
+				rate := records / (records/scan[reader] - j.Seconds())
+				joins[reader] = append(joins[reader], float64(j.Microseconds())/1e3)
+				afterJoin[reader] = append(afterJoin[reader], rate/kgo)
+				join, after = fmt.Sprintf("%.1f", float64(j.Microseconds())/1e3), ratio(rate, kgo)
+			}
+			c := d.scanCosts[reader]
+			cs := costs[reader]
+			for k, ns := range []time.Duration{c.Reader, c.Gateway, c.Kafka} {
+				cs[k] = append(cs[k], float64(ns.Nanoseconds()))
+			}
+			costs[reader] = cs
+			rows = append(rows, []string{reader, fmt.Sprintf("%.0f", scan[reader]), ratio(scan[reader], kgo), join, after,
+				fmt.Sprint(c.Reader.Nanoseconds()), fmt.Sprint(c.Gateway.Nanoseconds()), fmt.Sprint(c.Kafka.Nanoseconds())})
 		}
-		table(os.Stdout, fmt.Sprintf("Deployed scan, round %d of %d", i+1, b.N), []string{"reader", "records/s", "× direct kgo"}, rows)
+		table(os.Stdout, fmt.Sprintf("Deployed scan, round %d of %d", i+1, b.N),
+			[]string{"reader", "records/s", "× direct kgo", "join ms", "× kgo after the join", "load generator CPU ns/record", "gateways", "Kafka"}, rows)
 	}
 	b.ReportMetric(0, "ns/op")
 	var rows [][]string
 	for _, reader := range slices.Sorted(maps.Keys(ratios)) {
-		rs := slices.Sorted(slices.Values(ratios[reader]))
-		above := 0
-		for _, r := range rs {
-			if r >= 1 {
-				above++
-			}
+		m, lo, hi, above := spread(ratios[reader])
+		row := []string{reader, fmt.Sprint(len(ratios[reader])), fmt.Sprintf("%.2f [%.2f–%.2f]", m, lo, hi), fmt.Sprintf("%d of %d", above, len(ratios[reader])), "—", "—"}
+		for _, ns := range costs[reader] {
+			m, lo, hi, _ := spread(ns)
+			row = append(row, fmt.Sprintf("%.0f [%.0f–%.0f]", m, lo, hi))
 		}
-		median := (rs[(len(rs)-1)/2] + rs[len(rs)/2]) / 2
-		rows = append(rows, []string{reader, fmt.Sprint(len(rs)), fmt.Sprintf("%.2f", median), fmt.Sprintf("%.2f–%.2f", rs[0], rs[len(rs)-1]),
-			fmt.Sprintf("%d of %d", above, len(rs))})
+		if len(joins[reader]) > 0 {
+			m, lo, hi, _ := spread(joins[reader])
+			row[4] = fmt.Sprintf("%.1f [%.1f–%.1f]", m, lo, hi)
+			m, lo, hi, above := spread(afterJoin[reader])
+			row[5] = fmt.Sprintf("%.2f [%.2f–%.2f], ≥ 1.0 in %d", m, lo, hi, above)
+		}
+		rows = append(rows, row)
 	}
-	table(os.Stdout, "Deployed scan: ratios to the kgo consumer of the same round", []string{"reader", "rounds", "median × kgo", "range", "≥ 1.0"}, rows)
+	table(os.Stdout, "Deployed scan: ratios to the kgo consumer of the same round, median [range]",
+		[]string{"reader", "rounds", "× kgo", "≥ 1.0", "join ms", "× kgo after the join", "load generator CPU ns/record", "gateways", "Kafka"}, rows)
+}
+
+// spread is the median, minimum and maximum of xs, and how many are ≥ 1.
+func spread(xs []float64) (median, lo, hi float64, atLeastOne int) {
+	s := slices.Sorted(slices.Values(xs))
+	for _, x := range s {
+		if x >= 1 {
+			atLeastOne++
+		}
+	}
+	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2, s[0], s[len(s)-1], atLeastOne
 }
 
 // TestSmokeDeploy runs the deployment benchmark with tiny sizes and

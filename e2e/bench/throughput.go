@@ -61,6 +61,13 @@ func scanKgo(tb testing.TB, seeds []string, topic string, parts int32, want int)
 // cfg.Group, and returns records/s from creating the consumer (its join
 // included) to the last record polled.
 func scanSDK(tb testing.TB, cfg client.Config, want int, opts ...client.Option) float64 {
+	rate, _ := scanSDKJoin(tb, cfg, want, opts...)
+	return rate
+}
+
+// scanSDKJoin is scanSDK, also returning how long the join took (from
+// creating the consumer to Join returning).
+func scanSDKJoin(tb testing.TB, cfg client.Config, want int, opts ...client.Option) (rate float64, join time.Duration) {
 	start := time.Now()
 	c, err := client.NewConsumer(cfg, opts...)
 	if err != nil {
@@ -71,6 +78,7 @@ func scanSDK(tb testing.TB, cfg client.Config, want int, opts ...client.Option) 
 	if err := c.Join(ctx); err != nil {
 		tb.Fatalf("scan join: %v", err)
 	}
+	join = time.Since(start)
 	got := 0
 	for got < want {
 		records, err := c.Poll(ctx)
@@ -79,11 +87,11 @@ func scanSDK(tb testing.TB, cfg client.Config, want int, opts ...client.Option) 
 		}
 		got += len(records)
 	}
-	rate := float64(got) / time.Since(start).Seconds()
+	rate = float64(got) / time.Since(start).Seconds()
 	if err := c.Close(ctx); err != nil {
 		tb.Logf("scan close: %v", err)
 	}
-	return rate
+	return rate, join
 }
 
 // throughputResult is records/s of each reader, best of the passes.
