@@ -246,7 +246,8 @@ func (c *fetchConn) expired(now time.Time, idleTimeout time.Duration) bool {
 
 // fetch sends req and reads its answer until deadline (or up to slack
 // later), or until ctx ends: then it returns at once with an error that
-// errors.Is ctx.Err(), and the connection must be closed. Any error
+// errors.Is ctx.Err(), and the connection must be closed — also when the
+// answer was read before the cancellation's interrupt ran. Any error
 // leaves the connection unusable. The answer aliases frame, a buffer for
 // putFrame once it is not needed.
 //
@@ -271,14 +272,19 @@ func (c *fetchConn) fetch(ctx context.Context, req *kmsg.FetchRequest, deadline 
 	stop := afterFunc(ctx, c.interruptFn)
 	resp = kmsg.NewPtrFetchResponse()
 	frame, err = c.roundTrip(req, resp)
-	stopped := stop()
+	if !stop() {
+		// The interrupt ran, or runs now, even if the answer was read
+		// first: it put a past deadline on the socket, which c.deadline
+		// does not know, so the connection must not be reused (the next
+		// fetch on it failed at once with REQUEST_TIMED_OUT). The fetch
+		// was cancelled either way: it answers so.
+		putFrame(frame)
+		return nil, nil, fmt.Errorf("fetch interrupted: %w", context.Cause(ctx))
+	}
 	if err == nil {
 		return resp, frame, nil
 	}
 	putFrame(frame)
-	if !stopped {
-		return nil, nil, fmt.Errorf("fetch interrupted: %w", context.Cause(ctx))
-	}
 	if isTimeout(err) {
 		return nil, nil, fmt.Errorf("no answer by the deadline: %w", kerr.RequestTimedOut)
 	}

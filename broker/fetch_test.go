@@ -652,3 +652,49 @@ func TestFetchTimesOutOnSilentBroker(t *testing.T) {
 		t.Fatalf("gave up after %v, before request_timeout %v", took, timeout)
 	}
 }
+
+// lateCancelCtx is a context cancelled while a fetch's answer is
+// already read: its cancellation runs the interrupt and makes stop
+// report it, after the exchange.
+type lateCancelCtx struct {
+	context.Context
+	cancel context.CancelFunc
+}
+
+func (c lateCancelCtx) AfterFunc(f func()) (stop func() bool) {
+	return func() bool { c.cancel(); f(); return false }
+}
+
+// TestCancelAfterTheAnswerSpoilsNoPooledConnection: a fetch cancelled
+// while its answer was already read must not hand its connection back to
+// the pool with the interrupt's past deadline on the socket: the next
+// fetch on it failed at once with REQUEST_TIMED_OUT (a 503 to some other
+// holder), since the connection skips moving a deadline it believes is
+// still far enough out.
+func TestCancelAfterTheAnswerSpoilsNoPooledConnection(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	c := newTestClient(t, e, func(cfg *Config) { cfg.FetchConnectionsPerBroker = 1 })
+	produce(t, c, "t", 0, makeRecords(0, 3))
+	if _, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t"}); err != nil { // the one connection, its deadline set
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	res, err := c.Fetch(lateCancelCtx{ctx, cancel}, FetchRequest{Topic: "t"})
+	if err == nil {
+		res.Release()
+		t.Fatal("a fetch whose interrupt ran answered as if nothing happened")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled fetch: %v, want an error that is context.Canceled", err)
+	}
+	for i := range 3 {
+		res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", Offset: int64(i)})
+		if err != nil {
+			t.Fatalf("fetch %d after the cancelled one: %v", i, err)
+		}
+		if res.NextOffset != 3 {
+			t.Fatalf("fetch %d: next offset %d", i, res.NextOffset)
+		}
+		res.Release()
+	}
+}
