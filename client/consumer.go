@@ -289,7 +289,9 @@ func MarkAfter(r *Record) Offset {
 
 // Commit commits processed offsets and returns when the coordinator
 // answered (or the retries of a coordinator blip ran out after
-// request_timeout; the timed commits carry the offsets again later). Without
+// request_timeout; the timed commits carry the offsets again later).
+// Commits go one at a time: one made while another is in flight (a
+// timed or background one) is sent when that one ended. Without
 // offsets it commits the processed offset of every held partition that
 // moved — having first marked every record returned by Poll so far as
 // processed, unless Config.ManualMarks. With offsets it commits exactly
