@@ -3,13 +3,9 @@ package cli_test
 import (
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/capgate/capgate/internal/stack"
 )
 
 // TestConsumeCommitsEveryBatchInTheBackground: `consume --commit-interval
@@ -25,25 +21,10 @@ func TestConsumeCommitsEveryBatchInTheBackground(t *testing.T) {
 		fmt.Fprintf(&lines, "r%d\n", i)
 	}
 	run(t, 20*time.Second, lines.String(), d.produceArgs("--partition", "2")...)
-	cmd := exec.Command(capgate, d.consumeArgs("batches", "--commit-interval", "0")...)
-	cmd.Env = stack.CleanEnv()
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		<-exited
-	}()
+	c := startConsume(t, d.consumeArgs("batches", "--commit-interval", "0")...)
 	eventually(t, 30*time.Second, "the printed records committed while consuming", func() (bool, string) {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("consume exited: %v\nstderr:\n%s", err, stderr.String())
-		default:
+		if ok, why := c.running(); !ok {
+			t.Fatal(why)
 		}
 		var g groupView
 		if status := d.admin(t, http.MethodGet, "/v1/admin/groups/batches", &g); status != http.StatusOK {
@@ -56,18 +37,9 @@ func TestConsumeCommitsEveryBatchInTheBackground(t *testing.T) {
 		}
 		return false, "nothing committed"
 	})
-	if printed := len(parseConsumed(t, stdout.String())); printed != n {
+	if printed := len(parseConsumed(t, c.stdout.String())); printed != n {
 		t.Fatalf("printed %d records, want %d", printed, n)
 	}
-	cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Fatalf("consume exited with %v\nstderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("consume did not exit on SIGINT\nstderr:\n%s", stderr.String())
-	}
+	c.interrupt(t)
 	d.stop(true)
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,30 +53,9 @@ func TestConsumeRidesOutCoordinatorOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(capgate, "consume", "--group", "blip", "--topic", "blip", "--format", "json", "--credential-file", credFile,
+	c := startConsume(t, "consume", "--group", "blip", "--topic", "blip", "--format", "json", "--credential-file", credFile,
 		"--coordinator", s.CoordinatorURL(), "--gateways", s.GatewayURLs()[0], "--commit-interval", "200ms")
-	cmd.Env = stack.CleanEnv()
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		<-exited
-	}()
-	printed := func() int { return strings.Count(stdout.String(), "\n") }
-	running := func() (bool, string) {
-		select {
-		case err := <-exited:
-			exited <- err
-			return false, fmt.Sprintf("consume exited: %v\nstderr:\n%s", err, stderr.String())
-		default:
-			return true, ""
-		}
-	}
+	printed, running := c.printed, c.running
 	produce(0, 10)
 	eventually(t, 30*time.Second, "10 records printed", func() (bool, string) { return printed() >= 10, fmt.Sprint(printed()) })
 
@@ -112,17 +89,8 @@ func TestConsumeRidesOutCoordinatorOutage(t *testing.T) {
 		}
 		return printed() >= 30, fmt.Sprint(printed())
 	})
-	cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Fatalf("consume exited with %v after the outage\nstderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("consume did not exit on SIGINT\nstderr:\n%s", stderr.String())
-	}
-	records := parseConsumed(t, stdout.String())
+	c.interrupt(t)
+	records := parseConsumed(t, c.stdout.String())
 	seen := map[int64]bool{}
 	for _, r := range records {
 		if seen[r.Offset] {
@@ -142,5 +110,5 @@ func TestConsumeRidesOutCoordinatorOutage(t *testing.T) {
 			t.Fatalf("committed %v after the CLI printed 30 and left, want 30", p.Committed)
 		}
 	}
-	t.Logf("outage ridden out; %d warnings on stderr while the coordinator was away", strings.Count(stderr.String(), "WARN"))
+	t.Logf("outage ridden out; %d warnings on stderr while the coordinator was away", strings.Count(c.stderr.String(), "WARN"))
 }

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -277,20 +276,8 @@ func TestIdleConsumerRevokedRejoinsWithoutDuplicates(t *testing.T) {
 	}
 	run(t, 60*time.Second, lines.String(), d.produceArgs("--batch-records", "2000")...)
 
-	cmd := exec.Command(capgate, d.consumeArgs("idle", "--commit-interval", "500ms")...)
-	cmd.Env = stack.CleanEnv()
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		<-exited
-	}()
-	printed := func() int { return strings.Count(stdout.String(), "\n") }
+	c := startConsume(t, d.consumeArgs("idle", "--commit-interval", "500ms")...)
+	printed, stdout := c.printed, c.stdout
 	eventually(t, 60*time.Second, "the consumer caught up", func() (bool, string) {
 		return printed() >= first, fmt.Sprintf("%d of %d printed", printed(), first)
 	})
@@ -324,16 +311,7 @@ func TestIdleConsumerRevokedRejoinsWithoutDuplicates(t *testing.T) {
 	eventually(t, 60*time.Second, "the rejoined consumer read the new records", func() (bool, string) {
 		return strings.Count(stdout.String(), "\tb") >= second || printed() >= first+second, fmt.Sprintf("%d printed", printed())
 	})
-	cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Fatalf("consume exited with %v\nstderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("consume did not exit on SIGINT\nstderr:\n%s", stderr.String())
-	}
+	c.interrupt(t)
 	records := parseConsumed(t, stdout.String())
 	seen := map[[2]int64]int{}
 	for _, r := range records {
