@@ -15,6 +15,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/coordinator/leader"
 )
 
 func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string) {
@@ -36,15 +37,17 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		writeMachineError(ctx, msg, err)
 		return
 	}
+	answer := leader.AnswerNews
 	if len(news.Grants)+len(news.Renew) > 0 {
-		// Capabilities leave only once the log confirmed this replica
-		// led after the heartbeat arrived (sync.go's leadershipMark):
-		// a deposed leader renews nothing from memory. Free when a
-		// persist or beat happened while the heartbeat was held.
-		if err := confirm(); err != nil {
-			writeNotLeader(ctx, "", "this replica no longer leads the shard")
-			return
-		}
+		answer = leader.AnswerCapabilities
+	}
+	// Capabilities leave only once the log confirmed this replica led
+	// after the heartbeat arrived (sync.go's leadershipMark): a deposed
+	// leader renews nothing from memory. Free when a persist or beat
+	// happened while the heartbeat was held.
+	if err := confirm(answer); err != nil {
+		writeNotLeader(ctx, "", "this replica no longer leads the shard")
+		return
 	}
 	grants, err := c.mintGrants(news.Grants, true)
 	if err != nil {

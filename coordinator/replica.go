@@ -172,23 +172,20 @@ func (r *Replica) Close() error {
 	return nil
 }
 
-// publish makes d what the HTTP side answers with.
-func (r *Replica) publish(d leader.Decision, active *Coordinator) {
-	hint := d.Leader
-	if d.Role == leader.Leader {
-		hint = leader.Hint{ID: r.ID(), URL: r.url}
-	} else {
+// publish makes v what the HTTP side answers with.
+func (r *Replica) publish(v leader.View, active *Coordinator) {
+	if !v.Serving {
 		active = nil
 	}
 	prev := r.view.Load()
-	if prev.role != d.Role {
-		r.log.Info("replica role", zap.Stringer("from", prev.role), zap.Stringer("to", d.Role), zap.String("reason", d.Reason))
-		r.metrics.setRole(d.Role)
+	if prev.role != v.Role {
+		r.log.Info("replica role", zap.Stringer("from", prev.role), zap.Stringer("to", v.Role), zap.String("reason", v.Reason))
+		r.metrics.setRole(v.Role)
 	}
-	if prev.role == d.Role && prev.hint == hint && prev.active == active && prev.reason == d.Reason {
+	if prev.role == v.Role && prev.hint == v.Leader && prev.active == active && prev.reason == v.Reason {
 		return
 	}
-	r.view.Store(&replicaView{role: d.Role, hint: hint, reason: d.Reason, active: active, next: make(chan struct{})})
+	r.view.Store(&replicaView{role: v.Role, hint: v.Leader, reason: v.Reason, active: active, next: make(chan struct{})})
 	close(prev.next)
 }
 

@@ -11,22 +11,24 @@ import (
 	"github.com/capgate/capgate/store"
 )
 
-// elect is the replica's leadership loop: one goroutine owns the Elector
-// and performs its actions — Promote (fence, read to the end, restore the
-// machine, serve), Beat, StepDown — in goroutines of their own, stepping
-// their outcomes back in. It returns when ctx is done, after it stopped
-// leading.
+// elect is the replica's leadership loop: one goroutine owns the
+// replica's decisions (leader.Replica around the Elector: the same code
+// the simulation runs) and performs their actions — Promote (fence, read
+// to the end, restore the machine, serve), Beat, StepDown — in goroutines
+// of their own, stepping their outcomes back in. It returns when ctx is
+// done, after it stopped leading.
 func (r *Replica) elect(ctx context.Context) {
 	t := &term{r: r, results: make(chan termResult, 4), poke: make(chan struct{}, 1)}
-	t.e = leader.New(r.cfg.electorConfig(), r.now())
+	t.core = leader.NewReplica(r.cfg.electorConfig(), r.url, r.now())
 	if t.setFollower(ctx, r.follow(ctx)); t.f == nil {
 		return
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		d := t.e.Decide(r.now())
-		r.publish(d, t.active)
+		d := t.core.Next(r.now())
+		r.metrics.count(t.core.Stats())
+		r.publish(t.core.View(), t.active)
 		t.act(ctx, d)
 		timer.Stop()
 		if !d.At.IsZero() {
@@ -47,36 +49,35 @@ func (r *Replica) elect(ctx context.Context) {
 			if err == nil {
 				err = errors.New("the coordinator's event loop stopped")
 			}
-			t.e.Step(r.now(), leader.WriteDone{Err: err, Fenced: errors.Is(err, store.ErrFenced)})
+			t.wrote(false, err)
 		case <-timer.C:
 		}
 	}
 }
 
-// term is the state of one replica's leadership loop.
+// term is the IO side of one replica's leadership loop.
 type term struct {
-	r *Replica
-	e *leader.Elector
+	r    *Replica
+	core *leader.Replica
 
 	f          *store.Follower // while following
 	stopWatch  context.CancelFunc
 	poke       chan struct{} // the follower applied a commit
 	active     *Coordinator  // while leading
 	activeDone <-chan struct{}
-	beating    bool
-	stopped    *termResult // a finished step-down waiting for the beat in flight
 
 	results chan termResult
-	sameID  bool      // another replica was seen writing under our id
 	pending int       // actions whose result is not in yet
 	started time.Time // when the last Promote began
 }
 
 // termResult is the outcome of an action run in its own goroutine.
 type termResult struct {
-	ev     leader.Event
-	active *Coordinator    // a successful promotion
-	f      *store.Follower // a finished step-down's new follower
+	promoted bool
+	err      error           // a Promote's or a Beat's
+	active   *Coordinator    // a successful promotion
+	stopped  bool            // a finished step-down
+	f        *store.Follower // ... and its new follower
 }
 
 func (t *term) act(ctx context.Context, d leader.Decision) {
@@ -90,57 +91,50 @@ func (t *term) act(ctx context.Context, d leader.Decision) {
 		t.started = t.r.now()
 		go func() { t.results <- t.r.promote(ctx, f) }()
 	case leader.Beat:
-		t.beating = true
 		active := t.active
-		go func() {
-			err := active.store.(*store.LogStore).Beat(t.r.url)
-			t.results <- termResult{ev: leader.WriteDone{Beat: true, Err: err, Fenced: errors.Is(err, store.ErrFenced)}}
-		}()
+		go func() { t.results <- termResult{err: active.store.(*store.LogStore).Beat(t.r.url)} }()
 	case leader.StepDown:
 		active := t.active
 		t.active, t.activeDone = nil, nil
-		t.r.metrics.stepdowns.Inc()
 		t.r.log.Warn("stepping down", zap.String("reason", d.Reason))
 		go func() {
 			if active != nil {
 				active.Close() // answers what it held 503; closes the log
 			}
-			t.results <- termResult{ev: leader.Stopped{}, f: t.r.follow(ctx)}
+			t.results <- termResult{stopped: true, f: t.r.follow(ctx)}
 		}()
 	}
 }
 
 func (t *term) outcome(ctx context.Context, res termResult) {
 	now := t.r.now()
-	switch ev := res.ev.(type) {
-	case leader.PromoteDone:
-		if ev.Err != nil {
-			t.r.log.Warn("takeover failed", zap.Error(ev.Err))
-			t.e.Step(now, ev)
-			t.setFollower(ctx, t.r.follow(ctx)) // the old one is spent or suspect
-			return
-		}
+	switch {
+	case res.promoted && res.err != nil:
+		t.r.log.Warn("takeover failed", zap.Error(res.err))
+		t.core.Promoted(now, res.err, errors.Is(res.err, store.ErrFenced))
+		t.setFollower(ctx, t.r.follow(ctx)) // the old one is spent or suspect
+	case res.promoted:
 		t.active, t.activeDone = res.active, res.active.loop.done
-		t.r.metrics.takeovers.Inc()
 		t.r.metrics.takeover.Observe(now.Sub(t.started).Seconds())
 		t.r.log.Info("took over: fenced, read the log to its end, serving",
 			zap.Duration("took", now.Sub(t.started)), zap.String("signing_key", res.active.keys.current()))
-		t.e.Step(now, ev)
-	case leader.WriteDone:
-		t.beating = false
-		t.e.Step(now, ev)
-		if t.stopped != nil {
-			res, t.stopped = *t.stopped, nil
-			t.outcome(ctx, res)
-		}
-	case leader.Stopped:
-		if t.beating {
-			t.stopped = &res // Stopped only after the beat's outcome
-			return
-		}
-		t.e.Step(now, ev)
+		t.core.Promoted(now, nil, false)
+	case res.stopped:
+		t.core.Stopped(now) // after the outcome of a beat in flight
 		t.setFollower(ctx, res.f)
+	default:
+		t.wrote(true, res.err)
 	}
+}
+
+// wrote steps the outcome of one of the leadership's writes (a beat, or
+// the loop's failed persist), logging a fenced one.
+func (t *term) wrote(beat bool, err error) {
+	fenced := errors.Is(err, store.ErrFenced)
+	if fenced {
+		t.r.log.Warn("write fenced: a newer leader took the shard over", zap.Bool("beat", beat), zap.Error(err))
+	}
+	t.core.Wrote(t.r.now(), beat, err, fenced)
 }
 
 // promote takes the shard over from f and builds the Coordinator that
@@ -149,17 +143,17 @@ func (r *Replica) promote(ctx context.Context, f *store.Follower) termResult {
 	ls, err := f.Promote(ctx)
 	if err != nil {
 		f.Close()
-		return termResult{ev: leader.PromoteDone{Err: err, Fenced: errors.Is(err, store.ErrFenced)}}
+		return termResult{promoted: true, err: err}
 	}
 	r.follower.Store(nil)
 	opts := append(append([]Option(nil), r.opts...), func(o *options) { o.backend = ls })
 	c, err := New(r.cfg, r.log, opts...)
 	if err != nil {
 		ls.Close()
-		return termResult{ev: leader.PromoteDone{Err: err, Fenced: errors.Is(err, store.ErrFenced)}}
+		return termResult{promoted: true, err: err}
 	}
 	go c.Run(context.Background()) // stopped by Close at step-down
-	return termResult{ev: leader.PromoteDone{}, active: c}
+	return termResult{promoted: true, active: c}
 }
 
 // setFollower makes f the follower whose commits are observed.
@@ -170,6 +164,7 @@ func (t *term) setFollower(ctx context.Context, f *store.Follower) {
 		return
 	}
 	t.r.follower.Store(f)
+	t.core.Following()
 	watch, cancel := context.WithCancel(ctx)
 	t.stopWatch = cancel
 	go func() {
@@ -203,20 +198,11 @@ func (t *term) observe() {
 		return
 	}
 	pos, _ := f.Position()
-	writer, hint := pos.Writer, leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}
-	if writer == t.r.ID() && hint.ID == writer && hint.URL != t.r.url {
-		// Another replica writes under this replica's id (replica.id
-		// left empty on several): its commits would look like our own
-		// old ones and never as a live leader. Tell them apart by URL.
-		if !t.sameID {
-			t.sameID = true
-			t.r.log.Error("another coordinator replica writes under this replica's id: give each replica its own replica.id",
-				zap.String("id", writer), zap.String("its_url", hint.URL), zap.String("our_url", t.r.url))
-		}
-		writer = writer + "@" + hint.URL
-		hint.ID = writer
+	hint := leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}
+	if t.core.Observe(t.r.now(), leader.Position{Commits: pos.Commits, Writer: pos.Writer, Leader: hint}) {
+		t.r.log.Error("another coordinator replica writes under this replica's id: give each replica its own replica.id",
+			zap.String("id", pos.Writer), zap.String("its_url", hint.URL), zap.String("our_url", t.r.url))
 	}
-	t.e.Step(t.r.now(), leader.Observed{Writer: writer, Leader: hint})
 }
 
 // stop ends the term: stop leading (close the Coordinator and its log) or

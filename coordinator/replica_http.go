@@ -33,39 +33,48 @@ import (
 func (r *Replica) serve(ctx *fasthttp.RequestCtx) {
 	v := r.view.Load()
 	path := string(ctx.Path())
-	if v.active != nil {
+	switch (leader.View{Serving: v.active != nil}).Route(path) { // the decision the simulation runs too
+	case leader.RouteServe:
 		if path == "/metrics" && ctx.IsGet() {
 			r.serveMetrics(ctx, v.active)
 			return
 		}
 		v.active.serve(ctx)
-		return
-	}
-	public := map[string]func(*fasthttp.RequestCtx, *replicaView){
-		"/healthz":               r.standbyHealth,
-		"/readyz":                r.standbyReady,
-		"/metrics":               func(ctx *fasthttp.RequestCtx, _ *replicaView) { r.serveMetrics(ctx, nil) },
-		"/.well-known/jwks.json": r.standbyJWKS,
-		"/openapi.json": func(ctx *fasthttp.RequestCtx, _ *replicaView) {
-			ctx.SetStatusCode(fasthttp.StatusOK)
-			ctx.SetContentType(api.MediaJSON)
-			ctx.SetBody(api.OpenAPIJSON())
-		},
-	}
-	handle, ok := public[path]
-	switch {
-	case !ok:
+	case leader.RoutePublic:
+		if !ctx.IsGet() {
+			ctx.Response.Header.Set("Allow", fasthttp.MethodGet)
+			writeError(ctx, api.CodeMethodNotAllowed, string(ctx.Method())+" not allowed; use GET")
+			return
+		}
+		r.public(path)(ctx, v)
+	default:
 		message := fmt.Sprintf("replica %s does not lead (%s)", r.ID(), v.role)
 		if v.hint.URL == "" {
 			message += "; no leader known yet: retry another coordinator"
 		}
 		writeNotLeader(ctx, v.hint.URL, message)
-	case !ctx.IsGet():
-		ctx.Response.Header.Set("Allow", fasthttp.MethodGet)
-		writeError(ctx, api.CodeMethodNotAllowed, string(ctx.Method())+" not allowed; use GET")
-	default:
-		handle(ctx, v)
 	}
+}
+
+// public is the handler of one of leader.PublicPaths.
+func (r *Replica) public(path string) func(*fasthttp.RequestCtx, *replicaView) {
+	switch path {
+	case "/healthz":
+		return r.standbyHealth
+	case "/readyz":
+		return r.standbyReady
+	case "/metrics":
+		return func(ctx *fasthttp.RequestCtx, _ *replicaView) { r.serveMetrics(ctx, nil) }
+	case "/.well-known/jwks.json":
+		return r.standbyJWKS
+	case "/openapi.json":
+		return func(ctx *fasthttp.RequestCtx, _ *replicaView) {
+			ctx.SetStatusCode(fasthttp.StatusOK)
+			ctx.SetContentType(api.MediaJSON)
+			ctx.SetBody(api.OpenAPIJSON())
+		}
+	}
+	panic("coordinator: no handler for public path " + path)
 }
 
 func (r *Replica) serveError(ctx *fasthttp.RequestCtx, err error) {

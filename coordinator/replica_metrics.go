@@ -13,7 +13,9 @@ type replicaMetrics struct {
 	leading   prometheus.Gauge
 	takeovers prometheus.Counter
 	stepdowns prometheus.Counter
+	fenced    prometheus.Counter
 	takeover  prometheus.Histogram
+	seen      leader.Stats // counted so far (count)
 }
 
 func newReplicaMetrics() *replicaMetrics {
@@ -28,13 +30,24 @@ func newReplicaMetrics() *replicaMetrics {
 		stepdowns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capgate_coordinator_replica_stepdowns_total", Help: "Times this replica stopped leading (fenced, failed write, lost lease).",
 		}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_replica_fenced_writes_total", Help: "Writes of this replica's leadership (a beat, a Ready's persist) the log refused fenced: a newer leader had taken the shard over.",
+		}),
 		takeover: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "capgate_coordinator_replica_takeover_seconds", Help: "From deciding to take over to serving: fence, read to the end, restore.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}),
 	}
-	m.registry.MustRegister(m.leading, m.takeovers, m.stepdowns, m.takeover)
+	m.registry.MustRegister(m.leading, m.takeovers, m.stepdowns, m.fenced, m.takeover)
 	return m
+}
+
+// count brings the counters to the decisions' counts.
+func (m *replicaMetrics) count(s leader.Stats) {
+	m.takeovers.Add(float64(s.Takeovers - m.seen.Takeovers))
+	m.stepdowns.Add(float64(s.StepDowns - m.seen.StepDowns))
+	m.fenced.Add(float64(s.FencedWrites - m.seen.FencedWrites))
+	m.seen = s
 }
 
 func (m *replicaMetrics) setRole(role leader.Role) {

@@ -21,6 +21,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/coordinator/leader"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/store"
 )
@@ -47,7 +48,7 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	if err := confirm(); err != nil {
+	if err := confirm(leader.AnswerSync); err != nil {
 		// Deposed (or the log broke) since the poll arrived: what the
 		// machine answered from memory may be older than what the new
 		// leader published, so none of it leaves.
@@ -58,18 +59,25 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 	writeJSON(ctx, fasthttp.StatusOK, c.syncResponse(reply))
 }
 
-// leadershipMark marks the log before a sync poll is served and returns
-// the check to run before its answer leaves: on the Kafka log, that a
-// transaction begun after the mark committed (store.WriteMark: a deposed
-// leader's answers rest on the broker's fencing, not on its lease running
-// out); nothing to check on badger, which has one writer by construction.
-func (c *Coordinator) leadershipMark() func() error {
+// leadershipMark marks the log before a request held by the machine is
+// served and returns the check to run before its answer leaves: on the
+// Kafka log, for the answers leader.MustConfirm names (the replicas'
+// decision, which the simulation runs too), that a transaction begun
+// after the mark committed (store.WriteMark: a deposed leader's answers
+// rest on the broker's fencing, not on its lease running out); nothing to
+// check on badger, which has one writer by construction.
+func (c *Coordinator) leadershipMark() func(leader.Answer) error {
 	ls, ok := c.store.(interface{ Mark() store.WriteMark })
 	if !ok {
-		return func() error { return nil }
+		return func(leader.Answer) error { return nil }
 	}
 	mark := ls.Mark()
-	return mark.Confirm
+	return func(a leader.Answer) error {
+		if !leader.MustConfirm(a) {
+			return nil
+		}
+		return mark.Confirm()
+	}
 }
 
 // syncCaller authenticates a sync-channel request and returns its

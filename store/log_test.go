@@ -339,6 +339,32 @@ func TestFailedWriteBreaksTheWriter(t *testing.T) {
 	}
 }
 
+// A fault armed for the next commit is consumed by the next attempt even
+// when that attempt fails fenced: it never strikes the newer writer's
+// transaction instead (the simulation arms faults for a writer that may
+// already be deposed; a lost answer striking the new leader would commit
+// what it believes failed).
+func TestFencedAttemptConsumesTheFault(t *testing.T) {
+	log := store.NewMemLog()
+	old, err := store.OpenMem(context.Background(), log, store.MemOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtCleanup(t, old)
+	next, err := store.OpenMem(context.Background(), log, store.MemOptions{}) // fences old
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtCleanup(t, next)
+	log.Fail(0, store.MemLoseAnswer)
+	if err := old.Beat("http://old"); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("deposed writer's beat: %v, want ErrFenced", err)
+	}
+	if err := next.Update(func(w *store.Writer) error { return w.PutEpoch("g", "t", 0, 1) }); err != nil {
+		t.Fatalf("the newer writer's write met the deposed one's fault: %v", err)
+	}
+}
+
 // A manual follower on the in-memory log reads only when told (CatchUp),
 // and promotes without a goroutine: what the deterministic simulation
 // needs to decide when a standby reads.

@@ -75,7 +75,8 @@ func FollowMem(ctx context.Context, m *MemLog, opts MemOptions) (*Follower, erro
 	return follow(ctx, m.transport(opts.Shard), opts.LogOptions, opts.Manual)
 }
 
-// Fail makes the next commit on shard meet fault (faults queue up).
+// Fail makes the next commit attempt on shard meet fault (faults queue
+// up; a fenced attempt consumes its fault and fails fenced).
 func (m *MemLog) Fail(shard int32, fault MemFault) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -155,13 +156,17 @@ func (w *memWriter) commit(_ context.Context, records []logRecord) (int64, error
 	w.t.m.mu.Lock()
 	defer w.t.m.mu.Unlock()
 	s := w.t.m.shard(w.t.shard)
-	if w.epoch != s.epoch {
-		return 0, &FencedError{Log: w.t.name(), TransactionalID: w.t.transactionalID(),
-			Err: fmt.Errorf("producer epoch %d, current %d", w.epoch, s.epoch)}
-	}
+	// A fault is the next commit attempt's, fenced or not: one left
+	// queued behind a fenced writer would strike another writer's
+	// transaction (a lost answer there commits what its writer, and a
+	// test's bookkeeping, believe failed).
 	var fault MemFault
 	if len(s.faults) > 0 {
 		fault, s.faults = s.faults[0], s.faults[1:]
+	}
+	if w.epoch != s.epoch {
+		return 0, &FencedError{Log: w.t.name(), TransactionalID: w.t.transactionalID(),
+			Err: fmt.Errorf("producer epoch %d, current %d", w.epoch, s.epoch)}
 	}
 	if fault == MemAbort {
 		return 0, fmt.Errorf("%w: transaction aborted", errMemInjected)

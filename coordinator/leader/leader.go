@@ -26,7 +26,21 @@
 // (WriteFailed) by stepping down at once. Since the shell sends nothing it
 // did not persist first, a deposed leader sends nothing new.
 //
+// Nor does a leader step down on its own clock alone. One whose writes
+// have not succeeded for LeaseTimeout — paused past the takeover, or on a
+// slow log, or cut off from it — asks the log: it beats at once (the
+// renewal). A renewal that commits proves nobody fenced it (the broker
+// commits nothing of a writer after a newer InitProducerID): it keeps
+// leading, and a short pause causes no failover. A fenced renewal steps
+// it down. Only when no write succeeds within one more lease (the log
+// unreachable) does it step down without an answer; whoever took over
+// had fenced it already.
+//
 // # How a shell (or the simulation) drives it
+//
+// Both drive it through Replica (replica.go), which adds the rest of the
+// shell's decisions (which positions count, outcomes in order, the view,
+// routing, confirmations); the contract below is the Elector's own.
 //
 //	e := leader.New(cfg, now)
 //	for {
@@ -128,8 +142,11 @@ type Config struct {
 	// BeatInterval is how often a leader writes a beat.
 	BeatInterval time.Duration
 	// LeaseTimeout: a follower that observed no commit for this long
-	// stands; a leader whose writes have not succeeded for this long
-	// steps down (it is cut off; the others will stand).
+	// stands. A leader whose writes have not succeeded for this long
+	// renews: it writes a beat at once and keeps leading if it commits
+	// (nobody fenced it), steps down if it fails fenced; if no write
+	// succeeded within one more LeaseTimeout (cut off from the log) it
+	// steps down anyway.
 	LeaseTimeout time.Duration
 	// Stagger is this replica's extra wait before standing, so replicas
 	// noticing the same silence do not all fence each other (any value
@@ -225,6 +242,9 @@ type Elector struct {
 	// finished (the next is due BeatInterval later).
 	wrote   time.Time
 	beatEnd time.Time
+	// renewBy: the lease lapsed; a write must succeed by then (zero: the
+	// lease holds).
+	renewBy time.Time
 }
 
 // New returns a follower that started following at now: it gives a live
@@ -299,6 +319,7 @@ func (e *Elector) promoteDone(now time.Time, ev PromoteDone) {
 	e.hint = Hint{ID: e.cfg.ID}
 	e.wrote = now           // the barrier committed
 	e.beatEnd = time.Time{} // beat at once: announce the URL
+	e.renewBy = time.Time{}
 }
 
 func (e *Elector) writeDone(now time.Time, ev WriteDone) {
@@ -316,7 +337,8 @@ func (e *Elector) writeDone(now time.Time, ev WriteDone) {
 		// Step down; whoever promotes next reads what the log holds.
 		e.stepDown("write failed: " + ev.Err.Error())
 	default:
-		e.wrote = now
+		// Committed: no newer writer had fenced this one when it did.
+		e.wrote, e.renewBy = now, time.Time{}
 	}
 }
 
@@ -361,11 +383,28 @@ func (e *Elector) Decide(now time.Time) Decision {
 func (e *Elector) decideLeader(now time.Time, d *Decision) {
 	lease := e.wrote.Add(e.cfg.LeaseTimeout)
 	if !now.Before(lease) {
-		// Cut off from the log: the followers stand soon if not already.
-		// Liveness only: safety is their fence.
-		e.stepDown(fmt.Sprintf("no write succeeded for %s", now.Sub(e.wrote)))
-		e.stopping = true
-		d.Role, d.Do, d.Leader, d.Reason = SteppingDown, StepDown, Hint{}, e.reason
+		// No write succeeded for a lease: paused (SIGSTOP, a long GC), a
+		// slow log, or cut off from it. Its own clock does not say which,
+		// nor whether anyone took over: the log does. Renew: beat at once
+		// (unless a write is in flight, whose outcome answers the same
+		// question). Committed: nobody fenced it, it keeps leading (no
+		// failover for a short pause). Fenced: it steps down (writeDone).
+		// Nothing within one more lease: cut off; step down (liveness
+		// only: whoever stood fenced it already).
+		if e.renewBy.IsZero() {
+			e.renewBy = now.Add(e.cfg.LeaseTimeout)
+		}
+		if !now.Before(e.renewBy) {
+			e.stepDown(fmt.Sprintf("no write succeeded for %s (renewal included)", now.Sub(e.wrote)))
+			e.stopping = true
+			d.Role, d.Do, d.Leader, d.Reason = SteppingDown, StepDown, Hint{}, e.reason
+			return
+		}
+		d.At = e.renewBy
+		if !e.beating {
+			e.beating = true
+			d.Do = Beat
+		}
 		return
 	}
 	d.At = lease

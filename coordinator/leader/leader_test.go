@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -121,11 +122,61 @@ func TestLeaderWithoutWritesStepsDownAfterItsLease(t *testing.T) {
 	if !d.At.Equal(at(2110)) {
 		t.Fatalf("lease ends at %s, want +2110ms", d.At.Sub(t0))
 	}
-	expect(t, e.Decide(at(2110)), SteppingDown, StepDown)
-	e.Step(at(2200), WriteDone{Beat: true, Err: errors.New("closed")}) // the hung beat returns
-	expect(t, e.Decide(at(2200)), SteppingDown, None)
-	e.Step(at(2200), Stopped{})
-	expect(t, e.Decide(at(2200)), Follower, None)
+	// The lease lapsed with a write in flight: its outcome is the
+	// renewal; it gets one more lease.
+	d = e.Decide(at(2110))
+	expect(t, d, Leader, None)
+	if !d.At.Equal(at(3110)) {
+		t.Fatalf("renewal ends at %s, want +3110ms", d.At.Sub(t0))
+	}
+	expect(t, e.Decide(at(3110)), SteppingDown, StepDown)
+	e.Step(at(3200), WriteDone{Beat: true, Err: errors.New("closed")}) // the hung beat returns
+	expect(t, e.Decide(at(3200)), SteppingDown, None)
+	e.Step(at(3200), Stopped{})
+	expect(t, e.Decide(at(3200)), Follower, None)
+}
+
+// A leader paused past its lease (its timer fires late) does not step
+// down on its own clock: it renews with a beat at once. Committed:
+// nobody took over, it keeps leading and beats on as usual.
+func TestPausedLeaderRenewsAndKeepsLeading(t *testing.T) {
+	e := leading(t)
+	d := e.Decide(at(9000)) // resumed long after the lease lapsed
+	expect(t, d, Leader, Beat)
+	if !d.At.Equal(at(10000)) || d.Leader.ID != "a" {
+		t.Fatalf("renewing: %+v, want it to name itself until +10000ms", d)
+	}
+	expect(t, e.Decide(at(9001)), Leader, None) // one renewal at a time
+	e.Step(at(9020), WriteDone{Beat: true})
+	d = e.Decide(at(9020))
+	expect(t, d, Leader, None)
+	if !d.At.Equal(at(9220)) {
+		t.Fatalf("next beat at %s, want +9220ms", d.At.Sub(t0))
+	}
+	expect(t, e.Decide(at(9220)), Leader, Beat)
+}
+
+// A paused leader deposed meanwhile: its renewal — or the write that was
+// in flight when it stopped — fails fenced, and that, not its clock,
+// steps it down.
+func TestPausedLeaderStepsDownOnItsFencedRenewal(t *testing.T) {
+	for _, inFlight := range []bool{false, true} {
+		t.Run(fmt.Sprint("in flight=", inFlight), func(t *testing.T) {
+			e := leading(t)
+			if inFlight {
+				expect(t, e.Decide(at(1310)), Leader, Beat) // then SIGSTOP
+				expect(t, e.Decide(at(9000)), Leader, None)
+			} else {
+				expect(t, e.Decide(at(9000)), Leader, Beat)
+			}
+			e.Step(at(9010), WriteDone{Beat: true, Err: errors.New("fenced"), Fenced: true})
+			d := e.Decide(at(9010))
+			expect(t, d, SteppingDown, StepDown)
+			if !strings.HasPrefix(d.Reason, "fenced") {
+				t.Fatalf("reason %q, want the fenced write", d.Reason)
+			}
+		})
+	}
 }
 
 func TestLostRaceFollowsAgain(t *testing.T) {

@@ -1,8 +1,14 @@
 package ha
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/e2e/harness"
 	"github.com/capgate/capgate/internal/stack"
@@ -40,11 +46,14 @@ func TestLeaderKill9(t *testing.T) {
 }
 
 // TestZombieLeader pauses the leading replica (SIGSTOP) past the
-// takeover and resumes it. The zombie wakes believing it leads; it
-// steps down — at its first write, fenced by the new leader, or on its
-// own lease, which ran out while it was paused (whichever of its
-// goroutines runs first) — and sends nothing its log did not hold:
-// every checker holds, no gateway answers 503, nothing is lost.
+// takeover and resumes it. The zombie wakes believing it leads, its
+// lease lapsed on its own clock; it does not step down on that clock but
+// asks the log (a renewal beat, or the persist its loop had due) — and
+// that write fails fenced: the new leader's InitProducerID deposed it.
+// It steps down for that reason (its role change says "fenced", its
+// capgate_coordinator_replica_fenced_writes_total counts it) and sends
+// nothing its log did not hold: every checker holds, no gateway answers
+// 503, nothing is lost, and the new leader keeps leading.
 func TestZombieLeader(t *testing.T) {
 	t.Parallel()
 	const group = "ha-zombie"
@@ -56,6 +65,7 @@ func TestZombieLeader(t *testing.T) {
 	c.WaitFlowing(t, group, 100)
 
 	zombie := leaderAmong(t, c)
+	fencedBefore := metricOf(t, c, zombie, fencedWrites)
 	since := harness.Now()
 	zombie.Pause(t)
 	next := leaderAmong(t, c, zombie)
@@ -69,6 +79,12 @@ func TestZombieLeader(t *testing.T) {
 	zombie.Resume(t)
 	why := stepDown(t, c, zombie, resumed)
 	t.Logf("%s paused, %s took over; %s resumed and stepped down: %s", zombie.Name, next.Name, zombie.Name, why.Reason)
+	if !strings.HasPrefix(why.Reason, "fenced") {
+		t.Errorf("%s stepped down for %q, want its fenced write", zombie.Name, why.Reason)
+	}
+	if fenced := metricOf(t, c, zombie, fencedWrites); fenced <= fencedBefore {
+		t.Errorf("%s: %s %v after resuming (%v before), want more", zombie.Name, fencedWrites, fenced, fencedBefore)
+	}
 	if again := leaderAmong(t, c); again != next {
 		t.Errorf("after the zombie resumed %s leads, want %s still", again.Name, next.Name)
 	}
@@ -77,6 +93,41 @@ func TestZombieLeader(t *testing.T) {
 	c.WaitSettled(t, group, 2)
 	s := c.Finish(t, prod, group)
 	no503(t, s, since)
+}
+
+// fencedWrites counts a replica's writes the log refused fenced.
+const fencedWrites = "capgate_coordinator_replica_fenced_writes_total"
+
+// metricOf reads one unlabelled metric from replica co's /metrics (a
+// standby serves its replica metrics too).
+func metricOf(t testing.TB, c *harness.Cluster, co *harness.Coordinator, name string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, co.URL+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.HTTP().Do(req)
+	if err != nil {
+		t.Fatalf("%s /metrics: %v", co.Name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s /metrics: %d %v", co.Name, resp.StatusCode, err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %q", name, line)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s /metrics has no %s", co.Name, name)
+	return 0
 }
 
 // TestLeaderCutFromKafka cuts the leading replica off from every broker
