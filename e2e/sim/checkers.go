@@ -395,3 +395,35 @@ func (k *checker) checkDeliveredAfterRelease(p *partCheck, es *epochCheck, b ses
 			p.id, es.holder, b.Offset, b.Next, es.epoch, es.releaseOffset)
 	}
 }
+
+// ---- 8. a deposed replica sends nothing new (replicas) -------------------
+
+// checkDeposedAnswer: a replica fenced by another's takeover before a
+// request reached it sends, for that request, no sync answer and no
+// capability (DESIGN §9: a replica that believes it leads but is fenced
+// sends nothing new). Answers released by a persist cannot (the persist
+// fails fenced); the ones a machine gives from memory rest on the log's
+// confirmation (leader.MustConfirm, store.WriteMark).
+func (k *checker) checkDeposedAnswer(c *coordinator, kind reqKind, at arrival, msg group.Message) {
+	r := c.rep
+	if r == nil || !r.deposed || at.at < r.deposedAt {
+		return
+	}
+	what := ""
+	switch m := msg.(type) {
+	case group.SyncReply:
+		what = "a sync answer"
+	case group.News:
+		if len(m.Grants)+len(m.Renew) > 0 {
+			what = "capabilities"
+		}
+	case group.JoinReply:
+		if len(m.Grants) > 0 {
+			what = "capabilities"
+		}
+	}
+	if what != "" {
+		k.w.fail("deposed sends nothing", "%s, deposed at %s, sent %s for a request (kind %d) that reached it at %s",
+			r.cfg.ID, r.deposedAt, what, kind, at.at)
+	}
+}

@@ -234,9 +234,15 @@ func (c *coordinator) receive(req *request) {
 		c.rep.backlog = append(c.rep.backlog, pending{req: req}) // read once it runs again
 		return
 	}
-	if c.rep != nil && !c.leading() {
-		c.notLeader(req)
-		return
+	// One delivery of req (a duplicate, or the same request redirected to
+	// another replica, is another delivery): when it arrived and, with
+	// replicas, the log's mark then.
+	at := arrival{at: c.w.now}
+	if c.rep != nil {
+		var done bool
+		if at.mark, done = c.routed(req); done {
+			return
+		}
 	}
 	build, code := c.event(req)
 	if code != "" {
@@ -247,7 +253,7 @@ func (c *coordinator) receive(req *request) {
 	c.d.Submit(func(ref group.Ref) group.Event {
 		c.pending[ref] = req
 		return build(ref)
-	}, func(msg group.Message) { c.answer(req, msg) })
+	}, func(msg group.Message) { c.answer(req, at, msg) })
 	c.scheduleFlush()
 }
 
@@ -448,12 +454,17 @@ func (c *coordinator) checkMachine(m *group.Machine) {
 // answer renders the machine's answer to req, as the handler does, and
 // sends it back. A process dying after its persist sends nothing: the
 // connection is reset.
-func (c *coordinator) answer(req *request, msg group.Message) {
+func (c *coordinator) answer(req *request, at arrival, msg group.Message) {
 	delete(c.pending, msg.Request())
-	if c.muted || (c.rep != nil && !c.confirmed(msg)) {
+	if c.muted {
 		c.respond(req, response{transport: true})
 		return
 	}
+	if c.rep != nil && !c.confirmed(at, msg) {
+		c.notLeader(req, "") // deposed since the request arrived
+		return
+	}
+	c.w.check.checkDeposedAnswer(c, req.kind, at, msg)
 	c.respond(req, c.render(msg, req))
 }
 

@@ -68,10 +68,12 @@
 //   - operators (faults.go): in half the seeds an admin revokes random
 //     partitions or members, and denies the last capability of one.
 //   - coordinator replicas (replica.go, TestSimReplicas, Options.Replicas):
-//     three replicas over one store.MemLog, each running
-//     coordinator/leader's Elector with the real store (Follower tail,
-//     Promote = fence, barrier, read to the end; Beat; step down at a
-//     failed or fenced persist); leaders killed, paused past their lease
+//     three replicas over one store.MemLog, each running the replica
+//     shell's decisions, coordinator/leader.Replica (the binary runs the
+//     same), with the real store (Follower tail, Promote = fence,
+//     barrier, read to the end; Beat, also to renew a lapsed lease;
+//     step down at a failed or fenced write; answers confirmed with
+//     store.WriteMark where leader.MustConfirm says); leaders killed, paused past their lease
 //     and resumed as zombies (what reached them runs before or after
 //     their own leadership step), followers deciding before they read
 //     (two stand for one silence), transactions aborted or committed with
@@ -102,6 +104,9 @@
 //     committed offset (or offset_reset), and reads from there;
 //  7. a clean handoff duplicates nothing; otherwise duplicates are bounded
 //     by what the previous holder delivered after its last commit.
+//  8. with replicas: a replica deposed (fenced by another's takeover)
+//     before a request reached it sends no sync answer and no capability
+//     for it.
 //
 // Each runs after every event that changes its inputs. The machine's own
 // CheckInvariants runs too (every 8th flush; its audit of every step

@@ -16,6 +16,7 @@ type bugs struct {
 	commitAhead         bool // consumer commits one record past what it processed (checker 5)
 	storeLosesOffsets   bool // the coordinator's persist mapping drops every odd committed offset (checker 6)
 	serveBeforeLogEnd   bool // a replica taking over restores what it had read before the log's end (checker 2)
+	answerUnconfirmed   bool // a replica answers sync polls and capability renewals from memory without the log's confirmation (leader.MustConfirm ignored)
 }
 
 // drainMax bounds the heal-and-drain phase.

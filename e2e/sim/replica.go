@@ -18,17 +18,22 @@ import (
 // Coordinator replicas (issue #11, DESIGN §9). With Options.Replicas > 1
 // the world runs that many coordinator processes over ONE store.MemLog
 // (the shard's Kafka log, with its producer-epoch fencing). Each replica
-// runs the real leadership decision, coordinator/leader's Elector, and
-// carries out its actions with the real store: a follower tails the log
-// (store.Follower on the MemLog, read when the replica's timer fires)
-// and steps every commit it applies as leader.Observed; Promote is
-// store.Follower.Promote (fence, barrier, read to the end), after which
-// the replica restores its machine from the promoted LogStore exactly as
-// a restarted coordinator does (coordinator.serve); Beat is
-// store.LogStore.Beat; a persist of a Ready that fails (fenced by a newer
-// writer, or a failed transaction, or one whose answer was lost) fails
-// the driver closed — nothing of that Ready is sent — and is stepped as
-// leader.WriteDone, and StepDown drops the machine and follows again.
+// runs the replica shell's own decisions, coordinator/leader.Replica (the
+// code coordinator/replica*.go runs: which commits count, the Elector's
+// actions and their outcomes, a lapsed lease renewed by a beat, the
+// view, which requests get not_leader, which answers wait for the log's
+// confirmation), and this file is its IO: a follower tails the log
+// (store.Follower on the MemLog, read when the replica's timer fires) and
+// its position is Observed; Promote is store.Follower.Promote (fence,
+// barrier, read to the end), after which the replica restores its
+// machine from the promoted LogStore exactly as a restarted coordinator
+// does (coordinator.serve); Beat is store.LogStore.Beat; a persist of a
+// Ready that fails (fenced by a newer writer, or a failed transaction, or
+// one whose answer was lost) fails the driver closed — nothing of that
+// Ready is sent — and is stepped as Wrote; StepDown drops the machine and
+// follows again. Answers leader.MustConfirm names leave only after
+// store.WriteMark.Confirm, marked when the request arrived (as
+// coordinator/sync.go and heartbeat.go do).
 //
 // The faults: a replica (the leader more often than not) is killed and
 // restarted later as a follower; a replica is paused (SIGSTOP) and
@@ -48,17 +53,22 @@ import (
 // consumers' and gateways' other decisions (client/driver, gateway/guard)
 // see only the final answer.
 
-// replica is one coordinator replica's leadership side.
+// replica is one coordinator replica's leadership side: the shell's
+// decisions (core) and the IO they drive.
 type replica struct {
 	cfg      leader.Config
-	elector  *leader.Elector
+	core     *leader.Replica
+	counted  leader.Stats    // core's counts already in the world's stats
 	follower *store.Follower // while not leading
 	st       *store.LogStore // while leading (until stepped down)
-	applied  uint64          // commits the follower applied (stepped as Observed)
 	paused   bool            // SIGSTOP: nothing of it runs
 	backlog  []pending       // what reached it or fell due while paused
 	beatGen  uint64          // the armed leadership timer's generation
-	hint     string          // the leader URL its last decision named ("": unknown)
+	// deposed: another replica's takeover fenced this one's leadership
+	// at deposedAt (for checker 8; the replica itself learns it from the
+	// log).
+	deposed   bool
+	deposedAt time.Duration
 }
 
 // pending is what waits for a paused replica: a request that reached it
@@ -138,16 +148,29 @@ func (c *coordinator) follow() {
 	}
 	c.up = true
 	c.inc++
-	c.rep.follower, c.rep.applied, c.rep.hint = f, 0, ""
-	c.rep.elector = leader.New(c.rep.cfg, c.w.wall())
+	c.rep.follower = f
+	c.rep.core, c.rep.counted = leader.NewReplica(c.rep.cfg, replicaURL(c.idx), c.w.wall()), leader.Stats{}
 	c.w.tracef("%s follows", c.rep.cfg.ID)
 	c.lead()
 }
 
-// leading reports whether the replica serves: it leads and its driver
-// has not failed closed.
-func (c *coordinator) leading() bool {
-	return c.rep.elector != nil && c.rep.elector.Role() == leader.Leader && c.d != nil && !c.d.Stopped()
+// view is what the replica answers with: the decisions' view, not
+// serving once its driver failed closed (the shell's Coordinator answers
+// 503 then, until the step-down the failure causes).
+func (c *coordinator) view() leader.View {
+	if c.rep.core == nil {
+		return leader.View{}
+	}
+	v := c.rep.core.View()
+	if c.d == nil || c.d.Stopped() {
+		v.Serving = false
+	}
+	return v
+}
+
+// isLeader: the replica believes it leads (for the counts and the trace).
+func (c *coordinator) isLeader() bool {
+	return c.up && c.rep.core != nil && c.rep.core.Role() == leader.Leader
 }
 
 // whenRunning defers fn while the replica is paused.
@@ -165,8 +188,8 @@ func (c *coordinator) whenRunning(fn func()) func() {
 }
 
 // lead is the replica's leadership step: read the log (unless the reader
-// lags this time), step what it applied, then carry out every action the
-// Elector decides, and arm the timer for its next decision.
+// lags this time), observe its position, then carry out every action the
+// decisions ask for, and arm the timer for the next.
 func (c *coordinator) lead() {
 	r := c.rep
 	if !c.up || r.paused {
@@ -177,15 +200,15 @@ func (c *coordinator) lead() {
 		c.observe(now)
 	}
 	var d leader.Decision
-	el := r.elector
+	core := r.core
+	defer c.tally()
 	for range 8 { // each action's outcome is stepped at once; a few rounds settle it
-		d = el.Decide(now)
-		r.hint = d.Leader.URL
+		d = core.Next(now)
 		if d.Do == leader.None {
 			break
 		}
-		c.act(now, d.Do)
-		if !c.up || r.elector != el {
+		c.act(now, d)
+		if !c.up || r.core != core {
 			return
 		}
 	}
@@ -196,10 +219,24 @@ func (c *coordinator) lead() {
 	r.beatGen++
 	gen := r.beatGen
 	c.w.after(next, evReplica, c.node, c.whenRunning(func() {
-		if c.up && r.elector == el && r.beatGen == gen {
+		if c.up && r.core == core && r.beatGen == gen {
 			c.lead()
 		}
 	}))
+}
+
+// tally adds what the replica's decisions counted since the last tally
+// to the world's stats.
+func (c *coordinator) tally() {
+	r := c.rep
+	if r.core == nil {
+		return
+	}
+	s := r.core.Stats()
+	c.w.stats.Takeovers += s.Takeovers - r.counted.Takeovers
+	c.w.stats.StepDowns += s.StepDowns - r.counted.StepDowns
+	c.w.stats.FencedWrites += s.FencedWrites - r.counted.FencedWrites
+	r.counted = s
 }
 
 // observe reads the log to its current end and steps what was applied.
@@ -210,17 +247,13 @@ func (c *coordinator) observe(now time.Time) {
 		return
 	}
 	pos, _ := r.follower.Position()
-	if pos.Commits == r.applied {
-		return
-	}
-	r.applied = pos.Commits
-	r.elector.Step(now, leader.Observed{Writer: pos.Writer, Leader: leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}})
+	r.core.Observe(now, leader.Position{Commits: pos.Commits, Writer: pos.Writer, Leader: leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}})
 }
 
-// act carries out one of the Elector's actions and steps its outcome.
-func (c *coordinator) act(now time.Time, do leader.Action) {
+// act carries out one of the decisions' actions and steps its outcome.
+func (c *coordinator) act(now time.Time, d leader.Decision) {
 	r := c.rep
-	switch do {
+	switch d.Do {
 	case leader.Promote:
 		var stale *store.Snapshot
 		if c.w.opts.bugs.serveBeforeLogEnd {
@@ -230,38 +263,38 @@ func (c *coordinator) act(now time.Time, do leader.Action) {
 			stale, _ = r.follower.Load()
 		}
 		st, err := r.follower.Promote(context.Background())
-		r.elector.Step(now, leader.PromoteDone{Err: err, Fenced: errors.Is(err, store.ErrFenced)})
 		if err != nil {
+			r.core.Promoted(now, err, errors.Is(err, store.ErrFenced))
 			c.w.tracef("%s: promote failed: %v", r.cfg.ID, err)
 			return
 		}
-		c.w.stats.Takeovers++
 		for _, o := range c.w.coords {
-			if o != c && o.up && o.rep.elector != nil && o.rep.elector.Role() == leader.Leader {
+			if o != c && o.isLeader() {
 				c.w.stats.Contested++ // it deposes a replica that still believes it leads
+			}
+			if o != c && o.rep.st != nil && !o.rep.deposed {
+				o.rep.deposed, o.rep.deposedAt = true, c.w.now
 			}
 		}
 		r.follower, r.st = nil, st
+		r.core.Promoted(now, nil, false) // nothing runs between here and serving
 		c.w.tracef("%s leads", r.cfg.ID)
-		c.serve(st, stale)
+		c.serve(st, stale) // its first flush may crash the replica
 	case leader.Beat:
 		c.beatFault()
 		err := r.st.Beat(replicaURL(c.idx))
-		if err != nil {
-			c.countFailed(err)
-		}
-		r.elector.Step(now, leader.WriteDone{Beat: true, Err: err, Fenced: errors.Is(err, store.ErrFenced)})
+		r.core.Wrote(now, true, err, errors.Is(err, store.ErrFenced))
 	case leader.StepDown:
-		c.w.stats.StepDowns++
-		c.w.tracef("%s steps down", r.cfg.ID)
+		c.w.tracef("%s steps down: %s", r.cfg.ID, d.Reason)
 		c.stopServing()
 		f, err := store.FollowMem(context.Background(), c.log, store.MemOptions{LogOptions: store.LogOptions{WriterID: r.cfg.ID}, Manual: true})
 		if err != nil {
 			c.w.fail("replica", "%s: follow: %v", r.cfg.ID, err)
 			return
 		}
-		r.follower, r.applied = f, 0
-		r.elector.Step(now, leader.Stopped{})
+		r.follower = f
+		r.core.Following()
+		r.core.Stopped(now)
 	}
 }
 
@@ -276,6 +309,7 @@ func (c *coordinator) stopServing() {
 		_ = c.rep.st.Close()
 	}
 	c.d, c.rep.st, c.pending = nil, nil, nil
+	c.rep.deposed = false
 	c.inc++
 	c.flushOn, c.tickOn = false, false
 }
@@ -283,16 +317,9 @@ func (c *coordinator) stopServing() {
 // writeFailed: the driver failed closed on a persist (nothing of the
 // Ready was sent); the Elector steps down.
 func (c *coordinator) writeFailed(err error) {
-	c.countFailed(err)
 	c.w.tracef("%s: persist failed: %v", c.rep.cfg.ID, err)
-	c.rep.elector.Step(c.w.wall(), leader.WriteDone{Err: err, Fenced: errors.Is(err, store.ErrFenced)})
+	c.rep.core.Wrote(c.w.wall(), false, err, errors.Is(err, store.ErrFenced))
 	c.lead()
-}
-
-func (c *coordinator) countFailed(err error) {
-	if errors.Is(err, store.ErrFenced) {
-		c.w.stats.FencedWrites++
-	}
 }
 
 // writeFault makes the log fail the coming transaction of a Ready, at
@@ -341,14 +368,57 @@ func (c *coordinator) forgetReplica() {
 			c.respond(p.req, response{transport: true}) // the connection dies with the process
 		}
 	}
-	c.rep.follower, c.rep.st, c.rep.elector = nil, nil, nil
-	c.rep.paused, c.rep.backlog = false, nil
+	c.tally()
+	c.rep.follower, c.rep.st, c.rep.core = nil, nil, nil
+	c.rep.paused, c.rep.backlog, c.rep.deposed = false, nil, false
 }
 
-// notLeader answers a request this replica does not serve, naming the
-// leader it knows.
-func (c *coordinator) notLeader(req *request) {
-	hint := c.rep.hint
+// routed answers req itself unless the replica's decision (the one
+// coordinator/replica_http.go makes) routes it to the machine: done when
+// it answered; else the log's mark, taken before the machine sees the
+// request (coordinator/sync.go's leadershipMark).
+func (c *coordinator) routed(req *request) (mark store.WriteMark, done bool) {
+	v := c.view()
+	if v.Route(req.kind.path()) == leader.RouteServe {
+		return c.rep.st.Mark(), false
+	}
+	c.notLeader(req, v.Leader.URL)
+	return store.WriteMark{}, true
+}
+
+// arrival is one delivery of a request to a coordinator: when, and the
+// log's mark then (replicas).
+type arrival struct {
+	at   time.Duration
+	mark store.WriteMark
+}
+
+// path is the route a request kind is sent to (coordinator/router.go).
+func (k reqKind) path() string {
+	switch k {
+	case reqJoin:
+		return "/v1/groups/" + groupName + "/join"
+	case reqHeartbeat:
+		return "/v1/groups/" + groupName + "/heartbeat"
+	case reqCommit:
+		return "/v1/groups/" + groupName + "/commit"
+	case reqLeave:
+		return "/v1/groups/" + groupName + "/leave"
+	case reqSync:
+		return "/v1/sync"
+	case reqRevoke:
+		return "/v1/admin/groups/" + groupName + "/partitions/t/0/revoke"
+	case reqDeny:
+		return "/v1/admin/capabilities/jti/revoke"
+	case reqRevokeMember:
+		return "/v1/admin/groups/" + groupName + "/members/m/revoke"
+	}
+	panic(fmt.Sprintf("sim: request kind %d has no route", k))
+}
+
+// notLeader answers a request this replica does not serve, naming hint
+// ("": no leader known).
+func (c *coordinator) notLeader(req *request, hint string) {
 	c.w.net.answer(c.node, req.from, req.call, func() { c.w.redirected(req, c.idx, hint) })
 }
 
@@ -367,10 +437,10 @@ func (w *World) pause() {
 	}
 	w.stats.Pauses++
 	c.rep.paused = true
-	el := c.rep.elector
+	core := c.rep.core
 	w.tracef("%s paused for %s", c.rep.cfg.ID, d)
 	w.after(d, evReplica, c.node, func() {
-		if c.up && c.rep.elector == el {
+		if c.up && c.rep.core == core {
 			c.resume()
 		}
 	})
@@ -409,7 +479,7 @@ func (w *World) pickReplica() *coordinator {
 	var up []*coordinator
 	for _, c := range w.coords {
 		if c.up {
-			if w.chance(0.66) && c.rep.elector != nil && c.rep.elector.Role() == leader.Leader {
+			if w.chance(0.66) && c.isLeader() {
 				return c
 			}
 			up = append(up, c)
@@ -507,7 +577,7 @@ func (w *World) redirected(req *request, from int, hint string) {
 func (w *World) leaders() string {
 	var ids []string
 	for _, c := range w.coords {
-		if c.rep != nil && c.up && c.rep.elector != nil && c.rep.elector.Role() == leader.Leader {
+		if c.rep != nil && c.isLeader() {
 			ids = append(ids, c.rep.cfg.ID)
 		}
 	}
@@ -515,33 +585,36 @@ func (w *World) leaders() string {
 	return fmt.Sprint(ids)
 }
 
-// confirmed: a replica answers a sync poll or a heartbeat only once a log
-// transaction begun after the answer was decided committed, as the
-// replica shell does (coordinator/replica.go: store.WriteMark/Confirm) —
-// a leader deposed while it had nothing to write would otherwise answer
-// from memory (resets older than fences the new leader published: the
-// sweep found them). A deposed leader's transaction fails fenced: it
-// sends nothing and steps down (after this answer's turn).
-func (c *coordinator) confirmed(msg group.Message) bool {
-	switch msg.(type) {
-	case group.SyncReply, group.News:
-	default:
-		return true // the rest answered only after their own persist
-	}
-	r := c.rep
-	if r.st == nil {
-		return false
-	}
-	err := r.st.Beat(replicaURL(c.idx))
-	if err == nil {
+// confirmed: an answer leader.MustConfirm names leaves only once a log
+// transaction begun after the request arrived committed
+// (store.WriteMark.Confirm, marked in routed), as the replica shell
+// does — a leader deposed while it had nothing to write would otherwise
+// answer from memory (resets older than fences the new leader
+// published: the sweep found them). A deposed leader's confirmation
+// fails fenced: it answers not_leader naming nobody, as the shell does,
+// and its next write fails fenced too (the store stays failed), which
+// steps it down.
+func (c *coordinator) confirmed(at arrival, msg group.Message) bool {
+	if !leader.MustConfirm(answerKind(msg)) {
 		return true
 	}
-	c.countFailed(err)
-	el := r.elector
-	c.w.after(0, evReplica, c.node, c.whenRunning(func() {
-		if c.up && r.elector == el {
-			c.writeFailed(err)
+	if c.w.opts.bugs.answerUnconfirmed {
+		return true // planted bug: answers from memory without asking the log
+	}
+	return at.mark.Confirm() == nil
+}
+
+// answerKind classifies a machine message the way the handlers do
+// (coordinator/sync.go, heartbeat.go).
+func answerKind(msg group.Message) leader.Answer {
+	switch m := msg.(type) {
+	case group.SyncReply:
+		return leader.AnswerSync
+	case group.News:
+		if len(m.Grants)+len(m.Renew) > 0 {
+			return leader.AnswerCapabilities
 		}
-	}))
-	return false
+		return leader.AnswerNews
+	}
+	return leader.AnswerPersisted
 }

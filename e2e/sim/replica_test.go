@@ -46,22 +46,16 @@ func TestSimReplicas(t *testing.T) {
 // other coordinator fault; every checker holds, and the fenced zombie
 // writes happen.
 func TestReplicaZombieFenced(t *testing.T) {
-	zombies := func(p *profile) {
-		p.coordCrash, p.readyCrash = 0, 0
-		p.replicas.pauseEvery, p.replicas.writeFail, p.replicas.lag = 20*time.Second, 0, 0
-	}
-	var fenced, contested int
-	for seed := uint64(1); seed <= 6; seed++ {
-		opts := replicaOptions()
-		opts.tune = zombies
-		r := Run(seed, opts)
-		report(t, r)
-		fenced += r.Stats.FencedWrites
-		contested += r.Stats.Contested
-	}
-	if fenced == 0 || contested == 0 {
+	s := runTuned(t, zombieProfile, 6)
+	if fenced, contested := s.FencedWrites, s.Contested; fenced == 0 || contested == 0 {
 		t.Fatalf("zombies: %d fenced writes, %d takeovers from a replica that still led; want both > 0", fenced, contested)
 	}
+}
+
+// zombieProfile: pauses every 20 s, no other coordinator fault.
+func zombieProfile(p *profile) {
+	p.coordCrash, p.readyCrash = 0, 0
+	p.replicas.pauseEvery, p.replicas.writeFail, p.replicas.lag = 20*time.Second, 0, 0
 }
 
 // TestReplicaTraceDeterministic: a seed with replicas replays the same.
@@ -82,9 +76,49 @@ func TestReplicaTraceDeterministic(t *testing.T) {
 // holds, and the epochs checker catches it. Without the bug the same
 // seeds hold (TestReplicaSlowReaders).
 func TestReplicaPlantedBugCaught(t *testing.T) {
-	// Slow readers make takeovers while the log is busy frequent.
-	slow := func(p *profile) { p.replicas.lag = 0.9 }
-	caught := plantedFailureWith(t, replicaOptions(), bugs{serveBeforeLogEnd: true}, slow, "epochs only rise",
+	caught := plantedFailureWith(t, replicaOptions(), bugs{serveBeforeLogEnd: true}, slowReaders, "epochs only rise",
 		[]string{"grant safety", "committed offsets", "handoff duplicates", "exclusive reader", "machine invariants"})
 	t.Logf("caught by %q: %v", caught.Checker, caught)
+}
+
+// TestReplicaUnconfirmedAnswersCaught plants a bug in the replicas'
+// confirm-before-answer rule (leader.MustConfirm, the decision the
+// replica shell runs): a replica answers sync polls and capability
+// renewals from memory without the log's confirmation, so a leader
+// deposed while it had nothing to write keeps answering as if it led.
+// Slow readers (a follower stands before it read the live leader's
+// beats) depose leaders that are running, not paused; checker 8 catches
+// the answers they send after.
+func TestReplicaUnconfirmedAnswersCaught(t *testing.T) {
+	caught := plantedFailureWith(t, replicaOptions(), bugs{answerUnconfirmed: true}, slowReaders, "deposed sends nothing",
+		[]string{"grant safety", "exclusive reader", "acked fence", "epochs only rise", "committed offsets", "handoff duplicates"})
+	t.Logf("caught by %q: %v", caught.Checker, caught)
+}
+
+// slowReaders: a follower decides before it read the log nine times in
+// ten, so replicas stand while the leader is alive and busy: takeovers
+// that depose a running leader.
+func slowReaders(p *profile) { p.replicas.lag = 0.9 }
+
+// TestReplicaSlowReaders: the planted bugs' seeds hold without the bugs
+// (every checker, checker 8 included), and running leaders were deposed.
+func TestReplicaSlowReaders(t *testing.T) {
+	if s := runTuned(t, slowReaders, 4); s.Contested == 0 {
+		t.Fatal("slow readers deposed no running leader")
+	}
+}
+
+// runTuned runs seeds 1..n of the replicas' options tuned by tune,
+// reporting each, and returns the replica counts summed.
+func runTuned(t *testing.T, tune func(*profile), n uint64) Stats {
+	var sum Stats
+	for seed := uint64(1); seed <= n; seed++ {
+		opts := replicaOptions()
+		opts.tune = tune
+		r := Run(seed, opts)
+		report(t, r)
+		sum.FencedWrites += r.Stats.FencedWrites
+		sum.Contested += r.Stats.Contested
+	}
+	return sum
 }
