@@ -78,7 +78,8 @@ func TestZombieLeader(t *testing.T) {
 	resumed := harness.Now()
 	zombie.Resume(t)
 	why := stepDown(t, c, zombie, resumed)
-	t.Logf("%s paused, %s took over; %s resumed and stepped down: %s", zombie.Name, next.Name, zombie.Name, why.Reason)
+	t.Logf("%s paused for %s, %s took over; %s resumed and stepped down: %s", zombie.Name,
+		time.Duration(resumed-since).Round(time.Millisecond), next.Name, zombie.Name, why.Reason)
 	if !strings.HasPrefix(why.Reason, "fenced") {
 		t.Errorf("%s stepped down for %q, want its fenced write", zombie.Name, why.Reason)
 	}
