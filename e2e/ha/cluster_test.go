@@ -35,13 +35,19 @@ func clientID(i int) string { return fmt.Sprintf("capgate-coordinator-%d", i+1) 
 
 // startHA starts three coordinator replicas (processes, state: kafka),
 // two gateway processes and a 3-broker kfake, its brokers listening
-// through cut (may be nil), with group traced.
-func startHA(t testing.TB, group string, cut *stack.KafkaCut) *harness.Cluster {
+// through cut (may be nil), with group traced; tune edits every
+// replica's configuration.
+func startHA(t testing.TB, group string, cut *stack.KafkaCut, tune ...func(*coordinator.Config)) *harness.Cluster {
 	t.Helper()
 	opts := harness.Options{
 		Partitions: 6, Brokers: 3, Gateways: 2, Coordinators: 3, Groups: []string{group},
 		CoordinatorProcess: true, GatewayProcesses: true, Binaries: binaries, Timing: haTiming(),
-		CoordinatorConfig: func(i int, cfg *coordinator.Config) { cfg.Broker.ClientID = clientID(i) },
+		CoordinatorConfig: func(i int, cfg *coordinator.Config) {
+			cfg.Broker.ClientID = clientID(i)
+			for _, f := range tune {
+				f(cfg)
+			}
+		},
 	}
 	if cut != nil {
 		opts.KafkaOptions = append(opts.KafkaOptions, cut.Option())

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/harness"
 	"github.com/capgate/capgate/internal/stack"
 )
@@ -57,7 +58,12 @@ func TestLeaderKill9(t *testing.T) {
 func TestZombieLeader(t *testing.T) {
 	t.Parallel()
 	const group = "ha-zombie"
-	c := startHA(t, group, nil)
+	// The pause outlasts kafka_state.timeout (10 s; the handoff below
+	// takes long under load): a write in flight when SIGSTOP lands would
+	// time out on the zombie's own clock at SIGCONT — outcome unknown, a
+	// step-down "write failed" (safe, but not what this test is about).
+	// With a longer timeout its outcome comes from the broker: fenced.
+	c := startHA(t, group, nil, func(cfg *coordinator.Config) { cfg.KafkaState.Timeout = 5 * time.Minute })
 	prod := c.StartProducer(t, produceEvery)
 	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
 	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
