@@ -14,13 +14,19 @@ import (
 // leader stopped 6 s in (after the 4th consumer joined); another replica takes over, the consumers keep
 // their sessions, and the demo's summary holds (nothing lost or repeated,
 // no unmoved partition paused beyond the tolerance, the takeover made).
+//
+// The tolerance is #11's target for unmoved partitions across a failover
+// (1 s), not the demo's 50 ms default: the test is about the failover's
+// behaviour, and on a loaded 2-core machine a CPU stall pauses every
+// partition at once by more than 50 ms (it failed 3 of 6 runs at load
+// ~13). The figure itself is measured by e2e/ha BenchmarkFailover.
 func TestDemoFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var out bytes.Buffer
 	err := runDev(ctx, &out, devFlags{
 		dataDir: t.TempDir(), brokerAddr: "127.0.0.1:0", coordinatorAddr: "127.0.0.1:0", gatewayAddr: "127.0.0.1:0", kafkaAddr: "127.0.0.1:0",
-		logLevel: "error", demo: true, demoDuration: 12 * time.Second, demoTolerance: 50 * time.Millisecond,
+		logLevel: "error", demo: true, demoDuration: 12 * time.Second, demoTolerance: time.Second,
 		replicas: 3, killLeader: 6 * time.Second,
 	})
 	t.Logf("output:\n%s", out.String())
