@@ -182,15 +182,12 @@ func (k *checker) checkPersistedEpoch(p *partCheck, epoch uint64) {
 //
 // With replicas the rule is per gateway: a reset never carries a fence
 // below one that gateway was answered before. A leader deposed while it
-// had nothing to write answers sync polls from its memory until its next
-// write fails fenced (coordinator/leader: it learns it lost the lead only
-// then, or when its lease runs out); its reset is the log as it read it,
-// older than fences the new leader published meanwhile to other
-// gateways, which this gateway never held. That is no readmission; the
-// danger it could carry — a gateway kept in sync by a deposed leader
-// while the new one counts it silent and grants — is grant safety's
-// (checker 4), and a reset below what this gateway held is still caught
-// here. Stats.StaleResets counts such answers.
+// had nothing to write learns it only at its next write; answered from
+// its memory meanwhile, a reset would be the log as it read it, older
+// than fences the new leader published to other gateways. The replicas
+// confirm such answers with the log first (leader.MustConfirm), and
+// checker 8 fails any a deposed replica sends; Stats.StaleResets counts
+// those that reach a gateway all the same (0 in the sweep).
 func (k *checker) checkFencesRise(gc *gatewayCheck, p *partCheck, part int, epoch uint64) {
 	switch {
 	case len(k.w.coords) <= 1 && epoch < p.fenceEpoch:

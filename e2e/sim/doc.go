@@ -94,7 +94,7 @@
 //     fences never fall (with replicas: a reset never lowers a fence
 //     below what that gateway was answered before — a deposed leader's
 //     stale reset to a gateway that never held the newer fence is
-//     counted, StaleResets, and left to checker 4);
+//     checker 8's, and counted, StaleResets);
 //  3. a gateway that acknowledged fence e+1 admits nothing at epoch ≤ e;
 //  4. a new epoch is granted only after every gateway is safe for the
 //     fence and the previous holder released, was removed, or timed out;
