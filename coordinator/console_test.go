@@ -223,6 +223,13 @@ func TestConsoleActionRefusals(t *testing.T) {
 		t.Fatalf("login: %d", a.status)
 	}
 	csrf := c.csrf()
+	// The wrong token differs from the right one in its last character
+	// (replacing it with a fixed "A" left it right whenever it ended in A:
+	// the test then failed 1 run in 64).
+	wrong := csrf[:len(csrf)-1] + "A"
+	if wrong == csrf {
+		wrong = csrf[:len(csrf)-1] + "B"
+	}
 	revoke := "/v1/admin/groups/g/partitions/orders/1/revoke"
 	body := coordinator.RevokeRequest{Reason: "console test"}
 	for _, tc := range []struct {
@@ -231,7 +238,7 @@ func TestConsoleActionRefusals(t *testing.T) {
 		status       int
 	}{
 		{"no CSRF token", "", c.origin, 403},
-		{"wrong CSRF token", csrf[:len(csrf)-1] + "A", c.origin, 403},
+		{"wrong CSRF token", wrong, c.origin, 403},
 		{"another origin", csrf, "https://evil.example", 403},
 		{"no origin, no referer", csrf, "", 403},
 	} {
