@@ -40,7 +40,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -237,7 +236,8 @@ func (f *fetchCall) writeRaw(res *broker.FetchResult) {
 		return
 	}
 	b := rawBodies.Get().(*rawBody)
-	b.res, b.rest = *res, res.Batches
+	b.res = *res
+	b.Reset(res.Batches)
 	*res = broker.FetchResult{}
 	resp.SetBodyStream(b, n)
 }
@@ -248,38 +248,24 @@ func (f *fetchCall) writeRaw(res *broker.FetchResult) {
 const rawStreamMin = 16 << 10
 
 // rawBody is a raw answer's record batches as a response body stream.
-// fasthttp writes it with WriteTo (one Write of the whole slice: the
-// headers and the first bytes go out together, the rest straight from the
-// broker's buffer) and closes it once the answer is written, or when the
-// response is reset unwritten; Close recycles the broker's buffer.
+// fasthttp writes it with WriteTo (bytes.Reader's: one Write of the whole
+// slice, the headers and the first bytes together, the rest straight from
+// the broker's buffer) and closes it once the answer is written, or when
+// the response is reset unwritten; Close recycles the broker's buffer.
 type rawBody struct {
-	res  broker.FetchResult
-	rest []byte
+	bytes.Reader
+	res broker.FetchResult
 }
 
 var rawBodies = sync.Pool{New: func() any { return new(rawBody) }}
 
-func (b *rawBody) Read(p []byte) (int, error) {
-	if len(b.rest) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, b.rest)
-	b.rest = b.rest[n:]
-	return n, nil
-}
-
-// WriteTo and SupportsBodyWriteTo are fasthttp.BodyWriterTo.
-func (b *rawBody) WriteTo(w io.Writer) (int64, error) {
-	n, err := w.Write(b.rest)
-	b.rest = b.rest[n:]
-	return int64(n), err
-}
-
+// SupportsBodyWriteTo tells fasthttp to use WriteTo (fasthttp.BodyWriterTo).
 func (b *rawBody) SupportsBodyWriteTo() bool { return true }
 
 func (b *rawBody) Close() error {
 	b.res.Release()
-	*b = rawBody{}
+	b.res = broker.FetchResult{}
+	b.Reset(nil)
 	rawBodies.Put(b)
 	return nil
 }

@@ -13,7 +13,6 @@ type commitState struct {
 	ticket      uint64
 	incarnation uint64
 	release     bool
-	lane        bool // not a release: one of the commit lane's (lane.go)
 	parts       []*partition
 	offsets     []api.CommitOffset
 }
@@ -170,8 +169,8 @@ func (s *Session) sendCommit(ticket uint64, parts []*partition, release bool) {
 const MaxCommitPartitions = 500
 
 func (s *Session) sendCommitChunk(ticket uint64, parts []*partition, release bool) {
-	c := &commitState{ticket: ticket, incarnation: s.member.Incarnation, release: release, lane: !release, parts: parts}
-	if c.lane {
+	c := &commitState{ticket: ticket, incarnation: s.member.Incarnation, release: release, parts: parts}
+	if !c.release { // the lane's (lane.go)
 		s.laneBusy++
 	}
 	until := time.Time{}
@@ -208,7 +207,7 @@ func (s *Session) commitDone(e CommitDone) {
 		return
 	}
 	delete(s.commits, e.ID)
-	if c.lane {
+	if !c.release {
 		s.laneBusy--
 	}
 	for _, p := range c.parts {
@@ -240,7 +239,7 @@ func (s *Session) commitDone(e CommitDone) {
 		}
 	}
 	s.finishTicket(c.ticket)
-	if c.lane && c.ticket == 0 && s.laneBusy == 0 {
+	if !c.release && c.ticket == 0 && s.laneBusy == 0 {
 		s.finishBackground()
 	}
 }
@@ -259,7 +258,7 @@ func splittable(code api.Code) bool {
 // background commit c belongs to.
 func (s *Session) fail(c *commitState, code api.Code, err error) {
 	t := s.tickets[c.ticket]
-	if c.lane && c.ticket == 0 {
+	if !c.release && c.ticket == 0 {
 		t = &s.background
 	}
 	if t != nil && t.code == "" && t.err == nil {

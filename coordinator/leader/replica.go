@@ -33,7 +33,6 @@ type Replica struct {
 
 	applied uint64 // the follower's Commits last stepped
 	sameID  bool   // another replica was seen writing under our id
-	beating bool   // a Beat's outcome is not in
 	stopped bool   // the step-down finished while a beat was in flight
 	last    Decision
 	stats   Stats
@@ -112,10 +111,7 @@ func (r *Replica) Observe(now time.Time, p Position) (sameID bool) {
 // latest).
 func (r *Replica) Next(now time.Time) Decision {
 	d := r.e.Decide(now)
-	switch d.Do {
-	case Beat:
-		r.beating = true
-	case StepDown:
+	if d.Do == StepDown {
 		r.stats.StepDowns++
 	}
 	r.last = d
@@ -138,9 +134,6 @@ func (r *Replica) Wrote(now time.Time, beat bool, err error, fenced bool) {
 	if fenced {
 		r.stats.FencedWrites++
 	}
-	if beat {
-		r.beating = false
-	}
 	r.e.Step(now, WriteDone{Beat: beat, Err: err, Fenced: fenced})
 	if beat && r.stopped {
 		r.stopped = false
@@ -152,7 +145,7 @@ func (r *Replica) Wrote(now time.Time, beat bool, err error, fenced bool) {
 // open: call Following too) — deferred until the outcome of a beat in
 // flight is in.
 func (r *Replica) Stopped(now time.Time) {
-	if r.beating {
+	if r.e.beating {
 		r.stopped = true
 		return
 	}
