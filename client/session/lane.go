@@ -102,6 +102,12 @@ func (s *Session) laneNext(now time.Time) {
 // sendJob sends a user request that waited, at the processed offsets of
 // its partitions then.
 func (s *Session) sendJob(job laneJob) {
+	if s.status == Rejoining {
+		// Lost while it waited: its partitions are gone uncommitted (a
+		// release commits a revoked one; a lost member commits nothing).
+		s.emit(CommitResult{Ticket: job.ticket, Code: api.CodeUnknownMember, Err: errNotSent})
+		return
+	}
 	var parts []*partition
 	for _, p := range job.parts {
 		held := s.status == Active && s.parts[p.id] == p && p.state == Fetching

@@ -192,3 +192,24 @@ func backgroundInFlight(t *testing.T) (*harness, Commit) {
 	h.poll()
 	return h, bg
 }
+
+// A user commit waiting for the lane when the member is lost is answered
+// with an error, not with success: the partitions it was to commit are
+// gone uncommitted (a release would have committed them; a lost member
+// commits nothing).
+func TestCommitWaitingWhenLostIsRefused(t *testing.T) {
+	h, bg := backgroundInFlight(t)
+	none[Commit](t, h.step(CommitRequested{Now: h.now, Ticket: 2}))
+	acts := h.step(HeartbeatFailed{Now: h.now, Incarnation: h.s.Member().Incarnation, Code: api.CodeUnknownMember})
+	acts = append(acts, h.step(CommitDone{Now: h.now, ID: bg.ID})...)
+	none[Commit](t, acts)
+	var waited *CommitResult
+	for _, r := range all[CommitResult](acts) {
+		if r.Ticket == 2 {
+			waited = &r
+		}
+	}
+	if waited == nil || waited.Err == nil || waited.Code != api.CodeUnknownMember {
+		t.Fatalf("waiting user commit answered %+v in %s, want unknown_member", waited, describe(acts))
+	}
+}
