@@ -41,6 +41,7 @@ func BenchmarkKafkaListenerThroughput(b *testing.B) {
 	for range b.N {
 		run := throughputRun(b, benchThroughput)
 		run.print()
+		run.printWire()
 		for _, pr := range run.pairs {
 			b.ReportMetric(median(pr.ratios()), pr.key+"-ratio")
 			b.ReportMetric(median(pr.cpuRatios()), pr.key+"-cpu-ratio")
@@ -67,25 +68,30 @@ func throughputRun(b testing.TB, size throughputSize) *throughputResult {
 	assign := map[string]map[int32]kgo.Offset{s.Topic: {0: kgo.NewOffset().AtStart()}}
 	grant := s.Grant(b, s.Topic, 0, []string{"fetch"}, 10*time.Minute)
 	direct := []kgo.Opt{kgo.SeedBrokers(s.Kafka.Addrs()...)}
+	wire := &wireCounter{}
+	wire.watchKafka(s.Kafka.Cluster())
 	res := &throughputResult{size: size, loadBefore: loadAverage()}
 	res.pairs = []*throughputPair{{
 		key: "1p",
-		direct: &throughputPath{path: "direct, 1 partition (ConsumePartitions)", records: size.perPartition, opts: func(int) []kgo.Opt {
+		direct: &throughputPath{name: "1p-direct", path: "direct, 1 partition (ConsumePartitions)", records: size.perPartition, opts: func(int) []kgo.Opt {
 			return append(slices.Clone(direct), kgo.ConsumePartitions(assign))
 		}},
-		listener: &throughputPath{path: "listener, 1 partition (capability)", records: size.perPartition, opts: func(int) []kgo.Opt {
+		listener: &throughputPath{name: "1p-listener", path: "listener, 1 partition (capability)", records: size.perPartition, opts: func(int) []kgo.Opt {
 			return listenerOpts(s, grant.Capability, kgo.ConsumePartitions(assign))
 		}},
 	}, {
 		key: "group",
-		direct: &throughputPath{path: "direct, 4 partitions (KIP-848 group)", records: 4 * size.perPartition, opts: func(round int) []kgo.Opt {
+		direct: &throughputPath{name: "group-direct", path: "direct, 4 partitions (KIP-848 group)", records: 4 * size.perPartition, opts: func(round int) []kgo.Opt {
 			return append(slices.Clone(direct), groupOpts(fmt.Sprintf("tp-direct-%d", round), s.Topic)...)
 		}},
-		listener: &throughputPath{path: "listener, 4 partitions (KIP-848 group)", records: 4 * size.perPartition, opts: func(round int) []kgo.Opt {
+		listener: &throughputPath{name: "group-listener", path: "listener, 4 partitions (KIP-848 group)", records: 4 * size.perPartition, opts: func(round int) []kgo.Opt {
 			group := fmt.Sprintf("tp-listener-%d", round) // a group per round (and warm-up): each consumes from the start
 			return listenerOpts(s, s.ClientCredential(b, group), groupOpts(group, s.Topic)...)
 		}},
 	}}
+	for _, pr := range res.pairs {
+		pr.direct.wc, pr.listener.wc = wire, wire
+	}
 	for _, pr := range res.pairs { // warm-up, not counted: the first pass over kfake's log pays for touching it
 		pr.direct.measure(b, -1)
 		pr.listener.measure(b, -1)
@@ -200,15 +206,21 @@ func listenerOpts(s *Stack, token string, opts ...kgo.Opt) []kgo.Opt {
 
 // throughputPath is one way of reading, measured once per round.
 type throughputPath struct {
+	name    string // for file names
 	path    string
 	records int
 	opts    func(round int) []kgo.Opt
 	rps     []float64 // records/s of each round's pass
 	steady  []float64 // records/s from the first record to the last
 	cpu     []float64 // process CPU ms per million records
+	wc      *wireCounter
+	wire    wireCounts // summed over the counted passes
+	seconds float64    // the counted passes' time
 }
 
-func (p *throughputPath) reset() { p.rps, p.steady, p.cpu = nil, nil, nil }
+func (p *throughputPath) reset() {
+	p.rps, p.steady, p.cpu, p.wire, p.seconds = nil, nil, nil, wireCounts{}, 0
+}
 
 // measure consumes every record once (a new group per round), after a
 // garbage collection so that no earlier pass's garbage is collected on
@@ -216,7 +228,10 @@ func (p *throughputPath) reset() { p.rps, p.steady, p.cpu = nil, nil, nil }
 func (p *throughputPath) measure(b testing.TB, round int) {
 	b.Helper()
 	runtime.GC()
-	opts := append(p.opts(round), kgo.ClientID(fmt.Sprintf("bench-%d", round)))
+	opts := append(p.opts(round), kgo.ClientID(fmt.Sprintf("bench-%d", round)), kgo.WithHooks(p.wc))
+	stop := profilePass(b, p.name, round)
+	defer stop()
+	wire0 := p.wc.snapshot()
 	cpu0 := processCPU()
 	start := time.Now()
 	cl, err := kgo.NewClient(opts...)
@@ -240,6 +255,9 @@ func (p *throughputPath) measure(b testing.TB, round int) {
 		got += n
 	}
 	end := time.Now()
+	wire1 := p.wc.snapshot()
+	p.wire.add(wire1.sub(&wire0))
+	p.seconds += end.Sub(start).Seconds()
 	p.rps = append(p.rps, float64(p.records)/end.Sub(start).Seconds())
 	p.steady = append(p.steady, float64(p.records-firstN)/max(end.Sub(first).Seconds(), 1e-9))
 	p.cpu = append(p.cpu, float64(processCPU()-cpu0)/float64(time.Millisecond)/(float64(p.records)/1e6))
