@@ -21,110 +21,86 @@ import (
 // the batches it decoded) and the Fetches kfake handled (from the client
 // on a direct pass, from the gateway on a listener pass).
 
-// wireCounts are the counters of one pass.
-type wireCounts struct {
-	clientFetches   int64 // Fetch answers the client read
-	clientReadBytes int64 // their bytes
-	clientReqBytes  int64 // the Fetch requests' bytes
-	clientBatches   int64 // record batches the client decoded
-	kafkaFetches    int64 // Fetch requests kfake handled
-	kafkaParts      int64 // partitions they named
-	kafkaMaxBytes   int64 // their MaxBytes, summed
-	kafkaPartBytes  int64 // their partitions' PartitionMaxBytes, summed
-	kafkaSession    int64 // of them, in a fetch session (KIP-227)
-	kafkaCommitted  int64 // of them, read_committed
-	kafkaNoWait     int64 // of them, MaxWaitMillis 0
-	minorFaults     int64 // the process's page faults (getrusage)
-	switches        int64 // its context switches, voluntary and not
-}
+// The counters of a pass, indexes into wireCounts.
+const (
+	clientFetches   = iota // Fetch answers the client read
+	clientReadBytes        // their bytes
+	clientReqBytes         // the Fetch requests' bytes
+	clientBatches          // record batches the client decoded
+	kafkaFetches           // Fetch requests kfake handled
+	kafkaParts             // partitions they named
+	kafkaMaxBytes          // their MaxBytes, summed
+	kafkaPartBytes         // their partitions' PartitionMaxBytes, summed
+	kafkaSession           // of them, in a fetch session (KIP-227)
+	kafkaCommitted         // of them, read_committed
+	kafkaNoWait            // of them, MaxWaitMillis 0
+	minorFaults            // the process's page faults (getrusage)
+	switches               // its context switches, voluntary and not
+	nWire
+)
 
-func (w *wireCounts) sub(o *wireCounts) wireCounts {
-	return wireCounts{
-		w.clientFetches - o.clientFetches, w.clientReadBytes - o.clientReadBytes, w.clientReqBytes - o.clientReqBytes,
-		w.clientBatches - o.clientBatches, w.kafkaFetches - o.kafkaFetches, w.kafkaParts - o.kafkaParts,
-		w.kafkaMaxBytes - o.kafkaMaxBytes, w.kafkaPartBytes - o.kafkaPartBytes, w.kafkaSession - o.kafkaSession,
-		w.kafkaCommitted - o.kafkaCommitted, w.kafkaNoWait - o.kafkaNoWait,
-		w.minorFaults - o.minorFaults, w.switches - o.switches,
+// wireCounts are the counters of one pass (or of several, summed).
+type wireCounts [nWire]int64
+
+func (w *wireCounts) add(o wireCounts, sign int64) {
+	for i := range w {
+		w[i] += sign * o[i]
 	}
-}
-
-func (w *wireCounts) add(o wireCounts) {
-	w.clientFetches += o.clientFetches
-	w.clientReadBytes += o.clientReadBytes
-	w.clientReqBytes += o.clientReqBytes
-	w.clientBatches += o.clientBatches
-	w.kafkaFetches += o.kafkaFetches
-	w.kafkaParts += o.kafkaParts
-	w.kafkaMaxBytes += o.kafkaMaxBytes
-	w.kafkaPartBytes += o.kafkaPartBytes
-	w.kafkaSession += o.kafkaSession
-	w.kafkaCommitted += o.kafkaCommitted
-	w.kafkaNoWait += o.kafkaNoWait
-	w.minorFaults += o.minorFaults
-	w.switches += o.switches
 }
 
 // wireCounter counts, atomically: the client side through kgo hooks, the
 // Kafka side through a kfake control function that only observes.
-type wireCounter struct {
-	clientFetches, clientReadBytes, clientReqBytes, clientBatches atomic.Int64
-	kafkaFetches, kafkaParts, kafkaMaxBytes, kafkaPartBytes       atomic.Int64
-	kafkaSession, kafkaCommitted, kafkaNoWait                     atomic.Int64
-}
+type wireCounter struct{ c [nWire]atomic.Int64 }
 
 // watchKafka counts every Fetch the cluster handles from now on.
 func (w *wireCounter) watchKafka(c *kfake.Cluster) {
 	c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		req := kreq.(*kmsg.FetchRequest)
-		w.kafkaFetches.Add(1)
-		w.kafkaMaxBytes.Add(int64(req.MaxBytes))
+		w.c[kafkaFetches].Add(1)
+		w.c[kafkaMaxBytes].Add(int64(req.MaxBytes))
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
-				w.kafkaParts.Add(1)
-				w.kafkaPartBytes.Add(int64(p.PartitionMaxBytes))
+				w.c[kafkaParts].Add(1)
+				w.c[kafkaPartBytes].Add(int64(p.PartitionMaxBytes))
 			}
 		}
-		if req.SessionEpoch >= 0 {
-			w.kafkaSession.Add(1)
-		}
-		if req.IsolationLevel == 1 {
-			w.kafkaCommitted.Add(1)
-		}
-		if req.MaxWaitMillis == 0 {
-			w.kafkaNoWait.Add(1)
+		for i, yes := range map[int]bool{kafkaSession: req.SessionEpoch >= 0, kafkaCommitted: req.IsolationLevel == 1, kafkaNoWait: req.MaxWaitMillis == 0} {
+			if yes {
+				w.c[i].Add(1)
+			}
 		}
 		return nil, nil, false
 	})
 }
 
 func (w *wireCounter) snapshot() wireCounts {
+	var out wireCounts
+	for i := range out {
+		out[i] = w.c[i].Load()
+	}
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return wireCounts{
-		w.clientFetches.Load(), w.clientReadBytes.Load(), w.clientReqBytes.Load(), w.clientBatches.Load(),
-		w.kafkaFetches.Load(), w.kafkaParts.Load(), w.kafkaMaxBytes.Load(), w.kafkaPartBytes.Load(),
-		w.kafkaSession.Load(), w.kafkaCommitted.Load(), w.kafkaNoWait.Load(),
-		ru.Minflt, ru.Nvcsw + ru.Nivcsw,
-	}
+	out[minorFaults], out[switches] = ru.Minflt, ru.Nvcsw+ru.Nivcsw
+	return out
 }
 
 // The kgo hooks (a client's Fetches and batches).
 func (w *wireCounter) OnBrokerRead(_ kgo.BrokerMetadata, key int16, bytes int, _, _ time.Duration, err error) {
 	if key == int16(kmsg.Fetch) && err == nil {
-		w.clientFetches.Add(1)
-		w.clientReadBytes.Add(int64(bytes))
+		w.c[clientFetches].Add(1)
+		w.c[clientReadBytes].Add(int64(bytes))
 	}
 }
 
 func (w *wireCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, bytes int, _, _ time.Duration, err error) {
 	if key == int16(kmsg.Fetch) && err == nil {
-		w.clientReqBytes.Add(int64(bytes))
+		w.c[clientReqBytes].Add(int64(bytes))
 	}
 }
 
 func (w *wireCounter) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.FetchBatchMetrics) {
-	w.clientBatches.Add(1)
+	w.c[clientBatches].Add(1)
 }
 
 // printWire prints, per path, what its passes did on the wire (summed
@@ -133,14 +109,14 @@ func (r *throughputResult) printWire() {
 	fmt.Printf("\n| path (all counted rounds) | client Fetches/s | KiB per answer | batches per answer | request bytes | Kafka Fetches per client Fetch | partitions per Kafka Fetch | Kafka MaxBytes KiB / per partition | in a session / read_committed / no wait | page faults per M records | context switches per M records |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, pr := range r.pairs {
 		for _, p := range []*throughputPath{pr.direct, pr.listener} {
-			w, f := p.wire, float64(max(p.wire.clientFetches, 1))
-			kf := float64(max(w.kafkaFetches, 1))
+			w, f := p.wire, float64(max(p.wire[clientFetches], 1))
+			kf := float64(max(w[kafkaFetches], 1))
 			perM := float64(p.records*len(p.rps)) / 1e6
 			fmt.Printf("| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f | %.0f / %.0f | %d / %d / %d | %.0f | %.0f |\n", p.path,
-				f/p.seconds, float64(w.clientReadBytes)/f/1024, float64(w.clientBatches)/f, float64(w.clientReqBytes)/f,
-				float64(w.kafkaFetches)/f, float64(w.kafkaParts)/kf, float64(w.kafkaMaxBytes)/kf/1024,
-				float64(w.kafkaPartBytes)/float64(max(w.kafkaParts, 1))/1024, w.kafkaSession, w.kafkaCommitted, w.kafkaNoWait,
-				float64(w.minorFaults)/perM, float64(w.switches)/perM)
+				f/p.seconds, float64(w[clientReadBytes])/f/1024, float64(w[clientBatches])/f, float64(w[clientReqBytes])/f,
+				float64(w[kafkaFetches])/f, float64(w[kafkaParts])/kf, float64(w[kafkaMaxBytes])/kf/1024,
+				float64(w[kafkaPartBytes])/float64(max(w[kafkaParts], 1))/1024, w[kafkaSession], w[kafkaCommitted], w[kafkaNoWait],
+				float64(w[minorFaults])/perM, float64(w[switches])/perM)
 		}
 	}
 }

@@ -17,8 +17,8 @@ func TestBenchmarksSmoke(t *testing.T) {
 			if len(p.rps) != 2 || slices.Min(p.rps) <= 0 || slices.Min(p.steady) < 0 || slices.Min(p.cpu) <= 0 {
 				t.Errorf("%s: records/s %v steady %v cpu %v, want 2 rounds, positive (steady: the first poll may hold every record)", p.path, p.rps, p.steady, p.cpu)
 			}
-			if w := p.wire; w.clientFetches <= 0 || w.clientReadBytes < int64(2*p.records*recordBytes) || w.clientBatches <= 0 || w.kafkaFetches <= 0 {
-				t.Errorf("%s: wire counts %+v: want the client's Fetches, its batches and at least the records' bytes read, and Kafka's Fetches", p.path, w)
+			if w := p.wire; w[clientFetches] <= 0 || w[clientReadBytes] < int64(2*p.records*recordBytes) || w[clientBatches] <= 0 || w[kafkaFetches] <= 0 {
+				t.Errorf("%s: wire counts %v: want the client's Fetches, its batches and at least the records' bytes read, and Kafka's Fetches", p.path, w)
 			}
 		}
 		if rs := pr.ratios(); len(rs) != 2 || slices.Min(rs) <= 0 {

@@ -255,8 +255,8 @@ func (p *throughputPath) measure(b testing.TB, round int) {
 		got += n
 	}
 	end := time.Now()
-	wire1 := p.wc.snapshot()
-	p.wire.add(wire1.sub(&wire0))
+	p.wire.add(p.wc.snapshot(), 1)
+	p.wire.add(wire0, -1)
 	p.seconds += end.Sub(start).Seconds()
 	p.rps = append(p.rps, float64(p.records)/end.Sub(start).Seconds())
 	p.steady = append(p.steady, float64(p.records-firstN)/max(end.Sub(first).Seconds(), 1e-9))
