@@ -250,17 +250,29 @@ func (f *Follower) Promote(ctx context.Context) (*LogStore, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
-	w, err := f.t.newWriter()
-	if err != nil {
-		return nil, fmt.Errorf("store: %s: promote: %w", f.t.name(), err)
-	}
-	nonce, err := f.fenceAndBarrier(ctx, w)
-	if err == nil {
-		err = f.awaitBarrier(ctx, nonce)
-	}
-	if err != nil {
+	var w logWriter
+	var nonce []byte
+	for attempt := 1; ; attempt++ {
+		var err error
+		if w, err = f.t.newWriter(); err != nil {
+			return nil, fmt.Errorf("store: %s: promote: %w", f.t.name(), err)
+		}
+		nonce, err = f.fenceAndBarrier(ctx, w)
+		if err == nil {
+			err = f.awaitBarrier(ctx, nonce)
+		}
+		if err == nil {
+			break
+		}
 		w.close()
-		return nil, err
+		// The client aborted the barrier itself (kafka.go,
+		// kgoSilentAbort): nothing of it is visible, so start over with
+		// a new writer; its fence only fences ours again.
+		if !errors.Is(err, errSilentAbort) || attempt >= silentAbortAttempts {
+			return nil, err
+		}
+		f.opts.Logger.Warn("the Kafka client aborted the takeover's barrier while answering its commit; starting over",
+			zap.String("log", f.t.name()), zap.Int("attempt", attempt))
 	}
 	f.stop(true)
 	l := newLogStore(f.t, f.opts, f.state, w, nonce)
@@ -312,6 +324,15 @@ func (f *Follower) awaitBarrier(ctx context.Context, nonce []byte) error {
 		return fmt.Errorf("store: %s: promote: read to the end: %w", f.t.name(), ctx.Err())
 	}
 }
+
+// errSilentAbort: the Kafka client ended a transaction with an abort
+// although it was asked to commit and every produce of it succeeded
+// (kafka.go, kgoSilentAbort).
+var errSilentAbort = errors.New("the Kafka client aborted a transaction it was asked to commit")
+
+// silentAbortAttempts bounds Promote's fresh starts after errSilentAbort
+// (seen only on a writer's first transaction: a second start is the norm).
+const silentAbortAttempts = 3
 
 // stop ends tailing; promoted hands the transport on instead of closing it.
 func (f *Follower) stop(promoted bool) {

@@ -301,14 +301,14 @@ func TestBackgroundSnapshots(t *testing.T) {
 	})
 }
 
-// A write whose transaction aborts, or whose commit answer is lost, leaves
-// the backend refusing writes (ErrBroken); opening the log again learns
-// what was really committed.
+// A write whose transaction aborts (also when only the client says so), or
+// whose commit answer is lost, leaves the backend refusing writes
+// (ErrBroken); opening the log again learns what was really committed.
 func TestFailedWriteBreaksTheWriter(t *testing.T) {
 	for _, c := range []struct {
 		fault     store.MemFault
 		committed bool
-	}{{store.MemAbort, false}, {store.MemLoseAnswer, true}} {
+	}{{store.MemAbort, false}, {store.MemLoseAnswer, true}, {store.MemClientAbort, false}} {
 		t.Run(fmt.Sprint(c.fault), func(t *testing.T) {
 			log := store.NewMemLog()
 			open := func() *store.LogStore {
@@ -336,6 +336,49 @@ func TestFailedWriteBreaksTheWriter(t *testing.T) {
 				t.Fatalf("reopened epoch %d, want %d", got, want)
 			}
 		})
+	}
+}
+
+// A takeover whose barrier the client itself aborted while answering its
+// commit (kgo does, on a writer's first transaction: kafka.go) starts over
+// with a new writer instead of waiting for a barrier that never comes; it
+// gives up after silentAbortAttempts, leaving the log as it was.
+func TestPromoteStartsOverWhenTheClientAbortsTheBarrier(t *testing.T) {
+	log := store.NewMemLog()
+	first, err := store.OpenMem(context.Background(), log, store.MemOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putEpochs(t, first, 0, 1, 4)
+	records := log.Len(0)
+
+	log.Fail(0, store.MemClientAbort)
+	log.Fail(0, store.MemClientAbort)
+	st, err := store.OpenMem(context.Background(), log, store.MemOptions{})
+	if err != nil {
+		t.Fatalf("takeover after two client aborts of its barrier: %v", err)
+	}
+	if got := log.Len(0); got != records+1 {
+		t.Fatalf("log grew by %d records, want exactly the one barrier that committed", got-records)
+	}
+	if got := epochOf(t, st, "g", "t", 0); got != 4 {
+		t.Fatalf("epoch %d after the takeover, want 4", got)
+	}
+	if err := first.Update(func(w *store.Writer) error { return w.PutEpoch("g", "t", 0, 5) }); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("the writer taken over: %v, want ErrFenced", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for i := 0; i < 3; i++ {
+		log.Fail(0, store.MemClientAbort)
+	}
+	if _, err := store.OpenMem(context.Background(), log, store.MemOptions{}); err == nil {
+		t.Fatal("a takeover whose every barrier was aborted succeeded")
+	}
+	if got := log.Len(0); got != records+1 {
+		t.Fatalf("a failed takeover appended %d records", got-records-1)
 	}
 }
 

@@ -48,6 +48,10 @@ const (
 	// MemLoseAnswer commits the transaction, but the writer gets an error,
 	// as when the answer to Kafka's EndTxn is lost.
 	MemLoseAnswer
+	// MemClientAbort aborts the transaction and the writer learns it only
+	// from its client, as when kgo aborts while answering a commit
+	// (kafka.go, kgoSilentAbort).
+	MemClientAbort
 )
 
 // NewMemLog returns an empty log.
@@ -168,8 +172,11 @@ func (w *memWriter) commit(_ context.Context, records []logRecord) (int64, error
 		return 0, &FencedError{Log: w.t.name(), TransactionalID: w.t.transactionalID(),
 			Err: fmt.Errorf("producer epoch %d, current %d", w.epoch, s.epoch)}
 	}
-	if fault == MemAbort {
+	switch fault {
+	case MemAbort:
 		return 0, fmt.Errorf("%w: transaction aborted", errMemInjected)
+	case MemClientAbort:
+		return 0, fmt.Errorf("%w: %w", errMemInjected, errSilentAbort)
 	}
 	for _, r := range records {
 		r.offset = int64(len(s.records))
