@@ -144,27 +144,38 @@ func (pr *throughputPair) cpuRatios() []float64 {
 	return out
 }
 
+// coreRatios are the cores the listener's passes kept busy over direct's:
+// records/s ratio = coreRatio / cpuRatio, round by round.
+func (pr *throughputPair) coreRatios() []float64 {
+	l, d := pr.listener.cores(), pr.direct.cores()
+	out := make([]float64, len(d))
+	for i := range out {
+		out[i] = l[i] / d[i]
+	}
+	return out
+}
+
 func (r *throughputResult) print() {
 	fmt.Printf("\nKafka listener: records/s of %d-byte uncompressed records to one kgo consumer, %d rounds, load average %s before, %s after\n",
 		recordBytes, r.size.rounds, r.loadBefore, r.loadAfter)
 	fmt.Printf("(a pass: client creation to its last record, group join included; steady: its first record to its last;\n")
 	fmt.Printf(" CPU: the whole test process — kfake, coordinator, gateway, client — per million records)\n")
-	fmt.Printf("| path | records/pass | records/s median (min–max) | steady records/s median | CPU ms per M records median |\n|---|---|---|---|---|\n")
+	fmt.Printf("| path | records/pass | records/s median (min–max) | steady records/s median | CPU ms per M records median | cores used median |\n|---|---|---|---|---|---|\n")
 	for _, pr := range r.pairs {
 		for _, p := range []*throughputPath{pr.direct, pr.listener} {
-			fmt.Printf("| %s | %d | %.2f M (%.2f–%.2f) | %.2f M | %.0f |\n", p.path, p.records,
-				median(p.rps)/1e6, slices.Min(p.rps)/1e6, slices.Max(p.rps)/1e6, median(p.steady)/1e6, median(p.cpu))
+			fmt.Printf("| %s | %d | %.2f M (%.2f–%.2f) | %.2f M | %.0f | %.2f |\n", p.path, p.records,
+				median(p.rps)/1e6, slices.Min(p.rps)/1e6, slices.Max(p.rps)/1e6, median(p.steady)/1e6, median(p.cpu), median(p.cores()))
 		}
 	}
-	fmt.Printf("\n| listener ÷ direct, same round | records/s median (min–max) | per round | CPU per record median (min–max) |\n|---|---|---|---|\n")
+	fmt.Printf("\n| listener ÷ direct, same round | records/s median (min–max) | per round | CPU per record median (min–max) | cores used median (min–max) |\n|---|---|---|---|---|\n")
 	for _, pr := range r.pairs {
-		rs, cs := pr.ratios(), pr.cpuRatios()
+		rs, cs, us := pr.ratios(), pr.cpuRatios(), pr.coreRatios()
 		var each []string
 		for _, v := range rs {
 			each = append(each, fmt.Sprintf("%.2f", v))
 		}
-		fmt.Printf("| %s | **%.2f** (%.2f–%.2f) | %s | %.2f (%.2f–%.2f) |\n", pr.key, median(rs), slices.Min(rs), slices.Max(rs),
-			strings.Join(each, ", "), median(cs), slices.Min(cs), slices.Max(cs))
+		fmt.Printf("| %s | **%.2f** (%.2f–%.2f) | %s | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) |\n", pr.key, median(rs), slices.Min(rs), slices.Max(rs),
+			strings.Join(each, ", "), median(cs), slices.Min(cs), slices.Max(cs), median(us), slices.Min(us), slices.Max(us))
 	}
 }
 
@@ -216,6 +227,15 @@ type throughputPath struct {
 	wc      *wireCounter
 	wire    wireCounts // summed over the counted passes
 	seconds float64    // the counted passes' time
+}
+
+// cores is each pass's process CPU per second of the pass.
+func (p *throughputPath) cores() []float64 {
+	out := make([]float64, len(p.rps))
+	for i := range out {
+		out[i] = p.cpu[i] * p.rps[i] / 1e9 // ms per M records × records/s
+	}
+	return out
 }
 
 func (p *throughputPath) reset() {

@@ -13,9 +13,13 @@ import (
 // client): a source writes 1 MiB chunks, a sink reads them, and between
 // them nothing ("direct"), read and write through a 1 MiB user buffer
 // ("copy": what the listener does — read Kafka's answer, writev it to the
-// client), or splice(2) through a pipe ("splice": Go's TCPConn.ReadFrom,
-// the zero-copy alternative). It
-// reports the whole process's CPU per GiB and GiB/s.
+// client), the same through 128 KiB ("copy-128KiB": cut-through in
+// small, cache-hot pieces), whole frames of 4 MiB or 1 MiB read into
+// three buffers in rotation and each written two frames later
+// ("frames-*": the read-ahead's pattern, the buffer cold by then), or
+// splice(2) through a pipe ("splice": Go's TCPConn.ReadFrom, the
+// zero-copy alternative). It reports the whole process's CPU per GiB and
+// GiB/s.
 //
 //	go test -run '^$' -bench ForwardHop -benchtime 4x ./gateway/kafkaproto/
 //
@@ -23,7 +27,7 @@ import (
 // this kernel (6.18, loopback), which is why the listener copies.
 func BenchmarkForwardHop(b *testing.B) {
 	const total = 1 << 30
-	for _, mode := range []string{"direct", "copy", "splice"} {
+	for _, mode := range []string{"direct", "copy", "copy-128KiB", "frames-4MiB", "frames-1MiB", "splice"} {
 		b.Run(mode, func(b *testing.B) {
 			var cpu time.Duration
 			start := time.Now()
@@ -66,6 +70,28 @@ func forwardHop(b *testing.B, mode string, total int64) time.Duration {
 	switch mode {
 	case "copy":
 		_, _ = io.CopyBuffer(writerOnly{dstW}, readerOnly{srcR}, make([]byte, 1<<20))
+	case "copy-128KiB":
+		_, _ = io.CopyBuffer(writerOnly{dstW}, readerOnly{srcR}, make([]byte, 128<<10))
+	case "frames-4MiB", "frames-1MiB":
+		size := 4 << 20
+		if mode == "frames-1MiB" {
+			size = 1 << 20
+		}
+		// whole frames read into three buffers in rotation, each written
+		// out two frames after it was read (the read-ahead's pattern)
+		bufs := [][]byte{make([]byte, size), make([]byte, size), make([]byte, size)}
+		i := 0
+		for ; ; i++ {
+			if _, err := io.ReadFull(srcR, bufs[i%3]); err != nil {
+				break
+			}
+			if i >= 2 {
+				_, _ = dstW.Write(bufs[(i-2)%3])
+			}
+		}
+		for j := max(i-2, 0); j < i; j++ {
+			_, _ = dstW.Write(bufs[j%3])
+		}
 	case "splice":
 		_, _ = dstW.(*net.TCPConn).ReadFrom(srcR) // splice(2) on Linux
 	}
