@@ -3,8 +3,10 @@ package coordinator
 // Behavior: GET /v1/admin/gateways — bearer: an admin token. Every gateway
 // that ever polled, sorted by id: the sync seq it acknowledged, how far
 // behind the current seq that is, when it last polled, and whether it is
-// silent (longer than groups.gateway_timeout: counted safe for every
-// fence, and refusing fetches itself).
+// silent (longer than groups.gateway_timeout); and groups.silent_gateways,
+// which says what silence means: with "fence" a silent gateway refuses
+// fetches itself and counts safe for every fence, with "serve" it keeps
+// serving and silence never makes it safe.
 
 import (
 	"github.com/valyala/fasthttp"
@@ -19,7 +21,7 @@ func (c *Coordinator) handleAdminGateways(ctx *fasthttp.RequestCtx, _ []string) 
 		writeMachineError(ctx, nil, err)
 		return
 	}
-	out := GatewaysResponse{Seq: seq, Gateways: make([]GatewayView, 0, len(gateways))}
+	out := GatewaysResponse{Seq: seq, SilentGateways: c.cfg.Groups.SilentGateways, Gateways: make([]GatewayView, 0, len(gateways))}
 	for _, gw := range gateways {
 		lag := uint64(0)
 		if seq > gw.Acked {

@@ -266,7 +266,8 @@ func TestAdminSyncChannel(t *testing.T) {
 		}
 		var gws coordinator.GatewaysResponse
 		h.call(t, "GET", "/v1/admin/gateways", e.adminToken, nil, 200, &gws)
-		if len(gws.Gateways) != 1 || gws.Gateways[0].ID != "gw1" || gws.Gateways[0].Acked == 0 || gws.Gateways[0].LastSeen == "" {
+		if len(gws.Gateways) != 1 || gws.Gateways[0].ID != "gw1" || gws.Gateways[0].Acked == 0 || gws.Gateways[0].LastSeen == "" ||
+			gws.SilentGateways != "fence" { // the default, stated so the console can explain silence
 			t.Fatalf("gateways: %+v", gws)
 		}
 		h.expectError(t, "GET", "/v1/admin/groups/nope", e.adminToken, nil, 404, api.CodeNotFound)

@@ -90,8 +90,12 @@ type LeaseView struct {
 
 // GatewaysResponse is GET /v1/admin/gateways.
 type GatewaysResponse struct {
-	Seq      uint64        `json:"seq"`
-	Gateways []GatewayView `json:"gateways"`
+	Seq uint64 `json:"seq"`
+	// SilentGateways is groups.silent_gateways: "fence" (a silent gateway
+	// refuses fetches itself and counts safe for every fence) or "serve"
+	// (it keeps serving, and silence never makes it safe).
+	SilentGateways string        `json:"silent_gateways"`
+	Gateways       []GatewayView `json:"gateways"`
 }
 
 // GatewayView is one gateway: what it acknowledged, how far behind that

@@ -11,7 +11,10 @@ package coordinator
 //   - GET /.well-known/jwks.json: the public keys of the key ring the log
 //     holds — the same set the leader serves;
 //   - GET /openapi.json: the API document;
-//   - anything else (consumer, sync, admin, OAuth, console): 421
+//   - GET or HEAD of a console page while a leader is known: 307 to the
+//     same path and query at the leader's advertised URL (a browser
+//     cannot follow a 421);
+//   - anything else (consumer, sync, admin, OAuth, console actions): 421
 //     not_leader with {"error":{"code":"not_leader","leader":URL}} and
 //     Capgate-Leader: URL ("" and no header while no leader is known).
 //     It reads no credential: the answer holds nothing but the leader's
@@ -19,6 +22,7 @@ package coordinator
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -48,6 +52,15 @@ func (r *Replica) serve(ctx *fasthttp.RequestCtx) {
 		}
 		r.public(path)(ctx, v)
 	default:
+		if v.hint.URL != "" && (ctx.IsGet() || ctx.IsHead()) && isConsolePage(path) {
+			// A browser cannot act on a 421: send the operator to the
+			// leader's console. The target is the leader's configured
+			// advertised URL plus this path and query, never anything
+			// taken from the request's headers (no open redirect).
+			ctx.Response.Header.Set(api.HeaderLeader, v.hint.URL)
+			ctx.Redirect(v.hint.URL+string(ctx.RequestURI()), fasthttp.StatusTemporaryRedirect)
+			return
+		}
 		message := fmt.Sprintf("replica %s does not lead (%s)", r.ID(), v.role)
 		if v.hint.URL == "" {
 			message += "; no leader known yet: retry another coordinator"
@@ -132,4 +145,14 @@ func (r *Replica) serveMetrics(ctx *fasthttp.RequestCtx, active *Coordinator) {
 	if active != nil {
 		active.metrics.observe("metrics", ctx)
 	}
+}
+
+// isConsolePage reports whether path is the console or one of its pages
+// (not its data routes, /console/api/… and /console/events, whose
+// callers read the JSON 421).
+func isConsolePage(path string) bool {
+	if path != "/console" && !strings.HasPrefix(path, "/console/") {
+		return false
+	}
+	return !strings.HasPrefix(path, "/console/api/") && path != "/console/events"
 }

@@ -178,6 +178,20 @@ func TestStandbyAnswersNotLeader(t *testing.T) {
 			t.Fatalf("%s %s at the standby: %d %s %v, want 421 not_leader naming %s", call.method, call.path, status, body, header, leaderURL)
 		}
 	}
+	// A browser at the standby's console is sent to the leader's, same
+	// page and query; a console action (POST) still gets the 421.
+	noFollow := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(h.base + "/console/groups/g?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != leaderURL+"/console/groups/g?x=1" {
+		t.Fatalf("GET /console/groups/g at the standby: %d Location %q, want 307 to %s", resp.StatusCode, resp.Header.Get("Location"), leaderURL)
+	}
+	if status, body, _ := h.do(t, "POST", "/console/login", "", nil); status != http.StatusMisdirectedRequest {
+		t.Fatalf("POST /console/login at the standby: %d %s, want 421", status, body)
+	}
 	var ready map[string]any // the leader's has checks too
 	h.call(t, "GET", "/readyz", "", nil, 200, &ready)
 	if ready["role"] != "follower" || ready["leader"] != leaderURL {

@@ -284,9 +284,10 @@ func (c *Console) serveGateways(ctx *fasthttp.RequestCtx, s *session, _ []string
 		rows = append(rows, gatewayRow{ID: g.ID, Acked: g.Acked, Behind: g.Lag, LastSeen: clockText(seen), Silence: since(c.now(), seen), Silent: g.Silent})
 	}
 	body := struct {
-		Seq  uint64
-		Rows []gatewayRow
-	}{gws.Seq, rows}
+		Seq             uint64
+		ServeWhenSilent bool
+		Rows            []gatewayRow
+	}{gws.Seq, gws.SilentGateways == "serve", rows}
 	d := c.data(s, "gateways", "Gateways", body)
 	d.Poll = pollGateways
 	c.render(ctx, fasthttp.StatusOK, "gateways", d)

@@ -131,3 +131,26 @@ func TestSessionExpires(t *testing.T) {
 		t.Fatalf("events after session_ttl: %d, want 401", r.StatusCode())
 	}
 }
+
+// TestGatewaysPageSaysWhatSilenceMeans: the gateways page explains a
+// silent gateway by groups.silent_gateways, which the admin API reports.
+// With "serve" a silent gateway keeps serving and is never counted safe;
+// the page said it was (it had one sentence, true only for "fence").
+func TestGatewaysPageSaysWhatSilenceMeans(t *testing.T) {
+	for _, c := range []struct{ mode, want, not string }{
+		{"fence", "counts as safe for every fence", "never counts as safe"},
+		{"serve", "never counts as safe", "counts as safe for every fence"},
+	} {
+		b := newTestConsole(t, stubBackend{
+			"GET /v1/admin/groups":   `{"groups":[]}`,
+			"GET /v1/admin/gateways": `{"seq":7,"silent_gateways":"` + c.mode + `","gateways":[{"id":"gw-1","acked_seq":7,"lag":0,"last_seen":"2030-01-01T00:00:00Z","silent":true}]}`,
+		}, time.Now)
+		b.login()
+		page := b.do("GET", "/console/gateways", "")
+		body := string(page.Body())
+		if page.StatusCode() != 200 || !strings.Contains(body, c.want) || strings.Contains(body, c.not) ||
+			!strings.Contains(body, `data-gateway="gw-1"`) {
+			t.Errorf("%s: %d, want %q and not %q\n%s", c.mode, page.StatusCode(), c.want, c.not, body)
+		}
+	}
+}

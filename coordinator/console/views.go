@@ -58,8 +58,9 @@ type partitionJSON struct {
 }
 
 type gatewaysJSON struct {
-	Seq      uint64 `json:"seq"`
-	Gateways []struct {
+	Seq            uint64 `json:"seq"`
+	SilentGateways string `json:"silent_gateways"`
+	Gateways       []struct {
 		ID       string `json:"id"`
 		Acked    uint64 `json:"acked_seq"`
 		Lag      uint64 `json:"lag"`
