@@ -205,7 +205,7 @@ func (d *deriver) partition(now time.Time, r group.PartitionRecord) {
 		e.Text = fmt.Sprintf("%s granted to %s at epoch %d", name, r.Holder, r.Epoch)
 		if before.state == group.Revoking {
 			e.From, e.Moved, e.PauseMs = before.holder, true, now.Sub(before.fenced).Milliseconds()
-			e.Text += fmt.Sprintf(", paused %d ms", e.PauseMs)
+			e.Text += fmt.Sprintf(", handed over %d ms after the fence", e.PauseMs)
 		}
 		d.emit(e)
 	case group.Unowned:
