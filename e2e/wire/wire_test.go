@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,6 +118,15 @@ func produce(t *testing.T, s *stack.Stack, hc *http.Client, produceCap string, v
 	if err != nil || status != 200 {
 		t.Fatalf("produce: %d %s %v", status, raw, err)
 	}
+}
+
+// codeOf is the error code of a JSON error answer ("" when it is not one).
+func codeOf(raw []byte) api.Code {
+	var body api.ErrorBody
+	if json.Unmarshal(raw, &body) != nil {
+		return ""
+	}
+	return body.Error.Code
 }
 
 // metric reads one sample of a Prometheus counter from url/metrics.
@@ -430,11 +440,14 @@ func waitValues(t *testing.T, read <-chan string, values ...string) {
 	}
 }
 
-// TestConsumerCertificateRequired: with the gateway's tls.consumers.auth
-// token+certificate, a capability alone is refused (403
-// client_certificate_required) and so is a certificate with a name
-// outside consumers.client_names; with an allowed certificate the fetch
-// answers, and the SDK configured with it consumes. /healthz needs none.
+// TestConsumerCertificateRequired: with tls.consumers.auth
+// token+certificate on gateway and coordinator, a capability alone is
+// refused at the gateway (403 client_certificate_required) and so is a
+// certificate with a name outside consumers.client_names; the
+// coordinator refuses a join with a good client credential, and a
+// heartbeat with a good member token, the same two ways; with an allowed
+// certificate the fetch, join and heartbeat answer, and the SDK
+// configured with it consumes. /healthz needs none.
 func TestConsumerCertificateRequired(t *testing.T) {
 	s, pki := startTLS(t, 1, func(cfg *coordinator.Config) {
 		cfg.TLS.Consumers = tlsconf.Channel{Auth: tlsconf.AuthTokenAndCertificate, ClientNames: []string{"consumer-*"}}
@@ -448,21 +461,50 @@ func TestConsumerCertificateRequired(t *testing.T) {
 	}
 	produce(t, s, withCert, produceCap, "x")
 	fetch := s.GatewayURLs()[0] + "/v1/topics/" + topic + "/partitions/0/records?offset=0"
-	for _, c := range []struct {
+	// The coordinator's consumer routes follow the same rule: a join
+	// with a good client credential (of its own group, "joins", so the
+	// SDK's group below is left alone) is refused without the
+	// certificate or with one of another name, and so is the member
+	// token of the one join let in when it comes without its certificate.
+	joinCred, err := s.ClientCredential(context.Background(), "mtls-join", []string{"joins"}, []string{topic}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := s.CoordinatorURL() + "/v1/groups/joins/join"
+	var member api.JoinResponse
+	cases := []struct {
 		name   string
 		client string
 		status int
-	}{{"capability only", "", 403}, {"another name", "admin-1", 403}, {"consumer certificate", "consumer-1", 200}} {
+	}{{"capability only", "", 403}, {"another name", "admin-1", 403}, {"consumer certificate", "consumer-1", 200}}
+	clients := map[string]*http.Client{}
+	for _, c := range cases {
 		hc, err := pki.HTTPClient(c.client, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
+		clients[c.client] = hc
 		status, body, err := get(hc, fetch, fetchCap)
 		if err != nil || status != c.status || (status == 403 && !strings.Contains(string(body), string(api.CodeClientCertificateRequired))) {
 			t.Errorf("%s: %d %s %v, want %d", c.name, status, body, err, c.status)
 		}
 		if status, _, _ := get(hc, s.GatewayURLs()[0]+"/healthz", ""); status != 200 {
 			t.Errorf("%s: /healthz %d", c.name, status)
+		}
+		status, body, err = stack.DoJSON(context.Background(), hc, http.MethodPost, join, joinCred,
+			api.JoinRequest{Topics: []string{topic}, SessionTimeoutMs: 30_000}, &member)
+		if err != nil || status != c.status || (status == 403 && codeOf(body) != api.CodeClientCertificateRequired) {
+			t.Errorf("%s: coordinator join %d %.200s %v, want %d", c.name, status, body, err, c.status)
+		}
+	}
+	if member.MemberToken == "" {
+		t.Fatal("no join with the consumer certificate was let in")
+	}
+	heartbeat := s.CoordinatorURL() + "/v1/groups/joins/heartbeat"
+	for _, c := range cases {
+		status, body, err := stack.DoJSON(context.Background(), clients[c.client], http.MethodPost, heartbeat, member.MemberToken, api.HeartbeatRequest{WaitMs: 50}, nil)
+		if err != nil || status != c.status || (status == 403 && codeOf(body) != api.CodeClientCertificateRequired) {
+			t.Errorf("%s: coordinator heartbeat with the member token: %d %.200s %v, want %d", c.name, status, body, err, c.status)
 		}
 	}
 	credential, err := s.ClientCredential(context.Background(), "mtls", []string{"g"}, []string{topic}, time.Hour)
