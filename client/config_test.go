@@ -9,6 +9,9 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"gopkg.in/yaml.v3"
+
+	"github.com/capgate/capgate/api"
 )
 
 func validConfig() Config {
@@ -119,5 +122,57 @@ func TestLogsCarryNoTokens(t *testing.T) {
 				t.Fatalf("log entry carries a secret: %s", text)
 			}
 		}
+	}
+}
+
+// TestRawBatchesAreTheDefault is issue #13's "raw batches by default in
+// the Go SDK" (the SDK fetched JSON by default, at a fraction of the
+// records/s): the defaults, and a YAML configuration read onto them that
+// does not mention raw, have Raw set; a consumer whose configuration
+// leaves Raw alone asks every gateway fetch for raw record batches
+// (Accept: application/vnd.kafka.record-batch) and delivers the records
+// decoded from them. Raw set to false still asks for JSON, so the check
+// tells the two apart.
+func TestRawBatchesAreTheDefault(t *testing.T) {
+	if !DefaultConfig().Raw {
+		t.Fatal("DefaultConfig().Raw is false: the SDK fetches JSON by default")
+	}
+	fromYAML := DefaultConfig()
+	if err := yaml.Unmarshal([]byte("coordinator_url: http://127.0.0.1:7070\ngroup: billing\ntopics: [orders]\nfetch_max_bytes: 65536\n"), &fromYAML); err != nil {
+		t.Fatal(err)
+	}
+	if !fromYAML.Raw || fromYAML.FetchMaxBytes != 65536 {
+		t.Fatalf("a YAML configuration without raw, read onto the defaults: raw %v (fetch_max_bytes %d)", fromYAML.Raw, fromYAML.FetchMaxBytes)
+	}
+	cases := []struct {
+		name   string
+		edit   func(*Config)
+		accept string
+	}{
+		{"raw unset", func(*Config) {}, api.MediaRecordBatch},
+		{"raw false", func(c *Config) { c.Raw = false }, api.MediaJSON},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var e *env
+			e = newEnv(t, func(int) []api.Grant { return []api.Grant{e.grantOf(p0, 1, 0, "cap-p0")} })
+			e.store.append(p0, 10)
+			cfg := e.config() // leaves Raw as DefaultConfig has it
+			tc.edit(&cfg)
+			c := e.start(cfg)
+			rs := pollUntil(t, c, countOf(p0, 10))
+			checkSequence(t, rs, p0, 0, 10)
+			closeNow(t, c)
+			answered := 0
+			for _, f := range e.store.seen() {
+				if f.accept != tc.accept {
+					t.Fatalf("a fetch of %s at %d asked for %q, want %q", f.partition, f.offset, f.accept, tc.accept)
+				}
+				answered += f.records
+			}
+			if answered < 10 {
+				t.Fatalf("the gateways answered %d records, want the 10 delivered", answered)
+			}
+		})
 	}
 }

@@ -244,6 +244,7 @@ type fetchSeen struct {
 	offset     int64
 	status     int // 0: cancelled by the client
 	records    int
+	accept     string // the request's Accept header
 }
 
 func newStore() *store {
@@ -380,7 +381,7 @@ func (g *fakeGateway) fetch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeBadRequest, "bad query")
 		return
 	}
-	seen := fetchSeen{gateway: g.name, capability: bearer(r), partition: p, offset: offset}
+	seen := fetchSeen{gateway: g.name, capability: bearer(r), partition: p, offset: offset, accept: r.Header.Get("Accept")}
 	defer func() { g.store.record(seen) }()
 	deadline := time.NewTimer(time.Duration(waitMs) * time.Millisecond)
 	defer deadline.Stop()
