@@ -38,20 +38,32 @@ type groupView struct {
 	} `json:"partitions"`
 }
 
-// admin calls the admin API of d with its admin token; it returns the
-// status and decodes a 200 answer into out.
-func (d *devProcess) admin(t *testing.T, method, path string, out any) int {
+// devCredentials is the credentials.json capgate dev writes.
+type devCredentials struct {
+	AdminToken       string `json:"admin_token"`
+	ClientCredential string `json:"client_credential"`
+	SyncToken        string `json:"sync_token"`
+}
+
+// credentials reads d's credentials.json.
+func (d *devProcess) credentials(t *testing.T) devCredentials {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(d.dataDir, "credentials.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var creds struct {
-		AdminToken string `json:"admin_token"`
-	}
+	var creds devCredentials
 	if err := json.Unmarshal(raw, &creds); err != nil {
-		t.Fatal(err)
+		t.Fatalf("credentials.json: %v", err)
 	}
+	return creds
+}
+
+// admin calls the admin API of d with its admin token; it returns the
+// status and decodes a 200 answer into out.
+func (d *devProcess) admin(t *testing.T, method, path string, out any) int {
+	t.Helper()
+	creds := d.credentials(t)
 	req, err := http.NewRequest(method, d.coordinator+path, strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)

@@ -89,15 +89,9 @@ func TestTokenInspectExitsNonZeroWhenVerificationFails(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	d := startDev(t, filepath.Join(dir, "dev"))
-	raw, err := os.ReadFile(filepath.Join(d.dataDir, "credentials.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var creds struct {
-		ClientCredential string `json:"client_credential"`
-	}
-	if err := json.Unmarshal(raw, &creds); err != nil || creds.ClientCredential == "" {
-		t.Fatalf("credentials.json has no client_credential (%v)", err)
+	creds := d.credentials(t)
+	if creds.ClientCredential == "" {
+		t.Fatal("credentials.json has no client_credential")
 	}
 	devJWKS := d.coordinator + "/.well-known/jwks.json"
 	devClaims := tokenClaims(t, creds.ClientCredential)
@@ -189,26 +183,15 @@ func TestDevBannerHidesAdminToken(t *testing.T) {
 	credsPath := filepath.Join(dir, "credentials.json")
 	for _, start := range []string{"fresh", "restart"} {
 		d := startDev(t, dir)
-		raw, err := os.ReadFile(credsPath)
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, name := range []string{"credentials.json", "credentials.env"} {
 			info, err := os.Stat(filepath.Join(dir, name))
 			if err != nil || info.Mode().Perm() != 0o600 {
 				t.Fatalf("%s: %s mode %v (%v), want 0600", start, name, info.Mode().Perm(), err)
 			}
 		}
-		var creds struct {
-			AdminToken       string `json:"admin_token"`
-			ClientCredential string `json:"client_credential"`
-			SyncToken        string `json:"sync_token"`
-		}
-		if err := json.Unmarshal(raw, &creds); err != nil {
-			t.Fatal(err)
-		}
+		creds := d.credentials(t)
 		if creds.AdminToken == "" || creds.ClientCredential == "" || creds.SyncToken == "" {
-			t.Fatalf("%s: credentials.json lacks a secret:\n%s", start, raw)
+			t.Fatalf("%s: credentials.json lacks a secret", start)
 		}
 		banner := d.stdout.String()
 		if !strings.Contains(banner, credsPath) || !strings.Contains(banner, "admin_token") {
