@@ -4,7 +4,9 @@
 // (consume, produce, admin), as a newcomer would. The curl walk-through
 // in README.md is executed, block by block, by TestWalkthrough.
 //
-// The tests run one after another (the demo measures pauses and wants the
-// machine to itself) and take about 30 s. kcat is needed by
+// The demo, the walk-through and the restart test run one after another
+// (the demo measures pauses and wants the machine to itself); the consume,
+// revoke and token tests, each with a `capgate dev` of its own, run in
+// parallel beside them. The package takes about 40 s. kcat is needed by
 // TestKcatProduceConsume: without it the test skips, unless CI=true.
 package cli
