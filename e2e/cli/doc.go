@@ -6,7 +6,8 @@
 //
 // The demo, the walk-through and the restart test run one after another
 // (the demo measures pauses and wants the machine to itself); the consume,
-// revoke and token tests, each with a `capgate dev` of its own, run in
-// parallel beside them. The package takes about 40 s. kcat is needed by
+// revoke and token tests, each with a `capgate dev` of its own, then run
+// in parallel with each other (go test starts parallel tests once the
+// sequential ones are done). The package takes about 40 s. kcat is needed by
 // TestKcatProduceConsume: without it the test skips, unless CI=true.
 package cli
