@@ -1,6 +1,11 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
@@ -11,5 +16,31 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newCoordinatorCmd(), newGatewayCmd(), newKeysCmd(), newTokenCmd(), newAdminCmd(),
 		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (admin, keys, token, admin oauth-client, …) fail on a word it does not
+// know. cobra checks unknown words only at the root: below it, a
+// grouping command given `capgate admin describe demo` printed its help
+// and exited 0, so a typo in a script looked like success.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if cmd == cmd.Root() || cmd.Runnable() || !cmd.HasSubCommands() {
+		return
+	}
+	cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only on the root
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return fmt.Errorf("%s (see %s --help)", msg, c.CommandPath())
+	}
 }
