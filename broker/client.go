@@ -27,6 +27,7 @@ type Client struct {
 	kgo          *kgo.Client
 	meta         *metadataCache
 	fetchPools   *pools
+	mergeStats   MergeStats
 	decompressor kgo.Decompressor
 
 	stop      context.CancelFunc
@@ -79,6 +80,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		decompressor: kgo.DefaultDecompressor(),
 		stop:         stop,
 	}
+	c.fetchPools.mergeAfter, c.fetchPools.mergeStats = cfg.MergeFetchesAfter, &c.mergeStats
 	log.Debug("broker client ready", zap.Object("config", cfg))
 	return c, nil
 }

@@ -41,6 +41,13 @@ type Config struct {
 	// poll beyond the bound waits for a free connection at most its
 	// MaxWait, then answers what is there.
 	LongPollConnectionsPerBroker int `yaml:"long_poll_connections_per_broker"`
+	// MergeFetchesAfter merges fetches that do not wait: while this many
+	// of them are in flight to a broker, later ones queue, and the next
+	// one to go carries every queued partition in one Kafka Fetch (one
+	// request and one answer for many; a lone fetch never waits for
+	// company). Only fetches of at most 64 KiB merge (mergeMaxBytes). 0
+	// never merges: each fetch is its own Fetch on its own connection.
+	MergeFetchesAfter int `yaml:"merge_fetches_after"`
 
 	TLS  TLSConfig  `yaml:"tls"`
 	SASL SASLConfig `yaml:"sasl"`
@@ -80,7 +87,7 @@ const redacted = "[redacted]"
 
 // DefaultConfig returns the defaults: one local broker, 8 MiB fetches, 10 s
 // requests, 30 s metadata, 32 fetch and 256 long-poll connections per
-// broker.
+// broker, fetches merged beyond one in flight per broker.
 func DefaultConfig() Config {
 	return Config{
 		Seeds:                     []string{"127.0.0.1:9092"},
@@ -92,6 +99,7 @@ func DefaultConfig() Config {
 		// A long poll is one socket to the broker for up to max_wait;
 		// brokers take thousands of connections.
 		LongPollConnectionsPerBroker: 256,
+		MergeFetchesAfter:            1,
 	}
 }
 
@@ -120,6 +128,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("broker.fetch_connections_per_broker: must be > 0, got %d", c.FetchConnectionsPerBroker)
 	case c.LongPollConnectionsPerBroker <= 0:
 		return fmt.Errorf("broker.long_poll_connections_per_broker: must be > 0, got %d", c.LongPollConnectionsPerBroker)
+	case c.MergeFetchesAfter < 0 || c.MergeFetchesAfter > c.FetchConnectionsPerBroker:
+		return fmt.Errorf("broker.merge_fetches_after: must be between 0 and fetch_connections_per_broker (%d), got %d",
+			c.FetchConnectionsPerBroker, c.MergeFetchesAfter)
 	}
 	if err := c.TLS.validate(); err != nil {
 		return err
@@ -238,6 +249,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddDuration("metadata_max_age", c.MetadataMaxAge)
 	enc.AddInt("fetch_connections_per_broker", c.FetchConnectionsPerBroker)
 	enc.AddInt("long_poll_connections_per_broker", c.LongPollConnectionsPerBroker)
+	enc.AddInt("merge_fetches_after", c.MergeFetchesAfter)
 	enc.AddBool("tls", c.TLS.Enabled)
 	return enc.AddObject("sasl", c.SASL)
 }

@@ -49,15 +49,20 @@ type FetchResult struct {
 	HighWatermark  int64
 	LogStartOffset int64
 
-	frame *[]byte // the answer Records and Batches alias; see Release
+	frame      *[]byte      // the answer Records and Batches alias; see Release
+	shared     *sharedFrame // instead of frame: an answer several results alias
+	firstBatch int32        // size of the answer's first batch, whole or not
 }
 
 // Release hands the answer's buffer back for reuse: call it once nothing
 // will read Records or Batches any more (a copy of them is fine). A
 // result never released is left to the garbage collector.
 func (r *FetchResult) Release() {
+	if r.shared != nil {
+		r.shared.release()
+	}
 	putFrame(r.frame)
-	r.frame, r.Records, r.Batches = nil, nil, nil
+	r.frame, r.shared, r.Records, r.Batches = nil, nil, nil, nil
 }
 
 // Fetch reads one partition from its leader: a Fetch request (no fetch
@@ -119,14 +124,25 @@ func (c *Client) fetchFromLeader(ctx context.Context, req *FetchRequest) (FetchR
 	return res, nil
 }
 
-// fetchOnce issues the Fetch to r's broker and shapes the answer: from the
-// short pool when it does not wait, else from the long-poll pool, waiting
-// for a slot at most MaxWait (then it asks for what is there now).
+// fetchOnce issues the Fetch to r's broker and shapes the answer. A
+// fetch that does not wait, of at most mergeMaxBytes, may merge with
+// others (fetchShort); the rest go alone (fetchAlone).
 func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (FetchResult, error) {
 	bp, err := c.fetchPools.get(r.addr)
 	if err != nil {
 		return FetchResult{}, err
 	}
+	if req.MaxWait <= 0 && bp.merge != nil && clampBytes(req.MaxBytes, c.cfg.MaxFetchBytes) <= mergeMaxBytes {
+		return c.fetchShort(ctx, bp, r, req)
+	}
+	return c.fetchAlone(ctx, bp, r, req, nil)
+}
+
+// fetchAlone issues the Fetch of req alone: from the short pool when it
+// does not wait, else from the long-poll pool, waiting for a slot at most
+// MaxWait (then it asks for what is there now). ended, if set, runs once
+// the exchange is over, before the answer is shaped.
+func (c *Client) fetchAlone(ctx context.Context, bp *brokerPools, r route, req *FetchRequest, ended func()) (FetchResult, error) {
 	pool, giveUp := bp.short, (<-chan time.Time)(nil)
 	if req.MaxWait > 0 {
 		t := time.NewTimer(req.MaxWait)
@@ -140,6 +156,9 @@ func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (Fet
 		return c.fetchOnce(ctx, r, &now)
 	}
 	if err != nil {
+		if ended != nil {
+			ended()
+		}
 		return FetchResult{}, err
 	}
 	kreq := conn.request()
@@ -152,11 +171,17 @@ func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (Fet
 		// A pooled connection the broker closed meanwhile: once more,
 		// on a new connection.
 		if conn, err = pool.replace(ctx, conn); err != nil {
+			if ended != nil {
+				ended()
+			}
 			return FetchResult{}, err
 		}
 		resp, frame, err = conn.fetch(ctx, kreq, deadline, c.cfg.RequestTimeout/2)
 	}
 	pool.release(conn, err == nil)
+	if ended != nil {
+		ended()
+	}
 	if err != nil {
 		return FetchResult{}, err
 	}
@@ -254,7 +279,7 @@ func findPartition(resp *kmsg.FetchResponse, partition int32) *kmsg.FetchRespons
 
 // shape turns a partition answer into a FetchResult, raw or decoded.
 func (c *Client) shape(p *kmsg.FetchResponseTopicPartition, req *FetchRequest) (FetchResult, error) {
-	res := FetchResult{HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset}
+	res := FetchResult{HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset, firstBatch: firstBatchSize(p.RecordBatches)}
 	if req.Raw {
 		res.Batches, res.NextOffset = wholeBatches(p.RecordBatches, req.Offset)
 		return res, nil

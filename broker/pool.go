@@ -165,6 +165,7 @@ func (p *connPool) close() {
 // so no number of waiting polls delays a fetch of data that is there.
 type brokerPools struct {
 	short, long *connPool
+	merge       *merger // nil: fetches never merge
 }
 
 // pools maps broker addresses to their connection pools. There is one
@@ -174,6 +175,9 @@ type brokerPools struct {
 type pools struct {
 	shortBound, longBound int
 	spec                  *connSpec
+	mergeAfter            int         // Config.MergeFetchesAfter
+	mergeStats            *MergeStats // shared by every broker's merger
+	mergeQueued           func()      // tests: runs when a fetch queues to merge
 
 	// byAddr is replaced, never modified, under mu: every fetch reads
 	// it, a new broker address is rare. nil once closed.
@@ -207,6 +211,10 @@ func (ps *pools) get(addr string) (*brokerPools, error) {
 		next[k] = v
 	}
 	bp := &brokerPools{short: newConnPool(addr, ps.shortBound, ps.spec), long: newConnPool(addr, ps.longBound, ps.spec)}
+	if ps.mergeAfter > 0 {
+		bp.merge = newMerger(ps.mergeAfter, ps.mergeStats)
+		bp.merge.queued = ps.mergeQueued
+	}
 	next[addr] = bp
 	ps.byAddr.Store(&next)
 	return bp, nil

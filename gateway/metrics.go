@@ -9,7 +9,8 @@ package gateway
 // bytes and records out, token cache hits and misses, sync lag (sequence
 // behind, seconds since the last good sync, self-fenced), in-flight
 // fetches, those cancelled by revocations and the long polls abandoned by
-// their clients, and per-monitor-tag request
+// their clients, merged Kafka Fetches (requests, fetches carried, queued,
+// fetched again alone, parts dropped unread), and per-monitor-tag request
 // and byte counts with at most monitor_labels_max distinct tags (then
 // "other"). Unauthenticated, like /healthz.
 
@@ -24,6 +25,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/internal/buildinfo"
 )
 
@@ -128,9 +130,25 @@ func (m *metrics) registerGauges(g *Gateway) {
 		gauge("capgate_gateway_inflight_fetches", "Fetches in flight.", func() float64 { return float64(g.inflight.count()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_fetches_cancelled_total", Help: "In-flight fetches cancelled by a fence or revocation."},
 			func() float64 { return float64(g.inflight.cancelled.Load()) }),
+		mergeCounter(g, "capgate_gateway_merged_fetch_requests_total", "Kafka Fetch requests that carried several fetches (merged: one request for several partitions of one broker).",
+			func(s *broker.MergeStats) int64 { return s.Exchanges.Load() }),
+		mergeCounter(g, "capgate_gateway_merged_fetches_total", "Fetches carried by merged Kafka Fetch requests (their leaders included).",
+			func(s *broker.MergeStats) int64 { return s.Parts.Load() }),
+		mergeCounter(g, "capgate_gateway_merge_queued_fetches_total", "Fetches that waited for an exchange in flight to their broker to end, to go merged.",
+			func(s *broker.MergeStats) int64 { return s.Queued.Load() }),
+		mergeCounter(g, "capgate_gateway_merged_fetches_alone_total", "Merged fetches fetched again alone (the partition's next batch was larger than it asked for).",
+			func(s *broker.MergeStats) int64 { return s.Alone.Load() }),
+		mergeCounter(g, "capgate_gateway_merged_parts_dropped_total", "Parts of merged answers released unread: their fetch had been cancelled (revoked, client gone).",
+			func(s *broker.MergeStats) int64 { return s.Dropped.Load() }),
 		gauge("capgate_gateway_token_cache_entries", "Entries in the verified-token cache.", func() float64 { return float64(g.cache.Len()) }),
 		gauge("capgate_gateway_rate_limit_buckets", "Per-capability byte-rate buckets.", func() float64 { return float64(g.limiter.len()) }),
 	)
+}
+
+// mergeCounter exports one of the broker client's merged-fetch counts.
+func mergeCounter(g *Gateway, name, help string, f func(*broker.MergeStats) int64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+		func() float64 { return float64(f(g.broker.FetchMergeStats())) })
 }
 
 // outcome counts one request of op with code ("" or codeOK for success)

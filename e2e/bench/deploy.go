@@ -45,6 +45,11 @@ const (
 	deployLatency = "latency"
 	deployBulk    = "bulk"
 	deployIdle    = "idle"
+	// deploySpread has several partitions per broker, single-record
+	// batches like latency: the shape in which concurrent fetches of
+	// different partitions share a broker (and the gateway may merge
+	// them into one Kafka Fetch).
+	deploySpread = "spread"
 )
 
 // deploySize is how much the deployment loads.
@@ -53,7 +58,9 @@ type deploySize struct {
 	LatencyParts   int32 // partitions of latency (one per broker)
 	LatencyRecords int   // single-record batches per latency partition
 	BulkParts      int32
-	BulkPerPart    int // 100-byte records per bulk partition
+	BulkPerPart    int   // 100-byte records per bulk partition
+	SpreadParts    int32 // partitions of spread (several per broker)
+	SpreadRecords  int   // single-record batches per spread partition
 }
 
 // buildBinaries builds what the deployment runs, once per benchmark
@@ -110,7 +117,8 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 	tb.Helper()
 	capgate, kafkaBin := buildBinaries(tb)
 	d := &procStack{size: size, leaders: map[string]int32{}}
-	topics := fmt.Sprintf("%s:%d,%s:%d,%s:%d", deployLatency, size.LatencyParts, deployBulk, size.BulkParts, deployIdle, size.LatencyParts)
+	topics := fmt.Sprintf("%s:%d,%s:%d,%s:%d,%s:%d", deployLatency, size.LatencyParts, deployBulk, size.BulkParts, deployIdle, size.LatencyParts,
+		deploySpread, size.SpreadParts)
 	var err error
 	d.kafka, d.addrs, err = stack.StartKafkaProcess(context.Background(), "kafka", kafkaBin,
 		[]string{"-brokers", strconv.Itoa(size.Brokers), "-topics", topics}, nil)
@@ -146,8 +154,8 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 func stopProcess(p *stack.Process) { _ = p.Terminate(10 * time.Second) }
 
 // load writes the topics: every latency partition LatencyRecords
-// single-record batches, every bulk partition BulkPerPart records of 100
-// bytes.
+// single-record batches (every spread partition SpreadRecords), every
+// bulk partition BulkPerPart records of 100 bytes.
 func (d *procStack) load(tb testing.TB) {
 	tb.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -157,14 +165,20 @@ func (d *procStack) load(tb testing.TB) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	for p := range d.size.LatencyParts {
-		for i := range d.size.LatencyRecords {
-			rec := &kgo.Record{Topic: deployLatency, Partition: p, Key: []byte(strconv.Itoa(i)), Value: []byte("one record, one batch")}
-			if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-				tb.Fatalf("produce %s/%d: %v", deployLatency, p, err)
+	single := func(topic string, parts int32, records int) {
+		// One partition after another, each record its own batch; the
+		// partitions in parallel would batch records.
+		for p := range parts {
+			for i := range records {
+				rec := &kgo.Record{Topic: topic, Partition: p, Key: []byte(strconv.Itoa(i)), Value: []byte("one record, one batch")}
+				if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+					tb.Fatalf("produce %s/%d: %v", topic, p, err)
+				}
 			}
 		}
 	}
+	single(deployLatency, d.size.LatencyParts, d.size.LatencyRecords)
+	single(deploySpread, d.size.SpreadParts, d.size.SpreadRecords)
 	cl.Close()
 	produceBulk(tb, d.addrs, deployBulk, d.size.BulkParts, d.size.BulkPerPart, 100)
 }
@@ -194,7 +208,7 @@ func (d *procStack) loadLeaders(tb testing.TB) {
 }
 
 // start runs bin as a coordinator and a gateway and grants a fetch
-// capability for every latency and idle partition.
+// capability for every latency, idle and spread partition.
 func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 	tb.Helper()
 	v := &procCapgate{Name: name, bin: bin, caps: map[string]string{}}
@@ -239,6 +253,11 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 	for p := range d.size.LatencyParts {
 		v.grant(tb, deployLatency, p, "latency-reader")
 		v.grant(tb, deployIdle, p, "idle-poller")
+	}
+	for p := range d.size.SpreadParts {
+		// One holder per partition, as a consumer group's members would
+		// be (the per-holder in-flight cap is per holder).
+		v.grant(tb, deploySpread, p, "spread-reader-"+strconv.Itoa(int(p)))
 	}
 	return v
 }

@@ -73,6 +73,7 @@ type isolationFigure struct {
 type deployResult struct {
 	Sequential []latencyFigure
 	Loaded     []latencyFigure
+	Spread     []latencyFigure // Loaded over spread: several partitions per broker
 	Scan       map[string]float64 // reader -> records/s
 	Isolation  []isolationFigure
 }
@@ -87,22 +88,32 @@ func figure(fs []latencyFigure, path string) latencyFigure {
 	return latencyFigure{Path: path}
 }
 
-// fetchPath is one way of doing a 1-record fetch of a latency partition;
-// gw is the variant whose gateway serves it (nil for direct).
+// fetchPath is one way of doing a 1-record fetch of a partition of
+// latency or spread; gw is the variant whose gateway serves it (nil for
+// direct).
 type fetchPath struct {
 	name string
 	gw   *procCapgate
-	mk   func(partition int32) fetchOne
+	mk   func(topic string, partition int32) fetchOne
 }
 
 func (d *procStack) paths() []fetchPath {
 	ps := []fetchPath{{name: "direct-raw", mk: d.directRaw}}
 	for _, v := range d.variants {
 		ps = append(ps,
-			fetchPath{name: v.Name + "-json", gw: v, mk: func(p int32) fetchOne { return v.fetch(d, p, false) }},
-			fetchPath{name: v.Name + "-raw", gw: v, mk: func(p int32) fetchOne { return v.fetch(d, p, true) }})
+			fetchPath{name: v.Name + "-json", gw: v, mk: func(t string, p int32) fetchOne { return v.fetchOf(d, t, p, false) }},
+			fetchPath{name: v.Name + "-raw", gw: v, mk: func(t string, p int32) fetchOne { return v.fetchOf(d, t, p, true) }})
 	}
 	return ps
+}
+
+// records is how many single-record batches a partition of topic
+// (latency or spread) holds.
+func (d *procStack) records(topic string) int64 {
+	if topic == deploySpread {
+		return int64(d.size.SpreadRecords)
+	}
+	return int64(d.size.LatencyRecords)
 }
 
 // metadata asks for every topic.
@@ -114,18 +125,18 @@ func metadata(ctx context.Context, cl *kgo.Client) (*kmsg.MetadataResponse, erro
 // directRaw is franz-go's raw Fetch of one record at a time from the
 // partition's leader: the request the gateway itself makes, without the
 // gateway.
-func (d *procStack) directRaw(partition int32) fetchOne {
+func (d *procStack) directRaw(topicName string, partition int32) fetchOne {
 	var topicID [16]byte
 	ctx := context.Background()
 	if resp, err := metadata(ctx, d.direct); err == nil {
 		for _, t := range resp.Topics {
-			if t.Topic != nil && *t.Topic == deployLatency {
+			if t.Topic != nil && *t.Topic == topicName {
 				topicID = t.TopicID
 			}
 		}
 	}
-	br := d.direct.Broker(int(d.leaders[deployLatency+"/"+strconv.Itoa(int(partition))]))
-	n := int64(d.size.LatencyRecords)
+	br := d.direct.Broker(int(d.leaders[topicName+"/"+strconv.Itoa(int(partition))]))
+	n := d.records(topicName)
 	return func(i int) error {
 		offset := int64(i) % n
 		req := kmsg.NewPtrFetchRequest()
@@ -133,7 +144,7 @@ func (d *procStack) directRaw(partition int32) fetchOne {
 		part := kmsg.NewFetchRequestTopicPartition()
 		part.Partition, part.FetchOffset, part.PartitionMaxBytes, part.CurrentLeaderEpoch = partition, offset, 1, -1
 		topic := kmsg.NewFetchRequestTopic()
-		topic.Topic, topic.TopicID, topic.Partitions = deployLatency, topicID, []kmsg.FetchRequestTopicPartition{part}
+		topic.Topic, topic.TopicID, topic.Partitions = topicName, topicID, []kmsg.FetchRequestTopicPartition{part}
 		req.Topics = []kmsg.FetchRequestTopic{topic}
 		kresp, err := br.Request(ctx, req)
 		if err != nil {
@@ -156,7 +167,12 @@ func (d *procStack) directRaw(partition int32) fetchOne {
 
 // fetch is a 1-record fetch of latency/partition through v's gateway.
 func (v *procCapgate) fetch(d *procStack, partition int32, raw bool) fetchOne {
-	return httpFetch(v.hc, v.caps[deployLatency+"/"+strconv.Itoa(int(partition))], deployLatency, partition, int64(d.size.LatencyRecords), raw)
+	return v.fetchOf(d, deployLatency, partition, raw)
+}
+
+// fetchOf is a 1-record fetch of topic/partition through v's gateway.
+func (v *procCapgate) fetchOf(d *procStack, topic string, partition int32, raw bool) fetchOne {
+	return httpFetch(v.hc, v.caps[topic+"/"+strconv.Itoa(int(partition))], topic, partition, d.records(topic), raw)
 }
 
 // sequential runs the paths one after another, rounds times, n fetches
@@ -168,7 +184,7 @@ func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
 	client := make([]time.Duration, len(paths))
 	for round := range rounds {
 		for i, p := range paths {
-			do := p.mk(0)
+			do := p.mk(deployLatency, 0)
 			before, self := d.gatewayCPU(tb, p.gw), selfCPU()
 			for j := range n {
 				start := time.Now()
@@ -219,13 +235,13 @@ func perFetch(cpu time.Duration, n int, v *procCapgate) time.Duration {
 }
 
 // loaded runs each path with workers closed-loop workers for d; worker w
-// reads latency partition w mod partitions, so every broker is busy.
-func (d *procStack) loaded(tb testing.TB, workers int, dur time.Duration) []latencyFigure {
+// reads partition w mod parts of topic, so every broker is busy.
+func (d *procStack) loaded(tb testing.TB, workers int, dur time.Duration, topic string, parts int32) []latencyFigure {
 	var out []latencyFigure
 	for _, p := range d.paths() {
 		before, self, kafka := d.gatewayCPU(tb, p.gw), selfCPU(), d.kafkaCPU()
 		mk := func(w int) fetchOne {
-			do := p.mk(int32(w) % d.size.LatencyParts)
+			do := p.mk(topic, int32(w)%parts)
 			return func(i int) error {
 				if err := do(i); err != nil {
 					return fmt.Errorf("%s: %w", p.name, err)
@@ -534,7 +550,8 @@ func (d *procStack) profiles(tb testing.TB, p deployParams) {
 func (d *procStack) run(tb testing.TB, p deployParams) deployResult {
 	var r deployResult
 	r.Sequential = d.sequential(tb, p.Rounds, p.Sequential)
-	r.Loaded = d.loaded(tb, p.Workers, p.LoadFor)
+	r.Loaded = d.loaded(tb, p.Workers, p.LoadFor, deployLatency, d.size.LatencyParts)
+	r.Spread = d.loaded(tb, p.Workers, p.LoadFor, deploySpread, d.size.SpreadParts)
 	r.Scan = d.scan(tb)
 	for _, v := range d.variants {
 		r.Isolation = append(r.Isolation, d.isolation(tb, v, p))

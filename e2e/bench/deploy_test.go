@@ -15,15 +15,15 @@ import (
 func deploySizes(smoke bool) (deploySize, deployParams) {
 	switch {
 	case smoke:
-		return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 20, BulkParts: 3, BulkPerPart: 500},
+		return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 20, BulkParts: 3, BulkPerPart: 500, SpreadParts: 6, SpreadRecords: 20},
 			deployParams{Sequential: 20, Rounds: 1, Workers: 4, LoadFor: 200 * time.Millisecond,
 				AttackPolls: 40, AttackWait: 500 * time.Millisecond, Window: 200 * time.Millisecond}
 	case testing.Short():
-		return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 500, BulkParts: 3, BulkPerPart: 20_000},
+		return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 500, BulkParts: 3, BulkPerPart: 20_000, SpreadParts: 12, SpreadRecords: 500},
 			deployParams{Sequential: 500, Rounds: 2, Workers: 16, LoadFor: time.Second,
 				AttackPolls: 500, AttackWait: 2 * time.Second, Window: time.Second, ProfileFor: 3 * time.Second}
 	}
-	return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 2000, BulkParts: 3, BulkPerPart: 300_000},
+	return deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 2000, BulkParts: 3, BulkPerPart: 300_000, SpreadParts: 12, SpreadRecords: 500},
 		deployParams{Sequential: 1000, Rounds: 5, Workers: 16, LoadFor: 3 * time.Second,
 			AttackPolls: 500, AttackWait: 2 * time.Second, Window: 2 * time.Second, ProfileFor: 5 * time.Second}
 }
@@ -125,6 +125,69 @@ func BenchmarkDeployScan(b *testing.B) {
 		[]string{"reader", "rounds", "× kgo", "≥ 1.0", "join ms", "× kgo after the join", "load generator CPU ns/record", "gateways", "Kafka"}, rows)
 }
 
+// BenchmarkDeployLoad runs only the closed-loop phases of the deployment
+// benchmark, once per iteration: 16 workers over latency (3 partitions,
+// one per broker) and over spread (12 partitions, 4 per broker), every
+// path in each, then medians and ranges of each path's req/s, gateway
+// CPU per fetch and ratios to the baseline and extra binaries of the same
+// round. With CAPGATE_BENCH_PROFILE_DIR, first a CPU profile of each
+// gateway under the spread load (raw). -benchtime 10x is ~10 rounds.
+func BenchmarkDeployLoad(b *testing.B) {
+	size, p := deploySizes(false)
+	d := startProcStack(b, size)
+	if dir := os.Getenv("CAPGATE_BENCH_PROFILE_DIR"); dir != "" {
+		for _, v := range d.variants {
+			wait := v.profile(b, dir, "profile", "spread-cpu", 3*time.Second)
+			f := workersLoop(b, p.Workers, 3500*time.Millisecond, func(w int) fetchOne {
+				return v.fetchOf(d, deploySpread, int32(w)%size.SpreadParts, true)
+			})
+			wait()
+			count := fmt.Sprintf("%d fetches in %v\n", f.Fetches, 3500*time.Millisecond)
+			if err := os.WriteFile(dir+"/"+v.Name+"-spread-cpu.fetches", []byte(count), 0o644); err != nil {
+				b.Logf("profile count: %v", err)
+			}
+		}
+	}
+	type key struct{ shape, path, what string }
+	got := map[key][]float64{}
+	shapes := []struct {
+		name  string
+		topic string
+		parts int32
+	}{{"latency (3 partitions)", deployLatency, size.LatencyParts}, {"spread (12 partitions)", deploySpread, size.SpreadParts}}
+	for i := range b.N {
+		for _, sh := range shapes {
+			fs := d.loaded(b, p.Workers, p.LoadFor, sh.topic, sh.parts)
+			loadedTable(os.Stdout, fmt.Sprintf("Deployed load, round %d of %d: %d workers over %s", i+1, b.N, p.Workers, sh.name), fs)
+			direct := figure(fs, "direct-raw")
+			for _, f := range fs {
+				got[key{sh.name, f.Path, "req/s"}] = append(got[key{sh.name, f.Path, "req/s"}], f.PerSec)
+				got[key{sh.name, f.Path, "× direct"}] = append(got[key{sh.name, f.Path, "× direct"}], f.PerSec/direct.PerSec)
+				if f.Path == direct.Path {
+					continue
+				}
+				got[key{sh.name, f.Path, "gateway µs"}] = append(got[key{sh.name, f.Path, "gateway µs"}], float64(f.CPU.Nanoseconds())/1e3)
+				for _, v := range d.variants {
+					if other := figure(fs, v.Name+suffix(f.Path)); other.PerSec > 0 && other.Path != f.Path {
+						k := key{sh.name, f.Path, "× " + v.Name}
+						got[k] = append(got[k], f.PerSec/other.PerSec)
+					}
+				}
+			}
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	var rows [][]string
+	for _, k := range slices.SortedFunc(maps.Keys(got), func(a, b key) int {
+		return strings.Compare(a.shape+a.path+a.what, b.shape+b.path+b.what)
+	}) {
+		m, lo, hi, above := spread(got[k])
+		rows = append(rows, []string{k.shape, k.path, k.what, fmt.Sprintf("%.2f [%.2f–%.2f]", m, lo, hi), fmt.Sprintf("%d of %d", above, len(got[k]))})
+	}
+	table(os.Stdout, "Deployed load: medians [range] over the rounds",
+		[]string{"shape", "path", "figure", "median [min–max]", "≥ 1"}, rows)
+}
+
 // spread is the median, minimum and maximum of xs, and how many are ≥ 1.
 func spread(xs []float64) (median, lo, hi float64, atLeastOne int) {
 	s := slices.Sorted(slices.Values(xs))
@@ -144,7 +207,7 @@ func TestSmokeDeploy(t *testing.T) {
 	d := startProcStack(t, size)
 	r := d.run(t, p)
 	deployTables(io.Discard, "smoke", size, p, r)
-	for _, f := range append(append([]latencyFigure(nil), r.Sequential...), r.Loaded...) {
+	for _, f := range slices.Concat(r.Sequential, r.Loaded, r.Spread) {
 		if f.Fetches == 0 || f.P50 <= 0 {
 			t.Errorf("%s: %+v", f.Path, f)
 		}
@@ -186,26 +249,12 @@ func deployTables(w io.Writer, title string, size deploySize, p deployParams, r 
 	table(w, fmt.Sprintf("Deployed, %s: sequential 1-record fetches (%d rounds × %d per path, interleaved)", title, p.Rounds, p.Sequential),
 		[]string{"path", "fetches", "p50 µs", "p99 µs", "p50 over direct", "p99 over direct", "gateway CPU µs/fetch", "client CPU µs/fetch"}, rows)
 
-	directLoad := figure(r.Loaded, "direct-raw")
-	rows = nil
-	for _, f := range r.Loaded {
-		cpu := "—"
-		if f.Path != directLoad.Path {
-			cpu = fmt.Sprintf("%.1f", float64(f.CPU.Nanoseconds())/1e3)
-		}
-		versus := "—"
-		if base := figure(r.Loaded, "baseline"+suffix(f.Path)); base.PerSec > 0 && f.Path != base.Path && f.Path != directLoad.Path {
-			versus = ratio(f.PerSec, base.PerSec)
-		}
-		rows = append(rows, []string{f.Path, fmt.Sprintf("%.0f", f.PerSec), ratio(f.PerSec, directLoad.PerSec), versus, us(f.P50), us(f.P99), cpu,
-			fmt.Sprintf("%.1f", float64(f.Client.Nanoseconds())/1e3), fmt.Sprintf("%.1f", float64(f.Kafka.Nanoseconds())/1e3)})
-	}
-	table(w, fmt.Sprintf("Deployed, %s: %d workers, 1-record fetches over %d partitions on %d brokers", title, p.Workers, size.LatencyParts, size.Brokers),
-		[]string{"path", "req/s", "× direct", "× baseline", "p50 µs", "p99 µs", "gateway CPU µs/fetch", "client CPU µs/fetch", "kafka CPU µs/fetch"}, rows)
+	loadedTable(w, fmt.Sprintf("Deployed, %s: %d workers, 1-record fetches over %d partitions on %d brokers", title, p.Workers, size.LatencyParts, size.Brokers), r.Loaded)
+	loadedTable(w, fmt.Sprintf("Deployed, %s: %d workers, 1-record fetches over %d partitions (%s) on %d brokers", title, p.Workers, size.SpreadParts, deploySpread, size.Brokers), r.Spread)
 
-	rows = nil
 	kgo := r.Scan["direct-kgo"]
 	readers := slices.Sorted(maps.Keys(r.Scan))
+	rows = nil
 	for _, reader := range readers {
 		rows = append(rows, []string{reader, fmt.Sprintf("%.0f", r.Scan[reader]), ratio(r.Scan[reader], kgo)})
 	}
@@ -229,4 +278,24 @@ func suffix(path string) string {
 		}
 	}
 	return ""
+}
+
+// loadedTable prints one closed-loop phase, every path next to franz-go's
+// of the same round and to the baseline binary's.
+func loadedTable(w io.Writer, title string, fs []latencyFigure) {
+	directLoad := figure(fs, "direct-raw")
+	var rows [][]string
+	for _, f := range fs {
+		cpu := "—"
+		if f.Path != directLoad.Path {
+			cpu = fmt.Sprintf("%.1f", float64(f.CPU.Nanoseconds())/1e3)
+		}
+		versus := "—"
+		if base := figure(fs, "baseline"+suffix(f.Path)); base.PerSec > 0 && f.Path != base.Path && f.Path != directLoad.Path {
+			versus = ratio(f.PerSec, base.PerSec)
+		}
+		rows = append(rows, []string{f.Path, fmt.Sprintf("%.0f", f.PerSec), ratio(f.PerSec, directLoad.PerSec), versus, us(f.P50), us(f.P99), cpu,
+			fmt.Sprintf("%.1f", float64(f.Client.Nanoseconds())/1e3), fmt.Sprintf("%.1f", float64(f.Kafka.Nanoseconds())/1e3)})
+	}
+	table(w, title, []string{"path", "req/s", "× direct", "× baseline", "p50 µs", "p99 µs", "gateway CPU µs/fetch", "client CPU µs/fetch", "kafka CPU µs/fetch"}, rows)
 }
