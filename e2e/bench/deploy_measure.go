@@ -73,7 +73,7 @@ type isolationFigure struct {
 type deployResult struct {
 	Sequential []latencyFigure
 	Loaded     []latencyFigure
-	Spread     []latencyFigure // Loaded over spread: several partitions per broker
+	Spread     []latencyFigure    // Loaded over spread: several partitions per broker
 	Scan       map[string]float64 // reader -> records/s
 	Isolation  []isolationFigure
 }
