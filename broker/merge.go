@@ -30,7 +30,11 @@ import (
 // of the next exchange: it takes every queued fetch of another partition
 // (a request names a partition once), sends one Fetch for all of them
 // and itself, and hands each its answer. So a lone fetch never waits for
-// company, and under load the batch grows with the queue.
+// company, and under load the batch grows with the queue. A fetch whose
+// partition is already queued does not queue behind it (it could never
+// share its request): it leads at once, with the queued fetches of other
+// partitions, so concurrent fetches of one partition still go side by
+// side as before.
 //
 // Safety, as for a fetch of its own:
 //   - A queued or merged fetch whose context ends returns at once (cancel
@@ -148,10 +152,22 @@ func (mg *merger) enter() bool {
 	return false
 }
 
-// join takes a slot (true) or queues m.
+// join takes a slot (true) or queues m. A fetch whose partition is
+// already queued takes a slot beyond after, at once: it could not go in
+// the same request as the queued one, and waiting would serialize
+// concurrent fetches of one partition (many readers of a shared grant),
+// which merging cannot help. It leads the queued fetches of other
+// partitions along.
 func (mg *merger) join(m *member) bool {
 	mg.mu.Lock()
-	if mg.busy < mg.after {
+	lead := mg.busy < mg.after
+	for _, o := range mg.queue {
+		if lead {
+			break
+		}
+		lead = o.req.Partition == m.req.Partition && o.req.Topic == m.req.Topic && o.state.Load() == memberQueued
+	}
+	if lead {
 		mg.busy++
 		mg.mu.Unlock()
 		return true
@@ -250,7 +266,7 @@ func (c *Client) fetchShort(ctx context.Context, bp *brokerPools, r route, req *
 		if mg.enter() {
 			return c.lead(ctx, bp, r, req)
 		}
-		m := &member{r: r, req: req, wake: make(chan struct{}, 1)}
+		m := &member{r: r, req: req, wake: make(chan struct{}, 1)} // allocated outside the lock
 		if mg.join(m) {
 			return c.lead(ctx, bp, r, req)
 		}
@@ -269,6 +285,15 @@ func (c *Client) fetchShort(ctx context.Context, bp *brokerPools, r route, req *
 			}
 			return c.lead(ctx, bp, r, req)
 		case memberDone:
+			if ctx.Err() != nil {
+				// Cancelled as the answer came: as a fetch of its own
+				// whose interrupt ran, it answers cancelled.
+				if m.err == nil {
+					mg.stats.Dropped.Add(1)
+				}
+				m.res.Release()
+				return FetchResult{}, fmt.Errorf("fetch cancelled: %w", context.Cause(ctx))
+			}
 			switch {
 			case errors.Is(m.err, errMergeRetry):
 				continue

@@ -38,6 +38,11 @@ const baselineEnv = "CAPGATE_BENCH_BASELINE_BIN"
 // BENCHMARKS.md.
 const extraEnv = "CAPGATE_BENCH_EXTRA_BINS"
 
+// noMergeEnv, when set, adds the variant "nomerge": this tree's binary
+// with broker.merge_fetches_after 0 (every fetch its own Kafka Fetch), an
+// A/B of merging within one binary.
+const noMergeEnv = "CAPGATE_BENCH_NOMERGE"
+
 // Topics of the deployment: single-record batches for 1-record fetches,
 // 100-byte records in large batches for consumers, and an idle topic the
 // long polls wait on.
@@ -134,6 +139,9 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 	d.loadLeaders(tb)
 	d.load(tb)
 	d.variants = append(d.variants, d.start(tb, "capgate", capgate))
+	if os.Getenv(noMergeEnv) != "" {
+		d.variants = append(d.variants, d.start(tb, "nomerge", capgate))
+	}
 	if bin := os.Getenv(baselineEnv); bin != "" {
 		d.variants = append(d.variants, d.start(tb, "baseline", bin))
 	}
@@ -235,8 +243,11 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 		"id": name + "-gateway", "listen": gwAddr, "coordinator_url": v.CoordinatorURL,
 		"broker": map[string]any{"seeds": seeds},
 	}
+	if name == "nomerge" {
+		gw["broker"] = map[string]any{"seeds": seeds, "merge_fetches_after": 0}
+	}
 	var env []string
-	if name == "capgate" {
+	if name == "capgate" || name == "nomerge" {
 		v.pprofAddr = freePort(tb)
 		gw["pprof_listen"] = v.pprofAddr
 	} else {

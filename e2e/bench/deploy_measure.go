@@ -386,6 +386,11 @@ func (d *procStack) isolation(tb testing.TB, v *procCapgate, p deployParams) iso
 
 // inflight reads the gateway's capgate_gateway_inflight_fetches metric.
 func (v *procCapgate) inflight(tb testing.TB) int {
+	return int(v.metric(tb, "capgate_gateway_inflight_fetches"))
+}
+
+// metric reads one unlabelled metric of the gateway (-1 when it has none).
+func (v *procCapgate) metric(tb testing.TB, name string) float64 {
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(v.GatewayURL + "/metrics")
 	if err != nil {
 		tb.Logf("%s: metrics: %v", v.Name, err)
@@ -395,9 +400,9 @@ func (v *procCapgate) inflight(tb testing.TB) int {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "capgate_gateway_inflight_fetches "); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			n, _ := strconv.ParseFloat(rest, 64)
-			return int(n)
+			return n
 		}
 	}
 	return -1
