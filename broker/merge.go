@@ -34,7 +34,8 @@ import (
 // partition is already queued does not queue behind it (it could never
 // share its request): it leads at once, with the queued fetches of other
 // partitions, so concurrent fetches of one partition still go side by
-// side as before.
+// side as before; nor does one when the last fetches that found the
+// broker busy were all of its own partition (nothing to merge with).
 //
 // Safety, as for a fetch of its own:
 //   - A queued or merged fetch whose context ends returns at once (cancel
@@ -87,6 +88,10 @@ type merger struct {
 	busy  int       // exchanges in flight (slots held, leaders included)
 	queue []*member // oldest first; gone and taken ones are dropped lazily
 	hints map[tp]int32
+	// recent are the partitions of the broker's last fetches (a ring;
+	// next is where the next goes).
+	recent [8]tp
+	next   int
 }
 
 // tp names a partition.
@@ -141,10 +146,11 @@ func newMerger(after int, stats *MergeStats) *merger {
 	return &merger{after: after, stats: stats, hints: map[tp]int32{}}
 }
 
-// enter takes a slot for an exchange if one is free.
-func (mg *merger) enter() bool {
+// enter takes a slot for an exchange for req if one is free.
+func (mg *merger) enter(req *FetchRequest) bool {
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
+	mg.note(req)
 	if mg.busy < mg.after {
 		mg.busy++
 		return true
@@ -160,7 +166,7 @@ func (mg *merger) enter() bool {
 // partitions along.
 func (mg *merger) join(m *member) bool {
 	mg.mu.Lock()
-	lead := mg.busy < mg.after
+	lead := mg.busy < mg.after || mg.alone(m.req)
 	for _, o := range mg.queue {
 		if lead {
 			break
@@ -180,6 +186,27 @@ func (mg *merger) join(m *member) bool {
 		queued()
 	}
 	return false
+}
+
+// note records req's partition among the broker's recent fetches. Called
+// with mu held.
+func (mg *merger) note(req *FetchRequest) {
+	mg.recent[mg.next%len(mg.recent)] = tp{req.Topic, req.Partition}
+	mg.next++
+}
+
+// alone reports whether the broker's recent fetches were all of req's
+// partition: then there is nothing to merge it with (one partition per
+// broker, read by many), and queueing would only make it wait for the
+// exchange in flight. Called with mu held.
+func (mg *merger) alone(req *FetchRequest) bool {
+	p := tp{req.Topic, req.Partition}
+	for _, q := range mg.recent {
+		if q != p && q != (tp{}) {
+			return false
+		}
+	}
+	return true
 }
 
 // leave ends an exchange: its slot goes to the oldest queued fetch, which
@@ -263,7 +290,7 @@ const maxHints = 1 << 16
 func (c *Client) fetchShort(ctx context.Context, bp *brokerPools, r route, req *FetchRequest) (FetchResult, error) {
 	mg := bp.merge
 	for {
-		if mg.enter() {
+		if mg.enter(req) {
 			return c.lead(ctx, bp, r, req)
 		}
 		m := &member{r: r, req: req, wake: make(chan struct{}, 1)} // allocated outside the lock

@@ -416,3 +416,28 @@ func TestMergeKeepsOnePartitionsFetchesSideBySide(t *testing.T) {
 	h.free(n)
 	checkOne(t, <-second, 1, 0, false)
 }
+
+// TestMergeDoesNotQueueOnePartitionAlone: when a broker's recent fetches
+// are all of one partition (one partition per broker, read by many),
+// there is nothing to merge with: a fetch goes at once beside the one in
+// flight instead of queueing behind it.
+func TestMergeDoesNotQueueOnePartitionAlone(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	produceEach(t, e, "t", 1, 2)
+	c, _ := mergeClient(t, e)
+	h := holdFetches(t, e)
+	first := goFetch(testCtx(t), c, FetchRequest{Topic: "t", Offset: 0, MaxBytes: 100})
+	_, n0 := h.next(t)
+	second := goFetch(testCtx(t), c, FetchRequest{Topic: "t", Offset: 1, MaxBytes: 100})
+	parts, n := h.next(t) // while the first is still held
+	if fmt.Sprint(parts) != "[0@1]" {
+		t.Fatalf("the second fetch went as %v", parts)
+	}
+	h.free(n)
+	checkOne(t, <-second, 0, 1, false)
+	h.free(n0)
+	checkOne(t, <-first, 0, 0, false)
+	if q := c.FetchMergeStats().Queued.Load(); q != 0 {
+		t.Fatalf("%d fetches queued, want none", q)
+	}
+}
