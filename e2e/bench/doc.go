@@ -38,11 +38,16 @@
 //     CAPGATE_BENCH_BASELINE_BIN and CAPGATE_BENCH_EXTRA_BINS, earlier
 //     binaries beside them), a 3-broker Kafka process, this process only
 //     generating load — next to franz-go: 1-record fetch latency and the
-//     gateway's CPU per fetch (/proc schedstat), req/s at 16 workers, one
+//     gateway's CPU per fetch (/proc schedstat), req/s at 16 workers over
+//     latency (3 partitions) and over spread (12 partitions, several per
+//     broker: where concurrent fetches merge into one Kafka Fetch), one
 //     SDK consumer's records/s (readers in a rotating order), a holder's
 //     fetches while another abandons 500 long polls; pprof of the gateways
 //     with CAPGATE_BENCH_PROFILE_DIR. BenchmarkDeployScan repeats only the
-//     consumer scan (-benchtime 20x: 20 rounds) for medians of its ratios.
+//     consumer scan (-benchtime 20x: 20 rounds) for medians of its ratios;
+//     BenchmarkDeployLoad only the two 16-worker phases, with each
+//     gateway's merged-fetch counts (CAPGATE_BENCH_NOMERGE adds this
+//     tree's binary with merging off).
 //   - Gateway overhead, in-process (overhead.go, throughput.go): open-loop
 //     1-record fetches at fixed rates, sequential 1-record fetches, and
 //     records/s to one consumer (SDK raw batches and JSON, franz-go
