@@ -164,15 +164,24 @@ func (mg *merger) enter(req *FetchRequest) bool {
 // concurrent fetches of one partition (many readers of a shared grant),
 // which merging cannot help. It leads the queued fetches of other
 // partitions along.
+//
+// The scan also drops the fetches cancelled while queued: else they
+// would stay until the exchange in flight ends (up to RequestTimeout and
+// a half), however many came and went meanwhile; so the queue holds at
+// most the fetches waiting now and those cancelled since the last join.
 func (mg *merger) join(m *member) bool {
 	mg.mu.Lock()
 	lead := mg.busy < mg.after || mg.alone(m.req)
+	kept := mg.queue[:0]
 	for _, o := range mg.queue {
-		if lead {
-			break
+		if o.state.Load() != memberQueued {
+			continue // gone (taken and leading ones left the queue already)
 		}
-		lead = o.req.Partition == m.req.Partition && o.req.Topic == m.req.Topic && o.state.Load() == memberQueued
+		kept = append(kept, o)
+		lead = lead || o.req.Partition == m.req.Partition && o.req.Topic == m.req.Topic
 	}
+	clear(mg.queue[len(kept):])
+	mg.queue = kept
 	if lead {
 		mg.busy++
 		mg.mu.Unlock()

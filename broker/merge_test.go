@@ -137,6 +137,30 @@ func checkOne(t *testing.T, f fetched, p int32, offset int64, raw bool) {
 	}
 }
 
+// oneInFlight is a client on a broker holding every Fetch, with one
+// fetch (of partition 0, offset 0) held there: fetches of other
+// partitions now queue to merge.
+type oneInFlight struct {
+	e      *Embedded
+	c      *Client
+	queued chan struct{}
+	h      *heldFetches
+	first  chan fetched // the fetch in flight
+	n      int          // its index in h
+}
+
+// startOneInFlight makes a topic "t" of partitions partitions, one
+// record each, and a oneInFlight on it.
+func startOneInFlight(t *testing.T, partitions int32) *oneInFlight {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": partitions}})
+	produceEach(t, e, "t", partitions, 1)
+	c, queued := mergeClient(t, e)
+	f := &oneInFlight{e: e, c: c, queued: queued, h: holdFetches(t, e)}
+	f.first = goFetch(testCtx(t), c, FetchRequest{Topic: "t", Partition: 0, MaxBytes: 100})
+	_, f.n = f.h.next(t)
+	return f
+}
+
 // TestMergedFetchCarriesSeveralPartitions: while one fetch is in flight
 // to a broker, the fetches that arrive for other partitions of it wait
 // and go together in the next Fetch; each gets its own partition's
@@ -224,13 +248,8 @@ func TestMergedPartitionTooSmallGoesAlone(t *testing.T) {
 // not answered) and its part of the answer is dropped unread; the fetch
 // that leads the exchange gets its records.
 func TestMergedFetchCancelledReturnsAtOnce(t *testing.T) {
-	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 3}})
-	produceEach(t, e, "t", 3, 1)
-	c, queued := mergeClient(t, e)
-	h := holdFetches(t, e)
-
-	first := goFetch(testCtx(t), c, FetchRequest{Topic: "t", Partition: 0, MaxBytes: 100})
-	_, n := h.next(t)
+	f := startOneInFlight(t, 3)
+	c, queued, h, first, n := f.c, f.queued, f.h, f.first, f.n
 	lead := goFetch(testCtx(t), c, FetchRequest{Topic: "t", Partition: 1, MaxBytes: 100})
 	waitQueued(t, queued)
 	ctx, cancel := context.WithCancel(testCtx(t))
@@ -258,13 +277,8 @@ func TestMergedFetchCancelledReturnsAtOnce(t *testing.T) {
 // whose context ends returns at once (it cuts the exchange); the fetch it
 // carried goes again on its own and gets its records.
 func TestMergedFetchLeaderCancelled(t *testing.T) {
-	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 3}})
-	produceEach(t, e, "t", 3, 1)
-	c, queued := mergeClient(t, e)
-	h := holdFetches(t, e)
-
-	first := goFetch(testCtx(t), c, FetchRequest{Topic: "t", Partition: 0, MaxBytes: 100})
-	_, n := h.next(t)
+	f := startOneInFlight(t, 3)
+	c, queued, h, first, n := f.c, f.queued, f.h, f.first, f.n
 	ctx, cancel := context.WithCancel(testCtx(t))
 	lead := goFetch(ctx, c, FetchRequest{Topic: "t", Partition: 1, MaxBytes: 100})
 	waitQueued(t, queued)
@@ -440,4 +454,37 @@ func TestMergeDoesNotQueueOnePartitionAlone(t *testing.T) {
 	if q := c.FetchMergeStats().Queued.Load(); q != 0 {
 		t.Fatalf("%d fetches queued, want none", q)
 	}
+}
+
+// TestMergeQueueHoldsNoCancelledFetches: fetches that queue behind an
+// exchange in flight and are cancelled there (a client that asks and
+// hangs up, again and again, while the broker is slow to answer) do not
+// pile up in the broker's queue until that exchange ends: what the queue
+// holds stays bounded by the fetches still waiting, not by how many came
+// and went.
+func TestMergeQueueHoldsNoCancelledFetches(t *testing.T) {
+	f := startOneInFlight(t, 3)
+	c, queued, h, first, n := f.c, f.queued, f.h, f.first, f.n
+	const gone = 50
+	for i := range gone {
+		ctx, cancel := context.WithCancel(testCtx(t))
+		out := goFetch(ctx, c, FetchRequest{Topic: "t", Partition: 1 + int32(i%2), MaxBytes: 100})
+		waitQueued(t, queued)
+		cancel()
+		if got := <-out; !errors.Is(got.err, context.Canceled) {
+			t.Fatalf("cancelled queued fetch: %v", got.err)
+		}
+	}
+	bp, err := c.fetchPools.get(f.e.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp.merge.mu.Lock()
+	held := len(bp.merge.queue)
+	bp.merge.mu.Unlock()
+	if held > 1 {
+		t.Fatalf("the queue holds %d fetches after %d came and were cancelled (none waits): want at most 1", held, gone)
+	}
+	h.free(n)
+	checkOne(t, <-first, 0, 0, false)
 }
