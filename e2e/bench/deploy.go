@@ -93,6 +93,7 @@ type procStack struct {
 	leaders  map[string]int32
 	variants []*procCapgate
 	scans    int // rounds of scan so far: who reads first rotates
+	loads    int // closed-loop phases so far: which path goes first rotates
 	// joins are each variant's SDK scans' join times (scanSDK), in order.
 	joins map[string][]time.Duration
 	// scanCosts are each reader's CPU per record in the last scan.

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,9 +75,12 @@ type isolationFigure struct {
 type deployResult struct {
 	Sequential []latencyFigure
 	Loaded     []latencyFigure
-	Spread     []latencyFigure    // Loaded over spread: several partitions per broker
-	Scan       map[string]float64 // reader -> records/s
-	Isolation  []isolationFigure
+	Spread     []latencyFigure // Loaded over spread: several partitions per broker
+	// LoadedMerges and SpreadMerges are the gateways' merged-fetch
+	// counts of those two phases (mergeRows).
+	LoadedMerges, SpreadMerges [][]string
+	Scan                       map[string]float64 // reader -> records/s
+	Isolation                  []isolationFigure
 }
 
 // figure returns the named path's figure.
@@ -235,10 +240,15 @@ func perFetch(cpu time.Duration, n int, v *procCapgate) time.Duration {
 }
 
 // loaded runs each path with workers closed-loop workers for d; worker w
-// reads partition w mod parts of topic, so every broker is busy.
+// reads partition w mod parts of topic, so every broker is busy. The
+// path that goes first rotates from one call to the next (a load that
+// comes and goes on a shared machine falls on each in turn).
 func (d *procStack) loaded(tb testing.TB, workers int, dur time.Duration, topic string, parts int32) []latencyFigure {
 	var out []latencyFigure
-	for _, p := range d.paths() {
+	paths := d.paths()
+	k := d.loads % len(paths)
+	d.loads++
+	for _, p := range append(paths[k:], paths[:k]...) {
 		before, self, kafka := d.gatewayCPU(tb, p.gw), selfCPU(), d.kafkaCPU()
 		mk := func(w int) fetchOne {
 			do := p.mk(topic, int32(w)%parts)
@@ -555,12 +565,58 @@ func (d *procStack) profiles(tb testing.TB, p deployParams) {
 func (d *procStack) run(tb testing.TB, p deployParams) deployResult {
 	var r deployResult
 	r.Sequential = d.sequential(tb, p.Rounds, p.Sequential)
+	before := d.mergeCounts(tb)
 	r.Loaded = d.loaded(tb, p.Workers, p.LoadFor, deployLatency, d.size.LatencyParts)
+	r.LoadedMerges, before = d.mergeRows(tb, before), d.mergeCounts(tb)
 	r.Spread = d.loaded(tb, p.Workers, p.LoadFor, deploySpread, d.size.SpreadParts)
+	r.SpreadMerges = d.mergeRows(tb, before)
 	r.Scan = d.scan(tb)
 	for _, v := range d.variants {
 		r.Isolation = append(r.Isolation, d.isolation(tb, v, p))
 	}
 	d.profiles(tb, p)
 	return r
+}
+
+// mergedMetrics are the gateway's counts of merged Kafka Fetches.
+var mergedMetrics = []string{"capgate_gateway_merged_fetch_requests_total", "capgate_gateway_merged_fetches_total",
+	"capgate_gateway_merge_queued_fetches_total", "capgate_gateway_merged_fetches_alone_total", "capgate_gateway_merged_parts_dropped_total"}
+
+// mergeCounts reads each variant's merged-fetch counts (absent: -1).
+func (d *procStack) mergeCounts(tb testing.TB) map[string][]float64 {
+	out := map[string][]float64{}
+	for _, v := range d.variants {
+		for _, name := range mergedMetrics {
+			out[v.Name] = append(out[v.Name], v.metric(tb, name))
+		}
+	}
+	return out
+}
+
+// mergeRows is what each variant merged since before: Fetch requests
+// that carried several fetches, the fetches they carried, per request,
+// queued, fetched again alone, dropped.
+func (d *procStack) mergeRows(tb testing.TB, before map[string][]float64) [][]string {
+	var rows [][]string
+	for name, now := range d.mergeCounts(tb) {
+		if now[0] < 0 {
+			continue // a binary without merging
+		}
+		delta := make([]float64, len(now))
+		for i := range now {
+			delta[i] = now[i] - before[name][i]
+		}
+		per := "—"
+		if delta[0] > 0 {
+			per = fmt.Sprintf("%.2f", delta[1]/delta[0])
+		}
+		rows = append(rows, []string{name, fmt.Sprint(delta[0]), fmt.Sprint(delta[1]), per, fmt.Sprint(delta[2]), fmt.Sprint(delta[3]), fmt.Sprint(delta[4])})
+	}
+	slices.SortFunc(rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	return rows
+}
+
+// mergeTable prints mergeRows.
+func mergeTable(w io.Writer, rows [][]string) {
+	table(w, "merged Kafka Fetches in this phase", []string{"gateway", "merged requests", "fetches carried", "per request", "queued", "again alone", "dropped"}, rows)
 }

@@ -160,7 +160,7 @@ func BenchmarkDeployLoad(b *testing.B) {
 			before := d.mergeCounts(b)
 			fs := d.loaded(b, p.Workers, p.LoadFor, sh.topic, sh.parts)
 			loadedTable(os.Stdout, fmt.Sprintf("Deployed load, round %d of %d: %d workers over %s", i+1, b.N, p.Workers, sh.name), fs)
-			d.mergeTable(b, os.Stdout, before)
+			mergeTable(os.Stdout, d.mergeRows(b, before))
 			direct := figure(fs, "direct-raw")
 			for _, f := range fs {
 				got[key{sh.name, f.Path, "req/s"}] = append(got[key{sh.name, f.Path, "req/s"}], f.PerSec)
@@ -252,7 +252,9 @@ func deployTables(w io.Writer, title string, size deploySize, p deployParams, r 
 		[]string{"path", "fetches", "p50 µs", "p99 µs", "p50 over direct", "p99 over direct", "gateway CPU µs/fetch", "client CPU µs/fetch"}, rows)
 
 	loadedTable(w, fmt.Sprintf("Deployed, %s: %d workers, 1-record fetches over %d partitions on %d brokers", title, p.Workers, size.LatencyParts, size.Brokers), r.Loaded)
+	mergeTable(w, r.LoadedMerges)
 	loadedTable(w, fmt.Sprintf("Deployed, %s: %d workers, 1-record fetches over %d partitions (%s) on %d brokers", title, p.Workers, size.SpreadParts, deploySpread, size.Brokers), r.Spread)
+	mergeTable(w, r.SpreadMerges)
 
 	kgo := r.Scan["direct-kgo"]
 	readers := slices.Sorted(maps.Keys(r.Scan))
@@ -300,42 +302,4 @@ func loadedTable(w io.Writer, title string, fs []latencyFigure) {
 			fmt.Sprintf("%.1f", float64(f.Client.Nanoseconds())/1e3), fmt.Sprintf("%.1f", float64(f.Kafka.Nanoseconds())/1e3)})
 	}
 	table(w, title, []string{"path", "req/s", "× direct", "× baseline", "p50 µs", "p99 µs", "gateway CPU µs/fetch", "client CPU µs/fetch", "kafka CPU µs/fetch"}, rows)
-}
-
-// mergedMetrics are the gateway's counts of merged Kafka Fetches.
-var mergedMetrics = []string{"capgate_gateway_merged_fetch_requests_total", "capgate_gateway_merged_fetches_total",
-	"capgate_gateway_merge_queued_fetches_total", "capgate_gateway_merged_fetches_alone_total", "capgate_gateway_merged_parts_dropped_total"}
-
-// mergeCounts reads each variant's merged-fetch counts (absent: -1).
-func (d *procStack) mergeCounts(tb testing.TB) map[string][]float64 {
-	out := map[string][]float64{}
-	for _, v := range d.variants {
-		for _, name := range mergedMetrics {
-			out[v.Name] = append(out[v.Name], v.metric(tb, name))
-		}
-	}
-	return out
-}
-
-// mergeTable prints what each variant merged since before: Fetch
-// requests that carried several fetches, the fetches they carried, per
-// request, queued, fetched again alone, dropped.
-func (d *procStack) mergeTable(tb testing.TB, w io.Writer, before map[string][]float64) {
-	var rows [][]string
-	for name, now := range d.mergeCounts(tb) {
-		if now[0] < 0 {
-			continue // a binary without merging
-		}
-		delta := make([]float64, len(now))
-		for i := range now {
-			delta[i] = now[i] - before[name][i]
-		}
-		per := "—"
-		if delta[0] > 0 {
-			per = fmt.Sprintf("%.2f", delta[1]/delta[0])
-		}
-		rows = append(rows, []string{name, fmt.Sprint(delta[0]), fmt.Sprint(delta[1]), per, fmt.Sprint(delta[2]), fmt.Sprint(delta[3]), fmt.Sprint(delta[4])})
-	}
-	slices.SortFunc(rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
-	table(w, "merged Kafka Fetches in this phase", []string{"gateway", "merged requests", "fetches carried", "per request", "queued", "again alone", "dropped"}, rows)
 }
