@@ -1,7 +1,10 @@
 // Command benchkafka is the deployment benchmark's Kafka: a kfake cluster
 // of several brokers in its own process, so that neither the gateway nor
 // the load generator shares a process with the broker. It creates the
-// topics it is given, prints one JSON line {"addrs":["host:port",...]} on
+// topics it is given, leads partition p of each on broker p mod brokers
+// (kfake places leaders at random: a 3-partition topic often had two or
+// all three on one broker, so a "one partition per broker" load was not,
+// and differed from run to run), prints one JSON line {"addrs":["host:port",...]} on
 // stdout once it listens, and runs until SIGTERM or SIGINT, or until its
 // parent is gone (a benchmark killed midway leaves no broker behind).
 //
@@ -42,6 +45,13 @@ func run() error {
 		return err
 	}
 	defer kafka.Close()
+	for name, n := range topics {
+		for p := range n {
+			if err := kafka.Cluster().MoveTopicPartition(name, p, p%int32(*brokers)); err != nil {
+				return fmt.Errorf("lead %s/%d on broker %d: %w", name, p, p%int32(*brokers), err)
+			}
+		}
+	}
 	if err := json.NewEncoder(os.Stdout).Encode(map[string][]string{"addrs": kafka.Addrs()}); err != nil {
 		return err
 	}
