@@ -271,6 +271,7 @@ func TestMergedFetchCancelledReturnsAtOnce(t *testing.T) {
 	if d := c.FetchMergeStats().Dropped.Load(); d != 1 {
 		t.Fatalf("%d parts dropped unread, want 1", d)
 	}
+	checkMergersIdle(t, c)
 }
 
 // TestMergedFetchLeaderCancelled: the fetch leading a merged exchange
@@ -299,6 +300,7 @@ func TestMergedFetchLeaderCancelled(t *testing.T) {
 	}
 	h.free(n)
 	checkOne(t, <-carried, 2, 0, false)
+	checkMergersIdle(t, c)
 }
 
 // TestMergedFetchesUnderRace: many goroutines fetch partitions of one
@@ -367,6 +369,25 @@ func TestMergedFetchesUnderRace(t *testing.T) {
 	}
 	st := c.FetchMergeStats()
 	t.Logf("merged exchanges %d carrying %d fetches, %d again alone, %d dropped", st.Exchanges.Load(), st.Parts.Load(), st.Alone.Load(), st.Dropped.Load())
+	checkMergersIdle(t, c)
+}
+
+// checkMergersIdle checks that, with no fetch running, every broker's
+// merger has given back every slot and queues nothing: a slot not given
+// back would make every later fetch queue (or go beyond the bound).
+func checkMergersIdle(t *testing.T, c *Client) {
+	t.Helper()
+	for addr, bp := range *c.fetchPools.byAddr.Load() {
+		if bp.merge == nil {
+			continue
+		}
+		bp.merge.mu.Lock()
+		busy, queued := bp.merge.busy, len(bp.merge.queue)
+		bp.merge.mu.Unlock()
+		if busy != 0 || queued != 0 {
+			t.Errorf("broker %s: %d exchanges still hold a slot, %d fetches queued; want none", addr, busy, queued)
+		}
+	}
 }
 
 // TestCutBatches: a merged partition's answer is cut to its own max
@@ -487,4 +508,5 @@ func TestMergeQueueHoldsNoCancelledFetches(t *testing.T) {
 	}
 	h.free(n)
 	checkOne(t, <-first, 0, 0, false)
+	checkMergersIdle(t, c)
 }
