@@ -80,7 +80,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		decompressor: kgo.DefaultDecompressor(),
 		stop:         stop,
 	}
-	c.fetchPools.mergeAfter, c.fetchPools.mergeStats = cfg.MergeFetchesAfter, &c.mergeStats
+	c.fetchPools.mergeAfter, c.fetchPools.mergeWait, c.fetchPools.mergeStats = cfg.MergeFetchesAfter, cfg.MergeWaitMax, &c.mergeStats
 	log.Debug("broker client ready", zap.Object("config", cfg))
 	return c, nil
 }

@@ -48,6 +48,12 @@ type Config struct {
 	// company). Only fetches of at most 64 KiB merge (mergeMaxBytes). 0
 	// never merges: each fetch is its own Fetch on its own connection.
 	MergeFetchesAfter int `yaml:"merge_fetches_after"`
+	// MergeWaitMax bounds how long a fetch waits queued to merge: past
+	// it, it goes on a connection of its own (with whatever queued since
+	// it), so one slow exchange in flight — a half-open connection, a
+	// cold read — costs the fetches behind it this much, not the
+	// exchange's whole request_timeout.
+	MergeWaitMax time.Duration `yaml:"merge_wait_max"`
 
 	TLS  TLSConfig  `yaml:"tls"`
 	SASL SASLConfig `yaml:"sasl"`
@@ -100,6 +106,7 @@ func DefaultConfig() Config {
 		// brokers take thousands of connections.
 		LongPollConnectionsPerBroker: 256,
 		MergeFetchesAfter:            1,
+		MergeWaitMax:                 5 * time.Millisecond,
 	}
 }
 
@@ -131,6 +138,9 @@ func (c Config) Validate() error {
 	case c.MergeFetchesAfter < 0 || c.MergeFetchesAfter > c.FetchConnectionsPerBroker:
 		return fmt.Errorf("broker.merge_fetches_after: must be between 0 and fetch_connections_per_broker (%d), got %d",
 			c.FetchConnectionsPerBroker, c.MergeFetchesAfter)
+	case c.MergeFetchesAfter > 0 && (c.MergeWaitMax <= 0 || c.MergeWaitMax > c.RequestTimeout):
+		return fmt.Errorf("broker.merge_wait_max: must be > 0 and <= request_timeout (%s) while merge_fetches_after > 0, got %s",
+			c.RequestTimeout, c.MergeWaitMax)
 	}
 	if err := c.TLS.validate(); err != nil {
 		return err
@@ -250,6 +260,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt("fetch_connections_per_broker", c.FetchConnectionsPerBroker)
 	enc.AddInt("long_poll_connections_per_broker", c.LongPollConnectionsPerBroker)
 	enc.AddInt("merge_fetches_after", c.MergeFetchesAfter)
+	enc.AddDuration("merge_wait_max", c.MergeWaitMax)
 	enc.AddBool("tls", c.TLS.Enabled)
 	return enc.AddObject("sasl", c.SASL)
 }

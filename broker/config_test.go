@@ -40,6 +40,8 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		{func(c *Config) { c.FetchConnectionsPerBroker = 0 }, "broker.fetch_connections_per_broker: must be > 0, got 0"},
 		{func(c *Config) { c.MergeFetchesAfter = -1 }, "broker.merge_fetches_after: must be between 0 and fetch_connections_per_broker (32), got -1"},
 		{func(c *Config) { c.MergeFetchesAfter = 33 }, "broker.merge_fetches_after: must be between 0 and fetch_connections_per_broker (32), got 33"},
+		{func(c *Config) { c.MergeWaitMax = 0 }, "broker.merge_wait_max: must be > 0 and <= request_timeout (10s) while merge_fetches_after > 0, got 0s"},
+		{func(c *Config) { c.MergeWaitMax = time.Minute }, "broker.merge_wait_max: must be > 0 and <= request_timeout (10s) while merge_fetches_after > 0, got 1m0s"},
 		{func(c *Config) { c.TLS.CAFile = "ca.pem" }, "broker.tls.enabled"},
 		{func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: "c.pem"} }, "broker.tls.cert_file"},
 		{func(c *Config) { c.SASL.Mechanism = "GSSAPI" }, `broker.sasl.mechanism: must be one of "", PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, got "GSSAPI"`},
@@ -75,9 +77,9 @@ sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}
 	want := Config{
 		Seeds: []string{"k1:9092", "k2:9093"}, ClientID: "gw", MaxFetchBytes: 1 << 20,
 		RequestTimeout: 3 * time.Second, MetadataMaxAge: time.Minute, FetchConnectionsPerBroker: 4, LongPollConnectionsPerBroker: 256,
-		MergeFetchesAfter: 1,
-		TLS:               TLSConfig{Enabled: true, CAFile: "/ca.pem", ServerName: "kafka"},
-		SASL:              SASLConfig{Mechanism: SASLScramSHA512, Username: "u", Password: "p"},
+		MergeFetchesAfter: 1, MergeWaitMax: 5 * time.Millisecond,
+		TLS:  TLSConfig{Enabled: true, CAFile: "/ca.pem", ServerName: "kafka"},
+		SASL: SASLConfig{Mechanism: SASLScramSHA512, Username: "u", Password: "p"},
 	}
 	if fmt.Sprint(cfg) != fmt.Sprint(want) || cfg.SASL.Password != "p" {
 		t.Fatalf("got %+v, want %+v", cfg, want)

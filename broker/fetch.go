@@ -151,6 +151,9 @@ func (c *Client) fetchAlone(ctx context.Context, bp *brokerPools, r route, req *
 	}
 	conn, reused, err := pool.acquire(ctx, giveUp)
 	if errors.Is(err, errNoSlot) {
+		if ended != nil { // unreachable today (merged fetches never give up), but a slot is a slot
+			ended()
+		}
 		now := *req
 		now.MaxWait = 0
 		return c.fetchOnce(ctx, r, &now)

@@ -34,8 +34,12 @@ import (
 // partition is already queued does not queue behind it (it could never
 // share its request): it leads at once, with the queued fetches of other
 // partitions, so concurrent fetches of one partition still go side by
-// side as before; nor does one when the last fetches that found the
-// broker busy were all of its own partition (nothing to merge with).
+// side as before; nor does one when the broker's last eight fetches were
+// all of its own partition (nothing to merge with). Nor does a fetch
+// wait longer than MergeWaitMax queued: an exchange in flight that does
+// not answer (a half-open connection, a cold read) would otherwise hold
+// every queued fetch of the broker for its whole request timeout; past
+// the bound the fetch takes a slot of its own and leads.
 //
 // Safety, as for a fetch of its own:
 //   - A queued or merged fetch whose context ends returns at once (cancel
@@ -80,6 +84,7 @@ var errFetchAlone = errors.New("broker: partition to fetch alone")
 // exchanges in flight.
 type merger struct {
 	after int
+	wait  time.Duration // the longest a fetch stays queued (Config.MergeWaitMax)
 	stats *MergeStats
 	// queued, when set by tests, runs after a fetch joined the queue.
 	queued func()
@@ -137,13 +142,16 @@ type MergeStats struct {
 	Dropped atomic.Int64
 	// Queued is fetches that waited for an exchange in flight to end.
 	Queued atomic.Int64
+	// WaitedOut is queued fetches that stopped waiting after
+	// Config.MergeWaitMax and went on a connection of their own.
+	WaitedOut atomic.Int64
 }
 
 // FetchMergeStats returns the counts of merged fetches so far.
 func (c *Client) FetchMergeStats() *MergeStats { return &c.mergeStats }
 
-func newMerger(after int, stats *MergeStats) *merger {
-	return &merger{after: after, stats: stats, hints: map[tp]int32{}}
+func newMerger(after int, wait time.Duration, stats *MergeStats) *merger {
+	return &merger{after: after, wait: wait, stats: stats, hints: map[tp]int32{}}
 }
 
 // enter takes a slot for an exchange for req if one is free.
@@ -215,6 +223,31 @@ func (mg *merger) alone(req *FetchRequest) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// waitQueued waits until m is woken (leading, done or gone: false), or
+// until it has waited mg.wait still queued: then it stops waiting for the
+// exchange in flight and takes a slot beyond after (true) — it leads,
+// carrying whatever queued since. Timing decides only when a fetch stops
+// waiting; what it may read is decided as for any fetch. The queue's
+// lazy scans drop it (no longer queued).
+func (mg *merger) waitQueued(m *member) bool {
+	t := time.NewTimer(mg.wait)
+	defer t.Stop()
+	select {
+	case <-m.wake:
+		return false
+	case <-t.C:
+	}
+	if !m.state.CompareAndSwap(memberQueued, memberLeading) {
+		<-m.wake // taken, leading or gone meanwhile: its waker sends
+		return false
+	}
+	mg.mu.Lock()
+	mg.busy++
+	mg.mu.Unlock()
+	mg.stats.WaitedOut.Add(1)
 	return true
 }
 
@@ -311,7 +344,10 @@ func (c *Client) fetchShort(ctx context.Context, bp *brokerPools, r route, req *
 				m.wake <- struct{}{}
 			}
 		})
-		<-m.wake
+		if mg.waitQueued(m) {
+			stop()
+			return c.lead(ctx, bp, r, req)
+		}
 		stop()
 		switch m.state.Load() {
 		case memberLeading:

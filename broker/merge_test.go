@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -77,6 +78,10 @@ func mergeClient(t *testing.T, e *Embedded) (*Client, chan struct{}) {
 	c := newTestClient(t, e, nil)
 	queued := make(chan struct{}, 16)
 	c.fetchPools.mergeQueued = func() { queued <- struct{}{} }
+	// Queued fetches wait for the exchange the test holds, however long
+	// the test takes to release it (TestQueuedFetchWaitsOutASlowExchange
+	// tests the bound).
+	c.fetchPools.mergeWait = time.Hour
 	return c, queued
 }
 
@@ -509,4 +514,40 @@ func TestMergeQueueHoldsNoCancelledFetches(t *testing.T) {
 	h.free(n)
 	checkOne(t, <-first, 0, 0, false)
 	checkMergersIdle(t, c)
+}
+
+// TestQueuedFetchWaitsOutASlowExchange: one exchange in flight to a
+// broker that does not answer (a half-open connection, a cold read) must
+// not hold the fetches of other partitions queued behind it for its whole
+// request timeout: past merge_wait_max a queued fetch goes on a
+// connection of its own and gets its record while the slow one is still
+// at the broker (before the bound, it waited up to request_timeout and a
+// half — 15 s by default).
+func TestQueuedFetchWaitsOutASlowExchange(t *testing.T) {
+	f := startOneInFlight(t, 2)
+	bp, err := f.c.fetchPools.get(f.e.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp.merge.wait = 20 * time.Millisecond // read by fetches that queue from now on
+
+	other := goFetch(testCtx(t), f.c, FetchRequest{Topic: "t", Partition: 1, MaxBytes: 100})
+	waitQueued(t, f.queued)
+	parts, n := f.h.next(t) // the queued fetch, gone on its own while partition 0's is held
+	if fmt.Sprint(parts) != "[1@0]" {
+		t.Fatalf("the fetch that waited out the slow exchange went as %v, want [1@0]", parts)
+	}
+	f.h.free(n)
+	checkOne(t, <-other, 1, 0, false)
+	select {
+	case <-f.first:
+		t.Fatal("the slow exchange answered before it was released")
+	default:
+	}
+	if got := f.c.FetchMergeStats().WaitedOut.Load(); got != 1 {
+		t.Fatalf("waited out: %d, want 1", got)
+	}
+	f.h.free(f.n)
+	checkOne(t, <-f.first, 0, 0, false)
+	checkMergersIdle(t, f.c)
 }

@@ -175,9 +175,10 @@ type brokerPools struct {
 type pools struct {
 	shortBound, longBound int
 	spec                  *connSpec
-	mergeAfter            int         // Config.MergeFetchesAfter
-	mergeStats            *MergeStats // shared by every broker's merger
-	mergeQueued           func()      // tests: runs when a fetch queues to merge
+	mergeAfter            int           // Config.MergeFetchesAfter
+	mergeWait             time.Duration // Config.MergeWaitMax
+	mergeStats            *MergeStats   // shared by every broker's merger
+	mergeQueued           func()        // tests: runs when a fetch queues to merge
 
 	// byAddr is replaced, never modified, under mu: every fetch reads
 	// it, a new broker address is rare. nil once closed.
@@ -212,7 +213,7 @@ func (ps *pools) get(addr string) (*brokerPools, error) {
 	}
 	bp := &brokerPools{short: newConnPool(addr, ps.shortBound, ps.spec), long: newConnPool(addr, ps.longBound, ps.spec)}
 	if ps.mergeAfter > 0 {
-		bp.merge = newMerger(ps.mergeAfter, ps.mergeStats)
+		bp.merge = newMerger(ps.mergeAfter, ps.mergeWait, ps.mergeStats)
 		bp.merge.queued = ps.mergeQueued
 	}
 	next[addr] = bp

@@ -22,6 +22,7 @@ package coordinator
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,13 +53,15 @@ func (r *Replica) serve(ctx *fasthttp.RequestCtx) {
 		}
 		r.public(path)(ctx, v)
 	default:
-		if v.hint.URL != "" && (ctx.IsGet() || ctx.IsHead()) && isConsolePage(path) {
+		if (ctx.IsGet() || ctx.IsHead()) && isConsolePage(path) && isBaseURL(v.hint.URL) {
 			// A browser cannot act on a 421: send the operator to the
-			// leader's console. The target is the leader's configured
-			// advertised URL plus this path and query, never anything
-			// taken from the request's headers (no open redirect).
+			// leader's console. The target is the leader's advertised
+			// URL (its configuration, read from the log's beat; only a
+			// bare http(s) origin is followed) plus this request's
+			// normalized path and query — never its host or an
+			// absolute-form target (no open redirect).
 			ctx.Response.Header.Set(api.HeaderLeader, v.hint.URL)
-			ctx.Redirect(v.hint.URL+string(ctx.RequestURI()), fasthttp.StatusTemporaryRedirect)
+			ctx.Redirect(strings.TrimSuffix(v.hint.URL, "/")+string(ctx.URI().RequestURI()), fasthttp.StatusTemporaryRedirect)
 			return
 		}
 		message := fmt.Sprintf("replica %s does not lead (%s)", r.ID(), v.role)
@@ -145,6 +148,15 @@ func (r *Replica) serveMetrics(ctx *fasthttp.RequestCtx, active *Coordinator) {
 	if active != nil {
 		active.metrics.observe("metrics", ctx)
 	}
+}
+
+// isBaseURL reports whether u is a bare http(s) origin (scheme, host,
+// optional port; no user info, path, query or fragment): the only leader
+// URL a browser is redirected to.
+func isBaseURL(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != "" && p.User == nil &&
+		(p.Path == "" || p.Path == "/") && p.RawQuery == "" && p.Fragment == "" && !strings.ContainsAny(u, "\r\n")
 }
 
 // isConsolePage reports whether path is the console or one of its pages

@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -188,6 +190,23 @@ func TestStandbyAnswersNotLeader(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != leaderURL+"/console/groups/g?x=1" {
 		t.Fatalf("GET /console/groups/g at the standby: %d Location %q, want 307 to %s", resp.StatusCode, resp.Header.Get("Location"), leaderURL)
+	}
+	// An absolute-form request target names another host: the redirect
+	// still goes to the leader, with only the target's path and query.
+	u, _ := url.Parse(h.base)
+	raw, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	fmt.Fprintf(raw, "GET http://evil.example/console/groups?y=2 HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+	absResp, err := http.ReadResponse(bufio.NewReader(raw), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	absResp.Body.Close()
+	if absResp.StatusCode != http.StatusTemporaryRedirect || absResp.Header.Get("Location") != leaderURL+"/console/groups?y=2" {
+		t.Fatalf("absolute-form GET at the standby: %d Location %q, want 307 to %s/console/groups?y=2", absResp.StatusCode, absResp.Header.Get("Location"), leaderURL)
 	}
 	if status, body, _ := h.do(t, "POST", "/console/login", "", nil); status != http.StatusMisdirectedRequest {
 		t.Fatalf("POST /console/login at the standby: %d %s, want 421", status, body)

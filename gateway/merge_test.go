@@ -79,7 +79,9 @@ func (k *heldKafkaFetches) free(n int) {
 func TestMergedFetchOneHolderRevoked(t *testing.T) {
 	for _, revokeLeader := range []bool{false, true} {
 		t.Run(fmt.Sprintf("revoke leader %v", revokeLeader), func(t *testing.T) {
-			h := newHarness(t, nil)
+			// The held Fetch holds the other holder's queued: it must not
+			// wait it out (broker.merge_wait_max) before the test frees it.
+			h := newHarness(t, func(c *Config) { c.Broker.MergeWaitMax = c.Broker.RequestTimeout })
 			for p := range int32(3) {
 				h.produce(p, 1)
 			}

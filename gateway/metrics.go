@@ -136,6 +136,8 @@ func (m *metrics) registerGauges(g *Gateway) {
 			func(s *broker.MergeStats) int64 { return s.Parts.Load() }),
 		mergeCounter(g, "capgate_gateway_merge_queued_fetches_total", "Fetches that waited for an exchange in flight to their broker to end, to go merged.",
 			func(s *broker.MergeStats) int64 { return s.Queued.Load() }),
+		mergeCounter(g, "capgate_gateway_merge_waits_out_total", "Queued fetches that stopped waiting after broker.merge_wait_max (a slow exchange in flight) and went on a connection of their own.",
+			func(s *broker.MergeStats) int64 { return s.WaitedOut.Load() }),
 		mergeCounter(g, "capgate_gateway_merged_fetches_alone_total", "Merged fetches fetched again alone (the partition's next batch was larger than it asked for).",
 			func(s *broker.MergeStats) int64 { return s.Alone.Load() }),
 		mergeCounter(g, "capgate_gateway_merged_parts_dropped_total", "Parts of merged answers released unread: their fetch had been cancelled (revoked, client gone).",
