@@ -254,7 +254,10 @@ func TestKafkaCompactionKeepsTheState(t *testing.T) {
 // transaction, the one kgo has been seen to abort while answering its
 // commit with success: kafka.go, kgoSilentAbort), read it back and serve.
 // Under load (CI runs packages in parallel) an unwatched silent abort made
-// about 1 open in 100 hang until the log timeout.
+// about 1 open in 100 hang until the log timeout. This is a stress check
+// of the real client (16 writers catch an unwatched abort in only a
+// fraction of runs); the deterministic regression test is
+// TestPromoteStartsOverWhenTheClientAbortsTheBarrier (log_test.go).
 func TestFreshWritersFirstTransactionsLand(t *testing.T) {
 	const writers = 16
 	var wg sync.WaitGroup
