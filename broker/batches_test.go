@@ -15,34 +15,46 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 // encodeBatch builds a valid uncompressed v2 record batch of n records
 // starting at first.
 func encodeBatch(first int64, n int, rng *rand.Rand) []byte {
-	var recs []byte
-	for i := range n {
-		r := kmsg.Record{
+	recs := make([]kmsg.Record, n)
+	for i := range recs {
+		recs[i] = kmsg.Record{
 			OffsetDelta:    int32(i),
 			TimestampDelta: int32(i),
 			Key:            []byte{byte(i)},
 			Value:          bytes.Repeat([]byte{'v'}, rng.IntN(200)),
 		}
-		body := r.AppendTo(nil)
-		r.Length = int32(len(body) - 1) // body was encoded with a one-byte zero length
-		recs = r.AppendTo(recs)
+	}
+	return appendBatch(nil, first, 1_700_000_000_000, recs)
+}
+
+// appendBatch appends a valid uncompressed v2 record batch of recs (their
+// OffsetDelta and TimestampDelta set by the caller) at first, stamped ts.
+func appendBatch(dst []byte, first, ts int64, recs []kmsg.Record) []byte {
+	var body []byte
+	var maxDelta int64
+	for _, r := range recs {
+		enc := r.AppendTo(nil)
+		r.Length = int32(len(enc) - 1) // enc was encoded with a one-byte zero length
+		body = r.AppendTo(body)
+		maxDelta = max(maxDelta, r.TimestampDelta64, int64(r.TimestampDelta))
 	}
 	rb := kmsg.RecordBatch{
 		FirstOffset:     first,
 		Magic:           2,
-		LastOffsetDelta: int32(n - 1),
-		FirstTimestamp:  1_700_000_000_000,
-		MaxTimestamp:    1_700_000_000_000 + int64(n-1),
+		LastOffsetDelta: int32(len(recs) - 1),
+		FirstTimestamp:  ts,
+		MaxTimestamp:    ts + maxDelta,
 		ProducerID:      -1,
 		ProducerEpoch:   -1,
 		FirstSequence:   -1,
-		NumRecords:      int32(n),
-		Records:         recs,
+		NumRecords:      int32(len(recs)),
+		Records:         body,
 	}
-	rb.Length = int32(batchHeaderSize - batchLogOverhead + len(recs))
-	raw := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32c))
-	return raw
+	rb.Length = int32(batchHeaderSize - batchLogOverhead + len(body))
+	start := len(dst)
+	dst = rb.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start+17:], crc32.Checksum(dst[start+21:], crc32c))
+	return dst
 }
 
 // naiveWholeBatches is the slow reference: decode every batch fully.

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
@@ -77,27 +79,49 @@ func produce(t testing.TB, c *Client, topic string, partition int32, recs []*kgo
 }
 
 // produceOneBatch writes recs to topic/partition of e as exactly one
-// batch (Client.Produce sends the first record at once, so a second batch
-// may follow it).
+// batch. It encodes the batch itself and sends one Produce request (acks
+// all): a producer decides its own batch boundaries (kgo, even with
+// manual flushing, once cut 10 records 3 + 7 in CI's race step), and the
+// tests that use this are about batch boundaries.
 func produceOneBatch(t testing.TB, e *Embedded, topic string, partition int32, recs []*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Addrs()...), kgo.ManualFlushing(), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// Produce v13 names topics by id only: stay below it.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Addrs()...), kgo.MaxVersions(kversion.V3_6_0()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	results := make(chan error, len(recs))
-	for _, r := range recs {
-		r.Partition = partition
-		cl.Produce(testCtx(t), r, func(_ *kgo.Record, err error) { results <- err })
+	ts := time.Now().UnixMilli() // records without a timestamp get now
+	if len(recs) > 0 && !recs[0].Timestamp.IsZero() {
+		ts = recs[0].Timestamp.UnixMilli()
 	}
-	if err := cl.Flush(testCtx(t)); err != nil {
+	krecs := make([]kmsg.Record, len(recs))
+	for i, r := range recs {
+		krecs[i] = kmsg.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+		if !r.Timestamp.IsZero() {
+			krecs[i].TimestampDelta64 = r.Timestamp.UnixMilli() - ts
+		}
+		for _, h := range r.Headers {
+			krecs[i].Headers = append(krecs[i].Headers, kmsg.Header{Key: h.Key, Value: h.Value})
+		}
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, appendBatch(nil, 0, ts, krecs)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := cl.Request(testCtx(t), req)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for range recs {
-		if err := <-results; err != nil {
-			t.Fatal(err)
+	for _, t2 := range kresp.(*kmsg.ProduceResponse).Topics {
+		for _, p := range t2.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				t.Fatalf("produce %s/%d: %v", topic, partition, err)
+			}
 		}
 	}
 }
