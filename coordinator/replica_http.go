@@ -156,7 +156,7 @@ func (r *Replica) serveMetrics(ctx *fasthttp.RequestCtx, active *Coordinator) {
 func isBaseURL(u string) bool {
 	p, err := url.Parse(u)
 	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != "" && p.User == nil &&
-		(p.Path == "" || p.Path == "/") && p.RawQuery == "" && p.Fragment == "" && !strings.ContainsAny(u, "\r\n")
+		(p.Path == "" || p.Path == "/") && p.RawQuery == "" && p.Fragment == "" // url.Parse refuses control characters
 }
 
 // isConsolePage reports whether path is the console or one of its pages
