@@ -102,6 +102,10 @@ type Config struct {
 	// included, in the same order everywhere: connections authenticated
 	// with a partition capability see them all as brokers.
 	KafkaPeers []string `yaml:"kafka_peers"`
+	// KafkaFetchLanes is how many brokers this gateway is advertised as
+	// to group clients (client credentials), all at its own address: a
+	// Kafka client keeps one Fetch in flight per broker.
+	KafkaFetchLanes int `yaml:"kafka_fetch_lanes"`
 	// KafkaHeartbeatInterval is handed to KIP-848 group members: it is how
 	// soon a handoff reaches them.
 	KafkaHeartbeatInterval time.Duration `yaml:"kafka_heartbeat_interval"`
@@ -180,6 +184,7 @@ func DefaultConfig() Config {
 		KafkaIdleTimeout:          10 * time.Minute,
 		KafkaMaxConnections:       1024,
 		KafkaMaxMembers:           10_000,
+		KafkaFetchLanes:           4,
 		KafkaReadAheadBytes:       64 << 20,
 		KafkaOIDC:                 identity.DefaultConfig(),
 	}

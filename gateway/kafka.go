@@ -20,7 +20,7 @@ var errDeniedCredential = errors.New("gateway: client credential is denied")
 // kafkaConfig is the listener's configuration from the gateway's.
 func (c Config) kafkaConfig() kafkaproto.Config {
 	return kafkaproto.Config{
-		Listen: c.KafkaListen, Advertised: c.KafkaAdvertised, Peers: c.KafkaPeers,
+		Listen: c.KafkaListen, Advertised: c.KafkaAdvertised, Peers: c.KafkaPeers, FetchLanes: c.KafkaFetchLanes,
 		CoordinatorURL:    c.CoordinatorURL,
 		HeartbeatInterval: c.KafkaHeartbeatInterval, SessionTimeoutMin: c.KafkaSessionTimeoutMin, SessionTimeoutMax: c.KafkaSessionTimeoutMax,
 		MemberSessionTimeout: c.KafkaMemberSessionTimeout,

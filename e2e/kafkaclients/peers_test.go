@@ -2,6 +2,7 @@ package kafkaclients
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // sees every gateway as a broker and the partitions spread over them; a
 // kgo consumer bootstrapped at one gateway fetches its partition from the
 // other when that one leads it. A client-credential connection is told
-// the cluster is the gateway it talks to.
+// the cluster is the gateway it talks to, as kafka_fetch_lanes brokers.
 func TestPeersSpreadPartitions(t *testing.T) {
 	s := Start(t, Options{Partitions: 8, Gateways: 2, Peers: true})
 	addrs := s.KafkaAddrs()
@@ -42,8 +43,26 @@ func TestPeersSpreadPartitions(t *testing.T) {
 			lead = p.Leader
 		}
 	}
-	if c := meta(s.ClientCredential(t, "g")); len(c.Brokers) != 1 || fmt.Sprintf("%s:%d", c.Brokers[0].Host, c.Brokers[0].Port) != addrs[0] {
-		t.Fatalf("client credential metadata: brokers %+v, want only %s", c.Brokers, addrs[0])
+	// A client credential is told the cluster is the gateway it talks
+	// to, as kafka_fetch_lanes (4) brokers at its address: gateway 0 of
+	// 2 is nodes 0, 2, 4 and 6, its partitions spread over them.
+	c := meta(s.ClientCredential(t, "g"))
+	var ids []int32
+	for _, b := range c.Brokers {
+		if fmt.Sprintf("%s:%d", b.Host, b.Port) != addrs[0] {
+			t.Fatalf("client credential metadata: broker %+v, want every one at %s", b, addrs[0])
+		}
+		ids = append(ids, b.NodeID)
+	}
+	if fmt.Sprint(ids) != "[0 2 4 6]" {
+		t.Fatalf("client credential metadata: node ids %v, want [0 2 4 6]", ids)
+	}
+	lanes := map[int32]int{}
+	for _, p := range c.Topics[0].Partitions {
+		lanes[p.Leader]++
+	}
+	if len(lanes) != 4 || lanes[0]+lanes[2]+lanes[4]+lanes[6] != 8 {
+		t.Fatalf("client credential metadata: partition leaders %v, want the 8 partitions over the 4 lanes", lanes)
 	}
 
 	produceDirect(t, s, "orders", 0, 3)
@@ -56,5 +75,57 @@ func TestPeersSpreadPartitions(t *testing.T) {
 	}
 	if served(int(lead)) == 0 || served(1-int(lead)) != 0 {
 		t.Fatalf("fetches served: gateway %d (leader) %v, gateway %d %v; want all on the leader", lead, served(int(lead)), 1-lead, served(1-int(lead)))
+	}
+}
+
+// TestFetchLanesFetchInParallel: a kgo group member reads its partitions
+// through every fetch lane of its gateway — one connection and one Fetch
+// in flight per lane, as a Kafka client does per broker — and gets every
+// record once, every Fetch checked against its member's capabilities
+// whichever lane carried it.
+func TestFetchLanesFetchInParallel(t *testing.T) {
+	s := Start(t, Options{Partitions: 8})
+	for p := range int32(8) {
+		produceDirect(t, s, "orders", p, 5)
+	}
+	var mu sync.Mutex
+	fetchesByNode := map[int32]int{}
+	hook := brokerReadHook(func(meta kgo.BrokerMetadata, key int16) {
+		if key == int16(kmsg.Fetch) {
+			mu.Lock()
+			fetchesByNode[meta.NodeID]++
+			mu.Unlock()
+		}
+	})
+	cl := kgoClient(t, s.KafkaAddrs(), s.ClientCredential(t, "lanes"), false, kgo.WithHooks(hook), kgo.ConsumerGroup("lanes"),
+		kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ServerSideBalancer())
+	seen := map[string]int{}
+	for _, r := range pollN(t, cl, 40) {
+		seen[fmt.Sprintf("%d/%d", r.Partition, r.Offset)]++
+	}
+	if len(seen) != 40 {
+		t.Fatalf("read %d distinct records of 40: %v", len(seen), seen)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fetchesByNode) != 4 {
+		t.Fatalf("Fetches by node id %v, want some through each of the 4 lanes (nodes 0-3)", fetchesByNode)
+	}
+	for id := range fetchesByNode {
+		if id < 0 || id > 3 {
+			t.Fatalf("Fetches by node id %v: node %d is no lane of gateway 0", fetchesByNode, id)
+		}
+	}
+	if n := grepCount(gatewayMetrics(t, s, 0), "capgate_gateway_kafka_connections"); n < 4 {
+		t.Fatalf("%v open Kafka connections, want at least one per lane", n)
+	}
+}
+
+// brokerReadHook calls f for every response kgo reads.
+type brokerReadHook func(meta kgo.BrokerMetadata, key int16)
+
+func (h brokerReadHook) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		h(meta, key)
 	}
 }

@@ -23,6 +23,12 @@ type Config struct {
 	// connections authenticated with a partition capability see all of
 	// them as brokers, partitions spread evenly. Empty: this one only.
 	Peers []string
+	// FetchLanes is how many brokers this gateway is advertised as to a
+	// client-credential connection (one node id per lane, all at its
+	// address, the partitions spread over them): a Kafka client keeps one
+	// Fetch in flight per broker, so with one lane a group member's
+	// partitions are fetched one Fetch at a time (metadata.go).
+	FetchLanes int
 	// WrapListener, when set, wraps the listener: the gateway's TLS
 	// (clients then use SASL_SSL). Nil: plaintext (SASL_PLAINTEXT).
 	WrapListener func(net.Listener) net.Listener
@@ -80,6 +86,10 @@ type Config struct {
 // token is at most 4 KiB.
 const PreAuthRequestBytes = 64 << 10
 
+// MaxFetchLanes bounds Config.FetchLanes: each lane is one more
+// connection a group client opens.
+const MaxFetchLanes = 64
+
 // Validate names the first bad setting (gateway.kafka_* names).
 func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
@@ -122,6 +132,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_max_connections: must be > 0, got %d", c.MaxConnections)
 	case c.ReadAheadBytes < 0:
 		return fmt.Errorf("gateway.kafka_read_ahead_bytes: must be >= 0, got %d", c.ReadAheadBytes)
+	case c.FetchLanes < 1 || c.FetchLanes > MaxFetchLanes:
+		return fmt.Errorf("gateway.kafka_fetch_lanes: must be in [1, %d], got %d", MaxFetchLanes, c.FetchLanes)
 	case c.MaxMembers <= 0:
 		return fmt.Errorf("gateway.kafka_max_members: must be > 0, got %d", c.MaxMembers)
 	}

@@ -26,6 +26,7 @@ type Server struct {
 	ln    net.Listener
 	nodes []node // the advertised brokers: Peers, or this gateway alone
 	self  int    // this gateway's index in nodes
+	lanes []node // this gateway as client-credential connections see it: FetchLanes nodes, lane 0 = nodes[self]
 
 	topics *topicCache
 	groups *groups
@@ -123,6 +124,13 @@ func (s *Server) layout(bound string) error {
 		s.nodes = append(s.nodes, node{id: int32(i), host: host, port: int32(n)})
 	}
 	s.self = nodeIndex(peers, self)
+	// Lane j of gateway i is node i + j×len(peers): lane 0 is the
+	// gateway's own id, and no two gateways' lanes share an id.
+	for j := range s.cfg.FetchLanes {
+		n := s.nodes[s.self]
+		n.id += int32(j * len(s.nodes))
+		s.lanes = append(s.lanes, n)
+	}
 	return nil
 }
 
