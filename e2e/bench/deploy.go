@@ -43,6 +43,17 @@ const extraEnv = "CAPGATE_BENCH_EXTRA_BINS"
 // A/B of merging within one binary.
 const noMergeEnv = "CAPGATE_BENCH_NOMERGE"
 
+// oneLaneEnv, when set with the listen topic, adds the variant "onelane":
+// this tree's binary with its Kafka listener at kafka_fetch_lanes 1 (one
+// Fetch in flight per group client, as before lanes), an A/B of the
+// lanes in the same rounds (BenchmarkDeployListener).
+const oneLaneEnv = "CAPGATE_BENCH_ONE_LANE"
+
+// sdkFetchBytesEnv, when set to a byte count, adds a scan reader: the
+// SDK through the working tree's gateway with client.fetch_max_bytes
+// that large (an A/B of the SDK's fetch size in the same rounds).
+const sdkFetchBytesEnv = "CAPGATE_BENCH_SDK_FETCH_BYTES"
+
 // Topics of the deployment: single-record batches for 1-record fetches,
 // 100-byte records in large batches for consumers, and an idle topic the
 // long polls wait on.
@@ -55,6 +66,10 @@ const (
 	// different partitions share a broker (and the gateway may merge
 	// them into one Kafka Fetch).
 	deploySpread = "spread"
+	// deployListen holds 100-byte records for kgo consumers reading
+	// through the gateway's Kafka listener (BenchmarkDeployListener);
+	// only created when deploySize.ListenParts > 0.
+	deployListen = "listen"
 )
 
 // deploySize is how much the deployment loads.
@@ -66,6 +81,11 @@ type deploySize struct {
 	BulkPerPart    int   // 100-byte records per bulk partition
 	SpreadParts    int32 // partitions of spread (several per broker)
 	SpreadRecords  int   // single-record batches per spread partition
+	// ListenParts > 0 adds the listen topic (ListenPerPart 100-byte
+	// records per partition) and turns on the Kafka listener of the
+	// working tree's gateway (BenchmarkDeployListener).
+	ListenParts   int32
+	ListenPerPart int
 }
 
 // buildBinaries builds what the deployment runs, once per benchmark
@@ -107,6 +127,7 @@ type procCapgate struct {
 	bin            string
 	CoordinatorURL string
 	GatewayURL     string
+	KafkaAddr      string // the gateway's Kafka listener, "" when off
 	adminToken     string
 	syncToken      string
 	coordinator    *stack.Process
@@ -125,6 +146,9 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 	d := &procStack{size: size, leaders: map[string]int32{}}
 	topics := fmt.Sprintf("%s:%d,%s:%d,%s:%d,%s:%d", deployLatency, size.LatencyParts, deployBulk, size.BulkParts, deployIdle, size.LatencyParts,
 		deploySpread, size.SpreadParts)
+	if size.ListenParts > 0 {
+		topics += fmt.Sprintf(",%s:%d", deployListen, size.ListenParts)
+	}
 	var err error
 	d.kafka, d.addrs, err = stack.StartKafkaProcess(context.Background(), "kafka", kafkaBin,
 		[]string{"-brokers", strconv.Itoa(size.Brokers), "-topics", topics}, nil)
@@ -142,6 +166,9 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 	d.variants = append(d.variants, d.start(tb, "capgate", capgate))
 	if os.Getenv(noMergeEnv) != "" {
 		d.variants = append(d.variants, d.start(tb, "nomerge", capgate))
+	}
+	if os.Getenv(oneLaneEnv) != "" && size.ListenParts > 0 {
+		d.variants = append(d.variants, d.start(tb, "onelane", capgate))
 	}
 	if bin := os.Getenv(baselineEnv); bin != "" {
 		d.variants = append(d.variants, d.start(tb, "baseline", bin))
@@ -190,6 +217,9 @@ func (d *procStack) load(tb testing.TB) {
 	single(deploySpread, d.size.SpreadParts, d.size.SpreadRecords)
 	cl.Close()
 	produceBulk(tb, d.addrs, deployBulk, d.size.BulkParts, d.size.BulkPerPart, 100)
+	if d.size.ListenParts > 0 {
+		produceBulk(tb, d.addrs, deployListen, d.size.ListenParts, d.size.ListenPerPart, 100)
+	}
 }
 
 // loadLeaders asks the metadata who leads each partition.
@@ -247,6 +277,13 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 	if name == "nomerge" {
 		gw["broker"] = map[string]any{"seeds": seeds, "merge_fetches_after": 0}
 	}
+	if (name == "capgate" || name == "onelane") && d.size.ListenParts > 0 {
+		v.KafkaAddr = freePort(tb)
+		gw["kafka_listen"] = v.KafkaAddr
+		if name == "onelane" {
+			gw["kafka_fetch_lanes"] = 1
+		}
+	}
 	var env []string
 	if name == "capgate" || name == "nomerge" {
 		v.pprofAddr = freePort(tb)
@@ -270,6 +307,9 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 		// One holder per partition, as a consumer group's members would
 		// be (the per-holder in-flight cap is per holder).
 		v.grant(tb, deploySpread, p, "spread-reader-"+strconv.Itoa(int(p)))
+	}
+	if v.KafkaAddr != "" {
+		v.grant(tb, deployListen, 0, "listen-reader")
 	}
 	return v
 }

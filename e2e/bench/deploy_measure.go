@@ -319,7 +319,13 @@ func (d *procStack) scan(tb testing.TB) map[string]float64 {
 		return "direct-kgo", scanKgo(tb, d.addrs, deployBulk, d.size.BulkParts, want)
 	}}
 	for _, v := range d.variants {
-		readers = append(readers, func() (string, float64) { return v.Name + "-sdk-raw", d.scanSDK(tb, v) })
+		readers = append(readers, func() (string, float64) { return v.Name + "-sdk-raw", d.scanSDK(tb, v, v.Name, 0) })
+	}
+	if n, _ := strconv.Atoi(os.Getenv(sdkFetchBytesEnv)); n > 0 && len(d.variants) > 0 {
+		// The working tree's gateway once more, its SDK reader asking
+		// for n bytes a fetch: an A/B of the SDK's fetch size.
+		v, name := d.variants[0], fmt.Sprintf("%s-fetch%dk", d.variants[0].Name, n>>10)
+		readers = append(readers, func() (string, float64) { return name + "-sdk-raw", d.scanSDK(tb, v, name, int32(n)) })
 	}
 	// Each round starts with the next reader, and each reader with the
 	// garbage of the one before collected: in a fixed order the reader
@@ -359,16 +365,19 @@ func (d *procStack) gatewaysCPU(tb testing.TB) time.Duration {
 // scanSDK reads the bulk topic with one SDK consumer (raw record
 // batches) through v, the only member of a new group, and returns
 // records/s.
-func (d *procStack) scanSDK(tb testing.TB, v *procCapgate) float64 {
+func (d *procStack) scanSDK(tb testing.TB, v *procCapgate, name string, fetchBytes int32) float64 {
 	group := "scan-" + randomID()
 	cfg := client.DefaultConfig()
+	if fetchBytes > 0 {
+		cfg.FetchMaxBytes = fetchBytes
+	}
 	cfg.CoordinatorURL, cfg.Gateways = v.CoordinatorURL, []string{v.GatewayURL}
 	cfg.Group, cfg.Topics, cfg.Credential, cfg.Raw = group, []string{deployBulk}, v.credential(tb, group), true
 	rate, join := scanSDKJoin(tb, cfg, int(d.size.BulkParts)*d.size.BulkPerPart)
 	if d.joins == nil {
 		d.joins = map[string][]time.Duration{}
 	}
-	d.joins[v.Name] = append(d.joins[v.Name], join)
+	d.joins[name] = append(d.joins[name], join)
 	return rate
 }
 

@@ -68,7 +68,7 @@ func BenchmarkDeployScan(b *testing.B) {
 		for _, v := range d.variants {
 			wait := v.profile(b, dir, "profile", "scan-cpu", 5*time.Second)
 			for deadline := time.Now().Add(5500 * time.Millisecond); time.Now().Before(deadline); {
-				d.scanSDK(b, v)
+				d.scanSDK(b, v, v.Name, 0)
 			}
 			wait()
 		}
@@ -302,4 +302,88 @@ func loadedTable(w io.Writer, title string, fs []latencyFigure) {
 			fmt.Sprintf("%.1f", float64(f.Client.Nanoseconds())/1e3), fmt.Sprintf("%.1f", float64(f.Kafka.Nanoseconds())/1e3)})
 	}
 	table(w, title, []string{"path", "req/s", "× direct", "× baseline", "p50 µs", "p99 µs", "gateway CPU µs/fetch", "client CPU µs/fetch", "kafka CPU µs/fetch"}, rows)
+}
+
+// listenSize is BenchmarkDeployListener's deployment: the listen topic
+// as §8's benchmark fills it (4 partitions of 2 M records of 100 B), the
+// other topics nearly empty (their grants need them to exist).
+func listenSize(smoke bool) deploySize {
+	s := deploySize{Brokers: 3, LatencyParts: 3, LatencyRecords: 1, BulkParts: 3, BulkPerPart: 1, SpreadParts: 3, SpreadRecords: 1,
+		ListenParts: 4, ListenPerPart: 2_000_000}
+	switch {
+	case smoke:
+		s.ListenPerPart = 5_000
+	case testing.Short():
+		s.ListenPerPart = 200_000
+	}
+	return s
+}
+
+// BenchmarkDeployListener: an unmodified kgo consumer through the
+// gateway process's Kafka listener against the same consumer straight to
+// the Kafka process (#15's records/s target, in the deployed shape):
+// one partition in assign mode (a partition capability) and a KIP-848
+// group over 4 partitions (a client credential). Each iteration is one
+// round of the four passes, paired; after the rounds, medians [range]
+// of the ratios. The first round, not counted, warms the Kafka log.
+func BenchmarkDeployListener(b *testing.B) {
+	size := listenSize(false)
+	d := startProcStack(b, size)
+	d.listenRound(b, 0) // warm-up
+	before := loadAverage()
+	ratios, cpus := map[string][]float64{}, map[string][]float64{}
+	for i := range b.N {
+		r := d.listenRound(b, i)
+		table(os.Stdout, fmt.Sprintf("Deployed Kafka listener, round %d of %d (load %s)", i+1, b.N, loadAverage()), listenHeader, d.listenRows(r))
+		for _, pair := range []string{"1p", "group"} {
+			direct := r[pair+"-direct"]
+			for _, v := range d.listeners() {
+				key := pair + "-" + v.Name
+				ratios[key] = append(ratios[key], r[key].PerSec/direct.PerSec)
+				cpus[key] = append(cpus[key], float64(r[key].total())/float64(direct.total()))
+			}
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	var rows [][]string
+	for _, key := range slices.Sorted(maps.Keys(ratios)) {
+		m, lo, hi, _ := spread(ratios[key])
+		atLeast := 0
+		for _, r := range ratios[key] {
+			if r >= 0.8 {
+				atLeast++
+			}
+		}
+		cm, clo, chi, _ := spread(cpus[key])
+		rows = append(rows, []string{key, fmt.Sprint(len(ratios[key])), fmt.Sprintf("%.2f [%.2f–%.2f]", m, lo, hi),
+			fmt.Sprintf("%d of %d", atLeast, len(ratios[key])), fmt.Sprintf("%.2f [%.2f–%.2f]", cm, clo, chi)})
+		b.ReportMetric(m, key+"-ratio")
+	}
+	table(os.Stdout, fmt.Sprintf("Deployed Kafka listener: listener ÷ direct, same round, median [range] (load %s before, %s after)", before, loadAverage()),
+		[]string{"path", "rounds", "records/s", "≥ 0.8", "CPU per record, all processes"}, rows)
+}
+
+// TestSmokeDeployListener runs the deployed listener benchmark's round
+// with tiny sizes and checks its figures for sense: every pass read
+// every record, through the listener the gateway worked and straight to
+// Kafka it did not.
+func TestSmokeDeployListener(t *testing.T) {
+	d := startProcStack(t, listenSize(true))
+	r := d.listenRound(t, 0)
+	d.listenRows(r)
+	for _, pair := range []string{"1p", "group"} {
+		want := d.size.ListenPerPart
+		if pair == "group" {
+			want *= int(d.size.ListenParts)
+		}
+		for _, name := range []string{pair + "-direct", pair + "-capgate"} {
+			f := r[name]
+			if f.Records < want || f.PerSec <= 0 || f.Kafka <= 0 {
+				t.Errorf("%s: %+v, want %d records", name, f, want)
+			}
+		}
+		if f := r[pair+"-capgate"]; f.Gateway <= 0 {
+			t.Errorf("%s-capgate: the gateway spent no CPU: %+v", pair, f)
+		}
+	}
 }

@@ -38,8 +38,16 @@ func scanKgo(tb testing.TB, seeds []string, topic string, parts int32, want int)
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
 	start := time.Now()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
+	got := kgoReadAll(tb, "direct scan", want, kgo.SeedBrokers(seeds...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	return float64(got) / time.Since(start).Seconds()
+}
+
+// kgoReadAll creates a kgo client with opts and polls it until it has
+// read want records (or fails tb after 2 minutes); it returns how many it
+// read (the last poll may bring more than want).
+func kgoReadAll(tb testing.TB, what string, want int, opts ...kgo.Opt) int {
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -50,11 +58,11 @@ func scanKgo(tb testing.TB, seeds []string, topic string, parts int32, want int)
 	for got < want {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			tb.Fatalf("direct scan: %d of %d records: %v", got, want, err)
+			tb.Fatalf("%s: %d of %d records: %v", what, got, want, fetches.Errors())
 		}
 		got += fetches.NumRecords()
 	}
-	return float64(got) / time.Since(start).Seconds()
+	return got
 }
 
 // scanSDK reads want records with one SDK consumer, the only member of
