@@ -45,7 +45,11 @@ type Config struct {
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// HeartbeatWait caps how long a heartbeat is held waiting for news.
 	HeartbeatWait time.Duration `yaml:"heartbeat_wait"`
-	// FetchMaxBytes caps one fetch's records.
+	// FetchMaxBytes caps one fetch's records. A partition's fetch asks
+	// for its share of BufferMaxBytes (over two fetches per partition
+	// fetched), at least 1 MiB (or FetchMaxBytes when smaller), at most
+	// FetchMaxBytes: a consumer of few partitions fetches large (fewer
+	// requests per record), one of many 1 MiB at a time.
 	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
 	// FetchMaxWait is how long a gateway holds a fetch with no records.
 	FetchMaxWait time.Duration `yaml:"fetch_max_wait"`
@@ -101,7 +105,7 @@ func DefaultConfig() Config {
 		ClientID:               "capgate-client",
 		SessionTimeout:         10 * time.Second,
 		HeartbeatWait:          3 * time.Second,
-		FetchMaxBytes:          1 << 20,
+		FetchMaxBytes:          4 << 20,
 		FetchMaxWait:           500 * time.Millisecond,
 		RequestTimeout:         10 * time.Second,
 		Raw:                    true,

@@ -171,7 +171,7 @@ func driverConfig(cfg Config, o options) driver.Config {
 		Gateways: len(cfg.Gateways), HeartbeatWait: cfg.HeartbeatWait, FetchMaxWait: cfg.FetchMaxWait,
 		RequestTimeout: cfg.RequestTimeout, RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax,
 		Session: session.Config{
-			BufferMaxBytes: cfg.BufferMaxBytes,
+			BufferMaxBytes: cfg.BufferMaxBytes, FetchMaxBytes: cfg.FetchMaxBytes,
 			PollMaxRecords: cfg.PollMaxRecords,
 			RevokeTimeout:  cfg.RevokeTimeout,
 			ExpiryMargin:   cfg.CapabilityExpiryMargin,

@@ -427,3 +427,34 @@ func waitCommit(t *testing.T, f *CommitFuture) error {
 	}
 	return err
 }
+
+// TestFetchesAskForTheBuffersShare: the consumer's fetches ask the
+// gateway for their partition's share of buffer_max_bytes, within
+// [1 MiB, fetch_max_bytes]: with the defaults (16 MiB, 4 MiB) and two
+// partitions every fetch asks 4 MiB, with buffer_max_bytes 6 MiB 1.5 MiB.
+func TestFetchesAskForTheBuffersShare(t *testing.T) {
+	for _, tc := range []struct {
+		buffer int64
+		want   string
+	}{{16 << 20, "4194304"}, {6 << 20, "1572864"}} {
+		var e *env
+		e = newEnv(t, func(int) []api.Grant {
+			return []api.Grant{e.grantOf(p0, 1, 0, "cap-p0"), e.grantOf(p1, 1, 0, "cap-p1")}
+		})
+		e.store.append(p0, 3)
+		e.store.append(p1, 3)
+		cfg := e.config()
+		cfg.BufferMaxBytes = tc.buffer
+		c := e.start(cfg)
+		pollUntil(t, c, func(rs []Record) bool { return len(rs) >= 6 })
+		seen := e.store.seen()
+		if len(seen) == 0 {
+			t.Fatal("no fetch seen")
+		}
+		for _, f := range seen {
+			if f.maxBytes != tc.want {
+				t.Fatalf("buffer %d: a fetch of %v asked max_bytes %s, want %s", tc.buffer, f.partition, f.maxBytes, tc.want)
+			}
+		}
+	}
+}

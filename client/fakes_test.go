@@ -245,6 +245,7 @@ type fetchSeen struct {
 	status     int // 0: cancelled by the client
 	records    int
 	accept     string // the request's Accept header
+	maxBytes   string // the request's max_bytes
 }
 
 func newStore() *store {
@@ -381,7 +382,8 @@ func (g *fakeGateway) fetch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeBadRequest, "bad query")
 		return
 	}
-	seen := fetchSeen{gateway: g.name, capability: bearer(r), partition: p, offset: offset, accept: r.Header.Get("Accept")}
+	seen := fetchSeen{gateway: g.name, capability: bearer(r), partition: p, offset: offset, accept: r.Header.Get("Accept"),
+		maxBytes: r.URL.Query().Get("max_bytes")}
 	defer func() { g.store.record(seen) }()
 	deadline := time.NewTimer(time.Duration(waitMs) * time.Millisecond)
 	defer deadline.Stop()

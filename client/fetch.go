@@ -55,7 +55,11 @@ func (f *fetcher) fetchOnce(ctx context.Context, i int, req session.Fetch, onHea
 	op := "fetch " + req.Partition.String()
 	q := url.Values{}
 	q.Set("offset", offsetParam(req.Offset))
-	q.Set("max_bytes", strconv.FormatInt(int64(f.cfg.FetchMaxBytes), 10))
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = f.cfg.FetchMaxBytes
+	}
+	q.Set("max_bytes", strconv.FormatInt(int64(maxBytes), 10))
 	q.Set("max_wait_ms", strconv.FormatInt(f.cfg.FetchMaxWait.Milliseconds(), 10))
 	r := request{method: http.MethodGet, url: recordsURL(f.urls[i], req.Partition) + "?" + q.Encode(), bearer: req.Capability, accept: api.MediaJSON, onHeaders: onHeaders}
 	if f.cfg.Raw {

@@ -20,6 +20,9 @@ type Fetch struct {
 	Epoch      uint64
 	Offset     int64
 	Capability string
+	// MaxBytes is the most record bytes to ask for (Config.FetchMaxBytes
+	// and fetchBytes); 0 when the config sets no size.
+	MaxBytes int32
 }
 
 // CancelFetch: abort fetch ID if it is still running; its FetchDone is

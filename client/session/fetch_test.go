@@ -207,3 +207,52 @@ func TestHeartbeatWaitBoundByHalfLease(t *testing.T) {
 		t.Fatalf("floor: wait %s, want 1ms", w)
 	}
 }
+
+// TestFetchSizeIsTheBuffersShare: with FetchMaxBytes set, a fetch asks
+// for its partition's share of the buffer (BufferMaxBytes over two
+// fetches per fetching partition), never below the 1 MiB floor nor above
+// FetchMaxBytes; a FetchMaxBytes below the floor is the size; none set
+// asks for no size.
+func TestFetchSizeIsTheBuffersShare(t *testing.T) {
+	exp := t0.Add(time.Minute)
+	grants := func(n int) []api.Grant {
+		var gs []api.Grant
+		for i := range n {
+			gs = append(gs, grant(Partition{"orders", int32(i)}, 1, 0, "cap", exp))
+		}
+		return gs
+	}
+	cases := []struct {
+		buffer   int64
+		max      int32
+		parts    int
+		want     int32
+		overshot bool // the fetches may together pass the buffer (the floor rules)
+	}{
+		{16 << 20, 4 << 20, 1, 4 << 20, false},        // share 8 MiB, capped
+		{16 << 20, 4 << 20, 3, (16 << 20) / 6, false}, // share 2.67 MiB
+		{16 << 20, 4 << 20, 8, 1 << 20, false},        // share 1 MiB
+		{16 << 20, 4 << 20, 20, 1 << 20, true},        // share 0.4 MiB: the floor
+		{16 << 20, 64 << 10, 3, 64 << 10, false},      // below the floor: the size
+		{16 << 20, 0, 3, 0, false},                    // no size set
+	}
+	for _, tc := range cases {
+		cfg := testConfig()
+		cfg.BufferMaxBytes, cfg.FetchMaxBytes = tc.buffer, tc.max
+		h := &harness{t: t, s: New(cfg), now: t0}
+		fetches := all[Fetch](h.join(grants(tc.parts)...))
+		if len(fetches) != tc.parts {
+			t.Fatalf("%+v: %d fetches", tc, len(fetches))
+		}
+		for _, f := range fetches {
+			if f.MaxBytes != tc.want {
+				t.Fatalf("%+v: fetch of %v asks %d bytes, want %d", tc, f.Partition, f.MaxBytes, tc.want)
+			}
+		}
+		// Two fetches per partition (one fetched ahead) stay within the
+		// buffer unless the floor rules.
+		if total := 2 * int64(tc.parts) * int64(tc.want); total > tc.buffer && !tc.overshot {
+			t.Fatalf("%+v: %d bytes in flight at most, over the buffer's %d", tc, total, tc.buffer)
+		}
+	}
+}

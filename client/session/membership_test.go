@@ -194,6 +194,7 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.PollMaxRecords = 0 },
 		func(c *Config) { c.RevokeTimeout = 0 },
 		func(c *Config) { c.ExpiryMargin = -1 },
+		func(c *Config) { c.FetchMaxBytes = -1 },
 	}
 	for i, mutate := range bad {
 		c := good

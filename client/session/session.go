@@ -44,8 +44,15 @@ type Batch struct {
 type Config struct {
 	// BufferMaxBytes: no new fetch is issued while this many record bytes
 	// wait to be delivered. The buffer can overshoot by the outstanding
-	// fetches (one per partition, fetch_max_bytes each).
+	// fetches (one per partition, two with the shell's fetch ahead, each
+	// of Fetch.MaxBytes).
 	BufferMaxBytes int64
+	// FetchMaxBytes is the most one fetch asks for. A fetch asks for its
+	// partition's share of the buffer — BufferMaxBytes over two fetches
+	// per fetching partition — but at least FetchFloorBytes (or
+	// FetchMaxBytes when smaller) and at most FetchMaxBytes (fetchBytes).
+	// 0: fetches carry no size (Fetch.MaxBytes 0, the shell's own).
+	FetchMaxBytes int32
 	// PollMaxRecords is the default cap on the records one Polled
 	// delivers (whole batches, at least one).
 	PollMaxRecords int
@@ -78,6 +85,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.BufferMaxBytes <= 0:
 		return fmt.Errorf("session: buffer_max_bytes: must be > 0, got %d", c.BufferMaxBytes)
+	case c.FetchMaxBytes < 0:
+		return fmt.Errorf("session: fetch_max_bytes: must be >= 0, got %d", c.FetchMaxBytes)
 	case c.PollMaxRecords <= 0:
 		return fmt.Errorf("session: poll_max_records: must be > 0, got %d", c.PollMaxRecords)
 	case c.RevokeTimeout <= 0:
