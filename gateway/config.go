@@ -103,8 +103,9 @@ type Config struct {
 	// with a partition capability see them all as brokers.
 	KafkaPeers []string `yaml:"kafka_peers"`
 	// KafkaFetchLanes is how many brokers this gateway is advertised as
-	// to group clients (client credentials), all at its own address: a
-	// Kafka client keeps one Fetch in flight per broker.
+	// to group clients (client credentials): a Kafka client keeps one
+	// Fetch in flight per broker. Lane j listens at KafkaListen's port + j
+	// and is advertised at KafkaAdvertised's port + j.
 	KafkaFetchLanes int `yaml:"kafka_fetch_lanes"`
 	// KafkaHeartbeatInterval is handed to KIP-848 group members: it is how
 	// soon a handoff reaches them.

@@ -72,7 +72,7 @@ func newDevCmd() *cobra.Command {
 	fl.StringVar(&f.brokerAddr, "broker-addr", "127.0.0.1:9092", "embedded Kafka listen address (loopback; port 0 picks a free port)")
 	fl.StringVar(&f.coordinatorAddr, "coordinator-addr", "127.0.0.1:7070", "coordinator listen address (port 0 picks a free port)")
 	fl.StringVar(&f.gatewayAddr, "gateway-addr", "127.0.0.1:8080", "gateway listen address (port 0 picks a free port)")
-	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9093", "the gateway's Kafka listener address, for unmodified Kafka clients (port 0 picks a free port)")
+	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9093", "the gateway's Kafka listener address, for unmodified Kafka clients; its fetch lanes take the next 3 ports (port 0 picks free ports)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level of the console logs on stderr: debug, info, warn, error (warn with --demo)")
 	fl.BoolVar(&f.tls, "tls", false, "serve TLS: a throwaway CA and certificates in DATA-DIR/tls (keys 0600), the CA path in credentials.env as CAPGATE_CACERT; the gateway syncs with a client certificate")
 	fl.BoolVar(&f.demo, "demo", false, "also run a producer and consumers, add a consumer, print the handoff timeline and a summary, then exit")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/gateway"
 	"github.com/capgate/capgate/internal/stack"
 )
 
@@ -278,7 +279,12 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 		gw["broker"] = map[string]any{"seeds": seeds, "merge_fetches_after": 0}
 	}
 	if (name == "capgate" || name == "onelane") && d.size.ListenParts > 0 {
-		v.KafkaAddr = freePort(tb)
+		// The listener binds kafka_fetch_lanes ports from this one on.
+		addrs, err := stack.FreePortRanges("", 1, gateway.DefaultConfig().KafkaFetchLanes)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		v.KafkaAddr = addrs[0]
 		gw["kafka_listen"] = v.KafkaAddr
 		if name == "onelane" {
 			gw["kafka_fetch_lanes"] = 1

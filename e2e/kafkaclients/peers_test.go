@@ -2,6 +2,8 @@ package kafkaclients
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -44,13 +46,16 @@ func TestPeersSpreadPartitions(t *testing.T) {
 		}
 	}
 	// A client credential is told the cluster is the gateway it talks
-	// to, as kafka_fetch_lanes (4) brokers at its address: gateway 0 of
-	// 2 is nodes 0, 2, 4 and 6, its partitions spread over them.
+	// to, as kafka_fetch_lanes (4) brokers: gateway 0 of 2 is nodes 0,
+	// 2, 4 and 6 at its advertised port + 0…3, its partitions spread
+	// over them.
 	c := meta(s.ClientCredential(t, "g"))
+	host, port, _ := net.SplitHostPort(addrs[0])
+	first, _ := strconv.Atoi(port)
 	var ids []int32
-	for _, b := range c.Brokers {
-		if fmt.Sprintf("%s:%d", b.Host, b.Port) != addrs[0] {
-			t.Fatalf("client credential metadata: broker %+v, want every one at %s", b, addrs[0])
+	for j, b := range c.Brokers {
+		if want := net.JoinHostPort(host, strconv.Itoa(first+j)); net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) != want {
+			t.Fatalf("client credential metadata: lane %d %+v, want it at %s", j, b, want)
 		}
 		ids = append(ids, b.NodeID)
 	}
@@ -79,10 +84,10 @@ func TestPeersSpreadPartitions(t *testing.T) {
 }
 
 // TestFetchLanesFetchInParallel: a kgo group member reads its partitions
-// through every fetch lane of its gateway — one connection and one Fetch
-// in flight per lane, as a Kafka client does per broker — and gets every
-// record once, every Fetch checked against its member's capabilities
-// whichever lane carried it.
+// through every fetch lane of its gateway — its own port, one connection
+// and one Fetch in flight per lane, as a Kafka client does per broker —
+// and gets every record once, every Fetch checked against its member's
+// capabilities whichever lane carried it.
 func TestFetchLanesFetchInParallel(t *testing.T) {
 	s := Start(t, Options{Partitions: 8})
 	for p := range int32(8) {

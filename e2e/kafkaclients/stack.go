@@ -2,7 +2,6 @@ package kafkaclients
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/capgate/capgate/e2e/sdk"
 	"github.com/capgate/capgate/gateway"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // Options describe the deployment Start builds.
@@ -106,19 +106,16 @@ func (s *Stack) Deny(t testing.TB, jti string) {
 	}
 }
 
-// freeAddrs reserves n loopback ports by listening and closing (the
-// gateways bind them right after; another process could take one in
-// between, which fails the test loudly, never silently).
+// freeAddrs finds n loopback addresses for gateways' Kafka listeners,
+// each the first of kafka_fetch_lanes free ports in a row (a listener
+// binds one port per lane from there; the gateways bind them right
+// after — another process could take one in between, which fails the
+// test loudly, never silently).
 func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ln.Addr().String())
-		ln.Close()
+	out, err := stack.FreePortRanges("", n, gateway.DefaultConfig().KafkaFetchLanes)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -24,10 +24,12 @@ type Config struct {
 	// them as brokers, partitions spread evenly. Empty: this one only.
 	Peers []string
 	// FetchLanes is how many brokers this gateway is advertised as to a
-	// client-credential connection (one node id per lane, all at its
-	// address, the partitions spread over them): a Kafka client keeps one
-	// Fetch in flight per broker, so with one lane a group member's
-	// partitions are fetched one Fetch at a time (metadata.go).
+	// client-credential connection (one node id and one port per lane,
+	// the partitions spread over them): a Kafka client keeps one Fetch in
+	// flight per broker, so with one lane a group member's partitions are
+	// fetched one Fetch at a time (metadata.go). Lane j listens at
+	// Listen's port + j (a free port when that is 0) and is advertised
+	// at Advertised's port + j (its bound address when none).
 	FetchLanes int
 	// WrapListener, when set, wraps the listener: the gateway's TLS
 	// (clients then use SASL_SSL). Nil: plaintext (SASL_PLAINTEXT).
@@ -92,8 +94,13 @@ const MaxFetchLanes = 64
 
 // Validate names the first bad setting (gateway.kafka_* names).
 func (c Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	_, listenPort, err := net.SplitHostPort(c.Listen)
+	if err != nil {
 		return fmt.Errorf("gateway.kafka_listen: must be host:port, got %q", c.Listen)
+	}
+	port, err := strconv.Atoi(listenPort)
+	if err != nil || port < 0 || port > 65535 {
+		return fmt.Errorf("gateway.kafka_listen: port must be a number in [0, 65535], got %q", c.Listen)
 	}
 	if c.Advertised != "" {
 		if err := validHostPort(c.Advertised); err != nil {
@@ -134,6 +141,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_read_ahead_bytes: must be >= 0, got %d", c.ReadAheadBytes)
 	case c.FetchLanes < 1 || c.FetchLanes > MaxFetchLanes:
 		return fmt.Errorf("gateway.kafka_fetch_lanes: must be in [1, %d], got %d", MaxFetchLanes, c.FetchLanes)
+	case port != 0 && port+c.FetchLanes-1 > 65535:
+		return fmt.Errorf("gateway.kafka_fetch_lanes: lanes listen at kafka_listen's port + 0…%d, past 65535 from %d", c.FetchLanes-1, port)
+	case c.Advertised != "" && advertisedPort(c.Advertised)+c.FetchLanes-1 > 65535:
+		return fmt.Errorf("gateway.kafka_fetch_lanes: lanes are advertised at kafka_advertised's port + 0…%d, past 65535 from %q", c.FetchLanes-1, c.Advertised)
+	case c.FetchLanes > 1 && c.Advertised != "" && port == 0:
+		return fmt.Errorf("gateway.kafka_listen: must name a port (not 0) with kafka_advertised set and kafka_fetch_lanes %d: lane j is advertised at kafka_advertised's port + j and must listen at kafka_listen's + j", c.FetchLanes)
 	case c.MaxMembers <= 0:
 		return fmt.Errorf("gateway.kafka_max_members: must be > 0, got %d", c.MaxMembers)
 	}
@@ -152,6 +165,13 @@ func validHostPort(s string) error {
 		return fmt.Errorf("port must be in [1, 65535], got %q", s)
 	}
 	return nil
+}
+
+// advertisedPort is the port of a validated host:port.
+func advertisedPort(addr string) int {
+	_, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 // nodeIndex is addr's position in peers, -1 when absent.

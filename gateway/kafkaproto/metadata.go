@@ -13,14 +13,15 @@ package kafkaproto
 //     its fetches reach. Clients spread over the gateways by whichever one
 //     they bootstrap from, and move to another when theirs goes away.
 //   - Fetch lanes: to a client-credential connection the gateway is
-//     kafka_fetch_lanes brokers, all at its own address (node ids
-//     self + j × peers), the partitions spread over them. A Kafka client
-//     keeps one Fetch in flight per broker; behind one node id, a member
-//     of 4 partitions on 3 Kafka brokers fetched one Fetch at a time and
-//     read 0.47× what it read straight from Kafka (three Fetches in
-//     flight), with 3 lanes 0.78× (BENCHMARKS.md §8). Any lane serves
-//     any partition; the member is found by the client, not the
-//     connection (admit.go), so lanes change nothing about who may read.
+//     kafka_fetch_lanes brokers (node ids self + j × peers), lane j at
+//     its own port (server.go, listen), the partitions spread over them.
+//     A Kafka client keeps one Fetch in flight per broker; behind one
+//     node id, a member of 4 partitions on 3 Kafka brokers fetched one
+//     Fetch at a time and read 0.47× what it read straight from Kafka
+//     (three Fetches in flight), with 3 lanes 0.78× (BENCHMARKS.md §8).
+//     Any lane serves any partition; the member is found by the client,
+//     not the connection (admit.go), so lanes change nothing about who
+//     may read.
 //   - Topics: a capability sees its own topic; a client credential the
 //     non-internal topics its tps claim allows. Others answer
 //     TOPIC_AUTHORIZATION_FAILED when named, and are left out when all

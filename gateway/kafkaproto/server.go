@@ -23,8 +23,8 @@ type Server struct {
 	auth Authenticator
 	log  *zap.Logger
 
-	ln    net.Listener
-	nodes []node // the advertised brokers: Peers, or this gateway alone
+	lns   []net.Listener // one per fetch lane, lane 0 first
+	nodes []node         // the advertised brokers: Peers, or this gateway alone
 	self  int    // this gateway's index in nodes
 	lanes []node // this gateway as client-credential connections see it: FetchLanes nodes, lane 0 = nodes[self]
 
@@ -82,34 +82,69 @@ const topicCacheAge = 5 * time.Second
 
 // Start listens and serves in the background.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	lns, err := s.listen()
 	if err != nil {
-		return fmt.Errorf("kafkaproto: listen: %w", err)
-	}
-	if err := s.layout(ln.Addr().String()); err != nil {
-		ln.Close()
 		return err
 	}
-	s.ln = ln
-	if s.cfg.WrapListener != nil {
-		s.ln = s.cfg.WrapListener(ln)
+	bound := make([]string, len(lns))
+	for i, ln := range lns {
+		bound[i] = ln.Addr().String()
 	}
-	s.wg.Add(1)
-	go s.accept()
-	s.log.Info("kafka listener started", zap.String("addr", ln.Addr().String()), zap.String("advertised", s.advertised()),
-		zap.Bool("tls", s.cfg.WrapListener != nil))
+	if err := s.layout(bound); err != nil {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return err
+	}
+	for _, ln := range lns {
+		if s.cfg.WrapListener != nil {
+			ln = s.cfg.WrapListener(ln)
+		}
+		s.lns = append(s.lns, ln)
+		s.wg.Add(1)
+		go s.accept(ln)
+	}
+	s.log.Info("kafka listener started", zap.Strings("addrs", bound), zap.String("advertised", s.advertised()),
+		zap.Int("fetch_lanes", len(lns)), zap.Bool("tls", s.cfg.WrapListener != nil))
 	return nil
 }
 
-// layout fixes the advertised brokers once the listener's address is known.
-func (s *Server) layout(bound string) error {
+// listen binds every fetch lane: lane 0 at Listen, lane j at Listen's
+// port + j — or, when that port is 0, at a free port of its own.
+// Distinct addresses, not several node ids at one: librdkafka takes
+// brokers that share an address for one broker whose node id changes
+// (kcat's group consumer then never fetched three of its four
+// partitions).
+func (s *Server) listen() ([]net.Listener, error) {
+	host, portText, _ := net.SplitHostPort(s.cfg.Listen)
+	port, _ := strconv.Atoi(portText) // Validate: numeric
+	var lns []net.Listener
+	for j := range s.cfg.FetchLanes {
+		p := 0
+		if port != 0 {
+			p = port + j
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("kafkaproto: listen (fetch lane %d of gateway.kafka_fetch_lanes %d): %w", j, s.cfg.FetchLanes, err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// layout fixes the advertised brokers once the lanes' addresses are known.
+func (s *Server) layout(bound []string) error {
 	self := s.cfg.Advertised
 	if self == "" {
-		host, _, _ := net.SplitHostPort(bound)
+		host, _, _ := net.SplitHostPort(bound[0])
 		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-			return fmt.Errorf("gateway.kafka_advertised: must be set when listening on %s", bound)
+			return fmt.Errorf("gateway.kafka_advertised: must be set when listening on %s", bound[0])
 		}
-		self = bound
+		self = bound[0]
 	}
 	peers := s.cfg.Peers
 	if len(peers) == 0 {
@@ -124,11 +159,21 @@ func (s *Server) layout(bound string) error {
 		s.nodes = append(s.nodes, node{id: int32(i), host: host, port: int32(n)})
 	}
 	s.self = nodeIndex(peers, self)
-	// Lane j of gateway i is node i + j×len(peers): lane 0 is the
-	// gateway's own id, and no two gateways' lanes share an id.
+	// Lane j of gateway i is node i + j×len(peers), at its own address:
+	// advertised port + j, or (nothing advertised) where it is bound.
+	// Lane 0 is the gateway's own node; no two gateways' lanes share an id.
 	for j := range s.cfg.FetchLanes {
 		n := s.nodes[s.self]
 		n.id += int32(j * len(s.nodes))
+		if j > 0 {
+			if s.cfg.Advertised != "" {
+				n.port += int32(j)
+			} else {
+				_, port, _ := net.SplitHostPort(bound[j])
+				p, _ := strconv.Atoi(port)
+				n.port = int32(p)
+			}
+		}
 		s.lanes = append(s.lanes, n)
 	}
 	return nil
@@ -139,18 +184,29 @@ func (s *Server) advertised() string {
 	return net.JoinHostPort(n.host, strconv.Itoa(int(n.port)))
 }
 
-// Addr is the address the listener is bound to (after Start).
+// Addr is the address the listener (its lane 0) is bound to (after
+// Start).
 func (s *Server) Addr() string {
-	if s.ln == nil {
+	if len(s.lns) == 0 {
 		return ""
 	}
-	return s.ln.Addr().String()
+	return s.lns[0].Addr().String()
 }
 
-func (s *Server) accept() {
+// Addrs are every fetch lane's bound address, lane 0 first (after Start).
+func (s *Server) Addrs() []string {
+	var out []string
+	for _, ln := range s.lns {
+		out = append(out, ln.Addr().String())
+	}
+	return out
+}
+
+// accept serves one lane's listener: every lane serves every request.
+func (s *Server) accept(ln net.Listener) {
 	defer s.wg.Done()
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
 				s.log.Warn("kafka listener accept failed", zap.Error(err))
@@ -211,8 +267,8 @@ func (s *Server) Close() error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	if s.ln != nil {
-		s.ln.Close()
+	for _, ln := range s.lns {
+		ln.Close()
 	}
 	s.stop()
 	for _, c := range conns {

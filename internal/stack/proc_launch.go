@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -122,6 +123,48 @@ func FreeAddr(addr string) (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// FreePortRanges finds n non-overlapping ranges of width consecutive
+// free ports on host ("" is 127.0.0.1) and returns the first address of
+// each: a gateway's Kafka listener binds kafka_fetch_lanes ports from
+// its kafka_listen port on. They are free when it returns (listened on,
+// then closed); another process could take one before the caller binds
+// it, which fails the caller loudly, never silently.
+func FreePortRanges(host string, n, width int) ([]string, error) {
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	var out []string
+	for attempt := 0; len(out) < n; attempt++ {
+		if attempt == 100 {
+			return nil, fmt.Errorf("stack: no %d consecutive free ports on %s in 100 tries", width, host)
+		}
+		first, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("stack: free port: %w", err)
+		}
+		group := []net.Listener{first}
+		base := first.Addr().(*net.TCPAddr).Port
+		for j := 1; j < width; j++ {
+			l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(base+j)))
+			if err != nil {
+				break
+			}
+			group = append(group, l)
+		}
+		held = append(held, group...) // kept until the end: no later range overlaps it
+		if len(group) == width {
+			out = append(out, first.Addr().String())
+		}
+	}
+	return out, nil
 }
 
 // StartKafkaProcess runs a Kafka program that prints one JSON line
