@@ -25,8 +25,8 @@ type Server struct {
 
 	lns   []net.Listener // one per fetch lane, lane 0 first
 	nodes []node         // the advertised brokers: Peers, or this gateway alone
-	self  int    // this gateway's index in nodes
-	lanes []node // this gateway as client-credential connections see it: FetchLanes nodes, lane 0 = nodes[self]
+	self  int            // this gateway's index in nodes
+	lanes []node         // this gateway as client-credential connections see it: FetchLanes nodes, lane 0 = nodes[self]
 
 	topics *topicCache
 	groups *groups
