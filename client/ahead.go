@@ -56,9 +56,14 @@ type ahead struct {
 	begun     chan struct{}
 	beginOnce sync.Once
 
-	claimed bool  // the session asked for it
-	chained bool  // the fetch after it was started
-	next    int64 // its answer's next offset, from the headers; 0 until known
+	claimed bool // the session asked for it
+	chained bool // the fetch after it was started
+	// chainBytes is the size the fetch after it asks for: the size of
+	// the session's latest fetch of the partition (it claimed this one),
+	// so a chain follows the session's sizing instead of keeping the
+	// size it started with. f.mu.
+	chainBytes int32
+	next       int64 // its answer's next offset, from the headers; 0 until known
 }
 
 func keyOf(req session.Fetch) aheadKey {
@@ -87,6 +92,7 @@ func (f *fetcher) claim(ctx context.Context, req session.Fetch) (res fetched, er
 		return fetched{}, nil, false
 	}
 	a.claimed = true
+	a.chainBytes = req.MaxBytes
 	f.claimed[req.Partition] = a
 	f.chainLocked(a)
 	f.mu.Unlock()
@@ -134,7 +140,9 @@ func (f *fetcher) stop(p session.Partition) {
 func (f *fetcher) chainLocked(a *ahead) {
 	if a.claimed && !a.chained && a.next > a.key.offset {
 		a.chained = true
-		f.startAheadLocked(a.gateway, a.req, a.next)
+		next := a.req
+		next.MaxBytes = a.chainBytes
+		f.startAheadLocked(a.gateway, next, a.next)
 	}
 }
 

@@ -173,3 +173,40 @@ func TestFetchAheadStopped(t *testing.T) {
 	}
 	waitFor(t, "fetching ahead again once the session asked", func() bool { return e.fetchesAt("cap-1", p0, 8) == 1 })
 }
+
+// TestFetchAheadFollowsTheSessionsSize: a chain of fetches ahead asks for
+// the size of the session's latest fetch of the partition, not the size
+// it started with (the session shrinks its fetches as partitions are
+// added: the buffer bound rests on it).
+func TestFetchAheadFollowsTheSessionsSize(t *testing.T) {
+	e := newEnv(t, nil)
+	e.store.append(p0, 12)
+	e.store.allow("cap-1", p0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := e.fetcher(ctx, e.config())
+	fetch := func(id uint64, offset int64, size int32) {
+		t.Helper()
+		if _, err := f.fetchFrom(ctx, 0, session.Fetch{ID: id, Partition: p0, Epoch: 1, Offset: offset, Capability: "cap-1", MaxBytes: size}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sizeAt := func(offset int64) string {
+		for _, s := range e.store.seen() {
+			if s.partition == p0 && s.offset == offset {
+				return s.maxBytes
+			}
+		}
+		return ""
+	}
+	fetch(1, 0, 4<<20)
+	waitFor(t, "the fetch from 4 ahead", func() bool { return e.fetchesAt("cap-1", p0, 4) == 1 })
+	fetch(2, 4, 1<<20) // claims the one ahead; the next starts at the new size
+	waitFor(t, "the fetch from 8 ahead", func() bool { return e.fetchesAt("cap-1", p0, 8) == 1 })
+	if got := sizeAt(4); got != "4194304" {
+		t.Fatalf("the fetch from 4, started ahead of the session's first, asked %s, want 4194304", got)
+	}
+	if got := sizeAt(8); got != "1048576" {
+		t.Fatalf("the fetch from 8 ahead asked max_bytes %s, want the session's latest 1048576", got)
+	}
+}
