@@ -319,6 +319,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddDuration("max_wait", c.MaxWait)
 	enc.AddBool("tls", c.TLS.Enabled())
 	enc.AddString("kafka_listen", c.KafkaListen)
+	enc.AddInt("kafka_fetch_lanes", c.KafkaFetchLanes)
 	return enc.AddObject("broker", c.Broker)
 }
 

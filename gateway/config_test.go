@@ -52,6 +52,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			`gateway.kafka_fetch_lanes: lanes are advertised at kafka_advertised's port + 0…3, past 65535 from "gw.example:65533"`},
 		{func(c *Config) { c.KafkaListen, c.KafkaAdvertised = "0.0.0.0:0", "gw.example:9093" }, "gateway.kafka_listen: must name a port (not 0) with kafka_advertised set and kafka_fetch_lanes 4"},
 		{func(c *Config) { c.KafkaListen = "127.0.0.1:kafka" }, `gateway.kafka_listen: port must be a number in [0, 65535], got "127.0.0.1:kafka"`},
+		{func(c *Config) {
+			c.KafkaListen, c.KafkaAdvertised, c.KafkaPeers = "0.0.0.0:9093", "gw.example:9093", []string{"gw.example:9093", "gw.example:9095"}
+		}, "gateway.kafka_peers: gw.example:9093 and gw.example:9095: every gateway's kafka_fetch_lanes ports (its port + 0…3) must be its own"},
 	}
 	for _, tc := range cases {
 		c := DefaultConfig()

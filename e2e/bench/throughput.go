@@ -58,7 +58,7 @@ func kgoReadAll(tb testing.TB, what string, want int, opts ...kgo.Opt) int {
 	for got < want {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			tb.Fatalf("%s: %d of %d records: %v", what, got, want, fetches.Errors())
+			tb.Fatalf("%s: %d of %d records: %v (fetch errors %v)", what, got, want, err, fetches.Errors())
 		}
 		got += fetches.NumRecords()
 	}

@@ -83,12 +83,12 @@ func TestPeersSpreadPartitions(t *testing.T) {
 	}
 }
 
-// TestFetchLanesFetchInParallel: a kgo group member reads its partitions
-// through every fetch lane of its gateway — its own port, one connection
-// and one Fetch in flight per lane, as a Kafka client does per broker —
-// and gets every record once, every Fetch checked against its member's
+// TestGroupFetchesUseEveryLane: a kgo group member reads its partitions
+// through every fetch lane of its gateway — each lane a broker of its own
+// to the client (a port, a connection, a Fetch in flight each) — and gets
+// every record once, every Fetch checked against its member's
 // capabilities whichever lane carried it.
-func TestFetchLanesFetchInParallel(t *testing.T) {
+func TestGroupFetchesUseEveryLane(t *testing.T) {
 	s := Start(t, Options{Partitions: 8})
 	for p := range int32(8) {
 		produceDirect(t, s, "orders", p, 5)

@@ -13,9 +13,10 @@ import (
 )
 
 // TestKafkaListenerTLS: with TLS on the gateway (capgate dev --tls), the
-// Kafka listener serves the gateway's certificate: kcat over SASL_SSL,
-// trusting the dev CA, lists the metadata with the client credential;
-// over plaintext it gets nowhere.
+// Kafka listener serves the gateway's certificate on every fetch lane:
+// kcat over SASL_SSL, trusting the dev CA, lists the metadata with the
+// client credential and its group consumer reads to the end of every
+// partition; over plaintext it gets nowhere.
 func TestKafkaListenerTLS(t *testing.T) {
 	work := t.TempDir()
 	startDevProcess(t, work, "--tls")
@@ -29,7 +30,7 @@ func TestKafkaListenerTLS(t *testing.T) {
 			env[k] = v
 		}
 	}
-	run := func(protocol string) (string, error) {
+	run := func(protocol string, args ...string) (string, error) {
 		conf := filepath.Join(work, protocol+".conf")
 		body := "security.protocol=" + protocol + "\nsasl.mechanisms=PLAIN\nsasl.username=capgate\nsasl.password=" + env["CAPGATE_CREDENTIAL"] +
 			"\nssl.ca.location=" + env["CAPGATE_CACERT"] + "\n"
@@ -38,16 +39,22 @@ func TestKafkaListenerTLS(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "kcat", "-F", conf, "-b", env["CAPGATE_KAFKA_BOOTSTRAP"], "-L", "-t", "demo", "-m", "5")
+		cmd := exec.CommandContext(ctx, "kcat", append([]string{"-F", conf, "-b", env["CAPGATE_KAFKA_BOOTSTRAP"]}, args...)...)
 		cmd.Env = stack.CleanEnv()
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	out, err := run("SASL_SSL")
+	out, err := run("SASL_SSL", "-L", "-t", "demo", "-m", "5")
 	if err != nil || !strings.Contains(out, `topic "demo" with 12 partitions`) {
 		t.Fatalf("kcat over SASL_SSL: %v\n%s", err, out)
 	}
-	if out, err := run("SASL_PLAINTEXT"); err == nil {
+	// A group consumer reaches the end of all 12 partitions: each fetch
+	// lane (a port of its own) serves TLS too.
+	out, err = run("SASL_SSL", "-G", "tls-lanes", "-X", "auto.offset.reset=earliest", "-e", "demo")
+	if err != nil || strings.Count(out, "Reached end of topic demo") != 12 {
+		t.Fatalf("kcat -G over SASL_SSL: %v, want the end of all 12 partitions:\n%s", err, out)
+	}
+	if out, err := run("SASL_PLAINTEXT", "-L", "-t", "demo", "-m", "5"); err == nil {
 		t.Fatalf("kcat over plaintext to the TLS listener succeeded:\n%s", out)
 	}
 }

@@ -104,8 +104,12 @@ func (s *Server) Start() error {
 		s.wg.Add(1)
 		go s.accept(ln)
 	}
-	s.log.Info("kafka listener started", zap.Strings("addrs", bound), zap.String("advertised", s.advertised()),
-		zap.Int("fetch_lanes", len(lns)), zap.Bool("tls", s.cfg.WrapListener != nil))
+	var lanes []string
+	for _, n := range s.lanes {
+		lanes = append(lanes, net.JoinHostPort(n.host, strconv.Itoa(int(n.port))))
+	}
+	s.log.Info("kafka listener started (group clients must reach every fetch lane)", zap.Strings("addrs", bound), zap.String("advertised", s.advertised()),
+		zap.Strings("advertised_lanes", lanes), zap.Bool("tls", s.cfg.WrapListener != nil))
 	return nil
 }
 
@@ -203,16 +207,28 @@ func (s *Server) Addrs() []string {
 }
 
 // accept serves one lane's listener: every lane serves every request.
+// A failed accept other than a closed listener (out of file descriptors,
+// say) is retried after a pause growing to a second, as net/http does:
+// giving up would leave a lane advertised that nobody serves.
 func (s *Server) accept(ln net.Listener) {
 	defer s.wg.Done()
+	var pause time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				s.log.Warn("kafka listener accept failed", zap.Error(err))
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.log.Warn("kafka listener accept failed; retrying", zap.String("addr", ln.Addr().String()), zap.Duration("after", pause), zap.Error(err))
+			select {
+			case <-time.After(pause):
+			case <-s.base.Done():
+				return
+			}
+			continue
 		}
+		pause = 0
 		c, ok := s.register(nc)
 		if !ok {
 			nc.Close()
