@@ -15,14 +15,21 @@ type Time int64
 // Now reads the harness timeline.
 func Now() Time { return Time(monotonicNanos()) }
 
-// wallOffset is wall-clock ns minus monotonic ns, read once: FromWall
-// assumes the wall clock is not stepped while a test runs.
-var wallOffset = func() int64 {
+// wallOffset is wall-clock ns minus monotonic ns now: the midpoint of
+// two monotonic reads around a wall read. It is read afresh at every
+// conversion, not once: this machine's wall clock is stepped now and then
+// (no NTP in the VM: the host sets it), and with an offset read at start
+// every gateway trace time after a step sat tens of ms off the monotonic
+// timeline — CI once saw every e2e/faults test fail "no admit after ack"
+// by 3–40 ms at once. A conversion is off now only if the clock steps
+// between the traced moment and its conversion (milliseconds: a trace
+// line is converted as it is written or read).
+func wallOffset() int64 {
 	before := monotonicNanos()
 	wall := time.Now().UnixNano()
 	after := monotonicNanos()
 	return wall - (before+after)/2
-}()
+}
 
 // FromWall converts a wall-clock time (a gateway's trace line, a token's
 // exp) to the timeline. The zero time converts to 0.
@@ -30,11 +37,11 @@ func FromWall(t time.Time) Time {
 	if t.IsZero() {
 		return 0
 	}
-	return Time(t.UnixNano() - wallOffset)
+	return Time(t.UnixNano() - wallOffset())
 }
 
 // Wall converts a timeline point back to wall-clock time.
-func (t Time) Wall() time.Time { return time.Unix(0, int64(t)+wallOffset) }
+func (t Time) Wall() time.Time { return time.Unix(0, int64(t)+wallOffset()) }
 
 // Add returns t + d.
 func (t Time) Add(d time.Duration) Time { return t + Time(d) }
