@@ -55,7 +55,7 @@ func runDemo(ctx context.Context, out io.Writer, cfg demoConfig) error {
 	deadline := start.Add(cfg.Duration)
 	runID := make([]byte, 4)
 	rand.Read(runID)
-	d := &demo{cfg: cfg, out: out, start: start, runID: []byte(hex.EncodeToString(runID)), rec: timeline.NewRecorder(), owner: map[int32]string{}}
+	d := &demo{cfg: cfg, out: out, start: start, runID: []byte(hex.EncodeToString(runID)), rec: timeline.NewRecorder(), reads: demoReads{}, owner: map[int32]string{}}
 	fmt.Fprintf(out, "demo: 1 record per partition every %s to %q (key %s); consumers c1..c%d join group %q, then c%d\n\n",
 		demoInterval, cfg.Topic, d.runID, demoConsumers, cfg.Group, demoConsumers+1)
 
@@ -99,6 +99,7 @@ type demo struct {
 	mu        sync.Mutex
 	consumers []*demoConsumer
 	owner     map[int32]string // who received each partition's last record
+	reads     demoReads        // who read each partition under which epoch
 	closed    bool
 }
 
@@ -137,8 +138,9 @@ func (d *demo) addConsumer(ctx context.Context) error {
 	return nil
 }
 
-// observe records what consumer received at at and prints a handoff line
-// when a partition's record reaches another consumer than its last one.
+// observe records what consumer received at at (and under which epoch)
+// and prints a handoff line when a partition's record reaches another
+// consumer than its last one.
 func (d *demo) observe(consumer string, records []client.Record, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -151,6 +153,7 @@ func (d *demo) observe(consumer string, records []client.Record, at time.Time) {
 		}
 		d.owner[r.Partition] = consumer
 		d.rec.Deliver(consumer, r.Partition, r.Offset, at)
+		d.reads.add(r.Partition, consumer, r.Epoch, at)
 	}
 }
 
@@ -224,14 +227,18 @@ func (d *demo) finish(ctx context.Context, prod *stack.Producer, w timeline.Wind
 	}
 	d.closeAll()
 	tl := d.rec.Timeline(d.cfg.Partitions)
-	s := judge(timeline.Analyze(tl, w), int(d.cfg.Partitions)/(demoConsumers+1), d.cfg.Tolerance)
+	a := timeline.Analyze(tl, w)
+	d.mu.Lock()
+	reads := d.reads.copy()
+	d.mu.Unlock()
+	s := judge(a, checkEpochs(a, reads, w.JoinAt), int(d.cfg.Partitions)/(demoConsumers+1), d.cfg.Tolerance)
 	if n, _ := prod.Failures(); n > 0 {
 		fmt.Fprintf(d.out, "note: %d produce requests failed (not counted as produced)\n", n)
 	}
 	var failover *demoFailover
 	if d.failover != nil {
 		failover = <-d.failover
-		s.Failures = append(s.Failures, failover.judge(tl, s.SteadyMax)...)
+		s.Failures = append(s.Failures, failover.judge(tl, reads, s.SteadyMax)...)
 	}
 	s.print(d.out, d.cfg.Topic, failover)
 	if !s.ok() {

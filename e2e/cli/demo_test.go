@@ -41,10 +41,16 @@ func summaryInt(t *testing.T, fields map[string]string, key string) int {
 }
 
 // TestDemo runs `capgate dev --demo` for 12 s: 3 consumers, then a 4th.
-// The sticky assignor moves exactly the newcomer's 3 partitions; only
-// those may pause beyond their holder's steady state (timeline.Pause,
-// plus the demo's tolerance); nothing is lost or repeated; the process
-// exits 0.
+// The sticky assignor moves exactly the newcomer's 3 partitions, each
+// handed over once under a higher epoch; every other partition is read
+// by its holder under the same epoch before and after the join (never
+// revoked, fenced or granted again: the rebalance did not pause it);
+// nothing is lost or repeated; the process exits 0.
+//
+// Nothing here depends on timing: the pauses are in the summary (and a
+// warning when beyond the demo's tolerance), but on a loaded 2-core CI
+// machine a CPU stall pauses every partition at once, so they are the
+// benchmarks' to judge.
 func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -68,14 +74,20 @@ func TestDemo(t *testing.T) {
 	if dup := summaryInt(t, fields, "duplicates"); dup != 0 {
 		t.Errorf("duplicates=%d, want 0", dup)
 	}
-	if extra := summaryInt(t, fields, "unmoved_beyond_max_ms"); extra > 50 {
-		t.Errorf("unmoved_beyond_max_ms=%d: a partition that did not move paused beyond the steady state (tolerance 50 ms)", extra)
+	if changed := summaryInt(t, fields, "unmoved_epoch_changes"); changed != 0 {
+		t.Errorf("unmoved_epoch_changes=%d: a partition that did not move was revoked, fenced or granted again", changed)
+	}
+	if fields["moved_epochs_rose"] != "true" {
+		t.Errorf("moved_epochs_rose=%s: a moved partition did not change hands exactly once under a higher epoch", fields["moved_epochs_rose"])
 	}
 	if pause := summaryInt(t, fields, "moved_pause_max_ms"); pause <= 0 {
 		t.Errorf("moved_pause_max_ms=%d: a moved partition cannot change hands without a gap", pause)
 	}
 	if summaryInt(t, fields, "produced") == 0 {
 		t.Error("produced=0")
+	}
+	for _, key := range []string{"unmoved_beyond_max_ms", "moved_beyond_max_ms", "steady_max_ms", "timing_warnings"} {
+		summaryInt(t, fields, key) // reported, not judged
 	}
 	if fields["ok"] != "true" {
 		t.Errorf("ok=%s", fields["ok"])
