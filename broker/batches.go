@@ -26,26 +26,38 @@ const (
 func wholeBatches(in []byte, from int64) ([]byte, int64) {
 	next := from
 	n := 0
-	for len(in)-n > batchMagicAt {
-		b := in[n:]
-		length := int64(int32(binary.BigEndian.Uint32(b[batchLengthAt:])))
-		end := batchLogOverhead + length
-		if length < 0 || end > int64(len(b)) {
-			break
-		}
-		last := int64(binary.BigEndian.Uint64(b))
-		switch b[batchMagicAt] {
-		case 2:
-			if end < batchHeaderSize {
-				return in[:n], next
-			}
-			last += int64(int32(binary.BigEndian.Uint32(b[lastOffsetDeltaAt:])))
-		case 0, 1:
-		default:
+	for {
+		size, last, ok := nextBatch(in[n:])
+		if !ok {
 			return in[:n], next
 		}
 		next = max(next, last+1)
-		n += int(end)
+		n += size
 	}
-	return in[:n], next
+}
+
+// nextBatch reads the header of the batch at the start of in: its size
+// and last offset, ok false when in does not start with a whole batch
+// whose header we can read.
+func nextBatch(in []byte) (size int, last int64, ok bool) {
+	if len(in) <= batchMagicAt {
+		return 0, 0, false
+	}
+	length := int64(int32(binary.BigEndian.Uint32(in[batchLengthAt:])))
+	end := batchLogOverhead + length
+	if length < 0 || end > int64(len(in)) {
+		return 0, 0, false
+	}
+	last = int64(binary.BigEndian.Uint64(in))
+	switch in[batchMagicAt] {
+	case 2:
+		if end < batchHeaderSize {
+			return 0, 0, false
+		}
+		last += int64(int32(binary.BigEndian.Uint32(in[lastOffsetDeltaAt:])))
+	case 0, 1:
+	default:
+		return 0, 0, false
+	}
+	return int(end), last, true
 }

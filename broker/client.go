@@ -28,6 +28,8 @@ type Client struct {
 	meta         *metadataCache
 	fetchPools   *pools
 	mergeStats   MergeStats
+	ahead        *aheadCache // nil: no read-ahead
+	aheadStats   AheadStats
 	decompressor kgo.Decompressor
 
 	stop      context.CancelFunc
@@ -81,6 +83,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		stop:         stop,
 	}
 	c.fetchPools.mergeAfter, c.fetchPools.mergeWait, c.fetchPools.mergeStats = cfg.MergeFetchesAfter, cfg.MergeWaitMax, &c.mergeStats
+	c.ahead = newAheadCache(min(cfg.ReadAheadBytes, cfg.MaxFetchBytes), cfg.ReadAheadMaxBytes, &c.aheadStats)
 	log.Debug("broker client ready", zap.Object("config", cfg))
 	return c, nil
 }
@@ -90,6 +93,7 @@ func (c *Client) Close() {
 	c.closeOnce.Do(func() {
 		c.stop()
 		c.fetchPools.close()
+		c.ahead.close()
 		c.kgo.Close()
 	})
 }

@@ -54,6 +54,16 @@ type Config struct {
 	// cold read — costs the fetches behind it this much, not the
 	// exchange's whole request_timeout.
 	MergeWaitMax time.Duration `yaml:"merge_wait_max"`
+	// ReadAheadBytes reads ahead for small fetches in a row (ahead.go): a
+	// fetch of less than this many bytes that continues where its
+	// partition's last fetch ended asks Kafka for this many, and the
+	// partition's next small fetches are answered from what came back
+	// (for up to 1 s) without a Kafka exchange. 0 never reads ahead; it
+	// is cut to MaxFetchBytes.
+	ReadAheadBytes int32 `yaml:"read_ahead_bytes"`
+	// ReadAheadMaxBytes bounds the bytes all read-aheads hold together;
+	// the oldest go first.
+	ReadAheadMaxBytes int64 `yaml:"read_ahead_max_bytes"`
 
 	TLS  TLSConfig  `yaml:"tls"`
 	SASL SASLConfig `yaml:"sasl"`
@@ -93,7 +103,8 @@ const redacted = "[redacted]"
 
 // DefaultConfig returns the defaults: one local broker, 8 MiB fetches, 10 s
 // requests, 30 s metadata, 32 fetch and 256 long-poll connections per
-// broker, fetches merged beyond one in flight per broker.
+// broker, fetches merged beyond one in flight per broker, 64 KiB read
+// ahead for small fetches in a row, 64 MiB held at most.
 func DefaultConfig() Config {
 	return Config{
 		Seeds:                     []string{"127.0.0.1:9092"},
@@ -107,6 +118,8 @@ func DefaultConfig() Config {
 		LongPollConnectionsPerBroker: 256,
 		MergeFetchesAfter:            1,
 		MergeWaitMax:                 5 * time.Millisecond,
+		ReadAheadBytes:               64 << 10,
+		ReadAheadMaxBytes:            64 << 20,
 	}
 }
 
@@ -141,12 +154,21 @@ func (c Config) Validate() error {
 	case c.MergeFetchesAfter > 0 && (c.MergeWaitMax <= 0 || c.MergeWaitMax > c.RequestTimeout):
 		return fmt.Errorf("broker.merge_wait_max: must be > 0 and <= request_timeout (%s) while merge_fetches_after > 0, got %s",
 			c.RequestTimeout, c.MergeWaitMax)
+	case c.ReadAheadBytes < 0 || c.ReadAheadBytes > maxReadAheadBytes:
+		return fmt.Errorf("broker.read_ahead_bytes: must be between 0 (off) and %d, got %d", maxReadAheadBytes, c.ReadAheadBytes)
+	case c.ReadAheadBytes > 0 && c.ReadAheadMaxBytes < int64(c.ReadAheadBytes):
+		return fmt.Errorf("broker.read_ahead_max_bytes: must be >= read_ahead_bytes (%d) while read-ahead is on, got %d",
+			c.ReadAheadBytes, c.ReadAheadMaxBytes)
 	}
 	if err := c.TLS.validate(); err != nil {
 		return err
 	}
 	return c.SASL.validate()
 }
+
+// maxReadAheadBytes bounds one read-ahead: it is for small fetches, and
+// one answer's bytes are copied once per fill.
+const maxReadAheadBytes = 4 << 20
 
 // maxFetchBytesLimit keeps one response well inside a broker's default
 // socket.request.max.bytes and our own read limit.
@@ -261,6 +283,8 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt("long_poll_connections_per_broker", c.LongPollConnectionsPerBroker)
 	enc.AddInt("merge_fetches_after", c.MergeFetchesAfter)
 	enc.AddDuration("merge_wait_max", c.MergeWaitMax)
+	enc.AddInt32("read_ahead_bytes", c.ReadAheadBytes)
+	enc.AddInt64("read_ahead_max_bytes", c.ReadAheadMaxBytes)
 	enc.AddBool("tls", c.TLS.Enabled)
 	return enc.AddObject("sasl", c.SASL)
 }

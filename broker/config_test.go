@@ -41,6 +41,9 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		{func(c *Config) { c.MergeFetchesAfter = -1 }, "broker.merge_fetches_after: must be between 0 and fetch_connections_per_broker (32), got -1"},
 		{func(c *Config) { c.MergeFetchesAfter = 33 }, "broker.merge_fetches_after: must be between 0 and fetch_connections_per_broker (32), got 33"},
 		{func(c *Config) { c.MergeWaitMax = 0 }, "broker.merge_wait_max: must be > 0 and <= request_timeout (10s) while merge_fetches_after > 0, got 0s"},
+		{func(c *Config) { c.ReadAheadBytes = -1 }, "broker.read_ahead_bytes: must be between 0 (off) and 4194304, got -1"},
+		{func(c *Config) { c.ReadAheadBytes = 8 << 20 }, "broker.read_ahead_bytes: must be between 0 (off) and 4194304, got 8388608"},
+		{func(c *Config) { c.ReadAheadMaxBytes = 1024 }, "broker.read_ahead_max_bytes: must be >= read_ahead_bytes (65536) while read-ahead is on, got 1024"},
 		{func(c *Config) { c.MergeWaitMax = time.Minute }, "broker.merge_wait_max: must be > 0 and <= request_timeout (10s) while merge_fetches_after > 0, got 1m0s"},
 		{func(c *Config) { c.TLS.CAFile = "ca.pem" }, "broker.tls.enabled"},
 		{func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: "c.pem"} }, "broker.tls.cert_file"},
@@ -67,6 +70,7 @@ max_fetch_bytes: 1048576
 request_timeout: 3s
 metadata_max_age: 1m
 fetch_connections_per_broker: 4
+read_ahead_bytes: 32768
 tls: {enabled: true, ca_file: /ca.pem, server_name: kafka}
 sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}
 `
@@ -77,7 +81,7 @@ sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}
 	want := Config{
 		Seeds: []string{"k1:9092", "k2:9093"}, ClientID: "gw", MaxFetchBytes: 1 << 20,
 		RequestTimeout: 3 * time.Second, MetadataMaxAge: time.Minute, FetchConnectionsPerBroker: 4, LongPollConnectionsPerBroker: 256,
-		MergeFetchesAfter: 1, MergeWaitMax: 5 * time.Millisecond,
+		MergeFetchesAfter: 1, MergeWaitMax: 5 * time.Millisecond, ReadAheadBytes: 32 << 10, ReadAheadMaxBytes: 64 << 20,
 		TLS:  TLSConfig{Enabled: true, CAFile: "/ca.pem", ServerName: "kafka"},
 		SASL: SASLConfig{Mechanism: SASLScramSHA512, Username: "u", Password: "p"},
 	}

@@ -124,10 +124,18 @@ func (c *Client) fetchFromLeader(ctx context.Context, req *FetchRequest) (FetchR
 	return res, nil
 }
 
-// fetchOnce issues the Fetch to r's broker and shapes the answer. A
-// fetch that does not wait, of at most mergeMaxBytes, may merge with
+// fetchOnce issues the Fetch to r's broker and shapes the answer, or
+// answers it from the read-ahead (ahead.go). A fetch that does not wait, of at most mergeMaxBytes, may merge with
 // others (fetchShort); the rest go alone (fetchAlone).
 func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (FetchResult, error) {
+	if c.ahead.eligible(req, c.cfg.MaxFetchBytes) {
+		return c.fetchAhead(ctx, r, req)
+	}
+	return c.fetchToBroker(ctx, r, req)
+}
+
+// fetchToBroker is fetchOnce past the read-ahead: a Kafka exchange.
+func (c *Client) fetchToBroker(ctx context.Context, r route, req *FetchRequest) (FetchResult, error) {
 	bp, err := c.fetchPools.get(r.addr)
 	if err != nil {
 		return FetchResult{}, err

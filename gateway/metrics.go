@@ -10,7 +10,9 @@ package gateway
 // behind, seconds since the last good sync, self-fenced), in-flight
 // fetches, those cancelled by revocations and the long polls abandoned by
 // their clients, merged Kafka Fetches (requests, fetches carried, queued,
-// fetched again alone, parts dropped unread), and per-monitor-tag request
+// fetched again alone, parts dropped unread), read-ahead (Kafka fetches
+// made larger, fetches answered from what they read, chunks evicted,
+// bytes held), and per-monitor-tag request
 // and byte counts with at most monitor_labels_max distinct tags (then
 // "other"). Unauthenticated, like /healthz.
 
@@ -25,7 +27,6 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/capgate/capgate/api"
-	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/internal/buildinfo"
 )
 
@@ -130,27 +131,35 @@ func (m *metrics) registerGauges(g *Gateway) {
 		gauge("capgate_gateway_inflight_fetches", "Fetches in flight.", func() float64 { return float64(g.inflight.count()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_fetches_cancelled_total", Help: "In-flight fetches cancelled by a fence or revocation."},
 			func() float64 { return float64(g.inflight.cancelled.Load()) }),
-		mergeCounter(g, "capgate_gateway_merged_fetch_requests_total", "Kafka Fetch requests that carried several fetches (merged: one request for several partitions of one broker).",
-			func(s *broker.MergeStats) int64 { return s.Exchanges.Load() }),
-		mergeCounter(g, "capgate_gateway_merged_fetches_total", "Fetches carried by merged Kafka Fetch requests (their leaders included).",
-			func(s *broker.MergeStats) int64 { return s.Parts.Load() }),
-		mergeCounter(g, "capgate_gateway_merge_queued_fetches_total", "Fetches that waited for an exchange in flight to their broker to end, to go merged.",
-			func(s *broker.MergeStats) int64 { return s.Queued.Load() }),
-		mergeCounter(g, "capgate_gateway_merge_waits_out_total", "Queued fetches that stopped waiting after broker.merge_wait_max (a slow exchange in flight) and went on a connection of their own.",
-			func(s *broker.MergeStats) int64 { return s.WaitedOut.Load() }),
-		mergeCounter(g, "capgate_gateway_merged_fetches_alone_total", "Merged fetches fetched again alone (the partition's next batch was larger than it asked for).",
-			func(s *broker.MergeStats) int64 { return s.Alone.Load() }),
-		mergeCounter(g, "capgate_gateway_merged_parts_dropped_total", "Parts of merged answers released unread: their fetch had been cancelled (revoked, client gone).",
-			func(s *broker.MergeStats) int64 { return s.Dropped.Load() }),
+		counterOf("capgate_gateway_merged_fetch_requests_total", "Kafka Fetch requests that carried several fetches (merged: one request for several partitions of one broker).",
+			g.broker.FetchMergeStats().Exchanges.Load),
+		counterOf("capgate_gateway_merged_fetches_total", "Fetches carried by merged Kafka Fetch requests (their leaders included).",
+			g.broker.FetchMergeStats().Parts.Load),
+		counterOf("capgate_gateway_merge_queued_fetches_total", "Fetches that waited for an exchange in flight to their broker to end, to go merged.",
+			g.broker.FetchMergeStats().Queued.Load),
+		counterOf("capgate_gateway_merge_waits_out_total", "Queued fetches that stopped waiting after broker.merge_wait_max (a slow exchange in flight) and went on a connection of their own.",
+			g.broker.FetchMergeStats().WaitedOut.Load),
+		counterOf("capgate_gateway_merged_fetches_alone_total", "Merged fetches fetched again alone (the partition's next batch was larger than it asked for).",
+			g.broker.FetchMergeStats().Alone.Load),
+		counterOf("capgate_gateway_merged_parts_dropped_total", "Parts of merged answers released unread: their fetch had been cancelled (revoked, client gone).",
+			g.broker.FetchMergeStats().Dropped.Load),
+		counterOf("capgate_gateway_read_ahead_fills_total", "Small fetches in a row sent to Kafka larger (broker.read_ahead_bytes), to answer the next ones from.",
+			g.broker.FetchAheadStats().Fills.Load),
+		counterOf("capgate_gateway_read_ahead_hits_total", "Fetches answered from a read-ahead, without a Kafka exchange.",
+			g.broker.FetchAheadStats().Hits.Load),
+		counterOf("capgate_gateway_read_ahead_evicted_total", "Read-aheads dropped before their time to stay within broker.read_ahead_max_bytes.",
+			g.broker.FetchAheadStats().Evicted.Load),
+		gauge("capgate_gateway_read_ahead_bytes", "Bytes the read-aheads hold.", func() float64 { return float64(g.broker.FetchAheadStats().Held.Load()) }),
 		gauge("capgate_gateway_token_cache_entries", "Entries in the verified-token cache.", func() float64 { return float64(g.cache.Len()) }),
 		gauge("capgate_gateway_rate_limit_buckets", "Per-capability byte-rate buckets.", func() float64 { return float64(g.limiter.len()) }),
 	)
 }
 
-// mergeCounter exports one of the broker client's merged-fetch counts.
-func mergeCounter(g *Gateway, name, help string, f func(*broker.MergeStats) int64) prometheus.Collector {
+// counterOf exports a count kept elsewhere (the broker client's merged
+// fetches and read-ahead) as a counter.
+func counterOf(name, help string, f func() int64) prometheus.Collector {
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-		func() float64 { return float64(f(g.broker.FetchMergeStats())) })
+		func() float64 { return float64(f()) })
 }
 
 // outcome counts one request of op with code ("" or codeOK for success)

@@ -44,6 +44,12 @@ const extraEnv = "CAPGATE_BENCH_EXTRA_BINS"
 // A/B of merging within one binary.
 const noMergeEnv = "CAPGATE_BENCH_NOMERGE"
 
+// noAheadEnv, when set, adds the variant "noahead": this tree's binary
+// with broker.read_ahead_bytes 0 (every small fetch its own Kafka
+// exchange, as before read-ahead), an A/B of the read-ahead in the same
+// rounds.
+const noAheadEnv = "CAPGATE_BENCH_NOAHEAD"
+
 // oneLaneEnv, when set with the listen topic, adds the variant "onelane":
 // this tree's binary with its Kafka listener at kafka_fetch_lanes 1 (one
 // Fetch in flight per group client, as before lanes), an A/B of the
@@ -168,6 +174,9 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 	if os.Getenv(noMergeEnv) != "" {
 		d.variants = append(d.variants, d.start(tb, "nomerge", capgate))
 	}
+	if os.Getenv(noAheadEnv) != "" {
+		d.variants = append(d.variants, d.start(tb, "noahead", capgate))
+	}
 	if os.Getenv(oneLaneEnv) != "" && size.ListenParts > 0 {
 		d.variants = append(d.variants, d.start(tb, "onelane", capgate))
 	}
@@ -278,6 +287,9 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 	if name == "nomerge" {
 		gw["broker"] = map[string]any{"seeds": seeds, "merge_fetches_after": 0}
 	}
+	if name == "noahead" {
+		gw["broker"] = map[string]any{"seeds": seeds, "read_ahead_bytes": 0}
+	}
 	if (name == "capgate" || name == "onelane") && d.size.ListenParts > 0 {
 		// The listener binds kafka_fetch_lanes ports from this one on.
 		addrs, err := stack.FreePortRanges("", 1, gateway.DefaultConfig().KafkaFetchLanes)
@@ -291,7 +303,7 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 		}
 	}
 	var env []string
-	if name == "capgate" || name == "nomerge" {
+	if name == "capgate" || name == "nomerge" || name == "noahead" {
 		v.pprofAddr = freePort(tb)
 		gw["pprof_listen"] = v.pprofAddr
 	} else {

@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// produceBatches writes n batches to topic/partition, batch i holding
+// sizes[i % len(sizes)] records, numbered on from first.
+func produceBatches(t *testing.T, e *Embedded, topic string, partition int32, n int, sizes []int) int {
+	t.Helper()
+	next := 0
+	for i := range n {
+		k := sizes[i%len(sizes)]
+		produceOneBatch(t, e, topic, partition, makeRecords(next, k))
+		next += k
+	}
+	return next
+}
+
+// sameAnswer fetches req from both clients and fails unless the answers
+// are the same: raw bytes, decoded records, next offset, high watermark.
+func sameAnswer(t *testing.T, ahead, plain *Client, req FetchRequest) FetchResult {
+	t.Helper()
+	got, err := ahead.Fetch(testCtx(t), req)
+	if err != nil {
+		t.Fatalf("fetch %+v with read-ahead: %v", req, err)
+	}
+	want, err := plain.Fetch(testCtx(t), req)
+	if err != nil {
+		t.Fatalf("fetch %+v without: %v", req, err)
+	}
+	defer want.Release()
+	if !bytes.Equal(got.Batches, want.Batches) || got.NextOffset != want.NextOffset ||
+		got.HighWatermark != want.HighWatermark || len(got.Records) != len(want.Records) {
+		t.Fatalf("fetch at %d (max %d, raw %t): read-ahead answered %d bytes %d records next %d hw %d, Kafka %d bytes %d records next %d hw %d",
+			req.Offset, req.MaxBytes, req.Raw, len(got.Batches), len(got.Records), got.NextOffset, got.HighWatermark,
+			len(want.Batches), len(want.Records), want.NextOffset, want.HighWatermark)
+	}
+	for i := range got.Records {
+		checkRecord(t, got.Records[i], want.Records[i], want.Records[i].Offset)
+	}
+	return got
+}
+
+// TestReadAheadAnswersAsKafkaDoes reads a partition of batches of 1 to 5
+// records in a row, at sizes from one byte to several batches, raw and
+// decoded, and from offsets inside batches: every answer from the
+// read-ahead is the very answer Kafka gives to the same fetch, and all
+// but a few came without a Kafka exchange.
+func TestReadAheadAnswersAsKafkaDoes(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	total := produceBatches(t, e, "t", 0, 60, []int{1, 3, 5, 2})
+	ahead := newTestClient(t, e, nil)
+	plain := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 0 })
+	fetches := observeFetches(e)
+
+	rng := rand.New(rand.NewPCG(7, 17))
+	var calls int
+	for offset := int64(0); offset < int64(total); calls++ {
+		req := FetchRequest{Topic: "t", Offset: offset, MaxBytes: []int32{1, 100, 300, 700}[calls%4], Raw: calls%2 == 0}
+		res := sameAnswer(t, ahead, plain, req)
+		res.Release()
+		// Mostly where the last answer ended; now and then inside the
+		// batch after (a client that skips a record).
+		offset = res.NextOffset
+		if rng.IntN(5) == 0 {
+			offset++
+		}
+	}
+	st := ahead.FetchAheadStats()
+	// The plain client sent one Fetch per call; the read-ahead client the
+	// rest. Its fills are the only Fetches it sent besides its first.
+	fromAhead := fetches.Hits() - calls
+	t.Logf("%d calls: read-ahead client sent %d Fetches (%d fills, %d hits)", calls, fromAhead, st.Fills.Load(), st.Hits.Load())
+	if st.Hits.Load() < int64(calls)-5 || int64(fromAhead) > 5 {
+		t.Fatalf("%d calls in a row: %d answered from read-ahead, %d Fetches to Kafka; want all but a few from read-ahead", calls, st.Hits.Load(), fromAhead)
+	}
+	if held := st.Held.Load(); held <= 0 || held > 64<<20 {
+		t.Fatalf("held %d bytes", held)
+	}
+}
+
+// TestReadAheadNotForARandomReader: fetches that do not continue where
+// the partition's last one ended go to Kafka as asked, never larger. Two
+// readers in turn, one in each half of the partition: neither's fetch
+// ever continues the one before it.
+func TestReadAheadNotForARandomReader(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	total := produceBatches(t, e, "t", 0, 40, []int{1})
+	ahead := newTestClient(t, e, nil)
+	plain := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 0 })
+	fetches := observeFetches(e)
+	half := int64(total / 2)
+	for i := range half {
+		for _, offset := range []int64{i, half + i} {
+			res := sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Offset: offset, MaxBytes: 1, Raw: true})
+			res.Release()
+		}
+	}
+	if st := ahead.FetchAheadStats(); st.Fills.Load()+st.Hits.Load() != 0 {
+		t.Fatalf("reads never in a row: %d fills, %d hits", st.Fills.Load(), st.Hits.Load())
+	}
+	if n := fetches.Hits(); n != 2*total {
+		t.Fatalf("%d Fetches reached Kafka for %d calls of each client", n, total)
+	}
+}
+
+// TestReadAheadReadsOnPastTheChunk: a reader that reaches the end of
+// what was read ahead, while new records arrive, gets them from Kafka
+// (nothing is served above the high watermark a chunk came with).
+func TestReadAheadReadsOnPastTheChunk(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	produceBatches(t, e, "t", 0, 10, []int{1})
+	ahead := newTestClient(t, e, nil)
+	plain := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 0 })
+	offset := int64(0)
+	for ; offset < 10; offset++ {
+		res := sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Offset: offset, MaxBytes: 1})
+		res.Release()
+	}
+	res, err := ahead.Fetch(testCtx(t), FetchRequest{Topic: "t", Offset: 10, MaxBytes: 1})
+	if err != nil || len(res.Records) != 0 || res.NextOffset != 10 || res.HighWatermark != 10 {
+		t.Fatalf("at the high watermark: %v, %d records, next %d, hw %d", err, len(res.Records), res.NextOffset, res.HighWatermark)
+	}
+	for i := 10; i < 20; i++ {
+		produceOneBatch(t, e, "t", 0, makeRecords(i, 1))
+	}
+	for ; offset < 20; offset++ {
+		got := sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Offset: offset, MaxBytes: 1})
+		if len(got.Records) != 1 || got.Records[0].Offset != offset {
+			t.Fatalf("at %d: %d records", offset, len(got.Records))
+		}
+		got.Release()
+	}
+}
+
+// TestReadAheadStaysInItsBudget: readers of more partitions than the
+// budget holds chunks of get correct answers, and the oldest chunks go.
+func TestReadAheadStaysInItsBudget(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 4}})
+	for p := range int32(4) {
+		produceBatches(t, e, "t", p, 30, []int{2})
+	}
+	const chunk = 4 << 10
+	ahead := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes, c.ReadAheadMaxBytes = chunk, 2*chunk })
+	plain := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 0 })
+	next := make([]int64, 4)
+	for round := range 60 {
+		p := int32(round / 3 % 4) // three fetches of a partition, then the next
+		res := sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Partition: p, Offset: next[p], MaxBytes: 1, Raw: round%3 == 0})
+		next[p] = res.NextOffset
+		res.Release()
+		if held := ahead.FetchAheadStats().Held.Load(); held > 2*chunk {
+			t.Fatalf("held %d bytes, budget %d", held, 2*chunk)
+		}
+	}
+	st := ahead.FetchAheadStats()
+	if st.Evicted.Load() == 0 || st.Hits.Load() == 0 {
+		t.Fatalf("4 partitions in turn over a budget of 2 chunks: %d evicted, %d hits", st.Evicted.Load(), st.Hits.Load())
+	}
+	t.Logf("fills %d hits %d evicted %d", st.Fills.Load(), st.Hits.Load(), st.Evicted.Load())
+}
