@@ -231,12 +231,12 @@ func (a *aheadCache) close() {
 }
 
 // newChunk copies res's batches (read for req on route r) into a chunk
-// of its own, or returns nil when res has no whole batch. A copy, not
+// of its own, or returns nil when res has no whole batch past req.Offset. A copy, not
 // res's buffer: a merged answer's buffer holds other partitions too, and
 // the copy is made once per fill, not per fetch served.
 func newChunk(r route, req *FetchRequest, res *FetchResult, now time.Time) *aheadChunk {
 	ends, starts := indexBatches(res.Batches)
-	if len(ends) == 0 {
+	if len(ends) == 0 || ends[len(ends)-1] <= req.Offset {
 		return nil
 	}
 	frame := getFrame(len(res.Batches))
@@ -343,9 +343,15 @@ func (c *Client) fill(ctx context.Context, r route, req *FetchRequest) (FetchRes
 		return FetchResult{}, err
 	}
 	ch := newChunk(r, req, &res, time.Now())
-	if ch == nil { // nothing there: the answer req would have had
+	if ch == nil {
 		a.filled(req, nil)
-		return res, nil
+		if len(res.Batches) == 0 { // nothing there: the answer req would have had
+			return res, nil
+		}
+		// Batches, but none reaching req.Offset (not seen from Kafka):
+		// the fetch as asked decides.
+		res.Release()
+		return c.fetchToBroker(ctx, r, req)
 	}
 	res.Release()
 	ch.shared.refs.Add(1) // the answer's
