@@ -77,7 +77,7 @@ func newDevCmd() *cobra.Command {
 	fl.BoolVar(&f.tls, "tls", false, "serve TLS: a throwaway CA and certificates in DATA-DIR/tls (keys 0600), the CA path in credentials.env as CAPGATE_CACERT; the gateway syncs with a client certificate")
 	fl.BoolVar(&f.demo, "demo", false, "also run a producer and consumers, add a consumer, print the handoff timeline and a summary, then exit")
 	fl.DurationVar(&f.demoDuration, "demo-duration", 15*time.Second, "how long --demo runs")
-	fl.DurationVar(&f.demoTolerance, "demo-tolerance", 50*time.Millisecond, "how far beyond the steady-state gap an unmoved partition may pause before --demo fails")
+	fl.DurationVar(&f.demoTolerance, "demo-tolerance", 50*time.Millisecond, "how far beyond the steady-state gap an unmoved partition may pause before --demo warns (timing is reported, not judged: the verdict rests on epochs)")
 	fl.IntVar(&f.replicas, "replicas", 0, "run this many coordinator replicas with the state in the embedded Kafka (state: kafka; one leads, the others follow and take over); 0: one coordinator on badger")
 	fl.DurationVar(&f.killLeader, "kill-leader", 0, "with --demo and --replicas >= 2: stop the leading coordinator this long after the demo starts and show the takeover (0: never)")
 	return cmd
