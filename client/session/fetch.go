@@ -15,13 +15,18 @@ func (s *Session) fill(now time.Time) {
 		return
 	}
 	var ready []*partition
+	fetching := 0
 	for _, p := range s.parts {
-		if p.state == Fetching && p.fetch == 0 && !p.refused && !p.expiring(now, s.cfg.ExpiryMargin) {
+		if p.state != Fetching {
+			continue
+		}
+		fetching++
+		if p.fetch == 0 && !p.refused && !p.expiring(now, s.cfg.ExpiryMargin) {
 			ready = append(ready, p)
 		}
 	}
 	slices.SortFunc(ready, func(a, b *partition) int { return comparePartitions(a.id, b.id) })
-	size := s.fetchBytes()
+	size := s.fetchBytes(fetching)
 	for _, p := range ready {
 		p.fetch = s.nextID()
 		s.emit(Fetch{ID: p.fetch, Partition: p.id, Epoch: p.epoch, Offset: p.next, Capability: p.capability, MaxBytes: size})
@@ -40,17 +45,11 @@ const FetchFloorBytes = 1 << 20
 // 1.15× the records/s of a 1 MiB one through the same gateway
 // (BENCHMARKS.md §0) — while the buffer's overshoot stays within
 // BufferMaxBytes as long as the share is above the floor.
-func (s *Session) fetchBytes() int32 {
+func (s *Session) fetchBytes(fetching int) int32 {
 	if s.cfg.FetchMaxBytes <= 0 {
 		return 0
 	}
-	n := int64(0)
-	for _, p := range s.parts {
-		if p.state == Fetching {
-			n++
-		}
-	}
-	share := s.cfg.BufferMaxBytes / (2 * max(n, 1))
+	share := s.cfg.BufferMaxBytes / (2 * int64(max(fetching, 1)))
 	floor := min(FetchFloorBytes, int64(s.cfg.FetchMaxBytes))
 	return int32(min(max(share, floor), int64(s.cfg.FetchMaxBytes)))
 }

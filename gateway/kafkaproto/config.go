@@ -143,10 +143,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_fetch_lanes: must be in [1, %d], got %d", MaxFetchLanes, c.FetchLanes)
 	case port != 0 && port+c.FetchLanes-1 > 65535:
 		return fmt.Errorf("gateway.kafka_fetch_lanes: lanes listen at kafka_listen's port + 0…%d, past 65535 from %d", c.FetchLanes-1, port)
-	case c.Advertised != "" && advertisedPort(c.Advertised)+c.FetchLanes-1 > 65535:
+	case c.Advertised != "" && portOf(c.Advertised)+c.FetchLanes-1 > 65535:
 		return fmt.Errorf("gateway.kafka_fetch_lanes: lanes are advertised at kafka_advertised's port + 0…%d, past 65535 from %q", c.FetchLanes-1, c.Advertised)
 	case c.FetchLanes > 1 && overlappingLanes(c.Peers, c.FetchLanes) != "":
-		return fmt.Errorf("gateway.kafka_peers: %s: every gateway's kafka_fetch_lanes ports (its port + 0…%d) must be its own", overlappingLanes(c.Peers, c.FetchLanes), c.FetchLanes-1)
+		return fmt.Errorf("gateway.kafka_peers: %s: every gateway's kafka_fetch_lanes ports (its port + 0…%d) must be its own",
+			overlappingLanes(c.Peers, c.FetchLanes), c.FetchLanes-1)
 	case c.FetchLanes > 1 && c.Advertised != "" && port == 0:
 		return fmt.Errorf("gateway.kafka_listen: must name a port (not 0) with kafka_advertised set and kafka_fetch_lanes %d: lane j is advertised at kafka_advertised's port + j and must listen at kafka_listen's + j", c.FetchLanes)
 	case c.MaxMembers <= 0:
@@ -174,12 +175,10 @@ func validHostPort(s string) error {
 // a lane at another gateway's address, where its clients have no member.
 func overlappingLanes(peers []string, lanes int) string {
 	for i, a := range peers {
-		ha, pa, _ := net.SplitHostPort(a)
-		na, _ := strconv.Atoi(pa)
+		ha, _, _ := net.SplitHostPort(a)
 		for _, b := range peers[i+1:] {
-			hb, pb, _ := net.SplitHostPort(b)
-			nb, _ := strconv.Atoi(pb)
-			if ha == hb && na < nb+lanes && nb < na+lanes {
+			hb, _, _ := net.SplitHostPort(b)
+			if na, nb := portOf(a), portOf(b); ha == hb && na < nb+lanes && nb < na+lanes {
 				return fmt.Sprintf("%s and %s", a, b)
 			}
 		}
@@ -187,8 +186,8 @@ func overlappingLanes(peers []string, lanes int) string {
 	return ""
 }
 
-// advertisedPort is the port of a validated host:port.
-func advertisedPort(addr string) int {
+// portOf is the port of a validated host:port.
+func portOf(addr string) int {
 	_, port, _ := net.SplitHostPort(addr)
 	n, _ := strconv.Atoi(port)
 	return n

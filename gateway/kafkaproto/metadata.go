@@ -8,9 +8,9 @@ package kafkaproto
 //     partition: the capability is checked wherever it is used). A
 //     connection authenticated with a client credential sees only the
 //     gateway it is connected to (as its fetch lanes, below), leading
-//     every partition and coordinating every group: a Kafka Fetch carries no member identity,
-//     so the gateway that runs a member's capgate session must be the one
-//     its fetches reach. Clients spread over the gateways by whichever one
+//     every partition and coordinating every group: a Kafka Fetch carries
+//     no member identity, so the gateway that runs a member's capgate
+//     session must be the one its fetches reach. Clients spread over the gateways by whichever one
 //     they bootstrap from, and move to another when theirs goes away.
 //   - Fetch lanes: to a client-credential connection the gateway is
 //     kafka_fetch_lanes brokers (node ids self + j × peers), lane j at

@@ -106,7 +106,7 @@ func (s *Server) Start() error {
 	}
 	var lanes []string
 	for _, n := range s.lanes {
-		lanes = append(lanes, net.JoinHostPort(n.host, strconv.Itoa(int(n.port))))
+		lanes = append(lanes, n.addr())
 	}
 	s.log.Info("kafka listener started (group clients must reach every fetch lane)", zap.Strings("addrs", bound), zap.String("advertised", s.advertised()),
 		zap.Strings("advertised_lanes", lanes), zap.Bool("tls", s.cfg.WrapListener != nil))
@@ -120,8 +120,8 @@ func (s *Server) Start() error {
 // (kcat's group consumer then never fetched three of its four
 // partitions).
 func (s *Server) listen() ([]net.Listener, error) {
-	host, portText, _ := net.SplitHostPort(s.cfg.Listen)
-	port, _ := strconv.Atoi(portText) // Validate: numeric
+	host, _, _ := net.SplitHostPort(s.cfg.Listen)
+	port := portOf(s.cfg.Listen) // Validate: numeric
 	var lns []net.Listener
 	for j := range s.cfg.FetchLanes {
 		p := 0
@@ -173,9 +173,7 @@ func (s *Server) layout(bound []string) error {
 			if s.cfg.Advertised != "" {
 				n.port += int32(j)
 			} else {
-				_, port, _ := net.SplitHostPort(bound[j])
-				p, _ := strconv.Atoi(port)
-				n.port = int32(p)
+				n.port = int32(portOf(bound[j]))
 			}
 		}
 		s.lanes = append(s.lanes, n)
@@ -183,10 +181,9 @@ func (s *Server) layout(bound []string) error {
 	return nil
 }
 
-func (s *Server) advertised() string {
-	n := s.nodes[s.self]
-	return net.JoinHostPort(n.host, strconv.Itoa(int(n.port)))
-}
+func (s *Server) advertised() string { return s.nodes[s.self].addr() }
+
+func (n node) addr() string { return net.JoinHostPort(n.host, strconv.Itoa(int(n.port))) }
 
 // Addr is the address the listener (its lane 0) is bound to (after
 // Start).
@@ -195,15 +192,6 @@ func (s *Server) Addr() string {
 		return ""
 	}
 	return s.lns[0].Addr().String()
-}
-
-// Addrs are every fetch lane's bound address, lane 0 first (after Start).
-func (s *Server) Addrs() []string {
-	var out []string
-	for _, ln := range s.lns {
-		out = append(out, ln.Addr().String())
-	}
-	return out
 }
 
 // accept serves one lane's listener: every lane serves every request.
