@@ -196,7 +196,11 @@ func (s *Stack) startKafka() error {
 		return fmt.Errorf("stack: %w", err)
 	}
 	s.Kafka = kafka
-	client, err := broker.New(s.BrokerConfig(), s.logger("stack-broker"))
+	// The stack's own client is ground truth and the benchmarks' direct
+	// path: every fetch a Kafka exchange, never a gateway's read-ahead.
+	cfg := s.BrokerConfig()
+	cfg.ReadAheadBytes = 0
+	client, err := broker.New(cfg, s.logger("stack-broker"))
 	if err != nil {
 		return fmt.Errorf("stack: kafka client: %w", err)
 	}
