@@ -587,9 +587,11 @@ func (d *procStack) run(tb testing.TB, p deployParams) deployResult {
 	return r
 }
 
-// mergedMetrics are the gateway's counts of merged Kafka Fetches.
+// mergedMetrics are the gateway's counts of merged Kafka Fetches, then
+// of its read-ahead.
 var mergedMetrics = []string{"capgate_gateway_merged_fetch_requests_total", "capgate_gateway_merged_fetches_total",
-	"capgate_gateway_merge_queued_fetches_total", "capgate_gateway_merged_fetches_alone_total", "capgate_gateway_merged_parts_dropped_total"}
+	"capgate_gateway_merge_queued_fetches_total", "capgate_gateway_merged_fetches_alone_total", "capgate_gateway_merged_parts_dropped_total",
+	"capgate_gateway_read_ahead_fills_total", "capgate_gateway_read_ahead_hits_total"}
 
 // mergeCounts reads each variant's merged-fetch counts (absent: -1).
 func (d *procStack) mergeCounts(tb testing.TB) map[string][]float64 {
@@ -604,7 +606,8 @@ func (d *procStack) mergeCounts(tb testing.TB) map[string][]float64 {
 
 // mergeRows is what each variant merged since before: Fetch requests
 // that carried several fetches, the fetches they carried, per request,
-// queued, fetched again alone, dropped.
+// queued, fetched again alone, dropped; read-ahead fills and fetches
+// answered from them ("—" for a binary without read-ahead).
 func (d *procStack) mergeRows(tb testing.TB, before map[string][]float64) [][]string {
 	var rows [][]string
 	for name, now := range d.mergeCounts(tb) {
@@ -619,7 +622,11 @@ func (d *procStack) mergeRows(tb testing.TB, before map[string][]float64) [][]st
 		if delta[0] > 0 {
 			per = fmt.Sprintf("%.2f", delta[1]/delta[0])
 		}
-		rows = append(rows, []string{name, fmt.Sprint(delta[0]), fmt.Sprint(delta[1]), per, fmt.Sprint(delta[2]), fmt.Sprint(delta[3]), fmt.Sprint(delta[4])})
+		fills, hits := "—", "—"
+		if now[5] >= 0 {
+			fills, hits = fmt.Sprint(delta[5]), fmt.Sprint(delta[6])
+		}
+		rows = append(rows, []string{name, fmt.Sprint(delta[0]), fmt.Sprint(delta[1]), per, fmt.Sprint(delta[2]), fmt.Sprint(delta[3]), fmt.Sprint(delta[4]), fills, hits})
 	}
 	slices.SortFunc(rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 	return rows
@@ -627,5 +634,5 @@ func (d *procStack) mergeRows(tb testing.TB, before map[string][]float64) [][]st
 
 // mergeTable prints mergeRows.
 func mergeTable(w io.Writer, rows [][]string) {
-	table(w, "merged Kafka Fetches in this phase", []string{"gateway", "merged requests", "fetches carried", "per request", "queued", "again alone", "dropped"}, rows)
+	table(w, "merged Kafka Fetches and read-ahead in this phase", []string{"gateway", "merged requests", "fetches carried", "per request", "queued", "again alone", "dropped", "read-ahead fills", "answered from them"}, rows)
 }
