@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"sync"
@@ -27,16 +28,31 @@ import (
 // exchange. A fetch anywhere else goes to Kafka as before (a random
 // reader never pays for bytes it does not read).
 //
+// How much is read ahead grows with use, as a kernel's file read-ahead
+// does: a partition's first fill asks for 4× the fetch's own size (at
+// least aheadMinWindow), and each fill that follows a chunk read to its
+// end by other fetches asks twice as much as the last, up to
+// ReadAheadBytes. A reader that skips to a chunk's end, or reads slower
+// than aheadTTL, or one whose batches are larger than the window gets
+// small fills and no copies (a fill with nothing left past its own
+// answer keeps nothing): the bytes Kafka sends the gateway beyond what
+// its clients read stay a small multiple of what they read.
+//
 // What is kept and for how long (a chunk): the whole batches of one
 // answer, below the high watermark it came with (Kafka serves nothing
 // above it), for at most aheadTTL, and only while the partition's topic
 // id is the one it was read under (a topic deleted and made again under
-// the same name is not served from the old one's chunk). The bytes held
+// the same name is not served from the old one's chunk; a broker without
+// topic ids cannot tell, and may serve the old topic's records for up to
+// aheadTTL). The bytes held
 // by all chunks together are at most Config.ReadAheadMaxBytes: the oldest
 // chunks go first. Records are immutable once under the high watermark,
 // so a chunk answers exactly what Kafka would have answered for those
-// offsets when it was read; what may be older is the high watermark and
-// log start offset a hit reports (by at most aheadTTL), and records that
+// offsets when it was read — and a fetch the chunk cannot answer in full
+// (it asks past the chunk's end, below the high watermark) goes to Kafka.
+// What may be older is the high watermark a hit reports (by at most
+// aheadTTL; never below one a fetch of the partition reported before)
+// and its log start offset, and records that
 // retention or compaction removed since then (within aheadTTL; a client
 // that fetched them a moment earlier had them too).
 //
@@ -50,8 +66,15 @@ import (
 // aheadTTL is how long a chunk is served after it was read from Kafka.
 const aheadTTL = time.Second
 
-// aheadMaxParts bounds the partitions whose position is remembered.
-const aheadMaxParts = 16384
+// aheadMinWindow is the least a partition's first fill asks for.
+const aheadMinWindow = 4 << 10
+
+// aheadMaxParts bounds the partitions whose position is remembered, and
+// aheadMaxChunks the chunks held (besides their bytes).
+const (
+	aheadMaxParts  = 16384
+	aheadMaxChunks = 4096
+)
 
 // AheadStats counts read-ahead (for metrics).
 type AheadStats struct {
@@ -68,31 +91,39 @@ type AheadStats struct {
 // FetchAheadStats returns the read-ahead counts so far.
 func (c *Client) FetchAheadStats() *AheadStats { return &c.aheadStats }
 
-// aheadCache holds one chunk per partition at most.
+// aheadCache holds one chunk per partition at most, oldest first in a
+// list (fills come in time order), so expiry and eviction take the front.
 type aheadCache struct {
 	bytes  int32 // Config.ReadAheadBytes
 	budget int64 // Config.ReadAheadMaxBytes
 	stats  *AheadStats
+	now    func() time.Time // time.Now; tests move it
 
-	mu    sync.Mutex
-	parts map[tp]*aheadPart
-	held  int64
+	mu     sync.Mutex
+	parts  map[tp]*aheadPart
+	chunks list.List // *aheadChunk, oldest fill first
+	held   int64
 }
 
 // aheadPart is what is known of one partition.
 type aheadPart struct {
-	next    int64       // where its last small fetch ended
+	next    int64       // where its last small fetch ended (-1: none yet)
+	end     int64       // where its last chunk ended (-1: none)
+	hw      int64       // the highest high watermark a fetch of it reported
+	win     int32       // what its last fill asked for
+	hits    int         // fetches its chunk answered
 	chunk   *aheadChunk // nil: nothing held
 	filling bool        // a fill is on its way: concurrent misses go plain
-	end     int64       // where its last chunk ended
 }
 
 // aheadChunk is one read-ahead answer: whole batches from offset from.
 type aheadChunk struct {
 	topicID            [16]byte
 	at                 time.Time
-	shared             *sharedFrame // the answer buffer; the chunk holds one ref
-	size               int64        // bytes charged to the budget
+	owner              *aheadPart
+	elem               *list.Element // in aheadCache.chunks while kept
+	shared             *sharedFrame  // the buffer; the chunk holds one ref
+	size               int64         // bytes charged to the budget
 	batches            []byte
 	from               int64   // the offset the fill asked for
 	ends               []int64 // per batch: its last offset + 1
@@ -104,7 +135,7 @@ func newAheadCache(bytes int32, budget int64, stats *AheadStats) *aheadCache {
 	if bytes <= 0 {
 		return nil
 	}
-	return &aheadCache{bytes: bytes, budget: budget, stats: stats, parts: map[tp]*aheadPart{}}
+	return &aheadCache{bytes: bytes, budget: budget, stats: stats, now: time.Now, parts: map[tp]*aheadPart{}}
 }
 
 // eligible reports a fetch small enough to be read ahead for.
@@ -112,68 +143,111 @@ func (a *aheadCache) eligible(req *FetchRequest, ceiling int32) bool {
 	return a != nil && req.MaxWait <= 0 && clampBytes(req.MaxBytes, ceiling) < a.bytes
 }
 
-// lookup answers req from its partition's chunk when one covers its
-// offset (hit), or reports whether its fetch should read ahead (fill: it
-// continues where the partition's last fetch or its last chunk ended,
-// and no fill is on its way; the caller then owns the fill and must call filled).
-func (a *aheadCache) lookup(r route, req *FetchRequest, now time.Time) (hit *aheadChunk, fill bool) {
+// aheadLook is what lookup decided for a fetch.
+type aheadLook struct {
+	hit  *aheadChunk // answer from it (the caller holds a ref for the answer)
+	fill int32       // > 0: the caller fills, asking this much, and calls filled
+	hw   int64       // the partition's highest high watermark so far
+}
+
+// lookup decides req (of limit bytes): a hit when its partition's chunk
+// covers its offset and holds all Kafka would answer; a fill when it
+// continues where the partition's last fetch or its last chunk ended and
+// no fill is on its way; else neither (the fetch goes to Kafka as asked).
+func (a *aheadCache) lookup(r route, req *FetchRequest, limit int32) aheadLook {
 	key := tp{req.Topic, req.Partition}
+	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := a.parts[key]
 	if p == nil {
 		if len(a.parts) >= aheadMaxParts {
 			a.dropPositions()
+			if len(a.parts) >= aheadMaxParts {
+				return aheadLook{} // every remembered partition holds a chunk
+			}
 		}
-		p = &aheadPart{next: -1, end: -1}
+		p = &aheadPart{next: -1, end: -1, hw: -1}
 		a.parts[key] = p
 	}
 	if c := p.chunk; c != nil {
 		switch {
 		case c.topicID != r.topicID || now.Sub(c.at) >= aheadTTL:
 			a.drop(p)
-		case req.Offset >= c.from && req.Offset < c.ends[len(c.ends)-1]:
+		case c.answers(req.Offset, limit):
 			c.shared.refs.Add(1)
-			return c, false
+			p.hits++
+			return aheadLook{hit: c, hw: p.hw}
 		}
 	}
 	if (req.Offset != p.next && req.Offset != p.end) || p.filling {
-		return nil, false
+		return aheadLook{}
 	}
-	p.filling = true
-	return nil, true
+	win := max(min(4*limit, a.bytes), aheadMinWindow)
+	if req.Offset == p.end && p.hits > 0 {
+		// The last chunk was read to its end: read twice as far.
+		win = max(win, min(2*p.win, a.bytes))
+	}
+	p.filling, p.win, p.hits = true, win, 0
+	return aheadLook{fill: max(win, limit), hw: p.hw}
 }
 
-// advance records where a fetch of req's partition ended.
-func (a *aheadCache) advance(req *FetchRequest, next int64) {
+// answers reports whether c holds offset and everything Kafka would
+// answer a fetch of limit bytes there: the batches from the one holding
+// offset to the chunk's end exceed limit, or the chunk ends at its high
+// watermark (Kafka had nothing more).
+func (c *aheadChunk) answers(offset int64, limit int32) bool {
+	if offset < c.from || offset >= c.ends[len(c.ends)-1] {
+		return false
+	}
+	rest := len(c.batches) - int(c.starts[firstEndAfter(c.ends, offset)])
+	return rest > int(limit) || c.ends[len(c.ends)-1] >= c.highWatermark
+}
+
+// advance records where a fetch of req's partition ended and the high
+// watermark it reported (of a partition read ahead before only).
+func (a *aheadCache) advance(req *FetchRequest, next, hw int64, small bool) {
 	a.mu.Lock()
 	if p := a.parts[tp{req.Topic, req.Partition}]; p != nil {
-		p.next = next
+		if small {
+			p.next = next
+		}
+		p.hw = max(p.hw, hw)
 	}
 	a.mu.Unlock()
 }
 
-// filled ends a fill: keeps c (nil when the fill failed or read nothing)
+// filled ends a fill: keeps c (nil when the fill failed or kept nothing)
 // as its partition's chunk, within the budget.
 func (a *aheadCache) filled(req *FetchRequest, c *aheadChunk) {
+	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := a.parts[tp{req.Topic, req.Partition}]
-	if p == nil { // positions were dropped meanwhile
-		p = &aheadPart{next: -1}
-		a.parts[tp{req.Topic, req.Partition}] = p
+	if p != nil {
+		p.filling = false
 	}
-	p.filling = false
 	if c == nil {
 		return
 	}
-	if c.size > a.budget {
+	if p == nil || c.size > a.budget { // positions dropped meanwhile; or too large
 		c.shared.release()
 		return
 	}
 	a.drop(p)
-	for a.held+c.size > a.budget && a.evictOldest() {
+	for e := a.chunks.Front(); e != nil; e = a.chunks.Front() {
+		old := e.Value.(*aheadChunk)
+		expired := now.Sub(old.at) >= aheadTTL
+		if !expired && a.held+c.size <= a.budget && a.chunks.Len() < aheadMaxChunks {
+			break
+		}
+		if !expired {
+			a.stats.Evicted.Add(1)
+		}
+		a.drop(old.owner)
 	}
+	c.at, c.owner = now, p
+	c.elem = a.chunks.PushBack(c)
 	p.chunk, p.end = c, c.ends[len(c.ends)-1]
 	a.held += c.size
 	a.stats.Held.Store(a.held)
@@ -181,31 +255,15 @@ func (a *aheadCache) filled(req *FetchRequest, c *aheadChunk) {
 
 // drop releases p's chunk, if any (a.mu held).
 func (a *aheadCache) drop(p *aheadPart) {
-	if p.chunk == nil {
+	c := p.chunk
+	if c == nil {
 		return
 	}
-	a.held -= p.chunk.size
+	a.chunks.Remove(c.elem)
+	a.held -= c.size
 	a.stats.Held.Store(a.held)
-	p.chunk.shared.release()
+	c.shared.release()
 	p.chunk = nil
-}
-
-// evictOldest drops the oldest chunk (a.mu held); false when none is left.
-// A linear walk: it runs only when the budget is full, over at most
-// budget / ReadAheadBytes chunks.
-func (a *aheadCache) evictOldest() bool {
-	var oldest *aheadPart
-	for _, p := range a.parts {
-		if p.chunk != nil && (oldest == nil || p.chunk.at.Before(oldest.chunk.at)) {
-			oldest = p
-		}
-	}
-	if oldest == nil {
-		return false
-	}
-	a.drop(oldest)
-	a.stats.Evicted.Add(1)
-	return true
 }
 
 // dropPositions forgets the positions of partitions that hold nothing
@@ -230,24 +288,40 @@ func (a *aheadCache) close() {
 	}
 }
 
-// newChunk copies res's batches (read for req on route r) into a chunk
-// of its own, or returns nil when res has no whole batch past req.Offset. A copy, not
-// res's buffer: a merged answer's buffer holds other partitions too, and
-// the copy is made once per fill, not per fetch served.
-func newChunk(r route, req *FetchRequest, res *FetchResult, now time.Time) *aheadChunk {
+// viewChunk is a chunk over res's batches (read for req on route r),
+// taking res's buffer along; nil (res untouched) when res has no whole
+// batch past req.Offset.
+func viewChunk(r route, req *FetchRequest, res *FetchResult) *aheadChunk {
 	ends, starts := indexBatches(res.Batches)
 	if len(ends) == 0 || ends[len(ends)-1] <= req.Offset {
 		return nil
 	}
-	frame := getFrame(len(res.Batches))
-	copy(*frame, res.Batches)
 	c := &aheadChunk{
-		topicID: r.topicID, at: now, shared: &sharedFrame{frame: frame}, size: int64(cap(*frame)),
-		batches: *frame, from: req.Offset, ends: ends, starts: starts,
+		topicID: r.topicID, batches: res.Batches, from: req.Offset, ends: ends, starts: starts,
 		highWatermark: res.HighWatermark, lso: res.LogStartOffset,
 	}
-	c.shared.refs.Store(1)
+	if res.shared != nil {
+		c.shared = res.shared
+	} else {
+		c.shared = &sharedFrame{frame: res.frame}
+		c.shared.refs.Store(1)
+	}
+	res.frame, res.shared, res.Batches = nil, nil, nil
 	return c
+}
+
+// kept is a copy of c in a buffer of its own, to keep: the buffer c
+// views may be a merged answer's, holding other partitions too, and the
+// copy is made once per fill, not per fetch served. Charged with its
+// index.
+func (c *aheadChunk) kept() *aheadChunk {
+	frame := getFrame(len(c.batches))
+	copy(*frame, c.batches)
+	k := *c
+	k.batches, k.shared = *frame, &sharedFrame{frame: frame}
+	k.shared.refs.Store(1)
+	k.size = int64(cap(*frame)) + int64(cap(c.ends))*8 + int64(cap(c.starts))*4
+	return &k
 }
 
 // indexBatches returns each whole batch's end offset and start.
@@ -265,8 +339,9 @@ func indexBatches(in []byte) (ends []int64, starts []int32) {
 // serveChunk answers req from ch (whose buffer's ref the caller holds and
 // hands to the result): from the batch holding req.Offset, that batch
 // whole and the ones after it while they fit in req's max bytes, as Kafka
-// answers. The answer is shaped as one from Kafka would be.
-func (c *Client) serveChunk(ch *aheadChunk, req *FetchRequest) (FetchResult, error) {
+// answers. The answer is shaped as one from Kafka would be, with the
+// high watermark at least hw.
+func (c *Client) serveChunk(ch *aheadChunk, req *FetchRequest, hw int64) (FetchResult, error) {
 	i := firstEndAfter(ch.ends, req.Offset)
 	limit := int(clampBytes(req.MaxBytes, c.cfg.MaxFetchBytes))
 	endOf := func(j int) int {
@@ -280,7 +355,9 @@ func (c *Client) serveChunk(ch *aheadChunk, req *FetchRequest) (FetchResult, err
 		end = endOf(j)
 	}
 	p := kmsg.NewFetchResponseTopicPartition()
-	p.Partition, p.HighWatermark, p.LastStableOffset, p.LogStartOffset = req.Partition, ch.highWatermark, ch.highWatermark, ch.lso
+	p.Partition, p.LogStartOffset = req.Partition, ch.lso
+	p.HighWatermark = max(ch.highWatermark, hw)
+	p.LastStableOffset = p.HighWatermark
 	p.RecordBatches = ch.batches[start:end]
 	res, err := c.shape(&p, req)
 	if err != nil {
@@ -312,50 +389,52 @@ func (c *Client) fetchAhead(ctx context.Context, r route, req *FetchRequest) (Fe
 		return FetchResult{}, fmt.Errorf("fetch cancelled: %w", context.Cause(ctx))
 	}
 	a := c.ahead
-	ch, fill := a.lookup(r, req, time.Now())
+	look := a.lookup(r, req, clampBytes(req.MaxBytes, c.cfg.MaxFetchBytes))
 	var res FetchResult
 	var err error
 	switch {
-	case ch != nil:
+	case look.hit != nil:
 		a.stats.Hits.Add(1)
-		res, err = c.serveChunk(ch, req)
-	case !fill:
-		res, err = c.fetchToBroker(ctx, r, req)
+		res, err = c.serveChunk(look.hit, req, look.hw)
+	case look.fill > 0:
+		res, err = c.fill(ctx, r, req, look.fill, look.hw)
 	default:
-		res, err = c.fill(ctx, r, req)
+		res, err = c.fetchToBroker(ctx, r, req)
 	}
 	if err == nil {
-		a.advance(req, res.NextOffset)
+		a.advance(req, res.NextOffset, res.HighWatermark, true)
 	}
 	return res, err
 }
 
-// fill fetches ReadAheadBytes for req's partition, keeps them as its
-// chunk and answers req from them.
-func (c *Client) fill(ctx context.Context, r route, req *FetchRequest) (FetchResult, error) {
+// fill fetches size bytes for req's partition, answers req from them and
+// keeps what is left past its answer as the partition's chunk.
+func (c *Client) fill(ctx context.Context, r route, req *FetchRequest, size int32, hw int64) (out FetchResult, err error) {
 	a := c.ahead
+	var keep *aheadChunk
+	defer func() { a.filled(req, keep) }() // also on a panic: never stuck filling
 	a.stats.Fills.Add(1)
 	big := *req
-	big.MaxBytes, big.Raw = a.bytes, true
+	big.MaxBytes, big.Raw = size, true
 	res, err := c.fetchToBroker(ctx, r, &big)
 	if err != nil {
-		a.filled(req, nil)
 		return FetchResult{}, err
 	}
-	ch := newChunk(r, req, &res, time.Now())
-	if ch == nil {
-		a.filled(req, nil)
-		if len(res.Batches) == 0 { // nothing there: the answer req would have had
-			return res, nil
+	view := viewChunk(r, req, &res)
+	if view == nil {
+		if len(res.Batches) == 0 && (req.Raw || res.HighWatermark <= req.Offset) {
+			return res, nil // nothing there: the answer req would have had
 		}
-		// Batches, but none reaching req.Offset (not seen from Kafka):
-		// the fetch as asked decides.
+		// Batches, but none reaching req.Offset, or a batch a decoded
+		// fetch must report as undecodable: the fetch as asked decides.
 		res.Release()
 		return c.fetchToBroker(ctx, r, req)
 	}
-	res.Release()
-	ch.shared.refs.Add(1) // the answer's
-	out, err := c.serveChunk(ch, req)
-	a.filled(req, ch)
+	view.shared.refs.Add(1) // the answer's
+	out, err = c.serveChunk(view, req, hw)
+	if err == nil && out.NextOffset < view.ends[len(view.ends)-1] {
+		keep = view.kept()
+	}
+	view.shared.release()
 	return out, err
 }

@@ -2,8 +2,14 @@ package broker
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // produceBatches writes n batches to topic/partition, batch i holding
@@ -161,4 +167,191 @@ func TestReadAheadStaysInItsBudget(t *testing.T) {
 		t.Fatalf("4 partitions in turn over a budget of 2 chunks: %d evicted, %d hits", st.Evicted.Load(), st.Hits.Load())
 	}
 	t.Logf("fills %d hits %d evicted %d", st.Fills.Load(), st.Hits.Load(), st.Evicted.Load())
+}
+
+// TestReadAheadAcrossChunks: a partition several times read_ahead_bytes,
+// of ~1 KiB batches, read in a row at 1 byte and at sizes that reach
+// past a chunk's end: every answer is Kafka's, byte for byte — a chunk
+// that cannot hold all Kafka would send is not answered from.
+func TestReadAheadAcrossChunks(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	for i := range 150 {
+		rec := makeRecords(i, 1)
+		rec[0].Value = bytes.Repeat([]byte{byte('a' + i%26)}, 1000)
+		produceOneBatch(t, e, "t", 0, rec)
+	}
+	ahead := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 16 << 10 })
+	plain := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 0 })
+	offset := int64(0)
+	for calls := 0; offset < 150; calls++ {
+		res := sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Offset: offset, MaxBytes: []int32{1, 1, 1, 5000, 1, 12000}[calls%6], Raw: calls%2 == 1})
+		offset = res.NextOffset
+		res.Release()
+	}
+	st := ahead.FetchAheadStats()
+	if st.Hits.Load() == 0 || st.Fills.Load() < 5 {
+		t.Fatalf("150 KiB through 16 KiB read-aheads: %d fills, %d hits", st.Fills.Load(), st.Hits.Load())
+	}
+	t.Logf("fills %d hits %d", st.Fills.Load(), st.Hits.Load())
+}
+
+// fetchSizes records the max bytes of every Fetch the cluster gets.
+func fetchSizes(e *Embedded) func() []int32 {
+	var mu sync.Mutex
+	var sizes []int32
+	cl := e.Cluster()
+	cl.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		cl.KeepControl()
+		req := kreq.(*kmsg.FetchRequest)
+		mu.Lock()
+		sizes = append(sizes, req.MaxBytes)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	return func() []int32 {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sizes)
+	}
+}
+
+// TestReadAheadGrowsOnlyWithUse: a reader that reads its chunks to the
+// end makes the window grow to read_ahead_bytes; one that skips to each
+// chunk's end (so the read-ahead serves it nothing) keeps getting the
+// smallest fills. What Kafka sends beyond what is read stays bounded.
+func TestReadAheadGrowsOnlyWithUse(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 2}})
+	produceBatches(t, e, "t", 0, 400, []int{1})
+	produceBatches(t, e, "t", 1, 400, []int{1})
+	c := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 16 << 10 })
+	sizes := fetchSizes(e)
+
+	for offset := int64(0); offset < 400; {
+		res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", Partition: 0, Offset: offset, MaxBytes: 1})
+		if err != nil || res.NextOffset != offset+1 {
+			t.Fatalf("reader at %d: %v next %d", offset, err, res.NextOffset)
+		}
+		offset = res.NextOffset
+		res.Release()
+	}
+	if got := slices.Max(sizes()); got != 16<<10 {
+		t.Fatalf("a reader of 400 records in a row: largest fill %d, want the window grown to read_ahead_bytes (fills %v)", got, sizes())
+	}
+
+	before := len(sizes())
+	skipper := func(offset int64) int64 {
+		res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", Partition: 1, Offset: offset, MaxBytes: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Release()
+		return res.NextOffset
+	}
+	offset := skipper(skipper(0)) // the second continues the first: a fill
+	for range 20 {
+		c.ahead.mu.Lock()
+		end := c.ahead.parts[tp{"t", 1}].end
+		c.ahead.mu.Unlock()
+		if end < 0 || end >= 400 {
+			break
+		}
+		offset = skipper(end) // straight to the chunk's end: another fill, nothing read from the last
+	}
+	for _, size := range sizes()[before:] {
+		if size > aheadMinWindow {
+			t.Fatalf("a reader skipping to each chunk's end: fills of %v, want none above %d", sizes()[before:], aheadMinWindow)
+		}
+	}
+	t.Logf("skipper at %d after fills %v", offset, sizes()[before:])
+}
+
+// TestReadAheadExpiresAndFrees: a chunk is not served past aheadTTL, and
+// its bytes go back at the next fill of any partition; closing the
+// client frees them all.
+func TestReadAheadExpiresAndFrees(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 2}})
+	produceBatches(t, e, "t", 0, 20, []int{1})
+	produceBatches(t, e, "t", 1, 20, []int{1})
+	c := newTestClient(t, e, nil)
+	var mu sync.Mutex
+	now := time.Now()
+	c.ahead.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	read := func(p int32, offsets ...int64) {
+		for _, o := range offsets {
+			res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", Partition: p, Offset: o, MaxBytes: 1})
+			if err != nil || res.NextOffset != o+1 {
+				t.Fatalf("%d at %d: %v next %d", p, o, err, res.NextOffset)
+			}
+			res.Release()
+		}
+	}
+	st := c.FetchAheadStats()
+	read(0, 0, 1, 2) // a fill at 1, a hit at 2
+	held := st.Held.Load()
+	if st.Fills.Load() != 1 || st.Hits.Load() != 1 || held <= 0 {
+		t.Fatalf("fills %d hits %d held %d", st.Fills.Load(), st.Hits.Load(), held)
+	}
+	mu.Lock()
+	now = now.Add(aheadTTL)
+	mu.Unlock()
+	read(0, 3) // expired: not a hit, a fill again (it continues)
+	if st.Hits.Load() != 1 || st.Fills.Load() != 2 {
+		t.Fatalf("after the TTL: fills %d hits %d, want the chunk not served", st.Fills.Load(), st.Hits.Load())
+	}
+	mu.Lock()
+	now = now.Add(aheadTTL)
+	mu.Unlock()
+	read(1, 0, 1) // partition 1's fill drops partition 0's expired chunk
+	if got := st.Held.Load(); got != held {
+		t.Fatalf("held %d, want one chunk (%d): the expired one freed", got, held)
+	}
+	c.Close()
+	if got := st.Held.Load(); got != 0 {
+		t.Fatalf("held %d after Close", got)
+	}
+}
+
+// TestReadAheadConcurrentReaders: readers of one partition, each in a
+// row from its own start, at once (run with -race in CI): every record
+// is the one produced at its offset.
+func TestReadAheadConcurrentReaders(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	total := produceBatches(t, e, "t", 0, 120, []int{1, 2})
+	want := makeRecords(0, total)
+	c := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 2 << 10 })
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for offset := int64(w * 7); offset < int64(total); {
+				res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", Offset: offset, MaxBytes: int32(1 + w*150)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, r := range res.Records {
+					if r.Offset < offset || !bytes.Equal(r.Value, want[r.Offset].Value) {
+						errs <- fmt.Errorf("reader %d at %d: record %d value %q", w, offset, r.Offset, r.Value)
+						res.Release()
+						return
+					}
+				}
+				if res.NextOffset <= offset {
+					errs <- fmt.Errorf("reader %d at %d: next %d", w, offset, res.NextOffset)
+				}
+				offset = res.NextOffset
+				res.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if c.FetchAheadStats().Hits.Load() == 0 {
+		t.Fatal("no fetch answered from read-ahead")
+	}
 }

@@ -131,7 +131,12 @@ func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (Fet
 	if c.ahead.eligible(req, c.cfg.MaxFetchBytes) {
 		return c.fetchAhead(ctx, r, req)
 	}
-	return c.fetchToBroker(ctx, r, req)
+	res, err := c.fetchToBroker(ctx, r, req)
+	if c.ahead != nil && err == nil {
+		// Hits never report a high watermark below one reported before.
+		c.ahead.advance(req, 0, res.HighWatermark, false)
+	}
+	return res, err
 }
 
 // fetchToBroker is fetchOnce past the read-ahead: a Kafka exchange.

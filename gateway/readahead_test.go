@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/capgate/capgate/api"
@@ -60,4 +61,29 @@ func TestFencedHolderReadsNothingReadAhead(t *testing.T) {
 	}
 	expectError(t, h.get(newer, smallFetch(0, 5)), http.StatusForbidden, api.CodeForbidden)
 	expectError(t, h.get(newer, smallFetch(0, 5), "Accept", api.MediaRecordBatch), http.StatusForbidden, api.CodeForbidden)
+}
+
+// TestFenceAfterReadAheadAnswerRefuses: the fence lands between the
+// read-ahead's answer and the gateway's second decision — the fetch
+// admitted under the old epoch, answered from memory, is still refused,
+// never data.
+func TestFenceAfterReadAheadAnswerRefuses(t *testing.T) {
+	h := newHarness(t, nil)
+	h.produceEach(0, 6)
+	tok, _ := h.mint(capClaims(0))
+	for offset := range int64(3) {
+		h.get(tok, smallFetch(0, offset)).fetch(t)
+	}
+	hits := h.gw.broker.FetchAheadStats().Hits.Load()
+	var once sync.Once
+	h.gw.afterFetch = func() {
+		once.Do(func() {
+			h.sync.push(api.SyncResponse{Fences: []api.Fence{{Group: "g", Topic: testTopic, Partition: 0, Epoch: 2}}})
+			waitFor(t, "the fence applied", func() bool { return h.gw.view.Fence("g", testTopic, 0) == 2 })
+		})
+	}
+	expectError(t, h.get(tok, smallFetch(0, 3)), http.StatusConflict, api.CodeCapabilityRevoked)
+	if h.gw.broker.FetchAheadStats().Hits.Load() != hits+1 {
+		t.Fatal("the fetch was not answered from the read-ahead: the test proves nothing")
+	}
 }
