@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,12 +21,13 @@ import (
 // most of its CPU per fetch and most of the latency it adds (BENCHMARKS.md
 // §0). A Kafka client fetches megabytes ahead; an HTTP proxy like
 // kafka-pixy serves from its buffer. So: when a small fetch (below
-// Config.ReadAheadBytes) continues a partition where its last fetch ended,
-// and nothing is held for it, it asks Kafka for ReadAheadBytes instead,
-// answers its own size from that (first batch whole, as Kafka does) and
-// keeps the rest; the partition's next small fetches, whichever client
-// sends them, are answered from it while it lasts, without a Kafka
-// exchange. A fetch anywhere else goes to Kafka as before (a random
+// Config.ReadAheadBytes) continues a partition where one of its last few
+// fetches ended (a reader going on), and nothing is held for it, it asks
+// Kafka for more instead, answers its own size from that (first batch
+// whole, as Kafka does) and keeps the rest as a chunk; the partition's
+// next small fetches, whichever client sends them, are answered from it
+// while it lasts, without a Kafka exchange. A partition keeps up to
+// aheadPartChunks chunks, so readers at different offsets keep theirs. A fetch anywhere else goes to Kafka as before (a random
 // reader never pays for bytes it does not read).
 //
 // How much is read ahead grows with use, as a kernel's file read-ahead
@@ -69,11 +71,15 @@ const aheadTTL = time.Second
 // aheadMinWindow is the least a partition's first fill asks for.
 const aheadMinWindow = 4 << 10
 
-// aheadMaxParts bounds the partitions whose position is remembered, and
-// aheadMaxChunks the chunks held (besides their bytes).
+// aheadMaxParts bounds the partitions whose position is remembered,
+// aheadMaxChunks the chunks held (besides their bytes), and
+// aheadPartChunks the chunks of one partition: readers of one partition
+// at different offsets (a consumer and a replay, or several holders of
+// admin grants) each keep theirs rather than take turns dropping one.
 const (
-	aheadMaxParts  = 16384
-	aheadMaxChunks = 4096
+	aheadMaxParts   = 16384
+	aheadMaxChunks  = 4096
+	aheadPartChunks = 4
 )
 
 // AheadStats counts read-ahead (for metrics).
@@ -91,7 +97,7 @@ type AheadStats struct {
 // FetchAheadStats returns the read-ahead counts so far.
 func (c *Client) FetchAheadStats() *AheadStats { return &c.aheadStats }
 
-// aheadCache holds one chunk per partition at most, oldest first in a
+// aheadCache holds a few chunks per partition at most, oldest first in a
 // list (fills come in time order), so expiry and eviction take the front.
 type aheadCache struct {
 	bytes  int32 // Config.ReadAheadBytes
@@ -107,13 +113,13 @@ type aheadCache struct {
 
 // aheadPart is what is known of one partition.
 type aheadPart struct {
-	next    int64       // where its last small fetch ended (-1: none yet)
-	end     int64       // where its last chunk ended (-1: none)
-	hw      int64       // the highest high watermark a fetch of it reported
-	win     int32       // what its last fill asked for
-	hits    int         // fetches its chunk answered
-	chunk   *aheadChunk // nil: nothing held
-	filling bool        // a fill is on its way: concurrent misses go plain
+	nexts   [aheadPartChunks]int64 // where its last small fetches ended (-1: none), a ring
+	nextAt  int                    // where the next goes in nexts
+	end     int64                  // where its last chunk ended (-1: none)
+	hw      int64                  // the highest high watermark a fetch of it reported
+	win     int32                  // what its last fill asked for
+	chunks  []*aheadChunk          // oldest first, at most aheadPartChunks
+	filling bool                   // a fill is on its way: concurrent misses go plain
 }
 
 // aheadChunk is one read-ahead answer: whole batches from offset from.
@@ -122,6 +128,7 @@ type aheadChunk struct {
 	at                 time.Time
 	owner              *aheadPart
 	elem               *list.Element // in aheadCache.chunks while kept
+	hits               int           // fetches it answered
 	shared             *sharedFrame  // the buffer; the chunk holds one ref
 	size               int64         // bytes charged to the budget
 	batches            []byte
@@ -150,10 +157,11 @@ type aheadLook struct {
 	hw   int64       // the partition's highest high watermark so far
 }
 
-// lookup decides req (of limit bytes): a hit when its partition's chunk
-// covers its offset and holds all Kafka would answer; a fill when it
-// continues where the partition's last fetch or its last chunk ended and
-// no fill is on its way; else neither (the fetch goes to Kafka as asked).
+// lookup decides req (of limit bytes): a hit when one of its partition's
+// chunks covers its offset and holds all Kafka would answer; a fill when
+// it continues where one of the partition's last few fetches (one per
+// reader, for up to aheadPartChunks readers) or a chunk ended and no fill
+// is on its way; else neither (the fetch goes to Kafka as asked).
 func (a *aheadCache) lookup(r route, req *FetchRequest, limit int32) aheadLook {
 	key := tp{req.Topic, req.Partition}
 	now := a.now()
@@ -167,30 +175,47 @@ func (a *aheadCache) lookup(r route, req *FetchRequest, limit int32) aheadLook {
 				return aheadLook{} // every remembered partition holds a chunk
 			}
 		}
-		p = &aheadPart{next: -1, end: -1, hw: -1}
+		p = newAheadPart()
 		a.parts[key] = p
 	}
-	if c := p.chunk; c != nil {
+	readToEnd := false // req continues a chunk that answered fetches
+	for i := 0; i < len(p.chunks); {
+		c := p.chunks[i]
 		switch {
 		case c.topicID != r.topicID || now.Sub(c.at) >= aheadTTL:
-			a.drop(p)
+			a.drop(c)
+			continue
 		case c.answers(req.Offset, limit):
 			c.shared.refs.Add(1)
-			p.hits++
+			c.hits++
 			return aheadLook{hit: c, hw: p.hw}
+		case req.Offset == c.end() && c.hits > 0:
+			readToEnd = true
 		}
+		i++
 	}
-	if (req.Offset != p.next && req.Offset != p.end) || p.filling {
+	if (!slices.Contains(p.nexts[:], req.Offset) && req.Offset != p.end && !readToEnd) || p.filling {
 		return aheadLook{}
 	}
 	win := max(min(4*limit, a.bytes), aheadMinWindow)
-	if req.Offset == p.end && p.hits > 0 {
-		// The last chunk was read to its end: read twice as far.
+	if readToEnd {
+		// A chunk was read to its end: read twice as far.
 		win = max(win, min(2*p.win, a.bytes))
 	}
-	p.filling, p.win, p.hits = true, win, 0
+	p.filling, p.win = true, win
 	return aheadLook{fill: max(win, limit), hw: p.hw}
 }
+
+func newAheadPart() *aheadPart {
+	p := &aheadPart{end: -1, hw: -1}
+	for i := range p.nexts {
+		p.nexts[i] = -1
+	}
+	return p
+}
+
+// end is the offset after c's last batch.
+func (c *aheadChunk) end() int64 { return c.ends[len(c.ends)-1] }
 
 // answers reports whether c holds offset and everything Kafka would
 // answer a fetch of limit bytes there: the batches from the one holding
@@ -209,8 +234,9 @@ func (c *aheadChunk) answers(offset int64, limit int32) bool {
 func (a *aheadCache) advance(req *FetchRequest, next, hw int64, small bool) {
 	a.mu.Lock()
 	if p := a.parts[tp{req.Topic, req.Partition}]; p != nil {
-		if small {
-			p.next = next
+		if small && !slices.Contains(p.nexts[:], next) {
+			p.nexts[p.nextAt] = next
+			p.nextAt = (p.nextAt + 1) % len(p.nexts)
 		}
 		p.hw = max(p.hw, hw)
 	}
@@ -218,7 +244,8 @@ func (a *aheadCache) advance(req *FetchRequest, next, hw int64, small bool) {
 }
 
 // filled ends a fill: keeps c (nil when the fill failed or kept nothing)
-// as its partition's chunk, within the budget.
+// as one of its partition's chunks (dropping the partition's oldest
+// beyond aheadPartChunks), within the budget.
 func (a *aheadCache) filled(req *FetchRequest, c *aheadChunk) {
 	now := a.now()
 	a.mu.Lock()
@@ -234,7 +261,9 @@ func (a *aheadCache) filled(req *FetchRequest, c *aheadChunk) {
 		c.shared.release()
 		return
 	}
-	a.drop(p)
+	if len(p.chunks) >= aheadPartChunks {
+		a.drop(p.chunks[0])
+	}
 	for e := a.chunks.Front(); e != nil; e = a.chunks.Front() {
 		old := e.Value.(*aheadChunk)
 		expired := now.Sub(old.at) >= aheadTTL
@@ -244,33 +273,30 @@ func (a *aheadCache) filled(req *FetchRequest, c *aheadChunk) {
 		if !expired {
 			a.stats.Evicted.Add(1)
 		}
-		a.drop(old.owner)
+		a.drop(old)
 	}
 	c.at, c.owner = now, p
 	c.elem = a.chunks.PushBack(c)
-	p.chunk, p.end = c, c.ends[len(c.ends)-1]
+	p.chunks, p.end = append(p.chunks, c), c.end()
 	a.held += c.size
 	a.stats.Held.Store(a.held)
 }
 
-// drop releases p's chunk, if any (a.mu held).
-func (a *aheadCache) drop(p *aheadPart) {
-	c := p.chunk
-	if c == nil {
-		return
-	}
+// drop releases c, a kept chunk (a.mu held).
+func (a *aheadCache) drop(c *aheadChunk) {
 	a.chunks.Remove(c.elem)
 	a.held -= c.size
 	a.stats.Held.Store(a.held)
 	c.shared.release()
-	p.chunk = nil
+	p := c.owner
+	p.chunks = slices.DeleteFunc(p.chunks, func(k *aheadChunk) bool { return k == c })
 }
 
 // dropPositions forgets the positions of partitions that hold nothing
 // (a.mu held): partitions come and go.
 func (a *aheadCache) dropPositions() {
 	for k, p := range a.parts {
-		if p.chunk == nil && !p.filling {
+		if len(p.chunks) == 0 && !p.filling {
 			delete(a.parts, k)
 		}
 	}
@@ -283,8 +309,8 @@ func (a *aheadCache) close() {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, p := range a.parts {
-		a.drop(p)
+	for e := a.chunks.Front(); e != nil; e = a.chunks.Front() {
+		a.drop(e.Value.(*aheadChunk))
 	}
 }
 
@@ -408,7 +434,7 @@ func (c *Client) fetchAhead(ctx context.Context, r route, req *FetchRequest) (Fe
 }
 
 // fill fetches size bytes for req's partition, answers req from them and
-// keeps what is left past its answer as the partition's chunk.
+// keeps what is left past its answer as a chunk of the partition.
 func (c *Client) fill(ctx context.Context, r route, req *FetchRequest, size int32, hw int64) (out FetchResult, err error) {
 	a := c.ahead
 	var keep *aheadChunk
@@ -432,7 +458,7 @@ func (c *Client) fill(ctx context.Context, r route, req *FetchRequest, size int3
 	}
 	view.shared.refs.Add(1) // the answer's
 	out, err = c.serveChunk(view, req, hw)
-	if err == nil && out.NextOffset < view.ends[len(view.ends)-1] {
+	if err == nil && out.NextOffset < view.end() {
 		keep = view.kept()
 	}
 	view.shared.release()

@@ -89,21 +89,18 @@ func TestReadAheadAnswersAsKafkaDoes(t *testing.T) {
 }
 
 // TestReadAheadNotForARandomReader: fetches that do not continue where
-// the partition's last one ended go to Kafka as asked, never larger. Two
-// readers in turn, one in each half of the partition: neither's fetch
-// ever continues the one before it.
+// one of the partition's last few ended go to Kafka as asked, never
+// larger: a reader hopping through the partition 7 offsets at a time.
 func TestReadAheadNotForARandomReader(t *testing.T) {
 	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
 	total := produceBatches(t, e, "t", 0, 40, []int{1})
 	ahead := newTestClient(t, e, nil)
 	plain := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 0 })
 	fetches := observeFetches(e)
-	half := int64(total / 2)
-	for i := range half {
-		for _, offset := range []int64{i, half + i} {
-			res := sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Offset: offset, MaxBytes: 1, Raw: true})
-			res.Release()
-		}
+	for i := range total {
+		offset := int64(i * 7 % total) // 7 and 40 are coprime: every offset once
+		res := sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Offset: offset, MaxBytes: 1, Raw: true})
+		res.Release()
 	}
 	if st := ahead.FetchAheadStats(); st.Fills.Load()+st.Hits.Load() != 0 {
 		t.Fatalf("reads never in a row: %d fills, %d hits", st.Fills.Load(), st.Hits.Load())
@@ -353,5 +350,29 @@ func TestReadAheadConcurrentReaders(t *testing.T) {
 	}
 	if c.FetchAheadStats().Hits.Load() == 0 {
 		t.Fatal("no fetch answered from read-ahead")
+	}
+}
+
+// TestReadAheadTwoReadersOfOnePartition: two readers of one partition
+// far apart, fetching in turn, each read mostly from its own chunk
+// instead of dropping the other's.
+func TestReadAheadTwoReadersOfOnePartition(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	produceBatches(t, e, "t", 0, 400, []int{1})
+	c := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 8 << 10 })
+	at := []int64{0, 200}
+	const calls = 300
+	for i := range calls {
+		r := i % 2
+		res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", Offset: at[r], MaxBytes: 1})
+		if err != nil || res.NextOffset != at[r]+1 || len(res.Records) != 1 || res.Records[0].Offset != at[r] {
+			t.Fatalf("reader %d at %d: %v next %d", r, at[r], err, res.NextOffset)
+		}
+		at[r] = res.NextOffset
+		res.Release()
+	}
+	st := c.FetchAheadStats()
+	if hits := st.Hits.Load(); hits < calls*8/10 {
+		t.Fatalf("%d fetches of two readers in turn: %d answered from read-ahead (%d fills)", calls, hits, st.Fills.Load())
 	}
 }
