@@ -31,9 +31,9 @@ import (
 // reader never pays for bytes it does not read).
 //
 // How much is read ahead grows with use, as a kernel's file read-ahead
-// does: a partition's first fill asks for 4× the fetch's own size (at
-// least aheadMinWindow), and each fill that follows a chunk read to its
-// end by other fetches asks twice as much as the last, up to
+// does: a fill asks for 4× the fetch's own size (at least
+// aheadMinWindow), and a fill that continues a chunk read to its end by
+// other fetches asks twice what that chunk's fill asked, up to
 // ReadAheadBytes. A reader that skips to a chunk's end, or reads slower
 // than aheadTTL, or one whose batches are larger than the window gets
 // small fills and no copies (a fill with nothing left past its own
@@ -79,7 +79,7 @@ const aheadMinWindow = 4 << 10
 const (
 	aheadMaxParts   = 16384
 	aheadMaxChunks  = 4096
-	aheadPartChunks = 4
+	aheadPartChunks = 8
 )
 
 // AheadStats counts read-ahead (for metrics).
@@ -117,7 +117,6 @@ type aheadPart struct {
 	nextAt  int                    // where the next goes in nexts
 	end     int64                  // where its last chunk ended (-1: none)
 	hw      int64                  // the highest high watermark a fetch of it reported
-	win     int32                  // what its last fill asked for
 	chunks  []*aheadChunk          // oldest first, at most aheadPartChunks
 	filling bool                   // a fill is on its way: concurrent misses go plain
 }
@@ -129,6 +128,7 @@ type aheadChunk struct {
 	owner              *aheadPart
 	elem               *list.Element // in aheadCache.chunks while kept
 	hits               int           // fetches it answered
+	win                int32         // what its fill asked Kafka for
 	shared             *sharedFrame  // the buffer; the chunk holds one ref
 	size               int64         // bytes charged to the budget
 	batches            []byte
@@ -178,7 +178,7 @@ func (a *aheadCache) lookup(r route, req *FetchRequest, limit int32) aheadLook {
 		p = newAheadPart()
 		a.parts[key] = p
 	}
-	readToEnd := false // req continues a chunk that answered fetches
+	grown := int32(0) // > 0: req continues a chunk read to its end, this far
 	for i := 0; i < len(p.chunks); {
 		c := p.chunks[i]
 		switch {
@@ -190,20 +190,16 @@ func (a *aheadCache) lookup(r route, req *FetchRequest, limit int32) aheadLook {
 			c.hits++
 			return aheadLook{hit: c, hw: p.hw}
 		case req.Offset == c.end() && c.hits > 0:
-			readToEnd = true
+			// Read to its end by other fetches: read twice as far.
+			grown = max(grown, min(2*c.win, a.bytes))
 		}
 		i++
 	}
-	if (!slices.Contains(p.nexts[:], req.Offset) && req.Offset != p.end && !readToEnd) || p.filling {
+	if (!slices.Contains(p.nexts[:], req.Offset) && req.Offset != p.end && grown == 0) || p.filling {
 		return aheadLook{}
 	}
-	win := max(min(4*limit, a.bytes), aheadMinWindow)
-	if readToEnd {
-		// A chunk was read to its end: read twice as far.
-		win = max(win, min(2*p.win, a.bytes))
-	}
-	p.filling, p.win = true, win
-	return aheadLook{fill: max(win, limit), hw: p.hw}
+	p.filling = true
+	return aheadLook{fill: max(min(4*limit, a.bytes), aheadMinWindow, grown, limit), hw: p.hw}
 }
 
 func newAheadPart() *aheadPart {
@@ -459,6 +455,7 @@ func (c *Client) fill(ctx context.Context, r route, req *FetchRequest, size int3
 	view.shared.refs.Add(1) // the answer's
 	out, err = c.serveChunk(view, req, hw)
 	if err == nil && out.NextOffset < view.end() {
+		view.win = size
 		keep = view.kept()
 	}
 	view.shared.release()
