@@ -314,12 +314,12 @@ func (a *aheadCache) close() {
 // taking res's buffer along; nil (res untouched) when res has no whole
 // batch past req.Offset.
 func viewChunk(r route, req *FetchRequest, res *FetchResult) *aheadChunk {
-	ends, starts := indexBatches(res.Batches)
+	ends, starts, n := indexBatches(res.Batches)
 	if len(ends) == 0 || ends[len(ends)-1] <= req.Offset {
 		return nil
 	}
 	c := &aheadChunk{
-		topicID: r.topicID, batches: res.Batches, from: req.Offset, ends: ends, starts: starts,
+		topicID: r.topicID, batches: res.Batches[:n], from: req.Offset, ends: ends, starts: starts,
 		highWatermark: res.HighWatermark, lso: res.LogStartOffset,
 	}
 	if res.shared != nil {
@@ -346,12 +346,15 @@ func (c *aheadChunk) kept() *aheadChunk {
 	return &k
 }
 
-// indexBatches returns each whole batch's end offset and start.
-func indexBatches(in []byte) (ends []int64, starts []int32) {
-	for n := 0; ; {
+// indexBatches returns each whole batch's end offset and start, and the
+// bytes they take: up to the first batch that does not end past the one
+// before it (Kafka's never do; a chunk's batches rise, so a binary search
+// finds an offset's batch).
+func indexBatches(in []byte) (ends []int64, starts []int32, n int) {
+	for {
 		size, last, ok := nextBatch(in[n:])
-		if !ok {
-			return ends, starts
+		if !ok || (len(ends) > 0 && last+1 <= ends[len(ends)-1]) {
+			return ends, starts, n
 		}
 		ends, starts = append(ends, last+1), append(starts, int32(n))
 		n += size

@@ -12,6 +12,10 @@ const (
 	lastOffsetDeltaAt = 23
 	batchLogOverhead  = 12 // baseOffset + batchLength
 	batchHeaderSize   = 61 // whole v2 header, records follow
+	// legacyMessageMin is the smallest message of the old sets (v0:
+	// offset, size, crc, magic, attributes, key and value lengths): a
+	// shorter "batch" would have its magic byte read from the next one.
+	legacyMessageMin = 26
 )
 
 // wholeBatches returns the prefix of in made of complete batches, and the
@@ -56,6 +60,9 @@ func nextBatch(in []byte) (size int, last int64, ok bool) {
 		}
 		last += int64(int32(binary.BigEndian.Uint32(in[lastOffsetDeltaAt:])))
 	case 0, 1:
+		if end < legacyMessageMin {
+			return 0, 0, false
+		}
 	default:
 		return 0, 0, false
 	}
