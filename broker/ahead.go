@@ -49,9 +49,10 @@ import (
 // aheadTTL). The bytes held
 // by all chunks together are at most Config.ReadAheadMaxBytes: the oldest
 // chunks go first. Records are immutable once under the high watermark,
-// so a chunk answers exactly what Kafka would have answered for those
-// offsets when it was read — and a fetch the chunk cannot answer in full
-// (it asks past the chunk's end, below the high watermark) goes to Kafka.
+// and a chunk answers only a fetch whose cut ends before the chunk does
+// (where the next batch does not fit): exactly the batches Kafka answers
+// now, whatever was written since. A fetch that would take a chunk to
+// its end goes to Kafka, which may have more.
 // What may be older is the high watermark a hit reports (by at most
 // aheadTTL; never below one a fetch of the partition reported before)
 // and its log start offset, and records that
@@ -214,15 +215,18 @@ func newAheadPart() *aheadPart {
 func (c *aheadChunk) end() int64 { return c.ends[len(c.ends)-1] }
 
 // answers reports whether c holds offset and everything Kafka would
-// answer a fetch of limit bytes there: the batches from the one holding
-// offset to the chunk's end exceed limit, or the chunk ends at its high
-// watermark (Kafka had nothing more).
+// answer a fetch of limit bytes there now: the batches from the one
+// holding offset to the chunk's end exceed limit, so the cut ends before
+// the chunk does, where the next batch does not fit — exactly where
+// Kafka cuts, whatever was written since. A fetch that would take the
+// chunk to its end goes to Kafka, which may have more by now (and a
+// newer high watermark).
 func (c *aheadChunk) answers(offset int64, limit int32) bool {
-	if offset < c.from || offset >= c.ends[len(c.ends)-1] {
+	if offset < c.from || offset >= c.end() {
 		return false
 	}
 	rest := len(c.batches) - int(c.starts[firstEndAfter(c.ends, offset)])
-	return rest > int(limit) || c.ends[len(c.ends)-1] >= c.highWatermark
+	return rest > int(limit)
 }
 
 // advance records where a fetch of req's partition ended and the high

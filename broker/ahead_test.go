@@ -376,3 +376,37 @@ func TestReadAheadTwoReadersOfOnePartition(t *testing.T) {
 		t.Fatalf("%d fetches of two readers in turn: %d answered from read-ahead (%d fills)", calls, hits, st.Fills.Load())
 	}
 }
+
+// TestReadAheadTailSeesNewRecords: a chunk read at the partition's end
+// does not answer a fetch that would take it to its end once more was
+// written — Kafka has more by then, and a newer high watermark — and
+// the fetches it does answer report the newest high watermark seen.
+func TestReadAheadTailSeesNewRecords(t *testing.T) {
+	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"t": 1}})
+	produceBatches(t, e, "t", 0, 10, []int{1})
+	ahead := newTestClient(t, e, nil)
+	plain := newTestClient(t, e, func(c *Config) { c.ReadAheadBytes = 0 })
+	for offset := range int64(3) { // a fill at 1 reads to the end, 10
+		res := sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Offset: offset, MaxBytes: 1})
+		res.Release()
+	}
+	for i := 10; i < 20; i++ {
+		produceOneBatch(t, e, "t", 0, makeRecords(i, 1))
+	}
+	hits := ahead.FetchAheadStats().Hits.Load()
+	// The rest of the chunk (7 batches) fits in 8 KiB: Kafka now sends 17.
+	res := sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Offset: 3, MaxBytes: 8 << 10})
+	if res.NextOffset != 20 || res.HighWatermark != 20 {
+		t.Fatalf("at 3 after 10 more: next %d hw %d, want 20 and 20", res.NextOffset, res.HighWatermark)
+	}
+	res.Release()
+	if ahead.FetchAheadStats().Hits.Load() != hits {
+		t.Fatal("a fetch reaching the chunk's end was answered from it")
+	}
+	// Inside the chunk: answered from it, with the newest high watermark.
+	res = sameAnswer(t, ahead, plain, FetchRequest{Topic: "t", Offset: 4, MaxBytes: 1})
+	res.Release()
+	if ahead.FetchAheadStats().Hits.Load() != hits+1 {
+		t.Fatal("a 1-byte fetch inside the chunk was not answered from it")
+	}
+}
