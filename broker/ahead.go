@@ -154,6 +154,7 @@ func (a *aheadCache) eligible(req *FetchRequest, ceiling int32) bool {
 // aheadLook is what lookup decided for a fetch.
 type aheadLook struct {
 	hit  *aheadChunk // answer from it (the caller holds a ref for the answer)
+	at   int         // from this batch of hit
 	fill int32       // > 0: the caller fills, asking this much, and calls filled
 	hw   int64       // the partition's highest high watermark so far
 }
@@ -182,15 +183,16 @@ func (a *aheadCache) lookup(r route, req *FetchRequest, limit int32) aheadLook {
 	grown := int32(0) // > 0: req continues a chunk read to its end, this far
 	for i := 0; i < len(p.chunks); {
 		c := p.chunks[i]
-		switch {
-		case c.topicID != r.topicID || now.Sub(c.at) >= aheadTTL:
+		if c.topicID != r.topicID || now.Sub(c.at) >= aheadTTL {
 			a.drop(c)
 			continue
-		case c.answers(req.Offset, limit):
+		}
+		if at, ok := c.answers(req.Offset, limit); ok {
 			c.shared.refs.Add(1)
 			c.hits++
-			return aheadLook{hit: c, hw: p.hw}
-		case req.Offset == c.end() && c.hits > 0:
+			return aheadLook{hit: c, at: at, hw: p.hw}
+		}
+		if req.Offset == c.end() && c.hits > 0 {
 			// Read to its end by other fetches: read twice as far.
 			grown = max(grown, min(2*c.win, a.bytes))
 		}
@@ -214,19 +216,19 @@ func newAheadPart() *aheadPart {
 // end is the offset after c's last batch.
 func (c *aheadChunk) end() int64 { return c.ends[len(c.ends)-1] }
 
-// answers reports whether c holds offset and everything Kafka would
-// answer a fetch of limit bytes there now: the batches from the one
+// answers reports whether c holds offset, and from which batch,
+// and everything Kafka would answer a fetch of limit bytes there now: the batches from the one
 // holding offset to the chunk's end exceed limit, so the cut ends before
 // the chunk does, where the next batch does not fit — exactly where
 // Kafka cuts, whatever was written since. A fetch that would take the
 // chunk to its end goes to Kafka, which may have more by now (and a
 // newer high watermark).
-func (c *aheadChunk) answers(offset int64, limit int32) bool {
+func (c *aheadChunk) answers(offset int64, limit int32) (at int, ok bool) {
 	if offset < c.from || offset >= c.end() {
-		return false
+		return 0, false
 	}
-	rest := len(c.batches) - int(c.starts[firstEndAfter(c.ends, offset)])
-	return rest > int(limit)
+	at = firstEndAfter(c.ends, offset)
+	return at, len(c.batches)-int(c.starts[at]) > int(limit)
 }
 
 // advance records where a fetch of req's partition ended and the high
@@ -366,28 +368,17 @@ func indexBatches(in []byte) (ends []int64, starts []int32, n int) {
 }
 
 // serveChunk answers req from ch (whose buffer's ref the caller holds and
-// hands to the result): from the batch holding req.Offset, that batch
-// whole and the ones after it while they fit in req's max bytes, as Kafka
-// answers. The answer is shaped as one from Kafka would be, with the
-// high watermark at least hw.
-func (c *Client) serveChunk(ch *aheadChunk, req *FetchRequest, hw int64) (FetchResult, error) {
-	i := firstEndAfter(ch.ends, req.Offset)
-	limit := int(clampBytes(req.MaxBytes, c.cfg.MaxFetchBytes))
-	endOf := func(j int) int {
-		if j+1 < len(ch.starts) {
-			return int(ch.starts[j+1])
-		}
-		return len(ch.batches)
-	}
-	start, end := int(ch.starts[i]), endOf(i)
-	for j := i + 1; j < len(ch.starts) && endOf(j)-start <= limit; j++ {
-		end = endOf(j)
-	}
+// hands to the result): from batch at, the one holding req.Offset, that
+// batch whole and the ones after it while they fit in req's max bytes, as
+// Kafka answers (cutBatches, as for a merged answer's part). The answer
+// is shaped as one from Kafka would be, with the high watermark at least
+// hw.
+func (c *Client) serveChunk(ch *aheadChunk, at int, req *FetchRequest, hw int64) (FetchResult, error) {
 	p := kmsg.NewFetchResponseTopicPartition()
 	p.Partition, p.LogStartOffset = req.Partition, ch.lso
 	p.HighWatermark = max(ch.highWatermark, hw)
 	p.LastStableOffset = p.HighWatermark
-	p.RecordBatches = ch.batches[start:end]
+	p.RecordBatches = cutBatches(ch.batches[ch.starts[at]:], clampBytes(req.MaxBytes, c.cfg.MaxFetchBytes))
 	res, err := c.shape(&p, req)
 	if err != nil {
 		ch.shared.release()
@@ -424,7 +415,7 @@ func (c *Client) fetchAhead(ctx context.Context, r route, req *FetchRequest) (Fe
 	switch {
 	case look.hit != nil:
 		a.stats.Hits.Add(1)
-		res, err = c.serveChunk(look.hit, req, look.hw)
+		res, err = c.serveChunk(look.hit, look.at, req, look.hw)
 	case look.fill > 0:
 		res, err = c.fill(ctx, r, req, look.fill, look.hw)
 	default:
@@ -460,7 +451,7 @@ func (c *Client) fill(ctx context.Context, r route, req *FetchRequest, size int3
 		return c.fetchToBroker(ctx, r, req)
 	}
 	view.shared.refs.Add(1) // the answer's
-	out, err = c.serveChunk(view, req, hw)
+	out, err = c.serveChunk(view, firstEndAfter(view.ends, req.Offset), req, hw)
 	if err == nil && out.NextOffset < view.end() {
 		view.win = size
 		keep = view.kept()

@@ -36,11 +36,12 @@ func FuzzReadAheadCut(f *testing.F) {
 			return
 		}
 		req := &FetchRequest{Offset: offset, MaxBytes: limit, Raw: true}
-		if !view.answers(offset, clampBytes(limit, c.cfg.MaxFetchBytes)) {
+		at, ok := view.answers(offset, clampBytes(limit, c.cfg.MaxFetchBytes))
+		if !ok {
 			return
 		}
 		view.shared.refs.Add(2)
-		got, err := c.serveChunk(view, req, -1)
+		got, err := c.serveChunk(view, at, req, -1)
 		if err != nil {
 			t.Fatalf("raw cut: %v", err)
 		}
@@ -65,7 +66,7 @@ func FuzzReadAheadCut(f *testing.F) {
 			t.Fatalf("at %d, max %d: cut %d bytes next %d, want %d bytes", offset, limit, len(got.Batches), got.NextOffset, end)
 		}
 		req.Raw = false
-		if dec, err := c.serveChunk(view, req, -1); err == nil {
+		if dec, err := c.serveChunk(view, at, req, -1); err == nil {
 			for _, r := range dec.Records {
 				if r.Offset < offset {
 					t.Fatalf("decoded record %d below the offset %d", r.Offset, offset)

@@ -124,9 +124,8 @@ func (c *Client) fetchFromLeader(ctx context.Context, req *FetchRequest) (FetchR
 	return res, nil
 }
 
-// fetchOnce issues the Fetch to r's broker and shapes the answer, or
-// answers it from the read-ahead (ahead.go). A fetch that does not wait, of at most mergeMaxBytes, may merge with
-// others (fetchShort); the rest go alone (fetchAlone).
+// fetchOnce answers req from the read-ahead (ahead.go) when it may, else
+// issues the Fetch to r's broker and shapes the answer (fetchToBroker).
 func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (FetchResult, error) {
 	if c.ahead.eligible(req, c.cfg.MaxFetchBytes) {
 		return c.fetchAhead(ctx, r, req)
@@ -139,7 +138,9 @@ func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (Fet
 	return res, err
 }
 
-// fetchToBroker is fetchOnce past the read-ahead: a Kafka exchange.
+// fetchToBroker is fetchOnce past the read-ahead: a Kafka exchange. A
+// fetch that does not wait, of at most mergeMaxBytes, may merge with
+// others (fetchShort); the rest go alone (fetchAlone).
 func (c *Client) fetchToBroker(ctx context.Context, r route, req *FetchRequest) (FetchResult, error) {
 	bp, err := c.fetchPools.get(r.addr)
 	if err != nil {
