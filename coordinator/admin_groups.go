@@ -28,6 +28,7 @@ package coordinator
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,7 +242,19 @@ func timeText(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
+// msDuration is a request's *_ms as a duration, saturated at the
+// longest duration there is (and the most negative): a huge ttl_ms must
+// fail the bounds it is checked against, never wrap around to a short
+// one (a lease of 9223372036854776 ms wrapped to 192 µs, fenced its
+// partition and ended before the grant) or to a negative one.
 func msDuration(ms int64) time.Duration {
+	const limit = int64(math.MaxInt64 / time.Millisecond)
+	switch {
+	case ms > limit:
+		return math.MaxInt64
+	case ms < -limit:
+		return math.MinInt64
+	}
 	return time.Duration(ms) * time.Millisecond
 }
 

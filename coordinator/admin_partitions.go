@@ -20,7 +20,9 @@ package coordinator
 //     say). A partition someone holds is fenced first and regranted from
 //     the new offset: the holder's later commits under the old epoch are
 //     refused (409 stale_epoch), so nothing it still had in flight moves
-//     the offset again. Answers OffsetResetResponse.
+//     the offset again. Answers OffsetResetResponse. A body naming
+//     neither offset nor to ({}, null) is 400: an empty body must never
+//     rewind a group to offset 0.
 
 import (
 	"context"
@@ -111,9 +113,21 @@ func (c *Coordinator) handleAdminPartitionOffset(ctx *fasthttp.RequestCtx, param
 	if !ok {
 		return
 	}
-	var req OffsetResetRequest
-	if !decodeBody(ctx, &req, false) {
+	var body struct {
+		Offset   *int64 `json:"offset"`
+		To       string `json:"to,omitempty"`
+		Metadata string `json:"metadata,omitempty"`
+	}
+	if !decodeBody(ctx, &body, false) {
 		return
+	}
+	if body.Offset == nil && body.To == "" {
+		writeError(ctx, api.CodeBadRequest, "offset or to (earliest, latest) required")
+		return
+	}
+	req := OffsetResetRequest{To: body.To, Metadata: body.Metadata}
+	if body.Offset != nil {
+		req.Offset = *body.Offset
 	}
 	offset, ok := c.resetTarget(ctx, path, req)
 	if !ok {

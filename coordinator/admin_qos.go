@@ -10,12 +10,14 @@ package coordinator
 // sync channel and kept until now + ttl; a later PUT with the same id (by
 // default: the same selector) merges into it: the fields it sets replace
 // the earlier ones, the others stay, the ttl starts anew. Answers the
-// resulting api.QoSOverride.
+// resulting api.QoSOverride. 400 for a selector partition below 0, or an
+// id or selector field longer than qosFieldBytes.
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 
 	"github.com/valyala/fasthttp"
 
@@ -43,6 +45,10 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 		writeError(ctx, api.CodeBadRequest, "log_level must be debug, info, warn or error")
 		return
 	}
+	if msg := checkQoSNames(req); msg != "" {
+		writeError(ctx, api.CodeBadRequest, msg)
+		return
+	}
 	bps := int64(0)
 	if req.MaxBytesPerSec != nil {
 		bps = *req.MaxBytesPerSec
@@ -67,6 +73,26 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, reply.Override)
+}
+
+// qosFieldBytes bounds an override's id and each selector string: every
+// override is kept by the coordinator and every gateway until it expires.
+const qosFieldBytes = 255
+
+// checkQoSNames refuses what no capability can match (a partition below
+// 0) and names longer than qosFieldBytes; "" when req is fine.
+func checkQoSNames(req QoSRequest) string {
+	s := req.Selector
+	if s.Partition != nil && *s.Partition < 0 {
+		return fmt.Sprintf("selector.partition must be >= 0, got %d", *s.Partition)
+	}
+	for _, f := range [][2]string{{"id", req.ID}, {"selector.group", s.Group}, {"selector.topic", s.Topic},
+		{"selector.holder", s.Holder}, {"selector.jti", s.JTI}} {
+		if len(f[1]) > qosFieldBytes {
+			return fmt.Sprintf("%s longer than %d bytes", f[0], qosFieldBytes)
+		}
+	}
+	return ""
 }
 
 // selectorID is a stable id for a selector: the first 16 bytes of the

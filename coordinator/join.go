@@ -22,7 +22,6 @@ package coordinator
 
 import (
 	"errors"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -70,7 +69,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		return group.Join{
 			Ref: ref, Group: groupName, MemberID: req.MemberID, InstanceID: req.InstanceID, ClientID: req.ClientID,
 			Topics: req.Topics, TopicPattern: req.TopicPattern,
-			SessionTimeout: time.Duration(req.SessionTimeoutMs) * time.Millisecond, Assignor: req.Assignor,
+			SessionTimeout: msDuration(req.SessionTimeoutMs), Assignor: req.Assignor,
 			Credential:    group.Credential{ID: credential.ID, Issuer: credential.Issuer, Subject: credential.Subject},
 			ByMemberToken: byMember,
 		}

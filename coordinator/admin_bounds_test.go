@@ -1,0 +1,98 @@
+package coordinator_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
+)
+
+// TestHugeDurationsDoNotWrapAround sends *_ms values whose nanoseconds
+// overflow int64. Before, 9223372036854776 ms wrapped around to 192 µs: a
+// lease asking for it passed lease_ttl_max, fenced its partition (a new
+// epoch, revoking from its holder) and answered 409 — state changed by a
+// refused request; a QoS override for MaxInt64 ms answered 200 already
+// expired; a join's refusal named a session timeout of "-1ms".
+func TestHugeDurationsDoNotWrapAround(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2})
+	h := e.start(t)
+	gw := newGateway(h, "gw1")
+	gw.run(500)
+	defer gw.halt()
+	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}})
+	before := h.describe(t, "g").Partitions
+
+	for _, ms := range []int64{9223372036854776, 1<<63 - 1} {
+		h.expectError(t, "POST", "/v1/admin/groups/g/partitions/orders/1/lease", e.adminToken,
+			coordinator.LeaseRequest{Holder: "partner", TTLMs: ms}, 400, api.CodeBadRequest)
+	}
+	after := h.describe(t, "g").Partitions
+	for i := range before {
+		if before[i].Epoch != after[i].Epoch || before[i].State != after[i].State || before[i].Owner != after[i].Owner {
+			t.Errorf("a refused lease changed partition %d: %+v -> %+v", before[i].Partition, before[i], after[i])
+		}
+	}
+
+	var qos api.QoSOverride
+	h.call(t, "PUT", "/v1/admin/qos", e.adminToken, map[string]any{"selector": map[string]string{"group": "g"}, "ttl_ms": int64(1<<63 - 1)}, 200, &qos)
+	if until := time.Unix(qos.Until, 0); !until.After(time.Now().Add(24 * time.Hour)) {
+		t.Errorf("a QoS override for MaxInt64 ms lasts until %s", until)
+	}
+
+	status, b, _ := h.do(t, "POST", "/v1/groups/g/join", creds, map[string]any{"topics": []string{"orders"}, "session_timeout_ms": int64(1<<63 - 1)})
+	if status != 400 || strings.Contains(string(b), "-1ms") {
+		t.Errorf("a join with a MaxInt64 ms session timeout: %d %s", status, b)
+	}
+}
+
+// TestOffsetResetNeedsATarget: a reset names an offset or earliest /
+// latest. Before, an empty object (or null, or only metadata) rewound the
+// group's committed offset to 0.
+func TestOffsetResetNeedsATarget(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	e.fill(t, 10)
+	h := e.start(t)
+	gw := newGateway(h, "gw1")
+	gw.run(500)
+	defer gw.halt()
+	h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
+	h.call(t, "PUT", "/v1/admin/groups/g/partitions/orders/0/offset", e.adminToken, map[string]any{"offset": 7}, 200, nil)
+	for _, body := range []string{`{}`, `null`, `{"metadata":"m"}`} {
+		h.expectError(t, "PUT", "/v1/admin/groups/g/partitions/orders/0/offset", e.adminToken, body, 400, api.CodeBadRequest)
+	}
+	var offsets api.OffsetsResponse
+	h.call(t, "GET", "/v1/groups/g/offsets", e.adminToken, nil, 200, &offsets)
+	if len(offsets.Offsets) != 1 || offsets.Offsets[0].Offset != 7 {
+		t.Fatalf("committed offsets after refused resets: %+v, want orders/0 at 7", offsets.Offsets)
+	}
+	var out coordinator.OffsetResetResponse
+	h.call(t, "PUT", "/v1/admin/groups/g/partitions/orders/0/offset", e.adminToken, map[string]any{"offset": 0}, 200, &out)
+	if out.Offset != 0 {
+		t.Fatalf("explicit offset 0: %+v", out)
+	}
+}
+
+// TestQoSSelectorBounds: a selector partition below 0 matches nothing
+// and an id or selector name longer than 255 bytes is state every gateway
+// would keep: both 400.
+func TestQoSSelectorBounds(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	long := strings.Repeat("x", 256)
+	for _, body := range []map[string]any{
+		{"selector": map[string]any{"partition": -5}, "ttl_ms": 1000},
+		{"id": long, "selector": map[string]any{"group": "g"}, "ttl_ms": 1000},
+		{"selector": map[string]any{"group": long}, "ttl_ms": 1000},
+		{"selector": map[string]any{"holder": long}, "ttl_ms": 1000},
+	} {
+		h.expectError(t, "PUT", "/v1/admin/qos", e.adminToken, body, 400, api.CodeBadRequest)
+	}
+	var list coordinator.QoSListResponse
+	h.call(t, "GET", "/v1/admin/qos", e.adminToken, nil, 200, &list)
+	if len(list.Overrides) != 0 {
+		t.Fatalf("refused overrides kept: %+v", list.Overrides)
+	}
+}
