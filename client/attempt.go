@@ -35,6 +35,7 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 	case driver.KindFetch:
 		a.Fetched, err = c.fetcher.fetchFrom(ctx, s.Gateway, *s.Fetch)
 		c.logFetch(s, err)
+		c.noteFetch(s.Gateway, err)
 	}
 	a.Now = time.Now()
 	if err != nil {

@@ -103,6 +103,8 @@ type Consumer struct {
 	tr      *transport
 	fetcher *fetcher
 
+	unanswered unanswered // fetches no gateway answered (unanswered.go)
+
 	ctx    context.Context // ends at Stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

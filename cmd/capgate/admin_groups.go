@@ -57,9 +57,18 @@ ends each lease; members that come back join a new, empty group.`,
 	return cmd
 }
 
-// newAdminOffsets is `admin offsets reset GROUP TOPIC [PARTITION] --to …`.
+// newAdminOffsets is `admin offsets GROUP` (the committed offsets) and
+// `admin offsets reset GROUP TOPIC [PARTITION] --to …`.
 func newAdminOffsets(f *adminFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "offsets", Short: "Committed offsets of a group"}
+	cmd := &cobra.Command{
+		Use:   "offsets GROUP | offsets reset GROUP TOPIC [PARTITION] --to earliest|latest|OFFSET",
+		Short: "Committed offsets of a group, or reset them",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			path := "/v1/groups/" + url.PathEscape(a[0]) + "/offsets"
+			return callRender(cmd, f, http.MethodGet, path, nil, printOffsets)
+		},
+	}
 	var to, metadata string
 	reset := &cobra.Command{
 		Use:   "reset GROUP TOPIC [PARTITION] --to earliest|latest|OFFSET",
@@ -186,6 +195,18 @@ func newAdminAudit(f *adminFlags) *cobra.Command {
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many entries (default: the coordinator's, 100)")
 	cmd.Flags().Uint64Var(&before, "before", 0, "only entries older than this seq (next_before of the last page)")
 	return cmd
+}
+
+func printOffsets(w io.Writer, raw json.RawMessage) error {
+	r, err := decode[api.OffsetsResponse](raw)
+	if err != nil {
+		return err
+	}
+	rows := make([][]string, len(r.Offsets))
+	for i, o := range r.Offsets {
+		rows[i] = []string{o.Topic, strconv.Itoa(int(o.Partition)), strconv.FormatInt(o.Offset, 10), cellText(o.Metadata)}
+	}
+	return printTable(w, []string{"TOPIC", "PARTITION", "OFFSET", "METADATA"}, rows)
 }
 
 func decode[T any](raw json.RawMessage) (T, error) {

@@ -59,9 +59,10 @@ func newConsumeCmd() *cobra.Command {
 			"leaves the group cleanly (final commit, release) on Ctrl-C, after --max-records,\n" +
 			"or after --idle-exit without records. A coordinator that is briefly unreachable\n" +
 			"does not stop it; a gateway or topic that does not exist (404) does, with the\n" +
-			"partitions released. On a terminal, stderr shows records/s and the group's lag\n" +
-			"(the lag needs an admin token: --token-file, or credentials.json as\n" +
-			"--credential-file).",
+			"partitions released. A gateway that does not answer is retried (logged every\n" +
+			"10 s); --idle-exit then exits 1 with its error instead of 0. On a terminal,\n" +
+			"stderr shows records/s and the group's lag (the lag needs an admin token:\n" +
+			"--token-file, or credentials.json as --credential-file).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsume(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
@@ -195,6 +196,11 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 		case ctx.Err() != nil:
 			return nil // interrupted: Close leaves cleanly
 		case err != nil && pollCtx.Err() != nil:
+			if err := c.Unanswered(); err != nil {
+				// Not idle: no gateway answered (the SDK retries it for as
+				// long as it runs, logging it at most every 10 s).
+				return fmt.Errorf("consume: no record for --idle-exit %s, and no gateway answered: %w", f.idleExit, err)
+			}
 			return nil // idle
 		case err != nil:
 			return fmt.Errorf("consume: %w", err)

@@ -1,0 +1,78 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// unansweredLogEvery is how often at most a gateway that does not answer
+// fetches (refused connections, timeouts) is logged: every partition
+// retries it, so one line per attempt would flood the log.
+const unansweredLogEvery = 10 * time.Second
+
+// unanswered remembers fetches no gateway answered. A fetch whose
+// gateway cannot be reached is retried (failing over to the next
+// gateway, then backing off) for as long as the consumer runs, so Poll
+// waits through it; this is what tells a caller who gives up waiting
+// that it waited on an unreachable gateway, not on an idle partition.
+type unanswered struct {
+	mu     sync.Mutex
+	last   error             // the last unanswered fetch since the last answered one
+	logged map[int]time.Time // gateway index → when its failure was last logged
+	missed map[int]int       // gateway index → failures not logged since
+}
+
+// note records the outcome of one fetch from gateway i (err nil: it
+// answered) and says whether to log it now, with how many failures of
+// that gateway went unlogged before it.
+func (u *unanswered) note(i int, err error, now time.Time) (log bool, missed int) {
+	var refused *Error
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case err == nil || errors.As(err, &refused):
+		u.last = nil // a gateway answered, if only to refuse
+		return false, 0
+	case errors.Is(err, context.Canceled):
+		return false, 0
+	}
+	u.last = err
+	if u.logged == nil {
+		u.logged, u.missed = map[int]time.Time{}, map[int]int{}
+	}
+	if at, ok := u.logged[i]; ok && now.Sub(at) < unansweredLogEvery {
+		u.missed[i]++
+		return false, 0
+	}
+	missed, u.missed[i] = u.missed[i], 0
+	u.logged[i] = now
+	return true, missed
+}
+
+// Unanswered is the error of the last fetch that no gateway answered (a
+// refused connection, a timeout, an unreachable address) when no fetch
+// has been answered since, and nil otherwise. The consumer keeps
+// retrying such fetches (failing over between gateways), so Poll just
+// waits; a caller that stops waiting — an idle timeout — asks this to
+// tell "nothing to read" from "no gateway reachable". Safe for
+// concurrent use.
+func (c *Consumer) Unanswered() error {
+	c.unanswered.mu.Lock()
+	defer c.unanswered.mu.Unlock()
+	return c.unanswered.last
+}
+
+// noteFetch records a fetch's outcome and logs, at most once per
+// unansweredLogEvery and gateway, a fetch the gateway did not answer
+// (refusals are logFetch's).
+func (c *Consumer) noteFetch(gateway int, err error) {
+	log, missed := c.unanswered.note(gateway, err, time.Now())
+	if log {
+		c.log.Warn("fetch failed: the gateway did not answer; retrying", zap.String("gateway", c.fetcher.urls[gateway]),
+			zap.Int("failures_not_logged", missed), zap.Error(err))
+	}
+}

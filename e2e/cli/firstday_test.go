@@ -1,0 +1,76 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+)
+
+// TestFirstDayMistakes runs what a new user types on the first day and
+// gets wrong, against `capgate dev`: each must fail loudly (non-zero,
+// saying why) or do what its help says.
+func TestFirstDayMistakes(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, t.TempDir())
+	run(t, 20*time.Second, "a\nb\n", d.produceArgs("--partition", "2")...)
+
+	// `consume --gateways` naming an address where nothing listens,
+	// with --idle-exit: the SDK retries the fetches, so before, nothing
+	// was printed (not even at --log-level debug) and --idle-exit ended
+	// it with exit 0, as if the partitions were merely empty.
+	t.Run("consume_unreachable_gateway", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := "http://" + ln.Addr().String()
+		ln.Close()
+		args := []string{"consume", "--group", "deadgw", "--topic", "demo", "--format", "json",
+			"--credential-file", filepath.Join(d.dataDir, "credentials.json"),
+			"--coordinator", d.coordinator, "--gateways", dead, "--idle-exit", "2s"}
+		_, stderr := runFailing(t, 30*time.Second, args...)
+		if !strings.Contains(stderr, "no gateway answered") || !strings.Contains(stderr, "connection refused") ||
+			!strings.Contains(stderr, "fetch failed: the gateway did not answer") {
+			t.Fatalf("stderr does not say the gateway did not answer:\n%s", stderr)
+		}
+		if g := d.group(t, "deadgw"); len(g.Members) != 0 {
+			t.Fatalf("the failed consumer is still a member: %+v", g.Members)
+		}
+	})
+
+	// The same with a gateway that answers and nothing to read: idle,
+	// exit 0.
+	t.Run("consume_idle_exits_zero", func(t *testing.T) {
+		run(t, 30*time.Second, "", d.consumeArgs("idle", "--max-records", "2")...)
+		if out := run(t, 30*time.Second, "", d.consumeArgs("idle", "--idle-exit", "1s")...); out != "" {
+			t.Fatalf("an idle group printed %q", out)
+		}
+	})
+
+	// `admin offsets GROUP` — "Committed offsets of a group" — refused
+	// GROUP as an unknown command; nothing listed a group's committed
+	// offsets.
+	t.Run("admin_offsets_group", func(t *testing.T) {
+		var got api.OffsetsResponse
+		d.adminJSON(t, &got, "offsets", "idle")
+		found := false
+		for _, o := range got.Offsets {
+			found = found || (o.Topic == "demo" && o.Partition == 2 && o.Offset == 2)
+		}
+		if !found {
+			raw, _ := json.Marshal(got)
+			t.Fatalf("admin offsets idle: %s, want demo/2 at 2", raw)
+		}
+		table := d.adminCLI(t, "offsets", "idle", "-o", "table")
+		mustMatch(t, "admin offsets -o table", table, `(?m)^TOPIC\s+PARTITION\s+OFFSET\s+METADATA$`, `(?m)^demo\s+2\s+2\s+-$`)
+		if _, stderr := runFailing(t, 30*time.Second, d.adminArgs("offsets")...); !strings.Contains(stderr, "accepts 1 arg") {
+			t.Fatalf("admin offsets without a group: %s", stderr)
+		}
+	})
+	d.stop(true)
+}
