@@ -8,8 +8,9 @@ package kafkaproto
 //     rate answers THROTTLING_QUOTA_EXCEEDED, retriable); a
 //     client-credential connection needs a credential whose tps claim
 //     names the topic itself ("*" does not count) and that is not denied.
-//     Refused partitions answer the boundary table's error; the others
-//     are forwarded to their Kafka leaders, one request per leader,
+//     Refused partitions answer the boundary table's error without
+//     their leader being looked up (a refusal costs Kafka nothing); the
+//     others are forwarded to their Kafka leaders, one request per leader,
 //     record batches untouched, acks as the client asked.
 //   - Transactions are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
 //     a transaction spans partitions no single capability covers.
@@ -54,10 +55,13 @@ func handleProduce(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) 
 				out.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
 				continue
 			}
-			route, rcode := c.route(rt.Topic, rp.Partition)
-			if code == "" {
-				code = rcode
+			if code != "" {
+				// Refused before its leader is looked up: a refusal costs
+				// Kafka nothing, whatever topics the request makes up.
+				out.ErrorCode = partitionError(code)
+				continue
 			}
+			route, code := c.route(rt.Topic, rp.Partition)
 			if code != "" {
 				out.ErrorCode = partitionError(code)
 				continue
