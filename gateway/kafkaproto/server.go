@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/refusallog"
 )
 
 // Server is the gateway's Kafka listener. Start it once, Close it once;
@@ -22,6 +23,9 @@ type Server struct {
 	gate Gate
 	auth Authenticator
 	log  *zap.Logger
+	// refused logs connections refused at max_connections, bounded: a
+	// flood of connections must not flood the log too.
+	refused *refusallog.Log
 
 	lns   []net.Listener // one per fetch lane, lane 0 first
 	nodes []node         // the advertised brokers: Peers, or this gateway alone
@@ -69,7 +73,7 @@ func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, e
 			auth = idpAuthenticator{capgate: auth, gate: gate, verifier: v, timeout: cfg.OIDC.FetchTimeout}
 		}
 	}
-	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, refused: refusallog.New(log), conns: map[*conn]struct{}{}}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.topics = newTopicCache(gate.Broker(), topicCacheAge)
 	s.aheadBudget.Store(cfg.ReadAheadBytes)
@@ -232,7 +236,8 @@ func (s *Server) register(nc net.Conn) (*conn, bool) {
 	defer s.mu.Unlock()
 	if s.closed || len(s.conns) >= s.cfg.MaxConnections {
 		if !s.closed {
-			s.log.Warn("kafka connection refused: kafka_max_connections reached", zap.Int("max", s.cfg.MaxConnections))
+			s.refused.Refused("kafka connection", "kafka_max_connections reached",
+				zap.String("remote", nc.RemoteAddr().String()), zap.Int("max", s.cfg.MaxConnections))
 		}
 		return nil, false
 	}

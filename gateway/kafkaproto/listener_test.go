@@ -1,0 +1,130 @@
+package kafkaproto
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/internal/refusallog"
+	"github.com/capgate/capgate/ocap"
+)
+
+// The tests here run the listener alone on a loopback socket: a Gate
+// that refuses everything and an Authenticator of the test's choosing
+// stand in for the gateway. What needs a broker or a coordinator is in
+// e2e/kafkaclients.
+
+// refuseGate refuses every partition; nothing here reaches it.
+type refuseGate struct{}
+
+func (refuseGate) VerifyCapability([]byte, time.Time) (*ocap.Claims, error) {
+	return nil, errors.New("no capabilities here")
+}
+func (refuseGate) VerifyClient(string, time.Time) (*ocap.Claims, error) {
+	return nil, errors.New("no credentials here")
+}
+func (refuseGate) CheckClient(*ocap.Claims, time.Time) api.Code { return api.CodeForbidden }
+func (refuseGate) Admit(*ocap.Claims, authz.Request, time.Time) (api.Code, int64, time.Duration) {
+	return api.CodeForbidden, 0, 0
+}
+func (refuseGate) Recheck(*ocap.Claims, authz.Request, time.Time) api.Code { return api.CodeForbidden }
+func (refuseGate) Track(base context.Context, _ *ocap.Claims, _ authz.Request) (context.Context, func()) {
+	return base, func() {}
+}
+func (refuseGate) Observe(*ocap.Claims, string, api.Code, int, time.Time) {}
+func (refuseGate) Broker() *broker.Client                                 { return nil }
+
+// testConfig is a valid listener configuration on a free loopback port.
+func testConfig() Config {
+	return Config{
+		Listen: "127.0.0.1:0", FetchLanes: 1, CoordinatorURL: "http://127.0.0.1:1",
+		HeartbeatInterval: 50 * time.Millisecond, SessionTimeoutMin: time.Second, SessionTimeoutMax: time.Minute,
+		MemberSessionTimeout: 10 * time.Second, RequestTimeout: 5 * time.Second,
+		MaxRequestBytes: 1 << 20, AuthTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second,
+		WriteTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxConnections: 16, MaxMembers: 16,
+		MaxWait: time.Second, MaxFetchBytes: 1 << 20,
+	}
+}
+
+// startListener starts a listener with cfg and auth, logging to log.
+func startListener(t *testing.T, cfg Config, auth Authenticator, log *zap.Logger) *Server {
+	t.Helper()
+	s, err := New(cfg, refuseGate{}, auth, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// apiVersions sends an ApiVersions v0 on nc and reads its answer.
+func apiVersions(t *testing.T, nc net.Conn) error {
+	t.Helper()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(0)
+	if _, err := nc.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)); err != nil {
+		return err
+	}
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(nc, size[:]); err != nil {
+		return err
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err := io.ReadFull(nc, body)
+	return err
+}
+
+// TestRefusedConnectionsDoNotFloodTheLog: past kafka_max_connections
+// every new connection is closed at once, and a flood of them logs what
+// refusallog allows (a burst, then one line a second, the rest counted
+// as suppressed), not a line each.
+func TestRefusedConnectionsDoNotFloodTheLog(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	cfg := testConfig()
+	cfg.MaxConnections = 1
+	s := startListener(t, cfg, nil, zap.New(core))
+	held, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := apiVersions(t, held); err != nil { // answered: it holds the one slot
+		t.Fatal(err)
+	}
+	const flood = 100
+	start := time.Now()
+	for range flood {
+		nc, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := nc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a connection past kafka_max_connections: read %v, want it closed", err)
+		}
+		nc.Close()
+	}
+	allowed := refusallog.Burst + refusallog.PerSecond*(int(time.Since(start).Seconds())+1)
+	if n := logs.FilterMessageSnippet("kafka connection refused").Len(); n == 0 || n > allowed {
+		t.Fatalf("%d connections refused: %d log lines, want 1..%d", flood, n, allowed)
+	}
+	if err := apiVersions(t, held); err != nil {
+		t.Fatalf("the connection held throughout: %v", err)
+	}
+}
