@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Config configures the listener. The gateway builds it from its own
@@ -34,6 +35,12 @@ type Config struct {
 	// WrapListener, when set, wraps the listener: the gateway's TLS
 	// (clients then use SASL_SSL). Nil: plaintext (SASL_PLAINTEXT).
 	WrapListener func(net.Listener) net.Listener
+	// Consumers is the gateway's tls.consumers: when it asks for a
+	// client certificate (token+certificate), SASL refuses a connection
+	// without a verified one whose names it allows, before the token is
+	// looked at — the rule the HTTP record routes answer 403
+	// client_certificate_required under. The zero value asks for none.
+	Consumers tlsconf.Channel
 	// ClusterID is reported in Metadata: the gateway pool's audience, as
 	// the gateway learned it from the coordinator ("" before).
 	ClusterID func() string
@@ -150,6 +157,8 @@ func (c Config) Validate() error {
 			overlappingLanes(c.Peers, c.FetchLanes), c.FetchLanes-1)
 	case c.FetchLanes > 1 && c.Advertised != "" && port == 0:
 		return fmt.Errorf("gateway.kafka_listen: must name a port (not 0) with kafka_advertised set and kafka_fetch_lanes %d: lane j is advertised at kafka_advertised's port + j and must listen at kafka_listen's + j", c.FetchLanes)
+	case c.needsCertificate() && c.WrapListener == nil:
+		return fmt.Errorf("gateway.tls.consumers: %s needs the listener's TLS (gateway.tls.cert_file), got a plaintext Kafka listener", c.Consumers.Auth)
 	case c.MaxMembers <= 0:
 		return fmt.Errorf("gateway.kafka_max_members: must be > 0, got %d", c.MaxMembers)
 	}
@@ -184,6 +193,12 @@ func overlappingLanes(peers []string, lanes int) string {
 		}
 	}
 	return ""
+}
+
+// needsCertificate reports whether Consumers asks for a client
+// certificate (its zero value does not).
+func (c Config) needsCertificate() bool {
+	return c.Consumers.Auth != "" && c.Consumers.NeedsCertificate()
 }
 
 // portOf is the port of a validated host:port.

@@ -81,13 +81,19 @@ func apiVersions(t *testing.T, nc net.Conn) error {
 		return err
 	}
 	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := readResponse(nc)
+	return err
+}
+
+// readResponse reads one response frame's body.
+func readResponse(nc net.Conn) ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(nc, size[:]); err != nil {
-		return err
+		return nil, err
 	}
 	body := make([]byte, binary.BigEndian.Uint32(size[:]))
 	_, err := io.ReadFull(nc, body)
-	return err
+	return body, err
 }
 
 // TestRefusedConnectionsDoNotFloodTheLog: past kafka_max_connections

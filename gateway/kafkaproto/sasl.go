@@ -15,7 +15,10 @@ package kafkaproto
 //     anything else, a second SaslAuthenticate, or a SaslAuthenticate
 //     without a SaslHandshake before it, closes the connection.
 //   - A refused token answers SASL_AUTHENTICATION_FAILED (58) with a
-//     message naming the reason, then the connection is closed. An
+//     message naming the reason, then the connection is closed. So does
+//     any token when gateway.tls.consumers asks for a client certificate
+//     (token+certificate) and the connection's TLS handshake carried no
+//     verified one with an allowed name (Config.Consumers). An
 //     unknown mechanism answers UNSUPPORTED_SASL_MECHANISM (33) and closes.
 //   - KIP-368: SaslAuthenticate v1+ answers the session lifetime (until
 //     the token expires). A client may re-authenticate (SaslHandshake +
@@ -27,6 +30,7 @@ package kafkaproto
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -116,6 +120,9 @@ func handleSASLAuthenticate(c *conn, _ header, kreq kmsg.Request) (kmsg.Response
 // authenticate checks a mechanism's initial response and makes its token
 // the connection's principal.
 func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
+	if c.s.cfg.needsCertificate() && !c.s.cfg.Consumers.Allows(c.tlsState()) {
+		return nil, errors.New("client_certificate_required: this listener needs a client certificate signed by the client CA with an allowed name")
+	}
 	token, err := bearerOf(c.mechanism, msg)
 	if err != nil {
 		return nil, err
@@ -130,6 +137,16 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 	c.principal, c.sasl = p, saslDone
 	c.s.log.Debug("kafka connection authenticated", c.logFields(reauth)...)
 	return p, nil
+}
+
+// tlsState is the connection's TLS state, nil in plaintext.
+func (c *conn) tlsState() *tls.ConnectionState {
+	tc, ok := c.nc.(interface{ ConnectionState() tls.ConnectionState })
+	if !ok {
+		return nil
+	}
+	cs := tc.ConnectionState()
+	return &cs
 }
 
 // bearerOf extracts the token from a mechanism's initial response.
