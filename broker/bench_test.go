@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -186,8 +185,9 @@ func BenchmarkKgoRequestOneRecord(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	c, err := New(Config{Seeds: e.Addrs(), ClientID: "bench", MaxFetchBytes: 1 << 20, RequestTimeout: 10 * time.Second,
-		MetadataMaxAge: time.Minute, FetchConnectionsPerBroker: 1}, nil)
+	cfg := DefaultConfig()
+	cfg.Seeds, cfg.ClientID, cfg.MaxFetchBytes, cfg.FetchConnectionsPerBroker = e.Addrs(), "bench", 1<<20, 1
+	c, err := New(cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -51,14 +51,26 @@ func joinMany(b *testing.B, h *harness, creds, topic string, n, workers int) []*
 	return members
 }
 
+// newBenchEnv is newEnv without logs and without the per-credential
+// limits on joins: a benchmark joins hundreds of members, or members of
+// hundreds of groups, with one credential as fast as it can, which the
+// limits (rightly) refuse from a tenant.
+func newBenchEnv(b *testing.B, topics map[string]int32) *env {
+	e := newEnv(b, topics)
+	e.log = nopLogger()
+	e.cfg.JoinRate, e.cfg.JoinBurst = 1e6, 1e6
+	l := &e.cfg.Groups.Limits
+	l.GroupsPerCredential, l.Groups = 1<<20, 1<<20
+	return e
+}
+
 // BenchmarkHeartbeatThroughput: 1,000 members heartbeat over HTTP as fast
 // as they can (wait_ms=1: each heartbeat is held 1 ms by the machine's
 // timer). Baseline: GET /healthz at the same concurrency (HTTP only, no
 // event loop, no token check).
 func BenchmarkHeartbeatThroughput(b *testing.B) {
 	const members = 1000
-	e := newEnv(b, map[string]int32{"orders": 10})
-	e.log = nopLogger()
+	e := newBenchEnv(b, map[string]int32{"orders": 10})
 	h := e.start(b)
 	creds := h.clientCredential(b, []string{"g"}, []string{"orders"})
 	ms := joinMany(b, h, creds, "orders", members, 32)
@@ -106,8 +118,7 @@ func BenchmarkHeartbeatThroughput(b *testing.B) {
 func BenchmarkJoin(b *testing.B) {
 	measure := func(partitions int32) (time.Duration, float64) {
 		b.StopTimer()
-		e := newEnv(b, map[string]int32{"big": partitions})
-		e.log = nopLogger()
+		e := newBenchEnv(b, map[string]int32{"big": partitions})
 		e.cfg.Groups.SyncLogMax = 100000
 		h := e.start(b)
 		creds := h.clientCredential(b, []string{"g"}, []string{"big"})
@@ -162,8 +173,7 @@ func BenchmarkFencePropagation(b *testing.B) {
 
 func fencePropagation(b *testing.B, pollers int) {
 	const partitions = 64
-	e := newEnv(b, map[string]int32{"orders": partitions})
-	e.log = nopLogger()
+	e := newBenchEnv(b, map[string]int32{"orders": partitions})
 	h := e.start(b)
 	for i := range pollers {
 		gw := newGateway(h, fmt.Sprintf("gw%d", i))

@@ -30,8 +30,7 @@ import (
 // (which must be > 0: a watcher that saw nothing proves nothing).
 func BenchmarkHeartbeatConsoleWatching(b *testing.B) {
 	const members, phase = 1000, 500 * time.Millisecond
-	e := newEnv(b, map[string]int32{"orders": 10})
-	e.log = nopLogger()
+	e := newBenchEnv(b, map[string]int32{"orders": 10})
 	h := e.start(b)
 	creds := h.clientCredential(b, []string{"g"}, []string{"orders"})
 	ms := joinMany(b, h, creds, "orders", members, 32)

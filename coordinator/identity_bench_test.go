@@ -24,8 +24,7 @@ import (
 // verification alone: identity.Verifier (RS256, ES256, EdDSA) against
 // ocap.Verifier (EdDSA) without cache.
 func BenchmarkJoinIdPVsCredential(b *testing.B) {
-	e := newEnv(b, map[string]int32{"orders": 1})
-	e.log = nopLogger()
+	e := newBenchEnv(b, map[string]int32{"orders": 1})
 	idp := idptest.New(b, "RS256")
 	e.cfg.OIDC.Issuers = []identity.IssuerConfig{{Issuer: idp.URL, CAFile: idp.CAFile, Audiences: []string{"capgate"},
 		Rules: []identity.Rule{{Claim: "groups", Value: "kafka", Groups: []string{"*"}, Topics: []string{"orders"}}}}}

@@ -23,7 +23,7 @@ import (
 // uses), at the same concurrency, in one run, and log the ratios.
 
 func newBenchHarness(b *testing.B) *harness {
-	h := newHarnessWith(b, harnessOptions{log: zap.NewNop(), edit: func(c *Config) { c.SyncWait, c.SyncTimeout = time.Second, 30*time.Second }})
+	h := newHarnessWith(b, harnessOptions{log: zap.NewNop(), edit: func(c *Config) { c.SyncWait, c.SyncTimeout = time.Second, 10*time.Second }})
 	h.waitReady()
 	return h
 }
