@@ -53,6 +53,9 @@ func (g *Gateway) parseFetchQuery(args *fasthttp.Args) (fetchQuery, string) {
 			if i == 0 {
 				return q, "offset must be a non-negative decimal integer, earliest or latest"
 			}
+			if i == 1 {
+				return q, "max_bytes must be a positive decimal integer"
+			}
 			return q, string(key) + " must be a non-negative decimal integer"
 		}
 		switch i {
@@ -60,7 +63,7 @@ func (g *Gateway) parseFetchQuery(args *fasthttp.Args) (fetchQuery, string) {
 			q.offset = n
 		case 1:
 			if n == 0 {
-				return q, "max_bytes must be > 0"
+				return q, "max_bytes must be a positive decimal integer"
 			}
 			q.maxBytes = int32(min(n, int64(g.cfg.MaxFetchBytes)))
 		case 2:
