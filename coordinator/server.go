@@ -76,13 +76,15 @@ func (c *Coordinator) serveError(ctx *fasthttp.RequestCtx, err error) {
 func writeHTTPError(ctx *fasthttp.RequestCtx, err error, cfg Config) bool {
 	var small *fasthttp.ErrSmallBuffer
 	var netErr net.Error
-	switch {
-	case errors.As(err, &netErr) && netErr.Timeout():
+	if errors.As(err, &netErr) && netErr.Timeout() {
 		// No whole request within read_timeout (an idle pre-dialed
 		// connection, or slow headers): close without an answer, which a
 		// client would take for the response to a request it never sent.
 		ctx.Conn().Close()
 		return false
+	}
+	lingerOnClose(ctx) // the rest of the request is still coming (linger.go)
+	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		writeError(ctx, api.CodeBodyTooLarge, fmt.Sprintf("request body larger than %d bytes", cfg.MaxBodyBytes))
 	case errors.As(err, &small):
