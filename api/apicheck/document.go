@@ -90,6 +90,14 @@ func Operations(doc *openapi3.T) (map[string]Operation, error) {
 	return out, nil
 }
 
+// EveryOperationCodes are the common errors every operation documents
+// itself: they answer a request that reached the operation (its path and
+// method) but was too large, so a validator that reads only the
+// operation's responses knows them too. The others of
+// x-capgate-common-errors answer requests that reach no operation (no
+// route, another method, malformed HTTP).
+var EveryOperationCodes = []string{string(api.CodeBodyTooLarge), string(api.CodeHeadersTooLarge)}
+
 // CommonErrors is the document's x-capgate-common-errors of server.
 func CommonErrors(doc *openapi3.T, server string) ([]string, error) {
 	var all map[string][]string
