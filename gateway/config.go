@@ -199,7 +199,13 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.KafkaListen != "" {
-		if err := c.kafkaConfig().Validate(); err != nil {
+		kc := c.kafkaConfig()
+		if c.TLS.Enabled() {
+			// New wraps the listener in the server's TLS; stand in for it
+			// here, so tls.consumers' certificate rule validates.
+			kc.WrapListener = func(ln net.Listener) net.Listener { return ln }
+		}
+		if err := kc.Validate(); err != nil {
 			return err
 		}
 	}
