@@ -56,6 +56,10 @@ func partitionError(code api.Code) int16 {
 //	offset_regression       INVALID_COMMIT_OFFSET_SIZE (28): capgate never moves a committed offset back
 //	                        (Kafka would); the client sees its rewind refused rather than lost
 //	retriable codes         COORDINATOR_NOT_AVAILABLE (15)                           the client retries
+//
+// The connection's own client credential denied or expired
+// (conn.checkClient) is final: GROUP_AUTHORIZATION_FAILED on group APIs,
+// TOPIC_AUTHORIZATION_FAILED on Produce and ListOffsets.
 func commitError(code api.Code, kip848 bool) int16 {
 	switch code {
 	case "":

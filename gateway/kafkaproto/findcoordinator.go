@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capgate/capgate/api"
 )
 
 func handleFindCoordinator(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
@@ -49,17 +51,36 @@ func handleFindCoordinator(c *conn, _ header, kreq kmsg.Request) (kmsg.Response,
 }
 
 // groupAllowed is 0 when this connection may take part in group: a
-// client credential allowing it, still valid; else the Kafka error.
+// client credential allowing it, still valid; else the Kafka error:
+// COORDINATOR_NOT_AVAILABLE while the gateway cannot vouch for its view
+// (capgate's retriable codes: the client retries), and
+// GROUP_AUTHORIZATION_FAILED for a credential denied, expired or not
+// allowing the group — final, as Kafka answers a principal without the
+// ACL; a retriable answer would have the client retry for ever.
 func (c *conn) groupAllowed(group string, now time.Time) int16 {
 	p := c.principal
 	if p.capability() || !p.Claims.AllowsGroup(group) {
 		return kerr.GroupAuthorizationFailed.Code
 	}
-	if code := c.s.gate.CheckClient(p.Claims, now); code != "" {
-		if api := partitionErrors[code]; api != nil && api.Retriable {
+	if code := c.checkClient(now); code != "" {
+		if api.IsRetriable(code) {
 			return kerr.CoordinatorNotAvailable.Code
 		}
 		return kerr.GroupAuthorizationFailed.Code
 	}
 	return 0
+}
+
+// checkClient decides whether the connection's client credential is
+// still good now: "" when it is, a retriable code while the gateway
+// cannot vouch for its view, else forbidden (denied, expired). A
+// credential's refusal is final, as Kafka's for a principal without the
+// ACL: answered as a retriable error (NOT_LEADER_OR_FOLLOWER for a
+// partition) it would have the client retry for ever.
+func (c *conn) checkClient(now time.Time) api.Code {
+	code := c.s.gate.CheckClient(c.principal.Claims, now)
+	if code == "" || api.IsRetriable(code) {
+		return code
+	}
+	return api.CodeForbidden
 }

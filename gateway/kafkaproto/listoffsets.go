@@ -86,7 +86,7 @@ func (c *conn) admitList(topic string, partition int32, now time.Time) api.Code 
 	if !c.principal.Claims.AllowsTopic(topic) {
 		return api.CodeForbidden
 	}
-	return c.s.gate.CheckClient(c.principal.Claims, now)
+	return c.checkClient(now)
 }
 
 func findListed(resp *kmsg.ListOffsetsResponse, topic string, partition int32) *kmsg.ListOffsetsResponseTopicPartition {

@@ -87,7 +87,7 @@ func (c *conn) admitProduce(topic string, partition int32, size int, now time.Ti
 		if !namesTopic(c.principal.Claims, topic) {
 			return api.CodeForbidden
 		}
-		return c.s.gate.CheckClient(c.principal.Claims, now)
+		return c.checkClient(now)
 	}
 	a := c.admit(topic, partition, ocap.OpProduce, -1, now)
 	switch {
