@@ -15,7 +15,8 @@ package kafkaproto
 //   - Transactions are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
 //     a transaction spans partitions no single capability covers.
 //     Idempotent producers work: InitProducerId without a transactional
-//     id is forwarded to Kafka, for principals that may produce at all.
+//     id is forwarded to Kafka, for principals that may produce at all
+//     now (a denied, fenced or expired one: CLUSTER_AUTHORIZATION_FAILED).
 //   - acks=0 gets no answer, as from Kafka.
 
 import (
@@ -193,12 +194,15 @@ func handleInitProducerID(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, 
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	switch {
-	case req.TransactionalID != nil:
+	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp, nil
-	case !c.mayProduce():
+	}
+	if code := c.mayProduce(time.Now()); code != "" {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		if api.IsRetriable(code) {
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		}
 		return resp, nil
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
@@ -215,11 +219,21 @@ func handleInitProducerID(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, 
 	return resp, nil
 }
 
-// mayProduce reports whether the principal may produce anywhere.
-func (c *conn) mayProduce() bool {
+// mayProduce decides whether the principal may produce anywhere now
+// ("" when it may): a capability with the produce op, admitted for its
+// own partition (not denied, fenced or expired), or a client credential
+// naming topics and still good. A principal that may not gets no
+// producer id from Kafka.
+func (c *conn) mayProduce(now time.Time) api.Code {
 	p := c.principal.Claims
 	if c.principal.capability() {
-		return p.Ops.Has(ocap.OpProduce)
+		if !p.Ops.Has(ocap.OpProduce) {
+			return api.CodeForbidden
+		}
+		return c.admit(p.Topic, p.PartitionNumber(), ocap.OpProduce, -1, now).code
 	}
-	return len(p.Topics) > 0 && !slices.Equal(p.Topics, []string{"*"})
+	if len(p.Topics) == 0 || slices.Equal(p.Topics, []string{"*"}) {
+		return api.CodeForbidden
+	}
+	return c.checkClient(now)
 }
