@@ -22,8 +22,8 @@ import (
 // principal whose ACL was removed — never COORDINATOR_NOT_AVAILABLE,
 // which a client retries for ever: a kgo group consumer using it stops
 // with that error instead of spinning silently; its Produce and
-// ListOffsets answer TOPIC_AUTHORIZATION_FAILED, and Kafka hands it no
-// producer id (CLUSTER_AUTHORIZATION_FAILED).
+// ListOffsets answer TOPIC_AUTHORIZATION_FAILED, Metadata shows it no
+// topic, and Kafka hands it no producer id (CLUSTER_AUTHORIZATION_FAILED).
 func TestDeniedCredentialIsRefusedNotRetried(t *testing.T) {
 	s := Start(t, Options{Partitions: 2})
 	var minted coordinator.ClientResponse
@@ -61,6 +61,16 @@ func TestDeniedCredentialIsRefusedNotRetried(t *testing.T) {
 	produce.Topics = []kmsg.ProduceRequestTopic{produceTopic("orders", 0)}
 	if code := probe.roundTrip(produce).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("Produce with a denied credential: error %d, want TOPIC_AUTHORIZATION_FAILED", code)
+	}
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.SetVersion(12)
+	meta.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("orders")}}
+	if mt := probe.roundTrip(meta).(*kmsg.MetadataResponse).Topics; len(mt) != 1 || mt[0].ErrorCode != kerr.TopicAuthorizationFailed.Code || len(mt[0].Partitions) != 0 {
+		t.Fatalf("Metadata of its topic with a denied credential: %+v, want TOPIC_AUTHORIZATION_FAILED", mt)
+	}
+	meta.Topics = nil // all
+	if mt := probe.roundTrip(meta).(*kmsg.MetadataResponse).Topics; len(mt) != 0 {
+		t.Fatalf("Metadata of all topics with a denied credential: %d topics, want none", len(mt))
 	}
 	if code := probe.roundTrip(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse).ErrorCode; code != kerr.ClusterAuthorizationFailed.Code {
 		t.Fatalf("InitProducerId with a denied credential: error %d, want CLUSTER_AUTHORIZATION_FAILED", code)

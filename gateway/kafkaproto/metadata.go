@@ -23,7 +23,8 @@ package kafkaproto
 //     not the connection (admit.go), so lanes change nothing about who
 //     may read.
 //   - Topics: a capability sees its own topic; a client credential the
-//     non-internal topics its tps claim allows. Others answer
+//     non-internal topics its tps claim allows, none once it is denied or
+//     expired. Others answer
 //     TOPIC_AUTHORIZATION_FAILED when named, and are left out when all
 //     topics are asked for. Topics are never auto-created.
 //   - Leader epochs are -1 (unknown), replicas and ISR the leader alone;
@@ -31,9 +32,12 @@ package kafkaproto
 
 import (
 	"hash/fnv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capgate/capgate/api"
 )
 
 func handleMetadata(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
@@ -53,9 +57,12 @@ func handleMetadata(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error)
 	if err != nil {
 		topics = nil // answer every named topic LEADER_NOT_AVAILABLE below
 	}
+	// A denied or expired credential sees no topic (its SASL session
+	// lives on, its rights do not).
+	refused := !c.principal.capability() && c.checkClient(time.Now()) == api.CodeForbidden
 	if req.Topics == nil {
 		for name, ti := range topics {
-			if c.sees(name, ti) {
+			if !refused && c.sees(name, ti) {
 				resp.Topics = append(resp.Topics, c.metadataTopic(name, ti))
 			}
 		}
@@ -68,17 +75,19 @@ func handleMetadata(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error)
 		} else {
 			name = byID[rt.TopicID]
 		}
-		resp.Topics = append(resp.Topics, c.namedTopic(name, rt.TopicID, topics, err != nil))
+		resp.Topics = append(resp.Topics, c.namedTopic(name, rt.TopicID, topics, err != nil, refused))
 	}
 	return resp, nil
 }
 
 // namedTopic answers one topic the request named.
-func (c *conn) namedTopic(name string, id [16]byte, topics map[string]topicInfo, unavailable bool) kmsg.MetadataResponseTopic {
+func (c *conn) namedTopic(name string, id [16]byte, topics map[string]topicInfo, unavailable, refused bool) kmsg.MetadataResponseTopic {
 	ti, known := topics[name]
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic, t.TopicID = kmsg.StringPtr(name), id
 	switch {
+	case refused:
+		t.ErrorCode = kerr.TopicAuthorizationFailed.Code
 	case unavailable:
 		t.ErrorCode = kerr.LeaderNotAvailable.Code
 	case !c.sees(name, ti):
@@ -107,7 +116,7 @@ func (c *conn) metadataTopic(name string, ti topicInfo) kmsg.MetadataResponseTop
 	return t
 }
 
-// sees reports whether the principal may see topic.
+// sees reports whether the principal's claims let it see topic.
 func (c *conn) sees(topic string, ti topicInfo) bool {
 	p := c.principal
 	if p.capability() {
