@@ -2,6 +2,7 @@ package kafkaproto
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -132,5 +133,108 @@ func TestRefusedConnectionsDoNotFloodTheLog(t *testing.T) {
 	}
 	if err := apiVersions(t, held); err != nil {
 		t.Fatalf("the connection held throughout: %v", err)
+	}
+}
+
+// tokenTable authenticates the tokens it lists, each as its claims.
+type tokenTable map[string]*ocap.Claims
+
+func (tt tokenTable) Authenticate(token string, now time.Time) (*Principal, error) {
+	c, ok := tt[token]
+	if !ok {
+		return nil, ocap.ErrBadType
+	}
+	return &Principal{Claims: c, Token: token, Expires: now.Add(time.Hour)}, nil
+}
+
+// mintCapabilities mints a capability for each orders partition and
+// lists them in a tokenTable (the listener's view of verified tokens).
+func mintCapabilities(t *testing.T, partitions ...int32) (tokenTable, []string) {
+	t.Helper()
+	now := time.Now()
+	ring, err := ocap.NewKeyRing(rand.Reader, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ocap.NewMinter(ocap.VerifierConfig{Issuer: "test", Audience: "test", MaxLease: time.Hour}, ring, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := tokenTable{}
+	var tokens []string
+	for _, p := range partitions {
+		token, claims, err := m.Mint(ocap.KindCapability, ocap.Claims{Subject: "holder", Topic: "orders", Partition: &p, Ops: ocap.Ops(ocap.OpFetch)}, now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table[token] = claims
+		tokens = append(tokens, token)
+	}
+	return table, tokens
+}
+
+// saslV1 runs SaslHandshake v1 and SaslAuthenticate (PLAIN, token): the
+// SASL error.
+func saslV1(t *testing.T, r *testConn, token string) int16 {
+	t.Helper()
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = "PLAIN"
+	if resp, err := r.roundTrip(hs); err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+		t.Fatalf("handshake: %v %+v", err, resp)
+	}
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.SetVersion(2)
+	auth.SASLAuthBytes = []byte("\x00user\x00" + token)
+	resp, err := r.roundTrip(auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.SASLAuthenticateResponse).ErrorCode
+}
+
+// TestReauthenticationKeepsTheIdentity: a connection re-authenticates
+// (KIP-368) only as the identity it authenticated as — also through a
+// SaslHandshake v0 and its raw token frame, the older way to send it.
+// Another partition's capability closes the connection unanswered.
+func TestReauthenticationKeepsTheIdentity(t *testing.T) {
+	table, tokens := mintCapabilities(t, 1, 1, 2)
+	s := startListener(t, testConfig(), table, nil)
+	for _, tc := range []struct {
+		name  string
+		token string
+		same  bool
+	}{{"a renewed capability of the same partition", tokens[1], true}, {"another partition's capability", tokens[2], false}} {
+		nc, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		r := &testConn{t: t, nc: nc}
+		if code := saslV1(t, r, tokens[0]); code != 0 {
+			t.Fatalf("authenticate: %d", code)
+		}
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.SetVersion(0)
+		hs.Mechanism = "PLAIN"
+		if resp, err := r.roundTrip(hs); err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+			t.Fatalf("re-authentication handshake v0: %v %+v", err, resp)
+		}
+		raw := []byte("\x00user\x00" + tc.token)
+		nc.Write(binary.BigEndian.AppendUint32(nil, uint32(len(raw))))
+		nc.Write(raw)
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		answer, err := readResponse(nc) // v0 success: an empty frame
+		switch {
+		case tc.same && (err != nil || len(answer) != 0):
+			t.Fatalf("%s through v0: %v, %d bytes; want re-authenticated (an empty frame)", tc.name, err, len(answer))
+		case !tc.same && err == nil:
+			t.Fatalf("%s through v0: answered %d bytes; want the connection closed", tc.name, len(answer))
+		}
+		if tc.same {
+			if _, err := r.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
+				t.Fatalf("after re-authenticating: %v", err)
+			}
+		}
 	}
 }

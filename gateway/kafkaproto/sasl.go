@@ -22,9 +22,10 @@ package kafkaproto
 //     unknown mechanism answers UNSUPPORTED_SASL_MECHANISM (33) and closes.
 //   - KIP-368: SaslAuthenticate v1+ answers the session lifetime (until
 //     the token expires). A client may re-authenticate (SaslHandshake +
-//     SaslAuthenticate) on the open connection with a token of the same
-//     identity (kind, subject, and for a capability its partition); one
-//     of another identity closes the connection. A request that arrives
+//     SaslAuthenticate, or a raw frame after SaslHandshake v0) on the
+//     open connection with a token of the same identity (kind, subject,
+//     and for a capability its partition); one of another identity
+//     closes the connection. A request that arrives
 //     after the session ended, other than that re-authentication, closes
 //     the connection, as a Kafka broker does.
 
@@ -90,7 +91,7 @@ func (c *conn) rawAuthenticate() error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.authenticate(body, false); err != nil {
+	if _, err := c.authenticate(body, c.sasl == saslReauth); err != nil {
 		return err
 	}
 	return c.writeRaw([]byte{0, 0, 0, 0})
