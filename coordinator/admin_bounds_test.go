@@ -96,3 +96,39 @@ func TestQoSSelectorBounds(t *testing.T) {
 		t.Fatalf("refused overrides kept: %+v", list.Overrides)
 	}
 }
+
+// TestTokenAnswersAreNotStored: every API answer carrying a bearer token
+// (a join's member token and capabilities, a client credential, a shared
+// grant) says Cache-Control: no-store, as the OAuth token endpoint's
+// does; before, only that endpoint's did.
+func TestTokenAnswersAreNotStored(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	for _, c := range []struct {
+		path, token string
+		body        any
+	}{
+		{"/v1/admin/clients", e.adminToken, coordinator.ClientRequest{Name: "svc", Groups: []string{"g"}, TTLMs: 60000}},
+		{"/v1/admin/capabilities", e.adminToken, map[string]any{"topic": "orders", "partition": 0, "ttl_ms": 60000, "holder": "h"}},
+		{"/v1/groups/g/join", creds, api.JoinRequest{Topics: []string{"orders"}}},
+	} {
+		status, b, header := h.do(t, "POST", c.path, c.token, c.body)
+		if status != 200 || header.Get("Cache-Control") != "no-store" {
+			t.Errorf("POST %s: %d, Cache-Control %q: %.100s", c.path, status, header.Get("Cache-Control"), b)
+		}
+	}
+}
+
+// TestWrongAdminTokenIsRefusedNotMissing: a wrong admin token is told
+// apart from none — the answer said "admin token required" to a caller
+// who had sent one.
+func TestWrongAdminTokenIsRefusedNotMissing(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	_, none, _ := h.do(t, "GET", "/v1/admin/groups", "", nil)
+	_, wrong, _ := h.do(t, "GET", "/v1/admin/groups", "not-the-token", nil)
+	if !strings.Contains(string(none), "admin token required") || !strings.Contains(string(wrong), "admin token refused") {
+		t.Fatalf("no token: %s; a wrong one: %s", none, wrong)
+	}
+}

@@ -61,8 +61,19 @@ func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
 		name = c.console.Serve(ctx)
 	} else {
 		name = c.routes.dispatch(ctx)
+		noStore(ctx)
 	}
 	c.metrics.observe(name, ctx)
+}
+
+// noStore marks the answers of the API routes (/v1/…) Cache-Control:
+// no-store, as RFC 6749 asks of the token endpoint's: joins, grants,
+// leases, attenuations, client credentials and OAuth client secrets are
+// bearer tokens, which no shared or browser cache may keep.
+func noStore(ctx *fasthttp.RequestCtx) {
+	if bytes.HasPrefix(ctx.Path(), []byte("/v1/")) {
+		ctx.Response.Header.Set("Cache-Control", "no-store")
+	}
 }
 
 func (c *Coordinator) serveError(ctx *fasthttp.RequestCtx, err error) {

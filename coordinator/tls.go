@@ -65,12 +65,12 @@ func (c *Coordinator) channelAuth(ctx *fasthttp.RequestCtx, ch tlsconf.Channel, 
 		return false
 	}
 	if ch.NeedsToken() && !tokens.matches(bearer(ctx)) {
-		reason := "not a known " + what + " token"
+		reason, answer := "not a known "+what+" token", what+" token refused: not a known "+what+" token"
 		if bearer(ctx) == nil {
-			reason = "no bearer token"
+			reason, answer = "no bearer token", what+" token required"
 		}
 		c.refusedChannel(ctx, what, reason)
-		writeError(ctx, api.CodeUnauthorized, what+" token required")
+		writeError(ctx, api.CodeUnauthorized, answer)
 		return false
 	}
 	return true
