@@ -15,13 +15,16 @@ package coordinator
 // minted twice for one epoch. A denied credential (or a member token of a
 // member whose credential was denied) gets 409 capability_revoked. The
 // answer is api.JoinResponse with a member token (sub = member id, grp =
-// group, ttl member_token_ttl) and the grants the member may use at once;
+// group, ttl member_token_ttl — on a rejoin with the member token, no
+// later than the presenting token, so no member outlives its credential
+// by more than member_token_ttl) and the grants the member may use at once;
 // partitions still held by others arrive later in heartbeats. Unlike
 // Kafka there is no join barrier: the answer comes at once. A listed topic
 // Kafka does not have is 404 not_found (join_topics.go).
 
 import (
 	"errors"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -61,6 +64,10 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !c.knownTopics(ctx, req.Topics) {
 		return
 	}
+	memberTTL, ok := c.memberTokenTTL(ctx, credential, byMember)
+	if !ok {
+		return
+	}
 	weight := len(req.Topics)
 	if req.TopicPattern != "" {
 		weight = c.cfg.Groups.Limits.TopicsPerMember // may match any number: persist alone
@@ -79,7 +86,26 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	c.answerJoin(ctx, reply)
+	c.answerJoin(ctx, reply, memberTTL)
+}
+
+// memberTokenTTL is the lifetime of the member token a join answers:
+// member_token_ttl, but a rejoin with the member's own token gets a token
+// that expires no later than that one. Before, each such rejoin answered a
+// fresh member_token_ttl, so a member outlived its client credential's
+// (or IdP token's) expiry for ever by rejoining with its member token. A
+// member token with less than a second left is refused (401
+// token_expired): join with the credential.
+func (c *Coordinator) memberTokenTTL(ctx *fasthttp.RequestCtx, bearer *ocap.Claims, byMember bool) (time.Duration, bool) {
+	if !byMember {
+		return c.cfg.MemberTokenTTL, true
+	}
+	left := time.Unix(int64(bearer.ExpiresAt), 0).Sub(c.now())
+	if left < time.Second {
+		writeError(ctx, api.CodeTokenExpired, "member token expires within a second: join with the client credential")
+		return 0, false
+	}
+	return min(left, c.cfg.MemberTokenTTL), true
 }
 
 // joinBearer verifies the join's bearer: a client credential, or else a
@@ -151,9 +177,9 @@ func checkJoinSyntax(ctx *fasthttp.RequestCtx, req api.JoinRequest) bool {
 	return true
 }
 
-func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply) {
+func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration) {
 	token, _, err := c.keys.minter.Mint(ocap.KindMember, ocap.Claims{Subject: reply.MemberID, Group: reply.Group},
-		c.now(), c.cfg.MemberTokenTTL)
+		c.now(), memberTTL)
 	if err != nil {
 		writeError(ctx, api.CodeInternal, "mint member token")
 		return
