@@ -285,15 +285,13 @@ func (c *Coordinator) URL() string {
 	return "http://" + c.Addr().String()
 }
 
-// listener is what the HTTP server accepts on: c.ln, its connections
-// closed with a linger after an unreadable request (linger.go), wrapped
-// in TLS when it is configured.
+// listener is what the HTTP server accepts on: c.ln, wrapped in TLS
+// when it is configured.
 func (c *Coordinator) listener() net.Listener {
-	ln := lingering(c.ln)
 	if c.tls != nil {
-		return c.tls.Listener(ln)
+		return c.tls.Listener(c.ln)
 	}
-	return ln
+	return c.ln
 }
 
 // Run serves until ctx is done or Close is called, then shuts down

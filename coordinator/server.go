@@ -14,6 +14,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/internal/linger"
 )
 
 // newServer builds the fasthttp server with the configured limits. Errors
@@ -94,7 +95,7 @@ func writeHTTPError(ctx *fasthttp.RequestCtx, err error, cfg Config) bool {
 		ctx.Conn().Close()
 		return false
 	}
-	lingerOnClose(ctx) // the rest of the request is still coming (linger.go)
+	linger.OnClose(ctx) // the rest of the request is still coming (internal/linger)
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		writeError(ctx, api.CodeBodyTooLarge, fmt.Sprintf("request body larger than %d bytes", cfg.MaxBodyBytes))

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/linger"
 )
 
 // route is one method and path of the gateway. The names are the
@@ -176,6 +177,7 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 		g.metrics.rejected(code)
 		return
 	}
+	linger.OnClose(ctx) // the rest of the request is still coming (internal/linger)
 	writeError(ctx, code, message, nil)
 	g.metrics.rejected(code)
 }
