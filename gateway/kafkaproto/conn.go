@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -127,6 +128,10 @@ func (c *conn) read() (header, kmsg.Request, error) {
 	return parseRequest(body)
 }
 
+// frameChunk is the buffer a request frame is first read into, grown
+// (doubling) only as its bytes arrive.
+const frameChunk = 64 << 10
+
 // readFrame reads one size-prefixed frame of [least, limit] bytes. Before
 // SASL completed the whole exchange must fit auth_timeout; after it, the
 // connection may idle idle_timeout between requests; a frame, once its
@@ -149,9 +154,30 @@ func (c *conn) readFrame(limit, least int32) ([]byte, error) {
 	if !c.authenticated() && authDeadline.Before(bodyDeadline) {
 		bodyDeadline = authDeadline
 	}
-	body := make([]byte, n)
-	if err := c.readFull(body, bodyDeadline); err != nil {
+	return c.readBody(int(n), bodyDeadline)
+}
+
+// readBody reads a frame body of n bytes into a buffer that grows as
+// they arrive (frameChunk first, then doubling): the size a client
+// announces is not memory set aside, so announcing max_request_bytes on
+// every connection and sending nothing costs the gateway nothing.
+func (c *conn) readBody(n int, deadline time.Time) ([]byte, error) {
+	if err := c.nc.SetReadDeadline(deadline); err != nil {
 		return nil, err
+	}
+	body := make([]byte, 0, min(n, frameChunk))
+	for len(body) < n {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, min(n-len(body), len(body)))
+		}
+		m, err := c.nc.Read(body[len(body):min(cap(body), n)])
+		body = body[:len(body)+m]
+		if err != nil && len(body) < n {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return body, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,6 +194,21 @@ func saslV1(t *testing.T, r *testConn, token string) int16 {
 	return resp.(*kmsg.SASLAuthenticateResponse).ErrorCode
 }
 
+// dialAuthenticated connects to s and authenticates with token.
+func dialAuthenticated(t *testing.T, s *Server, token string) *testConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	r := &testConn{t: t, nc: nc}
+	if code := saslV1(t, r, token); code != 0 {
+		t.Fatalf("authenticate: %d", code)
+	}
+	return r
+}
+
 // TestReauthenticationKeepsTheIdentity: a connection re-authenticates
 // (KIP-368) only as the identity it authenticated as — also through a
 // SaslHandshake v0 and its raw token frame, the older way to send it.
@@ -205,15 +221,8 @@ func TestReauthenticationKeepsTheIdentity(t *testing.T) {
 		token string
 		same  bool
 	}{{"a renewed capability of the same partition", tokens[1], true}, {"another partition's capability", tokens[2], false}} {
-		nc, err := net.Dial("tcp", s.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		r := &testConn{t: t, nc: nc}
-		if code := saslV1(t, r, tokens[0]); code != 0 {
-			t.Fatalf("authenticate: %d", code)
-		}
+		r := dialAuthenticated(t, s, tokens[0])
+		nc := r.nc
 		hs := kmsg.NewPtrSASLHandshakeRequest()
 		hs.SetVersion(0)
 		hs.Mechanism = "PLAIN"
@@ -236,5 +245,63 @@ func TestReauthenticationKeepsTheIdentity(t *testing.T) {
 				t.Fatalf("after re-authenticating: %v", err)
 			}
 		}
+	}
+}
+
+// readSizes wraps a listener's connections to report the size of every
+// buffer the server reads into.
+type readSizes struct {
+	net.Listener
+	sizes chan int
+}
+
+func (l readSizes) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	return sizedConn{nc, l.sizes}, err
+}
+
+type sizedConn struct {
+	net.Conn
+	sizes chan int
+}
+
+func (c sizedConn) Read(p []byte) (int, error) {
+	select {
+	case c.sizes <- len(p):
+	default:
+	}
+	return c.Conn.Read(p)
+}
+
+// TestAnnouncedFrameSizeCostsNothing: the size a request frame announces
+// is not memory the listener sets aside — a client that announces the
+// largest frame allowed and sends nothing more (on every connection it
+// may open) makes the listener read into a buffer of what a request
+// usually is, grown only as the bytes arrive.
+func TestAnnouncedFrameSizeCostsNothing(t *testing.T) {
+	table, tokens := mintCapabilities(t, 1)
+	sizes := make(chan int, 1024)
+	cfg := testConfig()
+	cfg.MaxRequestBytes = 8 << 20
+	cfg.WrapListener = func(ln net.Listener) net.Listener { return readSizes{ln, sizes} }
+	s := startListener(t, cfg, table, nil)
+	nc := dialAuthenticated(t, s, tokens[0]).nc
+	for len(sizes) > 0 {
+		<-sizes
+	}
+	nc.Write(binary.BigEndian.AppendUint32(nil, 8<<20)) // 8 MiB announced, nothing sent
+	got := <-sizes
+	for got == 4 { // the size prefix's read
+		got = <-sizes
+	}
+	if got > frameChunk {
+		t.Fatalf("an 8 MiB frame announced, none of it sent: the listener reads into a %d-byte buffer, want at most %d", got, frameChunk)
+	}
+	// A frame larger than a chunk is still read whole as it arrives.
+	r := dialAuthenticated(t, s, tokens[0])
+	big := kmsg.NewPtrApiVersionsRequest() // 5 chunks
+	big.ClientSoftwareName = strings.Repeat("x", 5*frameChunk)
+	if _, err := r.roundTrip(big); err != nil {
+		t.Fatalf("an ApiVersions request of %d bytes: %v", len(big.ClientSoftwareName), err)
 	}
 }
