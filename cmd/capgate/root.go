@@ -16,8 +16,36 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newCoordinatorCmd(), newGatewayCmd(), newKeysCmd(), newTokenCmd(), newAdminCmd(),
 		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
+	refuseStrayArguments(root)
 	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseStrayArguments makes every command that declares no arguments
+// refuse them. cobra accepts any below the root: `capgate coordinator
+// config.yaml` ran a coordinator on the defaults, ignoring the file the
+// user named, and `capgate keys jwks other.json` printed keys.json's keys.
+// (Run before refuseUnknownSubcommands: grouping commands take a word.)
+func refuseStrayArguments(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		refuseStrayArguments(sub)
+	}
+	if cmd == cmd.Root() || !cmd.Runnable() || cmd.Args != nil {
+		return
+	}
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("%s takes no arguments, got %q", c.CommandPath(), args[0])
+		for _, flag := range []string{"config", "file", "out"} {
+			if c.Flags().Lookup(flag) != nil {
+				msg += fmt.Sprintf(" (a file goes in --%s)", flag)
+				break
+			}
+		}
+		return fmt.Errorf("%s (see %s --help)", msg, c.CommandPath())
+	}
 }
 
 // refuseUnknownSubcommands makes every command that only groups others

@@ -21,13 +21,7 @@ func TestUnknownSubcommandFails(t *testing.T) {
 		{[]string{"admin", "oauth-client", "delete", "x"}, `unknown command "delete" for "capgate admin oauth-client"`},
 		{[]string{"nosuch"}, `unknown command "nosuch" for "capgate"`},
 	} {
-		root := newRoot()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(c.args)
-		err := root.Execute()
-		if err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := execute(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("capgate %s: %v, want an error containing %q", strings.Join(c.args, " "), err, c.want)
 		}
 	}
@@ -39,4 +33,39 @@ func TestUnknownSubcommandFails(t *testing.T) {
 	if err := root.Execute(); err != nil || !strings.Contains(out.String(), "Available Commands:") {
 		t.Fatalf("capgate admin: %v\n%s", err, out.String())
 	}
+}
+
+// TestStrayArgumentsFail: an argument a command does not take is an
+// error, not ignored — `capgate coordinator config.yaml` ran on the
+// defaults without the file, `capgate keys jwks other.json` printed the
+// keys of keys.json, `capgate admin grant … extra` minted anyway.
+func TestStrayArgumentsFail(t *testing.T) {
+	// Each would fail or write only in a temporary directory if the
+	// argument were ignored again.
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"coordinator", "c.yaml", "--config", dir + "/none.yaml"}, `capgate coordinator takes no arguments, got "c.yaml" (a file goes in --config)`},
+		{[]string{"gateway", "g.yaml", "--config", dir + "/none.yaml"}, `(a file goes in --config)`},
+		{[]string{"keys", "jwks", "other.json", "--file", dir + "/none.json"}, `(a file goes in --file)`},
+		{[]string{"keys", "generate", "x.json", "--out", dir + "/keys.json"}, `(a file goes in --out)`},
+		{[]string{"admin", "grant", "--topic", "t", "--holder", "h", "extra", "--coordinator", "http://127.0.0.1:1", "--token", "x"},
+			`capgate admin grant takes no arguments, got "extra"`},
+	} {
+		if err := execute(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("capgate %s: %v, want an error containing %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}
+
+// execute runs the command line args, its output discarded.
+func execute(args []string) error {
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	return root.Execute()
 }
