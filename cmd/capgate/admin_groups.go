@@ -178,6 +178,9 @@ func newAdminAudit(f *adminFlags) *cobra.Command {
 		Short: "The admin audit log: who did what to which target, why, and how it ended (newest first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return fmt.Errorf("--limit: must be >= 1 (0: the coordinator's default), got %d", limit)
+			}
 			q := url.Values{}
 			if limit > 0 {
 				q.Set("limit", strconv.Itoa(limit))

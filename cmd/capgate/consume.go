@@ -92,6 +92,9 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 	if f.format != "text" && f.format != "json" {
 		return cfg, fmt.Errorf("--format: want text or json, got %q", f.format)
 	}
+	if f.maxRecords < 0 || f.idleExit < 0 {
+		return cfg, fmt.Errorf("--max-records and --idle-exit: must be >= 0 (0: no limit), got %d and %s", f.maxRecords, f.idleExit)
+	}
 	if len(f.topics) == 0 && f.topicPattern == "" {
 		return cfg, errors.New("name the subscription: --topic T or --topic-pattern REGEXP")
 	}

@@ -86,6 +86,15 @@ func TestConsumeFlags(t *testing.T) {
 	if _, err := run(t, "consume", "--group", "g", "--topic", "t", "--credential", "x", "--format", "xml"); err == nil || !strings.Contains(err.Error(), "--format") {
 		t.Errorf("--format xml: %v", err)
 	}
+	// Negative limits were taken for "no limit": --idle-exit -1s waited for ever.
+	for _, flag := range []string{"--max-records=-1", "--idle-exit=-1s"} {
+		if _, err := run(t, "consume", "--group", "g", "--topic", "t", "--credential", "x", flag); err == nil || !strings.Contains(err.Error(), "must be >= 0") {
+			t.Errorf("%s: %v", flag, err)
+		}
+	}
+	if _, err := run(t, "admin", "audit", "--limit=-1", "--token", "x", "--coordinator", "http://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "--limit") {
+		t.Errorf("admin audit --limit=-1: %v", err)
+	}
 }
 
 func TestProduceNeedsACapability(t *testing.T) {
