@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,7 +32,10 @@ type conn struct {
 	mechanism string
 	principal *Principal
 	clientID  string // of the last request
-	rawSASL   bool   // a SaslHandshake v0 was answered: a raw SASL frame follows
+	// authed is set once SASL first completed (and never cleared): the
+	// registry never closes such a connection for a new one.
+	authed  atomic.Bool
+	rawSASL bool // a SaslHandshake v0 was answered: a raw SASL frame follows
 	// closeAfter closes the connection once the current response is
 	// written (a failed authentication, say).
 	closeAfter bool

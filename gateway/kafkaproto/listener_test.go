@@ -98,23 +98,17 @@ func readResponse(nc net.Conn) ([]byte, error) {
 	return body, err
 }
 
-// TestRefusedConnectionsDoNotFloodTheLog: past kafka_max_connections
-// every new connection is closed at once, and a flood of them logs what
+// TestRefusedConnectionsDoNotFloodTheLog: past kafka_max_connections,
+// all of them authenticated, every new connection is closed at once, and a flood of them logs what
 // refusallog allows (a burst, then one line a second, the rest counted
 // as suppressed), not a line each.
 func TestRefusedConnectionsDoNotFloodTheLog(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
+	table, tokens := mintCapabilities(t, 1)
 	cfg := testConfig()
 	cfg.MaxConnections = 1
-	s := startListener(t, cfg, nil, zap.New(core))
-	held, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	if err := apiVersions(t, held); err != nil { // answered: it holds the one slot
-		t.Fatal(err)
-	}
+	s := startListener(t, cfg, table, zap.New(core))
+	held := dialAuthenticated(t, s, tokens[0]) // the one slot, never given up
 	const flood = 100
 	start := time.Now()
 	for range flood {
@@ -132,7 +126,7 @@ func TestRefusedConnectionsDoNotFloodTheLog(t *testing.T) {
 	if n := logs.FilterMessageSnippet("kafka connection refused").Len(); n == 0 || n > allowed {
 		t.Fatalf("%d connections refused: %d log lines, want 1..%d", flood, n, allowed)
 	}
-	if err := apiVersions(t, held); err != nil {
+	if _, err := held.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
 		t.Fatalf("the connection held throughout: %v", err)
 	}
 }
@@ -303,5 +297,58 @@ func TestAnnouncedFrameSizeCostsNothing(t *testing.T) {
 	big.ClientSoftwareName = strings.Repeat("x", 5*frameChunk)
 	if _, err := r.roundTrip(big); err != nil {
 		t.Fatalf("an ApiVersions request of %d bytes: %v", len(big.ClientSoftwareName), err)
+	}
+}
+
+// TestSilentConnectionsDoNotLockClientsOut: an attacker without any
+// token who holds every one of kafka_max_connections open, sending
+// nothing, does not lock clients out for auth_timeout: a new connection
+// takes the place of the oldest that has not authenticated, so a client
+// that authenticates at once gets in. Authenticated connections are
+// never given up for a new one: with all of them authenticated, the
+// next is refused.
+func TestSilentConnectionsDoNotLockClientsOut(t *testing.T) {
+	table, tokens := mintCapabilities(t, 1)
+	cfg := testConfig()
+	cfg.MaxConnections = 4
+	s := startListener(t, cfg, table, nil)
+	var silent []net.Conn
+	for range cfg.MaxConnections {
+		nc, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if err := apiVersions(t, nc); err != nil { // answered: it holds a slot
+			t.Fatal(err)
+		}
+		silent = append(silent, nc)
+	}
+	clients := []*testConn{dialAuthenticated(t, s, tokens[0])} // in, in place of the oldest silent one
+	silent[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the oldest silent connection: read %v, want it closed for the client", err)
+	}
+	for _, nc := range silent[1:] {
+		if err := apiVersions(t, nc); err != nil {
+			t.Fatalf("a younger silent connection: %v, want it still open", err)
+		}
+	}
+	for len(clients) < cfg.MaxConnections {
+		clients = append(clients, dialAuthenticated(t, s, tokens[0]))
+	}
+	nc, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection past kafka_max_connections all authenticated: read %v, want it closed", err)
+	}
+	for _, r := range clients {
+		if _, err := r.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
+			t.Fatalf("an authenticated connection: %v, want it kept", err)
+		}
 	}
 }

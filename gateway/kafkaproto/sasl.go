@@ -136,6 +136,7 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 		return nil, errors.New("re-authentication must keep the identity of the session")
 	}
 	c.principal, c.sasl = p, saslDone
+	c.authed.Store(true)
 	c.s.log.Debug("kafka connection authenticated", c.logFields(reauth)...)
 	return p, nil
 }

@@ -230,21 +230,47 @@ func (s *Server) accept(ln net.Listener) {
 	}
 }
 
-// register admits a connection unless closing or at max_connections.
+// register admits a connection unless closing. At max_connections it
+// takes the place of the oldest connection that has not authenticated
+// (closed for it), and is refused only when every one has: holding every
+// slot with connections that send nothing — no token needed — would
+// otherwise lock every client out for auth_timeout, over and over. A
+// client authenticates within a round trip or two, so flooding new
+// connections to push it out is far harder than opening them.
 func (s *Server) register(nc net.Conn) (*conn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || len(s.conns) >= s.cfg.MaxConnections {
-		if !s.closed {
-			s.refused.Refused("kafka connection", "kafka_max_connections reached",
-				zap.String("remote", nc.RemoteAddr().String()), zap.Int("max", s.cfg.MaxConnections))
-		}
+	if s.closed {
 		return nil, false
+	}
+	if len(s.conns) >= s.cfg.MaxConnections {
+		old := s.oldestUnauthenticatedLocked()
+		if old == nil {
+			s.refused.Refused("kafka connection", "kafka_max_connections reached, all authenticated",
+				zap.String("remote", nc.RemoteAddr().String()), zap.Int("max", s.cfg.MaxConnections))
+			return nil, false
+		}
+		delete(s.conns, old) // its goroutine unregisters it again, harmlessly
+		old.nc.Close()
+		s.refused.Refused("unauthenticated kafka connection", "kafka_max_connections reached: closed for a new connection",
+			zap.String("remote", old.nc.RemoteAddr().String()), zap.Duration("open_for", time.Since(old.opened)))
 	}
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return c, true
+}
+
+// oldestUnauthenticatedLocked is the connection open longest without
+// having authenticated, nil when every one has. s.mu held.
+func (s *Server) oldestUnauthenticatedLocked() *conn {
+	var oldest *conn
+	for c := range s.conns {
+		if !c.authed.Load() && (oldest == nil || c.opened.Before(oldest.opened)) {
+			oldest = c
+		}
+	}
+	return oldest
 }
 
 func (s *Server) unregister(c *conn) {
