@@ -132,3 +132,25 @@ func TestWrongAdminTokenIsRefusedNotMissing(t *testing.T) {
 		t.Fatalf("no token: %s; a wrong one: %s", none, wrong)
 	}
 }
+
+// TestLeaseUnderASecondRefused: a lease of 1 ms fenced its partition
+// (its epoch rose) and then answered 409 "lease ended before it was
+// granted" — or, of an unowned partition, granted it to the outside
+// holder and answered 500 internal: its capability could not be minted
+// for under a second. It is 400 now, and nothing changes.
+func TestLeaseUnderASecondRefused(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	gw := newGateway(h, "gw1")
+	gw.run(500)
+	defer gw.halt()
+	h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
+	before := h.describe(t, "g").Partitions[0]
+	for _, ms := range []int64{1, 999} {
+		h.expectError(t, "POST", "/v1/admin/groups/g/partitions/orders/0/lease", e.adminToken,
+			coordinator.LeaseRequest{Holder: "partner", TTLMs: ms}, 400, api.CodeBadRequest)
+	}
+	if after := h.describe(t, "g").Partitions[0]; after.Epoch != before.Epoch || after.Owner != before.Owner {
+		t.Fatalf("a refused lease changed the partition: %+v -> %+v", before, after)
+	}
+}

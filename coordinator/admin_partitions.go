@@ -79,8 +79,11 @@ func (c *Coordinator) handleAdminPartitionLease(ctx *fasthttp.RequestCtx, params
 	if !decodeBody(ctx, &req, false) {
 		return
 	}
-	if !ocap.ValidName(req.Holder) || req.TTLMs <= 0 {
-		writeError(ctx, api.CodeBadRequest, "holder (1-255 printable characters without '/') and ttl_ms > 0 required")
+	// A lease under a second was granted (its partition fenced, epochs
+	// raised) and then answered 500: its capability could not be minted
+	// (a capability lasts at least a second).
+	if !ocap.ValidName(req.Holder) || req.TTLMs < 1000 {
+		writeError(ctx, api.CodeBadRequest, "holder (1-255 printable characters without '/') and ttl_ms >= 1000 required")
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
