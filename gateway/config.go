@@ -57,6 +57,17 @@ type Config struct {
 	// once, the holder being the root of the capability's chain (chn[0],
 	// else its jti): beyond it a fetch is refused 429 too_many_fetches.
 	MaxInflightFetchesPerHolder int `yaml:"max_inflight_fetches_per_holder"`
+	// MaxAnswerBytesHeld bounds the bytes of fetch answers this gateway
+	// holds while its clients read them (answers of 16 KiB and more):
+	// beyond it a fetch is refused 503 overloaded after the broker
+	// answered, and a client tries another gateway.
+	// MaxAnswerBytesHeldPerHolder bounds one holder's (429
+	// too_many_fetches beyond): a client that opens many connections and
+	// reads none of its answers holds at most this much of the gateway's
+	// memory, up to write_timeout each. One answer is always let through
+	// when nothing is held, as Kafka serves a first batch whole.
+	MaxAnswerBytesHeld          int64 `yaml:"max_answer_bytes_held"`
+	MaxAnswerBytesHeldPerHolder int64 `yaml:"max_answer_bytes_held_per_holder"`
 	// DefaultFetchBytes is a fetch's max_bytes when the request names none;
 	// MaxFetchBytes clamps the ones it names.
 	DefaultFetchBytes int32 `yaml:"default_fetch_bytes"`
@@ -162,6 +173,8 @@ func DefaultConfig() Config {
 		// broker.long_poll_connections_per_broker) and a goroutine.
 		MaxInflightFetches:          4096,
 		MaxInflightFetchesPerHolder: 64,
+		MaxAnswerBytesHeld:          1 << 30,
+		MaxAnswerBytesHeldPerHolder: 64 << 20,
 		DefaultFetchBytes:           1 << 20,
 		MaxFetchBytes:               8 << 20,
 		ReadTimeout:                 10 * time.Second,
@@ -310,6 +323,10 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("gateway.max_fetch_bytes: must be in [1, broker.max_fetch_bytes (%d)], got %d", c.Broker.MaxFetchBytes, c.MaxFetchBytes)
 	case c.DefaultFetchBytes <= 0 || c.DefaultFetchBytes > c.MaxFetchBytes:
 		return fmt.Errorf("gateway.default_fetch_bytes: must be in [1, max_fetch_bytes (%d)], got %d", c.MaxFetchBytes, c.DefaultFetchBytes)
+	case c.MaxAnswerBytesHeldPerHolder < int64(c.MaxFetchBytes):
+		return fmt.Errorf("gateway.max_answer_bytes_held_per_holder: must be >= max_fetch_bytes (%d), got %d", c.MaxFetchBytes, c.MaxAnswerBytesHeldPerHolder)
+	case c.MaxAnswerBytesHeld < c.MaxAnswerBytesHeldPerHolder:
+		return fmt.Errorf("gateway.max_answer_bytes_held: must be >= max_answer_bytes_held_per_holder (%d), got %d", c.MaxAnswerBytesHeldPerHolder, c.MaxAnswerBytesHeld)
 	}
 	return nil
 }

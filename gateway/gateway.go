@@ -34,6 +34,7 @@ type Gateway struct {
 	view     *authz.View
 	limiter  *rateLimiter
 	inflight *inflight
+	held     *heldBytes // answer bytes on their way to clients
 	metrics  *metrics
 	server   *fasthttp.Server
 	routes   []route
@@ -104,6 +105,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		view:      authz.NewView(authz.Config{}),
 		limiter:   newRateLimiter(cfg.RateLimitEntries),
 		inflight:  newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder),
+		held:      newHeldBytes(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerHolder),
 		tls:       serverTLS,
 		syncHTTP:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
 		syncDone:  make(chan struct{}),

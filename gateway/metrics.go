@@ -9,7 +9,7 @@ package gateway
 // bytes and records out, token cache hits and misses, sync lag (sequence
 // behind, seconds since the last good sync, self-fenced), in-flight
 // fetches, those cancelled by revocations and the long polls abandoned by
-// their clients, merged Kafka Fetches (requests, fetches carried, queued,
+// their clients, answer bytes held while clients read them, merged Kafka Fetches (requests, fetches carried, queued,
 // fetched again alone, parts dropped unread), read-ahead (Kafka fetches
 // made larger, fetches answered from what they read, chunks evicted,
 // bytes held), and per-monitor-tag request
@@ -129,6 +129,8 @@ func (m *metrics) registerGauges(g *Gateway) {
 			return 0
 		}),
 		gauge("capgate_gateway_inflight_fetches", "Fetches in flight.", func() float64 { return float64(g.inflight.count()) }),
+		gauge("capgate_gateway_answer_bytes_held", "Bytes of fetch answers (16 KiB and more) held while their clients read them (max_answer_bytes_held).",
+			func() float64 { return float64(g.held.held()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_fetches_cancelled_total", Help: "In-flight fetches cancelled by a fence or revocation."},
 			func() float64 { return float64(g.inflight.cancelled.Load()) }),
 		counterOf("capgate_gateway_merged_fetch_requests_total", "Kafka Fetch requests that carried several fetches (merged: one request for several partitions of one broker).",

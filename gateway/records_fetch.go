@@ -177,11 +177,9 @@ func (f *fetchCall) serve() api.Code {
 		return code
 	}
 	if f.raw {
-		f.writeRaw(&res)
-	} else {
-		f.writeJSON(res)
+		return f.writeRaw(&res)
 	}
-	return ""
+	return f.writeJSON(res)
 }
 
 // watch starts watching the client for a hang-up while the fetch waits
@@ -190,6 +188,20 @@ func (f *fetchCall) watch() {
 	f.waited = true
 	entry := f.entry
 	f.stopWatch = watchHangup(f.ctx.Conn(), func() { entry.cancel(errClientGone) })
+}
+
+// refuseHeld answers a fetch whose answer would take the bytes the
+// gateway holds for its clients, or its holder's, over their cap.
+func (f *fetchCall) refuseHeld(code api.Code) api.Code {
+	setRetryAfter(f.ctx, time.Second)
+	if code == api.CodeOverloaded {
+		writeError(f.ctx, code, "this gateway holds as many answer bytes for its clients as it may; retry on another gateway",
+			map[string]any{"max_answer_bytes_held": f.g.cfg.MaxAnswerBytesHeld})
+		return code
+	}
+	writeError(f.ctx, code, "this capability's holder has as many answer bytes on their way to it as it may; read them first",
+		map[string]any{"max_answer_bytes_held_per_holder": f.g.cfg.MaxAnswerBytesHeldPerHolder})
+	return code
 }
 
 // refuseInflight answers a fetch over an in-flight cap.
@@ -205,41 +217,61 @@ func (f *fetchCall) refuseInflight(code api.Code) api.Code {
 	return code
 }
 
-func (f *fetchCall) writeJSON(res broker.FetchResult) {
+func (f *fetchCall) writeJSON(res broker.FetchResult) api.Code {
 	recs, next := cutAtRangeEnd(f.claims, res.Records, res.NextOffset)
 	resp := &f.ctx.Response
+	body := appendFetchJSON(resp.SwapBody(nil)[:0], recs, next, res.HighWatermark)
+	if len(body) < heldMin {
+		resp.SwapBody(body)
+	} else {
+		// Handed to fasthttp as a stream, like a large raw answer, so
+		// that its bytes count as held until written.
+		holder := f.entry.holder
+		if code := f.g.held.take(holder, int64(len(body))); code != "" {
+			return f.refuseHeld(code)
+		}
+		b := heldBodies.Get().(*heldBody)
+		b.Reset(body)
+		b.held, b.holder, b.n = f.g.held, holder, int64(len(body))
+		resp.SetBodyStream(b, len(body))
+	}
 	resp.SetStatusCode(fasthttp.StatusOK)
 	resp.Header.SetContentType(api.MediaJSON)
 	setOffsetHeaders(resp, next, res.HighWatermark)
-	body := appendFetchJSON(resp.SwapBody(nil)[:0], recs, next, res.HighWatermark)
-	resp.SwapBody(body)
 	f.bytes, f.records, f.next = len(body), len(recs), next
 	f.g.metrics.bytesOut.Add(float64(len(body)))
 	f.g.metrics.recordsOut.Add(float64(len(recs)))
+	return ""
 }
 
 // writeRaw answers the broker's record batches. A large answer is not
 // copied: res's buffer goes to fasthttp as the body and back to the
 // broker's pool once the answer is written (res is left empty).
-func (f *fetchCall) writeRaw(res *broker.FetchResult) {
+func (f *fetchCall) writeRaw(res *broker.FetchResult) api.Code {
 	resp := &f.ctx.Response
-	resp.SetStatusCode(fasthttp.StatusOK)
-	resp.Header.SetContentType(api.MediaRecordBatch)
-	setOffsetHeaders(resp, res.NextOffset, res.HighWatermark)
-	n := len(res.Batches)
-	f.bytes, f.next = n, res.NextOffset
-	f.g.metrics.bytesOut.Add(float64(n))
+	n, next, highWatermark := len(res.Batches), res.NextOffset, res.HighWatermark
 	if n < rawStreamMin {
 		// Copied into fasthttp's pooled body buffer, so that the broker's
 		// answer buffer is reused (res.Release) rather than left as garbage.
 		resp.SetBody(res.Batches)
-		return
+	} else {
+		holder := f.entry.holder
+		if code := f.g.held.take(holder, int64(n)); code != "" {
+			return f.refuseHeld(code)
+		}
+		b := rawBodies.Get().(*rawBody)
+		b.res = *res
+		b.Reset(res.Batches)
+		b.held, b.holder, b.n = f.g.held, holder, int64(n)
+		*res = broker.FetchResult{}
+		resp.SetBodyStream(b, n)
 	}
-	b := rawBodies.Get().(*rawBody)
-	b.res = *res
-	b.Reset(res.Batches)
-	*res = broker.FetchResult{}
-	resp.SetBodyStream(b, n)
+	resp.SetStatusCode(fasthttp.StatusOK)
+	resp.Header.SetContentType(api.MediaRecordBatch)
+	setOffsetHeaders(resp, next, highWatermark)
+	f.bytes, f.next = n, next
+	f.g.metrics.bytesOut.Add(float64(n))
+	return ""
 }
 
 // rawStreamMin is the smallest raw answer handed to fasthttp uncopied:
@@ -253,20 +285,47 @@ const rawStreamMin = 16 << 10
 // the broker's buffer) and closes it once the answer is written, or when
 // the response is reset unwritten; Close recycles the broker's buffer.
 type rawBody struct {
-	bytes.Reader
+	heldBody
 	res broker.FetchResult
 }
 
 var rawBodies = sync.Pool{New: func() any { return new(rawBody) }}
 
-// SupportsBodyWriteTo tells fasthttp to use WriteTo (fasthttp.BodyWriterTo).
-func (b *rawBody) SupportsBodyWriteTo() bool { return true }
-
 func (b *rawBody) Close() error {
+	b.give()
 	b.res.Release()
 	b.res = broker.FetchResult{}
-	b.Reset(nil)
 	rawBodies.Put(b)
+	return nil
+}
+
+// heldBody is a large answer as a response body stream, its bytes
+// counted as held (heldBytes) until fasthttp has written it, or reset
+// the response unwritten, and closes it.
+type heldBody struct {
+	bytes.Reader
+	held   *heldBytes
+	holder string
+	n      int64
+}
+
+var heldBodies = sync.Pool{New: func() any { return new(heldBody) }}
+
+// SupportsBodyWriteTo tells fasthttp to use WriteTo (fasthttp.BodyWriterTo).
+func (b *heldBody) SupportsBodyWriteTo() bool { return true }
+
+// give returns the body's bytes to the count, once.
+func (b *heldBody) give() {
+	if b.held != nil {
+		b.held.give(b.holder, b.n)
+	}
+	b.held, b.holder, b.n = nil, "", 0
+	b.Reset(nil)
+}
+
+func (b *heldBody) Close() error {
+	b.give()
+	heldBodies.Put(b)
 	return nil
 }
 
