@@ -74,7 +74,14 @@ func TestAdminCommandsAgainstACoordinator(t *testing.T) {
 		t.Fatalf("revoke of partition abc: %v", err)
 	}
 	_, err = run(t, "admin", "groups", "--coordinator", base, "--token", "wrong")
-	if err == nil || !strings.Contains(err.Error(), "401") {
+	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "admin token refused") {
 		t.Fatalf("wrong admin token: %v", err)
+	}
+	// A base URL with a path (or a gateway's) answered only "GET
+	// /v1/admin/groups: 404 not_found: no such route", naming a path it
+	// had not requested.
+	_, err = run(t, "admin", "groups", "--coordinator", base+"/v1", "--token", admin)
+	if err == nil || !strings.Contains(err.Error(), base+"/v1/v1/admin/groups") || !strings.Contains(err.Error(), "a capgate coordinator?") {
+		t.Fatalf("--coordinator with a path: %v", err)
 	}
 }
