@@ -25,6 +25,9 @@ type Gate interface {
 	VerifyClient(token string, now time.Time) (*ocap.Claims, error)
 	// CheckClient decides whether a client credential verified earlier
 	// is still good now: not expired, not denied, and the gateway in sync.
+	// The sync state comes first: while the gateway cannot vouch for its
+	// view it answers that retriable code whatever the claims (the
+	// listener asks it so with empty claims after a token failed).
 	CheckClient(c *ocap.Claims, now time.Time) api.Code
 	// Admit decides whether c may serve req now: sync state, Decide, then
 	// the capability's byte rate. It returns the refusal code ("" when

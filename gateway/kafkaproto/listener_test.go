@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -168,24 +169,36 @@ func mintCapabilities(t *testing.T, partitions ...int32) (tokenTable, []string) 
 	return table, tokens
 }
 
-// saslV1 runs SaslHandshake v1 and SaslAuthenticate (PLAIN, token): the
-// SASL error.
-func saslV1(t *testing.T, r *testConn, token string) int16 {
-	t.Helper()
+// saslExchange runs SaslHandshake v1 (PLAIN) and SaslAuthenticate with
+// token: the answer, or the connection's error.
+func saslExchange(r *testConn, token string) (*kmsg.SASLAuthenticateResponse, error) {
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.SetVersion(1)
 	hs.Mechanism = "PLAIN"
-	if resp, err := r.roundTrip(hs); err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
-		t.Fatalf("handshake: %v %+v", err, resp)
+	resp, err := r.roundTrip(hs)
+	if err != nil {
+		return nil, err
+	}
+	if code := resp.(*kmsg.SASLHandshakeResponse).ErrorCode; code != 0 {
+		return nil, fmt.Errorf("handshake: error %d", code)
 	}
 	auth := kmsg.NewPtrSASLAuthenticateRequest()
 	auth.SetVersion(2)
 	auth.SASLAuthBytes = []byte("\x00user\x00" + token)
-	resp, err := r.roundTrip(auth)
+	if resp, err = r.roundTrip(auth); err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.SASLAuthenticateResponse), nil
+}
+
+// saslV1 is saslExchange's SASL error; a connection error fails t.
+func saslV1(t *testing.T, r *testConn, token string) int16 {
+	t.Helper()
+	resp, err := saslExchange(r, token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.(*kmsg.SASLAuthenticateResponse).ErrorCode
+	return resp.ErrorCode
 }
 
 // dialAuthenticated connects to s and authenticates with token.
@@ -350,5 +363,40 @@ func TestSilentConnectionsDoNotLockClientsOut(t *testing.T) {
 		if _, err := r.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
 			t.Fatalf("an authenticated connection: %v, want it kept", err)
 		}
+	}
+}
+
+// unsyncedGate is a gateway before its first sync: no token verifies
+// yet, and CheckClient answers not_ready whatever the claims.
+type unsyncedGate struct{ refuseGate }
+
+func (unsyncedGate) VerifyCapability([]byte, time.Time) (*ocap.Claims, error) {
+	return nil, errors.New("gateway: not ready: the coordinator's settings have not arrived")
+}
+func (unsyncedGate) CheckClient(*ocap.Claims, time.Time) api.Code { return api.CodeNotReady }
+
+// TestUnsyncedGatewayDoesNotFailAuthentication: a gateway that cannot
+// yet verify tokens (before its first sync: just restarted, the
+// coordinator slow) closes a SASL exchange without an answer — a
+// connection error, which every client retries — instead of answering
+// SASL_AUTHENTICATION_FAILED, which Java and KafkaJS clients take as
+// final and which tells a client its good token is bad.
+func TestUnsyncedGatewayDoesNotFailAuthentication(t *testing.T) {
+	s, err := New(testConfig(), unsyncedGate{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	nc, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if resp, err := saslExchange(&testConn{t: t, nc: nc}, "a.good.token"); err == nil {
+		t.Fatalf("SaslAuthenticate before the gateway's first sync: answered error %d (%v), want the connection closed unanswered",
+			resp.ErrorCode, *resp.ErrorMessage)
 	}
 }

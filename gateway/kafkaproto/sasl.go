@@ -15,7 +15,10 @@ package kafkaproto
 //     anything else, a second SaslAuthenticate, or a SaslAuthenticate
 //     without a SaslHandshake before it, closes the connection.
 //   - A refused token answers SASL_AUTHENTICATION_FAILED (58) with a
-//     message naming the reason, then the connection is closed. So does
+//     message naming the reason, then the connection is closed — unless
+//     the gateway cannot vouch for its view (before its first sync, or
+//     out of sync): then the connection is closed unanswered, which
+//     clients retry (errUnvouched). So does
 //     any token when gateway.tls.consumers asks for a client certificate
 //     (token+certificate) and the connection's TLS handshake carried no
 //     verified one with an allowed name (Config.Consumers). An
@@ -39,6 +42,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
 )
 
 const (
@@ -59,6 +65,13 @@ const (
 )
 
 var errSASL = errors.New("kafkaproto: SASL")
+
+// errUnvouched: a token did not verify while the gateway cannot vouch
+// for its view (before its first sync, or out of sync). The exchange is
+// closed unanswered — a connection error, which clients retry — rather
+// than answered SASL_AUTHENTICATION_FAILED, which Java and KafkaJS
+// clients take as final and which would call a good token bad.
+var errUnvouched = errors.New("kafkaproto: the gateway cannot verify tokens yet")
 
 func handleSASLHandshake(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.SASLHandshakeRequest)
@@ -105,6 +118,9 @@ func handleSASLAuthenticate(c *conn, _ header, kreq kmsg.Request) (kmsg.Response
 	}
 	reauth := c.sasl == saslReauth
 	p, err := c.authenticate(req.SASLAuthBytes, reauth)
+	if errors.Is(err, errUnvouched) {
+		return nil, err // closed unanswered: the client retries
+	}
 	if err != nil {
 		msg := err.Error()
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
@@ -128,8 +144,12 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := c.s.auth.Authenticate(token, time.Now())
+	now := time.Now()
+	p, err := c.s.auth.Authenticate(token, now)
 	if err != nil {
+		if code := c.s.gate.CheckClient(&ocap.Claims{}, now); api.IsRetriable(code) {
+			return nil, fmt.Errorf("%w (%s): %v", errUnvouched, code, err)
+		}
 		return nil, fmt.Errorf("token refused: %w", err)
 	}
 	if reauth && !c.principal.sameIdentity(p) {
