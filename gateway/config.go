@@ -68,6 +68,10 @@ type Config struct {
 	// when nothing is held, as Kafka serves a first batch whole.
 	MaxAnswerBytesHeld          int64 `yaml:"max_answer_bytes_held"`
 	MaxAnswerBytesHeldPerHolder int64 `yaml:"max_answer_bytes_held_per_holder"`
+	// MaxConnections bounds the HTTP connections served at once (idle
+	// keep-alive ones too): beyond it a new connection is answered 503
+	// and closed (fasthttp's plain-text answer: no request was read).
+	MaxConnections int `yaml:"max_connections"`
 	// DefaultFetchBytes is a fetch's max_bytes when the request names none;
 	// MaxFetchBytes clamps the ones it names.
 	DefaultFetchBytes int32 `yaml:"default_fetch_bytes"`
@@ -175,6 +179,7 @@ func DefaultConfig() Config {
 		MaxInflightFetchesPerHolder: 64,
 		MaxAnswerBytesHeld:          1 << 30,
 		MaxAnswerBytesHeldPerHolder: 64 << 20,
+		MaxConnections:              20000,
 		DefaultFetchBytes:           1 << 20,
 		MaxFetchBytes:               8 << 20,
 		ReadTimeout:                 10 * time.Second,
@@ -311,7 +316,7 @@ func (c Config) validateLimits() error {
 		name  string
 		value int
 	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax},
-		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}} {
+		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}, {"max_connections", c.MaxConnections}} {
 		if n.value <= 0 {
 			return fmt.Errorf("gateway.%s: must be > 0, got %d", n.name, n.value)
 		}

@@ -44,6 +44,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{func(c *Config) { c.MaxFetchBytes = 1 << 30 }, "gateway.max_fetch_bytes: must be in [1, broker.max_fetch_bytes (8388608)], got 1073741824"},
 		{func(c *Config) { c.DefaultFetchBytes = 0 }, "gateway.default_fetch_bytes: must be in [1, max_fetch_bytes (8388608)], got 0"},
 		{func(c *Config) { c.MonitorLabelsMax = 0 }, "gateway.monitor_labels_max: must be > 0, got 0"},
+		{func(c *Config) { c.MaxConnections = 0 }, "gateway.max_connections: must be > 0, got 0"},
 		{func(c *Config) { c.MaxAnswerBytesHeldPerHolder = 1 << 20 }, "gateway.max_answer_bytes_held_per_holder: must be >= max_fetch_bytes (8388608), got 1048576"},
 		{func(c *Config) { c.MaxAnswerBytesHeld = 1 << 20 }, "gateway.max_answer_bytes_held: must be >= max_answer_bytes_held_per_holder (67108864), got 1048576"},
 		{func(c *Config) { c.Broker.Seeds = nil }, "broker.seeds"},

@@ -145,6 +145,7 @@ func (g *Gateway) newServer() *fasthttp.Server {
 		IdleTimeout:                  g.cfg.IdleTimeout,
 		ReadBufferSize:               g.cfg.MaxHeaderBytes,
 		MaxRequestBodySize:           g.cfg.MaxBodyBytes,
+		Concurrency:                  g.cfg.MaxConnections,
 		DisablePreParseMultipartForm: true,
 		CloseOnShutdown:              true,
 		SecureErrorLogMessage:        true, // error logs must never echo headers (tokens)
