@@ -97,6 +97,17 @@ func TestConsumeFlags(t *testing.T) {
 	}
 }
 
+// TestProduceKeyIsNotARecordKey: `produce --key k` (a record key, as a
+// new user reads it) got "tls.cert_file and key_file: set both or
+// neither"; it now says what --key is and where record keys come from.
+func TestProduceKeyIsNotARecordKey(t *testing.T) {
+	t.Setenv("CAPGATE_CERT", "")
+	_, err := run(t, "produce", "--topic", "demo", "--partition", "0", "--key", "mykey", "--capability", "x")
+	if err == nil || !strings.Contains(err.Error(), "--key-separator") {
+		t.Fatalf("produce --key mykey: %v", err)
+	}
+}
+
 func TestProduceNeedsACapability(t *testing.T) {
 	t.Setenv("CAPGATE_CAPABILITY", "")
 	t.Setenv("CAPGATE_ADMIN_TOKEN", "")

@@ -197,6 +197,11 @@ func runProduce(ctx context.Context, stdin io.Reader, stderr io.Writer, f *produ
 	if f.batchRecords < 1 || f.batchBytes < 1 {
 		return fmt.Errorf("--batch-records and --batch-bytes: must be >= 1, got %d and %d", f.batchRecords, f.batchBytes)
 	}
+	if f.endpoints.tls.key != "" && f.endpoints.tls.cert == "" {
+		// kcat's -k and -K give records keys; ours is the TLS key.
+		return fmt.Errorf("--key %q without --cert: --key is the PEM private key of a client certificate (mTLS); "+
+			"to give records keys, split each line with --key-separator", f.endpoints.tls.key)
+	}
 	caps, err := f.capabilities()
 	if err != nil {
 		return err
