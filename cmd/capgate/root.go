@@ -5,15 +5,22 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/capgate/capgate/internal/buildinfo"
 )
 
 func newRoot() *cobra.Command {
+	info := buildinfo.Read()
 	root := &cobra.Command{
 		Use:           "capgate",
 		Short:         "Capability-token fetch authorization for Apache Kafka",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// capgate --version (and -v), as most CLIs answer it; `capgate
+		// version` says more.
+		Version: fmt.Sprintf("%s (commit %s, %s)", info.Version, info.Commit, info.GoVersion),
 	}
+	root.SetVersionTemplate("capgate {{.Version}}\n")
 	root.AddCommand(newCoordinatorCmd(), newGatewayCmd(), newKeysCmd(), newTokenCmd(), newAdminCmd(),
 		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
 	refuseStrayArguments(root)
@@ -64,6 +71,13 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return c.Help()
+		}
+		if args[0] == "help" { // `capgate admin help groups`, as git and kubectl take it
+			target, rest, err := c.Find(args[1:])
+			if err == nil && target != nil && (len(rest) == 0 || target != c) {
+				return target.Help()
+			}
+			args = args[1:]
 		}
 		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
 		if s := c.SuggestionsFor(args[0]); len(s) > 0 {

@@ -69,3 +69,29 @@ func execute(args []string) error {
 	root.SetArgs(args)
 	return root.Execute()
 }
+
+// TestVersionFlagAndHelpWord: `capgate --version` (and -v) answer as
+// most CLIs do, and `capgate admin help groups` shows that command's help
+// as git and kubectl do — both were errors (unknown flag; unknown
+// command "help").
+func TestVersionFlagAndHelpWord(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-v"}} {
+		root := newRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(args)
+		if err := root.Execute(); err != nil || !strings.HasPrefix(out.String(), "capgate ") || !strings.Contains(out.String(), "commit") {
+			t.Errorf("capgate %s: %v %q", args[0], err, out.String())
+		}
+	}
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"admin", "help", "groups"})
+	if err := root.Execute(); err != nil || !strings.Contains(out.String(), "List consumer groups") {
+		t.Errorf("capgate admin help groups: %v %q", err, out.String())
+	}
+	if err := execute([]string{"admin", "help", "nosuch"}); err == nil || !strings.Contains(err.Error(), `unknown command "nosuch"`) {
+		t.Errorf("capgate admin help nosuch: %v", err)
+	}
+}
