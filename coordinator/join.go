@@ -61,7 +61,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	} else if !checkJoinScope(ctx, credential, groupName, req) {
 		return
 	}
-	if !c.knownTopics(ctx, req.Topics) {
+	if !c.grantableTopics(ctx, req.Topics) || !c.knownTopics(ctx, req.Topics) {
 		return
 	}
 	memberTTL, ok := c.memberTokenTTL(ctx, credential, byMember)

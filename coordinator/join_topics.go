@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -9,7 +10,32 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
 )
+
+// grantableTopics answers a join naming a topic no client is ever
+// granted with 403 forbidden, whatever its credential allows: Kafka's own
+// topics (a leading "__": every group's committed offsets, transaction
+// state) and the coordinator's state and snapshot topics
+// (kafka_state.topic, whatever the state backend: every tenant's groups,
+// members and offsets). A credential for any topic ("*") covers them by
+// its pattern; the metadata the groups match topic_pattern against leaves
+// them out (refreshTopics), so a pattern never reaches them either.
+func (c *Coordinator) grantableTopics(ctx *fasthttp.RequestCtx, topics []string) bool {
+	for _, topic := range topics {
+		if c.internalTopic(topic) {
+			writeError(ctx, api.CodeForbidden, "topic "+strconv.Quote(topic)+" is internal (Kafka's or capgate's state): no client is granted it")
+			return false
+		}
+	}
+	return true
+}
+
+// internalTopic reports whether topic is Kafka's own or holds the
+// coordinator's state.
+func (c *Coordinator) internalTopic(topic string) bool {
+	return ocap.KafkaInternalTopic(topic) || slices.Contains(c.cfg.KafkaState.Topics(), topic)
+}
 
 // knownTopics answers a join naming a topic Kafka does not have with 404
 // not_found (unknown topic), so a mistyped --topic fails loudly instead of

@@ -42,6 +42,8 @@ func (c *Coordinator) refreshTopics(ctx context.Context) {
 		}
 		return
 	}
+	// Internal topics are never matched, granted or shown (grantableTopics).
+	maps.DeleteFunc(counts, func(topic string, _ int32) bool { return c.internalTopic(topic) })
 	c.topicsMu.Lock()
 	var deleted []string
 	for _, topic := range slices.Sorted(maps.Keys(c.known)) {

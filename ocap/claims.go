@@ -242,6 +242,12 @@ func (c *Claims) AllowsOffset(offset int64) bool {
 // AllowsGroup reports whether a client credential may join group.
 func (c *Claims) AllowsGroup(group string) bool { return listAllows(c.Groups, group) }
 
+// KafkaInternalTopic reports whether topic is one of Kafka's own
+// (__consumer_offsets, __transaction_state, __cluster_metadata: Kafka
+// names them with a leading "__"). No pattern of a credential covers them
+// and no client is granted them.
+func KafkaInternalTopic(topic string) bool { return strings.HasPrefix(topic, "__") }
+
 // AllowsTopic reports whether a client credential may subscribe to topic.
 func (c *Claims) AllowsTopic(topic string) bool { return listAllows(c.Topics, topic) }
 

@@ -61,6 +61,16 @@ func DefaultKafkaConfig() KafkaConfig {
 	}
 }
 
+// Topics are the topics the state lives in: the state topic and the
+// snapshot topic. No client is ever granted them (coordinator/join.go).
+func (c KafkaConfig) Topics() []string {
+	snapshots := c.SnapshotTopic
+	if snapshots == "" {
+		snapshots = c.Topic + "-snapshots"
+	}
+	return []string{c.Topic, snapshots}
+}
+
 // Kafka's topic name rule.
 var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 

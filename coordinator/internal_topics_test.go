@@ -1,0 +1,43 @@
+package coordinator_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/capgate/capgate/api"
+)
+
+// TestInternalTopicsAreNeverGranted is the attack of a tenant whose
+// client credential allows any topic ("*"): it joined the coordinator's
+// own state topic (every tenant's groups, members and committed offsets)
+// or Kafka's __consumer_offsets, and read them through a gateway with
+// the capabilities it was granted. Now naming one is 403 whatever the
+// credential allows, and a topic_pattern matching everything gets only
+// the tenants' topics.
+func TestInternalTopicsAreNeverGranted(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2, "capgate-state": 1, "capgate-state-snapshots": 1, "__consumer_offsets": 3})
+	h := e.start(t)
+	creds := h.clientCredential(t, []string{"*"}, []string{"*"})
+	for i, topic := range []string{"capgate-state", "capgate-state-snapshots", "__consumer_offsets"} {
+		var got api.ErrorBody
+		h.call(t, "POST", fmt.Sprintf("/v1/groups/g%d/join", i), creds, api.JoinRequest{Topics: []string{topic, "orders"}}, 403, &got)
+		if got.Error.Code != api.CodeForbidden {
+			t.Fatalf("join naming %s: %+v, want forbidden", topic, got)
+		}
+	}
+	m := h.join(t, "all", creds, api.JoinRequest{TopicPattern: ".*"})
+	eventually(t, func() string {
+		m.heartbeat(t, 100)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if len(m.grants) != 2 {
+			return fmt.Sprintf("%d grants %v, want orders' 2", len(m.grants), m.grants)
+		}
+		return ""
+	})
+	for _, g := range m.grants {
+		if g.Topic != "orders" {
+			t.Fatalf("a topic_pattern member was granted %s/%d", g.Topic, g.Partition)
+		}
+	}
+}
