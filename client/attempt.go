@@ -116,7 +116,15 @@ func (c *Consumer) logCommit(r api.CommitRequest, err error) {
 	for _, o := range r.Offsets {
 		fields = append(fields, zap.Int64(Partition{Topic: o.Topic, Partition: o.Partition}.String(), o.Offset))
 	}
-	if err != nil && r.Release {
+	var e *Error
+	switch {
+	case err != nil && r.Release && errors.As(err, &e) && e.Code == api.CodeUnknownMember:
+		// The member is gone (revoked by an administrator, or expired):
+		// its partitions were fenced with it, no handoff waits for this
+		// release. A warning per partition said otherwise.
+		c.log.Info("release not needed: the member is gone and its partitions were fenced with it", fields...)
+		return
+	case err != nil && r.Release:
 		c.log.Warn("release commit failed; the coordinator moves the partition after its handoff timeout", fields...)
 		return
 	}
