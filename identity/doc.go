@@ -26,7 +26,8 @@
 // e.g. groups, scope, realm_access.roles, or a custom claim), a value
 // (exact, or a prefix ending in "*"), and the capgate groups and topics
 // (patterns: exact, "*" or "prefix*") it grants. A claim value may be a
-// string (split on spaces, as scope is) or an array of strings. The
+// string or an array of strings; only the scope claims (scope, scp) are
+// split on spaces, any other string is one value. The
 // identity may join the union of what its matching rules grant; a token no
 // rule matches is refused (ErrUnmapped).
 //

@@ -369,3 +369,29 @@ func TestConfigRefusesStarInsideNames(t *testing.T) {
 		t.Fatalf("prefix patterns refused: %v", err)
 	}
 }
+
+// TestOnlyScopeClaimsAreSplit: a string claim is a space-delimited list
+// only when it is an OAuth scope (scope, scp). Before, every string claim
+// was split, so a holder who could write "staff kafka-billing" into a
+// free-text claim matched a rule on the value kafka-billing.
+func TestOnlyScopeClaimsAreSplit(t *testing.T) {
+	now := time.Now()
+	is := idptest.New(t, "RS256")
+	v := newVerifier(t, config(is))
+	for _, extra := range []idptest.Claims{
+		{"groups": "staff kafka-billing"},
+		{"realm_access": map[string]any{"roles": "staff ops-oncall"}},
+	} {
+		if id, err := v.Verify(context.Background(), is.Token(claims(now, extra)), now); !errors.Is(err, identity.ErrUnmapped) {
+			t.Errorf("%v: %+v, %v; want ErrUnmapped", extra, id, err)
+		}
+	}
+	for _, extra := range []idptest.Claims{
+		{"groups": "kafka-billing"}, // one value, as a string
+		{"scope": "openid capgate:audit"},
+	} {
+		if _, err := v.Verify(context.Background(), is.Token(claims(now, extra)), now); err != nil {
+			t.Errorf("%v: %v", extra, err)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func (v *Verifier) ConsoleAdmin(ctx context.Context, token string, now time.Time
 		return Identity{}, err
 	}
 	for _, m := range is.cfg.ConsoleAdmins {
-		if matches(lookup(claims, m.Claim), m.Value) {
+		if matches(m.Claim, lookup(claims, m.Claim), m.Value) {
 			return id, nil
 		}
 	}
@@ -187,7 +187,7 @@ func (is *issuer) identity(claims jwt.MapClaims) (Identity, error) {
 		return Identity{}, err
 	}
 	for _, r := range is.cfg.Rules {
-		if !matches(lookup(claims, r.Claim), r.Value) {
+		if !matches(r.Claim, lookup(claims, r.Claim), r.Value) {
 			continue
 		}
 		id.Groups = appendNew(id.Groups, r.Groups...)
@@ -218,13 +218,21 @@ func lookup(claims map[string]any, path string) any {
 	return cur
 }
 
-// matches reports whether a claim value (a string, split on spaces as
-// scope is, or an array of strings) holds pattern's value.
-func matches(value any, pattern string) bool {
+// matches reports whether the value of claim (a string, or an array of
+// strings) holds pattern's value. Only the OAuth scope claims (scope,
+// scp: space-delimited lists, RFC 6749 §3.3) are split on spaces; any
+// other string is one value. Before, every string claim was split: a rule
+// on a free-text claim (name, department) with value "finance" matched a
+// token whose holder had set it to "marketing finance".
+func matches(claim string, value any, pattern string) bool {
 	var items []string
 	switch v := value.(type) {
 	case string:
-		items = strings.Fields(v)
+		if spaceDelimited(claim) {
+			items = strings.Fields(v)
+		} else {
+			items = []string{v}
+		}
 	case []any:
 		for _, e := range v {
 			if s, ok := e.(string); ok {
@@ -238,6 +246,13 @@ func matches(value any, pattern string) bool {
 		}
 	}
 	return false
+}
+
+// spaceDelimited reports whether claim (a dotted path) is an OAuth scope
+// claim, whose string value is a space-delimited list.
+func spaceDelimited(claim string) bool {
+	last := claim[strings.LastIndex(claim, ".")+1:]
+	return last == "scope" || last == "scp"
 }
 
 func appendNew(list []string, items ...string) []string {
