@@ -78,9 +78,20 @@ func (f *inflight) start(c *ocap.Claims, req authz.Request) (*fetchEntry, *fetch
 	return e, &e.ctx, ""
 }
 
-// register is start without the caps: the Kafka listener's fetches,
-// bounded by its own connection limit (one request at a time on each),
-// still count towards them.
+// startUnder is start for a fetch whose context also ends with base (the
+// Kafka listener's fetches that ask Kafka).
+func (f *inflight) startUnder(base context.Context, c *ocap.Claims, req authz.Request) (*fetchEntry, context.Context, api.Code) {
+	e, _, code := f.start(c, req)
+	if code != "" {
+		return nil, nil, code
+	}
+	e.stop = context.AfterFunc(base, func() { e.cancel(context.Cause(base)) })
+	return e, &e.ctx, ""
+}
+
+// register is start without the caps: the Kafka listener's fetches
+// answered from its read-ahead (no Kafka exchange), still counted towards
+// them and revocable like any other.
 // Its context also ends with base.
 func (f *inflight) register(base context.Context, c *ocap.Claims, req authz.Request) (*fetchEntry, context.Context) {
 	f.mu.Lock()

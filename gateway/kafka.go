@@ -105,9 +105,16 @@ func (k kafkaGate) Recheck(c *ocap.Claims, req authz.Request, now time.Time) api
 	return k.g.syncRefusal(now)
 }
 
-func (k kafkaGate) Track(base context.Context, c *ocap.Claims, req authz.Request) (context.Context, func()) {
-	entry, ctx := k.g.inflight.register(base, c, req)
-	return ctx, func() { k.g.inflight.finish(entry) }
+func (k kafkaGate) Track(base context.Context, c *ocap.Claims, req authz.Request, bounded bool) (context.Context, func(), api.Code) {
+	if !bounded {
+		entry, ctx := k.g.inflight.register(base, c, req)
+		return ctx, func() { k.g.inflight.finish(entry) }, ""
+	}
+	entry, ctx, code := k.g.inflight.startUnder(base, c, req)
+	if code != "" {
+		return nil, nil, code
+	}
+	return ctx, func() { k.g.inflight.finish(entry) }, ""
 }
 
 func (k kafkaGate) Observe(c *ocap.Claims, op string, code api.Code, bytes int, now time.Time) {

@@ -41,6 +41,10 @@ import (
 // answer without data carries zero bytes, as Kafka's do.
 var noRecords = []byte{}
 
+// overCapThrottle is how long a client is asked to wait before fetching
+// again a partition refused by the gateway's in-flight caps.
+const overCapThrottle = time.Second
+
 // fetchPart is one requested partition on its way through the handler.
 type fetchPart struct {
 	topic     string
@@ -63,7 +67,7 @@ func handleFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	now := time.Now()
 	parts := c.admitFetch(req, resp, now)
 	rest, data := c.takeReadAhead(req, parts)
-	c.fetchUpstream(req, rest, data, now)
+	c.fetchUpstream(req, resp, rest, data, now)
 	for _, p := range parts {
 		if p.done != nil {
 			p.done()
@@ -114,16 +118,30 @@ func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now 
 // partitions' answers.
 // noWait (data is already there for the answer) sends them without a long
 // poll, as a broker answers at once once MinBytes are there.
-func (c *conn) fetchUpstream(req *kmsg.FetchRequest, parts []*fetchPart, noWait bool, now time.Time) {
+// A partition over the gateway's in-flight caps (max_inflight_fetches,
+// max_inflight_fetches_per_holder: the HTTP routes' 503 and 429) is
+// answered empty, the response throttled a second as Kafka throttles a
+// client over its quota; the client fetches it again.
+func (c *conn) fetchUpstream(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*fetchPart, noWait bool, now time.Time) {
 	if len(parts) == 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
+	tracked := make([]*fetchPart, 0, len(parts))
 	for _, p := range parts {
-		pctx, done := c.s.gate.Track(c.s.base, p.claims, p.req)
+		pctx, done, code := c.s.gate.Track(c.s.base, p.claims, p.req, true)
+		if code != "" {
+			resp.ThrottleMillis = max(resp.ThrottleMillis, int32(overCapThrottle.Milliseconds()))
+			c.s.gate.Observe(p.claims, OpFetch, code, 0, now)
+			continue
+		}
 		stop := context.AfterFunc(pctx, cancel) // a revocation of any partition ends the wait
 		p.done = func() { stop(); done() }
+		tracked = append(tracked, p)
+	}
+	if parts = tracked; len(parts) == 0 {
+		return
 	}
 	calls := c.leaderCalls(req, parts, now)
 	if noWait {

@@ -39,8 +39,11 @@ type Gate interface {
 	Recheck(c *ocap.Claims, req authz.Request, now time.Time) api.Code
 	// Track registers an in-flight fetch of req under c. A revocation
 	// cancels ctx and waits until done is called, which must happen once
-	// the answer for it is decided (and never twice).
-	Track(base context.Context, c *ocap.Claims, req authz.Request) (ctx context.Context, done func())
+	// the answer for it is decided (and never twice). A bounded fetch (one
+	// that asks Kafka) counts against the gateway's in-flight caps: over
+	// one, nothing is registered and code says which (overloaded,
+	// too_many_fetches).
+	Track(base context.Context, c *ocap.Claims, req authz.Request, bounded bool) (ctx context.Context, done func(), code api.Code)
 	// Observe records one partition's outcome of op: metrics, and on
 	// success the bytes against c's byte rate. c is nil when no
 	// capability covered the partition.

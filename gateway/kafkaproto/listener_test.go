@@ -43,8 +43,8 @@ func (refuseGate) Admit(*ocap.Claims, authz.Request, time.Time) (api.Code, int64
 	return api.CodeForbidden, 0, 0
 }
 func (refuseGate) Recheck(*ocap.Claims, authz.Request, time.Time) api.Code { return api.CodeForbidden }
-func (refuseGate) Track(base context.Context, _ *ocap.Claims, _ authz.Request) (context.Context, func()) {
-	return base, func() {}
+func (refuseGate) Track(base context.Context, _ *ocap.Claims, _ authz.Request, _ bool) (context.Context, func(), api.Code) {
+	return base, func() {}, ""
 }
 func (refuseGate) Observe(*ocap.Claims, string, api.Code, int, time.Time) {}
 func (refuseGate) Broker() *broker.Client                                 { return nil }

@@ -215,7 +215,11 @@ func (c *conn) launchLocked(parts []*fetchPart, shape aheadShape) {
 func (c *conn) readAhead(ctx context.Context, b *aheadBatch, calls []*leaderCall) {
 	defer close(b.done)
 	for _, e := range b.entries {
-		pctx, done := c.s.gate.Track(ctx, e.part.claims, e.part.req)
+		pctx, done, code := c.s.gate.Track(ctx, e.part.claims, e.part.req, true)
+		if code != "" {
+			b.cancel() // over an in-flight cap: no read-ahead; its fetches go to Kafka themselves
+			continue
+		}
 		stop := context.AfterFunc(pctx, b.cancel) // a revocation cancels it
 		defer func() { stop(); done() }()
 	}
@@ -303,7 +307,7 @@ func (c *conn) takeReadAhead(req *kmsg.FetchRequest, parts []*fetchPart) (rest [
 			continue
 		}
 		c.afterWrite = append(c.afterWrite, func() { c.dropEntry(e) }) // the answer aliases the batch's buffer until written
-		_, done := c.s.gate.Track(c.ctx, p.claims, p.req)              // the decision below is revocable like any fetch's
+		_, done, _ := c.s.gate.Track(c.ctx, p.claims, p.req, false)    // the decision below is revocable like any fetch's
 		p.done = done
 		c.answerPartition(p, up, nil, now)
 		data = data || len(p.out.RecordBatches) > 0
