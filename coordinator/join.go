@@ -24,6 +24,7 @@ package coordinator
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -42,11 +43,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !ok {
 		return
 	}
-	key := credential.ID
-	if byMember {
-		key = "member:" + groupName + "/" + credential.Subject
-	}
-	if !c.allowRate(ctx, c.joins, key, "joins of this credential") {
+	if !c.allowRate(ctx, c.joins, c.joinRateKey(credential, byMember, groupName), "joins of this credential") {
 		return
 	}
 	var req api.JoinRequest
@@ -87,6 +84,23 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		return
 	}
 	c.answerJoin(ctx, reply, memberTTL)
+}
+
+// joinRateKey is whose join_rate budget a join spends: its credential's;
+// a member token's rejoin its member's; and every credential one OAuth
+// client obtained shares the client's — a client may hold
+// oauth.live_tokens_max credentials at once, and with a budget each it
+// joined live_tokens_max times join_rate (5,000 joins a second, each a
+// persisted Ready, at the defaults). Only capgate's own credentials carry
+// the oauth: subject (an IdP's subject could be spelled so too).
+func (c *Coordinator) joinRateKey(credential *ocap.Claims, byMember bool, groupName string) string {
+	switch {
+	case byMember:
+		return "member:" + groupName + "/" + credential.Subject
+	case credential.Issuer == c.cfg.ID && strings.HasPrefix(credential.Subject, oauthSubject):
+		return credential.Subject
+	}
+	return credential.ID
 }
 
 // memberTokenTTL is the lifetime of the member token a join answers:

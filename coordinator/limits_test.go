@@ -207,3 +207,31 @@ func TestDescribeIsPaged(t *testing.T) {
 	h.expectError(t, "GET", "/v1/admin/groups/g?limit=11", e.adminToken, nil, 400, api.CodeBadRequest)
 	h.expectError(t, "GET", "/v1/admin/groups/g?partitions_after=nope", e.adminToken, nil, 400, api.CodeBadRequest)
 }
+
+// TestOAuthClientJoinsShareOneBudget: the credentials one OAuth client
+// obtains share the client's join_rate budget. Each had its own, so a
+// client holding oauth.live_tokens_max (1,000) credentials joined 1,000
+// times join_rate — every join a persisted Ready of the one event loop.
+// Another client's budget is its own.
+func TestOAuthClientJoinsShareOneBudget(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	e.cfg.JoinRate, e.cfg.JoinBurst = 0.5, 3
+	h := e.start(t)
+	token := func(o coordinator.OAuthClientCreated) string {
+		status, body, _ := tokenRequest(t, h, clientCredentialsForm(), []string{o.ClientID, o.ClientSecret})
+		if status != 200 {
+			t.Fatalf("token: %d %v", status, body)
+		}
+		tok := body["access_token"].(string)
+		e.remember(tok)
+		return tok
+	}
+	a := createOAuthClient(t, h, "a", []string{"*"})
+	b := createOAuthClient(t, h, "b", []string{"*"})
+	req := api.JoinRequest{Topics: []string{"orders"}}
+	for i := range 3 {
+		h.call(t, "POST", fmt.Sprintf("/v1/groups/g%d/join", i), token(a), req, 200, nil)
+	}
+	h.expectError(t, "POST", "/v1/groups/g9/join", token(a), req, 429, api.CodeRateLimited)
+	h.call(t, "POST", "/v1/groups/g9/join", token(b), req, 200, nil)
+}
