@@ -64,6 +64,9 @@ type Gateway struct {
 	// afterFetch, when set by tests, runs after the broker answered a
 	// fetch and before the fetch is checked again.
 	afterFetch func()
+	// afterProduce, when set by tests, runs after Kafka answered a
+	// produce, while it is still registered in flight.
+	afterProduce func()
 }
 
 // errShuttingDown cancels the fetches in flight when the gateway closes.

@@ -204,16 +204,16 @@ func (f *fetchCall) refuseHeld(code api.Code) api.Code {
 	return code
 }
 
-// refuseInflight answers a fetch over an in-flight cap.
-func (f *fetchCall) refuseInflight(code api.Code) api.Code {
-	setRetryAfter(f.ctx, time.Second)
+// refuseInflight answers a fetch or produce over an in-flight cap.
+func (c *call) refuseInflight(code api.Code) api.Code {
+	setRetryAfter(c.ctx, time.Second)
 	if code == api.CodeOverloaded {
-		writeError(f.ctx, code, "this gateway serves as many fetches as it may; retry on another gateway",
-			map[string]any{"max_inflight_fetches": f.g.cfg.MaxInflightFetches})
+		writeError(c.ctx, code, "this gateway serves as many fetches and produces as it may; retry on another gateway",
+			map[string]any{"max_inflight_fetches": c.g.cfg.MaxInflightFetches})
 		return code
 	}
-	writeError(f.ctx, code, "this capability's holder has as many fetches in flight as it may; wait for one to finish",
-		map[string]any{"max_inflight_fetches_per_holder": f.g.cfg.MaxInflightFetchesPerHolder})
+	writeError(c.ctx, code, "this capability's holder has as many fetches and produces in flight as it may; wait for one to finish",
+		map[string]any{"max_inflight_fetches_per_holder": c.g.cfg.MaxInflightFetchesPerHolder})
 	return code
 }
 

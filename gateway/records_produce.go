@@ -7,8 +7,12 @@ package gateway
 // record, unknown fields refused, Content-Type application/json or none).
 // The records are appended in order to the partition leader with acks=all;
 // 200 {"base_offset","count"}. No query parameters. The byte rate of the
-// capability's QoS counts request body bytes. Refusals as for fetch: 400,
-// 401, 403, 404, 409, 413 (body over max_body_bytes), 429, 502, 503.
+// capability's QoS counts request body bytes. A produce is in flight
+// like a fetch (the same caps: 429 too_many_fetches, 503 overloaded), and
+// a revocation's acknowledgement waits until Kafka answered it: nothing
+// admitted under a revoked capability lands after the ack. Refusals as
+// for fetch: 400, 401, 403, 404, 409, 413 (body over max_body_bytes),
+// 429, 502, 503.
 
 import (
 	"bytes"
@@ -51,7 +55,20 @@ func (c *call) produce(topic, partition []byte) api.Code {
 		writeError(ctx, api.CodeBadRequest, err.Error(), nil)
 		return api.CodeBadRequest
 	}
+	// In flight like a fetch, under the same caps: a revocation's ack
+	// waits until Kafka answered, so no record admitted under a revoked
+	// capability lands after every gateway acknowledged the revocation.
+	// The produce is never cancelled (its context is not the entry's): a
+	// write cancelled on its way could still land, unseen.
+	entry, _, refused := c.g.inflight.start(c.claims, c.req)
+	if refused != "" {
+		return c.refuseInflight(refused)
+	}
+	defer c.g.inflight.finish(entry)
 	base, err := c.g.broker.Produce(context.Background(), c.req.Topic, c.req.Partition, recs)
+	if c.g.afterProduce != nil {
+		c.g.afterProduce()
+	}
 	if err != nil {
 		if errors.Is(err, broker.ErrUnknownTopicOrPartition) {
 			writeError(ctx, api.CodeNotFound, "unknown topic or partition", nil)
