@@ -94,3 +94,23 @@ func TestSyncTokenNeverPrinted(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayWithoutSyncCredentialRefusesToStart: a gateway configured
+// with neither a sync token nor a client certificate for the coordinator
+// could never sync and would answer every fetch 503 not_ready for ever;
+// it refuses to start instead, naming the setting.
+func TestGatewayWithoutSyncCredentialRefusesToStart(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "gateway.sync_token: required") {
+		t.Fatalf("New without a sync token: %v", err)
+	}
+	cfg.SyncToken = "s3cret"
+	g, err := New(cfg, nil)
+	if err != nil {
+		t.Fatalf("New with a sync token: %v", err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -78,6 +78,12 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.SyncToken == "" && cfg.CoordinatorTLS.CertFile == "" {
+		// Nothing to authenticate the sync channel with: the gateway would
+		// start, never sync, and answer every fetch 503 not_ready. (The
+		// defaults validate; a gateway that runs needs one of the two.)
+		return nil, errors.New("gateway.sync_token: required (the coordinator's sync token, also CAPGATE_GATEWAY_SYNC_TOKEN), unless coordinator_tls.cert_file presents a certificate to a coordinator whose tls.sync auth is certificate")
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
