@@ -20,6 +20,7 @@ import (
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/probe"
 	"github.com/capgate/capgate/internal/refusallog"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/store"
@@ -93,7 +94,7 @@ type Coordinator struct {
 	identities        *identity.Verifier // IdP tokens at join
 	metrics           *metrics
 	offsets           *offsetResolver
-	kafka             kafkaProbe // Kafka reachability for /readyz (health.go)
+	kafka             probe.Kafka // Kafka reachability for /readyz (health.go)
 	mirror            *mirror
 	adminTokens       secretSet
 	syncTokens        secretSet

@@ -24,7 +24,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -74,7 +73,7 @@ func (c *Coordinator) readiness(now time.Time) map[string]string {
 		default:
 		}
 	}
-	if err := c.kafka.status(now, c.probeKafka); err != "" {
+	if err := c.kafka.Status(now, c.probeKafka); err != "" {
 		checks["kafka"] = err
 	}
 	return checks
@@ -86,64 +85,6 @@ func (c *Coordinator) probeKafka() error {
 	defer cancel()
 	_, err := c.broker.Topics(ctx)
 	return err
-}
-
-// kafkaProbeTTL is how long a Kafka reachability result is used before
-// /readyz starts another probe.
-const kafkaProbeTTL = 5 * time.Second
-
-// kafkaProbe caches whether Kafka answered: the outcome of the last
-// metadata read or probe. The zero value has no result yet. Safe for
-// concurrent use.
-type kafkaProbe struct {
-	mu      sync.Mutex
-	at      time.Time // of the last result
-	err     error
-	probing bool
-}
-
-// record keeps the outcome of a Kafka call made at at.
-func (p *kafkaProbe) record(at time.Time, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !at.Before(p.at) {
-		p.at, p.err = at, err
-	}
-}
-
-// status is "" when the last result was a success, else why not. The
-// first call with no result probes at once (within broker_timeout) and
-// waits for it; later, a result older than kafkaProbeTTL starts probe in
-// the background, once at a time, and the last result answers meanwhile.
-func (p *kafkaProbe) status(now time.Time, probe func() error) string {
-	p.mu.Lock()
-	stale := now.Sub(p.at) >= kafkaProbeTTL && !p.probing
-	first := stale && p.at.IsZero()
-	p.probing = p.probing || stale
-	p.mu.Unlock()
-	run := func() {
-		start := time.Now()
-		err := probe()
-		p.mu.Lock()
-		p.probing = false
-		p.mu.Unlock()
-		p.record(start, err)
-	}
-	switch {
-	case first:
-		run()
-	case stale:
-		go run()
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.at.IsZero():
-		return "no answer from Kafka yet"
-	case p.err != nil:
-		return "unreachable (tried at " + p.at.UTC().Format(time.RFC3339) + "): " + p.err.Error()
-	}
-	return ""
 }
 
 func (c *Coordinator) handleMetrics(ctx *fasthttp.RequestCtx, _ []string) {

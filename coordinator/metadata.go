@@ -35,7 +35,7 @@ func (c *Coordinator) refreshTopics(ctx context.Context) {
 	defer cancel()
 	start := time.Now()
 	counts, err := c.broker.Topics(ctx)
-	c.kafka.record(start, err)
+	c.kafka.Record(start, err)
 	if err != nil {
 		if ctx.Err() == nil || ctx.Err() == context.DeadlineExceeded {
 			c.log.Warn("read topic metadata", zap.Error(err))

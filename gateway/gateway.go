@@ -17,6 +17,7 @@ import (
 	"github.com/capgate/capgate/gateway/guard"
 	"github.com/capgate/capgate/gateway/kafkaproto"
 	"github.com/capgate/capgate/internal/coordinators"
+	"github.com/capgate/capgate/internal/probe"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -34,7 +35,8 @@ type Gateway struct {
 	view     *authz.View
 	limiter  *rateLimiter
 	inflight *inflight
-	held     *heldBytes // answer bytes on their way to clients
+	held     *heldBytes  // answer bytes on their way to clients
+	kafkaUp  probe.Kafka // Kafka reachability for /readyz (health.go)
 	metrics  *metrics
 	server   *fasthttp.Server
 	routes   []route

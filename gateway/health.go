@@ -12,14 +12,21 @@ package gateway
 // sync_timeout, and while no signing key was learned (every capability
 // would be refused); 503 out_of_sync while self-fenced (no good sync for
 // sync_timeout); with Retry-After: 1 — the same refusals fetch and
-// produce get. Neither needs a token.
+// produce get. In sync, it also needs Kafka: 503 unavailable naming the
+// kafka check while the last probe of Kafka failed (a metadata request
+// for no topic, cached for probe.TTL, one at a time: the first /readyz
+// waits for it, later ones answer from the last result), as the
+// coordinator's /readyz. The ready answer carries "checks":{"sync":"ok",
+// "kafka":"ok"}. Neither needs a token.
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
@@ -31,11 +38,12 @@ func (g *Gateway) handleHealth(ctx *fasthttp.RequestCtx) {
 
 // readyBody is /readyz's answer.
 type readyBody struct {
-	Status   string   `json:"status"`
-	Seq      uint64   `json:"seq"`
-	Issuer   string   `json:"issuer"`
-	Audience string   `json:"audience"`
-	Keys     []string `json:"keys"`
+	Status   string            `json:"status"`
+	Seq      uint64            `json:"seq"`
+	Checks   map[string]string `json:"checks"`
+	Issuer   string            `json:"issuer"`
+	Audience string            `json:"audience"`
+	Keys     []string          `json:"keys"`
 }
 
 func (g *Gateway) handleReady(ctx *fasthttp.RequestCtx) {
@@ -49,7 +57,27 @@ func (g *Gateway) handleReady(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, api.CodeNotReady, "no signing key learned from the coordinator: every capability would be refused", nil)
 		return
 	}
+	checks := map[string]string{"sync": "ok", "kafka": "ok"}
+	if why := g.kafkaUp.Status(time.Now(), g.probeKafka); why != "" {
+		checks["kafka"] = why
+		setRetryAfter(ctx, time.Second)
+		writeError(ctx, api.CodeUnavailable, "not ready: kafka: "+why, map[string]any{"checks": checks})
+		return
+	}
 	// Strings and a number: encoding cannot fail.
-	body, _ := json.Marshal(readyBody{Status: "ready", Seq: g.view.Seq(), Issuer: settings.Issuer, Audience: settings.Audience, Keys: keys})
+	body, _ := json.Marshal(readyBody{Status: "ready", Seq: g.view.Seq(), Checks: checks, Issuer: settings.Issuer, Audience: settings.Audience, Keys: keys})
 	writeJSONBody(ctx, body)
+}
+
+// probeTimeout bounds one readiness probe of Kafka.
+const probeTimeout = 2 * time.Second
+
+// probeKafka asks Kafka for metadata of no topic (its brokers only).
+func (g *Gateway) probeKafka() error {
+	ctx, cancel := context.WithTimeout(context.Background(), min(probeTimeout, g.cfg.Broker.RequestTimeout))
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // none: not nil, which asks for every topic
+	_, err := g.broker.Request(ctx, req)
+	return err
 }

@@ -1,4 +1,4 @@
-package coordinator
+package probe
 
 import (
 	"errors"
@@ -17,24 +17,24 @@ func TestKafkaProbeCachesAndRefreshes(t *testing.T) {
 }
 
 func testKafkaProbe(t *testing.T) {
-	var p kafkaProbe
+	var p Kafka
 	down := errors.New("dial tcp: connection refused")
 	now := time.Now()
-	if got := p.status(now, func() error { return down }); !strings.Contains(got, "connection refused") {
+	if got := p.Status(now, func() error { return down }); !strings.Contains(got, "connection refused") {
 		t.Fatalf("first check with Kafka down: %q", got)
 	}
-	p.record(time.Now(), nil) // the metadata poller read topics
+	p.Record(time.Now(), nil) // the metadata poller read topics
 	var calls atomic.Int32    // probes run on goroutines of their own
-	if got := p.status(time.Now(), func() error { calls.Add(1); return down }); got != "" || calls.Load() != 0 {
+	if got := p.Status(time.Now(), func() error { calls.Add(1); return down }); got != "" || calls.Load() != 0 {
 		t.Fatalf("a fresh success: %q after %d probes, want ok from the cache", got, calls.Load())
 	}
 	release := make(chan struct{})
-	later := time.Now().Add(kafkaProbeTTL)
+	later := time.Now().Add(TTL)
 	slow := func() error { calls.Add(1); <-release; return down }
-	if got := p.status(later, slow); got != "" {
+	if got := p.Status(later, slow); got != "" {
 		t.Fatalf("stale success while the probe runs: %q, want the cached ok", got)
 	}
-	if got := p.status(later, slow); got != "" || calls.Load() > 1 {
+	if got := p.Status(later, slow); got != "" || calls.Load() > 1 {
 		t.Fatalf("second check during the probe: %q, %d probes", got, calls.Load())
 	}
 	close(release)
@@ -42,7 +42,7 @@ func testKafkaProbe(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("%d probes for one stale result", n)
 	}
-	if got := p.status(time.Now(), slow); !strings.Contains(got, "connection refused") {
+	if got := p.Status(time.Now(), slow); !strings.Contains(got, "connection refused") {
 		t.Fatalf("after the probe failed: %q", got)
 	}
 }
