@@ -55,7 +55,9 @@ func newDevCmd() *cobra.Command {
 			"reused on restart, as are the records and the coordinator's state.\n\n" +
 			"With --demo it also runs a producer and 3 consumers, adds a 4th once they are\n" +
 			"steady, prints each handoff and a summary, and exits non-zero when a record was\n" +
-			"lost or repeated, or a partition that did not move paused.",
+			"lost or repeated, a partition that did not move changed holder or epoch, or a\n" +
+			"moved one did not change hands once under a higher epoch. Pauses beyond the\n" +
+			"targets are warnings: timing depends on the machine, the verdict does not.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.demo && !cmd.Flags().Changed("log-level") {
