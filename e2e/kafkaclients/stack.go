@@ -31,6 +31,8 @@ type Options struct {
 	// OIDC, when it names issuers, is the coordinator's oidc section and
 	// every gateway's kafka_oidc.
 	OIDC identity.Config
+	// Gateway, when set, edits every gateway's configuration last.
+	Gateway func(*gateway.Config)
 }
 
 // Stack is a capgate deployment whose gateways run the Kafka listener.
@@ -73,6 +75,9 @@ func Start(t testing.TB, opts Options) *Stack {
 			}
 			cfg.KafkaAuthTimeout = 3 * time.Second
 			cfg.ReadTimeout = 2 * time.Second
+			if opts.Gateway != nil {
+				opts.Gateway(cfg)
+			}
 		},
 	})
 	return &Stack{Cluster: c}

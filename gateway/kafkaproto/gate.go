@@ -37,12 +37,13 @@ type Gate interface {
 	// Recheck is the decision taken again after the broker answered,
 	// before any byte is written: Decide and the sync state.
 	Recheck(c *ocap.Claims, req authz.Request, now time.Time) api.Code
-	// Track registers an in-flight fetch of req under c. A revocation
-	// cancels ctx and waits until done is called, which must happen once
-	// the answer for it is decided (and never twice). A bounded fetch (one
-	// that asks Kafka) counts against the gateway's in-flight caps: over
-	// one, nothing is registered and code says which (overloaded,
-	// too_many_fetches).
+	// Track registers an in-flight fetch (or produce) of req under c. A
+	// revocation cancels ctx and waits until done is called, which must
+	// happen once the answer for it is decided (and never twice); a
+	// produce ignores ctx (a write is never cancelled on its way) and
+	// calls done once Kafka answered. A bounded one (one that asks Kafka)
+	// counts against the gateway's in-flight caps: over one, nothing is
+	// registered and code says which (overloaded, too_many_fetches).
 	Track(base context.Context, c *ocap.Claims, req authz.Request, bounded bool) (ctx context.Context, done func(), code api.Code)
 	// Observe records one partition's outcome of op: metrics, and on
 	// success the bytes against c's byte rate. c is nil when no

@@ -12,6 +12,21 @@ package kafkaproto
 //     their leader being looked up (a refusal costs Kafka nothing); the
 //     others are forwarded to their Kafka leaders, one request per leader,
 //     record batches untouched, acks as the client asked.
+//   - Each request to a leader is registered in the gateway's in-flight
+//     registry (Gate.Track, bounded) under the capability (or client
+//     credential) it was admitted under, before the partitions are
+//     decided once more (a revocation applied meanwhile refuses them):
+//     a revocation's acknowledgement waits until Kafka answered, so
+//     nothing admitted under a revoked capability is written after every
+//     gateway acknowledged the revocation. The write is never cancelled —
+//     neither by the revocation nor by the client hanging up — since a
+//     write cancelled on its way could still land, unseen; request_timeout
+//     plus the request's own timeout bound it. Over max_inflight_fetches
+//     or _per_holder (produces count like fetches) the leader's partitions
+//     answer THROTTLING_QUOTA_EXCEEDED (89, retriable in kgo and the Java
+//     client; nothing was sent, so an idempotent producer's retry keeps
+//     its sequence) and the response's ThrottleMillis is 1 s, the pause a
+//     fetch over a cap gets.
 //   - Transactions are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
 //     a transaction spans partitions no single capability covers.
 //     Idempotent producers work: InitProducerId without a transactional
@@ -29,6 +44,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/gateway/authz"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -51,7 +67,7 @@ func handleProduce(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) 
 				out.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 				continue
 			}
-			code := c.admitProduce(rt.Topic, rp.Partition, len(rp.Records), now)
+			claims, code := c.admitProduce(rt.Topic, rp.Partition, now)
 			if code == api.CodeRateLimited {
 				out.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
 				continue
@@ -69,36 +85,48 @@ func handleProduce(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) 
 			}
 			pc := calls[route.Leader]
 			if pc == nil {
-				pc = newProduceCall(req)
+				pc = newProduceCall(req, claims)
 				calls[route.Leader] = pc
 			}
 			pc.add(rt.Topic, route.TopicID, rp, out)
 		}
 	}
-	c.produceUpstream(calls)
+	if throttled := c.produceUpstream(calls, now); throttled {
+		resp.ThrottleMillis = int32(overCapThrottle.Milliseconds())
+	}
 	if req.Acks == 0 {
 		return nil, nil
 	}
 	return resp, nil
 }
 
-// admitProduce decides one partition of a Produce.
-func (c *conn) admitProduce(topic string, partition int32, size int, now time.Time) api.Code {
+// admitProduce decides one partition of a Produce and returns the claims
+// it is admitted under: the connection's client credential, or the
+// capability covering the partition.
+func (c *conn) admitProduce(topic string, partition int32, now time.Time) (*ocap.Claims, api.Code) {
 	if !c.principal.capability() {
 		if !namesTopic(c.principal.Claims, topic) {
-			return api.CodeForbidden
+			return nil, api.CodeForbidden
 		}
-		return c.checkClient(now)
+		return c.principal.Claims, c.checkClient(now)
 	}
 	a := c.admit(topic, partition, ocap.OpProduce, -1, now)
 	switch {
 	case a.code != "":
-		return a.code
+		return nil, a.code
 	case a.throttle > 0:
-		return api.CodeRateLimited
+		return nil, api.CodeRateLimited
 	}
-	c.s.gate.Observe(a.claims, OpProduce, "", size, now)
-	return ""
+	return a.claims, ""
+}
+
+// recheckProduce decides a partition again once its write is registered
+// in flight, just before it is sent.
+func (c *conn) recheckProduce(claims *ocap.Claims, req authz.Request, now time.Time) api.Code {
+	if !c.principal.capability() {
+		return c.checkClient(now)
+	}
+	return c.s.gate.Recheck(claims, req, now)
 }
 
 // namesTopic reports whether a client credential's tps claim names topic
@@ -107,22 +135,26 @@ func namesTopic(c *ocap.Claims, topic string) bool {
 	return slices.Contains(c.Topics, topic)
 }
 
-// produceCall is the part of a Produce going to one Kafka leader.
+// produceCall is the part of a Produce going to one Kafka leader, all
+// of it admitted under one principal: a capability connection's
+// partition, or a client credential's partitions.
 type produceCall struct {
-	req  *kmsg.ProduceRequest
-	outs []produceOut
+	req    *kmsg.ProduceRequest
+	claims *ocap.Claims
+	outs   []produceOut
 }
 
 type produceOut struct {
 	topic string
 	id    [16]byte
+	size  int
 	out   *kmsg.ProduceResponseTopicPartition
 }
 
-func newProduceCall(from *kmsg.ProduceRequest) *produceCall {
+func newProduceCall(from *kmsg.ProduceRequest, claims *ocap.Claims) *produceCall {
 	up := kmsg.NewPtrProduceRequest()
 	up.Acks, up.TimeoutMillis = from.Acks, from.TimeoutMillis
-	return &produceCall{req: up}
+	return &produceCall{req: up, claims: claims}
 }
 
 // add appends one partition; topics are sent by name and id (Kafka uses
@@ -135,25 +167,60 @@ func (pc *produceCall) add(topic string, id [16]byte, rp kmsg.ProduceRequestTopi
 	}
 	t := &pc.req.Topics[len(pc.req.Topics)-1]
 	t.Partitions = append(t.Partitions, rp)
-	pc.outs = append(pc.outs, produceOut{topic: topic, id: id, out: out})
+	pc.outs = append(pc.outs, produceOut{topic: topic, id: id, size: len(rp.Records), out: out})
 }
 
-// produceUpstream sends every leader's part concurrently and copies the
-// answers back.
-func (c *conn) produceUpstream(calls map[int32]*produceCall) {
+// request is the registry's view of the call: its first partition (all
+// of it is under one principal).
+func (pc *produceCall) request() authz.Request {
+	return authz.Request{Topic: pc.outs[0].topic, Partition: pc.outs[0].out.Partition, Op: ocap.OpProduce, Offset: -1}
+}
+
+// produceUpstream registers every leader's part in flight, decides its
+// partitions again, sends the parts concurrently and copies the answers
+// back; throttled reports a part refused by the in-flight caps.
+func (c *conn) produceUpstream(calls map[int32]*produceCall, now time.Time) (throttled bool) {
 	var wg sync.WaitGroup
 	for leader, pc := range calls {
+		req := pc.request()
+		// Registered before the partitions are decided again: a
+		// revocation applied after this decision finds the write in
+		// flight and waits for Kafka's answer before its ack.
+		_, done, code := c.s.gate.Track(c.s.base, pc.claims, req, true)
+		if code != "" {
+			throttled = true
+			for _, po := range pc.outs {
+				po.out.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
+				c.s.gate.Observe(pc.claims, OpProduce, code, 0, now)
+			}
+			continue
+		}
+		if code := c.recheckProduce(pc.claims, req, time.Now()); code != "" {
+			done()
+			for _, po := range pc.outs {
+				po.out.ErrorCode = partitionError(code)
+				c.s.gate.Observe(pc.claims, OpProduce, code, 0, now)
+			}
+			continue
+		}
+		for _, po := range pc.outs {
+			c.s.gate.Observe(pc.claims, OpProduce, "", po.size, now)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer done() // once Kafka answered (or request_timeout passed)
 			c.produceOne(leader, pc)
 		}()
 	}
 	wg.Wait()
+	return throttled
 }
 
+// produceOne sends one leader's part. Its context is not the tracked
+// one, nor the connection's: the write is never cancelled on its way.
 func (c *conn) produceOne(leader int32, pc *produceCall) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout+time.Duration(pc.req.TimeoutMillis)*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.s.cfg.RequestTimeout+time.Duration(pc.req.TimeoutMillis)*time.Millisecond)
 	defer cancel()
 	kresp, err := c.s.gate.Broker().RequestNode(ctx, leader, pc.req)
 	if pc.req.Acks == 0 {
