@@ -55,6 +55,8 @@ func partitionError(code api.Code) int16 {
 //	offset_out_of_range     OFFSET_OUT_OF_RANGE (1): capgate refuses a commit beyond the log end
 //	offset_regression       INVALID_COMMIT_OFFSET_SIZE (28): capgate never moves a committed offset back
 //	                        (Kafka would); the client sees its rewind refused rather than lost
+//	limit_exceeded          GROUP_MAX_SIZE_REACHED (81) on a join: kafka_max_members, or the
+//	                        coordinator's join limits (members_per_group...); final, reported
 //	retriable codes         COORDINATOR_NOT_AVAILABLE (15)                           the client retries
 //
 // The connection's own client credential denied or expired

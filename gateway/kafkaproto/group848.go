@@ -184,11 +184,16 @@ func (c *conn) assignment848(parts []session.Partition) *kmsg.ConsumerGroupHeart
 	return &a
 }
 
-// joinError maps a refused join.
+// joinError maps a refused join. A limit (this gateway's
+// kafka_max_members, the coordinator's members_per_group and other join
+// limits) is GROUP_MAX_SIZE_REACHED, final as Kafka's group.max.size: a
+// retriable code had the client retry for ever without a word.
 func joinError(code api.Code) int16 {
 	switch code {
 	case api.CodeForbidden, api.CodeUnauthorized, api.CodeTokenExpired, api.CodeCapabilityRevoked:
 		return kerr.GroupAuthorizationFailed.Code
+	case api.CodeLimitExceeded:
+		return kerr.GroupMaxSizeReached.Code
 	case api.CodeInconsistentAssign:
 		return kerr.InconsistentGroupProtocol.Code
 	case api.CodeBadRequest:

@@ -35,7 +35,8 @@ func newGroups(s *Server) *groups {
 	}
 }
 
-// errTooManyMembers refuses a join beyond kafka_max_members.
+// errTooManyMembers refuses a join beyond kafka_max_members: limit_exceeded,
+// GROUP_MAX_SIZE_REACHED to the client (final, as Kafka's group.max.size).
 var errTooManyMembers = errors.New("kafkaproto: kafka_max_members reached")
 
 // join joins the coordinator for a new Kafka member (with the client's
@@ -45,7 +46,7 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	full := len(g.byID) >= g.s.cfg.MaxMembers
 	g.mu.Unlock()
 	if full {
-		return api.CodeUnavailable, errTooManyMembers
+		return api.CodeLimitExceeded, errTooManyMembers
 	}
 	m.credential = credential
 	m.log = g.s.log.With(zap.String("group", m.group), zap.String("client_id", m.key.clientID))
