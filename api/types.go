@@ -39,7 +39,9 @@ type JoinResponse struct {
 }
 
 // HeartbeatRequest is POST /v1/groups/{group}/heartbeat; the coordinator
-// holds it up to WaitMs (capped by heartbeat_wait) until it has news.
+// holds it up to WaitMs (capped by heartbeat_wait) until it has news. A
+// zero WaitMs is left out (omitempty), which means heartbeat_wait; a raw
+// {"wait_ms":0} is answered at once.
 type HeartbeatRequest struct {
 	WaitMs int64 `json:"wait_ms,omitempty"`
 }

@@ -1,6 +1,8 @@
 package coordinator_test
 
 import (
+	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +154,32 @@ func TestLeaseUnderASecondRefused(t *testing.T) {
 	}
 	if after := h.describe(t, "g").Partitions[0]; after.Epoch != before.Epoch || after.Owner != before.Owner {
 		t.Fatalf("a refused lease changed the partition: %+v -> %+v", before, after)
+	}
+}
+
+// TestHeartbeatWaitZeroAnswersAtOnce: "held up to wait_ms" — a
+// heartbeat asking wait_ms 0 is answered at once (one without wait_ms is
+// held up to heartbeat_wait, as before). The machine read 0 as
+// heartbeat_wait: wait_ms 0 was held the whole heartbeat_wait (here a
+// minute, longer than the test client waits for an answer).
+func TestHeartbeatWaitZeroAnswersAtOnce(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	e.cfg.Groups.HeartbeatWait = 29 * time.Second
+	h := e.start(t)
+	m := h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000})
+	for i := range 3 { // no news after the first: each answer is the empty one
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // half heartbeat_wait
+		req, _ := http.NewRequestWithContext(ctx, "POST", h.base+"/v1/groups/g/heartbeat", strings.NewReader(`{"wait_ms":0}`))
+		req.Header.Set("Authorization", "Bearer "+m.token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := h.client.Do(req)
+		cancel()
+		if err != nil {
+			t.Fatalf("heartbeat %d with wait_ms 0: %v (held for heartbeat_wait?)", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("heartbeat %d: %d", i, resp.StatusCode)
+		}
 	}
 }

@@ -3,8 +3,8 @@ package coordinator
 // Behavior: POST /v1/groups/{group}/heartbeat — bearer: the member token
 // (403 for another group; 409 unknown_member once the session is gone).
 // Body api.HeartbeatRequest (may be empty). A long poll: the machine holds
-// it up to wait_ms (capped by groups.heartbeat_wait) until the member has
-// news — partitions to revoke (apply before grants), new grants, renewals —
+// it up to wait_ms (capped by groups.heartbeat_wait; without wait_ms,
+// heartbeat_wait; wait_ms 0 answers at once) until the member has news — partitions to revoke (apply before grants), new grants, renewals —
 // and answers api.HeartbeatResponse (lists always present, maybe empty). A
 // second heartbeat of the same member answers the held one empty.
 
@@ -19,18 +19,21 @@ import (
 )
 
 func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string) {
-	var req api.HeartbeatRequest
+	var req struct { // api.HeartbeatRequest, telling an absent wait_ms from 0
+		WaitMs *int64 `json:"wait_ms"`
+	}
 	groupName, claims, ok := c.memberRequest(ctx, params, &req, true)
 	if !ok {
 		return
 	}
-	if req.WaitMs < 0 {
+	if req.WaitMs != nil && *req.WaitMs < 0 {
 		writeError(ctx, api.CodeBadRequest, "wait_ms must be >= 0")
 		return
 	}
+	wait := heartbeatWait(req.WaitMs)
 	confirm := c.leadershipMark()
 	msg, err := c.call(func(ref group.Ref) group.Event {
-		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: claims.Subject, Wait: time.Duration(min(req.WaitMs, 1<<40)) * time.Millisecond}
+		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: claims.Subject, Wait: wait}
 	})
 	news, ok := msg.(group.News)
 	if !ok {
@@ -64,4 +67,19 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		revoke = []api.PartitionRef{}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, api.HeartbeatResponse{Revoke: revoke, Grants: grants, Renew: renew})
+}
+
+// heartbeatWait is the machine's Wait for wait_ms: absent, 0 (the
+// machine's heartbeat_wait); an explicit 0, a nanosecond — answered at
+// once, as "held up to wait_ms" says. The machine reads a zero Wait as
+// heartbeat_wait, so wait_ms: 0 was held the whole heartbeat_wait (3 s in
+// capgate dev) by a client that asked not to wait.
+func heartbeatWait(waitMs *int64) time.Duration {
+	switch {
+	case waitMs == nil:
+		return 0
+	case *waitMs == 0:
+		return time.Nanosecond
+	}
+	return time.Duration(min(*waitMs, 1<<40)) * time.Millisecond
 }
