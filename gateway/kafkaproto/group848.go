@@ -10,6 +10,12 @@ package kafkaproto
 //     member holds right away. A known member id rejoining at epoch 0 (a
 //     lost answer, a fenced epoch) keeps its capgate member and gets its
 //     whole assignment again.
+//   - A heartbeat whose subscription (SubscribedTopicNames or the regex)
+//     differs from the member's changes it at the coordinator first
+//     (member.resubscribe: a rejoin of the capgate member with the new
+//     topics), so the new topics' partitions are assigned and a dropped
+//     topic's revoked; a refusal answers the heartbeat's error
+//     (resubscribeError) and keeps the old subscription.
 //   - Later heartbeats: the assignment is what the capgate session holds
 //     minus partitions whose revoke waits for the member; each change
 //     bumps the member epoch. The partitions the member reports owning
@@ -66,6 +72,10 @@ func handleConsumerGroupHeartbeat(c *conn, _ header, kreq kmsg.Request) (kmsg.Re
 		resp.ErrorCode = kerr.UnknownMemberID.Code
 		return resp, nil
 	}
+	if code := c.resubscribe848(m, req); code != 0 {
+		resp.ErrorCode, resp.MemberID, resp.MemberEpoch = code, &id, req.MemberEpoch
+		return resp, nil
+	}
 	owned := c.ownedByID(req.Topics)
 	epoch, assignment, code := m.heartbeat848(req.MemberEpoch, owned, now)
 	resp.ErrorCode, resp.MemberID, resp.MemberEpoch = code, &id, epoch
@@ -83,6 +93,10 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 		return resp, nil
 	}
 	if m := c.s.groups.own(req.Group, req.MemberID, c.key()); m != nil && m.kip848 {
+		if code := c.resubscribe848(m, req); code != 0 {
+			resp.ErrorCode = code
+			return resp, nil
+		}
 		if epoch, assignment, ok := m.rejoin848(now); ok {
 			resp.MemberID, resp.MemberEpoch = &m.id, epoch
 			resp.Assignment = c.assignment848(assignment)
@@ -95,12 +109,10 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 		sessionTimeout:   c.s.cfg.MemberSessionTimeout,
 		rebalanceTimeout: c.rebalanceTimeout(req.RebalanceTimeoutMillis),
 	}
-	join := api.JoinRequest{ClientID: c.clientID, Topics: req.SubscribedTopicNames}
+	join := api.JoinRequest{ClientID: c.clientID}
+	join.Topics, join.TopicPattern, _ = subscription848(req)
 	if req.InstanceID != nil {
 		join.InstanceID = *req.InstanceID
-	}
-	if req.SubscribedTopicRegex != nil {
-		join.Topics, join.TopicPattern = nil, *req.SubscribedTopicRegex
 	}
 	if code, err := c.s.groups.join(c.ctx, m, c.principal.Token, join); err != nil {
 		resp.ErrorCode = joinError(code)
@@ -113,6 +125,46 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 	resp.Assignment = c.assignment848(assignment)
 	resp.HeartbeatIntervalMillis = c.heartbeatInterval(m, true, now)
 	return resp, nil
+}
+
+// subscription848 is the subscription a heartbeat carries (the regex
+// when there is one); ok false when it carries none (unchanged).
+func subscription848(req *kmsg.ConsumerGroupHeartbeatRequest) (topics []string, pattern string, ok bool) {
+	switch {
+	case req.SubscribedTopicRegex != nil:
+		return nil, *req.SubscribedTopicRegex, true
+	case req.SubscribedTopicNames != nil:
+		return req.SubscribedTopicNames, "", true
+	}
+	return nil, "", false
+}
+
+// resubscribe848 carries a heartbeat's changed subscription to the
+// coordinator (member.resubscribe); 0 when it carries none, the same, or
+// the change was made, else the heartbeat's error.
+func (c *conn) resubscribe848(m *member, req *kmsg.ConsumerGroupHeartbeatRequest) int16 {
+	topics, pattern, ok := subscription848(req)
+	if !ok || m.subscribed(topics, pattern) {
+		return 0
+	}
+	return resubscribeError(m.resubscribe(c.ctx, topics, pattern))
+}
+
+// resubscribeError maps a refused subscription change: a topic the
+// credential does not cover is TOPIC_AUTHORIZATION_FAILED (as Kafka
+// answers a subscription it may not describe); a member the coordinator
+// forgot UNKNOWN_MEMBER_ID (the client joins again, as a new member, with
+// its new subscription); the rest as a refused join.
+func resubscribeError(code api.Code) int16 {
+	switch code {
+	case "":
+		return 0
+	case api.CodeForbidden:
+		return kerr.TopicAuthorizationFailed.Code
+	case api.CodeUnknownMember:
+		return kerr.UnknownMemberID.Code
+	}
+	return joinError(code)
 }
 
 // handoffInterval is the heartbeat interval handed out while a handoff

@@ -10,7 +10,9 @@ package kafkaproto
 //     protocol the first the client offered, and a generation of its own.
 //     A new member (empty id) is joined to capgate with the connection's
 //     client credential and the topics of its subscription metadata; an
-//     id this gateway does not know answers UNKNOWN_MEMBER_ID.
+//     id this gateway does not know answers UNKNOWN_MEMBER_ID. A known
+//     member rejoining with other topics changes its capgate member's
+//     subscription (member.resubscribe): the coordinator reassigns.
 //   - SyncGroup answers the partitions the capgate session holds, minus
 //     those whose revoke waits for the member. Heartbeat answers
 //     REBALANCE_IN_PROGRESS whenever that differs from what the member was
@@ -77,6 +79,12 @@ func handleJoinGroup(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error
 		}
 		if code, err := c.s.groups.join(c.ctx, m, c.principal.Token, join); err != nil {
 			resp.ErrorCode = joinError(code)
+			return resp, nil
+		}
+	} else if !m.subscribed(meta.Topics, "") {
+		// A rejoin with another subscription (AddConsumeTopics, a
+		// pattern that matched a new topic): the coordinator reassigns.
+		if resp.ErrorCode = resubscribeError(m.resubscribe(c.ctx, meta.Topics, "")); resp.ErrorCode != 0 {
 			return resp, nil
 		}
 	}

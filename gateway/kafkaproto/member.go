@@ -74,6 +74,11 @@ type member struct {
 	credential       string
 	log              *zap.Logger
 
+	// join is the member's join as of its current subscription (under
+	// mu): the body of the driver's every join (a rejoin as a new member
+	// subscribes to what the client subscribes to now).
+	join api.JoinRequest
+
 	ctx    context.Context // ends when the member is gone
 	cancel context.CancelFunc
 	joined chan driver.JoinResult
@@ -132,6 +137,7 @@ func (m *member) start(ctx context.Context, join api.JoinRequest) error {
 	m.joinedAt = m.lastSeen
 	m.timer = time.AfterFunc(time.Hour, m.tick)
 	m.mu.Lock()
+	m.join = join
 	m.carry(m.d.Start(m.lastSeen))
 	m.mu.Unlock()
 	var r driver.JoinResult
@@ -203,8 +209,12 @@ func (m *member) send(s driver.Send) {
 		m.slots[s.Fetch.Partition] = s.Call
 		return
 	}
-	if s.Kind == driver.KindCommit {
+	switch s.Kind {
+	case driver.KindCommit:
 		s.Commit = m.withMetadata(s.Commit)
+	case driver.KindJoin:
+		join := m.join
+		s.Join = &join
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, s.Timeout)
 	m.calls[s.Call] = cancel
@@ -489,4 +499,65 @@ func compareParts(a, b session.Partition) int {
 		return 1
 	}
 	return int(a.Partition) - int(b.Partition)
+}
+
+// subscribed reports whether topics (or pattern, when not empty) is the
+// member's current subscription. Under no lock.
+func (m *member) subscribed(topics []string, pattern string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pattern != "" || m.join.TopicPattern != "" {
+		return pattern == m.join.TopicPattern
+	}
+	a, b := slices.Clone(topics), slices.Clone(m.join.Topics)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// resubscribe changes the member's subscription at the coordinator: a
+// rejoin of its capgate member (its id, the client's credential) with the
+// new topics or pattern, as the SDK's own rejoin. The coordinator
+// reassigns the group; a rejoin also fences the partitions the member
+// holds and grants them back under fresh epochs, so each partition it
+// keeps comes back to it like a moved one (the client is told to give it
+// up, commits, and gets it again). The partitions granted at once come
+// in the answer and are stepped like heartbeat news; the others come in
+// the driver's heartbeats. The session is not told of a new incarnation:
+// its member id and token stay good. "" when changed; a refusal leaves
+// the subscription as it was.
+func (m *member) resubscribe(ctx context.Context, topics []string, pattern string) api.Code {
+	m.mu.Lock()
+	if m.state != memberActive {
+		m.mu.Unlock()
+		return api.CodeUnknownMember
+	}
+	join := m.join
+	join.Topics, join.TopicPattern = topics, pattern
+	if pattern != "" {
+		join.Topics = nil
+	}
+	join.MemberID = m.sess.Member().ID
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, m.g.s.cfg.RequestTimeout)
+	defer cancel()
+	a := m.g.api.Attempt(ctx, m.group, m.credential, driver.Send{Kind: driver.KindJoin, Join: &join, Timeout: m.g.s.cfg.RequestTimeout})
+	if f := a.Failure; f != nil {
+		m.log.Info("kafka member's subscription change refused", zap.Strings("topics", topics), zap.String("pattern", pattern), zap.Error(f.Err))
+		if f.Code == "" {
+			return api.CodeUnavailable
+		}
+		return f.Code
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	join.MemberID = ""
+	m.join = join
+	m.log.Info("kafka member's subscription changed", zap.Strings("topics", topics), zap.String("pattern", pattern),
+		zap.Int("grants", len(a.Join.Grants)))
+	if m.state == memberActive && len(a.Join.Grants) > 0 {
+		m.carry(m.d.User(session.NewsArrived{Now: a.Now, Incarnation: m.sess.Member().Incarnation,
+			News: api.HeartbeatResponse{Grants: a.Join.Grants}}))
+	}
+	return ""
 }
