@@ -75,15 +75,7 @@ func TestDeniedCredentialIsRefusedNotRetried(t *testing.T) {
 	if code := probe.roundTrip(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse).ErrorCode; code != kerr.ClusterAuthorizationFailed.Code {
 		t.Fatalf("InitProducerId with a denied credential: error %d, want CLUSTER_AUTHORIZATION_FAILED", code)
 	}
-	list := kmsg.NewPtrListOffsetsRequest()
-	list.SetVersion(7)
-	lt := kmsg.NewListOffsetsRequestTopic()
-	lt.Topic = "orders"
-	lp := kmsg.NewListOffsetsRequestTopicPartition()
-	lp.Partition, lp.Timestamp = 0, -1
-	lt.Partitions = append(lt.Partitions, lp)
-	list.Topics = append(list.Topics, lt)
-	if code := probe.roundTrip(list).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.TopicAuthorizationFailed.Code {
+	if code := probe.roundTrip(listLatest("orders", 0)).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("ListOffsets with a denied credential: error %d, want TOPIC_AUTHORIZATION_FAILED", code)
 	}
 

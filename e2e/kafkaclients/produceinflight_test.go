@@ -113,13 +113,7 @@ func TestKafkaProduceCountsAgainstTheCaps(t *testing.T) {
 		if resp := r.authenticate("PLAIN", grant.Capability); resp.ErrorCode != 0 {
 			t.Fatalf("authenticate: %d", resp.ErrorCode)
 		}
-		req := kmsg.NewPtrProduceRequest()
-		req.SetVersion(9)
-		req.Acks, req.TimeoutMillis = -1, 5000
-		rt := produceTopic("orders", 1)
-		rt.Partitions[0].Records = recordBatch("x")
-		req.Topics = []kmsg.ProduceRequestTopic{rt}
-		return r.roundTrip(req).(*kmsg.ProduceResponse)
+		return r.roundTrip(produceRecord("orders", 1, "x", 5000)).(*kmsg.ProduceResponse)
 	}
 	first := make(chan *kmsg.ProduceResponse, 1)
 	go func() { first <- produce() }()

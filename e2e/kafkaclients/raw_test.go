@@ -137,3 +137,28 @@ func fetchOne(topic string, partition int32, offset int64, maxWait int32) *kmsg.
 	req.Topics = append(req.Topics, t)
 	return req
 }
+
+// listLatest is a ListOffsets v7 request for topic/partition's end.
+func listLatest(topic string, partition int32) *kmsg.ListOffsetsRequest {
+	list := kmsg.NewPtrListOffsetsRequest()
+	list.SetVersion(7)
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.Timestamp = partition, -1
+	lt.Partitions = append(lt.Partitions, lp)
+	list.Topics = append(list.Topics, lt)
+	return list
+}
+
+// produceRecord is a Produce v9 request (acks all) of one record holding
+// value to topic/partition.
+func produceRecord(topic string, partition int32, value string, timeoutMillis int32) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, timeoutMillis
+	rt := produceTopic(topic, partition)
+	rt.Partitions[0].Records = recordBatch(value)
+	req.Topics = []kmsg.ProduceRequestTopic{rt}
+	return req
+}

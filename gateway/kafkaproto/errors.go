@@ -18,6 +18,8 @@ import (
 //	capability_revoked, token_expired     NOT_LEADER_OR_FOLLOWER (6)       retriable everywhere: clients refresh
 //	                                                                       metadata and retry; a group member
 //	                                                                       meanwhile learns its new assignment
+//	capability_revoked of an assign-mode  TOPIC_AUTHORIZATION_FAILED (29)  final: its own capability was denied
+//	connection's own capability                                            or fenced (conn.partitionError)
 //	not_ready, out_of_sync, unavailable,  LEADER_NOT_AVAILABLE (5)         retriable: the gateway cannot vouch
 //	broker_error                                                           for its view or reach Kafka right now
 //	forbidden, unauthorized               TOPIC_AUTHORIZATION_FAILED (29)  final: the token never covers it;
@@ -43,6 +45,22 @@ func partitionError(code api.Code) int16 {
 		return e.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// partitionError is the Kafka error code for a partition this connection
+// is refused with code. On an assign-mode connection the capability is
+// the connection's own: its deny or a newer epoch (capability_revoked)
+// is final — no new assignment will come to it, and the token cannot be
+// swapped for another — so it is TOPIC_AUTHORIZATION_FAILED, which
+// clients report, not NOT_LEADER_OR_FOLLOWER, which they retried
+// silently until the session ended (up to max_lease). A group member's
+// fenced capability keeps NOT_LEADER_OR_FOLLOWER: its new assignment is
+// on its way.
+func (c *conn) partitionError(code api.Code) int16 {
+	if code == api.CodeCapabilityRevoked && c.principal.capability() {
+		return kerr.TopicAuthorizationFailed.Code
+	}
+	return partitionError(code)
 }
 
 // The group errors (OffsetCommit per partition, heartbeats, joins).

@@ -99,7 +99,7 @@ func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now 
 			}
 			switch {
 			case p.code != "":
-				out.ErrorCode = partitionError(p.code)
+				out.ErrorCode = c.partitionError(p.code)
 				c.s.gate.Observe(p.claims, OpFetch, p.code, 0, now)
 			case p.throttle > 0:
 				resp.ThrottleMillis = max(resp.ThrottleMillis, int32(p.throttle.Milliseconds()))
@@ -271,7 +271,7 @@ func addFetchPartition(up *kmsg.FetchRequest, p *fetchPart) {
 // response (err: the leader's Fetch failed; up nil: not answered).
 func (c *conn) answerPartition(p *fetchPart, up *kmsg.FetchResponseTopicPartition, err error, now time.Time) {
 	if code := c.s.gate.Recheck(p.claims, p.req, now); code != "" {
-		p.out.ErrorCode = partitionError(code)
+		p.out.ErrorCode = c.partitionError(code)
 		c.s.gate.Observe(p.claims, OpFetch, code, 0, now)
 		return
 	}

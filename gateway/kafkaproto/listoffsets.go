@@ -44,7 +44,7 @@ func handleListOffsets(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, err
 			*out = kmsg.NewListOffsetsResponseTopicPartition()
 			out.Partition, out.Timestamp, out.Offset, out.LeaderEpoch = rp.Partition, -1, -1, -1
 			if code := c.admitList(rt.Topic, rp.Partition, now); code != "" {
-				out.ErrorCode = partitionError(code)
+				out.ErrorCode = c.partitionError(code)
 				continue
 			}
 			p := kmsg.NewListOffsetsRequestTopicPartition()

@@ -75,12 +75,12 @@ func handleProduce(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) 
 			if code != "" {
 				// Refused before its leader is looked up: a refusal costs
 				// Kafka nothing, whatever topics the request makes up.
-				out.ErrorCode = partitionError(code)
+				out.ErrorCode = c.partitionError(code)
 				continue
 			}
 			route, code := c.route(rt.Topic, rp.Partition)
 			if code != "" {
-				out.ErrorCode = partitionError(code)
+				out.ErrorCode = c.partitionError(code)
 				continue
 			}
 			pc := calls[route.Leader]
@@ -198,7 +198,7 @@ func (c *conn) produceUpstream(calls map[int32]*produceCall, now time.Time) (thr
 		if code := c.recheckProduce(pc.claims, req, time.Now()); code != "" {
 			done()
 			for _, po := range pc.outs {
-				po.out.ErrorCode = partitionError(code)
+				po.out.ErrorCode = c.partitionError(code)
 				c.s.gate.Observe(pc.claims, OpProduce, code, 0, now)
 			}
 			continue
