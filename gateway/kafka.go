@@ -67,16 +67,13 @@ func (k kafkaGate) VerifyClient(token string, now time.Time) (*ocap.Claims, erro
 	return c, nil
 }
 
-// CheckClient runs the view's revocation checks on a client credential.
-// Decide is made for capabilities: on a credential (no topic, partition
-// or ops) it answers WrongOp once expiry, deny-list and member checks
-// passed, so only those verdicts refuse.
+// CheckClient runs the view's revocation checks on a client credential
+// (authz.DecideCredential).
 func (k kafkaGate) CheckClient(c *ocap.Claims, now time.Time) api.Code {
 	if code := k.g.syncRefusal(now); code != "" {
 		return code
 	}
-	switch r := authz.Decide(c, authz.Request{Topic: c.Topic, Partition: c.PartitionNumber(), Op: ocap.OpFetch, Offset: -1}, k.g.view, now); r {
-	case authz.Expired, authz.Fenced, authz.Denied, authz.RevokedMember:
+	if r := authz.DecideCredential(c, k.g.view, now); r != authz.Allow {
 		return r.Code()
 	}
 	return ""

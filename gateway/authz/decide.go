@@ -47,6 +47,31 @@ func Decide(c *ocap.Claims, req Request, v *View, now time.Time) Reason {
 	return Allow
 }
 
+// DecideCredential says whether client credential c (the Kafka
+// listener's connection principal, verified by ocap as KindClient) is
+// still good at now under v: Decide is made for capabilities and, on a
+// credential (no topic, partition or ops), answers a scope reason once
+// expiry, the deny-list and the member checks passed, so only those
+// verdicts refuse it; Allow otherwise.
+func DecideCredential(c *ocap.Claims, v *View, now time.Time) Reason {
+	switch r := Decide(c, Request{Topic: c.Topic, Partition: c.PartitionNumber(), Op: ocap.OpFetch, Offset: -1}, v, now); r {
+	case Expired, Fenced, Denied, RevokedMember:
+		return r
+	}
+	return Allow
+}
+
+// Refuses reports whether v refuses a request in flight at now: one
+// admitted under capability c for req, or under client credential c
+// (DecideCredential: a credential's produce is refused by its own
+// revocation, not by every one).
+func Refuses(c *ocap.Claims, req Request, v *View, now time.Time) bool {
+	if c.Kind() == ocap.KindClient {
+		return DecideCredential(c, v, now) != Allow
+	}
+	return Decide(c, req, v, now) != Allow
+}
+
 // revoked checks c against the fences, the deny-list and the revoked
 // members (revocation.Set.Check, under the view's one expiry rule).
 func (v *View) revoked(c *ocap.Claims, now time.Time) Reason {

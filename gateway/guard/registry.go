@@ -101,7 +101,7 @@ func (r *Registry[T]) Refused(ch authz.Changes, view *authz.View, now time.Time)
 	var out []*Entry[T]
 	refused := func(list []*Entry[T]) {
 		for _, e := range list {
-			if authz.Decide(e.Claims, e.Req, view, now) != authz.Allow {
+			if authz.Refuses(e.Claims, e.Req, view, now) {
 				out = append(out, e)
 			}
 		}
