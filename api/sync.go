@@ -44,6 +44,11 @@ type CoordinatorSettings struct {
 	// poll) or "serve" (it keeps serving unexpired capabilities; the
 	// coordinator never counts its silence as safety).
 	SilentGateways string `json:"silent_gateways,omitempty"`
+	// InternalTopics are the coordinator's state and snapshot topics
+	// (kafka_state.topic), which no client is granted: the gateways'
+	// Kafka listeners hide them from Metadata and refuse their offsets,
+	// as they do Kafka's own ("__" topics).
+	InternalTopics []string `json:"internal_topics,omitempty"`
 }
 
 // Fence says: capabilities of group for topic/partition with an epoch

@@ -398,7 +398,7 @@ func (c Config) gatewaySettings() *api.CoordinatorSettings {
 		Issuer: c.ID, Audience: c.Cluster,
 		LeewayMs: c.Leeway.Milliseconds(), MaxLeaseMs: c.MaxLease.Milliseconds(),
 		GatewayTimeoutMs: c.Groups.GatewayTimeout.Milliseconds(), MaxClockSkewMs: c.Groups.MaxClockSkew.Milliseconds(),
-		SilentGateways: c.Groups.SilentGateways,
+		SilentGateways: c.Groups.SilentGateways, InternalTopics: c.KafkaState.Topics(),
 	}
 }
 

@@ -133,6 +133,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	if cfg.KafkaListen != "" {
 		kc := cfg.kafkaConfig()
 		kc.ClusterID = g.audience
+		kc.InternalTopic = g.internalTopic
 		kc.CoordinatorTLS = syncTLS
 		if serverTLS != nil {
 			kc.WrapListener = serverTLS.Listener // the same certificate and client-certificate rule

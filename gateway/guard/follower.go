@@ -150,7 +150,7 @@ func (f *Follower) learn(w *api.CoordinatorSettings) error {
 	if err != nil {
 		return err
 	}
-	if old := f.settings.Load(); old == nil || *old != s {
+	if old := f.settings.Load(); old == nil || !old.equal(s) {
 		f.settings.Store(&s)
 	}
 	if unfit := s.fit(f.cfg.Timeout); unfit != nil {

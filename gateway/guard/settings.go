@@ -3,6 +3,7 @@ package guard
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/capgate/capgate/api"
@@ -22,6 +23,17 @@ type Settings struct {
 	// never counts this gateway's silence as safety) instead of refusing
 	// everything after sync_timeout.
 	Serve bool
+	// InternalTopics are the coordinator's state topics, granted to no
+	// client (the Kafka listener hides and refuses them).
+	InternalTopics []string
+}
+
+// equal reports whether s and o are the same settings (every field: a
+// field added to Settings belongs here too).
+func (s Settings) equal(o Settings) bool {
+	return s.Issuer == o.Issuer && s.Audience == o.Audience && s.Leeway == o.Leeway && s.MaxLease == o.MaxLease &&
+		s.GatewayTimeout == o.GatewayTimeout && s.MaxClockSkew == o.MaxClockSkew && s.Serve == o.Serve &&
+		slices.Equal(s.InternalTopics, o.InternalTopics)
 }
 
 // ErrNoSettings: a reset without the coordinator's settings (a
@@ -35,7 +47,8 @@ func settingsOf(w *api.CoordinatorSettings) (Settings, error) {
 	}
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	s := Settings{Issuer: w.Issuer, Audience: w.Audience, Leeway: ms(w.LeewayMs), MaxLease: ms(w.MaxLeaseMs),
-		GatewayTimeout: ms(w.GatewayTimeoutMs), MaxClockSkew: ms(w.MaxClockSkewMs), Serve: w.SilentGateways == "serve"}
+		GatewayTimeout: ms(w.GatewayTimeoutMs), MaxClockSkew: ms(w.MaxClockSkewMs), Serve: w.SilentGateways == "serve",
+		InternalTopics: slices.Clone(w.InternalTopics)}
 	switch {
 	case w.SilentGateways != "" && w.SilentGateways != "fence" && w.SilentGateways != "serve":
 		return Settings{}, fmt.Errorf("sync: coordinator settings: unknown silent_gateways %q", w.SilentGateways)

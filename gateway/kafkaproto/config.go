@@ -44,6 +44,10 @@ type Config struct {
 	// ClusterID is reported in Metadata: the gateway pool's audience, as
 	// the gateway learned it from the coordinator ("" before).
 	ClusterID func() string
+	// InternalTopic reports the topics no client is granted (Kafka's own
+	// and the coordinator's state topics, as the gateway learned them):
+	// Metadata hides them, ListOffsets refuses them. Nil: Kafka's own.
+	InternalTopic func(topic string) bool
 	// CoordinatorURL is the capgate coordinator (group sessions) and
 	// CoordinatorTLS its TLS for an https URL (nil: defaults).
 	CoordinatorURL string

@@ -83,8 +83,8 @@ func (c *conn) admitList(topic string, partition int32, now time.Time) api.Code 
 	if c.principal.capability() {
 		return c.admit(topic, partition, ocap.OpFetch, -1, now).code
 	}
-	if ocap.KafkaInternalTopic(topic) || !c.principal.Claims.AllowsTopic(topic) {
-		return api.CodeForbidden // Kafka's own topics, hidden by Metadata too, are no client's
+	if c.s.internalTopic(topic) || !c.principal.Claims.AllowsTopic(topic) {
+		return api.CodeForbidden // internal topics, hidden by Metadata too, are no client's
 	}
 	return c.checkClient(now)
 }

@@ -122,7 +122,7 @@ func (c *conn) sees(topic string, ti topicInfo) bool {
 	if p.capability() {
 		return p.Claims.Topic == topic
 	}
-	return !ti.internal && p.Claims.AllowsTopic(topic)
+	return !ti.internal && !c.s.internalTopic(topic) && p.Claims.AllowsTopic(topic)
 }
 
 // brokers are the gateways this connection is told about.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/internal/refusallog"
+	"github.com/capgate/capgate/ocap"
 )
 
 // Server is the gateway's Kafka listener. Start it once, Close it once;
@@ -186,6 +187,14 @@ func (s *Server) layout(bound []string) error {
 }
 
 func (s *Server) advertised() string { return s.nodes[s.self].addr() }
+
+// internalTopic reports a topic no client is granted (Config.InternalTopic).
+func (s *Server) internalTopic(topic string) bool {
+	if s.cfg.InternalTopic != nil {
+		return s.cfg.InternalTopic(topic)
+	}
+	return ocap.KafkaInternalTopic(topic)
+}
 
 func (n node) addr() string { return net.JoinHostPort(n.host, strconv.Itoa(int(n.port))) }
 
