@@ -114,6 +114,14 @@ func (k kafkaGate) Track(base context.Context, c *ocap.Claims, req authz.Request
 	return ctx, func() { k.g.inflight.finish(entry) }, ""
 }
 
+func (k kafkaGate) Hold(c *ocap.Claims, n int) (func(), api.Code) {
+	holder := holderOf(c)
+	if code := k.g.held.take(holder, int64(n)); code != "" {
+		return nil, code
+	}
+	return func() { k.g.held.give(holder, int64(n)) }, ""
+}
+
 func (k kafkaGate) Observe(c *ocap.Claims, op string, code api.Code, bytes int, now time.Time) {
 	m := k.g.metrics
 	m.outcome(op, code, 0, false)

@@ -73,8 +73,39 @@ func handleFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 			p.done()
 		}
 	}
+	c.hold(resp, parts)
 	c.startReadAhead(req, parts)
 	return resp, nil
+}
+
+// holdMin is the smallest answer counted as held until written, as the
+// HTTP routes count theirs (gateway/held.go).
+const holdMin = 16 << 10
+
+// hold counts the answer's record bytes as held by the gateway until the
+// connection has written it (max_answer_bytes_held, _per_holder: a
+// client reading none of its answers on many connections made the
+// gateway hold them all until write_timeout). Over a cap the records are
+// dropped from the answer, throttled a second: the client fetches them
+// again.
+func (c *conn) hold(resp *kmsg.FetchResponse, parts []*fetchPart) {
+	n := 0
+	for _, p := range parts {
+		n += len(p.out.RecordBatches)
+	}
+	if n < holdMin {
+		return
+	}
+	release, code := c.s.gate.Hold(c.principal.Claims, n)
+	if code == "" {
+		c.afterWrite = append(c.afterWrite, release)
+		return
+	}
+	for _, p := range parts {
+		p.out.RecordBatches = noRecords
+	}
+	resp.ThrottleMillis = max(resp.ThrottleMillis, int32(overCapThrottle.Milliseconds()))
+	c.s.gate.Observe(c.principal.Claims, OpFetch, code, 0, time.Now())
 }
 
 // admitFetch lays out the response (every requested partition, in order)

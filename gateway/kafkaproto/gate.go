@@ -45,6 +45,11 @@ type Gate interface {
 	// counts against the gateway's in-flight caps: over one, nothing is
 	// registered and code says which (overloaded, too_many_fetches).
 	Track(base context.Context, c *ocap.Claims, req authz.Request, bounded bool) (ctx context.Context, done func(), code api.Code)
+	// Hold counts n bytes of an answer about to be written against what
+	// the gateway holds for its clients (in all, and for c's holder):
+	// release gives them back once written. Over a cap nothing is counted
+	// and code says which (overloaded, too_many_fetches).
+	Hold(c *ocap.Claims, n int) (release func(), code api.Code)
 	// Observe records one partition's outcome of op: metrics, and on
 	// success the bytes against c's byte rate. c is nil when no
 	// capability covered the partition.

@@ -46,6 +46,7 @@ func (refuseGate) Recheck(*ocap.Claims, authz.Request, time.Time) api.Code { ret
 func (refuseGate) Track(base context.Context, _ *ocap.Claims, _ authz.Request, _ bool) (context.Context, func(), api.Code) {
 	return base, func() {}, ""
 }
+func (refuseGate) Hold(*ocap.Claims, int) (func(), api.Code)              { return func() {}, "" }
 func (refuseGate) Observe(*ocap.Claims, string, api.Code, int, time.Time) {}
 func (refuseGate) Broker() *broker.Client                                 { return nil }
 
