@@ -139,6 +139,11 @@ type Config struct {
 	KafkaIdleTimeout time.Duration `yaml:"kafka_idle_timeout"`
 	// KafkaMaxConnections bounds open Kafka connections.
 	KafkaMaxConnections int `yaml:"kafka_max_connections"`
+	// KafkaMaxConnectionsPerPrincipal bounds one identity's authenticated
+	// Kafka connections (a credential's, an IdP subject's, a capability
+	// holder's): one more is refused at SASL, so one tenant cannot hold
+	// every kafka_max_connections slot.
+	KafkaMaxConnectionsPerPrincipal int `yaml:"kafka_max_connections_per_principal"`
 	// KafkaMaxMembers bounds the group members this gateway runs
 	// sessions for.
 	KafkaMaxMembers int `yaml:"kafka_max_members"`
@@ -197,15 +202,16 @@ func DefaultConfig() Config {
 		KafkaSessionTimeoutMin: time.Second,
 		KafkaSessionTimeoutMax: 5 * time.Minute,
 
-		KafkaMemberSessionTimeout: 10 * time.Second,
-		KafkaMaxRequestBytes:      8 << 20,
-		KafkaAuthTimeout:          10 * time.Second,
-		KafkaIdleTimeout:          10 * time.Minute,
-		KafkaMaxConnections:       1024,
-		KafkaMaxMembers:           10_000,
-		KafkaFetchLanes:           4,
-		KafkaReadAheadBytes:       64 << 20,
-		KafkaOIDC:                 identity.DefaultConfig(),
+		KafkaMemberSessionTimeout:       10 * time.Second,
+		KafkaMaxRequestBytes:            8 << 20,
+		KafkaAuthTimeout:                10 * time.Second,
+		KafkaIdleTimeout:                10 * time.Minute,
+		KafkaMaxConnections:             1024,
+		KafkaMaxConnectionsPerPrincipal: 256,
+		KafkaMaxMembers:                 10_000,
+		KafkaFetchLanes:                 4,
+		KafkaReadAheadBytes:             64 << 20,
+		KafkaOIDC:                       identity.DefaultConfig(),
 	}
 }
 
@@ -316,7 +322,8 @@ func (c Config) validateLimits() error {
 		name  string
 		value int
 	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax},
-		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}, {"max_connections", c.MaxConnections}} {
+		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}, {"max_connections", c.MaxConnections},
+		{"kafka_max_connections_per_principal", c.KafkaMaxConnectionsPerPrincipal}} {
 		if n.value <= 0 {
 			return fmt.Errorf("gateway.%s: must be > 0, got %d", n.name, n.value)
 		}

@@ -26,7 +26,7 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 		MemberSessionTimeout: c.KafkaMemberSessionTimeout,
 		RequestTimeout:       c.Broker.RequestTimeout, MaxRequestBytes: c.KafkaMaxRequestBytes,
 		AuthTimeout: c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout,
-		MaxConnections: c.KafkaMaxConnections, MaxMembers: c.KafkaMaxMembers, ReadAheadBytes: c.KafkaReadAheadBytes,
+		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal, MaxMembers: c.KafkaMaxMembers, ReadAheadBytes: c.KafkaReadAheadBytes,
 		MaxWait: c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,
 	}
 }

@@ -79,6 +79,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxConnections bounds open connections; more are closed at accept.
 	MaxConnections int
+	// MaxConnectionsPerPrincipal bounds the authenticated connections of
+	// one identity (kind, issuer, subject): one more is refused at SASL
+	// (SASL_AUTHENTICATION_FAILED, closed), so one tenant cannot hold
+	// every MaxConnections slot. 0: no bound.
+	MaxConnectionsPerPrincipal int
 	// MaxMembers bounds the group members this gateway runs sessions for.
 	MaxMembers int
 	// ReadAheadBytes bounds what all connections' read-aheads may hold

@@ -31,6 +31,7 @@ type conn struct {
 	sasl      saslState
 	mechanism string
 	principal *Principal
+	identity  string // identityKey counted for this connection (Server.mu), "" before SASL
 	clientID  string // of the last request
 	// authed is set once SASL first completed (and never cleared): the
 	// registry never closes such a connection for a new one.

@@ -155,6 +155,9 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 	if reauth && !c.principal.sameIdentity(p) {
 		return nil, errors.New("re-authentication must keep the identity of the session")
 	}
+	if err := c.s.claimIdentity(c, p); err != nil {
+		return nil, err
+	}
 	c.principal, c.sasl = p, saslDone
 	c.authed.Store(true)
 	c.s.log.Debug("kafka connection authenticated", c.logFields(reauth)...)

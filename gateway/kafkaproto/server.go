@@ -41,10 +41,13 @@ type Server struct {
 	base context.Context // ends at Close: every connection and session
 	stop context.CancelFunc
 
-	mu     sync.Mutex
-	conns  map[*conn]struct{}
-	closed bool
-	wg     sync.WaitGroup // accept loop, connections, member sessions
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	// byIdentity counts authenticated connections per identity
+	// (identityKey), for MaxConnectionsPerPrincipal.
+	byIdentity map[string]int
+	closed     bool
+	wg         sync.WaitGroup // accept loop, connections, member sessions
 }
 
 // node is one advertised broker.
@@ -285,8 +288,52 @@ func (s *Server) oldestUnauthenticatedLocked() *conn {
 func (s *Server) unregister(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.releaseIdentityLocked(c)
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// identityKey is whom a connection counts against for
+// MaxConnectionsPerPrincipal: the identity re-authentication keeps (kind,
+// issuer, subject).
+func identityKey(p *Principal) string {
+	return string(p.Claims.Kind()) + "\x00" + p.Claims.Issuer + "\x00" + p.Claims.Subject
+}
+
+// claimIdentity counts c's first authentication against its identity's
+// connections, or refuses it at MaxConnectionsPerPrincipal.
+func (s *Server) claimIdentity(c *conn, p *Principal) error {
+	max := s.cfg.MaxConnectionsPerPrincipal
+	if max <= 0 {
+		return nil
+	}
+	key := identityKey(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.identity == key {
+		return nil
+	}
+	if s.byIdentity[key] >= max {
+		return fmt.Errorf("too many connections: this identity has %d open, kafka_max_connections_per_principal %d", s.byIdentity[key], max)
+	}
+	s.releaseIdentityLocked(c)
+	if s.byIdentity == nil {
+		s.byIdentity = map[string]int{}
+	}
+	s.byIdentity[key]++
+	c.identity = key
+	return nil
+}
+
+// releaseIdentityLocked uncounts c's identity, once. s.mu held.
+func (s *Server) releaseIdentityLocked(c *conn) {
+	if c.identity == "" {
+		return
+	}
+	if s.byIdentity[c.identity]--; s.byIdentity[c.identity] <= 0 {
+		delete(s.byIdentity, c.identity)
+	}
+	c.identity = ""
 }
 
 // Connections is the number of open connections.
