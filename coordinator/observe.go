@@ -3,6 +3,8 @@ package coordinator
 import (
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/store"
 )
@@ -29,6 +31,7 @@ func newObserver(c *Coordinator) *observer {
 // of the Ready goes out) and hands committed offsets to the Kafka mirror.
 func (o *observer) Persisted(rd group.Ready) {
 	o.c.revocations.apply(rd.Persist, o.c.now())
+	o.reaped(rd.Persist)
 	if !o.c.cfg.MirrorOffsets {
 		return
 	}
@@ -37,6 +40,36 @@ func (o *observer) Persisted(rd group.Ready) {
 			o.c.mirror.add(off.Group, off.Topic, off.Partition, off.Offset)
 		}
 	}
+}
+
+// reaped logs the groups the reaper forgot in a Ready (a deleted
+// GroupRecord: only the reaper deletes one) and the committed offsets
+// limits.offsets_retention expired with them (their OffsetRecords
+// deleted in the same Ready).
+func (o *observer) reaped(records []group.Record) {
+	var groups []string
+	for _, r := range records {
+		if g, ok := r.(group.GroupRecord); ok && g.Deleted {
+			groups = append(groups, g.Group)
+		}
+	}
+	if len(groups) == 0 {
+		return
+	}
+	dropped := make(map[string]int)
+	for _, r := range records {
+		if off, ok := r.(group.OffsetRecord); ok && off.Offset < 0 {
+			dropped[off.Group]++
+		}
+	}
+	withOffsets, offsets := 0, 0
+	for _, g := range groups {
+		if n := dropped[g]; n > 0 {
+			withOffsets, offsets = withOffsets+1, offsets+n
+		}
+	}
+	o.c.log.Info("groups reaped", zap.Int("groups", len(groups)), zap.Int("groups_with_offsets", withOffsets),
+		zap.Int("offsets_expired", offsets), zap.Strings("first", groups[:min(len(groups), 10)]))
 }
 
 // Sending feeds the metrics and the console's timeline from a Ready

@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -248,6 +249,59 @@ func TestRestoreRoundTrip(t *testing.T) {
 	}
 	var before group.GroupDescription
 	e.d.Query(t0, func(m *group.Machine) { before, _ = m.DescribeGroup("g") })
+	m, _ := e.reload(t)
+	after, _ := m.DescribeGroup("g")
+	for i, p := range before.Partitions {
+		q := after.Partitions[i]
+		if p.Epoch != q.Epoch || p.State != q.State || p.Owner != q.Owner || p.OwnerOutside != q.OwnerOutside ||
+			p.Target != q.Target || p.Released != q.Released || p.Committed != q.Committed || p.LeaseOutside != q.LeaseOutside {
+			t.Errorf("partition %d: before %+v\nafter  %+v", i, p, q)
+		}
+	}
+	if before.Partitions[0].State != group.Revoking || !before.Partitions[0].Released || !before.Partitions[1].TargetOutside {
+		t.Fatalf("the round trip misses the flags it is meant to carry: %+v", before.Partitions)
+	}
+}
+
+// A group's creator goes through the store and back (in the group's
+// config value), and a value written before creators were kept reads as
+// created by nobody.
+func TestGroupCreatorRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	ref := e.submit(func(ref group.Ref) group.Event {
+		return group.Join{Ref: ref, Group: "g", Topics: []string{"t"}, Credential: group.Credential{ID: "jti-a"}}
+	})
+	e.d.Flush(t0)
+	if _, ok := e.got[ref].(group.JoinReply); !ok {
+		t.Fatalf("join: %#v", e.got[ref])
+	}
+	old, _ := json.Marshal(group.GroupConfig{Assignor: "sticky", SessionTimeout: 10 * time.Second, HandoffTimeout: 10 * time.Second,
+		MaxMovesPerSecond: 2, OffsetReset: group.OffsetResetEarliest}) // the value as written before creators were kept
+	if err := e.store.Update(func(w *store.Writer) error {
+		return w.PutGroupConfig("old", store.GroupConfig{Assignor: "sticky", Config: old})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m, snap := e.reload(t)
+	creators := map[string]string{}
+	for _, g := range snap.Groups {
+		creators[g.Group] = g.Creator
+		if g.Group == "old" && g.Config.MaxMovesPerSecond != 2 {
+			t.Fatalf("old group's settings lost: %+v", g.Config)
+		}
+	}
+	if len(creators) != 2 || creators["g"] != "jti-a" || creators["old"] != "" {
+		t.Fatalf("creators after a round trip: %v", creators)
+	}
+	if n := m.GroupsCreated("jti-a"); n != 1 {
+		t.Fatalf("restored machine: jti-a created %d groups, want 1", n)
+	}
+}
+
+// reload reads the store back as a restart does: the snapshot and the
+// machine restored from it.
+func (e *env) reload(t *testing.T) (*group.Machine, group.Snapshot) {
+	t.Helper()
 	snap, err := e.store.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -260,15 +314,5 @@ func TestRestoreRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := m.DescribeGroup("g")
-	for i, p := range before.Partitions {
-		q := after.Partitions[i]
-		if p.Epoch != q.Epoch || p.State != q.State || p.Owner != q.Owner || p.OwnerOutside != q.OwnerOutside ||
-			p.Target != q.Target || p.Released != q.Released || p.Committed != q.Committed || p.LeaseOutside != q.LeaseOutside {
-			t.Errorf("partition %d: before %+v\nafter  %+v", i, p, q)
-		}
-	}
-	if before.Partitions[0].State != group.Revoking || !before.Partitions[0].Released || !before.Partitions[1].TargetOutside {
-		t.Fatalf("the round trip misses the flags it is meant to carry: %+v", before.Partitions)
-	}
+	return m, restored.Snapshot
 }

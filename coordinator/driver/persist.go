@@ -81,6 +81,15 @@ func (d *Driver) persist(records []group.Record, now time.Time) error {
 	return nil
 }
 
+// storedGroup is a group's value in the store (store.GroupConfig.Config,
+// JSON): its settings and the credential id that created it. A value
+// without "creator" (written before creators were kept) reads as a group
+// created by nobody.
+type storedGroup struct {
+	group.GroupConfig
+	Creator string `json:"creator,omitempty"`
+}
+
 // write stages one record; flips lists the partitions whose stored flags
 // appear or disappear with this batch (applied once it committed).
 func (d *Driver) write(w *store.Writer, r group.Record, nowMs int64, flips *[]partKey) error {
@@ -102,7 +111,7 @@ func (d *Driver) write(w *store.Writer, r group.Record, nowMs int64, flips *[]pa
 		if r.Deleted {
 			return w.DeleteGroupConfig(r.Group)
 		}
-		config, err := json.Marshal(r.Config)
+		config, err := json.Marshal(storedGroup{GroupConfig: r.Config, Creator: r.Creator})
 		if err != nil {
 			return fmt.Errorf("encode group config: %w", err)
 		}

@@ -91,11 +91,11 @@ func readMeta(meta map[string][]byte, snap *group.Snapshot) (map[partKey]partiti
 
 func restoreGroup(snap *group.Snapshot, g store.GroupRecords, flags map[partKey]partitionFlags, outside map[partKey]bool) error {
 	if g.Config != nil {
-		var cfg group.GroupConfig
-		if err := json.Unmarshal(g.Config.Config, &cfg); err != nil {
+		var stored storedGroup
+		if err := json.Unmarshal(g.Config.Config, &stored); err != nil {
 			return fmt.Errorf("group %q config: %w", g.Group, err)
 		}
-		snap.Groups = append(snap.Groups, group.GroupRecord{Group: g.Group, Config: cfg})
+		snap.Groups = append(snap.Groups, group.GroupRecord{Group: g.Group, Config: stored.GroupConfig, Creator: stored.Creator})
 	}
 	for _, m := range g.Members {
 		snap.Members = append(snap.Members, group.MemberRecord{

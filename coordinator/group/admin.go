@@ -284,7 +284,7 @@ func (m *Machine) setGroupConfig(e SetGroupConfig) {
 	}
 	g = m.group(e.Group)
 	g.cfg = next
-	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: next})
+	m.putGroup(g)
 	if next.HandoffTimeout != cfg.HandoffTimeout {
 		for _, p := range g.order {
 			if r := p.revocation(); r != nil {

@@ -107,6 +107,11 @@ type Limits struct {
 	// least max_lease + leeway + max_clock_skew, so every capability it
 	// ever issued has expired everywhere.
 	EmptyGroupTTL time.Duration `yaml:"empty_group_ttl"`
+	// OffsetsRetention (Kafka's offsets.retention.minutes): a group as
+	// above but holding committed offsets is forgotten with its offsets
+	// once it has been so this long (a changed offset restarts it); 0
+	// keeps them for ever. At least max_lease + leeway + max_clock_skew.
+	OffsetsRetention time.Duration `yaml:"offsets_retention"`
 	// LeaseTTLMax bounds the ttl of an admin lease (how long one
 	// partition can be pinned to a holder); a longer request is refused
 	// with 400, not silently shortened, so the operator knows when the
@@ -126,6 +131,7 @@ func DefaultLimits() Limits {
 		StateBytes:          192 << 20,
 		CommitMetadataBytes: 4096,
 		EmptyGroupTTL:       time.Hour,
+		OffsetsRetention:    7 * 24 * time.Hour,
 		LeaseTTLMax:         24 * time.Hour,
 	}
 }
@@ -217,6 +223,9 @@ func (l Limits) validate(c Config) error {
 	}
 	if floor := c.MaxLease + c.Leeway + c.MaxClockSkew; l.EmptyGroupTTL != 0 && l.EmptyGroupTTL < floor {
 		return fmt.Errorf("group.limits.empty_group_ttl: must be 0 or >= max_lease + leeway + max_clock_skew (%s), got %s", floor, l.EmptyGroupTTL)
+	}
+	if floor := c.MaxLease + c.Leeway + c.MaxClockSkew; l.OffsetsRetention != 0 && l.OffsetsRetention < floor {
+		return fmt.Errorf("group.limits.offsets_retention: must be 0 or >= max_lease + leeway + max_clock_skew (%s), got %s", floor, l.OffsetsRetention)
 	}
 	return nil
 }

@@ -56,9 +56,10 @@ func (m *Machine) deleteGroup(e DeleteGroup) {
 			m.markOffset(p)
 		}
 	}
-	if defaults := m.cfg.groupDefaults(); g.cfg != defaults {
+	if defaults := m.cfg.groupDefaults(); g.cfg != defaults || g.creator != "" {
 		g.cfg = defaults
-		m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: g.cfg})
+		m.setCreator(g, "") // its creator gets the place back
+		m.putGroup(g)
 	}
 	g.deleted = true
 	m.armSweep(m.sweepInterval())

@@ -3,6 +3,7 @@ package group
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/capgate/capgate/coordinator/assign"
 )
@@ -163,6 +164,7 @@ func (m *Machine) CheckInvariants() error {
 		errs = append(errs, m.checkGroup(m.groups[name])...)
 	}
 	errs = append(errs, m.checkTally()...)
+	errs = append(errs, m.checkCreators()...)
 	if m.log.n > m.log.max || m.log.first() < 1 {
 		errs = append(errs, fmt.Errorf("sync log holds %d entries (max %d) from %d", m.log.n, m.log.max, m.log.first()))
 	}
@@ -176,6 +178,25 @@ func (m *Machine) CheckInvariants() error {
 		return fmt.Errorf("group: invariant: %w", err)
 	}
 	return nil
+}
+
+// checkCreators: each credential's count of the groups it created is the
+// groups that still exist (not deleted) naming it their creator.
+func (m *Machine) checkCreators() []error {
+	var errs []error
+	want := make(map[string]int)
+	for _, g := range m.groups {
+		switch {
+		case g.creator != "" && g.deleted:
+			errs = append(errs, fmt.Errorf("deleted group %q keeps its creator %q", g.name, g.creator))
+		case g.creator != "":
+			want[g.creator]++
+		}
+	}
+	if !maps.Equal(want, m.created) {
+		errs = append(errs, fmt.Errorf("groups created per credential %v, want %v", m.created, want))
+	}
+	return errs
 }
 
 func (m *Machine) checkGroup(g *group) []error {

@@ -55,6 +55,33 @@ type credential struct {
 	groups  map[*group]int
 }
 
+// A group remembers the credential whose join created it (group.creator,
+// persisted in its GroupRecord), and a credential may have created at
+// most limits.groups_per_credential groups that still exist, besides
+// having members in at most as many: without it one credential could
+// join, commit an offset and leave, group after group, until
+// limits.groups refuses every new group to everyone. Deleting or reaping
+// a group gives its creator the place back; groups of an admin, or
+// recorded before creators were kept, count for nobody.
+
+// setCreator makes id (or nobody, "") g's creator, moving the place.
+func (m *Machine) setCreator(g *group, id string) {
+	if g.creator != "" {
+		if m.created[g.creator]--; m.created[g.creator] <= 0 {
+			delete(m.created, g.creator)
+		}
+	}
+	g.creator = id
+	if id != "" {
+		m.created[id]++
+	}
+}
+
+// putGroup persists g's settings and creator.
+func (m *Machine) putGroup(g *group) {
+	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: g.cfg, Creator: g.creator})
+}
+
 // limitRejection is the refusal of a join past a count limit.
 func (m *Machine) limitRejection(ref Ref, limit string, max int64, format string, args ...any) {
 	m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded, Message: fmt.Sprintf(format, args...),
@@ -77,6 +104,11 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 	if c := m.credentials[e.Credential.ID]; c != nil && (g == nil || c.groups[g] == 0) && len(c.groups) >= l.GroupsPerCredential {
 		m.limitRejection(e.Ref, "groups_per_credential", int64(l.GroupsPerCredential),
 			"join: the credential has members in %d groups", len(c.groups))
+		return false
+	}
+	if n := m.created[e.Credential.ID]; m.groupNamed(e.Group) == nil && e.Credential.ID != "" && n >= l.GroupsPerCredential {
+		m.limitRejection(e.Ref, "groups_per_credential", int64(l.GroupsPerCredential),
+			"join: the credential created %d groups that still exist", n)
 		return false
 	}
 	return m.admitState(e.Ref, costOf(e, sub))
@@ -145,4 +177,10 @@ func treeCost(re *syntax.Regexp) int {
 		return sum + 2
 	}
 	return 1
+}
+
+// GroupsCreated is how many groups that still exist the credential id's
+// joins created (limits.groups_per_credential bounds it).
+func (m *Machine) GroupsCreated(credentialID string) int {
+	return m.created[credentialID]
 }

@@ -38,7 +38,10 @@ type Machine struct {
 	revocations *revocation.Set
 	// credentials: the live members each credential id opened.
 	credentials map[string]*credential
-	tally       tally // the state estimate limits.state_bytes bounds
+	// created: per credential id, the groups its joins created that
+	// still exist (group.creator).
+	created map[string]int
+	tally   tally // the state estimate limits.state_bytes bounds
 	// epochFloor is the highest epoch of every reaped partition: a new
 	// partition starts there, so its first grant is above them all.
 	epochFloor uint64
@@ -114,6 +117,7 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		gateways:    make(map[string]*gateway),
 		revocations: revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
 		credentials: make(map[string]*credential),
+		created:     make(map[string]int),
 		qos:         make(map[string]api.QoSOverride),
 		persistIdx:  make(map[recordKey]int),
 		timers:      newTimerHeap(),
@@ -308,7 +312,7 @@ func (m *Machine) group(name string) *group {
 	if g == nil {
 		g = newGroup(name, m.cfg.groupDefaults(), &m.tally, &m.epochFloor)
 		m.groups[name] = g
-		m.putRecord(recordKey{kind: keyGroup, first: name}, GroupRecord{Group: name, Config: g.cfg})
+		m.putGroup(g)
 	}
 	return g
 }
@@ -332,6 +336,7 @@ func (m *Machine) markDirty(p *partition) {
 }
 
 func (m *Machine) markOffset(p *partition) {
+	p.group.emptySince = time.Time{} // a changed offset restarts limits.offsets_retention
 	if !p.offsetDirty {
 		p.offsetDirty = true
 		m.dirtyOffs = append(m.dirtyOffs, p)

@@ -75,7 +75,12 @@ func (m *Machine) join(e Join) {
 	if !m.admitJoin(e, sub, old) {
 		return
 	}
+	creates := m.groupNamed(e.Group) == nil
 	g := m.group(e.Group)
+	if creates {
+		m.setCreator(g, e.Credential.ID)
+		m.putGroup(g)
+	}
 	if !m.adoptAssignor(g, e) {
 		return
 	}
@@ -136,7 +141,7 @@ func (m *Machine) adoptAssignor(g *group, e Join) bool {
 		return false
 	}
 	g.cfg.Assignor = e.Assignor
-	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: g.cfg})
+	m.putGroup(g)
 	return true
 }
 

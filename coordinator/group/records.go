@@ -74,8 +74,12 @@ type MemberRecord struct {
 // GroupRecord is a group's configuration. Key: Group. Deleted when the
 // group is reaped.
 type GroupRecord struct {
-	Group   string
-	Config  GroupConfig
+	Group  string
+	Config GroupConfig
+	// Creator is the credential id whose join created the group; ""
+	// (an admin's group, a deleted one, or one recorded before creators
+	// were kept) counts for nobody.
+	Creator string
 	Deleted bool
 }
 

@@ -54,6 +54,7 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		}
 		g := m.group(r.Group)
 		g.cfg = r.Config
+		m.setCreator(g, r.Creator)
 	}
 	for _, r := range snap.Members {
 		sub, err := parseSubscription(r.Topics, r.TopicPattern)

@@ -63,7 +63,7 @@ func (s *memStore) apply(t testing.TB, records []group.Record) {
 			}
 			s.parts[k] = r
 		case group.OffsetRecord:
-			s.offsets[key(r.Group, r.Topic, r.Partition)] = r
+			setOrDelete(s.offsets, key(r.Group, r.Topic, r.Partition), r, r.Offset < 0) // as the driver: DeleteOffset
 		case group.LeaseRecord:
 			setOrDelete(s.leases, key(r.Group, r.Topic, r.Partition), r, r.Deleted)
 		case group.TopicRecord:
