@@ -73,10 +73,12 @@ func (d *demo) killLeader(ctx context.Context, after time.Duration) *demoFailove
 		f.Err = err
 		return f
 	}
-	co := d.cfg.Stack.Leader(ctx)
-	if co == nil {
-		f.Err = fmt.Errorf("no coordinator led at +%s", after)
-		d.event(time.Now(), "failover: no leader to stop (a takeover in progress)")
+	// The leader at that moment; should a takeover be in progress (a
+	// busy machine can let a lease lapse), the one it ends with.
+	co, err := d.cfg.Stack.WaitLeader(ctx)
+	if err != nil {
+		f.Err = fmt.Errorf("no coordinator led at +%s: %w", after, err)
+		d.event(time.Now(), "failover: no leader to stop")
 		return f
 	}
 	f.Killed, f.KilledAt = co.Name, time.Now()
