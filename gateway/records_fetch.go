@@ -190,31 +190,47 @@ func (f *fetchCall) watch() {
 	f.stopWatch = watchHangup(f.ctx.Conn(), func() { entry.cancel(errClientGone) })
 }
 
+// A cap's refusals: 503 overloaded at the gateway's cap (try another
+// gateway), 429 too_many_fetches at the holder's, each naming its setting.
+type capRefusal struct {
+	all, holder       string // messages
+	allKey, holderKey string // the settings, as details
+}
+
+var (
+	inflightRefusal = capRefusal{
+		all:    "this gateway serves as many fetches and produces as it may; retry on another gateway",
+		holder: "this capability's holder has as many fetches and produces in flight as it may; wait for one to finish",
+		allKey: "max_inflight_fetches", holderKey: "max_inflight_fetches_per_holder",
+	}
+	heldRefusal = capRefusal{
+		all:    "this gateway holds as many answer bytes for its clients as it may; retry on another gateway",
+		holder: "this capability's holder has as many answer bytes on their way to it as it may; read them first",
+		allKey: "max_answer_bytes_held", holderKey: "max_answer_bytes_held_per_holder",
+	}
+)
+
+// refuse answers a request over a cap (code from inflight.start or
+// heldBytes.take), with Retry-After.
+func (r capRefusal) refuse(c *call, code api.Code, all, perHolder int64) api.Code {
+	setRetryAfter(c.ctx, time.Second)
+	if code == api.CodeOverloaded {
+		writeError(c.ctx, code, r.all, map[string]any{r.allKey: all})
+		return code
+	}
+	writeError(c.ctx, code, r.holder, map[string]any{r.holderKey: perHolder})
+	return code
+}
+
 // refuseHeld answers a fetch whose answer would take the bytes the
 // gateway holds for its clients, or its holder's, over their cap.
 func (f *fetchCall) refuseHeld(code api.Code) api.Code {
-	setRetryAfter(f.ctx, time.Second)
-	if code == api.CodeOverloaded {
-		writeError(f.ctx, code, "this gateway holds as many answer bytes for its clients as it may; retry on another gateway",
-			map[string]any{"max_answer_bytes_held": f.g.cfg.MaxAnswerBytesHeld})
-		return code
-	}
-	writeError(f.ctx, code, "this capability's holder has as many answer bytes on their way to it as it may; read them first",
-		map[string]any{"max_answer_bytes_held_per_holder": f.g.cfg.MaxAnswerBytesHeldPerHolder})
-	return code
+	return heldRefusal.refuse(&f.call, code, f.g.cfg.MaxAnswerBytesHeld, f.g.cfg.MaxAnswerBytesHeldPerHolder)
 }
 
 // refuseInflight answers a fetch or produce over an in-flight cap.
 func (c *call) refuseInflight(code api.Code) api.Code {
-	setRetryAfter(c.ctx, time.Second)
-	if code == api.CodeOverloaded {
-		writeError(c.ctx, code, "this gateway serves as many fetches and produces as it may; retry on another gateway",
-			map[string]any{"max_inflight_fetches": c.g.cfg.MaxInflightFetches})
-		return code
-	}
-	writeError(c.ctx, code, "this capability's holder has as many fetches and produces in flight as it may; wait for one to finish",
-		map[string]any{"max_inflight_fetches_per_holder": c.g.cfg.MaxInflightFetchesPerHolder})
-	return code
+	return inflightRefusal.refuse(c, code, int64(c.g.cfg.MaxInflightFetches), int64(c.g.cfg.MaxInflightFetchesPerHolder))
 }
 
 func (f *fetchCall) writeJSON(res broker.FetchResult) api.Code {
