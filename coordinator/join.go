@@ -15,9 +15,10 @@ package coordinator
 // minted twice for one epoch. A denied credential (or a member token of a
 // member whose credential was denied) gets 409 capability_revoked. The
 // answer is api.JoinResponse with a member token (sub = member id, grp =
-// group, ttl member_token_ttl — on a rejoin with the member token, no
-// later than the presenting token, so no member outlives its credential
-// by more than member_token_ttl) and the grants the member may use at once;
+// group, ttl member_token_ttl but expiring no later than the bearer:
+// the credential on a join, the presenting member token on a rejoin with
+// it — so no member token outlives the credential its member was joined
+// with; under a second left is 401 token_expired) and the grants the member may use at once;
 // partitions still held by others arrive later in heartbeats. Unlike
 // Kafka there is no join barrier: the answer comes at once. A listed topic
 // Kafka does not have is 404 not_found (join_topics.go).
@@ -104,19 +105,22 @@ func (c *Coordinator) joinRateKey(credential *ocap.Claims, byMember bool, groupN
 }
 
 // memberTokenTTL is the lifetime of the member token a join answers:
-// member_token_ttl, but a rejoin with the member's own token gets a token
-// that expires no later than that one. Before, each such rejoin answered a
-// fresh member_token_ttl, so a member outlived its client credential's
-// (or IdP token's) expiry for ever by rejoining with its member token. A
-// member token with less than a second left is refused (401
-// token_expired): join with the credential.
+// member_token_ttl, but never beyond the bearer's own expiry — the client
+// credential's (or IdP token's) on a join, the presenting member token's
+// on a rejoin with it. Before, a join answered a full member_token_ttl
+// whatever the credential's expiry, so a consumer whose 5-minute IdP
+// token lapsed went on heartbeating, taking capabilities and reading for
+// up to 24 h; and each rejoin with the member token answered a fresh
+// one, so it lived on for ever. A bearer with less than a second left is
+// refused (401 token_expired): join with a fresh credential.
 func (c *Coordinator) memberTokenTTL(ctx *fasthttp.RequestCtx, bearer *ocap.Claims, byMember bool) (time.Duration, bool) {
-	if !byMember {
-		return c.cfg.MemberTokenTTL, true
-	}
 	left := time.Unix(int64(bearer.ExpiresAt), 0).Sub(c.now())
 	if left < time.Second {
-		writeError(ctx, api.CodeTokenExpired, "member token expires within a second: join with the client credential")
+		what := "client credential expires within a second: join with a fresh one"
+		if byMember {
+			what = "member token expires within a second: join with the client credential"
+		}
+		writeError(ctx, api.CodeTokenExpired, what)
 		return 0, false
 	}
 	return min(left, c.cfg.MemberTokenTTL), true

@@ -9,28 +9,24 @@ import (
 	"github.com/capgate/capgate/coordinator"
 )
 
-// TestMemberTokenRejoinDoesNotOutliveItsCredential: a member opened with
-// a client credential that has since expired could rejoin with its own
-// member token, and each such rejoin answered a member token good for a
-// fresh member_token_ttl — so it lived on for ever. A rejoin's member
-// token now expires no later than the presenting one, and one with less
-// than a second left is refused.
+// TestMemberTokenRejoinDoesNotOutliveItsCredential: a member could
+// rejoin with its own member token, and each such rejoin answered a
+// member token good for a fresh member_token_ttl — so it lived on for
+// ever, past its credential. A rejoin's member token now expires no
+// later than the presenting one, and one with less than a second left is
+// refused.
 func TestMemberTokenRejoinDoesNotOutliveItsCredential(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 1})
-	var clock atomic.Int64
-	clock.Store(time.Now().UnixNano())
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	advance := func(d time.Duration) { clock.Add(int64(d)) }
+	now, advance := testClock()
 	h := e.start(t, coordinator.WithClock(now))
 	var out coordinator.ClientResponse
 	h.call(t, "POST", "/v1/admin/clients", e.adminToken,
-		coordinator.ClientRequest{Name: "short", Groups: []string{"g"}, Topics: []string{"orders"}, TTLMs: 1000}, 200, &out)
+		coordinator.ClientRequest{Name: "short", Groups: []string{"g"}, Topics: []string{"orders"}, TTLMs: 10_000}, 200, &out)
 	e.remember(out.Credential)
 	m := h.join(t, "g", out.Credential, api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000})
 	firstExp := claimsOf(t, m.token)["exp"].(float64)
 
 	advance(3 * time.Second)
-	h.expectError(t, "POST", "/v1/groups/g/join", out.Credential, api.JoinRequest{Topics: []string{"orders"}}, 401, api.CodeTokenExpired)
 	var rejoined api.JoinResponse
 	h.call(t, "POST", "/v1/groups/g/join", m.token, api.JoinRequest{MemberID: m.id, Topics: []string{"orders"}}, 200, &rejoined)
 	e.remember(rejoined.MemberToken)
@@ -40,4 +36,52 @@ func TestMemberTokenRejoinDoesNotOutliveItsCredential(t *testing.T) {
 
 	advance(time.Unix(int64(firstExp), 0).Sub(now()) - 500*time.Millisecond)
 	h.expectError(t, "POST", "/v1/groups/g/join", rejoined.MemberToken, api.JoinRequest{MemberID: m.id, Topics: []string{"orders"}}, 401, api.CodeTokenExpired)
+}
+
+// TestMemberDoesNotOutliveItsCredential: a join with a client credential
+// that expires in 2 s answered a member token good for member_token_ttl
+// (24 h), so the consumer went on heartbeating — renewing capabilities,
+// reading — long after its credential lapsed. The member token now
+// expires no later than the credential; once it has, the member's
+// heartbeats are refused (401 token_expired), and a credential with
+// under a second left cannot join. A denied credential cuts its member
+// at once (409 unknown_member), expiry or not.
+func TestMemberDoesNotOutliveItsCredential(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	now, advance := testClock()
+	h := e.start(t, coordinator.WithClock(now))
+	credential := func(ttl time.Duration) coordinator.ClientResponse {
+		var out coordinator.ClientResponse
+		h.call(t, "POST", "/v1/admin/clients", e.adminToken,
+			coordinator.ClientRequest{Name: "short", Groups: []string{"g"}, Topics: []string{"orders"}, TTLMs: ttl.Milliseconds()}, 200, &out)
+		e.remember(out.Credential)
+		return out
+	}
+	short := credential(2 * time.Second)
+	credExp := claimsOf(t, short.Credential)["exp"].(float64)
+	m := h.join(t, "g", short.Credential, api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000})
+	if exp := claimsOf(t, m.token)["exp"].(float64); exp > credExp {
+		t.Fatalf("member token expires at %v, after its credential (%v)", exp, credExp)
+	}
+	h.call(t, "GET", "/v1/groups/g/offsets", m.token, nil, 200, nil) // good while the credential is
+
+	advance(time.Unix(int64(credExp), 0).Sub(now()) + e.cfg.Leeway + time.Second)
+	h.expectError(t, "POST", "/v1/groups/g/heartbeat", m.token, api.HeartbeatRequest{WaitMs: 0}, 401, api.CodeTokenExpired)
+
+	dying := credential(time.Second)
+	advance(500 * time.Millisecond)
+	h.expectError(t, "POST", "/v1/groups/g/join", dying.Credential, api.JoinRequest{Topics: []string{"orders"}}, 401, api.CodeTokenExpired)
+
+	long := credential(time.Hour)
+	n := h.join(t, "g", long.Credential, api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000})
+	h.call(t, "GET", "/v1/groups/g/offsets", n.token, nil, 200, nil)
+	h.call(t, "POST", "/v1/admin/capabilities/"+long.JTI+"/revoke", e.adminToken, coordinator.DenyRequest{}, 200, nil)
+	h.expectError(t, "POST", "/v1/groups/g/heartbeat", n.token, api.HeartbeatRequest{WaitMs: 0}, 409, api.CodeUnknownMember)
+}
+
+// testClock is a clock the test moves: now reads it, advance moves it.
+func testClock() (now func() time.Time, advance func(time.Duration)) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	return func() time.Time { return time.Unix(0, clock.Load()) }, func(d time.Duration) { clock.Add(int64(d)) }
 }
