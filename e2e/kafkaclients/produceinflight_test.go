@@ -93,21 +93,12 @@ func TestRevocationAckWaitsForKafkaProduce(t *testing.T) {
 // against max_inflight_fetches_per_holder like a fetch (1 here): while
 // one Produce of a capability waits for Kafka, the same capability's
 // next Produce, on another connection, is refused before it reaches
-// Kafka with THROTTLING_QUOTA_EXCEEDED (retriable) and a 1 s throttle.
+// Kafka with NOT_ENOUGH_REPLICAS (retried by every client as "not
+// written") and a 1 s throttle.
 func TestKafkaProduceCountsAgainstTheCaps(t *testing.T) {
 	s := Start(t, Options{Partitions: 2, Gateway: func(c *gateway.Config) { c.MaxInflightFetchesPerHolder = 1 }})
 	grant := s.Grant(t, "orders", 1, []string{"produce"}, time.Minute)
-	held, release := make(chan struct{}), make(chan struct{})
-	var produces atomic.Int64
-	cluster := s.Kafka.Cluster()
-	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		if produces.Add(1) == 1 {
-			close(held)
-			cluster.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	held, release, produces := holdFirstProduce(s)
 	produce := func() *kmsg.ProduceResponse {
 		r := dialRaw(t, s.KafkaAddrs()[0])
 		if resp := r.authenticate("PLAIN", grant.Capability); resp.ErrorCode != 0 {
@@ -119,8 +110,8 @@ func TestKafkaProduceCountsAgainstTheCaps(t *testing.T) {
 	go func() { first <- produce() }()
 	<-held
 	second := produce()
-	if code := second.Topics[0].Partitions[0].ErrorCode; code != kerr.ThrottlingQuotaExceeded.Code || second.ThrottleMillis != 1000 {
-		t.Fatalf("a second produce of a holder at its cap: error %d, throttle %d ms; want THROTTLING_QUOTA_EXCEEDED, 1000 ms", code, second.ThrottleMillis)
+	if code := second.Topics[0].Partitions[0].ErrorCode; code != kerr.NotEnoughReplicas.Code || second.ThrottleMillis != 1000 {
+		t.Fatalf("a second produce of a holder at its cap: error %d, throttle %d ms; want NOT_ENOUGH_REPLICAS, 1000 ms", code, second.ThrottleMillis)
 	}
 	close(release)
 	if code := (<-first).Topics[0].Partitions[0].ErrorCode; code != 0 {
@@ -132,6 +123,23 @@ func TestKafkaProduceCountsAgainstTheCaps(t *testing.T) {
 	if code := produce().Topics[0].Partitions[0].ErrorCode; code != 0 {
 		t.Fatalf("a produce once the first was answered: error %d, want written", code)
 	}
+}
+
+// holdFirstProduce makes Kafka hold the first Produce it gets until
+// release is closed (held is closed once it arrived); later ones pass.
+// produces counts the Produce requests Kafka got.
+func holdFirstProduce(s *Stack) (held, release chan struct{}, produces *atomic.Int64) {
+	held, release, produces = make(chan struct{}), make(chan struct{}), new(atomic.Int64)
+	cluster := s.Kafka.Cluster()
+	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		if produces.Add(1) == 1 {
+			close(held)
+			cluster.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	return held, release, produces
 }
 
 // recordBatch is one uncompressed record batch holding value.

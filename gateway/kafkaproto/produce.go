@@ -5,7 +5,8 @@ package kafkaproto
 //   - Each partition is admitted with the produce op: a capability
 //     connection needs a capability with op produce for exactly that
 //     partition (its byte rate counts the records' bytes: an exhausted
-//     rate answers THROTTLING_QUOTA_EXCEEDED, retriable); a
+//     rate answers NOT_ENOUGH_REPLICAS, see notWrittenRetry, with
+//     ThrottleMillis until the rate allows it, at most 1 s); a
 //     client-credential connection needs a credential whose tps claim
 //     names the topic itself ("*" does not count) and that is not denied.
 //     Refused partitions answer the boundary table's error without
@@ -23,10 +24,10 @@ package kafkaproto
 //     write cancelled on its way could still land, unseen; request_timeout
 //     plus the request's own timeout bound it. Over max_inflight_fetches
 //     or _per_holder (produces count like fetches) the leader's partitions
-//     answer THROTTLING_QUOTA_EXCEEDED (89, retriable in kgo and the Java
-//     client; nothing was sent, so an idempotent producer's retry keeps
-//     its sequence) and the response's ThrottleMillis is 1 s, the pause a
-//     fetch over a cap gets.
+//     answer NOT_ENOUGH_REPLICAS (notWrittenRetry: the one code every
+//     client retries as "not written"; nothing was sent, so an idempotent
+//     producer's retry keeps its sequence) and the response's
+//     ThrottleMillis is 1 s, the pause a fetch over a cap gets.
 //   - Transactions are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
 //     a transaction spans partitions no single capability covers.
 //     Idempotent producers work: InitProducerId without a transactional
@@ -67,9 +68,11 @@ func handleProduce(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) 
 				out.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 				continue
 			}
-			claims, code := c.admitProduce(rt.Topic, rp.Partition, now)
+			claims, code, wait := c.admitProduce(rt.Topic, rp.Partition, now)
 			if code == api.CodeRateLimited {
-				out.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
+				out.ErrorCode = notWrittenRetry.Code
+				resp.ThrottleMillis = max(resp.ThrottleMillis, int32(min(wait, overCapThrottle).Milliseconds()))
+				c.s.gate.Observe(nil, OpProduce, code, 0, now)
 				continue
 			}
 			if code != "" {
@@ -100,24 +103,37 @@ func handleProduce(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) 
 	return resp, nil
 }
 
+// notWrittenRetry is what a partition refused for load (its byte rate
+// spent, or its holder over an in-flight cap) answers: nothing was
+// written, try again. It was THROTTLING_QUOTA_EXCEEDED, which kgo and the
+// Java client retry but librdkafka (kcat, confluent-kafka-*) takes for a
+// permanent failure (rd_kafka_err_action's default): the record was
+// dropped. NOT_ENOUGH_REPLICAS is the one code kgo, the Java client,
+// KafkaJS and librdkafka all retry as "not written"
+// (RD_KAFKA_ERR_ACTION_MSG_NOT_PERSISTED), so an idempotent producer's
+// retry keeps its sequence; the response's ThrottleMillis says how long
+// to wait, and the gateway's log and metrics name the real cause.
+var notWrittenRetry = kerr.NotEnoughReplicas
+
 // admitProduce decides one partition of a Produce and returns the claims
 // it is admitted under: the connection's client credential, or the
-// capability covering the partition.
-func (c *conn) admitProduce(topic string, partition int32, now time.Time) (*ocap.Claims, api.Code) {
+// capability covering the partition. A partition over its byte rate
+// returns api.CodeRateLimited and how long until the rate allows it.
+func (c *conn) admitProduce(topic string, partition int32, now time.Time) (*ocap.Claims, api.Code, time.Duration) {
 	if !c.principal.capability() {
 		if !namesTopic(c.principal.Claims, topic) {
-			return nil, api.CodeForbidden
+			return nil, api.CodeForbidden, 0
 		}
-		return c.principal.Claims, c.checkClient(now)
+		return c.principal.Claims, c.checkClient(now), 0
 	}
 	a := c.admit(topic, partition, ocap.OpProduce, -1, now)
 	switch {
 	case a.code != "":
-		return nil, a.code
+		return nil, a.code, 0
 	case a.throttle > 0:
-		return nil, api.CodeRateLimited
+		return nil, api.CodeRateLimited, a.throttle
 	}
-	return a.claims, ""
+	return a.claims, "", 0
 }
 
 // recheckProduce decides a partition again once its write is registered
@@ -190,7 +206,7 @@ func (c *conn) produceUpstream(calls map[int32]*produceCall, now time.Time) (thr
 		if code != "" {
 			throttled = true
 			for _, po := range pc.outs {
-				po.out.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
+				po.out.ErrorCode = notWrittenRetry.Code
 				c.s.gate.Observe(pc.claims, OpProduce, code, 0, now)
 			}
 			continue
