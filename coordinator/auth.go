@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"bytes"
 	"errors"
 	"strconv"
 	"strings"
@@ -29,14 +28,7 @@ import (
 // and error messages.
 
 // bearer returns the token of an "Authorization: Bearer" header, or nil.
-func bearer(ctx *fasthttp.RequestCtx) []byte {
-	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
-	const scheme = "bearer "
-	if len(h) <= len(scheme) || !bytes.EqualFold(h[:len(scheme)], []byte(scheme)) {
-		return nil
-	}
-	return bytes.TrimSpace(h[len(scheme):])
-}
+func bearer(ctx *fasthttp.RequestCtx) []byte { return bearerOf(&ctx.Request.Header) }
 
 // admin wraps h so it runs only for an admin: the admin token and/or
 // client certificate tls.admin asks for (see tls.go), or the console's

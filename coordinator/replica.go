@@ -105,6 +105,7 @@ func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
 	}
 	r.metrics = newReplicaMetrics()
 	r.server = newHTTPServer(cfg, log, r.serve, r.serveError)
+	r.server.HeaderReceived = r.requestConfig // body caps before authentication (server.go)
 	r.view.Store(&replicaView{role: leader.Follower, reason: "starting", next: make(chan struct{})})
 	return r, nil
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,20 +16,28 @@ import (
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/internal/linger"
+	"github.com/capgate/capgate/ocap"
 )
 
 // newServer builds the fasthttp server with the configured limits. Errors
 // fasthttp finds before a handler runs (body or headers too large,
 // unparsable requests) get JSON bodies too.
 func (c *Coordinator) newServer() *fasthttp.Server {
-	return newHTTPServer(c.cfg, c.log, c.serve, c.serveError)
+	s := newHTTPServer(c.cfg, c.log, c.serve, c.serveError)
+	s.HeaderReceived = c.requestConfig
+	return s
 }
 
 // newHTTPServer is the coordinator's fasthttp server (also a replica's).
+// Until its HeaderReceived is set, every request's body is capped at
+// preauthBodyBytes.
 func newHTTPServer(cfg Config, log *zap.Logger, handler fasthttp.RequestHandler, onError func(*fasthttp.RequestCtx, error)) *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:               handler,
-		ErrorHandler:          onError,
+		Handler:      handler,
+		ErrorHandler: onError,
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{MaxRequestBodySize: preauthBodyBytes}
+		},
 		Name:                  "capgate-coordinator",
 		MaxRequestBodySize:    cfg.MaxBodyBytes,
 		ReadBufferSize:        cfg.MaxHeaderBytes,
@@ -41,6 +50,93 @@ func newHTTPServer(cfg Config, log *zap.Logger, handler fasthttp.RequestHandler,
 		Logger:                fasthttpLogger{log},
 		SecureErrorLogMessage: true,
 	}
+}
+
+// Request bodies before authentication. fasthttp reads a request's body
+// whole — a Content-Length body allocated at its announced size — before
+// any handler looks at the bearer, so how much of it is read is decided
+// from the headers (HeaderReceived): max_body_bytes for a POST, PUT or
+// PATCH whose bearer is a token this coordinator knows (an admin or sync
+// token, a client credential, member token or capability that verifies,
+// an IdP token that verifies), consoleBodyBytes under /console (the login
+// form carries its token in the body; the console's own checks follow),
+// preauthBodyBytes for anything else (no or unknown bearer, Basic, GET,
+// HEAD, DELETE). Over its cap a request is answered 413 body_too_large
+// naming both caps, and the connection lingers (internal/linger). Without
+// this, an unauthenticated client made the coordinator hold up to
+// max_body_bytes × max_connections (1 MiB × 10,000 by default).
+const (
+	// preauthBodyBytes is the body of a request without a known bearer.
+	preauthBodyBytes = 4 << 10
+	// consoleBodyBytes is the body of a console request: the login form's
+	// token (at most 16 KiB, console's maxTokenBytes) and its fields.
+	consoleBodyBytes = 20 << 10
+)
+
+// requestConfig is the server's HeaderReceived: the body cap of a request.
+func (c *Coordinator) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	return fasthttp.RequestConfig{MaxRequestBodySize: c.bodyLimit(h)}
+}
+
+// requestConfig is a replica's HeaderReceived: the serving coordinator's
+// caps while it leads; a standby reads no large body (it answers 421).
+func (r *Replica) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if v := r.view.Load(); v.active != nil {
+		return v.active.requestConfig(h)
+	}
+	return fasthttp.RequestConfig{MaxRequestBodySize: preauthBodyBytes}
+}
+
+func (c *Coordinator) bodyLimit(h *fasthttp.RequestHeader) int {
+	small := min(preauthBodyBytes, c.cfg.MaxBodyBytes)
+	if h.ContentLength() == 0 || !(h.IsPost() || h.IsPut() || h.IsPatch()) {
+		return small
+	}
+	if path, _, _ := bytes.Cut(h.RequestURI(), []byte("?")); console.Owns(path) {
+		return min(consoleBodyBytes, c.cfg.MaxBodyBytes)
+	}
+	if !c.cfg.TLS.Admin.NeedsToken() && bytes.HasPrefix(h.RequestURI(), []byte("/v1/admin/")) {
+		// A client certificate alone makes an admin, and the certificate
+		// is not known here: admin routes keep max_body_bytes.
+		return c.cfg.MaxBodyBytes
+	}
+	if c.knownBearer(bearerOf(h)) {
+		return c.cfg.MaxBodyBytes
+	}
+	return small
+}
+
+// knownBearer reports whether token is one this coordinator would accept
+// on some route: an admin or sync token, a capgate token that verifies,
+// an IdP token that verifies (deny-lists and routes are checked later).
+func (c *Coordinator) knownBearer(token []byte) bool {
+	switch {
+	case len(token) == 0:
+		return false
+	case c.adminTokens.matches(token) || c.syncTokens.matches(token):
+		return true
+	case c.identities.Handles(token):
+		verifyCtx, cancel := context.WithTimeout(context.Background(), c.cfg.OIDC.FetchTimeout)
+		defer cancel()
+		_, err := c.identities.Verify(verifyCtx, string(token), c.now())
+		return err == nil
+	}
+	for _, kind := range [...]ocap.Kind{ocap.KindCapability, ocap.KindMember, ocap.KindClient} {
+		if _, err := c.verifySignature(token, kind); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// bearerOf is the token of an "Authorization: Bearer" header, or nil.
+func bearerOf(h *fasthttp.RequestHeader) []byte {
+	v := h.Peek(fasthttp.HeaderAuthorization)
+	const scheme = "bearer "
+	if len(v) <= len(scheme) || !bytes.EqualFold(v[:len(scheme)], []byte(scheme)) {
+		return nil
+	}
+	return bytes.TrimSpace(v[len(scheme):])
 }
 
 // fasthttpLogger routes fasthttp's own messages to zap at debug level;
@@ -98,7 +194,10 @@ func writeHTTPError(ctx *fasthttp.RequestCtx, err error, cfg Config) bool {
 	linger.OnClose(ctx) // the rest of the request is still coming (internal/linger)
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		writeError(ctx, api.CodeBodyTooLarge, fmt.Sprintf("request body larger than %d bytes", cfg.MaxBodyBytes))
+		// The request is already reset here: which cap applied is not
+		// known, so name both (requestConfig).
+		writeErrorDetails(ctx, api.CodeBodyTooLarge, fmt.Sprintf("request body too large: a request whose bearer is a valid token may send max_body_bytes (%d bytes), one without %d bytes (console %d)",
+			cfg.MaxBodyBytes, preauthBodyBytes, consoleBodyBytes), map[string]any{"max_body_bytes": cfg.MaxBodyBytes, "preauth_body_bytes": preauthBodyBytes})
 	case errors.As(err, &small):
 		writeError(ctx, api.CodeHeadersTooLarge, fmt.Sprintf("request headers larger than %d bytes", cfg.MaxHeaderBytes))
 	default:

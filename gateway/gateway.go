@@ -151,6 +151,7 @@ func (g *Gateway) newServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:                      g.handle,
 		ErrorHandler:                 g.handleServerError,
+		HeaderReceived:               g.requestConfig, // body caps before the body is read (preauth.go)
 		Name:                         "capgate-gateway",
 		ReadTimeout:                  g.cfg.ReadTimeout,
 		WriteTimeout:                 g.cfg.WriteTimeout,

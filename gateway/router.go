@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 
@@ -164,11 +165,17 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	var netErr net.Error
 	code, message := api.CodeBadRequest, "malformed request"
+	var details map[string]any
 	switch {
 	case errors.As(err, &small):
 		code, message = api.CodeHeadersTooLarge, "request headers larger than max_header_bytes"
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		code, message = api.CodeBodyTooLarge, "request body larger than max_body_bytes"
+		// The request is already reset here: which cap applied is not
+		// known, so name both (preauth.go).
+		code = api.CodeBodyTooLarge
+		message = fmt.Sprintf("request body too large: a produce bearing a valid capability with the produce op may send max_body_bytes (%d bytes); any other request, or one without such a capability, %d bytes",
+			g.cfg.MaxBodyBytes, preauthBodyBytes)
+		details = map[string]any{"max_body_bytes": g.cfg.MaxBodyBytes, "preauth_body_bytes": preauthBodyBytes}
 	case errors.As(err, &netErr) && netErr.Timeout():
 		// No whole request within read_timeout: an idle pre-dialed
 		// connection or slow headers. Close without an answer: a client
@@ -178,6 +185,6 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	linger.OnClose(ctx) // the rest of the request is still coming (internal/linger)
-	writeError(ctx, code, message, nil)
+	writeError(ctx, code, message, details)
 	g.metrics.rejected(code)
 }

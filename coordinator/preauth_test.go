@@ -1,0 +1,110 @@
+package coordinator_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+)
+
+// TestUnauthenticatedBodiesAreNotHeld: a request body is read only up to
+// a small cap unless its bearer is a token the coordinator knows — decided
+// from the headers, before the body is read. Many connections each
+// announcing a max_body_bytes body without one are answered 413 at once
+// (not held until read_timeout) and the coordinator allocates nothing
+// like their announced bodies; an authenticated join keeps max_body_bytes
+// and the console's login form (token in the body) still logs in.
+func TestUnauthenticatedBodiesAreNotHeld(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	e.cfg.MaxBodyBytes = 4 << 20
+	h := e.start(t)
+	cred := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	announce := e.cfg.MaxBodyBytes
+	cl := fmt.Sprintf("Content-Length: %d\r\n", announce)
+	head := func(line, extra string) string {
+		return line + " HTTP/1.1\r\nHost: c\r\nContent-Type: application/json\r\n" + extra + "\r\n"
+	}
+	kinds := []string{
+		head("POST /v1/groups/g/join", cl),
+		head("POST /v1/groups/g/join", "Authorization: Bearer eyJhbGciOiJFZERTQSJ9.e30.c2ln\r\n"+cl),
+		head("POST /v1/admin/clients", "Authorization: Bearer not-the-admin-token\r\n"+cl),
+		head("POST /console/login", cl),
+		head("POST /oauth/token", "Authorization: Basic Zm9vOmJhcg==\r\n"+cl),
+		head("POST /v1/groups/g/commit", "Transfer-Encoding: chunked\r\n") + fmt.Sprintf("%x\r\n", announce-16),
+		head("GET /v1/sync?gateway=x&after=0", "Authorization: Bearer "+cred+"\r\n"+cl),
+	}
+	const conns = 42
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	answers := make([]string, conns)
+	for i := range conns {
+		wg.Go(func() {
+			answers[i] = sendHeadAndRead(h.c.Addr().String(), kinds[i%len(kinds)]+strings.Repeat("x", 1024))
+		})
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&after)
+	for i, a := range answers {
+		if !strings.HasPrefix(a, "413 ") || !strings.Contains(a, `"code":"`+string(api.CodeBodyTooLarge)+`"`) {
+			t.Errorf("connection %d (kind %d): %q, want an answer 413 body_too_large before the body came", i, i%len(kinds), a)
+		}
+	}
+	if got, bound := after.TotalAlloc-before.TotalAlloc, uint64(conns*announce/8); got > bound {
+		t.Errorf("allocated %d bytes for %d unauthenticated requests announcing %d bytes each, want < %d", got, conns, announce, bound)
+	}
+	// A client credential's join keeps max_body_bytes.
+	topics := make([]string, 400)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("topic-with-a-rather-long-name-%03d", i)
+	}
+	topics[0] = "orders"
+	status, body, _ := h.do(t, "POST", "/v1/groups/g/join", cred, api.JoinRequest{Topics: topics})
+	if status == http.StatusRequestEntityTooLarge {
+		t.Fatalf("authenticated 14 KB join: %d %s", status, body)
+	}
+	// The console's login form carries its token in the body.
+	c := newConsoleClient(t, h)
+	if a := c.login(strings.Repeat("A", 15<<10), nil); a.status != http.StatusUnauthorized {
+		t.Fatalf("console login with a 15 KiB wrong token: %d, want 401", a.status)
+	}
+	if a := c.login(e.adminToken, nil); a.status != http.StatusSeeOther {
+		t.Fatalf("console login: %d %s", a.status, a.body)
+	}
+	// Without a token, a body over the cap says what allows more.
+	status, body, _ = h.do(t, "POST", "/v1/groups/g/join", "", api.JoinRequest{Topics: topics})
+	if status != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "bearer") {
+		t.Fatalf("unauthenticated 14 KB join: %d %s, want 413 naming the bearer", status, body)
+	}
+}
+
+// sendHeadAndRead writes raw (a request's head and the start of its
+// body) and returns the status and body of the answer, or the error
+// reading it; the rest of the body is never sent.
+func sendHeadAndRead(addr, raw string) string {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(conn, raw); err != nil {
+		return err.Error()
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.Status + " " + string(b)
+}

@@ -1,0 +1,62 @@
+package gateway
+
+// Behavior: how much of a request's body the gateway reads is decided
+// from its headers, before the body is read (fasthttp.Server's
+// HeaderReceived): a POST bearing a capability that verifies and holds
+// the produce op may send max_body_bytes; every other request — no
+// token, a token that does not verify, a capability without produce, a
+// route that takes no body (GET, HEAD) — preauthBodyBytes. fasthttp
+// reads a body whole, and allocates a Content-Length body at its
+// announced size, before any handler runs, so without this cap an
+// unauthenticated client could make the gateway hold max_body_bytes per
+// connection (4 MiB × max_connections 20,000: 80 GiB).
+//
+// A body over its cap is answered 413 body_too_large naming both caps
+// (fasthttp hands the error handler a request already reset, so the
+// answer cannot tell which one applied), and the connection lingers
+// (internal/linger) so the client reads the answer rather than a reset.
+// 413 rather than 401: the body is refused before any route ran, and a
+// GET carrying a body would otherwise be told its valid capability is
+// wrong. A small body without a token still gets the route's 401.
+
+import (
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/ocap"
+)
+
+// preauthBodyBytes is the body a request may send unless it bears a
+// capability with the produce op (and the most any GET or HEAD may send).
+const preauthBodyBytes = 4 << 10
+
+// requestConfig is the server's HeaderReceived: the body cap of a request.
+func (g *Gateway) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	return fasthttp.RequestConfig{MaxRequestBodySize: g.bodyLimit(h, time.Now())}
+}
+
+// bodyLimit is max_body_bytes for a POST whose bearer verifies as a
+// capability with the produce op, preauthBodyBytes otherwise. The
+// verification goes through the verified-token cache, so the handler's
+// own check of the same token is a cache hit.
+func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader, now time.Time) int {
+	if !h.IsPost() || h.ContentLength() == 0 {
+		return preauthBodyBytes
+	}
+	token, _ := bearerToken(h)
+	if len(token) == 0 || len(token) > ocap.MaxTokenBytes {
+		return preauthBodyBytes
+	}
+	c, ok := g.cache.Get(token, now)
+	if !ok {
+		var err error
+		if c, err = g.verifyCapability(token, now); err != nil {
+			return preauthBodyBytes
+		}
+	}
+	if !c.Ops.Has(ocap.OpProduce) {
+		return preauthBodyBytes
+	}
+	return max(g.cfg.MaxBodyBytes, preauthBodyBytes)
+}
