@@ -20,3 +20,33 @@ func IsJSON(contentType []byte) bool {
 	t, _, err := mime.ParseMediaType(string(contentType))
 	return err == nil && t == MediaJSON
 }
+
+// FramingHeaders counts the raw header lines (as sent, before any
+// parser merged or dropped them) of the headers a request must not
+// repeat or combine: Content-Length, Transfer-Encoding and Authorization.
+type FramingHeaders struct{ ContentLength, TransferEncoding, Authorization int }
+
+// CountFramingHeaders reads raw, a request's header lines.
+func CountFramingHeaders(raw []byte) FramingHeaders {
+	var n FramingHeaders
+	for line := range bytes.SplitSeq(raw, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		switch line[0] | 0x20 {
+		case 'a', 'c', 't':
+		default:
+			continue
+		}
+		name, _, _ := bytes.Cut(line, []byte(":"))
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			n.ContentLength++
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			n.TransferEncoding++
+		case bytes.EqualFold(name, []byte("Authorization")):
+			n.Authorization++
+		}
+	}
+	return n
+}

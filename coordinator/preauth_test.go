@@ -108,3 +108,17 @@ func sendHeadAndRead(addr, raw string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.Status + " " + string(b)
 }
+
+// TestRepeatedAuthorizationRefused: a request with two Authorization
+// headers is 400 — the coordinator read the first, while a proxy in front
+// may have checked the other.
+func TestRepeatedAuthorizationRefused(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	for _, order := range [][2]string{{e.adminToken, "x"}, {"x", e.adminToken}} {
+		raw := "GET /v1/admin/groups HTTP/1.1\r\nHost: c\r\nAuthorization: Bearer " + order[0] + "\r\nauthorization: Bearer " + order[1] + "\r\n\r\n"
+		if a := sendHeadAndRead(h.c.Addr().String(), raw); !strings.HasPrefix(a, "400 ") || !strings.Contains(a, `"bad_request"`) {
+			t.Errorf("two Authorization headers: %q, want 400 bad_request", a)
+		}
+	}
+}

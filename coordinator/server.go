@@ -154,6 +154,11 @@ func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
 		ctx.SetConnectionClose()
 		writeError(ctx, api.CodeBadRequest, "folded header lines (obs-fold) are refused")
 		name = "bad_request"
+	} else if api.CountFramingHeaders(ctx.Request.Header.RawHeaders()).Authorization > 1 {
+		// fasthttp reads the first; a proxy in front may have checked the other.
+		ctx.SetConnectionClose()
+		writeError(ctx, api.CodeBadRequest, "Authorization given more than once")
+		name = "bad_request"
 	} else if console.Owns(ctx.Path()) {
 		name = c.console.Serve(ctx)
 	} else {

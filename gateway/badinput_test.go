@@ -59,6 +59,8 @@ func TestBadInput(t *testing.T) {
 		{"oversize body", post(recordsURL(0), "", `{"records":[{"value":"`+strings.Repeat("A", 70_000)+`"}]}`), 413, api.CodeBodyTooLarge, ""},
 		{"Content-Length with Transfer-Encoding", "POST " + recordsURL(0) + " HTTP/1.1\r\nHost: gw\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, api.CodeBadRequest, ""},
 		{"Transfer-Encoding with Content-Length", "POST " + recordsURL(0) + " HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n", 400, api.CodeBadRequest, ""},
+		{"two Authorization headers, a valid one second", "GET " + recordsPath(0, "offset=0") + " HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer x\r\n" + auth + "\r\n", 400, api.CodeBadRequest, ""},
+		{"two Authorization headers, a valid one first", "GET " + recordsPath(0, "offset=0") + " HTTP/1.1\r\nHost: gw\r\n" + auth + "authorization: Bearer x\r\n\r\n", 400, api.CodeBadRequest, ""},
 		{"produce with a query", post(recordsURL(0)+"?offset=1", "", `{"records":[{"value":"eA=="}]}`), 400, api.CodeBadRequest, ""},
 		{"produce unknown field", post(recordsURL(0), "", `{"records":[{"value":"eA==","partition":3}]}`), 400, api.CodeBadRequest, ""},
 		{"produce no records", post(recordsURL(0), "", `{"records":[]}`), 400, api.CodeBadRequest, ""},

@@ -57,9 +57,9 @@ func (g *Gateway) newRoutes() []route {
 }
 
 func (g *Gateway) handle(ctx *fasthttp.RequestCtx) {
-	if contentLengthWithTransferEncoding(&ctx.Request.Header) {
+	if problem := headerProblem(&ctx.Request.Header); problem != "" {
 		ctx.SetConnectionClose()
-		writeError(ctx, api.CodeBadRequest, "Content-Length together with Transfer-Encoding", nil)
+		writeError(ctx, api.CodeBadRequest, problem, nil)
 		g.metrics.rejected(api.CodeBadRequest)
 		return
 	}
@@ -141,21 +141,21 @@ func matchPath(pattern []string, path []byte, params *routeParams) bool {
 	return true
 }
 
-// contentLengthWithTransferEncoding reports a request framed both ways, a
-// request-smuggling shape (RFC 9112 §6.3). fasthttp keeps the chunked
-// framing, drops Content-Length, and after reading the body even drops
-// Transfer-Encoding, so look at the raw header lines.
-func contentLengthWithTransferEncoding(h *fasthttp.RequestHeader) bool {
-	var cl, te bool
-	for line := range bytes.SplitSeq(h.RawHeaders(), []byte("\n")) {
-		if len(line) == 0 || (line[0]|0x20 != 'c' && line[0]|0x20 != 't') {
-			continue
-		}
-		name, _, _ := bytes.Cut(line, []byte(":"))
-		cl = cl || bytes.EqualFold(name, []byte(fasthttp.HeaderContentLength))
-		te = te || bytes.EqualFold(name, []byte(fasthttp.HeaderTransferEncoding))
+// headerProblem refuses a request framed both ways, a request-smuggling
+// shape (RFC 9112 §6.3: fasthttp keeps the chunked framing, drops
+// Content-Length, and after reading the body even drops
+// Transfer-Encoding, so the raw header lines are read), and one with two
+// Authorization headers (fasthttp reads the first; a proxy in front may
+// have checked the other).
+func headerProblem(h *fasthttp.RequestHeader) string {
+	n := api.CountFramingHeaders(h.RawHeaders())
+	switch {
+	case n.ContentLength > 0 && n.TransferEncoding > 0:
+		return "Content-Length together with Transfer-Encoding"
+	case n.Authorization > 1:
+		return "Authorization given more than once"
 	}
-	return cl && te
+	return ""
 }
 
 // handleServerError answers what fasthttp could not parse: oversize
