@@ -108,3 +108,25 @@ func slowHeaders(t *testing.T, addr string, readTimeout time.Duration) {
 		t.Fatalf("connection still open after %v (read_timeout %v)", elapsed, readTimeout)
 	}
 }
+
+// TestUnknownRouteSaysWhatIsServed: a 404 names the path asked for and
+// the gateway's routes — a base URL with a path (--gateways
+// http://gw:8080/v1) or a coordinator's route sent to a gateway was
+// answered only "no such route".
+func TestUnknownRouteSaysWhatIsServed(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.get("", "/v1/v1/topics/orders/partitions/0/records?offset=0&secret=s3cr3t")
+	expectError(t, r, http.StatusNotFound, api.CodeNotFound)
+	for _, want := range []string{"no such route", "/v1/v1/topics/orders/partitions/0/records", "/v1/topics/{topic}/partitions/{partition}/records", "base URL"} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("404 %s does not say %q", r.body, want)
+		}
+	}
+	if strings.Contains(string(r.body), "s3cr3t") {
+		t.Errorf("404 echoes the query: %s", r.body)
+	}
+	r = h.get("", "/"+strings.Repeat("a", 4000))
+	if expectError(t, r, http.StatusNotFound, api.CodeNotFound); len(r.body) > 1024 {
+		t.Errorf("404 of a 4000-byte path is %d bytes", len(r.body))
+	}
+}

@@ -87,8 +87,15 @@ func (g *Gateway) handle(ctx *fasthttp.RequestCtx) {
 		g.methodNotAllowed(ctx, path)
 		return
 	}
-	writeError(ctx, api.CodeNotFound, "no such route", nil)
+	writeError(ctx, api.CodeNotFound, noRoute(path), nil)
 	g.metrics.rejected(api.CodeNotFound)
+}
+
+// noRoute is a 404's message: the path asked for (at most 128 bytes, no
+// query: tokens never reach a message) and what a gateway serves, since
+// the usual cause is a base URL with a path or a coordinator's route.
+func noRoute(path []byte) string {
+	return fmt.Sprintf("no such route: %.128q; a gateway serves /v1/topics/{topic}/partitions/{partition}/records (GET fetch, POST produce), /healthz, /readyz, /metrics and /openapi.json: is the URL a gateway's base URL?", path)
 }
 
 // methodNotAllowed answers 405 with the methods path allows.
