@@ -85,6 +85,10 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
 	MaxBodyBytes    int           `yaml:"max_body_bytes"`
+	// MaxProduceRecords bounds the records of one produce (400 beyond):
+	// each costs the gateway far more than its bytes in the body (an
+	// empty record is 3 bytes of JSON, some 600 bytes decoded and sent).
+	MaxProduceRecords int `yaml:"max_produce_records"`
 
 	// RateLimitEntries bounds the per-capability byte-rate buckets.
 	RateLimitEntries int `yaml:"rate_limit_entries"`
@@ -193,6 +197,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:             10 * time.Second,
 		MaxHeaderBytes:              16 << 10,
 		MaxBodyBytes:                4 << 20,
+		MaxProduceRecords:           10_000,
 		RateLimitEntries:            100_000,
 		MonitorLabelsMax:            32,
 		TLS:                         TLSConfig{ServerConfig: tlsconf.DefaultServerConfig(), Consumers: tlsconf.DefaultChannel()},
@@ -321,7 +326,7 @@ func (c Config) validateLimits() error {
 	for _, n := range []struct {
 		name  string
 		value int
-	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax},
+	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"max_produce_records", c.MaxProduceRecords}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax},
 		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}, {"max_connections", c.MaxConnections},
 		{"kafka_max_connections_per_principal", c.KafkaMaxConnectionsPerPrincipal}} {
 		if n.value <= 0 {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,4 +83,35 @@ func TestRevocationAckWaitsForProduceInFlight(t *testing.T) {
 	}
 	expectError(t, h.do(http.MethodPost, recordsURL(0), prod, strings.NewReader(`{"records":[{"value":"eA=="}]}`), "Content-Type", "application/json"),
 		http.StatusConflict, api.CodeCapabilityRevoked)
+}
+
+// TestProduceRecordCountIsBounded: a produce carries at most
+// max_produce_records records, refused before they are built. A 4 MiB
+// body of 1.4 million empty records ({}) cost the gateway 884 MB of
+// allocations (about 630 bytes per 3 body bytes: the decoded records,
+// kgo's, the encoding) and was produced.
+func TestProduceRecordCountIsBounded(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxProduceRecords = 100 })
+	producer, _ := h.mint(withOps(capClaims(0), "fetch", "produce"))
+	n := (4<<20 - 100) / 3
+	body := `{"records":[` + strings.Repeat("{},", n-1) + `{}]}`
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(body), "Content-Type", "application/json")
+	runtime.ReadMemStats(&after)
+	expectError(t, r, http.StatusBadRequest, api.CodeBadRequest)
+	if !strings.Contains(string(r.body), "max_produce_records") {
+		t.Errorf("refusal does not name the setting: %s", r.body)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Errorf("a refused %d-record produce allocated %d MB", n, got>>20)
+	}
+	ok := `{"records":[` + strings.Repeat(`{"value":"eA=="},`, 99) + `{"value":"eA=="}]}`
+	if r := h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(ok), "Content-Type", "application/json"); r.status != http.StatusOK {
+		t.Fatalf("100 records: %d %s", r.status, r.body)
+	}
+	for _, bad := range []string{`{"records":[{}],"records":[{}]}`, `{"records":[{}]`, `{"records":{}}`, `[]`, `{"records":[{}]} x`, `{"records":[{"value":"eA==","x":1}]}`, `{"other":[]}`, `{"records":null}`} {
+		expectError(t, h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(bad), "Content-Type", "application/json"), http.StatusBadRequest, api.CodeBadRequest)
+	}
 }

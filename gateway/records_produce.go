@@ -4,7 +4,8 @@ package gateway
 // "Authorization: Bearer <capability>" holding the produce op for exactly
 // this topic and partition, and a JSON body api.ProduceRequest
 // {"records":[{"key","value","headers"}]} (base64 bytes, at least one
-// record, unknown fields refused, Content-Type application/json or none).
+// record and at most max_produce_records, unknown fields refused,
+// Content-Type application/json or none).
 // The records are appended in order to the partition leader with acks=all;
 // 200 {"base_offset","count"}. No query parameters. The byte rate of the
 // capability's QoS counts request body bytes. A produce is in flight
@@ -20,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/valyala/fasthttp"
@@ -50,7 +52,7 @@ func (c *call) produce(topic, partition []byte) api.Code {
 	if _, code := c.admitCapability(topic, authz.Request{Partition: p, Op: ocap.OpProduce, Offset: -1}); code != "" {
 		return code
 	}
-	recs, err := decodeProduce(ctx.PostBody())
+	recs, err := decodeProduce(ctx.PostBody(), c.g.cfg.MaxProduceRecords)
 	if err != nil {
 		writeError(ctx, api.CodeBadRequest, err.Error(), nil)
 		return api.CodeBadRequest
@@ -95,27 +97,73 @@ func produceRequestProblem(ctx *fasthttp.RequestCtx) string {
 	return ""
 }
 
-// decodeProduce reads an api.ProduceRequest strictly into kgo records.
-func decodeProduce(body []byte) ([]*kgo.Record, error) {
-	var req api.ProduceRequest
+// decodeProduce reads an api.ProduceRequest strictly into kgo records,
+// one record at a time, refusing the max+1st before it is built (each
+// record costs far more decoded than its bytes in the body).
+func decodeProduce(body []byte, max int) ([]*kgo.Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("body: %v", err)
+	if err := expectDelim(dec, '{'); err != nil {
+		return nil, err
 	}
-	if dec.More() {
+	var recs []*kgo.Record
+	seen := false
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("body: %v", err)
+		}
+		if key != "records" || seen {
+			return nil, fmt.Errorf("body: unexpected field %q; a produce is {\"records\":[...]}", key)
+		}
+		seen = true
+		if recs, err = decodeRecords(dec, max); err != nil {
+			return nil, err
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("body: trailing data after the JSON object")
 	}
-	if len(req.Records) == 0 {
+	if len(recs) == 0 {
 		return nil, errors.New("body: records must hold at least one record")
 	}
-	recs := make([]*kgo.Record, len(req.Records))
-	for i, r := range req.Records {
+	return recs, nil
+}
+
+// decodeRecords reads the records array, at most max of them.
+func decodeRecords(dec *json.Decoder, max int) ([]*kgo.Record, error) {
+	if err := expectDelim(dec, '['); err != nil {
+		return nil, err
+	}
+	var recs []*kgo.Record
+	for dec.More() {
+		if len(recs) == max {
+			return nil, fmt.Errorf("body: more than %d records (max_produce_records); split the produce", max)
+		}
+		var r api.ProduceRecord
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("body: %v", err)
+		}
 		rec := &kgo.Record{Key: r.Key, Value: r.Value}
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 		}
-		recs[i] = rec
+		recs = append(recs, rec)
 	}
-	return recs, nil
+	return recs, expectDelim(dec, ']')
+}
+
+// expectDelim reads the next token, which must be want.
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("body: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("body: %v where %q was expected", tok, want)
+	}
+	return nil
 }
