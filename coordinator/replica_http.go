@@ -21,7 +21,6 @@ package coordinator
 //     advertised URL, which every client is configured with anyway.
 
 import (
-	"fmt"
 	"net/url"
 	"strings"
 
@@ -64,11 +63,7 @@ func (r *Replica) serve(ctx *fasthttp.RequestCtx) {
 			ctx.Redirect(strings.TrimSuffix(v.hint.URL, "/")+string(ctx.URI().RequestURI()), fasthttp.StatusTemporaryRedirect)
 			return
 		}
-		message := fmt.Sprintf("replica %s does not lead (%s)", r.ID(), v.role)
-		if v.hint.URL == "" {
-			message += "; no leader known yet: retry another coordinator"
-		}
-		writeNotLeader(ctx, v.hint.URL, message)
+		writeNotLeader(ctx, v.hint.URL, r.notLeaderMessage(v))
 	}
 }
 
@@ -94,6 +89,9 @@ func (r *Replica) public(path string) func(*fasthttp.RequestCtx, *replicaView) {
 }
 
 func (r *Replica) serveError(ctx *fasthttp.RequestCtx, err error) {
+	if r.standbyBodyTooLarge(ctx, err) {
+		return
+	}
 	writeHTTPError(ctx, err, r.cfg)
 }
 

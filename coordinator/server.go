@@ -62,7 +62,9 @@ func newHTTPServer(cfg Config, log *zap.Logger, handler fasthttp.RequestHandler,
 // form carries its token in the body; the console's own checks follow),
 // preauthBodyBytes for anything else (no or unknown bearer, Basic, GET,
 // HEAD, DELETE). Over its cap a request is answered 413 body_too_large
-// naming both caps, and the connection lingers (internal/linger). Without
+// naming both caps (at a standby replica, which reads no large body, 421
+// not_leader as any request there), and the connection lingers
+// (internal/linger). Without
 // this, an unauthenticated client made the coordinator hold up to
 // max_body_bytes × max_connections (1 MiB × 10,000 by default).
 const (
@@ -85,6 +87,29 @@ func (r *Replica) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 		return v.active.requestConfig(h)
 	}
 	return fasthttp.RequestConfig{MaxRequestBodySize: preauthBodyBytes}
+}
+
+// standbyBodyTooLarge answers a body over the standby's small cap as the
+// standby answers every request it does not serve — 421 not_leader
+// naming the leader, which clients follow — rather than 413, which they
+// take as final; false when the replica is serving or err is another.
+func (r *Replica) standbyBodyTooLarge(ctx *fasthttp.RequestCtx, err error) bool {
+	v := r.view.Load()
+	if v.active != nil || !errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		return false
+	}
+	linger.OnClose(ctx) // the rest of the request is still coming
+	writeNotLeader(ctx, v.hint.URL, r.notLeaderMessage(v))
+	return true
+}
+
+// notLeaderMessage is a standby's 421 message.
+func (r *Replica) notLeaderMessage(v *replicaView) string {
+	message := fmt.Sprintf("replica %s does not lead (%s)", r.ID(), v.role)
+	if v.hint.URL == "" {
+		message += "; no leader known yet: retry another coordinator"
+	}
+	return message
 }
 
 func (c *Coordinator) bodyLimit(h *fasthttp.RequestHeader) int {

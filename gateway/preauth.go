@@ -11,7 +11,9 @@ package gateway
 // unauthenticated client could make the gateway hold max_body_bytes per
 // connection (4 MiB × max_connections 20,000: 80 GiB).
 //
-// A body over its cap is answered 413 body_too_large naming both caps
+// Before the first sync no capability verifies: a body over the small
+// cap is then answered 503 not_ready (Retry-After), as a small one is.
+// Otherwise a body over its cap is answered 413 body_too_large naming both caps
 // (fasthttp hands the error handler a request already reset, so the
 // answer cannot tell which one applied), and the connection lingers
 // (internal/linger) so the client reads the answer rather than a reset.

@@ -96,3 +96,20 @@ func sendHeadAndRead(addr, raw string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.Status + " " + string(b)
 }
+
+// TestUnsyncedGatewayAnswersLargeBodiesNotReady: before its first sync a
+// gateway cannot verify any capability, so every body over the small cap
+// would be 413 — final to a producer, which must retry (503 not_ready,
+// Retry-After) as it does for small ones.
+func TestUnsyncedGatewayAnswersLargeBodiesNotReady(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{beforeStart: func(h *harness) { h.sync.setFailing(true) }})
+	producer, _ := h.mint(withOps(capClaims(0), "produce"))
+	value := strings.Repeat("QUJD", 16<<10)
+	r := h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(`{"records":[{"value":"`+value+`"}]}`), "Content-Type", "application/json")
+	expectError(t, r, http.StatusServiceUnavailable, api.CodeNotReady)
+	if r.header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	r = h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(`{"records":[{"value":"QUJD"}]}`), "Content-Type", "application/json")
+	expectError(t, r, http.StatusServiceUnavailable, api.CodeNotReady)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -192,6 +193,15 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	linger.OnClose(ctx) // the rest of the request is still coming (internal/linger)
+	if code == api.CodeBodyTooLarge && g.verifier.Load() == nil {
+		// Before the first sync no capability verifies, so every body
+		// got the small cap: answer what a small one gets (503
+		// not_ready, retriable), not a 413 a producer takes as final.
+		if unsynced := g.refuseUnsynced(ctx, time.Now()); unsynced != "" {
+			g.metrics.rejected(unsynced)
+			return
+		}
+	}
 	writeError(ctx, code, message, details)
 	g.metrics.rejected(code)
 }
