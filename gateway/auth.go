@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -45,10 +47,32 @@ func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Cla
 		if errors.Is(err, ocap.ErrExpired) {
 			code = api.CodeTokenExpired
 		}
-		writeError(ctx, code, err.Error(), nil)
+		writeError(ctx, code, refusalMessage(token, err), nil)
 		return nil, code
 	}
 	return c, ""
+}
+
+// refusalMessage is the 401's message: the verifier's reason, or for
+// another kind of capgate token what it is and where capabilities come
+// from (the usual first mistake: CAPGATE_CREDENTIAL sent to a gateway).
+func refusalMessage(token []byte, err error) string {
+	if !errors.Is(err, ocap.ErrBadType) {
+		return err.Error()
+	}
+	head, _, _ := bytes.Cut(token, []byte("."))
+	var h struct {
+		Typ ocap.Kind `json:"typ"`
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(string(head))
+	_ = json.Unmarshal(raw, &h)
+	switch h.Typ {
+	case ocap.KindClient:
+		return "a client credential is not a capability: join a group with it at the coordinator (POST /v1/groups/{group}/join); each granted partition comes with its capability"
+	case ocap.KindMember:
+		return "a member token is not a capability: it is for the coordinator (heartbeat, commit, leave); fetch with the capability of each partition the join or heartbeat granted"
+	}
+	return err.Error()
 }
 
 // verifyCapability checks a capability token: the verified-token cache

@@ -121,3 +121,32 @@ func TestRateLimitedCapability(t *testing.T) {
 	h.get(free, recordsPath(0, "offset=0"))
 	expectError(t, h.get(free, recordsPath(0, "offset=0")), http.StatusTooManyRequests, api.CodeRateLimited)
 }
+
+// TestWrongTokenKindSaysWhatToDo: a client credential or a member token
+// presented where a capability belongs (credentials.env exports
+// CAPGATE_CREDENTIAL, a new user's first try) is 401 saying what it is
+// and where capabilities come from, not golang-jwt's "error while
+// executing keyfunc".
+func TestWrongTokenKindSaysWhatToDo(t *testing.T) {
+	h := newHarness(t, nil)
+	for kind, want := range map[ocap.Kind]string{ocap.KindClient: "client credential", ocap.KindMember: "member token"} {
+		c := ocap.Claims{Subject: "svc", Groups: []string{"g"}, Topics: []string{testTopic}}
+		if kind == ocap.KindMember {
+			c = ocap.Claims{Subject: "member-1", Group: "g"}
+		}
+		tok, _, err := h.minter.Mint(kind, c, time.Now(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := h.get(tok, recordsPath(0, "offset=0"))
+		expectError(t, r, http.StatusUnauthorized, api.CodeUnauthorized)
+		for _, s := range []string{want, "not a capability", "join"} {
+			if !strings.Contains(string(r.body), s) {
+				t.Errorf("%s at the gateway: %s, want it to say %q", kind, r.body, s)
+			}
+		}
+		if strings.Contains(string(r.body), "keyfunc") {
+			t.Errorf("%s at the gateway: %s", kind, r.body)
+		}
+	}
+}
