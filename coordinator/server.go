@@ -120,9 +120,11 @@ func (c *Coordinator) bodyLimit(h *fasthttp.RequestHeader) int {
 	if path, _, _ := bytes.Cut(h.RequestURI(), []byte("?")); console.Owns(path) {
 		return min(consoleBodyBytes, c.cfg.MaxBodyBytes)
 	}
-	if !c.cfg.TLS.Admin.NeedsToken() && bytes.HasPrefix(h.RequestURI(), []byte("/v1/admin/")) {
+	if uri := h.RequestURI(); !c.cfg.TLS.Admin.NeedsToken() && bytes.HasPrefix(uri, []byte("/v1/admin/")) &&
+		!bytes.Contains(uri, []byte("..")) && !bytes.Contains(uri, []byte("%")) {
 		// A client certificate alone makes an admin, and the certificate
-		// is not known here: admin routes keep max_body_bytes.
+		// is not known here: admin routes keep max_body_bytes (a path
+		// that dot segments or escapes could lead elsewhere does not).
 		return c.cfg.MaxBodyBytes
 	}
 	if c.knownBearer(bearerOf(h)) {
