@@ -22,7 +22,10 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 	var err error
 	switch s.Kind {
 	case driver.KindJoin:
-		err = c.tr.postJSON(ctx, "join", c.groupURL("join"), c.cfg.Credential, *s.Join, &a.Join)
+		var credential string
+		if credential, err = c.credential(ctx); err == nil {
+			err = c.tr.postJSON(ctx, "join", c.groupURL("join"), credential, *s.Join, &a.Join)
+		}
 	case driver.KindHeartbeat:
 		err = c.tr.postJSON(ctx, "heartbeat", c.groupURL("heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds()}, &a.News)
 		c.logNews(a.News, err)
@@ -42,6 +45,22 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 		a.Failure = failureOf(err)
 	}
 	return a
+}
+
+// credential is what a join presents: the credential source's current
+// one, else Config.Credential.
+func (c *Consumer) credential(ctx context.Context) (string, error) {
+	if c.opts.credentials == nil {
+		return c.cfg.Credential, nil
+	}
+	credential, err := c.opts.credentials(ctx)
+	if err == nil && credential == "" {
+		err = errors.New("empty credential")
+	}
+	if err != nil {
+		return "", fmt.Errorf("client: credential source: %w", err)
+	}
+	return credential, nil
 }
 
 // failureOf describes a failed attempt for the driver: a refusal's code,

@@ -30,6 +30,8 @@ type options struct {
 	onRevoke func(context.Context, []Partition)
 	onGrant  func([]Partition)
 	onLost   func([]Partition)
+	// credentials is WithCredentialSource's function (nil: Config.Credential).
+	credentials func(context.Context) (string, error)
 	// fullChecks asserts the session's buffer invariants on every step
 	// (tests).
 	fullChecks bool
@@ -66,6 +68,26 @@ func OnGrant(fn func(granted []Partition)) Option { return func(o *options) { o.
 // (the member's session expired; the consumer rejoins). Without it,
 // OnRevoke is called with a cancelled context instead.
 func OnLost(fn func(lost []Partition)) Option { return func(o *options) { o.onLost = fn } }
+
+// WithCredentialSource makes every join ask fn for the client
+// credential (or IdP token) to present, instead of using
+// Config.Credential (which may then be empty): a consumer keeps reading
+// across credential renewals. A member token never outlives the
+// credential it was joined with, so before it expires (revoke_timeout +
+// 2 × request_timeout before, at most half its life) the consumer renews
+// its member: every partition is revoked and released as in a rebalance
+// (OnRevoke, the processed offsets committed), the member leaves, and a
+// join with fn's current credential makes a new member (same
+// instance_id) that takes partitions back under fresh epochs — nothing
+// is lost or delivered twice. fn runs without the consumer's lock, on
+// the join's context; an error is retried like an unanswered join.
+// Without a source the consumer renews with Config.Credential, which
+// helps only while that credential outlives member_token_ttl; once it
+// expires the join is refused (401 token_expired) and the consumer stops
+// with that error.
+func WithCredentialSource(fn func(ctx context.Context) (string, error)) Option {
+	return func(o *options) { o.credentials = fn }
+}
 
 // buildOptions applies opts; without WithHTTPClient the default client
 // speaks TLS with files (WithTLS wins over files).
@@ -134,7 +156,7 @@ type Consumer struct {
 
 // NewConsumer validates cfg and builds an unjoined consumer.
 func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := credentialed(cfg, opts).Validate(); err != nil {
 		return nil, err
 	}
 	cfg.CoordinatorURL = strings.TrimRight(cfg.CoordinatorURL, "/")
@@ -164,6 +186,19 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 	return c, nil
 }
 
+// credentialed is cfg as validated: with a credential source set, an
+// empty Credential stands for the source's.
+func credentialed(cfg Config, opts []Option) Config {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.credentials != nil && cfg.Credential == "" {
+		cfg.Credential = redacted
+	}
+	return cfg
+}
+
 func driverConfig(cfg Config, o options) driver.Config {
 	return driver.Config{
 		Join: api.JoinRequest{
@@ -172,6 +207,7 @@ func driverConfig(cfg Config, o options) driver.Config {
 		},
 		Gateways: len(cfg.Gateways), HeartbeatWait: cfg.HeartbeatWait, FetchMaxWait: cfg.FetchMaxWait,
 		RequestTimeout: cfg.RequestTimeout, RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax,
+		MemberRenew: cfg.RevokeTimeout + 2*cfg.RequestTimeout,
 		Session: session.Config{
 			BufferMaxBytes: cfg.BufferMaxBytes, FetchMaxBytes: cfg.FetchMaxBytes,
 			PollMaxRecords: cfg.PollMaxRecords,

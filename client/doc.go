@@ -74,9 +74,27 @@
 // Renewed capabilities arrive in heartbeats and replace the old one
 // without moving the offset; a partition whose capability would expire
 // within capability_expiry_margin without a renewal stops fetching until
-// one arrives. unknown_member loses every partition (OnLost) and rejoins
-// with the same instance id. Refusals are *Error values carrying the api
-// reject table's code.
+// one arrives. unknown_member, or token_expired on a heartbeat (the member
+// token ran out), loses every partition (OnLost) and rejoins with the
+// same instance id. Refusals are *Error values carrying the api reject
+// table's code.
+//
+// # Credential renewal
+//
+// The coordinator's member token never outlives the credential the
+// member joined with (member_token_ttl, 24 h, or the credential's exp,
+// whichever comes first). Before it expires (revoke_timeout + 2 ×
+// request_timeout before, at most half its life) the consumer renews its
+// member: every partition is revoked and released as in a rebalance
+// (OnRevoke, processed offsets committed with the old capabilities), the
+// member leaves, and a join with the current credential makes a new
+// member that is granted partitions under fresh epochs — nothing lost,
+// nothing delivered twice, a pause of the member's partitions once per
+// member token. WithCredentialSource supplies the current credential
+// (a refreshed IdP or OAuth token); without it Config.Credential is used,
+// and once that expires the renewal's join is refused (401
+// token_expired): the consumer has released everything, left, and stops
+// with that error.
 //
 // # Gateways
 //

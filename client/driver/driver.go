@@ -23,6 +23,14 @@ type Config struct {
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
 	Session         session.Config
+	// MemberRenew: this long before the member token expires (never later
+	// than the credential the member joined with) the member is renewed
+	// (session.RenewRequested: every partition revoked and released, a
+	// leave, a join with the shell's current credential) — at most half
+	// the token's life left at the join, so a short token is renewed in
+	// time too. 0: never; the token then runs out and the heartbeat's
+	// token_expired rejoins (partitions lost, not released).
+	MemberRenew time.Duration
 	// Rand draws backoff jitter: uniform in [0, n).
 	Rand func(n int64) int64
 	// Bugs plants known bugs (tests only; zero: none).
@@ -163,6 +171,7 @@ type op struct {
 	done     bool
 
 	initial   bool           // KindJoin: the first join (bounded by request_timeout)
+	renew     bool           // KindLeave: ends a renewal, not the consumer
 	fetch     session.Fetch  // KindFetch
 	gateway   int            // KindFetch: where the attempt went
 	cancelled bool           // KindFetch: the session cancelled it
@@ -184,6 +193,7 @@ type Driver struct {
 	beat     *op
 	gateway  int // the gateway every fetch starts at
 	joined   bool
+	renewAt  time.Time // when to renew the member (zero: never)
 	stopped  bool
 	aborted  bool
 	pending  []session.Event // for the session, after the current actions
@@ -238,6 +248,22 @@ func (d *Driver) Tick(now time.Time) []Command {
 	if at := d.s.NextDeadline(); !at.IsZero() && !now.Before(at) {
 		d.pending = append(d.pending, session.Tick{Now: now})
 	}
+	if !d.renewAt.IsZero() && !now.Before(d.renewAt) {
+		d.renewAt = time.Time{}
+		d.pending = append(d.pending, session.RenewRequested{Now: now})
+	}
+	return d.flush()
+}
+
+// Renewed steps a rejoin of this member by its member id that the shell
+// made itself (session.MemberRenewed: the new member token, the answer's
+// grants) and moves the renewal's deadline to the new token's.
+func (d *Driver) Renewed(now time.Time, resp api.JoinResponse) []Command {
+	d.now = now
+	if d.joined && !d.renewAt.IsZero() {
+		d.renewAt = renewTime(now, resp.MemberToken, d.cfg.MemberRenew)
+	}
+	d.pending = append(d.pending, session.MemberRenewed{Now: now, Response: resp})
 	return d.flush()
 }
 
@@ -260,6 +286,7 @@ func (d *Driver) NextDeadline() time.Time {
 			next = t
 		}
 	}
+	earlier(d.renewAt)
 	for _, o := range d.ops {
 		if o.done {
 			continue
@@ -400,7 +427,9 @@ func (d *Driver) ended(o *op, f *Failure) {
 		if f != nil && f.Code != api.CodeUnknownMember { // already gone: left
 			err = f.Err
 		}
-		d.out = append(d.out, LeaveResult{Err: err})
+		if !o.renew {
+			d.out = append(d.out, LeaveResult{Err: err})
+		}
 		done := session.LeaveDone{Now: d.now}
 		if err != nil {
 			done.Code = f.code()

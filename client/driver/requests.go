@@ -1,6 +1,9 @@
 package driver
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/capgate/capgate/api"
@@ -38,7 +41,7 @@ func (d *Driver) act(actions []session.Action) {
 			// commit carries the same offsets again at its next turn.
 			d.send(d.newOp(&op{kind: KindCommit, commit: a, deadline: d.now.Add(d.cfg.RequestTimeout)}))
 		case session.Leave:
-			d.send(d.newOp(&op{kind: KindLeave, token: a.Token, deadline: d.now.Add(d.cfg.RequestTimeout)}))
+			d.send(d.newOp(&op{kind: KindLeave, token: a.Token, renew: a.Renew, deadline: d.now.Add(d.cfg.RequestTimeout)}))
 		case session.Rejoin:
 			d.rejoin()
 		case session.Stop:
@@ -98,10 +101,43 @@ func (d *Driver) finishBeat(o *op) {
 	}
 }
 
+// renewTime is when a member whose token is memberToken, joined at now,
+// is renewed: margin before the token's exp, at most half its life
+// left; zero with no margin or an exp it cannot read. The token is the
+// coordinator's answer, read without verifying it: only its timing is
+// used.
+func renewTime(now time.Time, memberToken string, margin time.Duration) time.Time {
+	exp, ok := TokenExpiry(memberToken)
+	if margin <= 0 || !ok {
+		return time.Time{}
+	}
+	return exp.Add(-min(margin, exp.Sub(now)/2))
+}
+
+// TokenExpiry reads a JWT's exp claim without verifying it (for timing
+// only: the coordinator and gateways verify tokens).
+func TokenExpiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Exp <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(claims.Exp, 0), true
+}
+
 // rejoin: the member is gone; join again (without end) and restart the
 // heartbeats once joined.
 func (d *Driver) rejoin() {
-	d.joined = false
+	d.joined, d.renewAt = false, time.Time{}
 	if d.beat != nil {
 		d.finishBeat(d.beat)
 	}
@@ -117,6 +153,7 @@ func (d *Driver) joinAnswered(o *op, a Answered) {
 	case f == nil:
 		d.finish(o)
 		d.join, d.joined = nil, true
+		d.renewAt = renewTime(d.now, a.Join.MemberToken, d.cfg.MemberRenew)
 		if o.initial {
 			d.out = append(d.out, JoinResult{Response: a.Join})
 		}

@@ -90,9 +90,12 @@ type CallGrant struct {
 // Joined.
 type Rejoin struct{}
 
-// Leave: send POST leave with Token, then step LeaveDone.
+// Leave: send POST leave with Token, then step LeaveDone. Renew: the
+// leave ends a renewal (RenewRequested), not the consumer: a Rejoin
+// follows it.
 type Leave struct {
 	Token string
+	Renew bool
 }
 
 // Stop: the session is over; stop the heartbeat loop and every fetch.

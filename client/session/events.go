@@ -29,8 +29,10 @@ type NewsArrived struct {
 }
 
 // HeartbeatFailed: a heartbeat was rejected with Code. A rejoin code
-// (unknown_member) of the current incarnation loses every partition and
-// asks for a rejoin; other codes change nothing (the shell retries).
+// (unknown_member), or token_expired (the member token — never valid
+// beyond the credential — ran out), of the current incarnation loses
+// every partition and asks for a rejoin; other codes change nothing (the
+// shell retries).
 type HeartbeatFailed struct {
 	Now         time.Time
 	Incarnation uint64
@@ -135,7 +137,34 @@ type CloseRequested struct {
 	Now time.Time
 }
 
-// LeaveDone: the leave ended (Code empty on success). The session stops.
+// RenewRequested: the member token nears its expiry (which is never
+// later than the credential's the member joined with): the member is
+// renewed by a fresh join with the shell's current credential. First
+// every held partition is revoked as by the coordinator (hook, the
+// user's acknowledgement or RevokeTimeout, commit of the processed
+// offset, release), so nothing is lost and nothing read twice; then the
+// member leaves and the session rejoins (Rejoin, as a new member) instead
+// of stopping. Grants arriving meanwhile are not taken (as while
+// closing). A CloseRequested during the renewal makes it a close.
+// Ignored unless Active.
+type RenewRequested struct {
+	Now time.Time
+}
+
+// MemberRenewed: a rejoin of this very member by its member id answered
+// (a renewed credential of the same identity carried the member over, or
+// a subscription change): the member token is replaced — a rejoin with a
+// credential answers one expiring no later than that credential — while
+// the incarnation, partitions and offsets stay; the answer's grants are
+// applied as heartbeat news. Ignored unless Active and Response names
+// this member.
+type MemberRenewed struct {
+	Now      time.Time
+	Response api.JoinResponse
+}
+
+// LeaveDone: the leave ended (Code empty on success). The session stops,
+// or after a RenewRequested rejoins.
 type LeaveDone struct {
 	Now  time.Time
 	Code api.Code
@@ -152,4 +181,6 @@ func (e CommitDone) now() time.Time      { return e.Now }
 func (e HookDone) now() time.Time        { return e.Now }
 func (e Tick) now() time.Time            { return e.Now }
 func (e CloseRequested) now() time.Time  { return e.Now }
+func (e RenewRequested) now() time.Time  { return e.Now }
+func (e MemberRenewed) now() time.Time   { return e.Now }
 func (e LeaveDone) now() time.Time       { return e.Now }

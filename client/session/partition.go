@@ -81,6 +81,15 @@ func (s *Session) joined(e Joined) {
 	s.applyGrants(e.Now, e.Response.Grants)
 }
 
+// memberRenewed adopts the member token of a rejoin of this member.
+func (s *Session) memberRenewed(e MemberRenewed) {
+	if s.status != Active || e.Response.MemberID != s.member.ID {
+		return
+	}
+	s.member.Token = e.Response.MemberToken
+	s.applyGrants(e.Now, e.Response.Grants)
+}
+
 func (s *Session) news(e NewsArrived) {
 	if e.Incarnation != s.member.Incarnation || (s.status != Active && s.status != Closing) {
 		return
@@ -244,9 +253,13 @@ func (s *Session) hookDone(e HookDone) {
 	}
 }
 
-// heartbeatFailed loses everything on a rejoin code of this incarnation.
+// heartbeatFailed loses everything on a rejoin code of this incarnation,
+// or when its member token expired (token_expired: no heartbeat, commit or
+// leave of this member can succeed any more; the member token never
+// outlives the credential, so a join with the shell's current credential
+// is the only way on).
 func (s *Session) heartbeatFailed(e HeartbeatFailed) {
-	if e.Incarnation == s.member.Incarnation && api.NeedsRejoin(e.Code) {
+	if e.Incarnation == s.member.Incarnation && (api.NeedsRejoin(e.Code) || e.Code == api.CodeTokenExpired) {
 		s.lost()
 	}
 }
@@ -272,12 +285,17 @@ func (s *Session) lost() {
 		slices.SortFunc(ids, comparePartitions)
 		s.emit(CallRevoke{Partitions: ids, Lost: true})
 	}
-	if s.status == Active {
-		s.status = Rejoining
-		s.emit(Rejoin{})
+	if s.status == Active || s.renewing {
+		s.rejoin()
 		return
 	}
 	s.stop()
+}
+
+// rejoin asks for a fresh join (as a new member).
+func (s *Session) rejoin() {
+	s.status, s.renewing = Rejoining, false
+	s.emit(Rejoin{})
 }
 
 func (s *Session) closeRequested(e CloseRequested) {
@@ -286,6 +304,9 @@ func (s *Session) closeRequested(e CloseRequested) {
 	case Idle, Rejoining:
 		s.stop()
 		return
+	case Closing, Leaving:
+		s.renewing = false // a renewal under way ends as a close
+		return
 	default:
 		return
 	}
@@ -293,10 +314,26 @@ func (s *Session) closeRequested(e CloseRequested) {
 	if !s.cfg.ManualMarks {
 		s.ackDelivered()
 	}
+	s.revokeAll(e.Now)
+}
+
+// renewRequested revokes every held partition as the coordinator's
+// revoke would (no ackDelivered: records the user holds are waited for),
+// then leaves and rejoins (advance, leaveDone).
+func (s *Session) renewRequested(e RenewRequested) {
+	if s.status != Active {
+		return
+	}
+	s.status, s.renewing = Closing, true
+	s.revokeAll(e.Now)
+}
+
+// revokeAll starts revoking every fetching partition, in one hook call.
+func (s *Session) revokeAll(now time.Time) {
 	var revoked []Partition
 	for _, p := range s.parts {
 		if p.state == Fetching {
-			s.startRevoke(e.Now, p)
+			s.startRevoke(now, p)
 			revoked = append(revoked, p.id)
 		}
 	}
@@ -304,7 +341,10 @@ func (s *Session) closeRequested(e CloseRequested) {
 }
 
 func (s *Session) leaveDone() {
-	if s.status == Leaving {
+	switch {
+	case s.status == Leaving && s.renewing:
+		s.rejoin()
+	case s.status == Leaving:
 		s.stop()
 	}
 }

@@ -107,7 +107,7 @@ const (
 	Idle      Status = iota // not joined yet
 	Active                  // joined: fetching, heartbeating
 	Rejoining               // the member was lost; a Rejoin is under way
-	Closing                 // revoking everything before leaving
+	Closing                 // revoking everything before leaving (renewing: then rejoining)
 	Leaving                 // Leave sent
 	Stopped                 // over
 )
@@ -137,6 +137,8 @@ type Session struct {
 	member Member
 	// heartbeatWait is the coordinator's cap from the join response.
 	heartbeatWait time.Duration
+	// renewing: this Closing ends in a rejoin, not a stop (RenewRequested).
+	renewing bool
 
 	parts map[Partition]*partition
 	// seen is the highest epoch ever held per partition, kept after
@@ -198,6 +200,10 @@ func (s *Session) Step(e Event) []Action {
 	case Tick:
 	case CloseRequested:
 		s.closeRequested(e)
+	case RenewRequested:
+		s.renewRequested(e)
+	case MemberRenewed:
+		s.memberRenewed(e)
 	case LeaveDone:
 		s.leaveDone()
 	default:
@@ -216,7 +222,7 @@ func (s *Session) advance(now time.Time) {
 	s.laneNext(now)
 	if s.status == Closing && len(s.parts) == 0 {
 		s.status = Leaving
-		s.emit(Leave{Token: s.member.Token})
+		s.emit(Leave{Token: s.member.Token, Renew: s.renewing})
 	}
 	if s.status == Active {
 		s.fill(now)

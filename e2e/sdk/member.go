@@ -56,6 +56,8 @@ type MemberOptions struct {
 	Gateways []string
 	// Configure, if set, edits the client configuration last.
 	Configure func(*client.Config)
+	// Options are more client options (a credential source).
+	Options []client.Option
 }
 
 // Member is one consumer of a group run by the test: it joins, runs the
@@ -111,6 +113,7 @@ func (c *Cluster) NewMember(t testing.TB, opts MemberOptions) *Member {
 		HTTP: &http.Client{Transport: m.Transport}, CommitEvery: opts.CommitInterval, Commit: m.commit,
 		OnRecords: func(_ string, records []client.Record, at time.Time) { m.record(records, at) },
 		OnHook:    func(h stack.Hook, ps []client.Partition, at time.Time) { m.hook(HookKind(h), ps, at) },
+		Options:   opts.Options,
 	})
 	if err != nil {
 		t.Fatalf("%s: %v", opts.Name, err)

@@ -74,6 +74,19 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	return "", nil
 }
 
+// carryOver hands a re-authenticated client's new credential to every
+// member it opened (member.carryOver), in the background: the SASL
+// answer does not wait for the coordinator.
+func (g *groups) carryOver(key clientKey, credential string, expires time.Time) {
+	for _, m := range g.ofKey(key) {
+		g.s.wg.Add(1)
+		go func() {
+			defer g.s.wg.Done()
+			m.carryOver(m.ctx, credential, expires)
+		}()
+	}
+}
+
 // get finds a live member.
 func (g *groups) get(group, id string) *member {
 	g.mu.Lock()

@@ -55,10 +55,14 @@ const (
 )
 
 // deferredRevoke is a coordinator revoke waiting for the client to give
-// the partition up.
+// the partition up. A refence revoke is the fence of a carry-over's
+// rejoin (carryOver): the partition comes straight back to this member
+// under the next epoch, so the client is not told; if no regrant came
+// within the rebalance timeout it becomes an ordinary deferred revoke.
 type deferredRevoke struct {
-	ref api.PartitionRef
-	at  time.Time
+	ref     api.PartitionRef
+	at      time.Time
+	refence bool
 }
 
 // member is one Kafka group member's capgate session on this gateway.
@@ -71,8 +75,12 @@ type member struct {
 	cooperative      bool // classic protocol: revoke only what moves
 	sessionTimeout   time.Duration
 	rebalanceTimeout time.Duration
-	credential       string
-	log              *zap.Logger
+	credential       string // the client's latest (under mu once started)
+	carrying         bool   // a carryOver's rejoin is in flight (under mu)
+	// refencing: the epochs held when the carry-over's rejoin was sent;
+	// revokes of them are its fence (deferredRevoke.refence). Under mu.
+	refencing map[session.Partition]uint64
+	log       *zap.Logger
 
 	// join is the member's join as of its current subscription (under
 	// mu): the body of the driver's every join (a rejoin as a new member
@@ -195,6 +203,7 @@ func (m *member) carry(cmds []driver.Command) {
 			}
 		case session.CallGrant:
 			m.log.Debug("kafka member granted", zap.Stringers("partitions", cmd.Partitions))
+			m.regranted(cmd.Partitions)
 		case session.Stop:
 			m.finishLocked()
 		}
@@ -218,10 +227,11 @@ func (m *member) send(s driver.Send) {
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, s.Timeout)
 	m.calls[s.Call] = cancel
+	credential := m.credential // the client's latest (carryOver)
 	m.g.s.wg.Add(1)
 	go func() {
 		defer m.g.s.wg.Done()
-		a := m.g.api.Attempt(ctx, m.group, m.credential, s)
+		a := m.g.api.Attempt(ctx, m.group, credential, s)
 		cancel()
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -249,7 +259,11 @@ func (m *member) tick() {
 	}
 	var late []api.PartitionRef
 	for p, d := range m.deferred {
-		if now.Sub(d.at) >= m.rebalanceTimeout {
+		switch {
+		case now.Sub(d.at) < m.rebalanceTimeout:
+		case d.refence: // no regrant came: an ordinary revoke from now on
+			m.deferred[p] = deferredRevoke{ref: d.ref, at: now}
+		default:
 			late = append(late, d.ref)
 			delete(m.deferred, p)
 		}
@@ -309,12 +323,27 @@ func (m *member) holdRevokes(refs []api.PartitionRef, now time.Time) []api.Parti
 	for _, ref := range refs {
 		p := session.Partition{Topic: ref.Topic, Partition: ref.Partition}
 		if m.state == memberActive && slices.Contains(m.sent, p) {
-			m.deferred[p] = deferredRevoke{ref: ref, at: now}
+			epoch, refence := m.refencing[p]
+			delete(m.refencing, p)
+			m.deferred[p] = deferredRevoke{ref: ref, at: now, refence: refence && ref.Epoch <= epoch}
 			continue
 		}
 		stepNow = append(stepNow, ref)
 	}
 	return stepNow
+}
+
+// regranted drops the held revokes of partitions the session now holds
+// under a later epoch: they are moot (the session ignores a revoke of an
+// older epoch), and the client keeps the partition. Under mu.
+func (m *member) regranted(ps []session.Partition) {
+	for _, p := range ps {
+		delete(m.refencing, p)
+		d, held := m.deferred[p]
+		if info, ok := m.sess.Inspect(p); held && ok && info.State == session.Fetching && info.Epoch > d.ref.Epoch {
+			delete(m.deferred, p)
+		}
+	}
 }
 
 // acked steps the held revokes of the partitions the client no longer
@@ -325,7 +354,7 @@ func (m *member) acked(owned map[session.Partition]bool, now time.Time) {
 	}
 	var refs []api.PartitionRef
 	for p, d := range m.deferred {
-		if !owned[p] {
+		if !owned[p] && !d.refence {
 			refs = append(refs, d.ref)
 			delete(m.deferred, p)
 		}
@@ -367,8 +396,8 @@ func (m *member) target() []session.Partition {
 		return out
 	}
 	return slices.DeleteFunc(out, func(p session.Partition) bool {
-		_, held := m.deferred[p]
-		return held
+		d, held := m.deferred[p]
+		return held && !d.refence
 	})
 }
 
@@ -523,9 +552,9 @@ func (m *member) subscribed(topics []string, pattern string) bool {
 // keeps comes back to it like a moved one (the client is told to give it
 // up, commits, and gets it again). The partitions granted at once come
 // in the answer and are stepped like heartbeat news; the others come in
-// the driver's heartbeats. The session is not told of a new incarnation:
-// its member id and token stay good. "" when changed; a refusal leaves
-// the subscription as it was.
+// the driver's heartbeats. The session keeps its incarnation and member
+// id and takes the answer's member token (session.MemberRenewed). ""
+// when changed; a refusal leaves the subscription as it was.
 func (m *member) resubscribe(ctx context.Context, topics []string, pattern string) api.Code {
 	m.mu.Lock()
 	if m.state != memberActive {
@@ -537,11 +566,9 @@ func (m *member) resubscribe(ctx context.Context, topics []string, pattern strin
 	if pattern != "" {
 		join.Topics = nil
 	}
-	join.MemberID = m.sess.Member().ID
+	credential := m.credential
 	m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, m.g.s.cfg.RequestTimeout)
-	defer cancel()
-	a := m.g.api.Attempt(ctx, m.group, m.credential, driver.Send{Kind: driver.KindJoin, Join: &join, Timeout: m.g.s.cfg.RequestTimeout})
+	a := m.rejoinSelf(ctx, join, credential)
 	if f := a.Failure; f != nil {
 		m.log.Info("kafka member's subscription change refused", zap.Strings("topics", topics), zap.String("pattern", pattern), zap.Error(f.Err))
 		if f.Code == "" {
@@ -551,13 +578,87 @@ func (m *member) resubscribe(ctx context.Context, topics []string, pattern strin
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	join.MemberID = ""
 	m.join = join
 	m.log.Info("kafka member's subscription changed", zap.Strings("topics", topics), zap.String("pattern", pattern),
 		zap.Int("grants", len(a.Join.Grants)))
-	if m.state == memberActive && len(a.Join.Grants) > 0 {
-		m.carry(m.d.User(session.NewsArrived{Now: a.Now, Incarnation: m.sess.Member().Incarnation,
-			News: api.HeartbeatResponse{Grants: a.Join.Grants}}))
+	if m.state == memberActive {
+		m.carry(m.d.Renewed(a.Now, a.Join))
 	}
 	return ""
+}
+
+// rejoinSelf rejoins the member's capgate member by its id with join's
+// subscription and credential as bearer, within request_timeout. Under
+// no lock.
+func (m *member) rejoinSelf(ctx context.Context, join api.JoinRequest, credential string) driver.Answered {
+	m.mu.Lock()
+	join.MemberID = m.sess.Member().ID
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, m.g.s.cfg.RequestTimeout)
+	defer cancel()
+	return m.g.api.Attempt(ctx, m.group, credential, driver.Send{Kind: driver.KindJoin, Join: &join, Timeout: m.g.s.cfg.RequestTimeout})
+}
+
+// carryOver moves the member onto the client's renewed credential (a
+// KIP-368 re-authentication with a token of the same identity). The
+// member token never outlives the credential the member joined with, so
+// without this the member would end when the first credential expires.
+// From now on the driver's joins present the new credential, and the
+// capgate member is rejoined by its id with it: the coordinator answers a
+// member token expiring with the new credential, and fences and grants
+// back what the member holds under fresh epochs — the client keeps its
+// assignment and its fetch positions (nothing read twice), fetching
+// with the new capabilities. A member bound to the old credential's id
+// (a capgate client credential: its jti; an IdP identity keeps its id)
+// is refused (unknown_member): then the member is renewed — every
+// partition released at the client's committed offsets, a leave, and a
+// join with the new credential as a new capgate member behind the same
+// Kafka member (session.RenewRequested). Other refusals leave the member
+// as it is; it ends when its member token expires. A credential expiring
+// no later than a second after the member token only becomes the one
+// later joins present: a client re-authenticates each of its connections,
+// and one carry-over per renewal is enough (each fences the member's
+// partitions).
+func (m *member) carryOver(ctx context.Context, credential string, expires time.Time) {
+	m.mu.Lock()
+	if m.state != memberActive || credential == m.credential {
+		m.mu.Unlock()
+		return
+	}
+	m.credential = credential
+	join := m.join
+	current, known := driver.TokenExpiry(m.sess.Member().Token)
+	if m.carrying || (known && !expires.After(current.Add(time.Second))) {
+		m.mu.Unlock()
+		return
+	}
+	m.carrying = true
+	m.refencing = map[session.Partition]uint64{}
+	for _, p := range m.sess.Assigned() {
+		if info, ok := m.sess.Inspect(p); ok {
+			m.refencing[p] = info.Epoch
+		}
+	}
+	m.mu.Unlock()
+	a := m.rejoinSelf(ctx, join, credential)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.carrying = false
+	if m.state != memberActive {
+		return
+	}
+	if a.Failure != nil {
+		m.refencing = nil // nothing was fenced
+	}
+	switch f := a.Failure; {
+	case f == nil:
+		m.log.Debug("kafka member carried over to the renewed credential")
+		m.carry(m.d.Renewed(a.Now, a.Join))
+	case f.Code == api.CodeUnknownMember:
+		m.log.Info("kafka member bound to its old credential: renewing it as a new capgate member")
+		clear(m.deferred)
+		m.carry(m.d.User(session.RenewRequested{Now: time.Now()}))
+	default:
+		m.log.Info("kafka member not carried over to the renewed credential: it ends with its member token", zap.Error(f.Err))
+	}
 }

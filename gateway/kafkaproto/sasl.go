@@ -28,7 +28,10 @@ package kafkaproto
 //     SaslAuthenticate, or a raw frame after SaslHandshake v0) on the
 //     open connection with a token of the same identity (kind, subject,
 //     and for a capability its partition); one of another identity
-//     closes the connection. A request that arrives
+//     closes the connection. A renewed client credential carries the
+//     group members the client opened over to it (member.carryOver):
+//     a member never outlives the credential it joined with, so without
+//     re-authentication the member ends when that credential expires. A request that arrives
 //     after the session ended, other than that re-authentication, closes
 //     the connection, as a Kafka broker does.
 
@@ -160,6 +163,9 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 	}
 	c.principal, c.sasl = p, saslDone
 	c.authed.Store(true)
+	if reauth && !p.capability() {
+		c.s.groups.carryOver(c.key(), p.Token, p.Expires)
+	}
 	c.s.log.Debug("kafka connection authenticated", c.logFields(reauth)...)
 	return p, nil
 }

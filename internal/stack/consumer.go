@@ -46,6 +46,8 @@ type ConsumerOptions struct {
 	Process func(records []client.Record)
 	// OnHook receives each hook call with its time.
 	OnHook func(h Hook, partitions []client.Partition, at time.Time)
+	// Options are more client options (a credential source).
+	Options []client.Option
 }
 
 // Consumer is one SDK consumer (client.Consumer) of a stack with its poll
@@ -80,7 +82,7 @@ func StartConsumer(ctx context.Context, opts ConsumerOptions) (*Consumer, error)
 	if opts.HTTP != nil {
 		copts = append(copts, client.WithHTTPClient(opts.HTTP))
 	}
-	cc, err := client.NewConsumer(opts.Config, copts...)
+	cc, err := client.NewConsumer(opts.Config, append(copts, opts.Options...)...)
 	if err != nil {
 		return nil, fmt.Errorf("stack: consumer: %w", err)
 	}
