@@ -90,6 +90,61 @@ func TestKgoReauthenticatesAcrossCredentialExpiry(t *testing.T) {
 	t.Logf("%d tokens over %v, %d records read once each", minted.Load(), time.Since(start).Round(time.Millisecond), end)
 }
 
+// TestKgoRenewsACapgateCredentialsMember: the same with capgate client
+// credentials of 5 s from the admin API, one per token callback. A
+// member is bound to its credential's jti, so the carry-over's rejoin by
+// member id is refused; the listener then renews the member as the SDK
+// does — releases everything at the client's committed offsets, leaves,
+// joins with the new credential behind the same Kafka member. Before,
+// the member ended with the first credential and kgo's next heartbeat
+// met UNKNOWN_MEMBER_ID while the dead member held the partitions until
+// its session timed out. Now the group never holds two members, a new
+// member follows each credential, and no record is lost (records after
+// the last commit may be read again: at least once).
+func TestKgoRenewsACapgateCredentialsMember(t *testing.T) {
+	const lifetime = 5 * time.Second
+	s := Start(t, Options{Partitions: 2})
+	var minted atomic.Int32
+	mech := oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+		minted.Add(1)
+		cred, err := s.Stack.ClientCredential(ctx, "short", []string{"renew-*"}, []string{s.Topic}, lifetime)
+		return oauth.Auth{Token: cred}, err
+	})
+	produced := produceEvery(t, s, 2, 100*time.Millisecond)
+	m := startMember(t, s.Topic, "renew-c1", "renew-g", kip848, func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.KafkaAddrs()...), kgo.SASL(mech), kgo.RetryTimeout(10 * time.Second)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	})
+	seen := map[string]bool{}
+	sdk.Eventually(t, 20*time.Second, "the member reads", func() (bool, string) {
+		return len(m.Records()) > 0, fmt.Sprintf("%d records", len(m.Records()))
+	})
+	start := time.Now()
+	sdk.Eventually(t, 40*time.Second, "three credential lifetimes of reading", func() (bool, string) {
+		ids := memberIDs(t, s, "renew-g")
+		if len(ids) > 1 {
+			t.Fatalf("after %v the group holds members %v at once", time.Since(start).Round(time.Millisecond), ids)
+		}
+		for _, id := range ids {
+			seen[id] = true
+		}
+		return time.Since(start) > 3*lifetime+time.Second, fmt.Sprintf("%d credentials, members %v", minted.Load(), ids)
+	})
+	end := produced.stop()
+	sdk.Eventually(t, 30*time.Second, "every record read", func() (bool, string) {
+		l := ledgerOf(m)
+		return l.count() == end, fmt.Sprintf("%d of %d; errors %v", l.count(), end, m.Errors())
+	})
+	if len(seen) < 3 {
+		t.Errorf("members seen %v: want a new one per credential", seen)
+	}
+	t.Logf("%d credentials over %v, %d members in turn, %d records read", minted.Load(), time.Since(start).Round(time.Millisecond), len(seen), end)
+}
+
 // memberIDs lists the group's capgate members (none before it exists).
 func memberIDs(t testing.TB, s *Stack, group string) []string {
 	var d coordinator.GroupDescription
