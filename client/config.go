@@ -37,7 +37,10 @@ type Config struct {
 	InstanceID string `yaml:"instance_id"`
 	// ClientID names the application in the coordinator's member ids.
 	ClientID string `yaml:"client_id"`
-	// Credential is the client credential presented on join (a secret).
+	// Credential is the client credential presented on join (a secret);
+	// with WithCredentialSource, the source's instead (may be empty). The
+	// member's token never outlives the credential it joined with: the
+	// consumer renews its member with the current one before then.
 	Credential string `yaml:"credential"`
 	// Assignor names the group's assignor; empty keeps the group's.
 	Assignor string `yaml:"assignor"`
