@@ -50,3 +50,19 @@ func CountFramingHeaders(raw []byte) FramingHeaders {
 	}
 	return n
 }
+
+// Problem is why a request with these header lines is refused (400), or
+// "": framed both ways, a request-smuggling shape (RFC 9112 §6.3;
+// fasthttp keeps the chunked framing, drops Content-Length, and after
+// reading the body even drops Transfer-Encoding, hence the raw lines),
+// or two Authorization headers (fasthttp reads the first; a proxy in
+// front may have checked the other).
+func (n FramingHeaders) Problem() string {
+	switch {
+	case n.ContentLength > 0 && n.TransferEncoding > 0:
+		return "Content-Length together with Transfer-Encoding"
+	case n.Authorization > 1:
+		return "Authorization given more than once"
+	}
+	return ""
+}

@@ -182,3 +182,16 @@ func TestBodyLimitByRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestFramedBothWaysRefused: a request with both Content-Length and
+// Transfer-Encoding (a request-smuggling shape, RFC 9112 §6.3) is 400, as
+// at the gateway; the coordinator read it as chunked and served it.
+func TestFramedBothWaysRefused(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	raw := "POST /v1/admin/keys/rotate HTTP/1.1\r\nHost: c\r\nAuthorization: Bearer " + e.adminToken +
+		"\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+	if a := sendHeadAndRead(h.c.Addr().String(), raw); !strings.HasPrefix(a, "400 ") || !strings.Contains(a, `"bad_request"`) {
+		t.Errorf("Content-Length with Transfer-Encoding: %q, want 400 bad_request", a)
+	}
+}

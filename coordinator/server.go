@@ -181,10 +181,9 @@ func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
 		ctx.SetConnectionClose()
 		writeError(ctx, api.CodeBadRequest, "folded header lines (obs-fold) are refused")
 		name = "bad_request"
-	} else if api.CountFramingHeaders(ctx.Request.Header.RawHeaders()).Authorization > 1 {
-		// fasthttp reads the first; a proxy in front may have checked the other.
+	} else if problem := api.CountFramingHeaders(ctx.Request.Header.RawHeaders()).Problem(); problem != "" {
 		ctx.SetConnectionClose()
-		writeError(ctx, api.CodeBadRequest, "Authorization given more than once")
+		writeError(ctx, api.CodeBadRequest, problem)
 		name = "bad_request"
 	} else if console.Owns(ctx.Path()) {
 		name = c.console.Serve(ctx)

@@ -58,7 +58,7 @@ func (g *Gateway) newRoutes() []route {
 }
 
 func (g *Gateway) handle(ctx *fasthttp.RequestCtx) {
-	if problem := headerProblem(&ctx.Request.Header); problem != "" {
+	if problem := api.CountFramingHeaders(ctx.Request.Header.RawHeaders()).Problem(); problem != "" {
 		ctx.SetConnectionClose()
 		writeError(ctx, api.CodeBadRequest, problem, nil)
 		g.metrics.rejected(api.CodeBadRequest)
@@ -147,23 +147,6 @@ func matchPath(pattern []string, path []byte, params *routeParams) bool {
 		}
 	}
 	return true
-}
-
-// headerProblem refuses a request framed both ways, a request-smuggling
-// shape (RFC 9112 §6.3: fasthttp keeps the chunked framing, drops
-// Content-Length, and after reading the body even drops
-// Transfer-Encoding, so the raw header lines are read), and one with two
-// Authorization headers (fasthttp reads the first; a proxy in front may
-// have checked the other).
-func headerProblem(h *fasthttp.RequestHeader) string {
-	n := api.CountFramingHeaders(h.RawHeaders())
-	switch {
-	case n.ContentLength > 0 && n.TransferEncoding > 0:
-		return "Content-Length together with Transfer-Encoding"
-	case n.Authorization > 1:
-		return "Authorization given more than once"
-	}
-	return ""
 }
 
 // handleServerError answers what fasthttp could not parse: oversize
