@@ -5,8 +5,9 @@ package coordinator
 //     at most describe_page_max (or limit) after after; next_after when
 //     more follow.
 //   GET /v1/admin/groups/{g}?limit=&members_after=&partitions_after=topic/N
-//     → GroupDescription: config, live members (each with the credential
-//     that opened it), partitions with owner, epoch, state, committed
+//     → GroupDescription: config, the tenant that created it (creator:
+//     what limits.groups_per_credential counts it for), live members
+//     (each with the credential that opened it), partitions with owner, epoch, state, committed
 //     offset and lag (latest offset − committed, read from Kafka
 //     best-effort within broker_timeout, for pages of up to
 //     describe_lag_max partitions); one page: at most describe_page_max
@@ -106,7 +107,7 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 
 func describeView(d group.GroupDescription) GroupDescription {
 	out := GroupDescription{
-		Group: d.Group, Config: configView(d.Config),
+		Group: d.Group, Creator: d.Creator, Config: configView(d.Config),
 		Members: make([]MemberView, 0, len(d.Members)), Partitions: make([]PartitionView, 0, len(d.Partitions)),
 	}
 	for _, m := range d.Members {

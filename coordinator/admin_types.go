@@ -14,9 +14,14 @@ type GroupsResponse struct {
 
 // GroupDescription is GET /v1/admin/groups/{g}: one page of members and
 // partitions; NextMembersAfter / NextPartitionsAfter, when set, are the
-// members_after= / partitions_after= of the next page.
+// members_after= / partitions_after= of the next page. Creator is the
+// tenant whose join created the group (group.Join.Tenant: "oauth:<client_id>"
+// for an OAuth client, an IdP identity's id, else the creating client
+// credential's jti), counted against limits.groups_per_credential; absent
+// for a group an admin made or one recorded before creators were kept.
 type GroupDescription struct {
 	Group               string          `json:"group"`
+	Creator             string          `json:"creator,omitempty"`
 	Config              GroupConfigView `json:"config"`
 	Members             []MemberView    `json:"members"`
 	Partitions          []PartitionView `json:"partitions"`

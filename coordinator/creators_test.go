@@ -3,7 +3,6 @@ package coordinator_test
 import (
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,15 +17,8 @@ import (
 // tenant still creates groups; an admin delete gives a place back, and
 // offsets_retention forgets the groups, offsets and all.
 func TestCreatedGroupsBoundedOverHTTP(t *testing.T) {
-	e := newEnv(t, map[string]int32{"orders": 1})
-	l := &e.cfg.Groups.Limits
-	l.GroupsPerCredential, l.Groups = 2, 6
-	l.EmptyGroupTTL, l.OffsetsRetention = 11*time.Minute, 22*time.Minute
-	e.cfg.JoinRate, e.cfg.JoinBurst = 1000, 1000
-	var clock atomic.Int64
-	clock.Store(time.Now().UnixNano())
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	h := e.start(t, coordinator.WithClock(now))
+	e, clock := creatorEnv(t, 6)
+	h := e.start(t, clock.option())
 	a := h.clientCredential(t, []string{"a-*"}, []string{"*"})
 	b := h.clientCredential(t, []string{"b-*"}, []string{"*"})
 	req := api.JoinRequest{Topics: []string{"orders"}}
@@ -53,7 +45,7 @@ func TestCreatedGroupsBoundedOverHTTP(t *testing.T) {
 	h.join(t, "b-0", b, req)
 
 	h.stop(t)
-	h = e.start(t, coordinator.WithClock(now))
+	h = e.start(t, clock.option())
 	refused("a-2")
 
 	h.call(t, "DELETE", "/v1/admin/groups/a-0", e.adminToken, nil, 200, nil)
@@ -62,7 +54,7 @@ func TestCreatedGroupsBoundedOverHTTP(t *testing.T) {
 	refused("a-3")
 
 	for range 12 { // past offsets_retention: any request steps the machine's timers
-		clock.Add(int64(3 * time.Minute))
+		clock.add(3 * time.Minute)
 		h.join(t, "b-live", b, api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000})
 	}
 	var names coordinator.GroupsResponse

@@ -76,7 +76,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 			Topics: req.Topics, TopicPattern: req.TopicPattern,
 			SessionTimeout: msDuration(req.SessionTimeoutMs), Assignor: req.Assignor,
 			Credential:    group.Credential{ID: credential.ID, Issuer: credential.Issuer, Subject: credential.Subject},
-			ByMemberToken: byMember,
+			ByMemberToken: byMember, Tenant: tenant(credential),
 		}
 	})
 	reply, ok := msg.(group.JoinReply)
@@ -87,18 +87,38 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	c.answerJoin(ctx, reply, memberTTL)
 }
 
-// joinRateKey is whose join_rate budget a join spends: its credential's;
-// a member token's rejoin its member's; and every credential one OAuth
-// client obtained shares the client's — a client may hold
+// joinRateKey is whose join_rate budget a join spends: its tenant's; a
+// member token's rejoin its member's. An OAuth client may hold
 // oauth.live_tokens_max credentials at once, and with a budget each it
 // joined live_tokens_max times join_rate (5,000 joins a second, each a
-// persisted Ready, at the defaults). Only capgate's own credentials carry
-// the oauth: subject (an IdP's subject could be spelled so too).
+// persisted Ready, at the defaults).
 func (c *Coordinator) joinRateKey(credential *ocap.Claims, byMember bool, groupName string) string {
-	switch {
-	case byMember:
+	if byMember {
 		return "member:" + groupName + "/" + credential.Subject
-	case credential.Issuer == c.cfg.ID && strings.HasPrefix(credential.Subject, oauthSubject):
+	}
+	return tenant(credential)
+}
+
+// tenant is the identity a client credential or IdP token stands for,
+// which its holder cannot multiply by obtaining more credentials: the
+// unit of join_rate and of the groups a join creates
+// (limits.groups_per_credential, group.Join.Tenant).
+//   - /oauth/token's credentials (sub "oauth:<client_id>"): the OAuth
+//     client — it mints up to oauth.live_tokens_max of them itself.
+//   - an IdP token: its identity id (issuer and subject, identity.IdentityID;
+//     claims.ID already) — the IdP hands the subject a fresh token every
+//     few minutes.
+//   - a credential an admin minted (POST /v1/admin/clients, capgate dev):
+//     that credential (its jti) — each is an admin's act, as registering
+//     an OAuth client is, and its name is a free label: credentials named
+//     alike may be for different groups and holders.
+//
+// Client credentials are never attenuated (ocap.Attenuate takes
+// capabilities only); /oauth/token's narrower scopes are the client's.
+// Only capgate's own credentials (ocap.KindClient) are read for the
+// oauth: subject: an IdP's subject could be spelled so too.
+func tenant(credential *ocap.Claims) string {
+	if credential.Kind() == ocap.KindClient && strings.HasPrefix(credential.Subject, oauthSubject) {
 		return credential.Subject
 	}
 	return credential.ID

@@ -217,15 +217,7 @@ func TestOAuthClientJoinsShareOneBudget(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 1})
 	e.cfg.JoinRate, e.cfg.JoinBurst = 0.5, 3
 	h := e.start(t)
-	token := func(o coordinator.OAuthClientCreated) string {
-		status, body, _ := tokenRequest(t, h, clientCredentialsForm(), []string{o.ClientID, o.ClientSecret})
-		if status != 200 {
-			t.Fatalf("token: %d %v", status, body)
-		}
-		tok := body["access_token"].(string)
-		e.remember(tok)
-		return tok
-	}
+	token := func(o coordinator.OAuthClientCreated) string { return h.oauthToken(t, o) }
 	a := createOAuthClient(t, h, "a", []string{"*"})
 	b := createOAuthClient(t, h, "b", []string{"*"})
 	req := api.JoinRequest{Topics: []string{"orders"}}

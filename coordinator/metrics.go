@@ -34,6 +34,9 @@ type metrics struct {
 	syncSeq        prometheus.Gauge
 	auditFailures  prometheus.Counter
 	failedClosed   prometheus.Gauge
+	groupsReaped   *prometheus.CounterVec
+	offsetsExpired prometheus.Counter
+	joinLimits     *prometheus.CounterVec
 	handler        fasthttp.RequestHandler
 }
 
@@ -80,9 +83,21 @@ func newMetrics(c *Coordinator) *metrics {
 		failedClosed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capgate_coordinator_failed_closed", Help: "1 once the event loop stopped on a failed persist or safety audit: every request is refused until restart.",
 		}),
+		groupsReaped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capgate_coordinator_groups_reaped_total", Help: "Idle groups forgotten by the reaper, by the delay that applied: empty_group_ttl (no committed offsets) or offsets_retention (forgotten with its offsets).",
+		}, []string{"reason"}),
+		offsetsExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_offsets_expired_total", Help: "Committed offsets forgotten with their groups after limits.offsets_retention.",
+		}),
+		joinLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capgate_coordinator_join_limit_refusals_total", Help: "Joins refused 409 limit_exceeded, by what was counted: groups, members_per_group, groups_per_credential (groups a credential has members in), groups_created (groups a tenant created that still exist, also groups_per_credential), state_bytes.",
+		}, []string{"limit"}),
+	}
+	for _, reason := range []string{reapEmpty, reapOffsets} {
+		m.groupsReaped.WithLabelValues(reason)
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.longPolls, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
-		m.auditFailures, m.failedClosed,
+		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits,
 		&syncLagCollector{c: c}, newGroupLagCollector(c),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))

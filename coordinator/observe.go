@@ -1,10 +1,12 @@
 package coordinator
 
 import (
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/store"
 )
@@ -42,10 +44,18 @@ func (o *observer) Persisted(rd group.Ready) {
 	}
 }
 
-// reaped logs the groups the reaper forgot in a Ready (a deleted
-// GroupRecord: only the reaper deletes one) and the committed offsets
-// limits.offsets_retention expired with them (their OffsetRecords
-// deleted in the same Ready).
+// The reason label of capgate_coordinator_groups_reaped_total: the
+// delay that applied (group/reap.go reapAfter) — offsets_retention for a
+// group that held committed offsets, empty_group_ttl otherwise.
+const (
+	reapEmpty   = "empty_group_ttl"
+	reapOffsets = "offsets_retention"
+)
+
+// reaped logs and counts the groups the reaper forgot in a Ready (a
+// deleted GroupRecord: only the reaper deletes one) and the committed
+// offsets limits.offsets_retention expired with them (their
+// OffsetRecords deleted in the same Ready).
 func (o *observer) reaped(records []group.Record) {
 	var groups []string
 	for _, r := range records {
@@ -68,6 +78,10 @@ func (o *observer) reaped(records []group.Record) {
 			withOffsets, offsets = withOffsets+1, offsets+n
 		}
 	}
+	met := o.c.metrics
+	met.groupsReaped.WithLabelValues(reapEmpty).Add(float64(len(groups) - withOffsets))
+	met.groupsReaped.WithLabelValues(reapOffsets).Add(float64(withOffsets))
+	met.offsetsExpired.Add(float64(offsets))
 	o.c.log.Info("groups reaped", zap.Int("groups", len(groups)), zap.Int("groups_with_offsets", withOffsets),
 		zap.Int("offsets_expired", offsets), zap.Strings("first", groups[:min(len(groups), 10)]))
 }
@@ -104,7 +118,22 @@ func (o *observer) observe(msg group.Message, now time.Time) {
 		met.revokes.WithLabelValues("admin").Inc()
 	case group.RevokeMemberReply:
 		met.revokes.WithLabelValues("member").Inc()
+	case group.Rejected:
+		if m.Code == api.CodeLimitExceeded {
+			met.joinLimits.WithLabelValues(limitLabel(m.Details)).Inc()
+		}
 	}
+}
+
+// limitLabel is the limit label of a join's limit_exceeded refusal: the
+// setting's last name (the machine's own, a fixed set), or
+// groups_created for the created-groups count of groups_per_credential.
+func limitLabel(details map[string]any) string {
+	if details["counted"] == group.CountedGroupsCreated {
+		return group.CountedGroupsCreated
+	}
+	limit, _ := details["limit"].(string)
+	return strings.TrimPrefix(limit, "coordinator.groups.limits.")
 }
 
 func (o *observer) granted(grants []group.Grant, now time.Time) {

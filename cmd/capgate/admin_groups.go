@@ -269,7 +269,7 @@ func printGroupDescription(w io.Writer, raw json.RawMessage) error {
 		totalLag = strconv.FormatInt(lag, 10)
 	}
 	if err := printFields(w, [][2]string{
-		{"group", d.Group}, {"assignor", d.Config.Assignor}, {"offset-reset", d.Config.OffsetReset},
+		{"group", d.Group}, {"creator", cellText(d.Creator)}, {"assignor", d.Config.Assignor}, {"offset-reset", d.Config.OffsetReset},
 		{"members", strconv.Itoa(len(d.Members))}, {"partitions", strconv.Itoa(len(d.Partitions))},
 		{"total-lag", totalLag},
 	}); err != nil {

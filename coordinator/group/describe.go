@@ -12,8 +12,12 @@ import (
 // GroupDescription is GET /v1/admin/groups/{g}: members sorted by id,
 // partitions by topic and number.
 type GroupDescription struct {
-	Group      string
-	Config     GroupConfig
+	Group  string
+	Config GroupConfig
+	// Creator is the tenant whose join created the group (Join.Tenant;
+	// "" = nobody: an admin's group, or one recorded before creators
+	// were kept).
+	Creator    string
 	Members    []MemberDescription
 	Partitions []PartitionDescription
 }
@@ -121,7 +125,7 @@ func (m *Machine) DescribePage(name string, page Page) (GroupDescription, Rest, 
 	if g == nil {
 		return GroupDescription{}, Rest{}, false
 	}
-	d := GroupDescription{Group: name, Config: g.cfg}
+	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator}
 	var rest Rest
 	ids := sortedKeys(g.members)
 	i, _ := slices.BinarySearch(ids, page.MembersAfter)
@@ -196,7 +200,7 @@ func (m *Machine) DescribeGroup(name string) (GroupDescription, bool) {
 	if g == nil {
 		return GroupDescription{}, false
 	}
-	d := GroupDescription{Group: name, Config: g.cfg}
+	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator}
 	for _, id := range sortedKeys(g.members) {
 		d.Members = append(d.Members, m.describeMember(g.members[id]))
 	}

@@ -44,6 +44,13 @@ type Join struct {
 	// its ID); ignored with ByMemberToken.
 	Credential    Credential
 	ByMemberToken bool
+	// Tenant is who a group this join creates counts for
+	// (limits.groups_per_credential bounds the groups a tenant created
+	// that still exist): the stable identity behind the credential, which
+	// the holder cannot multiply by obtaining more credentials — an OAuth
+	// client for each credential it obtained, rather than each of them.
+	// Empty means Credential.ID.
+	Tenant string
 }
 
 // Credential identifies what opened a member: a capgate client credential

@@ -180,7 +180,7 @@ func (m *Machine) CheckInvariants() error {
 	return nil
 }
 
-// checkCreators: each credential's count of the groups it created is the
+// checkCreators: each tenant's count of the groups it created is the
 // groups that still exist (not deleted) naming it their creator.
 func (m *Machine) checkCreators() []error {
 	var errs []error
@@ -194,7 +194,7 @@ func (m *Machine) checkCreators() []error {
 		}
 	}
 	if !maps.Equal(want, m.created) {
-		errs = append(errs, fmt.Errorf("groups created per credential %v, want %v", m.created, want))
+		errs = append(errs, fmt.Errorf("groups created per tenant %v, want %v", m.created, want))
 	}
 	return errs
 }

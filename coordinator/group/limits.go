@@ -55,14 +55,25 @@ type credential struct {
 	groups  map[*group]int
 }
 
-// A group remembers the credential whose join created it (group.creator,
-// persisted in its GroupRecord), and a credential may have created at
-// most limits.groups_per_credential groups that still exist, besides
-// having members in at most as many: without it one credential could
-// join, commit an offset and leave, group after group, until
-// limits.groups refuses every new group to everyone. Deleting or reaping
-// a group gives its creator the place back; groups of an admin, or
-// recorded before creators were kept, count for nobody.
+// A group remembers the tenant whose join created it (group.creator,
+// persisted in its GroupRecord), and a tenant may have created at most
+// limits.groups_per_credential groups that still exist, besides each
+// credential having members in at most as many: without it one tenant
+// could join, commit an offset and leave, group after group, until
+// limits.groups refuses every new group to everyone. The tenant is the
+// shell's Join.Tenant — the identity the holder cannot multiply (an OAuth
+// client, not each credential it obtained; an IdP subject, not each of
+// its tokens) — else the credential id. Deleting or reaping a group gives
+// its creator the place back; groups of an admin, or recorded before
+// creators were kept, count for nobody.
+
+// creator is who a group e creates counts for: its tenant.
+func (e Join) creator() string {
+	if e.Tenant != "" {
+		return e.Tenant
+	}
+	return e.Credential.ID
+}
 
 // setCreator makes id (or nobody, "") g's creator, moving the place.
 func (m *Machine) setCreator(g *group, id string) {
@@ -88,6 +99,22 @@ func (m *Machine) limitRejection(ref Ref, limit string, max int64, format string
 		Details: map[string]any{"limit": "coordinator.groups.limits." + limit, "max": max}})
 }
 
+// createdRejection is the refusal of a join that would create a group
+// past the groups its tenant created that still exist; details name the
+// tenant and say what was counted (the metrics tell it from the
+// live-members refusal of the same limit by "counted").
+func (m *Machine) createdRejection(ref Ref, tenant string, n int) {
+	m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded,
+		Message: fmt.Sprintf("join: the credential's tenant %q created %d groups that still exist", tenant, n),
+		Details: map[string]any{"limit": "coordinator.groups.limits.groups_per_credential", "max": int64(m.cfg.Limits.GroupsPerCredential),
+			"counted": CountedGroupsCreated, "tenant": tenant}})
+}
+
+// CountedGroupsCreated is the "counted" detail of a join refused because
+// its tenant created limits.groups_per_credential groups that still
+// exist.
+const CountedGroupsCreated = "groups_created"
+
 // admitJoin checks a join that adds a member (static replacements free
 // their predecessor's place) against the count and state limits.
 func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
@@ -106,9 +133,8 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 			"join: the credential has members in %d groups", len(c.groups))
 		return false
 	}
-	if n := m.created[e.Credential.ID]; m.groupNamed(e.Group) == nil && e.Credential.ID != "" && n >= l.GroupsPerCredential {
-		m.limitRejection(e.Ref, "groups_per_credential", int64(l.GroupsPerCredential),
-			"join: the credential created %d groups that still exist", n)
+	if tenant := e.creator(); tenant != "" && m.groupNamed(e.Group) == nil && m.created[tenant] >= l.GroupsPerCredential {
+		m.createdRejection(e.Ref, tenant, m.created[tenant])
 		return false
 	}
 	return m.admitState(e.Ref, costOf(e, sub))
@@ -179,8 +205,9 @@ func treeCost(re *syntax.Regexp) int {
 	return 1
 }
 
-// GroupsCreated is how many groups that still exist the credential id's
-// joins created (limits.groups_per_credential bounds it).
-func (m *Machine) GroupsCreated(credentialID string) int {
-	return m.created[credentialID]
+// GroupsCreated is how many groups that still exist the tenant's joins
+// created (Join.Tenant, else the credential id; limits.groups_per_credential
+// bounds it).
+func (m *Machine) GroupsCreated(tenant string) int {
+	return m.created[tenant]
 }

@@ -38,8 +38,8 @@ type Machine struct {
 	revocations *revocation.Set
 	// credentials: the live members each credential id opened.
 	credentials map[string]*credential
-	// created: per credential id, the groups its joins created that
-	// still exist (group.creator).
+	// created: per tenant (Join.Tenant), the groups its joins created
+	// that still exist (group.creator).
 	created map[string]int
 	tally   tally // the state estimate limits.state_bytes bounds
 	// epochFloor is the highest epoch of every reaped partition: a new

@@ -76,9 +76,11 @@ type MemberRecord struct {
 type GroupRecord struct {
 	Group  string
 	Config GroupConfig
-	// Creator is the credential id whose join created the group; ""
-	// (an admin's group, a deleted one, or one recorded before creators
-	// were kept) counts for nobody.
+	// Creator is the tenant whose join created the group (Join.Tenant:
+	// an OAuth client's "oauth:<client_id>", an IdP identity's id, else a
+	// credential's jti — which is also what a record written before
+	// tenants were kept names); "" (an admin's group, a deleted one, or
+	// one recorded before creators were kept) counts for nobody.
 	Creator string
 	Deleted bool
 }

@@ -33,10 +33,10 @@ type group struct {
 	floor        *uint64   // the machine's epoch floor: where new partitions start
 	emptySince   time.Time // first reap sweep that found it idle (reap.go)
 	deleted      bool      // DeleteGroup hid it until it is reaped (delete.go)
-	// creator is the credential id whose join created the group ("" =
-	// nobody: an admin's, or created before creators were kept); it
-	// holds one of that credential's limits.groups_per_credential
-	// places until the group is deleted or reaped (limits.go).
+	// creator is the tenant (Join.Tenant) whose join created the group
+	// ("" = nobody: an admin's, or created before creators were kept);
+	// it holds one of that tenant's limits.groups_per_credential places
+	// until the group is deleted or reaped (limits.go).
 	creator string
 }
 
