@@ -180,10 +180,10 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 		// Before the first sync no capability verifies, so every body
 		// got the small cap: answer what a small one gets (503
 		// not_ready, retriable), not a 413 a producer takes as final.
-		if unsynced := g.refuseUnsynced(ctx, time.Now()); unsynced != "" {
-			g.metrics.rejected(unsynced)
-			return
-		}
+		setRetryAfter(ctx, time.Second)
+		writeError(ctx, api.CodeNotReady, "gateway has not synced with the coordinator yet", nil)
+		g.metrics.rejected(api.CodeNotReady)
+		return
 	}
 	writeError(ctx, code, message, details)
 	g.metrics.rejected(code)
