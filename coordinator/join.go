@@ -18,7 +18,9 @@ package coordinator
 // group, ttl member_token_ttl but expiring no later than the bearer:
 // the credential on a join, the presenting member token on a rejoin with
 // it — so no member token outlives the credential its member was joined
-// with; under a second left is 401 token_expired) and the grants the member may use at once;
+// with; under a second left is 401 token_expired, as is an expired
+// member token on a rejoin — a token of neither kind is 401 unauthorized
+// saying what a join takes) and the grants the member may use at once;
 // partitions still held by others arrive later in heartbeats. Unlike
 // Kafka there is no join barrier: the answer comes at once. A listed topic
 // Kafka does not have is 404 not_found (join_topics.go).
@@ -163,13 +165,23 @@ func (c *Coordinator) joinBearer(ctx *fasthttp.RequestCtx, groupName string) (*o
 		return claims, false, true
 	}
 	if errors.Is(err, ocap.ErrBadType) {
-		if member, merr := c.verifyToken(token, ocap.KindMember); merr == nil {
+		member, merr := c.verifyToken(token, ocap.KindMember)
+		switch {
+		case merr == nil:
 			if member.Group != groupName {
 				writeError(ctx, api.CodeForbidden, "member token is for another group")
 				return nil, false, false
 			}
 			return member, true, true
+		case !errors.Is(merr, ocap.ErrBadType):
+			// A member token that does not verify (expired, most often:
+			// 401 token_expired, join with the credential) is reported
+			// as what it is, not as "wrong type" for a credential.
+			writeTokenError(ctx, "member token", merr)
+			return nil, false, false
 		}
+		writeError(ctx, api.CodeUnauthorized, "a join takes a client credential (or an identity provider's token), or this group's member token to rejoin; this token is neither")
+		return nil, false, false
 	}
 	writeTokenError(ctx, "client credential", err)
 	return nil, false, false

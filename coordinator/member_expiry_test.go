@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,4 +85,31 @@ func testClock() (now func() time.Time, advance func(time.Duration)) {
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
 	return func() time.Time { return time.Unix(0, clock.Load()) }, func(d time.Duration) { clock.Add(int64(d)) }
+}
+
+// TestExpiredMemberTokenAtJoinSaysExpired: a rejoin with an expired
+// member token was 401 unauthorized, "client credential: ... wrong token
+// type" — the join tried it as a credential first and reported that
+// error — so a client could not tell "expired: join with your
+// credential" from "this is not a token". Now it is 401 token_expired,
+// which clients act on. A capability at join says what a join takes.
+func TestExpiredMemberTokenAtJoinSaysExpired(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	now, advance := testClock()
+	h := e.start(t, coordinator.WithClock(now))
+	credential := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	m := h.join(t, "g", credential, api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000})
+	// A capability is neither kind a join takes: said so, not the
+	// verifier's "wrong token type" for a credential.
+	capability := m.grants["orders/0"].Capability
+	if status, body, _ := h.do(t, "POST", "/v1/groups/g/join", capability, api.JoinRequest{Topics: []string{"orders"}}); status != 401 ||
+		errorCode(t, body) != api.CodeUnauthorized || !strings.Contains(string(body), "neither") {
+		t.Fatalf("a join with a capability: %d %s, want 401 unauthorized saying what a join takes", status, body)
+	}
+	exp := claimsOf(t, m.token)["exp"].(float64)
+	advance(time.Unix(int64(exp), 0).Sub(now()) + e.cfg.Leeway + time.Second)
+	status, body, _ := h.do(t, "POST", "/v1/groups/g/join", m.token, api.JoinRequest{MemberID: m.id, Topics: []string{"orders"}})
+	if status != 401 || errorCode(t, body) != api.CodeTokenExpired || !strings.Contains(string(body), "member token") {
+		t.Fatalf("a rejoin with an expired member token: %d %s, want 401 token_expired naming the member token", status, body)
+	}
 }
