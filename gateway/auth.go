@@ -123,10 +123,26 @@ func (g *Gateway) decide(ctx *fasthttp.RequestCtx, c *ocap.Claims, req authz.Req
 	case authz.Allow:
 	case authz.Expired: // when, for people (issue #13: not epoch seconds)
 		writeError(ctx, r.Code(), r.Message()+": exp "+ocap.TimeText(c.ExpiresAt, now), nil)
+	case authz.WrongTopic, authz.WrongPartition, authz.WrongOp, authz.OffsetOutsideRange:
+		writeError(ctx, r.Code(), r.Message(), map[string]any{"capability": covers(c)})
 	default:
 		writeError(ctx, r.Code(), r.Message(), nil)
 	}
 	return r.Code()
+}
+
+// covers is what a capability covers, for a 403's details: its holder
+// can decode the token anyway, and a client asking the wrong partition or
+// op sees its mistake.
+func covers(c *ocap.Claims) map[string]any {
+	d := map[string]any{"topic": c.Topic, "partition": c.PartitionNumber(), "ops": c.Ops.Names()}
+	if c.Offsets != nil {
+		d["offset_from"] = c.Offsets.From
+		if c.Offsets.To != 0 {
+			d["offset_to"] = c.Offsets.To
+		}
+	}
+	return d
 }
 
 // errNotReady: no token can be verified before the coordinator's settings

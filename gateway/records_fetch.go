@@ -31,7 +31,8 @@ package gateway
 //     a fence, deny or member revocation that arrived meanwhile (which also
 //     cancels the broker wait) answers 409 capability_revoked, never data.
 //   - Refusals: 400 bad input; 401 no/invalid token (WWW-Authenticate) or
-//     token_expired; 403 not covered; 404 unknown topic or partition; 409
+//     token_expired; 403 not covered (details.capability: what the
+//     capability covers); 404 unknown topic or partition; 409
 //     capability_revoked; 416 offset_out_of_range with earliest and latest;
 //     429 rate_limited with Retry-After; 502 broker_error; 503 not_ready,
 //     out_of_sync or unavailable with Retry-After. All JSON error bodies.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -147,6 +148,35 @@ func TestWrongTokenKindSaysWhatToDo(t *testing.T) {
 		}
 		if strings.Contains(string(r.body), "keyfunc") {
 			t.Errorf("%s at the gateway: %s", kind, r.body)
+		}
+	}
+}
+
+// TestForbiddenSaysWhatTheCapabilityCovers: a 403 names what the
+// capability does cover (its holder can decode it anyway), so a client
+// fetching the wrong partition or asking the wrong op sees its mistake.
+func TestForbiddenSaysWhatTheCapabilityCovers(t *testing.T) {
+	h := newHarness(t, nil)
+	c := capClaims(0)
+	c.Offsets = &ocap.OffsetRange{From: 0, To: 100}
+	tok, _ := h.mint(c)
+	for _, path := range []string{recordsPath(1, "offset=0"), "/v1/topics/payments/partitions/0/records?offset=0", recordsPath(0, "offset=200")} {
+		r := h.get(tok, path)
+		expectError(t, r, http.StatusForbidden, api.CodeForbidden)
+		var e struct {
+			Error struct {
+				Capability *struct {
+					Topic     string   `json:"topic"`
+					Partition int32    `json:"partition"`
+					Ops       []string `json:"ops"`
+					From      int64    `json:"offset_from"`
+					To        int64    `json:"offset_to"`
+				} `json:"capability"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(r.body, &e); err != nil || e.Error.Capability == nil || e.Error.Capability.Topic != testTopic ||
+			e.Error.Capability.Partition != 0 || len(e.Error.Capability.Ops) != 1 || e.Error.Capability.To != 100 {
+			t.Errorf("GET %s: %s, want details naming %s/0, ops [fetch], offsets [0, 100)", path, r.body, testTopic)
 		}
 	}
 }
