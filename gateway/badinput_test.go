@@ -130,3 +130,18 @@ func TestUnknownRouteSaysWhatIsServed(t *testing.T) {
 		t.Errorf("404 of a 4000-byte path is %d bytes", len(r.body))
 	}
 }
+
+// TestMissingOffsetSaysWhatToSend: a fetch without offset (a new user's
+// first curl) is told the forms offset takes, not only that it is
+// required.
+func TestMissingOffsetSaysWhatToSend(t *testing.T) {
+	h := newHarness(t, nil)
+	tok, _ := h.mint(capClaims(0))
+	r := h.get(tok, recordsURL(0))
+	expectError(t, r, http.StatusBadRequest, api.CodeBadRequest)
+	for _, want := range []string{"offset=", "earliest", "latest"} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("%s does not say %q", r.body, want)
+		}
+	}
+}

@@ -71,7 +71,7 @@ func (g *Gateway) parseFetchQuery(args *fasthttp.Args) (fetchQuery, string) {
 		}
 	}
 	if !seen[0] {
-		return q, "offset is required"
+		return q, "offset is required: ?offset=N (the first record wanted), ?offset=earliest or ?offset=latest"
 	}
 	return q, ""
 }
