@@ -1,7 +1,10 @@
 package coordinator
 
 // Behavior: GET /v1/admin/gateways — bearer: an admin token. Every gateway
-// that ever polled, sorted by id: the sync seq it acknowledged, how far
+// the coordinator knows (it polled and neither left nor was forgotten to
+// make room for a new id past groups.limits.gateways, which only a gateway
+// silent longer than gateway_timeout under silent_gateways fence can be),
+// sorted by id: the sync seq it acknowledged, how far
 // behind the current seq that is, when it last polled, and whether it is
 // silent (longer than groups.gateway_timeout); and groups.silent_gateways,
 // which says what silence means: with "fence" a silent gateway refuses

@@ -118,6 +118,12 @@ type Limits struct {
 	// with 400, not silently shortened, so the operator knows when the
 	// pin ends.
 	LeaseTTLMax time.Duration `yaml:"lease_ttl_max"`
+	// Gateways bounds the gateway ids the machine knows (gateways.go):
+	// a sync poll naming a new id past it is refused with 409
+	// limit_exceeded, unless a gateway silent longer than
+	// gateway_timeout can be forgotten to make room (silent_gateways:
+	// fence only). A known gateway is never refused.
+	Gateways int `yaml:"gateways"`
 }
 
 // DefaultLimits are the documented defaults.
@@ -134,6 +140,7 @@ func DefaultLimits() Limits {
 		EmptyGroupTTL:       time.Hour,
 		OffsetsRetention:    7 * 24 * time.Hour,
 		LeaseTTLMax:         24 * time.Hour,
+		Gateways:            1024,
 	}
 }
 
@@ -214,6 +221,7 @@ func (l Limits) validate(c Config) error {
 		{"groups", int64(l.Groups)},
 		{"state_bytes", l.StateBytes},
 		{"commit_metadata_bytes", int64(l.CommitMetadataBytes)},
+		{"gateways", int64(l.Gateways)},
 	} {
 		if f.value <= 0 {
 			return fmt.Errorf("group.limits.%s: must be > 0, got %d", f.name, f.value)

@@ -75,7 +75,7 @@ func (s *memStore) apply(t testing.TB, records []group.Record) {
 		case group.QoSRecord:
 			setOrDelete(s.qos, r.Override.ID, r.Override, r.Deleted)
 		case group.GatewayRecord:
-			s.gateways[r.ID] = true
+			setOrDelete(s.gateways, r.ID, true, r.Deleted)
 		case group.SyncSeqRecord:
 			if r.Seq < s.seq {
 				t.Fatalf("persisted sync seq fell from %d to %d", s.seq, r.Seq)

@@ -168,9 +168,9 @@ func (m *Machine) syncPoll(e SyncPoll) {
 	}
 	gw := m.gateways[e.Gateway]
 	if gw == nil {
-		gw = &gateway{id: e.Gateway}
-		m.gateways[e.Gateway] = gw
-		m.putRecord(recordKey{kind: keyGateway, first: e.Gateway}, GatewayRecord{ID: e.Gateway})
+		if gw = m.registerGateway(e.Ref, e.Gateway); gw == nil {
+			return
+		}
 	}
 	gw.lastSeen = m.now
 	m.armSilence(gw)
@@ -206,13 +206,7 @@ func (m *Machine) gatewayLeave(e GatewayLeave) {
 		return
 	}
 	if gw := m.gateways[e.Gateway]; gw != nil {
-		if gw.wait.held {
-			m.answerPoll(gw)
-		}
-		gw.left = true
-		delete(m.gateways, e.Gateway)
-		m.putRecord(recordKey{kind: keyGateway, first: e.Gateway}, GatewayRecord{ID: e.Gateway, Deleted: true})
-		m.releaseHandoffs()
+		m.forgetGateway(gw)
 	}
 	m.send(Done{Ref: e.Ref})
 }

@@ -1,0 +1,74 @@
+package group
+
+// The gateways the machine knows are bounded (limits.gateways). Every
+// known gateway holds a revocation back until it acknowledges the fence,
+// is safe by silence, leaves, or the revoked capabilities expire, so the
+// table is what a sync-token holder naming fresh ids (or a fleet
+// restarting under random ids) could otherwise grow without end.
+//
+//   - A known gateway is never refused: its acknowledgements decide
+//     safety, and refusing its polls would only hold revocations back.
+//   - A new id past the bound first makes room by forgetting the gateway
+//     silent longest, but only one whose silence already makes it safe
+//     for every fence (silent_gateways: fence, silent longer than
+//     gateway_timeout): the watermark ignores it already, so forgetting
+//     it acknowledges nothing on its behalf. If it polls again it is
+//     registered as new and catches up from its own after (a delta or a
+//     reset), as after a leave — and it has refused fetches since its
+//     sync_timeout, which is shorter than gateway_timeout.
+//   - Otherwise the new id is refused (409 limit_exceeded naming
+//     limits.gateways) and nothing changes: no record, no ack, no held
+//     poll answered. With silent_gateways: serve a silent gateway is
+//     never forgotten by the machine (it may still serve the revoked
+//     capabilities); a gateway known dead is removed with a sync leave
+//     on its behalf (POST /v1/sync/leave).
+//
+// After a restore the table may hold more than the bound (the setting
+// was lowered): every restored gateway stays known.
+
+// registerGateway admits a new gateway id, or answers the refusal to ref
+// and returns nil.
+func (m *Machine) registerGateway(ref Ref, id string) *gateway {
+	if max := m.cfg.Limits.Gateways; len(m.gateways) >= max && !m.forgetSilentGateway() {
+		m.limitRejection(ref, "gateways", int64(max),
+			"sync: the coordinator knows %d gateways and none is silent long enough to forget; a gateway that stopped should leave (POST /v1/sync/leave)", len(m.gateways))
+		return nil
+	}
+	gw := &gateway{id: id}
+	m.gateways[id] = gw
+	m.putRecord(recordKey{kind: keyGateway, first: id}, GatewayRecord{ID: id})
+	return gw
+}
+
+// forgetSilentGateway forgets the gateway silent longest (ties: the
+// lowest id) among those safe by silence; false when there is none.
+func (m *Machine) forgetSilentGateway() bool {
+	var oldest *gateway
+	for _, gw := range m.gateways {
+		if !m.safeBySilence(gw) {
+			continue
+		}
+		if oldest == nil || gw.lastSeen.Before(oldest.lastSeen) ||
+			(gw.lastSeen.Equal(oldest.lastSeen) && gw.id < oldest.id) {
+			oldest = gw
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	m.forgetGateway(oldest)
+	return true
+}
+
+// forgetGateway deletes gw (it left, or silence made room for another):
+// its held poll is answered, its timers are ignored from now on, and the
+// handoffs it alone held back advance.
+func (m *Machine) forgetGateway(gw *gateway) {
+	if gw.wait.held {
+		m.answerPoll(gw)
+	}
+	gw.left = true
+	delete(m.gateways, gw.id)
+	m.putRecord(recordKey{kind: keyGateway, first: gw.id}, GatewayRecord{ID: gw.id, Deleted: true})
+	m.releaseHandoffs()
+}
