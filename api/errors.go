@@ -51,6 +51,11 @@ const (
 	// base URL ("" while unknown). Clients call it instead, at once.
 	CodeNotLeader Code = "not_leader"
 	CodeInternal  Code = "internal"
+
+	// CodeGatewayIdentityMismatch: a sync request names a gateway id
+	// that is not its client certificate's common name or one of its DNS
+	// names (tls.sync_bind_identity).
+	CodeGatewayIdentityMismatch Code = "gateway_identity_mismatch"
 )
 
 // HeaderLeader carries the leading replica's base URL on a not_leader
@@ -69,6 +74,7 @@ var table = map[Code]Reject{
 	CodeTokenExpired:              {http.StatusUnauthorized, false},
 	CodeForbidden:                 {http.StatusForbidden, false},
 	CodeClientCertificateRequired: {http.StatusForbidden, false},
+	CodeGatewayIdentityMismatch:   {http.StatusForbidden, false},
 	CodeNotFound:                  {http.StatusNotFound, false},
 	CodeMethodNotAllowed:          {http.StatusMethodNotAllowed, false},
 	CodeCapabilityRevoked:         {http.StatusConflict, false},

@@ -2,7 +2,9 @@ package coordinator
 
 // Behavior: GET /v1/sync?gateway={id}&after={seq}&wait_ms={n} — bearer: a
 // sync token (401 otherwise) and/or a client certificate, as tls.sync
-// says (403 client_certificate_required without it). gateway is required (1-255 printable
+// says (403 client_certificate_required without it), whose common name
+// or a DNS name is the gateway id when tls.sync_bind_identity (403
+// gateway_identity_mismatch otherwise). gateway is required (1-255 printable
 // characters without '/'); after defaults to 0 (a full snapshot); wait_ms
 // to groups.sync_wait_max, which also caps it. Polling with after=S
 // acknowledges S. The poll is held until something newer than after
@@ -89,6 +91,9 @@ func (c *Coordinator) syncCaller(ctx *fasthttp.RequestCtx) (string, bool) {
 	gateway := string(ctx.QueryArgs().Peek("gateway"))
 	if !ocap.ValidName(gateway) {
 		writeError(ctx, api.CodeBadRequest, "gateway: 1-255 printable characters without '/' required")
+		return "", false
+	}
+	if !c.syncIdentity(ctx, gateway) {
 		return "", false
 	}
 	return gateway, true

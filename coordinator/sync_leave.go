@@ -2,7 +2,8 @@ package coordinator
 
 // Behavior: POST /v1/sync/leave?gateway={id} — the same authentication as
 // GET /v1/sync (the sync token and/or a gateway client certificate, as
-// tls.sync says; 401/403 otherwise, and nothing changes). A gateway calls
+// tls.sync says, the id bound to the certificate under
+// tls.sync_bind_identity; 401/403 otherwise, and nothing changes). A gateway calls
 // it when it shuts down, after it stopped serving: the coordinator
 // forgets the gateway at once (its record is deleted), so handoffs and
 // admin revokes stop waiting for its acknowledgements instead of waiting

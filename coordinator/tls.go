@@ -17,8 +17,20 @@ package coordinator
 // A route that needs a certificate the connection did not verify (none,
 // or its names outside tls.<class>.client_names) answers 403
 // client_certificate_required before any token is looked at.
+//
+// tls.sync_bind_identity (default true) binds the gateway id a sync
+// request names (poll, ack, leave) to the certificate the sync channel
+// asks for: the id must be the certificate's common name or one of its
+// DNS names, else 403 gateway_identity_mismatch and nothing changes, so
+// one gateway's certificate cannot ack or leave for another gateway. It
+// takes effect only while tls.sync.auth asks for a certificate; with
+// tokens alone the sync token is the gateway's whole identity.
 
 import (
+	"crypto/tls"
+	"slices"
+	"strconv"
+
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -34,12 +46,17 @@ type TLSConfig struct {
 	Sync      tlsconf.Channel `yaml:"sync"`
 	Admin     tlsconf.Channel `yaml:"admin"`
 	Consumers tlsconf.Channel `yaml:"consumers"`
+	// SyncBindIdentity: a sync request's gateway id must be its client
+	// certificate's common name or a DNS name of it, when tls.sync asks
+	// for a certificate.
+	SyncBindIdentity bool `yaml:"sync_bind_identity"`
 }
 
 // DefaultTLSConfig is TLS off; tokens only.
 func DefaultTLSConfig() TLSConfig {
 	return TLSConfig{ServerConfig: tlsconf.DefaultServerConfig(),
-		Sync: tlsconf.DefaultChannel(), Admin: tlsconf.DefaultChannel(), Consumers: tlsconf.DefaultChannel()}
+		Sync: tlsconf.DefaultChannel(), Admin: tlsconf.DefaultChannel(), Consumers: tlsconf.DefaultChannel(),
+		SyncBindIdentity: true}
 }
 
 // Validate names the first bad field.
@@ -107,4 +124,27 @@ func (c *Coordinator) consumer(h handler) handler {
 			h(ctx, params)
 		}
 	}
+}
+
+// syncIdentity answers 403 gateway_identity_mismatch when
+// tls.sync_bind_identity binds sync requests to their certificate and
+// gateway is neither its common name nor one of its DNS names.
+func (c *Coordinator) syncIdentity(ctx *fasthttp.RequestCtx, gateway string) bool {
+	if !c.cfg.TLS.SyncBindIdentity || !c.cfg.TLS.Sync.NeedsCertificate() || certificateNames(ctx.TLSConnectionState(), gateway) {
+		return true
+	}
+	c.refusedChannel(ctx, "sync", "gateway id is not the client certificate's name")
+	writeError(ctx, api.CodeGatewayIdentityMismatch,
+		"gateway "+strconv.Quote(gateway)+" is not a name of the client certificate (its common name or a DNS name; tls.sync_bind_identity)")
+	return false
+}
+
+// certificateNames reports whether name is the verified client
+// certificate's common name or one of its DNS names.
+func certificateNames(cs *tls.ConnectionState, name string) bool {
+	if cs == nil || len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+		return false
+	}
+	leaf := cs.PeerCertificates[0]
+	return leaf.Subject.CommonName == name || slices.Contains(leaf.DNSNames, name)
 }
