@@ -11,7 +11,9 @@ package coordinator
 // default: the same selector) merges into it: the fields it sets replace
 // the earlier ones, the others stay, the ttl starts anew. Answers the
 // resulting api.QoSOverride. 400 for a selector partition below 0, or an
-// id or selector field longer than qosFieldBytes.
+// id or selector field longer than qosFieldBytes; 409 limit_exceeded for
+// a new id while groups.limits.qos_overrides overrides are in force
+// (nothing changes; a known id always merges).
 
 import (
 	"crypto/sha256"

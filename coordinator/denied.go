@@ -28,8 +28,9 @@ var errMemberRevoked = errors.New("member revoked by an administrator: join agai
 // capabilities presented to commit or attenuate — are refused like the
 // gateways refuse them: denied ids and their chains, revoked members.
 // Filled from the store at start and from the revocation records of every
-// persisted Ready before any of its replies is sent (persist.go). Safe for
-// concurrent use.
+// persisted Ready before any of its replies is sent (persist.go), so it
+// holds what the machine holds: at most groups.limits.denied ids, each
+// pruned once its token expired everywhere. Safe for concurrent use.
 type revocations struct {
 	mu  sync.RWMutex
 	set *revocation.Set

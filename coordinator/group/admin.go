@@ -151,6 +151,9 @@ func (m *Machine) denyJTI(e DenyJTI) {
 	if e.Expires.After(time.Unix(exp, 0)) {
 		exp++ // round up: deny at least until the token's exp
 	}
+	if !m.admitDeny(e.Ref, e.JTI, exp) {
+		return
+	}
 	if old, _ := m.revocations.DenyExp(e.JTI); m.expiresEverywhere(exp).After(m.now) && exp > old {
 		d := api.Denied{JTI: e.JTI, Exp: exp}
 		m.revocations.Deny(e.JTI, exp)
@@ -224,6 +227,9 @@ func (m *Machine) putQoS(e PutQoS) {
 		m.reject(e.Ref, api.CodeBadRequest, "qos: max_bytes_per_sec must be >= 0, got %d", o.MaxBytesPerSec)
 		return
 	}
+	if !m.admitQoS(e) {
+		return
+	}
 	if old, ok := m.qos[o.ID]; ok {
 		o = e.Keep.merge(old, o)
 	}
@@ -280,6 +286,9 @@ func (m *Machine) setGroupConfig(e SetGroupConfig) {
 	}
 	if g != nil && next.Assignor != cfg.Assignor && len(g.members) > 0 {
 		m.reject(e.Ref, api.CodeInconsistentAssign, "group config: group %q has members using %q", e.Group, cfg.Assignor)
+		return
+	}
+	if !m.admitAdminGroup(e.Ref, e.Group) {
 		return
 	}
 	g = m.group(e.Group)

@@ -124,6 +124,13 @@ type Limits struct {
 	// gateway_timeout can be forgotten to make room (silent_gateways:
 	// fence only). A known gateway is never refused.
 	Gateways int `yaml:"gateways"`
+	// QoSOverrides and Denied bound what admin requests add until it
+	// expires: QoS overrides in force and denied token ids
+	// (admin_bounds.go). A request that would add one past its bound is
+	// refused with 409 limit_exceeded and changes nothing; updating a
+	// known one is never refused.
+	QoSOverrides int `yaml:"qos_overrides"`
+	Denied       int `yaml:"denied"`
 }
 
 // DefaultLimits are the documented defaults.
@@ -141,6 +148,8 @@ func DefaultLimits() Limits {
 		OffsetsRetention:    7 * 24 * time.Hour,
 		LeaseTTLMax:         24 * time.Hour,
 		Gateways:            1024,
+		QoSOverrides:        10000,
+		Denied:              100000,
 	}
 }
 
@@ -222,6 +231,8 @@ func (l Limits) validate(c Config) error {
 		{"state_bytes", l.StateBytes},
 		{"commit_metadata_bytes", int64(l.CommitMetadataBytes)},
 		{"gateways", int64(l.Gateways)},
+		{"qos_overrides", int64(l.QoSOverrides)},
+		{"denied", int64(l.Denied)},
 	} {
 		if f.value <= 0 {
 			return fmt.Errorf("group.limits.%s: must be > 0, got %d", f.name, f.value)

@@ -1,0 +1,109 @@
+package group_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// mustRefuseLimit checks that ref was refused with limit_exceeded naming
+// limits.<limit> and its value, and that the refusal changed nothing the
+// machine persists or sends to gateways (no record, no sync entry).
+func (w *world) mustRefuseLimit(ref group.Ref, limit string, max int, writes int, seq uint64) {
+	w.t.Helper()
+	r, ok := w.replies[ref].(group.Rejected)
+	if !ok || r.Code != api.CodeLimitExceeded || r.Details["limit"] != "coordinator.groups.limits."+limit || r.Details["max"] != int64(max) {
+		w.t.Fatalf("reply %#v, want limit_exceeded naming limits.%s = %d", w.replies[ref], limit, max)
+	}
+	if w.store.writes != writes || w.m.SyncSeq() != seq {
+		w.t.Fatalf("refused request persisted %d records, sync seq %d → %d", w.store.writes-writes, seq, w.m.SyncSeq())
+	}
+}
+
+func (w *world) putQoS(id string, ttl time.Duration, level string) group.Ref {
+	ref := w.nextRef()
+	w.step(group.PutQoS{Ref: ref, Override: api.QoSOverride{ID: id, Selector: api.QoSSelector{Group: id},
+		LogLevel: level, Until: w.now.Add(ttl).Unix()}})
+	return ref
+}
+
+func (w *world) deny(jti string, exp time.Time) group.Ref {
+	ref := w.nextRef()
+	w.step(group.DenyJTI{Ref: ref, JTI: jti, Expires: exp})
+	return ref
+}
+
+// TestQoSOverridesBounded: the attack is an admin script adding
+// overrides under new ids without end. Past limits.qos_overrides a new
+// id is refused and nothing changes; a known id still merges; an
+// override that expired gives its place back.
+func TestQoSOverridesBounded(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) { c.Limits.QoSOverrides = 2 })
+	mustReply[group.QoSReply](t, w, w.putQoS("q1", time.Minute, "debug"))
+	mustReply[group.QoSReply](t, w, w.putQoS("q2", time.Hour, "debug"))
+	writes, seq := w.store.writes, w.m.SyncSeq()
+	w.mustRefuseLimit(w.putQoS("q3", time.Hour, "debug"), "qos_overrides", 2, writes, seq)
+	if got := w.m.QoS(); len(got) != 2 || len(w.store.qos) != 2 {
+		t.Fatalf("overrides after the refusal: %+v (stored %d)", got, len(w.store.qos))
+	}
+	if r := mustReply[group.QoSReply](t, w, w.putQoS("q2", time.Hour, "warn")); r.Override.LogLevel != "warn" {
+		t.Fatalf("known override not updated: %+v", r.Override)
+	}
+	w.advance(time.Minute + time.Second) // q1 expires
+	mustReply[group.QoSReply](t, w, w.putQoS("q3", time.Hour, "debug"))
+}
+
+// TestDeniedBounded: past limits.denied a new token id is refused and
+// nothing changes — not even the members the credential opened are
+// revoked (nothing half-applied); denying a known id again (a later
+// exp) and a deny that adds nothing (its exp lapsed everywhere) pass;
+// ids are pruned once their tokens expired everywhere, giving places
+// back.
+func TestDeniedBounded(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) { c.Limits.Denied = 2 })
+	w.topics(map[string]int32{"t": 2})
+	w.pollUntilParked("gw1")
+	member := w.joinAs(credA, group.Join{Group: "g"}).(group.JoinReply).MemberID
+	w.settle("g")
+	mustReply[group.Done](t, w, w.deny("jti-1", w.now.Add(time.Minute)))
+	mustReply[group.Done](t, w, w.deny("jti-2", w.now.Add(time.Hour)))
+	writes, seq := w.store.writes, w.m.SyncSeq()
+	w.mustRefuseLimit(w.deny(credA.ID, w.now.Add(time.Hour)), "denied", 2, writes, seq)
+	if !w.isMember("g", member) || len(w.store.denied) != 2 {
+		t.Fatalf("refused deny: member kept %t, stored denied %d", w.isMember("g", member), len(w.store.denied))
+	}
+	mustReply[group.Done](t, w, w.deny("jti-2", w.now.Add(2*time.Hour)))     // known: a later exp
+	mustReply[group.Done](t, w, w.deny("jti-9", w.now.Add(-time.Hour)))      // lapsed: adds nothing
+	w.advance(time.Minute + w.cfg.Leeway + w.cfg.MaxClockSkew + time.Second) // jti-1 pruned
+	if _, ok := w.store.denied["jti-1"]; ok {
+		t.Fatal("jti-1 still stored after its token expired everywhere")
+	}
+	mustReply[group.Done](t, w, w.deny(credA.ID, w.now.Add(time.Hour)))
+	if w.isMember("g", member) {
+		t.Fatal("the deny that got a place did not revoke the credential's member")
+	}
+}
+
+// TestAdminGroupConfigBounded: a group config naming a new group creates
+// it with non-default settings (never reaped), so limits.groups bounds it
+// as it bounds joins; known groups are always configurable.
+func TestAdminGroupConfigBounded(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) { c.Limits.Groups = 2 })
+	moves := 5
+	configure := func(name string) group.Ref {
+		ref := w.nextRef()
+		w.step(group.SetGroupConfig{Ref: ref, Group: name, MaxMovesPerSecond: &moves})
+		return ref
+	}
+	mustReply[group.GroupConfigReply](t, w, configure("a"))
+	mustReply[group.GroupConfigReply](t, w, configure("b"))
+	writes, seq := w.store.writes, w.m.SyncSeq()
+	w.mustRefuseLimit(configure("c"), "groups", 2, writes, seq)
+	if names := w.m.Groups(); len(names) != 2 {
+		t.Fatalf("groups after the refusal: %v", names)
+	}
+	moves = 7
+	mustReply[group.GroupConfigReply](t, w, configure("a"))
+}
