@@ -119,11 +119,18 @@ func (o *observer) observe(msg group.Message, now time.Time) {
 	case group.RevokeMemberReply:
 		met.revokes.WithLabelValues("member").Inc()
 	case group.Rejected:
-		if m.Code == api.CodeLimitExceeded {
-			met.joinLimits.WithLabelValues(limitLabel(m.Details)).Inc()
+		if label := limitLabel(m.Details); m.Code == api.CodeLimitExceeded && joinLimits[label] {
+			met.joinLimits.WithLabelValues(label).Inc()
 		}
 	}
 }
+
+// joinLimits are the labels of join refusals: the machine also refuses
+// sync polls (gateways) and admin requests (qos_overrides, denied; groups
+// for a group config, counted here with the joins' groups) 409
+// limit_exceeded, which are not joins.
+var joinLimits = map[string]bool{"groups": true, "members_per_group": true, "groups_per_credential": true,
+	group.CountedGroupsCreated: true, "state_bytes": true}
 
 // limitLabel is the limit label of a join's limit_exceeded refusal: the
 // setting's last name (the machine's own, a fixed set), or

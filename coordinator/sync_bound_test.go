@@ -84,6 +84,9 @@ func TestGatewayIDsBoundedOverHTTP(t *testing.T) {
 		t.Fatalf("gateways after refused polls: %v", ids)
 	}
 	revokeStillWaiting(t, h, revoked, "refused polls")
+	if n := h.metric(t, `capgate_coordinator_join_limit_refusals_total{limit="gateways"}`); n != -1 {
+		t.Fatalf("refused sync polls counted as join refusals: %v", n)
+	}
 	gw2.poll(t, registered.Seq, 0) // a known gateway is never refused
 	gw2.poll(t, fence.Seq, 100)    // and its ack decides
 	if r := <-revoked; r.Epoch == 0 {
