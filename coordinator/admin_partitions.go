@@ -28,6 +28,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -100,7 +101,7 @@ func (c *Coordinator) handleAdminPartitionLease(ctx *fasthttp.RequestCtx, params
 		Epoch: g.Epoch, Offset: g.Offset, Until: timeText(reply.Until),
 	}
 	if g.Outside {
-		r, err := c.renderGrants([]group.Grant{g}, true)
+		r, err := c.renderGrants([]group.Grant{g}, true, time.Time{})
 		if err != nil || len(r.Grants) != 1 {
 			writeError(ctx, api.CodeInternal, "mint lease capability")
 			return

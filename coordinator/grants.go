@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -14,14 +15,15 @@ import (
 // (driver.RenderGrants) with the coordinator's minter and offset
 // resolver. It runs in the handler goroutine, after the loop persisted
 // the Ready the grants came in. Renewals (resolve false) keep the
-// machine's offset.
-func (c *Coordinator) mintGrants(grants []group.Grant, resolve bool) ([]api.Grant, error) {
-	r, err := c.renderGrants(grants, resolve)
+// machine's offset. No capability expires after until, the member
+// token's expiry (zero: no such cap, an admin lease's holder).
+func (c *Coordinator) mintGrants(grants []group.Grant, resolve bool, until time.Time) ([]api.Grant, error) {
+	r, err := c.renderGrants(grants, resolve, until)
 	return r.Grants, err
 }
 
-func (c *Coordinator) renderGrants(grants []group.Grant, resolve bool) (driver.Rendered, error) {
-	r, err := driver.RenderGrants(grants, resolve, c.now(), c.keys.minter, c.offsets)
+func (c *Coordinator) renderGrants(grants []group.Grant, resolve bool, until time.Time) (driver.Rendered, error) {
+	r, err := driver.RenderGrants(grants, resolve, c.now(), until, c.keys.minter, c.offsets)
 	if r.ResolveErr != nil {
 		c.log.Warn("resolve start offsets; grants keep the earliest/latest sentinel", zap.Error(r.ResolveErr))
 	}

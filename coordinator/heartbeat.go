@@ -52,12 +52,13 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		writeNotLeader(ctx, "", "this replica no longer leads the shard")
 		return
 	}
-	grants, err := c.mintGrants(news.Grants, true)
+	memberExp := time.Unix(int64(claims.ExpiresAt), 0) // no capability outlives the member token
+	grants, err := c.mintGrants(news.Grants, true, memberExp)
 	if err != nil {
 		writeError(ctx, api.CodeInternal, "mint grants")
 		return
 	}
-	renew, err := c.mintGrants(news.Renew, false)
+	renew, err := c.mintGrants(news.Renew, false, memberExp)
 	if err != nil {
 		writeError(ctx, api.CodeInternal, "mint renewals")
 		return

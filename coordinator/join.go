@@ -228,13 +228,13 @@ func checkJoinSyntax(ctx *fasthttp.RequestCtx, req api.JoinRequest) bool {
 }
 
 func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration) {
-	token, _, err := c.keys.minter.Mint(ocap.KindMember, ocap.Claims{Subject: reply.MemberID, Group: reply.Group},
+	token, member, err := c.keys.minter.Mint(ocap.KindMember, ocap.Claims{Subject: reply.MemberID, Group: reply.Group},
 		c.now(), memberTTL)
 	if err != nil {
 		writeError(ctx, api.CodeInternal, "mint member token")
 		return
 	}
-	grants, err := c.mintGrants(reply.Grants, true)
+	grants, err := c.mintGrants(reply.Grants, true, time.Unix(int64(member.ExpiresAt), 0))
 	if err != nil {
 		writeError(ctx, api.CodeInternal, "mint grants")
 		return

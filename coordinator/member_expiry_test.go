@@ -113,3 +113,55 @@ func TestExpiredMemberTokenAtJoinSaysExpired(t *testing.T) {
 		t.Fatalf("a rejoin with an expired member token: %d %s, want 401 token_expired naming the member token", status, body)
 	}
 }
+
+// TestCapabilitiesDoNotOutliveTheMemberToken: the capabilities a join or
+// heartbeat answers expire no later than the member token they were
+// asked with (and so than its credential). A renewal just before the
+// member token lapsed got a whole capability_lease, so a member whose
+// credential expired fetched on for up to a lease (60 s) after it.
+func TestCapabilitiesDoNotOutliveTheMemberToken(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	now, advance := testClock()
+	h := e.start(t, coordinator.WithClock(now))
+	lease := e.cfg.CapabilityLease
+	var cred coordinator.ClientResponse
+	h.call(t, "POST", "/v1/admin/clients", e.adminToken,
+		coordinator.ClientRequest{Name: "short", Groups: []string{"g"}, Topics: []string{"orders"}, TTLMs: (lease * 3 / 4).Milliseconds()}, 200, &cred)
+	e.remember(cred.Credential)
+	credExp := time.Unix(int64(claimsOf(t, cred.Credential)["exp"].(float64)), 0)
+	m := h.join(t, "g", cred.Credential, api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000})
+	g, ok := m.grant("orders", 0)
+	if !ok {
+		t.Fatal("the join granted nothing")
+	}
+	if exp := capabilityExp(t, g); exp.After(credExp) {
+		t.Fatalf("the join's capability expires at %s, after the credential (%s)", exp, credExp)
+	}
+	// Past half the lease the machine renews the capability.
+	advance(lease/2 + time.Second)
+	renewed := false
+	for range 10 {
+		resp := m.heartbeat(t, 1)
+		for _, r := range resp.Renew {
+			renewed = true
+			if exp := capabilityExp(t, r); exp.After(credExp) {
+				t.Fatalf("a renewal expires at %s, after the member token and the credential (%s)", exp, credExp)
+			}
+		}
+		if renewed {
+			return
+		}
+	}
+	t.Fatal("no renewal past half the lease: the test did not reach the path it tests")
+}
+
+// capabilityExp is a grant's capability's exp, checked against the
+// grant's expires_at.
+func capabilityExp(t testing.TB, g api.Grant) time.Time {
+	t.Helper()
+	exp := time.Unix(int64(claimsOf(t, g.Capability)["exp"].(float64)), 0)
+	if at, err := time.Parse(time.RFC3339, g.ExpiresAt); err != nil || !at.Equal(exp) {
+		t.Fatalf("grant expires_at %q, its capability's exp %s", g.ExpiresAt, exp)
+	}
+	return exp
+}

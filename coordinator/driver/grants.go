@@ -38,11 +38,18 @@ type Rendered struct {
 // RenderGrants turns the machine's grants into api.Grants at now: start
 // offsets resolved (grants; renewals, resolve false, keep the machine's
 // offset: their holder is already reading), capabilities minted with
-// sub=holder, grp, tp, pt, ep, op fetch+commit, iat=now and exp exactly
-// the machine's expiry. A grant expiring within a second is dropped (a
-// renewal follows). It runs after the Ready the grants came in was
-// persisted.
-func RenderGrants(grants []group.Grant, resolve bool, now time.Time, m Minter, r Resolver) (Rendered, error) {
+// sub=holder, grp, tp, pt, ep, op fetch+commit, iat=now and exp the
+// machine's expiry — or until, when it is earlier and not zero: the
+// expiry of the member token the grants are answered to, so no
+// capability outlives the member token (and so the credential) it was
+// asked for with. Before, a capability renewed just before its member
+// token lapsed read on for a whole capability_lease past the credential.
+// A token ending before the machine's expiry only ends reading sooner:
+// the machine still treats the partition as held until its own expiry
+// or a handoff, so no one else is granted it meanwhile. A grant
+// expiring within a second is dropped (a renewal follows). It runs after
+// the Ready the grants came in was persisted.
+func RenderGrants(grants []group.Grant, resolve bool, now, until time.Time, m Minter, r Resolver) (Rendered, error) {
 	out := Rendered{Grants: make([]api.Grant, 0, len(grants))}
 	if len(grants) == 0 {
 		return out, nil
@@ -51,7 +58,11 @@ func RenderGrants(grants []group.Grant, resolve bool, now time.Time, m Minter, r
 		out.ResolveErr = r.Resolve(grants)
 	}
 	for _, g := range grants {
-		ttl := time.Duration(g.ExpiresAt.Unix()-now.Unix()) * time.Second
+		exp := g.ExpiresAt
+		if !until.IsZero() && until.Before(exp) {
+			exp = until
+		}
+		ttl := time.Duration(exp.Unix()-now.Unix()) * time.Second
 		if ttl < time.Second {
 			out.Late = append(out.Late, g)
 			continue

@@ -505,7 +505,7 @@ func (c *coordinator) render(msg group.Message, req *request) response {
 // checkers what left.
 func (c *coordinator) mint(grants []group.Grant, resolve bool) []api.Grant {
 	m := &simMinter{tokens: c.w.tokens}
-	r, err := driver.RenderGrants(grants, resolve, c.w.wall(), m, simResolver{c.w.kafka})
+	r, err := driver.RenderGrants(grants, resolve, c.w.wall(), time.Time{}, m, simResolver{c.w.kafka})
 	if err != nil {
 		panic("sim: render grants: " + err.Error())
 	}
