@@ -74,6 +74,11 @@ func (p *Producer) SetCapability(capability string) {
 // certainly did not produce (connection refused, 503 before producing,
 // 429) is retried, on the next gateway for the first two, until ctx ends;
 // any other failure is returned, since the records may have been written.
+// The records go in one request, written as one batch (their offsets are
+// consecutive), so one call is bounded by the gateway's max_body_bytes
+// (4 MiB of JSON) and max_produce_records (10,000 records): beyond either
+// the gateway answers 413 or 400 naming the setting, nothing is written,
+// and Produce returns that error — split larger sets into several calls.
 func (p *Producer) Produce(ctx context.Context, topic string, partition int32, records []Record) (int64, error) {
 	req := api.ProduceRequest{Records: make([]api.ProduceRecord, len(records))}
 	for i, r := range records {
