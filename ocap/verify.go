@@ -162,12 +162,16 @@ func (v *Verifier) keyFunc(kind Kind) jwt.Keyfunc {
 			return nil, fmt.Errorf("%w: typ %.40q, want %q", ErrBadType, typ, kind)
 		}
 		raw, present := t.Header["kid"]
-		kid, _ := raw.(string)
+		kid, isString := raw.(string)
 		switch {
 		case !present:
 			return nil, ErrMissingKid
+		case !isString:
+			// Not a string (a number, an object): %q would print
+			// "%!q(float64=5)".
+			return nil, fmt.Errorf("%w: a %T, want a string", ErrBadKid, raw)
 		case !ValidKeyID(kid):
-			return nil, fmt.Errorf("%w: %.70q", ErrBadKid, raw)
+			return nil, fmt.Errorf("%w: %.70q", ErrBadKid, kid)
 		}
 		ks := v.keys.Load()
 		if pub, ok := ks.keys[kid]; ok {

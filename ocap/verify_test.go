@@ -157,6 +157,11 @@ func TestVerifyRejects(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
+			// The reason reaches 401 bodies: no fmt verb gone wrong
+			// (a numeric kid printed "%!q(float64=7)").
+			if strings.Contains(err.Error(), "%!") {
+				t.Fatalf("err = %v: a formatting error in the reason", err)
+			}
 		})
 	}
 }
