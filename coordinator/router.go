@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -55,8 +57,19 @@ func (r *router) dispatch(ctx *fasthttp.RequestCtx) string {
 		writeError(ctx, api.CodeMethodNotAllowed, method+" not allowed; use "+strings.Join(allowed, ", "))
 		return "method_not_allowed"
 	}
-	writeError(ctx, api.CodeNotFound, "no such route")
+	writeError(ctx, api.CodeNotFound, noRoute(ctx.Path()))
 	return "not_found"
+}
+
+// noRoute is a 404's message: the path asked for (at most 128 bytes, no
+// query: tokens never reach a message) and what the coordinator serves,
+// since the usual causes are a base URL with a path and a gateway's
+// route sent to the coordinator.
+func noRoute(path []byte) string {
+	if bytes.HasPrefix(path, []byte("/v1/topics/")) {
+		return fmt.Sprintf("no such route: %.128q; records are fetched and produced at a gateway, not at the coordinator: send this to a gateway's base URL", path)
+	}
+	return fmt.Sprintf("no such route: %.128q; the coordinator serves /v1/groups/{group}/(join|heartbeat|commit|leave|offsets), /v1/capabilities/attenuate, /v1/admin/..., /v1/sync, /oauth/token, /console, /healthz, /readyz, /metrics, /openapi.json and /.well-known/jwks.json: is the URL the coordinator's base URL?", path)
 }
 
 func match(pattern, segments []string) ([]string, bool) {
