@@ -16,6 +16,7 @@ type session struct {
 	csrf      string // synchronizer token for state-changing requests
 	created   time.Time
 	expires   time.Time
+	ended     chan struct{} // closed when the session leaves the table: its live streams end
 }
 
 // sessions is the server-side session table, bounded by max: a login
@@ -46,7 +47,7 @@ func randomToken() string {
 func (s *sessions) create(principal string, until time.Time) (string, *session) {
 	id := randomToken()
 	now := s.now()
-	sess := &session{principal: principal, csrf: randomToken(), created: now, expires: now.Add(s.ttl)}
+	sess := &session{principal: principal, csrf: randomToken(), created: now, expires: now.Add(s.ttl), ended: make(chan struct{})}
 	if !until.IsZero() && until.Before(sess.expires) {
 		sess.expires = until
 	}
@@ -66,7 +67,7 @@ func (s *sessions) pruneLocked(now time.Time) {
 	var oldest *session
 	for k, sess := range s.byID {
 		if !now.Before(sess.expires) {
-			delete(s.byID, k)
+			s.dropLocked(k)
 			continue
 		}
 		if oldest == nil || sess.created.Before(oldest.created) {
@@ -74,7 +75,15 @@ func (s *sessions) pruneLocked(now time.Time) {
 		}
 	}
 	if len(s.byID) >= s.max && oldest != nil {
-		delete(s.byID, oldestKey)
+		s.dropLocked(oldestKey)
+	}
+}
+
+// dropLocked removes the session of key and ends its live streams.
+func (s *sessions) dropLocked(key [32]byte) {
+	if sess := s.byID[key]; sess != nil {
+		delete(s.byID, key)
+		close(sess.ended)
 	}
 }
 
@@ -91,16 +100,20 @@ func (s *sessions) get(id string) *session {
 		return nil
 	}
 	if !s.now().Before(sess.expires) {
-		delete(s.byID, key)
+		s.dropLocked(key)
 		return nil
 	}
 	return sess
 }
 
-// end deletes the session of id.
+// end deletes the session of id, if there is one, and ends its live
+// streams.
 func (s *sessions) end(id string) {
+	if id == "" || len(id) > 64 {
+		return
+	}
 	s.mu.Lock()
-	delete(s.byID, sha256.Sum256([]byte(id)))
+	s.dropLocked(sha256.Sum256([]byte(id)))
 	s.mu.Unlock()
 }
 

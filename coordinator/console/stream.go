@@ -8,8 +8,9 @@ package console
 // oldest event kept (the page then re-reads its grid). At most
 // max_subscribers streams at once (503 beyond). A stream ends after
 // streamFor (the browser reconnects at once with Last-Event-ID, so none
-// is lost while the ring holds it), when its session expires, or when the
-// coordinator shuts down; a comment line every pingEvery finds closed
+// is lost while the ring holds it), when its session expires or ends
+// (logout, a newer login from the browser, dropped from a full table), or
+// when the coordinator shuts down; a comment line every pingEvery finds closed
 // connections.
 
 import (
@@ -56,13 +57,14 @@ func (c *Console) serveEvents(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer sub.Close()
-		c.stream(w, sub, groupName, life)
+		c.stream(w, sub, s.ended, groupName, life)
 	})
 }
 
-// stream writes events for life, until the coordinator closes, or until
-// the client is gone (a write fails).
-func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, groupName string, life time.Duration) {
+// stream writes events for life, until the coordinator closes, the
+// session ends (logout, a newer login, pruned), or the client is gone (a
+// write fails).
+func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, ended <-chan struct{}, groupName string, life time.Duration) {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
 	stop := time.NewTimer(life)
@@ -75,6 +77,8 @@ func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, groupName 
 	for {
 		select {
 		case <-c.closing:
+			return
+		case <-ended:
 			return
 		case <-stop.C:
 			return

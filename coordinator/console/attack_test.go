@@ -1,0 +1,82 @@
+package console
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// serveOnSocket serves b's console on a real TCP socket and returns its
+// address.
+func serveOnSocket(t *testing.T, b *browserDouble) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { b.c.Serve(ctx) }}
+	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return ln.Addr().String()
+}
+
+// openStream opens GET /console/events with cookie over addr and reads
+// the stream's first line; the caller reads on.
+func openStream(t *testing.T, addr, cookie string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_, err = io.WriteString(conn, "GET /console/events?after=0 HTTP/1.1\r\nHost: console.test\r\nConnection: close\r\n"+
+		"Cookie: "+sessionCookie+"="+cookie+"\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bound, not a wait: without the fix the stream runs for a minute.
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	status, err := r.ReadString('\n')
+	if err != nil || !strings.Contains(status, " 200 ") {
+		t.Fatalf("stream: %q %v", status, err)
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream before its first event: %v", err)
+		}
+		if strings.Contains(line, "retry: ") {
+			return conn, r
+		}
+	}
+}
+
+// TestLogoutEndsLiveStreams: a logged-out (or re-logged-in) session's
+// event stream ends at once. It ran on for up to a minute after logout
+// (streamFor), still carrying every group's timeline to whoever held the
+// cookie: logout ended the session for new requests only.
+func TestLogoutEndsLiveStreams(t *testing.T) {
+	b := newTestConsole(t, stubBackend{"GET /v1/admin/groups": `{"groups":[]}`}, time.Now)
+	addr := serveOnSocket(t, b)
+	b.login()
+	_, stream := openStream(t, addr, b.cookies[sessionCookie])
+	page := b.do("GET", "/console/groups", "")
+	m := loginNonce.FindSubmatch(page.Body())
+	if m == nil {
+		t.Fatalf("groups page without the csrf field: %d", page.StatusCode())
+	}
+	if r := b.do("POST", "/console/logout", url.Values{"csrf": {string(m[1])}}.Encode()); r.StatusCode() != fasthttp.StatusSeeOther {
+		t.Fatalf("logout: %d", r.StatusCode())
+	}
+	rest, err := io.ReadAll(stream)
+	if err != nil {
+		t.Fatalf("the stream of a logged-out session is still open: %v (read %q)", err, rest)
+	}
+}
