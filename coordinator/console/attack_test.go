@@ -80,3 +80,20 @@ func TestLogoutEndsLiveStreams(t *testing.T) {
 		t.Fatalf("the stream of a logged-out session is still open: %v (read %q)", err, rest)
 	}
 }
+
+// TestLoginEndsThePreviousSession: logging in again from a browser that
+// holds a session ends the old one; it stayed valid until session_ttl, a
+// working id the browser no longer knows of.
+func TestLoginEndsThePreviousSession(t *testing.T) {
+	b := newTestConsole(t, stubBackend{"GET /v1/admin/groups": `{"groups":[]}`}, time.Now)
+	b.login()
+	old := b.cookies[sessionCookie]
+	b.login() // sends the old cookie along, as a browser does
+	if b.cookies[sessionCookie] == old {
+		t.Fatal("login kept the session id the browser came with")
+	}
+	b.cookies[sessionCookie] = old
+	if r := b.do("GET", "/console/groups", ""); r.StatusCode() != fasthttp.StatusSeeOther {
+		t.Fatalf("the session before the second login: %d, want 303 to the login page", r.StatusCode())
+	}
+}

@@ -8,7 +8,8 @@ package console
 //     a new session cookie when the Origin is this host, the login token
 //     matches the cookie and token is an admin token, or a JWT of an OIDC
 //     issuer whose claims match its console_admins (the session then ends
-//     no later than the token); else 403 (origin or login token) or 401
+//     no later than the token), ending the session the browser came
+//     with, if any; else 403 (origin or login token) or 401
 //     (wrong token), with the form again.
 //   POST /console/logout (csrf) → ends the session, 303 to the login page.
 
@@ -63,6 +64,7 @@ func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 		c.loginForm(ctx, fasthttp.StatusUnauthorized, "That is not an admin token, nor an operator's token of a trusted identity provider.")
 		return
 	}
+	c.sessions.end(string(ctx.Request.Header.Cookie(sessionCookie))) // a session the browser came with ends: one browser, one session
 	id, _ := c.sessions.create(who, until)
 	setCookie(ctx, sessionCookie, id, c.cfg.SessionTTL)
 	setCookie(ctx, loginCookie, "", 0)
