@@ -66,22 +66,25 @@ func (b consoleBackend) IsAdminToken(token []byte) bool {
 }
 
 // IdentityAdmin verifies an IdP token for a console login (oidc issuers'
-// console_admins), refusing a denied identity.
-func (b consoleBackend) IdentityAdmin(token []byte) (string, time.Time, bool) {
+// console_admins), refusing a denied identity; the session it starts asks
+// denied on each request, so a deny ends it.
+func (b consoleBackend) IdentityAdmin(token []byte) (string, time.Time, func() bool, bool) {
 	c := b.c
 	if !c.identities.Handles(token) {
-		return "", time.Time{}, false
+		return "", time.Time{}, nil, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.OIDC.FetchTimeout)
 	defer cancel()
 	id, err := c.identities.ConsoleAdmin(ctx, string(token), c.now())
 	if err != nil {
-		return "", time.Time{}, false
+		return "", time.Time{}, nil, false
 	}
-	if c.revocations.refusal(&ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject}, ocap.KindClient, c.now()) != nil {
-		return "", time.Time{}, false
+	claims := ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject}
+	denied := func() bool { return c.revocations.refusal(&claims, ocap.KindClient, c.now()) != nil }
+	if denied() {
+		return "", time.Time{}, nil, false
 	}
-	return id.Subject + " (" + id.Issuer + ")", id.ExpiresAt, true
+	return id.Subject + " (" + id.Issuer + ")", id.ExpiresAt, denied, true
 }
 
 // AdminCertificate reports whether the connection carries the client

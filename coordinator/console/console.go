@@ -24,9 +24,10 @@ type Backend interface {
 	Admin(who, method, path string, body []byte) (status int, response []byte)
 	// IdentityAdmin verifies token as a JWT of a configured OIDC issuer
 	// whose claims match the issuer's console_admins, and not denied: ok
-	// with who (issuer and subject, for the page) and when the token
-	// expires (the session never outlives it).
-	IdentityAdmin(token []byte) (who string, expires time.Time, ok bool)
+	// with who (issuer and subject, for the page), when the token expires
+	// (the session never outlives it), and denied, which reports whether
+	// the identity has been denied since (the session then ends at once).
+	IdentityAdmin(token []byte) (who string, expires time.Time, denied func() bool, ok bool)
 	// IsAdminToken reports whether token is an admin token (constant
 	// time, against the stored hashes).
 	IsAdminToken(token []byte) bool

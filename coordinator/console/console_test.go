@@ -12,11 +12,11 @@ import (
 func TestSessionsBoundedAndExpire(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := newSessions(2, time.Hour, func() time.Time { return now })
-	a, _ := s.create("admin", time.Time{})
+	a, _ := s.create("admin", time.Time{}, nil)
 	now = now.Add(time.Minute)
-	b, _ := s.create("admin", time.Time{})
+	b, _ := s.create("admin", time.Time{}, nil)
 	now = now.Add(time.Minute)
-	c, _ := s.create("admin", time.Time{})
+	c, _ := s.create("admin", time.Time{}, nil)
 	if s.get(a) != nil || s.get(b) == nil || s.get(c) == nil || s.len() != 2 {
 		t.Fatalf("after a third login with max 2: a %v b %v c %v, %d sessions", s.get(a) != nil, s.get(b) != nil, s.get(c) != nil, s.len())
 	}
@@ -28,7 +28,7 @@ func TestSessionsBoundedAndExpire(t *testing.T) {
 	if s.get(c) != nil || s.get("") != nil || s.get("not-a-session") != nil {
 		t.Fatal("ended, empty or unknown ids must not resolve")
 	}
-	d, sess := s.create("admin", time.Time{})
+	d, sess := s.create("admin", time.Time{}, nil)
 	if d == c || len(d) != 43 || len(sess.csrf) != 43 || sess.csrf == d {
 		t.Fatalf("ids must be fresh 256-bit values: %q csrf %q", d, sess.csrf)
 	}

@@ -8,7 +8,7 @@ package console
 //     a new session cookie when the Origin is this host, the login token
 //     matches the cookie and token is an admin token, or a JWT of an OIDC
 //     issuer whose claims match its console_admins (the session then ends
-//     no later than the token), ending the session the browser came
+//     no later than the token, and as soon as its identity is denied), ending the session the browser came
 //     with, if any; else 403 (origin or login token) or 401
 //     (wrong token), with the form again.
 //   POST /console/logout (csrf) → ends the session, 303 to the login page.
@@ -52,11 +52,12 @@ func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 	}
 	token := ctx.PostArgs().Peek("token")
 	who, until, ok := "", time.Time{}, false
+	var denied func() bool
 	if len(token) > 0 && len(token) <= maxTokenBytes {
 		if ok = c.backend.IsAdminToken(token); ok {
 			who = "admin"
 		} else {
-			who, until, ok = c.backend.IdentityAdmin(token)
+			who, until, denied, ok = c.backend.IdentityAdmin(token)
 		}
 	}
 	if !ok {
@@ -65,7 +66,7 @@ func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 		return
 	}
 	c.sessions.end(string(ctx.Request.Header.Cookie(sessionCookie))) // a session the browser came with ends: one browser, one session
-	id, _ := c.sessions.create(who, until)
+	id, _ := c.sessions.create(who, until, denied)
 	setCookie(ctx, sessionCookie, id, c.cfg.SessionTTL)
 	setCookie(ctx, loginCookie, "", 0)
 	ctx.Redirect(Prefix+"/groups", fasthttp.StatusSeeOther)

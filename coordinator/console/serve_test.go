@@ -26,11 +26,11 @@ func (s stubBackend) Admin(_, method, path string, _ []byte) (int, []byte) {
 }
 func (s stubBackend) IsAdminToken(token []byte) bool             { return string(token) == "the-admin-token" }
 func (s stubBackend) AdminCertificate(*fasthttp.RequestCtx) bool { return true }
-func (s stubBackend) IdentityAdmin(token []byte) (string, time.Time, bool) {
+func (s stubBackend) IdentityAdmin(token []byte) (string, time.Time, func() bool, bool) {
 	if string(token) == "an-idp-operator" {
-		return "idp:operator", time.Now().Add(time.Hour), true
+		return "idp:operator", time.Now().Add(time.Hour), nil, true
 	}
-	return "", time.Time{}, false
+	return "", time.Time{}, nil, false
 }
 func (s stubBackend) Serves(method, path string) bool { _, ok := s[method+" "+path]; return ok }
 

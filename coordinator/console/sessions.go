@@ -17,6 +17,7 @@ type session struct {
 	created   time.Time
 	expires   time.Time
 	ended     chan struct{} // closed when the session leaves the table: its live streams end
+	denied    func() bool   // an IdP login: whether its identity has been denied since; nil for the admin token
 }
 
 // sessions is the server-side session table, bounded by max: a login
@@ -43,11 +44,12 @@ func randomToken() string {
 }
 
 // create starts a session for principal and returns its id; it ends after
-// the table's ttl, or at until when that is sooner (zero: no bound).
-func (s *sessions) create(principal string, until time.Time) (string, *session) {
+// the table's ttl, or at until when that is sooner (zero: no bound), or
+// once denied reports true (nil: never).
+func (s *sessions) create(principal string, until time.Time, denied func() bool) (string, *session) {
 	id := randomToken()
 	now := s.now()
-	sess := &session{principal: principal, csrf: randomToken(), created: now, expires: now.Add(s.ttl), ended: make(chan struct{})}
+	sess := &session{principal: principal, csrf: randomToken(), created: now, expires: now.Add(s.ttl), ended: make(chan struct{}), denied: denied}
 	if !until.IsZero() && until.Before(sess.expires) {
 		sess.expires = until
 	}
@@ -87,23 +89,31 @@ func (s *sessions) dropLocked(key [32]byte) {
 	}
 }
 
-// get returns the live session of id, or nil. An expired one is dropped.
+// get returns the live session of id, or nil. An expired one, or one
+// whose identity has been denied, is dropped.
 func (s *sessions) get(id string) *session {
 	if id == "" || len(id) > 64 {
 		return nil
 	}
 	key := sha256.Sum256([]byte(id))
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	sess := s.byID[key]
-	if sess == nil {
-		return nil
-	}
-	if !s.now().Before(sess.expires) {
+	if sess != nil && !s.now().Before(sess.expires) {
 		s.dropLocked(key)
+		sess = nil
+	}
+	s.mu.Unlock()
+	if sess != nil && sess.isDenied() {
+		s.end(id)
 		return nil
 	}
 	return sess
+}
+
+// isDenied reports whether the session's identity has been denied since
+// its login (asked outside the table's lock: it reads the deny-list).
+func (sess *session) isDenied() bool {
+	return sess.denied != nil && sess.denied()
 }
 
 // end deletes the session of id, if there is one, and ends its live

@@ -9,7 +9,8 @@ package console
 // max_subscribers streams at once (503 beyond). A stream ends after
 // streamFor (the browser reconnects at once with Last-Event-ID, so none
 // is lost while the ring holds it), when its session expires or ends
-// (logout, a newer login from the browser, dropped from a full table), or
+// (logout, a newer login from the browser, dropped from a full table, its
+// IdP identity denied — seen within pingEvery), or
 // when the coordinator shuts down; a comment line every pingEvery finds closed
 // connections.
 
@@ -57,14 +58,14 @@ func (c *Console) serveEvents(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer sub.Close()
-		c.stream(w, sub, s.ended, groupName, life)
+		c.stream(w, sub, s, groupName, life)
 	})
 }
 
 // stream writes events for life, until the coordinator closes, the
-// session ends (logout, a newer login, pruned), or the client is gone (a
-// write fails).
-func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, ended <-chan struct{}, groupName string, life time.Duration) {
+// session ends (logout, a newer login, pruned; its identity denied, seen
+// at the next ping), or the client is gone (a write fails).
+func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, s *session, groupName string, life time.Duration) {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
 	stop := time.NewTimer(life)
@@ -78,11 +79,14 @@ func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, ended <-ch
 		select {
 		case <-c.closing:
 			return
-		case <-ended:
+		case <-s.ended:
 			return
 		case <-stop.C:
 			return
 		case <-ping.C:
+			if s.isDenied() {
+				return
+			}
 			w.WriteString(": ping\n\n")
 		case <-sub.Ready():
 			var lagged bool

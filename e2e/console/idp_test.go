@@ -21,7 +21,8 @@ import (
 // URL, nothing in web storage); an action she takes shows in the console's
 // audit view under her name; a token of the same issuer that may only
 // join groups, one for another audience, and one of an identity an admin
-// denied are each refused at the login form.
+// denied are each refused at the login form; denying her identity ends
+// the session she has open.
 func TestConsoleIdPLogin(t *testing.T) {
 	idp := idptest.New(t, "RS256")
 	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4, CoordinatorConfig: func(cfg *coordinator.Config) {
@@ -82,13 +83,20 @@ func TestConsoleIdPLogin(t *testing.T) {
 	}
 	b.screenshot("audit")
 
-	// An admin denies the operator's identity: a fresh token no longer logs in.
+	// An admin denies the operator's identity: her open session ends at
+	// its next request (it lasted until the token's exp), and a fresh token
+	// no longer logs in.
 	id := identity.IdentityID(idp.URL, "alice")
 	if status, raw := cluster.Admin(t, http.MethodPost, "/v1/admin/capabilities/"+id+"/revoke", json.RawMessage(`{}`), nil); status != http.StatusOK {
 		t.Fatalf("deny: %d %s", status, raw)
 	}
-	b.run("log out", 10*time.Second, chromedp.Submit(`form.logout`))
-	b.waitFor("logged out", time.Now(), 10*time.Second, `location.pathname === '/console/login'`)
+	b.run("groups page after the deny", 20*time.Second, chromedp.Navigate(base+"/console/groups"))
+	b.waitFor("the denied operator's session ended", time.Now(), 10*time.Second, `location.pathname === '/console/login'`)
+	status = eval[int](b, `fetch('/console/api/v1/admin/capabilities/bGVha2VkLWp0aS0wMDAwMg/revoke', {method: 'POST', credentials: 'same-origin',
+		headers: {'Content-Type': 'application/json'}, body: '{}'}).then(r => r.status)`)
+	if status != http.StatusUnauthorized {
+		t.Fatalf("an action with the denied operator's session: %d, want 401", status)
+	}
 	refused("a denied operator's fresh token", token("alice", operator))
 	b.noProblems("IdP login")
 }
