@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,5 +96,40 @@ func TestLoginEndsThePreviousSession(t *testing.T) {
 	b.cookies[sessionCookie] = old
 	if r := b.do("GET", "/console/groups", ""); r.StatusCode() != fasthttp.StatusSeeOther {
 		t.Fatalf("the session before the second login: %d, want 303 to the login page", r.StatusCode())
+	}
+}
+
+// The stub IdP operator's token expires at idpTokenExpiry; stubDenied is
+// whether an admin has denied her identity since.
+var (
+	idpTokenExpiry = time.Date(2030, 1, 1, 0, 30, 0, 0, time.UTC)
+	stubDenied     atomic.Bool
+)
+
+// TestIdPSessionEndsWithItsToken: an IdP login's session ends at the
+// token's exp, before session_ttl, and as soon as its identity is denied.
+func TestIdPSessionEndsWithItsToken(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	backend := stubBackend{"GET /v1/admin/groups": `{"groups":[]}`}
+	b := newTestConsole(t, backend, func() time.Time { return now })
+	b.loginWith("an-idp-operator")
+	if r := b.do("GET", "/console/groups", ""); r.StatusCode() != 200 || !strings.Contains(string(r.Body()), "idp:operator") {
+		t.Fatalf("groups as the IdP operator: %d", r.StatusCode())
+	}
+	now = idpTokenExpiry
+	if r := b.do("GET", "/console/groups", ""); r.StatusCode() != fasthttp.StatusSeeOther {
+		t.Fatalf("groups at the token's exp (session_ttl not reached): %d, want 303 to the login page", r.StatusCode())
+	}
+
+	now = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	t.Cleanup(func() { stubDenied.Store(false) })
+	b.loginWith("an-idp-operator")
+	stubDenied.Store(true)
+	if r := b.do("GET", "/console/groups/g/live", ""); r.StatusCode() != fasthttp.StatusUnauthorized {
+		t.Fatalf("a fragment after the identity was denied: %d, want 401", r.StatusCode())
+	}
+	stubDenied.Store(false) // the deny expired: the session stays ended
+	if r := b.do("GET", "/console/groups", ""); r.StatusCode() != fasthttp.StatusSeeOther {
+		t.Fatalf("groups after a deny came and went: %d, want 303 to the login page", r.StatusCode())
 	}
 }

@@ -28,7 +28,7 @@ func (s stubBackend) IsAdminToken(token []byte) bool             { return string
 func (s stubBackend) AdminCertificate(*fasthttp.RequestCtx) bool { return true }
 func (s stubBackend) IdentityAdmin(token []byte) (string, time.Time, func() bool, bool) {
 	if string(token) == "an-idp-operator" {
-		return "idp:operator", time.Now().Add(time.Hour), nil, true
+		return "idp:operator", idpTokenExpiry, stubDenied.Load, true
 	}
 	return "", time.Time{}, nil, false
 }
@@ -73,14 +73,16 @@ func (b *browserDouble) do(method, uri, form string) *fasthttp.Response {
 
 var loginNonce = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-func (b *browserDouble) login() {
+func (b *browserDouble) login() { b.t.Helper(); b.loginWith("the-admin-token") }
+
+func (b *browserDouble) loginWith(token string) {
 	b.t.Helper()
 	page := b.do("GET", "/console/login", "")
 	m := loginNonce.FindSubmatch(page.Body())
 	if m == nil {
 		b.t.Fatalf("login page: %d", page.StatusCode())
 	}
-	form := url.Values{"token": {"the-admin-token"}, "csrf": {string(m[1])}}.Encode()
+	form := url.Values{"token": {token}, "csrf": {string(m[1])}}.Encode()
 	if r := b.do("POST", "/console/login", form); r.StatusCode() != fasthttp.StatusSeeOther || b.cookies[sessionCookie] == "" {
 		b.t.Fatalf("login: %d", r.StatusCode())
 	}
