@@ -2,8 +2,11 @@ package console
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -11,6 +14,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // serveOnSocket serves b's console on a real TCP socket and returns its
@@ -132,4 +137,67 @@ func TestIdPSessionEndsWithItsToken(t *testing.T) {
 	if r := b.do("GET", "/console/groups", ""); r.StatusCode() != fasthttp.StatusSeeOther {
 		t.Fatalf("groups after a deny came and went: %d, want 303 to the login page", r.StatusCode())
 	}
+}
+
+// TestCookiesSecureOverTLS: over TLS both the login token's cookie and the
+// session cookie are Secure (a browser never sends them in clear text),
+// and the login works with the https origin.
+func TestCookiesSecureOverTLS(t *testing.T) {
+	b := newTestConsole(t, stubBackend{"GET /v1/admin/groups": `{"groups":[]}`}, time.Now)
+	ca, err := tlsconf.NewCA("console-test", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue("127.0.0.1", []string{"127.0.0.1"}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { b.c.Serve(ctx) }}
+	go srv.ServeTLSEmbed(ln, leaf.CertPEM, leaf.KeyPEM) //nolint:errcheck // ends with Shutdown
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	client := &http.Client{
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	base := "https://" + ln.Addr().String()
+
+	page, err := client.Get(base + "/console/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	m := loginNonce.FindSubmatch(body)
+	if m == nil || !secureCookie(page, loginCookie) {
+		t.Fatalf("login page over TLS: %d, login cookie %q", page.StatusCode, page.Header.Values("Set-Cookie"))
+	}
+	req, _ := http.NewRequest("POST", base+"/console/login", strings.NewReader(url.Values{"token": {"the-admin-token"}, "csrf": {string(m[1])}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	req.AddCookie(&http.Cookie{Name: loginCookie, Value: string(m[1])})
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !secureCookie(resp, sessionCookie) {
+		t.Fatalf("login over TLS: %d, cookies %q", resp.StatusCode, resp.Header.Values("Set-Cookie"))
+	}
+}
+
+// secureCookie reports whether resp sets cookie name Secure, HttpOnly and
+// SameSite=Strict under /console.
+func secureCookie(resp *http.Response, name string) bool {
+	for _, c := range resp.Cookies() {
+		if c.Name == name {
+			return c.Secure && c.HttpOnly && c.SameSite == http.SameSiteStrictMode && c.Path == Prefix
+		}
+	}
+	return false
 }
