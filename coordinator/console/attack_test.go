@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
+	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/tlsconf"
 )
 
@@ -200,4 +202,68 @@ func secureCookie(resp *http.Response, name string) bool {
 		}
 	}
 	return false
+}
+
+// countingBackend is stubBackend counting Admin calls.
+type countingBackend struct {
+	stubBackend
+	calls *atomic.Int64
+}
+
+func (c countingBackend) Admin(who, method, path string, body []byte) (int, []byte) {
+	c.calls.Add(1)
+	return c.stubBackend.Admin(who, method, path, body)
+}
+
+// TestEveryRouteNeedsASession: every console route but the login page,
+// the login itself and the static files refuses a request without a
+// session (a page: 303 to the login page; anything else: 401), and every
+// state-changing route also refuses a session without its CSRF token or
+// from another origin (403) — all before the admin API is asked anything.
+// Routes are read from the table, so a route added later is checked too.
+func TestEveryRouteNeedsASession(t *testing.T) {
+	public := map[string]bool{"console_static": true, "console_login_page": true, "console_login": true}
+	calls := new(atomic.Int64)
+	backend := countingBackend{stubBackend{"GET /v1/admin/groups": `{"groups":[]}`}, calls}
+	c, err := New(DefaultConfig(), backend, timeline.New(64, 2), zap.NewNop(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	b := &browserDouble{t: t, c: c, cookies: map[string]string{}}
+	for _, rt := range c.table {
+		if public[rt.name] {
+			continue
+		}
+		uri := "/console/" + strings.ReplaceAll(strings.Join(rt.pattern, "/"), "{}", "g")
+		uri = strings.ReplaceAll(uri, "*", "groups/g/partitions/t/0/revoke")
+		want := fasthttp.StatusUnauthorized
+		if rt.access == page {
+			want = fasthttp.StatusSeeOther
+		}
+		if r := b.do(rt.method, uri, "csrf=x"); r.StatusCode() != want {
+			t.Errorf("%s %s without a session: %d, want %d", rt.method, uri, r.StatusCode(), want)
+		}
+	}
+	b.login()
+	csrf := ""
+	if m := loginNonce.FindSubmatch(b.do("GET", "/console/groups", "").Body()); m != nil {
+		csrf = string(m[1])
+	}
+	for _, rt := range c.table {
+		if rt.access != change {
+			continue
+		}
+		uri := "/console/" + strings.ReplaceAll(strings.Join(rt.pattern, "/"), "*", "groups/g/partitions/t/0/revoke")
+		if r := b.do(rt.method, uri, "csrf=forged"); r.StatusCode() != fasthttp.StatusForbidden {
+			t.Errorf("%s %s with a forged CSRF token: %d, want 403", rt.method, uri, r.StatusCode())
+		}
+		other := b.with("Origin", "http://evil.test")
+		if r := other.do(rt.method, uri, "csrf="+csrf); r.StatusCode() != fasthttp.StatusForbidden {
+			t.Errorf("%s %s from another origin: %d, want 403", rt.method, uri, r.StatusCode())
+		}
+	}
+	if n := calls.Load(); n != 1 { // the one groups page read after login
+		t.Fatalf("the admin API was asked %d times, want 1 (the groups page)", n)
+	}
 }

@@ -40,6 +40,12 @@ type browserDouble struct {
 	t       *testing.T
 	c       *Console
 	cookies map[string]string
+	headers map[string]string // set last: override the defaults
+}
+
+// with returns a double sharing b's cookies that also sends header k: v.
+func (b *browserDouble) with(k, v string) *browserDouble {
+	return &browserDouble{t: b.t, c: b.c, cookies: b.cookies, headers: map[string]string{k: v}}
 }
 
 func (b *browserDouble) do(method, uri, form string) *fasthttp.Response {
@@ -47,6 +53,9 @@ func (b *browserDouble) do(method, uri, form string) *fasthttp.Response {
 	req.Header.SetMethod(method)
 	req.SetRequestURI("http://console.test" + uri)
 	req.Header.Set("Origin", "http://console.test")
+	for k, v := range b.headers {
+		req.Header.Set(k, v)
+	}
 	if form != "" {
 		req.Header.SetContentType("application/x-www-form-urlencoded")
 		req.SetBodyString(form)
