@@ -12,7 +12,14 @@ package coordinator
 //   POST /v1/admin/oauth/clients/{id}/revoke: the client gets no more
 //     tokens (401 invalid_client, as an unknown one), and every credential
 //     it obtained that is still alive is denied (409 capability_revoked at
-//     join; the members they opened are revoked). 404 for an unknown id.
+//     join; the members they opened are revoked). All or nothing: when
+//     the new denied ids do not all fit under groups.limits.denied, 409
+//     limit_exceeded naming it, and nothing changed — no credential
+//     denied, the client not revoked. The ids are denied first (one
+//     machine event, one store write), the client is stored revoked
+//     after: a failure between leaves every credential denied and the
+//     client answered 503, and a second revoke completes it. 404 for an
+//     unknown id.
 // Clients live in the store's meta values (oauth.client/<id>) and are
 // written through before an answer names them.
 
@@ -223,13 +230,17 @@ func (c *Coordinator) handleAdminOAuthClients(ctx *fasthttp.RequestCtx, _ []stri
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
+// handleAdminOAuthClientRevoke denies every live credential of the
+// client in one machine event (all or none: limits.denied may refuse
+// it whole), then stores the client revoked. The registry lock is held
+// throughout, so the client obtains no credential the deny missed.
 func (c *Coordinator) handleAdminOAuthClientRevoke(ctx *fasthttp.RequestCtx, params []string) {
 	id := params[0]
 	now := c.now()
 	c.oauth.mu.Lock()
+	defer c.oauth.mu.Unlock()
 	o := c.oauth.clients[id]
 	if o == nil {
-		c.oauth.mu.Unlock()
 		writeError(ctx, api.CodeNotFound, "unknown oauth client")
 		return
 	}
@@ -237,27 +248,26 @@ func (c *Coordinator) handleAdminOAuthClientRevoke(ctx *fasthttp.RequestCtx, par
 	if revoked.RevokedAt == 0 {
 		revoked.RevokedAt = now.Unix()
 	}
+	revoked.Issued = slices.Clone(o.Issued) // live compacts in place: o stays as it is on a refusal
 	revoked.Issued = revoked.live(now)
-	err := c.saveOAuthClient(&revoked)
-	if err == nil {
-		*o = revoked
+	denials := make([]group.Denial, len(revoked.Issued))
+	for i, t := range revoked.Issued {
+		denials[i] = group.Denial{JTI: t.JTI, Expires: time.Unix(t.Exp, 0)}
 	}
-	c.oauth.mu.Unlock()
-	if err != nil {
+	// Denying also revokes every member those credentials opened; it
+	// weighs a whole batch, so it is persisted without other events.
+	msg, err := c.callWeighted(c.cfg.Groups.Limits.TopicsPerMember, func(ref group.Ref) group.Event {
+		return group.DenyJTIs{Ref: ref, Denials: denials}
+	})
+	if _, ok := msg.(group.Done); !ok {
+		writeMachineError(ctx, msg, err)
+		return
+	}
+	if err := c.saveOAuthClient(&revoked); err != nil {
 		writeError(ctx, api.CodeUnavailable, "store the revocation: "+err.Error())
 		return
 	}
-	// The client is refused from now on; deny what it already obtained,
-	// which also revokes every member those credentials opened.
-	for _, t := range revoked.Issued {
-		msg, err := c.call(func(ref group.Ref) group.Event {
-			return group.DenyJTI{Ref: ref, JTI: t.JTI, Expires: time.Unix(t.Exp, 0)}
-		})
-		if _, ok := msg.(group.Done); !ok {
-			writeMachineError(ctx, msg, err)
-			return
-		}
-	}
+	*o = revoked
 	writeJSON(ctx, fasthttp.StatusOK, OAuthClientRevoked{ClientID: id, RevokedAt: rfc3339(revoked.RevokedAt), Denied: len(revoked.Issued)})
 }
 

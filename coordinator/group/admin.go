@@ -142,27 +142,37 @@ func (m *Machine) expiresEverywhere(t int64) time.Time {
 	return m.revocations.Rule().Lapse(t)
 }
 
-func (m *Machine) denyJTI(e DenyJTI) {
-	if e.JTI == "" {
-		m.reject(e.Ref, api.CodeBadRequest, "deny: jti required")
+// deny denies every id of ds, or none of them (admitDenials), then
+// revokes the members each opened.
+func (m *Machine) deny(ref Ref, ds []Denial) {
+	exps := make([]int64, len(ds))
+	for i, d := range ds {
+		if d.JTI == "" {
+			m.reject(ref, api.CodeBadRequest, "deny: jti required")
+			return
+		}
+		exps[i] = d.Expires.Unix()
+		if d.Expires.After(time.Unix(exps[i], 0)) {
+			exps[i]++ // round up: deny at least until the token's exp
+		}
+	}
+	if !m.admitDenials(ref, ds, exps) {
 		return
 	}
-	exp := e.Expires.Unix()
-	if e.Expires.After(time.Unix(exp, 0)) {
-		exp++ // round up: deny at least until the token's exp
+	for i, d := range ds {
+		exp := exps[i]
+		if old, _ := m.revocations.DenyExp(d.JTI); m.expiresEverywhere(exp).After(m.now) && exp > old {
+			denied := api.Denied{JTI: d.JTI, Exp: exp}
+			m.revocations.Deny(d.JTI, exp)
+			m.appendEntry(syncEntry{kind: entryDenied, denied: denied})
+			m.putRecord(recordKey{kind: keyDenied, first: d.JTI}, DeniedRecord{Denied: denied})
+			m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneRevocations})
+		}
 	}
-	if !m.admitDeny(e.Ref, e.JTI, exp) {
-		return
+	for _, d := range ds {
+		m.revokeOpenedBy(d.JTI)
 	}
-	if old, _ := m.revocations.DenyExp(e.JTI); m.expiresEverywhere(exp).After(m.now) && exp > old {
-		d := api.Denied{JTI: e.JTI, Exp: exp}
-		m.revocations.Deny(e.JTI, exp)
-		m.appendEntry(syncEntry{kind: entryDenied, denied: d})
-		m.putRecord(recordKey{kind: keyDenied, first: e.JTI}, DeniedRecord{Denied: d})
-		m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneRevocations})
-	}
-	m.revokeOpenedBy(e.JTI)
-	m.send(Done{Ref: e.Ref})
+	m.send(Done{Ref: ref})
 }
 
 // revokeOpenedBy revokes every live member the credential id opened, in

@@ -13,6 +13,7 @@ import "time"
 //   - limits.denied: denied token ids. Denying a known id again (a later
 //     exp) is never refused; the entries go when their tokens have
 //     expired everywhere (exp + leeway + max_clock_skew, the prune timer).
+//     A DenyJTIs is admitted whole or refused whole.
 //   - limits.groups also bounds the groups an admin's group config
 //     creates (such a group has non-default settings, so the reaper never
 //     forgets it), as it bounds the groups joins create.
@@ -33,14 +34,19 @@ func (m *Machine) admitQoS(e PutQoS) bool {
 	return true
 }
 
-// admitDeny refuses a DenyJTI that would add jti, denied until exp, past
-// limits.denied (a lapsed exp adds nothing).
-func (m *Machine) admitDeny(ref Ref, jti string, exp int64) bool {
-	if _, known := m.revocations.DenyExp(jti); known || !m.expiresEverywhere(exp).After(m.now) {
-		return true
+// admitDenials refuses a deny whose new ids (not denied yet, exps[i] not
+// lapsed everywhere; each counted once) would not all fit under
+// limits.denied: a multi-id deny is all or none.
+func (m *Machine) admitDenials(ref Ref, ds []Denial, exps []int64) bool {
+	adds := map[string]bool{}
+	for i, d := range ds {
+		if _, known := m.revocations.DenyExp(d.JTI); !known && m.expiresEverywhere(exps[i]).After(m.now) {
+			adds[d.JTI] = true
+		}
 	}
-	if denied, _ := m.revocations.Len(); denied >= m.cfg.Limits.Denied {
-		m.limitRejection(ref, "denied", int64(m.cfg.Limits.Denied), "deny: %d token ids denied", denied)
+	denied, _ := m.revocations.Len()
+	if len(adds) > 0 && denied+len(adds) > m.cfg.Limits.Denied {
+		m.limitRejection(ref, "denied", int64(m.cfg.Limits.Denied), "deny: %d token ids denied, %d more do not fit", denied, len(adds))
 		return false
 	}
 	return true

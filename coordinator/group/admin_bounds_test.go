@@ -107,3 +107,49 @@ func TestAdminGroupConfigBounded(t *testing.T) {
 	moves = 7
 	mustReply[group.GroupConfigReply](t, w, configure("a"))
 }
+
+// TestDenyJTIsAllOrNone: an OAuth client's revoke denies every
+// credential it obtained in one DenyJTIs. Denied one by one, a deny
+// refused at limits.denied midway left the later credentials' members
+// live; here either every id fits and all are denied (their members
+// revoked) in one Ready, or none is: limit_exceeded naming the setting,
+// no record, no sync entry, no member revoked.
+func TestDenyJTIsAllOrNone(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) { c.Limits.Denied = 3 })
+	w.topics(map[string]int32{"t": 2})
+	w.pollUntilParked("gw1")
+	credC := group.Credential{ID: "jti-c", Issuer: "capgate", Subject: "svc-c"}
+	var members []string
+	for _, cred := range []group.Credential{credA, credB, credC} {
+		members = append(members, w.joinAs(cred, group.Join{Group: "g"}).(group.JoinReply).MemberID)
+	}
+	w.settle("g")
+	mustReply[group.Done](t, w, w.deny("jti-0", w.now.Add(time.Hour)))
+	all := func(creds ...group.Credential) group.Ref {
+		ref := w.nextRef()
+		var ds []group.Denial
+		for _, c := range creds {
+			ds = append(ds, group.Denial{JTI: c.ID, Expires: w.now.Add(time.Hour)})
+		}
+		w.step(group.DenyJTIs{Ref: ref, Denials: ds})
+		return ref
+	}
+	writes, seq := w.store.writes, w.m.SyncSeq()
+	w.mustRefuseLimit(all(credA, credB, credC), "denied", 3, writes, seq)
+	for _, id := range members {
+		if !w.isMember("g", id) {
+			t.Fatalf("refused multi-id deny revoked member %s", id)
+		}
+	}
+	if len(w.store.denied) != 1 {
+		t.Fatalf("refused multi-id deny stored %d denied ids, want only jti-0", len(w.store.denied))
+	}
+	mustReply[group.Done](t, w, all(credA, credB, credA)) // an id twice counts once
+	if w.isMember("g", members[0]) || w.isMember("g", members[1]) || !w.isMember("g", members[2]) {
+		t.Fatalf("after denying A and B: members %v live %t %t %t", members,
+			w.isMember("g", members[0]), w.isMember("g", members[1]), w.isMember("g", members[2]))
+	}
+	if len(w.store.denied) != 3 {
+		t.Fatalf("stored denied ids %d, want 3", len(w.store.denied))
+	}
+}

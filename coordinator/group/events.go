@@ -186,6 +186,23 @@ type DenyJTI struct {
 	Expires time.Time
 }
 
+// DenyJTIs denies several ids at once, all or none: when the new ones do
+// not all fit under limits.denied the reply is Rejected (limit_exceeded)
+// and nothing changes — no id denied, no member revoked. The records go
+// out in one Ready, which the shell persists as one write. An OAuth
+// client's revoke denies every credential it obtained with it. Reply:
+// Done or Rejected.
+type DenyJTIs struct {
+	Ref     Ref
+	Denials []Denial
+}
+
+// Denial is one id of a DenyJTIs, denied until Expires.
+type Denial struct {
+	JTI     string
+	Expires time.Time
+}
+
 // RevokeMember fences every partition of the member, denies its
 // capabilities on the gateways until they expire, and removes it.
 // Reply: RevokeMemberReply or Rejected.
@@ -274,6 +291,7 @@ func (KeysChanged) isEvent()     {}
 func (RevokePartition) isEvent() {}
 func (Lease) isEvent()           {}
 func (DenyJTI) isEvent()         {}
+func (DenyJTIs) isEvent()        {}
 func (RevokeMember) isEvent()    {}
 func (PutQoS) isEvent()          {}
 func (SetGroupConfig) isEvent()  {}

@@ -172,7 +172,9 @@ func (m *Machine) apply(ev Event) {
 	case Lease:
 		m.leasePartition(e)
 	case DenyJTI:
-		m.denyJTI(e)
+		m.deny(e.Ref, []Denial{{JTI: e.JTI, Expires: e.Expires}})
+	case DenyJTIs:
+		m.deny(e.Ref, e.Denials)
 	case RevokeMember:
 		m.revokeMember(e)
 	case PutQoS:
