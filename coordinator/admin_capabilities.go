@@ -57,7 +57,7 @@ func (c *Coordinator) sharedGrant(ctx *fasthttp.RequestCtx, req SharedGrantReque
 		writeError(ctx, api.CodeBadRequest, "a valid topic and partition >= 0 required")
 		return ocap.Claims{}, 0, false
 	case !ocap.ValidName(req.Holder):
-		writeError(ctx, api.CodeBadRequest, "holder: 1-255 printable characters without '/' required")
+		writeError(ctx, api.CodeBadRequest, "holder: 1-255 printable characters without '/', not . or .. required")
 		return ocap.Claims{}, 0, false
 	case ttl < time.Second || ttl > c.cfg.MaxLease:
 		writeError(ctx, api.CodeBadRequest, "ttl_ms must be within [1000, max_lease]")

@@ -56,7 +56,7 @@ func (c *Coordinator) handleAdminClients(ctx *fasthttp.RequestCtx, _ []string) {
 func checkClient(req ClientRequest) string {
 	switch {
 	case !ocap.ValidName(req.Name):
-		return "name: 1-255 printable characters without '/' required"
+		return "name: 1-255 printable characters without '/', not . or .. required"
 	case strings.HasPrefix(req.Name, oauthSubject):
 		return "name: the prefix " + oauthSubject + " is reserved for credentials of the token endpoint"
 	case len(req.Groups) == 0 || len(req.Topics) == 0:

@@ -84,7 +84,7 @@ func (c *Coordinator) handleAdminPartitionLease(ctx *fasthttp.RequestCtx, params
 	// raised) and then answered 500: its capability could not be minted
 	// (a capability lasts at least a second).
 	if !ocap.ValidName(req.Holder) || req.TTLMs < 1000 {
-		writeError(ctx, api.CodeBadRequest, "holder (1-255 printable characters without '/') and ttl_ms >= 1000 required")
+		writeError(ctx, api.CodeBadRequest, "holder (1-255 printable characters without '/', not . or ..) and ttl_ms >= 1000 required")
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {

@@ -260,7 +260,7 @@ func (c Config) validateState() error {
 func (c Config) validateIdentity() error {
 	switch {
 	case !ocap.ValidName(c.ID):
-		return fmt.Errorf("id: must be 1-255 printable characters without '/', got %q", c.ID)
+		return fmt.Errorf("id: must be 1-255 printable characters without '/', not . or .., got %q", c.ID)
 	case c.Cluster == "":
 		return errors.New("cluster: must not be empty")
 	case c.DataDir == "":

@@ -216,7 +216,7 @@ func checkJoinSyntax(ctx *fasthttp.RequestCtx, req api.JoinRequest) bool {
 	}
 	for _, name := range []string{req.MemberID, req.InstanceID, req.ClientID} {
 		if name != "" && !ocap.ValidName(name) {
-			writeError(ctx, api.CodeBadRequest, "member_id, instance_id and client_id must be 1-255 printable characters without '/'")
+			writeError(ctx, api.CodeBadRequest, "member_id, instance_id and client_id must be 1-255 printable characters without '/', not . or ..")
 			return false
 		}
 	}

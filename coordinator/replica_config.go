@@ -42,7 +42,7 @@ func DefaultReplicaConfig() ReplicaConfig {
 // Validate reports the first bad setting.
 func (r ReplicaConfig) Validate() error {
 	if r.ID != "" && !ocap.ValidName(r.ID) {
-		return fmt.Errorf("replica.id: must be 1-255 printable characters without '/', got %q", r.ID)
+		return fmt.Errorf("replica.id: must be 1-255 printable characters without '/', not . or .., got %q", r.ID)
 	}
 	if r.Advertise != "" {
 		u, err := url.Parse(r.Advertise)

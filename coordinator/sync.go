@@ -90,7 +90,7 @@ func (c *Coordinator) syncCaller(ctx *fasthttp.RequestCtx) (string, bool) {
 	}
 	gateway := string(ctx.QueryArgs().Peek("gateway"))
 	if !ocap.ValidName(gateway) {
-		writeError(ctx, api.CodeBadRequest, "gateway: 1-255 printable characters without '/' required")
+		writeError(ctx, api.CodeBadRequest, "gateway: 1-255 printable characters without '/', not . or .. required")
 		return "", false
 	}
 	if !c.syncIdentity(ctx, gateway) {

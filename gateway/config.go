@@ -243,7 +243,7 @@ func (c Config) Validate() error {
 
 func (c Config) validateIdentity() error {
 	if !ocap.ValidName(c.ID) {
-		return fmt.Errorf("gateway.id: must be 1-255 printable characters without '/', got %q", c.ID)
+		return fmt.Errorf("gateway.id: must be 1-255 printable characters without '/', not . or .., got %q", c.ID)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("gateway.listen: must be host:port, got %q", c.Listen)

@@ -31,7 +31,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.ID = "a/b" }, `gateway.id: must be 1-255 printable characters without '/', got "a/b"`},
+		{func(c *Config) { c.ID = "a/b" }, `gateway.id: must be 1-255 printable characters without '/', not . or .., got "a/b"`},
 		{func(c *Config) { c.Listen = "8080" }, `gateway.listen: must be host:port, got "8080"`},
 		{func(c *Config) { c.CoordinatorURL = "ftp://x" }, `gateway.coordinator_url: coordinator URL must be an http(s) URL with a host, got "ftp://x"`},
 		{func(c *Config) { c.CoordinatorURL = "http://a:7070, ftp://x" }, `gateway.coordinator_url: coordinator URL must be an http(s) URL with a host, got "ftp://x"`},

@@ -198,9 +198,13 @@ func ValidTopic(s string) bool {
 }
 
 // ValidName reports whether s is a legal group or holder name: 1 to 255
-// printable ASCII characters without '/', so it fits in URL paths and keys.
+// printable ASCII characters without '/', and neither "." nor "..", so it
+// fits in URL paths and keys.
 func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > 255 {
+	if len(s) == 0 || len(s) > 255 || s == "." || s == ".." {
+		// "." and "..": a URL path drops them (RFC 3986 dot segments,
+		// even escaped), so no route could ever name such a group or
+		// member.
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -6,7 +6,9 @@ package kafkaproto
 //     sessions of the members that join through it (see metadata.go for
 //     why a client-credential connection is told the cluster is this
 //     gateway). Only client credentials whose grps claim allows the group
-//     get an answer; others GROUP_AUTHORIZATION_FAILED.
+//     get an answer; others GROUP_AUTHORIZATION_FAILED. A group id no
+//     capgate group can have (ocap.ValidName: "." and "..", a '/', a
+//     space, over 255 bytes) is INVALID_GROUP_ID, on every group API.
 //   - Transaction coordinators: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 //     (transactions are not offered through capgate).
 
@@ -17,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
 )
 
 func handleFindCoordinator(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
@@ -58,6 +61,12 @@ func handleFindCoordinator(c *conn, _ header, kreq kmsg.Request) (kmsg.Response,
 // allowing the group — final, as Kafka answers a principal without the
 // ACL; a retriable answer would have the client retry for ever.
 func (c *conn) groupAllowed(group string, now time.Time) int16 {
+	if !ocap.ValidName(group) {
+		// No capgate group can have this name (see ocap.ValidName): the
+		// coordinator's routes could never reach it. Final, as Kafka's
+		// own answer to an empty group id.
+		return kerr.InvalidGroupID.Code
+	}
 	p := c.principal
 	if p.capability() || !p.Claims.AllowsGroup(group) {
 		return kerr.GroupAuthorizationFailed.Code
