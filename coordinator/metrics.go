@@ -90,7 +90,7 @@ func newMetrics(c *Coordinator) *metrics {
 			Name: "capgate_coordinator_offsets_expired_total", Help: "Committed offsets forgotten with their groups after limits.offsets_retention.",
 		}),
 		joinLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capgate_coordinator_join_limit_refusals_total", Help: "Joins refused 409 limit_exceeded, by what was counted: groups, members_per_group, groups_per_credential (groups a credential has members in), groups_created (groups a tenant created that still exist, also groups_per_credential), state_bytes.",
+			Name: "capgate_coordinator_join_limit_refusals_total", Help: "Joins refused 409 limit_exceeded, by what was counted: groups, members_per_group, groups_per_credential (groups a tenant has live members in), groups_created (groups a tenant created that still exist, also groups_per_credential), state_bytes.",
 		}, []string{"limit"}),
 	}
 	for _, reason := range []string{reapEmpty, reapOffsets} {

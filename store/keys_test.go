@@ -112,6 +112,7 @@ func TestDecodersRefuseTruncatedValues(t *testing.T) {
 		"state":  encodeState(PartitionState{State: StateRevoking, Owner: "a", Target: "b", Epoch: 9, ExpiresAtMs: 1, RevokedAtMs: 2}),
 		"offset": encodeOffset(CommittedOffset{Offset: 5, Metadata: "m", Epoch: 3}),
 		"member": encodeMember(Member{ID: "m", Topics: []string{"a", "b"}, SessionTimeoutMs: 10, Credential: Credential{ID: "j", Issuer: "i", Subject: "s"}}),
+		"tenant": encodeMember(Member{ID: "m", Credential: Credential{ID: "j", Issuer: "i", Subject: "oauth:c", Tenant: "oauth:c"}}),
 		"lease":  encodeLease(Lease{Holder: "h", ExpiresAtMs: 4}),
 		"config": encodeGroupConfig(GroupConfig{Assignor: "sticky", Config: []byte(`{}`)}),
 		"qos":    encodeQoS([]byte(`{"a":1}`), 7),
@@ -121,6 +122,7 @@ func TestDecodersRefuseTruncatedValues(t *testing.T) {
 		"state":  func(v []byte) error { _, err := decodeState(v); return err },
 		"offset": func(v []byte) error { _, err := decodeOffset(v); return err },
 		"member": func(v []byte) error { _, err := decodeMember(v); return err },
+		"tenant": func(v []byte) error { _, err := decodeMember(v); return err },
 		"lease":  func(v []byte) error { _, err := decodeLease(v); return err },
 		"config": func(v []byte) error { _, err := decodeGroupConfig(v); return err },
 		"qos":    func(v []byte) error { _, _, err := decodeQoS(v); return err },
@@ -170,5 +172,9 @@ func TestMemberWithoutCredentialDecodes(t *testing.T) {
 	bound := Member{ID: "m", Credential: Credential{ID: "jti", Issuer: "iss", Subject: "sub"}}
 	if got, err := decodeMember(encodeMember(bound)); err != nil || got.Credential != bound.Credential {
 		t.Fatalf("bound member round trip: %+v, %v", got, err)
+	}
+	bound.Credential.Tenant = "oauth:c"
+	if got, err := decodeMember(encodeMember(bound)); err != nil || got.Credential != bound.Credential {
+		t.Fatalf("member with a tenant round trip: %+v, %v", got, err)
 	}
 }

@@ -56,6 +56,10 @@ type Credential struct {
 	ID      string
 	Issuer  string
 	Subject string
+	// Tenant is who the member counts for in the coordinator's
+	// groups_per_credential bound when not ID (an OAuth client); values
+	// written before it existed decode with it empty.
+	Tenant string
 }
 
 // Lease pins a partition to a holder until ExpiresAtMs (unix ms).
@@ -227,16 +231,29 @@ func encodeMember(m Member) []byte {
 	e.string(m.Credential.Issuer)
 	e.string(m.Credential.Subject)
 	e.b[0] = memberFormatCredential
+	if m.Credential.Tenant != "" {
+		e.string(m.Credential.Tenant)
+		e.b[0] = memberFormatTenant
+	}
 	return e.b
 }
 
 // memberFormatCredential is the format byte of member values that carry
 // the credential; members written before bindings existed carry
-// formatVersion and decode with an empty Credential.
-const memberFormatCredential byte = formatVersion + 1
+// formatVersion and decode with an empty Credential. memberFormatTenant
+// values also carry Credential.Tenant (written only when it is set, so
+// other members stay readable by a binary that predates it).
+const (
+	memberFormatCredential byte = formatVersion + 1
+	memberFormatTenant     byte = formatVersion + 2
+)
 
 func decodeMember(value []byte) (Member, error) {
-	bound := len(value) > 0 && value[0] == memberFormatCredential
+	format := byte(0)
+	if len(value) > 0 {
+		format = value[0]
+	}
+	bound := format == memberFormatCredential || format == memberFormatTenant
 	if bound {
 		value = append([]byte{formatVersion}, value[1:]...)
 	}
@@ -254,6 +271,9 @@ func decodeMember(value []byte) (Member, error) {
 	m.SessionTimeoutMs = d.int()
 	if bound {
 		m.Credential = Credential{ID: d.string(), Issuer: d.string(), Subject: d.string()}
+	}
+	if format == memberFormatTenant {
+		m.Credential.Tenant = d.string()
 	}
 	if err := d.finish(); err != nil {
 		return Member{}, err

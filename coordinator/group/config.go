@@ -88,8 +88,8 @@ type Limits struct {
 	TopicPatternBytes int `yaml:"topic_pattern_bytes"`
 	TopicPatternCost  int `yaml:"topic_pattern_cost"`
 	// MembersPerGroup, GroupsPerCredential and Groups bound live members
-	// of one group, the groups one credential has live members in (and
-	// the groups its tenant created that still exist: limits.go), and
+	// of one group, the groups one tenant has live members in (and the
+	// groups it created that still exist: limits.go), and
 	// the groups a join may create.
 	MembersPerGroup     int `yaml:"members_per_group"`
 	GroupsPerCredential int `yaml:"groups_per_credential"`

@@ -64,6 +64,19 @@ type Credential struct {
 	ID      string
 	Issuer  string
 	Subject string
+	// Tenant is who the member's places of limits.groups_per_credential
+	// count for, when not ID: the machine sets it from Join.Tenant (an
+	// OAuth client's "oauth:<client_id>") and persists it with the
+	// member.
+	Tenant string
+}
+
+// tenant is who a member bound to c counts for: Tenant, else ID.
+func (c Credential) tenant() string {
+	if c.Tenant != "" {
+		return c.Tenant
+	}
+	return c.ID
 }
 
 // Heartbeat asks for the member's news. With news pending the reply comes

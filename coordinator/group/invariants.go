@@ -278,29 +278,56 @@ func (m *Machine) checkPartition(g *group, p *partition) error {
 	return nil
 }
 
-// checkTally recomputes the state estimate and the credentials' member
-// and group counts from scratch.
+// checkTally recomputes the state estimate, the credentials' members and
+// the tenants' live members per group from scratch.
 func (m *Machine) checkTally() []error {
 	var want tally
 	var errs []error
 	members := map[string]int{}
+	tenants := map[string]map[*group]int{}
 	for _, g := range m.groups {
 		want.groups++
 		want.partitions += int64(len(g.parts))
 		for _, mem := range g.members {
 			want.memberBytes += memberCost(mem)
 			members[mem.credential.ID]++
-			if c := m.credentials[mem.credential.ID]; c == nil || c.groups[g] <= 0 {
+			if c := m.credentials[mem.credential.ID]; c == nil {
+				errs = append(errs, fmt.Errorf("member %q of %q is missing from its credential", mem.id, g.name))
+			} else if _, ok := c.members[mem]; !ok {
 				errs = append(errs, fmt.Errorf("member %q of %q is missing from its credential", mem.id, g.name))
 			}
+			if tenants[mem.credential.tenant()] == nil {
+				tenants[mem.credential.tenant()] = map[*group]int{}
+			}
+			tenants[mem.credential.tenant()][g]++
 		}
 	}
+	errs = append(errs, m.checkTenantGroups(tenants)...)
 	if want != m.tally {
 		errs = append(errs, fmt.Errorf("state tally %+v, recomputed %+v", m.tally, want))
 	}
 	for id, c := range m.credentials {
 		if len(c.members) != members[id] {
 			errs = append(errs, fmt.Errorf("credential %q lists %d members, %d are live", id, len(c.members), members[id]))
+		}
+	}
+	return errs
+}
+
+// checkTenantGroups compares Machine.tenantGroups with want, the tenants'
+// live members per group counted from the groups.
+func (m *Machine) checkTenantGroups(want map[string]map[*group]int) []error {
+	var errs []error
+	for tenant, groups := range m.tenantGroups {
+		for g, n := range groups {
+			if want[tenant][g] != n {
+				errs = append(errs, fmt.Errorf("tenant %q counts %d members in %q, %d are live", tenant, n, g.name, want[tenant][g]))
+			}
+		}
+	}
+	for tenant, groups := range want {
+		if len(m.tenantGroups[tenant]) != len(groups) {
+			errs = append(errs, fmt.Errorf("tenant %q counts members in %d groups, they are in %d", tenant, len(m.tenantGroups[tenant]), len(groups)))
 		}
 	}
 	return errs

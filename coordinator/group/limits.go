@@ -49,16 +49,17 @@ func memberCost(mem *member) int64 {
 }
 
 // credential is what the machine knows of one credential id: its live
-// members, and how many of them are in each group.
+// members (a deny of the id revokes them).
 type credential struct {
 	members map[*member]struct{}
-	groups  map[*group]int
 }
 
 // A group remembers the tenant whose join created it (group.creator,
 // persisted in its GroupRecord), and a tenant may have created at most
-// limits.groups_per_credential groups that still exist, besides each
-// credential having members in at most as many: without it one tenant
+// limits.groups_per_credential groups that still exist, besides having
+// live members in at most as many (Machine.tenantGroups; a member keeps
+// its tenant in Credential.Tenant, persisted with it, so the count is
+// the same after a restore): without it one tenant
 // could join, commit an offset and leave, group after group, until
 // limits.groups refuses every new group to everyone. The tenant is the
 // shell's Join.Tenant — the identity the holder cannot multiply (an OAuth
@@ -128,13 +129,16 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 		m.limitRejection(e.Ref, "members_per_group", int64(l.MembersPerGroup), "join: group %q has %d members", e.Group, len(g.members))
 		return false
 	}
-	if c := m.credentials[e.Credential.ID]; c != nil && (g == nil || c.groups[g] == 0) && len(c.groups) >= l.GroupsPerCredential {
-		m.limitRejection(e.Ref, "groups_per_credential", int64(l.GroupsPerCredential),
-			"join: the credential has members in %d groups", len(c.groups))
+	tenant := e.creator()
+	if tenant != "" && m.groupNamed(e.Group) == nil && m.created[tenant] >= l.GroupsPerCredential {
+		m.createdRejection(e.Ref, tenant, m.created[tenant])
 		return false
 	}
-	if tenant := e.creator(); tenant != "" && m.groupNamed(e.Group) == nil && m.created[tenant] >= l.GroupsPerCredential {
-		m.createdRejection(e.Ref, tenant, m.created[tenant])
+	if tg := m.tenantGroups[tenant]; tg != nil && (g == nil || tg[g] == 0) && len(tg) >= l.GroupsPerCredential {
+		m.send(Rejected{Ref: e.Ref, Code: api.CodeLimitExceeded,
+			Message: fmt.Sprintf("join: the credential's tenant %q has members in %d groups", tenant, len(tg)),
+			Details: map[string]any{"limit": "coordinator.groups.limits.groups_per_credential", "max": int64(l.GroupsPerCredential),
+				"tenant": tenant}})
 		return false
 	}
 	return m.admitState(e.Ref, costOf(e, sub))

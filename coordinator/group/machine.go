@@ -38,6 +38,9 @@ type Machine struct {
 	revocations *revocation.Set
 	// credentials: the live members each credential id opened.
 	credentials map[string]*credential
+	// tenantGroups: per tenant (Credential.tenant), its live members per
+	// group; limits.groups_per_credential bounds the groups.
+	tenantGroups map[string]map[*group]int
 	// created: per tenant (Join.Tenant), the groups its joins created
 	// that still exist (group.creator).
 	created map[string]int
@@ -109,18 +112,19 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		return nil, fmt.Errorf("group: new machine: nil rng")
 	}
 	m := &Machine{
-		cfg:         cfg,
-		rng:         rng,
-		lookup:      assignorLookup,
-		groups:      make(map[string]*group),
-		topics:      make(map[string]int32),
-		gateways:    make(map[string]*gateway),
-		revocations: revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
-		credentials: make(map[string]*credential),
-		created:     make(map[string]int),
-		qos:         make(map[string]api.QoSOverride),
-		persistIdx:  make(map[recordKey]int),
-		timers:      newTimerHeap(),
+		cfg:          cfg,
+		rng:          rng,
+		lookup:       assignorLookup,
+		groups:       make(map[string]*group),
+		topics:       make(map[string]int32),
+		gateways:     make(map[string]*gateway),
+		revocations:  revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
+		credentials:  make(map[string]*credential),
+		created:      make(map[string]int),
+		tenantGroups: make(map[string]map[*group]int),
+		qos:          make(map[string]api.QoSOverride),
+		persistIdx:   make(map[recordKey]int),
+		timers:       newTimerHeap(),
 	}
 	m.log.init(cfg.SyncLogMax, 1)
 	m.seqDirty = true

@@ -196,12 +196,16 @@ func (m *Machine) refence(mem *member) {
 }
 
 func (m *Machine) addMember(g *group, e Join, sub subscription, timeout time.Duration) *member {
+	credential := e.Credential
+	if t := e.creator(); t != credential.ID {
+		credential.Tenant = t
+	}
 	mem := &member{
 		group:          g,
 		id:             m.newMemberID(g, e.ClientID),
 		instanceID:     e.InstanceID,
 		clientID:       e.ClientID,
-		credential:     e.Credential,
+		credential:     credential,
 		topics:         sub.topics,
 		pattern:        sub.pattern,
 		patternText:    sub.patternText,
@@ -221,11 +225,16 @@ func (m *Machine) installMember(mem *member) {
 	}
 	c := m.credentials[mem.credential.ID]
 	if c == nil {
-		c = &credential{members: make(map[*member]struct{}), groups: make(map[*group]int)}
+		c = &credential{members: make(map[*member]struct{})}
 		m.credentials[mem.credential.ID] = c
 	}
 	c.members[mem] = struct{}{}
-	c.groups[g]++
+	tg := m.tenantGroups[mem.credential.tenant()]
+	if tg == nil {
+		tg = make(map[*group]int)
+		m.tenantGroups[mem.credential.tenant()] = tg
+	}
+	tg[g]++
 	m.resolve(mem)
 	m.contact(mem)
 	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, mem.record())
@@ -331,11 +340,16 @@ func (m *Machine) dropMember(mem *member) {
 	}
 	if c := m.credentials[mem.credential.ID]; c != nil {
 		delete(c.members, mem)
-		if c.groups[g]--; c.groups[g] <= 0 {
-			delete(c.groups, g)
-		}
 		if len(c.members) == 0 {
 			delete(m.credentials, mem.credential.ID)
+		}
+	}
+	if tg := m.tenantGroups[mem.credential.tenant()]; tg != nil {
+		if tg[g]--; tg[g] <= 0 {
+			delete(tg, g)
+		}
+		if len(tg) == 0 {
+			delete(m.tenantGroups, mem.credential.tenant())
 		}
 	}
 	m.unresolve(mem)

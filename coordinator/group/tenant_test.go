@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/capgate/capgate/coordinator/group"
@@ -38,9 +39,9 @@ func TestCreatedGroupsCountPerTenant(t *testing.T) {
 	if _, ok := join("b-0", "jti-b-0", "oauth:b").(group.JoinReply); !ok {
 		t.Fatalf("another tenant refused a new group: %#v", w.replies[w.ref])
 	}
-	if _, ok := join("b-0", "jti-a-3", "oauth:a").(group.JoinReply); !ok {
-		t.Fatalf("client a refused a group it does not create: %#v", w.replies[w.ref])
-	}
+	// Its members are in 2 groups (a-0, a-1): a 3rd group is refused
+	// whichever of its credentials asks (TestLiveMembersCountPerTenant).
+	mustLimit(t, join("b-0", "jti-a-3", "oauth:a"), "groups_per_credential")
 	if a, jti := w.m.GroupsCreated("oauth:a"), w.m.GroupsCreated("jti-a-0"); a != 2 || jti != 0 {
 		t.Fatalf("places: tenant oauth:a %d, its first credential %d; want 2, 0", a, jti)
 	}
@@ -60,5 +61,72 @@ func TestCreatedGroupsCountPerTenant(t *testing.T) {
 	// Without a tenant a join counts for its credential id, as before.
 	if _, ok := w.joinAs(credA, group.Join{Group: "c-0"}).(group.JoinReply); !ok || w.m.GroupsCreated(credA.ID) != 1 {
 		t.Fatalf("a join without a tenant: %#v, %d places for its credential", w.replies[w.ref], w.m.GroupsCreated(credA.ID))
+	}
+}
+
+// TestLiveMembersCountPerTenant: the other half of
+// limits.groups_per_credential — the groups a tenant has live members in
+// — counted per credential let an OAuth client's tokens each have
+// members in that many groups (oauth.live_tokens_max times as many for
+// the client). Three tokens of one client joining three existing groups:
+// the third is refused naming the tenant, whichever token asks; a group
+// the tenant already has members in still takes more; another tenant is
+// not held back; the count survives a restore (the member keeps its
+// tenant); once the tenant leaves a group, a place is free again.
+func TestLiveMembersCountPerTenant(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) { c.Limits.GroupsPerCredential = 2 })
+	w.topics(map[string]int32{"t": 1})
+	w.pollUntilParked("gw1")
+	for _, name := range []string{"g1", "g2"} { // existing groups, created by others
+		w.joinAs(credA, group.Join{Group: name})
+	}
+	w.joinAs(credB, group.Join{Group: "g3"})
+	token := func(n int) group.Credential {
+		return group.Credential{ID: fmt.Sprint("jti-", n), Issuer: "capgate", Subject: "oauth:a"}
+	}
+	join := func(name string, n int) group.Message {
+		t.Helper()
+		return w.joinAs(token(n), group.Join{Group: name, Tenant: "oauth:a"})
+	}
+	granted := func(name string, n int) string {
+		t.Helper()
+		r, ok := join(name, n).(group.JoinReply)
+		if !ok {
+			t.Fatalf("token %d of client a joining %s: %#v", n, name, w.replies[w.ref])
+		}
+		return r.MemberID
+	}
+	first := granted("g1", 1)
+	granted("g2", 2)
+	refused := func(msg group.Message) {
+		t.Helper()
+		mustLimit(t, msg, "groups_per_credential")
+		if r := msg.(group.Rejected); r.Details["tenant"] != "oauth:a" || r.Details["counted"] != nil {
+			t.Fatalf("the live-members refusal's details %v", r.Details)
+		}
+	}
+	refused(join("g3", 3))
+	granted("g1", 3)
+	if _, ok := w.joinAs(credB, group.Join{Group: "g1"}).(group.JoinReply); !ok {
+		t.Fatalf("another tenant held back: %#v", w.replies[w.ref])
+	}
+	if err := w.m.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+
+	w.restart(0)
+	refused(join("g3", 4))
+	w.step(group.Leave{Ref: w.nextRef(), Group: "g1", MemberID: first})
+	if _, ok := join("g3", 4).(group.JoinReply); ok {
+		t.Fatal("the tenant still has a member in g1 (token 3's): g3 must stay refused")
+	}
+	for _, mem := range w.describe("g1").Members {
+		if mem.Credential.Subject == "oauth:a" {
+			w.step(group.Leave{Ref: w.nextRef(), Group: "g1", MemberID: mem.ID})
+		}
+	}
+	granted("g3", 4)
+	if err := w.m.CheckInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }
