@@ -124,7 +124,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	if resp.StatusCode >= 300 {
 		var eb api.ErrorBody
 		if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
-			if eb.Error.Code == api.CodeNotFound && eb.Error.Message == "no such route" {
+			if eb.Error.Code == api.CodeNotFound && strings.HasPrefix(eb.Error.Message, "no such route") {
 				// Not a coordinator's API at that base: a gateway, or a URL
 				// with a path (--coordinator http://host:7070/v1).
 				return fmt.Errorf("%s %s%s: %d %w (is %s a capgate coordinator? --coordinator takes its base URL, e.g. http://127.0.0.1:7070)",
