@@ -68,7 +68,11 @@ func newBrokerError(op string, err error) *BrokerError {
 		retriable := ke.Retriable && ke != kerr.UnknownTopicOrPartition && ke != kerr.UnknownTopicID
 		return &BrokerError{Op: op, Err: err, Retriable: retriable}
 	}
-	return &BrokerError{Op: op, Err: err, Retriable: !errors.Is(err, kgo.ErrClientClosed)}
+	// Closed is final whichever client noticed: franz-go's, or our own
+	// pool's ErrClosed (a Close racing a fetch that was about to take a
+	// connection was reported retriable).
+	closed := errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, ErrClosed)
+	return &BrokerError{Op: op, Err: err, Retriable: !closed}
 }
 
 // isUnavailable reports whether err means no usable broker or leader was
