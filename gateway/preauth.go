@@ -35,14 +35,15 @@ const preauthBodyBytes = 4 << 10
 
 // requestConfig is the server's HeaderReceived: the body cap of a request.
 func (g *Gateway) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	return fasthttp.RequestConfig{MaxRequestBodySize: g.bodyLimit(h, time.Now())}
+	return fasthttp.RequestConfig{MaxRequestBodySize: g.bodyLimit(h)}
 }
 
 // bodyLimit is max_body_bytes for a POST whose bearer verifies as a
 // capability with the produce op, preauthBodyBytes otherwise. The
 // verification goes through the verified-token cache, so the handler's
-// own check of the same token is a cache hit.
-func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader, now time.Time) int {
+// own check of the same token is a cache hit. It runs for every request,
+// so a fetch (GET) returns before reading the clock.
+func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader) int {
 	if !h.IsPost() || h.ContentLength() == 0 {
 		return preauthBodyBytes
 	}
@@ -50,6 +51,7 @@ func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader, now time.Time) int {
 	if len(token) == 0 || len(token) > ocap.MaxTokenBytes {
 		return preauthBodyBytes
 	}
+	now := time.Now()
 	c, ok := g.cache.Get(token, now)
 	if !ok {
 		var err error
