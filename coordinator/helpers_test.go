@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -579,6 +580,18 @@ func (g *fakeGateway) waitFor(t testing.TB, what string, pred func(api.SyncRespo
 		case <-deadline:
 			t.Fatalf("gateway %s: no reply with %s", g.id, what)
 		}
+	}
+}
+
+// fenceAbove matches a sync reply fencing topic/partition above epoch:
+// the fence a revoke wrote, not the partition's current epoch that a
+// reset snapshot also lists (a gateway whose first poll lands after the
+// grant gets one, and its seq is older than the revoke's fence).
+func fenceAbove(topic string, partition int32, epoch uint64) func(api.SyncResponse) bool {
+	return func(r api.SyncResponse) bool {
+		return slices.ContainsFunc(r.Fences, func(f api.Fence) bool {
+			return f.Topic == topic && f.Partition == partition && f.Epoch > epoch
+		})
 	}
 }
 

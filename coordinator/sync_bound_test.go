@@ -62,13 +62,14 @@ func TestGatewayIDsBoundedOverHTTP(t *testing.T) {
 	h := e.start(t, coordinator.WithClock(func() time.Time { return time.Now().Add(time.Duration(skip.Load())) }))
 	gw1, gw2 := newGateway(h, "gw1"), newGateway(h, "gw2")
 	registered := gw2.poll(t, 0, 0)
+	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	a := h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}})
+	old, _ := a.grant("orders", 0)
 	gw1.run(200)
 	defer gw1.halt()
-	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
-	h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}})
 
 	revoked := revokeInBackground(h, "/v1/admin/groups/g/partitions/orders/0/revoke")
-	fence := gw1.waitFor(t, "the fence", func(r api.SyncResponse) bool { return len(r.Fences) > 0 })
+	fence := gw1.waitFor(t, "the revoke's fence", fenceAbove("orders", 0, old.Epoch))
 	eventually(t, func() string {
 		for _, gw := range gateways(t, h) {
 			if gw.ID == "gw1" && gw.Acked < fence.Seq {

@@ -29,7 +29,7 @@ func TestGatewayLeave(t *testing.T) {
 
 	start := time.Now()
 	revoked := revokeInBackground(h, "/v1/admin/groups/g/partitions/orders/1/revoke")
-	fence := gw1.waitFor(t, "the fence", func(r api.SyncResponse) bool { return len(r.Fences) > 0 })
+	fence := gw1.waitFor(t, "the revoke's fence", fenceAbove("orders", 1, old.Epoch))
 
 	forged := "not-" + e.syncToken
 	for _, token := range []string{"", e.adminToken, a.token, forged, creds} { // none, admin, member, forged, client credential
