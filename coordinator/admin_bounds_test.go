@@ -16,7 +16,7 @@ import (
 // lease asking for it passed lease_ttl_max, fenced its partition (a new
 // epoch, revoking from its holder) and answered 409 — state changed by a
 // refused request; a QoS override for MaxInt64 ms answered 200 already
-// expired; a join's refusal named a session timeout of "-1ms".
+// expired (now refused: past groups.limits.qos_ttl_max); a join's refusal named a session timeout of "-1ms".
 func TestHugeDurationsDoNotWrapAround(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 2})
 	h := e.start(t)
@@ -38,11 +38,10 @@ func TestHugeDurationsDoNotWrapAround(t *testing.T) {
 		}
 	}
 
-	var qos api.QoSOverride
-	h.call(t, "PUT", "/v1/admin/qos", e.adminToken, map[string]any{"selector": map[string]string{"group": "g"}, "ttl_ms": int64(1<<63 - 1)}, 200, &qos)
-	if until := time.Unix(qos.Until, 0); !until.After(time.Now().Add(24 * time.Hour)) {
-		t.Errorf("a QoS override for MaxInt64 ms lasts until %s", until)
-	}
+	// A QoS override for MaxInt64 ms must not wrap around to one already
+	// expired: past groups.limits.qos_ttl_max it is refused
+	// (TestQoSTTLPastTheLimitRefused), not taken for 192 µs.
+	h.expectError(t, "PUT", "/v1/admin/qos", e.adminToken, map[string]any{"selector": map[string]string{"group": "g"}, "ttl_ms": int64(1<<63 - 1)}, 400, api.CodeBadRequest)
 
 	status, b, _ := h.do(t, "POST", "/v1/groups/g/join", creds, map[string]any{"topics": []string{"orders"}, "session_timeout_ms": int64(1<<63 - 1)})
 	if status != 400 || strings.Contains(string(b), "-1ms") {

@@ -14,11 +14,16 @@ package coordinator
 //     can no longer join, a denied capability no longer commits: 409
 //     capability_revoked), until exp, or when exp is not given for as
 //     long as any token lives (the longest of max_lease, member_token_ttl,
-//     client_credential_ttl_max). Answers DenyResponse once the denial is
-//     durable and queued for the gateways.
+//     client_credential_ttl_max). An exp past now + that is refused with
+//     400 (details limit and max, the latest exp accepted) and nothing is
+//     denied: no token outlives it, and the coordinator, the store, the
+//     sync log and every gateway would hold the entry until exp. Answers
+//     DenyResponse once the denial is durable and queued for the
+//     gateways.
 
 import (
 	"encoding/base64"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -102,10 +107,11 @@ func (c *Coordinator) handleAdminCapabilityRevoke(ctx *fasthttp.RequestCtx, para
 		return
 	}
 	// Without an exp, deny for as long as any kind of token lives: a
-	// client credential may be the one denied.
-	expires := c.now().Add(max(c.cfg.MaxLease, c.cfg.ClientCredentialTTLMax, c.cfg.MemberTokenTTL))
-	if req.Exp > 0 {
-		expires = time.Unix(req.Exp, 0)
+	// client credential may be the one denied. No token outlives that, so
+	// a later exp is refused (denyExpires), not held for nothing.
+	expires, ok := c.denyExpires(ctx, req.Exp)
+	if !ok {
+		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
 		return group.DenyJTI{Ref: ref, JTI: jti, Expires: expires}
@@ -119,4 +125,29 @@ func (c *Coordinator) handleAdminCapabilityRevoke(ctx *fasthttp.RequestCtx, para
 		exp++
 	}
 	writeJSON(ctx, fasthttp.StatusOK, DenyResponse{JTI: jti, Exp: exp})
+}
+
+// denyExpires is until when a deny asking exp (unix seconds; 0: not
+// given) holds: exp, or without one now + tokenTTLMax, the longest any
+// token lives. A negative exp, or one past now + tokenTTLMax, is refused
+// with 400 naming the bound (details limit and max, the latest exp
+// accepted): a deny of a token id needs no more, and a deny of an IdP
+// identity (whose tokens keep coming) must be renewed before it ends, so
+// the operator is told rather than silently given less.
+func (c *Coordinator) denyExpires(ctx *fasthttp.RequestCtx, exp int64) (time.Time, bool) {
+	longest := c.cfg.tokenTTLMax()
+	latest := c.now().Add(longest)
+	switch {
+	case exp == 0:
+		return latest, true
+	case exp < 0:
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("exp must be unix seconds, got %d", exp))
+		return time.Time{}, false
+	case time.Unix(exp, 0).After(latest):
+		writeErrorDetails(ctx, api.CodeBadRequest,
+			fmt.Sprintf("exp %d is after now + %s, the longest any token lives (the longest of max_lease, member_token_ttl, client_credential_ttl_max): omit exp to deny for that long", exp, longest),
+			map[string]any{"limit": c.cfg.tokenTTLMaxName(), "max": latest.Unix()})
+		return time.Time{}, false
+	}
+	return time.Unix(exp, 0), true
 }

@@ -6,7 +6,9 @@ package coordinator
 // Behavior: PUT /v1/admin/qos — bearer: an admin token. Body QoSRequest: a
 // selector (at least one of group, topic, partition, holder, jti), a log
 // level (debug, info, warn, error), a monitor tag (≤ 64 bytes), a byte
-// rate, and ttl_ms > 0. The override is pushed to every gateway on the
+// rate, and ttl_ms > 0 and at most groups.limits.qos_ttl_max (24h by
+// default; above it 400 with details limit and max, in ms — refused, not
+// shortened). The override is pushed to every gateway on the
 // sync channel and kept until now + ttl; a later PUT with the same id (by
 // default: the same selector) merges into it: the fields it sets replace
 // the earlier ones, the others stay, the ttl starts anew. Answers the
@@ -57,6 +59,11 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 	}
 	if len(req.Monitor) > 64 || req.TTLMs <= 0 || bps < 0 {
 		writeError(ctx, api.CodeBadRequest, "monitor ≤ 64 bytes, ttl_ms > 0 and max_bytes_per_sec ≥ 0 required")
+		return
+	}
+	if limit := c.cfg.Groups.Limits.QoSTTLMax; msDuration(req.TTLMs) > limit {
+		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("ttl_ms %d exceeds groups.limits.qos_ttl_max (%s)", req.TTLMs, limit),
+			map[string]any{"limit": "coordinator.groups.limits.qos_ttl_max", "max": limit.Milliseconds()})
 		return
 	}
 	override := api.QoSOverride{

@@ -189,8 +189,10 @@ type SharedGrantRequest struct {
 }
 
 // DenyRequest is POST /v1/admin/capabilities/{jti}/revoke. Exp (unix
-// seconds) is the token's exp; without it the jti is denied for max_lease,
-// which outlives any capability.
+// seconds) is the token's exp, at most now + the longest token lifetime
+// (the longest of max_lease, member_token_ttl, client_credential_ttl_max;
+// later is refused with 400); without it the jti is denied that long,
+// which outlives any token.
 type DenyRequest struct {
 	Exp    int64  `json:"exp,omitempty"`
 	Reason string `json:"reason,omitempty"`

@@ -156,7 +156,7 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	groups := group.DefaultConfig()
-	groups.CapabilityLease, groups.MaxLease, groups.Leeway = 0, 0, 0 // set from the top level (machineConfig)
+	groups.CapabilityLease, groups.MaxLease, groups.Leeway, groups.TokenTTLMax = 0, 0, 0, 0 // set from the top level (machineConfig)
 	return Config{
 		ID:                     "capgate-coordinator",
 		Cluster:                "dev",
@@ -378,7 +378,26 @@ func (c Config) validateGroups() error {
 func (c Config) machineConfig() group.Config {
 	g := c.Groups
 	g.CapabilityLease, g.MaxLease, g.Leeway = c.CapabilityLease, c.MaxLease, c.Leeway
+	g.TokenTTLMax = c.tokenTTLMax()
 	return g
+}
+
+// tokenTTLMax is the longest lifetime of any token the coordinator mints
+// and its verifier accepts (capabilities, member tokens, client
+// credentials, OAuth credentials): no token lives past its mint time
+// plus this, so a deny never needs to hold past now plus this (plus
+// leeway and max_clock_skew, the revocation rule).
+func (c Config) tokenTTLMax() time.Duration {
+	return max(c.MaxLease, c.MemberTokenTTL, c.ClientCredentialTTLMax)
+}
+
+// tokenTTLMaxName names the setting tokenTTLMax comes from
+// (member_token_ttl is never above client_credential_ttl_max).
+func (c Config) tokenTTLMaxName() string {
+	if c.MaxLease > c.ClientCredentialTTLMax {
+		return "coordinator.max_lease"
+	}
+	return "coordinator.client_credential_ttl_max"
 }
 
 // RetiredSettings are the keys of this section that are gone, with what

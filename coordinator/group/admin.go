@@ -143,16 +143,24 @@ func (m *Machine) expiresEverywhere(t int64) time.Time {
 }
 
 // deny denies every id of ds, or none of them (admitDenials), then
-// revokes the members each opened.
+// revokes the members each opened. An exp past now + TokenTTLMax is
+// capped there: no token the id can match lives longer (the shell
+// refuses such an exp from an operator with 400; this bounds every
+// other path too).
 func (m *Machine) deny(ref Ref, ds []Denial) {
 	exps := make([]int64, len(ds))
+	bound := m.now.Add(m.cfg.TokenTTLMax)
 	for i, d := range ds {
 		if d.JTI == "" {
 			m.reject(ref, api.CodeBadRequest, "deny: jti required")
 			return
 		}
-		exps[i] = d.Expires.Unix()
-		if d.Expires.After(time.Unix(exps[i], 0)) {
+		expires := d.Expires
+		if expires.After(bound) {
+			expires = bound
+		}
+		exps[i] = expires.Unix()
+		if expires.After(time.Unix(exps[i], 0)) {
 			exps[i]++ // round up: deny at least until the token's exp
 		}
 	}
@@ -235,6 +243,10 @@ func (m *Machine) putQoS(e PutQoS) {
 	}
 	if o.MaxBytesPerSec < 0 {
 		m.reject(e.Ref, api.CodeBadRequest, "qos: max_bytes_per_sec must be >= 0, got %d", o.MaxBytesPerSec)
+		return
+	}
+	if limit := m.cfg.Limits.QoSTTLMax; time.Unix(o.Until, 0).Sub(m.now) > limit {
+		m.reject(e.Ref, api.CodeBadRequest, "qos: until %s is further away than groups.limits.qos_ttl_max (%s)", time.Unix(o.Until, 0).UTC().Format(time.RFC3339), limit)
 		return
 	}
 	if !m.admitQoS(e) {

@@ -1,6 +1,8 @@
 package group_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,4 +154,54 @@ func TestDenyJTIsAllOrNone(t *testing.T) {
 	if len(w.store.denied) != 3 {
 		t.Fatalf("stored denied ids %d, want 3", len(w.store.denied))
 	}
+}
+
+// TestDenyExpCappedAtTheLongestTokenLifetime: a deny whose exp lies past
+// now + token_ttl_max (here a century away, as an OAuth revoke or any
+// caller but the admin handler, which refuses it, could pass) is held
+// only until now + token_ttl_max — no token it can match lives longer —
+// by the machine, the store and the sync log alike. Before, the entry
+// was kept for the century.
+func TestDenyExpCappedAtTheLongestTokenLifetime(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) { c.TokenTTLMax = time.Hour })
+	w.pollUntilParked("gw1")
+	bound := w.now.Add(time.Hour).Unix()
+	ref := w.nextRef()
+	w.step(group.DenyJTIs{Ref: ref, Denials: []group.Denial{
+		{JTI: "far", Expires: w.now.Add(100 * 365 * 24 * time.Hour)},
+		{JTI: "near", Expires: w.now.Add(time.Minute)},
+	}})
+	mustReply[group.Done](t, w, ref)
+	if exp := w.store.denied["far"].Exp; exp != bound {
+		t.Fatalf("stored exp of a century-long deny: %d, want now + token_ttl_max = %d", exp, bound)
+	}
+	if exp := w.store.denied["near"].Exp; exp != w.now.Add(time.Minute).Unix() {
+		t.Fatalf("a deny within the bound was changed: %d", exp)
+	}
+	for _, sent := range [][]api.Denied{lastSync(w, "gw1").Denied, w.resetSnapshot("fresh").Denied} {
+		if i := slices.IndexFunc(sent, func(d api.Denied) bool { return d.JTI == "far" }); i < 0 || sent[i].Exp != bound {
+			t.Fatalf("the gateways are sent %+v, want far until %d", sent, bound)
+		}
+	}
+	w.advance(time.Hour + w.cfg.Leeway + w.cfg.MaxClockSkew + time.Second)
+	if _, ok := w.store.denied["far"]; ok {
+		t.Fatal("the capped deny is still stored after every token it can match expired everywhere")
+	}
+}
+
+// TestQoSTTLBounded: an override asking to stay past
+// limits.qos_ttl_max is refused with 400 naming it, and nothing is
+// stored or sent; one at the limit passes. Before, any ttl was taken.
+func TestQoSTTLBounded(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) { c.Limits.QoSTTLMax = time.Hour })
+	writes, seq := w.store.writes, w.m.SyncSeq()
+	ref := w.putQoS("q1", time.Hour+time.Second, "debug")
+	r, ok := w.replies[ref].(group.Rejected)
+	if !ok || r.Code != api.CodeBadRequest || !strings.Contains(r.Message, "groups.limits.qos_ttl_max") {
+		t.Fatalf("reply %#v, want bad_request naming groups.limits.qos_ttl_max", w.replies[ref])
+	}
+	if w.store.writes != writes || w.m.SyncSeq() != seq || len(w.m.QoS()) != 0 {
+		t.Fatalf("the refused override changed state: %d writes, seq %d → %d, %d overrides", w.store.writes-writes, seq, w.m.SyncSeq(), len(w.m.QoS()))
+	}
+	mustReply[group.QoSReply](t, w, w.putQoS("q1", time.Hour, "debug"))
 }

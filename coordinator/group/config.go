@@ -62,6 +62,14 @@ type Config struct {
 	Leeway          time.Duration `yaml:"-"`
 	CapabilityLease time.Duration `yaml:"-"`
 	MaxLease        time.Duration `yaml:"-"`
+	// TokenTTLMax is the longest lifetime (exp - iat) of any token the
+	// coordinator mints and verifies: the longest of max_lease,
+	// member_token_ttl and client_credential_ttl_max, set by the
+	// coordinator like MaxLease (yaml "-"). A deny's exp is capped at
+	// now + TokenTTLMax: every token it can match was minted by now, so
+	// none lives longer, and the entry is not held (by the machine, the
+	// store, the sync log and every gateway) past what it protects.
+	TokenTTLMax time.Duration `yaml:"-"`
 	// Assignor is the default assignor of a new group ("sticky" or "range").
 	Assignor    string `yaml:"assignor"`
 	OffsetReset string `yaml:"offset_reset"`
@@ -118,6 +126,12 @@ type Limits struct {
 	// with 400, not silently shortened, so the operator knows when the
 	// pin ends.
 	LeaseTTLMax time.Duration `yaml:"lease_ttl_max"`
+	// QoSTTLMax bounds the ttl of a QoS override (PUT /v1/admin/qos):
+	// every gateway holds each override, and every reset snapshot
+	// carries it, until it expires. A longer request is refused with
+	// 400, not silently shortened, so the operator knows when the
+	// override ends.
+	QoSTTLMax time.Duration `yaml:"qos_ttl_max"`
 	// Gateways bounds the gateway ids the machine knows (gateways.go):
 	// a sync poll naming a new id past it is refused with 409
 	// limit_exceeded, unless a gateway silent longer than
@@ -147,6 +161,7 @@ func DefaultLimits() Limits {
 		EmptyGroupTTL:       time.Hour,
 		OffsetsRetention:    7 * 24 * time.Hour,
 		LeaseTTLMax:         24 * time.Hour,
+		QoSTTLMax:           24 * time.Hour,
 		Gateways:            1024,
 		QoSOverrides:        10000,
 		Denied:              100000,
@@ -168,6 +183,7 @@ func DefaultConfig() Config {
 		Leeway:            2 * time.Second,
 		CapabilityLease:   60 * time.Second,
 		MaxLease:          10 * time.Minute,
+		TokenTTLMax:       30 * 24 * time.Hour,
 		Assignor:          assign.NameSticky,
 		OffsetReset:       OffsetResetEarliest,
 		SyncLogMax:        10000,
@@ -206,6 +222,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("group.sync_wait_max: must be < gateway_timeout - max_clock_skew (%s), got %s", c.GatewayTimeout-c.MaxClockSkew, c.SyncWaitMax)
 	case c.MaxLease < c.CapabilityLease:
 		return fmt.Errorf("group.max_lease: must be >= capability_lease (%s), got %s", c.CapabilityLease, c.MaxLease)
+	case c.TokenTTLMax < c.MaxLease:
+		return fmt.Errorf("group.token_ttl_max: must be >= max_lease (%s), got %s", c.MaxLease, c.TokenTTLMax)
 	case c.SyncLogMax < 1:
 		return fmt.Errorf("group.sync_log_max: must be >= 1, got %d", c.SyncLogMax)
 	case c.MaxMovesPerSecond < 0:
@@ -240,6 +258,9 @@ func (l Limits) validate(c Config) error {
 	}
 	if l.LeaseTTLMax < time.Second {
 		return fmt.Errorf("group.limits.lease_ttl_max: must be >= 1s, got %s", l.LeaseTTLMax)
+	}
+	if l.QoSTTLMax < time.Second {
+		return fmt.Errorf("group.limits.qos_ttl_max: must be >= 1s, got %s", l.QoSTTLMax)
 	}
 	if floor := c.MaxLease + c.Leeway + c.MaxClockSkew; l.EmptyGroupTTL != 0 && l.EmptyGroupTTL < floor {
 		return fmt.Errorf("group.limits.empty_group_ttl: must be 0 or >= max_lease + leeway + max_clock_skew (%s), got %s", floor, l.EmptyGroupTTL)
