@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/coordinator/console"
@@ -105,7 +107,26 @@ func (b consoleBackend) Serves(method, path string) bool {
 	return false
 }
 
-// newConsole builds the console on the coordinator's timeline feed.
+// newConsole builds the console on the coordinator's timeline feed, its
+// metrics (refused logins, the failed-login limiter's addresses) on the
+// coordinator's registry.
 func (c *Coordinator) newConsole() (*console.Console, error) {
-	return console.New(c.cfg.Console, consoleBackend{c}, c.timeline, c.log.Named("console"), c.now)
+	con, err := console.New(c.cfg.Console, consoleBackend{c}, c.timeline, c.log.Named("console"), c.now)
+	if err != nil {
+		return nil, err
+	}
+	if err := registerAll(c.metrics.registry, con.Collectors()); err != nil {
+		return nil, fmt.Errorf("console: metrics: %w", err)
+	}
+	return con, nil
+}
+
+// registerAll registers every collector, stopping at the first error.
+func registerAll(r prometheus.Registerer, cs []prometheus.Collector) error {
+	for _, col := range cs {
+		if err := r.Register(col); err != nil {
+			return err
+		}
+	}
+	return nil
 }

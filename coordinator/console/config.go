@@ -20,6 +20,15 @@ type Config struct {
 	// TimelineEvents is the size of the ring of recent timeline events; a
 	// stream further behind than this is told it lagged.
 	TimelineEvents int `yaml:"timeline_events"`
+	// LoginMaxFailures failed logins per client address (IPv6: per /64)
+	// are allowed within LoginFailureWindow (refilled evenly); beyond,
+	// a login from that address is refused with 429 and Retry-After
+	// before its token is looked at. LoginLimiterEntries bounds the
+	// addresses tracked: when every tracked one is still failing, logins
+	// from new addresses are refused the same way (loginlimit.go).
+	LoginMaxFailures    int           `yaml:"login_max_failures"`
+	LoginFailureWindow  time.Duration `yaml:"login_failure_window"`
+	LoginLimiterEntries int           `yaml:"login_limiter_entries"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -30,6 +39,10 @@ func DefaultConfig() Config {
 		MaxSessions:    64,
 		MaxSubscribers: 32,
 		TimelineEvents: 4096,
+
+		LoginMaxFailures:    5,
+		LoginFailureWindow:  time.Minute,
+		LoginLimiterEntries: 10000,
 	}
 }
 
@@ -44,6 +57,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("console.max_subscribers: must be within [1, 1000], got %d", c.MaxSubscribers)
 	case c.TimelineEvents < 16 || c.TimelineEvents > 1<<20:
 		return fmt.Errorf("console.timeline_events: must be within [16, 1048576], got %d", c.TimelineEvents)
+	case c.LoginMaxFailures < 1 || c.LoginMaxFailures > 1000:
+		return fmt.Errorf("console.login_max_failures: must be within [1, 1000], got %d", c.LoginMaxFailures)
+	case c.LoginFailureWindow < time.Second || c.LoginFailureWindow > 24*time.Hour:
+		return fmt.Errorf("console.login_failure_window: must be within [1s, 24h], got %s", c.LoginFailureWindow)
+	case c.LoginLimiterEntries < 1 || c.LoginLimiterEntries > 1<<20:
+		return fmt.Errorf("console.login_limiter_entries: must be within [1, 1048576], got %d", c.LoginLimiterEntries)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -64,6 +65,10 @@ type Console struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	loggedAt  atomic.Int64 // unix ms of the last refused-login log line
+	limitedAt atomic.Int64 // unix ms of the last rate-limited-login log line
+
+	logins   *loginLimiter
+	refusals *prometheus.CounterVec // refused logins by reason
 }
 
 // New builds the console. now is the coordinator's clock.
@@ -81,9 +86,25 @@ func New(cfg Config, b Backend, feed *timeline.Feed, log *zap.Logger, now func()
 		pages:    pages,
 		audit:    b.Serves(fasthttp.MethodGet, auditPath),
 		closing:  make(chan struct{}),
+		logins:   newLoginLimiter(cfg.LoginMaxFailures, cfg.LoginFailureWindow, cfg.LoginLimiterEntries),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capgate_coordinator_console_login_refusals_total",
+			Help: "Console logins refused, by reason: cross_origin, login_token (a stale or forged login form), wrong_token, rate_limited (too many failed logins from the address, or the limiter's table full).",
+		}, []string{"reason"}),
+	}
+	for _, reason := range loginRefusals {
+		c.refusals.WithLabelValues(reason)
 	}
 	c.table = c.routes()
 	return c, nil
+}
+
+// Collectors are the console's metrics, for the coordinator's registry.
+func (c *Console) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{c.refusals, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "capgate_coordinator_console_login_addresses",
+		Help: "Client addresses the console's failed-login limiter tracks (at most console.login_limiter_entries).",
+	}, func() float64 { return float64(c.logins.tracked()) })}
 }
 
 // Close ends every live stream (the coordinator calls it before its HTTP

@@ -115,14 +115,26 @@ func setCookie(ctx *fasthttp.RequestCtx, name, value string, maxAge time.Duratio
 
 // writeProblem answers with the coordinator's JSON error shape.
 func writeProblem(ctx *fasthttp.RequestCtx, status int, code, message string) {
-	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": message}})
+	writeProblemDetails(ctx, status, code, message, nil)
+}
+
+// writeProblemDetails is writeProblem with details beside code and
+// message.
+func writeProblemDetails(ctx *fasthttp.RequestCtx, status int, code, message string, details map[string]any) {
+	e := map[string]any{"code": code, "message": message}
+	for k, v := range details {
+		e[k] = v
+	}
+	body, _ := json.Marshal(map[string]any{"error": e})
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(body)
 }
 
-// refused logs a refused login at most once a second, without the token.
+// refused counts a refused login and logs it at most once a second,
+// without the token.
 func (c *Console) refused(ctx *fasthttp.RequestCtx, why string) {
+	c.refusals.WithLabelValues(why).Inc()
 	now := c.now().UnixMilli()
 	last := c.loggedAt.Load()
 	if now-last < 1000 || !c.loggedAt.CompareAndSwap(last, now) {

@@ -10,11 +10,23 @@ package console
 //     issuer whose claims match its console_admins (the session then ends
 //     no later than the token, and as soon as its identity is denied), ending the session the browser came
 //     with, if any; else 403 (origin or login token) or 401
-//     (wrong token), with the form again.
+//     (wrong token), with the form again. Past console.login_max_failures
+//     failed logins from the client's address within
+//     console.login_failure_window (or while the limiter's table of
+//     addresses is full of failing ones), 429 with Retry-After before the
+//     token is looked at: the form saying when to try again to a browser
+//     (Accept: text/html), else the JSON error body (code rate_limited,
+//     retry_after_ms). Each refusal counts in
+//     capgate_coordinator_console_login_refusals_total{reason}.
 //   POST /console/logout (csrf) → ends the session, 303 to the login page.
 
 import (
+	"bytes"
+	"fmt"
+	"strconv"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/valyala/fasthttp"
 )
@@ -39,29 +51,36 @@ func (c *Console) loginForm(ctx *fasthttp.RequestCtx, status int, problem string
 	c.render(ctx, status, "login", pageData{Title: "Log in", Body: loginView{CSRF: nonce, Error: problem}})
 }
 
+// Why a login was refused: the reason label of the refusals metric.
+const (
+	refusedCrossOrigin = "cross_origin"
+	refusedLoginToken  = "login_token"
+	refusedWrongToken  = "wrong_token"
+	refusedRateLimited = "rate_limited"
+)
+
+var loginRefusals = []string{refusedCrossOrigin, refusedLoginToken, refusedWrongToken, refusedRateLimited}
+
 func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 	if !sameOrigin(ctx) {
-		c.refused(ctx, "cross-origin")
+		c.refused(ctx, refusedCrossOrigin)
 		c.loginForm(ctx, fasthttp.StatusForbidden, "Cross-origin login refused.")
 		return
 	}
 	if !equalToken(ctx.PostArgs().Peek(csrfField), string(ctx.Request.Header.Cookie(loginCookie))) {
-		c.refused(ctx, "login token")
+		c.refused(ctx, refusedLoginToken)
 		c.loginForm(ctx, fasthttp.StatusForbidden, "The login form expired; try again.")
 		return
 	}
-	token := ctx.PostArgs().Peek("token")
-	who, until, ok := "", time.Time{}, false
-	var denied func() bool
-	if len(token) > 0 && len(token) <= maxTokenBytes {
-		if ok = c.backend.IsAdminToken(token); ok {
-			who = "admin"
-		} else {
-			who, until, denied, ok = c.backend.IdentityAdmin(token)
-		}
+	attempt, addr, wait := c.logins.begin(ctx.RemoteIP(), c.now())
+	if wait > 0 {
+		c.rateLimited(ctx, addr, wait)
+		return
 	}
+	who, until, denied, ok := c.checkToken(ctx.PostArgs().Peek("token"))
+	attempt.end(!ok, c.now())
 	if !ok {
-		c.refused(ctx, "wrong token")
+		c.refused(ctx, refusedWrongToken)
 		c.loginForm(ctx, fasthttp.StatusUnauthorized, "That is not an admin token, nor an operator's token of a trusted identity provider.")
 		return
 	}
@@ -70,6 +89,40 @@ func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 	setCookie(ctx, sessionCookie, id, c.cfg.SessionTTL)
 	setCookie(ctx, loginCookie, "", 0)
 	ctx.Redirect(Prefix+"/groups", fasthttp.StatusSeeOther)
+}
+
+// checkToken says who token logs in as: the admin token, or an IdP token
+// of an operator (with when it expires and whether it is denied since).
+func (c *Console) checkToken(token []byte) (who string, until time.Time, denied func() bool, ok bool) {
+	if len(token) == 0 || len(token) > maxTokenBytes {
+		return "", time.Time{}, nil, false
+	}
+	if c.backend.IsAdminToken(token) {
+		return "admin", time.Time{}, nil, true
+	}
+	return c.backend.IdentityAdmin(token)
+}
+
+// rateLimited answers a login from an address out of failures: 429 with
+// Retry-After, and the login form saying when to try again to a browser,
+// else the JSON error body. It logs a warning (the address, never the
+// token) at most once a second.
+func (c *Console) rateLimited(ctx *fasthttp.RequestCtx, addr string, wait time.Duration) {
+	c.refusals.WithLabelValues(refusedRateLimited).Inc()
+	seconds := int64((wait + time.Second - 1) / time.Second)
+	if now, last := c.now().UnixMilli(), c.limitedAt.Load(); now-last >= 1000 && c.limitedAt.CompareAndSwap(last, now) {
+		c.log.Warn("console login rate limited: too many failed logins from this address",
+			zap.String("address", addr), zap.Int64("retry_after_s", seconds), zap.Int("max_failures", c.cfg.LoginMaxFailures),
+			zap.Duration("window", c.cfg.LoginFailureWindow))
+	}
+	ctx.Response.Header.Set("Retry-After", strconv.FormatInt(seconds, 10))
+	if bytes.Contains(ctx.Request.Header.Peek("Accept"), []byte("text/html")) {
+		c.loginForm(ctx, fasthttp.StatusTooManyRequests, fmt.Sprintf("Too many failed logins from your address. Try again in %d seconds.", seconds))
+		return
+	}
+	writeProblemDetails(ctx, fasthttp.StatusTooManyRequests, refusedRateLimited,
+		fmt.Sprintf("too many failed console logins from this address; retry in %d s", seconds),
+		map[string]any{"retry_after_ms": wait.Milliseconds()})
 }
 
 func (c *Console) serveLogout(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
