@@ -112,6 +112,39 @@ func (d *procStack) paths() []fetchPath {
 	return ps
 }
 
+// floorPaths are, per variant, the cheapest exchange its gateway can
+// serve: GET /healthz, a constant answer with no capability check and no
+// Kafka, over the same keep-alive connections and from the same workers
+// as a fetch. Its CPU per request is the floor under the gateway's CPU
+// per fetch on this machine: reading a request and writing an answer
+// over loopback through fasthttp and the router (#17's 25 µs target is
+// judged against it). Only in the closed-loop phases.
+func (d *procStack) floorPaths() []fetchPath {
+	var ps []fetchPath
+	for _, v := range d.variants {
+		ps = append(ps, fetchPath{name: v.Name + "-healthz", gw: v, mk: func(string, int32) fetchOne { return healthz(v.hc) }})
+	}
+	return ps
+}
+
+// healthz is one GET /healthz through hc, checked for its 200.
+func healthz(hc *fasthttp.HostClient) fetchOne {
+	uri := "http://" + hc.Addr + "/healthz"
+	return func(int) error {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(uri)
+		if err := hc.DoTimeout(req, resp, time.Minute); err != nil {
+			return err
+		}
+		if resp.StatusCode() != fasthttp.StatusOK {
+			return fmt.Errorf("healthz: %d %s", resp.StatusCode(), resp.Body())
+		}
+		return nil
+	}
+}
+
 // records is how many single-record batches a partition of topic
 // (latency or spread) holds.
 func (d *procStack) records(topic string) int64 {
@@ -245,7 +278,7 @@ func perFetch(cpu time.Duration, n int, v *procCapgate) time.Duration {
 // comes and goes on a shared machine falls on each in turn).
 func (d *procStack) loaded(tb testing.TB, workers int, dur time.Duration, topic string, parts int32) []latencyFigure {
 	var out []latencyFigure
-	paths := d.paths()
+	paths := append(d.paths(), d.floorPaths()...)
 	k := d.loads % len(paths)
 	d.loads++
 	for _, p := range append(paths[k:], paths[:k]...) {

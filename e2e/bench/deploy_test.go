@@ -274,9 +274,9 @@ func deployTables(w io.Writer, title string, size deploySize, p deployParams, r 
 		[]string{"gateway", "idle fetches", "idle p50 µs", "idle p99 µs", "attacked fetches", "p50 µs", "p99 µs", "max µs", "p99 × idle", "polls in flight after"}, rows)
 }
 
-// suffix is "-json" or "-raw" of a path name.
+// suffix is "-json", "-raw" or "-healthz" of a path name.
 func suffix(path string) string {
-	for _, s := range []string{"-json", "-raw"} {
+	for _, s := range []string{"-json", "-raw", "-healthz"} {
 		if len(path) >= len(s) && path[len(path)-len(s):] == s {
 			return s
 		}
