@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/netip"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -41,8 +43,14 @@ func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Cla
 		writeError(ctx, api.CodeUnauthorized, message, nil)
 		return nil, api.CodeUnauthorized
 	}
-	c, err := g.verifyCapability(token, now)
+	c, err := g.verifyCapability(token, clientAddr(ctx), now)
 	if err != nil {
+		var spent *authBudgetSpent
+		if errors.As(err, &spent) {
+			setRetryAfter(ctx, spent.wait)
+			writeError(ctx, api.CodeRateLimited, err.Error(), nil)
+			return nil, api.CodeRateLimited
+		}
 		code := api.CodeUnauthorized
 		if errors.Is(err, ocap.ErrExpired) {
 			code = api.CodeTokenExpired
@@ -76,12 +84,13 @@ func refusalMessage(token []byte, err error) string {
 }
 
 // verifyCapability checks a capability token: the verified-token cache
-// first, then the verifier (cached only on success). A capability verified
-// for the first time whose epoch is above the view's fence raises the
-// fence (the coordinator mints e+1 only after fencing e) and cancels
-// in-flight fetches under older epochs. The HTTP and Kafka listeners share
-// it.
-func (g *Gateway) verifyCapability(token []byte, now time.Time) (*ocap.Claims, error) {
+// first, then — within from's budget of failed verifications (authBudget)
+// — the verifier (cached only on success; a failure is charged to from).
+// A capability verified for the first time whose epoch is above the
+// view's fence raises the fence (the coordinator mints e+1 only after
+// fencing e) and cancels in-flight fetches under older epochs. The HTTP
+// and Kafka listeners share it.
+func (g *Gateway) verifyCapability(token []byte, from netip.Addr, now time.Time) (*ocap.Claims, error) {
 	if c, ok := g.cache.Get(token, now); ok {
 		g.metrics.cacheHits.Inc()
 		return c, nil
@@ -91,9 +100,13 @@ func (g *Gateway) verifyCapability(token []byte, now time.Time) (*ocap.Claims, e
 	if v == nil {
 		return nil, errNotReady
 	}
+	if err := g.authBudget(from, now); err != nil {
+		return nil, err
+	}
 	s := string(token)
 	c, err := v.Verify(s, ocap.KindCapability, now)
 	if err != nil {
+		g.authFailed(from, now, err)
 		return nil, err
 	}
 	g.cache.Put(s, c)
@@ -103,6 +116,49 @@ func (g *Gateway) verifyCapability(token []byte, now time.Time) (*ocap.Claims, e
 			zap.Int32("partition", c.PartitionNumber()), zap.Uint64("epoch", c.Epoch), zap.String("jti", c.ID), zap.Int("cancelled", n))
 	}
 	return c, nil
+}
+
+// authFailureAddresses bounds the addresses whose failed verifications
+// the gateway tracks (failguard: past it new addresses share one budget).
+const authFailureAddresses = 1 << 16
+
+// authBudgetSpent refuses a token unchecked: its client address spent
+// its failed verifications (auth_failures_per_second, auth_failure_burst).
+type authBudgetSpent struct{ wait time.Duration }
+
+func (e *authBudgetSpent) Error() string {
+	return "too many tokens from this address failed verification; new tokens are not checked for " +
+		e.wait.Round(time.Millisecond).String() + " (gateway auth_failures_per_second)"
+}
+
+// authBudget is nil while from may still have a token verified.
+func (g *Gateway) authBudget(from netip.Addr, now time.Time) error {
+	wait, blocked := g.authFailures.Blocked(from, now);;
+	if !blocked {
+		return nil
+	}
+	g.metrics.authThrottled.Inc()
+	return &authBudgetSpent{wait: max(wait, time.Millisecond)}
+}
+
+// authFailed charges a failed verification to from. A token of another
+// kind (a client credential offered where a capability was tried first,
+// as the Kafka listener's SASL does) fails on its header before any
+// signature is checked, and is not charged.
+func (g *Gateway) authFailed(from netip.Addr, now time.Time, err error) {
+	if errors.Is(err, ocap.ErrBadType) {
+		return
+	}
+	g.metrics.authFailures.Inc()
+	g.authFailures.Failed(from, now)
+}
+
+// clientAddr is the request's client address (the connection's peer).
+func clientAddr(ctx *fasthttp.RequestCtx) netip.Addr {
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr()
+	}
+	return netip.Addr{}
 }
 
 // authorize runs authz.Decide for the request; topic is compared as bytes

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"time"
@@ -92,6 +93,18 @@ type Config struct {
 
 	// RateLimitEntries bounds the per-capability byte-rate buckets.
 	RateLimitEntries int `yaml:"rate_limit_entries"`
+	// AuthFailuresPerSecond and AuthFailureBurst budget the tokens that
+	// fail verification per client address (IPv6: per /64; the HTTP API
+	// and the Kafka listener alike): past auth_failure_burst failures,
+	// further tokens the gateway has not verified before are refused
+	// unchecked — 429 rate_limited with Retry-After, a refused SASL
+	// handshake — until the budget refills at auth_failures_per_second.
+	// A forged token costs a signature check and is never cached; this
+	// keeps one client's forgeries from spending the CPU others' fetches
+	// need. Capabilities already verified (cached) are never affected.
+	// 0 per second turns the budget off.
+	AuthFailuresPerSecond float64 `yaml:"auth_failures_per_second"`
+	AuthFailureBurst      int     `yaml:"auth_failure_burst"`
 	// PprofListen, when set, serves the Go runtime profiles
 	// (/debug/pprof/) on this address to callers bearing the sync token.
 	PprofListen string `yaml:"pprof_listen"`
@@ -199,6 +212,8 @@ func DefaultConfig() Config {
 		MaxBodyBytes:                4 << 20,
 		MaxProduceRecords:           10_000,
 		RateLimitEntries:            100_000,
+		AuthFailuresPerSecond:       20,
+		AuthFailureBurst:            100,
 		MonitorLabelsMax:            32,
 		TLS:                         TLSConfig{ServerConfig: tlsconf.DefaultServerConfig(), Consumers: tlsconf.DefaultChannel()},
 		Broker:                      broker.DefaultConfig(),
@@ -326,7 +341,7 @@ func (c Config) validateLimits() error {
 	for _, n := range []struct {
 		name  string
 		value int
-	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"max_produce_records", c.MaxProduceRecords}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax},
+	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"max_produce_records", c.MaxProduceRecords}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax}, {"auth_failure_burst", c.AuthFailureBurst},
 		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}, {"max_connections", c.MaxConnections},
 		{"kafka_max_connections_per_principal", c.KafkaMaxConnectionsPerPrincipal}} {
 		if n.value <= 0 {
@@ -334,6 +349,8 @@ func (c Config) validateLimits() error {
 		}
 	}
 	switch {
+	case c.AuthFailuresPerSecond < 0 || math.IsNaN(c.AuthFailuresPerSecond) || math.IsInf(c.AuthFailuresPerSecond, 0):
+		return fmt.Errorf("gateway.auth_failures_per_second: must be >= 0 (0: no budget), got %v", c.AuthFailuresPerSecond)
 	case c.MaxHeaderBytes < ocap.MaxTokenBytes+1024:
 		return fmt.Errorf("gateway.max_header_bytes: must be >= %d to fit a capability, got %d", ocap.MaxTokenBytes+1024, c.MaxHeaderBytes)
 	case c.MaxFetchBytes <= 0 || c.MaxFetchBytes > c.Broker.MaxFetchBytes:

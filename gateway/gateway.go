@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/capgate/capgate/internal/failguard"
 	"net"
 	"net/http"
 	"sync"
@@ -34,15 +35,18 @@ type Gateway struct {
 	cache    *ocap.Cache
 	view     *authz.View
 	limiter  *rateLimiter
-	inflight *inflight
-	held     *heldBytes  // answer bytes on their way to clients
-	kafkaUp  probe.Kafka // Kafka reachability for /readyz (health.go)
-	metrics  *metrics
-	server   *fasthttp.Server
-	routes   []route
-	tls      *tlsconf.Server // nil: plaintext
-	pprof    *http.Server    // nil unless pprof_listen is set
-	syncHTTP *http.Client
+	// authFailures budgets failed verifications per client address
+	// (auth_failures_per_second; verifyCapability).
+	authFailures *failguard.Guard
+	inflight     *inflight
+	held         *heldBytes  // answer bytes on their way to clients
+	kafkaUp      probe.Kafka // Kafka reachability for /readyz (health.go)
+	metrics      *metrics
+	server       *fasthttp.Server
+	routes       []route
+	tls          *tlsconf.Server // nil: plaintext
+	pprof        *http.Server    // nil unless pprof_listen is set
+	syncHTTP     *http.Client
 	// coordinators is the sync channel's coordinator URLs and the one in
 	// use: owned by the sync loop, then by Close.
 	coordinators *coordinators.List
@@ -112,15 +116,16 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		broker: bc,
 		// The cache keeps entries for the longest leeway any coordinator
 		// may use; Decide checks expiry with the learned one on every use.
-		cache:     ocap.NewCache(cfg.TokenCacheEntries, ocap.MaxLeeway),
-		view:      authz.NewView(authz.Config{}),
-		limiter:   newRateLimiter(cfg.RateLimitEntries),
-		inflight:  newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder),
-		held:      newHeldBytes(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerHolder),
-		tls:       serverTLS,
-		syncHTTP:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
-		syncDone:  make(chan struct{}),
-		serveDone: make(chan error, 1),
+		cache:        ocap.NewCache(cfg.TokenCacheEntries, ocap.MaxLeeway),
+		view:         authz.NewView(authz.Config{}),
+		limiter:      newRateLimiter(cfg.RateLimitEntries),
+		authFailures: failguard.New(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, authFailureAddresses),
+		inflight:     newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder),
+		held:         newHeldBytes(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerHolder),
+		tls:          serverTLS,
+		syncHTTP:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
+		syncDone:     make(chan struct{}),
+		serveDone:    make(chan error, 1),
 	}
 	if g.coordinators, err = coordinators.New(coordinators.Split(cfg.CoordinatorURL)); err != nil {
 		bc.Close()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,17 +49,21 @@ type kafkaGate struct{ g *Gateway }
 
 var _ kafkaproto.Gate = kafkaGate{}
 
-func (k kafkaGate) VerifyCapability(token []byte, now time.Time) (*ocap.Claims, error) {
-	return k.g.verifyCapability(token, now)
+func (k kafkaGate) VerifyCapability(token []byte, from netip.Addr, now time.Time) (*ocap.Claims, error) {
+	return k.g.verifyCapability(token, from, now)
 }
 
-func (k kafkaGate) VerifyClient(token string, now time.Time) (*ocap.Claims, error) {
+func (k kafkaGate) VerifyClient(token string, from netip.Addr, now time.Time) (*ocap.Claims, error) {
 	v := k.g.verifier.Load()
 	if v == nil {
 		return nil, errNotReady
 	}
+	if err := k.g.authBudget(from, now); err != nil {
+		return nil, err
+	}
 	c, err := v.Verify(token, ocap.KindClient, now)
 	if err != nil {
+		k.g.authFailed(from, now, err)
 		return nil, err
 	}
 	if code := k.CheckClient(c, now); code == api.CodeCapabilityRevoked {

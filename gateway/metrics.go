@@ -51,10 +51,15 @@ type metrics struct {
 	bytesIn     prometheus.Counter
 	cacheHits   prometheus.Counter
 	cacheMisses prometheus.Counter
-	abandoned   prometheus.Counter
-	syncPolls   *prometheus.CounterVec
-	appliedSeq  prometheus.Gauge
-	monitors    *monitorLabels
+	// authFailures counts tokens that failed verification (signature,
+	// claims, kid); authThrottled those refused unchecked because their
+	// address had spent its failures (failguard).
+	authFailures  prometheus.Counter
+	authThrottled prometheus.Counter
+	abandoned     prometheus.Counter
+	syncPolls     *prometheus.CounterVec
+	appliedSeq    prometheus.Gauge
+	monitors      *monitorLabels
 }
 
 func newMetrics(g *Gateway) *metrics {
@@ -76,6 +81,9 @@ func newMetrics(g *Gateway) *metrics {
 	m.bytesIn = counter("capgate_gateway_produce_bytes_total", "Request body bytes of successful produces.")
 	m.cacheHits = counter("capgate_gateway_token_cache_hits_total", "Capabilities found in the verified-token cache.")
 	m.cacheMisses = counter("capgate_gateway_token_cache_misses_total", "Capabilities verified in full (signature).")
+	m.authFailures = counter("capgate_gateway_auth_failures_total", "Capabilities and client credentials that failed verification (HTTP and Kafka listener).")
+	m.authThrottled = counter("capgate_gateway_auth_throttled_total",
+		"Tokens refused unchecked (429 rate_limited, a refused SASL) because their client address had spent its failed verifications (auth_failures_per_second, auth_failure_burst).")
 	m.abandoned = counter("capgate_gateway_fetches_abandoned_total", "Long polls cancelled because their client hung up.")
 	m.syncPolls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_sync_polls_total", Help: "Sync polls by result."}, []string{"result"})
 	m.appliedSeq = prometheus.NewGauge(prometheus.GaugeOpts{Name: "capgate_gateway_sync_applied_seq", Help: "Sequence number of the last sync update applied."})
@@ -91,7 +99,7 @@ func newMetrics(g *Gateway) *metrics {
 	for _, op := range []string{opFetchJSON, opFetchRaw} {
 		m.longPolls[op] = longPolls.WithLabelValues(op)
 	}
-	m.registry.MustRegister(m.requests, latency, longPolls, m.bytesOut, m.recordsOut, m.bytesIn, m.cacheHits, m.cacheMisses, m.abandoned,
+	m.registry.MustRegister(m.requests, latency, longPolls, m.bytesOut, m.recordsOut, m.bytesIn, m.cacheHits, m.cacheMisses, m.authFailures, m.authThrottled, m.abandoned,
 		m.syncPolls, m.appliedSeq, m.monitors.requests, m.monitors.bytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	m.registerGauges(g)
@@ -111,6 +119,8 @@ func (m *metrics) registerGauges(g *Gateway) {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	m.registry.MustRegister(
+		gauge("capgate_gateway_auth_failure_addresses", "Client addresses (IPv6: /64s) whose failed verifications the gateway tracks (at most 65,536).",
+			func() float64 { return float64(g.authFailures.Len()) }),
 		gauge("capgate_gateway_sync_acked_seq", "Sequence number last acknowledged to the coordinator.", func() float64 { return float64(g.ackedSeq.Load()) }),
 		gauge("capgate_gateway_sync_seq_behind", "Updates applied but not yet acknowledged.", func() float64 {
 			return float64(g.view.Seq()) - float64(g.ackedSeq.Load())

@@ -41,7 +41,7 @@ func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, no
 			}
 			return a
 		}
-		claims, err := c.s.gate.VerifyCapability([]byte(token), now)
+		claims, err := c.s.gate.VerifyCapability([]byte(token), c.remote, now)
 		if err != nil {
 			a.code = api.CodeCapabilityRevoked // a held capability that no longer verifies: expired or key retired
 			return a

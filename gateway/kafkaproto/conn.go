@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ type conn struct {
 	s        *Server
 	nc       net.Conn
 	remoteIP string
+	remote   netip.Addr      // the client's address (invalid if not TCP)
 	ctx      context.Context // ends when the connection closes
 	cancel   context.CancelFunc
 	opened   time.Time
@@ -57,6 +59,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, opened: time.Now()}
 	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
 		c.remoteIP = host
+	}
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		c.remote = a.AddrPort().Addr()
 	}
 	c.ctx, c.cancel = context.WithCancel(s.base)
 	return c

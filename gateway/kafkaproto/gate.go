@@ -2,6 +2,7 @@ package kafkaproto
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/capgate/capgate/api"
@@ -18,11 +19,13 @@ import (
 // never keeps a second copy of any of them.
 type Gate interface {
 	// VerifyCapability verifies a capability token (cache first; a first
-	// verification above the fence raises it).
-	VerifyCapability(token []byte, now time.Time) (*ocap.Claims, error)
+	// verification above the fence raises it). from is the client's
+	// address: its failed verifications are budgeted (gateway
+	// auth_failures_per_second).
+	VerifyCapability(token []byte, from netip.Addr, now time.Time) (*ocap.Claims, error)
 	// VerifyClient verifies a client credential and checks it against
-	// the deny-list of the gateway's view.
-	VerifyClient(token string, now time.Time) (*ocap.Claims, error)
+	// the deny-list of the gateway's view; from as for VerifyCapability.
+	VerifyClient(token string, from netip.Addr, now time.Time) (*ocap.Claims, error)
 	// CheckClient decides whether a client credential verified earlier
 	// is still good now: not expired, not denied, and the gateway in sync.
 	// The sync state comes first: while the gateway cannot vouch for its

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -32,10 +33,10 @@ import (
 // refuseGate refuses every partition; nothing here reaches it.
 type refuseGate struct{}
 
-func (refuseGate) VerifyCapability([]byte, time.Time) (*ocap.Claims, error) {
+func (refuseGate) VerifyCapability([]byte, netip.Addr, time.Time) (*ocap.Claims, error) {
 	return nil, errors.New("no capabilities here")
 }
-func (refuseGate) VerifyClient(string, time.Time) (*ocap.Claims, error) {
+func (refuseGate) VerifyClient(string, netip.Addr, time.Time) (*ocap.Claims, error) {
 	return nil, errors.New("no credentials here")
 }
 func (refuseGate) CheckClient(*ocap.Claims, time.Time) api.Code { return api.CodeForbidden }
@@ -136,7 +137,7 @@ func TestRefusedConnectionsDoNotFloodTheLog(t *testing.T) {
 // tokenTable authenticates the tokens it lists, each as its claims.
 type tokenTable map[string]*ocap.Claims
 
-func (tt tokenTable) Authenticate(token string, now time.Time) (*Principal, error) {
+func (tt tokenTable) Authenticate(token string, _ netip.Addr, now time.Time) (*Principal, error) {
 	c, ok := tt[token]
 	if !ok {
 		return nil, ocap.ErrBadType
@@ -371,7 +372,7 @@ func TestSilentConnectionsDoNotLockClientsOut(t *testing.T) {
 // yet, and CheckClient answers not_ready whatever the claims.
 type unsyncedGate struct{ refuseGate }
 
-func (unsyncedGate) VerifyCapability([]byte, time.Time) (*ocap.Claims, error) {
+func (unsyncedGate) VerifyCapability([]byte, netip.Addr, time.Time) (*ocap.Claims, error) {
 	return nil, errors.New("gateway: not ready: the coordinator's settings have not arrived")
 }
 func (unsyncedGate) CheckClient(*ocap.Claims, time.Time) api.Code { return api.CodeNotReady }

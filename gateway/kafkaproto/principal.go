@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/capgate/capgate/identity"
@@ -46,7 +47,7 @@ func (p *Principal) sameIdentity(q *Principal) bool {
 // identities from an external issuer can be added beside capgate's own
 // tokens without touching the listener.
 type Authenticator interface {
-	Authenticate(token string, now time.Time) (*Principal, error)
+	Authenticate(token string, from netip.Addr, now time.Time) (*Principal, error)
 }
 
 // gateAuthenticator accepts capgate tokens, verified by the gateway: a
@@ -54,10 +55,10 @@ type Authenticator interface {
 // apart, so one can never stand in for the other).
 type gateAuthenticator struct{ gate Gate }
 
-func (a gateAuthenticator) Authenticate(token string, now time.Time) (*Principal, error) {
-	c, err := a.gate.VerifyCapability([]byte(token), now)
+func (a gateAuthenticator) Authenticate(token string, from netip.Addr, now time.Time) (*Principal, error) {
+	c, err := a.gate.VerifyCapability([]byte(token), from, now)
 	if errors.Is(err, ocap.ErrBadType) {
-		c, err = a.gate.VerifyClient(token, now)
+		c, err = a.gate.VerifyClient(token, from, now)
 	}
 	if err != nil {
 		return nil, err
@@ -82,9 +83,9 @@ type idpAuthenticator struct {
 	timeout  time.Duration // one JWKS fetch at most (kafka_oidc.fetch_timeout)
 }
 
-func (a idpAuthenticator) Authenticate(token string, now time.Time) (*Principal, error) {
+func (a idpAuthenticator) Authenticate(token string, from netip.Addr, now time.Time) (*Principal, error) {
 	if !a.verifier.Handles([]byte(token)) {
-		return a.capgate.Authenticate(token, now)
+		return a.capgate.Authenticate(token, from, now)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()

@@ -148,7 +148,7 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 		return nil, err
 	}
 	now := time.Now()
-	p, err := c.s.auth.Authenticate(token, now)
+	p, err := c.s.auth.Authenticate(token, c.remote, now)
 	if err != nil {
 		if code := c.s.gate.CheckClient(&ocap.Claims{}, now); api.IsRetriable(code) {
 			return nil, fmt.Errorf("%w (%s): %v", errUnvouched, code, err)

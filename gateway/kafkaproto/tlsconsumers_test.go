@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 // acceptToken authenticates exactly one token, as a capability.
 type acceptToken string
 
-func (a acceptToken) Authenticate(token string, now time.Time) (*Principal, error) {
+func (a acceptToken) Authenticate(token string, _ netip.Addr, now time.Time) (*Principal, error) {
 	if token != string(a) {
 		return nil, ocap.ErrBadType
 	}

@@ -1,0 +1,155 @@
+package gateway
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/capgate/capgate/api"
+)
+
+// forged is token with its signature replaced: the real header (kid) and
+// claims, so the gateway must check the signature to refuse it. i makes
+// each forgery different (none can be answered from a cache).
+func forged(token string, i int) string {
+	head, _, _ := strings.Cut(token[strings.Index(token, ".")+1:], ".")
+	first, _, _ := strings.Cut(token, ".")
+	sig := make([]byte, ed25519.SignatureSize) // well-formed, so the check reaches the signature
+	binary.BigEndian.PutUint64(sig, uint64(i)+1)
+	return first + "." + head + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// clientFrom is an HTTP client whose connections leave from the loopback
+// address ip (any 127.0.0.0/8 address reaches the gateway on 127.0.0.1).
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+func (h *harness) getFrom(cl *http.Client, token, path string) response {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, h.base+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := cl.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, b}
+}
+
+func counterValue(t testing.TB, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestForgedCapabilitiesBudgetedPerAddress is the attack: a client sends
+// capabilities with forged signatures (a real kid and claims), each a
+// signature check for the gateway and never cached, to spend the CPU
+// other holders' fetches need. Past auth_failure_burst failures its
+// address is refused 429 rate_limited with Retry-After before any check —
+// a fresh valid capability from it too — while a capability it had
+// verified before still fetches (cache hits never ask the budget), and
+// another address's fresh capability verifies as ever.
+func TestForgedCapabilitiesBudgetedPerAddress(t *testing.T) {
+	const burst = 5
+	h := newHarness(t, func(c *Config) { c.AuthFailuresPerSecond, c.AuthFailureBurst = 0.01, burst })
+	h.produce(0, 3)
+	attacker, other := clientFrom("127.0.0.2"), clientFrom("127.0.0.3")
+	cached, _ := h.mint(capClaims(0))
+	path := recordsPath(0, "offset=0")
+	if r := h.getFrom(attacker, cached, path); r.status != http.StatusOK {
+		t.Fatalf("the attacker's own capability before the attack: %d %s", r.status, r.body)
+	}
+	for i := range burst {
+		expectError(t, h.getFrom(attacker, forged(cached, i), path), http.StatusUnauthorized, api.CodeUnauthorized)
+	}
+	r := h.getFrom(attacker, forged(cached, burst), path)
+	expectError(t, r, http.StatusTooManyRequests, api.CodeRateLimited)
+	if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
+		t.Fatalf("429 Retry-After %q, want whole seconds >= 1", r.header.Get("Retry-After"))
+	}
+	fresh, _ := h.mint(capClaims(0))
+	expectError(t, h.getFrom(attacker, fresh, path), http.StatusTooManyRequests, api.CodeRateLimited)
+	if r := h.getFrom(attacker, cached, path); r.status != http.StatusOK {
+		t.Fatalf("a capability verified before the attack, from the attacker's address: %d %s", r.status, r.body)
+	}
+	if r := h.getFrom(other, fresh, path); r.status != http.StatusOK {
+		t.Fatalf("another address's fresh capability: %d %s", r.status, r.body)
+	}
+	if n := counterValue(t, h.gw.metrics.authFailures); n != burst {
+		t.Fatalf("%v failed verifications counted, want %d (refused ones are never checked)", n, burst)
+	}
+	if n := counterValue(t, h.gw.metrics.authThrottled); n != 2 {
+		t.Fatalf("%v tokens counted as refused unchecked, want 2", n)
+	}
+	if !strings.Contains(string(h.get("", "/metrics").body), "capgate_gateway_auth_failure_addresses 1\n") {
+		t.Fatal("/metrics does not show the one address tracked")
+	}
+}
+
+// TestForgedTokensOverKafkaBudgetedPerAddress: the same attack on the
+// Kafka listener's SASL handshake (PLAIN, a forged capability as the
+// password): past the burst even a valid token from that address is
+// refused, and one from another address authenticates.
+func TestForgedTokensOverKafkaBudgetedPerAddress(t *testing.T) {
+	const burst = 3
+	h := newHarnessWith(t, harnessOptions{edit: func(c *Config) {
+		c.KafkaListen, c.KafkaFetchLanes = "127.0.0.1:0", 1
+		c.AuthFailuresPerSecond, c.AuthFailureBurst = 0.01, burst
+	}})
+	h.waitReady()
+	valid, _ := h.mint(capClaims(0))
+	metadata := func(ip, token string) error {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(h.gw.KafkaAddr()), kgo.Dialer(d.DialContext),
+			kgo.SASL(plain.Auth{User: "capgate", Pass: token}.AsMechanism()), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = cl.Request(ctx, kmsg.NewPtrMetadataRequest())
+		return err
+	}
+	for i := range burst {
+		if err := metadata("127.0.0.2", forged(valid, i)); err == nil {
+			t.Fatalf("forged token %d authenticated", i)
+		}
+	}
+	if n := counterValue(t, h.gw.metrics.authFailures); n != burst {
+		t.Fatalf("%v failed verifications counted, want %d", n, burst)
+	}
+	if err := metadata("127.0.0.2", valid); err == nil {
+		t.Fatal("a valid token from an address past its budget authenticated (was it checked?)")
+	}
+	if n := counterValue(t, h.gw.metrics.authThrottled); n < 1 {
+		t.Fatal("the refusal past the budget was not counted")
+	}
+	if err := metadata("127.0.0.3", valid); err != nil {
+		t.Fatalf("a valid token from another address: %v", err)
+	}
+}

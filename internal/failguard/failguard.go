@@ -1,0 +1,144 @@
+// Package failguard limits failed authentications per client address. A
+// token that fails to verify costs the server a signature check (an
+// Ed25519 verification is several times the cost of answering a trivial
+// request) and is never cached, so a client sending forged or garbage
+// tokens can spend a server's CPU for others; past a budget of failures
+// its further unverified tokens are refused before they are checked.
+//
+// Each address has a token bucket of failures: Burst at most, refilled at
+// PerSecond; a failure takes one, and an address whose bucket holds less
+// than one is blocked until it refills. Successes cost nothing and a
+// token already verified (a cache hit) never asks, so an honest client is
+// never slowed. IPv6 addresses count per /64 (one host's usual
+// allocation: an attacker rotating addresses within it is one key). The
+// table keeps at most Max addresses; when full, buckets that have refilled
+// (no state) are dropped, and if none has, every new address shares one
+// overflow bucket — a flood of distinct addresses is throttled together
+// instead of growing the table. The zero Addr is a key of its own: checks
+// made before the client's address is known.
+//
+// Written here rather than with golang.org/x/time/rate: that limiter
+// meters admissions, while this one charges only failures and must answer
+// "blocked?" without taking anything, so a check before the signature is
+// read-only and a success leaves the bucket as it was. Time is an
+// argument; safe for concurrent use.
+package failguard
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Guard is the per-address failure budget.
+type Guard struct {
+	perSecond float64
+	burst     float64
+	max       int
+
+	mu       sync.Mutex
+	buckets  map[netip.Addr]*bucket
+	overflow bucket
+}
+
+type bucket struct {
+	tokens float64 // failures still allowed; may fall below 1
+	last   time.Time
+}
+
+// New allows burst failures at once and perSecond on average per address,
+// tracking at most maxAddrs addresses. perSecond <= 0 turns the guard
+// off.
+func New(perSecond float64, burst, maxAddrs int) *Guard {
+	return &Guard{perSecond: perSecond, burst: float64(max(burst, 1)), max: max(maxAddrs, 1), buckets: map[netip.Addr]*bucket{}}
+}
+
+// Key is the bucket key of a client address: IPv4 (also IPv4-mapped IPv6)
+// as is, IPv6 masked to its /64.
+func Key(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	if a.Is6() {
+		p, err := a.Prefix(64)
+		if err == nil {
+			return p.Addr()
+		}
+	}
+	return a
+}
+
+// Blocked reports whether addr has spent its failures at now and, if so,
+// how long until one more is allowed. It changes nothing.
+func (g *Guard) Blocked(addr netip.Addr, now time.Time) (time.Duration, bool) {
+	if g == nil || g.perSecond <= 0 {
+		return 0, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b := g.buckets[Key(addr)]
+	if b == nil {
+		if len(g.buckets) < g.max {
+			return 0, false
+		}
+		b = &g.overflow
+	}
+	tokens := g.refilled(b, now)
+	if tokens >= 1 {
+		return 0, false
+	}
+	return time.Duration((1 - tokens) / g.perSecond * float64(time.Second)), true
+}
+
+// Failed charges one failed authentication to addr at now.
+func (g *Guard) Failed(addr netip.Addr, now time.Time) {
+	if g == nil || g.perSecond <= 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := Key(addr)
+	b := g.buckets[key]
+	if b == nil {
+		if len(g.buckets) >= g.max {
+			g.dropRefilledLocked(now)
+		}
+		if len(g.buckets) >= g.max {
+			b = &g.overflow
+		} else {
+			b = &bucket{tokens: g.burst, last: now}
+			g.buckets[key] = b
+		}
+	}
+	b.tokens = g.refilled(b, now) - 1
+	b.last = now
+}
+
+// Len is how many addresses the guard tracks.
+func (g *Guard) Len() int {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.buckets)
+}
+
+// refilled is b's tokens at now (not stored). A zero-value bucket (the
+// overflow's first use) starts full.
+func (g *Guard) refilled(b *bucket, now time.Time) float64 {
+	if b.last.IsZero() {
+		return g.burst
+	}
+	elapsed := now.Sub(b.last).Seconds()
+	if elapsed < 0 {
+		elapsed = 0 // a clock stepping back refills nothing
+	}
+	return min(g.burst, b.tokens+elapsed*g.perSecond)
+}
+
+func (g *Guard) dropRefilledLocked(now time.Time) {
+	for k, b := range g.buckets {
+		if g.refilled(b, now) >= g.burst {
+			delete(g.buckets, k)
+		}
+	}
+}
