@@ -2,8 +2,11 @@ package coordinator
 
 import (
 	"errors"
+	"github.com/capgate/capgate/internal/failguard"
+	"github.com/prometheus/client_golang/prometheus"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -52,7 +55,14 @@ func (c *Coordinator) isAdmin(ctx *fasthttp.RequestCtx) bool {
 
 // verifyToken checks a token of kind, through the verified-token cache.
 func (c *Coordinator) verifyToken(token []byte, kind ocap.Kind) (*ocap.Claims, error) {
-	claims, err := c.verifySignature(token, kind)
+	return c.verifyTokenFor(nil, token, kind)
+}
+
+// verifyTokenFor is verifyToken for a request: a token that needs its
+// signature checked is checked within the budget of failed verifications
+// of the request's client address (authFailures); nil ctx: no budget.
+func (c *Coordinator) verifyTokenFor(ctx *fasthttp.RequestCtx, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
+	claims, err := c.signatureFor(ctx, token, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -67,12 +77,21 @@ func (c *Coordinator) verifyToken(token []byte, kind ocap.Kind) (*ocap.Claims, e
 
 // verifySignature is verifyToken without the deny-list.
 func (c *Coordinator) verifySignature(token []byte, kind ocap.Kind) (*ocap.Claims, error) {
+	return c.signatureFor(nil, token, kind)
+}
+
+// signatureFor is verifySignature, budgeted as verifyTokenFor.
+func (c *Coordinator) signatureFor(ctx *fasthttp.RequestCtx, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
 	now := c.now()
 	if claims, ok := c.tokens.Get(token, now); ok && claims.Kind() == kind {
 		return claims, nil
 	}
+	if err := c.authFailures.check(ctx, now); err != nil {
+		return nil, err
+	}
 	claims, err := c.keys.verifier.Verify(string(token), kind, now)
 	if err != nil {
+		c.authFailures.failed(ctx, now, err)
 		return nil, err
 	}
 	c.tokens.Put(string(token), claims)
@@ -81,7 +100,13 @@ func (c *Coordinator) verifySignature(token []byte, kind ocap.Kind) (*ocap.Claim
 
 // writeTokenError answers a token that did not verify.
 func writeTokenError(ctx *fasthttp.RequestCtx, what string, err error) {
+	var spent *failguard.Spent
 	switch {
+	case errors.As(err, &spent):
+		writeErrorDetails(ctx, api.CodeRateLimited, what+" not checked: "+err.Error()+" (auth_failures_per_second)",
+			map[string]any{"retry_after_ms": spent.Wait.Milliseconds()})
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(int64((spent.Wait+time.Second-1)/time.Second), 10))
+		return
 	case errors.Is(err, ocap.ErrExpired):
 		// "… expired: exp 2026-12-03T03:04:05Z, 3m ago" (ocap.TimeText)
 		writeError(ctx, api.CodeTokenExpired, what+" "+strings.TrimPrefix(err.Error(), "ocap: token "))
@@ -100,7 +125,7 @@ func (c *Coordinator) bearerClaims(ctx *fasthttp.RequestCtx, kind ocap.Kind, wha
 		writeError(ctx, api.CodeUnauthorized, what+" required")
 		return nil, false
 	}
-	claims, err := c.verifyToken(token, kind)
+	claims, err := c.verifyTokenFor(ctx, token, kind)
 	if err != nil {
 		writeTokenError(ctx, what, err)
 		return nil, false
@@ -117,7 +142,7 @@ func (c *Coordinator) memberClaims(ctx *fasthttp.RequestCtx, groupName string) (
 		writeError(ctx, api.CodeUnauthorized, "member token required")
 		return nil, false
 	}
-	claims, err := c.verifyToken(token, ocap.KindMember)
+	claims, err := c.verifyTokenFor(ctx, token, ocap.KindMember)
 	switch {
 	case errors.Is(err, errMemberRevoked):
 		writeError(ctx, api.CodeUnknownMember, "member token refused: "+err.Error())
@@ -169,4 +194,59 @@ func (c *Coordinator) memberRequest(ctx *fasthttp.RequestCtx, params []string, r
 		return "", nil, false
 	}
 	return groupName, claims, true
+}
+
+// authFailureAddresses bounds the client addresses whose failed
+// verifications are tracked (internal/failguard: past it new addresses
+// share one budget).
+const authFailureAddresses = 1 << 16
+
+// authFailures budgets failed token verifications per client address
+// (auth_failures_per_second, auth_failure_burst): a forged token costs a
+// signature check and is never cached, so without it anyone could spend
+// the coordinator's CPU — its heartbeats and joins — with no credential.
+type authFailures struct {
+	guard     *failguard.Guard
+	failures  prometheus.Counter
+	throttled prometheus.Counter
+}
+
+func newAuthFailures(perSecond float64, burst int) *authFailures {
+	return &authFailures{
+		guard: failguard.New(perSecond, burst, authFailureAddresses),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "capgate_coordinator_auth_failures_total",
+			Help: "Tokens (client credentials, IdP tokens, member tokens, capabilities) that failed verification."}),
+		throttled: prometheus.NewCounter(prometheus.CounterOpts{Name: "capgate_coordinator_auth_throttled_total",
+			Help: "Tokens refused unchecked (429 rate_limited) because their client address had spent its failed verifications (auth_failures_per_second)."}),
+	}
+}
+
+func (a *authFailures) register(r *prometheus.Registry) {
+	r.MustRegister(a.failures, a.throttled, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_coordinator_auth_failure_addresses",
+		Help: "Client addresses (IPv6: /64s) whose failed verifications the coordinator tracks (at most 65,536)."},
+		func() float64 { return float64(a.guard.Len()) }))
+}
+
+// check is nil while ctx's client may still have a token verified (always
+// for a nil ctx: a call outside a request's budget).
+func (a *authFailures) check(ctx *fasthttp.RequestCtx, now time.Time) error {
+	if ctx == nil {
+		return nil
+	}
+	err := a.guard.Check(failguard.Addr(ctx.RemoteAddr()), now)
+	if err != nil {
+		a.throttled.Inc()
+	}
+	return err
+}
+
+// failed charges a failed verification to ctx's client. A token of
+// another kind fails on its header, before any signature, and is not
+// charged (commit tries a capability first, then a member token).
+func (a *authFailures) failed(ctx *fasthttp.RequestCtx, now time.Time, err error) {
+	if ctx == nil || errors.Is(err, ocap.ErrBadType) {
+		return
+	}
+	a.failures.Inc()
+	a.guard.Failed(failguard.Addr(ctx.RemoteAddr()), now)
 }

@@ -66,7 +66,7 @@ func (c *Coordinator) commitRequest(ctx *fasthttp.RequestCtx, params []string, r
 	if cached, ok := c.tokens.Get(token, c.now()); token == nil || ok && cached.Kind() != ocap.KindCapability {
 		return c.memberCommit(ctx, params, req) // a member token seen before: no parse
 	}
-	capability, err := c.verifyToken(token, ocap.KindCapability)
+	capability, err := c.verifyTokenFor(ctx, token, ocap.KindCapability)
 	if errors.Is(err, ocap.ErrBadType) { // not a capability: a member token
 		return c.memberCommit(ctx, params, req)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -116,6 +117,16 @@ type Config struct {
 	AttenuateRate    float64 `yaml:"attenuate_rate"`
 	AttenuateBurst   int     `yaml:"attenuate_burst"`
 	RateLimitEntries int     `yaml:"rate_limit_entries"`
+	// AuthFailuresPerSecond and AuthFailureBurst budget the tokens that
+	// fail verification per client address (IPv6: per /64) — client
+	// credentials, IdP tokens, member tokens, capabilities: past the
+	// burst, a token not verified before is refused unchecked, 429
+	// rate_limited with Retry-After, until the budget refills (a forged
+	// token costs a signature check and is never cached). 0 per second
+	// turns the budget off. Admin and sync secrets are compared by hash
+	// (no signature to spend) and are not budgeted here.
+	AuthFailuresPerSecond float64 `yaml:"auth_failures_per_second"`
+	AuthFailureBurst      int     `yaml:"auth_failure_burst"`
 	// MemoryLimit is the memory budget of the coordinator process (0:
 	// none). The store maps its write-ahead logs and, as it writes and
 	// compacts them, its tables (the state, about twice) beside the Go
@@ -186,6 +197,8 @@ func DefaultConfig() Config {
 		EventBatchMax:          256,
 		TokenCacheEntries:      100000,
 		JoinRate:               5,
+		AuthFailuresPerSecond:  20,
+		AuthFailureBurst:       100,
 		JoinBurst:              20,
 		AttenuateRate:          10,
 		AttenuateBurst:         50,
@@ -334,6 +347,7 @@ func (c Config) validateLimits() error {
 		{"join_burst", c.JoinBurst},
 		{"attenuate_burst", c.AttenuateBurst},
 		{"rate_limit_entries", c.RateLimitEntries},
+		{"auth_failure_burst", c.AuthFailureBurst},
 		{"describe_page_max", c.DescribePageMax},
 		{"describe_bytes_max", c.DescribeBytesMax},
 		{"audit_entries_max", c.AuditEntriesMax},
@@ -344,6 +358,8 @@ func (c Config) validateLimits() error {
 		}
 	}
 	switch {
+	case c.AuthFailuresPerSecond < 0 || math.IsNaN(c.AuthFailuresPerSecond) || math.IsInf(c.AuthFailuresPerSecond, 0):
+		return fmt.Errorf("auth_failures_per_second: must be >= 0 (0: no budget), got %v", c.AuthFailuresPerSecond)
 	case c.MaxHeaderBytes < 1024:
 		return fmt.Errorf("max_header_bytes: must be >= 1024, got %d", c.MaxHeaderBytes)
 	case c.DescribeLagMax < 0:

@@ -85,6 +85,7 @@ type Coordinator struct {
 	tokens            *ocap.Cache
 	joins             *keyedLimiter // per credential
 	attenuates        *keyedLimiter // per chain root
+	authFailures      *authFailures // per client address (auth.go)
 	revocations       *revocations
 	loop              *loop
 	server            *fasthttp.Server
@@ -165,14 +166,15 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		cfg: cfg, log: log, now: o.now, settings: cfg.gatewaySettings(),
-		adminTokens: newSecretSet(cfg.AdminTokenHashes),
-		syncTokens:  newSecretSet(cfg.SyncTokenHashes),
-		refusals:    refusallog.New(log),
-		tokens:      ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
-		joins:       newKeyedLimiter(cfg.JoinRate, cfg.JoinBurst, cfg.RateLimitEntries),
-		attenuates:  newKeyedLimiter(cfg.AttenuateRate, cfg.AttenuateBurst, cfg.RateLimitEntries),
-		lifecycle:   newLifecycle(),
-		audit:       newAuditLog(cfg.AuditEntriesMax),
+		adminTokens:  newSecretSet(cfg.AdminTokenHashes),
+		syncTokens:   newSecretSet(cfg.SyncTokenHashes),
+		refusals:     refusallog.New(log),
+		tokens:       ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
+		joins:        newKeyedLimiter(cfg.JoinRate, cfg.JoinBurst, cfg.RateLimitEntries),
+		attenuates:   newKeyedLimiter(cfg.AttenuateRate, cfg.AttenuateBurst, cfg.RateLimitEntries),
+		authFailures: newAuthFailures(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst),
+		lifecycle:    newLifecycle(),
+		audit:        newAuditLog(cfg.AuditEntriesMax),
 	}
 	if err := c.open(o); err != nil {
 		c.release()
@@ -232,6 +234,7 @@ func (c *Coordinator) open(o options) error {
 		}
 	}
 	c.metrics = newMetrics(c)
+	c.authFailures.register(c.metrics.registry)
 	c.offsets = newOffsetResolver(c.broker, c.cfg.OffsetCacheTTL, c.cfg.BrokerTimeout)
 	c.mirror = newMirror()
 	c.timeline = timeline.New(c.cfg.Console.TimelineEvents, c.cfg.Console.MaxSubscribers)

@@ -31,9 +31,17 @@ import (
 // identityClaims verifies an IdP token and returns it in the shape of a
 // client credential's claims; on a refusal it answers and returns false.
 func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*ocap.Claims, bool) {
+	now := c.now()
+	if err := c.authFailures.check(ctx, now); err != nil {
+		writeTokenError(ctx, "identity token", err)
+		return nil, false
+	}
 	verifyCtx, cancel := context.WithTimeout(context.Background(), c.cfg.OIDC.FetchTimeout)
 	defer cancel()
-	id, err := c.identities.Verify(verifyCtx, string(token), c.now())
+	id, err := c.identities.Verify(verifyCtx, string(token), now)
+	if err != nil && !errors.Is(err, identity.ErrUnmapped) { // unmapped: a good token the rules give nothing
+		c.authFailures.failed(ctx, now, err)
+	}
 	switch {
 	case errors.Is(err, identity.ErrExpired):
 		writeError(ctx, api.CodeTokenExpired, "identity token expired")

@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"net"
+	"github.com/capgate/capgate/internal/failguard"
 	"net/netip"
 	"time"
 
@@ -43,12 +43,12 @@ func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Cla
 		writeError(ctx, api.CodeUnauthorized, message, nil)
 		return nil, api.CodeUnauthorized
 	}
-	c, err := g.verifyCapability(token, clientAddr(ctx), now)
+	c, err := g.verifyCapability(token, failguard.Addr(ctx.RemoteAddr()), now)
 	if err != nil {
-		var spent *authBudgetSpent
+		var spent *failguard.Spent
 		if errors.As(err, &spent) {
-			setRetryAfter(ctx, spent.wait)
-			writeError(ctx, api.CodeRateLimited, err.Error(), nil)
+			setRetryAfter(ctx, spent.Wait)
+			writeError(ctx, api.CodeRateLimited, err.Error()+" (gateway auth_failures_per_second)", nil)
 			return nil, api.CodeRateLimited
 		}
 		code := api.CodeUnauthorized
@@ -122,23 +122,13 @@ func (g *Gateway) verifyCapability(token []byte, from netip.Addr, now time.Time)
 // the gateway tracks (failguard: past it new addresses share one budget).
 const authFailureAddresses = 1 << 16
 
-// authBudgetSpent refuses a token unchecked: its client address spent
-// its failed verifications (auth_failures_per_second, auth_failure_burst).
-type authBudgetSpent struct{ wait time.Duration }
-
-func (e *authBudgetSpent) Error() string {
-	return "too many tokens from this address failed verification; new tokens are not checked for " +
-		e.wait.Round(time.Millisecond).String() + " (gateway auth_failures_per_second)"
-}
-
 // authBudget is nil while from may still have a token verified.
 func (g *Gateway) authBudget(from netip.Addr, now time.Time) error {
-	wait, blocked := g.authFailures.Blocked(from, now);;
-	if !blocked {
-		return nil
+	err := g.authFailures.Check(from, now)
+	if err != nil {
+		g.metrics.authThrottled.Inc()
 	}
-	g.metrics.authThrottled.Inc()
-	return &authBudgetSpent{wait: max(wait, time.Millisecond)}
+	return err
 }
 
 // authFailed charges a failed verification to from. A token of another
@@ -151,14 +141,6 @@ func (g *Gateway) authFailed(from netip.Addr, now time.Time, err error) {
 	}
 	g.metrics.authFailures.Inc()
 	g.authFailures.Failed(from, now)
-}
-
-// clientAddr is the request's client address (the connection's peer).
-func clientAddr(ctx *fasthttp.RequestCtx) netip.Addr {
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		return a.AddrPort().Addr()
-	}
-	return netip.Addr{}
 }
 
 // authorize runs authz.Decide for the request; topic is compared as bytes

@@ -25,10 +25,38 @@
 package failguard
 
 import (
+	"net"
 	"net/netip"
 	"sync"
 	"time"
 )
+
+// Spent is a refusal: the address spent its failures; one more is
+// allowed after Wait. Servers answer it 429 rate_limited with
+// Retry-After (the gateway's Kafka listener: a refused handshake).
+type Spent struct{ Wait time.Duration }
+
+func (e *Spent) Error() string {
+	return "too many tokens from this address failed verification; new tokens are not checked for " +
+		e.Wait.Round(time.Millisecond).String()
+}
+
+// Check is Blocked as an error: a *Spent when addr is blocked at now.
+func (g *Guard) Check(addr netip.Addr, now time.Time) error {
+	wait, blocked := g.Blocked(addr, now)
+	if !blocked {
+		return nil
+	}
+	return &Spent{Wait: max(wait, time.Millisecond)}
+}
+
+// Addr is a connection's peer address as a key (invalid if not TCP).
+func Addr(a net.Addr) netip.Addr {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.AddrPort().Addr()
+	}
+	return netip.Addr{}
+}
 
 // Guard is the per-address failure budget.
 type Guard struct {

@@ -1,0 +1,88 @@
+package coordinator_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/binary"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+)
+
+// fromAddr is h with its requests coming from the loopback address ip
+// (Linux routes all of 127.0.0.0/8 to lo), as another client would.
+func (h *harness) fromAddr(ip string) *harness {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	other := &harness{env: h.env, c: h.c, base: h.base}
+	other.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, addr)
+		},
+		TLSClientConfig: h.env.clientTLS,
+	}}
+	return other
+}
+
+// forgedSignature is token with a well-formed signature of its own: the
+// real header (kid) and claims, so only the signature check refuses it;
+// i makes each forgery different (no cache can answer it).
+func forgedSignature(token string, i int) string {
+	sig := make([]byte, ed25519.SignatureSize)
+	binary.BigEndian.PutUint64(sig, uint64(i)+1)
+	return token[:strings.LastIndex(token, ".")+1] + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// TestForgedTokensBudgetedPerAddress is the attack: a client with no
+// credential sends member tokens with forged signatures (a real kid, a
+// real member's claims) to the heartbeat and commit routes, each a
+// signature check for the coordinator and never cached, to spend the CPU
+// its heartbeats and joins need. Past auth_failure_burst failures its
+// address is answered 429 rate_limited with Retry-After unchecked — a
+// genuine token it never sent before too — while the genuine member keeps
+// heartbeating from its own address, and a token the coordinator verified
+// before is accepted from the attacker's address as well (cache hits
+// never ask the budget).
+func TestForgedTokensBudgetedPerAddress(t *testing.T) {
+	const burst = 4
+	e := newEnv(t, map[string]int32{"orders": 1})
+	e.cfg.AuthFailuresPerSecond, e.cfg.AuthFailureBurst = 0.01, burst // nothing refills during the test
+	h := e.start(t)
+	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	a := h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}})
+	a.heartbeat(t, 1)
+	attacker := h.fromAddr("127.0.0.2")
+	for i := range burst {
+		route := "/v1/groups/g/heartbeat"
+		if i%2 == 1 {
+			route = "/v1/groups/g/commit"
+		}
+		attacker.expectError(t, "POST", route, forgedSignature(a.token, i), api.HeartbeatRequest{}, 401, api.CodeUnauthorized)
+	}
+	status, body, header := attacker.do(t, "POST", "/v1/groups/g/heartbeat", forgedSignature(a.token, burst), api.HeartbeatRequest{WaitMs: 1})
+	if status != 429 || errorCode(t, body) != api.CodeRateLimited {
+		t.Fatalf("a forged token past the budget: %d %s, want 429 rate_limited", status, body)
+	}
+	if s, err := strconv.Atoi(header.Get("Retry-After")); err != nil || s < 1 {
+		t.Fatalf("Retry-After %q", header.Get("Retry-After"))
+	}
+	fresh := h.clientCredential(t, []string{"g"}, []string{"orders"}) // never verified: not cached
+	attacker.expectError(t, "POST", "/v1/capabilities/attenuate", fresh, map[string]any{}, 429, api.CodeRateLimited)
+	if status, body, _ := attacker.do(t, "POST", "/v1/groups/g/heartbeat", a.token, api.HeartbeatRequest{WaitMs: 1}); status != 200 {
+		t.Fatalf("a member token verified before, from the attacker's address: %d %s", status, body)
+	}
+	a.heartbeat(t, 1) // the member itself, from its own address
+	b := h.join(t, "g", fresh, api.JoinRequest{Topics: []string{"orders"}})
+	b.heartbeat(t, 1)
+	if n := h.metric(t, "capgate_coordinator_auth_failures_total"); n != burst {
+		t.Fatalf("%v failed verifications counted, want %d (refused tokens are never checked)", n, burst)
+	}
+	if n := h.metric(t, "capgate_coordinator_auth_throttled_total"); n != 2 {
+		t.Fatalf("%v tokens refused unchecked, want 2", n)
+	}
+}
