@@ -23,13 +23,20 @@ func IsJSON(contentType []byte) bool {
 
 // FramingHeaders counts the raw header lines (as sent, before any
 // parser merged or dropped them) of the headers a request must not
-// repeat or combine: Content-Length, Transfer-Encoding and Authorization.
-type FramingHeaders struct{ ContentLength, TransferEncoding, Authorization int }
+// repeat or combine: Content-Length, Transfer-Encoding and Authorization;
+// and the lines, the empty one ending the block included, that end in a
+// bare LF rather than CRLF.
+type FramingHeaders struct{ ContentLength, TransferEncoding, Authorization, BareLF int }
 
 // CountFramingHeaders reads raw, a request's header lines.
 func CountFramingHeaders(raw []byte) FramingHeaders {
 	var n FramingHeaders
-	for line := range bytes.SplitSeq(raw, []byte("\n")) {
+	for len(raw) > 0 {
+		line, rest, ended := bytes.Cut(raw, []byte("\n"))
+		raw = rest
+		if ended && (len(line) == 0 || line[len(line)-1] != '\r') {
+			n.BareLF++
+		}
 		if len(line) == 0 {
 			continue
 		}
@@ -55,10 +62,16 @@ func CountFramingHeaders(raw []byte) FramingHeaders {
 // "": framed both ways, a request-smuggling shape (RFC 9112 §6.3;
 // fasthttp keeps the chunked framing, drops Content-Length, and after
 // reading the body even drops Transfer-Encoding, hence the raw lines),
-// or two Authorization headers (fasthttp reads the first; a proxy in
-// front may have checked the other).
+// two Authorization headers (fasthttp reads the first; a proxy in front
+// may have checked the other), or a line ending in a bare LF. The
+// servers' connections refuse a bare LF before fasthttp reads the head
+// (internal/crlf); this catches the heads that reader no longer follows
+// (after a chunked body), whose bare-LF lines fasthttp accepts once a
+// CRLFCRLF comes later in the stream.
 func (n FramingHeaders) Problem() string {
 	switch {
+	case n.BareLF > 0:
+		return "a header line ends in a bare LF: HTTP/1.1 lines end in CRLF (RFC 9112 §2.2)"
 	case n.ContentLength > 0 && n.TransferEncoding > 0:
 		return "Content-Length together with Transfer-Encoding"
 	case n.Authorization > 1:

@@ -20,6 +20,7 @@ import (
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/probe"
 	"github.com/capgate/capgate/internal/refusallog"
 	"github.com/capgate/capgate/ocap"
@@ -290,12 +291,12 @@ func (c *Coordinator) URL() string {
 }
 
 // listener is what the HTTP server accepts on: c.ln, wrapped in TLS
-// when it is configured.
+// when it is configured, its request heads watched (internal/crlf).
 func (c *Coordinator) listener() net.Listener {
 	if c.tls != nil {
-		return c.tls.Listener(c.ln)
+		return crlf.Listener(c.tls.Listener(c.ln))
 	}
-	return c.ln
+	return crlf.Listener(c.ln)
 }
 
 // Run serves until ctx is done or Close is called, then shuts down

@@ -13,6 +13,7 @@ import (
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator/leader"
+	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/store"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -145,7 +146,7 @@ func (r *Replica) Run(ctx context.Context) error {
 		ln = r.tls.Listener(r.ln)
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- r.server.Serve(ln) }()
+	go func() { serveErr <- r.server.Serve(crlf.Listener(ln)) }() // request heads watched (internal/crlf)
 	r.log.Info("coordinator replica serving", zap.String("url", r.URL()), zap.String("advertise", r.url))
 	ctx, cancel := context.WithCancel(ctx)
 	elected := make(chan struct{})

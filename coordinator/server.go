@@ -15,6 +15,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/linger"
 	"github.com/capgate/capgate/ocap"
 )
@@ -231,6 +232,8 @@ func writeHTTPError(ctx *fasthttp.RequestCtx, err error, cfg Config) bool {
 			cfg.MaxBodyBytes, preauthBodyBytes, consoleBodyBytes), map[string]any{"max_body_bytes": cfg.MaxBodyBytes, "preauth_body_bytes": preauthBodyBytes})
 	case errors.As(err, &small):
 		writeError(ctx, api.CodeHeadersTooLarge, fmt.Sprintf("request headers larger than %d bytes", cfg.MaxHeaderBytes))
+	case crlf.Refusal(err) != nil:
+		writeError(ctx, api.CodeBadRequest, crlf.Refusal(err).Error())
 	default:
 		writeError(ctx, api.CodeBadRequest, "malformed HTTP request")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/capgate/capgate/gateway/guard"
 	"github.com/capgate/capgate/gateway/kafkaproto"
 	"github.com/capgate/capgate/internal/coordinators"
+	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/probe"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
@@ -155,8 +156,8 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 func (g *Gateway) newServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:                      g.handle,
-		ErrorHandler:                 g.handleServerError,
-		HeaderReceived:               g.requestConfig, // body caps before the body is read (preauth.go)
+		ErrorHandler:                 g.answerUnreadable, // a head internal/crlf refused, then handleServerError (preauth.go)
+		HeaderReceived:               g.requestConfig,    // body caps before the body is read (preauth.go)
 		Name:                         "capgate-gateway",
 		ReadTimeout:                  g.cfg.ReadTimeout,
 		WriteTimeout:                 g.cfg.WriteTimeout,
@@ -196,7 +197,7 @@ func (g *Gateway) Start() error {
 		if g.tls != nil {
 			ln = g.tls.Listener(ln)
 		}
-		go func() { g.serveDone <- g.server.Serve(ln) }()
+		go func() { g.serveDone <- g.server.Serve(crlf.Listener(ln)) }() // request heads watched (internal/crlf)
 		syncCtx, stop := context.WithCancel(context.Background())
 		g.stopSync = stop
 		go g.syncLoop(syncCtx)

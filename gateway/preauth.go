@@ -27,12 +27,29 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/crlf"
+	"github.com/capgate/capgate/internal/linger"
 	"github.com/capgate/capgate/ocap"
 )
 
 // preauthBodyBytes is the body a request may send unless it bears a
 // capability with the produce op (and the most any GET or HEAD may send).
 const preauthBodyBytes = 4 << 10
+
+// answerUnreadable is the server's ErrorHandler: a head internal/crlf
+// refused (a line ending in a bare LF, or not HTTP at all) is 400
+// bad_request saying why; anything else as handleServerError answers it.
+func (g *Gateway) answerUnreadable(ctx *fasthttp.RequestCtx, err error) {
+	refusal := crlf.Refusal(err)
+	if refusal == nil {
+		g.handleServerError(ctx, err)
+		return
+	}
+	linger.OnClose(ctx) // the rest of the request may still be coming
+	writeError(ctx, api.CodeBadRequest, refusal.Error(), nil)
+	g.metrics.rejected(api.CodeBadRequest)
+}
 
 // requestConfig is the server's HeaderReceived: the body cap of a request.
 func (g *Gateway) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {

@@ -13,15 +13,13 @@
 // peer" instead of the documented 413 / 431. At most MaxConns connections
 // linger at once; beyond, they close at once as before.
 //
-// Why a duplicate descriptor and not a net.Conn wrapper around every
-// accepted connection: fasthttp writes large answers with one writev only
-// on a *net.TCPConn, and the gateway watches a long poll's client for a
-// hangup through the connection's syscall.Conn; a wrapper would cost every
-// request those to serve the rare one that is refused unread.
+// Why a duplicate descriptor and not a net.Conn wrapper whose Close
+// lingers: the descriptor is found below whatever wraps the connection
+// (TLS, internal/crlf: both have NetConn), and the lingering then needs
+// nothing from the wrappers or the server.
 package linger
 
 import (
-	"crypto/tls"
 	"io"
 	"net"
 	"sync/atomic"
@@ -44,14 +42,19 @@ var lingering atomic.Int64
 // Lingering is the number of connections lingering now.
 func Lingering() int64 { return lingering.Load() }
 
-// OnClose makes the connection of ctx (under TLS, the TCP one below it)
-// linger once the server closes it: call it from the server's
-// ErrorHandler before answering a request whose rest is still coming. It
-// returns at once; the reading happens on a goroutine of its own.
+// OnClose makes the connection of ctx (the TCP one below TLS and
+// internal/crlf, unwrapped through their NetConn methods) linger once
+// the server closes it: call it from the server's ErrorHandler before
+// answering a request whose rest is still coming. It returns at once; the
+// reading happens on a goroutine of its own.
 func OnClose(ctx *fasthttp.RequestCtx) {
 	conn := ctx.Conn()
-	if t, ok := conn.(*tls.Conn); ok {
-		conn = t.NetConn()
+	for {
+		u, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		conn = u.NetConn()
 	}
 	tc, ok := conn.(*net.TCPConn)
 	if !ok {
