@@ -56,6 +56,10 @@ const (
 	// that is not its client certificate's common name or one of its DNS
 	// names (tls.sync_bind_identity).
 	CodeGatewayIdentityMismatch Code = "gateway_identity_mismatch"
+
+	// CodeNotAcceptable: the request's Accept header refuses every media
+	// type the route answers in (Negotiate); details list them.
+	CodeNotAcceptable Code = "not_acceptable"
 )
 
 // HeaderLeader carries the leading replica's base URL on a not_leader
@@ -77,6 +81,7 @@ var table = map[Code]Reject{
 	CodeGatewayIdentityMismatch:   {http.StatusForbidden, false},
 	CodeNotFound:                  {http.StatusNotFound, false},
 	CodeMethodNotAllowed:          {http.StatusMethodNotAllowed, false},
+	CodeNotAcceptable:             {http.StatusNotAcceptable, false},
 	CodeCapabilityRevoked:         {http.StatusConflict, false},
 	CodeStaleEpoch:                {http.StatusConflict, false},
 	CodeInconsistentAssign:        {http.StatusConflict, false},

@@ -188,6 +188,9 @@ func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
 		name = "bad_request"
 	} else if console.Owns(ctx.Path()) {
 		name = c.console.Serve(ctx)
+	} else if !c.acceptable(ctx) {
+		name = "not_acceptable"
+		noStore(ctx)
 	} else {
 		name = c.routes.dispatch(ctx)
 		noStore(ctx)

@@ -155,7 +155,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 
 func (g *Gateway) newServer() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:                      g.handle,
+		Handler:                      g.serve,            // Accept negotiation, then the router (accept.go)
 		ErrorHandler:                 g.answerUnreadable, // a head internal/crlf refused, then handleServerError (preauth.go)
 		HeaderReceived:               g.requestConfig,    // body caps before the body is read (preauth.go)
 		Name:                         "capgate-gateway",

@@ -31,10 +31,11 @@ func servers() []*server {
 	return []*server{
 		{name: "coordinator", routes: coordinator.RouteTable(coordinator.DefaultConfig()),
 			router: apicheck.FuncKey("coordinator", "Coordinator.newRouter"),
-			common: []string{apicheck.FuncKey("coordinator", "router.dispatch"), apicheck.FuncKey("coordinator", "Coordinator.serveError")}},
+			common: []string{apicheck.FuncKey("coordinator", "router.dispatch"), apicheck.FuncKey("coordinator", "Coordinator.serveError"),
+				apicheck.FuncKey("coordinator", "Coordinator.acceptable")}},
 		{name: "gateway", routes: gateway.RouteTable(gateway.DefaultConfig()),
 			router: apicheck.FuncKey("gateway", "Gateway.newRoutes"),
-			common: []string{apicheck.FuncKey("gateway", "Gateway.handle"), apicheck.FuncKey("gateway", "Gateway.handleServerError")}},
+			common: []string{apicheck.FuncKey("gateway", "Gateway.serve"), apicheck.FuncKey("gateway", "Gateway.answerUnreadable")}},
 	}
 }
 
