@@ -257,6 +257,9 @@ func (s *scanner) header(line []byte, truncated bool) {
 		s.other = true // obs-fold: the servers refuse it and close
 		return
 	}
+	if c := line[0] | 0x20; c != 'c' && c != 't' {
+		return // neither Content-Length nor Transfer-Encoding
+	}
 	name, value, _ := bytes.Cut(line, []byte(":"))
 	switch {
 	case bytes.EqualFold(name, []byte("Content-Length")):

@@ -78,3 +78,18 @@ func TestScannerFollowsHeadsAndBodies(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkScanFetchHead: what following one fetch's head costs (a
+// capability of ~600 bytes, the SDK's headers).
+func BenchmarkScanFetchHead(b *testing.B) {
+	head := []byte("GET /v1/topics/orders/partitions/3/records?offset=12345&max_bytes=1048576&max_wait_ms=500 HTTP/1.1\r\n" +
+		"Host: 127.0.0.1:8080\r\nUser-Agent: Go-http-client/1.1\r\nAccept: application/vnd.kafka.record-batch\r\n" +
+		"Authorization: Bearer " + strings.Repeat("x", 600) + "\r\nAccept-Encoding: gzip\r\n\r\n")
+	var s scanner
+	b.SetBytes(int64(len(head)))
+	for b.Loop() {
+		if s.scan(head) != len(head) || s.refusal != nil {
+			b.Fatal("refused")
+		}
+	}
+}
