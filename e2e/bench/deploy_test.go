@@ -47,7 +47,12 @@ func BenchmarkDeploy(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(seq.P50.Nanoseconds())/1e3, "raw-p50-µs")
 	b.ReportMetric(float64(seq.P99.Nanoseconds())/1e3, "raw-p99-µs")
-	b.ReportMetric(float64(seq.CPU.Nanoseconds())/1e3, "gw-cpu-µs/fetch")
+	// The gateway's CPU per raw fetch in both shapes: from 16 workers (the
+	// cost of capacity, #17's target) and one at a time (mostly the
+	// wake-ups of an idle process), and the floor of the same phase.
+	b.ReportMetric(float64(load.CPU.Nanoseconds())/1e3, "gw-cpu-µs/fetch-16w")
+	b.ReportMetric(float64(figure(last.Loaded, "capgate-healthz").CPU.Nanoseconds())/1e3, "gw-floor-µs-16w")
+	b.ReportMetric(float64(seq.CPU.Nanoseconds())/1e3, "gw-cpu-µs/fetch-1by1")
 	b.ReportMetric(load.PerSec, "raw-req/s")
 	for i, r := range runs {
 		deployTables(os.Stdout, fmt.Sprintf("run %d of %d", i+1, len(runs)), size, p, r)
