@@ -98,7 +98,7 @@ func newMetrics(c *Coordinator) *metrics {
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.longPolls, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
 		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits,
-		&syncLagCollector{c: c}, newGroupLagCollector(c),
+		&syncLagCollector{c: c}, newGroupLagCollector(c), c.oauth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	return m

@@ -37,6 +37,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/internal/failguard"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/store"
 )
@@ -71,18 +72,21 @@ func (o *oauthClient) live(now time.Time) []issuedToken {
 	return slices.DeleteFunc(o.Issued, func(t issuedToken) bool { return t.Exp <= now.Unix() })
 }
 
-// oauthRegistry holds the clients and the failure limiter of the token
+// oauthRegistry holds the clients and the failure budget of the token
 // endpoint, under one lock: a token request is one critical section
-// (limit, check, mint, persist).
+// (check the secret, then charge a failure or mint and persist). It is
+// also the endpoint's metrics collector (oauth_metrics.go).
 type oauthRegistry struct {
-	mu      sync.Mutex
-	clients map[string]*oauthClient
-	limiter *failureLimiter
+	mu       sync.Mutex
+	clients  map[string]*oauthClient
+	failures *failguard.Guard // failed authentications per address (oauth_limit.go)
+	oauthMetrics
 }
 
 func loadOAuthClients(meta map[string][]byte, cfg OAuthConfig) (*oauthRegistry, error) {
 	r := &oauthRegistry{clients: map[string]*oauthClient{},
-		limiter: newFailureLimiter(cfg.MaxFailures, cfg.FailureWindow, cfg.LimiterEntries)}
+		failures: newOAuthFailureGuard(cfg)}
+	r.oauthMetrics.init(r)
 	for name, value := range meta {
 		if !strings.HasPrefix(name, metaOAuthClient) {
 			continue

@@ -1,89 +1,72 @@
 package coordinator
 
-import "time"
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
 
-// failureLimiter bounds guessing at the token endpoint: every key (a
-// client id, a source address) has a bucket of maxFailures failed
-// attempts refilled evenly over window. A key whose bucket is empty is
-// refused before its secret is even looked at, whether the next guess
-// would be right or not, until a failure's worth has refilled. Successes
-// cost nothing. At most entries keys are tracked; a full table first
-// forgets keys whose bucket has refilled (a fresh bucket is the same as
-// none), and if every tracked key is still failing it refuses new keys:
-// under a guessing storm the endpoint sheds load rather than forget an
-// attacker. Pure: time comes in as an argument. Not safe for concurrent
-// use (the caller holds its lock).
-type failureLimiter struct {
-	maxFailures float64
-	window      time.Duration
-	entries     int
-	buckets     map[string]bucket
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/internal/failguard"
+)
+
+// The token endpoint's failure budget. Only failed client
+// authentications ever reach it: the handler checks the secret first,
+// and the right secret of a live client gets its token whatever the
+// budget holds. Client ids are not secret — each is the sub of every
+// credential its client holds — so a budget that refused before the
+// secret, per client id, let anyone who saw one credential lock its
+// client out of /oauth/token for as long as they kept guessing; per
+// address it would let a neighbour behind the same NAT, or anyone at all
+// behind an ingress proxy that every client comes through, do the same.
+// What the budget bounds is how a guesser is answered and what it costs:
+// oauth.max_failures failures per source address (IPv6: per /64) within
+// oauth.failure_window, refilled evenly, are answered 401; past them a
+// wrong secret is 429 with Retry-After and counts nothing more. Each
+// guess costs one SHA-256 of a body within preauthBodyBytes and a lookup
+// — no store write, no mint. The secret itself is kept by its 256 random
+// bits, not by the budget. The table is internal/failguard's: at most
+// oauth.limiter_entries addresses, refilled ones dropped when full, then
+// one bucket shared by every new address.
+//
+// Only the address is keyed, not (client id, address): with the secret
+// checked first a budget decides only whether a failure is answered 401
+// or 429, and a pair budget inside the address's changes nothing a
+// guesser can gain.
+
+// newOAuthFailureGuard is the failure budget of cfg.
+func newOAuthFailureGuard(cfg OAuthConfig) *failguard.Guard {
+	return failguard.New(float64(cfg.MaxFailures)/cfg.FailureWindow.Seconds(), cfg.MaxFailures, cfg.LimiterEntries)
 }
 
-type bucket struct {
-	tokens float64   // failures still allowed
-	at     time.Time // when tokens was computed
+// remoteAddr is the connection's client address (the zero Addr, a key of
+// its own, if it has none).
+func remoteAddr(ctx *fasthttp.RequestCtx) netip.Addr {
+	return ipAddr(ctx.RemoteIP())
 }
 
-func newFailureLimiter(maxFailures int, window time.Duration, entries int) *failureLimiter {
-	return &failureLimiter{maxFailures: float64(maxFailures), window: window, entries: entries, buckets: map[string]bucket{}}
+func ipAddr(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
 }
 
-// level is key's bucket refilled to now.
-func (l *failureLimiter) level(key string, now time.Time) bucket {
-	b, ok := l.buckets[key]
-	if !ok {
-		return bucket{tokens: l.maxFailures, at: now}
+// refuseOAuthClient answers a failed client authentication (c.oauth.mu
+// held): 401 invalid_client, charged to the caller's address, or — its
+// failures spent — 429 temporarily_unavailable with Retry-After, charged
+// nothing (a throttled caller's wait never exceeds one failure's
+// refill). Both are counted and logged (rate-limited), never the secret.
+func (c *Coordinator) refuseOAuthClient(ctx *fasthttp.RequestCtx, req tokenRequest, now time.Time) {
+	addr := remoteAddr(ctx)
+	if wait, blocked := c.oauth.failures.Blocked(addr, now); blocked {
+		retry := max(1, (wait+time.Second-1)/time.Second)
+		c.refusedOAuth(oauthRefusedThrottled, req.clientID, addr, zap.Duration("retry_after", retry*time.Second))
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int(retry)))
+		writeOAuthError(ctx, oauthSlowDown, "too many failed client authentications from this address; retry later", false)
+		return
 	}
-	if elapsed := now.Sub(b.at); elapsed > 0 {
-		b.tokens = min(l.maxFailures, b.tokens+l.maxFailures*float64(elapsed)/float64(l.window))
-	}
-	b.at = now
-	return b
-}
-
-// wait is how long a request under keys must wait: 0 when every key
-// may fail once more.
-func (l *failureLimiter) wait(now time.Time, keys ...string) time.Duration {
-	var longest time.Duration
-	for _, k := range keys {
-		b := l.level(k, now)
-		if b.tokens >= 1 {
-			continue
-		}
-		d := time.Duration((1 - b.tokens) / l.maxFailures * float64(l.window))
-		longest = max(longest, d, time.Millisecond)
-	}
-	if longest == 0 && l.full(now, keys) {
-		return l.window / time.Duration(max(1, int(l.maxFailures)))
-	}
-	return longest
-}
-
-// full reports whether a new key among keys could not be tracked.
-func (l *failureLimiter) full(now time.Time, keys []string) bool {
-	fresh := 0
-	for _, k := range keys {
-		if _, ok := l.buckets[k]; !ok {
-			fresh++
-		}
-	}
-	if len(l.buckets)+fresh <= l.entries {
-		return false
-	}
-	for k := range l.buckets {
-		if l.level(k, now).tokens >= l.maxFailures {
-			delete(l.buckets, k)
-		}
-	}
-	return len(l.buckets)+fresh > l.entries
-}
-
-// fail takes one failure from every key's bucket.
-func (l *failureLimiter) fail(now time.Time, keys ...string) {
-	for _, k := range keys {
-		b := l.level(k, now)
-		b.tokens = max(0, b.tokens-1)
-		l.buckets[k] = b
-	}
+	c.oauth.failures.Failed(addr, now)
+	c.refusedOAuth(oauthRefusedInvalid, req.clientID, addr)
+	writeOAuthError(ctx, oauthInvalidClient, "client authentication failed", req.basic)
 }

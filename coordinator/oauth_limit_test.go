@@ -1,42 +1,33 @@
 package coordinator
 
 import (
+	"net"
+	"net/netip"
 	"testing"
 	"time"
 )
 
-func TestFailureLimiter(t *testing.T) {
-	l := newFailureLimiter(3, time.Minute, 4)
-	t0 := time.Unix(1000, 0)
+// TestOAuthFailureBudget: the token endpoint's budget is
+// oauth.max_failures per address refilled evenly over
+// oauth.failure_window, and fasthttp's 16-byte form of an IPv4 address
+// is that IPv4 address (not a /64 of IPv4-mapped IPv6 shared by all).
+func TestOAuthFailureBudget(t *testing.T) {
+	g := newOAuthFailureGuard(OAuthConfig{MaxFailures: 3, FailureWindow: time.Minute, LimiterEntries: 10})
+	t0 := time.Unix(1_800_000_000, 0)
+	a := ipAddr(net.ParseIP("192.0.2.1").To16())
+	if a != netip.MustParseAddr("192.0.2.1") {
+		t.Fatalf("ipAddr(16-byte 192.0.2.1) = %v", a)
+	}
 	for i := range 3 {
-		if w := l.wait(t0, "id:a", "ip:1"); w != 0 {
-			t.Fatalf("failure %d refused in advance (%v)", i, w)
+		if _, blocked := g.Blocked(a, t0); blocked {
+			t.Fatalf("blocked after %d failures of 3", i)
 		}
-		l.fail(t0, "id:a", "ip:1")
+		g.Failed(a, t0)
 	}
-	if w := l.wait(t0, "id:a", "ip:2"); w != 20*time.Second {
-		t.Fatalf("after 3 failures the client id waits %v, want 20s (one failure's refill)", w)
+	if wait, blocked := g.Blocked(a, t0); !blocked || wait != 20*time.Second {
+		t.Fatalf("after 3 failures: blocked %t for %v, want 20s (one failure's refill of 3/min)", blocked, wait)
 	}
-	if w := l.wait(t0, "id:b", "ip:1"); w == 0 {
-		t.Fatal("after 3 failures the address may try another client id")
-	}
-	if w := l.wait(t0, "id:b", "ip:2"); w != 0 {
-		t.Fatalf("an untouched id and address wait %v", w)
-	}
-	if w := l.wait(t0.Add(20*time.Second), "id:a", "ip:2"); w != 0 {
-		t.Fatalf("after the refill the client id still waits %v", w)
-	}
-	// The table holds 4 keys: two more fill it; a fifth new key is
-	// refused while every tracked key is still failing, accepted once
-	// their buckets refilled (and they are forgotten).
-	l.fail(t0, "id:b", "ip:2")
-	if w := l.wait(t0, "id:c"); w == 0 {
-		t.Fatal("a new key was accepted in a full table of failing keys")
-	}
-	if w := l.wait(t0.Add(time.Minute), "id:c"); w != 0 {
-		t.Fatalf("a new key after every bucket refilled waits %v", w)
-	}
-	if len(l.buckets) != 0 {
-		t.Fatalf("refilled buckets kept: %v", l.buckets)
+	if _, blocked := g.Blocked(ipAddr(net.ParseIP("192.0.2.2").To16()), t0); blocked {
+		t.Fatal("another IPv4 address shares the budget")
 	}
 }

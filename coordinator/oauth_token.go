@@ -17,10 +17,14 @@ package coordinator
 //   401 invalid_client — unknown client, wrong secret and revoked client
 //       alike, with the same work done for each (a dummy comparison for an
 //       unknown id), and WWW-Authenticate: Basic when Basic was used
-//   429 temporarily_unavailable with Retry-After — the client id or the
-//       source address failed oauth.max_failures times within
-//       oauth.failure_window (refilled evenly); refused before the secret
-//       is looked at, right or wrong
+//   429 temporarily_unavailable with Retry-After — a failed
+//       authentication past oauth.max_failures from this address (IPv6:
+//       its /64) within oauth.failure_window (refilled evenly). The
+//       secret is checked first: the right secret of a live client is
+//       never throttled, whatever anyone sent before it, from anywhere
+//       (client ids are not secret: they are the sub of every credential
+//       a client holds, so a lockout keyed on them let anyone deny the
+//       client its tokens); only failures are limited (oauth_limit.go)
 //   500 server_error — the credential could not be minted or recorded
 //       (it is not handed out)
 // Every credential is recorded (jti, exp) with its client, so revoking
@@ -37,7 +41,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -56,11 +59,14 @@ type OAuthConfig struct {
 	// LiveTokensMax bounds the credentials one client has alive at once
 	// (each is recorded so that revoking the client denies it).
 	LiveTokensMax int `yaml:"live_tokens_max"`
-	// MaxFailures failed attempts per client id and per source address
-	// are allowed within FailureWindow (refilled evenly); then 429.
+	// MaxFailures failed client authentications per source address
+	// (IPv6: per /64) are answered 401 within FailureWindow (refilled
+	// evenly); failures past them are 429. The right secret is never
+	// refused for anyone's failures (oauth_limit.go).
 	MaxFailures   int           `yaml:"max_failures"`
 	FailureWindow time.Duration `yaml:"failure_window"`
-	// LimiterEntries bounds the ids and addresses tracked.
+	// LimiterEntries bounds the addresses tracked; past it new ones
+	// share one budget of MaxFailures.
 	LimiterEntries int `yaml:"limiter_entries"`
 }
 
@@ -136,18 +142,11 @@ func (c *Coordinator) handleOAuthToken(ctx *fasthttp.RequestCtx, _ []string) {
 		return
 	}
 	now := c.now()
-	keys := []string{"id:" + req.clientID, "ip:" + ctx.RemoteIP().String()}
 	c.oauth.mu.Lock()
 	defer c.oauth.mu.Unlock()
-	if wait := c.oauth.limiter.wait(now, keys...); wait > 0 {
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-		writeOAuthError(ctx, oauthSlowDown, "too many failed attempts for this client or from this address; retry later", false)
-		return
-	}
 	o := c.oauth.clients[req.clientID]
 	if !secretMatches(o, req.secret) || o.RevokedAt != 0 {
-		c.oauth.limiter.fail(now, keys...)
-		writeOAuthError(ctx, oauthInvalidClient, "client authentication failed", req.basic)
+		c.refuseOAuthClient(ctx, req, now)
 		return
 	}
 	groups, topics, ok := oauthScope(o, req.scope)
@@ -163,6 +162,7 @@ func (c *Coordinator) handleOAuthToken(ctx *fasthttp.RequestCtx, _ []string) {
 func (c *Coordinator) issueOAuthToken(ctx *fasthttp.RequestCtx, o *oauthClient, groups, topics []string, scope string, now time.Time) {
 	live := o.live(now)
 	if len(live) >= c.cfg.OAuth.LiveTokensMax {
+		c.oauth.refusals.WithLabelValues(oauthRefusedLiveMax).Inc()
 		ctx.Response.Header.Set("Retry-After", "60")
 		writeOAuthError(ctx, oauthSlowDown, fmt.Sprintf("this client has %d credentials alive (oauth.live_tokens_max); reuse one", len(live)), false)
 		return
