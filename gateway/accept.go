@@ -48,6 +48,12 @@ func (g *Gateway) negotiate(ctx *fasthttp.RequestCtx) bool {
 	if len(accept) == 0 || string(accept) == "*/*" || string(accept) == api.MediaJSON {
 		return true // every negotiated route answers JSON
 	}
+	if string(accept) == api.MediaRecordBatch && ctx.IsGet() && bytes.HasSuffix(ctx.Path(), []byte("/records")) {
+		// The SDK's raw fetch, the hot path: either the fetch route, which
+		// answers record batches, or no route (the router's 404/405) —
+		// no second route match per fetch.
+		return true
+	}
 	offers := g.answerTypes(ctx.Path(), ctx.Method())
 	if offers == nil {
 		return true
