@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"fmt"
 	"github.com/capgate/capgate/internal/failguard"
 	"github.com/prometheus/client_golang/prometheus"
 	"strconv"
@@ -166,18 +167,20 @@ func groupParam(ctx *fasthttp.RequestCtx, name string) bool {
 	return true
 }
 
-// partitionParams validates a topic and partition from the path.
+// partitionParams validates a topic and partition from the path; the
+// partition in its one spelling, as on the gateway (api.ParsePartition:
+// /partitions/demo/03/revoke is 400, not partition 3).
 func partitionParams(ctx *fasthttp.RequestCtx, topic, partition string) (int32, bool) {
 	if !ocap.ValidTopic(topic) {
 		writeError(ctx, api.CodeBadRequest, "invalid topic name")
 		return 0, false
 	}
-	p, err := strconv.ParseInt(partition, 10, 32)
-	if err != nil || p < 0 {
-		writeError(ctx, api.CodeBadRequest, "partition must be an integer >= 0")
+	p, ok := api.ParsePartition(partition)
+	if !ok {
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("partition %.32q in the path: %s", partition, api.PartitionRule))
 		return 0, false
 	}
-	return int32(p), true
+	return p, true
 }
 
 // memberRequest is the preamble of the member routes (heartbeat, commit,

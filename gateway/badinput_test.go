@@ -67,6 +67,10 @@ func TestBadInput(t *testing.T) {
 		{"produce trailing data", post(recordsURL(0), "", `{"records":[{"value":"eA=="}]} {}`), 400, api.CodeBadRequest, ""},
 		{"produce bad base64", post(recordsURL(0), "", `{"records":[{"value":"!!"}]}`), 400, api.CodeBadRequest, ""},
 		{"produce as text/plain", strings.Replace(post(recordsURL(0), "", `{"records":[{"value":"eA=="}]}`), "application/json", "text/plain", 1), 400, api.CodeBadRequest, ""},
+		{"partition 03", get("/v1/topics/orders/partitions/03/records?offset=0"), 400, api.CodeBadRequest, ""},
+		{"offset past int64", get(recordsPath(0, "offset=9223372036854775808")), 400, api.CodeBadRequest, ""},
+		{"max_bytes past int32", get(recordsPath(0, "offset=0&max_bytes=2147483648")), 400, api.CodeBadRequest, ""},
+		{"max_wait_ms past int32", get(recordsPath(0, "offset=0&max_wait_ms=2147483648")), 400, api.CodeBadRequest, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,8 +81,8 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	t.Run("huge max_bytes is clamped", func(t *testing.T) {
-		r := h.get(tok, recordsPath(0, "offset=0&max_bytes=99999999999999999999999&max_wait_ms=99999999999"))
+	t.Run("the largest max_bytes and max_wait_ms are clamped", func(t *testing.T) {
+		r := h.get(tok, recordsPath(0, "offset=0&max_bytes=2147483647&max_wait_ms=2147483647"))
 		if r.status != http.StatusOK {
 			t.Fatalf("%d %s", r.status, r.body)
 		}

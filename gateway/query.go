@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
 )
 
 // fetchQuery is the parsed query of a fetch: offset is required; max_bytes
@@ -21,21 +23,31 @@ const (
 	paramMaxWaitMs = "max_wait_ms"
 )
 
-// parseFetchQuery refuses unknown and repeated parameters and anything that
-// is not a plain decimal number; it returns a message for the 400.
+// fetchParams are the numeric query parameters of a fetch, in the index
+// order of parseFetchQuery, with the ranges of Kafka's own fields (an
+// offset is an int64, max bytes and max wait int32). Within its range a
+// number is taken (max_bytes and max_wait_ms then clamped to the
+// gateway's ceilings, as a Kafka broker clamps them); outside it, or
+// spelled otherwise (api.ParseDecimal), it is 400 naming the parameter
+// and the range, never saturated: a 416 must name the offset asked for.
+var fetchParams = [3]struct {
+	name     string
+	min, max int64
+	rule     string
+}{
+	{paramOffset, 0, math.MaxInt64, "offset must be earliest, latest or " + api.DecimalRule + " in [0, 9223372036854775807]"},
+	{paramMaxBytes, 1, math.MaxInt32, "max_bytes must be " + api.DecimalRule + " in [1, 2147483647] (the gateway then serves at most max_fetch_bytes)"},
+	{paramMaxWaitMs, 0, math.MaxInt32, "max_wait_ms must be " + api.DecimalRule + " in [0, 2147483647] (the gateway then waits at most max_wait)"},
+}
+
+// parseFetchQuery refuses unknown and repeated parameters and numbers
+// outside fetchParams; it returns a message for the 400.
 func (g *Gateway) parseFetchQuery(args *fasthttp.Args) (fetchQuery, string) {
 	q := fetchQuery{offset: -1, maxBytes: g.cfg.DefaultFetchBytes}
-	var seen [3]bool
+	var seen [len(fetchParams)]bool
 	for key, value := range args.All() {
-		var i int
-		switch string(key) {
-		case paramOffset:
-			i = 0
-		case paramMaxBytes:
-			i = 1
-		case paramMaxWaitMs:
-			i = 2
-		default:
+		i := fetchParamIndex(key)
+		if i < 0 {
 			return q, "unknown query parameter " + quoteParam(key) + "; allowed: offset, max_bytes, max_wait_ms"
 		}
 		if seen[i] {
@@ -48,32 +60,34 @@ func (g *Gateway) parseFetchQuery(args *fasthttp.Args) (fetchQuery, string) {
 				continue
 			}
 		}
-		n, ok := parseDecimal(value)
-		if !ok {
-			if i == 0 {
-				return q, "offset must be a non-negative decimal integer, earliest or latest"
-			}
-			if i == 1 {
-				return q, "max_bytes must be a positive decimal integer"
-			}
-			return q, string(key) + " must be a non-negative decimal integer"
+		p := &fetchParams[i]
+		n, ok := api.ParseDecimal(value, p.max)
+		if !ok || n < p.min {
+			return q, p.rule
 		}
 		switch i {
 		case 0:
 			q.offset = n
 		case 1:
-			if n == 0 {
-				return q, "max_bytes must be a positive decimal integer"
-			}
 			q.maxBytes = int32(min(n, int64(g.cfg.MaxFetchBytes)))
 		case 2:
-			q.maxWait = min(time.Duration(min(n, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond, g.cfg.MaxWait)
+			q.maxWait = min(time.Duration(n)*time.Millisecond, g.cfg.MaxWait)
 		}
 	}
 	if !seen[0] {
 		return q, "offset is required: ?offset=N (the first record wanted), ?offset=earliest or ?offset=latest"
 	}
 	return q, ""
+}
+
+// fetchParamIndex is key's index in fetchParams, or -1.
+func fetchParamIndex(key []byte) int {
+	for i := range fetchParams {
+		if string(key) == fetchParams[i].name {
+			return i
+		}
+	}
+	return -1
 }
 
 // The offset words, with Kafka's ListOffsets sentinels as their values: a
@@ -95,37 +109,9 @@ func offsetWord(b []byte) (int64, bool) {
 	return 0, false
 }
 
-// parseDecimal reads a non-negative decimal integer of ASCII digits only
-// (no sign, no spaces). Values beyond int64 saturate at MaxInt64 (callers
-// clamp or, for offsets, the broker answers 416).
-func parseDecimal(b []byte) (int64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := int64(c - '0')
-		if n > (math.MaxInt64-d)/10 {
-			n = math.MaxInt64
-			continue
-		}
-		n = n*10 + d
-	}
-	return n, true
-}
-
-// parsePartition reads a path partition: decimal digits, at most
-// 2147483647.
-func parsePartition(b []byte) (int32, bool) {
-	n, ok := parseDecimal(b)
-	if !ok || n > math.MaxInt32 {
-		return 0, false
-	}
-	return int32(n), true
-}
+// parsePartition reads a path partition (api.ParsePartition: canonical
+// decimal, at most 2147483647).
+func parsePartition(b []byte) (int32, bool) { return api.ParsePartition(b) }
 
 // quoteParam quotes a parameter name for an error message, bounded.
 func quoteParam(b []byte) string {
