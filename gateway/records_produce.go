@@ -5,7 +5,8 @@ package gateway
 // this topic and partition, and a JSON body api.ProduceRequest
 // {"records":[{"key","value","headers"}]} (base64 bytes, at least one
 // record and at most max_produce_records, unknown fields refused,
-// Content-Type application/json or none).
+// Content-Type application/json or none, no Content-Encoding but
+// identity: 415 unsupported_media_type otherwise).
 // The records are appended in order to the partition leader with acks=all;
 // 200 {"base_offset","count"}. No query parameters. The byte rate of the
 // capability's QoS counts request body bytes. A produce is in flight
@@ -13,7 +14,7 @@ package gateway
 // a revocation's acknowledgement waits until Kafka answered it: nothing
 // admitted under a revoked capability lands after the ack. Refusals as
 // for fetch: 400, 401, 403, 404, 409, 413 (body over max_body_bytes),
-// 429, 502, 503.
+// 415, 429, 502, 503.
 
 import (
 	"bytes"
@@ -45,9 +46,8 @@ func (c *call) produce(topic, partition []byte) api.Code {
 		writeError(ctx, api.CodeBadRequest, "path must be /v1/topics/{topic}/partitions/{0..2147483647}/records", nil)
 		return api.CodeBadRequest
 	}
-	if problem := produceRequestProblem(ctx); problem != "" {
-		writeError(ctx, api.CodeBadRequest, problem, nil)
-		return api.CodeBadRequest
+	if code := produceRequestProblem(ctx); code != "" {
+		return code
 	}
 	if _, code := c.admitCapability(topic, authz.Request{Partition: p, Op: ocap.OpProduce, Offset: -1}); code != "" {
 		return code
@@ -85,14 +85,24 @@ func (c *call) produce(topic, partition []byte) api.Code {
 	return ""
 }
 
-// produceRequestProblem refuses query parameters and non-JSON bodies.
-func produceRequestProblem(ctx *fasthttp.RequestCtx) string {
+// produceRequestProblem refuses query parameters (400) and a body that
+// is not plain JSON (415 unsupported_media_type, as on the coordinator):
+// a Content-Type other than application/json (none is taken as JSON), a
+// Content-Encoding other than identity (the gateway decodes none). It
+// writes the answer and returns its code, or "".
+func produceRequestProblem(ctx *fasthttp.RequestCtx) api.Code {
 	if ctx.QueryArgs().Len() > 0 {
-		return "produce takes no query parameters"
+		writeError(ctx, api.CodeBadRequest, "produce takes no query parameters", nil)
+		return api.CodeBadRequest
 	}
-	ct := ctx.Request.Header.ContentType()
-	if mt, _, _ := bytes.Cut(ct, []byte(";")); len(ct) > 0 && !bytes.EqualFold(bytes.TrimSpace(mt), []byte(api.MediaJSON)) {
-		return "Content-Type must be application/json"
+	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !api.IsJSON(ct) {
+		writeError(ctx, api.CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %.64q is not accepted: a produce body is application/json", ct), nil)
+		return api.CodeUnsupportedMediaType
+	}
+	if problem := api.ContentCodingProblem(ctx.Request.Header.PeekAll(fasthttp.HeaderContentEncoding)); problem != "" {
+		ctx.Response.Header.Set(fasthttp.HeaderAcceptEncoding, "identity")
+		writeError(ctx, api.CodeUnsupportedMediaType, problem, nil)
+		return api.CodeUnsupportedMediaType
 	}
 	return ""
 }

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -127,4 +129,71 @@ func TestNumbersHaveOneSpelling(t *testing.T) {
 			t.Fatalf("partition 0: %d records", len(f.Records))
 		}
 	})
+}
+
+// TestProduceBodyMustBePlainJSON: a produce with Content-Encoding: gzip
+// was read as plain JSON (200: a plain body "encoded" as gzip was
+// written; a really gzipped one was a confusing 400), and a wrong
+// Content-Type was 400 where the coordinator answers 415. Both are 415
+// unsupported_media_type now, naming what is accepted (Accept-Encoding:
+// identity for a content coding), and nothing is written; identity,
+// JSON with a charset and no Content-Type are still taken.
+func TestProduceBodyMustBePlainJSON(t *testing.T) {
+	h := newHarness(t, nil)
+	prod, _ := h.mint(withOps(capClaims(1), "produce"))
+	fetch, _ := h.mint(capClaims(1))
+	body := `{"records":[{"value":"eA=="}]}`
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = zw.Write([]byte(body))
+	_ = zw.Close()
+	post := func(body string, header ...string) response {
+		return h.do(http.MethodPost, recordsURL(1), prod, strings.NewReader(body), header...)
+	}
+	refused := []struct {
+		name   string
+		body   string
+		header []string
+		says   []string
+	}{
+		{"gzip label on a plain body", body, []string{"Content-Type", "application/json", "Content-Encoding", "gzip"}, []string{`"gzip"`, "identity"}},
+		{"gzipped body", zipped.String(), []string{"Content-Type", "application/json", "Content-Encoding", "gzip"}, []string{`"gzip"`, "identity"}},
+		{"br", body, []string{"Content-Encoding", "br"}, []string{`"br"`, "identity"}},
+		{"identity then gzip", body, []string{"Content-Encoding", "identity, gzip"}, []string{`"gzip"`}},
+		{"text/plain", body, []string{"Content-Type", "text/plain"}, []string{"text/plain", "application/json"}},
+		{"a form", body, []string{"Content-Type", "application/x-www-form-urlencoded"}, []string{"application/json"}},
+		{"JSON with a broken parameter", body, []string{"Content-Type", "application/json; charset"}, []string{"application/json"}},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			r := post(tc.body, tc.header...)
+			expectRefusal(t, r, http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, tc.says...)
+			if strings.Contains(tc.name, "gzip") || tc.name == "br" {
+				if got := r.header.Get("Accept-Encoding"); got != "identity" {
+					t.Errorf("Accept-Encoding %q, want identity", got)
+				}
+			}
+		})
+	}
+	t.Run("a second Content-Encoding line", func(t *testing.T) {
+		raw := "POST " + recordsURL(1) + " HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + prod +
+			"\r\nContent-Type: application/json\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		expectRefusal(t, rawExchange(t, h.gw.Addr(), raw), http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, `"gzip"`)
+	})
+	if f := h.get(fetch, recordsPath(1, "offset=0")).fetch(t); len(f.Records) != 0 {
+		t.Fatalf("refused produces wrote %d records", len(f.Records))
+	}
+	for i, header := range [][]string{
+		{"Content-Type", "application/json", "Content-Encoding", "identity"},
+		{"Content-Type", "application/json; charset=utf-8"},
+		{"Content-Type", "Application/JSON"},
+		nil,
+	} {
+		r := post(body, header...)
+		var pr api.ProduceResponse
+		if err := json.Unmarshal(r.body, &pr); err != nil || r.status != http.StatusOK || pr.BaseOffset != int64(i) {
+			t.Fatalf("produce with %q: %d %s", header, r.status, r.body)
+		}
+	}
 }
