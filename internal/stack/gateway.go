@@ -28,6 +28,7 @@ type Gateway struct {
 	coordinatorURL string // where it syncs (the coordinator, or a proxy)
 	in             *gateway.Gateway
 	proc           *Process
+	ran            bool // started in this process before: a restart
 }
 
 func (s *Stack) newGateway(i int) (*Gateway, error) {
@@ -108,22 +109,42 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if g.process {
 		return g.startProcess(cfg)
 	}
-	in, err := gateway.New(cfg, g.s.logger(g.ID))
+	in, err := g.startInProcess(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("stack: %s: %w", g.ID, err)
 	}
-	// The old listener may linger a moment after a Close.
+	g.mu.Lock()
+	g.in, g.ran = in, true
+	g.mu.Unlock()
+	return nil
+}
+
+// startInProcess builds and starts an in-process gateway. A gateway.Gateway
+// starts once (a second Start only says "already started"), so each
+// attempt is a fresh one and a failed one is closed. Only a restart
+// retries, and only an address in use: our own old listener may linger a
+// moment after a Close. On a first start the address is someone else's
+// (another capgate dev): that error is returned at once, as it is.
+func (g *Gateway) startInProcess(ctx context.Context, cfg gateway.Config) (*gateway.Gateway, error) {
+	g.mu.Lock()
+	restart := g.ran
+	g.mu.Unlock()
 	deadline := time.Now().Add(10 * time.Second)
-	for err = in.Start(); err != nil; err = in.Start() {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("stack: %s: %w", g.ID, err)
+	for {
+		in, err := gateway.New(cfg, g.s.logger(g.ID))
+		if err != nil {
+			return nil, err
+		}
+		if err = in.Start(); err == nil {
+			return in, nil
+		}
+		_ = in.CloseWithoutLeaving() // it never synced: nothing to leave
+		retry := restart && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(deadline) && ctx.Err() == nil
+		if !retry {
+			return nil, err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	g.mu.Lock()
-	g.in = in
-	g.mu.Unlock()
-	return nil
 }
 
 func (g *Gateway) startProcess(cfg gateway.Config) error {
