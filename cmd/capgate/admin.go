@@ -124,6 +124,8 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	if resp.StatusCode >= 300 {
 		var eb api.ErrorBody
 		if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
+			// The message is the server's text, printed on a terminal.
+			eb.Error.Code, eb.Error.Message = api.Code(escapeUnsafe(string(eb.Error.Code))), escapeUnsafe(eb.Error.Message)
 			if eb.Error.Code == api.CodeNotFound && strings.HasPrefix(eb.Error.Message, "no such route") {
 				// Not a coordinator's API at that base: a gateway, or a URL
 				// with a path (--coordinator http://host:7070/v1).
@@ -132,7 +134,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 			}
 			return fmt.Errorf("%s %s: %d %w", method, path, resp.StatusCode, &eb.Error)
 		}
-		return fmt.Errorf("%s %s: %s: %.200s", method, path, resp.Status, b)
+		return fmt.Errorf("%s %s: %s: %s", method, path, escapeUnsafe(resp.Status), escapeUnsafe(string(b[:min(len(b), 200)])))
 	}
 	if out != nil && len(b) > 0 {
 		return json.Unmarshal(b, out)
@@ -140,10 +142,17 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	return nil
 }
 
+// printJSON prints v indented, with no rune a terminal would obey
+// (jsonTerminalSafe): it is often read on one.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(jsonTerminalSafe(b.Bytes()))
+	return err
 }
 
 // renderer prints an answer as tables.

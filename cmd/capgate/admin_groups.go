@@ -231,7 +231,7 @@ func printGroups(w io.Writer, raw json.RawMessage) error {
 		return err
 	}
 	if r.NextAfter != "" {
-		fmt.Fprintf(w, "(more after %s)\n", r.NextAfter)
+		fmt.Fprintf(w, "(more after %s)\n", quoteUnsafe(r.NextAfter))
 	}
 	return nil
 }

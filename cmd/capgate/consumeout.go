@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/capgate/capgate/client"
@@ -35,13 +34,7 @@ func writeTextRecord(w *bufio.Writer, r *client.Record) error {
 	return w.WriteByte('\n')
 }
 
-func printable(b []byte) string {
-	s := string(b)
-	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) {
-		return strconv.Quote(s)
-	}
-	return s
-}
+func printable(b []byte) string { return quoteUnsafe(string(b)) }
 
 // jsonRecord is one line of --format json. Key and value are strings when
 // they are valid UTF-8 (key null when the record has none); otherwise

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,7 +16,14 @@ func main() {
 	err := newRoot().ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "capgate:", err)
+		printError(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// printError prints the error that ends the command. It may carry a
+// server's or a token's text: escaped for the terminal (terminal.go),
+// keeping only the message's own line breaks.
+func printError(w io.Writer, err error) {
+	fmt.Fprintln(w, "capgate:", escapeUnsafe(err.Error(), '\n'))
 }

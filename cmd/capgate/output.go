@@ -56,19 +56,32 @@ func newTabWriter(w io.Writer) *tabwriter.Writer {
 func printFields(w io.Writer, rows [][2]string) error {
 	tw := newTabWriter(w)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\n", header(r[0]), r[1])
+		fmt.Fprintf(tw, "%s\t%s\n", quoteUnsafe(header(r[0])), quoteUnsafe(r[1]))
 	}
 	return tw.Flush()
 }
 
-// printTable prints a header row and rows; cells must hold no tab or newline.
+// printTable prints a header row and rows. Every cell is text from the
+// server: one that holds a tab, a newline, an escape or any other unsafe
+// rune is printed quoted (terminal.go), so the table holds and the
+// terminal obeys nothing in it.
 func printTable(w io.Writer, headers []string, rows [][]string) error {
 	tw := newTabWriter(w)
-	fmt.Fprintln(tw, strings.Join(headers, "\t"))
+	writeRow(tw, headers)
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		writeRow(tw, r)
 	}
 	return tw.Flush()
+}
+
+func writeRow(w io.Writer, cells []string) {
+	for i, c := range cells {
+		if i > 0 {
+			io.WriteString(w, "\t")
+		}
+		io.WriteString(w, quoteUnsafe(c))
+	}
+	io.WriteString(w, "\n")
 }
 
 // printAny renders a JSON document with no renderer of its own: an object's
@@ -85,7 +98,7 @@ func printAny(w io.Writer, raw json.RawMessage) error {
 		if list, ok := v.([]any); ok {
 			return printObjects(w, list)
 		}
-		_, err := fmt.Fprintln(w, cellText(v))
+		_, err := fmt.Fprintln(w, quoteUnsafe(cellText(v)))
 		return err
 	}
 	keys := sortedKeys(obj)
@@ -102,7 +115,7 @@ func printAny(w io.Writer, raw json.RawMessage) error {
 		return err
 	}
 	for _, k := range lists {
-		fmt.Fprintf(w, "\n%s\n", header(k))
+		fmt.Fprintf(w, "\n%s\n", quoteUnsafe(header(k)))
 		if err := printObjects(w, obj[k].([]any)); err != nil {
 			return err
 		}
@@ -158,8 +171,8 @@ func sortedKeys(m map[string]any) []string {
 }
 
 // cellText is v as one table cell: strings as they are, numbers without
-// exponents, absent as "-", anything else compact JSON; tabs and newlines
-// become spaces so the table holds.
+// exponents, absent as "-", anything else compact JSON (printTable quotes
+// a cell holding a tab, a newline or any other unsafe rune).
 func cellText(v any) string {
 	var s string
 	switch x := v.(type) {
@@ -184,10 +197,5 @@ func cellText(v any) string {
 	if s == "" {
 		return "-"
 	}
-	return strings.Map(func(r rune) rune {
-		if r == '\t' || r == '\n' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, s)
+	return s
 }

@@ -88,9 +88,7 @@ func inspect(ctx context.Context, w io.Writer, token string, f inspectFlags) err
 		verified, why = verifyWith(ctx, token, claims, f)
 		out["verified"], out["verify_error"] = verified, why
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
+	if err := printJSON(w, out); err != nil { // a token's claims are anyone's text
 		return err
 	}
 	if !verified { // the decoded token is printed, and the exit status says it did not verify
