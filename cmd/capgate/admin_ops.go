@@ -195,7 +195,7 @@ func newAdminConfig(f *adminFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&moves, "max-moves-per-second", 0, "creep: partitions moved per second at most (0 = unlimited)")
-	cmd.Flags().DurationVar(&handoff, "handoff-timeout", 0, "how long a handoff waits for the old holder's release")
+	cmd.Flags().DurationVar(&handoff, "handoff-timeout", 0, "how long a handoff waits for the old holder's release (at most the coordinator's groups.handoff_timeout_max, 5m)")
 	cmd.Flags().StringVar(&reset, "offset-reset", "", "where a partition with no committed offset starts: earliest or latest")
 	return cmd
 }

@@ -66,7 +66,7 @@ func (m *Machine) leasePartition(e Lease) {
 		return
 	}
 	if limit := m.cfg.Limits.LeaseTTLMax; e.TTL > limit {
-		m.reject(e.Ref, api.CodeBadRequest, "lease: ttl %s exceeds groups.limits.lease_ttl_max (%s)", e.TTL, limit)
+		m.reject(e.Ref, api.CodeBadRequest, "lease: %v", durationMaxError("ttl", e.TTL, limit, "groups.limits.lease_ttl_max"))
 		return
 	}
 	p := m.adminPartition(e.Ref, e.Group, e.Topic, e.Partition)

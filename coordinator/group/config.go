@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/capgate/capgate/coordinator/assign"
@@ -35,7 +36,13 @@ type Config struct {
 	HeartbeatWait time.Duration `yaml:"heartbeat_wait"`
 	// HandoffTimeout bounds how long a revoke waits for the old holder to
 	// commit and release before the partition moves anyway.
-	HandoffTimeout time.Duration `yaml:"handoff_timeout"`
+	// HandoffTimeoutMax bounds a group's handoff_timeout (PUT
+	// …/groups/{g}/config): a holder that stays alive and never releases
+	// keeps the next holder waiting that long, so it is bounded like
+	// session_timeout (session_timeout_max: 5m, Kafka's
+	// max.poll.interval.ms).
+	HandoffTimeout    time.Duration `yaml:"handoff_timeout"`
+	HandoffTimeoutMax time.Duration `yaml:"handoff_timeout_max"`
 	// GatewayTimeout: a gateway silent longer than this is safe for every
 	// fence (it has refused fetches since its own sync_timeout).
 	GatewayTimeout time.Duration `yaml:"gateway_timeout"`
@@ -77,7 +84,7 @@ type Config struct {
 	// gateways behind them get a reset snapshot.
 	SyncLogMax int `yaml:"sync_log_max"`
 	// MaxMovesPerSecond is the default per-group limit on revokes started
-	// per second (0 = unlimited).
+	// per second (0 = unlimited; at most MaxMovesPerSecondMax).
 	MaxMovesPerSecond int `yaml:"max_moves_per_second"`
 
 	// Limits on what a join or a commit can make the machine hold
@@ -176,6 +183,7 @@ func DefaultConfig() Config {
 		SessionTimeoutMax: 5 * time.Minute,
 		HeartbeatWait:     3 * time.Second,
 		HandoffTimeout:    10 * time.Second,
+		HandoffTimeoutMax: 5 * time.Minute,
 		GatewayTimeout:    15 * time.Second,
 		SilentGateways:    SilentGatewaysFence,
 		SyncWaitMax:       5 * time.Second,
@@ -189,6 +197,34 @@ func DefaultConfig() Config {
 		SyncLogMax:        10000,
 		Limits:            DefaultLimits(),
 	}
+}
+
+// MaxMovesPerSecondMax bounds max_moves_per_second: one move a
+// microsecond is past any rate a coordinator starts moves at (0 is
+// unlimited).
+const MaxMovesPerSecondMax = 1_000_000
+
+// saturated is the duration the shell passes for a number of
+// milliseconds too large for a time.Duration (it saturates rather than
+// wrap): a message says such a value is too large and names the max,
+// never prints it as 2562047h47m16.854775807s.
+const saturated time.Duration = math.MaxInt64
+
+// durationRangeError is the error of a duration d outside [lo, hi]: name
+// says what it is, bounds where lo and hi come from.
+func durationRangeError(name string, d, lo, hi time.Duration, bounds string) error {
+	if d == saturated {
+		return durationMaxError(name, d, hi, bounds)
+	}
+	return fmt.Errorf("%s: must be within [%s, %s] (%s), got %s", name, lo, hi, bounds, d)
+}
+
+// durationMaxError is the error of a duration d above max (from bound).
+func durationMaxError(name string, d, max time.Duration, bound string) error {
+	if d == saturated {
+		return fmt.Errorf("%s: too large, the max is %s (%s)", name, max, bound)
+	}
+	return fmt.Errorf("%s: must be <= %s (%s), got %s", name, max, bound, d)
 }
 
 // Validate reports the first bad setting, naming the field and the value.
@@ -214,6 +250,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("group.session_timeout_max: must be >= session_timeout_min (%s), got %s", c.SessionTimeoutMin, c.SessionTimeoutMax)
 	case c.SessionTimeout < c.SessionTimeoutMin || c.SessionTimeout > c.SessionTimeoutMax:
 		return fmt.Errorf("group.session_timeout: must be within [%s, %s], got %s", c.SessionTimeoutMin, c.SessionTimeoutMax, c.SessionTimeout)
+	case c.HandoffTimeout > c.HandoffTimeoutMax:
+		return fmt.Errorf("group.handoff_timeout: must be <= handoff_timeout_max (%s), got %s", c.HandoffTimeoutMax, c.HandoffTimeout)
 	case c.MaxClockSkew < 0:
 		return fmt.Errorf("group.max_clock_skew: must be >= 0, got %s", c.MaxClockSkew)
 	case c.Leeway < 0:
@@ -226,8 +264,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("group.token_ttl_max: must be >= max_lease (%s), got %s", c.MaxLease, c.TokenTTLMax)
 	case c.SyncLogMax < 1:
 		return fmt.Errorf("group.sync_log_max: must be >= 1, got %d", c.SyncLogMax)
-	case c.MaxMovesPerSecond < 0:
-		return fmt.Errorf("group.max_moves_per_second: must be >= 0, got %d", c.MaxMovesPerSecond)
+	case c.MaxMovesPerSecond < 0 || c.MaxMovesPerSecond > MaxMovesPerSecondMax:
+		return fmt.Errorf("group.max_moves_per_second: must be within [0, %d], got %d", MaxMovesPerSecondMax, c.MaxMovesPerSecond)
 	}
 	if err := c.Limits.validate(c); err != nil {
 		return err
@@ -308,15 +346,18 @@ func (c Config) groupDefaults() GroupConfig {
 	}
 }
 
-// validate checks a group configuration against the machine's bounds.
+// validate checks a group configuration against the machine's bounds:
+// every field has a lower and an upper one.
 func (g GroupConfig) validate(c Config) error {
 	switch {
 	case g.SessionTimeout < c.SessionTimeoutMin || g.SessionTimeout > c.SessionTimeoutMax:
-		return fmt.Errorf("session_timeout: must be within [%s, %s], got %s", c.SessionTimeoutMin, c.SessionTimeoutMax, g.SessionTimeout)
+		return durationRangeError("session_timeout", g.SessionTimeout, c.SessionTimeoutMin, c.SessionTimeoutMax, "groups.session_timeout_min, groups.session_timeout_max")
 	case g.HandoffTimeout <= 0:
 		return fmt.Errorf("handoff_timeout: must be > 0, got %s", g.HandoffTimeout)
-	case g.MaxMovesPerSecond < 0:
-		return fmt.Errorf("max_moves_per_second: must be >= 0, got %d", g.MaxMovesPerSecond)
+	case g.HandoffTimeout > c.HandoffTimeoutMax:
+		return durationMaxError("handoff_timeout", g.HandoffTimeout, c.HandoffTimeoutMax, "groups.handoff_timeout_max")
+	case g.MaxMovesPerSecond < 0 || g.MaxMovesPerSecond > MaxMovesPerSecondMax:
+		return fmt.Errorf("max_moves_per_second: must be within [0, %d] (0: unlimited), got %d", MaxMovesPerSecondMax, g.MaxMovesPerSecond)
 	case !validOffsetReset(g.OffsetReset):
 		return fmt.Errorf("offset_reset: must be %q or %q, got %q", OffsetResetEarliest, OffsetResetLatest, g.OffsetReset)
 	}

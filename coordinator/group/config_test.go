@@ -30,7 +30,9 @@ func TestConfigValidate(t *testing.T) {
 		{"group.max_lease: must be >= capability_lease (1m0s), got 30s", func(c *group.Config) { c.MaxLease = 30 * time.Second }},
 		{`group.offset_reset: must be "earliest" or "latest", got "middle"`, func(c *group.Config) { c.OffsetReset = "middle" }},
 		{"group.sync_log_max: must be >= 1, got 0", func(c *group.Config) { c.SyncLogMax = 0 }},
-		{"group.max_moves_per_second: must be >= 0, got -2", func(c *group.Config) { c.MaxMovesPerSecond = -2 }},
+		{"group.max_moves_per_second: must be within [0, 1000000], got -2", func(c *group.Config) { c.MaxMovesPerSecond = -2 }},
+		{"group.max_moves_per_second: must be within [0, 1000000], got 1000001", func(c *group.Config) { c.MaxMovesPerSecond = 1_000_001 }},
+		{"group.handoff_timeout: must be <= handoff_timeout_max (5m0s), got 6m0s", func(c *group.Config) { c.HandoffTimeout = 6 * time.Minute }},
 		{`group.assignor: unknown assignor "round-robin"`, func(c *group.Config) { c.Assignor = "round-robin" }},
 	} {
 		c := group.DefaultConfig()
