@@ -91,7 +91,7 @@ func (o Ops) MarshalJSON() ([]byte, error) { return json.Marshal(o.Names()) }
 func (o *Ops) UnmarshalJSON(b []byte) error {
 	var names []string
 	if err := json.Unmarshal(b, &names); err != nil {
-		return fmt.Errorf("%w: op: %v", ErrBadClaims, err)
+		return fmt.Errorf("%w: claim op: want a list of op names (fetch, commit, produce)", ErrBadClaims)
 	}
 	ops, err := ParseOps(names)
 	if err != nil {

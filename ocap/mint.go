@@ -46,20 +46,23 @@ func (m *Minter) SetRing(ring *KeyRing) {
 func (m *Minter) NewJTI() (string, error) {
 	var b [16]byte
 	if _, err := io.ReadFull(m.rand, b[:]); err != nil {
-		return "", fmt.Errorf("ocap: mint: jti: %w", err)
+		return "", fmt.Errorf("ocap: jti: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 // Mint signs claims as a token of kind, valid from now for ttl. It fills
 // iss, aud, iat, nbf, exp and (when empty) jti, checks the result with the
-// verifier's rules, and returns the token and the final claims.
+// verifier's rules, and returns the token and the final claims. Its
+// errors say why ("ocap: missing or malformed topic: …"), not that it was
+// minting: every caller says what it minted ("mint grant: …"), and a
+// second "mint:" only repeated it.
 func (m *Minter) Mint(kind Kind, c Claims, now time.Time, ttl time.Duration) (string, *Claims, error) {
 	if !kind.valid() {
-		return "", nil, fmt.Errorf("ocap: mint: unknown kind %q", kind)
+		return "", nil, fmt.Errorf("ocap: unknown token kind %.40q", string(kind))
 	}
 	if ttl < time.Second {
-		return "", nil, fmt.Errorf("ocap: mint: ttl %v below one second", ttl)
+		return "", nil, fmt.Errorf("ocap: ttl %v below one second", ttl)
 	}
 	cfg := m.check.cfg
 	c.Issuer, c.Audience = cfg.Issuer, cfg.Audience
@@ -78,7 +81,7 @@ func (m *Minter) Mint(kind Kind, c Claims, now time.Time, ttl time.Duration) (st
 	m.mu.Unlock()
 	c.kind, c.kid = kind, key.ID
 	if err := m.check.checkClaims(&c, now); err != nil {
-		return "", nil, fmt.Errorf("ocap: mint: %w", err)
+		return "", nil, err
 	}
 	token, err := sign(kind, key, &c)
 	if err != nil {
@@ -94,20 +97,20 @@ func sign(kind Kind, key *Key, c *Claims) (string, error) {
 		Typ string `json:"typ"`
 	}{"EdDSA", key.ID, string(kind)})
 	if err != nil {
-		return "", fmt.Errorf("ocap: mint: header: %w", err)
+		return "", fmt.Errorf("ocap: encode header: %w", err)
 	}
 	body, err := json.Marshal(c)
 	if err != nil {
-		return "", fmt.Errorf("ocap: mint: claims: %w", err)
+		return "", fmt.Errorf("ocap: encode claims: %w", err)
 	}
 	signing := b64.EncodeToString(head) + "." + b64.EncodeToString(body)
 	sig, err := jwt.SigningMethodEdDSA.Sign(signing, key.Private)
 	if err != nil {
-		return "", fmt.Errorf("ocap: mint: sign: %w", err)
+		return "", fmt.Errorf("ocap: sign: %w", err)
 	}
 	token := signing + "." + b64.EncodeToString(sig)
 	if len(token) > MaxTokenBytes {
-		return "", fmt.Errorf("ocap: mint: %w: %d bytes", ErrTooLarge, len(token))
+		return "", fmt.Errorf("%w: %d bytes > %d", ErrTooLarge, len(token), MaxTokenBytes)
 	}
 	return token, nil
 }

@@ -55,7 +55,7 @@ func (c *jwtClaims) UnmarshalJSON(raw []byte) error {
 				return err
 			}
 		}
-		return fmt.Errorf("%w: %v", ErrBadClaims, err)
+		return claimsJSONError(err)
 	}
 	if dec.More() {
 		return fmt.Errorf("%w: trailing data", ErrBadClaims)
@@ -68,7 +68,7 @@ func (c *jwtClaims) UnmarshalJSON(raw []byte) error {
 // capgate's own — to claims about to be signed (the minter's self-check).
 func (v *Verifier) checkClaims(c *Claims, now time.Time) error {
 	if err := jwt.NewValidator(v.options(now)...).Validate((*jwtClaims)(c)); err != nil {
-		return reason(&jwt.Token{Claims: (*jwtClaims)(c), Method: jwt.SigningMethodEdDSA}, fmt.Errorf("%w: %w", jwt.ErrTokenInvalidClaims, err), now)
+		return v.reason("", &jwt.Token{Claims: (*jwtClaims)(c), Method: jwt.SigningMethodEdDSA}, fmt.Errorf("%w: %w", jwt.ErrTokenInvalidClaims, err), now)
 	}
 	return v.checkRules(c)
 }
@@ -90,7 +90,7 @@ func (v *Verifier) checkRules(c *Claims) error {
 	case c.IssuedAt == 0:
 		return ErrMissingIat
 	case c.ExpiresAt <= c.IssuedAt:
-		return fmt.Errorf("%w: exp %d not after iat %d", ErrBadTime, c.ExpiresAt, c.IssuedAt)
+		return fmt.Errorf("%w: exp %s not after iat %s", ErrBadTime, secondsText(c.ExpiresAt), secondsText(c.IssuedAt))
 	case time.Duration(c.ExpiresAt-c.IssuedAt)*time.Second > maxTTL:
 		return fmt.Errorf("%w: %ds > %v", ErrLeaseTooLong, c.ExpiresAt-c.IssuedAt, maxTTL)
 	case !validJTI(c.ID):

@@ -2,7 +2,6 @@ package ocap
 
 import (
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -132,7 +131,7 @@ func (v *Verifier) Verify(token string, kind Kind, now time.Time) (*Claims, erro
 	c := &Claims{}
 	parsed, err := jwt.NewParser(v.options(now)...).ParseWithClaims(token, (*jwtClaims)(c), v.keyFunc(kind))
 	if err != nil {
-		return nil, reason(parsed, err, now)
+		return nil, v.reason(token, parsed, err, now)
 	}
 	c.kind, c.kid = kind, parsed.Header["kid"].(string)
 	if err := v.checkRules(c); err != nil {
@@ -155,21 +154,21 @@ func (v *Verifier) keyFunc(kind Kind) jwt.Keyfunc {
 	return func(t *jwt.Token) (any, error) {
 		for name := range t.Header {
 			if forbiddenHeaders[name] || (name != "alg" && name != "kid" && name != "typ") {
-				return nil, fmt.Errorf("%w: %.20q", ErrForbiddenHeader, name)
+				return nil, fmt.Errorf("%w: %.20q (a capgate token's header holds alg, kid and typ only)", ErrForbiddenHeader, name)
 			}
 		}
-		if typ, _ := t.Header["typ"].(string); typ != string(kind) {
-			return nil, fmt.Errorf("%w: typ %.40q, want %q", ErrBadType, typ, kind)
+		if typ := t.Header["typ"]; typ != string(kind) {
+			return nil, typeError(typ, kind)
 		}
 		raw, present := t.Header["kid"]
 		kid, isString := raw.(string)
 		switch {
 		case !present:
-			return nil, ErrMissingKid
+			return nil, fmt.Errorf("%w: the header names no signing key", ErrMissingKid)
 		case !isString:
 			// Not a string (a number, an object): %q would print
 			// "%!q(float64=5)".
-			return nil, fmt.Errorf("%w: a %T, want a string", ErrBadKid, raw)
+			return nil, fmt.Errorf("%w: a %s, want a string", ErrBadKid, jsonKind(raw))
 		case !ValidKeyID(kid):
 			return nil, fmt.Errorf("%w: %.70q", ErrBadKid, kid)
 		}
@@ -178,9 +177,9 @@ func (v *Verifier) keyFunc(kind Kind) jwt.Keyfunc {
 			return pub, nil
 		}
 		if ks.retired[kid] {
-			return nil, fmt.Errorf("%w: %s", ErrKeyRetired, kid)
+			return nil, fmt.Errorf("%w: %s was rotated out; the holder needs a token signed with a current key", ErrKeyRetired, kid)
 		}
-		return nil, fmt.Errorf("%w: %s", ErrUnknownKid, kid)
+		return nil, fmt.Errorf("%w: %s is not among this verifier's %d keys (signed by another coordinator or cluster, or a key not synced yet)", ErrUnknownKid, kid, len(ks.keys))
 	}
 }
 
@@ -192,13 +191,15 @@ var sentinels = []error{
 	ErrForbiddenHeader, ErrBadType, ErrMissingKid, ErrBadKid, ErrKeyRetired, ErrUnknownKid,
 }
 
-// reason maps a golang-jwt failure onto exactly one sentinel. golang-jwt
-// reports claim failures joined and a missing claim without naming it
-// (ErrTokenRequiredClaimMissing); the parsed claims say which one it was.
-func reason(t *jwt.Token, err error, now time.Time) error {
+// reason maps a golang-jwt failure onto exactly one sentinel, in
+// capgate's words (reasons.go). golang-jwt reports claim failures joined
+// and a missing claim without naming it (ErrTokenRequiredClaimMissing);
+// the parsed claims say which one it was. token is the token verified
+// ("" for the minter's self-check).
+func (v *Verifier) reason(token string, t *jwt.Token, err error, now time.Time) error {
 	for _, s := range sentinels {
 		if errors.Is(err, s) {
-			return err
+			return ours(err, s)
 		}
 	}
 	var c *jwtClaims
@@ -206,26 +207,25 @@ func reason(t *jwt.Token, err error, now time.Time) error {
 		c, _ = t.Claims.(*jwtClaims)
 	}
 	missing := errors.Is(err, jwt.ErrTokenRequiredClaimMissing) && c != nil
-	var corrupt base64.CorruptInputError
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed) && t != nil && t.Method != nil:
 		// Header and claims decoded, the method found: the signature
 		// segment is what failed to decode (strict base64url).
-		return fmt.Errorf("%w: %v", ErrBadSignature, err)
-	case errors.Is(err, jwt.ErrTokenMalformed) && t != nil && t.Header != nil && !errors.As(err, &corrupt):
+		return fmt.Errorf("%w: the signature segment is not unpadded base64url", ErrBadSignature)
+	case errors.Is(err, jwt.ErrTokenMalformed) && t != nil && t.Header != nil && !corruptBase64(err):
 		// The header decoded; the claims are base64url but not one JSON
 		// object (trailing data, bad syntax).
-		return fmt.Errorf("%w: %v", ErrBadClaims, err)
+		return claimsJSONError(err)
 	case errors.Is(err, jwt.ErrTokenMalformed):
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
-	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		return fmt.Errorf("%w: %v", ErrBadAlgorithm, err) // alg missing, not a string, or unknown
+		return malformed(token)
+	case errors.Is(err, jwt.ErrTokenUnverifiable) && t != nil:
+		return algorithmError(t) // alg missing, not a string, or unknown
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid) && t != nil && t.Method.Alg() != jwt.SigningMethodEdDSA.Alg():
-		return fmt.Errorf("%w: %.20q", ErrBadAlgorithm, t.Method.Alg()) // WithValidMethods
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return ErrBadSignature
+		return fmt.Errorf("%w: alg %.20q", ErrBadAlgorithm, t.Method.Alg()) // WithValidMethods
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid) && t != nil:
+		return signatureError(t)
 	case missing && c.ExpiresAt == 0:
-		return ErrMissingExp
+		return fmt.Errorf("%w: a capgate token always has one", ErrMissingExp)
 	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
 		return fmt.Errorf("%w: iat %s", ErrIssuedInFuture, TimeText(c.IssuedAt, now))
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
@@ -233,11 +233,19 @@ func reason(t *jwt.Token, err error, now time.Time) error {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return fmt.Errorf("%w: exp %s", ErrExpired, TimeText(c.ExpiresAt, now))
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer) || missing && c.Issuer == "":
-		return fmt.Errorf("%w: %.80q", ErrBadIssuer, c.Issuer)
+		return fmt.Errorf("%w: %s, want %q", ErrBadIssuer, quotedOrNone(c.Issuer), v.cfg.Issuer)
 	case errors.Is(err, jwt.ErrTokenInvalidAudience) || missing && c.Audience == "":
-		return fmt.Errorf("%w: %.80q", ErrBadAudience, c.Audience)
+		return fmt.Errorf("%w: %s, want %q", ErrBadAudience, quotedOrNone(c.Audience), v.cfg.Audience)
 	}
 	return fmt.Errorf("%w: %v", ErrMalformed, err)
+}
+
+// quotedOrNone is a claim's value for a message: quoted, or "none".
+func quotedOrNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%.80q", s)
 }
 
 // TimeText is a claim's time for people: RFC 3339 and how far from now

@@ -162,6 +162,13 @@ func TestVerifyRejects(t *testing.T) {
 			if strings.Contains(err.Error(), "%!") {
 				t.Fatalf("err = %v: a formatting error in the reason", err)
 			}
+			// In capgate's words: one "ocap:", nothing of golang-jwt's
+			// or encoding/json's (reasons.go).
+			for _, foreign := range foreignWording {
+				if strings.Contains(err.Error(), foreign) || strings.Count(err.Error(), "ocap:") != 1 {
+					t.Fatalf("err = %v: not in capgate's words (%q)", err, foreign)
+				}
+			}
 		})
 	}
 }
