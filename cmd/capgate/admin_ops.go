@@ -77,6 +77,11 @@ func newAdminGrant(f *adminFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&ttl, "ttl", 5*time.Minute, "lease of the capability (≤ max_lease)")
 	cmd.Flags().Int64Var(&from, "offset-from", 0, "first offset the capability may read")
 	cmd.Flags().Int64Var(&to, "offset-to", 0, "offset the capability may not reach")
+	// Checked here, before anything is sent: the server's 400 for a
+	// missing holder named the JSON field, not the flag.
+	for _, name := range []string{"topic", "partition", "holder"} {
+		cmd.MarkFlagRequired(name)
+	}
 	return cmd
 }
 

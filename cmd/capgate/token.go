@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,8 +38,10 @@ func newTokenInspect() *cobra.Command {
 		Short: "Decode a token and, with --jwks, verify it strictly",
 		Long: "Prints the header and claims of a token. With --jwks (a URL such as\n" +
 			"http://127.0.0.1:7070/.well-known/jwks.json, or a file) the token is also\n" +
-			"verified with every rule a gateway applies, and the result is printed;\n" +
-			"the exit status is then 1 when it does not verify.",
+			"verified with every rule a gateway applies, as the kind its typ header\n" +
+			"names (a capability, a client credential or a member token; --kind to\n" +
+			"insist on one), and the result is printed; the exit status is then 1\n" +
+			"when it does not verify, or when the JWKS could not be read.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token, err := readToken(args[0], cmd.InOrStdin())
@@ -48,7 +52,7 @@ func newTokenInspect() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&f.jwks, "jwks", "", "JWKS URL or file to verify against")
-	cmd.Flags().StringVar(&f.kind, "kind", string(ocap.KindCapability), "expected token kind (typ)")
+	cmd.Flags().StringVar(&f.kind, "kind", "", "expected token kind (typ): capgate+jwt, capgate-client+jwt or capgate-member+jwt (default: the token's own typ)")
 	cmd.Flags().StringVar(&f.issuer, "issuer", "", "expected iss (default: the token's own)")
 	cmd.Flags().StringVar(&f.audience, "audience", "", "expected aud (default: the token's own)")
 	cmd.Flags().DurationVar(&f.maxLease, "max-lease", 10*time.Minute, "longest lease accepted for capabilities")
@@ -83,33 +87,70 @@ func inspect(ctx context.Context, w io.Writer, token string, f inspectFlags) err
 	if exp, ok := claims["exp"].(float64); ok {
 		out["expires_at"] = time.Unix(int64(exp), 0).UTC().Format(time.RFC3339)
 	}
-	verified, why := true, ""
+	var verifyErr, jwksErr error
 	if f.jwks != "" {
-		verified, why = verifyWith(ctx, token, claims, f)
-		out["verified"], out["verify_error"] = verified, why
+		var keys map[string]ed25519.PublicKey
+		if keys, jwksErr = jwksKeys(ctx, f); jwksErr != nil {
+			out["jwks_error"] = jwksErr.Error()
+		} else {
+			verifyErr = verifyWith(token, header, claims, keys, f)
+			out["verified"], out["verify_error"] = verifyErr == nil, errText(verifyErr)
+		}
 	}
 	if err := printJSON(w, out); err != nil { // a token's claims are anyone's text
 		return err
 	}
-	if !verified { // the decoded token is printed, and the exit status says it did not verify
-		return fmt.Errorf("token did not verify: %s", why)
+	// The decoded token is printed; the exit status says it was not
+	// verified, and why: the token, or the JWKS it was checked against.
+	switch {
+	case jwksErr != nil:
+		return fmt.Errorf("token not verified: %w", jwksErr)
+	case verifyErr != nil:
+		return fmt.Errorf("token did not verify: %w", verifyErr)
 	}
 	return nil
 }
 
-func verifyWith(ctx context.Context, token string, claims map[string]any, f inspectFlags) (bool, string) {
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// jwksKeys reads the keys of --jwks (a URL or a file).
+func jwksKeys(ctx context.Context, f inspectFlags) (map[string]ed25519.PublicKey, error) {
 	hc, err := f.tls.httpClient(10 * time.Second)
 	if err != nil {
-		return false, err.Error()
+		return nil, err
 	}
 	set, err := loadJWKS(ctx, hc, f.jwks)
 	if err != nil {
-		return false, err.Error()
+		return nil, err
 	}
 	keys, err := ocap.ImportJWKS(set)
 	if err != nil {
-		return false, err.Error()
+		return nil, fmt.Errorf("the JWKS %s: %w", f.jwks, err)
 	}
+	return keys, nil
+}
+
+// inspectKind is the kind to verify as: --kind, else the token's typ when
+// it is a capgate kind, else a capability (and the verifier says what
+// the typ is instead).
+func inspectKind(header map[string]any, f inspectFlags) ocap.Kind {
+	if f.kind != "" {
+		return ocap.Kind(f.kind)
+	}
+	typ, _ := header["typ"].(string)
+	switch k := ocap.Kind(typ); k {
+	case ocap.KindCapability, ocap.KindClient, ocap.KindMember:
+		return k
+	}
+	return ocap.KindCapability
+}
+
+func verifyWith(token string, header, claims map[string]any, keys map[string]ed25519.PublicKey, f inspectFlags) error {
 	iss, aud := f.issuer, f.audience
 	if iss == "" {
 		iss, _ = claims["iss"].(string)
@@ -117,15 +158,19 @@ func verifyWith(ctx context.Context, token string, claims map[string]any, f insp
 	if aud == "" {
 		aud, _ = claims["aud"].(string)
 	}
+	switch {
+	case iss == "":
+		return errors.New("the token names no issuer (iss); pass the coordinator's id with --issuer")
+	case aud == "":
+		return errors.New("the token names no audience (aud); pass the cluster with --audience")
+	}
 	v, err := ocap.NewVerifier(ocap.VerifierConfig{Issuer: iss, Audience: aud, Leeway: ocap.MaxLeeway, MaxLease: f.maxLease})
 	if err != nil {
-		return false, err.Error()
+		return err
 	}
 	v.SetKeys(keys)
-	if _, err := v.Verify(token, ocap.Kind(f.kind), time.Now()); err != nil {
-		return false, err.Error()
-	}
-	return true, ""
+	_, err = v.Verify(token, inspectKind(header, f), time.Now())
+	return err
 }
 
 func loadJWKS(ctx context.Context, hc *http.Client, src string) (api.JWKS, error) {
@@ -136,26 +181,29 @@ func loadJWKS(ctx context.Context, hc *http.Client, src string) (api.JWKS, error
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 		if err != nil {
-			return set, err
+			return set, fmt.Errorf("fetching the JWKS failed: %w", err)
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
-			return set, err
+			return set, fmt.Errorf("fetching the JWKS failed: %w", err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return set, fmt.Errorf("jwks: %s", resp.Status)
+			return set, fmt.Errorf("fetching the JWKS failed: GET %s: %s", src, resp.Status)
 		}
 		body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if err != nil {
-			return set, err
+			return set, fmt.Errorf("fetching the JWKS failed: GET %s: %w", src, err)
 		}
 	} else {
 		b, err := os.ReadFile(src)
 		if err != nil {
-			return set, err
+			return set, fmt.Errorf("reading the JWKS failed: %w", err)
 		}
 		body = b
 	}
-	return set, json.Unmarshal(body, &set)
+	if err := json.Unmarshal(body, &set); err != nil {
+		return set, fmt.Errorf("the JWKS %s is not a JWK set: %w", src, err)
+	}
+	return set, nil
 }
