@@ -108,6 +108,7 @@ func newLogger(l logConfig) (*zap.Logger, error) {
 	zc := zap.NewProductionConfig()
 	if l.Format == "console" {
 		zc = zap.NewDevelopmentConfig()
+		zc.Encoding = safeConsoleEncoding // terminal.go
 		if isTerminal(os.Stderr) {
 			zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
 		}

@@ -17,6 +17,8 @@ package main
 //   - escapeUnsafe (error messages): just those runes as Go escapes.
 //   - jsonTerminalSafe (--output json): JSON already escapes C0; DEL, C1
 //     and format characters become \uXXXX, which stays the same JSON.
+//   - safeConsoleEncoding (console logs): messages escaped, string fields
+//     escaped beyond what their JSON escapes.
 
 import (
 	"bytes"
@@ -27,6 +29,10 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/buffer"
+	"go.uber.org/zap/zapcore"
 )
 
 // unsafeRune reports whether r must not reach a terminal as it is.
@@ -47,7 +53,13 @@ func quoteUnsafe(s string) string {
 // escape (\x1b, \n, \u202e); keep names runes left as they are (a
 // message's own line breaks).
 func escapeUnsafe(s string, keep ...rune) string {
-	if safeText(s) {
+	return escapeWhere(s, func(r rune) bool { return unsafeRune(r) && !slices.Contains(keep, r) })
+}
+
+// escapeWhere writes each rune of s that escape says, and each byte that
+// is not UTF-8, as its Go escape.
+func escapeWhere(s string, escape func(rune) bool) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, escape) {
 		return s
 	}
 	var b strings.Builder
@@ -56,7 +68,7 @@ func escapeUnsafe(s string, keep ...rune) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unsafeRune(r) && !slices.Contains(keep, r):
+		case escape(r):
 			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
 		default:
@@ -94,4 +106,60 @@ func jsonTerminalSafe(b []byte) []byte {
 		i += size
 	}
 	return out
+}
+
+// safeConsoleEncoding is zap's console encoding with no unsafe rune in
+// what it prints (newLogger uses it for log.format console, the logs
+// people read on a terminal: consume's, produce's, dev's). zap writes a
+// console line's message as it is and its fields as JSON, which escapes
+// C0 only: the message is escaped whole, string fields (errors and
+// Stringers included, which carry servers' messages) beyond what JSON
+// escapes.
+const safeConsoleEncoding = "capgate-console"
+
+func init() {
+	if err := zap.RegisterEncoder(safeConsoleEncoding, func(c zapcore.EncoderConfig) (zapcore.Encoder, error) {
+		return safeEncoder{zapcore.NewConsoleEncoder(c)}, nil
+	}); err != nil {
+		panic(err)
+	}
+}
+
+type safeEncoder struct{ zapcore.Encoder }
+
+func (e safeEncoder) Clone() zapcore.Encoder { return safeEncoder{e.Encoder.Clone()} }
+
+// AddString takes the fields of Logger.With (zap adds errors and
+// Stringers as strings too).
+func (e safeEncoder) AddString(key, value string) { e.Encoder.AddString(key, escapeBeyondJSON(value)) }
+
+func (e safeEncoder) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*buffer.Buffer, error) {
+	ent.Message = escapeUnsafe(ent.Message)
+	safe := make([]zapcore.Field, len(fields))
+	for i, f := range fields {
+		safe[i] = safeField(f)
+	}
+	return e.Encoder.EncodeEntry(ent, safe)
+}
+
+func safeField(f zapcore.Field) zapcore.Field {
+	switch f.Type {
+	case zapcore.StringType:
+		f.String = escapeBeyondJSON(f.String)
+	case zapcore.ErrorType:
+		if err, ok := f.Interface.(error); ok && err != nil {
+			return zap.String(f.Key, escapeBeyondJSON(err.Error()))
+		}
+	case zapcore.StringerType:
+		if s, ok := f.Interface.(fmt.Stringer); ok && s != nil {
+			return zap.String(f.Key, escapeBeyondJSON(s.String()))
+		}
+	}
+	return f
+}
+
+// escapeBeyondJSON escapes the unsafe runes JSON leaves as they are
+// (DEL, C1, format characters); JSON escapes the rest.
+func escapeBeyondJSON(s string) string {
+	return escapeWhere(s, func(r rune) bool { return r >= 0x7f && unsafeRune(r) })
 }

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"go.uber.org/zap"
 )
 
 // attack is what one admin put in a revoke reason to clear, recolour and
@@ -146,3 +149,37 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestConsoleLogsEscaped: consume's and dev's console logs print the
+// message as it is and fields as JSON (C0 escaped, DEL, C1 and bidi
+// overrides not): a server's error message in a field, or text in a
+// message, reached the terminal raw.
+func TestConsoleLogsEscaped(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = f // newLogger's sink is stderr
+	log, err := newLogger(logConfig{Level: "info", Format: "console"})
+	os.Stderr = stderr
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.With(zap.String("with", attack)).Info("msg "+attack, zap.String("s", attack), zap.Error(errors.New(attack)), zap.Stringer("st", stringer(attack)))
+	log.Sync()
+	out, _ := os.ReadFile(f.Name())
+	if strings.Count(string(out), "\n") != 1 {
+		t.Fatalf("one log line printed %d lines:\n%s", strings.Count(string(out), "\n"), out)
+	}
+	assertTerminalSafe(t, "console log", strings.ReplaceAll(string(out), "\t", " "))
+	for _, key := range []string{`"with"`, `"s"`, `"error"`, `"st"`, "msg ok"} {
+		if !strings.Contains(string(out), key) {
+			t.Errorf("the log line lacks %s:\n%s", key, out)
+		}
+	}
+}
+
+type stringer string
+
+func (s stringer) String() string { return string(s) }
