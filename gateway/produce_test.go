@@ -114,4 +114,15 @@ func TestProduceRecordCountIsBounded(t *testing.T) {
 	for _, bad := range []string{`{"records":[{}],"records":[{}]}`, `{"records":[{}]`, `{"records":{}}`, `[]`, `{"records":[{}]} x`, `{"records":[{"value":"eA==","x":1}]}`, `{"other":[]}`, `{"records":null}`} {
 		expectError(t, h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(bad), "Content-Type", "application/json"), http.StatusBadRequest, api.CodeBadRequest)
 	}
+	for bad, says := range map[string]string{ // what was wrong in words, not Go's "<nil> where "[" was expected"
+		`{"records":null}`: `"records" must be a list of records, got null`,
+		`{"records":"x"}`:  `"records" must be a list of records, got a string`,
+		`[]`:               `a produce must be a JSON object {"records":[...]}, got a list`,
+	} {
+		r := h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(bad), "Content-Type", "application/json")
+		var e api.ErrorBody
+		if err := json.Unmarshal(r.body, &e); err != nil || !strings.Contains(e.Error.Message, says) {
+			t.Errorf("produce %s: %s, want the message to say %s", bad, r.body, says)
+		}
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/valyala/fasthttp"
@@ -113,7 +114,7 @@ func produceRequestProblem(ctx *fasthttp.RequestCtx) api.Code {
 func decodeProduce(body []byte, max int) ([]*kgo.Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := expectDelim(dec, '{'); err != nil {
+	if err := expectDelim(dec, '{', "a produce"); err != nil {
 		return nil, err
 	}
 	var recs []*kgo.Record
@@ -131,7 +132,7 @@ func decodeProduce(body []byte, max int) ([]*kgo.Record, error) {
 			return nil, err
 		}
 	}
-	if err := expectDelim(dec, '}'); err != nil {
+	if err := expectDelim(dec, '}', "a produce"); err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -145,7 +146,7 @@ func decodeProduce(body []byte, max int) ([]*kgo.Record, error) {
 
 // decodeRecords reads the records array, at most max of them.
 func decodeRecords(dec *json.Decoder, max int) ([]*kgo.Record, error) {
-	if err := expectDelim(dec, '['); err != nil {
+	if err := expectDelim(dec, '[', `"records"`); err != nil {
 		return nil, err
 	}
 	var recs []*kgo.Record
@@ -163,17 +164,47 @@ func decodeRecords(dec *json.Decoder, max int) ([]*kgo.Record, error) {
 		}
 		recs = append(recs, rec)
 	}
-	return recs, expectDelim(dec, ']')
+	return recs, expectDelim(dec, ']', `"records"`)
 }
 
-// expectDelim reads the next token, which must be want.
-func expectDelim(dec *json.Decoder, want json.Delim) error {
+// expectDelim reads the next token, which must be want; what names the
+// value for the message ("records" must be a list of records, got null).
+func expectDelim(dec *json.Decoder, want json.Delim, what string) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return fmt.Errorf("body: %v", err)
 	}
-	if d, ok := tok.(json.Delim); !ok || d != want {
-		return fmt.Errorf("body: %v where %q was expected", tok, want)
+	if d, ok := tok.(json.Delim); ok && d == want {
+		return nil
 	}
-	return nil
+	switch want {
+	case '{':
+		return fmt.Errorf("body: %s must be a JSON object {\"records\":[...]}, got %s", what, jsonKind(tok))
+	case '[':
+		return fmt.Errorf("body: %s must be a list of records, got %s", what, jsonKind(tok))
+	}
+	return fmt.Errorf("body: %s: %s where %q was expected", what, jsonKind(tok), want)
+}
+
+// jsonKind says what a JSON token is, for a message.
+func jsonKind(tok json.Token) string {
+	switch t := tok.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(t)
+	case string:
+		return "a string"
+	case float64, json.Number:
+		return "a number"
+	case json.Delim:
+		switch t {
+		case '{':
+			return "an object"
+		case '[':
+			return "a list"
+		}
+		return fmt.Sprintf("%q", t)
+	}
+	return fmt.Sprintf("%v", tok)
 }
