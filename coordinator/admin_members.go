@@ -13,7 +13,6 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
-	"github.com/capgate/capgate/ocap"
 )
 
 func (c *Coordinator) handleAdminMemberRevoke(ctx *fasthttp.RequestCtx, params []string) {
@@ -21,8 +20,8 @@ func (c *Coordinator) handleAdminMemberRevoke(ctx *fasthttp.RequestCtx, params [
 	if !groupParam(ctx, groupName) {
 		return
 	}
-	if !ocap.ValidName(member) {
-		writeError(ctx, api.CodeBadRequest, "invalid member id")
+	if !validMemberID(member) {
+		writeError(ctx, api.CodeBadRequest, "invalid member id: 1-272 printable characters without '/', not . or ..")
 		return
 	}
 	var req RevokeRequest
@@ -38,4 +37,25 @@ func (c *Coordinator) handleAdminMemberRevoke(ctx *fasthttp.RequestCtx, params [
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, MemberRevokeResponse{Group: groupName, MemberID: member, Until: timeText(reply.Until), Fenced: reply.Fenced})
+}
+
+// memberIDMax is the longest member id an admin can name: every id a
+// member can have — group.MemberIDMax today, and the ids coordinators
+// made before member ids were cut (a 239-255-character client_id, "-",
+// 16 hex digits: up to 272), which a store may still hold. The route must
+// take every id the machine holds, or a member could not be removed.
+const memberIDMax = 255 + 1 + 16
+
+// validMemberID is ocap.ValidName's rule with memberIDMax as the bound:
+// printable ASCII without '/', neither "." nor "..".
+func validMemberID(id string) bool {
+	if len(id) == 0 || len(id) > memberIDMax || id == "." || id == ".." {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' || c == '/' {
+			return false
+		}
+	}
+	return true
 }

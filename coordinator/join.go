@@ -24,13 +24,24 @@ package coordinator
 // partitions still held by others arrive later in heartbeats. Unlike
 // Kafka there is no join barrier: the answer comes at once. A listed topic
 // Kafka does not have is 404 not_found (join_topics.go).
+//
+// A new member's id is its client_id (or "member") cut to 238 characters,
+// "-" and 16 random hex digits: at most 255 characters, a name whatever
+// the client_id, so its member token can carry it and an admin can name
+// it. member_id, instance_id and client_id must themselves be names (1-255
+// printable characters without '/', not . or ..; else 400). The join is
+// all or nothing: when its answer cannot be made (minting the member
+// token or a grant failed) the member it created is removed again before
+// the 500 internal, and the cause is logged at ERROR.
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
@@ -86,7 +97,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	c.answerJoin(ctx, reply, memberTTL)
+	c.answerJoin(ctx, reply, memberTTL, req.MemberID == "")
 }
 
 // joinRateKey is whose join_rate budget a join spends: its tenant's; a
@@ -227,16 +238,22 @@ func checkJoinSyntax(ctx *fasthttp.RequestCtx, req api.JoinRequest) bool {
 	return true
 }
 
-func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration) {
+// answerJoin mints the member token and the grants of reply and writes
+// the answer. When minting fails the answer is 500 internal, logged at
+// ERROR with the cause; a member this join created (created) is taken
+// out again first (undoJoin), so a join either answers its member or
+// leaves none behind. A rejoin's member existed before and stays: its
+// client still holds its member token and may rejoin again.
+func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration, created bool) {
 	token, member, err := c.keys.minter.Mint(ocap.KindMember, ocap.Claims{Subject: reply.MemberID, Group: reply.Group},
 		c.now(), memberTTL)
 	if err != nil {
-		writeError(ctx, api.CodeInternal, "mint member token")
+		c.failJoin(ctx, reply, created, "mint member token", err)
 		return
 	}
 	grants, err := c.mintGrants(reply.Grants, true, time.Unix(int64(member.ExpiresAt), 0))
 	if err != nil {
-		writeError(ctx, api.CodeInternal, "mint grants")
+		c.failJoin(ctx, reply, created, "mint grants", err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, api.JoinResponse{
@@ -244,4 +261,45 @@ func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply
 		SessionTimeoutMs: reply.SessionTimeout.Milliseconds(), HeartbeatWaitMs: reply.HeartbeatWait.Milliseconds(),
 		Grants: grants,
 	})
+}
+
+// failJoin answers a join whose answer could not be made: it undoes the
+// member the join created, logs the cause at ERROR (the error names
+// claims, never a token or key) and answers 500 internal.
+func (c *Coordinator) failJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, created bool, what string, cause error) {
+	fields := []zap.Field{zap.String("group", reply.Group), zap.String("member_id", reply.MemberID), zap.Error(cause)}
+	if created {
+		err := c.undoJoin(reply)
+		if err != nil {
+			fields = append(fields, zap.NamedError("undo_error", err))
+		}
+		fields = append(fields, zap.Bool("member_removed", err == nil))
+	}
+	c.log.Error("join: "+what+" failed; answered 500", fields...)
+	writeError(ctx, api.CodeInternal, what)
+}
+
+// undoJoin takes out a member whose join could not be answered
+// (group.UndoJoin): its partitions move at once (fenced first: the
+// machine counts the grants it handed the shell as sent). Before, such a
+// member stayed until its session timed out, holding every partition it
+// had been given — a client_id of 239-255 characters made one on every
+// join.
+func (c *Coordinator) undoJoin(reply group.JoinReply) error {
+	msg, err := c.call(func(ref group.Ref) group.Event {
+		return group.UndoJoin{Ref: ref, Group: reply.Group, MemberID: reply.MemberID}
+	})
+	switch r := msg.(type) {
+	case group.Done:
+		return nil
+	case group.Rejected:
+		if r.Code == api.CodeUnknownMember {
+			return nil // gone already (an admin revoke, a static replacement)
+		}
+		return fmt.Errorf("undo join: %s: %s", r.Code, r.Message)
+	}
+	if err == nil {
+		err = fmt.Errorf("undo join: unexpected answer %T", msg)
+	}
+	return err
 }

@@ -126,6 +126,18 @@ type Leave struct {
 	Offsets  []CommitOffset
 }
 
+// UndoJoin removes a member whose join the shell could not answer (a
+// mint failed after the Ready that made the member was persisted):
+// nobody holds a token of it, so it goes as a Leave without offsets
+// does, and its partitions move at once. A join answered 500 thus
+// leaves no member behind. Reply: Done, or Rejected (unknown_member)
+// when the member is gone already.
+type UndoJoin struct {
+	Ref      Ref
+	Group    string
+	MemberID string
+}
+
 // Topics updates topic metadata: Partitions maps topic to partition count
 // (upserts; a count never shrinks), Deleted lists topics that are gone.
 // Topics not mentioned are unchanged. No reply.
@@ -297,6 +309,7 @@ func (Join) isEvent()            {}
 func (Heartbeat) isEvent()       {}
 func (Commit) isEvent()          {}
 func (Leave) isEvent()           {}
+func (UndoJoin) isEvent()        {}
 func (Topics) isEvent()          {}
 func (SyncPoll) isEvent()        {}
 func (GatewayLeave) isEvent()    {}

@@ -163,6 +163,8 @@ func (m *Machine) apply(ev Event) {
 		m.commit(e)
 	case Leave:
 		m.leave(e)
+	case UndoJoin:
+		m.undoJoin(e)
 	case Topics:
 		m.updateTopics(e)
 	case SyncPoll:

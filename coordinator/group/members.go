@@ -240,11 +240,28 @@ func (m *Machine) installMember(mem *member) {
 	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, mem.record())
 }
 
+// MemberIDMax is the longest member id the machine makes: a member id is
+// a name (ocap.ValidName, 1-255 characters) — a capability's and a member
+// token's sub, a path segment of the admin API.
+const MemberIDMax = 255
+
+// memberIDSuffix is the length of what follows a member id's prefix: "-"
+// and 16 hex digits of the machine's rng.
+const memberIDSuffix = 1 + 16
+
+// newMemberID makes a member id of g: the client id (or "member"), cut to
+// MemberIDMax - memberIDSuffix = 238 bytes, then "-" and 16 random hex
+// digits. The cut keeps every id a name whatever the client id: a client
+// id of 239-255 characters (a valid one) made ids of 256-272, which no
+// token could carry (the join failed after the member existed) and no
+// admin route could name. Client ids are printable ASCII (the shell
+// checks them), so a byte cut is a character cut.
 func (m *Machine) newMemberID(g *group, clientID string) string {
 	prefix := clientID
 	if prefix == "" {
 		prefix = "member"
 	}
+	prefix = prefix[:min(len(prefix), MemberIDMax-memberIDSuffix)]
 	for {
 		id := fmt.Sprintf("%s-%016x", prefix, m.rng.Uint64())
 		if !g.isMember(id) {
@@ -391,6 +408,18 @@ func (m *Machine) leave(e Leave) {
 	}
 	m.removeMember(mem)
 	m.send(LeaveReply{Ref: e.Ref})
+}
+
+// undoJoin takes out a member whose join could not be answered
+// (UndoJoin).
+func (m *Machine) undoJoin(e UndoJoin) {
+	mem := m.memberOf(e.Group, e.MemberID)
+	if mem == nil {
+		m.reject(e.Ref, api.CodeUnknownMember, "undo join: unknown member %q", e.MemberID)
+		return
+	}
+	m.removeMember(mem)
+	m.send(Done{Ref: e.Ref})
 }
 
 // contact records that mem was heard from.
