@@ -17,6 +17,21 @@ import (
 // file, so it is not on the command line), and returns its output.
 func kcat(t testing.TB, s *Stack, token string, stdin string, args ...string) (string, error) {
 	t.Helper()
+	bin, all := kcatArgs(t, s, token, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, all...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// kcatArgs is the kcat binary and its arguments for kcat's args against
+// the first gateway's Kafka listener, the token in a 0600 config file.
+func kcatArgs(t testing.TB, s *Stack, token string, args ...string) (string, []string) {
+	t.Helper()
 	bin, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Fatalf("kcat not installed (.ci/run installs it): %v", err)
@@ -26,14 +41,7 @@ func kcat(t testing.TB, s *Stack, token string, stdin string, args ...string) (s
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"-b", s.KafkaAddrs()[0], "-F", conf}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	return out.String(), err
+	return bin, append([]string{"-b", s.KafkaAddrs()[0], "-F", conf}, args...)
 }
 
 // TestKcatWithCapability: kcat with SASL PLAIN and a partition capability

@@ -5,7 +5,9 @@ package kafkaproto
 //   - Epoch 0 joins: the gateway joins capgate's coordinator for the
 //     member with the connection's client credential (subscribed topic
 //     names, or the regex as capgate's topic_pattern; the instance id for
-//     static membership; the client's assignor is ignored — capgate's
+//     static membership; the client.id as a capgate client_id,
+//     capgateClientID: any client.id Kafka allows joins; the client's
+//     assignor is ignored — capgate's
 //     group assignor decides) and answers member epoch 1 with what the
 //     member holds right away. A known member id rejoining at epoch 0 (a
 //     lost answer, a fenced epoch) keeps its capgate member and gets its
@@ -109,7 +111,7 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 		sessionTimeout:   c.s.cfg.MemberSessionTimeout,
 		rebalanceTimeout: c.rebalanceTimeout(req.RebalanceTimeoutMillis),
 	}
-	join := api.JoinRequest{ClientID: c.clientID}
+	join := api.JoinRequest{ClientID: capgateClientID(c.clientID)}
 	join.Topics, join.TopicPattern, _ = subscription848(req)
 	if req.InstanceID != nil {
 		join.InstanceID = *req.InstanceID

@@ -9,7 +9,9 @@ package kafkaproto
 //     leader id names no member, so no client runs its own assignor), its
 //     protocol the first the client offered, and a generation of its own.
 //     A new member (empty id) is joined to capgate with the connection's
-//     client credential and the topics of its subscription metadata; an
+//     client credential, the topics of its subscription metadata and its
+//     client.id as a capgate client_id (capgateClientID: any client.id
+//     Kafka allows joins, "my app" as "my_app"); an
 //     id this gateway does not know answers UNKNOWN_MEMBER_ID. A known
 //     member rejoining with other topics changes its capgate member's
 //     subscription (member.resubscribe): the coordinator reassigns.
@@ -73,7 +75,7 @@ func handleJoinGroup(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error
 			g: c.s.groups, group: req.Group, key: c.key(), cooperative: protocol == "cooperative-sticky",
 			sessionTimeout: sessionTimeout, rebalanceTimeout: c.rebalanceTimeout(rebalance),
 		}
-		join := api.JoinRequest{ClientID: c.clientID, Topics: meta.Topics}
+		join := api.JoinRequest{ClientID: capgateClientID(c.clientID), Topics: meta.Topics}
 		if req.InstanceID != nil {
 			join.InstanceID = *req.InstanceID
 		}
