@@ -104,13 +104,19 @@ type GatewaysResponse struct {
 }
 
 // GatewayView is one gateway: what it acknowledged, how far behind that
-// is, when it last polled.
+// is, when it last polled; Lagging: it polls but has not acknowledged a
+// sync entry appended more than gateway_timeout ago (with
+// silent_gateways fence it counts safe for those fences, as a silent
+// one); UnackedSince: the oldest entry it has not acknowledged was
+// appended then or earlier (empty when it acknowledged everything).
 type GatewayView struct {
-	ID       string `json:"id"`
-	Acked    uint64 `json:"acked_seq"`
-	Lag      uint64 `json:"lag"`
-	LastSeen string `json:"last_seen"`
-	Silent   bool   `json:"silent,omitempty"`
+	ID           string `json:"id"`
+	Acked        uint64 `json:"acked_seq"`
+	Lag          uint64 `json:"lag"`
+	LastSeen     string `json:"last_seen"`
+	Silent       bool   `json:"silent,omitempty"`
+	Lagging      bool   `json:"lagging,omitempty"`
+	UnackedSince string `json:"unacked_since,omitempty"`
 }
 
 // RevokeRequest is POST /v1/admin/groups/{g}/partitions/{t}/{p}/revoke.

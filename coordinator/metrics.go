@@ -37,7 +37,10 @@ type metrics struct {
 	groupsReaped   *prometheus.CounterVec
 	offsetsExpired prometheus.Counter
 	joinLimits     *prometheus.CounterVec
-	handler        fasthttp.RequestHandler
+	// gatewaysSafeByLag counts lagging episodes under silent_gateways:
+	// fence (group/lag.go, sync_lag.go).
+	gatewaysSafeByLag prometheus.Counter
+	handler           fasthttp.RequestHandler
 }
 
 func newMetrics(c *Coordinator) *metrics {
@@ -92,12 +95,15 @@ func newMetrics(c *Coordinator) *metrics {
 		joinLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capgate_coordinator_join_limit_refusals_total", Help: "Joins refused 409 limit_exceeded, by what was counted: groups, members_per_group, groups_per_credential (groups a tenant has live members in), groups_created (groups a tenant created that still exist, also groups_per_credential), state_bytes.",
 		}, []string{"limit"}),
+		gatewaysSafeByLag: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_gateways_safe_by_lag_total", Help: "Gateways counted safe by lag: polling, but without acknowledging a sync update appended more than gateway_timeout ago (silent_gateways: fence; once per episode, which ends when the gateway acknowledges everything that old).",
+		}),
 	}
 	for _, reason := range []string{reapEmpty, reapOffsets} {
 		m.groupsReaped.WithLabelValues(reason)
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.longPolls, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
-		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits,
+		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits, m.gatewaysSafeByLag,
 		&syncLagCollector{c: c}, newGroupLagCollector(c), c.oauth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))

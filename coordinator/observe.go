@@ -94,6 +94,7 @@ func (o *observer) Sending(now time.Time, rd group.Ready, m *group.Machine) {
 	}
 	o.c.timeline.Observe(now, rd, m) // the console's handoff timeline; never blocks
 	o.c.metrics.syncSeq.Set(float64(m.SyncSeq()))
+	o.c.reportLagging(m)
 }
 
 // observe feeds the metrics from a message delivered at now.

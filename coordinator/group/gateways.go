@@ -34,7 +34,7 @@ func (m *Machine) registerGateway(ref Ref, id string) *gateway {
 			"sync: the coordinator knows %d gateways and none is silent long enough to forget; a gateway that stopped should leave (POST /v1/sync/leave)", len(m.gateways))
 		return nil
 	}
-	gw := &gateway{id: id}
+	gw := &gateway{id: id, registered: m.now}
 	m.gateways[id] = gw
 	m.putRecord(recordKey{kind: keyGateway, first: id}, GatewayRecord{ID: id})
 	return gw

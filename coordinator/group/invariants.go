@@ -73,10 +73,13 @@ func (a *audit) checkGatewaysSafe(m *Machine, p *partition, r *revoking) {
 	if m.holderExpired(r) {
 		return
 	}
+	if m.safeByLag(r.fenceSeq) {
+		return
+	}
 	for _, gw := range m.gateways {
 		if gw.acked < r.fenceSeq && !m.safeBySilence(gw) {
-			a.fail("%s marked safe but gateway %q acked %d < fence seq %d and was seen %s ago",
-				p.describe(), gw.id, gw.acked, r.fenceSeq, m.now.Sub(gw.lastSeen))
+			a.fail("%s marked safe but gateway %q acked %d < fence seq %d (appended %s ago) and was seen %s ago",
+				p.describe(), gw.id, gw.acked, r.fenceSeq, m.now.Sub(m.log.appendedAt(r.fenceSeq, m.now)), m.now.Sub(gw.lastSeen))
 		}
 	}
 }

@@ -52,6 +52,7 @@ type Machine struct {
 	qos        map[string]api.QoSOverride
 	timers     timerHeap
 	handoffs   handoffQueue
+	lag        lagState // the lag rule's timer and notices (lag.go)
 
 	watermark      uint64
 	watermarkValid bool

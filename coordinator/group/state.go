@@ -315,9 +315,11 @@ type gateway struct {
 	acked        uint64
 	lastSeen     time.Time
 	silenceArmed bool
-	wait         hold   // a held poll
-	parkedAfter  uint64 // the held poll's after
-	left         bool   // it left: its timers are ignored
+	wait         hold      // a held poll
+	parkedAfter  uint64    // the held poll's after
+	left         bool      // it left: its timers are ignored
+	lagging      bool      // in a lagging episode (lag.go), reported once
+	registered   time.Time // its first poll (zero when restored): lag counts from there
 }
 
 // hold is a held long poll (heartbeat or sync poll) and its wait timer.

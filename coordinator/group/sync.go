@@ -3,7 +3,9 @@ package group
 import (
 	"math"
 	"slices"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/capgate/capgate/api"
 )
@@ -21,6 +23,7 @@ const (
 
 type syncEntry struct {
 	seq     uint64
+	at      time.Time // when it was appended (never before an earlier entry's at)
 	kind    entryKind
 	fence   api.Fence
 	denied  api.Denied
@@ -30,19 +33,58 @@ type syncEntry struct {
 
 // syncLog is the bounded log of updates for gateways: a ring of the last
 // max entries, numbered consecutively up to seq.
+//
+// It also dates every seq, for the lag rule (lag.go): when it was
+// appended, or a later time (never an earlier one). The ring's entries
+// carry their own time; the seqs compacted away are dated coarsely by
+// marks (every seq above the previous mark's, up to a mark's seq, was
+// appended at or before its at), at most maxMarks of them; the seqs up to
+// floor.seq — the ones before the log started, after a restore too — by
+// floor.at, the first time the log saw the clock after init.
 type syncLog struct {
 	buf  []syncEntry
 	head int // index of the oldest entry
 	n    int
 	max  int
 	seq  uint64 // highest seq handed out
+
+	floor  stamp
+	marks  []stamp // ascending seq and at; the last one's seq is first()-1
+	dated  bool    // floor.at is set
+	lastAt time.Time
 }
+
+// stamp dates the seqs up to seq: appended at or before at (and, for a
+// mark, the first of them at or after from).
+type stamp struct {
+	seq      uint64
+	at, from time.Time
+}
+
+// maxMarks bounds the marks dating compacted seqs; markSlots is how many
+// a gateway_timeout is cut into (a mark spans less than
+// gateway_timeout/markSlots of appends).
+const (
+	maxMarks  = 64
+	markSlots = 32
+)
 
 func (l *syncLog) init(max int, seq uint64) {
 	l.max = max
 	l.seq = seq
 	l.buf = l.buf[:0]
 	l.head, l.n = 0, 0
+	l.floor, l.marks, l.dated, l.lastAt = stamp{seq: seq}, l.marks[:0], false, time.Time{}
+}
+
+// date gives the seqs before the log started the first time the log sees
+// (now): after a restore, no earlier than the restore, so the lag rule
+// counts gateway_timeout for them from there.
+func (l *syncLog) date(now time.Time) {
+	if !l.dated {
+		l.floor.at, l.dated = now, true
+		l.lastAt = maxTime(l.lastAt, now)
+	}
 }
 
 // first is the seq of the oldest retained entry (seq+1 when empty).
@@ -50,9 +92,13 @@ func (l *syncLog) first() uint64 {
 	return l.seq - uint64(l.n) + 1
 }
 
-func (l *syncLog) append(e syncEntry) uint64 {
+// append adds e, appended at now; width is how long one mark may span
+// (gateway_timeout/markSlots).
+func (l *syncLog) append(e syncEntry, now time.Time, width time.Duration) uint64 {
+	l.date(now)
+	l.lastAt = maxTime(l.lastAt, now)
 	l.seq++
-	e.seq = l.seq
+	e.seq, e.at = l.seq, l.lastAt
 	if l.n < l.max {
 		if len(l.buf) < l.max {
 			l.buf = append(l.buf, e)
@@ -62,9 +108,89 @@ func (l *syncLog) append(e syncEntry) uint64 {
 		l.n++
 		return l.seq
 	}
+	l.compacted(l.buf[l.head], width)
 	l.buf[l.head] = e
 	l.head = (l.head + 1) % l.max
 	return l.seq
+}
+
+// compacted dates an entry leaving the ring by the marks: it joins the
+// last mark when appended within width of that mark's first entry (the
+// mark's date becomes its own: never earlier than any of them), else
+// starts a mark of its own. Marks that aged fold into the floor (aged),
+// so about d/width+2 marks date the last d; should more than maxMarks
+// pile up all the same (no lag query folded them), the two marks closest
+// in time merge into the later one. A merge only dates some seqs later,
+// never earlier; it is never into the floor, which would date every
+// older seq as late as the merged mark.
+func (l *syncLog) compacted(e syncEntry, width time.Duration) {
+	if n := len(l.marks); n > 0 && e.at.Sub(l.marks[n-1].from) < width {
+		l.marks[n-1].seq, l.marks[n-1].at = e.seq, e.at
+		return
+	}
+	l.marks = append(l.marks, stamp{seq: e.seq, at: e.at, from: e.at})
+	if len(l.marks) <= maxMarks {
+		return
+	}
+	best := 0 // ties: the newest pair, so the oldest marks keep their dates and age
+	for i := 1; i+1 < len(l.marks); i++ {
+		if l.marks[i+1].at.Sub(l.marks[i].at) <= l.marks[best+1].at.Sub(l.marks[best].at) {
+			best = i
+		}
+	}
+	l.marks[best+1].from = l.marks[best].from
+	l.marks = slices.Delete(l.marks, best, best+1) // its seqs now dated by the next mark
+}
+
+// appendedAt is when seq (at most l.seq) was appended, or later.
+func (l *syncLog) appendedAt(seq uint64, now time.Time) time.Time {
+	l.date(now)
+	switch {
+	case seq <= l.floor.seq:
+		return l.floor.at
+	case seq < l.first():
+		i := sort.Search(len(l.marks), func(i int) bool { return l.marks[i].seq >= seq })
+		return l.marks[i].at
+	case seq <= l.seq:
+		return l.buf[(l.head+int(seq-l.first()))%len(l.buf)].at
+	}
+	return l.lastAt
+}
+
+// aged is the highest seq appended more than d before now, as far as the
+// dates tell (0: none). The marks it finds aged fold into the floor: what
+// is that old needs no finer date (the machine's now and d only grow
+// older together), and the marks left date the last d finely.
+func (l *syncLog) aged(now time.Time, d time.Duration) uint64 {
+	l.date(now)
+	cutoff := now.Add(-d)
+	if !l.floor.at.Before(cutoff) {
+		return 0
+	}
+	i := 0
+	for i < len(l.marks) && l.marks[i].at.Before(cutoff) {
+		i++
+	}
+	if i > 0 {
+		l.floor = l.marks[i-1]
+		l.marks = slices.Delete(l.marks, 0, i)
+	}
+	h := l.floor.seq
+	if len(l.marks) > 0 {
+		return h // the next mark is not aged: neither is the ring
+	}
+	k := sort.Search(l.n, func(i int) bool { return !l.buf[(l.head+i)%len(l.buf)].at.Before(cutoff) })
+	if k > 0 {
+		h = l.first() + uint64(k) - 1
+	}
+	return h
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // covers reports whether a delta after `after` can be built from the log.
@@ -84,7 +210,7 @@ func (l *syncLog) each(after uint64, f func(*syncEntry)) {
 func (m *Machine) appendEntry(e syncEntry) uint64 {
 	m.logGrew = true
 	m.seqDirty = true
-	return m.log.append(e)
+	return m.log.append(e, m.now, m.cfg.GatewayTimeout/markSlots)
 }
 
 // handoffQueue holds revoking partitions in fence-seq order, waiting for
@@ -130,20 +256,24 @@ func (m *Machine) silent(gw *gateway) bool {
 // themselves when they cannot sync. Gateways that keep serving
 // (silent_gateways: serve) are never safe by silence; their fences wait
 // for an ack, a leave, or the revoked capabilities' expiry (holderExpired).
+// A gateway that polls without acknowledging is the lag rule's (lag.go).
 func (m *Machine) safeBySilence(gw *gateway) bool {
 	return m.cfg.SilentGateways != SilentGatewaysServe && m.silent(gw)
 }
 
-// gatewayWatermark is the highest seq every gateway is safe for by ack or
-// silence (MaxUint64 with no gateways).
+// gatewayWatermark is the highest seq every gateway is safe for by ack,
+// silence or lag (MaxUint64 with no gateways). It also keeps the lag
+// timer armed for the oldest handoff waiting (armLag).
 func (m *Machine) gatewayWatermark() uint64 {
+	m.armLag()
 	if m.watermarkValid {
 		return m.watermark
 	}
 	w := uint64(math.MaxUint64)
+	horizon := m.lagHorizon()
 	for _, gw := range m.gateways {
-		if !m.safeBySilence(gw) && gw.acked < w {
-			w = gw.acked
+		if !m.safeBySilence(gw) && max(gw.acked, horizon) < w {
+			w = max(gw.acked, horizon)
 		}
 	}
 	m.watermark, m.watermarkValid = w, true
@@ -159,6 +289,7 @@ func (m *Machine) releaseHandoffs() {
 			m.tryComplete(p)
 		}
 	})
+	m.armLag()
 }
 
 func (m *Machine) syncPoll(e SyncPoll) {
@@ -181,6 +312,7 @@ func (m *Machine) syncPoll(e SyncPoll) {
 	if covered && e.After > gw.acked {
 		gw.acked = e.After
 	}
+	m.checkLag(gw, m.log.aged(m.now, m.cfg.GatewayTimeout))
 	m.releaseHandoffs()
 	switch {
 	case !covered:

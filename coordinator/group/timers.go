@@ -23,6 +23,7 @@ const (
 	timerMoves                      // group: next creeping move
 	timerPrune                      // deny entry, revoked member or QoS override expires
 	timerSweep                      // look for groups to reap (reap.go)
+	timerLag                        // the oldest waiting fence ages past gateway_timeout (lag.go)
 )
 
 // pruneKind says which table a timerPrune entry prunes.
@@ -75,6 +76,8 @@ func (m *Machine) runTimers() {
 			m.onPruneTimer(t)
 		case timerSweep:
 			m.onSweepTimer()
+		case timerLag:
+			m.onLagTimer(t.at)
 		}
 	}
 }
