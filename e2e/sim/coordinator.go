@@ -31,6 +31,7 @@ const (
 	reqRevoke       // admin: revoke a partition
 	reqDeny         // admin: deny a capability id
 	reqRevokeMember // admin: revoke a member
+	reqGatewayLeave // sync credential: a gateway id leaves (POST /v1/sync/leave)
 )
 
 // request is one HTTP request to the coordinator; reply runs at the
@@ -291,6 +292,8 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 		return func(ref group.Ref) group.Event {
 			return group.RevokeMember{Ref: ref, Group: groupName, MemberID: req.member}
 		}, ""
+	case reqGatewayLeave:
+		return func(ref group.Ref) group.Event { return group.GatewayLeave{Ref: ref, Gateway: gatewayID(req.gateway)} }, ""
 	case reqJoin:
 		j := *req.join
 		return func(ref group.Ref) group.Event {
@@ -430,7 +433,20 @@ func (o simObserver) Persisted(rd group.Ready) {
 	c.w.check.persisted(rd.Persist)
 }
 
-func (o simObserver) Sending(time.Time, group.Ready, *group.Machine) {}
+// Sending takes the gateways the machine found lagging (as the
+// coordinator's observer does, to log them) and counts those the lag rule
+// made safe.
+func (o simObserver) Sending(_ time.Time, _ group.Ready, m *group.Machine) {
+	notices, dropped := m.TakeLagging()
+	for _, n := range notices {
+		if n.SafeByLag {
+			o.c.w.stats.SafeByLag++
+		}
+	}
+	if dropped > 0 && o.c.w.prof.machine.SilentGateways != group.SilentGatewaysServe {
+		o.c.w.stats.SafeByLag += dropped
+	}
+}
 
 func (c *coordinator) crashPoint() bool {
 	return !c.w.healed && c.w.chance(c.w.prof.readyCrash)
@@ -494,7 +510,9 @@ func (c *coordinator) render(msg group.Message, req *request) response {
 		c.w.check.revokeAnswered(m)
 	case group.SyncReply:
 		u := driver.SyncResponse(m, func() []api.JWK { return nil }, c.settings())
-		c.w.check.syncSent(req.gateway, req.inc, req.sent, u)
+		if req.gateway != rogueGateway {
+			c.w.check.syncSent(req.gateway, req.inc, req.sent, u)
+		}
 		return response{sync: u}
 	}
 	return response{}

@@ -53,7 +53,11 @@
 //     gateway/call.go and records_fetch.go (sync state, verify, raise the
 //     fence on a newer capability and cancel Registry.Below, Decide,
 //     broker long poll, decide again). Clocks are offset within
-//     max_clock_skew; restarts lose the view.
+//     max_clock_skew; restarts lose the view. In half the seeds gateways
+//     get stuck for up to twice gateway_timeout: every sync answer fails
+//     to apply, so they poll on with the same after, acknowledge nothing
+//     and self-fence (a gateway that cannot apply updates: the
+//     coordinator's lag rule must not count it safe before it refuses).
 //   - consumers (consumer.go): client/driver (first join bounded by
 //     request_timeout, rejoins, one long-poll heartbeat, fetch failover
 //     between gateways and backoff, commit and leave retries within
@@ -66,7 +70,12 @@
 //     numbered records, long-polling fetches; in half the seeds a topic
 //     gains partitions mid-run (the coordinator reads the new count).
 //   - operators (faults.go): in half the seeds an admin revokes random
-//     partitions or members, and denies the last capability of one.
+//     partitions or members, and denies the last capability of one. In
+//     half the seeds a sync-token holder polls as gateway "rogue" through
+//     the faulty phase, never acknowledging (after=0, or a stale after):
+//     under silent_gateways fence it must not stall handoffs past
+//     gateway_timeout (the lag rule), under serve nor make one complete
+//     early.
 //   - coordinator replicas (replica.go, TestSimReplicas, Options.Replicas):
 //     three replicas over one store.MemLog, each running the replica
 //     shell's decisions, coordinator/leader.Replica (the binary runs the

@@ -45,6 +45,14 @@ func (w *World) armFaults() {
 	if w.prof.adminEvery > 0 {
 		w.every(w.prof.adminEvery, evAdmin, w.adminNode(), w.admin)
 	}
+	if w.prof.stuckEvery > 0 {
+		w.every(w.prof.stuckEvery, evGatewayStuck, -1, func() {
+			w.gateways[w.rng.IntN(len(w.gateways))].stick(w.between(100*time.Millisecond, w.prof.stuckMax))
+		})
+	}
+	if w.prof.rogueEvery > 0 {
+		w.every(w.prof.rogueEvery, evRogue, w.adminNode(), w.roguePoll)
+	}
 	if w.prof.growBy > 0 {
 		w.at(w.prof.growAt, evGrow, -1, func() {
 			w.kafka.grow(w.prof.growTopic, w.prof.growBy)
@@ -79,6 +87,41 @@ func (w *World) admin() {
 		w.tracef("admin request kind %d partition %s member %s jti %s", req.kind, req.partition, req.member, req.jti)
 	}
 	w.sendCoordinator(w.adminNode(), false, req)
+}
+
+// roguePoll sends one poll as gateway "rogue" (rogueGateway), as a
+// sync-token holder that acknowledges nothing would: after=0 (each
+// answer a reset), or with rogueStale the seq of its first answer, for
+// ever. It serves no fetch, so no checker looks at it; it only must not
+// stall handoffs past gateway_timeout (silent_gateways: fence) or make a
+// revocation complete early (serve). It stops with the faults and is
+// then silent.
+func (w *World) roguePoll() {
+	w.stats.RoguePolls++
+	req := &request{kind: reqSync, from: w.adminNode(), gateway: rogueGateway, after: w.rogueAfter, wait: w.prof.gateway.syncWait,
+		call: call{deadline: w.now + w.prof.gateway.syncTimeout}, reply: func(r response) {
+			if w.prof.rogueStale && w.rogueAfter == 0 && !r.transport && r.code == "" {
+				w.rogueAfter = r.sync.Seq
+			}
+		}}
+	w.sendCoordinator(w.adminNode(), true, req)
+}
+
+// rogueLeaves removes the rogue's gateway id at the heal, as an operator
+// who saw it lagging would (POST /v1/sync/leave on its behalf, after
+// rotating the sync token): under silent_gateways serve a silent id is
+// never safe, and every handoff of the drain would wait for the revoked
+// capabilities to expire. Retried until answered.
+func (w *World) rogueLeaves() {
+	req := &request{kind: reqGatewayLeave, from: w.adminNode(), gateway: rogueGateway,
+		call: call{deadline: w.now + w.prof.gateway.syncTimeout}}
+	req.call.timeout = func() { w.after(time.Second, evRogue, w.adminNode(), w.rogueLeaves) }
+	req.reply = func(r response) {
+		if r.transport || r.code != "" {
+			w.after(time.Second, evRogue, w.adminNode(), w.rogueLeaves)
+		}
+	}
+	w.sendCoordinator(w.adminNode(), true, req)
 }
 
 // every runs fn at exponentially distributed intervals of mean until the
@@ -173,12 +216,16 @@ func (w *World) heal() {
 		}
 	}
 	for _, g := range w.gateways {
+		g.stuckUntil = 0
 		if !g.up {
 			g.boot()
 		}
 	}
 	for _, c := range w.consumers {
 		c.thaw()
+	}
+	if w.prof.rogueEvery > 0 {
+		w.rogueLeaves()
 	}
 	w.keepOneRunning()
 }

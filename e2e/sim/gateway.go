@@ -18,7 +18,16 @@ const (
 	fetchRecordsMax = 50 // records one fetch answers at most (max_bytes)
 )
 
-func gatewayID(i int) string { return "gw-" + strconv.Itoa(i) }
+func gatewayID(i int) string {
+	if i == rogueGateway {
+		return "rogue"
+	}
+	return "gw-" + strconv.Itoa(i)
+}
+
+// rogueGateway is the gateway index of the rogue's polls (roguePoll): not
+// a gateway of the world.
+const rogueGateway = -1
 
 // gateway is one gateway process: the real authz.View and the real shell
 // decisions of gateway/guard — the sync client's (Follower: what to poll,
@@ -46,6 +55,11 @@ type gateway struct {
 	polling  bool
 	pollID   uint64
 	pollSent time.Duration // local clock
+	// stuckUntil: until then (true time) every sync answer fails to
+	// apply (a bug, a full disk): the follower counts a failed poll and
+	// polls again with the same after — polling, acknowledging nothing,
+	// and self-fencing sync_timeout after its last applied answer.
+	stuckUntil time.Duration
 
 	verified map[string]bool // the verified-token cache
 }
@@ -157,6 +171,10 @@ func (g *gateway) onSync(inc int, id uint64, r response) {
 	}
 	if r.transport || r.code != "" {
 		g.syncFailed()
+		return
+	}
+	if g.w.now < g.stuckUntil {
+		g.syncFailed() // as an Apply that failed: nothing applied, nothing acknowledged
 		return
 	}
 	now := g.localWall()
@@ -319,6 +337,13 @@ func (g *gateway) crash() {
 	g.up, g.view, g.polling = false, nil, false
 	g.inc++
 	g.w.after(g.w.between(10*time.Millisecond, max(g.w.prof.gatewayDown, 10*time.Millisecond)), evGatewayRestart, g.node, g.restart)
+}
+
+// stick makes the gateway apply no sync answer for d.
+func (g *gateway) stick(d time.Duration) {
+	g.w.stats.GatewayStuck++
+	g.w.tracef("gateway %s stuck for %s", g.id, d)
+	g.stuckUntil = max(g.stuckUntil, g.w.now+d)
 }
 
 func (g *gateway) restart() {

@@ -45,6 +45,16 @@ type profile struct {
 	brokerLatency time.Duration // most a broker takes to answer
 
 	replicas replicaSettings // coordinator replicas (Options.Replicas > 1)
+
+	// Gateways that poll without acknowledging (the lag rule,
+	// coordinator/group/lag.go): a gateway stuck applying nothing for up
+	// to stuckMax, on average every stuckEvery; a sync-token holder
+	// polling as gateway "rogue" every rogueEvery with after=0 (or, with
+	// rogueStale, the seq of its first answer) through the faulty phase.
+	stuckEvery time.Duration // 0: never
+	stuckMax   time.Duration
+	rogueEvery time.Duration // 0: no rogue
+	rogueStale bool
 }
 
 // gatewaySettings are one gateway's sync client settings.
@@ -111,7 +121,23 @@ func drawProfile(rng *rand.Rand) profile {
 	}
 	drawWorkload(d, &p)
 	drawCrashes(d, &p, harsh)
+	drawLaggards(d, &p)
 	return p
+}
+
+// drawLaggards draws the gateways that poll without acknowledging: in
+// half the seeds gateways get stuck (for up to twice gateway_timeout, so
+// both the lag rule and silence-free waits are exercised), in half a
+// rogue sync-token holder polls.
+func drawLaggards(d draw, p *profile) {
+	if d.rng.IntN(2) == 0 {
+		p.stuckEvery = d.dur(30*time.Second, 180*time.Second)
+		p.stuckMax = d.dur(time.Second, 2*p.machine.GatewayTimeout)
+	}
+	if d.rng.IntN(2) == 0 {
+		p.rogueEvery = d.dur(50*time.Millisecond, 2*time.Second)
+		p.rogueStale = d.rng.IntN(2) == 0
+	}
 }
 
 // drawTopics draws one topic, or two, of 8–24 partitions in all.

@@ -410,6 +410,8 @@ func (k reqKind) path() string {
 		return "/v1/admin/groups/" + groupName + "/partitions/t/0/revoke"
 	case reqDeny:
 		return "/v1/admin/capabilities/jti/revoke"
+	case reqGatewayLeave:
+		return "/v1/sync/leave"
 	case reqRevokeMember:
 		return "/v1/admin/groups/" + groupName + "/members/m/revoke"
 	}

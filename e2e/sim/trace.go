@@ -27,12 +27,15 @@ const (
 	evGrow                            // a topic grows
 	evAdmin                           // an admin request
 	evReplica                         // a replica's leadership step, pause or resume
+	evGatewayStuck                    // a gateway stops applying sync answers for a while
+	evRogue                           // a sync-token holder polls without acknowledging
 	eventKinds
 )
 
 var kindNames = [eventKinds]string{
 	"deliver", "coord-flush", "coord-tick", "coord-crash", "coord-restart", "gw-crash", "gw-restart",
 	"gw-poll", "broker", "timeout", "produce", "consumer", "churn", "cut", "drain-check", "grow", "admin", "replica",
+	"gw-stuck", "rogue",
 }
 
 func (k eventKind) String() string {

@@ -42,6 +42,9 @@ type Stats struct {
 	CoordCrashes   int
 	GatewayCrashes int
 	GaveUp         int // consumers whose shell stopped for good (a join refused)
+	GatewayStuck   int // gateways that stopped applying sync answers for a while (polling on)
+	RoguePolls     int // polls of a sync-token holder that acknowledges nothing
+	SafeByLag      int // lagging episodes of gateway ids polling without acknowledging, counted safe (silent_gateways: fence)
 	SentinelStarts int // deliveries that began at an unresolved start offset
 	// Replicas only.
 	Takeovers    int // promotions that succeeded
@@ -93,6 +96,8 @@ type World struct {
 	gateways  []*gateway
 	consumers []*consumer
 	check     *checker
+
+	rogueAfter uint64 // the after of the rogue's polls (roguePoll)
 }
 
 // Run simulates one seed and checks every invariant after every event.
