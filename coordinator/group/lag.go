@@ -40,15 +40,16 @@ import "time"
 // past gateway_timeout (the lag timer, armLag).
 //
 // A gateway whose acknowledgements stay below a seq appended more than
-// gateway_timeout ago while it is not silent is lagging: shown so by the
+// gateway_timeout ago while it is not silent, and that has been known
+// that long, is lagging: shown so by the
 // admin gateways view (GatewayLags), reported once per episode to the
 // shell (TakeLagging: a WARN, and a count of the gateways the rule made
 // safe), the episode ending when it acknowledges everything that old.
 
 // lagState is the machine's side of the lag rule.
 type lagState struct {
-	armed   bool      // a lag timer is in the heap, at `at`
-	at      time.Time //
+	armed   bool      // a lag timer is in the heap ...
+	at      time.Time // ... firing at at
 	notices []LaggingGateway
 	dropped int // notices beyond maxLagNotices not kept
 }
