@@ -40,7 +40,8 @@ type consoleAnswer struct {
 	header http.Header
 }
 
-// send makes one request; headers are added as given ("" values skipped).
+// send makes one request; headers are added as given ("" values
+// skipped; "Host" replaces the request's Host header).
 func (c *consoleClient) send(method, path string, body io.Reader, headers map[string]string) consoleAnswer {
 	c.t.Helper()
 	req, err := http.NewRequest(method, c.h.base+path, body)
@@ -48,7 +49,11 @@ func (c *consoleClient) send(method, path string, body io.Reader, headers map[st
 		c.t.Fatal(err)
 	}
 	for k, v := range headers {
-		if v != "" {
+		switch {
+		case v == "":
+		case k == "Host":
+			req.Host = v
+		default:
 			req.Header.Set(k, v)
 		}
 	}
@@ -193,6 +198,41 @@ func TestConsoleLogin(t *testing.T) {
 		t.Fatalf("groups with a logged-out session: %d, want 303 to login", a.status)
 	}
 	e.checkLogs(t)
+}
+
+// TestConsoleRedirectsIgnoreTheHostHeader: every redirect of the console
+// (no session → login page, the root, a login, a logout) names a path of
+// this host, whatever Host header the request carried. fasthttp's
+// ctx.Redirect made the Location absolute from the Host header: a request
+// with Host: evil.example was sent to http://evil.example/console/login,
+// an answer a proxy or cache in front could keep and hand to others.
+func TestConsoleRedirectsIgnoreTheHostHeader(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	c := newConsoleClient(t, h)
+	const evil = "evil.example"
+	hostile := map[string]string{"Host": evil}
+	redirected := func(what string, a consoleAnswer, want string) {
+		t.Helper()
+		if got := a.header.Get("Location"); a.status != 303 || got != want {
+			t.Errorf("%s with Host: %s: %d Location %q, want 303 Location %q (a path, no host)", what, evil, a.status, got, want)
+		}
+	}
+	redirected("GET /console/groups without a session", c.send("GET", "/console/groups", nil, hostile), "/console/login")
+	redirected("GET /console without a session", c.send("GET", "/console", nil, hostile), "/console/login")
+
+	// The login form's origin check compares Origin with the Host header,
+	// so a client choosing both gets as far as the login's redirect.
+	c.origin = "http://" + evil
+	redirected("POST /console/login", c.login(e.adminToken, hostile), "/console/groups")
+	if c.cookies["capgate_console"] == "" {
+		t.Fatal("no session after the login")
+	}
+	redirected("GET /console with a session", c.send("GET", "/console", nil, hostile), "/console/groups")
+	csrf := c.csrf()
+	out := c.send("POST", "/console/logout", strings.NewReader(url.Values{"csrf": {csrf}}.Encode()),
+		map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": c.origin, "Host": evil})
+	redirected("POST /console/logout", out, "/console/login")
 }
 
 // TestConsoleActionRefusals: a state-changing console request needs the

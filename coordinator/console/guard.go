@@ -52,7 +52,7 @@ func (c *Console) guard(ctx *fasthttp.RequestCtx, rt route) (*session, bool) {
 	sess := c.sessions.get(string(ctx.Request.Header.Cookie(sessionCookie)))
 	if sess == nil {
 		if rt.access == page {
-			ctx.Redirect(Prefix+"/login", fasthttp.StatusSeeOther)
+			seeOther(ctx, Prefix+"/login")
 			return nil, false
 		}
 		writeProblem(ctx, fasthttp.StatusUnauthorized, "unauthorized", "log in to the console first")
@@ -89,6 +89,16 @@ func sameOrigin(ctx *fasthttp.RequestCtx) bool {
 	}
 	ref := string(ctx.Request.Header.Referer())
 	return len(ref) > len(want) && ref[:len(want)] == want && ref[len(want)] == '/'
+}
+
+// seeOther answers 303 to path (one of this console's, a constant) sent
+// as it is: a relative Location. fasthttp's ctx.Redirect makes it absolute from the
+// request's Host header, which is the client's to choose (a proxy or cache
+// in front would keep, and hand others, a redirect to any host it names).
+// A browser resolves a path against the URL it asked for.
+func seeOther(ctx *fasthttp.RequestCtx, path string) {
+	ctx.Response.Header.Set(fasthttp.HeaderLocation, path)
+	ctx.SetStatusCode(fasthttp.StatusSeeOther)
 }
 
 func equalToken(got []byte, want string) bool {

@@ -4,7 +4,8 @@ package console
 //   GET  /console/login  → the login form, with a one-time login token in
 //     a short-lived cookie and in the form (login CSRF: a page on another
 //     site can neither read the cookie nor make the browser send it).
-//   POST /console/login  (form: token, csrf) → 303 to /console/groups with
+//   POST /console/login  (form: token, csrf) → 303 to /console/groups (every
+//     console redirect's Location is that path alone, never built from Host) with
 //     a new session cookie when the Origin is this host, the login token
 //     matches the cookie and token is an admin token, or a JWT of an OIDC
 //     issuer whose claims match its console_admins (the session then ends
@@ -88,7 +89,7 @@ func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 	id, _ := c.sessions.create(who, until, denied)
 	setCookie(ctx, sessionCookie, id, c.cfg.SessionTTL)
 	setCookie(ctx, loginCookie, "", 0)
-	ctx.Redirect(Prefix+"/groups", fasthttp.StatusSeeOther)
+	seeOther(ctx, Prefix+"/groups")
 }
 
 // checkToken says who token logs in as: the admin token, or an IdP token
@@ -128,9 +129,9 @@ func (c *Console) rateLimited(ctx *fasthttp.RequestCtx, addr string, wait time.D
 func (c *Console) serveLogout(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 	c.sessions.end(string(ctx.Request.Header.Cookie(sessionCookie)))
 	setCookie(ctx, sessionCookie, "", 0)
-	ctx.Redirect(Prefix+"/login", fasthttp.StatusSeeOther)
+	seeOther(ctx, Prefix+"/login")
 }
 
 func (c *Console) serveRoot(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
-	ctx.Redirect(Prefix+"/groups", fasthttp.StatusSeeOther)
+	seeOther(ctx, Prefix+"/groups")
 }
