@@ -17,7 +17,8 @@ package coordinator
 //     client_credential_ttl_max). An exp past now + that is refused with
 //     400 (details limit and max, the latest exp accepted) and nothing is
 //     denied: no token outlives it, and the coordinator, the store, the
-//     sync log and every gateway would hold the entry until exp. Answers
+//     sync log and every gateway would hold the entry until exp. A reason
+//     with a control character is 400 (details field; text.go). Answers
 //     DenyResponse once the denial is durable and queued for the
 //     gateways.
 

@@ -7,7 +7,8 @@ package coordinator
 //     member); an outside lease on it ends. Answers RevokeResponse only
 //     once every gateway is safe for the fence (acked, silent, or the old
 //     token expired), so "200" means nobody can read it under the old
-//     epoch any more.
+//     epoch any more. A reason with a control character is 400 (details
+//     field; text.go).
 //   POST .../lease with LeaseRequest: pin the partition to holder for
 //     ttl_ms through the normal handoff. A holder that is not a member is
 //     an outside holder: the partition leaves the assignment and the
@@ -20,7 +21,8 @@ package coordinator
 //     say). A partition someone holds is fenced first and regranted from
 //     the new offset: the holder's later commits under the old epoch are
 //     refused (409 stale_epoch), so nothing it still had in flight moves
-//     the offset again. Answers OffsetResetResponse. A body naming
+//     the offset again. Answers OffsetResetResponse. Metadata holding a
+//     control character is 400 (details field; text.go). A body naming
 //     neither offset nor to ({}, null) is 400: an empty body must never
 //     rewind a group to offset 0.
 
@@ -127,6 +129,9 @@ func (c *Coordinator) handleAdminPartitionOffset(ctx *fasthttp.RequestCtx, param
 	}
 	if body.Offset == nil && body.To == "" {
 		writeError(ctx, api.CodeBadRequest, "offset or to (earliest, latest) required")
+		return
+	}
+	if !checkTexts(ctx, [2]string{"metadata", body.Metadata}) {
 		return
 	}
 	req := OffsetResetRequest{To: body.To, Metadata: body.Metadata}

@@ -12,8 +12,11 @@ package coordinator
 // sync channel and kept until now + ttl; a later PUT with the same id (by
 // default: the same selector) merges into it: the fields it sets replace
 // the earlier ones, the others stay, the ttl starts anew. Answers the
-// resulting api.QoSOverride. 400 for a selector partition below 0, or an
-// id or selector field longer than qosFieldBytes; 409 limit_exceeded for
+// resulting api.QoSOverride. 400 for a selector partition below 0, an
+// id or selector field longer than qosFieldBytes, or a control character
+// in the id, a selector field or the monitor tag (details field: they are
+// listed back, and the monitor tag is a label of every gateway's
+// /metrics; text.go); 409 limit_exceeded for
 // a new id while groups.limits.qos_overrides overrides are in force
 // (nothing changes; a known id always merges).
 
@@ -51,6 +54,11 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 	}
 	if msg := checkQoSNames(req); msg != "" {
 		writeError(ctx, api.CodeBadRequest, msg)
+		return
+	}
+	s := req.Selector
+	if !checkTexts(ctx, [2]string{"id", req.ID}, [2]string{"selector.group", s.Group}, [2]string{"selector.topic", s.Topic},
+		[2]string{"selector.holder", s.Holder}, [2]string{"selector.jti", s.JTI}, [2]string{"monitor", req.Monitor}) {
 		return
 	}
 	bps := int64(0)

@@ -16,6 +16,10 @@ package coordinator
 // which names the token without revealing it), "cert:" and the verified
 // client certificate's name, or "console" for the console's in-process
 // calls on behalf of a logged-in operator. Reasons are cut to 256 bytes.
+// A revoke's or deny's reason holding a control character is refused
+// (400, text.go: withReason) before the action runs; recorded anyway,
+// each control character of a field is written out as an escape (\x1b),
+// so listing the log never prints one.
 
 import (
 	"crypto/tls"
@@ -120,12 +124,11 @@ func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
 	if t, ok := ctx.UserValue(auditTargetKey{}).(string); ok && t != "" {
 		e.Target = t
 	}
-	var body struct {
-		Reason string `json:"reason"`
+	if reason, ok := bodyReason(ctx); ok {
+		e.Reason = cut(escapeControls(reason), auditReasonMax)
 	}
-	if json.Unmarshal(ctx.PostBody(), &body) == nil {
-		e.Reason = cut(body.Reason, auditReasonMax)
-	}
+	// A refused request is recorded too, with whatever it carried.
+	e.Who, e.Action, e.Target = escapeControls(e.Who), escapeControls(e.Action), escapeControls(e.Target)
 	if e.Status >= 300 {
 		var eb api.ErrorBody
 		e.Result = strconv.Itoa(e.Status)
@@ -140,6 +143,31 @@ func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
 	}
 	c.log.Log(level, "admin action", zap.Uint64("seq", e.Seq), zap.String("who", e.Who), zap.String("action", e.Action),
 		zap.String("target", e.Target), zap.String("reason", e.Reason), zap.String("result", e.Result), zap.Int("status", e.Status))
+}
+
+// bodyReason is the reason of an admin request's JSON body, if any.
+func bodyReason(ctx *fasthttp.RequestCtx) (string, bool) {
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(ctx.PostBody(), &body) != nil {
+		return "", false
+	}
+	return body.Reason, true
+}
+
+// withReason wraps the handler of an action whose body gives a reason
+// (RevokeRequest, DenyRequest): a reason holding a control character is
+// refused, 400 naming the field (text.go), before the handler runs. Any
+// other action's body naming a reason is refused by its handler as an
+// unknown field, or, read by nobody else, recorded escaped.
+func withReason(h handler) handler {
+	return func(ctx *fasthttp.RequestCtx, params []string) {
+		if reason, ok := bodyReason(ctx); ok && api.IsJSON(ctx.Request.Header.ContentType()) && !checkTexts(ctx, [2]string{"reason", reason}) {
+			return
+		}
+		h(ctx, params)
+	}
 }
 
 // actionOf names the route ctx matched, without its admin_ prefix.
