@@ -76,8 +76,12 @@ type Config struct {
 	DescribeLagMax int `yaml:"describe_lag_max"`
 	// GroupLagLabelsMax bounds the groups capgate_coordinator_group_lag
 	// labels (those with the largest lag; the others' sum is
-	// capgate_coordinator_group_lag_rest). One scrape looks up at most
-	// describe_lag_max partitions in Kafka.
+	// capgate_coordinator_group_lag_rest). 0, the default, names no
+	// group: /metrics answers anyone, and group names are the tenants'
+	// (a join names its group), which the API shows only to the group's
+	// members and admins. Set it for a /metrics only your Prometheus
+	// reaches. One scrape looks up at most describe_lag_max partitions in
+	// Kafka.
 	GroupLagLabelsMax int `yaml:"group_lag_labels_max"`
 	// DescribePageMax bounds the members and the partitions one admin
 	// describe (or group list) answers with; DescribeBytesMax bounds the
@@ -182,7 +186,7 @@ func DefaultConfig() Config {
 		BrokerTimeout:          5 * time.Second,
 		OffsetCacheTTL:         time.Second,
 		DescribeLagMax:         1000,
-		GroupLagLabelsMax:      100,
+		GroupLagLabelsMax:      0,
 		DescribePageMax:        10000,
 		DescribeBytesMax:       4 << 20,
 		AuditEntriesMax:        10000,

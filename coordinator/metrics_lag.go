@@ -18,6 +18,10 @@ import (
 // was committed for (what a new consumer would read). Its cardinality is
 // bounded: at most group_lag_labels_max groups carry a label, those of
 // the largest lag; capgate_coordinator_group_lag_rest is the others' sum.
+// By default (0) no group is named: /metrics answers without a token, and
+// a group's name and lag are its tenant's, which the API refuses to
+// anyone but the group's members and admins (403); the operator opts in
+// for a /metrics only Prometheus reaches.
 // One scrape looks up at most describe_lag_max partitions in Kafka
 // (through the resolver's cache, each within broker_timeout);
 // capgate_coordinator_group_lag_unmeasured counts the partitions left

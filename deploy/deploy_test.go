@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/internal/stack"
 )
 
@@ -139,7 +140,10 @@ func scrapeRunningStack(t *testing.T) map[string]bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), Topics: map[string]int32{"orders": 2}, Gateways: 1})
+	// The dashboard's per-group lag panel is for an operator who named
+	// groups on /metrics (group_lag_labels_max, off by default).
+	s, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), Topics: map[string]int32{"orders": 2}, Gateways: 1,
+		Coordinator: func(_ int, cfg *coordinator.Config) { cfg.GroupLagLabelsMax = 20 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/harness"
 	"github.com/capgate/capgate/internal/stack"
 )
@@ -62,7 +63,10 @@ func histogramCount(f *dto.MetricFamily, label, value string) uint64 {
 // Prometheus's parser, speak one vocabulary.
 func TestMetricsLabelsDisagree(t *testing.T) {
 	t.Parallel()
-	o := startOps(t, map[string]int32{"m": 2})
+	// Per-group lag series are opt-in (group names are the tenants' and
+	// /metrics answers anyone): this operator opted in.
+	o := startOpsWith(t, map[string]int32{"m": 2}, opsOptions{gateways: 1,
+		coordinator: func(cfg *coordinator.Config) { cfg.GroupLagLabelsMax = 10 }})
 	ctx := context.Background()
 	for range 7 {
 		if _, err := o.s.Broker.Produce(ctx, "m", 0, []*kgo.Record{{Value: []byte("x")}}); err != nil {
