@@ -17,9 +17,8 @@ package coordinator
 // client certificate's name, or "console" for the console's in-process
 // calls on behalf of a logged-in operator. Reasons are cut to 256 bytes.
 // A revoke's or deny's reason holding a control character is refused
-// (400, text.go: withReason) before the action runs; recorded anyway,
-// each control character of a field is written out as an escape (\x1b),
-// so listing the log never prints one.
+// (400, text.go: withReason) before the action runs; the refusal is
+// recorded with the reason as sent (clients escape what they print).
 
 import (
 	"crypto/tls"
@@ -125,10 +124,8 @@ func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
 		e.Target = t
 	}
 	if reason, ok := bodyReason(ctx); ok {
-		e.Reason = cut(escapeControls(reason), auditReasonMax)
+		e.Reason = cut(reason, auditReasonMax)
 	}
-	// A refused request is recorded too, with whatever it carried.
-	e.Who, e.Action, e.Target = escapeControls(e.Who), escapeControls(e.Action), escapeControls(e.Target)
 	if e.Status >= 300 {
 		var eb api.ErrorBody
 		e.Result = strconv.Itoa(e.Status)

@@ -11,12 +11,12 @@ package coordinator
 // the window of whoever lists them), NUL cuts C strings, a newline forges
 // a line of a log or of a table. A request carrying one is refused, 400
 // bad_request naming the field (details field), before anything changes.
-// What is recorded anyway (the audit log records refused requests too)
-// has each control character written out as an escape (escapeControls).
+// The audit log records refused requests too, with the reason as sent: it
+// is a record, JSON carries any character safely, and the clients that
+// print it (capgate admin, the console's html/template) escape on output.
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -56,24 +56,4 @@ func checkTexts(ctx *fasthttp.RequestCtx, fields ...[2]string) bool {
 		}
 	}
 	return true
-}
-
-// escapeControls is s with each control character written out: \xNN for
-// C0 and DEL, \u00NN for C1; the rest as it is.
-func escapeControls(s string) string {
-	if _, _, ok := firstControl(s); !ok {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r < 0x80 && isControl(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case isControl(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
