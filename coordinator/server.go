@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 
 	"github.com/valyala/fasthttp"
@@ -288,11 +287,12 @@ func writeMachineError(ctx *fasthttp.RequestCtx, msg group.Message, err error) {
 	writeError(ctx, api.CodeInternal, fmt.Sprintf("unexpected answer %T", msg))
 }
 
-// decodeBody decodes the JSON body into dst, refusing unknown fields and
-// trailing data. An empty body decodes as {} when empty is allowed. A
-// body must come as Content-Type: application/json (415 otherwise: no
-// text/plain or form body is read as JSON). On failure it writes the
-// answer and returns false.
+// decodeBody decodes the JSON body into dst strictly (api.StrictJSON:
+// exact json names, no key twice at any depth, no unknown field, nothing
+// after the value; 400 naming the key and where it is). An empty body
+// decodes as {} when empty is allowed. A body must come as Content-Type:
+// application/json (415 otherwise: no text/plain or form body is read as
+// JSON). On failure it writes the answer and returns false.
 func decodeBody(ctx *fasthttp.RequestCtx, dst any, empty bool) bool {
 	body := ctx.PostBody()
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -306,14 +306,8 @@ func decodeBody(ctx *fasthttp.RequestCtx, dst any, empty bool) bool {
 		writeError(ctx, api.CodeUnsupportedMediaType, "request body must be Content-Type: application/json")
 		return false
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	if err := api.StrictJSON(body, dst); err != nil {
 		writeError(ctx, api.CodeBadRequest, "invalid JSON body: "+err.Error())
-		return false
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		writeError(ctx, api.CodeBadRequest, "invalid JSON body: trailing data")
 		return false
 	}
 	return true
