@@ -294,6 +294,13 @@ func writeMachineError(ctx *fasthttp.RequestCtx, msg group.Message, err error) {
 // application/json (415 otherwise: no text/plain or form body is read as
 // JSON). On failure it writes the answer and returns false.
 func decodeBody(ctx *fasthttp.RequestCtx, dst any, empty bool) bool {
+	if problem := api.ContentCodingProblem(ctx.Request.Header.PeekAll(fasthttp.HeaderContentEncoding)); problem != "" {
+		// A gzip body read as plain JSON, or a plain body a proxy in
+		// front read as gzip: refused as the gateway's produce refuses it.
+		ctx.Response.Header.Set(fasthttp.HeaderAcceptEncoding, "identity")
+		writeError(ctx, api.CodeUnsupportedMediaType, problem)
+		return false
+	}
 	body := ctx.PostBody()
 	if len(bytes.TrimSpace(body)) == 0 {
 		if empty {

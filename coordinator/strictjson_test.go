@@ -3,6 +3,8 @@ package coordinator_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -162,4 +164,38 @@ func TestOAuthBodiesStrict(t *testing.T) {
 	if status, body, _ := tokenRequest(t, h, clientCredentialsForm("client_id", c.ClientID, "client_secret", c.ClientSecret), nil); status != 200 {
 		t.Fatalf("the right form: %d %v", status, body)
 	}
+}
+
+// TestContentCodingRefused: a JSON body under a content coding other than
+// identity is 415 unsupported_media_type with Accept-Encoding: identity,
+// and nothing happens — a join labelled gzip joined with 200 (the label
+// ignored, the body read as plain JSON), while a proxy in front may have
+// read it as gzip.
+func TestContentCodingRefused(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	body := `{"topics":["orders"]}`
+	for _, coding := range []string{"gzip", "br", "identity, gzip"} {
+		req, err := http.NewRequest("POST", h.base+"/v1/groups/g/join", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+creds)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", coding)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 415 || errorCode(t, b) != api.CodeUnsupportedMediaType || resp.Header.Get("Accept-Encoding") != "identity" {
+			t.Fatalf("join with Content-Encoding %q: %d %s (Accept-Encoding %q), want 415 unsupported_media_type", coding, resp.StatusCode, b, resp.Header.Get("Accept-Encoding"))
+		}
+	}
+	if status, b, _ := h.do(t, "GET", "/v1/admin/groups/g", e.adminToken, nil); status != 404 {
+		t.Fatalf("the refused joins made group g: %d %s", status, b)
+	}
+	h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}}) // identity still joins
 }
