@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/capgate/capgate/internal/failguard"
 	"github.com/prometheus/client_golang/prometheus"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +64,7 @@ func (c *Coordinator) verifyToken(token []byte, kind ocap.Kind) (*ocap.Claims, e
 // signature checked is checked within the budget of failed verifications
 // of the request's client address (authFailures); nil ctx: no budget.
 func (c *Coordinator) verifyTokenFor(ctx *fasthttp.RequestCtx, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
-	claims, err := c.signatureFor(ctx, token, kind)
+	claims, err := c.signatureFor(requestAddr(ctx), token, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -81,18 +82,19 @@ func (c *Coordinator) verifySignature(token []byte, kind ocap.Kind) (*ocap.Claim
 	return c.signatureFor(nil, token, kind)
 }
 
-// signatureFor is verifySignature, budgeted as verifyTokenFor.
-func (c *Coordinator) signatureFor(ctx *fasthttp.RequestCtx, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
+// signatureFor is verifySignature, budgeted under from (nil: no budget)
+// as verifyTokenFor.
+func (c *Coordinator) signatureFor(from *netip.Addr, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
 	now := c.now()
 	if claims, ok := c.tokens.Get(token, now); ok && claims.Kind() == kind {
 		return claims, nil
 	}
-	if err := c.authFailures.check(ctx, now); err != nil {
+	if err := c.authFailures.check(from, now); err != nil {
 		return nil, err
 	}
 	claims, err := c.keys.verifier.Verify(string(token), kind, now)
 	if err != nil {
-		c.authFailures.failed(ctx, now, err)
+		c.authFailures.failed(from, now, err)
 		return nil, err
 	}
 	c.tokens.Put(string(token), claims)
@@ -230,26 +232,35 @@ func (a *authFailures) register(r *prometheus.Registry) {
 		func() float64 { return float64(a.guard.Len()) }))
 }
 
-// check is nil while ctx's client may still have a token verified (always
-// for a nil ctx: a call outside a request's budget).
-func (a *authFailures) check(ctx *fasthttp.RequestCtx, now time.Time) error {
+// requestAddr is the budget key of a request's client (nil ctx: no budget).
+func requestAddr(ctx *fasthttp.RequestCtx) *netip.Addr {
 	if ctx == nil {
 		return nil
 	}
-	err := a.guard.Check(failguard.Addr(ctx.RemoteAddr()), now)
+	a := failguard.Addr(ctx.RemoteAddr())
+	return &a
+}
+
+// check is nil while from may still have a token verified (always for a
+// nil from: a check outside any budget).
+func (a *authFailures) check(from *netip.Addr, now time.Time) error {
+	if from == nil {
+		return nil
+	}
+	err := a.guard.Check(*from, now)
 	if err != nil {
 		a.throttled.Inc()
 	}
 	return err
 }
 
-// failed charges a failed verification to ctx's client. A token of
-// another kind fails on its header, before any signature, and is not
-// charged (commit tries a capability first, then a member token).
-func (a *authFailures) failed(ctx *fasthttp.RequestCtx, now time.Time, err error) {
-	if ctx == nil || errors.Is(err, ocap.ErrBadType) {
+// failed charges a failed verification to from. A token of another kind
+// fails on its header, before any signature, and is not charged (commit
+// tries a capability first, then a member token).
+func (a *authFailures) failed(from *netip.Addr, now time.Time, err error) {
+	if from == nil || errors.Is(err, ocap.ErrBadType) {
 		return
 	}
 	a.failures.Inc()
-	a.guard.Failed(failguard.Addr(ctx.RemoteAddr()), now)
+	a.guard.Failed(*from, now)
 }

@@ -42,7 +42,7 @@ func forgedSignature(token string, i int) string {
 // credential sends member tokens with forged signatures (a real kid, a
 // real member's claims) to the heartbeat and commit routes, each a
 // signature check for the coordinator and never cached, to spend the CPU
-// its heartbeats and joins need. Past auth_failure_burst failures its
+// its heartbeats and joins need. (A join's credential is budgeted alike.) Past auth_failure_burst failures its
 // address is answered 429 rate_limited with Retry-After unchecked — a
 // genuine token it never sent before too — while the genuine member keeps
 // heartbeating from its own address, and a token the coordinator verified
@@ -73,6 +73,8 @@ func TestForgedTokensBudgetedPerAddress(t *testing.T) {
 	}
 	fresh := h.clientCredential(t, []string{"g"}, []string{"orders"}) // never verified: not cached
 	attacker.expectError(t, "POST", "/v1/capabilities/attenuate", fresh, map[string]any{}, 429, api.CodeRateLimited)
+	attacker.expectError(t, "POST", "/v1/groups/g/join", h.clientCredential(t, []string{"g"}, []string{"orders"}),
+		api.JoinRequest{Topics: []string{"orders"}}, 429, api.CodeRateLimited)
 	if status, body, _ := attacker.do(t, "POST", "/v1/groups/g/heartbeat", a.token, api.HeartbeatRequest{WaitMs: 1}); status != 200 {
 		t.Fatalf("a member token verified before, from the attacker's address: %d %s", status, body)
 	}
@@ -82,7 +84,25 @@ func TestForgedTokensBudgetedPerAddress(t *testing.T) {
 	if n := h.metric(t, "capgate_coordinator_auth_failures_total"); n != burst {
 		t.Fatalf("%v failed verifications counted, want %d (refused tokens are never checked)", n, burst)
 	}
-	if n := h.metric(t, "capgate_coordinator_auth_throttled_total"); n != 2 {
-		t.Fatalf("%v tokens refused unchecked, want 2", n)
+	if n := h.metric(t, "capgate_coordinator_auth_throttled_total"); n != 3 {
+		t.Fatalf("%v tokens refused unchecked, want 3", n)
+	}
+
+	// A body over the small pre-auth cap has its token checked before the
+	// body is read, where the client's address is unknown: those checks
+	// share one budget. Past it a forged token on a large body is not
+	// checked at all (413, as any unverified bearer's large body).
+	large := `{"topics":["orders"],"client_id":"x","metadata":"` + strings.Repeat("x", 5000) + `"}`
+	failures, throttled := h.metric(t, "capgate_coordinator_auth_failures_total"), h.metric(t, "capgate_coordinator_auth_throttled_total")
+	for i := range burst + 3 {
+		status, body, _ := attacker.do(t, "POST", "/v1/groups/g/join", forgedSignature(creds, 100+i), large)
+		if status != 413 {
+			t.Fatalf("a forged credential on a large body: %d %s, want 413", status, body)
+		}
+	}
+	failed := h.metric(t, "capgate_coordinator_auth_failures_total") - failures
+	unchecked := h.metric(t, "capgate_coordinator_auth_throttled_total") - throttled
+	if failed != burst || unchecked < 3 { // each kind tried counts a refusal
+		t.Fatalf("forged large-body tokens: %v failed their check, %v were not checked; want the pre-auth budget %d, then the rest", failed, unchecked, burst)
 	}
 }

@@ -9,6 +9,7 @@ package coordinator
 // second heartbeat of the same member answers the held one empty.
 
 import (
+	"go.uber.org/zap"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -55,11 +56,13 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 	memberExp := time.Unix(int64(claims.ExpiresAt), 0) // no capability outlives the member token
 	grants, err := c.mintGrants(news.Grants, true, memberExp)
 	if err != nil {
+		c.log.Error("heartbeat answered 500: minting its grants failed", zap.String("group", claims.Group), zap.String("member_id", claims.Subject), zap.Error(err))
 		writeError(ctx, api.CodeInternal, "mint grants")
 		return
 	}
 	renew, err := c.mintGrants(news.Renew, false, memberExp)
 	if err != nil {
+		c.log.Error("heartbeat answered 500: minting its renewals failed", zap.String("group", claims.Group), zap.String("member_id", claims.Subject), zap.Error(err))
 		writeError(ctx, api.CodeInternal, "mint renewals")
 		return
 	}

@@ -171,12 +171,12 @@ func (c *Coordinator) joinBearer(ctx *fasthttp.RequestCtx, groupName string) (*o
 		claims, ok := c.identityClaims(ctx, token)
 		return claims, false, ok
 	}
-	claims, err := c.verifyToken(token, ocap.KindClient)
+	claims, err := c.verifyTokenFor(ctx, token, ocap.KindClient)
 	if err == nil {
 		return claims, false, true
 	}
 	if errors.Is(err, ocap.ErrBadType) {
-		member, merr := c.verifyToken(token, ocap.KindMember)
+		member, merr := c.verifyTokenFor(ctx, token, ocap.KindMember)
 		switch {
 		case merr == nil:
 			if member.Group != groupName {

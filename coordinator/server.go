@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -117,6 +118,9 @@ func (c *Coordinator) bodyLimit(h *fasthttp.RequestHeader) int {
 	if h.ContentLength() == 0 || !(h.IsPost() || h.IsPut() || h.IsPatch()) {
 		return small
 	}
+	if n := h.ContentLength(); n > 0 && n <= small {
+		return small // fits the small cap: no token to check here (the handler checks it, within its client's budget)
+	}
 	if path, _, _ := bytes.Cut(h.RequestURI(), []byte("?")); console.Owns(path) {
 		return min(consoleBodyBytes, c.cfg.MaxBodyBytes)
 	}
@@ -142,14 +146,29 @@ func (c *Coordinator) knownBearer(token []byte) bool {
 		return false
 	case c.adminTokens.matches(token) || c.syncTokens.matches(token):
 		return true
-	case c.identities.Handles(token):
+	}
+	// The client's address is not known here (fasthttp hands
+	// HeaderReceived the headers alone): failed checks are budgeted under
+	// the zero address, one budget for every pre-auth check of a body
+	// over the small cap. Under a flood of forged tokens on large bodies,
+	// a large body whose token was never verified before gets the small
+	// cap (413) until the flood stops; verified tokens never do.
+	preauth := &netip.Addr{}
+	now := c.now()
+	if c.identities.Handles(token) {
+		if c.authFailures.check(preauth, now) != nil {
+			return false
+		}
 		verifyCtx, cancel := context.WithTimeout(context.Background(), c.cfg.OIDC.FetchTimeout)
 		defer cancel()
-		_, err := c.identities.Verify(verifyCtx, string(token), c.now())
+		_, err := c.identities.Verify(verifyCtx, string(token), now)
+		if err != nil {
+			c.authFailures.failed(preauth, now, err)
+		}
 		return err == nil
 	}
 	for _, kind := range [...]ocap.Kind{ocap.KindCapability, ocap.KindMember, ocap.KindClient} {
-		if _, err := c.verifySignature(token, kind); err == nil {
+		if _, err := c.signatureFor(preauth, token, kind); err == nil {
 			return true
 		}
 	}

@@ -65,6 +65,9 @@ func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader) int {
 	if !h.IsPost() || h.ContentLength() == 0 {
 		return preauthBodyBytes
 	}
+	if n := h.ContentLength(); n > 0 && n <= preauthBodyBytes {
+		return preauthBodyBytes // fits the small cap: the handler checks the token, within its client's budget
+	}
 	token, _ := bearerToken(h)
 	if len(token) == 0 || len(token) > ocap.MaxTokenBytes {
 		return preauthBodyBytes

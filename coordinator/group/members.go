@@ -121,8 +121,8 @@ func (m *Machine) checkJoin(e Join) (subscription, time.Duration, error) {
 		}
 	}
 	if timeout < m.cfg.SessionTimeoutMin || timeout > m.cfg.SessionTimeoutMax {
-		return subscription{}, 0, fmt.Errorf("session_timeout must be within [%s, %s], got %s",
-			m.cfg.SessionTimeoutMin, m.cfg.SessionTimeoutMax, timeout)
+		return subscription{}, 0, durationRangeError("session_timeout", timeout, m.cfg.SessionTimeoutMin, m.cfg.SessionTimeoutMax,
+			"groups.session_timeout_min, groups.session_timeout_max")
 	}
 	if _, ok := m.lookup(e.Assignor); e.Assignor != "" && !ok {
 		return subscription{}, 0, fmt.Errorf("unknown assignor %q", e.Assignor)
