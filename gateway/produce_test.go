@@ -118,6 +118,8 @@ func TestProduceRecordCountIsBounded(t *testing.T) {
 		`{"records":null}`: `"records" must be a list of records, got null`,
 		`{"records":"x"}`:  `"records" must be a list of records, got a string`,
 		`[]`:               `a produce must be a JSON object {"records":[...]}, got a list`,
+		`{"records":[{"value":"eA=="},{"value":"eA==","value":"eQ=="}]}`: `records[1]: duplicate key "value"`,
+		`{"records":[{"VALUE":"eA=="}]}`:                                 `records[0]: unknown field "VALUE" (did you mean "value"?)`,
 	} {
 		r := h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(bad), "Content-Type", "application/json")
 		var e api.ErrorBody

@@ -154,9 +154,16 @@ func decodeRecords(dec *json.Decoder, max int) ([]*kgo.Record, error) {
 		if len(recs) == max {
 			return nil, fmt.Errorf("body: more than %d records (max_produce_records); split the produce", max)
 		}
-		var r api.ProduceRecord
-		if err := dec.Decode(&r); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			return nil, fmt.Errorf("body: %v", err)
+		}
+		// Each record as strictly as the coordinator reads a body: exact
+		// names, no key twice ({"value":a,"value":b} is not a record a
+		// proxy and capgate may read differently).
+		var r api.ProduceRecord
+		if err := api.StrictJSON(raw, &r); err != nil {
+			return nil, fmt.Errorf("body: records[%d]: %v", len(recs), err)
 		}
 		rec := &kgo.Record{Key: r.Key, Value: r.Value}
 		for _, h := range r.Headers {
