@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"time"
@@ -173,6 +174,11 @@ func (c Config) validateBounds() error {
 		return fmt.Errorf("client.fetch_max_bytes: must be > 0, got %d", c.FetchMaxBytes)
 	case c.FetchMaxWait < 0:
 		return fmt.Errorf("client.fetch_max_wait: must be >= 0, got %s", c.FetchMaxWait)
+	case c.FetchMaxWait > math.MaxInt32*time.Millisecond:
+		// A gateway takes max_wait_ms up to Kafka's int32 (and holds at
+		// most its own max_wait, 30 s by default); beyond, every fetch
+		// would be refused 400.
+		return fmt.Errorf("client.fetch_max_wait: must be <= %s (max_wait_ms is an int32), got %s", math.MaxInt32*time.Millisecond, c.FetchMaxWait)
 	case c.RequestTimeout <= 0:
 		return fmt.Errorf("client.request_timeout: must be > 0, got %s", c.RequestTimeout)
 	case c.BufferMaxBytes <= 0:

@@ -49,6 +49,7 @@ func TestConfigValidate(t *testing.T) {
 		{"client.heartbeat_wait", func(c *Config) { c.HeartbeatWait = c.SessionTimeout }},
 		{"client.fetch_max_bytes", func(c *Config) { c.FetchMaxBytes = 0 }},
 		{"client.fetch_max_wait", func(c *Config) { c.FetchMaxWait = -time.Second }},
+		{"client.fetch_max_wait", func(c *Config) { c.FetchMaxWait = 25 * 24 * time.Hour }}, // past int32 ms: every fetch would be 400
 		{"client.request_timeout", func(c *Config) { c.RequestTimeout = 0 }},
 		{"client.buffer_max_bytes", func(c *Config) { c.BufferMaxBytes = 0 }},
 		{"client.poll_max_records", func(c *Config) { c.PollMaxRecords = 0 }},

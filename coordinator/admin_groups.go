@@ -288,12 +288,12 @@ func (c *Coordinator) pageQuery(ctx *fasthttp.RequestCtx, cursors ...string) (pa
 			writeError(ctx, api.CodeBadRequest, "query parameter "+name+" given more than once")
 			return p, false
 		case name == "limit":
-			n, err := strconv.Atoi(string(value))
-			if err != nil || n < 1 || n > c.cfg.DescribePageMax {
-				writeError(ctx, api.CodeBadRequest, "limit must be within [1, describe_page_max ("+strconv.Itoa(c.cfg.DescribePageMax)+")]")
+			n, ok := api.ParseDecimal(value, int64(c.cfg.DescribePageMax))
+			if !ok || n < 1 {
+				writeError(ctx, api.CodeBadRequest, "limit must be a decimal integer within [1, describe_page_max ("+strconv.Itoa(c.cfg.DescribePageMax)+")] without sign or leading zeros")
 				return p, false
 			}
-			p.limit = n
+			p.limit = int(n)
 		case slices.Contains(cursors, name):
 			p.cursors[name] = string(value)
 		default:
@@ -308,9 +308,9 @@ func (c *Coordinator) pageQuery(ctx *fasthttp.RequestCtx, cursors ...string) (pa
 // partitionCursor parses "topic/partition".
 func partitionCursor(s string) (group.PartitionRef, bool) {
 	topic, number, ok := strings.Cut(s, "/")
-	p, err := strconv.ParseInt(number, 10, 32)
-	if !ok || err != nil || p < 0 || topic == "" {
+	p, valid := api.ParsePartition(number)
+	if !ok || !valid || topic == "" {
 		return group.PartitionRef{}, false
 	}
-	return group.PartitionRef{Topic: topic, Partition: int32(p)}, true
+	return group.PartitionRef{Topic: topic, Partition: p}, true
 }

@@ -23,6 +23,7 @@ package coordinator
 import (
 	"crypto/tls"
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,12 +239,12 @@ func (c *Coordinator) handleAdminAudit(ctx *fasthttp.RequestCtx, _ []string) {
 	}
 	var before uint64
 	if s := q.get("before"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || n == 0 {
-			writeError(ctx, api.CodeBadRequest, "before must be an entry's seq (an integer > 0)")
+		n, ok := api.ParseDecimal(s, math.MaxInt64)
+		if !ok || n == 0 {
+			writeError(ctx, api.CodeBadRequest, "before must be an entry's seq (a decimal integer > 0 without sign or leading zeros)")
 			return
 		}
-		before = n
+		before = uint64(n)
 	}
 	entries, more := c.audit.page(before, q.limit)
 	out := AuditResponse{Entries: entries}

@@ -14,7 +14,7 @@ package coordinator
 // key set on a reset and whenever the signing keys changed.
 
 import (
-	"strconv"
+	"math"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -109,10 +109,10 @@ func uintArg(ctx *fasthttp.RequestCtx, name string) (uint64, bool) {
 	if len(raw) == 0 {
 		return 0, true
 	}
-	n, err := strconv.ParseUint(string(raw), 10, 64)
-	if err != nil {
-		writeError(ctx, api.CodeBadRequest, name+" must be an unsigned integer")
+	n, ok := api.ParseDecimal(raw, math.MaxInt64) // one spelling, as every number of the API (api/number.go)
+	if !ok {
+		writeError(ctx, api.CodeBadRequest, name+" must be a decimal integer in [0, 9223372036854775807] without sign or leading zeros")
 		return 0, false
 	}
-	return n, true
+	return uint64(n), true
 }
