@@ -1,11 +1,9 @@
 package coordinator_test
 
 import (
-	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/binary"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,18 +13,9 @@ import (
 	"github.com/capgate/capgate/api"
 )
 
-// fromAddr is h with its requests coming from the loopback address ip
-// (Linux routes all of 127.0.0.0/8 to lo), as another client would.
+// fromAddr is h with its requests coming from the loopback address ip.
 func (h *harness) fromAddr(ip string) *harness {
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	other := &harness{env: h.env, c: h.c, base: h.base}
-	other.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dialer.DialContext(ctx, network, addr)
-		},
-		TLSClientConfig: h.env.clientTLS,
-	}}
-	return other
+	return &harness{env: h.env, c: h.c, base: h.base, client: &http.Client{Timeout: 30 * time.Second, Transport: h.transportFrom(ip)}}
 }
 
 // forgedSignature is token with a well-formed signature of its own: the

@@ -1,10 +1,7 @@
 package coordinator_test
 
 import (
-	"context"
 	"encoding/json"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,10 +15,7 @@ import (
 // from makes c's requests come from the loopback address ip (Linux
 // routes all of 127.0.0.0/8 to lo), as another client address would.
 func (c *consoleClient) from(ip string) *consoleClient {
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	c.client.Transport = &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return dialer.DialContext(ctx, network, addr)
-	}}
+	c.client.Transport = c.h.transportFrom(ip)
 	return c
 }
 

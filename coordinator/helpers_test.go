@@ -583,6 +583,16 @@ func (g *fakeGateway) waitFor(t testing.TB, what string, pred func(api.SyncRespo
 	}
 }
 
+// transportFrom is h's client transport with its connections coming
+// from the loopback address ip (Linux routes all of 127.0.0.0/8 to lo),
+// as another client address's would: for limits kept per address.
+func (h *harness) transportFrom(ip string) *http.Transport {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	transport := h.client.Transport.(*http.Transport).Clone()
+	transport.DialContext = dialer.DialContext
+	return transport
+}
+
 // fenceAbove matches a sync reply fencing topic/partition above epoch:
 // the fence a revoke wrote, not the partition's current epoch that a
 // reset snapshot also lists (a gateway whose first poll lands after the

@@ -1,8 +1,6 @@
 package coordinator_test
 
 import (
-	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"testing"
@@ -14,15 +12,9 @@ import (
 )
 
 // tokenClientFrom is an HTTP client whose connections come from the
-// loopback address ip (Linux routes all of 127.0.0.0/8 to lo), as
-// another client address's would.
+// loopback address ip (harness.transportFrom).
 func tokenClientFrom(h *harness, ip string) *http.Client {
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	transport := h.client.Transport.(*http.Transport).Clone()
-	transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return dialer.DialContext(ctx, network, addr)
-	}
-	return &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	return &http.Client{Transport: h.transportFrom(ip), Timeout: 30 * time.Second}
 }
 
 // guess sends a wrong secret for clientID from client and returns the
