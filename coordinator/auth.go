@@ -64,7 +64,7 @@ func (c *Coordinator) verifyToken(token []byte, kind ocap.Kind) (*ocap.Claims, e
 // signature checked is checked within the budget of failed verifications
 // of the request's client address (authFailures); nil ctx: no budget.
 func (c *Coordinator) verifyTokenFor(ctx *fasthttp.RequestCtx, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
-	claims, err := c.signatureFor(requestAddr(ctx), token, kind)
+	claims, err := c.signatureFor(budgetOf(ctx), token, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -79,22 +79,21 @@ func (c *Coordinator) verifyTokenFor(ctx *fasthttp.RequestCtx, token []byte, kin
 
 // verifySignature is verifyToken without the deny-list.
 func (c *Coordinator) verifySignature(token []byte, kind ocap.Kind) (*ocap.Claims, error) {
-	return c.signatureFor(nil, token, kind)
+	return c.signatureFor(budget{}, token, kind)
 }
 
-// signatureFor is verifySignature, budgeted under from (nil: no budget)
-// as verifyTokenFor.
-func (c *Coordinator) signatureFor(from *netip.Addr, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
+// signatureFor is verifySignature, charged to budget b as verifyTokenFor.
+func (c *Coordinator) signatureFor(b budget, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
 	now := c.now()
 	if claims, ok := c.tokens.Get(token, now); ok && claims.Kind() == kind {
 		return claims, nil
 	}
-	if err := c.authFailures.check(from, now); err != nil {
+	if err := c.authFailures.check(b, now); err != nil {
 		return nil, err
 	}
 	claims, err := c.keys.verifier.Verify(string(token), kind, now)
 	if err != nil {
-		c.authFailures.failed(from, now, err)
+		c.authFailures.failed(b, now, err)
 		return nil, err
 	}
 	c.tokens.Put(string(token), claims)
@@ -232,35 +231,51 @@ func (a *authFailures) register(r *prometheus.Registry) {
 		func() float64 { return float64(a.guard.Len()) }))
 }
 
-// requestAddr is the budget key of a request's client (nil ctx: no budget).
-func requestAddr(ctx *fasthttp.RequestCtx) *netip.Addr {
-	if ctx == nil {
-		return nil
-	}
-	a := failguard.Addr(ctx.RemoteAddr())
-	return &a
+// budget is whose failures a token check is charged to: none (the zero
+// value: a check outside any request), a request's client address, or
+// the one budget of the pre-auth body check (preauth). The address is
+// read only on a cache miss, when a check needs it.
+type budget struct {
+	ctx     *fasthttp.RequestCtx
+	preauth bool
 }
 
-// check is nil while from may still have a token verified (always for a
-// nil from: a check outside any budget).
-func (a *authFailures) check(from *netip.Addr, now time.Time) error {
-	if from == nil {
+// budgetOf is the budget of ctx's client (none for a nil ctx).
+func budgetOf(ctx *fasthttp.RequestCtx) budget { return budget{ctx: ctx} }
+
+// addr is b's key; false for no budget.
+func (b budget) addr() (netip.Addr, bool) {
+	switch {
+	case b.preauth:
+		return netip.Addr{}, true
+	case b.ctx != nil:
+		return failguard.Addr(b.ctx.RemoteAddr()), true
+	}
+	return netip.Addr{}, false
+}
+
+// check is nil while b may still have a token verified (always for no
+// budget).
+func (a *authFailures) check(b budget, now time.Time) error {
+	from, ok := b.addr()
+	if !ok {
 		return nil
 	}
-	err := a.guard.Check(*from, now)
+	err := a.guard.Check(from, now)
 	if err != nil {
 		a.throttled.Inc()
 	}
 	return err
 }
 
-// failed charges a failed verification to from. A token of another kind
+// failed charges a failed verification to b. A token of another kind
 // fails on its header, before any signature, and is not charged (commit
 // tries a capability first, then a member token).
-func (a *authFailures) failed(from *netip.Addr, now time.Time, err error) {
-	if from == nil || errors.Is(err, ocap.ErrBadType) {
+func (a *authFailures) failed(b budget, now time.Time, err error) {
+	from, ok := b.addr()
+	if !ok || errors.Is(err, ocap.ErrBadType) {
 		return
 	}
 	a.failures.Inc()
-	a.guard.Failed(*from, now)
+	a.guard.Failed(from, now)
 }

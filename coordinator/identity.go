@@ -32,7 +32,7 @@ import (
 // client credential's claims; on a refusal it answers and returns false.
 func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*ocap.Claims, bool) {
 	now := c.now()
-	if err := c.authFailures.check(requestAddr(ctx), now); err != nil {
+	if err := c.authFailures.check(budgetOf(ctx), now); err != nil {
 		writeTokenError(ctx, "identity token", err)
 		return nil, false
 	}
@@ -40,7 +40,7 @@ func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*o
 	defer cancel()
 	id, err := c.identities.Verify(verifyCtx, string(token), now)
 	if err != nil && !errors.Is(err, identity.ErrUnmapped) { // unmapped: a good token the rules give nothing
-		c.authFailures.failed(requestAddr(ctx), now, err)
+		c.authFailures.failed(budgetOf(ctx), now, err)
 	}
 	switch {
 	case errors.Is(err, identity.ErrExpired):

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -153,7 +152,7 @@ func (c *Coordinator) knownBearer(token []byte) bool {
 	// over the small cap. Under a flood of forged tokens on large bodies,
 	// a large body whose token was never verified before gets the small
 	// cap (413) until the flood stops; verified tokens never do.
-	preauth := &netip.Addr{}
+	preauth := budget{preauth: true}
 	now := c.now()
 	if c.identities.Handles(token) {
 		if c.authFailures.check(preauth, now) != nil {
