@@ -14,11 +14,12 @@ package gateway
 // checks refuse (router.go: 400, connection closed) gets that 400 rather
 // than a 406. Negotiation precedes authentication.
 //
-// The fetch handler picks raw batches from the Accept header itself
-// (records_fetch.go, acceptsRecordBatch); where the negotiated type and
-// that header disagree (a record-batch range with q=0, or on equal terms
-// with JSON; a type in capitals) the header is replaced by the
-// negotiated type before the handler runs.
+// Negotiation leaves its verdict in the header: a request negotiated to
+// record batches carries exactly that type as its Accept when the
+// handler runs (the SDK sends it so, and anything else that negotiates
+// to it is rewritten), and the fetch handler answers raw batches for
+// exactly that Accept (records_fetch.go, acceptsRecordBatch) — one
+// decision, never a second reading of the header.
 
 import (
 	"bytes"
@@ -69,8 +70,8 @@ func (g *Gateway) negotiate(ctx *fasthttp.RequestCtx) bool {
 		g.metrics.rejected(api.CodeNotAcceptable)
 		return false
 	}
-	if bytes.Contains(accept, []byte(api.MediaRecordBatch)) != (media == api.MediaRecordBatch) {
-		ctx.Request.Header.Set(fasthttp.HeaderAccept, media)
+	if media == api.MediaRecordBatch && string(accept) != media {
+		ctx.Request.Header.Set(fasthttp.HeaderAccept, media) // the verdict the fetch handler reads
 	}
 	return true
 }

@@ -379,8 +379,10 @@ func rangeLimited(c *ocap.Claims) bool {
 	return c.Offsets != nil && (c.Offsets.From > 0 || c.Offsets.To != 0)
 }
 
+// acceptsRecordBatch reads negotiation's verdict (accept.go): raw batches
+// exactly when the Accept header is the record-batch type.
 func acceptsRecordBatch(h *fasthttp.RequestHeader) bool {
-	return bytes.Contains(h.Peek(fasthttp.HeaderAccept), []byte(api.MediaRecordBatch))
+	return string(h.Peek(fasthttp.HeaderAccept)) == api.MediaRecordBatch
 }
 
 // fetchError answers a failed broker fetch.
