@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"fmt"
+	"github.com/capgate/capgate/ocap"
 	"math"
 	"time"
 
@@ -109,9 +111,21 @@ func offsetWord(b []byte) (int64, bool) {
 	return 0, false
 }
 
-// parsePartition reads a path partition (api.ParsePartition: canonical
-// decimal, at most 2147483647).
-func parsePartition(b []byte) (int32, bool) { return api.ParsePartition(b) }
+// recordsTarget reads a records path's {topic} and {partition}: a Kafka
+// topic name, and a partition number in its one spelling
+// (api.ParsePartition: /partitions/03/ is not partition 3); otherwise the
+// 400's message naming the segment. The fetch and produce handlers read
+// their path with it, once.
+func recordsTarget(topic, partition []byte) (int32, string) {
+	if !ocap.ValidTopic(string(topic)) {
+		return 0, fmt.Sprintf("topic %.64q in the path: a topic is 1 to 249 of a-z A-Z 0-9 . _ -, not . or ..", topic)
+	}
+	p, ok := api.ParsePartition(partition)
+	if !ok {
+		return 0, fmt.Sprintf("partition %.32q in the path: %s", partition, api.PartitionRule)
+	}
+	return p, ""
+}
 
 // quoteParam quotes a parameter name for an error message, bounded.
 func quoteParam(b []byte) string {

@@ -85,9 +85,9 @@ func (g *Gateway) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition []byte
 // admit parses and authorizes the fetch; "" means go ahead.
 func (f *fetchCall) admit(topic, partition []byte) api.Code {
 	ctx := f.ctx
-	p, ok := parsePartition(partition)
-	if !ok || !ocap.ValidTopic(string(topic)) {
-		writeError(ctx, api.CodeBadRequest, "path must be /v1/topics/{topic}/partitions/{0..2147483647}/records", nil)
+	p, problem := recordsTarget(topic, partition)
+	if problem != "" {
+		writeError(ctx, api.CodeBadRequest, problem, nil)
 		return api.CodeBadRequest
 	}
 	q, problem := f.g.parseFetchQuery(ctx.QueryArgs())

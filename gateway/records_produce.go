@@ -42,9 +42,9 @@ func (g *Gateway) produceRecords(ctx *fasthttp.RequestCtx, topic, partition []by
 
 func (c *call) produce(topic, partition []byte) api.Code {
 	ctx := c.ctx
-	p, ok := parsePartition(partition)
-	if !ok || !ocap.ValidTopic(string(topic)) {
-		writeError(ctx, api.CodeBadRequest, "path must be /v1/topics/{topic}/partitions/{0..2147483647}/records", nil)
+	p, problem := recordsTarget(topic, partition)
+	if problem != "" {
+		writeError(ctx, api.CodeBadRequest, problem, nil)
 		return api.CodeBadRequest
 	}
 	if code := produceRequestProblem(ctx); code != "" {

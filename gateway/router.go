@@ -12,7 +12,6 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/internal/linger"
-	"github.com/capgate/capgate/ocap"
 )
 
 // route is one method and path of the gateway. The names are the
@@ -44,8 +43,8 @@ func (g *Gateway) newRoutes() []route {
 		{name: "readyz_head", method: head, path: "/readyz", handle: ready},
 		{name: "metrics", method: get, path: "/metrics", handle: func(ctx *fasthttp.RequestCtx, _ routeParams) { g.handleMetrics(ctx) }},
 		{name: "openapi", method: get, path: "/openapi.json", handle: func(ctx *fasthttp.RequestCtx, _ routeParams) { serveOpenAPI(ctx) }},
-		{name: "fetch_records", method: get, path: records, handle: g.consumer(g.recordsPath(func(ctx *fasthttp.RequestCtx, p routeParams) { g.fetchRecords(ctx, p[0], p[1]) }))},
-		{name: "produce_records", method: post, path: records, handle: g.consumer(g.recordsPath(func(ctx *fasthttp.RequestCtx, p routeParams) { g.produceRecords(ctx, p[0], p[1]) }))},
+		{name: "fetch_records", method: get, path: records, handle: g.consumer(func(ctx *fasthttp.RequestCtx, p routeParams) { g.fetchRecords(ctx, p[0], p[1]) })},
+		{name: "produce_records", method: post, path: records, handle: g.consumer(func(ctx *fasthttp.RequestCtx, p routeParams) { g.produceRecords(ctx, p[0], p[1]) })},
 	}
 	for i := range table {
 		for _, seg := range strings.Split(strings.TrimPrefix(table[i].path, "/"), "/") {
@@ -148,34 +147,6 @@ func matchPath(pattern []string, path []byte, params *routeParams) bool {
 		}
 	}
 	return true
-}
-
-// recordsPath refuses a records path whose {topic} is not a Kafka topic
-// name or whose {partition} is not a partition number in its one
-// spelling (api.ParsePartition: /partitions/03/ is 400, not partition 3),
-// with 400 naming the segment, before h (the handlers parse the path
-// again for its values).
-func (g *Gateway) recordsPath(h func(*fasthttp.RequestCtx, routeParams)) func(*fasthttp.RequestCtx, routeParams) {
-	return func(ctx *fasthttp.RequestCtx, p routeParams) {
-		problem := ""
-		switch {
-		case !ocap.ValidTopic(string(p[0])):
-			problem = fmt.Sprintf("topic %.64q in the path: a topic is 1 to 249 of a-z A-Z 0-9 . _ -, not . or ..", p[0])
-		case !validPartition(p[1]):
-			problem = fmt.Sprintf("partition %.32q in the path: %s", p[1], api.PartitionRule)
-		}
-		if problem != "" {
-			writeError(ctx, api.CodeBadRequest, problem, nil)
-			g.metrics.rejected(api.CodeBadRequest)
-			return
-		}
-		h(ctx, p)
-	}
-}
-
-func validPartition(b []byte) bool {
-	_, ok := api.ParsePartition(b)
-	return ok
 }
 
 // handleServerError answers what fasthttp could not parse: oversize
