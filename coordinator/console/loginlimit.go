@@ -2,10 +2,13 @@ package console
 
 import (
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/capgate/capgate/internal/failguard"
 )
 
 // loginLimiter bounds failed logins per client address: each address has
@@ -47,15 +50,18 @@ type loginAttempt struct {
 	b *loginBucket
 }
 
-// addressKey is the bucket of ip: the address, or its /64 for IPv6.
+// addressKey is the bucket of ip: the address, or its /64 for IPv6
+// (failguard.Key, the rule every per-address limit of capgate keeps).
 func addressKey(ip net.IP) string {
-	if ip4 := ip.To4(); ip4 != nil {
-		return ip4.String()
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return "unknown"
 	}
-	if ip16 := ip.To16(); ip16 != nil {
-		return ip16.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	k := failguard.Key(a)
+	if k.Is6() {
+		return k.String() + "/64"
 	}
-	return "unknown"
+	return k.String()
 }
 
 // begin starts an attempt from ip at now. wait > 0 refuses it (nothing
