@@ -213,10 +213,20 @@ func (v *procCapgate) fetchOf(d *procStack, topic string, partition int32, raw b
 	return httpFetch(v.hc, v.caps[topic+"/"+strconv.Itoa(int(partition))], topic, partition, d.records(topic), raw)
 }
 
+// seqOnlyEnv names the paths the sequential phase runs (comma-separated,
+// e.g. "capgate-raw,capgate-healthz"): one path alone for long enough to
+// watch the gateway with perf or strace.
+const seqOnlyEnv = "CAPGATE_BENCH_SEQ_ONLY"
+
 // sequential runs the paths one after another, rounds times, n fetches
-// each time, and measures the gateway's CPU over each path's fetches.
+// each time, and measures the gateway's CPU over each path's fetches;
+// each gateway's floor (GET /healthz) runs among them, one at a time too.
 func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
-	paths := d.paths()
+	paths := append(d.paths(), d.floorPaths()...)
+	if only := os.Getenv(seqOnlyEnv); only != "" {
+		names := strings.Split(only, ",")
+		paths = slices.DeleteFunc(paths, func(p fetchPath) bool { return !slices.Contains(names, p.name) })
+	}
 	lat := make([][]time.Duration, len(paths))
 	cpu := make([]time.Duration, len(paths))
 	client := make([]time.Duration, len(paths))
@@ -242,6 +252,15 @@ func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
 			Client: client[i] / time.Duration(max(len(lat[i]), 1))}
 	}
 	return out
+}
+
+// idleCPU is v's gateway's CPU per second over d with no request from
+// this process: what its own timers and its sync with the coordinator
+// cost, which any phase's CPU per fetch carries.
+func (d *procStack) idleCPU(tb testing.TB, v *procCapgate, window time.Duration) time.Duration {
+	before, start := d.gatewayCPU(tb, v), time.Now()
+	time.Sleep(window)
+	return time.Duration(float64(d.gatewayCPU(tb, v)-before) / time.Since(start).Seconds())
 }
 
 // selfCPU is this process's CPU time so far (user + system): the load

@@ -53,10 +53,48 @@ func BenchmarkDeploy(b *testing.B) {
 	b.ReportMetric(float64(load.CPU.Nanoseconds())/1e3, "gw-cpu-µs/fetch-16w")
 	b.ReportMetric(float64(figure(last.Loaded, "capgate-healthz").CPU.Nanoseconds())/1e3, "gw-floor-µs-16w")
 	b.ReportMetric(float64(seq.CPU.Nanoseconds())/1e3, "gw-cpu-µs/fetch-1by1")
+	b.ReportMetric(float64(figure(last.Sequential, "capgate-healthz").CPU.Nanoseconds())/1e3, "gw-floor-µs-1by1")
 	b.ReportMetric(load.PerSec, "raw-req/s")
 	for i, r := range runs {
 		deployTables(os.Stdout, fmt.Sprintf("run %d of %d", i+1, len(runs)), size, p, r)
 	}
+}
+
+// BenchmarkDeploySeq runs only the deployment benchmark's sequential
+// phase (1-record fetches one at a time, each gateway's /healthz floor
+// among them), once per iteration, then medians and ranges of each
+// path's gateway CPU per request and its ratio to the same gateway's
+// floor: the one-at-a-time cost, where an idle process's wake-ups weigh
+// most. -benchtime 10x is ~10 rounds.
+func BenchmarkDeploySeq(b *testing.B) {
+	size, p := deploySizes(false)
+	d := startProcStack(b, size)
+	got := map[string][]float64{}
+	for i := range b.N {
+		fs := d.sequential(b, p.Rounds, p.Sequential)
+		sequentialTable(os.Stdout, fmt.Sprintf("sequential only, round %d of %d", i+1, b.N), p, fs)
+		for _, v := range d.variants {
+			idle := d.idleCPU(b, v, time.Second)
+			fmt.Printf("%s gateway idle: %.0f µs CPU per second\n", v.Name, float64(idle.Nanoseconds())/1e3)
+			got[v.Name+" idle µs/s"] = append(got[v.Name+" idle µs/s"], float64(idle.Nanoseconds())/1e3)
+		}
+		for _, f := range fs {
+			if f.Path == "direct-raw" {
+				continue
+			}
+			got[f.Path+" gateway µs"] = append(got[f.Path+" gateway µs"], float64(f.CPU.Nanoseconds())/1e3)
+			if floor := figure(fs, strings.TrimSuffix(f.Path, suffix(f.Path))+"-healthz"); floor.CPU > 0 {
+				got[f.Path+" × floor"] = append(got[f.Path+" × floor"], float64(f.CPU)/float64(floor.CPU))
+			}
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	var rows [][]string
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		m, lo, hi, _ := spread(got[k])
+		rows = append(rows, []string{k, fmt.Sprintf("%.2f [%.2f–%.2f]", m, lo, hi)})
+	}
+	table(os.Stdout, "Deployed, one at a time: medians [range] over the rounds", []string{"path, figure", "median [min–max]"}, rows)
 }
 
 // BenchmarkDeployScan runs only the deployment benchmark's consumer scan
@@ -219,8 +257,10 @@ func TestSmokeDeploy(t *testing.T) {
 			t.Errorf("%s: %+v", f.Path, f)
 		}
 	}
-	if f := figure(r.Sequential, "capgate-json"); f.Fetches != p.Sequential*p.Rounds {
-		t.Errorf("capgate-json: %d fetches, want %d", f.Fetches, p.Sequential*p.Rounds)
+	for _, path := range []string{"capgate-json", "capgate-healthz"} { // the floor runs one at a time too
+		if f := figure(r.Sequential, path); f.Fetches != p.Sequential*p.Rounds || f.CPU <= 0 {
+			t.Errorf("%s: %d fetches (want %d), gateway CPU %v per fetch", path, f.Fetches, p.Sequential*p.Rounds, f.CPU)
+		}
 	}
 	for reader, rate := range r.Scan {
 		if rate <= 0 {
@@ -239,12 +279,13 @@ func TestSmokeDeploy(t *testing.T) {
 	t.Logf("isolation %+v", r.Isolation)
 }
 
-// deployTables prints one round in BENCHMARKS.md's layout, every figure
-// next to franz-go's of the same round.
-func deployTables(w io.Writer, title string, size deploySize, p deployParams, r deployResult) {
-	direct := figure(r.Sequential, "direct-raw")
+// sequentialTable prints the sequential phase: each path's latency next
+// to franz-go's, and its gateway's CPU per fetch (each gateway's /healthz
+// floor among the paths).
+func sequentialTable(w io.Writer, title string, p deployParams, fs []latencyFigure) {
+	direct := figure(fs, "direct-raw")
 	var rows [][]string
-	for _, f := range r.Sequential {
+	for _, f := range fs {
 		over50, over99, cpu := "—", "—", "—"
 		if f.Path != direct.Path {
 			over50, over99 = fmt.Sprintf("%+d", (f.P50-direct.P50).Microseconds()), fmt.Sprintf("%+d", (f.P99-direct.P99).Microseconds())
@@ -255,7 +296,12 @@ func deployTables(w io.Writer, title string, size deploySize, p deployParams, r 
 	}
 	table(w, fmt.Sprintf("Deployed, %s: sequential 1-record fetches (%d rounds × %d per path, interleaved)", title, p.Rounds, p.Sequential),
 		[]string{"path", "fetches", "p50 µs", "p99 µs", "p50 over direct", "p99 over direct", "gateway CPU µs/fetch", "client CPU µs/fetch"}, rows)
+}
 
+// deployTables prints one round in BENCHMARKS.md's layout, every figure
+// next to franz-go's of the same round.
+func deployTables(w io.Writer, title string, size deploySize, p deployParams, r deployResult) {
+	sequentialTable(w, title, p, r.Sequential)
 	loadedTable(w, fmt.Sprintf("Deployed, %s: %d workers, 1-record fetches over %d partitions on %d brokers", title, p.Workers, size.LatencyParts, size.Brokers), r.Loaded)
 	mergeTable(w, r.LoadedMerges)
 	loadedTable(w, fmt.Sprintf("Deployed, %s: %d workers, 1-record fetches over %d partitions (%s) on %d brokers", title, p.Workers, size.SpreadParts, deploySpread, size.Brokers), r.Spread)
@@ -263,7 +309,7 @@ func deployTables(w io.Writer, title string, size deploySize, p deployParams, r 
 
 	kgo := r.Scan["direct-kgo"]
 	readers := slices.Sorted(maps.Keys(r.Scan))
-	rows = nil
+	var rows [][]string
 	for _, reader := range readers {
 		rows = append(rows, []string{reader, fmt.Sprintf("%.0f", r.Scan[reader]), ratio(r.Scan[reader], kgo)})
 	}
