@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -211,13 +212,14 @@ const authFailureAddresses = 1 << 16
 // the coordinator's CPU — its heartbeats and joins — with no credential.
 type authFailures struct {
 	guard     *failguard.Guard
+	proxies   clientaddr.Proxies // whose X-Forwarded-For names the client
 	failures  prometheus.Counter
 	throttled prometheus.Counter
 }
 
-func newAuthFailures(perSecond float64, burst int) *authFailures {
+func newAuthFailures(perSecond float64, burst int, proxies clientaddr.Proxies) *authFailures {
 	return &authFailures{
-		guard: failguard.New(perSecond, burst, authFailureAddresses),
+		guard: failguard.New(perSecond, burst, authFailureAddresses), proxies: proxies,
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "capgate_coordinator_auth_failures_total",
 			Help: "Tokens (client credentials, IdP tokens, member tokens, capabilities) that failed verification."}),
 		throttled: prometheus.NewCounter(prometheus.CounterOpts{Name: "capgate_coordinator_auth_throttled_total",
@@ -240,16 +242,25 @@ type budget struct {
 	preauth bool
 }
 
+// clientAddr is the address ctx comes from: its connection's, or behind
+// trusted_proxies the client X-Forwarded-For names (IPv4 as IPv4; the
+// zero Addr, a key of its own, if it has none). Read it where it is
+// needed — a failure, a miss — not on every request.
+func (c *Coordinator) clientAddr(ctx *fasthttp.RequestCtx) netip.Addr {
+	return c.proxies.Request(ctx)
+}
+
 // budgetOf is the budget of ctx's client (none for a nil ctx).
 func budgetOf(ctx *fasthttp.RequestCtx) budget { return budget{ctx: ctx} }
 
-// addr is b's key; false for no budget.
-func (b budget) addr() (netip.Addr, bool) {
+// addr is b's key (a request's client through proxies); false for no
+// budget.
+func (b budget) addr(proxies clientaddr.Proxies) (netip.Addr, bool) {
 	switch {
 	case b.preauth:
 		return netip.Addr{}, true
 	case b.ctx != nil:
-		return failguard.Addr(b.ctx.RemoteAddr()), true
+		return proxies.Request(b.ctx), true
 	}
 	return netip.Addr{}, false
 }
@@ -257,7 +268,7 @@ func (b budget) addr() (netip.Addr, bool) {
 // check is nil while b may still have a token verified (always for no
 // budget).
 func (a *authFailures) check(b budget, now time.Time) error {
-	from, ok := b.addr()
+	from, ok := b.addr(a.proxies)
 	if !ok {
 		return nil
 	}
@@ -272,7 +283,7 @@ func (a *authFailures) check(b budget, now time.Time) error {
 // fails on its header, before any signature, and is not charged (commit
 // tries a capability first, then a member token).
 func (a *authFailures) failed(b budget, now time.Time, err error) {
-	from, ok := b.addr()
+	from, ok := b.addr(a.proxies)
 	if !ok || errors.Is(err, ocap.ErrBadType) {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/revocation"
 	"github.com/capgate/capgate/store"
@@ -101,6 +102,17 @@ type Config struct {
 	IdleTimeout     time.Duration `yaml:"idle_timeout"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	MaxConnections  int           `yaml:"max_connections"`
+	// TrustedProxies lists the networks (CIDRs, or single addresses) of
+	// the load balancers or ingress proxies in front of this listener: a
+	// request whose connection comes from one of them is counted against
+	// the client X-Forwarded-For names (internal/clientaddr: the hops
+	// walked from the right, trusted ones skipped, a malformed one
+	// stopping at the last proxy) — in auth_failures_per_second, the
+	// OAuth token endpoint's and the console login's failure budgets, and
+	// the warnings that name an address. Empty (the default): the
+	// connection's address, and the header is never read. At most 256
+	// networks; a /0 is refused.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 
 	// EventQueue bounds the requests waiting for the event loop;
 	// EventBatchMax bounds how many it steps before one persist.
@@ -286,7 +298,8 @@ func (c Config) validateIdentity() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("listen: must be host:port, got %q", c.Listen)
 	}
-	return nil
+	_, err := clientaddr.Parse("trusted_proxies", c.TrustedProxies)
+	return err
 }
 
 func (c Config) validateTokens() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,9 @@ func (w consoleWho) String() string {
 type consoleBackend struct{ c *Coordinator }
 
 var consoleAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+
+// ClientAddr is the console request's client address (trusted_proxies).
+func (b consoleBackend) ClientAddr(ctx *fasthttp.RequestCtx) netip.Addr { return b.c.clientAddr(ctx) }
 
 // Admin runs one admin route in-process, as an admin, through the same
 // dispatch (and request metrics) as a network request. path is a request

@@ -20,6 +20,7 @@ import (
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/probe"
 	"github.com/capgate/capgate/internal/refusallog"
@@ -87,6 +88,7 @@ type Coordinator struct {
 	joins             *keyedLimiter // per credential
 	attenuates        *keyedLimiter // per chain root
 	authFailures      *authFailures // per client address (auth.go)
+	proxies           clientaddr.Proxies
 	revocations       *revocations
 	loop              *loop
 	server            *fasthttp.Server
@@ -165,6 +167,10 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 	if o.rng == nil {
 		o.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
+	proxies, err := clientaddr.Parse("trusted_proxies", cfg.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: config: %w", err)
+	}
 	c := &Coordinator{
 		cfg: cfg, log: log, now: o.now, settings: cfg.gatewaySettings(),
 		adminTokens:  newSecretSet(cfg.AdminTokenHashes),
@@ -173,7 +179,8 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 		tokens:       ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
 		joins:        newKeyedLimiter(cfg.JoinRate, cfg.JoinBurst, cfg.RateLimitEntries),
 		attenuates:   newKeyedLimiter(cfg.AttenuateRate, cfg.AttenuateBurst, cfg.RateLimitEntries),
-		authFailures: newAuthFailures(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst),
+		authFailures: newAuthFailures(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, proxies),
+		proxies:      proxies,
 		lifecycle:    newLifecycle(),
 		audit:        newAuditLog(cfg.AuditEntriesMax),
 	}

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -21,7 +20,8 @@ import (
 // address it would let a neighbour behind the same NAT, or anyone at all
 // behind an ingress proxy that every client comes through, do the same.
 // What the budget bounds is how a guesser is answered and what it costs:
-// oauth.max_failures failures per source address (IPv6: per /64) within
+// oauth.max_failures failures per client address (IPv6: per /64; behind
+// trusted_proxies, the client X-Forwarded-For names) within
 // oauth.failure_window, refilled evenly, are answered 401; past them a
 // wrong secret is 429 with Retry-After and counts nothing more. Each
 // guess costs one SHA-256 of a body within preauthBodyBytes and a lookup
@@ -40,20 +40,13 @@ func newOAuthFailureGuard(cfg OAuthConfig) *failguard.Guard {
 	return failguard.New(float64(cfg.MaxFailures)/cfg.FailureWindow.Seconds(), cfg.MaxFailures, cfg.LimiterEntries)
 }
 
-// remoteAddr is the connection's client address, IPv4 as IPv4 (logged
-// as the caller would write it); the zero Addr, a key of its own, if it
-// has none.
-func remoteAddr(ctx *fasthttp.RequestCtx) netip.Addr {
-	return failguard.Addr(ctx.RemoteAddr()).Unmap()
-}
-
 // refuseOAuthClient answers a failed client authentication (c.oauth.mu
 // held): 401 invalid_client, charged to the caller's address, or — its
 // failures spent — 429 temporarily_unavailable with Retry-After, charged
 // nothing (a throttled caller's wait never exceeds one failure's
 // refill). Both are counted and logged (rate-limited), never the secret.
 func (c *Coordinator) refuseOAuthClient(ctx *fasthttp.RequestCtx, req tokenRequest, now time.Time) {
-	addr := remoteAddr(ctx)
+	addr := c.clientAddr(ctx)
 	if wait, blocked := c.oauth.failures.Blocked(addr, now); blocked {
 		retry := max(1, (wait+time.Second-1)/time.Second)
 		c.refusedOAuth(oauthRefusedThrottled, req.clientID, addr, zap.Duration("retry_after", retry*time.Second))

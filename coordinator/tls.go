@@ -97,7 +97,7 @@ func (c *Coordinator) channelAuth(ctx *fasthttp.RequestCtx, ch tlsconf.Channel, 
 // refusallog): the route, the caller's address and, for sync, the
 // gateway id it claims — never the token.
 func (c *Coordinator) refusedChannel(ctx *fasthttp.RequestCtx, what, reason string) {
-	fields := []zap.Field{zap.String("route", string(ctx.Path())), zap.String("remote", ctx.RemoteIP().String())}
+	fields := []zap.Field{zap.String("route", string(ctx.Path())), zap.String("remote", c.clientAddr(ctx).String())}
 	if gw := ctx.QueryArgs().Peek("gateway"); len(gw) > 0 {
 		fields = append(fields, zap.String("gateway", string(gw[:min(len(gw), 128)])))
 	}

@@ -43,7 +43,7 @@ func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Cla
 		writeError(ctx, api.CodeUnauthorized, message, nil)
 		return nil, api.CodeUnauthorized
 	}
-	c, err := g.verifyCapability(token, failguard.Addr(ctx.RemoteAddr()), now)
+	c, err := g.verifyCapability(token, caller{ctx: ctx}, now)
 	if err != nil {
 		var spent *failguard.Spent
 		if errors.As(err, &spent) {
@@ -83,14 +83,31 @@ func refusalMessage(token []byte, err error) string {
 	return err.Error()
 }
 
+// caller is whose failed verifications a token check is charged to: a
+// connection's address (the Kafka listener; the zero address, the
+// pre-auth check's one budget), or an HTTP request, whose client address
+// (through trusted_proxies) is read only on a cache miss.
+type caller struct {
+	ctx  *fasthttp.RequestCtx
+	addr netip.Addr
+}
+
+// callerAddr is who's address.
+func (g *Gateway) callerAddr(who caller) netip.Addr {
+	if who.ctx == nil {
+		return who.addr
+	}
+	return g.proxies.Request(who.ctx)
+}
+
 // verifyCapability checks a capability token: the verified-token cache
-// first, then — within from's budget of failed verifications (authBudget)
-// — the verifier (cached only on success; a failure is charged to from).
+// first, then — within who's budget of failed verifications (authBudget)
+// — the verifier (cached only on success; a failure is charged to who).
 // A capability verified for the first time whose epoch is above the
 // view's fence raises the fence (the coordinator mints e+1 only after
 // fencing e) and cancels in-flight fetches under older epochs. The HTTP
 // and Kafka listeners share it.
-func (g *Gateway) verifyCapability(token []byte, from netip.Addr, now time.Time) (*ocap.Claims, error) {
+func (g *Gateway) verifyCapability(token []byte, who caller, now time.Time) (*ocap.Claims, error) {
 	if c, ok := g.cache.Get(token, now); ok {
 		g.metrics.cacheHits.Inc()
 		return c, nil
@@ -100,6 +117,7 @@ func (g *Gateway) verifyCapability(token []byte, from netip.Addr, now time.Time)
 	if v == nil {
 		return nil, errNotReady
 	}
+	from := g.callerAddr(who)
 	if err := g.authBudget(from, now); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/binary"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -42,18 +41,7 @@ func clientFrom(ip string) *http.Client {
 
 func (h *harness) getFrom(cl *http.Client, token, path string) response {
 	h.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, h.base+path, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := cl.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
+	return h.getVia(cl, token, path) // proxyaddr_test.go
 }
 
 func counterValue(t testing.TB, c prometheus.Counter) float64 {

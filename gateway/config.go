@@ -12,6 +12,7 @@ import (
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
@@ -105,6 +106,16 @@ type Config struct {
 	// 0 per second turns the budget off.
 	AuthFailuresPerSecond float64 `yaml:"auth_failures_per_second"`
 	AuthFailureBurst      int     `yaml:"auth_failure_burst"`
+	// TrustedProxies lists the networks (CIDRs, or single addresses) of
+	// the load balancers or ingress proxies in front of the HTTP listener:
+	// a request whose connection comes from one of them is counted against
+	// the client X-Forwarded-For names (internal/clientaddr: the hops
+	// walked from the right, trusted ones skipped, a malformed one
+	// stopping at the last proxy) in the per-address budgets above and
+	// their logs. Empty (the default): the connection's address, and the
+	// header is never read. At most 256 networks; a /0 is refused. The
+	// Kafka listener always counts the connection's address.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// PprofListen, when set, serves the Go runtime profiles
 	// (/debug/pprof/) on this address to callers bearing the sync token.
 	PprofListen string `yaml:"pprof_listen"`
@@ -262,6 +273,9 @@ func (c Config) validateIdentity() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("gateway.listen: must be host:port, got %q", c.Listen)
+	}
+	if _, err := clientaddr.Parse("gateway.trusted_proxies", c.TrustedProxies); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(c.PprofListen); c.PprofListen != "" && err != nil {
 		return fmt.Errorf("gateway.pprof_listen: must be host:port or empty, got %q", c.PprofListen)

@@ -17,6 +17,7 @@ import (
 	"github.com/capgate/capgate/gateway/authz"
 	"github.com/capgate/capgate/gateway/guard"
 	"github.com/capgate/capgate/gateway/kafkaproto"
+	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/probe"
@@ -39,6 +40,7 @@ type Gateway struct {
 	// authFailures budgets failed verifications per client address
 	// (auth_failures_per_second; verifyCapability).
 	authFailures *failguard.Guard
+	proxies      clientaddr.Proxies // trusted_proxies: whose X-Forwarded-For names the client
 	inflight     *inflight
 	held         *heldBytes  // answer bytes on their way to clients
 	kafkaUp      probe.Kafka // Kafka reachability for /readyz (health.go)
@@ -91,6 +93,10 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		// defaults validate; a gateway that runs needs one of the two.)
 		return nil, errors.New("gateway.sync_token: required (the coordinator's sync token, also CAPGATE_GATEWAY_SYNC_TOKEN), unless coordinator_tls.cert_file presents a certificate to a coordinator whose tls.sync auth is certificate")
 	}
+	proxies, err := clientaddr.Parse("gateway.trusted_proxies", cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -121,6 +127,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		view:         authz.NewView(authz.Config{}),
 		limiter:      newRateLimiter(cfg.RateLimitEntries),
 		authFailures: failguard.New(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, authFailureAddresses),
+		proxies:      proxies,
 		inflight:     newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder),
 		held:         newHeldBytes(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerHolder),
 		tls:          serverTLS,

@@ -50,7 +50,7 @@ type kafkaGate struct{ g *Gateway }
 var _ kafkaproto.Gate = kafkaGate{}
 
 func (k kafkaGate) VerifyCapability(token []byte, from netip.Addr, now time.Time) (*ocap.Claims, error) {
-	return k.g.verifyCapability(token, from, now)
+	return k.g.verifyCapability(token, caller{addr: from}, now)
 }
 
 func (k kafkaGate) VerifyClient(token string, from netip.Addr, now time.Time) (*ocap.Claims, error) {

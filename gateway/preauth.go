@@ -22,7 +22,6 @@ package gateway
 // wrong. A small body without a token still gets the route's 401.
 
 import (
-	"net/netip"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -82,7 +81,7 @@ func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader) int {
 		// Under a flood of forged tokens on large POSTs, a large produce
 		// whose capability was never verified before gets the small cap
 		// (413) until the flood stops; cached capabilities never do.
-		if c, err = g.verifyCapability(token, netip.Addr{}, now); err != nil {
+		if c, err = g.verifyCapability(token, caller{}, now); err != nil {
 			return preauthBodyBytes
 		}
 	}

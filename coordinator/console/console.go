@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"html/template"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,11 @@ type Backend interface {
 	// Serves reports whether the coordinator has a route for method and
 	// path: the audit log view shows only when GET /v1/admin/audit exists.
 	Serves(method, path string) bool
+	// ClientAddr is the address a request comes from (the connection's,
+	// or behind the coordinator's trusted_proxies the client
+	// X-Forwarded-For names): the key of the login limiter and the
+	// address its warnings name.
+	ClientAddr(ctx *fasthttp.RequestCtx) netip.Addr
 }
 
 // Prefix is the path the console is served under.

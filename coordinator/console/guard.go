@@ -150,5 +150,5 @@ func (c *Console) refused(ctx *fasthttp.RequestCtx, why string) {
 	if now-last < 1000 || !c.loggedAt.CompareAndSwap(last, now) {
 		return
 	}
-	c.log.Warn("console login refused", zap.String("why", why), zap.String("remote", ctx.RemoteIP().String()))
+	c.log.Warn("console login refused", zap.String("why", why), zap.String("remote", c.backend.ClientAddr(ctx).String()))
 }

@@ -73,7 +73,7 @@ func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 		c.loginForm(ctx, fasthttp.StatusForbidden, "The login form expired; try again.")
 		return
 	}
-	attempt, addr, wait := c.logins.begin(ctx.RemoteIP(), c.now())
+	attempt, addr, wait := c.logins.begin(c.backend.ClientAddr(ctx), c.now())
 	if wait > 0 {
 		c.rateLimited(ctx, addr, wait)
 		return

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -50,11 +49,10 @@ type loginAttempt struct {
 	b *loginBucket
 }
 
-// addressKey is the bucket of ip: the address, or its /64 for IPv6
+// addressKey is the bucket of a: the address, or its /64 for IPv6
 // (failguard.Key, the rule every per-address limit of capgate keeps).
-func addressKey(ip net.IP) string {
-	a, ok := netip.AddrFromSlice(ip)
-	if !ok {
+func addressKey(a netip.Addr) string {
+	if !a.IsValid() {
 		return "unknown"
 	}
 	k := failguard.Key(a)
@@ -64,10 +62,10 @@ func addressKey(ip net.IP) string {
 	return k.String()
 }
 
-// begin starts an attempt from ip at now. wait > 0 refuses it (nothing
+// begin starts an attempt from addr at now. wait > 0 refuses it (nothing
 // is counted): how long until the address may fail once more.
-func (l *loginLimiter) begin(ip net.IP, now time.Time) (a loginAttempt, key string, wait time.Duration) {
-	key = addressKey(ip)
+func (l *loginLimiter) begin(addr netip.Addr, now time.Time) (a loginAttempt, key string, wait time.Duration) {
+	key = addressKey(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[key]

@@ -1,7 +1,7 @@
 package console
 
 import (
-	"net"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -14,7 +14,7 @@ import (
 func TestLoginLimiter(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := newLoginLimiter(2, time.Minute, 2) // a failure refills in 30 s
-	a := net.ParseIP("192.0.2.1")
+	a := netip.MustParseAddr("192.0.2.1")
 	first, _, wait := l.begin(a, t0)
 	second, _, wait2 := l.begin(a, t0)
 	if wait != 0 || wait2 != 0 {
@@ -39,7 +39,7 @@ func TestLoginLimiter(t *testing.T) {
 		next.end(true, t0.Add(30*time.Second))
 	}
 
-	v6a, v6b := net.ParseIP("2001:db8:1:2::1"), net.ParseIP("2001:db8:1:2:ffff::9")
+	v6a, v6b := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:ffff::9")
 	at := t0.Add(time.Hour)
 	if _, key, _ := l.begin(v6a, at); key != "2001:db8:1:2::/64" {
 		t.Fatalf("IPv6 key %q", key)
@@ -48,10 +48,10 @@ func TestLoginLimiter(t *testing.T) {
 		t.Fatalf("same /64: wait %s, tracked %d", wait, l.tracked())
 	}
 	// The table (2) is full: the v4 address has refilled and goes.
-	if _, _, wait := l.begin(net.ParseIP("198.51.100.7"), at); wait != 0 || l.tracked() != 2 {
+	if _, _, wait := l.begin(netip.MustParseAddr("198.51.100.7"), at); wait != 0 || l.tracked() != 2 {
 		t.Fatalf("a new address in place of a refilled one: wait %s, tracked %d", wait, l.tracked())
 	}
-	if _, _, wait := l.begin(net.ParseIP("198.51.100.8"), at); wait != 30*time.Second || l.tracked() != 2 {
+	if _, _, wait := l.begin(netip.MustParseAddr("198.51.100.8"), at); wait != 30*time.Second || l.tracked() != 2 {
 		t.Fatalf("a new address with the table full of failing ones: wait %s, tracked %d", wait, l.tracked())
 	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/coordinator/timeline"
+	"github.com/capgate/capgate/internal/failguard"
 )
 
 // stubBackend is a coordinator double for this package's tests: canned
@@ -33,6 +35,9 @@ func (s stubBackend) IdentityAdmin(token []byte) (string, time.Time, func() bool
 	return "", time.Time{}, nil, false
 }
 func (s stubBackend) Serves(method, path string) bool { _, ok := s[method+" "+path]; return ok }
+func (s stubBackend) ClientAddr(ctx *fasthttp.RequestCtx) netip.Addr {
+	return failguard.Addr(ctx.RemoteAddr()).Unmap()
+}
 
 // browserDouble sends requests straight into Console.Serve, keeping
 // cookies.
