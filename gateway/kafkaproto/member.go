@@ -33,6 +33,7 @@ package kafkaproto
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -49,10 +50,19 @@ import (
 type memberState uint8
 
 const (
-	memberActive  memberState = iota
-	memberClosing             // leaving on the client's behalf or at its request
-	memberGone                // left, lost or expired: answers UNKNOWN_MEMBER_ID
+	// memberJoining: the first join is under way (start); the Kafka
+	// client waits in its join request, so liveness does not count yet.
+	memberJoining memberState = iota
+	memberActive
+	memberClosing // leaving on the client's behalf or at its request
+	memberGone    // left, lost or expired: answers UNKNOWN_MEMBER_ID
 )
+
+// errMemberEnded ends a first join whose member ended before the driver
+// reported the join's outcome (the session stopped; start's context
+// ended with nothing left for the driver to cancel): the client is
+// answered as for a coordinator it cannot reach, and retries.
+var errMemberEnded = errors.New("kafkaproto: the member ended before its join was answered")
 
 // deferredRevoke is a coordinator revoke waiting for the client to give
 // the partition up. A refence revoke is the fence of a carry-over's
@@ -128,7 +138,12 @@ func (s *Server) driverConfig(join api.JoinRequest) driver.Config {
 const heartbeatWaitMax = 10 * time.Second
 
 // start joins the coordinator for the member (the driver's first join,
-// retried for up to request_timeout) and, once joined, keeps it alive.
+// retried with backoff for up to request_timeout) and, once joined,
+// keeps it alive. It always returns: the join's outcome comes from the
+// driver (joined, refused, request_timeout passed, or cancelled when ctx
+// ends — a gateway closing, the client's connection gone) or, should the
+// member end first, from finishLocked (errMemberEnded). Nothing but that
+// outcome is waited for, so no timer guards the wait.
 func (m *member) start(ctx context.Context, join api.JoinRequest) error {
 	// Not the server's context: a closing gateway still lets its members
 	// release their partitions and leave (closeAll waits for it).
@@ -141,12 +156,11 @@ func (m *member) start(ctx context.Context, join api.JoinRequest) error {
 	m.deferred = map[session.Partition]deferredRevoke{}
 	m.tickets = map[uint64]chan api.Code{}
 	m.meta = map[session.Partition]commitMeta{}
-	m.lastSeen = time.Now()
-	m.joinedAt = m.lastSeen
 	m.timer = time.AfterFunc(time.Hour, m.tick)
 	m.mu.Lock()
+	m.state = memberJoining
 	m.join = join
-	m.carry(m.d.Start(m.lastSeen))
+	m.carry(m.d.Start(time.Now()))
 	m.mu.Unlock()
 	var r driver.JoinResult
 	select {
@@ -154,15 +168,27 @@ func (m *member) start(ctx context.Context, join api.JoinRequest) error {
 	case <-ctx.Done():
 		m.mu.Lock()
 		m.carry(m.d.CancelJoin(time.Now(), ctx.Err()))
+		m.finishLocked() // a no-op once the cancelled join ended the member
 		m.mu.Unlock()
 		r = <-m.joined
 	}
-	if r.Err != nil {
-		m.mu.Lock()
-		m.finishLocked()
-		m.mu.Unlock()
-	}
 	return r.Err
+}
+
+// joinEnded hands start the first join's outcome, once: a joined member
+// is active (its liveness counts from now, when its client is
+// answered); any other outcome ends it. Under mu.
+func (m *member) joinEnded(r driver.JoinResult) {
+	if m.state != memberJoining {
+		return // ended already: finishLocked answered start
+	}
+	m.joined <- r
+	m.state = memberActive
+	m.lastSeen = time.Now()
+	m.joinedAt = m.lastSeen
+	if r.Err != nil {
+		m.finishLocked()
+	}
 }
 
 func (s *Server) newDriver(join api.JoinRequest) *driver.Driver {
@@ -185,7 +211,7 @@ func (m *member) carry(cmds []driver.Command) {
 				}
 			}
 		case driver.JoinResult:
-			m.joined <- cmd
+			m.joinEnded(cmd)
 		case driver.LeaveResult:
 			m.log.Debug("kafka member left", zap.Error(cmd.Err))
 		case driver.Failed:
@@ -296,11 +322,15 @@ func (m *member) rearm(now time.Time) {
 }
 
 // finishLocked ends the member: it answers UNKNOWN_MEMBER_ID from now on,
-// pending commits fail, requests in flight are cancelled and it leaves
-// the registry. Under mu.
+// a first join still under way ends (errMemberEnded: the driver stops
+// without reporting it), pending commits fail, requests in flight are
+// cancelled and it leaves the registry. Under mu.
 func (m *member) finishLocked() {
 	if m.state == memberGone {
 		return
+	}
+	if m.state == memberJoining {
+		m.joined <- driver.JoinResult{Err: errMemberEnded}
 	}
 	m.state = memberGone
 	for t, ch := range m.tickets {
