@@ -6,13 +6,16 @@ package coordinator
 // it up to wait_ms (capped by groups.heartbeat_wait; without wait_ms,
 // heartbeat_wait; wait_ms 0 answers at once) until the member has news — partitions to revoke (apply before grants), new grants, renewals —
 // and answers api.HeartbeatResponse (lists always present, maybe empty). A
-// second heartbeat of the same member answers the held one empty.
+// second heartbeat of the same member answers the held one empty. News
+// whose capabilities cannot be minted answers 500 internal ("mint
+// grants", "mint renewals"), the cause logged at ERROR with the group and
+// member id (failHeartbeat).
 
 import (
-	"go.uber.org/zap"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
@@ -56,14 +59,12 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 	memberExp := time.Unix(int64(claims.ExpiresAt), 0) // no capability outlives the member token
 	grants, err := c.mintGrants(news.Grants, true, memberExp)
 	if err != nil {
-		c.log.Error("heartbeat answered 500: minting its grants failed", zap.String("group", claims.Group), zap.String("member_id", claims.Subject), zap.Error(err))
-		writeError(ctx, api.CodeInternal, "mint grants")
+		c.failHeartbeat(ctx, groupName, claims.Subject, "mint grants", err)
 		return
 	}
 	renew, err := c.mintGrants(news.Renew, false, memberExp)
 	if err != nil {
-		c.log.Error("heartbeat answered 500: minting its renewals failed", zap.String("group", claims.Group), zap.String("member_id", claims.Subject), zap.Error(err))
-		writeError(ctx, api.CodeInternal, "mint renewals")
+		c.failHeartbeat(ctx, groupName, claims.Subject, "mint renewals", err)
 		return
 	}
 	revoke := news.Revoke
@@ -71,6 +72,14 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		revoke = []api.PartitionRef{}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, api.HeartbeatResponse{Revoke: revoke, Grants: grants, Renew: renew})
+}
+
+// failHeartbeat answers a heartbeat whose news could not be minted: the
+// cause at ERROR with the group and member (the error names claims,
+// never a token or key), as failJoin does, and 500 internal.
+func (c *Coordinator) failHeartbeat(ctx *fasthttp.RequestCtx, group, memberID, what string, cause error) {
+	c.log.Error("heartbeat: "+what+" failed; answered 500", zap.String("group", group), zap.String("member_id", memberID), zap.Error(cause))
+	writeError(ctx, api.CodeInternal, what)
 }
 
 // heartbeatWait is the machine's Wait for wait_ms: absent, 0 (the
