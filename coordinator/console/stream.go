@@ -3,7 +3,11 @@ package console
 // Behavior: GET /console/events?group=G&after=N — a session (else 401).
 // Server-sent events: every timeline event after id N (or after the
 // Last-Event-ID header a reconnecting browser sends), of group G only when
-// given, as `id: <id>` + `data: <Event JSON>`. A subscriber that fell more
+// given, as `id: <id>` + `data: <Event JSON>`. N and Last-Event-ID have the
+// API's one spelling of a number (api.ParseDecimal: decimal digits, no
+// sign, space or leading zero, at most 2^63-1); `after` is required and
+// given once; anything else is 400 bad_request with a JSON error body, as
+// a bad query number of the admin API. A subscriber that fell more
 // than timeline_events behind gets `event: lagged` and resumes at the
 // oldest event kept (the page then re-reads its grid). At most
 // max_subscribers streams at once (503 beyond). A stream ends after
@@ -18,11 +22,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/timeline"
 )
 
@@ -36,12 +42,9 @@ const (
 func (c *Console) serveEvents(ctx *fasthttp.RequestCtx, s *session, _ []string) {
 	args := ctx.QueryArgs()
 	groupName := string(args.Peek("group"))
-	after, err := strconv.ParseUint(string(args.Peek("after")), 10, 64)
-	if id := ctx.Request.Header.Peek("Last-Event-ID"); len(id) > 0 {
-		after, err = strconv.ParseUint(string(id), 10, 64)
-	}
-	if err != nil {
-		writeProblem(ctx, fasthttp.StatusBadRequest, "bad_request", "after (or Last-Event-ID) must be an event id")
+	after, problem := streamStart(args.PeekMulti("after"), ctx.Request.Header.Peek("Last-Event-ID"))
+	if problem != "" {
+		writeProblem(ctx, fasthttp.StatusBadRequest, "bad_request", problem)
 		return
 	}
 	sub, err := c.feed.Subscribe(after)
@@ -60,6 +63,33 @@ func (c *Console) serveEvents(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 		defer sub.Close()
 		c.stream(w, sub, s, groupName, life)
 	})
+}
+
+// eventIDRule is how a refused event id is told the spelling wanted.
+const eventIDRule = "an event id: " + api.DecimalRule + " in [0, 9223372036854775807]"
+
+// streamStart is the event id a stream starts after: the Last-Event-ID
+// header when not empty, else the after query argument (required, once,
+// checked also when the header overrides it);
+// a problem message names what is refused. A bad Last-Event-ID is
+// refused too rather than ignored: EventSource sends back exactly an
+// `id:` this stream wrote (strconv.FormatUint: the one spelling), so
+// only a hand-made request carries another, and ignoring it would
+// resume that client somewhere it did not ask for.
+func streamStart(after [][]byte, lastEventID []byte) (uint64, string) {
+	if len(after) != 1 {
+		return 0, "after must be given once, as " + eventIDRule
+	}
+	id, ok := api.ParseDecimal(after[0], math.MaxInt64)
+	if !ok {
+		return 0, "after must be " + eventIDRule
+	}
+	if len(lastEventID) > 0 { // empty: no id yet, as a browser that has none omits it
+		if id, ok = api.ParseDecimal(lastEventID, math.MaxInt64); !ok {
+			return 0, "Last-Event-ID must be " + eventIDRule
+		}
+	}
+	return uint64(id), ""
 }
 
 // stream writes events for life, until the coordinator closes, the
