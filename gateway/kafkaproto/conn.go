@@ -39,6 +39,9 @@ type conn struct {
 	// registry never closes such a connection for a new one.
 	authed  atomic.Bool
 	rawSASL bool // a SaslHandshake v0 was answered: a raw SASL frame follows
+	// early is what watchHangUp read while a join ran (a pipelined
+	// request's first bytes, ≤ earlyReadMax): read before the socket.
+	early []byte
 	// closeAfter closes the connection once the current response is
 	// written (a failed authentication, say).
 	closeAfter bool
@@ -176,6 +179,7 @@ func (c *conn) readBody(n int, deadline time.Time) ([]byte, error) {
 		return nil, err
 	}
 	body := make([]byte, 0, min(n, frameChunk))
+	body = body[:c.takeEarly(body[:cap(body)])]
 	for len(body) < n {
 		if len(body) == cap(body) {
 			body = slices.Grow(body, min(n-len(body), len(body)))
@@ -193,10 +197,14 @@ func (c *conn) readBody(n int, deadline time.Time) ([]byte, error) {
 }
 
 func (c *conn) readFull(buf []byte, deadline time.Time) error {
+	early := c.takeEarly(buf)
+	if early == len(buf) {
+		return nil
+	}
 	if err := c.nc.SetReadDeadline(deadline); err != nil {
 		return err
 	}
-	_, err := io.ReadFull(c.nc, buf)
+	_, err := io.ReadFull(c.nc, buf[early:])
 	return err
 }
 

@@ -116,7 +116,7 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 	if req.InstanceID != nil {
 		join.InstanceID = *req.InstanceID
 	}
-	if code, err := c.s.groups.join(c.ctx, m, c.principal.Token, join); err != nil {
+	if code, err := c.joinMember(m, join); err != nil {
 		resp.ErrorCode = joinError(code)
 		msg := err.Error()
 		resp.ErrorMessage = &msg

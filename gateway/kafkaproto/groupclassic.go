@@ -79,7 +79,7 @@ func handleJoinGroup(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error
 		if req.InstanceID != nil {
 			join.InstanceID = *req.InstanceID
 		}
-		if code, err := c.s.groups.join(c.ctx, m, c.principal.Token, join); err != nil {
+		if code, err := c.joinMember(m, join); err != nil {
 			resp.ErrorCode = joinError(code)
 			return resp, nil
 		}

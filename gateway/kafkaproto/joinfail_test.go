@@ -1,6 +1,7 @@
 package kafkaproto
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -91,6 +92,21 @@ func joinErrorCode(resp kmsg.Response) int16 {
 	return -2
 }
 
+// startGroupListener starts a listener with cfg whose clients all hold a
+// good client credential; it is closed when t ends (closeWithin).
+func startGroupListener(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := New(cfg, clientGate{}, anyClient{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeWithin(t, s, 10*time.Second) })
+	return s
+}
+
 // closeWithin closes s and fails t unless Close returns within d (a hung
 // Close is left behind: the test fails rather than the binary hanging).
 func closeWithin(t *testing.T, s *Server, d time.Duration) {
@@ -122,13 +138,7 @@ func TestJoinThatCannotCompleteEnds(t *testing.T) {
 			url, coord := failingJoins(t)
 			cfg := testConfig()
 			cfg.CoordinatorURL, cfg.RequestTimeout, cfg.MemberSessionTimeout = url, 3*time.Second, time.Second
-			s, err := New(cfg, clientGate{}, anyClient{}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Start(); err != nil {
-				t.Fatal(err)
-			}
+			s := startGroupListener(t, cfg)
 			r := dialAuthenticated(t, s, "credential")
 			resp, err := r.roundTrip(join) // answered within 5 s or an error
 			if err != nil {
@@ -161,6 +171,89 @@ func TestJoinThatCannotCompleteEnds(t *testing.T) {
 			closeWithin(t, s, 10*time.Second)
 			if err := <-inFlight; err == nil || isTimeout(err) {
 				t.Fatalf("a join in flight when the gateway closed: %v, want its connection closed", err)
+			}
+		})
+	}
+}
+
+// heldJoins is a coordinator that never answers a join: it reports each
+// on held and, once the gateway gave the join up (its request's context
+// ended), on cancelled.
+func heldJoins(t *testing.T) (url string, held, cancelled chan struct{}) {
+	held, cancelled = make(chan struct{}, 16), make(chan struct{}, 16)
+	ended := make(chan struct{})
+	coordinator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // read whole: only then does a hang-up end r's context
+		held <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			cancelled <- struct{}{}
+		case <-ended: // the test is over: Close waits for its handlers
+		}
+	}))
+	t.Cleanup(func() {
+		close(ended)
+		coordinator.Close()
+	})
+	return coordinator.URL, held, cancelled
+}
+
+// TestJoinEndsWhenTheClientHangsUp: a client that hangs up while its
+// first join waits for the coordinator (here one that never answers,
+// request_timeout a minute) ends the join at once — the connection
+// reads its socket while the join runs (watchHangUp) — instead of the
+// gateway joining for nobody for up to request_timeout. Both group
+// protocols.
+func TestJoinEndsWhenTheClientHangsUp(t *testing.T) {
+	for name, join := range joinRequests() {
+		t.Run(name, func(t *testing.T) {
+			url, held, cancelled := heldJoins(t)
+			cfg := testConfig()
+			cfg.CoordinatorURL, cfg.RequestTimeout = url, time.Minute
+			s := startGroupListener(t, cfg)
+			r := dialAuthenticated(t, s, "credential")
+			if err := r.send(join); err != nil {
+				t.Fatal(err)
+			}
+			<-held
+			r.nc.Close()
+			select {
+			case <-cancelled:
+			case <-time.After(10 * time.Second):
+				closeWithin(t, s, 10*time.Second)
+				t.Fatal("the join went on for 10 s after its client hung up (request_timeout a minute)")
+			}
+			closeWithin(t, s, 10*time.Second)
+		})
+	}
+}
+
+// TestJoinKeepsAPipelinedRequest: a request the client sends while its
+// join runs (read by the hang-up watch) is answered after the join, in
+// order: the join COORDINATOR_NOT_AVAILABLE at request_timeout, then
+// ApiVersions.
+func TestJoinKeepsAPipelinedRequest(t *testing.T) {
+	for name, join := range joinRequests() {
+		t.Run(name, func(t *testing.T) {
+			url, _ := failingJoins(t)
+			cfg := testConfig()
+			cfg.CoordinatorURL, cfg.RequestTimeout = url, time.Second
+			s := startGroupListener(t, cfg)
+			r := dialAuthenticated(t, s, "credential")
+			versions := kmsg.NewPtrApiVersionsRequest()
+			if err := r.send(join); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.send(versions); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := r.receive(join)
+			if err != nil || joinErrorCode(resp) != kerr.CoordinatorNotAvailable.Code {
+				t.Fatalf("the join: %v %+v, want COORDINATOR_NOT_AVAILABLE", err, resp)
+			}
+			resp, err = r.receive(versions)
+			if err != nil || resp.(*kmsg.ApiVersionsResponse).ErrorCode != 0 || len(resp.(*kmsg.ApiVersionsResponse).ApiKeys) == 0 {
+				t.Fatalf("ApiVersions sent while the join ran: %v %+v, want it answered", err, resp)
 			}
 		})
 	}

@@ -141,10 +141,21 @@ type testConn struct {
 }
 
 func (r *testConn) roundTrip(req kmsg.Request) (kmsg.Response, error) {
-	r.corr++
-	if _, err := r.nc.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, r.corr)); err != nil {
+	if err := r.send(req); err != nil {
 		return nil, err
 	}
+	return r.receive(req)
+}
+
+// send writes req without waiting for its answer.
+func (r *testConn) send(req kmsg.Request) error {
+	r.corr++
+	_, err := r.nc.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, r.corr))
+	return err
+}
+
+// receive reads the next answer (within 5 s) as req's.
+func (r *testConn) receive(req kmsg.Request) (kmsg.Response, error) {
 	r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	body, err := readResponse(r.nc)
 	if err != nil {
