@@ -40,7 +40,10 @@ type metrics struct {
 	// gatewaysSafeByLag counts lagging episodes under silent_gateways:
 	// fence (group/lag.go, sync_lag.go).
 	gatewaysSafeByLag prometheus.Counter
-	handler           fasthttp.RequestHandler
+	// gatewaysForgottenForLag counts gateways forgotten for lagging to
+	// make room for a new id (group/lag.go forgetLaggingGateway).
+	gatewaysForgottenForLag prometheus.Counter
+	handler                 fasthttp.RequestHandler
 }
 
 func newMetrics(c *Coordinator) *metrics {
@@ -98,12 +101,15 @@ func newMetrics(c *Coordinator) *metrics {
 		gatewaysSafeByLag: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capgate_coordinator_gateways_safe_by_lag_total", Help: "Gateways counted safe by lag: polling, but without acknowledging a sync update appended more than gateway_timeout ago (silent_gateways: fence; once per episode, which ends when the gateway acknowledges everything that old).",
 		}),
+		gatewaysForgottenForLag: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_gateways_forgotten_for_lag_total", Help: "Gateway ids forgotten to make room for a new one in a full table (groups.limits.gateways) after lagging longer than gateway_timeout (silent_gateways: fence); each holds every fence to gateway_timeout for gateway_timeout after.",
+		}),
 	}
 	for _, reason := range []string{reapEmpty, reapOffsets} {
 		m.groupsReaped.WithLabelValues(reason)
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.longPolls, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
-		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits, m.gatewaysSafeByLag,
+		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits, m.gatewaysSafeByLag, m.gatewaysForgottenForLag,
 		&syncLagCollector{c: c}, newGroupLagCollector(c), c.oauth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))

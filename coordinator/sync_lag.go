@@ -13,13 +13,23 @@ import (
 // episode (it ends when the gateway acknowledges everything that old);
 // under silent_gateways: fence the gateway is now safe for every fence
 // that old, as a silent one is (capgate_coordinator_gateways_safe_by_lag_total),
-// under serve revocations keep waiting for it. It runs in the event
-// loop's goroutine (observer.Sending).
+// under serve revocations keep waiting for it. A gateway forgotten for
+// lagging to make room for a new id (group/lag.go forgetLaggingGateway)
+// is logged at WARN too and counted
+// (capgate_coordinator_gateways_forgotten_for_lag_total). It runs in the
+// event loop's goroutine (observer.Sending).
 func (c *Coordinator) reportLagging(m *group.Machine) {
 	notices, dropped := m.TakeLagging()
 	for _, n := range notices {
 		fields := []zap.Field{zap.String("gateway", n.Gateway), zap.Uint64("acked_seq", n.Acked), zap.Uint64("seq", n.Seq),
 			zap.Time("unacked_since", n.Since), zap.Duration("gateway_timeout", c.cfg.Groups.GatewayTimeout)}
+		if n.Forgotten {
+			c.metrics.gatewaysForgottenForLag.Inc()
+			c.log.Warn("gateway forgotten for lagging: the gateway table is full (groups.limits.gateways) and this id polled without acknowledging "+
+				"for longer than gateway_timeout, so a new gateway id took its place; every revocation waits gateway_timeout for the next gateway_timeout "+
+				"(it may have just applied an update); if it polls again it is a new gateway; a sync token may be in the wrong hands", fields...)
+			continue
+		}
 		if n.SafeByLag {
 			c.metrics.gatewaysSafeByLag.Inc()
 			c.log.Warn("gateway lagging: it polls but has not acknowledged sync updates older than gateway_timeout; "+

@@ -63,9 +63,13 @@ func gatewayView(t *testing.T, h *harness, id string) coordinator.GatewayView {
 }
 
 // lagWarnings counts the WARN entries reporting gateway id lagging.
-func lagWarnings(e *env, id string) int {
+func lagWarnings(e *env, id string) int { return gatewayWarnings(e, "gateway lagging", id) }
+
+// gatewayWarnings counts the log entries whose message holds snippet and
+// that name gateway id.
+func gatewayWarnings(e *env, snippet, id string) int {
 	n := 0
-	for _, entry := range e.logs.FilterMessageSnippet("gateway lagging").All() {
+	for _, entry := range e.logs.FilterMessageSnippet(snippet).All() {
 		if entry.ContextMap()["gateway"] == id {
 			n++
 		}

@@ -2,9 +2,9 @@ package group
 
 // The gateways the machine knows are bounded (limits.gateways). Every
 // known gateway holds a revocation back until it acknowledges the fence,
-// is safe by silence, leaves, or the revoked capabilities expire, so the
-// table is what a sync-token holder naming fresh ids (or a fleet
-// restarting under random ids) could otherwise grow without end.
+// is safe by silence or by lag, leaves, or the revoked capabilities
+// expire, so the table is what a sync-token holder naming fresh ids (or a
+// fleet restarting under random ids) could otherwise grow without end.
 //
 //   - A known gateway is never refused: its acknowledgements decide
 //     safety, and refusing its polls would only hold revocations back.
@@ -16,22 +16,31 @@ package group
 //     registered as new and catches up from its own after (a delta or a
 //     reset), as after a leave — and it has refused fetches since its
 //     sync_timeout, which is shorter than gateway_timeout.
+//   - Failing that, it forgets the gateway lagging longest, if one has
+//     lagged (polled without acknowledging what the lag rule already
+//     counts it safe for) for longer than gateway_timeout, again only
+//     under silent_gateways: fence: lag.go, forgetLaggingGateway, says
+//     why that is safe only with the lag rule's bound kept in force for
+//     gateway_timeout after the forget (and the durable record kept as
+//     long). A gateway that acknowledges what is that old is never
+//     forgotten.
 //   - Otherwise the new id is refused (409 limit_exceeded naming
 //     limits.gateways) and nothing changes: no record, no ack, no held
-//     poll answered. With silent_gateways: serve a silent gateway is
-//     never forgotten by the machine (it may still serve the revoked
-//     capabilities); a gateway known dead is removed with a sync leave
-//     on its behalf (POST /v1/sync/leave).
+//     poll answered. With silent_gateways: serve a silent or lagging
+//     gateway is never forgotten by the machine (it may still serve the
+//     revoked capabilities); a gateway known dead is removed with a sync
+//     leave on its behalf (POST /v1/sync/leave).
 //
 // After a restore the table may hold more than the bound (the setting
-// was lowered): every restored gateway stays known.
+// was lowered, or gateways forgotten for lagging came back with their
+// records): every restored gateway stays known.
 
 // registerGateway admits a new gateway id, or answers the refusal to ref
 // and returns nil.
 func (m *Machine) registerGateway(ref Ref, id string) *gateway {
-	if max := m.cfg.Limits.Gateways; len(m.gateways) >= max && !m.forgetSilentGateway() {
+	if max := m.cfg.Limits.Gateways; len(m.gateways) >= max && !m.forgetSilentGateway() && !m.forgetLaggingGateway() {
 		m.limitRejection(ref, "gateways", int64(max),
-			"sync: the coordinator knows %d gateways and none is silent long enough to forget; a gateway that stopped should leave (POST /v1/sync/leave)", len(m.gateways))
+			"sync: the coordinator knows %d gateways and none is silent or lagging long enough to forget; a gateway that stopped should leave (POST /v1/sync/leave)", len(m.gateways))
 		return nil
 	}
 	gw := &gateway{id: id, registered: m.now}
@@ -60,15 +69,21 @@ func (m *Machine) forgetSilentGateway() bool {
 	return true
 }
 
-// forgetGateway deletes gw (it left, or silence made room for another):
-// its held poll is answered, its timers are ignored from now on, and the
-// handoffs it alone held back advance.
+// forgetGateway deletes gw (it left, or silence made room for another)
+// and its durable record.
 func (m *Machine) forgetGateway(gw *gateway) {
+	m.dropGateway(gw)
+	m.putRecord(recordKey{kind: keyGateway, first: gw.id}, GatewayRecord{ID: gw.id, Deleted: true})
+}
+
+// dropGateway removes gw from the table: its held poll is answered, its
+// timers are ignored from now on, and the handoffs it alone held back
+// advance. Its record is the caller's.
+func (m *Machine) dropGateway(gw *gateway) {
 	if gw.wait.held {
 		m.answerPoll(gw)
 	}
 	gw.left = true
 	delete(m.gateways, gw.id)
-	m.putRecord(recordKey{kind: keyGateway, first: gw.id}, GatewayRecord{ID: gw.id, Deleted: true})
 	m.releaseHandoffs()
 }

@@ -76,6 +76,10 @@ func (a *audit) checkGatewaysSafe(m *Machine, p *partition, r *revoking) {
 	if m.safeByLag(r.fenceSeq) {
 		return
 	}
+	if m.lagBound() {
+		a.fail("%s marked safe at fence seq %d (appended %s ago) while a gateway forgotten for lagging holds every fence to gateway_timeout",
+			p.describe(), r.fenceSeq, m.now.Sub(m.log.appendedAt(r.fenceSeq, m.now)))
+	}
 	for _, gw := range m.gateways {
 		if gw.acked < r.fenceSeq && !m.safeBySilence(gw) {
 			a.fail("%s marked safe but gateway %q acked %d < fence seq %d (appended %s ago) and was seen %s ago",

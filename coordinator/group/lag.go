@@ -1,6 +1,9 @@
 package group
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The lag rule: a gateway counts live only while it makes progress.
 //
@@ -52,6 +55,19 @@ type lagState struct {
 	at      time.Time // ... firing at at
 	notices []LaggingGateway
 	dropped int // notices beyond maxLagNotices not kept
+	// forgotten are the gateways forgotten for lagging whose bound is
+	// still in force (forgetLaggingGateway), oldest first; at most
+	// limits.gateways of them.
+	forgotten []forgottenGateway
+}
+
+// forgottenGateway is a gateway forgotten for lagging: until until (its
+// forget plus gateway_timeout) the lag rule's bound holds for every fence
+// as if it still polled without acknowledging, and its durable record is
+// kept, so a restore brings it back as a known gateway.
+type forgottenGateway struct {
+	id    string
+	until time.Time
 }
 
 // maxLagNotices bounds the notices waiting for TakeLagging (one per
@@ -63,12 +79,18 @@ const maxLagNotices = 256
 // Acked was appended at or before Since, more than gateway_timeout ago.
 // SafeByLag: gateways fence themselves (silent_gateways: fence), so it
 // counts safe for every fence that old; under serve it does not.
+//
+// Forgotten: the notice is not of an episode's start but of its end by
+// forgetting — the gateway had lagged longer than gateway_timeout and a
+// new gateway id took its place in the full table (limits.gateways;
+// forgetLaggingGateway).
 type LaggingGateway struct {
 	Gateway   string
 	Acked     uint64
 	Seq       uint64
 	Since     time.Time
 	SafeByLag bool
+	Forgotten bool
 }
 
 // GatewayLag is the lag of one gateway now: Lagging as in LaggingGateway
@@ -112,11 +134,7 @@ func (m *Machine) checkLag(gw *gateway, aged uint64) {
 	switch {
 	case !gw.lagging && m.lagging(gw, aged):
 		gw.lagging = true
-		if len(m.lag.notices) >= maxLagNotices {
-			m.lag.dropped++
-			return
-		}
-		m.lag.notices = append(m.lag.notices, LaggingGateway{
+		m.noticeLag(LaggingGateway{
 			Gateway: gw.id, Acked: gw.acked, Seq: m.log.seq,
 			Since:     m.log.appendedAt(gw.acked+1, m.now),
 			SafeByLag: m.cfg.SilentGateways != SilentGatewaysServe,
@@ -124,6 +142,16 @@ func (m *Machine) checkLag(gw *gateway, aged uint64) {
 	case gw.lagging && gw.acked >= aged:
 		gw.lagging = false
 	}
+}
+
+// noticeLag keeps n for TakeLagging, or counts it dropped past
+// maxLagNotices.
+func (m *Machine) noticeLag(n LaggingGateway) {
+	if len(m.lag.notices) >= maxLagNotices {
+		m.lag.dropped++
+		return
+	}
+	m.lag.notices = append(m.lag.notices, n)
 }
 
 // armLag keeps a lag timer armed for when the oldest handoff waiting for
@@ -142,13 +170,15 @@ func (m *Machine) armLag() {
 	m.push(timer{at: at, kind: timerLag})
 }
 
-// onLagTimer: a waiting fence may have aged past gateway_timeout. Every
+// onLagTimer: a waiting fence may have aged past gateway_timeout, or the
+// bound of a gateway forgotten for lagging may have lifted. Every
 // gateway still short of what aged begins its episode, and the handoffs
 // it held back advance.
 func (m *Machine) onLagTimer(at time.Time) {
 	if m.lag.armed && at.Equal(m.lag.at) {
 		m.lag.armed = false
 	}
+	m.expireForgotten()
 	aged := m.log.aged(m.now, m.cfg.GatewayTimeout)
 	for _, id := range sortedKeys(m.gateways) {
 		m.checkLag(m.gateways[id], aged)
@@ -176,4 +206,128 @@ func (m *Machine) GatewayLags() map[string]GatewayLag {
 		out[id] = l
 	}
 	return out
+}
+
+// Forgetting a lagging gateway to make room for a new id (gateways.go).
+//
+// A sync-token holder, or a fleet of broken gateways, polling under many
+// ids without acknowledging is never silent, so without this it fills
+// limits.gateways for ever and every real gateway that restarts under a
+// new id is refused (409 limit_exceeded): revocations cannot reach it and
+// it cannot serve.
+//
+// It is not safe merely because the lagging gateway refuses fetches now.
+// A real gateway's acknowledgement of an answer is its next poll, which
+// the machine may not have yet: a gateway that was stuck applying
+// nothing, polling on with a stale after (lagging), may just have
+// applied an answer to a poll the machine received a moment ago — it is
+// in sync again, its sync_timeout counting from that poll, and its next
+// poll, with the new after, is on the wire. Forgotten then, it would
+// serve the capabilities of a fence appended right after the forget
+// while no revocation waits for it (the next poll, answered as a new
+// registration, brings the fence, but only when it arrives). Nothing the
+// machine sees tells this gateway from one that applies nothing.
+//
+// What is safe, for every fence present and future: forget the gateway
+// and keep the lag rule's bound in force for gateway_timeout from the
+// forget (lagBound: no fence is safe before it is gateway_timeout old,
+// exactly what the lagging gateway contributed to the watermark while it
+// was known, since its acknowledgements stayed below the horizon).
+// Every answer any process under its id applied was to a poll received
+// before the forget (later polls are a new registration: answered as a
+// new gateway's, or refused while the table is full), so it was sent
+// before the forget and that process refuses every fetch from
+// sync_timeout < gateway_timeout − max_clock_skew after it, unless a
+// later answer was applied. Then:
+//   - a fence appended before the forget plus gateway_timeout waits
+//     until it is gateway_timeout old, and by then each such process
+//     applied an answer built after it (which carries it: a delta holds
+//     every entry above the poll's after, a reset every live fence — and
+//     an answer to a poll after the forget is a registration's, a delta
+//     or a reset), or it refuses everything (the lag rule's argument);
+//   - a fence appended later is appended when every answer from before
+//     the forget has expired (the process refuses everything), and an
+//     answer after the forget went to a gateway known again, whose
+//     acknowledgement the fence waits for like any other's.
+// Across a restart the durable record stands for the bound: it is
+// deleted only once the bound lifted (expireForgotten), so a restore
+// brings the gateway back as known, seen at the restore with nothing
+// acknowledged — a fence then waits for it, its silence or its lag, all
+// counted from the restore. Under silent_gateways: serve none of this
+// holds (a cut-off gateway keeps serving): nothing is forgotten for
+// lagging.
+//
+// The bound costs nothing while the table is full of gateways that do
+// not acknowledge (each holds every fence that long already); after a
+// real gateway was forgotten it slows revocations to gateway_timeout for
+// gateway_timeout. Which gateway to forget is policy, not safety: only
+// one lagging longer than gateway_timeout (a gateway behind for a moment
+// is not churned), the one lagging longest, and never one that
+// acknowledges what is gateway_timeout old.
+
+// laggingSince is when gw began to lag, for forgetting: the later of its
+// registration and the date of the oldest entry it has not acknowledged;
+// false when it acknowledged everything or is silent (silence says more).
+func (m *Machine) laggingSince(gw *gateway) (time.Time, bool) {
+	if gw.acked >= m.log.seq || m.silent(gw) {
+		return time.Time{}, false
+	}
+	return maxTime(m.log.appendedAt(gw.acked+1, m.now), gw.registered), true
+}
+
+// forgetLaggingGateway forgets the gateway lagging longest (ties: the
+// lowest id) among those lagging for longer than gateway_timeout —
+// behind an entry older than twice gateway_timeout, and known that long
+// — and puts the lag rule's bound in force for it; false when there is
+// none, under silent_gateways: serve, or while limits.gateways forgotten
+// gateways' bounds are in force already.
+func (m *Machine) forgetLaggingGateway() bool {
+	if m.cfg.SilentGateways == SilentGatewaysServe || len(m.lag.forgotten) >= m.cfg.Limits.Gateways {
+		return false
+	}
+	var oldest *gateway
+	var oldestSince time.Time
+	for _, gw := range m.gateways {
+		since, ok := m.laggingSince(gw)
+		if !ok || m.now.Sub(since) <= 2*m.cfg.GatewayTimeout {
+			continue
+		}
+		if oldest == nil || since.Before(oldestSince) || (since.Equal(oldestSince) && gw.id < oldest.id) {
+			oldest, oldestSince = gw, since
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	until := m.now.Add(m.cfg.GatewayTimeout)
+	m.lag.forgotten = append(m.lag.forgotten, forgottenGateway{id: oldest.id, until: until})
+	m.push(timer{at: until.Add(1), kind: timerLag})
+	m.noticeLag(LaggingGateway{Gateway: oldest.id, Acked: oldest.acked, Seq: m.log.seq, Since: oldestSince,
+		SafeByLag: true, Forgotten: true})
+	m.dropGateway(oldest) // its record stays until the bound lifts
+	return true
+}
+
+// lagBound reports whether a gateway forgotten for lagging holds every
+// fence to the lag rule's bound now: gateway_timeout since its forget
+// has not passed.
+func (m *Machine) lagBound() bool {
+	n := len(m.lag.forgotten)
+	return n > 0 && !m.now.After(m.lag.forgotten[n-1].until)
+}
+
+// expireForgotten lifts the bounds that passed and deletes those
+// gateways' records, unless one registered again meanwhile (its record
+// is a known gateway's then).
+func (m *Machine) expireForgotten() {
+	n := 0
+	for ; n < len(m.lag.forgotten) && m.now.After(m.lag.forgotten[n].until); n++ {
+		if id := m.lag.forgotten[n].id; m.gateways[id] == nil {
+			m.putRecord(recordKey{kind: keyGateway, first: id}, GatewayRecord{ID: id, Deleted: true})
+		}
+	}
+	if n > 0 {
+		m.lag.forgotten = slices.Delete(m.lag.forgotten, 0, n)
+		m.watermarkValid = false
+	}
 }

@@ -262,7 +262,8 @@ func (m *Machine) safeBySilence(gw *gateway) bool {
 }
 
 // gatewayWatermark is the highest seq every gateway is safe for by ack,
-// silence or lag (MaxUint64 with no gateways). It also keeps the lag
+// silence or lag (MaxUint64 with no gateways), and no higher than the lag
+// horizon while the bound of a gateway forgotten for lagging is in force. It also keeps the lag
 // timer armed for the oldest handoff waiting (armLag).
 func (m *Machine) gatewayWatermark() uint64 {
 	m.armLag()
@@ -271,6 +272,9 @@ func (m *Machine) gatewayWatermark() uint64 {
 	}
 	w := uint64(math.MaxUint64)
 	horizon := m.lagHorizon()
+	if m.lagBound() { // a gateway forgotten for lagging (lag.go)
+		w = horizon
+	}
 	for _, gw := range m.gateways {
 		if !m.safeBySilence(gw) && max(gw.acked, horizon) < w {
 			w = max(gw.acked, horizon)
