@@ -50,6 +50,7 @@ type request struct {
 	jti       string            // of an admin deny
 	expires   time.Time
 	gateway   int           // gateway index of a sync poll
+	name      string        // its gateway id, when not gatewayID(gateway)
 	inc       int           // the polling gateway's incarnation
 	sent      time.Duration // when the poll was sent (true time)
 	after     uint64
@@ -280,7 +281,7 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 	switch req.kind {
 	case reqSync:
 		return func(ref group.Ref) group.Event {
-			return group.SyncPoll{Ref: ref, Gateway: gatewayID(req.gateway), After: req.after, Wait: req.wait}
+			return group.SyncPoll{Ref: ref, Gateway: req.gatewayName(), After: req.after, Wait: req.wait}
 		}, ""
 	case reqRevoke:
 		return func(ref group.Ref) group.Event {
@@ -293,7 +294,7 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 			return group.RevokeMember{Ref: ref, Group: groupName, MemberID: req.member}
 		}, ""
 	case reqGatewayLeave:
-		return func(ref group.Ref) group.Event { return group.GatewayLeave{Ref: ref, Gateway: gatewayID(req.gateway)} }, ""
+		return func(ref group.Ref) group.Event { return group.GatewayLeave{Ref: ref, Gateway: req.gatewayName()} }, ""
 	case reqJoin:
 		j := *req.join
 		return func(ref group.Ref) group.Event {
@@ -439,6 +440,10 @@ func (o simObserver) Persisted(rd group.Ready) {
 func (o simObserver) Sending(_ time.Time, _ group.Ready, m *group.Machine) {
 	notices, dropped := m.TakeLagging()
 	for _, n := range notices {
+		if n.Forgotten {
+			o.c.w.stats.ForgottenForLag++
+			continue
+		}
 		if n.SafeByLag {
 			o.c.w.stats.SafeByLag++
 		}

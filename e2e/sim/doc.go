@@ -75,7 +75,14 @@
 //     the faulty phase, never acknowledging (after=0, or a stale after):
 //     under silent_gateways fence it must not stall handoffs past
 //     gateway_timeout (the lag rule), under serve nor make one complete
-//     early.
+//     early. A full gateway table (fill.go, fill_test.go): the holder
+//     polls under several ids ("rogue-0" …) that keep limits.gateways
+//     full while gateways restart under new ids without leaving, or the
+//     table holds exactly the gateways, which get stuck and restart:
+//     under fence an id lagging longer than gateway_timeout is forgotten
+//     to make room, and every checker must hold (the lag rule's bound
+//     after a forget is what keeps checker 4 quiet when the forgotten
+//     gateway has just recovered).
 //   - coordinator replicas (replica.go, TestSimReplicas, Options.Replicas):
 //     three replicas over one store.MemLog, each running the replica
 //     shell's decisions, coordinator/leader.Replica (the binary runs the

@@ -50,7 +50,10 @@ func (w *World) armFaults() {
 			w.gateways[w.rng.IntN(len(w.gateways))].stick(w.between(100*time.Millisecond, w.prof.stuckMax))
 		})
 	}
-	if w.prof.rogueEvery > 0 {
+	switch {
+	case w.prof.rogueEvery > 0 && w.prof.rogueIDs > 0:
+		w.every(w.prof.rogueEvery, evRogue, w.adminNode(), w.rogueFleetPoll)
+	case w.prof.rogueEvery > 0:
 		w.every(w.prof.rogueEvery, evRogue, w.adminNode(), w.roguePoll)
 	}
 	if w.prof.growBy > 0 {
@@ -107,18 +110,20 @@ func (w *World) roguePoll() {
 	w.sendCoordinator(w.adminNode(), true, req)
 }
 
-// rogueLeaves removes the rogue's gateway id at the heal, as an operator
+// leaveOnBehalf removes the rogue's gateway id (name; "": "rogue") at
+// the heal — or, under serve, a dead gateway's old id (fill.go) —, as an operator
 // who saw it lagging would (POST /v1/sync/leave on its behalf, after
 // rotating the sync token): under silent_gateways serve a silent id is
 // never safe, and every handoff of the drain would wait for the revoked
 // capabilities to expire. Retried until answered.
-func (w *World) rogueLeaves() {
-	req := &request{kind: reqGatewayLeave, from: w.adminNode(), gateway: rogueGateway,
+func (w *World) leaveOnBehalf(name string) {
+	req := &request{kind: reqGatewayLeave, from: w.adminNode(), gateway: rogueGateway, name: name,
 		call: call{deadline: w.now + w.prof.gateway.syncTimeout}}
-	req.call.timeout = func() { w.after(time.Second, evRogue, w.adminNode(), w.rogueLeaves) }
+	again := func() { w.leaveOnBehalf(name) }
+	req.call.timeout = func() { w.after(time.Second, evRogue, w.adminNode(), again) }
 	req.reply = func(r response) {
 		if r.transport || r.code != "" {
-			w.after(time.Second, evRogue, w.adminNode(), w.rogueLeaves)
+			w.after(time.Second, evRogue, w.adminNode(), again)
 		}
 	}
 	w.sendCoordinator(w.adminNode(), true, req)
@@ -224,9 +229,15 @@ func (w *World) heal() {
 	for _, c := range w.consumers {
 		c.thaw()
 	}
-	if w.prof.rogueEvery > 0 {
-		w.rogueLeaves()
+	switch {
+	case w.prof.rogueEvery > 0 && w.prof.rogueIDs > 0:
+		for k := range w.prof.rogueIDs {
+			w.leaveOnBehalf(rogueName(k))
+		}
+	case w.prof.rogueEvery > 0:
+		w.leaveOnBehalf("")
 	}
+	w.leaveOldIDs()
 	w.keepOneRunning()
 }
 

@@ -54,6 +54,8 @@ type gateway struct {
 
 	polling  bool
 	pollID   uint64
+	bootedAt time.Duration // true time of a boot under a new id not yet synced (fill.go; -1: none)
+	oldIDs   []string      // ids of its earlier incarnations (fill.go)
 	pollSent time.Duration // local clock
 	// stuckUntil: until then (true time) every sync answer fails to
 	// apply (a bug, a full disk): the follower counts a failed poll and
@@ -100,7 +102,7 @@ type fetchEntry struct {
 }
 
 func newGateway(w *World, i int) *gateway {
-	return &gateway{w: w, idx: i, node: w.gatewayNode(i), id: gatewayID(i), skew: w.prof.gateway.skew[i]}
+	return &gateway{w: w, idx: i, node: w.gatewayNode(i), id: gatewayID(i), skew: w.prof.gateway.skew[i], bootedAt: -1}
 }
 
 // bugs are the gateway's planted bugs.
@@ -118,6 +120,11 @@ func (g *gateway) localWall() time.Time { return base.Add(g.local()) }
 func (g *gateway) boot() {
 	g.up = true
 	g.inc++
+	if g.w.prof.gatewayNewIDs && g.inc > 1 {
+		g.oldIDs = append(g.oldIDs, g.id)
+		g.id = gatewayID(g.idx) + "." + strconv.Itoa(g.inc) // fill.go
+		g.w.newIDBooted(g)
+	}
 	g.view = authz.NewView(authz.Config{}) // the leeway comes with the coordinator's settings
 	g.follower = guard.NewFollower(guard.SyncConfig{Timeout: g.w.prof.gateway.syncTimeout,
 		BackoffMin: syncBackoffMin, BackoffMax: syncBackoffMax, Bugs: g.bugs()}, g.view)
@@ -154,7 +161,7 @@ func (g *gateway) poll() {
 			g.syncFailed() // the poll's context timed out
 		}
 	}
-	req := &request{kind: reqSync, from: g.node, gateway: g.idx, inc: inc, sent: g.w.now, after: after, wait: g.w.prof.gateway.syncWait,
+	req := &request{kind: reqSync, from: g.node, gateway: g.idx, name: g.id, inc: inc, sent: g.w.now, after: after, wait: g.w.prof.gateway.syncWait,
 		call: call{deadline: g.w.now + g.w.prof.gateway.syncTimeout, timeout: timeout}, reply: func(r response) { g.onSync(inc, id, r) }}
 	g.w.sendCoordinator(g.node, true, req)
 }
@@ -170,6 +177,9 @@ func (g *gateway) onSync(inc int, id uint64, r response) {
 		g.w.tracef("%s sync answered transport=%t code=%q seq=%d reset=%t", g.id, r.transport, r.code, r.sync.Seq, r.sync.Reset)
 	}
 	if r.transport || r.code != "" {
+		if r.code == api.CodeLimitExceeded {
+			g.w.stats.GatewayRefused++
+		}
 		g.syncFailed()
 		return
 	}
@@ -187,6 +197,7 @@ func (g *gateway) onSync(inc int, id uint64, r response) {
 		g.cancel(e.Value)
 	}
 	g.follower.Acked(base.Add(g.pollSent), r.sync.Seq)
+	g.w.newIDSynced(g)
 	g.w.check.resynced(g)
 	g.poll()
 }

@@ -55,6 +55,12 @@ type profile struct {
 	stuckMax   time.Duration
 	rogueEvery time.Duration // 0: no rogue
 	rogueStale bool
+	// A full gateway table (fill_test.go): with rogueIDs > 0 the
+	// sync-token holder polls under that many ids ("rogue-0" …) each
+	// rogueEvery instead of as "rogue"; with gatewayNewIDs a gateway
+	// restarting polls under a new id ("gw-1.3"), never leaving its old.
+	rogueIDs      int
+	gatewayNewIDs bool
 }
 
 // gatewaySettings are one gateway's sync client settings.

@@ -45,7 +45,13 @@ type Stats struct {
 	GatewayStuck   int // gateways that stopped applying sync answers for a while (polling on)
 	RoguePolls     int // polls of a sync-token holder that acknowledges nothing
 	SafeByLag      int // lagging episodes of gateway ids polling without acknowledging, counted safe (silent_gateways: fence)
-	SentinelStarts int // deliveries that began at an unresolved start offset
+	// A full gateway table (fill_test.go).
+	ForgottenForLag int           // gateway ids forgotten for lagging to make room for a new one
+	GatewayRefused  int           // sync polls of the world's gateways refused limit_exceeded (the table was full)
+	NewIDs          int           // gateway restarts under a new id in the faulty phase
+	NewIDsSynced    int           // ... that synced before the heal
+	NewIDWaitMax    time.Duration // longest a restart under a new id waited for its first sync (faulty phase)
+	SentinelStarts  int           // deliveries that began at an unresolved start offset
 	// Replicas only.
 	Takeovers    int // promotions that succeeded
 	Contested    int // ... while another replica still believed it led (a zombie, a lagging race)
@@ -98,6 +104,9 @@ type World struct {
 	check     *checker
 
 	rogueAfter uint64 // the after of the rogue's polls (roguePoll)
+	// rogueAfters are the afters of the rogue fleet's polls by id
+	// (rogueFleetPoll, with rogueStale).
+	rogueAfters map[string]uint64
 }
 
 // Run simulates one seed and checks every invariant after every event.
