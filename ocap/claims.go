@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +24,12 @@ func (k Kind) valid() bool {
 	return k == KindCapability || k == KindClient || k == KindMember
 }
 
-// Op is one operation a capability allows; Ops is a set of them.
+// Op is one operation a token allows; Ops is a set of them. A capability
+// allows fetch, commit and produce on its one partition; a client
+// credential allows consume (join groups and read through them) and
+// produce (write, through the Kafka listener, to the topics it names
+// exactly). One vocabulary, one claim (op), the set each kind may carry
+// checked by the verifier (checkShape).
 type Op uint8
 
 // The operations.
@@ -31,17 +37,27 @@ const (
 	OpFetch Op = 1 << iota
 	OpCommit
 	OpProduce
+	OpConsume
 )
 
 // Ops is a set of Op, encoded in JSON as a list of names.
 type Ops uint8
 
-const opsAll = Ops(OpFetch | OpCommit | OpProduce)
+const (
+	opsAll = Ops(OpFetch | OpCommit | OpProduce) // a capability's
+	// ClientOpsAll is every op a client credential may carry.
+	ClientOpsAll = Ops(OpConsume | OpProduce)
+	// ClientOpsDefault is what a client credential allows when it has
+	// no op claim: credentials minted before client ops existed, and
+	// every consume-only one (Mint leaves the claim out for them, so
+	// gateways that predate the claim still verify them).
+	ClientOpsDefault = Ops(OpConsume)
+)
 
 var opNames = [...]struct {
 	op   Op
 	name string
-}{{OpFetch, "fetch"}, {OpCommit, "commit"}, {OpProduce, "produce"}}
+}{{OpFetch, "fetch"}, {OpCommit, "commit"}, {OpConsume, "consume"}, {OpProduce, "produce"}}
 
 // Has reports whether op is in the set.
 func (o Ops) Has(op Op) bool { return Ops(op)&o != 0 }
@@ -49,13 +65,28 @@ func (o Ops) Has(op Op) bool { return Ops(op)&o != 0 }
 // SubsetOf reports whether every op of o is in p.
 func (o Ops) SubsetOf(p Ops) bool { return o&^p == 0 }
 
-// ParseOps parses op names ("fetch", "commit", "produce").
+// ParseOps parses a capability's op names ("fetch", "commit",
+// "produce"); any other name is ErrUnknownOp.
 func ParseOps(names []string) (Ops, error) {
+	return parseOpsWithin(names, opsAll, "a capability's ops: fetch, commit, produce")
+}
+
+// ParseClientOps parses a client credential's op names ("consume",
+// "produce"); any other name is ErrUnknownOp. An empty list is the
+// default, consume alone.
+func ParseClientOps(names []string) (Ops, error) {
+	if len(names) == 0 {
+		return ClientOpsDefault, nil
+	}
+	return parseOpsWithin(names, ClientOpsAll, "a client credential's ops: consume, produce")
+}
+
+func parseOpsWithin(names []string, within Ops, known string) (Ops, error) {
 	var o Ops
 	for _, n := range names {
 		op, ok := parseOp(n)
-		if !ok {
-			return 0, fmt.Errorf("%w: %q", ErrUnknownOp, n)
+		if !ok || !Ops(op).SubsetOf(within) {
+			return 0, fmt.Errorf("%w: %.40q (%s)", ErrUnknownOp, n, known)
 		}
 		o |= Ops(op)
 	}
@@ -87,13 +118,14 @@ func (o Ops) String() string { return strings.Join(o.Names(), ",") }
 // MarshalJSON encodes the set as a list of names.
 func (o Ops) MarshalJSON() ([]byte, error) { return json.Marshal(o.Names()) }
 
-// UnmarshalJSON refuses unknown names with ErrUnknownOp.
+// UnmarshalJSON refuses unknown names with ErrUnknownOp. Which of the
+// known ops a token may carry depends on its kind (checkShape).
 func (o *Ops) UnmarshalJSON(b []byte) error {
 	var names []string
 	if err := json.Unmarshal(b, &names); err != nil {
-		return fmt.Errorf("%w: claim op: want a list of op names (fetch, commit, produce)", ErrBadClaims)
+		return fmt.Errorf("%w: claim op: want a list of op names (fetch, commit, consume, produce)", ErrBadClaims)
 	}
-	ops, err := ParseOps(names)
+	ops, err := parseOpsWithin(names, opsAll|ClientOpsAll, "fetch, commit, consume, produce")
 	if err != nil {
 		return err
 	}
@@ -200,7 +232,7 @@ type Claims struct {
 	Caveats   json.RawMessage `json:"cav,omitempty"`
 
 	// Client credentials: the groups and topics the client may join for.
-	// An entry "*" allows any.
+	// An entry "*" allows any. Its ops (op) are ClientOps.
 	Groups []string `json:"grps,omitempty"`
 	Topics []string `json:"tps,omitempty"`
 
@@ -238,6 +270,35 @@ func (c *Claims) Root() string {
 func (c *Claims) AllowsOffset(offset int64) bool {
 	return c.Offsets == nil || c.Offsets.Contains(offset)
 }
+
+// ClientOps is what a client credential allows: its op claim, or
+// ClientOpsDefault (consume alone) when it has none — a credential minted
+// before client ops existed, a consume-only one, or an IdP identity's
+// (its rules grant groups and topics, never produce).
+func (c *Claims) ClientOps() Ops {
+	if c.Ops == 0 {
+		return ClientOpsDefault
+	}
+	return c.Ops
+}
+
+// MayProduceTo reports whether a client credential may write to topic:
+// it carries the produce op and its tps claim names topic itself. A
+// pattern ("*", "orders-*") grants consume only: one list serves both
+// ops, and a subscription pattern must not turn into write access to
+// every topic created under it later.
+func (c *Claims) MayProduceTo(topic string) bool {
+	return c.ClientOps().Has(OpProduce) && slices.Contains(c.Topics, topic)
+}
+
+// ProducesAnywhere reports whether a client credential may write to
+// some topic: the produce op and at least one exact topic name.
+func (c *Claims) ProducesAnywhere() bool {
+	return c.ClientOps().Has(OpProduce) && slices.ContainsFunc(c.Topics, IsExactName)
+}
+
+// IsExactName reports whether a grps/tps entry is a name, not a pattern.
+func IsExactName(entry string) bool { return !strings.HasSuffix(entry, "*") }
 
 // AllowsGroup reports whether a client credential may join group.
 func (c *Claims) AllowsGroup(group string) bool { return listAllows(c.Groups, group) }

@@ -111,9 +111,10 @@ func checkShape(c *Claims) error {
 		if len(c.Groups) == 0 {
 			return fmt.Errorf("%w: client credential names no group", ErrBadGroup)
 		}
-		if c.Group != "" || c.Topic != "" || c.Partition != nil || c.Epoch != 0 || c.Ops != 0 || c.Offsets != nil || len(c.Chain) != 0 {
+		if c.Group != "" || c.Topic != "" || c.Partition != nil || c.Epoch != 0 || c.Offsets != nil || len(c.Chain) != 0 {
 			return fmt.Errorf("%w: capability claims in a client credential", ErrBadClaims)
 		}
+		return checkClientOps(c.Ops)
 	case KindMember:
 		if !ValidName(c.Group) {
 			return fmt.Errorf("%w: %.80q", ErrBadGroup, c.Group)
@@ -127,6 +128,22 @@ func checkShape(c *Claims) error {
 	return nil
 }
 
+// checkClientOps: a client credential's op claim is absent (consume
+// alone) or lists consume and optionally produce. Consume is required:
+// every credential joins groups (a produce-only credential would need
+// the join to refuse it, which it does not yet).
+func checkClientOps(ops Ops) error {
+	switch {
+	case ops == 0:
+		return nil
+	case !ops.SubsetOf(ClientOpsAll):
+		return fmt.Errorf("%w: %s in a client credential (consume, produce)", ErrUnknownOp, ops&^ClientOpsAll)
+	case !ops.Has(OpConsume):
+		return fmt.Errorf("%w: a client credential's ops must include consume", ErrBadClaims)
+	}
+	return nil
+}
+
 func checkCapability(c *Claims) error {
 	switch {
 	case !ValidTopic(c.Topic):
@@ -136,7 +153,7 @@ func checkCapability(c *Claims) error {
 	case c.Ops == 0:
 		return ErrNoOps
 	case c.Ops&^opsAll != 0:
-		return ErrUnknownOp
+		return fmt.Errorf("%w: %s in a capability (fetch, commit, produce)", ErrUnknownOp, c.Ops&^opsAll)
 	case c.Group != "" && !ValidName(c.Group):
 		return fmt.Errorf("%w: %.80q", ErrBadGroup, c.Group)
 	case c.Epoch != 0 && c.Group == "":
