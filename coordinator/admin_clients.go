@@ -7,13 +7,18 @@ package coordinator
 // client_credential_ttl_max). Entries are patterns: an exact name, "*"
 // (any), or a prefix ending in "*" ("orders-*", as Kafka's prefixed
 // ACLs); a "*" anywhere else is refused with 400. topics empty or absent
-// means any topic (["*"]); a topic_pattern join needs "*". Answers
-// ClientResponse (key client_credential, as credentials.json and
-// `consume --credential-file` read it). Client credentials are bearer
-// secrets: revoke one by jti.
+// means any topic (["*"]); a topic_pattern join needs "*". ops is what
+// it allows: consume (join the groups, read through them) and produce
+// (write through the Kafka listener to the topics named exactly);
+// absent or empty is consume alone, least privilege. consume is
+// required; another name, or produce without an exactly named topic, is
+// 400. Answers ClientResponse (key client_credential, as
+// credentials.json and `consume --credential-file` read it, and the
+// ops). Client credentials are bearer secrets: revoke one by jti.
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +37,8 @@ func (c *Coordinator) handleAdminClients(ctx *fasthttp.RequestCtx, _ []string) {
 	if len(req.Topics) == 0 {
 		req.Topics = []string{"*"}
 	}
-	if msg := checkClient(req); msg != "" {
+	ops, msg := checkClient(req)
+	if msg != "" {
 		writeError(ctx, api.CodeBadRequest, msg)
 		return
 	}
@@ -44,30 +50,58 @@ func (c *Coordinator) handleAdminClients(ctx *fasthttp.RequestCtx, _ []string) {
 		writeError(ctx, api.CodeBadRequest, "ttl_ms must be within [1000, client_credential_ttl_max]")
 		return
 	}
-	token, claims, err := c.keys.minter.Mint(ocap.KindClient, ocap.Claims{Subject: req.Name, Groups: req.Groups, Topics: req.Topics}, c.now(), ttl)
+	token, claims, err := c.keys.minter.Mint(ocap.KindClient, ocap.Claims{Subject: req.Name, Groups: req.Groups, Topics: req.Topics, Ops: ops}, c.now(), ttl)
 	if err != nil {
 		writeError(ctx, api.CodeBadRequest, "mint: "+err.Error())
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, ClientResponse{Credential: token, JTI: claims.ID, ExpiresAt: rfc3339(int64(claims.ExpiresAt))})
+	writeJSON(ctx, fasthttp.StatusOK, ClientResponse{Credential: token, JTI: claims.ID, Ops: claims.ClientOps().Names(),
+		ExpiresAt: rfc3339(int64(claims.ExpiresAt))})
 }
 
-// checkClient says what is wrong with a client request, or "".
-func checkClient(req ClientRequest) string {
+// checkClient says what is wrong with a client request ("" when nothing
+// is) and returns the ops it asks for.
+func checkClient(req ClientRequest) (ocap.Ops, string) {
 	switch {
 	case !ocap.ValidName(req.Name):
-		return "name: 1-255 printable characters without '/', not . or .. required"
+		return 0, "name: 1-255 printable characters without '/', not . or .. required"
 	case strings.HasPrefix(req.Name, oauthSubject):
-		return "name: the prefix " + oauthSubject + " is reserved for credentials of the token endpoint"
+		return 0, "name: the prefix " + oauthSubject + " is reserved for credentials of the token endpoint"
 	case len(req.Groups) == 0 || len(req.Topics) == 0:
-		return "groups and topics required (\"*\" = any)"
+		return 0, "groups and topics required (\"*\" = any)"
 	case req.TTLMs < 0:
-		return "ttl_ms must be >= 0"
+		return 0, "ttl_ms must be >= 0"
 	}
 	if msg := checkPatterns("groups", req.Groups, ocap.ValidName); msg != "" {
-		return msg
+		return 0, msg
 	}
-	return checkPatterns("topics", req.Topics, ocap.ValidTopic)
+	if msg := checkPatterns("topics", req.Topics, ocap.ValidTopic); msg != "" {
+		return 0, msg
+	}
+	return checkClientOps(req.Ops, req.Topics)
+}
+
+// maxClientOps bounds the ops list read (there are two ops; repeats are
+// allowed, not without end).
+const maxClientOps = 8
+
+// checkClientOps parses a client credential's ops: consume (required)
+// and produce, which needs a topic named exactly (a pattern grants
+// consume only: ocap.Claims.MayProduceTo).
+func checkClientOps(names, topics []string) (ocap.Ops, string) {
+	if len(names) > maxClientOps {
+		return 0, fmt.Sprintf("ops: at most %d entries (consume, produce)", maxClientOps)
+	}
+	ops, err := ocap.ParseClientOps(names)
+	switch {
+	case err != nil:
+		return 0, "ops: " + strings.TrimPrefix(err.Error(), "ocap: ")
+	case !ops.Has(ocap.OpConsume):
+		return 0, "ops: consume is required (every client credential joins groups); add produce to also write"
+	case ops.Has(ocap.OpProduce) && !slices.ContainsFunc(topics, ocap.IsExactName):
+		return 0, "ops: produce needs a topic named exactly in topics (\"*\" and prefix patterns grant consume only)"
+	}
+	return ops, ""
 }
 
 // checkPatterns says which entry of list is not a pattern, or "".
@@ -84,11 +118,12 @@ func checkPatterns(what string, list []string, valid func(string) bool) string {
 	return ""
 }
 
-// MintClientCredential mints a client credential without going through
-// HTTP (for `capgate dev`, which prints one): name is its sub, groups and
-// topics what it may join ("*" = any), ttl at most client_credential_ttl_max.
+// MintClientCredential mints a consume-only client credential without
+// going through HTTP (for `capgate dev`, which prints one): name is its
+// sub, groups and topics what it may join ("*" = any), ttl at most
+// client_credential_ttl_max.
 func (c *Coordinator) MintClientCredential(name string, groups, topics []string, ttl time.Duration) (string, error) {
-	if msg := checkClient(ClientRequest{Name: name, Groups: groups, Topics: topics}); msg != "" {
+	if _, msg := checkClient(ClientRequest{Name: name, Groups: groups, Topics: topics}); msg != "" {
 		return "", fmt.Errorf("coordinator: client credential: %s", msg)
 	}
 	if ttl < time.Second || ttl > c.cfg.ClientCredentialTTLMax {

@@ -248,19 +248,22 @@ type GroupConfigRequest struct {
 }
 
 // ClientRequest is POST /v1/admin/clients: a client credential that may
-// join Groups and subscribe to Topics ("*" = any) for TTLMs.
+// join Groups and subscribe to Topics ("*" = any) for TTLMs, allowed Ops
+// (consume, produce; absent or empty: consume only).
 type ClientRequest struct {
 	Name   string   `json:"name"`
 	Groups []string `json:"groups"`
 	Topics []string `json:"topics"`
+	Ops    []string `json:"ops,omitempty"`
 	TTLMs  int64    `json:"ttl_ms"`
 }
 
-// ClientResponse carries a client credential.
+// ClientResponse carries a client credential and the ops it allows.
 type ClientResponse struct {
-	Credential string `json:"client_credential"`
-	JTI        string `json:"jti"`
-	ExpiresAt  string `json:"expires_at"`
+	Credential string   `json:"client_credential"`
+	JTI        string   `json:"jti"`
+	Ops        []string `json:"ops"`
+	ExpiresAt  string   `json:"expires_at"`
 }
 
 // KeysResponse answers POST /v1/admin/keys/rotate with the ring's key ids.

@@ -3,7 +3,10 @@ package coordinator
 // Behavior: admin, OAuth2 clients — bearer: an admin token (tls.admin).
 //   POST /v1/admin/oauth/clients with OAuthClientRequest: register a client
 //     of the token endpoint (POST /oauth/token) that may obtain client
-//     credentials for groups and topics (exact names, "*", or "prefix*").
+//     credentials for groups and topics (exact names, "*", or "prefix*")
+//     allowing ops (consume, produce; absent: consume only — checked as
+//     POST /v1/admin/clients checks them). A client registered before
+//     ops existed obtains consume-only credentials.
 //     Answers OAuthClientCreated with client_id and client_secret: the
 //     secret is shown once; only its SHA-256 is stored (it is 256 random
 //     bits, so a fast hash suffices: there is nothing to brute-force
@@ -56,6 +59,7 @@ type oauthClient struct {
 	SecretHash string        `json:"secret_sha256"`
 	Groups     []string      `json:"groups"`
 	Topics     []string      `json:"topics"`
+	Ops        ocap.Ops      `json:"ops,omitempty"` // absent (registered before ops): consume
 	TokenTTLMs int64         `json:"token_ttl_ms"`
 	Created    int64         `json:"created"`
 	RevokedAt  int64         `json:"revoked_at,omitempty"`
@@ -124,11 +128,13 @@ func (c *Coordinator) revokedOAuthSubject(sub string) bool {
 
 // OAuthClientRequest is POST /v1/admin/oauth/clients. TokenTTLMs is the
 // lifetime of the credentials it obtains (default oauth.token_ttl, at most
-// client_credential_ttl_max).
+// client_credential_ttl_max); Ops what they allow (consume, produce;
+// absent: consume only).
 type OAuthClientRequest struct {
 	Name       string   `json:"name"`
 	Groups     []string `json:"groups"`
 	Topics     []string `json:"topics"`
+	Ops        []string `json:"ops,omitempty"`
 	TokenTTLMs int64    `json:"token_ttl_ms,omitempty"`
 }
 
@@ -138,6 +144,7 @@ type OAuthClientView struct {
 	Name       string   `json:"name"`
 	Groups     []string `json:"groups"`
 	Topics     []string `json:"topics"`
+	Ops        []string `json:"ops"`
 	TokenTTLMs int64    `json:"token_ttl_ms"`
 	Created    string   `json:"created"`
 	RevokedAt  string   `json:"revoked_at,omitempty"`
@@ -165,7 +172,8 @@ type OAuthClientRevoked struct {
 }
 
 func (o *oauthClient) view(now time.Time) OAuthClientView {
-	v := OAuthClientView{ClientID: o.ID, Name: o.Name, Groups: o.Groups, Topics: o.Topics, TokenTTLMs: o.TokenTTLMs,
+	ops := (&ocap.Claims{Ops: o.Ops}).ClientOps()
+	v := OAuthClientView{ClientID: o.ID, Name: o.Name, Groups: o.Groups, Topics: o.Topics, Ops: ops.Names(), TokenTTLMs: o.TokenTTLMs,
 		Created: rfc3339(o.Created), LiveTokens: len(o.live(now))}
 	if o.RevokedAt != 0 {
 		v.RevokedAt = rfc3339(o.RevokedAt)
@@ -178,7 +186,8 @@ func (c *Coordinator) handleAdminOAuthClientCreate(ctx *fasthttp.RequestCtx, _ [
 	if !decodeBody(ctx, &req, false) {
 		return
 	}
-	if msg := checkClient(ClientRequest{Name: req.Name, Groups: req.Groups, Topics: req.Topics, TTLMs: req.TokenTTLMs}); msg != "" {
+	ops, msg := checkClient(ClientRequest{Name: req.Name, Groups: req.Groups, Topics: req.Topics, Ops: req.Ops, TTLMs: req.TokenTTLMs})
+	if msg != "" {
 		writeError(ctx, api.CodeBadRequest, msg)
 		return
 	}
@@ -196,7 +205,7 @@ func (c *Coordinator) handleAdminOAuthClientCreate(ctx *fasthttp.RequestCtx, _ [
 		return
 	}
 	now := c.now()
-	o := &oauthClient{ID: id, Name: req.Name, SecretHash: HashSecret(secret), Groups: req.Groups, Topics: req.Topics,
+	o := &oauthClient{ID: id, Name: req.Name, SecretHash: HashSecret(secret), Groups: req.Groups, Topics: req.Topics, Ops: ops,
 		TokenTTLMs: ttl.Milliseconds(), Created: now.Unix()}
 	c.oauth.mu.Lock()
 	defer c.oauth.mu.Unlock()
@@ -278,7 +287,7 @@ func (c *Coordinator) handleAdminOAuthClientRevoke(ctx *fasthttp.RequestCtx, par
 // oauthScope narrows what a token request may join: scope is empty (the
 // client's own groups and topics) or space-separated group:<pattern> and
 // topic:<pattern> items, each covered by the client's lists. ok is false
-// for an item that is malformed or not covered.
+// for an item that is malformed, not covered, or widening produce.
 func oauthScope(o *oauthClient, scope string) (groups, topics []string, ok bool) {
 	for _, item := range strings.Fields(scope) {
 		kind, pattern, found := strings.Cut(item, ":")
@@ -287,7 +296,7 @@ func oauthScope(o *oauthClient, scope string) (groups, topics []string, ok bool)
 			return nil, nil, false
 		case kind == "group" && ocap.PatternsCover(o.Groups, pattern):
 			groups = append(groups, pattern)
-		case kind == "topic" && ocap.PatternsCover(o.Topics, pattern):
+		case kind == "topic" && ocap.PatternsCover(o.Topics, pattern) && !widensProduce(o, pattern):
 			topics = append(topics, pattern)
 		default:
 			return nil, nil, false
@@ -300,4 +309,12 @@ func oauthScope(o *oauthClient, scope string) (groups, topics []string, ok bool)
 		topics = o.Topics
 	}
 	return groups, topics, true
+}
+
+// widensProduce reports whether the scope item topic:pattern would give
+// a client with produce a write right its registration does not: an
+// exact topic only a pattern of the registration covers (a credential
+// produces to the topics it names exactly).
+func widensProduce(o *oauthClient, pattern string) bool {
+	return o.Ops.Has(ocap.OpProduce) && ocap.IsExactName(pattern) && !slices.Contains(o.Topics, pattern)
 }

@@ -151,7 +151,7 @@ func (c *Coordinator) handleOAuthToken(ctx *fasthttp.RequestCtx, _ []string) {
 	}
 	groups, topics, ok := oauthScope(o, req.scope)
 	if !ok {
-		writeOAuthError(ctx, oauthInvalidScope, "scope items are group:<pattern> or topic:<pattern> within the client's own", false)
+		writeOAuthError(ctx, oauthInvalidScope, "scope items are group:<pattern> or topic:<pattern> within the client's own (with produce: an exact topic only if the client names it exactly)", false)
 		return
 	}
 	c.issueOAuthToken(ctx, o, groups, topics, req.scope, now)
@@ -168,7 +168,7 @@ func (c *Coordinator) issueOAuthToken(ctx *fasthttp.RequestCtx, o *oauthClient, 
 		return
 	}
 	ttl := min(msDuration(o.TokenTTLMs), c.cfg.ClientCredentialTTLMax)
-	token, claims, err := c.keys.minter.Mint(ocap.KindClient, ocap.Claims{Subject: oauthSubject + o.ID, Groups: groups, Topics: topics}, now, ttl)
+	token, claims, err := c.keys.minter.Mint(ocap.KindClient, ocap.Claims{Subject: oauthSubject + o.ID, Groups: groups, Topics: topics, Ops: o.Ops}, now, ttl)
 	if err != nil {
 		writeOAuthError(ctx, oauthServerError, "mint: "+err.Error(), false)
 		return

@@ -14,7 +14,7 @@ import (
 func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "oauth-client", Short: "Clients of the OAuth2 token endpoint (POST /oauth/token)"}
 	var name string
-	var groups, topics []string
+	var groups, topics, ops []string
 	var ttl time.Duration
 	create := &cobra.Command{
 		Use:   "create --name svc --groups g1,prefix-* --topics t1",
@@ -24,13 +24,17 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 			if name == "" || len(groups) == 0 || len(topics) == 0 {
 				return errors.New("--name, --groups and --topics are required")
 			}
-			return call(cmd, f, http.MethodPost, "/v1/admin/oauth/clients",
-				map[string]any{"name": name, "groups": groups, "topics": topics, "token_ttl_ms": ttl.Milliseconds()})
+			body := map[string]any{"name": name, "groups": groups, "topics": topics, "token_ttl_ms": ttl.Milliseconds()}
+			if len(ops) > 0 {
+				body["ops"] = ops
+			}
+			return call(cmd, f, http.MethodPost, "/v1/admin/oauth/clients", body)
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "client name")
 	create.Flags().StringSliceVar(&groups, "groups", nil, "groups its credentials may join (exact, * or prefix*)")
 	create.Flags().StringSliceVar(&topics, "topics", nil, "topics they may subscribe to (exact, * or prefix*)")
+	create.Flags().StringSliceVar(&ops, "ops", nil, "what its credentials allow: consume (join groups, read through them; required) and produce (write through the Kafka listener to the topics named exactly); default consume")
 	create.Flags().DurationVar(&ttl, "token-ttl", 0, "lifetime of each credential it obtains (0: the coordinator's oauth.token_ttl)")
 	cmd.AddCommand(create,
 		adminGet(f, "list", "List the clients (no secrets)", func([]string) string { return "/v1/admin/oauth/clients" }, 0),

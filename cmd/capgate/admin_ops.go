@@ -207,18 +207,32 @@ func newAdminConfig(f *adminFlags) *cobra.Command {
 
 func newAdminClientCredential(f *adminFlags) *cobra.Command {
 	var name string
-	var groups, topics []string
+	var groups, topics, ops []string
 	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use:   "client-credential --name svc --groups g1,orders-* [--topics t1]",
-		Short: "Mint a client credential that may join the given groups",
+		Use:   "client-credential --name svc --groups g1,orders-* [--topics t1] [--ops consume,produce]",
+		Short: "Mint a client credential that may join the given groups (and, with --ops produce, write)",
 		Long: `Mint a client credential. --groups and --topics take exact names, "*"
 (any) or prefixes ending in "*" ("orders-*": every name that starts with
 "orders-", as Kafka's prefixed ACLs); a "*" anywhere else is refused.
-Without --topics it may subscribe to any topic. The answer's
-client_credential is what consume --credential-file reads:
+Without --topics it may subscribe to any topic.
+
+--ops says what it allows (default: consume only):
+  consume  join the --groups for the --topics and read through them: the
+           coordinator grants its members partition capabilities, and
+           Kafka clients join groups, fetch and commit through a gateway's
+           Kafka listener. Required.
+  produce  also write records, through a gateway's Kafka listener (Produce,
+           SASL with the credential), to each topic --topics names exactly;
+           "*" and prefix patterns never allow writing. Needs at least one
+           exact topic. (Over HTTP a producer uses a partition capability:
+           capgate produce, admin grant --ops produce.)
+A credential minted before --ops existed allows consume only.
+
+The answer's client_credential is what consume --credential-file reads:
   capgate admin client-credential --name svc --groups g1 > svc.json
-  capgate consume --credential-file svc.json --group g1 --topic demo`,
+  capgate consume --credential-file svc.json --group g1 --topic demo
+  capgate admin client-credential --name ingest --groups ingest --topics orders --ops consume,produce`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || len(groups) == 0 {
@@ -228,12 +242,16 @@ client_credential is what consume --credential-file reads:
 			if len(topics) > 0 {
 				body["topics"] = topics
 			}
+			if len(ops) > 0 {
+				body["ops"] = ops
+			}
 			return call(cmd, f, http.MethodPost, "/v1/admin/clients", body)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "client name (the credential's sub)")
 	cmd.Flags().StringSliceVar(&groups, "groups", nil, "groups it may join: names, * (any) or prefix* patterns")
-	cmd.Flags().StringSliceVar(&topics, "topics", nil, "topics it may subscribe to: names, * or prefix* patterns (empty: any)")
+	cmd.Flags().StringSliceVar(&topics, "topics", nil, "topics it may subscribe to: names, * or prefix* patterns (empty: any); with produce, the names it may write to")
+	cmd.Flags().StringSliceVar(&ops, "ops", nil, "what it allows: consume (join groups, read through them; required) and produce (write through the Kafka listener to the topics named exactly); default consume")
 	cmd.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "lifetime of the credential")
 	return cmd
 }

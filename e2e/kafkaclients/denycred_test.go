@@ -27,7 +27,10 @@ import (
 func TestDeniedCredentialIsRefusedNotRetried(t *testing.T) {
 	s := Start(t, Options{Partitions: 2})
 	var minted coordinator.ClientResponse
-	req := coordinator.ClientRequest{Name: "denied", Groups: []string{"denied"}, Topics: []string{"orders"}, TTLMs: time.Hour.Milliseconds()}
+	// With produce: its Produce and InitProducerId are refused for the
+	// denial, not for want of the op.
+	req := coordinator.ClientRequest{Name: "denied", Groups: []string{"denied"}, Topics: []string{"orders"}, Ops: []string{"consume", "produce"},
+		TTLMs: time.Hour.Milliseconds()}
 	if status, raw := s.Admin(t, http.MethodPost, "/v1/admin/clients", req, &minted); status != http.StatusOK {
 		t.Fatalf("mint: %d %s", status, raw)
 	}
@@ -55,11 +58,7 @@ func TestDeniedCredentialIsRefusedNotRetried(t *testing.T) {
 	}
 	// Its topic's partitions: TOPIC_AUTHORIZATION_FAILED, not a
 	// retriable NOT_LEADER_OR_FOLLOWER.
-	produce := kmsg.NewPtrProduceRequest()
-	produce.SetVersion(9)
-	produce.Acks, produce.TimeoutMillis = -1, 1000
-	produce.Topics = []kmsg.ProduceRequestTopic{produceTopic("orders", 0)}
-	if code := probe.roundTrip(produce).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.TopicAuthorizationFailed.Code {
+	if code := probe.roundTrip(produceRecord("orders", 0, "x", 1000)).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("Produce with a denied credential: error %d, want TOPIC_AUTHORIZATION_FAILED", code)
 	}
 	meta := kmsg.NewPtrMetadataRequest()

@@ -15,7 +15,8 @@ import (
 type Principal struct {
 	// Claims are the verified token's claims: a partition capability
 	// (assign mode: the connection may use exactly that partition) or a
-	// client credential (group mode, Produce to the topics it names).
+	// client credential (group mode; Produce only with its produce op, to
+	// the topics it names exactly).
 	Claims *ocap.Claims
 	// Token is the token as presented; group joins hand it to the
 	// coordinator as the member's client credential.

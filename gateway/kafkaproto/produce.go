@@ -7,8 +7,12 @@ package kafkaproto
 //     partition (its byte rate counts the records' bytes: an exhausted
 //     rate answers NOT_ENOUGH_REPLICAS, see notWrittenRetry, with
 //     ThrottleMillis until the rate allows it, at most 1 s); a
-//     client-credential connection needs a credential whose tps claim
-//     names the topic itself ("*" does not count) and that is not denied.
+//     client-credential connection needs a credential with the produce
+//     op whose tps claim names the topic itself (a pattern, "*" or
+//     "orders-*", grants consume only; ocap.Claims.MayProduceTo) and that
+//     is not denied. A credential without the op claim (minted before
+//     client ops existed, or consume-only) and an IdP identity may not
+//     produce: TOPIC_AUTHORIZATION_FAILED.
 //     Refused partitions answer the boundary table's error without
 //     their leader being looked up (a refusal costs Kafka nothing); the
 //     others are forwarded to their Kafka leaders, one request per leader,
@@ -37,7 +41,6 @@ package kafkaproto
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -121,7 +124,7 @@ var notWrittenRetry = kerr.NotEnoughReplicas
 // returns api.CodeRateLimited and how long until the rate allows it.
 func (c *conn) admitProduce(topic string, partition int32, now time.Time) (*ocap.Claims, api.Code, time.Duration) {
 	if !c.principal.capability() {
-		if !namesTopic(c.principal.Claims, topic) {
+		if !c.principal.Claims.MayProduceTo(topic) {
 			return nil, api.CodeForbidden, 0
 		}
 		return c.principal.Claims, c.checkClient(now), 0
@@ -143,12 +146,6 @@ func (c *conn) recheckProduce(claims *ocap.Claims, req authz.Request, now time.T
 		return c.checkClient(now)
 	}
 	return c.s.gate.Recheck(claims, req, now)
-}
-
-// namesTopic reports whether a client credential's tps claim names topic
-// itself: producing with a credential needs it scoped to the topic.
-func namesTopic(c *ocap.Claims, topic string) bool {
-	return slices.Contains(c.Topics, topic)
 }
 
 // produceCall is the part of a Produce going to one Kafka leader, all
@@ -305,8 +302,8 @@ func handleInitProducerID(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, 
 // mayProduce decides whether the principal may produce anywhere now
 // ("" when it may): a capability with the produce op, admitted for its
 // own partition (not denied, fenced or expired), or a client credential
-// naming topics and still good. A principal that may not gets no
-// producer id from Kafka.
+// with the produce op naming a topic exactly and still good. A principal
+// that may not gets no producer id from Kafka.
 func (c *conn) mayProduce(now time.Time) api.Code {
 	p := c.principal.Claims
 	if c.principal.capability() {
@@ -315,7 +312,7 @@ func (c *conn) mayProduce(now time.Time) api.Code {
 		}
 		return c.admit(p.Topic, p.PartitionNumber(), ocap.OpProduce, -1, now).code
 	}
-	if len(p.Topics) == 0 || slices.Equal(p.Topics, []string{"*"}) {
+	if !p.ProducesAnywhere() {
 		return api.CodeForbidden
 	}
 	return c.checkClient(now)
