@@ -2,9 +2,13 @@ package kafkaclients
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,5 +143,60 @@ func TestProduceWithProduceOp(t *testing.T) {
 	}
 	if end := endOffset(t, s, "orders", 2); end != 3 {
 		t.Fatalf("orders/2 ends at %d, want 3: only the scoped credential's records", end)
+	}
+}
+
+// kafkajsProduce runs testdata/kafkajs/producer.js: one record to
+// topic/partition over SASL PLAIN with token as the password. It returns
+// KafkaJS's error type ("" when the record was sent) and the offset.
+func kafkajsProduce(t testing.TB, s *Stack, token, topic string, partition int32) (errType string, offset int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "producer.js")
+	cmd.Dir = kafkajsDir(t)
+	cmd.Env = append(os.Environ(), "BROKERS="+strings.Join(s.KafkaAddrs(), ","), "CAPGATE_TOKEN="+token,
+		"TOPIC="+topic, fmt.Sprint("PARTITION=", partition))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node producer.js: %v\n%s", err, out)
+	}
+	var ev struct {
+		Ev     string `json:"ev"`
+		Type   string `json:"type"`
+		Err    string `json:"err"`
+		Offset int64  `json:"offset"`
+	}
+	if err := json.Unmarshal(out, &ev); err != nil {
+		t.Fatalf("producer.js printed %q", out)
+	}
+	if ev.Ev == "sent" {
+		return "", ev.Offset
+	}
+	t.Logf("KafkaJS: %s", ev.Err)
+	return ev.Type, -1
+}
+
+// TestKafkaJSConsumerCredentialCannotProduce is redteam2 G as it was
+// reproduced: KafkaJS's producer.send with a consumer's credential
+// (--topics orders, no ops) as the PLAIN password. It is refused
+// TOPIC_AUTHORIZATION_FAILED and nothing reaches Kafka; the same with a
+// credential minted with consume,produce is written.
+func TestKafkaJSConsumerCredentialCannotProduce(t *testing.T) {
+	s := Start(t, Options{Partitions: 4})
+	consumer := mintCredential(t, s, "ktenant", []string{"orders"}, nil)
+	before := endOffset(t, s, "orders", 3)
+	if errType, _ := kafkajsProduce(t, s, consumer.Credential, "orders", 3); errType != "TOPIC_AUTHORIZATION_FAILED" {
+		t.Fatalf("KafkaJS produce with a consume-only credential: error type %q, want TOPIC_AUTHORIZATION_FAILED", errType)
+	}
+	if after := endOffset(t, s, "orders", 3); after != before {
+		t.Fatalf("orders/3 ended at %d before, %d after: a consume-only credential wrote", before, after)
+	}
+	writer := mintCredential(t, s, "kwriter", []string{"orders"}, []string{"consume", "produce"})
+	if errType, offset := kafkajsProduce(t, s, writer.Credential, "orders", 3); errType != "" || offset != before {
+		t.Fatalf("KafkaJS produce with consume,produce: error type %q, offset %d; want written at %d", errType, offset, before)
+	}
+	if after := endOffset(t, s, "orders", 3); after != before+1 {
+		t.Fatalf("orders/3 ends at %d, want %d", after, before+1)
 	}
 }

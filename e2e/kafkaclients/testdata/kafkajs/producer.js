@@ -1,0 +1,37 @@
+// An unmodified KafkaJS producer of capgate's Kafka listener, as
+// redteam2 G wrote with a consumer's client credential: SASL PLAIN with
+// the token as the password, one record to TOPIC/PARTITION, acks all. It
+// prints one JSON line: {"ev":"sent","offset":…} or {"ev":"error","type":…}
+// (KafkaJS's error type, e.g. TOPIC_AUTHORIZATION_FAILED), and exits 0
+// either way.
+//
+// env: BROKERS (comma-separated), CAPGATE_TOKEN, TOPIC, PARTITION
+const { Kafka, logLevel } = require('kafkajs')
+
+const out = (ev) => process.stdout.write(JSON.stringify(ev) + '\n')
+
+const kafka = new Kafka({
+  clientId: 'kafkajs-producer',
+  brokers: process.env.BROKERS.split(','),
+  sasl: { mechanism: 'plain', username: 'capgate', password: process.env.CAPGATE_TOKEN },
+  logLevel: logLevel.NOTHING,
+  retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 500 },
+})
+
+const run = async () => {
+  const producer = kafka.producer({ allowAutoTopicCreation: false })
+  await producer.connect()
+  try {
+    const [r] = await producer.send({
+      topic: process.env.TOPIC, acks: -1,
+      messages: [{ partition: Number(process.env.PARTITION), value: 'x' }],
+    })
+    out({ ev: 'sent', offset: Number(r.baseOffset) })
+  } catch (e) {
+    out({ ev: 'error', type: String(e.type || (e.cause && e.cause.type) || e.name), err: String(e) })
+  } finally {
+    await producer.disconnect()
+  }
+}
+
+run().catch((e) => { out({ ev: 'error', type: String(e.type || e.name), err: String(e) }); process.exit(0) })
