@@ -2,7 +2,9 @@ package console
 
 // Behavior: the pages (GET, a session; without one → 303 to the login
 // page). Each reads the admin API in-process and renders server-side:
-//   /console/groups             every group: members, partitions by state, lag
+//   /console/groups             the groups, 100 a page, filtered by name
+//                               prefix (groupspage.go): members,
+//                               partitions by state, lag
 //   /console/groups/{g}         members, the partition grid coloured by
 //                               holder, config, the group's live timeline
 //   /console/groups/{g}/live    the members and grid alone (HTML fragment
@@ -25,11 +27,11 @@ import (
 )
 
 const (
-	maxGroupsListed = 100 // groups described on the groups page
-	recentEvents    = 200 // timeline lines rendered with a page
-	holderColours   = 10  // c0 … c9 in console.css
-	pollGroups      = 5000
-	pollGateways    = 1000 // silence is the point of the page
+	groupsPerPage = 100 // groups described on one groups page (groupspage.go)
+	recentEvents  = 200 // timeline lines rendered with a page
+	holderColours = 10  // c0 … c9 in console.css
+	pollGroups    = 5000
+	pollGateways  = 1000 // silence is the point of the page
 )
 
 // pageData is what every page template gets.
@@ -82,13 +84,18 @@ type groupRow struct {
 }
 
 func (c *Console) serveGroups(ctx *fasthttp.RequestCtx, s *session, _ []string) {
-	var list groupsJSON
-	if err := c.get("/v1/admin/groups", &list); err != nil {
+	q, problem := parseGroupsQuery(ctx.QueryArgs())
+	if problem != "" {
+		c.render(ctx, fasthttp.StatusBadRequest, "problem", c.data(s, "groups", "Problem", problem))
+		return
+	}
+	names, more, err := c.groupsPage(q)
+	if err != nil {
 		c.failed(ctx, s, err)
 		return
 	}
-	rows := make([]groupRow, 0, min(len(list.Groups), maxGroupsListed))
-	for _, name := range list.Groups[:min(len(list.Groups), maxGroupsListed)] {
+	rows := make([]groupRow, 0, len(names))
+	for _, name := range names {
 		var g groupJSON
 		if err := c.get(groupPath(name), &g); err != nil {
 			continue // deleted meanwhile
@@ -99,10 +106,12 @@ func (c *Console) serveGroups(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 			Owned: v.Owned, Revoking: v.Revoking, Unowned: v.Unowned, Lag: v.Lag, MaxMoves: movesText(g.Config.MaxMovesPerSecond),
 		})
 	}
+	first, next := groupsLinks(q, names, more)
 	body := struct {
-		Rows   []groupRow
-		Hidden int
-	}{rows, len(list.Groups) - len(rows)}
+		Rows                []groupRow
+		Prefix, After       string
+		FirstPage, NextPage string
+	}{rows, q.Prefix, q.After, first, next}
 	d := c.data(s, "groups", "Groups", body)
 	d.Poll = pollGroups
 	c.render(ctx, fasthttp.StatusOK, "groups", d)

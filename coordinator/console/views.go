@@ -15,7 +15,8 @@ import (
 // shapes so the coordinator package need not export them twice.)
 
 type groupsJSON struct {
-	Groups []string `json:"groups"`
+	Groups    []string `json:"groups"`
+	NextAfter string   `json:"next_after"`
 }
 
 type groupJSON struct {

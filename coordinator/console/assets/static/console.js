@@ -260,14 +260,24 @@
     document.getElementById('confirm-cancel').addEventListener('click', () => { current = null; dialog.close(); });
   }
 
-  // Pages without a stream (groups, gateways) re-read their main part.
+  // Pages without a stream (groups, gateways) re-read their main part,
+  // the same page of the same filter; not while a field in it is being
+  // edited (the re-read would replace what is typed).
+  function editing() {
+    const main = document.querySelector('main');
+    const el = document.activeElement;
+    if (main && el && main.contains(el) && el.matches('input, select, textarea')) return true;
+    return [...(main?.querySelectorAll('input') || [])].some((i) => i.value !== i.defaultValue);
+  }
+
   async function reread() {
+    if (editing()) return;
     try {
-      const r = await fetch(location.pathname, { credentials: 'same-origin' });
+      const r = await fetch(location.pathname + location.search, { credentials: 'same-origin' });
       if (r.status === 401 || r.redirected) { location.href = '/console/login'; return; }
       if (!r.ok) return;
       const fresh = new DOMParser().parseFromString(await r.text(), 'text/html').querySelector('main');
-      if (fresh) document.querySelector('main').replaceChildren(...fresh.childNodes);
+      if (fresh && !editing()) document.querySelector('main').replaceChildren(...fresh.childNodes);
     } catch (err) {
       setLive('off', 'offline');
     }
