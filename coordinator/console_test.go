@@ -324,7 +324,9 @@ func TestConsoleActionRefusals(t *testing.T) {
 }
 
 // TestConsoleStreamBounded: the live stream sends timeline events as SSE,
-// resumes after Last-Event-ID, and refuses subscribers beyond the bound.
+// resumes after Last-Event-ID, and refuses subscribers beyond the bound
+// (another session's: one session past its share is 429, as
+// TestConsoleStreamSharePerSession shows).
 func TestConsoleStreamBounded(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 2})
 	e.cfg.Console.MaxSubscribers = 1
@@ -343,8 +345,12 @@ func TestConsoleStreamBounded(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("stream: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	if a := c.send("GET", "/console/events?after=0", nil, nil); a.status != 503 {
-		t.Fatalf("a second stream with max_subscribers 1: %d, want 503", a.status)
+	other := newConsoleClient(t, h)
+	if a := other.login(e.adminToken, nil); a.status != 303 {
+		t.Fatalf("second login: %d", a.status)
+	}
+	if a := other.send("GET", "/console/events?after=0", nil, nil); a.status != 503 || a.header.Get("Retry-After") == "" {
+		t.Fatalf("another session's stream with max_subscribers 1: %d, want 503 with Retry-After", a.status)
 	}
 	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
 	m := h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders"}})

@@ -17,6 +17,11 @@ type Config struct {
 	MaxSessions int `yaml:"max_sessions"`
 	// MaxSubscribers bounds the live timeline streams open at once.
 	MaxSubscribers int `yaml:"max_subscribers"`
+	// MaxSubscribersPerSession is one session's share of them (every tab
+	// of a group or the timeline holds one): a stream beyond it is 429
+	// with Retry-After, so one operator's tabs cannot starve the others
+	// (streamshare.go). Above MaxSubscribers it is MaxSubscribers.
+	MaxSubscribersPerSession int `yaml:"max_subscribers_per_session"`
 	// TimelineEvents is the size of the ring of recent timeline events; a
 	// stream further behind than this is told it lagged.
 	TimelineEvents int `yaml:"timeline_events"`
@@ -40,6 +45,8 @@ func DefaultConfig() Config {
 		MaxSubscribers: 32,
 		TimelineEvents: 4096,
 
+		MaxSubscribersPerSession: 8,
+
 		LoginMaxFailures:    5,
 		LoginFailureWindow:  time.Minute,
 		LoginLimiterEntries: 10000,
@@ -55,6 +62,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("console.max_sessions: must be within [1, 10000], got %d", c.MaxSessions)
 	case c.MaxSubscribers < 1 || c.MaxSubscribers > 1000:
 		return fmt.Errorf("console.max_subscribers: must be within [1, 1000], got %d", c.MaxSubscribers)
+	case c.MaxSubscribersPerSession < 1 || c.MaxSubscribersPerSession > 1000:
+		return fmt.Errorf("console.max_subscribers_per_session: must be within [1, 1000], got %d", c.MaxSubscribersPerSession)
 	case c.TimelineEvents < 16 || c.TimelineEvents > 1<<20:
 		return fmt.Errorf("console.timeline_events: must be within [16, 1048576], got %d", c.TimelineEvents)
 	case c.LoginMaxFailures < 1 || c.LoginMaxFailures > 1000:

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,7 @@ type session struct {
 	expires   time.Time
 	ended     chan struct{} // closed when the session leaves the table: its live streams end
 	denied    func() bool   // an IdP login: whether its identity has been denied since; nil for the admin token
+	streams   atomic.Int32  // live event streams open (streamshare.go)
 }
 
 // sessions is the server-side session table, bounded by max: a login

@@ -7,21 +7,24 @@ package console
 // API's one spelling of a number (api.ParseDecimal: decimal digits, no
 // sign, space or leading zero, at most 2^63-1); `after` is required and
 // given once; anything else is 400 bad_request with a JSON error body, as
-// a bad query number of the admin API. A subscriber that fell more
+// a bad query number of the admin API (a missing `after` too: a page
+// starts its stream at the newest event it rendered, so no event falls
+// between the page and its stream; "from now" would hide that gap, and
+// after=0 reads every event kept). A subscriber that fell more
 // than timeline_events behind gets `event: lagged` and resumes at the
 // oldest event kept (the page then re-reads its grid). At most
-// max_subscribers streams at once (503 beyond). A stream ends after
+// max_subscribers_per_session streams of one session (429 beyond) and
+// max_subscribers of all (503 beyond): streamshare.go. A stream ends after
 // streamFor (the browser reconnects at once with Last-Event-ID, so none
 // is lost while the ring holds it), when its session expires or ends
 // (logout, a newer login from the browser, dropped from a full table, its
-// IdP identity denied — seen within pingEvery), or
-// when the coordinator shuts down; a comment line every pingEvery finds closed
-// connections.
+// IdP identity denied — seen within pingEvery), when its client hangs up
+// (hangUp), or when the coordinator shuts down; a comment line every
+// pingEvery finds connections that died without a word.
 
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -47,10 +50,8 @@ func (c *Console) serveEvents(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 		writeProblem(ctx, fasthttp.StatusBadRequest, "bad_request", problem)
 		return
 	}
-	sub, err := c.feed.Subscribe(after)
-	if errors.Is(err, timeline.ErrTooManySubscribers) {
-		ctx.Response.Header.Set("Retry-After", "5")
-		writeProblem(ctx, fasthttp.StatusServiceUnavailable, "unavailable", "too many live timeline streams")
+	sub, release, ok := c.subscribe(ctx, s, after)
+	if !ok {
 		return
 	}
 	life := min(streamFor, s.expires.Sub(c.now()))
@@ -59,9 +60,10 @@ func (c *Console) serveEvents(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 	_ = ctx.SetWriteDeadline(time.Now().Add(life + pingEvery))
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	gone := hangUp(ctx)
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer sub.Close()
-		c.stream(w, sub, s, groupName, life)
+		defer release()
+		c.stream(w, sub, s, groupName, life, gone)
 	})
 }
 
@@ -94,8 +96,8 @@ func streamStart(after [][]byte, lastEventID []byte) (uint64, string) {
 
 // stream writes events for life, until the coordinator closes, the
 // session ends (logout, a newer login, pruned; its identity denied, seen
-// at the next ping), or the client is gone (a write fails).
-func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, s *session, groupName string, life time.Duration) {
+// at the next ping), or the client is gone (it hung up, or a write fails).
+func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, s *session, groupName string, life time.Duration, gone <-chan struct{}) {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
 	stop := time.NewTimer(life)
@@ -110,6 +112,8 @@ func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, s *session
 		case <-c.closing:
 			return
 		case <-s.ended:
+			return
+		case <-gone:
 			return
 		case <-stop.C:
 			return

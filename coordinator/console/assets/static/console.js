@@ -53,12 +53,37 @@
     el.textContent = text;
   }
 
+  // A refused stream (429: this session's share of streams is taken by
+  // its other tabs; 503: every stream is taken; or the coordinator is
+  // unreachable) is not retried by EventSource: it closes. The page says
+  // so and opens a new one with backoff, from the last event it shows.
+  const retryFirstMs = 1000, retryMaxMs = 30000;
+  let retryMs = retryFirstMs, retryTimer = 0;
+
   function startStream() {
     if (!body.dataset.stream) return;
     const q = (groupName ? 'group=' + enc(groupName) + '&' : '') + 'after=' + shown;
     const es = new EventSource('/console/events?' + q);
-    es.onopen = () => setLive('on', 'live');
-    es.onerror = () => setLive('off', 'reconnecting');
+    es.onopen = () => {
+      retryMs = retryFirstMs;
+      setLive('on', 'live');
+    };
+    es.onerror = () => {
+      if (es.readyState !== EventSource.CLOSED) {
+        setLive('off', 'reconnecting'); // the browser reconnects by itself
+        return;
+      }
+      es.close();
+      const wait = Math.round(retryMs * (0.8 + 0.4 * Math.random()));
+      retryMs = Math.min(retryMs * 2, retryMaxMs);
+      setLive('off', 'live updates paused — retrying in ' + Math.ceil(wait / 1000) + ' s');
+      clearTimeout(retryTimer);
+      retryTimer = setTimeout(() => {
+        setLive('off', 'live updates paused — retrying now');
+        startStream();
+        if (groupName) refresh(); // events missed are replayed; the grid is read anyway
+      }, wait);
+    };
     es.onmessage = (m) => {
       const e = JSON.parse(m.data);
       addEvent(e);
