@@ -9,6 +9,11 @@ type Grant struct {
 	Offset     int64  `json:"offset"` // where to start: committed offset, or offset_reset
 	Capability string `json:"capability"`
 	ExpiresAt  string `json:"expires_at"` // RFC 3339
+	// OffsetReset is set when nothing was committed: the group's
+	// offset_reset ("earliest" or "latest") chose Offset. Empty: Offset is
+	// the committed offset. The Kafka listener answers OffsetFetch -1 for
+	// such a partition, so the Kafka client applies its own reset policy.
+	OffsetReset string `json:"offset_reset,omitempty"`
 }
 
 // PartitionRef names one partition of a group at an epoch.

@@ -37,7 +37,8 @@ type Rendered struct {
 
 // RenderGrants turns the machine's grants into api.Grants at now: start
 // offsets resolved (grants; renewals, resolve false, keep the machine's
-// offset: their holder is already reading), capabilities minted with
+// offset: their holder is already reading), OffsetReset naming the
+// group's policy where nothing was committed, capabilities minted with
 // sub=holder, grp, tp, pt, ep, op fetch+commit, iat=now and exp the
 // machine's expiry — or until, when it is earlier and not zero: the
 // expiry of the member token the grants are answered to, so no
@@ -54,10 +55,11 @@ func RenderGrants(grants []group.Grant, resolve bool, now, until time.Time, m Mi
 	if len(grants) == 0 {
 		return out, nil
 	}
+	reset := resetPolicies(grants)
 	if resolve {
 		out.ResolveErr = r.Resolve(grants)
 	}
-	for _, g := range grants {
+	for i, g := range grants {
 		exp := g.ExpiresAt
 		if !until.IsZero() && until.Before(exp) {
 			exp = until
@@ -78,9 +80,33 @@ func RenderGrants(grants []group.Grant, resolve bool, now, until time.Time, m Mi
 			Topic: g.Topic, Partition: g.Partition, Epoch: g.Epoch, Offset: g.Offset,
 			Capability: token, ExpiresAt: RFC3339(int64(claims.ExpiresAt)),
 		})
+		if reset != nil {
+			out.Grants[len(out.Grants)-1].OffsetReset = reset[i]
+		}
 		out.JTIs = append(out.JTIs, claims.ID)
 	}
 	return out, nil
+}
+
+// resetPolicies names, per grant, the offset_reset policy its start
+// offset sentinel stands for ("" for a committed offset), read before
+// the sentinels are resolved; nil when every grant starts at a committed
+// offset (renewals of committed partitions: no allocation).
+func resetPolicies(grants []group.Grant) []string {
+	var out []string
+	for i, g := range grants {
+		if g.Offset >= 0 {
+			continue
+		}
+		if out == nil {
+			out = make([]string, len(grants))
+		}
+		out[i] = group.OffsetResetEarliest
+		if g.Offset == group.OffsetLatest {
+			out[i] = group.OffsetResetLatest
+		}
+	}
+	return out
 }
 
 // RFC3339 renders unix seconds as the API's timestamps.

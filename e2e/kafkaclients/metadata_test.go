@@ -110,8 +110,8 @@ func TestCommitMetadataKept(t *testing.T) {
 	if codes[0] != 0 || codes[1] != kerr.OffsetMetadataTooLarge.Code {
 		t.Fatalf("commit: errors %v, want orders/0 accepted, orders/1 OFFSET_METADATA_TOO_LARGE", codes)
 	}
-	if got := a.offsets(t, 0, 1); got[0] != (fetched{5, "ckpt-5"}) || got[1] != (fetched{0, ""}) {
-		t.Fatalf("OffsetFetch by the committer: %+v, want orders/0 at 5 with ckpt-5, orders/1 at its start (0), not committed", got)
+	if got := a.offsets(t, 0, 1); got[0] != (fetched{5, "ckpt-5"}) || got[1] != (fetched{-1, ""}) {
+		t.Fatalf("OffsetFetch by the committer: %+v, want orders/0 at 5 with ckpt-5, orders/1 -1 (not committed: the client's reset policy applies)", got)
 	}
 	for _, p := range s.Describe(t, "md").Partitions {
 		if p.Partition == 0 && (p.Committed == nil || *p.Committed != 5 || p.Metadata != "ckpt-5") {

@@ -258,6 +258,7 @@ func (m *member) send(s driver.Send) {
 	go func() {
 		defer m.g.s.wg.Done()
 		a := m.g.api.Attempt(ctx, m.group, credential, s)
+		clientPolicyApplies(&a)
 		cancel()
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -626,7 +627,9 @@ func (m *member) rejoinSelf(ctx context.Context, join api.JoinRequest, credentia
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, m.g.s.cfg.RequestTimeout)
 	defer cancel()
-	return m.g.api.Attempt(ctx, m.group, credential, driver.Send{Kind: driver.KindJoin, Join: &join, Timeout: m.g.s.cfg.RequestTimeout})
+	a := m.g.api.Attempt(ctx, m.group, credential, driver.Send{Kind: driver.KindJoin, Join: &join, Timeout: m.g.s.cfg.RequestTimeout})
+	clientPolicyApplies(&a)
+	return a
 }
 
 // carryOver moves the member onto the client's renewed credential (a

@@ -26,9 +26,18 @@ package kafkaproto
 //     the current one: capgate's capabilities, not Kafka's epochs, fence
 //     commits.
 //   - OffsetFetch answers the member's held partitions from its session
-//     (the offset it was granted or has committed since), others from the
-//     coordinator's committed offsets, -1 when none (the client applies
-//     its reset policy).
+//     (the committed offset it was granted — another member's commit
+//     handed over, an admin reset — or the one its client committed
+//     since), others from the coordinator's committed offsets; -1 when
+//     nothing was committed, as Kafka does: the client applies its own
+//     reset policy (auto.offset.reset, kgo's ConsumeResetOffset,
+//     KafkaJS's fromBeginning) with ListOffsets. A grant of a partition
+//     with nothing committed names the group's offset_reset
+//     (api.Grant.OffsetReset); the member takes it as "nothing committed"
+//     (clientPolicyApplies), so the group's offset_reset never overrides
+//     the client's policy here, and a member that ends without its client
+//     committing releases the partition without an offset (never the
+//     resolved reset position as a commit).
 
 import (
 	"context"
@@ -40,6 +49,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/client/driver"
 	"github.com/capgate/capgate/client/session"
 )
 
@@ -182,6 +192,9 @@ func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[
 	}
 	committed := func(p session.Partition) (int64, string) {
 		if off, ok := m.committed(p); ok {
+			if off < 0 {
+				return -1, "" // granted with nothing committed, and nothing since
+			}
 			if text, ok := m.metadata(p, off); ok {
 				return off, text
 			}
@@ -224,6 +237,28 @@ func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[
 		}
 	}
 	return out
+}
+
+// noCommittedOffset is a held partition's start offset when nothing was
+// committed: the session's "release without an offset", OffsetFetch's -1.
+const noCommittedOffset = -1
+
+// clientPolicyApplies makes the grants in a coordinator's answer whose
+// offset the group's offset_reset chose (nothing committed) start at
+// noCommittedOffset: the Kafka client, told -1 by OffsetFetch, applies
+// its own reset policy and fetches from where it chose; the session
+// commits only what the client commits, and releases without an offset
+// until then. Grants at a committed offset are kept: OffsetFetch answers
+// that offset (a handoff's, an admin reset's), as Kafka answers one.
+// Called on every answer before the driver takes it.
+func clientPolicyApplies(a *driver.Answered) {
+	for _, gs := range [][]api.Grant{a.Join.Grants, a.News.Grants, a.News.Renew} {
+		for i := range gs {
+			if gs[i].OffsetReset != "" {
+				gs[i].Offset = noCommittedOffset
+			}
+		}
+	}
 }
 
 // memberOf finds the member by id, or this client's member of group.
