@@ -49,7 +49,12 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	codec, err := producerCompression(cfg.ProduceCompression)
+	if err != nil {
+		return nil, err
+	}
 	mainOpts := append(append([]kgo.Opt(nil), common...),
+		kgo.ProducerBatchCompression(codec),
 		kgo.SeedBrokers(cfg.Seeds...),
 		// kgo's own metadata serves only its producer; kgo refuses a max
 		// age under its 5 s min age.

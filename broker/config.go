@@ -64,6 +64,13 @@ type Config struct {
 	// ReadAheadMaxBytes bounds the bytes all read-aheads hold together;
 	// the oldest go first.
 	ReadAheadMaxBytes int64 `yaml:"read_ahead_max_bytes"`
+	// ProduceCompression is the codec of the record batches Produce
+	// writes (the gateway's HTTP produce, capgate produce): none (the
+	// default), gzip, snappy, lz4 or zstd. Consumers read batches as
+	// written — the Kafka listener passes them through — so a codec a
+	// consumer lacks (KafkaJS has no snappy, lz4 or zstd unless the app
+	// registers one) makes it fail on them; gzip every client decodes.
+	ProduceCompression string `yaml:"produce_compression"`
 
 	TLS  TLSConfig  `yaml:"tls"`
 	SASL SASLConfig `yaml:"sasl"`
@@ -104,7 +111,8 @@ const redacted = "[redacted]"
 // DefaultConfig returns the defaults: one local broker, 8 MiB fetches, 10 s
 // requests, 30 s metadata, 32 fetch and 256 long-poll connections per
 // broker, fetches merged beyond one in flight per broker, 64 KiB read
-// ahead for small fetches in a row, 64 MiB held at most.
+// ahead for small fetches in a row, 64 MiB held at most, produced batches
+// uncompressed.
 func DefaultConfig() Config {
 	return Config{
 		Seeds:                     []string{"127.0.0.1:9092"},
@@ -120,6 +128,7 @@ func DefaultConfig() Config {
 		MergeWaitMax:                 5 * time.Millisecond,
 		ReadAheadBytes:               64 << 10,
 		ReadAheadMaxBytes:            64 << 20,
+		ProduceCompression:           CompressionNone,
 	}
 }
 
@@ -159,6 +168,9 @@ func (c Config) Validate() error {
 	case c.ReadAheadBytes > 0 && c.ReadAheadMaxBytes < int64(c.ReadAheadBytes):
 		return fmt.Errorf("broker.read_ahead_max_bytes: must be >= read_ahead_bytes (%d) while read-ahead is on, got %d",
 			c.ReadAheadBytes, c.ReadAheadMaxBytes)
+	}
+	if _, err := producerCompression(c.ProduceCompression); err != nil {
+		return err
 	}
 	if err := c.TLS.validate(); err != nil {
 		return err
@@ -285,6 +297,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddDuration("merge_wait_max", c.MergeWaitMax)
 	enc.AddInt32("read_ahead_bytes", c.ReadAheadBytes)
 	enc.AddInt64("read_ahead_max_bytes", c.ReadAheadMaxBytes)
+	enc.AddString("produce_compression", c.ProduceCompression)
 	enc.AddBool("tls", c.TLS.Enabled)
 	return enc.AddObject("sasl", c.SASL)
 }

@@ -19,7 +19,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.MaxFetchBytes != 8<<20 || cfg.RequestTimeout != 10*time.Second || cfg.MetadataMaxAge != 30*time.Second ||
-		cfg.ClientID != "capgate" || len(cfg.Seeds) != 1 || cfg.Seeds[0] != "127.0.0.1:9092" {
+		cfg.ClientID != "capgate" || len(cfg.Seeds) != 1 || cfg.Seeds[0] != "127.0.0.1:9092" || cfg.ProduceCompression != "none" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
@@ -45,6 +45,8 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		{func(c *Config) { c.ReadAheadBytes = 8 << 20 }, "broker.read_ahead_bytes: must be between 0 (off) and 4194304, got 8388608"},
 		{func(c *Config) { c.ReadAheadMaxBytes = 1024 }, "broker.read_ahead_max_bytes: must be >= read_ahead_bytes (65536) while read-ahead is on, got 1024"},
 		{func(c *Config) { c.MergeWaitMax = time.Minute }, "broker.merge_wait_max: must be > 0 and <= request_timeout (10s) while merge_fetches_after > 0, got 1m0s"},
+		{func(c *Config) { c.ProduceCompression = "" }, `broker.produce_compression: must be one of none, gzip, snappy, lz4, zstd, got ""`},
+		{func(c *Config) { c.ProduceCompression = "GZIP" }, `broker.produce_compression: must be one of none, gzip, snappy, lz4, zstd, got "GZIP"`},
 		{func(c *Config) { c.TLS.CAFile = "ca.pem" }, "broker.tls.enabled"},
 		{func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: "c.pem"} }, "broker.tls.cert_file"},
 		{func(c *Config) { c.SASL.Mechanism = "GSSAPI" }, `broker.sasl.mechanism: must be one of "", PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, got "GSSAPI"`},
@@ -71,6 +73,7 @@ request_timeout: 3s
 metadata_max_age: 1m
 fetch_connections_per_broker: 4
 read_ahead_bytes: 32768
+produce_compression: zstd
 tls: {enabled: true, ca_file: /ca.pem, server_name: kafka}
 sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}
 `
@@ -82,8 +85,9 @@ sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}
 		Seeds: []string{"k1:9092", "k2:9093"}, ClientID: "gw", MaxFetchBytes: 1 << 20,
 		RequestTimeout: 3 * time.Second, MetadataMaxAge: time.Minute, FetchConnectionsPerBroker: 4, LongPollConnectionsPerBroker: 256,
 		MergeFetchesAfter: 1, MergeWaitMax: 5 * time.Millisecond, ReadAheadBytes: 32 << 10, ReadAheadMaxBytes: 64 << 20,
-		TLS:  TLSConfig{Enabled: true, CAFile: "/ca.pem", ServerName: "kafka"},
-		SASL: SASLConfig{Mechanism: SASLScramSHA512, Username: "u", Password: "p"},
+		ProduceCompression: CompressionZstd,
+		TLS:                TLSConfig{Enabled: true, CAFile: "/ca.pem", ServerName: "kafka"},
+		SASL:               SASLConfig{Mechanism: SASLScramSHA512, Username: "u", Password: "p"},
 	}
 	if fmt.Sprint(cfg) != fmt.Sprint(want) || cfg.SASL.Password != "p" {
 		t.Fatalf("got %+v, want %+v", cfg, want)

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,6 +12,35 @@ import (
 
 // ErrNoRecords is Produce's answer to an empty batch.
 var ErrNoRecords = errors.New("broker: produce: no records")
+
+// Codecs of Config.ProduceCompression.
+const (
+	CompressionNone   = "none"
+	CompressionGzip   = "gzip"
+	CompressionSnappy = "snappy"
+	CompressionLZ4    = "lz4"
+	CompressionZstd   = "zstd"
+)
+
+// producerCompression is kgo's codec for a ProduceCompression name. kgo's
+// own default (snappy, then none) is never used: KafkaJS, which has no
+// snappy codec unless the app registers one, failed on every batch of
+// more than one record the gateway wrote.
+func producerCompression(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case CompressionNone:
+		return kgo.NoCompression(), nil
+	case CompressionGzip:
+		return kgo.GzipCompression(), nil
+	case CompressionSnappy:
+		return kgo.SnappyCompression(), nil
+	case CompressionLZ4:
+		return kgo.Lz4Compression(), nil
+	case CompressionZstd:
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("broker.produce_compression: must be one of none, gzip, snappy, lz4, zstd, got %q", name)
+}
 
 // Produce appends recs, in order, to topic/partition on its leader with
 // acks=all (idempotent, no linger) and returns the offset of the first
