@@ -11,7 +11,10 @@
 // a token whose kid is unknown triggers a refresh, at most once per
 // jwks_refresh_min per issuer (a flood of made-up kids costs one fetch),
 // and the set is refreshed anyway once older than jwks_cache_ttl; a
-// failed refresh keeps the previous keys.
+// failed refresh keeps the previous keys. A fetch never holds up a token
+// whose kid is cached (the stale set serves while it refreshes): it runs
+// alone, beside the lookups, and only tokens naming a kid the set lacks
+// wait for it, up to their context.
 //
 // Verification (Verifier.Verify) goes through golang-jwt with strict
 // options: a size cap before parsing, the issuer's algorithms only (a

@@ -37,20 +37,29 @@ type publicKey struct {
 	alg string // RS256, ES256 or EdDSA: the only one this key verifies
 }
 
-// keySet is one issuer's cached keys.
+// keySet is one issuer's cached keys. The lock guards the fields and is
+// never held across a fetch: a lookup of a known kid answers from the
+// current set at once, whatever a fetch in flight is doing (before, the
+// lock was held across the download, so one token with a made-up kid
+// made every lookup of the issuer wait up to fetch_timeout while the
+// IdP was slow). Fetches run one at a time in a goroutine of their own;
+// only the lookups that need the new set (an unknown kid) wait for it.
 type keySet struct {
 	issuer   string
-	jwksURL  string // "" until discovered
+	jwksURL  string // "" until discovered; read and written by the one fetch in flight
 	http     *http.Client
 	maxBytes int64
 	refresh  time.Duration // minimum between fetches caused by unknown kids
 	ttl      time.Duration
+	timeout  time.Duration // one fetch, discovery and key set together
 	log      *zap.Logger
 
-	mu        sync.Mutex // one fetch at a time; guards the fields below
-	keys      map[string]publicKey
-	fetchedAt time.Time // of the keys
-	triedAt   time.Time // of the last fetch attempt
+	mu        sync.Mutex           // guards the fields below; never held across a fetch
+	keys      map[string]publicKey // replaced whole by a fetch, never changed in place
+	fetchedAt time.Time            // of the keys
+	triedAt   time.Time            // of the last fetch started
+	failed    bool                 // the last fetch that ended failed
+	fetching  chan struct{}        // closed when the fetch in flight ends; nil: none
 }
 
 func newKeySet(is IssuerConfig, cfg Config, log *zap.Logger) (*keySet, error) {
@@ -72,41 +81,83 @@ func newKeySet(is IssuerConfig, cfg Config, log *zap.Logger) (*keySet, error) {
 	client := &http.Client{Transport: transport, Timeout: cfg.FetchTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return errors.New("redirects are not followed") }}
 	return &keySet{issuer: is.Issuer, jwksURL: is.JWKSURL, http: client, maxBytes: int64(cfg.MaxJWKSBytes),
-		refresh: cfg.JWKSRefreshMin, ttl: cfg.JWKSCacheTTL, log: log}, nil
+		refresh: cfg.JWKSRefreshMin, ttl: cfg.JWKSCacheTTL, timeout: cfg.FetchTimeout, log: log}, nil
 }
 
-// key returns the key of kid at now: from the cache while it is younger
-// than ttl; otherwise (kid unknown, or the set stale) after fetching the
-// set again — but never twice within refresh, so neither made-up kids nor
-// an IdP that is down cost more than one fetch per interval (a stale set
-// keeps serving meanwhile).
+// key returns the key of kid at now. A kid in the current set is
+// answered at once; when the set is older than ttl a refresh starts
+// beside (the stale set keeps serving until it lands). An unknown kid
+// waits (up to ctx) for the fetch in flight, or starts one — but never
+// two within refresh, so neither made-up kids nor an IdP that is down
+// cost more than one fetch per interval.
 func (s *keySet) key(ctx context.Context, kid string, now time.Time) (publicKey, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	k, ok := s.keys[kid]
-	if ok && now.Sub(s.fetchedAt) < s.ttl {
+	k, known := s.keys[kid]
+	due := s.fetching == nil && (s.triedAt.IsZero() || now.Sub(s.triedAt) >= s.refresh)
+	if known {
+		if due && now.Sub(s.fetchedAt) >= s.ttl {
+			s.startFetch(now)
+		}
+		s.mu.Unlock()
 		return k, nil
 	}
-	if s.triedAt.IsZero() || now.Sub(s.triedAt) >= s.refresh {
-		s.fetch(ctx, now)
-		k, ok = s.keys[kid]
+	if due {
+		s.startFetch(now)
 	}
-	if !ok {
-		return publicKey{}, fmt.Errorf("unknown kid %q", kid)
+	done, failed := s.fetching, s.failed
+	s.mu.Unlock()
+	if done == nil {
+		return publicKey{}, unknownKid(kid, failed)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return publicKey{}, fmt.Errorf("unknown kid %.64q: the issuer's key set could not be fetched in time", kid)
+	}
+	s.mu.Lock()
+	k, known = s.keys[kid]
+	failed = s.failed
+	s.mu.Unlock()
+	if !known {
+		return publicKey{}, unknownKid(kid, failed)
 	}
 	return k, nil
 }
 
+// unknownKid says why kid has no key: not in the issuer's set, or the set
+// could not be fetched (the reason is logged, never answered: it names
+// URLs and network errors of the IdP).
+func unknownKid(kid string, fetchFailed bool) error {
+	if fetchFailed {
+		return fmt.Errorf("unknown kid %.64q: the issuer's key set could not be fetched", kid)
+	}
+	return fmt.Errorf("unknown kid %.64q", kid)
+}
+
+// startFetch starts the one fetch (s.mu held, none in flight).
+func (s *keySet) startFetch(now time.Time) {
+	done := make(chan struct{})
+	s.triedAt, s.fetching = now, done
+	go s.fetch(now, done)
+}
+
 // fetch replaces the keys with the issuer's current set; on failure the
-// previous keys stay (s.mu held).
-func (s *keySet) fetch(ctx context.Context, now time.Time) {
-	s.triedAt = now
+// previous keys stay. It runs without s.mu, bounded by fetch_timeout.
+func (s *keySet) fetch(now time.Time, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	keys, err := s.download(ctx)
+	cancel()
+	s.mu.Lock()
+	s.fetching, s.failed = nil, err != nil
+	if err == nil {
+		s.keys, s.fetchedAt = keys, now
+	}
+	s.mu.Unlock()
+	defer close(done) // after the log line: a waiter that saw the failure finds it logged
 	if err != nil {
 		s.log.Warn("oidc: key set fetch failed; keeping the previous keys", zap.String("issuer", s.issuer), zap.Error(err))
 		return
 	}
-	s.keys, s.fetchedAt = keys, now
 	s.log.Info("oidc: key set fetched", zap.String("issuer", s.issuer), zap.Int("keys", len(keys)))
 }
 

@@ -1,7 +1,7 @@
 // Package idptest is an OpenID Connect issuer for tests: a real HTTPS
 // server (its own CA) serving a discovery document and a JWKS, signing
 // tokens with RS256, ES256 or EdDSA keys it can rotate, and counting the
-// fetches. It can also misbehave on demand: an oversized or slow key set.
+// fetches. It can also misbehave on demand: an oversized, slow or held key set.
 // Test support only; safe for concurrent use.
 package idptest
 
@@ -68,6 +68,8 @@ type Issuer struct {
 	signing   *Key
 	jwksBody  func() []byte // override (oversize)
 	delay     time.Duration
+	hold      chan struct{} // key set requests wait until it is closed; nil: none
+	held      chan struct{} // a key set request started waiting on hold
 
 	JWKSFetches      atomic.Int64
 	DiscoveryFetches atomic.Int64
@@ -105,12 +107,15 @@ func New(t testing.TB, alg string) *Issuer {
 	return is
 }
 
-// Close stops the server.
-func (is *Issuer) Close() { is.Server.Close() }
+// Close releases held requests and stops the server.
+func (is *Issuer) Close() {
+	is.release()
+	is.Server.Close()
+}
 
 func (is *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	is.mu.Lock()
-	delay, body := is.delay, is.jwksBody
+	delay, body, hold, held := is.delay, is.jwksBody, is.hold, is.held
 	is.mu.Unlock()
 	if delay > 0 {
 		select {
@@ -126,6 +131,14 @@ func (is *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]string{"issuer": is.URL, "jwks_uri": is.Server.URL + "/realms/test/certs"})
 	case "/realms/test/certs":
 		is.JWKSFetches.Add(1)
+		if hold != nil {
+			held <- struct{}{}
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if body != nil {
 			w.Write(body())
 			return
@@ -200,6 +213,30 @@ func (is *Issuer) Delay(d time.Duration) {
 	is.mu.Lock()
 	defer is.mu.Unlock()
 	is.delay = d
+}
+
+// HoldJWKS makes key set requests wait until release is called (or
+// their client gives up): an IdP whose key set hangs, on demand. Each
+// request that starts waiting sends on held (buffered 64; a test that
+// holds more requests must read them).
+func (is *Issuer) HoldJWKS() (held <-chan struct{}, release func()) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if is.hold != nil {
+		panic("idptest: HoldJWKS while a hold is on")
+	}
+	is.hold, is.held = make(chan struct{}), make(chan struct{}, 64)
+	return is.held, is.release
+}
+
+// release ends the hold, if any.
+func (is *Issuer) release() {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if is.hold != nil {
+		close(is.hold)
+		is.hold = nil
+	}
 }
 
 // Claims are a token's claims; Token fills iss when empty.
