@@ -121,6 +121,39 @@ func writeTokenError(ctx *fasthttp.RequestCtx, what string, err error) {
 	writeError(ctx, api.CodeUnauthorized, what+" refused: "+err.Error())
 }
 
+// unconfiguredIssuer answers 401 for a join's bearer whose unverified
+// iss is neither this coordinator's (cfg.ID) nor a configured OIDC
+// issuer: before, such a token went to the client-credential verifier
+// and was refused as a broken client credential ("malformed claims:
+// unknown claim groups"), which told a user wiring up their IdP nothing
+// about issuers. The answer names the token's iss (bounded, quoted) and
+// a configured issuer it misses only by a trailing slash. Nothing is
+// verified, so the refusal costs no signature; it is counted and
+// budgeted like any failed token.
+func (c *Coordinator) unconfiguredIssuer(ctx *fasthttp.RequestCtx, token []byte) bool {
+	refusal := c.identities.Unconfigured(token, c.cfg.ID)
+	if refusal == nil {
+		return false
+	}
+	now := c.now()
+	if err := c.authFailures.check(budgetOf(ctx), now); err != nil {
+		writeTokenError(ctx, "token", err)
+		return true
+	}
+	c.authFailures.failed(budgetOf(ctx), now, refusal)
+	writeError(ctx, api.CodeUnauthorized, "token refused: "+strings.TrimPrefix(refusal.Error(), "identity: token refused: "))
+	return true
+}
+
+// credentialName is what a join's verified bearer is called in answers:
+// capgate's client credential, or an IdP's token (oidc issuers).
+func credentialName(credential *ocap.Claims) string {
+	if credential.Kind() == ocap.KindClient {
+		return "client credential"
+	}
+	return "identity token"
+}
+
 // bearerClaims verifies the bearer token as kind, answering 401 on failure.
 func (c *Coordinator) bearerClaims(ctx *fasthttp.RequestCtx, kind ocap.Kind, what string) (*ocap.Claims, bool) {
 	token := bearer(ctx)

@@ -8,7 +8,11 @@ package coordinator
 // RS256/ES256/EdDSA only; iss, aud, exp, nbf, iat) and its claims are
 // mapped by the issuer's rules to the groups and topics it may join:
 //   401 unauthorized    signature, issuer, audience, algorithm (HS*, none),
-//                       unknown kid, malformed, oversized
+//                       unknown kid, malformed, oversized; a token whose
+//                       iss is neither the coordinator's nor configured
+//                       (auth.go unconfiguredIssuer: the message names the
+//                       iss, and a configured one it misses by a trailing
+//                       slash), never tried as a client credential
 //   401 token_expired   exp passed
 //   403 forbidden       no rule maps the token, or the group or a topic
 //                       is outside what the rules grant

@@ -149,7 +149,7 @@ func tenant(credential *ocap.Claims) string {
 func (c *Coordinator) memberTokenTTL(ctx *fasthttp.RequestCtx, bearer *ocap.Claims, byMember bool) (time.Duration, bool) {
 	left := time.Unix(int64(bearer.ExpiresAt), 0).Sub(c.now())
 	if left < time.Second {
-		what := "client credential expires within a second: join with a fresh one"
+		what := credentialName(bearer) + " expires within a second: join with a fresh one"
 		if byMember {
 			what = "member token expires within a second: join with the client credential"
 		}
@@ -170,6 +170,9 @@ func (c *Coordinator) joinBearer(ctx *fasthttp.RequestCtx, groupName string) (*o
 	if c.identities.Handles(token) {
 		claims, ok := c.identityClaims(ctx, token)
 		return claims, false, ok
+	}
+	if c.unconfiguredIssuer(ctx, token) {
+		return nil, false, false
 	}
 	claims, err := c.verifyTokenFor(ctx, token, ocap.KindClient)
 	if err == nil {
@@ -200,18 +203,19 @@ func (c *Coordinator) joinBearer(ctx *fasthttp.RequestCtx, groupName string) (*o
 
 // checkJoinScope checks the request against what the credential allows.
 func checkJoinScope(ctx *fasthttp.RequestCtx, credential *ocap.Claims, groupName string, req api.JoinRequest) bool {
+	what := credentialName(credential)
 	if !credential.AllowsGroup(groupName) {
-		writeError(ctx, api.CodeForbidden, "client credential does not allow group "+groupName)
+		writeError(ctx, api.CodeForbidden, what+" does not allow group "+groupName)
 		return false
 	}
 	for _, topic := range req.Topics {
 		if !credential.AllowsTopic(topic) {
-			writeError(ctx, api.CodeForbidden, "client credential does not allow topic "+topic)
+			writeError(ctx, api.CodeForbidden, what+" does not allow topic "+topic)
 			return false
 		}
 	}
 	if req.TopicPattern != "" && !credential.AllowsTopic("*") {
-		writeError(ctx, api.CodeForbidden, "topic_pattern needs a client credential for any topic")
+		writeError(ctx, api.CodeForbidden, "topic_pattern needs a credential for any topic (*): this "+what+" does not allow every topic")
 		return false
 	}
 	return true

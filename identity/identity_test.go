@@ -395,3 +395,30 @@ func TestOnlyScopeClaimsAreSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestUnconfigured: only a token naming an issuer that is neither the
+// caller's own nor configured is explained; the configured issuer's
+// tokens, own's, tokens without an iss and non-JWTs are left to their
+// verifiers.
+func TestUnconfigured(t *testing.T) {
+	now := time.Now()
+	is := idptest.New(t, "EdDSA")
+	v := newVerifier(t, config(is))
+	with := func(iss any) string {
+		c := claims(now, nil)
+		c["iss"] = iss // nil: "iss":null
+		return is.Token(c)
+	}
+	for _, tok := range []string{with(is.URL), with("capgate-coordinator"), with(nil), with(7), "not a jwt", "a.b.c"} {
+		if err := v.Unconfigured([]byte(tok), "capgate-coordinator"); err != nil {
+			t.Errorf("%.40s…: %v, want nil", tok, err)
+		}
+	}
+	if err := v.Unconfigured([]byte(with(is.URL+"/")), "capgate-coordinator"); !errors.Is(err, identity.ErrInvalid) || !strings.Contains(err.Error(), "trailing slash") {
+		t.Errorf("trailing slash: %v", err)
+	}
+	none := newVerifier(t, identity.DefaultConfig())
+	if err := none.Unconfigured([]byte(with(is.URL)), "capgate-coordinator"); err == nil || !strings.Contains(err.Error(), "none is configured") {
+		t.Errorf("no issuer configured: %v", err)
+	}
+}

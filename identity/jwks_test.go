@@ -43,7 +43,9 @@ func TestCachedKidAnsweredWhileAFetchHangs(t *testing.T) {
 	cfg := config(is)
 	cfg.FetchTimeout = 3 * time.Second // without the fix the cached kid waits this long, then the test fails
 	v, logs := verifierWithLogs(t, cfg)
-	mapped := func(at time.Time) idptest.Claims { return claims(at, idptest.Claims{"groups": []string{"kafka-billing"}}) }
+	mapped := func(at time.Time) idptest.Claims {
+		return claims(at, idptest.Claims{"groups": []string{"kafka-billing"}})
+	}
 	k1 := is.SigningKey()
 	if _, err := v.Verify(context.Background(), is.Token(mapped(t0)), t0); err != nil {
 		t.Fatal(err)

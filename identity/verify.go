@@ -70,25 +70,65 @@ func New(cfg Config, log *zap.Logger) (*Verifier, error) {
 // not consulted. Anything else (no issuer configured, not a JWT, another
 // iss) is false.
 func (v *Verifier) Handles(token []byte) bool {
-	if v == nil || len(v.issuers) == 0 || len(token) > v.cfg.MaxTokenBytes {
+	if v == nil || len(v.issuers) == 0 {
 		return false
+	}
+	iss, ok := v.unverifiedIssuer(token)
+	_, configured := v.issuers[iss]
+	return ok && configured
+}
+
+// Unconfigured explains a token that Handles does not take although it
+// names an issuer: its unverified iss is neither own (capgate's own
+// issuer, whose tokens its own verifier checks) nor a configured one. It
+// is nil for own's tokens, configured issuers' and anything without an
+// iss. The answer names the token's iss (at most 128 characters, quoted)
+// and, when it differs from a configured issuer only by a trailing slash
+// (Auth0 and Okta write theirs with one), says so.
+func (v *Verifier) Unconfigured(token []byte, own string) error {
+	if v == nil {
+		return nil
+	}
+	iss, ok := v.unverifiedIssuer(token)
+	if !ok || iss == "" || iss == own {
+		return nil
+	}
+	if _, configured := v.issuers[iss]; configured {
+		return nil
+	}
+	for _, near := range []string{strings.TrimSuffix(iss, "/"), iss + "/"} {
+		if _, ok := v.issuers[near]; ok && near != iss {
+			return fmt.Errorf("%w: issuer %.128q is not a configured OIDC issuer: it differs from the configured %.128q only by a trailing slash (oidc.issuers[].issuer must be the tokens' iss exactly)",
+				ErrInvalid, iss, near)
+		}
+	}
+	if len(v.issuers) == 0 {
+		return fmt.Errorf("%w: issuer %.128q is not a configured OIDC issuer (none is configured)", ErrInvalid, iss)
+	}
+	return fmt.Errorf("%w: issuer %.128q is not a configured OIDC issuer", ErrInvalid, iss)
+}
+
+// unverifiedIssuer is the iss claim of token, unverified; false when
+// token is no JWT within max_token_bytes or has no string iss.
+func (v *Verifier) unverifiedIssuer(token []byte) (string, bool) {
+	if len(token) > v.cfg.MaxTokenBytes {
+		return "", false
 	}
 	parts := bytes.Split(token, []byte("."))
 	if len(parts) != 3 {
-		return false
+		return "", false
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(string(parts[1]))
 	if err != nil {
-		return false
+		return "", false
 	}
 	var claims struct {
-		Iss string `json:"iss"`
+		Iss *string `json:"iss"`
 	}
-	if json.Unmarshal(payload, &claims) != nil {
-		return false
+	if json.Unmarshal(payload, &claims) != nil || claims.Iss == nil {
+		return "", false
 	}
-	_, ok := v.issuers[claims.Iss]
-	return ok
+	return *claims.Iss, true
 }
 
 // Verify checks token strictly (see the package documentation) at now
