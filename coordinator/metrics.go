@@ -112,6 +112,11 @@ func newMetrics(c *Coordinator) *metrics {
 		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits, m.gatewaysSafeByLag, m.gatewaysForgottenForLag,
 		&syncLagCollector{c: c}, newGroupLagCollector(c), c.oauth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
+	if c.tls != nil {
+		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_coordinator_tls_certificate_expiry_timestamp_seconds",
+			Help: "When the listener's certificate expires (NotAfter, Unix seconds; reloaded files included): alert well before it (deploy/prometheus/alerts.yml)."},
+			func() float64 { return float64(c.tls.NotAfter().Unix()) }))
+	}
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	return m
 }

@@ -131,9 +131,10 @@ func dashboardExprs(t *testing.T, path string) []panelExpr {
 	return out
 }
 
-// scrapeRunningStack starts kfake, a coordinator and a gateway, has an
-// SDK consumer join, heartbeat, commit and fetch through them (so the
-// labelled series exist: routes, group lag, sync lag), and returns every
+// scrapeRunningStack starts kfake, a coordinator and a gateway (TLS on
+// their listeners), has an SDK consumer join, heartbeat, commit and
+// fetch through them (so the labelled series exist: routes, group lag,
+// sync lag), and returns every
 // metric name the two export (histograms with their _bucket, _sum and
 // _count series).
 func scrapeRunningStack(t *testing.T) map[string]bool {
@@ -142,8 +143,17 @@ func scrapeRunningStack(t *testing.T) map[string]bool {
 	defer cancel()
 	// The dashboard's per-group lag panel is for an operator who named
 	// groups on /metrics (group_lag_labels_max, off by default).
-	s, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), Topics: map[string]int32{"orders": 2}, Gateways: 1,
-		Coordinator: func(_ int, cfg *coordinator.Config) { cfg.GroupLagLabelsMax = 20 }})
+	opts := stack.Options{Dir: t.TempDir(), Topics: map[string]int32{"orders": 2}, Gateways: 1,
+		Coordinator: func(_ int, cfg *coordinator.Config) { cfg.GroupLagLabelsMax = 20 }}
+	// TLS on, as in production: the certificate expiry gauges exist.
+	pki, err := stack.NewPKI(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pki.Apply(&opts); err != nil {
+		t.Fatal(err)
+	}
+	s, err := stack.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

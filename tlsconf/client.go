@@ -35,7 +35,8 @@ func (c ClientConfig) TLS(log *zap.Logger) (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	if c.CertFile != "" {
-		pair, err := newReloader([]string{c.CertFile, c.KeyFile}, DefaultReloadInterval, log, parsePair)
+		pair, err := newReloader([]file{{path: c.CertFile}, {path: c.KeyFile, private: true}}, DefaultReloadInterval, log, parsePair,
+			func(c *tls.Certificate) *x509.Certificate { return c.Leaf })
 		if err != nil {
 			return nil, err
 		}

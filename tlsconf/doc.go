@@ -8,7 +8,12 @@
 // swapped only when the whole set parses and the key matches the
 // certificate, so a half-written pair never serves: the old one stays until
 // the files agree again. TLS 1.2 is the floor, with AEAD ECDHE suites only;
-// HTTP/1.1 is the only ALPN protocol (fasthttp speaks no HTTP/2).
+// HTTP/1.1 is the only ALPN protocol (fasthttp speaks no HTTP/2). A key
+// file its group or others may read is refused (internal/secretfile, the
+// rule of the signing key ring and the KEK), at start and on every
+// reload; an expired or not-yet-valid certificate is served with a
+// warning at start and on each reload that loads it, and NotAfter tells
+// the metrics when the served one expires.
 //
 // Client certificates are asked for (VerifyClientCertIfGiven) whenever a
 // client CA is configured, and each listener decides per route whether one

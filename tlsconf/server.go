@@ -54,7 +54,8 @@ func NewServer(cfg ServerConfig, log *zap.Logger) (*Server, error) {
 	parse := func(contents [][]byte) (*serverState, error) {
 		return s.parse(contents, clientAuth)
 	}
-	files, err := newReloader([]string{cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile}, cfg.ReloadInterval, log, parse)
+	files, err := newReloader([]file{{path: cfg.CertFile}, {path: cfg.KeyFile, private: true}, {path: cfg.ClientCAFile}},
+		cfg.ReloadInterval, log, parse, func(st *serverState) *x509.Certificate { return st.leaf })
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +98,8 @@ func (s *Server) Listener(ln net.Listener) net.Listener { return tls.NewListener
 // reports whether the certificate set changed.
 func (s *Server) Reload() (bool, error) { return s.files.Reload() }
 
-// NotAfter is when the serving certificate expires.
+// NotAfter is when the serving certificate expires (capgate exports it
+// as *_tls_certificate_expiry_timestamp_seconds).
 func (s *Server) NotAfter() time.Time { return s.files.get().leaf.NotAfter }
 
 // setClock replaces the reload clock (tests).
