@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/capgate/capgate/internal/secretfile"
 )
 
 // Config is the broker section of capgate's configuration: how to reach the
@@ -212,6 +214,9 @@ func (t TLSConfig) validate() error {
 }
 
 // build loads the files named in t into a *tls.Config.
+// keyFileMax bounds the client key file read (a PEM key is a few KiB).
+const keyFileMax = 1 << 20
+
 func (t TLSConfig) build() (*tls.Config, error) {
 	cfg := &tls.Config{
 		MinVersion:         tls.VersionTLS12,
@@ -229,7 +234,15 @@ func (t TLSConfig) build() (*tls.Config, error) {
 		}
 	}
 	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		certPEM, err := os.ReadFile(t.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("broker.tls.cert_file: %w", err)
+		}
+		keyPEM, err := secretfile.Read(t.KeyFile, keyFileMax)
+		if err != nil {
+			return nil, fmt.Errorf("broker.tls.key_file: %w", err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("broker.tls.cert_file: %w", err)
 		}

@@ -37,6 +37,36 @@ func TestTLS(t *testing.T) {
 	}
 }
 
+// TestTLSClientKeyModeChecked: the mutual-TLS client key is a secret
+// file like every other key capgate reads (internal/secretfile): one that
+// its group or others can read is refused, naming the key and its mode.
+func TestTLSClientKeyModeChecked(t *testing.T) {
+	cert, caFile := selfSigned(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	der, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := TLSConfig{Enabled: true, CAFile: caFile, CertFile: certFile, KeyFile: keyFile}
+	if tc, err := cfg.build(); err != nil || len(tc.Certificates) != 1 {
+		t.Fatalf("0600 key: %v", err)
+	}
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "broker.tls.key_file: " + keyFile + " has mode -rw-r--r--, want 0600"
+	if _, err := cfg.build(); err == nil || err.Error() != want {
+		t.Fatalf("0644 key: %v, want %q", err, want)
+	}
+}
+
 // selfSigned makes a certificate for 127.0.0.1 and writes it as a CA file.
 func selfSigned(t *testing.T) (tls.Certificate, string) {
 	t.Helper()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/secretfile"
 )
 
 // Key is one Ed25519 signing key with its id (the RFC 7638 thumbprint of
@@ -250,17 +251,13 @@ func (r *KeyRing) SaveFile(path string) error {
 	return nil
 }
 
+// keyRingFileMax bounds a key ring file read: three keys take ~1 KiB.
+const keyRingFileMax = 64 << 10
+
 // LoadKeyRingFile reads a ring written by SaveFile, refusing a file that
-// group or others can read.
+// group or others can read (secretfile, the one rule for key files).
 func LoadKeyRingFile(path string) (*KeyRing, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("ocap: load key ring: %w", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("ocap: load key ring: %s has mode %v, want 0600", path, st.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path, keyRingFileMax)
 	if err != nil {
 		return nil, fmt.Errorf("ocap: load key ring: %w", err)
 	}

@@ -6,7 +6,9 @@ package secretfile
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 )
 
 // Check refuses the secret file path whose mode (info, from a Stat of
@@ -17,4 +19,31 @@ func Check(path string, info fs.FileInfo) error {
 		return fmt.Errorf("%s has mode %v, want 0600", path, perm)
 	}
 	return nil
+}
+
+// Read opens the secret file path, checks the mode of what it opened (no
+// gap between the check and the read for a rename to slip into) and reads
+// it whole, at most maxBytes (a key file is small; a larger one is refused
+// rather than read into memory).
+func Read(path string, maxBytes int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := Check(path, info); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > maxBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes: not a key file", path, maxBytes)
+	}
+	return b, nil
 }
