@@ -58,13 +58,17 @@ func (l logConfig) validate() error {
 	return nil
 }
 
-// cliVariables are CAPGATE_* variables the CLI reads itself; the config
-// loader must not take them for unknown settings.
-var cliVariables = map[string]bool{
-	"CAPGATE_ADMIN_TOKEN": true, "CAPGATE_COORDINATOR_URL": true, "CAPGATE_GATEWAY_URLS": true,
-	"CAPGATE_CREDENTIAL": true, "CAPGATE_CAPABILITY": true,
-	"CAPGATE_CACERT": true, "CAPGATE_CERT": true, "CAPGATE_KEY": true,
-}
+// cliVariables are CAPGATE_* variables the CLI reads itself, and every
+// one capgate dev writes into credentials.env (credentialsEnvVariables,
+// the list its writer checks against); the config loader must not take
+// them for unknown settings.
+var cliVariables = func() map[string]bool {
+	m := map[string]bool{"CAPGATE_CAPABILITY": true, "CAPGATE_CERT": true, "CAPGATE_KEY": true}
+	for _, name := range credentialsEnvVariables {
+		m[name] = true
+	}
+	return m
+}()
 
 func configEnv() []string {
 	var env []string

@@ -66,7 +66,7 @@ func kafkaBannerLine(addr string) string {
 func publicEnv(env [][2]string) [][2]string {
 	var out [][2]string
 	for _, kv := range env {
-		if kv[0] != "CAPGATE_ADMIN_TOKEN" && kv[0] != "CAPGATE_CREDENTIAL" {
+		if kv[0] != envAdminToken && kv[0] != envCredential {
 			out = append(out, kv)
 		}
 	}

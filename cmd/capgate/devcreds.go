@@ -114,18 +114,39 @@ func saveCredentials(dir string, creds devCredentials, env [][2]string) error {
 	if err := tlsconf.WriteFile(filepath.Join(dir, credentialsFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("dev: save credentials: %w", err)
 	}
+	for _, kv := range env {
+		if !cliVariables[kv[0]] { // a programming error: add it to credentialsEnvVariables
+			return fmt.Errorf("dev: save credentials: %s is not skipped by the config loader: `capgate coordinator|gateway` would refuse to start after sourcing %s", kv[0], credentialsEnvFile)
+		}
+	}
 	if err := tlsconf.WriteFile(filepath.Join(dir, credentialsEnvFile), []byte(exportLines(env))); err != nil {
 		return fmt.Errorf("dev: save credentials: %w", err)
 	}
 	return nil
 }
 
+// The variables capgate dev exports in credentials.env. Each is read by
+// the CLI (or curl, or a Kafka client), never a setting: the config
+// loader skips every one of credentialsEnvVariables (cliVariables), so
+// `capgate coordinator|gateway` still start in a shell that sourced the
+// file, and saveCredentials refuses to write any other name.
+const (
+	envCoordinatorURL = "CAPGATE_COORDINATOR_URL"
+	envGatewayURLs    = "CAPGATE_GATEWAY_URLS"
+	envAdminToken     = "CAPGATE_ADMIN_TOKEN"
+	envCredential     = "CAPGATE_CREDENTIAL"
+	envCACert         = "CAPGATE_CACERT"
+	envKafkaBootstrap = "CAPGATE_KAFKA_BOOTSTRAP"
+)
+
+var credentialsEnvVariables = []string{envCoordinatorURL, envGatewayURLs, envAdminToken, envCredential, envCACert, envKafkaBootstrap}
+
 // env is what points the CLI (and curl) at the dev stack: its addresses,
 // tokens and, with --tls, the CA bundle (CAPGATE_CACERT; curl --cacert).
 func (s *devStack) env() [][2]string {
 	env := devEnv(s.creds, s.clientTLS, s.coordinatorList(), s.GatewayURLs()[0])
 	if addr := s.kafkaAddr(); addr != "" {
-		env = append(env, [2]string{"CAPGATE_KAFKA_BOOTSTRAP", addr})
+		env = append(env, [2]string{envKafkaBootstrap, addr})
 	}
 	return env
 }
@@ -140,13 +161,13 @@ func (s *devStack) kafkaAddr() string {
 
 func devEnv(creds devCredentials, clientTLS tlsconf.ClientConfig, coordinatorURL, gatewayURL string) [][2]string {
 	env := [][2]string{
-		{"CAPGATE_COORDINATOR_URL", coordinatorURL},
-		{"CAPGATE_GATEWAY_URLS", gatewayURL},
-		{"CAPGATE_ADMIN_TOKEN", creds.AdminToken},
-		{"CAPGATE_CREDENTIAL", creds.ClientCredential},
+		{envCoordinatorURL, coordinatorURL},
+		{envGatewayURLs, gatewayURL},
+		{envAdminToken, creds.AdminToken},
+		{envCredential, creds.ClientCredential},
 	}
 	if clientTLS.CAFile != "" {
-		env = append(env, [2]string{"CAPGATE_CACERT", clientTLS.CAFile})
+		env = append(env, [2]string{envCACert, clientTLS.CAFile})
 	}
 	return env
 }

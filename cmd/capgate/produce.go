@@ -12,7 +12,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -113,7 +112,11 @@ func (f *produceFlags) capabilities() (*capabilities, error) {
 	if err != nil {
 		return nil, err
 	}
-	admin := &adminClient{base: strings.TrimRight(f.endpoints.coordinator, "/"), token: token, http: hc}
+	// The same client as `capgate admin`: a replica list, not_leader followed.
+	admin, err := newAdminClient(f.endpoints.coordinator, token, hc)
+	if err != nil {
+		return nil, err
+	}
 	return &capabilities{admin: admin, f: f, parts: map[int32]*capabilitySource{}}, nil
 }
 
