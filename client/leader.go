@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/capgate/capgate/api"
@@ -59,13 +60,30 @@ func WithCoordinators(hc *http.Client, urls []string) (*http.Client, error) {
 }
 
 // RoundTrip implements http.RoundTripper.
+//
+// A replica that cannot be connected to (refused, timed out or not
+// resolved while dialling: unsent) is skipped within the call: the
+// request goes to the next URL, with at most as many connection
+// failures per call as URLs listed, so one call succeeds while any
+// listed replica is reachable and leads (or names the leader). That is
+// safe for every method, a POST too, because no byte of the request left
+// this process. It lives here, not in each caller, because every
+// coordinator call passes here (the SDK, GroupAPI, each of the CLI's
+// one-shot admin commands) and this already re-sends a body for
+// not_leader; callers that retry (the SDK's driver) only save a retry
+// and its backoff. Any other transport error (the connection broke
+// after the request may have reached a server) or a 5xx still moves
+// the list on and is returned to the caller, as before: a non-idempotent
+// request is never sent twice here.
 func (t *leaderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.mu.Lock()
 	_, rest, ok := t.list.Base(req.URL.String())
+	n := len(t.list.URLs())
 	t.mu.Unlock()
 	if !ok {
 		return t.next.RoundTrip(req)
 	}
+	var unreachable unreachableError
 	for {
 		t.mu.Lock()
 		base := t.list.Current()
@@ -79,6 +97,15 @@ func (t *leaderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.mu.Lock()
 			t.list.Failed(base)
 			t.mu.Unlock()
+			if err != nil && unsent(err) && req.Context().Err() == nil && replayable(req) {
+				unreachable.add(base, err)
+				if len(unreachable.urls) < n {
+					continue // nothing was sent: try the next replica
+				}
+				if n > 1 {
+					return nil, &unreachable
+				}
+			}
 			return resp, err
 		}
 		if resp.StatusCode != http.StatusMisdirectedRequest {
@@ -91,11 +118,41 @@ func (t *leaderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.mu.Lock()
 		_, backoff := t.list.NotLeader(base, leader)
 		t.mu.Unlock()
-		if backoff || req.Body != nil && req.GetBody == nil {
+		if backoff || !replayable(req) {
 			return kept, nil // the caller's retry backs off (not_leader is retriable)
 		}
 	}
 }
+
+// replayable reports whether req's body (if any) can be sent again.
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// unreachableError is a call that reached no replica: each URL tried
+// and why it could not be connected to.
+type unreachableError struct {
+	urls []string
+	errs []error
+}
+
+// add records one failed attempt; a call makes at most one per URL of
+// the list (the list moves on after each), so this is bounded by it.
+func (e *unreachableError) add(url string, err error) {
+	e.urls, e.errs = append(e.urls, url), append(e.errs, err)
+}
+
+func (e *unreachableError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "no coordinator replica reachable (tried %s)", strings.Join(e.urls, ", "))
+	for i, u := range e.urls {
+		fmt.Fprintf(&b, "; %s: %v", u, e.errs[i])
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.As find each attempt's *net.OpError.
+func (e *unreachableError) Unwrap() []error { return e.errs }
 
 // redirect is req sent to rawURL instead, with a fresh body.
 func redirect(req *http.Request, rawURL string) (*http.Request, error) {

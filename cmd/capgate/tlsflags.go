@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"time"
 
@@ -26,6 +27,13 @@ func (f *tlsFlags) files() tlsconf.ClientConfig {
 	return tlsconf.ClientConfig{CAFile: f.cacert, CertFile: f.cert, KeyFile: f.key}
 }
 
+// dialTimeout bounds one connection attempt of the CLI's coordinator
+// calls: a replica that does not accept within it is skipped for the
+// next listed one within the same call (client.NewLeaderTransport), so
+// a dead host costs seconds of the command's timeout, not
+// http.DefaultTransport's 30.
+const dialTimeout = 5 * time.Second
+
 // httpClient is an HTTP client with these TLS settings and timeout.
 func (f *tlsFlags) httpClient(timeout time.Duration) (*http.Client, error) {
 	tc, err := f.files().TLS(nil)
@@ -33,6 +41,7 @@ func (f *tlsFlags) httpClient(timeout time.Duration) (*http.Client, error) {
 		return nil, err
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSClientConfig = tc
 	return &http.Client{Timeout: timeout, Transport: t}, nil
 }
