@@ -52,7 +52,10 @@ func newDevCmd() *cobra.Command {
 		Long: "Runs everything capgate needs in one process, on loopback: an embedded Kafka\n" +
 			"(franz-go's kfake) with a topic \"demo\" of 12 partitions, a coordinator and a\n" +
 			"gateway. Credentials are written to DATA-DIR/credentials.json (mode 0600) and\n" +
-			"reused on restart, as are the records and the coordinator's state.\n\n" +
+			"reused on restart, as are the records and the coordinator's state: one\n" +
+			"coordinator's in DATA-DIR/coordinator, the replicas' (--replicas) in the embedded\n" +
+			"Kafka with DATA-DIR/state.kek. A start finding only the other mode's state is\n" +
+			"refused (it would start empty); it says which flag uses it.\n\n" +
 			"With --demo it also runs a producer and 3 consumers, adds a 4th once they are\n" +
 			"steady, prints each handoff and a summary, and exits non-zero when a record was\n" +
 			"lost or repeated, a partition that did not move changed holder or epoch, or a\n" +
@@ -138,6 +141,13 @@ type devStack struct {
 func startDev(ctx context.Context, f devFlags, log *zap.Logger) (*devStack, error) {
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("dev: data dir: %w", err)
+	}
+	note, err := checkDevStateMode(f.dataDir, f.replicas)
+	if err != nil {
+		return nil, err
+	}
+	if note != "" {
+		log.Warn(note)
 	}
 	creds, err := loadOrMakeCredentials(f.dataDir)
 	if err != nil {
