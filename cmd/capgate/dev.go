@@ -132,6 +132,20 @@ type devStack struct {
 	dataDir   string
 	creds     devCredentials
 	clientTLS tlsconf.ClientConfig
+	unlock    func() // drops the data dir's lock (devlock.go)
+}
+
+// Close stops the stack, then lets another capgate dev have the data dir.
+func (d *devStack) Close() error {
+	var err error
+	if d.Stack != nil {
+		err = d.Stack.Close()
+	}
+	if d.unlock != nil {
+		d.unlock()
+		d.unlock = nil
+	}
+	return err
 }
 
 // startDev starts the broker, the coordinator and the gateway on the
@@ -140,6 +154,26 @@ type devStack struct {
 // files. On error, whatever started is stopped again.
 func startDev(ctx context.Context, f devFlags, log *zap.Logger) (*devStack, error) {
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("dev: data dir: %w", err)
+	}
+	unlock, err := lockDevDir(f.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	dev := &devStack{dataDir: f.dataDir, unlock: unlock}
+	defer func() {
+		if dev.Stack == nil { // not started: nobody else will close it
+			dev.Close()
+		}
+	}()
+	// The records are the dev's own: kafka/ is the owner's alone, as
+	// coordinator/ is (kfake makes its directories 0755; an existing
+	// kafka/ from an earlier version is narrowed).
+	kafkaDir := filepath.Join(f.dataDir, "kafka")
+	if err := os.MkdirAll(kafkaDir, 0o700); err != nil {
+		return nil, fmt.Errorf("dev: data dir: %w", err)
+	}
+	if err := os.Chmod(kafkaDir, 0o700); err != nil {
 		return nil, fmt.Errorf("dev: data dir: %w", err)
 	}
 	note, err := checkDevStateMode(f.dataDir, f.replicas)
@@ -153,13 +187,13 @@ func startDev(ctx context.Context, f devFlags, log *zap.Logger) (*devStack, erro
 	if err != nil {
 		return nil, err
 	}
+	dev.creds = creds
 	port, err := loopbackPort(f.brokerAddr)
 	if err != nil {
 		return nil, fmt.Errorf("--broker-addr: %w", err)
 	}
-	dev := &devStack{dataDir: f.dataDir, creds: creds}
 	opts := stack.Options{
-		Dir: f.dataDir, Topics: map[string]int32{devTopic: devPartitions}, KafkaPort: port, KafkaDataDir: filepath.Join(f.dataDir, "kafka"),
+		Dir: f.dataDir, Topics: map[string]int32{devTopic: devPartitions}, KafkaPort: port, KafkaDataDir: kafkaDir,
 		Gateways: 1, CoordinatorListen: f.coordinatorAddr, GatewayListen: []string{f.gatewayAddr},
 		AdminToken: creds.AdminToken, SyncToken: creds.SyncToken,
 		Coordinators: max(f.replicas, 1), KafkaState: f.replicas > 0,
