@@ -9,9 +9,14 @@ package coordinator
 // second heartbeat of the same member answers the held one empty. News
 // whose capabilities cannot be minted answers 500 internal ("mint
 // grants", "mint renewals"), the cause logged at ERROR with the group and
-// member id (failHeartbeat).
+// member id (failHeartbeat), and is put back (group.RedeliverNews): the
+// member's next heartbeat carries those grants, renewals and revokes
+// again, at once — the same epochs, freshly minted. Before, the machine
+// counted them as delivered and the member got a partition it owned only
+// as a renewal, half a capability lease later.
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -59,12 +64,12 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 	memberExp := time.Unix(int64(claims.ExpiresAt), 0) // no capability outlives the member token
 	grants, err := c.mintGrants(news.Grants, true, memberExp)
 	if err != nil {
-		c.failHeartbeat(ctx, groupName, claims.Subject, "mint grants", err)
+		c.failHeartbeat(ctx, news, "mint grants", err)
 		return
 	}
 	renew, err := c.mintGrants(news.Renew, false, memberExp)
 	if err != nil {
-		c.failHeartbeat(ctx, groupName, claims.Subject, "mint renewals", err)
+		c.failHeartbeat(ctx, news, "mint renewals", err)
 		return
 	}
 	revoke := news.Revoke
@@ -75,11 +80,41 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 }
 
 // failHeartbeat answers a heartbeat whose news could not be minted: the
-// cause at ERROR with the group and member (the error names claims,
-// never a token or key), as failJoin does, and 500 internal.
-func (c *Coordinator) failHeartbeat(ctx *fasthttp.RequestCtx, group, memberID, what string, cause error) {
-	c.log.Error("heartbeat: "+what+" failed; answered 500", zap.String("group", group), zap.String("member_id", memberID), zap.Error(cause))
+// news goes back to the machine for the member's next heartbeat
+// (redeliverNews), the cause at ERROR with the group and member (the
+// error names claims, never a token or key), as failJoin does, and 500
+// internal.
+func (c *Coordinator) failHeartbeat(ctx *fasthttp.RequestCtx, news group.News, what string, cause error) {
+	fields := []zap.Field{zap.String("group", news.Group), zap.String("member_id", news.MemberID), zap.Error(cause)}
+	err := c.redeliverNews(news)
+	if err != nil {
+		fields = append(fields, zap.NamedError("redeliver_error", err))
+	}
+	fields = append(fields, zap.Bool("news_kept", err == nil))
+	c.log.Error("heartbeat: "+what+" failed; answered 500", fields...)
 	writeError(ctx, api.CodeInternal, what)
+}
+
+// redeliverNews hands news the member never got back to the machine
+// (group.RedeliverNews), so its next heartbeat carries it. A member that
+// is gone meanwhile needs nothing.
+func (c *Coordinator) redeliverNews(news group.News) error {
+	msg, err := c.call(func(ref group.Ref) group.Event {
+		return group.RedeliverNews{Ref: ref, News: news}
+	})
+	switch r := msg.(type) {
+	case group.Done:
+		return nil
+	case group.Rejected:
+		if r.Code == api.CodeUnknownMember {
+			return nil
+		}
+		return fmt.Errorf("redeliver news: %s: %s", r.Code, r.Message)
+	}
+	if err == nil {
+		err = fmt.Errorf("redeliver news: unexpected answer %T", msg)
+	}
+	return err
 }
 
 // heartbeatWait is the machine's Wait for wait_ms: absent, 0 (the

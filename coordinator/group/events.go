@@ -79,6 +79,22 @@ func (c Credential) tenant() string {
 	return c.ID
 }
 
+// RedeliverNews puts back a heartbeat answer the shell could not deliver
+// (minting its capabilities failed after the Ready carrying it was
+// persisted; the member got a 500), so the member's next heartbeat
+// carries it again — at once, not after a wait. News is the message the
+// machine sent. What still holds goes back into the member's news: a
+// grant or renewal of a partition the member still owns at that epoch
+// (rendered afresh: same epoch, current expiry), a revoke of a partition
+// still being revoked from it at that epoch and not released. Anything
+// that moved on meanwhile is left out. Nothing is persisted and no epoch
+// changes: the epoch was the member's before, and stays its alone.
+// Reply: Done, or Rejected (unknown_member) when the member is gone.
+type RedeliverNews struct {
+	Ref  Ref
+	News News
+}
+
 // Heartbeat asks for the member's news. With news pending the reply comes
 // at once; otherwise it is held up to Wait (0 or above heartbeat_wait means
 // heartbeat_wait) and answered in the Ready that first has news for the
@@ -310,6 +326,7 @@ func (Heartbeat) isEvent()       {}
 func (Commit) isEvent()          {}
 func (Leave) isEvent()           {}
 func (UndoJoin) isEvent()        {}
+func (RedeliverNews) isEvent()   {}
 func (Topics) isEvent()          {}
 func (SyncPoll) isEvent()        {}
 func (GatewayLeave) isEvent()    {}

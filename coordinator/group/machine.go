@@ -166,6 +166,8 @@ func (m *Machine) apply(ev Event) {
 		m.leave(e)
 	case UndoJoin:
 		m.undoJoin(e)
+	case RedeliverNews:
+		m.redeliverNews(e)
 	case Topics:
 		m.updateTopics(e)
 	case SyncPoll:

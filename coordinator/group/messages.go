@@ -128,7 +128,8 @@ type QoSReply struct {
 	Override api.QoSOverride
 }
 
-// Done answers requests with nothing to report (DenyJTI, ResetOffset).
+// Done answers requests with nothing to report (DenyJTI, ResetOffset,
+// UndoJoin, RedeliverNews).
 type Done struct {
 	Ref Ref
 }

@@ -46,6 +46,13 @@ type sim struct {
 	instances []*instance
 	lossy     bool
 	outside   int
+	// Of the lost heartbeat answers with news, every other one the shell
+	// knew it lost (its capabilities could not be minted: a 500) and puts
+	// back a few steps later (RedeliverNews), when the partitions may
+	// have moved on. The choice draws nothing from rng.
+	lostNews    int
+	undelivered []group.News
+	steps       int
 }
 
 // instance is one consumer process; member is the id it knows ("" until a
@@ -73,7 +80,17 @@ func simConfig(c *group.Config) {
 
 func newSim(t *testing.T, seed uint64) *sim {
 	s := &sim{world: newWorld(t, simConfig), rng: rand.New(rand.NewPCG(seed, 0x5eed)), lossy: true}
-	s.drop = func(group.Message) bool { return s.lossy && s.rng.IntN(100) < 3 }
+	s.drop = func(msg group.Message) bool {
+		if !s.lossy || s.rng.IntN(100) >= 3 {
+			return false
+		}
+		if n, ok := msg.(group.News); ok && len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
+			if s.lostNews++; s.lostNews%2 == 0 {
+				s.undelivered = append(s.undelivered, n)
+			}
+		}
+		return true
+	}
 	s.topics(map[string]int32{"t": 6, "u": 3})
 	for i := range 5 {
 		s.instances = append(s.instances, &instance{name: fmt.Sprint("i", i), pattern: i%2 == 1, crashed: true})
@@ -92,6 +109,9 @@ func (s *sim) run(steps int) {
 }
 
 func (s *sim) randomStep() {
+	if s.steps++; s.steps%5 == 0 {
+		s.redeliverLost()
+	}
 	in := s.instances[s.rng.IntN(len(s.instances))]
 	switch r := s.rng.IntN(1000); {
 	case r < 60:
@@ -118,12 +138,32 @@ func (s *sim) randomStep() {
 	case r < 765:
 		s.growTopics()
 	case r < 768:
+		s.undelivered = nil // the shells that knew died with the process
 		s.restart(time.Duration(s.rng.IntN(2000)) * time.Millisecond)
 	case r < 960:
 		s.advanceTo(s.now.Add(time.Duration(s.rng.IntN(300)) * time.Millisecond))
 	default:
 		s.advanceTo(s.now.Add(time.Duration(1+s.rng.IntN(5)) * time.Second))
 	}
+}
+
+// redeliverLost puts back the news the shell knew it lost: Done, or
+// unknown_member for a member gone meanwhile.
+func (s *sim) redeliverLost() {
+	for _, n := range s.undelivered {
+		ref := s.nextRef()
+		s.step(group.RedeliverNews{Ref: ref, News: n})
+		switch r := s.replies[ref].(type) {
+		case group.Done:
+		case group.Rejected:
+			if r.Code != api.CodeUnknownMember {
+				s.t.Fatalf("redeliver %+v: %+v", n, r)
+			}
+		default:
+			s.t.Fatalf("redeliver %+v: %#v", n, r)
+		}
+	}
+	s.undelivered = s.undelivered[:0]
 }
 
 // act runs f for a live instance that knows its member id.
