@@ -47,6 +47,11 @@ type Replica struct {
 	server  *fasthttp.Server
 	metrics *replicaMetrics
 
+	// startCheck: Run reads the log to its end first and refuses to
+	// start if this replica could never take it over (off only in tests
+	// of what a replica finds while following).
+	startCheck bool
+
 	view     atomic.Pointer[replicaView]
 	follower atomic.Pointer[store.Follower] // while following: JWKS, readiness
 
@@ -54,11 +59,13 @@ type Replica struct {
 }
 
 // replicaView is what the HTTP side answers with: the role, whom to name,
-// and the Coordinator serving while this replica leads.
+// why this replica can never take over (unfit), and the Coordinator
+// serving while this replica leads.
 type replicaView struct {
 	role   leader.Role
 	hint   leader.Hint
 	reason string
+	unfit  string
 	active *Coordinator  // nil unless leading and serving
 	next   chan struct{} // closed when the view is replaced
 }
@@ -82,7 +89,7 @@ func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
 	log = log.With(zap.String("replica", cfg.replicaID()))
 	r := &Replica{
 		cfg: cfg, log: log, now: o.now, url: cfg.advertise(),
-		lifecycle: newLifecycle(),
+		lifecycle: newLifecycle(), startCheck: true,
 	}
 	// The leader's Coordinator serves through this listener and signs
 	// as cfg.ID; the options that built the replica carry over.
@@ -135,7 +142,11 @@ func (r *Replica) Role() (leader.Role, leader.Hint) {
 func (r *Replica) Leading() *Coordinator { return r.view.Load().active }
 
 // Run serves and takes part in leadership until ctx is done or Close is
-// called, then stops leading (if it did) and shuts the listener down.
+// called, then stops leading (if it did) and shuts the listener down. It
+// returns an error wrapping store.ErrIncompatible at once when the log,
+// read to its end at start, shows this replica could never take over:
+// another coordinator id, cluster, KEK or transactional id prefix than
+// the replicas that wrote it (it refuses to start).
 func (r *Replica) Run(ctx context.Context) error {
 	if !r.started() {
 		return errors.New("coordinator: replica: Run called twice")
@@ -149,17 +160,22 @@ func (r *Replica) Run(ctx context.Context) error {
 	go func() { serveErr <- r.server.Serve(crlf.Listener(ln)) }() // request heads watched (internal/crlf)
 	r.log.Info("coordinator replica serving", zap.String("url", r.URL()), zap.String("advertise", r.url))
 	ctx, cancel := context.WithCancel(ctx)
-	elected := make(chan struct{})
-	go func() { defer close(elected); r.elect(ctx) }()
+	elected := make(chan error, 1)
+	go func() { elected <- r.elect(ctx) }()
 	var err error
+	refused := false
 	select {
 	case <-ctx.Done():
 	case <-r.closing:
 	case err = <-serveErr:
 		err = fmt.Errorf("coordinator: serve: %w", err)
+	case err = <-elected: // refused at start: it could never take over
+		refused = true
 	}
 	cancel()
-	<-elected // stopped leading: the Coordinator closed its log
+	if !refused {
+		<-elected // stopped leading: the Coordinator closed its log
+	}
 	shutdown, done := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
 	defer done()
 	if serr := r.server.ShutdownWithContext(shutdown); serr != nil {
@@ -184,10 +200,10 @@ func (r *Replica) publish(v leader.View, active *Coordinator) {
 		r.log.Info("replica role", zap.Stringer("from", prev.role), zap.Stringer("to", v.Role), zap.String("reason", v.Reason))
 		r.metrics.setRole(v.Role)
 	}
-	if prev.role == v.Role && prev.hint == v.Leader && prev.active == active && prev.reason == v.Reason {
+	if prev.role == v.Role && prev.hint == v.Leader && prev.active == active && prev.reason == v.Reason && prev.unfit == v.Unfit {
 		return
 	}
-	r.view.Store(&replicaView{role: v.Role, hint: v.Leader, reason: v.Reason, active: active, next: make(chan struct{})})
+	r.view.Store(&replicaView{role: v.Role, hint: v.Leader, reason: v.Reason, unfit: v.Unfit, active: active, next: make(chan struct{})})
 	close(prev.next)
 }
 
@@ -225,5 +241,9 @@ func (r *Replica) openFollower(ctx context.Context) (*store.Follower, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The issuer every replica signs as: a replica with another one
+	// would mint tokens nobody accepts once it took over.
+	opts.Settings[store.SettingIssuer] = r.cfg.ID
+	opts.AdoptSettings = r.cfg.Replica.AdoptLogSettings
 	return store.FollowKafka(ctx, opts)
 }

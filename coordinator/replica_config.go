@@ -28,6 +28,14 @@ type ReplicaConfig struct {
 	// only when: the log's fencing decides whether.
 	BeatInterval time.Duration `yaml:"beat_interval"`
 	LeaseTimeout time.Duration `yaml:"lease_timeout"`
+	// AdoptLogSettings lets this replica follow and take over a log
+	// written under another coordinator id or cluster (or transactional
+	// id prefix), recording its own: a deliberate change of those, with
+	// every other replica stopped (they are unfit afterwards until they
+	// get the new settings). Without it such a replica is unfit: it never
+	// takes over and /readyz says why. A KEK that does not open the key
+	// ring is refused either way.
+	AdoptLogSettings bool `yaml:"adopt_log_settings"`
 }
 
 // staggerSlots × an eighth of the lease bounds a replica's extra wait

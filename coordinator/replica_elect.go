@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,13 +17,22 @@ import (
 // the simulation runs) and performs their actions — Promote (fence, read
 // to the end, restore the machine, serve), Beat, StepDown — in goroutines
 // of their own, stepping their outcomes back in. It returns when ctx is
-// done, after it stopped leading.
-func (r *Replica) elect(ctx context.Context) {
+// done, after it stopped leading — or at once with an error wrapping
+// store.ErrIncompatible when the state the log holds at start shows this
+// replica could never take over (it refuses to start).
+func (r *Replica) elect(ctx context.Context) error {
 	t := &term{r: r, results: make(chan termResult, 4), poke: make(chan struct{}, 1)}
 	t.core = leader.NewReplica(r.cfg.electorConfig(), r.url, r.now())
-	if t.setFollower(ctx, r.follow(ctx)); t.f == nil {
-		return
+	f := r.follow(ctx)
+	if f == nil {
+		return nil
 	}
+	if err := r.checkAtStart(ctx, f); err != nil {
+		r.follower.Store(nil)
+		f.Close()
+		return err
+	}
+	t.setFollower(ctx, f)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -37,7 +47,7 @@ func (r *Replica) elect(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			t.stop()
-			return
+			return nil
 		case <-t.poke:
 			t.observe()
 		case res := <-t.results:
@@ -53,6 +63,27 @@ func (r *Replica) elect(ctx context.Context) {
 		case <-timer.C:
 		}
 	}
+}
+
+// checkAtStart reads the log to the end it has now — at most a lease: a
+// log whose tail is an aborted transaction is caught up with only at the
+// next commit, and the check goes on while following — and refuses to
+// start when this replica could never take it over.
+func (r *Replica) checkAtStart(ctx context.Context, f *store.Follower) error {
+	if !r.startCheck {
+		return nil
+	}
+	wait, cancel := context.WithTimeout(ctx, r.cfg.Replica.LeaseTimeout)
+	defer cancel()
+	if err := f.AwaitEnd(wait); err != nil && ctx.Err() == nil {
+		r.log.Info("the state log was not read to its end at start; checking it while following", zap.Error(err))
+	}
+	if err := f.Check(); errors.Is(err, store.ErrIncompatible) {
+		r.log.Error("refusing to start: this replica could never take the state log over", zap.Error(err),
+			zap.String("fix", unfitFix))
+		return fmt.Errorf("coordinator: replica %s: %w (%s)", r.ID(), err, unfitFix)
+	}
+	return nil
 }
 
 // term is the IO side of one replica's leadership loop.
@@ -112,6 +143,9 @@ func (t *term) outcome(ctx context.Context, res termResult) {
 	case res.promoted && res.err != nil:
 		t.r.log.Warn("takeover failed", zap.Error(res.err))
 		t.core.Promoted(now, res.err, errors.Is(res.err, store.ErrFenced))
+		if errors.Is(res.err, store.ErrIncompatible) {
+			t.unfit(res.err) // not transient: it stops trying
+		}
 		t.setFollower(ctx, t.r.follow(ctx)) // the old one is spent or suspect
 	case res.promoted:
 		t.active, t.activeDone = res.active, res.active.loop.done
@@ -165,6 +199,7 @@ func (t *term) setFollower(ctx context.Context, f *store.Follower) {
 	}
 	t.r.follower.Store(f)
 	t.core.Following()
+	t.check(f)
 	watch, cancel := context.WithCancel(ctx)
 	t.stopWatch = cancel
 	go func() {
@@ -199,9 +234,35 @@ func (t *term) observe() {
 	}
 	pos, _ := f.Position()
 	hint := leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}
-	if t.core.Observe(t.r.now(), leader.Position{Commits: pos.Commits, Writer: pos.Writer, Leader: hint}) {
+	if t.core.Observe(t.r.now(), leader.Position{Commits: pos.Commits, Barriers: pos.Barriers, Writer: pos.Writer, Leader: hint}) {
 		t.r.log.Error("another coordinator replica writes under this replica's id: give each replica its own replica.id",
 			zap.String("id", pos.Writer), zap.String("its_url", hint.URL), zap.String("our_url", t.r.url))
+	}
+	t.check(f)
+}
+
+// unfitFix is what an operator does about an unfit replica.
+const unfitFix = "every replica needs the same coordinator id, cluster, kafka_state KEK and kafka_state.transactional_id_prefix"
+
+// check steps the follower's check of the log it read so far: a replica
+// that could not take it over is no standby and never stands.
+func (t *term) check(f *store.Follower) {
+	if t.r.view.Load().unfit != "" {
+		return // unfit for good; nothing to learn
+	}
+	if err := f.Check(); errors.Is(err, store.ErrIncompatible) {
+		t.unfit(err)
+	}
+}
+
+// unfit steps that this replica cannot serve the log: ERROR once, the
+// metric, and /readyz 503 naming what differs (ids and KEK fingerprints,
+// never key material).
+func (t *term) unfit(err error) {
+	if t.core.Unfit(t.r.now(), err.Error()) {
+		t.r.log.Error("this replica cannot take the state log over and will not try; it is no standby (/readyz 503)",
+			zap.Error(err), zap.String("fix", unfitFix))
+		t.r.metrics.unfit.Set(1)
 	}
 }
 

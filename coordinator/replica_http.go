@@ -6,7 +6,10 @@ package coordinator
 //   - GET /healthz: 200 {"status":"ok","role":…} (the process runs);
 //   - GET /readyz: 200 {"status":"standby","role":"follower","leader":URL}
 //     while it tails the log (ready to take over); 503 unavailable while
-//     it takes over, steps down, or cannot read the log;
+//     it takes over, steps down, or cannot read the log — and for good
+//     once it found it could never take the log over, the message
+//     starting "unfit:" and naming what differs (coordinator ids,
+//     clusters, KEK fingerprints; never key material);
 //   - GET /metrics: the replica's own metrics;
 //   - GET /.well-known/jwks.json: the public keys of the key ring the log
 //     holds — the same set the leader serves;
@@ -102,6 +105,8 @@ func (r *Replica) standbyHealth(ctx *fasthttp.RequestCtx, v *replicaView) {
 func (r *Replica) standbyReady(ctx *fasthttp.RequestCtx, v *replicaView) {
 	f := r.follower.Load()
 	switch {
+	case v.unfit != "":
+		writeError(ctx, api.CodeUnavailable, "unfit: this replica can never take the state log over: "+v.unfit+" ("+unfitFix+")")
 	case v.role != leader.Follower:
 		writeError(ctx, api.CodeUnavailable, v.role.String()+": "+v.reason)
 	case f == nil:
@@ -122,7 +127,11 @@ func (r *Replica) standbyJWKS(ctx *fasthttp.RequestCtx, _ *replicaView) {
 		return
 	}
 	b, err := f.KeyRing()
-	if err != nil || b == nil {
+	switch {
+	case err != nil:
+		writeError(ctx, api.CodeUnavailable, "cannot open the key ring in the state log: "+err.Error())
+		return
+	case b == nil:
 		writeError(ctx, api.CodeUnavailable, "no key ring in the state log yet")
 		return
 	}

@@ -15,6 +15,8 @@ type replicaMetrics struct {
 	stepdowns prometheus.Counter
 	fenced    prometheus.Counter
 	takeover  prometheus.Histogram
+	attempts  prometheus.Counter
+	unfit     prometheus.Gauge
 	seen      leader.Stats // counted so far (count)
 }
 
@@ -37,8 +39,14 @@ func newReplicaMetrics() *replicaMetrics {
 			Name: "capgate_coordinator_replica_takeover_seconds", Help: "From deciding to take over to serving: fence, read to the end, restore.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}),
+		attempts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_replica_takeover_attempts_total", Help: "Takeovers this replica began (fence, read to the end, restore), failed ones included.",
+		}),
+		unfit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capgate_coordinator_replica_unfit", Help: "1 once this replica found it can never take the state log over (another coordinator id, cluster, KEK or transactional id prefix than the log's): it is no standby and never tries; else 0.",
+		}),
 	}
-	m.registry.MustRegister(m.leading, m.takeovers, m.stepdowns, m.fenced, m.takeover)
+	m.registry.MustRegister(m.leading, m.takeovers, m.stepdowns, m.fenced, m.takeover, m.attempts, m.unfit)
 	return m
 }
 
@@ -47,6 +55,7 @@ func (m *replicaMetrics) count(s leader.Stats) {
 	m.takeovers.Add(float64(s.Takeovers - m.seen.Takeovers))
 	m.stepdowns.Add(float64(s.StepDowns - m.seen.StepDowns))
 	m.fenced.Add(float64(s.FencedWrites - m.seen.FencedWrites))
+	m.attempts.Add(float64(s.Promotions - m.seen.Promotions))
 	m.seen = s
 }
 

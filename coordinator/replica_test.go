@@ -46,17 +46,30 @@ func startReplicas(t testing.TB, e *env, n int) *replicaSet {
 
 func (s *replicaSet) start(t testing.TB, i int) {
 	t.Helper()
+	s.startEdited(t, i, nil, nil)
+}
+
+// startEdited starts replica i with edit applied to its config last, and
+// before called before it runs.
+func (s *replicaSet) startEdited(t testing.TB, i int, edit func(*coordinator.Config), before func(*coordinator.Replica)) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := s.e.cfg
 	cfg.Replica.ID = fmt.Sprintf("replica-%d", i)
+	if edit != nil {
+		edit(&cfg)
+	}
 	s.e.seed++
 	r, err := coordinator.NewReplica(cfg, s.e.log, coordinator.WithListener(ln), coordinator.WithBroker(s.e.broker),
 		coordinator.WithRand(rand.New(rand.NewPCG(s.e.seed, 7))))
 	if err != nil {
 		t.Fatalf("replica %d: %v", i, err)
+	}
+	if before != nil {
+		before(r)
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(context.Background()) }()

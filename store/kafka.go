@@ -80,6 +80,8 @@ func (o KafkaOptions) validate() error {
 		return fmt.Errorf("store: kafka: shard %d of %d", o.Shard, o.Shards)
 	case o.TransactionalIDPrefix == "":
 		return errors.New("store: kafka: empty transactional id prefix")
+	case len(o.Settings) > maxSettings-2:
+		return fmt.Errorf("store: kafka: %d shared settings, at most %d", len(o.Settings), maxSettings-2)
 	case o.KEK == nil:
 		return fmt.Errorf("store: kafka: %w: none configured; the key ring is never written to Kafka in plaintext", ErrKEK)
 	}
@@ -150,6 +152,21 @@ func (t *kafkaTransport) name() string {
 
 func (t *kafkaTransport) transactionalID() string {
 	return t.opts.TransactionalIDPrefix + "-shard-" + strconv.Itoa(int(t.opts.Shard))
+}
+
+func (t *kafkaTransport) endCommit(ctx context.Context) (int64, error) {
+	offsets, err := t.adm.ListEndOffsets(ctx, t.opts.Topic)
+	if err != nil {
+		return 0, fmt.Errorf("store: %s: end offset: %w", t.name(), err)
+	}
+	o, ok := offsets.Lookup(t.opts.Topic, t.opts.Shard)
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("store: %s: end offset: not listed", t.name())
+	case o.Err != nil:
+		return 0, fmt.Errorf("store: %s: end offset: %w", t.name(), o.Err)
+	}
+	return o.Offset - 2, nil // ..., commit record, transaction marker
 }
 
 func (t *kafkaTransport) close() error {

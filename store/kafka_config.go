@@ -136,7 +136,9 @@ func (c KafkaConfig) KEK() (*KEK, error) {
 
 // Options builds the backend options for one shard: client reaches the
 // cluster (broker.ClientOpts), writer names this coordinator in commit
-// records, cluster defaults the transactional id prefix. It loads the KEK.
+// records, cluster defaults the transactional id prefix and is a shared
+// setting (SettingCluster: every writer of the log has the same). It
+// loads the KEK.
 func (c KafkaConfig) Options(client []kgo.Opt, cluster, writer string, shard int32, log *zap.Logger) (KafkaOptions, error) {
 	kek, err := c.KEK()
 	if err != nil {
@@ -149,6 +151,7 @@ func (c KafkaConfig) Options(client []kgo.Opt, cluster, writer string, shard int
 	return KafkaOptions{
 		LogOptions: LogOptions{
 			WriterID: writer, KEK: kek, SnapshotEvery: c.SnapshotEvery, Timeout: c.Timeout, Logger: log,
+			Settings: map[string]string{SettingCluster: cluster},
 		},
 		Client: client, Topic: c.Topic, SnapshotTopic: c.SnapshotTopic,
 		Shards: c.Partitions, Shard: shard, ReplicationFactor: c.ReplicationFactor,

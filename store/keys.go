@@ -111,6 +111,12 @@ const (
 //	              transaction: string writer id, string advertised URL,
 //	              varint unix ms when written (informational); never in
 //	              a Snapshot nor in a snapshot of the log
+//	"log/settings" the shared settings the log was written under
+//	              (log_settings.go): uvarint count, then string name,
+//	              string value per setting in name order; written by a
+//	              new leader when the log lacks one of its own; kept in
+//	              snapshots of the log and by compaction, never in a
+//	              Snapshot
 //
 // On the log a record's key is the store key above and its value the
 // stored value; a delete is a tombstone (null value), so a compacted topic
@@ -119,6 +125,8 @@ const (
 const (
 	keyLogCommit = "log/commit"
 	keyLogLeader = "log/leader"
+	// keyLogSettings: the shared settings (log_settings.go).
+	keyLogSettings = "log/settings"
 )
 
 // keyShape says which parts follow a prefix.

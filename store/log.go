@@ -60,21 +60,32 @@ func newLogStore(t logTransport, opts LogOptions, state *logState, w logWriter, 
 	return &LogStore{t: t, opts: opts, state: state, writer: w, nonce: nonce, seq: 1, ctx: ctx, cancel: cancel}
 }
 
-// checkLayout refuses a log written with another key layout, or whose key
-// ring this KEK cannot open, and writes the layout version into a new log.
-func (l *LogStore) checkLayout() error {
-	if ring, found := l.state.get([]byte(prefixKeyRing)); found {
-		if _, err := l.state.unseal([]byte(prefixKeyRing), ring); err != nil {
-			return fmt.Errorf("store: %s: open: %w", l.t.name(), err)
-		}
+// checkLayout refuses a log this writer cannot serve — the check of
+// Follower.Check, now over the log read to its end: another key layout,
+// shared settings that differ from ours, a key ring this KEK cannot open
+// — and writes what the log lacks: the layout version into a new log,
+// and those of our shared settings it does not record yet.
+func (l *LogStore) checkLayout(ours map[string]string) error {
+	if err := l.state.compatible(l.t.name(), ours, l.opts.AdoptSettings); err != nil {
+		return err
 	}
-	value, found := l.state.get([]byte(prefixLayout))
-	if found {
-		return checkLayoutValue(value)
+	var records []logRecord
+	if _, found := l.state.get([]byte(prefixLayout)); !found {
+		records = append(records, logRecord{key: []byte(prefixLayout), value: encodeUint(layoutVersion)})
+	}
+	settings, err := l.state.settingsUpdate(ours)
+	if err != nil {
+		return fmt.Errorf("store: %s: open: %w", l.t.name(), err)
+	}
+	if settings != nil {
+		records = append(records, logRecord{key: []byte(keyLogSettings), value: settings})
+	}
+	if len(records) == 0 {
+		return nil
 	}
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	return l.commit([]logRecord{{key: []byte(prefixLayout), value: encodeUint(layoutVersion)}})
+	return l.commit(records)
 }
 
 // Update runs fn with a Writer and appends what it wrote as one

@@ -20,6 +20,17 @@ type LogOptions struct {
 	// on Kafka (OpenKafka refuses to start without one); optional on the
 	// in-memory twin.
 	KEK *KEK
+	// Settings are what every writer of this log must share (the
+	// coordinator's issuer id and cluster): the log records the leader's,
+	// and a writer whose values differ cannot take it over
+	// (ErrIncompatible, log_settings.go). The store adds the KEK's id and
+	// the transactional id.
+	Settings map[string]string
+	// AdoptSettings takes the log over although the shared settings it
+	// records differ from Settings, and records ours: a deliberate change
+	// of the coordinator id or cluster, every other writer stopped. A key
+	// ring the KEK cannot open stays refused.
+	AdoptSettings bool
 	// SnapshotEvery writes a snapshot once this many records were
 	// committed since the last one (in the background; 0 = only when
 	// WriteSnapshot is called).
@@ -198,6 +209,10 @@ type Position struct {
 	Offset int64
 	// Commits applied since this follower started (a snapshot counts none).
 	Commits uint64
+	// Barriers among Commits: takeover barriers (a candidate's fence
+	// marker, written before it knows whether it can serve). Commits minus
+	// Barriers are a leader's own writes: beats and Readys.
+	Barriers uint64
 	// Writer is the WriterID of the last commit applied ("" before one).
 	Writer string
 	// Leader is the last beat applied (zero before one): the leader's id
@@ -212,11 +227,11 @@ func (f *Follower) Position() (Position, <-chan struct{}) {
 }
 
 func position(s *logState) (Position, <-chan struct{}) {
-	offset, commits, changed := s.position()
+	offset, commits, barriers, changed := s.position()
 	s.mu.RLock()
 	writer, beat := s.last.writer, s.beat
 	s.mu.RUnlock()
-	return Position{Offset: offset, Commits: commits, Writer: writer, Leader: beat}, changed
+	return Position{Offset: offset, Commits: commits, Barriers: barriers, Writer: writer, Leader: beat}, changed
 }
 
 // Err reports why tailing stopped, or nil while it runs.
@@ -232,6 +247,9 @@ func (f *Follower) Err() error {
 // Promote takes the shard over, in this order (the takeover sequence,
 // DESIGN §9):
 //
+//  0. Check (Follower.Check) what was read so far: a writer that could
+//     not serve this log fails with ErrIncompatible having written
+//     nothing and fenced nobody.
 //  1. Fence: make a new writer the shard's only one (Kafka: InitProducerID
 //     on the shard's transactional id). From here on every earlier
 //     writer's next commit fails fenced, and a transaction one had open is
@@ -240,13 +258,21 @@ func (f *Follower) Err() error {
 //     fresh nonce. Whatever any earlier writer committed lies before it.
 //  3. Read to the end: keep applying until the barrier itself is applied;
 //     the state now holds every committed write of every earlier writer.
-//  4. Serve: stop tailing and hand the state to the returned LogStore.
+//  4. Serve: stop tailing and hand the state to the returned LogStore,
+//     once the check of step 0 passes over the log read to its end (a
+//     new log gets its layout and this writer's shared settings).
 //
 // On error the follower keeps tailing and may Promote again; on success it
 // is spent (its Load and Close then fail).
 func (f *Follower) Promote(ctx context.Context) (*LogStore, error) {
 	if f.isClosed() {
 		return nil, fmt.Errorf("store: promote: %w", ErrClosed)
+	}
+	// Nothing others can observe before this: a writer that could not
+	// serve the log (ErrIncompatible: settings, KEK, layout) must neither
+	// fence the shard nor commit a barrier.
+	if err := f.Check(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
@@ -276,7 +302,7 @@ func (f *Follower) Promote(ctx context.Context) (*LogStore, error) {
 	}
 	f.stop(true)
 	l := newLogStore(f.t, f.opts, f.state, w, nonce)
-	if err := l.checkLayout(); err != nil {
+	if err := l.checkLayout(settingsOf(f.t, f.opts)); err != nil {
 		l.Close()
 		return nil, err
 	}

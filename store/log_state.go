@@ -19,8 +19,12 @@ type logState struct {
 	values  map[string][]byte
 	applied int64 // offset of the last commit record applied; -1 none
 	commits uint64
-	last    commitRecord // the last commit record applied
-	beat    Beat         // the last beat applied (not a store value)
+	// barriers counts the commits applied that were takeover barriers
+	// (seq 0): a candidate's fence marker, written before it knows
+	// whether its takeover succeeds, so no proof of a live leader.
+	barriers uint64
+	last     commitRecord // the last commit record applied
+	beat     Beat         // the last beat applied (not a store value)
 	// changed is closed and replaced whenever a commit is applied.
 	changed chan struct{}
 
@@ -121,6 +125,9 @@ func (s *logState) apply(records []logRecord, offset int64, commit commitRecord)
 	}
 	s.applied = offset
 	s.commits++
+	if commit.seq == 0 {
+		s.barriers++
+	}
 	s.last = commit
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -136,12 +143,12 @@ func (s *logState) get(key []byte) ([]byte, bool) {
 }
 
 // position is the offset of the last applied commit record (-1 before
-// the first), how many commits were applied, and a channel closed at the
-// next one.
-func (s *logState) position() (applied int64, commits uint64, changed <-chan struct{}) {
+// the first), how many commits (and barriers among them) were applied,
+// and a channel closed at the next one.
+func (s *logState) position() (applied int64, commits, barriers uint64, changed <-chan struct{}) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.applied, s.commits, s.changed
+	return s.applied, s.commits, s.barriers, s.changed
 }
 
 // load builds the Snapshot of the state: keys in order, the key ring
@@ -157,6 +164,9 @@ func (s *logState) load() (*Snapshot, error) {
 	builder := newSnapshotBuilder()
 	for i, k := range keys {
 		key, value := []byte(k), values[i]
+		if k == keyLogSettings {
+			continue // the log's own, checked by compatible
+		}
 		if k == prefixKeyRing {
 			var err error
 			if value, err = s.unseal(key, value); err != nil {

@@ -43,7 +43,9 @@ func logKinds() []logKind {
 			kopts := kafkaOptions(t)
 			with := func(opts store.LogOptions) store.KafkaOptions {
 				k := kopts
-				opts.KEK = testKEK(t)
+				if opts.KEK == nil {
+					opts.KEK = testKEK(t)
+				}
 				k.LogOptions = opts
 				return k
 			}

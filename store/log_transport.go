@@ -27,6 +27,12 @@ type logTransport interface {
 	newWriter() (logWriter, error)
 	// newReader reads committed records from offset from on.
 	newReader(from int64) (logReader, error)
+	// endCommit is where the shard's log ends now, as a commit record
+	// offset: a follower that applied a commit record at or past it read
+	// every transaction committed before the call (Kafka: the high
+	// watermark − 2, a commit record before its transaction marker; in
+	// memory: the last record).
+	endCommit(ctx context.Context) (int64, error)
 	// saveSnapshot stores a snapshot of the shard and makes it the one
 	// loadSnapshot finds; loadSnapshot returns found false when there is
 	// none (or none that can be trusted).

@@ -121,6 +121,12 @@ func (t *memTransport) newReader(from int64) (logReader, error) {
 	return &memReader{t: t, next: from}, nil
 }
 
+func (t *memTransport) endCommit(context.Context) (int64, error) {
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	return int64(len(t.m.shard(t.shard).records)) - 1, nil
+}
+
 func (t *memTransport) saveSnapshot(_ context.Context, snap *logSnapshot) error {
 	t.m.mu.Lock()
 	defer t.m.mu.Unlock()

@@ -205,10 +205,20 @@ type WriteDone struct {
 // Stopped: the shell finished stepping down and follows the log again.
 type Stopped struct{}
 
+// Unfit: this replica cannot serve the shard's log, whatever the timing —
+// its settings differ from the ones the log was written under, or its KEK
+// does not open the key ring (store.ErrIncompatible), found by the
+// follower's check or by a Promote. It never stands again (a replica is
+// reconfigured by restarting it); Reason names what differs.
+type Unfit struct {
+	Reason string
+}
+
 func (Observed) event()    {}
 func (PromoteDone) event() {}
 func (WriteDone) event()   {}
 func (Stopped) event()     {}
+func (Unfit) event()       {}
 
 // Decision is what Decide says.
 type Decision struct {
@@ -224,6 +234,9 @@ type Decision struct {
 	Leader Hint
 	// Reason says why the role last changed, for logs and /readyz.
 	Reason string
+	// Unfit says why this replica never stands ("" = it may): what
+	// Unfit stepped.
+	Unfit string
 }
 
 // Elector is one replica's leadership decision for one shard.
@@ -245,6 +258,9 @@ type Elector struct {
 	// renewBy: the lease lapsed; a write must succeed by then (zero: the
 	// lease holds).
 	renewBy time.Time
+	// unfit: why this replica cannot serve the log (Unfit); it never
+	// stands while set.
+	unfit string
 }
 
 // New returns a follower that started following at now: it gives a live
@@ -273,6 +289,11 @@ func (e *Elector) Step(now time.Time, ev Event) {
 			panic(fmt.Sprintf("leader: Stopped in role %s", e.role))
 		}
 		e.role, e.stopping, e.seen, e.hint = Follower, false, now, Hint{}
+	case Unfit:
+		if ev.Reason == "" {
+			panic("leader: Unfit without a reason")
+		}
+		e.unfit = ev.Reason
 	default:
 		panic(fmt.Sprintf("leader: unknown event %T", ev))
 	}
@@ -348,7 +369,7 @@ func (e *Elector) stepDown(reason string) {
 
 // Decide says what to do at now.
 func (e *Elector) Decide(now time.Time) Decision {
-	d := Decision{Role: e.role, Leader: e.hint, Reason: e.reason}
+	d := Decision{Role: e.role, Leader: e.hint, Reason: e.reason, Unfit: e.unfit}
 	switch e.role {
 	case Follower:
 		stand := e.seen.Add(e.cfg.LeaseTimeout + e.cfg.Stagger)
@@ -356,8 +377,14 @@ func (e *Elector) Decide(now time.Time) Decision {
 			// Half a lease without a commit: the leader is likely gone;
 			// name nobody rather than send clients to it.
 			d.Leader = Hint{}
-		} else if now.Before(stand) {
+		} else if now.Before(stand) || e.unfit != "" {
 			d.At = stale
+			return d
+		}
+		if e.unfit != "" {
+			// It could not serve the log: standing would only fence
+			// whoever can (and its barrier would read as a live
+			// leader to the others). Nothing to wait for but events.
 			return d
 		}
 		if now.Before(stand) {

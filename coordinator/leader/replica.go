@@ -13,8 +13,12 @@ import (
 //
 //   - which commits of the log count: Observe steps a follower's position
 //     only when it applied commits since the last one stepped (a position
-//     seen twice is no sign of life), and tells a replica writing under
-//     this replica's id apart by its URL;
+//     seen twice is no sign of life), counts takeover barriers (a
+//     candidate's fence marker, written before it knows whether it can
+//     serve) once between two writes of a leader, and tells a replica
+//     writing under this replica's id apart by its URL;
+//   - whether it may stand at all: Unfit (the follower's check, or a
+//     Promote, found it cannot serve the log) stops it for good;
 //   - what to do and when: Next (the Elector's Decide) marks the action it
 //     returns as in flight; Promoted, Wrote and Stopped step the outcomes,
 //     a finished step-down only after the outcome of a beat still in
@@ -31,9 +35,13 @@ type Replica struct {
 	id  string
 	url string
 
-	applied uint64 // the follower's Commits last stepped
-	sameID  bool   // another replica was seen writing under our id
-	stopped bool   // the step-down finished while a beat was in flight
+	applied  uint64 // the follower's Commits last stepped
+	barriers uint64 // ... and its Barriers
+	// barrier: a barrier was counted as a live writer since the last
+	// leader write; later ones are not.
+	barrier bool
+	sameID  bool // another replica was seen writing under our id
+	stopped bool // the step-down finished while a beat was in flight
 	last    Decision
 	stats   Stats
 }
@@ -48,6 +56,8 @@ type Stats struct {
 	// FencedWrites: writes of its leadership (a beat, a Ready's persist)
 	// the log refused fenced.
 	FencedWrites int
+	// Promotions: takeovers attempted (Promote decided).
+	Promotions int
 }
 
 // Position is what a follower of the shard's log applied so far
@@ -55,6 +65,8 @@ type Stats struct {
 type Position struct {
 	// Commits applied since the follower opened.
 	Commits uint64
+	// Barriers among Commits: takeover barriers (store.Position).
+	Barriers uint64
 	// Writer of the last commit applied.
 	Writer string
 	// Leader is the last beat applied.
@@ -71,6 +83,9 @@ type View struct {
 	// Serving: requests go to the machine (it leads; its promotion built
 	// the machine from the log read to its end).
 	Serving bool
+	// Unfit says why this replica can never take the log over ("" = it
+	// can): it is no standby (/readyz 503).
+	Unfit string
 }
 
 // NewReplica returns the decisions of a replica advertised at url that
@@ -83,18 +98,30 @@ func NewReplica(cfg Config, url string, now time.Time) *Replica {
 
 // Following: a new follower of the log opened (its Commits count from
 // zero).
-func (r *Replica) Following() { r.applied = 0 }
+func (r *Replica) Following() { r.applied, r.barriers, r.barrier = 0, 0, false }
 
 // Observe steps the follower's position p if it applied commits since the
-// last one stepped. It returns true the first time it sees another
-// replica write under this replica's id (replica.id left empty on
-// several): that replica's commits are told apart by its URL, so they
-// count as a live leader instead of as this replica's own old ones.
+// last one stepped. Commits that were all takeover barriers count once
+// between two writes of a leader: a winner's barrier precedes its first
+// beat (the others give it a lease), but a candidate whose takeovers keep
+// failing after its barrier must not keep every other replica from
+// standing. It returns true the first time it sees another replica write
+// under this replica's id (replica.id left empty on several): that
+// replica's commits are told apart by its URL, so they count as a live
+// leader instead of as this replica's own old ones.
 func (r *Replica) Observe(now time.Time, p Position) (sameID bool) {
 	if p.Commits == r.applied {
 		return false
 	}
-	r.applied = p.Commits
+	if p.Barriers < r.barriers || p.Commits-p.Barriers < r.applied-r.barriers {
+		panic(fmt.Sprintf("leader: position went back: %+v after %d commits, %d barriers", p, r.applied, r.barriers))
+	}
+	writes := p.Commits-p.Barriers != r.applied-r.barriers
+	r.applied, r.barriers = p.Commits, p.Barriers
+	if !writes && r.barrier {
+		return false
+	}
+	r.barrier = !writes
 	writer, hint := p.Writer, p.Leader
 	if writer == r.id && hint.ID == writer && hint.URL != r.url {
 		sameID = !r.sameID
@@ -111,8 +138,11 @@ func (r *Replica) Observe(now time.Time, p Position) (sameID bool) {
 // latest).
 func (r *Replica) Next(now time.Time) Decision {
 	d := r.e.Decide(now)
-	if d.Do == StepDown {
+	switch d.Do {
+	case StepDown:
 		r.stats.StepDowns++
+	case Promote:
+		r.stats.Promotions++
 	}
 	r.last = d
 	return d
@@ -141,6 +171,15 @@ func (r *Replica) Wrote(now time.Time, beat bool, err error, fenced bool) {
 	}
 }
 
+// Unfit steps that this replica cannot serve the log (store.ErrIncompatible,
+// from the follower's check or a Promote): it never stands again. It
+// returns true the first time (log it then).
+func (r *Replica) Unfit(now time.Time, reason string) (first bool) {
+	first = r.e.unfit == ""
+	r.e.Step(now, Unfit{Reason: reason})
+	return first
+}
+
 // Stopped steps a finished step-down (the machine closed, a new follower
 // open: call Following too) — deferred until the outcome of a beat in
 // flight is in.
@@ -160,7 +199,7 @@ func (r *Replica) Stats() Stats { return r.stats }
 
 // View is what the replica answers with, as of the last Next.
 func (r *Replica) View() View {
-	v := View{Role: r.last.Role, Leader: r.last.Leader, Reason: r.last.Reason}
+	v := View{Role: r.last.Role, Leader: r.last.Leader, Reason: r.last.Reason, Unfit: r.last.Unfit}
 	if v.Role == Leader {
 		v.Leader, v.Serving = Hint{ID: r.id, URL: r.url}, true
 	}

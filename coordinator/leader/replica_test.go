@@ -88,7 +88,7 @@ func TestReplicaLeadsStepsDownAndCounts(t *testing.T) {
 	if r.Role() != Follower {
 		t.Fatalf("after the beat's outcome: %s", r.Role())
 	}
-	if s := r.Stats(); s != (Stats{Takeovers: 1, StepDowns: 1, FencedWrites: 2}) {
+	if s := r.Stats(); s != (Stats{Takeovers: 1, StepDowns: 1, FencedWrites: 2, Promotions: 1}) {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -99,5 +99,94 @@ func TestMustConfirm(t *testing.T) {
 		if MustConfirm(a) != want {
 			t.Errorf("MustConfirm(%d) = %t", a, !want)
 		}
+	}
+}
+
+// A candidate whose takeovers keep failing after their barrier (K: a
+// replica with the wrong KEK, before the store checked first) must not
+// keep the other followers from standing: barriers count once between two
+// writes of a leader. Without the rule every failed attempt's barrier
+// renewed the lease of every follower and none ever stood.
+func TestFailedTakeoverBarriersCountOnce(t *testing.T) {
+	r := newReplica(t) // lease 1 s, stagger 100 ms: stands 1.1 s after the last live commit
+	leaderHint := Hint{ID: "b", URL: "http://b"}
+	r.Observe(at(100), Position{Commits: 5, Writer: "b", Leader: leaderHint}) // the leader's last beat
+	// The leader dies; a bad candidate "c" writes a barrier every 900 ms
+	// and fails after it.
+	r.Observe(at(1000), Position{Commits: 6, Barriers: 1, Writer: "c", Leader: leaderHint})
+	if d := r.Next(at(1800)); d.Do != None {
+		t.Fatalf("%+v: the first barrier did not give its candidate a lease", d)
+	}
+	r.Observe(at(1900), Position{Commits: 7, Barriers: 2, Writer: "c", Leader: leaderHint})
+	r.Observe(at(2000), Position{Commits: 8, Barriers: 3, Writer: "c", Leader: leaderHint})
+	if d := r.Next(at(2100)); d.Do != Promote {
+		t.Fatalf("%+v, want Promote at 1.1 s after the first barrier: later barriers of failed takeovers counted", d)
+	}
+}
+
+// A winner's barrier counts (the others wait for its first beat), and
+// after a leader's write the next barrier counts again.
+func TestBarrierCountsAgainAfterALeaderWrite(t *testing.T) {
+	r := newReplica(t)
+	r.Observe(at(100), Position{Commits: 1, Barriers: 1, Writer: "b"}) // b's barrier
+	r.Observe(at(300), Position{Commits: 2, Barriers: 1, Writer: "b", Leader: Hint{ID: "b", URL: "http://b"}})
+	r.Observe(at(900), Position{Commits: 3, Barriers: 2, Writer: "c", Leader: Hint{ID: "b", URL: "http://b"}})
+	if d := r.Next(at(1900)); d.Do != None {
+		t.Fatalf("%+v: the barrier after the leader's beat did not count", d)
+	}
+	if d := r.Next(at(2000)); d.Do != Promote {
+		t.Fatalf("%+v, want Promote 1.1 s after that barrier", d)
+	}
+	// Several commits applied at once, a beat among them: a leader write.
+	r = newReplica(t)
+	r.Observe(at(100), Position{Commits: 1, Barriers: 1, Writer: "c"})
+	r.Observe(at(900), Position{Commits: 4, Barriers: 3, Writer: "c"})
+	if d := r.Next(at(1900)); d.Do != None {
+		t.Fatalf("%+v: a batch holding a leader write did not count", d)
+	}
+}
+
+// An unfit replica (its settings differ from the log's) never stands,
+// however long the log is silent, and says why; Unfit reports itself
+// once; the view carries the reason.
+func TestUnfitReplicaNeverStands(t *testing.T) {
+	r := newReplica(t)
+	r.Observe(at(100), Position{Commits: 1, Writer: "b", Leader: Hint{ID: "b", URL: "http://b"}})
+	if !r.Unfit(at(200), "issuer: the log's \"x\", ours \"y\"") {
+		t.Fatal("first Unfit not reported")
+	}
+	if r.Unfit(at(300), "again") {
+		t.Fatal("Unfit reported twice")
+	}
+	for ms := 300; ms <= 60_000; ms += 700 {
+		d := r.Next(at(ms))
+		if d.Do != None || d.Role != Follower {
+			t.Fatalf("at %d ms: %+v, want a follower doing nothing", ms, d)
+		}
+		if ms > 600 && d.Leader != (Hint{}) {
+			t.Fatalf("at %d ms it still names the silent leader %+v", ms, d.Leader)
+		}
+	}
+	if v := r.View(); v.Unfit != "again" || v.Serving {
+		t.Fatalf("view %+v", v)
+	}
+	if s := r.Stats(); s.Promotions != 0 {
+		t.Fatalf("stats %+v: it attempted a takeover", s)
+	}
+	// A failed Promote that found the log incompatible: the shell steps
+	// Promoted, then Unfit; no second attempt follows.
+	r = newReplica(t)
+	if d := r.Next(at(1100)); d.Do != Promote {
+		t.Fatalf("%+v", d)
+	}
+	r.Promoted(at(1150), errors.New("cannot take this log over"), false)
+	r.Unfit(at(1150), "cannot take this log over")
+	for ms := 1150; ms <= 30_000; ms += 500 {
+		if d := r.Next(at(ms)); d.Do != None {
+			t.Fatalf("at %d ms: %+v after an incompatible Promote", ms, d)
+		}
+	}
+	if s := r.Stats(); s.Promotions != 1 {
+		t.Fatalf("stats %+v", s)
 	}
 }
