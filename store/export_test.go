@@ -36,7 +36,7 @@ func (s *Store) BadgerMaxBatchSize() int64 { return s.db.MaxBatchSize() }
 
 // IsLogKey says whether key is a store key or a log-only key.
 func IsLogKey(key []byte) bool {
-	if string(key) == keyLogCommit || string(key) == keyLogLeader || string(key) == keyLogSettings {
+	if string(key) == keyLogCommit || string(key) == keyLogLeader {
 		return true
 	}
 	_, err := parseKey(key)

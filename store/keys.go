@@ -52,6 +52,7 @@ import (
 //	                 string Assignor, varint SessionTimeoutMs
 //	meta sync_seq    bytes holding one uvarint
 //	meta epoch_floor bytes holding one uvarint
+//	meta store.log_settings  bytes holding the shared settings (log backends)
 //
 // The "layout" key records the key layout version; Open refuses a store
 // written with a layout it does not know.
@@ -96,6 +97,14 @@ const (
 	// MetaCoordinatorIncarnation is free for the coordinator's restart
 	// counter (written with PutMeta, encoding up to the caller).
 	MetaCoordinatorIncarnation = "coordinator_incarnation"
+	// MetaLogSettings holds, on the log backends only, the shared
+	// settings the log was written under (log_settings.go): bytes holding
+	// uvarint count, then string name, string value per setting in name
+	// order. Written by a log's new leader when the log lacks one of its
+	// own (never with PutMeta); never in a Load. A meta value so that a
+	// build that predates it loads it as an unknown meta name (ignored)
+	// instead of refusing the log.
+	MetaLogSettings = "store.log_settings"
 )
 
 // Keys that exist only on the log backends (the Kafka topic and its
@@ -111,12 +120,6 @@ const (
 //	              transaction: string writer id, string advertised URL,
 //	              varint unix ms when written (informational); never in
 //	              a Snapshot nor in a snapshot of the log
-//	"log/settings" the shared settings the log was written under
-//	              (log_settings.go): uvarint count, then string name,
-//	              string value per setting in name order; written by a
-//	              new leader when the log lacks one of its own; kept in
-//	              snapshots of the log and by compaction, never in a
-//	              Snapshot
 //
 // On the log a record's key is the store key above and its value the
 // stored value; a delete is a tombstone (null value), so a compacted topic
@@ -125,8 +128,6 @@ const (
 const (
 	keyLogCommit = "log/commit"
 	keyLogLeader = "log/leader"
-	// keyLogSettings: the shared settings (log_settings.go).
-	keyLogSettings = "log/settings"
 )
 
 // keyShape says which parts follow a prefix.

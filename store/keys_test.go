@@ -19,7 +19,7 @@ func TestPrefixesAreDistinct(t *testing.T) {
 }
 
 func TestLogKeysAreDistinct(t *testing.T) {
-	for _, key := range []string{keyLogCommit, keyLogLeader, keyLogSettings} {
+	for _, key := range []string{keyLogCommit, keyLogLeader} {
 		for prefix := range keyShapes {
 			if strings.HasPrefix(key, prefix) || strings.HasPrefix(prefix, key) {
 				t.Errorf("log key %q and store prefix %q overlap", key, prefix)

@@ -2,8 +2,9 @@ package store
 
 // Beat is a leader's beat in its shard's log (key "log/leader", alone in
 // its transaction): who leads and where clients reach it. Followers take
-// any commit as a sign of a live leader and the last beat as the leader's
-// address (coordinator/leader decides with both). A beat is never part of
+// any commit as a sign of a live leader (a takeover barrier only once
+// between two leader writes, Position.Barriers) and the last beat as the
+// leader's address (coordinator/leader decides with both). A beat is never part of
 // the state a Load returns nor of a snapshot.
 type Beat struct {
 	// ID is the writer's id (LogOptions.WriterID).

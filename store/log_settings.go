@@ -14,11 +14,14 @@ import (
 // cannot open the key ring cannot sign; one with another issuer or
 // cluster mints tokens nobody accepts; one with another transactional id
 // does not even fence the others. The leader records its settings in the
-// log (key "log/settings", kept in snapshots and by compaction, never in
-// a Load), and a follower checks the log it reads against its own
+// log (meta MetaLogSettings, kept in snapshots and by compaction, never
+// in a Load), and a follower checks the log it reads against its own
 // (Follower.Check) — before it counts as a standby, and again before
 // Promote writes anything.
 //
+// keyLogSettings is where the log keeps them: meta MetaLogSettings.
+var keyLogSettings = string(stringsKey(prefixMeta, MetaLogSettings))
+
 // The store adds two settings of its own to LogOptions.Settings: "kek"
 // (the KEK's id, a fingerprint, never key material) and
 // "transactional_id" (the writer identity the log fences on). A name only
@@ -89,6 +92,8 @@ func diffSettings(log, ours map[string]string) []SettingDiff {
 	return diffs
 }
 
+// encodeSettings is the meta value: bytes (as every meta value, so any
+// build decodes it) holding the settings.
 func encodeSettings(settings map[string]string) []byte {
 	e := newEncoder(64 * len(settings))
 	e.uint(uint64(len(settings)))
@@ -96,11 +101,15 @@ func encodeSettings(settings map[string]string) []byte {
 		e.string(name)
 		e.string(settings[name])
 	}
-	return e.b
+	return encodeBytes(e.b)
 }
 
 func decodeSettings(value []byte) (map[string]string, error) {
-	d := newDecoder(value)
+	inner, err := decodeBytes(value)
+	if err != nil {
+		return nil, err
+	}
+	d := newDecoder(inner)
 	n := d.uint()
 	if d.err == nil && n > maxSettings {
 		return nil, fmt.Errorf("%d settings, at most %d", n, maxSettings)

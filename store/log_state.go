@@ -165,7 +165,7 @@ func (s *logState) load() (*Snapshot, error) {
 	for i, k := range keys {
 		key, value := []byte(k), values[i]
 		if k == keyLogSettings {
-			continue // the log's own, checked by compatible
+			continue // the log's own, checked by compatible (a meta value)
 		}
 		if k == prefixKeyRing {
 			var err error

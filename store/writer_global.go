@@ -152,6 +152,8 @@ func checkMetaName(name string) error {
 		return fmt.Errorf("%w: %s is written only by SaveSeq", ErrInvalid, MetaSyncSeq)
 	case MetaEpochFloor:
 		return fmt.Errorf("%w: %s is written only by ForgetPartition", ErrInvalid, MetaEpochFloor)
+	case MetaLogSettings:
+		return fmt.Errorf("%w: %s is written only by a log's new leader", ErrInvalid, MetaLogSettings)
 	}
 	return checkID("meta name", name)
 }
