@@ -79,9 +79,7 @@ func (r *Replica) checkAtStart(ctx context.Context, f *store.Follower) error {
 		r.log.Info("the state log was not read to its end at start; checking it while following", zap.Error(err))
 	}
 	if err := f.Check(); errors.Is(err, store.ErrIncompatible) {
-		r.log.Error("refusing to start: this replica could never take the state log over", zap.Error(err),
-			zap.String("fix", unfitFix))
-		return fmt.Errorf("coordinator: replica %s: %w (%s)", r.ID(), err, unfitFix)
+		return fmt.Errorf("coordinator: replica %s refuses to start: %w (%s)", r.ID(), err, unfitFix)
 	}
 	return nil
 }

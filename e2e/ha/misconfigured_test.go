@@ -52,7 +52,7 @@ func TestMisconfiguredReplicaRefusesToStart(t *testing.T) {
 		want []string
 	}{
 		{"wrong-kek", func(cfg *coordinator.Config) { cfg.KafkaState.KEKFile = otherKEK }, []string{goodKEK.ID(), badKEK.ID()}},
-		{"other-id", func(cfg *coordinator.Config) { cfg.ID = good.ID + "-typo" }, []string{good.ID + `\"`, good.ID + `-typo\"`, "issuer"}},
+		{"other-id", func(cfg *coordinator.Config) { cfg.ID = good.ID + "-typo" }, []string{`issuer: the log's "` + good.ID + `", ours "` + good.ID + `-typo"`}},
 	} {
 		cfg := good
 		addr, err := stack.FreeAddr("127.0.0.1:0")
