@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/capgate/capgate/internal/secretfile"
 )
 
 // KEK is a key-encryption key: AES-256-GCM over the signing key ring
@@ -87,17 +89,14 @@ func ParseKEK(text string) (*KEK, error) {
 	return nil, fmt.Errorf("%w: not 32 bytes of base64 or hex", ErrKEK)
 }
 
+// kekFileMax bounds a KEK file read (32 bytes of base64 or hex, a newline).
+const kekFileMax = 4 << 10
+
 // LoadKEKFile reads a KEK from a file that only its owner may read: a file
-// with any group or other permission bit is refused, like an ssh key.
+// with any group or other permission bit is refused, like an ssh key
+// (internal/secretfile, the one rule for key files).
 func LoadKEKFile(path string) (*KEK, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKEK, err)
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("%w: file %s has mode %#o, readable or writable by others: chmod 600 it", ErrKEK, path, perm)
-	}
-	text, err := os.ReadFile(path)
+	text, err := secretfile.Read(path, kekFileMax)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrKEK, err)
 	}
