@@ -60,6 +60,11 @@ func BenchmarkDeploy(b *testing.B) {
 	}
 }
 
+// seqAfterScanEnv makes BenchmarkDeploySeq run the consumer scan and the
+// isolation phase before each sequential phase, as BenchmarkDeploy's
+// rounds do.
+const seqAfterScanEnv = "CAPGATE_BENCH_SEQ_AFTER_SCAN"
+
 // BenchmarkDeploySeq runs only the deployment benchmark's sequential
 // phase (1-record fetches one at a time, each gateway's /healthz floor
 // among them), once per iteration, then medians and ranges of each
@@ -71,6 +76,12 @@ func BenchmarkDeploySeq(b *testing.B) {
 	d := startProcStack(b, size)
 	got := map[string][]float64{}
 	for i := range b.N {
+		if os.Getenv(seqAfterScanEnv) != "" { // as in BenchmarkDeploy, where these precede the next round's sequential phase
+			d.scan(b)
+			for _, v := range d.variants {
+				d.isolation(b, v, p)
+			}
+		}
 		fs := d.sequential(b, p.Rounds, p.Sequential)
 		sequentialTable(os.Stdout, fmt.Sprintf("sequential only, round %d of %d", i+1, b.N), p, fs)
 		for _, v := range d.variants {
