@@ -110,6 +110,8 @@ func (c *Coordinator) newRouter() *router {
 	r.add("commit", post, "/v1/groups/{}/commit", c.consumer(c.handleCommit))
 	r.add("leave", post, "/v1/groups/{}/leave", c.consumer(c.handleLeave))
 	r.add("offsets", get, "/v1/groups/{}/offsets", c.consumer(c.handleOffsets))
+	r.add("tenant_groups", get, "/v1/groups", c.consumer(c.handleTenantGroups))
+	r.add("tenant_group", get, "/v1/groups/{}", c.consumer(c.handleTenantGroup))
 	r.add("attenuate", post, "/v1/capabilities/attenuate", c.consumer(c.handleAttenuate))
 	r.add("admin_groups", get, "/v1/admin/groups", c.admin(c.handleAdminGroups))
 	r.add("admin_group", get, "/v1/admin/groups/{}", c.admin(c.handleAdminGroup))

@@ -36,6 +36,8 @@ func init() {
 		{key: int16(kmsg.ApiVersions), min: 0, max: 3, preAuth: true, handle: handleApiVersions},
 		{key: int16(kmsg.InitProducerID), min: 0, max: 4, handle: handleInitProducerID},
 		{key: int16(kmsg.SASLAuthenticate), min: 0, max: 2, preAuth: true, handle: handleSASLAuthenticate},
+		{key: int16(kmsg.DescribeGroups), min: 0, max: 5, handle: handleDescribeGroups},
+		{key: int16(kmsg.ListGroups), min: 0, max: 5, handle: handleListGroups},
 	}
 	apis = append(apis, groupAPIs()...)
 	slices.SortFunc(apis, func(a, b apiRow) int { return int(a.key) - int(b.key) })

@@ -1,0 +1,175 @@
+package group
+
+// Behavior: the Kafka listener's view of groups (Kafka's ListGroups and
+// DescribeGroups, served to a tenant through GET /v1/groups and
+// GET /v1/groups/{group}). Read-only; bounded by the caller's limits.
+//
+// Kafka's group states from capgate's:
+//
+//	Empty                no live member
+//	PreparingRebalance   a partition is being revoked (a handoff in
+//	                     progress: gateways fencing, the holder releasing)
+//	CompletingRebalance  none is, but a partition of a topic a member may
+//	                     be assigned is unowned (its grant is on its way)
+//	Stable               otherwise
+//
+// capgate has no Dead group: a group that is unknown (or deleted) is not
+// found, and the listener answers it as Kafka answers an unknown group.
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/capgate/capgate/coordinator/assign"
+)
+
+// Kafka's group states (ListGroups, DescribeGroups).
+const (
+	KafkaEmpty               = "Empty"
+	KafkaStable              = "Stable"
+	KafkaPreparingRebalance  = "PreparingRebalance"
+	KafkaCompletingRebalance = "CompletingRebalance"
+	KafkaDead                = "Dead"
+)
+
+// KafkaView is one group as Kafka's DescribeGroups shows it.
+type KafkaView struct {
+	Group    string
+	State    string
+	Assignor string
+	Members  []KafkaMember
+	// Truncated: members or owned partitions beyond the bounds were left
+	// out.
+	Truncated bool
+}
+
+// KafkaMember is one live member and the partitions it owns, sorted (a
+// partition being revoked from it is no longer its own).
+type KafkaMember struct {
+	ID, InstanceID, ClientID string
+	Topics                   []string // its topics, or those its pattern resolved to, sorted
+	Owned                    []PartitionRef
+}
+
+// KafkaState is the group's state in Kafka's words, and whether the group
+// exists. It reads every partition of the group once.
+func (m *Machine) KafkaState(name string) (string, bool) {
+	g := m.groupNamed(name)
+	if g == nil {
+		return "", false
+	}
+	return kafkaState(g), true
+}
+
+func kafkaState(g *group) string {
+	if len(g.members) == 0 {
+		return KafkaEmpty
+	}
+	pending := false
+	for _, p := range g.order {
+		switch p.state() {
+		case Revoking:
+			return KafkaPreparingRebalance
+		case Unowned:
+			pending = pending || assignable(g, p.id)
+		}
+	}
+	if pending {
+		return KafkaCompletingRebalance
+	}
+	return KafkaStable
+}
+
+// assignable reports whether some member may be assigned p.
+func assignable(g *group, p assign.Partition) bool {
+	for _, mem := range g.members {
+		if mem.resolved[p.Topic] || slices.Contains(mem.topics, p.Topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// KafkaView describes the group for DescribeGroups: at most maxMembers
+// members (in id order) and maxOwned owned partitions in all; more sets
+// Truncated. False when the group does not exist.
+func (m *Machine) KafkaView(name string, maxMembers, maxOwned int) (KafkaView, bool) {
+	g := m.groupNamed(name)
+	if g == nil {
+		return KafkaView{}, false
+	}
+	v := KafkaView{Group: name, State: kafkaState(g), Assignor: g.cfg.Assignor}
+	owned := 0
+	for _, id := range sortedKeys(g.members) {
+		if len(v.Members) == maxMembers {
+			v.Truncated = true
+			break
+		}
+		mem := g.members[id]
+		km := KafkaMember{ID: mem.id, InstanceID: mem.instanceID, ClientID: mem.clientID, Topics: memberTopics(mem)}
+		for p := range mem.held {
+			if o := p.owner(); o == nil || !o.cap.holder.member(mem.id) {
+				continue
+			}
+			if owned == maxOwned {
+				v.Truncated = true
+				break
+			}
+			owned++
+			km.Owned = append(km.Owned, PartitionRef{Topic: p.id.Topic, Partition: p.id.Partition})
+		}
+		slices.SortFunc(km.Owned, func(a, b PartitionRef) int {
+			if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+				return c
+			}
+			return int(a.Partition) - int(b.Partition)
+		})
+		v.Members = append(v.Members, km)
+	}
+	return v, true
+}
+
+func memberTopics(mem *member) []string {
+	if mem.pattern == nil {
+		return slices.Sorted(slices.Values(mem.topics))
+	}
+	out := make([]string, 0, len(mem.resolved))
+	for t, ok := range mem.resolved {
+		if ok {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// GroupsMatching lists at most limit group names after after, in order,
+// that any of patterns allows (ocap grps entries: "*", "prefix*", or a
+// name), and whether more follow. Each pattern is a binary search into
+// the sorted names: names no pattern allows are never walked.
+func (m *Machine) GroupsMatching(patterns []string, after string, limit int) ([]string, bool) {
+	names := m.Groups()
+	var out []string
+	for _, pat := range patterns {
+		prefix, isPrefix := strings.CutSuffix(pat, "*")
+		start := max(after, prefix)
+		i, found := slices.BinarySearch(names, start)
+		if found && start == after {
+			i++
+		}
+		for n := 0; i < len(names) && n <= limit; i++ {
+			name := names[i]
+			if isPrefix && !strings.HasPrefix(name, prefix) || !isPrefix && name != pat {
+				break
+			}
+			out = append(out, name)
+			n++
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > limit {
+		return out[:limit], true
+	}
+	return out, false
+}

@@ -1,0 +1,135 @@
+package coordinator
+
+// Behavior: a tenant's own groups, as the Kafka listener's ListGroups and
+// DescribeGroups show them — bearer: a client credential or an IdP token
+// (exactly what a join takes, never a member token or a capability; the
+// gateway forwards the Kafka principal's own token and never the admin
+// token). Only groups the bearer's grps patterns allow are ever named.
+//
+//   GET /v1/groups?after=&limit= → api.TenantGroupsResponse: the groups
+//     its patterns allow, in name order after after, at most limit
+//     (1..describe_page_max, default describe_page_max) with Kafka's
+//     state (group.KafkaState); next_after when more follow. Each pattern
+//     is a binary search into the sorted names: a tenant's page never
+//     walks other tenants' names.
+//   GET /v1/groups/{g} → api.TenantGroupDescription: state, assignor,
+//     live members (ids, client id, topics, owned partitions), at most
+//     tenantDescribeMembersMax members and describe_page_max owned
+//     partitions (truncated: true beyond). 403 forbidden for a group the
+//     bearer may not join — whether it exists or not, so names of other
+//     tenants' groups cannot be probed — 404 not_found for an unknown one
+//     it may.
+//   400 for a bad group name, cursor, limit or unknown query parameter;
+//   401/409 for the bearer as at join; 503 unavailable if the coordinator
+//   failed closed.
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
+)
+
+// tenantDescribeMembersMax bounds the members one GET /v1/groups/{g}
+// answers (Kafka's DescribeGroups has no paging).
+const tenantDescribeMembersMax = 1000
+
+func (c *Coordinator) handleTenantGroups(ctx *fasthttp.RequestCtx, _ []string) {
+	claims, ok := c.tenantBearer(ctx)
+	if !ok {
+		return
+	}
+	q, ok := c.pageQuery(ctx, "after")
+	if !ok {
+		return
+	}
+	out := api.TenantGroupsResponse{Groups: []api.TenantGroup{}}
+	err := c.query(func(m *group.Machine) {
+		names, more := m.GroupsMatching(claims.Groups, q.get("after"), q.limit)
+		for _, name := range names {
+			if !claims.AllowsGroup(name) { // GroupsMatching's own rule, checked again
+				continue
+			}
+			state, _ := m.KafkaState(name)
+			out.Groups = append(out.Groups, api.TenantGroup{Group: name, State: state})
+		}
+		if more {
+			out.NextAfter = names[len(names)-1]
+		}
+	})
+	if err != nil {
+		writeMachineError(ctx, nil, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []string) {
+	groupName := params[0]
+	if !groupParam(ctx, groupName) {
+		return
+	}
+	claims, ok := c.tenantBearer(ctx)
+	if !ok {
+		return
+	}
+	if !claims.AllowsGroup(groupName) {
+		writeError(ctx, api.CodeForbidden, "client credential does not allow group "+groupName)
+		return
+	}
+	if len(ctx.QueryArgs().QueryString()) > 0 {
+		writeError(ctx, api.CodeBadRequest, "GET /v1/groups/{group} takes no query parameters")
+		return
+	}
+	var v group.KafkaView
+	found := false
+	if err := c.query(func(m *group.Machine) {
+		v, found = m.KafkaView(groupName, tenantDescribeMembersMax, c.cfg.DescribePageMax)
+	}); err != nil {
+		writeMachineError(ctx, nil, err)
+		return
+	}
+	if !found {
+		writeError(ctx, api.CodeNotFound, "unknown group "+groupName)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, tenantView(v))
+}
+
+func tenantView(v group.KafkaView) api.TenantGroupDescription {
+	out := api.TenantGroupDescription{Group: v.Group, State: v.State, Assignor: v.Assignor, Truncated: v.Truncated,
+		Members: make([]api.TenantMember, 0, len(v.Members))}
+	for _, m := range v.Members {
+		tm := api.TenantMember{MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, Topics: m.Topics,
+			Owned: make([]api.TenantPartition, 0, len(m.Owned))}
+		if tm.Topics == nil {
+			tm.Topics = []string{}
+		}
+		for _, p := range m.Owned {
+			tm.Owned = append(tm.Owned, api.TenantPartition{Topic: p.Topic, Partition: p.Partition})
+		}
+		out.Members = append(out.Members, tm)
+	}
+	return out
+}
+
+// tenantBearer verifies the bearer as a join does for a new member: a
+// client credential, or an IdP token mapped to its groups and topics.
+// On failure it writes the answer.
+func (c *Coordinator) tenantBearer(ctx *fasthttp.RequestCtx) (*ocap.Claims, bool) {
+	token := bearer(ctx)
+	if token == nil {
+		writeError(ctx, api.CodeUnauthorized, "client credential (or identity provider token) required")
+		return nil, false
+	}
+	if c.identities.Handles(token) {
+		return c.identityClaims(ctx, token)
+	}
+	claims, err := c.verifyTokenFor(ctx, token, ocap.KindClient)
+	if err != nil {
+		writeTokenError(ctx, "client credential", err)
+		return nil, false
+	}
+	return claims, true
+}

@@ -1,0 +1,239 @@
+package kafkaproto
+
+// Behavior: ListGroups v0–v5 and DescribeGroups v0–v5, for a tenant's own
+// groups (what lag exporters, kadm and KafkaJS's admin read).
+//
+//   - Answered from the coordinator's view (GET /v1/groups and
+//     GET /v1/groups/{group}, tenantgroups.go) with the connection's own
+//     token: a client credential or IdP identity sees exactly the groups
+//     its grps patterns allow — the groups it may join — and nothing of
+//     any other group: not its name, members or offsets. A partition
+//     capability's connection sees none.
+//   - ListGroups lists them (absent, not refused: Kafka filters what a
+//     principal may not describe), with protocol type "consumer", Kafka's
+//     state (Empty, Stable, PreparingRebalance, CompletingRebalance: see
+//     coordinator/group/kafkaview.go) and type "classic" (DescribeGroups
+//     describes them; ConsumerGroupDescribe is not served). The states
+//     filter (v4+) matches case-insensitively, as Kafka's; a types
+//     filter (v5) without "classic" lists nothing. At most
+//     listGroupsMax groups (pages from the coordinator); beyond, the list
+//     is cut. Only the gateway's first fetch lane answers (the others, the
+//     same gateway advertised again, answer an empty list), so clients
+//     that concatenate every broker's answer (KafkaJS) list each group
+//     once.
+//   - DescribeGroups: a group the connection may not join is
+//     GROUP_AUTHORIZATION_FAILED whether it exists or not; an unknown one
+//     it may join is state Dead without members (Kafka's answer). Members
+//     carry capgate's member id (the Kafka member id for members this
+//     gateway runs), client id, the client's host for members this
+//     gateway runs ("" for others), subscription metadata and assignment
+//     in Kafka's consumer protocol encoding (v0: topics; owned
+//     partitions) built from what the coordinator says each owns; the
+//     protocol is the capgate assignor. At most describeGroupsMax groups
+//     per request; the rest answer INVALID_REQUEST.
+//   - A coordinator that cannot answer: COORDINATOR_NOT_AVAILABLE
+//     (retriable) — never an empty answer that would read as "no groups".
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client"
+)
+
+// listGroupsMax bounds the groups one ListGroups answers (and the pages
+// it reads from the coordinator: describe_page_max each).
+const listGroupsMax = 10000
+
+// describeGroupsMax bounds the groups one DescribeGroups describes (one
+// coordinator call each).
+const describeGroupsMax = 100
+
+// groupTypeClassic is the type ListGroups v5 reports.
+const groupTypeClassic = "classic"
+
+func handleListGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	if c.principal.capability() || !c.firstLane() || !typeListed(req.TypesFilter) {
+		return resp, nil
+	}
+	if code := c.checkClient(time.Now()); code != "" {
+		if api.IsRetriable(code) {
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		}
+		return resp, nil // a denied or expired credential sees nothing
+	}
+	listed, err := c.tenantGroupList()
+	if err != nil {
+		resp.ErrorCode = coordinatorError(err)
+		return resp, nil
+	}
+	for _, g := range listed {
+		if !c.principal.Claims.AllowsGroup(g.Group) || !stateListed(req.StatesFilter, g.State) {
+			continue
+		}
+		rg := kmsg.NewListGroupsResponseGroup()
+		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, "consumer", g.State, groupTypeClassic
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}
+
+// tenantGroupList pages through the coordinator's list for this
+// connection's token, up to listGroupsMax groups, within request_timeout.
+func (c *conn) tenantGroupList() ([]api.TenantGroup, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
+	defer cancel()
+	reader := tenantGroupsOf(c.s)
+	var out []api.TenantGroup
+	after := ""
+	for {
+		page, err := reader.list(ctx, c.principal.Token, after)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Groups...)
+		if len(out) >= listGroupsMax {
+			return out[:listGroupsMax], nil
+		}
+		if page.NextAfter == "" || page.NextAfter <= after {
+			return out, nil
+		}
+		after = page.NextAfter
+	}
+}
+
+// firstLane reports a connection to the gateway's first fetch lane (its
+// own node id, the group coordinator's).
+func (c *conn) firstLane() bool {
+	if len(c.s.lns) < 2 {
+		return true
+	}
+	return portOf(c.nc.LocalAddr().String()) == portOf(c.s.lns[0].Addr().String())
+}
+
+func typeListed(types []string) bool {
+	return len(types) == 0 || slices.ContainsFunc(types, func(t string) bool { return strings.EqualFold(t, groupTypeClassic) })
+}
+
+func stateListed(states []string, state string) bool {
+	return len(states) == 0 || slices.ContainsFunc(states, func(s string) bool { return strings.EqualFold(s, state) })
+}
+
+// coordinatorError is the Kafka error for a coordinator read that failed:
+// retriable while it cannot answer, else the principal's refusal.
+func coordinatorError(err error) int16 {
+	code := client.CodeOf(err)
+	if api.IsRetriable(code) {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	switch code {
+	case api.CodeForbidden, api.CodeUnauthorized, api.CodeTokenExpired, api.CodeCapabilityRevoked:
+		return kerr.GroupAuthorizationFailed.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+func handleDescribeGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for i, name := range req.Groups {
+		if i >= describeGroupsMax {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = name, kerr.InvalidRequest.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
+		resp.Groups = append(resp.Groups, c.describeGroup(name))
+	}
+	return resp, nil
+}
+
+// describeGroup answers one group of a DescribeGroups.
+func (c *conn) describeGroup(name string) kmsg.DescribeGroupsResponseGroup {
+	rg := kmsg.NewDescribeGroupsResponseGroup()
+	rg.Group = name
+	if rg.ErrorCode = c.groupAllowed(name, time.Now()); rg.ErrorCode != 0 {
+		return rg
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
+	defer cancel()
+	d, err := tenantGroupsOf(c.s).describe(ctx, c.principal.Token, name)
+	switch {
+	case client.CodeOf(err) == api.CodeNotFound:
+		rg.State = "Dead" // Kafka's answer for a group it does not know
+		return rg
+	case err != nil:
+		rg.ErrorCode = coordinatorError(err)
+		return rg
+	}
+	rg.State, rg.ProtocolType = d.State, "consumer"
+	if len(d.Members) > 0 {
+		rg.Protocol = d.Assignor
+	}
+	local := c.s.groups.localMembers(name)
+	for _, m := range d.Members {
+		rg.Members = append(rg.Members, describedMember(m, local[m.MemberID]))
+	}
+	return rg
+}
+
+// localMember is what this gateway knows of a member it runs.
+type localMember struct{ kafkaID, clientID, host string }
+
+// localMembers maps the capgate member ids of group's members this
+// gateway runs to their Kafka member id and client host.
+func (g *groups) localMembers(group string) map[string]localMember {
+	g.mu.Lock()
+	ms := make([]*member, 0)
+	for ref, m := range g.byID {
+		if ref.group == group {
+			ms = append(ms, m)
+		}
+	}
+	g.mu.Unlock()
+	out := make(map[string]localMember, len(ms))
+	for _, m := range ms {
+		m.mu.Lock()
+		if m.sess != nil {
+			out[m.sess.Member().ID] = localMember{kafkaID: m.id, clientID: m.key.clientID, host: "/" + m.key.ip}
+		}
+		m.mu.Unlock()
+	}
+	return out
+}
+
+// describedMember is one member in Kafka's words: its subscription and
+// assignment encoded as Kafka's consumer protocol (version 0).
+func describedMember(m api.TenantMember, local localMember) kmsg.DescribeGroupsResponseGroupMember {
+	rm := kmsg.NewDescribeGroupsResponseGroupMember()
+	rm.MemberID, rm.ClientID, rm.ClientHost = m.MemberID, m.ClientID, local.host
+	if local.kafkaID != "" {
+		rm.MemberID, rm.ClientID = local.kafkaID, local.clientID // the client's own, not capgate's cut of it
+	}
+	if m.InstanceID != "" {
+		rm.InstanceID = kmsg.StringPtr(m.InstanceID)
+	}
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = m.Topics
+	rm.ProtocolMetadata = meta.AppendTo(nil)
+	assignment := kmsg.NewConsumerMemberAssignment()
+	for _, p := range m.Owned {
+		if n := len(assignment.Topics); n == 0 || assignment.Topics[n-1].Topic != p.Topic {
+			t := kmsg.NewConsumerMemberAssignmentTopic()
+			t.Topic = p.Topic
+			assignment.Topics = append(assignment.Topics, t)
+		}
+		t := &assignment.Topics[len(assignment.Topics)-1]
+		t.Partitions = append(t.Partitions, p.Partition)
+	}
+	rm.MemberAssignment = assignment.AppendTo(nil)
+	return rm
+}

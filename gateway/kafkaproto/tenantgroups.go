@@ -1,0 +1,123 @@
+package kafkaproto
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"weak"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/internal/coordinators"
+)
+
+// tenantGroups reads a tenant's own groups from the coordinator
+// (GET /v1/groups, GET /v1/groups/{group}) with the Kafka principal's
+// own token: a client credential or IdP token, never the admin token, so
+// the coordinator decides what the tenant may see exactly as it decides
+// its joins. Safe for concurrent use.
+type tenantGroups struct {
+	base string
+	http *http.Client
+}
+
+// tenantGroupsBodyMax bounds one answer read from the coordinator.
+const tenantGroupsBodyMax = 16 << 20
+
+// tenantGroupsOf is the server's reader, made on first use (one HTTP
+// client per listener, following the coordinator replicas' leader as the
+// group sessions do) and closed when the server is collected.
+func tenantGroupsOf(s *Server) *tenantGroups {
+	key := weak.Make(s)
+	if t, ok := tenantReaders.Load(key); ok {
+		return t.(*tenantGroups)
+	}
+	t, loaded := tenantReaders.LoadOrStore(key, newTenantGroups(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS))
+	if !loaded {
+		runtime.AddCleanup(s, func(k weak.Pointer[Server]) {
+			if t, ok := tenantReaders.LoadAndDelete(k); ok {
+				t.(*tenantGroups).http.CloseIdleConnections()
+			}
+		}, key)
+	}
+	return t.(*tenantGroups)
+}
+
+var tenantReaders sync.Map // weak.Pointer[Server] → *tenantGroups
+
+func newTenantGroups(coordinatorURL string, tc *tls.Config) *tenantGroups {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if tc != nil {
+		t.TLSClientConfig = tc
+	}
+	hc := &http.Client{Transport: t}
+	base := strings.TrimRight(coordinatorURL, "/")
+	if urls := coordinators.Split(coordinatorURL); len(urls) > 0 {
+		if led, err := client.WithCoordinators(hc, urls); err == nil { // checked by the gateway's config
+			hc = led
+		}
+		base = strings.TrimRight(urls[0], "/")
+	}
+	return &tenantGroups{base: base, http: hc}
+}
+
+// list reads one page of the groups token may join, after after.
+func (t *tenantGroups) list(ctx context.Context, token, after string) (api.TenantGroupsResponse, error) {
+	var out api.TenantGroupsResponse
+	u := t.base + "/v1/groups"
+	if after != "" {
+		u += "?after=" + url.QueryEscape(after)
+	}
+	return out, t.get(ctx, u, token, &out)
+}
+
+// describe reads one group token may join.
+func (t *tenantGroups) describe(ctx context.Context, token, group string) (api.TenantGroupDescription, error) {
+	var out api.TenantGroupDescription
+	return out, t.get(ctx, t.base+"/v1/groups/"+url.PathEscape(group), token, &out)
+}
+
+// get sends one GET; a refusal is a *client.Error (client.CodeOf reads
+// its code; a transport failure is unavailable).
+func (t *tenantGroups) get(ctx context.Context, u, token string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("kafkaproto: tenant groups: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, tenantGroupsBodyMax+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("kafkaproto: tenant groups: read answer: %w", err)
+	case len(body) > tenantGroupsBodyMax:
+		return fmt.Errorf("kafkaproto: tenant groups: answer over %d bytes", tenantGroupsBodyMax)
+	case resp.StatusCode != http.StatusOK:
+		return refusal(resp, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("kafkaproto: tenant groups: decode answer: %w", err)
+	}
+	return nil
+}
+
+// refusal is the coordinator's refusal as a *client.Error.
+func refusal(resp *http.Response, body []byte) error {
+	e := &client.Error{Op: "tenant groups", Status: resp.StatusCode, Code: api.CodeUnavailable, Message: http.StatusText(resp.StatusCode)}
+	var wire api.ErrorBody
+	if json.Unmarshal(body, &wire) == nil && wire.Error.Code != "" {
+		e.Code, e.Message = wire.Error.Code, wire.Error.Message
+	}
+	return e
+}
