@@ -1,0 +1,62 @@
+// KafkaJS's admin client, unmodified, reading groups through capgate's
+// Kafka listener as a lag exporter would: admin.listGroups(), then
+// admin.describeGroups([g]) for each of GROUPS, with SASL PLAIN (the
+// token as the password). It prints one JSON line per answer:
+// {"ev":"list","groups":[{groupId,protocolType}]},
+// {"ev":"describe","group":g,"state":…,"members":[{memberId,clientId,
+// clientHost,topics,assignment}]} (subscription and assignment decoded
+// as Kafka's consumer protocol) or {"ev":"error","group":g,"type":…}
+// (KafkaJS's error type, e.g. GROUP_AUTHORIZATION_FAILED), and exits 0.
+//
+// env: BROKERS (comma-separated), CAPGATE_TOKEN, GROUPS (comma-separated)
+const { Kafka, logLevel, AssignerProtocol } = require('kafkajs')
+
+const out = (ev) => process.stdout.write(JSON.stringify(ev) + '\n')
+const errorType = (e) => String(e.type || (e.cause && e.cause.type) || e.name)
+
+const kafka = new Kafka({
+  clientId: 'kafkajs-admin',
+  brokers: process.env.BROKERS.split(','),
+  sasl: { mechanism: 'plain', username: 'capgate', password: process.env.CAPGATE_TOKEN },
+  logLevel: logLevel.NOTHING,
+  retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 500 },
+})
+
+const describe = async (admin, group) => {
+  try {
+    const { groups: [g] } = await admin.describeGroups([group])
+    out({
+      ev: 'describe', group, state: g.state, protocolType: g.protocolType, error: g.errorCode,
+      members: g.members.map((m) => {
+        const meta = m.memberMetadata.length ? AssignerProtocol.MemberMetadata.decode(m.memberMetadata) : null
+        const a = m.memberAssignment.length ? AssignerProtocol.MemberAssignment.decode(m.memberAssignment) : null
+        return {
+          memberId: m.memberId, clientId: m.clientId, clientHost: m.clientHost,
+          topics: meta ? meta.topics : null, assignment: a ? a.assignment : null,
+        }
+      }),
+    })
+  } catch (e) {
+    out({ ev: 'error', group, type: errorType(e), err: String(e) })
+  }
+}
+
+const run = async () => {
+  const admin = kafka.admin()
+  await admin.connect()
+  try {
+    try {
+      const { groups } = await admin.listGroups()
+      out({ ev: 'list', groups })
+    } catch (e) {
+      out({ ev: 'error', group: '', type: errorType(e), err: String(e) })
+    }
+    for (const group of (process.env.GROUPS || '').split(',').filter(Boolean)) {
+      await describe(admin, group)
+    }
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+run().catch((e) => { out({ ev: 'error', group: '', type: errorType(e), err: String(e) }); process.exit(0) })
