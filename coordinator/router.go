@@ -112,6 +112,7 @@ func (c *Coordinator) newRouter() *router {
 	r.add("offsets", get, "/v1/groups/{}/offsets", c.consumer(c.handleOffsets))
 	r.add("tenant_groups", get, "/v1/groups", c.consumer(c.handleTenantGroups))
 	r.add("tenant_group", get, "/v1/groups/{}", c.consumer(c.handleTenantGroup))
+	r.add("tenant_group_offsets", get, "/v1/groups/{}/committed", c.consumer(c.handleTenantGroupOffsets))
 	r.add("attenuate", post, "/v1/capabilities/attenuate", c.consumer(c.handleAttenuate))
 	r.add("admin_groups", get, "/v1/admin/groups", c.admin(c.handleAdminGroups))
 	r.add("admin_group", get, "/v1/admin/groups/{}", c.admin(c.handleAdminGroup))

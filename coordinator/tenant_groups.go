@@ -19,6 +19,12 @@ package coordinator
 //     bearer may not join — whether it exists or not, so names of other
 //     tenants' groups cannot be probed — 404 not_found for an unknown one
 //     it may.
+//   GET /v1/groups/{g}/committed → api.OffsetsResponse: the group's
+//     committed offsets, sorted (an unknown group has none) — Kafka's
+//     OffsetFetch without a member (kadm FetchOffsets, KafkaJS
+//     admin.fetchOffsets, lag exporters), for a bearer that may join the
+//     group; 403 otherwise, whether it exists or not. Its member-token
+//     twin is GET /v1/groups/{g}/offsets.
 //   400 for a bad group name, cursor, limit or unknown query parameter;
 //   401/409 for the bearer as at join; 503 unavailable if the coordinator
 //   failed closed.
@@ -67,19 +73,7 @@ func (c *Coordinator) handleTenantGroups(ctx *fasthttp.RequestCtx, _ []string) {
 
 func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []string) {
 	groupName := params[0]
-	if !groupParam(ctx, groupName) {
-		return
-	}
-	claims, ok := c.tenantBearer(ctx)
-	if !ok {
-		return
-	}
-	if !claims.AllowsGroup(groupName) {
-		writeError(ctx, api.CodeForbidden, "client credential does not allow group "+groupName)
-		return
-	}
-	if len(ctx.QueryArgs().QueryString()) > 0 {
-		writeError(ctx, api.CodeBadRequest, "GET /v1/groups/{group} takes no query parameters")
+	if !c.tenantGroupParam(ctx, groupName) {
 		return
 	}
 	var v group.KafkaView
@@ -112,6 +106,44 @@ func tenantView(v group.KafkaView) api.TenantGroupDescription {
 		out.Members = append(out.Members, tm)
 	}
 	return out
+}
+
+func (c *Coordinator) handleTenantGroupOffsets(ctx *fasthttp.RequestCtx, params []string) {
+	groupName := params[0]
+	if !c.tenantGroupParam(ctx, groupName) {
+		return
+	}
+	var offsets []api.CommittedOffset
+	if err := c.query(func(m *group.Machine) { offsets = m.Offsets(groupName) }); err != nil {
+		writeMachineError(ctx, nil, err)
+		return
+	}
+	if offsets == nil {
+		offsets = []api.CommittedOffset{}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, api.OffsetsResponse{Offsets: offsets})
+}
+
+// tenantGroupParam checks a tenant's request about one group: a valid
+// name, a bearer that may join it (403 otherwise, whether the group
+// exists or not), no query. On failure it writes the answer.
+func (c *Coordinator) tenantGroupParam(ctx *fasthttp.RequestCtx, groupName string) bool {
+	if !groupParam(ctx, groupName) {
+		return false
+	}
+	claims, ok := c.tenantBearer(ctx)
+	if !ok {
+		return false
+	}
+	if !claims.AllowsGroup(groupName) {
+		writeError(ctx, api.CodeForbidden, "client credential does not allow group "+groupName)
+		return false
+	}
+	if len(ctx.QueryArgs().QueryString()) > 0 {
+		writeError(ctx, api.CodeBadRequest, "GET /v1/groups/{group} and /committed take no query parameters")
+		return false
+	}
+	return true
 }
 
 // tenantBearer verifies the bearer as a join does for a new member: a

@@ -17,9 +17,10 @@ import (
 // B lists only its own; describing A's running group and an A-style name
 // that does not exist are both 403 (no existence oracle), while A gets
 // its group (state, its member owning every partition) and 404 for the
-// unknown one. Neither a member token nor the admin token is a bearer
-// here: the route is the tenant's, and the gateway never uses the admin
-// token on a tenant's behalf.
+// unknown one; the same for the group's committed offsets (/committed).
+// Neither a member token nor the admin token is a bearer here: the routes
+// are the tenant's, and the gateway never uses the admin token on a
+// tenant's behalf.
 func TestTenantGroupsSeeOnlyTheirOwn(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 4})
 	h := e.start(t)
@@ -42,6 +43,17 @@ func TestTenantGroupsSeeOnlyTheirOwn(t *testing.T) {
 	h.expectError(t, "GET", "/v1/groups/a-one", credB, nil, 403, api.CodeForbidden)
 	h.expectError(t, "GET", "/v1/groups/a-missing", credB, nil, 403, api.CodeForbidden)
 	h.expectError(t, "GET", "/v1/groups/a-missing", credA, nil, 404, api.CodeNotFound)
+	h.expectError(t, "GET", "/v1/groups/a-one/committed", credB, nil, 403, api.CodeForbidden)
+	h.expectError(t, "GET", "/v1/groups/a-missing/committed", credB, nil, 403, api.CodeForbidden)
+	h.expectError(t, "GET", "/v1/groups/a-one/committed", ma.token, nil, 401, api.CodeUnauthorized)
+	if status, body := ma.commit(t, "orders", 2, 0, false); status != 200 {
+		t.Fatalf("commit: %d %s", status, body)
+	}
+	var committed api.OffsetsResponse
+	h.call(t, "GET", "/v1/groups/a-one/committed", credA, nil, 200, &committed)
+	if len(committed.Offsets) != 1 || committed.Offsets[0].Partition != 2 {
+		t.Errorf("a-one's committed offsets for A: %+v, want orders/2", committed)
+	}
 	h.expectError(t, "GET", "/v1/groups", ma.token, nil, 401, api.CodeUnauthorized)
 	h.expectError(t, "GET", "/v1/groups/a-one", e.adminToken, nil, 401, api.CodeUnauthorized)
 	h.expectError(t, "GET", "/v1/groups", "", nil, 401, api.CodeUnauthorized)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capgate/capgate/e2e/sdk"
@@ -169,5 +170,59 @@ func TestAdminGroupsTenantIsolation(t *testing.T) {
 	resp, err := kmsg.NewPtrListGroupsRequest().RequestWith(ctx, capCl)
 	if err != nil || resp.ErrorCode != 0 || len(resp.Groups) != 0 {
 		t.Errorf("ListGroups with a partition capability: %+v %v, want nothing listed", resp, err)
+	}
+}
+
+// TestAdminFetchOffsetsWithoutMember: kadm's FetchOffsets (an OffsetFetch
+// naming no member) from a client that is not a member of the group —
+// what lag exporters send — answers the group's committed offsets to the
+// tenant that may join it (it answered UNKNOWN_MEMBER_ID), and
+// GROUP_AUTHORIZATION_FAILED to another tenant. A request naming a member
+// id the client did not open stays UNKNOWN_MEMBER_ID.
+func TestAdminFetchOffsetsWithoutMember(t *testing.T) {
+	s := Start(t, Options{Partitions: 4})
+	credA := tenantCredential(t, s, "tenant-a", []string{"a-*"})
+	credB := tenantCredential(t, s, "tenant-b", []string{"b-*"})
+	m := joinGroup(t, s, "a1", "a-orders", credA, cooperativeSticky)
+	for p := range int32(4) {
+		produceDirect(t, s, "orders", p, 3)
+	}
+	sdk.Eventually(t, 30*time.Second, "a1 polled 12 records", func() (bool, string) {
+		n := len(m.Records())
+		return n == 12, fmt.Sprintf("%d polled", n)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	admA := kadm.NewClient(kgoClient(t, s.KafkaAddrs(), credA, false, kgo.ClientID("lag-exporter")))
+	offsets, err := admA.FetchOffsets(ctx, "a-orders")
+	if err != nil {
+		t.Fatalf("tenant A fetches a-orders' offsets without a member: %v", err)
+	}
+	for p := range int32(4) {
+		o, ok := offsets.Lookup("orders", p)
+		if !ok || o.Err != nil || o.At != 3 {
+			t.Errorf("orders/%d: %+v (found %v), want committed 3", p, o, ok)
+		}
+	}
+
+	clB := kgoClient(t, s.KafkaAddrs(), credB, false)
+	if _, err := kadm.NewClient(clB).FetchOffsets(ctx, "a-orders"); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Errorf("tenant B fetches a-orders' offsets: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+	id, _ := m.cl.GroupMetadata()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group, g.MemberID = "a-orders", kmsg.StringPtr(id)
+	req.Groups = []kmsg.OffsetFetchRequestGroup{g}
+	raw, err := kgoClient(t, s.KafkaAddrs(), credA, false, kgo.ClientID("other")).Broker(0).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := raw.(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode; code != kerr.UnknownMemberID.Code {
+		t.Errorf("OffsetFetch under a1's member id from another client: error %d, want UNKNOWN_MEMBER_ID", code)
 	}
 }

@@ -38,6 +38,11 @@ package kafkaproto
 //     the client's policy here, and a member that ends without its client
 //     committing releases the partition without an offset (never the
 //     resolved reset position as a commit).
+//   - An OffsetFetch naming no member, from a client without a member in
+//     the group, is Kafka's admin read (offsetsadmin.go): the
+//     coordinator's committed offsets, for a credential that may join the
+//     group. One naming a member id this client did not open is
+//     UNKNOWN_MEMBER_ID.
 
 import (
 	"context"
@@ -174,6 +179,9 @@ func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[
 		return out
 	}
 	m := c.memberOf(group, id)
+	if m == nil && (id == nil || *id == "") {
+		return c.fetchCommittedOffsets(out, all, wanted) // no member: Kafka's admin read (offsetsadmin.go)
+	}
 	if m == nil {
 		out.ErrorCode = kerr.UnknownMemberID.Code
 		return out

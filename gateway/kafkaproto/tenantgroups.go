@@ -84,6 +84,12 @@ func (t *tenantGroups) describe(ctx context.Context, token, group string) (api.T
 	return out, t.get(ctx, t.base+"/v1/groups/"+url.PathEscape(group), token, &out)
 }
 
+// committed reads the committed offsets of a group token may join.
+func (t *tenantGroups) committed(ctx context.Context, token, group string) (api.OffsetsResponse, error) {
+	var out api.OffsetsResponse
+	return out, t.get(ctx, t.base+"/v1/groups/"+url.PathEscape(group)+"/committed", token, &out)
+}
+
 // get sends one GET; a refusal is a *client.Error (client.CodeOf reads
 // its code; a transport failure is unavailable).
 func (t *tenantGroups) get(ctx context.Context, u, token string, out any) error {

@@ -1,0 +1,70 @@
+package kafkaproto
+
+// Behavior: OffsetFetch of a group from a client that has no member in it
+// and names none — Kafka's admin read of a group's offsets (kadm
+// FetchOffsets, KafkaJS admin.fetchOffsets, lag exporters, the
+// kafka-consumer-groups tool). Kafka allows it to a principal with
+// Describe on the group; here to a client credential or IdP identity
+// that may join the group (conn.groupAllowed, checked before), which
+// could join and read the same offsets as a member. The offsets are the
+// coordinator's committed ones (GET /v1/groups/{g}/committed), read with
+// the connection's own token — never the admin token — so the
+// coordinator decides again. Partitions without a commit answer -1; all
+// topics (a nil topic list) answer every committed partition. The
+// coordinator unreachable: COORDINATOR_LOAD_IN_PROGRESS (retriable), never
+// -1, which would have a client apply its reset policy to a partition
+// that has a commit; the credential refused there:
+// GROUP_AUTHORIZATION_FAILED.
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/client/session"
+)
+
+// fetchCommittedOffsets fills out (group and authorization set) from the
+// coordinator's committed offsets.
+func (c *conn) fetchCommittedOffsets(out kmsg.OffsetFetchResponseGroup, all bool, wanted map[string][]int32) kmsg.OffsetFetchResponseGroup {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := tenantGroupsOf(c.s).committed(ctx, c.principal.Token, out.Group)
+	if err != nil {
+		code := client.CodeOf(err)
+		out.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		if !api.IsRetriable(code) {
+			out.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		}
+		c.s.log.Info("kafka OffsetFetch without a member: the coordinator's committed offsets are unavailable", zap.String("group", out.Group), zap.Error(err))
+		return out
+	}
+	stored := make(map[session.Partition]api.CommittedOffset, len(resp.Offsets))
+	for _, o := range resp.Offsets {
+		p := session.Partition{Topic: o.Topic, Partition: o.Partition}
+		stored[p] = o
+		if all && !slices.Contains(wanted[o.Topic], o.Partition) {
+			wanted[o.Topic] = append(wanted[o.Topic], o.Partition)
+		}
+	}
+	for _, topic := range slices.Sorted(maps.Keys(wanted)) {
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.Topic = topic
+		for _, p := range wanted[topic] {
+			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			rp.Partition, rp.LeaderEpoch, rp.Offset, rp.Metadata = p, -1, -1, kmsg.StringPtr("")
+			if o, ok := stored[session.Partition{Topic: topic, Partition: p}]; ok {
+				rp.Offset, rp.Metadata = o.Offset, kmsg.StringPtr(o.Metadata)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
+	return out
+}
