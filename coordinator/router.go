@@ -69,7 +69,7 @@ func noRoute(path []byte) string {
 	if bytes.HasPrefix(path, []byte("/v1/topics/")) {
 		return fmt.Sprintf("no such route: %.128q; records are fetched and produced at a gateway, not at the coordinator: send this to a gateway's base URL", path)
 	}
-	return fmt.Sprintf("no such route: %.128q; the coordinator serves /v1/groups/{group}/(join|heartbeat|commit|leave|offsets), /v1/capabilities/attenuate, /v1/admin/..., /v1/sync, /oauth/token, /console, /healthz, /readyz, /metrics, /openapi.json and /.well-known/jwks.json: is the URL the coordinator's base URL?", path)
+	return fmt.Sprintf("no such route: %.128q; the coordinator serves /v1/groups, /v1/groups/{group}, /v1/groups/{group}/(join|heartbeat|commit|leave|offsets|committed), /v1/capabilities/attenuate, /v1/admin/..., /v1/sync, /oauth/token, /console, /healthz, /readyz, /metrics, /openapi.json and /.well-known/jwks.json: is the URL the coordinator's base URL?", path)
 }
 
 func match(pattern, segments []string) ([]string, bool) {
