@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -18,6 +20,7 @@ import (
 // kafkajsAdminEvent is one line of testdata/kafkajs/admin.js.
 type kafkajsAdminEvent struct {
 	Ev     string `json:"ev"`
+	Op     string `json:"op"`
 	Group  string `json:"group"`
 	Type   string `json:"type"`
 	Err    string `json:"err"`
@@ -33,10 +36,15 @@ type kafkajsAdminEvent struct {
 		Topics     []string           `json:"topics"`
 		Assignment map[string][]int32 `json:"assignment"`
 	} `json:"members"`
+	Partitions []struct {
+		Partition int32 `json:"partition"`
+		Offset    int64 `json:"offset"`
+	} `json:"partitions"`
 }
 
-// kafkajsAdmin runs admin.js with token: its list and, per group, its
-// describe (or error), keyed "" for the list.
+// kafkajsAdmin runs admin.js with token: its list (keyed "") and, per
+// group g, its describe (keyed g) and its offsets (keyed "offsets:"+g),
+// or the errors in their place.
 func kafkajsAdmin(t testing.TB, s *Stack, token string, groups ...string) map[string]kafkajsAdminEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -44,7 +52,7 @@ func kafkajsAdmin(t testing.TB, s *Stack, token string, groups ...string) map[st
 	cmd := exec.CommandContext(ctx, "node", "admin.js")
 	cmd.Dir = kafkajsDir(t)
 	cmd.Env = append(os.Environ(), "BROKERS="+strings.Join(s.KafkaAddrs(), ","), "CAPGATE_TOKEN="+token,
-		"GROUPS="+strings.Join(groups, ","))
+		"GROUPS="+strings.Join(groups, ","), "TOPIC="+s.Topic)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("node admin.js: %v\n%s", err, out)
@@ -56,7 +64,11 @@ func kafkajsAdmin(t testing.TB, s *Stack, token string, groups ...string) map[st
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.Fatalf("admin.js printed %q", sc.Bytes())
 		}
-		events[ev.Group] = ev
+		key := ev.Group
+		if ev.Ev == "offsets" || ev.Op == "offsets" {
+			key = "offsets:" + ev.Group
+		}
+		events[key] = ev
 	}
 	return events
 }
@@ -66,7 +78,9 @@ func kafkajsAdmin(t testing.TB, s *Stack, token string, groups ...string) map[st
 // group once (the gateway is 4 brokers to it — its fetch lanes — and
 // KafkaJS concatenates every broker's list) and describes it Stable with
 // its member (client id, host) and an assignment, decoded by KafkaJS's
-// own consumer-protocol decoder, of every partition. Tenant B lists
+// own consumer-protocol decoder, of every partition; its
+// admin.fetchOffsets from this non-member client answers the committed
+// offsets (it was UNKNOWN_MEMBER_ID). Tenant B lists
 // nothing of A's and its describe of A's group fails (FindCoordinator
 // refuses it GROUP_AUTHORIZATION_FAILED, which KafkaJS reports as "failed
 // to find group coordinator", as against Kafka). Fails without the feature: listGroups and
@@ -76,12 +90,23 @@ func TestKafkaJSAdminGroups(t *testing.T) {
 	credA := tenantCredential(t, s, "tenant-a", []string{"a-*"})
 	credB := tenantCredential(t, s, "tenant-b", []string{"b-*"})
 	m := joinGroup(t, s, "a1", "a-orders", credA, cooperativeSticky)
-	sdk.Eventually(t, 30*time.Second, "a-orders settled", func() (bool, string) {
+	for p := range int32(4) {
+		produceDirect(t, s, "orders", p, 2)
+	}
+	sdk.Eventually(t, 30*time.Second, "a-orders settled, 8 records polled", func() (bool, string) {
 		if ok, why := settled(t, s, "a-orders", 1); !ok {
 			return false, why
 		}
+		if n := len(m.Records()); n != 8 {
+			return false, fmt.Sprintf("%d polled", n)
+		}
 		return clientsSettled(4, m)
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	var a map[string]kafkajsAdminEvent
 	sdk.Eventually(t, 60*time.Second, "KafkaJS describes a-orders Stable", func() (bool, string) {
@@ -100,6 +125,13 @@ func TestKafkaJSAdminGroups(t *testing.T) {
 	if mem.ClientID != "a1" || mem.ClientHost != "/127.0.0.1" || !slices.Equal(mem.Topics, []string{"orders"}) || !slices.Equal(owned, []int32{0, 1, 2, 3}) {
 		t.Errorf("member %+v, want client a1 on /127.0.0.1 subscribed to orders and assigned 0-3", mem)
 	}
+	got := map[int32]int64{}
+	for _, p := range a["offsets:a-orders"].Partitions {
+		got[p.Partition] = p.Offset
+	}
+	if want := map[int32]int64{0: 2, 1: 2, 2: 2, 3: 2}; !maps.Equal(got, want) {
+		t.Errorf("tenant A's fetchOffsets: %+v, want %v", a["offsets:a-orders"], want)
+	}
 
 	b := kafkajsAdmin(t, s, credB, "a-orders")
 	if list := b[""]; list.Ev != "list" || len(list.Groups) != 0 {
@@ -109,5 +141,8 @@ func TestKafkaJSAdminGroups(t *testing.T) {
 	// which KafkaJS reports as it does Kafka's: no coordinator found.
 	if e := b["a-orders"]; e.Ev != "error" || e.Type != "KafkaJSGroupCoordinatorNotFound" && e.Type != "GROUP_AUTHORIZATION_FAILED" {
 		t.Errorf("tenant B describes a-orders: %+v, want it refused", e)
+	}
+	if e := b["offsets:a-orders"]; e.Ev != "error" || len(e.Partitions) != 0 {
+		t.Errorf("tenant B fetches a-orders' offsets: %+v, want it refused", e)
 	}
 }

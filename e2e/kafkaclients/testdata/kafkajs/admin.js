@@ -6,9 +6,12 @@
 // {"ev":"describe","group":g,"state":…,"members":[{memberId,clientId,
 // clientHost,topics,assignment}]} (subscription and assignment decoded
 // as Kafka's consumer protocol) or {"ev":"error","group":g,"type":…}
-// (KafkaJS's error type, e.g. GROUP_AUTHORIZATION_FAILED), and exits 0.
+// (KafkaJS's error type, e.g. GROUP_AUTHORIZATION_FAILED), then
+// admin.fetchOffsets({groupId: g, topics: [TOPIC]}) as
+// {"ev":"offsets","group":g,"partitions":[{partition,offset}]} or an error
+// line with "op":"offsets"; and exits 0.
 //
-// env: BROKERS (comma-separated), CAPGATE_TOKEN, GROUPS (comma-separated)
+// env: BROKERS (comma-separated), CAPGATE_TOKEN, GROUPS (comma-separated), TOPIC
 const { Kafka, logLevel, AssignerProtocol } = require('kafkajs')
 
 const out = (ev) => process.stdout.write(JSON.stringify(ev) + '\n')
@@ -41,6 +44,16 @@ const describe = async (admin, group) => {
   }
 }
 
+const offsets = async (admin, group) => {
+  try {
+    const topics = await admin.fetchOffsets({ groupId: group, topics: [process.env.TOPIC] })
+    const partitions = topics.flatMap((t) => t.partitions.map((p) => ({ partition: p.partition, offset: Number(p.offset) })))
+    out({ ev: 'offsets', group, partitions })
+  } catch (e) {
+    out({ ev: 'error', op: 'offsets', group, type: errorType(e), err: String(e) })
+  }
+}
+
 const run = async () => {
   const admin = kafka.admin()
   await admin.connect()
@@ -53,6 +66,7 @@ const run = async () => {
     }
     for (const group of (process.env.GROUPS || '').split(',').filter(Boolean)) {
       await describe(admin, group)
+      await offsets(admin, group)
     }
   } finally {
     await admin.disconnect()
