@@ -8,10 +8,10 @@ package coordinator
 //
 //   GET /v1/groups?after=&limit= → api.TenantGroupsResponse: the groups
 //     its patterns allow, in name order after after, at most limit
-//     (1..describe_page_max, default describe_page_max) with Kafka's
-//     state (group.KafkaState); next_after when more follow. Each pattern
-//     is a binary search into the sorted names: a tenant's page never
-//     walks other tenants' names.
+//     (1..describe_page_max, and never more than tenantListPageMax,
+//     1,000, the default) with Kafka's state (group.KafkaState);
+//     next_after when more follow. Each pattern is a binary search into
+//     the sorted names: a tenant's page never walks other tenants' names.
 //   GET /v1/groups/{g} → api.TenantGroupDescription: state, assignor,
 //     live members (ids, client id, topics, owned partitions), at most
 //     tenantDescribeMembersMax members and describe_page_max owned
@@ -37,6 +37,11 @@ import (
 	"github.com/capgate/capgate/ocap"
 )
 
+// tenantListPageMax bounds the groups one GET /v1/groups answers: each
+// costs a walk of its partitions (its state) inside the coordinator's
+// loop.
+const tenantListPageMax = 1000
+
 // tenantDescribeMembersMax bounds the members one GET /v1/groups/{g}
 // answers (Kafka's DescribeGroups has no paging).
 const tenantDescribeMembersMax = 1000
@@ -50,6 +55,7 @@ func (c *Coordinator) handleTenantGroups(ctx *fasthttp.RequestCtx, _ []string) {
 	if !ok {
 		return
 	}
+	q.limit = min(q.limit, tenantListPageMax)
 	out := api.TenantGroupsResponse{Groups: []api.TenantGroup{}}
 	err := c.query(func(m *group.Machine) {
 		names, more := m.GroupsMatching(claims.Groups, q.get("after"), q.limit)

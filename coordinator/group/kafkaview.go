@@ -19,8 +19,6 @@ package group
 import (
 	"slices"
 	"strings"
-
-	"github.com/capgate/capgate/coordinator/assign"
 )
 
 // Kafka's group states (ListGroups, DescribeGroups).
@@ -65,13 +63,17 @@ func kafkaState(g *group) string {
 	if len(g.members) == 0 {
 		return KafkaEmpty
 	}
+	var assignable map[string]bool // topics some member may be assigned, built at the first unowned partition
 	pending := false
 	for _, p := range g.order {
 		switch p.state() {
 		case Revoking:
 			return KafkaPreparingRebalance
 		case Unowned:
-			pending = pending || assignable(g, p.id)
+			if assignable == nil {
+				assignable = assignableTopics(g)
+			}
+			pending = pending || assignable[p.id.Topic]
 		}
 	}
 	if pending {
@@ -80,14 +82,18 @@ func kafkaState(g *group) string {
 	return KafkaStable
 }
 
-// assignable reports whether some member may be assigned p.
-func assignable(g *group, p assign.Partition) bool {
+// assignableTopics are the topics some member of g may be assigned.
+func assignableTopics(g *group) map[string]bool {
+	out := map[string]bool{}
 	for _, mem := range g.members {
-		if mem.resolved[p.Topic] || slices.Contains(mem.topics, p.Topic) {
-			return true
+		for t, ok := range mem.resolved {
+			out[t] = out[t] || ok
+		}
+		for _, t := range mem.topics {
+			out[t] = true
 		}
 	}
-	return false
+	return out
 }
 
 // KafkaView describes the group for DescribeGroups: at most maxMembers
