@@ -35,6 +35,10 @@ type Server struct {
 
 	topics *topicCache
 	groups *groups
+	// tenants reads a tenant's own groups for ListGroups, DescribeGroups
+	// and OffsetFetch without a member (tenantgroups.go), made once.
+	tenantsOnce sync.Once
+	tenants     *tenantGroups
 	// aheadBudget is what read-aheads may still reserve (bytes).
 	aheadBudget atomic.Int64
 
@@ -367,6 +371,9 @@ func (s *Server) Close() error {
 	}
 	s.groups.closeAll()
 	s.wg.Wait()
+	if s.tenants != nil { // every connection has ended: nothing makes it now
+		s.tenants.http.CloseIdleConnections()
+	}
 	s.log.Info("kafka listener stopped")
 	return nil
 }

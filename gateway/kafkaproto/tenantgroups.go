@@ -8,10 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strings"
-	"sync"
-	"weak"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client"
@@ -31,26 +28,13 @@ type tenantGroups struct {
 // tenantGroupsBodyMax bounds one answer read from the coordinator.
 const tenantGroupsBodyMax = 16 << 20
 
-// tenantGroupsOf is the server's reader, made on first use (one HTTP
+// tenantGroupsOf is the server's reader, made on first use: one HTTP
 // client per listener, following the coordinator replicas' leader as the
-// group sessions do) and closed when the server is collected.
+// group sessions do; Close drops its idle connections.
 func tenantGroupsOf(s *Server) *tenantGroups {
-	key := weak.Make(s)
-	if t, ok := tenantReaders.Load(key); ok {
-		return t.(*tenantGroups)
-	}
-	t, loaded := tenantReaders.LoadOrStore(key, newTenantGroups(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS))
-	if !loaded {
-		runtime.AddCleanup(s, func(k weak.Pointer[Server]) {
-			if t, ok := tenantReaders.LoadAndDelete(k); ok {
-				t.(*tenantGroups).http.CloseIdleConnections()
-			}
-		}, key)
-	}
-	return t.(*tenantGroups)
+	s.tenantsOnce.Do(func() { s.tenants = newTenantGroups(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS) })
+	return s.tenants
 }
-
-var tenantReaders sync.Map // weak.Pointer[Server] → *tenantGroups
 
 func newTenantGroups(coordinatorURL string, tc *tls.Config) *tenantGroups {
 	t := http.DefaultTransport.(*http.Transport).Clone()
