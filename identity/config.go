@@ -65,12 +65,54 @@ type Match struct {
 	Value string `yaml:"value"`
 }
 
-// Rule grants Groups and Topics to a token whose Claim holds Value.
+// Rule grants Groups and Topics to a token whose Claim holds Value, for
+// Ops: a client credential's vocabulary (ocap.ParseClientOps), consume
+// required; none: consume alone. With produce, the token may write
+// through the gateway's Kafka listener to this rule's exactly named
+// Topics, and to no other topic (Identity.ProduceTopics).
 type Rule struct {
 	Claim  string   `yaml:"claim"`
 	Value  string   `yaml:"value"`
 	Groups []string `yaml:"groups"`
 	Topics []string `yaml:"topics"`
+	Ops    []string `yaml:"ops"`
+}
+
+// maxRuleOps bounds a rule's ops list (there are two ops; repeats are
+// allowed, not without end), as for a client credential.
+const maxRuleOps = 8
+
+// ops is what the rule grants; a rule that passed validate always
+// parses (an unparsable one grants consume alone).
+func (r Rule) ops() ocap.Ops {
+	ops, err := ocap.ParseClientOps(r.Ops)
+	if err != nil {
+		return ocap.ClientOpsDefault
+	}
+	return ops
+}
+
+// validateOps checks the rule's ops under rp: each a known client op
+// (the error names the entry, rp.ops[i]), consume among them, and
+// produce only beside a topic this rule names exactly ("*" and prefix
+// patterns grant consume only, as in a client credential).
+func (r Rule) validateOps(rp string) error {
+	if len(r.Ops) > maxRuleOps {
+		return fmt.Errorf("%s.ops: at most %d entries (consume, produce), got %d", rp, maxRuleOps, len(r.Ops))
+	}
+	for i, name := range r.Ops {
+		if _, err := ocap.ParseClientOps([]string{name}); err != nil {
+			return fmt.Errorf("%s.ops[%d]: %w", rp, i, err)
+		}
+	}
+	ops := r.ops()
+	switch {
+	case !ops.Has(ocap.OpConsume):
+		return fmt.Errorf("%s.ops: consume is required (a rule's tokens join groups), got %q; add produce to also write", rp, r.Ops)
+	case ops.Has(ocap.OpProduce) && !slices.ContainsFunc(r.Topics, ocap.IsExactName):
+		return fmt.Errorf("%s.ops: produce needs a topic named exactly in this rule's topics (\"*\" and prefix patterns grant consume only), got topics %q", rp, r.Topics)
+	}
+	return nil
 }
 
 // DefaultConfig has no issuers.
@@ -142,6 +184,9 @@ func (is IssuerConfig) validate(p string) error {
 			if !ocap.ValidPattern(t, ocap.ValidTopic) {
 				return fmt.Errorf("%s.topics: %q: want a topic name, * or prefix* (\"*\" only at the end)", rp, t)
 			}
+		}
+		if err := r.validateOps(rp); err != nil {
+			return err
 		}
 	}
 	for j, m := range is.ConsoleAdmins {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,8 +28,26 @@ type Identity struct {
 	// Groups and Topics are patterns (exact, "*", "prefix*") granted by
 	// the matching rules.
 	Groups, Topics []string
-	ExpiresAt      time.Time
+	// Ops is the union of the matching rules' ops (consume always).
+	Ops ocap.Ops
+	// ProduceTopics are the topics the identity may write to: the
+	// exactly named topics of the matching rules whose ops hold produce,
+	// and only those. Another matching rule never widens them, neither
+	// by a pattern nor by an exact name of its own: a consume-only rule
+	// naming "payments" beside a produce rule naming "orders" lets the
+	// token read both and write orders alone.
+	ProduceTopics []string
+	ExpiresAt     time.Time
 }
+
+// MayProduceTo reports whether the identity may write to topic: a
+// matching rule with the produce op names it exactly.
+func (id *Identity) MayProduceTo(topic string) bool {
+	return slices.Contains(id.ProduceTopics, topic)
+}
+
+// ProducesAnywhere reports whether the identity may write to some topic.
+func (id *Identity) ProducesAnywhere() bool { return len(id.ProduceTopics) > 0 }
 
 // Verifier verifies tokens of the configured issuers.
 type Verifier struct {
@@ -232,6 +251,15 @@ func (is *issuer) identity(claims jwt.MapClaims) (Identity, error) {
 		}
 		id.Groups = appendNew(id.Groups, r.Groups...)
 		id.Topics = appendNew(id.Topics, r.Topics...)
+		ops := r.ops()
+		id.Ops |= ops
+		if ops.Has(ocap.OpProduce) {
+			for _, t := range r.Topics {
+				if ocap.IsExactName(t) {
+					id.ProduceTopics = appendNew(id.ProduceTopics, t)
+				}
+			}
+		}
 	}
 	if len(id.Groups) == 0 {
 		return Identity{}, ErrUnmapped

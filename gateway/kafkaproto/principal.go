@@ -16,13 +16,18 @@ type Principal struct {
 	// Claims are the verified token's claims: a partition capability
 	// (assign mode: the connection may use exactly that partition) or a
 	// client credential (group mode; Produce only with its produce op, to
-	// the topics it names exactly).
+	// the topics it names exactly) or an IdP identity's in a client
+	// credential's shape (Produce only as Identity's rules allow).
 	Claims *ocap.Claims
 	// Token is the token as presented; group joins hand it to the
 	// coordinator as the member's client credential.
 	Token string
 	// Expires is when the token, hence the SASL session, ends.
 	Expires time.Time
+	// Identity is the IdP identity an IdP token mapped to (nil for
+	// capgate's tokens): its rules' ops decide Produce
+	// (Principal.mayProduceTo).
+	Identity *identity.Identity
 }
 
 // capability reports whether the principal is a partition capability.
@@ -99,5 +104,5 @@ func (a idpAuthenticator) Authenticate(token string, from netip.Addr, now time.T
 	if code := a.gate.CheckClient(c, now); code != "" {
 		return nil, fmt.Errorf("identity %s refused: %s", id.ID, code)
 	}
-	return &Principal{Claims: c, Token: token, Expires: id.ExpiresAt}, nil
+	return &Principal{Claims: c, Token: token, Expires: id.ExpiresAt, Identity: &id}, nil
 }

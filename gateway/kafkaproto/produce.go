@@ -11,8 +11,12 @@ package kafkaproto
 //     op whose tps claim names the topic itself (a pattern, "*" or
 //     "orders-*", grants consume only; ocap.Claims.MayProduceTo) and that
 //     is not denied. A credential without the op claim (minted before
-//     client ops existed, or consume-only) and an IdP identity may not
-//     produce: TOPIC_AUTHORIZATION_FAILED.
+//     client ops existed, or consume-only) may not produce:
+//     TOPIC_AUTHORIZATION_FAILED. An IdP identity (gateway.kafka_oidc)
+//     is decided the same way by its rules: it may write to a topic
+//     only when a rule it matches has the produce op and names the topic
+//     exactly (identity.Identity.ProduceTopics: never widened by another
+//     rule's topics); with no such rule it is consume only.
 //     Refused partitions answer the boundary table's error without
 //     their leader being looked up (a refusal costs Kafka nothing); the
 //     others are forwarded to their Kafka leaders, one request per leader,
@@ -124,7 +128,7 @@ var notWrittenRetry = kerr.NotEnoughReplicas
 // returns api.CodeRateLimited and how long until the rate allows it.
 func (c *conn) admitProduce(topic string, partition int32, now time.Time) (*ocap.Claims, api.Code, time.Duration) {
 	if !c.principal.capability() {
-		if !c.principal.Claims.MayProduceTo(topic) {
+		if !c.principal.mayProduceTo(topic) {
 			return nil, api.CodeForbidden, 0
 		}
 		return c.principal.Claims, c.checkClient(now), 0
@@ -302,7 +306,8 @@ func handleInitProducerID(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, 
 // mayProduce decides whether the principal may produce anywhere now
 // ("" when it may): a capability with the produce op, admitted for its
 // own partition (not denied, fenced or expired), or a client credential
-// with the produce op naming a topic exactly and still good. A principal
+// (or IdP identity) with the produce op naming a topic exactly and still
+// good. A principal
 // that may not gets no producer id from Kafka.
 func (c *conn) mayProduce(now time.Time) api.Code {
 	p := c.principal.Claims
@@ -312,8 +317,29 @@ func (c *conn) mayProduce(now time.Time) api.Code {
 		}
 		return c.admit(p.Topic, p.PartitionNumber(), ocap.OpProduce, -1, now).code
 	}
-	if !p.ProducesAnywhere() {
+	if !c.principal.producesAnywhere() {
 		return api.CodeForbidden
 	}
 	return c.checkClient(now)
+}
+
+// mayProduceTo reports whether a client principal may write to topic: a
+// client credential by its op claim and exact topics
+// (ocap.Claims.MayProduceTo), an IdP identity by its rules
+// (identity.Identity.MayProduceTo) — never by the identity's claims in
+// credential shape, whose one topic list unites every matching rule's.
+func (p *Principal) mayProduceTo(topic string) bool {
+	if p.Identity != nil {
+		return p.Identity.MayProduceTo(topic)
+	}
+	return p.Claims.MayProduceTo(topic)
+}
+
+// producesAnywhere reports whether a client principal may write to some
+// topic (InitProducerId).
+func (p *Principal) producesAnywhere() bool {
+	if p.Identity != nil {
+		return p.Identity.ProducesAnywhere()
+	}
+	return p.Claims.ProducesAnywhere()
 }
