@@ -34,6 +34,16 @@
 // identity may join the union of what its matching rules grant; a token no
 // rule matches is refused (ErrUnmapped).
 //
+// Ops: a rule may carry ops in a client credential's vocabulary
+// (ocap.ParseClientOps: consume, required, and produce, only beside a
+// topic the rule names exactly); none is consume alone. The identity's
+// Ops are the union of its matching rules', but it may write only to
+// ProduceTopics: the exact topics of the matching rules with produce.
+// Its Topics unite every rule's, so deciding a write from them would let
+// one rule's produce turn another rule's read-only names or patterns
+// into write rights (least privilege: a rule grants writing to what it
+// names itself, nothing more).
+//
 // The identity's ID is derived from issuer and subject (128 bits of their
 // SHA-256, base64url): the same person or service is the same identity
 // across token refreshes, and an admin denies it by that id like a jti.
