@@ -93,14 +93,21 @@ func TestIdPRuleOpsProduce(t *testing.T) {
 // createTopic creates topic (2 partitions) in Kafka itself.
 func createTopic(t testing.TB, s *Stack, topic string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(directClient(t, s)).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// directClient is a client of Kafka itself (not through a gateway),
+// closed when the test ends.
+func directClient(t testing.TB, s *Stack) *kgo.Client {
+	t.Helper()
 	direct, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka.Addrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer direct.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := kadm.NewClient(direct).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(direct.Close)
+	return direct
 }

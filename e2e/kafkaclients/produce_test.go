@@ -36,14 +36,9 @@ func mintCredential(t testing.TB, s *Stack, name string, topics, ops []string) c
 // a gateway).
 func endOffset(t testing.TB, s *Stack, topic string, partition int32) int64 {
 	t.Helper()
-	direct, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(direct).ListEndOffsets(ctx, topic)
+	ends, err := kadm.NewClient(directClient(t, s)).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
