@@ -111,3 +111,33 @@ func directClient(t testing.TB, s *Stack) *kgo.Client {
 	t.Cleanup(direct.Close)
 	return direct
 }
+
+// TestIdPProduceRuleCannotWriteInternalTopics: a rule granting produce on
+// a topic Kafka keeps for itself (__consumer_offsets: every group's
+// committed offsets) or the coordinator's state topics does not make
+// them writable: the listener admits no client principal's Produce to a
+// topic it hides from every client (Metadata, ListOffsets), an IdP
+// identity's nor a client credential's; TOPIC_AUTHORIZATION_FAILED and
+// nothing written.
+func TestIdPProduceRuleCannotWriteInternalTopics(t *testing.T) {
+	idp := idptest.New(t, "ES256")
+	cfg := identity.DefaultConfig()
+	cfg.Issuers = []identity.IssuerConfig{{Issuer: idp.URL, CAFile: idp.CAFile, Audiences: []string{"capgate"},
+		Rules: []identity.Rule{{Claim: "groups", Value: "kafka-billing", Groups: []string{"billing-*"},
+			Topics: []string{"__consumer_offsets"}, Ops: []string{"consume", "produce"}}}}}
+	s := Start(t, Options{Topic: "__consumer_offsets", Partitions: 1, OIDC: cfg})
+	cred := mintCredential(t, s, "internal-writer", []string{"__consumer_offsets"}, []string{"consume", "produce"})
+	before := endOffset(t, s, "__consumer_offsets", 0)
+	for name, token := range map[string]string{"IdP identity": idp.Token(idpClaims("svc-billing", nil)), "client credential": cred.Credential} {
+		probe := dialRaw(t, s.KafkaAddrs()[0])
+		if resp := probe.authenticate("PLAIN", token); resp.ErrorCode != 0 {
+			t.Fatalf("%s: authenticate: %d", name, resp.ErrorCode)
+		}
+		if code := probe.roundTrip(produceRecord("__consumer_offsets", 0, "x", 1000)).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.TopicAuthorizationFailed.Code {
+			t.Errorf("%s with produce on __consumer_offsets: Produce error %d, want TOPIC_AUTHORIZATION_FAILED", name, code)
+		}
+	}
+	if after := endOffset(t, s, "__consumer_offsets", 0); after != before {
+		t.Fatalf("__consumer_offsets/0 ended at %d before, %d after: written through the listener", before, after)
+	}
+}

@@ -16,7 +16,10 @@ package kafkaproto
 //     is decided the same way by its rules: it may write to a topic
 //     only when a rule it matches has the produce op and names the topic
 //     exactly (identity.Identity.ProduceTopics: never widened by another
-//     rule's topics); with no such rule it is consume only.
+//     rule's topics); with no such rule it is consume only. Neither
+//     writes to a topic hidden from every client (Kafka's own "__*", the
+//     coordinator's state topics: Config.InternalTopic), whatever it
+//     names.
 //     Refused partitions answer the boundary table's error without
 //     their leader being looked up (a refusal costs Kafka nothing); the
 //     others are forwarded to their Kafka leaders, one request per leader,
@@ -128,7 +131,10 @@ var notWrittenRetry = kerr.NotEnoughReplicas
 // returns api.CodeRateLimited and how long until the rate allows it.
 func (c *conn) admitProduce(topic string, partition int32, now time.Time) (*ocap.Claims, api.Code, time.Duration) {
 	if !c.principal.capability() {
-		if !c.principal.mayProduceTo(topic) {
+		// A topic hidden from every client (Kafka's own, the
+		// coordinator's state topics) is never written, whatever a
+		// credential or an IdP rule names.
+		if c.s.internalTopic(topic) || !c.principal.mayProduceTo(topic) {
 			return nil, api.CodeForbidden, 0
 		}
 		return c.principal.Claims, c.checkClient(now), 0
