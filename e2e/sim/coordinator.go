@@ -92,6 +92,7 @@ type coordinator struct {
 	bugs       driver.Bugs
 	log        *store.MemLog // durable: survives every crash
 	up         bool
+	booted     bool // the misconfigured replica's late boot is scheduled (unfit.go)
 	inc        int
 	d          *driver.Driver
 	pending    map[group.Ref]*request // waiting for the machine, for the checkers

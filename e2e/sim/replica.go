@@ -141,7 +141,7 @@ func (w *World) newReplicas(count int) {
 // follow starts the replica as a follower: tail the log, give a live
 // leader a lease to show itself.
 func (c *coordinator) follow() {
-	f, err := store.FollowMem(context.Background(), c.log, store.MemOptions{LogOptions: store.LogOptions{WriterID: c.rep.cfg.ID}, Manual: true})
+	f, err := store.FollowMem(context.Background(), c.log, c.logOptions())
 	if err != nil {
 		c.w.fail("replica", "%s: follow: %v", c.rep.cfg.ID, err)
 		return
@@ -151,6 +151,7 @@ func (c *coordinator) follow() {
 	c.rep.follower = f
 	c.rep.core, c.rep.counted = leader.NewReplica(c.rep.cfg, replicaURL(c.idx), c.w.wall()), leader.Stats{}
 	c.w.tracef("%s follows", c.rep.cfg.ID)
+	c.w.live.fault()
 	c.lead()
 }
 
@@ -247,7 +248,8 @@ func (c *coordinator) observe(now time.Time) {
 		return
 	}
 	pos, _ := r.follower.Position()
-	r.core.Observe(now, leader.Position{Commits: pos.Commits, Writer: pos.Writer, Leader: leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}})
+	r.core.Observe(now, leader.Position{Commits: pos.Commits, Barriers: pos.Barriers, Writer: pos.Writer, Leader: leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}})
+	c.checkFit(now)
 }
 
 // act carries out one of the decisions' actions and steps its outcome.
@@ -264,8 +266,7 @@ func (c *coordinator) act(now time.Time, d leader.Decision) {
 		}
 		st, err := r.follower.Promote(context.Background())
 		if err != nil {
-			r.core.Promoted(now, err, errors.Is(err, store.ErrFenced))
-			c.w.tracef("%s: promote failed: %v", r.cfg.ID, err)
+			c.takeoverFailed(now, err)
 			return
 		}
 		for _, o := range c.w.coords {
@@ -276,8 +277,20 @@ func (c *coordinator) act(now time.Time, d leader.Decision) {
 				o.rep.deposed, o.rep.deposedAt = true, c.w.now
 			}
 		}
+		if c.unfitMode() == unfitBroken {
+			// Fenced, barrier committed, and then the machine cannot be
+			// built (the shell closes the promoted log).
+			_ = st.Close()
+			c.w.stats.BrokenTakeovers++
+			c.takeoverFailed(now, errBroken)
+			return
+		}
+		if !c.fit() {
+			c.w.fail("an unfit replica never leads", "%s (%s) took the log over", r.cfg.ID, c.unfitMode())
+		}
 		r.follower, r.st = nil, st
 		r.core.Promoted(now, nil, false) // nothing runs between here and serving
+		c.w.bootLate()
 		c.w.tracef("%s leads", r.cfg.ID)
 		c.serve(st, stale) // its first flush may crash the replica
 	case leader.Beat:
@@ -287,15 +300,41 @@ func (c *coordinator) act(now time.Time, d leader.Decision) {
 	case leader.StepDown:
 		c.w.tracef("%s steps down: %s", r.cfg.ID, d.Reason)
 		c.stopServing()
-		f, err := store.FollowMem(context.Background(), c.log, store.MemOptions{LogOptions: store.LogOptions{WriterID: r.cfg.ID}, Manual: true})
-		if err != nil {
-			c.w.fail("replica", "%s: follow: %v", r.cfg.ID, err)
+		if !c.followAgain() {
 			return
 		}
-		r.follower = f
-		r.core.Following()
 		r.core.Stopped(now)
 	}
+}
+
+// takeoverFailed steps a failed Promote as the shell's outcome does: an
+// ErrIncompatible one makes the replica unfit (it stops trying), and it
+// follows the log with a new follower (the old one is spent or suspect).
+func (c *coordinator) takeoverFailed(now time.Time, err error) {
+	r := c.rep
+	r.core.Promoted(now, err, errors.Is(err, store.ErrFenced))
+	c.w.tracef("%s: promote failed: %v", r.cfg.ID, err)
+	if errors.Is(err, store.ErrIncompatible) {
+		c.markUnfit(now, err)
+	}
+	_ = r.follower.Close()
+	if c.followAgain() {
+		c.checkFit(now)
+	}
+}
+
+// followAgain opens a new follower of the log (its commits count from
+// zero); false when it could not (the world failed).
+func (c *coordinator) followAgain() bool {
+	r := c.rep
+	f, err := store.FollowMem(context.Background(), c.log, c.logOptions())
+	if err != nil {
+		c.w.fail("replica", "%s: follow: %v", r.cfg.ID, err)
+		return false
+	}
+	r.follower = f
+	r.core.Following()
+	return true
 }
 
 // stopServing drops the machine: every request it held is answered
@@ -335,6 +374,7 @@ func (c *coordinator) writeFault() {
 		return
 	}
 	c.w.stats.WriteFaults++
+	c.w.live.fault()
 	if c.w.chance(0.5) {
 		c.lostAnswer, c.muted = true, true
 		return
@@ -347,6 +387,7 @@ func (c *coordinator) writeFault() {
 func (c *coordinator) beatFault() {
 	if !c.w.healed && c.w.chance(c.w.prof.replicas.writeFail) {
 		c.w.stats.WriteFaults++
+		c.w.live.fault()
 		c.log.Fail(0, store.MemLoseAnswer)
 	}
 }
@@ -369,6 +410,7 @@ func (c *coordinator) forgetReplica() {
 		}
 	}
 	c.tally()
+	c.w.live.fault()
 	c.rep.follower, c.rep.st, c.rep.core = nil, nil, nil
 	c.rep.paused, c.rep.backlog, c.rep.deposed = false, nil, false
 }
@@ -438,6 +480,7 @@ func (w *World) pause() {
 		d = w.between(100*time.Millisecond, lease)
 	}
 	w.stats.Pauses++
+	w.live.fault()
 	c.rep.paused = true
 	core := c.rep.core
 	w.tracef("%s paused for %s", c.rep.cfg.ID, d)
@@ -457,6 +500,7 @@ func (c *coordinator) resume() {
 		return
 	}
 	r.paused = false
+	c.w.live.fault()
 	backlog := r.backlog
 	r.backlog = nil
 	c.w.tracef("%s resumed (%d waiting)", r.cfg.ID, len(backlog))

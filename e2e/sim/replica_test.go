@@ -17,8 +17,9 @@ func replicaOptions() Options { return Options{Replicas: 3, Duration: 5 * time.M
 // (replica.go): leaders killed (also between persist and send, and
 // before a persist), paused past their lease and resumed as zombies,
 // followers lagging so two stand for one silence, the log aborting
-// transactions or losing their answers — every checker after every
-// event, and the floors of the single-coordinator sweep. Across the
+// transactions or losing their answers, one replica in half the seeds
+// unfit (unfit.go: misconfigured, or broken after its barrier) — every
+// checker after every event ("a fit replica leads" included), and the floors of the single-coordinator sweep. Across the
 // sweep each replica scenario must have happened, so the test fails if
 // the faults stop reaching them.
 func TestSimReplicas(t *testing.T) {
@@ -26,14 +27,15 @@ func TestSimReplicas(t *testing.T) {
 	start := time.Now()
 	t.Run("ci", func(t *testing.T) { runSweepWith(t, replicaOptions(), 1, ciReplicaSeeds, &total) })
 	r := total.replicas
-	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d, takeovers %d (%d deposing a replica that still led), step-downs %d, fenced writes %d, log faults %d, pauses %d, not_leader answers followed %d, stale resets from deposed leaders %d, replica crashes %d; %s in all",
+	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d, takeovers %d (%d deposing a replica that still led), step-downs %d, fenced writes %d, log faults %d, pauses %d, not_leader answers followed %d, stale resets from deposed leaders %d, replica crashes %d, unfit marks of a misconfigured replica %d, takeovers of a broken replica failed after their barrier %d; %s in all",
 		total.seeds, total.simulated.Hours(), total.handoffs, r.Takeovers, r.Contested, r.StepDowns, r.FencedWrites, r.WriteFaults, r.Pauses, r.NotLeader,
-		r.StaleResets, total.coordCrashes, time.Since(start).Round(time.Millisecond))
+		r.StaleResets, total.coordCrashes, r.UnfitMarked, r.BrokenTakeovers, time.Since(start).Round(time.Millisecond))
 	if t.Failed() {
 		return
 	}
 	for what, n := range map[string]int{"takeovers": r.Takeovers, "contested takeovers": r.Contested, "step-downs": r.StepDowns,
-		"fenced writes": r.FencedWrites, "log faults": r.WriteFaults, "pauses": r.Pauses, "not_leader answers": r.NotLeader} {
+		"fenced writes": r.FencedWrites, "log faults": r.WriteFaults, "pauses": r.Pauses, "not_leader answers": r.NotLeader,
+		"unfit marks": r.UnfitMarked, "broken takeovers": r.BrokenTakeovers} {
 		if n == 0 {
 			t.Errorf("no %s in %d seeds: the sweep no longer exercises replicas", what, total.seeds)
 		}

@@ -121,6 +121,8 @@ func (s *sweep) add(r Result, wall time.Duration) {
 	s.replicas.Pauses += r.Stats.Pauses
 	s.replicas.NotLeader += r.Stats.NotLeader
 	s.replicas.StaleResets += r.Stats.StaleResets
+	s.replicas.UnfitMarked += r.Stats.UnfitMarked
+	s.replicas.BrokenTakeovers += r.Stats.BrokenTakeovers
 	s.wall += wall
 }
 

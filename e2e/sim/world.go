@@ -26,6 +26,8 @@ type Options struct {
 	bugs bugs
 	// tune adjusts the seed's profile (tests of planted bugs).
 	tune func(*profile)
+	// noUnfit: no unfit replica in any seed (unfit.go).
+	noUnfit bool
 }
 
 // Stats are what one run exercised.
@@ -61,6 +63,9 @@ type Stats struct {
 	Pauses       int // replicas paused (zombies in the making)
 	NotLeader    int // not_leader answers clients followed
 	StaleResets  int // resets from a deposed leader below fences the new one published to other gateways
+	// The unfit replica (unfit.go).
+	UnfitMarked     int // times a misconfigured replica found itself unfit
+	BrokenTakeovers int // takeovers of a broken replica that failed after their barrier
 	ConsumerCrashes,
 	Freezes,
 	Partitions int
@@ -88,8 +93,10 @@ type World struct {
 	nextSeq uint64
 	index   int // events run so far
 	failure error
-	healed  bool // faults are off (heal-and-drain phase)
-	stopped bool // the drain is done
+	healed  bool       // faults are off (heal-and-drain phase)
+	unfit   unfitFault // the seed's unfit replica (replicas)
+	live    *liveness  // "a fit replica leads" (replicas)
+	stopped bool       // the drain is done
 	trace   tracer
 	stats   Stats
 
@@ -111,6 +118,12 @@ type World struct {
 
 // Run simulates one seed and checks every invariant after every event.
 func Run(seed uint64, opts Options) Result {
+	r, _ := runWorld(seed, opts)
+	return r
+}
+
+// runWorld is Run, also returning the world (for tests that look inside).
+func runWorld(seed uint64, opts Options) (Result, *World) {
 	w := newWorld(seed, opts)
 	w.start()
 	w.loop(w.opts.Duration)
@@ -120,7 +133,7 @@ func Run(seed uint64, opts Options) Result {
 	}
 	w.stats.Simulated = w.now
 	w.stats.Events = w.index
-	return Result{Seed: seed, Replicas: opts.Replicas, Stats: w.stats, TraceHash: w.trace.sum(), Err: w.failure}
+	return Result{Seed: seed, Replicas: opts.Replicas, Stats: w.stats, TraceHash: w.trace.sum(), Err: w.failure}, w
 }
 
 func newWorld(seed uint64, opts Options) *World {
@@ -135,6 +148,10 @@ func newWorld(seed uint64, opts Options) *World {
 	}
 	if opts.tune != nil {
 		opts.tune(&w.prof)
+	}
+	if opts.Replicas > 1 {
+		w.setUnfitFault()
+		w.live = newLiveness(w)
 	}
 	w.net = newNetwork(w)
 	w.kafka = newKafka(w)
@@ -154,7 +171,9 @@ func newWorld(seed uint64, opts Options) *World {
 // start boots every part and arms the fault schedules.
 func (w *World) start() {
 	for _, c := range w.coords {
-		c.boot()
+		if c.unfitMode() != unfitMisconfigured { // it boots late (unfit.go)
+			c.boot()
+		}
 	}
 	for _, g := range w.gateways {
 		g.boot()
@@ -177,6 +196,9 @@ func (w *World) loop(until time.Duration) {
 		w.index++
 		w.trace.event(w, ev)
 		ev.fn()
+		if w.live != nil && w.failure == nil {
+			w.live.step()
+		}
 	}
 	if w.now < until && !w.stopped && w.failure == nil {
 		w.now = until
