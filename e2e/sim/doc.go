@@ -7,7 +7,7 @@
 // (gateway/authz) and shell decisions (gateway/guard: the sync client and
 // the in-flight registry), and the SDK's core (client/session) and shell
 // decisions (client/driver) — run over a simulated network and Kafka,
-// under faults, while seven checkers watch every event. What stays in
+// under faults, while nine checkers watch every event. What stays in
 // the simulation is what a process does with sockets, goroutines and
 // timers (carrying out the decisions' commands), stand-in tokens instead
 // of signatures, and the models of Kafka, the network and the users.
@@ -94,7 +94,11 @@
 //     their own leadership step), followers deciding before they read
 //     (two stand for one silence), transactions aborted or committed with
 //     their answer lost; clients choose replicas with
-//     internal/coordinators.List and follow not_leader.
+//     internal/coordinators.List and follow not_leader; in half the
+//     seeds one replica is unfit (unfit.go): misconfigured (another
+//     coordinator id: its follower's check makes it Unfit, it never
+//     stands), or broken (its takeovers fail after their barrier, and it
+//     stands first after every silence).
 //
 // After the faulty phase the world heals (faults off, crashed parts
 // restart, the producer stops) and drains until every record was
@@ -123,6 +127,12 @@
 //  8. with replicas: a replica deposed (fenced by another's takeover)
 //     before a request reached it sends no sync answer and no capability
 //     for it.
+//  9. with replicas: a fit replica leads within a bound (4 × (lease +
+//     the longest stagger) + 2 s) of the last moment one led, no fit
+//     replica ran, or a fault struck a replica; an unfit replica never
+//     leads (unfit.go). Its planted bug is the one the sim had: the shell
+//     steps positions without their Barriers, so every failed takeover's
+//     barrier reads as a live leader.
 //
 // Each runs after every event that changes its inputs. The machine's own
 // CheckInvariants runs too (every 8th flush; its audit of every step

@@ -248,6 +248,9 @@ func (c *coordinator) observe(now time.Time) {
 		return
 	}
 	pos, _ := r.follower.Position()
+	if c.w.opts.bugs.barriersUncounted {
+		pos.Barriers = 0 // planted bug: what the sim did before the once-only barrier rule reached it
+	}
 	r.core.Observe(now, leader.Position{Commits: pos.Commits, Barriers: pos.Barriers, Writer: pos.Writer, Leader: leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}})
 	c.checkFit(now)
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,4 +78,19 @@ func TestDrawUnfit(t *testing.T) {
 	if u := drawUnfit(5, 1); u.mode != unfitNone {
 		t.Fatalf("a single coordinator drew %+v", u)
 	}
+}
+
+// TestReplicaUncountedBarriersCaught plants the bug the sim itself had:
+// the shell steps the follower's position without its Barriers, so every
+// barrier reads as a live leader's write (the rule before the once-only
+// barrier rule). A broken replica standing first after every silence
+// then keeps every fit follower from standing, and checker 9 ("a fit
+// replica leads") catches it; without the bug the same seeds hold
+// (TestSimUnfitReplica, TestSimReplicas).
+func TestReplicaUncountedBarriersCaught(t *testing.T) {
+	caught := plantedFailureWith(t, replicaOptions(), bugs{barriersUncounted: true}, nil, "a fit replica leads", nil)
+	if !strings.Contains(caught.Detail, "(broken)") {
+		t.Fatalf("caught on a seed without a broken replica: %v", caught)
+	}
+	t.Logf("caught by %q: %v", caught.Checker, caught)
 }
