@@ -49,8 +49,8 @@ func TestSimUnfitReplica(t *testing.T) {
 				sum.BrokenTakeovers += r.Stats.BrokenTakeovers
 				sum.Takeovers += r.Stats.Takeovers
 			}
-			t.Logf("%s: seeds %v; failed %v; takeovers %d, unfit marks %d, broken takeovers %d, longest leaderless stretch %s",
-				mode, seeds, failed, sum.Takeovers, sum.UnfitMarked, sum.BrokenTakeovers, longest)
+			t.Logf("%s: %d seeds (%d..%d); failed %d: %v; takeovers %d, unfit marks %d, broken takeovers %d, longest leaderless stretch %s",
+				mode, len(seeds), seeds[0], seeds[len(seeds)-1], len(failed), failed, sum.Takeovers, sum.UnfitMarked, sum.BrokenTakeovers, longest)
 			switch {
 			case mode == unfitMisconfigured && sum.UnfitMarked == 0:
 				t.Error("the misconfigured replica never found itself unfit")
