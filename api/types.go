@@ -47,8 +47,18 @@ type JoinResponse struct {
 // holds it up to WaitMs (capped by heartbeat_wait) until it has news. A
 // zero WaitMs is left out (omitempty), which means heartbeat_wait; a raw
 // {"wait_ms":0} is answered at once.
+//
+// Resync: set it on the first heartbeat after one whose answer did not
+// arrive (no answer, a timeout, a 5xx). The coordinator may have decided
+// that lost answer (its grants, renewals and revokes count as delivered),
+// so this answer carries, at once, every partition the member owns as a
+// renewal (same epoch, fresh capability) and every revoke it has not
+// released. A flag, not the member's held epochs: the coordinator is the
+// only authority on what the member owns, the answer is bounded by that
+// (as a join's is), and a flag costs nothing on the ordinary heartbeat.
 type HeartbeatRequest struct {
 	WaitMs int64 `json:"wait_ms,omitempty"`
+	Resync bool  `json:"resync,omitempty"`
 }
 
 // HeartbeatResponse carries the member's news. All lists may be empty.

@@ -27,7 +27,7 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 			err = c.tr.postJSON(ctx, "join", c.groupURL("join"), credential, *s.Join, &a.Join)
 		}
 	case driver.KindHeartbeat:
-		err = c.tr.postJSON(ctx, "heartbeat", c.groupURL("heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds()}, &a.News)
+		err = c.tr.postJSON(ctx, "heartbeat", c.groupURL("heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds(), Resync: s.Resync}, &a.News)
 		c.logNews(a.News, err)
 	case driver.KindCommit:
 		var resp api.CommitResponse

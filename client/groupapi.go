@@ -56,7 +56,7 @@ func (a *GroupAPI) Attempt(ctx context.Context, group, credential string, s driv
 	case driver.KindJoin:
 		err = a.tr.postJSON(ctx, "join", a.url(group, "join"), credential, s.Join, &ans.Join)
 	case driver.KindHeartbeat:
-		err = a.tr.postJSON(ctx, "heartbeat", a.url(group, "heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds()}, &ans.News)
+		err = a.tr.postJSON(ctx, "heartbeat", a.url(group, "heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds(), Resync: s.Resync}, &ans.News)
 	case driver.KindCommit:
 		err = a.tr.postJSON(ctx, "commit", a.url(group, "commit"), s.Token, s.Commit, nil)
 	case driver.KindLeave:

@@ -23,6 +23,17 @@ import (
 // revokes the partition that moves to b.
 func startToggled(t *testing.T, mutate func(*coordinator.Config)) (h *harness, setBroken func(bool), a, b *member, moved api.PartitionRef) {
 	t.Helper()
+	h, setBroken, a, b = startPair(t, mutate)
+	revoke := a.heartbeat(t, 5000).Revoke
+	if len(revoke) != 1 {
+		t.Fatalf("a's heartbeat after b joined revokes %v, want one partition", revoke)
+	}
+	return h, setBroken, a, b, revoke[0]
+}
+
+// startPair is startToggled up to b's join: a's revoke not yet asked for.
+func startPair(t *testing.T, mutate func(*coordinator.Config)) (h *harness, setBroken func(bool), a, b *member) {
+	t.Helper()
 	e := newEnv(t, map[string]int32{"demo": 2})
 	if mutate != nil {
 		mutate(&e.cfg)
@@ -50,11 +61,7 @@ func startToggled(t *testing.T, mutate func(*coordinator.Config)) (h *harness, s
 	cred := h.clientCredential(t, []string{"g"}, []string{"demo"})
 	a = h.join(t, "g", cred, api.JoinRequest{Topics: []string{"demo"}, ClientID: "a"})
 	b = h.join(t, "g", cred, api.JoinRequest{Topics: []string{"demo"}, ClientID: "b"})
-	revoke := a.heartbeat(t, 5000).Revoke
-	if len(revoke) != 1 {
-		t.Fatalf("a's heartbeat after b joined revokes %v, want one partition", revoke)
-	}
-	return h, setBroken, a, b, revoke[0]
+	return h, setBroken, a, b
 }
 
 // loseGrantToMint switches minting off, lets a release the partition
@@ -120,7 +127,7 @@ func rawHeartbeat(t *testing.T, h *harness, b *member, waitMs int64) api.Heartbe
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	body := fmt.Sprintf(`{"wait_ms":%d}`, waitMs)
+	body := fmt.Sprintf(`{"wait_ms":%d,"resync":%t}`, waitMs, b.resync)
 	fmt.Fprintf(conn, "POST /v1/groups/%s/heartbeat HTTP/1.1\r\nHost: coordinator\r\nAuthorization: Bearer %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", b.group, b.token, len(body), body)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -183,9 +190,9 @@ func TestHeartbeatGrantLostToMintFailureComesNext(t *testing.T) {
 // connection was reset loses it). The shell cannot know, so the grant
 // is not redelivered at once; it comes back as a renewal — same epoch —
 // once less than half the lease is left (here a 6 s lease: within
-// lease/2 + heartbeat_wait of the grant). This is the fallback doc.go
-// promises; closing the gap needs the heartbeat to say what the member
-// holds (not done).
+// lease/2 + heartbeat_wait of the grant). This is the fallback of a
+// member that does not say resync; with it the grant comes at once
+// (TestResyncBringsBackGrantLostOnTheWire).
 func TestHeartbeatAnswerLostOnTheWireComesBackAsRenewal(t *testing.T) {
 	h, _, a, b, moved := startToggled(t, func(c *coordinator.Config) {
 		c.CapabilityLease = 6 * time.Second

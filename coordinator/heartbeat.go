@@ -13,7 +13,12 @@ package coordinator
 // member's next heartbeat carries those grants, renewals and revokes
 // again, at once — the same epochs, freshly minted. Before, the machine
 // counted them as delivered and the member got a partition it owned only
-// as a renewal, half a capability lease later.
+// as a renewal, half a capability lease later. An answer lost on the
+// wire (the client timed out, the connection was reset) this handler
+// cannot see; the member's next heartbeat says resync: true and is
+// answered at once with every partition it owns as a renewal (same
+// epoch, freshly minted) and every revoke it has not released
+// (group.Heartbeat.Resync).
 
 import (
 	"fmt"
@@ -30,6 +35,7 @@ import (
 func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string) {
 	var req struct { // api.HeartbeatRequest, telling an absent wait_ms from 0
 		WaitMs *int64 `json:"wait_ms"`
+		Resync bool   `json:"resync"`
 	}
 	groupName, claims, ok := c.memberRequest(ctx, params, &req, true)
 	if !ok {
@@ -42,7 +48,7 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 	wait := heartbeatWait(req.WaitMs)
 	confirm := c.leadershipMark()
 	msg, err := c.call(func(ref group.Ref) group.Event {
-		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: claims.Subject, Wait: wait}
+		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: claims.Subject, Wait: wait, Resync: req.Resync}
 	})
 	news, ok := msg.(group.News)
 	if !ok {

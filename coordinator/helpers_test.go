@@ -287,6 +287,7 @@ type member struct {
 	token  string
 	mu     sync.Mutex
 	grants map[string]api.Grant // "topic/partition" → latest grant
+	resync bool                 // heartbeats say resync (resyncHeartbeat)
 }
 
 func partitionKey(topic string, partition int32) string {
@@ -333,7 +334,7 @@ func (m *member) heartbeat(t testing.TB, waitMs int64) api.HeartbeatResponse {
 // tryHeartbeat is heartbeat for goroutines (no t.Fatal).
 func (m *member) tryHeartbeat(waitMs int64) (api.HeartbeatResponse, error) {
 	var resp api.HeartbeatResponse
-	status, b, _, err := m.h.try("POST", "/v1/groups/"+m.group+"/heartbeat", m.token, api.HeartbeatRequest{WaitMs: waitMs})
+	status, b, _, err := m.h.try("POST", "/v1/groups/"+m.group+"/heartbeat", m.token, api.HeartbeatRequest{WaitMs: waitMs, Resync: m.resync})
 	if err != nil {
 		return resp, err
 	}

@@ -1,7 +1,8 @@
 // Package driver is the consumer SDK's shell logic without the IO: the
 // pure consumer core (client/session) plus every decision its shell makes
 // about requests — when to join and rejoin, one long-poll heartbeat at a
-// time and its wait, which gateway a fetch goes to and when it fails
+// time and its wait (saying resync after one whose answer was lost),
+// which gateway a fetch goes to and when it fails
 // over, what is retried and for how long, backoffs, and what a cancelled
 // fetch's late answer is worth. It is driven like the core: Step an event
 // (a request's answer, the user's Poll or Commit, a hook's return, a

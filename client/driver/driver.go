@@ -75,6 +75,7 @@ type Send struct {
 	Token   string
 	Join    *api.JoinRequest   // KindJoin
 	Wait    time.Duration      // KindHeartbeat: wait_ms
+	Resync  bool               // KindHeartbeat: resync (an earlier answer was lost)
 	Commit  *api.CommitRequest // KindCommit
 	Fetch   *session.Fetch     // KindFetch
 	Gateway int                // KindFetch: the gateway index
@@ -178,6 +179,7 @@ type op struct {
 	commit    session.Commit // KindCommit
 	token     string         // KindLeave, KindHeartbeat
 	member    uint64         // KindHeartbeat: the incarnation it was sent for
+	resync    bool           // KindHeartbeat: the attempt in flight said resync
 }
 
 // Driver is one consumer's shell logic.
@@ -198,6 +200,12 @@ type Driver struct {
 	aborted  bool
 	pending  []session.Event // for the session, after the current actions
 	out      []Command
+
+	// resync: a heartbeat's answer did not arrive (no answer, a 5xx), so
+	// the coordinator may count its news as delivered; the next heartbeat
+	// asks for everything again (api.HeartbeatRequest.Resync) until one
+	// so asking is answered.
+	resync bool
 }
 
 // New returns a driver with an Idle session; Start joins.
@@ -357,6 +365,7 @@ func (d *Driver) send(o *op) {
 		member := d.s.Member()
 		o.member, s.Token = member.Incarnation, member.Token
 		s.Wait = d.s.HeartbeatWait(d.now, d.cfg.HeartbeatWait)
+		o.resync, s.Resync = d.resync, d.resync
 		s.Timeout = s.Wait + d.cfg.RequestTimeout
 	case KindFetch:
 		o.gateway = d.gateway

@@ -81,6 +81,9 @@ func (d *Driver) heartbeat() {
 func (d *Driver) beatAnswered(o *op, a Answered) {
 	switch {
 	case a.Failure == nil:
+		if o.resync {
+			d.resync = false
+		}
 		d.finishBeat(o)
 		d.pending = append(d.pending, session.NewsArrived{Now: d.now, Incarnation: o.member, News: a.News})
 		return
@@ -91,8 +94,19 @@ func (d *Driver) beatAnswered(o *op, a Answered) {
 	case a.Failure.Code != "":
 		d.pending = append(d.pending, session.HeartbeatFailed{Now: d.now, Incarnation: o.member, Code: a.Failure.Code})
 	}
+	if answerLost(a.Failure) {
+		d.resync = true
+	}
 	d.retry(o, a.Failure) // a rejoin asked for by the session ends it
 }
+
+// answerLost: the coordinator may have decided the heartbeat, its news
+// then counted as delivered, yet the member never read the answer — no
+// answer at all (a timeout, a reset, a body that did not decode) or a
+// 5xx. A 4xx was refused before the machine saw it, and a 421 comes from
+// a deposed replica whose successor renews everything at the member's
+// first heartbeat.
+func answerLost(f *Failure) bool { return f.Code == "" || f.Status >= 500 }
 
 func (d *Driver) finishBeat(o *op) {
 	d.finish(o)

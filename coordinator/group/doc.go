@@ -30,9 +30,11 @@
 // Heartbeats and sync polls are long polls: with nothing to say the
 // machine holds them and answers in a later Ready (when news arrives or
 // the wait ends), so the shell parks the HTTP request under its Ref. A
-// reply whose connection is gone may be dropped: lost grants come back as
-// renewals before half the lease is left, and a rejoin with the member id
-// re-sends every grant; a lost sync reply is re-sent on the next poll. A
+// reply whose connection is gone may be dropped: the member's next
+// heartbeat says Resync and gets, at once, everything it owns (renewals)
+// and every revoke it has not released; without it lost grants come back
+// as renewals before half the lease is left, and a rejoin with the member
+// id re-sends every grant; a lost sync reply is re-sent on the next poll. A
 // News the shell knows it did not deliver (minting its capabilities
 // failed) goes back with RedeliverNews: the member's next heartbeat
 // carries it again at once (redeliver.go says why not an undo).

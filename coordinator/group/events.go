@@ -100,11 +100,19 @@ type RedeliverNews struct {
 // heartbeat_wait) and answered in the Ready that first has news for the
 // member, or empty when the wait ends. A second heartbeat of the same
 // member answers the held one empty. Reply: News or Rejected.
+//
+// Resync: the member did not get the answer to an earlier heartbeat (no
+// answer, a timeout, a 5xx), which the machine may have counted as
+// delivered. The news then carries, at once, every partition the member
+// owns as a renewal (same epoch; the shell mints a fresh capability) and
+// every revoke it has not released (resync, redeliver.go). Nothing is
+// persisted and no epoch moves.
 type Heartbeat struct {
 	Ref      Ref
 	Group    string
 	MemberID string
 	Wait     time.Duration
+	Resync   bool
 }
 
 // CommitOffset is one partition's offset in a commit. Epoch is the ep claim

@@ -281,13 +281,22 @@ func (w *world) join(g, instance string, topics ...string) string {
 // heartbeat sends a heartbeat for the member unless one is held.
 func (w *world) heartbeat(id string) {
 	w.t.Helper()
+	w.sendHeartbeat(id, false)
+}
+
+// sendHeartbeat sends a heartbeat (saying resync if asked) unless one is
+// held, and returns its Ref (0: one was held).
+func (w *world) sendHeartbeat(id string, resync bool) group.Ref {
+	w.t.Helper()
 	c := w.clients[id]
 	if c.parked != 0 {
-		return
+		return 0
 	}
-	c.parked = w.nextRef()
-	w.what[c.parked] = "heartbeat " + c.instance
-	w.step(group.Heartbeat{Ref: c.parked, Group: c.group, MemberID: id})
+	ref := w.nextRef()
+	c.parked = ref
+	w.what[ref] = "heartbeat " + c.instance
+	w.step(group.Heartbeat{Ref: ref, Group: c.group, MemberID: id, Resync: resync})
+	return ref
 }
 
 // poll sends a sync poll for the gateway unless one is held.

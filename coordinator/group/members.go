@@ -456,6 +456,9 @@ func (m *Machine) heartbeat(e Heartbeat) {
 	if mem.wait.held {
 		m.send(News{Ref: mem.wait.ref, Group: mem.group.name, MemberID: mem.id})
 	}
+	if e.Resync {
+		m.resync(mem)
+	}
 	wait := e.Wait
 	if wait <= 0 || wait > m.cfg.HeartbeatWait {
 		wait = m.cfg.HeartbeatWait

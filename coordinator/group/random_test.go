@@ -52,7 +52,14 @@ type sim struct {
 	// have moved on. The choice draws nothing from rng.
 	lostNews    int
 	undelivered []group.News
-	steps       int
+	// Every other lost answer (and every empty one, and every abandoned
+	// heartbeat's) is lost on the wire: the shell never knows, the member
+	// does, and its next heartbeat says resync (as the SDK's driver
+	// does after no answer or a 5xx). Member ids; no rng drawn.
+	resync   map[string]bool
+	resyncs  int // resync heartbeats checked (answered, or held owning nothing)
+	answered int // of them answered at once
+	steps    int
 }
 
 // instance is one consumer process; member is the id it knows ("" until a
@@ -79,15 +86,19 @@ func simConfig(c *group.Config) {
 }
 
 func newSim(t *testing.T, seed uint64) *sim {
-	s := &sim{world: newWorld(t, simConfig), rng: rand.New(rand.NewPCG(seed, 0x5eed)), lossy: true}
+	s := &sim{world: newWorld(t, simConfig), rng: rand.New(rand.NewPCG(seed, 0x5eed)), lossy: true, resync: map[string]bool{}}
 	s.drop = func(msg group.Message) bool {
 		if !s.lossy || s.rng.IntN(100) >= 3 {
 			return false
 		}
-		if n, ok := msg.(group.News); ok && len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
-			if s.lostNews++; s.lostNews%2 == 0 {
-				s.undelivered = append(s.undelivered, n)
+		if n, ok := msg.(group.News); ok {
+			if len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
+				if s.lostNews++; s.lostNews%2 == 0 {
+					s.undelivered = append(s.undelivered, n)
+					return true
+				}
 			}
+			s.resync[n.MemberID] = true
 		}
 		return true
 	}
@@ -106,6 +117,7 @@ func (s *sim) run(steps int) {
 		s.randomStep()
 	}
 	s.quiesce()
+	s.t.Logf("%d lost answers redelivered by the shell; %d resync heartbeats checked, %d answered at once", s.lostNews/2, s.resyncs, s.answered)
 }
 
 func (s *sim) randomStep() {
@@ -117,7 +129,7 @@ func (s *sim) randomStep() {
 	case r < 60:
 		s.join(in)
 	case r < 300:
-		s.act(in, func() { s.heartbeat(in.member) })
+		s.act(in, func() { s.beat(in.member) })
 	case r < 400:
 		s.act(in, func() { s.releaseRevoked(in) })
 	case r < 480:
@@ -191,8 +203,44 @@ func (s *sim) join(in *instance) {
 }
 
 func (s *sim) abandonHeartbeat(in *instance) {
-	if c := s.clients[in.member]; c != nil {
+	if c := s.clients[in.member]; c != nil && c.parked != 0 {
 		c.parked = 0 // the connection broke; its reply will be lost
+		s.resync[in.member] = true
+	}
+}
+
+// beat heartbeats the member, saying resync after a lost answer, and
+// checks what a resync promises: answered at once with every partition
+// the member owns (at its epoch) and every revoke it has not released —
+// or held, when it owns and is revoked nothing.
+func (s *sim) beat(id string) {
+	resync := s.resync[id]
+	ref := s.sendHeartbeat(id, resync)
+	if ref == 0 || !resync {
+		return
+	}
+	delete(s.resync, id)
+	c := s.clients[id]
+	delivered := len(c.news) > 0 && c.news[len(c.news)-1].Ref == ref
+	if c.parked != ref && !delivered {
+		return // this answer was lost too: resync is asked for again
+	}
+	s.resyncs++
+	if delivered {
+		s.answered++
+	}
+	for _, p := range s.describe("g").Partitions {
+		if p.Owner != id || p.OwnerOutside {
+			continue
+		}
+		id := assign.Partition{Topic: p.Topic, Partition: p.Partition}
+		switch {
+		case p.State == group.Owned && c.held[id].Epoch != p.Epoch:
+			s.t.Fatalf("resync of %s (answered: %t) left %v at epoch %d without its capability (holds %+v)", c.instance, delivered, id, p.Epoch, c.held[id])
+		case p.State == group.Revoking && !p.Released &&
+			!slices.Contains(c.revoked, api.PartitionRef{Topic: p.Topic, Partition: p.Partition, Epoch: p.OwnerEpoch}):
+			s.t.Fatalf("resync of %s (answered: %t) did not tell it to stop reading %v at epoch %d (told %v)", c.instance, delivered, id, p.OwnerEpoch, c.revoked)
+		}
 	}
 }
 
@@ -312,7 +360,7 @@ func (s *sim) quiesce() {
 		for _, in := range s.instances {
 			s.act(in, func() {
 				s.releaseRevoked(in)
-				s.heartbeat(in.member)
+				s.beat(in.member)
 			})
 		}
 	}

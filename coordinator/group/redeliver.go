@@ -36,9 +36,20 @@ import (
 // the wait the member's release takes, which the member can now give.
 //
 // An answer lost on the wire (the client timed out, the connection was
-// reset) is not covered: the shell does not learn of it, and the
-// heartbeat request carries nothing saying what the member holds. Such a
-// grant still comes back as a renewal before half the lease is left.
+// reset) the shell does not learn of: fasthttp gives a handler no write
+// result, and a write into a closed peer's socket buffer succeeds. The
+// member does: its next heartbeat says resync (Heartbeat.Resync), and
+// resync puts back everything the lost answer could have carried, as
+// RedeliverNews would have: every partition the member owns, as a
+// renewal at its epoch, and every revoke it has not released. Renewals,
+// not grants: the member may hold some of them already (a renewal of a
+// partition it does not hold is its grant: the SDK and docs/protocol.md
+// say so), and the epoch is the one the machine decided, never a new one.
+// The cost is bounded by what the member holds (at most its group's
+// partitions, within limits.state_bytes) — what a join answer carries —
+// and is paid only after a lost answer. Without it such a grant came back
+// as a renewal once less than half the lease was left (29.6 s at the 60 s
+// default), the partition fenced from everyone else and unread meanwhile.
 
 // redeliverNews puts back into the member's news what of an undelivered
 // News still holds, and answers a held heartbeat with it (RedeliverNews).
@@ -49,6 +60,31 @@ func (m *Machine) redeliverNews(e RedeliverNews) {
 		m.reject(e.Ref, api.CodeUnknownMember, "redeliver news: unknown member %q", n.MemberID)
 		return
 	}
+	m.putBack(mem, n)
+	m.send(Done{Ref: e.Ref})
+}
+
+// resync puts back (putBack) everything a lost answer to mem could have
+// carried: a renewal of every partition it owns, at its epoch, and a
+// revoke of every partition being revoked from it and not released.
+func (m *Machine) resync(mem *member) {
+	var n News
+	for _, p := range heldSorted(mem) {
+		switch s := p.own.(type) {
+		case *owned:
+			g := m.grantOf(p)
+			m.audit.renewed(p, g) // the epoch granted to this member, no other
+			n.Renew = append(n.Renew, g)
+		case *revoking:
+			n.Revoke = append(n.Revoke, api.PartitionRef{Topic: p.id.Topic, Partition: p.id.Partition, Epoch: s.fromEpoch})
+		}
+	}
+	m.putBack(mem, n)
+}
+
+// putBack adds to mem's news what of n still holds (stillOwned,
+// stillRevoking) and queues it: a held heartbeat is answered at once.
+func (m *Machine) putBack(mem *member, n News) {
 	for _, ref := range n.Revoke {
 		if stillRevoking(mem, ref) && !slices.Contains(mem.news.revoke, ref) {
 			mem.news.revoke = append(mem.news.revoke, ref)
@@ -64,8 +100,9 @@ func (m *Machine) redeliverNews(e RedeliverNews) {
 			mem.news.addRenewal(p)
 		}
 	}
-	m.queueNews(mem)
-	m.send(Done{Ref: e.Ref})
+	if !mem.news.empty() {
+		m.queueNews(mem)
+	}
 }
 
 // stillOwned is g's partition when mem still owns it at g's epoch.
