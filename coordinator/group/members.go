@@ -456,8 +456,8 @@ func (m *Machine) heartbeat(e Heartbeat) {
 	if mem.wait.held {
 		m.send(News{Ref: mem.wait.ref, Group: mem.group.name, MemberID: mem.id})
 	}
-	if e.Resync {
-		m.resync(mem)
+	if e.Resync || mem.resyncDue {
+		m.resyncAtMostEvery(mem)
 	}
 	wait := e.Wait
 	if wait <= 0 || wait > m.cfg.HeartbeatWait {

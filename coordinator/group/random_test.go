@@ -56,10 +56,13 @@ type sim struct {
 	// heartbeat's) is lost on the wire: the shell never knows, the member
 	// does, and its next heartbeat says resync (as the SDK's driver
 	// does after no answer or a 5xx). Member ids; no rng drawn.
-	resync   map[string]bool
-	resyncs  int // resync heartbeats checked (answered, or held owning nothing)
-	answered int // of them answered at once
-	steps    int
+	resync map[string]bool
+	// lastResync is when each member's resync was last honoured: one
+	// within group.ResyncEvery of it is due after the window, not at once.
+	lastResync map[string]time.Time
+	resyncs    int // resync heartbeats checked (answered, or held owning nothing)
+	answered   int // of them answered at once
+	steps      int
 }
 
 // instance is one consumer process; member is the id it knows ("" until a
@@ -86,7 +89,7 @@ func simConfig(c *group.Config) {
 }
 
 func newSim(t *testing.T, seed uint64) *sim {
-	s := &sim{world: newWorld(t, simConfig), rng: rand.New(rand.NewPCG(seed, 0x5eed)), lossy: true, resync: map[string]bool{}}
+	s := &sim{world: newWorld(t, simConfig), rng: rand.New(rand.NewPCG(seed, 0x5eed)), lossy: true, resync: map[string]bool{}, lastResync: map[string]time.Time{}}
 	s.drop = func(msg group.Message) bool {
 		if !s.lossy || s.rng.IntN(100) >= 3 {
 			return false
@@ -219,6 +222,10 @@ func (s *sim) beat(id string) {
 	if ref == 0 || !resync {
 		return
 	}
+	if last, ok := s.lastResync[id]; ok && s.now.Before(last.Add(group.ResyncEvery)) {
+		return // due after the window (group.ResyncEvery): asked again and checked then
+	}
+	s.lastResync[id] = s.now
 	delete(s.resync, id)
 	c := s.clients[id]
 	delivered := len(c.news) > 0 && c.news[len(c.news)-1].Ref == ref

@@ -2,6 +2,7 @@ package group
 
 import (
 	"slices"
+	"time"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/assign"
@@ -62,6 +63,29 @@ func (m *Machine) redeliverNews(e RedeliverNews) {
 	}
 	m.putBack(mem, n)
 	m.send(Done{Ref: e.Ref})
+}
+
+// ResyncEvery bounds how often one member's resync is honoured. A resync
+// re-renders every capability the member holds, and is answered at once:
+// honoured on every heartbeat, a member saying resync in a loop would
+// make the coordinator sign its whole assignment as fast as it could ask
+// (a tenant stalling every other). One asked for within ResyncEvery of
+// the last is not dropped — the member may have lost a second answer —
+// but is due (member.resyncDue) and honoured at the member's first
+// heartbeat after the window, resync said or not: safety never rested on
+// it (renewals carry the epoch the machine decided), only how soon a lost
+// grant comes back, which stays within ResyncEvery plus one heartbeat.
+const ResyncEvery = time.Second
+
+// resyncAtMostEvery honours a resync of mem unless one was honoured
+// within ResyncEvery, in which case it is due after.
+func (m *Machine) resyncAtMostEvery(mem *member) {
+	if !mem.lastResync.IsZero() && m.now.Before(mem.lastResync.Add(ResyncEvery)) {
+		mem.resyncDue = true
+		return
+	}
+	mem.lastResync, mem.resyncDue = m.now, false
+	m.resync(mem)
 }
 
 // resync puts back (putBack) everything a lost answer to mem could have

@@ -61,6 +61,11 @@ type member struct {
 	news       news
 	newsQueued bool
 	held       map[*partition]struct{} // partitions whose holder it is
+	// lastResync is when a resync of its was last honoured; resyncDue, a
+	// resync asked for within ResyncEvery of it, honoured at its first
+	// heartbeat after (redeliver.go).
+	lastResync time.Time
+	resyncDue  bool
 }
 
 // news is what a member's next heartbeat reply carries. Grants and
