@@ -354,6 +354,9 @@ func (m *member) holdRevokes(refs []api.PartitionRef, now time.Time) []api.Parti
 	for _, ref := range refs {
 		p := session.Partition{Topic: ref.Topic, Partition: ref.Partition}
 		if m.state == memberActive && slices.Contains(m.sent, p) {
+			if d, held := m.deferred[p]; held && d.ref == ref {
+				continue // told again (a resync after a lost answer): its clock runs from the first telling
+			}
 			epoch, refence := m.refencing[p]
 			delete(m.refencing, p)
 			m.deferred[p] = deferredRevoke{ref: ref, at: now, refence: refence && ref.Epoch <= epoch}
