@@ -215,7 +215,7 @@ func (c *consumer) send(s driver.Send) {
 	case driver.KindJoin:
 		req.kind, req.join, dupable = reqJoin, s.Join, false
 	case driver.KindHeartbeat:
-		req.kind, req.wait, dupable = reqHeartbeat, s.Wait, false
+		req.kind, req.wait, req.resync, dupable = reqHeartbeat, s.Wait, s.Resync, false
 	case driver.KindCommit:
 		req.kind, req.commit = reqCommit, s.Commit
 	case driver.KindLeave:

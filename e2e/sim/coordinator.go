@@ -45,6 +45,7 @@ type request struct {
 	join      *api.JoinRequest
 	token     string // member token
 	wait      time.Duration
+	resync    bool // a heartbeat after a lost answer (driver.Step.Resync)
 	commit    *api.CommitRequest
 	partition session.Partition // of an admin revoke
 	jti       string            // of an admin deny
@@ -310,8 +311,11 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 	req.member = member
 	switch req.kind {
 	case reqHeartbeat:
+		if req.resync {
+			c.w.stats.Resyncs++
+		}
 		return func(ref group.Ref) group.Event {
-			return group.Heartbeat{Ref: ref, Group: groupName, MemberID: member, Wait: req.wait}
+			return group.Heartbeat{Ref: ref, Group: groupName, MemberID: member, Wait: req.wait, Resync: req.resync}
 		}, ""
 	case reqCommit:
 		offsets, refusal := driver.CommitOffsets(simVerifier{c}, groupName, member, req.commit.Offsets, req.commit.Release)

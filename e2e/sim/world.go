@@ -54,6 +54,7 @@ type Stats struct {
 	NewIDsSynced    int           // ... that synced before the heal
 	NewIDWaitMax    time.Duration // longest a restart under a new id waited for its first sync (faulty phase)
 	SentinelStarts  int           // deliveries that began at an unresolved start offset
+	Resyncs         int           // heartbeats saying resync (an earlier answer lost) that reached a coordinator
 	// Replicas only.
 	Takeovers    int // promotions that succeeded
 	Contested    int // ... while another replica still believed it led (a zombie, a lagging race)
