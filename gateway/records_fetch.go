@@ -52,6 +52,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/internal/hangup"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -188,7 +189,7 @@ func (f *fetchCall) serve() api.Code {
 func (f *fetchCall) watch() {
 	f.waited = true
 	entry := f.entry
-	f.stopWatch = watchHangup(f.ctx.Conn(), func() { entry.cancel(errClientGone) })
+	f.stopWatch = hangup.Watch(f.ctx.Conn(), func() { entry.cancel(errClientGone) })
 }
 
 // A cap's refusals: 503 overloaded at the gateway's cap (try another

@@ -60,9 +60,10 @@ func (c *Console) serveEvents(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 	_ = ctx.SetWriteDeadline(time.Now().Add(life + pingEvery))
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
-	gone := hangUp(ctx)
+	gone, stopWatch := hangUp(ctx)
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer release()
+		defer stopWatch()
 		c.stream(w, sub, s, groupName, life, gone)
 	})
 }

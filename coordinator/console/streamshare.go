@@ -15,13 +15,12 @@ package console
 //     (assets/static/console.js).
 
 import (
-	"net"
 	"strconv"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/coordinator/timeline"
+	"github.com/capgate/capgate/internal/hangup"
 )
 
 // streamRetryAfter is the Retry-After of a refused stream, in seconds:
@@ -54,38 +53,12 @@ func (c *Console) subscribe(ctx *fasthttp.RequestCtx, s *session, after uint64) 
 
 // hangUp is closed when the client of ctx's connection hangs up: the
 // stream then ends at once, not at the next ping whose write fails (5 to
-// 15 s later, holding its slots meanwhile). It reads the connection, which
-// nobody else does while a response streams (an EventSource sends nothing
-// more; bytes a client sends anyway are dropped, and the response closes
-// the connection: setConnectionClose), until a read fails — the client
-// closed it, or the server did when the response ended.
-func hangUp(ctx *fasthttp.RequestCtx) <-chan struct{} {
-	gone := make(chan struct{})
-	conn := ctx.Conn()
-	if conn == nil {
-		return gone
-	}
+// 15 s later, holding its slots meanwhile). The watch (internal/hangup,
+// the gateway's long polls' too) peeks at the socket, which nobody else
+// reads while a response streams; stop ends it when the stream does, and
+// the response closes the connection (SetConnectionClose).
+func hangUp(ctx *fasthttp.RequestCtx) (gone <-chan struct{}, stop func()) {
+	ch := make(chan struct{})
 	ctx.SetConnectionClose()
-	go watchRead(conn, gone)
-	return gone
-}
-
-func watchRead(conn net.Conn, gone chan<- struct{}) {
-	defer func() {
-		// A RequestCtx made by Init (tests that call Serve directly) has
-		// a connection that panics on Read: no client to watch.
-		if recover() != nil {
-			return
-		}
-		close(gone)
-	}()
-	// The request's read deadline (read_timeout) no longer applies: the
-	// stream carries its own.
-	_ = conn.SetReadDeadline(time.Time{})
-	var b [256]byte
-	for {
-		if _, err := conn.Read(b[:]); err != nil {
-			return
-		}
-	}
+	return ch, hangup.Watch(ctx.Conn(), func() { close(ch) })
 }

@@ -1,6 +1,10 @@
 //go:build unix
 
-package gateway
+// Package hangup tells a server that the client of a connection it is
+// not reading (a handler running, a response streaming) went away: the
+// gateway's long polls and the console's event streams end at once
+// instead of holding their resources until a deadline or a failed write.
+package hangup
 
 import (
 	"crypto/tls"
@@ -10,10 +14,11 @@ import (
 	"time"
 )
 
-// watchHangup watches the client connection of a long poll and calls gone
-// once the client closed it (EOF) or reset it. fasthttp does not look at
-// a connection while its handler runs, so without this a long poll whose
-// client left would hold its broker connection until max_wait. stop ends
+// Watch watches the client connection of a long poll (or a stream) and
+// calls gone once the client closed it (EOF) or reset it. fasthttp does
+// not look at a connection while its handler runs, so without this a long
+// poll whose client left would hold its broker connection until max_wait.
+// A conn that is no socket (nil, a test's) is not watched. stop ends
 // the watch and returns once it has ended; call it before the handler
 // returns, as fasthttp then reads the connection again (and sets its own
 // read deadline first).
@@ -22,7 +27,7 @@ import (
 // it consumes nothing: a pipelined next request stays for fasthttp, and
 // ends the watch (the client is there). A hangup on a TLS connection is
 // seen at the TCP level; a close_notify alert reads as data.
-func watchHangup(conn net.Conn, gone func()) (stop func()) {
+func Watch(conn net.Conn, gone func()) (stop func()) {
 	if tc, ok := conn.(*tls.Conn); ok {
 		conn = tc.NetConn()
 	}
