@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/capgate/capgate/internal/quietio"
 )
 
 // fetchConn is one fetch connection to one broker, spoken to on the
@@ -104,6 +106,7 @@ func (s *connSpec) dial(ctx context.Context, addr string) (*fetchConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	nc = quietio.Wrap(nc) // raw socket calls: no monitor-thread wake per fetch (internal/quietio)
 	if s.tls != nil {
 		cfg := s.tls.Clone()
 		if cfg.ServerName == "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/probe"
+	"github.com/capgate/capgate/internal/quietio"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -201,6 +202,7 @@ func (g *Gateway) Start() error {
 			}
 		}
 		g.ln = ln
+		ln = quietio.Listener(ln) // raw socket calls: no monitor-thread wake per request (internal/quietio)
 		if g.tls != nil {
 			ln = g.tls.Listener(ln)
 		}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/quietio"
 	"github.com/capgate/capgate/internal/refusallog"
 	"github.com/capgate/capgate/ocap"
 )
@@ -109,6 +110,7 @@ func (s *Server) Start() error {
 		return err
 	}
 	for _, ln := range lns {
+		ln = quietio.Listener(ln) // raw socket calls: no monitor-thread wake per request (internal/quietio)
 		if s.cfg.WrapListener != nil {
 			ln = s.cfg.WrapListener(ln)
 		}

@@ -1,0 +1,173 @@
+//go:build linux
+
+// Package quietio reads and writes a server's TCP connections without
+// waking the Go runtime's monitor thread on every request.
+//
+// Behavior: Listener wraps a listener whose accepted *net.TCPConn are
+// read and written with raw read(2) and write(2) calls on their
+// non-blocking descriptors (syscall.RawSyscall, through the connection's
+// syscall.RawConn), waiting on Go's network poller exactly as net does
+// when a call would block: deadlines, Close and every other method are
+// the connection's own. Nothing about what is read or written changes.
+//
+// Why: a Go process that went idle parks its monitor thread (sysmon);
+// the next system call made the standard way (entersyscall) wakes it, and
+// it then polls every 20 µs until the process is idle again. A server
+// answering one request at a time pays that on every request: measured
+// on the gateway, the monitor thread took 0.8 context switches and
+// ~15% of the gateway's CPU per 1-record fetch one at a time (perf stat
+// --per-thread; BENCHMARKS.md §0). read and write on a non-blocking
+// socket never block, which is what RawSyscall is for; the poller wait
+// in between is the runtime's own. Written by hand because neither net
+// nor golang.org/x/sys offers a socket read that skips entersyscall.
+package quietio
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// maxRW bounds one read or write call, as internal/poll does (1 GiB).
+const maxRW = 1 << 30
+
+// Listener returns ln whose accepted TCP connections are quiet (Conn);
+// any other connection is returned as accepted.
+func Listener(ln net.Listener) net.Listener { return listener{ln} }
+
+type listener struct{ net.Listener }
+
+func (l listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return Wrap(c), nil
+}
+
+// Wrap returns c as a *Conn when it is a *net.TCPConn, else c.
+func Wrap(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	q := &Conn{TCPConn: tc, rc: rc}
+	q.readFD, q.writeFD = q.read, q.write // bound once: no allocation per call
+	return q
+}
+
+// Conn is a TCP connection read and written with raw system calls (see
+// the package doc). Like a net.Conn, one Read and one Write may run at
+// once; not two of either.
+type Conn struct {
+	*net.TCPConn
+	rc syscall.RawConn
+
+	readFD, writeFD func(uintptr) bool
+	rp, wp          []byte
+	rn, wn          int
+	rerr, werr      syscall.Errno
+	waits           [2]int // reads, writes that waited on the poller (tests)
+}
+
+// NetConn is the TCP connection (internal/linger unwraps through it).
+func (c *Conn) NetConn() net.Conn { return c.TCPConn }
+
+// Read reads as (*net.TCPConn).Read does: io.EOF at the end of the
+// stream, the poller's errors (deadline, closed) as they are.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if len(p) > maxRW {
+		p = p[:maxRW]
+	}
+	c.rp, c.rn, c.rerr = p, 0, 0
+	err := c.rc.Read(c.readFD)
+	n, errno := c.rn, c.rerr
+	c.rp = nil
+	switch {
+	case err != nil:
+		return 0, c.opError("read", err)
+	case errno != 0:
+		return 0, c.opError("read", os.NewSyscallError("read", errno))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *Conn) read(fd uintptr) bool {
+	for {
+		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rp[0])), uintptr(len(c.rp)))
+		switch errno {
+		case 0:
+			c.rn = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			c.waits[0]++
+			return false // wait until readable
+		default:
+			c.rerr = errno
+			return true
+		}
+	}
+}
+
+// Write writes all of p, or fails as (*net.TCPConn).Write does.
+func (c *Conn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.wp, c.wn, c.werr = p, 0, 0
+	err := c.rc.Write(c.writeFD)
+	n, errno := c.wn, c.werr
+	c.wp = nil
+	switch {
+	case err != nil:
+		return n, c.opError("write", err)
+	case errno != 0:
+		return n, c.opError("write", os.NewSyscallError("write", errno))
+	}
+	return n, nil
+}
+
+func (c *Conn) write(fd uintptr) bool {
+	for c.wn < len(c.wp) {
+		b := c.wp[c.wn:]
+		if len(b) > maxRW {
+			b = b[:maxRW]
+		}
+		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch errno {
+		case 0:
+			c.wn += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			c.waits[1]++
+			return false // wait until writable
+		default:
+			c.werr = errno
+			return true
+		}
+	}
+	return true
+}
+
+// opError names the operation as net does ("read", not the raw
+// connection's "raw-read"), keeping the error below (os.ErrDeadlineExceeded,
+// net.ErrClosed) for errors.Is.
+func (c *Conn) opError(op string, err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		err = oe.Err
+	}
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
