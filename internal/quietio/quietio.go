@@ -20,6 +20,15 @@
 // socket never block, which is what RawSyscall is for; the poller wait
 // in between is the runtime's own. Written by hand because neither net
 // nor golang.org/x/sys offers a socket read that skips entersyscall.
+//
+// What the runtime no longer sees: a call in progress keeps its P and
+// cannot be preempted, so a stop-the-world (GC) or another goroutine of
+// that P waits for it — for one copy into or out of the socket buffer
+// (at most its size, a few MiB: well under a millisecond), as for any
+// Go code copying that much. Other system calls (files, logs, DNS), a
+// GC and the next timer still wake the monitor, so it keeps its other
+// duties (preempting a goroutine that runs for 10 ms, retaking the P of
+// a blocking call) whenever the process does more than socket I/O.
 package quietio
 
 import (
