@@ -36,7 +36,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 // maxRW bounds one read or write call, as internal/poll does (1 GiB).
@@ -114,10 +113,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 
 func (c *Conn) read(fd uintptr) bool {
 	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rp[0])), uintptr(len(c.rp)))
+		n, errno := sysRead(fd, c.rp)
 		switch errno {
 		case 0:
-			c.rn = int(n)
+			c.rn = n
 			return true
 		case syscall.EINTR:
 			continue
@@ -155,10 +154,10 @@ func (c *Conn) write(fd uintptr) bool {
 		if len(b) > maxRW {
 			b = b[:maxRW]
 		}
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		n, errno := sysWrite(fd, b)
 		switch errno {
 		case 0:
-			c.wn += int(n)
+			c.wn += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			c.waits[1]++
