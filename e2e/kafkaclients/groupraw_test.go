@@ -14,8 +14,9 @@ import (
 
 // TestGroupCommitsThroughCapgate drives a KIP-848 member by hand: its
 // OffsetCommit of a partition it holds goes through capgate (and comes
-// back from OffsetFetch); one of a partition it does not hold answers
-// STALE_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID; a capability
+// back from OffsetFetch); one of a partition that does not exist answers
+// UNKNOWN_TOPIC_OR_PARTITION (TestCommitOfAMissingPartition: one it does
+// not hold STALE_MEMBER_EPOCH), an unknown member UNKNOWN_MEMBER_ID; a capability
 // connection may not take part in groups at all; leaving ends the member's
 // session on the gateway.
 func TestGroupCommitsThroughCapgate(t *testing.T) {
@@ -59,8 +60,8 @@ func TestGroupCommitsThroughCapgate(t *testing.T) {
 	if got := commit("raw-member", 1); got[0] != kerr.OffsetOutOfRange.Code {
 		t.Fatalf("commit beyond the log end: error %d, want OFFSET_OUT_OF_RANGE", got[0])
 	}
-	if got := commit("raw-member", 9); got[0] != kerr.StaleMemberEpoch.Code {
-		t.Fatalf("commit of a partition not held: error %d, want STALE_MEMBER_EPOCH", got[0])
+	if got := commit("raw-member", 9); got[0] != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("commit of a partition that does not exist: error %d, want UNKNOWN_TOPIC_OR_PARTITION", got[0])
 	}
 	if got := commit("nobody", 0); got[0] != kerr.UnknownMemberID.Code {
 		t.Fatalf("commit by an unknown member: error %d, want UNKNOWN_MEMBER_ID", got[0])

@@ -77,6 +77,12 @@ func (c *conn) partitionError(code api.Code) int16 {
 //	                        coordinator's join limits (members_per_group...); final, reported
 //	retriable codes         COORDINATOR_NOT_AVAILABLE (15)                           the client retries
 //
+// A committed partition refused as not the member's (ILLEGAL_GENERATION,
+// STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID) is first checked as Kafka checks
+// it before any group check (conn.commitPartitionError): a topic the
+// connection may not see is TOPIC_AUTHORIZATION_FAILED (29), a partition
+// or topic that does not exist UNKNOWN_TOPIC_OR_PARTITION (3).
+//
 // The connection's own client credential denied or expired
 // (conn.checkClient) is final: GROUP_AUTHORIZATION_FAILED on group APIs,
 // TOPIC_AUTHORIZATION_FAILED on Produce and ListOffsets.

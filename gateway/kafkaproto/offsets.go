@@ -14,6 +14,12 @@ package kafkaproto
 //     OFFSET_OUT_OF_RANGE. A refusal the coordinator gives one partition of
 //     a commit is reported on every partition of that OffsetCommit (the
 //     session commits them together).
+//   - A partition that does not exist (or of a topic that does not)
+//     answers UNKNOWN_TOPIC_OR_PARTITION, one of a topic the connection
+//     may not see TOPIC_AUTHORIZATION_FAILED whether it exists or not —
+//     Kafka's answers, which it gives before any group check; the other
+//     partitions of the request are committed as usual
+//     (commitPartitionError).
 //   - Commit metadata is kept: it goes to the coordinator with the offset
 //     it came with, and OffsetFetch answers it (as Kafka does). Metadata
 //     longer than MaxCommitMetadataBytes answers OFFSET_METADATA_TOO_LARGE
@@ -29,7 +35,9 @@ package kafkaproto
 //     (the committed offset it was granted — another member's commit
 //     handed over, an admin reset — or the one its client committed
 //     since), others from the coordinator's committed offsets; -1 when
-//     nothing was committed, as Kafka does: the client applies its own
+//     nothing was committed — a partition that does not exist too, with
+//     no error, as Kafka answers OffsetFetch v1+ (UNKNOWN_TOPIC_OR_PARTITION
+//     was v0's, ZooKeeper-stored offsets): the client applies its own
 //     reset policy (auto.offset.reset, kgo's ConsumeResetOffset,
 //     KafkaJS's fromBeginning) with ListOffsets. A grant of a partition
 //     with nothing committed names the group's offset_reset
@@ -115,11 +123,45 @@ func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, er
 			default:
 				rp.ErrorCode = commitError(codes[sp], m.kip848)
 			}
+			if notTheMembers(rp.ErrorCode) {
+				rp.ErrorCode = c.commitPartitionError(t.Topic, p.Partition, rp.ErrorCode)
+			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// notTheMembers reports whether a commit answer says the partition is
+// not the member's (or the member is gone): the answers a partition that
+// does not exist would otherwise get.
+func notTheMembers(code int16) bool {
+	return code == kerr.IllegalGeneration.Code || code == kerr.StaleMemberEpoch.Code || code == kerr.UnknownMemberID.Code
+}
+
+// commitPartitionError is Kafka's answer for a committed partition
+// refused as not the member's: Kafka checks the topic's authorization,
+// then that the partition exists (KafkaApis, before the group
+// coordinator), so a topic the principal may not see answers
+// TOPIC_AUTHORIZATION_FAILED whether it exists or not (as Metadata), a
+// partition that does not exist UNKNOWN_TOPIC_OR_PARTITION, and only an
+// existing one the group's refusal (code). Asked only on refusals, so a
+// commit of held partitions never waits for the topic list; a list that
+// cannot be read keeps code.
+func (c *conn) commitPartitionError(topic string, partition int32, code int16) int16 {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
+	defer cancel()
+	ti, known := c.s.topics.partitionKnown(ctx, topic, partition)
+	switch {
+	case known == kerr.LeaderNotAvailable.Code:
+		return code
+	case !c.sees(topic, ti):
+		return kerr.TopicAuthorizationFailed.Code
+	case known != 0:
+		return known
+	}
+	return code
 }
 
 func (m *member) currentEpoch() int32 {
