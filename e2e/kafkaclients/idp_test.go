@@ -131,6 +131,24 @@ func TestIdPTokenOverSASL(t *testing.T) {
 		}
 	}
 
+	// A token of an issuer the gateway is not configured for says so,
+	// naming its iss (and the config key), not the token: over the real
+	// gateway's verifier and failure budget.
+	for _, c := range []struct{ iss, want string }{
+		{other.URL, "not among the 1 of gateway.kafka_oidc.issuers"},
+		{idp.URL + "/", fmt.Sprintf("differs from the configured %q only by a trailing slash", idp.URL)},
+	} {
+		token := other.Token(withIss(idpClaims("svc-billing", nil), c.iss))
+		for _, usePlain := range []bool{false, true} {
+			err := saslRefusal(t, s, token, usePlain)
+			if msg := fmt.Sprint(err); !errors.Is(err, kerr.SaslAuthenticationFailed) ||
+				!strings.Contains(msg, fmt.Sprintf("issuer %q is not an OIDC issuer of this Kafka listener", c.iss)) ||
+				!strings.Contains(msg, c.want) || strings.Contains(msg, strings.Split(token, ".")[1]) {
+				t.Errorf("iss %s (plain %v): %v, want SASL_AUTHENTICATION_FAILED naming the issuer, %q, and not the token", c.iss, usePlain, err, c.want)
+			}
+		}
+	}
+
 	// Deny the identity: its fresh tokens are refused at SASL.
 	s.Deny(t, identity.IdentityID(idp.URL, "svc-billing"))
 	sdk.Eventually(t, 10*time.Second, "the denied identity is refused", func() (bool, string) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/failguard"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -58,8 +59,14 @@ type Authenticator interface {
 
 // gateAuthenticator accepts capgate tokens, verified by the gateway: a
 // partition capability, else a client credential (the JOSE typ tells them
-// apart, so one can never stand in for the other).
-type gateAuthenticator struct{ gate Gate }
+// apart, so one can never stand in for the other). A refused JWT that is
+// no capgate token and names an issuer other than issuers (the
+// kafka_oidc ones) is refused saying so (unconfiguredIssuer), unless the
+// refusal is the address's spent failure budget.
+type gateAuthenticator struct {
+	gate    Gate
+	issuers []string
+}
 
 func (a gateAuthenticator) Authenticate(token string, from netip.Addr, now time.Time) (*Principal, error) {
 	c, err := a.gate.VerifyCapability([]byte(token), from, now)
@@ -67,6 +74,9 @@ func (a gateAuthenticator) Authenticate(token string, from netip.Addr, now time.
 		c, err = a.gate.VerifyClient(token, from, now)
 	}
 	if err != nil {
+		if refusal := unconfiguredIssuer(token, a.issuers); refusal != nil && !errors.As(err, new(*failguard.Spent)) {
+			return nil, refusal
+		}
 		return nil, err
 	}
 	return &Principal{Claims: c, Token: token, Expires: time.Unix(int64(c.ExpiresAt), 0)}, nil
@@ -81,7 +91,8 @@ func (a gateAuthenticator) Authenticate(token string, from netip.Addr, now time.
 // rules grant; a group join hands the IdP token itself to the
 // coordinator, which verifies it again and binds the member to the
 // identity. A token whose unverified iss names no configured issuer goes
-// to capgate's own verifier.
+// to capgate's own verifier (refused there, an IdP-shaped one is refused
+// naming its issuer: gateAuthenticator).
 type idpAuthenticator struct {
 	capgate  Authenticator
 	gate     Gate

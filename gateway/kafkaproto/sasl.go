@@ -15,7 +15,9 @@ package kafkaproto
 //     anything else, a second SaslAuthenticate, or a SaslAuthenticate
 //     without a SaslHandshake before it, closes the connection.
 //   - A refused token answers SASL_AUTHENTICATION_FAILED (58) with a
-//     message naming the reason, then the connection is closed — unless
+//     message naming the reason (a JWT of an issuer outside
+//     gateway.kafka_oidc: that issuer, issuer.go), then the connection
+//     is closed — unless
 //     the gateway cannot vouch for its view (before its first sync, or
 //     out of sync): then the connection is closed unanswered, which
 //     clients retry (errUnvouched). So does

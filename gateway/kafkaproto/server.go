@@ -73,7 +73,7 @@ func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, e
 		log = zap.NewNop()
 	}
 	if auth == nil {
-		auth = gateAuthenticator{gate: gate}
+		auth = gateAuthenticator{gate: gate, issuers: issuerNames(cfg.OIDC)}
 		if len(cfg.OIDC.Issuers) > 0 {
 			v, err := identity.New(cfg.OIDC, log.Named("oidc"))
 			if err != nil {
