@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
+	"github.com/capgate/capgate/client/session"
 	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -80,6 +81,17 @@ type Config struct {
 	// CommitInterval: processed records are committed this often, also
 	// while no record arrives (0: only Commit, revokes and Close commit).
 	CommitInterval time.Duration `yaml:"commit_interval"`
+	// OffsetReset is where this consumer starts a partition its group has
+	// no committed offset for: "earliest" (the log's start) or "latest"
+	// (its end, resolved when the partition is first fetched), as Kafka's
+	// auto.offset.reset. Empty: the group's offset_reset setting (the
+	// grant's offset). A committed offset always wins, and the start
+	// position a reset chose is committed at the next commit, so the group
+	// resumes there. It is this consumer's alone: the group's stored
+	// settings do not change. Needs a coordinator that names the group's
+	// policy in its grants (api.Grant.OffsetReset); an older one's grants
+	// all count as committed.
+	OffsetReset string `yaml:"offset_reset"`
 	// ManualMarks: a record counts as processed only once passed to Mark
 	// (or its offset named in Commit); Poll, Commit and Close do not mark
 	// what was returned before. A revoked partition is released at its
@@ -101,6 +113,12 @@ type Config struct {
 	RetryBackoff    time.Duration `yaml:"retry_backoff"`
 	RetryBackoffMax time.Duration `yaml:"retry_backoff_max"`
 }
+
+// The values of Config.OffsetReset besides empty (the group's policy).
+const (
+	OffsetResetEarliest = session.OffsetResetEarliest
+	OffsetResetLatest   = session.OffsetResetLatest
+)
 
 // DefaultConfig returns the defaults; CoordinatorURL, Gateways, Group, a
 // subscription and Credential must still be set.
@@ -191,6 +209,8 @@ func (c Config) validateBounds() error {
 		return fmt.Errorf("client.commit_interval: must be >= 0, got %s", c.CommitInterval)
 	case c.CapabilityExpiryMargin < 0:
 		return fmt.Errorf("client.capability_expiry_margin: must be >= 0, got %s", c.CapabilityExpiryMargin)
+	case c.OffsetReset != "" && c.OffsetReset != session.OffsetResetEarliest && c.OffsetReset != session.OffsetResetLatest:
+		return fmt.Errorf("client.offset_reset: must be empty (the group's), %q or %q, got %q", session.OffsetResetEarliest, session.OffsetResetLatest, c.OffsetReset)
 	case c.RetryBackoff <= 0:
 		return fmt.Errorf("client.retry_backoff: must be > 0, got %s", c.RetryBackoff)
 	case c.RetryBackoffMax < c.RetryBackoff:
@@ -258,5 +278,6 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt64("buffer_max_bytes", c.BufferMaxBytes)
 	enc.AddDuration("commit_interval", c.CommitInterval)
 	enc.AddBool("manual_marks", c.ManualMarks)
+	enc.AddString("offset_reset", c.OffsetReset)
 	return nil
 }

@@ -55,6 +55,7 @@ func TestConfigValidate(t *testing.T) {
 		{"client.poll_max_records", func(c *Config) { c.PollMaxRecords = 0 }},
 		{"client.revoke_timeout", func(c *Config) { c.RevokeTimeout = 0 }},
 		{"client.capability_expiry_margin", func(c *Config) { c.CapabilityExpiryMargin = -1 }},
+		{"client.offset_reset", func(c *Config) { c.OffsetReset = "end" }},
 		{"client.retry_backoff", func(c *Config) { c.RetryBackoff = 0 }},
 		{"client.retry_backoff_max", func(c *Config) { c.RetryBackoffMax = time.Millisecond }},
 	}

@@ -215,6 +215,7 @@ func driverConfig(cfg Config, o options) driver.Config {
 			ExpiryMargin:   cfg.CapabilityExpiryMargin,
 			ManualMarks:    cfg.ManualMarks,
 			CommitInterval: cfg.CommitInterval,
+			OffsetReset:    cfg.OffsetReset,
 			FullChecks:     o.fullChecks,
 		},
 		Rand: rand.Int64N,

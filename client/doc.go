@@ -51,6 +51,13 @@
 // releases go one at a time, so two never race; a release (revoke,
 // Close) is always synchronous: the next holder starts at its offset.
 //
+// A granted partition starts at the group's committed offset. With
+// nothing committed, it starts where the group's offset_reset says, or
+// where this consumer's own Config.OffsetReset says ("earliest",
+// "latest"; Kafka's auto.offset.reset): a committed offset always wins,
+// the position a reset chose is committed like any other, and the
+// group's stored settings never change.
+//
 // Fetches ask for raw record batches by default (Config.Raw), decoded
 // here; JSON answers are read by a one-pass scanner.
 //

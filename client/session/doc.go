@@ -61,6 +61,12 @@
 // holder starts right after the last record this one processed, so a
 // clean handoff loses and repeats nothing.
 //
+// A grant starts at its offset, or — when it says nothing was committed
+// (api.Grant.OffsetReset) and Config.OffsetReset names another policy —
+// at that policy's sentinel (-2, -1), which the gateway resolves; the
+// first answer without records places next, delivered and processed at
+// its next offset, so the reset position is committed.
+//
 // # Membership
 //
 // unknown_member (from a heartbeat or a commit of the current

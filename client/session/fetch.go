@@ -85,6 +85,15 @@ func (s *Session) fetchDone(e FetchDone) {
 
 // accept queues a fetched batch (or an empty one that moves the offset).
 func (s *Session) accept(p *partition, e FetchDone) {
+	if p.next < 0 && e.Records == 0 && e.Next >= 0 {
+		// The first answer at a start sentinel names the position it
+		// resolved to, with no record before it: the partition starts
+		// there, processed included, so the next commit keeps it (as a
+		// Kafka consumer commits the position its reset chose) and the
+		// group resumes there.
+		p.next, p.delivered, p.processed = e.Next, e.Next, e.Next
+		return
+	}
 	if e.Records == 0 && e.Next <= p.next {
 		return
 	}

@@ -182,6 +182,7 @@ func (s *Session) grant(now time.Time, old *partition, g api.Grant) {
 	if old != nil {
 		s.detach(old)
 	}
+	start := s.startOffset(g)
 	s.parts[id] = &partition{
 		id:         id,
 		state:      Fetching,
@@ -189,12 +190,35 @@ func (s *Session) grant(now time.Time, old *partition, g api.Grant) {
 		capability: g.Capability,
 		expiresAt:  parseExpiry(g.ExpiresAt),
 		renewedAt:  now,
-		next:       g.Offset,
-		delivered:  g.Offset,
-		processed:  g.Offset,
-		committed:  g.Offset,
+		next:       start,
+		delivered:  start,
+		processed:  start,
+		committed:  start,
 	}
 	s.seen[id] = max(s.seen[id], g.Epoch)
+}
+
+// The start policies of Config.OffsetReset, named as api.Grant.OffsetReset
+// names the group's.
+const (
+	OffsetResetEarliest = "earliest"
+	OffsetResetLatest   = "latest"
+)
+
+// startOffset is where a granted partition starts: the grant's offset,
+// unless the group has nothing committed for it (g.OffsetReset names the
+// group's policy) and this consumer asked for another policy; then Kafka's
+// sentinel for it (-2 earliest, -1 latest), which the gateway resolves at
+// the first fetch. A committed offset always wins, as with Kafka's
+// auto.offset.reset.
+func (s *Session) startOffset(g api.Grant) int64 {
+	if g.OffsetReset == "" || s.cfg.OffsetReset == "" || s.cfg.OffsetReset == g.OffsetReset {
+		return g.Offset
+	}
+	if s.cfg.OffsetReset == OffsetResetLatest {
+		return -1
+	}
+	return -2
 }
 
 // detach stops everything in flight for p and takes it out of the session.

@@ -74,6 +74,14 @@ type Config struct {
 	// committed, they are committed this long after the previous timed
 	// commit, also when no record arrives any more (0: no timed commits).
 	CommitInterval time.Duration
+	// OffsetReset is this consumer's own start for a partition its group
+	// has no committed offset for (a grant whose OffsetReset is set):
+	// OffsetResetEarliest or OffsetResetLatest fetch from the log's start
+	// or end (the gateway resolves it at the first fetch), as Kafka's
+	// auto.offset.reset. Empty: the grant's offset (the group's
+	// offset_reset). A committed offset always wins. The group's stored
+	// settings are not touched.
+	OffsetReset string
 	// FullChecks walks the whole buffer after every step to assert its
 	// invariants (O(buffered batches)); for tests and simulations. The
 	// cheap assertions always run.
@@ -95,6 +103,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("session: expiry_margin: must be >= 0, got %s", c.ExpiryMargin)
 	case c.CommitInterval < 0:
 		return fmt.Errorf("session: commit_interval: must be >= 0, got %s", c.CommitInterval)
+	case c.OffsetReset != "" && c.OffsetReset != OffsetResetEarliest && c.OffsetReset != OffsetResetLatest:
+		return fmt.Errorf("session: offset_reset: must be empty, %q or %q, got %q", OffsetResetEarliest, OffsetResetLatest, c.OffsetReset)
 	}
 	return nil
 }

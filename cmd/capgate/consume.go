@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +33,7 @@ type consumeFlags struct {
 	maxRecords     int
 	idleExit       time.Duration
 	commitInterval time.Duration
+	offset         string
 	logLevel       string
 }
 
@@ -62,7 +65,13 @@ func newConsumeCmd() *cobra.Command {
 			"partitions released. A gateway that does not answer is retried (logged every\n" +
 			"10 s); --idle-exit then exits 1 with its error instead of 0. On a terminal,\n" +
 			"stderr shows records/s and the group's lag (the lag needs an admin token:\n" +
-			"--token-file, or credentials.json as --credential-file).",
+			"--token-file, or credentials.json as --credential-file).\n\n" +
+			"--offset start|end chooses where this consumer starts the partitions its\n" +
+			"group has no committed offset for, as Kafka's auto.offset.reset; committed\n" +
+			"offsets always win, and the start chosen is committed like any position.\n" +
+			"Without it, the group's offset_reset setting decides (earliest unless set\n" +
+			"with capgate admin config GROUP --offset-reset). To move a group's\n" +
+			"committed offsets, to a number or backwards: capgate admin offsets reset.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsume(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
@@ -81,6 +90,7 @@ func newConsumeCmd() *cobra.Command {
 	fl.StringVar(&f.format, "format", "text", "output: text (partition, offset, key, value; tab-separated) or json (one object per line)")
 	fl.IntVar(&f.maxRecords, "max-records", 0, "exit after printing this many records (0 = no limit); exactly those are committed")
 	fl.DurationVar(&f.idleExit, "idle-exit", 0, "exit after this long without a record (0 = never)")
+	fl.StringVarP(&f.offset, "offset", "o", "", "where to start partitions the group has NO committed offset for: start (earliest) or end (latest); committed offsets win, as with Kafka's auto.offset.reset (default: the group's offset_reset)")
 	fl.DurationVar(&f.commitInterval, "commit-interval", time.Second, "commit the printed records this often, also while idle (0 = after every batch)")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level of the SDK's logs on stderr: debug, info, warn, error")
 	cmd.MarkFlagRequired("group")
@@ -90,13 +100,17 @@ func newConsumeCmd() *cobra.Command {
 func (f *consumeFlags) clientConfig() (client.Config, error) {
 	cfg := client.DefaultConfig()
 	if f.format != "text" && f.format != "json" {
-		return cfg, fmt.Errorf("--format: want text or json, got %q", f.format)
+		return cfg, usageErrorf("--format: want text or json, got %q", f.format)
 	}
 	if f.maxRecords < 0 || f.idleExit < 0 {
-		return cfg, fmt.Errorf("--max-records and --idle-exit: must be >= 0 (0: no limit), got %d and %s", f.maxRecords, f.idleExit)
+		return cfg, usageErrorf("--max-records and --idle-exit: must be >= 0 (0: no limit), got %d and %s", f.maxRecords, f.idleExit)
 	}
 	if len(f.topics) == 0 && f.topicPattern == "" {
-		return cfg, errors.New("name the subscription: --topic T or --topic-pattern REGEXP")
+		return cfg, usageErrorf("name the subscription: --topic T or --topic-pattern REGEXP")
+	}
+	reset, err := offsetReset(f.offset, f.group)
+	if err != nil {
+		return cfg, err
 	}
 	if f.credential == "" && f.credentialFile == "" && os.Getenv("CAPGATE_CREDENTIAL") == "" {
 		return cfg, errors.New("no client credential: pass --credential-file (credentials.json from capgate dev works), --credential or set CAPGATE_CREDENTIAL")
@@ -112,13 +126,36 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 	cfg.CoordinatorURL, cfg.CoordinatorURLs, cfg.Gateways = urls[0], urls[1:], f.endpoints.gateways
 	cfg.Group, cfg.Topics, cfg.TopicPattern = f.group, f.topics, f.topicPattern
 	cfg.InstanceID, cfg.ClientID, cfg.Credential = f.instanceID, "capgate-consume", credential
-	cfg.TLS = f.endpoints.tls.files()
+	cfg.TLS, cfg.OffsetReset = f.endpoints.tls.files(), reset
 	// Only printed records count as processed: --max-records N commits N.
 	cfg.ManualMarks, cfg.CommitInterval = true, f.commitInterval
 	if f.commitInterval < 0 {
-		return cfg, fmt.Errorf("--commit-interval: must be >= 0, got %s", f.commitInterval)
+		return cfg, usageErrorf("--commit-interval: must be >= 0, got %s", f.commitInterval)
 	}
 	return cfg, cfg.Validate()
+}
+
+// offsetReset turns --offset into client.Config.OffsetReset: start
+// (earliest) or end (latest), "" for the group's offset_reset. An offset
+// number (rpk's -o 42, -o -3, -o +2) is refused: a group consumer resumes
+// from its committed offsets, which win over any start, and a committed
+// offset never moves back by a commit (409 offset_regression) — so a
+// number could only ever place partitions that have no commit, all of
+// them at the same offset whatever their log. Moving a group's offsets
+// is the admin's explicit reset.
+func offsetReset(flag, group string) (string, error) {
+	switch flag {
+	case "":
+		return "", nil
+	case "start", "earliest":
+		return client.OffsetResetEarliest, nil
+	case "end", "latest":
+		return client.OffsetResetLatest, nil
+	}
+	if _, err := strconv.ParseInt(strings.TrimPrefix(flag, "+"), 10, 64); err == nil {
+		return "", usageErrorf("--offset %s: a group consumer takes start or end (earliest or latest: where partitions without a committed offset start; committed offsets win), not an offset number; to move the group's committed offsets, to a number or back: capgate admin offsets reset %s TOPIC [PARTITION] --to OFFSET", flag, cmp.Or(group, "GROUP"))
+	}
+	return "", usageErrorf("--offset %q: want start or end (or earliest or latest)", flag)
 }
 
 // adminToken is the admin token for the lag display, if there is one: the

@@ -140,3 +140,57 @@ func TestNextBatch(t *testing.T) {
 		t.Fatalf("records %q, want %q", got, want)
 	}
 }
+
+// TestConsumeOffsetFlag: --offset (-o) start|end (or Kafka's earliest|
+// latest) becomes the consumer's own client.Config.OffsetReset; without
+// it the group's offset_reset decides. An offset number, rpk style, is a
+// usage error (exit status 2) naming what is supported and the admin
+// reset that moves a group's offsets; so is any other word.
+func TestConsumeOffsetFlag(t *testing.T) {
+	t.Setenv("CAPGATE_COORDINATOR_URL", "")
+	t.Setenv("CAPGATE_GATEWAY_URLS", "")
+	for flag, want := range map[string]string{"": "", "start": client.OffsetResetEarliest, "earliest": client.OffsetResetEarliest,
+		"end": client.OffsetResetLatest, "latest": client.OffsetResetLatest} {
+		f := &consumeFlags{group: "g", topics: []string{"t"}, credential: "x", format: "text", offset: flag,
+			endpoints: endpointFlags{coordinator: "http://127.0.0.1:7070", gateways: []string{"http://127.0.0.1:8080"}}}
+		cfg, err := f.clientConfig()
+		if err != nil || cfg.OffsetReset != want {
+			t.Errorf("--offset %q: offset_reset %q, %v; want %q", flag, cfg.OffsetReset, err, want)
+		}
+	}
+	for _, bad := range []struct{ value, says string }{
+		{"42", "capgate admin offsets reset g TOPIC"},
+		{"-3", "not an offset number"},
+		{"+2", "start or end"},
+		{"beginning", "want start or end"},
+		{"START", "want start or end"},
+	} {
+		_, err := run(t, "consume", "--group", "g", "--topic", "t", "--credential", "x", "-o", bad.value)
+		if err == nil || !strings.Contains(err.Error(), bad.says) || exitCode(err) != exitUsage {
+			t.Errorf("-o %s: %v (exit %d), want a usage error (exit 2) saying %q", bad.value, err, exitCode(err), bad.says)
+		}
+	}
+}
+
+// TestUsageErrorsExitTwo: mistakes in the command line exit 2 — an
+// unknown flag, a flag value that does not parse, a stray argument, an
+// unknown subcommand — and failures of the work 1.
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"consume", "--no-such-flag"},
+		{"consume", "--max-records", "many"},
+		{"consume", "--group", "g", "--topic", "t", "--credential", "x", "--format", "xml"},
+		{"version", "extra"},
+		{"consume", "extra"},
+		{"keys", "jwks", "other.json"},
+		{"admin", "no-such-command"},
+	} {
+		if _, err := run(t, args...); err == nil || exitCode(err) != exitUsage {
+			t.Errorf("capgate %s: %v, exit %d; want exit 2", strings.Join(args, " "), err, exitCode(err))
+		}
+	}
+	_, err := run(t, "admin", "groups", "--token", "x", "--coordinator", "http://127.0.0.1:1")
+	if err == nil || exitCode(err) != exitFailure {
+		t.Errorf("an unreachable coordinator: %v, exit %d; want exit 1", err, exitCode(err))
+	}
+}

@@ -17,7 +17,7 @@ func main() {
 	stop()
 	if err != nil {
 		printError(os.Stderr, err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 

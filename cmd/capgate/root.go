@@ -21,6 +21,7 @@ func newRoot() *cobra.Command {
 		Version: fmt.Sprintf("%s (commit %s, %s)", info.Version, info.Commit, info.GoVersion),
 	}
 	root.SetVersionTemplate("capgate {{.Version}}\n")
+	root.SetFlagErrorFunc(flagUsageError)
 	root.AddCommand(newCoordinatorCmd(), newGatewayCmd(), newKeysCmd(), newTokenCmd(), newAdminCmd(),
 		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
 	refuseStrayArguments(root)
@@ -37,7 +38,17 @@ func refuseStrayArguments(cmd *cobra.Command) {
 	for _, sub := range cmd.Commands() {
 		refuseStrayArguments(sub)
 	}
-	if cmd == cmd.Root() || !cmd.Runnable() || cmd.Args != nil {
+	if cmd == cmd.Root() || !cmd.Runnable() {
+		return
+	}
+	if declared := cmd.Args; declared != nil {
+		// cobra.NoArgs, ExactArgs, …: their refusals are usage errors too.
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := declared(c, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
 		return
 	}
 	cmd.Args = func(c *cobra.Command, args []string) error {
@@ -51,7 +62,7 @@ func refuseStrayArguments(cmd *cobra.Command) {
 				break
 			}
 		}
-		return fmt.Errorf("%s (see %s --help)", msg, c.CommandPath())
+		return usageErrorf("%s (see %s --help)", msg, c.CommandPath())
 	}
 }
 
@@ -83,6 +94,6 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += "; did you mean " + strings.Join(s, " or ") + "?"
 		}
-		return fmt.Errorf("%s (see %s --help)", msg, c.CommandPath())
+		return usageErrorf("%s (see %s --help)", msg, c.CommandPath())
 	}
 }
