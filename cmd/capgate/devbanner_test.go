@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -38,4 +40,54 @@ func TestDevBannerHidesSecrets(t *testing.T) {
 			t.Errorf("banner lacks the coordinator URL export:\n%s", banner)
 		}
 	}
+}
+
+// TestDevBannerCurlJoins runs the banner's curl line, as printed, in a
+// shell that sourced credentials.env: it joins group g (200), with one
+// coordinator and with --replicas 3. With replicas the line used
+// $CAPGATE_COORDINATOR_URL, which then holds the replicas' list
+// comma-separated: curl took it for one URL ("bad port") and joined
+// nothing.
+func TestDevBannerCurlJoins(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	for _, replicas := range []int{0, 3} {
+		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
+			dir := t.TempDir()
+			f := devFlags{dataDir: dir, brokerAddr: "127.0.0.1:0", coordinatorAddr: "127.0.0.1:0", gatewayAddr: "127.0.0.1:0", replicas: replicas}
+			dev, err := startDev(context.Background(), f, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			sourceCredentialsEnv(t, dir)
+			var out bytes.Buffer
+			printDevBanner(&out, dev, false)
+			line := bannerCommand(t, out.String(), "curl ")
+			status, err := exec.Command("sh", "-c", line+" -s -o /dev/null -w '%{http_code}'").Output()
+			if err != nil || string(status) != "200" {
+				t.Fatalf("the banner's curl line answered %q (%v):\n%s", status, err, line)
+			}
+		})
+	}
+}
+
+// bannerCommand is the banner's command starting with prefix, with its
+// continuation lines.
+func bannerCommand(t *testing.T, banner, prefix string) string {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(banner, "\n") {
+		l = strings.TrimSpace(l)
+		if len(lines) == 0 && !strings.HasPrefix(l, prefix) {
+			continue
+		}
+		lines = append(lines, l)
+		if !strings.HasSuffix(l, "\\") {
+			return strings.Join(lines, "\n")
+		}
+	}
+	t.Fatalf("no %q command in the banner:\n%s", prefix, banner)
+	return ""
 }

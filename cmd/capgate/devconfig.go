@@ -34,16 +34,35 @@ Consume and produce:
   echo hello | capgate produce --topic demo --partition 0
   kcat -b %s -t demo -p 0 -P      # straight into Kafka
 
-Join a group with curl:
+Join a group with curl%s:
 
-  curl %s-X POST "$CAPGATE_COORDINATOR_URL/v1/groups/g/join" \
+  curl %s-X POST "%s/v1/groups/g/join" \
     -H "Authorization: Bearer $CAPGATE_CREDENTIAL" -H 'Content-Type: application/json' \
     -d '{"topics":["demo"]}'
 
 Operate it: capgate admin --token-file %s groups
 
 Press Ctrl-C to stop; records, offsets and credentials are kept in %s.
-`, env, indent(exportLines(publicEnv(s.env()))), s.Kafka.Addrs()[0], curlTLS(s), creds, s.dataDir)
+`, env, indent(exportLines(publicEnv(s.env()))), s.Kafka.Addrs()[0], curlNote(s), curlTLS(s), curlCoordinator(s), creds, s.dataDir)
+}
+
+// curlCoordinator is the coordinator URL of the banner's curl line:
+// $CAPGATE_COORDINATOR_URL with one coordinator. With --replicas that
+// variable holds the replicas' list (which the CLI takes, and curl would
+// take for one URL with a bad port), so the leading replica's URL itself.
+func curlCoordinator(s *devStack) string {
+	if len(s.Coordinators()) > 1 {
+		return s.CoordinatorURL()
+	}
+	return "$" + envCoordinatorURL
+}
+
+// curlNote says, with replicas, why the curl line names one replica.
+func curlNote(s *devStack) string {
+	if len(s.Coordinators()) > 1 {
+		return " (at the leading replica: curl takes one URL, and the others answer 421 not_leader naming the leader)"
+	}
+	return ""
 }
 
 // curlTLS is curl's option for the dev CA with --tls ("" without).
