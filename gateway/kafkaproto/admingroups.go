@@ -15,7 +15,10 @@ package kafkaproto
 //     coordinator/group/kafkaview.go) and type "classic" (DescribeGroups
 //     describes them; ConsumerGroupDescribe is not served). The states
 //     filter (v4+) matches case-insensitively, as Kafka's; a types
-//     filter (v5) without "classic" lists nothing. At most
+//     filter (v5) without "classic" lists nothing. Either filter over
+//     listGroupsFilterMax entries answers INVALID_REQUEST (logged,
+//     rate-limited), listing nothing; a client hanging up meanwhile ends
+//     the coordinator's paging. At most
 //     listGroupsMax groups (pages from the coordinator); beyond, the list
 //     is cut. Only the gateway's first fetch lane answers (the others, the
 //     same gateway advertised again, answer an empty list), so clients
@@ -36,12 +39,14 @@ package kafkaproto
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client"
@@ -58,9 +63,21 @@ const describeGroupsMax = 100
 // groupTypeClassic is the type ListGroups v5 reports.
 const groupTypeClassic = "classic"
 
+// listGroupsFilterMax bounds each ListGroups filter (StatesFilter v4+,
+// TypesFilter v5): Kafka has five group states and three types; a filter
+// longer than this is no filter a client sends, and the request answers
+// INVALID_REQUEST listing nothing.
+const listGroupsFilterMax = 16
+
 func handleListGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	if len(req.StatesFilter) > listGroupsFilterMax || len(req.TypesFilter) > listGroupsFilterMax {
+		c.s.refused.Refused("kafka ListGroups", fmt.Sprintf("a filter of over %d entries (answered INVALID_REQUEST)", listGroupsFilterMax),
+			append(c.logFields(false), zap.Int("states", len(req.StatesFilter)), zap.Int("types", len(req.TypesFilter)))...)
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil
+	}
 	if c.principal.capability() || !c.firstLane() || !typeListed(req.TypesFilter) {
 		return resp, nil
 	}
@@ -70,13 +87,22 @@ func handleListGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, erro
 		}
 		return resp, nil // a denied or expired credential sees nothing
 	}
-	listed, err := c.tenantGroupList()
+	var listed []api.TenantGroup
+	var err, gone error
+	c.watchHangUp(func(ctx context.Context) {
+		listed, err = c.tenantGroupList(ctx)
+		gone = ctx.Err() // the client hung up or the listener closes: nobody reads the answer
+	})
+	if gone != nil {
+		return nil, fmt.Errorf("kafkaproto: ListGroups abandoned: %w", gone)
+	}
 	if err != nil {
 		resp.ErrorCode = coordinatorError(err)
 		return resp, nil
 	}
+	states := stateSet(req.StatesFilter)
 	for _, g := range listed {
-		if !c.principal.Claims.AllowsGroup(g.Group) || !stateListed(req.StatesFilter, g.State) {
+		if !c.principal.Claims.AllowsGroup(g.Group) || !stateListed(states, g.State) {
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
@@ -87,9 +113,10 @@ func handleListGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, erro
 }
 
 // tenantGroupList pages through the coordinator's list for this
-// connection's token, up to listGroupsMax groups, within request_timeout.
-func (c *conn) tenantGroupList() ([]api.TenantGroup, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
+// connection's token, up to listGroupsMax groups, within request_timeout
+// (and ctx: the client hanging up ends it).
+func (c *conn) tenantGroupList(ctx context.Context) ([]api.TenantGroup, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.s.cfg.RequestTimeout)
 	defer cancel()
 	reader := tenantGroupsOf(c.s)
 	var out []api.TenantGroup
@@ -123,8 +150,27 @@ func typeListed(types []string) bool {
 	return len(types) == 0 || slices.ContainsFunc(types, func(t string) bool { return strings.EqualFold(t, groupTypeClassic) })
 }
 
-func stateListed(states []string, state string) bool {
-	return len(states) == 0 || slices.ContainsFunc(states, func(s string) bool { return strings.EqualFold(s, state) })
+// stateSet is a ListGroups states filter as a set of lower-case states,
+// built once per request (nil: no filter).
+func stateSet(states []string) map[string]struct{} {
+	if len(states) == 0 {
+		return nil
+	}
+	set := make(map[string]struct{}, len(states))
+	for _, s := range states {
+		set[strings.ToLower(s)] = struct{}{}
+	}
+	return set
+}
+
+// stateListed reports whether state passes the filter set (Kafka matches
+// states case-insensitively).
+func stateListed(set map[string]struct{}, state string) bool {
+	if set == nil {
+		return true
+	}
+	_, ok := set[strings.ToLower(state)]
+	return ok
 }
 
 // coordinatorError is the Kafka error for a coordinator read that failed:

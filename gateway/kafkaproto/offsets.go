@@ -51,9 +51,20 @@ package kafkaproto
 //     coordinator's committed offsets, for a credential that may join the
 //     group. One naming a member id this client did not open is
 //     UNKNOWN_MEMBER_ID.
+//   - Bounds (Kafka has none): at most offsetFetchGroupsMax groups (v8+),
+//     the rest INVALID_REQUEST as DescribeGroups'; at most
+//     offsetFetchPartitionsMax partitions in the answer, a group beyond
+//     INVALID_REQUEST (the request's top-level error in v2–v7; v0–v1 have
+//     none and answer no topics); a group named again is read from the
+//     coordinator once; every coordinator read of the request within one
+//     request_timeout, and a client hanging up (or the listener closing)
+//     ends the request unanswered. Refusals are logged through
+//     refusallog, an unreachable coordinator once per request.
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -176,32 +187,131 @@ func (m *member) generationOK(generation int32) bool {
 	return generation == m.epoch || generation == m.prev && m.prev > 0
 }
 
+// offsetFetchGroupsMax bounds the groups one OffsetFetch (v8+) answers:
+// DescribeGroups' bound, answered the same way (the rest
+// INVALID_REQUEST, not worked on).
+const offsetFetchGroupsMax = describeGroupsMax
+
+// offsetFetchPartitionsMax bounds the partitions one OffsetFetch answer
+// carries, over all its groups: those a request names (counted as
+// named, duplicates too, before any work) and those an all-topics read
+// finds committed. A group that would take the answer beyond answers
+// INVALID_REQUEST without its partitions.
+const offsetFetchPartitionsMax = 10000
+
+// offsetFetch is what one OffsetFetch request shares across its groups:
+// its context (ended when the client hangs up or the listener closes,
+// and after request_timeout for all the coordinator reads together),
+// the partitions its answer may still carry, the admin reads it made
+// (one per group, however often the group is named) and what it
+// refused, for one log line.
+type offsetFetch struct {
+	ctx       context.Context
+	left      int
+	committed map[string]committedRead
+	refused   int
+	why       string
+	readErr   error // the first coordinator read that failed
+}
+
+// committedRead is one admin read of a group's committed offsets.
+type committedRead struct {
+	resp    api.OffsetsResponse
+	err     error
+	tooMany bool // all its committed partitions would not fit the answer
+}
+
 func handleOffsetFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-	if req.Version < 8 {
-		g := c.fetchGroupOffsets(req.Group, nil, req.Topics == nil, topicsOf(req.Topics))
-		resp.ErrorCode = g.ErrorCode
-		for _, t := range g.Topics {
-			rt := kmsg.NewOffsetFetchResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetFetchResponseTopicPartition()
-				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
-				rt.Partitions = append(rt.Partitions, rp)
+	var gone error
+	c.watchHangUp(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, c.s.cfg.RequestTimeout)
+		defer cancel()
+		f := &offsetFetch{ctx: ctx, left: offsetFetchPartitionsMax, committed: map[string]committedRead{}}
+		if req.Version < 8 {
+			g := c.fetchGroupOffsets(f, req.Group, nil, req.Topics == nil, topicsOf(req.Topics), namedPartitions(req.Topics))
+			resp.ErrorCode = g.ErrorCode
+			for _, t := range g.Topics {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
 			}
-			resp.Topics = append(resp.Topics, rt)
+		} else {
+			for i, rg := range req.Groups {
+				if err := context.Cause(ctx); errors.Is(err, context.Canceled) {
+					gone = err // the client hung up or the listener closes: nobody reads the answer
+					return
+				}
+				if i >= offsetFetchGroupsMax {
+					out := kmsg.NewOffsetFetchResponseGroup()
+					out.Group, out.ErrorCode = rg.Group, kerr.InvalidRequest.Code
+					resp.Groups = append(resp.Groups, out)
+					f.refuse(fmt.Sprintf("%d groups, at most %d answered", len(req.Groups), offsetFetchGroupsMax))
+					continue
+				}
+				resp.Groups = append(resp.Groups, c.fetchGroupOffsets(f, rg.Group, rg.MemberID, rg.Topics == nil, groupTopicsOf(rg.Topics), namedGroupPartitions(rg.Topics)))
+			}
 		}
-		return resp, nil
-	}
-	for _, rg := range req.Groups {
-		wanted := map[string][]int32{}
-		for _, t := range rg.Topics {
-			wanted[t.Topic] = t.Partitions
+		if f.readErr != nil {
+			c.s.log.Info("kafka OffsetFetch: the coordinator's committed offsets are unavailable", zap.Error(f.readErr))
 		}
-		resp.Groups = append(resp.Groups, c.fetchGroupOffsets(rg.Group, rg.MemberID, rg.Topics == nil, wanted))
+		if f.refused > 0 {
+			c.s.refused.Refused("kafka OffsetFetch", f.why+": answered INVALID_REQUEST",
+				append(c.logFields(false), zap.Int("groups_refused", f.refused))...)
+		}
+	})
+	if gone != nil {
+		return nil, fmt.Errorf("kafkaproto: OffsetFetch abandoned: %w", gone)
 	}
 	return resp, nil
+}
+
+// refuse counts one group refused INVALID_REQUEST, for why.
+func (f *offsetFetch) refuse(why string) {
+	if f.refused == 0 {
+		f.why = why
+	}
+	f.refused++
+}
+
+// unavailable notes a coordinator read that failed (logged once per
+// request).
+func (f *offsetFetch) unavailable(err error) {
+	if f.readErr == nil {
+		f.readErr = err
+	}
+}
+
+// namedPartitions counts the partitions a v0–v7 request names.
+func namedPartitions(ts []kmsg.OffsetFetchRequestTopic) int {
+	n := 0
+	for _, t := range ts {
+		n += max(len(t.Partitions), 1)
+	}
+	return n
+}
+
+// namedGroupPartitions counts the partitions one v8+ group names.
+func namedGroupPartitions(ts []kmsg.OffsetFetchRequestGroupTopic) int {
+	n := 0
+	for _, t := range ts {
+		n += max(len(t.Partitions), 1)
+	}
+	return n
+}
+
+func groupTopicsOf(ts []kmsg.OffsetFetchRequestGroupTopic) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, t := range ts {
+		out[t.Topic] = t.Partitions
+	}
+	return out
 }
 
 func topicsOf(ts []kmsg.OffsetFetchRequestTopic) map[string][]int32 {
@@ -214,15 +324,43 @@ func topicsOf(ts []kmsg.OffsetFetchRequestTopic) map[string][]int32 {
 
 // fetchGroupOffsets answers one group: the member named by id (or, for
 // requests that name none, this client's member of the group).
-func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[string][]int32) kmsg.OffsetFetchResponseGroup {
+//
+// named is how many partitions the group's topics name (a topic naming
+// none counts one): beyond what the answer may still carry the group is
+// refused INVALID_REQUEST before any work, and so is an answer that
+// would take it beyond (an all-topics read of many committed partitions).
+func (c *conn) fetchGroupOffsets(f *offsetFetch, group string, id *string, all bool, wanted map[string][]int32, named int) kmsg.OffsetFetchResponseGroup {
 	out := kmsg.NewOffsetFetchResponseGroup()
 	out.Group = group
 	if out.ErrorCode = c.groupAllowed(group, time.Now()); out.ErrorCode != 0 {
 		return out
 	}
+	if named > f.left {
+		f.refuse(fmt.Sprintf("over %d partitions named", offsetFetchPartitionsMax))
+		out.ErrorCode = kerr.InvalidRequest.Code
+		return out
+	}
+	out = c.memberGroupOffsets(f, out, id, all, wanted)
+	n := 0
+	for _, t := range out.Topics {
+		n += len(t.Partitions)
+	}
+	if n > f.left {
+		f.refuse(fmt.Sprintf("over %d partitions to answer", offsetFetchPartitionsMax))
+		out.ErrorCode, out.Topics = kerr.InvalidRequest.Code, nil
+		return out
+	}
+	f.left -= n
+	return out
+}
+
+// memberGroupOffsets answers one allowed group: from the member named by
+// id (or this client's member of the group), else Kafka's admin read.
+func (c *conn) memberGroupOffsets(f *offsetFetch, out kmsg.OffsetFetchResponseGroup, id *string, all bool, wanted map[string][]int32) kmsg.OffsetFetchResponseGroup {
+	group := out.Group
 	m := c.memberOf(group, id)
 	if m == nil && (id == nil || *id == "") {
-		return c.fetchCommittedOffsets(out, all, wanted) // no member: Kafka's admin read (offsetsadmin.go)
+		return c.fetchCommittedOffsets(f, out, all, wanted) // no member: Kafka's admin read (offsetsadmin.go)
 	}
 	if m == nil {
 		out.ErrorCode = kerr.UnknownMemberID.Code
@@ -237,7 +375,7 @@ func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[
 	needed := false // an answer depends on the coordinator's offsets
 	load := func() {
 		if stored == nil && storedErr == nil {
-			stored, storedErr = c.storedOffsets(m)
+			stored, storedErr = c.storedOffsets(f.ctx, m)
 		}
 	}
 	committed := func(p session.Partition) (int64, string) {
@@ -280,7 +418,7 @@ func (c *conn) fetchGroupOffsets(group string, id *string, all bool, wanted map[
 		out.Topics = append(out.Topics, rt)
 	}
 	if needed && storedErr != nil {
-		c.s.log.Info("kafka OffsetFetch: the coordinator's committed offsets are unavailable", zap.String("group", group), zap.Error(storedErr))
+		f.unavailable(fmt.Errorf("group %q: %w", group, storedErr))
 		out.ErrorCode, out.Topics = kerr.CoordinatorLoadInProgress.Code, nil
 		if api.NeedsRejoin(client.CodeOf(storedErr)) {
 			out.ErrorCode = kerr.UnknownMemberID.Code // the member ended in capgate
@@ -325,9 +463,8 @@ func (c *conn) memberOf(group string, id *string) *member {
 }
 
 // storedOffsets reads the group's committed offsets from the coordinator.
-func (c *conn) storedOffsets(m *member) (map[session.Partition]api.CommittedOffset, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
-	defer cancel()
+// ctx is the request's (offsetFetch).
+func (c *conn) storedOffsets(ctx context.Context, m *member) (map[session.Partition]api.CommittedOffset, error) {
 	out := map[session.Partition]api.CommittedOffset{}
 	resp, err := c.s.groups.api.Offsets(ctx, m.group, m.token())
 	if err != nil {

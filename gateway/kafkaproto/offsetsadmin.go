@@ -17,13 +17,12 @@ package kafkaproto
 // GROUP_AUTHORIZATION_FAILED.
 
 import (
-	"context"
+	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client"
@@ -31,27 +30,46 @@ import (
 )
 
 // fetchCommittedOffsets fills out (group and authorization set) from the
-// coordinator's committed offsets.
-func (c *conn) fetchCommittedOffsets(out kmsg.OffsetFetchResponseGroup, all bool, wanted map[string][]int32) kmsg.OffsetFetchResponseGroup {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
-	defer cancel()
-	resp, err := tenantGroupsOf(c.s).committed(ctx, c.principal.Token, out.Group)
+// coordinator's committed offsets, read once per request however often
+// the group is named (f.committed), within the request's context.
+func (c *conn) fetchCommittedOffsets(f *offsetFetch, out kmsg.OffsetFetchResponseGroup, all bool, wanted map[string][]int32) kmsg.OffsetFetchResponseGroup {
+	read, ok := f.committed[out.Group]
+	if !ok {
+		read.resp, read.err = tenantGroupsOf(c.s).committed(f.ctx, c.principal.Token, out.Group)
+		f.committed[out.Group] = read
+	}
+	resp, err := read.resp, read.err
+	if read.tooMany {
+		f.refuse(fmt.Sprintf("over %d partitions to answer", offsetFetchPartitionsMax))
+		out.ErrorCode = kerr.InvalidRequest.Code
+		return out
+	}
 	if err != nil {
 		code := client.CodeOf(err)
 		out.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		if !api.IsRetriable(code) {
 			out.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		}
-		c.s.log.Info("kafka OffsetFetch without a member: the coordinator's committed offsets are unavailable", zap.String("group", out.Group), zap.Error(err))
+		if !ok {
+			f.unavailable(fmt.Errorf("group %q without a member: %w", out.Group, err))
+		}
+		return out
+	}
+	if all && len(resp.Offsets) > f.left {
+		// Refused before the answer is built; a repeat is refused from the
+		// cache without holding the offsets.
+		f.committed[out.Group] = committedRead{tooMany: true}
+		f.refuse(fmt.Sprintf("over %d partitions to answer", offsetFetchPartitionsMax))
+		out.ErrorCode = kerr.InvalidRequest.Code
 		return out
 	}
 	stored := make(map[session.Partition]api.CommittedOffset, len(resp.Offsets))
 	for _, o := range resp.Offsets {
 		p := session.Partition{Topic: o.Topic, Partition: o.Partition}
-		stored[p] = o
-		if all && !slices.Contains(wanted[o.Topic], o.Partition) {
+		if _, seen := stored[p]; !seen && all {
 			wanted[o.Topic] = append(wanted[o.Topic], o.Partition)
 		}
+		stored[p] = o
 	}
 	for _, topic := range slices.Sorted(maps.Keys(wanted)) {
 		rt := kmsg.NewOffsetFetchResponseGroupTopic()

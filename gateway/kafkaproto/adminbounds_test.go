@@ -1,0 +1,381 @@
+package kafkaproto
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/capgate/capgate/api"
+)
+
+// The attacks of redteam3 items 2 and 3 on the listener's admin reads,
+// sent by a kgo client (kmsg requests to the listener's broker, as the
+// e2e admin tests send them) to a listener whose coordinator is an
+// httptest server that counts what it is asked.
+
+// adminCoordinator is a coordinator's tenant routes: every group has
+// committed offsets for partitions 0..partitions-1 of "orders", and the
+// list names groups with their states. hold makes /committed wait for
+// its request to end.
+type adminCoordinator struct {
+	partitions int
+	listed     []api.TenantGroup
+	hold       bool
+
+	mu        sync.Mutex
+	committed map[string]int // /committed calls by group
+	cancelled chan string    // a held call whose request ended
+	arrived   chan string    // a held call arrived
+}
+
+func (a *adminCoordinator) start(t *testing.T) string {
+	a.committed = map[string]int{}
+	a.cancelled, a.arrived = make(chan string, 16), make(chan string, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		path := r.URL.Path
+		switch {
+		case path == "/v1/groups":
+			if a.hold {
+				a.arrived <- path
+				<-r.Context().Done()
+				a.cancelled <- path
+				return
+			}
+			json.NewEncoder(w).Encode(api.TenantGroupsResponse{Groups: a.listed})
+		case strings.HasSuffix(path, "/committed"):
+			group := strings.TrimSuffix(strings.TrimPrefix(path, "/v1/groups/"), "/committed")
+			a.mu.Lock()
+			a.committed[group]++
+			a.mu.Unlock()
+			if a.hold {
+				a.arrived <- group
+				<-r.Context().Done()
+				a.cancelled <- group
+				return
+			}
+			var out api.OffsetsResponse
+			for p := range a.partitions {
+				out.Offsets = append(out.Offsets, api.CommittedOffset{Topic: "orders", Partition: int32(p), Offset: int64(10 + p)})
+			}
+			json.NewEncoder(w).Encode(out)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// calls is how many /committed calls the coordinator saw: in all, and
+// for how many groups.
+func (a *adminCoordinator) calls() (total, groups int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, n := range a.committed {
+		total += n
+	}
+	return total, len(a.committed)
+}
+
+// adminListener starts a listener on coordinator, its refusals logged
+// to the returned observer, and a kgo client (PLAIN, a client credential
+// for every group) to it; broker is the listener as kgo's seed broker.
+func adminListener(t *testing.T, coordinator string, requestTimeout time.Duration) (*observer.ObservedLogs, *kgo.Broker) {
+	logs, s := adminServer(t, coordinator, requestTimeout)
+	return logs, kgoBroker(t, s)
+}
+
+// adminServer starts the listener of adminListener.
+func adminServer(t *testing.T, coordinator string, requestTimeout time.Duration) (*observer.ObservedLogs, *Server) {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	cfg := testConfig()
+	cfg.CoordinatorURL, cfg.RequestTimeout, cfg.MaxRequestBytes = coordinator, requestTimeout, 8<<20
+	s, err := New(cfg, clientGate{}, anyClient{}, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeWithin(t, s, 10*time.Second) })
+	return logs, s
+}
+
+// kgoBroker is a kgo client of s (with opts) as its seed broker.
+func kgoBroker(t *testing.T, s *Server, opts ...kgo.Opt) *kgo.Broker {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(s.Addr()), kgo.SASL(plain.Auth{User: "u", Pass: "credential"}.AsMechanism()),
+		kgo.RequestTimeoutOverhead(30 * time.Second)}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl.SeedBrokers()[0]
+}
+
+// sendOffsetFetch sends groups (nil topics: all committed) as one OffsetFetch v8.
+func sendOffsetFetch(t *testing.T, b *kgo.Broker, groups ...kmsg.OffsetFetchRequestGroup) *kmsg.OffsetFetchResponse {
+	t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.SetVersion(8)
+	req.Groups = groups
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.OffsetFetchResponse)
+}
+
+func fetchGroup(name string) kmsg.OffsetFetchRequestGroup {
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group = name
+	return g
+}
+
+// answered counts a group's answered partitions, checking each offset.
+func answered(t *testing.T, g kmsg.OffsetFetchResponseGroup) int {
+	t.Helper()
+	n := 0
+	for _, tp := range g.Topics {
+		for _, p := range tp.Partitions {
+			if p.Offset != int64(10+p.Partition) {
+				t.Fatalf("group %s %s/%d: offset %d, want %d", g.Group, tp.Topic, p.Partition, p.Offset, 10+p.Partition)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// TestOffsetFetchGroupsBounded is redteam3 item 2: one OffsetFetch v8
+// naming 250 groups with no member. The first 100 (DescribeGroups'
+// bound) are answered from one coordinator call each; the rest answer
+// INVALID_REQUEST, as DescribeGroups' do, without a coordinator call, and
+// the refusal is logged (refusallog). Before, all 250 were read one after
+// another and held.
+func TestOffsetFetchGroupsBounded(t *testing.T) {
+	a := &adminCoordinator{partitions: 4}
+	logs, b := adminListener(t, a.start(t), 5*time.Second)
+	var groups []kmsg.OffsetFetchRequestGroup
+	for i := range 250 {
+		groups = append(groups, fetchGroup(fmt.Sprintf("g-%03d", i)))
+	}
+	resp := sendOffsetFetch(t, b, groups...)
+	if len(resp.Groups) != 250 {
+		t.Fatalf("%d groups answered, want each of the 250 named", len(resp.Groups))
+	}
+	for i, g := range resp.Groups {
+		switch {
+		case g.Group != fmt.Sprintf("g-%03d", i):
+			t.Fatalf("answer %d is group %q", i, g.Group)
+		case i < offsetFetchGroupsMax && (g.ErrorCode != 0 || answered(t, g) != 4):
+			t.Fatalf("group %s: error %d, %d partitions; want its 4 committed offsets", g.Group, g.ErrorCode, answered(t, g))
+		case i >= offsetFetchGroupsMax && (g.ErrorCode != kerr.InvalidRequest.Code || len(g.Topics) != 0):
+			t.Fatalf("group %s (beyond %d): error %d, %d topics; want INVALID_REQUEST and nothing else", g.Group, offsetFetchGroupsMax, g.ErrorCode, len(g.Topics))
+		}
+	}
+	if total, distinct := a.calls(); total != offsetFetchGroupsMax || distinct != offsetFetchGroupsMax {
+		t.Errorf("coordinator read %d times for %d groups, want once for each of the first %d", total, distinct, offsetFetchGroupsMax)
+	}
+	refused := logs.FilterMessage("kafka OffsetFetch refused").All()
+	if len(refused) != 1 || refused[0].ContextMap()["groups_refused"] != int64(150) {
+		t.Errorf("refusal lines %v, want one naming the 150 groups refused", refused)
+	}
+}
+
+// TestOffsetFetchRepeatedGroupReadOnce: the probe's shape — one group
+// named 100 times in one OffsetFetch — reads the group's committed
+// offsets from the coordinator once, and answers each entry with them.
+// Before, every entry was one coordinator call.
+func TestOffsetFetchRepeatedGroupReadOnce(t *testing.T) {
+	a := &adminCoordinator{partitions: 12}
+	_, b := adminListener(t, a.start(t), 5*time.Second)
+	var groups []kmsg.OffsetFetchRequestGroup
+	for range offsetFetchGroupsMax {
+		groups = append(groups, fetchGroup("rtg1"))
+	}
+	resp := sendOffsetFetch(t, b, groups...)
+	for _, g := range resp.Groups {
+		if g.ErrorCode != 0 || answered(t, g) != 12 {
+			t.Fatalf("rtg1: error %d, %d partitions; want its 12 committed offsets", g.ErrorCode, answered(t, g))
+		}
+	}
+	if total, _ := a.calls(); total != 1 {
+		t.Errorf("rtg1 named %d times: %d coordinator reads, want 1", offsetFetchGroupsMax, total)
+	}
+}
+
+// TestOffsetFetchPartitionsBounded: an answer carries at most
+// offsetFetchPartitionsMax partitions. Named partitions beyond it (one
+// topic naming 200,000 partitions, duplicates, in the v8 and the v0–v7
+// form) answer INVALID_REQUEST before any coordinator call; of groups
+// read with all their topics, the one whose committed partitions no
+// longer fit answers INVALID_REQUEST without them, the one before is
+// answered whole. Before, every named partition was echoed and every
+// group answered.
+func TestOffsetFetchPartitionsBounded(t *testing.T) {
+	a := &adminCoordinator{partitions: 6000}
+	logs, s := adminServer(t, a.start(t), 5*time.Second)
+	b := kgoBroker(t, s)
+
+	named := fetchGroup("named")
+	topic := kmsg.NewOffsetFetchRequestGroupTopic()
+	topic.Topic, topic.Partitions = "orders", make([]int32, 200000)
+	named.Topics = []kmsg.OffsetFetchRequestGroupTopic{topic}
+	resp := sendOffsetFetch(t, b, named)
+	if g := resp.Groups[0]; g.ErrorCode != kerr.InvalidRequest.Code || len(g.Topics) != 0 {
+		t.Errorf("200,000 partitions named: error %d, %d topics; want INVALID_REQUEST and nothing echoed", g.ErrorCode, len(g.Topics))
+	}
+	v7 := kmsg.NewPtrOffsetFetchRequest()
+	v7.SetVersion(7)
+	v7.Group = "named"
+	v7.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "orders", Partitions: make([]int32, 200000)}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw, err := kgoBroker(t, s, kgo.MaxVersions(kversion.V2_8_0())).Request(ctx, v7) // OffsetFetch v7: kgo sends the highest version it may
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := raw.(*kmsg.OffsetFetchResponse); r.ErrorCode != kerr.InvalidRequest.Code || len(r.Topics) != 0 {
+		t.Errorf("v7, 200,000 partitions named: error %d, %d topics; want INVALID_REQUEST and nothing echoed", r.ErrorCode, len(r.Topics))
+	}
+	if total, _ := a.calls(); total != 0 {
+		t.Errorf("%d coordinator reads for requests refused on their size, want none", total)
+	}
+
+	resp = sendOffsetFetch(t, b, fetchGroup("big-1"), fetchGroup("big-2"))
+	if g := resp.Groups[0]; g.ErrorCode != 0 || answered(t, g) != 6000 {
+		t.Errorf("big-1: error %d, %d partitions; want its 6000 committed offsets", g.ErrorCode, answered(t, g))
+	}
+	if g := resp.Groups[1]; g.ErrorCode != kerr.InvalidRequest.Code || len(g.Topics) != 0 {
+		t.Errorf("big-2 (6000 more than the answer may carry): error %d, %d topics; want INVALID_REQUEST", g.ErrorCode, len(g.Topics))
+	}
+	if n := logs.FilterMessage("kafka OffsetFetch refused").Len(); n != 3 {
+		t.Errorf("%d refusal lines, want one per refused request (3)", n)
+	}
+
+	// A group named with a few partitions is answered as before.
+	few := fetchGroup("few")
+	topic.Partitions = []int32{0, 1, 2}
+	few.Topics = []kmsg.OffsetFetchRequestGroupTopic{topic}
+	if g := sendOffsetFetch(t, b, few).Groups[0]; g.ErrorCode != 0 || answered(t, g) != 3 {
+		t.Errorf("3 partitions named: error %d, %d answered; want the 3", g.ErrorCode, answered(t, g))
+	}
+}
+
+// hangUpDuring sends req on a listener whose coordinator does not
+// answer (request_timeout a minute) and hangs up once the coordinator
+// was asked: the call must be cancelled within 10 s, and the listener
+// then closes at once. It returns the coordinator.
+func hangUpDuring(t *testing.T, req kmsg.Request) *adminCoordinator {
+	t.Helper()
+	a := &adminCoordinator{hold: true}
+	cfg := testConfig()
+	cfg.CoordinatorURL, cfg.RequestTimeout = a.start(t), time.Minute
+	s := startGroupListener(t, cfg)
+	r := dialAuthenticated(t, s, "credential")
+	if err := r.send(req); err != nil {
+		t.Fatal(err)
+	}
+	<-a.arrived
+	r.nc.Close()
+	select {
+	case <-a.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the coordinator call of a client that hung up was not cancelled within 10 s")
+	}
+	closeWithin(t, s, 10*time.Second) // nothing more runs for it
+	return a
+}
+
+// TestOffsetFetchEndsWhenTheClientLeaves: a client sends an OffsetFetch
+// of 50 groups while the coordinator does not answer, then hangs up. The
+// coordinator call in flight is cancelled at once and no further group
+// is read. Before, each group waited request_timeout (here a minute)
+// after the client was gone.
+func TestOffsetFetchEndsWhenTheClientLeaves(t *testing.T) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.SetVersion(8)
+	for i := range 50 {
+		req.Groups = append(req.Groups, fetchGroup(fmt.Sprintf("g-%d", i)))
+	}
+	a := hangUpDuring(t, req)
+	if total, _ := a.calls(); total != 1 {
+		t.Errorf("%d coordinator reads, want only the one in flight when the client left", total)
+	}
+}
+
+// TestListGroupsFiltersBounded is redteam3 item 3: a ListGroups v5 whose
+// states and types filters have 1,000,000 entries each answers
+// INVALID_REQUEST listing nothing, without asking the coordinator, and
+// the refusal is logged; so does one entry over listGroupsFilterMax.
+// Filters within the bound still match (case-insensitively, as Kafka).
+// Before, each listed group was matched against every entry.
+func TestListGroupsFiltersBounded(t *testing.T) {
+	a := &adminCoordinator{listed: []api.TenantGroup{{Group: "g-stable", State: "Stable"}, {Group: "g-empty", State: "Empty"}}}
+	logs, b := adminListener(t, a.start(t), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list := func(states, types []string) *kmsg.ListGroupsResponse {
+		t.Helper()
+		req := kmsg.NewPtrListGroupsRequest()
+		req.SetVersion(5)
+		req.StatesFilter, req.TypesFilter = states, types
+		resp, err := b.Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ListGroupsResponse)
+	}
+	many := make([]string, 1000000)
+	for i := range many {
+		many[i] = "x"
+	}
+	for name, f := range map[string][2][]string{
+		"1,000,000 states and types": {many, append(many[:len(many):len(many)], "classic")},
+		"17 states":                  {append(many[:listGroupsFilterMax:listGroupsFilterMax], "Stable"), nil},
+		"17 types":                   {nil, append(many[:listGroupsFilterMax:listGroupsFilterMax], "classic")},
+	} {
+		if resp := list(f[0], f[1]); resp.ErrorCode != kerr.InvalidRequest.Code || len(resp.Groups) != 0 {
+			t.Errorf("%s: error %d, %d groups; want INVALID_REQUEST listing nothing", name, resp.ErrorCode, len(resp.Groups))
+		}
+	}
+	if n := logs.FilterMessage("kafka ListGroups refused").Len(); n != 3 {
+		t.Errorf("%d refusal lines, want 3", n)
+	}
+
+	within := append(many[:listGroupsFilterMax-1:listGroupsFilterMax-1], "stable")
+	resp := list(within, []string{"CLASSIC"})
+	if resp.ErrorCode != 0 || len(resp.Groups) != 1 || resp.Groups[0].Group != "g-stable" {
+		t.Errorf("16 states naming stable: %+v, want g-stable alone", resp)
+	}
+	if resp := list(nil, nil); resp.ErrorCode != 0 || len(resp.Groups) != 2 {
+		t.Errorf("no filter: %+v, want both groups", resp)
+	}
+}
+
+// TestListGroupsEndsWhenTheClientLeaves: a ListGroups whose coordinator
+// does not answer is cancelled as soon as its client hangs up. Before,
+// the paging went on for request_timeout (here a minute).
+func TestListGroupsEndsWhenTheClientLeaves(t *testing.T) {
+	hangUpDuring(t, kmsg.NewPtrListGroupsRequest())
+}
