@@ -4,8 +4,10 @@ package coordinator
 //   POST /v1/admin/capabilities with SharedGrantRequest: mint a shared
 //     (non-exclusive) capability for holder on one partition, directly —
 //     no group, no epoch: it is fenced by its jti only and does not move
-//     any group's partitions. ops default to fetch; ttl_ms is required and
-//     at most max_lease; offset_from/offset_to add an offset caveat. 404
+//     any group's partitions. ops default to fetch; ttl_ms is required,
+//     at least 1000 and at most max_lease (400 naming the ttl asked, the
+//     bound and, above it, its setting: details limit and max, in ms);
+//     offset_from/offset_to add an offset caveat. 404
 //     for a partition Kafka does not have (once metadata was read).
 //     Answers api.CapabilityResponse.
 //   POST /v1/admin/capabilities/{jti}/revoke with DenyRequest (may be
@@ -58,6 +60,7 @@ func (c *Coordinator) handleAdminCapability(ctx *fasthttp.RequestCtx, _ []string
 // refusal when it is not valid.
 func (c *Coordinator) sharedGrant(ctx *fasthttp.RequestCtx, req SharedGrantRequest) (ocap.Claims, time.Duration, bool) {
 	ttl := msDuration(req.TTLMs)
+	ttlProblem, ttlDetails := ttlBound{min: time.Second, max: c.cfg.MaxLease, key: "coordinator.max_lease", lasts: "a capability"}.refusal(req.TTLMs)
 	switch {
 	case !ocap.ValidTopic(req.Topic) || req.Partition < 0:
 		writeError(ctx, api.CodeBadRequest, "a valid topic and partition >= 0 required")
@@ -65,8 +68,8 @@ func (c *Coordinator) sharedGrant(ctx *fasthttp.RequestCtx, req SharedGrantReque
 	case !ocap.ValidName(req.Holder):
 		writeError(ctx, api.CodeBadRequest, "holder: 1-255 printable characters without '/', not . or .. required")
 		return ocap.Claims{}, 0, false
-	case ttl < time.Second || ttl > c.cfg.MaxLease:
-		writeError(ctx, api.CodeBadRequest, "ttl_ms must be within [1000, max_lease]")
+	case ttlProblem != "":
+		writeErrorDetails(ctx, api.CodeBadRequest, ttlProblem, ttlDetails)
 		return ocap.Claims{}, 0, false
 	}
 	if n, known := c.partitionCount(req.Topic); known && req.Partition >= n {

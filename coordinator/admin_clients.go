@@ -3,8 +3,10 @@ package coordinator
 // Behavior: POST /v1/admin/clients — bearer: an admin token. Body
 // ClientRequest: mint a client credential (ocap.KindClient, sub = name)
 // that may join the listed groups and subscribe to the listed topics,
-// valid for ttl_ms (default member_token_ttl, at most
-// client_credential_ttl_max). Entries are patterns: an exact name, "*"
+// valid for ttl_ms (default member_token_ttl, at least 1000 and at most
+// client_credential_ttl_max: else 400 naming the ttl asked, the bound
+// and, above it, its setting, details limit and max in ms). Entries
+// are patterns: an exact name, "*"
 // (any), or a prefix ending in "*" ("orders-*", as Kafka's prefixed
 // ACLs); a "*" anywhere else is refused with 400. topics empty or absent
 // means any topic (["*"]); a topic_pattern join needs "*". ops is what
@@ -42,12 +44,12 @@ func (c *Coordinator) handleAdminClients(ctx *fasthttp.RequestCtx, _ []string) {
 		writeError(ctx, api.CodeBadRequest, msg)
 		return
 	}
-	ttl := msDuration(req.TTLMs)
-	if ttl == 0 {
-		ttl = c.cfg.MemberTokenTTL
+	ttl, ms := msDuration(req.TTLMs), req.TTLMs
+	if ms == 0 {
+		ttl, ms = c.cfg.MemberTokenTTL, c.cfg.MemberTokenTTL.Milliseconds()
 	}
-	if ttl < time.Second || ttl > c.cfg.ClientCredentialTTLMax {
-		writeError(ctx, api.CodeBadRequest, "ttl_ms must be within [1000, client_credential_ttl_max]")
+	if problem, details := c.clientTTLBound().refusal(ms); problem != "" {
+		writeErrorDetails(ctx, api.CodeBadRequest, problem, details)
 		return
 	}
 	token, claims, err := c.keys.minter.Mint(ocap.KindClient, ocap.Claims{Subject: req.Name, Groups: req.Groups, Topics: req.Topics, Ops: ops}, c.now(), ttl)
@@ -70,7 +72,7 @@ func checkClient(req ClientRequest) (ocap.Ops, string) {
 	case len(req.Groups) == 0 || len(req.Topics) == 0:
 		return 0, "groups and topics required (\"*\" = any)"
 	case req.TTLMs < 0:
-		return 0, "ttl_ms must be >= 0"
+		return 0, fmt.Sprintf("ttl_ms must be >= 0 (0: member_token_ttl), got %d", req.TTLMs)
 	}
 	if msg := checkPatterns("groups", req.Groups, ocap.ValidName); msg != "" {
 		return 0, msg
@@ -118,6 +120,11 @@ func checkPatterns(what string, list []string, valid func(string) bool) string {
 	return ""
 }
 
+// clientTTLBound is the ttl a client credential may have.
+func (c *Coordinator) clientTTLBound() ttlBound {
+	return ttlBound{min: time.Second, max: c.cfg.ClientCredentialTTLMax, key: "coordinator.client_credential_ttl_max", lasts: "a credential"}
+}
+
 // MintClientCredential mints a consume-only client credential without
 // going through HTTP (for `capgate dev`, which prints one): name is its
 // sub, groups and topics what it may join ("*" = any), ttl at most
@@ -127,7 +134,7 @@ func (c *Coordinator) MintClientCredential(name string, groups, topics []string,
 		return "", fmt.Errorf("coordinator: client credential: %s", msg)
 	}
 	if ttl < time.Second || ttl > c.cfg.ClientCredentialTTLMax {
-		return "", fmt.Errorf("coordinator: client credential: ttl must be within [1s, %s], got %s", c.cfg.ClientCredentialTTLMax, ttl)
+		return "", fmt.Errorf("coordinator: client credential: ttl must be within [1s, %s] (coordinator.client_credential_ttl_max), got %s", c.cfg.ClientCredentialTTLMax, ttl)
 	}
 	token, _, err := c.keys.minter.Mint(ocap.KindClient, ocap.Claims{Subject: name, Groups: groups, Topics: topics}, c.now(), ttl)
 	if err != nil {

@@ -29,6 +29,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -290,7 +291,8 @@ func (c *Coordinator) pageQuery(ctx *fasthttp.RequestCtx, cursors ...string) (pa
 		case name == "limit":
 			n, ok := api.ParseDecimal(value, int64(c.cfg.DescribePageMax))
 			if !ok || n < 1 {
-				writeError(ctx, api.CodeBadRequest, "limit must be a decimal integer within [1, describe_page_max ("+strconv.Itoa(c.cfg.DescribePageMax)+")] without sign or leading zeros")
+				writeError(ctx, api.CodeBadRequest, fmt.Sprintf("limit must be a decimal integer from 1 to %d (coordinator.describe_page_max) without sign or leading zeros, got %.32q",
+					c.cfg.DescribePageMax, value))
 				return p, false
 			}
 			p.limit = int(n)

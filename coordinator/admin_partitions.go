@@ -10,7 +10,9 @@ package coordinator
 //     epoch any more. A reason with a control character is 400 (details
 //     field; text.go).
 //   POST .../lease with LeaseRequest: pin the partition to holder for
-//     ttl_ms through the normal handoff. A holder that is not a member is
+//     ttl_ms (at least 1000, at most groups.limits.lease_ttl_max: else 400
+//     naming the ttl asked, the bound and its setting, ttlBound) through
+//     the normal handoff. A holder that is not a member is
 //     an outside holder: the partition leaves the assignment and the
 //     capability (fetch+commit, ep, exp capped by max_lease) comes in the
 //     LeaseResponse. Answers once the holder is granted.
@@ -84,9 +86,16 @@ func (c *Coordinator) handleAdminPartitionLease(ctx *fasthttp.RequestCtx, params
 	}
 	// A lease under a second was granted (its partition fenced, epochs
 	// raised) and then answered 500: its capability could not be minted
-	// (a capability lasts at least a second).
-	if !ocap.ValidName(req.Holder) || req.TTLMs < 1000 {
-		writeError(ctx, api.CodeBadRequest, "holder (1-255 printable characters without '/', not . or ..) and ttl_ms >= 1000 required")
+	// (a capability lasts at least a second). Above lease_ttl_max the
+	// machine refuses it too; here the refusal names the setting as the
+	// other ttl refusals do.
+	if !ocap.ValidName(req.Holder) {
+		writeError(ctx, api.CodeBadRequest, "holder (1-255 printable characters without '/', not . or ..) required")
+		return
+	}
+	bound := ttlBound{min: time.Second, max: c.cfg.Groups.Limits.LeaseTTLMax, key: "coordinator.groups.limits.lease_ttl_max", lasts: "a lease's capability"}
+	if problem, details := bound.refusal(req.TTLMs); problem != "" {
+		writeErrorDetails(ctx, api.CodeBadRequest, problem, details)
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
@@ -161,7 +170,7 @@ func (c *Coordinator) resetTarget(ctx *fasthttp.RequestCtx, path partitionPath, 
 	}
 	switch {
 	case req.To == "" && req.Offset < 0:
-		writeError(ctx, api.CodeBadRequest, "offset must be >= 0")
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("offset must be >= 0, got %d", req.Offset))
 		return 0, false
 	case req.To == "":
 		return req.Offset, c.withinLogEnd(ctx, []group.CommitOffset{{Topic: path.topic, Partition: path.partition, Offset: req.Offset}})

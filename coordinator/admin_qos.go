@@ -7,8 +7,9 @@ package coordinator
 // selector (at least one of group, topic, partition, holder, jti), a log
 // level (debug, info, warn, error), a monitor tag (≤ 64 bytes), a byte
 // rate, and ttl_ms > 0 and at most groups.limits.qos_ttl_max (24h by
-// default; above it 400 with details limit and max, in ms — refused, not
-// shortened). The override is pushed to every gateway on the
+// default; above it 400 naming the ttl asked, the bound and the setting,
+// with details limit and max, in ms — refused, not shortened); each
+// refusal names the value given. The override is pushed to every gateway on the
 // sync channel and kept until now + ttl; a later PUT with the same id (by
 // default: the same selector) merges into it: the fields it sets replace
 // the earlier ones, the others stay, the ttl starts anew. Answers the
@@ -65,13 +66,20 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 	if req.MaxBytesPerSec != nil {
 		bps = *req.MaxBytesPerSec
 	}
-	if len(req.Monitor) > 64 || req.TTLMs <= 0 || bps < 0 {
-		writeError(ctx, api.CodeBadRequest, "monitor ≤ 64 bytes, ttl_ms > 0 and max_bytes_per_sec ≥ 0 required")
+	switch {
+	case len(req.Monitor) > 64:
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("monitor: at most 64 bytes, got %d", len(req.Monitor)))
+		return
+	case req.TTLMs <= 0:
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("ttl_ms must be > 0, got %d", req.TTLMs))
+		return
+	case bps < 0:
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("max_bytes_per_sec must be >= 0 (0 removes a rate), got %d", bps))
 		return
 	}
-	if limit := c.cfg.Groups.Limits.QoSTTLMax; msDuration(req.TTLMs) > limit {
-		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("ttl_ms %d exceeds groups.limits.qos_ttl_max (%s)", req.TTLMs, limit),
-			map[string]any{"limit": "coordinator.groups.limits.qos_ttl_max", "max": limit.Milliseconds()})
+	bound := ttlBound{max: c.cfg.Groups.Limits.QoSTTLMax, key: "coordinator.groups.limits.qos_ttl_max"}
+	if problem, details := bound.refusal(req.TTLMs); problem != "" {
+		writeErrorDetails(ctx, api.CodeBadRequest, problem, details)
 		return
 	}
 	override := api.QoSOverride{

@@ -28,7 +28,7 @@ func TestGroupConfigPastItsBoundsRefused(t *testing.T) {
 		{"/config", map[string]any{"handoff_timeout_ms": 300_001}, "handoff_timeout: must be <= 5m0s (groups.handoff_timeout_max), got 5m0.001s"},
 		{"/config", map[string]any{"session_timeout_ms": int64(1 << 62)}, "session_timeout: too large, the max is 5m0s"},
 		{"/config", map[string]any{"max_moves_per_second": 1_000_001}, "max_moves_per_second: must be within [0, 1000000]"},
-		{"/partitions/orders/1/lease", map[string]any{"holder": "partner", "ttl_ms": int64(1 << 62)}, "ttl: too large, the max is 24h0m0s (groups.limits.lease_ttl_max)"},
+		{"/partitions/orders/1/lease", map[string]any{"holder": "partner", "ttl_ms": int64(1 << 62)}, "ttl_ms 4611686018427387904 is above coordinator.groups.limits.lease_ttl_max (24h0m0s)"},
 	} {
 		method := "PUT"
 		if strings.HasSuffix(tc.path, "/lease") {
