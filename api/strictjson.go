@@ -40,7 +40,10 @@ const strictSeenLinear = 16
 // refused). Only a body that passes is decoded, by encoding/json. A body
 // that is not JSON gets encoding/json's error, whatever else is wrong
 // with it. Errors name the key and where it is: `duplicate key "topic"
-// in offsets[0]`, `unknown field "TOPICS" (did you mean "topics"?)`.
+// in offsets[0]`, `unknown field "TOPICS" (did you mean "topics"?)`; so
+// do those of a value of the wrong JSON type, which encoding/json finds
+// and words for Go (typeError): `field "partition" in offsets[0]: want an
+// integer, got a string`.
 func StrictJSON(body []byte, dst any) error {
 	w := strictWalker{b: body}
 	err := w.value(reflect.TypeOf(dst), 0)
@@ -57,7 +60,11 @@ func StrictJSON(body []byte, dst any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	return dec.Decode(dst)
+	err = dec.Decode(dst)
+	if te, ok := err.(*json.UnmarshalTypeError); ok {
+		return typeError(body, te)
+	}
+	return err
 }
 
 // errNotJSON is the walk's: the body is no JSON value; encoding/json says
