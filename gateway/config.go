@@ -59,6 +59,15 @@ type Config struct {
 	// once, the holder being the root of the capability's chain (chn[0],
 	// else its jti): beyond it a fetch is refused 429 too_many_fetches.
 	MaxInflightFetchesPerHolder int `yaml:"max_inflight_fetches_per_holder"`
+	// MaxInflightFetchesPerTenant bounds the fetches of one tenant at
+	// once, the tenant being whom the coordinator granted the capability
+	// to (its tnt claim: the member's OAuth client, IdP identity or client
+	// credential; else its sub): beyond it a fetch is refused 429
+	// too_many_fetches. Every join mints capabilities of their own, so
+	// without it one credential's many holders took every fetch of the
+	// gateway. 0 (the default): a quarter of max_inflight_fetches (at
+	// least 1); never above max_inflight_fetches.
+	MaxInflightFetchesPerTenant int `yaml:"max_inflight_fetches_per_tenant"`
 	// MaxAnswerBytesHeld bounds the bytes of fetch answers this gateway
 	// holds while its clients read them (answers of 16 KiB and more):
 	// beyond it a fetch is refused 503 overloaded after the broker
@@ -371,6 +380,9 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("gateway.max_fetch_bytes: must be in [1, broker.max_fetch_bytes (%d)], got %d", c.Broker.MaxFetchBytes, c.MaxFetchBytes)
 	case c.DefaultFetchBytes <= 0 || c.DefaultFetchBytes > c.MaxFetchBytes:
 		return fmt.Errorf("gateway.default_fetch_bytes: must be in [1, max_fetch_bytes (%d)], got %d", c.MaxFetchBytes, c.DefaultFetchBytes)
+	case c.MaxInflightFetchesPerTenant < 0 || c.MaxInflightFetchesPerTenant > c.MaxInflightFetches:
+		return fmt.Errorf("gateway.max_inflight_fetches_per_tenant: must be in [0, max_inflight_fetches (%d)] (0: a quarter of max_inflight_fetches), got %d",
+			c.MaxInflightFetches, c.MaxInflightFetchesPerTenant)
 	case c.MaxAnswerBytesHeldPerHolder < int64(c.MaxFetchBytes):
 		return fmt.Errorf("gateway.max_answer_bytes_held_per_holder: must be >= max_fetch_bytes (%d), got %d", c.MaxFetchBytes, c.MaxAnswerBytesHeldPerHolder)
 	case c.MaxAnswerBytesHeld < c.MaxAnswerBytesHeldPerHolder:
@@ -413,3 +425,12 @@ func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) 
 
 // MarshalText keeps text and YAML dumps from printing the secret.
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// inflightPerTenant is max_inflight_fetches_per_tenant in effect: as
+// configured, or when 0 a quarter of max_inflight_fetches (at least 1).
+func (c Config) inflightPerTenant() int {
+	if c.MaxInflightFetchesPerTenant > 0 {
+		return c.MaxInflightFetchesPerTenant
+	}
+	return max(c.MaxInflightFetches/4, 1)
+}

@@ -129,7 +129,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		limiter:      newRateLimiter(cfg.RateLimitEntries),
 		authFailures: failguard.New(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, authFailureAddresses),
 		proxies:      proxies,
-		inflight:     newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder),
+		inflight:     newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder, cfg.inflightPerTenant()),
 		held:         newHeldBytes(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerHolder),
 		tls:          serverTLS,
 		syncHTTP:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},

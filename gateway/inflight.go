@@ -26,6 +26,7 @@ var errClientGone = errors.New("gateway: the client went away during the long po
 type fetchEntry struct {
 	entry  *guard.Entry[*fetchEntry]
 	holder string
+	tenant tenantKey
 	ctx    fetchCtx
 	stop   func() bool   // unlinks ctx from a base context, if any
 	done   chan struct{} // closed by finish
@@ -37,20 +38,67 @@ func (e *fetchEntry) cancel(cause error) { e.ctx.cancel(cause) }
 // inflight is the registry of fetches in flight (guard.Registry decides
 // which a revocation refuses) behind a mutex, with what only a process
 // has: contexts to cancel and the wait for each cancelled fetch to finish.
-// It also bounds them: max in all, maxPerHolder per holder (holderOf).
+// It also bounds them: max in all, maxPerTenant per tenant (tenantOf),
+// maxPerHolder per holder (holderOf).
 type inflight struct {
-	max, maxPerHolder int
+	max, maxPerHolder, maxPerTenant int
 
 	mu       sync.Mutex
 	reg      *guard.Registry[*fetchEntry]
 	byHolder map[string]int
+	byTenant map[tenantKey]int
 	closed   error // set by shutdown: every later fetch starts cancelled
 
 	cancelled atomic.Int64 // fetches cancelled by revocations, ever
+	// refused counts start's refusals by cap, ever (the metric
+	// capgate_gateway_inflight_refused_total{cap}).
+	refused [hitHolder + 1]atomic.Int64
 }
 
-func newInflight(bugs guard.Bugs, max, maxPerHolder int) *inflight {
-	return &inflight{reg: guard.NewRegistry[*fetchEntry](bugs), max: max, maxPerHolder: maxPerHolder, byHolder: map[string]int{}}
+// capHit is the in-flight cap start refused a fetch at, if any.
+type capHit uint8
+
+const (
+	hitNone    capHit = iota
+	hitGateway        // max: 503 overloaded
+	hitTenant         // maxPerTenant: 429 too_many_fetches
+	hitHolder         // maxPerHolder: 429 too_many_fetches
+)
+
+// code is the API code of a refusal at h.
+func (h capHit) code() api.Code {
+	switch h {
+	case hitGateway:
+		return api.CodeOverloaded
+	case hitTenant, hitHolder:
+		return api.CodeTooManyFetches
+	}
+	return ""
+}
+
+func newInflight(bugs guard.Bugs, max, maxPerHolder, maxPerTenant int) *inflight {
+	return &inflight{reg: guard.NewRegistry[*fetchEntry](bugs), max: max, maxPerHolder: maxPerHolder, maxPerTenant: maxPerTenant,
+		byHolder: map[string]int{}, byTenant: map[tenantKey]int{}}
+}
+
+// tenantKey is whom a capability's fetches count against as a tenant:
+// its tnt claim (the member's OAuth client, IdP identity or client
+// credential, set by the coordinator on every capability a join or
+// heartbeat grants and kept by attenuation), else its sub (an admin
+// grant's holder, which an operator names; a capability minted by a
+// coordinator from before tnt). A struct, not a joined string: no
+// allocation per fetch.
+type tenantKey struct {
+	sub bool // id is a sub, not a tnt
+	id  string
+}
+
+// tenantOf is c's tenant (tenantKey).
+func tenantOf(c *ocap.Claims) tenantKey {
+	if c.Tenant != "" {
+		return tenantKey{id: c.Tenant}
+	}
+	return tenantKey{sub: true, id: c.Subject}
 }
 
 // holderOf is whom a capability's fetches count against: the root of its
@@ -60,30 +108,37 @@ func holderOf(c *ocap.Claims) string { return c.Root() }
 
 // start registers a fetch and returns its entry and context, which the
 // revocation paths, a client hang-up and shutdown cancel; or, with
-// nothing registered, api.CodeOverloaded when max fetches are in flight
-// and api.CodeTooManyFetches when the holder has maxPerHolder.
-func (f *inflight) start(c *ocap.Claims, req authz.Request) (*fetchEntry, *fetchCtx, api.Code) {
-	holder := holderOf(c)
+// nothing registered, the cap it is refused at: hitGateway when max
+// fetches are in flight, hitTenant when the tenant has maxPerTenant,
+// hitHolder when the holder has maxPerHolder.
+func (f *inflight) start(c *ocap.Claims, req authz.Request) (*fetchEntry, *fetchCtx, capHit) {
+	holder, tenant := holderOf(c), tenantOf(c)
 	f.mu.Lock()
+	hit := hitNone
 	switch {
 	case f.reg.Len() >= f.max:
-		f.mu.Unlock()
-		return nil, nil, api.CodeOverloaded
+		hit = hitGateway
+	case f.byTenant[tenant] >= f.maxPerTenant:
+		hit = hitTenant
 	case f.byHolder[holder] >= f.maxPerHolder:
-		f.mu.Unlock()
-		return nil, nil, api.CodeTooManyFetches
+		hit = hitHolder
 	}
-	e := f.registerLocked(c, req, holder)
+	if hit != hitNone {
+		f.mu.Unlock()
+		f.refused[hit].Add(1)
+		return nil, nil, hit
+	}
+	e := f.registerLocked(c, req, holder, tenant)
 	f.mu.Unlock()
-	return e, &e.ctx, ""
+	return e, &e.ctx, hitNone
 }
 
 // startUnder is start for a fetch whose context also ends with base (the
 // Kafka listener's fetches that ask Kafka).
 func (f *inflight) startUnder(base context.Context, c *ocap.Claims, req authz.Request) (*fetchEntry, context.Context, api.Code) {
-	e, _, code := f.start(c, req)
-	if code != "" {
-		return nil, nil, code
+	e, _, hit := f.start(c, req)
+	if hit != hitNone {
+		return nil, nil, hit.code() // the listener throttles every cap alike
 	}
 	e.stop = context.AfterFunc(base, func() { e.cancel(context.Cause(base)) })
 	return e, &e.ctx, ""
@@ -95,16 +150,17 @@ func (f *inflight) startUnder(base context.Context, c *ocap.Claims, req authz.Re
 // Its context also ends with base.
 func (f *inflight) register(base context.Context, c *ocap.Claims, req authz.Request) (*fetchEntry, context.Context) {
 	f.mu.Lock()
-	e := f.registerLocked(c, req, holderOf(c))
+	e := f.registerLocked(c, req, holderOf(c), tenantOf(c))
 	f.mu.Unlock()
 	e.stop = context.AfterFunc(base, func() { e.cancel(context.Cause(base)) })
 	return e, &e.ctx
 }
 
-func (f *inflight) registerLocked(c *ocap.Claims, req authz.Request, holder string) *fetchEntry {
-	e := &fetchEntry{holder: holder, done: make(chan struct{})}
+func (f *inflight) registerLocked(c *ocap.Claims, req authz.Request, holder string, tenant tenantKey) *fetchEntry {
+	e := &fetchEntry{holder: holder, tenant: tenant, done: make(chan struct{})}
 	e.entry = f.reg.Add(c, req, e)
 	f.byHolder[holder]++
+	f.byTenant[tenant]++
 	if f.closed != nil {
 		e.cancel(f.closed)
 	}
@@ -132,6 +188,9 @@ func (f *inflight) finish(e *fetchEntry) {
 	f.reg.Remove(e.entry)
 	if f.byHolder[e.holder]--; f.byHolder[e.holder] <= 0 {
 		delete(f.byHolder, e.holder)
+	}
+	if f.byTenant[e.tenant]--; f.byTenant[e.tenant] <= 0 {
+		delete(f.byTenant, e.tenant)
 	}
 	f.mu.Unlock()
 	if e.stop != nil {

@@ -146,6 +146,7 @@ func (m *metrics) registerGauges(g *Gateway) {
 		gauge("capgate_gateway_inflight_fetches", "Fetches in flight.", func() float64 { return float64(g.inflight.count()) }),
 		gauge("capgate_gateway_answer_bytes_held", "Bytes of fetch answers (16 KiB and more) held while their clients read them (max_answer_bytes_held).",
 			func() float64 { return float64(g.held.held()) }),
+		inflightRefused(g.inflight, hitGateway, "gateway"), inflightRefused(g.inflight, hitTenant, "tenant"), inflightRefused(g.inflight, hitHolder, "holder"),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_fetches_cancelled_total", Help: "In-flight fetches cancelled by a fence or revocation."},
 			func() float64 { return float64(g.inflight.cancelled.Load()) }),
 		counterOf("capgate_gateway_merged_fetch_requests_total", "Kafka Fetch requests that carried several fetches (merged: one request for several partitions of one broker).",
@@ -269,3 +270,13 @@ func (l *monitorLabels) counters(tag string) monitorCounters {
 
 // handleMetrics serves GET /metrics.
 func (g *Gateway) handleMetrics(ctx *fasthttp.RequestCtx) { g.metrics.serve(ctx) }
+
+// inflightRefused exports the fetches and produces (HTTP and Kafka
+// listener) an in-flight cap refused: cap="gateway"
+// (max_inflight_fetches), "tenant" (max_inflight_fetches_per_tenant) or
+// "holder" (max_inflight_fetches_per_holder).
+func inflightRefused(f *inflight, i capHit, name string) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_inflight_refused_total",
+		Help:        "Fetches and produces refused at an in-flight cap: the gateway's (max_inflight_fetches), a tenant's (max_inflight_fetches_per_tenant) or a holder's (max_inflight_fetches_per_holder).",
+		ConstLabels: prometheus.Labels{"cap": name}}, func() float64 { return float64(f.refused[i].Load()) })
+}

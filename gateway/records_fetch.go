@@ -145,7 +145,7 @@ func (f *fetchCall) resolveOffset() api.Code {
 func (f *fetchCall) serve() api.Code {
 	g := f.g
 	entry, fctx, refused := g.inflight.start(f.claims, f.req)
-	if refused != "" {
+	if refused != hitNone {
 		return f.refuseInflight(refused)
 	}
 	defer g.inflight.finish(entry)
@@ -230,9 +230,17 @@ func (f *fetchCall) refuseHeld(code api.Code) api.Code {
 	return heldRefusal.refuse(&f.call, code, f.g.cfg.MaxAnswerBytesHeld, f.g.cfg.MaxAnswerBytesHeldPerHolder)
 }
 
-// refuseInflight answers a fetch or produce over an in-flight cap.
-func (c *call) refuseInflight(code api.Code) api.Code {
-	return inflightRefusal.refuse(c, code, int64(c.g.cfg.MaxInflightFetches), int64(c.g.cfg.MaxInflightFetchesPerHolder))
+// refuseInflight answers a fetch or produce over an in-flight cap: the
+// gateway's or the holder's (inflightRefusal), or the tenant's — 429
+// too_many_fetches naming max_inflight_fetches_per_tenant.
+func (c *call) refuseInflight(hit capHit) api.Code {
+	if hit == hitTenant {
+		setRetryAfter(c.ctx, time.Second)
+		writeError(c.ctx, api.CodeTooManyFetches, "the tenant this capability was granted to has as many fetches and produces in flight as it may, across all its capabilities; wait for one to finish",
+			map[string]any{"max_inflight_fetches_per_tenant": c.g.cfg.inflightPerTenant()})
+		return api.CodeTooManyFetches
+	}
+	return inflightRefusal.refuse(c, hit.code(), int64(c.g.cfg.MaxInflightFetches), int64(c.g.cfg.MaxInflightFetchesPerHolder))
 }
 
 func (f *fetchCall) writeJSON(res broker.FetchResult) api.Code {

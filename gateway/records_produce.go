@@ -64,7 +64,7 @@ func (c *call) produce(topic, partition []byte) api.Code {
 	// The produce is never cancelled (its context is not the entry's): a
 	// write cancelled on its way could still land, unseen.
 	entry, _, refused := c.g.inflight.start(c.claims, c.req)
-	if refused != "" {
+	if refused != hitNone {
 		return c.refuseInflight(refused)
 	}
 	defer c.g.inflight.finish(entry)

@@ -221,15 +221,22 @@ type Claims struct {
 	ExpiresAt Seconds `json:"exp"`
 
 	// Capabilities.
-	Group     string          `json:"grp,omitempty"`
-	Topic     string          `json:"tp,omitempty"`
-	Partition *int32          `json:"pt,omitempty"`
-	Epoch     uint64          `json:"ep,omitempty"`
-	Ops       Ops             `json:"op,omitempty"`
-	Offsets   *OffsetRange    `json:"off,omitempty"`
-	QoS       *QoS            `json:"qos,omitempty"`
-	Chain     []string        `json:"chn,omitempty"`
-	Caveats   json.RawMessage `json:"cav,omitempty"`
+	Group     string       `json:"grp,omitempty"`
+	Topic     string       `json:"tp,omitempty"`
+	Partition *int32       `json:"pt,omitempty"`
+	Epoch     uint64       `json:"ep,omitempty"`
+	Ops       Ops          `json:"op,omitempty"`
+	Offsets   *OffsetRange `json:"off,omitempty"`
+	QoS       *QoS         `json:"qos,omitempty"`
+	Chain     []string     `json:"chn,omitempty"`
+	// Tenant (capabilities a join or heartbeat granted) is who the
+	// member the capability was granted to counts for: an OAuth client
+	// ("oauth:<client_id>"), an IdP identity's id, else the client
+	// credential's jti — an identity its holder cannot multiply by
+	// joining more groups. Gateways bound its fetches in flight with it.
+	// Attenuated children keep it.
+	Tenant  string          `json:"tnt,omitempty"`
+	Caveats json.RawMessage `json:"cav,omitempty"`
 
 	// Client credentials: the groups and topics the client may join for.
 	// An entry "*" allows any. Its ops (op) are ClientOps.

@@ -111,7 +111,7 @@ func checkShape(c *Claims) error {
 		if len(c.Groups) == 0 {
 			return fmt.Errorf("%w: client credential names no group", ErrBadGroup)
 		}
-		if c.Group != "" || c.Topic != "" || c.Partition != nil || c.Epoch != 0 || c.Offsets != nil || len(c.Chain) != 0 {
+		if c.Group != "" || c.Topic != "" || c.Partition != nil || c.Epoch != 0 || c.Offsets != nil || len(c.Chain) != 0 || c.Tenant != "" {
 			return fmt.Errorf("%w: capability claims in a client credential", ErrBadClaims)
 		}
 		return checkClientOps(c.Ops)
@@ -119,7 +119,7 @@ func checkShape(c *Claims) error {
 		if !ValidName(c.Group) {
 			return fmt.Errorf("%w: %.80q", ErrBadGroup, c.Group)
 		}
-		if c.Topic != "" || c.Partition != nil || c.Epoch != 0 || c.Ops != 0 || c.Offsets != nil || len(c.Groups) != 0 {
+		if c.Topic != "" || c.Partition != nil || c.Epoch != 0 || c.Ops != 0 || c.Offsets != nil || len(c.Groups) != 0 || c.Tenant != "" {
 			return fmt.Errorf("%w: foreign claims in a member token", ErrBadClaims)
 		}
 	default:
@@ -164,6 +164,8 @@ func checkCapability(c *Claims) error {
 		return fmt.Errorf("%w: client claims in a capability", ErrBadClaims)
 	case len(c.Chain) > MaxChain:
 		return fmt.Errorf("%w: chain of %d > %d", ErrBadClaims, len(c.Chain), MaxChain)
+	case len(c.Tenant) > 255:
+		return fmt.Errorf("%w: claim tnt: %d bytes > 255", ErrBadClaims, len(c.Tenant))
 	}
 	for _, j := range c.Chain {
 		if !validJTI(j) {

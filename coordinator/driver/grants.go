@@ -39,7 +39,8 @@ type Rendered struct {
 // offsets resolved (grants; renewals, resolve false, keep the machine's
 // offset: their holder is already reading), OffsetReset naming the
 // group's policy where nothing was committed, capabilities minted with
-// sub=holder, grp, tp, pt, ep, op fetch+commit, iat=now and exp the
+// sub=holder, tnt=the holder member's tenant (none for an outside
+// holder), grp, tp, pt, ep, op fetch+commit, iat=now and exp the
 // machine's expiry — or until, when it is earlier and not zero: the
 // expiry of the member token the grants are answered to, so no
 // capability outlives the member token (and so the credential) it was
@@ -71,7 +72,7 @@ func RenderGrants(grants []group.Grant, resolve bool, now, until time.Time, m Mi
 		}
 		partition := g.Partition
 		token, claims, err := m.Mint(ocap.KindCapability, ocap.Claims{
-			Subject: g.Holder, Group: g.Group, Topic: g.Topic, Partition: &partition, Epoch: g.Epoch, Ops: GrantOps,
+			Subject: g.Holder, Tenant: g.Tenant, Group: g.Group, Topic: g.Topic, Partition: &partition, Epoch: g.Epoch, Ops: GrantOps,
 		}, now, ttl)
 		if err != nil {
 			return Rendered{}, fmt.Errorf("coordinator: mint grant: %w", err)

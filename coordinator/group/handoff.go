@@ -151,11 +151,15 @@ func (m *Machine) grantOf(p *partition) Grant {
 		offset = p.group.cfg.resetOffset()
 	}
 	c, epoch := p.outstanding()
-	return Grant{
+	g := Grant{
 		Group: p.group.name, Holder: c.holder.id, Outside: c.holder.outside,
 		Topic: p.id.Topic, Partition: p.id.Partition, Epoch: epoch,
 		Offset: offset, ExpiresAt: c.expiry,
 	}
+	if mem := p.group.members[c.holder.id]; mem != nil && !c.holder.outside {
+		g.Tenant = mem.credential.tenant()
+	}
+	return g
 }
 
 // outsideExpiry is an outside holder's capability expiry: the lease end,

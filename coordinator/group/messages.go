@@ -20,8 +20,14 @@ type Message interface {
 // offset, or OffsetEarliest/OffsetLatest for the shell to resolve against
 // Kafka. A renewal has the same shape with the same Epoch.
 type Grant struct {
-	Group     string
-	Holder    string
+	Group  string
+	Holder string
+	// Tenant is who the holder's member counts for (Credential.tenant:
+	// an OAuth client, an IdP identity, else the credential id); "" for
+	// an outside holder. Its capability carries it (tnt), so gateways
+	// bound a tenant's fetches in flight however many capabilities its
+	// joins minted.
+	Tenant    string
 	Outside   bool
 	Topic     string
 	Partition int32
