@@ -17,7 +17,8 @@ import (
 var errFenced = errors.New("gateway: capability revoked while the fetch was in flight")
 
 // errClientGone is the cancel cause of a long poll whose client closed its
-// connection.
+// connection, or only its side of it (answered as if max_wait had passed:
+// fetchCall.hungUp).
 var errClientGone = errors.New("gateway: the client went away during the long poll")
 
 // fetchEntry is one fetch between admission and its last byte encoded:

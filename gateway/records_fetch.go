@@ -140,8 +140,9 @@ func (f *fetchCall) resolveOffset() api.Code {
 // serve runs the broker fetch as an in-flight fetch a revocation can
 // cancel, decides again, and writes the answer. The entry is finished only
 // after the body is encoded, so the sync client's wait covers it. A fetch
-// over the gateway's or its holder's in-flight cap is refused; a long poll
-// whose client hangs up is cancelled at once.
+// over the gateway's, its tenant's or its holder's in-flight cap is
+// refused; a long poll whose client hangs up (or half-closes) is
+// cancelled at once and answered as if max_wait had passed (hungUp).
 func (f *fetchCall) serve() api.Code {
 	g := f.g
 	entry, fctx, refused := g.inflight.start(f.claims, f.req)
@@ -172,7 +173,9 @@ func (f *fetchCall) serve() api.Code {
 	if code := g.refuseUnsynced(f.ctx, now); code != "" {
 		return code
 	}
-	if err != nil {
+	if err != nil && errors.Is(fctx.Cause(), errClientGone) {
+		res = f.hungUp()
+	} else if err != nil {
 		return g.fetchError(f.ctx, fctx.Cause(), err)
 	}
 	if code := f.spend(&res, now); code != "" {
@@ -182,6 +185,21 @@ func (f *fetchCall) serve() api.Code {
 		return f.writeRaw(&res)
 	}
 	return f.writeJSON(res)
+}
+
+// hungUp is the answer to a long poll ended early because its client
+// closed its side (EOF) or reset: what max_wait running out with nothing
+// new would answer — no records, next_offset the offset asked for, and
+// the high watermark the offset too (the fetch long-polled only because
+// its first round trip found nothing at or after the offset, and an
+// offset past the high watermark is out of range) — on a connection
+// closed after it. A half-close (shutdown(SHUT_WR)) cannot be told from
+// a full close, and a half-closed client still reads: before, it got 503
+// "client went away during the long poll" although it was there.
+func (f *fetchCall) hungUp() broker.FetchResult {
+	f.g.metrics.abandoned.Inc()
+	f.ctx.SetConnectionClose()
+	return broker.FetchResult{NextOffset: f.query.offset, HighWatermark: f.query.offset}
 }
 
 // watch starts watching the client for a hang-up while the fetch waits
@@ -409,12 +427,6 @@ func (g *Gateway) fetchError(ctx *fasthttp.RequestCtx, cancelled, err error) api
 		// Cancelled by a revocation that a later snapshot undid: still refuse.
 		writeError(ctx, api.CodeCapabilityRevoked, "capability revoked while the fetch was in flight", nil)
 		return api.CodeCapabilityRevoked
-	case errors.Is(cancelled, errClientGone):
-		// Nobody reads this answer; it only closes the connection.
-		g.metrics.abandoned.Inc()
-		ctx.SetConnectionClose()
-		writeError(ctx, api.CodeUnavailable, "client went away during the long poll", nil)
-		return api.CodeUnavailable
 	case errors.Is(cancelled, errShuttingDown):
 		setRetryAfter(ctx, time.Second)
 		writeError(ctx, api.CodeUnavailable, "gateway shutting down; retry on another gateway", nil)
