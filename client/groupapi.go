@@ -13,6 +13,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/driver"
 	"github.com/capgate/capgate/internal/coordinators"
+	"github.com/capgate/capgate/ocap"
 )
 
 // GroupAPI carries out a driver's member requests (join, heartbeat,
@@ -43,6 +44,21 @@ func NewGroupAPI(coordinatorURL string, tc *tls.Config) *GroupAPI {
 	return &GroupAPI{base: base, tr: &transport{http: hc}}
 }
 
+// GroupNameRule says in words which group names the coordinator and the
+// Kafka listener take; ocap.ValidName is the rule itself.
+const GroupNameRule = `1 to 255 printable ASCII characters from '!' to '~' (no space, no '/', nothing outside ASCII), and not "." or ".."`
+
+// CheckGroupName refuses, before anything is sent, a group name the
+// coordinator would refuse (ocap.ValidName, as its routes check names).
+// A name with '/' would otherwise reach the coordinator as another path
+// and come back as a 404 for a route that does not exist.
+func CheckGroupName(group string) error {
+	if ocap.ValidName(group) {
+		return nil
+	}
+	return fmt.Errorf("group name %.80q: a group name is %s", group, GroupNameRule)
+}
+
 func (a *GroupAPI) url(group, action string) string {
 	return a.base + "/v1/groups/" + url.PathEscape(group) + "/" + action
 }
@@ -51,6 +67,12 @@ func (a *GroupAPI) url(group, action string) string {
 // group; credential is the bearer of a join.
 func (a *GroupAPI) Attempt(ctx context.Context, group, credential string, s driver.Send) driver.Answered {
 	ans := driver.Answered{Call: s.Call}
+	if err := CheckGroupName(group); err != nil {
+		// The coordinator would answer 400; no retry mends a name.
+		ans.Now = time.Now()
+		ans.Failure = &driver.Failure{Code: api.CodeBadRequest, Status: http.StatusBadRequest, Final: true, Err: err, Earliest: -1, Latest: -1}
+		return ans
+	}
 	var err error
 	switch s.Kind {
 	case driver.KindJoin:
@@ -74,6 +96,9 @@ func (a *GroupAPI) Attempt(ctx context.Context, group, credential string, s driv
 // Offsets reads the group's committed offsets.
 func (a *GroupAPI) Offsets(ctx context.Context, group, memberToken string) (api.OffsetsResponse, error) {
 	var resp api.OffsetsResponse
+	if err := CheckGroupName(group); err != nil {
+		return resp, err
+	}
 	_, body, err := a.tr.do(ctx, "offsets", request{method: http.MethodGet, url: a.url(group, "offsets"), bearer: memberToken}, maxCoordinatorBody)
 	if err != nil {
 		return resp, err

@@ -194,9 +194,12 @@ func (f *adminFlags) print(w io.Writer, out json.RawMessage, render renderer) er
 }
 
 func partitionPath(group, topic, partition string) (string, error) {
+	if err := groupArg(group); err != nil {
+		return "", err
+	}
 	p, err := strconv.ParseInt(partition, 10, 32)
 	if err != nil || p < 0 {
-		return "", fmt.Errorf("partition %q: want a number ≥ 0", partition)
+		return "", usageErrorf("partition %q: want a number ≥ 0", partition)
 	}
 	return "/v1/admin/groups/" + url.PathEscape(group) + "/partitions/" + url.PathEscape(topic) + "/" + strconv.FormatInt(p, 10), nil
 }

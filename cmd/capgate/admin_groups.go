@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -89,7 +88,7 @@ members need not stop.`,
 			default:
 				n, err := strconv.ParseInt(to, 10, 64)
 				if err != nil || n < 0 {
-					return fmt.Errorf("--to %q: want earliest, latest or an offset ≥ 0", to)
+					return usageErrorf("--to %q: want earliest, latest or an offset ≥ 0", to)
 				}
 				body["offset"] = n
 			}
@@ -179,7 +178,7 @@ func newAdminAudit(f *adminFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
-				return fmt.Errorf("--limit: must be >= 1 (0: the coordinator's default), got %d", limit)
+				return usageErrorf("--limit: must be >= 1 (0: the coordinator's default), got %d", limit)
 			}
 			q := url.Values{}
 			if limit > 0 {
@@ -362,7 +361,7 @@ func printAudit(w io.Writer, raw json.RawMessage) error {
 	return nil
 }
 
-var errNoSelector = errors.New("name at least one selector: --group, --topic, --partition, --holder or --jti")
+var errNoSelector = usageErrorf("name at least one selector: --group, --topic, --partition, --holder or --jti")
 
 // unixText is unix seconds as RFC 3339 (UTC).
 func unixText(s int64) string { return time.Unix(s, 0).UTC().Format(time.RFC3339) }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"time"
@@ -22,7 +21,7 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || len(groups) == 0 || len(topics) == 0 {
-				return errors.New("--name, --groups and --topics are required")
+				return usageErrorf("--name, --groups and --topics are required")
 			}
 			body := map[string]any{"name": name, "groups": groups, "topics": topics, "token_ttl_ms": ttl.Milliseconds()}
 			if len(ops) > 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -36,9 +35,6 @@ func newAdminLease(f *adminFlags) *cobra.Command {
 		Short: "Hand a partition exclusively to a member or a named outside holder for a while",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if holder == "" {
-				return errors.New("--holder is required")
-			}
 			path, err := partitionPath(a[0], a[1], a[2])
 			if err != nil {
 				return err
@@ -48,6 +44,7 @@ func newAdminLease(f *adminFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&holder, "holder", "", "member id or outside holder name")
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Minute, "how long the lease pins the partition")
+	cmd.MarkFlagRequired("holder")
 	return cmd
 }
 
@@ -106,6 +103,9 @@ func newAdminRevokeMember(f *adminFlags) *cobra.Command {
 		Short: "Remove a member, fence its partitions and deny its capabilities",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := groupArg(a[0]); err != nil {
+				return err
+			}
 			return call(cmd, f, http.MethodPost, "/v1/admin/groups/"+url.PathEscape(a[0])+"/members/"+url.PathEscape(a[1])+"/revoke", reasonBody(reason))
 		},
 	}
@@ -194,7 +194,10 @@ func newAdminConfig(f *adminFlags) *cobra.Command {
 				body["offset_reset"] = reset
 			}
 			if len(body) == 0 {
-				return errors.New("nothing to change: pass at least one setting")
+				return usageErrorf("nothing to change: pass at least one setting")
+			}
+			if err := groupArg(a[0]); err != nil {
+				return err
 			}
 			return call(cmd, f, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(a[0])+"/config", body)
 		},
@@ -236,7 +239,7 @@ The answer's client_credential is what consume --credential-file reads:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || len(groups) == 0 {
-				return errors.New("--name and --groups are required")
+				return usageErrorf("--name and --groups are required")
 			}
 			body := map[string]any{"name": name, "groups": groups, "ttl_ms": ttl.Milliseconds()}
 			if len(topics) > 0 {

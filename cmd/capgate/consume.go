@@ -108,6 +108,9 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 	if len(f.topics) == 0 && f.topicPattern == "" {
 		return cfg, usageErrorf("name the subscription: --topic T or --topic-pattern REGEXP")
 	}
+	if err := groupArg(f.group); err != nil {
+		return cfg, err
+	}
 	reset, err := offsetReset(f.offset, f.group)
 	if err != nil {
 		return cfg, err
@@ -187,7 +190,7 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 	}
 	log, err := newLogger(logConfig{Level: f.logLevel, Format: "console"})
 	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return usageErrorf("--log-level: %w", err)
 	}
 	defer log.Sync()
 	sdkLog, quiet := quietableLogger(log)

@@ -184,6 +184,11 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"consume", "extra"},
 		{"keys", "jwks", "other.json"},
 		{"admin", "no-such-command"},
+		{"no-such-command"},
+		{"consume", "--topic", "t", "--credential", "x"},
+		{"consume", "--group", "a/b", "--topic", "t", "--credential", "x"},
+		{"admin", "lease", "g", "t", "0", "--token", "x"},
+		{"admin", "revoke", "g", "t", "x", "--token", "x"},
 	} {
 		if _, err := run(t, args...); err == nil || exitCode(err) != exitUsage {
 			t.Errorf("capgate %s: %v, exit %d; want exit 2", strings.Join(args, " "), err, exitCode(err))

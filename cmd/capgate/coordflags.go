@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -17,7 +16,7 @@ const coordinatorHelp = "coordinator base URL, or its replicas' URLs comma-separ
 func coordinatorURLs(flag string) ([]string, error) {
 	urls := coordinators.Split(flag)
 	if len(urls) == 0 {
-		return nil, errors.New("--coordinator: no URL")
+		return nil, usageErrorf("--coordinator: no URL")
 	}
 	for i, u := range urls {
 		urls[i] = strings.TrimRight(u, "/")

@@ -92,14 +92,14 @@ func newDevCmd() *cobra.Command {
 // (or, with --demo, until the demo is over).
 func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	if f.demo && f.demoDuration < 6*time.Second {
-		return fmt.Errorf("--demo-duration: must be >= 6s, got %s", f.demoDuration)
+		return usageErrorf("--demo-duration: must be >= 6s, got %s", f.demoDuration)
 	}
 	if err := f.validateReplicas(); err != nil {
 		return err
 	}
 	log, err := newLogger(logConfig{Level: f.logLevel, Format: "console"})
 	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return usageErrorf("--log-level: %w", err)
 	}
 	defer log.Sync()
 	dev, err := startDev(ctx, f, log)
@@ -281,13 +281,13 @@ func loopbackPort(addr string) (int, error) {
 func (f devFlags) validateReplicas() error {
 	switch {
 	case f.replicas < 0 || f.replicas > 9:
-		return fmt.Errorf("--replicas: must be within [0, 9], got %d", f.replicas)
+		return usageErrorf("--replicas: must be within [0, 9], got %d", f.replicas)
 	case f.killLeader < 0:
-		return fmt.Errorf("--kill-leader: must be >= 0, got %s", f.killLeader)
+		return usageErrorf("--kill-leader: must be >= 0, got %s", f.killLeader)
 	case f.killLeader > 0 && (!f.demo || f.replicas < 2):
-		return errors.New("--kill-leader: needs --demo and --replicas 2 or more (someone must take over)")
+		return usageErrorf("--kill-leader: needs --demo and --replicas 2 or more (someone must take over)")
 	case f.killLeader > 0 && f.killLeader >= f.demoDuration-demoDrain:
-		return fmt.Errorf("--kill-leader: %s is past the demo's end (--demo-duration %s)", f.killLeader, f.demoDuration)
+		return usageErrorf("--kill-leader: %s is past the demo's end (--demo-duration %s)", f.killLeader, f.demoDuration)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -71,7 +70,7 @@ func newKeysJWKS() *cobra.Command {
 		Short: "Print the public keys of a key ring file as a JWK set",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return errors.New("--file is required")
+				return usageErrorf("--file is required")
 			}
 			ring, err := ocap.LoadKeyRingFile(file)
 			if err != nil {

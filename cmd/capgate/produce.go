@@ -100,7 +100,7 @@ func (f *produceFlags) capabilities() (*capabilities, error) {
 	}
 	if fixed != "" {
 		if f.partitioned {
-			return nil, errors.New("a capability covers one partition: pass --partition, or an admin token (--token-file) so one is minted for each partition the records go to")
+			return nil, usageErrorf("a capability covers one partition: pass --partition, or an admin token (--token-file) so one is minted for each partition the records go to")
 		}
 		return &capabilities{fixed: fixed, f: f}, nil
 	}

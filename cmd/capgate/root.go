@@ -26,6 +26,7 @@ func newRoot() *cobra.Command {
 		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
 	refuseStrayArguments(root)
 	refuseUnknownSubcommands(root)
+	requiredFlagsAreUsageErrors(root)
 	return root
 }
 
@@ -67,17 +68,20 @@ func refuseStrayArguments(cmd *cobra.Command) {
 }
 
 // refuseUnknownSubcommands makes every command that only groups others
-// (admin, keys, token, admin oauth-client, …) fail on a word it does not
-// know. cobra checks unknown words only at the root: below it, a
-// grouping command given `capgate admin describe demo` printed its help
-// and exited 0, so a typo in a script looked like success.
+// (the root, admin, keys, token, admin oauth-client, …) fail on a word it
+// does not know, as a usage error. cobra checks unknown words only at the
+// root, with a plain error (exit 1): below it, a grouping command given
+// `capgate admin describe demo` printed its help and exited 0, so a typo
+// in a script looked like success. The root takes the same RunE: its Args
+// set, cobra's own root check (legacyArgs) never runs.
 func refuseUnknownSubcommands(cmd *cobra.Command) {
 	for _, sub := range cmd.Commands() {
 		refuseUnknownSubcommands(sub)
 	}
-	if cmd == cmd.Root() || cmd.Runnable() || !cmd.HasSubCommands() {
+	if cmd.Runnable() || !cmd.HasSubCommands() {
 		return
 	}
+	cmd.Args = cobra.ArbitraryArgs
 	cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only on the root
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if len(args) == 0 {

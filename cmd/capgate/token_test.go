@@ -55,7 +55,7 @@ func TestTokenInspectTakesTheTokensKind(t *testing.T) {
 // TestAdminGrantNeedsItsFlags: without --holder the grant went to the
 // coordinator and came back as its 400 about a JSON field; it is a
 // required-flag error now, before anything is sent (the coordinator
-// named here does not exist).
+// named here does not exist), and a usage error (exit 2).
 func TestAdminGrantNeedsItsFlags(t *testing.T) {
 	for missing, args := range map[string][]string{
 		"holder":    {"--topic", "t", "--partition", "1"},
@@ -63,7 +63,7 @@ func TestAdminGrantNeedsItsFlags(t *testing.T) {
 		"topic":     {"--partition", "1", "--holder", "h"},
 	} {
 		_, err := run(t, append([]string{"admin", "grant", "--coordinator", "http://127.0.0.1:1", "--token", "x"}, args...)...)
-		if err == nil || !strings.Contains(err.Error(), `required flag(s) "`+missing+`" not set`) {
+		if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--"+missing+" is required (see capgate admin grant --help)") {
 			t.Errorf("grant without --%s: %v", missing, err)
 		}
 	}

@@ -3,8 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/capgate/capgate/client"
 )
 
 // Exit statuses: a usage error (the command line itself is wrong) is 2,
@@ -40,3 +44,58 @@ func exitCode(err error) int {
 // that does not parse) usage errors; set on the root, every command
 // inherits it.
 func flagUsageError(_ *cobra.Command, err error) error { return usageError{err} }
+
+// groupArg refuses a group name the coordinator would refuse, as a usage
+// error that says the rule (client.CheckGroupName): a name with '/' was
+// sent and came back as a 404 for a route that does not exist.
+func groupArg(group string) error {
+	if err := client.CheckGroupName(group); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+// requiredFlagsAreUsageErrors makes a missing required flag
+// (MarkFlagRequired) a usage error that names the flag and the command's
+// help. cobra checks required flags after PreRunE and returns a plain
+// error, so each command that has one checks them first, in its PreRunE.
+func requiredFlagsAreUsageErrors(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		requiredFlagsAreUsageErrors(sub)
+	}
+	if !cmd.Runnable() || len(requiredFlags(cmd)) == 0 {
+		return
+	}
+	declared := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		var missing []string
+		for _, name := range requiredFlags(c) {
+			if !c.Flags().Changed(name) {
+				missing = append(missing, "--"+name)
+			}
+		}
+		switch len(missing) {
+		case 0:
+		case 1:
+			return usageErrorf("%s is required (see %s --help)", missing[0], c.CommandPath())
+		default:
+			return usageErrorf("%s are required (see %s --help)", strings.Join(missing, ", "), c.CommandPath())
+		}
+		if declared != nil {
+			return declared(c, args)
+		}
+		return nil
+	}
+}
+
+// requiredFlags are the names of cmd's flags marked required, in the
+// order cobra lists them.
+func requiredFlags(cmd *cobra.Command) []string {
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if v := f.Annotations[cobra.BashCompOneRequiredFlag]; len(v) > 0 && v[0] == "true" {
+			names = append(names, f.Name)
+		}
+	})
+	return names
+}

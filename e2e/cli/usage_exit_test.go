@@ -1,0 +1,72 @@
+package cli_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// TestEveryUsageErrorExitsTwo: the real binary exits 2, with a message
+// naming the fix, for each command-line mistake that exited 1 (redteam4
+// item 7): an unknown top-level command (cobra's root check), a missing
+// required flag (cobra's MarkFlagRequired check), a bad argument, a
+// hand-checked required flag. Nothing listens at the URLs given: each is
+// refused before anything is sent.
+func TestEveryUsageErrorExitsTwo(t *testing.T) {
+	t.Parallel()
+	const nowhere = "http://127.0.0.1:1"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, `unknown command "bogus" for "capgate" (see capgate --help)`},
+		{[]string{"consme"}, "did you mean consume?"},
+		{[]string{"consume", "--topic", "demo", "--credential", "x", "--coordinator", nowhere, "--gateways", nowhere}, "--group is required (see capgate consume --help)"},
+		{[]string{"admin", "revoke", "gp1", "demo", "x", "--token", "x", "--coordinator", nowhere}, `partition "x": want a number ≥ 0`},
+		{[]string{"admin", "lease", "gp1", "demo", "0", "--ttl", "100h", "--token", "x", "--coordinator", nowhere}, "--holder is required (see capgate admin lease --help)"},
+		{[]string{"admin", "grant", "--topic", "demo", "--token", "x", "--coordinator", nowhere}, "--holder, --partition are required (see capgate admin grant --help)"},
+		{[]string{"produce", "--partition", "0", "--capability", "x", "--gateways", nowhere}, "--topic is required (see capgate produce --help)"},
+		{[]string{"admin", "offsets", "reset", "gp1", "demo", "--token", "x", "--coordinator", nowhere}, "--to is required"},
+	} {
+		_, stderr, err := cliResult(t, c.args...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("capgate %s: %v, stderr %q; want exit status 2 and %q", strings.Join(c.args, " "), err, stderr, c.want)
+		}
+	}
+}
+
+// TestGroupNameRefusedBeforeJoin: `capgate consume --group a/b` is refused
+// with exit 2 and the coordinator's naming rule before anything is sent;
+// it reached the coordinator as /v1/groups/a/b/join and came back as a
+// 404 "no such route" (redteam4 item 8). The coordinator here is an HTTP
+// server that counts what reaches it; `admin lease` on such a group
+// likewise.
+func TestGroupNameRefusedBeforeJoin(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int64
+	coordinator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer coordinator.Close()
+	for _, args := range [][]string{
+		{"consume", "--group", "a/b", "--topic", "demo", "--credential", "x", "--coordinator", coordinator.URL, "--gateways", coordinator.URL},
+		{"consume", "--group", "my group", "--topic", "demo", "--credential", "x", "--coordinator", coordinator.URL, "--gateways", coordinator.URL},
+		{"consume", "--group", "café", "--topic", "demo", "--credential", "x", "--coordinator", coordinator.URL, "--gateways", coordinator.URL},
+		{"admin", "lease", "a/b", "demo", "0", "--holder", "h", "--token", "x", "--coordinator", coordinator.URL},
+	} {
+		_, stderr, err := cliResult(t, args...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr, "no space, no '/'") {
+			t.Errorf("capgate %s: %v, stderr %q; want exit status 2 and the group-name rule", strings.Join(args, " "), err, stderr)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests reached the coordinator; want none", n)
+	}
+}
