@@ -18,6 +18,17 @@ import (
 
 func groupPath(group string) string { return "/v1/admin/groups/" + url.PathEscape(group) }
 
+// groupFirst is args, then the first argument checked as a group name
+// (groupArg): `admin group a/b` went out as another route and came back 404.
+func groupFirst(args cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := args(cmd, a); err != nil {
+			return err
+		}
+		return groupArg(a[0])
+	}
+}
+
 // newAdminGroup is `admin group GROUP` (describe, as `admin group
 // describe GROUP`) and `admin group delete GROUP [--force]`.
 func newAdminGroup(f *adminFlags) *cobra.Command {
@@ -27,7 +38,7 @@ func newAdminGroup(f *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "group GROUP | group describe|delete GROUP",
 		Short: "Describe a group (members, partitions, owners, epochs, committed offsets, lag), or delete it",
-		Args:  cobra.ExactArgs(1),
+		Args:  groupFirst(cobra.ExactArgs(1)),
 		RunE:  describe,
 	}
 	var force bool
@@ -40,7 +51,7 @@ lease holders) the coordinator refuses (409): they would carry on without
 offsets. --force revokes each member first, as revoke-member does (its
 capabilities are refused by every gateway at once, its session ends) and
 ends each lease; members that come back join a new, empty group.`,
-		Args: cobra.ExactArgs(1),
+		Args: groupFirst(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			path := groupPath(a[0])
 			if force {
@@ -51,7 +62,7 @@ ends each lease; members that come back join a new, empty group.`,
 	}
 	del.Flags().BoolVar(&force, "force", false, "revoke live members and end leases first")
 	cmd.AddCommand(&cobra.Command{
-		Use: "describe GROUP", Short: "Describe a group, as rpk group describe", Args: cobra.ExactArgs(1), RunE: describe,
+		Use: "describe GROUP", Short: "Describe a group, as rpk group describe", Args: groupFirst(cobra.ExactArgs(1)), RunE: describe,
 	}, del)
 	return cmd
 }
@@ -62,7 +73,7 @@ func newAdminOffsets(f *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "offsets GROUP | offsets reset GROUP TOPIC [PARTITION] --to earliest|latest|OFFSET",
 		Short: "Committed offsets of a group, or reset them",
-		Args:  cobra.ExactArgs(1),
+		Args:  groupFirst(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			path := "/v1/groups/" + url.PathEscape(a[0]) + "/offsets"
 			return callRender(cmd, f, http.MethodGet, path, nil, printOffsets)
@@ -79,7 +90,7 @@ A partition someone holds is fenced first, as a revoke does, and granted
 again from the new offset; commits its old holder still makes under the
 old epoch are refused, so nothing in flight moves the offset again. The
 members need not stop.`,
-		Args: cobra.RangeArgs(2, 3),
+		Args: groupFirst(cobra.RangeArgs(2, 3)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			body := map[string]any{}
 			switch to {

@@ -44,8 +44,8 @@ func TestEveryUsageErrorExitsTwo(t *testing.T) {
 // with exit 2 and the coordinator's naming rule before anything is sent;
 // it reached the coordinator as /v1/groups/a/b/join and came back as a
 // 404 "no such route" (redteam4 item 8). The coordinator here is an HTTP
-// server that counts what reaches it; `admin lease` on such a group
-// likewise.
+// server that counts what reaches it; the admin commands that name a
+// group likewise.
 func TestGroupNameRefusedBeforeJoin(t *testing.T) {
 	t.Parallel()
 	var requests atomic.Int64
@@ -59,6 +59,12 @@ func TestGroupNameRefusedBeforeJoin(t *testing.T) {
 		{"consume", "--group", "my group", "--topic", "demo", "--credential", "x", "--coordinator", coordinator.URL, "--gateways", coordinator.URL},
 		{"consume", "--group", "café", "--topic", "demo", "--credential", "x", "--coordinator", coordinator.URL, "--gateways", coordinator.URL},
 		{"admin", "lease", "a/b", "demo", "0", "--holder", "h", "--token", "x", "--coordinator", coordinator.URL},
+		{"admin", "group", "a/b", "--token", "x", "--coordinator", coordinator.URL},
+		{"admin", "group", "delete", "a/b", "--token", "x", "--coordinator", coordinator.URL},
+		{"admin", "offsets", "a/b", "--token", "x", "--coordinator", coordinator.URL},
+		{"admin", "offsets", "reset", "a/b", "demo", "--to", "earliest", "--token", "x", "--coordinator", coordinator.URL},
+		{"admin", "config", "a/b", "--offset-reset", "latest", "--token", "x", "--coordinator", coordinator.URL},
+		{"admin", "revoke-member", "a/b", "m", "--token", "x", "--coordinator", coordinator.URL},
 	} {
 		_, stderr, err := cliResult(t, args...)
 		var exit *exec.ExitError
