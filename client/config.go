@@ -161,6 +161,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Group == "":
 		return fmt.Errorf("client.group: must not be empty")
+	case CheckGroupName(c.Group) != nil:
+		return fmt.Errorf("client.group: %w", CheckGroupName(c.Group)) // refused here, not a 404 from the coordinator's router
 	case (len(c.Topics) == 0) == (c.TopicPattern == ""):
 		return fmt.Errorf("client.topics: set exactly one of topics and topic_pattern, got topics %q topic_pattern %q", c.Topics, c.TopicPattern)
 	case c.Credential == "":

@@ -40,6 +40,8 @@ func TestConfigValidate(t *testing.T) {
 		{"client.gateways", func(c *Config) { c.Gateways = nil }},
 		{"client.gateways", func(c *Config) { c.Gateways = []string{"127.0.0.1:8080"} }},
 		{"client.group", func(c *Config) { c.Group = "" }},
+		{"client.group", func(c *Config) { c.Group = "a/b" }},      // no route takes it: the coordinator answered 404
+		{"client.group", func(c *Config) { c.Group = "my group" }}, // outside ocap.ValidName
 		{"client.topics", func(c *Config) { c.TopicPattern = "^orders-.*" }},
 		{"client.topics", func(c *Config) { c.Topics = nil }},
 		{"client.topics", func(c *Config) { c.Topics = []string{""} }},
