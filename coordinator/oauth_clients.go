@@ -6,7 +6,15 @@ package coordinator
 //     credentials for groups and topics (exact names, "*", or "prefix*")
 //     allowing ops (consume, produce; absent: consume only — checked as
 //     POST /v1/admin/clients checks them). A client registered before
-//     ops existed obtains consume-only credentials.
+//     ops existed obtains consume-only credentials. A repeated group or
+//     topic is registered once. token_ttl_ms (default oauth.token_ttl)
+//     out of [1000, client_credential_ttl_max] is 400 naming the value,
+//     the bound and its setting (details limit and max, as POST
+//     /v1/admin/clients). The widest credential the client could obtain
+//     (no scope: all its groups and topics) is minted and thrown away
+//     first: one over the token size cap (4096 bytes) is 400 naming its
+//     size, the cap and the lists to shorten, so no registered client
+//     has every token request refused.
 //     Answers OAuthClientCreated with client_id and client_secret: the
 //     secret is shown once; only its SHA-256 is stored (it is 256 random
 //     bits, so a fast hash suffices: there is nothing to brute-force
@@ -30,6 +38,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -186,17 +195,25 @@ func (c *Coordinator) handleAdminOAuthClientCreate(ctx *fasthttp.RequestCtx, _ [
 	if !decodeBody(ctx, &req, false) {
 		return
 	}
-	ops, msg := checkClient(ClientRequest{Name: req.Name, Groups: req.Groups, Topics: req.Topics, Ops: req.Ops, TTLMs: req.TokenTTLMs})
+	req.Groups, req.Topics = distinct(req.Groups), distinct(req.Topics)
+	// token_ttl_ms is checked below, in its own words (checkClient's
+	// speak of ttl_ms and member_token_ttl).
+	ops, msg := checkClient(ClientRequest{Name: req.Name, Groups: req.Groups, Topics: req.Topics, Ops: req.Ops})
 	if msg != "" {
 		writeError(ctx, api.CodeBadRequest, msg)
 		return
 	}
-	ttl := msDuration(req.TokenTTLMs)
-	if ttl == 0 {
-		ttl = min(c.cfg.OAuth.TokenTTL, c.cfg.ClientCredentialTTLMax)
+	ms := req.TokenTTLMs
+	switch {
+	case ms < 0:
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("token_ttl_ms must be >= 0 (0: coordinator.oauth.token_ttl), got %d", ms))
+		return
+	case ms == 0:
+		ms = min(c.cfg.OAuth.TokenTTL, c.cfg.ClientCredentialTTLMax).Milliseconds()
 	}
-	if ttl < time.Second || ttl > c.cfg.ClientCredentialTTLMax {
-		writeError(ctx, api.CodeBadRequest, "token_ttl_ms must be within [1000, client_credential_ttl_max]")
+	// refusal's words begin with "ttl_ms": the field here is token_ttl_ms.
+	if problem, details := c.clientTTLBound().refusal(ms); problem != "" {
+		writeErrorDetails(ctx, api.CodeBadRequest, "token_"+problem, details)
 		return
 	}
 	id, secret, err := newClientSecretPair()
@@ -206,7 +223,11 @@ func (c *Coordinator) handleAdminOAuthClientCreate(ctx *fasthttp.RequestCtx, _ [
 	}
 	now := c.now()
 	o := &oauthClient{ID: id, Name: req.Name, SecretHash: HashSecret(secret), Groups: req.Groups, Topics: req.Topics, Ops: ops,
-		TokenTTLMs: ttl.Milliseconds(), Created: now.Unix()}
+		TokenTTLMs: ms, Created: now.Unix()}
+	if msg := c.trialMint(o, now); msg != "" {
+		writeError(ctx, api.CodeBadRequest, msg)
+		return
+	}
 	c.oauth.mu.Lock()
 	defer c.oauth.mu.Unlock()
 	if len(c.oauth.clients) >= c.cfg.OAuth.ClientsMax {
@@ -219,6 +240,59 @@ func (c *Coordinator) handleAdminOAuthClientCreate(ctx *fasthttp.RequestCtx, _ [
 	}
 	c.oauth.clients[id] = o
 	writeJSON(ctx, fasthttp.StatusOK, OAuthClientCreated{OAuthClientView: o.view(now), ClientSecret: secret})
+}
+
+// distinct is list without its repeated entries, in the order given
+// (["g","g"] registers ["g"]): a repeat allows nothing more, and a
+// credential carries every entry of its client's lists.
+func distinct(list []string) []string {
+	seen := make(map[string]bool, len(list))
+	return slices.DeleteFunc(slices.Clone(list), func(e string) bool {
+		dup := seen[e]
+		seen[e] = true
+		return dup
+	})
+}
+
+// credentialClaims are the claims of a credential o obtains for groups
+// and topics (its own lists, or a scope's narrowing of them).
+func (o *oauthClient) credentialClaims(groups, topics []string) ocap.Claims {
+	return ocap.Claims{Subject: oauthSubject + o.ID, Groups: groups, Topics: topics, Ops: o.Ops}
+}
+
+// trialMint mints, and throws away, the widest credential o could obtain
+// (a token request without a scope: all of its groups and topics, its
+// ops, its sub and lifetime), so that a client every token request of
+// which would be refused is never registered. It says why o cannot be
+// registered, "" when it can.
+func (c *Coordinator) trialMint(o *oauthClient, now time.Time) string {
+	_, _, err := c.keys.minter.Mint(ocap.KindClient, o.credentialClaims(o.Groups, o.Topics), now, msDuration(o.TokenTTLMs))
+	switch {
+	case errors.Is(err, ocap.ErrTooLarge):
+		return fmt.Sprintf("the credentials of this client would be %s (the token size cap, ocap.MaxTokenBytes): "+
+			"its groups (%d patterns, %d bytes) and topics (%d, %d bytes) are too long — use fewer or shorter patterns "+
+			"(a prefix pattern such as \"orders-*\" covers many names), or register several clients",
+			tooLargeText(err), len(o.Groups), listBytes(o.Groups), len(o.Topics), listBytes(o.Topics))
+	case err != nil:
+		return "mint: " + err.Error()
+	}
+	return ""
+}
+
+// tooLargeText is the sizes an ocap.ErrTooLarge names ("8896 bytes >
+// 4096"), worded for a reader.
+func tooLargeText(err error) string {
+	sizes := strings.TrimPrefix(err.Error(), ocap.ErrTooLarge.Error()+": ")
+	return strings.Replace(sizes, " > ", ", above ", 1)
+}
+
+// listBytes is the length of list's entries together.
+func listBytes(list []string) int {
+	n := 0
+	for _, e := range list {
+		n += len(e)
+	}
+	return n
 }
 
 // newClientSecretPair makes a client id (96 random bits) and a secret

@@ -13,7 +13,12 @@ package coordinator
 // with Cache-Control: no-store. Refusals are RFC 6749 §5.2 bodies
 // {"error","error_description"}:
 //   400 invalid_request (malformed body, two client authentications,
-//       no grant_type), unsupported_grant_type, invalid_scope
+//       no grant_type), unsupported_grant_type, invalid_scope (a scope
+//       item not within the client's, or a credential that would be
+//       larger than the token size cap — a scope naming too much, or,
+//       without a scope, a client registered before registrations were
+//       checked against the cap: RFC 6749 §3.3's default scope refused;
+//       never a 500)
 //   401 invalid_client — unknown client, wrong secret and revoked client
 //       alike, with the same work done for each (a dummy comparison for an
 //       unknown id), and WWW-Authenticate: Basic when Basic was used
@@ -25,8 +30,8 @@ package coordinator
 //       (client ids are not secret: they are the sub of every credential
 //       a client holds, so a lockout keyed on them let anyone deny the
 //       client its tokens); only failures are limited (oauth_limit.go)
-//   500 server_error — the credential could not be minted or recorded
-//       (it is not handed out)
+//   500 server_error — the credential could not be minted (not for its
+//       size: 400 above) or recorded (it is not handed out)
 // Every credential is recorded (jti, exp) with its client, so revoking
 // the client denies them; a client with oauth.live_tokens_max credentials
 // alive gets 429 temporarily_unavailable until one expires. The
@@ -39,6 +44,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -168,7 +174,11 @@ func (c *Coordinator) issueOAuthToken(ctx *fasthttp.RequestCtx, o *oauthClient, 
 		return
 	}
 	ttl := min(msDuration(o.TokenTTLMs), c.cfg.ClientCredentialTTLMax)
-	token, claims, err := c.keys.minter.Mint(ocap.KindClient, ocap.Claims{Subject: oauthSubject + o.ID, Groups: groups, Topics: topics, Ops: o.Ops}, now, ttl)
+	token, claims, err := c.keys.minter.Mint(ocap.KindClient, o.credentialClaims(groups, topics), now, ttl)
+	if errors.Is(err, ocap.ErrTooLarge) {
+		writeOAuthError(ctx, oauthInvalidScope, tooLargeScope(err, scope), false)
+		return
+	}
 	if err != nil {
 		writeOAuthError(ctx, oauthServerError, "mint: "+err.Error(), false)
 		return
@@ -186,6 +196,20 @@ func (c *Coordinator) issueOAuthToken(ctx *fasthttp.RequestCtx, o *oauthClient, 
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// tooLargeScope words a credential over the token size cap: the scope
+// asked for (RFC 6749 §3.3: without one, the client's whole registration,
+// which a client registered before registrations were checked against
+// the cap may exceed) is what must narrow.
+func tooLargeScope(err error, scope string) string {
+	what := "the scope asked for"
+	if scope == "" {
+		what = "this client's groups and topics (no scope asked for)"
+	}
+	return fmt.Sprintf("the credential for %s would be %s (the token size cap): ask for a narrower scope "+
+		"(fewer or shorter group:<pattern> and topic:<pattern> items), or have an administrator register the client again with fewer or shorter patterns",
+		what, tooLargeText(err))
 }
 
 // dummySecretHash stands in for an unknown client's, so an unknown id
