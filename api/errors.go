@@ -60,6 +60,11 @@ const (
 	// CodeNotAcceptable: the request's Accept header refuses every media
 	// type the route answers in (Negotiate); details list them.
 	CodeNotAcceptable Code = "not_acceptable"
+
+	// CodeRecordTooLarge: a produced record is larger than Kafka takes
+	// (the producer's batch limit, or the broker's message.max.bytes /
+	// the topic's max.message.bytes): sending it again cannot help.
+	CodeRecordTooLarge Code = "record_too_large"
 )
 
 // HeaderLeader carries the leading replica's base URL on a not_leader
@@ -91,6 +96,7 @@ var table = map[Code]Reject{
 	CodeLimitExceeded:             {http.StatusConflict, false},
 	CodeUnsupportedMediaType:      {http.StatusUnsupportedMediaType, false},
 	CodeBodyTooLarge:              {http.StatusRequestEntityTooLarge, false},
+	CodeRecordTooLarge:            {http.StatusRequestEntityTooLarge, false},
 	CodeOffsetOutOfRange:          {http.StatusRequestedRangeNotSatisfiable, false},
 	CodeRateLimited:               {http.StatusTooManyRequests, true},
 	CodeTooManyFetches:            {http.StatusTooManyRequests, true},

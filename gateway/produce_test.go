@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -93,8 +94,8 @@ func TestRevocationAckWaitsForProduceInFlight(t *testing.T) {
 func TestProduceRecordCountIsBounded(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxProduceRecords = 100 })
 	producer, _ := h.mint(withOps(capClaims(0), "fetch", "produce"))
-	n := (4<<20 - 100) / 3
-	body := `{"records":[` + strings.Repeat("{},", n-1) + `{}]}`
+	n := (4<<20 - 100) / len(`{"value":null},`)
+	body := `{"records":[` + strings.Repeat(`{"value":null},`, n-1) + `{"value":null}]}`
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -126,5 +127,54 @@ func TestProduceRecordCountIsBounded(t *testing.T) {
 		if err := json.Unmarshal(r.body, &e); err != nil || !strings.Contains(e.Error.Message, says) {
 			t.Errorf("produce %s: %s, want the message to say %s", bad, r.body, says)
 		}
+	}
+}
+
+// TestProduceRefusesARecordWithoutValue is redteam4 item 4: a record with
+// no "value" (a serializer dropping empty fields) was written as a
+// tombstone, silently deleting its key on a compacted topic. A left-out
+// value, a header's left-out key or value, are refused 400 naming the
+// record, the whole produce unwritten; "value": null is the tombstone
+// (and a header's null value Kafka's null header value).
+func TestProduceRefusesARecordWithoutValue(t *testing.T) {
+	h := newHarness(t, nil)
+	producer, _ := h.mint(withOps(capClaims(0), "fetch", "produce"))
+	post := func(body string) response {
+		return h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(body), "Content-Type", "application/json")
+	}
+	base := func(r response) int64 {
+		t.Helper()
+		var pr api.ProduceResponse
+		if err := json.Unmarshal(r.body, &pr); err != nil || r.status != http.StatusOK {
+			t.Fatalf("produce: %d %s", r.status, r.body)
+		}
+		return pr.BaseOffset
+	}
+	first := base(post(`{"records":[{"value":"eA=="}]}`))
+	for bad, says := range map[string]string{
+		`{"records":[{"value":"eA=="},{"value":"eA=="},{"value":""},{"key":"azE="}]}`:          `records[3]: value is required; send "value": null for a tombstone`,
+		`{"records":[{"key":"azE=","headers":[{"key":"h","value":"eA=="}]}]}`:                  `records[0]: value is required`,
+		`{"records":[{"value":"eA=="},{"value":"eA==","headers":[{"key":"h"}]}]}`:              `records[1]: headers[0]: value is required; send "value": null for a null header value`,
+		`{"records":[{"value":"eA==","headers":[{"key":"h","value":null},{"value":"eA=="}]}]}`: `records[0]: headers[1]: key is required`,
+		`{"records":[{"value":"eA==","headers":[{"key":null,"value":"eA=="}]}]}`:               `records[0]: headers[0]: key is required`,
+	} {
+		r := post(bad)
+		expectError(t, r, http.StatusBadRequest, api.CodeBadRequest)
+		if !strings.Contains(string(r.body), strings.ReplaceAll(says, `"`, `\"`)) {
+			t.Errorf("produce %s: %s, want the message to say %s", bad, r.body, says)
+		}
+	}
+	// Nothing of the refused produces was written: the next lands right
+	// after the first. "value": null is a tombstone, a header's null value
+	// a null header value.
+	if got := base(post(`{"records":[{"key":"azE=","value":null,"headers":[{"key":"h","value":null}]},{"key":"azI=","value":""}]}`)); got != first+1 {
+		t.Fatalf("after refused produces the next landed at %d, want %d: something refused was written", got, first+1)
+	}
+	fetch, _ := h.mint(capClaims(0))
+	f := h.get(fetch, recordsPath(0, "offset="+strconv.FormatInt(first+1, 10))).fetch(t)
+	if len(f.Records) != 2 || string(f.Records[0].Key) != "k1" || f.Records[0].Value != nil ||
+		len(f.Records[0].Headers) != 1 || f.Records[0].Headers[0].Key != "h" || f.Records[0].Headers[0].Value != nil ||
+		f.Records[1].Value == nil || len(f.Records[1].Value) != 0 {
+		t.Fatalf("fetched %+v, want a tombstone with a null header value, then an empty value", f)
 	}
 }

@@ -6,25 +6,35 @@ package gateway
 // {"records":[{"key","value","headers"}]} (base64 bytes, at least one
 // record and at most max_produce_records, unknown fields refused,
 // Content-Type application/json or none, no Content-Encoding but
-// identity: 415 unsupported_media_type otherwise).
+// identity: 415 unsupported_media_type otherwise). Every record and
+// header names its value: "value": null is a tombstone (a header's, a
+// null header value), a left-out value 400 naming the record. A record
+// over the producer's batch limit (maxRecordBatchBytes) refuses the
+// produce 413 record_too_large before anything is sent; the broker's
+// MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE are 413 record_too_large
+// too, INVALID_RECORD 400 (refusedRecords). A refused request writes
+// nothing, but for those broker refusals (an earlier batch of it may
+// have been written).
 // The records are appended in order to the partition leader with acks=all;
 // 200 {"base_offset","count"}. No query parameters. The byte rate of the
 // capability's QoS counts request body bytes. A produce is in flight
 // like a fetch (the same caps: 429 too_many_fetches, 503 overloaded), and
 // a revocation's acknowledgement waits until Kafka answered it: nothing
 // admitted under a revoked capability lands after the ack. Refusals as
-// for fetch: 400, 401, 403, 404, 409, 413 (body over max_body_bytes),
-// 415, 429, 502, 503.
+// for fetch: 400, 401, 403, 404, 409, 413 (body over max_body_bytes;
+// record_too_large), 415, 429, 502, 503.
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/valyala/fasthttp"
 
@@ -58,6 +68,11 @@ func (c *call) produce(topic, partition []byte) api.Code {
 		writeError(ctx, api.CodeBadRequest, err.Error(), nil)
 		return api.CodeBadRequest
 	}
+	if i, size := oversizedRecord(recs); i >= 0 {
+		writeError(ctx, api.CodeRecordTooLarge, fmt.Sprintf("records[%d]: %d bytes as a Kafka record batch, over the producer's limit of %d bytes; nothing was written", i, size, maxRecordBatchBytes),
+			map[string]any{"record": i, "record_batch_bytes": size, "max_record_batch_bytes": maxRecordBatchBytes})
+		return api.CodeRecordTooLarge
+	}
 	// In flight like a fetch, under the same caps: a revocation's ack
 	// waits until Kafka answered, so no record admitted under a revoked
 	// capability lands after every gateway acknowledged the revocation.
@@ -77,6 +92,10 @@ func (c *call) produce(topic, partition []byte) api.Code {
 			writeError(ctx, api.CodeNotFound, "unknown topic or partition", nil)
 			return api.CodeNotFound
 		}
+		if code, problem := refusedRecords(err); code != "" {
+			writeError(ctx, code, problem, nil)
+			return code
+		}
 		return c.g.brokerFailure(ctx, err)
 	}
 	c.bytes, c.records = len(ctx.PostBody()), len(recs)
@@ -84,6 +103,66 @@ func (c *call) produce(topic, partition []byte) api.Code {
 	body, _ := json.Marshal(api.ProduceResponse{BaseOffset: base, Count: len(recs)})
 	writeJSONBody(ctx, body)
 	return ""
+}
+
+// maxRecordBatchBytes is the largest record batch the gateway's producer
+// sends: kgo's ProducerBatchMaxBytes, which broker.New leaves at its
+// default (Kafka's max.message.bytes default). A larger record is failed
+// by kgo before it is sent while the produce's other records go on to
+// the broker, so the gateway refuses the whole produce first.
+const maxRecordBatchBytes = 1_000_012
+
+// oversizedRecord returns the index and batch size of the first record
+// that alone makes a record batch over maxRecordBatchBytes, or -1.
+func oversizedRecord(recs []*kgo.Record) (int, int) {
+	for i, r := range recs {
+		if size := oneRecordBatchBytes(r); size > maxRecordBatchBytes {
+			return i, size
+		}
+	}
+	return -1, 0
+}
+
+// oneRecordBatchBytes is the wire size of a v2 record batch holding r
+// alone: the batch's 65 bytes (its array length included) and the
+// record, timestamp and offset deltas 0. kgo counts as much or up to 2
+// bytes less (its count depends on the produce version), so a record
+// passing here is never failed by kgo for its size.
+func oneRecordBatchBytes(r *kgo.Record) int {
+	bytesField := func(b []byte) int {
+		if b == nil {
+			return varintLen(-1)
+		}
+		return varintLen(int64(len(b))) + len(b)
+	}
+	n := 1 + varintLen(0) + varintLen(0) + bytesField(r.Key) + bytesField(r.Value) + varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesField(h.Value)
+	}
+	return 65 + varintLen(int64(n)) + n
+}
+
+// varintLen is the length of x as a zigzag varint.
+func varintLen(x int64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutVarint(b[:], x)
+}
+
+// refusedRecords maps a broker's refusal of the records themselves to
+// the client's error (4xx: sending them again cannot help) instead of a
+// 502 that says retry: a record over the broker's message.max.bytes or
+// the topic's max.message.bytes (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)
+// is 413 record_too_large; one the broker finds invalid (INVALID_RECORD:
+// e.g. without a key on a compacted topic) 400. Records of the produce
+// in an earlier batch may have been written. "" for other errors.
+func refusedRecords(err error) (api.Code, string) {
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		return api.CodeRecordTooLarge, "a record is larger than the broker takes (its message.max.bytes, or the topic's max.message.bytes): " + err.Error()
+	case errors.Is(err, kerr.InvalidRecord):
+		return api.CodeBadRequest, "the broker refused a record as invalid (a record without a key on a compacted topic, for one): " + err.Error()
+	}
+	return "", ""
 }
 
 // produceRequestProblem refuses query parameters (400) and a body that
@@ -165,6 +244,9 @@ func decodeRecords(dec *json.Decoder, max int) ([]*kgo.Record, error) {
 		if err := api.StrictJSON(raw, &r); err != nil {
 			return nil, fmt.Errorf("body: records[%d]: %v", len(recs), err)
 		}
+		if problem := missingField(raw); problem != "" {
+			return nil, fmt.Errorf("body: records[%d]: %s", len(recs), problem)
+		}
 		rec := &kgo.Record{Key: r.Key, Value: r.Value}
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
@@ -172,6 +254,41 @@ func decodeRecords(dec *json.Decoder, max int) ([]*kgo.Record, error) {
 		recs = append(recs, rec)
 	}
 	return recs, expectDelim(dec, ']', `"records"`)
+}
+
+// recordPresence tells a field sent as null (a json.RawMessage of "null")
+// from one left out (empty): decoded into []byte, both are nil.
+type recordPresence struct {
+	Value   json.RawMessage `json:"value"`
+	Headers []struct {
+		Key   json.RawMessage `json:"key"`
+		Value json.RawMessage `json:"value"`
+	} `json:"headers"`
+}
+
+// missingField names a record's required field left out, or "": a
+// record's value ("value": null is a tombstone, as in Kafka; a left-out
+// value is refused, so a serializer dropping empty fields cannot delete a
+// key on a compacted topic), a header's key and value (a header's
+// "value": null is Kafka's null header value). raw already decoded
+// strictly as an api.ProduceRecord.
+func missingField(raw []byte) string {
+	var r recordPresence
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return err.Error()
+	}
+	if len(r.Value) == 0 {
+		return `value is required; send "value": null for a tombstone`
+	}
+	for i, h := range r.Headers {
+		if len(h.Key) == 0 || string(h.Key) == "null" {
+			return fmt.Sprintf("headers[%d]: key is required (a string)", i)
+		}
+		if len(h.Value) == 0 {
+			return fmt.Sprintf(`headers[%d]: value is required; send "value": null for a null header value`, i)
+		}
+	}
+	return ""
 }
 
 // expectDelim reads the next token, which must be want; what names the
