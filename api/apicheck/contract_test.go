@@ -16,6 +16,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/api/apicheck"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/coordinator/leader"
 	"github.com/capgate/capgate/gateway"
 )
 
@@ -25,6 +26,10 @@ type server struct {
 	routes []api.Route
 	router string   // the route-table function, for the entries
 	common []string // functions answering before or around any route
+	// standby answers, on a coordinator replica that does not lead, every
+	// route leader.View.Route does not serve there (421 not_leader with
+	// the leader): what each such route documents too.
+	standby []string
 }
 
 func servers() []*server {
@@ -32,7 +37,8 @@ func servers() []*server {
 		{name: "coordinator", routes: coordinator.RouteTable(coordinator.DefaultConfig()),
 			router: apicheck.FuncKey("coordinator", "Coordinator.newRouter"),
 			common: []string{apicheck.FuncKey("coordinator", "router.dispatch"), apicheck.FuncKey("coordinator", "Coordinator.serveError"),
-				apicheck.FuncKey("coordinator", "Coordinator.acceptable")}},
+				apicheck.FuncKey("coordinator", "Coordinator.acceptable")},
+			standby: []string{apicheck.FuncKey("coordinator", "writeNotLeader")}},
 		{name: "gateway", routes: gateway.RouteTable(gateway.DefaultConfig()),
 			router: apicheck.FuncKey("gateway", "Gateway.newRoutes"),
 			common: []string{apicheck.FuncKey("gateway", "Gateway.serve"), apicheck.FuncKey("gateway", "Gateway.answerUnreadable")}},
@@ -243,6 +249,9 @@ func (s *server) check(graph *apicheck.Graph, ops map[string]apicheck.Operation,
 			report("%s: route %s has no handler function the analysis can follow", s.name, r.Name)
 		}
 		answers[r.Name] = graph.Reach(entries[r.Name], status)
+		if len(s.standby) > 0 && (leader.View{}).Route(r.Path) == leader.RouteNotLeader {
+			answers[r.Name] = merge(answers[r.Name], graph.Reach(s.standby, status))
+		}
 	}
 	return answers, nil
 }
