@@ -130,19 +130,7 @@ func TestRepeatedAuthorizationRefused(t *testing.T) {
 // not_leader naming the leader, which the client follows, not a 413 it
 // takes as final.
 func TestStandbyAnswersLargeBodiesNotLeader(t *testing.T) {
-	e := newEnvBrokers(t, map[string]int32{"orders": 2}, 3)
-	useKafkaState(t, e)
-	e.cfg.Replica.BeatInterval, e.cfg.Replica.LeaseTimeout = 100*time.Millisecond, 4*time.Second
-	s := startReplicas(t, e, 2)
-	lead := s.awaitLeader(t)
-	standby := 1 - lead
-	leaderURL := s.replicas[lead].URL()
-	eventually(t, func() string {
-		if _, hint, _ := s.replicas[standby].Watch(); hint.URL != leaderURL {
-			return fmt.Sprintf("standby names %+v, want %s", hint, leaderURL)
-		}
-		return ""
-	})
+	s, _, standby, leaderURL := startLeaderAndStandby(t)
 	big := map[string]any{"offsets": []map[string]any{{"topic": "orders", "partition": 0, "offset": 1, "metadata": strings.Repeat("m", 16<<10)}}}
 	status, body, header := s.harness(standby).do(t, "POST", "/v1/groups/g/commit", "x", big)
 	if status != http.StatusMisdirectedRequest || header.Get(api.HeaderLeader) != leaderURL {

@@ -155,21 +155,8 @@ func (s *replicaSet) harness(i int) *harness {
 // the leader's URL (body and Capgate-Leader header), and serves health,
 // readiness as a standby, and the leader's JWKS.
 func TestStandbyAnswersNotLeader(t *testing.T) {
-	e := newEnvBrokers(t, map[string]int32{"orders": 2}, 3)
-	useKafkaState(t, e)
-	// A standby names the leader until the log was silent for half a
-	// lease: 20 beats here, however loaded the machine.
-	e.cfg.Replica.BeatInterval, e.cfg.Replica.LeaseTimeout = 100*time.Millisecond, 4*time.Second
-	s := startReplicas(t, e, 2)
-	lead := s.awaitLeader(t)
-	standby := 1 - lead
-	leaderURL := s.replicas[lead].URL()
-	eventually(t, func() string { // the standby has read the leader's beat
-		if _, hint, _ := s.replicas[standby].Watch(); hint.URL != leaderURL {
-			return fmt.Sprintf("standby names %+v, want %s", hint, leaderURL)
-		}
-		return ""
-	})
+	s, lead, standby, leaderURL := startLeaderAndStandby(t)
+	e := s.e
 	h := s.harness(standby)
 	for _, call := range []struct{ method, path, token string }{
 		{"POST", "/v1/groups/g/join", "x"},

@@ -23,19 +23,7 @@ import (
 // status, code or body (NotLeaderBody: error.leader) the operation does
 // not document.
 func TestStandbyAnswersFitTheDocument(t *testing.T) {
-	e := newEnvBrokers(t, map[string]int32{"orders": 2}, 3)
-	useKafkaState(t, e)
-	e.cfg.Replica.BeatInterval, e.cfg.Replica.LeaseTimeout = 100*time.Millisecond, 4*time.Second
-	s := startReplicas(t, e, 2)
-	lead := s.awaitLeader(t)
-	standby := 1 - lead
-	leaderURL := s.replicas[lead].URL()
-	eventually(t, func() string {
-		if _, hint, _ := s.replicas[standby].Watch(); hint.URL != leaderURL {
-			return fmt.Sprintf("standby names %+v, want %s", hint, leaderURL)
-		}
-		return ""
-	})
+	s, _, standby, leaderURL := startLeaderAndStandby(t)
 	cl, err := apicheck.NewClient(&http.Client{Timeout: 10 * time.Second}, map[string]string{"coordinator": s.replicas[standby].URL()})
 	if err != nil {
 		t.Fatal(err)
@@ -68,4 +56,26 @@ func TestStandbyAnswersFitTheDocument(t *testing.T) {
 	if called < 30 {
 		t.Fatalf("called %d operations at the standby, want every coordinator operation but the public ones", called)
 	}
+}
+
+// startLeaderAndStandby starts two replicas over a 3-broker cluster and
+// waits until one leads and the other, the standby, names it: a standby
+// names the leader until the log was silent for half a lease, 20 beats
+// here, however loaded the machine.
+func startLeaderAndStandby(t *testing.T) (s *replicaSet, lead, standby int, leaderURL string) {
+	t.Helper()
+	e := newEnvBrokers(t, map[string]int32{"orders": 2}, 3)
+	useKafkaState(t, e)
+	e.cfg.Replica.BeatInterval, e.cfg.Replica.LeaseTimeout = 100*time.Millisecond, 4*time.Second
+	s = startReplicas(t, e, 2)
+	lead = s.awaitLeader(t)
+	standby = 1 - lead
+	leaderURL = s.replicas[lead].URL()
+	eventually(t, func() string { // the standby has read the leader's beat
+		if _, hint, _ := s.replicas[standby].Watch(); hint.URL != leaderURL {
+			return fmt.Sprintf("standby names %+v, want %s", hint, leaderURL)
+		}
+		return ""
+	})
+	return s, lead, standby, leaderURL
 }
