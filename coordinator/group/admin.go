@@ -350,7 +350,7 @@ func (m *Machine) resetOffset(e ResetOffset) {
 		m.endLease(p)
 	}
 	m.audit.committed(p, e.Offset, true)
-	p.committed, p.metadata = e.Offset, e.Metadata
+	p.setCommitted(e.Offset, e.Metadata)
 	m.markOffset(p)
 	switch s := p.own.(type) {
 	case *owned:

@@ -84,11 +84,14 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 			return false
 		}
 	}
+	if grows := metadataGrowth(g, offsets); grows > 0 && !m.admitState(ref, "commit", grows) {
+		return false
+	}
 	for _, o := range offsets {
 		p := g.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
 		if o.Offset >= 0 {
 			m.audit.committed(p, o.Offset, false)
-			p.committed, p.metadata = o.Offset, o.Metadata
+			p.setCommitted(o.Offset, o.Metadata)
 			m.markOffset(p)
 		}
 		if !release {
@@ -106,6 +109,19 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 		}
 	}
 	return true
+}
+
+// metadataGrowth is how much committing offsets (checked) would change
+// the estimate of committed metadata: a commit that does not grow it
+// (the same, less or no metadata) is never refused for the state budget.
+func metadataGrowth(g *group, offsets []CommitOffset) int64 {
+	var n int64
+	for _, o := range offsets {
+		if o.Offset >= 0 {
+			n += metadataCost(o.Metadata) - metadataCost(g.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}].metadata)
+		}
+	}
+	return n
 }
 
 func (m *Machine) checkOffset(g *group, h holder, o CommitOffset, release bool) (api.Code, error) {

@@ -109,10 +109,12 @@ type Limits struct {
 	MembersPerGroup     int `yaml:"members_per_group"`
 	GroupsPerCredential int `yaml:"groups_per_credential"`
 	Groups              int `yaml:"groups"`
-	// StateBytes bounds the estimated bytes of members, groups and
-	// partitions (limits.go: per member, per subscribed topic, per
-	// partition, per group, measured by the tests); a join that would
-	// pass it is refused. Keep it well under coordinator.memory_limit.
+	// StateBytes bounds the estimated bytes of members, groups,
+	// partitions and committed offsets' metadata (limits.go: per member,
+	// per subscribed topic, per partition, per group, measured by the
+	// tests, and each metadata's bytes); a join, or a commit whose
+	// metadata grows the estimate, that would pass it is refused. Keep it
+	// well under coordinator.memory_limit.
 	StateBytes int64 `yaml:"state_bytes"`
 	// CommitMetadataBytes bounds the metadata string of one committed
 	// offset (Kafka's offset.metadata.max.bytes).

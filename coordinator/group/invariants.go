@@ -295,6 +295,9 @@ func (m *Machine) checkTally() []error {
 	for _, g := range m.groups {
 		want.groups++
 		want.partitions += int64(len(g.parts))
+		for _, p := range g.parts {
+			want.metadataBytes += metadataCost(p.metadata)
+		}
 		for _, mem := range g.members {
 			want.memberBytes += memberCost(mem)
 			members[mem.credential.ID]++

@@ -11,7 +11,8 @@ import (
 // topics per join, the size of a topic pattern before and after its
 // repetitions are expanded, members per group, groups per credential,
 // groups, and the estimated bytes of all member, group and partition
-// state. The estimate is what a join is refused on; its constants are at
+// state and committed offsets' metadata. The estimate is what a join, and
+// a commit whose metadata grows it, is refused on; its constants are at
 // least the heap growth TestStateEstimateCoversTheHeap measures per item
 // (limits_test.go), so the bound it enforces holds for the real heap.
 const (
@@ -25,13 +26,31 @@ const (
 
 // tally is the machine's running estimate of the state limits bound.
 type tally struct {
-	groups      int64
-	partitions  int64
-	memberBytes int64 // memberCost of every live member
+	groups        int64
+	partitions    int64
+	memberBytes   int64 // memberCost of every live member
+	metadataBytes int64 // metadataCost of every partition's committed metadata
 }
 
 func (t *tally) bytes() int64 {
-	return t.memberBytes + t.partitions*partitionBytes + t.groups*groupBytes
+	return t.memberBytes + t.partitions*partitionBytes + t.groups*groupBytes + t.metadataBytes
+}
+
+// metadataCost estimates the heap a committed offset's metadata holds
+// beyond its partition (partitionBytes): its bytes, and an eighth more
+// for the allocator's size classes. It is kept for a group's partitions
+// until the group is reaped (offsets_retention), after its members left,
+// so a commit whose metadata grows the estimate is refused past
+// limits.state_bytes as a join is.
+func metadataCost(metadata string) int64 {
+	return int64(len(metadata) + len(metadata)/8)
+}
+
+// setCommitted sets p's committed offset and metadata, keeping the
+// machine's tally of metadata bytes.
+func (p *partition) setCommitted(offset int64, metadata string) {
+	p.group.tally.metadataBytes += metadataCost(metadata) - metadataCost(p.metadata)
+	p.committed, p.metadata = offset, metadata
 }
 
 // memberCost estimates the bytes mem holds.
@@ -141,15 +160,19 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 				"tenant": tenant}})
 		return false
 	}
-	return m.admitState(e.Ref, costOf(e, sub))
+	return m.admitState(e.Ref, "join", costOf(e, sub))
 }
 
-// admitState refuses a request that would take the state estimate past
-// limits.state_bytes.
-func (m *Machine) admitState(ref Ref, more int64) bool {
+// admitState refuses a request (a join, or a commit whose metadata grows
+// the state) that would take the state estimate past limits.state_bytes;
+// the message names the setting and what gives room back.
+func (m *Machine) admitState(ref Ref, what string, more int64) bool {
 	if used := m.tally.bytes(); used+more > m.cfg.Limits.StateBytes {
 		m.limitRejection(ref, "state_bytes", m.cfg.Limits.StateBytes,
-			"join: the coordinator's member state (%d bytes estimated) is full", used)
+			"%s: the coordinator's group state is full: %d bytes estimated (%d of them committed metadata), %d more would pass "+
+				"coordinator.groups.limits.state_bytes (%d); room comes back as members leave and idle groups are reaped "+
+				"(empty_group_ttl, offsets_retention) or deleted; commit with less or no metadata, or raise state_bytes (and memory_limit with it)",
+			what, used, m.tally.metadataBytes, more, m.cfg.Limits.StateBytes)
 		return false
 	}
 	return true

@@ -164,7 +164,7 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
 		m.reject(e.Ref, api.CodeForbidden, "join: changing the subscription needs the client credential")
 		return
 	}
-	if more := costOf(e, sub) - mem.charged; !sub.equal(mem) && more > 0 && !m.admitState(e.Ref, more) {
+	if more := costOf(e, sub) - mem.charged; !sub.equal(mem) && more > 0 && !m.admitState(e.Ref, "join", more) {
 		return
 	}
 	if !m.adoptAssignor(mem.group, e) {

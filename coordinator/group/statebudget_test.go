@@ -1,0 +1,89 @@
+package group_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// commitMeta commits offset with metadata on one partition the member
+// holds and returns the reply.
+func (w *world) commitMeta(id, topic string, partition int32, offset int64, metadata string) group.Message {
+	w.t.Helper()
+	c := w.clients[id]
+	ref := w.nextRef()
+	w.step(group.Commit{Ref: ref, Group: c.group, MemberID: id, Offsets: []group.CommitOffset{{
+		Topic: topic, Partition: partition, Epoch: w.partition(c.group, topic, partition).Epoch, Offset: offset, Metadata: metadata}}})
+	return w.replies[ref]
+}
+
+func mustCommit(t *testing.T, msg group.Message, what string) {
+	t.Helper()
+	if _, ok := msg.(group.CommitReply); !ok {
+		t.Fatalf("%s: want the commit accepted, got %#v", what, msg)
+	}
+}
+
+// The attack of redteam4 #1: committed metadata (up to
+// commit_metadata_bytes per partition, kept for offsets_retention after
+// the members left) is counted in the state estimate, so a commit that
+// would take it past limits.state_bytes is refused as a join is; a commit
+// that does not grow it (the same, less or no metadata) is accepted, and
+// reaping the group gives the room back.
+func TestCommitMetadataCountsInTheStateBudget(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) {
+		c.Limits.StateBytes = 48 << 10 // two groups of 8 partitions and a member each (~33 KiB), and 3 full metadata
+		c.Limits.EmptyGroupTTL = c.MaxLease + c.Leeway + c.MaxClockSkew
+		c.Limits.OffsetsRetention = c.Limits.EmptyGroupTTL
+	})
+	w.topics(map[string]int32{"t": 8})
+	w.pollUntilParked("gw1")
+	attacker := w.join("g", "a", "t")
+	w.settle("g")
+	other := w.join("h", "b", "t")
+	w.settle("h")
+	full := strings.Repeat("m", w.cfg.Limits.CommitMetadataBytes)
+
+	accepted := int32(0)
+	for ; accepted < 8; accepted++ {
+		if _, ok := w.commitMeta(attacker, "t", accepted, 1, full).(group.CommitReply); !ok {
+			break
+		}
+	}
+	if accepted == 0 || accepted == 8 {
+		t.Fatalf("%d commits of %d bytes of metadata fit in %d bytes of state", accepted, len(full), w.cfg.Limits.StateBytes)
+	}
+	if w.m.StateBytes() > w.cfg.Limits.StateBytes {
+		t.Fatalf("state estimate %d past state_bytes %d", w.m.StateBytes(), w.cfg.Limits.StateBytes)
+	}
+	refused := w.commitMeta(attacker, "t", accepted, 1, full)
+	mustLimit(t, refused, "state_bytes")
+	if msg := refused.(group.Rejected).Message; !strings.Contains(msg, "state_bytes") || !strings.Contains(msg, "metadata") {
+		t.Fatalf("the refusal does not name the setting and what to do: %q", msg)
+	}
+	if p := w.partition("g", "t", accepted); p.Committed != -1 || p.Metadata != "" {
+		t.Fatalf("a refused commit changed the partition: %+v", p)
+	}
+	// Not growing the state is never refused: the same metadata at a new
+	// offset, no metadata on a fresh partition, less metadata.
+	mustCommit(t, w.commitMeta(attacker, "t", 0, 2, full), "the same metadata again")
+	mustCommit(t, w.commitMeta(attacker, "t", accepted, 2, ""), "no metadata")
+	mustCommit(t, w.commitMeta(attacker, "t", 0, 3, "small"), "less metadata")
+	// Shrinking gave the room back, exactly.
+	mustCommit(t, w.commitMeta(attacker, "t", accepted, 3, full), "a commit into the room the smaller metadata freed")
+	mustLimit(t, w.commitMeta(other, "t", 0, 1, full), "state_bytes")
+
+	// The attacker leaves; its offsets stay until offsets_retention, then
+	// the group is reaped and another tenant's commit fits.
+	ref := w.nextRef()
+	w.step(group.Leave{Ref: ref, Group: "g", MemberID: attacker})
+	w.keepAliveUntil(w.now.Add(time.Minute), other)
+	mustLimit(t, w.commitMeta(other, "t", 0, 1, full), "state_bytes")
+	w.keepAliveUntil(w.now.Add(w.cfg.Limits.OffsetsRetention*2), other)
+	if _, ok := w.m.DescribeGroup("g"); ok {
+		t.Fatalf("group g still held %s after it emptied", w.cfg.Limits.OffsetsRetention*2)
+	}
+	mustCommit(t, w.commitMeta(other, "t", 0, 1, full), "a commit after the group holding the metadata was reaped")
+}
