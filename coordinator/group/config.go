@@ -102,13 +102,16 @@ type Limits struct {
 	// instructions, estimated before compiling).
 	TopicPatternBytes int `yaml:"topic_pattern_bytes"`
 	TopicPatternCost  int `yaml:"topic_pattern_cost"`
-	// MembersPerGroup, GroupsPerCredential and Groups bound live members
-	// of one group, the groups one tenant has live members in (and the
-	// groups it created that still exist: limits.go), and
-	// the groups a join may create.
-	MembersPerGroup     int `yaml:"members_per_group"`
-	GroupsPerCredential int `yaml:"groups_per_credential"`
-	Groups              int `yaml:"groups"`
+	// MembersPerGroup, GroupsPerCredential, MembersPerCredential and
+	// Groups bound live members of one group, the groups one tenant has
+	// live members in (and the groups it created that still exist:
+	// limits.go), one tenant's live members in all groups (so one tenant
+	// cannot fill state_bytes for everyone), and the groups a join may
+	// create.
+	MembersPerGroup      int `yaml:"members_per_group"`
+	GroupsPerCredential  int `yaml:"groups_per_credential"`
+	MembersPerCredential int `yaml:"members_per_credential"`
+	Groups               int `yaml:"groups"`
 	// StateBytes bounds the estimated bytes of members, groups,
 	// partitions and committed offsets' metadata (limits.go: per member,
 	// per subscribed topic, per partition, per group, measured by the
@@ -159,21 +162,22 @@ type Limits struct {
 // DefaultLimits are the documented defaults.
 func DefaultLimits() Limits {
 	return Limits{
-		TopicsPerMember:     1000,
-		TopicPatternBytes:   512,
-		TopicPatternCost:    4096,
-		MembersPerGroup:     10000,
-		GroupsPerCredential: 100,
-		Groups:              10000,
-		StateBytes:          192 << 20,
-		CommitMetadataBytes: 4096,
-		EmptyGroupTTL:       time.Hour,
-		OffsetsRetention:    7 * 24 * time.Hour,
-		LeaseTTLMax:         24 * time.Hour,
-		QoSTTLMax:           24 * time.Hour,
-		Gateways:            1024,
-		QoSOverrides:        10000,
-		Denied:              100000,
+		TopicsPerMember:      1000,
+		TopicPatternBytes:    512,
+		TopicPatternCost:     4096,
+		MembersPerGroup:      10000,
+		GroupsPerCredential:  100,
+		MembersPerCredential: 10000,
+		Groups:               10000,
+		StateBytes:           192 << 20,
+		CommitMetadataBytes:  4096,
+		EmptyGroupTTL:        time.Hour,
+		OffsetsRetention:     7 * 24 * time.Hour,
+		LeaseTTLMax:          24 * time.Hour,
+		QoSTTLMax:            24 * time.Hour,
+		Gateways:             1024,
+		QoSOverrides:         10000,
+		Denied:               100000,
 	}
 }
 
@@ -285,6 +289,7 @@ func (l Limits) validate(c Config) error {
 		{"topic_pattern_cost", int64(l.TopicPatternCost)},
 		{"members_per_group", int64(l.MembersPerGroup)},
 		{"groups_per_credential", int64(l.GroupsPerCredential)},
+		{"members_per_credential", int64(l.MembersPerCredential)},
 		{"groups", int64(l.Groups)},
 		{"state_bytes", l.StateBytes},
 		{"commit_metadata_bytes", int64(l.CommitMetadataBytes)},

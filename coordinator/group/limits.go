@@ -67,6 +67,13 @@ func memberCost(mem *member) int64 {
 	return int64(n)
 }
 
+// A tenant's live members in all groups are bounded too
+// (limits.members_per_credential, the same tenant as groups_per_credential
+// counts: Credential.tenant, from Join.Tenant): members_per_group ×
+// groups_per_credential is far more members than state_bytes holds, so
+// without it one tenant could fill the state budget and every other
+// tenant's join would be refused.
+
 // credential is what the machine knows of one credential id: its live
 // members (a deny of the id revokes them).
 type credential struct {
@@ -160,7 +167,28 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 				"tenant": tenant}})
 		return false
 	}
+	if tenant != "" && (replaces == nil || replaces.credential.tenant() != tenant) {
+		if n := m.tenantMembers(tenant); n >= l.MembersPerCredential {
+			m.send(Rejected{Ref: e.Ref, Code: api.CodeLimitExceeded,
+				Message: fmt.Sprintf("join: the credential's tenant %q has %d live members (coordinator.groups.limits.members_per_credential): "+
+					"a place comes back when one of them leaves or its session times out", tenant, n),
+				Details: map[string]any{"limit": "coordinator.groups.limits.members_per_credential", "max": int64(l.MembersPerCredential),
+					"tenant": tenant}})
+			return false
+		}
+	}
 	return m.admitState(e.Ref, "join", costOf(e, sub))
+}
+
+// tenantMembers is how many live members tenant has in all groups
+// (limits.members_per_credential bounds it; its groups are at most
+// groups_per_credential, so the sum is short).
+func (m *Machine) tenantMembers(tenant string) int {
+	n := 0
+	for _, k := range m.tenantGroups[tenant] {
+		n += k
+	}
+	return n
 }
 
 // admitState refuses a request (a join, or a commit whose metadata grows
@@ -168,11 +196,15 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 // the message names the setting and what gives room back.
 func (m *Machine) admitState(ref Ref, what string, more int64) bool {
 	if used := m.tally.bytes(); used+more > m.cfg.Limits.StateBytes {
+		hint := ""
+		if what != "join" {
+			hint = "commit with less or no metadata, or "
+		}
 		m.limitRejection(ref, "state_bytes", m.cfg.Limits.StateBytes,
 			"%s: the coordinator's group state is full: %d bytes estimated (%d of them committed metadata), %d more would pass "+
 				"coordinator.groups.limits.state_bytes (%d); room comes back as members leave and idle groups are reaped "+
-				"(empty_group_ttl, offsets_retention) or deleted; commit with less or no metadata, or raise state_bytes (and memory_limit with it)",
-			what, used, m.tally.metadataBytes, more, m.cfg.Limits.StateBytes)
+				"(empty_group_ttl, offsets_retention) or deleted; %sraise state_bytes (and memory_limit with it)",
+			what, used, m.tally.metadataBytes, more, m.cfg.Limits.StateBytes, hint)
 		return false
 	}
 	return true
