@@ -35,6 +35,9 @@ func TestOneTenantCannotFillTheStateBudget(t *testing.T) {
 		t.Fatalf("one tenant's joins: %d granted, then %d %s; want 3, then 409 limit_exceeded naming members_per_credential and the tenant",
 			joined, status, body)
 	}
+	if got := h.metric(t, `capgate_coordinator_join_limit_refusals_total{limit="members_per_credential"}`); got != 1 {
+		t.Fatalf(`join_limit_refusals_total{limit="members_per_credential"} = %v, want 1 (the refusal counted)`, got)
+	}
 	if status, body, _ := h.do(t, "POST", "/v1/groups/victim/join", victim, req); status != 200 {
 		t.Fatalf("another tenant's join after the flood: %d %s", status, body)
 	}
