@@ -103,6 +103,12 @@ func commitError(code api.Code, kip848 bool) int16 {
 		return kerr.InvalidCommitOffsetSize.Code
 	case api.CodeOffsetOutOfRange:
 		return kerr.OffsetOutOfRange.Code
+	case api.CodeLimitExceeded:
+		// A commit is refused limit_exceeded only when its metadata would
+		// take the coordinator's group state past state_bytes: Kafka's
+		// nearest is the metadata refusal, final and reported (not
+		// UNKNOWN_SERVER_ERROR, which reads as a fault).
+		return kerr.OffsetMetadataTooLarge.Code
 	}
 	if api.IsRetriable(code) {
 		return kerr.CoordinatorNotAvailable.Code
