@@ -46,7 +46,7 @@ func NewGroupAPI(coordinatorURL string, tc *tls.Config) *GroupAPI {
 
 // GroupNameRule says in words which group names the coordinator and the
 // Kafka listener take; ocap.ValidName is the rule itself.
-const GroupNameRule = `1 to 255 printable ASCII characters from '!' to '~' (no space, no '/', nothing outside ASCII), and not "." or ".."`
+const GroupNameRule = ocap.NameRule
 
 // CheckGroupName refuses, before anything is sent, a group name the
 // coordinator would refuse (ocap.ValidName, as its routes check names).

@@ -196,7 +196,7 @@ func (c *Coordinator) memberClaims(ctx *fasthttp.RequestCtx, groupName string) (
 // groupParam validates a group name from the path (400 if invalid).
 func groupParam(ctx *fasthttp.RequestCtx, name string) bool {
 	if !ocap.ValidName(name) {
-		writeError(ctx, api.CodeBadRequest, "invalid group name")
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("invalid group name %.80q: a group name is %s", name, ocap.NameRule))
 		return false
 	}
 	return true

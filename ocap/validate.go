@@ -216,6 +216,10 @@ func ValidTopic(s string) bool {
 	return true
 }
 
+// NameRule says ValidName's rule in words, for the refusals that cite it
+// (the coordinator's routes, the SDK, the CLI).
+const NameRule = `1 to 255 printable ASCII characters from '!' to '~' (no space, no '/', nothing outside ASCII), and not "." or ".."`
+
 // ValidName reports whether s is a legal group or holder name: 1 to 255
 // printable ASCII characters without '/', and neither "." nor "..", so it
 // fits in URL paths and keys.
