@@ -81,7 +81,7 @@ type Conn struct {
 	rp, wp          []byte
 	rn, wn          int
 	rerr, werr      syscall.Errno
-	waits           [2]int // reads, writes that waited on the poller (tests)
+	waitHook        func(write bool) // tests: called as a read or write goes to wait on the poller
 }
 
 // NetConn is the TCP connection (internal/linger unwraps through it).
@@ -121,7 +121,9 @@ func (c *Conn) read(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			c.waits[0]++
+			if c.waitHook != nil {
+				c.waitHook(false)
+			}
 			return false // wait until readable
 		default:
 			c.rerr = errno
@@ -160,7 +162,9 @@ func (c *Conn) write(fd uintptr) bool {
 			c.wn += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			c.waits[1]++
+			if c.waitHook != nil {
+				c.waitHook(true)
+			}
 			return false // wait until writable
 		default:
 			c.werr = errno
