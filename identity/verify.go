@@ -133,6 +133,14 @@ func (v *Verifier) unverifiedIssuer(token []byte) (string, bool) {
 	if len(token) > v.cfg.MaxTokenBytes {
 		return "", false
 	}
+	return UnverifiedIssuer(token)
+}
+
+// UnverifiedIssuer is the iss claim of a JWT, read without verifying
+// anything: for naming an issuer in a refusal, never for trusting it.
+// False when token is no three-segment JWT or has no string iss; bound
+// token's size before calling.
+func UnverifiedIssuer(token []byte) (string, bool) {
 	parts := bytes.Split(token, []byte("."))
 	if len(parts) != 3 {
 		return "", false
