@@ -62,6 +62,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(MaxProduceBatchBytes),
 		// No RecordDeliveryTimeout: kgo counts it from each record's
 		// Timestamp, which a producer may set in the past. Produce bounds
 		// the wait with RequestTimeout instead.
@@ -92,6 +93,14 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	log.Debug("broker client ready", zap.Object("config", cfg))
 	return c, nil
 }
+
+// MaxProduceBatchBytes is the largest record batch Produce sends: Kafka's
+// default max.message.bytes (1 MB plus the 12-byte batch header), which is
+// also kgo's default. kgo fails a record that alone makes a larger batch
+// before sending it while the same produce's other records go on to the
+// broker, so callers that must be all-or-nothing (the gateway's HTTP
+// produce) refuse such a record first, by this constant.
+const MaxProduceBatchBytes = 1_000_012
 
 // Close releases every connection. Calls in flight fail; Close is idempotent.
 func (c *Client) Close() {

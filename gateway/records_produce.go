@@ -106,11 +106,11 @@ func (c *call) produce(topic, partition []byte) api.Code {
 }
 
 // maxRecordBatchBytes is the largest record batch the gateway's producer
-// sends: kgo's ProducerBatchMaxBytes, which broker.New leaves at its
-// default (Kafka's max.message.bytes default). A larger record is failed
-// by kgo before it is sent while the produce's other records go on to
-// the broker, so the gateway refuses the whole produce first.
-const maxRecordBatchBytes = 1_000_012
+// sends (broker.MaxProduceBatchBytes, set on the producer by broker.New).
+// A larger record is failed by kgo before it is sent while the produce's
+// other records go on to the broker, so the gateway refuses the whole
+// produce first.
+const maxRecordBatchBytes = broker.MaxProduceBatchBytes
 
 // oversizedRecord returns the index and batch size of the first record
 // that alone makes a record batch over maxRecordBatchBytes, or -1.
