@@ -62,11 +62,14 @@ func (c *Coordinator) sharedGrant(ctx *fasthttp.RequestCtx, req SharedGrantReque
 	ttl := msDuration(req.TTLMs)
 	ttlProblem, ttlDetails := ttlBound{min: time.Second, max: c.cfg.MaxLease, key: "coordinator.max_lease", lasts: "a capability"}.refusal(req.TTLMs)
 	switch {
-	case !ocap.ValidTopic(req.Topic) || req.Partition < 0:
-		writeError(ctx, api.CodeBadRequest, "a valid topic and partition >= 0 required")
+	case !ocap.ValidTopic(req.Topic):
+		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("topic %.80q: a topic is %s", req.Topic, topicRule), map[string]any{"field": "topic"})
+		return ocap.Claims{}, 0, false
+	case req.Partition < 0:
+		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("partition must be >= 0, got %d", req.Partition), map[string]any{"field": "partition"})
 		return ocap.Claims{}, 0, false
 	case !ocap.ValidName(req.Holder):
-		writeError(ctx, api.CodeBadRequest, "holder: 1-255 printable characters without '/', not . or .. required")
+		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("holder %.80q: a holder is %s", req.Holder, ocap.NameRule), map[string]any{"field": "holder"})
 		return ocap.Claims{}, 0, false
 	case ttlProblem != "":
 		writeErrorDetails(ctx, api.CodeBadRequest, ttlProblem, ttlDetails)

@@ -8,7 +8,8 @@ package coordinator
 // and, above it, its setting, details limit and max in ms). Entries
 // are patterns: an exact name, "*"
 // (any), or a prefix ending in "*" ("orders-*", as Kafka's prefixed
-// ACLs); a "*" anywhere else is refused with 400. topics empty or absent
+// ACLs); a "*" anywhere else is refused with 400; a repeated entry is
+// minted once (as OAuth clients are registered). topics empty or absent
 // means any topic (["*"]); a topic_pattern join needs "*". ops is what
 // it allows: consume (join the groups, read through them) and produce
 // (write through the Kafka listener to the topics named exactly);
@@ -39,13 +40,21 @@ func (c *Coordinator) handleAdminClients(ctx *fasthttp.RequestCtx, _ []string) {
 	if len(req.Topics) == 0 {
 		req.Topics = []string{"*"}
 	}
+	// A repeated pattern allows nothing more: minted once, as the OAuth
+	// client registration stores it (["a","a"] was minted and echoed).
+	req.Groups, req.Topics = distinct(req.Groups), distinct(req.Topics)
 	ops, msg := checkClient(req)
 	if msg != "" {
 		writeError(ctx, api.CodeBadRequest, msg)
 		return
 	}
 	ttl, ms := msDuration(req.TTLMs), req.TTLMs
-	if ms == 0 {
+	switch {
+	case ms < 0:
+		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("ttl_ms must be >= 0 (0: coordinator.member_token_ttl, %s), got %d", c.cfg.MemberTokenTTL, ms),
+			map[string]any{"field": "ttl_ms", "min": 0})
+		return
+	case ms == 0:
 		ttl, ms = c.cfg.MemberTokenTTL, c.cfg.MemberTokenTTL.Milliseconds()
 	}
 	if problem, details := c.clientTTLBound().refusal(ms); problem != "" {
@@ -71,8 +80,6 @@ func checkClient(req ClientRequest) (ocap.Ops, string) {
 		return 0, "name: the prefix " + oauthSubject + " is reserved for credentials of the token endpoint"
 	case len(req.Groups) == 0 || len(req.Topics) == 0:
 		return 0, "groups and topics required (\"*\" = any)"
-	case req.TTLMs < 0:
-		return 0, fmt.Sprintf("ttl_ms must be >= 0 (0: member_token_ttl), got %d", req.TTLMs)
 	}
 	if msg := checkPatterns("groups", req.Groups, ocap.ValidName); msg != "" {
 		return 0, msg

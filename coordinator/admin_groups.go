@@ -211,7 +211,7 @@ func (c *Coordinator) handleAdminGroupConfig(ctx *fasthttp.RequestCtx, params []
 		return
 	}
 	var req GroupConfigRequest
-	if !decodeBody(ctx, &req, false) {
+	if !decodeBody(ctx, &req, false) || !c.checkGroupConfig(ctx, req) {
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
@@ -227,6 +227,33 @@ func (c *Coordinator) handleAdminGroupConfig(ctx *fasthttp.RequestCtx, params []
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, configView(reply.Config))
+}
+
+// checkGroupConfig refuses a *_ms setting out of its range in the
+// request's words: the field, the value given in ms and human units, the
+// range and its settings (msRange). The machine checks every setting
+// again (GroupConfig.validate, in durations); max_moves_per_second,
+// offset_reset and assignor are refused there, naming the value and what
+// is allowed.
+func (c *Coordinator) checkGroupConfig(ctx *fasthttp.RequestCtx, req GroupConfigRequest) bool {
+	ranges := []struct {
+		ms *int64
+		r  msRange
+	}{
+		{req.SessionTimeoutMs, c.sessionTimeoutRange("")},
+		{req.HandoffTimeoutMs, msRange{field: "handoff_timeout_ms", lo: time.Millisecond, hi: c.cfg.Groups.HandoffTimeoutMax,
+			settings: "coordinator.groups.handoff_timeout_max"}},
+	}
+	for _, f := range ranges {
+		if f.ms == nil {
+			continue
+		}
+		if problem, details := f.r.refusal(*f.ms); problem != "" {
+			writeErrorDetails(ctx, api.CodeBadRequest, "group config: "+problem, details)
+			return false
+		}
+	}
+	return true
 }
 
 func configView(g group.GroupConfig) GroupConfigView {

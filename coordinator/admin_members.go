@@ -4,9 +4,11 @@ package coordinator
 // admin token. Fences every partition the member holds, denies all its
 // capabilities on the gateways until they expire (revoked_members on the
 // sync channel), and removes it; its member token then gets 409
-// unknown_member. The body (RevokeRequest, may be empty) gives the
-// reason the audit log keeps. Answers MemberRevokeResponse; 409
-// unknown_member for a member that is not alive.
+// unknown_member (heartbeat, commit, leave, and a rejoin with it). The
+// body (RevokeRequest, may be empty) gives the reason the audit log
+// keeps. Answers MemberRevokeResponse; 404 not_found for an unknown
+// group (as every admin route naming a group), 409 unknown_member for a
+// member the group does not hold alive.
 
 import (
 	"github.com/valyala/fasthttp"

@@ -90,7 +90,8 @@ func (c *Coordinator) handleAdminPartitionLease(ctx *fasthttp.RequestCtx, params
 	// machine refuses it too; here the refusal names the setting as the
 	// other ttl refusals do.
 	if !ocap.ValidName(req.Holder) {
-		writeError(ctx, api.CodeBadRequest, "holder (1-255 printable characters without '/', not . or ..) required")
+		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("holder %.80q: a holder is %s", req.Holder, ocap.NameRule),
+			map[string]any{"field": "holder"})
 		return
 	}
 	bound := ttlBound{min: time.Second, max: c.cfg.Groups.Limits.LeaseTTLMax, key: "coordinator.groups.limits.lease_ttl_max", lasts: "a lease's capability"}

@@ -4,7 +4,8 @@ package coordinator
 // force, sorted by id: {"overrides":[api.QoSOverride]}.
 //
 // Behavior: PUT /v1/admin/qos — bearer: an admin token. Body QoSRequest: a
-// selector (at least one of group, topic, partition, holder, jti), a log
+// selector (at least one of group, topic, partition, holder, jti: else
+// 400 saying so, details field selector), a log
 // level (debug, info, warn, error), a monitor tag (≤ 64 bytes), a byte
 // rate, and ttl_ms > 0 and at most groups.limits.qos_ttl_max (24h by
 // default; above it 400 naming the ttl asked, the bound and the setting,
@@ -50,7 +51,12 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 	switch req.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:
-		writeError(ctx, api.CodeBadRequest, "log_level must be debug, info, warn or error")
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("log_level must be debug, info, warn or error, got %.32q", req.LogLevel))
+		return
+	}
+	if s := req.Selector; s.Group == "" && s.Topic == "" && s.Partition == nil && s.Holder == "" && s.JTI == "" {
+		writeErrorDetails(ctx, api.CodeBadRequest, "selector: name at least one of group, topic, partition, holder, jti (the override applies to what matches them all)",
+			map[string]any{"field": "selector"})
 		return
 	}
 	if msg := checkQoSNames(req); msg != "" {
@@ -71,13 +77,14 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("monitor: at most 64 bytes, got %d", len(req.Monitor)))
 		return
 	case req.TTLMs <= 0:
-		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("ttl_ms must be > 0, got %d", req.TTLMs))
+		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("ttl_ms must be > 0 (how long the override lasts, at most %d: coordinator.groups.limits.qos_ttl_max, %s), got %d",
+			c.cfg.Groups.Limits.QoSTTLMax.Milliseconds(), c.cfg.Groups.Limits.QoSTTLMax, req.TTLMs), map[string]any{"field": "ttl_ms", "min": 1})
 		return
 	case bps < 0:
 		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("max_bytes_per_sec must be >= 0 (0 removes a rate), got %d", bps))
 		return
 	}
-	bound := ttlBound{max: c.cfg.Groups.Limits.QoSTTLMax, key: "coordinator.groups.limits.qos_ttl_max"}
+	bound := ttlBound{max: c.cfg.Groups.Limits.QoSTTLMax, key: "coordinator.groups.limits.qos_ttl_max", lasts: "an override"}
 	if problem, details := bound.refusal(req.TTLMs); problem != "" {
 		writeErrorDetails(ctx, api.CodeBadRequest, problem, details)
 		return

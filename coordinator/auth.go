@@ -121,6 +121,19 @@ func writeTokenError(ctx *fasthttp.RequestCtx, what string, err error) {
 	writeError(ctx, api.CodeUnauthorized, what+" refused: "+err.Error())
 }
 
+// writeMemberTokenError answers a member token that did not verify: as
+// writeTokenError, but a token of a member an administrator revoked is
+// 409 unknown_member whatever the route (heartbeat, commit, leave, a
+// rejoin with it) — one answer a client acts on by its status alone:
+// join again with a client credential. A rejoin answered it 401.
+func writeMemberTokenError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, errMemberRevoked) {
+		writeError(ctx, api.CodeUnknownMember, "member token refused: "+err.Error())
+		return
+	}
+	writeTokenError(ctx, "member token", err)
+}
+
 // unconfiguredIssuer answers 401 for a join's bearer whose unverified
 // iss is neither this coordinator's (cfg.ID) nor a configured OIDC
 // issuer: before, such a token went to the client-credential verifier
@@ -180,11 +193,8 @@ func (c *Coordinator) memberClaims(ctx *fasthttp.RequestCtx, groupName string) (
 	}
 	claims, err := c.verifyTokenFor(ctx, token, ocap.KindMember)
 	switch {
-	case errors.Is(err, errMemberRevoked):
-		writeError(ctx, api.CodeUnknownMember, "member token refused: "+err.Error())
-		return nil, false
 	case err != nil:
-		writeTokenError(ctx, "member token", err)
+		writeMemberTokenError(ctx, err)
 		return nil, false
 	case claims.Group != groupName:
 		writeError(ctx, api.CodeForbidden, "member token is for another group")
@@ -192,6 +202,9 @@ func (c *Coordinator) memberClaims(ctx *fasthttp.RequestCtx, groupName string) (
 	}
 	return claims, true
 }
+
+// topicRule says ocap.ValidTopic's rule (Kafka's) in words.
+const topicRule = `1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and '-' (Kafka's rule), and not "." or ".."`
 
 // groupParam validates a group name from the path (400 if invalid).
 func groupParam(ctx *fasthttp.RequestCtx, name string) bool {
@@ -207,7 +220,7 @@ func groupParam(ctx *fasthttp.RequestCtx, name string) bool {
 // /partitions/demo/03/revoke is 400, not partition 3).
 func partitionParams(ctx *fasthttp.RequestCtx, topic, partition string) (int32, bool) {
 	if !ocap.ValidTopic(topic) {
-		writeError(ctx, api.CodeBadRequest, "invalid topic name")
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("invalid topic name %.80q in the path: a topic is %s", topic, topicRule))
 		return 0, false
 	}
 	p, ok := api.ParsePartition(partition)

@@ -18,9 +18,10 @@ import (
 var errDenied = errors.New("token denied by an administrator")
 
 // errMemberRevoked: a member token of a member an administrator revoked;
-// answered as unknown_member, so a client joins again (with a credential
-// that is not denied).
-var errMemberRevoked = errors.New("member revoked by an administrator: join again")
+// answered 409 unknown_member on every route that takes a member token,
+// a rejoin with it included (writeMemberTokenError), so a client joins again
+// with a credential that is not denied.
+var errMemberRevoked = errors.New("member revoked by an administrator: join again with a client credential")
 
 // revocations is the coordinator's own copy of the revocation view
 // (package revocation, the same rule every gateway applies), so the

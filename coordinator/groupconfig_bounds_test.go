@@ -24,10 +24,13 @@ func TestGroupConfigPastItsBoundsRefused(t *testing.T) {
 		body map[string]any
 		want string
 	}{
-		{"/config", map[string]any{"handoff_timeout_ms": int64(1_000_000_000_000_000)}, "handoff_timeout: too large, the max is 5m0s (groups.handoff_timeout_max)"},
-		{"/config", map[string]any{"handoff_timeout_ms": 300_001}, "handoff_timeout: must be <= 5m0s (groups.handoff_timeout_max), got 5m0.001s"},
-		{"/config", map[string]any{"session_timeout_ms": int64(1 << 62)}, "session_timeout: too large, the max is 5m0s"},
-		{"/config", map[string]any{"max_moves_per_second": 1_000_001}, "max_moves_per_second: must be within [0, 1000000]"},
+		{"/config", map[string]any{"handoff_timeout_ms": int64(1_000_000_000_000_000)}, "handoff_timeout_ms 1000000000000000 is outside [1, 300000] (1ms to 5m0s: coordinator.groups.handoff_timeout_max)"},
+		{"/config", map[string]any{"handoff_timeout_ms": 300_001}, "handoff_timeout_ms 300001 (5m0.001s) is outside [1, 300000] (1ms to 5m0s: coordinator.groups.handoff_timeout_max)"},
+		{"/config", map[string]any{"handoff_timeout_ms": 0}, "handoff_timeout_ms 0 (0s) is outside [1, 300000]"},
+		{"/config", map[string]any{"session_timeout_ms": int64(1 << 62)}, "session_timeout_ms 4611686018427387904 is outside [1000, 300000] (1s to 5m0s: coordinator.groups.session_timeout_min, coordinator.groups.session_timeout_max)"},
+		{"/config", map[string]any{"session_timeout_ms": 0}, "session_timeout_ms 0 (0s) is outside [1000, 300000]"},
+		{"/config", map[string]any{"max_moves_per_second": 1_000_001}, "max_moves_per_second: must be within [0, 1000000] (0: unlimited), got 1000001"},
+		{"/config", map[string]any{"max_moves_per_second": -1}, "max_moves_per_second: must be within [0, 1000000] (0: unlimited), got -1"},
 		{"/partitions/orders/1/lease", map[string]any{"holder": "partner", "ttl_ms": int64(1 << 62)}, "ttl_ms 4611686018427387904 is above coordinator.groups.limits.lease_ttl_max (24h0m0s)"},
 	} {
 		method := "PUT"

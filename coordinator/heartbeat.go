@@ -42,7 +42,11 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		return
 	}
 	if req.WaitMs != nil && *req.WaitMs < 0 {
-		writeError(ctx, api.CodeBadRequest, "wait_ms must be >= 0")
+		hw := c.cfg.Groups.HeartbeatWait
+		writeErrorDetails(ctx, api.CodeBadRequest,
+			fmt.Sprintf("wait_ms %d is outside [0, %d] (0s to %s: coordinator.groups.heartbeat_wait; 0 answers at once, more is held %s)",
+				*req.WaitMs, hw.Milliseconds(), hw, hw),
+			map[string]any{"field": "wait_ms", "min": 0, "max": hw.Milliseconds()})
 		return
 	}
 	wait := heartbeatWait(req.WaitMs)

@@ -20,7 +20,9 @@ package coordinator
 // it — so no member token outlives the credential its member was joined
 // with; under a second left is 401 token_expired, as is an expired
 // member token on a rejoin — a token of neither kind is 401 unauthorized
-// saying what a join takes) and the grants the member may use at once;
+// saying what a join takes, and the admin token or a sync token 401
+// saying which it is; a member token of a member an administrator
+// revoked is 409 unknown_member, as on its other routes) and the grants the member may use at once;
 // partitions still held by others arrive later in heartbeats. Unlike
 // Kafka there is no join barrier: the answer comes at once. A listed topic
 // Kafka does not have is 404 not_found (join_topics.go).
@@ -45,6 +47,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/internal/failguard"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -61,7 +64,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		return
 	}
 	var req api.JoinRequest
-	if !decodeBody(ctx, &req, false) || !checkJoinSyntax(ctx, req) {
+	if !decodeBody(ctx, &req, false) || !checkJoinSyntax(ctx, req) || !c.checkSessionTimeout(ctx, req.SessionTimeoutMs) {
 		return
 	}
 	if byMember {
@@ -190,15 +193,40 @@ func (c *Coordinator) joinBearer(ctx *fasthttp.RequestCtx, groupName string) (*o
 		case !errors.Is(merr, ocap.ErrBadType):
 			// A member token that does not verify (expired, most often:
 			// 401 token_expired, join with the credential) is reported
-			// as what it is, not as "wrong type" for a credential.
-			writeTokenError(ctx, "member token", merr)
+			// as what it is, not as "wrong type" for a credential; a
+			// revoked member's as on its other routes (409).
+			writeMemberTokenError(ctx, merr)
 			return nil, false, false
 		}
 		writeError(ctx, api.CodeUnauthorized, "a join takes a client credential (or an identity provider's token), or this group's member token to rejoin; this token is neither")
 		return nil, false, false
 	}
+	if what := c.operatorToken(token, err); what != "" {
+		writeError(ctx, api.CodeUnauthorized, "this is "+what+": joins take a client credential (capgate admin client-credential mints one)")
+		return nil, false, false
+	}
 	writeTokenError(ctx, "client credential", err)
 	return nil, false, false
+}
+
+// operatorToken names the coordinator's own secret a join's bearer is —
+// "the admin token", "a sync token" — or "": a first-day user who joins
+// with $CAPGATE_ADMIN_TOKEN read "malformed token: 3 dot-separated
+// segments … expected, got 1". Asked only once the bearer failed as a
+// client credential (err, counted and budgeted as any failed token; a
+// throttled one is not looked at), through the digests the admin and
+// sync auth compare in constant time; the token is never logged.
+func (c *Coordinator) operatorToken(token []byte, err error) string {
+	var spent *failguard.Spent
+	switch {
+	case errors.As(err, &spent):
+		return ""
+	case c.adminTokens.matches(token):
+		return "the admin token"
+	case c.syncTokens.matches(token):
+		return "a sync token"
+	}
+	return ""
 }
 
 // checkJoinScope checks the request against what the credential allows.
@@ -225,21 +253,36 @@ func checkJoinScope(ctx *fasthttp.RequestCtx, credential *ocap.Claims, groupName
 func checkJoinSyntax(ctx *fasthttp.RequestCtx, req api.JoinRequest) bool {
 	for _, topic := range req.Topics {
 		if !ocap.ValidTopic(topic) {
-			writeError(ctx, api.CodeBadRequest, "invalid topic name")
+			writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("topics: %.80q is not a topic name: a topic is %s", topic, topicRule),
+				map[string]any{"field": "topics"})
 			return false
 		}
 	}
-	for _, name := range []string{req.MemberID, req.InstanceID, req.ClientID} {
-		if name != "" && !ocap.ValidName(name) {
-			writeError(ctx, api.CodeBadRequest, "member_id, instance_id and client_id must be 1-255 printable characters without '/', not . or ..")
+	for _, f := range [][2]string{{"member_id", req.MemberID}, {"instance_id", req.InstanceID}, {"client_id", req.ClientID}} {
+		if f[1] != "" && !ocap.ValidName(f[1]) {
+			writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("%s %.80q: must be %s", f[0], f[1], ocap.NameRule), map[string]any{"field": f[0]})
 			return false
 		}
 	}
-	if req.SessionTimeoutMs < 0 {
-		writeError(ctx, api.CodeBadRequest, "session_timeout_ms must be >= 0")
+	return true
+}
+
+// checkSessionTimeout refuses a session_timeout_ms out of its range
+// naming the value given and the range (msRange): the machine's refusal
+// spoke of session_timeout in durations only, and a negative one said
+// "must be >= 0". 0 or absent is the group's.
+func (c *Coordinator) checkSessionTimeout(ctx *fasthttp.RequestCtx, ms int64) bool {
+	if problem, details := c.sessionTimeoutRange("the group's").refusal(ms); problem != "" {
+		writeErrorDetails(ctx, api.CodeBadRequest, problem, details)
 		return false
 	}
 	return true
+}
+
+// sessionTimeoutRange is session_timeout_ms's range; zero as msRange's.
+func (c *Coordinator) sessionTimeoutRange(zero string) msRange {
+	return msRange{field: "session_timeout_ms", lo: c.cfg.Groups.SessionTimeoutMin, hi: c.cfg.Groups.SessionTimeoutMax,
+		settings: "coordinator.groups.session_timeout_min, coordinator.groups.session_timeout_max", zero: zero}
 }
 
 // answerJoin mints the member token and the grants of reply and writes

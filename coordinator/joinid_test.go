@@ -76,6 +76,9 @@ func TestAdminNamesEveryMemberID(t *testing.T) {
 	e := newEnv(t, map[string]int32{"demo": 1})
 	h := e.start(t)
 	revoke := func(id string) string { return "/v1/admin/groups/ghost/members/" + id + "/revoke" }
+	// The group exists (an admin's config makes it): an unknown group is
+	// 404 (TestMemberRevokeOfAnUnknownGroupIsNotFound).
+	h.call(t, "PUT", "/v1/admin/groups/ghost/config", e.adminToken, map[string]any{"max_moves_per_second": 5}, http.StatusOK, nil)
 	for _, n := range []int{1, 255, 256, 272} {
 		h.expectError(t, "POST", revoke(strings.Repeat("c", n)), e.adminToken, nil, http.StatusConflict, api.CodeUnknownMember)
 	}

@@ -196,8 +196,7 @@ func (c *Coordinator) handleAdminOAuthClientCreate(ctx *fasthttp.RequestCtx, _ [
 		return
 	}
 	req.Groups, req.Topics = distinct(req.Groups), distinct(req.Topics)
-	// token_ttl_ms is checked below, in its own words (checkClient's
-	// speak of ttl_ms and member_token_ttl).
+	// token_ttl_ms is checked below, in its own words.
 	ops, msg := checkClient(ClientRequest{Name: req.Name, Groups: req.Groups, Topics: req.Topics, Ops: req.Ops})
 	if msg != "" {
 		writeError(ctx, api.CodeBadRequest, msg)
@@ -206,14 +205,16 @@ func (c *Coordinator) handleAdminOAuthClientCreate(ctx *fasthttp.RequestCtx, _ [
 	ms := req.TokenTTLMs
 	switch {
 	case ms < 0:
-		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("token_ttl_ms must be >= 0 (0: coordinator.oauth.token_ttl), got %d", ms))
+		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("token_ttl_ms must be >= 0 (0: coordinator.oauth.token_ttl, %s), got %d", c.cfg.OAuth.TokenTTL, ms),
+			map[string]any{"field": "token_ttl_ms", "min": 0})
 		return
 	case ms == 0:
 		ms = min(c.cfg.OAuth.TokenTTL, c.cfg.ClientCredentialTTLMax).Milliseconds()
 	}
-	// refusal's words begin with "ttl_ms": the field here is token_ttl_ms.
-	if problem, details := c.clientTTLBound().refusal(ms); problem != "" {
-		writeErrorDetails(ctx, api.CodeBadRequest, "token_"+problem, details)
+	bound := c.clientTTLBound()
+	bound.field = "token_ttl_ms"
+	if problem, details := bound.refusal(ms); problem != "" {
+		writeErrorDetails(ctx, api.CodeBadRequest, problem, details)
 		return
 	}
 	id, secret, err := newClientSecretPair()

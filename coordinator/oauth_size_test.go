@@ -169,8 +169,10 @@ func TestOAuthTokenOverTheSizeCapIsNotAServerError(t *testing.T) {
 // TestOAuthClientTTLRefusalNamesTheBound: "token_ttl_ms must be within
 // [1000, client_credential_ttl_max]" named neither the value nor the
 // bound's; it now reads as the admin client credential's ttl refusal,
-// in the field's own name, and a negative one names oauth.token_ttl (not
-// member_token_ttl, which checkClient's words gave).
+// in the field's own name (details field: token_ttl_ms, which the CLI
+// reads to word it as --token-ttl), and a negative one names
+// oauth.token_ttl and its value (not member_token_ttl, which
+// checkClient's words gave).
 func TestOAuthClientTTLRefusalNamesTheBound(t *testing.T) {
 	e := newEnv(t, map[string]int32{"demo": 1})
 	h := e.start(t)
@@ -180,11 +182,11 @@ func TestOAuthClientTTLRefusalNamesTheBound(t *testing.T) {
 	path := "/v1/admin/oauth/clients"
 	h.refusedWith(t, "POST", path, e.adminToken, client(31*24*3600_000),
 		"token_ttl_ms 2678400000 (744h0m0s) is above coordinator.client_credential_ttl_max (720h0m0s): ask for at most 2592000000 (720h0m0s), or raise coordinator.client_credential_ttl_max",
-		map[string]any{"limit": "coordinator.client_credential_ttl_max", "max": float64(2_592_000_000)})
+		map[string]any{"field": "token_ttl_ms", "limit": "coordinator.client_credential_ttl_max", "max": float64(2_592_000_000)})
 	h.refusedWith(t, "POST", path, e.adminToken, client(999),
-		"token_ttl_ms 999 (999ms) is below 1000 (1s): a credential lasts at least 1s", nil)
+		"token_ttl_ms 999 (999ms) is below 1000 (1s): a credential lasts at least 1s", map[string]any{"field": "token_ttl_ms", "min": float64(1000)})
 	h.refusedWith(t, "POST", path, e.adminToken, client(-1),
-		"token_ttl_ms must be >= 0 (0: coordinator.oauth.token_ttl), got -1", nil)
+		"token_ttl_ms must be >= 0 (0: coordinator.oauth.token_ttl, 1h0m0s), got -1", map[string]any{"field": "token_ttl_ms", "min": float64(0)})
 	var created coordinator.OAuthClientCreated
 	h.call(t, "POST", path, e.adminToken, client(30*24*3600_000), 200, &created)
 	e.remember(created.ClientSecret)

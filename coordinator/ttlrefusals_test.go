@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
 )
 
 // refusedWith sends body and requires 400 bad_request with exactly
@@ -63,10 +64,11 @@ func TestTTLRefusalsNameTheBound(t *testing.T) {
 		}
 		h.refusedWith(t, "POST", "/v1/admin/clients", admin, client(31*24*3600_000),
 			"ttl_ms 2678400000 (744h0m0s) is above coordinator.client_credential_ttl_max (720h0m0s): ask for at most 2592000000 (720h0m0s), or raise coordinator.client_credential_ttl_max",
-			map[string]any{"limit": "coordinator.client_credential_ttl_max", "max": float64(2_592_000_000)})
+			map[string]any{"field": "ttl_ms", "limit": "coordinator.client_credential_ttl_max", "max": float64(2_592_000_000)})
 		h.refusedWith(t, "POST", "/v1/admin/clients", admin, client(999),
-			"ttl_ms 999 (999ms) is below 1000 (1s): a credential lasts at least 1s", nil)
-		h.refusedWith(t, "POST", "/v1/admin/clients", admin, client(-1), "ttl_ms must be >= 0 (0: member_token_ttl), got -1", nil)
+			"ttl_ms 999 (999ms) is below 1000 (1s): a credential lasts at least 1s", map[string]any{"field": "ttl_ms", "min": float64(1000)})
+		h.refusedWith(t, "POST", "/v1/admin/clients", admin, client(-1), "ttl_ms must be >= 0 (0: coordinator.member_token_ttl, 24h0m0s), got -1",
+			map[string]any{"field": "ttl_ms", "min": float64(0)})
 		h.call(t, "POST", "/v1/admin/clients", admin, client(30*24*3600_000), 200, nil)
 	})
 
@@ -78,7 +80,7 @@ func TestTTLRefusalsNameTheBound(t *testing.T) {
 		h.refusedWith(t, "POST", lease, admin, map[string]any{"holder": "h", "ttl_ms": 10},
 			"ttl_ms 10 (10ms) is below 1000 (1s): a lease's capability lasts at least 1s", nil)
 		h.refusedWith(t, "POST", lease, admin, map[string]any{"holder": "a/b", "ttl_ms": 60_000},
-			"holder (1-255 printable characters without '/', not . or ..) required", nil)
+			`holder "a/b": a holder is `+ocap.NameRule, nil)
 		// At the bound the ttl passes: the group is what is missing.
 		h.expectError(t, "POST", lease, admin, map[string]any{"holder": "h", "ttl_ms": 7_200_000}, 404, api.CodeNotFound)
 	})
@@ -94,7 +96,7 @@ func TestTTLRefusalsNameTheBound(t *testing.T) {
 		h.refusedWith(t, "PUT", "/v1/admin/qos", admin, qos(map[string]any{"ttl_ms": 25 * 3600_000}),
 			"ttl_ms 90000000 (25h0m0s) is above coordinator.groups.limits.qos_ttl_max (24h0m0s): ask for at most 86400000 (24h0m0s), or raise coordinator.groups.limits.qos_ttl_max",
 			map[string]any{"limit": "coordinator.groups.limits.qos_ttl_max", "max": float64(86_400_000)})
-		h.refusedWith(t, "PUT", "/v1/admin/qos", admin, qos(map[string]any{"ttl_ms": 0}), "ttl_ms must be > 0, got 0", nil)
+		h.refusedWith(t, "PUT", "/v1/admin/qos", admin, qos(map[string]any{"ttl_ms": 0}), "ttl_ms must be > 0 (how long the override lasts, at most 86400000: coordinator.groups.limits.qos_ttl_max, 24h0m0s), got 0", nil)
 		h.refusedWith(t, "PUT", "/v1/admin/qos", admin, qos(map[string]any{"max_bytes_per_sec": -1}),
 			"max_bytes_per_sec must be >= 0 (0 removes a rate), got -1", nil)
 		h.refusedWith(t, "PUT", "/v1/admin/qos", admin, qos(map[string]any{"monitor": fmt.Sprintf("%065d", 0)}),

@@ -200,10 +200,17 @@ func (m *Machine) revokeOpenedBy(credential string) {
 	}
 }
 
+// revokeMember answers an unknown group 404 not_found, as every admin
+// route naming a group does, and a member its group does not hold 409
+// unknown_member.
 func (m *Machine) revokeMember(e RevokeMember) {
+	if m.groupNamed(e.Group) == nil {
+		m.reject(e.Ref, api.CodeNotFound, "unknown group %q", e.Group)
+		return
+	}
 	mem := m.memberOf(e.Group, e.MemberID)
 	if mem == nil {
-		m.reject(e.Ref, api.CodeUnknownMember, "revoke: unknown member %q", e.MemberID)
+		m.reject(e.Ref, api.CodeUnknownMember, "revoke: group %q has no member %q", e.Group, e.MemberID)
 		return
 	}
 	fenced := len(mem.held)

@@ -3,6 +3,7 @@ package group
 import (
 	"fmt"
 	"regexp/syntax"
+	"time"
 
 	"github.com/capgate/capgate/api"
 )
@@ -132,9 +133,29 @@ func (m *Machine) limitRejection(ref Ref, limit string, max int64, format string
 // live-members refusal of the same limit by "counted").
 func (m *Machine) createdRejection(ref Ref, tenant string, n int) {
 	m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded,
-		Message: fmt.Sprintf("join: the credential's tenant %q created %d groups that still exist", tenant, n),
+		Message: fmt.Sprintf("join: the credential's tenant %q created %d groups that still exist (coordinator.groups.limits.groups_per_credential): %s",
+			tenant, n, m.placesComeBack()),
 		Details: map[string]any{"limit": "coordinator.groups.limits.groups_per_credential", "max": int64(m.cfg.Limits.GroupsPerCredential),
 			"counted": CountedGroupsCreated, "tenant": tenant}})
+}
+
+// placesComeBack says how a tenant's created groups stop counting: the
+// reaper forgets a group left empty (no members, leases or owned
+// partitions, default settings) after empty_group_ttl, or after
+// offsets_retention when it holds committed offsets (reapAfter), and an
+// admin can delete one; a bound of 0 keeps such groups.
+func (m *Machine) placesComeBack() string {
+	after := func(d time.Duration, setting string) string {
+		if d <= 0 {
+			return "never (" + setting + " 0 keeps them)"
+		}
+		return fmt.Sprintf("%s after it is left empty (%s)", d, setting)
+	}
+	l := m.cfg.Limits
+	return "a place comes back when one of them is forgotten — one without committed offsets " +
+		after(l.EmptyGroupTTL, "coordinator.groups.limits.empty_group_ttl") + ", one holding committed offsets " +
+		after(l.OffsetsRetention, "coordinator.groups.limits.offsets_retention") +
+		" — or an admin deletes it (capgate admin group delete GROUP)"
 }
 
 // CountedGroupsCreated is the "counted" detail of a join refused because
@@ -162,7 +183,8 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 	}
 	if tg := m.tenantGroups[tenant]; tg != nil && (g == nil || tg[g] == 0) && len(tg) >= l.GroupsPerCredential {
 		m.send(Rejected{Ref: e.Ref, Code: api.CodeLimitExceeded,
-			Message: fmt.Sprintf("join: the credential's tenant %q has members in %d groups", tenant, len(tg)),
+			Message: fmt.Sprintf("join: the credential's tenant %q has members in %d groups (coordinator.groups.limits.groups_per_credential): "+
+				"a place comes back when its members of one of them leave or their sessions time out", tenant, len(tg)),
 			Details: map[string]any{"limit": "coordinator.groups.limits.groups_per_credential", "max": int64(l.GroupsPerCredential),
 				"tenant": tenant}})
 		return false
