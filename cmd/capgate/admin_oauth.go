@@ -14,7 +14,7 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "oauth-client", Short: "Clients of the OAuth2 token endpoint (POST /oauth/token)"}
 	var name string
 	var groups, topics, ops []string
-	var ttl time.Duration
+	ttl := &ttlFlag{name: "token-ttl", field: "token_ttl_ms", min: time.Second, zero: "the coordinator's oauth.token_ttl", lasts: "a credential"}
 	create := &cobra.Command{
 		Use:   "create --name svc --groups g1,prefix-* --topics t1",
 		Short: "Register a client; prints its client_id and client_secret (shown once)",
@@ -23,18 +23,21 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 			if name == "" || len(groups) == 0 || len(topics) == 0 {
 				return usageErrorf("--name, --groups and --topics are required")
 			}
-			body := map[string]any{"name": name, "groups": groups, "topics": topics, "token_ttl_ms": ttl.Milliseconds()}
+			if err := ttl.check(); err != nil {
+				return err
+			}
+			body := map[string]any{"name": name, "groups": groups, "topics": topics, "token_ttl_ms": ttl.ms()}
 			if len(ops) > 0 {
 				body["ops"] = ops
 			}
-			return call(cmd, f, http.MethodPost, "/v1/admin/oauth/clients", body)
+			return ttl.refused(call(cmd, f, http.MethodPost, "/v1/admin/oauth/clients", body))
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "client name")
 	create.Flags().StringSliceVar(&groups, "groups", nil, "groups its credentials may join (exact, * or prefix*)")
 	create.Flags().StringSliceVar(&topics, "topics", nil, "topics they may subscribe to (exact, * or prefix*)")
 	create.Flags().StringSliceVar(&ops, "ops", nil, "what its credentials allow: consume (join groups, read through them; required) and produce (write through the Kafka listener to the topics named exactly); default consume")
-	create.Flags().DurationVar(&ttl, "token-ttl", 0, "lifetime of each credential it obtains (0: the coordinator's oauth.token_ttl)")
+	newTTLFlag(create.Flags(), ttl, 0, "lifetime of each credential it obtains (at least 1s, at most the coordinator's client_credential_ttl_max; 0: its oauth.token_ttl)")
 	cmd.AddCommand(create,
 		adminGet(f, "list", "List the clients (no secrets)", func([]string) string { return "/v1/admin/oauth/clients" }, 0),
 		&cobra.Command{

@@ -29,7 +29,7 @@ func newAdminRevoke(f *adminFlags) *cobra.Command {
 
 func newAdminLease(f *adminFlags) *cobra.Command {
 	var holder string
-	var ttl time.Duration
+	ttl := &ttlFlag{name: "ttl", field: "ttl_ms", min: time.Second, lasts: "a lease's capability"}
 	cmd := &cobra.Command{
 		Use:   "lease GROUP TOPIC PARTITION --holder NAME --ttl 10m",
 		Short: "Hand a partition exclusively to a member or a named outside holder for a while",
@@ -39,11 +39,14 @@ func newAdminLease(f *adminFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return call(cmd, f, http.MethodPost, path+"/lease", map[string]any{"holder": holder, "ttl_ms": ttl.Milliseconds()})
+			if err := ttl.check(); err != nil {
+				return err
+			}
+			return ttl.refused(call(cmd, f, http.MethodPost, path+"/lease", map[string]any{"holder": holder, "ttl_ms": ttl.ms()}))
 		},
 	}
 	cmd.Flags().StringVar(&holder, "holder", "", "member id or outside holder name")
-	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Minute, "how long the lease pins the partition")
+	newTTLFlag(cmd.Flags(), ttl, 10*time.Minute, "how long the lease pins the partition (at least 1s, at most the coordinator's groups.limits.lease_ttl_max)")
 	cmd.MarkFlagRequired("holder")
 	return cmd
 }
@@ -51,27 +54,30 @@ func newAdminLease(f *adminFlags) *cobra.Command {
 func newAdminGrant(f *adminFlags) *cobra.Command {
 	var topic, holder, ops string
 	var partition int32
-	var ttl time.Duration
+	ttl := &ttlFlag{name: "ttl", field: "ttl_ms", min: time.Second, lasts: "a capability"}
 	var from, to int64
 	cmd := &cobra.Command{
 		Use:   "grant --topic T --partition P --holder NAME",
 		Short: "Mint a shared (non-exclusive) capability, fenced by its jti only",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			body := map[string]any{"topic": topic, "partition": partition, "ops": strings.Split(ops, ","), "ttl_ms": ttl.Milliseconds(), "holder": holder}
+			if err := ttl.check(); err != nil {
+				return err
+			}
+			body := map[string]any{"topic": topic, "partition": partition, "ops": strings.Split(ops, ","), "ttl_ms": ttl.ms(), "holder": holder}
 			if cmd.Flags().Changed("offset-from") {
 				body["offset_from"] = from
 			}
 			if cmd.Flags().Changed("offset-to") {
 				body["offset_to"] = to
 			}
-			return call(cmd, f, http.MethodPost, "/v1/admin/capabilities", body)
+			return ttl.refused(call(cmd, f, http.MethodPost, "/v1/admin/capabilities", body))
 		},
 	}
 	cmd.Flags().StringVar(&topic, "topic", "", "topic")
 	cmd.Flags().Int32Var(&partition, "partition", 0, "partition")
 	cmd.Flags().StringVar(&holder, "holder", "", "holder name (the capability's sub)")
 	cmd.Flags().StringVar(&ops, "ops", "fetch", "comma-separated ops: fetch, commit, produce")
-	cmd.Flags().DurationVar(&ttl, "ttl", 5*time.Minute, "lease of the capability (≤ max_lease)")
+	newTTLFlag(cmd.Flags(), ttl, 5*time.Minute, "lease of the capability (at least 1s, at most the coordinator's max_lease)")
 	cmd.Flags().Int64Var(&from, "offset-from", 0, "first offset the capability may read")
 	cmd.Flags().Int64Var(&to, "offset-to", 0, "offset the capability may not reach")
 	// Checked here, before anything is sent: the server's 400 for a
@@ -125,7 +131,7 @@ func newAdminQoS(f *adminFlags) *cobra.Command {
 	var group, topic, holder, jti, level, monitor string
 	var partition int32
 	var bps int64
-	var ttl time.Duration
+	ttl := &ttlFlag{name: "ttl", field: "ttl_ms", min: time.Millisecond, lasts: "an override"}
 	cmd := &cobra.Command{
 		Use:   "qos [--group G] [--topic T] [--partition P] [--holder H] [--jti J] [--log-level debug] [--monitor TAG] [--max-bytes-per-sec N] | qos list",
 		Short: "Change a consumer's or a partition's log level, monitor tag or byte rate live on every gateway",
@@ -147,7 +153,10 @@ removes a rate), and --ttl starts again. qos list shows those in force.`,
 			if len(sel) == 0 {
 				return errNoSelector
 			}
-			body := map[string]any{"selector": sel, "ttl_ms": ttl.Milliseconds()}
+			if err := ttl.check(); err != nil {
+				return err
+			}
+			body := map[string]any{"selector": sel, "ttl_ms": ttl.ms()}
 			if level != "" {
 				body["log_level"] = level
 			}
@@ -157,7 +166,7 @@ removes a rate), and --ttl starts again. qos list shows those in force.`,
 			if cmd.Flags().Changed("max-bytes-per-sec") {
 				body["max_bytes_per_sec"] = bps
 			}
-			return call(cmd, f, http.MethodPut, "/v1/admin/qos", body)
+			return ttl.refused(call(cmd, f, http.MethodPut, "/v1/admin/qos", body))
 		},
 	}
 	fl := cmd.Flags()
@@ -169,14 +178,14 @@ removes a rate), and --ttl starts again. qos list shows those in force.`,
 	fl.StringVar(&level, "log-level", "", "per-capability log level (debug, info, warn, error)")
 	fl.StringVar(&monitor, "monitor", "", "monitor tag (a metrics label)")
 	fl.Int64Var(&bps, "max-bytes-per-sec", 0, "byte-rate limit (0 = unlimited)")
-	fl.DurationVar(&ttl, "ttl", time.Hour, "how long the override lasts")
+	newTTLFlag(fl, ttl, time.Hour, "how long the override lasts (at most the coordinator's groups.limits.qos_ttl_max)")
 	cmd.AddCommand(adminGetRender(f, "list", "List the QoS overrides in force", func([]string) string { return "/v1/admin/qos" }, 0, printQoS))
 	return cmd
 }
 
 func newAdminConfig(f *adminFlags) *cobra.Command {
 	var moves int
-	var handoff time.Duration
+	handoff := &ttlFlag{name: "handoff-timeout", field: "handoff_timeout_ms", min: time.Millisecond, lasts: "a handoff's wait"}
 	var reset string
 	cmd := &cobra.Command{
 		Use:   "config GROUP [--max-moves-per-second N] [--handoff-timeout D] [--offset-reset earliest|latest]",
@@ -188,7 +197,13 @@ func newAdminConfig(f *adminFlags) *cobra.Command {
 				body["max_moves_per_second"] = moves
 			}
 			if cmd.Flags().Changed("handoff-timeout") {
-				body["handoff_timeout_ms"] = handoff.Milliseconds()
+				if err := handoff.check(); err != nil {
+					return err
+				}
+				body["handoff_timeout_ms"] = handoff.ms()
+			}
+			if moves < 0 {
+				return usageErrorf("--max-moves-per-second %d is below 0 (0: unlimited)", moves)
 			}
 			if reset != "" {
 				body["offset_reset"] = reset
@@ -199,11 +214,11 @@ func newAdminConfig(f *adminFlags) *cobra.Command {
 			if err := groupArg(a[0]); err != nil {
 				return err
 			}
-			return call(cmd, f, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(a[0])+"/config", body)
+			return handoff.refused(call(cmd, f, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(a[0])+"/config", body))
 		},
 	}
 	cmd.Flags().IntVar(&moves, "max-moves-per-second", 0, "creep: partitions moved per second at most (0 = unlimited)")
-	cmd.Flags().DurationVar(&handoff, "handoff-timeout", 0, "how long a handoff waits for the old holder's release (at most the coordinator's groups.handoff_timeout_max, 5m)")
+	newTTLFlag(cmd.Flags(), handoff, 0, "how long a handoff waits for the old holder's release (at most the coordinator's groups.handoff_timeout_max, 5m)")
 	cmd.Flags().StringVar(&reset, "offset-reset", "", "where a partition with no committed offset starts: earliest or latest")
 	return cmd
 }
@@ -211,7 +226,7 @@ func newAdminConfig(f *adminFlags) *cobra.Command {
 func newAdminClientCredential(f *adminFlags) *cobra.Command {
 	var name string
 	var groups, topics, ops []string
-	var ttl time.Duration
+	ttl := &ttlFlag{name: "ttl", field: "ttl_ms", min: time.Second, zero: "the coordinator's member_token_ttl", lasts: "a credential"}
 	cmd := &cobra.Command{
 		Use:   "client-credential --name svc --groups g1,orders-* [--topics t1] [--ops consume,produce]",
 		Short: "Mint a client credential that may join the given groups (and, with --ops produce, write)",
@@ -241,21 +256,24 @@ The answer's client_credential is what consume --credential-file reads:
 			if name == "" || len(groups) == 0 {
 				return usageErrorf("--name and --groups are required")
 			}
-			body := map[string]any{"name": name, "groups": groups, "ttl_ms": ttl.Milliseconds()}
+			if err := ttl.check(); err != nil {
+				return err
+			}
+			body := map[string]any{"name": name, "groups": groups, "ttl_ms": ttl.ms()}
 			if len(topics) > 0 {
 				body["topics"] = topics
 			}
 			if len(ops) > 0 {
 				body["ops"] = ops
 			}
-			return call(cmd, f, http.MethodPost, "/v1/admin/clients", body)
+			return ttl.refused(call(cmd, f, http.MethodPost, "/v1/admin/clients", body))
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "client name (the credential's sub)")
 	cmd.Flags().StringSliceVar(&groups, "groups", nil, "groups it may join: names, * (any) or prefix* patterns")
 	cmd.Flags().StringSliceVar(&topics, "topics", nil, "topics it may subscribe to: names, * or prefix* patterns (empty: any); with produce, the names it may write to")
 	cmd.Flags().StringSliceVar(&ops, "ops", nil, "what it allows: consume (join groups, read through them; required) and produce (write through the Kafka listener to the topics named exactly); default consume")
-	cmd.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "lifetime of the credential")
+	newTTLFlag(cmd.Flags(), ttl, 30*24*time.Hour, "lifetime of the credential (at least 1s, at most the coordinator's client_credential_ttl_max; 0: its member_token_ttl)")
 	return cmd
 }
 
