@@ -138,18 +138,7 @@ func TestProduceRecordCountIsBounded(t *testing.T) {
 // (and a header's null value Kafka's null header value).
 func TestProduceRefusesARecordWithoutValue(t *testing.T) {
 	h := newHarness(t, nil)
-	producer, _ := h.mint(withOps(capClaims(0), "fetch", "produce"))
-	post := func(body string) response {
-		return h.do(http.MethodPost, recordsURL(0), producer, strings.NewReader(body), "Content-Type", "application/json")
-	}
-	base := func(r response) int64 {
-		t.Helper()
-		var pr api.ProduceResponse
-		if err := json.Unmarshal(r.body, &pr); err != nil || r.status != http.StatusOK {
-			t.Fatalf("produce: %d %s", r.status, r.body)
-		}
-		return pr.BaseOffset
-	}
+	post, base := producer(t, h)
 	first := base(post(`{"records":[{"value":"eA=="}]}`))
 	for bad, says := range map[string]string{
 		`{"records":[{"value":"eA=="},{"value":"eA=="},{"value":""},{"key":"azE="}]}`:          `records[3]: value is required; send "value": null for a tombstone`,
@@ -177,4 +166,59 @@ func TestProduceRefusesARecordWithoutValue(t *testing.T) {
 		f.Records[1].Value == nil || len(f.Records[1].Value) != 0 {
 		t.Fatalf("fetched %+v, want a tombstone with a null header value, then an empty value", f)
 	}
+}
+
+// TestProduceRefusesLooseBase64 is redteam4 item 9: {"value":"aGVsbG8=\n"}
+// was produced (200) as "hello" — encoding/json's base64 skips \r and \n
+// anywhere — and "aGVsbG9=" (unused bits set) was "hello" too, while the
+// spec says base64 and the rest of the API is strict. Every base64 field
+// of a produce (a record's key and value, a header's value) is now read
+// strictly: 400 naming the record and the field, nothing written.
+func TestProduceRefusesLooseBase64(t *testing.T) {
+	h := newHarness(t, nil)
+	post, base := producer(t, h)
+	first := base(post(`{"records":[{"value":"aGVsbG8="}]}`))
+	lineBreak := `base64 with a line break ("\n" at character 8): send it on one line, as standard base64 without \r or \n (RFC 4648 §3.1)`
+	for _, tc := range []struct{ body, says string }{
+		{`{"records":[{"value":"aGVsbG8=\n"}]}`, "body: records[0]: value: " + lineBreak},
+		{`{"records":[{"value":"eA=="},{"value":"aGVs\r\nbG8="}]}`, `body: records[1]: value: base64 with a line break ("\r" at character 4)`},
+		{`{"records":[{"value":"eA=="},{"key":"aGVsbG8=\u000a","value":"eA=="}]}`, "body: records[1]: key: " + lineBreak},
+		{`{"records":[{"value":"eA==","headers":[{"key":"h","value":"eA=="},{"key":"i","value":"aGVsbG8=\n"}]}]}`, "body: records[0]: headers[1]: value: " + lineBreak},
+		{`{"records":[{"value":"aGVsbG9="}]}`, `body: records[0]: value: not canonical base64: in its last four characters "bG9=" the bits past the data must be zero (RFC 4648 §3.5)`},
+		{`{"records":[{"key":"eB==","value":"eA=="}]}`, `body: records[0]: key: not canonical base64: in its last four characters "eB==" the bits past the data must be zero`},
+	} {
+		r := post(tc.body)
+		var eb api.ErrorBody
+		if json.Unmarshal(r.body, &eb) != nil || r.status != http.StatusBadRequest || eb.Error.Code != api.CodeBadRequest || !strings.HasPrefix(eb.Error.Message, tc.says) {
+			t.Errorf("produce %s: %d %s, want 400 bad_request saying %s", tc.body, r.status, r.body, tc.says)
+		}
+	}
+	// Nothing refused was written, and strict base64 with JSON escapes
+	// ("\/", "\u0061") is still read.
+	if got := base(post(`{"records":[{"key":"\/w==","value":"\u0061GVsbG8="}]}`)); got != first+1 {
+		t.Fatalf("after the refused produces the next landed at %d, want %d", got, first+1)
+	}
+	fetch, _ := h.mint(capClaims(0))
+	f := h.get(fetch, recordsPath(0, "offset="+strconv.FormatInt(first+1, 10))).fetch(t)
+	if len(f.Records) != 1 || string(f.Records[0].Key) != "\xff" || string(f.Records[0].Value) != "hello" {
+		t.Fatalf("fetched %+v", f.Records)
+	}
+}
+
+// producer is a fetch+produce capability's produce to partition 0 (post)
+// and the base offset of one that must have been accepted (base).
+func producer(t *testing.T, h *harness) (post func(body string) response, base func(response) int64) {
+	token, _ := h.mint(withOps(capClaims(0), "fetch", "produce"))
+	post = func(body string) response {
+		return h.do(http.MethodPost, recordsURL(0), token, strings.NewReader(body), "Content-Type", "application/json")
+	}
+	base = func(r response) int64 {
+		t.Helper()
+		var pr api.ProduceResponse
+		if err := json.Unmarshal(r.body, &pr); err != nil || r.status != http.StatusOK {
+			t.Fatalf("produce: %d %s", r.status, r.body)
+		}
+		return pr.BaseOffset
+	}
+	return post, base
 }

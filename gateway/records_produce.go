@@ -3,7 +3,9 @@ package gateway
 // Behavior: POST /v1/topics/{topic}/partitions/{p}/records with
 // "Authorization: Bearer <capability>" holding the produce op for exactly
 // this topic and partition, and a JSON body api.ProduceRequest
-// {"records":[{"key","value","headers"}]} (base64 bytes, at least one
+// {"records":[{"key","value","headers"}]} (base64 bytes, strictly: one
+// line, no \r or \n, unused bits zero — else 400 naming records[i] and
+// the field, strictBase64; at least one
 // record and at most max_produce_records, unknown fields refused,
 // Content-Type application/json or none, no Content-Encoding but
 // identity: 415 unsupported_media_type otherwise). Every record and
@@ -27,12 +29,14 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -257,8 +261,10 @@ func decodeRecords(dec *json.Decoder, max int) ([]*kgo.Record, error) {
 }
 
 // recordPresence tells a field sent as null (a json.RawMessage of "null")
-// from one left out (empty): decoded into []byte, both are nil.
+// from one left out (empty): decoded into []byte, both are nil. The raw
+// base64 fields are checked strictly too (strictBase64).
 type recordPresence struct {
+	Key     json.RawMessage `json:"key"`
 	Value   json.RawMessage `json:"value"`
 	Headers []struct {
 		Key   json.RawMessage `json:"key"`
@@ -286,6 +292,49 @@ func missingField(raw []byte) string {
 		}
 		if len(h.Value) == 0 {
 			return fmt.Sprintf(`headers[%d]: value is required; send "value": null for a null header value`, i)
+		}
+	}
+	if problem := strictBase64(r.Key); problem != "" {
+		return "key: " + problem
+	}
+	if problem := strictBase64(r.Value); problem != "" {
+		return "value: " + problem
+	}
+	for i, h := range r.Headers {
+		if problem := strictBase64(h.Value); problem != "" {
+			return fmt.Sprintf("headers[%d]: value: %s", i, problem)
+		}
+	}
+	return ""
+}
+
+// strictBase64 says what encoding/json accepted in raw, a JSON string it
+// already decoded as standard base64, that strict base64 refuses, or "":
+// Go's decoder skips \r and \n anywhere ("aGVsbG8=\n" was produced as
+// "hello": two spellings of one record, where a proxy or another reader
+// may see only one), and takes a last character whose unused bits are
+// not zero (RFC 4648 §3.5: "aGVsbG9=" read as "hello" too). A string
+// without a backslash escape holds no line break (JSON has no raw
+// control characters), so only the last quantum is looked at.
+func strictBase64(raw json.RawMessage) string {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "" // absent or null
+	}
+	b := raw[1 : len(raw)-1]
+	if bytes.IndexByte(b, '\\') >= 0 {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return ""
+		}
+		if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+			return fmt.Sprintf("base64 with a line break (%q at character %d): send it on one line, as standard base64 without \\r or \\n (RFC 4648 §3.1)", s[i:i+1], i)
+		}
+		b = []byte(s)
+	}
+	if n := len(b); n >= 4 && n%4 == 0 {
+		var out [3]byte
+		if _, err := base64.StdEncoding.Strict().Decode(out[:], b[n-4:]); err != nil {
+			return fmt.Sprintf("not canonical base64: in its last four characters %q the bits past the data must be zero (RFC 4648 §3.5)", b[n-4:])
 		}
 	}
 	return ""
