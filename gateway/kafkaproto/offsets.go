@@ -46,6 +46,13 @@ package kafkaproto
 //     the client's policy here, and a member that ends without its client
 //     committing releases the partition without an offset (never the
 //     resolved reset position as a commit).
+//   - OffsetFetch of a topic the connection may not see (outside its
+//     credential's tps, Kafka's and capgate's internal topics) answers
+//     each named partition offset -1 with TOPIC_AUTHORIZATION_FAILED and
+//     leaves such a topic out of an all-topics answer — Kafka's answer in
+//     every version from v1, per partition, never at the group level —
+//     whoever committed it (a member of the group whose credential
+//     covers the topic); its offsets are never read (topicsAuthorized).
 //   - An OffsetFetch naming no member, from a client without a member in
 //     the group, is Kafka's admin read (offsetsadmin.go): the
 //     coordinator's committed offsets, for a credential that may join the
@@ -65,6 +72,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -340,7 +349,9 @@ func (c *conn) fetchGroupOffsets(f *offsetFetch, group string, id *string, all b
 		out.ErrorCode = kerr.InvalidRequest.Code
 		return out
 	}
+	refused := c.unauthorizedTopics(wanted)
 	out = c.memberGroupOffsets(f, out, id, all, wanted)
+	out = c.topicsAuthorized(out, refused)
 	n := 0
 	for _, t := range out.Topics {
 		n += len(t.Partitions)
@@ -351,6 +362,51 @@ func (c *conn) fetchGroupOffsets(f *offsetFetch, group string, id *string, all b
 		return out
 	}
 	f.left -= n
+	return out
+}
+
+// unauthorizedTopics takes the named topics the connection may not
+// describe out of wanted and returns them: Kafka checks each topic's
+// Describe before the group coordinator sees the request, so they are
+// never read.
+func (c *conn) unauthorizedTopics(wanted map[string][]int32) map[string][]int32 {
+	var refused map[string][]int32
+	for topic, parts := range wanted {
+		if c.sees(topic, topicInfo{}) {
+			continue
+		}
+		if refused == nil {
+			refused = map[string][]int32{}
+		}
+		refused[topic] = parts
+		delete(wanted, topic)
+	}
+	return refused
+}
+
+// topicsAuthorized is Kafka's answer for the topics a principal may not
+// describe (KafkaApis' OffsetFetch, every version from v1): a named one
+// answers each of its partitions offset -1 with TOPIC_AUTHORIZATION_FAILED
+// (no metadata, no leader epoch) — unless the group itself answered an
+// error, which is then the whole answer —; one an all-topics read found
+// committed is left out. Before, a named one answered its committed
+// offset, though the connection may not read the topic.
+func (c *conn) topicsAuthorized(out kmsg.OffsetFetchResponseGroup, refused map[string][]int32) kmsg.OffsetFetchResponseGroup {
+	out.Topics = slices.DeleteFunc(out.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return !c.sees(t.Topic, topicInfo{}) })
+	if out.ErrorCode != 0 {
+		return out
+	}
+	for _, topic := range slices.Sorted(maps.Keys(refused)) {
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.Topic = topic
+		for _, p := range refused[topic] {
+			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p, -1, -1, kmsg.StringPtr("")
+			rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
 	return out
 }
 
