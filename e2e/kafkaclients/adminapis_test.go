@@ -1,0 +1,145 @@
+package kafkaclients
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// TestAdminWritesRefusedAtOnce: the admin APIs the listener does not
+// serve — creating, deleting and growing topics, deleting records,
+// configs, ACLs, deleting groups and their offsets, leader elections,
+// reassignments, log dirs, SCRAM users, transactions — are absent from
+// ApiVersions, so kadm refuses each locally ("broker is too old")
+// without a request on the wire: never a hang, never a dropped
+// connection. Each call answers within a second although its context
+// allows 20 s, and the same client reads metadata afterwards over the
+// connection it had. Nothing reaches Kafka: the topic kadm asked to
+// create does not exist. (A raw request of such a key closes its
+// connection, as Kafka closes one for a key it does not know:
+// TestBadInputOnTheListener "unknown api key".)
+func TestAdminWritesRefusedAtOnce(t *testing.T) {
+	s := Start(t, Options{Partitions: 2})
+	cred := tenantCredential(t, s, "tenant-a", []string{"a-*"})
+	adm := kadm.NewClient(kgoClient(t, s.KafkaAddrs(), cred, false))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := adm.ListTopics(ctx, "orders"); err != nil {
+		t.Fatalf("metadata before: %v", err)
+	}
+	calls := map[string]func() error{
+		"CreateTopics": func() error {
+			r, err := adm.CreateTopics(ctx, 1, 1, nil, "created-through-capgate")
+			return firstErr(err, r.Error())
+		},
+		"DeleteTopics": func() error {
+			r, err := adm.DeleteTopics(ctx, "orders")
+			return firstErr(err, r.Error())
+		},
+		"CreatePartitions": func() error {
+			r, err := adm.CreatePartitions(ctx, 1, "orders")
+			return firstErr(err, r.Error())
+		},
+		"DeleteRecords": func() error {
+			o := kadm.Offsets{}
+			o.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 1})
+			r, err := adm.DeleteRecords(ctx, o)
+			return firstErr(err, r.Error())
+		},
+		"DescribeTopicConfigs": func() error {
+			r, err := adm.DescribeTopicConfigs(ctx, "orders")
+			if err == nil {
+				for _, c := range r {
+					err = firstErr(err, c.Err)
+				}
+			}
+			return err
+		},
+		"AlterTopicConfigs": func() error {
+			v := "1000"
+			r, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &v}}, "orders")
+			if err == nil {
+				for _, c := range r {
+					err = firstErr(err, c.Err)
+				}
+			}
+			return err
+		},
+		"DescribeACLs": func() error {
+			b := kadm.NewACLs().Topics("orders").Allow().AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny)
+			r, err := adm.DescribeACLs(ctx, b)
+			if err == nil && len(r) > 0 {
+				err = r[0].Err
+			}
+			return err
+		},
+		"DeleteGroups": func() error {
+			r, err := adm.DeleteGroups(ctx, "a-orders")
+			return firstErr(err, r.Error())
+		},
+		"DeleteOffsets": func() error {
+			ts := kadm.TopicsSet{}
+			ts.Add("orders", 0)
+			r, err := adm.DeleteOffsets(ctx, "a-orders", ts)
+			return firstErr(err, r.Error())
+		},
+		"ElectLeaders": func() error {
+			_, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)
+			return err
+		},
+		"ListPartitionReassignments": func() error {
+			ts := kadm.TopicsSet{}
+			ts.Add("orders", 0)
+			_, err := adm.ListPartitionReassignments(ctx, ts)
+			return err
+		},
+		"DescribeAllLogDirs": func() error {
+			_, err := adm.DescribeAllLogDirs(ctx, nil)
+			return err
+		},
+		"DescribeUserSCRAMs": func() error {
+			_, err := adm.DescribeUserSCRAMs(ctx)
+			return err
+		},
+		"ListTransactions": func() error {
+			_, err := adm.ListTransactions(ctx, nil, nil)
+			return err
+		},
+	}
+	for name, call := range calls {
+		start := time.Now()
+		err := call()
+		took := time.Since(start)
+		switch {
+		case err == nil:
+			t.Errorf("%s: answered without an error", name)
+		case took > time.Second:
+			t.Errorf("%s: refused after %v (%v), want at once", name, took, err)
+		case !strings.Contains(err.Error(), "broker is too old"):
+			t.Errorf("%s: %v, want kadm's local refusal (not in ApiVersions)", name, err)
+		}
+	}
+	if _, err := adm.ListTopics(ctx, "orders"); err != nil {
+		t.Fatalf("metadata after: %v", err)
+	}
+	direct, err := kadm.NewClient(directClient(t, s)).ListTopics(ctx, "created-through-capgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := direct["created-through-capgate"]; d.Err == nil {
+		t.Fatalf("the topic kadm asked the listener to create exists in Kafka: %+v", d)
+	}
+}
+
+// firstErr is the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
