@@ -26,6 +26,21 @@ func tenantCredential(t testing.TB, s *Stack, name string, groups []string) stri
 	return cred
 }
 
+// twoMembersSettled starts kgo members a1 and a2 of a-orders (of the
+// protocols named) and waits until they share the topic's 6 partitions.
+func twoMembersSettled(t *testing.T, s *Stack, cred string, p1, p2 protocol) (*groupMember, *groupMember) {
+	t.Helper()
+	m1 := joinGroup(t, s, "a1", "a-orders", cred, p1)
+	m2 := joinGroup(t, s, "a2", "a-orders", cred, p2)
+	sdk.Eventually(t, 30*time.Second, "a-orders settled with 2 members", func() (bool, string) {
+		if ok, why := settled(t, s, "a-orders", 2); !ok {
+			return false, why
+		}
+		return clientsSettled(6, m1, m2)
+	})
+	return m1, m2
+}
+
 // TestAdminGroupsSeeOwnGroup: kadm's ListGroups and DescribeGroups through
 // the listener see the principal's own group while two kgo members
 // consume: listed Stable with protocol type consumer, described with
@@ -37,14 +52,7 @@ func tenantCredential(t testing.TB, s *Stack, name string, groups []string) stri
 func TestAdminGroupsSeeOwnGroup(t *testing.T) {
 	s := Start(t, Options{Partitions: 6})
 	credA := tenantCredential(t, s, "tenant-a", []string{"a-*"})
-	m1 := joinGroup(t, s, "a1", "a-orders", credA, cooperativeSticky)
-	m2 := joinGroup(t, s, "a2", "a-orders", credA, kip848)
-	sdk.Eventually(t, 30*time.Second, "a-orders settled with 2 members", func() (bool, string) {
-		if ok, why := settled(t, s, "a-orders", 2); !ok {
-			return false, why
-		}
-		return clientsSettled(6, m1, m2)
-	})
+	m1, m2 := twoMembersSettled(t, s, credA, cooperativeSticky, kip848)
 	adm := kadm.NewClient(kgoClient(t, s.KafkaAddrs(), credA, false))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -59,8 +67,8 @@ func TestAdminGroupsSeeOwnGroup(t *testing.T) {
 		g, ok := listed["a-orders"]
 		return ok && g.State == "Stable", fmt.Sprintf("%+v", listed)
 	})
-	if g := listed["a-orders"]; g.ProtocolType != "consumer" || g.GroupType != "classic" {
-		t.Errorf("listed %+v, want protocol type consumer, type classic", g)
+	if g := listed["a-orders"]; g.ProtocolType != "consumer" || g.GroupType != "consumer" {
+		t.Errorf("listed %+v, want protocol type consumer, type consumer", g)
 	}
 
 	var d kadm.DescribedGroup

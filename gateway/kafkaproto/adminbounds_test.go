@@ -38,12 +38,13 @@ type adminCoordinator struct {
 
 	mu        sync.Mutex
 	committed map[string]int // /committed calls by group
+	described map[string]int // GET /v1/groups/{group} calls by group
 	cancelled chan string    // a held call whose request ended
 	arrived   chan string    // a held call arrived
 }
 
 func (a *adminCoordinator) start(t *testing.T) string {
-	a.committed = map[string]int{}
+	a.committed, a.described = map[string]int{}, map[string]int{}
 	a.cancelled, a.arrived = make(chan string, 16), make(chan string, 16)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -59,13 +60,7 @@ func (a *adminCoordinator) start(t *testing.T) string {
 			json.NewEncoder(w).Encode(api.TenantGroupsResponse{Groups: a.listed})
 		case strings.HasSuffix(path, "/committed"):
 			group := strings.TrimSuffix(strings.TrimPrefix(path, "/v1/groups/"), "/committed")
-			a.mu.Lock()
-			a.committed[group]++
-			a.mu.Unlock()
-			if a.hold {
-				a.arrived <- group
-				<-r.Context().Done()
-				a.cancelled <- group
+			if a.held(r, a.committed, group) {
 				return
 			}
 			var out api.OffsetsResponse
@@ -73,12 +68,34 @@ func (a *adminCoordinator) start(t *testing.T) string {
 				out.Offsets = append(out.Offsets, api.CommittedOffset{Topic: "orders", Partition: int32(p), Offset: int64(10 + p)})
 			}
 			json.NewEncoder(w).Encode(out)
+		case strings.HasPrefix(path, "/v1/groups/") && !strings.Contains(strings.TrimPrefix(path, "/v1/groups/"), "/"):
+			group := strings.TrimPrefix(path, "/v1/groups/")
+			if a.held(r, a.described, group) {
+				return
+			}
+			json.NewEncoder(w).Encode(api.TenantGroupDescription{Group: group, State: "Stable", Assignor: "sticky"})
 		default:
 			http.NotFound(w, r)
 		}
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// held counts a read of group in reads and, when the coordinator holds
+// its calls, waits for r to end (reporting it arrived, then cancelled):
+// true when it held r.
+func (a *adminCoordinator) held(r *http.Request, reads map[string]int, group string) bool {
+	a.mu.Lock()
+	reads[group]++
+	a.mu.Unlock()
+	if !a.hold {
+		return false
+	}
+	a.arrived <- group
+	<-r.Context().Done()
+	a.cancelled <- group
+	return true
 }
 
 // calls is how many /committed calls the coordinator saw: in all, and
@@ -351,9 +368,9 @@ func TestListGroupsFiltersBounded(t *testing.T) {
 		many[i] = "x"
 	}
 	for name, f := range map[string][2][]string{
-		"1,000,000 states and types": {many, append(many[:len(many):len(many)], "classic")},
+		"1,000,000 states and types": {many, append(many[:len(many):len(many)], "consumer")},
 		"17 states":                  {append(many[:listGroupsFilterMax:listGroupsFilterMax], "Stable"), nil},
-		"17 types":                   {nil, append(many[:listGroupsFilterMax:listGroupsFilterMax], "classic")},
+		"17 types":                   {nil, append(many[:listGroupsFilterMax:listGroupsFilterMax], "consumer")},
 	} {
 		if resp := list(f[0], f[1]); resp.ErrorCode != kerr.InvalidRequest.Code || len(resp.Groups) != 0 {
 			t.Errorf("%s: error %d, %d groups; want INVALID_REQUEST listing nothing", name, resp.ErrorCode, len(resp.Groups))
@@ -364,7 +381,7 @@ func TestListGroupsFiltersBounded(t *testing.T) {
 	}
 
 	within := append(many[:listGroupsFilterMax-1:listGroupsFilterMax-1], "stable")
-	resp := list(within, []string{"CLASSIC"})
+	resp := list(within, []string{"CONSUMER"})
 	if resp.ErrorCode != 0 || len(resp.Groups) != 1 || resp.Groups[0].Group != "g-stable" {
 		t.Errorf("16 states naming stable: %+v, want g-stable alone", resp)
 	}

@@ -12,10 +12,14 @@ package kafkaproto
 //   - ListGroups lists them (absent, not refused: Kafka filters what a
 //     principal may not describe), with protocol type "consumer", Kafka's
 //     state (Empty, Stable, PreparingRebalance, CompletingRebalance: see
-//     coordinator/group/kafkaview.go) and type "classic" (DescribeGroups
-//     describes them; ConsumerGroupDescribe is not served). The states
+//     coordinator/group/kafkaview.go) and type "consumer" — KIP-848's:
+//     the coordinator assigns and members may use either protocol, as in
+//     Kafka's consumer groups; both DescribeGroups and
+//     ConsumerGroupDescribe (describe848.go) describe them. The states
 //     filter (v4+) matches case-insensitively, as Kafka's; a types
-//     filter (v5) without "classic" lists nothing. Either filter over
+//     filter (v5) without "consumer" lists nothing (before, the type was
+//     "classic", so kadm's DescribeConsumerGroups of all groups listed
+//     none). Either filter over
 //     listGroupsFilterMax entries answers INVALID_REQUEST (logged,
 //     rate-limited), listing nothing; a client hanging up meanwhile ends
 //     the coordinator's paging. At most
@@ -32,8 +36,9 @@ package kafkaproto
 //     gateway runs ("" for others), subscription metadata and assignment
 //     in Kafka's consumer protocol encoding (v0: topics; owned
 //     partitions) built from what the coordinator says each owns; the
-//     protocol is the capgate assignor. At most describeGroupsMax groups
-//     per request; the rest answer INVALID_REQUEST.
+//     protocol is the capgate assignor; authorized operations (v3+, when
+//     asked) READ and DESCRIBE. At most describeGroupsMax groups per
+//     request; the rest answer INVALID_REQUEST.
 //   - A coordinator that cannot answer: COORDINATOR_NOT_AVAILABLE
 //     (retriable) — never an empty answer that would read as "no groups".
 
@@ -59,9 +64,6 @@ const listGroupsMax = 10000
 // describeGroupsMax bounds the groups one DescribeGroups describes (one
 // coordinator call each).
 const describeGroupsMax = 100
-
-// groupTypeClassic is the type ListGroups v5 reports.
-const groupTypeClassic = "classic"
 
 // listGroupsFilterMax bounds each ListGroups filter (StatesFilter v4+,
 // TypesFilter v5): Kafka has five group states and three types; a filter
@@ -106,7 +108,7 @@ func handleListGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, erro
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
-		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, "consumer", g.State, groupTypeClassic
+		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, "consumer", g.State, groupTypeConsumer
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil
@@ -146,8 +148,10 @@ func (c *conn) firstLane() bool {
 	return portOf(c.nc.LocalAddr().String()) == portOf(c.s.lns[0].Addr().String())
 }
 
+// typeListed reports whether a ListGroups types filter lists capgate's
+// groups: none, or one naming "consumer" (groupTypeConsumer).
 func typeListed(types []string) bool {
-	return len(types) == 0 || slices.ContainsFunc(types, func(t string) bool { return strings.EqualFold(t, groupTypeClassic) })
+	return len(types) == 0 || slices.ContainsFunc(types, func(t string) bool { return strings.EqualFold(t, groupTypeConsumer) })
 }
 
 // stateSet is a ListGroups states filter as a set of lower-case states,
@@ -197,13 +201,13 @@ func handleDescribeGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, 
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		resp.Groups = append(resp.Groups, c.describeGroup(name))
+		resp.Groups = append(resp.Groups, c.describeGroup(name, req.IncludeAuthorizedOperations))
 	}
 	return resp, nil
 }
 
 // describeGroup answers one group of a DescribeGroups.
-func (c *conn) describeGroup(name string) kmsg.DescribeGroupsResponseGroup {
+func (c *conn) describeGroup(name string, operations bool) kmsg.DescribeGroupsResponseGroup {
 	rg := kmsg.NewDescribeGroupsResponseGroup()
 	rg.Group = name
 	if rg.ErrorCode = c.groupAllowed(name, time.Now()); rg.ErrorCode != 0 {
@@ -221,6 +225,9 @@ func (c *conn) describeGroup(name string) kmsg.DescribeGroupsResponseGroup {
 		return rg
 	}
 	rg.State, rg.ProtocolType = d.State, "consumer"
+	if operations {
+		rg.AuthorizedOperations = groupOperations
+	}
 	if len(d.Members) > 0 {
 		rg.Protocol = d.Assignor
 	}
@@ -231,8 +238,16 @@ func (c *conn) describeGroup(name string) kmsg.DescribeGroupsResponseGroup {
 	return rg
 }
 
-// localMember is what this gateway knows of a member it runs.
-type localMember struct{ kafkaID, clientID, host string }
+// localMember is what this gateway knows of a member it runs: its
+// Kafka member id, the client's own client.id and host, its protocol,
+// the member epoch (classic: generation) its client was last told, and a
+// KIP-848 member's subscribed regex.
+type localMember struct {
+	kafkaID, clientID, host string
+	kip848                  bool
+	epoch                   int32
+	regex                   string
+}
 
 // localMembers maps the capgate member ids of group's members this
 // gateway runs to their Kafka member id and client host.
@@ -249,7 +264,11 @@ func (g *groups) localMembers(group string) map[string]localMember {
 	for _, m := range ms {
 		m.mu.Lock()
 		if m.sess != nil {
-			out[m.sess.Member().ID] = localMember{kafkaID: m.id, clientID: m.key.clientID, host: "/" + m.key.ip}
+			l := localMember{kafkaID: m.id, clientID: m.key.clientID, host: "/" + m.key.ip, kip848: m.kip848, epoch: m.epoch}
+			if m.kip848 {
+				l.regex = m.join.TopicPattern
+			}
+			out[m.sess.Member().ID] = l
 		}
 		m.mu.Unlock()
 	}

@@ -38,6 +38,7 @@ func init() {
 		{key: int16(kmsg.SASLAuthenticate), min: 0, max: 2, preAuth: true, handle: handleSASLAuthenticate},
 		{key: int16(kmsg.DescribeGroups), min: 0, max: 5, handle: handleDescribeGroups},
 		{key: int16(kmsg.ListGroups), min: 0, max: 5, handle: handleListGroups},
+		{key: int16(kmsg.ConsumerGroupDescribe), min: 0, max: 1, handle: handleConsumerGroupDescribe},
 	}
 	apis = append(apis, groupAPIs()...)
 	slices.SortFunc(apis, func(a, b apiRow) int { return int(a.key) - int(b.key) })
