@@ -28,8 +28,10 @@ import (
 // is at least every member's. An unknown group the tenant may join is
 // GROUP_ID_NOT_FOUND; another tenant is refused
 // GROUP_AUTHORIZATION_FAILED; a request naming a-orders 101 times
-// answers 100 descriptions and INVALID_REQUEST. Before, kadm failed
-// ("broker is too old") and ListGroups typed the groups "classic".
+// answers 100 descriptions and INVALID_REQUEST. kadm's DescribeGroups of
+// all groups (ListGroups by type "classic") still finds a-orders: a
+// capgate group is listed as either type. Before, kadm failed ("broker
+// is too old") and ListGroups typed the groups "classic" only.
 func TestConsumerGroupDescribe(t *testing.T) {
 	s := Start(t, Options{Partitions: 6})
 	credA := tenantCredential(t, s, "tenant-a", []string{"a-*"})
@@ -105,6 +107,14 @@ func TestConsumerGroupDescribe(t *testing.T) {
 	}
 	if len(seen) != 6 {
 		t.Errorf("described assignments cover %v, want partitions 0-5 once", seen)
+	}
+
+	classic, err := adm.DescribeGroups(ctx) // lists the "classic" groups first
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := classic["a-orders"]; d.Err != nil || len(d.Members) != 2 {
+		t.Errorf("kadm's DescribeGroups of all (classic) groups: %+v, want a-orders with 2 members", classic)
 	}
 
 	described, err := adm.DescribeConsumerGroups(ctx, "a-nothing")

@@ -388,6 +388,21 @@ func TestListGroupsFiltersBounded(t *testing.T) {
 	if resp := list(nil, nil); resp.ErrorCode != 0 || len(resp.Groups) != 2 {
 		t.Errorf("no filter: %+v, want both groups", resp)
 	}
+	// A capgate group is both consumer-protocol types: listed as the one
+	// a filter names (kadm's DescribeGroups and DescribeConsumerGroups of
+	// all groups each find it), consumer when it names both or none.
+	for _, f := range []struct {
+		types []string
+		want  string
+	}{{nil, "consumer"}, {[]string{"Classic"}, "classic"}, {[]string{"consumer"}, "consumer"}, {[]string{"classic", "consumer"}, "consumer"}, {[]string{"share"}, ""}} {
+		resp := list(nil, f.types)
+		if f.want == "" && len(resp.Groups) == 0 {
+			continue
+		}
+		if resp.ErrorCode != 0 || len(resp.Groups) != 2 || resp.Groups[0].GroupType != f.want || resp.Groups[1].GroupType != f.want {
+			t.Errorf("types %v: %+v, want both groups of type %q", f.types, resp, f.want)
+		}
+	}
 }
 
 // TestListGroupsEndsWhenTheClientLeaves: a ListGroups whose coordinator

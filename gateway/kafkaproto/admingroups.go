@@ -13,13 +13,13 @@ package kafkaproto
 //     principal may not describe), with protocol type "consumer", Kafka's
 //     state (Empty, Stable, PreparingRebalance, CompletingRebalance: see
 //     coordinator/group/kafkaview.go) and type "consumer" — KIP-848's:
-//     the coordinator assigns and members may use either protocol, as in
-//     Kafka's consumer groups; both DescribeGroups and
-//     ConsumerGroupDescribe (describe848.go) describe them. The states
+//     the coordinator assigns, and members may use either protocol —, or
+//     "classic" to a types filter (v5) naming only that: a capgate group
+//     is both, DescribeGroups and ConsumerGroupDescribe (describe848.go)
+//     both describe it (listedType; before, always "classic", so kadm's
+//     DescribeConsumerGroups of all groups found none). The states
 //     filter (v4+) matches case-insensitively, as Kafka's; a types
-//     filter (v5) without "consumer" lists nothing (before, the type was
-//     "classic", so kadm's DescribeConsumerGroups of all groups listed
-//     none). Either filter over
+//     filter naming neither type lists nothing. Either filter over
 //     listGroupsFilterMax entries answers INVALID_REQUEST (logged,
 //     rate-limited), listing nothing; a client hanging up meanwhile ends
 //     the coordinator's paging. At most
@@ -80,7 +80,8 @@ func handleListGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, erro
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil
 	}
-	if c.principal.capability() || !c.firstLane() || !typeListed(req.TypesFilter) {
+	groupType := listedType(req.TypesFilter)
+	if c.principal.capability() || !c.firstLane() || groupType == "" {
 		return resp, nil
 	}
 	if code := c.checkClient(time.Now()); code != "" {
@@ -108,7 +109,7 @@ func handleListGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, erro
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
-		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, "consumer", g.State, groupTypeConsumer
+		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, "consumer", g.State, groupType
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil
@@ -148,10 +149,25 @@ func (c *conn) firstLane() bool {
 	return portOf(c.nc.LocalAddr().String()) == portOf(c.s.lns[0].Addr().String())
 }
 
-// typeListed reports whether a ListGroups types filter lists capgate's
-// groups: none, or one naming "consumer" (groupTypeConsumer).
-func typeListed(types []string) bool {
-	return len(types) == 0 || slices.ContainsFunc(types, func(t string) bool { return strings.EqualFold(t, groupTypeConsumer) })
+// listedType is the type a ListGroups types filter lists capgate's
+// groups as, "" when it does not list them. A capgate group is both of
+// Kafka's consumer-protocol types — the coordinator assigns (KIP-848's
+// "consumer"), its members may be classic, and DescribeGroups as well
+// as ConsumerGroupDescribe describe it —, so a filter naming either
+// lists it as the type it names: kadm's DescribeGroups of all groups
+// lists "classic" ones, its DescribeConsumerGroups "consumer" ones, and
+// both find it. No filter, or one naming both: "consumer".
+func listedType(types []string) string {
+	named := func(want string) bool {
+		return slices.ContainsFunc(types, func(t string) bool { return strings.EqualFold(t, want) })
+	}
+	switch consumer, classic := named(groupTypeConsumer), named(groupTypeClassic); {
+	case len(types) == 0 || consumer:
+		return groupTypeConsumer
+	case classic:
+		return groupTypeClassic
+	}
+	return ""
 }
 
 // stateSet is a ListGroups states filter as a set of lower-case states,

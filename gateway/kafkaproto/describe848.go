@@ -6,12 +6,12 @@ package kafkaproto
 // connection's own token.
 //
 //   - A capgate group is what Kafka calls a consumer group (type
-//     "consumer" in ListGroups): the group coordinator assigns, and its
-//     members may use either protocol — KIP-848 heartbeats or classic
-//     Join/Sync (group848.go, groupclassic.go) —, as Kafka's consumer
-//     groups accept classic members. So both describes answer it:
-//     DescribeGroups in the classic shape, ConsumerGroupDescribe in
-//     KIP-848's.
+//     "consumer" in ListGroups; "classic" to a filter asking only for
+//     that, listedType): the group coordinator assigns, and its members
+//     may use either protocol — KIP-848 heartbeats or classic Join/Sync
+//     (group848.go, groupclassic.go) —, as Kafka's consumer groups accept
+//     classic members. So both describes answer it: DescribeGroups in the
+//     classic shape, ConsumerGroupDescribe in KIP-848's.
 //   - A group the connection may not join is GROUP_AUTHORIZATION_FAILED
 //     whether it exists or not; an unknown one it may join is
 //     GROUP_ID_NOT_FOUND (Kafka's answer here; DescribeGroups says Dead).
@@ -61,9 +61,12 @@ import (
 	"github.com/capgate/capgate/client"
 )
 
-// groupTypeConsumer is the type ListGroups (v5) reports for capgate
-// groups: KIP-848's, whose members may use either protocol.
-const groupTypeConsumer = "consumer"
+// Kafka's group types (ListGroups v5): a capgate group is listed as
+// either (listedType), "consumer" unless a filter asks for "classic".
+const (
+	groupTypeConsumer = "consumer"
+	groupTypeClassic  = "classic"
+)
 
 // groupOperations is what a tenant may do with a group it may join, as
 // Kafka's authorized-operations bit field: READ (3) and DESCRIBE (8).
