@@ -21,8 +21,9 @@ package kafkaproto
 //     filter (v4+) matches case-insensitively, as Kafka's; a types
 //     filter naming neither type lists nothing. Either filter over
 //     listGroupsFilterMax entries answers INVALID_REQUEST (logged,
-//     rate-limited), listing nothing; a client hanging up meanwhile ends
-//     the coordinator's paging. At most
+//     rate-limited), listing nothing; a client hanging up (or
+//     half-closing) meanwhile ends the coordinator's paging at once,
+//     answered COORDINATOR_NOT_AVAILABLE (hangup.go). At most
 //     listGroupsMax groups (pages from the coordinator); beyond, the list
 //     is cut. Only the gateway's first fetch lane answers (the others, the
 //     same gateway advertised again, answer an empty list), so clients
@@ -91,14 +92,10 @@ func handleListGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, erro
 		return resp, nil // a denied or expired credential sees nothing
 	}
 	var listed []api.TenantGroup
-	var err, gone error
+	var err error
 	c.watchHangUp(func(ctx context.Context) {
-		listed, err = c.tenantGroupList(ctx)
-		gone = ctx.Err() // the client hung up or the listener closes: nobody reads the answer
+		listed, err = c.tenantGroupList(ctx) // a hang-up ends it: COORDINATOR_NOT_AVAILABLE below
 	})
-	if gone != nil {
-		return nil, fmt.Errorf("kafkaproto: ListGroups abandoned: %w", gone)
-	}
 	if err != nil {
 		resp.ErrorCode = coordinatorError(err)
 		return resp, nil

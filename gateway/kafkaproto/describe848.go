@@ -43,13 +43,13 @@ package kafkaproto
 //     groups, the rest INVALID_REQUEST with a message (logged within
 //     refusallog's bound); a group named twice read once; every
 //     coordinator read of the request within one request_timeout; a
-//     client hanging up (or the listener closing) ends the request
-//     unanswered. A coordinator that cannot answer:
-//     COORDINATOR_NOT_AVAILABLE.
+//     client hanging up (or half-closing, or the listener closing) ends
+//     the read in flight at once, and the request is answered as for a
+//     coordinator that cannot answer: COORDINATOR_NOT_AVAILABLE (the rest
+//     not read; hangup.go).
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -82,17 +82,12 @@ const (
 func handleConsumerGroupDescribe(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	var gone error
 	refused := 0
 	c.watchHangUp(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, c.s.cfg.RequestTimeout)
 		defer cancel()
 		described := map[string]kmsg.ConsumerGroupDescribeResponseGroup{}
 		for i, name := range req.Groups {
-			if err := context.Cause(ctx); errors.Is(err, context.Canceled) {
-				gone = err // the client hung up or the listener closes: nobody reads the answer
-				return
-			}
 			if i >= describeGroupsMax {
 				rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 				rg.Group, rg.ErrorCode = name, kerr.InvalidRequest.Code
@@ -102,6 +97,11 @@ func handleConsumerGroupDescribe(c *conn, _ header, kreq kmsg.Request) (kmsg.Res
 				continue
 			}
 			rg, ok := described[name]
+			if !ok && hungUp(ctx) { // the rest answered as the coordinator unreachable, not read
+				rg = kmsg.NewConsumerGroupDescribeResponseGroup()
+				rg.Group, rg.ErrorCode = name, kerr.CoordinatorNotAvailable.Code
+				ok = true
+			}
 			if !ok {
 				rg = c.describeConsumerGroup(ctx, name, req.IncludeAuthorizedOperations)
 				described[name] = rg
@@ -109,9 +109,6 @@ func handleConsumerGroupDescribe(c *conn, _ header, kreq kmsg.Request) (kmsg.Res
 			resp.Groups = append(resp.Groups, rg)
 		}
 	})
-	if gone != nil {
-		return nil, fmt.Errorf("kafkaproto: ConsumerGroupDescribe abandoned: %w", gone)
-	}
 	if refused > 0 {
 		c.s.refused.Refused("kafka ConsumerGroupDescribe", fmt.Sprintf("%d groups, at most %d answered: answered INVALID_REQUEST", len(req.Groups), describeGroupsMax),
 			append(c.logFields(false), zap.Int("groups_refused", refused))...)

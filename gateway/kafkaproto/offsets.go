@@ -64,13 +64,14 @@ package kafkaproto
 //     INVALID_REQUEST (the request's top-level error in v2–v7; v0–v1 have
 //     none and answer no topics); a group named again is read from the
 //     coordinator once; every coordinator read of the request within one
-//     request_timeout, and a client hanging up (or the listener closing)
-//     ends the request unanswered. Refusals are logged through
+//     request_timeout, and a client hanging up (or half-closing, or the
+//     listener closing) ends the coordinator read in flight at once: the
+//     request is answered as for an unreachable coordinator
+//     (COORDINATOR_LOAD_IN_PROGRESS, the rest not read; hangup.go). Refusals are logged through
 //     refusallog, an unreachable coordinator once per request.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -233,7 +234,6 @@ type committedRead struct {
 func handleOffsetFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-	var gone error
 	c.watchHangUp(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, c.s.cfg.RequestTimeout)
 		defer cancel()
@@ -253,10 +253,6 @@ func handleOffsetFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, err
 			}
 		} else {
 			for i, rg := range req.Groups {
-				if err := context.Cause(ctx); errors.Is(err, context.Canceled) {
-					gone = err // the client hung up or the listener closes: nobody reads the answer
-					return
-				}
 				if i >= offsetFetchGroupsMax {
 					out := kmsg.NewOffsetFetchResponseGroup()
 					out.Group, out.ErrorCode = rg.Group, kerr.InvalidRequest.Code
@@ -264,10 +260,16 @@ func handleOffsetFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, err
 					f.refuse(fmt.Sprintf("%d groups, at most %d answered", len(req.Groups), offsetFetchGroupsMax))
 					continue
 				}
+				if hungUp(ctx) { // the rest answered as the coordinator unreachable, not read
+					out := kmsg.NewOffsetFetchResponseGroup()
+					out.Group, out.ErrorCode = rg.Group, kerr.CoordinatorLoadInProgress.Code
+					resp.Groups = append(resp.Groups, out)
+					continue
+				}
 				resp.Groups = append(resp.Groups, c.fetchGroupOffsets(f, rg.Group, rg.MemberID, rg.Topics == nil, groupTopicsOf(rg.Topics), namedGroupPartitions(rg.Topics)))
 			}
 		}
-		if f.readErr != nil {
+		if f.readErr != nil && !hungUp(ctx) {
 			c.s.log.Info("kafka OffsetFetch: the coordinator's committed offsets are unavailable", zap.Error(f.readErr))
 		}
 		if f.refused > 0 {
@@ -275,9 +277,6 @@ func handleOffsetFetch(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, err
 				append(c.logFields(false), zap.Int("groups_refused", f.refused))...)
 		}
 	})
-	if gone != nil {
-		return nil, fmt.Errorf("kafkaproto: OffsetFetch abandoned: %w", gone)
-	}
 	return resp, nil
 }
 
