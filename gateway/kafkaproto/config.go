@@ -64,6 +64,12 @@ type Config struct {
 	MemberSessionTimeout time.Duration
 	// RequestTimeout bounds one call to the coordinator.
 	RequestTimeout time.Duration
+	// ShutdownTimeout bounds how long Close lets members release their
+	// partitions and leave (the gateway's shutdown_timeout; 0:
+	// RequestTimeout). The shorter of the two applies: a member still
+	// leaving then is dropped, and the coordinator expires it after its
+	// session timeout, as after a crash.
+	ShutdownTimeout time.Duration
 
 	// MaxRequestBytes bounds one request frame after authentication;
 	// before it, frames are bounded by PreAuthRequestBytes.

@@ -157,7 +157,13 @@ func (g *groups) count() int {
 }
 
 // closeAll closes every member (each releases its partitions and leaves)
-// and waits up to request_timeout for them to be gone.
+// and waits for them to be gone up to request_timeout or the gateway's
+// shutdown_timeout, whichever is shorter: a coordinator that fails every
+// call (500, unreachable) keeps members from leaving, and Close must end
+// within the grace period the gateway's operator gave it (before, it
+// waited request_timeout whatever shutdown_timeout said:
+// TestGatewayShutdownWithinGraceWhileJoinsFail). Members still leaving
+// are then dropped; the coordinator expires them.
 func (g *groups) closeAll() {
 	g.mu.Lock()
 	all := make([]*member, 0, len(g.byID))
@@ -165,7 +171,11 @@ func (g *groups) closeAll() {
 		all = append(all, m)
 	}
 	g.mu.Unlock()
-	deadline := time.After(g.s.cfg.RequestTimeout)
+	wait := g.s.cfg.RequestTimeout
+	if t := g.s.cfg.ShutdownTimeout; t > 0 {
+		wait = min(wait, t)
+	}
+	deadline := time.After(wait)
 	for _, m := range all {
 		m.close()
 	}
