@@ -1,7 +1,12 @@
 package kafkaclients
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +147,61 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// kafkajsWrite is one line of admin.js with WRITES=1.
+type kafkajsWrite struct {
+	Ev   string `json:"ev"`
+	Op   string `json:"op"`
+	OK   bool   `json:"ok"`
+	Ms   int64  `json:"ms"`
+	Name string `json:"name"`
+	Err  string `json:"err"`
+}
+
+// TestKafkaJSAdminWritesRefusedAtOnce: KafkaJS's admin client, unmodified,
+// refuses the admin writes the listener does not serve — createTopics,
+// deleteTopics, createPartitions, deleteTopicRecords, deleteGroups,
+// describeConfigs, alterConfigs, describeAcls, createAcls — itself, at
+// once, from ApiVersions (KafkaJSServerDoesNotSupportApiKey, not
+// retried): no hang, no dropped connection, nothing created in Kafka.
+func TestKafkaJSAdminWritesRefusedAtOnce(t *testing.T) {
+	s := Start(t, Options{Partitions: 2})
+	cred := tenantCredential(t, s, "tenant-a", []string{"a-*"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "admin.js")
+	cmd.Dir = kafkajsDir(t)
+	cmd.Env = append(os.Environ(), "BROKERS="+strings.Join(s.KafkaAddrs(), ","), "CAPGATE_TOKEN="+cred, "TOPIC="+s.Topic, "WRITES=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node admin.js: %v\n%s", err, out)
+	}
+	seen := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var w kafkajsWrite
+		if err := json.Unmarshal(sc.Bytes(), &w); err != nil || w.Ev != "write" {
+			t.Fatalf("admin.js printed %q", sc.Bytes())
+		}
+		seen++
+		switch {
+		case w.OK:
+			t.Errorf("%s: succeeded through the listener", w.Op)
+		case !strings.Contains(w.Name+w.Err, "ServerDoesNotSupportApiKey") && !strings.Contains(w.Err, "does not support"):
+			t.Errorf("%s: %s %s, want KafkaJS's local refusal (the key is not in ApiVersions)", w.Op, w.Name, w.Err)
+		case w.Ms > 1000:
+			t.Errorf("%s: refused after %d ms, want at once", w.Op, w.Ms)
+		}
+	}
+	if seen != 9 {
+		t.Fatalf("admin.js answered %d writes, want 9:\n%s", seen, out)
+	}
+	direct, err := kadm.NewClient(directClient(t, s)).ListTopics(ctx, "created-through-capgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := direct["created-through-capgate"]; d.Err == nil {
+		t.Fatalf("the topic KafkaJS asked the listener to create exists in Kafka: %+v", d)
+	}
 }

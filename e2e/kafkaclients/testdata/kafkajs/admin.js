@@ -11,8 +11,14 @@
 // {"ev":"offsets","group":g,"partitions":[{partition,offset}]} or an error
 // line with "op":"offsets"; and exits 0.
 //
-// env: BROKERS (comma-separated), CAPGATE_TOKEN, GROUPS (comma-separated), TOPIC
-const { Kafka, logLevel, AssignerProtocol } = require('kafkajs')
+// With WRITES=1 it instead tries the admin writes the listener does not
+// serve (createTopics, deleteTopics, createPartitions, deleteTopicRecords,
+// deleteGroups, describeConfigs, alterConfigs, describeAcls, createAcls)
+// and prints one line each: {"ev":"write","op":…,"ms":…} with the error's
+// "name" and "err", or "ok":true if one succeeded.
+//
+// env: BROKERS (comma-separated), CAPGATE_TOKEN, GROUPS (comma-separated), TOPIC, WRITES
+const { Kafka, logLevel, AssignerProtocol, ConfigResourceTypes, AclResourceTypes, AclOperationTypes, AclPermissionTypes, ResourcePatternTypes } = require('kafkajs')
 
 const out = (ev) => process.stdout.write(JSON.stringify(ev) + '\n')
 const errorType = (e) => String(e.type || (e.cause && e.cause.type) || e.name)
@@ -54,9 +60,45 @@ const offsets = async (admin, group) => {
   }
 }
 
+const writes = async (admin) => {
+  const topic = process.env.TOPIC
+  const acl = {
+    resourceType: AclResourceTypes.TOPIC, resourceName: topic, resourcePatternType: ResourcePatternTypes.LITERAL,
+    principal: 'User:*', host: '*', operation: AclOperationTypes.ALL, permissionType: AclPermissionTypes.ALLOW,
+  }
+  const ops = {
+    createTopics: () => admin.createTopics({ topics: [{ topic: 'created-through-capgate' }] }),
+    deleteTopics: () => admin.deleteTopics({ topics: [topic] }),
+    createPartitions: () => admin.createPartitions({ topicPartitions: [{ topic, count: 8 }] }),
+    deleteTopicRecords: () => admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '1' }] }),
+    deleteGroups: () => admin.deleteGroups(['a-orders']),
+    describeConfigs: () => admin.describeConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: topic }], includeSynonyms: false }),
+    alterConfigs: () => admin.alterConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [{ name: 'retention.ms', value: '1000' }] }] }),
+    describeAcls: () => admin.describeAcls({ ...acl, resourceType: AclResourceTypes.ANY, resourcePatternType: ResourcePatternTypes.ANY, operation: AclOperationTypes.ANY, permissionType: AclPermissionTypes.ANY }),
+    createAcls: () => admin.createAcls({ acl: [acl] }),
+  }
+  for (const [op, call] of Object.entries(ops)) {
+    const start = Date.now()
+    try {
+      await call()
+      out({ ev: 'write', op, ok: true, ms: Date.now() - start })
+    } catch (e) {
+      out({ ev: 'write', op, ms: Date.now() - start, name: String(e.name), err: String(e) })
+    }
+  }
+}
+
 const run = async () => {
   const admin = kafka.admin()
   await admin.connect()
+  if (process.env.WRITES) {
+    try {
+      await writes(admin)
+    } finally {
+      await admin.disconnect()
+    }
+    return
+  }
   try {
     try {
       const { groups } = await admin.listGroups()
