@@ -2,6 +2,7 @@ package kafkaclients
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -27,38 +28,9 @@ import (
 // and X still reads billing/0. Before, Y read X's committed billing
 // offset.
 func TestOffsetFetchOfAnUnauthorizedTopic(t *testing.T) {
-	s := Start(t, Options{Partitions: 2})
+	s, x, y, credY := sharedGroup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	created, err := kadm.NewClient(directClient(t, s)).CreateTopics(ctx, 2, 1, nil, "billing")
-	if err == nil {
-		err = created.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p := range int32(2) {
-		produceDirect(t, s, "orders", p, 3)
-	}
-	produceDirect(t, s, "billing", 0, 5)
-	credX, err := s.Stack.ClientCredential(ctx, "tenant-x", []string{"a-*"}, []string{"orders", "billing"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	credY := tenantCredential(t, s, "tenant-y", []string{"a-*"}) // topics: orders only
-
-	x := startMember(t, "billing", "x", "a-orders", cooperativeSticky, func(opts ...kgo.Opt) *kgo.Client {
-		return kgoClient(t, s.KafkaAddrs(), credX, false, opts...)
-	})
-	y := joinGroup(t, s, "y", "a-orders", credY, cooperativeSticky)
-	sdk.Eventually(t, 30*time.Second, "x polled billing's 5 records, y orders' 6", func() (bool, string) {
-		return len(x.Records()) == 5 && len(y.Records()) == 6, fmt.Sprintf("x %d, y %d", len(x.Records()), len(y.Records()))
-	})
-	for _, m := range []*groupMember{x, y} {
-		if err := m.cl.CommitUncommittedOffsets(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if got := offsetFetch(ctx, t, x.cl, "a-orders", map[string][]int32{"billing": {0}}); got["billing"][0] != 5 {
 		t.Fatalf("x reads billing/0 at %v, want its commit 5", got)
 	}
@@ -90,6 +62,79 @@ func TestOffsetFetchOfAnUnauthorizedTopic(t *testing.T) {
 		if o, ok := all.Lookup("orders", p); !ok || o.Err != nil || o.At != 3 {
 			t.Errorf("y's all-topics FetchOffsets orders/%d: %+v (found %v), want 3", p, o, ok)
 		}
+	}
+}
+
+// sharedGroup starts the deployment of the unauthorized-topic tests:
+// group a-orders shared by x (a kgo member of credential tenant-x, topics
+// orders and billing, consuming billing) and y (tenant-y's, topics
+// orders only, consuming orders); billing/0 has 5 records, orders 3 per
+// partition, and both members committed what they polled. It returns
+// y's credential.
+func sharedGroup(t *testing.T) (*Stack, *groupMember, *groupMember, string) {
+	t.Helper()
+	s := Start(t, Options{Partitions: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	created, err := kadm.NewClient(directClient(t, s)).CreateTopics(ctx, 2, 1, nil, "billing")
+	if err == nil {
+		err = created.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		produceDirect(t, s, "orders", p, 3)
+	}
+	produceDirect(t, s, "billing", 0, 5)
+	credX, err := s.Stack.ClientCredential(ctx, "tenant-x", []string{"a-*"}, []string{"orders", "billing"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credY := tenantCredential(t, s, "tenant-y", []string{"a-*"}) // topics: orders only
+	x := startMember(t, "billing", "x", "a-orders", cooperativeSticky, func(opts ...kgo.Opt) *kgo.Client {
+		return kgoClient(t, s.KafkaAddrs(), credX, false, opts...)
+	})
+	y := joinGroup(t, s, "y", "a-orders", credY, cooperativeSticky)
+	sdk.Eventually(t, 30*time.Second, "x polled billing's 5 records, y orders' 6", func() (bool, string) {
+		return len(x.Records()) == 5 && len(y.Records()) == 6, fmt.Sprintf("x %d, y %d", len(x.Records()), len(y.Records()))
+	})
+	for _, m := range []*groupMember{x, y} {
+		if err := m.cl.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, x, y, credY
+}
+
+// TestDescribeOfAGroupUsingAnUnauthorizedTopic: in the group of
+// TestOffsetFetchOfAnUnauthorizedTopic, y's credential may not see
+// billing, which x subscribes to and owns: y's ConsumerGroupDescribe and
+// DescribeGroups of a-orders answer TOPIC_AUTHORIZATION_FAILED without
+// the group's members (Kafka 4.0's answer, KAFKA-18813), x's describe
+// both members. Before, y read that x consumes billing and which of its
+// partitions x owns — topics Metadata hides from y.
+func TestDescribeOfAGroupUsingAnUnauthorizedTopic(t *testing.T) {
+	s, x, _, credY := sharedGroup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admY := kadm.NewClient(kgoClient(t, s.KafkaAddrs(), credY, false, kgo.ClientID("y-admin")))
+	if _, err := admY.DescribeConsumerGroups(ctx, "a-orders"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("y's ConsumerGroupDescribe of a-orders: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	described, err := admY.DescribeGroups(ctx, "a-orders")
+	if err == nil {
+		err = described["a-orders"].Err
+	}
+	if d := described["a-orders"]; !errors.Is(err, kerr.TopicAuthorizationFailed) || len(d.Members) != 0 {
+		t.Errorf("y's DescribeGroups of a-orders: %v, %d members; want TOPIC_AUTHORIZATION_FAILED and none", err, len(d.Members))
+	}
+	all, err := kadm.NewClient(x.cl).DescribeConsumerGroups(ctx, "a-orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := all["a-orders"]; g.Err != nil || len(g.Members) != 2 {
+		t.Errorf("x's ConsumerGroupDescribe of a-orders: %+v, want both members", g)
 	}
 }
 

@@ -31,7 +31,11 @@ package kafkaproto
 //     once.
 //   - DescribeGroups: a group the connection may not join is
 //     GROUP_AUTHORIZATION_FAILED whether it exists or not; an unknown one
-//     it may join is state Dead without members (Kafka's answer). Members
+//     it may join is state Dead without members (Kafka's answer); one a
+//     member of which subscribes to or owns a topic the connection may
+//     not see is TOPIC_AUTHORIZATION_FAILED (as ConsumerGroupDescribe:
+//     hidesTopics — the listener builds the members' metadata, so it must
+//     not show what Metadata hides). Members
 //     carry capgate's member id (the Kafka member id for members this
 //     gateway runs), client id, the client's host for members this
 //     gateway runs ("" for others), subscription metadata and assignment
@@ -235,6 +239,10 @@ func (c *conn) describeGroup(name string, operations bool) kmsg.DescribeGroupsRe
 		return rg
 	case err != nil:
 		rg.ErrorCode = coordinatorError(err)
+		return rg
+	}
+	if c.hidesTopics(d) {
+		rg.ErrorCode = kerr.TopicAuthorizationFailed.Code // the listener builds the members' metadata: it shows no topic the connection may not see
 		return rg
 	}
 	rg.State, rg.ProtocolType = d.State, "consumer"

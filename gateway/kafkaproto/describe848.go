@@ -14,7 +14,11 @@ package kafkaproto
 //     classic shape, ConsumerGroupDescribe in KIP-848's.
 //   - A group the connection may not join is GROUP_AUTHORIZATION_FAILED
 //     whether it exists or not; an unknown one it may join is
-//     GROUP_ID_NOT_FOUND (Kafka's answer here; DescribeGroups says Dead).
+//     GROUP_ID_NOT_FOUND (Kafka's answer here; DescribeGroups says Dead);
+//     one whose members subscribe to or own a topic the connection may not
+//     see (a member of another credential's topics) TOPIC_AUTHORIZATION_FAILED
+//     without its description, as Kafka 4.0 answers (KAFKA-18813;
+//     hidesTopics, DescribeGroups likewise).
 //   - State, in KIP-848's words from capgate's (coordinator/group/
 //     kafkaview.go): Empty, Stable, and Reconciling while a partition is
 //     handed off or a grant is pending — capgate's coordinator computes
@@ -133,6 +137,11 @@ func (c *conn) describeConsumerGroup(ctx context.Context, name string, operation
 		rg.ErrorCode = coordinatorError(err)
 		return rg
 	}
+	if c.hidesTopics(d) {
+		rg.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		rg.ErrorMessage = kmsg.StringPtr(hiddenTopicsMessage)
+		return rg
+	}
 	rg.State, rg.AssignorName = consumerGroupState(d.State), d.Assignor
 	local := c.s.groups.localMembers(name)
 	var ids map[string][16]byte
@@ -149,6 +158,32 @@ func (c *conn) describeConsumerGroup(ctx context.Context, name string, operation
 		rg.AuthorizedOperations = groupOperations
 	}
 	return rg
+}
+
+// hiddenTopicsMessage says why a group that uses topics the connection
+// may not see is not described (Kafka's words, KAFKA-18813).
+const hiddenTopicsMessage = "The described group uses topics that the client is not authorized to describe."
+
+// hidesTopics reports whether a member of d subscribes to or owns a
+// topic the connection may not see (another member's credential covers
+// it): Kafka answers such a group TOPIC_AUTHORIZATION_FAILED without its
+// description (KAFKA-18813, Kafka 4.0), as OffsetFetch answers such a
+// topic's offsets (offsets.go) — a group shared by credentials of
+// different topics shows neither side the other's.
+func (c *conn) hidesTopics(d api.TenantGroupDescription) bool {
+	for _, m := range d.Members {
+		for _, topic := range m.Topics {
+			if !c.sees(topic, topicInfo{}) {
+				return true
+			}
+		}
+		for _, p := range m.Owned {
+			if !c.sees(p.Topic, topicInfo{}) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // consumerGroupState is a KIP-848 group state from the coordinator's
