@@ -114,7 +114,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return connectHint(ctx, c.base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -128,11 +128,20 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 			eb.Error.Code, eb.Error.Message = api.Code(escapeUnsafe(string(eb.Error.Code))), escapeUnsafe(eb.Error.Message)
 			if eb.Error.Code == api.CodeNotFound && strings.HasPrefix(eb.Error.Message, "no such route") {
 				// Not a coordinator's API at that base: a gateway, or a URL
-				// with a path (--coordinator http://host:7070/v1).
-				return fmt.Errorf("%s %s%s: %d %w (is %s a capgate coordinator? --coordinator takes its base URL, e.g. http://127.0.0.1:7070)",
+				// with a path (--coordinator http://host:7070/v1). The
+				// server's own hint (after "; ") asks about its base URL
+				// from its side — a gateway's "is the URL a gateway's base
+				// URL?" — so only the route is kept and this one question
+				// asked.
+				eb.Error.Message, _, _ = strings.Cut(eb.Error.Message, "; ")
+				return fmt.Errorf("%s %s%s: %d %w: is %s a capgate coordinator? --coordinator takes its base URL, e.g. http://127.0.0.1:7070",
 					method, c.base, path, resp.StatusCode, &eb.Error, c.base)
 			}
 			return fmt.Errorf("%s %s: %d %w", method, path, resp.StatusCode, &eb.Error)
+		}
+		if strings.Contains(string(b), "HTTP request to an HTTPS server") {
+			// Go's TLS servers answer a plaintext request so.
+			return fmt.Errorf("%s %s%s: %s (the server speaks TLS: use https://)", method, c.base, path, escapeUnsafe(resp.Status))
 		}
 		return fmt.Errorf("%s %s: %s: %s", method, path, escapeUnsafe(resp.Status), escapeUnsafe(string(b[:min(len(b), 200)])))
 	}

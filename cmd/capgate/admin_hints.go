@@ -1,0 +1,96 @@
+package main
+
+// What to do when an admin request got no HTTP answer. Go's transport
+// errors say what failed (EOF, connection refused, x509: certificate
+// signed by unknown authority) but not which flag fixes it; a new user
+// met each of them bare (newuser #4). connectHint adds the fix.
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// tlsProbeTimeout bounds the handshake connectHint tries when a plain
+// http:// request was cut off.
+const tlsProbeTimeout = 3 * time.Second
+
+// connectHint is err, from a request to rawURL that got no HTTP answer,
+// with what to do about it; err unchanged when there is nothing to add.
+func connectHint(ctx context.Context, rawURL string, err error) error {
+	u, perr := url.Parse(rawURL)
+	if perr != nil || ctx.Err() != nil {
+		return err
+	}
+	hint := transportHint(u, err)
+	if hint == "" && u.Scheme == "http" && cutOff(err) && speaksTLS(ctx, hostPort(u)) {
+		hint = fmt.Sprintf("the server speaks TLS: use https://%s (and --cacert or $CAPGATE_CACERT if its CA is your own)", u.Host)
+	}
+	if hint == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, hint)
+}
+
+// transportHint is the fix for the errors that name their cause.
+func transportHint(u *url.URL, err error) string {
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &unknownCA):
+		return "the server's certificate is signed by a CA this command does not trust: pass --cacert FILE or set CAPGATE_CACERT (capgate dev --tls writes capgate-data/tls/ca.crt)"
+	case errors.As(err, &hostname):
+		return fmt.Sprintf("the server's certificate is not for %s: use a host name it names, or check --coordinator / CAPGATE_COORDINATOR_URL", u.Hostname())
+	case errors.As(err, &verify):
+		return "the server's certificate did not verify: check --cacert / CAPGATE_CACERT"
+	case u.Scheme == "https" && (errors.As(err, new(tls.RecordHeaderError)) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")):
+		return fmt.Sprintf("the server speaks plain HTTP: use http://%s", u.Host)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("nothing listens at %s: is the coordinator running (capgate dev, or capgate coordinator)? Point --coordinator or CAPGATE_COORDINATOR_URL at it", u.Host)
+	case errors.As(err, &dns):
+		return fmt.Sprintf("host %q not found: check --coordinator / CAPGATE_COORDINATOR_URL", u.Hostname())
+	}
+	return ""
+}
+
+// cutOff reports whether the connection ended without an answer: what a
+// TLS server does with a plaintext request (the coordinator's and the
+// gateway's listeners close it).
+func cutOff(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// hostPort is u's host with its port, the scheme's when it names none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// speaksTLS reports whether a TLS handshake with host completes. The
+// probe sends no request and no credential, only a ClientHello; the
+// certificate is not checked because the question is only whether the
+// server speaks TLS (the real request then verifies it).
+func speaksTLS(ctx context.Context, host string) bool {
+	ctx, cancel := context.WithTimeout(ctx, tlsProbeTimeout)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}} //nolint:gosec // a probe: nothing is sent over it
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}

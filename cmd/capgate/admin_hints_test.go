@@ -1,0 +1,100 @@
+package main
+
+import (
+	"crypto/tls"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
+)
+
+// TestAdminConnectErrorsSayWhatToDo: a wrong --coordinator got Go's bare
+// transport error (newuser #4): connection refused, a scheme the server
+// does not speak, an untrusted certificate, HOST:PORT without a scheme
+// (with the client package's "client:" prefix). Each now says the flag
+// or variable that fixes it.
+func TestAdminConnectErrorsSayWhatToDo(t *testing.T) {
+	plain := httptest.NewServer(http.NotFoundHandler())
+	defer plain.Close()
+	goTLS := httptest.NewUnstartedServer(http.NotFoundHandler()) // answers plaintext with Go's 400
+	goTLS.Config.ErrorLog = log.New(io.Discard, "", 0)
+	goTLS.StartTLS()
+	defer goTLS.Close()
+	closer := tlsClosingServer(t) // answers plaintext by closing, as capgate's listeners do
+	httpsTo := func(u string) string { return strings.Replace(u, "http://", "https://", 1) }
+	httpTo := func(u string) string { return strings.Replace(u, "https://", "http://", 1) }
+	for _, c := range []struct {
+		name, coordinator string
+		want              []string
+		usage             bool
+	}{
+		{"refused", coordinatorstest.Down(t), []string{"connection refused", "is the coordinator running", "--coordinator or CAPGATE_COORDINATOR_URL"}, false},
+		{"host:port", "127.0.0.1:7070", []string{`--coordinator "127.0.0.1:7070": want a URL: use http://127.0.0.1:7070 (or https://127.0.0.1:7070`}, true},
+		{"bad scheme", "ftp://127.0.0.1:7070", []string{"--coordinator: coordinator URL must be an http(s) URL"}, true},
+		{"https to plain HTTP", httpsTo(plain.URL), []string{"the server speaks plain HTTP: use http://" + strings.TrimPrefix(plain.URL, "http://")}, false},
+		{"http to a TLS server that closes", "http://" + closer, []string{"EOF", "the server speaks TLS: use https://" + closer}, false},
+		{"http to Go's TLS server", httpTo(goTLS.URL), []string{"400 Bad Request", "the server speaks TLS: use https://"}, false},
+		{"unknown CA", goTLS.URL, []string{"certificate signed by unknown authority", "pass --cacert FILE or set CAPGATE_CACERT"}, false},
+	} {
+		_, err := run(t, "admin", "groups", "--coordinator", c.coordinator, "--token", "x")
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q, want %q", c.name, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "client:") {
+			t.Errorf("%s: %q names the client package", c.name, err)
+		}
+		if got := exitCode(err) == exitUsage; got != c.usage {
+			t.Errorf("%s: usage error %v, want %v", c.name, got, c.usage)
+		}
+	}
+}
+
+// tlsClosingServer is a TLS listener that closes a connection whose
+// handshake fails (a plaintext request), as the coordinator's and the
+// gateway's do; its address.
+func tlsClosingServer(t *testing.T) string {
+	t.Helper()
+	cert := httptest.NewUnstartedServer(nil)
+	cert.StartTLS() // only for its certificate
+	cfg := cert.TLS.Clone()
+	cert.Close()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				c.(*tls.Conn).Handshake()
+				c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestAdminNotARouteHintsOnce: a URL that is not a coordinator's base
+// printed the server's hint and the CLI's, two questions about two base
+// URLs (newuser #4); the CLI's alone now, after the route.
+func TestAdminNotARouteHintsOnce(t *testing.T) {
+	base, admin := startCoordinator(t)
+	_, err := run(t, "admin", "groups", "--coordinator", base+"/v1", "--token", admin)
+	if err == nil || strings.Count(err.Error(), "base URL") != 1 || !strings.Contains(err.Error(), `no such route: "/v1/v1/admin/groups": is `+base+"/v1 a capgate coordinator?") {
+		t.Fatalf("--coordinator with a path: %v", err)
+	}
+}
