@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,7 +34,12 @@ func groupFirst(args cobra.PositionalArgs) cobra.PositionalArgs {
 // describe GROUP`) and `admin group delete GROUP [--force]`.
 func newAdminGroup(f *adminFlags) *cobra.Command {
 	describe := func(cmd *cobra.Command, a []string) error {
-		return callRender(cmd, f, http.MethodGet, groupPath(a[0]), nil, printGroupDescription)
+		err := callRender(cmd, f, http.MethodGet, groupPath(a[0]), nil, printGroupDescription)
+		if hasCode(err, api.CodeNotFound) && (a[0] == "list" || a[0] == "ls") {
+			// rpk group list: the word was taken as a group's name.
+			return fmt.Errorf("%w (did you mean `capgate admin groups`?)", err)
+		}
+		return err
 	}
 	cmd := &cobra.Command{
 		Use:   "group GROUP | group describe|delete GROUP",
@@ -57,7 +63,12 @@ ends each lease; members that come back join a new, empty group.`,
 			if force {
 				path += "?force=true"
 			}
-			return call(cmd, f, http.MethodDelete, path, nil)
+			err := call(cmd, f, http.MethodDelete, path, nil)
+			if !force && hasCode(err, api.CodeConflict) {
+				// The server says "delete with force": the CLI's word for it.
+				return fmt.Errorf("%w (pass --force to revoke them first: capgate admin group delete %s --force)", err, a[0])
+			}
+			return err
 		},
 	}
 	del.Flags().BoolVar(&force, "force", false, "revoke live members and end leases first")
@@ -65,6 +76,12 @@ ends each lease; members that come back join a new, empty group.`,
 		Use: "describe GROUP", Short: "Describe a group, as rpk group describe", Args: groupFirst(cobra.ExactArgs(1)), RunE: describe,
 	}, del)
 	return cmd
+}
+
+// hasCode reports whether err is an API error with code.
+func hasCode(err error, code api.Code) bool {
+	var e *api.Error
+	return errors.As(err, &e) && e.Code == code
 }
 
 // newAdminOffsets is `admin offsets GROUP` (the committed offsets) and
@@ -279,7 +296,7 @@ func printGroupDescription(w io.Writer, raw json.RawMessage) error {
 		totalLag = strconv.FormatInt(lag, 10)
 	}
 	if err := printFields(w, [][2]string{
-		{"group", d.Group}, {"creator", cellText(d.Creator)}, {"assignor", d.Config.Assignor}, {"offset-reset", d.Config.OffsetReset},
+		{"group", d.Group}, {"creator", creatorText(d)}, {"assignor", d.Config.Assignor}, {"offset-reset", d.Config.OffsetReset},
 		{"members", strconv.Itoa(len(d.Members))}, {"partitions", strconv.Itoa(len(d.Partitions))},
 		{"total-lag", totalLag},
 	}); err != nil {
@@ -320,6 +337,23 @@ func printGroupDescription(w io.Writer, raw json.RawMessage) error {
 		fmt.Fprintln(w, "(more: --output json shows the next_* cursors)")
 	}
 	return nil
+}
+
+// creatorText is a group's creator as a person reads it: the name (sub)
+// of the credential that created it next to its id, when a member of
+// this page joined with that credential; else the id alone. The group
+// keeps only the id (a client credential's jti, an OAuth client's
+// "oauth:<client_id>", an IdP identity's id).
+func creatorText(d coordinator.GroupDescription) string {
+	if d.Creator == "" {
+		return "-"
+	}
+	for _, m := range d.Members {
+		if c := m.Credential; c != nil && c.ID == d.Creator && c.Subject != "" && c.Subject != d.Creator {
+			return c.Subject + " (" + d.Creator + ")"
+		}
+	}
+	return d.Creator
 }
 
 func optInt(v *int64) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -45,10 +46,21 @@ func refuseStrayArguments(cmd *cobra.Command) {
 	if declared := cmd.Args; declared != nil {
 		// cobra.NoArgs, ExactArgs, …: their refusals are usage errors too.
 		cmd.Args = func(c *cobra.Command, args []string) error {
-			if err := declared(c, args); err != nil {
-				return usageError{err}
+			err := declared(c, args)
+			switch {
+			case err == nil:
+				return nil
+			case errors.As(err, new(usageError)):
+				return err
+			case strings.Contains(err.Error(), " arg(s), "):
+				// cobra's count check ("accepts 3 arg(s), received 2")
+				// names no argument.
+				if want := argsWanted(c.Use); want != "" {
+					name := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
+					return usageErrorf("%s: want %s, got %s (see %s --help)", name, want, argCount(len(args)), c.CommandPath())
+				}
 			}
-			return nil
+			return usageError{err}
 		}
 		return
 	}
@@ -65,6 +77,34 @@ func refuseStrayArguments(cmd *cobra.Command) {
 		}
 		return usageErrorf("%s (see %s --help)", msg, c.CommandPath())
 	}
+}
+
+// argsWanted is the arguments a command's Use line names: its first
+// form ("offsets GROUP | offsets reset …" → GROUP), the words after the
+// command's name up to the first flag ("reset GROUP TOPIC [PARTITION]
+// --to …" → GROUP TOPIC [PARTITION]).
+func argsWanted(use string) string {
+	first, _, _ := strings.Cut(use, " | ")
+	words := strings.Fields(first)
+	var args []string
+	for _, w := range words[min(1, len(words)):] {
+		if strings.HasPrefix(w, "-") || strings.HasPrefix(w, "[-") {
+			break
+		}
+		args = append(args, w)
+	}
+	return strings.Join(args, " ")
+}
+
+// argCount is n arguments in words.
+func argCount(n int) string {
+	switch n {
+	case 0:
+		return "none"
+	case 1:
+		return "1 argument"
+	}
+	return fmt.Sprintf("%d arguments", n)
 }
 
 // refuseUnknownSubcommands makes every command that only groups others

@@ -68,7 +68,7 @@ func TestFirstDayMistakes(t *testing.T) {
 		}
 		table := d.adminCLI(t, "offsets", "idle", "-o", "table")
 		mustMatch(t, "admin offsets -o table", table, `(?m)^TOPIC\s+PARTITION\s+OFFSET\s+METADATA$`, `(?m)^demo\s+2\s+2\s+-$`)
-		if _, stderr := runFailing(t, 30*time.Second, d.adminArgs("offsets")...); !strings.Contains(stderr, "accepts 1 arg") {
+		if _, stderr := runFailing(t, 30*time.Second, d.adminArgs("offsets")...); !strings.Contains(stderr, "admin offsets: want GROUP, got none") {
 			t.Fatalf("admin offsets without a group: %s", stderr)
 		}
 	})
