@@ -15,7 +15,7 @@ import (
 )
 
 func newKeysCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "keys", Short: "Manage the coordinator's Ed25519 signing keys"}
+	cmd := &cobra.Command{Use: "keys", Short: "Make the coordinator's keys and secrets: signing key ring, admin/sync tokens, state KEK"}
 	cmd.AddCommand(newKeysGenerate(), newKeysRotate(), newKeysJWKS(), newKeysSecret(), newKeysKEK())
 	return cmd
 }
@@ -89,13 +89,22 @@ func newKeysSecret() *cobra.Command {
 	return &cobra.Command{
 		Use:   "secret",
 		Short: "Make a random bearer token (admin or sync) and the SHA-256 hash to put in the coordinator's config",
-		Args:  cobra.NoArgs,
+		Long: "Prints a new random token and its hex SHA-256 hash. The hash goes in the\n" +
+			"coordinator's config, the token to whoever calls it:\n" +
+			"  an admin token:  hash in coordinator.admin_token_hashes; the token to\n" +
+			"                   capgate admin --token-file / $CAPGATE_ADMIN_TOKEN\n" +
+			"  a sync token:    hash in coordinator.sync_token_hashes; the token in\n" +
+			"                   gateway.sync_token / $CAPGATE_GATEWAY_SYNC_TOKEN\n" +
+			"The coordinator stores only hashes; the token is printed once.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			token, hash, err := coordinator.GenerateSecret()
 			if err != nil {
 				return err
 			}
+			// The first two lines as before (scripts read them); then where each goes.
 			fmt.Fprintf(cmd.OutOrStdout(), "token: %s\nhash:  %s\n", token, hash)
+			fmt.Fprintln(cmd.OutOrStdout(), "(the hash goes in coordinator.admin_token_hashes for an admin token, or in coordinator.sync_token_hashes for a gateway's sync token: gateway.sync_token)")
 			return nil
 		},
 	}

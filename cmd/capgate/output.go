@@ -102,6 +102,18 @@ func printAny(w io.Writer, raw json.RawMessage) error {
 		return err
 	}
 	keys := sortedKeys(obj)
+	if len(keys) == 1 {
+		// A list answer ({"clients": [...]}): the table alone, no title
+		// over it; an empty one says so ("CLIENTS -" read as a client
+		// named "-").
+		if list, ok := obj[keys[0]].([]any); ok && (len(list) == 0 || isObject(list[0])) {
+			if len(list) == 0 {
+				_, err := fmt.Fprintf(w, "(no %s)\n", quoteUnsafe(strings.ReplaceAll(keys[0], "_", " ")))
+				return err
+			}
+			return printObjects(w, list)
+		}
+	}
 	var fields [][2]string
 	var lists []string
 	for _, k := range keys {
@@ -109,18 +121,36 @@ func printAny(w io.Writer, raw json.RawMessage) error {
 			lists = append(lists, k)
 			continue
 		}
-		fields = append(fields, [2]string{k, cellText(obj[k])})
+		fields = append(fields, [2]string{k, fieldText(k, obj[k])})
 	}
 	if err := printFields(w, fields); err != nil {
 		return err
 	}
-	for _, k := range lists {
-		fmt.Fprintf(w, "\n%s\n", quoteUnsafe(header(k)))
+	for i, k := range lists {
+		if i > 0 || len(fields) > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s\n", quoteUnsafe(header(k)))
 		if err := printObjects(w, obj[k].([]any)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// unixSecondsKeys are the JSON keys the admin API gives as unix seconds
+// (a denied jti's exp, a QoS override's until). Tables print them as RFC
+// 3339, as the answers that carry times as text do (lease until, grant
+// expires_at, audit at); JSON keeps the API's numbers.
+var unixSecondsKeys = map[string]bool{"exp": true, "iat": true, "nbf": true, "until": true}
+
+// fieldText is the cell of key's value v: cellText, a unix-seconds time
+// as RFC 3339.
+func fieldText(key string, v any) string {
+	if n, ok := v.(float64); ok && unixSecondsKeys[key] && n > 0 && n == float64(int64(n)) {
+		return unixText(int64(n))
+	}
+	return cellText(v)
 }
 
 // header is a JSON key as a table header: upper case, words joined by
@@ -154,7 +184,7 @@ func printObjects(w io.Writer, list []any) error {
 		m, _ := e.(map[string]any)
 		row := make([]string, len(cols))
 		for i, c := range cols {
-			row[i] = cellText(m[c])
+			row[i] = fieldText(c, m[c])
 		}
 		rows = append(rows, row)
 	}

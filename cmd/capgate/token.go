@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -41,23 +42,43 @@ func newTokenInspect() *cobra.Command {
 			"verified with every rule a gateway applies, as the kind its typ header\n" +
 			"names (a capability, a client credential or a member token; --kind to\n" +
 			"insist on one), and the result is printed; the exit status is then 1\n" +
-			"when it does not verify, or when the JWKS could not be read.",
+			"when it does not verify, or when the JWKS could not be read.\n\n" +
+			"Without --jwks, when $CAPGATE_COORDINATOR_URL is set (capgate dev's\n" +
+			"credentials.env sets it), the token is verified against that\n" +
+			"coordinator's JWKS (its first URL's /.well-known/jwks.json); --jwks none\n" +
+			"only decodes. Gateways do not serve the JWKS: only coordinators do.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token, err := readToken(args[0], cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("jwks") {
+				f.jwks = coordinatorJWKS(os.Getenv("CAPGATE_COORDINATOR_URL"))
+			}
+			if f.jwks == "none" {
+				f.jwks = ""
+			}
 			return inspect(cmd.Context(), cmd.OutOrStdout(), token, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.jwks, "jwks", "", "JWKS URL or file to verify against")
+	cmd.Flags().StringVar(&f.jwks, "jwks", "", "JWKS URL or file to verify against, or none (default: $CAPGATE_COORDINATOR_URL's /.well-known/jwks.json when set)")
 	cmd.Flags().StringVar(&f.kind, "kind", "", "expected token kind (typ): capgate+jwt, capgate-client+jwt or capgate-member+jwt (default: the token's own typ)")
 	cmd.Flags().StringVar(&f.issuer, "issuer", "", "expected iss (default: the token's own)")
 	cmd.Flags().StringVar(&f.audience, "audience", "", "expected aud (default: the token's own)")
 	cmd.Flags().DurationVar(&f.maxLease, "max-lease", 10*time.Minute, "longest lease accepted for capabilities")
 	f.tls.register(cmd.Flags())
 	return cmd
+}
+
+// coordinatorJWKS is the JWKS URL of the first coordinator in list (the
+// form of $CAPGATE_COORDINATOR_URL), "" for none.
+func coordinatorJWKS(list string) string {
+	urls := coordinators.Split(list)
+	if len(urls) == 0 {
+		return ""
+	}
+	return strings.TrimRight(urls[0], "/") + "/.well-known/jwks.json"
 }
 
 func readToken(arg string, stdin io.Reader) (string, error) {
@@ -94,7 +115,10 @@ func inspect(ctx context.Context, w io.Writer, token string, f inspectFlags) err
 			out["jwks_error"] = jwksErr.Error()
 		} else {
 			verifyErr = verifyWith(token, header, claims, keys, f)
-			out["verified"], out["verify_error"] = verifyErr == nil, errText(verifyErr)
+			out["jwks"], out["verified"] = f.jwks, verifyErr == nil
+			if verifyErr != nil {
+				out["verify_error"] = verifyErr.Error()
+			}
 		}
 	}
 	if err := printJSON(w, out); err != nil { // a token's claims are anyone's text
@@ -109,13 +133,6 @@ func inspect(ctx context.Context, w io.Writer, token string, f inspectFlags) err
 		return fmt.Errorf("token did not verify: %w", verifyErr)
 	}
 	return nil
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // jwksKeys reads the keys of --jwks (a URL or a file).

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestAdminTablesPrintTimesAndListsPlainly (newuser polish): a denied
+// jti's exp and a QoS override's until were unix seconds in tables where
+// every other answer prints RFC 3339; `oauth-client list` printed
+// "CLIENTS  -" when empty and a blank line and a lone CLIENTS title over
+// its table otherwise.
+func TestAdminTablesPrintTimesAndListsPlainly(t *testing.T) {
+	base, admin := startCoordinator(t)
+	table := func(args ...string) string {
+		t.Helper()
+		out, err := run(t, append(append([]string{"admin"}, args...), "--coordinator", base, "--token", admin, "-o", "table")...)
+		if err != nil {
+			t.Fatalf("admin %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	rfc3339 := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`
+	for what, c := range map[string]struct {
+		out, want string
+	}{
+		"revoke-capability":       {table("revoke-capability", "AAAAAAAAAAAAAAAAAAAAAA"), `(?m)^EXP\s+` + rfc3339 + `$`},
+		"qos":                     {table("qos", "--group", "billing", "--log-level", "debug", "--ttl", "1m"), `(?m)^UNTIL\s+` + rfc3339 + `$`},
+		"oauth-client list, none": {table("oauth-client", "list"), `^\(no clients\)\n$`},
+	} {
+		if !regexp.MustCompile(c.want).MatchString(c.out) {
+			t.Errorf("%s -o table printed %q, want %s", what, c.out, c.want)
+		}
+	}
+	table("oauth-client", "create", "--name", "svc", "--groups", "billing", "--topics", "orders")
+	out := table("oauth-client", "list")
+	if !regexp.MustCompile(`^CLIENT-ID\s+CREATED\s+.*\n\S+\s+`).MatchString(out) || strings.Contains(out, "CLIENTS") {
+		t.Errorf("oauth-client list -o table printed %q, want the table alone", out)
+	}
+	// JSON keeps the API's numbers.
+	out, err := run(t, "admin", "revoke-capability", "BBBBBBBBBBBBBBBBBBBBBB", "--coordinator", base, "--token", admin, "-o", "json")
+	var denied struct{ Exp json.Number }
+	if err != nil || json.Unmarshal([]byte(out), &denied) != nil || !regexp.MustCompile(`^\d+$`).MatchString(string(denied.Exp)) {
+		t.Errorf("revoke-capability -o json: %v %s", err, out)
+	}
+}
+
+// TestTokenInspectVerifiesAgainstTheKnownCoordinator (newuser polish):
+// `token inspect` only decoded unless --jwks was given, though
+// $CAPGATE_COORDINATOR_URL (credentials.env) names the coordinator; a
+// token that verified printed "verify_error": "".
+func TestTokenInspectVerifiesAgainstTheKnownCoordinator(t *testing.T) {
+	base, admin := startCoordinator(t)
+	out, err := run(t, "admin", "client-credential", "--name", "svc", "--groups", "billing", "--coordinator", base, "--token", admin, "-o", "json")
+	var cred struct {
+		Credential string `json:"client_credential"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &cred) != nil {
+		t.Fatalf("client-credential: %v %s", err, out)
+	}
+	t.Setenv("CAPGATE_COORDINATOR_URL", base+"/")
+	out, err = run(t, "token", "inspect", cred.Credential)
+	var got map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &got) != nil || got["verified"] != true || got["jwks"] != base+"/.well-known/jwks.json" {
+		t.Fatalf("token inspect with CAPGATE_COORDINATOR_URL: %v\n%s", err, out)
+	}
+	if _, ok := got["verify_error"]; ok {
+		t.Errorf("a verified token printed verify_error: %s", out)
+	}
+	out, err = run(t, "token", "inspect", "--jwks", "none", cred.Credential)
+	got = nil
+	if err != nil || json.Unmarshal([]byte(out), &got) != nil || got["verified"] != nil || got["claims"] == nil {
+		t.Errorf("token inspect --jwks none: %v\n%s, want the claims only", err, out)
+	}
+}
+
+// TestKeysSecretSaysWhereTheHashGoes (newuser polish): `keys secret`
+// printed a token and a hash without the config key that takes it.
+func TestKeysSecretSaysWhereTheHashGoes(t *testing.T) {
+	out, err := run(t, "keys", "secret")
+	if err != nil || !regexp.MustCompile(`^token: \S{20,}\nhash:  [0-9a-f]{64}\n`).MatchString(out) ||
+		!strings.Contains(out, "coordinator.admin_token_hashes") || !strings.Contains(out, "coordinator.sync_token_hashes") {
+		t.Errorf("keys secret printed %q (%v)", out, err)
+	}
+	help, _ := run(t, "--help")
+	if !strings.Contains(help, "admin/sync tokens") {
+		t.Errorf("capgate --help does not say keys makes the admin/sync tokens:\n%s", help)
+	}
+}
