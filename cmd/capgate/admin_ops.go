@@ -33,7 +33,15 @@ func newAdminLease(f *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lease GROUP TOPIC PARTITION --holder NAME --ttl 10m",
 		Short: "Hand a partition exclusively to a member or a named outside holder for a while",
-		Args:  cobra.ExactArgs(3),
+		Long: `Pins a partition to a member or a named outside holder until --ttl has
+passed (the answer's until): nobody else is granted it meanwhile.
+
+An outside holder gets a capability in the answer (capability, jti,
+expires_at). It lives at most the coordinator's max_lease (10m by
+default), however long --ttl is: to keep reading, the holder runs the
+same lease again before expires_at — same epoch, a new capability, the
+pin unchanged. A member gets its capability in its heartbeats.`,
+		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			path, err := partitionPath(a[0], a[1], a[2])
 			if err != nil {
@@ -46,7 +54,7 @@ func newAdminLease(f *adminFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&holder, "holder", "", "member id or outside holder name")
-	newTTLFlag(cmd.Flags(), ttl, 10*time.Minute, "how long the lease pins the partition (at least 1s, at most the coordinator's groups.limits.lease_ttl_max)")
+	newTTLFlag(cmd.Flags(), ttl, 10*time.Minute, "how long the lease pins the partition (at least 1s, at most the coordinator's groups.limits.lease_ttl_max); the capability it hands out lives at most max_lease (10m): the holder runs lease again to renew it")
 	cmd.MarkFlagRequired("holder")
 	return cmd
 }
@@ -189,8 +197,11 @@ func newAdminConfig(f *adminFlags) *cobra.Command {
 	var reset string
 	cmd := &cobra.Command{
 		Use:   "config GROUP [--max-moves-per-second N] [--handoff-timeout D] [--offset-reset earliest|latest]",
-		Short: "Change a group's settings",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show a group's settings, or change them",
+		Long: `Without a setting, prints the group's settings (assignor, session and
+handoff timeouts, max moves per second, offset reset). With one or more,
+changes those and prints the settings as they are now.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			body := map[string]any{}
 			if cmd.Flags().Changed("max-moves-per-second") {
@@ -208,13 +219,13 @@ func newAdminConfig(f *adminFlags) *cobra.Command {
 			if reset != "" {
 				body["offset_reset"] = reset
 			}
-			if len(body) == 0 {
-				return usageErrorf("nothing to change: pass at least one setting")
-			}
 			if err := groupArg(a[0]); err != nil {
 				return err
 			}
-			return handoff.refused(call(cmd, f, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(a[0])+"/config", body))
+			if len(body) == 0 {
+				return showGroupConfig(cmd, f, a[0])
+			}
+			return handoff.refused(callRender(cmd, f, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(a[0])+"/config", body, printGroupConfig))
 		},
 	}
 	cmd.Flags().IntVar(&moves, "max-moves-per-second", 0, "creep: partitions moved per second at most (0 = unlimited)")

@@ -89,3 +89,37 @@ func TestKeysSecretSaysWhereTheHashGoes(t *testing.T) {
 		t.Errorf("capgate --help does not say keys makes the admin/sync tokens:\n%s", help)
 	}
 }
+
+// TestAdminConfigWithoutSettingsShowsThem (newuser #14): `admin config
+// GROUP` refused ("nothing to change"), and nothing but the describe's
+// JSON showed a group's handoff or session timeout. It prints the
+// settings now, as a change prints them.
+func TestAdminConfigWithoutSettingsShowsThem(t *testing.T) {
+	base, admin := startCoordinator(t)
+	flags := []string{"--coordinator", base, "--token", admin}
+	out, err := run(t, append([]string{"admin", "config", "billing", "--max-moves-per-second", "2", "--handoff-timeout", "5s", "-o", "table"}, flags...)...)
+	if err != nil || !regexp.MustCompile(`(?m)^HANDOFF-TIMEOUT\s+5s$`).MatchString(out) {
+		t.Fatalf("admin config billing --handoff-timeout 5s -o table: %v\n%s", err, out)
+	}
+	out, err = run(t, append([]string{"admin", "config", "billing", "-o", "table"}, flags...)...)
+	for _, want := range []string{`(?m)^ASSIGNOR\s+\S+$`, `(?m)^SESSION-TIMEOUT\s+\d`, `(?m)^HANDOFF-TIMEOUT\s+5s$`, `(?m)^MAX-MOVES-PER-SECOND\s+2$`, `(?m)^OFFSET-RESET\s+earliest$`} {
+		if err != nil || !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("admin config billing -o table: %v\n%s\nwant %s", err, out, want)
+		}
+	}
+	out, err = run(t, append([]string{"admin", "config", "billing", "-o", "json"}, flags...)...)
+	var cfg struct {
+		HandoffTimeoutMs  int64 `json:"handoff_timeout_ms"`
+		MaxMovesPerSecond int   `json:"max_moves_per_second"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &cfg) != nil || cfg.HandoffTimeoutMs != 5000 || cfg.MaxMovesPerSecond != 2 {
+		t.Errorf("admin config billing -o json: %v\n%s", err, out)
+	}
+	if _, err := run(t, append([]string{"admin", "config", "nosuch"}, flags...)...); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("admin config of an unknown group: %v", err)
+	}
+	help, _ := run(t, "admin", "lease", "--help")
+	if !strings.Contains(help, "lives at most max_lease") || !strings.Contains(help, "runs lease again") {
+		t.Errorf("admin lease --help does not say the capability lives at most max_lease and how to renew it:\n%s", help)
+	}
+}
