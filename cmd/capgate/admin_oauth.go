@@ -1,11 +1,17 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/capgate/capgate/coordinator"
 )
 
 // newAdminOAuthClient is `capgate admin oauth-client create|list|revoke`:
@@ -39,7 +45,7 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 	create.Flags().StringSliceVar(&ops, "ops", nil, "what its credentials allow: consume (join groups, read through them; required) and produce (write through the Kafka listener to the topics named exactly); default consume")
 	newTTLFlag(create.Flags(), ttl, 0, "lifetime of each credential it obtains (at least 1s, at most the coordinator's client_credential_ttl_max; 0: its oauth.token_ttl)")
 	cmd.AddCommand(create,
-		adminGet(f, "list", "List the clients (no secrets)", func([]string) string { return "/v1/admin/oauth/clients" }, 0),
+		adminGetRender(f, "list", "List the clients (no secrets)", func([]string) string { return "/v1/admin/oauth/clients" }, 0, printOAuthClients),
 		&cobra.Command{
 			Use:   "revoke CLIENT_ID",
 			Short: "Revoke a client: no more tokens, and its live credentials are denied",
@@ -49,4 +55,24 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 			},
 		})
 	return cmd
+}
+
+// printOAuthClients is `oauth-client list` as a table, its headers also
+// when there is no client (as rpk's lists), the token lifetime in Go's
+// units.
+func printOAuthClients(w io.Writer, raw json.RawMessage) error {
+	r, err := decode[coordinator.OAuthClientsResponse](raw)
+	if err != nil {
+		return err
+	}
+	rows := make([][]string, len(r.Clients))
+	for i, c := range r.Clients {
+		ttl := "-" // the coordinator's oauth.token_ttl
+		if c.TokenTTLMs > 0 {
+			ttl = (time.Duration(c.TokenTTLMs) * time.Millisecond).String()
+		}
+		rows[i] = []string{c.ClientID, c.Name, cellText(strings.Join(c.Groups, ",")), cellText(strings.Join(c.Topics, ",")),
+			cellText(strings.Join(c.Ops, ",")), ttl, strconv.Itoa(c.LiveTokens), cellText(c.Created), cellText(c.RevokedAt)}
+	}
+	return printTable(w, []string{"CLIENT-ID", "NAME", "GROUPS", "TOPICS", "OPS", "TOKEN-TTL", "LIVE-TOKENS", "CREATED", "REVOKED-AT"}, rows)
 }

@@ -102,18 +102,6 @@ func printAny(w io.Writer, raw json.RawMessage) error {
 		return err
 	}
 	keys := sortedKeys(obj)
-	if len(keys) == 1 {
-		// A list answer ({"clients": [...]}): the table alone, no title
-		// over it; an empty one says so ("CLIENTS -" read as a client
-		// named "-").
-		if list, ok := obj[keys[0]].([]any); ok && (len(list) == 0 || isObject(list[0])) {
-			if len(list) == 0 {
-				_, err := fmt.Fprintf(w, "(no %s)\n", quoteUnsafe(strings.ReplaceAll(keys[0], "_", " ")))
-				return err
-			}
-			return printObjects(w, list)
-		}
-	}
 	var fields [][2]string
 	var lists []string
 	for _, k := range keys {
@@ -126,11 +114,8 @@ func printAny(w io.Writer, raw json.RawMessage) error {
 	if err := printFields(w, fields); err != nil {
 		return err
 	}
-	for i, k := range lists {
-		if i > 0 || len(fields) > 0 {
-			fmt.Fprintln(w)
-		}
-		fmt.Fprintf(w, "%s\n", quoteUnsafe(header(k)))
+	for _, k := range lists {
+		fmt.Fprintf(w, "\n%s\n", quoteUnsafe(header(k)))
 		if err := printObjects(w, obj[k].([]any)); err != nil {
 			return err
 		}
