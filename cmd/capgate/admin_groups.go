@@ -203,7 +203,15 @@ func newAdminAudit(f *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit [--limit N] [--before SEQ]",
 		Short: "The admin audit log: who did what to which target, why, and how it ended (newest first)",
-		Args:  cobra.NoArgs,
+		Long: `The admin actions the coordinator has seen since it started, newest
+first: who, what, the target, the reason given and the result.
+
+It is kept in memory (the newest coordinator.audit_entries_max, 10,000):
+a restart starts it empty again, and seq again at 1, so a --before SEQ
+from before a restart pages into another history. The durable record is
+the coordinator's log: one "admin action" line per entry (info; warn when
+refused), kept wherever its logs are shipped.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
 				return usageErrorf("--limit: must be >= 1 (0: the coordinator's default), got %d", limit)

@@ -115,7 +115,16 @@ func newAdminRevokeMember(f *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "revoke-member GROUP MEMBER",
 		Short: "Remove a member, fence its partitions and deny its capabilities",
-		Args:  cobra.ExactArgs(2),
+		Long: `Ends a member's session: its partitions are fenced (every gateway
+refuses its capabilities at once) and handed to the other members.
+
+It does not stop the client: the credential it joined with is still
+good, so a consumer such as capgate consume joins again as a new member
+at once (and logs nothing above info). To keep a client out, deny its
+credential: capgate admin revoke-capability JTI with the credential's
+jti (admin group G -o json: members[].credential.id) — every member it
+opened ends, and its joins are refused.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if err := groupArg(a[0]); err != nil {
 				return err

@@ -51,7 +51,8 @@ func newKeysRotate() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rotate",
 		Short: "Rotate a running coordinator's signing keys (admin API): next becomes current, a new next is made",
-		Long: "The coordinator stores the ring durably, then pushes the new key set to every gateway on\n" +
+		Long: "The same operation as capgate admin rotate-keys (this name beside the other key tools).\n" +
+			"The coordinator stores the ring durably, then pushes the new key set to every gateway on\n" +
 			"the sync channel. Tokens signed by the old current key keep verifying until the next\n" +
 			"rotation retires it; client credentials signed by a retired key must be re-issued.",
 		Args: cobra.NoArgs,
