@@ -304,7 +304,7 @@ func printGroupDescription(w io.Writer, raw json.RawMessage) error {
 		totalLag = strconv.FormatInt(lag, 10)
 	}
 	if err := printFields(w, [][2]string{
-		{"group", d.Group}, {"creator", creatorText(d)}, {"assignor", d.Config.Assignor}, {"offset-reset", d.Config.OffsetReset},
+		{"group", d.Group}, {"state", groupState(d)}, {"creator", creatorText(d)}, {"assignor", d.Config.Assignor}, {"offset-reset", d.Config.OffsetReset},
 		{"members", strconv.Itoa(len(d.Members))}, {"partitions", strconv.Itoa(len(d.Partitions))},
 		{"total-lag", totalLag},
 	}); err != nil {
@@ -345,6 +345,21 @@ func printGroupDescription(w io.Writer, raw json.RawMessage) error {
 		fmt.Fprintln(w, "(more: --output json shows the next_* cursors)")
 	}
 	return nil
+}
+
+// groupState is a group's state in rpk's words, from this page of its
+// description: Empty without live members, Rebalancing while a partition
+// is being revoked (moving to another member), else Stable.
+func groupState(d coordinator.GroupDescription) string {
+	if len(d.Members) == 0 {
+		return "Empty"
+	}
+	for _, p := range d.Partitions {
+		if p.State == "revoking" {
+			return "Rebalancing"
+		}
+	}
+	return "Stable"
 }
 
 // creatorText is a group's creator as a person reads it: the name (sub)

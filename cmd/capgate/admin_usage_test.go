@@ -53,11 +53,12 @@ func joinAs(t *testing.T, base, credential, group, topic string) {
 	}
 }
 
-// TestAdminGroupHints (newuser #13, #15): `admin group list` (rpk's
-// words) looked up a group named list; `admin group delete` of a group
-// with members relayed the server's "delete with force"; the creator
-// was a bare jti. Now: a hint to `admin groups`, to --force, and the
-// creating credential's name beside its id.
+// TestAdminGroupHints (newuser #13, #15, polish): `admin group list`
+// (rpk's words) looked up a group named list; `admin group delete` of a
+// group with members relayed the server's "delete with force"; the
+// creator was a bare jti; the describe had no group state. Now: a hint
+// to `admin groups`, to --force, the creating credential's name beside
+// its id, and STATE as rpk's (Empty, Stable).
 func TestAdminGroupHints(t *testing.T) {
 	base, admin := startCoordinator(t)
 	flags := []string{"--coordinator", base, "--token", admin}
@@ -69,7 +70,19 @@ func TestAdminGroupHints(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &cred) != nil || cred.JTI == "" {
 		t.Fatalf("client-credential: %v %s", err, out)
 	}
+	stateIs := func(group, want string) {
+		t.Helper()
+		out, err := run(t, append([]string{"admin", "group", group, "-o", "table"}, flags...)...)
+		if err != nil || !regexp.MustCompile(`(?m)^STATE\s+`+want+`$`).MatchString(out) {
+			t.Errorf("admin group %s -o table: %v\n%s\nwant STATE %s", group, err, out, want)
+		}
+	}
+	if _, err := run(t, append([]string{"admin", "config", "idle", "--offset-reset", "latest"}, flags...)...); err != nil {
+		t.Fatal(err)
+	}
+	stateIs("idle", "Empty") // rpk's word for a group without members
 	joinAs(t, base, cred.Credential, "billing", "orders")
+	stateIs("billing", "Stable")
 
 	_, err = run(t, append([]string{"admin", "group", "list"}, flags...)...)
 	if err == nil || !strings.Contains(err.Error(), "unknown group list") || !strings.Contains(err.Error(), "did you mean `capgate admin groups`?") {
