@@ -10,7 +10,13 @@ package coordinator
 //     the durable record wherever the logs are shipped;
 //   - kept in memory, the newest audit_entries_max of them, for
 //     GET /v1/admin/audit?before=&limit= (newest first; next_before
-//     resumes). The memory log starts empty at every start.
+//     resumes). The memory log starts empty at every start: it is the
+//     view since this coordinator started, the log lines are the record.
+// Seqs never repeat across restarts of one coordinator: the first entry
+// of a run takes the time (unix microseconds) of that run's first action
+// and each later one the next integer (auditLog.add), so a before= from
+// an earlier run pages into nothing of this one rather than into another
+// history.
 // Who is never a secret: "token:" and the first 12 hex digits of the
 // admin token's SHA-256 (the digest configured in admin_token_hashes,
 // which names the token without revealing it), "cert:" and the verified
@@ -27,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
@@ -62,15 +69,30 @@ type auditLog struct {
 	mu      sync.Mutex
 	entries []AuditEntry // ring, len ≤ max
 	next    int          // where the next entry goes once the ring is full
-	seq     uint64
+	seq     uint64       // the last entry's; 0 before the run's first
 	max     int
 }
 
 func newAuditLog(max int) *auditLog { return &auditLog{max: max} }
 
-func (l *auditLog) add(e AuditEntry) AuditEntry {
+// add keeps e, made at now, under the next seq. The run's first seq is
+// now in unix microseconds, then one more per entry. Why the clock and
+// not a high-water mark in the store: the log is memory by design (the
+// "admin action" lines are the durable record), and a persisted mark
+// would cost a synchronous store write — a Kafka transaction on
+// replicas — per admin action, or per block of seqs. A run's seqs stay
+// below the next run's first as long as it recorded less than one entry
+// per microsecond on average (an admin action is an authenticated HTTP
+// request: far slower) and the clock does not go back across the
+// restart by more than the time the restart took. Microseconds stay
+// below 2^53 (until the year 2255), so JSON readers that hold numbers as
+// doubles (JavaScript, jq) read every seq exactly.
+func (l *auditLog) add(e AuditEntry, now time.Time) AuditEntry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.seq == 0 {
+		l.seq = uint64(max(now.UnixMicro(), 1)) - 1
+	}
 	l.seq++
 	e.Seq = l.seq
 	if len(l.entries) < l.max {
@@ -116,8 +138,9 @@ func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
 	if ctx.IsGet() || ctx.IsHead() {
 		return
 	}
+	now := c.now()
 	e := AuditEntry{
-		At: timeText(c.now()), Who: adminWho(ctx, c),
+		At: timeText(now), Who: adminWho(ctx, c),
 		Action: c.actionOf(ctx), Target: strings.Join(params, "/"),
 		Status: ctx.Response.StatusCode(), Result: "ok",
 	}
@@ -134,7 +157,7 @@ func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
 			e.Result = string(eb.Error.Code)
 		}
 	}
-	e = c.audit.add(e)
+	e = c.audit.add(e, now)
 	level := zap.InfoLevel
 	if e.Status >= 300 {
 		level = zap.WarnLevel

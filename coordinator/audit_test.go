@@ -42,10 +42,11 @@ func TestAdminAuditLog(t *testing.T) {
 	if len(page.Entries) != len(want) {
 		t.Fatalf("audit log %+v, want %d entries", page.Entries, len(want))
 	}
+	oldest := page.Entries[len(want)-1].Seq
 	for i, w := range want {
 		got := page.Entries[i]
-		if got.At == "" || got.Seq != uint64(len(want)-i) {
-			t.Errorf("entry %d: %+v: want seq %d and a time", i, got, len(want)-i)
+		if got.At == "" || got.Seq != oldest+uint64(len(want)-1-i) {
+			t.Errorf("entry %d: %+v: want seq %d (one more per entry) and a time", i, got, oldest+uint64(len(want)-1-i))
 		}
 		got.At, got.Seq = "", 0
 		if got != w {
@@ -56,7 +57,7 @@ func TestAdminAuditLog(t *testing.T) {
 	var first, second coordinator.AuditResponse
 	h.call(t, "GET", "/v1/admin/audit?limit=1", e.adminToken, nil, 200, &first)
 	h.call(t, "GET", fmt.Sprintf("/v1/admin/audit?limit=1&before=%d", first.NextBefore), e.adminToken, nil, 200, &second)
-	if len(first.Entries) != 1 || first.NextBefore != 4 || len(second.Entries) != 1 || second.Entries[0].Seq != 3 {
+	if len(first.Entries) != 1 || first.NextBefore != oldest+3 || len(second.Entries) != 1 || second.Entries[0].Seq != oldest+2 {
 		t.Fatalf("pages %+v then %+v", first, second)
 	}
 	h.expectError(t, "GET", "/v1/admin/audit?before=x", e.adminToken, nil, 400, api.CodeBadRequest)
@@ -95,5 +96,43 @@ func TestAdminAuditLogBounded(t *testing.T) {
 	h.call(t, "GET", "/v1/admin/audit?limit=1", e.adminToken, nil, 200, &page)
 	if r := page.Entries[0].Reason; len(r) != 256 || !utf8.ValidString(r) || !strings.HasPrefix(long, r) {
 		t.Fatalf("kept reason of %d bytes: %q", len(r), r)
+	}
+}
+
+// TestAdminAuditSeqsGoOnAcrossRestarts: the memory log starts empty when
+// the coordinator starts again (the "admin action" log lines are the
+// durable record), and its seqs go on above every seq of the earlier
+// run, so a before= taken before the restart pages into nothing of the
+// new history. Seqs started again at 1: before=3 from the first run
+// listed the second run's entries 1 and 2 as if they were older.
+func TestAdminAuditSeqsGoOnAcrossRestarts(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	for i := range 3 {
+		h.call(t, "PUT", "/v1/admin/groups/first"+fmt.Sprint(i)+"/config", e.adminToken, coordinator.GroupConfigRequest{}, 200, nil)
+	}
+	var first coordinator.AuditResponse
+	h.call(t, "GET", "/v1/admin/audit", e.adminToken, nil, 200, &first)
+	if len(first.Entries) != 3 {
+		t.Fatalf("first run: %+v", first.Entries)
+	}
+	h.stop(t)
+
+	h = e.start(t)
+	for i := range 2 {
+		h.call(t, "PUT", "/v1/admin/groups/second"+fmt.Sprint(i)+"/config", e.adminToken, coordinator.GroupConfigRequest{}, 200, nil)
+	}
+	var second coordinator.AuditResponse
+	h.call(t, "GET", "/v1/admin/audit", e.adminToken, nil, 200, &second)
+	if len(second.Entries) != 2 || second.Entries[1].Target != "second0" {
+		t.Fatalf("second run: %+v, want its own 2 entries (the memory log starts empty)", second.Entries)
+	}
+	if newest, oldest := first.Entries[0].Seq, second.Entries[1].Seq; oldest <= newest {
+		t.Fatalf("the second run's first seq %d is not above the first run's last %d", oldest, newest)
+	}
+	var paged coordinator.AuditResponse
+	h.call(t, "GET", fmt.Sprintf("/v1/admin/audit?before=%d", first.Entries[0].Seq), e.adminToken, nil, 200, &paged)
+	if len(paged.Entries) != 0 || paged.NextBefore != 0 {
+		t.Fatalf("before=%d from the first run paged into the second: %+v", first.Entries[0].Seq, paged)
 	}
 }
