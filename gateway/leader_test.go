@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
 	"github.com/capgate/capgate/ocap"
@@ -35,6 +39,28 @@ func TestSyncFollowsNotLeader(t *testing.T) {
 		if got := h.gw.follower.LastGood(); got.IsZero() {
 			t.Fatal("no good poll")
 		}
+	}
+}
+
+// TestSyncFollowingTheLeaderIsNotAWarning: a standby listed first is how
+// a gateway finds the leader at every start of replicas; following its
+// hint is logged at info, and nothing warns. It warned "sync failed …
+// does not lead" at every `capgate dev --replicas` start.
+func TestSyncFollowingTheLeaderIsNotAWarning(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	h := newHarnessWith(t, harnessOptions{
+		log: zap.New(core),
+		edit: func(c *Config) {
+			srv, _ := coordinatorstest.Standby(t, c.CoordinatorURL, true)
+			c.CoordinatorURL = srv.URL + "," + c.CoordinatorURL
+		},
+	})
+	h.waitReady()
+	if followed := logs.FilterMessage("sync: following the leading coordinator").All(); len(followed) != 1 || followed[0].Level != zapcore.InfoLevel {
+		t.Fatalf("following the hint logged %+v, want one info line", followed)
+	}
+	if warned := logs.FilterLevelExact(zapcore.WarnLevel).All(); len(warned) != 0 {
+		t.Fatalf("finding the leader warned: %+v", warned)
 	}
 }
 

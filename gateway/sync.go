@@ -19,6 +19,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/gateway/guard"
+	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -67,8 +68,16 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 				leader = &nl.leader
 			}
 			next, wait := g.follower.Missed(g.coordinators, base, leader, rand.Int64N)
-			g.log.Warn("sync failed", zap.Uint64("after", g.follower.After()), zap.String("coordinator", base),
-				zap.String("next", next), zap.Duration("retry_in", wait), zap.Error(err))
+			if followsHint(leader, next, wait) {
+				// A replica that does not lead named the one that does,
+				// which the gateway asks at once: how it finds the
+				// leader (at every start, after every takeover), not a
+				// failure.
+				g.log.Info("sync: following the leading coordinator", zap.String("asked", base), zap.String("leader", next))
+			} else {
+				g.log.Warn("sync failed", zap.Uint64("after", g.follower.After()), zap.String("coordinator", base),
+					zap.String("next", next), zap.Duration("retry_in", wait), zap.Error(err))
+			}
 			sleep(ctx, wait)
 			continue
 		}
@@ -152,6 +161,16 @@ func (g *Gateway) audience() string {
 		return v.Audience
 	}
 	return ""
+}
+
+// followsHint reports whether the next poll goes, without a pause, to
+// the leader a not_leader answer named (leader; nil for other errors).
+func followsHint(leader *string, next string, wait time.Duration) bool {
+	if leader == nil || wait != 0 {
+		return false
+	}
+	hint, err := coordinators.Normalize(*leader)
+	return err == nil && hint == next
 }
 
 // notLeaderError is a 421 not_leader answer: the replica polled does not
