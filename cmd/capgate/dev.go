@@ -130,6 +130,7 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 type devStack struct {
 	*stack.Stack
 	dataDir   string
+	leaderURL string // the coordinator, or the replica that led at start
 	creds     devCredentials
 	clientTLS tlsconf.ClientConfig
 	unlock    func() // drops the data dir's lock (devlock.go)
@@ -244,6 +245,7 @@ func (d *devStack) credentials(ctx context.Context, log *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
+	d.leaderURL = co.URL
 	had := d.creds.ClientCredential != ""
 	var changed bool
 	changed, err = ensureClientCredential(ctx, co.InProcess(), co.Config(), d.HTTP(), co.URL, &d.creds)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/gateway"
 )
 
 // TestDevBannerHidesSecrets: the banner of a real dev stack points at the
@@ -26,7 +28,7 @@ func TestDevBannerHidesSecrets(t *testing.T) {
 		var out bytes.Buffer
 		printDevBanner(&out, dev, demo)
 		banner := out.String()
-		for _, want := range []string{"console:      " + dev.CoordinatorURL() + "/console", credentialsFile, credentialsEnvFile, "mode 0600"} {
+		for _, want := range []string{fmt.Sprintf("  %-*s%s/console", bannerLabelWidth, "console:", dev.CoordinatorURL()), credentialsFile, credentialsEnvFile, "mode 0600"} {
 			if !strings.Contains(banner, want) {
 				t.Errorf("demo=%v: banner lacks %q:\n%s", demo, want, banner)
 			}
@@ -40,6 +42,90 @@ func TestDevBannerHidesSecrets(t *testing.T) {
 			t.Errorf("banner lacks the coordinator URL export:\n%s", banner)
 		}
 	}
+}
+
+// TestDevBannerKafkaListener: the banner's addresses are one column
+// (the "kafka listener:" label broke it), and the Kafka listener's line
+// says how a client connects — SASL_PLAINTEXT, or with --tls SASL_SSL
+// trusting $CAPGATE_CACERT (it said SASL only, and kcat configured as the
+// README's plaintext kcat.conf failed "might be caused by incorrect
+// security.protocol") — followed by its fetch lanes, which group clients
+// must reach too (they appeared only in the log).
+func TestDevBannerKafkaListener(t *testing.T) {
+	for _, tls := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) {
+			f := devFlags{dataDir: t.TempDir(), brokerAddr: "127.0.0.1:0", coordinatorAddr: "127.0.0.1:0", gatewayAddr: "127.0.0.1:0", kafkaAddr: "127.0.0.1:0", tls: tls}
+			dev, err := startDev(context.Background(), f, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			var out bytes.Buffer
+			printDevBanner(&out, dev, false)
+			banner := out.String()
+			listener := bannerLine(t, banner, "kafka listener:")
+			protocol, other := "SASL_PLAINTEXT", "SASL_SSL"
+			if tls {
+				protocol, other = "SASL_SSL", "SASL_PLAINTEXT"
+				if !strings.Contains(listener, "$"+envCACert) {
+					t.Errorf("the TLS listener's line does not name the CA variable:\n%s", listener)
+				}
+			}
+			if !strings.Contains(listener, dev.kafkaAddr()) || !strings.Contains(listener, protocol) || strings.Contains(listener, other) {
+				t.Errorf("listener line %q: want %s and %s", listener, dev.kafkaAddr(), protocol)
+			}
+			if lanes := bannerLine(t, banner, "fetch lanes:"); !strings.Contains(lanes, "3 more free ports") || !strings.Contains(lanes, "open them too") {
+				t.Errorf("fetch lanes line %q", lanes)
+			}
+			// One column: every address line's value starts where the
+			// coordinator's does.
+			column := strings.Index(bannerLine(t, banner, "coordinator:"), "http")
+			for _, label := range []string{"kafka:", "gateway:", "kafka listener:", "fetch lanes:", "console:", "credentials:"} {
+				line := bannerLine(t, banner, label)
+				if value := strings.TrimLeft(line[len("  "+label):], " "); len(line)-len(value) != column {
+					t.Errorf("%q starts its value at column %d, the coordinator's at %d:\n%s", label, len(line)-len(value), column, banner)
+				}
+			}
+		})
+	}
+}
+
+// TestFetchLanes: the lanes beyond lane 0 are at the port + j, or free
+// ports when kafka_listen asked for port 0.
+func TestFetchLanes(t *testing.T) {
+	cases := []struct {
+		listen string
+		lanes  int
+		want   string
+	}{
+		{"127.0.0.1:9093", 4, "127.0.0.1:9094-9096"},
+		{"127.0.0.1:9093", 2, "127.0.0.1:9094"},
+		{"127.0.0.1:9093", 1, ""},
+		{"127.0.0.1:0", 4, "3 more free ports"},
+	}
+	for _, c := range cases {
+		cfg := gateway.DefaultConfig()
+		cfg.KafkaListen, cfg.KafkaFetchLanes = c.listen, c.lanes
+		bound := c.listen
+		if strings.HasSuffix(bound, ":0") {
+			bound = "127.0.0.1:40000"
+		}
+		if got := fetchLanes(bound, cfg); !strings.HasPrefix(got, c.want) || (c.want == "") != (got == "") {
+			t.Errorf("fetchLanes(%s, %d lanes) = %q, want %q", c.listen, c.lanes, got, c.want)
+		}
+	}
+}
+
+// bannerLine is the banner's line holding the label after its indent.
+func bannerLine(t *testing.T, banner, label string) string {
+	t.Helper()
+	for _, l := range strings.Split(banner, "\n") {
+		if strings.HasPrefix(l, "  "+label) {
+			return l
+		}
+	}
+	t.Fatalf("no %q line in the banner:\n%s", label, banner)
+	return ""
 }
 
 // TestDevBannerCurlJoins runs the banner's curl line, as printed, in a

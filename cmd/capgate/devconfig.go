@@ -3,24 +3,22 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"github.com/capgate/capgate/gateway"
 )
 
 // printDevBanner says where everything is and how to use it. The address
-// lines ("coordinator:  http://...") are stable: tests read them.
+// lines ("coordinator:     http://...", labels padded to one column) are
+// stable: tests read them.
 func printDevBanner(w io.Writer, s *devStack, demo bool) {
 	creds := filepath.Join(s.dataDir, credentialsFile)
 	env := filepath.Join(s.dataDir, credentialsEnvFile)
-	fmt.Fprintf(w, `capgate dev is ready (data in %s)
-
-  kafka:        %s   (embedded; topic %q, %d partitions)
-  coordinator:  %s
-%s  gateway:      %s
-%s  console:      %s/console   (log in with admin_token from the credentials file)
-  credentials:  %s and %s   (mode 0600: admin_token, client_credential, sync_token; never printed)
-
-`, s.dataDir, strings.Join(s.Kafka.Addrs(), ","), devTopic, devPartitions, s.CoordinatorURL(), replicasBannerLine(s), s.GatewayURLs()[0], kafkaBannerLine(s.kafkaAddr()), s.CoordinatorURL(), creds, env)
+	fmt.Fprintf(w, "capgate dev is ready (data in %s)\n\n", s.dataDir)
+	printDevAddresses(w, s, creds, env)
 	if demo {
 		return
 	}
@@ -42,17 +40,20 @@ Join a group with curl%s:
 
 Operate it: capgate admin --token-file %s groups
 
-Press Ctrl-C to stop; records, offsets and credentials are kept in %s.
+Press Ctrl-C to stop; records, offsets and credentials are kept in %s
+(the admin audit view is not: it is memory since the start; the log's
+"admin action" lines are the record).
 `, env, indent(exportLines(publicEnv(s.env()))), s.Kafka.Addrs()[0], curlNote(s), curlTLS(s), curlCoordinator(s), creds, s.dataDir)
 }
 
 // curlCoordinator is the coordinator URL of the banner's curl line:
 // $CAPGATE_COORDINATOR_URL with one coordinator. With --replicas that
 // variable holds the replicas' list (which the CLI takes, and curl would
-// take for one URL with a bad port), so the leading replica's URL itself.
+// take for one URL with a bad port), so $CAPGATE_LEADER_URL, the replica
+// that led at start.
 func curlCoordinator(s *devStack) string {
 	if len(s.Coordinators()) > 1 {
-		return s.CoordinatorURL()
+		return "$" + envLeaderURL
 	}
 	return "$" + envCoordinatorURL
 }
@@ -60,7 +61,7 @@ func curlCoordinator(s *devStack) string {
 // curlNote says, with replicas, why the curl line names one replica.
 func curlNote(s *devStack) string {
 	if len(s.Coordinators()) > 1 {
-		return " (at the leading replica: curl takes one URL, and the others answer 421 not_leader naming the leader)"
+		return " (at $" + envLeaderURL + ", the replica leading now: curl takes one URL, and the others answer 421 not_leader naming the leader)"
 	}
 	return ""
 }
@@ -73,12 +74,36 @@ func curlTLS(s *devStack) string {
 	return `--cacert "$CAPGATE_CACERT" `
 }
 
-// kafkaBannerLine names the gateway's Kafka listener, when it is on.
-func kafkaBannerLine(addr string) string {
-	if addr == "" {
+// bannerLabelWidth is the banner's label column: its longest label,
+// "kafka listener:", and two spaces.
+const bannerLabelWidth = len("kafka listener:") + 2
+
+// kafkaListenerNote says how a Kafka client connects to the listener:
+// with --tls it is TLS (SASL_SSL, trusting the dev CA), else plaintext.
+func kafkaListenerNote(tls bool) string {
+	if tls {
+		return "any Kafka client: security.protocol SASL_SSL with the CA $" + envCACert + "; SASL OAUTHBEARER, or PLAIN with a token as password"
+	}
+	return "any Kafka client: security.protocol SASL_PLAINTEXT; SASL OAUTHBEARER, or PLAIN with a token as password"
+}
+
+// fetchLanes names the listener's fetch lanes beyond lane 0 (bound at
+// addr): lane j at the port + j, or free ports when kafka_listen's port
+// is 0 ("" with one lane).
+func fetchLanes(addr string, cfg gateway.Config) string {
+	extra := cfg.KafkaFetchLanes - 1
+	if extra < 1 {
 		return ""
 	}
-	return "  kafka listener: " + addr + "   (any Kafka client: SASL OAUTHBEARER, or PLAIN with a token as password)\n"
+	host, portText, err := net.SplitHostPort(addr)
+	port, perr := strconv.Atoi(portText)
+	if _, listen, _ := net.SplitHostPort(cfg.KafkaListen); listen == "0" || err != nil || perr != nil {
+		return fmt.Sprintf("%d more free ports, in the log's \"kafka listener started\" line", extra)
+	}
+	if extra == 1 {
+		return net.JoinHostPort(host, strconv.Itoa(port+1))
+	}
+	return fmt.Sprintf("%s-%d", net.JoinHostPort(host, strconv.Itoa(port+1)), port+extra)
 }
 
 // publicEnv is env without the secrets: the banner never prints a token.
@@ -102,12 +127,28 @@ func indent(lines string) string {
 	return b.String()
 }
 
-// replicasBannerLine lists the coordinator replicas ("" with one
-// coordinator on badger).
-func replicasBannerLine(s *devStack) string {
-	urls := s.CoordinatorURLs()
-	if len(urls) < 2 {
-		return ""
+// printDevAddresses is the banner's table of addresses, one column of
+// labels.
+func printDevAddresses(w io.Writer, s *devStack, creds, env string) {
+	row := func(label, value, note string) {
+		if note != "" {
+			value += "   (" + note + ")"
+		}
+		fmt.Fprintf(w, "  %-*s%s\n", bannerLabelWidth, label+":", value)
 	}
-	return fmt.Sprintf("  replicas:     %s   (state in Kafka; the coordinator above leads, the others follow and answer 421 not_leader)\n", strings.Join(urls, ","))
+	row("kafka", strings.Join(s.Kafka.Addrs(), ","), fmt.Sprintf("embedded; topic %q, %d partitions", devTopic, devPartitions))
+	row("coordinator", s.CoordinatorURL(), "")
+	if urls := s.CoordinatorURLs(); len(urls) > 1 {
+		row("replicas", strings.Join(urls, ","), "state in Kafka; the coordinator above leads, the others follow and answer 421 not_leader")
+	}
+	row("gateway", s.GatewayURLs()[0], "")
+	if addr := s.kafkaAddr(); addr != "" {
+		row("kafka listener", addr, kafkaListenerNote(s.clientTLS.CAFile != ""))
+		if lanes := fetchLanes(addr, s.Gateways()[0].Config()); lanes != "" {
+			row("fetch lanes", lanes, "the listener's other brokers, for group clients such as kcat -G, kgo, KafkaJS: open them too")
+		}
+	}
+	row("console", s.CoordinatorURL()+"/console", "log in with admin_token from the credentials file")
+	row("credentials", creds+" and "+env, "mode 0600: admin_token, client_credential, sync_token; never printed")
+	fmt.Fprintln(w)
 }

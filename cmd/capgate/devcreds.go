@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,6 +133,7 @@ func saveCredentials(dir string, creds devCredentials, env [][2]string) error {
 // file, and saveCredentials refuses to write any other name.
 const (
 	envCoordinatorURL = "CAPGATE_COORDINATOR_URL"
+	envLeaderURL      = "CAPGATE_LEADER_URL"
 	envGatewayURLs    = "CAPGATE_GATEWAY_URLS"
 	envAdminToken     = "CAPGATE_ADMIN_TOKEN"
 	envCredential     = "CAPGATE_CREDENTIAL"
@@ -139,12 +141,17 @@ const (
 	envKafkaBootstrap = "CAPGATE_KAFKA_BOOTSTRAP"
 )
 
-var credentialsEnvVariables = []string{envCoordinatorURL, envGatewayURLs, envAdminToken, envCredential, envCACert, envKafkaBootstrap}
+var credentialsEnvVariables = []string{envCoordinatorURL, envLeaderURL, envGatewayURLs, envAdminToken, envCredential, envCACert, envKafkaBootstrap}
 
 // env is what points the CLI (and curl) at the dev stack: its addresses,
 // tokens and, with --tls, the CA bundle (CAPGATE_CACERT; curl --cacert).
+// CAPGATE_LEADER_URL is one URL for curl, which takes no list and follows
+// no 421: the coordinator, or the replica that led when dev started
+// (CAPGATE_COORDINATOR_URL lists every replica, and the first need not
+// lead).
 func (s *devStack) env() [][2]string {
 	env := devEnv(s.creds, s.clientTLS, s.coordinatorList(), s.GatewayURLs()[0])
+	env = slices.Insert(env, 1, [2]string{envLeaderURL, s.leaderURL})
 	if addr := s.kafkaAddr(); addr != "" {
 		env = append(env, [2]string{envKafkaBootstrap, addr})
 	}

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,6 +83,25 @@ func TestDevReplicasCredentialsEnv(t *testing.T) {
 			t.Fatalf("produce without --partition: %v\n%s", err, out)
 		}
 	})
+	t.Run("one URL for curl", func(t *testing.T) {
+		// curl takes one URL and follows no 421: the README's
+		// "${CAPGATE_COORDINATOR_URL%%,*}" (the first replica) answered
+		// 421 not_leader to every curl step whenever it did not lead.
+		// CAPGATE_LEADER_URL is the replica that leads; the others 421.
+		leader := vars[envLeaderURL]
+		if !slices.Contains(strings.Split(vars[envCoordinatorURL], ","), leader) {
+			t.Fatalf("%s=%q is not one of %s=%q", envLeaderURL, leader, envCoordinatorURL, vars[envCoordinatorURL])
+		}
+		for _, u := range strings.Split(vars[envCoordinatorURL], ",") {
+			want := http.StatusMisdirectedRequest
+			if u == leader {
+				want = http.StatusOK
+			}
+			if got := joinStatus(t, u, vars[envCredential]); got != want {
+				t.Errorf("join at %s (leader %s): %d, want %d", u, leader, got, want)
+			}
+		}
+	})
 	t.Run("coordinator and gateway load their config", func(t *testing.T) {
 		for _, section := range []string{"coordinator", "gateway"} {
 			if _, err := loadConfig("", section); err != nil {
@@ -108,4 +129,22 @@ func TestSaveCredentialsRefusesAVariableTheConfigLoaderReads(t *testing.T) {
 			t.Errorf("%s is written into credentials.env but read by the config loader", name)
 		}
 	}
+}
+
+// joinStatus is the status of a join of group g at the coordinator base
+// with credential, sent as the README's curl step sends it.
+func joinStatus(t *testing.T, base, credential string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/groups/g/join", strings.NewReader(`{"topics":["demo"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+credential)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
