@@ -17,21 +17,54 @@ func newCoordinatorCmd() *cobra.Command {
 			if limit := cfg.Coordinator.GoMemoryLimit(); limit > 0 {
 				debug.SetMemoryLimit(limit) // the process is the coordinator alone
 			}
-			if cfg.Coordinator.State == coordinator.StateKafka {
-				// One of possibly several replicas: follow the log, lead
-				// when the leadership decision says so (DESIGN §9).
-				r, err := coordinator.NewReplica(cfg.Coordinator, log)
-				if err != nil {
-					return err
-				}
-				return r.Run(ctx)
-			}
-			c, err := coordinator.New(cfg.Coordinator, log)
-			if err != nil {
-				return err
-			}
-			return c.Run(ctx)
+			return runCoordinator(ctx, cfg.Coordinator, log)
 		})
+}
+
+// runCoordinator runs one coordinator, or one replica with state: kafka,
+// until ctx ends, after warning of what its config leaves unusable.
+func runCoordinator(ctx context.Context, cfg coordinator.Config, log *zap.Logger) error {
+	warnUnusable(cfg, log)
+	if cfg.State == coordinator.StateKafka {
+		// One of possibly several replicas: follow the log, lead when
+		// the leadership decision says so (DESIGN §9).
+		r, err := coordinator.NewReplica(cfg, log)
+		if err != nil {
+			return err
+		}
+		return r.Run(ctx)
+	}
+	c, err := coordinator.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
+}
+
+// warnUnusable warns of the channels cfg lets nobody use although it is
+// valid: without admin_token_hashes (config.example.yaml's []) while
+// tls.admin takes a token, every admin call and console login with a
+// token is refused; without sync_token_hashes while tls.sync takes one,
+// no gateway ever syncs. The coordinator started without a word.
+func warnUnusable(cfg coordinator.Config, log *zap.Logger) {
+	if len(cfg.AdminTokenHashes) == 0 && cfg.TLS.Admin.NeedsToken() {
+		log.Warn("no coordinator.admin_token_hashes: the admin API (capgate admin) and the console refuse every admin token until one is configured" +
+			consoleIdPNote(cfg) + "; make a token and its hash with `capgate keys secret`")
+	}
+	if len(cfg.SyncTokenHashes) == 0 && cfg.TLS.Sync.NeedsToken() {
+		log.Warn("no coordinator.sync_token_hashes: no gateway can sync (each stays not ready) until one is configured; make a token and its hash with `capgate keys secret`")
+	}
+}
+
+// consoleIdPNote says that IdP operators (console_admins) still log in
+// to the console, when an issuer names some.
+func consoleIdPNote(cfg coordinator.Config) string {
+	for _, is := range cfg.OIDC.Issuers {
+		if len(is.ConsoleAdmins) > 0 {
+			return " (IdP operators matching an issuer's console_admins still log in to the console)"
+		}
+	}
+	return ""
 }
 
 func newGatewayCmd() *cobra.Command {
