@@ -247,17 +247,19 @@ func (d *devStack) credentials(ctx context.Context, log *zap.Logger) error {
 	}
 	d.leaderURL = co.URL
 	had := d.creds.ClientCredential != ""
-	var changed bool
-	changed, err = ensureClientCredential(ctx, co.InProcess(), co.Config(), d.HTTP(), co.URL, &d.creds)
+	why, err := ensureClientCredential(ctx, co.InProcess(), co.Config(), d.HTTP(), co.URL, &d.creds)
 	if err != nil {
 		return err
 	}
-	if changed {
-		say := log.Info
-		if had {
-			say = log.Warn
-		}
-		say("minted a client credential for any group and topic", zap.String("file", filepath.Join(d.dataDir, credentialsFile)))
+	file := zap.String("file", filepath.Join(d.dataDir, credentialsFile))
+	switch {
+	case why != "" && had:
+		// `admin rotate-keys` twice retires the key that signed it: every
+		// shell that sourced credentials.env holds a dead credential.
+		log.Warn("replaced the stored client credential ("+why+") with a new one for any group and topic: shells that sourced "+
+			credentialsEnvFile+" still hold the old one in "+envCredential+"; source it again: . "+filepath.Join(d.dataDir, credentialsEnvFile), file)
+	case why != "":
+		log.Info("minted a client credential for any group and topic", file)
 	}
 	return saveCredentials(d.dataDir, d.creds, d.env())
 }

@@ -67,42 +67,52 @@ func loadOrMakeCredentials(dir string) (devCredentials, error) {
 // ensureClientCredential keeps the stored client credential when the
 // coordinator (whose signing keys live in the data directory) still
 // accepts it for long enough, and mints a new one otherwise. It reports
-// whether the credential changed.
-func ensureClientCredential(ctx context.Context, c *coordinator.Coordinator, cfg coordinator.Config, hc *http.Client, coordinatorURL string, creds *devCredentials) (bool, error) {
-	if creds.ClientCredential != "" && clientCredentialValid(ctx, cfg, hc, coordinatorURL, creds.ClientCredential) {
-		return false, nil
+// why it minted ("" when it kept the stored one).
+func ensureClientCredential(ctx context.Context, c *coordinator.Coordinator, cfg coordinator.Config, hc *http.Client, coordinatorURL string, creds *devCredentials) (string, error) {
+	why := "there was none"
+	if creds.ClientCredential != "" {
+		if why = clientCredentialProblem(ctx, cfg, hc, coordinatorURL, creds.ClientCredential); why == "" {
+			return "", nil
+		}
 	}
 	ttl := min(devCredentialTTL, cfg.ClientCredentialTTLMax)
 	token, err := c.MintClientCredential(devClientName, []string{"*"}, []string{"*"}, ttl)
 	if err != nil {
-		return false, fmt.Errorf("dev: %w", err)
+		return "", fmt.Errorf("dev: %w", err)
 	}
 	creds.ClientCredential = token
-	return true, nil
+	return why, nil
 }
 
-// clientCredentialValid verifies token strictly against the coordinator's
-// published keys and wants at least devCredentialRenew of life left.
-func clientCredentialValid(ctx context.Context, cfg coordinator.Config, hc *http.Client, coordinatorURL, token string) bool {
+// clientCredentialProblem verifies token strictly against the
+// coordinator's published keys and wants at least devCredentialRenew of
+// life left; it says what is wrong ("" when nothing is).
+func clientCredentialProblem(ctx context.Context, cfg coordinator.Config, hc *http.Client, coordinatorURL, token string) string {
 	set, err := loadJWKS(ctx, hc, coordinatorURL+"/.well-known/jwks.json")
 	if err != nil {
-		return false
+		return "the coordinator's keys could not be read: " + err.Error()
 	}
 	keys, err := ocap.ImportJWKS(set)
 	if err != nil {
-		return false
+		return "the coordinator's keys could not be read: " + err.Error()
 	}
 	v, err := ocap.NewVerifier(ocap.VerifierConfig{Issuer: cfg.ID, Audience: cfg.Cluster, Leeway: cfg.Leeway, MaxLease: cfg.MaxLease, MaxCredentialTTL: cfg.ClientCredentialTTLMax})
 	if err != nil {
-		return false
+		return err.Error()
 	}
 	v.SetKeys(keys)
 	now := time.Now()
 	claims, err := v.Verify(token, ocap.KindClient, now)
-	if err != nil {
-		return false
+	switch {
+	case errors.Is(err, ocap.ErrUnknownKid): // the ring in the data dir is the only one it could be from
+		return "the coordinator no longer accepts it: its signing key was retired from the key ring, as `capgate admin rotate-keys` twice does"
+	case err != nil:
+		return "the coordinator no longer accepts it: " + err.Error()
 	}
-	return time.Unix(int64(claims.ExpiresAt), 0).Sub(now) > devCredentialRenew
+	if left := time.Unix(int64(claims.ExpiresAt), 0).Sub(now); left <= devCredentialRenew {
+		return fmt.Sprintf("it expires in %s", left.Round(time.Minute))
+	}
+	return ""
 }
 
 // saveCredentials writes credentials.json (mode 0600, atomically) and
