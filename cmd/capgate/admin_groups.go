@@ -207,10 +207,12 @@ func newAdminAudit(f *adminFlags) *cobra.Command {
 first: who, what, the target, the reason given and the result.
 
 It is kept in memory (the newest coordinator.audit_entries_max, 10,000):
-a restart starts it empty again, and seq again at 1, so a --before SEQ
-from before a restart pages into another history. The durable record is
-the coordinator's log: one "admin action" line per entry (info; warn when
-refused), kept wherever its logs are shipped.`,
+a restart starts it empty again. Seqs never repeat across restarts (a
+run's first is the unix microsecond of its first action, then one more
+per entry), so a --before SEQ from before a restart lists nothing of the
+new run. The durable record is the coordinator's log: one "admin action"
+line per entry (info; warn when refused), kept wherever its logs are
+shipped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {

@@ -9,9 +9,9 @@ package console
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 )
@@ -113,7 +113,9 @@ func cell(v any) string {
 	case string:
 		return x
 	case float64:
-		return fmt.Sprint(x)
+		// Plain digits: audit seqs are unix microseconds (~1.8e15, exact
+		// in a float64 below 2^53), which fmt would print in exponent form.
+		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
 	b, _ := json.Marshal(v)
 	return string(b)

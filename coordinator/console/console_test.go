@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -91,5 +92,14 @@ func TestAuditTable(t *testing.T) {
 	}
 	if len(tabulate(entries([]any{})).Rows) != 0 || entries("text") != nil {
 		t.Fatal("an empty or shapeless log is an empty table")
+	}
+	// An audit seq (the unix microsecond of a run's first action, plus
+	// one per entry) is shown in plain digits, not 1.7999e+15.
+	var seqDoc any
+	if err := json.Unmarshal([]byte(`{"entries":[{"seq":1799123456789012,"at":"x"}]}`), &seqDoc); err != nil {
+		t.Fatal(err)
+	}
+	if row := tabulate(entries(seqDoc)).Rows[0]; !slices.Contains(row, "1799123456789012") {
+		t.Fatalf("seq shown as %q", row)
 	}
 }
