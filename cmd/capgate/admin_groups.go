@@ -210,9 +210,9 @@ It is kept in memory (the newest coordinator.audit_entries_max, 10,000):
 a restart starts it empty again. Seqs never repeat across restarts (a
 run's first is the unix microsecond of its first action, then one more
 per entry), so a --before SEQ from before a restart lists nothing of the
-new run. The durable record is the coordinator's log: one "admin action"
-line per entry (info; warn when refused), kept wherever its logs are
-shipped.`,
+new run. The durable record is the coordinator's log: one
+"admin action" line per entry (info; warn when refused), kept wherever
+its logs are shipped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
