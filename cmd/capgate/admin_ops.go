@@ -301,7 +301,14 @@ func newAdminRotateKeys(f *adminFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rotate-keys",
 		Short: "Rotate the coordinator's signing keys (gateways learn the new keys on the sync channel)",
-		Args:  cobra.NoArgs,
+		Long: `Rotates the coordinator's signing keys: a new key signs from now on, the
+previous one still verifies. The same operation as capgate keys rotate
+(POST /v1/admin/keys/rotate).
+
+The second rotation after a token was signed retires its key: what it
+signed stops verifying (under capgate dev, the client credential: the
+next start replaces it; source credentials.env again).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return call(cmd, f, http.MethodPost, "/v1/admin/keys/rotate", map[string]any{})
 		},

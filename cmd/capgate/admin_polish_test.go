@@ -127,12 +127,14 @@ func TestAdminConfigWithoutSettingsShowsThem(t *testing.T) {
 // TestAdminHelpSaysWhatHappens (newuser #1, #2, doc nits): `admin audit`
 // did not say its log lives in memory since the coordinator started;
 // `revoke-member` did not say the client rejoins and how to keep it out;
-// `keys rotate` did not say it is `admin rotate-keys`.
+// `keys rotate` did not say it is `admin rotate-keys`, nor the other way
+// round.
 func TestAdminHelpSaysWhatHappens(t *testing.T) {
 	for args, want := range map[string][]string{
 		"admin audit --help":         {"kept in memory", "a restart starts it empty again", `"admin action" line`},
 		"admin revoke-member --help": {"It does not stop the client", "joins again as a new member", "capgate admin revoke-capability JTI"},
 		"keys rotate --help":         {"The same operation as capgate admin rotate-keys"},
+		"admin rotate-keys --help":   {"The same operation as capgate keys rotate", "second rotation"},
 	} {
 		out, err := run(t, strings.Fields(args)...)
 		for _, w := range want {
