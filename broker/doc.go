@@ -31,8 +31,11 @@
 // Produce hands records to kgo's idempotent producer (acks=all, no linger,
 // manual partitioning), which sends them to the partition leader. Topics
 // and PartitionCount read metadata; Offsets asks the leader for the log
-// start offset and high watermark; CommitGroupOffsets writes a simple
-// (generation -1) OffsetCommit so Kafka tooling sees capgate's progress.
+// start offset and high watermark; CommitMarkedGroupOffsets writes a
+// simple (generation -1) OffsetCommit carrying an ownership marker as its
+// metadata so Kafka tooling sees capgate's progress, and GroupOwner says
+// whether a group name is free for that marker (no native Kafka group,
+// every committed offset marked by it).
 //
 // StartEmbedded runs franz-go's kfake on 127.0.0.1 (optionally persisted
 // in a data dir) for tests and `capgate dev`; Embedded.Cluster exposes it

@@ -79,10 +79,23 @@ func (c *Client) listOffset(ctx context.Context, r route, topic string, partitio
 
 // CommitGroupOffsets writes offsets (topic -> partition -> next offset to
 // consume) into Kafka's own offsets for group, as a simple commit
-// (generation -1, no member), so kcat, kafka-consumer-groups and lag
-// exporters see capgate's progress. Kafka refuses it while a native
-// consumer group of that name has live members.
+// (generation -1, no member) with empty metadata. Kafka refuses it while
+// a consumer group of that name has live members, and accepts it into an
+// empty one, native or not: the offset mirror never calls it, it checks
+// the group first (GroupOwner) and writes with CommitMarkedGroupOffsets.
 func (c *Client) CommitGroupOffsets(ctx context.Context, group string, offsets map[string]map[int32]int64) error {
+	return c.commitGroupOffsets(ctx, group, "", offsets)
+}
+
+// CommitMarkedGroupOffsets is CommitGroupOffsets with marker as every
+// partition's commit metadata: the offset mirror's ownership mark, which
+// GroupOwner reads back (kcat and kadm show it; kafka-consumer-groups
+// does not).
+func (c *Client) CommitMarkedGroupOffsets(ctx context.Context, group, marker string, offsets map[string]map[int32]int64) error {
+	return c.commitGroupOffsets(ctx, group, marker, offsets)
+}
+
+func (c *Client) commitGroupOffsets(ctx context.Context, group, metadata string, offsets map[string]map[int32]int64) error {
 	if group == "" {
 		return &BrokerError{Op: "commit offsets", Err: kerr.InvalidGroupID}
 	}
@@ -91,7 +104,7 @@ func (c *Client) CommitGroupOffsets(ctx context.Context, group string, offsets m
 	}
 	bounded, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	req, err := c.offsetCommitRequest(bounded, group, offsets)
+	req, err := c.offsetCommitRequest(bounded, group, metadata, offsets)
 	if err != nil {
 		return c.boundedError(ctx, "commit offsets", err)
 	}
@@ -113,7 +126,7 @@ func (c *Client) CommitGroupOffsets(ctx context.Context, group string, offsets m
 
 // offsetCommitRequest builds the simple commit; topics carry both name
 // (below v10) and id (v10+), in sorted order.
-func (c *Client) offsetCommitRequest(ctx context.Context, group string, offsets map[string]map[int32]int64) (*kmsg.OffsetCommitRequest, error) {
+func (c *Client) offsetCommitRequest(ctx context.Context, group, metadata string, offsets map[string]map[int32]int64) (*kmsg.OffsetCommitRequest, error) {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group = group
 	req.Generation = -1
@@ -138,6 +151,9 @@ func (c *Client) offsetCommitRequest(ctx context.Context, group string, offsets 
 		for _, p := range parts {
 			rp := kmsg.NewOffsetCommitRequestTopicPartition()
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, offsets[topic][p], -1
+			if metadata != "" {
+				rp.Metadata = &metadata
+			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		req.Topics = append(req.Topics, rt)
