@@ -65,8 +65,12 @@ type Config struct {
 
 	// MetadataInterval is how often topic metadata is read from Kafka.
 	MetadataInterval time.Duration `yaml:"metadata_interval"`
-	// MirrorOffsets copies committed offsets into Kafka's group offsets.
+	// MirrorOffsets copies committed offsets into Kafka's group offsets,
+	// only into Kafka groups this deployment owns (mirror.go).
 	MirrorOffsets bool `yaml:"mirror_offsets"`
+	// MirrorOffsetsPrefix is put before a capgate group's name to make
+	// the Kafka group the mirror writes ("" by default: the same name).
+	MirrorOffsetsPrefix string `yaml:"mirror_offsets_prefix"`
 	// BrokerTimeout bounds one offset lookup (start offsets of grants, lag).
 	BrokerTimeout time.Duration `yaml:"broker_timeout"`
 	// OffsetCacheTTL is how long a partition's earliest/latest offsets are
@@ -234,7 +238,7 @@ func DefaultConfig() Config {
 
 // Validate reports the first bad setting, naming the field and the value.
 func (c Config) Validate() error {
-	checks := []func() error{c.validateIdentity, c.validateTokens, c.validateDurations, c.validateLimits, c.validateGroups}
+	checks := []func() error{c.validateIdentity, c.validateTokens, c.validateDurations, c.validateLimits, c.validateGroups, c.validateMirror}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err

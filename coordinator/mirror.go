@@ -2,9 +2,16 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/ocap"
 )
 
 // mirror copies committed offsets into Kafka's own group offsets
@@ -12,14 +19,85 @@ import (
 // goroutine commits what accumulated, so a slow broker coalesces commits
 // instead of queueing them (the pending set is bounded by the partitions
 // of the groups).
+//
+// Kafka's group names are shared with every native consumer of the
+// cluster, so the mirror writes only the Kafka groups this deployment
+// owns: every commit carries the deployment's marker (mirrorMarker) as
+// its metadata, and before writing a group the mirror asks Kafka
+// (broker.GroupOwner) whether a native consumer group uses the name and
+// whether every committed offset there carries this marker. A group that
+// is not ours is refused — its offsets dropped, a WARN naming it when it
+// becomes refused, capgate_coordinator_mirror_refusals_total — and capgate
+// itself serves it as ever. The decision is cached per Kafka group for
+// mirrorOwnerTTL (at most mirrorOwnersMax groups); a failed write forgets
+// it, so the next round asks again.
 type mirror struct {
 	mu      sync.Mutex
 	pending map[string]map[string]map[int32]int64
 	signal  chan struct{}
+
+	// run's goroutine only:
+	owners  map[string]mirrorOwner // by Kafka group name
+	refused int                    // entries of owners not owned
+
+	refusals      prometheus.Counter
+	refusedGroups prometheus.Gauge
+}
+
+// mirrorOwner is one cached ownership decision.
+type mirrorOwner struct {
+	owned   bool
+	reason  string // why not owned
+	checked time.Time
+}
+
+const (
+	// mirrorOwnerTTL is how long an ownership decision is reused: a
+	// group that became refusable (a native app took the name, or wrote
+	// into it) is found within it, a refused one that was freed (its
+	// Kafka group deleted) is mirrored again within it. Each check is
+	// three requests to the group's Kafka coordinator.
+	mirrorOwnerTTL = time.Minute
+	// mirrorOwnersMax bounds the cached decisions; a group past it is
+	// checked again on its next write.
+	mirrorOwnersMax = 10000
+)
+
+// mirrorKafka is the Kafka side of the mirror (*broker.Client). The
+// Broker interface's CommitGroupOffsets is not used: it writes without
+// the marker and checks nothing.
+type mirrorKafka interface {
+	GroupOwner(ctx context.Context, group, marker string) (broker.GroupOwner, error)
+	CommitMarkedGroupOffsets(ctx context.Context, group, marker string, offsets map[string]map[int32]int64) error
 }
 
 func newMirror() *mirror {
-	return &mirror{pending: make(map[string]map[string]map[int32]int64), signal: make(chan struct{}, 1)}
+	return &mirror{
+		pending: make(map[string]map[string]map[int32]int64),
+		signal:  make(chan struct{}, 1),
+		owners:  make(map[string]mirrorOwner),
+		refusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "capgate_coordinator_mirror_refusals_total",
+			Help: "Rounds of a group's committed offsets mirror_offsets did not write because the Kafka group of that name is not this deployment's (a native consumer group, or offsets another writer committed)."}),
+		refusedGroups: prometheus.NewGauge(prometheus.GaugeOpts{Name: "capgate_coordinator_mirror_groups_refused",
+			Help: "Kafka groups mirror_offsets currently refuses to write (cached decisions)."}),
+	}
+}
+
+// mirrorMarker is the commit metadata that marks a Kafka group's offsets
+// as written by this deployment: its issuer (coordinator.id) and gateway
+// pool (coordinator.cluster), quoted. Replicas of one deployment share it;
+// another deployment on the same Kafka differs in one of them.
+func mirrorMarker(id, cluster string) string {
+	return "capgate-mirror iss=" + strconv.Quote(id) + " aud=" + strconv.Quote(cluster)
+}
+
+// validateMirror checks mirror_offsets_prefix: empty, or a name as
+// capgate's groups are (printable ASCII, no space or '/', ≤ 255).
+func (c Config) validateMirror() error {
+	if c.MirrorOffsetsPrefix != "" && !ocap.ValidName(c.MirrorOffsetsPrefix) {
+		return fmt.Errorf("mirror_offsets_prefix: must be empty or 1-255 printable characters without space or '/', got %q", c.MirrorOffsetsPrefix)
+	}
+	return nil
 }
 
 // add records one committed offset; it never blocks.
@@ -53,6 +131,9 @@ func (m *mirror) take() map[string]map[string]map[int32]int64 {
 // logged and dropped: the next commit of the partition carries a newer
 // offset, and capgate's own store stays the source of truth.
 func (m *mirror) run(ctx context.Context, c *Coordinator) {
+	c.metrics.registry.MustRegister(m.refusals, m.refusedGroups)
+	kafka, _ := c.broker.(mirrorKafka)
+	marker := mirrorMarker(c.cfg.ID, c.cfg.Cluster)
 	for {
 		select {
 		case <-ctx.Done():
@@ -60,9 +141,95 @@ func (m *mirror) run(ctx context.Context, c *Coordinator) {
 		case <-m.signal:
 		}
 		for group, offsets := range m.take() {
-			if err := c.broker.CommitGroupOffsets(ctx, group, offsets); err != nil && ctx.Err() == nil {
-				c.log.Warn("mirror offsets to kafka", zap.String("group", group), zap.Error(err))
-			}
+			m.write(ctx, c, kafka, marker, group, offsets)
 		}
 	}
+}
+
+// write mirrors one group's offsets if its Kafka group is ours.
+func (m *mirror) write(ctx context.Context, c *Coordinator, kafka mirrorKafka, marker, group string, offsets map[string]map[int32]int64) {
+	name := c.cfg.MirrorOffsetsPrefix + group
+	if !m.owns(ctx, c, kafka, marker, group, name) {
+		m.refusals.Inc()
+		return
+	}
+	if err := kafka.CommitMarkedGroupOffsets(ctx, name, marker, offsets); err != nil {
+		// Kafka refuses a simple commit while a native group of that
+		// name has members: ask again before the next write.
+		m.forget(name)
+		if ctx.Err() == nil {
+			c.log.Warn("mirror offsets to kafka", zap.String("group", group), zap.String("kafka_group", name), zap.Error(err))
+		}
+	}
+}
+
+// owns decides whether the mirror may write the Kafka group name (of
+// capgate's group), from the cache or by asking Kafka. A failed check
+// refuses this round and is not cached.
+func (m *mirror) owns(ctx context.Context, c *Coordinator, kafka mirrorKafka, marker, group, name string) bool {
+	now := c.now()
+	if o, ok := m.owners[name]; ok && now.Sub(o.checked) < mirrorOwnerTTL {
+		return o.owned
+	}
+	if kafka == nil {
+		m.remember(c, group, name, mirrorOwner{reason: "this broker client cannot check who owns a Kafka group", checked: now})
+		return false
+	}
+	got, err := kafka.GroupOwner(ctx, name, marker)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("mirror offsets to kafka: cannot check who owns the kafka group; not written",
+				zap.String("group", group), zap.String("kafka_group", name), zap.Error(err))
+		}
+		return false
+	}
+	m.remember(c, group, name, mirrorOwner{owned: got.Owned(), reason: got.Reason(), checked: now})
+	return got.Owned()
+}
+
+// remember caches a decision, logging when a group becomes refused (or
+// its reason changes) and when a refused one is mirrored again.
+func (m *mirror) remember(c *Coordinator, group, name string, o mirrorOwner) {
+	prev, known := m.owners[name]
+	switch {
+	case !o.owned && (!known || prev.owned || prev.reason != o.reason):
+		c.log.Warn("mirror offsets to kafka: refused, the kafka group is not this deployment's; capgate serves the group as ever",
+			zap.String("group", group), zap.String("kafka_group", name), zap.String("reason", o.reason))
+	case o.owned && known && !prev.owned:
+		c.log.Info("mirror offsets to kafka: the kafka group is free again, mirroring", zap.String("group", group), zap.String("kafka_group", name))
+	}
+	if !known && len(m.owners) >= mirrorOwnersMax {
+		m.evict(c.now())
+	}
+	m.forget(name)
+	m.owners[name] = o
+	if !o.owned {
+		m.refused++
+	}
+	m.refusedGroups.Set(float64(m.refused))
+}
+
+// evict makes room: expired decisions first, else any one.
+func (m *mirror) evict(now time.Time) {
+	for name, o := range m.owners {
+		if now.Sub(o.checked) >= mirrorOwnerTTL {
+			m.forget(name)
+		}
+	}
+	for name := range m.owners {
+		if len(m.owners) < mirrorOwnersMax {
+			break
+		}
+		m.forget(name)
+	}
+}
+
+func (m *mirror) forget(name string) {
+	if o, ok := m.owners[name]; ok {
+		delete(m.owners, name)
+		if !o.owned {
+			m.refused--
+		}
+	}
+	m.refusedGroups.Set(float64(m.refused))
 }
