@@ -34,7 +34,10 @@ import (
 type Broker interface {
 	Topics(ctx context.Context) (map[string]int32, error)
 	Offsets(ctx context.Context, topic string, partition int32) (earliest, latest int64, err error)
-	CommitGroupOffsets(ctx context.Context, group string, offsets map[string]map[int32]int64) error
+	// The offset mirror's (mirror.go): who owns a Kafka group, and a
+	// commit marked as this deployment's.
+	GroupOwner(ctx context.Context, group, marker string) (broker.GroupOwner, error)
+	CommitMarkedGroupOffsets(ctx context.Context, group, marker string, offsets map[string]map[int32]int64) error
 }
 
 // Option changes how New builds a coordinator.

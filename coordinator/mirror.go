@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -62,14 +61,6 @@ const (
 	// checked again on its next write.
 	mirrorOwnersMax = 10000
 )
-
-// mirrorKafka is the Kafka side of the mirror (*broker.Client). The
-// Broker interface's CommitGroupOffsets is not used: it writes without
-// the marker and checks nothing.
-type mirrorKafka interface {
-	GroupOwner(ctx context.Context, group, marker string) (broker.GroupOwner, error)
-	CommitMarkedGroupOffsets(ctx context.Context, group, marker string, offsets map[string]map[int32]int64) error
-}
 
 func newMirror() *mirror {
 	return &mirror{
@@ -132,7 +123,6 @@ func (m *mirror) take() map[string]map[string]map[int32]int64 {
 // offset, and capgate's own store stays the source of truth.
 func (m *mirror) run(ctx context.Context, c *Coordinator) {
 	c.metrics.registry.MustRegister(m.refusals, m.refusedGroups)
-	kafka, _ := c.broker.(mirrorKafka)
 	marker := mirrorMarker(c.cfg.ID, c.cfg.Cluster)
 	for {
 		select {
@@ -141,19 +131,19 @@ func (m *mirror) run(ctx context.Context, c *Coordinator) {
 		case <-m.signal:
 		}
 		for group, offsets := range m.take() {
-			m.write(ctx, c, kafka, marker, group, offsets)
+			m.write(ctx, c, marker, group, offsets)
 		}
 	}
 }
 
 // write mirrors one group's offsets if its Kafka group is ours.
-func (m *mirror) write(ctx context.Context, c *Coordinator, kafka mirrorKafka, marker, group string, offsets map[string]map[int32]int64) {
+func (m *mirror) write(ctx context.Context, c *Coordinator, marker, group string, offsets map[string]map[int32]int64) {
 	name := c.cfg.MirrorOffsetsPrefix + group
-	if !m.owns(ctx, c, kafka, marker, group, name) {
+	if !m.owns(ctx, c, marker, group, name) {
 		m.refusals.Inc()
 		return
 	}
-	if err := kafka.CommitMarkedGroupOffsets(ctx, name, marker, offsets); err != nil {
+	if err := c.broker.CommitMarkedGroupOffsets(ctx, name, marker, offsets); err != nil {
 		// Kafka refuses a simple commit while a native group of that
 		// name has members: ask again before the next write.
 		m.forget(name)
@@ -166,16 +156,12 @@ func (m *mirror) write(ctx context.Context, c *Coordinator, kafka mirrorKafka, m
 // owns decides whether the mirror may write the Kafka group name (of
 // capgate's group), from the cache or by asking Kafka. A failed check
 // refuses this round and is not cached.
-func (m *mirror) owns(ctx context.Context, c *Coordinator, kafka mirrorKafka, marker, group, name string) bool {
+func (m *mirror) owns(ctx context.Context, c *Coordinator, marker, group, name string) bool {
 	now := c.now()
 	if o, ok := m.owners[name]; ok && now.Sub(o.checked) < mirrorOwnerTTL {
 		return o.owned
 	}
-	if kafka == nil {
-		m.remember(c, group, name, mirrorOwner{reason: "this broker client cannot check who owns a Kafka group", checked: now})
-		return false
-	}
-	got, err := kafka.GroupOwner(ctx, name, marker)
+	got, err := c.broker.GroupOwner(ctx, name, marker)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("mirror offsets to kafka: cannot check who owns the kafka group; not written",
