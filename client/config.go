@@ -94,12 +94,23 @@ type Config struct {
 	OffsetReset string `yaml:"offset_reset"`
 	// ManualMarks: a record counts as processed only once passed to Mark
 	// (or its offset named in Commit); Poll, Commit and Close do not mark
-	// what was returned before. A revoked partition is released at its
-	// marked offset once OnRevoke returned.
+	// what was returned before. A revoked partition is released (its
+	// marked offset committed, the next holder starting there) once
+	// OnRevoke returned and the application is done with the records Poll
+	// returned of it: Mark reached the last of them, or the application
+	// called Poll, Commit (without offsets) or Close again after the Poll
+	// that returned them — records it left unmarked are then read again
+	// by the next holder, never while this one holds them. At most
+	// revoke_timeout after the revoke it is released at the marked offset
+	// anyway (logged as a warning).
 	ManualMarks bool `yaml:"manual_marks"`
 	// RevokeTimeout bounds how long a revoked partition waits for the
-	// records already returned by Poll to be processed (the next Poll or
-	// Commit) before its processed offset is committed anyway.
+	// application to be done with the records Poll already returned of it
+	// (the next Poll or Commit; with ManualMarks also a Mark of the last
+	// of them) before its processed offset is committed anyway and the
+	// partition released: the next holder then reads the records after
+	// that offset again, perhaps while this consumer still processes them
+	// (logged as a warning naming the partitions and offsets).
 	RevokeTimeout time.Duration `yaml:"revoke_timeout"`
 	// CapabilityExpiryMargin: no fetch starts with a capability expiring
 	// within this margin; the partition waits for the renewal instead of

@@ -570,6 +570,8 @@ func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 			c.queueHookLocked(hookCall{revoke: cmd})
 		case session.CallGrant:
 			c.queueHookLocked(hookCall{grant: cmd.Partitions})
+		case session.RevokeTimedOut:
+			c.logRevokeTimedOut(cmd)
 		case driver.JoinResult:
 			c.joinResult <- cmd
 		case driver.LeaveResult:

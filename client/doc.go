@@ -76,7 +76,14 @@
 // once it returned and the records already returned by Poll are processed
 // (the next Poll or Commit; at most revoke_timeout), the processed offset
 // is committed with the partition's OLD capability and release:true. The
-// next holder starts right there: nothing lost, nothing repeated.
+// next holder starts right there: nothing lost, nothing repeated. With
+// Config.ManualMarks the same wait holds — a Mark of the last record Poll
+// returned of the partition also ends it — and the offset committed is
+// the marked one: records left unmarked are read again by the next
+// holder, but never while this consumer still holds them. After
+// revoke_timeout the partition is released at the processed offset
+// anyway, and a warning names it: the next holder may then read records
+// this consumer is still processing.
 //
 // Renewed capabilities arrive in heartbeats and replace the old one
 // without moving the offset; a partition whose capability would expire

@@ -86,6 +86,27 @@ type CallGrant struct {
 	Partitions []Partition
 }
 
+// RevokeTimedOut: revoked partitions waited RevokeTimeout for the user to
+// be done with records Poll handed it (no Polled, commit of everything,
+// Close, or marks up to Delivered came) and are released all the same,
+// at their processed offset, in the Commit that follows. The next holder
+// starts there: it reads the records from Processed to Delivered again,
+// perhaps while this user still processes them. For the shell to log;
+// nothing to step.
+type RevokeTimedOut struct {
+	Partitions []Overdue
+	Timeout    time.Duration
+}
+
+// Overdue is one partition of RevokeTimedOut: Processed is the offset it
+// is released at, Delivered the offset after the last record handed to
+// the user.
+type Overdue struct {
+	Partition Partition
+	Processed int64
+	Delivered int64
+}
+
 // Rejoin: the member is gone; join again without a member id and step
 // Joined.
 type Rejoin struct{}
@@ -101,14 +122,15 @@ type Leave struct {
 // Stop: the session is over; stop the heartbeat loop and every fetch.
 type Stop struct{}
 
-func (Fetch) isAction()        {}
-func (CancelFetch) isAction()  {}
-func (Deliver) isAction()      {}
-func (Commit) isAction()       {}
-func (CommitResult) isAction() {}
-func (CommitMerged) isAction() {}
-func (CallRevoke) isAction()   {}
-func (CallGrant) isAction()    {}
-func (Rejoin) isAction()       {}
-func (Leave) isAction()        {}
-func (Stop) isAction()         {}
+func (Fetch) isAction()          {}
+func (CancelFetch) isAction()    {}
+func (Deliver) isAction()        {}
+func (Commit) isAction()         {}
+func (CommitResult) isAction()   {}
+func (CommitMerged) isAction()   {}
+func (CallRevoke) isAction()     {}
+func (CallGrant) isAction()      {}
+func (RevokeTimedOut) isAction() {}
+func (Rejoin) isAction()         {}
+func (Leave) isAction()          {}
+func (Stop) isAction()           {}

@@ -42,9 +42,7 @@ func (s *Session) commitRequested(e CommitRequested) {
 		s.commitOffsets(e)
 		return
 	}
-	if !s.cfg.ManualMarks {
-		s.ackDelivered()
-	}
+	s.userReturned()
 	parts := s.dirty()
 	if len(parts) == 0 {
 		s.emit(CommitResult{Ticket: e.Ticket})
@@ -280,22 +278,35 @@ func (s *Session) finishTicket(ticket uint64) {
 
 // releaseReady commits and releases the revoked partitions that are done:
 // no fetch in flight, the hook returned, no commit in flight, and the
-// user acknowledged what was delivered (or RevokeTimeout passed). The
-// commit carries the old capability, which the coordinator accepts while
-// the partition is revoking from this member.
+// user done with what Poll handed it (waitsForUser), or RevokeTimeout
+// passed since the revoke. The commit carries the old capability, which
+// the coordinator accepts while the partition is revoking from this
+// member. A partition released at RevokeTimeout while the user may still
+// hold its records is reported (RevokeTimedOut): the next holder starts
+// at the processed offset and reads those records again, perhaps while
+// this user still processes them.
 func (s *Session) releaseReady(now time.Time) {
 	var ready []*partition
+	var overdue []Overdue
 	for _, p := range s.parts {
 		if p.state != Revoking || p.releasing || p.fetch != 0 || p.hook != 0 || p.commits > 0 {
 			continue
 		}
-		acked := p.processed == p.delivered || s.cfg.ManualMarks
-		if acked || !now.Before(p.revokedAt.Add(s.cfg.RevokeTimeout)) {
-			ready = append(ready, p)
+		switch {
+		case !s.waitsForUser(p):
+		case now.Before(p.revokedAt.Add(s.cfg.RevokeTimeout)):
+			continue
+		default:
+			overdue = append(overdue, Overdue{Partition: p.id, Processed: p.processed, Delivered: p.delivered})
 		}
+		ready = append(ready, p)
 	}
 	if len(ready) == 0 {
 		return
+	}
+	if len(overdue) > 0 {
+		slices.SortFunc(overdue, func(a, b Overdue) int { return comparePartitions(a.Partition, b.Partition) })
+		s.emit(RevokeTimedOut{Partitions: overdue, Timeout: s.cfg.RevokeTimeout})
 	}
 	for _, p := range ready {
 		p.releasing = true

@@ -16,8 +16,8 @@
 //  3. Carry out the returned actions in order: Fetch (then step FetchDone
 //     with its ID), CancelFetch, Deliver (the answer to Polled), Commit
 //     (then CommitDone), CommitResult (answer the user's commit),
-//     CallRevoke (then HookDone unless Lost), CallGrant, Rejoin (then
-//     Joined), Leave (then LeaveDone), Stop.
+//     CallRevoke (then HookDone unless Lost), CallGrant, RevokeTimedOut
+//     (log it), Rejoin (then Joined), Leave (then LeaveDone), Stop.
 //  4. Step Tick at NextDeadline, and send heartbeats with
 //     wait_ms = HeartbeatWait(now, limit) under Member().
 //
@@ -42,9 +42,19 @@
 //     in-flight fetch is cancelled and its result dropped, undelivered
 //     batches are dropped, the user's revoke hook is called. When the
 //     fetch ended, the hook returned, no commit of the partition is in
-//     flight and the user acknowledged the records already delivered (or
-//     RevokeTimeout passed), the processed offset is committed with the
-//     OLD capability and release:true; the partition is then gone.
+//     flight and the user is done with the records already delivered
+//     (below), the processed offset is committed with the OLD capability
+//     and release:true; the partition is then gone.
+//
+// The user is done with a revoked partition's records when everything
+// delivered is processed, or it came back after they were handed out:
+// the next Polled, a CommitRequested of everything, CloseRequested (with
+// ManualMarks these mark nothing, so the release is at the marked
+// offset). Until then the next holder must not start: it would read the
+// records this user is still processing, at the same time. After
+// RevokeTimeout the partition is released anyway, at its processed
+// offset, and RevokeTimedOut tells the shell: the next holder reads the
+// records from there again, perhaps while this user still processes them.
 //   - Grants and renewals are one rule: the held epoch replaces the
 //     capability only (offsets untouched); a higher epoch replaces
 //     everything (a fresh partition object starting at the grant's
@@ -56,7 +66,9 @@
 // next is where the next fetch reads; delivered is the offset after the
 // last record handed to the user; processed is the offset after the last
 // record the user finished. Records handed out by a Polled count as
-// processed at the next Polled, CommitRequested or CloseRequested. The
+// processed at the next Polled, CommitRequested or CloseRequested —
+// with Config.ManualMarks only once marked (Marked, or a commit naming
+// offsets). The
 // offset committed, on request or on release, is processed: the next
 // holder starts right after the last record this one processed, so a
 // clean handoff loses and repeats nothing.

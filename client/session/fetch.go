@@ -138,18 +138,23 @@ func (s *Session) purge(id Partition) {
 	})
 }
 
-// ackDelivered marks everything delivered as processed.
-func (s *Session) ackDelivered() {
+// userReturned: the user came back (Polled, a commit of everything,
+// Close), so it is done with every record handed to it before. Without
+// ManualMarks those records count as processed; with it only marks count
+// (a record left unmarked is read again by the next holder), but no
+// revoked partition waits for the user any more.
+func (s *Session) userReturned() {
 	for _, p := range s.parts {
-		p.processed = p.delivered
+		if !s.cfg.ManualMarks {
+			p.processed = p.delivered
+		}
+		p.inHand = false
 	}
 }
 
 // polled acknowledges earlier deliveries and delivers the next batches.
 func (s *Session) polled(e Polled) {
-	if !s.cfg.ManualMarks {
-		s.ackDelivered()
-	}
+	s.userReturned()
 	limit := e.MaxRecords
 	if limit <= 0 {
 		limit = s.cfg.PollMaxRecords
@@ -168,6 +173,7 @@ func (s *Session) polled(e Polled) {
 		}
 		p.delivered = b.Next
 		if b.Records > 0 {
+			p.inHand = true
 			out = append(out, b)
 			records += b.Records
 		}

@@ -60,9 +60,7 @@ func (s *Session) commitAsync(e CommitRequested) {
 		return
 	}
 	if len(e.Offsets) == 0 {
-		if !s.cfg.ManualMarks {
-			s.ackDelivered()
-		}
+		s.userReturned()
 		s.waitAll = true
 	}
 	for _, m := range e.Offsets {

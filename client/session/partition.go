@@ -53,9 +53,27 @@ type partition struct {
 	refused bool
 	commits int // commits in flight naming this partition
 
+	// inHand: the latest Polled handed records of p to the user, and the
+	// user has not come back since (the next Polled, a commit of
+	// everything, Close): it may still be processing them.
+	inHand bool
+
 	revokedAt time.Time
 	hook      uint64 // revoke hook not yet returned, 0 when none
 	releasing bool   // the release commit is in flight
+}
+
+// waitsForUser reports whether revoked p still waits for the user to be
+// done with records Poll handed it: not everything delivered is processed
+// and — with ManualMarks, where coming back marks nothing — the user has
+// not come back since the latest Polled handed it records of p. Without
+// ManualMarks coming back marks everything delivered, so the offsets
+// alone tell.
+func (s *Session) waitsForUser(p *partition) bool {
+	if p.processed == p.delivered {
+		return false
+	}
+	return !s.cfg.ManualMarks || p.inHand
 }
 
 // expiring reports whether the capability is too close to its expiry to
@@ -335,14 +353,12 @@ func (s *Session) closeRequested(e CloseRequested) {
 		return
 	}
 	s.status = Closing
-	if !s.cfg.ManualMarks {
-		s.ackDelivered()
-	}
+	s.userReturned()
 	s.revokeAll(e.Now)
 }
 
 // renewRequested revokes every held partition as the coordinator's
-// revoke would (no ackDelivered: records the user holds are waited for),
+// revoke would (no userReturned: records the user holds are waited for),
 // then leaves and rejoins (advance, leaveDone).
 func (s *Session) renewRequested(e RenewRequested) {
 	if s.status != Active {

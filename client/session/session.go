@@ -57,17 +57,22 @@ type Config struct {
 	// delivers (whole batches, at least one).
 	PollMaxRecords int
 	// RevokeTimeout bounds how long a revoked partition waits for the user
-	// to acknowledge (by polling or committing) records already delivered;
-	// after it the processed offset is committed as is.
+	// to be done with records already delivered (waitsForUser: the next
+	// Polled, a commit of everything, Close, or — with ManualMarks — marks
+	// up to everything delivered); after it the processed offset is
+	// committed as is and the partition released (RevokeTimedOut).
 	RevokeTimeout time.Duration
 	// ExpiryMargin: no fetch is issued with a capability that expires
 	// within this margin; the partition waits for a renewal instead.
 	ExpiryMargin time.Duration
 	// ManualMarks: records count as processed only when the user marks
 	// them (Marked) or names their offsets in a commit; Polled,
-	// CommitRequested and CloseRequested do not mark what was delivered,
-	// and a revoked partition is released at its marked offset as soon as
-	// its revoke hook returned. Without it, every Polled (and a commit or
+	// CommitRequested and CloseRequested do not mark what was delivered.
+	// A revoked partition is released at its marked offset once its
+	// revoke hook returned and the user is done with the records the
+	// latest Polled handed it: marks reach everything delivered, or the
+	// user came back (the next Polled, a commit of everything, Close) —
+	// or RevokeTimeout passed. Without it, every Polled (and a commit or
 	// close) marks everything delivered before.
 	ManualMarks bool
 	// CommitInterval: while held partitions have processed records not yet
@@ -332,7 +337,7 @@ func (s *Session) HeartbeatWait(now time.Time, limit time.Duration) time.Duratio
 func (s *Session) NextDeadline() time.Time {
 	next := s.timedCommitDue()
 	for _, p := range s.parts {
-		if p.state != Revoking || p.releasing || p.processed == p.delivered || s.cfg.ManualMarks ||
+		if p.state != Revoking || p.releasing || !s.waitsForUser(p) ||
 			p.fetch != 0 || p.hook != 0 || p.commits > 0 {
 			continue
 		}
