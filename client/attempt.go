@@ -72,17 +72,30 @@ func failureOf(err error) *driver.Failure {
 		f.Code, f.Status, f.RetryAfter = e.Code, e.Status, e.RetryAfter
 		f.Earliest, f.Latest = e.detailOffset("earliest"), e.detailOffset("latest")
 	}
-	if tlsRefused(err) {
+	var scheme *SchemeError
+	switch {
+	case errors.As(err, &scheme):
+		f.Final = true // its message says what to change
+	case tlsRefused(err):
 		f.Final = true
 		f.Err = fmt.Errorf("%w (a TLS certificate problem: not retried; check --cacert / client.tls)", err)
 	}
 	return f
 }
 
+// configError reports a failure no retry can mend because the
+// configuration is wrong: a URL's scheme that is not what its server
+// speaks, or a TLS handshake refused. The consumer stops with it
+// (failureOf marks it Final); it is not a server that did not answer.
+func configError(err error) bool {
+	var scheme *SchemeError
+	return errors.As(err, &scheme) || tlsRefused(err)
+}
+
 // tlsRefused reports a TLS handshake that no retry can mend: the
 // server's certificate was not trusted (unknown authority, wrong name,
 // expired), the server refused ours (a TLS alert), or the server does not
-// speak TLS at all.
+// speak TLS at all (a SchemeError when it came through transport.do).
 func tlsRefused(err error) bool {
 	var (
 		verify   *tls.CertificateVerificationError

@@ -531,9 +531,11 @@ func (c *Consumer) stopLocked() {
 	c.answerTicketsLocked()
 }
 
-// failLocked stops the consumer for good; Poll, Commit and Close return err.
+// failLocked stops the consumer for good; Poll, Commit and Close return
+// err. It is the caller's to report: logged here at info only, so a CLI
+// printing the error it got does not show it twice more (error, warn).
 func (c *Consumer) failLocked(err error) {
-	c.log.Error("consumer stopped", zap.Error(err))
+	c.log.Info("consumer stopped", zap.Error(err))
 	c.fatal = err
 	c.stopLocked()
 }
@@ -580,9 +582,10 @@ func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 		case driver.Failed:
 			c.failLocked(cmd.Err)
 		case driver.Aborted:
-			// Poll and Commit report it from now on; the session
-			// releases what it holds and leaves, then stops.
-			c.log.Error("consumer stopping: releasing its partitions", zap.Error(cmd.Err))
+			// Poll and Commit report it from now on (the caller's to
+			// report: info here, see failLocked); the session releases
+			// what it holds and leaves, then stops.
+			c.log.Info("consumer stopping: releasing its partitions", zap.Error(cmd.Err))
 			c.fatal = cmd.Err
 			wake(c.data)
 		case session.Stop:

@@ -63,6 +63,9 @@ func (t *transport) do(ctx context.Context, op string, req request, limit int64)
 	}
 	resp, err := t.http.Do(hr)
 	if err != nil {
+		if se := schemeOfFailure(op, hr, err); se != nil {
+			return nil, nil, se
+		}
 		return nil, nil, fmt.Errorf("client: %s: %w", op, err)
 	}
 	defer resp.Body.Close()
@@ -77,6 +80,9 @@ func (t *transport) do(ctx context.Context, op string, req request, limit int64)
 	case int64(len(b)) > limit:
 		return nil, nil, fmt.Errorf("client: %s: answer larger than %d bytes", op, limit)
 	case !ok:
+		if se := schemeOfAnswer(op, resp); se != nil {
+			return resp, nil, se
+		}
 		return resp, nil, decodeError(op, resp, b)
 	}
 	return resp, b, nil

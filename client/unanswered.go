@@ -37,7 +37,9 @@ func (u *unanswered) note(i int, err error, now time.Time) (log bool, missed int
 	case err == nil || errors.As(err, &refused):
 		u.last = nil // a gateway answered, if only to refuse
 		return false, 0
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), configError(err):
+		// A configuration error stops the consumer with its own
+		// message: it is no gateway that did not answer.
 		return false, 0
 	}
 	u.last = err

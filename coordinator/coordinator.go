@@ -304,7 +304,7 @@ func (c *Coordinator) URL() string {
 // when it is configured, its request heads watched (internal/crlf).
 func (c *Coordinator) listener() net.Listener {
 	if c.tls != nil {
-		return crlf.Listener(c.tls.Listener(c.ln))
+		return crlf.Listener(c.tls.HTTPListener(c.ln)) // a plaintext request is answered 400 (tlsconf/plaintext.go)
 	}
 	return crlf.Listener(c.ln)
 }

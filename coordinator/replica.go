@@ -154,7 +154,7 @@ func (r *Replica) Run(ctx context.Context) error {
 	defer close(r.ran)
 	ln := r.ln
 	if r.tls != nil {
-		ln = r.tls.Listener(r.ln)
+		ln = r.tls.HTTPListener(r.ln) // a plaintext request is answered 400 (tlsconf/plaintext.go)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- r.server.Serve(crlf.Listener(ln)) }() // request heads watched (internal/crlf)

@@ -126,12 +126,18 @@ func TestTLSChannels(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s", c.name, status, code, c.status, c.code)
 		}
 	}
+	// Plaintext is answered, in plaintext, 400 "use https://" (before,
+	// the connection closed without a word: EOF).
 	plain := "http" + strings.TrimPrefix(h.base, "https")
-	if resp, err := http.Get(plain + "/healthz"); err == nil {
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			t.Fatalf("plaintext request to the TLS listener answered %d", resp.StatusCode)
-		}
+	resp, err := http.Get(plain + "/healthz")
+	if err != nil {
+		t.Fatalf("plaintext request to the TLS listener: %v, want a 400 answer", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || errorCode(t, b) != api.CodeBadRequest ||
+		!strings.Contains(string(b), tlsconf.PlaintextMessage) || resp.Header.Get(tlsconf.HeaderTLSRequired) != "https" {
+		t.Fatalf("plaintext request to the TLS listener: %d %s %s, want 400 %q", resp.StatusCode, resp.Header, b, tlsconf.PlaintextMessage)
 	}
 	e.checkLogs(t)
 }

@@ -204,7 +204,7 @@ func (g *Gateway) Start() error {
 		g.ln = ln
 		ln = quietio.Listener(ln) // raw socket calls: no monitor-thread wake per request (internal/quietio)
 		if g.tls != nil {
-			ln = g.tls.Listener(ln)
+			ln = g.tls.HTTPListener(ln) // a plaintext request is answered 400 (tlsconf/plaintext.go)
 		}
 		go func() { g.serveDone <- g.server.Serve(crlf.Listener(ln)) }() // request heads watched (internal/crlf)
 		syncCtx, stop := context.WithCancel(context.Background())

@@ -29,13 +29,13 @@ var tlsQuickstartChecks = []step{
 	{"produce and consume over TLS", []string{`produced 1 records? to demo/1`, `demo/1\t0\t\tsecure`}},
 	{"curl with the CA", []string{`"status":"ready"`, `HTTP 200`}},
 	{"curl without the CA", []string{`refused: certificate not trusted`}},
-	{"plaintext to the TLS port", []string{`refused: not TLS`}},
+	{"plaintext to the TLS port", []string{`"this port speaks TLS: use https://"`, `HTTP 400`}},
 }
 
 // TestTLSQuickstart runs README.md's TLS quickstart (its ```sh tls
 // blocks) against `capgate dev --tls`: the CLI and curl work with the CA
-// from credentials.env, curl without it and plaintext are refused, and
-// the dev PKI's keys are private (0600).
+// from credentials.env, curl without it is refused, plaintext is
+// answered 400 "use https://", and the dev PKI's keys are private (0600).
 func TestTLSQuickstart(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is not installed (apt-get install curl; .ci/run does)")

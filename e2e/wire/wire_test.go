@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -150,7 +151,8 @@ func metric(t *testing.T, hc *http.Client, url, sample string) float64 {
 }
 
 // TestPlaintextAndWrongCARefused: both listeners speak TLS only. Plain
-// HTTP to them gets no answer a client could take for one; a client that
+// HTTP to them is answered, in plaintext, 400 "this port speaks TLS: use
+// https://" and nothing else (checkPlaintextAnswer); a client that
 // trusts another CA, or only the system roots, fails the handshake — the
 // SDK's join included; the right CA works.
 func TestPlaintextAndWrongCARefused(t *testing.T) {
@@ -172,9 +174,9 @@ func TestPlaintextAndWrongCARefused(t *testing.T) {
 		if status, _, err := get(good, base+"/healthz", ""); err != nil || status != 200 {
 			t.Fatalf("%s with the CA: %d %v", base, status, err)
 		}
-		plain := "http://" + strings.TrimPrefix(base, "https://")
-		if status, body, err := get(systemRoots, plain+"/healthz", ""); err == nil && status < 400 {
-			t.Fatalf("plaintext to %s answered %d %s", plain, status, body)
+		checkPlaintextAnswer(t, "http://"+strings.TrimPrefix(base, "https://"))
+		if status, _, err := get(good, base+"/healthz", ""); err != nil || status != 200 {
+			t.Fatalf("%s with the CA after plaintext requests: %d %v", base, status, err)
 		}
 		for name, hc := range map[string]*http.Client{"another CA": wrongCA, "system roots": systemRoots} {
 			_, _, err := get(hc, base+"/healthz", "")
@@ -526,4 +528,47 @@ func TestConsumerCertificateRequired(t *testing.T) {
 	}
 	defer consumer.Close(context.Background())
 	waitValues(t, readValues(ctx, t, consumer), "x")
+}
+
+// checkPlaintextAnswer sends plaintext requests to plain (a TLS port's
+// http:// URL): a GET, a POST whose 32 KiB body outlasts the first read
+// (the answer must not be lost to a reset) and a raw request read to
+// the server's close. Each gets the plaintext 400 bad_request "this port
+// speaks TLS: use https://" with tlsconf.HeaderTLSRequired — before,
+// the handshake failed on the first bytes and the connection closed
+// without a word (EOF; the SDK retried it for ever as a gateway that
+// did not answer).
+func checkPlaintextAnswer(t *testing.T, plain string) {
+	t.Helper()
+	for _, req := range []struct{ method, body string }{{http.MethodGet, ""}, {http.MethodPost, strings.Repeat("x", 32<<10)}} {
+		r, err := http.NewRequest(req.method, plain+"/v1/topics/"+topic+"/partitions/0/records", strings.NewReader(req.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(r)
+		if err != nil {
+			t.Fatalf("plaintext %s to %s: %v, want a 400 answer", req.method, plain, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e api.ErrorBody
+		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Error.Code != api.CodeBadRequest ||
+			e.Error.Message != tlsconf.PlaintextMessage || resp.Header.Get(tlsconf.HeaderTLSRequired) != "https" {
+			t.Fatalf("plaintext %s to %s: %d %v %q, want 400 bad_request %q with %s: https",
+				req.method, plain, resp.StatusCode, resp.Header, body, tlsconf.PlaintextMessage, tlsconf.HeaderTLSRequired)
+		}
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(plain, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(conn)
+	if err != nil || !strings.HasPrefix(string(raw), "HTTP/1.1 400 Bad Request\r\n") || !strings.HasSuffix(string(raw), tlsconf.PlaintextMessage+`"}}`) {
+		t.Fatalf("raw plaintext request to %s: %q, %v; want the 400 alone, then the connection closed", plain, raw, err)
+	}
 }
