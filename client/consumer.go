@@ -579,6 +579,8 @@ func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 		case driver.LeaveResult:
 			c.leaveErr = cmd.Err
 			c.log.Info("left", zap.String("member", c.d.Session().Member().ID), zap.Error(cmd.Err))
+		case driver.MemberRemoved:
+			c.logRemoved(cmd)
 		case driver.Failed:
 			c.failLocked(cmd.Err)
 		case driver.Aborted:

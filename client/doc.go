@@ -90,8 +90,19 @@
 // within capability_expiry_margin without a renewal stops fetching until
 // one arrives. unknown_member, or token_expired on a heartbeat (the member
 // token ran out), loses every partition (OnLost) and rejoins with the
-// same instance id. Refusals are *Error values carrying the api reject
-// table's code.
+// same instance id. A member an administrator removed (admin
+// revoke-member, group delete --force) rejoins too, as Kafka's consumers
+// do after RemoveMembersFromConsumerGroup, and says so at warn ("member
+// revoked by an administrator: joining again"); what stops a consumer is
+// denying its credential (admin revoke-capability JTI), which its next
+// join meets: Poll then returns that error. Refusals are *Error values
+// carrying the api reject table's code.
+//
+// A configuration no retry can mend stops the consumer at once, its
+// error returned by Poll (and Join, Close): a URL whose scheme is not
+// what its server's port speaks (*SchemeError), a TLS certificate not
+// trusted, a gateway answering 404. A stopped consumer's error is logged
+// at info only: it is the caller's to report.
 //
 // # Credential renewal
 //

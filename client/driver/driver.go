@@ -104,6 +104,20 @@ type Failed struct{ Err error }
 // read — and its Stop follows.
 type Aborted struct{ Err error }
 
+// MemberRemoved: the coordinator answered a heartbeat of the current,
+// active member with unknown_member — it removed the member. Unheard:
+// that heartbeat had already failed without an answer, so the member's
+// session most likely expired while the coordinator did not hear it;
+// otherwise an administrator revoked it (admin revoke-member, group
+// delete --force). The session loses its partitions and joins again, as
+// Kafka's consumers do after RemoveMembersFromConsumerGroup; the shell
+// tells the user, who stops a consumer by denying its credential.
+type MemberRemoved struct {
+	Member  string
+	Unheard bool
+	Err     error
+}
+
 // Answered is the outcome of attempt Call: Failure nil on success, with
 // the answer in the field of its kind.
 type Answered struct {

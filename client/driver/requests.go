@@ -92,12 +92,24 @@ func (d *Driver) beatAnswered(o *op, a Answered) {
 		d.fail(a.Failure.Err)
 		return
 	case a.Failure.Code != "":
+		d.removed(o, a.Failure)
 		d.pending = append(d.pending, session.HeartbeatFailed{Now: d.now, Incarnation: o.member, Code: a.Failure.Code})
 	}
 	if answerLost(a.Failure) {
 		d.resync = true
 	}
 	d.retry(o, a.Failure) // a rejoin asked for by the session ends it
+}
+
+// removed reports MemberRemoved when heartbeat o's refusal f removes
+// the current member while it is active (not leaving or closing: then
+// unknown_member is the answer to its own leave).
+func (d *Driver) removed(o *op, f *Failure) {
+	m := d.s.Member()
+	if !api.NeedsRejoin(f.Code) || o.member != m.Incarnation || d.s.Status() != session.Active {
+		return
+	}
+	d.out = append(d.out, MemberRemoved{Member: m.ID, Unheard: o.last != nil, Err: f.Err})
 }
 
 // answerLost: the coordinator may have decided the heartbeat, its news
@@ -131,21 +143,35 @@ func renewTime(now time.Time, memberToken string, margin time.Duration) time.Tim
 // TokenExpiry reads a JWT's exp claim without verifying it (for timing
 // only: the coordinator and gateways verify tokens).
 func TokenExpiry(token string) (time.Time, bool) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return time.Time{}, false
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return time.Time{}, false
-	}
 	var claims struct {
 		Exp int64 `json:"exp"`
 	}
-	if json.Unmarshal(payload, &claims) != nil || claims.Exp <= 0 {
+	if !unverifiedClaims(token, &claims) || claims.Exp <= 0 {
 		return time.Time{}, false
 	}
 	return time.Unix(claims.Exp, 0), true
+}
+
+// TokenID reads a JWT's jti without verifying it (to name a credential
+// in a log line), "" when it has none or one longer than 64 bytes.
+func TokenID(token string) string {
+	var claims struct {
+		JTI string `json:"jti"`
+	}
+	if !unverifiedClaims(token, &claims) || len(claims.JTI) > 64 {
+		return ""
+	}
+	return claims.JTI
+}
+
+// unverifiedClaims decodes a JWT's payload into claims, unverified.
+func unverifiedClaims(token string, claims any) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return err == nil && json.Unmarshal(payload, claims) == nil
 }
 
 // rejoin: the member is gone; join again (without end) and restart the
