@@ -112,20 +112,28 @@ func tlsRefused(err error) bool {
 		errors.As(err, &invalid) || errors.As(err, &header)
 }
 
-// logNews logs partitions and epochs, never capabilities.
+// logNews logs partitions and epochs, never capabilities; failures at
+// most once per unansweredLogEvery (beatFailures), and the first answer
+// after them.
 func (c *Consumer) logNews(n api.HeartbeatResponse, err error) {
 	var e *Error
 	switch {
 	case err == nil:
+		if ok, failures, since := c.beatFailures.answered(); ok {
+			c.log.Info("heartbeat answered again: the coordinator is back", zap.Int("failures", failures),
+				zap.Duration("after", time.Since(since).Round(time.Millisecond)))
+		}
 	case errors.Is(err, context.Canceled):
 		return
 	case errors.As(err, &e) && e.Code == api.CodeUnknownMember:
 		// The member left (Close: its own held heartbeat answered after the
-		// leave) or expired (the driver rejoins): no operator action.
+		// leave) or was removed (the driver rejoins; logRemoved says why).
 		c.log.Info("heartbeat: member unknown to the coordinator", zap.Error(err))
 		return
 	default:
-		c.log.Warn("heartbeat failed", zap.Error(err))
+		if log, missed := c.beatFailures.failed(time.Now()); log {
+			c.log.Warn("heartbeat failed; retrying", zap.Int("failures_not_logged", missed), zap.Error(err))
+		}
 		return
 	}
 	if ce := c.log.Check(zap.DebugLevel, "heartbeat news"); ce != nil && len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
@@ -156,6 +164,14 @@ func (c *Consumer) logCommit(r api.CommitRequest, err error) {
 		// release. A warning per partition said otherwise.
 		c.log.Info("release not needed: the member is gone and its partitions were fenced with it", fields...)
 		return
+	case err != nil && r.Release && errors.As(err, &e) && e.Code == api.CodeStaleEpoch:
+		// The partition is at a newer epoch already: an administrator's
+		// offsets reset or revoke fences and moves it at once (a reset
+		// of a live group does, every partition), or its handoff ended
+		// without this release. Nothing waits for it; a warning said a
+		// handoff timeout would follow, which never did.
+		c.log.Info("release not needed: the partition is at a newer epoch already (an administrator reset its offset or revoked it, or its handoff ended); its offsets were not committed, the partition goes on from the offset the coordinator holds", fields...)
+		return
 	case err != nil && r.Release:
 		c.log.Warn("release commit failed; the coordinator moves the partition after its handoff timeout", fields...)
 		return
@@ -168,8 +184,11 @@ func (c *Consumer) logFetch(s driver.Send, err error) {
 	var e *Error
 	if errors.As(err, &e) {
 		log := c.log.Warn
-		if e.Code == api.CodeCapabilityRevoked {
+		switch e.Code {
+		case api.CodeCapabilityRevoked:
 			log = c.log.Debug // the partition moved: a handoff, told by the next heartbeat too
+		case api.CodeNotFound:
+			log = c.log.Debug // the consumer stops with it: Poll returns it (driver: fatal)
 		}
 		log("fetch refused", zap.Stringer("partition", s.Fetch.Partition), zap.Uint64("epoch", s.Fetch.Epoch),
 			zap.Int64("offset", s.Fetch.Offset), zap.String("gateway", c.fetcher.urls[s.Gateway]),

@@ -125,7 +125,8 @@ type Consumer struct {
 	tr      *transport
 	fetcher *fetcher
 
-	unanswered unanswered // fetches no gateway answered (unanswered.go)
+	unanswered   unanswered   // fetches no gateway answered (unanswered.go)
+	beatFailures beatFailures // heartbeats that failed (beatlog.go)
 
 	ctx    context.Context // ends at Stop
 	cancel context.CancelFunc

@@ -61,9 +61,13 @@ func newConsumeCmd() *cobra.Command {
 			"the printed records every --commit-interval (also while no record arrives). It\n" +
 			"leaves the group cleanly (final commit, release) on Ctrl-C, after --max-records,\n" +
 			"or after --idle-exit without records. A coordinator that is briefly unreachable\n" +
-			"does not stop it; a gateway or topic that does not exist (404) does, with the\n" +
-			"partitions released. A gateway that does not answer is retried (logged every\n" +
-			"10 s); --idle-exit then exits 1 with its error instead of 0. On a terminal,\n" +
+			"does not stop it (its failed heartbeats are logged every 10 s, its return at\n" +
+			"info); a gateway or topic that does not exist (404), or a URL whose http:// or\n" +
+			"https:// is not what the server speaks, does, with the partitions released. A\n" +
+			"gateway that does not answer is retried (logged every 10 s); --idle-exit then\n" +
+			"exits 1 with its error instead of 0. An administrator's revoke-member makes it\n" +
+			"join again, with a warning; to stop it, revoke its credential\n" +
+			"(capgate admin revoke-capability JTI). On a terminal,\n" +
 			"stderr shows records/s and the group's lag (the lag needs an admin token:\n" +
 			"--token-file, or credentials.json as --credential-file).\n\n" +
 			"--offset start|end chooses where this consumer starts the partitions its\n" +

@@ -20,7 +20,10 @@ import (
 // although its capabilities were valid. The coordinator (in this
 // process, on a fixed address) comes back, the CLI's commits go through,
 // and it exits cleanly having printed every record once; the group's
-// committed offset is what it printed.
+// committed offset is what it printed. Its heartbeat failures are logged
+// at most once per 10 s (it logged one per retry, about every second,
+// for as long as the coordinator was down), and the coordinator's return
+// once (info).
 func TestConsumeRidesOutCoordinatorOutage(t *testing.T) {
 	t.Parallel()
 	tm := stack.Timing{ // shipped defaults but long gateway self-fencing: fetches go on without the coordinator
@@ -54,7 +57,7 @@ func TestConsumeRidesOutCoordinatorOutage(t *testing.T) {
 		}
 	}
 	c := startConsume(t, "consume", "--group", "blip", "--topic", "blip", "--format", "json", "--credential-file", credFile,
-		"--coordinator", s.CoordinatorURL(), "--gateways", s.GatewayURLs()[0], "--commit-interval", "200ms")
+		"--coordinator", s.CoordinatorURL(), "--gateways", s.GatewayURLs()[0], "--commit-interval", "200ms", "--log-level", "info")
 	printed, running := c.printed, c.running
 	produce(0, 10)
 	eventually(t, 30*time.Second, "10 records printed", func() (bool, string) { return printed() >= 10, fmt.Sprint(printed()) })
@@ -89,6 +92,10 @@ func TestConsumeRidesOutCoordinatorOutage(t *testing.T) {
 		}
 		return printed() >= 30, fmt.Sprint(printed())
 	})
+	eventually(t, 30*time.Second, "the consumer said the coordinator is back", func() (bool, string) {
+		return strings.Contains(c.stderr.String(), "heartbeat answered again"), c.stderr.String()
+	})
+	outage := time.Since(down)
 	c.interrupt(t)
 	records := parseConsumed(t, c.stdout.String())
 	seen := map[int64]bool{}
@@ -110,5 +117,12 @@ func TestConsumeRidesOutCoordinatorOutage(t *testing.T) {
 			t.Fatalf("committed %v after the CLI printed 30 and left, want 30", p.Committed)
 		}
 	}
-	t.Logf("outage ridden out; %d warnings on stderr while the coordinator was away", strings.Count(c.stderr.String(), "WARN"))
+	stderr := c.stderr.String()
+	if n := strings.Count(stderr, "heartbeat failed"); n < 1 || n > int(outage/(10*time.Second))+1 {
+		t.Errorf("%d heartbeat failure lines in an outage of at most %s, want one, then at most one per 10 s:\n%s", n, outage.Round(time.Second), stderr)
+	}
+	if n := strings.Count(stderr, "heartbeat answered again: the coordinator is back"); n != 1 {
+		t.Errorf("the coordinator's return logged %d times, want once:\n%s", n, stderr)
+	}
+	t.Logf("outage ridden out; %d warnings on stderr while the coordinator was away:\n%s", strings.Count(stderr, "WARN"), stderr)
 }

@@ -181,6 +181,11 @@ func TestConsumeWrongGatewayFailsLoudlyAndReleases(t *testing.T) {
 	if !strings.Contains(stderr, "not_found") || !strings.Contains(stderr, "no such route") {
 		t.Fatalf("stderr does not name the 404:\n%s", stderr)
 	}
+	if n := strings.Count(stderr, "no such route"); n != 1 {
+		// The bug printed it three times: a WARN "fetch refused", an
+		// ERROR "consumer stopping", then the command's error.
+		t.Errorf("the 404 is printed %d times, want once:\n%s", n, stderr)
+	}
 	g := d.group(t, "wronggw")
 	if len(g.Members) != 0 {
 		t.Fatalf("the failed consumer is still a member: %+v", g.Members)
