@@ -54,7 +54,7 @@ func (e *endpointFlags) register(cmd *cobra.Command) {
 func newConsumeCmd() *cobra.Command {
 	f := &consumeFlags{}
 	cmd := &cobra.Command{
-		Use:   "consume --group G --topic T",
+		Use:   "consume -g GROUP -t TOPIC",
 		Short: "Join a consumer group and print its records (partition, offset, key, value), committing as it goes",
 		Long: "Joins GROUP at the coordinator with a client credential, fetches the granted\n" +
 			"partitions through the gateways, prints one line per record and commits exactly\n" +
@@ -75,15 +75,18 @@ func newConsumeCmd() *cobra.Command {
 			"offsets always win, and the start chosen is committed like any position.\n" +
 			"Without it, the group's offset_reset setting decides (earliest unless set\n" +
 			"with capgate admin config GROUP --offset-reset). To move a group's\n" +
-			"committed offsets, to a number or backwards: capgate admin offsets reset.",
+			"committed offsets, to a number or backwards: capgate admin offsets reset.\n\n" +
+			"kcat's and rpk's short flags work where they mean the same: -g group, -t\n" +
+			"topic, -o offset (kcat's -o beginning too), -n max records, -f format. -k is\n" +
+			"not a record key: --key is the TLS client key (mTLS), as in curl.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsume(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.group, "group", "", "consumer group to join (required)")
-	fl.StringSliceVar(&f.topics, "topic", nil, "topic(s) to subscribe to, comma-separated or repeated")
+	fl.StringVarP(&f.group, "group", "g", "", "consumer group to join (required)")
+	fl.StringSliceVarP(&f.topics, "topic", "t", nil, "topic(s) to subscribe to, comma-separated or repeated")
 	fl.StringVar(&f.topicPattern, "topic-pattern", "", "subscribe to the topics matching this regular expression instead")
 	fl.StringVar(&f.instanceID, "instance-id", "", "static membership: a restart within the session timeout takes its partitions back")
 	fl.StringVar(&f.credential, "credential", "", "client credential ($CAPGATE_CREDENTIAL); prefer --credential-file")
@@ -91,10 +94,10 @@ func newConsumeCmd() *cobra.Command {
 	fl.StringVar(&f.token, "token", "", "admin token for the lag display ($CAPGATE_ADMIN_TOKEN)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the admin token for the lag display, or credentials.json")
 	f.endpoints.register(cmd)
-	fl.StringVar(&f.format, "format", "text", "output: text (partition, offset, key, value; tab-separated) or json (one object per line)")
-	fl.IntVar(&f.maxRecords, "max-records", 0, "exit after printing this many records (0 = no limit); exactly those are committed")
+	fl.StringVarP(&f.format, "format", "f", "text", "output: text (partition, offset, key, value; tab-separated) or json (one object per line)")
+	fl.IntVarP(&f.maxRecords, "max-records", "n", 0, "exit after printing this many records (0 = no limit); exactly those are committed")
 	fl.DurationVar(&f.idleExit, "idle-exit", 0, "exit after this long without a record (0 = never)")
-	fl.StringVarP(&f.offset, "offset", "o", "", "where to start partitions the group has NO committed offset for: start (earliest) or end (latest); committed offsets win, as with Kafka's auto.offset.reset (default: the group's offset_reset)")
+	fl.StringVarP(&f.offset, "offset", "o", "", "where to start partitions the group has NO committed offset for: start (earliest, kcat's beginning) or end (latest); committed offsets win, as with Kafka's auto.offset.reset (default: the group's offset_reset)")
 	fl.DurationVar(&f.commitInterval, "commit-interval", time.Second, "commit the printed records this often, also while idle (0 = after every batch)")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level of the SDK's logs on stderr: debug, info, warn, error")
 	cmd.MarkFlagRequired("group")
@@ -154,7 +157,7 @@ func offsetReset(flag, group string) (string, error) {
 	switch flag {
 	case "":
 		return "", nil
-	case "start", "earliest":
+	case "start", "earliest", "beginning": // beginning: kcat's word
 		return client.OffsetResetEarliest, nil
 	case "end", "latest":
 		return client.OffsetResetLatest, nil
@@ -162,7 +165,7 @@ func offsetReset(flag, group string) (string, error) {
 	if _, err := strconv.ParseInt(strings.TrimPrefix(flag, "+"), 10, 64); err == nil {
 		return "", usageErrorf("--offset %s: a group consumer takes start or end (earliest or latest: where partitions without a committed offset start; committed offsets win), not an offset number; to move the group's committed offsets, to a number or back: capgate admin offsets reset %s TOPIC [PARTITION] --to OFFSET", flag, cmp.Or(group, "GROUP"))
 	}
-	return "", usageErrorf("--offset %q: want start or end (or earliest or latest)", flag)
+	return "", usageErrorf("--offset %q: want start or end (or earliest, beginning, latest)", flag)
 }
 
 // adminToken is the admin token for the lag display, if there is one: the

@@ -142,7 +142,8 @@ func TestNextBatch(t *testing.T) {
 }
 
 // TestConsumeOffsetFlag: --offset (-o) start|end (or Kafka's earliest|
-// latest) becomes the consumer's own client.Config.OffsetReset; without
+// latest, or kcat's beginning) becomes the consumer's own
+// client.Config.OffsetReset; without
 // it the group's offset_reset decides. An offset number, rpk style, is a
 // usage error (exit status 2) naming what is supported and the admin
 // reset that moves a group's offsets; so is any other word.
@@ -150,7 +151,7 @@ func TestConsumeOffsetFlag(t *testing.T) {
 	t.Setenv("CAPGATE_COORDINATOR_URL", "")
 	t.Setenv("CAPGATE_GATEWAY_URLS", "")
 	for flag, want := range map[string]string{"": "", "start": client.OffsetResetEarliest, "earliest": client.OffsetResetEarliest,
-		"end": client.OffsetResetLatest, "latest": client.OffsetResetLatest} {
+		"beginning": client.OffsetResetEarliest, "end": client.OffsetResetLatest, "latest": client.OffsetResetLatest} {
 		f := &consumeFlags{group: "g", topics: []string{"t"}, credential: "x", format: "text", offset: flag,
 			endpoints: endpointFlags{coordinator: "http://127.0.0.1:7070", gateways: []string{"http://127.0.0.1:8080"}}}
 		cfg, err := f.clientConfig()
@@ -162,7 +163,7 @@ func TestConsumeOffsetFlag(t *testing.T) {
 		{"42", "capgate admin offsets reset g TOPIC"},
 		{"-3", "not an offset number"},
 		{"+2", "start or end"},
-		{"beginning", "want start or end"},
+		{"stored", "want start or end"},
 		{"START", "want start or end"},
 	} {
 		_, err := run(t, "consume", "--group", "g", "--topic", "t", "--credential", "x", "-o", bad.value)

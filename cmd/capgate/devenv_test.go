@@ -79,7 +79,7 @@ func TestDevReplicasCredentialsEnv(t *testing.T) {
 		}
 		// Without --partition: the partition count comes from the mint.
 		out, err = runIn(t, "a\nb\nc\n", "produce", "--topic", devTopic)
-		if err != nil || !strings.Contains(out, "produced 1 records to demo/0") {
+		if err != nil || !strings.Contains(out, "produced 1 record to demo/0 (offset 0)") {
 			t.Fatalf("produce without --partition: %v\n%s", err, out)
 		}
 	})

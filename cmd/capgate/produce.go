@@ -34,12 +34,13 @@ type produceFlags struct {
 	ttl          time.Duration
 	batchRecords int
 	batchBytes   int
+	output       string // text (summary lines on stderr) or json (also one object on stdout)
 }
 
 func newProduceCmd() *cobra.Command {
 	f := &produceFlags{}
 	cmd := &cobra.Command{
-		Use:   "produce --topic T [--partition P]",
+		Use:   "produce -t TOPIC [-p PARTITION] [-K SEPARATOR] [-o json]",
 		Short: "Produce the lines of stdin to a topic through a gateway",
 		Long: "Reads stdin line by line and produces each line as one record to TOPIC through\n" +
 			"the gateways. Without --partition, records go where Kafka's default\n" +
@@ -49,17 +50,26 @@ func newProduceCmd() *cobra.Command {
 			"a capability holding the produce op: --capability (or $CAPGATE_CAPABILITY; one\n" +
 			"partition, so --partition is needed), or ones minted for the purpose through\n" +
 			"the admin API with an admin token (--token-file credentials.json from capgate\n" +
-			"dev, or $CAPGATE_ADMIN_TOKEN). Lines that arrive together are sent together.",
+			"dev, or $CAPGATE_ADMIN_TOKEN). Lines that arrive together are sent together.\n\n" +
+			"What was written is summed up on stderr, one line per partition; with -o json\n" +
+			"stdout also gets one JSON object for scripts: the topic, the records written\n" +
+			"and, per partition, its base (first) offset, last offset and count. Ctrl-C\n" +
+			"ends it with exit 1: \"interrupted, nothing sent\", or after the summary of\n" +
+			"what was written.\n\n" +
+			"kcat's and rpk's short flags work where they mean the same: -t topic, -p\n" +
+			"partition, -K key separator. -k is not a record key: --key is the TLS client\n" +
+			"key (mTLS), as in curl.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.partitioned = !cmd.Flags().Changed("partition")
-			return runProduce(cmd.Context(), cmd.InOrStdin(), cmd.ErrOrStderr(), f)
+			return runProduce(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.topic, "topic", "", "topic to produce to (required)")
-	fl.Int32Var(&f.partition, "partition", 0, "partition to produce every record to (default: Kafka's default partitioner)")
-	fl.StringVar(&f.keySeparator, "key-separator", "", "split each line into key and value at the first occurrence of this string (kcat's -K)")
+	fl.StringVarP(&f.topic, "topic", "t", "", "topic to produce to (required)")
+	fl.Int32VarP(&f.partition, "partition", "p", 0, "partition to produce every record to (default: Kafka's default partitioner)")
+	fl.StringVarP(&f.keySeparator, "key-separator", "K", "", "split each line into key and value at the first occurrence of this string (kcat's -K)")
+	fl.StringVarP(&f.output, "output", "o", "text", "text (a summary on stderr) or json (also what was written, as one JSON object on stdout)")
 	fl.StringVar(&f.capability, "capability", "", "capability with the produce op for TOPIC/PARTITION ($CAPGATE_CAPABILITY)")
 	fl.StringVar(&f.token, "token", "", "admin token to mint a produce capability with ($CAPGATE_ADMIN_TOKEN)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json from capgate dev")
@@ -183,11 +193,12 @@ func (p *partitioner) partition(r *client.Record) int32 {
 
 // producer writes batches to partitions and counts what it wrote.
 type producer struct {
-	f      *produceFlags
-	caps   *capabilities
-	prod   *client.Producer
-	place  *partitioner // nil: every record to --partition
-	counts map[int32]*written
+	f       *produceFlags
+	caps    *capabilities
+	prod    *client.Producer
+	place   *partitioner // nil: every record to --partition
+	counts  map[int32]*written
+	sending bool // a Produce is unanswered (interrupted)
 }
 
 // written is what went to one partition.
@@ -196,7 +207,10 @@ type written struct {
 	first, last int64
 }
 
-func runProduce(ctx context.Context, stdin io.Reader, stderr io.Writer, f *produceFlags) error {
+func runProduce(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f *produceFlags) error {
+	if f.output != "text" && f.output != "json" {
+		return usageErrorf("--output: want text or json, got %q", f.output)
+	}
 	if f.batchRecords < 1 || f.batchBytes < 1 {
 		return fmt.Errorf("--batch-records and --batch-bytes: must be >= 1, got %d and %d", f.batchRecords, f.batchBytes)
 	}
@@ -233,16 +247,19 @@ func runProduce(ctx context.Context, stdin io.Reader, stderr io.Writer, f *produ
 	for {
 		batch, readErr := nextBatch(ctx, lines, f)
 		if err := p.send(ctx, batch); err != nil {
-			return err
+			return p.interrupted(ctx, stderr, err)
 		}
 		if readErr != nil {
 			if errors.Is(readErr, io.EOF) {
 				break
 			}
-			return fmt.Errorf("produce: %w", readErr)
+			return p.interrupted(ctx, stderr, fmt.Errorf("produce: %w", readErr))
 		}
 	}
 	p.report(stderr)
+	if f.output == "json" {
+		return p.writeJSON(stdout)
+	}
 	return nil
 }
 
@@ -267,10 +284,12 @@ func (p *producer) send(ctx context.Context, batch []client.Record) error {
 			return err
 		}
 		p.prod.SetCapability(capability)
+		p.sending = true // until it is answered: an interrupt now may or may not have written it
 		base, err := p.prod.Produce(ctx, p.f.topic, part, records)
 		if err != nil {
 			return fmt.Errorf("produce %s/%d after %d records: %w", p.f.topic, part, p.total(), err)
 		}
+		p.sending = false
 		w := p.counts[part]
 		if w == nil {
 			w = &written{first: base}
@@ -291,7 +310,7 @@ func (p *producer) total() int {
 }
 
 // report prints one line per partition written:
-// "produced N records to T/P (offsets A..B)".
+// "produced N records to T/P (offsets A..B)" ("1 record … (offset A)").
 func (p *producer) report(stderr io.Writer) {
 	if len(p.counts) == 0 {
 		part := strconv.Itoa(int(p.f.partition))
@@ -303,6 +322,10 @@ func (p *producer) report(stderr io.Writer) {
 	}
 	for _, part := range slices.Sorted(maps.Keys(p.counts)) {
 		w := p.counts[part]
+		if w.count == 1 {
+			fmt.Fprintf(stderr, "produced 1 record to %s/%d (offset %d)\n", p.f.topic, part, w.first)
+			continue
+		}
 		fmt.Fprintf(stderr, "produced %d records to %s/%d (offsets %d..%d)\n", w.count, p.f.topic, part, w.first, w.last)
 	}
 }
