@@ -27,7 +27,8 @@ func TestAdminWrongURLSaysWhatToDo(t *testing.T) {
 		not  string
 	}{
 		{"http to the TLS coordinator", []string{"--coordinator", "http://" + hostPort, "--cacert", ca},
-			[]string{"EOF", "the server speaks TLS: use https://" + hostPort}, ""},
+			// The TLS listener answers plaintext itself (tlsconf/plaintext.go).
+			[]string{"400 bad_request", "this port speaks TLS: use https://"}, "EOF"},
 		{"no CA", []string{"--coordinator", d.coordinator},
 			[]string{"x509: certificate signed by unknown authority", "pass --cacert FILE or set CAPGATE_CACERT"}, ""},
 		{"the gateway's URL", []string{"--coordinator", d.gateway, "--cacert", ca},
