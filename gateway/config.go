@@ -170,6 +170,11 @@ type Config struct {
 	KafkaMemberSessionTimeout time.Duration `yaml:"kafka_member_session_timeout"`
 	// KafkaMaxRequestBytes bounds one request frame (Produce included).
 	KafkaMaxRequestBytes int32 `yaml:"kafka_max_request_bytes"`
+	// KafkaMaxRequestPartitions bounds the partitions (and, apart, the
+	// topic entries) one Fetch, ListOffsets, Produce or OffsetCommit
+	// names and the topics one Metadata names: a request over it is
+	// refused before it is decoded and the connection closed.
+	KafkaMaxRequestPartitions int `yaml:"kafka_max_request_partitions"`
 	// KafkaAuthTimeout: SASL must complete this soon after connecting.
 	KafkaAuthTimeout time.Duration `yaml:"kafka_auth_timeout"`
 	// KafkaIdleTimeout closes connections idle this long.
@@ -244,6 +249,7 @@ func DefaultConfig() Config {
 
 		KafkaMemberSessionTimeout:       10 * time.Second,
 		KafkaMaxRequestBytes:            8 << 20,
+		KafkaMaxRequestPartitions:       10000, // kafkaproto.DefaultMaxRequestPartitions
 		KafkaAuthTimeout:                10 * time.Second,
 		KafkaIdleTimeout:                10 * time.Minute,
 		KafkaMaxConnections:             1024,

@@ -26,7 +26,8 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 		HeartbeatInterval: c.KafkaHeartbeatInterval, SessionTimeoutMin: c.KafkaSessionTimeoutMin, SessionTimeoutMax: c.KafkaSessionTimeoutMax,
 		MemberSessionTimeout: c.KafkaMemberSessionTimeout,
 		RequestTimeout:       c.Broker.RequestTimeout, ShutdownTimeout: c.ShutdownTimeout, MaxRequestBytes: c.KafkaMaxRequestBytes,
-		AuthTimeout: c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout,
+		MaxRequestPartitions: c.KafkaMaxRequestPartitions,
+		AuthTimeout:          c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout,
 		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal, MaxMembers: c.KafkaMaxMembers, ReadAheadBytes: c.KafkaReadAheadBytes,
 		MaxWait: c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,
 	}

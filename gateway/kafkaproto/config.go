@@ -74,6 +74,11 @@ type Config struct {
 	// MaxRequestBytes bounds one request frame after authentication;
 	// before it, frames are bounded by PreAuthRequestBytes.
 	MaxRequestBytes int32
+	// MaxRequestPartitions bounds the partitions, and apart the topic
+	// entries, one Fetch, ListOffsets, Produce or OffsetCommit names, and
+	// the topics one Metadata names: a request over it is refused before
+	// it is decoded and the connection closed (entries.go).
+	MaxRequestPartitions int
 	// AuthTimeout: a connection must finish SASL within it.
 	AuthTimeout time.Duration
 	// ReadTimeout: a request frame, once its first byte arrived, must
@@ -157,6 +162,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_heartbeat_interval: must be < kafka_session_timeout_min (%s), got %s", c.SessionTimeoutMin, c.HeartbeatInterval)
 	case c.MaxRequestBytes < PreAuthRequestBytes:
 		return fmt.Errorf("gateway.kafka_max_request_bytes: must be >= %d, got %d", PreAuthRequestBytes, c.MaxRequestBytes)
+	case c.MaxRequestPartitions <= 0:
+		return fmt.Errorf("gateway.kafka_max_request_partitions: must be > 0, got %d", c.MaxRequestPartitions)
 	case c.MaxConnections <= 0:
 		return fmt.Errorf("gateway.kafka_max_connections: must be > 0, got %d", c.MaxConnections)
 	case c.ReadAheadBytes < 0:

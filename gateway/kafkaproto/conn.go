@@ -14,6 +14,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
 )
 
 // conn is one client connection. Requests are read, handled and answered
@@ -91,6 +94,9 @@ func (c *conn) serve() {
 					continue
 				}
 			}
+			if errors.Is(err, errTooManyEntries) {
+				c.refuseEntries(h, err)
+			}
 			c.closing(err)
 			return
 		}
@@ -119,6 +125,20 @@ func (c *conn) written() {
 	c.afterWrite = c.afterWrite[:0]
 }
 
+// refuseEntries counts and logs (within refusallog's bound) a request
+// refused for naming more than kafka_max_request_partitions entries;
+// the connection then closes (entries.go says why).
+func (c *conn) refuseEntries(h header, err error) {
+	var claims *ocap.Claims
+	if c.principal != nil {
+		claims = c.principal.Claims
+	}
+	c.s.gate.Observe(claims, OpRequest, api.CodeLimitExceeded, 0, time.Now())
+	c.clientID = h.clientID
+	fields := append(c.logFields(false), zap.Int16("api_key", h.key), zap.Int16("api_version", h.version))
+	c.s.refused.Refused("kafka request", err.Error()+": connection closed", fields...)
+}
+
 // closing logs why a connection ends; an idle or client-side close is
 // normal and not worth more than debug.
 func (c *conn) closing(err error) {
@@ -138,7 +158,7 @@ func (c *conn) read() (header, kmsg.Request, error) {
 	if err != nil {
 		return header{}, nil, err
 	}
-	return parseRequest(body)
+	return parseRequest(body, c.s.cfg.MaxRequestPartitions)
 }
 
 // frameChunk is the buffer a request frame is first read into, grown

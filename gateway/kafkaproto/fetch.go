@@ -26,6 +26,7 @@ package kafkaproto
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -108,19 +109,27 @@ func (c *conn) hold(resp *kmsg.FetchResponse, parts []*fetchPart) {
 	c.s.gate.Observe(c.principal.Claims, OpFetch, code, 0, time.Now())
 }
 
-// admitFetch lays out the response (every requested partition, in order)
-// and admits each partition; admitted ones are routed and registered.
+// admitFetch lays out the response (every requested partition, in order,
+// once) and admits each partition; admitted ones are routed and
+// registered. A partition named again is left out, as Kafka's broker
+// reads a Fetch's partitions into a map and answers each once: served
+// once per naming, one small request made the gateway send the same
+// records dozens of times (redteam5 #1).
 func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now time.Time) []*fetchPart {
 	var parts []*fetchPart
+	var seen seenParts
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
 		t := &resp.Topics[i]
 		*t = kmsg.NewFetchResponseTopic()
 		t.Topic, t.TopicID = rt.Topic, rt.TopicID
-		t.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
-		for j, rp := range rt.Partitions {
-			out := &t.Partitions[j]
-			*out = kmsg.NewFetchResponseTopicPartition()
+		t.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions)) // appended in place: out stays valid
+		for _, rp := range rt.Partitions {
+			if seen.again(rt.Topic, rp.Partition) {
+				continue
+			}
+			t.Partitions = append(t.Partitions, kmsg.NewFetchResponseTopicPartition())
+			out := &t.Partitions[len(t.Partitions)-1]
 			out.Partition, out.HighWatermark, out.LastStableOffset, out.LogStartOffset = rp.Partition, -1, -1, -1
 			out.RecordBatches = noRecords
 			p := &fetchPart{topic: rt.Topic, partition: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, out: out}
@@ -142,6 +151,7 @@ func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now 
 			}
 		}
 	}
+	resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.FetchResponseTopic) bool { return len(t.Partitions) == 0 }) // all named before
 	return parts
 }
 

@@ -46,11 +46,13 @@ func frameSize(prefix [4]byte, least, most int32) (int32, error) {
 }
 
 // parseRequest splits a frame body into its header and kmsg request.
-// Only keys and versions in the api table are parsed. An ApiVersions
+// Only keys and versions in the api table are parsed, and a request
+// naming more than maxEntries partitions or topics is refused before
+// kmsg decodes it (errTooManyEntries, entries.go). An ApiVersions
 // request of a version above what we implement returns its header with
 // errBadVersion, so the caller can answer UNSUPPORTED_VERSION as Kafka
 // does (KIP-511); any other error means close.
-func parseRequest(body []byte) (header, kmsg.Request, error) {
+func parseRequest(body []byte, maxEntries int) (header, kmsg.Request, error) {
 	r := kbin.Reader{Src: body}
 	h := header{key: r.Int16(), version: r.Int16(), correlation: r.Int32()}
 	if cid := r.NullableString(); cid != nil {
@@ -73,6 +75,9 @@ func parseRequest(body []byte) (header, kmsg.Request, error) {
 		if !r.Ok() {
 			return h, nil, errTruncated
 		}
+	}
+	if err := overEntries(h.key, h.version, r.Src, maxEntries); err != nil {
+		return h, nil, err
 	}
 	if err := req.ReadFrom(r.Src); err != nil {
 		return h, nil, fmt.Errorf("%w: key %d version %d: %v", errBadRequestBody, h.key, h.version, err)

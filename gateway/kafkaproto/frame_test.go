@@ -36,7 +36,7 @@ func FuzzParseRequest(f *testing.F) {
 	}
 	f.Add([]byte{0x03, 0xe7, 0, 0, 0, 0, 0, 1, 0xff, 0xff}) // unknown key 999
 	f.Fuzz(func(t *testing.T, body []byte) {
-		h, req, err := parseRequest(body)
+		h, req, err := parseRequest(body, DefaultMaxRequestPartitions)
 		if err != nil {
 			if req != nil {
 				t.Fatalf("error %v with a request", err)
@@ -57,7 +57,7 @@ func FuzzParseRequest(f *testing.F) {
 
 func TestParseRequestRoundTrip(t *testing.T) {
 	for _, b := range seedFrames() {
-		h, req, err := parseRequest(b)
+		h, req, err := parseRequest(b, DefaultMaxRequestPartitions)
 		if err != nil {
 			t.Fatalf("seed %d v%d: %v", h.key, h.version, err)
 		}
@@ -68,10 +68,10 @@ func TestParseRequestRoundTrip(t *testing.T) {
 			t.Fatalf("key %d, header %d", req.Key(), h.key)
 		}
 	}
-	if _, _, err := parseRequest([]byte{0, 18, 0, 99, 0, 0, 0, 1, 0xff, 0xff}); !errors.Is(err, errBadVersion) {
+	if _, _, err := parseRequest([]byte{0, 18, 0, 99, 0, 0, 0, 1, 0xff, 0xff}, DefaultMaxRequestPartitions); !errors.Is(err, errBadVersion) {
 		t.Fatalf("ApiVersions v99: %v, want errBadVersion", err)
 	}
-	if _, _, err := parseRequest([]byte{0, 1}); !errors.Is(err, errTruncated) {
+	if _, _, err := parseRequest([]byte{0, 1}, DefaultMaxRequestPartitions); !errors.Is(err, errTruncated) {
 		t.Fatalf("two bytes: %v, want errTruncated", err)
 	}
 }

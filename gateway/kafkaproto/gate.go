@@ -65,4 +65,7 @@ type Gate interface {
 const (
 	OpFetch   = "kafka_fetch"
 	OpProduce = "kafka_produce"
+	// OpRequest counts whole requests refused before any partition is
+	// looked at (over kafka_max_request_partitions: limit_exceeded).
+	OpRequest = "kafka_request"
 )

@@ -57,7 +57,7 @@ func testConfig() Config {
 		Listen: "127.0.0.1:0", FetchLanes: 1, CoordinatorURL: "http://127.0.0.1:1",
 		HeartbeatInterval: 50 * time.Millisecond, SessionTimeoutMin: time.Second, SessionTimeoutMax: time.Minute,
 		MemberSessionTimeout: 10 * time.Second, RequestTimeout: 5 * time.Second,
-		MaxRequestBytes: 1 << 20, AuthTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second,
+		MaxRequestBytes: 1 << 20, MaxRequestPartitions: DefaultMaxRequestPartitions, AuthTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second,
 		WriteTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxConnections: 16, MaxMembers: 16,
 		MaxWait: time.Second, MaxFetchBytes: 1 << 20,
 	}

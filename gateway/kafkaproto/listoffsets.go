@@ -9,6 +9,10 @@ package kafkaproto
 //     partition it was just granted needs them before it may fetch.
 //   - Admitted partitions go to Kafka in one request (kgo splits it by
 //     leader); answers pass through with the leader epoch -1.
+//   - A partition named more than once is answered INVALID_REQUEST at
+//     each naming and not asked of Kafka, as Kafka's broker answers
+//     duplicates (a partition named 400,000 times went to Kafka as a
+//     400,000-partition ListOffsets: redteam5 #1).
 
 import (
 	"context"
@@ -32,6 +36,7 @@ func handleListOffsets(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, err
 		out   *kmsg.ListOffsetsResponseTopicPartition
 	}
 	var slots []slot
+	dups := duplicateListed(req)
 	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
 		t := &resp.Topics[i]
@@ -43,6 +48,10 @@ func handleListOffsets(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, err
 			out := &t.Partitions[j]
 			*out = kmsg.NewListOffsetsResponseTopicPartition()
 			out.Partition, out.Timestamp, out.Offset, out.LeaderEpoch = rp.Partition, -1, -1, -1
+			if _, dup := dups[partKey{topic: rt.Topic, partition: rp.Partition}]; dup {
+				out.ErrorCode = kerr.InvalidRequest.Code
+				continue
+			}
 			if code := c.admitList(rt.Topic, rp.Partition, now); code != "" {
 				out.ErrorCode = c.partitionError(code)
 				continue
@@ -101,4 +110,22 @@ func findListed(resp *kmsg.ListOffsetsResponse, topic string, partition int32) *
 		}
 	}
 	return nil
+}
+
+// duplicateListed is the partitions a ListOffsets names more than once
+// (nil when none).
+func duplicateListed(req *kmsg.ListOffsetsRequest) map[partKey]struct{} {
+	var seen seenParts
+	var dups map[partKey]struct{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if seen.again(rt.Topic, rp.Partition) {
+				if dups == nil {
+					dups = map[partKey]struct{}{}
+				}
+				dups[partKey{topic: rt.Topic, partition: rp.Partition}] = struct{}{}
+			}
+		}
+	}
+	return dups
 }

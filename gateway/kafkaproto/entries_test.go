@@ -1,0 +1,236 @@
+package kafkaproto
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// randomEntries builds a request of key at version v naming random
+// topics and partitions (random names, records, metadata and unknown
+// tags), and the counts overEntries must find: topic entries and
+// partitions, Fetch's forgotten topics included.
+func randomEntries(r *rand.Rand, key kmsg.Key, v int16) (kmsg.Request, int, int) {
+	name := func() string { return fmt.Sprintf("t%0*d", r.Intn(8), r.Intn(1000)) }
+	tags := func() kmsg.Tags {
+		var t kmsg.Tags
+		if r.Intn(3) == 0 {
+			t.Set(uint32(10+r.Intn(5)), make([]byte, r.Intn(20)))
+		}
+		return t
+	}
+	topics, parts := r.Intn(6), 0
+	n := func() int { k := r.Intn(7); parts += k; return k }
+	switch key {
+	case kmsg.Fetch:
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(v)
+		for range topics {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.UnknownTags = name(), tags()
+			for i := range n() {
+				p := kmsg.NewFetchRequestTopicPartition()
+				p.Partition, p.FetchOffset, p.UnknownTags = int32(i), r.Int63(), tags()
+				t.Partitions = append(t.Partitions, p)
+			}
+			req.Topics = append(req.Topics, t)
+		}
+		if v >= 7 {
+			forgotten := r.Intn(3)
+			topics += forgotten
+			for range forgotten {
+				f := kmsg.NewFetchRequestForgottenTopic()
+				f.Topic, f.UnknownTags = name(), tags()
+				for i := range n() {
+					f.Partitions = append(f.Partitions, int32(i))
+				}
+				req.ForgottenTopics = append(req.ForgottenTopics, f)
+			}
+		}
+		req.Rack = name()
+		return req, topics, parts
+	case kmsg.ListOffsets:
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(v)
+		for range topics {
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic, t.UnknownTags = name(), tags()
+			for i := range n() {
+				p := kmsg.NewListOffsetsRequestTopicPartition()
+				p.Partition, p.Timestamp, p.UnknownTags = int32(i), -1, tags()
+				t.Partitions = append(t.Partitions, p)
+			}
+			req.Topics = append(req.Topics, t)
+		}
+		return req, topics, parts
+	case kmsg.Produce:
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(v)
+		if r.Intn(2) == 0 {
+			id := name()
+			req.TransactionID = &id
+		}
+		for range topics {
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic, t.UnknownTags = name(), tags()
+			for i := range n() {
+				p := kmsg.NewProduceRequestTopicPartition()
+				p.Partition, p.UnknownTags = int32(i), tags()
+				if r.Intn(3) > 0 {
+					p.Records = make([]byte, r.Intn(300))
+				}
+				t.Partitions = append(t.Partitions, p)
+			}
+			req.Topics = append(req.Topics, t)
+		}
+		return req, topics, parts
+	case kmsg.OffsetCommit:
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.SetVersion(v)
+		req.Group, req.MemberID = name(), name()
+		if r.Intn(2) == 0 {
+			id := name()
+			req.InstanceID = &id
+		}
+		for range topics {
+			t := kmsg.NewOffsetCommitRequestTopic()
+			t.Topic, t.UnknownTags = name(), tags()
+			for i := range n() {
+				p := kmsg.NewOffsetCommitRequestTopicPartition()
+				p.Partition, p.Offset, p.UnknownTags = int32(i), r.Int63(), tags()
+				if r.Intn(2) == 0 {
+					m := name()
+					p.Metadata = &m
+				}
+				t.Partitions = append(t.Partitions, p)
+			}
+			req.Topics = append(req.Topics, t)
+		}
+		return req, topics, parts
+	default: // Metadata
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(v)
+		if r.Intn(4) == 0 {
+			req.Topics = nil // every topic: names none
+			return req, 0, 0
+		}
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		for range topics {
+			t := kmsg.NewMetadataRequestTopic()
+			s := name()
+			t.Topic, t.UnknownTags = &s, tags()
+			req.Topics = append(req.Topics, t)
+		}
+		return req, topics, 0
+	}
+}
+
+// TestEntryWalkerAgainstKmsg: on thousands of random requests of every
+// version the listener parses of each bounded API, overEntries refuses
+// exactly when the topic entries or the partitions kmsg decodes exceed
+// the bound, and kmsg decodes every request it lets through.
+func TestEntryWalkerAgainstKmsg(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	for _, key := range []kmsg.Key{kmsg.Fetch, kmsg.ListOffsets, kmsg.Produce, kmsg.OffsetCommit, kmsg.Metadata} {
+		api, _ := lookupAPI(int16(key))
+		for v := api.min; v <= api.max; v++ {
+			for range 300 {
+				req, topics, parts := randomEntries(r, key, v)
+				frame := kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)
+				most := max(topics, parts)
+				for _, bound := range []int{most - 1, most, most + 1} {
+					if bound < 1 {
+						continue
+					}
+					_, decoded, err := parseRequest(frame[4:], bound)
+					over := errors.Is(err, errTooManyEntries)
+					if over != (most > bound) || (!over && err != nil) {
+						t.Fatalf("%s v%d, %d topics %d partitions, bound %d: %v", key.Name(), v, topics, parts, bound, err)
+					}
+					if !over && decoded == nil {
+						t.Fatalf("%s v%d: not decoded", key.Name(), v)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRefusedRequestIsNotDecoded is the attack of redteam5 #1 at the
+// parser: a Fetch of 20,000 partitions (one topic, and one partition in
+// each of 20,000 topics), a Metadata of 20,000 topics and the others
+// are refused before kmsg decodes an entry. Without the walk, the
+// decode alone allocates megabytes (Fetch partitions are 16 bytes on
+// the wire, their struct several times that).
+func TestRefusedRequestIsNotDecoded(t *testing.T) {
+	const n = 20_000
+	onePartitionEach := kmsg.NewPtrFetchRequest()
+	onePartitionEach.SetVersion(12)
+	oneTopic := kmsg.NewPtrFetchRequest()
+	oneTopic.SetVersion(4)
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "orders"
+	metadata := kmsg.NewPtrMetadataRequest()
+	metadata.SetVersion(4)
+	list := kmsg.NewPtrListOffsetsRequest()
+	list.SetVersion(5)
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "orders"
+	produce := kmsg.NewPtrProduceRequest()
+	produce.SetVersion(7)
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "orders"
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.SetVersion(8)
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "orders"
+	for i := range n {
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.Partition = int32(i % 12)
+		ft.Partitions = append(ft.Partitions, p)
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic, t.Partitions = fmt.Sprintf("t-%d", i), []kmsg.FetchRequestTopicPartition{p}
+		onePartitionEach.Topics = append(onePartitionEach.Topics, t)
+		mt := kmsg.NewMetadataRequestTopic()
+		name := t.Topic
+		mt.Topic = &name
+		metadata.Topics = append(metadata.Topics, mt)
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition = p.Partition
+		lt.Partitions = append(lt.Partitions, lp)
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Partition = p.Partition
+		pt.Partitions = append(pt.Partitions, pp)
+		cp := kmsg.NewOffsetCommitRequestTopicPartition()
+		cp.Partition = p.Partition
+		ct.Partitions = append(ct.Partitions, cp)
+	}
+	oneTopic.Topics = []kmsg.FetchRequestTopic{ft}
+	list.Topics = []kmsg.ListOffsetsRequestTopic{lt}
+	produce.Topics = []kmsg.ProduceRequestTopic{pt}
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{ct}
+	for _, tc := range []struct {
+		name string
+		req  kmsg.Request
+	}{{"fetch one topic", oneTopic}, {"fetch a topic each", onePartitionEach}, {"metadata", metadata},
+		{"list offsets", list}, {"produce", produce}, {"offset commit", commit}} {
+		frame := kmsg.NewRequestFormatter().AppendRequest(nil, tc.req, 1)[4:]
+		var err error
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _, err = parseRequest(frame, DefaultMaxRequestPartitions)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, errTooManyEntries) {
+			t.Errorf("%s: %v, want errTooManyEntries", tc.name, err)
+		}
+		// The request struct and the error's text; the frame is 180 KB to 1 MB.
+		if allocs, bytes := after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc; allocs > 20 || bytes > 4<<10 {
+			t.Errorf("%s (%d bytes): refusing it allocated %d times, %d bytes", tc.name, len(frame), allocs, bytes)
+		}
+	}
+}
