@@ -172,8 +172,10 @@ type Config struct {
 	KafkaMaxRequestBytes int32 `yaml:"kafka_max_request_bytes"`
 	// KafkaMaxRequestPartitions bounds the partitions (and, apart, the
 	// topic entries) one Fetch, ListOffsets, Produce or OffsetCommit
-	// names and the topics one Metadata names: a request over it is
-	// refused before it is decoded and the connection closed.
+	// names, the topics one Metadata names and the groups, members,
+	// protocols, assignments, topics or keys a group request names: a
+	// request over it is refused before it is decoded and the
+	// connection closed.
 	KafkaMaxRequestPartitions int `yaml:"kafka_max_request_partitions"`
 	// KafkaAuthTimeout: SASL must complete this soon after connecting.
 	KafkaAuthTimeout time.Duration `yaml:"kafka_auth_timeout"`

@@ -152,7 +152,15 @@ func boundedRequests(n int) map[string]kmsg.Request {
 	ct.Topic = testTopic
 	metadata := kmsg.NewPtrMetadataRequest()
 	metadata.SetVersion(4)
+	describe := kmsg.NewPtrDescribeGroupsRequest()
+	describe.SetVersion(5)
+	offsetFetch := kmsg.NewPtrOffsetFetchRequest()
+	offsetFetch.SetVersion(8)
 	for i := range n {
+		describe.Groups = append(describe.Groups, "g")
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group = "g"
+		offsetFetch.Groups = append(offsetFetch.Groups, g)
 		p := int32(i % 4)
 		fp := kmsg.NewFetchRequestTopicPartition()
 		fp.Partition, fp.PartitionMaxBytes = p, 1
@@ -175,14 +183,17 @@ func boundedRequests(n int) map[string]kmsg.Request {
 	list.Topics = []kmsg.ListOffsetsRequestTopic{lt}
 	produce.Topics = []kmsg.ProduceRequestTopic{pt}
 	commit.Topics = []kmsg.OffsetCommitRequestTopic{ct}
-	return map[string]kmsg.Request{"Fetch": fetch, "ListOffsets": list, "Produce": produce, "OffsetCommit": commit, "Metadata": metadata}
+	return map[string]kmsg.Request{"Fetch": fetch, "ListOffsets": list, "Produce": produce, "OffsetCommit": commit, "Metadata": metadata,
+		"DescribeGroups": describe, "OffsetFetch": offsetFetch}
 }
 
 // TestRequestsNamingTooManyPartitionsRefused is redteam5 #1: one
 // authenticated client's Fetch named hundreds of thousands of partitions
 // (only kafka_max_request_bytes bounded it) and the gateway spent ~190 MB
 // and half a second on each, refused or not; ListOffsets, Produce,
-// OffsetCommit and Metadata had the same shape. Now a request naming
+// OffsetCommit and Metadata had the same shape, and kmsg's decode alone
+// of the group requests' arrays (DescribeGroups, OffsetFetch groups) is
+// many times their frame. Now a request naming
 // more than kafka_max_request_partitions (10,000) entries is refused
 // before it is decoded: the connection closes unanswered, the refusal is
 // counted and logged (no token), and refusing it costs the gateway
@@ -198,7 +209,7 @@ func TestRequestsNamingTooManyPartitionsRefused(t *testing.T) {
 	token, _ := h.mint(withOps(capClaims(0), "fetch", "produce"))
 	h.produce(0, 10)
 	within, over := boundedRequests(1000), boundedRequests(20_000)
-	for _, name := range []string{"Fetch", "ListOffsets", "Produce", "OffsetCommit", "Metadata"} {
+	for _, name := range []string{"Fetch", "ListOffsets", "Produce", "OffsetCommit", "Metadata", "DescribeGroups", "OffsetFetch"} {
 		t.Run(name, func(t *testing.T) {
 			w := dialKafkaWire(t, h.gw.KafkaAddr(), token)
 			if _, err := w.roundTrip(w.frame(within[name]), within[name]); err != nil {
@@ -224,8 +235,8 @@ func TestRequestsNamingTooManyPartitionsRefused(t *testing.T) {
 		})
 	}
 	lines := logs.FilterMessage("kafka request refused").All()
-	if len(lines) != 5 {
-		t.Fatalf("%d refusal lines, want 5 (one per refused request)", len(lines))
+	if len(lines) != 7 {
+		t.Fatalf("%d refusal lines, want 7 (one per refused request)", len(lines))
 	}
 	for _, l := range lines {
 		reason, _ := l.ContextMap()["reason"].(string)

@@ -75,9 +75,10 @@ type Config struct {
 	// before it, frames are bounded by PreAuthRequestBytes.
 	MaxRequestBytes int32
 	// MaxRequestPartitions bounds the partitions, and apart the topic
-	// entries, one Fetch, ListOffsets, Produce or OffsetCommit names, and
-	// the topics one Metadata names: a request over it is refused before
-	// it is decoded and the connection closed (entries.go).
+	// entries, one Fetch, ListOffsets, Produce or OffsetCommit names, the
+	// topics one Metadata names and the entries of a group request's
+	// arrays: a request over it is refused before it is decoded and the
+	// connection closed (entries.go).
 	MaxRequestPartitions int
 	// AuthTimeout: a connection must finish SASL within it.
 	AuthTimeout time.Duration

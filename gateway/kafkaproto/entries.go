@@ -20,7 +20,9 @@ import (
 // refuses one whose counts add up to more than kafka_max_request_partitions
 // partitions or topic entries. The counts are checked as read, before
 // the entries they announce are walked, so kmsg never sizes an array
-// past the bound either.
+// past the bound either. The group and admin requests' arrays (groups,
+// members, protocols, assignments, topics, keys, filters) are walked
+// and bounded the same way (groupRequest).
 //
 // The request is not answered: the connection closes, as for a frame
 // over kafka_max_request_bytes and as Kafka closes one whose request it
@@ -66,6 +68,12 @@ func overEntries(key, version int16, body []byte, max int) error {
 		over = w.offsetCommit(version)
 	case kmsg.Metadata:
 		over = w.metadata(version)
+	default:
+		if !w.groupRequest(kmsg.Key(key), version) {
+			return nil
+		}
+		return fmt.Errorf("%w: %s v%d names %d groups, members, protocols, assignments, topics or keys so far, over kafka_max_request_partitions (%d)",
+			errTooManyEntries, kmsg.NameForKey(key), version, w.topics, max)
 	}
 	if !over {
 		return nil
@@ -73,6 +81,160 @@ func overEntries(key, version int16, body []byte, max int) error {
 	return fmt.Errorf("%w: %s v%d names %d topics and %d partitions so far, over kafka_max_request_partitions (%d)",
 		errTooManyEntries, kmsg.NameForKey(key), version, w.topics, w.partitions, max)
 }
+
+// groupRequest walks the arrays of the group and admin requests (their
+// entries counted in topics): a name on the wire is 1–2 bytes and
+// decodes to a 16-byte string, an empty OffsetFetch group 3 bytes to an
+// ~80-byte struct, so an 8 MiB frame of them decoded to 128–170 MB.
+// Partition ids ([]int32) decode to their own size and are not counted.
+// Their own smaller bounds (100 groups, 16 filters) still answer
+// INVALID_REQUEST below this one.
+func (w *entryWalker) groupRequest(key kmsg.Key, v int16) bool {
+	switch key {
+	case kmsg.DescribeGroups:
+		w.flex = v >= 5
+		return w.entryArray(w.string)
+	case kmsg.ConsumerGroupDescribe:
+		w.flex = true
+		return w.entryArray(w.string)
+	case kmsg.ListGroups:
+		w.flex = v >= 3
+		return v >= 4 && w.entryArray(w.string) || v >= 5 && w.entryArray(w.string)
+	case kmsg.FindCoordinator:
+		w.flex = v >= 3
+		if v <= 3 {
+			w.string() // key
+		}
+		if v >= 1 {
+			w.skip(1) // key type
+		}
+		return v >= 4 && w.entryArray(w.string)
+	case kmsg.OffsetFetch:
+		return w.offsetFetch(v)
+	case kmsg.JoinGroup:
+		return w.joinGroup(v)
+	case kmsg.SyncGroup:
+		return w.syncGroup(v)
+	case kmsg.LeaveGroup:
+		w.flex = v >= 4
+		w.string() // group
+		return v >= 3 && w.entryArray(func() {
+			w.string()         // member id
+			w.nullableString() // instance id
+			if v >= 5 {
+				w.nullableString() // reason
+			}
+			w.tags()
+		})
+	case kmsg.ConsumerGroupHeartbeat:
+		return w.consumerGroupHeartbeat(v)
+	}
+	return false
+}
+
+// offsetFetch: OffsetFetch v1–v7 (one group) and v8–v9 (groups).
+func (w *entryWalker) offsetFetch(v int16) bool {
+	w.flex = v >= 6
+	topic := func() {
+		w.string()
+		w.int32Array()
+		w.tags()
+	}
+	if v <= 7 {
+		w.string() // group
+		return w.entryArray(topic)
+	}
+	over := false
+	return w.entryArray(func() {
+		w.string() // group
+		if v >= 9 {
+			w.nullableString() // member id
+			w.skip(4)          // member epoch
+		}
+		over = over || w.entryArray(topic)
+		w.tags()
+	}) || over
+}
+
+// joinGroup: JoinGroup v0–v9, its protocols.
+func (w *entryWalker) joinGroup(v int16) bool {
+	w.flex = v >= 6
+	w.string() // group
+	w.skip(4)  // session timeout
+	if v >= 1 {
+		w.skip(4) // rebalance timeout
+	}
+	w.string() // member id
+	if v >= 5 {
+		w.nullableString() // instance id
+	}
+	w.string() // protocol type
+	return w.entryArray(func() {
+		w.string() // name
+		w.bytes()  // metadata
+		w.tags()
+	})
+}
+
+// syncGroup: SyncGroup v0–v5, its assignments.
+func (w *entryWalker) syncGroup(v int16) bool {
+	w.flex = v >= 4
+	w.string() // group
+	w.skip(4)  // generation
+	w.string() // member id
+	if v >= 3 {
+		w.nullableString() // instance id
+	}
+	if v >= 5 {
+		w.nullableString() // protocol type
+		w.nullableString() // protocol
+	}
+	return w.entryArray(func() {
+		w.string() // member id
+		w.bytes()  // assignment
+		w.tags()
+	})
+}
+
+// consumerGroupHeartbeat: ConsumerGroupHeartbeat v0–v1, its subscribed
+// topic names and owned topics.
+func (w *entryWalker) consumerGroupHeartbeat(v int16) bool {
+	w.flex = true
+	w.string() // group
+	w.string() // member id
+	w.skip(4)  // member epoch
+	w.nullableString()
+	w.nullableString() // instance id, rack
+	w.skip(4)          // rebalance timeout
+	if w.entryArray(w.string) {
+		return true
+	}
+	if v >= 1 {
+		w.nullableString() // regex
+	}
+	w.nullableString() // server assignor
+	return w.entryArray(func() {
+		w.skip(16) // topic id
+		w.int32Array()
+		w.tags()
+	})
+}
+
+// entryArray walks an array of entries with entry, counting them
+// against the bound before walking them.
+func (w *entryWalker) entryArray(entry func()) bool {
+	n := w.arrayLen()
+	if w.topics += n; w.topics > w.max {
+		return true
+	}
+	for i := 0; i < n && w.r.Ok(); i++ {
+		entry()
+	}
+	return false
+}
+
+// int32Array skips an array of int32s (partition ids).
+func (w *entryWalker) int32Array() { w.skip(4 * w.arrayLen()) }
 
 // fetch: Fetch v4–v12, topics and forgotten topics.
 func (w *entryWalker) fetch(v int16) bool {
