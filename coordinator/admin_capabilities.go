@@ -7,8 +7,10 @@ package coordinator
 //     any group's partitions. ops default to fetch; ttl_ms is required,
 //     at least 1000 and at most max_lease (400 naming the ttl asked, the
 //     bound and, above it, its setting: details limit and max, in ms);
-//     offset_from/offset_to add an offset caveat. 404
-//     for a partition Kafka does not have (once metadata was read).
+//     offset_from/offset_to add an offset caveat. 403 for a topic no
+//     client is granted (Kafka's own, capgate's state logs:
+//     grantableTopic), 404 for a partition Kafka does not have (once
+//     metadata was read).
 //     Answers api.CapabilityResponse.
 //   POST /v1/admin/capabilities/{jti}/revoke with DenyRequest (may be
 //     empty): deny the jti (and every capability chained from it) on all
@@ -73,6 +75,9 @@ func (c *Coordinator) sharedGrant(ctx *fasthttp.RequestCtx, req SharedGrantReque
 		return ocap.Claims{}, 0, false
 	case ttlProblem != "":
 		writeErrorDetails(ctx, api.CodeBadRequest, ttlProblem, ttlDetails)
+		return ocap.Claims{}, 0, false
+	}
+	if !c.grantableTopic(ctx, req.Topic) {
 		return ocap.Claims{}, 0, false
 	}
 	if n, known := c.partitionCount(req.Topic); known && req.Partition >= n {

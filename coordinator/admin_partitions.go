@@ -15,7 +15,9 @@ package coordinator
 //     the normal handoff. A holder that is not a member is
 //     an outside holder: the partition leaves the assignment and the
 //     capability (fetch+commit, ep, exp capped by max_lease) comes in the
-//     LeaseResponse. Answers once the holder is granted.
+//     LeaseResponse. Answers once the holder is granted. 403 for a
+//     topic no client is granted (Kafka's own, capgate's state logs:
+//     grantableTopic).
 //   PUT .../offset with OffsetResetRequest: set the committed offset, even
 //     backwards (the only way it moves back) — an explicit offset (at most
 //     the log end: else 416 offset_out_of_range with latest), or to the
@@ -92,6 +94,9 @@ func (c *Coordinator) handleAdminPartitionLease(ctx *fasthttp.RequestCtx, params
 	if !ocap.ValidName(req.Holder) {
 		writeErrorDetails(ctx, api.CodeBadRequest, fmt.Sprintf("holder %.80q: a holder is %s", req.Holder, ocap.NameRule),
 			map[string]any{"field": "holder"})
+		return
+	}
+	if !c.grantableTopic(ctx, path.topic) {
 		return
 	}
 	bound := ttlBound{min: time.Second, max: c.cfg.Groups.Limits.LeaseTTLMax, key: "coordinator.groups.limits.lease_ttl_max", lasts: "a lease's capability"}

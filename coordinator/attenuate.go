@@ -7,7 +7,9 @@ package coordinator
 // parent's ancestors plus the parent's jti, so denying any ancestor denies
 // the child. Asking for more than the parent has (ops, offsets, lease,
 // byte rate) is refused with 403 forbidden; a malformed request (unknown
-// op, empty offset range) with 400. Answers api.CapabilityResponse.
+// op, empty offset range) with 400; a parent for a topic no client is
+// granted (Kafka's own, capgate's state logs: grantableTopic) with 403.
+// Answers api.CapabilityResponse.
 // The coordinator does not consult fences here: a child of a fenced parent
 // carries the same epoch and is refused by every gateway.
 
@@ -26,6 +28,11 @@ func (c *Coordinator) handleAttenuate(ctx *fasthttp.RequestCtx, _ []string) {
 		return
 	}
 	if !c.allowRate(ctx, c.attenuates, parent.Root(), "attenuations of this capability's chain") {
+		return
+	}
+	// No child for a topic no client is granted (one minted before its
+	// name was reserved: no grant path mints one now).
+	if !c.grantableTopic(ctx, parent.Topic) {
 		return
 	}
 	var req api.AttenuateRequest

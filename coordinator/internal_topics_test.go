@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/capgate/capgate/api"
@@ -13,12 +14,15 @@ import (
 // or Kafka's __consumer_offsets, and read them through a gateway with
 // the capabilities it was granted. Now naming one is 403 whatever the
 // credential allows, and a topic_pattern matching everything gets only
-// the tenants' topics.
+// the tenants' topics. The same for another capgate deployment's state
+// log on the same Kafka (capgate-state-b: redteam5 #4), which the
+// coordinator only refused when it was its own.
 func TestInternalTopicsAreNeverGranted(t *testing.T) {
-	e := newEnv(t, map[string]int32{"orders": 2, "capgate-state": 1, "capgate-state-snapshots": 1, "__consumer_offsets": 3})
+	e := newEnv(t, map[string]int32{"orders": 2, "capgate-state": 1, "capgate-state-snapshots": 1, "__consumer_offsets": 3,
+		"capgate-state-b": 1, "capgate-state-b-snapshots": 1})
 	h := e.start(t)
 	creds := h.clientCredential(t, []string{"*"}, []string{"*"})
-	for i, topic := range []string{"capgate-state", "capgate-state-snapshots", "__consumer_offsets"} {
+	for i, topic := range []string{"capgate-state", "capgate-state-snapshots", "__consumer_offsets", "capgate-state-b", "capgate-state-b-snapshots"} {
 		var got api.ErrorBody
 		h.call(t, "POST", fmt.Sprintf("/v1/groups/g%d/join", i), creds, api.JoinRequest{Topics: []string{topic, "orders"}}, 403, &got)
 		if got.Error.Code != api.CodeForbidden {
@@ -40,4 +44,24 @@ func TestInternalTopicsAreNeverGranted(t *testing.T) {
 			t.Fatalf("a topic_pattern member was granted %s/%d", g.Topic, g.Partition)
 		}
 	}
+}
+
+// TestUnreservedStateTopicStillItsOwn: a deployment whose
+// kafka_state.topic was named before capgate-state* was reserved
+// ("legacy-state") still starts, and still never grants its own state
+// topics (the name space covers everyone else's); the refusal says which
+// rule refused it.
+func TestUnreservedStateTopicStillItsOwn(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1, "legacy-state": 1, "legacy-state-snapshots": 1})
+	e.cfg.KafkaState.Topic = "legacy-state"
+	h := e.start(t)
+	creds := h.clientCredential(t, []string{"*"}, []string{"*"})
+	for i, topic := range []string{"legacy-state", "legacy-state-snapshots"} {
+		var got api.ErrorBody
+		h.call(t, "POST", fmt.Sprintf("/v1/groups/l%d/join", i), creds, api.JoinRequest{Topics: []string{topic}}, 403, &got)
+		if got.Error.Code != api.CodeForbidden || !strings.Contains(got.Error.Message, "this coordinator's state") {
+			t.Fatalf("join naming %s: %+v, want forbidden: this coordinator's state", topic, got)
+		}
+	}
+	h.join(t, "orders", creds, api.JoinRequest{Topics: []string{"orders"}})
 }

@@ -14,27 +14,51 @@ import (
 )
 
 // grantableTopics answers a join naming a topic no client is ever
-// granted with 403 forbidden, whatever its credential allows: Kafka's own
-// topics (a leading "__": every group's committed offsets, transaction
-// state) and the coordinator's state and snapshot topics
-// (kafka_state.topic, whatever the state backend: every tenant's groups,
-// members and offsets). A credential for any topic ("*") covers them by
-// its pattern; the metadata the groups match topic_pattern against leaves
-// them out (refreshTopics), so a pattern never reaches them either.
+// granted with 403 forbidden, whatever its credential allows (internalTopic).
+// A credential for any topic ("*") covers them by its pattern; the
+// metadata the groups match topic_pattern against leaves them out
+// (refreshTopics), so a pattern never reaches them either.
 func (c *Coordinator) grantableTopics(ctx *fasthttp.RequestCtx, topics []string) bool {
 	for _, topic := range topics {
-		if c.internalTopic(topic) {
-			writeError(ctx, api.CodeForbidden, "topic "+strconv.Quote(topic)+" is internal (Kafka's or capgate's state): no client is granted it")
+		if !c.grantableTopic(ctx, topic) {
 			return false
 		}
 	}
 	return true
 }
 
-// internalTopic reports whether topic is Kafka's own or holds the
-// coordinator's state.
+// grantableTopic answers 403 forbidden for a topic no client is granted
+// (internalTopic), naming why; every grant path asks it: join, admin
+// grant and lease, attenuation.
+func (c *Coordinator) grantableTopic(ctx *fasthttp.RequestCtx, topic string) bool {
+	var why string
+	switch {
+	case ocap.KafkaInternalTopic(topic):
+		why = "is Kafka's own (a name beginning with __)"
+	case ocap.StateTopic(topic):
+		why = "is in capgate's reserved state-log name space (" + ocap.StateTopicPrefix + "*: the state of this or another capgate deployment on this Kafka)"
+	case c.ownStateTopic(topic):
+		why = "holds this coordinator's state (kafka_state)"
+	default:
+		return true
+	}
+	writeError(ctx, api.CodeForbidden, "topic "+strconv.Quote(cut(topic, 249))+" "+why+": no client is granted it")
+	return false
+}
+
+// internalTopic reports whether topic is one no client is granted:
+// Kafka's own or a capgate state log of any deployment on this Kafka
+// (ocap.InternalTopic: the reserved capgate-state* name space), or this
+// coordinator's own state topics under a name outside that name space
+// (kafka_state.topic set before it was reserved; warned at start).
 func (c *Coordinator) internalTopic(topic string) bool {
-	return ocap.KafkaInternalTopic(topic) || slices.Contains(c.cfg.KafkaState.Topics(), topic)
+	return ocap.InternalTopic(topic) || c.ownStateTopic(topic)
+}
+
+// ownStateTopic reports whether topic is one of this coordinator's state
+// topics (kafka_state, whatever the state backend).
+func (c *Coordinator) ownStateTopic(topic string) bool {
+	return slices.Contains(c.cfg.KafkaState.Topics(), topic)
 }
 
 // knownTopics answers a join naming a topic Kafka does not have with 404

@@ -169,7 +169,10 @@ func (g *Gateway) authorize(ctx *fasthttp.RequestCtx, c *ocap.Claims, topic []by
 	if string(topic) != c.Topic {
 		req.Topic = string(topic)
 	}
-	return req, g.decide(ctx, c, req, now)
+	if code := g.decide(ctx, c, req, now); code != "" {
+		return req, code
+	}
+	return req, g.refuseInternalTopic(ctx, req.Topic)
 }
 
 // decide runs authz.Decide and answers a refusal.

@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -33,13 +36,7 @@ func TestKafkaListenerHidesTheCoordinatorsStateTopic(t *testing.T) {
 	h.waitReady()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	create := kmsg.NewPtrCreateTopicsRequest()
-	ct := kmsg.NewCreateTopicsRequestTopic()
-	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "capgate-state", 1, 1
-	create.Topics = append(create.Topics, ct)
-	if _, err := h.kc.Request(ctx, create); err != nil {
-		t.Fatal(err)
-	}
+	h.createTopic(ctx, "capgate-state")
 	cred, _, err := h.minter.Mint(ocap.KindClient, ocap.Claims{Subject: "any", Groups: []string{"*"}, Topics: []string{"*"}}, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -76,5 +73,48 @@ func TestKafkaListenerHidesTheCoordinatorsStateTopic(t *testing.T) {
 	}
 	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("ListOffsets of the coordinator's state topic: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+}
+
+// TestHTTPRefusesCapgateStateLogs: a capability for a capgate state log
+// (the reserved capgate-state* name space, this deployment's or
+// another's: one minted before the name space was reserved, or by a
+// coordinator of an older version) was served like any other: its
+// holder fetched every group, member id and committed offset of that
+// deployment, or wrote into its log. The gateway now refuses fetch and
+// produce on such a topic with 403 forbidden; the tenants' topics are
+// served as before.
+func TestHTTPRefusesCapgateStateLogs(t *testing.T) {
+	h := newHarness(t, nil)
+	h.waitReady()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h.createTopic(ctx, "capgate-state-other")
+	p := int32(0)
+	stolen := ocap.Claims{Subject: "thief", Topic: "capgate-state-other", Partition: &p, Ops: ocap.Ops(ocap.OpFetch | ocap.OpProduce)}
+	token, _ := h.mint(stolen)
+	path := "/v1/topics/capgate-state-other/partitions/0/records"
+	r := h.get(token, path+"?offset=earliest")
+	expectError(t, r, http.StatusForbidden, api.CodeForbidden)
+	if !strings.Contains(string(r.body), "capgate state log") {
+		t.Fatalf("fetch of capgate-state-other: %s, want the reason", r.body)
+	}
+	r = h.do(http.MethodPost, path, token, strings.NewReader(`{"records":[{"value":"eA=="}]}`), "Content-Type", "application/json")
+	expectError(t, r, http.StatusForbidden, api.CodeForbidden)
+	own, _ := h.mint(capClaims(0))
+	if r := h.get(own, recordsPath(0, "offset=earliest")); r.status != http.StatusOK {
+		t.Fatalf("fetch of %s/0 with its capability: %d %s", testTopic, r.status, r.body)
+	}
+}
+
+// createTopic creates topic (one partition) in the harness's Kafka.
+func (h *harness) createTopic(ctx context.Context, topic string) {
+	h.t.Helper()
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = topic, 1, 1
+	create.Topics = append(create.Topics, ct)
+	if _, err := h.kc.Request(ctx, create); err != nil {
+		h.t.Fatal(err)
 	}
 }

@@ -145,16 +145,6 @@ func (g *Gateway) learn(s *guard.Settings) error {
 	return nil
 }
 
-// internalTopic reports whether topic is one no client is granted:
-// Kafka's own, or one the coordinator keeps its state in (learned).
-func (g *Gateway) internalTopic(topic string) bool {
-	if ocap.KafkaInternalTopic(topic) {
-		return true
-	}
-	v := g.follower.Settings()
-	return v != nil && slices.Contains(v.InternalTopics, topic)
-}
-
 // audience is the gateway pool's name, as learned ("" before).
 func (g *Gateway) audience() string {
 	if v := g.follower.Settings(); v != nil {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/ocap"
 )
 
 // KafkaConfig is the coordinator's kafka_state section: where the Kafka
@@ -15,6 +17,12 @@ import (
 type KafkaConfig struct {
 	// Topic is the state topic (cleanup.policy=compact, created if
 	// missing); SnapshotTopic holds snapshots ("" = Topic + "-snapshots").
+	// Both belong in the reserved name space ocap.StateTopicPrefix
+	// ("capgate-state...": capgate-state-prod, capgate-state-staging),
+	// which no capgate deployment grants to any client; a name outside it
+	// is accepted (a deployment from before the name space keeps its log)
+	// but warned at every start (UnreservedTopics): other deployments on
+	// the same Kafka do not know it and grant it to any-topic credentials.
 	Topic         string `yaml:"topic"`
 	SnapshotTopic string `yaml:"snapshot_topic"`
 	// Partitions of both topics: one per shard.
@@ -62,13 +70,42 @@ func DefaultKafkaConfig() KafkaConfig {
 }
 
 // Topics are the topics the state lives in: the state topic and the
-// snapshot topic. No client is ever granted them (coordinator/join.go).
+// snapshot topic. No client is ever granted them (coordinator/join_topics.go).
 func (c KafkaConfig) Topics() []string {
 	snapshots := c.SnapshotTopic
 	if snapshots == "" {
 		snapshots = c.Topic + "-snapshots"
 	}
 	return []string{c.Topic, snapshots}
+}
+
+// UnreservedTopics are the state topics (Topics) named outside the
+// reserved name space ocap.StateTopicPrefix: only this deployment knows
+// not to grant them.
+func (c KafkaConfig) UnreservedTopics() []string {
+	var out []string
+	for _, topic := range c.Topics() {
+		if !ocap.StateTopic(topic) {
+			out = append(out, topic)
+		}
+	}
+	return out
+}
+
+// warnUnreserved logs, loudly, state topics named outside the reserved
+// name space: the deployment starts (its log keeps its name), but every
+// other capgate deployment on this Kafka grants them to a credential for
+// any topic.
+func (c KafkaConfig) warnUnreserved(log *zap.Logger) {
+	unreserved := c.UnreservedTopics()
+	if len(unreserved) == 0 || log == nil {
+		return
+	}
+	log.Warn("kafka_state: state topics named outside capgate's reserved name space "+ocap.StateTopicPrefix+"*: "+
+		"this deployment never grants them, but any other capgate deployment on this Kafka does, to a credential for any topic "+
+		"(every group, member id and committed offset of this one); name them "+ocap.StateTopicPrefix+"-<deployment> "+
+		"(a new log: see README, Several deployments on one Kafka), or give the other deployments' credentials explicit topic lists",
+		zap.Strings("topics", unreserved), zap.String("reserved_prefix", ocap.StateTopicPrefix))
 }
 
 // Kafka's topic name rule.
@@ -138,12 +175,14 @@ func (c KafkaConfig) KEK() (*KEK, error) {
 // cluster (broker.ClientOpts), writer names this coordinator in commit
 // records, cluster defaults the transactional id prefix and is a shared
 // setting (SettingCluster: every writer of the log has the same). It
-// loads the KEK.
+// loads the KEK and warns of state topics outside the reserved name
+// space (UnreservedTopics).
 func (c KafkaConfig) Options(client []kgo.Opt, cluster, writer string, shard int32, log *zap.Logger) (KafkaOptions, error) {
 	kek, err := c.KEK()
 	if err != nil {
 		return KafkaOptions{}, err
 	}
+	c.warnUnreserved(log)
 	prefix := c.TransactionalIDPrefix
 	if prefix == "" {
 		prefix = "capgate-" + cluster
