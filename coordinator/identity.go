@@ -1,8 +1,11 @@
 package coordinator
 
 // Behavior: a JWT of an issuer configured under oidc.issuers stands in
-// for a client credential at join (the bearer's unverified iss picks the
-// verifier: an IdP's issuer URL is never the coordinator's id). It is
+// for a client credential at join (the bearer's unverified header typ,
+// then its iss, pick the verifier: a token typed as capgate's own —
+// capgate-client+jwt, capgate+jwt, capgate-member+jwt — always goes to
+// capgate's verifier, and an IdP's issuer URL is never the coordinator's
+// id). It is
 // verified strictly by package identity (JWKS over HTTPS, cached,
 // refreshed on an unknown kid at most once per oidc.jwks_refresh_min;
 // RS256/ES256/EdDSA only; iss, aud, exp, nbf, iat) and its claims are
@@ -12,7 +15,11 @@ package coordinator
 //                       iss is neither the coordinator's nor configured
 //                       (auth.go unconfiguredIssuer: the message names the
 //                       iss, and a configured one it misses by a trailing
-//                       slash), never tried as a client credential
+//                       slash), never tried as a client credential; a
+//                       capgate token of another iss is called what it
+//                       is: "a capgate client credential of issuer X;
+//                       this coordinator is Y: minted by another
+//                       coordinator or cluster" (identity.CapgateKind)
 //   401 token_expired   exp passed
 //   403 forbidden       no rule maps the token, or the group or a topic
 //                       is outside what the rules grant

@@ -87,22 +87,29 @@ func New(cfg Config, log *zap.Logger) (*Verifier, error) {
 // Handles reports whether token claims (unverified) to come from a
 // configured issuer: then Verify decides, and capgate's own verifier is
 // not consulted. Anything else (no issuer configured, not a JWT, another
-// iss) is false.
+// iss, a header typ of capgate's own token kinds: CapgateKind) is false.
 func (v *Verifier) Handles(token []byte) bool {
 	if v == nil || len(v.issuers) == 0 {
 		return false
 	}
 	iss, ok := v.unverifiedIssuer(token)
 	_, configured := v.issuers[iss]
-	return ok && configured
+	if !ok || !configured {
+		return false
+	}
+	_, capgate := CapgateKind(token)
+	return !capgate
 }
 
 // Unconfigured explains a token that Handles does not take although it
 // names an issuer: its unverified iss is neither own (capgate's own
 // issuer, whose tokens its own verifier checks) nor a configured one. It
 // is nil for own's tokens, configured issuers' and anything without an
-// iss. The answer names the token's iss (at most 128 characters, quoted)
-// and, when it differs from a configured issuer only by a trailing slash
+// iss. The header's typ is read first: a capgate token (CapgateKind) of
+// another issuer was minted by another capgate coordinator or cluster,
+// and is called so, never an unconfigured OIDC issuer's. Otherwise the
+// answer names the token's iss (at most 128 characters, quoted) and,
+// when it differs from a configured issuer only by a trailing slash
 // (Auth0 and Okta write theirs with one), says so.
 func (v *Verifier) Unconfigured(token []byte, own string) error {
 	if v == nil {
@@ -111,6 +118,10 @@ func (v *Verifier) Unconfigured(token []byte, own string) error {
 	iss, ok := v.unverifiedIssuer(token)
 	if !ok || iss == "" || iss == own {
 		return nil
+	}
+	if kind, capgate := CapgateKind(token); capgate {
+		return fmt.Errorf("%w: %s of issuer %.128q; this coordinator is %.128q: minted by another coordinator or cluster",
+			ErrInvalid, kindNoun(kind), iss, own)
 	}
 	if _, configured := v.issuers[iss]; configured {
 		return nil
@@ -125,6 +136,49 @@ func (v *Verifier) Unconfigured(token []byte, own string) error {
 		return fmt.Errorf("%w: issuer %.128q is not a configured OIDC issuer (none is configured)", ErrInvalid, iss)
 	}
 	return fmt.Errorf("%w: issuer %.128q is not a configured OIDC issuer", ErrInvalid, iss)
+}
+
+// maxHeaderBytes bounds the JOSE header CapgateKind decodes (capgate's
+// are under 100 bytes).
+const maxHeaderBytes = 1024
+
+// CapgateKind is the typ of token's JOSE header when it is one of
+// capgate's own token kinds (ocap.KindClient, KindCapability,
+// KindMember), read without verifying anything: it routes a token to
+// capgate's verifier, never to an IdP's, and names it in a refusal. An
+// IdP never writes these types. False for anything else, a header over
+// maxHeaderBytes or no JWT.
+func CapgateKind(token []byte) (ocap.Kind, bool) {
+	header, _, ok := bytes.Cut(token, []byte("."))
+	if !ok || len(header) > maxHeaderBytes {
+		return "", false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(string(header))
+	if err != nil {
+		return "", false
+	}
+	var h struct {
+		Typ string `json:"typ"`
+	}
+	if json.Unmarshal(raw, &h) != nil {
+		return "", false
+	}
+	switch k := ocap.Kind(h.Typ); k {
+	case ocap.KindClient, ocap.KindCapability, ocap.KindMember:
+		return k, true
+	}
+	return "", false
+}
+
+// kindNoun is what a capgate token kind is called in a refusal.
+func kindNoun(k ocap.Kind) string {
+	switch k {
+	case ocap.KindClient:
+		return "a capgate client credential"
+	case ocap.KindMember:
+		return "a capgate member token"
+	}
+	return "a capgate capability"
 }
 
 // unverifiedIssuer is the iss claim of token, unverified; false when
