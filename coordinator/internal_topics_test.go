@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/api"
 )
@@ -64,4 +65,42 @@ func TestUnreservedStateTopicStillItsOwn(t *testing.T) {
 		}
 	}
 	h.join(t, "orders", creds, api.JoinRequest{Topics: []string{"orders"}})
+}
+
+// TestHeldTopicBecomingInternalIsRevoked: a topic a member already holds
+// when a restart makes it one no client is granted (an upgrade that
+// reserves capgate-state*, here a kafka_state.topic set to it) is
+// reported deleted at the first metadata read against the restored
+// state: the member is told to revoke it (its epoch fenced at the
+// gateways) and nothing grants or renews it again.
+func TestHeldTopicBecomingInternalIsRevoked(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1, "legacy-state": 1})
+	h := e.start(t)
+	creds := h.clientCredential(t, []string{"*"}, []string{"*"})
+	m := h.join(t, "g", creds, api.JoinRequest{Topics: []string{"orders", "legacy-state"}})
+	if _, ok := m.grant("legacy-state", 0); !ok {
+		t.Fatalf("legacy-state/0 not granted before: %v", m.grants)
+	}
+	h.stop(t)
+	e.cfg.KafkaState.Topic = "legacy-state"
+	h = e.start(t)
+	m = &member{h: h, group: "g", id: m.id, token: m.token, grants: map[string]api.Grant{}}
+	start := time.Now()
+	revoked := false
+	eventually(t, func() string {
+		resp := m.heartbeat(t, 100)
+		for _, r := range resp.Revoke {
+			revoked = revoked || r.Topic == "legacy-state"
+		}
+		for _, g := range append(resp.Grants, resp.Renew...) {
+			if g.Topic == "legacy-state" {
+				t.Fatalf("legacy-state/%d granted or renewed after it became internal", g.Partition)
+			}
+		}
+		if !revoked {
+			return "no revoke of legacy-state/0 told to the member"
+		}
+		return ""
+	})
+	t.Logf("revoked %v after the restart", time.Since(start))
 }
