@@ -48,6 +48,9 @@ func (c *Coordinator) handleAdminClients(ctx *fasthttp.RequestCtx, _ []string) {
 		writeError(ctx, api.CodeBadRequest, msg)
 		return
 	}
+	if !c.grantableTopics(ctx, req.Topics) {
+		return
+	}
 	ttl, ms := msDuration(req.TTLMs), req.TTLMs
 	switch {
 	case ms < 0:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
 )
 
 // TestInternalTopicsAreNeverGranted is the attack of a tenant whose
@@ -103,4 +104,28 @@ func TestHeldTopicBecomingInternalIsRevoked(t *testing.T) {
 		return ""
 	})
 	t.Logf("revoked %v after the restart", time.Since(start))
+}
+
+// TestCredentialsNamingInternalTopicsRefused: a client credential or an
+// OAuth client naming a topic no client is granted (Kafka's own, or a
+// capgate state log of any deployment) is refused 403 at minting, in the
+// join's words — it was minted and could never be used (redteam5 #7).
+// A pattern that also covers other topics is fine: grants leave the
+// reserved ones out.
+func TestCredentialsNamingInternalTopicsRefused(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2, "capgate-state-b": 1, "__consumer_offsets": 3})
+	h := e.start(t)
+	for _, topics := range [][]string{{"capgate-state-b"}, {"orders", "__consumer_offsets"}, {"capgate-state*"}} {
+		var got api.ErrorBody
+		h.call(t, "POST", "/v1/admin/clients", e.adminToken, coordinator.ClientRequest{Name: "svc", Groups: []string{"g"}, Topics: topics}, 403, &got)
+		if got.Error.Code != api.CodeForbidden || !strings.Contains(got.Error.Message, "no client is granted it") {
+			t.Fatalf("client credential for %v: %+v, want forbidden naming why", topics, got)
+		}
+		h.call(t, "POST", "/v1/admin/oauth/clients", e.adminToken, coordinator.OAuthClientRequest{Name: "svc", Groups: []string{"g"}, Topics: topics}, 403, &got)
+		if got.Error.Code != api.CodeForbidden {
+			t.Fatalf("oauth client for %v: %+v, want forbidden", topics, got)
+		}
+	}
+	var out coordinator.ClientResponse
+	h.call(t, "POST", "/v1/admin/clients", e.adminToken, coordinator.ClientRequest{Name: "svc", Groups: []string{"g"}, Topics: []string{"orders", "capgate-*"}}, 200, &out)
 }

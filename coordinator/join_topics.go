@@ -14,7 +14,9 @@ import (
 )
 
 // grantableTopics answers a join naming a topic no client is ever
-// granted with 403 forbidden, whatever its credential allows (internalTopic).
+// granted with 403 forbidden, whatever its credential allows (internalTopic);
+// so is a client credential or OAuth client whose topics name one (it
+// could never use it; a pattern naming only such topics, "__*", too).
 // A credential for any topic ("*") covers them by its pattern; the
 // metadata the groups match topic_pattern against leaves them out
 // (refreshTopics), so a pattern never reaches them either.

@@ -202,6 +202,9 @@ func (c *Coordinator) handleAdminOAuthClientCreate(ctx *fasthttp.RequestCtx, _ [
 		writeError(ctx, api.CodeBadRequest, msg)
 		return
 	}
+	if !c.grantableTopics(ctx, req.Topics) {
+		return
+	}
 	ms := req.TokenTTLMs
 	switch {
 	case ms < 0:
