@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -146,6 +147,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	g.server = g.newServer()
 	if cfg.KafkaListen != "" {
 		kc := cfg.kafkaConfig()
+		kc.ShutdownTimeout = membersLeaveTimeout(cfg.ShutdownTimeout) // the rest of the grace is the gateway's leave
 		kc.ClusterID = g.audience
 		kc.InternalTopic = g.internalTopic
 		kc.CoordinatorTLS = syncTLS
@@ -252,35 +254,102 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 }
 
-// Close shuts the gateway down gracefully: it stops accepting, ends the
-// long polls in flight (they answer 503, retriable), lets every handler
-// finish its response within shutdown_timeout, then stops syncing, tells
-// the coordinator it left (only once nothing is served any more), and
-// closes the broker client.
+// Close shuts the gateway down gracefully within shutdown_timeout,
+// counted from the call (an orchestrator kills the process at its grace
+// period: Kubernetes' terminationGracePeriodSeconds). It ends the long
+// polls in flight (they answer 503, retriable), then at the same time
+// closes the Kafka listener (its members release and leave, given
+// membersShare of the grace) and shuts the HTTP server down (stop
+// accepting, every handler answers); once both are done it stops syncing
+// and tells the coordinator it left (only once nothing is served any
+// more), with what is left of the grace; then it closes the broker
+// client. What the deadline cuts off is logged and returned.
 func (g *Gateway) Close() error {
 	var err error
-	g.closeOnce.Do(func() {
-		g.inflight.shutdown(errShuttingDown)
-		if g.kafka != nil {
-			_ = g.kafka.Close() // its member sessions leave their groups
-		}
-		if g.ln != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
-			err = g.server.ShutdownWithContext(ctx)
-			cancel()
-			g.stopSync()
-			<-g.syncDone
-			g.leaveCoordinator(err)
-		}
-		g.stopPprof()
-		g.broker.Close()
-		g.syncHTTP.CloseIdleConnections()
-		g.log.Info("gateway stopped")
-	})
+	g.closeOnce.Do(func() { err = g.shutdown() })
 	if err != nil {
 		return fmt.Errorf("gateway: shutdown: %w", err)
 	}
 	return nil
+}
+
+// membersShare is the part of shutdown_timeout the Kafka listener's
+// members get to release their partitions and leave their groups
+// (kafkaproto.Config.ShutdownTimeout); the rest is kept for the
+// gateway's own leave, which must wait for the listener to be closed.
+const membersShare = 3 // quarters
+
+// membersLeaveTimeout is membersShare quarters of shutdown.
+func membersLeaveTimeout(shutdown time.Duration) time.Duration {
+	return shutdown / 4 * membersShare
+}
+
+// shutdown is Close's work under one deadline. Order, and why: the
+// fetches in flight are cancelled first, so a long poll answers at once;
+// the Kafka listener and the HTTP server then close side by side (they
+// share nothing but the broker client); the sync loop stops and the
+// gateway leaves the coordinator only after both, because a leave tells
+// the coordinator this gateway serves nothing any more (its handoffs
+// stop waiting for its acks); the broker client closes last, after
+// every fetch and produce that used it.
+func (g *Gateway) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
+	defer cancel()
+	g.inflight.shutdown(errShuttingDown)
+	kafkaDone := g.closeKafka()
+	var err error
+	if g.ln != nil {
+		if err = g.server.ShutdownWithContext(ctx); err != nil {
+			g.log.Warn("shutdown_timeout cut the HTTP server off: handlers still running", zap.Int32("open_connections", g.server.GetOpenConnectionsCount()), zap.Error(err))
+			err = fmt.Errorf("http server: %w", err)
+		}
+	}
+	err = errors.Join(err, g.awaitKafka(ctx, kafkaDone))
+	if g.ln != nil {
+		g.stopSync()
+		select {
+		case <-g.syncDone:
+		case <-ctx.Done():
+			g.log.Warn("shutdown_timeout cut the sync loop off")
+			err = errors.Join(err, errors.New("sync loop: still running at shutdown_timeout"))
+		}
+		g.leaveCoordinator(ctx, err)
+	}
+	g.stopPprof()
+	g.broker.Close()
+	g.syncHTTP.CloseIdleConnections()
+	g.log.Info("gateway stopped")
+	return err
+}
+
+// closeKafka closes the Kafka listener in a goroutine of its own (its
+// members leave their groups meanwhile); the channel is closed when it is
+// done.
+func (g *Gateway) closeKafka() <-chan struct{} {
+	done := make(chan struct{})
+	if g.kafka == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		_ = g.kafka.Close()
+	}()
+	return done
+}
+
+// awaitKafka waits for the Kafka listener's close up to ctx's deadline.
+func (g *Gateway) awaitKafka(ctx context.Context, done <-chan struct{}) error {
+	if g.kafka == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		g.log.Warn("shutdown_timeout cut the Kafka listener off: still closing; members not gone are expired by the coordinator", zap.Int("members", g.kafka.Members()))
+		return errors.New("kafka listener: still closing at shutdown_timeout")
+	}
 }
 
 // CloseWithoutLeaving closes the gateway like Close but does not tell the
@@ -291,19 +360,26 @@ func (g *Gateway) CloseWithoutLeaving() error {
 	return g.Close()
 }
 
-// leaveCoordinator tells the coordinator the gateway is gone, unless the
-// server did not stop cleanly (shutdownErr: a handler may still be
-// serving, so the coordinator must keep waiting for the gateway's silence).
-func (g *Gateway) leaveCoordinator(shutdownErr error) {
+// leaveCoordinator tells the coordinator the gateway is gone, within
+// ctx's deadline, unless the gateway did not stop cleanly (shutdownErr: a
+// handler or a Kafka connection may still be serving, so the coordinator
+// must keep waiting for the gateway's silence).
+func (g *Gateway) leaveCoordinator(ctx context.Context, shutdownErr error) {
 	if g.noLeave.Load() {
 		return
 	}
 	if shutdownErr != nil {
-		g.log.Warn("not leaving the coordinator: the server did not stop cleanly; it counts this gateway safe after gateway_timeout", zap.Error(shutdownErr))
+		g.log.Warn("not leaving the coordinator: the gateway did not stop cleanly; it counts this gateway safe after gateway_timeout", zap.Error(shutdownErr))
 		return
 	}
-	if err := g.leave(g.cfg.ShutdownTimeout); err != nil {
-		g.log.Warn("leaving the coordinator failed; it counts this gateway safe after gateway_timeout", zap.Error(err))
+	deadline, _ := ctx.Deadline()
+	left := time.Until(deadline)
+	if left <= 0 {
+		g.log.Warn("shutdown_timeout cut leaving the coordinator off: no time left; it counts this gateway safe after gateway_timeout")
+		return
+	}
+	if err := g.leave(left); err != nil {
+		g.log.Warn("leaving the coordinator failed; it counts this gateway safe after gateway_timeout", zap.Error(err), zap.Bool("cut_off_by_shutdown_timeout", time.Until(deadline) <= 0))
 		return
 	}
 	g.log.Info("left the coordinator", zap.String("coordinator", g.coordinators.Current()))

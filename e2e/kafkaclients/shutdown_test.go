@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capgate/capgate/e2e/sdk"
-	"github.com/capgate/capgate/gateway"
 )
 
 // memberCalls are a member's coordinator routes: join, heartbeat, commit,
@@ -33,6 +32,22 @@ type failingMembers struct {
 }
 
 func (f *failingMembers) proxy(t testing.TB, coordinator string) string {
+	return coordinatorProxy(t, coordinator, func(w http.ResponseWriter, r *http.Request) bool {
+		if !f.failing.Load() || !memberCalls.MatchString(r.URL.Path) {
+			return false
+		}
+		f.failed.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte(`{"error":{"code":"internal","message":"mint grants"}}`))
+		return true
+	})
+}
+
+// coordinatorProxy is a reverse proxy in front of the coordinator that
+// lets answer see each request first: when it answered, the request is
+// not passed on.
+func coordinatorProxy(t testing.TB, coordinator string, answer func(http.ResponseWriter, *http.Request) bool) string {
 	target, err := url.Parse(coordinator)
 	if err != nil {
 		t.Fatal(err)
@@ -41,14 +56,9 @@ func (f *failingMembers) proxy(t testing.TB, coordinator string) string {
 	rp.FlushInterval = -1
 	rp.ErrorLog = log.New(io.Discard, "", 0) // a cancelled call is expected here
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if f.failing.Load() && memberCalls.MatchString(r.URL.Path) {
-			f.failed.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			w.Write([]byte(`{"error":{"code":"internal","message":"mint grants"}}`))
-			return
+		if !answer(w, r) {
+			rp.ServeHTTP(w, r)
 		}
-		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -66,17 +76,7 @@ func (f *failingMembers) proxy(t testing.TB, coordinator string) string {
 func TestGatewayShutdownWithinGraceWhileJoinsFail(t *testing.T) {
 	f := &failingMembers{}
 	const grace = 2 * time.Second
-	s := Start(t, Options{Partitions: 2, Gateway: func(cfg *gateway.Config) {
-		cfg.CoordinatorURL = f.proxy(t, cfg.CoordinatorURL)
-		cfg.ShutdownTimeout = grace
-		cfg.Broker.RequestTimeout = 10 * time.Second
-	}})
-	cred := tenantCredential(t, s, "tenant-a", []string{"a-*"})
-	m := joinGroup(t, s, "a1", "a-orders", cred, kip848)
-	produceDirect(t, s, "orders", 0, 3)
-	sdk.Eventually(t, 20*time.Second, "a1 polled 3 records", func() (bool, string) {
-		return len(m.Records()) == 3, fmt.Sprintf("%d polled", len(m.Records()))
-	})
+	s, cred := memberBehindProxy(t, grace, f.proxy)
 
 	f.failing.Store(true)
 	late := kgoClient(t, s.KafkaAddrs(), cred, false, kgo.ClientID("late"), kgo.ConsumerGroup("a-orders"), kgo.ConsumeTopics("orders"))
