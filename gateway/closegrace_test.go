@@ -22,19 +22,7 @@ func TestCloseCutsOffAtTheDeadline(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	h := newHarnessWith(t, harnessOptions{log: zap.New(core), edit: func(c *Config) { c.ShutdownTimeout = grace }})
 	h.waitReady()
-	prod, _ := h.mint(withOps(capClaims(0), "produce"))
-	answered, release := make(chan struct{}), make(chan struct{})
-	releaseOnce := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(releaseOnce)
-	h.gw.afterProduce = func() {
-		close(answered)
-		<-release
-	}
-	done := make(chan response, 1)
-	go func() {
-		done <- h.do(http.MethodPost, recordsURL(0), prod, strings.NewReader(`{"records":[{"value":"eA=="}]}`), "Content-Type", "application/json")
-	}()
-	<-answered
+	_, done, release := h.heldProduce()
 
 	start := time.Now()
 	err := h.gw.Close()
@@ -53,8 +41,29 @@ func TestCloseCutsOffAtTheDeadline(t *testing.T) {
 	if left := h.sync.leaveLog(); len(left) != 0 {
 		t.Errorf("the gateway left the coordinator (%v) while a handler still served", left)
 	}
-	releaseOnce()
+	release()
 	if r := <-done; r.status != http.StatusOK {
 		t.Errorf("the produce cut off: %d %s, want Kafka's answer once its handler goes on", r.status, r.body)
 	}
+}
+
+// heldProduce sends a produce to partition 0 under a capability prod and
+// returns once Kafka answered it, with its handler held there until
+// release (also called at the test's end); done gets the answer.
+func (h *harness) heldProduce() (prod string, done <-chan response, release func()) {
+	h.t.Helper()
+	prod, _ = h.mint(withOps(capClaims(0), "produce"))
+	answered, held := make(chan struct{}), make(chan struct{})
+	release = sync.OnceFunc(func() { close(held) })
+	h.t.Cleanup(release)
+	h.gw.afterProduce = func() {
+		close(answered)
+		<-held
+	}
+	out := make(chan response, 1)
+	go func() {
+		out <- h.do(http.MethodPost, recordsURL(0), prod, strings.NewReader(`{"records":[{"value":"eA=="}]}`), "Content-Type", "application/json")
+	}()
+	<-answered
+	return prod, out, release
 }

@@ -44,17 +44,7 @@ func TestProduceThenFetch(t *testing.T) {
 // its way could still land, unseen).
 func TestRevocationAckWaitsForProduceInFlight(t *testing.T) {
 	h := newHarness(t, nil)
-	prod, _ := h.mint(withOps(capClaims(0), "produce"))
-	answered, release := make(chan struct{}), make(chan struct{})
-	h.gw.afterProduce = func() {
-		close(answered)
-		<-release
-	}
-	done := make(chan response, 1)
-	go func() {
-		done <- h.do(http.MethodPost, recordsURL(0), prod, strings.NewReader(`{"records":[{"value":"eA=="}]}`), "Content-Type", "application/json")
-	}()
-	<-answered
+	prod, done, release := h.heldProduce()
 	var finished atomic.Bool
 	acked := make(chan bool, 1)
 	var fenceSeq atomic.Uint64
@@ -70,7 +60,7 @@ func TestRevocationAckWaitsForProduceInFlight(t *testing.T) {
 	h.sync.push(api.SyncResponse{Fences: []api.Fence{{Group: "g", Topic: testTopic, Partition: 0, Epoch: 2}}})
 	waitFor(t, "the fence applied", func() bool { return h.gw.view.Fence("g", testTopic, 0) == 2 })
 	finished.Store(true)
-	close(release)
+	release()
 	if r := <-done; r.status != http.StatusOK {
 		t.Fatalf("the produce Kafka answered before the fence: %d %s, want 200", r.status, r.body)
 	}
