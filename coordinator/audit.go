@@ -29,7 +29,6 @@ package coordinator
 import (
 	"crypto/tls"
 	"encoding/json"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,21 +104,23 @@ func (l *auditLog) add(e AuditEntry, now time.Time) AuditEntry {
 }
 
 // page returns at most limit entries with seq < before (0: from the
-// newest), newest first, and whether older ones follow.
-func (l *auditLog) page(before uint64, limit int) ([]AuditEntry, bool) {
+// newest) that f keeps, newest first, and whether an older one f keeps
+// follows — so next_before never leads to an empty page. A filter scans
+// at most the whole ring (audit_entries_max) under the lock.
+func (l *auditLog) page(before uint64, limit int, f *auditFilter) ([]AuditEntry, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := []AuditEntry{}
 	n := len(l.entries)
 	for i := range n {
-		e := l.entries[(l.next+n-1-i)%n] // newest first
-		if before != 0 && e.Seq >= before {
+		e := &l.entries[(l.next+n-1-i)%n] // newest first
+		if (before != 0 && e.Seq >= before) || !f.keeps(e) {
 			continue
 		}
 		if len(out) == limit {
 			return out, true
 		}
-		out = append(out, e)
+		out = append(out, *e)
 	}
 	return out, false
 }
@@ -247,29 +248,24 @@ func cut(s string, n int) string {
 	return s[:n]
 }
 
-// Behavior: GET /v1/admin/audit?before=&limit= — bearer: an admin token.
+// Behavior: GET /v1/admin/audit — bearer: an admin token.
 // The newest admin actions, newest first (AuditResponse): at most limit
-// (1..describe_page_max, default 100) with seq below before; next_before
-// when older ones are kept. 400 for a bad before or limit.
+// (1..describe_page_max, default 100) with seq below before, of those
+// the filters keep (auditFilter: action, who, target, exclude_action,
+// exclude_target); next_before when an older entry they keep follows, so
+// paging with the same filters walks every kept entry once. before and
+// limit are given at most once; a filter parameter once per value
+// (action=a&action=b: a comma is part of a value, as in a group name or
+// a certificate's). 400 naming the parameter for a bad before or limit,
+// an empty filter value, one over 256 bytes, more than 16 values of one
+// filter, or an unknown parameter.
 func (c *Coordinator) handleAdminAudit(ctx *fasthttp.RequestCtx, _ []string) {
-	limitGiven := ctx.QueryArgs().Has("limit")
-	q, ok := c.pageQuery(ctx, "before")
-	if !ok {
+	q, problem := c.parseAuditQuery(ctx.QueryArgs())
+	if problem != "" {
+		writeError(ctx, api.CodeBadRequest, problem)
 		return
 	}
-	if !limitGiven {
-		q.limit = min(q.limit, 100)
-	}
-	var before uint64
-	if s := q.get("before"); s != "" {
-		n, ok := api.ParseDecimal(s, math.MaxInt64)
-		if !ok || n == 0 {
-			writeError(ctx, api.CodeBadRequest, "before must be an entry's seq (a decimal integer > 0 without sign or leading zeros)")
-			return
-		}
-		before = uint64(n)
-	}
-	entries, more := c.audit.page(before, q.limit)
+	entries, more := c.audit.page(q.before, q.limit, &q.filter)
 	out := AuditResponse{Entries: entries}
 	if more {
 		out.NextBefore = entries[len(entries)-1].Seq

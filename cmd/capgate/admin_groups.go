@@ -200,8 +200,9 @@ func groupPartitions(cmd *cobra.Command, c *adminClient, group, topic string) ([
 func newAdminAudit(f *adminFlags) *cobra.Command {
 	var limit int
 	var before uint64
+	var filters auditFilterFlags
 	cmd := &cobra.Command{
-		Use:   "audit [--limit N] [--before SEQ]",
+		Use:   "audit [--limit N] [--before SEQ] [--action A] [--who W] [--target PREFIX] [--exclude-action A] [--exclude-target PREFIX]",
 		Short: "The admin audit log: who did what to which target, why, and how it ended (newest first)",
 		Long: `The admin actions the coordinator has seen since it started, newest
 first: who, what, the target, the reason given and the result.
@@ -212,13 +213,24 @@ run's first is the unix microsecond of its first action, then one more
 per entry), so a --before SEQ from before a restart lists nothing of the
 new run. The durable record is the coordinator's log: one
 "admin action" line per entry (info; warn when refused), kept wherever
-its logs are shipped.`,
+its logs are shipped.
+
+The coordinator filters: --action and --who are exact (who as listed:
+token:<12 hex>, cert:<name>, console:<user>), --target a prefix; each
+takes up to 16 values (repeat the flag: a comma is part of a value, as
+in a group or certificate name), any of which matches; --exclude-action and --exclude-target drop what
+they match. --limit counts what the filters keep, and --before pages
+through it with the same filters. capgate produce mints one capability
+per partition it writes (holder capgate-produce): hide them with
+--exclude-target capgate-produce@.`,
+		Example: `  capgate admin audit --exclude-target capgate-produce@ --limit 5
+  capgate admin audit --action partition_revoke --action member_revoke --target orders-eu/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
 				return usageErrorf("--limit: must be >= 1 (0: the coordinator's default), got %d", limit)
 			}
-			q := url.Values{}
+			q := filters.query()
 			if limit > 0 {
 				q.Set("limit", strconv.Itoa(limit))
 			}
@@ -234,7 +246,37 @@ its logs are shipped.`,
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many entries (default: the coordinator's, 100)")
 	cmd.Flags().Uint64Var(&before, "before", 0, "only entries older than this seq (next_before of the last page)")
+	filters.register(cmd)
 	return cmd
+}
+
+// auditFilterFlags are admin audit's filters, sent as the API's filter
+// parameters, one occurrence per value.
+type auditFilterFlags struct {
+	action, who, target, excludeAction, excludeTarget []string
+}
+
+func (a *auditFilterFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringArrayVar(&a.action, "action", nil, "only these actions (exact: partition_revoke, capabilities, group_config, ...)")
+	fl.StringArrayVar(&a.who, "who", nil, "only these admins (exact, as the WHO column shows them)")
+	fl.StringArrayVar(&a.target, "target", nil, "only targets starting with one of these")
+	fl.StringArrayVar(&a.excludeAction, "exclude-action", nil, "not these actions (exact)")
+	fl.StringArrayVar(&a.excludeTarget, "exclude-target", nil, "not targets starting with one of these (capgate-produce@: capgate produce's grants)")
+}
+
+// query is the filters as query parameters.
+func (a *auditFilterFlags) query() url.Values {
+	q := url.Values{}
+	for name, values := range map[string][]string{
+		"action": a.action, "who": a.who, "target": a.target,
+		"exclude_action": a.excludeAction, "exclude_target": a.excludeTarget,
+	} {
+		for _, v := range values {
+			q.Add(name, v)
+		}
+	}
+	return q
 }
 
 func printOffsets(w io.Writer, raw json.RawMessage) error {

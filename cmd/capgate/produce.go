@@ -51,6 +51,15 @@ func newProduceCmd() *cobra.Command {
 			"partition, so --partition is needed), or ones minted for the purpose through\n" +
 			"the admin API with an admin token (--token-file credentials.json from capgate\n" +
 			"dev, or $CAPGATE_ADMIN_TOKEN). Lines that arrive together are sent together.\n\n" +
+			"Each minted capability is an admin action: one entry of the coordinator's\n" +
+			"audit log (action capabilities, target capgate-produce@TOPIC/PARTITION) and one\n" +
+			"\"admin action\" log line. Without --partition, a run mints one for partition\n" +
+			"0 first (its answer tells the partition count), then one for each other\n" +
+			"partition it writes: unkeyed lines round-robin, so 200 lines to a topic of 12\n" +
+			"partitions mint 12. A partition still written when its capability nears its\n" +
+			"end (--capability-ttl) gets a new one. --partition mints one, --capability\n" +
+			"none. To leave them out of the audit view:\n" +
+			"capgate admin audit --exclude-target capgate-produce@\n\n" +
 			"What was written is summed up on stderr, one line per partition; with -o json\n" +
 			"stdout also gets one JSON object for scripts: the topic, the records written\n" +
 			"and, per partition, its base (first) offset, last offset and count. Ctrl-C\n" +
