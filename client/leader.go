@@ -61,33 +61,44 @@ func WithCoordinators(hc *http.Client, urls []string) (*http.Client, error) {
 
 // RoundTrip implements http.RoundTripper.
 //
+// One call sends to each listed replica at most once
+// (coordinators.Call), so it ends after at most as many attempts as URLs
+// listed, having tried every replica: while another call's 421 from a
+// standby that still names a dead leader moves the shared list back to
+// it, this call neither retries that leader nor follows the hint to it.
 // A replica that cannot be connected to (refused, timed out or not
 // resolved while dialling: unsent) is skipped within the call: the
-// request goes to the next URL, with at most as many connection
-// failures per call as URLs listed, so one call succeeds while any
-// listed replica is reachable and leads (or names the leader). That is
-// safe for every method, a POST too, because no byte of the request left
+// request goes to the next URL, so one call succeeds while any listed
+// replica is reachable and leads (or names the leader). That is safe
+// for every method, a POST too, because no byte of the request left
 // this process. It lives here, not in each caller, because every
 // coordinator call passes here (the SDK, GroupAPI, each of the CLI's
 // one-shot admin commands) and this already re-sends a body for
 // not_leader; callers that retry (the SDK's driver) only save a retry
 // and its backoff. Any other transport error (the connection broke
 // after the request may have reached a server) or a 5xx still moves
-// the list on and is returned to the caller, as before: a non-idempotent
-// request is never sent twice here.
+// the list on and is returned to the caller, as before: a
+// non-idempotent request is never sent twice here. When every replica
+// was tried, the call returns the last not_leader answer (the caller's
+// retry backs off), or, when none answered, an error naming each URL
+// once and why it could not be reached.
 func (t *leaderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.mu.Lock()
 	_, rest, ok := t.list.Base(req.URL.String())
-	n := len(t.list.URLs())
+	call := t.list.Call()
 	t.mu.Unlock()
 	if !ok {
 		return t.next.RoundTrip(req)
 	}
 	var unreachable unreachableError
+	var notLeader *http.Response // the last 421, its body read
 	for {
 		t.mu.Lock()
-		base := t.list.Current()
+		base, more := call.Next()
 		t.mu.Unlock()
+		if !more {
+			return unreachable.end(notLeader)
+		}
 		out, err := redirect(req, base+rest)
 		if err != nil {
 			return nil, err
@@ -99,12 +110,7 @@ func (t *leaderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.mu.Unlock()
 			if err != nil && unsent(err) && req.Context().Err() == nil && replayable(req) {
 				unreachable.add(base, err)
-				if len(unreachable.urls) < n {
-					continue // nothing was sent: try the next replica
-				}
-				if n > 1 {
-					return nil, &unreachable
-				}
+				continue // nothing was sent: try the next replica
 			}
 			return resp, err
 		}
@@ -116,11 +122,12 @@ func (t *leaderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		leader, kept := notLeaderHint(resp)
 		t.mu.Lock()
-		_, backoff := t.list.NotLeader(base, leader)
+		call.NotLeader(base, leader)
 		t.mu.Unlock()
-		if backoff || !replayable(req) {
+		if !replayable(req) {
 			return kept, nil // the caller's retry backs off (not_leader is retriable)
 		}
+		notLeader = kept
 	}
 }
 
@@ -137,9 +144,22 @@ type unreachableError struct {
 }
 
 // add records one failed attempt; a call makes at most one per URL of
-// the list (the list moves on after each), so this is bounded by it.
+// the list (coordinators.Call), so each URL is here once at most.
 func (e *unreachableError) add(url string, err error) {
 	e.urls, e.errs = append(e.urls, url), append(e.errs, err)
+}
+
+// end is a call's answer once it tried every replica: the last
+// not_leader, if one answered; else e, or with one URL listed its
+// error alone.
+func (e *unreachableError) end(notLeader *http.Response) (*http.Response, error) {
+	switch {
+	case notLeader != nil:
+		return notLeader, nil
+	case len(e.errs) == 1:
+		return nil, e.errs[0]
+	}
+	return nil, e
 }
 
 func (e *unreachableError) Error() string {

@@ -17,6 +17,12 @@
 //   - Once a whole round of the list has missed in a row (len(list)
 //     misses since the last success), the caller backs off before the
 //     next call; a success ends the streak.
+//   - One call that walks the list itself (the SDK's transport: Call)
+//     sends to each URL at most once: a URL it found unreachable, or
+//     that answered it not_leader, is skipped, and a hint naming one is
+//     not followed — other calls may have moved the shared list back to
+//     it (a standby names a dead leader until its lease runs out). So
+//     the call tries every replica before it gives up.
 //
 // A List is not safe for concurrent use; the SDK guards it with a mutex.
 package coordinators
@@ -24,6 +30,7 @@ package coordinators
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -146,4 +153,58 @@ func (l *List) Base(rawURL string) (base, rest string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// Call is one request's walk over a List: it sends to each URL at most
+// once, so it ends after at most len(list) attempts, having tried every
+// replica, whatever other calls do to the shared list meanwhile. It
+// reads and moves the List, so its methods need the List's guard; a
+// Call itself belongs to one request.
+type Call struct {
+	list  *List
+	tried []string // the URLs sent to, in order, each once
+	hint  string   // a listed leader not yet tried, named by a not_leader
+}
+
+// Call starts one request's walk.
+func (l *List) Call() *Call { return &Call{list: l} }
+
+// Next is the URL to send to, recorded as tried: the leader the last
+// not_leader named, else the list's current URL, else the first after
+// it (in list order, wrapping) — never one this call tried. ok is false
+// once it tried them all.
+func (c *Call) Next() (url string, ok bool) {
+	if h := c.hint; h != "" {
+		c.hint = ""
+		return c.try(h), true
+	}
+	n := len(c.list.urls)
+	for i := range n {
+		if u := c.list.urls[(c.list.current+i)%n]; !slices.Contains(c.tried, u) {
+			return c.try(u), true
+		}
+	}
+	return "", false
+}
+
+func (c *Call) try(u string) string {
+	c.tried = append(c.tried, u)
+	return u
+}
+
+// NotLeader records base's not_leader naming hint (may be ""): a listed
+// hint this call has not tried is where it goes next (List.NotLeader
+// moves the shared list there too, when base is its current URL); a
+// hint it tried already is not followed, and the list moves on from
+// base as after a failure.
+func (c *Call) NotLeader(base, hint string) {
+	h, err := Normalize(hint)
+	if err == nil && slices.Contains(c.tried, h) {
+		c.list.Failed(base)
+		return
+	}
+	if err == nil && h != base && c.list.index(h) >= 0 {
+		c.hint = h
+	}
+	c.list.NotLeader(base, hint)
 }

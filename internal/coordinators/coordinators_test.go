@@ -107,3 +107,49 @@ func TestBase(t *testing.T) {
 		}
 	}
 }
+
+// A call sends to each URL at most once: it skips one it found
+// unreachable even when another call moved the list back to it, follows
+// a listed hint it has not tried (even when the shared list is
+// elsewhere), and not one it has; then it ends.
+func TestCallTriesEachURLOnce(t *testing.T) {
+	l := mustNew(t, "http://d", "http://r1", "http://r2", "http://l")
+	c := l.Call()
+	var got []string
+	for {
+		u, ok := c.Next()
+		if !ok {
+			break
+		}
+		got = append(got, u)
+		switch u {
+		case "http://d":
+			l.Failed(u)
+		case "http://r1", "http://r2":
+			l.NotLeader("http://r1", "http://d") // another call's 421 moves the list back to d
+			c.NotLeader(u, "http://d")
+		}
+	}
+	if want := []string{"http://d", "http://r1", "http://r2", "http://l"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("a call sent to %q, want each URL once: %q", got, want)
+	}
+
+	l = mustNew(t, "http://a", "http://b", "http://c")
+	l.Failed("http://a") // the shared list is at b
+	c = l.Call()
+	if u, _ := c.Next(); u != "http://b" {
+		t.Fatalf("first %s, want the current b", u)
+	}
+	l.Failed("http://b") // another call: now c
+	c.NotLeader("http://b", "http://a")
+	if u, _ := c.Next(); u != "http://a" {
+		t.Fatalf("after b named a: %s, want a (an untried listed hint)", u)
+	}
+	c.NotLeader("http://a", "http://b") // b was tried: not followed
+	if u, ok := c.Next(); u != "http://c" || !ok {
+		t.Fatalf("after a named b: %s %t, want c", u, ok)
+	}
+	if u, ok := c.Next(); ok {
+		t.Fatalf("a fourth attempt at %s in a list of three", u)
+	}
+}
