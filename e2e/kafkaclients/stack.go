@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/sdk"
@@ -33,6 +35,8 @@ type Options struct {
 	OIDC identity.Config
 	// Gateway, when set, edits every gateway's configuration last.
 	Gateway func(*gateway.Config)
+	// Observe, when set, also receives every part's log (sdk.ClusterOptions).
+	Observe zapcore.Core
 }
 
 // Stack is a capgate deployment whose gateways run the Kafka listener.
@@ -55,6 +59,7 @@ func Start(t testing.TB, opts Options) *Stack {
 	n := 0
 	c := sdk.StartCluster(t, sdk.ClusterOptions{
 		Topic: opts.Topic, Partitions: opts.Partitions, Gateways: gateways, Timing: opts.Timing, KafkaBrokers: opts.KafkaBrokers,
+		Observe: opts.Observe,
 		CoordinatorConfig: func(cfg *coordinator.Config) {
 			if len(opts.OIDC.Issuers) > 0 {
 				cfg.OIDC = opts.OIDC

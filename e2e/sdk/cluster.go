@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/harness"
@@ -51,6 +52,9 @@ type ClusterOptions struct {
 	// CoordinatorConfig, when set, adjusts the coordinator's configuration
 	// (the Kafka listener's IdP tests configure oidc issuers).
 	CoordinatorConfig func(*coordinator.Config)
+	// Observe, when set, also receives every part's log (named as the
+	// part: "gateway-0", …), for tests that assert a log line.
+	Observe zapcore.Core
 }
 
 // Cluster is one capgate deployment inside the test process, built by
@@ -89,6 +93,11 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	sopts := stack.Options{
 		Dir: t.TempDir(), Topics: map[string]int32{opts.Topic: opts.Partitions}, Brokers: opts.KafkaBrokers, Gateways: max(opts.Gateways, 1),
 		Timing: opts.Timing, Logger: func(part string) *zap.Logger { return c.log.Named(part) },
+	}
+	if opts.Observe != nil {
+		sopts.Logger = func(part string) *zap.Logger {
+			return zap.New(zapcore.NewTee(c.log.Core(), opts.Observe)).Named(part)
+		}
 	}
 	if opts.GatewayConfig != nil {
 		sopts.Gateway = func(_ int, cfg *gateway.Config) { opts.GatewayConfig(cfg) }

@@ -71,8 +71,10 @@ func (c *conn) partitionError(code api.Code) int16 {
 //	unknown_member          UNKNOWN_MEMBER_ID (25)        UNKNOWN_MEMBER_ID (25)     the member rejoins, new id
 //	forbidden               GROUP_AUTHORIZATION_FAILED (30) or TOPIC_AUTHORIZATION_FAILED (29)
 //	offset_out_of_range     OFFSET_OUT_OF_RANGE (1): capgate refuses a commit beyond the log end
-//	offset_regression       INVALID_COMMIT_OFFSET_SIZE (28): capgate never moves a committed offset back
-//	                        (Kafka would); the client sees its rewind refused rather than lost
+//	offset_regression       POLICY_VIOLATION (44): capgate never moves a committed offset back by a
+//	                        commit (Kafka would); the client sees its rewind refused rather than
+//	                        lost, the gateway logs what to run instead (commitpolicy.go). Kafka's
+//	                        admin commit (no member) gets it too, whatever its offset.
 //	limit_exceeded          GROUP_MAX_SIZE_REACHED (81) on a join: kafka_max_members, or the
 //	                        coordinator's join limits (members_per_group...); final, reported
 //	retriable codes         COORDINATOR_NOT_AVAILABLE (15)                           the client retries
@@ -100,7 +102,18 @@ func commitError(code api.Code, kip848 bool) int16 {
 	case api.CodeForbidden, api.CodeUnauthorized:
 		return kerr.TopicAuthorizationFailed.Code
 	case api.CodeOffsetRegression:
-		return kerr.InvalidCommitOffsetSize.Code
+		// A refusal by capgate's policy, final: POLICY_VIOLATION ("Request
+		// parameters do not satisfy the configured policy") is the one
+		// code whose text says so, and it is non-retriable in kgo (kerr),
+		// KafkaJS (protocol/error.js) and librdkafka (not in its
+		// OffsetCommit retry table: permanent), so no client repeats the
+		// commit. INVALID_COMMIT_OFFSET_SIZE, answered before, is as final
+		// but reads as a malformed commit ("The committing offset data
+		// size is not valid"); OFFSET_METADATA_TOO_LARGE blames the
+		// metadata; GROUP_AUTHORIZATION_FAILED says the credential may not
+		// use the group — it may (forward commits work), and the Java
+		// consumer and librdkafka treat it as a missing ACL.
+		return kerr.PolicyViolation.Code
 	case api.CodeOffsetOutOfRange:
 		return kerr.OffsetOutOfRange.Code
 	case api.CodeLimitExceeded:

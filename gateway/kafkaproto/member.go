@@ -451,7 +451,9 @@ func (m *member) capability(p session.Partition) string {
 
 // commit records the client's committed offsets as the session's
 // progress and commits them through the coordinator; it returns a code
-// per partition ("" committed).
+// per partition ("" committed) and, for each partition refused
+// offset_regression here, the committed offset it is below (for the
+// log: commitpolicy.go).
 // commitMeta is the metadata a Kafka client committed with an offset.
 type commitMeta struct {
 	offset int64
@@ -485,8 +487,9 @@ func (m *member) metadata(p session.Partition, offset int64) (string, bool) {
 	return cm.text, ok && cm.offset == offset
 }
 
-func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64, meta map[session.Partition]string) map[session.Partition]api.Code {
+func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64, meta map[session.Partition]string) (map[session.Partition]api.Code, map[session.Partition]int64) {
 	codes := make(map[session.Partition]api.Code, len(offsets))
+	var below map[session.Partition]int64
 	now := time.Now()
 	m.mu.Lock()
 	if m.state != memberActive {
@@ -494,7 +497,7 @@ func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64
 		for p := range offsets {
 			codes[p] = api.CodeUnknownMember
 		}
-		return codes
+		return codes, nil
 	}
 	m.seen(now)
 	for p, offset := range offsets {
@@ -505,6 +508,10 @@ func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64
 			codes[p] = api.CodeStaleEpoch // not ours (any more)
 		case offset < info.Processed:
 			codes[p] = api.CodeOffsetRegression
+			if below == nil {
+				below = map[session.Partition]int64{}
+			}
+			below[p] = info.Processed
 		case offset == info.Processed:
 			m.meta[p] = commitMeta{offset: offset, text: meta[p]}
 		case slot == 0:
@@ -532,7 +539,7 @@ func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64
 			codes[p] = code
 		}
 	}
-	return codes
+	return codes, below
 }
 
 // committed is the member's committed offset of p (-1 when not held or

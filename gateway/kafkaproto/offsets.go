@@ -9,9 +9,13 @@ package kafkaproto
 //     too). Partitions no longer held answer ILLEGAL_GENERATION (classic)
 //     or STALE_MEMBER_EPOCH (KIP-848) — the errors that make clients
 //     rejoin; an unknown or expired member UNKNOWN_MEMBER_ID; an offset
-//     below the committed one INVALID_COMMIT_OFFSET_SIZE (capgate never
-//     moves a committed offset back), one beyond the log end
-//     OFFSET_OUT_OF_RANGE. A refusal the coordinator gives one partition of
+//     below the committed one POLICY_VIOLATION (capgate never moves a
+//     committed offset back; logged with what to run instead:
+//     commitpolicy.go), one beyond the log end OFFSET_OUT_OF_RANGE.
+//   - Kafka's admin commit (no member id, generation -1: kadm
+//     CommitOffsets, kafka-consumer-groups --reset-offsets) answers
+//     POLICY_VIOLATION on each partition of a topic it may see, logged
+//     the same way (commitpolicy.go). A refusal the coordinator gives one partition of
 //     a commit is reported on every partition of that OffsetCommit (the
 //     session commits them together).
 //   - A partition that does not exist (or of a topic that does not)
@@ -96,9 +100,12 @@ func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, er
 	req := kreq.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	code := c.groupAllowed(req.Group, time.Now())
+	admin := code == 0 && req.MemberID == "" && req.Generation < 0 // Kafka's admin commit
 	m := c.s.groups.own(req.Group, req.MemberID, c.key())
 	switch {
 	case code != 0:
+	case admin:
+		code = kerr.PolicyViolation.Code
 	case m == nil:
 		code = kerr.UnknownMemberID.Code
 	case m.kip848 && (req.Generation < 1 || req.Generation > m.currentEpoch()):
@@ -125,9 +132,10 @@ func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, er
 		}
 	}
 	var codes map[session.Partition]api.Code
+	var below map[session.Partition]int64
 	if len(offsets) > 0 {
 		ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
-		codes = m.commit(ctx, offsets, meta)
+		codes, below = m.commit(ctx, offsets, meta)
 		cancel()
 	}
 	for _, t := range req.Topics {
@@ -144,14 +152,33 @@ func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, er
 			default:
 				rp.ErrorCode = commitError(codes[sp], m.kip848)
 			}
-			if notTheMembers(rp.ErrorCode) {
+			if notTheMembers(rp.ErrorCode) || admin {
 				rp.ErrorCode = c.commitPartitionError(t.Topic, p.Partition, rp.ErrorCode)
+			}
+			if rp.ErrorCode == kerr.PolicyViolation.Code {
+				c.refusedByPolicy(m, refusedCommit{group: req.Group, topic: t.Topic, partition: p.Partition, offset: p.Offset, admin: admin}, below)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// refusedByPolicy logs a partition's commit refused POLICY_VIOLATION,
+// with the member's committed offset (below: the offset the member's
+// session refused it under; else the coordinator's, as the member
+// knows it).
+func (c *conn) refusedByPolicy(m *member, r refusedCommit, below map[session.Partition]int64) {
+	if !r.admin {
+		p := session.Partition{Topic: r.topic, Partition: r.partition}
+		if off, ok := below[p]; ok {
+			r.committed = off
+		} else {
+			r.committed, _ = m.committed(p)
+		}
+	}
+	c.s.commitPolicy.refused(r, c.logFields(false), time.Now())
 }
 
 // notTheMembers reports whether a commit answer says the partition is

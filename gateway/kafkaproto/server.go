@@ -28,6 +28,8 @@ type Server struct {
 	// refused logs connections refused at max_connections, bounded: a
 	// flood of connections must not flood the log too.
 	refused *refusallog.Log
+	// commitPolicy logs commits refused by policy (commitpolicy.go).
+	commitPolicy *commitPolicyLog
 
 	lns   []net.Listener // one per fetch lane, lane 0 first
 	nodes []node         // the advertised brokers: Peers, or this gateway alone
@@ -82,7 +84,7 @@ func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, e
 			auth = idpAuthenticator{capgate: auth, gate: gate, verifier: v, timeout: cfg.OIDC.FetchTimeout}
 		}
 	}
-	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, refused: refusallog.New(log), conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, refused: refusallog.New(log), commitPolicy: newCommitPolicyLog(log), conns: map[*conn]struct{}{}}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.topics = newTopicCache(gate.Broker(), topicCacheAge)
 	s.aheadBudget.Store(cfg.ReadAheadBytes)
