@@ -24,7 +24,12 @@ package kafkaproto
 //     may read.
 //   - Topics: a capability sees its own topic; a client credential the
 //     non-internal topics its tps claim allows, none once it is denied or
-//     expired. Others answer
+//     expired — with every partition, whether or not it may produce:
+//     Kafka's model (Read implies Describe), a write is refused at
+//     Produce with TOPIC_AUTHORIZATION_FAILED (librdkafka then logs
+//     "partition count changed from N to 0": it marks the topic failed on
+//     that error, not on a Metadata answer;
+//     TestKcatConsumeOnlyProduceIsRefusedAtProduce). Others answer
 //     TOPIC_AUTHORIZATION_FAILED when named, and are left out when all
 //     topics are asked for. Topics are never auto-created.
 //   - Leader epochs are -1 (unknown), replicas and ISR the leader alone;
