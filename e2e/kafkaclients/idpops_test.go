@@ -3,6 +3,7 @@ package kafkaclients
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/identity/idptest"
 )
@@ -117,8 +119,9 @@ func directClient(t testing.TB, s *Stack) *kgo.Client {
 // committed offsets) or the coordinator's state topics does not make
 // them writable: the listener admits no client principal's Produce to a
 // topic it hides from every client (Metadata, ListOffsets), an IdP
-// identity's nor a client credential's; TOPIC_AUTHORIZATION_FAILED and
-// nothing written.
+// identity's; TOPIC_AUTHORIZATION_FAILED and nothing written. A client
+// credential naming such a topic is not even minted (403 forbidden at
+// POST /v1/admin/clients, since 1b7ac14).
 func TestIdPProduceRuleCannotWriteInternalTopics(t *testing.T) {
 	idp := idptest.New(t, "ES256")
 	cfg := identity.DefaultConfig()
@@ -126,9 +129,13 @@ func TestIdPProduceRuleCannotWriteInternalTopics(t *testing.T) {
 		Rules: []identity.Rule{{Claim: "groups", Value: "kafka-billing", Groups: []string{"billing-*"},
 			Topics: []string{"__consumer_offsets"}, Ops: []string{"consume", "produce"}}}}}
 	s := Start(t, Options{Topic: "__consumer_offsets", Partitions: 1, OIDC: cfg})
-	cred := mintCredential(t, s, "internal-writer", []string{"__consumer_offsets"}, []string{"consume", "produce"})
+	req := coordinator.ClientRequest{Name: "internal-writer", Groups: []string{"producers"}, Topics: []string{"__consumer_offsets"},
+		Ops: []string{"consume", "produce"}, TTLMs: time.Hour.Milliseconds()}
+	if status, raw := s.Admin(t, http.MethodPost, "/v1/admin/clients", req, nil); status != http.StatusForbidden {
+		t.Fatalf("a client credential naming __consumer_offsets: %d %s, want 403", status, raw)
+	}
 	before := endOffset(t, s, "__consumer_offsets", 0)
-	for name, token := range map[string]string{"IdP identity": idp.Token(idpClaims("svc-billing", nil)), "client credential": cred.Credential} {
+	for name, token := range map[string]string{"IdP identity": idp.Token(idpClaims("svc-billing", nil))} {
 		probe := dialRaw(t, s.KafkaAddrs()[0])
 		if resp := probe.authenticate("PLAIN", token); resp.ErrorCode != 0 {
 			t.Fatalf("%s: authenticate: %d", name, resp.ErrorCode)
