@@ -32,6 +32,9 @@ func Attenuate(parent *Claims, a Attenuation, now time.Time) (Claims, time.Durat
 	if err := narrowOffsets(&child, a.Offsets); err != nil {
 		return Claims{}, 0, err
 	}
+	if child.Offsets != nil && child.Ops.Has(OpProduce) {
+		return Claims{}, 0, fmt.Errorf("%w: %s, e.g. ops [\"fetch\"]", ErrBadOffsetRange, offsetsReadOnly)
+	}
 	if err := narrowRate(&child, a.MaxBytesPerSec); err != nil {
 		return Claims{}, 0, err
 	}

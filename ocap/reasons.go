@@ -161,6 +161,14 @@ func claimsJSONError(err error) error {
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return fmt.Errorf("%w: unknown claim %s", ErrBadClaims, strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
+	// api.StrictJSON's words are a request body's; in a token a key is a
+	// claim: `duplicate claim "pt"`, `unknown claim "TP" (did you mean
+	// "tp"?)`, `claim "pt": want an integer …`.
+	for _, w := range [][2]string{{"duplicate key ", "duplicate claim "}, {"unknown field ", "unknown claim "}, {"field ", "claim "}} {
+		if rest, ok := strings.CutPrefix(err.Error(), w[0]); ok {
+			return fmt.Errorf("%w: %s%s", ErrBadClaims, w[1], rest)
+		}
+	}
 	return fmt.Errorf("%w: %s", ErrBadClaims, strings.TrimPrefix(err.Error(), "json: "))
 }
 

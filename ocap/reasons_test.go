@@ -41,7 +41,7 @@ func TestReasonsSayWhatIsWrong(t *testing.T) {
 		{"expired", good, t0.Add(3 * time.Minute), ErrExpired, "ocap: token expired: exp 2027-01-15T08:01:00Z, 2m ago"},
 		{"wrong issuer", craft(priv, h, with(c, "iss", "coord-2")), t0, ErrBadIssuer, `ocap: wrong issuer: "coord-2", want "coord-1"`},
 		{"2 segments", parts[0] + "." + parts[1], t0, ErrMalformed, "ocap: malformed token: 3 dot-separated segments (header.claims.signature) expected, got 2"},
-		{"partition 2^31", craft(priv, h, with(c, "pt", int64(1)<<31)), t0, ErrBadClaims, "ocap: malformed claims: claim pt: got number 2147483648, want a 32-bit integer"},
+		{"partition 2^31", craft(priv, h, with(c, "pt", int64(1)<<31)), t0, ErrBadClaims, "ocap: malformed claims: claim \"pt\": want an integer from -2147483648 to 2147483647, got the number 2147483648"},
 		{"unknown claim", craft(priv, h, with(c, "admin", true)), t0, ErrBadClaims, `ocap: malformed claims: unknown claim "admin"`},
 	} {
 		_, err := f.v.Verify(tc.token, KindCapability, tc.now)

@@ -1,14 +1,16 @@
 package ocap
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/capgate/capgate/api"
 )
 
 // jwtClaims is Claims as golang-jwt's parser sees them: the registered
@@ -41,15 +43,18 @@ func (c *jwtClaims) GetAudience() (jwt.ClaimStrings, error) {
 	return jwt.ClaimStrings{c.Audience}, nil
 }
 
-// UnmarshalJSON decodes strictly: unknown claims are refused, times must
-// be integers (Seconds), ops known, ranges valid. Hand-written beside
-// golang-jwt because its decoder has no DisallowUnknownFields and its
+// UnmarshalJSON decodes strictly (api.StrictJSON, the request bodies'
+// decoder): a claim name is one of Claims' json names exactly ("TP" is
+// not tp), no claim twice (encoding/json keeps the last, jq and many
+// other readers the first: the gateway would enforce claims an auditor
+// never sees), no unknown claim, no trailing data; times must be
+// integers (Seconds), ops known, ranges valid. Hand-written beside
+// golang-jwt because its decoder has none of these checks and its
 // NumericDate accepts fractions and exponents (1.5, 1e300), which
-// capgate refuses with ErrBadTime.
+// capgate refuses with ErrBadTime. It runs only on a verification, never
+// on a cache hit.
 func (c *jwtClaims) UnmarshalJSON(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode((*Claims)(c)); err != nil {
+	if err := api.StrictJSON(raw, (*Claims)(c)); err != nil {
 		for _, sentinel := range []error{ErrBadTime, ErrUnknownOp, ErrBadOffsetRange, ErrBadClaims} {
 			if errors.Is(err, sentinel) {
 				return err
@@ -57,8 +62,24 @@ func (c *jwtClaims) UnmarshalJSON(raw []byte) error {
 		}
 		return claimsJSONError(err)
 	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data", ErrBadClaims)
+	return nil
+}
+
+// checkHeaderKeys refuses a JOSE header that names a key twice:
+// golang-jwt decodes the header into a map, the last of duplicates wins
+// ({"alg":"none","alg":"EdDSA"} is read as EdDSA), while other readers
+// take the first. Names are exact already (keyFunc admits alg, kid and
+// typ only). raw is the token golang-jwt parsed, whose header segment it
+// has decoded, so it is strict base64url.
+func checkHeaderKeys(raw string) error {
+	segment, _, _ := strings.Cut(raw, ".")
+	header, err := b64.DecodeString(segment)
+	if err != nil {
+		return fmt.Errorf("%w: the header segment is not unpadded base64url", ErrForbiddenHeader)
+	}
+	var keys map[string]json.RawMessage
+	if err := api.StrictJSON(header, &keys); err != nil {
+		return fmt.Errorf("%w: %s (a capgate token's header holds alg, kid and typ, once each)", ErrForbiddenHeader, strings.Replace(err.Error(), "key", "header", 1))
 	}
 	return nil
 }
@@ -97,6 +118,11 @@ func (v *Verifier) checkRules(c *Claims) error {
 		return fmt.Errorf("%w: %.40q", ErrBadJTI, c.ID)
 	case c.Subject == "" || len(c.Subject) > 255:
 		return ErrBadSubject
+	case c.Caveats != nil:
+		// Reserved (DESIGN §3) and enforced by no verifier yet: a caveat
+		// restricts, so a verifier that ignored one would serve the
+		// token unrestricted. Until caveats exist they fail closed.
+		return fmt.Errorf("%w: claim cav: caveats are reserved and this verifier enforces none, so a token carrying them is refused", ErrBadClaims)
 	}
 	return checkShape(c)
 }
@@ -127,6 +153,11 @@ func checkShape(c *Claims) error {
 	}
 	return nil
 }
+
+// offsetsReadOnly says why produce and an offset range never meet in a
+// capability: a range bounds the offsets a holder reads; a write's offset
+// is the broker's to choose, so the range could not bound it.
+const offsetsReadOnly = "an offset range (off) bounds reads only; a capability with one cannot produce (drop produce from its ops)"
 
 // checkClientOps: a client credential's op claim is absent (consume
 // alone) or lists consume and optionally produce. Consume is required:
@@ -160,6 +191,8 @@ func checkCapability(c *Claims) error {
 		return fmt.Errorf("%w: fenced capability without a group", ErrBadGroup)
 	case c.Offsets != nil && !c.Offsets.valid():
 		return ErrBadOffsetRange
+	case c.Offsets != nil && c.Ops.Has(OpProduce):
+		return fmt.Errorf("%w: %s", ErrBadOffsetRange, offsetsReadOnly)
 	case len(c.Groups) != 0 || len(c.Topics) != 0:
 		return fmt.Errorf("%w: client claims in a capability", ErrBadClaims)
 	case len(c.Chain) > MaxChain:

@@ -152,6 +152,9 @@ var forbiddenHeaders = map[string]bool{"crit": true, "jku": true, "jwk": true, "
 // before calling it.
 func (v *Verifier) keyFunc(kind Kind) jwt.Keyfunc {
 	return func(t *jwt.Token) (any, error) {
+		if err := checkHeaderKeys(t.Raw); err != nil {
+			return nil, err
+		}
 		for name := range t.Header {
 			if forbiddenHeaders[name] || (name != "alg" && name != "kid" && name != "typ") {
 				return nil, fmt.Errorf("%w: %.20q (a capgate token's header holds alg, kid and typ only)", ErrForbiddenHeader, name)
