@@ -32,6 +32,9 @@ type Config struct {
 	MaxTokenBytes int `yaml:"max_token_bytes"`
 	// Leeway is the clock leeway on exp, nbf and iat.
 	Leeway time.Duration `yaml:"leeway"`
+	// MaxTokenLifetime bounds a token's exp - iat: a longer-lived token
+	// (a leaked service-account token valid for years) is refused.
+	MaxTokenLifetime time.Duration `yaml:"max_token_lifetime"`
 }
 
 // IssuerConfig is one IdP.
@@ -48,6 +51,11 @@ type IssuerConfig struct {
 	Audiences []string `yaml:"audiences"`
 	// Algorithms the issuer signs with: RS256, ES256, EdDSA (default all).
 	Algorithms []string `yaml:"algorithms"`
+	// AuthorizedParties, when set, are the OAuth clients whose tokens
+	// may join: the token's azp (the client it was issued to) must be
+	// one of them, and a token without azp is refused. Empty: azp is not
+	// looked at (aud alone binds the token to capgate).
+	AuthorizedParties []string `yaml:"authorized_parties"`
 	// SubjectClaim names the identity (default sub).
 	SubjectClaim string `yaml:"subject_claim"`
 	// Rules map claims to capgate groups and topics.
@@ -115,10 +123,20 @@ func (r Rule) validateOps(rp string) error {
 	return nil
 }
 
+// Bounds of the settings.
+const (
+	// maxTokenLifetimeMax is the longest max_token_lifetime: capgate's
+	// own credentials live at most client_credential_ttl_max (720h).
+	maxTokenLifetimeMax = 720 * time.Hour
+	// maxAuthorizedParties bounds an issuer's authorized_parties.
+	maxAuthorizedParties = 256
+)
+
 // DefaultConfig has no issuers.
 func DefaultConfig() Config {
 	return Config{Issuers: []IssuerConfig{}, JWKSRefreshMin: 30 * time.Second, JWKSCacheTTL: time.Hour,
-		FetchTimeout: 5 * time.Second, MaxJWKSBytes: 256 << 10, MaxTokenBytes: 16 << 10, Leeway: 2 * time.Second}
+		FetchTimeout: 5 * time.Second, MaxJWKSBytes: 256 << 10, MaxTokenBytes: 16 << 10, Leeway: 2 * time.Second,
+		MaxTokenLifetime: 24 * time.Hour}
 }
 
 // Validate names the first bad field under prefix ("oidc").
@@ -130,6 +148,8 @@ func (c Config) Validate(prefix string) error {
 		return fmt.Errorf("%s.max_jwks_bytes, max_token_bytes: must be >= 1024, got %d, %d", prefix, c.MaxJWKSBytes, c.MaxTokenBytes)
 	case c.Leeway < 0 || c.Leeway > time.Minute:
 		return fmt.Errorf("%s.leeway: must be within [0s, 1m], got %s", prefix, c.Leeway)
+	case c.MaxTokenLifetime < time.Minute || c.MaxTokenLifetime > maxTokenLifetimeMax:
+		return fmt.Errorf("%s.max_token_lifetime: must be within [1m, %s], got %s", prefix, maxTokenLifetimeMax, c.MaxTokenLifetime)
 	}
 	seen := map[string]bool{}
 	for i, is := range c.Issuers {
@@ -156,6 +176,9 @@ func (is IssuerConfig) validate(p string) error {
 	}
 	if len(is.Audiences) == 0 || slices.Contains(is.Audiences, "") {
 		return fmt.Errorf("%s.audiences: name at least one, none empty, got %q", p, is.Audiences)
+	}
+	if slices.Contains(is.AuthorizedParties, "") || len(is.AuthorizedParties) > maxAuthorizedParties {
+		return fmt.Errorf("%s.authorized_parties: at most %d client ids, none empty, got %q", p, maxAuthorizedParties, is.AuthorizedParties)
 	}
 	for _, a := range is.Algorithms {
 		if !slices.Contains(supportedAlgorithms, a) {

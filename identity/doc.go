@@ -23,7 +23,12 @@
 // key for ES256, an Ed25519 key for EdDSA; RSA ≥ 2048 bits) and the JWK's
 // own alg when it names one, strict base64, iss equal to the configured
 // issuer, aud containing one configured audience, exp required, nbf and
-// iat honoured with the configured leeway.
+// iat honoured with the configured leeway. What its options cannot say is
+// checked beside it: no header or claim key twice (api.StrictJSON; the
+// claim set is open, so unknown claims pass), no crit header, a typ (when
+// present) of JWT or at+jwt, iat required and exp - iat at most
+// max_token_lifetime, azp among the issuer's authorized_parties when it
+// names any, the subject at most 255 bytes without control characters.
 //
 // Mapping: each rule names a claim (a dotted path into the token's JSON,
 // e.g. groups, scope, realm_access.roles, or a custom claim), a value

@@ -11,10 +11,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -245,11 +247,16 @@ func (v *Verifier) ConsoleAdmin(ctx context.Context, token string, now time.Time
 	return Identity{}, ErrUnmapped
 }
 
-// verify checks the token's signature and claims.
+// verify checks the token's signature and claims: golang-jwt's strict
+// parser, then what its options cannot say (checkKeys before it,
+// checkHeader in the key function, checkClaims after it).
 func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (*issuer, jwt.MapClaims, error) {
 	fail := func(err error) (*issuer, jwt.MapClaims, error) { return nil, nil, err }
 	if len(token) > v.cfg.MaxTokenBytes {
 		return fail(fmt.Errorf("%w: larger than %d bytes", ErrInvalid, v.cfg.MaxTokenBytes))
+	}
+	if err := checkKeys(token); err != nil {
+		return fail(err)
 	}
 	var unverified jwt.MapClaims
 	if _, _, err := jwt.NewParser().ParseUnverified(token, &unverified); err != nil {
@@ -265,6 +272,9 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (*is
 		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(v.cfg.Leeway), jwt.WithStrictDecoding(),
 		jwt.WithTimeFunc(func() time.Time { return now }))
 	_, err := parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		if err := checkHeader(t.Header); err != nil {
+			return nil, err
+		}
 		kid, _ := t.Header["kid"].(string)
 		if kid == "" {
 			return nil, errors.New("no kid")
@@ -284,7 +294,85 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (*is
 	case err != nil:
 		return fail(fmt.Errorf("%w: %v", ErrInvalid, err))
 	}
+	if err := is.checkClaims(claims, v.cfg.MaxTokenLifetime); err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrInvalid, err))
+	}
 	return is, claims, nil
+}
+
+// checkKeys refuses a token whose header or claims name a key twice
+// (api.StrictJSON: exact names, compared unescaped): golang-jwt keeps the
+// last of duplicates, other readers of the token (an audit pipeline, jq,
+// the IdP's own introspection) the first, so the claims checked and
+// mapped here would not be the ones they see. An IdP's claim set is
+// open, so unknown claims are not refused. A segment that is not
+// base64url JSON is left to golang-jwt, which refuses it in its words.
+func checkKeys(token string) error {
+	header, rest, _ := strings.Cut(token, ".")
+	payload, _, _ := strings.Cut(rest, ".")
+	for _, seg := range []struct{ name, b64 string }{{"header", header}, {"claims", payload}} {
+		raw, err := base64.RawURLEncoding.Strict().DecodeString(seg.b64)
+		var keys map[string]json.RawMessage
+		if err != nil || json.Unmarshal(raw, &keys) != nil {
+			continue
+		}
+		if err := api.StrictJSON(raw, &keys); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, seg.name, err)
+		}
+	}
+	return nil
+}
+
+// acceptedTypes are the header typ values of a token that may join (RFC
+// 7519 §5.1 JWT; RFC 9068 §2.1 at+jwt, an OAuth access token), compared
+// ignoring case as media types are (RFC 7515 §4.1.9). Any other typ is
+// another kind of token — a refresh token, a logout token, a capgate
+// token — and is refused.
+var acceptedTypes = []string{"jwt", "at+jwt", "application/jwt", "application/at+jwt"}
+
+// checkHeader is the header rules golang-jwt leaves to the caller: no
+// crit (RFC 7515 §4.1.11: a token naming an extension as critical must be
+// refused by a verifier that does not implement it, and capgate
+// implements none) and, when present, a typ of acceptedTypes.
+func checkHeader(h map[string]any) error {
+	if crit, present := h["crit"]; present {
+		return fmt.Errorf("header crit %.80v: capgate implements no JWS extension, so a token that makes one critical is refused (RFC 7515 §4.1.11)", crit)
+	}
+	typ, present := h["typ"]
+	if !present {
+		return nil
+	}
+	s, _ := typ.(string)
+	if !slices.Contains(acceptedTypes, strings.ToLower(s)) {
+		return fmt.Errorf("header typ %.40q: not an access or ID token's (want JWT or at+jwt)", fmt.Sprint(typ))
+	}
+	return nil
+}
+
+// maxSubjectBytes bounds the subject claim, as every capgate name.
+const maxSubjectBytes = 255
+
+// checkClaims is the claim rules golang-jwt's options cannot say: iat
+// required (WithIssuedAt checks one that is present only), exp - iat at
+// most maxLifetime, and azp among the issuer's authorized_parties when it
+// names any. The subject's bound is checked where it is read (subject).
+func (is *issuer) checkClaims(claims jwt.MapClaims, maxLifetime time.Duration) error {
+	iat, err := claims.GetIssuedAt()
+	if err != nil || iat == nil {
+		return errors.New("no iat claim: a token must say when it was issued")
+	}
+	exp, _ := claims.GetExpirationTime() // required and checked by the parser
+	if life := exp.Sub(iat.Time); life > maxLifetime {
+		return fmt.Errorf("token lifetime (exp - iat) %s > oidc.max_token_lifetime %s", life, maxLifetime)
+	}
+	if len(is.cfg.AuthorizedParties) == 0 {
+		return nil
+	}
+	azp, _ := claims["azp"].(string)
+	if !slices.Contains(is.cfg.AuthorizedParties, azp) {
+		return fmt.Errorf("azp %.80q is not among the issuer's authorized_parties", azp)
+	}
+	return nil
 }
 
 // subject is the identity of verified claims, without groups or topics.
@@ -294,8 +382,13 @@ func (is *issuer) subject(claims jwt.MapClaims) (Identity, error) {
 		subClaim = "sub"
 	}
 	sub, _ := lookup(claims, subClaim).(string)
-	if sub == "" {
+	switch {
+	case sub == "":
 		return Identity{}, fmt.Errorf("%w: no %s claim", ErrInvalid, subClaim)
+	case len(sub) > maxSubjectBytes:
+		return Identity{}, fmt.Errorf("%w: claim %s: %d bytes > %d", ErrInvalid, subClaim, len(sub), maxSubjectBytes)
+	case strings.ContainsFunc(sub, unicode.IsControl):
+		return Identity{}, fmt.Errorf("%w: claim %s holds a control character", ErrInvalid, subClaim)
 	}
 	exp, _ := claims.GetExpirationTime()
 	return Identity{ID: IdentityID(is.cfg.Issuer, sub), Issuer: is.cfg.Issuer, Subject: sub, ExpiresAt: exp.Time}, nil
