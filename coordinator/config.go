@@ -98,7 +98,10 @@ type Config struct {
 	// in memory (the oldest go first); every action is also a log line.
 	AuditEntriesMax int `yaml:"audit_entries_max"`
 
-	// HTTP server limits.
+	// HTTP server limits. MaxHeaderBytes bounds the request line plus
+	// headers, the bearer token among them: at least the largest token
+	// accepted (oidc.max_token_bytes with issuers, else a capgate token's
+	// 4 KiB) plus headerRoomBytes (headerBytesMin).
 	MaxBodyBytes    int           `yaml:"max_body_bytes"`
 	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
 	ReadTimeout     time.Duration `yaml:"read_timeout"`
@@ -207,7 +210,7 @@ func DefaultConfig() Config {
 		DescribeBytesMax:       4 << 20,
 		AuditEntriesMax:        10000,
 		MaxBodyBytes:           1 << 20,
-		MaxHeaderBytes:         8 << 10,
+		MaxHeaderBytes:         20 << 10, // oidc.max_token_bytes (16 KiB) + headerRoomBytes and more
 		ReadTimeout:            10 * time.Second,
 		WriteTimeout:           10 * time.Second,
 		IdleTimeout:            60 * time.Second,
@@ -381,8 +384,8 @@ func (c Config) validateLimits() error {
 	switch {
 	case c.AuthFailuresPerSecond < 0 || math.IsNaN(c.AuthFailuresPerSecond) || math.IsInf(c.AuthFailuresPerSecond, 0):
 		return fmt.Errorf("auth_failures_per_second: must be >= 0 (0: no budget), got %v", c.AuthFailuresPerSecond)
-	case c.MaxHeaderBytes < 1024:
-		return fmt.Errorf("max_header_bytes: must be >= 1024, got %d", c.MaxHeaderBytes)
+	case c.MaxHeaderBytes < c.headerBytesMin():
+		return c.headerBytesError()
 	case c.DescribeLagMax < 0:
 		return fmt.Errorf("describe_lag_max: must be >= 0, got %d", c.DescribeLagMax)
 	case c.GroupLagLabelsMax < 0:
@@ -393,6 +396,32 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("memory_limit: must be 0 or >= 4 × groups.limits.state_bytes + 3 × store.MappedBytes (%d), got %d", c.memoryFloor(), c.MemoryLimit)
 	}
 	return nil
+}
+
+// headerRoomBytes is what max_header_bytes keeps beside the largest
+// bearer token: the request line, Host, Content-Type, a proxy's
+// forwarding headers.
+const headerRoomBytes = 1024
+
+// headerBytesMin is the least max_header_bytes that carries the largest
+// bearer token this coordinator accepts: an IdP token of up to
+// oidc.max_token_bytes when issuers are configured, else a capgate
+// token (ocap.MaxTokenBytes). Below it an accepted token would be 431
+// before anyone looked at it (redteam6 #8).
+func (c Config) headerBytesMin() int {
+	largest := ocap.MaxTokenBytes
+	if len(c.OIDC.Issuers) > 0 {
+		largest = max(largest, c.OIDC.MaxTokenBytes)
+	}
+	return largest + headerRoomBytes
+}
+
+func (c Config) headerBytesError() error {
+	if len(c.OIDC.Issuers) > 0 {
+		return fmt.Errorf("max_header_bytes: must be >= oidc.max_token_bytes (%d) + %d, so the IdP tokens accepted fit in a request's headers (431 otherwise): raise max_header_bytes to %d or lower oidc.max_token_bytes; got %d",
+			c.OIDC.MaxTokenBytes, headerRoomBytes, c.headerBytesMin(), c.MaxHeaderBytes)
+	}
+	return fmt.Errorf("max_header_bytes: must be >= %d to fit a capgate token (%d bytes) in a request's headers, got %d", c.headerBytesMin(), ocap.MaxTokenBytes, c.MaxHeaderBytes)
 }
 
 // validateGroups checks the machine's settings (with the token lifetimes
