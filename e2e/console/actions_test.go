@@ -37,7 +37,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 	}
 
 	// Lease demo/5 to an outside holder; its capability reads demo/5.
-	b.run("lease dialog", 10*time.Second, chromedp.Click(chromedp.CSS(`.cell[data-partition="demo/5"] button[data-action="lease-partition"]`)))
+	b.click("lease dialog", `.cell[data-partition="demo/5"] button[data-action="lease-partition"]`)
 	b.waitFor("lease fields", time.Now(), 5*time.Second, `document.querySelector('#confirm-fields input[name="holder"]') !== null`)
 	b.run("fill the lease", 10*time.Second,
 		chromedp.SetValue(chromedp.CSS(`#confirm-fields input[name="holder"]`), "partner-job"),
@@ -91,8 +91,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 	// Revoke member c3: its partitions move away, it leaves the table.
 	id3 := s.members[2].Consumer.MemberID()
 	b.run("group page", 20*time.Second, chromedp.Navigate(base+"/console/groups/demo"))
-	b.run("revoke member dialog", 10*time.Second,
-		chromedp.Click(chromedp.CSS(`#members tr[data-member=`+js(id3)+`] button[data-action="revoke-member"]`)))
+	b.click("revoke member dialog", `#members tr[data-member=`+js(id3)+`] button[data-action="revoke-member"]`)
 	confirm(b, "Revoke member", id3+" revoked: ")
 	b.waitFor("c3 gone from members and grid", time.Now(), 15*time.Second,
 		`document.querySelector('#members tr[data-member=`+js(id3)+`]') === null &&

@@ -133,6 +133,17 @@ func (b *browser) waitFor(what string, from time.Time, within time.Duration, exp
 	}
 }
 
+// click clicks the element css selects in one step inside the page, once
+// it exists. chromedp.Click resolves the node and then clicks it in two
+// round trips; a page's periodic re-read (the groups page every 5 s)
+// replacing the node in between failed it with "Could not find node with
+// given id" (a CI run).
+func (b *browser) click(what, css string) {
+	b.t.Helper()
+	b.waitFor(what, time.Now(), 10*time.Second,
+		`(() => { const e = document.querySelector(`+js(css)+`); if (!e) return false; e.click(); return true })()`)
+}
+
 // screenshot captures the viewport as name.png into the temporary
 // directory, checks it is a PNG with pixels, and with -console.screenshots
 // also writes it to docs/console-<name>.png.

@@ -143,9 +143,8 @@ func revokeFromConsole(t *testing.T, s *stack, b *browser) {
 	epoch, _ := strconv.ParseUint(target.Epoch, 10, 64)
 	p := strings.TrimPrefix(target.Partition, "demo/")
 	cell := `.cell[data-partition="demo/` + p + `"]`
-	b.run("open the revoke dialog", 10*time.Second,
-		chromedp.Click(chromedp.CSS(cell+` button[data-action="revoke-partition"]`)),
-		chromedp.WaitVisible(chromedp.ID("confirm-ok")))
+	b.click("open the revoke dialog", cell+` button[data-action="revoke-partition"]`)
+	b.run("the revoke dialog", 10*time.Second, chromedp.WaitVisible(chromedp.ID("confirm-ok")))
 	b.waitFor("confirmation asked", time.Now(), 5*time.Second,
 		`document.getElementById('confirm').open && document.getElementById('confirm-title').textContent === 'Revoke partition demo/`+p+`'`)
 	b.screenshot("revoke-confirm")

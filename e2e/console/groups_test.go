@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/capgate/capgate/e2e/sdk"
 )
 
@@ -33,16 +31,16 @@ func TestConsoleGroupsPagesInBrowser(t *testing.T) {
 	b.waitFor("the first page", time.Now(), 10*time.Second,
 		`location.pathname === '/console/groups' && `+rows+`.length === 100 && `+rows+`[99] === 'g-099' && document.getElementById('next-page') !== null`)
 
-	b.run("next page", 10*time.Second, chromedp.Click(chromedp.ID("next-page")))
+	b.click("next page", "#next-page")
 	b.waitFor("the second page", time.Now(), 10*time.Second,
 		rows+`.join() === 'g-100,g-101,g-102,g-103,orders-eu' && document.getElementById('next-page') === null && document.getElementById('first-page') !== null`)
 	b.noProblems("second page")
-	b.run("first page", 10*time.Second, chromedp.Click(chromedp.ID("first-page")))
+	b.click("first page", "#first-page")
 	b.waitFor("back on the first page", time.Now(), 10*time.Second, `location.search === '' && `+rows+`.length === 100`)
 
-	b.run("filter", 10*time.Second,
-		chromedp.SendKeys(chromedp.CSS(`#groups-filter input[name="prefix"]`), "orders"),
-		chromedp.Submit(chromedp.CSS(`#groups-filter input[name="prefix"]`)))
+	// Typed and sent in one step, as click: the re-read replaces the form.
+	b.waitFor("filter", time.Now(), 10*time.Second,
+		`(() => { const i = document.querySelector('#groups-filter input[name="prefix"]'); if (!i) return false; i.value = 'orders'; i.form.requestSubmit(); return true })()`)
 	b.waitFor("the filtered page", time.Now(), 10*time.Second,
 		`location.search === '?prefix=orders' && `+rows+`.join() === 'orders-eu' && document.querySelector('#groups-filter input').value === 'orders'`)
 	b.screenshot("groups-filtered")

@@ -77,7 +77,7 @@ func TestConsoleHostileNames(t *testing.T) {
 
 	// An action on the group from its page: the dialog names it, the admin
 	// API gets its exact name (and the timeline and grid follow).
-	b.run("revoke dialog", 10*time.Second, chromedp.Click(chromedp.CSS(`.cell[data-partition="demo/0"] button[data-action="revoke-partition"]`)))
+	b.click("revoke dialog", `.cell[data-partition="demo/0"] button[data-action="revoke-partition"]`)
 	confirm(b, "Revoke partition demo/0", "Every gateway is safe: demo/0 is fenced at epoch")
 	b.waitFor("the revoke on the group's timeline", time.Now(), 10*time.Second,
 		`[...document.querySelectorAll('#timeline li[data-kind="revoked"]')].some(li => li.textContent.includes('demo/0'))`)
