@@ -109,6 +109,14 @@ type Config struct {
 	IdleTimeout     time.Duration `yaml:"idle_timeout"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	MaxConnections  int           `yaml:"max_connections"`
+	// MaxConnectionsPerAddress bounds the HTTP connections from one
+	// client address (the socket's peer; IPv6 per /64; a peer in
+	// trusted_proxies only by max_connections), so that one client
+	// cannot take every max_connections slot (the sync channel's and
+	// every join's too). Beyond either bound a new connection is
+	// answered 503 overloaded (JSON, Retry-After) and closed
+	// (internal/connguard). Above max_connections it is max_connections.
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
 	// TrustedProxies lists the networks (CIDRs, or single addresses) of
 	// the load balancers or ingress proxies in front of this listener: a
 	// request whose connection comes from one of them is counted against
@@ -236,6 +244,8 @@ func DefaultConfig() Config {
 		State:                  StateBadger,
 		KafkaState:             store.DefaultKafkaConfig(),
 		Replica:                DefaultReplicaConfig(),
+
+		MaxConnectionsPerAddress: 1000,
 	}
 }
 
@@ -365,6 +375,7 @@ func (c Config) validateLimits() error {
 	}{
 		{"max_body_bytes", c.MaxBodyBytes},
 		{"max_connections", c.MaxConnections},
+		{"max_connections_per_address", c.MaxConnectionsPerAddress},
 		{"event_queue", c.EventQueue},
 		{"event_batch_max", c.EventBatchMax},
 		{"token_cache_entries", c.TokenCacheEntries},

@@ -300,13 +300,15 @@ func (c *Coordinator) URL() string {
 	return "http://" + c.Addr().String()
 }
 
-// listener is what the HTTP server accepts on: c.ln, wrapped in TLS
+// listener is what the HTTP server accepts on: c.ln, its accepts
+// guarded (listener.go), wrapped in TLS
 // when it is configured, its request heads watched (internal/crlf).
 func (c *Coordinator) listener() net.Listener {
+	ln := net.Listener(guardListener(c.ln, c.cfg, c.proxies, c.tls != nil, c.log.Named("http"), c.metrics.registry)) // listener.go
 	if c.tls != nil {
-		return crlf.Listener(c.tls.HTTPListener(c.ln)) // a plaintext request is answered 400 (tlsconf/plaintext.go)
+		return crlf.Listener(c.tls.HTTPListener(ln)) // a plaintext request is answered 400 (tlsconf/plaintext.go)
 	}
-	return crlf.Listener(c.ln)
+	return crlf.Listener(ln)
 }
 
 // Run serves until ctx is done or Close is called, then shuts down

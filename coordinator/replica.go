@@ -13,6 +13,7 @@ import (
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator/leader"
+	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/store"
 	"github.com/capgate/capgate/tlsconf"
@@ -114,6 +115,10 @@ func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
 	r.metrics = newReplicaMetrics()
 	r.server = newHTTPServer(cfg, log, r.serve, r.serveError)
 	r.server.HeaderReceived = r.requestConfig // body caps before authentication (server.go)
+	// 100 Continue only within the cap (listener.go)
+	r.server.ExpectHandler = func(ctx *fasthttp.RequestCtx) int {
+		return expectContinue(ctx, cfg, func(h *fasthttp.RequestHeader) int { return r.requestConfig(h).MaxRequestBodySize }, r.serveError)
+	}
 	r.view.Store(&replicaView{role: leader.Follower, reason: "starting", next: make(chan struct{})})
 	return r, nil
 }
@@ -152,9 +157,11 @@ func (r *Replica) Run(ctx context.Context) error {
 		return errors.New("coordinator: replica: Run called twice")
 	}
 	defer close(r.ran)
-	ln := r.ln
+	// Accepts guarded (listener.go); trusted_proxies was validated with the config.
+	proxies, _ := clientaddr.Parse("trusted_proxies", r.cfg.TrustedProxies)
+	ln := net.Listener(guardListener(r.ln, r.cfg, proxies, r.tls != nil, r.log.Named("http"), r.metrics.registry))
 	if r.tls != nil {
-		ln = r.tls.HTTPListener(r.ln) // a plaintext request is answered 400 (tlsconf/plaintext.go)
+		ln = r.tls.HTTPListener(ln) // a plaintext request is answered 400 (tlsconf/plaintext.go)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- r.server.Serve(crlf.Listener(ln)) }() // request heads watched (internal/crlf)

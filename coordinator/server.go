@@ -14,6 +14,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/internal/connguard"
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/linger"
 	"github.com/capgate/capgate/ocap"
@@ -25,6 +26,7 @@ import (
 func (c *Coordinator) newServer() *fasthttp.Server {
 	s := newHTTPServer(c.cfg, c.log, c.serve, c.serveError)
 	s.HeaderReceived = c.requestConfig
+	s.ExpectHandler = func(ctx *fasthttp.RequestCtx) int { return expectContinue(ctx, c.cfg, c.bodyLimit, c.serveError) } // listener.go
 	return s
 }
 
@@ -44,7 +46,7 @@ func newHTTPServer(cfg Config, log *zap.Logger, handler fasthttp.RequestHandler,
 		ReadTimeout:           cfg.ReadTimeout,
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           cfg.IdleTimeout,
-		Concurrency:           cfg.MaxConnections,
+		Concurrency:           connguard.Concurrency(cfg.MaxConnections), // bounded below by the listener (listener.go)
 		CloseOnShutdown:       true,
 		NoDefaultContentType:  true,
 		Logger:                fasthttpLogger{log},

@@ -81,8 +81,13 @@ type Config struct {
 	MaxAnswerBytesHeldPerHolder int64 `yaml:"max_answer_bytes_held_per_holder"`
 	// MaxConnections bounds the HTTP connections served at once (idle
 	// keep-alive ones too): beyond it a new connection is answered 503
-	// and closed (fasthttp's plain-text answer: no request was read).
-	MaxConnections int `yaml:"max_connections"`
+	// overloaded (JSON, Retry-After; no request was read) and closed
+	// (internal/connguard). MaxConnectionsPerAddress bounds those from
+	// one client address (the socket's peer; IPv6 per /64; a peer in
+	// trusted_proxies only by max_connections): one client cannot take
+	// every slot. Above max_connections it is max_connections.
+	MaxConnections           int `yaml:"max_connections"`
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
 	// DefaultFetchBytes is a fetch's max_bytes when the request names none;
 	// MaxFetchBytes clamps the ones it names.
 	DefaultFetchBytes int32 `yaml:"default_fetch_bytes"`
@@ -229,6 +234,7 @@ func DefaultConfig() Config {
 		MaxAnswerBytesHeld:          1 << 30,
 		MaxAnswerBytesHeldPerHolder: 64 << 20,
 		MaxConnections:              20000,
+		MaxConnectionsPerAddress:    2000,
 		DefaultFetchBytes:           1 << 20,
 		MaxFetchBytes:               8 << 20,
 		ReadTimeout:                 10 * time.Second,
@@ -374,7 +380,7 @@ func (c Config) validateLimits() error {
 		value int
 	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"max_produce_records", c.MaxProduceRecords}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax}, {"auth_failure_burst", c.AuthFailureBurst},
 		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}, {"max_connections", c.MaxConnections},
-		{"kafka_max_connections_per_principal", c.KafkaMaxConnectionsPerPrincipal}} {
+		{"max_connections_per_address", c.MaxConnectionsPerAddress}, {"kafka_max_connections_per_principal", c.KafkaMaxConnectionsPerPrincipal}} {
 		if n.value <= 0 {
 			return fmt.Errorf("gateway.%s: must be > 0, got %d", n.name, n.value)
 		}

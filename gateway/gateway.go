@@ -19,6 +19,7 @@ import (
 	"github.com/capgate/capgate/gateway/guard"
 	"github.com/capgate/capgate/gateway/kafkaproto"
 	"github.com/capgate/capgate/internal/clientaddr"
+	"github.com/capgate/capgate/internal/connguard"
 	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/probe"
@@ -174,7 +175,8 @@ func (g *Gateway) newServer() *fasthttp.Server {
 		IdleTimeout:                  g.cfg.IdleTimeout,
 		ReadBufferSize:               g.cfg.MaxHeaderBytes,
 		MaxRequestBodySize:           g.cfg.MaxBodyBytes,
-		Concurrency:                  g.cfg.MaxConnections,
+		Concurrency:                  connguard.Concurrency(g.cfg.MaxConnections), // bounded below by the listener (listener.go)
+		ExpectHandler:                g.expectContinue,                            // 100 Continue only within the body cap (expect.go)
 		DisablePreParseMultipartForm: true,
 		CloseOnShutdown:              true,
 		SecureErrorLogMessage:        true, // error logs must never echo headers (tokens)
@@ -205,10 +207,12 @@ func (g *Gateway) Start() error {
 		}
 		g.ln = ln
 		ln = quietio.Listener(ln) // raw socket calls: no monitor-thread wake per request (internal/quietio)
+		ln = g.guardListener(ln)  // accept errors retried, connections bounded (listener.go)
 		if g.tls != nil {
 			ln = g.tls.HTTPListener(ln) // a plaintext request is answered 400 (tlsconf/plaintext.go)
 		}
 		go func() { g.serveDone <- g.server.Serve(crlf.Listener(ln)) }() // request heads watched (internal/crlf)
+		g.checkDescriptors()
 		syncCtx, stop := context.WithCancel(context.Background())
 		g.stopSync = stop
 		go g.syncLoop(syncCtx)

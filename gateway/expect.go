@@ -1,0 +1,36 @@
+package gateway
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/linger"
+)
+
+// expectContinue is the server's ExpectHandler: a request sent with
+// "Expect: 100-continue" is told to send its body only when it could be
+// read (redteam6 #9). A POST, PUT or PATCH without a bearer is answered
+// 401 at once (every route that takes a body needs a capability), and
+// one whose Content-Length is over its cap (preauth.go: max_body_bytes
+// for a produce bearing a capability with the produce op, 4 KiB
+// otherwise) as a body over the cap is (413, or 503 not_ready before the
+// first sync) — without "100 Continue", so the client never sends the
+// body. fasthttp closes the connection after either answer; it lingers
+// (internal/linger) for a client that sends the body anyway.
+func (g *Gateway) expectContinue(ctx *fasthttp.RequestCtx) int {
+	h := &ctx.Request.Header
+	if !(h.IsPost() || h.IsPut() || h.IsPatch()) {
+		return fasthttp.StatusContinue
+	}
+	if token, _ := bearerToken(h); len(token) == 0 {
+		linger.OnClose(ctx)
+		writeError(ctx, api.CodeUnauthorized, "bearer capability required (refused before 100 Continue: the body is not read)", nil)
+		g.metrics.rejected(api.CodeUnauthorized)
+		return ctx.Response.StatusCode()
+	}
+	if h.ContentLength() > g.bodyLimit(h) {
+		g.handleServerError(ctx, fasthttp.ErrBodyTooLarge)
+		return ctx.Response.StatusCode()
+	}
+	return fasthttp.StatusContinue
+}

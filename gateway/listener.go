@@ -1,0 +1,47 @@
+package gateway
+
+// Behavior: the HTTP listener's accept side (internal/connguard). A
+// temporary accept error (out of file descriptors under a connection
+// flood) is retried with a backoff, never the end of Serve and of the
+// process (redteam6 #0). max_connections bounds the connections open at
+// once and max_connections_per_address those of one client address (the
+// socket's peer: X-Forwarded-For is not read at accept, so a peer in
+// trusted_proxies is bounded by max_connections only); beyond either a
+// new connection is answered 503 overloaded (JSON, Retry-After; nothing
+// under TLS, whose handshake would hold the accept loop) and closed
+// (redteam6 #1). At start the connection settings are compared with the
+// descriptor limit (RLIMIT_NOFILE) and an ERROR names both when they do
+// not fit.
+
+import (
+	"net"
+
+	"github.com/capgate/capgate/internal/connguard"
+)
+
+// guardListener wraps the listener below TLS and internal/crlf.
+func (g *Gateway) guardListener(ln net.Listener) *connguard.Listener {
+	perAddress := min(g.cfg.MaxConnectionsPerAddress, g.cfg.MaxConnections)
+	cfg := connguard.Config{
+		MaxConnections: g.cfg.MaxConnections,
+		MaxPerAddress:  perAddress,
+		Exempt:         g.proxies.Trusts,
+		Log:            g.log.Named("http"),
+	}
+	if g.tls == nil {
+		cfg.Answer = connguard.OverloadedAnswers("the gateway", g.cfg.MaxConnections, perAddress)
+	}
+	gl := connguard.Listen(ln, cfg)
+	g.metrics.registry.MustRegister(gl.Collectors("gateway")...)
+	return gl
+}
+
+// checkDescriptors logs an ERROR when the connection settings do not
+// fit in the descriptor limit.
+func (g *Gateway) checkDescriptors() {
+	budgets := []connguard.Budget{{Setting: "gateway.max_connections", Conns: g.cfg.MaxConnections}}
+	if g.kafka != nil {
+		budgets = append(budgets, connguard.Budget{Setting: "gateway.kafka_max_connections", Conns: g.cfg.KafkaMaxConnections})
+	}
+	connguard.CheckDescriptors(g.log, budgets...)
+}

@@ -1,0 +1,208 @@
+package connguard
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// failing fails its next fails accepts with err, then accepts.
+type failing struct {
+	net.Listener
+	fails atomic.Int32
+	err   error
+}
+
+func (l *failing) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, l.err
+	}
+	return l.Listener.Accept()
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+func emfile(addr net.Addr) error {
+	return &net.OpError{Op: "accept", Net: "tcp", Addr: addr, Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+}
+
+// TestAcceptRetriesTemporaryErrors: EMFILE ten times is waited out with
+// the doubling backoff (5 ms … 1 s), logged once at WARN (rate-limited)
+// and counted, then the next connection is returned.
+func TestAcceptRetriesTemporaryErrors(t *testing.T) {
+	inner := listen(t)
+	fl := &failing{Listener: inner, err: emfile(inner.Addr())}
+	fl.fails.Store(10)
+	core, logs := observer.New(zap.InfoLevel)
+	var pauses []time.Duration
+	l := Listen(fl, Config{Log: zap.New(core), Sleep: func(d time.Duration, _ <-chan struct{}) { pauses = append(pauses, d) }})
+	client, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatalf("Accept: %v", err)
+	}
+	c.Close()
+	want := []time.Duration{5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000}
+	for i := range want {
+		want[i] *= time.Millisecond
+	}
+	if len(pauses) != len(want) {
+		t.Fatalf("pauses %v, want %v", pauses, want)
+	}
+	for i := range want {
+		if pauses[i] != want[i] {
+			t.Fatalf("pauses %v, want %v", pauses, want)
+		}
+	}
+	if n := logs.FilterMessageSnippet("accept failed").Len(); n != 1 {
+		t.Fatalf("%d WARN lines for 10 failures within LogEvery, want 1", n)
+	}
+	if n := l.acceptErrors.Load(); n != 10 {
+		t.Fatalf("accept errors counted %d, want 10", n)
+	}
+}
+
+// TestAcceptReturnsOtherErrors: a closed listener's error, or one that is
+// not temporary, ends Accept (Serve returns).
+func TestAcceptReturnsOtherErrors(t *testing.T) {
+	inner := listen(t)
+	fl := &failing{Listener: inner, err: &net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.EINVAL)}}
+	fl.fails.Store(1)
+	l := Listen(fl, Config{Sleep: func(time.Duration, <-chan struct{}) { t.Fatal("paused on EINVAL") }})
+	if _, err := l.Accept(); err == nil {
+		t.Fatal("EINVAL retried")
+	}
+	l.Close()
+	if _, err := l.Accept(); err == nil {
+		t.Fatal("Accept on a closed listener succeeded")
+	}
+}
+
+// TestCloseEndsThePause: Close during a backoff pause returns Accept.
+func TestCloseEndsThePause(t *testing.T) {
+	inner := listen(t)
+	fl := &failing{Listener: inner, err: emfile(inner.Addr())}
+	fl.fails.Store(1 << 30)
+	paused := make(chan struct{}, 1)
+	l := Listen(fl, Config{Sleep: func(d time.Duration, done <-chan struct{}) {
+		select {
+		case paused <- struct{}{}:
+		default:
+		}
+		<-done
+	}})
+	errc := make(chan error, 1)
+	go func() { _, err := l.Accept(); errc <- err }()
+	<-paused
+	l.Close()
+	if err := <-errc; err == nil {
+		t.Fatal("Accept returned a connection after Close")
+	}
+}
+
+func dialFrom(t *testing.T, local string, addr net.Addr) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	c, err := d.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestBounds: per address and in total, a refused connection reads the
+// answer; a freed slot is reused; an exempt peer is bounded in total
+// only.
+func TestBounds(t *testing.T) {
+	inner := listen(t)
+	answer := func(r Refusal) []byte {
+		return HTTPAnswer(503, []byte(`{"error":{"code":"overloaded","limit":"`+r.String()+`"}}`))
+	}
+	l := Listen(inner, Config{MaxConnections: 4, MaxPerAddress: 2, Answer: answer,
+		Exempt: func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.3") }})
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	t.Cleanup(func() { l.Close() })
+	refusedWith := func(c net.Conn) string {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("no answer on a refused connection: %v", err)
+		}
+		var b strings.Builder
+		buf := make([]byte, 256)
+		n, _ := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
+			t.Fatalf("refusal %d %v", resp.StatusCode, resp.Header)
+		}
+		return b.String()
+	}
+	a1 := dialFrom(t, "127.0.0.1", inner.Addr())
+	s1 := <-accepted
+	dialFrom(t, "127.0.0.1", inner.Addr())
+	<-accepted
+	if body := refusedWith(dialFrom(t, "127.0.0.1", inner.Addr())); !strings.Contains(body, "per_address") {
+		t.Fatalf("third from 127.0.0.1: %s", body)
+	}
+	dialFrom(t, "127.0.0.2", inner.Addr())
+	<-accepted
+	s1.Close() // frees a slot of 127.0.0.1
+	a1.Close()
+	dialFrom(t, "127.0.0.1", inner.Addr())
+	<-accepted
+	if l.Open() != 3 {
+		t.Fatalf("open %d, want 3", l.Open())
+	}
+	dialFrom(t, "127.0.0.3", inner.Addr()) // exempt: its 1st, and the 4th in total
+	<-accepted
+	if body := refusedWith(dialFrom(t, "127.0.0.3", inner.Addr())); !strings.Contains(body, "total") {
+		t.Fatalf("fifth in total: %s", body)
+	}
+}
+
+// TestCheckDescriptors names the limit and every setting when they do
+// not fit, and says nothing when they do.
+func TestCheckDescriptors(t *testing.T) {
+	budgets := []Budget{{"gateway.max_connections", 20000}, {"gateway.kafka_max_connections", 1024}}
+	msg := checkDescriptors(zap.NewNop(), 20000, budgets)
+	for _, want := range []string{"RLIMIT_NOFILE 20000", "21536 = gateway.max_connections 20000 + gateway.kafka_max_connections 1024 + margin 512"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("%q does not say %q", msg, want)
+		}
+	}
+	if msg := checkDescriptors(zap.NewNop(), 1<<20, budgets); msg != "" {
+		t.Fatalf("fits, yet: %s", msg)
+	}
+}

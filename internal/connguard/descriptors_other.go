@@ -1,0 +1,6 @@
+//go:build !unix
+
+package connguard
+
+// DescriptorLimit is unknown here.
+func DescriptorLimit() (uint64, bool) { return 0, false }
