@@ -38,6 +38,8 @@ func guardListener(ln net.Listener, cfg Config, proxies clientaddr.Proxies, tls 
 		MaxPerAddress:  perAddress,
 		Exempt:         proxies.Trusts,
 		Log:            log,
+		// idle keep-alive connections give way under pressure
+		IdleUnderPressure: min(connguard.IdleUnderPressure, cfg.IdleTimeout),
 	}
 	if !tls {
 		gc.Answer = connguard.OverloadedAnswers("the coordinator", cfg.MaxConnections, perAddress)

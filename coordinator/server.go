@@ -47,6 +47,7 @@ func newHTTPServer(cfg Config, log *zap.Logger, handler fasthttp.RequestHandler,
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           cfg.IdleTimeout,
 		Concurrency:           connguard.Concurrency(cfg.MaxConnections), // bounded below by the listener (listener.go)
+		ConnState:             connguard.ConnState,                       // idle connections marked: they give way under pressure (listener.go)
 		CloseOnShutdown:       true,
 		NoDefaultContentType:  true,
 		Logger:                fasthttpLogger{log},

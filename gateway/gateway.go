@@ -176,6 +176,7 @@ func (g *Gateway) newServer() *fasthttp.Server {
 		ReadBufferSize:               g.cfg.MaxHeaderBytes,
 		MaxRequestBodySize:           g.cfg.MaxBodyBytes,
 		Concurrency:                  connguard.Concurrency(g.cfg.MaxConnections), // bounded below by the listener (listener.go)
+		ConnState:                    connguard.ConnState,                         // idle connections marked: they give way under pressure
 		ExpectHandler:                g.expectContinue,                            // 100 Continue only within the body cap (expect.go)
 		DisablePreParseMultipartForm: true,
 		CloseOnShutdown:              true,

@@ -27,6 +27,8 @@ func (g *Gateway) guardListener(ln net.Listener) *connguard.Listener {
 		MaxPerAddress:  perAddress,
 		Exempt:         g.proxies.Trusts,
 		Log:            g.log.Named("http"),
+		// idle keep-alive connections give way under pressure
+		IdleUnderPressure: min(connguard.IdleUnderPressure, g.cfg.IdleTimeout),
 	}
 	if g.tls == nil {
 		cfg.Answer = connguard.OverloadedAnswers("the gateway", g.cfg.MaxConnections, perAddress)

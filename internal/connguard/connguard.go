@@ -22,6 +22,11 @@
 //     peer: connection-level limits cannot read X-Forwarded-For, so peers
 //     the caller exempts (trusted_proxies, which carry many clients) are
 //     bounded by MaxConnections only.
+//   - Under pressure (three quarters of MaxConnections open), a
+//     connection the server marked idle (MarkIdle, from fasthttp's
+//     ConnState) waits for its next request at most IdleUnderPressure
+//     (its read deadline is clamped), so that idle keep-alive
+//     connections give their slots back to new ones.
 //   - A refused connection lingers (its answer written, its write side
 //     shut, what the client already sent read and dropped for up to
 //     lingerTimeout) so that the client reads the answer rather than a
@@ -46,6 +51,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 )
 
@@ -85,6 +91,10 @@ type Config struct {
 	// Answer is the bytes written to a refused connection before it
 	// closes (nil: closed without an answer).
 	Answer func(Refusal) []byte
+	// IdleUnderPressure bounds an idle connection's wait for its next
+	// request while three quarters of MaxConnections are open (0: no
+	// bound beyond the server's idle timeout).
+	IdleUnderPressure time.Duration
 	// Log gets the rate-limited accept-error lines (nil: none).
 	Log *zap.Logger
 	// Sleep pauses for d or until done closes (nil: a timer; tests).
@@ -98,9 +108,10 @@ type Listener struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	mu     sync.Mutex
-	open   int
-	byAddr map[netip.Addr]int
+	mu      sync.Mutex
+	open    int
+	openNow atomic.Int64 // open, read without the lock
+	byAddr  map[netip.Addr]int
 
 	// Accept's own state (one Accept at a time, as fasthttp calls it).
 	failing     int       // consecutive accept failures
@@ -231,6 +242,7 @@ func (l *Listener) admit(c net.Conn) (net.Conn, bool) {
 		refusal = int(RefusedPerAddress)
 	default:
 		l.open++
+		l.openNow.Store(int64(l.open))
 		if limited {
 			l.byAddr[addr]++
 		}
@@ -271,6 +283,7 @@ func (l *Listener) key(c net.Conn) (netip.Addr, bool) {
 func (l *Listener) release(addr netip.Addr, limited bool) {
 	l.mu.Lock()
 	l.open--
+	l.openNow.Store(int64(l.open))
 	if limited {
 		if n := l.byAddr[addr] - 1; n > 0 {
 			l.byAddr[addr] = n
@@ -295,6 +308,41 @@ type Conn struct {
 	addr    netip.Addr
 	limited bool
 	once    sync.Once
+	idle    atomic.Bool // between requests (MarkIdle)
+}
+
+// MarkIdle records whether the server waits for c's next request (c or
+// a connection it wraps through NetConn methods: internal/crlf, TLS);
+// call it from fasthttp's ConnState. A connection that is no Conn is
+// left alone.
+func MarkIdle(c net.Conn, idle bool) {
+	for {
+		if gc, ok := c.(*Conn); ok {
+			gc.idle.Store(idle)
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = u.NetConn()
+	}
+}
+
+// SetReadDeadline sets the read deadline, clamped to IdleUnderPressure
+// from now for an idle connection while the listener is under pressure.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if d := c.l.cfg.IdleUnderPressure; d > 0 && c.idle.Load() && c.l.underPressure() {
+		if short := time.Now().Add(d); t.IsZero() || t.After(short) {
+			t = short
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// underPressure reports whether three quarters of MaxConnections are open.
+func (l *Listener) underPressure() bool {
+	return l.cfg.MaxConnections > 0 && 4*l.openNow.Load() >= 3*int64(l.cfg.MaxConnections)
 }
 
 // Close closes the connection and frees its slot.
@@ -337,9 +385,16 @@ func (l *Listener) Collectors(process string) []prometheus.Collector {
 	return cs
 }
 
+// IdleUnderPressure is the servers' Config.IdleUnderPressure.
+const IdleUnderPressure = 5 * time.Second
+
 // Concurrency is fasthttp's Server.Concurrency for a Listener bounding
 // maxConnections: a little above it, since a closed connection frees its
 // slot here a moment before its worker returns to fasthttp's pool, and
 // fasthttp would answer a connection in between with its own plain-text
 // 503. The Listener's bound is the one that answers.
 func Concurrency(maxConnections int) int { return maxConnections + maxConnections/16 + 64 }
+
+// ConnState is a fasthttp.Server's ConnState: it marks connections idle
+// between requests (MarkIdle).
+func ConnState(c net.Conn, state fasthttp.ConnState) { MarkIdle(c, state == fasthttp.StateIdle) }

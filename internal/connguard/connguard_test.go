@@ -2,6 +2,7 @@ package connguard
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -204,5 +206,48 @@ func TestCheckDescriptors(t *testing.T) {
 	}
 	if msg := checkDescriptors(zap.NewNop(), 1<<20, budgets); msg != "" {
 		t.Fatalf("fits, yet: %s", msg)
+	}
+}
+
+// TestIdleGivesWayUnderPressure: with three quarters of MaxConnections
+// open, a keep-alive connection that goes idle is closed after
+// IdleUnderPressure rather than the server's idle timeout (a minute),
+// freeing its slot; below that, idle connections stay. Fails without
+// the clamp: the third connection stays open past the test's 5 s read.
+func TestIdleGivesWayUnderPressure(t *testing.T) {
+	inner := listen(t)
+	l := Listen(inner, Config{MaxConnections: 4, IdleUnderPressure: 50 * time.Millisecond})
+	s := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") },
+		IdleTimeout: time.Minute, ReadTimeout: time.Minute, ConnState: ConnState}
+	go s.Serve(l)
+	t.Cleanup(func() { s.Shutdown() })
+	get := func(c net.Conn, r *bufio.Reader) error {
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+	var conns []net.Conn
+	var readers []*bufio.Reader
+	for i := range 3 {
+		c := dialFrom(t, "127.0.0.1", inner.Addr())
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		r := bufio.NewReader(c)
+		if err := get(c, r); err != nil {
+			t.Fatalf("request on connection %d: %v", i+1, err)
+		}
+		conns, readers = append(conns, c), append(readers, r)
+	}
+	// The third went idle with 3 of 4 open: closed within 50 ms.
+	if _, err := readers[2].ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("an idle connection under pressure was not closed: %v", err)
+	}
+	// The first two went idle below the pressure: still served.
+	if err := get(conns[0], readers[0]); err != nil {
+		t.Fatalf("an idle connection from before the pressure: %v", err)
 	}
 }
