@@ -11,7 +11,9 @@ package coordinator
 // overloaded (JSON, Retry-After; nothing under TLS, whose handshake
 // would hold the accept loop) and closed (redteam6 #1). At start the
 // connection settings are compared with the descriptor limit
-// (RLIMIT_NOFILE) and an ERROR names both when they do not fit.
+// (RLIMIT_NOFILE): when they do not fit, fewer HTTP connections are
+// served at once, and a line names the numbers and the settings
+// (connguard.FitDescriptors).
 //
 // A request sent with "Expect: 100-continue" is told to send its body
 // only when it could be read (expectContinue, redteam6 #9).
@@ -32,9 +34,10 @@ import (
 
 // guardListener wraps the raw listener ln, below TLS and internal/crlf.
 func guardListener(ln net.Listener, cfg Config, proxies clientaddr.Proxies, tls bool, log *zap.Logger, reg prometheus.Registerer) *connguard.Listener {
-	perAddress := min(cfg.MaxConnectionsPerAddress, cfg.MaxConnections)
+	maxConnections := connguard.FitDescriptors(log, connguard.Budget{Setting: "coordinator.max_connections", Conns: cfg.MaxConnections})
+	perAddress := min(cfg.MaxConnectionsPerAddress, maxConnections)
 	gc := connguard.Config{
-		MaxConnections: cfg.MaxConnections,
+		MaxConnections: maxConnections,
 		MaxPerAddress:  perAddress,
 		Exempt:         proxies.Trusts,
 		Log:            log,
@@ -42,11 +45,10 @@ func guardListener(ln net.Listener, cfg Config, proxies clientaddr.Proxies, tls 
 		IdleUnderPressure: min(connguard.IdleUnderPressure, cfg.IdleTimeout),
 	}
 	if !tls {
-		gc.Answer = connguard.OverloadedAnswers("the coordinator", cfg.MaxConnections, perAddress)
+		gc.Answer = connguard.OverloadedAnswers("the coordinator", maxConnections, perAddress)
 	}
 	gl := connguard.Listen(ln, gc)
 	reg.MustRegister(gl.Collectors("coordinator")...)
-	connguard.CheckDescriptors(log, connguard.Budget{Setting: "coordinator.max_connections", Conns: cfg.MaxConnections})
 	return gl
 }
 

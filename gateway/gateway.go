@@ -213,7 +213,6 @@ func (g *Gateway) Start() error {
 			ln = g.tls.HTTPListener(ln) // a plaintext request is answered 400 (tlsconf/plaintext.go)
 		}
 		go func() { g.serveDone <- g.server.Serve(crlf.Listener(ln)) }() // request heads watched (internal/crlf)
-		g.checkDescriptors()
 		syncCtx, stop := context.WithCancel(context.Background())
 		g.stopSync = stop
 		go g.syncLoop(syncCtx)

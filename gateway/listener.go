@@ -10,8 +10,9 @@ package gateway
 // new connection is answered 503 overloaded (JSON, Retry-After; nothing
 // under TLS, whose handshake would hold the accept loop) and closed
 // (redteam6 #1). At start the connection settings are compared with the
-// descriptor limit (RLIMIT_NOFILE) and an ERROR names both when they do
-// not fit.
+// descriptor limit (RLIMIT_NOFILE): when they do not fit, fewer HTTP
+// connections are served at once, and a line names the numbers and the
+// settings (connguard.FitDescriptors).
 
 import (
 	"net"
@@ -21,9 +22,14 @@ import (
 
 // guardListener wraps the listener below TLS and internal/crlf.
 func (g *Gateway) guardListener(ln net.Listener) *connguard.Listener {
-	perAddress := min(g.cfg.MaxConnectionsPerAddress, g.cfg.MaxConnections)
+	budgets := []connguard.Budget{}
+	if g.kafka != nil {
+		budgets = append(budgets, connguard.Budget{Setting: "gateway.kafka_max_connections", Conns: g.cfg.KafkaMaxConnections})
+	}
+	maxConnections := connguard.FitDescriptors(g.log, connguard.Budget{Setting: "gateway.max_connections", Conns: g.cfg.MaxConnections}, budgets...)
+	perAddress := min(g.cfg.MaxConnectionsPerAddress, maxConnections)
 	cfg := connguard.Config{
-		MaxConnections: g.cfg.MaxConnections,
+		MaxConnections: maxConnections,
 		MaxPerAddress:  perAddress,
 		Exempt:         g.proxies.Trusts,
 		Log:            g.log.Named("http"),
@@ -31,19 +37,9 @@ func (g *Gateway) guardListener(ln net.Listener) *connguard.Listener {
 		IdleUnderPressure: min(connguard.IdleUnderPressure, g.cfg.IdleTimeout),
 	}
 	if g.tls == nil {
-		cfg.Answer = connguard.OverloadedAnswers("the gateway", g.cfg.MaxConnections, perAddress)
+		cfg.Answer = connguard.OverloadedAnswers("the gateway", maxConnections, perAddress)
 	}
 	gl := connguard.Listen(ln, cfg)
 	g.metrics.registry.MustRegister(gl.Collectors("gateway")...)
 	return gl
-}
-
-// checkDescriptors logs an ERROR when the connection settings do not
-// fit in the descriptor limit.
-func (g *Gateway) checkDescriptors() {
-	budgets := []connguard.Budget{{Setting: "gateway.max_connections", Conns: g.cfg.MaxConnections}}
-	if g.kafka != nil {
-		budgets = append(budgets, connguard.Budget{Setting: "gateway.kafka_max_connections", Conns: g.cfg.KafkaMaxConnections})
-	}
-	connguard.CheckDescriptors(g.log, budgets...)
 }

@@ -194,18 +194,25 @@ func TestBounds(t *testing.T) {
 	}
 }
 
-// TestCheckDescriptors names the limit and every setting when they do
-// not fit, and says nothing when they do.
-func TestCheckDescriptors(t *testing.T) {
-	budgets := []Budget{{"gateway.max_connections", 20000}, {"gateway.kafka_max_connections", 1024}}
-	msg := checkDescriptors(zap.NewNop(), 20000, budgets)
-	for _, want := range []string{"RLIMIT_NOFILE 20000", "21536 = gateway.max_connections 20000 + gateway.kafka_max_connections 1024 + margin 512"} {
+// TestFitDescriptors: settings that do not fit the descriptor limit get
+// fewer HTTP connections, and the message names the limit, every setting
+// and the bound kept; settings that fit are kept as they are.
+func TestFitDescriptors(t *testing.T) {
+	http, kafka := Budget{"gateway.max_connections", 20000}, []Budget{{"gateway.kafka_max_connections", 1024}}
+	fitted, msg := fitDescriptors(20000, http, kafka)
+	if fitted != 20000-1024-512 {
+		t.Fatalf("fitted %d, want %d", fitted, 20000-1024-512)
+	}
+	for _, want := range []string{"RLIMIT_NOFILE 20000", "21536 = gateway.max_connections 20000 + gateway.kafka_max_connections 1024 + margin 512", "at most 18464 HTTP connections"} {
 		if !strings.Contains(msg, want) {
 			t.Fatalf("%q does not say %q", msg, want)
 		}
 	}
-	if msg := checkDescriptors(zap.NewNop(), 1<<20, budgets); msg != "" {
-		t.Fatalf("fits, yet: %s", msg)
+	if fitted, msg := fitDescriptors(1<<20, http, kafka); fitted != 20000 || msg != "" {
+		t.Fatalf("fits, yet: %d %s", fitted, msg)
+	}
+	if fitted, _ := fitDescriptors(1024, http, kafka); fitted != minFitted {
+		t.Fatalf("nothing left: %d, want %d", fitted, minFitted)
 	}
 }
 

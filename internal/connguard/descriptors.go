@@ -11,39 +11,54 @@ import (
 // the sync client, a refused connection's lingering close.
 const DescriptorMargin = 512
 
+// minFitted is the fewest connections FitDescriptors leaves.
+const minFitted = 16
+
 // Budget is one setting's share of the descriptors.
 type Budget struct {
-	Setting string // e.g. "gateway.max_connections"
+	Setting string // e.g. "gateway.kafka_max_connections"
 	Conns   int
 }
 
-// CheckDescriptors warns (ERROR) when the connections the settings allow,
-// plus DescriptorMargin, exceed the descriptor limit: beyond it accepts
-// fail with EMFILE (retried: Listener) and the process's other files
-// (broker connections, the store) fail too. It returns the line's
-// message, "" when everything fits or the limit is unknown.
-func CheckDescriptors(log *zap.Logger, budgets ...Budget) string {
+// FitDescriptors is the bound of HTTP connections a Listener should
+// keep: http.Conns, or fewer when http, the other budgets (the Kafka
+// listener's connections) and DescriptorMargin exceed the descriptor
+// limit (RLIMIT_NOFILE) — past it accepts fail with EMFILE (retried,
+// but the process's broker connections and store files fail too), while
+// below it a connection beyond is answered 503. A fitted bound is logged
+// naming the limit and every setting: at INFO when it keeps at least
+// half of http.Conns, at WARN (the host is clearly under-provisioned for
+// the settings) when it keeps less. At least minFitted are kept.
+func FitDescriptors(log *zap.Logger, http Budget, others ...Budget) int {
 	limit, ok := DescriptorLimit()
 	if !ok {
-		return ""
+		return http.Conns
 	}
-	return checkDescriptors(log, limit, budgets)
+	fitted, msg := fitDescriptors(limit, http, others)
+	switch {
+	case msg == "":
+	case 2*fitted >= http.Conns:
+		log.Info(msg)
+	default:
+		log.Warn(msg)
+	}
+	return fitted
 }
 
-func checkDescriptors(log *zap.Logger, limit uint64, budgets []Budget) string {
-	need := DescriptorMargin
-	fields := []zap.Field{zap.Uint64("rlimit_nofile", limit), zap.Int("margin", DescriptorMargin)}
-	names := ""
-	for _, b := range budgets {
+// fitDescriptors is FitDescriptors's arithmetic: the bound, and the
+// message ("" when http.Conns fits).
+func fitDescriptors(limit uint64, http Budget, others []Budget) (int, string) {
+	need := http.Conns + DescriptorMargin
+	names := fmt.Sprintf("%s %d", http.Setting, http.Conns)
+	for _, b := range others {
 		need += b.Conns
-		fields = append(fields, zap.Int(b.Setting, b.Conns))
 		names += fmt.Sprintf(" + %s %d", b.Setting, b.Conns)
 	}
 	if uint64(need) <= limit {
-		return ""
+		return http.Conns, ""
 	}
-	msg := fmt.Sprintf("the file descriptor limit (RLIMIT_NOFILE %d) is below what the connection settings allow (%d = %s + margin %d): under a connection flood accepts fail with \"too many open files\" (retried) and broker and store files fail too; raise the limit (ulimit -n, LimitNOFILE=) or lower the settings",
-		limit, need, names[3:], DescriptorMargin)
-	log.Error(msg, fields...)
-	return msg
+	fitted := http.Conns - int(min(uint64(need)-limit, uint64(http.Conns)))
+	fitted = max(fitted, minFitted)
+	return fitted, fmt.Sprintf("the file descriptor limit (RLIMIT_NOFILE %d) is below what the connection settings allow (%d = %s + margin %d): at most %d HTTP connections are served at once (beyond: 503 overloaded) instead of %s %d; raise the limit (ulimit -n, LimitNOFILE=) or lower the settings",
+		limit, need, names, DescriptorMargin, fitted, http.Setting, http.Conns)
 }
