@@ -37,6 +37,11 @@ func TestLargeIdPTokenFitsTheHeaderLimit(t *testing.T) {
 	}
 	e.remember(token)
 	h.join(t, "billing-eu", token, api.JoinRequest{Topics: []string{"orders"}})
+	// A token past the limit: the 431 names the setting to raise.
+	status, body, _ := h.do(t, "GET", "/v1/admin/groups", strings.Repeat("x", e.cfg.MaxHeaderBytes), nil)
+	if status != 431 || !strings.Contains(string(body), "coordinator.max_header_bytes") {
+		t.Fatalf("headers over the limit: %d %s, want 431 naming coordinator.max_header_bytes", status, body)
+	}
 
 	cfg := e.cfg
 	cfg.MaxHeaderBytes = 8 << 10

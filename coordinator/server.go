@@ -254,7 +254,7 @@ func writeHTTPError(ctx *fasthttp.RequestCtx, err error, cfg Config) bool {
 		writeErrorDetails(ctx, api.CodeBodyTooLarge, fmt.Sprintf("request body too large: a request whose bearer is a valid token may send max_body_bytes (%d bytes), one without %d bytes (console %d)",
 			cfg.MaxBodyBytes, preauthBodyBytes, consoleBodyBytes), map[string]any{"max_body_bytes": cfg.MaxBodyBytes, "preauth_body_bytes": preauthBodyBytes})
 	case errors.As(err, &small):
-		writeError(ctx, api.CodeHeadersTooLarge, fmt.Sprintf("request headers larger than %d bytes", cfg.MaxHeaderBytes))
+		writeError(ctx, api.CodeHeadersTooLarge, fmt.Sprintf("request headers larger than %d bytes (coordinator.max_header_bytes; a bearer token counts against it)", cfg.MaxHeaderBytes))
 	case crlf.Refusal(err) != nil:
 		writeError(ctx, api.CodeBadRequest, crlf.Refusal(err).Error())
 	default:

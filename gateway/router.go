@@ -159,7 +159,7 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 	var details map[string]any
 	switch {
 	case errors.As(err, &small):
-		code, message = api.CodeHeadersTooLarge, "request headers larger than max_header_bytes"
+		code, message = api.CodeHeadersTooLarge, "request headers larger than gateway.max_header_bytes (a bearer token counts against it)"
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		// The request is already reset here: which cap applied is not
 		// known, so name both (preauth.go).
