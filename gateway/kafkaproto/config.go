@@ -65,7 +65,8 @@ type Config struct {
 	// RequestTimeout bounds one call to the coordinator.
 	RequestTimeout time.Duration
 	// ShutdownTimeout bounds how long Close lets members release their
-	// partitions and leave (the gateway passes three quarters of its shutdown_timeout, keeping the rest for its own leave; 0:
+	// partitions and leave (the gateway passes three quarters of its
+	// shutdown_timeout, keeping the rest for its own leave; 0:
 	// RequestTimeout). The shorter of the two applies: a member still
 	// leaving then is dropped, and the coordinator expires it after its
 	// session timeout, as after a crash.
