@@ -12,9 +12,18 @@ package coordinator
 // a full snapshot with reset:true when after is 0 or outside the retained
 // log (always after a coordinator restart). keys carries the whole public
 // key set on a reset and whenever the signing keys changed.
+//
+// instance (optional, 1-64 characters [A-Za-z0-9_-]) is the gateway
+// process's nonce, drawn at its start: while another instance holds the
+// id and polled within groups.gateway_timeout (or, under
+// silent_gateways: serve, until it leaves) the poll answers 409 conflict
+// naming the id and acknowledges nothing; the holder keeps it. A poll
+// without instance is served as from the holder (gateways from before
+// the nonce). See coordinator/group/gateways.go.
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -41,12 +50,19 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 	if !ok {
 		return
 	}
+	instance, ok := syncInstance(ctx)
+	if !ok {
+		return
+	}
 	confirm := c.leadershipMark()
 	msg, err := c.call(func(ref group.Ref) group.Event {
-		return group.SyncPoll{Ref: ref, Gateway: gateway, After: after, Wait: time.Duration(min(waitMs, 1<<40)) * time.Millisecond}
+		return group.SyncPoll{Ref: ref, Gateway: gateway, Instance: instance, After: after, Wait: time.Duration(min(waitMs, 1<<40)) * time.Millisecond}
 	})
 	reply, ok := msg.(group.SyncReply)
 	if !ok {
+		if r, isRejected := msg.(group.Rejected); isRejected && r.Code == api.CodeConflict && conflictLogDue() {
+			c.log.Warn("sync refused: a second gateway process polls under one id (logged at most every 10s)", zap.String("gateway", gateway), zap.String("instance", instance))
+		}
 		writeMachineError(ctx, msg, err)
 		return
 	}
@@ -97,6 +113,35 @@ func (c *Coordinator) syncCaller(ctx *fasthttp.RequestCtx) (string, bool) {
 		return "", false
 	}
 	return gateway, true
+}
+
+// conflictLogged is when a refused duplicate gateway was last logged
+// (unix nanoseconds): a refused process retries every second or so.
+var conflictLogged atomic.Int64
+
+func conflictLogDue() bool {
+	now, last := time.Now().UnixNano(), conflictLogged.Load()
+	return now-last >= int64(10*time.Second) && conflictLogged.CompareAndSwap(last, now)
+}
+
+// syncInstanceMax bounds the instance argument of the sync channel.
+const syncInstanceMax = 64
+
+// syncInstance reads the optional instance nonce of a sync request (""
+// when absent); false when it answered the refusal.
+func syncInstance(ctx *fasthttp.RequestCtx) (string, bool) {
+	raw := ctx.QueryArgs().Peek("instance")
+	for _, b := range raw {
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '-' || b == '_') {
+			raw = nil
+			break
+		}
+	}
+	if len(raw) == 0 && ctx.QueryArgs().Has("instance") || len(raw) > syncInstanceMax {
+		writeError(ctx, api.CodeBadRequest, "instance: 1-64 characters [A-Za-z0-9_-] required when present")
+		return "", false
+	}
+	return string(raw), true
 }
 
 func (c *Coordinator) syncResponse(r group.SyncReply) api.SyncResponse {

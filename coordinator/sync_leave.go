@@ -10,7 +10,9 @@ package coordinator
 // groups.gateway_timeout for its silence. Answers 200 {} — also for a
 // gateway it does not know (leaving twice is harmless). A later poll with
 // the same id registers the gateway again, as new (a reset snapshot).
-// No body is read.
+// With instance (as GET /v1/sync), a leave from another process than the
+// one holding the id answers 409 conflict and changes nothing; without
+// it the id's holder is forgotten whoever it is. No body is read.
 
 import (
 	"github.com/valyala/fasthttp"
@@ -24,8 +26,12 @@ func (c *Coordinator) handleSyncLeave(ctx *fasthttp.RequestCtx, _ []string) {
 	if !ok {
 		return
 	}
+	instance, ok := syncInstance(ctx)
+	if !ok {
+		return
+	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
-		return group.GatewayLeave{Ref: ref, Gateway: gateway}
+		return group.GatewayLeave{Ref: ref, Gateway: gateway, Instance: instance}
 	})
 	if _, ok := msg.(group.Done); !ok {
 		writeMachineError(ctx, msg, err)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"os"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -20,7 +21,9 @@ import (
 
 // Config is the gateway section of capgate's configuration.
 type Config struct {
-	// ID names this gateway to the coordinator (sync polls, admin views).
+	// ID names this gateway to the coordinator (sync polls, admin views);
+	// each gateway needs its own. "" (the default) derives one per process
+	// (GatewayID): the host name and the listen port.
 	ID string `yaml:"id"`
 	// Listen is the HTTP listen address; port 0 picks a free port (see Addr).
 	Listen string `yaml:"listen"`
@@ -220,7 +223,7 @@ type TLSConfig struct {
 // coordinator's defaults (issuer capgate-coordinator, audience dev).
 func DefaultConfig() Config {
 	return Config{
-		ID:                "gateway-1",
+		ID:                "", // derived per process: GatewayID
 		Listen:            "127.0.0.1:8080",
 		CoordinatorURL:    "http://127.0.0.1:7070",
 		SyncWait:          3 * time.Second,
@@ -290,9 +293,26 @@ func (c Config) Validate() error {
 	return c.Broker.Validate()
 }
 
+// GatewayID is the id this gateway syncs under: ID, or when "" one
+// derived per process, "<host name>:<listen port>" — distinct per
+// Kubernetes pod or host, and per listen port on one host. (Two
+// processes that still share one id are refused by the coordinator:
+// 409 conflict to the second.)
+func (c Config) GatewayID() string {
+	if c.ID != "" {
+		return c.ID
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "gateway"
+	}
+	_, port, _ := net.SplitHostPort(c.Listen)
+	return host + ":" + port
+}
+
 func (c Config) validateIdentity() error {
-	if !ocap.ValidName(c.ID) {
-		return fmt.Errorf("gateway.id: must be 1-255 printable characters without '/', not . or .., got %q", c.ID)
+	if id := c.GatewayID(); !ocap.ValidName(id) {
+		return fmt.Errorf("gateway.id: must be 1-255 printable characters without '/', not . or .., got %q", id)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("gateway.listen: must be host:port, got %q", c.Listen)
@@ -407,7 +427,7 @@ func (c Config) validateLimits() error {
 
 // MarshalLogObject logs the settings that matter, the sync token redacted.
 func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	enc.AddString("id", c.ID)
+	enc.AddString("id", c.GatewayID())
 	enc.AddString("listen", c.Listen)
 	enc.AddString("coordinator_url", c.CoordinatorURL)
 	enc.AddString("sync_token", c.SyncToken.String())

@@ -11,7 +11,9 @@ package gateway
 // before the first sync, while the coordinator's settings do not fit
 // sync_timeout, and while no signing key was learned (every capability
 // would be refused); 503 out_of_sync while self-fenced (no good sync for
-// sync_timeout); with Retry-After: 1 — the same refusals fetch and
+// sync_timeout), and 503 not_ready naming the id while the coordinator
+// refuses it because another gateway process holds it (409 conflict to
+// this one's polls: set a distinct gateway.id); with Retry-After: 1 — the same refusals fetch and
 // produce get. In sync, it also needs Kafka: 503 unavailable naming the
 // kafka check while the last probe of Kafka failed (a metadata request
 // for no topic, cached for probe.TTL, one at a time: the first /readyz
@@ -47,6 +49,11 @@ type readyBody struct {
 }
 
 func (g *Gateway) handleReady(ctx *fasthttp.RequestCtx) {
+	if why := g.refusedReason(); why != "" {
+		setRetryAfter(ctx, time.Second)
+		writeError(ctx, api.CodeNotReady, "not ready: "+why, map[string]any{"checks": map[string]string{"sync": "conflict"}})
+		return
+	}
 	if g.refuseUnsynced(ctx, time.Now()) != "" {
 		return
 	}

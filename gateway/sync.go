@@ -67,14 +67,21 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 			if errors.As(err, &nl) {
 				leader = &nl.leader
 			}
+			var conflict *conflictError
+			if errors.As(err, &conflict) {
+				g.noteRefused(conflict)
+			}
 			next, wait := g.follower.Missed(g.coordinators, base, leader, rand.Int64N)
-			if followsHint(leader, next, wait) {
+			switch {
+			case conflict != nil:
+				// Logged at ERROR once (noteRefused); /readyz names it.
+			case followsHint(leader, next, wait):
 				// A replica that does not lead named the one that does,
 				// which the gateway asks at once: how it finds the
 				// leader (at every start, after every takeover), not a
 				// failure.
 				g.log.Info("sync: following the leading coordinator", zap.String("asked", base), zap.String("leader", next))
-			} else {
+			default:
 				g.log.Warn("sync failed", zap.Uint64("after", g.follower.After()), zap.String("coordinator", base),
 					zap.String("next", next), zap.Duration("retry_in", wait), zap.Error(err))
 			}
@@ -82,6 +89,7 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 			continue
 		}
 		g.coordinators.Succeeded(base)
+		g.noteRefused(nil)
 		lastGood = sent
 		g.metrics.syncPolls.WithLabelValues("ok").Inc()
 		if now := time.Now(); now.Sub(lastSweep) > cacheSweepEach {
@@ -207,7 +215,8 @@ func (g *Gateway) poll(ctx context.Context, base string, after uint64, deadline 
 		}
 	})
 	defer silent.Stop()
-	q := url.Values{"gateway": {g.cfg.ID}, "after": {strconv.FormatUint(after, 10)}, "wait_ms": {strconv.FormatInt(g.cfg.SyncWait.Milliseconds(), 10)}}
+	id := g.identity()
+	q := url.Values{"gateway": {id.id}, "instance": {id.instance}, "after": {strconv.FormatUint(after, 10)}, "wait_ms": {strconv.FormatInt(g.cfg.SyncWait.Milliseconds(), 10)}}
 	resp, err := g.syncCall(ctx, http.MethodGet, base+"/v1/sync?"+q.Encode())
 	begun.Store(true)
 	if err != nil {
@@ -244,12 +253,16 @@ func (g *Gateway) syncCall(ctx context.Context, method, rawURL string) (*http.Re
 }
 
 // refusal is the error of a non-200 sync answer: *notLeaderError for a
-// 421 not_leader.
+// 421 not_leader, *conflictError for a 409 conflict (another process
+// holds this gateway's id).
 func refusal(base string, resp *http.Response, body io.Reader) error {
 	var e api.ErrorBody
 	_ = json.NewDecoder(io.LimitReader(body, 64<<10)).Decode(&e)
 	if resp.StatusCode == http.StatusMisdirectedRequest && e.Error.Code == api.CodeNotLeader {
 		return &notLeaderError{base: base, leader: api.LeaderOf(resp.Header.Get(api.HeaderLeader), e.Error)}
+	}
+	if resp.StatusCode == http.StatusConflict && e.Error.Code == api.CodeConflict {
+		return &conflictError{base: base, message: fmt.Sprintf("%.300s", e.Error.Message)}
 	}
 	return fmt.Errorf("sync: %s answered %d %s: %.200s", base, resp.StatusCode, e.Error.Code, e.Error.Message)
 }
@@ -263,7 +276,8 @@ func refusal(base string, resp *http.Response, body io.Reader) error {
 func (g *Gateway) leave(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	q := url.Values{"gateway": {g.cfg.ID}}
+	id := g.identity()
+	q := url.Values{"gateway": {id.id}, "instance": {id.instance}}
 	var err error
 	for range 2 * len(g.coordinators.URLs()) {
 		base := g.coordinators.Current()

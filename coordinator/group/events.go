@@ -174,12 +174,16 @@ type Topics struct {
 // to After; the reply carries the updates after it, or a full snapshot
 // (Reset) when After is 0 or outside the retained log. With nothing newer
 // the poll is held up to Wait (0 or above sync_wait_max means
-// sync_wait_max). Reply: SyncReply, or Rejected without a gateway id.
+// sync_wait_max). Instance is the polling process's nonce ("" from a
+// gateway that sends none): a poll from another live instance than the
+// one holding the id is refused (gateways.go, claimGateway). Reply:
+// SyncReply, or Rejected without a gateway id or on such a conflict.
 type SyncPoll struct {
-	Ref     Ref
-	Gateway string
-	After   uint64
-	Wait    time.Duration
+	Ref      Ref
+	Gateway  string
+	Instance string
+	After    uint64
+	Wait     time.Duration
 }
 
 // GatewayLeave is a gateway's POST /v1/sync/leave: it stopped serving
@@ -187,11 +191,14 @@ type SyncPoll struct {
 // revocation waits for it: it is forgotten at once, its record deleted,
 // and the handoffs only it held back complete. A poll it still had held
 // is answered. Unknown gateways are fine (a repeated leave). A later poll
-// with the same id registers it again as a new gateway. Reply: Done, or
-// Rejected without a gateway id.
+// with the same id registers it again as a new gateway. A leave naming
+// an Instance other than the one holding the id is refused and changes
+// nothing; "" leaves whichever holds it. Reply: Done, or Rejected
+// without a gateway id or on such a conflict.
 type GatewayLeave struct {
-	Ref     Ref
-	Gateway string
+	Ref      Ref
+	Gateway  string
+	Instance string
 }
 
 // KeysChanged tells the machine the signing key set changed; it appends a

@@ -35,6 +35,12 @@ package group
 // was lowered, or gateways forgotten for lagging came back with their
 // records): every restored gateway stays known.
 
+import (
+	"time"
+
+	"github.com/capgate/capgate/api"
+)
+
 // registerGateway admits a new gateway id, or answers the refusal to ref
 // and returns nil.
 func (m *Machine) registerGateway(ref Ref, id string) *gateway {
@@ -86,4 +92,64 @@ func (m *Machine) dropGateway(gw *gateway) {
 	gw.left = true
 	delete(m.gateways, gw.id)
 	m.releaseHandoffs()
+}
+
+// One gateway id, one process. Acknowledgements and leaves are counted
+// per gateway id, so two processes polling under one id (a Deployment
+// of two replicas from one config) would let one's ack or leave stand
+// for the other, which may still serve a revoked capability. Each
+// gateway process sends a nonce drawn at start (the instance); the
+// gateway record remembers the instance that holds the id.
+//
+//   - A poll from the holder, or with no nonce (a gateway from before
+//     nonces: as before, it cannot be told apart), proceeds. A poll
+//     with a nonce on a record without one claims it.
+//   - A poll from another instance is refused (409 conflict naming the
+//     id) and changes nothing: no ack, no lastSeen, no held poll
+//     answered — while the holder is not safe by silence. Once it is
+//     (silent past gateway_timeout under silent_gateways: fence: it
+//     has self-fenced, and the watermark already ignores it) the
+//     newcomer takes the id as a new gateway: the old record is
+//     forgotten (as forgetSilentGateway does, acknowledging nothing on
+//     its behalf) and a new one registered, which acknowledges only
+//     what the newcomer's own polls say. Under silent_gateways: serve a
+//     silent holder keeps the id until it leaves (or a leave without a
+//     nonce is sent on its behalf).
+//   - A clean leave forgets the record, so a restarted process takes
+//     the id at once; a leave from a non-holder is refused.
+//
+// The holder is kept in memory only: after a coordinator restart or a
+// takeover the first instance to poll holds the id.
+
+// claimGateway checks a poll from instance under id: ok false when it
+// answered the conflict; gw nil when the id is free (unknown, or just
+// taken from a silent holder) and the caller registers it.
+func (m *Machine) claimGateway(ref Ref, id, instance string) (gw *gateway, ok bool) {
+	gw = m.gateways[id]
+	switch {
+	case gw == nil:
+		return nil, true
+	case !m.foreignInstance(gw, instance):
+		if instance != "" {
+			gw.instance = instance
+		}
+		return gw, true
+	case m.safeBySilence(gw):
+		m.forgetGateway(gw)
+		return nil, true
+	}
+	m.conflictRejection(ref, gw)
+	return nil, false
+}
+
+// foreignInstance reports whether instance is a live process other than
+// the one holding gw's id.
+func (m *Machine) foreignInstance(gw *gateway, instance string) bool {
+	return instance != "" && gw.instance != "" && instance != gw.instance
+}
+
+func (m *Machine) conflictRejection(ref Ref, gw *gateway) {
+	m.reject(ref, api.CodeConflict,
+		"sync: gateway id %q is held by another running gateway process (last poll %s ago); give each gateway its own gateway.id (or leave it unset: it defaults to host name:listen port)",
+		gw.id, m.now.Sub(gw.lastSeen).Truncate(time.Millisecond))
 }

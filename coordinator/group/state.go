@@ -317,6 +317,7 @@ type lease struct {
 // gateway is a gateway known from its polls.
 type gateway struct {
 	id           string
+	instance     string // the process polling under id ("" until one sends its nonce; gateways.go)
 	acked        uint64
 	lastSeen     time.Time
 	silenceArmed bool

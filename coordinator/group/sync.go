@@ -301,11 +301,15 @@ func (m *Machine) syncPoll(e SyncPoll) {
 		m.reject(e.Ref, api.CodeBadRequest, "sync: gateway id required")
 		return
 	}
-	gw := m.gateways[e.Gateway]
+	gw, ok := m.claimGateway(e.Ref, e.Gateway, e.Instance)
+	if !ok {
+		return
+	}
 	if gw == nil {
 		if gw = m.registerGateway(e.Ref, e.Gateway); gw == nil {
 			return
 		}
+		gw.instance = e.Instance
 	}
 	gw.lastSeen = m.now
 	m.armSilence(gw)
@@ -342,6 +346,10 @@ func (m *Machine) gatewayLeave(e GatewayLeave) {
 		return
 	}
 	if gw := m.gateways[e.Gateway]; gw != nil {
+		if m.foreignInstance(gw, e.Instance) {
+			m.conflictRejection(e.Ref, gw)
+			return
+		}
 		m.forgetGateway(gw)
 	}
 	m.send(Done{Ref: e.Ref})

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"sync"
+	"sync/atomic"
+	"weak"
+
+	"go.uber.org/zap"
+)
+
+// syncIdentity is who this gateway process is on the sync channel: its
+// id (gateway.id, or the one derived per process: Config.GatewayID) and
+// an instance nonce drawn at start, sent with every poll and leave so
+// that the coordinator refuses a second process polling under the same
+// id (409 conflict; coordinator/group/gateways.go) instead of counting
+// its acknowledgements and leave for the first. refused is the
+// coordinator's conflict message while the last poll was refused so
+// (nil otherwise): /readyz answers 503 with it.
+type syncIdentity struct {
+	id       string
+	instance string
+	refused  atomic.Pointer[string]
+}
+
+// syncIdentities holds each Gateway's syncIdentity, drawn once (one per
+// process in production; tests run several gateways in one process).
+// The key is weak: a closed gateway is collected, its entry (a few
+// dozen bytes) stays.
+var syncIdentities sync.Map // weak.Pointer[Gateway] → *syncIdentity
+
+func (g *Gateway) identity() *syncIdentity {
+	key := weak.Make(g)
+	if v, ok := syncIdentities.Load(key); ok {
+		return v.(*syncIdentity)
+	}
+	var nonce [16]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	v, _ := syncIdentities.LoadOrStore(key, &syncIdentity{id: g.cfg.GatewayID(), instance: base64.RawURLEncoding.EncodeToString(nonce[:])})
+	return v.(*syncIdentity)
+}
+
+// noteRefused records the outcome of a poll: err a *conflictError, or
+// nil after a poll the coordinator served. It logs the conflict at
+// ERROR when it begins and at INFO when it ends.
+func (g *Gateway) noteRefused(err *conflictError) {
+	id := g.identity()
+	if err == nil {
+		if id.refused.Swap(nil) != nil {
+			g.log.Info("sync: the coordinator accepts this gateway's id again", zap.String("gateway", id.id))
+		}
+		return
+	}
+	msg := err.Error()
+	if id.refused.Swap(&msg) == nil {
+		g.log.Error("not ready: another gateway process syncs under this gateway id; set a distinct gateway.id (CAPGATE_GATEWAY_ID) for each gateway, or leave it unset to derive one from the host name and listen port",
+			zap.String("gateway", id.id), zap.String("instance", id.instance), zap.Error(err))
+	}
+}
+
+// refusedReason is the coordinator's conflict message while it refuses
+// this gateway's id ("" otherwise).
+func (g *Gateway) refusedReason() string {
+	if p := g.identity().refused.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// conflictError is a 409 conflict answer to a sync poll: another gateway
+// process holds this gateway's id.
+type conflictError struct {
+	base, message string
+}
+
+func (e *conflictError) Error() string {
+	return "sync: " + e.base + " refused this gateway's id: " + e.message
+}
