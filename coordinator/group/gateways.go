@@ -149,7 +149,11 @@ func (m *Machine) foreignInstance(gw *gateway, instance string) bool {
 }
 
 func (m *Machine) conflictRejection(ref Ref, gw *gateway) {
+	frees := "it frees the id once silent longer than gateway_timeout"
+	if m.cfg.SilentGateways == SilentGatewaysServe {
+		frees = "under silent_gateways: serve only its leave (POST /v1/sync/leave) frees the id"
+	}
 	m.reject(ref, api.CodeConflict,
-		"sync: gateway id %q is held by another running gateway process (last poll %s ago); give each gateway its own gateway.id (or leave it unset: it defaults to host name:listen port)",
-		gw.id, m.now.Sub(gw.lastSeen).Truncate(time.Millisecond))
+		"sync: gateway id %q is held by another gateway process (last poll %s ago; %s); give each gateway its own gateway.id (or leave it unset: it defaults to host name:listen port)",
+		gw.id, m.now.Sub(gw.lastSeen).Truncate(time.Millisecond), frees)
 }
