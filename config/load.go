@@ -111,8 +111,17 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// Decode reads YAML into dst, refusing unknown keys.
+// Decode reads YAML into dst, refusing unknown keys. Unknown keys and
+// values of the wrong type are named by their setting's path and line,
+// with what the setting wants (check.go).
 func Decode(b []byte, dst any) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return err // a syntax error: yaml.v3 names the line
+	}
+	if err := check(&doc, reflect.TypeOf(dst)); err != nil {
+		return err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(dst); err != nil && !errors.Is(err, io.EOF) {
