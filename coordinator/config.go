@@ -284,6 +284,9 @@ const (
 func (c Config) validateState() error {
 	switch c.State {
 	case StateBadger:
+		if c.Replica != DefaultReplicaConfig() { // it would be ignored
+			return fmt.Errorf("replica: replicas need state: kafka (they share its state log; state is %s): set state: kafka and kafka_state, or remove the replica section", c.State)
+		}
 		return c.KafkaState.Validate()
 	case StateKafka:
 	default:
@@ -293,6 +296,9 @@ func (c Config) validateState() error {
 		return err
 	}
 	if err := c.Replica.Validate(); err != nil {
+		return err
+	}
+	if err := c.validateAdvertiseScheme(); err != nil {
 		return err
 	}
 	if c.KafkaState.Partitions != 1 {

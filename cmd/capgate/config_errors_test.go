@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,68 @@ func TestConfigFileErrorsNameTheSetting(t *testing.T) {
 		if err == nil || err.Error() != "config: "+path+": "+c.want {
 			t.Errorf("%q:\n got  %v\n want config: %s: %s", c.file, err, path, c.want)
 		}
+	}
+}
+
+// TestReplicaSectionMustMatchStateAndListener: a replica section under
+// state: badger is refused (it would be ignored), and so is an advertise
+// URL whose scheme is not what the listener serves (every 421 not_leader
+// sends clients there); matching ones load.
+func TestReplicaSectionMustMatchStateAndListener(t *testing.T) {
+	const kafka = "coordinator:\n  state: kafka\n  kafka_state:\n    kek_env: CAPGATE_TEST_KEK\n"
+	const tls = "  tls:\n    cert_file: c.crt\n    key_file: c.key\n"
+	cases := []struct{ file, want string }{
+		{"coordinator:\n  replica:\n    id: c1\n",
+			"config: coordinator: replica: replicas need state: kafka (they share its state log; state is badger): set state: kafka and kafka_state, or remove the replica section"},
+		{"coordinator:\n  state: badger\n  replica:\n    advertise: http://c1:7070\n", "replica: replicas need state: kafka"},
+		{kafka + "  replica:\n    advertise: https://c1.internal:7070\n",
+			`config: coordinator: replica.advertise: "https://c1.internal:7070" is https but the listener serves plain HTTP (no tls.cert_file): configure tls, or advertise http://`},
+		{kafka + tls + "  replica:\n    advertise: http://c1.internal:7070\n",
+			`config: coordinator: replica.advertise: "http://c1.internal:7070" is http but the listener serves HTTPS (tls.cert_file is set): advertise https://`},
+		{kafka + tls + "  replica:\n    advertise: https://c1.internal:7070\n", ""},
+		{kafka + "  replica:\n    id: c1\n    advertise: http://c1.internal:7070\n", ""},
+		{kafka + tls + "  replica:\n    id: c1\n", ""},
+		{"coordinator:\n  state: badger\n", ""},
+	}
+	for _, c := range cases {
+		path := filepath.Join(t.TempDir(), "capgate.yaml")
+		if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := loadConfig(path, "coordinator")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v, want it loaded", c.file, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%q:\n got  %v\n want %s", c.file, err, c.want)
+		}
+	}
+}
+
+// TestReadmeReplicaExampleLoads: README §Three coordinator replicas' YAML
+// loads as a coordinator's config, and does with the per-replica
+// environment overlay the README shows.
+func TestReadmeReplicaExampleLoads(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "### Three coordinator replicas")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README: no YAML block under ### Three coordinator replicas")
+	}
+	path := filepath.Join(t.TempDir(), "capgate.yaml")
+	if err := os.WriteFile(path, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(path, "coordinator"); err != nil {
+		t.Fatalf("README replica example: %v\n%s", err, block)
+	}
+	t.Setenv("CAPGATE_COORDINATOR_REPLICA_ID", "c2")
+	t.Setenv("CAPGATE_COORDINATOR_REPLICA_ADVERTISE", "https://c2.internal:7070")
+	if _, err := loadConfig(path, "coordinator"); err != nil {
+		t.Fatalf("README replica example with the c2 overlay: %v", err)
 	}
 }
