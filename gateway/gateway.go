@@ -30,7 +30,9 @@ import (
 
 // Gateway is one gateway process: HTTP server, sync client, broker client.
 type Gateway struct {
-	cfg    Config
+	cfg Config
+	// sync is who this process is on the sync channel (sync_instance.go).
+	sync   *syncIdentity
 	log    *zap.Logger
 	trace  *zap.Logger // per-capability debug lines, whatever log's level
 	broker *broker.Client
@@ -121,6 +123,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	}
 	g := &Gateway{
 		cfg:    cfg,
+		sync:   newSyncIdentity(cfg.GatewayID()),
 		log:    log,
 		trace:  forceDebug(log.Named("trace")),
 		broker: bc,

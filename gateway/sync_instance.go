@@ -3,9 +3,7 @@ package gateway
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"sync"
 	"sync/atomic"
-	"weak"
 
 	"go.uber.org/zap"
 )
@@ -24,22 +22,14 @@ type syncIdentity struct {
 	refused  atomic.Pointer[string]
 }
 
-// syncIdentities holds each Gateway's syncIdentity, drawn once (one per
-// process in production; tests run several gateways in one process).
-// The key is weak: a closed gateway is collected, its entry (a few
-// dozen bytes) stays.
-var syncIdentities sync.Map // weak.Pointer[Gateway] → *syncIdentity
-
-func (g *Gateway) identity() *syncIdentity {
-	key := weak.Make(g)
-	if v, ok := syncIdentities.Load(key); ok {
-		return v.(*syncIdentity)
-	}
+// newSyncIdentity draws this process's instance nonce for id.
+func newSyncIdentity(id string) *syncIdentity {
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
-	v, _ := syncIdentities.LoadOrStore(key, &syncIdentity{id: g.cfg.GatewayID(), instance: base64.RawURLEncoding.EncodeToString(nonce[:])})
-	return v.(*syncIdentity)
+	return &syncIdentity{id: id, instance: base64.RawURLEncoding.EncodeToString(nonce[:])}
 }
+
+func (g *Gateway) identity() *syncIdentity { return g.sync }
 
 // noteRefused records the outcome of a poll: err a *conflictError, or
 // nil after a poll the coordinator served. It logs the conflict at
