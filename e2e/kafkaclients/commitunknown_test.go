@@ -3,6 +3,8 @@ package kafkaclients
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,52 +110,24 @@ func TestCommitOfAMissingPartition(t *testing.T) {
 // the test.
 func offsetFetch(ctx context.Context, t *testing.T, cl *kgo.Client, group string, wanted map[string][]int32) map[string]map[int32]int64 {
 	t.Helper()
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = group
-	g := kmsg.NewOffsetFetchRequestGroup()
-	g.Group = group
-	for topic, parts := range wanted {
-		req.Topics = append(req.Topics, kmsg.OffsetFetchRequestTopic{Topic: topic, Partitions: parts})
-		g.Topics = append(g.Topics, kmsg.OffsetFetchRequestGroupTopic{Topic: topic, Partitions: parts})
-	}
-	req.Groups = []kmsg.OffsetFetchRequestGroup{g}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type part struct {
-		topic     string
-		partition int32
-		offset    int64
-		code      int16
-	}
-	var parts []part
-	code := resp.ErrorCode
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			parts = append(parts, part{rt.Topic, rp.Partition, rp.Offset, rp.ErrorCode})
-		}
-	}
-	for _, rg := range resp.Groups {
-		code = rg.ErrorCode
-		for _, rt := range rg.Topics {
-			for _, rp := range rt.Partitions {
-				parts = append(parts, part{rt.Topic, rp.Partition, rp.Offset, rp.ErrorCode})
-			}
-		}
-	}
+	code, parts := offsetFetchParts(ctx, t, cl, group, wanted)
 	if code != 0 {
-		t.Fatalf("OffsetFetch v%d: group error %v", req.Version, kerr.ErrorForCode(code))
+		t.Fatalf("OffsetFetch: group error %v", kerr.ErrorForCode(code))
 	}
 	out := map[string]map[int32]int64{}
-	for _, p := range parts {
+	for tp, p := range parts {
 		if p.code != 0 {
-			t.Fatalf("OffsetFetch v%d %s/%d: %v, want no error", req.Version, p.topic, p.partition, kerr.ErrorForCode(p.code))
+			t.Fatalf("OffsetFetch %s: %v, want no error", tp, kerr.ErrorForCode(p.code))
 		}
-		if out[p.topic] == nil {
-			out[p.topic] = map[int32]int64{}
+		i := strings.LastIndexByte(tp, '/')
+		partition, err := strconv.ParseInt(tp[i+1:], 10, 32)
+		if err != nil {
+			t.Fatal(err)
 		}
-		out[p.topic][p.partition] = p.offset
+		if out[tp[:i]] == nil {
+			out[tp[:i]] = map[int32]int64{}
+		}
+		out[tp[:i]][int32(partition)] = p.offset
 	}
 	return out
 }
