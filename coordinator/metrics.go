@@ -13,6 +13,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/internal/buildinfo"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // metrics are the coordinator's Prometheus metrics, on a registry of its
@@ -110,15 +111,28 @@ func newMetrics(c *Coordinator) *metrics {
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.longPolls, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
 		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits, m.gatewaysSafeByLag, m.gatewaysForgottenForLag,
-		&syncLagCollector{c: c}, newGroupLagCollector(c), c.oauth,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-	if c.tls != nil {
-		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_coordinator_tls_certificate_expiry_timestamp_seconds",
-			Help: "When the listener's certificate expires (NotAfter, Unix seconds; reloaded files included): alert well before it (deploy/prometheus/alerts.yml)."},
-			func() float64 { return float64(c.tls.NotAfter().Unix()) }))
+		&syncLagCollector{c: c}, newGroupLagCollector(c), c.oauth)
+	if !c.embedded { // a replica's leader: the replica exports these for its process, leading or not
+		m.registry.MustRegister(processCollectors(c.tls)...)
 	}
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	return m
+}
+
+// processCollectors are the metrics of the process rather than of its
+// coordinator: the Go runtime, the process, capgate_build_info and, with
+// TLS, the listener certificate's expiry. A single coordinator registers
+// them with its own; a replica registers them once on its own registry
+// (replica_metrics.go), so a standby exports them too and a leader does
+// not export them twice.
+func processCollectors(tls *tlsconf.Server) []prometheus.Collector {
+	cs := []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector()}
+	if tls != nil {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_coordinator_tls_certificate_expiry_timestamp_seconds",
+			Help: "When the listener's certificate expires (NotAfter, Unix seconds; reloaded files included): alert well before it (deploy/prometheus/alerts.yml)."},
+			func() float64 { return float64(tls.NotAfter().Unix()) }))
+	}
+	return cs
 }
 
 // longPollRoutes are the routes whose requests are held (a heartbeat's

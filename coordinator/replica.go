@@ -112,7 +112,7 @@ func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
 	if cfg.Replica.Advertise == "" && o.listener != nil {
 		r.url = r.URL() // the listener's real port (tests listen on :0)
 	}
-	r.metrics = newReplicaMetrics()
+	r.metrics = newReplicaMetrics(r.tls) // the process's metrics too, leading or not
 	r.server = newHTTPServer(cfg, log, r.serve, r.serveError)
 	r.server.HeaderReceived = r.requestConfig // body caps before authentication (server.go)
 	// 100 Continue only within the cap (listener.go)

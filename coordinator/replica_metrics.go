@@ -4,10 +4,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capgate/capgate/coordinator/leader"
+	"github.com/capgate/capgate/tlsconf"
 )
 
-// replicaMetrics are a replica's own metrics, on a registry of their own:
-// a standby serves them alone, a leader beside its Coordinator's.
+// replicaMetrics are a replica's own metrics and its process's (Go
+// runtime, process, build info, TLS expiry: processCollectors), on a
+// registry of their own: a standby serves them alone, a leader beside its
+// Coordinator's, which leaves the process's out (options.embedded).
 type replicaMetrics struct {
 	registry  *prometheus.Registry
 	leading   prometheus.Gauge
@@ -20,7 +23,7 @@ type replicaMetrics struct {
 	seen      leader.Stats // counted so far (count)
 }
 
-func newReplicaMetrics() *replicaMetrics {
+func newReplicaMetrics(tls *tlsconf.Server) *replicaMetrics {
 	m := &replicaMetrics{
 		registry: prometheus.NewRegistry(),
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -47,6 +50,7 @@ func newReplicaMetrics() *replicaMetrics {
 		}),
 	}
 	m.registry.MustRegister(m.leading, m.takeovers, m.stepdowns, m.fenced, m.takeover, m.attempts, m.unfit)
+	m.registry.MustRegister(processCollectors(tls)...)
 	return m
 }
 

@@ -28,10 +28,15 @@ import (
 
 // TestDeployReferencesOnlyExportedMetrics parses the alert rules with
 // Prometheus's rule parser and every dashboard expression with its PromQL
-// parser, and checks each metric they name against what a running
-// coordinator and gateway export after real traffic.
+// parser, and checks each metric they name against what running processes
+// export after real traffic under default settings: a leading and a
+// standby coordinator replica (state: kafka) and a gateway. A metric only
+// a setting brings (optInMetrics) is checked against a single coordinator
+// with that setting, and its rule or panel must name the setting.
 func TestDeployReferencesOnlyExportedMetrics(t *testing.T) {
-	exported := scrapeRunningStack(t)
+	replicas := scrapeReplicaSet(t)
+	defaults := union(replicas.leader, replicas.standby, replicas.gateway)
+	optIn := scrapeSingleCoordinator(t)
 	p := parser.NewParser(parser.Options{})
 
 	groups, errs := rulefmt.ParseFile("prometheus/alerts.yml", false, model.UTF8Validation, p, slog.New(slog.DiscardHandler))
@@ -42,17 +47,49 @@ func TestDeployReferencesOnlyExportedMetrics(t *testing.T) {
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
 			rules++
-			checkExpr(t, p, "rule "+r.Alert, r.Expr, exported)
+			doc := r.Annotations["summary"] + " " + r.Annotations["description"]
+			checkExpr(t, p, "rule "+r.Alert, r.Expr, doc, defaults, optIn)
 		}
 	}
 	exprs := dashboardExprs(t, "grafana/capgate.json")
 	for _, e := range exprs {
-		checkExpr(t, p, "panel "+e.panel, e.expr, exported)
+		checkExpr(t, p, "panel "+e.panel, e.expr, e.panel+" "+e.description, defaults, optIn)
 	}
 	if rules == 0 || len(exprs) == 0 {
 		t.Fatalf("%d rules and %d panel expressions: nothing checked", rules, len(exprs))
 	}
-	t.Logf("%d alert rules and %d panel expressions checked against %d exported metrics", rules, len(exprs), len(exported))
+	t.Logf("%d alert rules and %d panel expressions checked against %d metrics exported under defaults", rules, len(exprs), len(defaults))
+}
+
+// TestDeployEveryReplicaExportsProcessMetrics: every coordinator replica,
+// leading or standing by, exports the metrics of its process (build info,
+// Go runtime, process, its TLS certificate's expiry) and its replica
+// metrics, as README §Metrics says; the coordinator-level series are the
+// leader's alone.
+func TestDeployEveryReplicaExportsProcessMetrics(t *testing.T) {
+	replicas := scrapeReplicaSet(t)
+	everyReplica := []string{"capgate_build_info", "go_goroutines", "process_resident_memory_bytes",
+		"capgate_coordinator_tls_certificate_expiry_timestamp_seconds",
+		"capgate_coordinator_replica_leader", "capgate_coordinator_replica_unfit", "capgate_coordinator_replica_fenced_writes_total"}
+	for role, names := range map[string]map[string]bool{"leader": replicas.leader, "standby": replicas.standby} {
+		for _, n := range everyReplica {
+			if !names[n] {
+				t.Errorf("the %s replica does not export %s", role, n)
+			}
+		}
+	}
+	for _, n := range []string{"capgate_coordinator_requests_total", "capgate_coordinator_failed_closed", "capgate_coordinator_group_lag_rest"} {
+		if !replicas.leader[n] || replicas.standby[n] {
+			t.Errorf("%s: on the leader %v, on the standby %v; want the leader's alone", n, replicas.leader[n], replicas.standby[n])
+		}
+	}
+}
+
+// optInMetrics are the metrics no process exports under default
+// settings, each with the setting that brings it: a rule or panel naming
+// one must name the setting too.
+var optInMetrics = map[string]string{
+	"capgate_coordinator_group_lag": "group_lag_labels_max",
 }
 
 // A rule naming a metric nobody exports, and one that does not parse,
@@ -69,7 +106,7 @@ func TestDeployCheckCatchesUnknownMetrics(t *testing.T) {
 	}
 }
 
-func checkExpr(t *testing.T, p parser.Parser, where, expr string, exported map[string]bool) {
+func checkExpr(t *testing.T, p parser.Parser, where, expr, doc string, defaults, optIn map[string]bool) {
 	t.Helper()
 	names, err := metricNames(p, expr)
 	if err != nil {
@@ -77,8 +114,13 @@ func checkExpr(t *testing.T, p parser.Parser, where, expr string, exported map[s
 		return
 	}
 	for _, n := range names {
-		if !exported[n] {
-			t.Errorf("%s: %q names %s, which neither the coordinator nor the gateway exports", where, expr, n)
+		setting := optInMetrics[n]
+		switch {
+		case defaults[n]:
+		case setting == "" || !optIn[n]:
+			t.Errorf("%s: %q names %s, which no coordinator replica (leading or standby) or gateway exports under defaults", where, expr, n)
+		case !strings.Contains(doc, setting):
+			t.Errorf("%s: %q names %s, which needs %s; its description does not say so", where, expr, n, setting)
 		}
 	}
 }
@@ -102,7 +144,7 @@ func metricNames(p parser.Parser, expr string) ([]string, error) {
 	return names, nil
 }
 
-type panelExpr struct{ panel, expr string }
+type panelExpr struct{ panel, description, expr string }
 
 func dashboardExprs(t *testing.T, path string) []panelExpr {
 	t.Helper()
@@ -113,8 +155,9 @@ func dashboardExprs(t *testing.T, path string) []panelExpr {
 	var dash struct {
 		Title  string `json:"title"`
 		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
+			Title       string `json:"title"`
+			Description string `json:"description"`
+			Targets     []struct {
 				Expr string `json:"expr"`
 			} `json:"targets"`
 		} `json:"panels"`
@@ -125,27 +168,61 @@ func dashboardExprs(t *testing.T, path string) []panelExpr {
 	var out []panelExpr
 	for _, p := range dash.Panels {
 		for _, target := range p.Targets {
-			out = append(out, panelExpr{p.Title, target.Expr})
+			out = append(out, panelExpr{p.Title, p.Description, target.Expr})
 		}
 	}
 	return out
 }
 
-// scrapeRunningStack starts kfake, a coordinator and a gateway (TLS on
-// their listeners), has an SDK consumer join, heartbeat, commit and
-// fetch through them (so the labelled series exist: routes, group lag,
-// sync lag), and returns every
-// metric name the two export (histograms with their _bucket, _sum and
-// _count series).
-func scrapeRunningStack(t *testing.T) map[string]bool {
+// scraped are the metric names of a replica set's processes.
+type scraped struct{ leader, standby, gateway map[string]bool }
+
+// scrapeReplicaSet starts kfake, two coordinator replicas (state: kafka)
+// and a gateway under default settings, TLS on their listeners as in
+// production, has an SDK consumer join, heartbeat, commit and fetch
+// through them (so the labelled series exist: routes, group lag, sync
+// lag), and returns every metric name the leader, the standby and the
+// gateway export (histograms with their _bucket, _sum and _count series).
+func scrapeReplicaSet(t *testing.T) scraped {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// The dashboard's per-group lag panel is for an operator who named
-	// groups on /metrics (group_lag_labels_max, off by default).
-	opts := stack.Options{Dir: t.TempDir(), Topics: map[string]int32{"orders": 2}, Gateways: 1,
-		Coordinator: func(_ int, cfg *coordinator.Config) { cfg.GroupLagLabelsMax = 20 }}
-	// TLS on, as in production: the certificate expiry gauges exist.
+	s := startStack(ctx, t, stack.Options{Dir: t.TempDir(), Topics: map[string]int32{"orders": 2}, Gateways: 1, Coordinators: 2})
+	consume(ctx, t, s)
+	lead, err := s.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got scraped
+	for _, co := range s.Coordinators() {
+		names := scrape(t, s.HTTP(), co.URL+"/metrics")
+		if co == lead {
+			got.leader = names
+		} else {
+			got.standby = names
+		}
+	}
+	got.gateway = scrape(t, s.HTTP(), s.GatewayURLs()[0]+"/metrics")
+	return got
+}
+
+// scrapeSingleCoordinator runs one coordinator (badger) with the settings
+// of optInMetrics (group_lag_labels_max), serves the same traffic and
+// returns what it exports.
+func scrapeSingleCoordinator(t *testing.T) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startStack(ctx, t, stack.Options{Dir: t.TempDir(), Topics: map[string]int32{"orders": 2}, Gateways: 1,
+		Coordinator: func(_ int, cfg *coordinator.Config) { cfg.GroupLagLabelsMax = 20 }})
+	consume(ctx, t, s)
+	return scrape(t, s.HTTP(), s.CoordinatorURL()+"/metrics")
+}
+
+// startStack starts opts with TLS on every listener (the certificate
+// expiry gauges exist) and closes it when the test ends.
+func startStack(ctx context.Context, t *testing.T, opts stack.Options) *stack.Stack {
+	t.Helper()
 	pki, err := stack.NewPKI(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -157,19 +234,22 @@ func scrapeRunningStack(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			t.Error(err)
 		}
-	}()
-	consume(ctx, t, s)
-	exported := map[string]bool{}
-	for _, url := range []string{s.CoordinatorURL() + "/metrics", s.GatewayURLs()[0] + "/metrics"} {
-		for name := range scrape(t, s.HTTP(), url) {
-			exported[name] = true
+	})
+	return s
+}
+
+func union(sets ...map[string]bool) map[string]bool {
+	all := map[string]bool{}
+	for _, set := range sets {
+		for name := range set {
+			all[name] = true
 		}
 	}
-	return exported
+	return all
 }
 
 // consume produces a record and reads it with the SDK, which joins,
