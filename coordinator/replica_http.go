@@ -6,7 +6,8 @@ package coordinator
 //   - GET /healthz: 200 {"status":"ok","role":…} (the process runs);
 //   - GET /readyz: 200 {"status":"standby","role":"follower","leader":URL}
 //     while it tails the log (ready to take over); 503 unavailable while
-//     it takes over, steps down, or cannot read the log — and for good
+//     it takes over, steps down, or cannot read the log (naming a KEK
+//     file it cannot use: missing, or readable by others) — and for good
 //     once it found it could never take the log over, the message
 //     starting "unfit:" and naming what differs (coordinator ids,
 //     clusters, KEK fingerprints; never key material);
@@ -110,12 +111,22 @@ func (r *Replica) standbyReady(ctx *fasthttp.RequestCtx, v *replicaView) {
 	case v.role != leader.Follower:
 		writeError(ctx, api.CodeUnavailable, v.role.String()+": "+v.reason)
 	case f == nil:
-		writeError(ctx, api.CodeUnavailable, "not following the state log yet")
+		writeError(ctx, api.CodeUnavailable, "not following the state log yet"+kekProblem(r.cfg))
 	case f.Err() != nil:
 		writeError(ctx, api.CodeUnavailable, "cannot read the state log: "+f.Err().Error())
 	default:
 		writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "standby", "role": v.role.String(), "leader": v.hint.URL})
 	}
+}
+
+// kekProblem is why a replica that does not follow the log yet cannot
+// open it with its KEK (a file whose mode was widened or that was removed
+// after the start), or "": following opens the KEK afresh each try.
+func kekProblem(cfg Config) string {
+	if _, err := cfg.KafkaState.KEK(); err != nil {
+		return ": " + err.Error()
+	}
+	return ""
 }
 
 // standbyJWKS serves the public keys of the ring in the log: every

@@ -94,9 +94,15 @@ const kekFileMax = 4 << 10
 
 // LoadKEKFile reads a KEK from a file that only its owner may read: a file
 // with any group or other permission bit is refused, like an ssh key
-// (internal/secretfile, the one rule for key files).
+// (internal/secretfile, the one rule for key files), the error naming
+// the file, its mode and the fix (chmod 600).
 func LoadKEKFile(path string) (*KEK, error) {
-	text, err := secretfile.Read(path, kekFileMax)
+	if info, err := os.Stat(path); err == nil {
+		if err := secretfile.Check(path, info); err != nil {
+			return nil, fmt.Errorf("%w: %w (others can read the key: chmod 600 %s)", ErrKEK, err, path)
+		}
+	}
+	text, err := secretfile.Read(path, kekFileMax) // checks the mode again, of the file it opened
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrKEK, err)
 	}

@@ -60,7 +60,7 @@ func TestKEKFileMustBePrivate(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := store.LoadKEKFile(path)
-		if !errors.Is(err, store.ErrKEK) || !strings.Contains(err.Error(), "want 0600") {
+		if !errors.Is(err, store.ErrKEK) || !strings.Contains(err.Error(), "want 0600") || !strings.Contains(err.Error(), "chmod 600 "+path) {
 			t.Errorf("mode %#o: %v, want a refusal", mode, err)
 		}
 	}

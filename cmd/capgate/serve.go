@@ -27,7 +27,13 @@ func runCoordinator(ctx context.Context, cfg coordinator.Config, log *zap.Logger
 	warnUnusable(cfg, log)
 	if cfg.State == coordinator.StateKafka {
 		// One of possibly several replicas: follow the log, lead when
-		// the leadership decision says so (DESIGN §9).
+		// the leadership decision says so (DESIGN §9). A KEK it cannot
+		// read (missing, malformed, readable by others) refuses the
+		// start: the replica would retry it every lease_timeout, alive
+		// but never ready.
+		if _, err := cfg.KafkaState.KEK(); err != nil {
+			return err // names the file, its mode and chmod 600
+		}
 		r, err := coordinator.NewReplica(cfg, log)
 		if err != nil {
 			return err
