@@ -235,7 +235,43 @@ func (w *kafkaWriter) fence(ctx context.Context) error {
 // after a failure keeps a deposed writer from ever touching the epoch.)
 // A transaction kgo aborted while answering the commit with success
 // (abortWatch) fails with errSilentAbort.
+//
+// commit returns by ctx's deadline whatever Kafka does. kgo does not: a
+// transactional producer never fails a record it sent without an answer
+// (the broker may have it; failing it would break the sequence numbers),
+// so ProduceSync waits for as long as the cluster is unreachable, context
+// or not. The transaction runs in its own goroutine; at ctx's end commit
+// returns errUnfinished and that goroutine is left to the client's Close,
+// which every caller does on any commit error (LogStore.fail, Promote),
+// failing what the client still holds. The outcome is unknown to us but
+// not to the log: the transaction is committed or not, and the next
+// writer's fence aborts it if it is still open (its later produce or
+// EndTxn under our epoch is refused), so it can never land after that
+// writer's first commit.
 func (w *kafkaWriter) commit(ctx context.Context, records []logRecord) (int64, error) {
+	type result struct {
+		last int64
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		last, err := w.transaction(ctx, records)
+		done <- result{last, err}
+	}()
+	select {
+	case r := <-done:
+		return r.last, r.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("store: %s: %w: %w", w.t.name(), errUnfinished, context.Cause(ctx))
+	}
+}
+
+// errUnfinished: a transaction still in flight at its deadline (or when
+// the store was closed under it); its outcome is for the log to say.
+var errUnfinished = errors.New("transaction unfinished")
+
+// transaction is commit's body (see commit).
+func (w *kafkaWriter) transaction(ctx context.Context, records []logRecord) (int64, error) {
 	if err := w.cl.BeginTransaction(); err != nil {
 		return 0, w.t.fenced(err)
 	}

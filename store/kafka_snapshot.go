@@ -43,7 +43,7 @@ func (t *kafkaTransport) saveSnapshot(ctx context.Context, snap *logSnapshot) er
 	for i, chunk := range snap.chunks {
 		records[i] = &kgo.Record{Topic: t.opts.SnapshotTopic, Partition: t.opts.Shard, Key: []byte(snap.id), Value: chunk}
 	}
-	if err := t.base.ProduceSync(ctx, records...).FirstErr(); err != nil {
+	if err := produceBounded(ctx, t.base, records); err != nil {
 		return fmt.Errorf("produce chunks: %w", err)
 	}
 	pointer := snapshotPointer{
@@ -154,5 +154,21 @@ func (t *kafkaTransport) readChunks(ctx context.Context, pointer snapshotPointer
 				return chunks, nil
 			}
 		}
+	}
+}
+
+// produceBounded is ProduceSync that returns at ctx's end: kgo's idempotent
+// producer waits for an answer to a request it sent however long the
+// cluster is unreachable (kafkaWriter.commit). Records still in flight
+// then stay with the client until it is closed; a snapshot chunk that
+// lands late is harmless (no pointer names it).
+func produceBounded(ctx context.Context, cl *kgo.Client, records []*kgo.Record) error {
+	done := make(chan error, 1)
+	go func() { done <- cl.ProduceSync(ctx, records...).FirstErr() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", errUnfinished, context.Cause(ctx))
 	}
 }

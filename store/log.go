@@ -146,7 +146,11 @@ func (l *LogStore) commit(records []logRecord) error {
 // or aborted on its behalf (a retried abort could re-initialise the
 // producer and depose the writer that deposed this one).
 func (l *LogStore) fail(err error) {
-	if !errors.Is(err, ErrFenced) {
+	switch {
+	case errors.Is(err, ErrFenced):
+	case l.ctx.Err() != nil: // Interrupt or Close cut it short
+		err = fmt.Errorf("%s: %w: %w", l.t.name(), ErrClosed, err)
+	default:
 		err = fmt.Errorf("%s: %w: %w", l.t.name(), ErrBroken, err)
 	}
 	l.failed = err
@@ -182,18 +186,29 @@ func (l *LogStore) Load() (*Snapshot, error) {
 // next commit.
 func (l *LogStore) Position() (Position, <-chan struct{}) { return position(l.state) }
 
-// Close lets a snapshot in progress finish and releases the log (Backend).
-// It aborts nothing: a transaction left open is aborted by the next
-// writer's fence or by the log's transaction timeout.
+// Interrupt ends the write in flight, and any later one, at once: it
+// fails (ErrClosed) and the writer is dropped, as after any failed
+// append. A replica calls it when it stops leading — stepping down or
+// shutting down — so neither waits for a Kafka that does not answer.
+// Safe because fencing, not timing, decides what the log holds: the
+// interrupted transaction is committed or not, never applied here (the
+// state moves only on a commit's success), and the next writer's fence
+// aborts it if still open, after which nothing of this writer commits.
+func (l *LogStore) Interrupt() { l.cancel() }
+
+// Close cuts short the write in flight (Interrupt) and a snapshot in
+// progress, then releases the log (Backend). It aborts nothing: a
+// transaction left open is aborted by the next writer's fence or by the
+// log's transaction timeout.
 func (l *LogStore) Close() error {
+	l.cancel() // before closeMu: a write in flight holds it (for reading)
 	l.closeMu.Lock()
 	defer l.closeMu.Unlock()
 	if l.closed {
 		return fmt.Errorf("store: close: %w", ErrClosed)
 	}
 	l.closed = true
-	l.background.Wait() // a snapshot in progress finishes (within Timeout)
-	l.cancel()
+	l.background.Wait() // a snapshot in progress returns (its ctx is l.ctx)
 	var errs []error
 	// No writeMu here: an Update waiting for closeMu holds it. Updates
 	// touch the writer only under closeMu, which Close holds.
