@@ -67,6 +67,7 @@ type replicaView struct {
 	hint   leader.Hint
 	reason string
 	unfit  string
+	since  time.Time     // when the role last changed (/readyz says how long ago)
 	active *Coordinator  // nil unless leading and serving
 	next   chan struct{} // closed when the view is replaced
 }
@@ -119,7 +120,7 @@ func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
 	r.server.ExpectHandler = func(ctx *fasthttp.RequestCtx) int {
 		return expectContinue(ctx, cfg, func(h *fasthttp.RequestHeader) int { return r.requestConfig(h).MaxRequestBodySize }, r.serveError)
 	}
-	r.view.Store(&replicaView{role: leader.Follower, reason: "starting", next: make(chan struct{})})
+	r.view.Store(&replicaView{role: leader.Follower, reason: "starting", since: r.now(), next: make(chan struct{})})
 	return r, nil
 }
 
@@ -179,14 +180,22 @@ func (r *Replica) Run(ctx context.Context) error {
 	case err = <-elected: // refused at start: it could never take over
 		refused = true
 	}
+	stopping := time.Now()
+	role, _ := r.Role()
+	if err == nil {
+		r.log.Info("coordinator replica shutting down", zap.Stringer("role", role), zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
+	}
+	shutdown, done := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
+	defer done()
 	cancel()
 	if !refused {
 		<-elected // stopped leading: the Coordinator closed its log
 	}
-	shutdown, done := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
-	defer done()
 	if serr := r.server.ShutdownWithContext(shutdown); serr != nil {
 		r.log.Warn("http shutdown", zap.Error(serr))
+	}
+	if err == nil {
+		r.log.Info("coordinator replica stopped", zap.Duration("took", time.Since(stopping)))
 	}
 	return err
 }
@@ -210,7 +219,11 @@ func (r *Replica) publish(v leader.View, active *Coordinator) {
 	if prev.role == v.Role && prev.hint == v.Leader && prev.active == active && prev.reason == v.Reason && prev.unfit == v.Unfit {
 		return
 	}
-	r.view.Store(&replicaView{role: v.Role, hint: v.Leader, reason: v.Reason, unfit: v.Unfit, active: active, next: make(chan struct{})})
+	since := prev.since
+	if prev.role != v.Role || prev.reason != v.Reason {
+		since = r.now()
+	}
+	r.view.Store(&replicaView{role: v.Role, hint: v.Leader, reason: v.Reason, unfit: v.Unfit, since: since, active: active, next: make(chan struct{})})
 	close(prev.next)
 }
 

@@ -128,7 +128,8 @@ func (t *term) act(ctx context.Context, d leader.Decision) {
 		t.r.log.Warn("stepping down", zap.String("reason", d.Reason))
 		go func() {
 			if active != nil {
-				active.Close() // answers what it held 503; closes the log
+				interrupt(active) // a write in flight (the log unreachable) ends now
+				active.Close()    // answers what it held 503; closes the log
 			}
 			t.results <- termResult{stopped: true, f: t.r.follow(ctx)}
 		}()
@@ -232,7 +233,7 @@ func (t *term) observe() {
 	}
 	pos, _ := f.Position()
 	hint := leader.Hint{ID: pos.Leader.ID, URL: pos.Leader.URL}
-	if t.core.Observe(t.r.now(), leader.Position{Commits: pos.Commits, Barriers: pos.Barriers, Writer: pos.Writer, Leader: hint}) {
+	if t.core.Observe(t.r.now(), leader.Position{Commits: pos.Commits, Barriers: pos.Barriers, Writer: pos.Writer, Leader: hint, Resigned: pos.Resigned}) {
 		t.r.log.Error("another coordinator replica writes under this replica's id: give each replica its own replica.id",
 			zap.String("id", pos.Writer), zap.String("its_url", hint.URL), zap.String("our_url", t.r.url))
 	}
@@ -265,11 +266,16 @@ func (t *term) unfit(err error) {
 }
 
 // stop ends the term: stop leading (close the Coordinator and its log) or
-// following.
+// following. A write in flight is cut short first, so a leader cut off
+// from Kafka stops at once instead of when Kafka answers; the next leader
+// fences this one whatever became of that write (store.LogStore.Interrupt).
 func (t *term) stop() {
 	t.unwatch()
 	if t.active != nil {
+		t.resign()
+		interrupt(t.active)
 		t.active.Close()
+		t.r.log.Info("coordinator replica stopped leading: the coordinator and its log are closed")
 	}
 	// Actions in flight end soon (ctx is done); close what they opened.
 	for ; t.pending > 0; t.pending-- {
@@ -283,5 +289,46 @@ func (t *term) stop() {
 	}
 	if f := t.r.follower.Swap(nil); f != nil {
 		f.Close()
+	}
+}
+
+// resign hands the leadership over as the replica shuts down: its last
+// write to the log says so (store.LogStore.Resign), and the standbys stand
+// at once (after their stagger) instead of after lease_timeout. It waits
+// at most a lease: a resignation that does not commit (the log
+// unreachable, a write in flight ahead of it) leaves the standbys to find
+// the leader gone after their lease. Safety does not rest on it: a
+// standby fences as in any takeover, and after the resignation this
+// writer commits nothing more.
+func (t *term) resign() {
+	ls, ok := t.active.store.(*store.LogStore)
+	if !ok {
+		return
+	}
+	lease := t.r.cfg.Replica.LeaseTimeout
+	t.r.log.Info("coordinator replica stops leading: resigning in the state log so that a standby takes over now", zap.Duration("within", lease))
+	ctx, cancel := context.WithTimeout(context.Background(), lease)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ls.Resign(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	}
+	if err != nil {
+		t.r.log.Warn("coordinator replica could not resign; a standby takes over after replica.lease_timeout",
+			zap.Duration("lease_timeout", lease), zap.Error(err))
+		return
+	}
+	t.r.log.Info("coordinator replica resigned: a standby takes over now")
+}
+
+// interrupt cuts short the write in flight of c's log, and any later one
+// (store.LogStore.Interrupt): c stops leading.
+func interrupt(c *Coordinator) {
+	if ls, ok := c.store.(*store.LogStore); ok {
+		ls.Interrupt()
 	}
 }

@@ -25,8 +25,10 @@ package coordinator
 //     advertised URL, which every client is configured with anyway.
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -109,7 +111,10 @@ func (r *Replica) standbyReady(ctx *fasthttp.RequestCtx, v *replicaView) {
 	case v.unfit != "":
 		writeError(ctx, api.CodeUnavailable, "unfit: this replica can never take the state log over: "+v.unfit+" ("+unfitFix+")")
 	case v.role != leader.Follower:
-		writeError(ctx, api.CodeUnavailable, v.role.String()+": "+v.reason)
+		// The reason's own numbers are from when the role changed; the
+		// age is live (newuser2 #9: "no commit for 1.6s" after 14 s).
+		age := r.now().Sub(v.since).Round(100 * time.Millisecond)
+		writeError(ctx, api.CodeUnavailable, fmt.Sprintf("%s for %s: %s", v.role, age, v.reason))
 	case f == nil:
 		writeError(ctx, api.CodeUnavailable, "not following the state log yet"+kekProblem(r.cfg))
 	case f.Err() != nil:

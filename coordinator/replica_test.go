@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
-	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/coordinator/leader"
 	"github.com/capgate/capgate/store"
@@ -298,15 +297,7 @@ func TestZombieLeaderIsFencedAndStepsDown(t *testing.T) {
 	_, _, changed := zombie.Watch()
 
 	// The usurper: the same shard's transactional id, opened elsewhere.
-	client, err := broker.ClientOpts(e.cfg.Broker, e.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := e.cfg.KafkaState.Options(client, e.cfg.Cluster, "usurper", 0, e.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	usurper, err := store.OpenKafka(context.Background(), opts)
+	usurper, err := store.OpenKafka(context.Background(), stateLogOptions(t, e, "usurper"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,15 +482,7 @@ func TestDeposedLeaderAnswersNoSyncPoll(t *testing.T) {
 		t.Fatalf("sync at the leader: %d %s", status, body)
 	}
 
-	client, err := broker.ClientOpts(e.cfg.Broker, e.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := e.cfg.KafkaState.Options(client, e.cfg.Cluster, "usurper", 0, e.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	usurper, err := store.OpenKafka(context.Background(), opts)
+	usurper, err := store.OpenKafka(context.Background(), stateLogOptions(t, e, "usurper"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,3 +154,47 @@ func TestKafkaCloseCutsShortAWriteAndTheNextWriterFencesIt(t *testing.T) {
 		t.Fatalf("the log holds epoch %d, want the new writer's 3 (99: the deposed writer's write landed)", got)
 	}
 }
+
+// A resignation is the writer's last commit: followers see it as such
+// (Position.Resigned, naming no URL), every later write of the writer
+// fails ErrClosed, and the next writer's first commit ends it.
+func TestResignationIsTheWritersLastCommit(t *testing.T) {
+	forEachLog(t, func(t *testing.T, env logEnv) {
+		old := env.mustOpen(t, "old")
+		if err := old.Beat("http://old"); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Resign(context.Background()); err != nil {
+			t.Fatalf("resign: %v", err)
+		}
+		if err := old.Beat("http://old"); !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("beat after the resignation: %v, want ErrClosed", err)
+		}
+		err := old.Update(func(w *store.Writer) error { return w.PutEpoch("g", "t", 0, 9) })
+		if !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("update after the resignation: %v, want ErrClosed", err)
+		}
+		f := env.mustFollow(t, store.LogOptions{WriterID: "reader"})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := f.AwaitEnd(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if pos, _ := f.Position(); !pos.Resigned || pos.Writer != "old" || pos.Leader.URL != "" {
+			t.Fatalf("follower position %+v, want old's resignation", pos)
+		}
+		if err := old.Close(); err != nil {
+			t.Fatal(err)
+		}
+		next := env.mustOpen(t, "next")
+		if err := next.Beat("http://next"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.AwaitEnd(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if pos, _ := f.Position(); pos.Resigned || pos.Writer != "next" {
+			t.Fatalf("follower position %+v after the next writer's beat", pos)
+		}
+	})
+}

@@ -218,6 +218,10 @@ type Position struct {
 	// Leader is the last beat applied (zero before one): the leader's id
 	// and URL once Leader.ID == Writer.
 	Leader Beat
+	// Resigned: the last commit applied is its writer's resignation
+	// (LogStore.Resign): that writer writes nothing more, so a follower
+	// need not wait out a lease before standing. (It still fences.)
+	Resigned bool
 }
 
 // Position reports how far the follower has read, and a channel closed at
@@ -229,9 +233,9 @@ func (f *Follower) Position() (Position, <-chan struct{}) {
 func position(s *logState) (Position, <-chan struct{}) {
 	offset, commits, barriers, changed := s.position()
 	s.mu.RLock()
-	writer, beat := s.last.writer, s.beat
+	writer, beat, resigned := s.last.writer, s.beat, s.resigned
 	s.mu.RUnlock()
-	return Position{Offset: offset, Commits: commits, Barriers: barriers, Writer: writer, Leader: beat}, changed
+	return Position{Offset: offset, Commits: commits, Barriers: barriers, Writer: writer, Leader: beat, Resigned: resigned}, changed
 }
 
 // Err reports why tailing stopped, or nil while it runs.

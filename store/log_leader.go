@@ -1,5 +1,12 @@
 package store
 
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
 // Beat is a leader's beat in its shard's log (key "log/leader", alone in
 // its transaction): who leads and where clients reach it. Followers take
 // any commit as a sign of a live leader (a takeover barrier only once
@@ -9,7 +16,8 @@ package store
 type Beat struct {
 	// ID is the writer's id (LogOptions.WriterID).
 	ID string
-	// URL is the leader's advertised URL (not_leader hints name it).
+	// URL is the leader's advertised URL (not_leader hints name it);
+	// empty in a resignation (LogStore.Resign).
 	URL string
 	// AtMs is the leader's clock when it wrote the beat (unix ms), for
 	// people reading the log; nobody decides with it.
@@ -42,5 +50,34 @@ func (l *LogStore) Beat(url string) error {
 	return l.writing("beat", func() error {
 		beat := Beat{ID: l.opts.WriterID, URL: url, AtMs: l.opts.Now().UnixMilli()}
 		return l.commit([]logRecord{{key: []byte(keyLogLeader), value: encodeBeat(beat)}})
+	})
+}
+
+func (b Beat) resigned() bool { return b.URL == "" }
+
+// errResigned fails every write after a resignation.
+var errResigned = fmt.Errorf("%w: the writer resigned", ErrClosed)
+
+// Resign ends this writer's leadership in the log, for a clean shutdown:
+// one beat with no URL (readers of an older layout read it as a beat
+// naming no address), after which every write fails ErrClosed — so the
+// resignation is the writer's last commit, and a follower that applied it
+// (Position.Resigned) may stand at once instead of after a lease. Safety
+// is still the fence: a standby promotes as always (fence, barrier, read
+// to the end), and anything this writer had in flight is fenced. The
+// commit is bounded by ctx as well as by LogOptions.Timeout; on its
+// failure the writer fails as after any failed write.
+func (l *LogStore) Resign(ctx context.Context) error {
+	return l.writing("resign", func() error {
+		beat := Beat{ID: l.opts.WriterID, AtMs: l.opts.Now().UnixMilli()}
+		if err := l.commitWithin(ctx, []logRecord{{key: []byte(keyLogLeader), value: encodeBeat(beat)}}); err != nil {
+			return err
+		}
+		l.failed = errResigned
+		if err := l.writer.close(); err != nil {
+			l.opts.Logger.Warn("close resigned log writer", zap.String("log", l.t.name()), zap.Error(err))
+		}
+		l.writer = nil
+		return nil
 	})
 }

@@ -25,6 +25,9 @@ type logState struct {
 	barriers uint64
 	last     commitRecord // the last commit record applied
 	beat     Beat         // the last beat applied (not a store value)
+	// resigned: the last commit applied is a resignation (a beat with no
+	// URL, LogStore.Resign).
+	resigned bool
 	// changed is closed and replaced whenever a commit is applied.
 	changed chan struct{}
 
@@ -113,6 +116,7 @@ func (s *logState) apply(records []logRecord, offset int64, commit commitRecord)
 	if beats {
 		s.beat = beat
 	}
+	s.resigned = beats && beat.resigned()
 	for _, r := range records {
 		if string(r.key) == keyLogLeader {
 			continue

@@ -181,9 +181,14 @@ type Event interface{ event() }
 
 // Observed: the follower applied a commit of the log. Writer is the
 // WriterID of the last commit applied; Leader the last beat applied.
+// Resigned: that commit is Writer's resignation — a leader shutting down
+// cleanly wrote it last and writes nothing more — so a follower stands
+// after its Stagger alone instead of LeaseTimeout + Stagger (a hand-over;
+// it still fences, so this is timing, never safety).
 type Observed struct {
-	Writer string
-	Leader Hint
+	Writer   string
+	Leader   Hint
+	Resigned bool
 }
 
 // PromoteDone is the outcome of a Promote. Fenced: a newer writer fenced
@@ -261,6 +266,9 @@ type Elector struct {
 	// unfit: why this replica cannot serve the log (Unfit); it never
 	// stands while set.
 	unfit string
+	// resigned: the writer whose resignation is the last commit observed
+	// ("" when it is not one).
+	resigned string
 }
 
 // New returns a follower that started following at now: it gives a live
@@ -312,6 +320,12 @@ func (e *Elector) observed(now time.Time, ev Observed) {
 		if ev.Writer != e.cfg.ID {
 			e.seen = now
 		}
+		if ev.Resigned && ev.Writer != e.cfg.ID {
+			// The leader handed over: its lease ends now.
+			e.seen, e.hint, e.resigned = now.Add(-e.cfg.LeaseTimeout), Hint{}, ev.Writer
+			return
+		}
+		e.resigned = ""
 		if ev.Leader.ID == ev.Writer {
 			e.hint = ev.Leader
 		} else {
@@ -395,6 +409,9 @@ func (e *Elector) Decide(now time.Time) Decision {
 		// next beat (this replica's own, or the winner's).
 		e.role, e.promoting, e.hint = Candidate, true, Hint{}
 		e.reason = fmt.Sprintf("no commit in the log for %s", now.Sub(e.seen))
+		if e.resigned != "" {
+			e.reason = "the leader (" + e.resigned + ") resigned"
+		}
 		d.Role, d.Do, d.Reason, d.Leader = Candidate, Promote, e.reason, Hint{}
 	case Leader:
 		e.decideLeader(now, &d)

@@ -293,3 +293,38 @@ func TestRandomRunsStepDownWhenFenced(t *testing.T) {
 		}
 	}
 }
+
+// A leader's resignation (a clean shutdown's last commit) ends its lease
+// at once: a follower stands after its Stagger alone, saying why. A
+// commit after the resignation is a live writer again.
+func TestFollowerStandsAtOnceOnAResignation(t *testing.T) {
+	e := New(cfg("b"), at(0))
+	e.Step(at(100), Observed{Writer: "a", Leader: Hint{ID: "a", URL: "http://a"}})
+	e.Step(at(300), Observed{Writer: "a", Leader: Hint{ID: "a"}, Resigned: true})
+	d := e.Decide(at(300))
+	expect(t, d, Follower, None)
+	if d.Leader != (Hint{}) || !d.At.Equal(at(400)) {
+		t.Fatalf("after a resignation: hint %+v, stand at %s; want none, +400ms (the stagger)", d.Leader, d.At.Sub(t0))
+	}
+	d = e.Decide(at(400))
+	expect(t, d, Candidate, Promote)
+	if !strings.Contains(d.Reason, "the leader (a) resigned") {
+		t.Fatalf("reason %q", d.Reason)
+	}
+
+	e = New(cfg("b"), at(0))
+	e.Step(at(300), Observed{Writer: "a", Leader: Hint{ID: "a"}, Resigned: true})
+	e.Step(at(350), Observed{Writer: "a", Leader: Hint{ID: "a"}}) // it wrote again
+	expect(t, e.Decide(at(400)), Follower, None)
+	if d := e.Decide(at(1449)); d.Do != None {
+		t.Fatalf("stands %s after a live commit: %s", at(1449).Sub(at(350)), d.Do)
+	}
+
+	// Its own resignation, read back after a restart, is no sign of life
+	// nor a hand-over to itself.
+	e = New(cfg("a"), at(0))
+	e.Step(at(300), Observed{Writer: "a", Leader: Hint{ID: "a"}, Resigned: true})
+	if d := e.Decide(at(400)); d.Do != None {
+		t.Fatalf("stands at once on its own resignation: %s", d.Do)
+	}
+}

@@ -71,6 +71,9 @@ type Position struct {
 	Writer string
 	// Leader is the last beat applied.
 	Leader Hint
+	// Resigned: the last commit applied is its writer's resignation
+	// (store.Position.Resigned, a clean shutdown's last write).
+	Resigned bool
 }
 
 // View is what the replica answers with.
@@ -123,13 +126,13 @@ func (r *Replica) Observe(now time.Time, p Position) (sameID bool) {
 	}
 	r.barrier = !writes
 	writer, hint := p.Writer, p.Leader
-	if writer == r.id && hint.ID == writer && hint.URL != r.url {
+	if writer == r.id && hint.ID == writer && hint.URL != r.url && !p.Resigned { // a resignation names no URL
 		sameID = !r.sameID
 		r.sameID = true
 		writer += "@" + hint.URL
 		hint.ID = writer
 	}
-	r.e.Step(now, Observed{Writer: writer, Leader: hint})
+	r.e.Step(now, Observed{Writer: writer, Leader: hint, Resigned: p.Resigned})
 	return sameID
 }
 

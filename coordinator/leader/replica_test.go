@@ -190,3 +190,13 @@ func TestUnfitReplicaNeverStands(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// A replica restarted under the id of a leader that resigned reads its
+// own resignation (no URL) without taking it for another replica writing
+// under its id.
+func TestOwnResignationIsNoSameIDAlarm(t *testing.T) {
+	r := NewReplica(cfg("a"), "http://a", at(0))
+	if r.Observe(at(100), Position{Commits: 2, Barriers: 1, Writer: "a", Leader: Hint{ID: "a"}, Resigned: true}) {
+		t.Fatal("its own resignation read as another replica under its id")
+	}
+}
