@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"os"
+	"os/signal"
 	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -13,6 +18,7 @@ import (
 
 func newCoordinatorCmd() *cobra.Command {
 	return serveCmd("coordinator", "Run the coordinator: consumer groups, capabilities, handoffs, admin API",
+		func(cfg fileConfig) time.Duration { return 2 * cfg.Coordinator.ShutdownTimeout },
 		func(ctx context.Context, cfg fileConfig, log *zap.Logger) error {
 			if limit := cfg.Coordinator.GoMemoryLimit(); limit > 0 {
 				debug.SetMemoryLimit(limit) // the process is the coordinator alone
@@ -75,6 +81,7 @@ func consoleIdPNote(cfg coordinator.Config) string {
 
 func newGatewayCmd() *cobra.Command {
 	return serveCmd("gateway", "Run a gateway: capability-checked fetch and produce in front of Kafka",
+		func(fileConfig) time.Duration { return 0 }, // its shutdown bounds itself (gateway.shutdown_timeout, the leave)
 		func(ctx context.Context, cfg fileConfig, log *zap.Logger) error {
 			g, err := gateway.New(cfg.Gateway, log)
 			if err != nil {
@@ -86,8 +93,9 @@ func newGatewayCmd() *cobra.Command {
 
 // serveCmd is a long-running process command: load the config section
 // named section, build the logger, run until the context (SIGINT/SIGTERM)
-// ends.
-func serveCmd(section, short string, run func(context.Context, fileConfig, *zap.Logger) error) *cobra.Command {
+// ends. backstop is how long a shutdown may run before the process exits
+// anyway (0: no limit but a second signal; watchShutdown).
+func serveCmd(section, short string, backstop func(fileConfig) time.Duration, run func(context.Context, fileConfig, *zap.Logger) error) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
 		Use:   section + " --config capgate.yaml",
@@ -102,9 +110,52 @@ func serveCmd(section, short string, run func(context.Context, fileConfig, *zap.
 				return err
 			}
 			defer log.Sync()
+			finished := watchShutdown(cmd.Context(), log, backstop(cfg), os.Exit)
+			defer finished()
 			return run(cmd.Context(), cfg, log)
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", "", "configuration file (see config.example.yaml); settings also from CAPGATE_*")
 	return cmd
+}
+
+// watchShutdown logs the signal that ends a server command (INFO), and
+// keeps the process from outliving its grace: a second SIGINT/SIGTERM
+// exits at once, and so does a shutdown still running backstop after the
+// first (exit code 1, after an ERROR; 0: no backstop). A coordinator's
+// shutdown is bounded by its own settings (shutdown_timeout; a replica
+// cut off from Kafka cuts its write in flight short); the backstop is
+// what ends it before an orchestrator's SIGKILL should anything still
+// wait. finished stops the watch (the command returned).
+func watchShutdown(ctx context.Context, log *zap.Logger, backstop time.Duration, exit func(code int)) (finished func()) {
+	end := make(chan struct{})
+	go func() {
+		select {
+		case <-end:
+			return
+		case <-ctx.Done():
+		}
+		second := make(chan os.Signal, 1)
+		signal.Notify(second, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(second)
+		log.Info("signal received: shutting down; a second SIGINT/SIGTERM exits at once", zap.Duration("backstop", backstop))
+		var timeout <-chan time.Time
+		if backstop > 0 {
+			timer := time.NewTimer(backstop)
+			defer timer.Stop()
+			timeout = timer.C
+		}
+		select {
+		case <-end:
+			return
+		case sig := <-second:
+			log.Warn("second signal: exiting without finishing the shutdown", zap.Stringer("signal", sig))
+		case <-timeout:
+			log.Error("the shutdown is still running after its backstop: exiting", zap.Duration("backstop", backstop))
+		}
+		log.Sync()
+		exit(1)
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(end) }) }
 }
