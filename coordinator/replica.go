@@ -55,6 +55,9 @@ type Replica struct {
 
 	view     atomic.Pointer[replicaView]
 	follower atomic.Pointer[store.Follower] // while following: JWKS, readiness
+	// unreachable: why the last attempt to follow the log failed (nil
+	// once one succeeded), for /readyz while the log cannot be read.
+	unreachable atomic.Pointer[error]
 
 	lifecycle
 }
@@ -240,9 +243,11 @@ func (r *Replica) follow(ctx context.Context) *store.Follower {
 	for {
 		f, err := r.openFollower(ctx)
 		if err == nil {
+			r.unreachable.Store(nil)
 			r.follower.Store(f)
 			return f
 		}
+		r.unreachable.Store(&err)
 		r.log.Warn("follow the state log", zap.Error(err))
 		select {
 		case <-ctx.Done():

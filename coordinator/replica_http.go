@@ -114,7 +114,11 @@ func (r *Replica) standbyReady(ctx *fasthttp.RequestCtx, v *replicaView) {
 		// The reason's own numbers are from when the role changed; the
 		// age is live (newuser2 #9: "no commit for 1.6s" after 14 s).
 		age := r.now().Sub(v.since).Round(100 * time.Millisecond)
-		writeError(ctx, api.CodeUnavailable, fmt.Sprintf("%s for %s: %s", v.role, age, v.reason))
+		msg := fmt.Sprintf("%s for %s: %s", v.role, age, v.reason)
+		if err := r.unreachable.Load(); err != nil {
+			msg += "; the state log (Kafka) is unreachable: " + (*err).Error()
+		}
+		writeError(ctx, api.CodeUnavailable, msg)
 	case f == nil:
 		writeError(ctx, api.CodeUnavailable, "not following the state log yet"+kekProblem(r.cfg))
 	case f.Err() != nil:

@@ -202,3 +202,34 @@ func TestLeaderHandsOverOnShutdown(t *testing.T) {
 		t.Fatal("the new leader did not take over by fencing")
 	}
 }
+
+// Kafka gone altogether (the cluster closed: connections refused): the
+// leader steps down, its /readyz says the state log is unreachable and
+// why, with a live age, and Close still ends it within shutdown_timeout
+// (newuser2 #0a's own scenario: the Kafka fleet stopped under the stack).
+func TestLeaderWithKafkaGoneSaysWhyAndStops(t *testing.T) {
+	e := newEnvBrokers(t, map[string]int32{"orders": 1}, 3)
+	useKafkaState(t, e)
+	s := startReplicas(t, e, 1)
+	s.awaitLeader(t)
+	h := s.harness(0)
+	e.kafka.Close()
+	eventually(t, func() string {
+		status, body, _ := h.do(t, "GET", "/readyz", "", nil)
+		if status != http.StatusServiceUnavailable || !strings.Contains(string(body), "the state log (Kafka) is unreachable: ") {
+			return fmt.Sprintf("readyz %d %s", status, body)
+		}
+		return ""
+	})
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() { s.stop(t, 0); close(closed) }()
+	select {
+	case <-closed:
+		t.Logf("leader with Kafka gone stopped in %s", time.Since(start))
+	case <-time.After(e.cfg.ShutdownTimeout):
+		t.Errorf("the leader with Kafka gone still runs %s after Close", e.cfg.ShutdownTimeout)
+		<-closed
+		t.FailNow()
+	}
+}
