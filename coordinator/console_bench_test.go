@@ -31,6 +31,9 @@ import (
 func BenchmarkHeartbeatConsoleWatching(b *testing.B) {
 	const members, phase = 1000, 500 * time.Millisecond
 	e := newBenchEnv(b, map[string]int32{"orders": 10})
+	// 1,000 members and the churn all connect from 127.0.0.1: one address
+	// holding more than the default max_connections_per_address (1,000).
+	e.cfg.MaxConnectionsPerAddress = e.cfg.MaxConnections
 	h := e.start(b)
 	creds := h.clientCredential(b, []string{"g"}, []string{"orders"})
 	ms := joinMany(b, h, creds, "orders", members, 32)
