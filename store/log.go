@@ -204,8 +204,8 @@ func (l *LogStore) Position() (Position, <-chan struct{}) { return position(l.st
 // aborts it if still open, after which nothing of this writer commits.
 func (l *LogStore) Interrupt() { l.cancel() }
 
-// Close cuts short the write in flight (Interrupt) and a snapshot in
-// progress, then releases the log (Backend). It aborts nothing: a
+// Close cuts short the write in flight (Interrupt), lets a snapshot in
+// progress finish (within Timeout), then releases the log (Backend). It aborts nothing: a
 // transaction left open is aborted by the next writer's fence or by the
 // log's transaction timeout.
 func (l *LogStore) Close() error {
@@ -216,7 +216,7 @@ func (l *LogStore) Close() error {
 		return fmt.Errorf("store: close: %w", ErrClosed)
 	}
 	l.closed = true
-	l.background.Wait() // a snapshot in progress returns (its ctx is l.ctx)
+	l.background.Wait() // a snapshot in progress finishes (within Timeout)
 	var errs []error
 	// No writeMu here: an Update waiting for closeMu holds it. Updates
 	// touch the writer only under closeMu, which Close holds.
