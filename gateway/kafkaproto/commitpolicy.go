@@ -30,11 +30,11 @@ package kafkaproto
 
 import (
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
+
+	"github.com/capgate/capgate/internal/refusallog"
 )
 
 // The bound of the commit-policy log: bursts of commitPolicyBurst lines
@@ -44,16 +44,12 @@ const (
 	commitPolicyPerSecond = 1
 )
 
-// commitPolicyLog logs commits refused by policy within its bound. Safe
-// for concurrent use.
-type commitPolicyLog struct {
-	log        *zap.Logger
-	limit      *rate.Limiter
-	suppressed atomic.Int64
-}
+// commitPolicyLog logs commits refused by policy within its bound (at
+// info: no operator fault). Safe for concurrent use.
+type commitPolicyLog struct{ lines *refusallog.Log }
 
 func newCommitPolicyLog(log *zap.Logger) *commitPolicyLog {
-	return &commitPolicyLog{log: log, limit: rate.NewLimiter(commitPolicyPerSecond, commitPolicyBurst)}
+	return &commitPolicyLog{lines: refusallog.NewBounded(log, zap.InfoLevel, commitPolicyPerSecond, commitPolicyBurst)}
 }
 
 // refusedCommit is one partition's commit refused by policy.
@@ -68,10 +64,6 @@ type refusedCommit struct {
 
 // refused logs r, with the connection's fields (no secret).
 func (l *commitPolicyLog) refused(r refusedCommit, conn []zap.Field, now time.Time) {
-	if !l.limit.AllowN(now, 1) {
-		l.suppressed.Add(1)
-		return
-	}
 	msg := "kafka OffsetCommit refused: capgate never moves a committed offset back by a commit"
 	fields := append(conn, zap.String("group", r.group), zap.String("topic", r.topic), zap.Int32("partition", r.partition))
 	if r.admin {
@@ -81,10 +73,7 @@ func (l *commitPolicyLog) refused(r refusedCommit, conn []zap.Field, now time.Ti
 	}
 	fields = append(fields, zap.Int64("refused_offset", r.offset), zap.String("answer", "POLICY_VIOLATION"),
 		zap.String("instead", resetCommand(r.group, r.topic, r.partition, r.offset)))
-	if n := l.suppressed.Swap(0); n > 0 {
-		fields = append(fields, zap.Int64("suppressed", n))
-	}
-	l.log.Info(msg, fields...)
+	l.lines.LineAt(now, msg, fields...)
 }
 
 // resetCommand is the CLI command that moves group's committed offset

@@ -3,6 +3,8 @@
 // or a prober, without letting a flood of bad requests flood the log: at
 // most Burst lines at once and PerSecond lines a second; lines dropped
 // meanwhile are counted and reported (as "suppressed") on the next line.
+// NewBounded and LineAt serve other refusals the same way (the Kafka
+// listener's commits refused by policy, at info).
 // A line carries what was refused, why, and where from (route, remote
 // address, gateway id) — never the token or any part of it. Safe for
 // concurrent use.
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/time/rate"
 )
 
@@ -26,26 +29,37 @@ const (
 type Log struct {
 	now        func() time.Time
 	log        *zap.Logger
+	level      zapcore.Level
 	limit      *rate.Limiter
 	suppressed atomic.Int64
 }
 
 // New logs to log (at warn) within the default bound.
-func New(log *zap.Logger) *Log {
-	return &Log{now: time.Now, log: log, limit: rate.NewLimiter(PerSecond, Burst)}
+func New(log *zap.Logger) *Log { return NewBounded(log, zapcore.WarnLevel, PerSecond, Burst) }
+
+// NewBounded logs to log at level, in bursts of burst lines, then
+// perSecond lines a second.
+func NewBounded(log *zap.Logger, level zapcore.Level, perSecond float64, burst int) *Log {
+	return &Log{now: time.Now, log: log, level: level, limit: rate.NewLimiter(rate.Limit(perSecond), burst)}
 }
 
 // Refused logs one refusal of what ("admin token", "sync token", …) for
 // reason, with fields that must not hold a secret; beyond the bound it is
 // only counted.
 func (l *Log) Refused(what, reason string, fields ...zap.Field) {
-	if !l.limit.AllowN(l.now(), 1) {
+	l.LineAt(l.now(), what+" refused", append(fields, zap.String("reason", reason))...)
+}
+
+// LineAt logs msg with fields at now within the bound; beyond it the line
+// is only counted, and the next line logged says how many were
+// ("suppressed").
+func (l *Log) LineAt(now time.Time, msg string, fields ...zap.Field) {
+	if !l.limit.AllowN(now, 1) {
 		l.suppressed.Add(1)
 		return
 	}
-	fields = append(fields, zap.String("reason", reason))
 	if n := l.suppressed.Swap(0); n > 0 {
 		fields = append(fields, zap.Int64("suppressed", n))
 	}
-	l.log.Warn(what+" refused", fields...)
+	l.log.Log(l.level, msg, fields...)
 }
