@@ -6,7 +6,7 @@ import (
 )
 
 // beatFailures rate-limits the log of failed heartbeats as unanswered
-// does fetches: while the coordinator is down (restarting, failing over)
+// does fetches (logThrottle): while the coordinator is down (restarting, failing over)
 // the driver retries the heartbeat about every second, and one warning
 // per attempt flooded the log. The first failure is logged, then at most
 // one line per unansweredLogEvery with the count of failures not
@@ -17,8 +17,7 @@ type beatFailures struct {
 	mu       sync.Mutex
 	since    time.Time // the first failure since the last answer (zero: none)
 	failures int       // since the last answer
-	logged   time.Time // when a failure was last logged
-	missed   int       // failures not logged since
+	log      logThrottle
 }
 
 // failed records a failed heartbeat at now and says whether to log it,
@@ -30,12 +29,7 @@ func (b *beatFailures) failed(now time.Time) (log bool, missed int) {
 		b.since = now
 	}
 	b.failures++
-	if !b.logged.IsZero() && now.Sub(b.logged) < unansweredLogEvery {
-		b.missed++
-		return false, 0
-	}
-	missed, b.missed, b.logged = b.missed, 0, now
-	return true, missed
+	return b.log.due(now)
 }
 
 // answered records an answered heartbeat: recovered when heartbeats had
@@ -47,6 +41,6 @@ func (b *beatFailures) answered() (recovered bool, failures int, since time.Time
 		return false, 0, time.Time{}
 	}
 	failures, since = b.failures, b.since
-	b.since, b.failures, b.logged, b.missed = time.Time{}, 0, time.Time{}, 0
+	b.since, b.failures, b.log = time.Time{}, 0, logThrottle{}
 	return true, failures, since
 }

@@ -21,9 +21,27 @@ const unansweredLogEvery = 10 * time.Second
 // that it waited on an unreachable gateway, not on an idle partition.
 type unanswered struct {
 	mu     sync.Mutex
-	last   error             // the last unanswered fetch since the last answered one
-	logged map[int]time.Time // gateway index → when its failure was last logged
-	missed map[int]int       // gateway index → failures not logged since
+	last   error                // the last unanswered fetch since the last answered one
+	byGate map[int]*logThrottle // gateway index → the log of its failures
+}
+
+// logThrottle bounds a repeated failure's log: the first is logged, then
+// at most one per unansweredLogEvery, with the count of those not
+// logged. Callers lock.
+type logThrottle struct {
+	logged time.Time // when a failure was last logged (zero: never)
+	missed int       // failures not logged since
+}
+
+// due says whether a failure at now is logged, with how many went
+// unlogged before it.
+func (t *logThrottle) due(now time.Time) (log bool, missed int) {
+	if !t.logged.IsZero() && now.Sub(t.logged) < unansweredLogEvery {
+		t.missed++
+		return false, 0
+	}
+	missed, t.missed, t.logged = t.missed, 0, now
+	return true, missed
 }
 
 // note records the outcome of one fetch from gateway i (err nil: it
@@ -43,16 +61,15 @@ func (u *unanswered) note(i int, err error, now time.Time) (log bool, missed int
 		return false, 0
 	}
 	u.last = err
-	if u.logged == nil {
-		u.logged, u.missed = map[int]time.Time{}, map[int]int{}
+	if u.byGate == nil {
+		u.byGate = map[int]*logThrottle{}
 	}
-	if at, ok := u.logged[i]; ok && now.Sub(at) < unansweredLogEvery {
-		u.missed[i]++
-		return false, 0
+	t := u.byGate[i]
+	if t == nil {
+		t = &logThrottle{}
+		u.byGate[i] = t
 	}
-	missed, u.missed[i] = u.missed[i], 0
-	u.logged[i] = now
-	return true, missed
+	return t.due(now)
 }
 
 // Unanswered is the error of the last fetch that no gateway answered (a
