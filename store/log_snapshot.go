@@ -136,7 +136,7 @@ func (l *LogStore) maybeSnapshot(records int) {
 		// Not cut short by Interrupt or Close: a snapshot is bounded by
 		// Timeout on its own (WriteSnapshot), and one Close cut would leave
 		// the next start replaying the whole log.
-		if err := l.WriteSnapshot(l.ctx) // TOGGLE; err != nil && l.ctx.Err() == nil {
+		if err := l.WriteSnapshot(context.WithoutCancel(l.ctx)); err != nil && l.ctx.Err() == nil {
 			l.opts.Logger.Warn("snapshot failed; replay stays longer until the next one", zap.Error(err))
 		}
 	}()
