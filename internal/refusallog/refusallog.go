@@ -47,17 +47,29 @@ func NewBounded(log *zap.Logger, level zapcore.Level, perSecond float64, burst i
 // reason, with fields that must not hold a secret; beyond the bound it is
 // only counted.
 func (l *Log) Refused(what, reason string, fields ...zap.Field) {
-	l.LineAt(l.now(), what+" refused", append(fields, zap.String("reason", reason))...)
+	if l.allow(l.now()) { // before building the line: a flood is only counted
+		l.write(what+" refused", append(fields, zap.String("reason", reason)))
+	}
 }
 
 // LineAt logs msg with fields at now within the bound; beyond it the line
 // is only counted, and the next line logged says how many were
 // ("suppressed").
 func (l *Log) LineAt(now time.Time, msg string, fields ...zap.Field) {
+	if l.allow(now) {
+		l.write(msg, fields)
+	}
+}
+
+func (l *Log) allow(now time.Time) bool {
 	if !l.limit.AllowN(now, 1) {
 		l.suppressed.Add(1)
-		return
+		return false
 	}
+	return true
+}
+
+func (l *Log) write(msg string, fields []zap.Field) {
 	if n := l.suppressed.Swap(0); n > 0 {
 		fields = append(fields, zap.Int64("suppressed", n))
 	}
