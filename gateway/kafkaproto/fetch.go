@@ -118,6 +118,7 @@ func (c *conn) hold(resp *kmsg.FetchResponse, parts []*fetchPart) {
 func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now time.Time) []*fetchPart {
 	var parts []*fetchPart
 	var seen seenParts
+	dropped := false
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
 		t := &resp.Topics[i]
@@ -126,6 +127,7 @@ func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now 
 		t.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions)) // appended in place: out stays valid
 		for _, rp := range rt.Partitions {
 			if seen.again(rt.Topic, rp.Partition) {
+				dropped = true
 				continue
 			}
 			t.Partitions = append(t.Partitions, kmsg.NewFetchResponseTopicPartition())
@@ -151,7 +153,9 @@ func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now 
 			}
 		}
 	}
-	resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.FetchResponseTopic) bool { return len(t.Partitions) == 0 }) // all named before
+	if dropped { // a topic all of whose partitions were named before
+		resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.FetchResponseTopic) bool { return len(t.Partitions) == 0 })
+	}
 	return parts
 }
 
