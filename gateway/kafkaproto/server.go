@@ -204,7 +204,7 @@ func (s *Server) internalTopic(topic string) bool {
 	if s.cfg.InternalTopic != nil {
 		return s.cfg.InternalTopic(topic)
 	}
-	return ocap.KafkaInternalTopic(topic)
+	return ocap.InternalTopic(topic)
 }
 
 func (n node) addr() string { return net.JoinHostPort(n.host, strconv.Itoa(int(n.port))) }
