@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -144,22 +143,12 @@ func signatureError(t *jwt.Token) error {
 }
 
 // claimsJSONError says what is wrong with the claims' JSON in claim
-// names: "claim pt: got number 2147483648, want a 32-bit integer",
-// "unknown claim \"admin\"", "claims: got array, want an object".
+// names: not JSON at all (golang-jwt's decoder), or api.StrictJSON's
+// refusal (jwtClaims.UnmarshalJSON) in a token's words.
 func claimsJSONError(err error) error {
-	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
-	switch {
-	case errors.As(err, &typeErr):
-		where := "the claims"
-		if typeErr.Field != "" {
-			where = "claim " + typeErr.Field
-		}
-		return fmt.Errorf("%w: %s: got %s, want %s", ErrBadClaims, where, typeErr.Value, goTypeWords(typeErr.Type))
-	case errors.As(err, &syntaxErr):
+	if errors.As(err, &syntaxErr) {
 		return fmt.Errorf("%w: not valid JSON: %s", ErrBadClaims, syntaxErr.Error())
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return fmt.Errorf("%w: unknown claim %s", ErrBadClaims, strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
 	// api.StrictJSON's words are a request body's; in a token a key is a
 	// claim: `duplicate claim "pt"`, `unknown claim "TP" (did you mean
@@ -170,25 +159,6 @@ func claimsJSONError(err error) error {
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrBadClaims, strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// goTypeWords names the JSON a Go type takes.
-func goTypeWords(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Int32, reflect.Uint32:
-		return "a 32-bit integer"
-	case reflect.Int, reflect.Int64, reflect.Uint, reflect.Uint64, reflect.Int8, reflect.Int16, reflect.Uint8, reflect.Uint16:
-		return "an integer"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Bool:
-		return "true or false"
-	}
-	return "a " + t.Kind().String()
 }
 
 // secondsText is a claim's time as RFC 3339 (UTC).
