@@ -215,7 +215,7 @@ func (g *Gateway) poll(ctx context.Context, base string, after uint64, deadline 
 		}
 	})
 	defer silent.Stop()
-	id := g.identity()
+	id := g.sync
 	q := url.Values{"gateway": {id.id}, "instance": {id.instance}, "after": {strconv.FormatUint(after, 10)}, "wait_ms": {strconv.FormatInt(g.cfg.SyncWait.Milliseconds(), 10)}}
 	resp, err := g.syncCall(ctx, http.MethodGet, base+"/v1/sync?"+q.Encode())
 	begun.Store(true)
@@ -276,7 +276,7 @@ func refusal(base string, resp *http.Response, body io.Reader) error {
 func (g *Gateway) leave(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	id := g.identity()
+	id := g.sync
 	q := url.Values{"gateway": {id.id}, "instance": {id.instance}}
 	var err error
 	for range 2 * len(g.coordinators.URLs()) {

@@ -29,13 +29,11 @@ func newSyncIdentity(id string) *syncIdentity {
 	return &syncIdentity{id: id, instance: base64.RawURLEncoding.EncodeToString(nonce[:])}
 }
 
-func (g *Gateway) identity() *syncIdentity { return g.sync }
-
 // noteRefused records the outcome of a poll: err a *conflictError, or
 // nil after a poll the coordinator served. It logs the conflict at
 // ERROR when it begins and at INFO when it ends.
 func (g *Gateway) noteRefused(err *conflictError) {
-	id := g.identity()
+	id := g.sync
 	if err == nil {
 		if id.refused.Swap(nil) != nil {
 			g.log.Info("sync: the coordinator accepts this gateway's id again", zap.String("gateway", id.id))
@@ -52,7 +50,7 @@ func (g *Gateway) noteRefused(err *conflictError) {
 // refusedReason is the coordinator's conflict message while it refuses
 // this gateway's id ("" otherwise).
 func (g *Gateway) refusedReason() string {
-	if p := g.identity().refused.Load(); p != nil {
+	if p := g.sync.refused.Load(); p != nil {
 		return *p
 	}
 	return ""
