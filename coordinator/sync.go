@@ -23,7 +23,6 @@ package coordinator
 
 import (
 	"math"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -60,8 +59,8 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 	})
 	reply, ok := msg.(group.SyncReply)
 	if !ok {
-		if r, isRejected := msg.(group.Rejected); isRejected && r.Code == api.CodeConflict && conflictLogDue() {
-			c.log.Warn("sync refused: a second gateway process polls under one id (logged at most every 10s)", zap.String("gateway", gateway), zap.String("instance", instance))
+		if r, isRejected := msg.(group.Rejected); isRejected && r.Code == api.CodeConflict {
+			c.refusals.Refused("sync poll", "a second gateway process polls under one id", zap.String("gateway", gateway), zap.String("instance", instance))
 		}
 		writeMachineError(ctx, msg, err)
 		return
@@ -113,15 +112,6 @@ func (c *Coordinator) syncCaller(ctx *fasthttp.RequestCtx) (string, bool) {
 		return "", false
 	}
 	return gateway, true
-}
-
-// conflictLogged is when a refused duplicate gateway was last logged
-// (unix nanoseconds): a refused process retries every second or so.
-var conflictLogged atomic.Int64
-
-func conflictLogDue() bool {
-	now, last := time.Now().UnixNano(), conflictLogged.Load()
-	return now-last >= int64(10*time.Second) && conflictLogged.CompareAndSwap(last, now)
 }
 
 // syncInstanceMax bounds the instance argument of the sync channel.
