@@ -316,13 +316,12 @@ func (c *Coordinator) pageQuery(ctx *fasthttp.RequestCtx, cursors ...string) (pa
 			writeError(ctx, api.CodeBadRequest, "query parameter "+name+" given more than once")
 			return p, false
 		case name == "limit":
-			n, ok := api.ParseDecimal(value, int64(c.cfg.DescribePageMax))
-			if !ok || n < 1 {
-				writeError(ctx, api.CodeBadRequest, fmt.Sprintf("limit must be a decimal integer from 1 to %d (coordinator.describe_page_max) without sign or leading zeros, got %.32q",
-					c.cfg.DescribePageMax, value))
+			n, problem := c.pageLimit(value)
+			if problem != "" {
+				writeError(ctx, api.CodeBadRequest, problem)
 				return p, false
 			}
-			p.limit = int(n)
+			p.limit = n
 		case slices.Contains(cursors, name):
 			p.cursors[name] = string(value)
 		default:
@@ -332,6 +331,17 @@ func (c *Coordinator) pageQuery(ctx *fasthttp.RequestCtx, cursors ...string) (pa
 		seen[name] = true
 	}
 	return p, true
+}
+
+// pageLimit reads a page's limit (1..describe_page_max, the API's one
+// spelling of a number), or says what is wrong with it.
+func (c *Coordinator) pageLimit(value []byte) (int, string) {
+	n, ok := api.ParseDecimal(value, int64(c.cfg.DescribePageMax))
+	if !ok || n < 1 {
+		return 0, fmt.Sprintf("limit must be a decimal integer from 1 to %d (coordinator.describe_page_max) without sign or leading zeros, got %.32q",
+			c.cfg.DescribePageMax, value)
+	}
+	return int(n), ""
 }
 
 // partitionCursor parses "topic/partition".

@@ -107,12 +107,11 @@ func (c *Coordinator) parseAuditQuery(args *fasthttp.Args) (auditQuery, string) 
 		seen[name] = true
 		switch name {
 		case "limit":
-			n, ok := api.ParseDecimal(value, int64(c.cfg.DescribePageMax))
-			if !ok || n < 1 {
-				return q, fmt.Sprintf("limit must be a decimal integer from 1 to %d (coordinator.describe_page_max) without sign or leading zeros, got %.32q",
-					c.cfg.DescribePageMax, value)
+			n, problem := c.pageLimit(value)
+			if problem != "" {
+				return q, problem
 			}
-			q.limit = int(n)
+			q.limit = n
 		case "before":
 			if len(value) == 0 {
 				continue // from the newest, as it always read
