@@ -126,16 +126,15 @@ func (l *LogStore) commit(records []logRecord) error {
 	return l.commitWithin(l.ctx, records)
 }
 
-// commitWithin is commit bounded by ctx too (it is bounded by
-// LogOptions.Timeout and Interrupt in any case).
+// commitWithin is commit bounded by ctx, which ends on Interrupt (l.ctx
+// or a context that also ends with it: Resign), and by
+// LogOptions.Timeout.
 func (l *LogStore) commitWithin(ctx context.Context, records []logRecord) error {
 	n := l.began()
 	commit := commitRecord{writer: l.opts.WriterID, nonce: l.nonce, seq: l.seq}
 	all := append(records, logRecord{key: []byte(keyLogCommit), value: encodeCommit(commit)})
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	stop := context.AfterFunc(l.ctx, cancel)
-	defer stop()
 	last, err := l.writer.commit(ctx, all)
 	if err != nil {
 		l.fail(err)

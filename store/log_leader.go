@@ -68,6 +68,9 @@ var errResigned = fmt.Errorf("%w: the writer resigned", ErrClosed)
 // commit is bounded by ctx as well as by LogOptions.Timeout; on its
 // failure the writer fails as after any failed write.
 func (l *LogStore) Resign(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer context.AfterFunc(l.ctx, cancel)() // Interrupt ends it too
+	defer cancel()
 	return l.writing("resign", func() error {
 		beat := Beat{ID: l.opts.WriterID, AtMs: l.opts.Now().UnixMilli()}
 		if err := l.commitWithin(ctx, []logRecord{{key: []byte(keyLogLeader), value: encodeBeat(beat)}}); err != nil {
