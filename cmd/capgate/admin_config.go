@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,15 +19,13 @@ func showGroupConfig(cmd *cobra.Command, f *adminFlags, group string) error {
 	if err != nil {
 		return err
 	}
-	var d coordinator.GroupDescription
+	var d struct {
+		Config json.RawMessage `json:"config"` // GroupDescription's, as the API wrote it
+	}
 	if err := c.do(cmd.Context(), http.MethodGet, groupPath(group)+"?limit=1", nil, &d); err != nil {
 		return err
 	}
-	raw, err := json.Marshal(d.Config)
-	if err != nil {
-		return err
-	}
-	return f.print(cmd.OutOrStdout(), raw, printGroupConfig)
+	return f.print(cmd.OutOrStdout(), d.Config, printGroupConfig)
 }
 
 // printGroupConfig lays a group's settings (GroupConfigView) out as
@@ -44,8 +41,8 @@ func printGroupConfig(w io.Writer, raw json.RawMessage) error {
 	}
 	return printFields(w, [][2]string{
 		{"assignor", v.Assignor},
-		{"session-timeout", (time.Duration(v.SessionTimeoutMs) * time.Millisecond).String()},
-		{"handoff-timeout", (time.Duration(v.HandoffTimeoutMs) * time.Millisecond).String()},
+		{"session-timeout", msText(v.SessionTimeoutMs)},
+		{"handoff-timeout", msText(v.HandoffTimeoutMs)},
 		{"max-moves-per-second", moves},
 		{"offset-reset", v.OffsetReset},
 	})

@@ -477,3 +477,6 @@ var errNoSelector = usageErrorf("name at least one selector: --group, --topic, -
 
 // unixText is unix seconds as RFC 3339 (UTC).
 func unixText(s int64) string { return time.Unix(s, 0).UTC().Format(time.RFC3339) }
+
+// msText is a duration the API gives in milliseconds, in Go's units.
+func msText(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }

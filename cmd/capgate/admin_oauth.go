@@ -69,7 +69,7 @@ func printOAuthClients(w io.Writer, raw json.RawMessage) error {
 	for i, c := range r.Clients {
 		ttl := "-" // the coordinator's oauth.token_ttl
 		if c.TokenTTLMs > 0 {
-			ttl = (time.Duration(c.TokenTTLMs) * time.Millisecond).String()
+			ttl = msText(c.TokenTTLMs)
 		}
 		rows[i] = []string{c.ClientID, c.Name, cellText(strings.Join(c.Groups, ",")), cellText(strings.Join(c.Topics, ",")),
 			cellText(strings.Join(c.Ops, ",")), ttl, strconv.Itoa(c.LiveTokens), cellText(c.Created), cellText(c.RevokedAt)}

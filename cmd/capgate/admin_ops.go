@@ -129,7 +129,7 @@ opened ends, and its joins are refused.`,
 			if err := groupArg(a[0]); err != nil {
 				return err
 			}
-			return call(cmd, f, http.MethodPost, "/v1/admin/groups/"+url.PathEscape(a[0])+"/members/"+url.PathEscape(a[1])+"/revoke", reasonBody(reason))
+			return call(cmd, f, http.MethodPost, groupPath(a[0])+"/members/"+url.PathEscape(a[1])+"/revoke", reasonBody(reason))
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "reason kept in the audit log")
@@ -234,7 +234,7 @@ changes those and prints the settings as they are now.`,
 			if len(body) == 0 {
 				return showGroupConfig(cmd, f, a[0])
 			}
-			return handoff.refused(callRender(cmd, f, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(a[0])+"/config", body, printGroupConfig))
+			return handoff.refused(callRender(cmd, f, http.MethodPut, groupPath(a[0])+"/config", body, printGroupConfig))
 		},
 	}
 	cmd.Flags().IntVar(&moves, "max-moves-per-second", 0, "creep: partitions moved per second at most (0 = unlimited)")

@@ -88,7 +88,7 @@ func ensureClientCredential(ctx context.Context, c *coordinator.Coordinator, cfg
 // coordinator's published keys and wants at least devCredentialRenew of
 // life left; it says what is wrong ("" when nothing is).
 func clientCredentialProblem(ctx context.Context, cfg coordinator.Config, hc *http.Client, coordinatorURL, token string) string {
-	set, err := loadJWKS(ctx, hc, coordinatorURL+"/.well-known/jwks.json")
+	set, err := loadJWKS(ctx, hc, coordinatorJWKS(coordinatorURL))
 	if err != nil {
 		return "the coordinator's keys could not be read: " + err.Error()
 	}
