@@ -13,8 +13,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -53,7 +53,7 @@ func transportHint(u *url.URL, err error) string {
 		return fmt.Sprintf("the server's certificate is not for %s: use a host name it names, or check --coordinator / CAPGATE_COORDINATOR_URL", u.Hostname())
 	case errors.As(err, &verify):
 		return "the server's certificate did not verify: check --cacert / CAPGATE_CACERT"
-	case u.Scheme == "https" && (errors.As(err, new(tls.RecordHeaderError)) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")):
+	case u.Scheme == "https" && (errors.As(err, new(tls.RecordHeaderError)) || errors.Is(err, http.ErrSchemeMismatch)):
 		return fmt.Sprintf("the server speaks plain HTTP: use http://%s", u.Host)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Sprintf("nothing listens at %s: is the coordinator running (capgate dev, or capgate coordinator)? Point --coordinator or CAPGATE_COORDINATOR_URL at it", u.Host)
@@ -64,8 +64,8 @@ func transportHint(u *url.URL, err error) string {
 }
 
 // cutOff reports whether the connection ended without an answer: what a
-// TLS server does with a plaintext request (the coordinator's and the
-// gateway's listeners close it).
+// TLS server may do with a plaintext request (capgate's own listeners
+// answer it 400 "use https://"; a proxy or another server may close it).
 func cutOff(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -60,8 +60,8 @@ func TestAdminConnectErrorsSayWhatToDo(t *testing.T) {
 }
 
 // tlsClosingServer is a TLS listener that closes a connection whose
-// handshake fails (a plaintext request), as the coordinator's and the
-// gateway's do; its address.
+// handshake fails (a plaintext request), as a TLS proxy may (capgate's
+// own listeners answer 400 "use https://"); its address.
 func tlsClosingServer(t *testing.T) string {
 	t.Helper()
 	cert := httptest.NewUnstartedServer(nil)
