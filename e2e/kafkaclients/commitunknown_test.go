@@ -3,8 +3,6 @@ package kafkaclients
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -110,24 +108,18 @@ func TestCommitOfAMissingPartition(t *testing.T) {
 // the test.
 func offsetFetch(ctx context.Context, t *testing.T, cl *kgo.Client, group string, wanted map[string][]int32) map[string]map[int32]int64 {
 	t.Helper()
-	code, parts := offsetFetchParts(ctx, t, cl, group, wanted)
+	out := map[string]map[int32]int64{}
+	code := offsetFetchEach(ctx, t, cl, group, wanted, func(topic string, partition int32, p offsetPart) {
+		if p.code != 0 {
+			t.Fatalf("OffsetFetch %s/%d: %v, want no error", topic, partition, kerr.ErrorForCode(p.code))
+		}
+		if out[topic] == nil {
+			out[topic] = map[int32]int64{}
+		}
+		out[topic][partition] = p.offset
+	})
 	if code != 0 {
 		t.Fatalf("OffsetFetch: group error %v", kerr.ErrorForCode(code))
-	}
-	out := map[string]map[int32]int64{}
-	for tp, p := range parts {
-		if p.code != 0 {
-			t.Fatalf("OffsetFetch %s: %v, want no error", tp, kerr.ErrorForCode(p.code))
-		}
-		i := strings.LastIndexByte(tp, '/')
-		partition, err := strconv.ParseInt(tp[i+1:], 10, 32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out[tp[:i]] == nil {
-			out[tp[:i]] = map[int32]int64{}
-		}
-		out[tp[:i]][int32(partition)] = p.offset
 	}
 	return out
 }

@@ -149,6 +149,18 @@ type offsetPart struct {
 // and each partition's answer by "topic/partition".
 func offsetFetchParts(ctx context.Context, t *testing.T, cl *kgo.Client, group string, wanted map[string][]int32) (int16, map[string]offsetPart) {
 	t.Helper()
+	out := map[string]offsetPart{}
+	code := offsetFetchEach(ctx, t, cl, group, wanted, func(topic string, partition int32, p offsetPart) {
+		out[fmt.Sprintf("%s/%d", topic, partition)] = p
+	})
+	return code, out
+}
+
+// offsetFetchEach sends one OffsetFetch of wanted through cl, calls each
+// for every partition answered (v8+: in the group's answer) and returns
+// the group's error.
+func offsetFetchEach(ctx context.Context, t *testing.T, cl *kgo.Client, group string, wanted map[string][]int32, each func(topic string, partition int32, p offsetPart)) int16 {
+	t.Helper()
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group
 	g := kmsg.NewOffsetFetchRequestGroup()
@@ -162,20 +174,19 @@ func offsetFetchParts(ctx context.Context, t *testing.T, cl *kgo.Client, group s
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]offsetPart{}
 	code := resp.ErrorCode
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			out[fmt.Sprintf("%s/%d", rt.Topic, rp.Partition)] = offsetPart{rp.Offset, rp.ErrorCode}
+			each(rt.Topic, rp.Partition, offsetPart{rp.Offset, rp.ErrorCode})
 		}
 	}
 	for _, rg := range resp.Groups {
 		code = rg.ErrorCode
 		for _, rt := range rg.Topics {
 			for _, rp := range rt.Partitions {
-				out[fmt.Sprintf("%s/%d", rt.Topic, rp.Partition)] = offsetPart{rp.Offset, rp.ErrorCode}
+				each(rt.Topic, rp.Partition, offsetPart{rp.Offset, rp.ErrorCode})
 			}
 		}
 	}
-	return code, out
+	return code
 }
