@@ -14,6 +14,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/harness"
 	"github.com/capgate/capgate/gateway"
 	"github.com/capgate/capgate/internal/stack"
 )
@@ -77,25 +78,6 @@ func readyz(t *testing.T, s *stack.Stack, g *stack.Gateway) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// until polls cond (every 20 ms, as stack.WaitOK) until it holds or 20 s
-// passed.
-func until(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never (%s)", what, why)
-		}
-		<-tick.C
-	}
-}
-
 func listedGateways(t *testing.T, s *stack.Stack) (map[string]uint64, uint64) {
 	t.Helper()
 	var out coordinator.GatewaysResponse
@@ -145,7 +127,7 @@ func TestDuplicateGatewayIDRefused(t *testing.T) {
 	waitReady(t, first, 20*time.Second)
 
 	second := addGateway(t, s, "")
-	until(t, "the second gateway refused and not ready", func() (bool, string) {
+	harness.Eventually(t, 20*time.Second, "the second gateway refused and not ready", func() (bool, string) {
 		status, body := readyz(t, s, second)
 		return status == http.StatusServiceUnavailable && strings.Contains(body, `\"dup\"`) && strings.Contains(body, "gateway.id"), fmt.Sprint(status, body)
 	})
@@ -173,7 +155,7 @@ func TestDuplicateGatewayIDRefused(t *testing.T) {
 	}
 
 	cut.Heal()
-	until(t, "the first gateway acknowledges the revocation", func() (bool, string) {
+	harness.Eventually(t, 20*time.Second, "the first gateway acknowledges the revocation", func() (bool, string) {
 		acked, _ := listedGateways(t, s)
 		return acked["dup"] >= seq, fmt.Sprintf("dup acked %d of %d", acked["dup"], seq)
 	})
