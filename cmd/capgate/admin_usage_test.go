@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/capgate/capgate/api"
 )
 
 // TestArgCountErrorsNameTheArguments: cobra's "accepts 3 arg(s),
@@ -39,17 +36,8 @@ func TestArgCountErrorsNameTheArguments(t *testing.T) {
 // joinAs joins group at base with credential, as a consumer of topic.
 func joinAs(t *testing.T, base, credential, group, topic string) {
 	t.Helper()
-	body, _ := json.Marshal(api.JoinRequest{Topics: []string{topic}})
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/groups/"+group+"/join", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+credential)
-	req.Header.Set("Content-Type", api.MediaJSON)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("join %s: %s", group, resp.Status)
+	if status := joinStatus(t, base, credential, group, topic); status != http.StatusOK {
+		t.Fatalf("join %s: %d", group, status)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -97,7 +98,7 @@ func TestDevReplicasCredentialsEnv(t *testing.T) {
 			if u == leader {
 				want = http.StatusOK
 			}
-			if got := joinStatus(t, u, vars[envCredential]); got != want {
+			if got := joinStatus(t, u, vars[envCredential], "g", "demo"); got != want {
 				t.Errorf("join at %s (leader %s): %d, want %d", u, leader, got, want)
 			}
 		}
@@ -131,11 +132,11 @@ func TestSaveCredentialsRefusesAVariableTheConfigLoaderReads(t *testing.T) {
 	}
 }
 
-// joinStatus is the status of a join of group g at the coordinator base
+// joinStatus is the status of a join of group (to topic) at the coordinator base
 // with credential, sent as the README's curl step sends it.
-func joinStatus(t *testing.T, base, credential string) int {
+func joinStatus(t *testing.T, base, credential, group, topic string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/groups/g/join", strings.NewReader(`{"topics":["demo"]}`))
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/groups/"+group+"/join", strings.NewReader(`{"topics":[`+strconv.Quote(topic)+`]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
