@@ -53,6 +53,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/internal/failguard"
 )
 
 // Backoff bounds of a failing accept (net/http's).
@@ -108,10 +110,9 @@ type Listener struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	mu      sync.Mutex
-	open    int
-	openNow atomic.Int64 // open, read without the lock
-	byAddr  map[netip.Addr]int
+	mu     sync.Mutex
+	open   atomic.Int64 // written under mu, read without it
+	byAddr map[netip.Addr]int
 
 	// Accept's own state (one Accept at a time, as fasthttp calls it).
 	failing     int       // consecutive accept failures
@@ -236,13 +237,12 @@ func (l *Listener) admit(c net.Conn) (net.Conn, bool) {
 	l.mu.Lock()
 	refusal := -1
 	switch {
-	case l.cfg.MaxConnections > 0 && l.open >= l.cfg.MaxConnections:
+	case l.cfg.MaxConnections > 0 && l.open.Load() >= int64(l.cfg.MaxConnections):
 		refusal = int(RefusedTotal)
 	case limited && l.byAddr[addr] >= l.cfg.MaxPerAddress:
 		refusal = int(RefusedPerAddress)
 	default:
-		l.open++
-		l.openNow.Store(int64(l.open))
+		l.open.Add(1)
 		if limited {
 			l.byAddr[addr]++
 		}
@@ -261,29 +261,16 @@ func (l *Listener) key(c net.Conn) (netip.Addr, bool) {
 	if l.cfg.MaxPerAddress <= 0 {
 		return netip.Addr{}, false
 	}
-	ta, ok := c.RemoteAddr().(*net.TCPAddr)
-	if !ok {
+	a := failguard.Addr(c.RemoteAddr()).Unmap().WithZone("")
+	if !a.IsValid() || l.cfg.Exempt != nil && l.cfg.Exempt(a) {
 		return netip.Addr{}, false
 	}
-	a, ok := netip.AddrFromSlice(ta.IP)
-	if !ok {
-		return netip.Addr{}, false
-	}
-	a = a.Unmap()
-	if l.cfg.Exempt != nil && l.cfg.Exempt(a) {
-		return netip.Addr{}, false
-	}
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		a = p.Addr()
-	}
-	return a, true
+	return failguard.Key(a), true // IPv6 per /64, as the failure budget
 }
 
 func (l *Listener) release(addr netip.Addr, limited bool) {
 	l.mu.Lock()
-	l.open--
-	l.openNow.Store(int64(l.open))
+	l.open.Add(-1)
 	if limited {
 		if n := l.byAddr[addr] - 1; n > 0 {
 			l.byAddr[addr] = n
@@ -295,11 +282,7 @@ func (l *Listener) release(addr netip.Addr, limited bool) {
 }
 
 // Open is the number of connections open now.
-func (l *Listener) Open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open
-}
+func (l *Listener) Open() int { return int(l.open.Load()) }
 
 // Conn is an admitted connection: Close uncounts it once.
 type Conn struct {
@@ -342,7 +325,7 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 
 // underPressure reports whether three quarters of MaxConnections are open.
 func (l *Listener) underPressure() bool {
-	return l.cfg.MaxConnections > 0 && 4*l.openNow.Load() >= 3*int64(l.cfg.MaxConnections)
+	return l.cfg.MaxConnections > 0 && 4*l.open.Load() >= 3*int64(l.cfg.MaxConnections)
 }
 
 // Close closes the connection and frees its slot.
