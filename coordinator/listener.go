@@ -34,22 +34,12 @@ import (
 
 // guardListener wraps the raw listener ln, below TLS and internal/crlf.
 func guardListener(ln net.Listener, cfg Config, proxies clientaddr.Proxies, tls bool, log *zap.Logger, reg prometheus.Registerer) *connguard.Listener {
-	maxConnections := connguard.FitDescriptors(log, connguard.Budget{Setting: "coordinator.max_connections", Conns: cfg.MaxConnections})
-	perAddress := min(cfg.MaxConnectionsPerAddress, maxConnections)
-	gc := connguard.Config{
-		MaxConnections: maxConnections,
-		MaxPerAddress:  perAddress,
-		Exempt:         proxies.Trusts,
-		Log:            log,
-		// idle keep-alive connections give way under pressure
-		IdleUnderPressure: min(connguard.IdleUnderPressure, cfg.IdleTimeout),
-	}
-	if !tls {
-		gc.Answer = connguard.OverloadedAnswers("the coordinator", maxConnections, perAddress)
-	}
-	gl := connguard.Listen(ln, gc)
-	reg.MustRegister(gl.Collectors("coordinator")...)
-	return gl
+	return connguard.ListenServer(ln, connguard.Server{
+		Who: "the coordinator", Process: "coordinator",
+		Max:        connguard.Budget{Setting: "coordinator.max_connections", Conns: cfg.MaxConnections},
+		PerAddress: cfg.MaxConnectionsPerAddress, IdleTimeout: cfg.IdleTimeout,
+		Exempt: proxies.Trusts, TLS: tls,
+	}, log, reg)
 }
 
 // expectContinue is a server's ExpectHandler: a POST, PUT or PATCH sent

@@ -22,24 +22,14 @@ import (
 
 // guardListener wraps the listener below TLS and internal/crlf.
 func (g *Gateway) guardListener(ln net.Listener) *connguard.Listener {
-	budgets := []connguard.Budget{}
+	var others []connguard.Budget
 	if g.kafka != nil {
-		budgets = append(budgets, connguard.Budget{Setting: "gateway.kafka_max_connections", Conns: g.cfg.KafkaMaxConnections})
+		others = append(others, connguard.Budget{Setting: "gateway.kafka_max_connections", Conns: g.cfg.KafkaMaxConnections})
 	}
-	maxConnections := connguard.FitDescriptors(g.log, connguard.Budget{Setting: "gateway.max_connections", Conns: g.cfg.MaxConnections}, budgets...)
-	perAddress := min(g.cfg.MaxConnectionsPerAddress, maxConnections)
-	cfg := connguard.Config{
-		MaxConnections: maxConnections,
-		MaxPerAddress:  perAddress,
-		Exempt:         g.proxies.Trusts,
-		Log:            g.log.Named("http"),
-		// idle keep-alive connections give way under pressure
-		IdleUnderPressure: min(connguard.IdleUnderPressure, g.cfg.IdleTimeout),
-	}
-	if g.tls == nil {
-		cfg.Answer = connguard.OverloadedAnswers("the gateway", maxConnections, perAddress)
-	}
-	gl := connguard.Listen(ln, cfg)
-	g.metrics.registry.MustRegister(gl.Collectors("gateway")...)
-	return gl
+	return connguard.ListenServer(ln, connguard.Server{
+		Who: "the gateway", Process: "gateway",
+		Max:    connguard.Budget{Setting: "gateway.max_connections", Conns: g.cfg.MaxConnections},
+		Others: others, PerAddress: g.cfg.MaxConnectionsPerAddress, IdleTimeout: g.cfg.IdleTimeout,
+		Exempt: g.proxies.Trusts, TLS: g.tls != nil,
+	}, g.log.Named("http"), g.metrics.registry)
 }

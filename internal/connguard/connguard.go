@@ -381,3 +381,38 @@ func Concurrency(maxConnections int) int { return maxConnections + maxConnection
 // ConnState is a fasthttp.Server's ConnState: it marks connections idle
 // between requests (MarkIdle).
 func ConnState(c net.Conn, state fasthttp.ConnState) { MarkIdle(c, state == fasthttp.StateIdle) }
+
+// Server is a capgate HTTP server's listener settings (the coordinator's,
+// a replica's, the gateway's): ListenServer.
+type Server struct {
+	Who        string   // in the refusals: "the gateway", "the coordinator"
+	Process    string   // the metrics' prefix: "gateway", "coordinator"
+	Max        Budget   // max_connections, fitted to the descriptors with Others
+	Others     []Budget // other connections of the process (the Kafka listener's)
+	PerAddress int      // max_connections_per_address, at most the fitted Max
+	// IdleTimeout is the server's idle_timeout: an idle connection under
+	// pressure waits at most the shorter of it and IdleUnderPressure.
+	IdleTimeout time.Duration
+	Exempt      func(netip.Addr) bool // trusted proxies: bounded in total only
+	TLS         bool                  // refusals closed unanswered (a handshake would hold the accept loop)
+}
+
+// ListenServer wraps a server's raw listener ln, below TLS and
+// internal/crlf, and registers its metrics with reg.
+func ListenServer(ln net.Listener, s Server, log *zap.Logger, reg prometheus.Registerer) *Listener {
+	maxConnections := FitDescriptors(log, s.Max, s.Others...)
+	perAddress := min(s.PerAddress, maxConnections)
+	cfg := Config{
+		MaxConnections:    maxConnections,
+		MaxPerAddress:     perAddress,
+		Exempt:            s.Exempt,
+		Log:               log,
+		IdleUnderPressure: min(IdleUnderPressure, s.IdleTimeout),
+	}
+	if !s.TLS {
+		cfg.Answer = OverloadedAnswers(s.Who, maxConnections, perAddress)
+	}
+	l := Listen(ln, cfg)
+	reg.MustRegister(l.Collectors(s.Process)...)
+	return l
+}
