@@ -2,23 +2,20 @@ package connguard
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/linger"
 )
 
-// Bounds of a refused connection's lingering close.
+// Bounds of a refused connection's lingering close (its count shares
+// internal/linger's MaxConns).
 const (
 	lingerTimeout = 250 * time.Millisecond
 	lingerBytes   = 16 << 10
-	lingerMax     = 64
 )
-
-var lingering atomic.Int64
 
 // refuse writes answer to c and closes it, lingering when it can.
 func refuse(c net.Conn, answer []byte) {
@@ -27,22 +24,16 @@ func refuse(c net.Conn, answer []byte) {
 		return
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(lingerTimeout))
-	if _, err := c.Write(answer); err != nil || lingering.Add(1) > lingerMax {
-		if err == nil {
-			lingering.Add(-1)
-		}
+	if _, err := c.Write(answer); err != nil {
 		c.Close()
 		return
 	}
-	go func() {
-		defer lingering.Add(-1)
-		defer c.Close()
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
-		_ = c.SetReadDeadline(time.Now().Add(lingerTimeout))
-		_, _ = io.CopyN(io.Discard, c, lingerBytes)
-	}()
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	if !linger.Drain(c, lingerTimeout, lingerBytes) {
+		c.Close()
+	}
 }
 
 // HTTPAnswer is a whole HTTP/1.1 response: status, a JSON body,

@@ -60,21 +60,34 @@ func OnClose(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	if lingering.Add(1) > MaxConns {
-		lingering.Add(-1)
-		return
+	if lingering.Load() >= MaxConns {
+		return // Drain would refuse it: no duplicate made
 	}
 	dup, err := duplicate(tc)
 	if err != nil {
-		lingering.Add(-1)
 		return
+	}
+	if !Drain(dup, Timeout, MaxBytes) {
+		dup.Close()
+	}
+}
+
+// Drain reads and drops what c's peer still sends, for up to timeout and
+// maxBytes, on a goroutine of its own, then closes c; false (c left to
+// the caller) when MaxConns connections linger already. OnClose and a
+// connection refused at accept (internal/connguard) share the bound.
+func Drain(c net.Conn, timeout time.Duration, maxBytes int64) bool {
+	if lingering.Add(1) > MaxConns {
+		lingering.Add(-1)
+		return false
 	}
 	go func() {
 		defer lingering.Add(-1)
-		defer dup.Close()
-		_ = dup.SetReadDeadline(time.Now().Add(Timeout))
-		_, _ = io.CopyN(io.Discard, dup, MaxBytes)
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(timeout))
+		_, _ = io.CopyN(io.Discard, c, maxBytes)
 	}()
+	return true
 }
 
 // duplicate is a second connection on tc's socket (a duplicate
