@@ -165,23 +165,15 @@ func CapgateKind(token []byte) (ocap.Kind, bool) {
 	if json.Unmarshal(raw, &h) != nil {
 		return "", false
 	}
-	switch k := ocap.Kind(h.Typ); k {
-	case ocap.KindClient, ocap.KindCapability, ocap.KindMember:
+	if k := ocap.Kind(h.Typ); k.Valid() {
 		return k, true
 	}
 	return "", false
 }
 
-// kindNoun is what a capgate token kind is called in a refusal.
-func kindNoun(k ocap.Kind) string {
-	switch k {
-	case ocap.KindClient:
-		return "a capgate client credential"
-	case ocap.KindMember:
-		return "a capgate member token"
-	}
-	return "a capgate capability"
-}
+// kindNoun is what a capgate token kind is called in a refusal: "a
+// capgate client credential".
+func kindNoun(k ocap.Kind) string { return "a capgate " + strings.TrimPrefix(k.Noun(), "a ") }
 
 // unverifiedIssuer is the iss claim of token, unverified; false when
 // token is no JWT within max_token_bytes or has no string iss.

@@ -20,7 +20,8 @@ const (
 	KindMember     Kind = "capgate-member+jwt"
 )
 
-func (k Kind) valid() bool {
+// Valid reports whether k is one of capgate's token kinds.
+func (k Kind) Valid() bool {
 	return k == KindCapability || k == KindClient || k == KindMember
 }
 

@@ -58,7 +58,7 @@ func (m *Minter) NewJTI() (string, error) {
 // minting: every caller says what it minted ("mint grant: …"), and a
 // second "mint:" only repeated it.
 func (m *Minter) Mint(kind Kind, c Claims, now time.Time, ttl time.Duration) (string, *Claims, error) {
-	if !kind.valid() {
+	if !kind.Valid() {
 		return "", nil, fmt.Errorf("ocap: unknown token kind %.40q", string(kind))
 	}
 	if ttl < time.Second {

@@ -20,8 +20,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// noun is what a kind of token is called.
-func (k Kind) noun() string {
+// Noun is what a kind of token is called ("a client credential").
+func (k Kind) Noun() string {
 	switch k {
 	case KindCapability:
 		return "a capability"
@@ -42,12 +42,12 @@ func typeError(typ any, want Kind) error {
 		got = "no typ header"
 	case !isString:
 		got = fmt.Sprintf("typ is a %s, not a string", jsonKind(typ))
-	case k.valid():
-		got = fmt.Sprintf("%s (typ %q)", k.noun(), s)
+	case k.Valid():
+		got = fmt.Sprintf("%s (typ %q)", k.Noun(), s)
 	default:
 		got = fmt.Sprintf("typ %.40q is no capgate token's", s)
 	}
-	return fmt.Errorf("%w: %s, want %s (typ %q)", ErrBadType, got, want.noun(), string(want))
+	return fmt.Errorf("%w: %s, want %s (typ %q)", ErrBadType, got, want.Noun(), string(want))
 }
 
 // jsonKind names a decoded JSON value's type: a number, a list, an object.

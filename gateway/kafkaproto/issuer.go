@@ -70,9 +70,8 @@ func foreignIssuer(token string) (string, bool) {
 	if !decodeSegment(header, &h) {
 		return "", false
 	}
-	switch h.Typ {
-	case string(ocap.KindCapability), string(ocap.KindClient), string(ocap.KindMember):
-		return "", false
+	if typ, ok := h.Typ.(string); ok && ocap.Kind(typ).Valid() {
+		return "", false // capgate's own: never an IdP's
 	}
 	iss, ok := identity.UnverifiedIssuer([]byte(token)) // the coordinator's join reads it the same way
 	return iss, ok && iss != ""
