@@ -83,10 +83,10 @@ func mirrorMarker(id, cluster string) string {
 }
 
 // validateMirror checks mirror_offsets_prefix: empty, or a name as
-// capgate's groups are (printable ASCII, no space or '/', ≤ 255).
+// capgate's groups are (ocap.NameRule).
 func (c Config) validateMirror() error {
 	if c.MirrorOffsetsPrefix != "" && !ocap.ValidName(c.MirrorOffsetsPrefix) {
-		return fmt.Errorf("mirror_offsets_prefix: must be empty or 1-255 printable characters without space or '/', got %q", c.MirrorOffsetsPrefix)
+		return fmt.Errorf("mirror_offsets_prefix: must be empty or %s, got %q", ocap.NameRule, c.MirrorOffsetsPrefix)
 	}
 	return nil
 }
