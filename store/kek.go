@@ -97,13 +97,12 @@ const kekFileMax = 4 << 10
 // (internal/secretfile, the one rule for key files), the error naming
 // the file, its mode and the fix (chmod 600).
 func LoadKEKFile(path string) (*KEK, error) {
-	if info, err := os.Stat(path); err == nil {
-		if err := secretfile.Check(path, info); err != nil {
-			return nil, fmt.Errorf("%w: %w (others can read the key: chmod 600 %s)", ErrKEK, err, path)
-		}
-	}
-	text, err := secretfile.Read(path, kekFileMax) // checks the mode again, of the file it opened
-	if err != nil {
+	text, err := secretfile.Read(path, kekFileMax)
+	var mode *secretfile.ModeError
+	switch {
+	case errors.As(err, &mode):
+		return nil, fmt.Errorf("%w: %w (others can read the key: chmod 600 %s)", ErrKEK, err, path)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrKEK, err)
 	}
 	kek, err := ParseKEK(string(text))

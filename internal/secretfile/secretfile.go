@@ -16,10 +16,19 @@ import (
 // "key.pem has mode -rw-r--r--, want 0600".
 func Check(path string, info fs.FileInfo) error {
 	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("%s has mode %v, want 0600", path, perm)
+		return &ModeError{Path: path, Mode: perm}
 	}
 	return nil
 }
+
+// ModeError is Check's refusal: the file's group or others may read or
+// write it.
+type ModeError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *ModeError) Error() string { return fmt.Sprintf("%s has mode %v, want 0600", e.Path, e.Mode) }
 
 // Read opens the secret file path, checks the mode of what it opened (no
 // gap between the check and the read for a rename to slip into) and reads
