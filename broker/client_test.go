@@ -57,7 +57,7 @@ func TestTopicsAndPartitionCount(t *testing.T) {
 	e := startEmbedded(t, EmbeddedConfig{Topics: topics})
 	c := newTestClient(t, e, nil)
 	// A group commit creates the internal __consumer_offsets topic.
-	if err := c.CommitGroupOffsets(testCtx(t), "g", map[string]map[int32]int64{"a": {0: 0}}); err != nil {
+	if err := c.CommitMarkedGroupOffsets(testCtx(t), "g", "", map[string]map[int32]int64{"a": {0: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.Topics(testCtx(t))
@@ -111,22 +111,22 @@ func TestCommitGroupOffsetsVisibleToKafka(t *testing.T) {
 	e := startEmbedded(t, EmbeddedConfig{Topics: map[string]int32{"a": 2, "b": 1}})
 	c := newTestClient(t, e, nil)
 	want := map[string]map[int32]int64{"a": {0: 5, 1: 7}, "b": {0: 11}}
-	if err := c.CommitGroupOffsets(testCtx(t), "capgate-g", want); err != nil {
+	if err := c.CommitMarkedGroupOffsets(testCtx(t), "capgate-g", "", want); err != nil {
 		t.Fatal(err)
 	}
 	want["a"][0] = 6 // a second commit moves the offset
-	if err := c.CommitGroupOffsets(testCtx(t), "capgate-g", map[string]map[int32]int64{"a": {0: 6}}); err != nil {
+	if err := c.CommitMarkedGroupOffsets(testCtx(t), "capgate-g", "", map[string]map[int32]int64{"a": {0: 6}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fetchGroupOffsets(t, c.kgo, "capgate-g"); !equalOffsets(got, want) {
 		t.Fatalf("group offsets = %v, want %v", got, want)
 	}
 
-	err := c.CommitGroupOffsets(testCtx(t), "capgate-g", map[string]map[int32]int64{"nope": {0: 1}})
+	err := c.CommitMarkedGroupOffsets(testCtx(t), "capgate-g", "", map[string]map[int32]int64{"nope": {0: 1}})
 	if !errors.Is(err, ErrUnknownTopicOrPartition) {
 		t.Fatalf("commit to unknown topic: %v", err)
 	}
-	if err := c.CommitGroupOffsets(testCtx(t), "", want); err == nil {
+	if err := c.CommitMarkedGroupOffsets(testCtx(t), "", "", want); err == nil {
 		t.Fatal("commit without a group succeeded")
 	}
 }

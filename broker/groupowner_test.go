@@ -82,7 +82,7 @@ func TestGroupOwner(t *testing.T) {
 	if o := owner("other-deployment"); o.Owned() || o.Foreign != 2 || !strings.Contains(o.Reason(), theirs) {
 		t.Fatalf("another deployment's group: %+v (%s), want 2 foreign offsets naming its marker", o, o.Reason())
 	}
-	if err := c.CommitGroupOffsets(testCtx(t), "simple", offsets); err != nil {
+	if err := c.CommitMarkedGroupOffsets(testCtx(t), "simple", "", offsets); err != nil {
 		t.Fatal(err)
 	}
 	if o := owner("simple"); o.Owned() || o.Native != "" || o.Foreign != 2 {

@@ -77,25 +77,15 @@ func (c *Client) listOffset(ctx context.Context, r route, topic string, partitio
 	return 0, fmt.Errorf("list offsets response without partition %d", partition)
 }
 
-// CommitGroupOffsets writes offsets (topic -> partition -> next offset to
-// consume) into Kafka's own offsets for group, as a simple commit
-// (generation -1, no member) with empty metadata. Kafka refuses it while
-// a consumer group of that name has live members, and accepts it into an
-// empty one, native or not: the offset mirror never calls it, it checks
-// the group first (GroupOwner) and writes with CommitMarkedGroupOffsets.
-func (c *Client) CommitGroupOffsets(ctx context.Context, group string, offsets map[string]map[int32]int64) error {
-	return c.commitGroupOffsets(ctx, group, "", offsets)
-}
-
-// CommitMarkedGroupOffsets is CommitGroupOffsets with marker as every
-// partition's commit metadata: the offset mirror's ownership mark, which
-// GroupOwner reads back (kcat and kadm show it; kafka-consumer-groups
-// does not).
+// CommitMarkedGroupOffsets writes offsets (topic -> partition -> next
+// offset to consume) into Kafka's own offsets for group, as a simple
+// commit (generation -1, no member), with marker as every partition's
+// commit metadata: the offset mirror's ownership mark, which GroupOwner
+// reads back (kcat and kadm show it; kafka-consumer-groups does not).
+// Kafka refuses it while a consumer group of that name has live members
+// and accepts it into an empty one, native or not: the mirror checks the
+// group first (GroupOwner).
 func (c *Client) CommitMarkedGroupOffsets(ctx context.Context, group, marker string, offsets map[string]map[int32]int64) error {
-	return c.commitGroupOffsets(ctx, group, marker, offsets)
-}
-
-func (c *Client) commitGroupOffsets(ctx context.Context, group, metadata string, offsets map[string]map[int32]int64) error {
 	if group == "" {
 		return &BrokerError{Op: "commit offsets", Err: kerr.InvalidGroupID}
 	}
@@ -104,7 +94,7 @@ func (c *Client) commitGroupOffsets(ctx context.Context, group, metadata string,
 	}
 	bounded, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	req, err := c.offsetCommitRequest(bounded, group, metadata, offsets)
+	req, err := c.offsetCommitRequest(bounded, group, marker, offsets)
 	if err != nil {
 		return c.boundedError(ctx, "commit offsets", err)
 	}
