@@ -104,9 +104,10 @@ type Failed struct{ Err error }
 // read — and its Stop follows.
 type Aborted struct{ Err error }
 
-// MemberRemoved: the coordinator answered a heartbeat of the current,
-// active member with unknown_member — it removed the member. Unheard:
-// that heartbeat had already failed without an answer, so the member's
+// MemberRemoved: the coordinator answered a heartbeat or a commit of the
+// current, active member with unknown_member — it removed the member.
+// Reported once, by whichever answer comes first. Unheard: the heartbeat
+// had already failed without an answer, so the member's
 // session most likely expired while the coordinator did not hear it;
 // otherwise an administrator revoked it (admin revoke-member, group
 // delete --force). The session loses its partitions and joins again, as
@@ -440,6 +441,7 @@ func (d *Driver) ended(o *op, f *Failure) {
 			d.fail(f.Err)
 		}
 	case KindCommit:
+		d.commitRemoved(o, f)
 		done := session.CommitDone{Now: d.now, ID: o.commit.ID}
 		if f != nil {
 			done.Code, done.Err = f.code(), f.Err

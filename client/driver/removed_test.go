@@ -46,3 +46,31 @@ func TestMemberRemovedIsReported(t *testing.T) {
 		})
 	}
 }
+
+// TestMemberRemovedIsReportedByACommit: a commit of the active member
+// answered unknown_member before the heartbeat is (an administrator's
+// revoke-member met consume's periodic commit first) reports
+// MemberRemoved, once: the heartbeat's own unknown_member after it finds
+// the session rejoining. Before, the commit made the session rejoin and
+// the heartbeat's answer was dropped as not active's, so nothing told the
+// user (TestConsumeSaysWhenAnAdministratorRevokedIt failed in CI).
+func TestMemberRemovedIsReportedByACommit(t *testing.T) {
+	d, cmds := joined(t, config(), 1)
+	beat := ofKind(t, cmds, driver.KindHeartbeat)
+	fetch := ofKind(t, cmds, driver.KindFetch)
+	d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Fetched: driver.Fetched{Records: 3, Bytes: 30, Next: 3}})
+	d.User(session.Polled{Now: t0})
+	commit := ofKind(t, d.User(session.CommitRequested{Now: t0, Ticket: 1}), driver.KindCommit)
+	cmds = d.Answer(driver.Answered{Now: t0, Call: commit.Call, Failure: refused(api.CodeUnknownMember, 409)})
+	r, ok := find[driver.MemberRemoved](cmds)
+	if !ok || r.Unheard || r.Member != "m1" || r.Err == nil {
+		t.Fatalf("after the commit's unknown_member: %+v (MemberRemoved %t %+v), want it reported, not unheard", cmds, ok, r)
+	}
+	if sends(cmds) == nil {
+		t.Fatalf("after the commit's unknown_member: %+v, want a join again", cmds)
+	}
+	cmds = d.Answer(driver.Answered{Now: t0, Call: beat.Call, Failure: refused(api.CodeUnknownMember, 409)})
+	if r, again := find[driver.MemberRemoved](cmds); again {
+		t.Fatalf("the heartbeat's unknown_member reported the removal again: %+v", r)
+	}
+}

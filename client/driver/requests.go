@@ -105,11 +105,31 @@ func (d *Driver) beatAnswered(o *op, a Answered) {
 // the current member while it is active (not leaving or closing: then
 // unknown_member is the answer to its own leave).
 func (d *Driver) removed(o *op, f *Failure) {
-	m := d.s.Member()
-	if !api.NeedsRejoin(f.Code) || o.member != m.Incarnation || d.s.Status() != session.Active {
+	if o.member == d.s.Member().Incarnation {
+		d.removedBy(f, o.last != nil)
+	}
+}
+
+// commitRemoved reports MemberRemoved when commit o's refusal f removes
+// the current member (its token is the member's): a commit answered
+// before the heartbeat makes the session lose the member and rejoin too,
+// and the heartbeat's own unknown_member then finds it rejoining — the
+// removal went unreported (consume's warning missing under load). Unheard
+// when the heartbeat in flight had failed without an answer.
+func (d *Driver) commitRemoved(o *op, f *Failure) {
+	if f != nil && o.commit.Token == d.s.Member().Token {
+		d.removedBy(f, d.beat != nil && d.beat.last != nil)
+	}
+}
+
+// removedBy reports MemberRemoved for refusal f of a request of the
+// current member, once: the session leaves Active as it steps the
+// refusal.
+func (d *Driver) removedBy(f *Failure, unheard bool) {
+	if !api.NeedsRejoin(f.Code) || d.s.Status() != session.Active {
 		return
 	}
-	d.out = append(d.out, MemberRemoved{Member: m.ID, Unheard: o.last != nil, Err: f.Err})
+	d.out = append(d.out, MemberRemoved{Member: d.s.Member().ID, Unheard: unheard, Err: f.Err})
 }
 
 // answerLost: the coordinator may have decided the heartbeat, its news
