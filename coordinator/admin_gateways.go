@@ -14,7 +14,10 @@ package coordinator
 // and groups.silent_gateways, which says what silence and lag mean: with
 // "fence" a silent gateway refuses fetches itself and counts safe for
 // every fence, a lagging one for every fence older than gateway_timeout;
-// with "serve" it keeps serving and neither makes it safe.
+// with "serve" it keeps serving and neither makes it safe. conflicts and
+// last_conflict (absent when none) count the polls and leaves of another
+// gateway process refused 409 under the id since the coordinator made
+// the record: two gateways share a gateway.id.
 
 import (
 	"github.com/valyala/fasthttp"
@@ -39,6 +42,9 @@ func (c *Coordinator) handleAdminGateways(ctx *fasthttp.RequestCtx, _ []string) 
 		v := GatewayView{ID: gw.ID, Acked: gw.Acked, Lag: lag, LastSeen: timeText(gw.LastSeen), Silent: gw.Silent, Lagging: lags[gw.ID].Lagging}
 		if since := lags[gw.ID].UnackedSince; !since.IsZero() {
 			v.UnackedSince = timeText(since)
+		}
+		if gw.Conflicts > 0 {
+			v.Conflicts, v.LastConflict = gw.Conflicts, timeText(gw.LastConflict)
 		}
 		out.Gateways = append(out.Gateways, v)
 	}

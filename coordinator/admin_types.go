@@ -108,7 +108,10 @@ type GatewaysResponse struct {
 // sync entry appended more than gateway_timeout ago (with
 // silent_gateways fence it counts safe for those fences, as a silent
 // one); UnackedSince: the oldest entry it has not acknowledged was
-// appended then or earlier (empty when it acknowledged everything).
+// appended then or earlier (empty when it acknowledged everything);
+// Conflicts: polls and leaves of another gateway process refused under
+// this id (two gateways configured with one gateway.id), the last at
+// LastConflict.
 type GatewayView struct {
 	ID           string `json:"id"`
 	Acked        uint64 `json:"acked_seq"`
@@ -117,6 +120,8 @@ type GatewayView struct {
 	Silent       bool   `json:"silent,omitempty"`
 	Lagging      bool   `json:"lagging,omitempty"`
 	UnackedSince string `json:"unacked_since,omitempty"`
+	Conflicts    uint64 `json:"conflicts,omitempty"`
+	LastConflict string `json:"last_conflict,omitempty"`
 }
 
 // RevokeRequest is POST /v1/admin/groups/{g}/partitions/{t}/{p}/revoke.

@@ -44,7 +44,10 @@ type metrics struct {
 	// gatewaysForgottenForLag counts gateways forgotten for lagging to
 	// make room for a new id (group/lag.go forgetLaggingGateway).
 	gatewaysForgottenForLag prometheus.Counter
-	handler                 fasthttp.RequestHandler
+	// gatewayIDConflicts counts sync polls and leaves refused because
+	// another gateway process holds their id.
+	gatewayIDConflicts prometheus.Counter
+	handler            fasthttp.RequestHandler
 }
 
 func newMetrics(c *Coordinator) *metrics {
@@ -105,12 +108,15 @@ func newMetrics(c *Coordinator) *metrics {
 		gatewaysForgottenForLag: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capgate_coordinator_gateways_forgotten_for_lag_total", Help: "Gateway ids forgotten to make room for a new one in a full table (groups.limits.gateways) after lagging longer than gateway_timeout (silent_gateways: fence); each holds every fence to gateway_timeout for gateway_timeout after.",
 		}),
+		gatewayIDConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_gateway_id_conflicts_total", Help: "Sync polls and leaves refused 409 conflict because another gateway process holds their gateway id (two gateways configured with one gateway.id; GET /v1/admin/gateways names it).",
+		}),
 	}
 	for _, reason := range []string{reapEmpty, reapOffsets} {
 		m.groupsReaped.WithLabelValues(reason)
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.longPolls, m.heartbeatsHeld, m.grants, m.renewals, m.revokes, m.handoff, m.persist, m.syncSeq,
-		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits, m.gatewaysSafeByLag, m.gatewaysForgottenForLag,
+		m.auditFailures, m.failedClosed, m.groupsReaped, m.offsetsExpired, m.joinLimits, m.gatewaysSafeByLag, m.gatewaysForgottenForLag, m.gatewayIDConflicts,
 		&syncLagCollector{c: c}, newGroupLagCollector(c), c.oauth)
 	if !c.embedded { // a replica's leader: the replica exports these for its process, leading or not
 		m.registry.MustRegister(processCollectors(c.tls)...)

@@ -59,9 +59,7 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 	})
 	reply, ok := msg.(group.SyncReply)
 	if !ok {
-		if r, isRejected := msg.(group.Rejected); isRejected && r.Code == api.CodeConflict {
-			c.refusals.Refused("sync poll", "a second gateway process polls under one id", zap.String("gateway", gateway), zap.String("instance", instance))
-		}
+		c.idConflict(msg, "sync poll", gateway, instance)
 		writeMachineError(ctx, msg, err)
 		return
 	}
@@ -74,6 +72,15 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, c.syncResponse(reply))
+}
+
+// idConflict counts and logs (bounded) a sync request of gateway's
+// instance the machine refused because another process holds the id.
+func (c *Coordinator) idConflict(msg group.Message, what, gateway, instance string) {
+	if r, ok := msg.(group.Rejected); ok && r.Code == api.CodeConflict {
+		c.metrics.gatewayIDConflicts.Inc()
+		c.refusals.Refused(what, "a second gateway process uses one gateway id", zap.String("gateway", gateway), zap.String("instance", instance))
+	}
 }
 
 // leadershipMark marks the log before a request held by the machine is

@@ -34,6 +34,7 @@ func (c *Coordinator) handleSyncLeave(ctx *fasthttp.RequestCtx, _ []string) {
 		return group.GatewayLeave{Ref: ref, Gateway: gateway, Instance: instance}
 	})
 	if _, ok := msg.(group.Done); !ok {
+		c.idConflict(msg, "sync leave", gateway, instance)
 		writeMachineError(ctx, msg, err)
 		return
 	}

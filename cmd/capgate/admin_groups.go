@@ -322,10 +322,19 @@ func printGateways(w io.Writer, raw json.RawMessage) error {
 	}
 	rows := make([][]string, len(r.Gateways))
 	for i, g := range r.Gateways {
-		rows[i] = []string{g.ID, strconv.FormatUint(g.Acked, 10), strconv.FormatUint(g.Lag, 10), cellText(g.LastSeen), strconv.FormatBool(g.Silent)}
+		rows[i] = []string{g.ID, strconv.FormatUint(g.Acked, 10), strconv.FormatUint(g.Lag, 10), cellText(g.LastSeen), strconv.FormatBool(g.Silent),
+			strconv.FormatUint(g.Conflicts, 10)}
 	}
 	fmt.Fprintf(w, "SYNC-SEQ  %d\n\n", r.Seq)
-	return printTable(w, []string{"GATEWAY", "ACKED-SEQ", "BEHIND", "LAST-SEEN", "SILENT"}, rows)
+	if err := printTable(w, []string{"GATEWAY", "ACKED-SEQ", "BEHIND", "LAST-SEEN", "SILENT", "ID-CONFLICTS"}, rows); err != nil {
+		return err
+	}
+	for _, g := range r.Gateways {
+		if g.Conflicts > 0 {
+			fmt.Fprintf(w, "\nwarning: another gateway process polled under id %q (%d refused, last at %s): give each gateway its own gateway.id\n", g.ID, g.Conflicts, g.LastConflict)
+		}
+	}
+	return nil
 }
 
 // printGroupDescription lays a group out as rpk group describe does: a

@@ -64,6 +64,11 @@ type GatewayDescription struct {
 	Acked    uint64
 	LastSeen time.Time
 	Silent   bool
+	// Conflicts counts the polls and leaves of other gateway processes
+	// refused under this id since this record was made; LastConflict is
+	// the last one's time (zero: none).
+	Conflicts    uint64
+	LastConflict time.Time
 }
 
 // Groups lists the group names, sorted (deleted ones not).
@@ -222,7 +227,8 @@ func (m *Machine) describeMember(mem *member) MemberDescription {
 func (m *Machine) Gateways() []GatewayDescription {
 	out := make([]GatewayDescription, 0, len(m.gateways))
 	for _, gw := range m.gateways {
-		out = append(out, GatewayDescription{ID: gw.id, Acked: gw.acked, LastSeen: gw.lastSeen, Silent: m.silent(gw)})
+		out = append(out, GatewayDescription{ID: gw.id, Acked: gw.acked, LastSeen: gw.lastSeen, Silent: m.silent(gw),
+			Conflicts: gw.conflicts, LastConflict: gw.lastConflict})
 	}
 	slices.SortFunc(out, func(a, b GatewayDescription) int { return strings.Compare(a.ID, b.ID) })
 	return out

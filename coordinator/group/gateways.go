@@ -119,7 +119,9 @@ func (m *Machine) dropGateway(gw *gateway) {
 //     the id at once; a leave from a non-holder is refused.
 //
 // The holder is kept in memory only: after a coordinator restart or a
-// takeover the first instance to poll holds the id.
+// takeover the first instance to poll holds the id. Refusals are counted
+// on the holder's record (GET /v1/admin/gateways: conflicts,
+// last_conflict) and by the shell's metric.
 
 // claimGateway checks a poll from instance under id: ok false when it
 // answered the conflict; gw nil when the id is free (unknown, or just
@@ -149,6 +151,8 @@ func (m *Machine) foreignInstance(gw *gateway, instance string) bool {
 }
 
 func (m *Machine) conflictRejection(ref Ref, gw *gateway) {
+	gw.conflicts++
+	gw.lastConflict = m.now
 	frees := "it frees the id once silent longer than gateway_timeout"
 	if m.cfg.SilentGateways == SilentGatewaysServe {
 		frees = "under silent_gateways: serve only its leave (POST /v1/sync/leave) frees the id"

@@ -326,6 +326,8 @@ type gateway struct {
 	left         bool      // it left: its timers are ignored
 	lagging      bool      // in a lagging episode (lag.go), reported once
 	registered   time.Time // its first poll (zero when restored): lag counts from there
+	conflicts    uint64    // polls and leaves of other instances refused under its id (gateways.go)
+	lastConflict time.Time // the last of them
 }
 
 // hold is a held long poll (heartbeat or sync poll) and its wait timer.

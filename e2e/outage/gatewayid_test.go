@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,18 @@ func TestDuplicateGatewayIDRefused(t *testing.T) {
 	if acked, _ := listedGateways(t, s); acked["dup"] >= seq {
 		t.Fatalf("dup acknowledged %d by another instance's poll while its holder has not applied revocation %d", acked["dup"], seq)
 	}
+	// The operator sees it: the id's record counts the refusals (the
+	// second gateway's own polls and this one) and so does the metric.
+	var listed coordinator.GatewaysResponse
+	if err := s.MustAdmin(context.Background(), http.MethodGet, "/v1/admin/gateways", nil, &listed); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Gateways) != 1 || listed.Gateways[0].Conflicts < 2 || listed.Gateways[0].LastConflict == "" {
+		t.Fatalf("admin gateways %+v, want dup with its conflicts counted", listed.Gateways)
+	}
+	if n := coordinatorCounter(t, s, "capgate_coordinator_gateway_id_conflicts_total"); n < 2 {
+		t.Fatalf("capgate_coordinator_gateway_id_conflicts_total %v, want the refused polls counted", n)
+	}
 	if status, body := readyz(t, s, second); status != http.StatusServiceUnavailable {
 		t.Fatalf("second gateway /readyz %d %s, want 503", status, body)
 	}
@@ -207,4 +220,29 @@ func TestDefaultGatewayIDsDiffer(t *testing.T) {
 	if len(acked) != 2 {
 		t.Fatalf("admin gateways %v, want two", acked)
 	}
+}
+
+// coordinatorCounter reads one unlabelled sample of the coordinator's
+// /metrics (0 when absent).
+func coordinatorCounter(t *testing.T, s *stack.Stack, name string) float64 {
+	t.Helper()
+	resp, err := s.HTTP().Get(s.CoordinatorURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return n
+		}
+	}
+	return 0
 }
