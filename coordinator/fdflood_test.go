@@ -95,14 +95,15 @@ func TestExpectContinueRefusedBeforeTheBody(t *testing.T) {
 	h := e.start(t)
 	addr := h.c.Addr().String()
 	for _, tc := range []struct {
-		name, auth string
-		status     int
-		code       api.Code
+		name, request, auth string
+		status              int
+		code                api.Code
 	}{
-		{"no bearer", "", 401, api.CodeUnauthorized},
-		{"an unknown bearer over the small cap", "Authorization: Bearer not-a-token\r\n", 413, api.CodeBodyTooLarge},
+		{"no bearer", "POST /v1/groups/g/join", "", 401, api.CodeUnauthorized},
+		{"an unknown bearer over the small cap", "POST /v1/groups/g/join", "Authorization: Bearer not-a-token\r\n", 413, api.CodeBodyTooLarge},
+		{"a GET announcing a large body", "GET /healthz", "", 413, api.CodeBodyTooLarge},
 	} {
-		head := "POST /v1/groups/g/join HTTP/1.1\r\nHost: c\r\nContent-Type: application/json\r\n" + tc.auth +
+		head := tc.request + " HTTP/1.1\r\nHost: c\r\nContent-Type: application/json\r\n" + tc.auth +
 			"Content-Length: 4000000\r\nExpect: 100-continue\r\n\r\n"
 		status, body := rawRequest(t, "", addr, head)
 		if status != tc.status || body == nil || body.Error.Code != tc.code {

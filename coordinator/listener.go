@@ -44,17 +44,14 @@ func guardListener(ln net.Listener, cfg Config, proxies clientaddr.Proxies, tls 
 
 // expectContinue is a server's ExpectHandler: a POST, PUT or PATCH sent
 // with "Expect: 100-continue" to a route that needs a bearer but has
-// none is answered 401 at once, and one whose Content-Length is over its
-// body cap (limit: the HeaderReceived cap, server.go) as such a body is
-// (413; 421 at a standby) — without "100 Continue", so the client never
-// sends the body. fasthttp closes the connection after either answer; it
+// none is answered 401 at once, and any request whose Content-Length is
+// over its body cap (limit: the HeaderReceived cap, server.go; a GET's
+// too, redteam7 #7) as such a body is (413; 421 at a standby) — without
+// "100 Continue", so the client never sends the body. fasthttp closes the connection after either answer; it
 // lingers (internal/linger) for a client that sends the body anyway.
 func expectContinue(ctx *fasthttp.RequestCtx, cfg Config, limit func(*fasthttp.RequestHeader) int, onError func(*fasthttp.RequestCtx, error)) int {
 	h := &ctx.Request.Header
-	if !(h.IsPost() || h.IsPut() || h.IsPatch()) {
-		return fasthttp.StatusContinue
-	}
-	if needsBearer(h.RequestURI(), cfg) && len(bearerOf(h)) == 0 {
+	if (h.IsPost() || h.IsPut() || h.IsPatch()) && needsBearer(h.RequestURI(), cfg) && len(bearerOf(h)) == 0 {
 		linger.OnClose(ctx)
 		writeError(ctx, api.CodeUnauthorized, "bearer token required (refused before 100 Continue: the body is not read)")
 		return ctx.Response.StatusCode()

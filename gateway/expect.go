@@ -15,14 +15,12 @@ import (
 // for a produce bearing a capability with the produce op, 4 KiB
 // otherwise) as a body over the cap is (413, or 503 not_ready before the
 // first sync) — without "100 Continue", so the client never sends the
-// body. fasthttp closes the connection after either answer; it lingers
+// body; so is any other method's (a GET announcing a body it does not
+// need, redteam7 #7). fasthttp closes the connection after either answer; it lingers
 // (internal/linger) for a client that sends the body anyway.
 func (g *Gateway) expectContinue(ctx *fasthttp.RequestCtx) int {
 	h := &ctx.Request.Header
-	if !(h.IsPost() || h.IsPut() || h.IsPatch()) {
-		return fasthttp.StatusContinue
-	}
-	if token, _ := bearerToken(h); len(token) == 0 {
+	if token, _ := bearerToken(h); len(token) == 0 && (h.IsPost() || h.IsPut() || h.IsPatch()) {
 		linger.OnClose(ctx)
 		writeError(ctx, api.CodeUnauthorized, "bearer capability required (refused before 100 Continue: the body is not read)", nil)
 		g.metrics.rejected(api.CodeUnauthorized)

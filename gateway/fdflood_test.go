@@ -184,13 +184,15 @@ func checkOverloaded(t *testing.T, resp *http.Response, limit string) {
 func TestExpectContinueRefusedBeforeTheBody(t *testing.T) {
 	h := newHarness(t, nil)
 	fetchOnly, _ := h.mint(capClaims(0))
+	records := "/v1/topics/" + testTopic + "/partitions/0/records"
 	for _, tc := range []struct {
-		name, auth string
-		status     int
-		code       api.Code
+		name, request, auth string
+		status              int
+		code                api.Code
 	}{
-		{"no bearer", "", 401, api.CodeUnauthorized},
-		{"a fetch capability over the small cap", "Authorization: Bearer " + fetchOnly + "\r\n", 413, api.CodeBodyTooLarge},
+		{"no bearer", "POST " + records, "", 401, api.CodeUnauthorized},
+		{"a fetch capability over the small cap", "POST " + records, "Authorization: Bearer " + fetchOnly + "\r\n", 413, api.CodeBodyTooLarge},
+		{"a fetch announcing a large body", "GET " + records + "?offset=0", "Authorization: Bearer " + fetchOnly + "\r\n", 413, api.CodeBodyTooLarge},
 	} {
 		conn, err := net.Dial("tcp", h.gw.Addr())
 		if err != nil {
@@ -198,7 +200,7 @@ func TestExpectContinueRefusedBeforeTheBody(t *testing.T) {
 		}
 		defer conn.Close()
 		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		head := "POST /v1/topics/" + testTopic + "/partitions/0/records HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n" +
+		head := tc.request + " HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n" +
 			tc.auth + "Content-Length: 4000000\r\nExpect: 100-continue\r\n\r\n"
 		if _, err := conn.Write([]byte(head)); err != nil {
 			t.Fatal(err)

@@ -159,14 +159,13 @@ func (cl *Client) request(ctx context.Context, op Operation, server string, c Ca
 }
 
 // checkAnswer validates the answer against the operation's responses.
-// An error status the operation does not list may still be one of the
-// server's x-capgate-common-errors, which the document says any request
-// may get (its body is then an ErrorBody with one of those codes).
+// An error status or code the operation does not list may still be one
+// of the server's x-capgate-common-errors, which the document says any
+// request may get (its body is then an ErrorBody with one of those
+// codes).
 func (cl *Client) checkAnswer(ctx context.Context, op Operation, server string, in *openapi3filter.RequestValidationInput, opts *openapi3filter.Options, out *Response) error {
 	codes, documented := op.Codes[out.Status]
-	if !documented {
-		codes = cl.commonCodes(server, out.Status)
-	}
+	codes = append(slices.Clip(codes), cl.commonCodes(server, out.Status)...) // e.g. 503 overloaded besides an operation's own 503s
 	if len(codes) == 0 && !documented {
 		return fmt.Errorf("apicheck: %s answered %d, which the document does not list (%v): %.300s", op.ID, out.Status, op.Statuses(), out.Body)
 	}

@@ -37,13 +37,17 @@ func servers() []*server {
 		{name: "coordinator", routes: coordinator.RouteTable(coordinator.DefaultConfig()),
 			router: apicheck.FuncKey("coordinator", "Coordinator.newRouter"),
 			common: []string{apicheck.FuncKey("coordinator", "router.dispatch"), apicheck.FuncKey("coordinator", "Coordinator.serveError"),
-				apicheck.FuncKey("coordinator", "Coordinator.acceptable")},
+				apicheck.FuncKey("coordinator", "Coordinator.acceptable"), connectionRefusals},
 			standby: []string{apicheck.FuncKey("coordinator", "writeNotLeader")}},
 		{name: "gateway", routes: gateway.RouteTable(gateway.DefaultConfig()),
 			router: apicheck.FuncKey("gateway", "Gateway.newRoutes"),
-			common: []string{apicheck.FuncKey("gateway", "Gateway.serve"), apicheck.FuncKey("gateway", "Gateway.answerUnreadable")}},
+			common: []string{apicheck.FuncKey("gateway", "Gateway.serve"), apicheck.FuncKey("gateway", "Gateway.answerUnreadable"), connectionRefusals}},
 	}
 }
+
+// connectionRefusals answers a connection over max_connections or
+// max_connections_per_address before any route (both servers).
+var connectionRefusals = apicheck.FuncKey("internal/connguard", "OverloadedAnswers")
 
 // status is a code's fixed status: the reject table's, or the token
 // endpoint's for its OAuth2 errors.
@@ -138,7 +142,7 @@ func loadAll(t *testing.T) (*openapi3.T, map[string]apicheck.Operation, *apichec
 	doc, ops := loadDocument(t)
 	graphOnce.Do(func() {
 		graph, graphErr = apicheck.Analyze(module+"/coordinator/...", module+"/gateway/...", module+"/api", module+"/ocap",
-			module+"/tlsconf", module+"/broker")
+			module+"/tlsconf", module+"/broker", module+"/internal/connguard")
 	})
 	if graphErr != nil {
 		t.Fatal(graphErr)
