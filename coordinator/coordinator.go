@@ -215,6 +215,7 @@ func (c *Coordinator) open(o options) error {
 	if c.identities, err = identity.New(c.cfg.OIDC, c.log.Named("oidc")); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	c.identities.Prefetch(c.now()) // a misconfigured issuer shows in the log at start
 	if c.keys, err = loadKeys(st, snap, c.cfg.verifierConfig(), c.cfg.KeyFile, c.now()); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}

@@ -96,13 +96,13 @@ func (s *keySet) key(ctx context.Context, kid string, now time.Time) (publicKey,
 	due := s.fetching == nil && (s.triedAt.IsZero() || now.Sub(s.triedAt) >= s.refresh)
 	if known {
 		if due && now.Sub(s.fetchedAt) >= s.ttl {
-			s.startFetch(now)
+			s.startFetch(now, true)
 		}
 		s.mu.Unlock()
 		return k, nil
 	}
 	if due {
-		s.startFetch(now)
+		s.startFetch(now, true)
 	}
 	done, failed := s.fetching, s.failed
 	s.mu.Unlock()
@@ -134,11 +134,28 @@ func unknownKid(kid string, fetchFailed bool) error {
 	return fmt.Errorf("unknown kid %.64q", kid)
 }
 
-// startFetch starts the one fetch (s.mu held, none in flight).
-func (s *keySet) startFetch(now time.Time) {
+// startFetch starts the one fetch (s.mu held, none in flight); counted:
+// it uses the refresh interval (a fetch a token caused), which the
+// start's prefetch does not, so an IdP still starting when the
+// coordinator did costs the first token no interval.
+func (s *keySet) startFetch(now time.Time, counted bool) {
 	done := make(chan struct{})
-	s.triedAt, s.fetching = now, done
+	s.fetching = done
+	if counted {
+		s.triedAt = now
+	}
 	go s.fetch(now, done)
+}
+
+// prefetch starts a fetch at start unless keys or a fetch exist: a
+// misconfigured issuer (no ca_file for a private CA, a wrong URL) is
+// logged when the process starts, not at the first user's token.
+func (s *keySet) prefetch(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keys == nil && s.fetching == nil {
+		s.startFetch(now, false)
+	}
 }
 
 // fetch replaces the keys with the issuer's current set; on failure the
@@ -149,16 +166,42 @@ func (s *keySet) fetch(now time.Time, done chan struct{}) {
 	cancel()
 	s.mu.Lock()
 	s.fetching, s.failed = nil, err != nil
+	hadKeys := s.keys != nil
 	if err == nil {
 		s.keys, s.fetchedAt = keys, now
 	}
 	s.mu.Unlock()
 	defer close(done) // after the log line: a waiter that saw the failure finds it logged
 	if err != nil {
-		s.log.Warn("oidc: key set fetch failed; keeping the previous keys", zap.String("issuer", s.issuer), zap.Error(err))
+		fields := []zap.Field{zap.String("issuer", s.issuer), zap.Error(err)}
+		if hint := fetchHint(err); hint != "" {
+			fields = append(fields, zap.String("hint", hint))
+		}
+		if !hadKeys {
+			s.log.Warn("oidc: key set fetch failed; no keys yet: this issuer's tokens are refused until a fetch succeeds", fields...)
+			return
+		}
+		s.log.Warn("oidc: key set fetch failed; keeping the previous keys", fields...)
 		return
 	}
 	s.log.Info("oidc: key set fetched", zap.String("issuer", s.issuer), zap.Int("keys", len(keys)))
+}
+
+// fetchHint names the setting behind a fetch error an operator fixes in
+// the config: an IdP certificate the process does not trust.
+func fetchHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &unknown):
+		return "the IdP's certificate is signed by a CA this process does not trust: set ca_file of this issuer (oidc.issuers[].ca_file) to that CA's PEM"
+	case errors.As(err, &hostname):
+		return "the IdP's certificate does not name the host of the issuer URL: check the issuer (and jwks_url) against the IdP's certificate"
+	case errors.As(err, &invalid):
+		return "the IdP's certificate is not valid (expired, or not for a server): check it, or ca_file of this issuer"
+	}
+	return ""
 }
 
 func (s *keySet) download(ctx context.Context) (map[string]publicKey, error) {

@@ -86,6 +86,21 @@ func New(cfg Config, log *zap.Logger) (*Verifier, error) {
 	return v, nil
 }
 
+// Prefetch starts fetching every issuer's key set that has none yet, in
+// the background: a process calls it at start so that an issuer it
+// cannot reach (a private CA without ca_file, a wrong URL) is logged then
+// (WARN "oidc: key set fetch failed", with a hint naming the setting),
+// not at the first token. It uses no refresh interval: a token with an
+// unknown kid after a failed prefetch fetches again.
+func (v *Verifier) Prefetch(now time.Time) {
+	if v == nil {
+		return
+	}
+	for _, is := range v.issuers {
+		is.keys.prefetch(now)
+	}
+}
+
 // Handles reports whether token claims (unverified) to come from a
 // configured issuer: then Verify decides, and capgate's own verifier is
 // not consulted. Anything else (no issuer configured, not a JWT, another

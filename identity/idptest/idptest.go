@@ -208,6 +208,13 @@ func (is *Issuer) ServeOversizedJWKS(n int) {
 	is.jwksBody = func() []byte { return []byte(`{"keys":[],"pad":"` + strings.Repeat("x", n) + `"}`) }
 }
 
+// ServeJWKS serves the key set as it is again (after ServeOversizedJWKS).
+func (is *Issuer) ServeJWKS() {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.jwksBody = nil
+}
+
 // Delay makes every answer wait d (0: none).
 func (is *Issuer) Delay(d time.Duration) {
 	is.mu.Lock()
