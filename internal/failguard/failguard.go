@@ -17,6 +17,12 @@
 // instead of growing the table. The zero Addr is a key of its own: checks
 // made before the client's address is known.
 //
+// A guard that remembers holders (Remember, holders.go) does not refuse
+// everyone behind a spent address: a token whose holder verified from the
+// address before is still checked, on that (address, holder)'s own small
+// budget (Admit, Verified, Rejected), so a neighbour's forgeries do not
+// lock out the valid tokens of holders the address has already seen.
+//
 // Written here rather than with golang.org/x/time/rate: that limiter
 // meters admissions, while this one charges only failures and must answer
 // "blocked?" without taking anything, so a check before the signature is
@@ -34,11 +40,25 @@ import (
 // Spent is a refusal: the address spent its failures; one more is
 // allowed after Wait. Servers answer it 429 rate_limited with
 // Retry-After (the gateway's Kafka listener: a refused handshake).
-type Spent struct{ Wait time.Duration }
+type Spent struct {
+	Wait time.Duration
+	// holders: the guard remembers holders (Remember), so past the
+	// address's budget a token is still checked if its holder verified
+	// from the address before; holder: this token's holder did, and spent
+	// its own budget too.
+	holders, holder bool
+}
 
 func (e *Spent) Error() string {
-	return "too many tokens from this address failed verification; new tokens are not checked for " +
-		e.Wait.Round(time.Millisecond).String()
+	wait := e.Wait.Round(time.Millisecond).String()
+	switch {
+	case e.holder:
+		return "too many tokens from this address naming this token's holder failed verification; its new tokens are not checked for " + wait
+	case e.holders:
+		return "too many tokens from this address failed verification; for " + wait +
+			" a new token is checked only if its holder was verified from this address before (a first token of any other holder is refused)"
+	}
+	return "too many tokens from this address failed verification; new tokens are not checked for " + wait
 }
 
 // Check is Blocked as an error: a *Spent when addr is blocked at now.
@@ -67,6 +87,7 @@ type Guard struct {
 	mu       sync.Mutex
 	buckets  map[netip.Addr]*bucket
 	overflow bucket
+	holders  *holderTable // nil unless Remember: the known-holder path (holders.go)
 }
 
 type bucket struct {
@@ -153,14 +174,20 @@ func (g *Guard) Len() int {
 // refilled is b's tokens at now (not stored). A zero-value bucket (the
 // overflow's first use) starts full.
 func (g *Guard) refilled(b *bucket, now time.Time) float64 {
+	return refill(b, now, g.perSecond, g.burst)
+}
+
+// refill is b's tokens at now under perSecond and burst (not stored); a
+// zero-value bucket starts full.
+func refill(b *bucket, now time.Time, perSecond, burst float64) float64 {
 	if b.last.IsZero() {
-		return g.burst
+		return burst
 	}
 	elapsed := now.Sub(b.last).Seconds()
 	if elapsed < 0 {
 		elapsed = 0 // a clock stepping back refills nothing
 	}
-	return min(g.burst, b.tokens+elapsed*g.perSecond)
+	return min(burst, b.tokens+elapsed*perSecond)
 }
 
 func (g *Guard) dropRefilledLocked(now time.Time) {
