@@ -86,17 +86,27 @@ func (c *Coordinator) verifySignature(token []byte, kind ocap.Kind) (*ocap.Claim
 // signatureFor is verifySignature, charged to budget b as verifyTokenFor.
 func (c *Coordinator) signatureFor(b budget, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
 	now := c.now()
-	if claims, ok := c.tokens.Get(token, now); ok && claims.Kind() == kind {
-		return claims, nil
+	if claims, ok := c.tokens.Get(token, now); ok {
+		if claims.Kind() == kind {
+			return claims, nil
+		}
+		// A genuine token of another kind (join tries a client
+		// credential, then a member token; commit a capability, then a
+		// member token): refused on its header, no signature checked, so
+		// no budget asked — a rejoin with a cached member token was 429
+		// while its address's budget was spent.
+		return c.keys.verifier.Verify(string(token), kind, now)
 	}
-	if err := c.authFailures.check(b, now); err != nil {
+	t, err := c.authFailures.admit(b, token, now)
+	if err != nil {
 		return nil, err
 	}
 	claims, err := c.keys.verifier.Verify(string(token), kind, now)
 	if err != nil {
-		c.authFailures.failed(b, now, err)
+		c.authFailures.rejected(t, now, err)
 		return nil, err
 	}
+	c.authFailures.verified(t, failguard.HolderOf(claims.Issuer, claims.Subject), now)
 	c.tokens.Put(string(token), claims)
 	return claims, nil
 }
@@ -263,9 +273,19 @@ type authFailures struct {
 	throttled prometheus.Counter
 }
 
+// newAuthFailures budgets failed verifications per client address
+// (auth_failures_per_second, auth_failure_burst) with the known-holder
+// path (failguard.Holders): once an address's budget is spent, a token of
+// a holder verified from it before — a member token's member, a client
+// credential's name, an IdP token's issuer and subject, a capability's
+// holder — is still checked, on a tenth of that budget (burst at least
+// 1) per (address, holder); 256 holders an address, 65,536 in all, each
+// remembered a day after it last verified.
 func newAuthFailures(perSecond float64, burst int, proxies clientaddr.Proxies) *authFailures {
+	guard := failguard.New(perSecond, burst, authFailureAddresses).Remember(failguard.Holders{
+		PerSecond: perSecond / 10, Burst: max(burst/10, 1), PerAddress: 256, Max: 1 << 16, TTL: 24 * time.Hour})
 	return &authFailures{
-		guard: failguard.New(perSecond, burst, authFailureAddresses), proxies: proxies,
+		guard: guard, proxies: proxies,
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "capgate_coordinator_auth_failures_total",
 			Help: "Tokens (client credentials, IdP tokens, member tokens, capabilities) that failed verification."}),
 		throttled: prometheus.NewCounter(prometheus.CounterOpts{Name: "capgate_coordinator_auth_throttled_total",
@@ -276,7 +296,16 @@ func newAuthFailures(perSecond float64, burst int, proxies clientaddr.Proxies) *
 func (a *authFailures) register(r *prometheus.Registry) {
 	r.MustRegister(a.failures, a.throttled, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_coordinator_auth_failure_addresses",
 		Help: "Client addresses (IPv6: /64s) whose failed verifications the coordinator tracks (at most 65,536)."},
-		func() float64 { return float64(a.guard.Len()) }))
+		func() float64 { return float64(a.guard.Len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_coordinator_auth_known_holder_admitted_total",
+			Help: "Tokens checked although their client address had spent its failed verifications, because their holder had verified from that address before."},
+			func() float64 { return float64(a.guard.Stats().Admitted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_coordinator_auth_known_holder_throttled_total",
+			Help: "Tokens of such a known holder refused unchecked (429 rate_limited) because that holder's own budget of failures at the address was spent too."},
+			func() float64 { return float64(a.guard.Stats().Refused) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_coordinator_auth_known_holders",
+			Help: "Holders remembered as verified from a client address (at most 65,536; 256 an address)."},
+			func() float64 { return float64(a.guard.Stats().Holders) }))
 }
 
 // budget is whose failures a token check is charged to: none (the zero
@@ -335,4 +364,57 @@ func (a *authFailures) failed(b budget, now time.Time, err error) {
 	}
 	a.failures.Inc()
 	a.guard.Failed(from, now)
+}
+
+// ticket is leave to verify one token (admit): budgeted unless the check
+// is outside any request.
+type ticket struct {
+	from     netip.Addr
+	pass     failguard.Pass
+	budgeted bool
+}
+
+// admit is a ticket while b may still have token verified: within b's address's budget, or past it for a holder verified
+// from that address before (failguard.Guard.Admit); always for no
+// budget.
+func (a *authFailures) admit(b budget, token []byte, now time.Time) (ticket, error) {
+	from, ok := b.addr(a.proxies)
+	if !ok {
+		return ticket{}, nil
+	}
+	pass, err := a.guard.Admit(from, string(token), now)
+	if err != nil {
+		a.throttled.Inc()
+		return ticket{}, err
+	}
+	return ticket{from: from, pass: pass, budgeted: true}, nil
+}
+
+// rejected charges t's failed verification as failed does: to its
+// address, or to the known holder it was admitted for.
+func (a *authFailures) rejected(t ticket, now time.Time, err error) {
+	if !t.budgeted || errors.Is(err, ocap.ErrBadType) {
+		return
+	}
+	a.failures.Inc()
+	a.guard.Rejected(t.pass, now)
+}
+
+// verified remembers h, the holder of t's token, as verified from its
+// address.
+func (a *authFailures) verified(t ticket, h failguard.Holder, now time.Time) {
+	if t.budgeted {
+		a.guard.Verified(t.from, h, now)
+	}
+}
+
+// vouch remembers the holder of claims, a token the coordinator just
+// minted in answer to ctx's authenticated request, as verified from ctx's
+// client address: a join's new member then has its first member token
+// and capabilities checked even while a neighbour at that address keeps
+// the address's budget spent.
+func (c *Coordinator) vouch(ctx *fasthttp.RequestCtx, claims *ocap.Claims) {
+	if from, ok := budgetOf(ctx).addr(c.authFailures.proxies); ok {
+		c.authFailures.guard.Verified(from, failguard.HolderOf(claims.Issuer, claims.Subject), c.now())
+	}
 }

@@ -153,7 +153,11 @@ type Config struct {
 	// credentials, IdP tokens, member tokens, capabilities: past the
 	// burst, a token not verified before is refused unchecked, 429
 	// rate_limited with Retry-After, until the budget refills (a forged
-	// token costs a signature check and is never cached). 0 per second
+	// token costs a signature check and is never cached) — unless its
+	// holder (member, credential name, IdP issuer and subject) verified
+	// from the address before, or joined from it: that one is still
+	// checked, on a tenth of this budget per (address, holder) (auth.go
+	// newAuthFailures). 0 per second
 	// turns the budget off. Admin and sync secrets are compared by hash
 	// (no signature to spend) and are not budgeted here.
 	AuthFailuresPerSecond float64 `yaml:"auth_failures_per_second"`

@@ -36,6 +36,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/failguard"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -43,7 +44,8 @@ import (
 // client credential's claims; on a refusal it answers and returns false.
 func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*ocap.Claims, bool) {
 	now := c.now()
-	if err := c.authFailures.check(budgetOf(ctx), now); err != nil {
+	t, err := c.authFailures.admit(budgetOf(ctx), token, now)
+	if err != nil {
 		writeTokenError(ctx, "identity token", err)
 		return nil, false
 	}
@@ -51,7 +53,11 @@ func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*o
 	defer cancel()
 	id, err := c.identities.Verify(verifyCtx, string(token), now)
 	if err != nil && !errors.Is(err, identity.ErrUnmapped) { // unmapped: a good token the rules give nothing
-		c.authFailures.failed(budgetOf(ctx), now, err)
+		c.authFailures.rejected(t, now, err)
+	} else if h, ok := failguard.Claimed(string(token)); ok {
+		// Its holder as Admit reads it: the token's iss and sub claims
+		// (an issuer's subject_claim may name another).
+		c.authFailures.verified(t, h, now)
 	}
 	switch {
 	case errors.Is(err, identity.ErrExpired):

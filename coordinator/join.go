@@ -298,6 +298,7 @@ func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply
 		c.failJoin(ctx, reply, created, "mint member token", err)
 		return
 	}
+	c.vouch(ctx, member)
 	grants, err := c.mintGrants(reply.Grants, true, time.Unix(int64(member.ExpiresAt), 0))
 	if err != nil {
 		c.failJoin(ctx, reply, created, "mint grants", err)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -117,14 +118,9 @@ func (g *Gateway) verifyCapability(token []byte, who caller, now time.Time) (*oc
 	if v == nil {
 		return nil, errNotReady
 	}
-	from := g.callerAddr(who)
-	if err := g.authBudget(from, now); err != nil {
-		return nil, err
-	}
 	s := string(token)
-	c, err := v.Verify(s, ocap.KindCapability, now)
+	c, err := g.verifyWithin(v, s, ocap.KindCapability, g.callerAddr(who), now)
 	if err != nil {
-		g.authFailed(from, now, err)
 		return nil, err
 	}
 	g.cache.Put(s, c)
@@ -136,29 +132,78 @@ func (g *Gateway) verifyCapability(token []byte, who caller, now time.Time) (*oc
 	return c, nil
 }
 
+// verifyWithin verifies token as kind within from's budget of failed
+// verifications (authBudget), charging a failure (authFailed) and
+// remembering the holder of a success at from (failguard.Guard.Verified:
+// once from's budget is spent, that holder's next tokens are still
+// checked, on a budget of their own).
+func (g *Gateway) verifyWithin(v *ocap.Verifier, token string, kind ocap.Kind, from netip.Addr, now time.Time) (*ocap.Claims, error) {
+	pass, err := g.authBudget(from, token, now)
+	if err != nil {
+		return nil, err
+	}
+	c, err := v.Verify(token, kind, now)
+	if err != nil {
+		g.authFailed(pass, now, err)
+		return nil, err
+	}
+	g.authFailures.Verified(from, failguard.HolderOf(c.Issuer, c.Subject), now)
+	return c, nil
+}
+
 // authFailureAddresses bounds the addresses whose failed verifications
 // the gateway tracks (failguard: past it new addresses share one budget).
 const authFailureAddresses = 1 << 16
 
-// authBudget is nil while from may still have a token verified.
-func (g *Gateway) authBudget(from netip.Addr, now time.Time) error {
-	err := g.authFailures.Check(from, now)
+// newAuthGuard is the budget of failed verifications per client address
+// (auth_failures_per_second, auth_failure_burst) with its known-holder
+// path (failguard.Holders): per (address, holder) a tenth of the
+// address's budget (burst at least 1), 256 holders an address, 65,536 in
+// all, each remembered a day after it last verified (a client credential
+// may join once a day; a capability renews every few minutes).
+func newAuthGuard(cfg Config) *failguard.Guard {
+	perSecond, burst := cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst
+	return failguard.New(perSecond, burst, authFailureAddresses).Remember(failguard.Holders{
+		PerSecond: perSecond / 10, Burst: max(burst/10, 1), PerAddress: 256, Max: 1 << 16, TTL: 24 * time.Hour})
+}
+
+// authHolderMetrics are the known-holder path's counts and size.
+func authHolderMetrics(guard *failguard.Guard) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_auth_known_holder_admitted_total",
+			Help: "Tokens checked although their client address had spent its failed verifications, because their holder had verified from that address before."},
+			func() float64 { return float64(guard.Stats().Admitted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_auth_known_holder_throttled_total",
+			Help: "Tokens of such a known holder refused unchecked (429, a refused SASL) because that holder's own budget of failures at the address was spent too."},
+			func() float64 { return float64(guard.Stats().Refused) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_gateway_auth_known_holders",
+			Help: "Holders remembered as verified from a client address (at most 65,536; 256 an address)."},
+			func() float64 { return float64(guard.Stats().Holders) }),
+	}
+}
+
+// authBudget is a pass while from may still have token verified: within
+// from's budget, or past it for a holder verified from from before
+// (counted: capgate_gateway_auth_known_holder_*).
+func (g *Gateway) authBudget(from netip.Addr, token string, now time.Time) (failguard.Pass, error) {
+	pass, err := g.authFailures.Admit(from, token, now)
 	if err != nil {
 		g.metrics.authThrottled.Inc()
 	}
-	return err
+	return pass, err
 }
 
-// authFailed charges a failed verification to from. A token of another
-// kind (a client credential offered where a capability was tried first,
-// as the Kafka listener's SASL does) fails on its header before any
-// signature is checked, and is not charged.
-func (g *Gateway) authFailed(from netip.Addr, now time.Time, err error) {
+// authFailed charges a failed verification to pass (its address, or the
+// holder it was admitted for). A token of another kind (a client
+// credential offered where a capability was tried first, as the Kafka
+// listener's SASL does) fails on its header before any signature is
+// checked, and is not charged.
+func (g *Gateway) authFailed(pass failguard.Pass, now time.Time, err error) {
 	if errors.Is(err, ocap.ErrBadType) {
 		return
 	}
 	g.metrics.authFailures.Inc()
-	g.authFailures.Failed(from, now)
+	g.authFailures.Rejected(pass, now)
 }
 
 // authorize runs authz.Decide for the request; topic is compared as bytes

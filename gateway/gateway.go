@@ -132,7 +132,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		cache:        ocap.NewCache(cfg.TokenCacheEntries, ocap.MaxLeeway),
 		view:         authz.NewView(authz.Config{}),
 		limiter:      newRateLimiter(cfg.RateLimitEntries),
-		authFailures: failguard.New(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, authFailureAddresses),
+		authFailures: newAuthGuard(cfg),
 		proxies:      proxies,
 		inflight:     newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder, cfg.inflightPerTenant()),
 		held:         newHeldBytes(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerHolder),

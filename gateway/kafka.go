@@ -59,12 +59,8 @@ func (k kafkaGate) VerifyClient(token string, from netip.Addr, now time.Time) (*
 	if v == nil {
 		return nil, errNotReady
 	}
-	if err := k.g.authBudget(from, now); err != nil {
-		return nil, err
-	}
-	c, err := v.Verify(token, ocap.KindClient, now)
+	c, err := k.g.verifyWithin(v, token, ocap.KindClient, from, now)
 	if err != nil {
-		k.g.authFailed(from, now, err)
 		return nil, err
 	}
 	if code := k.CheckClient(c, now); code == api.CodeCapabilityRevoked {

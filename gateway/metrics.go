@@ -103,6 +103,7 @@ func newMetrics(g *Gateway) *metrics {
 		m.syncPolls, m.appliedSeq, m.monitors.requests, m.monitors.bytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	m.registerGauges(g)
+	m.registry.MustRegister(authHolderMetrics(g.authFailures)...)
 	if g.tls != nil {
 		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_gateway_tls_certificate_expiry_timestamp_seconds",
 			Help: "When the listeners' certificate (HTTP and Kafka) expires (NotAfter, Unix seconds; reloaded files included): alert well before it (deploy/prometheus/alerts.yml)."},
