@@ -30,6 +30,10 @@ type GroupOwner struct {
 
 // Owned reports whether the marker's writer may write the group: no
 // native group, and every committed offset (if any) carries the marker.
+// A name Kafka holds nothing under is owned: nothing can tell a native
+// group that has not started yet (or whose offsets Kafka expired) from a
+// free name, so a writer whose names others choose must keep out of the
+// native groups' name space (the mirror's mirror_offsets_prefix).
 func (o GroupOwner) Owned() bool { return o.Native == "" && o.Foreign == 0 }
 
 // Reason says why the group is not the marker's writer's ("" when it is).

@@ -69,8 +69,20 @@ type Config struct {
 	// only into Kafka groups this deployment owns (mirror.go).
 	MirrorOffsets bool `yaml:"mirror_offsets"`
 	// MirrorOffsetsPrefix is put before a capgate group's name to make
-	// the Kafka group the mirror writes ("" by default: the same name).
+	// the Kafka group the mirror writes (DefaultMirrorOffsetsPrefix).
+	// Kafka's group names are shared with the cluster's native consumers
+	// and a tenant names its capgate group: the prefix keeps the mirror
+	// out of the names native groups use, so a tenant cannot take a
+	// native group's name before the native app first commits.
 	MirrorOffsetsPrefix string `yaml:"mirror_offsets_prefix"`
+	// MirrorOffsetsUnprefixed, with mirror_offsets_prefix "", writes each
+	// group under capgate's own name: an empty prefix is refused without
+	// it. The ownership check (mirror.go) then keeps the mirror out of
+	// native groups that exist, but a name Kafka holds nothing under (a
+	// native group not started yet, or whose offsets Kafka expired) is
+	// free, and a tenant whose credential covers it decides where that
+	// native group starts.
+	MirrorOffsetsUnprefixed bool `yaml:"mirror_offsets_unprefixed"`
 	// BrokerTimeout bounds one offset lookup (start offsets of grants, lag).
 	BrokerTimeout time.Duration `yaml:"broker_timeout"`
 	// OffsetCacheTTL is how long a partition's earliest/latest offsets are
@@ -214,6 +226,7 @@ func DefaultConfig() Config {
 		MemberTokenTTL:         24 * time.Hour,
 		ClientCredentialTTLMax: 30 * 24 * time.Hour,
 		MetadataInterval:       10 * time.Second,
+		MirrorOffsetsPrefix:    DefaultMirrorOffsetsPrefix,
 		BrokerTimeout:          5 * time.Second,
 		OffsetCacheTTL:         time.Second,
 		DescribeLagMax:         1000,

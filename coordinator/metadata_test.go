@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
 )
 
 // kafkaAdmin is a raw franz-go client for changing the embedded cluster.
@@ -81,7 +82,8 @@ func TestTopicMetadata(t *testing.T) {
 }
 
 // TestMirrorOffsets: with mirror_offsets, committed offsets appear in
-// Kafka's own group offsets; and describe reports lag from Kafka.
+// Kafka's own group offsets (under the default prefix: capgate.g); and
+// describe reports lag from Kafka.
 func TestMirrorOffsets(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 2})
 	e.cfg.MirrorOffsets = true
@@ -103,7 +105,7 @@ func TestMirrorOffsets(t *testing.T) {
 	}
 	eventually(t, func() string {
 		req := kmsg.NewPtrOffsetFetchRequest()
-		req.Group = "g"
+		req.Group = coordinator.DefaultMirrorOffsetsPrefix + "g"
 		rt := kmsg.NewOffsetFetchRequestTopic()
 		rt.Topic, rt.Partitions = "orders", []int32{1}
 		req.Topics = append(req.Topics, rt)

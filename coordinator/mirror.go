@@ -30,6 +30,13 @@ import (
 // itself serves it as ever. The decision is cached per Kafka group for
 // mirrorOwnerTTL (at most mirrorOwnersMax groups); a failed write forgets
 // it, so the next round asks again.
+//
+// The check cannot protect a native group that Kafka holds nothing for
+// yet (not started, or its offsets expired): the name is free, and the
+// mirror's commits would decide where that group starts. So the Kafka
+// group is mirror_offsets_prefix + the capgate group, "capgate." by
+// default (DefaultMirrorOffsetsPrefix); an empty prefix needs
+// mirror_offsets_unprefixed, which accepts that (validateMirror).
 type mirror struct {
 	mu      sync.Mutex
 	pending map[string]map[string]map[int32]int64
@@ -38,6 +45,10 @@ type mirror struct {
 	// run's goroutine only:
 	owners  map[string]mirrorOwner // by Kafka group name
 	refused int                    // entries of owners not owned
+	// unprefixedLooked holds the capgate groups whose own (unprefixed)
+	// Kafka name was looked at for offsets an unprefixed mirror left
+	// there (leftover), at most mirrorOwnersMax.
+	unprefixedLooked map[string]struct{}
 
 	refusals      prometheus.Counter
 	refusedGroups prometheus.Gauge
@@ -67,6 +78,8 @@ func newMirror() *mirror {
 		pending: make(map[string]map[string]map[int32]int64),
 		signal:  make(chan struct{}, 1),
 		owners:  make(map[string]mirrorOwner),
+
+		unprefixedLooked: make(map[string]struct{}),
 		refusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "capgate_coordinator_mirror_refusals_total",
 			Help: "Rounds of a group's committed offsets mirror_offsets did not write because the Kafka group of that name is not this deployment's (a native consumer group, or offsets another writer committed)."}),
 		refusedGroups: prometheus.NewGauge(prometheus.GaugeOpts{Name: "capgate_coordinator_mirror_groups_refused",
@@ -82,11 +95,27 @@ func mirrorMarker(id, cluster string) string {
 	return "capgate-mirror iss=" + strconv.Quote(id) + " aud=" + strconv.Quote(cluster)
 }
 
-// validateMirror checks mirror_offsets_prefix: empty, or a name as
-// capgate's groups are (ocap.NameRule).
+// DefaultMirrorOffsetsPrefix starts the Kafka group names the mirror
+// writes unless configured otherwise, as Kafka Connect's sink groups
+// start with "connect-": native groups do not use it, so no capgate
+// group's name can be a native group's (redteam7 #5).
+const DefaultMirrorOffsetsPrefix = "capgate."
+
+// validateMirror checks mirror_offsets_prefix (empty, or a name as
+// capgate's groups are: ocap.NameRule) and that an empty one, which
+// writes into the names native groups use, was chosen knowingly
+// (mirror_offsets_unprefixed). Every refusal says how to fix it.
 func (c Config) validateMirror() error {
-	if c.MirrorOffsetsPrefix != "" && !ocap.ValidName(c.MirrorOffsetsPrefix) {
+	switch {
+	case c.MirrorOffsetsPrefix != "" && !ocap.ValidName(c.MirrorOffsetsPrefix):
 		return fmt.Errorf("mirror_offsets_prefix: must be empty or %s, got %q", ocap.NameRule, c.MirrorOffsetsPrefix)
+	case c.MirrorOffsetsUnprefixed && c.MirrorOffsetsPrefix != "":
+		return fmt.Errorf("mirror_offsets_unprefixed: true mirrors each group under its own name, but mirror_offsets_prefix is %q: "+
+			"set mirror_offsets_prefix: \"\" as well, or remove mirror_offsets_unprefixed to write %q + group", c.MirrorOffsetsPrefix, c.MirrorOffsetsPrefix)
+	case c.MirrorOffsets && c.MirrorOffsetsPrefix == "" && !c.MirrorOffsetsUnprefixed:
+		return fmt.Errorf("mirror_offsets_prefix: empty with mirror_offsets: true would write each group's offsets under its own name in Kafka, "+
+			"where a tenant can take a native consumer group's name before the native app first commits (or after Kafka expired its offsets) "+
+			"and choose where it starts: set mirror_offsets_prefix (default %q), or set mirror_offsets_unprefixed: true to accept that", DefaultMirrorOffsetsPrefix)
 	}
 	return nil
 }
@@ -139,6 +168,9 @@ func (m *mirror) run(ctx context.Context, c *Coordinator) {
 // write mirrors one group's offsets if its Kafka group is ours.
 func (m *mirror) write(ctx context.Context, c *Coordinator, marker, group string, offsets map[string]map[int32]int64) {
 	name := c.cfg.MirrorOffsetsPrefix + group
+	if name != group {
+		m.leftover(ctx, c, marker, group)
+	}
 	if !m.owns(ctx, c, marker, group, name) {
 		m.refusals.Inc()
 		return
@@ -150,6 +182,39 @@ func (m *mirror) write(ctx context.Context, c *Coordinator, marker, group string
 		if ctx.Err() == nil {
 			c.log.Warn("mirror offsets to kafka", zap.String("group", group), zap.String("kafka_group", name), zap.Error(err))
 		}
+	}
+}
+
+// leftover looks once per capgate group (per process) at the Kafka group
+// of the group's own name when the mirror writes prefixed names: one an
+// unprefixed mirror of this deployment wrote before (an upgrade, or a
+// prefix set later) still holds its last offsets, marked as ours, and a
+// native consumer group starting under that name would resume from them
+// until Kafka expires them (offsets.retention.minutes after the last
+// commit). The mirror never writes or deletes there; a WARN names the
+// group so the operator can delete it. A failed look is not repeated: a
+// deployment whose Kafka ACLs cover only the prefixed names would pay
+// three refused requests per group and round.
+func (m *mirror) leftover(ctx context.Context, c *Coordinator, marker, group string) {
+	if _, ok := m.unprefixedLooked[group]; ok {
+		return
+	}
+	if len(m.unprefixedLooked) >= mirrorOwnersMax {
+		clear(m.unprefixedLooked) // looked at again, at most once per group in each run of mirrorOwnersMax
+	}
+	m.unprefixedLooked[group] = struct{}{}
+	got, err := c.broker.GroupOwner(ctx, group, marker)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			c.log.Debug("mirror offsets to kafka: cannot look for offsets an unprefixed mirror left", zap.String("group", group), zap.Error(err))
+		}
+	case got.Owned() && got.Offsets > 0:
+		c.log.Warn("mirror offsets to kafka: the kafka group of the capgate group's own name holds offsets this deployment mirrored before "+
+			"mirror_offsets_prefix applied; a native consumer group of that name would resume from them instead of its auto.offset.reset "+
+			"until Kafka expires them: delete it (kafka-consumer-groups --delete --group <name>)",
+			zap.String("group", group), zap.String("kafka_group", group), zap.Int("offsets", got.Offsets),
+			zap.String("mirrored_to", c.cfg.MirrorOffsetsPrefix+group))
 	}
 }
 

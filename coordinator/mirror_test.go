@@ -17,16 +17,35 @@ import (
 	"github.com/capgate/capgate/coordinator"
 )
 
-// nativeGroupCommits runs a native kgo consumer in group on every
-// partition of topic until it has read n records, commits them and
-// leaves: an application being redeployed, or a finished batch job.
-func nativeGroupCommits(t *testing.T, e *env, group, topic string, n int) {
+// mirrorUnprefixed configures the mirror to write each group under its
+// own name (mirror_offsets_prefix "" and mirror_offsets_unprefixed, the
+// opt-out): the ownership check is then all that keeps it out of native
+// groups, and these tests exercise it.
+func mirrorUnprefixed(e *env) {
+	e.cfg.MirrorOffsets = true
+	e.cfg.MirrorOffsetsPrefix = ""
+	e.cfg.MirrorOffsetsUnprefixed = true
+}
+
+// nativeConsumer is a native kgo consumer of topic in Kafka group group,
+// straight on Kafka, committing only when told, starting at the earliest
+// offset where the group has none (auto.offset.reset=earliest).
+func nativeConsumer(t *testing.T, e *env, group, topic string) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addrs()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl
+}
+
+// nativeGroupCommits runs a native kgo consumer in group on every
+// partition of topic until it has read n records, commits them and
+// leaves: an application being redeployed, or a finished batch job.
+func nativeGroupCommits(t *testing.T, e *env, group, topic string, n int) {
+	t.Helper()
+	cl := nativeConsumer(t, e, group, topic)
 	defer cl.Close()
 	for read := 0; read < n; {
 		fetches := cl.PollFetches(t.Context())
@@ -95,7 +114,7 @@ func waitRefused(t *testing.T, e *env, kafkaGroup string, before map[string]stri
 // logged once and counted, and capgate serves the group as ever.
 func TestMirrorLeavesANativeGroupAlone(t *testing.T) {
 	e := newEnv(t, map[string]int32{"demo": 3})
-	e.cfg.MirrorOffsets = true
+	mirrorUnprefixed(e)
 	e.fill(t, 10)
 	nativeGroupCommits(t, e, "native-b", "demo", 30)
 	before := kafkaOffsets(t, e, "native-b")
@@ -132,7 +151,7 @@ func TestMirrorLeavesANativeGroupAlone(t *testing.T) {
 // committed (no protocol type, no marker), are not this deployment's.
 func TestMirrorRefusesGroupsOthersWrote(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 2})
-	e.cfg.MirrorOffsets = true
+	mirrorUnprefixed(e)
 	e.fill(t, 10)
 	adm := kadm.NewClient(kafkaAdmin(t, e))
 	others := map[string]string{
@@ -168,6 +187,7 @@ func TestMirrorWritesTheGroupsItOwns(t *testing.T) {
 			e := newEnv(t, map[string]int32{"orders": 1})
 			e.cfg.MirrorOffsets = true
 			e.cfg.MirrorOffsetsPrefix = prefix
+			e.cfg.MirrorOffsetsUnprefixed = prefix == ""
 			e.fill(t, 10)
 			h := e.start(t)
 			creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
@@ -203,7 +223,7 @@ func TestMirrorWritesTheGroupsItOwns(t *testing.T) {
 // are never overwritten.
 func TestMirrorStopsWhenANativeAppTakesTheName(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 1})
-	e.cfg.MirrorOffsets = true
+	mirrorUnprefixed(e)
 	e.fill(t, 10)
 	h := e.start(t)
 	creds := h.clientCredential(t, []string{"g"}, []string{"orders"})
@@ -216,11 +236,7 @@ func TestMirrorStopsWhenANativeAppTakesTheName(t *testing.T) {
 		return ""
 	})
 
-	native, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addrs()...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("orders"),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	native := nativeConsumer(t, e, "g", "orders")
 	defer native.Close()
 	for read := 0; read < 8; { // it starts at capgate's 2 and reads to 10
 		fetches := native.PollFetches(t.Context())
@@ -250,14 +266,43 @@ func TestMirrorStopsWhenANativeAppTakesTheName(t *testing.T) {
 	waitRefused(t, e, "g", before)
 }
 
-// TestMirrorOffsetsPrefixValidated: the prefix is empty or a name.
+// TestMirrorOffsetsPrefixValidated: the prefix is empty or a name; an
+// empty one with mirror_offsets needs mirror_offsets_unprefixed, which
+// needs it empty. Each refusal names the setting and the fix.
 func TestMirrorOffsetsPrefixValidated(t *testing.T) {
-	cfg := coordinator.DefaultConfig()
-	for prefix, ok := range map[string]bool{"": true, "capgate.": true, "prod-": true, "a b": false, "x/": false, "\x1b[2J": false} {
-		cfg.MirrorOffsetsPrefix = prefix
+	if got := coordinator.DefaultConfig().MirrorOffsetsPrefix; got != "capgate." {
+		t.Fatalf("default mirror_offsets_prefix %q, want capgate.", got)
+	}
+	cases := []struct {
+		mirror     bool
+		prefix     string
+		unprefixed bool
+		want       string // "" loads
+	}{
+		{true, "capgate.", false, ""},
+		{true, "prod-", false, ""},
+		{true, "", true, ""},
+		{false, "", false, ""}, // no mirror: nothing is written
+		{false, "", true, ""},
+		{true, "", false, `mirror_offsets_prefix: empty with mirror_offsets: true would write each group's offsets under its own name in Kafka, ` +
+			`where a tenant can take a native consumer group's name before the native app first commits (or after Kafka expired its offsets) ` +
+			`and choose where it starts: set mirror_offsets_prefix (default "capgate."), or set mirror_offsets_unprefixed: true to accept that`},
+		{true, "capgate.", true, `mirror_offsets_unprefixed: true mirrors each group under its own name, but mirror_offsets_prefix is "capgate.": ` +
+			`set mirror_offsets_prefix: "" as well, or remove mirror_offsets_unprefixed to write "capgate." + group`},
+		{false, "x.", true, `mirror_offsets_unprefixed: true mirrors each group under its own name, but mirror_offsets_prefix is "x."`},
+		{true, "a b", false, "mirror_offsets_prefix: must be empty or 1 to 255 printable ASCII"},
+		{false, "x/", false, "mirror_offsets_prefix: must be empty or"},
+		{true, "\x1b[2J", false, "mirror_offsets_prefix: must be empty or"},
+	}
+	for _, c := range cases {
+		cfg := coordinator.DefaultConfig()
+		cfg.MirrorOffsets, cfg.MirrorOffsetsPrefix, cfg.MirrorOffsetsUnprefixed = c.mirror, c.prefix, c.unprefixed
 		err := cfg.Validate()
-		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "mirror_offsets_prefix")) {
-			t.Errorf("prefix %q: %v", prefix, err)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("mirror %v, prefix %q, unprefixed %v: %v, want it valid", c.mirror, c.prefix, c.unprefixed, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("mirror %v, prefix %q, unprefixed %v:\n got  %v\n want %s", c.mirror, c.prefix, c.unprefixed, err, c.want)
 		}
 	}
 }
