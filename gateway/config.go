@@ -195,6 +195,13 @@ type Config struct {
 	KafkaIdleTimeout time.Duration `yaml:"kafka_idle_timeout"`
 	// KafkaMaxConnections bounds open Kafka connections.
 	KafkaMaxConnections int `yaml:"kafka_max_connections"`
+	// KafkaMaxConnectionsPerAddress bounds the Kafka connections of one
+	// client address (the socket's peer, IPv6 per /64; trusted_proxies
+	// are not read here): one more is closed at accept, so one address
+	// churning connections cannot hold every kafka_max_connections slot.
+	// Behind a TCP load balancer that hides the clients' addresses, set
+	// it to kafka_max_connections.
+	KafkaMaxConnectionsPerAddress int `yaml:"kafka_max_connections_per_address"`
 	// KafkaMaxConnectionsPerPrincipal bounds one identity's authenticated
 	// Kafka connections (a credential's, an IdP subject's, a capability
 	// holder's): one more is refused at SASL, so one tenant cannot hold
@@ -269,6 +276,7 @@ func DefaultConfig() Config {
 		KafkaIdleTimeout:                10 * time.Minute,
 		KafkaMaxConnections:             1024,
 		KafkaMaxConnectionsPerPrincipal: 256,
+		KafkaMaxConnectionsPerAddress:   256,
 		KafkaMaxMembers:                 10_000,
 		KafkaFetchLanes:                 4,
 		KafkaReadAheadBytes:             64 << 20,
@@ -404,7 +412,8 @@ func (c Config) validateLimits() error {
 		value int
 	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"max_produce_records", c.MaxProduceRecords}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax}, {"auth_failure_burst", c.AuthFailureBurst},
 		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}, {"max_connections", c.MaxConnections},
-		{"max_connections_per_address", c.MaxConnectionsPerAddress}, {"kafka_max_connections_per_principal", c.KafkaMaxConnectionsPerPrincipal}} {
+		{"max_connections_per_address", c.MaxConnectionsPerAddress}, {"kafka_max_connections_per_principal", c.KafkaMaxConnectionsPerPrincipal},
+		{"kafka_max_connections_per_address", c.KafkaMaxConnectionsPerAddress}} {
 		if n.value <= 0 {
 			return fmt.Errorf("gateway.%s: must be > 0, got %d", n.name, n.value)
 		}

@@ -28,7 +28,8 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 		RequestTimeout:       c.Broker.RequestTimeout, ShutdownTimeout: c.ShutdownTimeout, MaxRequestBytes: c.KafkaMaxRequestBytes,
 		MaxRequestPartitions: c.KafkaMaxRequestPartitions,
 		AuthTimeout:          c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout,
-		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal, MaxMembers: c.KafkaMaxMembers, ReadAheadBytes: c.KafkaReadAheadBytes,
+		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal,
+		MaxConnectionsPerAddress: c.KafkaMaxConnectionsPerAddress, MaxMembers: c.KafkaMaxMembers, ReadAheadBytes: c.KafkaReadAheadBytes,
 		MaxWait: c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,
 	}
 }
@@ -40,7 +41,16 @@ func (g *Gateway) registerKafkaMetrics() {
 			func() float64 { return float64(g.kafka.Connections()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_gateway_kafka_members", Help: "Kafka group members this gateway runs capgate sessions for."},
 			func() float64 { return float64(g.kafka.Members()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_connections_evicted_total",
+			Help: "Kafka connections not yet authenticated closed for a new one at kafka_max_connections (the oldest of the address holding the most)."},
+			func() float64 { return float64(g.kafka.Evicted()) }),
 	)
+	for i, l := range kafkaproto.Limits {
+		g.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_connections_refused_total",
+			Help:        "Kafka connections refused or closed at a bound of the listener's: " + kafkaproto.LimitsHelp,
+			ConstLabels: prometheus.Labels{"limit": l}},
+			func() float64 { return float64(g.kafka.Refused(i)) }))
+	}
 }
 
 // kafkaGate lends the Kafka listener (gateway/kafkaproto) the gateway's

@@ -90,8 +90,14 @@ type Config struct {
 	WriteTimeout time.Duration
 	// IdleTimeout closes a connection without requests for this long.
 	IdleTimeout time.Duration
-	// MaxConnections bounds open connections; more are closed at accept.
+	// MaxConnections bounds open connections; more are closed at accept
+	// (registry.go: at the bound one not yet authenticated gives way).
 	MaxConnections int
+	// MaxConnectionsPerAddress bounds the open connections of one client
+	// address (internal/connguard's key: the IP, IPv6 per /64): more are
+	// closed at accept, so one address churning connections cannot fill
+	// MaxConnections. 0: no bound but MaxConnections.
+	MaxConnectionsPerAddress int
 	// MaxConnectionsPerPrincipal bounds the authenticated connections of
 	// one identity (kind, issuer, subject): one more is refused at SASL
 	// (SASL_AUTHENTICATION_FAILED, closed), so one tenant cannot hold
@@ -168,6 +174,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_max_request_partitions: must be > 0, got %d", c.MaxRequestPartitions)
 	case c.MaxConnections <= 0:
 		return fmt.Errorf("gateway.kafka_max_connections: must be > 0, got %d", c.MaxConnections)
+	case c.MaxConnectionsPerAddress < 0 || c.MaxConnectionsPerAddress > c.MaxConnections:
+		return fmt.Errorf("gateway.kafka_max_connections_per_address: must be in [1, kafka_max_connections (%d)], got %d", c.MaxConnections, c.MaxConnectionsPerAddress)
 	case c.ReadAheadBytes < 0:
 		return fmt.Errorf("gateway.kafka_read_ahead_bytes: must be >= 0, got %d", c.ReadAheadBytes)
 	case c.FetchLanes < 1 || c.FetchLanes > MaxFetchLanes:

@@ -28,10 +28,14 @@ type conn struct {
 	s        *Server
 	nc       net.Conn
 	remoteIP string
-	remote   netip.Addr      // the client's address (invalid if not TCP)
-	ctx      context.Context // ends when the connection closes
-	cancel   context.CancelFunc
-	opened   time.Time
+	remote   netip.Addr // the client's address (invalid if not TCP)
+	// addr is what the connection counts against per address
+	// (registry.go), when addrCounted.
+	addr        netip.Addr
+	addrCounted bool
+	ctx         context.Context // ends when the connection closes
+	cancel      context.CancelFunc
+	opened      time.Time
 
 	sasl      saslState
 	mechanism string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -53,8 +54,13 @@ type Server struct {
 	// byIdentity counts authenticated connections per identity
 	// (identityKey), for MaxConnectionsPerPrincipal.
 	byIdentity map[string]int
-	closed     bool
-	wg         sync.WaitGroup // accept loop, connections, member sessions
+	// byAddr counts connections per client address (registry.go).
+	byAddr map[netip.Addr]*addrConns
+	// refusedConns and evicted count for the metrics (registry.go).
+	refusedConns [limitCount]atomic.Uint64
+	evicted      atomic.Uint64
+	closed       bool
+	wg           sync.WaitGroup // accept loop, connections, member sessions
 }
 
 // node is one advertised broker.
@@ -84,7 +90,7 @@ func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, e
 			auth = idpAuthenticator{capgate: auth, gate: gate, verifier: v, timeout: cfg.OIDC.FetchTimeout}
 		}
 	}
-	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, refused: refusallog.New(log), commitPolicy: newCommitPolicyLog(log), conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, refused: refusallog.New(log), commitPolicy: newCommitPolicyLog(log), conns: map[*conn]struct{}{}, byAddr: map[netip.Addr]*addrConns{}}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.topics = newTopicCache(gate.Broker(), topicCacheAge)
 	s.aheadBudget.Store(cfg.ReadAheadBytes)
@@ -248,100 +254,6 @@ func (s *Server) accept(ln net.Listener) {
 		}
 		go c.serve()
 	}
-}
-
-// register admits a connection unless closing. At max_connections it
-// takes the place of the oldest connection that has not authenticated
-// (closed for it), and is refused only when every one has: holding every
-// slot with connections that send nothing — no token needed — would
-// otherwise lock every client out for auth_timeout, over and over. A
-// client authenticates within a round trip or two, so flooding new
-// connections to push it out is far harder than opening them.
-func (s *Server) register(nc net.Conn) (*conn, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, false
-	}
-	if len(s.conns) >= s.cfg.MaxConnections {
-		old := s.oldestUnauthenticatedLocked()
-		if old == nil {
-			s.refused.Refused("kafka connection", "kafka_max_connections reached, all authenticated",
-				zap.String("remote", nc.RemoteAddr().String()), zap.Int("max", s.cfg.MaxConnections))
-			return nil, false
-		}
-		delete(s.conns, old) // its goroutine unregisters it again, harmlessly
-		old.nc.Close()
-		s.refused.Refused("unauthenticated kafka connection", "kafka_max_connections reached: closed for a new connection",
-			zap.String("remote", old.nc.RemoteAddr().String()), zap.Duration("open_for", time.Since(old.opened)))
-	}
-	c := newConn(s, nc)
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return c, true
-}
-
-// oldestUnauthenticatedLocked is the connection open longest without
-// having authenticated, nil when every one has. s.mu held.
-func (s *Server) oldestUnauthenticatedLocked() *conn {
-	var oldest *conn
-	for c := range s.conns {
-		if !c.authed.Load() && (oldest == nil || c.opened.Before(oldest.opened)) {
-			oldest = c
-		}
-	}
-	return oldest
-}
-
-func (s *Server) unregister(c *conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.releaseIdentityLocked(c)
-	s.mu.Unlock()
-	s.wg.Done()
-}
-
-// identityKey is whom a connection counts against for
-// MaxConnectionsPerPrincipal: the identity re-authentication keeps (kind,
-// issuer, subject).
-func identityKey(p *Principal) string {
-	return string(p.Claims.Kind()) + "\x00" + p.Claims.Issuer + "\x00" + p.Claims.Subject
-}
-
-// claimIdentity counts c's first authentication against its identity's
-// connections, or refuses it at MaxConnectionsPerPrincipal.
-func (s *Server) claimIdentity(c *conn, p *Principal) error {
-	max := s.cfg.MaxConnectionsPerPrincipal
-	if max <= 0 {
-		return nil
-	}
-	key := identityKey(p)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.identity == key {
-		return nil
-	}
-	if s.byIdentity[key] >= max {
-		return fmt.Errorf("too many connections: this identity has %d open, kafka_max_connections_per_principal %d", s.byIdentity[key], max)
-	}
-	s.releaseIdentityLocked(c)
-	if s.byIdentity == nil {
-		s.byIdentity = map[string]int{}
-	}
-	s.byIdentity[key]++
-	c.identity = key
-	return nil
-}
-
-// releaseIdentityLocked uncounts c's identity, once. s.mu held.
-func (s *Server) releaseIdentityLocked(c *conn) {
-	if c.identity == "" {
-		return
-	}
-	if s.byIdentity[c.identity]--; s.byIdentity[c.identity] <= 0 {
-		delete(s.byIdentity, c.identity)
-	}
-	c.identity = ""
 }
 
 // Connections is the number of open connections.

@@ -261,11 +261,27 @@ func (l *Listener) key(c net.Conn) (netip.Addr, bool) {
 	if l.cfg.MaxPerAddress <= 0 {
 		return netip.Addr{}, false
 	}
-	a := failguard.Addr(c.RemoteAddr()).Unmap().WithZone("")
+	a := peerIP(c.RemoteAddr())
 	if !a.IsValid() || l.cfg.Exempt != nil && l.cfg.Exempt(a) {
 		return netip.Addr{}, false
 	}
 	return failguard.Key(a), true // IPv6 per /64, as the failure budget
+}
+
+// peerIP is peer's IP, IPv4-mapped unmapped and zone dropped (invalid
+// when peer has none).
+func peerIP(peer net.Addr) netip.Addr { return failguard.Addr(peer).Unmap().WithZone("") }
+
+// AddressKey is what a connection from peer counts against in a
+// per-address bound — its IP (IPv4-mapped unmapped, zone dropped), an
+// IPv6 one per /64 as the failure budget keys it — false when peer has
+// no IP. The gateway's Kafka listener bounds its connections by it too.
+func AddressKey(peer net.Addr) (netip.Addr, bool) {
+	a := peerIP(peer)
+	if !a.IsValid() {
+		return netip.Addr{}, false
+	}
+	return failguard.Key(a), true
 }
 
 func (l *Listener) release(addr netip.Addr, limited bool) {
