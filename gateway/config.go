@@ -207,6 +207,12 @@ type Config struct {
 	// holder's): one more is refused at SASL, so one tenant cannot hold
 	// every kafka_max_connections slot.
 	KafkaMaxConnectionsPerPrincipal int `yaml:"kafka_max_connections_per_principal"`
+	// KafkaMaxConnectionsPerTenant bounds one tenant's authenticated Kafka
+	// connections: a credential's (its OAuth client's, an IdP identity's)
+	// own and those of the capabilities granted to the members it joined
+	// (their tnt claim) together, since each member is a subject of its
+	// own. One more is refused at SASL.
+	KafkaMaxConnectionsPerTenant int `yaml:"kafka_max_connections_per_tenant"`
 	// KafkaMaxMembers bounds the group members this gateway runs
 	// sessions for.
 	KafkaMaxMembers int `yaml:"kafka_max_members"`
@@ -277,6 +283,7 @@ func DefaultConfig() Config {
 		KafkaMaxConnections:             1024,
 		KafkaMaxConnectionsPerPrincipal: 256,
 		KafkaMaxConnectionsPerAddress:   256,
+		KafkaMaxConnectionsPerTenant:    256,
 		KafkaMaxMembers:                 10_000,
 		KafkaFetchLanes:                 4,
 		KafkaReadAheadBytes:             64 << 20,
@@ -413,7 +420,7 @@ func (c Config) validateLimits() error {
 	}{{"max_header_bytes", c.MaxHeaderBytes}, {"max_body_bytes", c.MaxBodyBytes}, {"max_produce_records", c.MaxProduceRecords}, {"rate_limit_entries", c.RateLimitEntries}, {"monitor_labels_max", c.MonitorLabelsMax}, {"auth_failure_burst", c.AuthFailureBurst},
 		{"max_inflight_fetches", c.MaxInflightFetches}, {"max_inflight_fetches_per_holder", c.MaxInflightFetchesPerHolder}, {"max_connections", c.MaxConnections},
 		{"max_connections_per_address", c.MaxConnectionsPerAddress}, {"kafka_max_connections_per_principal", c.KafkaMaxConnectionsPerPrincipal},
-		{"kafka_max_connections_per_address", c.KafkaMaxConnectionsPerAddress}} {
+		{"kafka_max_connections_per_address", c.KafkaMaxConnectionsPerAddress}, {"kafka_max_connections_per_tenant", c.KafkaMaxConnectionsPerTenant}} {
 		if n.value <= 0 {
 			return fmt.Errorf("gateway.%s: must be > 0, got %d", n.name, n.value)
 		}

@@ -29,7 +29,7 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 		MaxRequestPartitions: c.KafkaMaxRequestPartitions,
 		AuthTimeout:          c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout,
 		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal,
-		MaxConnectionsPerAddress: c.KafkaMaxConnectionsPerAddress, MaxMembers: c.KafkaMaxMembers, ReadAheadBytes: c.KafkaReadAheadBytes,
+		MaxConnectionsPerAddress: c.KafkaMaxConnectionsPerAddress, MaxConnectionsPerTenant: c.KafkaMaxConnectionsPerTenant, MaxMembers: c.KafkaMaxMembers, ReadAheadBytes: c.KafkaReadAheadBytes,
 		MaxWait: c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,
 	}
 }
@@ -45,6 +45,9 @@ func (g *Gateway) registerKafkaMetrics() {
 			Help: "Kafka connections not yet authenticated closed for a new one at kafka_max_connections (the oldest of the address holding the most)."},
 			func() float64 { return float64(g.kafka.Evicted()) }),
 	)
+	g.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_sessions_expired_total",
+		Help: "Kafka connections closed when their SASL session ended (the token expired) without a re-authentication (KIP-368)."},
+		func() float64 { return float64(g.kafka.Expired()) }))
 	for i, l := range kafkaproto.Limits {
 		g.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_connections_refused_total",
 			Help:        "Kafka connections refused or closed at a bound of the listener's: " + kafkaproto.LimitsHelp,

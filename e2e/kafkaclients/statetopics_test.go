@@ -53,7 +53,21 @@ func startNeighbour(t *testing.T, a *Stack) *stack.Stack {
 // with bearer and returns the status and the error body (if any).
 func joinAt(t *testing.T, url, bearer, group string, topics []string) (int, api.ErrorBody) {
 	t.Helper()
-	body, _ := json.Marshal(api.JoinRequest{ClientID: "thief", Topics: topics})
+	status, raw := postJoin(t, url, bearer, group, api.JoinRequest{ClientID: "thief", Topics: topics})
+	var out api.ErrorBody
+	if status != http.StatusOK {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("join %s: %d %s", group, status, raw)
+		}
+	}
+	return status, out
+}
+
+// postJoin posts join to the coordinator at url for group with bearer:
+// the status and the body.
+func postJoin(t *testing.T, url, bearer, group string, join api.JoinRequest) (int, []byte) {
+	t.Helper()
+	body, _ := json.Marshal(join)
 	req, err := http.NewRequest(http.MethodPost, url+"/v1/groups/"+group+"/join", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -66,13 +80,7 @@ func joinAt(t *testing.T, url, bearer, group string, topics []string) (int, api.
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var out api.ErrorBody
-	if resp.StatusCode != http.StatusOK {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatalf("join %s: %d %s", group, resp.StatusCode, raw)
-		}
-	}
-	return resp.StatusCode, out
+	return resp.StatusCode, raw
 }
 
 // TestAnotherDeploymentsStateLogIsNeverGranted (redteam5 #4): with two

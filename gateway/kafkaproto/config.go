@@ -103,6 +103,12 @@ type Config struct {
 	// (SASL_AUTHENTICATION_FAILED, closed), so one tenant cannot hold
 	// every MaxConnections slot. 0: no bound.
 	MaxConnectionsPerPrincipal int
+	// MaxConnectionsPerTenant bounds the authenticated connections of one
+	// tenant (tenantKey: a credential's OAuth client or jti, an IdP
+	// identity, a capability's tnt — the credential its member joined
+	// with), so one credential's many members cannot hold every
+	// MaxConnections slot either. 0: no bound.
+	MaxConnectionsPerTenant int
 	// MaxMembers bounds the group members this gateway runs sessions for.
 	MaxMembers int
 	// ReadAheadBytes bounds what all connections' read-aheads may hold
@@ -174,6 +180,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_max_request_partitions: must be > 0, got %d", c.MaxRequestPartitions)
 	case c.MaxConnections <= 0:
 		return fmt.Errorf("gateway.kafka_max_connections: must be > 0, got %d", c.MaxConnections)
+	case c.MaxConnectionsPerTenant < 0 || c.MaxConnectionsPerTenant > c.MaxConnections:
+		return fmt.Errorf("gateway.kafka_max_connections_per_tenant: must be in [1, kafka_max_connections (%d)], got %d", c.MaxConnections, c.MaxConnectionsPerTenant)
 	case c.MaxConnectionsPerAddress < 0 || c.MaxConnectionsPerAddress > c.MaxConnections:
 		return fmt.Errorf("gateway.kafka_max_connections_per_address: must be in [1, kafka_max_connections (%d)], got %d", c.MaxConnections, c.MaxConnectionsPerAddress)
 	case c.ReadAheadBytes < 0:

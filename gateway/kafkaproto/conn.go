@@ -41,7 +41,12 @@ type conn struct {
 	mechanism string
 	principal *Principal
 	identity  string // identityKey counted for this connection (Server.mu), "" before SASL
-	clientID  string // of the last request
+	tenant    string // tenantKey counted with it
+	// sessionEnd is when the session ends (the token's expiry) and expiry
+	// the timer that closes the connection then (Server.mu; registry.go).
+	sessionEnd time.Time
+	expiry     *time.Timer
+	clientID   string // of the last request
 	// authed is set once SASL first completed (and never cleared): the
 	// registry never closes such a connection for a new one.
 	authed  atomic.Bool

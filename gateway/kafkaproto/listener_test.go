@@ -150,14 +150,7 @@ func (tt tokenTable) Authenticate(token string, _ netip.Addr, now time.Time) (*P
 func mintCapabilities(t *testing.T, partitions ...int32) (tokenTable, []string) {
 	t.Helper()
 	now := time.Now()
-	ring, err := ocap.NewKeyRing(rand.Reader, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ocap.NewMinter(ocap.VerifierConfig{Issuer: "test", Audience: "test", MaxLease: time.Hour}, ring, rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testMinter(t, now)
 	table := tokenTable{}
 	var tokens []string
 	for _, p := range partitions {
@@ -169,6 +162,20 @@ func mintCapabilities(t *testing.T, partitions ...int32) (tokenTable, []string) 
 		tokens = append(tokens, token)
 	}
 	return table, tokens
+}
+
+// testMinter mints tokens of issuer and audience "test".
+func testMinter(t *testing.T, now time.Time) *ocap.Minter {
+	t.Helper()
+	ring, err := ocap.NewKeyRing(rand.Reader, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ocap.NewMinter(ocap.VerifierConfig{Issuer: "test", Audience: "test", MaxLease: time.Hour}, ring, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // saslExchange runs SaslHandshake v1 (PLAIN) and SaslAuthenticate with

@@ -6,6 +6,16 @@ package kafkaproto
 //     (internal/connguard's key: the IP, IPv6 per /64) holding that many
 //     open is closed at accept, as the HTTP listeners' connguard does
 //     (nothing is answered: a Kafka client has sent no request yet).
+//   - kafka_max_connections_per_principal and _per_tenant: at SASL
+//     (claimIdentity), a connection beyond its identity's or its
+//     tenant's bound is refused (SASL_AUTHENTICATION_FAILED naming the
+//     setting, closed). The tenant (tenantKey) is the unit the
+//     coordinator bounds a credential's members by: one credential's
+//     members are many subjects, so per identity alone one tenant filled
+//     the listener (redteam7 #2).
+//   - A connection is closed when its session ends (its token's expiry)
+//     without a re-authentication (armExpiryLocked): its slot does not
+//     outlive the credential.
 //   - kafka_max_connections: at the bound a new connection takes the
 //     place of a connection that has not authenticated — the oldest of
 //     the address holding the most such connections — and is refused
@@ -21,14 +31,17 @@ package kafkaproto
 // Every count here is under Server.mu.
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/internal/connguard"
+	"github.com/capgate/capgate/ocap"
 )
 
 // addrConns is one client address's connections (Server.byAddr).
@@ -120,13 +133,18 @@ func (s *Server) authenticatedLocked(c *conn) {
 	}
 }
 
-// dropLocked uncounts c everywhere, once.
+// dropLocked uncounts c everywhere, once: for an eviction or an expiry
+// at once (the slot is free before c's goroutine has seen the close),
+// and again, harmlessly, when that goroutine unregisters it.
 func (s *Server) dropLocked(c *conn) {
+	s.releaseIdentityLocked(c)
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
 	if _, ok := s.conns[c]; !ok {
 		return
 	}
 	delete(s.conns, c)
-	s.releaseIdentityLocked(c)
 	if !c.addrCounted {
 		return
 	}
@@ -152,32 +170,65 @@ func identityKey(p *Principal) string {
 	return string(p.Claims.Kind()) + "\x00" + p.Claims.Issuer + "\x00" + p.Claims.Subject
 }
 
-// claimIdentity counts c's first authentication against its identity's
-// connections, or refuses it at MaxConnectionsPerPrincipal. Once it
-// succeeded, c is no longer evictable for a new connection.
+// tenantKey is whom a connection counts against for
+// MaxConnectionsPerTenant: the tenant the coordinator counts a join's
+// members for (coordinator/join.go tenant) — a client credential's OAuth
+// client ("oauth:" subject), else its jti; an IdP identity's id — and a
+// capability's tnt, which the coordinator sets to that same tenant on
+// every capability a join or heartbeat grants (attenuated children keep
+// it). So a credential's group connections and the capabilities of every
+// member it joined (each a subject of its own) count together. A
+// capability without tnt (an admin grant) counts for its holder, as the
+// in-flight caps count it (gateway/inflight.go tenantOf).
+func tenantKey(c *ocap.Claims) string {
+	switch {
+	case c.Kind() == ocap.KindCapability && c.Tenant == "":
+		return "holder\x00" + c.Issuer + "\x00" + c.Subject
+	case c.Kind() == ocap.KindCapability:
+		return "tenant\x00" + c.Tenant
+	case c.Kind() == ocap.KindClient && strings.HasPrefix(c.Subject, oauthSubject):
+		return "tenant\x00" + c.Subject
+	}
+	return "tenant\x00" + c.ID
+}
+
+// oauthSubject prefixes the subject of the credentials the coordinator's
+// /oauth/token mints (coordinator/oauth_clients.go).
+const oauthSubject = "oauth:"
+
+// claimIdentity counts an authentication of c (its first, or a KIP-368
+// re-authentication) against its identity's and its tenant's
+// connections, or refuses it at MaxConnectionsPerPrincipal or
+// MaxConnectionsPerTenant; a re-authentication as the same identity and
+// tenant counts nothing again. Once it succeeded, c is no longer
+// evictable for a new connection, and it is closed when p expires unless
+// re-authenticated before (armExpiryLocked).
 func (s *Server) claimIdentity(c *conn, p *Principal) error {
-	key := identityKey(p)
+	identity, tenant := identityKey(p), tenantKey(p.Claims)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	max := s.cfg.MaxConnectionsPerPrincipal
-	if max <= 0 || c.identity == key {
-		s.authenticatedLocked(c)
-		return nil
+	if _, open := s.conns[c]; !open { // evicted or expired meanwhile: nothing may count it now
+		return errors.New("connection closed")
 	}
-	if s.byIdentity[key] >= max {
-		return fmt.Errorf("too many connections: this identity has %d open, kafka_max_connections_per_principal %d", s.byIdentity[key], max)
+	if max := s.cfg.MaxConnectionsPerPrincipal; max > 0 && identity != c.identity && s.byIdentity[identity] >= max {
+		s.refusedConns[limitPerPrincipal].Add(1)
+		return fmt.Errorf("too many connections: this identity has %d open, kafka_max_connections_per_principal %d", s.byIdentity[identity], max)
 	}
-	s.authenticatedLocked(c)
+	if max := s.cfg.MaxConnectionsPerTenant; max > 0 && tenant != c.tenant && s.byTenant[tenant] >= max {
+		s.refusedConns[limitPerTenant].Add(1)
+		return fmt.Errorf("too many connections: this tenant (a credential with the capabilities granted under it) has %d open, kafka_max_connections_per_tenant %d",
+			s.byTenant[tenant], max)
+	}
 	s.releaseIdentityLocked(c)
-	if s.byIdentity == nil {
-		s.byIdentity = map[string]int{}
-	}
-	s.byIdentity[key]++
-	c.identity = key
+	s.byIdentity[identity]++
+	s.byTenant[tenant]++
+	c.identity, c.tenant = identity, tenant
+	s.authenticatedLocked(c)
+	s.armExpiryLocked(c, p.Expires)
 	return nil
 }
 
-// releaseIdentityLocked uncounts c's identity, once. s.mu held.
+// releaseIdentityLocked uncounts c's identity and tenant, once.
 func (s *Server) releaseIdentityLocked(c *conn) {
 	if c.identity == "" {
 		return
@@ -185,7 +236,41 @@ func (s *Server) releaseIdentityLocked(c *conn) {
 	if s.byIdentity[c.identity]--; s.byIdentity[c.identity] <= 0 {
 		delete(s.byIdentity, c.identity)
 	}
-	c.identity = ""
+	if s.byTenant[c.tenant]--; s.byTenant[c.tenant] <= 0 {
+		delete(s.byTenant, c.tenant)
+	}
+	c.identity, c.tenant = "", ""
+}
+
+// armExpiryLocked closes c when its session ends (end: its token's
+// expiry) unless a re-authentication moved the end later first: KIP-368
+// says a session ends there, and before, a connection whose session
+// ended was closed only when its next request came — one that sent none
+// kept its slot for kafka_idle_timeout (10 min), so a tenant whose
+// tokens had expired still held the listener (redteam7 #2).
+func (s *Server) armExpiryLocked(c *conn, end time.Time) {
+	c.sessionEnd = end
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
+	c.expiry = time.AfterFunc(time.Until(end), func() { s.expire(c) })
+}
+
+// expire closes c if its session has ended and it is still open.
+func (s *Server) expire(c *conn) {
+	s.mu.Lock()
+	_, open := s.conns[c]
+	due := open && !time.Now().Before(c.sessionEnd)
+	if due {
+		s.dropLocked(c) // its goroutine unregisters it again, harmlessly
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	s.expired.Add(1)
+	c.nc.Close()
+	s.log.Debug("kafka session expired and was not re-authenticated: connection closed (KIP-368)", zap.String("remote", c.nc.RemoteAddr().String()))
 }
 
 // limit is a bound a connection was refused or closed at, for the
@@ -195,19 +280,26 @@ type limit int
 const (
 	limitTotal limit = iota
 	limitPerAddress
+	limitPerPrincipal
+	limitPerTenant
 	limitCount
 )
 
 // Limits are the label values of Server.Refused, in order; LimitsHelp
 // says what each counts.
-var Limits = [limitCount]string{"total", "per_address"}
+var Limits = [limitCount]string{"total", "per_address", "per_principal", "per_tenant"}
 
 const LimitsHelp = "total (at accept: kafka_max_connections open, all authenticated), " +
-	"per_address (at accept: kafka_max_connections_per_address from its address)."
+	"per_address (at accept: kafka_max_connections_per_address from its address), " +
+	"per_principal, per_tenant (at SASL: kafka_max_connections_per_principal, _per_tenant)."
 
 // Refused is how many connections were refused or closed at the bound
 // named Limits[i] since the listener started.
 func (s *Server) Refused(i int) uint64 { return s.refusedConns[i].Load() }
+
+// Expired is how many connections were closed when their session ended
+// without a re-authentication (armExpiryLocked).
+func (s *Server) Expired() uint64 { return s.expired.Load() }
 
 // Evicted is how many unauthenticated connections were closed for a new
 // one at kafka_max_connections.

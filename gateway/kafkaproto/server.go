@@ -54,11 +54,15 @@ type Server struct {
 	// byIdentity counts authenticated connections per identity
 	// (identityKey), for MaxConnectionsPerPrincipal.
 	byIdentity map[string]int
+	// byTenant counts them per tenant (tenantKey), for
+	// MaxConnectionsPerTenant.
+	byTenant map[string]int
 	// byAddr counts connections per client address (registry.go).
 	byAddr map[netip.Addr]*addrConns
 	// refusedConns and evicted count for the metrics (registry.go).
 	refusedConns [limitCount]atomic.Uint64
 	evicted      atomic.Uint64
+	expired      atomic.Uint64
 	closed       bool
 	wg           sync.WaitGroup // accept loop, connections, member sessions
 }
@@ -90,7 +94,8 @@ func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, e
 			auth = idpAuthenticator{capgate: auth, gate: gate, verifier: v, timeout: cfg.OIDC.FetchTimeout}
 		}
 	}
-	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, refused: refusallog.New(log), commitPolicy: newCommitPolicyLog(log), conns: map[*conn]struct{}{}, byAddr: map[netip.Addr]*addrConns{}}
+	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, refused: refusallog.New(log), commitPolicy: newCommitPolicyLog(log), conns: map[*conn]struct{}{},
+		byIdentity: map[string]int{}, byTenant: map[string]int{}, byAddr: map[netip.Addr]*addrConns{}}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.topics = newTopicCache(gate.Broker(), topicCacheAge)
 	s.aheadBudget.Store(cfg.ReadAheadBytes)

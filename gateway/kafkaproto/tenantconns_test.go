@@ -1,0 +1,158 @@
+package kafkaproto
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/capgate/capgate/ocap"
+)
+
+// leaseTable authenticates the tokens it lists, each as its claims, for
+// a session of its own length from now.
+type leaseTable map[string]lease
+
+type lease struct {
+	claims *ocap.Claims
+	ttl    time.Duration
+}
+
+func (lt leaseTable) Authenticate(token string, _ netip.Addr, now time.Time) (*Principal, error) {
+	l, ok := lt[token]
+	if !ok {
+		return nil, ocap.ErrBadType
+	}
+	return &Principal{Claims: l.claims, Token: token, Expires: now.Add(l.ttl)}, nil
+}
+
+// tenantTokens mints, for the tenant of one client credential, the
+// credential and a capability of each of n members it joined (a subject
+// each, tnt the credential's jti, as the coordinator grants them), and a
+// capability of another tenant's member; every session lasts ttl.
+func tenantTokens(t *testing.T, n int, ttl time.Duration, table leaseTable) (credential string, members []string, other string) {
+	t.Helper()
+	now := time.Now()
+	m := testMinter(t, now)
+	mint := func(kind ocap.Kind, c ocap.Claims) string {
+		token, claims, err := m.Mint(kind, c, now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table[token] = lease{claims, ttl}
+		return token
+	}
+	credential = mint(ocap.KindClient, ocap.Claims{Subject: "svc", Groups: []string{"*"}, Topics: []string{"*"}})
+	jti := table[credential].claims.ID
+	p := int32(0)
+	for i := range n {
+		members = append(members, mint(ocap.KindCapability, ocap.Claims{Subject: "member-" + string(rune('a'+i)), Group: "g", Topic: "orders",
+			Partition: &p, Epoch: 1, Ops: ocap.Ops(ocap.OpFetch), Tenant: jti}))
+	}
+	other = mint(ocap.KindCapability, ocap.Claims{Subject: "member-z", Group: "g", Topic: "orders", Partition: &p, Epoch: 1,
+		Ops: ocap.Ops(ocap.OpFetch), Tenant: "another-credential"})
+	return credential, members, other
+}
+
+// TestOneTenantCannotHoldTheListener is redteam7 #2's first half, the
+// attack as its test: one credential's members (a subject each, so
+// kafka_max_connections_per_principal does not see them as one) open
+// connection after connection. Its connections, its own and its
+// members' capabilities' together, stop at kafka_max_connections_per_tenant
+// (one more is refused at SASL naming the setting); another tenant still
+// gets in. Without the bound the tenant held every slot and the other
+// tenant's connection was closed at accept.
+func TestOneTenantCannotHoldTheListener(t *testing.T) {
+	table := leaseTable{}
+	credential, members, other := tenantTokens(t, 4, time.Hour, table)
+	cfg := testConfig()
+	cfg.MaxConnections, cfg.MaxConnectionsPerPrincipal, cfg.MaxConnectionsPerTenant = 8, 2, 5
+	s := startListener(t, cfg, table, nil)
+	authenticated := 0
+	var refusals []string
+	for _, token := range append(slicesRepeat(members, 2), credential) { // 9 attempts: 2 per member, then the credential
+		nc, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		resp, err := saslExchange(&testConn{t: t, nc: nc}, token)
+		switch {
+		case err != nil:
+			refusals = append(refusals, err.Error()) // closed at accept: the listener full
+		case resp.ErrorCode == 0:
+			authenticated++
+		case resp.ErrorCode == kerr.SaslAuthenticationFailed.Code && resp.ErrorMessage != nil:
+			refusals = append(refusals, *resp.ErrorMessage)
+		}
+	}
+	if authenticated != cfg.MaxConnectionsPerTenant || !strings.Contains(refusals[0], "kafka_max_connections_per_tenant") {
+		t.Fatalf("one tenant's 9 connections (4 members × 2, its credential): %d authenticated, refusals %q; want %d, refused naming kafka_max_connections_per_tenant",
+			authenticated, refusals, cfg.MaxConnectionsPerTenant)
+	}
+	victim := dialAuthenticated(t, s, other)
+	if _, err := victim.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatalf("another tenant's connection: %v", err)
+	}
+	if s.Refused(int(limitPerTenant)) == 0 {
+		t.Fatal("refusals per tenant not counted")
+	}
+}
+
+func slicesRepeat(s []string, n int) []string {
+	var out []string
+	for _, x := range s {
+		for range n {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// TestExpiredSessionsGiveTheirSlotsBack is redteam7 #2's second half: a
+// connection whose session ended (its token expired) and that sends
+// nothing is closed at the expiry — before, it kept its slot for
+// kafka_idle_timeout (10 min) and a tenant whose tokens had lapsed still
+// held the listener. A connection re-authenticated (KIP-368) before the
+// expiry stays open past it.
+func TestExpiredSessionsGiveTheirSlotsBack(t *testing.T) {
+	table := leaseTable{}
+	_, members, _ := tenantTokens(t, 3, time.Second, table)
+	_, renewed, _ := tenantTokens(t, 1, time.Hour, table)
+	table[renewed[0]] = lease{claims: withSubject(table[renewed[0]].claims, table[members[2]].claims.Subject), ttl: time.Hour}
+	cfg := testConfig()
+	cfg.MaxConnections = 3
+	s := startListener(t, cfg, table, nil)
+	var conns []*testConn
+	for _, token := range members {
+		conns = append(conns, dialAuthenticated(t, s, token))
+	}
+	if code := saslV1(t, conns[2], renewed[0]); code != 0 { // re-authenticated within the session
+		t.Fatalf("re-authentication: %d", code)
+	}
+	start := time.Now()
+	for i, r := range conns[:2] {
+		if !r.closed() { // waits for the close, 5 s at most
+			t.Fatalf("connection %d: open %v after its session ended, want it closed at the expiry", i, time.Since(start))
+		}
+	}
+	if _, err := conns[2].roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatalf("the re-authenticated connection after the first session's end: %v, want it open", err)
+	}
+	dialAuthenticated(t, s, members[0]) // a slot again (the listener holds 3)
+	if s.Expired() != 2 {
+		t.Fatalf("sessions expired: %d, want 2", s.Expired())
+	}
+}
+
+// withSubject is a copy of c with subject sub (a renewed token of the
+// same member).
+func withSubject(c *ocap.Claims, sub string) *ocap.Claims {
+	d := *c
+	d.Subject = sub
+	return &d
+}
