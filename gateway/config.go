@@ -182,6 +182,15 @@ type Config struct {
 	KafkaMemberSessionTimeout time.Duration `yaml:"kafka_member_session_timeout"`
 	// KafkaMaxRequestBytes bounds one request frame (Produce included).
 	KafkaMaxRequestBytes int32 `yaml:"kafka_max_request_bytes"`
+	// KafkaMaxRequestBytesHeld bounds the request bytes the Kafka
+	// listener holds, all connections together, and
+	// KafkaMaxRequestBytesHeldPerTenant one tenant's (a credential and
+	// the capabilities of its members): a frame over 64 KiB reserves its
+	// size before it is read and holds it until answered; one without
+	// room waits, not reading, up to read_timeout, then its connection
+	// is closed. Per tenant at least kafka_max_request_bytes.
+	KafkaMaxRequestBytesHeld          int64 `yaml:"kafka_max_request_bytes_held"`
+	KafkaMaxRequestBytesHeldPerTenant int64 `yaml:"kafka_max_request_bytes_held_per_tenant"`
 	// KafkaMaxRequestPartitions bounds the partitions (and, apart, the
 	// topic entries) one Fetch, ListOffsets, Produce or OffsetCommit
 	// names, the topics one Metadata names and the groups, members,
@@ -275,19 +284,21 @@ func DefaultConfig() Config {
 		KafkaSessionTimeoutMin: time.Second,
 		KafkaSessionTimeoutMax: 5 * time.Minute,
 
-		KafkaMemberSessionTimeout:       10 * time.Second,
-		KafkaMaxRequestBytes:            8 << 20,
-		KafkaMaxRequestPartitions:       10000, // kafkaproto.DefaultMaxRequestPartitions
-		KafkaAuthTimeout:                10 * time.Second,
-		KafkaIdleTimeout:                10 * time.Minute,
-		KafkaMaxConnections:             1024,
-		KafkaMaxConnectionsPerPrincipal: 256,
-		KafkaMaxConnectionsPerAddress:   256,
-		KafkaMaxConnectionsPerTenant:    256,
-		KafkaMaxMembers:                 10_000,
-		KafkaFetchLanes:                 4,
-		KafkaReadAheadBytes:             64 << 20,
-		KafkaOIDC:                       identity.DefaultConfig(),
+		KafkaMemberSessionTimeout:         10 * time.Second,
+		KafkaMaxRequestBytes:              8 << 20,
+		KafkaMaxRequestBytesHeld:          256 << 20,
+		KafkaMaxRequestBytesHeldPerTenant: 64 << 20,
+		KafkaMaxRequestPartitions:         10000, // kafkaproto.DefaultMaxRequestPartitions
+		KafkaAuthTimeout:                  10 * time.Second,
+		KafkaIdleTimeout:                  10 * time.Minute,
+		KafkaMaxConnections:               1024,
+		KafkaMaxConnectionsPerPrincipal:   256,
+		KafkaMaxConnectionsPerAddress:     256,
+		KafkaMaxConnectionsPerTenant:      256,
+		KafkaMaxMembers:                   10_000,
+		KafkaFetchLanes:                   4,
+		KafkaReadAheadBytes:               64 << 20,
+		KafkaOIDC:                         identity.DefaultConfig(),
 	}
 }
 
@@ -426,6 +437,10 @@ func (c Config) validateLimits() error {
 		}
 	}
 	switch {
+	case c.KafkaMaxRequestBytesHeld <= 0:
+		return fmt.Errorf("gateway.kafka_max_request_bytes_held: must be > 0, got %d", c.KafkaMaxRequestBytesHeld)
+	case c.KafkaMaxRequestBytesHeldPerTenant <= 0:
+		return fmt.Errorf("gateway.kafka_max_request_bytes_held_per_tenant: must be > 0, got %d", c.KafkaMaxRequestBytesHeldPerTenant)
 	case c.AuthFailuresPerSecond < 0 || math.IsNaN(c.AuthFailuresPerSecond) || math.IsInf(c.AuthFailuresPerSecond, 0):
 		return fmt.Errorf("gateway.auth_failures_per_second: must be >= 0 (0: no budget), got %v", c.AuthFailuresPerSecond)
 	case c.MaxHeaderBytes < ocap.MaxTokenBytes+1024:

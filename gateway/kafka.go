@@ -26,6 +26,7 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 		HeartbeatInterval: c.KafkaHeartbeatInterval, SessionTimeoutMin: c.KafkaSessionTimeoutMin, SessionTimeoutMax: c.KafkaSessionTimeoutMax,
 		MemberSessionTimeout: c.KafkaMemberSessionTimeout,
 		RequestTimeout:       c.Broker.RequestTimeout, ShutdownTimeout: c.ShutdownTimeout, MaxRequestBytes: c.KafkaMaxRequestBytes,
+		MaxRequestBytesHeld: c.KafkaMaxRequestBytesHeld, MaxRequestBytesHeldPerTenant: c.KafkaMaxRequestBytesHeldPerTenant,
 		MaxRequestPartitions: c.KafkaMaxRequestPartitions,
 		AuthTimeout:          c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout,
 		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal,
@@ -47,7 +48,13 @@ func (g *Gateway) registerKafkaMetrics() {
 	)
 	g.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_sessions_expired_total",
 		Help: "Kafka connections closed when their SASL session ended (the token expired) without a re-authentication (KIP-368)."},
-		func() float64 { return float64(g.kafka.Expired()) }))
+		func() float64 { return float64(g.kafka.Expired()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "capgate_gateway_kafka_request_bytes_held",
+			Help: "Bytes of Kafka request frames over 64 KiB being read or served (kafka_max_request_bytes_held)."},
+			func() float64 { return float64(g.kafka.RequestBytesHeld()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_request_budget_waits_total",
+			Help: "Kafka request frames that waited for room in kafka_max_request_bytes_held or _per_tenant before being read."},
+			func() float64 { return float64(g.kafka.RequestBudgetWaits()) }))
 	for i, l := range kafkaproto.Limits {
 		g.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_connections_refused_total",
 			Help:        "Kafka connections refused or closed at a bound of the listener's: " + kafkaproto.LimitsHelp,

@@ -75,6 +75,14 @@ type Config struct {
 	// MaxRequestBytes bounds one request frame after authentication;
 	// before it, frames are bounded by PreAuthRequestBytes.
 	MaxRequestBytes int32
+	// MaxRequestBytesHeld bounds the request bytes all connections hold
+	// together, MaxRequestBytesHeldPerTenant one tenant's (tenantKey):
+	// a frame over 64 KiB reserves its size before it is read and holds
+	// it until answered; one without room waits, not reading, until its
+	// read deadline, then its connection is closed (requestbudget.go).
+	// 0: no bound.
+	MaxRequestBytesHeld          int64
+	MaxRequestBytesHeldPerTenant int64
 	// MaxRequestPartitions bounds the partitions, and apart the topic
 	// entries, one Fetch, ListOffsets, Produce or OffsetCommit names, the
 	// topics one Metadata names and the entries of a group request's
@@ -176,6 +184,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_heartbeat_interval: must be < kafka_session_timeout_min (%s), got %s", c.SessionTimeoutMin, c.HeartbeatInterval)
 	case c.MaxRequestBytes < PreAuthRequestBytes:
 		return fmt.Errorf("gateway.kafka_max_request_bytes: must be >= %d, got %d", PreAuthRequestBytes, c.MaxRequestBytes)
+	case c.MaxRequestBytesHeld < 0 || c.MaxRequestBytesHeld > 0 && c.MaxRequestBytesHeld < int64(c.MaxRequestBytes):
+		return fmt.Errorf("gateway.kafka_max_request_bytes_held: must be >= kafka_max_request_bytes (%d), got %d", c.MaxRequestBytes, c.MaxRequestBytesHeld)
+	case c.MaxRequestBytesHeldPerTenant < 0 || c.MaxRequestBytesHeldPerTenant > 0 && c.MaxRequestBytesHeldPerTenant < int64(c.MaxRequestBytes):
+		return fmt.Errorf("gateway.kafka_max_request_bytes_held_per_tenant: must be >= kafka_max_request_bytes (%d), got %d", c.MaxRequestBytes, c.MaxRequestBytesHeldPerTenant)
+	case c.MaxRequestBytesHeld > 0 && c.MaxRequestBytesHeldPerTenant > c.MaxRequestBytesHeld:
+		return fmt.Errorf("gateway.kafka_max_request_bytes_held_per_tenant: must be <= kafka_max_request_bytes_held (%d), got %d", c.MaxRequestBytesHeld, c.MaxRequestBytesHeldPerTenant)
 	case c.MaxRequestPartitions <= 0:
 		return fmt.Errorf("gateway.kafka_max_request_partitions: must be > 0, got %d", c.MaxRequestPartitions)
 	case c.MaxConnections <= 0:

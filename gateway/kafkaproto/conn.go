@@ -46,7 +46,11 @@ type conn struct {
 	// the timer that closes the connection then (Server.mu; registry.go).
 	sessionEnd time.Time
 	expiry     *time.Timer
-	clientID   string // of the last request
+	// requestTenant is tenant as c's goroutine knows it, and requestHeld
+	// what the frame being read or served reserved (requestbudget.go).
+	requestTenant string
+	requestHeld   int64
+	clientID      string // of the last request
 	// authed is set once SASL first completed (and never cleared): the
 	// registry never closes such a connection for a new one.
 	authed  atomic.Bool
@@ -88,7 +92,9 @@ func (c *conn) serve() {
 	defer c.nc.Close()
 	defer c.dropAllAhead()
 	defer c.written()
+	defer c.releaseFrame()
 	for {
+		c.releaseFrame() // the last request has been answered
 		if c.rawSASL {
 			if err := c.rawAuthenticate(); err != nil {
 				c.closing(err)
@@ -177,7 +183,8 @@ const frameChunk = 64 << 10
 // readFrame reads one size-prefixed frame of [least, limit] bytes. Before
 // SASL completed the whole exchange must fit auth_timeout; after it, the
 // connection may idle idle_timeout between requests; a frame, once its
-// size arrived, must arrive whole within read_timeout.
+// size arrived, must find room in the request budget (requestbudget.go)
+// and arrive whole within read_timeout.
 func (c *conn) readFrame(limit, least int32) ([]byte, error) {
 	authDeadline := c.opened.Add(c.s.cfg.AuthTimeout)
 	deadline := authDeadline
@@ -195,6 +202,9 @@ func (c *conn) readFrame(limit, least int32) ([]byte, error) {
 	bodyDeadline := time.Now().Add(c.s.cfg.ReadTimeout)
 	if !c.authenticated() && authDeadline.Before(bodyDeadline) {
 		bodyDeadline = authDeadline
+	}
+	if err := c.reserveFrame(int(n), bodyDeadline); err != nil {
+		return nil, err
 	}
 	return c.readBody(int(n), bodyDeadline)
 }

@@ -223,6 +223,7 @@ func (s *Server) claimIdentity(c *conn, p *Principal) error {
 	s.byIdentity[identity]++
 	s.byTenant[tenant]++
 	c.identity, c.tenant = identity, tenant
+	c.requestTenant = tenant // claimIdentity runs on c's goroutine, the only reader
 	s.authenticatedLocked(c)
 	s.armExpiryLocked(c, p.Expires)
 	return nil
@@ -270,6 +271,7 @@ func (s *Server) expire(c *conn) {
 	}
 	s.expired.Add(1)
 	c.nc.Close()
+	c.cancel() // a request in flight, or a frame waiting for room, ends now
 	s.log.Debug("kafka session expired and was not re-authenticated: connection closed (KIP-368)", zap.String("remote", c.nc.RemoteAddr().String()))
 }
 
@@ -282,16 +284,19 @@ const (
 	limitPerAddress
 	limitPerPrincipal
 	limitPerTenant
+	limitRequestBytes          // closed: no room in kafka_max_request_bytes_held (requestbudget.go)
+	limitRequestBytesPerTenant // closed: none in its tenant's _per_tenant
 	limitCount
 )
 
 // Limits are the label values of Server.Refused, in order; LimitsHelp
 // says what each counts.
-var Limits = [limitCount]string{"total", "per_address", "per_principal", "per_tenant"}
+var Limits = [limitCount]string{"total", "per_address", "per_principal", "per_tenant", "request_bytes_held", "request_bytes_held_per_tenant"}
 
 const LimitsHelp = "total (at accept: kafka_max_connections open, all authenticated), " +
 	"per_address (at accept: kafka_max_connections_per_address from its address), " +
-	"per_principal, per_tenant (at SASL: kafka_max_connections_per_principal, _per_tenant)."
+	"per_principal, per_tenant (at SASL: kafka_max_connections_per_principal, _per_tenant), " +
+	"request_bytes_held, request_bytes_held_per_tenant (a frame found no room in kafka_max_request_bytes_held, _per_tenant within its read timeout)."
 
 // Refused is how many connections were refused or closed at the bound
 // named Limits[i] since the listener started.

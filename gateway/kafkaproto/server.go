@@ -43,6 +43,8 @@ type Server struct {
 	// and OffsetFetch without a member (tenantgroups.go), made once.
 	tenantsOnce sync.Once
 	tenants     *tenantGroups
+	// requests bounds the request bytes held (requestbudget.go).
+	requests *requestBudget
 	// aheadBudget is what read-aheads may still reserve (bytes).
 	aheadBudget atomic.Int64
 
@@ -99,6 +101,7 @@ func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, e
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.topics = newTopicCache(gate.Broker(), topicCacheAge)
 	s.aheadBudget.Store(cfg.ReadAheadBytes)
+	s.requests = newRequestBudget(cfg.MaxRequestBytesHeld, cfg.MaxRequestBytesHeldPerTenant)
 	s.groups = newGroups(s)
 	return s, nil
 }
