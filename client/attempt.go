@@ -13,6 +13,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/driver"
+	"github.com/capgate/capgate/client/session"
 )
 
 // attempt carries out one request attempt the driver asked for and
@@ -28,7 +29,7 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 		}
 	case driver.KindHeartbeat:
 		err = c.tr.postJSON(ctx, "heartbeat", c.groupURL("heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds(), Resync: s.Resync}, &a.News)
-		c.logNews(a.News, err)
+		c.logNews(a.News, err, s.Token)
 	case driver.KindCommit:
 		var resp api.CommitResponse
 		err = c.tr.postJSON(ctx, "commit", c.groupURL("commit"), s.Token, *s.Commit, &resp)
@@ -78,7 +79,7 @@ func failureOf(err error) *driver.Failure {
 		f.Final = true // its message says what to change
 	case tlsRefused(err):
 		f.Final = true
-		f.Err = fmt.Errorf("%w (a TLS certificate problem: not retried; check --cacert / client.tls)", err)
+		f.Err = fmt.Errorf("%w (a TLS certificate problem: not retried; check the CA: Config.TLS.CAFile or WithTLS, the CLI's --cacert)", err)
 	}
 	return f
 }
@@ -115,7 +116,7 @@ func tlsRefused(err error) bool {
 // logNews logs partitions and epochs, never capabilities; failures at
 // most once per unansweredLogEvery (beatFailures), and the first answer
 // after them.
-func (c *Consumer) logNews(n api.HeartbeatResponse, err error) {
+func (c *Consumer) logNews(n api.HeartbeatResponse, err error, token string) {
 	var e *Error
 	switch {
 	case err == nil:
@@ -126,9 +127,15 @@ func (c *Consumer) logNews(n api.HeartbeatResponse, err error) {
 	case errors.Is(err, context.Canceled):
 		return
 	case errors.As(err, &e) && e.Code == api.CodeUnknownMember:
-		// The member left (Close: its own held heartbeat answered after the
-		// leave) or was removed (the driver rejoins; logRemoved says why).
-		c.log.Info("heartbeat: member unknown to the coordinator", zap.Error(err))
+		// The member was removed (the driver rejoins; logRemoved says
+		// why), or it left on its own: Close or a credential renewal, its
+		// own held heartbeat answered after the leave — expected, so only
+		// at debug (newuser3 #7).
+		level := zap.InfoLevel
+		if c.memberLeft(token) {
+			level = zap.DebugLevel
+		}
+		c.log.Log(level, "heartbeat: member unknown to the coordinator", zap.Error(err))
 		return
 	default:
 		if log, missed := c.beatFailures.failed(time.Now()); log {
@@ -139,6 +146,21 @@ func (c *Consumer) logNews(n api.HeartbeatResponse, err error) {
 	if ce := c.log.Check(zap.DebugLevel, "heartbeat news"); ce != nil && len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
 		ce.Write(zap.Any("revoke", n.Revoke), zap.Strings("grants", grantNames(n.Grants)), zap.Strings("renew", grantNames(n.Renew)))
 	}
+}
+
+// memberLeft reports whether the member a heartbeat carrying token was
+// sent for has left on its own since: the session sent its leave (Close,
+// or a renewal: Leaving, then Rejoining) or stopped, or it is another
+// member now (the renewal's join answered).
+func (c *Consumer) memberLeft(token string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.d.Session()
+	switch s.Status() {
+	case session.Leaving, session.Rejoining, session.Stopped:
+		return true
+	}
+	return s.Member().Token != token
 }
 
 func grantNames(grants []api.Grant) []string {

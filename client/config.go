@@ -18,7 +18,10 @@ import (
 // Config is the consumer's configuration. The credential is never printed:
 // String, GoString, MarshalJSON and MarshalLogObject redact it.
 type Config struct {
-	// CoordinatorURL is the coordinator's base URL, e.g. http://127.0.0.1:7070.
+	// CoordinatorURL is the coordinator's base URL, e.g. http://127.0.0.1:7070,
+	// or its replicas' URLs comma-separated, as $CAPGATE_COORDINATOR_URL
+	// holds them under capgate dev --replicas (the first is called first,
+	// the others count as CoordinatorURLs).
 	CoordinatorURL string `yaml:"coordinator_url"`
 	// CoordinatorURLs are the other coordinator replicas' base URLs. The
 	// consumer calls CoordinatorURL first; a replica that answers 421
@@ -27,7 +30,8 @@ type Config struct {
 	// (internal/coordinators). Empty: one coordinator.
 	CoordinatorURLs []string `yaml:"coordinator_urls"`
 	// Gateways are the gateways' base URLs, tried in order; a fetch moves
-	// to the next on 503 or a connection error.
+	// to the next on 503 or a connection error. An element may hold
+	// several URLs comma-separated ($CAPGATE_GATEWAY_URLS as one string).
 	Gateways []string `yaml:"gateways"`
 	// Group is the consumer group to join.
 	Group string `yaml:"group"`
@@ -153,44 +157,57 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks every field and names the first bad one.
+// Validate checks every field and names the first bad one, as a
+// *ConfigError: the Go field and its YAML key ("Config.Gateways
+// (client.gateways): …"). URL lists may be comma-separated (see
+// expanded).
 func (c Config) Validate() error {
-	if err := validateURL("client.coordinator_url", c.CoordinatorURL); err != nil {
-		return err
+	listed := coordinators.Split(c.CoordinatorURL)
+	if len(listed) == 0 {
+		listed = []string{c.CoordinatorURL}
 	}
+	for _, u := range listed {
+		if err := validateConfigURL("CoordinatorURL", "coordinator_url", u); err != nil {
+			return err
+		}
+	}
+	c = c.expanded()
 	if _, err := coordinators.New(c.coordinatorList()); err != nil {
-		return fmt.Errorf("client.coordinator_urls: %w", err)
+		return configErrorf("CoordinatorURLs", "coordinator_urls", "%v", err)
 	}
 	if len(c.Gateways) == 0 {
-		return fmt.Errorf("client.gateways: must list at least one URL, got none")
+		return configErrorf("Gateways", "gateways", "must list at least one URL, got none")
 	}
 	for _, g := range c.Gateways {
-		if err := validateURL("client.gateways", g); err != nil {
+		if err := validateConfigURL("Gateways", "gateways", g); err != nil {
 			return err
 		}
 	}
 	switch {
 	case c.Group == "":
-		return fmt.Errorf("client.group: must not be empty")
+		return configErrorf("Group", "group", "must not be empty")
 	case CheckGroupName(c.Group) != nil:
-		return fmt.Errorf("client.group: %w", CheckGroupName(c.Group)) // refused here, not a 404 from the coordinator's router
+		return configErrorf("Group", "group", "%v", CheckGroupName(c.Group)) // refused here, not a 404 from the coordinator's router
 	case (len(c.Topics) == 0) == (c.TopicPattern == ""):
-		return fmt.Errorf("client.topics: set exactly one of topics and topic_pattern, got topics %q topic_pattern %q", c.Topics, c.TopicPattern)
+		return configErrorf("Topics", "topics", "set exactly one of Topics and TopicPattern (topic_pattern), got Topics %q TopicPattern %q", c.Topics, c.TopicPattern)
 	case c.Credential == "":
-		return fmt.Errorf("client.credential: must not be empty")
+		return configErrorf("Credential", "credential", "must not be empty (or use WithCredentialSource)")
 	}
 	for _, topic := range c.Topics {
 		if topic == "" {
-			return fmt.Errorf("client.topics: must not hold an empty topic, got %q", c.Topics)
+			return configErrorf("Topics", "topics", "must not hold an empty topic, got %q", c.Topics)
 		}
 	}
 	if c.TopicPattern != "" {
 		if _, err := regexp.Compile(c.TopicPattern); err != nil {
-			return fmt.Errorf("client.topic_pattern: must be a regular expression, got %q: %v", c.TopicPattern, err)
+			return configErrorf("TopicPattern", "topic_pattern", "must be a regular expression, got %q: %v", c.TopicPattern, err)
 		}
 	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return configErrorf("TLS", "tls", "a client certificate needs its key: set both CertFile and KeyFile (cert_file, key_file) or neither, got %q and %q", c.TLS.CertFile, c.TLS.KeyFile)
+	}
 	if err := c.TLS.Validate("client.tls"); err != nil {
-		return err
+		return &ConfigError{Field: "TLS", Key: "tls", Reason: err.Error()}
 	}
 	return c.validateBounds()
 }
@@ -198,49 +215,111 @@ func (c Config) Validate() error {
 func (c Config) validateBounds() error {
 	switch {
 	case c.SessionTimeout <= 0:
-		return fmt.Errorf("client.session_timeout: must be > 0, got %s", c.SessionTimeout)
+		return configErrorf("SessionTimeout", "session_timeout", "must be > 0, got %s", c.SessionTimeout)
 	case c.HeartbeatWait <= 0 || c.HeartbeatWait >= c.SessionTimeout:
-		return fmt.Errorf("client.heartbeat_wait: must be > 0 and < session_timeout (%s), got %s", c.SessionTimeout, c.HeartbeatWait)
+		return configErrorf("HeartbeatWait", "heartbeat_wait", "must be > 0 and < SessionTimeout (%s), got %s", c.SessionTimeout, c.HeartbeatWait)
 	case c.FetchMaxBytes <= 0:
-		return fmt.Errorf("client.fetch_max_bytes: must be > 0, got %d", c.FetchMaxBytes)
+		return configErrorf("FetchMaxBytes", "fetch_max_bytes", "must be > 0, got %d", c.FetchMaxBytes)
 	case c.FetchMaxWait < 0:
-		return fmt.Errorf("client.fetch_max_wait: must be >= 0, got %s", c.FetchMaxWait)
+		return configErrorf("FetchMaxWait", "fetch_max_wait", "must be >= 0, got %s", c.FetchMaxWait)
 	case c.FetchMaxWait > math.MaxInt32*time.Millisecond:
 		// A gateway takes max_wait_ms up to Kafka's int32 (and holds at
 		// most its own max_wait, 30 s by default); beyond, every fetch
 		// would be refused 400.
-		return fmt.Errorf("client.fetch_max_wait: must be <= %s (max_wait_ms is an int32), got %s", math.MaxInt32*time.Millisecond, c.FetchMaxWait)
+		return configErrorf("FetchMaxWait", "fetch_max_wait", "must be <= %s (max_wait_ms is an int32), got %s", math.MaxInt32*time.Millisecond, c.FetchMaxWait)
 	case c.RequestTimeout <= 0:
-		return fmt.Errorf("client.request_timeout: must be > 0, got %s", c.RequestTimeout)
+		return configErrorf("RequestTimeout", "request_timeout", "must be > 0, got %s", c.RequestTimeout)
 	case c.BufferMaxBytes <= 0:
-		return fmt.Errorf("client.buffer_max_bytes: must be > 0, got %d", c.BufferMaxBytes)
+		return configErrorf("BufferMaxBytes", "buffer_max_bytes", "must be > 0, got %d", c.BufferMaxBytes)
 	case c.PollMaxRecords <= 0:
-		return fmt.Errorf("client.poll_max_records: must be > 0, got %d", c.PollMaxRecords)
+		return configErrorf("PollMaxRecords", "poll_max_records", "must be > 0, got %d", c.PollMaxRecords)
 	case c.RevokeTimeout <= 0:
-		return fmt.Errorf("client.revoke_timeout: must be > 0, got %s", c.RevokeTimeout)
+		return configErrorf("RevokeTimeout", "revoke_timeout", "must be > 0, got %s", c.RevokeTimeout)
 	case c.CommitInterval < 0:
-		return fmt.Errorf("client.commit_interval: must be >= 0, got %s", c.CommitInterval)
+		return configErrorf("CommitInterval", "commit_interval", "must be >= 0, got %s", c.CommitInterval)
 	case c.CapabilityExpiryMargin < 0:
-		return fmt.Errorf("client.capability_expiry_margin: must be >= 0, got %s", c.CapabilityExpiryMargin)
+		return configErrorf("CapabilityExpiryMargin", "capability_expiry_margin", "must be >= 0, got %s", c.CapabilityExpiryMargin)
 	case c.OffsetReset != "" && c.OffsetReset != session.OffsetResetEarliest && c.OffsetReset != session.OffsetResetLatest:
-		return fmt.Errorf("client.offset_reset: must be empty (the group's), %q or %q, got %q", session.OffsetResetEarliest, session.OffsetResetLatest, c.OffsetReset)
+		return configErrorf("OffsetReset", "offset_reset", "must be empty (the group's), %q (OffsetResetEarliest) or %q (OffsetResetLatest), got %q", session.OffsetResetEarliest, session.OffsetResetLatest, c.OffsetReset)
 	case c.RetryBackoff <= 0:
-		return fmt.Errorf("client.retry_backoff: must be > 0, got %s", c.RetryBackoff)
+		return configErrorf("RetryBackoff", "retry_backoff", "must be > 0, got %s", c.RetryBackoff)
 	case c.RetryBackoffMax < c.RetryBackoff:
-		return fmt.Errorf("client.retry_backoff_max: must be >= retry_backoff (%s), got %s", c.RetryBackoff, c.RetryBackoffMax)
+		return configErrorf("RetryBackoffMax", "retry_backoff_max", "must be >= RetryBackoff (%s), got %s", c.RetryBackoff, c.RetryBackoffMax)
 	}
 	return nil
 }
 
-func validateURL(field, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%s: must be an http(s) URL with a host, got %q", field, raw)
+// ConfigError is a Config field Validate (and NewConsumer) refused.
+type ConfigError struct {
+	// Field is the Config field's Go name ("Gateways", "TLS").
+	Field string
+	// Key is its YAML key ("gateways", "tls").
+	Key string
+	// Reason says what is wrong and names the value.
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("Config.%s (client.%s): %s", e.Field, e.Key, e.Reason)
+}
+
+func configErrorf(field, key, format string, args ...any) *ConfigError {
+	return &ConfigError{Field: field, Key: key, Reason: fmt.Sprintf(format, args...)}
+}
+
+// expanded is c with its URL lists split where they hold commas: capgate
+// dev --replicas writes $CAPGATE_COORDINATOR_URL as "URL1,URL2,…", and
+// the CLI, gateway.coordinator_url and NewGroupAPI take that form. The
+// first URL of CoordinatorURL stays there and the others go before
+// CoordinatorURLs; an element of CoordinatorURLs or Gateways may hold
+// several URLs too. Blanks around commas are dropped (coordinators.Split);
+// each URL is then checked on its own.
+func (c Config) expanded() Config {
+	if urls := coordinators.Split(c.CoordinatorURL); len(urls) > 0 {
+		c.CoordinatorURL = urls[0]
+		c.CoordinatorURLs = append(urls[1:], splitEach(c.CoordinatorURLs)...)
+	} else {
+		c.CoordinatorURLs = splitEach(c.CoordinatorURLs)
 	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("%s: must carry no query, fragment or user info, got %q", field, raw)
+	c.Gateways = splitEach(c.Gateways)
+	return c
+}
+
+// splitEach splits every element of lists at its commas (nil stays nil).
+func splitEach(lists []string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, coordinators.Split(l)...)
+	}
+	return out
+}
+
+// validateConfigURL checks a base URL of Config.
+func validateConfigURL(field, key, raw string) error {
+	if reason := urlProblem(raw); reason != "" {
+		return &ConfigError{Field: field, Key: key, Reason: reason}
 	}
 	return nil
+}
+
+// validateURL checks a base URL named field (the producer's).
+func validateURL(field, raw string) error {
+	if reason := urlProblem(raw); reason != "" {
+		return fmt.Errorf("%s: %s", field, reason)
+	}
+	return nil
+}
+
+// urlProblem says what is wrong with a base URL ("": nothing).
+func urlProblem(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Sprintf("must be an http(s) URL with a host, got %q", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Sprintf("must carry no query, fragment or user info, got %q", raw)
+	}
+	return ""
 }
 
 // coordinatorList is CoordinatorURL then CoordinatorURLs.

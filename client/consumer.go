@@ -155,11 +155,14 @@ type Consumer struct {
 	done     chan struct{} // closed at Stop
 }
 
-// NewConsumer validates cfg and builds an unjoined consumer.
+// NewConsumer validates cfg and builds an unjoined consumer. URL lists
+// may be comma-separated, as capgate dev --replicas writes
+// $CAPGATE_COORDINATOR_URL (Config.CoordinatorURL).
 func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 	if err := credentialed(cfg, opts).Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.expanded()
 	cfg.CoordinatorURL = strings.TrimRight(cfg.CoordinatorURL, "/")
 	o, err := buildOptions(opts, cfg.TLS)
 	if err != nil {
@@ -441,45 +444,6 @@ func (c *Consumer) requestCommit(offsets []Offset, async bool) (*CommitFuture, u
 		return into, ticket
 	}
 	return f, ticket
-}
-
-// Close revokes every partition (OnRevoke, final commit with release),
-// leaves the group and stops. If ctx ends first, everything is cut short
-// and ctx's error returned.
-func (c *Consumer) Close(ctx context.Context) error {
-	c.mu.Lock()
-	if c.joined {
-		c.carry(c.d.User(session.CloseRequested{Now: time.Now()}))
-	} else {
-		c.stopLocked()
-	}
-	c.mu.Unlock()
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		c.mu.Lock()
-		c.stopLocked()
-		c.mu.Unlock()
-		return ctx.Err()
-	}
-	exited := make(chan struct{})
-	go func() { c.wg.Wait(); c.fetcher.wait(); close(exited) }()
-	select {
-	case <-exited:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if c.opts.ownHTTP {
-		// Fetches ahead and long polls leave spare keep-alive
-		// connections; every request has ended now.
-		c.opts.http.CloseIdleConnections()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fatal != nil {
-		return c.fatal
-	}
-	return c.leaveErr
 }
 
 // Assigned lists the partitions being consumed, sorted.

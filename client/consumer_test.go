@@ -392,7 +392,8 @@ func TestCommitAsyncAnsweredAtClose(t *testing.T) {
 	var e *env
 	e = newEnv(t, func(int) []api.Grant { return []api.Grant{e.grantOf(p0, 1, 0, "cap-p0")} })
 	e.store.append(p0, 4)
-	c := e.start(e.config())
+	closing := make(chan struct{}, 1)
+	c := e.start(e.config(), OnRevoke(func(context.Context, []Partition) { closing <- struct{}{} }))
 	pollUntil(t, c, countOf(p0, 4))
 	e.coord.holdCommits()
 	inFlight := c.CommitAsync()
@@ -401,8 +402,16 @@ func TestCommitAsyncAnsweredAtClose(t *testing.T) {
 	pollUntil(t, c, countOf(p0, 1))
 	waiting := c.CommitAsync()
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // no time for a graceful close: everything is cut short
-	if err := c.Close(ctx); !errors.Is(err, context.Canceled) {
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close(ctx) }()
+	recv(t, closing, "Close's revoke hook")
+	// The release waits behind the held commit. A ctx ending while Close
+	// runs leaves no time for a graceful close: everything is cut short.
+	// (One that had ended before Close was called would get
+	// request_timeout of Close's own: e2e/sdk
+	// TestCloseWithAnEndedContextStillCommits.)
+	cancel()
+	if err := recv(t, closed, "close"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("close: %v", err)
 	}
 	if err := waitCommit(t, waiting); err == nil {

@@ -13,19 +13,53 @@
 //
 // # Use
 //
+// The module needs Go 1.26.8 or later (its go.mod says go 1.26.8).
+// README.md's "Use the Go SDK" has this as a whole program, built and run
+// by a test; example_test.go has a producer, TLS and credential renewal.
+//
 //	cfg := client.DefaultConfig()
-//	cfg.CoordinatorURL = "http://127.0.0.1:7070"
+//	cfg.CoordinatorURL = "http://127.0.0.1:7070" // or the replicas', comma-separated
 //	cfg.Gateways = []string{"http://127.0.0.1:8080", "http://127.0.0.1:8081"}
 //	cfg.Group, cfg.Topics, cfg.Credential = "billing", []string{"orders"}, credential
 //	c, err := client.NewConsumer(cfg, client.WithLogger(log),
 //		client.OnRevoke(func(ctx context.Context, ps []client.Partition) { /* finish work on ps */ }))
-//	if err := c.Join(ctx); err != nil { ... }
+//	if err != nil {
+//		return err
+//	}
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	if err := c.Join(ctx); err != nil {
+//		return err
+//	}
 //	for {
 //		records, err := c.Poll(ctx) // also: the previous batch is processed
-//		if err != nil { break }
+//		if err != nil {
+//			break // ctx ended (Ctrl-C), or the consumer stopped: Close says why
+//		}
 //		process(records)
 //	}
-//	c.Close(ctx) // revoke hook, final commit + release, leave
+//	// ctx has ended: Close gets a context of its own.
+//	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+//	defer cancel()
+//	return c.Close(closeCtx) // revoke hook, final commit + release, leave
+//
+// # Closing
+//
+// Close commits what was processed, releases every partition (the next
+// holder starts right there) and leaves, so the group's others get the
+// partitions at once instead of after session_timeout. Give it a context
+// of its own, as above: the loop's ctx has ended by then. Close handed an
+// already-ended context (the loop's, the usual slip) does not take it as
+// "skip the close": it closes within Config.RequestTimeout of its own and
+// logs at info that it did. Honouring that context would commit nothing
+// and leave the member for its session to time out, so whoever holds the
+// partitions next reads again every record processed since the last
+// timed commit — on every deploy, and silently, as few programs check
+// Close's error; Kafka's own consumers always commit and leave on Close.
+// A context that ends while Close runs does cut it short (ctx's error is
+// returned, nothing more is committed): that bound was the caller's
+// choice. Close must not be called from a hook; one that is, with the
+// hook's ended context, returns at once.
 //
 // # Processing and commit rule
 //

@@ -96,13 +96,13 @@ func (c *Consumer) runHook(h hookCall) {
 		if c.opts.onLost != nil {
 			c.opts.onLost(h.revoke.Partitions)
 		} else if c.opts.onRevoke != nil {
-			ctx, cancel := context.WithCancel(c.ctx)
+			ctx, cancel := context.WithCancel(context.WithValue(c.ctx, hookContext{}, true))
 			cancel()
 			c.opts.onRevoke(ctx, h.revoke.Partitions)
 		}
 	default:
 		if c.opts.onRevoke != nil {
-			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RevokeTimeout)
+			ctx, cancel := context.WithTimeout(context.WithValue(c.ctx, hookContext{}, true), c.cfg.RevokeTimeout)
 			c.opts.onRevoke(ctx, h.revoke.Partitions)
 			cancel()
 		}

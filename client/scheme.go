@@ -27,9 +27,9 @@ type SchemeError struct {
 }
 
 func (e *SchemeError) Error() string {
-	const hint = "(a TLS/plaintext mismatch: not retried; check the URL's scheme in --gateways / --coordinator or client.Config"
+	const hint = "(a TLS/plaintext mismatch: not retried; check the URL's scheme in Config.Gateways / Config.CoordinatorURL or NewProducer's URLs; the CLI's --gateways / --coordinator"
 	if e.ServerTLS {
-		return fmt.Sprintf("client: %s: %s speaks TLS: use https:// %s, and the CA as --cacert / client.tls)", e.Op, e.Base, hint)
+		return fmt.Sprintf("client: %s: %s speaks TLS: use https:// %s; and trust its CA: Config.TLS.CAFile or WithTLS, the CLI's --cacert)", e.Op, e.Base, hint)
 	}
 	return fmt.Sprintf("client: %s: %s does not speak TLS: use http://, or turn TLS on at that server %s): %v", e.Op, e.Base, hint, e.Err)
 }

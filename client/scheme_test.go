@@ -79,7 +79,8 @@ func TestSchemeMismatchIsAConfigurationError(t *testing.T) {
 			if !errors.As(err, &se) || se.ServerTLS != c.serverTLS || se.Base != gateway {
 				t.Fatalf("poll: %v, want a SchemeError for %s (server TLS %v)", err, gateway, c.serverTLS)
 			}
-			for _, want := range []string{c.want, "not retried", "--gateways", gateway} {
+			// The Go field the caller set, and the CLI's flag (newuser3 #8).
+			for _, want := range []string{c.want, "not retried", "Config.Gateways", "--gateways", gateway} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not say %q", err, want)
 				}
@@ -97,5 +98,26 @@ func TestSchemeMismatchIsAConfigurationError(t *testing.T) {
 				t.Fatalf("produce: %v, want a SchemeError", err)
 			}
 		})
+	}
+}
+
+// TestUntrustedCertificateNamesTheCAField: a gateway whose certificate
+// the consumer does not trust stops it with an error that says where the
+// CA goes — the Go field (Config.TLS.CAFile) for a Go caller, the flag
+// (--cacert) for the CLI that shares the message (newuser3 #8: it said
+// only "--cacert / client.tls").
+func TestUntrustedCertificateNamesTheCAField(t *testing.T) {
+	var e *env
+	e = newEnv(t, func(int) []api.Grant { return []api.Grant{e.grantOf(p0, 1, 0, "cap-p0")} })
+	cfg := e.config()
+	cfg.Gateways = []string{"https://" + tlsGateway(t, e.store)} // no CA configured
+	consumer := e.start(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	_, err := consumer.Poll(ctx)
+	for _, want := range []string{"certificate", "not retried", "Config.TLS.CAFile", "--cacert"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("poll: %v, want an error saying %q", err, want)
+		}
 	}
 }

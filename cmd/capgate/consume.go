@@ -142,7 +142,29 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 	if f.commitInterval < 0 {
 		return cfg, usageErrorf("--commit-interval: must be >= 0, got %s", f.commitInterval)
 	}
-	return cfg, cfg.Validate()
+	return cfg, inFlagWords(cfg.Validate())
+}
+
+// consumeFlagOf names the flag that sets each client.Config field consume
+// takes from its flags.
+var consumeFlagOf = map[string]string{
+	"CoordinatorURL": "--coordinator", "CoordinatorURLs": "--coordinator", "Gateways": "--gateways",
+	"Group": "--group", "Topics": "--topic", "TopicPattern": "--topic-pattern", "Credential": "--credential",
+	"TLS": "--cert / --key", "OffsetReset": "--offset", "CommitInterval": "--commit-interval",
+}
+
+// inFlagWords restates a setting the SDK refused in the words of the flag
+// that set it, as a usage error: the SDK's message names the Go field
+// (Config.Gateways), which a CLI user never wrote.
+func inFlagWords(err error) error {
+	var ce *client.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	if flag, ok := consumeFlagOf[ce.Field]; ok {
+		return usageErrorf("%s: %s", flag, ce.Reason)
+	}
+	return err
 }
 
 // offsetReset turns --offset into client.Config.OffsetReset: start

@@ -200,3 +200,29 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		t.Errorf("an unreachable coordinator: %v, exit %d; want exit 1", err, exitCode(err))
 	}
 }
+
+// TestConsumeRefusalsInFlagWords: a setting the SDK refuses is reported
+// in the flag's words as a usage error (exit 2) — the SDK's own message
+// names the Go field (Config.Gateways), which a CLI user never wrote —
+// and a comma-separated --coordinator (capgate dev --replicas) is taken.
+func TestConsumeRefusalsInFlagWords(t *testing.T) {
+	t.Setenv("CAPGATE_COORDINATOR_URL", "")
+	t.Setenv("CAPGATE_GATEWAY_URLS", "")
+	base := func() *consumeFlags {
+		return &consumeFlags{group: "g", topics: []string{"t"}, credential: "x", format: "text",
+			endpoints: endpointFlags{coordinator: "http://127.0.0.1:7070,http://127.0.0.1:7071", gateways: []string{"http://127.0.0.1:8080"}}}
+	}
+	if _, err := base().clientConfig(); err != nil {
+		t.Fatalf("a replica list: %v", err)
+	}
+	gateway := base()
+	gateway.endpoints.gateways = []string{"127.0.0.1:8080"}
+	cert := base()
+	cert.endpoints.tls.cert = "client.crt"
+	for flag, f := range map[string]*consumeFlags{"--gateways": gateway, "--cert / --key": cert} {
+		_, err := f.clientConfig()
+		if err == nil || !strings.HasPrefix(err.Error(), flag+": ") || strings.Contains(err.Error(), "Config.") || exitCode(err) != exitUsage {
+			t.Errorf("%s: %v (exit %d), want a usage error in the flag's words", flag, err, exitCode(err))
+		}
+	}
+}
