@@ -66,20 +66,28 @@ func TestCloseWithAnEndedContextStillCommits(t *testing.T) {
 		t.Errorf("close with the ended ctx: %v", err)
 	}
 
-	d := c.Describe(t, "ended")
-	if len(d.Members) != 0 {
-		t.Errorf("members after Close: %v, want none (left, not timed out)", d.Members)
-	}
-	for _, p := range d.Partitions {
-		if p.Committed == nil || *p.Committed != perPartition {
-			t.Errorf("partition %d committed %v, want %d (every record Poll returned)", p.Partition, p.Committed, perPartition)
-		}
-	}
+	checkLeftAndCommitted(t, c, "ended", perPartition)
 	if n := logs.FilterMessageSnippet("closing within request_timeout anyway").FilterLevelExact(zapcore.InfoLevel).Len(); n != 1 {
 		t.Errorf("%d info lines saying Close closed anyway, want 1", n)
 	}
 	unknown := logs.FilterMessageSnippet("member unknown to the coordinator")
 	if n := unknown.FilterLevelExact(zapcore.InfoLevel).Len(); n != 0 {
 		t.Errorf("a clean close logged %d info lines %q: its own held heartbeat's answer after the leave is expected", n, unknown.All()[0].Message)
+	}
+}
+
+// checkLeftAndCommitted checks that group has no member left (the last
+// one left, not timed out) and every partition's committed offset is
+// want (all the records delivered were committed).
+func checkLeftAndCommitted(t *testing.T, c *sdk.Cluster, group string, want int64) {
+	t.Helper()
+	d := c.Describe(t, group)
+	if len(d.Members) != 0 {
+		t.Errorf("members after the close: %v, want none (left, not timed out)", d.Members)
+	}
+	for _, p := range d.Partitions {
+		if p.Committed == nil || *p.Committed != want {
+			t.Errorf("partition %d committed %v, want %d (every record delivered)", p.Partition, p.Committed, want)
+		}
 	}
 }
