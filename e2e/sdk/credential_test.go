@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/capgate/capgate/client"
 	"github.com/capgate/capgate/e2e/sdk"
 )
@@ -30,8 +34,12 @@ func TestConsumerReadsAcrossCredentialRenewals(t *testing.T) {
 		issued.Add(1)
 		return c.Stack.ClientCredential(ctx, "e2e-short", []string{"short"}, []string{c.Topic}, 4*time.Second)
 	}
+	// Each renewal's leave answers the member's own held heartbeat
+	// unknown_member: expected, so not at info (newuser3 #7).
+	core, logs := observer.New(zapcore.DebugLevel)
+	log := zap.New(zapcore.NewTee(core, sdk.Logger(t).Core())).Named("m1")
 	m := c.NewMember(t, sdk.MemberOptions{Name: "m1", Group: "short", CommitInterval: 200 * time.Millisecond,
-		Options: []client.Option{client.WithCredentialSource(source)},
+		Options: []client.Option{client.WithCredentialSource(source), client.WithLogger(log)},
 		Configure: func(cfg *client.Config) {
 			cfg.Credential = "" // the source's
 			cfg.CapabilityExpiryMargin = 300 * time.Millisecond
@@ -54,5 +62,10 @@ func TestConsumerReadsAcrossCredentialRenewals(t *testing.T) {
 			t.Errorf("partitions %v lost at %v (the member token ran out instead of being renewed)", h.Partitions, h.At.Sub(start))
 		}
 	}
-	t.Logf("%v: %d credentials, %d records delivered once each", time.Since(start).Round(time.Millisecond), issued.Load(), ledger.Count())
+	unknown := logs.FilterMessage("heartbeat: member unknown to the coordinator")
+	if n := unknown.FilterLevelExact(zapcore.InfoLevel).Len(); n != 0 {
+		t.Errorf("%d renewals logged their own heartbeat's unknown_member at info", n)
+	}
+	t.Logf("%v: %d credentials, %d records delivered once each; %d own heartbeats answered unknown_member (debug)",
+		time.Since(start).Round(time.Millisecond), issued.Load(), ledger.Count(), unknown.FilterLevelExact(zapcore.DebugLevel).Len())
 }
