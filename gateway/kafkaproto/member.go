@@ -87,10 +87,21 @@ type member struct {
 	rebalanceTimeout time.Duration
 	credential       string // the client's latest (under mu once started)
 	carrying         bool   // a carryOver's rejoin is in flight (under mu)
-	// refencing: the epochs held when the carry-over's rejoin was sent;
-	// revokes of them are its fence (deferredRevoke.refence). Under mu.
+	// refencing: the epoch of each partition the member held when a
+	// carry-over's rejoin was sent. The rejoin fences what the coordinator
+	// had granted the member when it arrived: that epoch, or a later one
+	// whose grant was still on its way or never delivered (a grant minted
+	// against a member token about to expire is dropped). So a revoke of
+	// one of them at that epoch or a later one is the carry-over's fence
+	// (deferredRevoke.refence). It lasts until every revoke the rejoin
+	// made has arrived: until the answer of a heartbeat sent after the
+	// rejoin was answered (refenceEnds). Under mu.
 	refencing map[session.Partition]uint64
-	log       *zap.Logger
+	// heartbeats counts the heartbeats sent; refenceEnds is the number of
+	// the first one whose answer ends refencing (0 while a carry-over's
+	// rejoin is in flight, or none is pending). Under mu.
+	heartbeats, refenceEnds uint64
+	log                     *zap.Logger
 
 	// join is the member's join as of its current subscription (under
 	// mu): the body of the driver's every join (a rejoin as a new member
@@ -254,6 +265,10 @@ func (m *member) send(s driver.Send) {
 	ctx, cancel := context.WithTimeout(m.ctx, s.Timeout)
 	m.calls[s.Call] = cancel
 	credential := m.credential // the client's latest (carryOver)
+	if s.Kind == driver.KindHeartbeat {
+		m.heartbeats++
+	}
+	heartbeat := m.heartbeats
 	m.g.s.wg.Add(1)
 	go func() {
 		defer m.g.s.wg.Done()
@@ -265,6 +280,7 @@ func (m *member) send(s driver.Send) {
 		delete(m.calls, s.Call)
 		if s.Kind == driver.KindHeartbeat && a.Failure == nil {
 			a.News.Revoke = m.holdRevokes(a.News.Revoke, a.Now)
+			m.refenced(heartbeat)
 		}
 		m.carry(m.d.Answer(a))
 	}()
@@ -359,7 +375,7 @@ func (m *member) holdRevokes(refs []api.PartitionRef, now time.Time) []api.Parti
 			}
 			epoch, refence := m.refencing[p]
 			delete(m.refencing, p)
-			m.deferred[p] = deferredRevoke{ref: ref, at: now, refence: refence && ref.Epoch <= epoch}
+			m.deferred[p] = deferredRevoke{ref: ref, at: now, refence: refence && ref.Epoch >= epoch}
 			continue
 		}
 		stepNow = append(stepNow, ref)
@@ -367,12 +383,25 @@ func (m *member) holdRevokes(refs []api.PartitionRef, now time.Time) []api.Parti
 	return stepNow
 }
 
+// refenced ends the carry-over's refencing once heartbeat number
+// heartbeat, sent after the rejoin was answered, is answered: the rejoin's
+// revokes went to the heartbeat held when it arrived or to a later one,
+// so they were all in this answer (stepped by holdRevokes before) or an
+// earlier one — or come back in a resync of this one after a lost answer.
+// A revoke from now on is an ordinary one. Under mu.
+func (m *member) refenced(heartbeat uint64) {
+	if m.refenceEnds != 0 && heartbeat >= m.refenceEnds {
+		m.refencing, m.refenceEnds = nil, 0
+	}
+}
+
 // regranted drops the held revokes of partitions the session now holds
 // under a later epoch: they are moot (the session ignores a revoke of an
-// older epoch), and the client keeps the partition. Under mu.
+// older epoch), and the client keeps the partition. A grant does not end
+// the partition's refencing: it may be a grant sent before the rejoin
+// arrived, whose fence is still to come (refenced ends it). Under mu.
 func (m *member) regranted(ps []session.Partition) {
 	for _, p := range ps {
-		delete(m.refencing, p)
 		d, held := m.deferred[p]
 		if info, ok := m.sess.Inspect(p); held && ok && info.State == session.Fetching && info.Epoch > d.ref.Epoch {
 			delete(m.deferred, p)
@@ -676,12 +705,7 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 		return
 	}
 	m.carrying = true
-	m.refencing = map[session.Partition]uint64{}
-	for _, p := range m.sess.Assigned() {
-		if info, ok := m.sess.Inspect(p); ok {
-			m.refencing[p] = info.Epoch
-		}
-	}
+	added := m.startRefence()
 	m.mu.Unlock()
 	a := m.rejoinSelf(ctx, join, credential)
 	m.mu.Lock()
@@ -690,9 +714,7 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 	if m.state != memberActive {
 		return
 	}
-	if a.Failure != nil {
-		m.refencing = nil // nothing was fenced
-	}
+	m.refenceAnswered(a.Failure == nil, added)
 	switch f := a.Failure; {
 	case f == nil:
 		m.log.Debug("kafka member carried over to the renewed credential")
@@ -700,8 +722,50 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 	case f.Code == api.CodeUnknownMember:
 		m.log.Info("kafka member bound to its old credential: renewing it as a new capgate member")
 		clear(m.deferred)
+		m.refencing, m.refenceEnds = nil, 0
 		m.carry(m.d.User(session.RenewRequested{Now: time.Now()}))
 	default:
 		m.log.Info("kafka member not carried over to the renewed credential: it ends with its member token", zap.Error(f.Err))
 	}
+}
+
+// startRefence records, as a carry-over's rejoin is sent, the epoch of
+// each partition the member holds (refencing), keeping an earlier
+// carry-over's mark whose fence has not arrived (at that epoch or a lower
+// one: epochs only rise). Until the rejoin is answered no heartbeat ends
+// the marks: its revokes may come on any of them. It returns the
+// partitions it marked. Under mu.
+func (m *member) startRefence() []session.Partition {
+	if m.refencing == nil {
+		m.refencing = map[session.Partition]uint64{}
+	}
+	m.refenceEnds = 0
+	var added []session.Partition
+	for _, p := range m.sess.Assigned() {
+		if _, marked := m.refencing[p]; marked {
+			continue
+		}
+		if info, ok := m.sess.Inspect(p); ok {
+			m.refencing[p] = info.Epoch
+			added = append(added, p)
+		}
+	}
+	return added
+}
+
+// refenceAnswered: the carry-over's rejoin was answered (fenced: the
+// coordinator accepted it) or refused. A refused rejoin fenced nothing:
+// its own marks go. What stays ends with the answer of the next heartbeat
+// sent from now on (refenced). Under mu.
+func (m *member) refenceAnswered(fenced bool, added []session.Partition) {
+	if !fenced {
+		for _, p := range added {
+			delete(m.refencing, p)
+		}
+	}
+	if len(m.refencing) == 0 {
+		m.refencing, m.refenceEnds = nil, 0
+		return
+	}
+	m.refenceEnds = m.heartbeats + 1
 }
