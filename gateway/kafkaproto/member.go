@@ -87,6 +87,16 @@ type member struct {
 	rebalanceTimeout time.Duration
 	credential       string // the client's latest (under mu once started)
 	carrying         bool   // a carryOver's rejoin is in flight (under mu)
+	// heldBeat is a heartbeat the driver sent while a carry-over's rejoin
+	// was in flight, held back until the rejoin is answered and then sent
+	// with the member token it answered (heldFor: the incarnation it was
+	// sent for). Sent at once with the token of the credential being
+	// replaced — about to expire — the coordinator minted the rejoin's
+	// regrant against it and dropped it (no capability outlives its
+	// member token) while counting it sent: the partitions stayed fenced
+	// until their renewal, ~2 s later. Under mu.
+	heldBeat *driver.Send
+	heldFor  uint64
 	// refencing: the epoch of each partition the member held when a
 	// carry-over's rejoin was sent. The rejoin fences what the coordinator
 	// had granted the member when it arrived: that epoch, or a later one
@@ -261,6 +271,11 @@ func (m *member) send(s driver.Send) {
 	case driver.KindJoin:
 		join := m.join
 		s.Join = &join
+	case driver.KindHeartbeat:
+		if m.carrying {
+			m.holdBeat(s)
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, s.Timeout)
 	m.calls[s.Call] = cancel
@@ -714,6 +729,7 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 	if m.state != memberActive {
 		return
 	}
+	defer m.releaseBeat()
 	m.refenceAnswered(a.Failure == nil, added)
 	switch f := a.Failure; {
 	case f == nil:
@@ -727,6 +743,36 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 	default:
 		m.log.Info("kafka member not carried over to the renewed credential: it ends with its member token", zap.Error(f.Err))
 	}
+}
+
+// holdBeat holds heartbeat s back while a carry-over's rejoin is in
+// flight (heldBeat). A cancel of its call drops it. Under mu.
+func (m *member) holdBeat(s driver.Send) {
+	m.heldBeat, m.heldFor = &s, m.sess.Member().Incarnation
+	m.calls[s.Call] = func() {
+		if m.heldBeat != nil && m.heldBeat.Call == s.Call { // under mu: carry calls cancels so
+			m.heldBeat = nil
+			delete(m.calls, s.Call)
+		}
+	}
+}
+
+// releaseBeat sends the heartbeat held during the carry-over's rejoin,
+// with the member token the rejoin answered when the member is the one
+// it was sent for (else as it was: its answer is for that member). It
+// runs after the driver stepped the rejoin's answer, so the heartbeat
+// carries the carry-over's refence mark too (refenceAnswered). Under mu.
+func (m *member) releaseBeat() {
+	s := m.heldBeat
+	if s == nil {
+		return
+	}
+	m.heldBeat = nil
+	delete(m.calls, s.Call)
+	if member := m.sess.Member(); member.Incarnation == m.heldFor {
+		s.Token = member.Token
+	}
+	m.send(*s)
 }
 
 // startRefence records, as a carry-over's rejoin is sent, the epoch of

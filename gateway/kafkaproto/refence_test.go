@@ -51,9 +51,8 @@ func TestRefenceOfAGrantTheMemberNeverSaw(t *testing.T) {
 	second := carryOverTo(m, "credential-3")
 	j := c.next(t, "join")
 	h.reply(t, fence(2, refenceP0, refenceP1)) // the epoch-2 grant, fenced
-	h = c.next(t, "heartbeat")
 	clientKeeps(t, m, "after the second carry-over fenced a grant the member never saw")
-	regrantedAfter(t, c, m, j, second, h)
+	regrantedAfter(t, c, m, j, second)
 }
 
 // TestRefenceAfterAGrantOnItsWay: the other order of the same race. A
@@ -68,12 +67,13 @@ func TestRefenceAfterAGrantOnItsWay(t *testing.T) {
 	second := carryOverTo(m, "credential-3")
 	j := c.next(t, "join")
 	h.reply(t, grants(2, refenceP0, refenceP1)) // the first carry-over's regrant
-	h = c.next(t, "heartbeat")
 	clientKeeps(t, m, "after the first carry-over's regrant")
+	j.reply(t, api.JoinResponse{MemberID: "cg-1", MemberToken: "member-token-3"})
+	<-second
+	h = nextBeat(t, c, "member-token-3")
 	h.reply(t, fence(2, refenceP0, refenceP1)) // the second one's fence of it
-	h = c.next(t, "heartbeat")
 	clientKeeps(t, m, "after the second carry-over fenced a grant that arrived after its rejoin was sent")
-	regrantedAfter(t, c, m, j, second, h)
+	regrantedOn(t, c, m, nextBeat(t, c, "member-token-3"))
 }
 
 // TestRefenceMarkEndsAfterTheCarryOver: a partition the rejoin did not
@@ -145,20 +145,44 @@ func carriedOver(t *testing.T, c *scriptedCoordinator, m *member, fenced ...sess
 		t.Fatalf("the carry-over sent %s with bearer %q, want a rejoin of cg-1 with credential-2", j.body, j.bearer)
 	}
 	h.reply(t, fence(1, fenced...))
-	h = c.next(t, "heartbeat")
 	j.reply(t, api.JoinResponse{MemberID: "cg-1", MemberToken: "member-token-2"})
 	<-done
+	h = nextBeat(t, c, "member-token-2")
 	clientKeeps(t, m, "after the first carry-over's fence")
 	return h
 }
 
+// nextBeat is the member's next heartbeat, which must present token. A
+// heartbeat the driver sends while a carry-over's rejoin is in flight is
+// held until the rejoin is answered and then presents the member token
+// it answered: sent at once, with the token of the credential being
+// replaced (about to expire), the coordinator minted the rejoin's regrant
+// against it and dropped it — the partitions stayed fenced, unread, until
+// their renewal.
+func nextBeat(t *testing.T, c *scriptedCoordinator, token string) *coordinatorCall {
+	t.Helper()
+	h := c.next(t, "heartbeat")
+	if h.bearer != token {
+		t.Fatalf("the heartbeat after the carry-over presented %q, want %q: sent during the rejoin with the member token it replaces", h.bearer, token)
+	}
+	return h
+}
+
 // regrantedAfter answers the second carry-over's rejoin j, then grants
-// both partitions back at epoch 3 on heartbeat h: the client kept them
-// throughout, the session fetches them at 3, nothing is held.
-func regrantedAfter(t *testing.T, c *scriptedCoordinator, m *member, j *coordinatorCall, done <-chan struct{}, h *coordinatorCall) {
+// both partitions back at epoch 3 on the heartbeat that follows
+// (regrantedOn).
+func regrantedAfter(t *testing.T, c *scriptedCoordinator, m *member, j *coordinatorCall, done <-chan struct{}) {
 	t.Helper()
 	j.reply(t, api.JoinResponse{MemberID: "cg-1", MemberToken: "member-token-3"})
 	<-done
+	regrantedOn(t, c, m, nextBeat(t, c, "member-token-3"))
+}
+
+// regrantedOn grants both partitions back at epoch 3 on heartbeat h: the
+// client kept them throughout, the session fetches them at 3, nothing is
+// held.
+func regrantedOn(t *testing.T, c *scriptedCoordinator, m *member, h *coordinatorCall) {
+	t.Helper()
 	h.reply(t, grants(3, refenceP0, refenceP1))
 	c.next(t, "heartbeat")
 	clientKeeps(t, m, "after the regrant")
