@@ -44,12 +44,19 @@ func (c *call) admitCapability(topic []byte, req authz.Request) (allowance int64
 	if c.req, code = g.authorize(c.ctx, claims, topic, req, now); code != "" {
 		return 0, code
 	}
+	return c.admitRate()
+}
+
+// admitRate checks the byte rate of the call's claims (a capability's,
+// or a producing client credential's) under its QoS: the bytes the rate
+// still allows (-1 without a rate), or the 429 it answered.
+func (c *call) admitRate() (allowance int64, code api.Code) {
 	if c.qos.MaxBytesPerSec <= 0 {
 		return -1, ""
 	}
-	allowance, wait := g.limiter.admit(budgetKey(g.view, claims, now), c.qos.MaxBytesPerSec, now)
+	allowance, wait := c.g.limiter.admit(budgetKey(c.g.view, c.claims, c.start), c.qos.MaxBytesPerSec, c.start)
 	if wait > 0 {
-		return 0, refuseRate(c.ctx, claims, wait, now)
+		return 0, refuseRate(c.ctx, c.claims, wait, c.start)
 	}
 	return allowance, ""
 }

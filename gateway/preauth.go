@@ -3,9 +3,11 @@ package gateway
 // Behavior: how much of a request's body the gateway reads is decided
 // from its headers, before the body is read (fasthttp.Server's
 // HeaderReceived): a POST bearing a capability that verifies and holds
-// the produce op may send max_body_bytes; every other request — no
-// token, a token that does not verify, a capability without produce, a
-// route that takes no body (GET, HEAD) — preauthBodyBytes. fasthttp
+// the produce op, or a client credential that verifies and may produce
+// to some topic (ocap.Claims.ProducesAnywhere; the route decides the
+// topic), may send max_body_bytes; every other request — no token, a
+// token that does not verify, a capability or credential without
+// produce, a route that takes no body (GET, HEAD) — preauthBodyBytes. fasthttp
 // reads a body whole, and allocates a Content-Length body at its
 // announced size, before any handler runs, so without this cap an
 // unauthenticated client could make the gateway hold max_body_bytes per
@@ -72,6 +74,9 @@ func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader) int {
 		return preauthBodyBytes
 	}
 	now := time.Now()
+	if tokenKind(token) == ocap.KindClient {
+		return g.credentialBodyLimit(token, now)
+	}
 	c, ok := g.cache.Get(token, now)
 	if !ok {
 		var err error

@@ -2,7 +2,9 @@ package gateway
 
 // Behavior: POST /v1/topics/{topic}/partitions/{p}/records with
 // "Authorization: Bearer <capability>" holding the produce op for exactly
-// this topic and partition, and a JSON body api.ProduceRequest
+// this topic and partition, or "Bearer <client credential>" whose ops
+// include produce and whose topics name this topic (any partition of it;
+// produce_credential.go), and a JSON body api.ProduceRequest
 // {"records":[{"key","value","headers"}]} (base64 bytes, strictly: one
 // line, no \r or \n, unused bits zero — else 400 naming records[i] and
 // the field, strictBase64; at least one
@@ -20,9 +22,10 @@ package gateway
 // The records are appended in order to the partition leader with acks=all;
 // 200 {"base_offset","count"}. No query parameters. The byte rate of the
 // capability's QoS counts request body bytes. A produce is in flight
-// like a fetch (the same caps: 429 too_many_fetches, 503 overloaded), and
-// a revocation's acknowledgement waits until Kafka answered it: nothing
-// admitted under a revoked capability lands after the ack. Refusals as
+// like a fetch (the same caps: 429 too_many_fetches, 503 overloaded),
+// decided again once registered, and a revocation's acknowledgement
+// waits until Kafka answered it: nothing admitted under a revoked
+// capability or denied credential lands after the ack. Refusals as
 // for fetch: 400, 401, 403, 404, 409, 413 (body over max_body_bytes;
 // record_too_large), 415, 429, 502, 503.
 
@@ -44,8 +47,6 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/broker"
-	"github.com/capgate/capgate/gateway/authz"
-	"github.com/capgate/capgate/ocap"
 )
 
 func (g *Gateway) produceRecords(ctx *fasthttp.RequestCtx, topic, partition []byte) {
@@ -64,7 +65,7 @@ func (c *call) produce(topic, partition []byte) api.Code {
 	if code := produceRequestProblem(ctx); code != "" {
 		return code
 	}
-	if _, code := c.admitCapability(topic, authz.Request{Partition: p, Op: ocap.OpProduce, Offset: -1}); code != "" {
+	if code := c.admitProducer(topic, p); code != "" {
 		return code
 	}
 	recs, err := decodeProduce(ctx.PostBody(), c.g.cfg.MaxProduceRecords)
@@ -87,6 +88,9 @@ func (c *call) produce(topic, partition []byte) api.Code {
 		return c.refuseInflight(refused)
 	}
 	defer c.g.inflight.finish(entry)
+	if code := c.recheckProducer(); code != "" {
+		return code
+	}
 	base, err := c.g.broker.Produce(context.Background(), c.req.Topic, c.req.Partition, recs)
 	if c.g.afterProduce != nil {
 		c.g.afterProduce()

@@ -164,7 +164,7 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 		// The request is already reset here: which cap applied is not
 		// known, so name both (preauth.go).
 		code = api.CodeBodyTooLarge
-		message = fmt.Sprintf("request body too large: a produce bearing a valid capability with the produce op may send max_body_bytes (%d bytes); any other request, or one without such a capability, %d bytes",
+		message = fmt.Sprintf("request body too large: a produce bearing a valid capability with the produce op, or a client credential that may produce, may send max_body_bytes (%d bytes); any other request %d bytes",
 			g.cfg.MaxBodyBytes, preauthBodyBytes)
 		details = map[string]any{"max_body_bytes": g.cfg.MaxBodyBytes, "preauth_body_bytes": preauthBodyBytes}
 	case errors.As(err, &netErr) && netErr.Timeout():

@@ -1,0 +1,203 @@
+package gateway
+
+// Behavior: who may produce over HTTP. The bearer of
+// POST /v1/topics/{topic}/partitions/{p}/records is a partition
+// capability with the produce op (admitCapability), or a capgate client
+// credential (typ capgate-client+jwt) admitted as the Kafka listener
+// admits a credential's Produce:
+//
+//   - verified like every token (signature, issuer, audience, expiry;
+//     a forged one is charged to the caller's failed-token budget, 429
+//     past it), then its revocation: its jti and chain on the deny-list
+//     refuse it 409 capability_revoked (authz.DecideCredential), an
+//     expired one 401 token_expired;
+//   - its ops hold produce and its tps claim names the topic itself
+//     (ocap.Claims.MayProduceTo: a pattern, "*" or "orders-*", grants
+//     consume only), else 403 forbidden naming what it covers; a topic no
+//     client is served (Kafka's "__*", capgate-state*) is 403 whatever
+//     it names. Every partition of a topic it names is covered.
+//   - the byte rate and QoS that apply to it as to a capability: its own
+//     budget (the credential's jti, budgetKey), or a live override whose
+//     selector matches it (by holder = the credential's subject, or by
+//     jti); in flight under the same caps, its tenant being its subject.
+//   - once registered in flight it is decided again (a deny applied
+//     meanwhile refuses it; a deny applied later waits for Kafka's
+//     answer before its acknowledgement, authz.Refuses).
+//
+// A credential never fetches: the fetch route takes capabilities only
+// (the handoff fences partitions by epoch, which a credential has not).
+// A member token or an IdP token is refused here with a message saying
+// what produces. IdP tokens produce through the Kafka listener
+// (gateway.kafka_oidc), not over HTTP: see README §Use your IdP.
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/internal/failguard"
+	"github.com/capgate/capgate/ocap"
+)
+
+// admitProducer admits a produce to topic/partition under the request's
+// bearer: a capability (admitCapability) or a client credential
+// (admitCredential). On refusal it has answered and returns the code.
+func (c *call) admitProducer(topic []byte, partition int32) api.Code {
+	req := authz.Request{Partition: partition, Op: ocap.OpProduce, Offset: -1}
+	token, _ := bearerToken(&c.ctx.Request.Header)
+	switch tokenKind(token) {
+	case ocap.KindClient:
+		return c.admitCredential(token, topic, req)
+	case ocap.KindMember:
+		if code := c.g.refuseUnsynced(c.ctx, c.start); code != "" {
+			return code
+		}
+		writeError(c.ctx, api.CodeUnauthorized, "a member token cannot produce: produce with a client credential whose ops include produce and whose topics name the topic, or a capability with the produce op", nil)
+		return api.CodeUnauthorized
+	}
+	_, code := c.admitCapability(topic, req)
+	return code
+}
+
+// tokenKind is the kind a capgate token's JOSE header claims (its typ),
+// unverified: it only picks the verifier, which checks typ again. ""
+// for anything else.
+func tokenKind(token []byte) ocap.Kind {
+	head, _, ok := bytes.Cut(token, []byte("."))
+	if !ok || len(head) > ocap.MaxTokenBytes {
+		return ""
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(string(head))
+	if err != nil {
+		return ""
+	}
+	var h struct {
+		Typ ocap.Kind `json:"typ"`
+	}
+	if json.Unmarshal(raw, &h) != nil || !h.Typ.Valid() {
+		return ""
+	}
+	return h.Typ
+}
+
+// admitCredential admits a produce under the client credential token.
+func (c *call) admitCredential(token, topic []byte, req authz.Request) api.Code {
+	g, ctx, now := c.g, c.ctx, c.start
+	if code := g.refuseUnsynced(ctx, now); code != "" {
+		return code
+	}
+	claims, code := c.verifyCredential(token)
+	if code != "" {
+		return code
+	}
+	req.Topic = string(topic)
+	if code := g.refuseInternalTopic(ctx, req.Topic); code != "" {
+		return code
+	}
+	if !claims.MayProduceTo(req.Topic) {
+		writeError(ctx, api.CodeForbidden, credentialProduceRefusal(claims, req.Topic),
+			map[string]any{"credential": map[string]any{"ops": claims.ClientOps().Names(), "topics": claims.Topics}})
+		return api.CodeForbidden
+	}
+	if code := c.decideCredential(claims); code != "" {
+		return code
+	}
+	c.claims, c.req = claims, req
+	c.qos = g.view.QoS(claims, now)
+	_, code = c.admitRate()
+	return code
+}
+
+// verifyCredential verifies a client credential as the Kafka listener
+// does (kafkaGate.VerifyClient: the caller's failed-token budget, the
+// verifier, the deny-list) and answers a refusal.
+func (c *call) verifyCredential(token []byte) (*ocap.Claims, api.Code) {
+	g, ctx, now := c.g, c.ctx, c.start
+	claims, err := kafkaGate{g}.VerifyClient(string(token), g.callerAddr(caller{ctx: ctx}), now)
+	var spent *failguard.Spent
+	switch {
+	case err == nil:
+		return claims, ""
+	case errors.As(err, &spent):
+		setRetryAfter(ctx, spent.Wait)
+		writeError(ctx, api.CodeRateLimited, err.Error()+" (gateway auth_failures_per_second)", nil)
+		return nil, api.CodeRateLimited
+	case errors.Is(err, errDeniedCredential):
+		writeError(ctx, api.CodeCapabilityRevoked, "client credential is denied (capgate admin revoke-capability)", nil)
+		return nil, api.CodeCapabilityRevoked
+	case errors.Is(err, ocap.ErrExpired):
+		writeError(ctx, api.CodeTokenExpired, err.Error(), nil)
+		return nil, api.CodeTokenExpired
+	}
+	writeError(ctx, api.CodeUnauthorized, err.Error(), nil)
+	return nil, api.CodeUnauthorized
+}
+
+// decideCredential runs the view's revocation checks on a credential
+// (authz.DecideCredential: expiry, deny-list of its jti and chain) and
+// answers a refusal.
+func (c *call) decideCredential(claims *ocap.Claims) api.Code {
+	switch r := authz.DecideCredential(claims, c.g.view, c.start); r {
+	case authz.Allow:
+		return ""
+	case authz.Expired:
+		writeError(c.ctx, r.Code(), "client credential expired: exp "+ocap.TimeText(claims.ExpiresAt, c.start), nil)
+		return r.Code()
+	default:
+		writeError(c.ctx, r.Code(), "client credential is denied (capgate admin revoke-capability)", nil)
+		return r.Code()
+	}
+}
+
+// recheckProducer decides an admitted produce again once it is in
+// flight: a revocation applied between admission and registration
+// refuses it here (one applied later waits for it). On refusal it has
+// answered and returns the code.
+func (c *call) recheckProducer() api.Code {
+	now := time.Now()
+	if c.claims.Kind() == ocap.KindClient {
+		if r := authz.DecideCredential(c.claims, c.g.view, now); r != authz.Allow {
+			writeError(c.ctx, r.Code(), "client credential is "+r.String()+" (revoked while the produce was admitted); nothing was written", nil)
+			return r.Code()
+		}
+		return ""
+	}
+	if r := authz.Decide(c.claims, c.req, c.g.view, now); r != authz.Allow {
+		writeError(c.ctx, r.Code(), r.Message()+" (revoked while the produce was admitted); nothing was written", nil)
+		return r.Code()
+	}
+	return ""
+}
+
+// credentialProduceRefusal says why a credential may not write to topic
+// and what would.
+func credentialProduceRefusal(c *ocap.Claims, topic string) string {
+	if !c.ClientOps().Has(ocap.OpProduce) {
+		return fmt.Sprintf("this client credential does not allow produce (its ops: %v): mint one with --ops consume,produce --topics %s (capgate admin client-credential)", c.ClientOps().Names(), topic)
+	}
+	if c.AllowsTopic(topic) {
+		return "this client credential's topics cover " + strconv.Quote(topic) + " by a pattern, which grants consume only: produce needs the topic named exactly in --topics"
+	}
+	return fmt.Sprintf("this client credential does not name topic %q (its topics: %v)", topic, c.Topics)
+}
+
+// credentialBodyLimit is bodyLimit for a client credential: max_body_bytes
+// when it verifies (under the pre-auth check's one failure budget, the
+// zero address) and may produce to some topic, else preauthBodyBytes.
+// Credentials are not in the verified-token cache (it holds capabilities
+// only), so a large produce under one is verified here and again by the
+// route.
+func (g *Gateway) credentialBodyLimit(token []byte, now time.Time) int {
+	c, err := kafkaGate{g}.VerifyClient(string(token), netip.Addr{}, now)
+	if err != nil || !c.ProducesAnywhere() {
+		return preauthBodyBytes
+	}
+	return max(g.cfg.MaxBodyBytes, preauthBodyBytes)
+}
