@@ -14,20 +14,52 @@ import (
 	"github.com/capgate/capgate/tlsconf"
 )
 
-// Producer writes records through the gateways with a capability holding
-// the produce op (one partition per capability).
+// Producer writes records through the gateways, with a capability
+// holding the produce op (NewProducer: one partition per capability) or
+// a client credential allowed to produce to the topic (NewCredentialProducer:
+// any partition of each topic it names exactly).
 type Producer struct {
 	tr      *transport
 	pool    *gatewayPool
 	log     *zap.Logger
 	ownHTTP bool
+	// source is WithCredentialSource's function: asked for the bearer
+	// before every Produce (nil: the one held).
+	source func(context.Context) (string, error)
 
-	mu         sync.RWMutex
-	capability string
+	mu     sync.RWMutex
+	bearer string
 }
 
-// NewProducer builds a producer for the gateways at gatewayURLs.
+// NewProducer builds a producer for the gateways at gatewayURLs that
+// writes with capability: a partition capability holding the produce op
+// (capgate admin grant --ops produce, at most the coordinator's
+// max_lease; SetCapability replaces it). A service that writes for longer
+// uses NewCredentialProducer instead.
 func NewProducer(gatewayURLs []string, capability string, opts ...Option) (*Producer, error) {
+	return newProducer(gatewayURLs, capability, "capability", opts)
+}
+
+// NewCredentialProducer builds a producer for the gateways at
+// gatewayURLs that writes with a capgate client credential whose ops
+// include produce (capgate admin client-credential --ops consume,produce
+// --topics orders, or an OAuth client's token): it may write to any
+// partition of each topic the credential names exactly ("*" and prefix
+// patterns grant consume only: 403). No admin token is involved. The
+// gateway checks it on every produce as the Kafka listener does (expiry:
+// 401 token_expired; its jti denied: 409 capability_revoked) and counts
+// its bytes against its byte rate. Pick partitions with a Partitioner
+// (Kafka's default placement of keys).
+//
+// With WithCredentialSource, credential may be empty: the source is
+// asked for the credential before every Produce, so return a cached one
+// and renew it before it expires (an oauth2.TokenSource's Token does
+// both). A credential never fetches: consumers join a group (Consumer).
+func NewCredentialProducer(gatewayURLs []string, credential string, opts ...Option) (*Producer, error) {
+	return newProducer(gatewayURLs, credential, "credential", opts)
+}
+
+func newProducer(gatewayURLs []string, bearer, what string, opts []Option) (*Producer, error) {
 	if len(gatewayURLs) == 0 {
 		return nil, fmt.Errorf("client: producer gateways: must list at least one URL, got none")
 	}
@@ -36,20 +68,24 @@ func NewProducer(gatewayURLs []string, capability string, opts ...Option) (*Prod
 			return nil, err
 		}
 	}
-	if capability == "" {
-		return nil, fmt.Errorf("client: producer capability: must not be empty")
-	}
 	o, err := buildOptions(opts, tlsconf.ClientConfig{})
 	if err != nil {
 		return nil, err
 	}
+	if bearer == "" && o.credentials == nil {
+		if what == "credential" {
+			return nil, fmt.Errorf("client: producer credential: must not be empty (or give WithCredentialSource)")
+		}
+		return nil, fmt.Errorf("client: producer %s: must not be empty", what)
+	}
 	d := DefaultConfig()
 	return &Producer{
-		tr:         &transport{http: o.http, backoff: backoff{base: d.RetryBackoff, max: d.RetryBackoffMax}},
-		pool:       newGatewayPool(gatewayURLs),
-		log:        o.log,
-		ownHTTP:    o.ownHTTP,
-		capability: capability,
+		tr:      &transport{http: o.http, backoff: backoff{base: d.RetryBackoff, max: d.RetryBackoffMax}},
+		pool:    newGatewayPool(gatewayURLs),
+		log:     o.log,
+		ownHTTP: o.ownHTTP,
+		source:  o.credentials,
+		bearer:  bearer,
 	}, nil
 }
 
@@ -62,11 +98,31 @@ func (p *Producer) Close() {
 	}
 }
 
-// SetCapability replaces the capability (a renewed or re-granted one).
+// SetCapability replaces the capability (a renewed or re-granted one),
+// or the client credential of a credential producer.
 func (p *Producer) SetCapability(capability string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.capability = capability
+	p.bearer = capability
+}
+
+// token is the bearer of the next Produce: the source's, when there is
+// one (then held), else the one held.
+func (p *Producer) token(ctx context.Context) (string, error) {
+	if p.source != nil {
+		t, err := p.source(ctx)
+		if err != nil {
+			return "", fmt.Errorf("client: produce: credential source: %w", err)
+		}
+		if t == "" {
+			return "", errors.New("client: produce: credential source returned an empty credential")
+		}
+		p.SetCapability(t)
+		return t, nil
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.bearer, nil
 }
 
 // Produce appends records (Key, Value, Headers; other fields ignored) to
@@ -90,11 +146,13 @@ func (p *Producer) Produce(ctx context.Context, topic string, partition int32, r
 	}
 	part := Partition{Topic: topic, Partition: partition}
 	op := "produce " + part.String()
+	bearer, err := p.token(ctx)
+	if err != nil {
+		return 0, err
+	}
 	for round := 0; ; {
 		i, base := p.pool.pick()
-		p.mu.RLock()
-		r := request{method: http.MethodPost, url: recordsURL(base, part), bearer: p.capability, accept: api.MediaJSON, body: body}
-		p.mu.RUnlock()
+		r := request{method: http.MethodPost, url: recordsURL(base, part), bearer: bearer, accept: api.MediaJSON, body: body}
 		_, answer, err := p.tr.do(ctx, op, r, maxCoordinatorBody)
 		if err == nil {
 			var resp api.ProduceResponse
