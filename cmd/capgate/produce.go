@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client"
@@ -28,6 +28,8 @@ type produceFlags struct {
 	partitioned  bool // no --partition: partition as Kafka's default partitioner
 	keySeparator string
 	capability   string
+	credential   string
+	credFile     string
 	token        string
 	tokenFile    string
 	endpoints    endpointFlags
@@ -46,14 +48,21 @@ func newProduceCmd() *cobra.Command {
 			"the gateways. Without --partition, records go where Kafka's default\n" +
 			"partitioner puts them: a keyed record (--key-separator) to murmur2(key) modulo\n" +
 			"the partition count, exactly as the Java client and franz-go do; records\n" +
-			"without a key round-robin over the partitions. Each partition is written with\n" +
-			"a capability holding the produce op: --capability (or $CAPGATE_CAPABILITY; one\n" +
-			"partition, so --partition is needed), or ones minted for the purpose through\n" +
-			"the admin API with an admin token (--token-file credentials.json from capgate\n" +
-			"dev, or $CAPGATE_ADMIN_TOKEN). Lines that arrive together are sent together.\n\n" +
+			"without a key round-robin over the partitions. Records are written with one of:\n" +
+			"  --capability (or $CAPGATE_CAPABILITY): a capability holding the produce op;\n" +
+			"    it covers one partition, so --partition is needed;\n" +
+			"  --credential / --credential-file (or $CAPGATE_CREDENTIAL): a client credential\n" +
+			"    whose ops include produce and whose topics name TOPIC exactly (capgate admin\n" +
+			"    client-credential --ops consume,produce --topics TOPIC); no admin token is\n" +
+			"    involved; it does not tell the partition count, so --partition is needed;\n" +
+			"  an admin token (--token-file credentials.json from capgate dev, --token, or\n" +
+			"    $CAPGATE_ADMIN_TOKEN): capabilities are minted for the purpose.\n" +
+			"Flags win over the environment; of the variables, CAPGATE_CAPABILITY is used\n" +
+			"first, then CAPGATE_ADMIN_TOKEN, then CAPGATE_CREDENTIAL (capgate dev's is\n" +
+			"consume only). Lines that arrive together are sent together.\n\n" +
 			"Each minted capability is an admin action: one entry of the coordinator's\n" +
 			"audit log (action capabilities, target capgate-produce@TOPIC/PARTITION) and one\n" +
-			"\"admin action\" log line. Without --partition, a run mints one for partition\n" +
+			"\"admin action\" log line (a capability or a credential mints nothing). Without --partition, a run mints one for partition\n" +
 			"0 first (its answer tells the partition count), then one for each other\n" +
 			"partition it writes: unkeyed lines round-robin, so 200 lines to a topic of 12\n" +
 			"partitions mint 12. A partition still written when its capability nears its\n" +
@@ -80,6 +89,8 @@ func newProduceCmd() *cobra.Command {
 	fl.StringVarP(&f.keySeparator, "key-separator", "K", "", "split each line into key and value at the first occurrence of this string (kcat's -K)")
 	fl.StringVarP(&f.output, "output", "o", "text", "text (a summary on stderr) or json (also what was written, as one JSON object on stdout)")
 	fl.StringVar(&f.capability, "capability", "", "capability with the produce op for TOPIC/PARTITION ($CAPGATE_CAPABILITY)")
+	fl.StringVar(&f.credential, "credential", "", "client credential allowed to produce to TOPIC ($CAPGATE_CREDENTIAL); prefer --credential-file")
+	fl.StringVar(&f.credFile, "credential-file", "", "file holding a client credential allowed to produce to TOPIC")
 	fl.StringVar(&f.token, "token", "", "admin token to mint a produce capability with ($CAPGATE_ADMIN_TOKEN)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json from capgate dev")
 	f.endpoints.register(cmd)
@@ -104,28 +115,30 @@ type capabilitySource struct {
 	partitions int32
 }
 
-// capabilities holds the capability source of every partition written.
+// capabilities holds the capability source of every partition written,
+// or the one bearer of every partition: a capability (--partition's) or
+// a client credential (every partition of the topic).
 type capabilities struct {
-	fixed string
-	admin *adminClient
-	f     *produceFlags
-	parts map[int32]*capabilitySource
+	fixed      string
+	credential bool // fixed is a client credential
+	admin      *adminClient
+	f          *produceFlags
+	parts      map[int32]*capabilitySource
 }
 
 func (f *produceFlags) capabilities() (*capabilities, error) {
-	fixed := f.capability
-	if c := os.Getenv("CAPGATE_CAPABILITY"); fixed == "" && c != "" && f.token == "" && f.tokenFile == "" {
-		fixed = c
-	}
-	if fixed != "" {
-		if f.partitioned {
-			return nil, usageErrorf("a capability covers one partition: pass --partition, or an admin token (--token-file) so one is minted for each partition the records go to")
-		}
-		return &capabilities{fixed: fixed, f: f}, nil
+	flagged := f.capability != "" || f.credential != "" || f.credFile != "" || f.token != "" || f.tokenFile != ""
+	switch {
+	case f.capability != "" || !flagged && os.Getenv("CAPGATE_CAPABILITY") != "":
+		return f.fixedBearer(cmp.Or(f.capability, os.Getenv("CAPGATE_CAPABILITY")), false)
+	case f.credential != "" || f.credFile != "":
+		return f.fixedBearer("", true)
+	case !flagged && os.Getenv("CAPGATE_ADMIN_TOKEN") == "" && os.Getenv("CAPGATE_CREDENTIAL") != "":
+		return f.fixedBearer(os.Getenv("CAPGATE_CREDENTIAL"), true)
 	}
 	token, err := secretFrom(f.token, f.tokenFile, "CAPGATE_ADMIN_TOKEN", "admin_token")
 	if err != nil {
-		return nil, errors.New("no produce capability: pass --capability (or set CAPGATE_CAPABILITY), or an admin token to mint one: --token-file (credentials.json from capgate dev works), --token or CAPGATE_ADMIN_TOKEN")
+		return nil, errors.New("nothing to produce with: pass a client credential allowed to produce (--credential-file, --credential or CAPGATE_CREDENTIAL), a capability (--capability or CAPGATE_CAPABILITY), or an admin token to mint capabilities: --token-file (credentials.json from capgate dev works), --token or CAPGATE_ADMIN_TOKEN")
 	}
 	hc, err := f.endpoints.tls.httpClient(30 * time.Second)
 	if err != nil {
@@ -137,6 +150,28 @@ func (f *produceFlags) capabilities() (*capabilities, error) {
 		return nil, err
 	}
 	return &capabilities{admin: admin, f: f, parts: map[int32]*capabilitySource{}}, nil
+}
+
+// fixedBearer is the one bearer of every produce: a capability, or a
+// client credential (bearer, else --credential / --credential-file).
+// Both need --partition: neither tells the partition count.
+func (f *produceFlags) fixedBearer(bearer string, credential bool) (*capabilities, error) {
+	if !credential {
+		if f.partitioned {
+			return nil, usageErrorf("a capability covers one partition: pass --partition, or an admin token (--token-file) so one is minted for each partition the records go to")
+		}
+		return &capabilities{fixed: bearer, f: f}, nil
+	}
+	if bearer == "" {
+		var err error
+		if bearer, err = secretFrom(f.credential, f.credFile, "CAPGATE_CREDENTIAL", "client_credential"); err != nil {
+			return nil, fmt.Errorf("client credential: %w", err)
+		}
+	}
+	if f.partitioned {
+		return nil, usageErrorf("a client credential does not tell %s's partition count: pass --partition (the Go SDK's client.Partitioner places keys as Kafka does, given the count)", f.topic)
+	}
+	return &capabilities{fixed: bearer, credential: true, f: f}, nil
 }
 
 // of returns partition's capability source.
@@ -177,35 +212,12 @@ func (s *capabilitySource) get(ctx context.Context) (string, error) {
 	return s.current, nil
 }
 
-// partitioner places records as Kafka's default partitioner does: keyed
-// records by murmur2 of the key (franz-go's own implementation, the one
-// its default partitioner uses, equal to the Java client's), the others
-// round-robin.
-type partitioner struct {
-	keyed kgo.TopicPartitioner
-	n     int
-	next  int
-}
-
-func newPartitioner(topic string, n int32) *partitioner {
-	return &partitioner{keyed: kgo.StickyKeyPartitioner(nil).ForTopic(topic), n: int(n)}
-}
-
-func (p *partitioner) partition(r *client.Record) int32 {
-	if r.Key != nil {
-		return int32(p.keyed.Partition(&kgo.Record{Key: r.Key}, p.n))
-	}
-	part := p.next
-	p.next = (p.next + 1) % p.n
-	return int32(part)
-}
-
 // producer writes batches to partitions and counts what it wrote.
 type producer struct {
 	f       *produceFlags
 	caps    *capabilities
 	prod    *client.Producer
-	place   *partitioner // nil: every record to --partition
+	place   *client.Partitioner // nil: every record to --partition
 	counts  map[int32]*written
 	sending bool // a Produce is unanswered (interrupted)
 }
@@ -246,9 +258,15 @@ func runProduce(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 		if n < 1 {
 			return fmt.Errorf("produce: the coordinator does not know %s's partition count: pass --partition", f.topic)
 		}
-		p.place = newPartitioner(f.topic, n)
+		if p.place, err = client.NewPartitioner(n); err != nil {
+			return err
+		}
 	}
-	if p.prod, err = client.NewProducer(f.endpoints.gateways, capability, client.WithTLS(f.endpoints.tls.files())); err != nil {
+	newProducer := client.NewProducer
+	if caps.credential {
+		newProducer = client.NewCredentialProducer
+	}
+	if p.prod, err = newProducer(f.endpoints.gateways, capability, client.WithTLS(f.endpoints.tls.files())); err != nil {
 		return err
 	}
 	defer p.prod.Close()
@@ -279,7 +297,7 @@ func (p *producer) send(ctx context.Context, batch []client.Record) error {
 	for i := range batch {
 		part := p.f.partition
 		if p.place != nil {
-			part = p.place.partition(&batch[i])
+			part = p.place.Partition(batch[i].Key)
 		}
 		if _, ok := byPartition[part]; !ok {
 			order = append(order, part)

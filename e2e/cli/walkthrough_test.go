@@ -36,6 +36,7 @@ var walkthroughChecks = []step{
 	{"qos merges", []string{`ID\s+SELECTOR\s+LOG-LEVEL\s+MONITOR\s+MAX-BYTES/S\s+UNTIL`, `group=readme\s+debug\s+-\s+4000\s`}},
 	{"audit and version", []string{`partition_revoke\s+readme/demo/5\s+backfill done\s+ok`, `partition_lease\s+readme/demo/5\s+-\s+ok`,
 		`group_delete\s+orders-eu\s+-\s+ok`, `"go_version": "go1\.`}},
+	{"produce with a credential", []string{`produced 2 records to demo/7 \(offsets 0\.\.1\)`, `forbidden \(403\)`, `does not allow produce`, `orders.json: refused`}},
 	{"oauth client", []string{`"access_token":"eyJ`, `"token_type":"Bearer"`, `HTTP 200`}},
 	{"kek", []string{`wrote kek.key: KEK id [0-9a-f]{16}`, `(?m)^-rw------- .* kek\.key$`}},
 }
