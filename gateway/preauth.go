@@ -74,7 +74,7 @@ func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader) int {
 		return preauthBodyBytes
 	}
 	now := time.Now()
-	if tokenKind(token) == ocap.KindClient {
+	if kind, _ := tokenKind(token); kind == ocap.KindClient {
 		return g.credentialBodyLimit(token, now)
 	}
 	c, ok := g.cache.Get(token, now)

@@ -26,9 +26,11 @@ package gateway
 //
 // A credential never fetches: the fetch route takes capabilities only
 // (the handoff fences partitions by epoch, which a credential has not).
-// A member token or an IdP token is refused here with a message saying
-// what produces. IdP tokens produce through the Kafka listener
-// (gateway.kafka_oidc), not over HTTP: see README §Use your IdP.
+// A member token, or a JWT that is no capgate token (an IdP's), is
+// refused 401 unverified, with a message saying what produces: IdP
+// tokens produce through the Kafka listener (gateway.kafka_oidc, whose
+// verifier and rules are the listener's; the HTTP API verifies no IdP
+// token), not over HTTP.
 
 import (
 	"bytes"
@@ -52,39 +54,61 @@ import (
 func (c *call) admitProducer(topic []byte, partition int32) api.Code {
 	req := authz.Request{Partition: partition, Op: ocap.OpProduce, Offset: -1}
 	token, _ := bearerToken(&c.ctx.Request.Header)
-	switch tokenKind(token) {
-	case ocap.KindClient:
+	kind, jwt := tokenKind(token)
+	switch {
+	case kind == ocap.KindClient:
 		return c.admitCredential(token, topic, req)
-	case ocap.KindMember:
-		if code := c.g.refuseUnsynced(c.ctx, c.start); code != "" {
-			return code
-		}
-		writeError(c.ctx, api.CodeUnauthorized, "a member token cannot produce: produce with a client credential whose ops include produce and whose topics name the topic, or a capability with the produce op", nil)
-		return api.CodeUnauthorized
+	case kind == ocap.KindMember:
+		return c.refuseBearer(memberCannotProduce)
+	case jwt && kind == "":
+		// A JWT that is no capgate token (an IdP's: typ JWT, at+jwt or
+		// none) can never verify as a capability: refused unverified,
+		// so a producer holding IdP tokens spends no failure budget.
+		return c.refuseBearer(foreignCannotProduce)
 	}
 	_, code := c.admitCapability(topic, req)
 	return code
 }
 
+const (
+	memberCannotProduce  = "a member token cannot produce: produce with a client credential whose ops include produce and whose topics name the topic, or a capability with the produce op"
+	foreignCannotProduce = "not a capgate token: an IdP (OIDC) token produces through the gateway's Kafka listener (gateway.kafka_oidc), not over HTTP; here produce with a capgate client credential whose ops include produce and whose topics name the topic, or a capability with the produce op"
+)
+
+// refuseBearer answers 401 with message for a bearer that never
+// produces (once the gateway is in sync: a 503 says to retry first).
+func (c *call) refuseBearer(message string) api.Code {
+	if code := c.g.refuseUnsynced(c.ctx, c.start); code != "" {
+		return code
+	}
+	writeError(c.ctx, api.CodeUnauthorized, message, nil)
+	return api.CodeUnauthorized
+}
+
 // tokenKind is the kind a capgate token's JOSE header claims (its typ),
-// unverified: it only picks the verifier, which checks typ again. ""
-// for anything else.
-func tokenKind(token []byte) ocap.Kind {
+// unverified: it only picks the verifier, which checks typ again; ""
+// for anything else. jwt reports a header that decodes to a JSON object
+// with an alg (some JWT, capgate's or not).
+func tokenKind(token []byte) (kind ocap.Kind, jwt bool) {
 	head, _, ok := bytes.Cut(token, []byte("."))
 	if !ok || len(head) > ocap.MaxTokenBytes {
-		return ""
+		return "", false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(string(head))
 	if err != nil {
-		return ""
+		return "", false
 	}
 	var h struct {
-		Typ ocap.Kind `json:"typ"`
+		Alg string `json:"alg"`
+		Typ any    `json:"typ"`
 	}
-	if json.Unmarshal(raw, &h) != nil || !h.Typ.Valid() {
-		return ""
+	if json.Unmarshal(raw, &h) != nil || h.Alg == "" {
+		return "", false
 	}
-	return h.Typ
+	if typ, _ := h.Typ.(string); ocap.Kind(typ).Valid() {
+		return ocap.Kind(typ), true
+	}
+	return "", true
 }
 
 // admitCredential admits a produce under the client credential token.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -93,6 +94,7 @@ func TestCredentialProduceAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := forgedCredential(t)
+	idp := idpShapedToken()
 	for _, tc := range []struct {
 		name   string
 		token  string
@@ -111,6 +113,7 @@ func TestCredentialProduceAttacks(t *testing.T) {
 		{"credential to Kafka's own topic", state, "__consumer_offsets", http.StatusForbidden, api.CodeForbidden, "internal"},
 		{"member token", member, testTopic, http.StatusUnauthorized, api.CodeUnauthorized, "member token cannot produce"},
 		{"forged credential", forged, testTopic, http.StatusUnauthorized, api.CodeUnauthorized, ""},
+		{"IdP token", idp, testTopic, http.StatusUnauthorized, api.CodeUnauthorized, "through the gateway's Kafka listener"},
 	} {
 		r := h.produceWith(tc.token, tc.topic, 0)
 		expectError(t, r, tc.status, tc.code)
@@ -176,4 +179,12 @@ func TestCredentialProduceRateLimited(t *testing.T) {
 	if r.header.Get("Retry-After") == "" {
 		t.Fatalf("429 without Retry-After: %v", r.header)
 	}
+}
+
+// idpShapedToken is a JWT as an OIDC issuer signs it (RS256, typ JWT, an
+// https iss); its signature is never looked at.
+func idpShapedToken() string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256","typ":"JWT","kid":"k1"}`)) + "." +
+		enc([]byte(`{"iss":"https://idp.example","sub":"svc","aud":"capgate","exp":4102444800}`)) + "." + enc([]byte("sig"))
 }
