@@ -62,12 +62,12 @@ func newProduceCmd() *cobra.Command {
 			"consume only). Lines that arrive together are sent together.\n\n" +
 			"Each minted capability is an admin action: one entry of the coordinator's\n" +
 			"audit log (action capabilities, target capgate-produce@TOPIC/PARTITION) and one\n" +
-			"\"admin action\" log line (a capability or a credential mints nothing). Without --partition, a run mints one for partition\n" +
+			"\"admin action\" log line. Without --partition, a run mints one for partition\n" +
 			"0 first (its answer tells the partition count), then one for each other\n" +
 			"partition it writes: unkeyed lines round-robin, so 200 lines to a topic of 12\n" +
 			"partitions mint 12. A partition still written when its capability nears its\n" +
-			"end (--capability-ttl) gets a new one. --partition mints one, --capability\n" +
-			"none. To leave them out of the audit view:\n" +
+			"end (--capability-ttl) gets a new one. --partition mints one; --capability\n" +
+			"and a credential mint none. To leave them out of the audit view:\n" +
 			"capgate admin audit --exclude-target capgate-produce@\n\n" +
 			"What was written is summed up on stderr, one line per partition; with -o json\n" +
 			"stdout also gets one JSON object for scripts: the topic, the records written\n" +
