@@ -18,8 +18,9 @@ package gateway
 //     it names. Every partition of a topic it names is covered.
 //   - the byte rate and QoS that apply to it as to a capability: its own
 //     budget (the credential's jti, budgetKey), or a live override whose
-//     selector matches it (by holder = the credential's subject, or by
-//     jti); in flight under the same caps, its tenant being its subject.
+//     selector matches it (by holder = the credential's subject, jti, or
+//     the topic and partition written: scoped); in flight under the same
+//     caps, its tenant being its subject.
 //   - once registered in flight it is decided again (a deny applied
 //     meanwhile refuses it; a deny applied later waits for Kafka's
 //     answer before its acknowledgement, authz.Refuses).
@@ -133,10 +134,22 @@ func (c *call) admitCredential(token, topic []byte, req authz.Request) api.Code 
 	if code := c.decideCredential(claims); code != "" {
 		return code
 	}
-	c.claims, c.req = claims, req
-	c.qos = g.view.QoS(claims, now)
+	c.claims, c.req = scoped(claims, req), req
+	c.qos = g.view.QoS(c.claims, now)
 	_, code = c.admitRate()
 	return code
+}
+
+// scoped is a credential's claims as they apply to one produce: with
+// the request's topic and partition, so that a QoS override selecting a
+// topic or partition selects its produces there as it selects a
+// capability's (and the debug trace names them). Its kind, jti, chain
+// and expiry are the credential's: revocation judges it as the
+// credential (authz.Refuses), and its rate budget is its jti's.
+func scoped(claims *ocap.Claims, req authz.Request) *ocap.Claims {
+	c := *claims
+	c.Topic, c.Partition = req.Topic, &req.Partition
+	return &c
 }
 
 // verifyCredential verifies a client credential as the Kafka listener

@@ -179,6 +179,20 @@ func TestCredentialProduceRateLimited(t *testing.T) {
 	if r.header.Get("Retry-After") == "" {
 		t.Fatalf("429 without Retry-After: %v", r.header)
 	}
+
+	// An override selecting a topic and partition selects a
+	// credential's produces there, as it selects a capability's.
+	other, _ := h.mintCredential([]string{testTopic}, []string{"consume", "produce"}, time.Now(), time.Hour)
+	p := int32(2)
+	seq = h.sync.push(api.SyncResponse{QoS: []api.QoSOverride{{ID: "slow-p2", Selector: api.QoSSelector{Topic: testTopic, Partition: &p}, MaxBytesPerSec: 10, Until: time.Now().Add(time.Hour).Unix()}}})
+	h.sync.waitAck(t, seq)
+	if r := h.produceWith(other, testTopic, 2); r.status != http.StatusOK {
+		t.Fatalf("first produce to %s/2: %d %s", testTopic, r.status, r.body)
+	}
+	expectError(t, h.produceWith(other, testTopic, 2), http.StatusTooManyRequests, api.CodeRateLimited)
+	if r := h.produceWith(other, testTopic, 3); r.status != http.StatusOK {
+		t.Fatalf("produce to %s/3, which the override does not select: %d %s", testTopic, r.status, r.body)
+	}
 }
 
 // idpShapedToken is a JWT as an OIDC issuer signs it (RS256, typ JWT, an
