@@ -18,8 +18,34 @@ import (
 // errDeniedCredential refuses a client credential on the deny-list.
 var errDeniedCredential = errors.New("gateway: client credential is denied")
 
-// kafkaConfig is the listener's configuration from the gateway's.
+// Defaults of the Kafka listener's bounds added after configs were in
+// use (redteam7 #2-#4). Left at its default, each follows the setting
+// that bounds it (kafkaConfig), so a config that loaded before they
+// existed still loads (review12 #2: kafka_max_connections: 100 was
+// refused for a per-tenant bound of 256 nobody wrote, a
+// kafka_max_request_bytes over 64 MiB for the per-tenant share); a value
+// written out of range is refused, naming it.
+const (
+	defaultKafkaConnectionsPerX           = 256
+	defaultKafkaRequestBytesHeld          = 256 << 20
+	defaultKafkaRequestBytesHeldPerTenant = 64 << 20
+)
+
+// kafkaConfig is the listener's configuration from the gateway's, the
+// defaults above fitted to the settings bounding them.
 func (c Config) kafkaConfig() kafkaproto.Config {
+	if c.KafkaMaxConnectionsPerAddress == defaultKafkaConnectionsPerX {
+		c.KafkaMaxConnectionsPerAddress = min(defaultKafkaConnectionsPerX, c.KafkaMaxConnections)
+	}
+	if c.KafkaMaxConnectionsPerTenant == defaultKafkaConnectionsPerX {
+		c.KafkaMaxConnectionsPerTenant = min(defaultKafkaConnectionsPerX, c.KafkaMaxConnections)
+	}
+	if c.KafkaMaxRequestBytesHeldPerTenant == defaultKafkaRequestBytesHeldPerTenant {
+		c.KafkaMaxRequestBytesHeldPerTenant = max(defaultKafkaRequestBytesHeldPerTenant, int64(c.KafkaMaxRequestBytes))
+	}
+	if c.KafkaMaxRequestBytesHeld == defaultKafkaRequestBytesHeld {
+		c.KafkaMaxRequestBytesHeld = max(defaultKafkaRequestBytesHeld, c.KafkaMaxRequestBytesHeldPerTenant)
+	}
 	return kafkaproto.Config{
 		Listen: c.KafkaListen, Advertised: c.KafkaAdvertised, Peers: c.KafkaPeers, FetchLanes: c.KafkaFetchLanes,
 		CoordinatorURL:    c.CoordinatorURL,

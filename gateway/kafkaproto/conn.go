@@ -47,9 +47,12 @@ type conn struct {
 	sessionEnd time.Time
 	expiry     *time.Timer
 	// requestTenant is tenant as c's goroutine knows it, and requestHeld
-	// what the frame being read or served reserved (requestbudget.go).
+	// what the frame being read or served reserved (requestbudget.go)
+	// under heldTenant: the tenant when it was reserved, which a
+	// re-authentication inside that frame may have changed.
 	requestTenant string
 	requestHeld   int64
+	heldTenant    string
 	clientID      string // of the last request
 	// authed is set once SASL first completed (and never cleared): the
 	// registry never closes such a connection for a new one.

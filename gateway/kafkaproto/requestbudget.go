@@ -142,16 +142,20 @@ func (c *conn) reserveFrame(n int, deadline time.Time) error {
 			append(c.logFields(false), zap.Int("frame_bytes", n))...)
 		return errRequestBudget
 	}
-	c.requestHeld = int64(n)
+	c.requestHeld, c.heldTenant = int64(n), c.requestTenant
 	return nil
 }
 
 // releaseFrame gives back what reserveFrame reserved: the request has
-// been answered, or the connection ends.
+// been answered, or the connection ends. It goes back to the tenant it
+// was taken from: a SaslAuthenticate frame of a re-authentication is
+// reserved under the old tenant and released after claimIdentity moved
+// the connection to the new one (review12 #1: the old tenant's share
+// leaked for good, the new one's went below zero).
 func (c *conn) releaseFrame() {
 	if c.requestHeld > 0 {
-		c.s.requests.give(c.requestTenant, c.requestHeld)
-		c.requestHeld = 0
+		c.s.requests.give(c.heldTenant, c.requestHeld)
+		c.requestHeld, c.heldTenant = 0, ""
 	}
 }
 

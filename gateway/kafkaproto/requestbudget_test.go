@@ -1,6 +1,7 @@
 package kafkaproto
 
 import (
+	"maps"
 	"net"
 	"runtime"
 	"strings"
@@ -179,5 +180,49 @@ func TestRequestBudgetWaits(t *testing.T) {
 	}
 	if held := b.held(); held != 600<<10+1<<20 {
 		t.Fatalf("held %d, want %d", held, 600<<10+1<<20)
+	}
+}
+
+// TestReauthenticationFrameReleasedToItsTenant (review12 #1): a
+// re-authentication's SaslAuthenticate frame over 64 KiB is reserved
+// under the connection's tenant and released after the new token moved
+// the connection to another tenant (same subject, another tnt). Before,
+// it was given back to the new tenant: the old one kept it for good and,
+// its share spent by repeats, its next large frame was refused although
+// it held nothing.
+func TestReauthenticationFrameReleasedToItsTenant(t *testing.T) {
+	table := leaseTable{}
+	_, a, _ := tenantTokens(t, 1, time.Hour, table)
+	_, b, _ := tenantTokens(t, 1, time.Hour, table)
+	table[b[0]] = lease{claims: withSubject(table[b[0]].claims, table[a[0]].claims.Subject), ttl: time.Hour}
+	cfg := testConfig()
+	cfg.MaxRequestBytesHeld, cfg.MaxRequestBytesHeldPerTenant = 4<<20, 1<<20
+	cfg.ReadTimeout = time.Second
+	s := startListener(t, cfg, table, nil)
+	r := dialAuthenticated(t, s, a[0])
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = "PLAIN"
+	if _, err := r.roundTrip(hs); err != nil {
+		t.Fatal(err)
+	}
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.SetVersion(2)
+	auth.SASLAuthBytes = []byte("\x00" + strings.Repeat("u", 100<<10) + "\x00" + b[0]) // a frame over 64 KiB
+	if resp, err := r.roundTrip(auth); err != nil || resp.(*kmsg.SASLAuthenticateResponse).ErrorCode != 0 {
+		t.Fatalf("re-authentication: %v %+v", err, resp)
+	}
+	if _, err := r.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil { // the frame was answered: released
+		t.Fatal(err)
+	}
+	s.requests.mu.Lock()
+	held := maps.Clone(s.requests.byTenant)
+	s.requests.mu.Unlock()
+	if len(held) != 0 || s.RequestBytesHeld() != 0 {
+		t.Fatalf("after the re-authentication was answered the budget holds %v (total %d), want nothing", held, s.RequestBytesHeld())
+	}
+	req, _ := bigRequest(950 << 10)
+	if _, err := dialAuthenticated(t, s, a[0]).roundTrip(req); err != nil {
+		t.Fatalf("the first tenant's 950 KiB frame, nothing of its own held: %v", err)
 	}
 }
