@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/timeline"
 )
 
@@ -124,19 +125,19 @@ func (c *Console) Close() {
 func (c *Console) Serve(ctx *fasthttp.RequestCtx) string {
 	securityHeaders(ctx)
 	if !c.cfg.Enabled {
-		writeProblem(ctx, fasthttp.StatusNotFound, "not_found", "the console is disabled (coordinator.console.enabled)")
+		c.problem(ctx, fasthttp.StatusNotFound, "not_found", "the console is disabled (coordinator.console.enabled)")
 		return "console_disabled"
 	}
 	rest := strings.TrimPrefix(string(ctx.Path()), Prefix)
 	segments := strings.Split(strings.Trim(rest, "/"), "/")
 	rt, params, ok := c.route(string(ctx.Method()), segments)
 	if !ok {
-		writeProblem(ctx, fasthttp.StatusNotFound, "not_found", "no such console page")
+		c.problem(ctx, fasthttp.StatusNotFound, "not_found", fmt.Sprintf("no such console page: %s %.200q", ctx.Method(), ctx.Path()))
 		return "console_not_found"
 	}
 	if rt.access != public || rt.name == "console_login" {
 		if !c.backend.AdminCertificate(ctx) {
-			writeProblem(ctx, fasthttp.StatusForbidden, "client_certificate_required", "the console needs the admin client certificate")
+			c.problem(ctx, fasthttp.StatusForbidden, "client_certificate_required", "the console needs the admin client certificate")
 			return rt.name
 		}
 	}
@@ -150,3 +151,23 @@ func (c *Console) Serve(ctx *fasthttp.RequestCtx) string {
 	}
 	return rt.name
 }
+
+// problem answers a refusal that comes before any route runs: the Problem
+// page to a browser's navigation (a GET whose Accept prefers text/html to
+// JSON: api.Negotiate, ties going to JSON), else the JSON error body —
+// to curl (*/*), to a client asking for JSON, to the page's own fetches.
+// The page is rendered without the session (no navigation, no CSRF
+// token): nothing of a session is shown before its checks ran.
+func (c *Console) problem(ctx *fasthttp.RequestCtx, status int, code, message string) {
+	if !ctx.IsGet() && !ctx.IsHead() {
+		writeProblem(ctx, status, code, message)
+		return
+	}
+	if media, ok := api.Negotiate(ctx.Request.Header.Peek(fasthttp.HeaderAccept), api.MediaJSON, mediaHTML); !ok || media != mediaHTML {
+		writeProblem(ctx, status, code, message)
+		return
+	}
+	c.render(ctx, status, "problem", pageData{Title: "Problem", Body: message})
+}
+
+const mediaHTML = "text/html"

@@ -12,6 +12,7 @@ package console
 // the error page with 400.
 
 import (
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -63,10 +64,10 @@ func (c *Console) groupsPage(q groupsQuery) (names []string, more bool, err erro
 		// after=P lists names after P: P itself, the first name with
 		// its own prefix, is looked up alone.
 		var g groupJSON
-		switch err := c.get(groupPath(q.Prefix)+"?limit=1", &g); err {
-		case nil:
+		switch err := c.get(groupPath(q.Prefix)+"?limit=1", &g); {
+		case err == nil:
 			names = append(names, q.Prefix)
-		case errNotFound:
+		case errors.Is(err, errNotFound):
 		default:
 			return nil, false, err
 		}

@@ -16,6 +16,7 @@ package console
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -68,7 +69,7 @@ func (c *Console) render(ctx *fasthttp.RequestCtx, status int, name string, d pa
 
 func (c *Console) failed(ctx *fasthttp.RequestCtx, s *session, err error) {
 	status := fasthttp.StatusServiceUnavailable
-	if err == errNotFound {
+	if errors.Is(err, errNotFound) {
 		status = fasthttp.StatusNotFound
 	}
 	c.render(ctx, status, "problem", c.data(s, "", "Problem", err.Error()))
@@ -133,8 +134,14 @@ type groupView struct {
 	Events                   []timeline.Event
 }
 
+// memberView is one member. Credential is the id of what opened it —
+// what "Deny credential" (POST /v1/admin/capabilities/{id}/revoke) names
+// to stop a consumer that rejoins after a revoke — and CredentialName its
+// subject (a client credential's name, an identity's subject).
 type memberView struct {
 	ID, ClientID, InstanceID string
+	Credential               string
+	CredentialName           string
 	Partitions               int
 	Contact                  string
 	Colour                   string
@@ -170,10 +177,14 @@ func newGroupView(g groupJSON, now time.Time) groupView {
 	colour := make(map[string]string, len(g.Members))
 	for i, m := range g.Members {
 		colour[m.ID] = "c" + strconv.Itoa(i%holderColours)
-		v.Members = append(v.Members, memberView{
+		mv := memberView{
 			ID: m.ID, ClientID: m.ClientID, InstanceID: m.InstanceID, Partitions: m.Partitions,
 			Contact: since(now, parseTime(m.LastContact)), Colour: colour[m.ID],
-		})
+		}
+		if m.Credential != nil {
+			mv.Credential, mv.CredentialName = m.Credential.ID, m.Credential.Subject
+		}
+		v.Members = append(v.Members, mv)
 	}
 	var lag int64
 	lagKnown := false
@@ -253,7 +264,7 @@ func (c *Console) serveGroupLive(ctx *fasthttp.RequestCtx, s *session, params []
 	v, err := c.groupView(params[0])
 	if err != nil {
 		status := fasthttp.StatusServiceUnavailable
-		if err == errNotFound {
+		if errors.Is(err, errNotFound) {
 			status = fasthttp.StatusNotFound
 		}
 		writeProblem(ctx, status, "unavailable", err.Error())

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -35,6 +36,11 @@ type groupJSON struct {
 		Topics      []string `json:"topics"`
 		LastContact string   `json:"last_contact"`
 		Partitions  int      `json:"partitions"`
+		Credential  *struct {
+			ID      string `json:"id"`
+			Issuer  string `json:"issuer"`
+			Subject string `json:"subject"`
+		} `json:"credential"`
 	} `json:"members"`
 	Partitions []partitionJSON `json:"partitions"`
 }
@@ -95,22 +101,33 @@ type adminError struct {
 	} `json:"error"`
 }
 
-// errNotFound is what get returns for a 404.
-var errNotFound = fmt.Errorf("console: not found")
+// errNotFound matches (errors.Is) what get returns for a 404.
+var errNotFound = errors.New("not found")
+
+// notFoundError is a 404 of the admin API, with its message — "unknown
+// group \"nosuch\"" — which the Problem page shows as it is (before, the
+// page said "console: not found", naming nothing).
+type notFoundError struct{ message string }
+
+func (e *notFoundError) Error() string        { return e.message }
+func (e *notFoundError) Is(target error) bool { return target == errNotFound }
 
 // get reads an admin route into dst; a non-200 answer becomes an error
 // carrying the admin API's message.
 func (c *Console) get(path string, dst any) error {
 	status, body := c.backend.Admin("", fasthttp.MethodGet, path, nil)
+	if status == fasthttp.StatusOK {
+		return json.Unmarshal(body, dst)
+	}
+	var e adminError
+	_ = json.Unmarshal(body, &e)
 	if status == fasthttp.StatusNotFound {
-		return errNotFound
+		if e.Error.Message == "" {
+			e.Error.Message = "not found: " + path
+		}
+		return &notFoundError{e.Error.Message}
 	}
-	if status != fasthttp.StatusOK {
-		var e adminError
-		_ = json.Unmarshal(body, &e)
-		return fmt.Errorf("GET %s: %d %s: %s", path, status, e.Error.Code, e.Error.Message)
-	}
-	return json.Unmarshal(body, dst)
+	return fmt.Errorf("GET %s: %d %s: %s", path, status, e.Error.Code, e.Error.Message)
 }
 
 // groupPath is the admin path of a group, its name escaped.

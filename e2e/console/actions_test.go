@@ -1,21 +1,27 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/sdk"
 )
 
 // TestConsoleActionsInBrowser drives the other actions through their
 // confirmation dialogs and checks each outcome against the world: the
 // creeping rate is the group's config, an outside lease's capability
 // reads through a gateway, denying its id makes the gateway refuse it, a
-// QoS override is listed, a revoked member's partitions move away.
+// QoS override is listed, a revoked member's partitions move away and it
+// rejoins under the credential the members table shows (newuser3 #5:
+// the dialog says so and names it), and "Deny credential" on its row
+// stops the consumer, audited as the console's.
 func TestConsoleActionsInBrowser(t *testing.T) {
 	s := startStack(t)
 	base := s.cluster.CoordinatorURL
@@ -88,15 +94,64 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 		`document.querySelector('#qos tbody').textContent.includes('topic=demo, partition=3') && document.querySelector('#qos tbody').textContent.includes('100000 B/s')`)
 	b.screenshot("overrides")
 
-	// Revoke member c3: its partitions move away, it leaves the table.
-	id3 := s.members[2].Consumer.MemberID()
+	// Revoke member c3: its partitions move away, it leaves the table —
+	// and, as a Kafka consumer does after RemoveMembersFromConsumerGroup,
+	// joins again at once with its credential. The dialog and the outcome
+	// say so and name the credential; the members table shows it.
+	c3 := s.members[2]
+	id3 := c3.Consumer.MemberID()
+	cred3 := credentialOf(t, s, id3)
 	b.run("group page", 20*time.Second, chromedp.Navigate(base+"/console/groups/demo"))
+	b.waitFor("c3's credential in the members table", time.Now(), 10*time.Second,
+		`document.querySelector('#members tr[data-member=`+js(id3)+`]')?.querySelector('td.credential').textContent.includes(`+js(cred3)+`)`)
 	b.click("revoke member dialog", `#members tr[data-member=`+js(id3)+`] button[data-action="revoke-member"]`)
-	confirm(b, "Revoke member", id3+" revoked: ")
-	b.waitFor("c3 gone from members and grid", time.Now(), 15*time.Second,
+	b.waitFor("the dialog says it rejoins and names the credential", time.Now(), 5*time.Second,
+		`document.getElementById('confirm').open && document.getElementById('confirm-text').textContent.includes(`+
+			js("A consumer joins again at once with its credential")+`) && document.getElementById('confirm-text').textContent.includes(`+js("deny its credential "+cred3)+`)`)
+	outcome = confirm(b, "Revoke member", id3+" revoked: ")
+	if !strings.Contains(outcome, "to stop it, deny its credential "+cred3) {
+		t.Fatalf("revoke member's outcome does not say how to stop the consumer: %q", outcome)
+	}
+	b.waitFor("c3 gone from members and grid, back under its credential", time.Now(), 15*time.Second,
 		`document.querySelector('#members tr[data-member=`+js(id3)+`]') === null &&
-		 ![...document.querySelectorAll('.cell')].some(c => c.dataset.holder === `+js(id3)+`)`)
-	b.noProblems("after the member revoke")
+		 ![...document.querySelectorAll('.cell')].some(c => c.dataset.holder === `+js(id3)+`) &&
+		 document.querySelector('#members tr[data-credential=`+js(cred3)+`]') !== null`)
+	b.screenshot("member-rejoined")
+
+	// Deny credential, on the rejoined member's row: its member is revoked
+	// and its joins are refused — the consumer stops.
+	b.click("deny credential dialog", `#members tr[data-credential=`+js(cred3)+`] button[data-action="deny-credential"]`)
+	confirm(b, "Deny credential "+cred3, "Denied "+cred3+" until ")
+	sdk.Eventually(t, 15*time.Second, "c3's consumer stopped by the deny", func() (bool, string) {
+		err := c3.PollErr()
+		return err != nil && strings.Contains(err.Error(), "denied"), fmt.Sprint(err)
+	})
+	c3.Kill() // stopped already: its Close has nothing to leave
+	b.waitFor("no member of c3's credential", time.Now(), 15*time.Second,
+		`document.querySelector('#members tr[data-credential=`+js(cred3)+`]') === null && document.querySelectorAll('#members tr[data-member]').length === 2`)
+	for _, m := range s.cluster.Describe(t, group).Members {
+		if m.Credential != nil && m.Credential.ID == cred3 {
+			t.Fatalf("a member of the denied credential: %+v", m)
+		}
+	}
+	var audit coordinator.AuditResponse
+	if status, raw := s.cluster.Admin(t, "GET", "/v1/admin/audit?action=capability_revoke&target="+cred3, nil, &audit); status != http.StatusOK ||
+		len(audit.Entries) != 1 || audit.Entries[0].Who != "console:admin" || audit.Entries[0].Result != "ok" {
+		t.Fatalf("audit of the console's deny: %d %s", status, raw)
+	}
+	b.noProblems("after the credential deny")
+}
+
+// credentialOf is the credential id of member id of the demo group.
+func credentialOf(t *testing.T, s *stack, id string) string {
+	t.Helper()
+	for _, m := range s.cluster.Describe(t, group).Members {
+		if m.ID == id && m.Credential != nil && m.Credential.ID != "" {
+			return m.Credential.ID
+		}
+	}
+	t.Fatalf("no credential for member %s", id)
+	return ""
 }
 
 // confirm checks the open dialog's title, confirms, waits for an outcome

@@ -146,14 +146,31 @@
           (r.capability ? ' Its capability (id ' + r.jti + '), to hand to the holder: ' + r.capability : ''),
       };
     },
+    // A revoked member is removed, not stopped: like a Kafka consumer after
+    // RemoveMembersFromConsumerGroup, the consumer joins again at once
+    // with its credential. The dialog and the outcome say so, and name
+    // the credential to deny to stop it.
     'revoke-member': (d) => ({
       title: 'Revoke member',
-      text: 'Fence every partition of ' + d.member + ', refuse all its capabilities on every gateway until they expire, and remove it from ' + groupName + '.',
+      text: 'Fence every partition of ' + d.member + ', refuse all its capabilities on every gateway until they expire, and remove it from ' + groupName + '. ' +
+        rejoins(d.credential),
       fields: [],
       method: 'POST',
       path: 'groups/' + enc(groupName) + '/members/' + enc(d.member) + '/revoke',
       body: () => ({}),
-      outcome: (r) => r.member_id + ' revoked: ' + r.fenced + ' partitions fenced; its capabilities are refused until ' + r.until + '.',
+      outcome: (r) => r.member_id + ' revoked: ' + r.fenced + ' partitions fenced; its capabilities are refused until ' + r.until + '. ' +
+        rejoins(d.credential),
+    }),
+    'deny-credential': (d) => ({
+      title: 'Deny credential ' + d.credential,
+      text: 'Every gateway and the coordinator refuse credential ' + d.credential + (d.name ? ' (' + d.name + ')' : '') +
+        ' and every capability attenuated from it: every member it opened, in every group (' + d.member + ' here), is revoked, and it cannot join again until the deny expires.' +
+        oauthNote(d.name),
+      fields: [{ name: 'reason', label: 'Reason (recorded)', value: 'console' }],
+      method: 'POST',
+      path: 'capabilities/' + enc(d.credential) + '/revoke',
+      body: (f) => ({ reason: f.reason }),
+      outcome: (r) => 'Denied ' + r.jti + ' until ' + new Date(r.exp * 1000).toISOString() + ': its members are revoked and its joins refused.',
     }),
     'deny-capability': () => ({
       title: 'Deny a capability id',
@@ -198,6 +215,19 @@
       };
     },
   };
+
+  function rejoins(credential) {
+    return 'A consumer joins again at once with its credential, as a Kafka consumer does after it is removed from its group: to stop it, deny its credential' +
+      (credential ? ' ' + credential + ' (Deny credential, in the members table).' : ' (Deny a capability id, on the Overrides page).');
+  }
+
+  // An OAuth client's credentials are tokens of /oauth/token (subject
+  // "oauth:<client_id>"): the client obtains another.
+  function oauthNote(name) {
+    if (!name || !name.startsWith('oauth:')) return '';
+    const id = name.slice('oauth:'.length);
+    return ' If it is a token of OAuth client ' + id + ', the client can obtain another: revoke the client (capgate admin oauth-client revoke ' + id + ') to stop it.';
+  }
 
   const dialog = document.getElementById('confirm');
   let current = null;
