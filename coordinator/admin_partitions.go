@@ -25,7 +25,12 @@ package coordinator
 //     say). A partition someone holds is fenced first and regranted from
 //     the new offset: the holder's later commits under the old epoch are
 //     refused (409 stale_epoch), so nothing it still had in flight moves
-//     the offset again. Answers OffsetResetResponse. Metadata holding a
+//     the offset again. A partition leased to an outside holder (admin
+//     lease to a non-member) is 409 conflict naming the holder and until
+//     (details lease): the reset would fence its capability and end the
+//     lease, and the holder — no member, no heartbeat — is never granted
+//     again; revoke the partition first, or send force:true, which ends
+//     the lease and says so (lease_ended). Answers OffsetResetResponse. Metadata holding a
 //     control character is 400 (details field; text.go). A body naming
 //     neither offset nor to ({}, null) is 400: an empty body must never
 //     rewind a group to offset 0.
@@ -138,6 +143,7 @@ func (c *Coordinator) handleAdminPartitionOffset(ctx *fasthttp.RequestCtx, param
 		Offset   *int64 `json:"offset"`
 		To       string `json:"to,omitempty"`
 		Metadata string `json:"metadata,omitempty"`
+		Force    bool   `json:"force,omitempty"`
 	}
 	if !decodeBody(ctx, &body, false) {
 		return
@@ -149,7 +155,7 @@ func (c *Coordinator) handleAdminPartitionOffset(ctx *fasthttp.RequestCtx, param
 	if !checkTexts(ctx, [2]string{"metadata", body.Metadata}) {
 		return
 	}
-	req := OffsetResetRequest{To: body.To, Metadata: body.Metadata}
+	req := OffsetResetRequest{To: body.To, Metadata: body.Metadata, Force: body.Force}
 	if body.Offset != nil {
 		req.Offset = *body.Offset
 	}
@@ -158,13 +164,18 @@ func (c *Coordinator) handleAdminPartitionOffset(ctx *fasthttp.RequestCtx, param
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
-		return group.ResetOffset{Ref: ref, Group: path.group, Topic: path.topic, Partition: path.partition, Offset: offset, Metadata: req.Metadata}
+		return group.ResetOffset{Ref: ref, Group: path.group, Topic: path.topic, Partition: path.partition, Offset: offset, Metadata: req.Metadata, Force: req.Force}
 	})
-	if _, ok := msg.(group.Done); !ok {
+	reply, ok := msg.(group.ResetOffsetReply)
+	if !ok {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, OffsetResetResponse{Group: path.group, Topic: path.topic, Partition: path.partition, Offset: offset})
+	out := OffsetResetResponse{Group: path.group, Topic: path.topic, Partition: path.partition, Offset: offset}
+	if l := reply.LeaseEnded; l != nil {
+		out.LeaseEnded = &LeaseView{Holder: l.Holder, Outside: true, Until: timeText(l.Until)}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
 // resetTarget is the offset a reset asks for: explicit (within the log

@@ -163,20 +163,24 @@ type LeaseResponse struct {
 
 // OffsetResetRequest is PUT /v1/admin/groups/{g}/partitions/{t}/{p}/offset:
 // the explicit Offset, or To "earliest" / "latest" (the partition's log
-// start or end, read from Kafka at once; Offset must then be 0).
+// start or end, read from Kafka at once; Offset must then be 0). Force
+// resets a partition leased to an outside holder, ending the lease
+// (without it: 409 conflict).
 type OffsetResetRequest struct {
 	Offset   int64  `json:"offset"`
 	To       string `json:"to,omitempty"`
 	Metadata string `json:"metadata,omitempty"`
+	Force    bool   `json:"force,omitempty"`
 }
 
 // OffsetResetResponse answers an offset reset with the offset now
-// committed.
+// committed; LeaseEnded is the outside lease a forced reset ended.
 type OffsetResetResponse struct {
-	Group     string `json:"group"`
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
+	Group      string     `json:"group"`
+	Topic      string     `json:"topic"`
+	Partition  int32      `json:"partition"`
+	Offset     int64      `json:"offset"`
+	LeaseEnded *LeaseView `json:"lease_ended,omitempty"`
 }
 
 // GroupDeleteResponse answers DELETE /v1/admin/groups/{g}.

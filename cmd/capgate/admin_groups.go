@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,19 +98,32 @@ func newAdminOffsets(f *adminFlags) *cobra.Command {
 		},
 	}
 	var to, metadata string
+	var force bool
 	reset := &cobra.Command{
-		Use:   "reset GROUP TOPIC [PARTITION] --to earliest|latest|OFFSET",
+		Use:   "reset GROUP TOPIC [PARTITION] --to earliest|latest|OFFSET [--force]",
 		Short: "Set committed offsets, also backwards; held partitions are fenced first and regranted from there",
 		Long: `Set a group's committed offset of one partition, or of every partition of
 the topic the group has, to an offset, or to the earliest or latest offset
 Kafka has now. It also moves offsets backwards (the only way one does).
-A partition someone holds is fenced first, as a revoke does, and granted
+A partition a member holds is fenced first, as a revoke does, and granted
 again from the new offset; commits its old holder still makes under the
 old epoch are refused, so nothing in flight moves the offset again. The
-members need not stop.`,
+members need not stop.
+
+A partition leased to a holder outside the group (admin lease to a name
+that is no member) cannot be granted again: the holder has no session,
+and the fence ends its lease. Such a reset is refused (409, naming the
+holder and until; for a whole topic before any partition is reset):
+revoke the partition first (capgate admin revoke GROUP TOPIC PARTITION,
+which ends the lease), or pass --force to end the lease with the reset.
+The answer then names each lease it ended (lease_ended; in a table, the
+LEASE-ENDED column).`,
 		Args: groupFirst(cobra.RangeArgs(2, 3)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			body := map[string]any{}
+			if force {
+				body["force"] = true
+			}
 			switch to {
 			case "earliest", "latest":
 				body["to"] = to
@@ -123,27 +137,35 @@ members need not stop.`,
 			if metadata != "" {
 				body["metadata"] = metadata
 			}
-			return resetOffsets(cmd, f, a, body)
+			return resetOffsets(cmd, f, a, body, force)
 		},
 	}
 	reset.Flags().StringVar(&to, "to", "", "earliest, latest or an offset")
 	reset.Flags().StringVar(&metadata, "metadata", "", "commit metadata to store with the offset")
+	reset.Flags().BoolVar(&force, "force", false, "also reset partitions leased to a holder outside the group, ending their leases")
 	reset.MarkFlagRequired("to")
 	cmd.AddCommand(reset)
 	return cmd
 }
 
 // resetOffsets resets one partition, or every partition of the topic the
-// group describes, and prints the results.
-func resetOffsets(cmd *cobra.Command, f *adminFlags, a []string, body map[string]any) error {
+// group describes, and prints the results. Without force, a topic's
+// partitions leased to an outside holder refuse the whole reset before
+// any partition moves (the server refuses each one too: 409).
+func resetOffsets(cmd *cobra.Command, f *adminFlags, a []string, body map[string]any, force bool) error {
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
 	partitions := a[2:]
 	if len(partitions) == 0 {
-		if partitions, err = groupPartitions(cmd, c, a[0], a[1]); err != nil {
+		var leased []string
+		if partitions, leased, err = groupPartitions(cmd, c, a[0], a[1]); err != nil {
 			return err
+		}
+		if len(leased) > 0 && !force {
+			return fmt.Errorf("nothing reset: %s of group %s leased outside the group (%s); a reset would end the lease: revoke the partition first (capgate admin revoke %s %s PARTITION), or pass --force to end the leases",
+				a[1], a[0], strings.Join(leased, ", "), a[0], a[1])
 		}
 	}
 	var results []coordinator.OffsetResetResponse
@@ -154,23 +176,46 @@ func resetOffsets(cmd *cobra.Command, f *adminFlags, a []string, body map[string
 		}
 		var out coordinator.OffsetResetResponse
 		if err := c.do(cmd.Context(), http.MethodPut, path+"/offset", body, &out); err != nil {
+			if !force && hasCode(err, api.CodeConflict) {
+				// The server says "reset with force": the CLI's word for it.
+				return fmt.Errorf("%w (capgate admin revoke %s %s %s, or pass --force)", err, a[0], a[1], p)
+			}
 			return err
 		}
 		results = append(results, out)
 	}
 	raw, _ := json.Marshal(map[string]any{"reset": results})
 	return f.print(cmd.OutOrStdout(), raw, func(w io.Writer, _ json.RawMessage) error {
-		rows := make([][]string, len(results))
-		for i, r := range results {
-			rows[i] = []string{r.Group, r.Topic, strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10)}
-		}
-		return printTable(w, []string{"GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"}, rows)
+		return printResets(w, results)
 	})
 }
 
-// groupPartitions lists the partitions of topic the group has, every page.
-func groupPartitions(cmd *cobra.Command, c *adminClient, group, topic string) ([]string, error) {
-	var out []string
+// printResets is the reset table; a LEASE-ENDED column when a forced
+// reset ended an outside lease.
+func printResets(w io.Writer, results []coordinator.OffsetResetResponse) error {
+	header := []string{"GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"}
+	ended := slices.ContainsFunc(results, func(r coordinator.OffsetResetResponse) bool { return r.LeaseEnded != nil })
+	if ended {
+		header = append(header, "LEASE-ENDED")
+	}
+	rows := make([][]string, len(results))
+	for i, r := range results {
+		rows[i] = []string{r.Group, r.Topic, strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10)}
+		if !ended {
+			continue
+		}
+		lease := "-"
+		if l := r.LeaseEnded; l != nil {
+			lease = l.Holder + " (until " + l.Until + ")"
+		}
+		rows[i] = append(rows[i], cellText(lease))
+	}
+	return printTable(w, header, rows)
+}
+
+// groupPartitions lists the partitions of topic the group has, every
+// page, and those of them leased to an outside holder ("P: holder").
+func groupPartitions(cmd *cobra.Command, c *adminClient, group, topic string) (out, leased []string, err error) {
 	after := ""
 	for {
 		path := groupPath(group)
@@ -179,11 +224,15 @@ func groupPartitions(cmd *cobra.Command, c *adminClient, group, topic string) ([
 		}
 		var d coordinator.GroupDescription
 		if err := c.do(cmd.Context(), http.MethodGet, path, nil, &d); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, p := range d.Partitions {
-			if p.Topic == topic {
-				out = append(out, strconv.Itoa(int(p.Partition)))
+			if p.Topic != topic {
+				continue
+			}
+			out = append(out, strconv.Itoa(int(p.Partition)))
+			if p.Lease != nil && p.Lease.Outside {
+				leased = append(leased, strconv.Itoa(int(p.Partition))+": "+p.Lease.Holder+" until "+p.Lease.Until)
 			}
 		}
 		if after = d.NextPartitionsAfter; after == "" {
@@ -191,9 +240,9 @@ func groupPartitions(cmd *cobra.Command, c *adminClient, group, topic string) ([
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("group %s has no partition of topic %s: name the PARTITION", group, topic)
+		return nil, nil, fmt.Errorf("group %s has no partition of topic %s: name the PARTITION", group, topic)
 	}
-	return out, nil
+	return out, leased, nil
 }
 
 // newAdminAudit is `admin audit`: the coordinator's audit log.

@@ -2,6 +2,7 @@ package group
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -353,7 +354,16 @@ func (m *Machine) resetOffset(e ResetOffset) {
 	if p == nil {
 		return
 	}
-	if p.lease != nil && p.lease.outside {
+	reply := ResetOffsetReply{Ref: e.Ref}
+	if l := p.lease; l != nil && l.outside {
+		if !e.Force {
+			m.send(Rejected{Ref: e.Ref, Code: api.CodeConflict, Message: fmt.Sprintf("%s/%d of group %q is leased to %q, outside the group, until %s: "+
+				"a reset fences its capability and ends the lease. Revoke the partition first (the lease ends), or reset with force to end it",
+				e.Topic, e.Partition, e.Group, l.holder, l.until.UTC().Format(time.RFC3339)),
+				Details: map[string]any{"lease": map[string]any{"holder": l.holder, "until": l.until.UTC().Format("2006-01-02T15:04:05.000Z07:00")}}})
+			return
+		}
+		reply.LeaseEnded = &EndedLease{Holder: l.holder, Until: l.until}
 		m.endLease(p)
 	}
 	m.audit.committed(p, e.Offset, true)
@@ -368,5 +378,5 @@ func (m *Machine) resetOffset(e ResetOffset) {
 		m.markDirty(p)
 		m.tryComplete(p)
 	}
-	m.send(Done{Ref: e.Ref})
+	m.send(reply)
 }

@@ -282,7 +282,9 @@ func TestResetOffset(t *testing.T) {
 	w.commit(a, "t", 0, e, 500, false)
 	ref := w.nextRef()
 	w.step(group.ResetOffset{Ref: ref, Group: "g", Topic: "t", Partition: 0, Offset: 100})
-	mustReply[group.Done](t, w, ref)
+	if r := mustReply[group.ResetOffsetReply](t, w, ref); r.LeaseEnded != nil {
+		t.Fatalf("a reset of a member's partition ended a lease: %+v", r.LeaseEnded)
+	}
 	if msg := w.commit(a, "t", 0, e, 600, false); msg.(group.Rejected).Code != api.CodeStaleEpoch {
 		t.Fatalf("holder's commit after reset: %#v", msg)
 	}

@@ -172,7 +172,7 @@ func TestOffsetResetRestartsRetention(t *testing.T) {
 	w := attacked(t)
 	w.advanceTo(w.now.Add(w.cfg.Limits.OffsetsRetention - w.cfg.Limits.OffsetsRetention/8))
 	w.step(group.ResetOffset{Ref: w.nextRef(), Group: "a-0", Topic: "t", Partition: 0, Offset: 0})
-	if _, ok := w.replies[w.ref].(group.Done); !ok {
+	if _, ok := w.replies[w.ref].(group.ResetOffsetReply); !ok {
 		t.Fatalf("reset: %#v", w.replies[w.ref])
 	}
 	w.advanceTo(w.now.Add(w.cfg.Limits.OffsetsRetention / 2))

@@ -314,7 +314,11 @@ type SetGroupConfig struct {
 // ResetOffset sets a partition's committed offset, possibly backwards (the
 // only way an offset moves back). A held partition is fenced and
 // reassigned at once: its holder's later commits are refused and the next
-// grant starts at Offset. Reply: Done or Rejected.
+// grant starts at Offset. A partition leased to an outside holder is
+// refused (409 conflict, details lease) unless Force: the fence would end
+// what another admin pinned for a holder the machine cannot regrant (it
+// has no heartbeat), so the reset ends the lease only when asked to.
+// Reply: ResetOffsetReply or Rejected.
 type ResetOffset struct {
 	Ref       Ref
 	Group     string
@@ -322,6 +326,7 @@ type ResetOffset struct {
 	Partition int32
 	Offset    int64
 	Metadata  string
+	Force     bool
 }
 
 // DeleteGroup deletes a group: its committed offsets, settings and leases

@@ -134,8 +134,22 @@ type QoSReply struct {
 	Override api.QoSOverride
 }
 
-// Done answers requests with nothing to report (DenyJTI, ResetOffset,
-// UndoJoin, RedeliverNews).
+// ResetOffsetReply answers ResetOffset. LeaseEnded is the outside lease
+// a forced reset ended, nil when there was none.
+type ResetOffsetReply struct {
+	Ref        Ref
+	LeaseEnded *EndedLease
+}
+
+// EndedLease is an outside lease an admin action ended: its holder and
+// until when it would have held.
+type EndedLease struct {
+	Holder string
+	Until  time.Time
+}
+
+// Done answers requests with nothing to report (DenyJTI, UndoJoin,
+// RedeliverNews).
 type Done struct {
 	Ref Ref
 }
@@ -161,5 +175,6 @@ func (r RevokeMemberReply) Request() Ref { return r.Ref }
 func (r GroupConfigReply) Request() Ref  { return r.Ref }
 func (r QoSReply) Request() Ref          { return r.Ref }
 func (r DeleteGroupReply) Request() Ref  { return r.Ref }
+func (r ResetOffsetReply) Request() Ref  { return r.Ref }
 func (r Done) Request() Ref              { return r.Ref }
 func (r Rejected) Request() Ref          { return r.Ref }

@@ -333,7 +333,7 @@ func (s *sim) admin() {
 		rate := []int{0, 1, 5}[s.rng.IntN(3)]
 		s.step(group.SetGroupConfig{Ref: ref, Group: "g", MaxMovesPerSecond: &rate})
 	case 5:
-		s.step(group.ResetOffset{Ref: ref, Group: "g", Topic: p.Topic, Partition: p.Partition, Offset: int64(s.rng.IntN(5))})
+		s.step(group.ResetOffset{Ref: ref, Group: "g", Topic: p.Topic, Partition: p.Partition, Offset: int64(s.rng.IntN(5)), Force: true})
 	case 6:
 		s.step(group.PutQoS{Ref: ref, Override: api.QoSOverride{ID: fmt.Sprint("q", s.rng.IntN(3)),
 			Selector: api.QoSSelector{Group: "g"}, LogLevel: "debug", Until: s.now.Add(2 * time.Second).Unix()}})

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/internal/stack"
 )
 
@@ -296,6 +297,57 @@ func TestAdminDefects(t *testing.T) {
 		}
 		mustMatch(t, "version -o table", run(t, 10*time.Second, "", "version", "-o", "table"), `(?m)^VERSION\s+\S+`, `(?m)^COMMIT\s+\S+`, `(?m)^GO\s+go1\.`)
 	})
+
+	// newuser3 #6: a reset of a partition leased outside the group ended
+	// the lease without a word, while the help promised a regrant.
+	t.Run("offsets_reset_silently_ended_an_outside_lease", func(t *testing.T) {
+		if status := httpJSONBody(t, "PUT", d.coordinator+"/v1/admin/groups/leased/config", d.secret(t, "admin_token"), `{"max_moves_per_second":1}`, nil); status != 200 {
+			t.Fatalf("create group leased: %d", status)
+		}
+		var lease struct {
+			Until string `json:"until"`
+		}
+		d.adminJSON(t, &lease, "lease", "leased", "demo", "2", "--holder", "batch", "--ttl", "1h")
+		committed := func() string { return d.adminCLI(t, "offsets", "leased") }
+		before := committed()
+		// The whole topic: refused before any partition is reset.
+		_, stderr, err := cliResult(t, d.adminArgs("offsets", "reset", "leased", "demo", "--to", "earliest")...)
+		if err == nil || !strings.Contains(stderr, "nothing reset") || !strings.Contains(stderr, "2: batch until "+lease.Until) || !strings.Contains(stderr, "--force") {
+			t.Fatalf("topic reset with a leased partition: %v\n%s", err, stderr)
+		}
+		// The partition: the coordinator's 409, with the CLI's next steps.
+		_, stderr, err = cliResult(t, d.adminArgs("offsets", "reset", "leased", "demo", "2", "--to", "earliest")...)
+		if err == nil || !strings.Contains(stderr, "409") || !strings.Contains(stderr, `leased to "batch"`) ||
+			!strings.Contains(stderr, "capgate admin revoke leased demo 2, or pass --force") {
+			t.Fatalf("reset of the leased partition: %v\n%s", err, stderr)
+		}
+		if after := committed(); after != before {
+			t.Fatalf("refused resets moved offsets:\n%s\n→\n%s", before, after)
+		}
+		if p := describePartition(t, d, "leased", 2); p.Lease == nil || p.Lease.Holder != "batch" {
+			t.Fatalf("the lease after refused resets: %+v", p.Lease)
+		}
+		table := d.adminCLI(t, "offsets", "reset", "leased", "demo", "2", "--to", "earliest", "--force", "-o", "table")
+		mustMatch(t, "forced reset -o table", table, `GROUP\s+TOPIC\s+PARTITION\s+NEW-OFFSET\s+LEASE-ENDED`,
+			`leased\s+demo\s+2\s+0\s+batch \(until `+regexp.QuoteMeta(lease.Until)+`\)`)
+		if p := describePartition(t, d, "leased", 2); p.Lease != nil {
+			t.Fatalf("the lease after the forced reset: %+v", p.Lease)
+		}
+	})
+}
+
+// describePartition is partition p of demo in group's describe.
+func describePartition(t *testing.T, d *devProcess, group string, p int32) coordinator.PartitionView {
+	t.Helper()
+	var desc coordinator.GroupDescription
+	d.adminJSON(t, &desc, "group", group)
+	for _, v := range desc.Partitions {
+		if v.Topic == "demo" && v.Partition == p {
+			return v
+		}
+	}
+	t.Fatalf("group %s has no demo/%d", group, p)
+	return coordinator.PartitionView{}
 }
 
 // secret reads one key of d's credentials.json.
