@@ -108,7 +108,7 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 
 func describeView(d group.GroupDescription) GroupDescription {
 	out := GroupDescription{
-		Group: d.Group, Creator: d.Creator, Config: configView(d.Config),
+		Group: d.Group, Creator: d.Creator, CreatorName: d.CreatorName, Config: configView(d.Config),
 		Members: make([]MemberView, 0, len(d.Members)), Partitions: make([]PartitionView, 0, len(d.Partitions)),
 	}
 	for _, m := range d.Members {

@@ -19,9 +19,14 @@ type GroupsResponse struct {
 // for an OAuth client, an IdP identity's id, else the creating client
 // credential's jti), counted against limits.groups_per_credential; absent
 // for a group an admin made or one recorded before creators were kept.
+// CreatorName is the creating credential's name (a client credential's
+// name, an IdP identity's subject; at most 255 bytes), kept with the
+// group; absent when it would only repeat creator (an OAuth client), and
+// for groups created before names were kept.
 type GroupDescription struct {
 	Group               string          `json:"group"`
 	Creator             string          `json:"creator,omitempty"`
+	CreatorName         string          `json:"creator_name,omitempty"`
 	Config              GroupConfigView `json:"config"`
 	Members             []MemberView    `json:"members"`
 	Partitions          []PartitionView `json:"partitions"`

@@ -437,9 +437,19 @@ func printGroupDescription(w io.Writer, raw json.RawMessage) error {
 			if m.TopicPattern != "" {
 				topics = m.TopicPattern
 			}
-			rows[i] = []string{m.ID, cellText(m.ClientID), cellText(m.InstanceID), strconv.Itoa(m.Partitions), cellText(topics), cellText(m.LastContact)}
+			credential, name := "", ""
+			if c := m.Credential; c != nil {
+				credential = c.ID
+				if c.Subject != c.ID {
+					name = c.Subject
+				}
+			}
+			rows[i] = []string{m.ID, cellText(m.ClientID), cellText(m.InstanceID), cellText(credential), cellText(name),
+				strconv.Itoa(m.Partitions), cellText(topics), cellText(m.LastContact)}
 		}
-		if err := printTable(w, []string{"MEMBER-ID", "CLIENT-ID", "INSTANCE-ID", "PARTITIONS", "TOPICS", "LAST-CONTACT"}, rows); err != nil {
+		// CREDENTIAL is the id revoke-capability denies to stop a member
+		// for good (revoke-member only removes it: it joins again).
+		if err := printTable(w, []string{"MEMBER-ID", "CLIENT-ID", "INSTANCE-ID", "CREDENTIAL", "CREDENTIAL-NAME", "PARTITIONS", "TOPICS", "LAST-CONTACT"}, rows); err != nil {
 			return err
 		}
 	}
@@ -464,14 +474,18 @@ func groupState(d coordinator.GroupDescription) string {
 	return "Stable"
 }
 
-// creatorText is a group's creator as a person reads it: the name (sub)
-// of the credential that created it next to its id, when a member of
-// this page joined with that credential; else the id alone. The group
-// keeps only the id (a client credential's jti, an OAuth client's
-// "oauth:<client_id>", an IdP identity's id).
+// creatorText is a group's creator as a person reads it: the name of the
+// credential that created it next to its id (a client credential's jti,
+// an OAuth client's "oauth:<client_id>", an IdP identity's id). The
+// group keeps the name (creator_name) whether or not members are live;
+// for a group created before it did, a member of this page that joined
+// with that credential names it; else the id alone.
 func creatorText(d coordinator.GroupDescription) string {
 	if d.Creator == "" {
 		return "-"
+	}
+	if d.CreatorName != "" {
+		return d.CreatorName + " (" + d.Creator + ")"
 	}
 	for _, m := range d.Members {
 		if c := m.Credential; c != nil && c.ID == d.Creator && c.Subject != "" && c.Subject != d.Creator {

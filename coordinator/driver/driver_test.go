@@ -263,13 +263,13 @@ func TestRestoreRoundTrip(t *testing.T) {
 	}
 }
 
-// A group's creator goes through the store and back (in the group's
-// config value), and a value written before creators were kept reads as
-// created by nobody.
+// A group's creator and its name go through the store and back (in the
+// group's config value), and a value written before creators were kept
+// reads as created by nobody.
 func TestGroupCreatorRoundTrip(t *testing.T) {
 	e := newEnv(t)
 	ref := e.submit(func(ref group.Ref) group.Event {
-		return group.Join{Ref: ref, Group: "g", Topics: []string{"t"}, Credential: group.Credential{ID: "jti-a"}}
+		return group.Join{Ref: ref, Group: "g", Topics: []string{"t"}, Credential: group.Credential{ID: "jti-a", Subject: "orders-svc"}}
 	})
 	e.d.Flush(t0)
 	if _, ok := e.got[ref].(group.JoinReply); !ok {
@@ -292,6 +292,14 @@ func TestGroupCreatorRoundTrip(t *testing.T) {
 	}
 	if len(creators) != 2 || creators["g"] != "jti-a" || creators["old"] != "" {
 		t.Fatalf("creators after a round trip: %v", creators)
+	}
+	for _, g := range snap.Groups {
+		if want := map[string]string{"g": "orders-svc"}[g.Group]; g.CreatorName != want {
+			t.Fatalf("group %s's creator name after a round trip: %q, want %q", g.Group, g.CreatorName, want)
+		}
+	}
+	if d, ok := m.DescribeGroup("g"); !ok || d.CreatorName != "orders-svc" {
+		t.Fatalf("restored machine describes g's creator name as %q", d.CreatorName)
 	}
 	if n := m.GroupsCreated("jti-a"); n != 1 {
 		t.Fatalf("restored machine: jti-a created %d groups, want 1", n)

@@ -82,12 +82,14 @@ func (d *Driver) persist(records []group.Record, now time.Time) error {
 }
 
 // storedGroup is a group's value in the store (store.GroupConfig.Config,
-// JSON): its settings and the credential id that created it. A value
+// JSON): its settings, the credential id that created it and that
+// credential's name. A value
 // without "creator" (written before creators were kept) reads as a group
 // created by nobody.
 type storedGroup struct {
 	group.GroupConfig
-	Creator string `json:"creator,omitempty"`
+	Creator     string `json:"creator,omitempty"`
+	CreatorName string `json:"creator_name,omitempty"` // absent before names were kept
 }
 
 // write stages one record; flips lists the partitions whose stored flags
@@ -111,7 +113,7 @@ func (d *Driver) write(w *store.Writer, r group.Record, nowMs int64, flips *[]pa
 		if r.Deleted {
 			return w.DeleteGroupConfig(r.Group)
 		}
-		config, err := json.Marshal(storedGroup{GroupConfig: r.Config, Creator: r.Creator})
+		config, err := json.Marshal(storedGroup{GroupConfig: r.Config, Creator: r.Creator, CreatorName: r.CreatorName})
 		if err != nil {
 			return fmt.Errorf("encode group config: %w", err)
 		}

@@ -95,7 +95,7 @@ func restoreGroup(snap *group.Snapshot, g store.GroupRecords, flags map[partKey]
 		if err := json.Unmarshal(g.Config.Config, &stored); err != nil {
 			return fmt.Errorf("group %q config: %w", g.Group, err)
 		}
-		snap.Groups = append(snap.Groups, group.GroupRecord{Group: g.Group, Config: stored.GroupConfig, Creator: stored.Creator})
+		snap.Groups = append(snap.Groups, group.GroupRecord{Group: g.Group, Config: stored.GroupConfig, Creator: stored.Creator, CreatorName: stored.CreatorName})
 	}
 	for _, m := range g.Members {
 		snap.Members = append(snap.Members, group.MemberRecord{

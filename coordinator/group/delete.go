@@ -58,7 +58,7 @@ func (m *Machine) deleteGroup(e DeleteGroup) {
 	}
 	if defaults := m.cfg.groupDefaults(); g.cfg != defaults || g.creator != "" {
 		g.cfg = defaults
-		m.setCreator(g, "") // its creator gets the place back
+		m.setCreator(g, "", "") // its creator gets the place back
 		m.putGroup(g)
 	}
 	g.deleted = true

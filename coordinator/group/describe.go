@@ -16,10 +16,12 @@ type GroupDescription struct {
 	Config GroupConfig
 	// Creator is the tenant whose join created the group (Join.Tenant;
 	// "" = nobody: an admin's group, or one recorded before creators
-	// were kept).
-	Creator    string
-	Members    []MemberDescription
-	Partitions []PartitionDescription
+	// were kept). CreatorName is its credential's name when the group
+	// keeps one (group.creatorName).
+	Creator     string
+	CreatorName string
+	Members     []MemberDescription
+	Partitions  []PartitionDescription
 }
 
 // MemberDescription is one live member.
@@ -130,7 +132,7 @@ func (m *Machine) DescribePage(name string, page Page) (GroupDescription, Rest, 
 	if g == nil {
 		return GroupDescription{}, Rest{}, false
 	}
-	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator}
+	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator, CreatorName: g.creatorName}
 	var rest Rest
 	ids := sortedKeys(g.members)
 	i, _ := slices.BinarySearch(ids, page.MembersAfter)
@@ -205,7 +207,7 @@ func (m *Machine) DescribeGroup(name string) (GroupDescription, bool) {
 	if g == nil {
 		return GroupDescription{}, false
 	}
-	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator}
+	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator, CreatorName: g.creatorName}
 	for _, id := range sortedKeys(g.members) {
 		d.Members = append(d.Members, m.describeMember(g.members[id]))
 	}

@@ -17,13 +17,18 @@ import (
 // least the heap growth TestStateEstimateCoversTheHeap measures per item
 // (limits_test.go), so the bound it enforces holds for the real heap.
 const (
-	memberBytes    = 2048 // one member: struct, maps, session and heartbeat timers
-	topicBytes     = 96   // one topic a member lists or resolves: its entries in the member's and group's maps
-	patternBytes   = 8192 // a compiled topic pattern and its matcher caches, beyond the per-instruction cost
-	patternInst    = 64   // one instruction of a compiled pattern
-	partitionBytes = 1536 // one (group, topic, partition)
-	groupBytes     = 2048 // one group
+	memberBytes    = 2048                  // one member: struct, maps, session and heartbeat timers
+	topicBytes     = 96                    // one topic a member lists or resolves: its entries in the member's and group's maps
+	patternBytes   = 8192                  // a compiled topic pattern and its matcher caches, beyond the per-instruction cost
+	patternInst    = 64                    // one instruction of a compiled pattern
+	partitionBytes = 1536                  // one (group, topic, partition)
+	groupBytes     = 2048 + creatorNameMax // one group, and room for the creator name it may keep
 )
+
+// creatorNameMax bounds the creator name a group keeps (group.creatorName,
+// counted in groupBytes): a longer subject is not kept, and describe
+// shows the creator's id alone.
+const creatorNameMax = 255
 
 // tally is the machine's running estimate of the state limits bound.
 type tally struct {
@@ -103,22 +108,37 @@ func (e Join) creator() string {
 	return e.Credential.ID
 }
 
-// setCreator makes id (or nobody, "") g's creator, moving the place.
-func (m *Machine) setCreator(g *group, id string) {
+// creatorName is the name a group this join creates keeps beside its
+// creator: the credential's subject, unless it is the creator id itself
+// (an OAuth client's "oauth:<client_id>").
+func (e Join) creatorName() string {
+	if name := e.Credential.Subject; name != e.creator() {
+		return name
+	}
+	return ""
+}
+
+// setCreator makes id (or nobody, "") g's creator, moving the place;
+// name is its credential's name (Join.creatorName), kept only with an id
+// and when at most creatorNameMax bytes (from a join or a store).
+func (m *Machine) setCreator(g *group, id, name string) {
 	if g.creator != "" {
 		if m.created[g.creator]--; m.created[g.creator] <= 0 {
 			delete(m.created, g.creator)
 		}
 	}
-	g.creator = id
+	g.creator, g.creatorName = id, ""
 	if id != "" {
 		m.created[id]++
+		if len(name) <= creatorNameMax {
+			g.creatorName = name
+		}
 	}
 }
 
 // putGroup persists g's settings and creator.
 func (m *Machine) putGroup(g *group) {
-	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: g.cfg, Creator: g.creator})
+	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: g.cfg, Creator: g.creator, CreatorName: g.creatorName})
 }
 
 // limitRejection is the refusal of a join past a count limit.

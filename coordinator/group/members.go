@@ -78,7 +78,7 @@ func (m *Machine) join(e Join) {
 	creates := m.groupNamed(e.Group) == nil
 	g := m.group(e.Group)
 	if creates {
-		m.setCreator(g, e.creator())
+		m.setCreator(g, e.creator(), e.creatorName())
 		m.putGroup(g)
 	}
 	if !m.adoptAssignor(g, e) {

@@ -109,7 +109,7 @@ func (m *Machine) reap(g *group) {
 		}
 		p.setCommitted(-1, "") // gives its metadata's place back
 	}
-	m.setCreator(g, "")
+	m.setCreator(g, "", "")
 	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: g.cfg, Deleted: true})
 	m.tally.partitions -= int64(len(g.parts))
 	m.tally.groups--

@@ -82,7 +82,10 @@ type GroupRecord struct {
 	// tenants were kept names); "" (an admin's group, a deleted one, or
 	// one recorded before creators were kept) counts for nobody.
 	Creator string
-	Deleted bool
+	// CreatorName is the creating credential's name (Join.creatorName;
+	// "" when none is kept, and in records written before names were).
+	CreatorName string
+	Deleted     bool
 }
 
 // LeaseRecord is an admin lease (pin). Key: Group, Topic, Partition.

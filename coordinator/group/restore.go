@@ -54,7 +54,7 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		}
 		g := m.group(r.Group)
 		g.cfg = r.Config
-		m.setCreator(g, r.Creator)
+		m.setCreator(g, r.Creator, r.CreatorName)
 	}
 	for _, r := range snap.Members {
 		sub, err := parseSubscription(r.Topics, r.TopicPattern)

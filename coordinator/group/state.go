@@ -38,6 +38,12 @@ type group struct {
 	// it holds one of that tenant's limits.groups_per_credential places
 	// until the group is deleted or reaped (limits.go).
 	creator string
+	// creatorName is the creating credential's name (its subject: a
+	// client credential's --name, an IdP identity's subject) when it says
+	// more than creator and fits creatorNameMax; "" otherwise. Kept with
+	// creator so describe names the creator after its members are gone
+	// (before, only a live member of that credential gave the name).
+	creatorName string
 }
 
 // member is a live group member; a dead one is removed at once.
