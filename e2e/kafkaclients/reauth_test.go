@@ -3,6 +3,7 @@ package kafkaclients
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,24 +92,44 @@ func TestKgoReauthenticatesAcrossCredentialExpiry(t *testing.T) {
 }
 
 // TestKgoRenewsACapgateCredentialsMember: the same with capgate client
-// credentials of 5 s from the admin API, one per token callback. A
-// member is bound to its credential's jti, so the carry-over's rejoin by
-// member id is refused; the listener then renews the member as the SDK
-// does — releases everything at the client's committed offsets, leaves,
-// joins with the new credential behind the same Kafka member. Before,
-// the member ended with the first credential and kgo's next heartbeat
-// met UNKNOWN_MEMBER_ID while the dead member held the partitions until
-// its session timed out. Now the group never holds two members, a new
-// member follows each credential, and no record is lost (records after
-// the last commit may be read again: at least once).
+// credentials of 5 s from the admin API, renewed by a new one (of the
+// same name) when less than half its lifetime is left, as a token source
+// does: kgo's connections share one credential, and each re-authenticates
+// with the renewed one in turn. A member is bound to its credential's
+// jti, so the carry-over's rejoin by member id is refused; the listener
+// then renews the member as the SDK does — releases everything at the
+// client's committed offsets, leaves, joins with the new credential
+// behind the same Kafka member, which the client's connections still on
+// the old credential reach too (groups.carryOver). Before, the member
+// ended with the first credential and kgo's next heartbeat met
+// UNKNOWN_MEMBER_ID while the dead member held the partitions until its
+// session timed out. Now the group never holds two members, a new member
+// follows each credential, and no record is lost (records after the last
+// commit may be read again: at least once).
+//
+// The credentials are no longer one per token callback (one per
+// connection): two credentials an admin minted are two holders even when
+// named alike, and a connection reaches only the members of its own
+// credential (redteam7 #1, TestSameNamedCredentialsShareNothing).
 func TestKgoRenewsACapgateCredentialsMember(t *testing.T) {
 	const lifetime = 5 * time.Second
 	s := Start(t, Options{Partitions: 2})
 	var minted atomic.Int32
+	var mu sync.Mutex
+	var cred string
+	var expires time.Time
 	mech := oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
-		minted.Add(1)
-		cred, err := s.Stack.ClientCredential(ctx, "short", []string{"renew-*"}, []string{s.Topic}, lifetime)
-		return oauth.Auth{Token: cred}, err
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Until(expires) < lifetime/2 {
+			c, err := s.Stack.ClientCredential(ctx, "short", []string{"renew-*"}, []string{s.Topic}, lifetime)
+			if err != nil {
+				return oauth.Auth{}, err
+			}
+			minted.Add(1)
+			cred, expires = c, time.Now().Add(lifetime)
+		}
+		return oauth.Auth{Token: cred}, nil
 	})
 	produced := produceEvery(t, s, 2, 100*time.Millisecond)
 	m := startMember(t, s.Topic, "renew-c1", "renew-g", kip848, func(opts ...kgo.Opt) *kgo.Client {

@@ -64,20 +64,26 @@ func rangeLimited(c *ocap.Claims) bool {
 }
 
 // clientKey names the Kafka client a client-credential connection belongs
-// to: its credential's issuer and subject, its client.id and its address. A Kafka
-// Fetch carries no group member identity, so this is how a fetch finds
-// the member whose capability covers it. Kafka itself describes group
-// members by the same client id and host. Two consumers sharing all three
-// share their partitions' fetch rights on this gateway: give each
+// to: its credential's issuer and holder (Principal.tenant: the
+// credential itself, its OAuth client or its IdP identity — never the
+// credential's name, which another holder's may share), its client.id and
+// its address. A Kafka Fetch carries no group member identity, so this
+// is how a fetch finds the member whose capability covers it. Kafka
+// itself describes group members by the same client id and host. The
+// connections of one client (a Kafka client opens several, each
+// authenticating with the same credential) share their members' fetch
+// rights on this gateway; so do consumers sharing all four: give each
 // consumer instance its own client.id (or credential) for per-member
-// fencing of fetches.
+// fencing of fetches. A member is reachable by more than the key it was
+// opened under once a connection of that key re-authenticated with a
+// renewed credential of the same name (groups.carryOver).
 type clientKey struct {
 	issuer   string // capgate's, or an IdP's: the same sub at two issuers is two clients
-	subject  string
+	tenant   string
 	clientID string
 	ip       string
 }
 
 func (c *conn) key() clientKey {
-	return clientKey{issuer: c.principal.Claims.Issuer, subject: c.principal.Claims.Subject, clientID: c.clientID, ip: c.remoteIP}
+	return clientKey{issuer: c.principal.Claims.Issuer, tenant: c.principal.tenant(), clientID: c.clientID, ip: c.remoteIP}
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // groups holds the group members this gateway runs capgate sessions for,
-// by Kafka member id and by the client key their fetches arrive under.
+// by Kafka member id and by the client keys their fetches arrive under.
 type groups struct {
 	s   *Server
 	api *client.GroupAPI
@@ -24,7 +24,20 @@ type groups struct {
 	mu    sync.Mutex
 	byID  map[memberRef]*member
 	byKey map[clientKey][]*member
+	// keys are the client keys each registered member is reachable by
+	// (its entries in byKey), oldest first: the one it was opened under
+	// (member.key), then those connections of its keys re-authenticated
+	// into (carryOver), at most maxMemberKeys.
+	keys map[*member][]clientKey
 }
+
+// maxMemberKeys bounds the client keys one member is reachable by. Only
+// a re-authentication with another credential of the same name (an
+// admin-minted credential renewed by a new one) adds a key, so a member
+// needs one per credential still in use on some connection of its
+// client: each connection re-authenticates before its credential expires.
+// Past the bound the oldest key (the longest-renewed credential's) goes.
+const maxMemberKeys = 8
 
 type memberRef struct{ group, id string }
 
@@ -32,6 +45,7 @@ func newGroups(s *Server) *groups {
 	return &groups{
 		s: s, api: client.NewGroupAPI(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS),
 		byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{},
+		keys: map[*member][]clientKey{},
 	}
 }
 
@@ -66,6 +80,7 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	old := g.byID[ref]
 	g.byID[ref] = m
 	g.byKey[m.key] = append(g.byKey[m.key], m)
+	g.keys[m] = []clientKey{m.key}
 	g.mu.Unlock()
 	if old != nil {
 		old.close()
@@ -74,11 +89,19 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	return "", nil
 }
 
-// carryOver hands a re-authenticated client's new credential to every
-// member it opened (member.carryOver), in the background: the SASL
-// answer does not wait for the coordinator.
-func (g *groups) carryOver(key clientKey, credential string, expires time.Time) {
-	for _, m := range g.ofKey(key) {
+// carryOver hands a re-authenticated connection's new credential to every
+// member its client key was reaching (from: the key of the credential it
+// authenticated with before) and makes them reachable by its new key
+// (to) as well: the connection proved it holds both credentials, and the
+// client's other connections still on the old one keep their members
+// until they re-authenticate too. Only the connection's own members move:
+// another holder's credential of the same name has another key
+// (Principal.tenant). The members' sessions take the new credential
+// (member.carryOver) in the background: the SASL answer does not wait for
+// the coordinator.
+func (g *groups) carryOver(from, to clientKey, credential string, expires time.Time) {
+	for _, m := range g.ofKey(from) {
+		g.reach(m, to)
 		g.s.wg.Add(1)
 		go func() {
 			defer g.s.wg.Done()
@@ -94,27 +117,49 @@ func (g *groups) get(group, id string) *member {
 	return g.byID[memberRef{group, id}]
 }
 
-// own finds the live member id of group opened by the client key: a
+// reach makes m reachable by key too (carryOver), unless m is gone or
+// already is; past maxMemberKeys its oldest key goes.
+func (g *groups) reach(m *member, key clientKey) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	keys, ok := g.keys[m]
+	if !ok || slices.Contains(keys, key) {
+		return
+	}
+	if len(keys) >= maxMemberKeys {
+		g.unlistLocked(m, keys[0])
+		keys = slices.Delete(keys, 0, 1)
+	}
+	g.keys[m] = append(keys, key)
+	g.byKey[key] = append(g.byKey[key], m)
+}
+
+// own finds the live member id of group reachable by the client key: a
 // Kafka member id is no credential (KIP-848 clients make their own, and
 // a classic leader learns the others'), so a member is used — heartbeat,
 // commit, offsets, leave, rejoin — only by the client that opened it
-// (its credential's issuer and subject, client.id and address); anyone
-// else gets nil (UNKNOWN_MEMBER_ID), as if there were no such member.
+// (its credential's issuer and holder, client.id and address, or a
+// credential it renewed that one with: carryOver); anyone else gets nil
+// (UNKNOWN_MEMBER_ID), as if there were no such member.
 func (g *groups) own(group, id string, key clientKey) *member {
-	if m := g.get(group, id); m != nil && m.key == key {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m := g.byID[memberRef{group, id}]; m != nil && slices.Contains(g.keys[m], key) {
 		return m
 	}
 	return nil
 }
 
-// taken reports whether id is a live member of group opened by another
-// client than key: a join naming it is refused rather than replacing it.
+// taken reports whether id is a live member of group another client
+// than key opened: a join naming it is refused rather than replacing it.
 func (g *groups) taken(group, id string, key clientKey) bool {
-	m := g.get(group, id)
-	return m != nil && m.key != key
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := g.byID[memberRef{group, id}]
+	return m != nil && !slices.Contains(g.keys[m], key)
 }
 
-// ofKey lists the members a client key opened.
+// ofKey lists the members a client key reaches.
 func (g *groups) ofKey(key clientKey) []*member {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -128,17 +173,25 @@ func (g *groups) remove(m *member) {
 	if g.byID[ref] == m {
 		delete(g.byID, ref)
 	}
-	list := slices.DeleteFunc(g.byKey[m.key], func(x *member) bool { return x == m })
+	for _, key := range g.keys[m] {
+		g.unlistLocked(m, key)
+	}
+	delete(g.keys, m)
+}
+
+// unlistLocked takes m out of key's members. g.mu held.
+func (g *groups) unlistLocked(m *member, key clientKey) {
+	list := slices.DeleteFunc(g.byKey[key], func(x *member) bool { return x == m })
 	if len(list) == 0 {
-		delete(g.byKey, m.key)
+		delete(g.byKey, key)
 	} else {
-		g.byKey[m.key] = list
+		g.byKey[key] = list
 	}
 }
 
-// capability returns the capability a member of this gateway opened by
-// key holds for topic/partition ("" when none), and whether key has any
-// member here.
+// capability returns the capability a member of this gateway reachable
+// by key holds for topic/partition ("" when none), and whether key
+// reaches any member here.
 func (g *groups) capability(key clientKey, topic string, partition int32) (token string, member bool) {
 	ms := g.ofKey(key)
 	p := session.Partition{Topic: topic, Partition: partition}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/capgate/capgate/identity"
@@ -33,6 +34,33 @@ type Principal struct {
 
 // capability reports whether the principal is a partition capability.
 func (p *Principal) capability() bool { return p.Claims.Kind() == ocap.KindCapability }
+
+// tenant is the holder a client principal stands for, as the coordinator
+// counts it (coordinator.tenant, ocap.Claims.Tenant): what the members it
+// opens here, their fetch rights (clientKey) and its connection budget
+// (identityKey) belong to, which no other holder can present.
+//   - a credential of the token endpoint (capgate's, sub
+//     "oauth:<client_id>"): the OAuth client — its every token;
+//   - an IdP identity: its id (issuer and subject, identity.IdentityID:
+//     the IdP's sub is unique per issuer) — its every token;
+//   - a credential an admin minted: that credential (its jti). Its sub is
+//     a free label (--name): credentials named alike may serve different
+//     holders, and keyed by name one holder read, re-authenticated into
+//     and used up the connections of another's members (redteam7 #1).
+//
+// A capability's is its sub (a member id, unique; an admin grant's
+// holder, which an operator names): it opens no members.
+func (p *Principal) tenant() string {
+	c := p.Claims
+	switch {
+	case p.capability():
+		return c.Subject
+	case c.Kind() == ocap.KindClient && strings.HasPrefix(c.Subject, oauthSubject):
+		return c.Subject
+	default:
+		return c.ID
+	}
+}
 
 // sameIdentity reports whether q may replace p on re-authentication
 // (KIP-368): the same kind, issuer and subject, and for a capability the

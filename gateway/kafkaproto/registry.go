@@ -164,10 +164,11 @@ func (s *Server) unregister(c *conn) {
 }
 
 // identityKey is whom a connection counts against for
-// MaxConnectionsPerPrincipal: the identity re-authentication keeps (kind,
-// issuer, subject).
+// MaxConnectionsPerPrincipal: kind, issuer and holder (Principal.tenant —
+// never a credential's name, which another holder's may share: redteam7
+// #1).
 func identityKey(p *Principal) string {
-	return string(p.Claims.Kind()) + "\x00" + p.Claims.Issuer + "\x00" + p.Claims.Subject
+	return string(p.Claims.Kind()) + "\x00" + p.Claims.Issuer + "\x00" + p.tenant()
 }
 
 // tenantKey is whom a connection counts against for

@@ -28,11 +28,16 @@ package kafkaproto
 //   - KIP-368: SaslAuthenticate v1+ answers the session lifetime (until
 //     the token expires). A client may re-authenticate (SaslHandshake +
 //     SaslAuthenticate, or a raw frame after SaslHandshake v0) on the
-//     open connection with a token of the same identity (kind, subject,
-//     and for a capability its partition); one of another identity
-//     closes the connection. A renewed client credential carries the
-//     group members the client opened over to it (member.carryOver):
-//     a member never outlives the credential it joined with, so without
+//     open connection with a token of the same identity (kind, issuer,
+//     subject — the principal name, as Kafka's — and for a capability
+//     its partition); one of another identity is answered
+//     SASL_AUTHENTICATION_FAILED and closes the connection. A renewed
+//     client credential carries the group members the connection's
+//     client key reached with its previous credential over to it
+//     (groups.carryOver, member.carryOver) — only those: a credential
+//     of another holder that bears the same name has another key
+//     (Principal.tenant) and gets nothing of them. A member never
+//     outlives the credential it joined with, so without
 //     re-authentication the member ends when that credential expires. A request that arrives
 //     after the session ended, other than that re-authentication, closes
 //     the connection, as a Kafka broker does.
@@ -163,10 +168,14 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 	if err := c.s.claimIdentity(c, p); err != nil {
 		return nil, err
 	}
+	var before clientKey
+	if reauth {
+		before = c.key()
+	}
 	c.principal, c.sasl = p, saslDone
 	c.authed.Store(true)
 	if reauth && !p.capability() {
-		c.s.groups.carryOver(c.key(), p.Token, p.Expires)
+		c.s.groups.carryOver(before, c.key(), p.Token, p.Expires)
 	}
 	c.s.log.Debug("kafka connection authenticated", c.logFields(reauth)...)
 	return p, nil
