@@ -114,30 +114,43 @@ func tokenKind(token []byte) (kind ocap.Kind, jwt bool) {
 
 // admitCredential admits a produce under the client credential token.
 func (c *call) admitCredential(token, topic []byte, req authz.Request) api.Code {
-	g, ctx, now := c.g, c.ctx, c.start
-	if code := g.refuseUnsynced(ctx, now); code != "" {
-		return code
-	}
-	claims, code := c.verifyCredential(token)
+	claims, code := c.credentialProducing(token, topic)
 	if code != "" {
 		return code
 	}
 	req.Topic = string(topic)
-	if code := g.refuseInternalTopic(ctx, req.Topic); code != "" {
-		return code
-	}
-	if !claims.MayProduceTo(req.Topic) {
-		writeError(ctx, api.CodeForbidden, credentialProduceRefusal(claims, req.Topic),
-			map[string]any{"credential": map[string]any{"ops": claims.ClientOps().Names(), "topics": claims.Topics}})
-		return api.CodeForbidden
-	}
-	if code := c.decideCredential(claims); code != "" {
-		return code
-	}
 	c.claims, c.req = scoped(claims, req), req
-	c.qos = g.view.QoS(c.claims, now)
+	c.qos = c.g.view.QoS(c.claims, c.start)
 	_, code = c.admitRate()
 	return code
+}
+
+// credentialProducing checks sync, then that token is a client
+// credential that verifies, is not revoked and may produce to topic (not
+// an internal one): the checks of both produce routes before the byte
+// rate. On refusal it has answered and returns the code.
+func (c *call) credentialProducing(token, topic []byte) (*ocap.Claims, api.Code) {
+	g, ctx, now := c.g, c.ctx, c.start
+	if code := g.refuseUnsynced(ctx, now); code != "" {
+		return nil, code
+	}
+	claims, code := c.verifyCredential(token)
+	if code != "" {
+		return nil, code
+	}
+	name := string(topic)
+	if code := g.refuseInternalTopic(ctx, name); code != "" {
+		return nil, code
+	}
+	if !claims.MayProduceTo(name) {
+		writeError(ctx, api.CodeForbidden, credentialProduceRefusal(claims, name),
+			map[string]any{"credential": map[string]any{"ops": claims.ClientOps().Names(), "topics": claims.Topics}})
+		return nil, api.CodeForbidden
+	}
+	if code := c.decideCredential(claims); code != "" {
+		return nil, code
+	}
+	return claims, ""
 }
 
 // scoped is a credential's claims as they apply to one produce: with

@@ -68,29 +68,15 @@ func (c *call) produce(topic, partition []byte) api.Code {
 	if code := c.admitProducer(topic, p); code != "" {
 		return code
 	}
-	recs, err := decodeProduce(ctx.PostBody(), c.g.cfg.MaxProduceRecords)
-	if err != nil {
-		writeError(ctx, api.CodeBadRequest, err.Error(), nil)
-		return api.CodeBadRequest
-	}
-	if i, size := oversizedRecord(recs); i >= 0 {
-		writeError(ctx, api.CodeRecordTooLarge, fmt.Sprintf("records[%d]: %d bytes as a Kafka record batch, over the producer's limit of %d bytes; nothing was written", i, size, maxRecordBatchBytes),
-			map[string]any{"record": i, "record_batch_bytes": size, "max_record_batch_bytes": maxRecordBatchBytes})
-		return api.CodeRecordTooLarge
-	}
-	// In flight like a fetch, under the same caps: a revocation's ack
-	// waits until Kafka answered, so no record admitted under a revoked
-	// capability lands after every gateway acknowledged the revocation.
-	// The produce is never cancelled (its context is not the entry's): a
-	// write cancelled on its way could still land, unseen.
-	entry, _, refused := c.g.inflight.start(c.claims, c.req)
-	if refused != hitNone {
-		return c.refuseInflight(refused)
-	}
-	defer c.g.inflight.finish(entry)
-	if code := c.recheckProducer(); code != "" {
+	recs, code := c.produceBody()
+	if code != "" {
 		return code
 	}
+	finish, code := c.startProducing()
+	if code != "" {
+		return code
+	}
+	defer finish()
 	base, err := c.g.broker.Produce(context.Background(), c.req.Topic, c.req.Partition, recs)
 	if c.g.afterProduce != nil {
 		c.g.afterProduce()
@@ -111,6 +97,42 @@ func (c *call) produce(topic, partition []byte) api.Code {
 	body, _ := json.Marshal(api.ProduceResponse{BaseOffset: base, Count: len(recs)})
 	writeJSONBody(ctx, body)
 	return ""
+}
+
+// produceBody reads the request's records (decodeProduce) and refuses a
+// record over the producer's batch limit; on refusal it has answered
+// and returns the code.
+func (c *call) produceBody() ([]*kgo.Record, api.Code) {
+	recs, err := decodeProduce(c.ctx.PostBody(), c.g.cfg.MaxProduceRecords)
+	if err != nil {
+		writeError(c.ctx, api.CodeBadRequest, err.Error(), nil)
+		return nil, api.CodeBadRequest
+	}
+	if i, size := oversizedRecord(recs); i >= 0 {
+		writeError(c.ctx, api.CodeRecordTooLarge, fmt.Sprintf("records[%d]: %d bytes as a Kafka record batch, over the producer's limit of %d bytes; nothing was written", i, size, maxRecordBatchBytes),
+			map[string]any{"record": i, "record_batch_bytes": size, "max_record_batch_bytes": maxRecordBatchBytes})
+		return nil, api.CodeRecordTooLarge
+	}
+	return recs, ""
+}
+
+// startProducing registers an admitted produce in flight, like a fetch
+// and under the same caps, and decides it again (recheckProducer): a
+// revocation's ack waits until Kafka answered, so no record admitted
+// under a revoked capability or denied credential lands after every
+// gateway acknowledged the revocation. The produce is never cancelled
+// (its context is not the entry's): a write cancelled on its way could
+// still land, unseen. finish unregisters it; on refusal it has answered.
+func (c *call) startProducing() (finish func(), code api.Code) {
+	entry, _, refused := c.g.inflight.start(c.claims, c.req)
+	if refused != hitNone {
+		return nil, c.refuseInflight(refused)
+	}
+	if code := c.recheckProducer(); code != "" {
+		c.g.inflight.finish(entry)
+		return nil, code
+	}
+	return func() { c.g.inflight.finish(entry) }, ""
 }
 
 // maxRecordBatchBytes is the largest record batch the gateway's producer

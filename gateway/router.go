@@ -45,6 +45,7 @@ func (g *Gateway) newRoutes() []route {
 		{name: "openapi", method: get, path: "/openapi.json", handle: func(ctx *fasthttp.RequestCtx, _ routeParams) { serveOpenAPI(ctx) }},
 		{name: "fetch_records", method: get, path: records, handle: g.consumer(func(ctx *fasthttp.RequestCtx, p routeParams) { g.fetchRecords(ctx, p[0], p[1]) })},
 		{name: "produce_records", method: post, path: records, handle: g.consumer(func(ctx *fasthttp.RequestCtx, p routeParams) { g.produceRecords(ctx, p[0], p[1]) })},
+		{name: "produce_topic_records", method: post, path: "/v1/topics/{topic}/records", handle: g.consumer(func(ctx *fasthttp.RequestCtx, p routeParams) { g.produceTopicRecords(ctx, p[0]) })},
 	}
 	for i := range table {
 		for _, seg := range strings.Split(strings.TrimPrefix(table[i].path, "/"), "/") {
@@ -96,7 +97,7 @@ func (g *Gateway) handle(ctx *fasthttp.RequestCtx) {
 // query: tokens never reach a message) and what a gateway serves, since
 // the usual cause is a base URL with a path or a coordinator's route.
 func noRoute(path []byte) string {
-	return fmt.Sprintf("no such route: %.128q; a gateway serves /v1/topics/{topic}/partitions/{partition}/records (GET fetch, POST produce), /healthz, /readyz, /metrics and /openapi.json: is the URL a gateway's base URL?", path)
+	return fmt.Sprintf("no such route: %.128q; a gateway serves /v1/topics/{topic}/partitions/{partition}/records (GET fetch, POST produce), /v1/topics/{topic}/records (POST produce, the gateway placing records), /healthz, /readyz, /metrics and /openapi.json: is the URL a gateway's base URL?", path)
 }
 
 // methodNotAllowed answers 405 with the methods path allows.

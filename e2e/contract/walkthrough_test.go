@@ -175,7 +175,7 @@ func minimalBody(op string) any {
 		return map[string]any{"name": "n", "groups": []string{"g"}}
 	case "admin_oauth_client_create":
 		return map[string]any{"name": "n", "groups": []string{"g"}, "topics": []string{"demo"}}
-	case "produce_records":
+	case "produce_records", "produce_topic_records":
 		return map[string]any{"records": []map[string]string{{"value": b64("x")}}}
 	}
 	return map[string]any{}

@@ -1,0 +1,291 @@
+package gateway
+
+// Behavior: POST /v1/topics/{topic}/records — produce to a topic, the
+// gateway choosing the partitions, as a Kafka producer does. The bearer
+// is a capgate client credential allowed to produce to the topic, checked
+// as on the per-partition route (credentialProducing: sync, verification
+// under the failed-token budget, the deny-list, produce op, topic named
+// exactly, no internal topic). The body, its caps and refusals are the
+// per-partition route's (api.ProduceRequest: max_body_bytes,
+// max_produce_records, strict base64, 413 record_too_large for a record
+// over the producer's batch limit), and so are the in-flight caps (the
+// request is one produce in flight, decided again once registered).
+//
+// Placement, over the topic's current partition count (the gateway's
+// metadata cache, at most metadata_max_age old; an unknown topic is 404
+// before anything is written): a record with a key — an empty key ""
+// included — goes to murmur2(key) modulo the count, Kafka's default
+// partitioner (client.Partitioner: franz-go's, equal to the Java
+// client's); records without a key ("key" left out or null) go
+// round-robin over the partitions, starting at a random partition each
+// request (Kafka's sticky keyless placement needs a producer's batching
+// state; round-robin spreads as evenly).
+//
+// Byte rate: admitted for every partition written, under the QoS that
+// applies to the credential writing there (scoped: an override selecting
+// the topic and a partition applies to that partition's share), so a
+// request is 429 when any of its partitions is out of budget, before
+// anything is written; the body's bytes are charged split by record
+// count.
+//
+// Writing: each partition's records are one produce (acks=all,
+// idempotent, in request order), the partitions concurrently. Kafka
+// has no atomic write across partitions outside transactions, so when a
+// partition's write fails the others may have been written: the answer
+// is that failure's error (404, 413 record_too_large, 400 invalid
+// record, 502 broker_error, 503 unavailable; the lowest failed
+// partition's) with details.partitions listing every partition of the
+// request — written ones with base_offset, last_offset and count, failed
+// ones with count and error (their records were not written, but for a
+// timeout, after which they may have been). A client must not send the
+// whole request again blindly. 200 api.TopicProduceResponse otherwise.
+//
+// A capability is refused 403 forbidden naming the per-partition route
+// (it covers one partition; it is not verified here); a member token or
+// a JWT that is no capgate token 401, as on the per-partition route.
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/ocap"
+)
+
+// partitionRecordsRoute is the route a capability produces on.
+const partitionRecordsRoute = "/v1/topics/{topic}/partitions/{partition}/records"
+
+func (g *Gateway) produceTopicRecords(ctx *fasthttp.RequestCtx, topic []byte) {
+	c := call{g: g, ctx: ctx, op: opProduce, start: ctx.Time()}
+	code := c.produceTopic(topic)
+	c.finish(code)
+}
+
+func (c *call) produceTopic(topic []byte) api.Code {
+	ctx := c.ctx
+	if !ocap.ValidTopic(string(topic)) {
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("topic %.64q in the path: a topic is 1 to 249 of a-z A-Z 0-9 . _ -, not . or ..", topic), nil)
+		return api.CodeBadRequest
+	}
+	if code := produceRequestProblem(ctx); code != "" {
+		return code
+	}
+	claims, code := c.topicProducer(topic)
+	if code != "" {
+		return code
+	}
+	recs, code := c.produceBody()
+	if code != "" {
+		return code
+	}
+	n, err := c.g.broker.PartitionCount(context.Background(), c.req.Topic)
+	if err != nil {
+		return c.topicBrokerFailure(err, nil)
+	}
+	shares := placeRecords(recs, n)
+	if code := c.admitShares(claims, shares); code != "" {
+		return code
+	}
+	finish, code := c.startProducing()
+	if code != "" {
+		return code
+	}
+	defer finish()
+	c.g.writeShares(c.req.Topic, shares)
+	c.bytes, c.records = len(ctx.PostBody()), len(recs)
+	c.chargeShares(claims, shares)
+	if code := c.answerShares(shares); code != "" {
+		return code
+	}
+	c.g.metrics.bytesIn.Add(float64(c.bytes))
+	return ""
+}
+
+// topicProducer admits the bearer of a topic produce: a client
+// credential allowed to produce to topic. c.claims and c.req are then
+// the credential's for the whole topic (partition -1: a QoS override
+// selecting a partition applies to that partition's share, admitShares).
+func (c *call) topicProducer(topic []byte) (*ocap.Claims, api.Code) {
+	token, _ := bearerToken(&c.ctx.Request.Header)
+	kind, jwt := tokenKind(token)
+	switch {
+	case kind == ocap.KindCapability:
+		if code := c.g.refuseUnsynced(c.ctx, c.start); code != "" {
+			return nil, code
+		}
+		writeError(c.ctx, api.CodeForbidden, "a capability covers one partition: produce with it at POST "+partitionRecordsRoute+"; POST /v1/topics/{topic}/records takes a client credential whose ops include produce and whose topics name the topic, and places the records itself",
+			map[string]any{"route": partitionRecordsRoute})
+		return nil, api.CodeForbidden
+	case kind == ocap.KindMember:
+		return nil, c.refuseBearer(memberCannotProduce)
+	case kind != ocap.KindClient:
+		if jwt {
+			return nil, c.refuseBearer(foreignCannotProduce)
+		}
+		return nil, c.refuseBearer("a client credential is required: POST /v1/topics/{topic}/records takes a capgate client credential whose ops include produce and whose topics name the topic (Authorization: Bearer)")
+	}
+	claims, code := c.credentialProducing(token, topic)
+	if code != "" {
+		return nil, code
+	}
+	c.req = authz.Request{Topic: string(topic), Partition: -1, Op: ocap.OpProduce, Offset: -1}
+	c.claims = scoped(claims, c.req)
+	c.qos = c.g.view.QoS(c.claims, c.start)
+	return claims, ""
+}
+
+// share is one partition's records of a topic produce and, once
+// written, their outcome.
+type share struct {
+	partition int32
+	recs      []*kgo.Record
+	err       error
+}
+
+// placeRecords groups recs by the partition Kafka's default partitioner
+// gives them over n partitions (keyless ones round-robin from a random
+// partition), in partition order, each group in request order.
+func placeRecords(recs []*kgo.Record, n int32) []*share {
+	keyed, err := client.NewPartitioner(n)
+	if err != nil {
+		panic(fmt.Sprintf("gateway: a topic with %d partitions: %v", n, err)) // the broker reports at least 1
+	}
+	byPartition := map[int32]*share{}
+	next := rand.Int32N(n)
+	for _, r := range recs {
+		p := next
+		if r.Key != nil {
+			p = keyed.Partition(r.Key)
+		} else {
+			next = (next + 1) % n
+		}
+		s := byPartition[p]
+		if s == nil {
+			s = &share{partition: p}
+			byPartition[p] = s
+		}
+		s.recs = append(s.recs, r)
+	}
+	shares := make([]*share, 0, len(byPartition))
+	for _, s := range byPartition {
+		shares = append(shares, s)
+	}
+	slices.SortFunc(shares, func(a, b *share) int { return cmp.Compare(a.partition, b.partition) })
+	return shares
+}
+
+// admitShares admits the byte rate of every partition written, each
+// under the QoS of the credential writing there; on refusal it has
+// answered 429 and returns the code.
+func (c *call) admitShares(claims *ocap.Claims, shares []*share) api.Code {
+	for _, s := range shares {
+		scope := scoped(claims, authz.Request{Topic: c.req.Topic, Partition: s.partition})
+		rate := c.g.view.QoS(scope, c.start).MaxBytesPerSec
+		if rate <= 0 {
+			continue
+		}
+		if _, wait := c.g.limiter.admit(budgetKey(c.g.view, scope, c.start), rate, c.start); wait > 0 {
+			return refuseRate(c.ctx, scope, wait, c.start)
+		}
+	}
+	return ""
+}
+
+// chargeShares charges the body's bytes to the budgets of the partitions
+// written, split by record count (finish charges nothing more).
+func (c *call) chargeShares(claims *ocap.Claims, shares []*share) {
+	c.charged = c.bytes
+	left := c.bytes
+	for i, s := range shares {
+		n := c.bytes * len(s.recs) / c.records
+		if i == len(shares)-1 {
+			n = left
+		}
+		left -= n
+		scope := scoped(claims, authz.Request{Topic: c.req.Topic, Partition: s.partition})
+		if rate := c.g.view.QoS(scope, c.start).MaxBytesPerSec; rate > 0 {
+			c.g.limiter.take(budgetKey(c.g.view, scope, c.start), rate, n, c.start)
+		}
+	}
+}
+
+// writeShares produces every share to its partition, concurrently, and
+// records each outcome. Never cancelled: a write cancelled on its way
+// could still land, unseen.
+func (g *Gateway) writeShares(topic string, shares []*share) {
+	var wg sync.WaitGroup
+	for _, s := range shares {
+		wg.Go(func() {
+			_, s.err = g.broker.Produce(context.Background(), topic, s.partition, s.recs)
+		})
+	}
+	wg.Wait()
+	if g.afterProduce != nil {
+		g.afterProduce()
+	}
+}
+
+// answerShares answers 200 with where the records went, or the first
+// failed partition's error with every partition's outcome.
+func (c *call) answerShares(shares []*share) api.Code {
+	resp := api.TopicProduceResponse{Count: c.records, Partitions: make([]api.PartitionProduced, 0, len(shares))}
+	var failed *share
+	outcomes := make([]map[string]any, 0, len(shares))
+	for _, s := range shares {
+		if s.err != nil {
+			if failed == nil {
+				failed = s
+			}
+			outcomes = append(outcomes, map[string]any{"partition": s.partition, "count": len(s.recs), "written": false, "error": s.err.Error()})
+			continue
+		}
+		p := api.PartitionProduced{Partition: s.partition, BaseOffset: s.recs[0].Offset, LastOffset: s.recs[len(s.recs)-1].Offset, Count: len(s.recs)}
+		resp.Partitions = append(resp.Partitions, p)
+		outcomes = append(outcomes, map[string]any{"partition": p.Partition, "count": p.Count, "written": true, "base_offset": p.BaseOffset, "last_offset": p.LastOffset})
+	}
+	if failed != nil {
+		c.bytes, c.records = 0, 0 // charged already; a failed produce moved nothing the metrics count
+		return c.topicBrokerFailure(fmt.Errorf("partition %d: %w", failed.partition, failed.err), outcomes)
+	}
+	body, _ := json.Marshal(resp)
+	writeJSONBody(c.ctx, body)
+	return ""
+}
+
+// topicBrokerFailure answers a broker error of a topic produce as the
+// per-partition route does, with outcomes (nil: nothing was written) as
+// details.partitions.
+func (c *call) topicBrokerFailure(err error, outcomes []map[string]any) api.Code {
+	var details map[string]any
+	suffix := "; nothing was written"
+	if outcomes != nil {
+		details = map[string]any{"partitions": outcomes}
+		suffix = "; other partitions may have been written: details.partitions says which (a produce across partitions is not atomic)"
+	}
+	code, problem := refusedRecords(err)
+	switch {
+	case errors.Is(err, broker.ErrUnknownTopicOrPartition):
+		code, problem = api.CodeNotFound, "unknown topic or partition"
+	case code != "":
+	case errors.Is(err, broker.ErrBrokerUnavailable) || errors.Is(err, context.DeadlineExceeded):
+		code, problem = api.CodeUnavailable, err.Error()
+		setRetryAfter(c.ctx, time.Second)
+	default:
+		code, problem = api.CodeBrokerError, err.Error()
+	}
+	writeError(c.ctx, code, problem+suffix, details)
+	return code
+}
