@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -239,4 +242,36 @@ func TestTopicProduceRateLimitedPerPartition(t *testing.T) {
 // over the 4 partitions of testTopic.
 func (h *harness) kafkaPartitionOf(key []byte) int32 {
 	return int32(kgo.StickyKeyPartitioner(nil).ForTopic(testTopic).Partition(&kgo.Record{Key: key}, 4))
+}
+
+// TestTopicProducePartialFailureSaysWhatWasWritten: when one partition's
+// write fails and another's succeeded, the answer is the failure's error
+// (the broker's code, not 200) and details.partitions says, for each
+// partition, whether it was written and where. Kafka (kfake) cannot fail
+// one partition of a produce alone, so the outcomes are handed in.
+func TestTopicProducePartialFailureSaysWhatWasWritten(t *testing.T) {
+	g := &Gateway{}
+	ctx := &fasthttp.RequestCtx{}
+	c := &call{g: g, ctx: ctx, records: 3}
+	shares := []*share{
+		{partition: 0, recs: []*kgo.Record{{Offset: 7}, {Offset: 8}}},
+		{partition: 2, recs: []*kgo.Record{{}}, err: &broker.BrokerError{Op: "produce", Err: kerr.InvalidRecord}},
+	}
+	if code := c.answerShares(shares); code != api.CodeBadRequest || ctx.Response.StatusCode() != http.StatusBadRequest {
+		t.Fatalf("partial failure answered %s %d: %s", code, ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	var body struct {
+		Error struct {
+			Message    string           `json:"message"`
+			Partitions []map[string]any `json:"partitions"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(ctx.Response.Body(), &body); err != nil {
+		t.Fatal(err)
+	}
+	ps := body.Error.Partitions
+	if len(ps) != 2 || ps[0]["written"] != true || ps[0]["base_offset"] != 7.0 || ps[0]["last_offset"] != 8.0 || ps[0]["count"] != 2.0 ||
+		ps[1]["written"] != false || ps[1]["partition"] != 2.0 || ps[1]["error"] == nil || !strings.Contains(body.Error.Message, "partition 2") {
+		t.Fatalf("partial failure: %s", ctx.Response.Body())
+	}
 }
