@@ -48,8 +48,10 @@ func NewProducer(gatewayURLs []string, capability string, opts ...Option) (*Prod
 // patterns grant consume only: 403). No admin token is involved. The
 // gateway checks it on every produce as the Kafka listener does (expiry:
 // 401 token_expired; its jti denied: 409 capability_revoked) and counts
-// its bytes against its byte rate. Pick partitions with a Partitioner
-// (Kafka's default placement of keys).
+// its bytes against its byte rate. ProduceTopic writes to a topic and
+// lets the gateway place each record as Kafka's default partitioner
+// does; to pick partitions yourself, Produce with a Partitioner (Kafka's
+// default placement of keys, given the partition count).
 //
 // With WithCredentialSource, credential may be empty: the source is
 // asked for the credential before every Produce, so return a cached one
@@ -145,25 +147,34 @@ func (p *Producer) Produce(ctx context.Context, topic string, partition int32, r
 		return 0, fmt.Errorf("client: produce: encode: %w", err)
 	}
 	part := Partition{Topic: topic, Partition: partition}
-	op := "produce " + part.String()
+	var resp api.ProduceResponse
+	if err := p.post(ctx, "produce "+part.String(), func(base string) string { return recordsURL(base, part) }, body, &resp); err != nil {
+		return 0, err
+	}
+	return resp.BaseOffset, nil
+}
+
+// post sends a produce body to the route at path(gateway base URL),
+// retrying what certainly did not produce (produceRetry), and decodes the
+// answer into out.
+func (p *Producer) post(ctx context.Context, op string, path func(base string) string, body []byte, out any) error {
 	bearer, err := p.token(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for round := 0; ; {
 		i, base := p.pool.pick()
-		r := request{method: http.MethodPost, url: recordsURL(base, part), bearer: bearer, accept: api.MediaJSON, body: body}
+		r := request{method: http.MethodPost, url: path(base), bearer: bearer, accept: api.MediaJSON, body: body}
 		_, answer, err := p.tr.do(ctx, op, r, maxCoordinatorBody)
 		if err == nil {
-			var resp api.ProduceResponse
-			if err := json.Unmarshal(answer, &resp); err != nil {
-				return 0, fmt.Errorf("client: %s: decode answer: %w", op, err)
+			if err := json.Unmarshal(answer, out); err != nil {
+				return fmt.Errorf("client: %s: decode answer: %w", op, err)
 			}
-			return resp.BaseOffset, nil
+			return nil
 		}
 		again, moved := produceRetry(err)
 		if !again || ctx.Err() != nil {
-			return 0, err
+			return err
 		}
 		if moved {
 			p.pool.fail(i)
@@ -171,7 +182,7 @@ func (p *Producer) Produce(ctx context.Context, topic string, partition int32, r
 		p.log.Debug("produce failed, retrying", zap.String("gateway", base), zap.Error(err))
 		if !moved || (round+1)%len(p.pool.urls) == 0 {
 			if p.tr.backoff.wait(ctx, round, retryHint(err)) != nil {
-				return 0, err
+				return err
 			}
 		}
 		round++
