@@ -54,7 +54,10 @@ func newProduceCmd() *cobra.Command {
 			"  --credential / --credential-file (or $CAPGATE_CREDENTIAL): a client credential\n" +
 			"    whose ops include produce and whose topics name TOPIC exactly (capgate admin\n" +
 			"    client-credential --ops consume,produce --topics TOPIC); no admin token is\n" +
-			"    involved; it does not tell the partition count, so --partition is needed;\n" +
+			"    involved; without --partition the gateway places each record (POST\n" +
+			"    /v1/topics/TOPIC/records: Kafka's default partitioner over the topic's\n" +
+			"    current partition count, keyless records round-robin from a random\n" +
+			"    partition per request);\n" +
 			"  an admin token (--token-file credentials.json from capgate dev, --token, or\n" +
 			"    $CAPGATE_ADMIN_TOKEN): capabilities are minted for the purpose.\n" +
 			"Flags win over the environment; of the variables, CAPGATE_CAPABILITY is used\n" +
@@ -154,7 +157,8 @@ func (f *produceFlags) capabilities() (*capabilities, error) {
 
 // fixedBearer is the one bearer of every produce: a capability, or a
 // client credential (bearer, else --credential / --credential-file).
-// Both need --partition: neither tells the partition count.
+// A capability needs --partition (it covers one); a credential without
+// it writes through the gateway's topic route, which places the records.
 func (f *produceFlags) fixedBearer(bearer string, credential bool) (*capabilities, error) {
 	if !credential {
 		if f.partitioned {
@@ -167,9 +171,6 @@ func (f *produceFlags) fixedBearer(bearer string, credential bool) (*capabilitie
 		if bearer, err = secretFrom(f.credential, f.credFile, "CAPGATE_CREDENTIAL", "client_credential"); err != nil {
 			return nil, fmt.Errorf("client credential: %w", err)
 		}
-	}
-	if f.partitioned {
-		return nil, usageErrorf("a client credential does not tell %s's partition count: pass --partition (the Go SDK's client.Partitioner places keys as Kafka does, given the count)", f.topic)
 	}
 	return &capabilities{fixed: bearer, credential: true, f: f}, nil
 }
@@ -214,12 +215,15 @@ func (s *capabilitySource) get(ctx context.Context) (string, error) {
 
 // producer writes batches to partitions and counts what it wrote.
 type producer struct {
-	f       *produceFlags
-	caps    *capabilities
-	prod    *client.Producer
-	place   *client.Partitioner // nil: every record to --partition
-	counts  map[int32]*written
-	sending bool // a Produce is unanswered (interrupted)
+	f     *produceFlags
+	caps  *capabilities
+	prod  *client.Producer
+	place *client.Partitioner // nil: every record to --partition, or placed by the gateway (topicWide)
+	// topicWide: a credential without --partition; the gateway places
+	// the records (Producer.ProduceTopic).
+	topicWide bool
+	counts    map[int32]*written
+	sending   bool // a Produce is unanswered (interrupted)
 }
 
 // written is what went to one partition.
@@ -244,16 +248,16 @@ func runProduce(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 	if err != nil {
 		return err
 	}
-	p := &producer{f: f, caps: caps, counts: map[int32]*written{}}
+	p := &producer{f: f, caps: caps, counts: map[int32]*written{}, topicWide: caps.credential && f.partitioned}
 	first := f.partition
-	if f.partitioned {
+	if f.partitioned && !p.topicWide {
 		first = 0 // its grant tells the partition count
 	}
 	capability, err := caps.of(first).get(ctx)
 	if err != nil {
 		return err
 	}
-	if f.partitioned {
+	if f.partitioned && !p.topicWide {
 		n := caps.of(0).partitions
 		if n < 1 {
 			return fmt.Errorf("produce: the coordinator does not know %s's partition count: pass --partition", f.topic)
@@ -292,6 +296,9 @@ func runProduce(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 
 // send writes batch, split by partition (in order within each).
 func (p *producer) send(ctx context.Context, batch []client.Record) error {
+	if p.topicWide {
+		return p.sendTopic(ctx, batch)
+	}
 	byPartition := map[int32][]client.Record{}
 	var order []int32
 	for i := range batch {
@@ -317,15 +324,62 @@ func (p *producer) send(ctx context.Context, batch []client.Record) error {
 			return fmt.Errorf("produce %s/%d after %d records: %w", p.f.topic, part, p.total(), err)
 		}
 		p.sending = false
-		w := p.counts[part]
-		if w == nil {
-			w = &written{first: base}
-			p.counts[part] = w
-		}
-		w.count += len(records)
-		w.last = base + int64(len(records)) - 1
+		p.add(part, base, base+int64(len(records))-1, len(records))
 	}
 	return nil
+}
+
+// sendTopic writes batch through the gateway's topic route, which places
+// each record as Kafka's default partitioner does. When a partition's
+// write failed, the partitions the gateway reports written are counted.
+func (p *producer) sendTopic(ctx context.Context, batch []client.Record) error {
+	p.sending = true // until it is answered: an interrupt now may or may not have written it
+	parts, err := p.prod.ProduceTopic(ctx, p.f.topic, batch)
+	if err != nil {
+		for _, w := range partitionsWritten(err) {
+			p.add(w.Partition, w.BaseOffset, w.LastOffset, w.Count)
+		}
+		return fmt.Errorf("produce %s after %d records: %w", p.f.topic, p.total(), err)
+	}
+	p.sending = false
+	for _, w := range parts {
+		p.add(w.Partition, w.BaseOffset, w.LastOffset, w.Count)
+	}
+	return nil
+}
+
+// partitionsWritten reads the partitions a failed topic produce wrote
+// from its error's details.partitions (none when it has none).
+func partitionsWritten(err error) []client.PartitionProduced {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	list, _ := ce.Details["partitions"].([]any)
+	var out []client.PartitionProduced
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		if written, _ := m["written"].(bool); !written {
+			continue
+		}
+		part, _ := m["partition"].(float64)
+		base, _ := m["base_offset"].(float64)
+		last, _ := m["last_offset"].(float64)
+		count, _ := m["count"].(float64)
+		out = append(out, client.PartitionProduced{Partition: int32(part), BaseOffset: int64(base), LastOffset: int64(last), Count: int(count)})
+	}
+	return out
+}
+
+// add counts count records written to part at offsets base..last.
+func (p *producer) add(part int32, base, last int64, count int) {
+	w := p.counts[part]
+	if w == nil {
+		w = &written{first: base}
+		p.counts[part] = w
+	}
+	w.count += count
+	w.last = last
 }
 
 func (p *producer) total() int {
@@ -341,7 +395,7 @@ func (p *producer) total() int {
 func (p *producer) report(stderr io.Writer) {
 	if len(p.counts) == 0 {
 		part := strconv.Itoa(int(p.f.partition))
-		if p.place != nil {
+		if p.f.partitioned {
 			part = "*"
 		}
 		fmt.Fprintf(stderr, "produced 0 records to %s/%s\n", p.f.topic, part)

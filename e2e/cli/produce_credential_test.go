@@ -3,13 +3,16 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/capgate/capgate/internal/stack"
 )
@@ -20,7 +23,10 @@ import (
 // with no admin token anywhere (newuser3 #3: produce took only a
 // capability or the admin token, and the gateway refused a credential
 // "join a group with it"). A consume-only credential is refused 403
-// saying so, and a credential without --partition is a usage error.
+// saying so. Without --partition the gateway places the records (its
+// topic route): keyed lines (--key-separator) are read back on the
+// partition Kafka's default partitioner (franz-go's murmur2, over demo's
+// 12 partitions) gives their key, and -o json says where they went.
 func TestProduceWithAClientCredential(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
@@ -59,16 +65,51 @@ func TestProduceWithAClientCredential(t *testing.T) {
 	if err == nil || !strings.Contains(stderr, "forbidden (403)") || !strings.Contains(stderr, "does not allow produce") {
 		t.Errorf("produce with a consume-only credential: %v\n%s", err, stderr)
 	}
-	_, stderr, err = produce("x\n", nil, "--credential", writer.Credential)
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr, "pass --partition") {
-		t.Errorf("produce with a credential and no --partition: %v, want exit 2 saying to pass --partition\n%s", err, stderr)
+
+	// No --partition: the gateway places each line.
+	kafka := kgo.StickyKeyPartitioner(nil).ForTopic("demo")
+	var lines strings.Builder
+	want := map[string]int32{}
+	for i := range 12 {
+		key := fmt.Sprintf("customer-%d", i)
+		fmt.Fprintf(&lines, "%s:v-%s\n", key, key)
+		want["v-"+key] = int32(kafka.Partition(&kgo.Record{Key: []byte(key)}, 12))
+	}
+	stdout, stderr, err := produce(lines.String(), nil, "--credential", writer.Credential, "--key-separator", ":", "-o", "json")
+	var summary struct {
+		Records    int `json:"records"`
+		Partitions []struct {
+			Partition int32 `json:"partition"`
+			Count     int   `json:"count"`
+		} `json:"partitions"`
+	}
+	if err != nil || json.Unmarshal([]byte(stdout), &summary) != nil || summary.Records != 12 {
+		t.Fatalf("produce --credential without --partition: %v\n%s\n%s", err, stdout, stderr)
+	}
+	perPartition := map[int32]int{}
+	for _, p := range want {
+		perPartition[p]++
+	}
+	for _, p := range summary.Partitions {
+		if perPartition[p.Partition] != p.Count {
+			t.Errorf("-o json says %d records on demo/%d, Kafka puts %d there: %s", p.Count, p.Partition, perPartition[p.Partition], stdout)
+		}
 	}
 
-	out := run(t, 60*time.Second, "", d.consumeArgs("check", "--max-records", "4", "--idle-exit", "20s")...)
-	got := values(parseConsumed(t, out))
+	out := run(t, 60*time.Second, "", d.consumeArgs("check", "--max-records", "16", "--idle-exit", "20s")...)
+	records := parseConsumed(t, out)
+	var got []string
+	for _, r := range records {
+		if r.Value == nil {
+			continue
+		}
+		got = append(got, *r.Value)
+		if part, keyed := want[*r.Value]; keyed && r.Partition != part {
+			t.Errorf("%s read on demo/%d; Kafka puts its key on demo/%d", *r.Value, r.Partition, part)
+		}
+	}
 	slices.Sort(got)
-	if strings.Join(got, ",") != "a,b,c,d" {
-		t.Fatalf("consumed %q, want a, b, c and d (and nothing of the refused produces)", got)
+	if len(got) != 16 || strings.Join(got[:4], ",") != "a,b,c,d" {
+		t.Fatalf("consumed %q, want a, b, c, d and the 12 keyed lines (and nothing of the refused produces)", got)
 	}
 }
