@@ -62,6 +62,7 @@ func NewCredentialProducer(gatewayURLs []string, credential string, opts ...Opti
 }
 
 func newProducer(gatewayURLs []string, bearer, what string, opts []Option) (*Producer, error) {
+	gatewayURLs = splitEach(gatewayURLs) // "URL1,URL2" as Config.Gateways takes it (redteam8 #5)
 	if len(gatewayURLs) == 0 {
 		return nil, fmt.Errorf("client: producer gateways: must list at least one URL, got none")
 	}

@@ -13,7 +13,9 @@ func TestProducerProducesAndFailsOver(t *testing.T) {
 	gw1, gw2 := newFakeGateway(t, "gw1", s), newFakeGateway(t, "gw2", s)
 	s.allow("cap-produce", p0)
 	gw1.setUnavailable(true)
-	p, err := NewProducer([]string{gw1.srv.URL, gw2.srv.URL}, "cap-produce")
+	// One comma-separated element, as $CAPGATE_GATEWAY_URLS and
+	// Config.Gateways take it (redteam8 #5: NewProducer refused it).
+	p, err := NewProducer([]string{gw1.srv.URL + ", " + gw2.srv.URL}, "cap-produce")
 	if err != nil {
 		t.Fatal(err)
 	}
