@@ -106,7 +106,7 @@ func (c *Coordinator) signatureFor(b budget, token []byte, kind ocap.Kind) (*oca
 		c.authFailures.rejected(t, now, err)
 		return nil, err
 	}
-	c.authFailures.verified(t, failguard.HolderOf(claims.Issuer, claims.Subject), now)
+	c.authFailures.verifiedAs(t, failguard.HolderOf(claims.Issuer, claims.Subject, claims.Tenant), ownerOf(claims), now)
 	c.tokens.Put(string(token), claims)
 	return claims, nil
 }
@@ -401,20 +401,63 @@ func (a *authFailures) rejected(t ticket, now time.Time, err error) {
 }
 
 // verified remembers h, the holder of t's token, as verified from its
-// address.
+// address (its own owner: failguard.Guard.Verified).
 func (a *authFailures) verified(t ticket, h failguard.Holder, now time.Time) {
+	a.verifiedAs(t, h, h, now)
+}
+
+// verifiedAs is verified for a holder owned by owner if new there
+// (failguard.Guard.VerifiedAs).
+func (a *authFailures) verifiedAs(t ticket, h, owner failguard.Holder, now time.Time) {
 	if t.budgeted {
-		a.guard.Verified(t.from, h, now)
+		a.guard.VerifiedAs(t.from, h, owner, now)
 	}
 }
 
-// vouch remembers the holder of claims, a token the coordinator just
-// minted in answer to ctx's authenticated request, as verified from ctx's
-// client address: a join's new member then has its first member token
-// and capabilities checked even while a neighbour at that address keeps
-// the address's budget spent.
-func (c *Coordinator) vouch(ctx *fasthttp.RequestCtx, claims *ocap.Claims) {
-	if from, ok := budgetOf(ctx).addr(c.authFailures.proxies); ok {
-		c.authFailures.guard.Verified(from, failguard.HolderOf(claims.Issuer, claims.Subject), c.now())
+// ownerOf is who owns the holder of claims, a verified token, when it
+// is new at an address: itself (a capability's tenant, a client
+// credential's name, an IdP identity) — except a member token's member,
+// which its tenant multiplies at will by joining: those share
+// failguard.Pool, so they make room among themselves only.
+func ownerOf(claims *ocap.Claims) failguard.Holder {
+	if claims.Kind() == ocap.KindMember {
+		return failguard.Pool
+	}
+	return failguard.HolderOf(claims.Issuer, claims.Subject, claims.Tenant)
+}
+
+// joinTenant is the tenant owning a join's new member at the join's
+// address (vouch): the joining credential's (tenant) — "" for a rejoin
+// with a member token, whose member is then owned by failguard.Pool
+// (ownerOf).
+func joinTenant(credential *ocap.Claims, byMember bool) string {
+	if byMember {
+		return ""
+	}
+	return tenant(credential)
+}
+
+// vouch remembers the holder of claims, a member token the coordinator
+// just minted in answer to ctx's authenticated join, as verified from
+// ctx's client address: a join's new member then has its first member
+// token checked even while a neighbour at that address keeps the
+// address's budget spent. It is owned by joiner, the joining
+// credential's tenant (joinTenant), so one credential's joins, however
+// many, make room among their own members and never push out another's
+// holders (redteam8 #1). The tenant itself — the holder of the
+// capabilities the join grants (tnt) — is remembered too.
+func (c *Coordinator) vouch(ctx *fasthttp.RequestCtx, claims *ocap.Claims, joiner string) {
+	owner := failguard.Pool
+	if joiner != "" {
+		owner = failguard.HolderOf(claims.Issuer, "", joiner)
+	}
+	from, ok := budgetOf(ctx).addr(c.authFailures.proxies)
+	if !ok {
+		return
+	}
+	now := c.now()
+	c.authFailures.guard.VerifiedAs(from, failguard.HolderOf(claims.Issuer, claims.Subject, claims.Tenant), owner, now)
+	if joiner != "" { // its capabilities' holder (tnt), for a commit's
+		c.authFailures.guard.Verified(from, owner, now)
 	}
 }

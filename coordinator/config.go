@@ -166,8 +166,9 @@ type Config struct {
 	// burst, a token not verified before is refused unchecked, 429
 	// rate_limited with Retry-After, until the budget refills (a forged
 	// token costs a signature check and is never cached) — unless its
-	// holder (member, credential name, IdP issuer and subject) verified
-	// from the address before, or joined from it: that one is still
+	// holder (member, credential name, IdP issuer and subject, a
+	// capability's tenant) verified from the address before, or joined
+	// from it: that one is still
 	// checked, on a tenth of this budget per (address, holder) (auth.go
 	// newAuthFailures). 0 per second
 	// turns the budget off. Admin and sync secrets are compared by hash

@@ -100,7 +100,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	c.answerJoin(ctx, reply, memberTTL, req.MemberID == "")
+	c.answerJoin(ctx, reply, memberTTL, req.MemberID == "", joinTenant(credential, byMember))
 }
 
 // joinRateKey is whose join_rate budget a join spends: its tenant's; a
@@ -290,15 +290,17 @@ func (c *Coordinator) sessionTimeoutRange(zero string) msRange {
 // ERROR with the cause; a member this join created (created) is taken
 // out again first (undoJoin), so a join either answers its member or
 // leaves none behind. A rejoin's member existed before and stays: its
-// client still holds its member token and may rejoin again.
-func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration, created bool) {
+// client still holds its member token and may rejoin again. joiner
+// (joinTenant) owns the new member among the known holders of the
+// join's address (vouch).
+func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration, created bool, joiner string) {
 	token, member, err := c.keys.minter.Mint(ocap.KindMember, ocap.Claims{Subject: reply.MemberID, Group: reply.Group},
 		c.now(), memberTTL)
 	if err != nil {
 		c.failJoin(ctx, reply, created, "mint member token", err)
 		return
 	}
-	c.vouch(ctx, member)
+	c.vouch(ctx, member, joiner)
 	grants, err := c.mintGrants(reply.Grants, true, time.Unix(int64(member.ExpiresAt), 0))
 	if err != nil {
 		c.failJoin(ctx, reply, created, "mint grants", err)

@@ -179,3 +179,59 @@ func TestNeighbourForgeriesDoNotLockOutAKnownIdentity(t *testing.T) {
 		t.Fatalf("%v tokens admitted on the known-holder path, want the identity's next token", n)
 	}
 }
+
+// TestNeighboursOwnJoinsDoNotEvictAKnownHolder is redteam8 #1: an
+// address keeps 256 known holders, and each join vouches for its new
+// member there. A neighbour with one credential of its own joined 270
+// times from the shared address, each new member a holder, pushing the
+// victim's credential out (least recently verified first); its forgeries
+// then locked the victim's renewed credential out again (429). Now a
+// join's member is owned by the joining credential's tenant, and a full
+// address drops a holder of the owner with the most holders there: the
+// neighbour's joins evict only its own members (and members let back in
+// by their own member tokens, pooled, only one another), so the victim's
+// renewed credential still joins past the spent budget.
+func TestNeighboursOwnJoinsDoNotEvictAKnownHolder(t *testing.T) {
+	const burst, joins = 20, 270
+	e := newEnv(t, map[string]int32{"orders": 1})
+	e.cfg.AuthFailuresPerSecond, e.cfg.AuthFailureBurst = 0.01, burst
+	e.cfg.JoinRate, e.cfg.JoinBurst = 1000, 1000
+	h := e.start(t)
+	nat := h.fromAddr("127.0.0.2")
+	victim := nat.join(t, "g", h.namedCredential(t, "victim"), api.JoinRequest{Topics: []string{"orders"}})
+	victim.heartbeat(t, 1)
+
+	own := h.namedCredential(t, "neighbour")
+	tokens := make([]string, 0, joins)
+	for range joins {
+		var r api.JoinResponse
+		nat.call(t, "POST", "/v1/groups/g/join", own, api.JoinRequest{Topics: []string{"orders"}}, 200, &r)
+		e.remember(r.MemberToken)
+		tokens = append(tokens, r.MemberToken)
+	}
+	// Its members pushed out by its later ones come back by their own
+	// member tokens (a heartbeat, checked within the budget), each then
+	// pushing out another of its members — twice round: owned by
+	// themselves, they would end as 255 owners of one holder each, and
+	// the least recently verified of all, the victim, would go.
+	for range 2 {
+		for _, tok := range tokens {
+			if status, body, _ := nat.do(t, "POST", "/v1/groups/g/heartbeat", tok, api.HeartbeatRequest{WaitMs: 1}); status != 200 && status != 409 {
+				t.Fatalf("the neighbour's member heartbeats: %d %s", status, body)
+			}
+		}
+	}
+	if n := h.metric(t, "capgate_coordinator_auth_known_holders"); n != 256 {
+		t.Fatalf("capgate_coordinator_auth_known_holders %v, want the address's 256", n)
+	}
+	for i := range 5 * burst {
+		nat.do(t, "POST", "/v1/groups/g/heartbeat", forgedSignature(tokens[0], i), api.HeartbeatRequest{WaitMs: 1})
+	}
+	if n := h.metric(t, "capgate_coordinator_auth_throttled_total"); n < 1 {
+		t.Fatal("the forgeries never spent the address's budget")
+	}
+	status, body, _ := nat.do(t, "POST", "/v1/groups/g/join", h.namedCredential(t, "victim"), api.JoinRequest{Topics: []string{"orders"}})
+	if status != 200 {
+		t.Fatalf("the victim's renewed credential after the neighbour's %d joins: %d %s, want 200", joins, status, body)
+	}
+}

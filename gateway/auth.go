@@ -147,7 +147,7 @@ func (g *Gateway) verifyWithin(v *ocap.Verifier, token string, kind ocap.Kind, f
 		g.authFailed(pass, now, err)
 		return nil, err
 	}
-	g.authFailures.Verified(from, failguard.HolderOf(c.Issuer, c.Subject), now)
+	g.authFailures.Verified(from, failguard.HolderOf(c.Issuer, c.Subject, c.Tenant), now)
 	return c, nil
 }
 

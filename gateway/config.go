@@ -120,11 +120,12 @@ type Config struct {
 	// A forged token costs a signature check and is never cached; this
 	// keeps one client's forgeries from spending the CPU others' fetches
 	// need. Capabilities already verified (cached) are never affected,
-	// and past the burst a token whose holder (sub) verified from the
-	// address before is still checked, on a tenth of this budget per
-	// (address, holder): a neighbour's forgeries do not lock out the
-	// renewals of holders the address has already seen (auth.go
-	// newAuthGuard). 0 per second turns the budget off.
+	// and past the burst a token whose holder (a capability's tenant,
+	// tnt; else iss and sub) verified from the address before is still
+	// checked, on a tenth of this budget per (address, holder): a
+	// neighbour's forgeries do not lock out the renewals of holders the
+	// address has already seen (auth.go newAuthGuard). 0 per second
+	// turns the budget off.
 	AuthFailuresPerSecond float64 `yaml:"auth_failures_per_second"`
 	AuthFailureBurst      int     `yaml:"auth_failure_burst"`
 	// TrustedProxies lists the networks (CIDRs, or single addresses) of

@@ -175,3 +175,67 @@ func TestNeighbourForgeriesOverKafkaDoNotLockOutAKnownHolder(t *testing.T) {
 		t.Fatalf("%v forgeries checked, want the burst %d", n, burst)
 	}
 }
+
+// tenantClaims is holderClaims(p, sub) granted to tenant's member (tnt).
+func tenantClaims(p int32, sub, tenant string) ocap.Claims {
+	c := holderClaims(p, sub)
+	c.Tenant = tenant
+	return c
+}
+
+// TestNeighboursOwnCapabilitiesDoNotEvictAKnownHolder is redteam8 #1 at
+// the gateway: the known holders of an address are 256 at most, and a
+// neighbour with one credential of its own had 300 of its members'
+// capabilities (each a holder: its member id) fetched once from the
+// shared address, pushing the victim's holder out; its forgeries then
+// locked the victim out again. A capability's holder is now its tenant
+// (tnt: the credential's jti), so the neighbour's 300 members are one
+// holder and the victim's stays — its renewed capability, even for a new
+// member of the same credential, is served past the spent budget.
+func TestNeighboursOwnCapabilitiesDoNotEvictAKnownHolder(t *testing.T) {
+	const burst = 20
+	h := newHarness(t, func(c *Config) { c.AuthFailuresPerSecond, c.AuthFailureBurst = 0.01, burst })
+	h.produce(0, 1)
+	nat := clientFrom("127.0.0.2")
+	victim, _ := h.mint(tenantClaims(0, "member-victim", "victim-credential-jti"))
+	if r := h.getFrom(nat, victim, recordsPath(0, "offset=0")); r.status != http.StatusOK {
+		t.Fatalf("before the attack: %d %s", r.status, r.body)
+	}
+	for i := range 300 {
+		own, _ := h.mint(tenantClaims(0, fmt.Sprintf("member-neighbour-%d", i), "neighbour-credential-jti"))
+		if r := h.getFrom(nat, own, recordsPath(0, "offset=0")); r.status != http.StatusOK {
+			t.Fatalf("the neighbour's own capability %d: %d %s", i, r.status, r.body)
+		}
+	}
+	attackerOwn, _ := h.mint(tenantClaims(0, "member-neighbour-0", "neighbour-credential-jti"))
+	for i := range 2 * burst {
+		h.getFrom(nat, forged(attackerOwn, i), recordsPath(0, "offset=0"))
+	}
+	if n := counterValue(t, h.gw.metrics.authThrottled); n < 1 {
+		t.Fatal("the flood never spent the address's budget")
+	}
+	// redteam8 #3 for capabilities: forgeries naming the victim's member
+	// id, without its tenant (128 random bits the neighbour never sees),
+	// name no known holder: refused unchecked, the victim's bucket kept.
+	failed := counterValue(t, h.gw.metrics.authFailures)
+	for i, tnt := range []string{"", "guessed", "neighbour-credential-jti"} {
+		for j := range 5 {
+			guess, _ := h.mint(tenantClaims(0, "member-victim", tnt))
+			h.getFrom(nat, forged(guess, 100+10*i+j), recordsPath(0, "offset=0"))
+		}
+	}
+	if n := counterValue(t, h.gw.metrics.authFailures); n > failed+2 {
+		t.Fatalf("%v forgeries naming the victim's member id were checked, want at most the neighbour's own bucket (2)", n-failed)
+	}
+	for _, sub := range []string{"member-victim", "member-victim-rejoined"} {
+		renewed, _ := h.mint(tenantClaims(0, sub, "victim-credential-jti"))
+		if r := h.getFrom(nat, renewed, recordsPath(0, "offset=0")); r.status != http.StatusOK {
+			t.Fatalf("the victim's renewed capability (%s) after the neighbour's 300 members: %d %s, want 200", sub, r.status, r.body)
+		}
+	}
+	stranger, _ := h.mint(tenantClaims(0, "member-victim", "another-credential-jti"))
+	expectError(t, h.getFrom(nat, stranger, recordsPath(0, "offset=0")), http.StatusTooManyRequests, api.CodeRateLimited)
+	if !strings.Contains(string(h.get("", "/metrics").body), "capgate_gateway_auth_known_holders 2\n") {
+		t.Fatal("want 2 known holders: one per tenant, however many members")
+	}
+}

@@ -8,24 +8,30 @@ package failguard
 // valid token from that address (each capability renewal, each grant, a
 // fresh credential) refused 429 for as long as it went on (redteam6 #2).
 // So a Guard that remembers holders (Remember) also keeps, per address,
-// the holders whose tokens verified from it (Verified): a token's iss
-// and sub — a capability's member id, which its renewals and new grants
-// keep, a member token's member (the same holder as its capabilities), a
-// client credential's name, an IdP token's issuer and subject. Once the
-// address's budget is spent, a token whose *unverified* iss and sub
-// (Claimed) name a holder verified from that address before is still
-// checked, charged to that (address, holder)'s own small bucket; its
-// failure takes from that bucket alone (Rejected). A token naming any
-// other holder is refused unchecked as before, so varying the claims
-// buys an attacker no check: the checks past the address's budget are
-// bounded by the holders verified from the address (at most PerAddress)
-// times their budgets, and entering the set takes a token that verifies.
+// the holders whose tokens verified from it (Verified): a token's tenant
+// (tnt: every capability a join or heartbeat granted; for a client
+// credential's members the credential's jti, 128 random bits shared by
+// all its members and renewals), else its iss and sub — a member
+// token's member, a client credential's name, an IdP token's issuer and
+// subject (HolderOf). Once the address's budget is spent, a token whose
+// *unverified* claims (Claimed) name a holder verified from that address
+// before is still checked, charged to that (address, holder)'s own
+// small bucket; its failure takes from that bucket alone (Rejected). A
+// token naming any other holder is refused unchecked as before, so
+// varying the claims buys an attacker no check: the checks past the
+// address's budget are bounded by the holders verified from the address
+// (at most PerAddress) times their budgets, and entering the set takes a
+// token that verifies (or a server's VerifiedAs for what it minted).
 //
-// Holders are kept as 128 bits of SHA-256 of (iss, sub), so an entry
-// has a fixed size whatever the token claims; the table holds at most
-// Max entries and PerAddress per address (the least recently verified
-// dropped first: the address whose last verification is oldest, then
-// its oldest holder), and forgets a holder not verified again for TTL.
+// Holders are kept as 128 bits of SHA-256, so an entry has a fixed size
+// whatever the token claims; the table holds at most Max entries and
+// PerAddress per address, and forgets a holder not verified again for
+// TTL. Each holder has an owner (VerifiedAs: itself, or the tenant whose
+// join minted it, or Pool); a full address drops the least recently
+// verified holder of the owner with the most holders there, so one
+// owner's many holders (a neighbour's 270 joins) push out only its own
+// (redteam8 #1); a full table drops the least recently verified
+// address's oldest holder.
 
 import (
 	"container/list"
@@ -60,8 +66,9 @@ const maxClaimedBytes = 16 << 10
 // member's capabilities are one holder).
 type Holder [16]byte
 
-// Claimed is the holder token names, unverified: its payload's iss and
-// sub; false when token is not a JWT with a sub.
+// Claimed is the holder token names, unverified: its payload's tnt
+// claim when it has one, else its iss and sub (HolderOf); false when
+// token is not a JWT with a sub.
 func Claimed(token string) (Holder, bool) {
 	if len(token) > maxClaimedBytes {
 		return Holder{}, false
@@ -78,18 +85,27 @@ func Claimed(token string) (Holder, bool) {
 	var c struct {
 		Iss string `json:"iss"`
 		Sub string `json:"sub"`
+		Tnt string `json:"tnt"`
 	}
 	if json.Unmarshal(raw, &c) != nil || c.Sub == "" {
 		return Holder{}, false
 	}
-	return HolderOf(c.Iss, c.Sub), true
+	return HolderOf(c.Iss, c.Sub, c.Tnt), true
 }
 
-// HolderOf is the holder of a verified token's iss and sub (Claimed's,
-// for a token whose iss and sub are these claims).
-func HolderOf(iss, sub string) Holder {
+// HolderOf is the holder of a verified token's iss, sub and tnt
+// (Claimed's, for a token with these claims): its tenant (tnt, with its
+// issuer) when it names one — every capability a join or heartbeat
+// granted does: for a client credential's members the credential's jti,
+// 128 random bits no one outside learns and that every member and
+// renewal of the credential shares — else its issuer and subject.
+func HolderOf(iss, sub, tnt string) Holder {
 	h := sha256.New()
-	for _, s := range [...]string{iss, sub} {
+	fields := [...]string{"sub", iss, sub}
+	if tnt != "" {
+		fields = [...]string{"tnt", iss, tnt}
+	}
+	for _, s := range fields {
 		_ = binary.Write(h, binary.BigEndian, uint32(len(s)))
 		h.Write([]byte(s))
 	}
@@ -97,6 +113,11 @@ func HolderOf(iss, sub string) Holder {
 	copy(id[:], h.Sum(nil))
 	return id
 }
+
+// Pool is the owner (VerifiedAs) of holders that whoever holds them can
+// multiply (a member token's member: each join makes one): they make
+// room among themselves, not by pushing out others. No HolderOf is it.
+var Pool Holder
 
 // Pass is a Guard's leave to verify one token (Admit): on its address's
 // budget, or, that one spent, on its known holder's.
@@ -123,6 +144,7 @@ type holderKey struct {
 
 type holder struct {
 	key    holderKey
+	owner  Holder    // whose act put it there (VerifiedAs)
 	seen   time.Time // last verified
 	bucket bucket
 	at     *addrHolders
@@ -130,8 +152,9 @@ type holder struct {
 
 type addrHolders struct {
 	addr    netip.Addr
-	holders list.List     // of *holder, front: most recently verified
-	el      *list.Element // in holderTable.addrs
+	holders list.List      // of *holder, front: most recently verified
+	owners  map[Holder]int // holders per owner
+	el      *list.Element  // in holderTable.addrs
 }
 
 // holderTable is the known holders: a two-level LRU (addresses by their
@@ -197,16 +220,27 @@ func (g *Guard) Admit(addr netip.Addr, token string, now time.Time) (Pass, error
 }
 
 // Verified remembers holder h as verified from addr at now (again, if
-// it was): a token of it verified there, or the server minted its first
-// token in answer to a request from addr it authenticated (a join's new
-// member).
+// it was): a token of it verified there. It is its own owner
+// (VerifiedAs).
 func (g *Guard) Verified(addr netip.Addr, h Holder, now time.Time) {
+	g.VerifiedAs(addr, h, h, now)
+}
+
+// VerifiedAs is Verified for a holder owned by owner when it is new at
+// addr (one already there keeps its owner): the server minted its first
+// token in answer to a request from addr that owner authenticated (a
+// join's new member, owned by the joining credential's tenant), or a
+// token of a kind whose holders its holder can multiply verified. A full
+// address makes room by dropping a holder of the owner with the most
+// holders there (fair), so one owner's many holders cannot push out
+// another's.
+func (g *Guard) VerifiedAs(addr netip.Addr, h, owner Holder, now time.Time) {
 	if g == nil || g.holders == nil || g.perSecond <= 0 {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.holders.verified(holderKey{Key(addr), h}, now)
+	g.holders.verified(holderKey{Key(addr), h}, owner, now)
 }
 
 // Rejected charges p's token's failed verification: to its holder's
@@ -257,9 +291,10 @@ func (t *holderTable) lookup(k holderKey, now time.Time) *holder {
 }
 
 // verified remembers k as verified at now, making room first: a full
-// address drops its least recently verified holder, a full table the
-// least recently verified address's.
-func (t *holderTable) verified(k holderKey, now time.Time) {
+// address drops the least recently verified holder of its owner with
+// the most holders (counting k's owner's with k; on a tie k's owner's
+// own), a full table the least recently verified address's oldest.
+func (t *holderTable) verified(k holderKey, owner Holder, now time.Time) {
 	if el := t.byKey[k]; el != nil {
 		h := el.Value.(*holder)
 		h.seen = now
@@ -268,25 +303,51 @@ func (t *holderTable) verified(k holderKey, now time.Time) {
 		return
 	}
 	if a := t.byAddr[k.addr]; a != nil && a.holders.Len() >= t.cfg.PerAddress {
-		t.remove(a.holders.Back())
+		t.remove(a.evictee(owner))
 	} else if len(t.byKey) >= t.cfg.Max {
 		t.remove(t.addrs.Back().Value.(*addrHolders).holders.Back())
 	}
 	a := t.byAddr[k.addr]
 	if a == nil {
-		a = &addrHolders{addr: k.addr}
+		a = &addrHolders{addr: k.addr, owners: map[Holder]int{}}
 		a.el = t.addrs.PushFront(a)
 		t.byAddr[k.addr] = a
 	} else {
 		t.addrs.MoveToFront(a.el)
 	}
-	t.byKey[k] = a.holders.PushFront(&holder{key: k, seen: now, at: a})
+	a.owners[owner]++
+	t.byKey[k] = a.holders.PushFront(&holder{key: k, owner: owner, seen: now, at: a})
+}
+
+// evictee is the holder a's full list drops for a new one of owner: the
+// least recently verified of the owner with the most holders, owner's
+// own (counted with the newcomer) on a tie; the least recently verified
+// of all when every owner has one (owner none yet).
+func (a *addrHolders) evictee(owner Holder) *list.Element {
+	most, top := owner, a.owners[owner]+1
+	for o, n := range a.owners {
+		if n > top {
+			most, top = o, n
+		}
+	}
+	if a.owners[most] == 0 {
+		return a.holders.Back()
+	}
+	for el := a.holders.Back(); el != nil; el = el.Prev() {
+		if el.Value.(*holder).owner == most {
+			return el
+		}
+	}
+	return a.holders.Back()
 }
 
 func (t *holderTable) remove(el *list.Element) {
 	h := el.Value.(*holder)
 	h.at.holders.Remove(el)
 	delete(t.byKey, h.key)
+	if h.at.owners[h.owner]--; h.at.owners[h.owner] <= 0 {
+		delete(h.at.owners, h.owner)
+	}
 	if h.at.holders.Len() == 0 {
 		t.addrs.Remove(h.at.el)
 		delete(t.byAddr, h.at.addr)

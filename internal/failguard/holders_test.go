@@ -266,3 +266,79 @@ func BenchmarkAdmitPastSpentBudget(b *testing.B) {
 		})
 	}
 }
+
+// TestOneOwnersHoldersDoNotEvictAnothers is redteam8 #1 at the guard: a
+// neighbour whose one credential joins again and again (each join's new
+// member vouched at the address, owned by the credential's tenant)
+// fills the address's holders; the victim's holder — verified there
+// before — stays, so its renewal is still checked once the neighbour
+// spends the address's budget. The neighbour's newest members evict its
+// own oldest, and members let in by their own member tokens (Pool)
+// evict one another, not the victim.
+func TestOneOwnersHoldersDoNotEvictAnothers(t *testing.T) {
+	g := New(1, 2, 100).Remember(Holders{PerSecond: 0.5, Burst: 2, PerAddress: 8, Max: 100, TTL: time.Hour})
+	nat := netip.MustParseAddr("192.0.2.7")
+	victim := jwt("coord", "victim")
+	verified(t, g, nat, victim, t0)
+	neighbour := HolderOf("coord", "", "neighbour-credential-jti")
+	for i := range 270 {
+		g.VerifiedAs(nat, HolderOf("coord", fmt.Sprintf("neighbour-member-%d", i), ""), neighbour, t0.Add(time.Duration(i+1)*time.Millisecond))
+	}
+	for i := range 270 {
+		g.VerifiedAs(nat, HolderOf("coord", fmt.Sprintf("pooled-member-%d", i), ""), Pool, t0.Add(time.Second+time.Duration(i)*time.Millisecond))
+	}
+	if s := g.Stats(); s.Holders != 8 {
+		t.Fatalf("%d holders at the address, want its cap 8", s.Holders)
+	}
+	spend(g, nat, t0.Add(2*time.Second))
+	if _, ok := admitted(t, g, nat, jwt("coord", "victim", `,"jti":"renewed"`), t0.Add(2*time.Second)); !ok {
+		t.Fatal("the victim's renewal was refused: the neighbour's joins pushed its holder out")
+	}
+	if _, ok := admitted(t, g, nat, jwt("coord", "neighbour-member-269"), t0.Add(2*time.Second)); !ok {
+		t.Fatal("the neighbour's newest member was pushed out: its own members must make room among themselves, not all of them")
+	}
+	if _, ok := admitted(t, g, nat, jwt("coord", "neighbour-member-0"), t0.Add(2*time.Second)); ok {
+		t.Fatal("the neighbour's oldest member is still known: its newer ones should have evicted it")
+	}
+	// With every owner at one holder, the least recently verified goes.
+	h := New(1, 2, 100).Remember(Holders{PerSecond: 0.5, Burst: 2, PerAddress: 2, Max: 100, TTL: time.Hour})
+	for i, sub := range []string{"a", "b", "c"} {
+		verified(t, h, nat, jwt("coord", sub), t0.Add(time.Duration(i)*time.Second))
+	}
+	spend(h, nat, t0.Add(5*time.Second))
+	if _, ok := admitted(t, h, nat, jwt("coord", "a"), t0.Add(5*time.Second)); ok {
+		t.Fatal("the least recently verified of single holders was kept")
+	}
+	if _, ok := admitted(t, h, nat, jwt("coord", "c"), t0.Add(5*time.Second)); !ok {
+		t.Fatal("the newest holder was dropped")
+	}
+}
+
+// TestTenantIsTheHolder is redteam8 #1 at the gateway and #3 for
+// capabilities: a token with a tnt claim is held by its tenant, not its
+// sub — a credential's 270 members' capabilities are one holder, and a
+// forgery naming a victim's member id (sub) without its tenant finds no
+// holder (the tenant, a credential's jti, is 128 random bits).
+func TestTenantIsTheHolder(t *testing.T) {
+	g := holderGuard()
+	nat := netip.MustParseAddr("192.0.2.7")
+	verified(t, g, nat, jwt("coord", "victim-member", `,"tnt":"victim-jti"`), t0)
+	for i := range 270 {
+		verified(t, g, nat, jwt("coord", fmt.Sprintf("m%d", i), `,"tnt":"neighbour-jti"`), t0.Add(time.Millisecond))
+	}
+	if s := g.Stats(); s.Holders != 2 {
+		t.Fatalf("%d holders, want 2: one per tenant", s.Holders)
+	}
+	spend(g, nat, t0)
+	if _, ok := admitted(t, g, nat, jwt("coord", "another-victim-member", `,"tnt":"victim-jti"`), t0); !ok {
+		t.Fatal("a capability of the victim's tenant for another member was refused")
+	}
+	if _, ok := admitted(t, g, nat, jwt("coord", "victim-member"), t0); ok {
+		t.Fatal("a forgery naming the victim's member id without its tenant was admitted")
+	}
+	a, _ := Claimed(jwt("coord", "x", `,"tnt":"t"`))
+	b, _ := Claimed(jwt("coord", "t"))
+	if a == b || a != HolderOf("coord", "y", "t") || b != HolderOf("coord", "t", "") {
+		t.Fatal("tenant and subject holders must differ and match HolderOf")
+	}
+}
