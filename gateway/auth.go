@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"github.com/capgate/capgate/internal/failguard"
 	"net/netip"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/gateway/kafkaproto"
+	"github.com/capgate/capgate/internal/failguard"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -149,6 +150,29 @@ func (g *Gateway) verifyWithin(v *ocap.Verifier, token string, kind ocap.Kind, f
 	}
 	g.authFailures.Verified(from, failguard.HolderOf(c.Issuer, c.Subject, c.Tenant), now)
 	return c, nil
+}
+
+var _ kafkaproto.FailureBudget = kafkaGate{}
+
+// WithinBudget lends the Kafka listener's IdP tokens (kafkaproto's
+// idpAuthenticator) the budget of failed verifications per client
+// address that capgate's tokens have (verifyWithin): verify runs within
+// from's budget (or its known holder's: the token's unverified iss and
+// sub); a failure (verify's false) is charged, a success remembers the
+// holder at from.
+func (k kafkaGate) WithinBudget(token string, from netip.Addr, now time.Time, verify func() (bool, error)) error {
+	g := k.g
+	pass, err := g.authBudget(from, token, now)
+	if err != nil {
+		return err
+	}
+	good, err := verify()
+	if !good {
+		g.authFailed(pass, now, err)
+	} else if h, ok := failguard.Claimed(token); ok {
+		g.authFailures.Verified(from, h, now)
+	}
+	return err
 }
 
 // authFailureAddresses bounds the addresses whose failed verifications

@@ -124,8 +124,9 @@ type Config struct {
 	// tnt; else iss and sub) verified from the address before is still
 	// checked, on a tenth of this budget per (address, holder): a
 	// neighbour's forgeries do not lock out the renewals of holders the
-	// address has already seen (auth.go newAuthGuard). 0 per second
-	// turns the budget off.
+	// address has already seen (auth.go newAuthGuard). The Kafka
+	// listener's IdP tokens (kafka_oidc) take the same budget. 0 per
+	// second turns the budget off.
 	AuthFailuresPerSecond float64 `yaml:"auth_failures_per_second"`
 	AuthFailureBurst      int     `yaml:"auth_failure_burst"`
 	// TrustedProxies lists the networks (CIDRs, or single addresses) of

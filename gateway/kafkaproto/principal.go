@@ -110,6 +110,18 @@ func (a gateAuthenticator) Authenticate(token string, from netip.Addr, now time.
 	return &Principal{Claims: c, Token: token, Expires: time.Unix(int64(c.ExpiresAt), 0)}, nil
 }
 
+// FailureBudget is a Gate's budget of failed verifications per client
+// address, for tokens the gateway does not verify itself (an IdP's,
+// idpAuthenticator): WithinBudget runs verify unless from's budget is
+// spent (then a *failguard.Spent, unless the token's holder verified
+// from from before and has failures of its own left), charges a failure
+// (verify's false) to from, or remembers the token's holder (Claimed) as
+// verified from from. The gateway's Gate has it; without it IdP tokens
+// are checked unbudgeted (tests' fakes).
+type FailureBudget interface {
+	WithinBudget(token string, from netip.Addr, now time.Time, verify func() (bool, error)) error
+}
+
 // idpAuthenticator accepts, beside capgate's tokens, JWTs of the issuers
 // configured under gateway.kafka_oidc (an organisation's IdP), verified
 // by package identity exactly as the coordinator verifies them at join
@@ -120,7 +132,10 @@ func (a gateAuthenticator) Authenticate(token string, from netip.Addr, now time.
 // coordinator, which verifies it again and binds the member to the
 // identity. A token whose unverified iss names no configured issuer goes
 // to capgate's own verifier (refused there, an IdP-shaped one is refused
-// naming its issuer: gateAuthenticator).
+// naming its issuer: gateAuthenticator). An IdP token is checked within
+// the address's budget of failed verifications, as capgate's tokens are
+// (FailureBudget): before, a flood of forged IdP tokens over SASL was
+// signature-checked without limit (redteam8 #2).
 type idpAuthenticator struct {
 	capgate  Authenticator
 	gate     Gate
@@ -132,9 +147,21 @@ func (a idpAuthenticator) Authenticate(token string, from netip.Addr, now time.T
 	if !a.verifier.Handles([]byte(token)) {
 		return a.capgate.Authenticate(token, from, now)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
-	defer cancel()
-	id, err := a.verifier.Verify(ctx, token, now)
+	var id identity.Identity
+	verify := func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+		defer cancel()
+		var err error
+		id, err = a.verifier.Verify(ctx, token, now)
+		// Unmapped: a good token the rules give nothing (not charged).
+		return err == nil || errors.Is(err, identity.ErrUnmapped), err
+	}
+	var err error
+	if b, ok := a.gate.(FailureBudget); ok {
+		err = b.WithinBudget(token, from, now, verify)
+	} else {
+		_, err = verify()
+	}
 	if err != nil {
 		return nil, err
 	}
