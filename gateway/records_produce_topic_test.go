@@ -252,10 +252,12 @@ func (h *harness) kafkaPartitionOf(key []byte) int32 {
 func TestTopicProducePartialFailureSaysWhatWasWritten(t *testing.T) {
 	g := &Gateway{}
 	ctx := &fasthttp.RequestCtx{}
-	c := &call{g: g, ctx: ctx, records: 3}
+	c := &call{g: g, ctx: ctx, records: 5}
 	shares := []*share{
 		{partition: 0, recs: []*kgo.Record{{Offset: 7}, {Offset: 8}}},
-		{partition: 2, recs: []*kgo.Record{{}}, err: &broker.BrokerError{Op: "produce", Err: kerr.InvalidRecord}},
+		{partition: 2, recs: []*kgo.Record{{Offset: -1}}, err: &broker.BrokerError{Op: "produce", Err: kerr.InvalidRecord}},
+		// redteam9 #3: its first record landed before the second failed.
+		{partition: 3, recs: []*kgo.Record{{Offset: 4}, {Offset: -1}}, err: &broker.BrokerError{Op: "produce", Err: kerr.MessageTooLarge}},
 	}
 	if code := c.answerShares(shares); code != api.CodeBadRequest || ctx.Response.StatusCode() != http.StatusBadRequest {
 		t.Fatalf("partial failure answered %s %d: %s", code, ctx.Response.StatusCode(), ctx.Response.Body())
@@ -270,8 +272,43 @@ func TestTopicProducePartialFailureSaysWhatWasWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := body.Error.Partitions
-	if len(ps) != 2 || ps[0]["written"] != true || ps[0]["base_offset"] != 7.0 || ps[0]["last_offset"] != 8.0 || ps[0]["count"] != 2.0 ||
+	if len(ps) != 3 || ps[1]["written_count"] != nil || ps[2]["written"] != false || ps[2]["written_count"] != 1.0 ||
+		fmt.Sprint(ps[2]["written_offsets"]) != "[4]" {
+		t.Fatalf("a partition whose first record was written before the second failed: %s", ctx.Response.Body())
+	}
+	if ps[0]["written"] != true || ps[0]["base_offset"] != 7.0 || ps[0]["last_offset"] != 8.0 || ps[0]["count"] != 2.0 ||
 		ps[1]["written"] != false || ps[1]["partition"] != 2.0 || ps[1]["error"] == nil || !strings.Contains(body.Error.Message, "partition 2") {
 		t.Fatalf("partial failure: %s", ctx.Response.Body())
 	}
+}
+
+// TestTopicProduceChargesEachPartitionItsOwnBytes (redteam9 #1): a topic
+// produce's bytes are charged to each partition by the size of its own
+// records. Split by record count, one large record to a rate-limited
+// partition beside many empty ones to another was charged a hundredth
+// of its size, and the next produce to it was admitted at once.
+func TestTopicProduceChargesEachPartitionItsOwnBytes(t *testing.T) {
+	h := newHarness(t, nil)
+	cred, _ := h.mintCredential([]string{testTopic}, []string{"consume", "produce"}, time.Now(), time.Hour)
+	byPartition := map[int32][]byte{}
+	for i := 0; len(byPartition) < 4; i++ {
+		k := fmt.Appendf(nil, "k%d", i)
+		if part := h.kafkaPartitionOf(k); byPartition[part] == nil {
+			byPartition[part] = k
+		}
+	}
+	p := int32(2)
+	seq := h.sync.push(api.SyncResponse{QoS: []api.QoSOverride{{ID: "slow-p2", Selector: api.QoSSelector{Topic: testTopic, Partition: &p}, MaxBytesPerSec: 4000, Until: time.Now().Add(time.Hour).Unix()}}})
+	h.sync.waitAck(t, seq)
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"records":[{"key":%q,"value":%q}`, base64.StdEncoding.EncodeToString(byPartition[2]), base64.StdEncoding.EncodeToString(make([]byte, 30000)))
+	for range 99 {
+		fmt.Fprintf(&b, `,{"key":%q,"value":""}`, base64.StdEncoding.EncodeToString(byPartition[1]))
+	}
+	b.WriteString(`]}`)
+	if r := h.produceTopic(cred, testTopic, b.String()); r.status != http.StatusOK {
+		t.Fatalf("30 KB to partition 2 beside 99 empty records to partition 1: %d %s", r.status, r.body)
+	}
+	r := h.produceTopic(cred, testTopic, topicBody([][]byte{byPartition[2]}, "v"))
+	expectError(t, r, http.StatusTooManyRequests, api.CodeRateLimited)
 }
