@@ -40,8 +40,11 @@ type Gateway struct {
 	// the first sync reset (nil before: the gateway is not ready then).
 	verifier atomic.Pointer[ocap.Verifier]
 	cache    *ocap.Cache
-	view     *authz.View
-	limiter  *rateLimiter
+	// credentials caches client credentials that verified (VerifyClient),
+	// apart from cache so that none ever reaches a capability's routes.
+	credentials *ocap.Cache
+	view        *authz.View
+	limiter     *rateLimiter
 	// authFailures budgets failed verifications per client address
 	// (auth_failures_per_second; verifyCapability).
 	authFailures *failguard.Guard
@@ -130,6 +133,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		// The cache keeps entries for the longest leeway any coordinator
 		// may use; Decide checks expiry with the learned one on every use.
 		cache:        ocap.NewCache(cfg.TokenCacheEntries, ocap.MaxLeeway),
+		credentials:  ocap.NewCache(credentialCacheEntries, ocap.MaxLeeway),
 		view:         authz.NewView(authz.Config{}),
 		limiter:      newRateLimiter(cfg.RateLimitEntries),
 		authFailures: newAuthGuard(cfg),

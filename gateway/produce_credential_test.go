@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -201,4 +202,29 @@ func idpShapedToken() string {
 	enc := base64.RawURLEncoding.EncodeToString
 	return enc([]byte(`{"alg":"RS256","typ":"JWT","kid":"k1"}`)) + "." +
 		enc([]byte(`{"iss":"https://idp.example","sub":"svc","aud":"capgate","exp":4102444800}`)) + "." + enc([]byte("sig"))
+}
+
+// TestVerifiedCredentialOutlivesAForgedFlood (redteam9 #2): a client
+// credential that verified once is cached as capabilities are, so an
+// outsider's forged tokens — naming the credential's own issuer and
+// subject, on large POSTs that spend the pre-auth check's one budget and
+// that holder's bucket — cannot make its next large produce refused.
+// Before, credentials were verified on every request: during the flood
+// its 16 KiB produce got 413 body_too_large, which the SDK does not retry.
+func TestVerifiedCredentialOutlivesAForgedFlood(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.AuthFailuresPerSecond, c.AuthFailureBurst = 0.001, 3 })
+	cred, claims := h.mintCredential([]string{testTopic}, []string{"consume", "produce"}, time.Now(), time.Hour)
+	big := `{"records":[{"value":"` + strings.Repeat("eHh4", 4<<10) + `"}]}`
+	if r := h.do(http.MethodPost, recordsURL(1), cred, strings.NewReader(big), "Content-Type", "application/json"); r.status != http.StatusOK {
+		t.Fatalf("16 KiB produce with a produce credential: %d %s", r.status, r.body)
+	}
+	enc := base64.RawURLEncoding.EncodeToString
+	forged := enc([]byte(`{"alg":"EdDSA","typ":"`+string(ocap.KindClient)+`"}`)) + "." +
+		enc(fmt.Appendf(nil, `{"iss":%q,"sub":%q}`, claims.Issuer, claims.Subject)) + ".AAAA"
+	for range 20 {
+		h.do(http.MethodPost, recordsURL(1), forged, strings.NewReader(big), "Content-Type", "application/json")
+	}
+	if r := h.do(http.MethodPost, recordsURL(1), cred, strings.NewReader(big), "Content-Type", "application/json"); r.status != http.StatusOK {
+		t.Fatalf("16 KiB produce with the same credential after a forged flood naming it: %d %s", r.status, r.body)
+	}
 }
