@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -26,6 +27,11 @@ type Producer struct {
 	// source is WithCredentialSource's function: asked for the bearer
 	// before every Produce (nil: the one held).
 	source func(context.Context) (string, error)
+	// retryFor bounds one Produce's retries of what certainly did not
+	// produce (Config.RequestTimeout's default): with no deadline on
+	// its context, a gateway that refuses connections was retried for
+	// ever (redteam9 #4: capgate produce never ended).
+	retryFor time.Duration
 
 	mu     sync.RWMutex
 	bearer string
@@ -83,12 +89,13 @@ func newProducer(gatewayURLs []string, bearer, what string, opts []Option) (*Pro
 	}
 	d := DefaultConfig()
 	return &Producer{
-		tr:      &transport{http: o.http, backoff: backoff{base: d.RetryBackoff, max: d.RetryBackoffMax}},
-		pool:    newGatewayPool(gatewayURLs),
-		log:     o.log,
-		ownHTTP: o.ownHTTP,
-		source:  o.credentials,
-		bearer:  bearer,
+		tr:       &transport{http: o.http, backoff: backoff{base: d.RetryBackoff, max: d.RetryBackoffMax}},
+		pool:     newGatewayPool(gatewayURLs),
+		log:      o.log,
+		ownHTTP:  o.ownHTTP,
+		source:   o.credentials,
+		bearer:   bearer,
+		retryFor: d.RequestTimeout,
 	}, nil
 }
 
@@ -131,8 +138,10 @@ func (p *Producer) token(ctx context.Context) (string, error) {
 // Produce appends records (Key, Value, Headers; other fields ignored) to
 // topic/partition and returns the offset of the first. A request that
 // certainly did not produce (connection refused, 503 before producing,
-// 429) is retried, on the next gateway for the first two, until ctx ends;
-// any other failure is returned, since the records may have been written.
+// 429) is retried, on the next gateway for the first two, until ctx ends
+// or for at most request_timeout's default (10 s; then the error says
+// nothing was written); any other failure is returned, since the records
+// may have been written.
 // The records go in one request, written as one batch (their offsets are
 // consecutive), so one call is bounded by the gateway's max_body_bytes
 // (4 MiB of JSON) and max_produce_records (10,000 records): beyond either
@@ -163,6 +172,7 @@ func (p *Producer) post(ctx context.Context, op string, path func(base string) s
 	if err != nil {
 		return err
 	}
+	giveUp := time.Now().Add(p.retryFor)
 	for round := 0; ; {
 		i, base := p.pool.pick()
 		r := request{method: http.MethodPost, url: path(base), bearer: bearer, accept: api.MediaJSON, body: body}
@@ -176,6 +186,9 @@ func (p *Producer) post(ctx context.Context, op string, path func(base string) s
 		again, moved := produceRetry(err)
 		if !again || ctx.Err() != nil {
 			return err
+		}
+		if !time.Now().Before(giveUp) {
+			return fmt.Errorf("client: %s: gave up after %s of retries (nothing was written: %w)", op, p.retryFor, err)
 		}
 		if moved {
 			p.pool.fail(i)

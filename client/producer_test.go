@@ -3,7 +3,10 @@ package client
 import (
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/api"
 )
@@ -72,5 +75,37 @@ func TestNewProducerValidates(t *testing.T) {
 	}
 	if _, err := NewProducer([]string{"127.0.0.1:1"}, "c"); err == nil {
 		t.Fatal("URL without scheme accepted")
+	}
+}
+
+// TestProduceToUnreachableGatewaysEnds (redteam9 #4): a Produce whose
+// context has no deadline, to gateways that refuse every connection,
+// ends once its retries pass the producer's bound (request_timeout's
+// default), saying nothing was written. Before, it retried for ever:
+// capgate produce to a wrong --gateways never ended.
+func TestProduceToUnreachableGatewaysEnds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	p, err := NewProducer([]string{"http://" + addr}, "cap-produce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.retryFor = 50 * time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Produce(context.Background(), "orders", 0, []Record{{Value: []byte("v")}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "gave up") || !strings.Contains(err.Error(), "nothing was written") {
+			t.Fatalf("produce to a refusing gateway: %v, want it to give up saying nothing was written", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("produce to a gateway refusing connections still retries")
 	}
 }
