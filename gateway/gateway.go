@@ -57,6 +57,7 @@ type Gateway struct {
 	routes       []route
 	tls          *tlsconf.Server // nil: plaintext
 	pprof        *http.Server    // nil unless pprof_listen is set
+	pprofAddr    string          // where it listens (PprofAddr)
 	syncHTTP     *http.Client
 	// coordinators is the sync channel's coordinator URLs and the one in
 	// use: owned by the sync loop, then by Close.

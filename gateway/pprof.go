@@ -44,9 +44,14 @@ func (g *Gateway) startPprof() error {
 			g.log.Warn("pprof listener stopped", zap.Error(err))
 		}
 	}()
-	g.log.Info("pprof listening", zap.String("addr", ln.Addr().String()))
+	g.pprofAddr = ln.Addr().String()
+	g.log.Info("pprof listening", zap.String("addr", g.pprofAddr))
 	return nil
 }
+
+// PprofAddr is the address the profiles are served on ("" when off):
+// pprof_listen with its port resolved (":0" picks a free one).
+func (g *Gateway) PprofAddr() string { return g.pprofAddr }
 
 // pprofAuth lets through requests bearing the sync token.
 func (g *Gateway) pprofAuth(next http.Handler) http.Handler {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"testing"
 )
@@ -11,14 +10,11 @@ import (
 // JSON body without the sync token (or with another), and serves the
 // profiles with it.
 func TestPprofNeedsTheSyncToken(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	h := newHarness(t, func(c *Config) { c.PprofListen = addr })
-	url := "http://" + addr + "/debug/pprof/goroutine?debug=1"
+	// Port 0, resolved by the gateway: a port picked, closed and handed
+	// over was taken by a test running beside it ("address already in
+	// use" in CI).
+	h := newHarness(t, func(c *Config) { c.PprofListen = "127.0.0.1:0" })
+	url := "http://" + h.gw.PprofAddr() + "/debug/pprof/goroutine?debug=1"
 	for _, bearer := range []string{"", "wrong", string(h.gw.cfg.SyncToken) + "x"} {
 		status, body := pprofGet(t, url, bearer)
 		if status != http.StatusUnauthorized {
