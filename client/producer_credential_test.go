@@ -73,6 +73,21 @@ func TestCredentialProducerWritesWhereKafkaWould(t *testing.T) {
 		}
 		want[key] = part
 	}
+	got := map[string]int32{}
+	for _, r := range readOrders(ctx, t, s, cred, len(want)) {
+		got[string(r.Key)] = r.Partition
+	}
+	for key, part := range want {
+		if got[key] != part {
+			t.Errorf("%s read on orders/%d, produced to orders/%d", key, got[key], part)
+		}
+	}
+}
+
+// readOrders reads n records of topic orders as a consumer of group
+// readers with credential cred, and leaves.
+func readOrders(ctx context.Context, t *testing.T, s *stack.Stack, cred string, n int) []client.Record {
+	t.Helper()
 	c, err := client.NewConsumer(s.ClientConfig("readers", []string{"orders"}, cred))
 	if err != nil {
 		t.Fatal(err)
@@ -85,21 +100,15 @@ func TestCredentialProducerWritesWhereKafkaWould(t *testing.T) {
 		defer ccancel()
 		c.Close(cctx)
 	}()
-	got := map[string]int32{}
-	for len(got) < len(want) {
+	var out []client.Record
+	for len(out) < n {
 		recs, err := c.Poll(ctx)
 		if err != nil {
-			t.Fatalf("poll after %d of %d records: %v", len(got), len(want), err)
+			t.Fatalf("poll after %d of %d records: %v", len(out), n, err)
 		}
-		for _, r := range recs {
-			got[string(r.Key)] = r.Partition
-		}
+		out = append(out, recs...)
 	}
-	for key, part := range want {
-		if got[key] != part {
-			t.Errorf("%s read on orders/%d, produced to orders/%d", key, got[key], part)
-		}
-	}
+	return out
 }
 
 // TestCredentialProducerRefusals: over the real stack, a consume-only

@@ -49,33 +49,14 @@ func TestProduceTopicPlacesAsKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c, err := client.NewConsumer(s.ClientConfig("readers", []string{"orders"}, cred))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Join(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		c.Close(cctx)
-	}()
 	byPartition := map[int32][]client.Record{}
 	keyless := map[int32]int{}
-	for n := 0; n < len(recs); {
-		got, err := c.Poll(ctx)
-		if err != nil {
-			t.Fatalf("poll after %d of %d records: %v", n, len(recs), err)
-		}
-		for _, r := range got {
-			n++
-			byPartition[r.Partition] = append(byPartition[r.Partition], r)
-			if r.Key == nil {
-				keyless[r.Partition]++
-			} else if part := want[string(r.Value)]; r.Partition != part {
-				t.Errorf("%q read on orders/%d, Kafka puts its key on orders/%d", r.Value, r.Partition, part)
-			}
+	for _, r := range readOrders(ctx, t, s, cred, len(recs)) {
+		byPartition[r.Partition] = append(byPartition[r.Partition], r)
+		if r.Key == nil {
+			keyless[r.Partition]++
+		} else if part := want[string(r.Value)]; r.Partition != part {
+			t.Errorf("%q read on orders/%d, Kafka puts its key on orders/%d", r.Value, r.Partition, part)
 		}
 	}
 	for part := range int32(4) {
