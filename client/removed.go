@@ -1,6 +1,8 @@
 package client
 
 import (
+	"strings"
+
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/client/driver"
@@ -23,9 +25,20 @@ func (c *Consumer) logRemoved(r driver.MemberRemoved) {
 	stop := "to stop this consumer, revoke its credential: capgate admin revoke-capability JTI"
 	if c.opts.credentials == nil {
 		if jti := driver.TokenID(c.cfg.Credential); jti != "" {
-			stop = "to stop this consumer, revoke its credential: capgate admin revoke-capability " + jti
+			// "--": a jti minted before jtis stopped beginning with '-'
+			// would read as a flag (ocap.Minter.NewJTI).
+			stop = "to stop this consumer, revoke its credential: capgate admin revoke-capability " + dashDash(jti) + jti
 			fields = append(fields, zap.String("credential_jti", jti))
 		}
 	}
 	c.log.Warn("member revoked by an administrator: joining again, as Kafka consumers do after a member is removed; "+stop, fields...)
+}
+
+// dashDash is "-- " when arg begins with '-', which a command line would
+// read as a flag.
+func dashDash(arg string) string {
+	if strings.HasPrefix(arg, "-") {
+		return "-- "
+	}
+	return ""
 }

@@ -94,3 +94,27 @@ func TestAdminGroupHints(t *testing.T) {
 		t.Errorf("delete --force: %v", err)
 	}
 }
+
+// TestArgumentBeginningWithDash: a jti can begin with '-' (one in 64
+// before NewJTI stopped making them), and pflag read
+// `admin revoke-capability -ckp…` as shorthand flags: "unknown shorthand
+// flag: 'c' in -ckp…", with no way out named. The error now says to put
+// it after "--", and that command works.
+func TestArgumentBeginningWithDash(t *testing.T) {
+	base, admin := startCoordinator(t)
+	const jti = "-ckpMYd7psOAlDaquRrLSw"
+	flags := []string{"--coordinator", base, "--token", admin, "-o", "json"}
+	_, err := run(t, append([]string{"admin", "revoke-capability", jti}, flags...)...)
+	want := "if " + jti + " is an argument, put it after --: capgate admin revoke-capability -- " + jti
+	if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), want) {
+		t.Fatalf("revoke-capability %s: %v, want exit 2 and %q", jti, err, want)
+	}
+	out, err := run(t, append(append([]string{"admin", "revoke-capability"}, flags...), "--", jti)...)
+	if err != nil || !strings.Contains(out, `"jti": "`+jti+`"`) {
+		t.Fatalf("revoke-capability -- %s: %v %s", jti, err, out)
+	}
+	// An unknown flag that is a flag says nothing of arguments.
+	if _, err := run(t, "admin", "groups", "--coordinator", base, "-z"); err == nil || strings.Contains(err.Error(), "is an argument") {
+		t.Errorf("admin groups -z: %v", err)
+	}
+}

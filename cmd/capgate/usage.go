@@ -42,8 +42,30 @@ func exitCode(err error) int {
 
 // flagUsageError makes cobra's flag parsing errors (unknown flag, a value
 // that does not parse) usage errors; set on the root, every command
-// inherits it.
-func flagUsageError(_ *cobra.Command, err error) error { return usageError{err} }
+// inherits it. An unknown shorthand flag may be an argument that begins
+// with '-' — a jti minted before jtis stopped beginning with one, a key
+// id, a client id —, which pflag reads as flags: the error then says how
+// to pass it (after "--").
+func flagUsageError(cmd *cobra.Command, err error) error {
+	const shorthand = "unknown shorthand flag: "
+	msg := err.Error()
+	if i := strings.LastIndex(msg, " in -"); strings.HasPrefix(msg, shorthand) && i > 0 && takesArguments(cmd) {
+		arg := msg[i+len(" in "):]
+		return usageErrorf("%w; if %s is an argument, put it after --: %s -- %s", err, arg, cmd.CommandPath(), arg)
+	}
+	return usageError{err}
+}
+
+// takesArguments: cmd's Use line names an argument (an upper-case word
+// after the command's name, as "revoke-capability JTI").
+func takesArguments(cmd *cobra.Command) bool {
+	for _, w := range strings.Fields(cmd.Use)[1:] {
+		if w = strings.Trim(w, "[]|."); w != "" && w == strings.ToUpper(w) && strings.ToLower(w) != w {
+			return true
+		}
+	}
+	return false
+}
 
 // groupArg refuses a group name the coordinator would refuse, as a usage
 // error that says the rule (client.CheckGroupName): a name with '/' was
