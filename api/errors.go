@@ -148,6 +148,19 @@ func NeedsRefresh(code Code) bool {
 // NeedsRejoin reports whether the member's session is gone.
 func NeedsRejoin(code Code) bool { return code == CodeUnknownMember }
 
+// DetailRemoved is the error-body detail of an unknown_member answer
+// that says why the coordinator removed the member, when it knows:
+// RemovedRevoked for a member an administrator revoked (revoke-member,
+// revoke-capability of its credential, group delete --force) — the
+// held heartbeat answered at the removal and every later request with
+// its member token. Absent otherwise (a session that expired, a member
+// that left): a client then tells the cases apart as best it can.
+const DetailRemoved = "removed"
+
+// RemovedRevoked is DetailRemoved's value for a member an administrator
+// revoked.
+const RemovedRevoked = "revoked"
+
 // Error is the body of every error response.
 type Error struct {
 	Code    Code           `json:"code"`

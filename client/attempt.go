@@ -72,6 +72,7 @@ func failureOf(err error) *driver.Failure {
 	if errors.As(err, &e) {
 		f.Code, f.Status, f.RetryAfter = e.Code, e.Status, e.RetryAfter
 		f.Earliest, f.Latest = e.detailOffset("earliest"), e.detailOffset("latest")
+		f.Removed, _ = e.Details[api.DetailRemoved].(string)
 	}
 	var scheme *SchemeError
 	switch {

@@ -138,7 +138,8 @@ func writeTokenError(ctx *fasthttp.RequestCtx, what string, err error) {
 // join again with a client credential. A rejoin answered it 401.
 func writeMemberTokenError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, errMemberRevoked) {
-		writeError(ctx, api.CodeUnknownMember, "member token refused: "+err.Error())
+		writeErrorDetails(ctx, api.CodeUnknownMember, "member token refused: "+err.Error(),
+			map[string]any{api.DetailRemoved: api.RemovedRevoked})
 		return
 	}
 	writeTokenError(ctx, "member token", err)

@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -64,4 +65,35 @@ func jtiOf(t *testing.T, token string) string {
 	t.Helper()
 	jti, _ := claimsOf(t, token)["jti"].(string)
 	return jti
+}
+
+// TestRevokedMemberIsToldWhy: every request with the member token of a
+// member an administrator revoked is 409 unknown_member with the detail
+// removed: revoked (api.DetailRemoved), so the SDK says it was revoked
+// even when a heartbeat of its had failed before (it said "member
+// expired"); a member that left gets unknown_member without it.
+func TestRevokedMemberIsToldWhy(t *testing.T) {
+	e := newEnv(t, map[string]int32{"t": 2})
+	h := e.start(t)
+	cred := h.clientCredential(t, []string{"g"}, []string{"t"})
+	revoked := h.join(t, "g", cred, api.JoinRequest{Topics: []string{"t"}})
+	left := h.join(t, "g", cred, api.JoinRequest{Topics: []string{"t"}})
+	h.call(t, http.MethodPost, "/v1/admin/groups/g/members/"+revoked.id+"/revoke", h.env.adminToken, map[string]any{}, http.StatusOK, nil)
+	h.call(t, http.MethodPost, "/v1/groups/g/leave", left.token, api.LeaveRequest{}, http.StatusOK, nil)
+	for _, c := range []struct {
+		m       *member
+		removed any
+	}{{revoked, api.RemovedRevoked}, {left, nil}} {
+		for _, route := range []string{"heartbeat", "commit", "leave"} {
+			var body any = api.HeartbeatRequest{}
+			if route != "heartbeat" {
+				body = map[string]any{}
+			}
+			status, raw, _ := h.do(t, http.MethodPost, "/v1/groups/g/"+route, c.m.token, body)
+			var e api.ErrorBody
+			if status != http.StatusConflict || json.Unmarshal(raw, &e) != nil || e.Error.Code != api.CodeUnknownMember || e.Error.Details[api.DetailRemoved] != c.removed {
+				t.Errorf("%s of %s: %d %s, want 409 unknown_member with %s %v", route, c.m.id, status, raw, api.DetailRemoved, c.removed)
+			}
+		}
+	}
 }

@@ -156,7 +156,7 @@ func (g *Graph) fill(n *node, info *types.Info, root ast.Node) {
 // comparedIdents are the identifiers of the constants root compares
 // against (operands of == and !=, cases of expression switches), and of
 // the codes the state machine rejects another request with: a call
-// reject(x.y, code, …) whose ref is a field other than an event's own
+// reject(x.y, code, …) or rejectWith(x.y, details, code, …) whose ref is a field other than an event's own
 // .Ref (mem.wait.ref, p.leaseWaiter) answers a request parked earlier (a
 // held heartbeat, a lease waiter), not the one that reached this code. A
 // plain ref parameter is the caller's own.
@@ -173,7 +173,7 @@ func comparedIdents(root ast.Node) map[*ast.Ident]bool {
 	ast.Inspect(root, func(an ast.Node) bool {
 		switch x := an.(type) {
 		case *ast.CallExpr:
-			if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "reject" && len(x.Args) > 1 {
+			if sel, ok := x.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "reject" || sel.Sel.Name == "rejectWith") && len(x.Args) > 1 {
 				if ref, ok := x.Args[0].(*ast.SelectorExpr); ok && ref.Sel.Name != "Ref" {
 					for _, a := range x.Args[1:] {
 						mark(a)

@@ -110,7 +110,10 @@ type Aborted struct{ Err error }
 // had already failed without an answer, so the member's
 // session most likely expired while the coordinator did not hear it;
 // otherwise an administrator revoked it (admin revoke-member, group
-// delete --force). The session loses its partitions and joins again, as
+// delete --force). An answer that says the member was revoked
+// (api.DetailRemoved) is never Unheard: a heartbeat attempt that had
+// failed on a loaded machine made an administrator's revoke read as an
+// expiry. The session loses its partitions and joins again, as
 // Kafka's consumers do after RemoveMembersFromConsumerGroup; the shell
 // tells the user, who stops a consumer by denying its credential.
 type MemberRemoved struct {
@@ -149,7 +152,10 @@ type Failure struct {
 	// Final: no answer, and no retry can mend it (the server's TLS
 	// certificate was refused, or it refused ours): fail fast.
 	Final bool
-	Err   error
+	// Removed is an unknown_member answer's api.DetailRemoved: why the
+	// coordinator removed the member, "" when it did not say.
+	Removed string
+	Err     error
 }
 
 // retriable: no answer, or a refusal a later try may not meet.

@@ -14,16 +14,21 @@ import (
 // heartbeat failed without an answer it is Unheard (the session expired
 // while the coordinator did not hear it); the unknown_member answering
 // the member's own leave (closing) reports nothing. Before, the driver
-// rejoined without a word the shell could log.
+// rejoined without a word the shell could log. An answer saying the
+// member was revoked (api.DetailRemoved) is never Unheard: under CI load
+// a heartbeat attempt had failed before an administrator's revoke-member,
+// and consume called the revoke an expiry.
 func TestMemberRemovedIsReported(t *testing.T) {
 	for _, c := range []struct {
 		name            string
 		failFirst, stop bool
+		removed         string
 		want, unheard   bool
 	}{
-		{"revoked", false, false, true, false},
-		{"expired while unheard", true, false, true, true},
-		{"own leave", false, true, false, false},
+		{"revoked", false, false, "", true, false},
+		{"expired while unheard", true, false, "", true, true},
+		{"revoked after an unanswered attempt", true, false, api.RemovedRevoked, true, false},
+		{"own leave", false, true, "", false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d, cmds := joined(t, config(), 0)
@@ -35,7 +40,9 @@ func TestMemberRemovedIsReported(t *testing.T) {
 			if c.stop {
 				d.User(session.CloseRequested{Now: t0})
 			}
-			cmds = d.Answer(driver.Answered{Now: t0, Call: beat.Call, Failure: refused(api.CodeUnknownMember, 409)})
+			f := refused(api.CodeUnknownMember, 409)
+			f.Removed = c.removed
+			cmds = d.Answer(driver.Answered{Now: t0, Call: beat.Call, Failure: f})
 			r, ok := find[driver.MemberRemoved](cmds)
 			if ok != c.want || r.Unheard != c.unheard || (ok && (r.Member != "m1" || r.Err == nil)) {
 				t.Fatalf("after unknown_member: %+v (MemberRemoved %t %+v), want it %t, unheard %t", cmds, ok, r, c.want, c.unheard)

@@ -129,6 +129,7 @@ func (d *Driver) removedBy(f *Failure, unheard bool) {
 	if !api.NeedsRejoin(f.Code) || d.s.Status() != session.Active {
 		return
 	}
+	unheard = unheard && f.Removed != api.RemovedRevoked
 	d.out = append(d.out, MemberRemoved{Member: d.s.Member().ID, Unheard: unheard, Err: f.Err})
 }
 

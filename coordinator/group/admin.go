@@ -238,6 +238,7 @@ func (m *Machine) revokeLiveMember(mem *member) time.Time {
 	m.appendEntry(syncEntry{kind: entryRevoked, revoked: r})
 	m.putRecord(recordKey{kind: keyRevoked, first: r.Group, other: r.MemberID}, RevokedMemberRecord{RevokedMember: r})
 	m.push(timer{at: m.expiresEverywhere(exp), kind: timerPrune, prune: pruneRevocations})
+	mem.revoked = true
 	m.removeMember(mem)
 	return time.Unix(exp, 0).UTC()
 }

@@ -200,18 +200,29 @@ func (w *world) resetSnapshot(id string) group.SyncReply {
 }
 
 // Revoking a member fences all its partitions, denies it on the gateways
-// until its capabilities expire, and removes it without waiting.
+// until its capabilities expire, and removes it without waiting. Its
+// held heartbeat is answered unknown_member saying it was revoked
+// (api.DetailRemoved); a member that leaves is not said to be.
 func TestRevokeMember(t *testing.T) {
 	w, a := oneMember(t)
 	b := w.join("g", "b", "t")
 	w.heartbeat(b)
 	w.settle("g")
 	exp := w.clients[a].held[partitionIDFor(w, a)].ExpiresAt
+	held := w.nextRef()
+	w.step(group.Heartbeat{Ref: held, Group: "g", MemberID: a, Wait: time.Minute})
+	if r, ok := w.replies[held]; ok {
+		t.Fatalf("a settled member's heartbeat answered at once: %v", r)
+	}
 	ref := w.nextRef()
 	w.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: a})
 	r := mustReply[group.RevokeMemberReply](t, w, ref)
 	if r.Fenced != 1 || r.Until.Before(exp) {
 		t.Fatalf("reply %+v, capability expires %s", r, exp)
+	}
+	mustReject(t, w, held, api.CodeUnknownMember)
+	if d := w.replies[held].(group.Rejected).Details; d[api.DetailRemoved] != api.RemovedRevoked {
+		t.Fatalf("the held heartbeat's answer has details %v, want %s: %s", d, api.DetailRemoved, api.RemovedRevoked)
 	}
 	if w.isMember("g", a) {
 		t.Fatal("revoked member still in the group")
@@ -229,6 +240,14 @@ func TestRevokeMember(t *testing.T) {
 	mustReject(t, w, ref, api.CodeUnknownMember)
 	if len(w.store.revoked) != 1 {
 		t.Fatal("revoked member not persisted")
+	}
+
+	held = w.nextRef()
+	w.step(group.Heartbeat{Ref: held, Group: "g", MemberID: b, Wait: time.Minute})
+	w.step(group.Leave{Ref: w.nextRef(), Group: "g", MemberID: b})
+	mustReject(t, w, held, api.CodeUnknownMember)
+	if d := w.replies[held].(group.Rejected).Details; d != nil {
+		t.Fatalf("a member that left: its held heartbeat's answer has details %v", d)
 	}
 }
 

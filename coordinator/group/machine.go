@@ -295,6 +295,11 @@ func (m *Machine) reject(ref Ref, code api.Code, format string, args ...any) {
 	m.send(Rejected{Ref: ref, Code: code, Message: fmt.Sprintf(format, args...)})
 }
 
+// rejectWith is reject with details in the error body.
+func (m *Machine) rejectWith(ref Ref, details map[string]any, code api.Code, format string, args ...any) {
+	m.send(Rejected{Ref: ref, Code: code, Message: fmt.Sprintf(format, args...), Details: details})
+}
+
 func (m *Machine) push(t timer) {
 	m.timers.Push(t)
 }

@@ -377,7 +377,14 @@ func (m *Machine) dropMember(mem *member) {
 	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, rec)
 	if mem.wait.held {
 		mem.wait.held = false
-		m.reject(mem.wait.ref, api.CodeUnknownMember, "member %q left group %q", mem.id, g.name)
+		if mem.revoked {
+			// Said, so that a client whose heartbeat had failed once
+			// before does not take it for an expired session.
+			m.rejectWith(mem.wait.ref, map[string]any{api.DetailRemoved: api.RemovedRevoked}, api.CodeUnknownMember,
+				"member %q of group %q was revoked by an administrator", mem.id, g.name)
+		} else {
+			m.reject(mem.wait.ref, api.CodeUnknownMember, "member %q left group %q", mem.id, g.name)
+		}
 	}
 	mem.news = news{}
 	for _, p := range g.leased {

@@ -61,6 +61,7 @@ type member struct {
 	sessionTimeout time.Duration
 	lastContact    time.Time
 	removed        bool
+	revoked        bool // removed by an administrator (revokeLiveMember)
 	sessionArmed   bool
 	// A held heartbeat, answered when news arrives or the wait ends.
 	wait       hold

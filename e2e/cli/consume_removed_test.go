@@ -41,7 +41,7 @@ func TestConsumeSaysWhenAnAdministratorRevokedIt(t *testing.T) {
 		}
 		g := d.group(t, "removed")
 		if len(g.Members) != 1 || g.Members[0].ID == first || !strings.Contains(p.stderr.String(), want) {
-			return false, "members " + strings.Join(memberIDs(g), ",") + "; stderr:\n" + p.stderr.String()
+			return false, "members " + strings.Join(memberIDs(g), ",") + " (the revoked one: " + first + ")" + "; stderr:\n" + p.stderr.String()
 		}
 		return true, ""
 	})
