@@ -113,8 +113,11 @@ func TestArgumentBeginningWithDash(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"jti": "`+jti+`"`) {
 		t.Fatalf("revoke-capability -- %s: %v %s", jti, err, out)
 	}
-	// An unknown flag that is a flag says nothing of arguments.
-	if _, err := run(t, "admin", "groups", "--coordinator", base, "-z"); err == nil || strings.Contains(err.Error(), "is an argument") {
-		t.Errorf("admin groups -z: %v", err)
+	// An unknown flag of a command taking no argument says nothing of
+	// arguments (consume's GROUP in "-g GROUP" is a flag's value).
+	for _, args := range [][]string{{"admin", "groups", "--coordinator", base, "-z"}, {"consume", "-z"}} {
+		if _, err := run(t, args...); err == nil || strings.Contains(err.Error(), "is an argument") {
+			t.Errorf("%s: %v", strings.Join(args, " "), err)
+		}
 	}
 }

@@ -56,16 +56,10 @@ func flagUsageError(cmd *cobra.Command, err error) error {
 	return usageError{err}
 }
 
-// takesArguments: cmd's Use line names an argument (an upper-case word
-// after the command's name, as "revoke-capability JTI").
-func takesArguments(cmd *cobra.Command) bool {
-	for _, w := range strings.Fields(cmd.Use)[1:] {
-		if w = strings.Trim(w, "[]|."); w != "" && w == strings.ToUpper(w) && strings.ToLower(w) != w {
-			return true
-		}
-	}
-	return false
-}
+// takesArguments: cmd's Use line names an argument before its flags
+// (argsWanted: "revoke-capability JTI"; not "consume -g GROUP", whose
+// GROUP is a flag's value).
+func takesArguments(cmd *cobra.Command) bool { return argsWanted(cmd.Use) != "" }
 
 // groupArg refuses a group name the coordinator would refuse, as a usage
 // error that says the rule (client.CheckGroupName): a name with '/' was
