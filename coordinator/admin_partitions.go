@@ -110,7 +110,7 @@ func (c *Coordinator) handleAdminPartitionLease(ctx *fasthttp.RequestCtx, params
 		return
 	}
 	msg, err := c.call(func(ref group.Ref) group.Event {
-		return group.Lease{Ref: ref, Group: path.group, Topic: path.topic, Partition: path.partition, Holder: req.Holder, TTL: msDuration(req.TTLMs)}
+		return group.Lease{Ref: ref, Group: path.group, Topic: path.topic, Partition: path.partition, Holder: req.Holder, TTL: msDuration(req.TTLMs), Force: req.Force}
 	})
 	reply, ok := msg.(group.LeaseReply)
 	if !ok {

@@ -147,6 +147,9 @@ type RevokeResponse struct {
 type LeaseRequest struct {
 	Holder string `json:"holder"`
 	TTLMs  int64  `json:"ttl_ms"`
+	// Force moves a lease in force to another holder (409 conflict
+	// without it).
+	Force bool `json:"force,omitempty"`
 }
 
 // LeaseResponse answers a lease once the holder is granted. An outside

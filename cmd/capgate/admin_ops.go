@@ -29,6 +29,7 @@ func newAdminRevoke(f *adminFlags) *cobra.Command {
 
 func newAdminLease(f *adminFlags) *cobra.Command {
 	var holder string
+	var force bool
 	ttl := &ttlFlag{name: "ttl", field: "ttl_ms", min: time.Second, lasts: "a lease's capability"}
 	cmd := &cobra.Command{
 		Use:   "lease GROUP TOPIC PARTITION --holder NAME --ttl 10m",
@@ -40,7 +41,11 @@ An outside holder gets a capability in the answer (capability, jti,
 expires_at). It lives at most the coordinator's max_lease (10m by
 default), however long --ttl is: to keep reading, the holder runs the
 same lease again before expires_at — same epoch, a new capability, the
-pin unchanged. A member gets its capability in its heartbeats.`,
+pin unchanged. A member gets its capability in its heartbeats.
+
+A partition leased to another holder is refused (409, naming the holder
+and the lease's end) unless --force: then the lease moves and the other
+holder's capability is fenced.`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			path, err := partitionPath(a[0], a[1], a[2])
@@ -50,10 +55,15 @@ pin unchanged. A member gets its capability in its heartbeats.`,
 			if err := ttl.check(); err != nil {
 				return err
 			}
-			return ttl.refused(call(cmd, f, http.MethodPost, path+"/lease", map[string]any{"holder": holder, "ttl_ms": ttl.ms()}))
+			err = call(cmd, f, http.MethodPost, path+"/lease", map[string]any{"holder": holder, "ttl_ms": ttl.ms(), "force": force})
+			if !force {
+				err = leaseForceHint(err, a, holder)
+			}
+			return ttl.refused(err)
 		},
 	}
 	cmd.Flags().StringVar(&holder, "holder", "", "member id or outside holder name")
+	cmd.Flags().BoolVar(&force, "force", false, "move a lease another holder has (its capability is fenced)")
 	newTTLFlag(cmd.Flags(), ttl, 10*time.Minute, "how long the lease pins the partition (at least 1s, at most the coordinator's groups.limits.lease_ttl_max); the capability it hands out lives at most max_lease (10m): the holder runs lease again to renew it")
 	cmd.MarkFlagRequired("holder")
 	return cmd

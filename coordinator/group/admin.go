@@ -80,6 +80,16 @@ func (m *Machine) leasePartition(e Lease) {
 		m.reject(e.Ref, api.CodeConflict, "lease: member %q does not subscribe to %q", e.Holder, e.Topic)
 		return
 	}
+	if l := p.lease; l != nil && l.holder != e.Holder && !e.Force {
+		// Moving a lease fences its holder's capability: as an offsets
+		// reset of a leased partition, only when asked for. Before, a
+		// second lease silently took the partition from the first
+		// holder, whose lease said nobody else would be granted it.
+		m.rejectWith(e.Ref, map[string]any{"lease": leaseDetail(l)}, api.CodeConflict,
+			"lease: %s/%d of group %q is leased to %q until %s: lease with force to move it (its holder's capability is fenced), or revoke the partition first (the lease ends)",
+			e.Topic, e.Partition, e.Group, l.holder, l.until.UTC().Format(time.RFC3339))
+		return
+	}
 	until := m.now.Add(e.TTL)
 	if p.leaseWaiter != 0 {
 		m.reject(p.leaseWaiter, api.CodeConflict, "lease superseded")
@@ -110,6 +120,11 @@ func (m *Machine) extendLeaseHolder(p *partition, o *owned) {
 	o.cap.sent = true
 	m.send(LeaseReply{Ref: p.leaseWaiter, Grant: g, Until: p.lease.until})
 	p.leaseWaiter = 0
+}
+
+// leaseDetail is lease l in a 409's details: its holder and end.
+func leaseDetail(l *lease) map[string]any {
+	return map[string]any{"holder": l.holder, "until": l.until.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 }
 
 func leaseKey(p *partition) recordKey {
@@ -361,7 +376,7 @@ func (m *Machine) resetOffset(e ResetOffset) {
 			m.send(Rejected{Ref: e.Ref, Code: api.CodeConflict, Message: fmt.Sprintf("%s/%d of group %q is leased to %q, outside the group, until %s: "+
 				"a reset fences its capability and ends the lease. Revoke the partition first (the lease ends), or reset with force to end it",
 				e.Topic, e.Partition, e.Group, l.holder, l.until.UTC().Format(time.RFC3339)),
-				Details: map[string]any{"lease": map[string]any{"holder": l.holder, "until": l.until.UTC().Format("2006-01-02T15:04:05.000Z07:00")}}})
+				Details: map[string]any{"lease": leaseDetail(l)}})
 			return
 		}
 		reply.LeaseEnded = &EndedLease{Holder: l.holder, Until: l.until}

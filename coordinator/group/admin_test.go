@@ -122,6 +122,24 @@ func TestLeaseToOutsideHolder(t *testing.T) {
 	if again := mustReply[group.LeaseReply](t, w, ref); again.Grant.Epoch != g.Epoch {
 		t.Fatalf("extension changed the epoch: %+v", again)
 	}
+	// Leasing it to another holder is a conflict naming the holder
+	// (newuser4 #6: it silently fenced backfill-job's lease), the
+	// partition untouched; with force the lease moves.
+	ref = w.nextRef()
+	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: 1, Holder: "other-job", TTL: time.Minute})
+	mustReject(t, w, ref, api.CodeConflict)
+	if d, _ := w.replies[ref].(group.Rejected).Details["lease"].(map[string]any); d["holder"] != "backfill-job" {
+		t.Fatalf("the conflict's details %v, want the lease's holder", w.replies[ref].(group.Rejected).Details)
+	}
+	if p := w.partition("g", "t", 1); p.Owner != "backfill-job" || p.Epoch != g.Epoch {
+		t.Fatalf("a refused lease moved the partition: %+v", p)
+	}
+	ref = w.nextRef()
+	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: 1, Holder: "other-job", TTL: 3 * time.Minute, Force: true})
+	w.pollUntilParked("gw1")
+	if moved := mustReply[group.LeaseReply](t, w, ref); moved.Grant.Holder != "other-job" || moved.Grant.Epoch <= g.Epoch {
+		t.Fatalf("forced lease: %+v", moved)
+	}
 	w.keepAliveUntil(w.now.Add(3*time.Minute+time.Second), a, b)
 	p := w.partition("g", "t", 1)
 	if p.State != group.Owned || p.OwnerOutside || p.Epoch <= g.Epoch {

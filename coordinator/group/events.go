@@ -229,6 +229,9 @@ type Lease struct {
 	Partition int32
 	Holder    string
 	TTL       time.Duration
+	// Force moves a lease in force to another holder (its capability is
+	// fenced); without it that is 409 conflict naming the holder.
+	Force bool
 }
 
 // DenyJTI denies one capability id (and its chained children) until

@@ -199,6 +199,21 @@ func TestAdminDefects(t *testing.T) {
 		}{1, 2}) {
 			t.Fatalf("offsets after the outside commit: %+v", offsets)
 		}
+		// Leasing it to another holder is refused, naming backfill and
+		// --force (newuser4 #6: it silently fenced backfill's lease);
+		// --force moves it.
+		_, stderr, err := cliResult(t, d.adminArgs("lease", "readers", "demo", "1", "--holder", "other", "--ttl", "5m")...)
+		if err == nil || !strings.Contains(stderr, `leased to "backfill"`) ||
+			!strings.Contains(stderr, "pass --force to move it: capgate admin lease readers demo 1 --holder other --force") {
+			t.Fatalf("lease of backfill's partition to another holder: %v\n%s", err, stderr)
+		}
+		var moved struct {
+			Holder string `json:"holder"`
+		}
+		d.adminJSON(t, &moved, "lease", "readers", "demo", "1", "--holder", "other", "--ttl", "5m", "--force")
+		if moved.Holder != "other" {
+			t.Fatalf("forced lease: %+v", moved)
+		}
 		d.adminCLI(t, "revoke", "readers", "demo", "1", "--reason", "backfill done")
 	})
 

@@ -76,6 +76,23 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // the gateway applies the denial at its next sync
 	}
 
+	// Leasing demo/5 to another holder is refused, naming partner-job;
+	// moved when the dialog says so.
+	b.run("group page again", 20*time.Second, chromedp.Navigate(base+"/console/groups/demo"))
+	leaseTo := func(holder, force, want string) {
+		b.click("lease dialog", `.cell[data-partition="demo/5"] button[data-action="lease-partition"]`)
+		b.waitFor("lease fields", time.Now(), 5*time.Second, `document.querySelector('#confirm-fields select[name="force"]') !== null`)
+		b.run("fill the lease", 10*time.Second,
+			chromedp.SetValue(chromedp.CSS(`#confirm-fields input[name="holder"]`), holder),
+			chromedp.SetValue(chromedp.CSS(`#confirm-fields select[name="force"]`), force))
+		confirm(b, "Lease partition demo/5", want)
+	}
+	leaseTo("other-job", "no", `409 conflict: lease: demo/5 of group "demo" is leased to "partner-job"`)
+	leaseTo("other-job", "yes", "other-job holds demo/5 at epoch")
+	b.waitFor("the grid shows the moved lease", time.Now(), 5*time.Second,
+		`document.querySelector('.cell[data-partition="demo/5"]').textContent.includes('leased to other-job')`)
+	b.run("overrides page again", 20*time.Second, chromedp.Navigate(base+"/console/overrides"))
+
 	// A QoS override, listed afterwards.
 	b.run("qos dialog", 10*time.Second, chromedp.Click(chromedp.CSS(`button[data-action="qos"]`)))
 	b.waitFor("qos fields", time.Now(), 5*time.Second, `document.querySelector('#confirm-fields input[name="topic"]') !== null`)

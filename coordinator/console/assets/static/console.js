@@ -137,11 +137,13 @@
       const name = d.topic + '/' + d.partition;
       return {
         title: 'Lease partition ' + name,
-        text: 'Pin ' + name + ' to a holder through the normal handoff. A holder that is not a member gets the capability here.',
-        fields: [{ name: 'holder', label: 'Holder (member id or a name)' }, { name: 'ttl', label: 'For (seconds)', type: 'number', value: '300' }],
+        text: 'Pin ' + name + ' to a holder through the normal handoff. A holder that is not a member gets the capability here. ' +
+          'A lease another holder has is moved only when asked (its capability is fenced); else the coordinator refuses, naming it.',
+        fields: [{ name: 'holder', label: 'Holder (member id or a name)' }, { name: 'ttl', label: 'For (seconds)', type: 'number', value: '300' },
+          { name: 'force', label: 'Move a lease another holder has', options: ['no', 'yes'] }],
         method: 'POST',
         path: 'groups/' + enc(groupName) + '/partitions/' + enc(d.topic) + '/' + enc(d.partition) + '/lease',
-        body: (f) => ({ holder: f.holder, ttl_ms: Number(f.ttl) * 1000 }),
+        body: (f) => ({ holder: f.holder, ttl_ms: Number(f.ttl) * 1000, force: f.force === 'yes' }),
         outcome: (r) => r.holder + ' holds ' + name + ' at epoch ' + r.epoch + ' until ' + r.until + ', from offset ' + r.offset + '.' +
           (r.capability ? ' Its capability (id ' + r.jti + '), to hand to the holder: ' + r.capability : ''),
       };
