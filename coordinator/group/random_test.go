@@ -322,7 +322,10 @@ func (s *sim) admin() {
 		}
 		s.outside++
 		ttl := time.Duration(1+s.rng.IntN(10)) * time.Second
-		s.step(group.Lease{Ref: ref, Group: "g", Topic: p.Topic, Partition: p.Partition, Holder: holder, TTL: ttl})
+		// Mostly forced: a lease to another holder than the lease's is
+		// refused without force, and moves are what is under test.
+		force := s.rng.IntN(4) != 0
+		s.step(group.Lease{Ref: ref, Group: "g", Topic: p.Topic, Partition: p.Partition, Holder: holder, TTL: ttl, Force: force})
 	case 2:
 		if in := s.instances[s.rng.IntN(len(s.instances))]; in.member != "" {
 			s.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: in.member})
