@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,19 +203,40 @@ func TestEmbeddedDataDirSurvivesRestart(t *testing.T) {
 }
 
 func TestEmbeddedPortAndBrokers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	e := startEmbedded(t, EmbeddedConfig{Port: port})
+	e, port := startOnAFixedPort(t)
 	if got, want := e.Addrs(), []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}; !slices.Equal(got, want) {
 		t.Fatalf("Addrs = %v, want %v", got, want)
 	}
 	e = startEmbedded(t, EmbeddedConfig{Brokers: 3})
 	if got := e.Addrs(); len(got) != 3 {
 		t.Fatalf("3 brokers: %v", got)
+	}
+}
+
+// startOnAFixedPort starts a cluster on a port named in its config, as
+// EmbeddedConfig.Port is what is under test: the port cannot be kfake's
+// own pick. A port found free (listened on, closed) can be taken by a test
+// running beside this one before kfake binds it ("address already in use",
+// as TestPprofNeedsTheSyncToken failed in CI), so only that failure is
+// retried, on another free port.
+func startOnAFixedPort(t *testing.T) (*Embedded, int) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		e, err := StartEmbedded(EmbeddedConfig{Port: port})
+		if err == nil {
+			t.Cleanup(e.Close)
+			return e, port
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 10 {
+			t.Fatalf("StartEmbedded on port %d (attempt %d): %v", port, attempt, err)
+		}
+		t.Logf("port %d was taken before kfake bound it (%v): another", port, err)
 	}
 }
 
