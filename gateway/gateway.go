@@ -194,14 +194,25 @@ func (g *Gateway) newServer() *fasthttp.Server {
 }
 
 // Start listens on cfg.Listen, serves, and starts the sync client.
-func (g *Gateway) Start() error {
+func (g *Gateway) Start() error { return g.StartOn(nil) }
+
+// StartOn is Start serving on ln, already listening (nil: listen on
+// cfg.Listen). A caller that must know the address before the gateway
+// starts (internal/stack: a part keeps its address across restarts)
+// listens on port 0 itself and hands the listener over — never a port
+// found free and closed, which another process can take before the
+// gateway binds it. The gateway closes ln, also when it fails to start.
+func (g *Gateway) StartOn(ln net.Listener) error {
 	err := errors.New("gateway: already started")
+	started := false
 	g.startOnce.Do(func() {
-		var ln net.Listener
-		ln, err = net.Listen("tcp", g.cfg.Listen)
-		if err != nil {
-			err = fmt.Errorf("gateway: listen: %w", err)
-			return
+		started = true
+		if ln == nil {
+			ln, err = net.Listen("tcp", g.cfg.Listen)
+			if err != nil {
+				err = fmt.Errorf("gateway: listen: %w", err)
+				return
+			}
 		}
 		if err = g.startPprof(); err != nil {
 			_ = ln.Close()
@@ -226,6 +237,9 @@ func (g *Gateway) Start() error {
 		go g.syncLoop(syncCtx)
 		g.log.Info("gateway started", zap.String("url", g.URL()), zap.Object("config", g.cfg))
 	})
+	if !started && ln != nil {
+		_ = ln.Close()
+	}
 	return err
 }
 

@@ -21,9 +21,9 @@ func configs(t *testing.T, tm Timing) (coordinator.Config, gateway.Config) {
 	}
 	t.Cleanup(kafka.Close)
 	s.Kafka = kafka
-	co := &Coordinator{s: s, Name: "coordinator", Addr: "127.0.0.1:7070", URL: "http://127.0.0.1:7070", DataDir: "/tmp/x/coordinator"}
+	co := &Coordinator{s: s, Name: "coordinator", partAddr: partAddr{Addr: "127.0.0.1:7070", URL: "http://127.0.0.1:7070"}, DataDir: "/tmp/x/coordinator"}
 	s.coordinators = []*Coordinator{co}
-	g := &Gateway{s: s, ID: "gateway-1", Addr: "127.0.0.1:8080", coordinatorURL: co.URL}
+	g := &Gateway{s: s, ID: "gateway-1", partAddr: partAddr{Addr: "127.0.0.1:8080"}, coordinatorURL: co.URL}
 	return co.Config(), g.Config()
 }
 

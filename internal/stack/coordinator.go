@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sync"
 	"time"
@@ -14,13 +15,13 @@ import (
 // Coordinator is one coordinator of a stack: in this process
 // (coordinator.New) or a `capgate coordinator` process. Its address and
 // data directory stay the same across Kill and Start, so a restart finds
-// its state. Safe for concurrent use.
+// its state (a process's first start may move to another free port when
+// its own was taken: ports.go). Safe for concurrent use.
 type Coordinator struct {
-	s       *Stack
-	Index   int    // 0 for the first
-	Name    string // "coordinator", "coordinator-2", …
-	Addr    string // host:port
-	URL     string // scheme://Addr
+	s     *Stack
+	Index int    // 0 for the first
+	Name  string // "coordinator", "coordinator-2", …
+	partAddr
 	DataDir string
 	process bool
 	dir     string // where a process's config file goes
@@ -42,14 +43,14 @@ func (s *Stack) newCoordinator(i int) (*Coordinator, error) {
 	if i == 0 {
 		listen = s.opts.CoordinatorListen
 	}
-	addr, err := FreeAddr(listen)
-	if err != nil {
-		return nil, err
-	}
 	// Dir/<name> is the data directory (capgate dev's layout since its
 	// first release: a restart on the same --data-dir keeps the state).
-	return &Coordinator{s: s, Index: i, Name: name, Addr: addr, URL: s.opts.scheme() + "://" + addr,
-		DataDir: filepath.Join(s.opts.Dir, name), process: s.opts.CoordinatorProcess, dir: s.opts.Dir}, nil
+	co := &Coordinator{s: s, Index: i, Name: name,
+		DataDir: filepath.Join(s.opts.Dir, name), process: s.opts.CoordinatorProcess, dir: s.opts.Dir}
+	if err := co.partAddr.init(listen, s.opts.scheme()); err != nil {
+		return nil, err
+	}
+	return co, nil
 }
 
 // Config is the configuration the coordinator runs with: the defaults,
@@ -73,27 +74,51 @@ func (co *Coordinator) Config() coordinator.Config {
 }
 
 // Start starts the coordinator (again, after Kill or Stop) and waits
-// until it answers /healthz.
-func (co *Coordinator) Start(ctx context.Context) error {
+// until it answers /healthz. A start that failed because its address was
+// in use is retried (ports.go): a process's first start on another free
+// port, a restart on the same address for up to restartRetry.
+func (co *Coordinator) Start(ctx context.Context) error { return startPart(ctx, co, co.Name) }
+
+// start is one attempt of Start, on ln when it is not nil (the
+// reservation: an in-process coordinator is handed it, a process's is
+// closed just before the process starts).
+func (co *Coordinator) start(ctx context.Context, ln net.Listener) error {
 	cfg := co.Config()
 	if co.process {
+		if ln != nil {
+			ln.Close()
+			onReleased(co.Name, co.Addr)
+		}
 		if err := co.startProcess(cfg); err != nil {
 			return err
 		}
 	} else if co.s.opts.replicas() {
-		if err := co.startReplica(cfg); err != nil {
+		if err := co.startReplica(cfg, ln); err != nil {
 			return err
 		}
-	} else if err := co.startInProcess(cfg); err != nil {
+	} else if err := co.startInProcess(cfg, ln); err != nil {
 		return err
 	}
 	gone, reason := co.gone()
 	return WaitOK(ctx, co.s.http, co.URL+"/healthz", gone, reason)
 }
 
-func (co *Coordinator) startInProcess(cfg coordinator.Config) error {
-	in, err := coordinator.New(cfg, co.s.logger(co.Name), coordinator.WithBroker(co.s.Broker))
+// withListener is the options of an in-process coordinator or replica:
+// the stack's broker and, on its first start, the reservation.
+func (co *Coordinator) withListener(ln net.Listener) []coordinator.Option {
+	opts := []coordinator.Option{coordinator.WithBroker(co.s.Broker)}
+	if ln != nil {
+		opts = append(opts, coordinator.WithListener(ln))
+	}
+	return opts
+}
+
+func (co *Coordinator) startInProcess(cfg coordinator.Config, ln net.Listener) error {
+	in, err := coordinator.New(cfg, co.s.logger(co.Name), co.withListener(ln)...)
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return fmt.Errorf("stack: %s: %w", co.Name, err)
 	}
 	done, stopped := make(chan error, 1), make(chan struct{})
@@ -167,6 +192,7 @@ func (co *Coordinator) Stop() error {
 	proc, in, rep, done := co.proc, co.in, co.rep, co.done
 	co.in, co.rep, co.proc = nil, nil, nil
 	co.mu.Unlock()
+	co.release()
 	if proc != nil {
 		if err := proc.Terminate(10 * time.Second); err != nil {
 			return fmt.Errorf("stack: %s: %w", co.Name, err)

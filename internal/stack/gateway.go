@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"syscall"
 	"time"
@@ -14,13 +15,13 @@ import (
 
 // Gateway is one gateway of a stack: in this process (gateway.New) or a
 // `capgate gateway` process. Its id, address and URL stay the same across
-// Kill and Start. Safe for concurrent use.
+// Kill and Start (a process's first start may move to another free port
+// when its own was taken: ports.go). Safe for concurrent use.
 type Gateway struct {
-	s       *Stack
-	Index   int
-	ID      string // "gateway-1", …
-	Addr    string // host:port
-	URL     string // scheme://Addr
+	s     *Stack
+	Index int
+	ID    string // "gateway-1", …
+	partAddr
 	process bool
 	dir     string
 
@@ -28,7 +29,6 @@ type Gateway struct {
 	coordinatorURL string // where it syncs (the coordinator, or a proxy)
 	in             *gateway.Gateway
 	proc           *Process
-	ran            bool // started in this process before: a restart
 }
 
 func (s *Stack) newGateway(i int) (*Gateway, error) {
@@ -37,12 +37,11 @@ func (s *Stack) newGateway(i int) (*Gateway, error) {
 	if i < len(s.opts.GatewayListen) {
 		listen = s.opts.GatewayListen[i]
 	}
-	addr, err := FreeAddr(listen)
-	if err != nil {
+	g := &Gateway{s: s, Index: i, ID: id, process: s.opts.GatewayProcesses, dir: s.opts.Dir, coordinatorURL: s.syncURL()}
+	if err := g.partAddr.init(listen, s.opts.scheme()); err != nil {
 		return nil, err
 	}
-	return &Gateway{s: s, Index: i, ID: id, Addr: addr, URL: s.opts.scheme() + "://" + addr,
-		process: s.opts.GatewayProcesses, dir: s.opts.Dir, coordinatorURL: s.syncURL()}, nil
+	return g, nil
 }
 
 // Config is the configuration the gateway runs with: the defaults, agreeing
@@ -100,54 +99,51 @@ func CheckSyncTimings(cc coordinator.Config, gc gateway.Config) error {
 
 // Start starts the gateway (again, after Kill or Stop); it does not wait
 // for readiness (WaitReady): a fresh gateway refuses with 503 until its
-// first sync.
-func (g *Gateway) Start(ctx context.Context) error {
+// first sync. A start that failed because its address was in use is
+// retried (ports.go): a process's first start on another free port, a
+// restart on the same address for up to restartRetry (an in-process
+// gateway's old listener may linger a moment after a Close). On a first
+// start on an address the caller named, that address is someone else's
+// (another capgate dev): the error is returned at once, as it is.
+func (g *Gateway) Start(ctx context.Context) error { return startPart(ctx, g, g.ID) }
+
+// start is one attempt of Start, on ln when it is not nil (the
+// reservation: an in-process gateway is handed it, a process's is closed
+// just before the process starts). A gateway.Gateway starts once, so
+// each attempt builds a fresh one and a failed one is closed.
+func (g *Gateway) start(ctx context.Context, ln net.Listener) error {
 	cfg := g.Config()
 	if err := CheckSyncTimings(g.s.Coordinator().Config(), cfg); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return fmt.Errorf("stack: %s: %w", g.ID, err)
 	}
 	if g.process {
-		return g.startProcess(cfg)
+		if ln != nil {
+			ln.Close()
+			onReleased(g.ID, g.Addr)
+		}
+		return g.startProcess(ctx, cfg)
 	}
-	in, err := g.startInProcess(ctx, cfg)
+	in, err := gateway.New(cfg, g.s.logger(g.ID))
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return fmt.Errorf("stack: %s: %w", g.ID, err)
+	}
+	if err := in.StartOn(ln); err != nil {
+		_ = in.CloseWithoutLeaving() // it never synced: nothing to leave
 		return fmt.Errorf("stack: %s: %w", g.ID, err)
 	}
 	g.mu.Lock()
-	g.in, g.ran = in, true
+	g.in = in
 	g.mu.Unlock()
 	return nil
 }
 
-// startInProcess builds and starts an in-process gateway. A gateway.Gateway
-// starts once (a second Start only says "already started"), so each
-// attempt is a fresh one and a failed one is closed. Only a restart
-// retries, and only an address in use: our own old listener may linger a
-// moment after a Close. On a first start the address is someone else's
-// (another capgate dev): that error is returned at once, as it is.
-func (g *Gateway) startInProcess(ctx context.Context, cfg gateway.Config) (*gateway.Gateway, error) {
-	g.mu.Lock()
-	restart := g.ran
-	g.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		in, err := gateway.New(cfg, g.s.logger(g.ID))
-		if err != nil {
-			return nil, err
-		}
-		if err = in.Start(); err == nil {
-			return in, nil
-		}
-		_ = in.CloseWithoutLeaving() // it never synced: nothing to leave
-		retry := restart && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(deadline) && ctx.Err() == nil
-		if !retry {
-			return nil, err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (g *Gateway) startProcess(cfg gateway.Config) error {
+func (g *Gateway) startProcess(ctx context.Context, cfg gateway.Config) error {
 	if g.s.opts.Binary == "" {
 		return errors.New("stack: GatewayProcesses needs Options.Binary")
 	}
@@ -161,6 +157,12 @@ func (g *Gateway) startProcess(cfg gateway.Config) error {
 	g.mu.Lock()
 	g.proc = proc
 	g.mu.Unlock()
+	// Not ready yet, but live once it listens: a process that could not
+	// listen is seen here, where Start can try again. Anything else is
+	// left to WaitReady to report, as before.
+	if err := proc.WaitHTTP(ctx, g.s.http, g.URL+"/healthz"); addrInUse(err) {
+		return err
+	}
 	return nil
 }
 
@@ -200,6 +202,7 @@ func (g *Gateway) Stop() error {
 	in, proc := g.in, g.proc
 	g.in, g.proc = nil, nil
 	g.mu.Unlock()
+	g.release()
 	var err error
 	if in != nil {
 		err = in.Close()

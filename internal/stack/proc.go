@@ -237,6 +237,11 @@ func (p *Process) Terminate(timeout time.Duration) error {
 // Wait waits up to timeout for the process to exit and returns its exit
 // error (nil for status 0).
 func (p *Process) Wait(timeout time.Duration) error {
+	select { // an exited process answers at once, also to Wait(0)
+	case <-p.exited:
+		return p.waitErr
+	default:
+	}
 	select {
 	case <-p.exited:
 		return p.waitErr

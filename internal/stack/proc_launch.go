@@ -67,16 +67,34 @@ func (p *Process) WaitHTTP(ctx context.Context, hc *http.Client, url string) err
 // ctx ends, after 20 s (generous: never an assertion about speed), or as
 // soon as gone is closed (the part stopped; nil: never), with gone's
 // reason. Each GET is bounded by the wait's context, so a part that
-// hangs (SIGSTOP) cannot hold it past its end.
+// hangs (SIGSTOP) cannot hold it past its end, and ends when gone closes:
+// the address of a part that exited may be another's listener that never
+// answers (one that took the port first).
 func WaitOK(ctx context.Context, hc *http.Client, url string, gone <-chan struct{}, reason func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
+	getCtx, cancelGET := context.WithCancel(ctx)
+	defer cancelGET()
+	if gone != nil {
+		go func() {
+			select {
+			case <-gone:
+				cancelGET()
+			case <-getCtx.Done():
+			}
+		}()
+	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		status, err := getStatus(ctx, hc, url)
+		status, err := getStatus(getCtx, hc, url)
 		if err == nil && status == http.StatusOK {
 			return nil
+		}
+		select {
+		case <-gone:
+			return fmt.Errorf("stack: waiting for %s: %w", url, reason())
+		default:
 		}
 		select {
 		case <-gone:
@@ -104,25 +122,18 @@ func getStatus(ctx context.Context, hc *http.Client, url string) (int, error) {
 }
 
 // FreeAddr turns a listen address with port 0 (or "") into a free
-// loopback port now: parts that restart must come back on the same
-// address, and process parts are told theirs in a config file.
+// loopback port now, for a process told its address in a config file
+// that cannot report a port-0 pick of its own (e2e/bench's earlier
+// binaries). The port is free when it returns (listened on, then
+// closed): another process can take it before the caller binds it, so
+// the caller retries a start that failed "address already in use". A
+// stack's own parts hold theirs until they start (ports.go).
 func FreeAddr(addr string) (string, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
+	addr, ln, err := reserve(addr)
+	if ln != nil {
+		ln.Close()
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("stack: listen address %q: %w", addr, err)
-	}
-	if port != "0" {
-		return addr, nil
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("stack: free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return addr, err
 }
 
 // FreePortRanges finds n non-overlapping ranges of width consecutive

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,9 +47,12 @@ func (co *Coordinator) replicaConfig(cfg *coordinator.Config) {
 	cfg.Replica.Advertise = co.URL
 }
 
-func (co *Coordinator) startReplica(cfg coordinator.Config) error {
-	r, err := coordinator.NewReplica(cfg, co.s.logger(co.Name), coordinator.WithBroker(co.s.Broker))
+func (co *Coordinator) startReplica(cfg coordinator.Config, ln net.Listener) error {
+	r, err := coordinator.NewReplica(cfg, co.s.logger(co.Name), co.withListener(ln)...)
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return fmt.Errorf("stack: %s: %w", co.Name, err)
 	}
 	done, stopped := make(chan error, 1), make(chan struct{})

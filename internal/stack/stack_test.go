@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"net/http"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,12 @@ import (
 
 	"github.com/capgate/capgate/client"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	RemoveBuilt() // BuildOnce's capgate binary, shared by the process tests
+	os.Exit(code)
+}
 
 // TestStackEndToEnd builds a stack with two brokers and two gateways in
 // this process, produces through Kafka, consumes with StartConsumer, and
@@ -144,7 +151,7 @@ func TestProcessParts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the capgate binary")
 	}
-	bin, err := Build(t.TempDir(), false)
+	bin, err := BuildOnce("./cmd/capgate") // one build for this package's process tests
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +160,7 @@ func TestProcessParts(t *testing.T) {
 	var mu sync.Mutex
 	lines := map[string]int{}
 	s, err := Start(ctx, Options{Dir: t.TempDir(), Topics: map[string]int32{"t": 1}, Gateways: 1, Timing: TestTiming(),
-		CoordinatorProcess: true, GatewayProcesses: true, Binary: bin.Capgate,
+		CoordinatorProcess: true, GatewayProcesses: true, Binary: bin,
 		OnLine: func(part string, _ []byte) { mu.Lock(); lines[part]++; mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,235 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// A part keeps its address for the stack's life, so that a restart comes
+// back on it; with port 0 asked for, the stack picks it. Picking it as
+// FreeAddr does — listen, read the port, close, hand it over — raced: a
+// test running beside this one (CI runs every package at once) could
+// take the port before the part bound it, and the part failed with
+// "address already in use" (as TestPprofNeedsTheSyncToken did in CI).
+// So the stack listens on port 0 itself and keeps that listener, its
+// reservation, until the part's first start:
+//
+//   - a part in this process is handed the listener (coordinator
+//     WithListener, gateway StartOn): no moment where the port is free;
+//   - a process part cannot be handed a socket (it is told its address in
+//     a config file), so the reservation is closed just before the
+//     process starts. If the process then exits "address already in use",
+//     its first start is tried again on a fresh reservation, at most
+//     firstStartAttempts times — nobody has been told the address yet.
+//
+// A restart must come back on the same address: that is what a restart
+// test tests, so the port stays fixed and only a failure "address already
+// in use" is retried, for up to restartRetry (our own old listener may
+// linger a moment; another's connection may hold the port briefly).
+
+// firstStartAttempts bounds the fresh ports a process part's first start
+// tries; restartRetry is how long a restart on the part's fixed address
+// is retried while the address is in use.
+const (
+	firstStartAttempts = 5
+	restartRetry       = 10 * time.Second
+)
+
+// startRetry decides whether a part's failed start is tried again.
+type startRetry struct {
+	reserved bool // the first start, on a port the stack picked
+	restart  bool
+	attempts int
+	deadline time.Time
+	// fresh: the next attempt needs a fresh reservation (a new address).
+	fresh bool
+}
+
+func newStartRetry(reserved, restart bool) *startRetry {
+	return &startRetry{reserved: reserved, restart: restart, deadline: time.Now().Add(restartRetry)}
+}
+
+// partAddr is a part's address, fixed for the stack's life (but for a
+// process's first start, above), and its reservation until the first
+// start.
+type partAddr struct {
+	Addr string // host:port
+	URL  string // scheme://Addr
+
+	scheme   string
+	mu       sync.Mutex
+	reserved net.Listener // Addr, listened on until the first start
+	started  bool         // Start was called: later ones are restarts
+}
+
+// init sets the address from the part's listen address (reserve).
+func (a *partAddr) init(listen, scheme string) error {
+	addr, ln, err := reserve(listen)
+	if err != nil {
+		return err
+	}
+	a.scheme, a.reserved = scheme, ln
+	a.setAddr(addr)
+	return nil
+}
+
+// host is the address's host, for a fresh reservation on the same
+// interface.
+func (a *partAddr) host() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return hostOf(a.Addr)
+}
+
+func (a *partAddr) setAddr(addr string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Addr, a.URL = addr, a.scheme+"://"+addr
+}
+
+// take hands the reservation over to a start (nil after the first) and
+// says whether the start is a restart.
+func (a *partAddr) take() (net.Listener, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ln, restart := a.reserved, a.started
+	a.reserved, a.started = nil, true
+	return ln, restart
+}
+
+// release closes the reservation of a part stopped before it started.
+func (a *partAddr) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reserved != nil {
+		a.reserved.Close()
+		a.reserved = nil
+	}
+}
+
+// startingPart is what startPart needs of a Coordinator or a Gateway.
+type startingPart interface {
+	// start is one attempt, on ln when it is not nil (handed over or
+	// closed, whatever the attempt's outcome).
+	start(ctx context.Context, ln net.Listener) error
+	Kill()
+	take() (net.Listener, bool)
+	host() string
+	setAddr(addr string)
+}
+
+// startPart runs the start attempts of the part named name: on its
+// reservation (none: the part binds its address itself), then as
+// startRetry decides.
+func startPart(ctx context.Context, p startingPart, name string) error {
+	ln, restart := p.take()
+	retry := newStartRetry(ln != nil, restart)
+	for {
+		err := p.start(ctx, ln)
+		ln = nil
+		if !retry.again(ctx, err) {
+			return err
+		}
+		p.Kill() // a process that exited, reaped
+		if retry.fresh {
+			var addr string
+			if addr, ln, err = reserve(net.JoinHostPort(p.host(), "0")); err != nil {
+				return err
+			}
+			p.setAddr(addr)
+		}
+		onRetrying(name)
+	}
+}
+
+// again says whether to try once more after an attempt that ended in
+// err. A first start on a port the stack picked takes another port at
+// once; a restart waits a moment for its own. Any other failure, and a
+// first start on a port the caller named (someone else's: another
+// capgate dev), is returned as it is.
+func (r *startRetry) again(ctx context.Context, err error) bool {
+	r.attempts++
+	r.fresh = false
+	if !addrInUse(err) || ctx.Err() != nil {
+		return false
+	}
+	switch {
+	case r.reserved && r.attempts < firstStartAttempts:
+		r.fresh = true
+		return true
+	case r.restart && time.Now().Before(r.deadline):
+		time.Sleep(20 * time.Millisecond)
+		return true
+	}
+	return false
+}
+
+// reserve turns a part's listen address into its address for the stack's
+// life: one naming a port is kept as it is (nil reservation: the part
+// binds it, or fails if it is taken — capgate dev's --*-addr flags); port
+// 0 (or "": 127.0.0.1:0) is listened on now and the listener returned.
+func reserve(addr string) (string, net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("stack: listen address %q: %w", addr, err)
+	}
+	if port != "0" {
+		return addr, nil, nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", nil, fmt.Errorf("stack: free port: %w", err)
+	}
+	return ln.Addr().String(), ln, nil
+}
+
+// addrInUse says whether a part failed to start because its address was
+// taken: an in-process part's error, or a process's last lines (its
+// reason for exiting).
+func addrInUse(err error) bool {
+	return err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
+}
+
+// hostOf is addr's host, for a fresh reservation on the same interface.
+func hostOf(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "127.0.0.1"
+	}
+	return host
+}
+
+// testHooks let a test take a part's port at the worst moment
+// (ports_test.go); nil in use.
+var testHooks atomic.Pointer[portHooks]
+
+type portHooks struct {
+	// released: a process part's reservation was closed, the process is
+	// not started yet.
+	released func(part, addr string)
+	// retrying: an attempt failed with the address in use; another
+	// follows (on a fresh port on a first start).
+	retrying func(part string)
+}
+
+func onReleased(part, addr string) {
+	if h := testHooks.Load(); h != nil && h.released != nil {
+		h.released(part, addr)
+	}
+}
+
+func onRetrying(part string) {
+	if h := testHooks.Load(); h != nil && h.retrying != nil {
+		h.retrying(part)
+	}
+}
