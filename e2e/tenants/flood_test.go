@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -199,22 +198,18 @@ func TestJoinFloodStaysWithinBudget(t *testing.T) {
 }
 
 // startCoordinatorProcess runs `capgate coordinator` with the flood's
-// budget and returns its URL, its admin token and its pid.
+// budget and returns its URL, its admin token and its pid. It listens on
+// port 0 and its log says where (stack.ServingURL): a port found free,
+// closed and handed over could be taken by a test beside this one first.
 func startCoordinatorProcess(t *testing.T, bin string, seeds []string) (string, string, int) {
 	t.Helper()
 	admin, adminHash, err := coordinator.GenerateSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	dir := t.TempDir()
 	config := fmt.Sprintf(`coordinator:
-  listen: %s
+  listen: 127.0.0.1:0
   data_dir: %s
   admin_token_hashes: [%s]
   memory_limit: %d
@@ -226,18 +221,36 @@ func startCoordinatorProcess(t *testing.T, bin string, seeds []string) (string, 
     limits:
       state_bytes: %d
 log:
-  level: warn
-`, addr, filepath.Join(dir, "data"), adminHash, floodMemoryLimit, strings.Join(seeds, ", "), floodStateBytes)
+  level: info
+  format: json
+`, filepath.Join(dir, "data"), adminHash, floodMemoryLimit, strings.Join(seeds, ", "), floodStateBytes)
 	path := filepath.Join(dir, "capgate.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := stack.StartProcess("coordinator", bin, []string{"coordinator", "--config", path}, os.Environ(), func(b []byte) { t.Logf("coordinator: %.600s", b) }, func(b []byte) { t.Logf("coordinator: %.600s", b) })
+	serving := make(chan string, 1)
+	onLine := func(b []byte) {
+		if url := stack.ServingURL(b); url != "" {
+			select {
+			case serving <- url:
+			default:
+			}
+		}
+		t.Logf("coordinator: %.600s", b)
+	}
+	p, err := stack.StartProcess("coordinator", bin, []string{"coordinator", "--config", path}, os.Environ(), onLine, onLine)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Terminate(10 * time.Second) })
-	base := "http://" + addr
+	var base string
+	select {
+	case base = <-serving:
+	case <-p.Done():
+		t.Fatalf("coordinator exited before serving: %v\n%s", p.Wait(0), p.Tail())
+	case <-time.After(60 * time.Second): // a deadline, not a wait: it serves or fails the test
+		t.Fatalf("coordinator not serving after 60 s\n%s", p.Tail())
+	}
 	sdkEventually(t, func() bool {
 		resp, err := http.Get(base + "/healthz")
 		if err != nil {

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -232,4 +233,24 @@ func onRetrying(part string) {
 	if h := testHooks.Load(); h != nil && h.retrying != nil {
 		h.retrying(part)
 	}
+}
+
+// ServingURL is the URL a part process's JSON log line says it serves
+// on — "coordinator serving", "coordinator replica serving" or "gateway
+// started", at info — or "" for any other line. A process told to
+// listen on port 0 reports its own pick this way, where a port found
+// free and handed over could be taken before it binds.
+func ServingURL(line []byte) string {
+	var l struct {
+		Msg string `json:"msg"`
+		URL string `json:"url"`
+	}
+	if json.Unmarshal(line, &l) != nil {
+		return ""
+	}
+	switch l.Msg {
+	case "coordinator serving", "coordinator replica serving", "gateway started":
+		return l.URL
+	}
+	return ""
 }

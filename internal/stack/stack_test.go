@@ -158,10 +158,17 @@ func TestProcessParts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var mu sync.Mutex
-	lines := map[string]int{}
+	lines, serving := map[string]int{}, map[string]string{}
 	s, err := Start(ctx, Options{Dir: t.TempDir(), Topics: map[string]int32{"t": 1}, Gateways: 1, Timing: TestTiming(),
 		CoordinatorProcess: true, GatewayProcesses: true, Binary: bin,
-		OnLine: func(part string, _ []byte) { mu.Lock(); lines[part]++; mu.Unlock() }})
+		OnLine: func(part string, line []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			lines[part]++
+			if url := ServingURL(line); url != "" {
+				serving[part] = url
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +179,9 @@ func TestProcessParts(t *testing.T) {
 	mu.Lock()
 	if lines["coordinator"] == 0 || lines["gateway-1"] == 0 {
 		t.Errorf("log lines per part: %v, want some from each", lines)
+	}
+	if serving["coordinator"] != s.Coordinator().URL || serving["gateway-1"] != s.Gateways()[0].URL {
+		t.Errorf("ServingURL of the parts' logs: %v, want %s and %s", serving, s.Coordinator().URL, s.Gateways()[0].URL)
 	}
 	mu.Unlock()
 	g := s.Gateways()[0]
