@@ -55,11 +55,11 @@ func TestMisconfiguredReplicaRefusesToStart(t *testing.T) {
 		{"other-id", func(cfg *coordinator.Config) { cfg.ID = good.ID + "-typo" }, []string{`issuer: the log's "` + good.ID + `", ours "` + good.ID + `-typo"`}},
 	} {
 		cfg := good
-		addr, err := stack.FreeAddr("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Listen, cfg.Replica.ID, cfg.Replica.Advertise, cfg.DataDir = addr, tc.name, "http://"+addr, t.TempDir()
+		// Port 0, the process's own pick: it refuses to start, so nobody
+		// needs its address. A port found free, closed and handed over
+		// could be taken by a test beside it first, and the replica would
+		// fail to listen rather than refuse the log.
+		cfg.Listen, cfg.Replica.ID, cfg.Replica.Advertise, cfg.DataDir = "127.0.0.1:0", tc.name, "", t.TempDir()
 		tc.edit(&cfg)
 		proc, err := stack.Launch{Name: tc.name, Bin: binaries.Capgate, Dir: t.TempDir(), Section: "coordinator", Settings: &cfg}.Start()
 		if err != nil {
