@@ -257,8 +257,42 @@ func (d *procStack) loadLeaders(tb testing.TB) {
 }
 
 // start runs bin as a coordinator and a gateway and grants a fetch
-// capability for every latency, idle and spread partition.
+// capability for every latency, idle and spread partition. Their ports
+// are found free, closed and written into config files (every version a
+// benchmark runs, a baseline too, takes a fixed listen address), so a
+// test running beside this one can take one first: a start that failed
+// "address already in use" is tried again on other free ports.
 func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
+	tb.Helper()
+	var v *procCapgate
+	for attempt := 1; ; attempt++ {
+		var err error
+		if v, err = d.launch(tb, name, bin); err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 5 {
+			tb.Fatal(err)
+		}
+		tb.Logf("%s (attempt %d): a port was taken before the process bound it; again on others: %v", name, attempt, err)
+	}
+	for p := range d.size.LatencyParts {
+		v.grant(tb, deployLatency, p, "latency-reader")
+		v.grant(tb, deployIdle, p, "idle-poller")
+	}
+	for p := range d.size.SpreadParts {
+		// One holder per partition, as a consumer group's members would
+		// be (the per-holder in-flight cap is per holder).
+		v.grant(tb, deploySpread, p, "spread-reader-"+strconv.Itoa(int(p)))
+	}
+	if v.KafkaAddr != "" {
+		v.grant(tb, deployListen, 0, "listen-reader")
+	}
+	return v
+}
+
+// launch is one attempt of start: the coordinator and gateway processes,
+// on ports found free now, both serving (or both stopped and why not).
+func (d *procStack) launch(tb testing.TB, name, bin string) (*procCapgate, error) {
 	tb.Helper()
 	v := &procCapgate{Name: name, bin: bin, caps: map[string]string{}}
 	var err error
@@ -312,29 +346,23 @@ func (d *procStack) start(tb testing.TB, name, bin string) *procCapgate {
 		v.pprofAddr = freePort(tb)
 		env = append(env, "BENCH_PPROF_LISTEN="+v.pprofAddr)
 	}
-	v.coordinator = startServe(tb, stack.Launch{Name: name + "-coordinator", Bin: bin, Dir: dir, Section: "coordinator", Settings: coord},
-		v.CoordinatorURL+"/healthz")
-	v.gateway = startServe(tb, stack.Launch{Name: name + "-gateway", Bin: bin, Dir: dir, Section: "gateway", Settings: gw,
-		Env: append(env, "CAPGATE_GATEWAY_SYNC_TOKEN="+v.syncToken)}, v.GatewayURL+"/readyz")
+	if v.coordinator, err = startServe(tb, stack.Launch{Name: name + "-coordinator", Bin: bin, Dir: dir, Section: "coordinator", Settings: coord},
+		v.CoordinatorURL+"/healthz"); err != nil {
+		return nil, err
+	}
+	if v.gateway, err = startServe(tb, stack.Launch{Name: name + "-gateway", Bin: bin, Dir: dir, Section: "gateway", Settings: gw,
+		Env: append(env, "CAPGATE_GATEWAY_SYNC_TOKEN="+v.syncToken)}, v.GatewayURL+"/readyz"); err != nil {
+		stopProcess(v.coordinator)
+		return nil, err
+	}
 	v.hc = newHostClient(v.GatewayURL)
-	for p := range d.size.LatencyParts {
-		v.grant(tb, deployLatency, p, "latency-reader")
-		v.grant(tb, deployIdle, p, "idle-poller")
-	}
-	for p := range d.size.SpreadParts {
-		// One holder per partition, as a consumer group's members would
-		// be (the per-holder in-flight cap is per holder).
-		v.grant(tb, deploySpread, p, "spread-reader-"+strconv.Itoa(int(p)))
-	}
-	if v.KafkaAddr != "" {
-		v.grant(tb, deployListen, 0, "listen-reader")
-	}
-	return v
+	return v, nil
 }
 
 // startServe starts a capgate process (warn-level logs), stopped at the
-// end of tb, and waits until url answers 200.
-func startServe(tb testing.TB, l stack.Launch, url string) *stack.Process {
+// end of tb, and waits until url answers 200; one that does not is
+// stopped, its error returned (with its last lines).
+func startServe(tb testing.TB, l stack.Launch, url string) (*stack.Process, error) {
 	tb.Helper()
 	l.LogLevel = "warn"
 	p, err := l.Start()
@@ -345,9 +373,10 @@ func startServe(tb testing.TB, l stack.Launch, url string) *stack.Process {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.WaitHTTP(ctx, &http.Client{Timeout: 2 * time.Second}, url); err != nil {
-		tb.Fatal(err)
+		stopProcess(p)
+		return nil, err
 	}
-	return p
+	return p, nil
 }
 
 // freePort picks a free loopback address for a process to listen on.
