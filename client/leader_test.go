@@ -2,7 +2,6 @@ package client
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -84,12 +83,7 @@ func TestLeaderTransportRefusesUnlistedHint(t *testing.T) {
 // connection is skipped within the call (nothing was sent), and later
 // calls go to the next URL directly; gateway URLs pass through untouched.
 func TestLeaderTransportSkipsUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := coordinatorstest.Down(t)
 	leader, led := echo(t)
 	other, othered := echo(t)
 	hc, err := WithCoordinators(http.DefaultClient, []string{dead, leader.URL})

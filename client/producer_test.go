@@ -3,12 +3,12 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
 )
 
 func TestProducerProducesAndFailsOver(t *testing.T) {
@@ -84,13 +84,9 @@ func TestNewProducerValidates(t *testing.T) {
 // default), saying nothing was written. Before, it retried for ever:
 // capgate produce to a wrong --gateways never ended.
 func TestProduceToUnreachableGatewaysEnds(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: connections are refused
-	p, err := NewProducer([]string{"http://" + addr}, "cap-produce")
+	// Refused, and the port stays this test's (a port listened on and
+	// closed could be taken by a test beside it).
+	p, err := NewProducer([]string{coordinatorstest.Down(t)}, "cap-produce")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,12 +68,7 @@ func TestSyncFollowingTheLeaderIsNotAWarning(t *testing.T) {
 // standby naming a leader outside the list (where the sync token must
 // never go) are skipped for the next listed URL.
 func TestSyncSkipsUnreachableAndUnlistedHint(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := coordinatorstest.Down(t)
 	var lured atomic.Int64
 	lure := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { lured.Add(1) }))
 	t.Cleanup(lure.Close)

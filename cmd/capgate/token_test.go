@@ -2,9 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"strings"
 	"testing"
+
+	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
 )
 
 // TestTokenInspectTakesTheTokensKind: `token inspect --jwks` verified
@@ -34,12 +35,7 @@ func TestTokenInspectTakesTheTokensKind(t *testing.T) {
 	}
 
 	// A JWKS that cannot be read is not a token that did not verify.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String() + "/.well-known/jwks.json"
-	ln.Close()
+	closed := coordinatorstest.Down(t) + "/.well-known/jwks.json"
 	for src, want := range map[string]string{closed: "connection refused", base + "/nope.json": "404"} {
 		out, err := run(t, "token", "inspect", "--jwks", src, cred.ClientCredential)
 		if err == nil || strings.Contains(err.Error(), "did not verify") || !strings.Contains(err.Error(), "fetching the JWKS failed") || !strings.Contains(err.Error(), want) {

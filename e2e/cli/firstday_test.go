@@ -2,13 +2,13 @@ package cli_test
 
 import (
 	"encoding/json"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
 )
 
 // TestFirstDayMistakes runs what a new user types on the first day and
@@ -24,12 +24,7 @@ func TestFirstDayMistakes(t *testing.T) {
 	// was printed (not even at --log-level debug) and --idle-exit ended
 	// it with exit 0, as if the partitions were merely empty.
 	t.Run("consume_unreachable_gateway", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead := "http://" + ln.Addr().String()
-		ln.Close()
+		dead := coordinatorstest.Down(t) // refused, and the port stays this test's
 		args := []string{"consume", "--group", "deadgw", "--topic", "demo", "--format", "json",
 			"--credential-file", filepath.Join(d.dataDir, "credentials.json"),
 			"--coordinator", d.coordinator, "--gateways", dead, "--idle-exit", "2s"}
