@@ -52,9 +52,9 @@ func Start(t testing.TB, opts Options) *Stack {
 		opts.HeartbeatInterval = 50 * time.Millisecond
 	}
 	gateways := max(opts.Gateways, 1)
-	var peers []string
+	var peers *stack.PortRanges
 	if opts.Peers {
-		peers = freeAddrs(t, gateways)
+		peers = reservePeers(t, gateways)
 	}
 	n := 0
 	c := sdk.StartCluster(t, sdk.ClusterOptions{
@@ -71,7 +71,8 @@ func Start(t testing.TB, opts Options) *Stack {
 			}
 			cfg.KafkaListen = "127.0.0.1:0"
 			if peers != nil {
-				cfg.KafkaListen, cfg.KafkaAdvertised, cfg.KafkaPeers = peers[n], peers[n], peers
+				cfg.KafkaListen, cfg.KafkaAdvertised, cfg.KafkaPeers = peers.Addrs[n], peers.Addrs[n], peers.Addrs
+				peers.Release(n) // the gateway binds them now: held until this moment
 			}
 			n++
 			cfg.KafkaHeartbeatInterval = opts.HeartbeatInterval
@@ -116,16 +117,18 @@ func (s *Stack) Deny(t testing.TB, jti string) {
 	}
 }
 
-// freeAddrs finds n loopback addresses for gateways' Kafka listeners,
-// each the first of kafka_fetch_lanes free ports in a row (a listener
-// binds one port per lane from there; the gateways bind them right
-// after — another process could take one in between, which fails the
-// test loudly, never silently).
-func freeAddrs(t testing.TB, n int) []string {
+// reservePeers holds n ranges of loopback ports for peered gateways'
+// Kafka listeners, each the first of kafka_fetch_lanes ports in a row (a
+// listener binds one port per lane from there), until each gateway is
+// configured. Every gateway must be told all of them before the first
+// starts, so port 0 cannot serve; found free and closed at once, a port
+// could be taken by a test beside this one before its gateway binds it.
+func reservePeers(t testing.TB, n int) *stack.PortRanges {
 	t.Helper()
-	out, err := stack.FreePortRanges("", n, gateway.DefaultConfig().KafkaFetchLanes)
+	r, err := stack.ReservePortRanges("", n, gateway.DefaultConfig().KafkaFetchLanes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	t.Cleanup(r.Close)
+	return r
 }

@@ -47,7 +47,7 @@ func (s *Stack) newCoordinator(i int) (*Coordinator, error) {
 	// first release: a restart on the same --data-dir keeps the state).
 	co := &Coordinator{s: s, Index: i, Name: name,
 		DataDir: filepath.Join(s.opts.Dir, name), process: s.opts.CoordinatorProcess, dir: s.opts.Dir}
-	if err := co.partAddr.init(listen, s.opts.scheme()); err != nil {
+	if err := co.partAddr.init(listen, s.opts.scheme(), co.process); err != nil {
 		return nil, err
 	}
 	return co, nil

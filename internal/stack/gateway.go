@@ -38,7 +38,7 @@ func (s *Stack) newGateway(i int) (*Gateway, error) {
 		listen = s.opts.GatewayListen[i]
 	}
 	g := &Gateway{s: s, Index: i, ID: id, process: s.opts.GatewayProcesses, dir: s.opts.Dir, coordinatorURL: s.syncURL()}
-	if err := g.partAddr.init(listen, s.opts.scheme()); err != nil {
+	if err := g.partAddr.init(listen, s.opts.scheme(), g.process); err != nil {
 		return nil, err
 	}
 	return g, nil

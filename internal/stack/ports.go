@@ -45,7 +45,7 @@ const (
 
 // startRetry decides whether a part's failed start is tried again.
 type startRetry struct {
-	reserved bool // the first start, on a port the stack picked
+	move     bool // a process's first start, on a port the stack picked
 	restart  bool
 	attempts int
 	deadline time.Time
@@ -53,8 +53,8 @@ type startRetry struct {
 	fresh bool
 }
 
-func newStartRetry(reserved, restart bool) *startRetry {
-	return &startRetry{reserved: reserved, restart: restart, deadline: time.Now().Add(restartRetry)}
+func newStartRetry(move, restart bool) *startRetry {
+	return &startRetry{move: move, restart: restart, deadline: time.Now().Add(restartRetry)}
 }
 
 // partAddr is a part's address, fixed for the stack's life (but for a
@@ -64,19 +64,25 @@ type partAddr struct {
 	Addr string // host:port
 	URL  string // scheme://Addr
 
-	scheme   string
+	scheme string
+	// movable: a process part, which the reservation cannot be handed
+	// to; its first start may move it (an in-process part listens on
+	// its reservation: an address in use is another listener's, such as
+	// a kafka_listen the caller chose, which a new address would not
+	// help).
+	movable  bool
 	mu       sync.Mutex
 	reserved net.Listener // Addr, listened on until the first start
 	started  bool         // Start was called: later ones are restarts
 }
 
 // init sets the address from the part's listen address (reserve).
-func (a *partAddr) init(listen, scheme string) error {
+func (a *partAddr) init(listen, scheme string, process bool) error {
 	addr, ln, err := reserve(listen)
 	if err != nil {
 		return err
 	}
-	a.scheme, a.reserved = scheme, ln
+	a.scheme, a.reserved, a.movable = scheme, ln, process
 	a.setAddr(addr)
 	return nil
 }
@@ -96,13 +102,14 @@ func (a *partAddr) setAddr(addr string) {
 }
 
 // take hands the reservation over to a start (nil after the first) and
-// says whether the start is a restart.
-func (a *partAddr) take() (net.Listener, bool) {
+// says whether the start may move the part (a process's first start on
+// a reservation) and whether it is a restart.
+func (a *partAddr) take() (ln net.Listener, move, restart bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ln, restart := a.reserved, a.started
+	ln, move, restart = a.reserved, a.reserved != nil && a.movable, a.started
 	a.reserved, a.started = nil, true
-	return ln, restart
+	return ln, move, restart
 }
 
 // release closes the reservation of a part stopped before it started.
@@ -121,7 +128,7 @@ type startingPart interface {
 	// closed, whatever the attempt's outcome).
 	start(ctx context.Context, ln net.Listener) error
 	Kill()
-	take() (net.Listener, bool)
+	take() (ln net.Listener, move, restart bool)
 	host() string
 	setAddr(addr string)
 }
@@ -130,8 +137,8 @@ type startingPart interface {
 // reservation (none: the part binds its address itself), then as
 // startRetry decides.
 func startPart(ctx context.Context, p startingPart, name string) error {
-	ln, restart := p.take()
-	retry := newStartRetry(ln != nil, restart)
+	ln, move, restart := p.take()
+	retry := newStartRetry(move, restart)
 	for {
 		err := p.start(ctx, ln)
 		ln = nil
@@ -151,10 +158,11 @@ func startPart(ctx context.Context, p startingPart, name string) error {
 }
 
 // again says whether to try once more after an attempt that ended in
-// err. A first start on a port the stack picked takes another port at
-// once; a restart waits a moment for its own. Any other failure, and a
-// first start on a port the caller named (someone else's: another
-// capgate dev), is returned as it is.
+// err. A process's first start on a port the stack picked takes another
+// port at once; a restart waits a moment for its own. Any other failure,
+// an in-process part's first start (on its reservation: what was in use
+// is another of its addresses) and a first start on a port the caller
+// named (someone else's: another capgate dev) are returned as they are.
 func (r *startRetry) again(ctx context.Context, err error) bool {
 	r.attempts++
 	r.fresh = false
@@ -162,7 +170,7 @@ func (r *startRetry) again(ctx context.Context, err error) bool {
 		return false
 	}
 	switch {
-	case r.reserved && r.attempts < firstStartAttempts:
+	case r.move && r.attempts < firstStartAttempts:
 		r.fresh = true
 		return true
 	case r.restart && time.Now().Before(r.deadline):

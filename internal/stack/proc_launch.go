@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -141,24 +142,50 @@ func FreeAddr(addr string) (string, error) {
 // each: a gateway's Kafka listener binds kafka_fetch_lanes ports from
 // its kafka_listen port on. They are free when it returns (listened on,
 // then closed); another process could take one before the caller binds
-// it, which fails the caller loudly, never silently.
+// it, so the caller retries a start that failed "address already in
+// use" (e2e/bench's deploy), or holds them with ReservePortRanges.
 func FreePortRanges(host string, n, width int) ([]string, error) {
+	r, err := ReservePortRanges(host, n, width)
+	if err != nil {
+		return nil, err
+	}
+	r.Close()
+	return r.Addrs, nil
+}
+
+// PortRanges are ranges of consecutive ports on loopback, each held
+// (listened on) until Release, so that no other process takes one: a
+// peered gateway's Kafka listener (kafka_peers names every gateway's
+// before the first starts) releases its range just before it binds it.
+// Safe for concurrent use.
+type PortRanges struct {
+	Addrs []string // the first address of each range
+
+	mu   sync.Mutex
+	held [][]net.Listener
+}
+
+// ReservePortRanges finds n non-overlapping ranges of width consecutive
+// free ports on host ("" is 127.0.0.1) and holds them.
+func ReservePortRanges(host string, n, width int) (*PortRanges, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	var held []net.Listener
+	r := &PortRanges{}
+	var tried []net.Listener // ranges too short, kept until the end: no later range overlaps them
 	defer func() {
-		for _, l := range held {
+		for _, l := range tried {
 			l.Close()
 		}
 	}()
-	var out []string
-	for attempt := 0; len(out) < n; attempt++ {
+	for attempt := 0; len(r.Addrs) < n; attempt++ {
 		if attempt == 100 {
+			r.Close()
 			return nil, fmt.Errorf("stack: no %d consecutive free ports on %s in 100 tries", width, host)
 		}
 		first, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
+			r.Close()
 			return nil, fmt.Errorf("stack: free port: %w", err)
 		}
 		group := []net.Listener{first}
@@ -170,12 +197,30 @@ func FreePortRanges(host string, n, width int) ([]string, error) {
 			}
 			group = append(group, l)
 		}
-		held = append(held, group...) // kept until the end: no later range overlaps it
-		if len(group) == width {
-			out = append(out, first.Addr().String())
+		if len(group) < width {
+			tried = append(tried, group...)
+			continue
 		}
+		r.Addrs, r.held = append(r.Addrs, first.Addr().String()), append(r.held, group)
 	}
-	return out, nil
+	return r, nil
+}
+
+// Release closes range i's listeners, for its user to bind them at once.
+func (r *PortRanges) Release(i int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.held[i] {
+		l.Close()
+	}
+	r.held[i] = nil
+}
+
+// Close releases every range.
+func (r *PortRanges) Close() {
+	for i := range r.Addrs {
+		r.Release(i)
+	}
 }
 
 // StartKafkaProcess runs a Kafka program that prints one JSON line
