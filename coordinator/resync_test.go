@@ -41,7 +41,10 @@ func TestResyncBringsBackGrantLostOnTheWire(t *testing.T) {
 
 	resp, took := resyncHeartbeat(t, b, 10_000)
 	g, ok := carries(resp, moved)
-	if !ok || took > time.Second {
+	// At once: before the hold (heartbeat_wait) would have ended. Without
+	// the resync the answer is empty after the hold; a tighter bound
+	// only measures the machine's load.
+	if !ok || took >= h.env.cfg.Groups.HeartbeatWait {
 		t.Fatalf("b's resync heartbeat (after %s) carries %+v, want %v at once", took, resp, moved)
 	}
 	t.Logf("the lost grant came back after %s (resync)", took)
@@ -80,7 +83,7 @@ func TestResyncBringsBackRevokeLostOnTheWire(t *testing.T) {
 	moved := lost.Revoke[0]
 
 	resp, took := resyncHeartbeat(t, a, 10_000)
-	if len(resp.Revoke) != 1 || resp.Revoke[0] != moved || took > time.Second {
+	if len(resp.Revoke) != 1 || resp.Revoke[0] != moved || took >= h.env.cfg.Groups.HeartbeatWait { // at once: before the hold ends
 		t.Fatalf("a's resync heartbeat (after %s) carries %+v, want the revoke %v at once", took, resp, moved)
 	}
 	if len(resp.Grants) != 0 || len(resp.Renew) != 1 || resp.Renew[0].Partition == moved.Partition {

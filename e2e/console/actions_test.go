@@ -36,7 +36,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("max-moves"), "2"),
 		chromedp.Click(chromedp.CSS(`button[data-action="group-config"]`)))
 	confirm(b, "Change the creeping rate of demo", "Group demo now moves at most 2 partitions per second.")
-	b.waitFor("the stats follow", time.Now(), 5*time.Second,
+	b.waitFor("the stats follow", time.Now(), 15*time.Second,
 		`[...document.querySelectorAll('.stats div')].some(d => d.textContent.includes('moves/s') && d.querySelector('b').textContent === '2')`)
 	if got := s.cluster.Describe(t, group).Config.MaxMovesPerSecond; got != 2 {
 		t.Fatalf("max_moves_per_second after the console set it: %d", got)
@@ -44,7 +44,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 
 	// Lease demo/5 to an outside holder; its capability reads demo/5.
 	b.click("lease dialog", `.cell[data-partition="demo/5"] button[data-action="lease-partition"]`)
-	b.waitFor("lease fields", time.Now(), 5*time.Second, `document.querySelector('#confirm-fields input[name="holder"]') !== null`)
+	b.waitFor("lease fields", time.Now(), 15*time.Second, `document.querySelector('#confirm-fields input[name="holder"]') !== null`)
 	b.run("fill the lease", 10*time.Second,
 		chromedp.SetValue(chromedp.CSS(`#confirm-fields input[name="holder"]`), "partner-job"),
 		chromedp.SetValue(chromedp.CSS(`#confirm-fields input[name="ttl"]`), "120"))
@@ -55,7 +55,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 		t.Fatalf("lease outcome without a capability: %q", outcome)
 	}
 	jti, capability := m[1], m[2]
-	b.waitFor("the grid shows the lease", time.Now(), 5*time.Second,
+	b.waitFor("the grid shows the lease", time.Now(), 15*time.Second,
 		`(() => { const c = document.querySelector('.cell[data-partition="demo/5"]'); return c.dataset.holder === 'partner-job' && c.textContent.includes('leased to partner-job'); })()`)
 	gw := s.cluster.GatewayURLs()[0]
 	if status := fetch(t, gw, capability); status != http.StatusOK {
@@ -65,7 +65,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 	// Deny the lease's capability id: every gateway refuses it.
 	b.run("overrides page", 20*time.Second, chromedp.Navigate(base+"/console/overrides"))
 	b.run("deny dialog", 10*time.Second, chromedp.Click(chromedp.CSS(`button[data-action="deny-capability"]`)))
-	b.waitFor("deny fields", time.Now(), 5*time.Second, `document.querySelector('#confirm-fields input[name="jti"]') !== null`)
+	b.waitFor("deny fields", time.Now(), 15*time.Second, `document.querySelector('#confirm-fields input[name="jti"]') !== null`)
 	b.run("fill the jti", 10*time.Second, chromedp.SetValue(chromedp.CSS(`#confirm-fields input[name="jti"]`), jti))
 	confirm(b, "Deny a capability id", "Denied "+jti+" until ")
 	deadline := time.Now().Add(10 * time.Second)
@@ -95,7 +95,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 
 	// A QoS override, listed afterwards.
 	b.run("qos dialog", 10*time.Second, chromedp.Click(chromedp.CSS(`button[data-action="qos"]`)))
-	b.waitFor("qos fields", time.Now(), 5*time.Second, `document.querySelector('#confirm-fields input[name="topic"]') !== null`)
+	b.waitFor("qos fields", time.Now(), 15*time.Second, `document.querySelector('#confirm-fields input[name="topic"]') !== null`)
 	b.run("fill the override", 10*time.Second,
 		chromedp.SetValue(chromedp.CSS(`#confirm-fields input[name="topic"]`), "demo"),
 		chromedp.SetValue(chromedp.CSS(`#confirm-fields input[name="partition"]`), "3"),
@@ -107,7 +107,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 		t.Fatalf("QoS overrides after the console set one: %d %s", status, raw)
 	}
 	b.run("reload overrides", 20*time.Second, chromedp.Navigate(base+"/console/overrides"))
-	b.waitFor("the override is listed", time.Now(), 5*time.Second,
+	b.waitFor("the override is listed", time.Now(), 15*time.Second,
 		`document.querySelector('#qos tbody').textContent.includes('topic=demo, partition=3') && document.querySelector('#qos tbody').textContent.includes('100000 B/s')`)
 	b.screenshot("overrides")
 
@@ -122,7 +122,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 	b.waitFor("c3's credential in the members table", time.Now(), 10*time.Second,
 		`document.querySelector('#members tr[data-member=`+js(id3)+`]')?.querySelector('td.credential').textContent.includes(`+js(cred3)+`)`)
 	b.click("revoke member dialog", `#members tr[data-member=`+js(id3)+`] button[data-action="revoke-member"]`)
-	b.waitFor("the dialog says it rejoins and names the credential", time.Now(), 5*time.Second,
+	b.waitFor("the dialog says it rejoins and names the credential", time.Now(), 15*time.Second,
 		`document.getElementById('confirm').open && document.getElementById('confirm-text').textContent.includes(`+
 			js("A consumer joins again at once with its credential")+`) && document.getElementById('confirm-text').textContent.includes(`+js("deny its credential "+cred3)+`)`)
 	outcome = confirm(b, "Revoke member", id3+" revoked: ")
@@ -175,14 +175,14 @@ func credentialOf(t *testing.T, s *stack, id string) string {
 // containing want, closes the dialog and returns the outcome.
 func confirm(b *browser, title, want string) string {
 	b.t.Helper()
-	b.waitFor("dialog "+title, time.Now(), 5*time.Second,
+	b.waitFor("dialog "+title, time.Now(), 15*time.Second,
 		`document.getElementById('confirm').open && document.getElementById('confirm-title').textContent === `+js(title))
 	b.run("confirm "+title, 10*time.Second, chromedp.Click(chromedp.ID("confirm-ok")))
 	b.waitFor("outcome of "+title, time.Now(), 15*time.Second,
 		`document.getElementById('confirm-outcome').textContent.includes(`+js(want)+`)`)
 	outcome := eval[string](b, `document.getElementById('confirm-outcome').textContent`)
 	b.run("close "+title, 5*time.Second, chromedp.Click(chromedp.ID("confirm-cancel")))
-	b.waitFor("dialog closed", time.Now(), 5*time.Second, `!document.getElementById('confirm').open`)
+	b.waitFor("dialog closed", time.Now(), 15*time.Second, `!document.getElementById('confirm').open`)
 	return outcome
 }
 

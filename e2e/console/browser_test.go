@@ -114,7 +114,8 @@ func eval[T any](b *browser, expr string) T {
 
 // waitFor polls a JavaScript expression in the page until it is true or
 // within has passed since from, and returns when it first held. The
-// deadline is an upper bound: the poll never sleeps longer than 10 ms.
+// deadline is an upper bound: the poll never sleeps longer than 10 ms
+// (waits after an action allow 15 s: a real Chromium on 2 busy cores).
 func (b *browser) waitFor(what string, from time.Time, within time.Duration, expr string) time.Duration {
 	b.t.Helper()
 	for {

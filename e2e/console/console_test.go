@@ -119,7 +119,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal("the page reloaded")
 	}
 	t.Logf("join → shown: members and timeline %s, grid with the grants and their pauses %s", joinShown.Round(time.Millisecond), gridShown.Round(time.Millisecond))
-	b.waitFor("fences and acks of the move on the timeline", time.Now(), 5*time.Second,
+	b.waitFor("fences and acks of the move on the timeline", time.Now(), 15*time.Second,
 		`document.querySelectorAll('#timeline li[data-kind="fence"]').length >= 3 &&
 		 ['gateway-1', 'gateway-2'].every(g => [...document.querySelectorAll('#timeline li[data-kind="ack"]')].some(li => li.textContent.includes('gateway ' + g + ' acked')))`)
 	b.screenshot("handoff")
@@ -145,7 +145,7 @@ func revokeFromConsole(t *testing.T, s *stack, b *browser) {
 	cell := `.cell[data-partition="demo/` + p + `"]`
 	b.click("open the revoke dialog", cell+` button[data-action="revoke-partition"]`)
 	b.run("the revoke dialog", 10*time.Second, chromedp.WaitVisible(chromedp.ID("confirm-ok")))
-	b.waitFor("confirmation asked", time.Now(), 5*time.Second,
+	b.waitFor("confirmation asked", time.Now(), 15*time.Second,
 		`document.getElementById('confirm').open && document.getElementById('confirm-title').textContent === 'Revoke partition demo/`+p+`'`)
 	b.screenshot("revoke-confirm")
 	b.run("confirm", 10*time.Second, chromedp.Click(chromedp.ID("confirm-ok")))

@@ -68,7 +68,9 @@ func (l *lateCoordinator) proxy(t testing.TB, coordinator string) string {
 // grace; the HTTP listener accepting meanwhile), then the HTTP shutdown,
 // then the leave (the whole grace again) one after another: about 4 s.
 func TestGatewayCloseWithinGraceWhileBothSidesBusy(t *testing.T) {
-	const grace, margin = 2 * time.Second, 500 * time.Millisecond
+	// margin: room for a loaded machine, below the 2 s more that Close's
+	// phases one after another took (about 4 s).
+	const grace, margin = 2 * time.Second, time.Second
 	lc := &lateCoordinator{delay: 3 * time.Second, memberHeld: make(chan struct{})}
 	s, _ := memberBehindProxy(t, grace, lc.proxy)
 	gw := s.Gateways()[0].InProcess()
