@@ -105,13 +105,13 @@ func TestRequestBytesHeldAreBounded(t *testing.T) {
 	if _, err := conns[0].nc.Write(raw[:len(raw)-1]); err != nil { // all but its last byte: it holds its room
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the first frame read", func() bool { return counts.read(conns[0])-before[0] == int64(len(raw)-1) })
+	eventually(t, 20*time.Second, "the first frame read", func() bool { return counts.read(conns[0])-before[0] == int64(len(raw)-1) })
 	var writes sync.WaitGroup
 	for _, r := range conns[1:] {
 		writes.Add(1)
 		go func() { defer writes.Done(); r.nc.Write(raw) }() // blocks while the listener does not read it
 	}
-	eventually(t, 5*time.Second, "the first frame read, the other two waiting unread", func() bool {
+	eventually(t, 20*time.Second, "the first frame read, the other two waiting unread", func() bool {
 		for i, r := range conns[1:] {
 			if n := counts.read(r) - before[i+1]; n > frameChunk+4 {
 				t.Fatalf("the listener read %d bytes of a frame over the tenant's kafka_max_request_bytes_held_per_tenant (%d held: its first frame's)", n, s.RequestBytesHeld())
@@ -137,7 +137,7 @@ func TestRequestBytesHeldAreBounded(t *testing.T) {
 		}
 	}
 	writes.Wait()
-	eventually(t, 5*time.Second, "nothing held once answered", func() bool {
+	eventually(t, 20*time.Second, "nothing held once answered", func() bool {
 		return s.RequestBytesHeld() == 0
 	})
 }
