@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,13 +95,31 @@ type tenantKey struct {
 	id  string
 }
 
-// tenantOf is c's tenant (tenantKey).
+// tenantOf is c's tenant (tenantKey). A client credential's produces
+// (and an IdP identity's, over the Kafka listener) count for the tenant
+// the coordinator puts in its members' capabilities (tnt,
+// coordinator.tenant; kafkaproto.Principal.tenant): an OAuth client's
+// token for its sub "oauth:<client_id>", any other credential for its
+// jti, an IdP identity for its id. Never for its sub: a credential's is
+// its free --name and an IdP's a subject of one issuer, and keyed by it
+// a same-named credential, or an admin grant to a holder of that name,
+// used up another tenant's allowance (redteam10 #1).
 func tenantOf(c *ocap.Claims) tenantKey {
-	if c.Tenant != "" {
+	switch {
+	case c.Tenant != "":
 		return tenantKey{id: c.Tenant}
+	case c.Kind() == ocap.KindCapability || c.ID == "":
+	case c.Kind() == ocap.KindClient && strings.HasPrefix(c.Subject, oauthSubject):
+		return tenantKey{id: c.Subject}
+	default:
+		return tenantKey{id: c.ID}
 	}
 	return tenantKey{sub: true, id: c.Subject}
 }
+
+// oauthSubject starts the sub of a credential the coordinator's token
+// endpoint minted: "oauth:<client_id>".
+const oauthSubject = "oauth:"
 
 // holderOf is whom a capability's fetches count against: the root of its
 // chain (an attenuated child and its own children share their root's

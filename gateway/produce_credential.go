@@ -20,7 +20,9 @@ package gateway
 //     budget (the credential's jti, budgetKey), or a live override whose
 //     selector matches it (by holder = the credential's subject, jti, or
 //     the topic and partition written: scoped); in flight under the same
-//     caps, its tenant being its subject.
+//     caps, its tenant being the credential (its jti; an OAuth client's
+//     token: its sub "oauth:<client_id>"; tenantOf), never its free
+//     name (redteam10 #1).
 //   - once registered in flight it is decided again (a deny applied
 //     meanwhile refuses it; a deny applied later waits for Kafka's
 //     answer before its acknowledgement, authz.Refuses).
