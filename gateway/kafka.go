@@ -118,6 +118,8 @@ func (k kafkaGate) VerifyClient(token string, from netip.Addr, now time.Time) (*
 		return nil, errDeniedCredential
 	case api.CodeTokenExpired:
 		return nil, ocap.ErrExpired // a cached one past its expiry (the cache keeps the longest leeway)
+	case api.CodeUnauthorized:
+		return nil, ocap.ErrKeyRetired // cached, its key removed since (the flush may not have run yet)
 	}
 	return c, nil
 }
@@ -132,10 +134,20 @@ func (k kafkaGate) VerifyClient(token string, from netip.Addr, now time.Time) (*
 const credentialCacheEntries = 1 << 14
 
 // CheckClient runs the view's revocation checks on a client credential
-// (authz.DecideCredential).
+// (authz.DecideCredential), and refuses one whose signing key is no
+// longer among the verifier's keys (401: retired since it verified).
 func (k kafkaGate) CheckClient(c *ocap.Claims, now time.Time) api.Code {
 	if code := k.g.syncRefusal(now); code != "" {
 		return code
+	}
+	if c.Kind() == ocap.KindClient {
+		// Its key still signs: a Kafka connection that authenticated with
+		// a credential of a key since removed from the ring (retired,
+		// say leaked) went on producing until the credential's expiry
+		// (redteam10 #2). An IdP identity's claims name no capgate key.
+		if v := k.g.verifier.Load(); v == nil || !v.HasKey(c.KeyID()) {
+			return api.CodeUnauthorized
+		}
 	}
 	if r := authz.DecideCredential(c, k.g.view, now); r != authz.Allow {
 		return r.Code()

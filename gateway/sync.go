@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -114,6 +112,10 @@ func (g *Gateway) applySync(ctx context.Context, u api.SyncResponse, sent time.T
 	} else if changes.KeysChanged {
 		removed := g.verifier.Load().SetKeys(g.view.Keys())
 		g.cache.FlushKeys(removed...)
+		// The credentials' cache too: a credential of a retired (say,
+		// leaked) key went on producing and authenticating on the Kafka
+		// listener until its own expiry (redteam10 #2).
+		g.credentials.FlushKeys(removed...)
 	}
 	cancelled := g.inflight.revoke(ctx, changes, g.view, now)
 	if ctx.Err() != nil {
@@ -141,7 +143,11 @@ func (g *Gateway) learn(s *guard.Settings) error {
 	}
 	v.SetKeys(g.view.Keys())
 	if old := g.verifier.Swap(v); old != nil {
-		g.cache.FlushKeys(slices.Collect(maps.Keys(g.view.Keys()))...)
+		// Every token verified under the old settings, capabilities and
+		// credentials alike, and whatever key signed it (one removed by
+		// this same reset included: redteam10 #2).
+		g.cache.Flush()
+		g.credentials.Flush()
 	}
 	g.settings = s
 	g.log.Info("coordinator settings learned", zap.String("issuer", s.Issuer), zap.String("audience", s.Audience),

@@ -1,10 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
+	"errors"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/ocap"
@@ -105,5 +112,97 @@ func TestCloseDrainsInFlightFetches(t *testing.T) {
 	expectError(t, r, http.StatusServiceUnavailable, api.CodeUnavailable)
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
 		t.Fatalf("Close took %v", elapsed)
+	}
+}
+
+// TestKeyRotationRetiresCachedCredentials is redteam10 #2, the attack as
+// its test: a client credential that verified once is cached by its
+// exact token (Gateway.credentials), and that cache was never flushed
+// when its key left the ring — so a credential signed by a retired (say,
+// leaked) key went on producing over HTTP, and authenticating on the
+// Kafka listener, until its own expiry (client_credential_ttl_max: 30
+// days by default) on every gateway that had seen it once. A removed
+// key flushes both caches.
+func TestKeyRotationRetiresCachedCredentials(t *testing.T) {
+	h := newHarness(t, nil)
+	cred, _ := h.mintCredential([]string{testTopic}, []string{"consume", "produce"}, time.Now(), time.Hour)
+	if r := h.produceWith(cred, testTopic, 0); r.status != http.StatusOK {
+		t.Fatalf("before rotation: %d %s", r.status, r.body)
+	}
+	ring, err := ocap.NewKeyRing(rand.Reader, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := h.sync.push(api.SyncResponse{Keys: ring.JWKS().Keys})
+	h.sync.waitAck(t, seq)
+	expectError(t, h.produceWith(cred, testTopic, 0), http.StatusUnauthorized, api.CodeUnauthorized)
+	expectError(t, h.produceTopic(cred, testTopic, oneRecord), http.StatusUnauthorized, api.CodeUnauthorized)
+	if _, err := (kafkaGate{h.gw}).VerifyClient(cred, netip.Addr{}, time.Now()); err == nil {
+		t.Fatal("the Kafka listener's verification takes a credential of a retired key")
+	}
+}
+
+// TestNewSettingsForgetEveryVerifiedToken (redteam10 #2): a reset that
+// changes the coordinator's settings and its keys at once (a coordinator
+// restored with another ring) flushed only the tokens signed by the new
+// keys, so a capability and a credential of the removed key, cached,
+// went on verifying under the new settings.
+func TestNewSettingsForgetEveryVerifiedToken(t *testing.T) {
+	h := newHarness(t, nil)
+	tok, _ := h.mint(capClaims(0))
+	cred, _ := h.mintCredential([]string{testTopic}, []string{"consume", "produce"}, time.Now(), time.Hour)
+	if r := h.get(tok, recordsPath(0, "offset=0")); r.status != http.StatusOK {
+		t.Fatalf("before: %d %s", r.status, r.body)
+	}
+	if r := h.produceWith(cred, testTopic, 0); r.status != http.StatusOK {
+		t.Fatalf("before: %d %s", r.status, r.body)
+	}
+	ring, err := ocap.NewKeyRing(rand.Reader, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sync.waitAck(t, h.sync.push(api.SyncResponse{})) // past seq 1: the restart's snapshot is news
+	settings := *testSettings()
+	settings.LeewayMs = 500
+	h.sync.mu.Lock()
+	h.sync.keys, h.sync.settings = ring.JWKS().Keys, &settings
+	h.sync.mu.Unlock()
+	h.sync.restart()
+	waitFor(t, "the new settings learned", func() bool {
+		s := h.gw.follower.Settings()
+		return s != nil && s.Leeway == 500*time.Millisecond && h.gw.view.Seq() == 1
+	})
+	expectError(t, h.get(tok, recordsPath(0, "offset=0")), http.StatusUnauthorized, api.CodeUnauthorized)
+	expectError(t, h.produceWith(cred, testTopic, 0), http.StatusUnauthorized, api.CodeUnauthorized)
+}
+
+// TestKeyRotationEndsKafkaCredentialSessions (redteam10 #2): a Kafka
+// connection authenticated with a client credential lives as long as
+// the credential (KIP-368 session lifetime); its key removed from the
+// ring, its next Produce was still written. Now it is refused
+// TOPIC_AUTHORIZATION_FAILED, final, like a denied credential's.
+func TestKeyRotationEndsKafkaCredentialSessions(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{edit: func(c *Config) { c.KafkaListen = "127.0.0.1:0" }})
+	h.waitReady()
+	cred, _ := h.mintCredential([]string{testTopic}, []string{"consume", "produce"}, time.Now(), time.Hour)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.gw.KafkaAddr()),
+		kgo.SASL(plain.Auth{User: "capgate", Pass: cred}.AsMechanism()),
+		kgo.DefaultProduceTopic(testTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
+		t.Fatalf("before rotation: %v", err)
+	}
+	ring, err := ocap.NewKeyRing(rand.Reader, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sync.waitAck(t, h.sync.push(api.SyncResponse{Keys: ring.JWKS().Keys}))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("a produce on a connection of a retired key's credential: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
 }

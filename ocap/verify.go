@@ -104,6 +104,14 @@ func (v *Verifier) SetKeys(keys map[string]ed25519.PublicKey) (removed []string)
 	return removed
 }
 
+// HasKey reports whether kid is one of the verification keys now: a
+// token verified earlier under a key since removed (retired, or a
+// verifier of new settings without it) no longer stands.
+func (v *Verifier) HasKey(kid string) bool {
+	_, ok := v.keys.Load().keys[kid]
+	return ok
+}
+
 // options are golang-jwt's strict parser options for a check at now:
 // EdDSA only, strict base64url (canonical trailing bits), iss and aud
 // required and equal to ours, exp required, iat not in the future, nbf,
