@@ -37,6 +37,12 @@ type Gate interface {
 	// admitted), the bytes the rate still allows (-1: no rate) and how
 	// long to throttle when the rate is exhausted.
 	Admit(c *ocap.Claims, req authz.Request, now time.Time) (code api.Code, allowance int64, throttle time.Duration)
+	// AdmitRate admits c's next bytes under the byte rate of its QoS: a
+	// client credential's (or IdP identity's) produce to one partition,
+	// c scoped to it (scopedTo), as the HTTP produce admits it. It
+	// returns how long to throttle when the rate is exhausted, 0 when
+	// admitted (or no rate applies).
+	AdmitRate(c *ocap.Claims, now time.Time) (throttle time.Duration)
 	// Recheck is the decision taken again after the broker answered,
 	// before any byte is written: Decide and the sync state.
 	Recheck(c *ocap.Claims, req authz.Request, now time.Time) api.Code

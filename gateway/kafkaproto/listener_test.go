@@ -44,6 +44,7 @@ func (refuseGate) Admit(*ocap.Claims, authz.Request, time.Time) (api.Code, int64
 	return api.CodeForbidden, 0, 0
 }
 func (refuseGate) Recheck(*ocap.Claims, authz.Request, time.Time) api.Code { return api.CodeForbidden }
+func (refuseGate) AdmitRate(*ocap.Claims, time.Time) time.Duration         { return 0 }
 func (refuseGate) Track(base context.Context, _ *ocap.Claims, _ authz.Request, _ bool) (context.Context, func(), api.Code) {
 	return base, func() {}, ""
 }

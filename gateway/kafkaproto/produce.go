@@ -10,7 +10,11 @@ package kafkaproto
 //     client-credential connection needs a credential with the produce
 //     op whose tps claim names the topic itself (a pattern, "*" or
 //     "orders-*", grants consume only; ocap.Claims.MayProduceTo) and that
-//     is not denied. A credential without the op claim (minted before
+//     is not denied; its byte rate is admitted per partition as over
+//     HTTP (Gate.AdmitRate: its own budget, or an override selecting it,
+//     or the topic and partition written — the claims scoped there,
+//     scopedTo; exhausted: NOT_ENOUGH_REPLICAS and ThrottleMillis as for
+//     a capability). A credential without the op claim (minted before
 //     client ops existed, or consume-only) may not produce:
 //     TOPIC_AUTHORIZATION_FAILED. An IdP identity (gateway.kafka_oidc)
 //     is decided the same way by its rules: it may write to a topic
@@ -101,7 +105,7 @@ func handleProduce(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) 
 				pc = newProduceCall(req, claims)
 				calls[route.Leader] = pc
 			}
-			pc.add(rt.Topic, route.TopicID, rp, out)
+			pc.add(claims, rt.Topic, route.TopicID, rp, out)
 		}
 	}
 	if throttled := c.produceUpstream(calls, now); throttled {
@@ -137,7 +141,18 @@ func (c *conn) admitProduce(topic string, partition int32, now time.Time) (*ocap
 		if c.s.internalTopic(topic) || !c.principal.mayProduceTo(topic) {
 			return nil, api.CodeForbidden, 0
 		}
-		return c.principal.Claims, c.checkClient(now), 0
+		if code := c.checkClient(now); code != "" {
+			return nil, code, 0
+		}
+		// Its byte rate, as the HTTP produce admits it: under the QoS
+		// that applies to it there (its own budget, or an override
+		// selecting it or the topic and partition). Its bytes were only
+		// charged afterwards, so no rate ever slowed it (redteam10 #3).
+		claims := scopedTo(c.principal.Claims, topic, partition)
+		if wait := c.s.gate.AdmitRate(claims, now); wait > 0 {
+			return nil, api.CodeRateLimited, wait
+		}
+		return claims, "", 0
 	}
 	a := c.admit(topic, partition, ocap.OpProduce, -1, now)
 	switch {
@@ -147,6 +162,17 @@ func (c *conn) admitProduce(topic string, partition int32, now time.Time) (*ocap
 		return nil, api.CodeRateLimited, a.throttle
 	}
 	return a.claims, "", 0
+}
+
+// scopedTo is a client principal's claims as they apply to one
+// partition written (gateway.scoped for the HTTP produce): with its topic
+// and partition, so a QoS override selecting them selects the write, and
+// its bytes are charged there. Kind, jti, chain and expiry stay the
+// credential's.
+func scopedTo(c *ocap.Claims, topic string, partition int32) *ocap.Claims {
+	s := *c
+	s.Topic, s.Partition = topic, &partition
+	return &s
 }
 
 // recheckProduce decides a partition again once its write is registered
@@ -168,10 +194,11 @@ type produceCall struct {
 }
 
 type produceOut struct {
-	topic string
-	id    [16]byte
-	size  int
-	out   *kmsg.ProduceResponseTopicPartition
+	claims *ocap.Claims // the partition's own (a credential's scoped to it: its bytes are charged there)
+	topic  string
+	id     [16]byte
+	size   int
+	out    *kmsg.ProduceResponseTopicPartition
 }
 
 func newProduceCall(from *kmsg.ProduceRequest, claims *ocap.Claims) *produceCall {
@@ -182,7 +209,7 @@ func newProduceCall(from *kmsg.ProduceRequest, claims *ocap.Claims) *produceCall
 
 // add appends one partition; topics are sent by name and id (Kafka uses
 // ids from Produce v13 on).
-func (pc *produceCall) add(topic string, id [16]byte, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) {
+func (pc *produceCall) add(claims *ocap.Claims, topic string, id [16]byte, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) {
 	if n := len(pc.req.Topics); n == 0 || pc.req.Topics[n-1].Topic != topic {
 		t := kmsg.NewProduceRequestTopic()
 		t.Topic, t.TopicID = topic, id
@@ -190,7 +217,7 @@ func (pc *produceCall) add(topic string, id [16]byte, rp kmsg.ProduceRequestTopi
 	}
 	t := &pc.req.Topics[len(pc.req.Topics)-1]
 	t.Partitions = append(t.Partitions, rp)
-	pc.outs = append(pc.outs, produceOut{topic: topic, id: id, size: len(rp.Records), out: out})
+	pc.outs = append(pc.outs, produceOut{claims: claims, topic: topic, id: id, size: len(rp.Records), out: out})
 }
 
 // request is the registry's view of the call: its first partition (all
@@ -227,7 +254,7 @@ func (c *conn) produceUpstream(calls map[int32]*produceCall, now time.Time) (thr
 			continue
 		}
 		for _, po := range pc.outs {
-			c.s.gate.Observe(pc.claims, OpProduce, "", po.size, now)
+			c.s.gate.Observe(po.claims, OpProduce, "", po.size, now)
 		}
 		wg.Add(1)
 		go func() {
