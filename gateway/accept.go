@@ -38,9 +38,11 @@ var (
 
 // serve is the server's Handler: negotiation, then the router.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
+	g.bodies.Handling(&ctx.Request.Header) // its body, if counted, is released below (bodyheld.go)
 	if g.negotiate(ctx) {
 		g.handle(ctx)
 	}
+	g.bodies.Release(&ctx.Request.Header)
 }
 
 // negotiate settles the answer's media type; false when it answered 406.

@@ -104,6 +104,15 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
 	MaxBodyBytes    int           `yaml:"max_body_bytes"`
+	// MaxBodyBytesHeld bounds the request bodies over 4 KiB (a producing
+	// bearer's) the gateway reads at once, counted from their headers
+	// (fasthttp allocates a body at its Content-Length before it
+	// arrives; a chunked one counts max_body_bytes) until answered: 503
+	// overloaded beyond, the body not read. MaxBodyBytesHeldPerHolder
+	// bounds one holder's (the chain root; a client credential's jti):
+	// 429 too_many_fetches beyond. bodyheld.go.
+	MaxBodyBytesHeld          int64 `yaml:"max_body_bytes_held"`
+	MaxBodyBytesHeldPerHolder int64 `yaml:"max_body_bytes_held_per_holder"`
 	// MaxProduceRecords bounds the records of one produce (400 beyond):
 	// each costs the gateway far more than its bytes in the body (an
 	// empty record is 3 bytes of JSON, some 600 bytes decoded and sent).
@@ -274,6 +283,8 @@ func DefaultConfig() Config {
 		ShutdownTimeout:             10 * time.Second,
 		MaxHeaderBytes:              16 << 10,
 		MaxBodyBytes:                4 << 20,
+		MaxBodyBytesHeld:            256 << 20,
+		MaxBodyBytesHeldPerHolder:   64 << 20,
 		MaxProduceRecords:           10_000,
 		RateLimitEntries:            100_000,
 		AuthFailuresPerSecond:       20,
@@ -458,6 +469,10 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("gateway.max_answer_bytes_held_per_holder: must be >= max_fetch_bytes (%d), got %d", c.MaxFetchBytes, c.MaxAnswerBytesHeldPerHolder)
 	case c.MaxAnswerBytesHeld < c.MaxAnswerBytesHeldPerHolder:
 		return fmt.Errorf("gateway.max_answer_bytes_held: must be >= max_answer_bytes_held_per_holder (%d), got %d", c.MaxAnswerBytesHeldPerHolder, c.MaxAnswerBytesHeld)
+	case c.MaxBodyBytesHeldPerHolder < int64(c.MaxBodyBytes):
+		return fmt.Errorf("gateway.max_body_bytes_held_per_holder: must be >= max_body_bytes (%d), got %d", c.MaxBodyBytes, c.MaxBodyBytesHeldPerHolder)
+	case c.MaxBodyBytesHeld < c.MaxBodyBytesHeldPerHolder:
+		return fmt.Errorf("gateway.max_body_bytes_held: must be >= max_body_bytes_held_per_holder (%d), got %d", c.MaxBodyBytesHeldPerHolder, c.MaxBodyBytesHeld)
 	}
 	return nil
 }

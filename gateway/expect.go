@@ -4,6 +4,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/bodyheld"
 	"github.com/capgate/capgate/internal/linger"
 )
 
@@ -20,13 +21,23 @@ import (
 // (internal/linger) for a client that sends the body anyway.
 func (g *Gateway) expectContinue(ctx *fasthttp.RequestCtx) int {
 	h := &ctx.Request.Header
+	if why := g.bodies.Refused(h); why != bodyheld.None {
+		// Over the bodies held (bodyheld.go): refused before the body
+		// is sent. No handler runs after a refusal here: released now.
+		g.bodies.Release(h)
+		linger.OnClose(ctx)
+		g.answerBodyRefused(ctx, why)
+		return ctx.Response.StatusCode()
+	}
 	if token, _ := bearerToken(h); len(token) == 0 && (h.IsPost() || h.IsPut() || h.IsPatch()) {
+		g.bodies.Release(h)
 		linger.OnClose(ctx)
 		writeError(ctx, api.CodeUnauthorized, "bearer capability required (refused before 100 Continue: the body is not read)", nil)
 		g.metrics.rejected(api.CodeUnauthorized)
 		return ctx.Response.StatusCode()
 	}
 	if h.ContentLength() > g.bodyLimit(h) {
+		g.bodies.Release(h)
 		g.handleServerError(ctx, fasthttp.ErrBodyTooLarge)
 		return ctx.Response.StatusCode()
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/capgate/capgate/gateway/authz"
 	"github.com/capgate/capgate/gateway/guard"
 	"github.com/capgate/capgate/gateway/kafkaproto"
+	"github.com/capgate/capgate/internal/bodyheld"
 	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/internal/connguard"
 	"github.com/capgate/capgate/internal/coordinators"
@@ -50,8 +51,9 @@ type Gateway struct {
 	authFailures *failguard.Guard
 	proxies      clientaddr.Proxies // trusted_proxies: whose X-Forwarded-For names the client
 	inflight     *inflight
-	held         *heldBytes  // answer bytes on their way to clients
-	kafkaUp      probe.Kafka // Kafka reachability for /readyz (health.go)
+	held         *heldBytes      // answer bytes on their way to clients
+	bodies       *bodyheld.Holds // request bodies being read (bodyheld.go)
+	kafkaUp      probe.Kafka     // Kafka reachability for /readyz (health.go)
 	metrics      *metrics
 	server       *fasthttp.Server
 	routes       []route
@@ -141,6 +143,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		proxies:      proxies,
 		inflight:     newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder, cfg.inflightPerTenant()),
 		held:         newHeldBytes(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerHolder),
+		bodies:       bodyheld.New(cfg.MaxBodyBytesHeld, cfg.MaxBodyBytesHeldPerHolder, cfg.ReadTimeout+time.Second),
 		tls:          serverTLS,
 		syncHTTP:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
 		syncDone:     make(chan struct{}),

@@ -24,11 +24,13 @@ package gateway
 // wrong. A small body without a token still gets the route's 401.
 
 import (
+	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/bodyheld"
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/linger"
 	"github.com/capgate/capgate/ocap"
@@ -42,6 +44,13 @@ const preauthBodyBytes = 4 << 10
 // refused (a line ending in a bare LF, or not HTTP at all) is 400
 // bad_request saying why; anything else as handleServerError answers it.
 func (g *Gateway) answerUnreadable(ctx *fasthttp.RequestCtx, err error) {
+	if why := g.bodies.Release(&ctx.Request.Header); why != bodyheld.None && errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		// Refused from its headers for the bodies held (bodyheld.go),
+		// not for its size.
+		linger.OnClose(ctx)
+		g.answerBodyRefused(ctx, why)
+		return
+	}
 	refusal := crlf.Refusal(err)
 	if refusal == nil {
 		g.handleServerError(ctx, err)
@@ -52,26 +61,46 @@ func (g *Gateway) answerUnreadable(ctx *fasthttp.RequestCtx, err error) {
 	g.metrics.rejected(api.CodeBadRequest)
 }
 
-// requestConfig is the server's HeaderReceived: the body cap of a request.
+// requestConfig is the server's HeaderReceived: the body cap of a
+// request, and a body over preauthBodyBytes counted among the bodies
+// held (bodyheld.go) — over their caps it gets the small cap, and the
+// ErrorHandler the refusal recorded for it.
 func (g *Gateway) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	return fasthttp.RequestConfig{MaxRequestBodySize: g.bodyLimit(h)}
+	limit, bearer := g.bodyGrant(h)
+	if bearer != nil {
+		n := int64(h.ContentLength())
+		if n < 0 {
+			n = int64(limit) // chunked: up to the cap, as it arrives
+		}
+		if n <= int64(limit) && !g.bodies.Take(h, holderOf(bearer), n, time.Now()) {
+			limit = preauthBodyBytes
+		}
+	}
+	return fasthttp.RequestConfig{MaxRequestBodySize: limit}
 }
 
 // bodyLimit is max_body_bytes for a POST whose bearer verifies as a
-// capability with the produce op, preauthBodyBytes otherwise. The
-// verification goes through the verified-token cache, so the handler's
-// own check of the same token is a cache hit. It runs for every request,
-// so a fetch (GET) returns before reading the clock.
+// capability with the produce op, preauthBodyBytes otherwise.
 func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader) int {
+	limit, _ := g.bodyGrant(h)
+	return limit
+}
+
+// bodyGrant is bodyLimit and, when it is more than preauthBodyBytes, the
+// bearer's claims. The verification goes through the verified-token
+// cache, so the handler's own check of the same token is a cache hit. It
+// runs for every request, so a fetch (GET) returns before reading the
+// clock.
+func (g *Gateway) bodyGrant(h *fasthttp.RequestHeader) (int, *ocap.Claims) {
 	if !h.IsPost() || h.ContentLength() == 0 {
-		return preauthBodyBytes
+		return preauthBodyBytes, nil
 	}
 	if n := h.ContentLength(); n > 0 && n <= preauthBodyBytes {
-		return preauthBodyBytes // fits the small cap: the handler checks the token, within its client's budget
+		return preauthBodyBytes, nil // fits the small cap: the handler checks the token, within its client's budget
 	}
 	token, _ := bearerToken(h)
 	if len(token) == 0 || len(token) > ocap.MaxTokenBytes {
-		return preauthBodyBytes
+		return preauthBodyBytes, nil
 	}
 	now := time.Now()
 	if kind, _ := tokenKind(token); kind == ocap.KindClient {
@@ -87,11 +116,11 @@ func (g *Gateway) bodyLimit(h *fasthttp.RequestHeader) int {
 		// whose capability was never verified before gets the small cap
 		// (413) until the flood stops; cached capabilities never do.
 		if c, err = g.verifyCapability(token, caller{}, now); err != nil {
-			return preauthBodyBytes
+			return preauthBodyBytes, nil
 		}
 	}
 	if !c.Ops.Has(ocap.OpProduce) {
-		return preauthBodyBytes
+		return preauthBodyBytes, nil
 	}
-	return max(g.cfg.MaxBodyBytes, preauthBodyBytes)
+	return max(g.cfg.MaxBodyBytes, preauthBodyBytes), c
 }

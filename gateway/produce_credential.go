@@ -246,10 +246,10 @@ func credentialProduceRefusal(c *ocap.Claims, topic string) string {
 // Credentials are not in the verified-token cache (it holds capabilities
 // only), so a large produce under one is verified here and again by the
 // route.
-func (g *Gateway) credentialBodyLimit(token []byte, now time.Time) int {
+func (g *Gateway) credentialBodyLimit(token []byte, now time.Time) (int, *ocap.Claims) {
 	c, err := kafkaGate{g}.VerifyClient(string(token), netip.Addr{}, now)
 	if err != nil || !c.ProducesAnywhere() {
-		return preauthBodyBytes
+		return preauthBodyBytes, nil
 	}
-	return max(g.cfg.MaxBodyBytes, preauthBodyBytes)
+	return max(g.cfg.MaxBodyBytes, preauthBodyBytes), c
 }
