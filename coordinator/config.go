@@ -114,13 +114,24 @@ type Config struct {
 	// headers, the bearer token among them: at least the largest token
 	// accepted (oidc.max_token_bytes with issuers, else a capgate token's
 	// 4 KiB) plus headerRoomBytes (headerBytesMin).
-	MaxBodyBytes    int           `yaml:"max_body_bytes"`
-	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
-	ReadTimeout     time.Duration `yaml:"read_timeout"`
-	WriteTimeout    time.Duration `yaml:"write_timeout"`
-	IdleTimeout     time.Duration `yaml:"idle_timeout"`
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	MaxConnections  int           `yaml:"max_connections"`
+	MaxBodyBytes   int `yaml:"max_body_bytes"`
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxBodyBytesHeld bounds the request bodies over 4 KiB the
+	// coordinator reads at once for tokens of its tenants (client
+	// credentials, member tokens, capabilities, IdP tokens; not the admin
+	// and sync tokens), counted from their headers (fasthttp allocates a
+	// body at its Content-Length before it arrives; a chunked one counts
+	// max_body_bytes) until answered: 503 overloaded beyond, the body not
+	// read. MaxBodyBytesHeldPerHolder bounds one holder's (a credential,
+	// OAuth client or IdP identity with its members' tokens): 429
+	// rate_limited beyond. internal/bodyheld.
+	MaxBodyBytesHeld          int64         `yaml:"max_body_bytes_held"`
+	MaxBodyBytesHeldPerHolder int64         `yaml:"max_body_bytes_held_per_holder"`
+	ReadTimeout               time.Duration `yaml:"read_timeout"`
+	WriteTimeout              time.Duration `yaml:"write_timeout"`
+	IdleTimeout               time.Duration `yaml:"idle_timeout"`
+	ShutdownTimeout           time.Duration `yaml:"shutdown_timeout"`
+	MaxConnections            int           `yaml:"max_connections"`
 	// MaxConnectionsPerAddress bounds the HTTP connections from one
 	// client address (the socket's peer; IPv6 per /64; a peer in
 	// trusted_proxies only by max_connections), so that one client
@@ -217,51 +228,53 @@ func DefaultConfig() Config {
 	groups := group.DefaultConfig()
 	groups.CapabilityLease, groups.MaxLease, groups.Leeway, groups.TokenTTLMax = 0, 0, 0, 0 // set from the top level (machineConfig)
 	return Config{
-		ID:                     "capgate-coordinator",
-		Cluster:                "dev",
-		Listen:                 "127.0.0.1:7070",
-		DataDir:                "./capgate-data/coordinator",
-		CapabilityLease:        60 * time.Second,
-		MaxLease:               10 * time.Minute,
-		Leeway:                 2 * time.Second,
-		MemberTokenTTL:         24 * time.Hour,
-		ClientCredentialTTLMax: 30 * 24 * time.Hour,
-		MetadataInterval:       10 * time.Second,
-		MirrorOffsetsPrefix:    DefaultMirrorOffsetsPrefix,
-		BrokerTimeout:          5 * time.Second,
-		OffsetCacheTTL:         time.Second,
-		DescribeLagMax:         1000,
-		GroupLagLabelsMax:      0,
-		DescribePageMax:        10000,
-		DescribeBytesMax:       4 << 20,
-		AuditEntriesMax:        10000,
-		MaxBodyBytes:           1 << 20,
-		MaxHeaderBytes:         20 << 10, // oidc.max_token_bytes (16 KiB) + headerRoomBytes and more
-		ReadTimeout:            10 * time.Second,
-		WriteTimeout:           10 * time.Second,
-		IdleTimeout:            60 * time.Second,
-		ShutdownTimeout:        10 * time.Second,
-		MaxConnections:         10000,
-		EventQueue:             4096,
-		EventBatchMax:          256,
-		TokenCacheEntries:      100000,
-		JoinRate:               5,
-		AuthFailuresPerSecond:  20,
-		AuthFailureBurst:       100,
-		JoinBurst:              20,
-		AttenuateRate:          10,
-		AttenuateBurst:         50,
-		RateLimitEntries:       100000,
-		MemoryLimit:            1 << 30,
-		TLS:                    DefaultTLSConfig(),
-		OAuth:                  DefaultOAuthConfig(),
-		OIDC:                   identity.DefaultConfig(),
-		Groups:                 groups,
-		Broker:                 broker.DefaultConfig(),
-		Console:                console.DefaultConfig(),
-		State:                  StateBadger,
-		KafkaState:             store.DefaultKafkaConfig(),
-		Replica:                DefaultReplicaConfig(),
+		ID:                        "capgate-coordinator",
+		Cluster:                   "dev",
+		Listen:                    "127.0.0.1:7070",
+		DataDir:                   "./capgate-data/coordinator",
+		CapabilityLease:           60 * time.Second,
+		MaxLease:                  10 * time.Minute,
+		Leeway:                    2 * time.Second,
+		MemberTokenTTL:            24 * time.Hour,
+		ClientCredentialTTLMax:    30 * 24 * time.Hour,
+		MetadataInterval:          10 * time.Second,
+		MirrorOffsetsPrefix:       DefaultMirrorOffsetsPrefix,
+		BrokerTimeout:             5 * time.Second,
+		OffsetCacheTTL:            time.Second,
+		DescribeLagMax:            1000,
+		GroupLagLabelsMax:         0,
+		DescribePageMax:           10000,
+		DescribeBytesMax:          4 << 20,
+		AuditEntriesMax:           10000,
+		MaxBodyBytes:              1 << 20,
+		MaxBodyBytesHeld:          256 << 20,
+		MaxBodyBytesHeldPerHolder: 16 << 20,
+		MaxHeaderBytes:            20 << 10, // oidc.max_token_bytes (16 KiB) + headerRoomBytes and more
+		ReadTimeout:               10 * time.Second,
+		WriteTimeout:              10 * time.Second,
+		IdleTimeout:               60 * time.Second,
+		ShutdownTimeout:           10 * time.Second,
+		MaxConnections:            10000,
+		EventQueue:                4096,
+		EventBatchMax:             256,
+		TokenCacheEntries:         100000,
+		JoinRate:                  5,
+		AuthFailuresPerSecond:     20,
+		AuthFailureBurst:          100,
+		JoinBurst:                 20,
+		AttenuateRate:             10,
+		AttenuateBurst:            50,
+		RateLimitEntries:          100000,
+		MemoryLimit:               1 << 30,
+		TLS:                       DefaultTLSConfig(),
+		OAuth:                     DefaultOAuthConfig(),
+		OIDC:                      identity.DefaultConfig(),
+		Groups:                    groups,
+		Broker:                    broker.DefaultConfig(),
+		Console:                   console.DefaultConfig(),
+		State:                     StateBadger,
+		KafkaState:                store.DefaultKafkaConfig(),
+		Replica:                   DefaultReplicaConfig(),
 
 		MaxConnectionsPerAddress: 1000,
 	}
@@ -421,6 +434,10 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("auth_failures_per_second: must be >= 0 (0: no budget), got %v", c.AuthFailuresPerSecond)
 	case c.MaxHeaderBytes < c.headerBytesMin():
 		return c.headerBytesError()
+	case c.MaxBodyBytesHeldPerHolder < int64(c.MaxBodyBytes):
+		return fmt.Errorf("max_body_bytes_held_per_holder: must be >= max_body_bytes (%d), got %d", c.MaxBodyBytes, c.MaxBodyBytesHeldPerHolder)
+	case c.MaxBodyBytesHeld < c.MaxBodyBytesHeldPerHolder:
+		return fmt.Errorf("max_body_bytes_held: must be >= max_body_bytes_held_per_holder (%d), got %d", c.MaxBodyBytesHeldPerHolder, c.MaxBodyBytesHeld)
 	case c.DescribeLagMax < 0:
 		return fmt.Errorf("describe_lag_max: must be >= 0, got %d", c.DescribeLagMax)
 	case c.GroupLagLabelsMax < 0:

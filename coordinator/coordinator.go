@@ -20,6 +20,7 @@ import (
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/bodyheld"
 	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/probe"
@@ -88,9 +89,10 @@ type Coordinator struct {
 	owned             *broker.Client // closed by the coordinator when it built it
 	keys              *keys
 	tokens            *ocap.Cache
-	joins             *keyedLimiter // per credential
-	attenuates        *keyedLimiter // per chain root
-	authFailures      *authFailures // per client address (auth.go)
+	bodies            *bodyheld.Holds // request bodies being read (server.go)
+	joins             *keyedLimiter   // per credential
+	attenuates        *keyedLimiter   // per chain root
+	authFailures      *authFailures   // per client address (auth.go)
 	proxies           clientaddr.Proxies
 	revocations       *revocations
 	loop              *loop
@@ -180,6 +182,7 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 		syncTokens:   newSecretSet(cfg.SyncTokenHashes),
 		refusals:     refusallog.New(log),
 		tokens:       ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
+		bodies:       bodyheld.New(cfg.MaxBodyBytesHeld, cfg.MaxBodyBytesHeldPerHolder, cfg.ReadTimeout+time.Second),
 		joins:        newKeyedLimiter(cfg.JoinRate, cfg.JoinBurst, cfg.RateLimitEntries),
 		attenuates:   newKeyedLimiter(cfg.AttenuateRate, cfg.AttenuateBurst, cfg.RateLimitEntries),
 		authFailures: newAuthFailures(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, proxies),

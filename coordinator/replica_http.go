@@ -98,6 +98,9 @@ func (r *Replica) serveError(ctx *fasthttp.RequestCtx, err error) {
 	if r.standbyBodyTooLarge(ctx, err) {
 		return
 	}
+	if v := r.view.Load(); v.active != nil && v.active.bodyRefused(ctx, err) {
+		return
+	}
 	writeHTTPError(ctx, err, r.cfg)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/internal/bodyheld"
 	"github.com/capgate/capgate/internal/connguard"
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/linger"
@@ -26,7 +27,7 @@ import (
 func (c *Coordinator) newServer() *fasthttp.Server {
 	s := newHTTPServer(c.cfg, c.log, c.serve, c.serveError)
 	s.HeaderReceived = c.requestConfig
-	s.ExpectHandler = func(ctx *fasthttp.RequestCtx) int { return expectContinue(ctx, c.cfg, c.bodyLimit, c.serveError) } // listener.go
+	s.ExpectHandler = func(ctx *fasthttp.RequestCtx) int { return expectContinue(ctx, c.cfg, c.expectLimit, c.serveError) } // listener.go
 	return s
 }
 
@@ -78,9 +79,54 @@ const (
 	consoleBodyBytes = 20 << 10
 )
 
-// requestConfig is the server's HeaderReceived: the body cap of a request.
+// requestConfig is the server's HeaderReceived: the body cap of a
+// request, and a body over preauthBodyBytes of a tenant's token counted
+// among the bodies held (internal/bodyheld) — over their caps it gets
+// the small cap, and serveError the refusal recorded for it. Before, any
+// tenant's credential sending only the headers of 1 MiB bodies made the
+// coordinator allocate each at once: 300 connections, 307 MiB;
+// max_connections_per_address 1,000: 1 GiB (redteam10 #5).
 func (c *Coordinator) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	return fasthttp.RequestConfig{MaxRequestBodySize: c.bodyLimit(h)}
+	limit, holder := c.bodyGrant(h)
+	if holder != "" {
+		n := int64(h.ContentLength())
+		if n < 0 {
+			n = int64(limit) // chunked: up to the cap, as it arrives
+		}
+		if n > preauthBodyBytes && n <= int64(limit) && !c.bodies.Take(h, holder, n, c.now()) {
+			limit = min(preauthBodyBytes, c.cfg.MaxBodyBytes)
+		}
+	}
+	return fasthttp.RequestConfig{MaxRequestBodySize: limit}
+}
+
+// expectLimit is the ExpectHandler's cap: the small one for a body the
+// bodies held refused (its answer is that refusal: serveError).
+func (c *Coordinator) expectLimit(h *fasthttp.RequestHeader) int {
+	if c.bodies.Refused(h) != bodyheld.None {
+		return min(preauthBodyBytes, c.cfg.MaxBodyBytes)
+	}
+	return c.bodyLimit(h)
+}
+
+// bodyRefused answers a request whose body the bodies held refused
+// (requestConfig) — 503 overloaded in all, 429 rate_limited for its
+// holder, Retry-After — and ends its hold; false for any other.
+func (c *Coordinator) bodyRefused(ctx *fasthttp.RequestCtx, err error) bool {
+	why := c.bodies.Release(&ctx.Request.Header)
+	if why == bodyheld.None || !errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		return false
+	}
+	linger.OnClose(ctx)
+	ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, "1")
+	if why == bodyheld.OverAll {
+		writeErrorDetails(ctx, api.CodeOverloaded, "the coordinator holds as many request bodies as it may (max_body_bytes_held); the body was not read: try again",
+			map[string]any{"max_body_bytes_held": c.cfg.MaxBodyBytesHeld})
+		return true
+	}
+	writeErrorDetails(ctx, api.CodeRateLimited, "this holder's request bodies the coordinator is reading take as many bytes as they may (max_body_bytes_held_per_holder); the body was not read: wait for one to finish",
+		map[string]any{"max_body_bytes_held_per_holder": c.cfg.MaxBodyBytesHeldPerHolder})
+	return true
 }
 
 // requestConfig is a replica's HeaderReceived: the serving coordinator's
@@ -116,38 +162,48 @@ func (r *Replica) notLeaderMessage(v *replicaView) string {
 }
 
 func (c *Coordinator) bodyLimit(h *fasthttp.RequestHeader) int {
+	limit, _ := c.bodyGrant(h)
+	return limit
+}
+
+// bodyGrant is bodyLimit and the holder a max_body_bytes body counts
+// for among the bodies held: "" for the operator's (an admin or sync
+// token, an admin route behind a client certificate) and for the small
+// caps.
+func (c *Coordinator) bodyGrant(h *fasthttp.RequestHeader) (int, string) {
 	small := min(preauthBodyBytes, c.cfg.MaxBodyBytes)
 	if h.ContentLength() == 0 || !(h.IsPost() || h.IsPut() || h.IsPatch()) {
-		return small
+		return small, ""
 	}
 	if n := h.ContentLength(); n > 0 && n <= small {
-		return small // fits the small cap: no token to check here (the handler checks it, within its client's budget)
+		return small, "" // fits the small cap: no token to check here (the handler checks it, within its client's budget)
 	}
 	if path, _, _ := bytes.Cut(h.RequestURI(), []byte("?")); console.Owns(path) {
-		return min(consoleBodyBytes, c.cfg.MaxBodyBytes)
+		return min(consoleBodyBytes, c.cfg.MaxBodyBytes), ""
 	}
 	if uri := h.RequestURI(); !c.cfg.TLS.Admin.NeedsToken() && bytes.HasPrefix(uri, []byte("/v1/admin/")) &&
 		!bytes.Contains(uri, []byte("..")) && !bytes.Contains(uri, []byte("%")) {
 		// A client certificate alone makes an admin, and the certificate
 		// is not known here: admin routes keep max_body_bytes (a path
 		// that dot segments or escapes could lead elsewhere does not).
-		return c.cfg.MaxBodyBytes
+		return c.cfg.MaxBodyBytes, ""
 	}
-	if c.knownBearer(bearerOf(h)) {
-		return c.cfg.MaxBodyBytes
+	if known, holder := c.knownBearer(bearerOf(h)); known {
+		return c.cfg.MaxBodyBytes, holder
 	}
-	return small
+	return small, ""
 }
 
 // knownBearer reports whether token is one this coordinator would accept
-// on some route: an admin or sync token, a capgate token that verifies,
-// an IdP token that verifies (deny-lists and routes are checked later).
-func (c *Coordinator) knownBearer(token []byte) bool {
+// on some route: an admin or sync token (holder ""), a capgate token that
+// verifies, an IdP token that verifies (deny-lists and routes are checked
+// later), with the holder its bodies count for (bodyHolder).
+func (c *Coordinator) knownBearer(token []byte) (bool, string) {
 	switch {
 	case len(token) == 0:
-		return false
+		return false, ""
 	case c.adminTokens.matches(token) || c.syncTokens.matches(token):
-		return true
+		return true, ""
 	}
 	// The client's address is not known here (fasthttp hands
 	// HeaderReceived the headers alone): failed checks are budgeted under
@@ -159,22 +215,37 @@ func (c *Coordinator) knownBearer(token []byte) bool {
 	now := c.now()
 	if c.identities.Handles(token) {
 		if c.authFailures.check(preauth, now) != nil {
-			return false
+			return false, ""
 		}
 		verifyCtx, cancel := context.WithTimeout(context.Background(), c.cfg.OIDC.FetchTimeout)
 		defer cancel()
-		_, err := c.identities.Verify(verifyCtx, string(token), now)
+		id, err := c.identities.Verify(verifyCtx, string(token), now)
 		if err != nil {
 			c.authFailures.failed(preauth, now, err)
+			return false, ""
 		}
-		return err == nil
+		return true, "idp\x00" + id.ID
 	}
 	for _, kind := range [...]ocap.Kind{ocap.KindCapability, ocap.KindMember, ocap.KindClient} {
-		if _, err := c.signatureFor(preauth, token, kind); err == nil {
-			return true
+		if claims, err := c.signatureFor(preauth, token, kind); err == nil {
+			return true, bodyHolder(claims)
 		}
 	}
-	return false
+	return false, ""
+}
+
+// bodyHolder is whom a capgate token's request bodies count for: its
+// tenant — a client credential's (tenant: its jti, an OAuth client's
+// every token its sub), a capability's tnt — else its sub (a member
+// token's member, an admin grant's holder).
+func bodyHolder(c *ocap.Claims) string {
+	switch {
+	case c.Kind() == ocap.KindClient:
+		return "tnt\x00" + tenant(c)
+	case c.Tenant != "":
+		return "tnt\x00" + c.Tenant
+	}
+	return "sub\x00" + c.Subject
 }
 
 // bearerOf is the token of an "Authorization: Bearer" header, or nil.
@@ -197,6 +268,8 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 
 // serve routes one request and counts it by route and status.
 func (c *Coordinator) serve(ctx *fasthttp.RequestCtx) {
+	c.bodies.Handling(&ctx.Request.Header) // its body, if counted, is released at the end
+	defer c.bodies.Release(&ctx.Request.Header)
 	var name string
 	if api.FoldedHeaders(ctx.Request.Header.RawHeaders()) {
 		ctx.SetConnectionClose()
@@ -229,6 +302,10 @@ func noStore(ctx *fasthttp.RequestCtx) {
 }
 
 func (c *Coordinator) serveError(ctx *fasthttp.RequestCtx, err error) {
+	if c.bodyRefused(ctx, err) {
+		c.metrics.observe("error", ctx)
+		return
+	}
 	if writeHTTPError(ctx, err, c.cfg) {
 		c.metrics.observe("error", ctx)
 	}
