@@ -1,16 +1,14 @@
 package coordinator_test
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/internal/bodyheld/bodyheldtest"
 )
 
 // TestLargeBodiesHeldAreBounded is redteam10 #5, the attack as its test:
@@ -30,38 +28,12 @@ func TestLargeBodiesHeldAreBounded(t *testing.T) {
 	attacker := h.clientCredential(t, []string{"g"}, []string{"orders"})
 	victim := h.clientCredential(t, []string{"v"}, []string{"orders"})
 
-	const conns = 6
-	answers := make(chan int, conns)
-	var open []net.Conn
-	defer func() {
-		for _, c := range open {
-			c.Close()
-		}
-	}()
-	for range conns {
-		c, err := net.Dial("tcp", h.c.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		open = append(open, c)
-		fmt.Fprintf(c, "POST /v1/groups/g/join HTTP/1.1\r\nHost: c\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", attacker, 1<<20)
-		go func() {
-			r, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				return // held, until the connection closes
-			}
-			answers <- r.StatusCode
-		}()
-	}
-	deadline := time.After(10 * time.Second)
-	for range conns - 2 {
-		select {
-		case status := <-answers:
-			if status != http.StatusTooManyRequests {
-				t.Fatalf("a body over the holder's bytes held answered %d, want 429", status)
-			}
-		case <-deadline:
-			t.Fatalf("the coordinator waits for every body of one holder: %d MiB announced, max_body_bytes_held_per_holder 2 MiB", conns)
+	head := fmt.Sprintf("POST /v1/groups/g/join HTTP/1.1\r\nHost: c\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", attacker, 1<<20)
+	statuses, closeAll := bodyheldtest.Heads(t, h.c.Addr().String(), head, 6, 4)
+	defer closeAll()
+	for _, status := range statuses {
+		if status != http.StatusTooManyRequests {
+			t.Fatalf("a body over the holder's bytes held answered %d, want 429", status)
 		}
 	}
 
@@ -78,9 +50,7 @@ func TestLargeBodiesHeldAreBounded(t *testing.T) {
 		t.Fatalf("the attacker's own 14 KB join: %d %s, want 429 naming max_body_bytes_held_per_holder", status, body)
 	}
 
-	for _, c := range open {
-		c.Close()
-	}
+	closeAll()
 	eventually(t, func() string {
 		if n := coordinator.BodiesHeld(h.c); n != 0 {
 			return fmt.Sprintf("%d body bytes still held once the connections went", n)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/bodyheld/bodyheldtest"
 )
 
 // TestLargeBodiesHeldAreBounded is redteam10 #4, the attack as its test:
@@ -27,38 +27,12 @@ func TestLargeBodiesHeldAreBounded(t *testing.T) {
 	attacker, _ := h.mintCredential([]string{testTopic}, []string{"consume", "produce"}, time.Now(), time.Hour)
 	victim, _ := h.mintCredential([]string{testTopic}, []string{"consume", "produce"}, time.Now(), time.Hour)
 
-	const conns = 10
-	answers := make(chan int, conns)
-	var open []net.Conn
-	defer func() {
-		for _, c := range open {
-			c.Close()
-		}
-	}()
-	for range conns {
-		c, err := net.Dial("tcp", h.gw.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		open = append(open, c)
-		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", topicRecordsPath, attacker, 4<<20)
-		go func() {
-			r, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				return // held, until the connection closes
-			}
-			answers <- r.StatusCode
-		}()
-	}
-	deadline := time.After(10 * time.Second)
-	for range conns - 2 {
-		select {
-		case status := <-answers:
-			if status != http.StatusTooManyRequests {
-				t.Fatalf("a body over the holder's bytes held answered %d, want 429", status)
-			}
-		case <-deadline:
-			t.Fatalf("the gateway waits for every body of one holder: %d MiB announced, max_body_bytes_held_per_holder 8 MiB", conns*4)
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", topicRecordsPath, attacker, 4<<20)
+	statuses, closeAll := bodyheldtest.Heads(t, h.gw.Addr(), head, 10, 8)
+	defer closeAll()
+	for _, status := range statuses {
+		if status != http.StatusTooManyRequests {
+			t.Fatalf("a body over the holder's bytes held answered %d, want 429", status)
 		}
 	}
 
@@ -70,9 +44,7 @@ func TestLargeBodiesHeldAreBounded(t *testing.T) {
 	r := h.produceTopic(attacker, testTopic, big)
 	expectError(t, r, http.StatusTooManyRequests, api.CodeTooManyFetches)
 
-	for _, c := range open {
-		c.Close()
-	}
+	closeAll()
 	waitFor(t, "the bodies released", func() bool { return h.gw.bodies.Held() == 0 })
 	if r := h.produceTopic(attacker, testTopic, big); r.status != http.StatusOK {
 		t.Fatalf("its produce once its connections went: %d %.300s", r.status, r.body)
