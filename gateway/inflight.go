@@ -25,13 +25,22 @@ var errClientGone = errors.New("gateway: the client went away during the long po
 // fetchEntry is one fetch between admission and its last byte encoded:
 // its place in the registry, its holder, the context its broker call runs
 // under (cancel ends it) and a done signal.
+//
+// One allocation per fetch: the registry's entry is part of it, and done
+// is made only for a fetch a revocation waits for.
 type fetchEntry struct {
-	entry  *guard.Entry[*fetchEntry]
+	entry  guard.Entry[*fetchEntry]
 	holder string
 	tenant tenantKey
-	ctx    fetchCtx
-	stop   func() bool   // unlinks ctx from a base context, if any
-	done   chan struct{} // closed by finish
+	// byHolder, byTenant are its holder's and tenant's counts in
+	// inflight's maps, so finish need not look them up.
+	byHolder, byTenant *int
+	ctx                fetchCtx
+	stop               func() bool // unlinks ctx from a base context, if any
+	// done is made by revoke (under inflight.mu, while the fetch is still
+	// registered) when it waits for the fetch, and closed by finish;
+	// nil for a fetch nobody waits for.
+	done chan struct{}
 }
 
 // cancel cancels the fetch's broker call with cause.
@@ -45,10 +54,17 @@ func (e *fetchEntry) cancel(cause error) { e.ctx.cancel(cause) }
 type inflight struct {
 	max, maxPerHolder, maxPerTenant int
 
-	mu       sync.Mutex
-	reg      *guard.Registry[*fetchEntry]
-	byHolder map[string]int
-	byTenant map[tenantKey]int
+	mu  sync.Mutex
+	reg *guard.Registry[*fetchEntry]
+	// byHolder and byTenant count the fetches in flight per holder and
+	// per tenant. A count that drops to 0 stays in its map (one at a
+	// time, deleting it would cost two more map operations and an
+	// allocation per fetch) until the map grows past sweepAt and sweep
+	// removes the zeros: at most ~2× the holders and tenants with
+	// fetches in flight, and at least minSweep, are ever kept.
+	byHolder map[string]*int
+	byTenant map[tenantKey]*int
+	sweepAt  int
 	closed   error // set by shutdown: every later fetch starts cancelled
 
 	cancelled atomic.Int64 // fetches cancelled by revocations, ever
@@ -80,8 +96,12 @@ func (h capHit) code() api.Code {
 
 func newInflight(bugs guard.Bugs, max, maxPerHolder, maxPerTenant int) *inflight {
 	return &inflight{reg: guard.NewRegistry[*fetchEntry](bugs), max: max, maxPerHolder: maxPerHolder, maxPerTenant: maxPerTenant,
-		byHolder: map[string]int{}, byTenant: map[tenantKey]int{}}
+		byHolder: map[string]*int{}, byTenant: map[tenantKey]*int{}, sweepAt: minSweep}
 }
+
+// minSweep is the least number of holders plus tenants inflight keeps
+// counts of (zeros included) before it sweeps the zeros (inflight).
+const minSweep = 1024
 
 // tenantKey is whom a capability's fetches count against as a tenant:
 // its tnt claim (the member's OAuth client, IdP identity or client
@@ -138,9 +158,9 @@ func (f *inflight) start(c *ocap.Claims, req authz.Request) (*fetchEntry, *fetch
 	switch {
 	case f.reg.Len() >= f.max:
 		hit = hitGateway
-	case f.byTenant[tenant] >= f.maxPerTenant:
+	case count(f.byTenant[tenant]) >= f.maxPerTenant:
 		hit = hitTenant
-	case f.byHolder[holder] >= f.maxPerHolder:
+	case count(f.byHolder[holder]) >= f.maxPerHolder:
 		hit = hitHolder
 	}
 	if hit != hitNone {
@@ -177,14 +197,52 @@ func (f *inflight) register(base context.Context, c *ocap.Claims, req authz.Requ
 }
 
 func (f *inflight) registerLocked(c *ocap.Claims, req authz.Request, holder string, tenant tenantKey) *fetchEntry {
-	e := &fetchEntry{holder: holder, tenant: tenant, done: make(chan struct{})}
-	e.entry = f.reg.Add(c, req, e)
-	f.byHolder[holder]++
-	f.byTenant[tenant]++
+	e := &fetchEntry{holder: holder, tenant: tenant}
+	f.reg.Put(&e.entry, c, req, e)
+	if len(f.byHolder)+len(f.byTenant) >= f.sweepAt {
+		f.sweep()
+	}
+	e.byHolder, e.byTenant = counter(f.byHolder, holder), counter(f.byTenant, tenant)
+	*e.byHolder++
+	*e.byTenant++
 	if f.closed != nil {
 		e.cancel(f.closed)
 	}
 	return e
+}
+
+// count is what a count of byHolder or byTenant says (nil: 0).
+func count(n *int) int {
+	if n == nil {
+		return 0
+	}
+	return *n
+}
+
+// counter is key's count in m, added (at 0) when it has none.
+func counter[K comparable](m map[K]*int, key K) *int {
+	n := m[key]
+	if n == nil {
+		n = new(int)
+		m[key] = n
+	}
+	return n
+}
+
+// sweep drops the zero counts (f.mu held) and sets the size of the
+// next sweep to twice what is left, at least minSweep.
+func (f *inflight) sweep() {
+	for k, n := range f.byHolder {
+		if *n <= 0 {
+			delete(f.byHolder, k)
+		}
+	}
+	for k, n := range f.byTenant {
+		if *n <= 0 {
+			delete(f.byTenant, k)
+		}
+	}
+	f.sweepAt = max(minSweep, 2*(len(f.byHolder)+len(f.byTenant)))
 }
 
 // shutdown cancels every fetch in flight, and every one started later,
@@ -205,19 +263,18 @@ func (f *inflight) shutdown(cause error) {
 // finish unregisters e once its response is decided and encoded.
 func (f *inflight) finish(e *fetchEntry) {
 	f.mu.Lock()
-	f.reg.Remove(e.entry)
-	if f.byHolder[e.holder]--; f.byHolder[e.holder] <= 0 {
-		delete(f.byHolder, e.holder)
-	}
-	if f.byTenant[e.tenant]--; f.byTenant[e.tenant] <= 0 {
-		delete(f.byTenant, e.tenant)
-	}
+	f.reg.Remove(&e.entry)
+	*e.byHolder--
+	*e.byTenant--
+	done := e.done
 	f.mu.Unlock()
 	if e.stop != nil {
 		e.stop()
 	}
 	e.cancel(nil)
-	close(e.done)
+	if done != nil {
+		close(done)
+	}
 }
 
 // count is the number of fetches in flight.
@@ -248,6 +305,13 @@ func (f *inflight) cancelBelow(key authz.FenceKey, epoch uint64, cause error) in
 func (f *inflight) revoke(ctx context.Context, ch authz.Changes, view *authz.View, now time.Time) int {
 	f.mu.Lock()
 	victims := f.reg.Refused(ch, view, now)
+	for _, e := range victims {
+		// Still registered (f.mu held), so finish has not taken done
+		// yet: it will close this one.
+		if e.Value.done == nil {
+			e.Value.done = make(chan struct{})
+		}
+	}
 	f.mu.Unlock()
 	for _, e := range victims {
 		e.Value.cancel(errFenced)

@@ -29,6 +29,10 @@ type Registry[T any] struct {
 	n     int
 	seq   uint64
 	bugs  Bugs
+	// spare is the emptied list of the last key whose fetches all
+	// finished, reused by the next key that has none: one fetch at a
+	// time, a key's list would otherwise be made and dropped per fetch.
+	spare []*Entry[T]
 }
 
 // NewRegistry returns an empty registry with bugs planted (tests only).
@@ -38,12 +42,24 @@ func NewRegistry[T any](bugs Bugs) *Registry[T] {
 
 // Add registers a fetch admitted under c for req.
 func (r *Registry[T]) Add(c *ocap.Claims, req authz.Request, v T) *Entry[T] {
-	r.seq++
-	e := &Entry[T]{Claims: c, Req: req, Value: v, seq: r.seq,
-		key: authz.FenceKey{Group: c.Group, Topic: c.Topic, Partition: c.PartitionNumber()}}
-	r.byKey[e.key] = append(r.byKey[e.key], e)
-	r.n++
+	e := new(Entry[T])
+	r.Put(e, c, req, v)
 	return e
+}
+
+// Put is Add into an Entry the caller allocated (the gateway embeds it
+// in its own record of the fetch: one allocation per fetch, not two).
+// e must be unregistered; it is overwritten.
+func (r *Registry[T]) Put(e *Entry[T], c *ocap.Claims, req authz.Request, v T) {
+	r.seq++
+	*e = Entry[T]{Claims: c, Req: req, Value: v, seq: r.seq,
+		key: authz.FenceKey{Group: c.Group, Topic: c.Topic, Partition: c.PartitionNumber()}}
+	list, ok := r.byKey[e.key]
+	if !ok && r.spare != nil {
+		list, r.spare = r.spare, nil
+	}
+	r.byKey[e.key] = append(list, e)
+	r.n++
 }
 
 // Remove unregisters e (once its answer is decided and written).
@@ -53,9 +69,10 @@ func (r *Registry[T]) Remove(e *Entry[T]) {
 	if i < 0 {
 		return
 	}
-	list = slices.Delete(list, i, i+1)
+	list = slices.Delete(list, i, i+1) // clears the entry left behind
 	if len(list) == 0 {
 		delete(r.byKey, e.key)
+		r.spare = list
 	} else {
 		r.byKey[e.key] = list
 	}
