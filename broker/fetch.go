@@ -141,7 +141,13 @@ func (c *Client) fetchOnce(ctx context.Context, r route, req *FetchRequest) (Fet
 // fetchToBroker is fetchOnce past the read-ahead: a Kafka exchange. A
 // fetch that does not wait, of at most mergeMaxBytes, may merge with
 // others (fetchShort); the rest go alone (fetchAlone).
-func (c *Client) fetchToBroker(ctx context.Context, r route, req *FetchRequest) (FetchResult, error) {
+func (c *Client) fetchToBroker(ctx context.Context, r route, in *FetchRequest) (FetchResult, error) {
+	// A copy on the heap: a merged fetch's request outlives this call's
+	// frame in the merge queue. Made here, on the way to Kafka, so that
+	// the caller's request stays on its stack and a fetch answered from
+	// the read-ahead allocates none.
+	req := new(FetchRequest)
+	*req = *in
 	bp, err := c.fetchPools.get(r.addr)
 	if err != nil {
 		return FetchResult{}, err

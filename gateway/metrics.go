@@ -43,9 +43,7 @@ type metrics struct {
 	registry    *prometheus.Registry
 	serve       fasthttp.RequestHandler
 	requests    *prometheus.CounterVec
-	outcomes    map[string]map[string]prometheus.Counter // op → code → counter, read-only after init
-	latency     map[string]prometheus.Observer
-	longPolls   map[string]prometheus.Observer
+	ops         map[string]*opMetrics // by op; read-only after init
 	bytesOut    prometheus.Counter
 	recordsOut  prometheus.Counter
 	bytesIn     prometheus.Counter
@@ -60,6 +58,14 @@ type metrics struct {
 	syncPolls     *prometheus.CounterVec
 	appliedSeq    prometheus.Gauge
 	monitors      *monitorLabels
+}
+
+// opMetrics are one op's series, found with one map lookup per request.
+type opMetrics struct {
+	ok       prometheus.Counter            // outcome ok
+	outcomes map[string]prometheus.Counter // error code → counter
+	latency  prometheus.Observer
+	longPoll prometheus.Observer // nil for ops that do not long-poll
 }
 
 func newMetrics(g *Gateway) *metrics {
@@ -88,16 +94,16 @@ func newMetrics(g *Gateway) *metrics {
 	m.syncPolls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capgate_gateway_sync_polls_total", Help: "Sync polls by result."}, []string{"result"})
 	m.appliedSeq = prometheus.NewGauge(prometheus.GaugeOpts{Name: "capgate_gateway_sync_applied_seq", Help: "Sequence number of the last sync update applied."})
 	m.monitors = newMonitorLabels(g.cfg.MonitorLabelsMax)
-	m.outcomes, m.latency, m.longPolls = map[string]map[string]prometheus.Counter{}, map[string]prometheus.Observer{}, map[string]prometheus.Observer{}
+	m.ops = map[string]*opMetrics{}
 	for _, op := range []string{opFetchJSON, opFetchRaw, opProduce, opHTTP} {
-		m.outcomes[op] = map[string]prometheus.Counter{codeOK: m.requests.WithLabelValues(op, codeOK)}
+		o := &opMetrics{ok: m.requests.WithLabelValues(op, codeOK), outcomes: map[string]prometheus.Counter{}, latency: latency.WithLabelValues(op)}
 		for _, code := range knownCodes {
-			m.outcomes[op][string(code)] = m.requests.WithLabelValues(op, string(code))
+			o.outcomes[string(code)] = m.requests.WithLabelValues(op, string(code))
 		}
-		m.latency[op] = latency.WithLabelValues(op)
-	}
-	for _, op := range []string{opFetchJSON, opFetchRaw} {
-		m.longPolls[op] = longPolls.WithLabelValues(op)
+		if op == opFetchJSON || op == opFetchRaw {
+			o.longPoll = longPolls.WithLabelValues(op)
+		}
+		m.ops[op] = o
 	}
 	m.registry.MustRegister(m.requests, latency, longPolls, m.bytesOut, m.recordsOut, m.bytesIn, m.cacheHits, m.cacheMisses, m.authFailures, m.authThrottled, m.abandoned,
 		m.syncPolls, m.appliedSeq, m.monitors.requests, m.monitors.bytes,
@@ -185,21 +191,28 @@ func counterOf(name, help string, f func() int64) prometheus.Collector {
 // and its latency (none when elapsed is 0), as a long poll when it waited
 // at the broker.
 func (m *metrics) outcome(op string, code api.Code, elapsed time.Duration, longPoll bool) {
-	label := string(code)
-	if label == "" {
-		label = codeOK
+	o := m.ops[op]
+	if o == nil { // the Kafka listener's ops: counted by label, never timed here
+		label := string(code)
+		if label == "" {
+			label = codeOK
+		}
+		m.requests.WithLabelValues(op, label).Inc()
+		return
 	}
-	if c, ok := m.outcomes[op][label]; ok {
+	if code == "" {
+		o.ok.Inc()
+	} else if c, ok := o.outcomes[string(code)]; ok {
 		c.Inc()
 	} else {
-		m.requests.WithLabelValues(op, label).Inc()
+		m.requests.WithLabelValues(op, string(code)).Inc()
 	}
 	switch {
 	case elapsed <= 0:
-	case longPoll && m.longPolls[op] != nil:
-		m.longPolls[op].Observe(elapsed.Seconds())
+	case longPoll && o.longPoll != nil:
+		o.longPoll.Observe(elapsed.Seconds())
 	default:
-		m.latency[op].Observe(elapsed.Seconds())
+		o.latency.Observe(elapsed.Seconds())
 	}
 }
 

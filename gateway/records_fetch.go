@@ -41,6 +41,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -62,8 +63,7 @@ type fetchCall struct {
 	query fetchQuery
 	next  int64
 
-	entry     *fetchEntry // while in flight
-	stopWatch func()      // ends the hang-up watch of a long poll, if one began
+	entry *fetchEntry // while in flight
 }
 
 func (g *Gateway) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition []byte) {
@@ -151,17 +151,20 @@ func (f *fetchCall) serve() api.Code {
 	}
 	defer g.inflight.finish(entry)
 	f.entry = entry
+	var watch *pollWatch
 	var waiting func()
 	if f.query.maxWait > 0 {
-		waiting = f.watch
+		watch = &pollWatch{conn: f.ctx.Conn(), entry: entry}
+		waiting = watch.start
 	}
 	res, err := g.broker.Fetch(fctx, broker.FetchRequest{
 		Topic: f.req.Topic, Partition: f.req.Partition, Offset: f.query.offset,
 		MaxBytes: f.query.maxBytes, MaxWait: f.query.maxWait, Raw: f.raw, Waiting: waiting,
 	})
 	defer res.Release() // JSON copies; a large raw answer takes the buffer along (writeRaw)
-	if f.stopWatch != nil {
-		f.stopWatch()
+	if watch != nil && watch.stop != nil {
+		watch.stop()
+		f.waited = true
 	}
 	if g.afterFetch != nil {
 		g.afterFetch()
@@ -202,12 +205,20 @@ func (f *fetchCall) hungUp() broker.FetchResult {
 	return broker.FetchResult{NextOffset: f.query.offset, HighWatermark: f.query.offset}
 }
 
-// watch starts watching the client for a hang-up while the fetch waits
-// at the broker.
-func (f *fetchCall) watch() {
-	f.waited = true
-	entry := f.entry
-	f.stopWatch = hangup.Watch(f.ctx.Conn(), func() { entry.cancel(errClientGone) })
+// pollWatch watches a long poll's client for a hang-up while the fetch
+// waits at the broker. Apart from fetchCall, and made only for a long
+// poll, so that the fetchCall of every other fetch stays on the stack
+// (a method value of it would move it to the heap).
+type pollWatch struct {
+	conn  net.Conn
+	entry *fetchEntry
+	stop  func() // set once the watch began
+}
+
+// start begins the watch (broker.FetchRequest.Waiting).
+func (w *pollWatch) start() {
+	entry := w.entry
+	w.stop = hangup.Watch(w.conn, func() { entry.cancel(errClientGone) })
 }
 
 // A cap's refusals: 503 overloaded at the gateway's cap (try another
