@@ -7,8 +7,10 @@
 // read and written with raw read(2) and write(2) calls on their
 // non-blocking descriptors (syscall.RawSyscall, through the connection's
 // syscall.RawConn), waiting on Go's network poller exactly as net does
-// when a call would block: deadlines, Close and every other method are
-// the connection's own. Nothing about what is read or written changes.
+// when a call would block: Close and every other method are the
+// connection's own; deadlines are obeyed as net obeys them but reach the
+// poller only when they come nearer (deadline.go). Nothing about what
+// is read or written changes.
 //
 // Why: a Go process that went idle parks its monitor thread (sysmon);
 // the next system call made the standard way (entersyscall) wakes it, and
@@ -67,6 +69,8 @@ func Wrap(c net.Conn) net.Conn {
 	}
 	q := &Conn{TCPConn: tc, rc: rc}
 	q.readFD, q.writeFD = q.read, q.write // bound once: no allocation per call
+	q.rd.init()
+	q.wd.init()
 	return q
 }
 
@@ -82,6 +86,7 @@ type Conn struct {
 	rn, wn          int
 	rerr, werr      syscall.Errno
 	waitHook        func(write bool) // tests: called as a read or write goes to wait on the poller
+	rd, wd          deadline         // set lazily (deadline.go)
 }
 
 // NetConn is the TCP connection (internal/linger unwraps through it).
@@ -98,6 +103,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.rp, c.rn, c.rerr = p, 0, 0
 	err := c.rc.Read(c.readFD)
+	for err != nil && c.rd.expired(err, c.TCPConn.SetReadDeadline) {
+		err = c.rc.Read(c.readFD) // an earlier deadline than the one set last passed
+	}
 	n, errno := c.rn, c.rerr
 	c.rp = nil
 	switch {
@@ -139,6 +147,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 	c.wp, c.wn, c.werr = p, 0, 0
 	err := c.rc.Write(c.writeFD)
+	for err != nil && c.wd.expired(err, c.TCPConn.SetWriteDeadline) {
+		err = c.rc.Write(c.writeFD) // goes on from c.wn
+	}
 	n, errno := c.wn, c.werr
 	c.wp = nil
 	switch {

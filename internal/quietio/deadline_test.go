@@ -1,0 +1,145 @@
+//go:build linux
+
+package quietio
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+)
+
+// A deadline set later than the one the poller holds is only recorded
+// (deadline.go); these check that every wait still obeys the deadline
+// set last, whichever way it moved.
+
+// earlierThenLater sets a deadline 20 ms ahead with set, then a later
+// one (only recorded: the poller keeps the first), and returns the later.
+func earlierThenLater(t *testing.T, set func(time.Time) error) time.Time {
+	t.Helper()
+	if err := set(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(300 * time.Millisecond)
+	if err := set(later); err != nil {
+		t.Fatal(err)
+	}
+	return later
+}
+
+// endedAtTheDeadline fails unless err is the deadline's and now is past
+// the deadline set last.
+func endedAtTheDeadline(t *testing.T, what string, err error, later time.Time) {
+	t.Helper()
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("%s: %v, want the deadline", what, err)
+	}
+	if now := time.Now(); now.Before(later) {
+		t.Fatalf("%s ended %v before the deadline set last", what, later.Sub(now))
+	}
+}
+
+// A later read deadline wins over an earlier one set before it: the
+// read fails at the later one, not when the poller's earlier one passes.
+func TestLaterReadDeadlineIsTheOneObeyed(t *testing.T) {
+	q, _ := pair(t)
+	later := earlierThenLater(t, q.SetReadDeadline)
+	_, err := q.Read(make([]byte, 8))
+	endedAtTheDeadline(t, "read", err, later)
+}
+
+// A deadline lifted (zero) after an earlier one lets the read wait on
+// past the earlier one, for the data that comes.
+func TestLiftedReadDeadlineLetsTheReadWait(t *testing.T) {
+	q, client := pair(t)
+	waits := make(chan struct{}, 8)
+	q.waitHook = func(write bool) {
+		if !write {
+			waits <- struct{}{}
+		}
+	}
+	if err := q.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := q.Read(make([]byte, 8))
+		done <- result{n, err}
+	}()
+	for range 2 { // waiting under the poller's 20 ms deadline; then again, that deadline passed
+		select {
+		case <-waits:
+		case r := <-done:
+			t.Fatalf("read ended at the earlier deadline: %d, %v", r.n, r.err)
+		}
+	}
+	if _, err := client.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.n != 5 {
+		t.Fatalf("read: %d, %v; want the 5 bytes sent after the earlier deadline", r.n, r.err)
+	}
+}
+
+// A deadline brought nearer ends a read waiting under a later one at
+// once (the gateway's hangup watch stops so, and a cancelled broker
+// fetch).
+func TestNearerReadDeadlineEndsAWaitingRead(t *testing.T) {
+	q, _ := pair(t)
+	waits := make(chan struct{}, 8)
+	q.waitHook = func(bool) { waits <- struct{}{} }
+	if err := q.SetReadDeadline(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Read(make([]byte, 8))
+		done <- err
+	}()
+	<-waits
+	if err := q.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read: %v, want the deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read waiting under a deadline an hour away did not end when the deadline was brought to the past")
+	}
+}
+
+// A wait on the raw connection (the hangup watch) obeys the deadline
+// set last, not an earlier one the poller still held.
+func TestSyscallConnArmsTheDeadlineSetLast(t *testing.T) {
+	q, _ := pair(t)
+	later := earlierThenLater(t, q.SetReadDeadline)
+	raw, err := q.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = raw.Read(func(uintptr) bool { return false }) // wait until the deadline
+	endedAtTheDeadline(t, "raw wait", err, later)
+}
+
+// The same for writes: a later write deadline is the one obeyed. (How
+// much is written first is not checked: on a machine short of socket
+// memory even the first write may find no room — TestWriteDeadline
+// fails so there, before and after lazy deadlines.)
+func TestLaterWriteDeadlineIsTheOneObeyed(t *testing.T) {
+	q, _ := pair(t) // the client never reads: the buffers fill
+	later := earlierThenLater(t, q.SetWriteDeadline)
+	n, err := q.Write(make([]byte, 64<<20))
+	if n >= 64<<20 {
+		t.Fatalf("wrote all %d bytes to a client that never reads", n)
+	}
+	endedAtTheDeadline(t, "write", err, later)
+}
