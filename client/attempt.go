@@ -202,19 +202,28 @@ func (c *Consumer) logCommit(r api.CommitRequest, err error) {
 	c.log.Debug("committed", fields...)
 }
 
-// logFetch logs a refused fetch (not a cancelled one).
+// logFetch logs a refused fetch (not a cancelled one); a retriable
+// refusal at most once per unansweredLogEvery and code (refusalLog).
 func (c *Consumer) logFetch(s driver.Send, err error) {
 	var e *Error
-	if errors.As(err, &e) {
-		log := c.log.Warn
-		switch e.Code {
-		case api.CodeCapabilityRevoked:
-			log = c.log.Debug // the partition moved: a handoff, told by the next heartbeat too
-		case api.CodeNotFound:
-			log = c.log.Debug // the consumer stops with it: Poll returns it (driver: fatal)
-		}
-		log("fetch refused", zap.Stringer("partition", s.Fetch.Partition), zap.Uint64("epoch", s.Fetch.Epoch),
-			zap.Int64("offset", s.Fetch.Offset), zap.String("gateway", c.fetcher.urls[s.Gateway]),
-			zap.String("code", string(e.Code)), zap.String("message", e.Message))
+	if !errors.As(err, &e) {
+		return
 	}
+	log := c.log.Warn
+	fields := []zap.Field{zap.Stringer("partition", s.Fetch.Partition), zap.Uint64("epoch", s.Fetch.Epoch),
+		zap.Int64("offset", s.Fetch.Offset), zap.String("gateway", c.fetcher.urls[s.Gateway]),
+		zap.String("code", string(e.Code)), zap.String("message", e.Message)}
+	switch {
+	case e.Code == api.CodeCapabilityRevoked:
+		log = c.log.Debug // the partition moved: a handoff, told by the next heartbeat too
+	case e.Code == api.CodeNotFound:
+		log = c.log.Debug // the consumer stops with it: Poll returns it (driver: fatal)
+	case api.IsRetriable(e.Code):
+		due, missed := c.refusals.refused(e.Code, time.Now())
+		if !due {
+			return
+		}
+		fields = append(fields, zap.Int("refusals_not_logged", missed))
+	}
+	log("fetch refused", fields...)
 }

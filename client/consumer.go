@@ -127,6 +127,7 @@ type Consumer struct {
 
 	unanswered   unanswered   // fetches no gateway answered (unanswered.go)
 	beatFailures beatFailures // heartbeats that failed (beatlog.go)
+	refusals     refusalLog   // retriable fetch refusals, by code (refusallog.go)
 
 	ctx    context.Context // ends at Stop
 	cancel context.CancelFunc

@@ -65,7 +65,10 @@ func newConsumeCmd() *cobra.Command {
 			"info); a gateway or topic that does not exist (404), or a URL whose http:// or\n" +
 			"https:// is not what the server speaks, does, with the partitions released. A\n" +
 			"gateway that does not answer is retried (logged every 10 s); --idle-exit then\n" +
-			"exits 1 with its error instead of 0. An administrator's revoke-member makes it\n" +
+			"exits 1 with its error instead of 0. Fetches a gateway refuses for now (429\n" +
+			"under a capgate admin qos byte rate, 503 while it is out of sync with the\n" +
+			"coordinator) are retried after Retry-After and logged once, then every 10 s\n" +
+			"per code with refusals_not_logged. An administrator's revoke-member makes it\n" +
 			"join again, with a warning; to stop it, revoke its credential\n" +
 			"(capgate admin revoke-capability JTI). On a terminal,\n" +
 			"stderr shows records/s and the group's lag (the lag needs an admin token:\n" +

@@ -1,0 +1,59 @@
+package cli_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestThrottledConsumeLogsTheThrottleOnce: an operator slows a group down
+// as README's walk-through does (`capgate admin qos --group G
+// --max-bytes-per-sec N`) and `capgate consume` reads through it at that
+// rate. Every gateway answer beyond the rate is 429 rate_limited, which
+// the consumer retries after Retry-After; it says so once, then at most
+// once per 10 s with the count of refusals not logged — it printed one
+// WARN "fetch refused" per partition and retry (41 lines in 12 s for one
+// group), where a Kafka consumer under a quota says nothing. The same
+// bound holds for every retriable refusal (503 out_of_sync while the
+// coordinator is down past sync_timeout printed 12 lines a second).
+func TestThrottledConsumeLogsTheThrottleOnce(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, t.TempDir())
+	const n = 300
+	var lines strings.Builder
+	for i := range n {
+		fmt.Fprintf(&lines, "%03d-%s\n", i, strings.Repeat("x", 96))
+	}
+	// Batches of 50 (about 5 KB): a fetch reads one, and the next waits
+	// for the rate.
+	run(t, 30*time.Second, lines.String(), d.produceArgs("--partition", "4", "--batch-records", "50")...)
+	d.adminCLI(t, "qos", "--group", "throttled", "--max-bytes-per-sec", "8000")
+
+	start := time.Now()
+	p := startConsume(t, d.consumeArgs("throttled", "--offset", "start", "--max-records", fmt.Sprint(n))...)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("consume of %d records at 8000 B/s still running after 60 s\nstderr:\n%s", n, p.stderr.String())
+	}
+	took := time.Since(start)
+	if p.err != nil {
+		t.Fatalf("consume: %v\nstderr:\n%s", p.err, p.stderr.String())
+	}
+	if got := len(parseConsumed(t, p.stdout.String())); got != n {
+		t.Fatalf("printed %d records, want %d", got, n)
+	}
+	stderr := p.stderr.String()
+	refused := strings.Count(stderr, "fetch refused")
+	if refused == 0 || !strings.Contains(stderr, `"code": "rate_limited"`) {
+		// 30 KB at 8000 B/s: the rate must have been hit, or this test
+		// proves nothing about its log.
+		t.Fatalf("consume took %s and logged no rate_limited refusal: was the group throttled?\nstderr:\n%s", took.Round(time.Millisecond), stderr)
+	}
+	if most := 1 + int(took/(10*time.Second)); refused > most {
+		t.Fatalf("%d \"fetch refused\" lines in %s of throttled consuming, want at most %d (the first, then one per 10 s):\n%s",
+			refused, took.Round(time.Millisecond), most, stderr)
+	}
+	d.stop(true)
+}
