@@ -235,6 +235,10 @@ func validJTI(s string) bool {
 	return err == nil && len(b) == 16
 }
 
+// TopicRule says ValidTopic's rule (Kafka's) in words, for the CLI's
+// refusals.
+const TopicRule = `1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and '-' (Kafka's rule), and not "." or ".."`
+
 // ValidTopic reports whether s is a legal Kafka topic name.
 func ValidTopic(s string) bool {
 	if len(s) == 0 || len(s) > 249 || s == "." || s == ".." {

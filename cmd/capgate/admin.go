@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
 )
 
 // adminClient talks to the coordinator's admin API.
@@ -206,6 +207,9 @@ func partitionPath(group, topic, partition string) (string, error) {
 	if err := groupArg(group); err != nil {
 		return "", err
 	}
+	if err := topicArg(topic); err != nil {
+		return "", err
+	}
 	p, err := strconv.ParseInt(partition, 10, 32)
 	if err != nil || p < 0 {
 		return "", usageErrorf("partition %q: want a number ≥ 0", partition)
@@ -239,4 +243,28 @@ func adminGetRender(f *adminFlags, use, short string, path func([]string) string
 			return callRender(cmd, f, http.MethodGet, path(args), nil, render)
 		},
 	}
+}
+
+// topicArg refuses a TOPIC argument no Kafka topic has, as a usage error
+// that says the rule: an empty one or one with '/' went out as another
+// route and came back 404 "is URL a capgate coordinator?" (newuser4 #4).
+func topicArg(topic string) error {
+	if !ocap.ValidTopic(topic) {
+		return usageErrorf("topic %q: a topic is %s", topic, ocap.TopicRule)
+	}
+	return nil
+}
+
+// memberArg refuses a MEMBER argument no member id has (the
+// coordinator's rule: printable ASCII without '/', not "." or ".."), as a
+// usage error pointing at where the ids are listed.
+func memberArg(group, member string) error {
+	ok := member != "" && member != "." && member != ".."
+	for i := 0; ok && i < len(member); i++ {
+		ok = member[i] > ' ' && member[i] <= '~' && member[i] != '/'
+	}
+	if !ok {
+		return usageErrorf("member id %q: a member id is printable ASCII without space or '/' (capgate admin group %s lists the members)", member, group)
+	}
+	return nil
 }

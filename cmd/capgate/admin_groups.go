@@ -153,6 +153,9 @@ LEASE-ENDED column).`,
 // partitions leased to an outside holder refuse the whole reset before
 // any partition moves (the server refuses each one too: 409).
 func resetOffsets(cmd *cobra.Command, f *adminFlags, a []string, body map[string]any, force bool) error {
+	if err := topicArg(a[1]); err != nil {
+		return err
+	}
 	c, err := f.client()
 	if err != nil {
 		return err

@@ -42,7 +42,7 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "client name")
 	create.Flags().StringSliceVar(&groups, "groups", nil, "groups its credentials may join (exact, * or prefix*)")
 	create.Flags().StringSliceVar(&topics, "topics", nil, "topics they may subscribe to (exact, * or prefix*)")
-	create.Flags().StringSliceVar(&ops, "ops", nil, "what its credentials allow: consume (join groups, read through them; required) and produce (write through the Kafka listener to the topics named exactly); default consume")
+	create.Flags().StringSliceVar(&ops, "ops", nil, "what its credentials allow: consume (join groups, read through them; required) and produce (write to the topics named exactly, over HTTP and through the Kafka listener); default consume")
 	newTTLFlag(create.Flags(), ttl, 0, "lifetime of each credential it obtains (at least 1s, at most the coordinator's client_credential_ttl_max; 0: its oauth.token_ttl)")
 	cmd.AddCommand(create,
 		adminGetRender(f, "list", "List the clients (no secrets)", func([]string) string { return "/v1/admin/oauth/clients" }, 0, printOAuthClients),

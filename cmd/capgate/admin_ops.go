@@ -130,13 +130,18 @@ refuses its capabilities at once) and handed to the other members.
 
 It does not stop the client: the credential it joined with is still
 good, so a consumer such as capgate consume joins again as a new member
-at once (and logs nothing above info). To keep a client out, deny its
+at once, as Kafka consumers do after RemoveMembersFromConsumerGroup, and
+warns that it did ("member revoked by an administrator: joining again",
+naming the credential's jti). To keep a client out, deny its
 credential: capgate admin revoke-capability JTI with the credential's
 jti (admin group G -o json: members[].credential.id) — every member it
 opened ends, and its joins are refused.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if err := groupArg(a[0]); err != nil {
+				return err
+			}
+			if err := memberArg(a[0], a[1]); err != nil {
 				return err
 			}
 			return call(cmd, f, http.MethodPost, groupPath(a[0])+"/members/"+url.PathEscape(a[1])+"/revoke", reasonBody(reason))
@@ -270,17 +275,20 @@ Without --topics it may subscribe to any topic.
            coordinator grants its members partition capabilities, and
            Kafka clients join groups, fetch and commit through a gateway's
            Kafka listener. Required.
-  produce  also write records, through a gateway's Kafka listener (Produce,
-           SASL with the credential), to each topic --topics names exactly;
-           "*" and prefix patterns never allow writing. Needs at least one
-           exact topic. (Over HTTP a producer uses a partition capability:
-           capgate produce, admin grant --ops produce.)
+  produce  also write records to each topic --topics names exactly: over
+           HTTP (capgate produce --credential-file, the gateway's POST
+           /v1/topics/T/records or .../partitions/P/records with the
+           credential as the bearer) and through a gateway's Kafka listener
+           (Produce, SASL with the credential); "*" and prefix patterns
+           never allow writing. Needs at least one exact topic.
 A credential minted before --ops existed allows consume only.
 
-The answer's client_credential is what consume --credential-file reads:
+The answer's client_credential is what consume and produce
+--credential-file read:
   capgate admin client-credential --name svc --groups g1 > svc.json
   capgate consume --credential-file svc.json --group g1 --topic demo
-  capgate admin client-credential --name ingest --groups ingest --topics orders --ops consume,produce`,
+  capgate admin client-credential --name ingest --groups ingest --topics orders --ops consume,produce > ingest.json
+  echo hello | capgate produce --credential-file ingest.json --topic orders`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || len(groups) == 0 {

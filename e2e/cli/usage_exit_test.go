@@ -48,12 +48,7 @@ func TestEveryUsageErrorExitsTwo(t *testing.T) {
 // group likewise.
 func TestGroupNameRefusedBeforeJoin(t *testing.T) {
 	t.Parallel()
-	var requests atomic.Int64
-	coordinator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		http.NotFound(w, r)
-	}))
-	defer coordinator.Close()
+	coordinator, requests := countingServer(t)
 	for _, args := range [][]string{
 		{"consume", "--group", "a/b", "--topic", "demo", "--credential", "x", "--coordinator", coordinator.URL, "--gateways", coordinator.URL},
 		{"consume", "--group", "my group", "--topic", "demo", "--credential", "x", "--coordinator", coordinator.URL, "--gateways", coordinator.URL},
@@ -75,4 +70,50 @@ func TestGroupNameRefusedBeforeJoin(t *testing.T) {
 	if n := requests.Load(); n != 0 {
 		t.Errorf("%d requests reached the coordinator; want none", n)
 	}
+}
+
+// TestTopicAndMemberArgumentsRefusedBeforeSending: a TOPIC or MEMBER
+// argument no topic or member has — empty (an unset shell variable:
+// `capgate admin revoke g "$TOPIC" 0`), holding '/' or a space — is
+// refused with exit 2 and the rule before anything is sent. It went out
+// as another route and came back exit 1 with 404 "no such route … is
+// http://… a capgate coordinator?", a hint about the URL that was right
+// (newuser4 #4).
+func TestTopicAndMemberArgumentsRefusedBeforeSending(t *testing.T) {
+	t.Parallel()
+	coordinator, requests := countingServer(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"admin", "revoke", "g", "", "0"}, `topic "": a topic is 1 to 249 characters`},
+		{[]string{"admin", "revoke", "g", "a/b", "0"}, `topic "a/b": a topic is 1 to 249 characters`},
+		{[]string{"admin", "lease", "g", "", "0", "--holder", "h", "--ttl", "1m"}, `topic "": a topic is`},
+		{[]string{"admin", "offsets", "reset", "g", "", "0", "--to", "earliest"}, `topic "": a topic is`},
+		{[]string{"admin", "offsets", "reset", "g", "my topic", "--to", "earliest"}, `topic "my topic": a topic is`},
+		{[]string{"admin", "revoke-member", "g", ""}, `member id "": a member id is printable ASCII without space or '/' (capgate admin group g lists the members)`},
+		{[]string{"admin", "revoke-member", "g", "a/b"}, `member id "a/b": a member id is`},
+	} {
+		args := append(c.args, "--token", "x", "--coordinator", coordinator.URL)
+		_, stderr, err := cliResult(t, args...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "no such route") {
+			t.Errorf("capgate %q: %v, stderr %q; want exit status 2 and %q", args, err, stderr, c.want)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests reached the coordinator; want none", n)
+	}
+}
+
+// countingServer is an HTTP server that answers 404 to everything and
+// counts the requests that reached it.
+func countingServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	var requests atomic.Int64
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s, &requests
 }
