@@ -160,35 +160,29 @@ func reasonBody(reason string) map[string]any {
 }
 
 func newAdminQoS(f *adminFlags) *cobra.Command {
-	var group, topic, holder, jti, level, monitor string
-	var partition int32
+	var sel qosSelectorFlags
+	var level, monitor string
 	var bps int64
 	ttl := &ttlFlag{name: "ttl", field: "ttl_ms", min: time.Millisecond, lasts: "an override"}
 	cmd := &cobra.Command{
-		Use:   "qos [--group G] [--topic T] [--partition P] [--holder H] [--jti J] [--log-level debug] [--monitor TAG] [--max-bytes-per-sec N] | qos list",
+		Use:   "qos [--group G] [--topic T] [--partition P] [--holder H] [--jti J] [--log-level debug] [--monitor TAG] [--max-bytes-per-sec N] | qos list | qos end",
 		Short: "Change a consumer's or a partition's log level, monitor tag or byte rate live on every gateway",
 		Long: `Set a QoS override for a selector, pushed to every gateway at once. A
 second qos for the same selector merges into the first: the settings it
 names replace the earlier ones, the others stay (--max-bytes-per-sec 0
-removes a rate), and --ttl starts again. qos list shows those in force.`,
+removes a rate), and --ttl starts again. qos list shows those in force;
+qos end with the same selector ends one now (it would last until its
+--ttl, 1h by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sel := map[string]any{}
-			for k, v := range map[string]string{"group": group, "topic": topic, "holder": holder, "jti": jti} {
-				if v != "" {
-					sel[k] = v
-				}
-			}
-			if cmd.Flags().Changed("partition") {
-				sel["partition"] = partition
-			}
-			if len(sel) == 0 {
-				return errNoSelector
+			selector, err := sel.selector(cmd)
+			if err != nil {
+				return err
 			}
 			if err := ttl.check(); err != nil {
 				return err
 			}
-			body := map[string]any{"selector": sel, "ttl_ms": ttl.ms()}
+			body := map[string]any{"selector": selector, "ttl_ms": ttl.ms()}
 			if level != "" {
 				body["log_level"] = level
 			}
@@ -202,16 +196,13 @@ removes a rate), and --ttl starts again. qos list shows those in force.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&group, "group", "", "selector: group")
-	fl.StringVar(&topic, "topic", "", "selector: topic")
-	fl.Int32Var(&partition, "partition", 0, "selector: partition")
-	fl.StringVar(&holder, "holder", "", "selector: holder (capability sub)")
-	fl.StringVar(&jti, "jti", "", "selector: capability id")
+	sel.register(fl)
 	fl.StringVar(&level, "log-level", "", "per-capability log level (debug, info, warn, error)")
 	fl.StringVar(&monitor, "monitor", "", "monitor tag (a metrics label)")
 	fl.Int64Var(&bps, "max-bytes-per-sec", 0, "byte-rate limit (0 = unlimited)")
 	newTTLFlag(fl, ttl, time.Hour, "how long the override lasts (at most the coordinator's groups.limits.qos_ttl_max)")
-	cmd.AddCommand(adminGetRender(f, "list", "List the QoS overrides in force", func([]string) string { return "/v1/admin/qos" }, 0, printQoS))
+	cmd.AddCommand(adminGetRender(f, "list", "List the QoS overrides in force", func([]string) string { return "/v1/admin/qos" }, 0, printQoS),
+		newAdminQoSEnd(f))
 	return cmd
 }
 
