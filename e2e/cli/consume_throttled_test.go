@@ -21,30 +21,12 @@ func TestThrottledConsumeLogsTheThrottleOnce(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
 	const n = 300
-	var lines strings.Builder
-	for i := range n {
-		fmt.Fprintf(&lines, "%03d-%s\n", i, strings.Repeat("x", 96))
-	}
-	// Batches of 50 (about 5 KB): a fetch reads one, and the next waits
-	// for the rate.
-	run(t, 30*time.Second, lines.String(), d.produceArgs("--partition", "4", "--batch-records", "50")...)
+	d.produceBatches(t, 4, n)
 	d.adminCLI(t, "qos", "--group", "throttled", "--max-bytes-per-sec", "8000")
 
 	start := time.Now()
-	p := startConsume(t, d.consumeArgs("throttled", "--offset", "start", "--max-records", fmt.Sprint(n))...)
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("consume of %d records at 8000 B/s still running after 60 s\nstderr:\n%s", n, p.stderr.String())
-	}
+	stderr := d.consumeAll(t, "throttled", n, 60*time.Second)
 	took := time.Since(start)
-	if p.err != nil {
-		t.Fatalf("consume: %v\nstderr:\n%s", p.err, p.stderr.String())
-	}
-	if got := len(parseConsumed(t, p.stdout.String())); got != n {
-		t.Fatalf("printed %d records, want %d", got, n)
-	}
-	stderr := p.stderr.String()
 	refused := strings.Count(stderr, "fetch refused")
 	if refused == 0 || !strings.Contains(stderr, `"code": "rate_limited"`) {
 		// 30 KB at 8000 B/s: the rate must have been hit, or this test
@@ -56,4 +38,35 @@ func TestThrottledConsumeLogsTheThrottleOnce(t *testing.T) {
 			refused, took.Round(time.Millisecond), most, stderr)
 	}
 	d.stop(true)
+}
+
+// produceBatches writes n records of about 100 bytes to partition p of
+// demo with capgate produce, in batches of 50 (about 5 KB): a fetch reads
+// one, so a byte rate shows between them.
+func (d *devProcess) produceBatches(t *testing.T, p, n int) {
+	t.Helper()
+	var lines strings.Builder
+	for i := range n {
+		fmt.Fprintf(&lines, "%03d-%s\n", i, strings.Repeat("x", 96))
+	}
+	run(t, 30*time.Second, lines.String(), d.produceArgs("--partition", fmt.Sprint(p), "--batch-records", "50")...)
+}
+
+// consumeAll runs capgate consume of group from the start until it
+// printed n records, within timeout, and returns its stderr.
+func (d *devProcess) consumeAll(t *testing.T, group string, n int, timeout time.Duration) string {
+	t.Helper()
+	p := startConsume(t, d.consumeArgs(group, "--offset", "start", "--max-records", fmt.Sprint(n))...)
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("consume of %d records still running after %s: throttled?\nstderr:\n%s", n, timeout, p.stderr.String())
+	}
+	if p.err != nil {
+		t.Fatalf("consume: %v\nstderr:\n%s", p.err, p.stderr.String())
+	}
+	if got := len(parseConsumed(t, p.stdout.String())); got != n {
+		t.Fatalf("printed %d records, want %d", got, n)
+	}
+	return p.stderr.String()
 }

@@ -22,11 +22,7 @@ func TestQoSEndLiftsTheThrottle(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
 	const n = 300
-	var lines strings.Builder
-	for i := range n {
-		fmt.Fprintf(&lines, "%03d-%s\n", i, strings.Repeat("x", 96))
-	}
-	run(t, 30*time.Second, lines.String(), d.produceArgs("--partition", "4", "--batch-records", "50")...)
+	d.produceBatches(t, 4, n)
 	d.adminCLI(t, "qos", "--group", "lifted", "--max-bytes-per-sec", "1000")
 	d.adminCLI(t, "qos", "end", "--group", "lifted")
 
@@ -53,19 +49,7 @@ func TestQoSEndLiftsTheThrottle(t *testing.T) {
 		return len(gws.Gateways) == 1 && gws.Gateways[0].AckedSeq >= gws.Seq, fmt.Sprintf("%+v", gws)
 	})
 
-	p := startConsume(t, d.consumeArgs("lifted", "--offset", "start", "--max-records", fmt.Sprint(n))...)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("consume of %d records still running after 20 s: still throttled?\nstderr:\n%s", n, p.stderr.String())
-	}
-	if p.err != nil {
-		t.Fatalf("consume: %v\nstderr:\n%s", p.err, p.stderr.String())
-	}
-	if got := len(parseConsumed(t, p.stdout.String())); got != n {
-		t.Fatalf("printed %d records, want %d", got, n)
-	}
-	if stderr := p.stderr.String(); strings.Contains(stderr, "rate_limited") {
+	if stderr := d.consumeAll(t, "lifted", n, 20*time.Second); strings.Contains(stderr, "rate_limited") {
 		t.Fatalf("a fetch was refused rate_limited after qos end:\n%s", stderr)
 	}
 	d.stop(true)
