@@ -104,7 +104,8 @@ func newAdminOffsets(f *adminFlags) *cobra.Command {
 		Short: "Set committed offsets, also backwards; held partitions are fenced first and regranted from there",
 		Long: `Set a group's committed offset of one partition, or of every partition of
 the topic the group has, to an offset, or to the earliest or latest offset
-Kafka has now. It also moves offsets backwards (the only way one does).
+Kafka has now (start and end say the same, as consume -o and rpk group
+seek --to). It also moves offsets backwards (the only way one does).
 A partition a member holds is fenced first, as a revoke does, and granted
 again from the new offset; commits its old holder still makes under the
 old epoch are refused, so nothing in flight moves the offset again. The
@@ -125,12 +126,14 @@ LEASE-ENDED column).`,
 				body["force"] = true
 			}
 			switch to {
-			case "earliest", "latest":
-				body["to"] = to
+			case "earliest", "start", "beginning": // consume -o's words, rpk group seek's, kcat's
+				body["to"] = "earliest"
+			case "latest", "end":
+				body["to"] = "latest"
 			default:
 				n, err := strconv.ParseInt(to, 10, 64)
 				if err != nil || n < 0 {
-					return usageErrorf("--to %q: want earliest, latest or an offset ≥ 0", to)
+					return usageErrorf("--to %q: want earliest (start), latest (end) or an offset ≥ 0", to)
 				}
 				body["offset"] = n
 			}
@@ -140,7 +143,7 @@ LEASE-ENDED column).`,
 			return resetOffsets(cmd, f, a, body, force)
 		},
 	}
-	reset.Flags().StringVar(&to, "to", "", "earliest, latest or an offset")
+	reset.Flags().StringVar(&to, "to", "", "earliest (or start, beginning), latest (or end), or an offset")
 	reset.Flags().StringVar(&metadata, "metadata", "", "commit metadata to store with the offset")
 	reset.Flags().BoolVar(&force, "force", false, "also reset partitions leased to a holder outside the group, ending their leases")
 	reset.MarkFlagRequired("to")

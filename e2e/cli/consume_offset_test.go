@@ -124,3 +124,24 @@ func (d *devProcess) groupOffsetReset(t *testing.T, group string) string {
 	}
 	return g.Config.OffsetReset
 }
+
+// TestOffsetsResetToStartAndEnd: `capgate admin offsets reset G T P --to
+// start|end` moves the group's committed offset to the log's start or
+// end, as `--to earliest|latest` do — the words `capgate consume -o`
+// and rpk's `group seek --to` take; they were refused "want earliest,
+// latest or an offset" (newuser4 #7).
+func TestOffsetsResetToStartAndEnd(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, t.TempDir())
+	run(t, 20*time.Second, numberedLines("s", 5), d.produceArgs("--partition", "0")...)
+	run(t, 30*time.Second, "", d.consumeArgs("seek", "--max-records", "5")...)
+	for _, c := range []struct {
+		to   string
+		want int64
+	}{{"start", 0}, {"end", 5}, {"beginning", 0}} {
+		d.adminCLI(t, "offsets", "reset", "seek", "demo", "0", "--to", c.to)
+		if got := committed(t, d, "seek", 0); got != c.want {
+			t.Errorf("offsets reset --to %s: demo/0 committed %d, want %d", c.to, got, c.want)
+		}
+	}
+}
