@@ -74,9 +74,11 @@ func newProduceCmd() *cobra.Command {
 			"capgate admin audit --exclude-target capgate-produce@\n\n" +
 			"What was written is summed up on stderr, one line per partition; with -o json\n" +
 			"stdout also gets one JSON object for scripts: the topic, the records written\n" +
-			"and, per partition, its base (first) offset, last offset and count. Ctrl-C\n" +
-			"ends it with exit 1: \"interrupted, nothing sent\", or after the summary of\n" +
-			"what was written.\n\n" +
+			"and, per partition, its base (first) offset, last offset and count — also\n" +
+			"when a failure (a record too large, a refusal) ends it with exit 1 after\n" +
+			"some were written: the lines not summed up were not. Ctrl-C ends it with\n" +
+			"exit 1: \"interrupted, nothing sent\", or after the summary of what was\n" +
+			"written.\n\n" +
 			"kcat's and rpk's short flags work where they mean the same: -t topic, -p\n" +
 			"partition, -K key separator. -k is not a record key: --key is the TLS client\n" +
 			"key (mTLS), as in curl.",
@@ -278,17 +280,23 @@ func runProduce(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 	for {
 		batch, readErr := nextBatch(ctx, lines, f)
 		if err := p.send(ctx, batch); err != nil {
-			return p.interrupted(ctx, stderr, err)
+			return p.ended(ctx, stdout, stderr, err)
 		}
 		if readErr != nil {
 			if errors.Is(readErr, io.EOF) {
 				break
 			}
-			return p.interrupted(ctx, stderr, fmt.Errorf("produce: %w", readErr))
+			return p.ended(ctx, stdout, stderr, fmt.Errorf("produce: %w", readErr))
 		}
 	}
+	return p.summary(stdout, stderr)
+}
+
+// summary says what was written: one line per partition on stderr, and
+// with -o json the JSON object on stdout.
+func (p *producer) summary(stdout, stderr io.Writer) error {
 	p.report(stderr)
-	if f.output == "json" {
+	if p.f.output == "json" {
 		return p.writeJSON(stdout)
 	}
 	return nil
@@ -321,7 +329,7 @@ func (p *producer) send(ctx context.Context, batch []client.Record) error {
 		p.sending = true // until it is answered: an interrupt now may or may not have written it
 		base, err := p.prod.Produce(ctx, p.f.topic, part, records)
 		if err != nil {
-			return fmt.Errorf("produce %s/%d after %d records: %w", p.f.topic, part, p.total(), err)
+			return fmt.Errorf("produce %s/%d after %s: %w", p.f.topic, part, recordCount(p.total()), err)
 		}
 		p.sending = false
 		p.add(part, base, base+int64(len(records))-1, len(records))
@@ -339,7 +347,7 @@ func (p *producer) sendTopic(ctx context.Context, batch []client.Record) error {
 		for _, w := range partitionsWritten(err) {
 			p.add(w.Partition, w.BaseOffset, w.LastOffset, w.Count)
 		}
-		return fmt.Errorf("produce %s after %d records: %w", p.f.topic, p.total(), err)
+		return fmt.Errorf("produce %s after %s: %w", p.f.topic, recordCount(p.total()), err)
 	}
 	p.sending = false
 	for _, w := range parts {

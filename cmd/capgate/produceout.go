@@ -15,22 +15,37 @@ import (
 // exitCode knows 1 and 2); a shell's 130 would need a case there.
 var errInterrupted = errors.New("interrupted")
 
-// interrupted is the error a produce ends with after err: when ctx ended
-// (Ctrl-C), what was written is summed up and the error says so —
+// ended is the error a produce ends with after err, once what was
+// written is summed up (summary: stderr, and stdout with -o json): a
+// failure after records were written (a record too large, a refusal, a
+// gateway that stayed away) said only "after N records" and printed no
+// summary and no JSON, so a script could not tell which were written
+// (newuser4 #12). When ctx ended (Ctrl-C) the error says so —
 // "interrupted, nothing sent" while it waited on stdin — instead of
-// "context canceled", which read like a failure of the gateway; else err.
-func (p *producer) interrupted(ctx context.Context, stderr io.Writer, err error) error {
+// "context canceled", which read like a failure of the gateway.
+func (p *producer) ended(ctx context.Context, stdout, stderr io.Writer, err error) error {
 	if ctx.Err() == nil {
+		if p.total() > 0 {
+			p.summary(stdout, stderr)
+		}
 		return err
 	}
 	if p.total() == 0 && errors.Is(err, ctx.Err()) && !p.sending {
 		return fmt.Errorf("produce: %w, nothing sent", errInterrupted)
 	}
-	p.report(stderr)
+	p.summary(stdout, stderr)
 	if p.sending {
 		return fmt.Errorf("produce: %w while sending (those records may or may not be written; the ones above were): %w", errInterrupted, err)
 	}
-	return fmt.Errorf("produce: %w after %d records (written: see above)", errInterrupted, p.total())
+	return fmt.Errorf("produce: %w after %s (written: see above)", errInterrupted, recordCount(p.total()))
+}
+
+// recordCount is "1 record" or "n records".
+func recordCount(n int) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return fmt.Sprintf("%d records", n)
 }
 
 // producedJSON is what -o json prints: what was written, for scripts.
