@@ -22,7 +22,12 @@ func newRoot() *cobra.Command {
 		Version: fmt.Sprintf("%s (commit %s, %s)", info.Version, info.Commit, info.GoVersion),
 	}
 	root.SetVersionTemplate("capgate {{.Version}}\n")
-	root.SetFlagErrorFunc(flagUsageError)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if hinted := foreignFlagHint(c, err); hinted != err { // a Kafka tool's flag, never an argument
+			return usageError{hinted}
+		}
+		return flagUsageError(c, err)
+	})
 	root.AddCommand(newCoordinatorCmd(), newGatewayCmd(), newKeysCmd(), newTokenCmd(), newAdminCmd(),
 		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
 	refuseStrayArguments(root)
@@ -58,6 +63,9 @@ func refuseStrayArguments(cmd *cobra.Command) {
 				if want := argsWanted(c.Use); want != "" {
 					name := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
 					return usageErrorf("%s: want %s, got %s (see %s --help)", name, want, argCount(len(args)), c.CommandPath())
+				}
+				if len(args) > 0 { // `admin groups list`: "accepts 0 arg(s), received 1"
+					return usageErrorf("%s takes no arguments, got %q (see %s --help)", c.CommandPath(), args[0], c.CommandPath())
 				}
 			}
 			return usageError{err}

@@ -117,3 +117,38 @@ func countingServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	t.Cleanup(s.Close)
 	return s, &requests
 }
+
+// TestKafkaToolFlagsSayWhatToUse: what a kafka-console-consumer or kcat
+// user types first is refused with exit 2 and capgate's way of saying it
+// — it was "unknown flag: --from-beginning" and no more; `admin groups
+// list` (rpk's words) said cobra's "accepts 0 arg(s), received 1"
+// (newuser4 #13). Nothing is sent.
+func TestKafkaToolFlagsSayWhatToUse(t *testing.T) {
+	t.Parallel()
+	coordinator, requests := countingServer(t)
+	consume := []string{"consume", "-g", "g", "-t", "demo", "--credential", "x", "--coordinator", coordinator.URL, "--gateways", coordinator.URL}
+	produce := []string{"produce", "-t", "demo", "--capability", "x", "--gateways", coordinator.URL}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append(consume, "--from-beginning"), "unknown flag: --from-beginning — capgate consume takes -o start (--offset start)"},
+		{append(consume, "--bootstrap-server", "127.0.0.1:9092"), "--gateways URL and --coordinator URL"},
+		{append(consume, "-b", "127.0.0.1:9092"), "-b $CAPGATE_KAFKA_BOOTSTRAP"},
+		{append(consume, "-p", "0"), "capgate admin grant --topic T --partition P --holder NAME"},
+		{append(consume, "-e"), "capgate consume takes --idle-exit 1s"},
+		{append(consume, "--max-messages", "5"), "capgate consume takes -n N (--max-records)"},
+		{append(produce, "-P"), "capgate produce is kcat's -P mode already: drop it"},
+		{append(produce, "--broker-list", "127.0.0.1:9092"), "capgate produce writes through the gateways"},
+		{[]string{"admin", "groups", "list", "--token", "x", "--coordinator", coordinator.URL}, `capgate admin groups takes no arguments, got "list"`},
+	} {
+		_, stderr, err := cliResult(t, c.args...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("capgate %q: %v, stderr %q; want exit status 2 and %q", c.args, err, stderr, c.want)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests reached the server; want none", n)
+	}
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// foreignFlags are flags of kafka-console-consumer/-producer and kcat
+// that consume and produce do not take (kcat's and rpk's that mean the
+// same are declared as short flags), with what to use instead: a Kafka
+// user's first try was refused "unknown flag: --from-beginning" and no
+// more (newuser4 #13). Keyed by command, then by the flag as cobra
+// names it ("--from-beginning", "-p").
+var foreignFlags = map[string]map[string]string{
+	"consume": {
+		"--from-beginning":   "capgate consume takes -o start (--offset start): where partitions the group has no committed offset for start, as auto.offset.reset=earliest",
+		"--bootstrap-server": bootstrapHint("consume reads"),
+		"--broker-list":      bootstrapHint("consume reads"),
+		"-b":                 bootstrapHint("consume reads"),
+		"-p":                 "a group consumer reads the partitions the coordinator grants it; to read one partition, grant a capability (capgate admin grant --topic T --partition P --holder NAME) and read with it: kcat -p through the Kafka listener, or GET /v1/topics/T/partitions/P/records",
+		"--partition":        "a group consumer reads the partitions the coordinator grants it; to read one partition, grant a capability (capgate admin grant --topic T --partition P --holder NAME) and read with it: kcat -p through the Kafka listener, or GET /v1/topics/T/partitions/P/records",
+		"-e":                 "capgate consume takes --idle-exit 1s (exit after that long without a record; kcat's -e exits at the end of the partitions)",
+		"--max-messages":     "capgate consume takes -n N (--max-records)",
+		"-c":                 "capgate consume takes -n N (--max-records)",
+		"-C":                 "capgate consume is kcat's -C mode already: drop it",
+	},
+	"produce": {
+		"--bootstrap-server": bootstrapHint("produce writes"),
+		"--broker-list":      bootstrapHint("produce writes"),
+		"-b":                 bootstrapHint("produce writes"),
+		"-P":                 "capgate produce is kcat's -P mode already: drop it",
+		"--property":         "capgate produce takes -K SEP (--key-separator) to split each line into key and value, as parse.key=true with key.separator",
+	},
+}
+
+func bootstrapHint(what string) string {
+	return "capgate " + what + " through the gateways, not Kafka's brokers: --gateways URL and --coordinator URL (capgate dev's credentials.env sets both); Kafka clients such as kcat take the gateway's Kafka listener: -b $CAPGATE_KAFKA_BOOTSTRAP"
+}
+
+// foreignFlagHint adds what to use instead to cobra's refusal of a flag
+// that foreignFlags knows for c.
+func foreignFlagHint(c *cobra.Command, err error) error {
+	msg := err.Error()
+	var flag string
+	switch {
+	case strings.HasPrefix(msg, "unknown flag: "):
+		flag = strings.TrimPrefix(msg, "unknown flag: ")
+	case strings.HasPrefix(msg, "unknown shorthand flag: '") && len(msg) > len("unknown shorthand flag: 'x'"):
+		flag = "-" + msg[len("unknown shorthand flag: '"):len("unknown shorthand flag: 'x")]
+	default:
+		return err
+	}
+	if hint, ok := foreignFlags[c.Name()][flag]; ok {
+		return fmt.Errorf("%w — %s", err, hint)
+	}
+	return err
+}
