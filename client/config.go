@@ -35,7 +35,10 @@ type Config struct {
 	Gateways []string `yaml:"gateways"`
 	// Group is the consumer group to join.
 	Group string `yaml:"group"`
-	// Topics or TopicPattern (a Go regexp) is the subscription; exactly one.
+	// Topics or TopicPattern is the subscription; exactly one. TopicPattern
+	// is a Go (RE2) regexp the whole topic name must match, as Java's
+	// subscribe(Pattern): "orders-.*" subscribes to orders-eu, "^orders-"
+	// to nothing (franz-go's ConsumeRegex and librdkafka match a part).
 	Topics       []string `yaml:"topics"`
 	TopicPattern string   `yaml:"topic_pattern"`
 	// InstanceID makes the membership static: a restart within

@@ -90,7 +90,7 @@ func newConsumeCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.group, "group", "g", "", "consumer group to join (required)")
 	fl.StringSliceVarP(&f.topics, "topic", "t", nil, "topic(s) to subscribe to, comma-separated or repeated")
-	fl.StringVar(&f.topicPattern, "topic-pattern", "", "subscribe to the topics matching this regular expression instead")
+	fl.StringVar(&f.topicPattern, "topic-pattern", "", "subscribe instead to the topics whose whole name matches this regular expression (RE2, anchored as Java's subscribe(Pattern): 'orders-.*', not '^orders-'; kcat's and franz-go's match a part)")
 	fl.StringVar(&f.instanceID, "instance-id", "", "static membership: a restart within the session timeout takes its partitions back")
 	fl.StringVar(&f.credential, "credential", "", "client credential ($CAPGATE_CREDENTIAL); prefer --credential-file")
 	fl.StringVar(&f.credentialFile, "credential-file", "", "file holding the client credential, or credentials.json from capgate dev")
@@ -115,8 +115,11 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 	if f.maxRecords < 0 || f.idleExit < 0 {
 		return cfg, usageErrorf("--max-records and --idle-exit: must be >= 0 (0: no limit), got %d and %s", f.maxRecords, f.idleExit)
 	}
-	if len(f.topics) == 0 && f.topicPattern == "" {
+	switch {
+	case len(f.topics) == 0 && f.topicPattern == "":
 		return cfg, usageErrorf("name the subscription: --topic T or --topic-pattern REGEXP")
+	case len(f.topics) > 0 && f.topicPattern != "":
+		return cfg, usageErrorf("--topic and --topic-pattern: give one (--topic takes several topics, comma-separated or repeated)")
 	}
 	if err := groupArg(f.group); err != nil {
 		return cfg, err

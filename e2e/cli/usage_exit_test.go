@@ -31,6 +31,8 @@ func TestEveryUsageErrorExitsTwo(t *testing.T) {
 		{[]string{"admin", "grant", "--topic", "demo", "--token", "x", "--coordinator", nowhere}, "--holder, --partition are required (see capgate admin grant --help)"},
 		{[]string{"produce", "--partition", "0", "--capability", "x", "--gateways", nowhere}, "--topic is required (see capgate produce --help)"},
 		{[]string{"admin", "offsets", "reset", "gp1", "demo", "--token", "x", "--coordinator", nowhere}, "--to is required"},
+		// It said the SDK's words: "set exactly one of Topics and TopicPattern (topic_pattern)".
+		{[]string{"consume", "-g", "g", "-t", "demo", "--topic-pattern", "de.*", "--credential", "x", "--coordinator", nowhere, "--gateways", nowhere}, "--topic and --topic-pattern: give one"},
 	} {
 		_, stderr, err := cliResult(t, c.args...)
 		var exit *exec.ExitError
