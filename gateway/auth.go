@@ -292,14 +292,19 @@ func (g *Gateway) refuseUnsynced(ctx *fasthttp.RequestCtx, now time.Time) api.Co
 	if code == "" {
 		return ""
 	}
-	message := "gateway has not synced with the coordinator yet"
+	setRetryAfter(ctx, time.Second)
+	writeError(ctx, code, g.unsyncedMessage(code), nil)
+	return code
+}
+
+// unsyncedMessage says why the view is not trustworthy (code from
+// syncRefusal).
+func (g *Gateway) unsyncedMessage(code api.Code) string {
 	switch unfit := g.follower.Unfit(); {
 	case code == api.CodeOutOfSync:
-		message = "gateway lost its sync with the coordinator (sync_timeout passed)"
+		return "gateway lost its sync with the coordinator (sync_timeout passed)"
 	case unfit != nil:
-		message = unfit.Error()
+		return unfit.Error()
 	}
-	setRetryAfter(ctx, time.Second)
-	writeError(ctx, code, message, nil)
-	return code
+	return "gateway has not synced with the coordinator yet"
 }

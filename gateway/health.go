@@ -11,7 +11,8 @@ package gateway
 // before the first sync, while the coordinator's settings do not fit
 // sync_timeout, and while no signing key was learned (every capability
 // would be refused); 503 out_of_sync while self-fenced (no good sync for
-// sync_timeout), and 503 not_ready naming the id while the coordinator
+// sync_timeout) — both naming the last sync poll's error while polls
+// fail (checks.sync) — and 503 not_ready naming the id while the coordinator
 // refuses it because another gateway process holds it (409 conflict to
 // this one's polls: set a distinct gateway.id); with Retry-After: 1 — the same refusals fetch and
 // produce get. In sync, it also needs Kafka: 503 unavailable naming the
@@ -54,7 +55,17 @@ func (g *Gateway) handleReady(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, api.CodeNotReady, "not ready: "+why, map[string]any{"checks": map[string]string{"sync": "conflict"}})
 		return
 	}
-	if g.refuseUnsynced(ctx, time.Now()) != "" {
+	if code := g.syncRefusal(time.Now()); code != "" {
+		// Why the polls fail (a sync token the coordinator refuses, a
+		// coordinator_url that is no coordinator, one that does not
+		// answer): it said only "has not synced yet" (newuser4 #16).
+		message, details := g.unsyncedMessage(code), map[string]any{"checks": map[string]string{"sync": "not synced"}}
+		if failed := g.sync.failed.Load(); failed != nil {
+			message += "; the last sync poll failed: " + *failed
+			details["checks"] = map[string]string{"sync": *failed}
+		}
+		setRetryAfter(ctx, time.Second)
+		writeError(ctx, code, message, details)
 		return
 	}
 	keys := slices.Sorted(maps.Keys(g.view.Keys()))

@@ -80,6 +80,8 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 				// failure.
 				g.log.Info("sync: following the leading coordinator", zap.String("asked", base), zap.String("leader", next))
 			default:
+				msg := err.Error()
+				g.sync.failed.Store(&msg)
 				g.log.Warn("sync failed", zap.Uint64("after", g.follower.After()), zap.String("coordinator", base),
 					zap.String("next", next), zap.Duration("retry_in", wait), zap.Error(err))
 			}
@@ -88,6 +90,7 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 		}
 		g.coordinators.Succeeded(base)
 		g.noteRefused(nil)
+		g.sync.failed.Store(nil)
 		lastGood = sent
 		g.metrics.syncPolls.WithLabelValues("ok").Inc()
 		if now := time.Now(); now.Sub(lastSweep) > cacheSweepEach {

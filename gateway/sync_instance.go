@@ -15,11 +15,14 @@ import (
 // id (409 conflict; coordinator/group/gateways.go) instead of counting
 // its acknowledgements and leave for the first. refused is the
 // coordinator's conflict message while the last poll was refused so
-// (nil otherwise): /readyz answers 503 with it.
+// (nil otherwise): /readyz answers 503 with it. failed is the last
+// poll's error while polls fail (nil once one is applied): /readyz names
+// it while the gateway is not ready or out of sync.
 type syncIdentity struct {
 	id       string
 	instance string
 	refused  atomic.Pointer[string]
+	failed   atomic.Pointer[string]
 }
 
 // newSyncIdentity draws this process's instance nonce for id.
