@@ -108,8 +108,12 @@ Kafka has now (start and end say the same, as consume -o and rpk group
 seek --to). It also moves offsets backwards (the only way one does).
 A partition a member holds is fenced first, as a revoke does, and granted
 again from the new offset; commits its old holder still makes under the
-old epoch are refused, so nothing in flight moves the offset again. The
-members need not stop.
+old epoch are refused, so nothing in flight moves the offset again.
+capgate's own consumers (capgate consume, the SDK) need not stop. A Kafka
+client reading through a gateway's Kafka listener (kcat -G, kgo, KafkaJS,
+Java) is not told: it reads on from its own position and its next commit,
+at the latest as it closes, undoes the reset — stop those first, as
+Kafka's own --reset-offsets wants an inactive group.
 
 A partition leased to a holder outside the group (admin lease to a name
 that is no member) cannot be granted again: the holder has no session,
