@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +27,11 @@ import (
 func TestGatewayReadyzSaysWhySyncFails(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	// Port 0: the gateway logs the address it took ("gateway started",
+	// url) — a port picked and closed here could be taken meanwhile.
 	config := filepath.Join(t.TempDir(), "gateway.yaml")
-	writeFile(t, config, fmt.Sprintf("gateway:\n  id: wrong-token\n  listen: %s\n  coordinator_url: %s\n  sync_token: not-the-sync-token\n  broker:\n    seeds: [%s]\n",
-		addr, d.coordinator, d.broker))
+	writeFile(t, config, fmt.Sprintf("gateway:\n  id: wrong-token\n  listen: 127.0.0.1:0\n  coordinator_url: %s\n  sync_token: not-the-sync-token\n  broker:\n    seeds: [%s]\n",
+		d.coordinator, d.broker))
 	gw := exec.Command(capgate, "gateway", "--config", config)
 	gw.Env = stack.CleanEnv()
 	stderr := &syncBuffer{}
@@ -45,6 +41,14 @@ func TestGatewayReadyzSaysWhySyncFails(t *testing.T) {
 	}
 	t.Cleanup(func() { gw.Process.Kill(); gw.Wait() })
 
+	started := regexp.MustCompile(`"msg":"gateway started","url":"(http://[^"]+)"`)
+	var url string
+	eventually(t, 20*time.Second, "the gateway logs the address it serves", func() (bool, string) {
+		if m := started.FindStringSubmatch(stderr.String()); m != nil {
+			url = m[1]
+		}
+		return url != "", stderr.String()
+	})
 	var body struct {
 		Error struct {
 			Code    string            `json:"code"`
@@ -53,7 +57,7 @@ func TestGatewayReadyzSaysWhySyncFails(t *testing.T) {
 		} `json:"error"`
 	}
 	eventually(t, 20*time.Second, "/readyz names the refused sync token", func() (bool, string) {
-		resp, err := http.Get("http://" + addr + "/readyz")
+		resp, err := http.Get(url + "/readyz")
 		if err != nil {
 			return false, err.Error()
 		}
