@@ -97,7 +97,7 @@ func newConsumeCmd() *cobra.Command {
 	fl.StringVar(&f.token, "token", "", "admin token for the lag display ($CAPGATE_ADMIN_TOKEN)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the admin token for the lag display, or credentials.json")
 	f.endpoints.register(cmd)
-	fl.StringVarP(&f.format, "format", "f", "text", "output: text (partition, offset, key, value; tab-separated) or json (one object per line)")
+	fl.StringVarP(&f.format, "format", "f", "text", "output: text (partition, offset, key, value; tab-separated), json (one object per line), or a kcat format string ('%t/%p@%o %k %s\\n': %t topic, %p partition, %o offset, %k key, %s value, %K/%S their lengths, %T timestamp ms, %h headers; bytes as they are)")
 	fl.IntVarP(&f.maxRecords, "max-records", "n", 0, "exit after printing this many records (0 = no limit); exactly those are committed")
 	fl.DurationVar(&f.idleExit, "idle-exit", 0, "exit after this long without a record (0 = never)")
 	fl.StringVarP(&f.offset, "offset", "o", "", "where to start partitions the group has NO committed offset for: start (earliest, kcat's beginning) or end (latest); committed offsets win, as with Kafka's auto.offset.reset (default: the group's offset_reset)")
@@ -109,8 +109,12 @@ func newConsumeCmd() *cobra.Command {
 
 func (f *consumeFlags) clientConfig() (client.Config, error) {
 	cfg := client.DefaultConfig()
-	if f.format != "text" && f.format != "json" {
-		return cfg, usageErrorf("--format: want text or json, got %q", f.format)
+	if isKcatFormat(f.format) {
+		if _, err := parseKcatFormat(f.format); err != nil {
+			return cfg, err
+		}
+	} else if f.format != "text" && f.format != "json" {
+		return cfg, usageErrorf("--format: want text, json or a kcat format string such as '%%t/%%p@%%o %%k %%s\n', got %q", f.format)
 	}
 	if f.maxRecords < 0 || f.idleExit < 0 {
 		return cfg, usageErrorf("--max-records and --idle-exit: must be >= 0 (0: no limit), got %d and %s", f.maxRecords, f.idleExit)
@@ -305,14 +309,19 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 }
 
 func writeRecords(w *bufio.Writer, records []client.Record, format string) error {
-	for i := range records {
-		var err error
-		if format == "json" {
-			err = writeJSONRecord(w, &records[i])
-		} else {
-			err = writeTextRecord(w, &records[i])
-		}
+	write := writeTextRecord
+	switch {
+	case format == "json":
+		write = writeJSONRecord
+	case isKcatFormat(format):
+		kf, err := parseKcatFormat(format) // checked by clientConfig
 		if err != nil {
+			return err
+		}
+		write = func(w *bufio.Writer, r *client.Record) error { return kf.write(w, r) }
+	}
+	for i := range records {
+		if err := write(w, &records[i]); err != nil {
 			return err
 		}
 	}

@@ -105,3 +105,26 @@ func TestProduceInterruptedWhileWaitingOnStdin(t *testing.T) {
 	}
 	d.stop(true)
 }
+
+// TestConsumeKcatFormatString: `capgate consume -f` takes kcat's format
+// string as kcat -f does — a kcat user's `-f '%t/%p@%o %k=%s\n'` printed
+// "demo/3@0 k1=hello"-style lines; it was refused "want text or json"
+// although --help listed -f among kcat's flags that mean the same
+// (newuser4 #9). A field kcat has and capgate not is a usage error naming
+// the ones it has.
+func TestConsumeKcatFormatString(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, t.TempDir())
+	run(t, 30*time.Second, "k1:hello\nk2:world\n", d.produceArgs("-p", "3", "-K", ":")...)
+	args := []string{"consume", "-g", "fmt", "-t", "demo", "-o", "start", "-n", "2", "-f", `%t/%p@%o %k=%s (%K/%S)\n`,
+		"--credential-file", filepath.Join(d.dataDir, "credentials.json"), "--coordinator", d.coordinator, "--gateways", d.gateway}
+	if got, want := run(t, 30*time.Second, "", args...), "demo/3@0 k1=hello (2/5)\ndemo/3@1 k2=world (2/5)\n"; got != want {
+		t.Fatalf("consume -f kcat format printed %q, want %q", got, want)
+	}
+	_, stderr := runFailing(t, 30*time.Second, "consume", "-g", "fmt", "-t", "demo", "-f", "%R", "--credential", "x",
+		"--coordinator", d.coordinator, "--gateways", d.gateway)
+	if !strings.Contains(stderr, `--format "%R": %R: kcat's fields here are %t topic`) {
+		t.Errorf("consume -f %%R: stderr %q, want the fields capgate takes", stderr)
+	}
+	d.stop(true)
+}
