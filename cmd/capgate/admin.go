@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -267,4 +268,20 @@ func memberArg(group, member string) error {
 		return usageErrorf("member id %q: a member id is printable ASCII without space or '/' (capgate admin group %s lists the members)", member, group)
 	}
 	return nil
+}
+
+// jtiArg refuses a JTI argument that is no jti (the coordinator's rule:
+// 128 bits, base64url), as a usage error saying where the jti is: an
+// empty one went out as another route (404 "is URL a capgate
+// coordinator?"), and a whole token pasted in its place came back 400
+// "jti must be 128 bits, base64url" (newuser4 #4).
+func jtiArg(jti string) error {
+	if b, err := base64.RawURLEncoding.DecodeString(jti); err == nil && len(b) == 16 {
+		return nil
+	}
+	where := "capgate token inspect TOKEN shows a token's jti; a member's credential is members[].credential.id of capgate admin group G -o json"
+	if strings.Count(jti, ".") == 2 {
+		return usageErrorf("JTI: that is a whole token, not its id (jti): %s", where)
+	}
+	return usageErrorf("JTI %.40q: a jti is 22 base64url characters (128 bits): %s", jti, where)
 }

@@ -113,6 +113,9 @@ func newAdminRevokeCapability(f *adminFlags) *cobra.Command {
 		Short: "Deny one capability id (and every capability attenuated from it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := jtiArg(a[0]); err != nil {
+				return err
+			}
 			return call(cmd, f, http.MethodPost, "/v1/admin/capabilities/"+url.PathEscape(a[0])+"/revoke", reasonBody(reason))
 		},
 	}

@@ -74,10 +74,11 @@ func TestGroupNameRefusedBeforeJoin(t *testing.T) {
 	}
 }
 
-// TestTopicAndMemberArgumentsRefusedBeforeSending: a TOPIC or MEMBER
-// argument no topic or member has — empty (an unset shell variable:
-// `capgate admin revoke g "$TOPIC" 0`), holding '/' or a space — is
-// refused with exit 2 and the rule before anything is sent. It went out
+// TestTopicAndMemberArgumentsRefusedBeforeSending: a TOPIC, MEMBER or JTI
+// argument that no topic, member or capability has — empty (an unset
+// shell variable: `capgate admin revoke g "$TOPIC" 0`), holding '/' or a
+// space, a whole token pasted in place of its jti — is refused with exit
+// 2 and the rule before anything is sent. It went out
 // as another route and came back exit 1 with 404 "no such route … is
 // http://… a capgate coordinator?", a hint about the URL that was right
 // (newuser4 #4).
@@ -95,6 +96,8 @@ func TestTopicAndMemberArgumentsRefusedBeforeSending(t *testing.T) {
 		{[]string{"admin", "offsets", "reset", "g", "my topic", "--to", "earliest"}, `topic "my topic": a topic is`},
 		{[]string{"admin", "revoke-member", "g", ""}, `member id "": a member id is printable ASCII without space or '/' (capgate admin group g lists the members)`},
 		{[]string{"admin", "revoke-member", "g", "a/b"}, `member id "a/b": a member id is`},
+		{[]string{"admin", "revoke-capability", ""}, `JTI "": a jti is 22 base64url characters (128 bits): capgate token inspect TOKEN shows a token's jti`},
+		{[]string{"admin", "revoke-capability", "eyJhbGciOiJFZERTQSJ9.eyJqdGkiOiJ4In0.c2ln"}, "JTI: that is a whole token, not its id (jti)"},
 	} {
 		args := append(c.args, "--token", "x", "--coordinator", coordinator.URL)
 		_, stderr, err := cliResult(t, args...)
