@@ -30,6 +30,8 @@ package coordinator
 //   failed closed.
 
 import (
+	"slices"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
@@ -79,7 +81,8 @@ func (c *Coordinator) handleTenantGroups(ctx *fasthttp.RequestCtx, _ []string) {
 
 func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []string) {
 	groupName := params[0]
-	if !c.tenantGroupParam(ctx, groupName) {
+	claims, ok := c.tenantGroupParam(ctx, groupName)
+	if !ok {
 		return
 	}
 	var v group.KafkaView
@@ -94,7 +97,34 @@ func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []strin
 		writeError(ctx, api.CodeNotFound, "unknown group "+groupName)
 		return
 	}
+	if topic, hidden := hiddenTopic(v, claims); hidden {
+		writeError(ctx, api.CodeForbidden, "group "+groupName+" has a member subscribed to or owning topic "+topic+", which the credential does not allow")
+		return
+	}
 	writeJSON(ctx, fasthttp.StatusOK, tenantView(v))
+}
+
+// hiddenTopic finds a topic of v a member subscribes to or owns that
+// claims may not subscribe to: such a group is not described to the
+// bearer at all, as Kafka 4.0 answers a group using a topic the principal
+// may not describe (KAFKA-18813) — its members' subscriptions and
+// partitions were answered to any credential allowed the group, which
+// the Kafka listener hid (conn.hidesTopics) but the route it asks did
+// not (redteam11 #1).
+func hiddenTopic(v group.KafkaView, claims *ocap.Claims) (string, bool) {
+	for _, m := range v.Members {
+		for _, topic := range m.Topics {
+			if !claims.AllowsTopic(topic) {
+				return topic, true
+			}
+		}
+		for _, p := range m.Owned {
+			if !claims.AllowsTopic(p.Topic) {
+				return p.Topic, true
+			}
+		}
+	}
+	return "", false
 }
 
 func tenantView(v group.KafkaView) api.TenantGroupDescription {
@@ -116,7 +146,8 @@ func tenantView(v group.KafkaView) api.TenantGroupDescription {
 
 func (c *Coordinator) handleTenantGroupOffsets(ctx *fasthttp.RequestCtx, params []string) {
 	groupName := params[0]
-	if !c.tenantGroupParam(ctx, groupName) {
+	claims, ok := c.tenantGroupParam(ctx, groupName)
+	if !ok {
 		return
 	}
 	var offsets []api.CommittedOffset
@@ -124,6 +155,10 @@ func (c *Coordinator) handleTenantGroupOffsets(ctx *fasthttp.RequestCtx, params 
 		writeMachineError(ctx, nil, err)
 		return
 	}
+	// Only the topics the bearer may subscribe to: another credential's
+	// member of the group committed the rest (redteam11 #1), which the
+	// Kafka listener's OffsetFetch leaves out (conn.topicsAuthorized).
+	offsets = slices.DeleteFunc(offsets, func(o api.CommittedOffset) bool { return !claims.AllowsTopic(o.Topic) })
 	if offsets == nil {
 		offsets = []api.CommittedOffset{}
 	}
@@ -132,24 +167,25 @@ func (c *Coordinator) handleTenantGroupOffsets(ctx *fasthttp.RequestCtx, params 
 
 // tenantGroupParam checks a tenant's request about one group: a valid
 // name, a bearer that may join it (403 otherwise, whether the group
-// exists or not), no query. On failure it writes the answer.
-func (c *Coordinator) tenantGroupParam(ctx *fasthttp.RequestCtx, groupName string) bool {
+// exists or not), no query. It returns the bearer's claims; on failure it
+// writes the answer.
+func (c *Coordinator) tenantGroupParam(ctx *fasthttp.RequestCtx, groupName string) (*ocap.Claims, bool) {
 	if !groupParam(ctx, groupName) {
-		return false
+		return nil, false
 	}
 	claims, ok := c.tenantBearer(ctx)
 	if !ok {
-		return false
+		return nil, false
 	}
 	if !claims.AllowsGroup(groupName) {
 		writeError(ctx, api.CodeForbidden, "client credential does not allow group "+groupName)
-		return false
+		return nil, false
 	}
 	if len(ctx.QueryArgs().QueryString()) > 0 {
 		writeError(ctx, api.CodeBadRequest, "GET /v1/groups/{group} and /committed take no query parameters")
-		return false
+		return nil, false
 	}
-	return true
+	return claims, true
 }
 
 // tenantBearer verifies the bearer as a join does for a new member: a

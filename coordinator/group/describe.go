@@ -251,6 +251,32 @@ func (m *Machine) Offsets(groupName string) []api.CommittedOffset {
 	return out
 }
 
+// MemberOffsets is Offsets as member id of the group may read them: those
+// of the topics it subscribes to (its topics, or those its pattern
+// matches) — never another member's topic its credential may not cover
+// (redteam11 #1). ok is false when id is no live member of the group.
+func (m *Machine) MemberOffsets(groupName, id string) (out []api.CommittedOffset, ok bool) {
+	mem := m.memberOf(groupName, id)
+	if mem == nil {
+		return nil, false
+	}
+	for _, o := range m.Offsets(groupName) {
+		if mem.subscribes(o.Topic) {
+			out = append(out, o)
+		}
+	}
+	return out, true
+}
+
+// subscribes reports whether topic is one of mem's topics, or one its
+// pattern matches.
+func (mem *member) subscribes(topic string) bool {
+	if mem.pattern != nil {
+		return mem.pattern.MatchString(topic)
+	}
+	return slices.Contains(mem.topics, topic)
+}
+
 // SyncSeq is the highest sync sequence number handed out.
 func (m *Machine) SyncSeq() uint64 {
 	return m.log.seq

@@ -238,7 +238,7 @@ func (c *conn) describeGroup(name string, operations bool) kmsg.DescribeGroupsRe
 		rg.State = "Dead" // Kafka's answer for a group it does not know
 		return rg
 	case err != nil:
-		rg.ErrorCode = coordinatorError(err)
+		rg.ErrorCode = describeError(err)
 		return rg
 	}
 	if c.hidesTopics(d) {
