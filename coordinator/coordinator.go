@@ -92,6 +92,7 @@ type Coordinator struct {
 	bodies            *bodyheld.Holds // request bodies being read (server.go)
 	joins             *keyedLimiter   // per credential
 	attenuates        *keyedLimiter   // per chain root
+	tenantReads       tenantReads     // tenant group reads in progress, per tenant (tenant_groups.go)
 	authFailures      *authFailures   // per client address (auth.go)
 	proxies           clientaddr.Proxies
 	revocations       *revocations

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
 )
 
 // TestTenantRoutesHideTopicsTheBearerMayNotRead is redteam11 #1: in a
@@ -65,5 +66,39 @@ func TestTenantRoutesHideTopicsTheBearerMayNotRead(t *testing.T) {
 	h.call(t, "GET", "/v1/groups/shared", credAll, nil, 200, &d)
 	if len(d.Members) != 2 {
 		t.Errorf("a credential seeing both topics: %+v, want both members", d)
+	}
+}
+
+// TestTenantReadsBoundedPerTenant is redteam11 #2: every tenant group
+// read (GET /v1/groups, /v1/groups/{g}, /committed) walks groups inside
+// the coordinator's loop and a description lists every member's topics,
+// so one credential asking from many connections at once (a group of 300
+// members subscribed to 1,000 topics each, 16 readers) held every other
+// tenant's heartbeat up to 2.6 s. A tenant has at most tenantReadsMax
+// reads in progress; one more is 429 rate_limited with Retry-After, while
+// another tenant reads on, and the places come back when the reads end.
+func TestTenantReadsBoundedPerTenant(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	attacker := h.clientCredential(t, []string{"a-*"}, []string{"orders"})
+	other := h.clientCredential(t, []string{"b-*"}, []string{"orders"})
+	h.join(t, "a-1", attacker, api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000})
+	release, err := coordinator.HoldTenantReads(h.c, attacker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/groups", "/v1/groups/a-1", "/v1/groups/a-1/committed"} {
+		header := h.expectError(t, "GET", path, attacker, nil, 429, api.CodeRateLimited)
+		if header.Get("Retry-After") == "" {
+			t.Errorf("GET %s past the tenant's reads: no Retry-After", path)
+		}
+	}
+	// Another tenant reads on meanwhile.
+	h.call(t, "GET", "/v1/groups", other, nil, 200, nil)
+	h.call(t, "GET", "/v1/groups/b-1/committed", other, nil, 200, nil)
+	h.expectError(t, "GET", "/v1/groups/b-1", other, nil, 404, api.CodeNotFound)
+	release()
+	for _, path := range []string{"/v1/groups", "/v1/groups/a-1", "/v1/groups/a-1/committed"} {
+		h.call(t, "GET", path, attacker, nil, 200, nil)
 	}
 }
