@@ -56,6 +56,7 @@ type event struct {
 	Partition  int32   `json:"p"`
 	Offset     int64   `json:"o"`
 	Partitions []int32 `json:"ps"`
+	Offs       []int64 `json:"offs"`
 	Err        string  `json:"err"`
 }
 

@@ -15,6 +15,13 @@ type admission struct {
 	code      api.Code // "" when admitted
 	allowance int64    // bytes the capability's rate still allows, -1: no rate
 	throttle  time.Duration
+	// renewing: refused (capability_revoked) because the client's member
+	// is being renewed onto its new credential and the partition comes
+	// back to it (member.renewing): a Fetch answers it empty, throttled
+	// (renewThrottle), not NOT_LEADER_OR_FOLLOWER, on which KafkaJS
+	// refreshes its metadata and rejoins the group, reading again from
+	// its committed offsets.
+	renewing bool
 }
 
 // admit finds the capability that covers topic/partition for op on this
@@ -33,11 +40,11 @@ func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, no
 	if c.principal.capability() {
 		a.claims = c.principal.Claims
 	} else {
-		token, member := c.s.groups.capability(c.key(), topic, partition)
+		token, member, renewing := c.s.groups.capability(c.key(), topic, partition)
 		if token == "" {
 			a.code = api.CodeForbidden
 			if member {
-				a.code = api.CodeCapabilityRevoked
+				a.code, a.renewing = api.CodeCapabilityRevoked, renewing
 			}
 			return a
 		}
@@ -56,6 +63,11 @@ func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, no
 	}
 	return a
 }
+
+// renewThrottle is how long a client is told to wait before it fetches
+// again a partition its member is renewing (a leave and a join: a few
+// coordinator round trips).
+const renewThrottle = 50 * time.Millisecond
 
 // rangeLimited reports a capability whose offset range is narrower than
 // the whole partition.

@@ -140,6 +140,8 @@ func (c *conn) admitFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, now 
 				p.route, p.code = c.route(rt.Topic, rp.Partition)
 			}
 			switch {
+			case p.renewing: // empty, as under a quota: see admission.renewing
+				resp.ThrottleMillis = max(resp.ThrottleMillis, int32(renewThrottle.Milliseconds()))
 			case p.code != "":
 				out.ErrorCode = c.partitionError(p.code)
 				c.s.gate.Observe(p.claims, OpFetch, p.code, 0, now)

@@ -190,17 +190,20 @@ func (g *groups) unlistLocked(m *member, key clientKey) {
 }
 
 // capability returns the capability a member of this gateway reachable
-// by key holds for topic/partition ("" when none), and whether key
-// reaches any member here.
-func (g *groups) capability(key clientKey, topic string, partition int32) (token string, member bool) {
+// by key holds for topic/partition ("" when none), whether key reaches
+// any member here, and, when none holds it, whether one is renewing it
+// for its client (member.renewing: it comes back to that member).
+func (g *groups) capability(key clientKey, topic string, partition int32) (token string, member, renewing bool) {
 	ms := g.ofKey(key)
 	p := session.Partition{Topic: topic, Partition: partition}
 	for _, m := range ms {
-		if t := m.capability(p); t != "" {
-			return t, true
+		t, r := m.capability(p)
+		if t != "" {
+			return t, true, false
 		}
+		renewing = renewing || r
 	}
-	return "", len(ms) > 0
+	return "", len(ms) > 0, renewing
 }
 
 func (g *groups) count() int {

@@ -111,7 +111,28 @@ type member struct {
 	// the first one whose answer ends refencing (0 while a carry-over's
 	// rejoin is in flight, or none is pending). Under mu.
 	heartbeats, refenceEnds uint64
-	log                     *zap.Logger
+	// renewing: the partitions the client owned (its last assignment
+	// minus held revokes) when the member was renewed as a new capgate
+	// member (carryOver: a credential bound by its jti). The renewal
+	// releases them at the client's committed offsets, leaves and joins
+	// again; a partition granted back to the new member at that offset (nobody
+	// else committed it meanwhile) stays the client's, unannounced, as a
+	// KIP-368 re-authentication leaves a Kafka consumer's assignment and
+	// positions alone. Until then it stays in the client's assignment
+	// (target), its fetches are refused retriably and its commits wait
+	// (commit); once the join is answered, one it did not grant leaves
+	// the assignment and the client is told as of any change. At most
+	// until renewUntil (the rebalance timeout). renewWake, when set, is
+	// closed at the end of each carry (a commit waits on it). Under mu.
+	renewing   map[session.Partition]int64 // the offset released at
+	renewUntil time.Time
+	renewWake  chan struct{}
+	// retell: partitions regranted after a renewal at another offset than
+	// the one released (renewSettled), kept out of the client's
+	// assignment until it no longer owns them (acked), then handed to it
+	// again: it reads on from the committed offset. Under mu.
+	retell map[session.Partition]bool
+	log    *zap.Logger
 
 	// join is the member's join as of its current subscription (under
 	// mu): the body of the driver's every join (a rejoin as a new member
@@ -255,7 +276,40 @@ func (m *member) carry(cmds []driver.Command) {
 			m.finishLocked()
 		}
 	}
+	m.renewSettled()
 	m.rearm(time.Now())
+}
+
+// renewSettled ends the renewal of each partition the new member was
+// granted: at the offset the renewal released it at (nobody committed
+// it meanwhile), the client's own position goes on, unannounced, once
+// its progress slot is open (the client's commit can be taken); at
+// another offset (another member held it meanwhile and committed) the
+// client must read on from that offset: it is told to give the
+// partition up and then gets it again (retell). It wakes the commits
+// waiting for a renewal. Under mu.
+func (m *member) renewSettled() {
+	for p, released := range m.renewing {
+		info, ok := m.sess.Inspect(p)
+		switch {
+		case !ok || info.State != session.Fetching:
+		case info.Processed != released:
+			delete(m.renewing, p)
+			if m.retell == nil {
+				m.retell = map[session.Partition]bool{}
+			}
+			m.retell[p] = true
+		case m.slots[p] != 0:
+			delete(m.renewing, p)
+		}
+	}
+	if len(m.renewing) == 0 {
+		m.renewing = nil
+	}
+	if m.renewWake != nil {
+		close(m.renewWake)
+		m.renewWake = nil
+	}
 }
 
 // send carries out one request attempt: a fetch opens a progress slot;
@@ -327,6 +381,9 @@ func (m *member) tick() {
 		}
 	}
 	m.revokeNow(late, now)
+	if m.renewing != nil && !now.Before(m.renewUntil) {
+		m.renewing = nil // the client is told (target) as of any change
+	}
 	m.carry(m.d.Tick(now))
 }
 
@@ -347,6 +404,9 @@ func (m *member) rearm(now time.Time) {
 	for _, d := range m.deferred {
 		earlier(d.at.Add(m.rebalanceTimeout))
 	}
+	if m.renewing != nil {
+		earlier(m.renewUntil)
+	}
 	if next.IsZero() {
 		next = now.Add(time.Hour)
 	}
@@ -365,6 +425,11 @@ func (m *member) finishLocked() {
 		m.joined <- driver.JoinResult{Err: errMemberEnded}
 	}
 	m.state = memberGone
+	m.renewing = nil
+	if m.renewWake != nil {
+		close(m.renewWake)
+		m.renewWake = nil
+	}
 	for t, ch := range m.tickets {
 		delete(m.tickets, t)
 		ch <- api.CodeUnknownMember
@@ -430,6 +495,11 @@ func (m *member) acked(owned map[session.Partition]bool, now time.Time) {
 	if owned == nil {
 		return
 	}
+	for p := range m.retell {
+		if !owned[p] {
+			delete(m.retell, p)
+		}
+	}
 	var refs []api.PartitionRef
 	for p, d := range m.deferred {
 		if !owned[p] && !d.refence {
@@ -470,27 +540,39 @@ func (m *member) seen(now time.Time) {
 // fetches, minus those whose revoke is held back. Under mu.
 func (m *member) target() []session.Partition {
 	out := m.sess.Assigned()
-	if len(m.deferred) == 0 {
+	if len(m.renewing) > 0 {
+		for p := range m.renewing {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+		slices.SortFunc(out, compareParts)
+	}
+	if len(m.deferred) == 0 && len(m.retell) == 0 {
 		return out
 	}
 	return slices.DeleteFunc(out, func(p session.Partition) bool {
 		d, held := m.deferred[p]
-		return held && !d.refence
+		return held && !d.refence || m.retell[p]
 	})
 }
 
-// capability returns the capability of p if the member fetches it.
-func (m *member) capability(p session.Partition) string {
+// capability returns the capability of p if the member fetches it, else
+// whether the member is renewing p for its client (renewing).
+func (m *member) capability(p session.Partition) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.state == memberGone {
-		return ""
+		return "", false
+	}
+	if m.isRenewing(p) {
+		return "", true // a capability of the new member waits for its slot
 	}
 	info, ok := m.sess.Inspect(p)
 	if !ok || info.State != session.Fetching {
-		return ""
+		return "", false
 	}
-	return info.Capability
+	return info.Capability, false
 }
 
 // commit records the client's committed offsets as the session's
@@ -534,8 +616,9 @@ func (m *member) metadata(p session.Partition, offset int64) (string, bool) {
 func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64, meta map[session.Partition]string) (map[session.Partition]api.Code, map[session.Partition]int64) {
 	codes := make(map[session.Partition]api.Code, len(offsets))
 	var below map[session.Partition]int64
-	now := time.Now()
 	m.mu.Lock()
+	m.awaitRenewal(ctx, offsets)
+	now := time.Now()
 	if m.state != memberActive {
 		m.mu.Unlock()
 		for p := range offsets {
@@ -548,6 +631,10 @@ func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64
 		info, ok := m.sess.Inspect(p)
 		slot := m.slots[p]
 		switch {
+		case m.isRenewing(p):
+			codes[p] = api.CodeUnavailable // still being renewed: retriable
+		case m.retell[p]:
+			codes[p] = api.CodeStaleEpoch // from a position the client must give up (retell)
 		case !ok || info.State != session.Fetching:
 			codes[p] = api.CodeStaleEpoch // not ours (any more)
 		case offset < info.Processed:
@@ -584,6 +671,47 @@ func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64
 		}
 	}
 	return codes, below
+}
+
+func (m *member) isRenewing(p session.Partition) bool {
+	_, ok := m.renewing[p]
+	return ok
+}
+
+// awaitRenewal waits, while a commit names a partition being renewed
+// (renewing), until its renewal settled: the new member fetches it, so
+// the client's offset is committed with its new capability instead of
+// being refused — which a classic client answers by rejoining and
+// reading again from the offset the renewal released at. The wait is
+// bounded by ctx and by half the client's session timeout (the
+// connection reads nothing else meanwhile, its heartbeats included).
+// Called and returns under mu.
+func (m *member) awaitRenewal(ctx context.Context, offsets map[session.Partition]int64) {
+	renewing := func() bool {
+		for p := range offsets {
+			if m.isRenewing(p) {
+				return true
+			}
+		}
+		return false
+	}
+	if !renewing() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.sessionTimeout/2)
+	defer cancel()
+	for m.state == memberActive && renewing() && ctx.Err() == nil {
+		if m.renewWake == nil {
+			m.renewWake = make(chan struct{})
+		}
+		wake := m.renewWake
+		m.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+		}
+		m.mu.Lock()
+	}
 }
 
 // committed is the member's committed offset of p (-1 when not held or
@@ -700,7 +828,8 @@ func (m *member) rejoinSelf(ctx context.Context, join api.JoinRequest, credentia
 // is refused (unknown_member): then the member is renewed — every
 // partition released at the client's committed offsets, a leave, and a
 // join with the new credential as a new capgate member behind the same
-// Kafka member (session.RenewRequested). Other refusals leave the member
+// Kafka member (session.RenewRequested) — without telling the client
+// (renewing: what comes back at the offsets released stays its own). Other refusals leave the member
 // as it is; it ends when its member token expires. A credential expiring
 // no later than a second after the member token only becomes the one
 // later joins present: a client re-authenticates each of its connections,
@@ -737,9 +866,17 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 		m.carry(m.d.Renewed(a.Now, a.Join))
 	case f.Code == api.CodeUnknownMember:
 		m.log.Info("kafka member bound to its old credential: renewing it as a new capgate member")
+		now := time.Now()
+		m.renewing = map[session.Partition]int64{}
+		for _, p := range m.target() {
+			if info, ok := m.sess.Inspect(p); ok && info.State == session.Fetching {
+				m.renewing[p] = info.Processed // the offset its release commits
+			}
+		}
+		m.renewUntil = now.Add(m.rebalanceTimeout)
 		clear(m.deferred)
 		m.refencing, m.refenceEnds = nil, 0
-		m.carry(m.d.User(session.RenewRequested{Now: time.Now()}))
+		m.carry(m.d.User(session.RenewRequested{Now: now}))
 	default:
 		m.log.Info("kafka member not carried over to the renewed credential: it ends with its member token", zap.Error(f.Err))
 	}

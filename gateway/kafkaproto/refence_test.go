@@ -294,6 +294,9 @@ func (c *scriptedCoordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 	}
 	select {
 	case a := <-call.answer:
+		if e, ok := a.(api.ErrorBody); ok {
+			w.WriteHeader(e.Error.Code.Status())
+		}
 		_ = json.NewEncoder(w).Encode(a)
 	case <-c.done:
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -4,7 +4,13 @@
 // JSON line per event: records, assignments, errors. SIGTERM disconnects
 // (leaving the group).
 //
-// env: BROKERS (comma-separated), CAPGATE_TOKEN, GROUP, TOPIC, CLIENT_ID
+// env: BROKERS (comma-separated), CAPGATE_TOKEN, GROUP, TOPIC, CLIENT_ID;
+// TOKEN_FILE (optional): the token is read from it at every
+// authentication instead (a renewed credential written there is what the
+// next re-authentication presents); REAUTH_THRESHOLD_MS (optional):
+// KafkaJS re-authenticates a connection this long before its SASL
+// session ends (KafkaJS's default 10000).
+const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 
 const out = (ev) => process.stdout.write(JSON.stringify({ at: Date.now() * 1e6, ...ev }) + '\n')
@@ -14,8 +20,14 @@ const kafka = new Kafka({
   brokers: process.env.BROKERS.split(','),
   sasl: {
     mechanism: 'oauthbearer',
-    oauthBearerProvider: async () => ({ value: process.env.CAPGATE_TOKEN }),
+    oauthBearerProvider: async () => {
+      if (!process.env.TOKEN_FILE) return { value: process.env.CAPGATE_TOKEN }
+      const value = fs.readFileSync(process.env.TOKEN_FILE, 'utf8').trim()
+      out({ ev: 'token' })
+      return { value }
+    },
   },
+  ...(process.env.REAUTH_THRESHOLD_MS ? { reauthenticationThreshold: Number(process.env.REAUTH_THRESHOLD_MS) } : {}),
   logLevel: logLevel.ERROR,
   retry: { retries: 20, initialRetryTime: 100, maxRetryTime: 1000 },
 })
@@ -31,6 +43,9 @@ consumer.on(consumer.events.GROUP_JOIN, (e) => {
   const ps = e.payload.memberAssignment[process.env.TOPIC] || []
   out({ ev: 'assigned', ps })
 })
+consumer.on(consumer.events.REBALANCING, () => out({ ev: 'rebalancing' }))
+consumer.on(consumer.events.COMMIT_OFFSETS, (e) =>
+  out({ ev: 'commit', ps: e.payload.topics.flatMap((t) => t.partitions.map((p) => Number(p.partition))), offs: e.payload.topics.flatMap((t) => t.partitions.map((p) => Number(p.offset))) }))
 consumer.on(consumer.events.CRASH, (e) => out({ ev: 'crash', err: String(e.payload.error) }))
 
 const run = async () => {

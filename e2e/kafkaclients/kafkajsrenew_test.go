@@ -1,0 +1,159 @@
+package kafkaclients
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/capgate/capgate/e2e/sdk"
+)
+
+// envDuration reads a duration from the environment (measurement runs).
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// TestKafkaJSRenewsCapgateCredentials: an unmodified KafkaJS consumer
+// whose capgate client credentials live 10 s reads through the Kafka
+// listener across four renewals. Its token provider reads the current
+// credential from a file a renewer rewrites with a new one (same name,
+// another jti) at half its life; KafkaJS re-authenticates each connection
+// (KIP-368) shortly before its SASL session ends (reauthenticationThreshold
+// 3 s here). A capgate member is bound to its credential's jti, so the
+// listener renews it as a new capgate member at each re-authentication
+// (release at the client's committed offsets, leave, join). As with
+// Kafka, the client must see nothing of it: no rebalance, every record
+// once. Before, the release took the partitions out of the client's
+// assignment at once — its commits in the window were refused
+// ILLEGAL_GENERATION, its heartbeat answered REBALANCE_IN_PROGRESS, and it
+// read again from the released offset: 1–2 records a renewal twice (7 of
+// ~1,000 in this test; 5 and 8 of ~3,000 over 75 s with 30 s credentials
+// and KafkaJS's default threshold), one rebalance a renewal.
+//
+// KJS_LIFETIME, KJS_THRESHOLD and KJS_RUN (durations) change the
+// credential lifetime, KafkaJS's threshold and how long it reads, for
+// measurements (KJS_LIFETIME=30s KJS_THRESHOLD=10s KJS_RUN=75s: the
+// reported case).
+func TestKafkaJSRenewsCapgateCredentials(t *testing.T) {
+	lifetime := envDuration("KJS_LIFETIME", 10*time.Second)
+	threshold := envDuration("KJS_THRESHOLD", 3*time.Second)
+	run := envDuration("KJS_RUN", 22*time.Second)
+	logs, observed := observer.New(zap.InfoLevel)
+	s := Start(t, Options{Partitions: 2, Observe: logs})
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	var minted atomic.Int32
+	mint := func(ctx context.Context) error {
+		c, err := s.Stack.ClientCredential(ctx, "kjs", []string{"kjs-*"}, []string{s.Topic}, lifetime)
+		if err != nil {
+			return err
+		}
+		tmp := tokenFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(c), 0o600); err != nil {
+			return err
+		}
+		minted.Add(1)
+		return os.Rename(tmp, tokenFile) // whole: the provider never reads half a token
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := mint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	renewer := make(chan struct{})
+	go func() {
+		defer close(renewer)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(lifetime / 2):
+			}
+			if err := mint(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("renew the credential: %v", err)
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-renewer })
+	prod := startProducer(t, s, 50*time.Millisecond)
+	cmd := exec.Command("node", "consumer.js")
+	cmd.Dir = kafkajsDir(t)
+	cmd.Env = append(os.Environ(), "BROKERS="+strings.Join(s.KafkaAddrs(), ","), "TOKEN_FILE="+tokenFile,
+		"GROUP=kjs-renew", "TOPIC="+s.Topic, "CLIENT_ID=kjs1", "REAUTH_THRESHOLD_MS="+strconv.FormatInt(threshold.Milliseconds(), 10))
+	js := runProc(t, cmd)
+	procs := map[string]*consumerProc{"kjs1": js}
+	sdk.Eventually(t, 30*time.Second, "KafkaJS reads", func() (bool, string) {
+		n := countPolled(polled(procs))
+		return n > 0, fmt.Sprintf("%d read", n)
+	})
+	renewals := func() int { return observed.FilterMessageSnippet("renewing it as a new capgate member").Len() }
+	start := time.Now()
+	sdk.Eventually(t, run+lifetime, "reading across renewals", func() (bool, string) {
+		return time.Since(start) >= run, fmt.Sprintf("%d renewals", renewals())
+	})
+	prod.Stop()
+	want := prod.produced()
+	var total int64
+	for _, n := range want {
+		total += n
+	}
+	sdk.Eventually(t, 30*time.Second, "every record read", func() (bool, string) {
+		got := polled(procs)
+		for p, n := range want {
+			if int64(len(got[p])) < n {
+				return false, fmt.Sprintf("partition %d: %d of %d", p, len(got[p]), n)
+			}
+		}
+		return true, ""
+	})
+	got := polled(procs)
+	duplicates, lost := 0, 0
+	for p, n := range want {
+		for o := range n {
+			switch by := got[p][o]; {
+			case len(by) == 0:
+				lost++
+			case len(by) > 1:
+				duplicates += len(by) - 1
+				t.Errorf("partition %d offset %d read %d times", p, o, len(by))
+			}
+		}
+	}
+	var rebalances, joins, tokens int
+	for _, e := range js.Events() {
+		switch e.Ev {
+		case "rebalancing":
+			rebalances++
+		case "assigned":
+			joins++
+		case "token":
+			tokens++
+		case "crash":
+			t.Errorf("KafkaJS crashed: %s", e.Err)
+		}
+	}
+	t.Logf("credentials of %v, KafkaJS threshold %v, %v of reading: %d records, %d duplicates, %d lost; %d credentials, %d tokens presented, %d member renewals, %d KafkaJS rebalances, %d assignments",
+		lifetime, threshold, time.Since(start).Round(time.Second), total, duplicates, lost, minted.Load(), tokens, renewals(), rebalances, joins)
+	if n := renewals(); n < 2 {
+		t.Errorf("%d member renewals, want at least 2: the test did not cross them", n)
+	}
+	if lost > 0 {
+		t.Errorf("%d records lost", lost)
+	}
+	if rebalances > 0 || joins != 1 {
+		t.Errorf("KafkaJS rebalanced %d times and was assigned %d times, want once: a renewal reached the client", rebalances, joins)
+	}
+}

@@ -1,0 +1,151 @@
+package kafkaproto
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/session"
+)
+
+// A member bound to its old credential (a capgate client credential is
+// bound by its jti) cannot be carried over to the client's renewed one:
+// it is renewed as a new capgate member — its partitions released at the
+// client's committed offsets, a leave, a join with the new credential.
+// To the Kafka client that is a KIP-368 re-authentication, which changes
+// nothing in its group: the partitions granted back to the new member at
+// the offsets released stay its own, unannounced, with its fetch
+// positions. Before, the release took them out of the client's
+// assignment at once: its commits in the window were refused
+// (ILLEGAL_GENERATION), it was told to rejoin, and it read again from
+// the released offsets — KafkaJS 1–2 records a renewal
+// (TestKafkaJSRenewsCapgateCredentials). These tests play the
+// coordinator (refence_test.go's scriptedCoordinator).
+
+// TestRenewalKeepsTheClientsAssignment: the new member is granted both
+// partitions back at the offsets released; the client is never told to
+// give them up, its fetches meanwhile are answered as renewing (empty,
+// throttled), and its commit made during the renewal waits for the new
+// member and is committed by it.
+func TestRenewalKeepsTheClientsAssignment(t *testing.T) {
+	c, m := startScriptedMember(t)
+	j := renewedMember(t, c, m)
+	clientKeeps(t, m, "during the renewal")
+	if token, renewing := m.capability(refenceP0); token != "" || !renewing {
+		t.Fatalf("during the renewal the client's fetch is admitted with %q (renewing %v), want none: renewing", token, renewing)
+	}
+	committed := commitInBackground(m, refenceP0, 7)
+	select {
+	case code := <-committed:
+		t.Fatalf("a commit during the renewal was answered %q before the new member held the partition", code)
+	default:
+	}
+	j.reply(t, api.JoinResponse{MemberID: "cg-2", MemberToken: "member-token-2", SessionTimeoutMs: 60_000, HeartbeatWaitMs: 10_000,
+		Grants: []api.Grant{grantAt(2, refenceP0, 5), grantAt(2, refenceP1, 0)}})
+	if code := <-committed; code != "" {
+		t.Fatalf("the commit made during the renewal was answered %q, want committed by the new member", code)
+	}
+	clientKeeps(t, m, "after the renewal")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if info, _ := m.sess.Inspect(refenceP0); info.Epoch != 2 || info.Committed != 7 {
+		t.Errorf("p0: epoch %d committed %d, want the new member's epoch 2 and the client's 7", info.Epoch, info.Committed)
+	}
+	if m.renewing != nil {
+		t.Errorf("still renewing %v", m.renewing)
+	}
+}
+
+// TestRenewalGrantedBackAtAnotherOffsetIsToldAgain: a partition the new
+// member gets back at another offset than the one released (another
+// member held and committed it meanwhile) is no longer where the
+// client's position says: the client is told to give it up, its commit
+// from the old position is refused as not the member's, and once it
+// acknowledged it gets the partition again (and reads from the
+// committed offset). The other partition stays.
+func TestRenewalGrantedBackAtAnotherOffsetIsToldAgain(t *testing.T) {
+	c, m := startScriptedMember(t)
+	j := renewedMember(t, c, m)
+	committed := commitInBackground(m, refenceP0, 7)
+	j.reply(t, api.JoinResponse{MemberID: "cg-2", MemberToken: "member-token-2", SessionTimeoutMs: 60_000, HeartbeatWaitMs: 10_000,
+		Grants: []api.Grant{grantAt(3, refenceP0, 9), grantAt(2, refenceP1, 0)}})
+	if code := <-committed; code != api.CodeStaleEpoch {
+		t.Fatalf("the commit from the old position was answered %q, want %q", code, api.CodeStaleEpoch)
+	}
+	if gone := toldToGiveUp(t, m); !slices.Equal(gone, []session.Partition{refenceP0}) {
+		t.Fatalf("the client was told to give up %v, want %v alone", gone, refenceP0)
+	}
+	m.mu.Lock()
+	epoch := m.epoch
+	m.mu.Unlock()
+	_, assignment, code := m.heartbeat848(epoch, map[session.Partition]bool{refenceP1: true}, time.Now())
+	if code != 0 || !slices.Equal(assignment, []session.Partition{refenceP0, refenceP1}) {
+		t.Fatalf("after the client gave p0 up it was assigned %v (error %d), want both again", assignment, code)
+	}
+}
+
+// TestRenewalNotGrantedBackIsTold: a partition the new member is not
+// granted back within the rebalance timeout (the group gave it to
+// another member) leaves the client's assignment.
+func TestRenewalNotGrantedBackIsTold(t *testing.T) {
+	c, m := startScriptedMember(t)
+	m.mu.Lock()
+	m.rebalanceTimeout = 200 * time.Millisecond
+	m.mu.Unlock()
+	j := renewedMember(t, c, m)
+	j.reply(t, api.JoinResponse{MemberID: "cg-2", MemberToken: "member-token-2", SessionTimeoutMs: 60_000, HeartbeatWaitMs: 10_000,
+		Grants: []api.Grant{grantAt(2, refenceP1, 0)}})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		gone := toldToGiveUp(t, m)
+		if slices.Equal(gone, []session.Partition{refenceP0}) {
+			return
+		}
+		if len(gone) > 0 || time.Now().After(deadline) {
+			t.Fatalf("the client was told to give up %v, want %v alone once the rebalance timeout passed", gone, refenceP0)
+		}
+		time.Sleep(20 * time.Millisecond) // poll
+	}
+}
+
+// renewedMember has the client commit offset 5 of p0, re-authenticate
+// with credential-2, the coordinator refuse the carry-over's rejoin
+// (unknown_member: bound to credential-1), and returns the renewal's
+// join of a new member with credential-2, unanswered.
+func renewedMember(t *testing.T, c *scriptedCoordinator, m *member) *coordinatorCall {
+	t.Helper()
+	if code := <-commitInBackground(m, refenceP0, 5); code != "" {
+		t.Fatalf("commit: %q", code)
+	}
+	c.next(t, "heartbeat") // held until the member leaves
+	done := carryOverTo(m, "credential-2")
+	c.next(t, "join").reply(t, api.ErrorBody{Error: api.Error{Code: api.CodeUnknownMember, Message: "bound to another credential"}})
+	<-done
+	j := c.next(t, "join")
+	var join api.JoinRequest
+	if json.Unmarshal(j.body, &join) != nil || join.MemberID != "" || j.bearer != "credential-2" {
+		t.Fatalf("the renewal sent %s with bearer %q, want a new member's join with credential-2", j.body, j.bearer)
+	}
+	return j
+}
+
+// commitInBackground is the client's OffsetCommit of offset on p.
+func commitInBackground(m *member, p session.Partition, offset int64) <-chan api.Code {
+	out := make(chan api.Code, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		codes, _ := m.commit(ctx, map[session.Partition]int64{p: offset}, nil)
+		out <- codes[p]
+	}()
+	return out
+}
+
+func grantAt(epoch uint64, p session.Partition, offset int64) api.Grant {
+	g := grants(epoch, p).Grants[0]
+	g.Offset = offset
+	return g
+}
