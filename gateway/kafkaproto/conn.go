@@ -276,6 +276,10 @@ func (c *conn) write(correlation int32, resp kmsg.Response) error {
 			if err := c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout)); err != nil {
 				return err
 			}
+			if w, ok := c.nc.(buffersWriter); ok {
+				_, err := w.WriteBuffers(&bufs) // internal/quietio: its deadlines
+				return err
+			}
 			_, err := bufs.WriteTo(c.nc)
 			return err
 		}
@@ -286,6 +290,12 @@ func (c *conn) write(correlation int32, resp kmsg.Response) error {
 		c.wbuf = nil // do not keep a large answer's buffer per idle connection
 	}
 	return err
+}
+
+// buffersWriter writes net.Buffers with writev under the deadline set
+// last (internal/quietio.Conn).
+type buffersWriter interface {
+	WriteBuffers(*net.Buffers) (int64, error)
 }
 
 func (c *conn) writeRaw(b []byte) error {

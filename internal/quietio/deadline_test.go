@@ -4,6 +4,8 @@ package quietio
 
 import (
 	"errors"
+	"io"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -142,4 +144,29 @@ func TestLaterWriteDeadlineIsTheOneObeyed(t *testing.T) {
 		t.Fatalf("wrote all %d bytes to a client that never reads", n)
 	}
 	endedAtTheDeadline(t, "write", err, later)
+}
+
+// WriteBuffers (writev) obeys the write deadline set last too. Through
+// net.Buffers.WriteTo the embedded *net.TCPConn's writev waited on the
+// poller's earlier deadline alone: once that passed, every writev failed
+// at once although the deadline set last was ahead (the Kafka listener's
+// Fetch answers: its connections were closed write_timeout after their
+// first armed write deadline).
+func TestWriteBuffersObeysTheDeadlineSetLast(t *testing.T) {
+	q, client := pair(t)
+	if err := q.SetWriteDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the poller's deadline passes
+	bufs := net.Buffers{[]byte("ab"), []byte("cd")}
+	if n, err := q.WriteBuffers(&bufs); err != nil || n != 4 {
+		t.Fatalf("writev past the poller's earlier deadline: %d bytes, %v; want all 4 (the deadline set last is a minute ahead)", n, err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != "abcd" {
+		t.Fatalf("the client read %q, %v", got, err)
+	}
 }

@@ -161,6 +161,24 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// WriteBuffers writes b with writev as (*net.TCPConn) does, obeying the
+// write deadline set last. net.Buffers.WriteTo(c) would not: it finds
+// the embedded *net.TCPConn's writev and waits on the poller's deadline
+// alone, which is an earlier one when a later one was only recorded
+// (deadline) — a Kafka listener connection's Fetch answer then failed
+// write_timeout after the first armed write deadline, and the listener
+// closed the connection. b is consumed as it is written.
+func (c *Conn) WriteBuffers(b *net.Buffers) (int64, error) {
+	var total int64
+	for {
+		n, err := b.WriteTo(c.TCPConn)
+		total += n
+		if err == nil || !c.wd.expired(err, c.TCPConn.SetWriteDeadline) {
+			return total, err
+		}
+	}
+}
+
 func (c *Conn) write(fd uintptr) bool {
 	for c.wn < len(c.wp) {
 		b := c.wp[c.wn:]
