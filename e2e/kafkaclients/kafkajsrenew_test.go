@@ -95,6 +95,26 @@ func TestKafkaJSRenewsCapgateCredentials(t *testing.T) {
 		"GROUP=kjs-renew", "TOPIC="+s.Topic, "CLIENT_ID=kjs1", "REAUTH_THRESHOLD_MS="+strconv.FormatInt(threshold.Milliseconds(), 10))
 	js := runProc(t, cmd)
 	procs := map[string]*consumerProc{"kjs1": js}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, e := range observed.FilterLoggerName("gateway-1.kafka").All() {
+			t.Logf("gateway %s %s %v", e.Time.Format("15:04:05.000"), e.Message, e.ContextMap())
+		}
+		for _, e := range js.Events() {
+			if e.Ev != "record" && e.Ev != "commit" {
+				t.Logf("kafkajs %s %s %v", e.time().Format("15:04:05.000"), e.Ev, e.Partitions)
+			}
+		}
+		last := map[int32]int64{}
+		for _, e := range js.Events() {
+			if e.Ev == "record" {
+				last[e.Partition] = e.Offset
+			}
+		}
+		t.Logf("last offsets read %v", last)
+	})
 	sdk.Eventually(t, 30*time.Second, "KafkaJS reads", func() (bool, string) {
 		n := countPolled(polled(procs))
 		return n > 0, fmt.Sprintf("%d read", n)
