@@ -64,6 +64,18 @@ func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, no
 	return a
 }
 
+// renewing reports whether p, admitted before and refused now
+// (capability_revoked: the renewal released it), is being renewed for
+// this client's member (admission.renewing): a Fetch in flight when the
+// renewal began is answered empty, not NOT_LEADER_OR_FOLLOWER.
+func (c *conn) renewing(p *fetchPart, code api.Code) bool {
+	if code != api.CodeCapabilityRevoked || c.principal.capability() {
+		return false
+	}
+	_, _, renewing := c.s.groups.capability(c.key(), p.topic, p.partition)
+	return renewing
+}
+
 // renewThrottle is how long a client is told to wait before it fetches
 // again a partition its member is renewing (a leave and a join: a few
 // coordinator round trips).

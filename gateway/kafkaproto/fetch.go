@@ -318,6 +318,9 @@ func addFetchPartition(up *kmsg.FetchRequest, p *fetchPart) {
 // response (err: the leader's Fetch failed; up nil: not answered).
 func (c *conn) answerPartition(p *fetchPart, up *kmsg.FetchResponseTopicPartition, err error, now time.Time) {
 	if code := c.s.gate.Recheck(p.claims, p.req, now); code != "" {
+		if c.renewing(p, code) {
+			return // answered empty: see admission.renewing
+		}
 		p.out.ErrorCode = c.partitionError(code)
 		c.s.gate.Observe(p.claims, OpFetch, code, 0, now)
 		return
