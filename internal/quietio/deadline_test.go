@@ -3,6 +3,8 @@
 package quietio
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -169,4 +171,54 @@ func TestWriteBuffersObeysTheDeadlineSetLast(t *testing.T) {
 	if _, err := io.ReadFull(client, got); err != nil || string(got) != "abcd" {
 		t.Fatalf("the client read %q, %v", got, err)
 	}
+}
+
+// ReadFrom and WriteTo — what bufio.Writer.ReadFrom (a fasthttp body
+// stream's copy) and io.Copy find on the connection — obey the deadline
+// set last too: the embedded *net.TCPConn's waited on the poller's
+// earlier one and failed "i/o timeout" once it had passed.
+func TestReadFromAndWriteToObeyTheDeadlineSetLast(t *testing.T) {
+	q, client := pair(t)
+	for _, set := range []func(time.Time) error{q.SetWriteDeadline, q.SetReadDeadline} {
+		if err := set(time.Now().Add(20 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		if err := set(time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the poller's deadlines pass
+	const size = 4 << 20              // more than the socket buffers hold
+	got := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(io.Discard, client)
+		got <- n
+	}()
+	w := bufio.NewWriterSize(q, 4096)
+	if n, err := w.ReadFrom(io.LimitReader(zeros{}, size)); err != nil || n != size {
+		t.Fatalf("bufio's ReadFrom past the poller's earlier deadline: %d bytes, %v; want all %d", n, err, size)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	client.CloseWrite()
+	var read bytes.Buffer
+	if n, err := q.WriteTo(&read); err != nil || n != 5 || read.String() != "hello" {
+		t.Fatalf("WriteTo past the poller's earlier deadline: %d bytes %q, %v", n, read.String(), err)
+	}
+	q.CloseWrite()
+	if n := <-got; n != size {
+		t.Fatalf("the client read %d bytes, want %d", n, size)
+	}
+}
+
+// zeros reads as endless zero bytes (and is no io.WriterTo).
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -179,6 +179,30 @@ func (c *Conn) WriteBuffers(b *net.Buffers) (int64, error) {
 	}
 }
 
+// ReadFrom copies r to c through c.Write, so every write obeys the write
+// deadline set last (deadline.go). The embedded *net.TCPConn's ReadFrom
+// (splice, sendfile, or a copy through its own Write) waits on the
+// poller's deadline alone, an earlier one when a later one was only
+// recorded, and failed "i/o timeout" on a connection older than its
+// first armed write deadline — as net.Buffers' writev did (WriteBuffers).
+// No caller reaches it today (fasthttp copies the gateway's body streams
+// through their WriteTo, into Write), but bufio.Writer.ReadFrom and
+// io.Copy find it: closed here before one does. Retrying it as
+// WriteBuffers does would lose what it had read from r and not written.
+// Nothing here serves files, so sendfile and splice are not missed.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) { return io.Copy(writerOnly{c}, r) }
+
+// WriteTo copies c to w through c.Read, obeying the read deadline set
+// last (as ReadFrom, for the embedded connection's WriteTo).
+func (c *Conn) WriteTo(w io.Writer) (int64, error) { return io.Copy(w, readerOnly{c}) }
+
+// writerOnly and readerOnly hide c's ReadFrom and WriteTo from io.Copy,
+// which would call them again.
+type (
+	writerOnly struct{ io.Writer }
+	readerOnly struct{ io.Reader }
+)
+
 func (c *Conn) write(fd uintptr) bool {
 	for c.wn < len(c.wp) {
 		b := c.wp[c.wn:]
