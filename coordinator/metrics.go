@@ -100,7 +100,7 @@ func newMetrics(c *Coordinator) *metrics {
 			Name: "capgate_coordinator_offsets_expired_total", Help: "Committed offsets forgotten with their groups after limits.offsets_retention.",
 		}),
 		joinLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capgate_coordinator_join_limit_refusals_total", Help: "Joins refused 409 limit_exceeded, by what was counted: groups, members_per_group, groups_per_credential (groups a tenant has live members in), groups_created (groups a tenant created that still exist, also groups_per_credential), members_per_credential (a tenant's live members over all its groups), state_bytes (also commits and leaves whose metadata would pass it).",
+			Name: "capgate_coordinator_join_limit_refusals_total", Help: "Joins refused 409 limit_exceeded, by what was counted: groups, members_per_group, groups_per_credential (groups a tenant has live members in), groups_created (groups a tenant created that still exist, also groups_per_credential), members_per_credential (a tenant's live members over all its groups), state_bytes (also commits and leaves whose metadata would pass it), state_bytes_per_tenant (the same for the groups one tenant created).",
 		}, []string{"limit"}),
 		gatewaysSafeByLag: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capgate_coordinator_gateways_safe_by_lag_total", Help: "Gateways counted safe by lag: polling, but without acknowledging a sync update appended more than gateway_timeout ago (silent_gateways: fence; once per episode, which ends when the gateway acknowledges everything that old).",

@@ -131,7 +131,7 @@ func (o *observer) observe(msg group.Message, now time.Time) {
 // for a group config, counted here with the joins' groups) 409
 // limit_exceeded, which are not joins.
 var joinLimits = map[string]bool{"groups": true, "members_per_group": true, "groups_per_credential": true,
-	group.CountedGroupsCreated: true, "members_per_credential": true, "state_bytes": true}
+	group.CountedGroupsCreated: true, "members_per_credential": true, "state_bytes": true, "state_bytes_per_tenant": true}
 
 // limitLabel is the limit label of a join's limit_exceeded refusal: the
 // setting's last name (the machine's own, a fixed set), or

@@ -119,6 +119,11 @@ type Limits struct {
 	// metadata grows the estimate, that would pass it is refused. Keep it
 	// well under coordinator.memory_limit.
 	StateBytes int64 `yaml:"state_bytes"`
+	// StateBytesPerTenant bounds the part of that estimate the groups one
+	// tenant created hold (limits.go: their partitions and committed
+	// metadata), so one tenant cannot fill state_bytes for everyone; at
+	// most state_bytes counts.
+	StateBytesPerTenant int64 `yaml:"state_bytes_per_tenant"`
 	// CommitMetadataBytes bounds the metadata string of one committed
 	// offset (Kafka's offset.metadata.max.bytes).
 	CommitMetadataBytes int `yaml:"commit_metadata_bytes"`
@@ -170,6 +175,7 @@ func DefaultLimits() Limits {
 		MembersPerCredential: 10000,
 		Groups:               10000,
 		StateBytes:           192 << 20,
+		StateBytesPerTenant:  48 << 20,
 		CommitMetadataBytes:  4096,
 		EmptyGroupTTL:        time.Hour,
 		OffsetsRetention:     7 * 24 * time.Hour,
@@ -292,6 +298,7 @@ func (l Limits) validate(c Config) error {
 		{"members_per_credential", int64(l.MembersPerCredential)},
 		{"groups", int64(l.Groups)},
 		{"state_bytes", l.StateBytes},
+		{"state_bytes_per_tenant", l.StateBytesPerTenant},
 		{"commit_metadata_bytes", int64(l.CommitMetadataBytes)},
 		{"gateways", int64(l.Gateways)},
 		{"qos_overrides", int64(l.QoSOverrides)},

@@ -198,10 +198,17 @@ func (m *Machine) checkCreators() []error {
 			errs = append(errs, fmt.Errorf("deleted group %q keeps its creator %q", g.name, g.creator))
 		case g.creator != "":
 			want[g.creator]++
+			if _, ok := m.created[g.creator][g]; !ok {
+				errs = append(errs, fmt.Errorf("group %q is missing from its creator %q's", g.name, g.creator))
+			}
 		}
 	}
-	if !maps.Equal(want, m.created) {
-		errs = append(errs, fmt.Errorf("groups created per tenant %v, want %v", m.created, want))
+	got := make(map[string]int, len(m.created))
+	for tenant, gs := range m.created {
+		got[tenant] = len(gs)
+	}
+	if !maps.Equal(want, got) {
+		errs = append(errs, fmt.Errorf("groups created per tenant %v, want %v", got, want))
 	}
 	return errs
 }
@@ -295,8 +302,13 @@ func (m *Machine) checkTally() []error {
 	for _, g := range m.groups {
 		want.groups++
 		want.partitions += int64(len(g.parts))
+		var metadata int64
 		for _, p := range g.parts {
-			want.metadataBytes += metadataCost(p.metadata)
+			metadata += metadataCost(p.metadata)
+		}
+		want.metadataBytes += metadata
+		if metadata != g.metadataBytes {
+			errs = append(errs, fmt.Errorf("group %q's metadata bytes %d, recomputed %d", g.name, g.metadataBytes, metadata))
 		}
 		for _, mem := range g.members {
 			want.memberBytes += memberCost(mem)

@@ -55,8 +55,60 @@ func metadataCost(metadata string) int64 {
 // setCommitted sets p's committed offset and metadata, keeping the
 // machine's tally of metadata bytes.
 func (p *partition) setCommitted(offset int64, metadata string) {
-	p.group.tally.metadataBytes += metadataCost(metadata) - metadataCost(p.metadata)
+	d := metadataCost(metadata) - metadataCost(p.metadata)
+	p.group.tally.metadataBytes += d
+	p.group.metadataBytes += d
 	p.committed, p.metadata = offset, metadata
+}
+
+// stateBytes is g's own part of the state estimate: the group, its
+// partitions and their committed metadata (its members count for their
+// tenants: members_per_credential).
+func (g *group) stateBytes() int64 {
+	return groupBytes + int64(len(g.parts))*partitionBytes + g.metadataBytes
+}
+
+// A tenant's share of the state (limits.state_bytes_per_tenant): the
+// groups it created that still exist, with their partitions and
+// committed metadata, are charged to it, whoever joined or committed —
+// as the groups it created are counted (groups_per_credential). Without
+// it one tenant within its 100 groups could fill state_bytes alone with
+// partitions and 4 KiB commit metadata (~32,000 partition commits), after
+// which every other tenant's join and metadata-growing commit was 409
+// (redteam11). A join into a group whose creator has used its share, and
+// a commit growing such a group's metadata past it, are refused; groups
+// of an admin (no creator) count for nobody.
+
+// tenantStateBytes is the state estimate of the groups tenant created
+// (at most groups_per_credential of them).
+func (m *Machine) tenantStateBytes(tenant string) int64 {
+	var n int64
+	for g := range m.created[tenant] {
+		n += g.stateBytes()
+	}
+	return n
+}
+
+// admitTenantState refuses a request that would take tenant's share past
+// limits.state_bytes_per_tenant (more: what it adds to the share).
+func (m *Machine) admitTenantState(ref Ref, what, tenant string, more int64) bool {
+	limit := min(m.cfg.Limits.StateBytesPerTenant, m.cfg.Limits.StateBytes)
+	if tenant == "" {
+		return true
+	}
+	if used := m.tenantStateBytes(tenant); used+more > limit {
+		hint := ""
+		if what != "join" {
+			hint = "commit with less or no metadata, or "
+		}
+		m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded,
+			Message: fmt.Sprintf("%s: the groups tenant %q created hold %d bytes of the coordinator's state (their partitions and committed metadata), "+
+				"%d more would pass coordinator.groups.limits.state_bytes_per_tenant (%d); room comes back as its groups are reaped or deleted (%s); %sraise state_bytes_per_tenant",
+				what, tenant, used, more, limit, m.placesComeBack(), hint),
+			Details: map[string]any{"limit": "coordinator.groups.limits.state_bytes_per_tenant", "max": limit, "tenant": tenant}})
+		return false
+	}
+	return true
 }
 
 // memberCost estimates the bytes mem holds.
@@ -123,13 +175,16 @@ func (e Join) creatorName() string {
 // and when at most creatorNameMax bytes (from a join or a store).
 func (m *Machine) setCreator(g *group, id, name string) {
 	if g.creator != "" {
-		if m.created[g.creator]--; m.created[g.creator] <= 0 {
+		if delete(m.created[g.creator], g); len(m.created[g.creator]) == 0 {
 			delete(m.created, g.creator)
 		}
 	}
 	g.creator, g.creatorName = id, ""
 	if id != "" {
-		m.created[id]++
+		if m.created[id] == nil {
+			m.created[id] = make(map[*group]struct{})
+		}
+		m.created[id][g] = struct{}{}
 		if len(name) <= creatorNameMax {
 			g.creatorName = name
 		}
@@ -197,8 +252,8 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 		return false
 	}
 	tenant := e.creator()
-	if tenant != "" && m.groupNamed(e.Group) == nil && m.created[tenant] >= l.GroupsPerCredential {
-		m.createdRejection(e.Ref, tenant, m.created[tenant])
+	if tenant != "" && m.groupNamed(e.Group) == nil && len(m.created[tenant]) >= l.GroupsPerCredential {
+		m.createdRejection(e.Ref, tenant, len(m.created[tenant]))
 		return false
 	}
 	if tg := m.tenantGroups[tenant]; tg != nil && (g == nil || tg[g] == 0) && len(tg) >= l.GroupsPerCredential {
@@ -219,7 +274,17 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 			return false
 		}
 	}
-	return m.admitState(e.Ref, "join", costOf(e, sub))
+	if !m.admitState(e.Ref, "join", costOf(e, sub)) {
+		return false
+	}
+	// The group's creator pays for the group (and the partitions this
+	// join's topics may add, counted once they exist): a new group's
+	// room is asked of the joining tenant.
+	payer, more := tenant, int64(groupBytes)
+	if g != nil {
+		payer, more = g.creator, 0
+	}
+	return m.admitTenantState(e.Ref, "join", payer, more)
 }
 
 // tenantMembers is how many live members tenant has in all groups
@@ -310,5 +375,5 @@ func treeCost(re *syntax.Regexp) int {
 // created (Join.Tenant, else the credential id; limits.groups_per_credential
 // bounds it).
 func (m *Machine) GroupsCreated(tenant string) int {
-	return m.created[tenant]
+	return len(m.created[tenant])
 }

@@ -42,8 +42,9 @@ type Machine struct {
 	// group; limits.groups_per_credential bounds the groups.
 	tenantGroups map[string]map[*group]int
 	// created: per tenant (Join.Tenant), the groups its joins created
-	// that still exist (group.creator).
-	created map[string]int
+	// that still exist (group.creator); their state estimate is the
+	// tenant's share of state_bytes (tenantStateBytes).
+	created map[string]map[*group]struct{}
 	tally   tally // the state estimate limits.state_bytes bounds
 	// epochFloor is the highest epoch of every reaped partition: a new
 	// partition starts there, so its first grant is above them all.
@@ -121,7 +122,7 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		gateways:     make(map[string]*gateway),
 		revocations:  revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
 		credentials:  make(map[string]*credential),
-		created:      make(map[string]int),
+		created:      make(map[string]map[*group]struct{}),
 		tenantGroups: make(map[string]map[*group]int),
 		qos:          make(map[string]api.QoSOverride),
 		persistIdx:   make(map[recordKey]int),

@@ -18,6 +18,9 @@ type group struct {
 	instances map[string]*member // by instance id
 	parts     map[assign.Partition]*partition
 	order     []*partition // parts sorted by topic, partition
+	// metadataBytes is metadataCost of its partitions' committed
+	// metadata (setCommitted): its share of tally.metadataBytes.
+	metadataBytes int64
 	// subscribed counts, per topic, the members that may be assigned it.
 	subscribed map[string]int
 	created    map[string]int32 // partitions created so far, per topic

@@ -19,6 +19,19 @@ func (w *world) commitMeta(id, topic string, partition int32, offset int64, meta
 	return w.replies[ref]
 }
 
+// commitUntilRefused commits offset 1 with metadata on t/0, t/1, …
+// (of 8) until one is refused, and returns how many were accepted.
+func (w *world) commitUntilRefused(id, metadata string) int32 {
+	w.t.Helper()
+	accepted := int32(0)
+	for ; accepted < 8; accepted++ {
+		if _, ok := w.commitMeta(id, "t", accepted, 1, metadata).(group.CommitReply); !ok {
+			break
+		}
+	}
+	return accepted
+}
+
 func mustCommit(t *testing.T, msg group.Message, what string) {
 	t.Helper()
 	if _, ok := msg.(group.CommitReply); !ok {
@@ -46,12 +59,7 @@ func TestCommitMetadataCountsInTheStateBudget(t *testing.T) {
 	w.settle("h")
 	full := strings.Repeat("m", w.cfg.Limits.CommitMetadataBytes)
 
-	accepted := int32(0)
-	for ; accepted < 8; accepted++ {
-		if _, ok := w.commitMeta(attacker, "t", accepted, 1, full).(group.CommitReply); !ok {
-			break
-		}
-	}
+	accepted := w.commitUntilRefused(attacker, full)
 	if accepted == 0 || accepted == 8 {
 		t.Fatalf("%d commits of %d bytes of metadata fit in %d bytes of state", accepted, len(full), w.cfg.Limits.StateBytes)
 	}
@@ -86,4 +94,41 @@ func TestCommitMetadataCountsInTheStateBudget(t *testing.T) {
 		t.Fatalf("group g still held %s after it emptied", w.cfg.Limits.OffsetsRetention*2)
 	}
 	mustCommit(t, w.commitMeta(other, "t", 0, 1, full), "a commit after the group holding the metadata was reaped")
+}
+
+// The attack of redteam11: one tenant within its groups_per_credential
+// filled state_bytes alone with partitions and full commit metadata,
+// after which every other tenant's join and metadata-growing commit was
+// refused. The groups a tenant created hold at most
+// state_bytes_per_tenant: its commits are refused past it, naming it,
+// and another tenant's commits go on in the room left.
+func TestOneTenantsGroupsHoldAtMostItsShare(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) {
+		c.Limits.StateBytes = 64 << 10          // without shares: 6 full metadata of A's, then B refused
+		c.Limits.StateBytesPerTenant = 24 << 10 // a group of 8 partitions (~14 KiB) and 2 full metadata
+	})
+	w.topics(map[string]int32{"t": 8})
+	w.pollUntilParked("gw1")
+	a := w.joinAs(credA, group.Join{Group: "ga"}).(group.JoinReply).MemberID
+	w.settle("ga")
+	b := w.joinAs(credB, group.Join{Group: "gb"}).(group.JoinReply).MemberID
+	w.settle("gb")
+	full := strings.Repeat("m", w.cfg.Limits.CommitMetadataBytes)
+
+	accepted := w.commitUntilRefused(a, full)
+	if accepted == 0 || accepted > 2 {
+		t.Fatalf("tenant A's group took %d commits of %d bytes of metadata; its share (%d) holds 2", accepted, len(full), w.cfg.Limits.StateBytesPerTenant)
+	}
+	refused := w.commitMeta(a, "t", accepted, 1, full)
+	mustLimit(t, refused, "state_bytes_per_tenant")
+	if r := refused.(group.Rejected); r.Details["tenant"] != credA.ID || !strings.Contains(r.Message, "state_bytes_per_tenant") {
+		t.Fatalf("the refusal does not name the tenant and the setting: %#v", r)
+	}
+	mustCommit(t, w.commitMeta(a, "t", 0, 2, full), "tenant A's commit of the same metadata again")
+	for p := int32(0); p < accepted; p++ {
+		mustCommit(t, w.commitMeta(b, "t", p, 1, full), "tenant B's commit beside A's full share")
+	}
+	if w.m.StateBytes() > w.cfg.Limits.StateBytes {
+		t.Fatalf("state estimate %d past state_bytes %d", w.m.StateBytes(), w.cfg.Limits.StateBytes)
+	}
 }
