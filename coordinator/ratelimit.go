@@ -82,8 +82,13 @@ func (c *Coordinator) allowRate(ctx *fasthttp.RequestCtx, l *keyedLimiter, key, 
 	if ok {
 		return true
 	}
-	writeErrorDetails(ctx, api.CodeRateLimited, "too many "+what+"; retry later",
-		map[string]any{"retry_after_ms": wait.Milliseconds()})
-	ctx.Response.Header.Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+	writeRateLimited(ctx, "too many "+what+"; retry later", wait)
 	return false
+}
+
+// writeRateLimited answers 429 rate_limited with message, retry_after_ms
+// and Retry-After (whole seconds, rounded up) for wait.
+func writeRateLimited(ctx *fasthttp.RequestCtx, message string, wait time.Duration) {
+	writeErrorDetails(ctx, api.CodeRateLimited, message, map[string]any{"retry_after_ms": wait.Milliseconds()})
+	ctx.Response.Header.Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
 }

@@ -89,13 +89,7 @@ const (
 func (c *Coordinator) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	limit, holder := c.bodyGrant(h)
 	if holder != "" {
-		n := int64(h.ContentLength())
-		if n < 0 {
-			n = int64(limit) // chunked: up to the cap, as it arrives
-		}
-		if n > preauthBodyBytes && n <= int64(limit) && !c.bodies.Take(h, holder, n, c.now()) {
-			limit = min(preauthBodyBytes, c.cfg.MaxBodyBytes)
-		}
+		limit = c.bodies.Cap(h, holder, limit, min(preauthBodyBytes, c.cfg.MaxBodyBytes), c.now())
 	}
 	return fasthttp.RequestConfig{MaxRequestBodySize: limit}
 }

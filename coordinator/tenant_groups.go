@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -209,10 +210,7 @@ func (r *tenantReads) start(ctx *fasthttp.RequestCtx, tenant string) (release fu
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n[tenant] >= tenantReadsMax {
-		writeErrorDetails(ctx, api.CodeRateLimited,
-			fmt.Sprintf("too many group reads of this credential at once (%d); retry later", tenantReadsMax),
-			map[string]any{"retry_after_ms": 1000})
-		ctx.Response.Header.Set("Retry-After", "1")
+		writeRateLimited(ctx, fmt.Sprintf("too many group reads of this credential at once (%d); retry later", tenantReadsMax), time.Second)
 		return nil, false
 	}
 	if r.n == nil {

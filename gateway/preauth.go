@@ -68,13 +68,7 @@ func (g *Gateway) answerUnreadable(ctx *fasthttp.RequestCtx, err error) {
 func (g *Gateway) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	limit, bearer := g.bodyGrant(h)
 	if bearer != nil {
-		n := int64(h.ContentLength())
-		if n < 0 {
-			n = int64(limit) // chunked: up to the cap, as it arrives
-		}
-		if n <= int64(limit) && !g.bodies.Take(h, holderOf(bearer), n, time.Now()) {
-			limit = preauthBodyBytes
-		}
+		limit = g.bodies.Cap(h, holderOf(bearer), limit, preauthBodyBytes, time.Now())
 	}
 	return fasthttp.RequestConfig{MaxRequestBodySize: limit}
 }

@@ -90,6 +90,23 @@ func (b *Holds) Take(h *fasthttp.RequestHeader, holder string, n int64, now time
 	return why == None
 }
 
+// Cap is the body cap of the request of h, whose body a server would
+// let holder send up to limit: limit, its body (its Content-Length, or
+// limit for a chunked one) counted for holder when over small; small
+// when that body does not fit the bodies held (the refusal recorded for
+// the ErrorHandler or ExpectHandler to answer). The servers' shared
+// HeaderReceived step.
+func (b *Holds) Cap(h *fasthttp.RequestHeader, holder string, limit, small int, now time.Time) int {
+	n := int64(h.ContentLength())
+	if n < 0 {
+		n = int64(limit) // chunked: up to the cap, as it arrives
+	}
+	if n > int64(small) && n <= int64(limit) && !b.Take(h, holder, n, now) {
+		return small
+	}
+	return limit
+}
+
 // room says whether n more bytes of holder fit (b.mu held).
 func (b *Holds) room(holder string, n int64) Refusal {
 	mine := b.byHolder[holder]
