@@ -172,12 +172,7 @@ func (k kafkaGate) Admit(c *ocap.Claims, req authz.Request, now time.Time) (api.
 }
 
 func (k kafkaGate) AdmitRate(c *ocap.Claims, now time.Time) time.Duration {
-	qos := k.g.view.QoS(c, now)
-	if qos.MaxBytesPerSec <= 0 {
-		return 0
-	}
-	_, wait := k.g.limiter.admit(budgetKey(k.g.view, c, now), qos.MaxBytesPerSec, now)
-	return wait
+	return k.g.rateWait(c, now)
 }
 
 func (k kafkaGate) Recheck(c *ocap.Claims, req authz.Request, now time.Time) api.Code {

@@ -193,15 +193,24 @@ func placeRecords(recs []*kgo.Record, n int32) []*share {
 func (c *call) admitShares(claims *ocap.Claims, shares []*share) api.Code {
 	for _, s := range shares {
 		scope := scoped(claims, authz.Request{Topic: c.req.Topic, Partition: s.partition})
-		rate := c.g.view.QoS(scope, c.start).MaxBytesPerSec
-		if rate <= 0 {
-			continue
-		}
-		if _, wait := c.g.limiter.admit(budgetKey(c.g.view, scope, c.start), rate, c.start); wait > 0 {
+		if wait := c.g.rateWait(scope, c.start); wait > 0 {
 			return refuseRate(c.ctx, scope, wait, c.start)
 		}
 	}
 	return ""
+}
+
+// rateWait admits c's next bytes under the byte rate of its QoS: how
+// long until its budget has room, 0 when it has (or no rate applies).
+// A credential's produce to one partition, c scoped to it: the topic
+// route's shares and the Kafka listener's (kafkaGate.AdmitRate).
+func (g *Gateway) rateWait(c *ocap.Claims, now time.Time) time.Duration {
+	rate := g.view.QoS(c, now).MaxBytesPerSec
+	if rate <= 0 {
+		return 0
+	}
+	_, wait := g.limiter.admit(budgetKey(g.view, c, now), rate, now)
+	return wait
 }
 
 // chargeShares charges the body's bytes to the budgets of the partitions
