@@ -19,11 +19,11 @@ var foreignFlags = map[string]map[string]string{
 		"--bootstrap-server": bootstrapHint("consume reads"),
 		"--broker-list":      bootstrapHint("consume reads"),
 		"-b":                 bootstrapHint("consume reads"),
-		"-p":                 "a group consumer reads the partitions the coordinator grants it; to read one partition, grant a capability (capgate admin grant --topic T --partition P --holder NAME) and read with it: kcat -p through the Kafka listener, or GET /v1/topics/T/partitions/P/records",
-		"--partition":        "a group consumer reads the partitions the coordinator grants it; to read one partition, grant a capability (capgate admin grant --topic T --partition P --holder NAME) and read with it: kcat -p through the Kafka listener, or GET /v1/topics/T/partitions/P/records",
+		"-p":                 partitionHint,
+		"--partition":        partitionHint,
 		"-e":                 "capgate consume takes --idle-exit 1s (exit after that long without a record; kcat's -e exits at the end of the partitions)",
-		"--max-messages":     "capgate consume takes -n N (--max-records)",
-		"-c":                 "capgate consume takes -n N (--max-records)",
+		"--max-messages":     maxRecordsHint,
+		"-c":                 maxRecordsHint,
 		"-C":                 "capgate consume is kcat's -C mode already: drop it",
 	},
 	"produce": {
@@ -34,6 +34,11 @@ var foreignFlags = map[string]map[string]string{
 		"--property":         "capgate produce takes -K SEP (--key-separator) to split each line into key and value, as parse.key=true with key.separator",
 	},
 }
+
+const (
+	partitionHint  = "a group consumer reads the partitions the coordinator grants it; to read one partition, grant a capability (capgate admin grant --topic T --partition P --holder NAME) and read with it: kcat -p through the Kafka listener, or GET /v1/topics/T/partitions/P/records"
+	maxRecordsHint = "capgate consume takes -n N (--max-records)"
+)
 
 func bootstrapHint(what string) string {
 	return "capgate " + what + " through the gateways, not Kafka's brokers: --gateways URL and --coordinator URL (capgate dev's credentials.env sets both); Kafka clients such as kcat take the gateway's Kafka listener: -b $CAPGATE_KAFKA_BOOTSTRAP"

@@ -22,12 +22,7 @@ func newRoot() *cobra.Command {
 		Version: fmt.Sprintf("%s (commit %s, %s)", info.Version, info.Commit, info.GoVersion),
 	}
 	root.SetVersionTemplate("capgate {{.Version}}\n")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		if hinted := foreignFlagHint(c, err); hinted != err { // a Kafka tool's flag, never an argument
-			return usageError{hinted}
-		}
-		return flagUsageError(c, err)
-	})
+	root.SetFlagErrorFunc(flagUsageError)
 	root.AddCommand(newCoordinatorCmd(), newGatewayCmd(), newKeysCmd(), newTokenCmd(), newAdminCmd(),
 		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
 	refuseStrayArguments(root)

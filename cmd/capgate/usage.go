@@ -45,8 +45,12 @@ func exitCode(err error) int {
 // inherits it. An unknown shorthand flag may be an argument that begins
 // with '-' — a jti minted before jtis stopped beginning with one, a key
 // id, a client id —, which pflag reads as flags: the error then says how
-// to pass it (after "--").
+// to pass it (after "--"); a Kafka tool's flag (foreignflags.go) says
+// what to use instead, and is never taken for an argument.
 func flagUsageError(cmd *cobra.Command, err error) error {
+	if hinted := foreignFlagHint(cmd, err); hinted != err {
+		return usageError{hinted}
+	}
 	const shorthand = "unknown shorthand flag: "
 	msg := err.Error()
 	if i := strings.LastIndex(msg, " in -"); strings.HasPrefix(msg, shorthand) && i > 0 && takesArguments(cmd) {
