@@ -24,8 +24,17 @@ type PartitionRef struct {
 }
 
 // JoinRequest is POST /v1/groups/{group}/join.
+//
+// RenewToken renews a live member in place (a credential renewal): the
+// member's current member token, with member_id = its sub, the bearer
+// a client credential or IdP token the member is bound to (the same
+// credential, or a refreshed token of the same identity) and the
+// member's own subscription. The member keeps its id, partitions and
+// epochs — no fence, nothing in the group moves — and the answer is a
+// new member token with the capabilities the member holds, renewed.
 type JoinRequest struct {
 	MemberID         string   `json:"member_id,omitempty"`
+	RenewToken       string   `json:"renew_token,omitempty"`
 	InstanceID       string   `json:"instance_id,omitempty"`
 	ClientID         string   `json:"client_id,omitempty"`
 	Topics           []string `json:"topics,omitempty"`

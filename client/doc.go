@@ -144,12 +144,18 @@
 // member joined with (member_token_ttl, 24 h, or the credential's exp,
 // whichever comes first). Before it expires (revoke_timeout + 2 ×
 // request_timeout before, at most half its life) the consumer renews its
-// member: every partition is revoked and released as in a rebalance
-// (OnRevoke, processed offsets committed with the old capabilities), the
-// member leaves, and a join with the current credential makes a new
-// member that is granted partitions under fresh epochs — nothing lost,
-// nothing delivered twice, a pause of the member's partitions once per
-// member token. WithCredentialSource supplies the current credential
+// member in place: a join by its member id with the current credential
+// and its member token (renew_token), which keeps the member's
+// partitions and epochs — no hook is called, nothing pauses, nothing in
+// the group moves. That works when the current credential is the
+// member's identity still: the same credential, an IdP token of the same
+// subject, another token of the same OAuth client. Otherwise (another
+// admin-minted credential, or no answer) every partition is revoked and
+// released as in a rebalance (OnRevoke, processed offsets committed with
+// the old capabilities), the member leaves, and a join with the current
+// credential makes a new member that is granted partitions under fresh
+// epochs — nothing lost, nothing delivered twice, a pause of the
+// member's partitions. WithCredentialSource supplies the current credential
 // (a refreshed IdP or OAuth token); without it Config.Credential is used,
 // and once that expires the renewal's join is refused (401
 // token_expired): the consumer has released everything, left, and stops

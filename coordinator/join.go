@@ -12,7 +12,11 @@ package coordinator
 // always fences: every partition the member owns is revoked and granted
 // to it again under a fresh epoch, arriving in heartbeats. So a member id
 // learnt from a capability's sub opens nothing, and no capability is ever
-// minted twice for one epoch. A denied credential (or a member token of a
+// minted twice for one epoch. With renew_token — the member's own member
+// token beside the credential — the rejoin renews the member in place
+// instead: same subscription, no fence, the member's capabilities
+// renewed in the answer under their epochs (checkRenewToken; the SDK's
+// credential renewal). A denied credential (or a member token of a
 // member whose credential was denied) gets 409 capability_revoked. The
 // answer is api.JoinResponse with a member token (sub = member id, grp =
 // group, ttl member_token_ttl but expiring no later than the bearer:
@@ -67,6 +71,9 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !decodeBody(ctx, &req, false) || !checkJoinSyntax(ctx, req) || !c.checkSessionTimeout(ctx, req.SessionTimeoutMs) {
 		return
 	}
+	if req.RenewToken != "" && !c.checkRenewToken(ctx, groupName, req, byMember) {
+		return
+	}
 	if byMember {
 		if req.MemberID != credential.Subject {
 			writeError(ctx, api.CodeUnauthorized, "a member token only rejoins its own member (member_id = its sub); a new member needs a client credential")
@@ -92,7 +99,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 			Topics: req.Topics, TopicPattern: req.TopicPattern,
 			SessionTimeout: msDuration(req.SessionTimeoutMs), Assignor: req.Assignor,
 			Credential:    group.Credential{ID: credential.ID, Issuer: credential.Issuer, Subject: credential.Subject},
-			ByMemberToken: byMember, Tenant: tenant(credential),
+			ByMemberToken: byMember, Renew: req.RenewToken != "", Tenant: tenant(credential),
 		}
 	})
 	reply, ok := msg.(group.JoinReply)
@@ -101,6 +108,42 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		return
 	}
 	c.answerJoin(ctx, reply, memberTTL, req.MemberID == "", joinTenant(credential, byMember))
+}
+
+// checkRenewToken verifies a renewal's renew_token (api.JoinRequest): a
+// client credential or IdP token as the bearer, and the member's own
+// current member token for member_id of this group. Whoever holds a
+// member's token is the member (its heartbeats and commits take nothing
+// else), so a renewal with it takes no fence; a credential alone still
+// rejoins only with one (a member id learnt from a capability's sub
+// opens nothing). Expired: 401 token_expired (the member renews as a new
+// one); a revoked member's: 409 unknown_member, as on its other routes.
+func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string, req api.JoinRequest, byMember bool) bool {
+	switch {
+	case byMember:
+		writeErrorDetails(ctx, api.CodeBadRequest, "renew_token renews a member with a client credential (or IdP token) as the bearer, not its member token",
+			map[string]any{"field": "renew_token"})
+		return false
+	case req.MemberID == "":
+		writeErrorDetails(ctx, api.CodeBadRequest, "renew_token needs member_id: the member it renews (its member token's sub)",
+			map[string]any{"field": "member_id"})
+		return false
+	}
+	member, err := c.verifyTokenFor(ctx, []byte(req.RenewToken), ocap.KindMember)
+	if err != nil {
+		if errors.Is(err, errMemberRevoked) {
+			writeMemberTokenError(ctx, err)
+		} else {
+			writeTokenError(ctx, "renew_token (the member's member token)", err)
+		}
+		return false
+	}
+	if member.Subject != req.MemberID || member.Group != groupName {
+		writeErrorDetails(ctx, api.CodeForbidden, "renew_token is the member token of another member or group: it renews only its own member (member_id = its sub)",
+			map[string]any{"field": "renew_token"})
+		return false
+	}
+	return true
 }
 
 // joinRateKey is whose join_rate budget a join spends: its tenant's; a

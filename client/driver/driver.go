@@ -24,12 +24,20 @@ type Config struct {
 	RetryBackoffMax time.Duration
 	Session         session.Config
 	// MemberRenew: this long before the member token expires (never later
-	// than the credential the member joined with) the member is renewed
-	// (session.RenewRequested: every partition revoked and released, a
-	// leave, a join with the shell's current credential) — at most half
-	// the token's life left at the join, so a short token is renewed in
-	// time too. 0: never; the token then runs out and the heartbeat's
-	// token_expired rejoins (partitions lost, not released).
+	// than the credential the member joined with) the member is renewed —
+	// at most half the token's life left at the join, so a short token is
+	// renewed in time too. First the member is carried over: one rejoin
+	// by its member id with the shell's current credential and its member
+	// token (renew_token), which the coordinator takes when that
+	// credential is the member's identity still (the same credential, or
+	// a refreshed IdP token of the same subject); the member keeps its id,
+	// partitions and epochs, so the group does not reassign around it. When the coordinator refuses it (another
+	// credential: unknown_member), or the new token would not outlive the
+	// old, or no answer came within request_timeout, the member is renewed
+	// as a new one (session.RenewRequested: every partition revoked and
+	// released, a leave, a join). 0: never; the token then runs out and
+	// the heartbeat's token_expired rejoins (partitions lost, not
+	// released).
 	MemberRenew time.Duration
 	// Rand draws backoff jitter: uniform in [0, n).
 	Rand func(n int64) int64
@@ -192,15 +200,16 @@ type op struct {
 	last     *Failure
 	done     bool
 
-	initial   bool           // KindJoin: the first join (bounded by request_timeout)
-	renew     bool           // KindLeave: ends a renewal, not the consumer
-	fetch     session.Fetch  // KindFetch
-	gateway   int            // KindFetch: where the attempt went
-	cancelled bool           // KindFetch: the session cancelled it
-	commit    session.Commit // KindCommit
-	token     string         // KindLeave, KindHeartbeat
-	member    uint64         // KindHeartbeat: the incarnation it was sent for
-	resync    bool           // KindHeartbeat: the attempt in flight said resync
+	initial   bool             // KindJoin: the first join (bounded by request_timeout)
+	carry     *api.JoinRequest // KindJoin: a renewal's rejoin by member id (carryOver)
+	renew     bool             // KindLeave: ends a renewal, not the consumer
+	fetch     session.Fetch    // KindFetch
+	gateway   int              // KindFetch: where the attempt went
+	cancelled bool             // KindFetch: the session cancelled it
+	commit    session.Commit   // KindCommit
+	token     string           // KindLeave, KindHeartbeat; KindJoin carry: the member token it renews
+	member    uint64           // KindHeartbeat, KindJoin carry: the incarnation it was sent for
+	resync    bool             // KindHeartbeat: the attempt in flight said resync
 }
 
 // Driver is one consumer's shell logic.
@@ -279,9 +288,57 @@ func (d *Driver) Tick(now time.Time) []Command {
 	}
 	if !d.renewAt.IsZero() && !now.Before(d.renewAt) {
 		d.renewAt = time.Time{}
-		d.pending = append(d.pending, session.RenewRequested{Now: now})
+		d.carryOver()
 	}
 	return d.flush()
+}
+
+// carryOver starts a renewal (MemberRenew): one rejoin of the active
+// member by its member id with the shell's current credential and its
+// member token as renew_token, answered in carryAnswered. The
+// coordinator renews the member in place: no fence, same epochs, so
+// nothing is read twice (a plain rejoin fences, and the regrant at the
+// last commit re-delivered what was read since). Only when that cannot
+// renew it does the member leave and join anew (renewAnew), where every
+// renewal made the member's partitions move twice (to the others at the
+// leave, back at the join).
+func (d *Driver) carryOver() {
+	member := d.s.Member()
+	if d.s.Status() != session.Active || member.ID == "" {
+		d.renewAnew()
+		return
+	}
+	body := d.cfg.Join
+	body.MemberID, body.RenewToken = member.ID, member.Token
+	d.send(d.newOp(&op{kind: KindJoin, carry: &body, token: member.Token, member: member.Incarnation,
+		deadline: d.now.Add(d.cfg.RequestTimeout)}))
+}
+
+// carryAnswered ends a renewal's rejoin: success (f nil) renews the
+// member's token in place; a refusal, no answer or a token that would
+// not outlive the old renews the member anew. Nothing, when the member
+// is no longer the one it was sent for (removed and joined again
+// meanwhile) or is no longer active (closing, rejoining).
+func (d *Driver) carryAnswered(o *op, f *Failure, resp api.JoinResponse) {
+	d.finish(o)
+	member := d.s.Member()
+	if member.Incarnation != o.member || d.s.Status() != session.Active {
+		return
+	}
+	oldExp, _ := TokenExpiry(o.token)
+	newExp, ok := TokenExpiry(resp.MemberToken)
+	if f != nil || resp.MemberID != member.ID || !ok || !newExp.After(oldExp) {
+		d.renewAnew()
+		return
+	}
+	d.renewAt = renewTime(d.now, resp.MemberToken, d.cfg.MemberRenew)
+	d.pending = append(d.pending, session.MemberRenewed{Now: d.now, Response: resp})
+}
+
+// renewAnew renews the member as a new one: every partition revoked and
+// released, a leave, a join (session.RenewRequested).
+func (d *Driver) renewAnew() {
+	d.pending = append(d.pending, session.RenewRequested{Now: d.now})
 }
 
 // Renewed steps a rejoin of this member by its member id that the shell
@@ -379,8 +436,11 @@ func (d *Driver) send(o *op) {
 	switch o.kind {
 	case KindJoin:
 		s.Join, s.Timeout = &d.cfg.Join, d.cfg.RequestTimeout
-		if o.initial {
+		if o.initial || o.carry != nil {
 			s.Timeout = o.deadline.Sub(d.now)
+		}
+		if o.carry != nil {
+			s.Join = o.carry
 		}
 	case KindHeartbeat:
 		member := d.s.Member()
@@ -440,6 +500,10 @@ func (d *Driver) expire(o *op) {
 func (d *Driver) ended(o *op, f *Failure) {
 	switch o.kind {
 	case KindJoin:
+		if o.carry != nil { // request_timeout passed without an answer
+			d.carryAnswered(o, f, api.JoinResponse{})
+			return
+		}
 		d.join = nil
 		if o.initial {
 			d.out = append(d.out, JoinResult{Err: f.Err})

@@ -20,10 +20,11 @@ func memberToken(exp time.Time) string {
 
 // The member token never outlives the credential, so the driver renews
 // the member MemberRenew before the token's exp (at most half its life
-// left): a RenewRequested at that deadline revokes every partition; the
-// renewal's leave reports no LeaveResult (the consumer goes on) and is
-// followed by a join. Before, nothing renewed the member: its heartbeats
-// met token_expired for ever.
+// left): first a rejoin by its member id (carried over); when the
+// coordinator refuses that (another credential: unknown_member), a
+// RenewRequested revokes every partition; the renewal's leave reports no
+// LeaveResult (the consumer goes on) and is followed by a join. Before,
+// nothing renewed the member: its heartbeats met token_expired for ever.
 func TestDriverRenewsTheMemberBeforeItsTokenExpires(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -49,7 +50,12 @@ func TestDriverRenewsTheMemberBeforeItsTokenExpires(t *testing.T) {
 				t.Fatal("renewed before its time")
 			}
 			now := t0.Add(tc.renewDue)
-			hook, ok := find[session.CallRevoke](d.Tick(now))
+			carry := ofKind(t, d.Tick(now), driver.KindJoin)
+			if carry.Join.MemberID != "m1" {
+				t.Fatalf("the renewal's first join %+v, want a rejoin of m1", carry.Join)
+			}
+			hook, ok := find[session.CallRevoke](d.Answer(driver.Answered{Now: now, Call: carry.Call,
+				Failure: &driver.Failure{Code: api.CodeUnknownMember, Status: 409}}))
 			if !ok || hook.Lost {
 				t.Fatalf("no revoke at the renewal's time (%+v %t)", hook, ok)
 			}
@@ -64,6 +70,99 @@ func TestDriverRenewsTheMemberBeforeItsTokenExpires(t *testing.T) {
 				t.Fatalf("the renewal's leave reported %+v to the consumer", r)
 			}
 			ofKind(t, cmds, driver.KindJoin)
+		})
+	}
+}
+
+// renewable starts a driver renewing 25 s before its member token's exp,
+// joins member m1 (token life 1 h, one partition granted) and returns it
+// with the pending fetch and the renewal's time.
+func renewable(t *testing.T) (*driver.Driver, driver.Send, time.Time) {
+	t.Helper()
+	cfg := config()
+	cfg.MemberRenew = 25 * time.Second
+	d := driver.New(cfg)
+	join := only(t, d.Start(t0), driver.KindJoin)
+	resp := api.JoinResponse{MemberID: "m1", MemberToken: memberToken(t0.Add(time.Hour)), SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000,
+		Grants: []api.Grant{{Topic: "t", Partition: 0, Epoch: 1, Capability: "cap", ExpiresAt: t0.Add(2 * time.Hour).UTC().Format(time.RFC3339)}}}
+	fetch := ofKind(t, d.Answer(driver.Answered{Now: t0, Call: join.Call, Join: resp}), driver.KindFetch)
+	return d, fetch, t0.Add(time.Hour - 25*time.Second)
+}
+
+// A renewal the coordinator carries over (the same credential or a
+// refreshed token of the same identity: its rejoin by member id answered)
+// keeps the member: no partition is revoked, no leave, no new join; the
+// member's token is the new one (the next heartbeat presents it) and the
+// next renewal is due before the new token's exp. Before, every renewal
+// revoked and released every partition, left and joined as a new member,
+// so the group reassigned around it twice per member token.
+func TestDriverCarriesTheMemberOverAtItsRenewal(t *testing.T) {
+	d, _, due := renewable(t)
+	cmds := d.Tick(due)
+	carry := ofKind(t, cmds, driver.KindJoin)
+	if carry.Join.MemberID != "m1" || carry.Join.RenewToken != memberToken(t0.Add(time.Hour)) || len(carry.Join.Topics) == 0 || carry.Token != "" {
+		t.Fatalf("renewal's rejoin %+v (token %q), want member m1, the subscription and the shell's credential", carry.Join, carry.Token)
+	}
+	if _, ok := find[session.CallRevoke](cmds); ok {
+		t.Fatal("revoked at the renewal before the coordinator answered its rejoin")
+	}
+	newToken := memberToken(due.Add(time.Hour))
+	cmds = d.Answer(driver.Answered{Now: due, Call: carry.Call, Join: api.JoinResponse{MemberID: "m1", MemberToken: newToken, SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000}})
+	for _, c := range cmds {
+		switch c := c.(type) {
+		case session.CallRevoke, driver.JoinResult, driver.LeaveResult:
+			t.Fatalf("carried-over renewal gave %T %+v", c, c)
+		case driver.Send:
+			if c.Kind == driver.KindLeave || c.Kind == driver.KindJoin {
+				t.Fatalf("carried-over renewal sent a %v", c.Kind)
+			}
+		}
+	}
+	if got := d.Session().Member().Token; got != newToken {
+		t.Fatalf("member token after the carry-over %q, want the rejoin's", got)
+	}
+	if got, want := d.NextDeadline(), due.Add(time.Hour-25*time.Second); got.After(want) || got.Before(due.Add(time.Second)) {
+		t.Fatalf("next deadline %v after the carry-over, want the next renewal at %v", got.Sub(t0), want.Sub(t0))
+	}
+	if got := d.Session().Assigned(); len(got) != 1 {
+		t.Fatalf("assigned %v after the carry-over, want the partition kept", got)
+	}
+}
+
+// Each way a carry-over cannot renew the member renews it anew instead
+// (every partition revoked, then a leave and a join): a refusal, no
+// answer within request_timeout, an answer for another member, and a
+// token that would not outlive the old one (the same credential near
+// its own exp: carrying over again and again would fence the partitions
+// at ever shorter intervals).
+func TestDriverRenewsAnewWhenTheCarryOverCannot(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command
+	}{
+		{"refused", func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command {
+			return d.Answer(driver.Answered{Now: now, Call: carry.Call, Failure: &driver.Failure{Code: api.CodeUnknownMember, Status: 409}})
+		}},
+		{"unavailable", func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command {
+			return d.Answer(driver.Answered{Now: now, Call: carry.Call, Failure: &driver.Failure{}})
+		}},
+		{"no answer", func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command {
+			return d.Tick(now.Add(carry.Timeout))
+		}},
+		{"another member", func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command {
+			return d.Answer(driver.Answered{Now: now, Call: carry.Call, Join: api.JoinResponse{MemberID: "m2", MemberToken: memberToken(now.Add(time.Hour))}})
+		}},
+		{"no longer", func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command {
+			return d.Answer(driver.Answered{Now: now, Call: carry.Call, Join: api.JoinResponse{MemberID: "m1", MemberToken: memberToken(t0.Add(time.Hour))}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _, due := renewable(t)
+			carry := ofKind(t, d.Tick(due), driver.KindJoin)
+			hook, ok := find[session.CallRevoke](tc.answer(d, carry, due))
+			if !ok || hook.Lost || len(hook.Partitions) != 1 {
+				t.Fatalf("no revoke of the partition after the carry-over failed (%+v %t)", hook, ok)
+			}
 		})
 	}
 }

@@ -211,6 +211,8 @@ func (d *Driver) rejoin() {
 func (d *Driver) joinAnswered(o *op, a Answered) {
 	f := a.Failure
 	switch {
+	case o.carry != nil: // one attempt: on any failure the member renews anew
+		d.carryAnswered(o, f, a.Join)
 	case f == nil:
 		d.finish(o)
 		d.join, d.joined = nil, true

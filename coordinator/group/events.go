@@ -44,6 +44,14 @@ type Join struct {
 	// its ID); ignored with ByMemberToken.
 	Credential    Credential
 	ByMemberToken bool
+	// Renew renews member MemberID in place (the shell verified the
+	// member's current member token, api.JoinRequest.RenewToken): the
+	// rejoin's checks, and the subscription unchanged, but no fence —
+	// the member goes on holding what it holds under the same epochs, as
+	// its own process: whoever holds its member token is the member, and
+	// the fence of a rejoin is for an incarnation that lost its state.
+	// Not with ByMemberToken.
+	Renew bool
 	// Tenant is who a group this join creates counts for
 	// (limits.groups_per_credential bounds the groups a tenant created
 	// that still exist): the stable identity behind the credential, which

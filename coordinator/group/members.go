@@ -148,11 +148,14 @@ func (m *Machine) adoptAssignor(g *group, e Join) bool {
 // rejoin refreshes a known member bound to the join's credential (or
 // named by its own member token): new subscription or session timeout,
 // and every partition it owns fenced and granted to it again under a
-// fresh epoch. A rejoin by anyone else is refused as for an unknown
-// member, so a member id learnt from a capability's sub opens nothing.
+// fresh epoch — unless the join renews it (Join.Renew: its member token
+// was presented too; same subscription, no fence). A rejoin by anyone
+// else is refused as for an unknown member, so a member id learnt from
+// a capability's sub opens nothing.
 func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
 	mem := m.memberOf(e.Group, e.MemberID)
-	if mem == nil || (!e.ByMemberToken && mem.credential.ID != e.Credential.ID) {
+	rebind := mem != nil && e.Renew && mem.credential.ID != e.Credential.ID && sameClient(mem.credential, e)
+	if mem == nil || (!e.ByMemberToken && mem.credential.ID != e.Credential.ID && !rebind) {
 		m.reject(e.Ref, api.CodeUnknownMember, "join: unknown member %q: join without member_id", e.MemberID)
 		return
 	}
@@ -162,6 +165,10 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
 	}
 	if e.ByMemberToken && !sub.equal(mem) {
 		m.reject(e.Ref, api.CodeForbidden, "join: changing the subscription needs the client credential")
+		return
+	}
+	if e.Renew && (e.ByMemberToken || !sub.equal(mem)) {
+		m.reject(e.Ref, api.CodeBadRequest, "join: a renewal (renew_token) keeps the member's subscription and takes a client credential; rejoin without renew_token to change it")
 		return
 	}
 	if more := costOf(e, sub) - mem.charged; !sub.equal(mem) && more > 0 && !m.admitState(e.Ref, "join", more) {
@@ -178,9 +185,55 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
 		m.queueReassign(mem.group)
 	}
 	mem.sessionTimeout = timeout
+	if rebind {
+		m.rebind(mem, e.Credential)
+	}
 	m.putRecord(recordKey{kind: keyMember, first: mem.group.name, other: mem.id}, mem.record())
-	m.refence(mem)
+	if !e.Renew {
+		m.refence(mem)
+	}
 	m.joins = append(m.joins, pendingJoin{ref: e.Ref, member: mem})
+}
+
+// sameClient reports whether a renewal's credential is another token of
+// the OAuth client the member's is (Credential.Tenant, "oauth:<id>",
+// set only for /oauth/token's credentials: each token its own jti, the
+// client the one holder): then the renewal rebinds the member to it. An
+// admin-minted credential is its own tenant (its jti), and an IdP
+// identity's refreshed token has the same ID already, so neither is
+// rebound.
+func sameClient(c Credential, e Join) bool {
+	return c.Tenant != "" && c.Tenant != c.ID && c.Tenant == e.Tenant
+}
+
+// rebind binds mem to credential c (a renewal's, sameClient): denying the
+// old credential no longer ends mem, denying c does. The tenant is the
+// same, so nothing it counts moves.
+func (m *Machine) rebind(mem *member, c Credential) {
+	m.unbindCredential(mem)
+	c.Tenant = mem.credential.Tenant
+	mem.credential = c
+	m.bindCredential(mem)
+}
+
+// bindCredential counts mem among its credential's members (a deny of
+// the credential ends them).
+func (m *Machine) bindCredential(mem *member) {
+	c := m.credentials[mem.credential.ID]
+	if c == nil {
+		c = &credential{members: make(map[*member]struct{})}
+		m.credentials[mem.credential.ID] = c
+	}
+	c.members[mem] = struct{}{}
+}
+
+// unbindCredential undoes bindCredential.
+func (m *Machine) unbindCredential(mem *member) {
+	if c := m.credentials[mem.credential.ID]; c != nil {
+		if delete(c.members, mem); len(c.members) == 0 {
+			delete(m.credentials, mem.credential.ID)
+		}
+	}
 }
 
 // refence revokes every partition mem owns and grants it back to mem under
@@ -223,12 +276,7 @@ func (m *Machine) installMember(mem *member) {
 	if mem.instanceID != "" {
 		g.instances[mem.instanceID] = mem
 	}
-	c := m.credentials[mem.credential.ID]
-	if c == nil {
-		c = &credential{members: make(map[*member]struct{})}
-		m.credentials[mem.credential.ID] = c
-	}
-	c.members[mem] = struct{}{}
+	m.bindCredential(mem)
 	tg := m.tenantGroups[mem.credential.tenant()]
 	if tg == nil {
 		tg = make(map[*group]int)
@@ -355,12 +403,7 @@ func (m *Machine) dropMember(mem *member) {
 	if g.instances[mem.instanceID] == mem {
 		delete(g.instances, mem.instanceID)
 	}
-	if c := m.credentials[mem.credential.ID]; c != nil {
-		delete(c.members, mem)
-		if len(c.members) == 0 {
-			delete(m.credentials, mem.credential.ID)
-		}
-	}
+	m.unbindCredential(mem)
 	if tg := m.tenantGroups[mem.credential.tenant()]; tg != nil {
 		if tg[g]--; tg[g] <= 0 {
 			delete(tg, g)

@@ -1,0 +1,172 @@
+package coordinator_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
+)
+
+// TestRenewKeepsTheMemberInPlace: a join with renew_token (the member's
+// own member token beside its credential) renews the member in place —
+// the SDK's credential renewal. Its id, partitions and epochs stay (no
+// fence: the heartbeat after it revokes nothing), the answer renews the
+// capabilities it holds under their epochs, and the new member token
+// outlives the old. A plain rejoin fences instead: its regrant at the
+// last commit re-delivered whatever the member read since, and a leave
+// and join (the SDK's renewal before) moved the member's partitions to
+// the others and back.
+func TestRenewKeepsTheMemberInPlace(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2})
+	e.cfg.MemberTokenTTL = time.Minute // the credential lives an hour: the token is member_token_ttl's
+	now, advance := testClock()
+	h := e.start(t, coordinator.WithClock(now))
+	cred := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	join := api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000}
+	m := h.join(t, "g", cred, join)
+	before := map[int32]uint64{}
+	for p := range int32(2) {
+		g, ok := m.grant("orders", p)
+		if !ok {
+			t.Fatalf("partition %d not granted at the join", p)
+		}
+		before[p] = g.Epoch
+	}
+	oldExp := claimsOf(t, m.token)["exp"].(float64)
+
+	advance(3 * time.Second)
+	renew := join
+	renew.MemberID, renew.RenewToken = m.id, m.token
+	var resp api.JoinResponse
+	h.call(t, "POST", "/v1/groups/g/join", cred, renew, http.StatusOK, &resp)
+	e.remember(resp.MemberToken)
+	if resp.MemberID != m.id {
+		t.Fatalf("renewal answered member %q, want %q", resp.MemberID, m.id)
+	}
+	if exp := claimsOf(t, resp.MemberToken)["exp"].(float64); exp <= oldExp {
+		t.Fatalf("renewed member token expires at %v, the old one at %v: not renewed", exp, oldExp)
+	}
+	if len(resp.Grants) != 2 {
+		t.Fatalf("renewal answered %d grants, want the member's 2 capabilities renewed", len(resp.Grants))
+	}
+	for _, g := range resp.Grants {
+		e.remember(g.Capability)
+		if g.Epoch != before[g.Partition] {
+			t.Errorf("partition %d: epoch %d after the renewal, %d before: fenced", g.Partition, g.Epoch, before[g.Partition])
+		}
+	}
+	d := h.describe(t, "g")
+	if len(d.Members) != 1 || d.Members[0].ID != m.id {
+		t.Fatalf("members after the renewal %+v, want %s alone", d.Members, m.id)
+	}
+	for _, p := range d.Partitions {
+		if p.Owner != m.id || p.Epoch != before[p.Partition] || p.RevokeStarted != "" {
+			t.Errorf("partition %d after the renewal: %+v, want owned by %s at epoch %d, nothing revoked", p.Partition, p, m.id, before[p.Partition])
+		}
+	}
+}
+
+// TestRenewTokenIsChecked is the attacks on renew_token: it renews only
+// the member whose member token it is, for the credential that member is
+// bound to, with the member's subscription. Another member's token, a
+// credential the member is not bound to (holding a member token does not
+// rebind it), a member token as bearer, an expired or forged token, a
+// revoked member's, a missing member_id and a changed subscription are
+// each refused with nothing renewed.
+func TestRenewTokenIsChecked(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2, "other": 1})
+	now, advance := testClock()
+	h := e.start(t, coordinator.WithClock(now))
+	cred := h.clientCredential(t, []string{"g", "h"}, []string{"orders", "other"})
+	stranger := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	join := api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000}
+	a := h.join(t, "g", cred, join)
+	b := h.join(t, "g", cred, join)
+	elsewhere := h.join(t, "h", cred, join)
+	renewOf := func(memberID, token string) api.JoinRequest {
+		r := join
+		r.MemberID, r.RenewToken = memberID, token
+		return r
+	}
+	const path = "/v1/groups/g/join"
+	h.expectError(t, "POST", path, cred, renewOf(a.id, b.token), http.StatusForbidden, api.CodeForbidden)
+	h.expectError(t, "POST", path, cred, renewOf(a.id, elsewhere.token), http.StatusForbidden, api.CodeForbidden)
+	h.expectError(t, "POST", path, stranger, renewOf(a.id, a.token), http.StatusConflict, api.CodeUnknownMember)
+	h.expectError(t, "POST", path, a.token, renewOf(a.id, a.token), http.StatusBadRequest, api.CodeBadRequest)
+	h.expectError(t, "POST", path, cred, renewOf("", a.token), http.StatusBadRequest, api.CodeBadRequest)
+	h.expectError(t, "POST", path, cred, renewOf(a.id, "not.a.token"), http.StatusUnauthorized, api.CodeUnauthorized)
+	h.expectError(t, "POST", path, cred, renewOf(a.id, cred), http.StatusUnauthorized, api.CodeUnauthorized)
+	changed := renewOf(a.id, a.token)
+	changed.Topics = []string{"orders", "other"}
+	h.expectError(t, "POST", path, cred, changed, http.StatusBadRequest, api.CodeBadRequest)
+
+	var out coordinator.MemberRevokeResponse
+	h.call(t, "POST", "/v1/admin/groups/g/members/"+b.id+"/revoke", e.adminToken, nil, http.StatusOK, &out)
+	h.expectError(t, "POST", path, cred, renewOf(b.id, b.token), http.StatusConflict, api.CodeUnknownMember)
+
+	exp := claimsOf(t, a.token)["exp"].(float64)
+	advance(time.Unix(int64(exp), 0).Sub(now()) + time.Second)
+	h.expectError(t, "POST", path, cred, renewOf(a.id, a.token), http.StatusUnauthorized, api.CodeTokenExpired)
+}
+
+// TestRenewRebindsAnOAuthClientsMember: each /oauth/token credential has
+// its own jti, so a member joined with one could not be renewed with the
+// next (the rejoin is bound to the credential) and left and joined anew.
+// A renewal with another token of the same OAuth client rebinds the
+// member to it: denying the old token no longer ends the member, denying
+// the new one does. An admin-minted credential is its own tenant, so
+// another one — of the same name — cannot renew a member of it (holding
+// the member token does not change whom the member belongs to), nor can
+// another OAuth client's token.
+func TestRenewRebindsAnOAuthClientsMember(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2})
+	h := e.start(t)
+	token := func(c coordinator.OAuthClientCreated) string {
+		status, body, _ := tokenRequest(t, h, clientCredentialsForm(), []string{c.ClientID, c.ClientSecret})
+		if status != http.StatusOK {
+			t.Fatalf("token: %d %v", status, body)
+		}
+		e.remember(body["access_token"].(string))
+		return body["access_token"].(string)
+	}
+	billing := createOAuthClient(t, h, "billing", []string{"g"})
+	other := createOAuthClient(t, h, "other", []string{"g"})
+	first, second := token(billing), token(billing)
+	join := api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000}
+	m := h.join(t, "g", first, join)
+	renew := join
+	renew.MemberID, renew.RenewToken = m.id, m.token
+
+	h.expectError(t, "POST", "/v1/groups/g/join", token(other), renew, http.StatusConflict, api.CodeUnknownMember)
+	var resp api.JoinResponse
+	h.call(t, "POST", "/v1/groups/g/join", second, renew, http.StatusOK, &resp)
+	e.remember(resp.MemberToken)
+	if resp.MemberID != m.id {
+		t.Fatalf("renewal answered member %q, want %q", resp.MemberID, m.id)
+	}
+	revoke := func(credential string) {
+		jti := claimsOf(t, credential)["jti"].(string)
+		h.call(t, "POST", "/v1/admin/capabilities/"+jti+"/revoke", e.adminToken, coordinator.DenyRequest{}, http.StatusOK, nil)
+	}
+	members := func() int { return len(h.describe(t, "g").Members) }
+	revoke(first)
+	if n := members(); n != 1 {
+		t.Fatalf("denying the credential the member was renewed away from ended it (%d members)", n)
+	}
+	revoke(second)
+	eventually(t, func() string {
+		if n := members(); n != 0 {
+			return fmt.Sprintf("%d members after denying the credential the member was renewed onto", n)
+		}
+		return ""
+	})
+
+	admin := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	sameName := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	a := h.join(t, "g", admin, join)
+	renew.MemberID, renew.RenewToken = a.id, a.token
+	h.expectError(t, "POST", "/v1/groups/g/join", sameName, renew, http.StatusConflict, api.CodeUnknownMember)
+}

@@ -1,0 +1,75 @@
+package sdk_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/sdk"
+)
+
+// TestRenewalCarriesTheMemberOver: member tokens last 4 s here
+// (member_token_ttl), while the credential both consumers joined with
+// lasts far longer — as a long-lived credential meets the coordinator's
+// 24 h member_token_ttl, or a refreshed IdP token of the same subject
+// meets the old one's exp. Each renewal is a rejoin by member id with
+// that credential, which the coordinator takes: the member keeps its id
+// and partitions and nothing in the group moves. Before, each renewal
+// released every partition, left and joined as a new member: the other
+// member was granted the renewing member's partitions at the leave and
+// gave some back at the join, twice per member token per member.
+func TestRenewalCarriesTheMemberOver(t *testing.T) {
+	t.Parallel()
+	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 4,
+		CoordinatorConfig: func(cfg *coordinator.Config) { cfg.MemberTokenTTL = 4 * time.Second }})
+	load := c.StartLoad(t, sdk.LoadOptions{Interval: 10 * time.Millisecond})
+	opts := sdk.MemberOptions{Group: "carry", CommitInterval: 200 * time.Millisecond}
+	opts.Name = "m1"
+	m1 := c.NewMember(t, opts)
+	opts.Name = "m2"
+	m2 := c.NewMember(t, opts)
+	members := []*sdk.Member{m1, m2}
+	sdk.Eventually(t, wait, "the group settled: two partitions each", func() (bool, string) {
+		return len(m1.Assigned()) == 2 && len(m2.Assigned()) == 2, ""
+	})
+	held := map[*sdk.Member][]int32{m1: m1.Assigned(), m2: m2.Assigned()}
+	settled := time.Now()
+	joins := map[*sdk.Member]int{m1: m1.Transport.Calls("join"), m2: m2.Transport.Calls("join")}
+	sdk.Eventually(t, 30*time.Second, "three renewals of each member", func() (bool, string) {
+		for _, m := range members {
+			if m.Transport.Calls("join")-joins[m] < 3 || m.PollErr() != nil {
+				return false, ""
+			}
+		}
+		return true, ""
+	})
+	load.Stop()
+	end := c.LogEnd(t)
+	ledger := sdk.WaitDelivered(t, wait, end, m1, m2)
+	ledger.ExactlyOnce(t, end)
+	ledger.Exclusive(t, c.Partitions)
+	for _, m := range members {
+		if err := m.PollErr(); err != nil {
+			t.Fatalf("%s failed: %v", m.Name, err)
+		}
+		if n := m.Transport.Calls("leave"); n != 0 {
+			t.Errorf("%s left %d times renewing its member, want carried over", m.Name, n)
+		}
+		for _, h := range m.Hooks() {
+			if h.At.Before(settled) {
+				continue
+			}
+			for _, p := range h.Partitions {
+				if !slices.Contains(held[m], p) {
+					t.Errorf("%s: %s of partition %d at +%v: the group reassigned around a renewal (held %v)",
+						m.Name, h.Kind, p, h.At.Sub(settled).Round(time.Millisecond), held[m])
+				}
+			}
+			if h.Kind == sdk.HookLost {
+				t.Errorf("%s lost %v at +%v", m.Name, h.Partitions, h.At.Sub(settled))
+			}
+		}
+	}
+	t.Logf("%d + %d renewals, %d records delivered once each", m1.Transport.Calls("join")-joins[m1], m2.Transport.Calls("join")-joins[m2], ledger.Count())
+}
