@@ -1,30 +1,67 @@
 package sdk_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/client"
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/sdk"
+	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/identity/idptest"
 )
 
 // TestRenewalCarriesTheMemberOver: member tokens last 4 s here
 // (member_token_ttl), while the credential both consumers joined with
 // lasts far longer — as a long-lived credential meets the coordinator's
-// 24 h member_token_ttl, or a refreshed IdP token of the same subject
-// meets the old one's exp. Each renewal is a rejoin by member id with
-// that credential, which the coordinator takes: the member keeps its id
-// and partitions and nothing in the group moves. Before, each renewal
-// released every partition, left and joined as a new member: the other
-// member was granted the renewing member's partitions at the leave and
-// gave some back at the join, twice per member token per member.
+// 24 h member_token_ttl. Each renewal is a rejoin by member id with
+// that credential and the member token (renew_token), which the
+// coordinator takes: the member keeps its id, partitions and epochs and
+// nothing in the group moves. Before, each renewal released every
+// partition, left and joined as a new member: the other member was
+// granted the renewing member's partitions at the leave and gave some
+// back at the join, twice per member token per member.
 func TestRenewalCarriesTheMemberOver(t *testing.T) {
 	t.Parallel()
 	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 4,
 		CoordinatorConfig: func(cfg *coordinator.Config) { cfg.MemberTokenTTL = 4 * time.Second }})
+	carriedOver(t, c, "carry", sdk.MemberOptions{})
+}
+
+// TestIdPRenewalCarriesTheMemberOver: the same with tokens of an IdP that
+// last 4 s each, a fresh one from the consumers' credential source at
+// every renewal — the identity (issuer and subject) is the member's, so
+// each renewal is carried over as well.
+func TestIdPRenewalCarriesTheMemberOver(t *testing.T) {
+	t.Parallel()
+	idp := idptest.New(t, "ES256")
+	oidc := identity.DefaultConfig()
+	oidc.Issuers = []identity.IssuerConfig{{
+		Issuer: idp.URL, CAFile: idp.CAFile, Audiences: []string{"capgate"},
+		Rules: []identity.Rule{{Claim: "groups", Value: "billing", Groups: []string{"billing-*"}, Topics: []string{"orders"}}},
+	}}
+	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 4,
+		CoordinatorConfig: func(cfg *coordinator.Config) { cfg.OIDC = oidc }})
+	source := func(context.Context) (string, error) {
+		now := time.Now()
+		return idp.Token(idptest.Claims{"sub": "svc-billing", "aud": "capgate", "groups": []string{"billing"},
+			"iat": now.Unix(), "exp": now.Add(4 * time.Second).Unix()}), nil
+	}
+	carriedOver(t, c, "billing-eu", sdk.MemberOptions{Options: []client.Option{client.WithCredentialSource(source)},
+		Configure: func(cfg *client.Config) {
+			cfg.Credential = "" // the source's
+			cfg.CapabilityExpiryMargin = 300 * time.Millisecond
+		}})
+}
+
+// carriedOver runs two members of group with opts, waits for three
+// renewals of each and checks that none left, no partition moved between
+// them and every record was delivered once.
+func carriedOver(t *testing.T, c *sdk.Cluster, group string, opts sdk.MemberOptions) {
 	load := c.StartLoad(t, sdk.LoadOptions{Interval: 10 * time.Millisecond})
-	opts := sdk.MemberOptions{Group: "carry", CommitInterval: 200 * time.Millisecond}
+	opts.Group, opts.CommitInterval = group, 200*time.Millisecond
 	opts.Name = "m1"
 	m1 := c.NewMember(t, opts)
 	opts.Name = "m2"
