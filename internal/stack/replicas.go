@@ -110,6 +110,20 @@ func (co *Coordinator) Role(ctx context.Context) (leader.Role, string, error) {
 	return leader.Follower, ready.Leader, nil
 }
 
+// roleWait bounds Leader's question to one replica: a paused one
+// (SIGSTOP) accepts the connection and never answers, and with the
+// stack's HTTP timeout (30 s) every CoordinatorURL — a member's start, a
+// client configuration — waited that long (e2e/ha's zombie tests took
+// 35 s for it).
+const roleWait = time.Second
+
+// roleWithin is Role asked within d.
+func (co *Coordinator) roleWithin(ctx context.Context, d time.Duration) (leader.Role, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return co.Role(ctx)
+}
+
 // running says whether the coordinator was started and not stopped.
 func (co *Coordinator) running() bool {
 	co.mu.Lock()
@@ -130,7 +144,7 @@ func (s *Stack) Leader(ctx context.Context) *Coordinator {
 			continue
 		}
 		running++
-		role, hint, err := co.Role(ctx)
+		role, hint, err := co.roleWithin(ctx, roleWait)
 		switch {
 		case err != nil:
 			return nil
