@@ -211,7 +211,7 @@ func driverConfig(cfg Config, o options) driver.Config {
 			TopicPattern: cfg.TopicPattern, SessionTimeoutMs: cfg.SessionTimeout.Milliseconds(), Assignor: cfg.Assignor,
 		},
 		Gateways: len(cfg.Gateways), HeartbeatWait: cfg.HeartbeatWait, FetchMaxWait: cfg.FetchMaxWait,
-		RequestTimeout: cfg.RequestTimeout, RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax,
+		RequestTimeout: cfg.RequestTimeout, Replicas: len(cfg.coordinatorList()) > 1, RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax,
 		MemberRenew: cfg.RevokeTimeout + 2*cfg.RequestTimeout,
 		Session: session.Config{
 			BufferMaxBytes: cfg.BufferMaxBytes, FetchMaxBytes: cfg.FetchMaxBytes,

@@ -16,10 +16,14 @@ type Config struct {
 	// new member with the same instance id).
 	Join api.JoinRequest
 	// Gateways is how many gateways a fetch may go to (indexes 0..n-1).
-	Gateways        int
-	HeartbeatWait   time.Duration
-	FetchMaxWait    time.Duration
-	RequestTimeout  time.Duration
+	Gateways       int
+	HeartbeatWait  time.Duration
+	FetchMaxWait   time.Duration
+	RequestTimeout time.Duration
+	// Replicas: the coordinator is several replicas (more than one URL);
+	// a heartbeat one holds without answering well past its wait is
+	// given up early (heartbeatTimeout) and the next is asked.
+	Replicas        bool
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
 	Session         session.Config
@@ -447,7 +451,7 @@ func (d *Driver) send(o *op) {
 		o.member, s.Token = member.Incarnation, member.Token
 		s.Wait = d.s.HeartbeatWait(d.now, d.cfg.HeartbeatWait)
 		o.resync, s.Resync = d.resync, d.resync
-		s.Timeout = s.Wait + d.cfg.RequestTimeout
+		s.Timeout = s.Wait + d.heartbeatMargin()
 	case KindFetch:
 		o.gateway = d.gateway
 		s.Token, s.Fetch, s.Gateway = o.fetch.Capability, &o.fetch, o.gateway
@@ -459,6 +463,29 @@ func (d *Driver) send(o *op) {
 		s.Token, s.Timeout = o.token, o.deadline.Sub(d.now)
 	}
 	d.out = append(d.out, s)
+}
+
+// heartbeatMargin is how long a heartbeat attempt may take beyond its
+// wait. A coordinator answers a held heartbeat by the wait; with
+// replicas, one silent well past it is gone while its socket stays open
+// (SIGSTOP, a frozen host, a network that swallows bytes: nothing is
+// refused), and the member must reach the standby that took over before
+// the session the standby gave it — session_timeout from the takeover —
+// runs out. Waiting request_timeout (10 s by default, 13 s with the
+// wait) lost every member its session there (session 10 s after a
+// takeover of ~1.5 s): e2e/ha's TestLeaderPausedMembersKeepSessions. So
+// the margin is half of what session_timeout leaves after two waits, at
+// least 250 ms, at most request_timeout; a slow leader's answer given up
+// this way is only a retry (a lost heartbeat answer is resent: resync).
+// Timing decides only whom the member asks, never what it may read.
+// With one coordinator there is nobody else to ask: request_timeout.
+func (d *Driver) heartbeatMargin() time.Duration {
+	if !d.cfg.Replicas {
+		return d.cfg.RequestTimeout
+	}
+	session := time.Duration(d.cfg.Join.SessionTimeoutMs) * time.Millisecond
+	margin := (session - 2*d.cfg.HeartbeatWait) / 2
+	return min(max(margin, 250*time.Millisecond), d.cfg.RequestTimeout)
 }
 
 func (d *Driver) commitBody(c session.Commit) *api.CommitRequest {

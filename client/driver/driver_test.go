@@ -283,3 +283,29 @@ func TestTLSRefusalFailsFast(t *testing.T) {
 		t.Fatalf("after connection refused: %+v, want a retry after a backoff", cmds)
 	}
 }
+
+// TestHeartbeatMarginWithReplicas: with one coordinator a heartbeat may
+// take request_timeout beyond its wait; with replicas only half of what
+// the session leaves after two waits (≥ 250 ms, ≤ request_timeout), so
+// a member whose heartbeat a silent replica holds asks the next one in
+// time to keep its session at the standby that took over.
+func TestHeartbeatMarginWithReplicas(t *testing.T) {
+	for _, c := range []struct {
+		replicas bool
+		session  time.Duration
+		want     time.Duration // beyond the wait
+	}{
+		{false, 10 * time.Second, 10 * time.Second},
+		{true, 10 * time.Second, 2 * time.Second}, // the SDK's defaults: (10 − 2×3) / 2
+		{true, 5 * time.Second, 250 * time.Millisecond},
+		{true, time.Minute, 10 * time.Second},
+	} {
+		cfg := config()
+		cfg.Replicas, cfg.Join.SessionTimeoutMs = c.replicas, c.session.Milliseconds()
+		_, cmds := joined(t, cfg, 1)
+		hb := ofKind(t, cmds, driver.KindHeartbeat)
+		if got := hb.Timeout - hb.Wait; got != c.want {
+			t.Errorf("replicas %t, session %s: heartbeat timeout %s = wait %s + %s, want + %s", c.replicas, c.session, hb.Timeout, hb.Wait, got, c.want)
+		}
+	}
+}

@@ -167,3 +167,21 @@ func roleOf(c *harness.Cluster, co *harness.Coordinator) (role, hint string, err
 	}
 	return ready.Role, ready.Leader, nil
 }
+
+// gapBetween is consumer's longest time within [from, to] without a
+// fetch answered 200 (answer to answer, the edges included).
+func gapBetween(s harness.Snapshot, consumer string, from, to harness.Time) time.Duration {
+	var dones []harness.Time
+	for _, f := range s.ClientFetches {
+		if f.Consumer == consumer && f.Status == 200 && f.Done >= from && f.Done <= to {
+			dones = append(dones, f.Done)
+		}
+	}
+	slices.Sort(dones)
+	last, gap := from, time.Duration(0)
+	for _, d := range dones {
+		gap = max(gap, time.Duration(d-last))
+		last = d
+	}
+	return max(gap, time.Duration(to-last))
+}

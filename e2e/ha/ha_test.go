@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,27 +23,85 @@ import (
 // follower, nothing is lost and every checker holds.
 func TestLeaderKill9(t *testing.T) {
 	t.Parallel()
-	const group = "ha-kill"
-	c := startHA(t, group, nil)
+	leaderFails(t, "ha-kill", false)
+}
+
+// TestLeaderPausedMembersKeepSessions is TestLeaderKill9 with the leader
+// paused (SIGSTOP: a frozen host, or a network that swallows its bytes —
+// its sockets stay open, nothing is refused) and resumed once the
+// members are back (it steps down, fenced). The members' heartbeats held
+// by the paused replica get no answer; they must reach the standby that
+// took over before the session it gave them (session_timeout from the
+// takeover) runs out. Before, a heartbeat at a silent replica waited
+// heartbeat_wait + request_timeout (11 s here, 13 s with the SDK's
+// defaults) before the member tried the next replica: the new leader had
+// expired both members (session 5 s from the takeover, 10 s by default),
+// fenced every partition, and the members read nothing for ~5.4 s,
+// rejoined and read again what they had not committed.
+func TestLeaderPausedMembersKeepSessions(t *testing.T) {
+	t.Parallel()
+	leaderFails(t, "ha-paused-sessions", true)
+}
+
+// leaderFails kills (-9) or pauses the leading replica while two members
+// with the SDK's default request_timeout (10 s) read a steady stream:
+// a standby takes over, both members keep their sessions (no rejoin, no
+// revoke, the same ownership), no fetch is answered 503, nothing is lost,
+// every checker holds. The killed replica restarts as a follower; the
+// paused one resumes and steps down. The members' longest time without a
+// fetch answered 200 is logged (BenchmarkFailoverGap measures it).
+func leaderFails(t *testing.T, group string, pause bool) {
+	var tune []func(*coordinator.Config)
+	if pause {
+		// As TestZombieLeader: a write in flight at SIGSTOP gets its
+		// outcome from the broker (fenced), not from its own timeout.
+		tune = append(tune, func(cfg *coordinator.Config) { cfg.KafkaState.Timeout = 5 * time.Minute })
+	}
+	c := startHA(t, group, nil, tune...)
 	prod := c.StartProducer(t, produceEvery)
-	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
-	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
+	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group, RequestTimeout: 10 * time.Second})
+	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group, RequestTimeout: 10 * time.Second})
 	before := c.WaitSettled(t, group, 2)
 	c.WaitFlowing(t, group, 100)
+	ids := []string{a.MemberID(), b.MemberID()}
 
 	old := leaderAmong(t, c)
 	since := harness.Now()
-	old.Kill(t)
+	if pause {
+		old.Pause(t)
+	} else {
+		old.Kill(t)
+	}
 	next := leaderAmong(t, c, old)
-	t.Logf("%s killed, %s took over", old.Name, next.Name)
+	took := time.Duration(harness.Now() - since)
 	heartbeatsAfter(t, c, since, a, b)
+	t.Logf("%s %s, %s took over after %s, both members heartbeat it after %s", old.Name, map[bool]string{false: "killed", true: "paused"}[pause],
+		next.Name, took.Round(time.Millisecond), time.Duration(harness.Now()-since).Round(time.Millisecond))
 	c.WaitFlowing(t, group, 200)
+	if got := []string{a.MemberID(), b.MemberID()}; !slices.Equal(got, ids) {
+		t.Errorf("members rejoined across the takeover: %v → %v (their sessions expired)", ids, got)
+	}
 	if after := c.WaitSettled(t, group, 2); !sameOwners(before, after) {
 		t.Errorf("ownership changed across the takeover: %v → %v (members had to rejoin?)", before, after)
 	}
-	old.Restart(t)
+	if pause {
+		resumed := harness.Now()
+		old.Resume(t)
+		stepDown(t, c, old, resumed)
+	} else {
+		old.Restart(t)
+	}
 	c.WaitFlowing(t, group, 100)
+	end := harness.Now()
 	s := c.Finish(t, prod, group)
+	for _, r := range s.Revokes {
+		if r.At >= since && slices.Contains(ids, r.Member) {
+			t.Errorf("%s revoked from %s at %s (%s after the fault)", r.Key, r.Member, r.At, time.Duration(r.At-since))
+		}
+	}
+	for _, m := range []*harness.Member{a, b} {
+		t.Logf("%s: longest time without a fetch answered 200 since the fault: %s", m.Name, gapBetween(s, m.Name, since, end).Round(time.Millisecond))
+	}
 	no503(t, s, since)
 }
 

@@ -36,6 +36,9 @@ type MemberOptions struct {
 	Gateways []string
 	// PrintSecrets puts capabilities and member tokens into the lines.
 	PrintSecrets bool
+	// RequestTimeout overrides the stack's request_timeout (5 s; the
+	// SDK's default is 10 s).
+	RequestTimeout time.Duration
 }
 
 // ConsumerConfig is the configuration a consumer with opts runs with.
@@ -52,6 +55,9 @@ func (c *Cluster) ConsumerConfig(t testing.TB, opts MemberOptions) ConsumerConfi
 		for _, co := range c.Replicas[1:] {
 			cc.CoordinatorURLs = append(cc.CoordinatorURLs, co.URL)
 		}
+	}
+	if opts.RequestTimeout > 0 {
+		cc.RequestTimeout = opts.RequestTimeout
 	}
 	if opts.SessionTimeout > 0 {
 		cc.SessionTimeout = opts.SessionTimeout
