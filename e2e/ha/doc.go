@@ -7,12 +7,30 @@
 // takeover and resume it, and cut it off from Kafka while its clients
 // still reach it (stack.KafkaCut); every checker of e2e/harness must hold
 // over the whole run and no gateway may answer 503 (DESIGN §9: a single
-// replica's death never stops a fetch).
+// replica's death never stops a fetch). More faults (chaos5):
+//   - the leader killed at each step of a handoff (handoff_test.go), and
+//     with an admin revoke, lease or offset reset in flight — persisted,
+//     fenced at every gateway, not completed (admin_kill_test.go);
+//   - the leader paused while members with the SDK's default
+//     request_timeout read on: they keep their sessions
+//     (TestLeaderPausedMembersKeepSessions); a paused leader handed a
+//     sync poll and an admin lease while it sleeps answers neither with
+//     what it cannot persist, and gateways keep refusing what the new
+//     leader fenced (zombie_test.go);
+//   - one gateway cut off from every replica (its proxies swallow every
+//     byte) while a handoff runs and the leader is killed in it
+//     (gatewaycut_test.go);
+//   - the Kafka leaders of the state log, its snapshots and the data
+//     topic moved, the transaction coordinators moved, and the broker
+//     leading the state log removed, during handoffs (kafka_test.go).
 //
 // BenchmarkFailover (failover_bench_test.go) measures the takeover and
 // what clients see, side by side with today's single coordinator in the
-// same run (BENCHMARKS.md §9).
+// same run (BENCHMARKS.md §9); BenchmarkFailoverGap (gap_bench_test.go)
+// the members' longest time without a fetch answered 200 across a kill
+// or a pause of the leader, at seeded moments.
 //
 //	go test ./e2e/ha/ -v
 //	go test ./e2e/ha/ -run '^$' -bench Failover -benchtime 1x
+//	CAPGATE_FAILOVER_SEED=7 go test ./e2e/ha/ -run '^$' -bench FailoverGap -benchtime 1x
 package ha
