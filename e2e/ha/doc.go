@@ -18,8 +18,9 @@
 //     what it cannot persist, and gateways keep refusing what the new
 //     leader fenced (zombie_test.go);
 //   - one gateway cut off from every replica (its proxies swallow every
-//     byte) while a handoff runs and the leader is killed in it
-//     (gatewaycut_test.go);
+//     byte) while a handoff runs and the leader is killed in it; one
+//     killed holding fences it applied but had not acknowledged, the
+//     leader killed too, the gateway restarted (gatewaycut_test.go);
 //   - the Kafka leaders of the state log, its snapshots and the data
 //     topic moved, the transaction coordinators moved, and the broker
 //     leading the state log removed, during handoffs (kafka_test.go).

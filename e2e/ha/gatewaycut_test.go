@@ -62,3 +62,57 @@ func TestGatewayCutOffDuringTakeover(t *testing.T) {
 	// sync_timeout: that is its promise. The other one never may.
 	no503(t, other, at)
 }
+
+// TestGatewayRestartHoldingRevocations stops a handoff where every
+// gateway applied the moved partitions' fences but no ack reached the
+// leader (the SyncTaps hold them), then kills one gateway (-9) and the
+// leader, and restarts the gateway: it comes back with an empty view and
+// must not serve the old holder's capabilities — it refuses everything
+// until its first sync with the standby that took over, whose snapshot
+// carries the fences. The handoff completes under the standby; a's
+// fenced capabilities are refused at both gateways, every checker
+// holds, and the gateway that stayed up never answers 503.
+func TestGatewayRestartHoldingRevocations(t *testing.T) {
+	t.Parallel()
+	const group = "ha-gw-restart"
+	c := startHA(t, group, nil)
+	prod := c.StartProducer(t, produceEvery)
+	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group, PrintSecrets: true})
+	c.WaitSettled(t, group, 1)
+	c.WaitFlowing(t, group, 100)
+
+	releaseA := c.HoldFor(a, harness.BeforeGatewayAck, group)
+	defer releaseA()
+	started := harness.Now()
+	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
+	moving := c.WaitRevoked(t, a.MemberID(), started, 3)
+	c.WaitStep(t, harness.BeforeGatewayAck, a.MemberID(), moving, started)
+	fenced := a.Capabilities()
+	gw := c.Gateways()[0]
+	gw.Kill()
+	killed, next, at := killLeader(t, c)
+	gw.Restart(t)
+	releaseA()
+	gw.WaitReady(t, harness.Wait)
+	t.Logf("%s killed holding the fences of %v unacknowledged, %s killed, %s took over, %s back", gw.ID, moving, killed.Name, next.Name, gw.ID)
+
+	own := c.WaitSettled(t, group, 2)
+	for _, k := range moving {
+		if !slices.Contains(own[b.MemberID()], k.Partition) {
+			t.Errorf("%s owned by %v after the takeover, want b", k, own)
+		}
+		mustBeRefused(t, c, k.Partition, fenced[k.Partition], "a's fenced")
+	}
+	c.WaitFlowing(t, group, 100)
+	killed.Restart(t)
+	s := c.Finish(t, prod, group)
+	var other harness.Snapshot
+	for _, f := range s.ClientFetches {
+		if f.Gateway != gw.URL {
+			other.ClientFetches = append(other.ClientFetches, f)
+		}
+	}
+	// The restarted gateway answers 503 not_ready until its first sync:
+	// that is its promise. The other one never may.
+	no503(t, other, at)
+}
