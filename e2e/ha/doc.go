@@ -32,6 +32,6 @@
 // or a pause of the leader, at seeded moments.
 //
 //	go test ./e2e/ha/ -v
-//	go test ./e2e/ha/ -run '^$' -bench Failover -benchtime 1x
+//	go test ./e2e/ha/ -run '^$' -bench 'Failover$' -benchtime 1x
 //	CAPGATE_FAILOVER_SEED=7 go test ./e2e/ha/ -run '^$' -bench FailoverGap -benchtime 1x
 package ha
