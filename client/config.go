@@ -67,10 +67,12 @@ type Config struct {
 	FetchMaxWait time.Duration `yaml:"fetch_max_wait"`
 	// RequestTimeout bounds one request beyond its own wait (heartbeat
 	// wait, fetch wait), including its retries. With several coordinator
-	// URLs a heartbeat gets less: half of what SessionTimeout leaves after
-	// two HeartbeatWaits (at least 250 ms), so a replica silent with its
+	// URLs a heartbeat attempt gets less beyond its wait, and so does a
+	// commit attempt: half of what SessionTimeout leaves after two
+	// HeartbeatWaits (at least 250 ms), so a replica silent with its
 	// socket open (frozen, partitioned) cannot hold it past the session
-	// the replica that took over gave the member.
+	// the replica that took over gave the member, nor hold a release
+	// until the handoff gives up on it.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// Raw fetches raw Kafka record batches and decodes them here (the
 	// default: the gateway passes Kafka's batches through untouched)

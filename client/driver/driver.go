@@ -459,6 +459,14 @@ func (d *Driver) send(o *op) {
 	case KindCommit:
 		s.Token, s.Commit = o.commit.Token, d.commitBody(o.commit)
 		s.Timeout = o.deadline.Sub(d.now)
+		if d.cfg.Replicas {
+			// Answered after one log transaction: an attempt silent past
+			// the margin is at a silent replica, and the retry goes to
+			// the next (heartbeatMargin). A commit sent twice is the same
+			// offsets twice; a release landed twice is refused the second
+			// time, as any late release.
+			s.Timeout = min(s.Timeout, d.heartbeatMargin())
+		}
 	case KindLeave:
 		s.Token, s.Timeout = o.token, o.deadline.Sub(d.now)
 	}
@@ -478,7 +486,10 @@ func (d *Driver) send(o *op) {
 // least 250 ms, at most request_timeout; a slow leader's answer given up
 // this way is only a retry (a lost heartbeat answer is resent: resync).
 // Timing decides only whom the member asks, never what it may read.
-// With one coordinator there is nobody else to ask: request_timeout.
+// A commit attempt gets the same (a release held by a silent replica
+// for request_timeout failed unanswered, and the handoff waited for its
+// handoff_timeout: TestLeaderPausedReleaseLands). With one coordinator
+// there is nobody else to ask: request_timeout.
 func (d *Driver) heartbeatMargin() time.Duration {
 	if !d.cfg.Replicas {
 		return d.cfg.RequestTimeout

@@ -285,10 +285,11 @@ func TestTLSRefusalFailsFast(t *testing.T) {
 }
 
 // TestHeartbeatMarginWithReplicas: with one coordinator a heartbeat may
-// take request_timeout beyond its wait; with replicas only half of what
-// the session leaves after two waits (≥ 250 ms, ≤ request_timeout), so
-// a member whose heartbeat a silent replica holds asks the next one in
-// time to keep its session at the standby that took over.
+// take request_timeout beyond its wait, a commit attempt request_timeout;
+// with replicas only half of what the session leaves after two waits
+// (≥ 250 ms, ≤ request_timeout), so a member whose heartbeat or release
+// a silent replica holds asks the next one in time (its session at the
+// standby that took over, its handoff).
 func TestHeartbeatMarginWithReplicas(t *testing.T) {
 	for _, c := range []struct {
 		replicas bool
@@ -302,10 +303,17 @@ func TestHeartbeatMarginWithReplicas(t *testing.T) {
 	} {
 		cfg := config()
 		cfg.Replicas, cfg.Join.SessionTimeoutMs = c.replicas, c.session.Milliseconds()
-		_, cmds := joined(t, cfg, 1)
+		d, cmds := joined(t, cfg, 1)
 		hb := ofKind(t, cmds, driver.KindHeartbeat)
 		if got := hb.Timeout - hb.Wait; got != c.want {
 			t.Errorf("replicas %t, session %s: heartbeat timeout %s = wait %s + %s, want + %s", c.replicas, c.session, hb.Timeout, hb.Wait, got, c.want)
+		}
+		// A commit attempt gets the margin too (no wait of its own).
+		fetch := ofKind(t, cmds, driver.KindFetch)
+		d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Fetched: driver.Fetched{Records: 1, Bytes: 10, Next: 1}})
+		d.User(session.Polled{Now: t0})
+		if commit := ofKind(t, d.User(session.CommitRequested{Now: t0, Ticket: 1}), driver.KindCommit); commit.Timeout != c.want {
+			t.Errorf("replicas %t, session %s: commit attempt timeout %s, want %s", c.replicas, c.session, commit.Timeout, c.want)
 		}
 	}
 }

@@ -13,10 +13,11 @@
 //     fenced at every gateway, not completed (admin_kill_test.go);
 //   - the leader paused while members with the SDK's default
 //     request_timeout read on: they keep their sessions
-//     (TestLeaderPausedMembersKeepSessions); a paused leader handed a
-//     sync poll and an admin lease while it sleeps answers neither with
-//     what it cannot persist, and gateways keep refusing what the new
-//     leader fenced (zombie_test.go);
+//     (TestLeaderPausedMembersKeepSessions), and a release held by it
+//     lands at the standby (TestLeaderPausedReleaseLands); a paused
+//     leader handed a sync poll and an admin lease while it sleeps
+//     answers neither with what it cannot persist, and gateways keep
+//     refusing what the new leader fenced (zombie_test.go);
 //   - one gateway cut off from every replica (its proxies swallow every
 //     byte) while a handoff runs and the leader is killed in it; one
 //     killed holding fences it applied but had not acknowledged, the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"testing"
 	"time"
 
@@ -149,5 +150,53 @@ func TestZombieLeaderIsNotHonoured(t *testing.T) {
 	}
 	c.WaitFlowing(t, group, 100)
 	s := c.Finish(t, prod, group)
+	no503(t, s, since)
+}
+
+// TestLeaderPausedReleaseLands: member a is told to give three
+// partitions to b; its release commits are held until the leader is
+// paused (SIGSTOP), so they go to the silent replica. They must still
+// land — at the standby that takes over — within the SDK's
+// request_timeout (10 s, the default): a clean handoff, nothing read
+// twice. Before, one commit attempt at a silent replica took the whole
+// request_timeout, so the release failed unanswered and the handoff fell
+// back to handoff_timeout with the uncommitted records read again.
+func TestLeaderPausedReleaseLands(t *testing.T) {
+	t.Parallel()
+	const group = "ha-paused-release"
+	c := startHA(t, group, nil, func(cfg *coordinator.Config) { cfg.KafkaState.Timeout = 5 * time.Minute })
+	prod := c.StartProducer(t, produceEvery)
+	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group, RequestTimeout: 10 * time.Second})
+	c.WaitSettled(t, group, 1)
+	c.WaitFlowing(t, group, 100)
+
+	releaseA := a.Hold("commit")
+	defer releaseA()
+	started := harness.Now()
+	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group, RequestTimeout: 10 * time.Second})
+	moving := c.WaitRevoked(t, a.MemberID(), started, 3)
+	paused := leaderAmong(t, c)
+	since := harness.Now()
+	paused.Pause(t)
+	releaseA()
+	next := leaderAmong(t, c, paused)
+	own := c.WaitSettled(t, group, 2)
+	t.Logf("%s paused with a's release of %v held, %s took over; settled %s after the pause", paused.Name, moving, next.Name, time.Duration(harness.Now()-since))
+	for _, k := range moving {
+		if !slices.Contains(own[b.MemberID()], k.Partition) {
+			t.Errorf("%s owned by %v, want b", k, own)
+		}
+	}
+	resumed := harness.Now()
+	paused.Resume(t)
+	stepDown(t, c, paused, resumed)
+	s := c.Finish(t, prod, group)
+	for _, k := range moving {
+		if !slices.ContainsFunc(s.Commits, func(cm harness.Commit) bool {
+			return cm.Key == k && cm.Member == a.MemberID() && cm.Release && cm.Accepted()
+		}) {
+			t.Errorf("%s: a's release commit never accepted (the handoff fell back to its timeout)", k)
+		}
+	}
 	no503(t, s, since)
 }

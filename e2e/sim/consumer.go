@@ -91,6 +91,7 @@ func (c *consumer) driverConfig() driver.Config {
 	return driver.Config{
 		Join: join, Gateways: len(c.w.gateways),
 		HeartbeatWait: p.heartbeatWait, FetchMaxWait: p.fetchMaxWait, RequestTimeout: p.requestTimeout,
+		Replicas:     c.w.opts.Replicas > 1, // the SDK's, given every replica's URL
 		RetryBackoff: p.retryBackoff, RetryBackoffMax: p.retryBackoffMax,
 		Session: session.Config{
 			BufferMaxBytes: p.bufferMaxBytes, PollMaxRecords: p.pollMaxRecords, RevokeTimeout: p.revokeTimeout,
