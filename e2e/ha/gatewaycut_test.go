@@ -52,15 +52,21 @@ func TestGatewayCutOffDuringTakeover(t *testing.T) {
 	killed.Restart(t)
 	c.WaitFlowing(t, group, 100)
 	s := c.Finish(t, prod, group)
+	// The cut gateway refuses 503 out_of_sync once it could not sync for
+	// sync_timeout: that is its promise. The other one never may.
+	no503Besides(t, s, cut, at)
+}
+
+// no503Besides is no503 for the fetches every gateway but gw answered.
+func no503Besides(t *testing.T, s harness.Snapshot, gw *harness.Gateway, since harness.Time) {
+	t.Helper()
 	var other harness.Snapshot
 	for _, f := range s.ClientFetches {
-		if f.Gateway != cut.URL {
+		if f.Gateway != gw.URL {
 			other.ClientFetches = append(other.ClientFetches, f)
 		}
 	}
-	// The cut gateway refuses 503 out_of_sync once it could not sync for
-	// sync_timeout: that is its promise. The other one never may.
-	no503(t, other, at)
+	no503(t, other, since)
 }
 
 // TestGatewayRestartHoldingRevocations stops a handoff where every
@@ -106,13 +112,7 @@ func TestGatewayRestartHoldingRevocations(t *testing.T) {
 	c.WaitFlowing(t, group, 100)
 	killed.Restart(t)
 	s := c.Finish(t, prod, group)
-	var other harness.Snapshot
-	for _, f := range s.ClientFetches {
-		if f.Gateway != gw.URL {
-			other.ClientFetches = append(other.ClientFetches, f)
-		}
-	}
 	// The restarted gateway answers 503 not_ready until its first sync:
 	// that is its promise. The other one never may.
-	no503(t, other, at)
+	no503Besides(t, s, gw, at)
 }
