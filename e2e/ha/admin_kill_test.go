@@ -289,9 +289,15 @@ func TestLeaderKill9DuringOffsetReset(t *testing.T) {
 	}
 	// The reset moves the committed offset back on purpose (the only way
 	// it may): the checkers see that move, and the grant at the reset
-	// offset, as a step back; every other violation fails the test.
+	// offset, as a step back. And it moves the partition by force: the
+	// holder's release is refused, so the grant waits for the gateways
+	// alone, which "grant after safe" (release, leave, death or
+	// handoff_timeout) does not model — its gateway half still counts.
+	// Every other violation fails the test.
 	for _, v := range harness.CheckAll(s, c.Params()) {
-		if v.Invariant == harness.InvCommittedForward && strings.HasPrefix(v.Detail, key.String()+":") && v.At >= resetAt {
+		ours := strings.HasPrefix(v.Detail, key.String()+":") && v.At >= resetAt
+		if ours && (v.Invariant == harness.InvCommittedForward ||
+			v.Invariant == harness.InvGrantAfterSafe && strings.Contains(v.Detail, "neither released, left nor died")) {
 			continue
 		}
 		t.Errorf("invariant violated: %s", v)
