@@ -43,13 +43,18 @@ type JoinRequest struct {
 	Assignor         string   `json:"assignor,omitempty"`
 }
 
-// JoinResponse answers a join.
+// JoinResponse answers a join. TopicPatternMatches is set for a
+// topic_pattern join once the coordinator has read topic metadata: how
+// many topics the pattern matched then (its whole name; internal topics
+// never). 0 means the member holds nothing until a matching topic is
+// created — the SDK warns (a '^orders-' meant as a prefix matches nothing).
 type JoinResponse struct {
-	MemberID         string  `json:"member_id"`
-	MemberToken      string  `json:"member_token"`
-	SessionTimeoutMs int64   `json:"session_timeout_ms"`
-	HeartbeatWaitMs  int64   `json:"heartbeat_wait_ms"`
-	Grants           []Grant `json:"grants"`
+	MemberID            string  `json:"member_id"`
+	MemberToken         string  `json:"member_token"`
+	SessionTimeoutMs    int64   `json:"session_timeout_ms"`
+	HeartbeatWaitMs     int64   `json:"heartbeat_wait_ms"`
+	Grants              []Grant `json:"grants"`
+	TopicPatternMatches *int    `json:"topic_pattern_matches,omitempty"`
 }
 
 // HeartbeatRequest is POST /v1/groups/{group}/heartbeat; the coordinator

@@ -39,6 +39,8 @@ type Config struct {
 	// is a Go (RE2) regexp the whole topic name must match, as Java's
 	// subscribe(Pattern): "orders-.*" subscribes to orders-eu, "^orders-"
 	// to nothing (franz-go's ConsumeRegex and librdkafka match a part).
+	// Join warns when the pattern matches no topic (the member waits for
+	// one to be created).
 	Topics       []string `yaml:"topics"`
 	TopicPattern string   `yaml:"topic_pattern"`
 	// InstanceID makes the membership static: a restart within

@@ -107,7 +107,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	c.answerJoin(ctx, reply, memberTTL, req.MemberID == "", joinTenant(credential, byMember))
+	c.answerJoin(ctx, reply, memberTTL, req.MemberID == "", joinTenant(credential, byMember), c.patternMatches(req.TopicPattern))
 }
 
 // checkRenewToken verifies a renewal's renew_token (api.JoinRequest): a
@@ -336,7 +336,7 @@ func (c *Coordinator) sessionTimeoutRange(zero string) msRange {
 // client still holds its member token and may rejoin again. joiner
 // (joinTenant) owns the new member among the known holders of the
 // join's address (vouch).
-func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration, created bool, joiner string) {
+func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration, created bool, joiner string, patternMatches *int) {
 	token, member, err := c.keys.minter.Mint(ocap.KindMember, ocap.Claims{Subject: reply.MemberID, Group: reply.Group},
 		c.now(), memberTTL)
 	if err != nil {
@@ -352,7 +352,7 @@ func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply
 	writeJSON(ctx, fasthttp.StatusOK, api.JoinResponse{
 		MemberID: reply.MemberID, MemberToken: token,
 		SessionTimeoutMs: reply.SessionTimeout.Milliseconds(), HeartbeatWaitMs: reply.HeartbeatWait.Milliseconds(),
-		Grants: grants,
+		Grants: grants, TopicPatternMatches: patternMatches,
 	})
 }
 

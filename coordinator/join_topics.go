@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -68,8 +69,10 @@ func (c *Coordinator) ownStateTopic(topic string) bool {
 // a member that holds nothing and shows lag 0 forever. Metadata is read
 // from Kafka again first (a topic created since the last metadata_interval
 // read is found); that read is bounded by the joins' own rate limit per
-// credential. A topic_pattern may match nothing yet: it is not checked;
-// nor is anything before the first metadata read.
+// credential. A topic_pattern may match nothing yet: it is not refused
+// (topics created later that match are assigned, as Kafka's), but the
+// answer says how many it matches (patternMatches); nothing is checked
+// before the first metadata read.
 // unknownTopicsReadAt is when knownTopics last read metadata (unix ns).
 type unknownTopicsReadAt = atomic.Int64
 
@@ -93,6 +96,30 @@ func (c *Coordinator) knownTopics(ctx *fasthttp.RequestCtx, topics []string) boo
 	}
 	writeError(ctx, api.CodeNotFound, "unknown topic "+strconv.Quote(missing)+": Kafka has no such topic")
 	return false
+}
+
+// patternMatches is how many topics of the last metadata read (internal
+// topics left out) pattern matches as a join's topic_pattern is matched —
+// the whole name — for the join's answer (topic_pattern_matches): nil
+// without a pattern or before the first read. A pattern matching nothing
+// was silent, and '^orders-' meant as a prefix matches nothing: the
+// member waited with no partitions forever (newuser4 #15, newuser5).
+func (c *Coordinator) patternMatches(pattern string) *int {
+	counts := c.topics.Load()
+	if pattern == "" || counts == nil {
+		return nil
+	}
+	re, err := group.CompileTopicPattern(pattern)
+	if err != nil {
+		return nil // the machine refused it first (400)
+	}
+	n := 0
+	for topic := range *counts {
+		if re.MatchString(topic) {
+			n++
+		}
+	}
+	return &n
 }
 
 // missingTopic is the first of topics that Kafka does not have, "" when

@@ -126,3 +126,29 @@ func TestMirrorOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinSaysHowManyTopicsItsPatternMatches: a topic_pattern join's
+// answer counts the topics the pattern matches — the whole name, internal
+// topics never — so a pattern matching nothing is not silent ('^ord'
+// meant as a prefix matches nothing: the member waited with no partition
+// and nothing said why). A topics join carries no count.
+func TestJoinSaysHowManyTopicsItsPatternMatches(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2, "orders-eu": 1, "__consumer_offsets": 3})
+	h := e.start(t)
+	creds := h.clientCredential(t, []string{"*"}, []string{"*"})
+	for i, tc := range []struct {
+		pattern string
+		want    int
+	}{{"^ord", 0}, {"ord", 0}, {"orders.*", 2}, {"orders", 1}, {".*", 2}, {"events-.*", 0}} {
+		var got api.JoinResponse
+		h.call(t, "POST", fmt.Sprintf("/v1/groups/p%d/join", i), creds, api.JoinRequest{TopicPattern: tc.pattern}, 200, &got)
+		if got.TopicPatternMatches == nil || *got.TopicPatternMatches != tc.want {
+			t.Errorf("topic_pattern %q: topic_pattern_matches %v, want %d", tc.pattern, got.TopicPatternMatches, tc.want)
+		}
+	}
+	var got api.JoinResponse
+	h.call(t, "POST", "/v1/groups/t/join", creds, api.JoinRequest{Topics: []string{"orders"}}, 200, &got)
+	if got.TopicPatternMatches != nil {
+		t.Errorf("a topics join: topic_pattern_matches %d, want none", *got.TopicPatternMatches)
+	}
+}

@@ -17,12 +17,18 @@ type subscription struct {
 	patternText string
 }
 
+// CompileTopicPattern compiles a join's topic_pattern as it is matched:
+// against the whole topic name, as the Java consumer's subscribe(Pattern).
+func CompileTopicPattern(pattern string) (*regexp.Regexp, error) {
+	return regexp.Compile("^(?:" + pattern + ")$")
+}
+
 func parseSubscription(topics []string, pattern string) (subscription, error) {
 	switch {
 	case len(topics) > 0 && pattern != "":
 		return subscription{}, fmt.Errorf("set topics or topic_pattern, not both")
 	case pattern != "":
-		re, err := regexp.Compile("^(?:" + pattern + ")$")
+		re, err := CompileTopicPattern(pattern)
 		if err != nil {
 			return subscription{}, fmt.Errorf("topic_pattern: %v", err)
 		}

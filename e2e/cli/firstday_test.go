@@ -67,5 +67,27 @@ func TestFirstDayMistakes(t *testing.T) {
 			t.Fatalf("admin offsets without a group: %s", stderr)
 		}
 	})
+
+	// `consume --topic-pattern '^de'` (a prefix, as kcat's -G '^de'
+	// means) matches no topic — the coordinator matches the whole name —
+	// and the consumer waited with no partition, saying nothing, at any
+	// log level (newuser4 #15). The join's answer now counts the matches
+	// and the SDK warns, naming the pattern that would match.
+	t.Run("consume_topic_pattern_matching_nothing", func(t *testing.T) {
+		args := []string{"consume", "--group", "prefix", "--topic-pattern", "^de", "--format", "json",
+			"--credential-file", filepath.Join(d.dataDir, "credentials.json"),
+			"--coordinator", d.coordinator, "--gateways", d.gateway, "--idle-exit", "1s"}
+		stdout, stderr, err := cliResult(t, args...)
+		if err != nil || stdout != "" {
+			t.Fatalf("consume --topic-pattern '^de': %v, stdout %q, stderr %s", err, stdout, stderr)
+		}
+		if !strings.Contains(stderr, "topic pattern matches no topic") || !strings.Contains(stderr, `use "de.*"`) {
+			t.Fatalf("consume --topic-pattern '^de' did not warn that it matches nothing:\n%s", stderr)
+		}
+		args[4] = "de.*"
+		if _, stderr, err := cliResult(t, args...); err != nil || strings.Contains(stderr, "matches no topic") {
+			t.Fatalf("consume --topic-pattern 'de.*': %v, stderr %s", err, stderr)
+		}
+	})
 	d.stop(true)
 }
