@@ -146,34 +146,43 @@ func describeView(d group.GroupDescription) GroupDescription {
 // partition nothing was committed for lags from where its next holder
 // starts: the earliest offset, or none with offset_reset latest.
 func (c *Coordinator) fillLag(parts []PartitionView, offsetReset string) {
+	c.lookupLogEnds(len(parts), func(i int) (string, int32) { return parts[i].Topic, parts[i].Partition },
+		func(i int, earliest, latest int64) {
+			p := &parts[i]
+			p.LatestOffset = &latest
+			start := earliest
+			switch {
+			case p.Committed != nil:
+				start = *p.Committed
+			case offsetReset == "latest":
+				start = latest
+			}
+			lag := max(latest-start, 0)
+			p.Lag = &lag
+		})
+}
+
+// lookupLogEnds looks up the earliest and latest offsets of n partitions
+// (ref names the i-th; cached, resolveWorkers at a time, within
+// broker_timeout) and hands each that Kafka answered to found.
+func (c *Coordinator) lookupLogEnds(n int, ref func(i int) (string, int32), found func(i int, earliest, latest int64)) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BrokerTimeout)
 	defer cancel()
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(resolveWorkers, len(parts)) {
+	for range min(resolveWorkers, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				p := &parts[i]
-				earliest, latest, err := c.offsets.lookup(ctx, p.Topic, p.Partition)
-				if err != nil {
-					continue
+				topic, partition := ref(i)
+				if earliest, latest, err := c.offsets.lookup(ctx, topic, partition); err == nil {
+					found(i, earliest, latest)
 				}
-				p.LatestOffset = &latest
-				start := earliest
-				switch {
-				case p.Committed != nil:
-					start = *p.Committed
-				case offsetReset == "latest":
-					start = latest
-				}
-				lag := max(latest-start, 0)
-				p.Lag = &lag
 			}
 		}()
 	}
-	for i := range parts {
+	for i := range n {
 		next <- i
 	}
 	close(next)

@@ -226,12 +226,20 @@ func groupParam(ctx *fasthttp.RequestCtx, name string) bool {
 	return true
 }
 
+// topicParam validates a topic from the path (400 saying the rule).
+func topicParam(ctx *fasthttp.RequestCtx, topic string) bool {
+	if !ocap.ValidTopic(topic) {
+		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("invalid topic name %.80q in the path: a topic is %s", topic, topicRule))
+		return false
+	}
+	return true
+}
+
 // partitionParams validates a topic and partition from the path; the
 // partition in its one spelling, as on the gateway (api.ParsePartition:
 // /partitions/demo/03/revoke is 400, not partition 3).
 func partitionParams(ctx *fasthttp.RequestCtx, topic, partition string) (int32, bool) {
-	if !ocap.ValidTopic(topic) {
-		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("invalid topic name %.80q in the path: a topic is %s", topic, topicRule))
+	if !topicParam(ctx, topic) {
 		return 0, false
 	}
 	p, ok := api.ParsePartition(partition)

@@ -122,6 +122,8 @@ func (c *Coordinator) newRouter() *router {
 	r.add("admin_partition_lease", post, "/v1/admin/groups/{}/partitions/{}/{}/lease", c.admin(c.handleAdminPartitionLease))
 	r.add("admin_partition_offset", put, "/v1/admin/groups/{}/partitions/{}/{}/offset", c.admin(c.handleAdminPartitionOffset))
 	r.add("admin_member_revoke", post, "/v1/admin/groups/{}/members/{}/revoke", c.admin(withReason(c.handleAdminMemberRevoke)))
+	r.add("admin_topics", get, "/v1/admin/topics", c.admin(c.handleAdminTopics))
+	r.add("admin_topic", get, "/v1/admin/topics/{}", c.admin(c.handleAdminTopic))
 	r.add("admin_gateways", get, "/v1/admin/gateways", c.admin(c.handleAdminGateways))
 	r.add("admin_capabilities", post, "/v1/admin/capabilities", c.admin(c.handleAdminCapability))
 	r.add("admin_capability_revoke", post, "/v1/admin/capabilities/{}/revoke", c.admin(withReason(c.handleAdminCapabilityRevoke)))

@@ -365,11 +365,17 @@ func printGroups(w io.Writer, raw json.RawMessage) error {
 	for i, g := range r.Groups {
 		rows[i] = []string{g}
 	}
-	if err := printTable(w, []string{"GROUP"}, rows); err != nil {
+	return printPage(w, []string{"GROUP"}, rows, r.NextAfter)
+}
+
+// printPage is one page of a list as a table, and the after= of the next
+// page when there is one.
+func printPage(w io.Writer, headers []string, rows [][]string, nextAfter string) error {
+	if err := printTable(w, headers, rows); err != nil {
 		return err
 	}
-	if r.NextAfter != "" {
-		fmt.Fprintf(w, "(more after %s)\n", quoteUnsafe(r.NextAfter))
+	if nextAfter != "" {
+		fmt.Fprintf(w, "(more after %s)\n", quoteUnsafe(nextAfter))
 	}
 	return nil
 }

@@ -110,6 +110,25 @@ func argCount(n int) string {
 	return fmt.Sprintf("%d arguments", n)
 }
 
+// adminCommand is "capgate admin WORD" when the root c was given a word
+// only admin has — rpk's and kafka-topics' habits: `capgate topic
+// describe demo`, `capgate group describe g` were "unknown command" and
+// no more.
+func adminCommand(c *cobra.Command, word string) string {
+	if c != c.Root() {
+		return ""
+	}
+	for _, sub := range c.Commands() {
+		if sub.Name() != "admin" {
+			continue
+		}
+		if found, rest, err := sub.Find([]string{word}); err == nil && found != sub && len(rest) == 0 {
+			return found.CommandPath()
+		}
+	}
+	return ""
+}
+
 // refuseUnknownSubcommands makes every command that only groups others
 // (the root, admin, keys, token, admin oauth-client, …) fail on a word it
 // does not know, as a usage error. cobra checks unknown words only at the
@@ -140,6 +159,8 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
 		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		} else if admin := adminCommand(c, args[0]); admin != "" {
+			msg += "; did you mean " + admin + "?"
 		}
 		return usageErrorf("%s (see %s --help)", msg, c.CommandPath())
 	}

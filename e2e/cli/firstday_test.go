@@ -89,5 +89,32 @@ func TestFirstDayMistakes(t *testing.T) {
 			t.Fatalf("consume --topic-pattern 'de.*': %v, stderr %s", err, stderr)
 		}
 	})
+
+	// `capgate topic describe demo` (rpk's words) was "unknown command"
+	// and there was no way to ask what a topic is. Now admin topic
+	// describes it and the root points there.
+	t.Run("topic_describe", func(t *testing.T) {
+		_, stderr := runFailing(t, 30*time.Second, "topic", "describe", "demo")
+		if !strings.Contains(stderr, "did you mean capgate admin topic?") {
+			t.Fatalf("capgate topic describe demo: %s", stderr)
+		}
+		var got struct {
+			Topic      string `json:"topic"`
+			Partitions []struct {
+				Partition int32 `json:"partition"`
+				Earliest  int64 `json:"earliest_offset"`
+				Latest    int64 `json:"latest_offset"`
+			} `json:"partitions"`
+		}
+		d.adminJSON(t, &got, "topic", "describe", "demo")
+		if got.Topic != "demo" || len(got.Partitions) != 12 || got.Partitions[2].Latest != 2 {
+			t.Fatalf("admin topic describe demo: %+v, want 12 partitions, demo/2 ending at 2", got)
+		}
+		table := d.adminCLI(t, "topics", "-o", "table")
+		mustMatch(t, "admin topics -o table", table, `(?m)^TOPIC\s+PARTITIONS$`, `(?m)^demo\s+12$`)
+		if _, stderr := runFailing(t, 30*time.Second, d.adminArgs("topic", "nosuch")...); !strings.Contains(stderr, `404 not_found: unknown topic "nosuch"`) {
+			t.Fatalf("admin topic nosuch: %s", stderr)
+		}
+	})
 	d.stop(true)
 }

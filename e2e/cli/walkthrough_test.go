@@ -31,6 +31,7 @@ var walkthroughChecks = []step{
 	{"prefix credential", []string{`demo/0\t0\t\thello`, `demo/0\t1\t\tworld`, `forbidden`, `billing: refused`}},
 	{"describe", []string{`(?m)^GROUP\s+orders-eu$`, `(?m)^TOTAL-LAG\s+0$`,
 		`TOPIC\s+PARTITION\s+STATE\s+EPOCH\s+CURRENT-OFFSET\s+LOG-END-OFFSET\s+LAG\s+OWNER`, `demo\s+0\s+\w+\s+\d+\s+2\s+2\s+0\s`}},
+	{"describe a topic", []string{`(?m)^TOPIC\s+demo$`, `(?m)^PARTITIONS\s+12$`, `PARTITION\s+EARLIEST\s+LATEST\s+RECORDS`, `(?m)^0\s+0\s+2\s+2\s*$`}},
 	{"reset and delete", []string{`orders-eu\s+demo\s+0\s+0\s*\n`, `(?m)^OFFSETS-DELETED\s+\d+$`, `404 not_found`, `orders-eu: gone`}},
 	{"outside lease commits", []string{`"committed":\[\{"topic":"demo","partition":5,"offset":0`, `HTTP 200`}},
 	{"qos merges", []string{`ID\s+SELECTOR\s+LOG-LEVEL\s+MONITOR\s+MAX-BYTES/S\s+UNTIL`, `group=readme\s+debug\s+-\s+4000\s`}},

@@ -1,0 +1,68 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
+)
+
+// TestAdminTopics: an admin lists the topics the coordinator knows
+// (internal ones never) and describes one — each partition's earliest and
+// latest offset as Kafka has them. There was no way to ask capgate what
+// a topic is (newuser5): no route, and `capgate topic describe` was an
+// unknown command. An unknown topic is 404, an internal one 403 saying
+// why, a name no topic has 400.
+func TestAdminTopics(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 3, "audit": 1, "__consumer_offsets": 2, "capgate-state-x": 1})
+	h := e.start(t)
+	for i := range 5 {
+		rec := &kgo.Record{Topic: "orders", Partition: 1, Value: []byte(fmt.Sprint(i))}
+		if _, err := e.broker.Produce(context.Background(), "orders", 1, []*kgo.Record{rec}); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+
+	var list coordinator.TopicsResponse
+	h.call(t, "GET", "/v1/admin/topics", e.adminToken, nil, 200, &list)
+	if fmt.Sprint(list) != "{[{audit 1} {orders 3}] }" {
+		t.Fatalf("GET /v1/admin/topics: %+v, want audit (1) and orders (3), no internal topic", list)
+	}
+	list = coordinator.TopicsResponse{}
+	h.call(t, "GET", "/v1/admin/topics?limit=1", e.adminToken, nil, 200, &list)
+	if fmt.Sprint(list) != "{[{audit 1}] audit}" {
+		t.Fatalf("GET /v1/admin/topics?limit=1: %+v, want audit, next_after audit", list)
+	}
+	list = coordinator.TopicsResponse{}
+	h.call(t, "GET", "/v1/admin/topics?after=audit", e.adminToken, nil, 200, &list)
+	if fmt.Sprint(list) != "{[{orders 3}] }" {
+		t.Fatalf("GET /v1/admin/topics?after=audit: %+v, want orders alone", list)
+	}
+
+	var d coordinator.TopicDescription
+	h.call(t, "GET", "/v1/admin/topics/orders", e.adminToken, nil, 200, &d)
+	if d.Topic != "orders" || len(d.Partitions) != 3 {
+		t.Fatalf("GET /v1/admin/topics/orders: %+v, want its 3 partitions", d)
+	}
+	for _, p := range d.Partitions {
+		want := int64(0)
+		if p.Partition == 1 {
+			want = 5
+		}
+		if p.EarliestOffset == nil || *p.EarliestOffset != 0 || p.LatestOffset == nil || *p.LatestOffset != want {
+			t.Fatalf("orders/%d: earliest %v latest %v, want 0 and %d", p.Partition, p.EarliestOffset, p.LatestOffset, want)
+		}
+	}
+
+	h.expectError(t, "GET", "/v1/admin/topics/nosuch", e.adminToken, nil, 404, api.CodeNotFound)
+	h.expectError(t, "GET", "/v1/admin/topics/__consumer_offsets", e.adminToken, nil, 403, api.CodeForbidden)
+	h.expectError(t, "GET", "/v1/admin/topics/capgate-state-x", e.adminToken, nil, 403, api.CodeForbidden)
+	h.expectError(t, "GET", "/v1/admin/topics/a%20b", e.adminToken, nil, 400, api.CodeBadRequest)
+	h.expectError(t, "GET", "/v1/admin/topics/orders?limit=1", e.adminToken, nil, 400, api.CodeBadRequest)
+	h.expectError(t, "GET", "/v1/admin/topics?limit=0", e.adminToken, nil, 400, api.CodeBadRequest)
+	h.expectError(t, "GET", "/v1/admin/topics/orders", "not-the-token", nil, 401, api.CodeUnauthorized)
+}
