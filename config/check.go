@@ -202,7 +202,7 @@ func join(path, key string) string {
 func suggest(key string, known map[string]reflect.Type) string {
 	best, bestDistance := "", -1
 	for name := range known {
-		d := editDistance(key, name)
+		d := EditDistance(key, name)
 		if bestDistance < 0 || d < bestDistance || (d == bestDistance && name < best) {
 			best, bestDistance = name, d
 		}
@@ -213,9 +213,9 @@ func suggest(key string, known map[string]reflect.Type) string {
 	return "; did you mean " + best + "?"
 }
 
-// editDistance is the Levenshtein distance between a and b (bytes; keys
-// are ASCII).
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b (bytes; keys
+// are ASCII). The CLI's flag suggestions use it too.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

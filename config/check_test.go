@@ -100,8 +100,8 @@ func TestEditDistance(t *testing.T) {
 		a, b string
 		want int
 	}{{"", "", 0}, {"a", "", 1}, {"sync_timout", "sync_timeout", 1}, {"gatway", "gateway", 1}, {"kitten", "sitting", 3}} {
-		if got := editDistance(c.a, c.b); got != c.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		if got := EditDistance(c.a, c.b); got != c.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
 		}
 	}
 }

@@ -121,3 +121,31 @@ func TestArgumentBeginningWithDash(t *testing.T) {
 		}
 	}
 }
+
+// TestMistypedFlagsSayWhichIsMeant: a flag a letter off, or the start or
+// an extension of one, was "unknown flag: --gateway" and no more
+// (newuser5: consume takes --gateways, admin --token-file); it names the
+// flag meant, exit 2 still. One like no flag stays as it was, and
+// capgate topic describe (rpk's words) points at admin topic.
+func TestMistypedFlagsSayWhichIsMeant(t *testing.T) {
+	for args, want := range map[string]string{
+		"consume -g x -t demo --gateway http://127.0.0.1:1": "unknown flag: --gateway; did you mean --gateways?",
+		"consume -g x -t demo --topics demo":                "unknown flag: --topics; did you mean --topic?",
+		"consume -g x -t demo --group-id g":                 "unknown flag: --group-id; did you mean --group?",
+		"admin groups --token-files f":                      "unknown flag: --token-files; did you mean --token-file?",
+		"admin groups --coordinatr http://127.0.0.1:1":      "unknown flag: --coordinatr; did you mean --coordinator?",
+		"produce -t demo --partiton 1":                      "unknown flag: --partiton; did you mean --partition?",
+		"dev --data-dr x":                                   "unknown flag: --data-dr; did you mean --data-dir?",
+		"topic describe demo":                               `unknown command "topic" for "capgate"; did you mean capgate admin topic?`,
+		"groups":                                            `unknown command "groups" for "capgate"; did you mean capgate admin groups?`,
+	} {
+		_, err := run(t, strings.Fields(args)...)
+		if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), want) {
+			t.Errorf("capgate %s: %v, want exit 2 and %q", args, err, want)
+		}
+	}
+	_, err := run(t, "consume", "-g", "x", "-t", "demo", "--zzz")
+	if err == nil || exitCode(err) != exitUsage || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("capgate consume --zzz: %v, want exit 2 and no suggestion", err)
+	}
+}

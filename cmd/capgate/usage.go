@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/config"
 )
 
 // Exit statuses: a usage error (the command line itself is wrong) is 2,
@@ -51,6 +52,9 @@ func flagUsageError(cmd *cobra.Command, err error) error {
 	if hinted := foreignFlagHint(cmd, err); hinted != err {
 		return usageError{hinted}
 	}
+	if flag := similarFlag(cmd, err); flag != "" {
+		return usageErrorf("%w; did you mean --%s? (see %s --help)", err, flag, cmd.CommandPath())
+	}
 	const shorthand = "unknown shorthand flag: "
 	msg := err.Error()
 	if i := strings.LastIndex(msg, " in -"); strings.HasPrefix(msg, shorthand) && i > 0 && takesArguments(cmd) {
@@ -58,6 +62,32 @@ func flagUsageError(cmd *cobra.Command, err error) error {
 		return usageErrorf("%w; if %s is an argument, put it after --: %s -- %s", err, arg, cmd.CommandPath(), arg)
 	}
 	return usageError{err}
+}
+
+// similarFlag is the flag of cmd closest to the unknown long flag err
+// names, when it is close enough to be the one meant — a letter off
+// (consume --gateway for --gateways, --topics for --topic) or one name
+// the start of the other (--group-id, --token-files): cobra said "unknown
+// flag: --gateway" and no more.
+func similarFlag(cmd *cobra.Command, err error) string {
+	typed, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok || typed == "" {
+		return ""
+	}
+	best, bestDistance := "", -1
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		d := config.EditDistance(typed, f.Name)
+		if min(len(typed), len(f.Name)) >= 4 && (strings.HasPrefix(typed, f.Name) || strings.HasPrefix(f.Name, typed)) {
+			d = min(d, 2)
+		}
+		if f.Hidden || d > 2 || d >= len(typed) {
+			return
+		}
+		if bestDistance < 0 || d < bestDistance || (d == bestDistance && f.Name < best) {
+			best, bestDistance = f.Name, d
+		}
+	})
+	return best
 }
 
 // takesArguments: cmd's Use line names an argument before its flags
