@@ -26,10 +26,17 @@ func TestArgCountErrorsNameTheArguments(t *testing.T) {
 		if a[0] == "admin" { // nothing is sent: refused first
 			a = append(a, "--coordinator", "http://127.0.0.1:1")
 		}
-		_, err := run(t, a...)
-		if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), want) {
-			t.Errorf("capgate %s: %v, want exit 2 and %q", args, err, want)
-		}
+		wantUsageError(t, a, want)
+	}
+}
+
+// wantUsageError runs capgate args and wants exit status 2 with an error
+// saying want.
+func wantUsageError(t *testing.T, args []string, want string) {
+	t.Helper()
+	_, err := run(t, args...)
+	if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), want) {
+		t.Errorf("capgate %s: %v, want exit 2 and %q", strings.Join(args, " "), err, want)
 	}
 }
 
@@ -139,10 +146,7 @@ func TestMistypedFlagsSayWhichIsMeant(t *testing.T) {
 		"topic describe demo":                               `unknown command "topic" for "capgate"; did you mean capgate admin topic?`,
 		"groups":                                            `unknown command "groups" for "capgate"; did you mean capgate admin groups?`,
 	} {
-		_, err := run(t, strings.Fields(args)...)
-		if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), want) {
-			t.Errorf("capgate %s: %v, want exit 2 and %q", args, err, want)
-		}
+		wantUsageError(t, strings.Fields(args), want)
 	}
 	_, err := run(t, "consume", "-g", "x", "-t", "demo", "--zzz")
 	if err == nil || exitCode(err) != exitUsage || strings.Contains(err.Error(), "did you mean") {
