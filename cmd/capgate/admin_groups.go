@@ -93,8 +93,24 @@ func newAdminOffsets(f *adminFlags) *cobra.Command {
 		Short: "Committed offsets of a group, or reset them",
 		Args:  groupFirst(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			path := "/v1/groups/" + url.PathEscape(a[0]) + "/offsets"
-			return callRender(cmd, f, http.MethodGet, path, nil, printOffsets)
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			var out json.RawMessage
+			if err := c.do(cmd.Context(), http.MethodGet, "/v1/groups/"+url.PathEscape(a[0])+"/offsets", nil, &out); err != nil {
+				return err
+			}
+			if r, err := decode[api.OffsetsResponse](out); err == nil && len(r.Offsets) == 0 {
+				// The route answers an unknown group with no offsets (as
+				// Kafka's OffsetFetch): a mistyped name printed an empty
+				// table and exited 0. Ask whether the group exists.
+				err := c.do(cmd.Context(), http.MethodGet, groupPath(a[0])+"?limit=1", nil, nil)
+				if hasCode(err, api.CodeNotFound) {
+					return fmt.Errorf("%w (capgate admin groups lists them)", err)
+				}
+			}
+			return f.print(cmd.OutOrStdout(), out, printOffsets)
 		},
 	}
 	var to, metadata string

@@ -66,6 +66,12 @@ func TestFirstDayMistakes(t *testing.T) {
 		if _, stderr := runFailing(t, 30*time.Second, d.adminArgs("offsets")...); !strings.Contains(stderr, "admin offsets: want GROUP, got none") {
 			t.Fatalf("admin offsets without a group: %s", stderr)
 		}
+		// A mistyped group printed an empty table and exited 0 (the
+		// route answers an unknown group with no offsets, as Kafka's
+		// OffsetFetch): newuser5.
+		if _, stderr := runFailing(t, 30*time.Second, d.adminArgs("offsets", "idel")...); !strings.Contains(stderr, "404 not_found: unknown group idel") {
+			t.Fatalf("admin offsets of an unknown group: %s", stderr)
+		}
 	})
 
 	// `consume --topic-pattern '^de'` (a prefix, as kcat's -G '^de'
