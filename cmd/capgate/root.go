@@ -28,6 +28,7 @@ func newRoot() *cobra.Command {
 	refuseStrayArguments(root)
 	refuseUnknownSubcommands(root)
 	requiredFlagsAreUsageErrors(root)
+	completeFlagValues(root)
 	return root
 }
 

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestFlagValuesComplete: a flag that takes one of a set completes to
+// the set, and to no file — `capgate consume -o <TAB>` offered the
+// directory's files (newuser5). Also an inherited one (admin's --output
+// below admin groups), and one name meaning two sets (produce -o).
+func TestFlagValuesComplete(t *testing.T) {
+	for args, want := range map[string]string{
+		"consume -o":                    "start\nend\n:4\n",
+		"consume --format":              "text\njson\n:4\n",
+		"produce -o":                    "text\njson\n:4\n",
+		"admin groups -o":               "table\njson\n:4\n",
+		"dev --log-level":               "debug\ninfo\nwarn\nerror\n:4\n",
+		"admin offsets reset g t --to":  "earliest\nlatest\n:4\n",
+		"admin config g --offset-reset": "earliest\nlatest\n:4\n",
+	} {
+		out, err := run(t, append(append([]string{"__complete"}, strings.Fields(args)...), "")...)
+		if err != nil || !strings.HasPrefix(out, want) {
+			t.Errorf("capgate %s <TAB>: %q %v, want %q (values, no files)", args, out, err, want)
+		}
+	}
+}
