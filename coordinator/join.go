@@ -195,9 +195,15 @@ func tenant(credential *ocap.Claims) string {
 func (c *Coordinator) memberTokenTTL(ctx *fasthttp.RequestCtx, bearer *ocap.Claims, byMember bool) (time.Duration, bool) {
 	left := time.Unix(int64(bearer.ExpiresAt), 0).Sub(c.now())
 	if left < time.Second {
-		what := credentialName(bearer) + " expires within a second: join with a fresh one"
+		// One expired within the clock leeway verified: say it expired,
+		// not that it "expires within a second" (newuser5).
+		when := "expires within a second"
+		if left <= 0 {
+			when = "expired " + (-left).Truncate(time.Second).String() + " ago (within the clock leeway)"
+		}
+		what := credentialName(bearer) + " " + when + ": join with a fresh one"
 		if byMember {
-			what = "member token expires within a second: join with the client credential"
+			what = "member token " + when + ": join with the client credential"
 		}
 		writeError(ctx, api.CodeTokenExpired, what)
 		return 0, false

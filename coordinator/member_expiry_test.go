@@ -72,6 +72,13 @@ func TestMemberDoesNotOutliveItsCredential(t *testing.T) {
 	dying := credential(time.Second)
 	advance(500 * time.Millisecond)
 	h.expectError(t, "POST", "/v1/groups/g/join", dying.Credential, api.JoinRequest{Topics: []string{"orders"}}, 401, api.CodeTokenExpired)
+	// Expired, but within the leeway it verifies under: it says it
+	// expired ("expires within a second" was said of one long gone).
+	advance(e.cfg.Leeway)
+	if status, b, _ := h.do(t, "POST", "/v1/groups/g/join", dying.Credential, api.JoinRequest{Topics: []string{"orders"}}); status != 401 ||
+		!strings.Contains(string(b), "client credential expired 1s ago") {
+		t.Fatalf("join with a credential expired within the leeway: %d %s", status, b)
+	}
 
 	long := credential(time.Hour)
 	n := h.join(t, "g", long.Credential, api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000})
