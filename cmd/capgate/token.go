@@ -91,8 +91,17 @@ func readToken(arg string, stdin io.Reader) (string, error) {
 
 func inspect(ctx context.Context, w io.Writer, token string, f inspectFlags) error {
 	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return fmt.Errorf("not a JWT: %d segments", len(parts))
+	switch {
+	case token == "":
+		// `capgate token inspect "$X"` with X unset, or `-` with nothing
+		// on stdin, said "not a JWT: 1 segments".
+		return fmt.Errorf("empty token: nothing to inspect (an unset variable? pass the token, or - to read it from stdin)")
+	case len(parts) == 1:
+		// The admin and sync tokens are opaque secrets (newuser5 pasted
+		// $CAPGATE_ADMIN_TOKEN): say so rather than count segments.
+		return fmt.Errorf("not a JWT (header.claims.signature): capgate's admin and sync tokens are opaque secrets with nothing to decode; capabilities, client credentials and member tokens are JWTs")
+	case len(parts) != 3:
+		return fmt.Errorf("not a JWT: %d dot-separated segments, want 3 (header.claims.signature)", len(parts))
 	}
 	var header, claims map[string]any
 	for i, dst := range []*map[string]any{&header, &claims} {

@@ -64,3 +64,19 @@ func TestAdminGrantNeedsItsFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenInspectSaysWhatIsNoJWT: an empty token (an unset variable)
+// and the admin token (an opaque secret) were both "not a JWT: 1
+// segments" (newuser5); each says what it is, exit 1.
+func TestTokenInspectSaysWhatIsNoJWT(t *testing.T) {
+	for token, want := range map[string]string{
+		"":                       "empty token: nothing to inspect",
+		"0N1ecFFAhn9WZOSPq3kuXy": "admin and sync tokens are opaque secrets",
+		"a.b":                    "not a JWT: 2 dot-separated segments, want 3",
+	} {
+		_, err := run(t, "token", "inspect", "--jwks", "none", token)
+		if err == nil || exitCode(err) != exitFailure || !strings.Contains(err.Error(), want) {
+			t.Errorf("token inspect %q: %v, want exit 1 and %q", token, err, want)
+		}
+	}
+}
