@@ -50,12 +50,16 @@ func envOr(name, def string) string {
 	return def
 }
 
+// adminTimeout bounds an admin request; a coordinator answers at once,
+// a revoke within its gateway_timeout (15 s).
+var adminTimeout = 60 * time.Second
+
 func (f *adminFlags) client() (*adminClient, error) {
 	tok, err := secretFrom(f.token, f.tokenFile, "CAPGATE_ADMIN_TOKEN", "admin_token")
 	if err != nil {
 		return nil, err
 	}
-	hc, err := f.tls.httpClient(60 * time.Second)
+	hc, err := f.tls.httpClient(adminTimeout)
 	if err != nil {
 		return nil, err
 	}

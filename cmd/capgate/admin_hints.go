@@ -31,8 +31,15 @@ func connectHint(ctx context.Context, rawURL string, err error) error {
 		return err
 	}
 	hint := transportHint(u, err)
-	if hint == "" && u.Scheme == "http" && cutOff(err) && speaksTLS(ctx, hostPort(u)) {
-		hint = fmt.Sprintf("the server speaks TLS: use https://%s (and --cacert or $CAPGATE_CACERT if its CA is your own)", u.Host)
+	if hint == "" && u.Scheme == "http" && cutOff(err) {
+		if speaksTLS(ctx, hostPort(u)) {
+			hint = fmt.Sprintf("the server speaks TLS: use https://%s (and --cacert or $CAPGATE_CACERT if its CA is your own)", u.Host)
+		} else {
+			// A Kafka port — the broker's, the gateway's Kafka listener
+			// (capgate dev: 9092, 9093) — closes on an HTTP request:
+			// "connection reset by peer" and no more (newuser5).
+			hint = fmt.Sprintf("%s closed the connection without an HTTP answer: is it a Kafka port (a broker, a gateway's Kafka listener) rather than the coordinator's HTTP address? Point --coordinator or CAPGATE_COORDINATOR_URL at the coordinator (capgate dev: http://127.0.0.1:7070)", u.Host)
+		}
 	}
 	if hint == "" {
 		return err
@@ -59,8 +66,18 @@ func transportHint(u *url.URL, err error) string {
 		return fmt.Sprintf("nothing listens at %s: is the coordinator running (capgate dev, or capgate coordinator)? Point --coordinator or CAPGATE_COORDINATOR_URL at it", u.Host)
 	case errors.As(err, &dns):
 		return fmt.Sprintf("host %q not found: check --coordinator / CAPGATE_COORDINATOR_URL", u.Hostname())
+	case isTimeout(err):
+		// capgate dev's embedded Kafka (9092) takes an HTTP request
+		// and never answers: a minute, then this bare (newuser5).
+		return fmt.Sprintf("no answer from %s within %s, where a coordinator answers at once (a revoke within its gateway_timeout): is it the coordinator's HTTP address, not a Kafka port (capgate dev: Kafka 9092, the Kafka listener 9093, the coordinator http://127.0.0.1:7070)? Check --coordinator / CAPGATE_COORDINATOR_URL", u.Host, adminTimeout)
 	}
 	return ""
+}
+
+// isTimeout reports whether err is the request's own timeout.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 // cutOff reports whether the connection ended without an answer: what a

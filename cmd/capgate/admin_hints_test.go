@@ -4,10 +4,12 @@ import (
 	"crypto/tls"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
 )
@@ -25,6 +27,7 @@ func TestAdminConnectErrorsSayWhatToDo(t *testing.T) {
 	goTLS.StartTLS()
 	defer goTLS.Close()
 	closer := tlsClosingServer(t) // answers plaintext by closing, as capgate's listeners do
+	kafkaPort := closingServer(t) // reads a request and closes, as a Kafka port does
 	httpsTo := func(u string) string { return strings.Replace(u, "http://", "https://", 1) }
 	httpTo := func(u string) string { return strings.Replace(u, "https://", "http://", 1) }
 	for _, c := range []struct {
@@ -37,6 +40,7 @@ func TestAdminConnectErrorsSayWhatToDo(t *testing.T) {
 		{"bad scheme", "ftp://127.0.0.1:7070", []string{"--coordinator: coordinator URL must be an http(s) URL"}, true},
 		{"https to plain HTTP", httpsTo(plain.URL), []string{"the server speaks plain HTTP: use http://" + strings.TrimPrefix(plain.URL, "http://")}, false},
 		{"http to a TLS server that closes", "http://" + closer, []string{"EOF", "the server speaks TLS: use https://" + closer}, false},
+		{"http to a Kafka port", "http://" + kafkaPort, []string{"closed the connection without an HTTP answer: is it a Kafka port", "--coordinator or CAPGATE_COORDINATOR_URL"}, false},
 		{"http to Go's TLS server", httpTo(goTLS.URL), []string{"400 Bad Request", "the server speaks TLS: use https://"}, false},
 		{"unknown CA", goTLS.URL, []string{"certificate signed by unknown authority", "pass --cacert FILE or set CAPGATE_CACERT"}, false},
 	} {
@@ -59,6 +63,37 @@ func TestAdminConnectErrorsSayWhatToDo(t *testing.T) {
 	}
 }
 
+// closingServer is a TCP listener that reads what a connection sends and
+// closes it — a Kafka port given an HTTP request; its address.
+func closingServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveConns(t, ln, func(c net.Conn) { c.Read(make([]byte, 4096)) })
+}
+
+// serveConns accepts ln's connections until the test ends, hands each to
+// handle and closes it after; ln's address.
+func serveConns(t *testing.T, ln net.Listener, handle func(net.Conn)) string {
+	t.Helper()
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // tlsClosingServer is a TLS listener that closes a connection whose
 // handshake fails (a plaintext request), as a TLS proxy may (capgate's
 // own listeners answer 400 "use https://"); its address.
@@ -72,20 +107,7 @@ func tlsClosingServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				c.(*tls.Conn).Handshake()
-				c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return serveConns(t, ln, func(c net.Conn) { c.(*tls.Conn).Handshake() })
 }
 
 // TestAdminNotARouteHintsOnce: a URL that is not a coordinator's base
@@ -96,5 +118,27 @@ func TestAdminNotARouteHintsOnce(t *testing.T) {
 	_, err := run(t, "admin", "groups", "--coordinator", base+"/v1", "--token", admin)
 	if err == nil || strings.Count(err.Error(), "base URL") != 1 || !strings.Contains(err.Error(), `no such route: "/v1/v1/admin/groups": is `+base+"/v1 a capgate coordinator?") {
 		t.Fatalf("--coordinator with a path: %v", err)
+	}
+}
+
+// TestAdminTimeoutSaysWhatToCheck: --coordinator pointed at capgate dev's
+// embedded Kafka (a port that takes an HTTP request and never answers)
+// waited the CLI's minute and ended "Client.Timeout exceeded while
+// awaiting headers" and no more (newuser5); it says what to check. The
+// timeout is lowered here, the server answers nothing ever.
+func TestAdminTimeoutSaysWhatToCheck(t *testing.T) {
+	defer func(d time.Duration) { adminTimeout = d }(adminTimeout)
+	adminTimeout = 200 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	silent := serveConns(t, ln, func(net.Conn) { <-done })
+	_, err = run(t, "admin", "groups", "--coordinator", "http://"+silent, "--token", "x")
+	if err == nil || !strings.Contains(err.Error(), "no answer from "+silent+" within 200ms") ||
+		!strings.Contains(err.Error(), "not a Kafka port") {
+		t.Fatalf("a coordinator URL that never answers: %v", err)
 	}
 }
