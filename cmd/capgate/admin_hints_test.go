@@ -142,3 +142,22 @@ func TestAdminTimeoutSaysWhatToCheck(t *testing.T) {
 		t.Fatalf("a coordinator URL that never answers: %v", err)
 	}
 }
+
+// TestConsumeConnectErrorsSayWhatToDo: consume's join to a coordinator
+// that is not running, or to a Kafka port, was "connection refused" /
+// "connection reset by peer" bare (newuser5); it says which flag fixes it,
+// as the admin commands do.
+func TestConsumeConnectErrorsSayWhatToDo(t *testing.T) {
+	for name, c := range map[string]struct{ url, want string }{
+		"not running":  {coordinatorstest.Down(t), "is the coordinator running"},
+		"a Kafka port": {"http://" + closingServer(t), "is it a Kafka port"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each waits out the SDK's join retries (request_timeout)
+			_, err := run(t, "consume", "-g", "g", "-t", "demo", "--credential", "x.y.z", "--coordinator", c.url, "--gateways", c.url)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "--coordinator or CAPGATE_COORDINATOR_URL") {
+				t.Errorf("%v, want %q and the flag", err, c.want)
+			}
+		})
+	}
+}

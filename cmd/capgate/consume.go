@@ -239,7 +239,10 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 	}
 	if err := c.Join(ctx); err != nil {
 		c.Close(context.Background())
-		return fmt.Errorf("consume: join %s: %w", cfg.Group, err)
+		// A coordinator not running, or --coordinator naming a Kafka
+		// port, was "connection refused" / "reset by peer" bare; the
+		// admin commands' hints say which flag fixes it (newuser5).
+		return fmt.Errorf("consume: join %s: %w", cfg.Group, connectHint(ctx, cfg.CoordinatorURL, err))
 	}
 	prog := newProgress(stderr, isTerminal(stderr))
 	stopProgress := prog.run(ctx, f.lagSource(cfg))
