@@ -153,3 +153,19 @@ func TestMistypedFlagsSayWhichIsMeant(t *testing.T) {
 		t.Errorf("capgate consume --zzz: %v, want exit 2 and no suggestion", err)
 	}
 }
+
+// TestKafkaConsumerGroupsFlagsSayWhatToUse: kafka-consumer-groups' flags
+// on the admin commands that do its work were bare "unknown flag"
+// (newuser5: offsets reset --to-earliest); each says what to use, exit 2.
+func TestKafkaConsumerGroupsFlagsSayWhatToUse(t *testing.T) {
+	for args, want := range map[string]string{
+		"admin offsets reset g demo --to-earliest":         "unknown flag: --to-earliest — capgate admin offsets reset takes --to earliest",
+		"admin offsets reset g demo --to-offset 3":         "takes --to OFFSET",
+		"admin offsets reset g demo --to latest --execute": "there is no dry run: drop --execute",
+		"admin offsets reset g --topic demo --to latest":   "TOPIC is an argument: capgate admin offsets reset GROUP TOPIC",
+		"admin group g --describe":                         "capgate admin group GROUP describes it",
+		"admin groups --list":                              "capgate admin groups lists them",
+	} {
+		wantUsageError(t, strings.Fields(args), want)
+	}
+}

@@ -11,7 +11,9 @@ import (
 // that consume and produce do not take (kcat's and rpk's that mean the
 // same are declared as short flags), with what to use instead: a Kafka
 // user's first try was refused "unknown flag: --from-beginning" and no
-// more (newuser4 #13). Keyed by command, then by the flag as cobra
+// more (newuser4 #13); and kafka-consumer-groups' on the admin commands
+// that do its work (newuser5: `admin offsets reset G demo --to-earliest`).
+// Keyed by command path without "capgate ", then by the flag as cobra
 // names it ("--from-beginning", "-p").
 var foreignFlags = map[string]map[string]string{
 	"consume": {
@@ -32,6 +34,26 @@ var foreignFlags = map[string]map[string]string{
 		"-b":                 bootstrapHint("produce writes"),
 		"-P":                 "capgate produce is kcat's -P mode already: drop it",
 		"--property":         "capgate produce takes -K SEP (--key-separator) to split each line into key and value, as parse.key=true with key.separator",
+	},
+	"admin offsets reset": {
+		"--to-earliest":   "capgate admin offsets reset takes --to earliest",
+		"--to-latest":     "capgate admin offsets reset takes --to latest",
+		"--to-offset":     "capgate admin offsets reset takes --to OFFSET",
+		"--shift-by":      "capgate admin offsets reset takes --to OFFSET (capgate admin offsets GROUP shows the committed ones)",
+		"--to-datetime":   "capgate admin offsets reset takes --to earliest, latest or an offset; no time",
+		"--execute":       "capgate admin offsets reset acts at once, there is no dry run: drop --execute (capgate admin offsets GROUP shows the committed offsets)",
+		"--dry-run":       "capgate admin offsets reset has no dry run: capgate admin offsets GROUP shows the committed offsets, capgate admin topic TOPIC where the logs start and end",
+		"--reset-offsets": "capgate admin offsets reset is kafka-consumer-groups' --reset-offsets already: drop it",
+		"--group":         "GROUP is an argument: capgate admin offsets reset GROUP TOPIC [PARTITION] --to earliest|latest|OFFSET",
+		"--topic":         "TOPIC is an argument: capgate admin offsets reset GROUP TOPIC [PARTITION] --to earliest|latest|OFFSET",
+		"--all-topics":    "name each TOPIC: capgate admin offsets reset GROUP TOPIC --to earliest|latest|OFFSET",
+	},
+	"admin group": {
+		"--describe": "capgate admin group GROUP describes it (kafka-consumer-groups --describe): drop --describe",
+		"--group":    "GROUP is an argument: capgate admin group GROUP",
+	},
+	"admin groups": {
+		"--list": "capgate admin groups lists them (kafka-consumer-groups --list): drop --list",
 	},
 }
 
@@ -57,7 +79,7 @@ func foreignFlagHint(c *cobra.Command, err error) error {
 	default:
 		return err
 	}
-	if hint, ok := foreignFlags[c.Name()][flag]; ok {
+	if hint, ok := foreignFlags[strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")][flag]; ok {
 		return fmt.Errorf("%w — %s", err, hint)
 	}
 	return err
