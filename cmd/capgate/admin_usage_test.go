@@ -156,7 +156,8 @@ func TestMistypedFlagsSayWhichIsMeant(t *testing.T) {
 
 // TestKafkaConsumerGroupsFlagsSayWhatToUse: kafka-consumer-groups' flags
 // on the admin commands that do its work were bare "unknown flag"
-// (newuser5: offsets reset --to-earliest); each says what to use, exit 2.
+// (newuser5: offsets reset --to-earliest), and so were kcat's -X, -F, -G
+// and -J on consume and produce; each says what to use, exit 2.
 func TestKafkaConsumerGroupsFlagsSayWhatToUse(t *testing.T) {
 	for args, want := range map[string]string{
 		"admin offsets reset g demo --to-earliest":         "unknown flag: --to-earliest — capgate admin offsets reset takes --to earliest",
@@ -165,6 +166,10 @@ func TestKafkaConsumerGroupsFlagsSayWhatToUse(t *testing.T) {
 		"admin offsets reset g --topic demo --to latest":   "TOPIC is an argument: capgate admin offsets reset GROUP TOPIC",
 		"admin group g --describe":                         "capgate admin group GROUP describes it",
 		"admin groups --list":                              "capgate admin groups lists them",
+		"consume -g g -t demo -X security.protocol=SSL":    "capgate takes no librdkafka properties",
+		"produce -t demo -F kcat.conf":                     "capgate takes no librdkafka properties",
+		"consume -G g demo":                                "capgate consume is a group consumer already (kcat's -G): -g GROUP -t TOPIC",
+		"consume -g g -t demo -J":                          "capgate consume takes -f json",
 	} {
 		wantUsageError(t, strings.Fields(args), want)
 	}

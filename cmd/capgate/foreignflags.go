@@ -27,12 +27,19 @@ var foreignFlags = map[string]map[string]string{
 		"--max-messages":     maxRecordsHint,
 		"-c":                 maxRecordsHint,
 		"-C":                 "capgate consume is kcat's -C mode already: drop it",
+		"-G":                 "capgate consume is a group consumer already (kcat's -G): -g GROUP -t TOPIC",
+		"-J":                 "capgate consume takes -f json (one JSON object per record, as kcat's -J envelope)",
+		"-K":                 "capgate consume prints the key in its own column (-f text), or place it with a kcat format string: -f '%k\\t%s\\n'",
+		"-X":                 librdkafkaHint,
+		"-F":                 librdkafkaHint,
 	},
 	"produce": {
 		"--bootstrap-server": bootstrapHint("produce writes"),
 		"--broker-list":      bootstrapHint("produce writes"),
 		"-b":                 bootstrapHint("produce writes"),
 		"-P":                 "capgate produce is kcat's -P mode already: drop it",
+		"-X":                 librdkafkaHint,
+		"-F":                 librdkafkaHint,
 		"--property":         "capgate produce takes -K SEP (--key-separator) to split each line into key and value, as parse.key=true with key.separator",
 	},
 	"admin offsets reset": {
@@ -60,6 +67,7 @@ var foreignFlags = map[string]map[string]string{
 const (
 	partitionHint  = "a group consumer reads the partitions the coordinator grants it; to read one partition, grant a capability (capgate admin grant --topic T --partition P --holder NAME) and read with it: kcat -p through the Kafka listener, or GET /v1/topics/T/partitions/P/records"
 	maxRecordsHint = "capgate consume takes -n N (--max-records)"
+	librdkafkaHint = "capgate takes no librdkafka properties: TLS is --cacert/--cert/--key, the credential --credential-file (or $CAPGATE_CREDENTIAL), the servers --coordinator and --gateways; kcat itself, with -X and -F, reads through the gateway's Kafka listener: -b $CAPGATE_KAFKA_BOOTSTRAP"
 )
 
 func bootstrapHint(what string) string {
