@@ -174,3 +174,17 @@ func TestKafkaConsumerGroupsFlagsSayWhatToUse(t *testing.T) {
 		wantUsageError(t, strings.Fields(args), want)
 	}
 }
+
+// TestProduceBadArgumentsAreUsageErrors: produce -p -1 went out and came
+// back 400 (exit 1), a topic no Kafka topic can be a 404 from the mint,
+// --batch-records 0 exit 1 (newuser5); each is a usage error now, before
+// anything is read or sent.
+func TestProduceBadArgumentsAreUsageErrors(t *testing.T) {
+	for args, want := range map[string]string{
+		"produce -t demo -p -1":             "--partition -1: want a partition ≥ 0",
+		"produce -t a/b":                    `--topic: topic "a/b": a topic is`,
+		"produce -t demo --batch-records 0": "--batch-records and --batch-bytes: must be >= 1",
+	} {
+		wantUsageError(t, append(strings.Fields(args), "--coordinator", "http://127.0.0.1:1", "--token", "x"), want)
+	}
+}

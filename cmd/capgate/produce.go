@@ -239,7 +239,16 @@ func runProduce(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 		return usageErrorf("--output: want text or json, got %q", f.output)
 	}
 	if f.batchRecords < 1 || f.batchBytes < 1 {
-		return fmt.Errorf("--batch-records and --batch-bytes: must be >= 1, got %d and %d", f.batchRecords, f.batchBytes)
+		return usageErrorf("--batch-records and --batch-bytes: must be >= 1, got %d and %d", f.batchRecords, f.batchBytes)
+	}
+	// A partition below 0 went out and came back 400 (exit 1), a topic
+	// no Kafka topic can be as a 404 from the mint (newuser5): usage
+	// errors, as the admin commands' TOPIC and PARTITION.
+	if !f.partitioned && f.partition < 0 {
+		return usageErrorf("--partition %d: want a partition ≥ 0", f.partition)
+	}
+	if err := topicArg(f.topic); err != nil {
+		return fmt.Errorf("--topic: %w", err)
 	}
 	if f.endpoints.tls.key != "" && f.endpoints.tls.cert == "" {
 		// kcat's -k and -K give records keys; ours is the TLS key.
