@@ -80,8 +80,7 @@ func (c *Coordinator) sharedGrant(ctx *fasthttp.RequestCtx, req SharedGrantReque
 	if !c.grantableTopic(ctx, req.Topic) {
 		return ocap.Claims{}, 0, false
 	}
-	if n, known := c.partitionCount(req.Topic); known && req.Partition >= n {
-		writeError(ctx, api.CodeNotFound, "unknown topic or partition")
+	if !c.knownPartition(ctx, req.Topic, req.Partition) {
 		return ocap.Claims{}, 0, false
 	}
 	names := req.Ops

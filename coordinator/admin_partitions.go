@@ -101,7 +101,7 @@ func (c *Coordinator) handleAdminPartitionLease(ctx *fasthttp.RequestCtx, params
 			map[string]any{"field": "holder"})
 		return
 	}
-	if !c.grantableTopic(ctx, path.topic) {
+	if !c.grantableTopic(ctx, path.topic) || !c.knownPartition(ctx, path.topic, path.partition) {
 		return
 	}
 	bound := ttlBound{min: time.Second, max: c.cfg.Groups.Limits.LeaseTTLMax, key: "coordinator.groups.limits.lease_ttl_max", lasts: "a lease's capability"}
@@ -181,8 +181,7 @@ func (c *Coordinator) handleAdminPartitionOffset(ctx *fasthttp.RequestCtx, param
 // resetTarget is the offset a reset asks for: explicit (within the log
 // end), or Kafka's earliest or latest now. On a refusal it answers.
 func (c *Coordinator) resetTarget(ctx *fasthttp.RequestCtx, path partitionPath, req OffsetResetRequest) (int64, bool) {
-	if n, known := c.partitionCount(path.topic); known && path.partition >= n {
-		writeError(ctx, api.CodeNotFound, "unknown topic or partition")
+	if !c.knownPartition(ctx, path.topic, path.partition) {
 		return 0, false
 	}
 	switch {

@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -65,4 +66,33 @@ func TestAdminTopics(t *testing.T) {
 	h.expectError(t, "GET", "/v1/admin/topics/orders?limit=1", e.adminToken, nil, 400, api.CodeBadRequest)
 	h.expectError(t, "GET", "/v1/admin/topics?limit=0", e.adminToken, nil, 400, api.CodeBadRequest)
 	h.expectError(t, "GET", "/v1/admin/topics/orders", "not-the-token", nil, 401, api.CodeUnauthorized)
+}
+
+// TestUnknownPartitionSaysWhich: an admin grant (capgate produce mints
+// one per partition) of a topic Kafka lacks, or of a partition past the
+// topic's count, was "unknown topic or partition" either way, a lease
+// "unknown partition" (newuser5: capgate produce -t nosuch); each says
+// which.
+func TestUnknownPartitionSaysWhich(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 3})
+	h := e.start(t)
+	for _, c := range []struct {
+		topic     string
+		partition int32
+		want      string
+	}{
+		{"nosuch", 0, `unknown topic \"nosuch\": Kafka has no such topic`},
+		{"orders", 3, `topic \"orders\" has 3 partitions (0 to 2): no partition 3`},
+	} {
+		status, b, _ := h.do(t, "POST", "/v1/admin/capabilities", e.adminToken,
+			coordinator.SharedGrantRequest{Topic: c.topic, Partition: c.partition, Holder: "h", TTLMs: 60_000})
+		if status != 404 || !strings.Contains(string(b), c.want) {
+			t.Errorf("grant %s/%d: %d %s, want 404 %s", c.topic, c.partition, status, b, c.want)
+		}
+		status, b, _ = h.do(t, "POST", fmt.Sprintf("/v1/admin/groups/g/partitions/%s/%d/lease", c.topic, c.partition), e.adminToken,
+			coordinator.LeaseRequest{Holder: "h", TTLMs: 60_000})
+		if status != 404 || !strings.Contains(string(b), c.want) {
+			t.Errorf("lease %s/%d: %d %s, want 404 %s", c.topic, c.partition, status, b, c.want)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -96,6 +97,22 @@ func (c *Coordinator) knownTopics(ctx *fasthttp.RequestCtx, topics []string) boo
 	}
 	writeError(ctx, api.CodeNotFound, "unknown topic "+strconv.Quote(missing)+": Kafka has no such topic")
 	return false
+}
+
+// knownPartition answers 404 not_found for a partition Kafka does not
+// have, saying which: an unknown topic (metadata read again first, as a
+// join's: knownTopics), or the topic's partition count. Both were
+// "unknown topic or partition" (newuser5: capgate produce -t nosuch).
+// Nothing is checked before the first metadata read.
+func (c *Coordinator) knownPartition(ctx *fasthttp.RequestCtx, topic string, partition int32) bool {
+	if !c.knownTopics(ctx, []string{topic}) {
+		return false
+	}
+	if n, known := c.partitionCount(topic); known && partition >= n {
+		writeError(ctx, api.CodeNotFound, fmt.Sprintf("topic %q has %d partitions (0 to %d): no partition %d", topic, n, n-1, partition))
+		return false
+	}
+	return true
 }
 
 // patternMatches is how many topics of the last metadata read (internal
