@@ -227,7 +227,7 @@ func newAdminCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "admin", Short: "Operate a coordinator through its admin API"}
 	f.register(cmd)
 	cmd.AddCommand(
-		adminGetRender(f, "groups", "List consumer groups", func([]string) string { return "/v1/admin/groups" }, 0, printGroups),
+		newAdminGroups(f),
 		newAdminGroup(f), newAdminOffsets(f), newAdminTopics(f), newAdminTopic(f), newAdminAudit(f),
 		adminGetRender(f, "gateways", "List gateways with their acked sync seq and last poll", func([]string) string { return "/v1/admin/gateways" }, 0, printGateways),
 		newAdminRevoke(f), newAdminLease(f), newAdminGrant(f), newAdminRevokeCapability(f),

@@ -16,8 +16,20 @@ import (
 // newAdminTopics is `admin topics`: the topics the coordinator knows,
 // with their partition counts (GET /v1/admin/topics).
 func newAdminTopics(f *adminFlags) *cobra.Command {
-	return adminGetRender(f, "topics", "List topics with their partition counts (internal topics left out), as rpk topic list",
-		func([]string) string { return "/v1/admin/topics" }, 0, printTopics)
+	return listAll(f, "topics", "List topics with their partition counts (internal topics left out), as rpk topic list", "/v1/admin/topics", "topics",
+		func(page json.RawMessage) ([]coordinator.TopicSummary, string, error) {
+			r, err := decode[coordinator.TopicsResponse](page)
+			return r.Topics, r.NextAfter, err
+		}, printTopics)
+}
+
+// newAdminGroups is `admin groups`: every group's name, all pages.
+func newAdminGroups(f *adminFlags) *cobra.Command {
+	return listAll(f, "groups", "List consumer groups", "/v1/admin/groups", "groups",
+		func(page json.RawMessage) ([]string, string, error) {
+			r, err := decode[coordinator.GroupsResponse](page)
+			return r.Groups, r.NextAfter, err
+		}, printGroups)
 }
 
 // newAdminTopic is `admin topic TOPIC` (and `admin topic describe
@@ -73,4 +85,44 @@ func printTopicDescription(w io.Writer, raw json.RawMessage) error {
 		rows[i] = []string{strconv.Itoa(int(p.Partition)), optInt(p.EarliestOffset), optInt(p.LatestOffset), records}
 	}
 	return printTable(w, []string{"PARTITION", "EARLIEST", "LATEST", "RECORDS"}, rows)
+}
+
+// listAll reads every page of a list route (?after= at each answer's
+// next_after) and prints them as one answer: page's items under key,
+// rendered by render. `admin groups` printed the first page and "(more
+// after NAME)", a cursor no flag took (newuser5); rpk lists everything.
+func listAll[T any](f *adminFlags, use, short, path, key string, items func(page json.RawMessage) ([]T, string, error), render renderer) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: cobra.ExactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			all := []T{}
+			for after := ""; ; {
+				p := path
+				if after != "" {
+					p += "?after=" + url.QueryEscape(after)
+				}
+				var page json.RawMessage
+				if err := c.do(cmd.Context(), http.MethodGet, p, nil, &page); err != nil {
+					return err
+				}
+				got, next, err := items(page)
+				if err != nil {
+					return err
+				}
+				all = append(all, got...)
+				if after = next; next == "" {
+					break
+				}
+			}
+			out, err := json.Marshal(map[string][]T{key: all})
+			if err != nil {
+				return err
+			}
+			return f.print(cmd.OutOrStdout(), out, render)
+		},
+	}
 }

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestAdminListsFollowEveryPage: `admin groups` printed the first page
+// of describe_page_max names and "(more after NAME)", a cursor no flag
+// took (newuser5); it and `admin topics` read every page (?after= at
+// each next_after) and print one list, as rpk's list commands.
+func TestAdminListsFollowEveryPage(t *testing.T) {
+	pages := map[string]string{
+		"/v1/admin/groups":          `{"groups":["a","b"],"next_after":"b"}`,
+		"/v1/admin/groups?after=b":  `{"groups":["c"]}`,
+		"/v1/admin/topics":          `{"topics":[{"topic":"t1","partitions":3}],"next_after":"t1"}`,
+		"/v1/admin/topics?after=t1": `{"topics":[{"topic":"t2","partitions":1}]}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page, ok := pages[r.URL.RequestURI()]
+		if !ok {
+			http.Error(w, `{"error":{"code":"not_found","message":"no page"}}`, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(page))
+	}))
+	defer srv.Close()
+	for args, want := range map[string]string{
+		"groups -o json":  "{\n  \"groups\": [\n    \"a\",\n    \"b\",\n    \"c\"\n  ]\n}\n",
+		"groups -o table": "GROUP\na\nb\nc\n",
+		"topics -o table": "TOPIC  PARTITIONS\nt1     3\nt2     1\n",
+	} {
+		out, err := run(t, append(append([]string{"admin"}, strings.Fields(args)...), "--coordinator", srv.URL, "--token", "x")...)
+		if err != nil || out != want {
+			t.Errorf("admin %s: %v\n%q, want\n%q", args, err, out, want)
+		}
+	}
+}
