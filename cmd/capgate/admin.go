@@ -38,7 +38,7 @@ type adminFlags struct {
 func (f *adminFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&f.coordinator, "coordinator", envOr("CAPGATE_COORDINATOR_URL", "http://127.0.0.1:7070"), coordinatorHelp)
 	cmd.PersistentFlags().StringVar(&f.token, "token", "", "admin token ($CAPGATE_ADMIN_TOKEN); prefer --token-file")
-	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json from capgate dev")
+	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json (or .env) from capgate dev")
 	f.tls.register(cmd.PersistentFlags())
 	f.out.register(cmd.PersistentFlags())
 }
@@ -71,8 +71,9 @@ func (f *adminFlags) client() (*adminClient, error) {
 // before it printed "client_credential" as credentials.json holds it.
 var secretAliases = map[string][]string{"client_credential": {"credential"}}
 
-// secretFrom reads a secret from a flag, a file (plain, or a JSON object
-// holding key, as written by capgate dev) or an environment variable.
+// secretFrom reads a secret from a flag, a file (plain, a JSON object
+// holding key, as capgate dev's credentials.json, or shell lines setting
+// env, as its credentials.env) or an environment variable.
 func secretFrom(flagValue, file, env, key string) (string, error) {
 	if flagValue != "" {
 		return flagValue, nil
@@ -91,12 +92,37 @@ func secretFrom(flagValue, file, env, key string) (string, error) {
 			}
 			return "", fmt.Errorf("%s holds no %q", file, key)
 		}
-		return strings.TrimSpace(string(b)), nil
+		secret := strings.TrimSpace(string(b))
+		if strings.ContainsAny(secret, " \t\r\n") {
+			// credentials.env given as the file: its whole text went out as
+			// the token and came back "invalid header field value for
+			// Authorization" (newuser5).
+			return envFileSecret(file, secret, env)
+		}
+		return secret, nil
 	}
 	if v := os.Getenv(env); v != "" {
 		return v, nil
 	}
 	return "", fmt.Errorf("no %s: pass --token, --token-file or set %s", key, env)
+}
+
+// envFileSecret is env's value in text, shell lines such as capgate dev's
+// credentials.env ("export NAME=value"), or an error saying what the file
+// is not.
+func envFileSecret(file, text, env string) (string, error) {
+	for _, line := range strings.Split(text, "\n") {
+		name, value, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "export "), "=")
+		if ok && name == env {
+			if unquoted, err := strconv.Unquote(value); err == nil {
+				value = unquoted
+			}
+			if value = strings.Trim(value, "'"); value != "" {
+				return value, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s is not a token (it holds spaces or several lines) and sets no %s: pass a file holding the token alone, or capgate dev's credentials.json", file, env)
 }
 
 // do sends body (nil for none) and decodes a JSON answer into out (may be

@@ -93,7 +93,7 @@ func newConsumeCmd() *cobra.Command {
 	fl.StringVar(&f.topicPattern, "topic-pattern", "", "subscribe instead to the topics whose whole name matches this regular expression (RE2, anchored as Java's subscribe(Pattern): 'orders-.*', not '^orders-'; kcat's and franz-go's match a part; one matching no topic is warned of and waits for one)")
 	fl.StringVar(&f.instanceID, "instance-id", "", "static membership: a restart within the session timeout takes its partitions back")
 	fl.StringVar(&f.credential, "credential", "", "client credential ($CAPGATE_CREDENTIAL); prefer --credential-file")
-	fl.StringVar(&f.credentialFile, "credential-file", "", "file holding the client credential, or credentials.json from capgate dev")
+	fl.StringVar(&f.credentialFile, "credential-file", "", "file holding the client credential, or credentials.json (or .env) from capgate dev")
 	fl.StringVar(&f.token, "token", "", "admin token for the lag display ($CAPGATE_ADMIN_TOKEN)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the admin token for the lag display, or credentials.json")
 	f.endpoints.register(cmd)

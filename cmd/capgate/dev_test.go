@@ -41,6 +41,18 @@ func TestCredentialsKeptAcrossStarts(t *testing.T) {
 			t.Errorf("secretFrom %s = %q, %v", key, got, err)
 		}
 	}
+	// And credentials.env, given where a file of the token is asked for
+	// (--credential-file, --token-file): its whole text went out as the
+	// token, "invalid header field value for Authorization" (newuser5).
+	for env, want := range map[string]string{"CAPGATE_ADMIN_TOKEN": first.AdminToken, "CAPGATE_CREDENTIAL": "cred"} {
+		if got, err := secretFrom("", filepath.Join(dir, credentialsEnvFile), env, "unused"); err != nil || got != want {
+			t.Errorf("secretFrom credentials.env %s = %q, %v; want %q", env, got, err, want)
+		}
+	}
+	if _, err := secretFrom("", filepath.Join(dir, credentialsEnvFile), "CAPGATE_SYNC_TOKEN", "unused"); err == nil ||
+		!strings.Contains(err.Error(), "is not a token (it holds spaces or several lines) and sets no CAPGATE_SYNC_TOKEN") {
+		t.Errorf("secretFrom credentials.env of a variable it does not set: %v", err)
+	}
 	env, _ := os.ReadFile(filepath.Join(dir, credentialsEnvFile))
 	if !strings.Contains(string(env), "export CAPGATE_CREDENTIAL=cred\n") || !strings.Contains(string(env), "export CAPGATE_GATEWAY_URLS=http://g\n") {
 		t.Fatalf("credentials.env:\n%s", env)

@@ -97,7 +97,7 @@ func newProduceCmd() *cobra.Command {
 	fl.StringVar(&f.credential, "credential", "", "client credential allowed to produce to TOPIC ($CAPGATE_CREDENTIAL); prefer --credential-file")
 	fl.StringVar(&f.credFile, "credential-file", "", "file holding a client credential allowed to produce to TOPIC")
 	fl.StringVar(&f.token, "token", "", "admin token to mint a produce capability with ($CAPGATE_ADMIN_TOKEN)")
-	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json from capgate dev")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json (or .env) from capgate dev")
 	f.endpoints.register(cmd)
 	fl.DurationVar(&f.ttl, "capability-ttl", 5*time.Minute, "lifetime of a minted capability (renewed while producing; at most the coordinator's max_lease)")
 	fl.IntVar(&f.batchRecords, "batch-records", 500, "most records sent in one request")
