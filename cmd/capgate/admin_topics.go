@@ -43,9 +43,9 @@ func newAdminTopic(f *adminFlags) *cobra.Command {
 		return callRender(cmd, f, http.MethodGet, "/v1/admin/topics/"+url.PathEscape(a[0]), nil, printTopicDescription)
 	}
 	long := `Describe a topic: each partition's earliest and latest offset (Kafka's log
-start offset and high watermark; the records a partition holds are the
-difference), as the coordinator reads them from Kafka (cached up to
-offset_cache_ttl). Which groups read it and how far: capgate admin group
+start offset and high watermark; RECORDS is the difference, which
+compaction and transaction markers make more than the records it holds),
+as the coordinator reads them from Kafka (cached up to offset_cache_ttl). Which groups read it and how far: capgate admin group
 GROUP. Kafka's own topics (__*) and capgate's state logs are refused: no
 client is granted them.`
 	cmd := &cobra.Command{
