@@ -89,7 +89,8 @@ type Config struct {
 	// reused when resolving the start offset of grants.
 	OffsetCacheTTL time.Duration `yaml:"offset_cache_ttl"`
 	// DescribeLagMax bounds the partitions whose lag one admin describe
-	// looks up in Kafka.
+	// looks up in Kafka (a topic describe of more partitions shows no
+	// offsets).
 	DescribeLagMax int `yaml:"describe_lag_max"`
 	// GroupLagLabelsMax bounds the groups capgate_coordinator_group_lag
 	// labels (those with the largest lag; the others' sum is
@@ -101,7 +102,7 @@ type Config struct {
 	// Kafka.
 	GroupLagLabelsMax int `yaml:"group_lag_labels_max"`
 	// DescribePageMax bounds the members and the partitions one admin
-	// describe (or group list) answers with; DescribeBytesMax bounds the
+	// describe (or group or topic list) answers with; DescribeBytesMax bounds the
 	// members' estimated JSON (at least one member). Larger groups are
 	// read in pages: ?limit=&members_after=&partitions_after=topic/N.
 	DescribePageMax  int `yaml:"describe_page_max"`
