@@ -97,6 +97,9 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	if err := f.validateReplicas(); err != nil {
 		return err
 	}
+	if err := f.checkPortsApart(); err != nil {
+		return err
+	}
 	log, err := newLogger(logConfig{Level: f.logLevel, Format: "console"})
 	if err != nil {
 		return usageErrorf("--log-level: %w", err)
@@ -279,6 +282,44 @@ func loopbackPort(addr string) (int, error) {
 		return 0, fmt.Errorf("want a port in [0, 65535], got %q", portText)
 	}
 	return port, nil
+}
+
+// checkPortsApart refuses listen addresses of capgate dev's own that take
+// one port twice: --kafka-addr 127.0.0.1:9092 failed "address already in
+// use … is another capgate dev running?" against its own embedded Kafka
+// (newuser5), and the Kafka listener's fetch lanes take the next 3 ports.
+func (f devFlags) checkPortsApart() error {
+	lanes := gateway.DefaultConfig().KafkaFetchLanes // capgate dev's gateway keeps the default
+	type listener struct {
+		flag, addr string
+		host       string
+		first, n   int
+	}
+	var ls []listener
+	for _, l := range []struct {
+		flag, addr string
+		n          int
+	}{{"--broker-addr", f.brokerAddr, 1}, {"--coordinator-addr", f.coordinatorAddr, 1}, {"--gateway-addr", f.gatewayAddr, 1}, {"--kafka-addr", f.kafkaAddr, lanes}} {
+		host, p, err := net.SplitHostPort(l.addr)
+		port, perr := strconv.Atoi(p)
+		if err != nil || perr != nil || port == 0 {
+			continue // port 0 picks a free one; a bad address is refused where it is used
+		}
+		ls = append(ls, listener{l.flag, l.addr, host, port, l.n})
+	}
+	for i, a := range ls {
+		for _, b := range ls[:i] {
+			sameHost := a.host == b.host || net.ParseIP(a.host).IsUnspecified() || net.ParseIP(b.host).IsUnspecified() || a.host == "" || b.host == ""
+			if sameHost && a.first < b.first+b.n && b.first < a.first+a.n {
+				why := ""
+				if a.n > 1 || b.n > 1 {
+					why = fmt.Sprintf(" (--kafka-addr takes its port and the next %d, the Kafka listener's fetch lanes)", lanes-1)
+				}
+				return usageErrorf("%s %s and %s %s take the same port%s: pick other ports, or port 0 for free ones", b.flag, b.addr, a.flag, a.addr, why)
+			}
+		}
+	}
+	return nil
 }
 
 // validateReplicas checks --replicas and --kill-leader.

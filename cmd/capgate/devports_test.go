@@ -35,3 +35,20 @@ func TestDevBusyPortSaysSo(t *testing.T) {
 		})
 	}
 }
+
+// TestDevRefusesItsOwnPortsTwice: --kafka-addr on --broker-addr's port
+// failed "address already in use … is another capgate dev running?",
+// against its own embedded Kafka (newuser5); flags of capgate dev that
+// take one port twice — the Kafka listener's fetch lanes take the 3
+// ports after --kafka-addr's — are a usage error naming both, before
+// anything listens.
+func TestDevRefusesItsOwnPortsTwice(t *testing.T) {
+	dir := t.TempDir()
+	for args, want := range map[string]string{
+		"--broker-addr 127.0.0.1:39092 --kafka-addr 127.0.0.1:39092 --coordinator-addr 127.0.0.1:0 --gateway-addr 127.0.0.1:0": "--broker-addr 127.0.0.1:39092 and --kafka-addr 127.0.0.1:39092 take the same port",
+		"--broker-addr 127.0.0.1:0 --kafka-addr 127.0.0.1:39093 --coordinator-addr 127.0.0.1:0 --gateway-addr 127.0.0.1:39095": "take the same port (--kafka-addr takes its port and the next 3",
+		"--broker-addr 127.0.0.1:0 --kafka-addr 127.0.0.1:0 --coordinator-addr 127.0.0.1:39070 --gateway-addr 0.0.0.0:39070":   "--coordinator-addr 127.0.0.1:39070 and --gateway-addr 0.0.0.0:39070 take the same port",
+	} {
+		wantUsageError(t, append([]string{"dev", "--data-dir", dir, "--log-level", "error"}, strings.Fields(args)...), want)
+	}
+}
