@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"sort"
@@ -221,4 +222,16 @@ func LeaderOf(header string, e Error) string {
 	}
 	leader, _ := e.Details["leader"].(string)
 	return leader
+}
+
+// TopicDetailsHint answers a request for a topic's details where there
+// is none (GET /v1/topics/{topic} at a gateway or the coordinator: it was
+// told "send this to a gateway", which serves only records; newuser5).
+const TopicDetailsHint = "a topic's partitions and offsets are an admin read at the coordinator: GET /v1/admin/topics/{topic} (and /v1/admin/topics lists them), capgate admin topic TOPIC"
+
+// TopicDetailsPath reports whether path is /v1/topics or /v1/topics/{topic}
+// (a slash at the end too): a request for a topic's details.
+func TopicDetailsPath(path []byte) bool {
+	rest, ok := bytes.CutPrefix(bytes.TrimSuffix(path, []byte("/")), []byte("/v1/topics"))
+	return ok && (len(rest) == 0 || (rest[0] == '/' && bytes.IndexByte(rest[1:], '/') < 0))
 }

@@ -66,6 +66,18 @@ func TestAdminTopics(t *testing.T) {
 	h.expectError(t, "GET", "/v1/admin/topics/orders?limit=1", e.adminToken, nil, 400, api.CodeBadRequest)
 	h.expectError(t, "GET", "/v1/admin/topics?limit=0", e.adminToken, nil, 400, api.CodeBadRequest)
 	h.expectError(t, "GET", "/v1/admin/topics/orders", "not-the-token", nil, 401, api.CodeUnauthorized)
+
+	// GET /v1/topics/orders (rpk's habit) was told "records are fetched
+	// and produced at a gateway: send this to a gateway", which has no
+	// such route either; it points at the topic describe.
+	for _, path := range []string{"/v1/topics/orders", "/v1/topics", "/v1/topics/orders/"} {
+		if status, b, _ := h.do(t, "GET", path, e.adminToken, nil); status != 404 || !strings.Contains(string(b), "GET /v1/admin/topics/{topic}") {
+			t.Errorf("GET %s: %d %s, want 404 pointing at /v1/admin/topics/{topic}", path, status, b)
+		}
+	}
+	if _, b, _ := h.do(t, "GET", "/v1/topics/orders/partitions/0/records", e.adminToken, nil); !strings.Contains(string(b), "at a gateway") {
+		t.Errorf("a records route at the coordinator: %s, want sent to a gateway", b)
+	}
 }
 
 // TestUnknownPartitionSaysWhich: an admin grant (capgate produce mints

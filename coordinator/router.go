@@ -66,6 +66,9 @@ func (r *router) dispatch(ctx *fasthttp.RequestCtx) string {
 // since the usual causes are a base URL with a path and a gateway's
 // route sent to the coordinator.
 func noRoute(path []byte) string {
+	if api.TopicDetailsPath(path) {
+		return fmt.Sprintf("no such route: %.128q; %s", path, api.TopicDetailsHint)
+	}
 	if bytes.HasPrefix(path, []byte("/v1/topics/")) {
 		return fmt.Sprintf("no such route: %.128q; records are fetched and produced at a gateway, not at the coordinator: send this to a gateway's base URL", path)
 	}

@@ -130,6 +130,12 @@ func TestUnknownRouteSaysWhatIsServed(t *testing.T) {
 	if strings.Contains(string(r.body), "s3cr3t") {
 		t.Errorf("404 echoes the query: %s", r.body)
 	}
+	// A topic's details (GET /v1/topics/T, rpk topic describe's habit)
+	// are at the coordinator's admin API (newuser5).
+	r = h.get("", "/v1/topics/orders")
+	if expectError(t, r, http.StatusNotFound, api.CodeNotFound); !strings.Contains(string(r.body), "GET /v1/admin/topics/{topic}") {
+		t.Errorf("404 of /v1/topics/orders does not point at the coordinator's topic describe: %s", r.body)
+	}
 	r = h.get("", "/"+strings.Repeat("a", 4000))
 	if expectError(t, r, http.StatusNotFound, api.CodeNotFound); len(r.body) > 1024 {
 		t.Errorf("404 of a 4000-byte path is %d bytes", len(r.body))

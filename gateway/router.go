@@ -97,6 +97,9 @@ func (g *Gateway) handle(ctx *fasthttp.RequestCtx) {
 // query: tokens never reach a message) and what a gateway serves, since
 // the usual cause is a base URL with a path or a coordinator's route.
 func noRoute(path []byte) string {
+	if api.TopicDetailsPath(path) {
+		return fmt.Sprintf("no such route: %.128q; %s", path, api.TopicDetailsHint)
+	}
 	return fmt.Sprintf("no such route: %.128q; a gateway serves /v1/topics/{topic}/partitions/{partition}/records (GET fetch, POST produce), /v1/topics/{topic}/records (POST produce, the gateway placing records), /healthz, /readyz, /metrics and /openapi.json: is the URL a gateway's base URL?", path)
 }
 
