@@ -467,7 +467,8 @@ func printGroupDescription(w io.Writer, raw json.RawMessage) error {
 		for i, m := range d.Members {
 			topics := strings.Join(m.Topics, ",")
 			if m.TopicPattern != "" {
-				topics = m.TopicPattern
+				// Said so: a bare "^de" read as a topic's name (newuser5).
+				topics = "pattern " + m.TopicPattern
 			}
 			credential, name := "", ""
 			if c := m.Credential; c != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -37,5 +38,19 @@ func TestAdminListsFollowEveryPage(t *testing.T) {
 		if err != nil || out != want {
 			t.Errorf("admin %s: %v\n%q, want\n%q", args, err, out, want)
 		}
+	}
+}
+
+// TestGroupDescribeSaysWhichTopicsArePatterns: a member subscribed by
+// pattern showed its pattern bare in TOPICS ("^de"), read as a topic
+// name beside a listed member's "demo" (newuser5); it says "pattern".
+func TestGroupDescribeSaysWhichTopicsArePatterns(t *testing.T) {
+	var out strings.Builder
+	raw := `{"group":"g","config":{},"members":[{"id":"m1","topics":["demo"]},{"id":"m2","topic_pattern":"^de"}],"partitions":[]}`
+	if err := printGroupDescription(&out, []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^m2\s.*\spattern \^de\s`).MatchString(out.String()) || !regexp.MustCompile(`(?m)^m1\s.*\sdemo\s`).MatchString(out.String()) {
+		t.Fatalf("members table:\n%s", out.String())
 	}
 }
