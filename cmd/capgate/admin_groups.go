@@ -125,11 +125,12 @@ seek --to). It also moves offsets backwards (the only way one does).
 A partition a member holds is fenced first, as a revoke does, and granted
 again from the new offset; commits its old holder still makes under the
 old epoch are refused, so nothing in flight moves the offset again.
-capgate's own consumers (capgate consume, the SDK) need not stop. A Kafka
-client reading through a gateway's Kafka listener (kcat -G, kgo, KafkaJS,
-Java) is not told: it reads on from its own position and its next commit,
-at the latest as it closes, undoes the reset — stop those first, as
-Kafka's own --reset-offsets wants an inactive group.
+Nobody needs to stop: capgate's own consumers (capgate consume, the SDK)
+read on from the new offset, and a Kafka client reading through a
+gateway's Kafka listener (kcat -G, kgo, KafkaJS, Java) is told as in a
+rebalance — it gives the partition up (its commits from its old position
+are refused as stale) and gets it again, reading from the new offset.
+Kafka's own --reset-offsets wants an inactive group; capgate's does not.
 
 A partition leased to a holder outside the group (admin lease to a name
 that is no member) cannot be granted again: the holder has no session,

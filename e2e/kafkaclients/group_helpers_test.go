@@ -40,6 +40,15 @@ const (
 
 func (p protocol) String() string { return [...]string{"kip848", "cooperative-sticky"}[p] }
 
+// opts are the kgo options of a member speaking p.
+func (p protocol) opts() []kgo.Opt {
+	if p == kip848 {
+		return []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer())}
+	}
+	return []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.HeartbeatInterval(100 * time.Millisecond),
+		kgo.SessionTimeout(6 * time.Second)}
+}
+
 // joinGroup starts a kgo member of group through the gateways with its
 // own client id (see ARCHITECTURE: the client key).
 func joinGroup(t testing.TB, s *Stack, name, group, credential string, proto protocol, extra ...kgo.Opt) *groupMember {
@@ -72,13 +81,7 @@ func startMember(t testing.TB, topic, name, group string, proto protocol, newCli
 			m.mu.Unlock()
 		}),
 	}
-	switch proto {
-	case kip848:
-		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
-	case cooperativeSticky:
-		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.HeartbeatInterval(100*time.Millisecond),
-			kgo.SessionTimeout(6*time.Second))
-	}
+	opts = append(opts, proto.opts()...)
 	m.cl = newClient(append(opts, extra...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel

@@ -251,3 +251,13 @@ func Percentile(ds []time.Duration, q float64) time.Duration {
 func sortedKeys[V any](m map[int32]V) []int32 {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// OffsetRange is the offsets from, from+1, …, to-1: the records a
+// consumer reading [from, to) delivers, in order.
+func OffsetRange(from, to int64) []int64 {
+	var out []int64
+	for o := from; o < to; o++ {
+		out = append(out, o)
+	}
+	return out
+}

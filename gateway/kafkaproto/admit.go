@@ -17,10 +17,12 @@ type admission struct {
 	throttle  time.Duration
 	// renewing: refused (capability_revoked) because the client's member
 	// is being renewed onto its new credential and the partition comes
-	// back to it (member.renewing): a Fetch answers it empty, throttled
-	// (renewThrottle), not NOT_LEADER_OR_FOLLOWER, on which KafkaJS
-	// refreshes its metadata and rejoins the group, reading again from
-	// its committed offsets.
+	// back to it (member.renewing), or because the client is being told
+	// to give the partition up and take it again from its committed
+	// offset (member.retell: an administrator's offsets reset): a Fetch
+	// answers it empty, throttled (renewThrottle), not
+	// NOT_LEADER_OR_FOLLOWER, on which KafkaJS refreshes its metadata and
+	// rejoins the group, reading again from its committed offsets.
 	renewing bool
 }
 

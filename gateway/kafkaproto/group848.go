@@ -270,7 +270,7 @@ func (m *member) rejoin848(now time.Time) (int32, []session.Partition, bool) {
 	m.seen(now)
 	m.acked(map[session.Partition]bool{}, now)
 	m.prev, m.epoch = m.epoch, m.epoch+1
-	m.sent = m.target()
+	m.hand(m.target())
 	return m.epoch, m.sent, true
 }
 
@@ -290,7 +290,7 @@ func (m *member) heartbeat848(epoch int32, owned map[session.Partition]bool, now
 	t := m.target()
 	if !slices.Equal(t, m.sent) {
 		m.prev, m.epoch = m.epoch, m.epoch+1
-		m.sent = t
+		m.hand(t)
 		return m.epoch, t, 0
 	}
 	if owned != nil && !sameSet(owned, t) {

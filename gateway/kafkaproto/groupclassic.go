@@ -227,7 +227,7 @@ func (m *member) syncClassic(generation int32, now time.Time) ([]session.Partiti
 	}
 	m.seen(now)
 	m.syncing = false
-	m.sent = m.target()
+	m.hand(m.target())
 	return m.sent, 0
 }
 

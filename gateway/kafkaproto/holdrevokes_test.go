@@ -18,7 +18,7 @@ func TestRevokeToldAgainKeepsItsClock(t *testing.T) {
 	p := session.Partition{Topic: "t", Partition: 1}
 	ref := api.PartitionRef{Topic: "t", Partition: 1, Epoch: 3}
 	m := &member{state: memberActive, sent: []session.Partition{p},
-		deferred: map[session.Partition]deferredRevoke{}, refencing: map[session.Partition]uint64{}}
+		deferred: map[session.Partition]deferredRevoke{}, refencing: map[session.Partition]refenceMark{}}
 	first := time.Unix(1000, 0)
 	if now := m.holdRevokes([]api.PartitionRef{ref}, first); len(now) != 0 {
 		t.Fatalf("a revoke of a partition the client holds stepped at once: %v", now)

@@ -30,6 +30,14 @@ package kafkaproto
 //     its partitions are released at its last committed offsets and the
 //     member leaves; the client, if it ever wakes up, is told
 //     UNKNOWN_MEMBER_ID and its fetches of those partitions are refused.
+//   - A partition granted again under the client (a new epoch it was not
+//     told of — an administrator's offsets reset fences it and grants it
+//     back from the reset offset at once) is told again (retell): out of
+//     the client's assignment, its fetches paused and its commits refused
+//     until the client gave it up, then handed back, so the client reads
+//     from the committed offset and never commits its old position over
+//     the reset. Only a carry-over's own regrant from an offset the
+//     member committed (refenceMark) keeps the client's position.
 
 import (
 	"context"
@@ -67,13 +75,40 @@ var errMemberEnded = errors.New("kafkaproto: the member ended before its join wa
 // deferredRevoke is a coordinator revoke waiting for the client to give
 // the partition up. A refence revoke is the fence of a carry-over's
 // rejoin (carryOver): the partition comes straight back to this member
-// under the next epoch, so the client is not told; if no regrant came
+// under the next epoch, so the client is not told (mark: the carry-over's
+// mark of it, which the regrant is checked against); if no regrant came
 // within the rebalance timeout it becomes an ordinary deferred revoke.
 type deferredRevoke struct {
 	ref     api.PartitionRef
 	at      time.Time
 	refence bool
+	mark    refenceMark
 }
+
+// refenceMark is a partition as a carry-over's rejoin found it: its
+// epoch, and the offset the coordinator had confirmed committed. The
+// rejoin's regrant starts at the coordinator's committed offset, which
+// only this member's commits moved meanwhile: that one, or one the
+// member sent since or had in flight (member.commitsSent; carries). A
+// regrant from any other offset was set by someone else — an
+// administrator's offsets reset fenced the partition under the carry-over
+// — and the client is told again (retell), as of any regrant under it.
+type refenceMark struct {
+	epoch     uint64
+	committed int64
+}
+
+// carries reports whether a regrant starting at offset continues the
+// client's position: the offset committed at the mark, or one of the
+// member's last commits sent.
+func (mk refenceMark) carries(offset int64, sent []int64) bool {
+	return offset == mk.committed || slices.Contains(sent, offset)
+}
+
+// commitsSentMax bounds member.commitsSent per partition: a carry-over's
+// fence stops commits within a few round trips; a regrant from an offset
+// sent longer ago is only told again (a rebalance, never a lost reset).
+const commitsSentMax = 8
 
 // member is one Kafka group member's capgate session on this gateway.
 type member struct {
@@ -97,16 +132,16 @@ type member struct {
 	// until their renewal, ~2 s later. Under mu.
 	heldBeat *driver.Send
 	heldFor  uint64
-	// refencing: the epoch of each partition the member held when a
-	// carry-over's rejoin was sent. The rejoin fences what the coordinator
-	// had granted the member when it arrived: that epoch, or a later one
-	// whose grant was still on its way or never delivered (a grant minted
-	// against a member token about to expire is dropped). So a revoke of
-	// one of them at that epoch or a later one is the carry-over's fence
-	// (deferredRevoke.refence). It lasts until every revoke the rejoin
-	// made has arrived: until the answer of a heartbeat sent after the
-	// rejoin was answered (refenceEnds). Under mu.
-	refencing map[session.Partition]uint64
+	// refencing: the mark (epoch, position) of each partition the member
+	// held when a carry-over's rejoin was sent. The rejoin fences what the
+	// coordinator had granted the member when it arrived: that epoch, or a
+	// later one whose grant was still on its way or never delivered (a
+	// grant minted against a member token about to expire is dropped). So
+	// a revoke of one of them at that epoch or a later one is the
+	// carry-over's fence (deferredRevoke.refence). It lasts until every
+	// revoke the rejoin made has arrived: until the answer of a heartbeat
+	// sent after the rejoin was answered (refenceEnds). Under mu.
+	refencing map[session.Partition]refenceMark
 	// heartbeats counts the heartbeats sent; refenceEnds is the number of
 	// the first one whose answer ends refencing (0 while a carry-over's
 	// rejoin is in flight, or none is pending). Under mu.
@@ -127,12 +162,29 @@ type member struct {
 	renewing   map[session.Partition]int64 // the offset released at
 	renewUntil time.Time
 	renewWake  chan struct{}
-	// retell: partitions regranted after a renewal at another offset than
-	// the one released (renewSettled), kept out of the client's
-	// assignment until it no longer owns them (acked), then handed to it
-	// again: it reads on from the committed offset. Under mu.
+	// retell: partitions the client holds whose position no longer
+	// counts, because they were granted again under it at an offset of
+	// someone else's: an administrator's offsets reset (the coordinator
+	// fences the holder and grants the partition back from the reset
+	// offset: regranted), or a renewal's regrant at another offset than
+	// the one released (renewSettled). Kept out of the client's assignment
+	// until it no longer owns them (acked), then handed to it again: it
+	// reads on from the committed offset. Meanwhile its commits are
+	// refused as stale and its fetches answered empty (capability), so
+	// nothing it read before the regrant moves the committed offset.
+	// Under mu.
 	retell map[session.Partition]bool
-	log    *zap.Logger
+	// handedAt: the member epoch (classic: generation) at which each
+	// partition of the client's assignment was handed to it. A commit of
+	// the partition under an earlier one is from before it was handed
+	// (its position from an earlier holding: a retold partition's) and is
+	// refused as stale. Under mu.
+	handedAt map[session.Partition]int32
+	// commitsSent: the last offsets (at most commitsSentMax) the member
+	// sent the coordinator in commits of each partition: where a
+	// carry-over's regrant may start (refenceMark.carries). Under mu.
+	commitsSent map[session.Partition][]int64
+	log         *zap.Logger
 
 	// join is the member's join as of its current subscription (under
 	// mu): the body of the driver's every join (a rejoin as a new member
@@ -295,10 +347,7 @@ func (m *member) renewSettled() {
 		case !ok || info.State != session.Fetching:
 		case info.Processed != released:
 			delete(m.renewing, p)
-			if m.retell == nil {
-				m.retell = map[session.Partition]bool{}
-			}
-			m.retell[p] = true
+			m.tellAgain(p)
 		case m.slots[p] != 0:
 			delete(m.renewing, p)
 		}
@@ -322,6 +371,7 @@ func (m *member) send(s driver.Send) {
 	switch s.Kind {
 	case driver.KindCommit:
 		s.Commit = m.withMetadata(s.Commit)
+		m.sentCommits(s.Commit)
 	case driver.KindJoin:
 		join := m.join
 		s.Join = &join
@@ -453,9 +503,9 @@ func (m *member) holdRevokes(refs []api.PartitionRef, now time.Time) []api.Parti
 			if d, held := m.deferred[p]; held && d.ref == ref {
 				continue // told again (a resync after a lost answer): its clock runs from the first telling
 			}
-			epoch, refence := m.refencing[p]
+			mark, refence := m.refencing[p]
 			delete(m.refencing, p)
-			m.deferred[p] = deferredRevoke{ref: ref, at: now, refence: refence && ref.Epoch >= epoch}
+			m.deferred[p] = deferredRevoke{ref: ref, at: now, refence: refence && ref.Epoch >= mark.epoch, mark: mark}
 			continue
 		}
 		stepNow = append(stepNow, ref)
@@ -475,18 +525,91 @@ func (m *member) refenced(heartbeat uint64) {
 	}
 }
 
-// regranted drops the held revokes of partitions the session now holds
-// under a later epoch: they are moot (the session ignores a revoke of an
-// older epoch), and the client keeps the partition. A grant does not end
-// the partition's refencing: it may be a grant sent before the rejoin
-// arrived, whose fence is still to come (refenced ends it). Under mu.
+// regranted takes the partitions the session was just granted under a
+// new epoch. Their held revokes are moot (the session ignores a revoke of
+// an older epoch). One the client holds (it was handed an earlier epoch's)
+// stays its own, unannounced, only when this is a carry-over's regrant
+// from an offset the client's position continues (refenceMark.carries);
+// any other regrant under the client — an administrator's offsets reset,
+// which fences the holder and grants the partition back from the reset
+// offset at once — is told again (retell): else the client would read on
+// from its own position and its next commit, taken with the new
+// capability, would undo the reset. A renewal's regrants are
+// renewSettled's. A grant does not end the partition's refencing: it may
+// be a grant sent before the rejoin arrived, whose fence is still to come
+// (refenced ends it). Under mu.
 func (m *member) regranted(ps []session.Partition) {
 	for _, p := range ps {
+		info, ok := m.sess.Inspect(p)
+		if !ok || info.State != session.Fetching {
+			continue
+		}
 		d, held := m.deferred[p]
-		if info, ok := m.sess.Inspect(p); held && ok && info.State == session.Fetching && info.Epoch > d.ref.Epoch {
+		if held && info.Epoch > d.ref.Epoch {
 			delete(m.deferred, p)
 		}
+		if !slices.Contains(m.sent, p) || m.isRenewing(p) || m.retell[p] {
+			continue // not the client's (yet), or renewSettled's
+		}
+		mark, marked := m.refencing[p]
+		if held && d.refence {
+			mark, marked = d.mark, true
+		}
+		if marked && mark.carries(info.Processed, m.commitsSent[p]) {
+			continue
+		}
+		m.log.Info("kafka member's partition granted again under its client from another offset (an offsets reset): telling the client",
+			zap.Stringer("partition", p), zap.Uint64("epoch", info.Epoch), zap.Int64("offset", info.Processed))
+		m.tellAgain(p)
 	}
+}
+
+// sentCommits records the offsets of a commit sent to the coordinator
+// (commitsSent). Under mu.
+func (m *member) sentCommits(req *api.CommitRequest) {
+	if req == nil {
+		return
+	}
+	if m.commitsSent == nil {
+		m.commitsSent = map[session.Partition][]int64{}
+	}
+	for _, o := range req.Offsets {
+		p := session.Partition{Topic: o.Topic, Partition: o.Partition}
+		sent := m.commitsSent[p]
+		if len(sent) == commitsSentMax {
+			sent = slices.Delete(sent, 0, 1)
+		}
+		m.commitsSent[p] = append(sent, o.Offset)
+	}
+}
+
+// tellAgain keeps p out of the client's assignment until it gave p up
+// (retell). Under mu.
+func (m *member) tellAgain(p session.Partition) {
+	if m.retell == nil {
+		m.retell = map[session.Partition]bool{}
+	}
+	m.retell[p] = true
+}
+
+// hand records t as the assignment handed to the client under the
+// member's current epoch (handedAt: from when its commits of each
+// partition count). Under mu.
+func (m *member) hand(t []session.Partition) {
+	if m.handedAt == nil {
+		m.handedAt = map[session.Partition]int32{}
+	}
+	for p := range m.handedAt {
+		if !slices.Contains(t, p) {
+			delete(m.handedAt, p)
+		}
+	}
+	for _, p := range t {
+		if _, ok := m.handedAt[p]; !ok {
+			m.handedAt[p] = m.epoch
+		}
+	}
+	m.sent = t
 }
 
 // acked steps the held revokes of the partitions the client no longer
@@ -558,15 +681,17 @@ func (m *member) target() []session.Partition {
 }
 
 // capability returns the capability of p if the member fetches it, else
-// whether the member is renewing p for its client (renewing).
+// whether the client's fetches of p pause (renewing: the member is
+// renewing p for its client, or retelling it — the client's position is
+// from before a regrant and is not read on from).
 func (m *member) capability(p session.Partition) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.state == memberGone {
 		return "", false
 	}
-	if m.isRenewing(p) {
-		return "", true // a capability of the new member waits for its slot
+	if m.isRenewing(p) || m.retell[p] {
+		return "", true // a capability of the new member waits for its slot; or the client's position is stale
 	}
 	info, ok := m.sess.Inspect(p)
 	if !ok || info.State != session.Fetching {
@@ -613,7 +738,7 @@ func (m *member) metadata(p session.Partition, offset int64) (string, bool) {
 	return cm.text, ok && cm.offset == offset
 }
 
-func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64, meta map[session.Partition]string) (map[session.Partition]api.Code, map[session.Partition]int64) {
+func (m *member) commit(ctx context.Context, generation int32, offsets map[session.Partition]int64, meta map[session.Partition]string) (map[session.Partition]api.Code, map[session.Partition]int64) {
 	codes := make(map[session.Partition]api.Code, len(offsets))
 	var below map[session.Partition]int64
 	m.mu.Lock()
@@ -635,6 +760,8 @@ func (m *member) commit(ctx context.Context, offsets map[session.Partition]int64
 			codes[p] = api.CodeUnavailable // still being renewed: retriable
 		case m.retell[p]:
 			codes[p] = api.CodeStaleEpoch // from a position the client must give up (retell)
+		case generation < m.handedAt[p]:
+			codes[p] = api.CodeStaleEpoch // from before it was handed to the client: an earlier holding's position
 		case !ok || info.State != session.Fetching:
 			codes[p] = api.CodeStaleEpoch // not ours (any more)
 		case offset < info.Processed:
@@ -920,7 +1047,7 @@ func (m *member) releaseBeat() {
 // partitions it marked. Under mu.
 func (m *member) startRefence() []session.Partition {
 	if m.refencing == nil {
-		m.refencing = map[session.Partition]uint64{}
+		m.refencing = map[session.Partition]refenceMark{}
 	}
 	m.refenceEnds = 0
 	var added []session.Partition
@@ -929,7 +1056,7 @@ func (m *member) startRefence() []session.Partition {
 			continue
 		}
 		if info, ok := m.sess.Inspect(p); ok {
-			m.refencing[p] = info.Epoch
+			m.refencing[p] = refenceMark{epoch: info.Epoch, committed: info.Committed}
 			added = append(added, p)
 		}
 	}

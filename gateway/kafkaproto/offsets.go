@@ -34,7 +34,12 @@ package kafkaproto
 //   - The generation (classic) must be the member's current or previous
 //     one (a commit racing its own rejoin); a KIP-848 member epoch at most
 //     the current one: capgate's capabilities, not Kafka's epochs, fence
-//     commits.
+//     commits. Per partition, the generation (epoch) must be at least the
+//     one the partition was handed to the client at (member.handedAt): a
+//     commit from an earlier holding's position is ILLEGAL_GENERATION /
+//     STALE_MEMBER_EPOCH, as is any commit of a partition being told
+//     again after an administrator's offsets reset (member.retell) — so
+//     a reset is never undone by the position the client had before it.
 //   - OffsetFetch answers the member's held partitions from its session
 //     (the committed offset it was granted — another member's commit
 //     handed over, an admin reset — or the one its client committed
@@ -135,7 +140,7 @@ func handleOffsetCommit(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, er
 	var below map[session.Partition]int64
 	if len(offsets) > 0 {
 		ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
-		codes, below = m.commit(ctx, offsets, meta)
+		codes, below = m.commit(ctx, req.Generation, offsets, meta)
 		cancel()
 	}
 	for _, t := range req.Topics {

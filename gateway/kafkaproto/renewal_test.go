@@ -132,13 +132,20 @@ func renewedMember(t *testing.T, c *scriptedCoordinator, m *member) *coordinator
 	return j
 }
 
-// commitInBackground is the client's OffsetCommit of offset on p.
+// commitInBackground is the client's OffsetCommit of offset on p under
+// the member's current epoch.
 func commitInBackground(m *member, p session.Partition, offset int64) <-chan api.Code {
+	return commitAt(m, m.currentEpoch(), p, offset)
+}
+
+// commitAt is the client's OffsetCommit of offset on p under member
+// epoch (classic: generation) epoch.
+func commitAt(m *member, epoch int32, p session.Partition, offset int64) <-chan api.Code {
 	out := make(chan api.Code, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		codes, _ := m.commit(ctx, map[session.Partition]int64{p: offset}, nil)
+		codes, _ := m.commit(ctx, epoch, map[session.Partition]int64{p: offset}, nil)
 		out <- codes[p]
 	}()
 	return out
