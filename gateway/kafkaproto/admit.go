@@ -17,12 +17,15 @@ type admission struct {
 	throttle  time.Duration
 	// renewing: refused (capability_revoked) because the client's member
 	// is being renewed onto its new credential and the partition comes
-	// back to it (member.renewing), or because the client is being told
-	// to give the partition up and take it again from its committed
-	// offset (member.retell: an administrator's offsets reset): a Fetch
-	// answers it empty, throttled (renewThrottle), not
-	// NOT_LEADER_OR_FOLLOWER, on which KafkaJS refreshes its metadata and
-	// rejoins the group, reading again from its committed offsets.
+	// back to it (member.renewing), because its capability is fenced by
+	// the member's carry-over onto the client's renewed credential and
+	// the regrant is on its way (member.refencePending), or because the
+	// client is being told to give the partition up and take it again
+	// from its committed offset (member.retell: an administrator's
+	// offsets reset): a Fetch answers it empty, throttled
+	// (renewThrottle), not NOT_LEADER_OR_FOLLOWER, on which KafkaJS
+	// refreshes its metadata and rejoins the group, reading again from
+	// its committed offsets.
 	renewing bool
 }
 
@@ -39,14 +42,17 @@ type admission struct {
 //     (now): its assignment is changing under it.
 func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, now time.Time) admission {
 	a := admission{req: authz.Request{Topic: topic, Partition: partition, Op: op, Offset: offset}, allowance: -1}
+	var paused bool // the member's fetches of it pause rather than fail
 	if c.principal.capability() {
 		a.claims = c.principal.Claims
 	} else {
-		token, member, renewing := c.s.groups.capability(c.key(), topic, partition)
+		var token string
+		var member bool
+		token, member, paused = c.s.groups.capability(c.key(), topic, partition)
 		if token == "" {
 			a.code = api.CodeForbidden
 			if member {
-				a.code, a.renewing = api.CodeCapabilityRevoked, renewing
+				a.code, a.renewing = api.CodeCapabilityRevoked, paused
 			}
 			return a
 		}
@@ -58,6 +64,7 @@ func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, no
 		a.claims = claims
 	}
 	a.code, a.allowance, a.throttle = c.s.gate.Admit(a.claims, a.req, now)
+	a.renewing = paused && a.code == api.CodeCapabilityRevoked // fenced by its carry-over: the regrant comes
 	if a.code == "" && op == ocap.OpFetch && rangeLimited(a.claims) {
 		// Kafka answers whole record batches, which could carry records
 		// outside the range; the gateway never re-encodes batches.
@@ -67,9 +74,10 @@ func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, no
 }
 
 // renewing reports whether p, admitted before and refused now
-// (capability_revoked: the renewal released it), is being renewed for
-// this client's member (admission.renewing): a Fetch in flight when the
-// renewal began is answered empty, not NOT_LEADER_OR_FOLLOWER.
+// (capability_revoked: the renewal released it, or a carry-over fenced
+// it), pauses for this client's member (admission.renewing): a Fetch in
+// flight when the renewal or the carry-over began is answered empty, not
+// NOT_LEADER_OR_FOLLOWER.
 func (c *conn) renewing(p *fetchPart, code api.Code) bool {
 	if code != api.CodeCapabilityRevoked || c.principal.capability() {
 		return false

@@ -191,19 +191,22 @@ func (g *groups) unlistLocked(m *member, key clientKey) {
 
 // capability returns the capability a member of this gateway reachable
 // by key holds for topic/partition ("" when none), whether key reaches
-// any member here, and, when none holds it, whether one is renewing it
-// for its client (member.renewing: it comes back to that member).
-func (g *groups) capability(key clientKey, topic string, partition int32) (token string, member, renewing bool) {
+// any member here, and whether the client's fetches of it pause rather
+// than fail (member.capability): when none holds it, one is renewing it
+// for its client (member.renewing: it comes back to that member) or
+// telling it again; when one does, a refusal of it as revoked is its
+// carry-over's fence, the regrant on its way (member.refencePending).
+func (g *groups) capability(key clientKey, topic string, partition int32) (token string, member, paused bool) {
 	ms := g.ofKey(key)
 	p := session.Partition{Topic: topic, Partition: partition}
 	for _, m := range ms {
 		t, r := m.capability(p)
 		if t != "" {
-			return t, true, false
+			return t, true, r
 		}
-		renewing = renewing || r
+		paused = paused || r
 	}
-	return "", len(ms) > 0, renewing
+	return "", len(ms) > 0, paused
 }
 
 func (g *groups) count() int {

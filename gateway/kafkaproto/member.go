@@ -355,6 +355,12 @@ func (m *member) renewSettled() {
 	if len(m.renewing) == 0 {
 		m.renewing = nil
 	}
+	m.wake()
+}
+
+// wake wakes the commits waiting for a renewal or a carry-over's regrant
+// (awaitRegrant): whatever they wait for may have come. Under mu.
+func (m *member) wake() {
 	if m.renewWake != nil {
 		close(m.renewWake)
 		m.renewWake = nil
@@ -476,10 +482,7 @@ func (m *member) finishLocked() {
 	}
 	m.state = memberGone
 	m.renewing = nil
-	if m.renewWake != nil {
-		close(m.renewWake)
-		m.renewWake = nil
-	}
+	m.wake()
 	for t, ch := range m.tickets {
 		delete(m.tickets, t)
 		ch <- api.CodeUnknownMember
@@ -680,10 +683,12 @@ func (m *member) target() []session.Partition {
 	})
 }
 
-// capability returns the capability of p if the member fetches it, else
-// whether the client's fetches of p pause (renewing: the member is
-// renewing p for its client, or retelling it — the client's position is
-// from before a regrant and is not read on from).
+// capability returns the capability of p if the member fetches it, and
+// whether the client's fetches of p pause: without a capability, when
+// the member is renewing p for its client or retelling it (the client's
+// position is from before a regrant and is not read on from); with one,
+// when it is refused as revoked while its carry-over's fence is pending
+// (refencePending: the regrant is on its way).
 func (m *member) capability(p session.Partition) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -697,7 +702,7 @@ func (m *member) capability(p session.Partition) (string, bool) {
 	if !ok || info.State != session.Fetching {
 		return "", false
 	}
-	return info.Capability, false
+	return info.Capability, m.fencePending(p, info.Epoch)
 }
 
 // commit records the client's committed offsets as the session's
@@ -742,7 +747,7 @@ func (m *member) commit(ctx context.Context, generation int32, offsets map[sessi
 	codes := make(map[session.Partition]api.Code, len(offsets))
 	var below map[session.Partition]int64
 	m.mu.Lock()
-	m.awaitRenewal(ctx, offsets)
+	m.awaitRegrant(ctx, offsets)
 	now := time.Now()
 	if m.state != memberActive {
 		m.mu.Unlock()
@@ -805,18 +810,44 @@ func (m *member) isRenewing(p session.Partition) bool {
 	return ok
 }
 
-// awaitRenewal waits, while a commit names a partition being renewed
-// (renewing), until its renewal settled: the new member fetches it, so
-// the client's offset is committed with its new capability instead of
-// being refused — which a classic client answers by rejoining and
-// reading again from the offset the renewal released at. The wait is
+// refencePending reports whether p is held under the epoch a
+// carry-over's rejoin fences, its regrant not yet come: the rejoin is in
+// flight or was accepted (the fence is on its way to the gateways or
+// there) and p is marked at its current epoch, or the fence's revoke is
+// held as the carry-over's (deferredRevoke.refence) at its current epoch
+// or above. Its capability is then refused (capability_revoked) or about
+// to be, for a few round trips: the client's fetches refused so are
+// answered empty, throttled (capability), and its commits wait for the
+// regrant (awaitRegrant). Nothing pauses on a mark alone — the marks
+// outlive the regrant — only on the epoch the regrant replaces. Under mu.
+func (m *member) refencePending(p session.Partition) bool {
+	info, ok := m.sess.Inspect(p)
+	return ok && info.State == session.Fetching && m.fencePending(p, info.Epoch)
+}
+
+// fencePending is refencePending of p fetched at epoch. Under mu.
+func (m *member) fencePending(p session.Partition, epoch uint64) bool {
+	if d, held := m.deferred[p]; held && d.refence {
+		return epoch <= d.ref.Epoch
+	}
+	mark, marked := m.refencing[p]
+	return marked && epoch <= mark.epoch && (m.carrying || m.refenceEnds != 0)
+}
+
+// awaitRegrant waits, while a commit names a partition being renewed
+// (renewing) or whose carry-over fence is pending (refencePending), until
+// the renewal settled (the new member fetches it) or the regrant came:
+// the client's offset is then committed with the new capability instead
+// of being refused with the fenced one — which a classic client answers
+// by rejoining and reading again from its committed offset. The wait is
 // bounded by ctx and by half the client's session timeout (the
-// connection reads nothing else meanwhile, its heartbeats included).
-// Called and returns under mu.
-func (m *member) awaitRenewal(ctx context.Context, offsets map[session.Partition]int64) {
+// connection reads nothing else meanwhile, its heartbeats included);
+// then the commit goes with what the member holds. Called and returns
+// under mu.
+func (m *member) awaitRegrant(ctx context.Context, offsets map[session.Partition]int64) {
 	renewing := func() bool {
 		for p := range offsets {
-			if m.isRenewing(p) {
+			if m.isRenewing(p) || m.refencePending(p) {
 				return true
 			}
 		}
@@ -982,6 +1013,7 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.carrying = false
+	defer m.wake() // commits waiting for the rejoin (refencePending)
 	if m.state != memberActive {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,10 +263,20 @@ func toldToGiveUp(t *testing.T, m *member) []session.Partition {
 
 // scriptedCoordinator is the coordinator's member API played by a test:
 // each join and heartbeat waits for the test's answer; commits and leaves
-// are answered at once.
+// are answered at once, the commits' offsets kept (committed).
 type scriptedCoordinator struct {
 	calls chan *coordinatorCall
 	done  chan struct{}
+
+	mu      sync.Mutex
+	commits []api.CommitOffset
+}
+
+// committed is every offset committed so far, in order.
+func (c *scriptedCoordinator) committed() []api.CommitOffset {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.commits)
 }
 
 type coordinatorCall struct {
@@ -280,6 +291,12 @@ func (c *scriptedCoordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 	kind := path.Base(r.URL.Path)
 	w.Header().Set("Content-Type", "application/json")
 	if kind != "join" && kind != "heartbeat" {
+		var commit api.CommitRequest
+		if kind == "commit" && json.Unmarshal(body, &commit) == nil {
+			c.mu.Lock()
+			c.commits = append(c.commits, commit.Offsets...)
+			c.mu.Unlock()
+		}
 		_, _ = io.WriteString(w, "{}")
 		return
 	}
@@ -333,4 +350,37 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// TestCarryOverFencePausesTheClient: between a carry-over's fence and its
+// regrant the partitions' capability is fenced. The client's fetches
+// refused so are answered empty, throttled (its member's capability says
+// paused), not NOT_LEADER_OR_FOLLOWER — on which KafkaJS rejoins and reads
+// again from its committed offset — and its commit waits for the regrant
+// and goes with the new capability, not the fenced one (refused
+// stale_epoch, ILLEGAL_GENERATION to the client: KafkaJS rejoins). KafkaJS
+// with 10 s IdP tokens read 3–4 records twice in 22 s, one rejoin a
+// carry-over (TestKafkaJSRenewsIdPTokens). Once regranted nothing pauses.
+func TestCarryOverFencePausesTheClient(t *testing.T) {
+	c, m := startScriptedMember(t)
+	h := carriedOver(t, c, m, refenceP0, refenceP1)
+	if token, paused := m.capability(refenceP0); token == "" || !paused {
+		t.Fatalf("while the carry-over's fence is pending the client's fetch is admitted with %q (paused %v), want the fenced capability, paused", token, paused)
+	}
+	committed := commitInBackground(m, refenceP0, 7)
+	regrant := grants(2, refenceP0, refenceP1)
+	for i := range regrant.Grants {
+		regrant.Grants[i].Capability = "capability-2"
+	}
+	h.reply(t, regrant)
+	if code := <-committed; code != "" {
+		t.Fatalf("the commit made while the fence was pending was answered %q, want committed", code)
+	}
+	if got := c.committed(); len(got) != 1 || got[0].Capability != "capability-2" || got[0].Offset != 7 {
+		t.Fatalf("the coordinator was sent %+v, want offset 7 with the regrant's capability", got)
+	}
+	if token, paused := m.capability(refenceP0); token != "capability-2" || paused {
+		t.Errorf("after the regrant the client's fetch is admitted with %q (paused %v), want the new capability", token, paused)
+	}
+	clientKeeps(t, m, "after the regrant")
 }
