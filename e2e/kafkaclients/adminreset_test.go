@@ -269,3 +269,62 @@ func TestAdminResetTellsAKgoMember(t *testing.T) {
 		})
 	}
 }
+
+// TestAdminResetTellsAKafkaJSMember: an unmodified KafkaJS consumer
+// (classic eager protocol, committing after each batch) read both
+// partitions to the end (20 records each) and committed them. An
+// administrator resets partition 0 back to 5: KafkaJS is told (it
+// rejoins), reads 5..19 again and reads on, its commits landing at or
+// above the reset; partition 1 is read once. Before, the member never
+// told it; an idle KafkaJS still read again as a rule, by chance: the
+// fence refused the long-poll Fetch it had in flight
+// NOT_LEADER_OR_FOLLOWER, on which KafkaJS rejoins and fetches its
+// committed offsets (this test passes on main so) — one not fetching
+// at that moment read on from its own position with the regrant's
+// capability and its next commit undid the reset, as kgo's did
+// (TestAdminResetTellsAKgoMember).
+func TestAdminResetTellsAKafkaJSMember(t *testing.T) {
+	s := Start(t, Options{Partitions: 2})
+	produceDirect(t, s, s.Topic, 0, 20)
+	produceDirect(t, s, s.Topic, 1, 20)
+	const group = "kjs-reset"
+	js := startKafkaJS(t, s, "kjs-reset", group, s.ClientCredential(t, group))
+	procs := map[string]*consumerProc{"kjs": js}
+	sdk.Eventually(t, 30*time.Second, "KafkaJS read and committed both partitions", func() (bool, string) {
+		got := polled(procs)
+		if len(got[0]) < 20 || len(got[1]) < 20 { // the group exists once read
+			return false, fmt.Sprintf("read %d and %d", len(got[0]), len(got[1]))
+		}
+		c0, c1 := committedOf(t, s, group, 0), committedOf(t, s, group, 1)
+		return c0 == 20 && c1 == 20, fmt.Sprintf("committed %d and %d", c0, c1)
+	})
+	adminReset(t, s, group, 0, coordinator.OffsetResetRequest{Offset: 5}, partitionView(t, s, group, 0).Epoch)
+	produceDirect(t, s, s.Topic, 0, 1) // 20
+	sdk.Eventually(t, 30*time.Second, "KafkaJS read partition 0 again from 5, and 20, and committed 21", func() (bool, string) {
+		got := polled(procs)
+		again := 0
+		for o := int64(5); o < 20; o++ {
+			if len(got[0][o]) >= 2 {
+				again++
+			}
+		}
+		c0 := committedOf(t, s, group, 0)
+		return again == 15 && len(got[0][20]) > 0 && c0 == 21, fmt.Sprintf("%d of 5..19 read again, 20 read %d times, committed %d", again, len(got[0][20]), c0)
+	})
+	got := polled(procs)
+	for o := range int64(5) {
+		if n := len(got[0][o]); n != 1 {
+			t.Errorf("partition 0 offset %d, before the reset offset, read %d times", o, n)
+		}
+	}
+	for o, by := range got[1] {
+		if len(by) != 1 {
+			t.Errorf("partition 1 offset %d, not reset, read %d times", o, len(by))
+		}
+	}
+	for _, e := range js.Events() {
+		if e.Ev == "crash" {
+			t.Errorf("KafkaJS crashed: %s", e.Err)
+		}
+	}
+}

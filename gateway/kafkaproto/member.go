@@ -624,6 +624,7 @@ func (m *member) acked(owned map[session.Partition]bool, now time.Time) {
 	for p := range m.retell {
 		if !owned[p] {
 			delete(m.retell, p)
+			delete(m.handedAt, p) // handed anew from here: its commits count from that epoch on
 		}
 	}
 	var refs []api.PartitionRef

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/session"
 )
@@ -126,5 +128,40 @@ func resetIsToldAgain(t *testing.T, m *member, offset int64) {
 	}
 	if c, _ := m.committed(refenceP0); c != offset+1 {
 		t.Errorf("committed %d, want %d", c, offset+1)
+	}
+}
+
+// TestResetToldAgainToAnEagerClient: a classic eager client (KafkaJS)
+// told to rejoin gives everything up and gets the same assignment in its
+// next generation. A commit of the reset partition under the generation
+// before (accepted as a commit racing its own rejoin) is from its
+// pre-reset position: refused, though the partition is in the
+// assignment of both generations.
+func TestResetToldAgainToAnEagerClient(t *testing.T) {
+	c, m := startScriptedMember(t)
+	h := c.next(t, "heartbeat")
+	reset := fence(1, refenceP0)
+	reset.Grants = []api.Grant{grantAt(2, refenceP0, 2)}
+	h.reply(t, reset)
+	c.next(t, "heartbeat")
+	before := m.currentEpoch()
+	if code := m.heartbeatClassic(before, time.Now()); code != kerr.RebalanceInProgress.Code {
+		t.Fatalf("the client's heartbeat was answered %d, want REBALANCE_IN_PROGRESS", code)
+	}
+	generation, code := m.joinClassic(map[session.Partition]bool{}, time.Now()) // eager: owns nothing
+	if code != 0 {
+		t.Fatalf("join: %d", code)
+	}
+	if assignment, code := m.syncClassic(generation, time.Now()); code != 0 || !slices.Equal(assignment, []session.Partition{refenceP0, refenceP1}) {
+		t.Fatalf("the client was assigned %v (error %d), want both again", assignment, code)
+	}
+	if code := <-commitAt(m, before, refenceP0, 20); code != api.CodeStaleEpoch {
+		t.Errorf("a commit of p0 under the generation before the rejoin was answered %q, want %q", code, api.CodeStaleEpoch)
+	}
+	if code := <-commitAt(m, before, refenceP1, 1); code != "" {
+		t.Errorf("a commit of p1, not reset, under the generation before the rejoin was answered %q, want committed", code)
+	}
+	if code := <-commitAt(m, generation, refenceP0, 3); code != "" {
+		t.Errorf("a commit of p0 under the new generation was answered %q, want committed", code)
 	}
 }
