@@ -551,7 +551,12 @@ func (m *member) regranted(ps []session.Partition) {
 		if held && info.Epoch > d.ref.Epoch {
 			delete(m.deferred, p)
 		}
-		if !slices.Contains(m.sent, p) || m.isRenewing(p) || m.retell[p] {
+		// The client holds p from an earlier epoch while p is in its
+		// assignment, or its revoke is held: it was told to give p up
+		// and has not yet (the reset's revoke may come a heartbeat before
+		// its regrant, and the client be handed the new assignment in
+		// between).
+		if (!slices.Contains(m.sent, p) && !held) || m.isRenewing(p) || m.retell[p] {
 			continue // not the client's (yet), or renewSettled's
 		}
 		mark, marked := m.refencing[p]

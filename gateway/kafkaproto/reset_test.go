@@ -165,3 +165,41 @@ func TestResetToldAgainToAnEagerClient(t *testing.T) {
 		t.Errorf("a commit of p0 under the new generation was answered %q, want committed", code)
 	}
 }
+
+// TestResetRevokeBeforeItsRegrantIsToldAgain: the reset's revoke comes a
+// heartbeat before its regrant, and the client is handed the assignment
+// without the partition in between — but has not given it up yet when
+// the regrant comes. Before, the regrant dropped the held revoke, the
+// partition went back into the assignment as if nothing happened, and
+// the client's commit of its pre-reset position was taken (kgo KIP-848,
+// 1 run in 6 of TestAdminResetTellsAKgoMember under load).
+func TestResetRevokeBeforeItsRegrantIsToldAgain(t *testing.T) {
+	c, m := startScriptedMember(t)
+	h := c.next(t, "heartbeat")
+	h.reply(t, fence(1, refenceP0))
+	h = c.next(t, "heartbeat")
+	both := map[session.Partition]bool{refenceP0: true, refenceP1: true}
+	_, assignment, code := m.heartbeat848(m.currentEpoch(), both, time.Now())
+	if code != 0 || !slices.Equal(assignment, []session.Partition{refenceP1}) {
+		t.Fatalf("after the revoke the client was assigned %v (error %d), want p1 alone", assignment, code)
+	}
+	h.reply(t, api.HeartbeatResponse{Grants: []api.Grant{grantAt(2, refenceP0, 2)}})
+	c.next(t, "heartbeat")
+	if _, assignment, _ := m.heartbeat848(m.currentEpoch(), both, time.Now()); slices.Contains(assignment, refenceP0) {
+		t.Fatalf("the client, still owning p0 from before the reset, was assigned %v: it keeps its position", assignment)
+	}
+	before := m.currentEpoch()
+	if code := <-commitInBackground(m, refenceP0, 20); code != api.CodeStaleEpoch {
+		t.Fatalf("the commit from the position before the reset was answered %q, want %q", code, api.CodeStaleEpoch)
+	}
+	_, assignment, code = m.heartbeat848(m.currentEpoch(), map[session.Partition]bool{refenceP1: true}, time.Now())
+	if code != 0 || !slices.Equal(assignment, []session.Partition{refenceP0, refenceP1}) {
+		t.Fatalf("after the client gave p0 up it was assigned %v (error %d), want both again", assignment, code)
+	}
+	if code := <-commitAt(m, before, refenceP0, 20); code != api.CodeStaleEpoch {
+		t.Errorf("a commit of p0 under an epoch before it was handed again was answered %q, want %q", code, api.CodeStaleEpoch)
+	}
+	if c, _ := m.committed(refenceP0); c != 2 {
+		t.Errorf("committed %d, want the reset's 2", c)
+	}
+}
