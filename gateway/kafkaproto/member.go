@@ -944,8 +944,13 @@ func (m *member) resubscribe(ctx context.Context, topics []string, pattern strin
 		join.Topics = nil
 	}
 	credential := m.credential
+	added := m.startRefence() // the rejoin fences what it keeps: its regrants are the member's own
 	m.mu.Unlock()
 	a := m.rejoinSelf(ctx, join, credential)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refenceAnswered(a.Failure == nil, added)
+	m.wake()
 	if f := a.Failure; f != nil {
 		m.log.Info("kafka member's subscription change refused", zap.Strings("topics", topics), zap.String("pattern", pattern), zap.Error(f.Err))
 		if f.Code == "" {
@@ -953,8 +958,6 @@ func (m *member) resubscribe(ctx context.Context, topics []string, pattern strin
 		}
 		return f.Code
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.join = join
 	m.log.Info("kafka member's subscription changed", zap.Strings("topics", topics), zap.String("pattern", pattern),
 		zap.Int("grants", len(a.Join.Grants)))
