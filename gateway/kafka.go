@@ -140,14 +140,9 @@ func (k kafkaGate) CheckClient(c *ocap.Claims, now time.Time) api.Code {
 	if code := k.g.syncRefusal(now); code != "" {
 		return code
 	}
-	if c.Kind() == ocap.KindClient {
-		// Its key still signs: a Kafka connection that authenticated with
-		// a credential of a key since removed from the ring (retired,
-		// say leaked) went on producing until the credential's expiry
-		// (redteam10 #2). An IdP identity's claims name no capgate key.
-		if v := k.g.verifier.Load(); v == nil || !v.HasKey(c.KeyID()) {
-			return api.CodeUnauthorized
-		}
+	// An IdP identity's claims name no capgate key.
+	if c.Kind() == ocap.KindClient && k.keyRetired(c) {
+		return api.CodeUnauthorized
 	}
 	if r := authz.DecideCredential(c, k.g.view, now); r != authz.Allow {
 		return r.Code()
@@ -155,10 +150,28 @@ func (k kafkaGate) CheckClient(c *ocap.Claims, now time.Time) api.Code {
 	return ""
 }
 
+// keyRetired reports a capgate token (a credential, a capability)
+// whose signing key is no longer among the verifier's keys: retired
+// since it verified. A Kafka connection that authenticated with a
+// credential of a key since removed from the ring (retired, say leaked)
+// went on producing until the credential's expiry (redteam10 #2); one
+// that authenticated with such a capability (assign mode) went on
+// fetching until its exp, up to max_lease (redteam12 #1). A group
+// member's capabilities are verified again through the cache, which
+// forgets a removed key's tokens (applySync). One atomic load and a map
+// lookup.
+func (k kafkaGate) keyRetired(c *ocap.Claims) bool {
+	v := k.g.verifier.Load()
+	return v == nil || !v.HasKey(c.KeyID())
+}
+
 func (k kafkaGate) Admit(c *ocap.Claims, req authz.Request, now time.Time) (api.Code, int64, time.Duration) {
 	g := k.g
 	if code := g.syncRefusal(now); code != "" {
 		return code, 0, 0
+	}
+	if k.keyRetired(c) {
+		return api.CodeUnauthorized, 0, 0
 	}
 	if r := authz.Decide(c, req, g.view, now); r != authz.Allow {
 		return r.Code(), 0, 0
@@ -178,6 +191,9 @@ func (k kafkaGate) AdmitRate(c *ocap.Claims, now time.Time) time.Duration {
 func (k kafkaGate) Recheck(c *ocap.Claims, req authz.Request, now time.Time) api.Code {
 	if r := authz.Decide(c, req, k.g.view, now); r != authz.Allow {
 		return r.Code()
+	}
+	if k.keyRetired(c) {
+		return api.CodeUnauthorized
 	}
 	return k.g.syncRefusal(now)
 }

@@ -197,12 +197,69 @@ func TestKeyRotationEndsKafkaCredentialSessions(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
 		t.Fatalf("before rotation: %v", err)
 	}
+	h.retireKeys()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("a produce on a connection of a retired key's credential: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+}
+
+// retireKeys pushes a key set of a new ring: every key the harness
+// minted with is removed (retired) at the gateway.
+func (h *harness) retireKeys() {
+	h.t.Helper()
 	ring, err := ocap.NewKeyRing(rand.Reader, time.Now())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.sync.waitAck(h.t, h.sync.push(api.SyncResponse{Keys: ring.JWKS().Keys}))
+}
+
+// TestKeyRotationEndsKafkaCapabilitySessions is the attack of a holder
+// whose capability's signing key was retired (rotated out, say leaked):
+// a Kafka connection that authenticated with it before (assign mode)
+// kept fetching — every Fetch admitted under the claims verified at
+// SASL — until the capability's exp (up to max_lease), while over HTTP
+// the same token was refused at once (redteam10 left it). Now a Fetch of
+// such a connection is refused TOPIC_AUTHORIZATION_FAILED and nothing
+// written after the rotation is read.
+func TestKeyRotationEndsKafkaCapabilitySessions(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{edit: func(c *Config) { c.KafkaListen = "127.0.0.1:0" }})
+	h.waitReady()
+	token, _ := h.mint(capClaims(0))
+	h.produce(0, 2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.gw.KafkaAddr()), kgo.SASL(plain.Auth{User: "capgate", Pass: token}.AsMechanism()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{testTopic: {0: kgo.NewOffset().AtStart()}}), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.sync.waitAck(t, h.sync.push(api.SyncResponse{Keys: ring.JWKS().Keys}))
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
-		t.Fatalf("a produce on a connection of a retired key's credential: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for read := 0; read < 2; {
+		f := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("before rotation: read %d of 2: %v", read, err)
+		}
+		f.EachError(func(_ string, _ int32, err error) { t.Fatalf("before rotation: %v", err) })
+		read += f.NumRecords()
+	}
+	h.retireKeys()
+	h.produce(0, 1)
+	for {
+		f := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("a capability of a retired key still fetching: no refusal before %v", err)
+		}
+		if n := f.NumRecords(); n > 0 {
+			t.Fatalf("a connection of a retired key's capability read %d records written after the rotation", n)
+		}
+		var refused error
+		f.EachError(func(_ string, _ int32, err error) { refused = err })
+		if refused != nil {
+			if !errors.Is(refused, kerr.TopicAuthorizationFailed) {
+				t.Fatalf("refused %v, want TOPIC_AUTHORIZATION_FAILED", refused)
+			}
+			return
+		}
 	}
 }
