@@ -90,5 +90,11 @@ func (c *Coordinator) allowRate(ctx *fasthttp.RequestCtx, l *keyedLimiter, key, 
 // and Retry-After (whole seconds, rounded up) for wait.
 func writeRateLimited(ctx *fasthttp.RequestCtx, message string, wait time.Duration) {
 	writeErrorDetails(ctx, api.CodeRateLimited, message, map[string]any{"retry_after_ms": wait.Milliseconds()})
+	setRetryAfter(ctx, wait)
+}
+
+// setRetryAfter sets the Retry-After header to wait, rounded up to whole
+// seconds.
+func setRetryAfter(ctx *fasthttp.RequestCtx, wait time.Duration) {
 	ctx.Response.Header.Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
 }

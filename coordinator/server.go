@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -374,6 +375,9 @@ func writeMachineError(ctx *fasthttp.RequestCtx, msg group.Message, err error) {
 	}
 	if r, ok := msg.(group.Rejected); ok {
 		writeErrorDetails(ctx, r.Code, r.Message, r.Details)
+		if ms, ok := r.Details["retry_after_ms"].(int64); ok { // a heartbeat past held_heartbeats_per_tenant
+			setRetryAfter(ctx, time.Duration(ms)*time.Millisecond)
+		}
 		return
 	}
 	writeError(ctx, api.CodeInternal, fmt.Sprintf("unexpected answer %T", msg))

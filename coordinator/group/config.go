@@ -162,6 +162,17 @@ type Limits struct {
 	// known one is never refused.
 	QoSOverrides int `yaml:"qos_overrides"`
 	Denied       int `yaml:"denied"`
+	// HeldHeartbeatsPerTenant bounds the heartbeats one tenant's members
+	// (Credential.tenant, as members_per_credential counts them) have
+	// held at once (members.go holdHeartbeat): each is a long poll that
+	// holds a connection up to heartbeat_wait, so one tenant's members
+	// could take every coordinator.max_connections slot for the price of
+	// one request per heartbeat_wait each — behind trusted_proxies, where
+	// only max_connections counts, for certain. One more is answered at
+	// once: its news if it has any, else 429 rate_limited with
+	// retry_after_ms (the session counts it as heard from). Keep it well
+	// under coordinator.max_connections.
+	HeldHeartbeatsPerTenant int `yaml:"held_heartbeats_per_tenant"`
 }
 
 // DefaultLimits are the documented defaults.
@@ -184,6 +195,8 @@ func DefaultLimits() Limits {
 		Gateways:             1024,
 		QoSOverrides:         10000,
 		Denied:               100000,
+
+		HeldHeartbeatsPerTenant: 2000,
 	}
 }
 
@@ -303,6 +316,7 @@ func (l Limits) validate(c Config) error {
 		{"gateways", int64(l.Gateways)},
 		{"qos_overrides", int64(l.QoSOverrides)},
 		{"denied", int64(l.Denied)},
+		{"held_heartbeats_per_tenant", int64(l.HeldHeartbeatsPerTenant)},
 	} {
 		if f.value <= 0 {
 			return fmt.Errorf("group.limits.%s: must be > 0, got %d", f.name, f.value)

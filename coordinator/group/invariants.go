@@ -297,7 +297,7 @@ func (m *Machine) checkPartition(g *group, p *partition) error {
 func (m *Machine) checkTally() []error {
 	var want tally
 	var errs []error
-	members := map[string]int{}
+	members, held := map[string]int{}, map[string]int{}
 	tenants := map[string]map[*group]int{}
 	for _, g := range m.groups {
 		want.groups++
@@ -322,9 +322,15 @@ func (m *Machine) checkTally() []error {
 				tenants[mem.credential.tenant()] = map[*group]int{}
 			}
 			tenants[mem.credential.tenant()][g]++
+			if mem.wait.held {
+				held[mem.credential.tenant()]++
+			}
 		}
 	}
 	errs = append(errs, m.checkTenantGroups(tenants)...)
+	if !maps.Equal(held, m.heldHeartbeats) {
+		errs = append(errs, fmt.Errorf("held heartbeats per tenant %v, recomputed %v", m.heldHeartbeats, held))
+	}
 	if want != m.tally {
 		errs = append(errs, fmt.Errorf("state tally %+v, recomputed %+v", m.tally, want))
 	}

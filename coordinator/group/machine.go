@@ -46,6 +46,9 @@ type Machine struct {
 	// tenant's share of state_bytes (tenantStateBytes).
 	created map[string]map[*group]struct{}
 	tally   tally // the state estimate limits.state_bytes bounds
+	// heldHeartbeats: per tenant (Credential.tenant), its members'
+	// heartbeats held now; limits.held_heartbeats_per_tenant bounds it.
+	heldHeartbeats map[string]int
 	// epochFloor is the highest epoch of every reaped partition: a new
 	// partition starts there, so its first grant is above them all.
 	epochFloor uint64
@@ -114,19 +117,20 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		return nil, fmt.Errorf("group: new machine: nil rng")
 	}
 	m := &Machine{
-		cfg:          cfg,
-		rng:          rng,
-		lookup:       assignorLookup,
-		groups:       make(map[string]*group),
-		topics:       make(map[string]int32),
-		gateways:     make(map[string]*gateway),
-		revocations:  revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
-		credentials:  make(map[string]*credential),
-		created:      make(map[string]map[*group]struct{}),
-		tenantGroups: make(map[string]map[*group]int),
-		qos:          make(map[string]api.QoSOverride),
-		persistIdx:   make(map[recordKey]int),
-		timers:       newTimerHeap(),
+		cfg:            cfg,
+		rng:            rng,
+		lookup:         assignorLookup,
+		groups:         make(map[string]*group),
+		topics:         make(map[string]int32),
+		gateways:       make(map[string]*gateway),
+		revocations:    revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
+		credentials:    make(map[string]*credential),
+		created:        make(map[string]map[*group]struct{}),
+		tenantGroups:   make(map[string]map[*group]int),
+		heldHeartbeats: make(map[string]int),
+		qos:            make(map[string]api.QoSOverride),
+		persistIdx:     make(map[recordKey]int),
+		timers:         newTimerHeap(),
 	}
 	m.log.init(cfg.SyncLogMax, 1)
 	m.seqDirty = true

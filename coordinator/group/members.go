@@ -425,7 +425,7 @@ func (m *Machine) dropMember(mem *member) {
 	rec.Deleted = true
 	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, rec)
 	if mem.wait.held {
-		mem.wait.held = false
+		m.unholdHeartbeat(mem)
 		if mem.revoked {
 			// Said, so that a client whose heartbeat had failed once
 			// before does not take it for an expired session.
@@ -519,10 +519,55 @@ func (m *Machine) heartbeat(e Heartbeat) {
 	if wait <= 0 || wait > m.cfg.HeartbeatWait {
 		wait = m.cfg.HeartbeatWait
 	}
-	if mem.wait.park(e.Ref, m.now.Add(wait)) {
+	if !mem.wait.held && m.heldHeartbeats[mem.credential.tenant()] >= m.cfg.Limits.HeldHeartbeatsPerTenant {
+		m.heartbeatNotHeld(mem, e.Ref)
+		return
+	}
+	m.holdHeartbeat(mem, e.Ref, m.now.Add(wait))
+	m.queueNews(mem)
+}
+
+// holdHeartbeat holds mem's heartbeat ref until `until` (or its news),
+// counted for its tenant (limits.held_heartbeats_per_tenant).
+func (m *Machine) holdHeartbeat(mem *member, ref Ref, until time.Time) {
+	if !mem.wait.held {
+		m.heldHeartbeats[mem.credential.tenant()]++
+	}
+	if mem.wait.park(ref, until) {
 		m.push(timer{at: mem.wait.until, kind: timerHeartbeat, member: mem})
 	}
-	m.queueNews(mem)
+}
+
+// unholdHeartbeat ends mem's held heartbeat (answered or refused by the
+// caller) and uncounts it.
+func (m *Machine) unholdHeartbeat(mem *member) {
+	mem.wait.held = false
+	tenant := mem.credential.tenant()
+	if m.heldHeartbeats[tenant]--; m.heldHeartbeats[tenant] <= 0 {
+		delete(m.heldHeartbeats, tenant)
+	}
+}
+
+// heartbeatNotHeld answers the heartbeat ref of mem, whose tenant holds
+// limits.held_heartbeats_per_tenant heartbeats already, at once: its
+// news when it has some (a revoke, grants, renewals due), else 429
+// rate_limited saying when to come back — before the session would end,
+// at most heartbeat_wait. It was heard from (contact and renewals ran).
+// One tenant's members long-polling held a connection each for the
+// price of one request per heartbeat_wait and could take every
+// coordinator.max_connections slot from the other tenants (redteam12 #2).
+func (m *Machine) heartbeatNotHeld(mem *member, ref Ref) {
+	if !mem.news.empty() {
+		m.holdHeartbeat(mem, ref, m.now)
+		m.answerHeartbeat(mem)
+		return
+	}
+	l := m.cfg.Limits.HeldHeartbeatsPerTenant
+	retry := max(min(m.cfg.HeartbeatWait, mem.sessionTimeout/3), time.Millisecond)
+	m.rejectWith(ref, map[string]any{"limit": "coordinator.groups.limits.held_heartbeats_per_tenant", "max": int64(l),
+		"tenant": mem.credential.tenant(), "retry_after_ms": retry.Milliseconds()}, api.CodeRateLimited,
+		"heartbeat: the credential's tenant has %d heartbeats held (coordinator.groups.limits.held_heartbeats_per_tenant); "+
+			"this one is answered at once: heartbeat again after retry_after_ms", l)
 }
 
 func (m *Machine) onHeartbeatTimer(mem *member) {
@@ -553,7 +598,7 @@ func (m *Machine) answerHeartbeat(mem *member) {
 		Ref: mem.wait.ref, Group: mem.group.name, MemberID: mem.id, Revoke: n.revoke,
 		Grants: m.renderGrants(mem, n.grants), Renew: m.renderGrants(mem, n.renew),
 	})
-	mem.wait.held = false
+	m.unholdHeartbeat(mem)
 	m.contact(mem)
 }
 
