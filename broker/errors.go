@@ -130,3 +130,35 @@ func isTransportError(err error) bool {
 func isContextError(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// Public is what a tenant is told of err, a failure of a call to Kafka:
+// the operation and Kafka's error code name (kerr's fixed text), an
+// offset out of range as it is — never a transport error's text, which
+// names the brokers' addresses (dial tcp 10.0.0.7:9092: …), nor the free
+// error message a broker may add to a code. The gateways and the
+// coordinator answered err.Error() in 502/503 bodies, so any capability
+// holder learned the fleet's addresses from an outage (redteam12 #3); log
+// err itself for the operator.
+func Public(err error) string {
+	var oor *OffsetOutOfRangeError
+	if errors.As(err, &oor) {
+		return oor.Error()
+	}
+	prefix := "broker: "
+	var be *BrokerError
+	if errors.As(err, &be) {
+		prefix += be.Op + ": "
+	}
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &ke):
+		return prefix + "Kafka answered " + ke.Message
+	case isContextError(err):
+		return prefix + "Kafka did not answer in time"
+	case errors.Is(err, ErrClosed) || errors.Is(err, kgo.ErrClientClosed):
+		return prefix + "the Kafka client is closed"
+	case errors.Is(err, ErrUnknownTopicOrPartition):
+		return ErrUnknownTopicOrPartition.Error()
+	}
+	return prefix + "no Kafka broker reached, or its answer could not be read (the log says which and why)"
+}

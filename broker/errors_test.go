@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -48,5 +50,24 @@ func TestErrorClassification(t *testing.T) {
 	}
 	if got := newBrokerError("produce", kerr.NotLeaderForPartition).Error(); got != "broker: produce: "+kerr.NotLeaderForPartition.Error() {
 		t.Errorf("message: %s", got)
+	}
+}
+
+// Public never passes on a transport error's text (the brokers'
+// addresses) nor a broker's free message beside its code.
+func TestPublicNamesNoBroker(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 9092}, Err: errors.New("connect: connection refused")}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{newBrokerError("fetch", fmt.Errorf("unable to dial: %w", dial)), "broker: fetch: no Kafka broker reached, or its answer could not be read (the log says which and why)"},
+		{newBrokerError("produce", fmt.Errorf("%w: %s", kerr.NotEnoughReplicas, "replica 10.0.0.7 is down")), "broker: produce: Kafka answered NOT_ENOUGH_REPLICAS"},
+		{wrapError("metadata", context.DeadlineExceeded), "broker: Kafka did not answer in time"},
+		{&OffsetOutOfRangeError{Offset: 9, Earliest: 1, Latest: 5}, "broker: offset 9 out of range [1, 5]"},
+	} {
+		if got := Public(c.err); got != c.want || strings.Contains(got, "10.0.0.7") {
+			t.Errorf("Public(%v) = %q, want %q", c.err, got, c.want)
+		}
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"sync"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/coordinator/group"
 )
 
@@ -53,8 +55,9 @@ func (c *Coordinator) withinLogEnd(ctx *fasthttp.RequestCtx, offsets []group.Com
 	case first == nil:
 		return true
 	case first.err != nil:
-		writeError(ctx, api.CodeUnavailable, fmt.Sprintf("offsets[%d]: the log end of %s/%d is unknown: %v",
-			first.i, offsets[first.i].Topic, offsets[first.i].Partition, first.err))
+		c.log.Debug("commit: log end unknown", zap.String("topic", offsets[first.i].Topic), zap.Int32("partition", offsets[first.i].Partition), zap.Error(first.err))
+		writeError(ctx, api.CodeUnavailable, fmt.Sprintf("offsets[%d]: the log end of %s/%d is unknown: %s",
+			first.i, offsets[first.i].Topic, offsets[first.i].Partition, broker.Public(first.err)))
 	default:
 		o := offsets[first.i]
 		writeErrorDetails(ctx, api.CodeOffsetOutOfRange,

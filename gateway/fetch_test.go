@@ -242,3 +242,30 @@ func TestBrokerFaultAnswers502NeverData(t *testing.T) {
 	fault.Remove()
 	checkRecords(t, h.get(tok, recordsPath(1, "offset=0")).fetch(t).Records, want, 0)
 }
+
+// TestBrokerFailuresNameNoBroker is the probe of redteam12 #3: with the
+// Kafka fleet unreachable, any capability holder's fetch or produce was
+// answered "broker: fetch: unable to dial: dial tcp 10.0.0.7:9092:
+// connect: connection refused" — the brokers' addresses, which the
+// gateways otherwise keep from tenants (the listener's Metadata names
+// the gateway). Now the answer says what failed and how, never where.
+func TestBrokerFailuresNameNoBroker(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Broker.RequestTimeout = time.Second })
+	fetch, _ := h.mint(capClaims(0))
+	produce, _ := h.mint(withOps(capClaims(1), "produce"))
+	brokers := h.kafka.Addrs()
+	h.kafka.Close()
+	for _, r := range []response{
+		h.get(fetch, recordsPath(0, "offset=0&max_wait_ms=10")),
+		h.do(http.MethodPost, recordsURL(1), produce, bytes.NewReader([]byte(`{"records":[{"value":"eA=="}]}`)), "Content-Type", api.MediaJSON),
+	} {
+		if r.status != http.StatusServiceUnavailable && r.status != http.StatusBadGateway {
+			t.Fatalf("with Kafka gone: %d %s, want 502 or 503", r.status, r.body)
+		}
+		for _, addr := range brokers {
+			if bytes.Contains(r.body, []byte(addr)) {
+				t.Fatalf("the answer names the broker %s: %s", addr, r.body)
+			}
+		}
+	}
+}

@@ -447,7 +447,9 @@ func (g *Gateway) fetchError(ctx *fasthttp.RequestCtx, cancelled, err error) api
 }
 
 // brokerFailure answers 503 unavailable (retriable, no leader or broker)
-// or 502 broker_error with the broker's message.
+// or 502 broker_error saying what failed (broker.Public: the operation
+// and Kafka's error code, never a broker's address); the whole error goes
+// to the log.
 func (g *Gateway) brokerFailure(ctx *fasthttp.RequestCtx, err error) api.Code {
 	code := api.CodeBrokerError
 	if errors.Is(err, broker.ErrBrokerUnavailable) || errors.Is(err, context.DeadlineExceeded) {
@@ -455,6 +457,6 @@ func (g *Gateway) brokerFailure(ctx *fasthttp.RequestCtx, err error) api.Code {
 		setRetryAfter(ctx, time.Second)
 	}
 	g.log.Debug("broker call failed", zap.String("code", string(code)), zap.Error(err))
-	writeError(ctx, code, err.Error(), nil)
+	writeError(ctx, code, broker.Public(err), nil)
 	return code
 }

@@ -188,9 +188,9 @@ func varintLen(x int64) int {
 func refusedRecords(err error) (api.Code, string) {
 	switch {
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return api.CodeRecordTooLarge, "a record is larger than the broker takes (its message.max.bytes, or the topic's max.message.bytes): " + err.Error()
+		return api.CodeRecordTooLarge, "a record is larger than the broker takes (its message.max.bytes, or the topic's max.message.bytes): " + broker.Public(err)
 	case errors.Is(err, kerr.InvalidRecord):
-		return api.CodeBadRequest, "the broker refused a record as invalid (a record without a key on a compacted topic, for one): " + err.Error()
+		return api.CodeBadRequest, "the broker refused a record as invalid (a record without a key on a compacted topic, for one): " + broker.Public(err)
 	}
 	return "", ""
 }

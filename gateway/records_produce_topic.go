@@ -93,7 +93,7 @@ func (c *call) produceTopic(topic []byte) api.Code {
 	}
 	n, err := c.g.broker.PartitionCount(context.Background(), c.req.Topic)
 	if err != nil {
-		return c.topicBrokerFailure(err, nil)
+		return c.topicBrokerFailure(err, "", nil)
 	}
 	shares := placeRecords(recs, n)
 	if code := c.admitShares(claims, shares); code != "" {
@@ -278,7 +278,7 @@ func (c *call) answerShares(shares []*share) api.Code {
 			if failed == nil {
 				failed = s
 			}
-			outcome := map[string]any{"partition": s.partition, "count": len(s.recs), "written": false, "error": s.err.Error()}
+			outcome := map[string]any{"partition": s.partition, "count": len(s.recs), "written": false, "error": broker.Public(s.err)}
 			if written := writtenOffsets(s.recs); len(written) > 0 {
 				// Some of its records landed before one failed (redteam9
 				// #3: a 600 KB record written, the 900 KB after it refused,
@@ -294,7 +294,7 @@ func (c *call) answerShares(shares []*share) api.Code {
 	}
 	if failed != nil {
 		c.bytes, c.records = 0, 0 // charged already; a failed produce moved nothing the metrics count
-		return c.topicBrokerFailure(fmt.Errorf("partition %d: %w", failed.partition, failed.err), outcomes)
+		return c.topicBrokerFailure(failed.err, fmt.Sprintf("partition %d: ", failed.partition), outcomes)
 	}
 	body, _ := json.Marshal(resp)
 	writeJSONBody(c.ctx, body)
@@ -323,9 +323,10 @@ func writtenOffsets(recs []*kgo.Record) []int64 {
 }
 
 // topicBrokerFailure answers a broker error of a topic produce as the
-// per-partition route does, with outcomes (nil: nothing was written) as
+// per-partition route does, the message after where (the partition that
+// failed, or ""), with outcomes (nil: nothing was written) as
 // details.partitions.
-func (c *call) topicBrokerFailure(err error, outcomes []map[string]any) api.Code {
+func (c *call) topicBrokerFailure(err error, where string, outcomes []map[string]any) api.Code {
 	var details map[string]any
 	suffix := "; nothing was written"
 	if outcomes != nil {
@@ -338,11 +339,11 @@ func (c *call) topicBrokerFailure(err error, outcomes []map[string]any) api.Code
 		code, problem = api.CodeNotFound, "unknown topic or partition"
 	case code != "":
 	case errors.Is(err, broker.ErrBrokerUnavailable) || errors.Is(err, context.DeadlineExceeded):
-		code, problem = api.CodeUnavailable, err.Error()
+		code, problem = api.CodeUnavailable, broker.Public(err)
 		setRetryAfter(c.ctx, time.Second)
 	default:
-		code, problem = api.CodeBrokerError, err.Error()
+		code, problem = api.CodeBrokerError, broker.Public(err)
 	}
-	writeError(c.ctx, code, problem+suffix, details)
+	writeError(c.ctx, code, where+problem+suffix, details)
 	return code
 }
