@@ -18,8 +18,9 @@ package kafkaproto
 //     outlive the credential.
 //   - kafka_max_connections: at the bound a new connection takes the
 //     place of a connection that has not authenticated — the oldest of
-//     the address holding the most such connections — and is refused
-//     only when every open one has authenticated. Holding every slot with
+//     the address holding the most such connections — and, when every
+//     open one has authenticated, goes to the handshake reserve (below);
+//     past that too it is refused. Holding every slot with
 //     connections that send nothing (no token needed) would otherwise
 //     lock every client out for auth_timeout, over and over; and taking
 //     the oldest of all let one address churning connections evict every
@@ -27,6 +28,14 @@ package kafkaproto
 //     round trips and TLS: redteam7 #3). The churning address holds the
 //     most, so its own connections give way; a client handshaking from
 //     an address with fewer in that state is the last to.
+//   - Fair share: when every open connection has authenticated, a new
+//     one is still admitted into a handshake reserve (handshakeReserve,
+//     a 64th of kafka_max_connections), and at its first SASL
+//     (fairShareLocked) takes the place of the newest connection of the
+//     tenant holding the most, if that one holds more than one more than
+//     its own tenant, or is refused: a few tenants at
+//     kafka_max_connections_per_tenant (4 × 256 = 1,024 at the defaults)
+//     locked every other tenant out at accept (redteam12 #4).
 //
 // Every count here is under Server.mu.
 
@@ -66,19 +75,8 @@ func (s *Server) register(nc net.Conn) (*conn, bool) {
 			zap.String("remote", nc.RemoteAddr().String()), zap.Int("max", max))
 		return nil, false
 	}
-	if len(s.conns) >= s.cfg.MaxConnections {
-		old := s.evictableLocked()
-		if old == nil {
-			s.refusedConns[limitTotal].Add(1)
-			s.refused.Refused("kafka connection", "kafka_max_connections reached, all authenticated",
-				zap.String("remote", nc.RemoteAddr().String()), zap.Int("max", s.cfg.MaxConnections))
-			return nil, false
-		}
-		s.dropLocked(old) // its goroutine unregisters it again, harmlessly
-		old.nc.Close()
-		s.evicted.Add(1)
-		s.refused.Refused("unauthenticated kafka connection", "kafka_max_connections reached: closed for a new connection",
-			zap.String("remote", old.nc.RemoteAddr().String()), zap.Duration("open_for", time.Since(old.opened)))
+	if len(s.conns) >= s.cfg.MaxConnections && !s.roomLocked(nc) {
+		return nil, false
 	}
 	c := newConn(s, nc)
 	c.addr, c.addrCounted = addr, counted
@@ -95,6 +93,34 @@ func (s *Server) register(nc net.Conn) (*conn, bool) {
 	s.wg.Add(1)
 	return c, true
 }
+
+// roomLocked makes room for nc at kafka_max_connections: it closes the
+// connection a new one takes the place of (evictableLocked), or, when
+// every open one has authenticated, admits nc into the handshake
+// reserve, where its SASL decides whether it stays (fairShareLocked); it
+// reports false when nc is refused.
+func (s *Server) roomLocked(nc net.Conn) bool {
+	old := s.evictableLocked()
+	if old == nil && len(s.conns) < s.cfg.MaxConnections+handshakeReserve(s.cfg.MaxConnections) {
+		return true
+	}
+	if old == nil {
+		s.refusedConns[limitTotal].Add(1)
+		s.refused.Refused("kafka connection", "kafka_max_connections reached, all authenticated, the handshake reserve full",
+			zap.String("remote", nc.RemoteAddr().String()), zap.Int("max", s.cfg.MaxConnections))
+		return false
+	}
+	s.closeForLocked(old, "unauthenticated kafka connection", "kafka_max_connections reached: closed for a new connection")
+	s.evicted.Add(1)
+	return true
+}
+
+// handshakeReserve is how many connections past kafka_max_connections
+// may be open while every slot has authenticated: a newcomer's place to
+// authenticate in, so that the tenants holding the listener cannot lock
+// every other tenant out at accept (fairShareLocked; redteam12 #4). A
+// 64th of kafka_max_connections, at least one: 16 at the default 1,024.
+func handshakeReserve(maxConns int) int { return max(1, maxConns/64) }
 
 // evictableLocked is the connection a new one takes the place of at
 // kafka_max_connections: the oldest unauthenticated connection of the
@@ -220,6 +246,11 @@ func (s *Server) claimIdentity(c *conn, p *Principal) error {
 		return fmt.Errorf("too many connections: this tenant (a credential with the capabilities granted under it) has %d open, kafka_max_connections_per_tenant %d",
 			s.byTenant[tenant], max)
 	}
+	if c.identity == "" && s.authenticatedCountLocked() >= s.cfg.MaxConnections {
+		if err := s.fairShareLocked(tenant); err != nil {
+			return err
+		}
+	}
 	s.releaseIdentityLocked(c)
 	s.byIdentity[identity]++
 	s.byTenant[tenant]++
@@ -228,6 +259,57 @@ func (s *Server) claimIdentity(c *conn, p *Principal) error {
 	s.authenticatedLocked(c)
 	s.armExpiryLocked(c, p.Expires)
 	return nil
+}
+
+// fairShareLocked finds a slot for a connection first authenticating
+// for tenant while every kafka_max_connections slot is authenticated (it
+// came in through the handshake reserve): the newest connection of the
+// tenant holding the most — when it holds more than one more than
+// tenant — is closed for it; else it is refused. Without it a few
+// tenants at kafka_max_connections_per_tenant (4 at the defaults: 4 ×
+// 256 = 1,024) held every slot and every other tenant's connection was
+// closed at accept for as long as they kept theirs (redteam12 #4); now
+// each new tenant gets a slot as long as a tenant holds more than it
+// does.
+func (s *Server) fairShareLocked(tenant string) error {
+	most := ""
+	for t, n := range s.byTenant {
+		if n > s.byTenant[most] || n == s.byTenant[most] && t < most {
+			most = t
+		}
+	}
+	if s.byTenant[most] <= s.byTenant[tenant]+1 {
+		s.refusedConns[limitFairShare].Add(1)
+		return fmt.Errorf("too many connections: kafka_max_connections (%d) are open and authenticated, and no tenant holds more than this one (%d)",
+			s.cfg.MaxConnections, s.byTenant[tenant])
+	}
+	var newest *conn
+	for o := range s.conns {
+		if o.tenant == most && (newest == nil || o.opened.After(newest.opened)) {
+			newest = o
+		}
+	}
+	s.closeForLocked(newest, "kafka connection", "kafka_max_connections reached: its tenant holds the most, closed for another tenant's")
+	s.refusedConns[limitFairShare].Add(1)
+	return nil
+}
+
+// authenticatedCountLocked is how many open connections have
+// authenticated (each counts for one tenant).
+func (s *Server) authenticatedCountLocked() int {
+	n := 0
+	for _, k := range s.byTenant {
+		n += k
+	}
+	return n
+}
+
+// closeForLocked closes o for another connection, logging what and why.
+func (s *Server) closeForLocked(o *conn, what, why string) {
+	s.dropLocked(o) // its goroutine unregisters it again, harmlessly
+	o.nc.Close()
+	o.cancel() // a request in flight, or a frame waiting for room, ends now
+	s.refused.Refused(what, why, zap.String("remote", o.nc.RemoteAddr().String()), zap.Duration("open_for", time.Since(o.opened)))
 }
 
 // releaseIdentityLocked uncounts c's identity and tenant, once.
@@ -287,17 +369,19 @@ const (
 	limitPerTenant
 	limitRequestBytes          // closed: no room in kafka_max_request_bytes_held (requestbudget.go)
 	limitRequestBytesPerTenant // closed: none in its tenant's _per_tenant
+	limitFairShare             // at SASL with every slot authenticated (fairShareLocked)
 	limitCount
 )
 
 // Limits are the label values of Server.Refused, in order; LimitsHelp
 // says what each counts.
-var Limits = [limitCount]string{"total", "per_address", "per_principal", "per_tenant", "request_bytes_held", "request_bytes_held_per_tenant"}
+var Limits = [limitCount]string{"total", "per_address", "per_principal", "per_tenant", "request_bytes_held", "request_bytes_held_per_tenant", "fair_share"}
 
-const LimitsHelp = "total (at accept: kafka_max_connections open, all authenticated), " +
+const LimitsHelp = "total (at accept: kafka_max_connections open, all authenticated, and the handshake reserve full), " +
 	"per_address (at accept: kafka_max_connections_per_address from its address), " +
 	"per_principal, per_tenant (at SASL: kafka_max_connections_per_principal, _per_tenant), " +
-	"request_bytes_held, request_bytes_held_per_tenant (a frame found no room in kafka_max_request_bytes_held, _per_tenant within its read timeout)."
+	"request_bytes_held, request_bytes_held_per_tenant (a frame found no room in kafka_max_request_bytes_held, _per_tenant within its read timeout), " +
+	"fair_share (at SASL with every kafka_max_connections slot authenticated: a connection of the tenant holding the most closed for another tenant's, or the new one refused when no tenant holds more than its own)."
 
 // Refused is how many connections were refused or closed at the bound
 // named Limits[i] since the listener started.

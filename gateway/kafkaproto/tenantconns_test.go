@@ -156,3 +156,52 @@ func withSubject(c *ocap.Claims, sub string) *ocap.Claims {
 	d.Subject = sub
 	return &d
 }
+
+// TestFewTenantsCannotHoldTheListener is redteam12 #4, the attack as its
+// test: two tenants, each within kafka_max_connections_per_tenant, hold
+// every kafka_max_connections slot authenticated (four at the defaults,
+// 4 × 256 = 1,024). A third tenant's connection was closed at accept for
+// as long as they kept theirs. Now it connects into the handshake
+// reserve and, at SASL, takes the place of the newest connection of the
+// tenant holding the most; a holder reconnecting into that place is
+// refused at SASL (no tenant holds more than one more than it), naming
+// kafka_max_connections, and counted under fair_share.
+func TestFewTenantsCannotHoldTheListener(t *testing.T) {
+	table := leaseTable{}
+	_, a, _ := tenantTokens(t, 4, time.Hour, table)
+	_, b, _ := tenantTokens(t, 4, time.Hour, table)
+	_, victims, _ := tenantTokens(t, 1, time.Hour, table)
+	cfg := testConfig()
+	cfg.MaxConnections, cfg.MaxConnectionsPerTenant = 8, 4
+	s := startListener(t, cfg, table, nil)
+	var held []*testConn
+	for _, token := range append(a, b...) {
+		held = append(held, dialAuthenticated(t, s, token))
+	}
+	victim := dialAuthenticated(t, s, victims[0])
+	if _, err := victim.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatalf("a third tenant beside two holding every slot: %v", err)
+	}
+	s.mu.Lock()
+	nA, nB := s.byTenant[tenantKey(table[a[0]].claims)], s.byTenant[tenantKey(table[b[0]].claims)]
+	s.mu.Unlock()
+	loser, closed := a, held[3] // the newest connection of the tenant it was taken from
+	if nB < nA {
+		loser, closed = b, held[7]
+	}
+	if nA+nB != 7 || !closed.closed() {
+		t.Fatalf("the holders' connections after the third tenant's: %d and %d, want one of them closed (7)", nA, nB)
+	}
+	nc, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	resp, err := saslExchange(&testConn{t: t, nc: nc}, loser[3])
+	if err != nil || resp.ErrorCode == 0 || resp.ErrorMessage == nil || !strings.Contains(*resp.ErrorMessage, "no tenant holds more than this one") {
+		t.Fatalf("a holder reconnecting into the freed place: %+v, want refused naming kafka_max_connections", resp)
+	}
+	if s.Refused(int(limitFairShare)) < 2 {
+		t.Fatalf("fair-share closures and refusals counted %d, want 2", s.Refused(int(limitFairShare)))
+	}
+}
