@@ -124,14 +124,7 @@ func TestRenewTokenIsChecked(t *testing.T) {
 func TestRenewRebindsAnOAuthClientsMember(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 2})
 	h := e.start(t)
-	token := func(c coordinator.OAuthClientCreated) string {
-		status, body, _ := tokenRequest(t, h, clientCredentialsForm(), []string{c.ClientID, c.ClientSecret})
-		if status != http.StatusOK {
-			t.Fatalf("token: %d %v", status, body)
-		}
-		e.remember(body["access_token"].(string))
-		return body["access_token"].(string)
-	}
+	token := func(c coordinator.OAuthClientCreated) string { return oauthToken(t, e, h, c) }
 	billing := createOAuthClient(t, h, "billing", []string{"g"})
 	other := createOAuthClient(t, h, "other", []string{"g"})
 	first, second := token(billing), token(billing)
@@ -147,26 +140,71 @@ func TestRenewRebindsAnOAuthClientsMember(t *testing.T) {
 	if resp.MemberID != m.id {
 		t.Fatalf("renewal answered member %q, want %q", resp.MemberID, m.id)
 	}
-	revoke := func(credential string) {
-		jti := claimsOf(t, credential)["jti"].(string)
-		h.call(t, "POST", "/v1/admin/capabilities/"+jti+"/revoke", e.adminToken, coordinator.DenyRequest{}, http.StatusOK, nil)
-	}
-	members := func() int { return len(h.describe(t, "g").Members) }
-	revoke(first)
-	if n := members(); n != 1 {
-		t.Fatalf("denying the credential the member was renewed away from ended it (%d members)", n)
-	}
-	revoke(second)
-	eventually(t, func() string {
-		if n := members(); n != 0 {
-			return fmt.Sprintf("%d members after denying the credential the member was renewed onto", n)
-		}
-		return ""
-	})
+	checkRebound(t, e, h, first, second, "")
 
 	admin := h.clientCredential(t, []string{"g"}, []string{"orders"})
 	sameName := h.clientCredential(t, []string{"g"}, []string{"orders"})
 	a := h.join(t, "g", admin, join)
 	renew.MemberID, renew.RenewToken = a.id, a.token
 	h.expectError(t, "POST", "/v1/groups/g/join", sameName, renew, http.StatusConflict, api.CodeUnknownMember)
+}
+
+// TestRenewRebindSurvivesARestart: a renewal's rebind is persisted with
+// the member (store.Member's credential), so a restarted coordinator —
+// or a standby restoring the log — still has the member bound to the
+// credential it was renewed onto: a plain rejoin with the old token is
+// unknown_member, denying the old one leaves the member, denying the new
+// one ends it.
+func TestRenewRebindSurvivesARestart(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2})
+	h := e.start(t)
+	billing := createOAuthClient(t, h, "billing", []string{"g"})
+	first, second := oauthToken(t, e, h, billing), oauthToken(t, e, h, billing)
+	join := api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000}
+	m := h.join(t, "g", first, join)
+	renew := join
+	renew.MemberID, renew.RenewToken = m.id, m.token
+	var resp api.JoinResponse
+	h.call(t, "POST", "/v1/groups/g/join", second, renew, http.StatusOK, &resp)
+	e.remember(resp.MemberToken)
+	h.stop(t)
+
+	h = e.start(t)
+	rejoin := join
+	rejoin.MemberID = m.id
+	h.expectError(t, "POST", "/v1/groups/g/join", first, rejoin, http.StatusConflict, api.CodeUnknownMember)
+	checkRebound(t, e, h, first, second, "after a restart, ")
+}
+
+// oauthToken is a token of OAuth client c from /oauth/token.
+func oauthToken(t *testing.T, e *env, h *harness, c coordinator.OAuthClientCreated) string {
+	t.Helper()
+	status, body, _ := tokenRequest(t, h, clientCredentialsForm(), []string{c.ClientID, c.ClientSecret})
+	if status != http.StatusOK {
+		t.Fatalf("token: %d %v", status, body)
+	}
+	e.remember(body["access_token"].(string))
+	return body["access_token"].(string)
+}
+
+// checkRebound checks group g's one member is bound to credential
+// renewed, not old: denying old leaves it, denying renewed ends it.
+func checkRebound(t *testing.T, e *env, h *harness, old, renewed, when string) {
+	t.Helper()
+	revoke := func(credential string) {
+		jti := claimsOf(t, credential)["jti"].(string)
+		h.call(t, "POST", "/v1/admin/capabilities/"+jti+"/revoke", e.adminToken, coordinator.DenyRequest{}, http.StatusOK, nil)
+	}
+	members := func() int { return len(h.describe(t, "g").Members) }
+	revoke(old)
+	if n := members(); n != 1 {
+		t.Fatalf("%sdenying the credential the member was renewed away from ended it (%d members)", when, n)
+	}
+	revoke(renewed)
+	eventually(t, func() string {
+		if n := members(); n != 0 {
+			return fmt.Sprintf("%s%d members after denying the credential the member was renewed onto", when, n)
+		}
+		return ""
+	})
 }
