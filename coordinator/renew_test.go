@@ -208,3 +208,84 @@ func checkRebound(t *testing.T, e *env, h *harness, old, renewed, when string) {
 		return ""
 	})
 }
+
+// TestRenewalLeavesOldTokenGrantsShort is the coordinator's half of a
+// carried-over member's heartbeat held across its renewal: a heartbeat
+// with the old member token answered after the renewal mints its grants
+// to expire with that old token (no capability outlives the member token
+// it was asked with), while the machine counts them a full
+// capability_lease and renews them only when half of that is left — so
+// the next heartbeat, with the new token, renews nothing, and the member
+// holds a partition whose capability runs out seconds after the old
+// token, long before the renewal. A resync with the new token (what the
+// SDK's driver asks for after such an answer) renews it under the new
+// token.
+func TestRenewalLeavesOldTokenGrantsShort(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2})
+	e.cfg.MemberTokenTTL = 20 * time.Second // the old token near its renewal: < capability_lease/2 (30 s) left
+	h := e.start(t)
+	cred := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	join := api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000}
+	b := h.join(t, "g", cred, join)
+	a := h.join(t, "g", cred, join)
+	oldExp := time.Unix(int64(claimsOf(t, a.token)["exp"].(float64)), 0)
+
+	renew := join
+	renew.MemberID, renew.RenewToken = a.id, a.token
+	var resp api.JoinResponse
+	h.call(t, "POST", "/v1/groups/g/join", cred, renew, http.StatusOK, &resp)
+	e.remember(resp.MemberToken)
+
+	gw := newGateway(h, "gw1") // acks the fences: the handoff completes at b's release
+	gw.poll(t, 0, 0)
+	gw.run(500)
+	defer gw.halt()
+	revoke := b.heartbeat(t, 0).Revoke
+	if len(revoke) != 1 {
+		t.Fatalf("b revoked %+v, want one partition for a", revoke)
+	}
+	b.releaseAll(t, revoke, func(api.PartitionRef) int64 { return 0 })
+	var moved api.Grant
+	for _, g := range a.heartbeat(t, 2000).Grants { // with the old token
+		moved = g
+	}
+	if moved.Capability == "" {
+		t.Fatal("a's heartbeat brought no grant of the moved partition")
+	}
+	if moved.Capability == "" {
+		t.Fatal("no grant for a")
+	}
+	exp := time.Unix(int64(claimsOf(t, moved.Capability)["exp"].(float64)), 0)
+	if exp.After(oldExp) {
+		t.Fatalf("grant answered to the old token expires %v after it", exp.Sub(oldExp))
+	}
+	for _, p := range h.describe(t, "g").Partitions {
+		if p.Partition != moved.Partition {
+			continue
+		}
+		machine, err := time.Parse(time.RFC3339Nano, p.CapabilityExpiresAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewFrom := machine.Add(-e.cfg.CapabilityLease / 2)
+		if !renewFrom.After(oldExp.Add(5 * time.Second)) {
+			t.Fatalf("the machine renews the moved partition from %v, the old token expires %v", renewFrom, oldExp)
+		}
+		t.Logf("the moved partition's capability ends with the old token; no heartbeat renews it for %v after", renewFrom.Sub(oldExp))
+	}
+
+	renewed := &member{h: h, group: "g", id: a.id, token: resp.MemberToken, grants: map[string]api.Grant{}, resync: true}
+	var got api.Grant
+	for _, g := range renewed.heartbeat(t, 0).Renew {
+		if g.Partition == moved.Partition {
+			got = g
+		}
+	}
+	if got.Capability == "" {
+		t.Fatal("a resync with the new member token did not renew the moved partition")
+	}
+	newExp := claimsOf(t, resp.MemberToken)["exp"].(float64)
+	if exp := claimsOf(t, got.Capability)["exp"].(float64); exp != newExp {
+		t.Fatalf("resync renewed the moved partition until %v, want the new member token's exp %v", exp, newExp)
+	}
+}

@@ -448,7 +448,7 @@ func (d *Driver) send(o *op) {
 		}
 	case KindHeartbeat:
 		member := d.s.Member()
-		o.member, s.Token = member.Incarnation, member.Token
+		o.member, o.token, s.Token = member.Incarnation, member.Token, member.Token
 		s.Wait = d.s.HeartbeatWait(d.now, d.cfg.HeartbeatWait)
 		o.resync, s.Resync = d.resync, d.resync
 		s.Timeout = s.Wait + d.heartbeatMargin()

@@ -166,3 +166,43 @@ func TestDriverRenewsAnewWhenTheCarryOverCannot(t *testing.T) {
 		})
 	}
 }
+
+// A heartbeat held with the old member token across a carried-over
+// renewal is answered with capabilities minted to expire with that old
+// token (no capability outlives the member token it was asked with),
+// which the coordinator counts a full capability_lease and renews only
+// when half of that is left: a partition granted in it stopped fetching
+// at the old token's exp, ~5–10 s before any renewal came
+// (coordinator's TestRenewalLeavesOldTokenGrantsShort). So after such an
+// answer the next heartbeat, with the new token, asks for a resync: every
+// capability the member holds is renewed under the new token.
+func TestDriverResyncsAfterOldTokenNews(t *testing.T) {
+	cfg := config()
+	cfg.MemberRenew = 25 * time.Second
+	d := driver.New(cfg)
+	join := only(t, d.Start(t0), driver.KindJoin)
+	oldToken := memberToken(t0.Add(time.Hour))
+	resp := api.JoinResponse{MemberID: "m1", MemberToken: oldToken, SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000,
+		Grants: []api.Grant{{Topic: "t", Partition: 0, Epoch: 1, Capability: "cap", ExpiresAt: t0.Add(2 * time.Hour).UTC().Format(time.RFC3339)}}}
+	beat := ofKind(t, d.Answer(driver.Answered{Now: t0, Call: join.Call, Join: resp}), driver.KindHeartbeat)
+	if beat.Token != oldToken {
+		t.Fatalf("heartbeat with %q, want the member token", beat.Token)
+	}
+	due := t0.Add(time.Hour - 25*time.Second)
+	carry := ofKind(t, d.Tick(due), driver.KindJoin)
+	newToken := memberToken(due.Add(time.Hour))
+	d.Answer(driver.Answered{Now: due, Call: carry.Call, Join: api.JoinResponse{MemberID: "m1", MemberToken: newToken, SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000}})
+
+	exp := t0.Add(time.Hour).UTC().Format(time.RFC3339) // the old token's: the coordinator's cap
+	next := ofKind(t, d.Answer(driver.Answered{Now: due.Add(time.Second), Call: beat.Call, News: api.HeartbeatResponse{
+		Grants: []api.Grant{{Topic: "t", Partition: 1, Epoch: 1, Capability: "cap1", ExpiresAt: exp}}}}), driver.KindHeartbeat)
+	if next.Token != newToken || !next.Resync {
+		t.Fatalf("heartbeat after the old token's news: resync %t, token new %t; want a resync with the new token", next.Resync, next.Token == newToken)
+	}
+
+	// An empty answer to the old token needs nothing.
+	again := ofKind(t, d.Answer(driver.Answered{Now: due.Add(2 * time.Second), Call: next.Call}), driver.KindHeartbeat)
+	if again.Resync {
+		t.Fatal("resync asked again after the resync was answered")
+	}
+}

@@ -84,6 +84,9 @@ func (d *Driver) beatAnswered(o *op, a Answered) {
 		if o.resync {
 			d.resync = false
 		}
+		if d.oldTokenNews(o, a.News) {
+			d.resync = true
+		}
 		d.finishBeat(o)
 		d.pending = append(d.pending, session.NewsArrived{Now: d.now, Incarnation: o.member, News: a.News})
 		return
@@ -99,6 +102,19 @@ func (d *Driver) beatAnswered(o *op, a Answered) {
 		d.resync = true
 	}
 	d.retry(o, a.Failure) // a rejoin asked for by the session ends it
+}
+
+// oldTokenNews: heartbeat o was sent with a member token a carried-over
+// renewal (carryOver) has replaced since, and its answer carries
+// capabilities. The coordinator minted them to expire with that old
+// token, yet counts them a full capability_lease and renews them only
+// when half of that is left: a partition granted in it stopped fetching
+// at the old token's exp, seconds before any renewal came. The next
+// heartbeat then asks for a resync, which renews every capability the
+// member holds under the new token.
+func (d *Driver) oldTokenNews(o *op, n api.HeartbeatResponse) bool {
+	member := d.s.Member()
+	return o.member == member.Incarnation && o.token != member.Token && len(n.Grants)+len(n.Renew) > 0
 }
 
 // removed reports MemberRemoved when heartbeat o's refusal f removes
