@@ -230,10 +230,13 @@ type Driver struct {
 	gateway  int // the gateway every fetch starts at
 	joined   bool
 	renewAt  time.Time // when to renew the member (zero: never)
-	stopped  bool
-	aborted  bool
-	pending  []session.Event // for the session, after the current actions
-	out      []Command
+	// session is the session timeout the coordinator answered the last
+	// join with (zero before: Config.Join's); heartbeatMargin.
+	session time.Duration
+	stopped bool
+	aborted bool
+	pending []session.Event // for the session, after the current actions
+	out     []Command
 
 	// resync: a heartbeat's answer did not arrive (no answer, a 5xx), so
 	// the coordinator may count its news as delivered; the next heartbeat
@@ -336,7 +339,16 @@ func (d *Driver) carryAnswered(o *op, f *Failure, resp api.JoinResponse) {
 		return
 	}
 	d.renewAt = renewTime(d.now, resp.MemberToken, d.cfg.MemberRenew)
+	d.answeredSession(resp)
 	d.pending = append(d.pending, session.MemberRenewed{Now: d.now, Response: resp})
+}
+
+// answeredSession keeps the session timeout a join answered (the
+// coordinator's choice when the join named none: the group's).
+func (d *Driver) answeredSession(resp api.JoinResponse) {
+	if resp.SessionTimeoutMs > 0 {
+		d.session = time.Duration(resp.SessionTimeoutMs) * time.Millisecond
+	}
 }
 
 // renewAnew renews the member as a new one: every partition revoked and
@@ -353,6 +365,7 @@ func (d *Driver) Renewed(now time.Time, resp api.JoinResponse) []Command {
 	if d.joined && !d.renewAt.IsZero() {
 		d.renewAt = renewTime(now, resp.MemberToken, d.cfg.MemberRenew)
 	}
+	d.answeredSession(resp)
 	d.pending = append(d.pending, session.MemberRenewed{Now: now, Response: resp})
 	return d.flush()
 }
@@ -494,7 +507,10 @@ func (d *Driver) heartbeatMargin() time.Duration {
 	if !d.cfg.Replicas {
 		return d.cfg.RequestTimeout
 	}
-	session := time.Duration(d.cfg.Join.SessionTimeoutMs) * time.Millisecond
+	session := d.session
+	if session <= 0 {
+		session = time.Duration(d.cfg.Join.SessionTimeoutMs) * time.Millisecond
+	}
 	margin := (session - 2*d.cfg.HeartbeatWait) / 2
 	return min(max(margin, 250*time.Millisecond), d.cfg.RequestTimeout)
 }

@@ -80,6 +80,9 @@ func joined(t *testing.T, cfg driver.Config, n int) (*driver.Driver, []driver.Co
 	d := driver.New(cfg)
 	join := only(t, d.Start(t0), driver.KindJoin)
 	resp := api.JoinResponse{MemberID: "m1", MemberToken: "member-token", SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000}
+	if cfg.Join.SessionTimeoutMs > 0 { // the coordinator takes a join's session timeout
+		resp.SessionTimeoutMs = cfg.Join.SessionTimeoutMs
+	}
 	for p := range int32(n) {
 		resp.Grants = append(resp.Grants, api.Grant{Topic: "t", Partition: p, Epoch: 1, Offset: 0, Capability: "cap",
 			ExpiresAt: t0.Add(time.Minute).UTC().Format(time.RFC3339)})
@@ -289,7 +292,10 @@ func TestTLSRefusalFailsFast(t *testing.T) {
 // with replicas only half of what the session leaves after two waits
 // (≥ 250 ms, ≤ request_timeout), so a member whose heartbeat or release
 // a silent replica holds asks the next one in time (its session at the
-// standby that took over, its handoff).
+// standby that took over, its handoff). The session is the one the
+// coordinator answered: a join naming none (the simulation's consumer)
+// gets the group's, 10 s here, so 2 s; before, the margin was computed
+// from the join's 0 and came out at the 250 ms floor.
 func TestHeartbeatMarginWithReplicas(t *testing.T) {
 	for _, c := range []struct {
 		replicas bool
@@ -300,6 +306,7 @@ func TestHeartbeatMarginWithReplicas(t *testing.T) {
 		{true, 10 * time.Second, 2 * time.Second}, // the SDK's defaults: (10 − 2×3) / 2
 		{true, 5 * time.Second, 250 * time.Millisecond},
 		{true, time.Minute, 10 * time.Second},
+		{true, 0, 2 * time.Second}, // answered 10 s
 	} {
 		cfg := config()
 		cfg.Replicas, cfg.Join.SessionTimeoutMs = c.replicas, c.session.Milliseconds()

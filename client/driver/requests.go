@@ -233,6 +233,7 @@ func (d *Driver) joinAnswered(o *op, a Answered) {
 		d.finish(o)
 		d.join, d.joined = nil, true
 		d.renewAt = renewTime(d.now, a.Join.MemberToken, d.cfg.MemberRenew)
+		d.answeredSession(a.Join)
 		if o.initial {
 			d.out = append(d.out, JoinResult{Response: a.Join})
 		}
