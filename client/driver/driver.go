@@ -37,7 +37,8 @@ type Config struct {
 	// a refreshed IdP token of the same subject); the member keeps its id,
 	// partitions and epochs, so the group does not reassign around it. When the coordinator refuses it (another
 	// credential: unknown_member), or the new token would not outlive the
-	// old, or no answer came within request_timeout, the member is renewed
+	// old, or it failed retriably until request_timeout (no answer, 5xx,
+	// 429, the credential source failing: tried again), the member is renewed
 	// as a new one (session.RenewRequested: every partition revoked and
 	// released, a leave, a join). 0: never; the token then runs out and
 	// the heartbeat's token_expired rejoins (partitions lost, not
@@ -328,10 +329,10 @@ func (d *Driver) carryOver() {
 // meanwhile) or is no longer active (closing, rejoining).
 func (d *Driver) carryAnswered(o *op, f *Failure, resp api.JoinResponse) {
 	d.finish(o)
-	member := d.s.Member()
-	if member.Incarnation != o.member || d.s.Status() != session.Active {
+	if !d.carrying(o) {
 		return
 	}
+	member := d.s.Member()
 	oldExp, _ := TokenExpiry(o.token)
 	newExp, ok := TokenExpiry(resp.MemberToken)
 	if f != nil || resp.MemberID != member.ID || !ok || !newExp.After(oldExp) {
@@ -349,6 +350,15 @@ func (d *Driver) answeredSession(resp api.JoinResponse) {
 	if resp.SessionTimeoutMs > 0 {
 		d.session = time.Duration(resp.SessionTimeoutMs) * time.Millisecond
 	}
+}
+
+// carrying: carry-over o is for the member as it is (the same
+// incarnation, active). A retriable failure of it (no answer, 5xx, 429,
+// the credential source failing) is tried again within its
+// request_timeout: renewing anew releases every partition and meets the
+// same outage at its join.
+func (d *Driver) carrying(o *op) bool {
+	return d.s.Member().Incarnation == o.member && d.s.Status() == session.Active
 }
 
 // renewAnew renews the member as a new one: every partition revoked and

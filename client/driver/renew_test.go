@@ -143,8 +143,9 @@ func TestDriverRenewsAnewWhenTheCarryOverCannot(t *testing.T) {
 		{"refused", func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command {
 			return d.Answer(driver.Answered{Now: now, Call: carry.Call, Failure: &driver.Failure{Code: api.CodeUnknownMember, Status: 409}})
 		}},
-		{"unavailable", func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command {
-			return d.Answer(driver.Answered{Now: now, Call: carry.Call, Failure: &driver.Failure{}})
+		{"unavailable until request_timeout", func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command {
+			d.Answer(driver.Answered{Now: now, Call: carry.Call, Failure: &driver.Failure{Code: api.CodeUnavailable, Status: 503}})
+			return d.Tick(now.Add(carry.Timeout))
 		}},
 		{"no answer", func(d *driver.Driver, carry driver.Send, now time.Time) []driver.Command {
 			return d.Tick(now.Add(carry.Timeout))
@@ -204,5 +205,39 @@ func TestDriverResyncsAfterOldTokenNews(t *testing.T) {
 	again := ofKind(t, d.Answer(driver.Answered{Now: due.Add(2 * time.Second), Call: next.Call}), driver.KindHeartbeat)
 	if again.Resync {
 		t.Fatal("resync asked again after the resync was answered")
+	}
+}
+
+// A carry-over that fails retriably — no answer from this replica, a
+// 503 or 429, the credential source failing once (the OAuth token
+// endpoint down a moment) — is tried again within its request_timeout:
+// the member is still renewed in place. Before, any failure renewed the
+// member anew at once: every partition released, a leave and a join
+// (which then met the same outage), the group reassigned around it.
+func TestDriverRetriesTheCarryOver(t *testing.T) {
+	d, _, due := renewable(t)
+	carry := ofKind(t, d.Tick(due), driver.KindJoin)
+	cmds := d.Answer(driver.Answered{Now: due, Call: carry.Call, Failure: &driver.Failure{Err: fmt.Errorf("client: credential source: token endpoint unavailable")}})
+	if hook, ok := find[session.CallRevoke](cmds); ok {
+		t.Fatalf("the carry-over's first failure revoked %+v: renewed anew at once", hook.Partitions)
+	}
+	var again driver.Send
+	for now := due; again.Call == 0 && now.Before(due.Add(carry.Timeout)); now = now.Add(100 * time.Millisecond) {
+		for _, s := range sends(d.Tick(now)) {
+			if s.Kind == driver.KindJoin {
+				again = s
+			}
+		}
+	}
+	if again.Call == 0 || again.Join.MemberID != "m1" || again.Join.RenewToken != carry.Join.RenewToken {
+		t.Fatalf("carry-over not tried again: %+v", again)
+	}
+	newToken := memberToken(due.Add(time.Hour))
+	cmds = d.Answer(driver.Answered{Now: due.Add(time.Second), Call: again.Call, Join: api.JoinResponse{MemberID: "m1", MemberToken: newToken, SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000}})
+	if hook, ok := find[session.CallRevoke](cmds); ok {
+		t.Fatalf("revoked %+v after the carry-over succeeded", hook.Partitions)
+	}
+	if got := d.Session().Member().Token; got != newToken {
+		t.Fatal("member token not renewed by the retried carry-over")
 	}
 }

@@ -227,7 +227,9 @@ func (d *Driver) rejoin() {
 func (d *Driver) joinAnswered(o *op, a Answered) {
 	f := a.Failure
 	switch {
-	case o.carry != nil: // one attempt: on any failure the member renews anew
+	case o.carry != nil && f != nil && f.retriable() && d.carrying(o):
+		d.retry(o, f) // within its request_timeout; then the member renews anew
+	case o.carry != nil: // refused, or answered: carried over or renewed anew
 		d.carryAnswered(o, f, a.Join)
 	case f == nil:
 		d.finish(o)
