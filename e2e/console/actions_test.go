@@ -23,13 +23,8 @@ import (
 // the dialog says so and names it), and "Deny credential" on its row
 // stops the consumer, audited as the console's.
 func TestConsoleActionsInBrowser(t *testing.T) {
-	s := startStack(t)
+	s, b := onGroupPage(t)
 	base := s.cluster.CoordinatorURL
-	b := newBrowser(t)
-	login(b, base, s.cluster.AdminToken)
-	b.waitFor("logged in", time.Now(), 10*time.Second, `location.pathname === '/console/groups'`)
-	b.run("group page", 20*time.Second, chromedp.Navigate(base+"/console/groups/demo"))
-	b.waitFor("grid", time.Now(), 10*time.Second, `document.querySelectorAll('.cell[data-state="owned"]').length === 12`)
 
 	// The creeping rate.
 	b.run("set max moves", 10*time.Second,

@@ -58,6 +58,20 @@ func login(b *browser, base, token string) {
 	)
 }
 
+// onGroupPage starts the stack, logs a browser in with the admin token and
+// opens the group's page once its grid shows 12 owned partitions.
+func onGroupPage(t *testing.T) (*stack, *browser) {
+	t.Helper()
+	s := startStack(t)
+	base := s.cluster.CoordinatorURL
+	b := newBrowser(t)
+	login(b, base, s.cluster.AdminToken)
+	b.waitFor("logged in", time.Now(), 10*time.Second, `location.pathname === '/console/groups'`)
+	b.run("group page", 20*time.Second, chromedp.Navigate(base+"/console/groups/"+group))
+	b.waitFor("grid", time.Now(), 10*time.Second, `document.querySelectorAll('.cell[data-state="owned"]').length === 12`)
+	return s, b
+}
+
 // js quotes s as a JavaScript string literal.
 func js(s string) string { return strconv.Quote(s) }
 

@@ -95,6 +95,35 @@
     });
   }
 
+  // ---- keeping the keyboard's place across a re-read -------------------
+  // A re-read replaces the nodes of the grid, the members table or the
+  // page's main part (every commit, every 5 s; the gateways page every
+  // second): the element that had focus would go with them and the
+  // keyboard's place fall back to the top of the page. It is found again
+  // in the new content by what it is (its id, its action and target, its
+  // link) and focused.
+  function focusKey(el) {
+    if (!el || el === document.body || !el.matches) return null;
+    if (el.id) return '#' + CSS.escape(el.id);
+    const d = el.dataset || {};
+    if (d.action) {
+      let sel = '[data-action="' + CSS.escape(d.action) + '"]';
+      for (const k of ['topic', 'partition', 'member', 'group']) {
+        if (d[k] !== undefined) sel += '[data-' + k + '="' + CSS.escape(d[k]) + '"]';
+      }
+      return sel;
+    }
+    if (el.matches('a[href]')) return 'a[href="' + CSS.escape(el.getAttribute('href')) + '"]';
+    return null;
+  }
+
+  function keepFocus(container, swap) {
+    const had = document.activeElement;
+    const key = container.contains(had) ? focusKey(had) : null;
+    swap();
+    if (key && !had.isConnected) container.querySelector(key)?.focus({ preventScroll: true });
+  }
+
   // ---- grid refresh: one request at a time, one more if events came meanwhile
   let refreshing = false, again = false;
 
@@ -108,7 +137,10 @@
         again = false;
         const r = await fetch('/console/groups/' + enc(groupName) + '/live', { credentials: 'same-origin' });
         if (r.status === 401) { location.href = '/console/login'; return; }
-        if (r.ok) region.innerHTML = await r.text();
+        if (r.ok) {
+          const html = await r.text();
+          keepFocus(region, () => { region.innerHTML = html; });
+        }
       } while (again);
     } catch (err) {
       setLive('off', 'offline');
@@ -255,8 +287,11 @@
     return label;
   }
 
-  function open(spec) {
+  let opener = null; // focusKey of the button that opened the dialog
+
+  function open(spec, from) {
     current = spec;
+    opener = focusKey(from);
     document.getElementById('confirm-title').textContent = spec.title;
     document.getElementById('confirm-text').textContent = spec.text;
     const fields = document.getElementById('confirm-fields');
@@ -310,9 +345,19 @@
     const button = ev.target.closest('[data-action]');
     if (!button || !dialog) return;
     const make = actions[button.dataset.action];
-    if (make) open(make(button.dataset));
+    if (make) open(make(button.dataset), button);
   });
   if (dialog) {
+    // Closed (Cancel, Close, Escape): the keyboard is back on the button
+    // that opened it — the one now in the page if a re-read replaced it.
+    dialog.addEventListener('close', () => {
+      const key = opener;
+      opener = null;
+      if (!key) return;
+      const el = document.activeElement;
+      if (el && el !== document.body && el.isConnected && !dialog.contains(el)) return;
+      document.querySelector('main')?.querySelector(key)?.focus({ preventScroll: true });
+    });
     document.getElementById('confirm-form').addEventListener('submit', confirmed);
     document.getElementById('confirm-cancel').addEventListener('click', () => { current = null; dialog.close(); });
   }
@@ -334,7 +379,8 @@
       if (r.status === 401 || r.redirected) { location.href = '/console/login'; return; }
       if (!r.ok) return;
       const fresh = new DOMParser().parseFromString(await r.text(), 'text/html').querySelector('main');
-      if (fresh && !editing()) document.querySelector('main').replaceChildren(...fresh.childNodes);
+      const main = document.querySelector('main');
+      if (fresh && !editing()) keepFocus(main, () => main.replaceChildren(...fresh.childNodes));
     } catch (err) {
       setLive('off', 'offline');
     }
