@@ -11,7 +11,8 @@ package console
 //                               the page swaps in when the timeline moves)
 //   /console/timeline           the live timeline of every group
 //   /console/gateways           acked sequence, lag and silence per gateway
-//   /console/overrides          QoS overrides; set one; deny a capability
+//   /console/overrides          QoS overrides (re-read every 5 s); set one;
+//                               deny a capability
 // An unknown group answers 404 with the page.
 
 import (
@@ -345,7 +346,9 @@ func (c *Console) serveOverrides(ctx *fasthttp.RequestCtx, s *session, _ []strin
 			Rate: rate, Until: clockText(time.Unix(o.Until, 0)),
 		})
 	}
-	c.render(ctx, fasthttp.StatusOK, "overrides", c.data(s, "overrides", "Overrides", rows))
+	d := c.data(s, "overrides", "Overrides", rows)
+	d.Poll = pollGroups // an override expires; another operator sets one
+	c.render(ctx, fasthttp.StatusOK, "overrides", d)
 }
 
 func newestFirst(events []timeline.Event) []timeline.Event {

@@ -58,16 +58,23 @@ func login(b *browser, base, token string) {
 	)
 }
 
+// loggedIn is a browser logged in to cluster's console with the admin
+// token, on the groups page.
+func loggedIn(t *testing.T, cluster *sdk.Cluster) *browser {
+	t.Helper()
+	b := newBrowser(t)
+	login(b, cluster.CoordinatorURL, cluster.AdminToken)
+	b.waitFor("logged in", time.Now(), 10*time.Second, `location.pathname === '/console/groups'`)
+	return b
+}
+
 // onGroupPage starts the stack, logs a browser in with the admin token and
 // opens the group's page once its grid shows 12 owned partitions.
 func onGroupPage(t *testing.T) (*stack, *browser) {
 	t.Helper()
 	s := startStack(t)
-	base := s.cluster.CoordinatorURL
-	b := newBrowser(t)
-	login(b, base, s.cluster.AdminToken)
-	b.waitFor("logged in", time.Now(), 10*time.Second, `location.pathname === '/console/groups'`)
-	b.run("group page", 20*time.Second, chromedp.Navigate(base+"/console/groups/"+group))
+	b := loggedIn(t, s.cluster)
+	b.run("group page", 20*time.Second, chromedp.Navigate(s.cluster.CoordinatorURL+"/console/groups/"+group))
 	b.waitFor("grid", time.Now(), 10*time.Second, `document.querySelectorAll('.cell[data-state="owned"]').length === 12`)
 	return s, b
 }

@@ -16,9 +16,7 @@ import (
 func TestConsoleProblemPagesInBrowser(t *testing.T) {
 	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 1})
 	base := cluster.CoordinatorURL
-	b := newBrowser(t)
-	login(b, base, cluster.AdminToken)
-	b.waitFor("logged in", time.Now(), 10*time.Second, `location.pathname === '/console/groups'`)
+	b := loggedIn(t, cluster)
 
 	b.run("an unknown group", 20*time.Second, chromedp.Navigate(base+"/console/groups/nosuch"))
 	b.waitFor("the Problem page names the group", time.Now(), 10*time.Second,

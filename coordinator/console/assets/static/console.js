@@ -218,11 +218,13 @@
     }),
     'qos': () => ({
       title: 'Set a QoS override',
-      text: 'Pushed to every gateway on the sync channel. Leave a selector field empty to match any.',
+      text: 'Pushed to every gateway on the sync channel. Leave a selector field empty to match any. ' +
+        'The same selector changes its override: what you leave empty stays as it is.',
       fields: [
         { name: 'group', label: 'Group' }, { name: 'topic', label: 'Topic' }, { name: 'partition', label: 'Partition', type: 'number' },
         { name: 'holder', label: 'Holder' }, { name: 'log_level', label: 'Log level', options: ['', 'debug', 'info', 'warn', 'error'] },
-        { name: 'monitor', label: 'Monitor tag' }, { name: 'max_bytes_per_sec', label: 'Max bytes per second (0 = no limit)', type: 'number', value: '0' },
+        { name: 'monitor', label: 'Monitor tag (empty: unchanged)' },
+        { name: 'max_bytes_per_sec', label: 'Max bytes per second (empty: unchanged; 0 lifts the limit)', type: 'number', min: '0' },
         { name: 'ttl', label: 'For (seconds)', type: 'number', value: '600' },
       ],
       method: 'PUT',
@@ -232,9 +234,12 @@
         for (const k of ['group', 'topic', 'holder']) if (f[k]) selector[k] = f[k];
         if (f.partition !== '') selector.partition = Number(f.partition);
         return { selector, log_level: f.log_level || undefined, monitor: f.monitor || undefined,
-          max_bytes_per_sec: Number(f.max_bytes_per_sec) || undefined, ttl_ms: Number(f.ttl) * 1000 };
+          // "" keeps the override's rate; 0 is sent: it lifts the limit.
+          max_bytes_per_sec: f.max_bytes_per_sec === '' ? undefined : Number(f.max_bytes_per_sec), ttl_ms: Number(f.ttl) * 1000 };
       },
-      outcome: (r) => 'Override ' + r.id + ' is on every gateway until ' + new Date(r.until * 1000).toISOString() + '.',
+      outcome: (r) => 'Override ' + r.id + ' is on every gateway until ' + new Date(r.until * 1000).toISOString() + ': ' +
+        (r.max_bytes_per_sec > 0 ? 'at most ' + r.max_bytes_per_sec + ' B/s' : 'no byte rate') +
+        (r.log_level ? ', log level ' + r.log_level : '') + (r.monitor ? ', monitor ' + r.monitor : '') + '.',
     }),
     'group-config': (d) => {
       const moves = document.getElementById('max-moves')?.value || '0';
@@ -281,6 +286,7 @@
       input = document.createElement('input');
       input.type = f.type || 'text';
       input.value = f.value || '';
+      if (f.min !== undefined) input.min = f.min;
     }
     input.name = f.name;
     label.appendChild(input);
@@ -328,7 +334,9 @@
         out.textContent = spec.outcome(answer);
         ok.hidden = true;
         document.getElementById('confirm-cancel').textContent = 'Close';
-        if (groupName) refresh();
+        // The page shows what changed: a group's grid, else the page
+        // itself (the Overrides page lists the override just set).
+        if (groupName) refresh(); else reread();
       } else {
         out.className = 'outcome bad';
         out.textContent = r.status + ' ' + (answer.error?.code || '') + ': ' + (answer.error?.message || 'refused');

@@ -1,0 +1,75 @@
+package console
+
+import (
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/sdk"
+)
+
+// TestConsoleQoSThrottleLifted: the QoS dialog's "0 = no limit" did not
+// lift a throttle — 0 was sent as no rate at all, which keeps the
+// override's rate, so "Override … is on every gateway" answered while
+// topic demo, partition 3 stayed at 1000 B/s — and the Overrides page
+// went on saying "no overrides" after one was set, until reloaded
+// (console5). Now 0 is sent and lifts it, an empty field keeps the rate,
+// the outcome says the rate in force and the page lists what was set.
+func TestConsoleQoSThrottleLifted(t *testing.T) {
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4})
+	base := cluster.CoordinatorURL
+	b := loggedIn(t, cluster)
+	b.run("overrides page", 20*time.Second, chromedp.Navigate(base+"/console/overrides"))
+	b.waitFor("no overrides yet", time.Now(), 10*time.Second, `document.querySelector('#qos tbody').textContent.includes('no overrides')`)
+
+	rate := func() int64 {
+		t.Helper()
+		var list coordinator.QoSListResponse
+		if status, raw := cluster.Admin(t, "GET", "/v1/admin/qos", nil, &list); status != 200 || len(list.Overrides) != 1 {
+			t.Fatalf("QoS overrides: %d %s", status, raw)
+		}
+		return list.Overrides[0].MaxBytesPerSec
+	}
+	set := func(fields map[string]string, want string) {
+		t.Helper()
+		b.click("qos dialog", `button[data-action="qos"]`)
+		b.waitFor("qos fields", time.Now(), 15*time.Second, `document.querySelector('#confirm-fields input[name="topic"]') !== null`)
+		steps := []chromedp.Action[chromedp.Void]{
+			chromedp.SetValue(chromedp.CSS(`#confirm-fields input[name="topic"]`), "demo"),
+			chromedp.SetValue(chromedp.CSS(`#confirm-fields input[name="partition"]`), "3"),
+		}
+		for name, value := range fields {
+			steps = append(steps, chromedp.SetValue(chromedp.CSS(`#confirm-fields [name="`+name+`"]`), value))
+		}
+		b.run("fill the override", 10*time.Second, steps...)
+		confirm(b, "Set a QoS override", want)
+	}
+	listed := func(what, text string) {
+		t.Helper()
+		b.waitFor(what, time.Now(), 15*time.Second,
+			`(() => { const t = document.querySelector('#qos tbody').textContent; return t.includes('topic=demo, partition=3') && `+text+` })()`)
+	}
+
+	// A throttle: the page lists it, no reload.
+	set(map[string]string{"max_bytes_per_sec": "1000"}, "at most 1000 B/s")
+	if got := rate(); got != 1000 {
+		t.Fatalf("rate after the console set 1000: %d", got)
+	}
+	listed("the throttle listed on the page it was set from", `t.includes('1000 B/s')`)
+
+	// A log level alone, the rate left empty: the throttle stays.
+	set(map[string]string{"log_level": "debug"}, "at most 1000 B/s, log level debug")
+	if got := rate(); got != 1000 {
+		t.Fatalf("rate after a log level alone: %d, want 1000 kept", got)
+	}
+
+	// 0 lifts it.
+	set(map[string]string{"max_bytes_per_sec": "0"}, "no byte rate, log level debug")
+	if got := rate(); got != 0 {
+		t.Fatalf("rate after the console set 0 (\"lifts the limit\"): %d", got)
+	}
+	listed("the lifted throttle listed", `!t.includes('B/s')`)
+	b.noProblems("overrides")
+}
