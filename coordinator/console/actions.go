@@ -2,7 +2,7 @@ package console
 
 // Behavior: the console's actions — POST|PUT /console/api/v1/admin/<path>
 // with a session, a same-origin Origin and the session's X-CSRF-Token.
-// Only the six admin routes below are reachable this way; each is served
+// Only the seven admin routes below are reachable this way; each is served
 // by the admin API itself, in-process, and its status and JSON answer go
 // back to the page unchanged (so the outcome shown — gateways safe, the
 // new epoch, the fenced count — is the admin API's own). Anything else is
@@ -24,6 +24,7 @@ type action struct {
 var actions = []action{
 	{fasthttp.MethodPost, []string{"groups", "{}", "partitions", "{}", "{}", "revoke"}}, // revoke a partition
 	{fasthttp.MethodPost, []string{"groups", "{}", "partitions", "{}", "{}", "lease"}},  // lease a partition
+	{fasthttp.MethodPut, []string{"groups", "{}", "partitions", "{}", "{}", "offset"}},  // reset its committed offset
 	{fasthttp.MethodPost, []string{"groups", "{}", "members", "{}", "revoke"}},          // revoke a member
 	{fasthttp.MethodPost, []string{"capabilities", "{}", "revoke"}},                     // deny a capability id
 	{fasthttp.MethodPut, []string{"qos"}},                                               // set a QoS override

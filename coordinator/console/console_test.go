@@ -35,16 +35,16 @@ func TestSessionsBoundedAndExpire(t *testing.T) {
 	}
 }
 
-// TestOnlyListedActions: the console reaches exactly the six admin actions.
+// TestOnlyListedActions: the console reaches exactly the seven admin actions.
 func TestOnlyListedActions(t *testing.T) {
 	ok := [][]string{
 		{"POST", "groups/g/partitions/t/3/revoke"}, {"POST", "groups/g/partitions/t/3/lease"},
 		{"POST", "groups/g/members/m-1/revoke"}, {"POST", "capabilities/abc/revoke"},
-		{"PUT", "qos"}, {"PUT", "groups/g/config"},
+		{"PUT", "qos"}, {"PUT", "groups/g/config"}, {"PUT", "groups/g/partitions/t/3/offset"},
 	}
 	refused := [][]string{
 		{"POST", "keys/rotate"}, {"POST", "clients"}, {"POST", "capabilities"},
-		{"PUT", "groups/g/partitions/t/3/offset"}, {"GET", "groups"}, {"POST", "qos"},
+		{"POST", "groups/g/partitions/t/3/offset"}, {"PUT", "groups/g/partitions/t/3/offset/x"}, {"GET", "groups"}, {"POST", "qos"},
 		{"POST", "groups/g/partitions/t/3/revoke/x"}, {"POST", "groups//members/m/revoke"}, {"PUT", "groups/g/config/x"},
 	}
 	for _, c := range ok {

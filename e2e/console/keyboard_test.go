@@ -21,8 +21,8 @@ func TestConsoleKeyboardKeepsItsPlace(t *testing.T) {
 	base := s.cluster.CoordinatorURL
 
 	revoke2 := `document.querySelector('.cell[data-partition="demo/2"] button[data-action="revoke-partition"]')`
-	// The place: demo/1's Lease…, then Tab onto demo/2's Revoke.
-	eval[bool](b, `(document.querySelector('.cell[data-partition="demo/1"] button[data-action="lease-partition"]').focus(), true)`)
+	// The place: demo/1's last button, then Tab onto demo/2's Revoke.
+	eval[bool](b, `(document.querySelector('.cell[data-partition="demo/1"] .acts button:last-of-type').focus(), true)`)
 	b.run("tab", 10*time.Second, chromedp.KeyEvent(kb.Tab))
 	b.waitFor("on demo/2's Revoke", time.Now(), 5*time.Second, `document.activeElement === `+revoke2)
 

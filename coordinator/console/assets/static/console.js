@@ -180,6 +180,26 @@
           (r.capability ? ' Its capability (id ' + r.jti + '), to hand to the holder: ' + r.capability : ''),
       };
     },
+    // An offset reset: kafka-consumer-groups --reset-offsets for one
+    // partition (capgate admin offsets reset), on a live group too — its
+    // holder is moved through a handoff and resumes at the new offset.
+    'reset-offset': (d) => {
+      const name = d.topic + '/' + d.partition;
+      return {
+        title: 'Reset the offset of ' + name,
+        text: 'Commit a new offset for ' + name + ' in group ' + groupName + '. A member holding it is fenced and the partition handed over again: ' +
+          'its next holder reads from the new offset. An outside lease on it is ended only when asked.',
+        fields: [{ name: 'to', label: 'Reset to', options: ['earliest', 'latest', 'offset'] },
+          { name: 'offset', label: 'Offset (with "offset")', type: 'number', min: '0' },
+          { name: 'force', label: 'End an outside lease on it', options: ['no', 'yes'] }],
+        method: 'PUT',
+        path: 'groups/' + enc(groupName) + '/partitions/' + enc(d.topic) + '/' + enc(d.partition) + '/offset',
+        body: (f) => Object.assign(f.to === 'offset' ? { offset: f.offset === '' ? -1 : Number(f.offset) } : { to: f.to },
+          f.force === 'yes' ? { force: true } : {}),
+        outcome: (r) => 'Group ' + groupName + ' is at offset ' + r.offset + ' on ' + name + ': its holder reads from there.' +
+          (r.lease_ended ? ' The lease of ' + r.lease_ended.holder + ' ended.' : ''),
+      };
+    },
     // A revoked member is removed, not stopped: like a Kafka consumer after
     // RemoveMembersFromConsumerGroup, the consumer joins again at once
     // with its credential. The dialog and the outcome say so, and name
