@@ -986,13 +986,19 @@ func (m *member) rejoinSelf(ctx context.Context, join api.JoinRequest, credentia
 // member token never outlives the credential the member joined with, so
 // without this the member would end when the first credential expires.
 // From now on the driver's joins present the new credential, and the
-// capgate member is rejoined by its id with it: the coordinator answers a
-// member token expiring with the new credential, and fences and grants
-// back what the member holds under fresh epochs — the client keeps its
-// assignment and its fetch positions (nothing read twice), fetching
-// with the new capabilities. A member bound to the old credential's id
-// (a capgate client credential: its jti; an IdP identity keeps its id)
-// is refused (unknown_member): then the member is renewed — every
+// capgate member is renewed in place with it: a rejoin by its id with its
+// member token as renew_token, which the coordinator answers with a
+// member token expiring with the new credential and the capabilities
+// the member holds renewed under their epochs — no fence, so the client's
+// fetches and commits go on untouched. A coordinator from before
+// renew_token refuses the field (400): then the plain rejoin, which
+// fences and grants back what the member holds under fresh epochs — the
+// client keeps its assignment and its fetch positions (nothing read
+// twice; the fence window's fetches answered empty and its commits held:
+// refencing). A member bound to the old credential's id (a capgate client
+// credential: its jti, unless another /oauth/token credential of the same
+// OAuth client; an IdP identity keeps its id) is refused
+// (unknown_member): then the member is renewed — every
 // partition released at the client's committed offsets, a leave, and a
 // join with the new credential as a new capgate member behind the same
 // Kafka member (session.RenewRequested) — without telling the client
@@ -1016,9 +1022,25 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 		return
 	}
 	m.carrying = true
-	added := m.startRefence()
+	renew := join
+	renew.RenewToken = m.sess.Member().Token
 	m.mu.Unlock()
-	a := m.rejoinSelf(ctx, join, credential)
+	a := m.rejoinSelf(ctx, renew, credential)
+	var added []session.Partition
+	fenced := false
+	if f := a.Failure; f != nil && f.Code == api.CodeBadRequest {
+		// A coordinator from before renew_token (its strict decoding
+		// refuses the field): the plain rejoin, which fences.
+		m.mu.Lock()
+		active := m.state == memberActive
+		if active {
+			added, fenced = m.startRefence(), true
+		}
+		m.mu.Unlock()
+		if active {
+			a = m.rejoinSelf(ctx, join, credential)
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.carrying = false
@@ -1027,7 +1049,9 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 		return
 	}
 	defer m.releaseBeat()
-	m.refenceAnswered(a.Failure == nil, added)
+	if fenced {
+		m.refenceAnswered(a.Failure == nil, added)
+	}
 	switch f := a.Failure; {
 	case f == nil:
 		m.log.Debug("kafka member carried over to the renewed credential")

@@ -98,6 +98,52 @@ func TestRefenceMarkEndsAfterTheCarryOver(t *testing.T) {
 	}
 }
 
+// TestCarryOverRenewsInPlace: with a coordinator that takes renew_token,
+// a carry-over renews the capgate member in place — the rejoin presents
+// the member's token beside the new credential, the answer renews its
+// capabilities under the same epochs, and no fence follows: nothing is
+// marked as fenced (the client's fetches and commits never pause), the
+// next heartbeat presents the new member token, and a later revoke at
+// the epoch the member holds is a real move, told to the client. With a
+// coordinator from before it (every other test here) the plain rejoin
+// fences and the fence window pauses the client instead.
+func TestCarryOverRenewsInPlace(t *testing.T) {
+	c, m := startScriptedMember(t)
+	c.mu.Lock()
+	c.renews = true
+	c.mu.Unlock()
+	h := c.next(t, "heartbeat")
+	done := carryOverTo(m, "credential-2")
+	j := c.next(t, "join")
+	var join api.JoinRequest
+	if json.Unmarshal(j.body, &join) != nil || join.MemberID != "cg-1" || join.RenewToken != "member-token-1" || j.bearer != "credential-2" {
+		t.Fatalf("the carry-over sent %s with bearer %q, want a renewal of cg-1 (renew_token member-token-1) with credential-2", j.body, j.bearer)
+	}
+	m.mu.Lock()
+	marked := len(m.refencing)
+	m.mu.Unlock()
+	if marked != 0 {
+		t.Fatalf("a renewal in place marked %d partitions as awaiting a fence", marked)
+	}
+	j.reply(t, api.JoinResponse{MemberID: "cg-1", MemberToken: "member-token-2", Grants: grants(1, refenceP0, refenceP1).Grants})
+	<-done
+	h.reply(t, api.HeartbeatResponse{})
+	h = nextBeat(t, c, "member-token-2")
+	clientKeeps(t, m, "after the renewal")
+	m.mu.Lock()
+	for _, p := range []session.Partition{refenceP0, refenceP1} {
+		if info, _ := m.sess.Inspect(p); info.State != session.Fetching || info.Epoch != 1 {
+			t.Errorf("%v: %v at epoch %d after the renewal, want fetching at 1", p, info.State, info.Epoch)
+		}
+	}
+	m.mu.Unlock()
+	h.reply(t, fence(1, refenceP1)) // p1 moves on
+	c.next(t, "heartbeat")
+	if gone := toldToGiveUp(t, m); !slices.Equal(gone, []session.Partition{refenceP1}) {
+		t.Fatalf("after a revoke of %v following the renewal, the client was told to give up %v, want just that partition", refenceP1, gone)
+	}
+}
+
 // startScriptedMember starts a KIP-848 member of group g on this gateway
 // against a coordinator the test plays, granted t/0 and t/1 at epoch 1,
 // and hands the client its assignment.
@@ -270,6 +316,9 @@ type scriptedCoordinator struct {
 
 	mu      sync.Mutex
 	commits []api.CommitOffset
+	// renews: the coordinator takes renew_token (a carry-over renews the
+	// member in place); else it refuses the field as one from before it.
+	renews bool
 }
 
 // committed is every offset committed so far, in order.
@@ -298,6 +347,17 @@ func (c *scriptedCoordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 			c.mu.Unlock()
 		}
 		_, _ = io.WriteString(w, "{}")
+		return
+	}
+	var join api.JoinRequest
+	c.mu.Lock()
+	renews := c.renews
+	c.mu.Unlock()
+	if kind == "join" && json.Unmarshal(body, &join) == nil && join.RenewToken != "" && !renews {
+		// A coordinator from before renew_token: its strict decoding
+		// refuses the field. These tests play the fencing rejoin.
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"code":"bad_request","message":"unknown field \"renew_token\""}}`)
 		return
 	}
 	call := &coordinatorCall{kind: kind, bearer: strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), body: body, answer: make(chan any, 1)}
