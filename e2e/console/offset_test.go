@@ -20,6 +20,14 @@ func TestConsoleResetsAnOffset(t *testing.T) {
 	b.click("offset dialog", `.cell[data-partition="demo/4"] button[data-action="reset-offset"]`)
 	b.waitFor("offset fields", time.Now(), 15*time.Second, `document.querySelector('#confirm-fields select[name="to"]') !== null`)
 
+	// "offset" without a number is said in the dialog, nothing sent (it
+	// was "400 bad_request: offset must be >= 0, got -1").
+	b.run("offset without a number", 10*time.Second,
+		chromedp.SetValue(chromedp.CSS(`#confirm-fields select[name="to"]`), "offset"),
+		chromedp.Click(chromedp.ID("confirm-ok")))
+	b.waitFor("asked for the offset", time.Now(), 15*time.Second,
+		`document.getElementById('confirm-outcome').className.includes('bad') && document.getElementById('confirm-outcome').textContent.startsWith('Enter the offset') && document.getElementById('confirm').open`)
+
 	// An offset beyond the log's end is refused, the dialog stays open.
 	b.run("an offset past the end", 10*time.Second,
 		chromedp.SetValue(chromedp.CSS(`#confirm-fields select[name="to"]`), "offset"),

@@ -194,7 +194,10 @@
           { name: 'force', label: 'End an outside lease on it', options: ['no', 'yes'] }],
         method: 'PUT',
         path: 'groups/' + enc(groupName) + '/partitions/' + enc(d.topic) + '/' + enc(d.partition) + '/offset',
-        body: (f) => Object.assign(f.to === 'offset' ? { offset: f.offset === '' ? -1 : Number(f.offset) } : { to: f.to },
+        // "offset" with no number is said here: sent as -1 it came back
+        // "offset must be >= 0, got -1", naming a value nobody typed.
+        problem: (f) => (f.to === 'offset' && f.offset.trim() === '' ? 'Enter the offset to reset to, or choose earliest or latest.' : ''),
+        body: (f) => Object.assign(f.to === 'offset' ? { offset: f.offset.trim() === '' ? -1 : Number(f.offset) } : { to: f.to },
           f.force === 'yes' ? { force: true } : {}),
         outcome: (r) => 'Group ' + groupName + ' is at offset ' + r.offset + ' on ' + name + ': its holder reads from there.' +
           (r.lease_ended ? ' The lease of ' + r.lease_ended.holder + ' ended.' : ''),
@@ -338,6 +341,12 @@
     for (const el of document.getElementById('confirm-fields').querySelectorAll('input, select')) values[el.name] = el.value;
     const out = document.getElementById('confirm-outcome');
     const ok = document.getElementById('confirm-ok');
+    // A spec may name what is missing before anything is sent (problem).
+    const problem = spec.problem?.(values);
+    if (problem) {
+      out.hidden = false; out.className = 'outcome bad'; out.textContent = problem;
+      return;
+    }
     ok.disabled = true;
     out.hidden = false; out.className = 'outcome wait'; out.textContent = 'Working… waiting for the coordinator';
     const path = spec.path ?? spec.pathOf(values);
