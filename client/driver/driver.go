@@ -212,7 +212,7 @@ type op struct {
 	gateway   int              // KindFetch: where the attempt went
 	cancelled bool             // KindFetch: the session cancelled it
 	commit    session.Commit   // KindCommit
-	token     string           // KindLeave, KindHeartbeat; KindJoin carry: the member token it renews
+	token     string           // KindLeave, KindHeartbeat
 	member    uint64           // KindHeartbeat, KindJoin carry: the incarnation it was sent for
 	resync    bool             // KindHeartbeat: the attempt in flight said resync
 }
@@ -318,7 +318,7 @@ func (d *Driver) carryOver() {
 	}
 	body := d.cfg.Join
 	body.MemberID, body.RenewToken = member.ID, member.Token
-	d.send(d.newOp(&op{kind: KindJoin, carry: &body, token: member.Token, member: member.Incarnation,
+	d.send(d.newOp(&op{kind: KindJoin, carry: &body, member: member.Incarnation,
 		deadline: d.now.Add(d.cfg.RequestTimeout)}))
 }
 
@@ -333,7 +333,7 @@ func (d *Driver) carryAnswered(o *op, f *Failure, resp api.JoinResponse) {
 		return
 	}
 	member := d.s.Member()
-	oldExp, _ := TokenExpiry(o.token)
+	oldExp, _ := TokenExpiry(o.carry.RenewToken) // the token it renews
 	newExp, ok := TokenExpiry(resp.MemberToken)
 	if f != nil || resp.MemberID != member.ID || !ok || !newExp.After(oldExp) {
 		d.renewAnew()
