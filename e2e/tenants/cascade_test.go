@@ -110,6 +110,12 @@ func TestRevokedCredentialEndsItsMembers(t *testing.T) {
 				return false, fmt.Sprintf("partition %d %s by %s", part.Partition, part.State, part.Owner)
 			}
 		}
+		// The partition may be owned by the time of the describe though
+		// the heartbeat before it was answered before the grant: wait
+		// for the grant to reach the member too.
+		if len(good.grants[p]) == 0 {
+			return false, fmt.Sprintf("partition %d owned but not yet granted in a heartbeat", p)
+		}
 		return true, ""
 	})
 	gs := good.grants[p]
