@@ -469,6 +469,9 @@ func (d *Driver) send(o *op) {
 		if o.carry != nil {
 			s.Join = o.carry
 		}
+		if d.cfg.Replicas {
+			s.Timeout = min(s.Timeout, d.joinMargin())
+		}
 	case KindHeartbeat:
 		member := d.s.Member()
 		o.member, o.token, s.Token = member.Incarnation, member.Token, member.Token
@@ -523,6 +526,21 @@ func (d *Driver) heartbeatMargin() time.Duration {
 	}
 	margin := (session - 2*d.cfg.HeartbeatWait) / 2
 	return min(max(margin, 250*time.Millisecond), d.cfg.RequestTimeout)
+}
+
+// joinMargin is how long a join attempt may take with replicas. A join
+// is answered after one log transaction, as a commit is; a replica
+// silent past the margin is gone while its socket stays open (SIGSTOP,
+// a frozen host), and the retry goes to the next, which answers or
+// points at the leader. Waiting the whole request_timeout on a paused
+// leader failed a first join outright (e2e/ha
+// TestFirstJoinPastAPausedLeader) and a renewal's carry-over fell back
+// to renewing anew. heartbeatMargin, but at least a quarter of
+// request_timeout: a join's session may not be known yet (the first
+// join, naming none), and a join given up on a leader that was only
+// slow leaves a member that expires unheard — a cost worth keeping rare.
+func (d *Driver) joinMargin() time.Duration {
+	return min(max(d.heartbeatMargin(), d.cfg.RequestTimeout/4), d.cfg.RequestTimeout)
 }
 
 func (d *Driver) commitBody(c session.Commit) *api.CommitRequest {

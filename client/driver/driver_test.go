@@ -324,3 +324,47 @@ func TestHeartbeatMarginWithReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinAttemptMarginWithReplicas: with replicas a join attempt — the
+// first join, a rejoin, a renewal's carry-over — gives up after the
+// heartbeat margin (at least a quarter of request_timeout) and the retry
+// goes to the next replica within the join's request_timeout: a paused
+// leader held the whole request_timeout and the first join failed
+// (e2e/ha TestFirstJoinPastAPausedLeader). With one coordinator the
+// attempt has the whole request_timeout.
+func TestJoinAttemptMarginWithReplicas(t *testing.T) {
+	for _, c := range []struct {
+		replicas bool
+		session  time.Duration
+		want     time.Duration
+	}{
+		{false, 10 * time.Second, 10 * time.Second},
+		{true, 10 * time.Second, 2500 * time.Millisecond}, // a quarter of request_timeout above the 2 s margin
+		{true, 0, 2500 * time.Millisecond},                // no session known before the first answer
+		{true, time.Minute, 10 * time.Second},
+	} {
+		cfg := config()
+		cfg.Replicas, cfg.Join.SessionTimeoutMs = c.replicas, c.session.Milliseconds()
+		d := driver.New(cfg)
+		join := only(t, d.Start(t0), driver.KindJoin)
+		if join.Timeout != c.want {
+			t.Errorf("replicas %t, session %s: first join attempt timeout %s, want %s", c.replicas, c.session, join.Timeout, c.want)
+		}
+		if c.want == cfg.RequestTimeout {
+			continue
+		}
+		// The attempt given up: the retry follows within the first
+		// join's request_timeout, not after it.
+		at := t0.Add(join.Timeout)
+		d.Answer(driver.Answered{Now: at, Call: join.Call, Failure: noAnswer})
+		retried := false
+		for now := at; now.Before(t0.Add(cfg.RequestTimeout)) && !retried; now = now.Add(100 * time.Millisecond) {
+			for _, s := range sends(d.Tick(now)) {
+				retried = retried || s.Kind == driver.KindJoin
+			}
+		}
+		if !retried {
+			t.Errorf("replicas, session %s: no join retried within request_timeout after the attempt was given up", c.session)
+		}
+	}
+}

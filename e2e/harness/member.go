@@ -39,6 +39,9 @@ type MemberOptions struct {
 	// RequestTimeout overrides the stack's request_timeout (5 s; the
 	// SDK's default is 10 s).
 	RequestTimeout time.Duration
+	// FirstReplica is the coordinator replica the SDK asks first
+	// (default: the cluster's first).
+	FirstReplica *Coordinator
 }
 
 // ConsumerConfig is the configuration a consumer with opts runs with.
@@ -50,10 +53,17 @@ func (c *Cluster) ConsumerConfig(t testing.TB, opts MemberOptions) ConsumerConfi
 	}
 	cc.ClientID, cc.InstanceID = "harness", opts.InstanceID
 	if len(c.Replicas) > 1 {
-		// Every replica, the first first: the SDK follows not_leader.
-		cc.CoordinatorURL, cc.CoordinatorURLs = c.Replicas[0].URL, nil
-		for _, co := range c.Replicas[1:] {
-			cc.CoordinatorURLs = append(cc.CoordinatorURLs, co.URL)
+		// Every replica, the first (or FirstReplica) first: the SDK
+		// follows not_leader.
+		first := c.Replicas[0]
+		if opts.FirstReplica != nil {
+			first = opts.FirstReplica
+		}
+		cc.CoordinatorURL, cc.CoordinatorURLs = first.URL, nil
+		for _, co := range c.Replicas {
+			if co != first {
+				cc.CoordinatorURLs = append(cc.CoordinatorURLs, co.URL)
+			}
 		}
 	}
 	if opts.RequestTimeout > 0 {
