@@ -93,6 +93,7 @@ func (c *consumer) driverConfig() driver.Config {
 		HeartbeatWait: p.heartbeatWait, FetchMaxWait: p.fetchMaxWait, RequestTimeout: p.requestTimeout,
 		Replicas:     c.w.opts.Replicas > 1, // the SDK's, given every replica's URL
 		RetryBackoff: p.retryBackoff, RetryBackoffMax: p.retryBackoffMax,
+		MemberRenew: c.w.prof.memberRenew,
 		Session: session.Config{
 			BufferMaxBytes: p.bufferMaxBytes, PollMaxRecords: p.pollMaxRecords, RevokeTimeout: p.revokeTimeout,
 			ExpiryMargin: p.expiryMargin, FullChecks: c.w.seed%4 == 0,

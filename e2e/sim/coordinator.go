@@ -299,15 +299,28 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 		return func(ref group.Ref) group.Event { return group.GatewayLeave{Ref: ref, Gateway: req.gatewayName()} }, ""
 	case reqJoin:
 		j := *req.join
+		renew := j.RenewToken != "" && !c.w.opts.bugs.renewFences
+		if j.RenewToken != "" {
+			if code := c.checkRenewToken(j); code != "" {
+				return nil, code
+			}
+			c.w.stats.Renewals++
+		}
 		return func(ref group.Ref) group.Event {
 			return group.Join{Ref: ref, Group: groupName, MemberID: j.MemberID, InstanceID: j.InstanceID, ClientID: j.ClientID,
-				Topics: j.Topics, TopicPattern: j.TopicPattern, SessionTimeout: time.Duration(j.SessionTimeoutMs) * time.Millisecond, Assignor: j.Assignor}
+				Topics: j.Topics, TopicPattern: j.TopicPattern, SessionTimeout: time.Duration(j.SessionTimeoutMs) * time.Millisecond, Assignor: j.Assignor,
+				Renew: renew}
 		}, ""
 	}
-	member, ok := memberOf(req.token)
-	if !ok {
+	mc, ok := c.w.tokens.member(req.token)
+	switch {
+	case !ok:
 		return nil, api.CodeUnauthorized
+	case c.expired(mc):
+		c.w.stats.ExpiredMemberTokens++
+		return nil, api.CodeTokenExpired
 	}
+	member := mc.member
 	req.member = member
 	switch req.kind {
 	case reqHeartbeat:
@@ -334,6 +347,29 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 	return func(ref group.Ref) group.Event {
 		return group.Leave{Ref: ref, Group: groupName, MemberID: member, Offsets: offsets}
 	}, ""
+}
+
+// checkRenewToken is the shell's check of a renewal's renew_token
+// (coordinator/join.go checkRenewToken): the member's own member token,
+// unexpired, for member_id. The machine refuses the rest (a member it
+// no longer knows: unknown_member).
+func (c *coordinator) checkRenewToken(j api.JoinRequest) api.Code {
+	mc, ok := c.w.tokens.member(j.RenewToken)
+	switch {
+	case !ok || j.MemberID == "":
+		return api.CodeBadRequest
+	case c.expired(mc):
+		return api.CodeTokenExpired
+	case mc.member != j.MemberID:
+		return api.CodeForbidden
+	}
+	return ""
+}
+
+// expired: member token mc expired (its exp plus the leeway passed), as
+// the shell's verification decides.
+func (c *coordinator) expired(mc memberClaims) bool {
+	return !mc.exp.IsZero() && c.w.wall().Unix() >= mc.exp.Unix()+int64(c.cfg.Leeway/time.Second)
 }
 
 // simVerifier is the shell's capability check with the simulation's
@@ -504,7 +540,7 @@ func (c *coordinator) render(msg group.Message, req *request) response {
 		return response{code: m.Code}
 	case group.JoinReply:
 		return response{join: api.JoinResponse{
-			MemberID: m.MemberID, MemberToken: memberToken(m.MemberID),
+			MemberID: m.MemberID, MemberToken: c.w.tokens.memberToken(m.MemberID, c.w.wall(), c.w.prof.memberTTL),
 			SessionTimeoutMs: m.SessionTimeout.Milliseconds(), HeartbeatWaitMs: m.HeartbeatWait.Milliseconds(),
 			Grants: c.mint(m.Grants, true),
 		}}

@@ -65,7 +65,13 @@
 //     carried over the network, and a user who polls and commits. They
 //     join, leave, crash (kill -9, often restarting with their instance
 //     id), give up (a first join that failed) and freeze past their
-//     session timeout.
+//     session timeout. In half the seeds member tokens expire 8 s to
+//     2 min after their join (drawMemberTokens): members renew in place
+//     (the driver's carry-over, a join with renew_token, checked by the
+//     shell's rules: coordinator/join.go checkRenewToken) or, when that
+//     fails, leave and join anew; a member frozen or cut off past its
+//     token's exp is refused token_expired and joins again.
+//     TestRenewalsMoveNothing: in a calm world renewals fence nothing.
 //   - kafka (kafka.go): append-only logs, a producer writing uniquely
 //     numbered records, long-polling fetches; in half the seeds a topic
 //     gains partitions mid-run (the coordinator reads the new count).

@@ -18,6 +18,7 @@ type bugs struct {
 	serveBeforeLogEnd   bool // a replica taking over restores what it had read before the log's end (checker 2)
 	answerUnconfirmed   bool // a replica answers sync polls and capability renewals from memory without the log's confirmation (leader.MustConfirm ignored)
 	barriersUncounted   bool // a replica's shell steps its follower's position without Barriers (every barrier counts as a live leader: checker 9)
+	renewFences         bool // the coordinator's shell takes a renewal (renew_token) for a plain rejoin by member id: it fences (TestRenewalsMoveNothing)
 }
 
 // drainMax bounds the heal-and-drain phase.

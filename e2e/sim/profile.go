@@ -61,6 +61,13 @@ type profile struct {
 	// restarting polls under a new id ("gw-1.3"), never leaving its old.
 	rogueIDs      int
 	gatewayNewIDs bool
+
+	// Member tokens: with memberTTL, each expires memberTTL after the
+	// join or renewal that minted it, and the SDK renews its member
+	// memberRenew before (client/driver: a carry-over with renew_token,
+	// else a leave and a join anew); 0: they never expire.
+	memberTTL   time.Duration
+	memberRenew time.Duration
 }
 
 // gatewaySettings are one gateway's sync client settings.
@@ -228,4 +235,17 @@ func drawCrashes(d draw, p *profile, harsh float64) {
 		p.cutEvery = d.dur(15*time.Second, 120*time.Second)
 		p.cutMax = d.dur(time.Second, 30*time.Second)
 	}
+}
+
+// drawMemberTokens draws the member tokens' life: in half the seeds 8 s to
+// 2 min (the SDK renewing 1 s to half of it before), so members renew
+// dozens of times a run, under every fault; in the other half none. From
+// its own stream, so the seeds without keep the draws they had.
+func drawMemberTokens(seed uint64) (ttl, renew time.Duration) {
+	d := draw{rand.New(rand.NewPCG(seed, 0x3e3b_e7ed))}
+	if d.rng.IntN(2) == 0 {
+		return 0, 0
+	}
+	ttl = d.dur(8*time.Second, 2*time.Minute)
+	return ttl, d.dur(time.Second, ttl/2)
 }

@@ -154,6 +154,9 @@ func (k *checker) firstMint(p *partCheck, es *epochCheck, start int64) {
 	k.checkStartOffset(p, es, start)
 	if prev := p.epochs[es.prevMinted]; prev != nil && prev.minted {
 		k.w.stats.Handoffs++
+		if prev.holder == es.holder {
+			k.w.stats.Refences++
+		}
 		k.checkHandoff(p, es, start, prev)
 	}
 	p.lastMinted = es.epoch

@@ -67,15 +67,22 @@ func TestSim(t *testing.T) {
 	if extra > 0 {
 		t.Run("extra", func(t *testing.T) { runSweep(t, *flagFirst, extra, &total) })
 	}
-	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d (%d clean), events %d, admitted fetches %d (%d cancelled), records %d (%d duplicate deliveries), crashes: coordinator %d, gateway %d, consumer %d; freezes %d, partitions %d; consumers that gave up %d; resync heartbeats %d; %s per seed, %s in all",
+	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d (%d clean), events %d, admitted fetches %d (%d cancelled), records %d (%d duplicate deliveries), crashes: coordinator %d, gateway %d, consumer %d; freezes %d, partitions %d; consumers that gave up %d; resync heartbeats %d; member renewals in place %d, requests on an expired member token %d; %s per seed, %s in all",
 		total.seeds, total.simulated.Hours(), total.handoffs, total.clean, total.events, total.admitted, total.cancelled, total.records,
 		total.duplicates, total.coordCrashes, total.gatewayCrashes, total.consumerCrashes, total.freezes, total.partitions, total.gaveUp, total.resyncs,
+		total.renewals, total.expired,
 		(total.wall / time.Duration(max(total.seeds, 1))).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	// The SDK's driver says resync after a heartbeat answer it lost, and
 	// the network here loses answers: the sweep must have carried some
 	// through the machine (group.ResyncEvery's bound included).
 	if total.resyncs == 0 {
 		t.Errorf("no resync heartbeat in %d seeds: the sim does not exercise a lost heartbeat answer's recovery", total.seeds)
+	}
+	// Half the seeds give member tokens an exp (drawMemberTokens): the
+	// sweep must have renewed members in place under its faults, and met
+	// members whose token expired (frozen, cut off) on their way back.
+	if total.renewals == 0 || total.expired == 0 {
+		t.Errorf("%d renewals in place, %d requests on an expired member token in %d seeds: the sim does not exercise member token renewal", total.renewals, total.expired, total.seeds)
 	}
 }
 
@@ -98,6 +105,8 @@ type sweep struct {
 	partitions      int
 	gaveUp          int
 	resyncs         int
+	renewals        int
+	expired         int
 	replicas        Stats         // the replica counters, summed
 	wall            time.Duration // summed over seeds (shards run in parallel)
 }
@@ -121,6 +130,8 @@ func (s *sweep) add(r Result, wall time.Duration) {
 	s.partitions += r.Stats.Partitions
 	s.gaveUp += r.Stats.GaveUp
 	s.resyncs += r.Stats.Resyncs
+	s.renewals += r.Stats.Renewals
+	s.expired += r.Stats.ExpiredMemberTokens
 	s.replicas.Takeovers += r.Stats.Takeovers
 	s.replicas.Contested += r.Stats.Contested
 	s.replicas.StepDowns += r.Stats.StepDowns

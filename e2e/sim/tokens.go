@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -14,13 +16,20 @@ import (
 // looking it up. Signatures are not what the simulation tests; expiry,
 // epochs and holders are, and Decide sees the real *ocap.Claims.
 type tokens struct {
-	claims map[string]*ocap.Claims
-	latest map[session.Partition]*ocap.Claims // the last one minted per partition
-	next   uint64
+	claims  map[string]*ocap.Claims
+	latest  map[session.Partition]*ocap.Claims // the last one minted per partition
+	members map[string]memberClaims            // member tokens with an exp (profile.memberTTL)
+	next    uint64
+}
+
+// memberClaims are what a member token with an exp stands for.
+type memberClaims struct {
+	member string
+	exp    time.Time
 }
 
 func newTokens() *tokens {
-	return &tokens{claims: map[string]*ocap.Claims{}, latest: map[session.Partition]*ocap.Claims{}}
+	return &tokens{claims: map[string]*ocap.Claims{}, latest: map[session.Partition]*ocap.Claims{}, members: map[string]memberClaims{}}
 }
 
 // simMinter stands in for the coordinator's signer (driver.Minter): the
@@ -47,8 +56,32 @@ func (m *simMinter) Mint(_ ocap.Kind, c ocap.Claims, now time.Time, ttl time.Dur
 // verify returns the claims of a capability, or nil for an unknown one.
 func (t *tokens) verify(token string) *ocap.Claims { return t.claims[token] }
 
-// memberToken is the member token of a joined member.
-func memberToken(member string) string { return "member:" + member }
+// memberToken is the member token of a joined member: with a ttl, one
+// that expires ttl after now, shaped as a JWT (unsigned) so the SDK's
+// driver reads its exp to time the renewal (driver.TokenExpiry), and
+// kept here as a capability is; without, one that never expires.
+func (t *tokens) memberToken(member string, now time.Time, ttl time.Duration) string {
+	if ttl <= 0 {
+		return "member:" + member
+	}
+	t.next++
+	exp := time.Unix(now.Add(ttl).Unix(), 0) // whole seconds, as a JWT's exp
+	payload, _ := json.Marshal(struct {
+		Sub string `json:"sub"`
+		Exp int64  `json:"exp"`
+		JTI string `json:"jti"`
+	}{member, exp.Unix(), "member-" + strconv.FormatUint(t.next, 10)})
+	token := "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString(payload) + ".sim"
+	t.members[token] = memberClaims{member: member, exp: exp}
+	return token
+}
 
-// memberOf reads the member id back from a member token.
-func memberOf(token string) (string, bool) { return strings.CutPrefix(token, "member:") }
+// member reads the member id and exp (zero: none) back from a member
+// token.
+func (t *tokens) member(token string) (memberClaims, bool) {
+	if c, ok := t.members[token]; ok {
+		return c, true
+	}
+	id, ok := strings.CutPrefix(token, "member:")
+	return memberClaims{member: id}, ok
+}

@@ -35,6 +35,7 @@ type Stats struct {
 	Events         int
 	Simulated      time.Duration
 	Handoffs       int // grants of a partition that a previous holder had a capability for
+	Refences       int // ... whose previous holder was the same member (a rejoin's fence and regrant)
 	CleanHandoffs  int // ... whose previous holder released everything it delivered
 	Admitted       int // fetches admitted by a gateway
 	Cancelled      int // admitted fetches cancelled by a fence
@@ -55,6 +56,9 @@ type Stats struct {
 	NewIDWaitMax    time.Duration // longest a restart under a new id waited for its first sync (faulty phase)
 	SentinelStarts  int           // deliveries that began at an unresolved start offset
 	Resyncs         int           // heartbeats saying resync (an earlier answer lost) that reached a coordinator
+	// Member tokens with an exp (profile.memberTTL).
+	Renewals            int // renewals in place (join with renew_token) that reached a coordinator and passed the shell's check
+	ExpiredMemberTokens int // heartbeats, commits and leaves refused token_expired
 	// Replicas only.
 	Takeovers    int // promotions that succeeded
 	Contested    int // ... while another replica still believed it led (a zombie, a lagging race)
@@ -144,6 +148,7 @@ func newWorld(seed uint64, opts Options) *World {
 	w := &World{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed_ca95_a7e0)), opts: opts, queue: newEventHeap()}
 	w.trace.init(opts.Trace)
 	w.prof = drawProfile(w.rng)
+	w.prof.memberTTL, w.prof.memberRenew = drawMemberTokens(seed)
 	if opts.Replicas > 1 {
 		w.prof.replicas = drawReplicas(seed, opts.Replicas)
 	}
