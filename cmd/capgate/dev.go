@@ -80,8 +80,8 @@ func newDevCmd() *cobra.Command {
 	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9093", "the gateway's Kafka listener address, for unmodified Kafka clients; its fetch lanes take the next 3 ports (port 0 picks free ports)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level of the console logs on stderr: debug, info, warn, error (warn with --demo)")
 	fl.BoolVar(&f.tls, "tls", false, "serve TLS: a throwaway CA and certificates in DATA-DIR/tls (keys 0600), the CA path in credentials.env as CAPGATE_CACERT; the gateway syncs with a client certificate")
-	fl.BoolVar(&f.demo, "demo", false, "also run a producer and consumers, add a consumer, print the handoff timeline and a summary, then exit")
-	fl.DurationVar(&f.demoDuration, "demo-duration", 15*time.Second, "how long --demo runs")
+	fl.BoolVar(&f.demo, "demo", false, "also run a producer and consumers, add a consumer, print the handoff timeline and a summary, then exit (the stack and its console stop with it: see --demo-duration)")
+	fl.DurationVar(&f.demoDuration, "demo-duration", 15*time.Second, "how long --demo runs; the whole stack, console included, stops when it ends")
 	fl.DurationVar(&f.demoTolerance, "demo-tolerance", 50*time.Millisecond, "how far beyond the steady-state gap an unmoved partition may pause before --demo warns (timing is reported, not judged: the verdict rests on epochs)")
 	fl.IntVar(&f.replicas, "replicas", 0, "run this many coordinator replicas with the state in the embedded Kafka (state: kafka; one leads, the others follow and take over); 0: one coordinator on badger")
 	fl.DurationVar(&f.killLeader, "kill-leader", 0, "with --demo and --replicas >= 2: stop the leading coordinator this long after the demo starts and show the takeover (0: never)")
@@ -112,7 +112,11 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	if err != nil {
 		return err
 	}
-	printDevBanner(out, dev, f.demo)
+	var demoFor time.Duration
+	if f.demo {
+		demoFor = f.demoDuration
+	}
+	printDevBanner(out, dev, demoFor)
 	var runErr error
 	if f.demo {
 		runErr = runDemo(ctx, out, demoConfig{

@@ -7,19 +7,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/capgate/capgate/gateway"
 )
 
 // printDevBanner says where everything is and how to use it. The address
 // lines ("coordinator:     http://...", labels padded to one column) are
-// stable: tests read them.
-func printDevBanner(w io.Writer, s *devStack, demo bool) {
+// stable: tests read them. demo is --demo-duration with --demo, else 0.
+func printDevBanner(w io.Writer, s *devStack, demo time.Duration) {
 	creds := filepath.Join(s.dataDir, credentialsFile)
 	env := filepath.Join(s.dataDir, credentialsEnvFile)
 	fmt.Fprintf(w, "capgate dev is ready (data in %s)\n\n", s.dataDir)
-	printDevAddresses(w, s, creds, env)
-	if demo {
+	printDevAddresses(w, s, creds, env, demo)
+	if demo > 0 {
 		return
 	}
 	fmt.Fprintf(w, `Point the CLI and curl at it from another shell with . %s
@@ -106,6 +107,18 @@ func fetchLanes(addr string, cfg gateway.Config) string {
 	return fmt.Sprintf("%s-%d", net.JoinHostPort(host, strconv.Itoa(port+1)), port+extra)
 }
 
+// consoleLifetime says, with --demo, that the console goes when the demo
+// ends: the demo is a checked run that exits with its verdict (scripts
+// and CI read its exit code), so it stops the whole stack after
+// --demo-duration, and a console opened from the banner a little later
+// refused the connection with nothing to say why (console5 #5).
+func consoleLifetime(demo time.Duration) string {
+	if demo <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; up only while the demo runs: it stops everything after %s — to look around, --demo-duration 10m, or capgate dev without --demo, which runs until Ctrl-C", demo)
+}
+
 // publicEnv is env without the secrets: the banner never prints a token.
 func publicEnv(env [][2]string) [][2]string {
 	var out [][2]string
@@ -129,7 +142,7 @@ func indent(lines string) string {
 
 // printDevAddresses is the banner's table of addresses, one column of
 // labels.
-func printDevAddresses(w io.Writer, s *devStack, creds, env string) {
+func printDevAddresses(w io.Writer, s *devStack, creds, env string, demo time.Duration) {
 	row := func(label, value, note string) {
 		if note != "" {
 			value += "   (" + note + ")"
@@ -148,7 +161,7 @@ func printDevAddresses(w io.Writer, s *devStack, creds, env string) {
 			row("fetch lanes", lanes, "the listener's other brokers, for group clients such as kcat -G, kgo, KafkaJS: open them too")
 		}
 	}
-	row("console", s.CoordinatorURL()+"/console", "log in with admin_token from the credentials file")
+	row("console", s.CoordinatorURL()+"/console", "log in with admin_token from the credentials file"+consoleLifetime(demo))
 	row("credentials", creds+" and "+env, "mode 0600: admin_token, client_credential, sync_token; never printed")
 	fmt.Fprintln(w)
 }
