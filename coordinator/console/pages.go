@@ -11,12 +11,13 @@ package console
 //                               the page swaps in when the timeline moves)
 //   /console/timeline           the live timeline of every group
 //   /console/gateways           acked sequence, lag and silence per gateway
-//   /console/overrides          QoS overrides (re-read every 5 s); set one;
-//                               deny a capability
+//   /console/overrides          QoS overrides (re-read every 5 s); set one,
+//                               end one; deny a capability
 // An unknown group answers 404 with the page.
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -314,9 +315,12 @@ func (c *Console) serveGateways(ctx *fasthttp.RequestCtx, s *session, _ []string
 	c.render(ctx, fasthttp.StatusOK, "gateways", d)
 }
 
-// overrideRow is one QoS override.
+// overrideRow is one QoS override. SelectorJSON is its selector as the
+// admin API spelled it: End sends it back with the id (PUT /v1/admin/qos,
+// ttl_ms 1, as capgate admin qos end), so the page ends exactly this one.
 type overrideRow struct {
 	ID, Selector, LogLevel, Monitor, Rate, Until string
+	SelectorJSON                                 string
 }
 
 func (c *Console) serveOverrides(ctx *fasthttp.RequestCtx, s *session, _ []string) {
@@ -341,9 +345,10 @@ func (c *Console) serveOverrides(ctx *fasthttp.RequestCtx, s *session, _ []strin
 		if o.MaxBytesPerSec > 0 {
 			rate = strconv.FormatInt(o.MaxBytesPerSec, 10) + " B/s"
 		}
+		selJSON, _ := json.Marshal(sel)
 		rows = append(rows, overrideRow{
 			ID: o.ID, Selector: joinOr(parts, "–"), LogLevel: orDash(o.LogLevel), Monitor: orDash(o.Monitor),
-			Rate: rate, Until: clockText(time.Unix(o.Until, 0)),
+			Rate: rate, Until: clockText(time.Unix(o.Until, 0)), SelectorJSON: string(selJSON),
 		})
 	}
 	d := c.data(s, "overrides", "Overrides", rows)

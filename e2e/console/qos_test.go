@@ -73,3 +73,47 @@ func TestConsoleQoSThrottleLifted(t *testing.T) {
 	listed("the lifted throttle listed", `!t.includes('B/s')`)
 	b.noProblems("overrides")
 }
+
+// TestConsoleEndsAQoSOverride: the console could set a QoS override but
+// not end one — the CLI's `qos end` can (console5 #7); a throttle set by
+// mistake stayed until its ttl. Each row of the Overrides page has End:
+// it ends that override alone (its id and selector, ttl_ms 1, as the CLI
+// sends), every gateway drops it, and the page stops listing it.
+func TestConsoleEndsAQoSOverride(t *testing.T) {
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4})
+	for _, body := range []map[string]any{
+		{"selector": map[string]any{"topic": "demo", "partition": 3}, "max_bytes_per_sec": 1000, "ttl_ms": 600000},
+		{"selector": map[string]any{"group": "other"}, "log_level": "debug", "ttl_ms": 600000},
+	} {
+		if status, raw := cluster.Admin(t, "PUT", "/v1/admin/qos", body, nil); status != 200 {
+			t.Fatalf("qos: %d %s", status, raw)
+		}
+	}
+	list := func() coordinator.QoSListResponse {
+		t.Helper()
+		var l coordinator.QoSListResponse
+		if status, raw := cluster.Admin(t, "GET", "/v1/admin/qos", nil, &l); status != 200 {
+			t.Fatalf("QoS overrides: %d %s", status, raw)
+		}
+		return l
+	}
+	var throttle string
+	for _, o := range list().Overrides {
+		if o.Selector.Topic == "demo" {
+			throttle = o.ID
+		}
+	}
+	b := loggedIn(t, cluster)
+	b.run("overrides page", 20*time.Second, chromedp.Navigate(cluster.CoordinatorURL+"/console/overrides"))
+	row := `#qos tr[data-override=` + js(throttle) + `]`
+	b.click("end the throttle", row+` button[data-action="qos-end"]`)
+	b.waitFor("the dialog names what it ends", time.Now(), 15*time.Second,
+		`document.getElementById('confirm-text').textContent.includes('topic=demo, partition=3')`)
+	confirm(b, "End QoS override "+throttle, "ended")
+	if l := list(); len(l.Overrides) != 1 || l.Overrides[0].Selector.Group != "other" || l.Overrides[0].LogLevel != "debug" {
+		t.Fatalf("after End of %s: %+v, want only group=other's override, untouched", throttle, l.Overrides)
+	}
+	b.waitFor("the ended override gone from the page, the other listed", time.Now(), 15*time.Second,
+		`document.querySelector(`+js(row)+`) === null && document.querySelector('#qos tbody').textContent.includes('group=other')`)
+	b.noProblems("qos end")
+}

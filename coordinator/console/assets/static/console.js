@@ -108,7 +108,7 @@
     const d = el.dataset || {};
     if (d.action) {
       let sel = '[data-action="' + CSS.escape(d.action) + '"]';
-      for (const k of ['topic', 'partition', 'member', 'group']) {
+      for (const k of ['topic', 'partition', 'member', 'group', 'id']) {
         if (d[k] !== undefined) sel += '[data-' + k + '="' + CSS.escape(d[k]) + '"]';
       }
       return sel;
@@ -263,6 +263,18 @@
       outcome: (r) => 'Override ' + r.id + ' is on every gateway until ' + new Date(r.until * 1000).toISOString() + ': ' +
         (r.max_bytes_per_sec > 0 ? 'at most ' + r.max_bytes_per_sec + ' B/s' : 'no byte rate') +
         (r.log_level ? ', log level ' + r.log_level : '') + (r.monitor ? ', monitor ' + r.monitor : '') + '.',
+    }),
+    // End an override now: the admin API has no delete; the same id with
+    // ttl_ms 1 ends it on the coordinator and every gateway (what
+    // capgate admin qos end sends).
+    'qos-end': (d) => ({
+      title: 'End QoS override ' + d.id,
+      text: 'Stop the override of ' + d.what + ' now: its byte rate, log level and monitor tag no longer apply on any gateway.',
+      fields: [],
+      method: 'PUT',
+      path: 'qos',
+      body: () => ({ id: d.id, selector: JSON.parse(d.selector), ttl_ms: 1 }),
+      outcome: (r) => 'Override ' + r.id + ' of ' + d.what + ' ended: pushed to every gateway, which drop it.',
     }),
     'group-config': (d) => {
       const moves = document.getElementById('max-moves')?.value || '0';
