@@ -136,7 +136,7 @@
       do {
         again = false;
         const r = await fetch('/console/groups/' + enc(groupName) + '/live', { credentials: 'same-origin' });
-        if (r.status === 401) { location.href = '/console/login'; return; }
+        if (r.status === 401) { sessionEnded(); return; }
         if (r.ok) {
           const html = await r.text();
           keepFocus(region, () => { region.innerHTML = html; });
@@ -147,6 +147,40 @@
     } finally {
       refreshing = false;
     }
+  }
+
+  // ---- the session ending under an open dialog ------------------------
+  // A session ends by itself (session_ttl, an IdP token's exp, a deny)
+  // or elsewhere (Log out in another tab). A re-read that finds it gone
+  // used to send the page to the login page at once: an open dialog and
+  // what was typed in it vanished without a word. Now, with a dialog
+  // open, the page stays and the dialog says what happened — nothing in
+  // it was sent — with the way back to the login page; closing it goes
+  // there. An action sent after the end is told the same (its 401).
+  let sessionGone = false;
+
+  function sessionEnded() {
+    sessionGone = true;
+    if (!dialog?.open) { location.href = '/console/login'; return; }
+    setLive('off', 'session ended — log in again');
+    const out = document.getElementById('confirm-outcome');
+    // An outcome already shown (the action was done) stays: it is true.
+    if (!out.hidden && !out.className.includes('bad') && !out.className.includes('wait')) return;
+    if (!out.className.includes('wait')) ended(out, 'Your console session has ended (it expired, or was logged out in another tab): nothing in this dialog was sent. ');
+  }
+
+  // ended says in out that nothing was done, with a link to log in again
+  // (and, after a newer login elsewhere, to reload this page).
+  function ended(out, text, reload) {
+    out.hidden = false; out.className = 'outcome bad';
+    out.textContent = text;
+    const a = document.createElement('a');
+    a.id = 'login-again';
+    a.href = reload ? location.pathname + location.search : '/console/login';
+    a.textContent = reload ? 'Reload this page' : 'Log in again';
+    out.appendChild(a);
+    out.appendChild(document.createTextNode(', then do it again.'));
+    document.getElementById('confirm-ok').disabled = true;
   }
 
   // ---- actions ---------------------------------------------------------
@@ -378,6 +412,14 @@
         // The page shows what changed: a group's grid, else the page
         // itself (the Overrides page lists the override just set).
         if (groupName) refresh(); else reread();
+      } else if (r.status === 401) {
+        sessionGone = true;
+        setLive('off', 'session ended — log in again');
+        ended(out, 'Your console session has ended (it expired, or was logged out in another tab): this was not done. ');
+      } else if (r.status === 403 && answer.error?.message === 'missing or wrong CSRF token') {
+        // The cookie is a newer session's (a login in another tab) than
+        // the page's: the page's token is not that session's.
+        ended(out, 'This page belongs to an earlier console session (you logged in again, perhaps in another tab): this was not done. ', true);
       } else {
         out.className = 'outcome bad';
         out.textContent = r.status + ' ' + (answer.error?.code || '') + ': ' + (answer.error?.message || 'refused');
@@ -400,6 +442,7 @@
     // Closed (Cancel, Close, Escape): the keyboard is back on the button
     // that opened it — the one now in the page if a re-read replaced it.
     dialog.addEventListener('close', () => {
+      if (sessionGone) { location.href = '/console/login'; return; }
       const key = opener;
       opener = null;
       if (!key) return;
@@ -425,7 +468,7 @@
     if (editing()) return;
     try {
       const r = await fetch(location.pathname + location.search, { credentials: 'same-origin' });
-      if (r.status === 401 || r.redirected) { location.href = '/console/login'; return; }
+      if (r.status === 401 || r.redirected) { sessionEnded(); return; }
       if (!r.ok) return;
       const fresh = new DOMParser().parseFromString(await r.text(), 'text/html').querySelector('main');
       const main = document.querySelector('main');
