@@ -12,6 +12,8 @@ package api
 // Applying the same update twice is harmless (fences only rise, deny-list
 // entries are sets).
 
+import "strconv"
+
 // SyncResponse is one sync answer.
 type SyncResponse struct {
 	Seq            uint64          `json:"seq"`
@@ -83,6 +85,22 @@ type QoSSelector struct {
 	Partition *int32 `json:"partition,omitempty"`
 	Holder    string `json:"holder,omitempty"` // capability sub
 	JTI       string `json:"jti,omitempty"`
+}
+
+// Parts are the selector's fields that are set, as "name=value": group,
+// topic, holder, jti, then partition — how the CLI, the console and the
+// audit log write a selector.
+func (s QoSSelector) Parts() []string {
+	var parts []string
+	for _, kv := range [][2]string{{"group", s.Group}, {"topic", s.Topic}, {"holder", s.Holder}, {"jti", s.JTI}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if s.Partition != nil {
+		parts = append(parts, "partition="+strconv.Itoa(int(*s.Partition)))
+	}
+	return parts
 }
 
 // QoSOverride changes the log level, monitor tag or byte rate of matching

@@ -13,7 +13,11 @@ package coordinator
 // refusal names the value given. The override is pushed to every gateway on the
 // sync channel and kept until now + ttl; a later PUT with the same id (by
 // default: the same selector) merges into it: the fields it sets replace
-// the earlier ones, the others stay, the ttl starts anew. Answers the
+// the earlier ones, the others stay, the ttl starts anew. clear lists
+// fields to empty — log_level, monitor (an empty one keeps the earlier
+// value) — else 400 naming the value; a field both set and cleared is 400.
+// The audit entry's details say the selector and what was set
+// (qosAuditDetails): its target, qos:<id>, names nothing it throttles. Answers the
 // resulting api.QoSOverride. 400 for a selector partition below 0, an
 // id or selector field longer than qosFieldBytes, or a control character
 // in the id, a selector field or the monitor tag (details field: they are
@@ -27,6 +31,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -84,6 +90,11 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("max_bytes_per_sec must be >= 0 (0 removes a rate), got %d", bps))
 		return
 	}
+	clearLevel, clearMonitor, problem := qosClears(req)
+	if problem != "" {
+		writeErrorDetails(ctx, api.CodeBadRequest, problem, map[string]any{"field": "clear"})
+		return
+	}
 	bound := ttlBound{max: c.cfg.Groups.Limits.QoSTTLMax, key: "coordinator.groups.limits.qos_ttl_max", lasts: "an override"}
 	if problem, details := bound.refusal(req.TTLMs); problem != "" {
 		writeErrorDetails(ctx, api.CodeBadRequest, problem, details)
@@ -97,7 +108,8 @@ func (c *Coordinator) handleAdminQoS(ctx *fasthttp.RequestCtx, _ []string) {
 		override.ID = selectorID(req.Selector)
 	}
 	setAuditTarget(ctx, "qos:"+override.ID)
-	keep := group.QoSKeep{LogLevel: req.LogLevel == "", Monitor: req.Monitor == "", MaxBytesPerSec: req.MaxBytesPerSec == nil}
+	setAuditDetails(ctx, qosAuditDetails(req))
+	keep := group.QoSKeep{LogLevel: req.LogLevel == "" && !clearLevel, Monitor: req.Monitor == "" && !clearMonitor, MaxBytesPerSec: req.MaxBytesPerSec == nil}
 	msg, err := c.call(func(ref group.Ref) group.Event { return group.PutQoS{Ref: ref, Override: override, Keep: keep} })
 	reply, ok := msg.(group.QoSReply)
 	if !ok {
@@ -133,4 +145,61 @@ func selectorID(s api.QoSSelector) string {
 	b, _ := json.Marshal(s)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
+}
+
+// qosClears reads req.Clear: which of log_level and monitor it empties,
+// or a problem naming what is refused (an unknown field, one also set).
+func qosClears(req QoSRequest) (level, monitor bool, problem string) {
+	if len(req.Clear) > 2 {
+		return false, false, fmt.Sprintf("clear names at most log_level and monitor, got %d fields", len(req.Clear))
+	}
+	for _, f := range req.Clear {
+		switch f {
+		case "log_level":
+			level = true
+		case "monitor":
+			monitor = true
+		default:
+			return false, false, fmt.Sprintf("clear: log_level or monitor, got %.32q", f)
+		}
+	}
+	switch {
+	case level && req.LogLevel != "":
+		return false, false, "clear names log_level, which the request also sets"
+	case monitor && req.Monitor != "":
+		return false, false, "clear names monitor, which the request also sets"
+	}
+	return level, monitor, ""
+}
+
+// qosAuditDetails says what a QoS request asks, for its audit entry:
+// the selector, then what it sets, clears or ends ("topic=demo
+// partition=3: max_bytes_per_sec=1000 for 10m0s"). What it leaves out
+// stays as it was.
+func qosAuditDetails(req QoSRequest) string {
+	sel := strings.Join(req.Selector.Parts(), " ")
+	if req.TTLMs == 1 { // capgate admin qos end, the console's End
+		return sel + ": ended"
+	}
+	var set []string
+	if req.LogLevel != "" {
+		set = append(set, "log_level="+req.LogLevel)
+	}
+	if req.Monitor != "" {
+		set = append(set, "monitor="+req.Monitor)
+	}
+	if req.MaxBytesPerSec != nil {
+		if *req.MaxBytesPerSec == 0 {
+			set = append(set, "max_bytes_per_sec=0 (lifted)")
+		} else {
+			set = append(set, "max_bytes_per_sec="+strconv.FormatInt(*req.MaxBytesPerSec, 10))
+		}
+	}
+	for _, f := range req.Clear {
+		set = append(set, f+" cleared")
+	}
+	if len(set) == 0 {
+		set = append(set, "unchanged")
+	}
+	return sel + ": " + strings.Join(set, ", ") + " for " + msDuration(req.TTLMs).String()
 }

@@ -247,6 +247,10 @@ type QoSRequest struct {
 	Monitor        string          `json:"monitor,omitempty"`
 	MaxBytesPerSec *int64          `json:"max_bytes_per_sec,omitempty"`
 	TTLMs          int64           `json:"ttl_ms"`
+	// Clear names fields of the override to empty: "log_level", "monitor"
+	// (an empty log_level or monitor keeps the earlier value; a byte rate
+	// is lifted with max_bytes_per_sec 0).
+	Clear []string `json:"clear,omitempty"`
 }
 
 // QoSListResponse is GET /v1/admin/qos.

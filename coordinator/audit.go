@@ -4,7 +4,9 @@ package coordinator
 // something (any method but GET) and passed authentication is recorded
 // once its answer is written: who made it, what (the route's action),
 // the target (the path's group/topic/partition, member or jti, or what
-// the handler names), the reason the request gave, and the result (ok,
+// the handler names), details of what it set where the target does not
+// say (a QoS override's selector and settings), the reason the request
+// gave, and the result (ok,
 // or the error code) with the HTTP status. Each entry is
 //   - a structured zap line, "admin action", at info (warn when refused),
 //     the durable record wherever the logs are shipped;
@@ -41,8 +43,12 @@ import (
 	"github.com/capgate/capgate/api"
 )
 
-// auditReasonMax bounds the reason kept per entry.
-const auditReasonMax = 256
+// auditReasonMax bounds the reason kept per entry; auditDetailsMax its
+// details.
+const (
+	auditReasonMax  = 256
+	auditDetailsMax = 512
+)
 
 // AuditEntry is one admin action.
 type AuditEntry struct {
@@ -51,9 +57,13 @@ type AuditEntry struct {
 	Who    string `json:"who"`
 	Action string `json:"action"`
 	Target string `json:"target,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	Result string `json:"result"`
-	Status int    `json:"status"`
+	// Details is what the action set when its target does not say it (a
+	// QoS override's id names nothing it throttles): at most
+	// auditDetailsMax bytes.
+	Details string `json:"details,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Result  string `json:"result"`
+	Status  int    `json:"status"`
 }
 
 // AuditResponse is GET /v1/admin/audit: entries newest first; NextBefore,
@@ -133,6 +143,14 @@ func setAuditTarget(ctx *fasthttp.RequestCtx, target string) {
 	ctx.SetUserValue(auditTargetKey{}, target)
 }
 
+// auditDetailsKey is the user value a handler sets to say what its
+// action set (AuditEntry.Details).
+type auditDetailsKey struct{}
+
+func setAuditDetails(ctx *fasthttp.RequestCtx, details string) {
+	ctx.SetUserValue(auditDetailsKey{}, details)
+}
+
 // recordAdmin records the admin request ctx just answered, unless it only
 // read.
 func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
@@ -147,6 +165,9 @@ func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
 	}
 	if t, ok := ctx.UserValue(auditTargetKey{}).(string); ok && t != "" {
 		e.Target = t
+	}
+	if d, ok := ctx.UserValue(auditDetailsKey{}).(string); ok {
+		e.Details = cut(d, auditDetailsMax)
 	}
 	if reason, ok := bodyReason(ctx); ok {
 		e.Reason = cut(reason, auditReasonMax)
@@ -164,7 +185,7 @@ func (c *Coordinator) recordAdmin(ctx *fasthttp.RequestCtx, params []string) {
 		level = zap.WarnLevel
 	}
 	c.log.Log(level, "admin action", zap.Uint64("seq", e.Seq), zap.String("who", e.Who), zap.String("action", e.Action),
-		zap.String("target", e.Target), zap.String("reason", e.Reason), zap.String("result", e.Result), zap.Int("status", e.Status))
+		zap.String("target", e.Target), zap.String("details", e.Details), zap.String("reason", e.Reason), zap.String("result", e.Result), zap.Int("status", e.Status))
 }
 
 // bodyReason is the reason of an admin request's JSON body, if any.

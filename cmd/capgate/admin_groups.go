@@ -549,16 +549,7 @@ func printQoS(w io.Writer, raw json.RawMessage) error {
 }
 
 func selectorText(s api.QoSSelector) string {
-	var parts []string
-	for _, kv := range [][2]string{{"group", s.Group}, {"topic", s.Topic}, {"holder", s.Holder}, {"jti", s.JTI}} {
-		if kv[1] != "" {
-			parts = append(parts, kv[0]+"="+kv[1])
-		}
-	}
-	if s.Partition != nil {
-		parts = append(parts, "partition="+strconv.Itoa(int(*s.Partition)))
-	}
-	return cellText(strings.Join(parts, ","))
+	return cellText(strings.Join(s.Parts(), ","))
 }
 
 func printAudit(w io.Writer, raw json.RawMessage) error {
@@ -568,9 +559,9 @@ func printAudit(w io.Writer, raw json.RawMessage) error {
 	}
 	rows := make([][]string, len(r.Entries))
 	for i, e := range r.Entries {
-		rows[i] = []string{strconv.FormatUint(e.Seq, 10), e.At, e.Who, e.Action, cellText(e.Target), cellText(e.Reason), e.Result}
+		rows[i] = []string{strconv.FormatUint(e.Seq, 10), e.At, e.Who, e.Action, cellText(e.Target), cellText(e.Details), cellText(e.Reason), e.Result}
 	}
-	if err := printTable(w, []string{"SEQ", "AT", "WHO", "ACTION", "TARGET", "REASON", "RESULT"}, rows); err != nil {
+	if err := printTable(w, []string{"SEQ", "AT", "WHO", "ACTION", "TARGET", "DETAILS", "REASON", "RESULT"}, rows); err != nil {
 		return err
 	}
 	if r.NextBefore != 0 {

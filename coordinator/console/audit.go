@@ -81,7 +81,7 @@ func tabulate(list []map[string]any) auditTable {
 			}
 		}
 	}
-	first := []string{"at", "time", "who", "principal", "action", "what", "target", "reason", "result"}
+	first := []string{"at", "time", "who", "principal", "action", "what", "target", "details", "reason", "result"}
 	rank := func(k string) int {
 		if i := slices.Index(first, k); i >= 0 {
 			return i

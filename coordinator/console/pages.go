@@ -332,22 +332,13 @@ func (c *Console) serveOverrides(ctx *fasthttp.RequestCtx, s *session, _ []strin
 	rows := make([]overrideRow, 0, len(q.Overrides))
 	for _, o := range q.Overrides {
 		sel := o.Selector
-		var parts []string
-		for _, kv := range [][2]string{{"group", sel.Group}, {"topic", sel.Topic}, {"holder", sel.Holder}, {"jti", sel.JTI}} {
-			if kv[1] != "" {
-				parts = append(parts, kv[0]+"="+kv[1])
-			}
-		}
-		if sel.Partition != nil {
-			parts = append(parts, "partition="+strconv.Itoa(int(*sel.Partition)))
-		}
 		rate := "–"
 		if o.MaxBytesPerSec > 0 {
 			rate = strconv.FormatInt(o.MaxBytesPerSec, 10) + " B/s"
 		}
 		selJSON, _ := json.Marshal(sel)
 		rows = append(rows, overrideRow{
-			ID: o.ID, Selector: joinOr(parts, "–"), LogLevel: orDash(o.LogLevel), Monitor: orDash(o.Monitor),
+			ID: o.ID, Selector: joinOr(sel.Parts(), "–"), LogLevel: orDash(o.LogLevel), Monitor: orDash(o.Monitor),
 			Rate: rate, Until: clockText(time.Unix(o.Until, 0)), SelectorJSON: string(selJSON),
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/api"
 )
 
 // What the console reads from the admin API: the fields it shows of
@@ -78,18 +80,12 @@ type gatewaysJSON struct {
 
 type qosJSON struct {
 	Overrides []struct {
-		ID       string `json:"id"`
-		Selector struct {
-			Group     string `json:"group"`
-			Topic     string `json:"topic"`
-			Partition *int32 `json:"partition"`
-			Holder    string `json:"holder"`
-			JTI       string `json:"jti"`
-		} `json:"selector"`
-		LogLevel       string `json:"log_level"`
-		Monitor        string `json:"monitor"`
-		MaxBytesPerSec int64  `json:"max_bytes_per_sec"`
-		Until          int64  `json:"until"`
+		ID             string          `json:"id"`
+		Selector       api.QoSSelector `json:"selector"`
+		LogLevel       string          `json:"log_level"`
+		Monitor        string          `json:"monitor"`
+		MaxBytesPerSec int64           `json:"max_bytes_per_sec"`
+		Until          int64           `json:"until"`
 	} `json:"overrides"`
 }
 

@@ -71,6 +71,25 @@ func TestConsoleQoSThrottleLifted(t *testing.T) {
 		t.Fatalf("rate after the console set 0 (\"lifts the limit\"): %d", got)
 	}
 	listed("the lifted throttle listed", `!t.includes('B/s')`)
+
+	// A log level and a monitor tag are cleared (an empty field keeps
+	// them: console5 #7 — they could not be taken off from the console).
+	set(map[string]string{"monitor": "incident-7", "max_bytes_per_sec": "2000"}, "at most 2000 B/s, log level debug, monitor incident-7.")
+	set(map[string]string{"log_level": "clear", "monitor_clear": "yes"}, "at most 2000 B/s.")
+	var list coordinator.QoSListResponse
+	if status, raw := cluster.Admin(t, "GET", "/v1/admin/qos", nil, &list); status != 200 || len(list.Overrides) != 1 ||
+		list.Overrides[0].LogLevel != "" || list.Overrides[0].Monitor != "" || list.Overrides[0].MaxBytesPerSec != 2000 {
+		t.Fatalf("after clearing the log level and the monitor tag: %d %s", status, raw)
+	}
+	listed("the cleared override listed", `t.includes('2000 B/s') && !t.includes('debug') && !t.includes('incident-7')`)
+
+	// The Audit page says what each QoS action throttled, not only its id
+	// (console5 #8).
+	b.run("audit page", 20*time.Second, chromedp.Navigate(cluster.CoordinatorURL+"/console/audit"))
+	b.waitFor("the audit names what was set", time.Now(), 15*time.Second, `(() => {
+		const t = document.getElementById('audit').textContent;
+		return t.includes('topic=demo partition=3: log_level cleared, monitor cleared for 10m0s') &&
+			t.includes('topic=demo partition=3: max_bytes_per_sec=1000 for 10m0s') })()`)
 	b.noProblems("overrides")
 }
 

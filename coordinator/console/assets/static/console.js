@@ -279,20 +279,29 @@
         'The same selector changes its override: what you leave empty stays as it is.',
       fields: [
         { name: 'group', label: 'Group' }, { name: 'topic', label: 'Topic' }, { name: 'partition', label: 'Partition', type: 'number' },
-        { name: 'holder', label: 'Holder' }, { name: 'log_level', label: 'Log level', options: ['', 'debug', 'info', 'warn', 'error'] },
+        { name: 'holder', label: 'Holder' },
+        { name: 'log_level', label: 'Log level', options: ['', 'debug', 'info', 'warn', 'error', ['clear', 'none (clear it)']] },
         { name: 'monitor', label: 'Monitor tag (empty: unchanged)' },
+        { name: 'monitor_clear', label: 'Clear the monitor tag', options: ['no', 'yes'] },
         { name: 'max_bytes_per_sec', label: 'Max bytes per second (empty: unchanged; 0 lifts the limit)', type: 'number', min: '0' },
         { name: 'ttl', label: 'For (seconds)', type: 'number', value: '600' },
       ],
       method: 'PUT',
       path: 'qos',
+      problem: (f) => (f.monitor_clear === 'yes' && f.monitor !== '' ? 'Either set a monitor tag or clear it, not both.' : ''),
       body: (f) => {
         const selector = {};
         for (const k of ['group', 'topic', 'holder']) if (f[k]) selector[k] = f[k];
         if (f.partition !== '') selector.partition = Number(f.partition);
-        return { selector, log_level: f.log_level || undefined, monitor: f.monitor || undefined,
+        // An empty log level or monitor keeps the override's; clear
+        // empties them.
+        const clear = [];
+        if (f.log_level === 'clear') clear.push('log_level');
+        if (f.monitor_clear === 'yes') clear.push('monitor');
+        return { selector, log_level: f.log_level === 'clear' ? undefined : f.log_level || undefined, monitor: f.monitor || undefined,
           // "" keeps the override's rate; 0 is sent: it lifts the limit.
-          max_bytes_per_sec: f.max_bytes_per_sec === '' ? undefined : Number(f.max_bytes_per_sec), ttl_ms: Number(f.ttl) * 1000 };
+          max_bytes_per_sec: f.max_bytes_per_sec === '' ? undefined : Number(f.max_bytes_per_sec), ttl_ms: Number(f.ttl) * 1000,
+          clear: clear.length ? clear : undefined };
       },
       outcome: (r) => 'Override ' + r.id + ' is on every gateway until ' + new Date(r.until * 1000).toISOString() + ': ' +
         (r.max_bytes_per_sec > 0 ? 'at most ' + r.max_bytes_per_sec + ' B/s' : 'no byte rate') +
@@ -347,8 +356,9 @@
     if (f.options) {
       input = document.createElement('select');
       for (const o of f.options) {
+        const [value, text] = Array.isArray(o) ? o : [o, o || '(unchanged)'];
         const opt = document.createElement('option');
-        opt.value = o; opt.textContent = o || '(unchanged)';
+        opt.value = value; opt.textContent = text;
         input.appendChild(opt);
       }
     } else {
