@@ -2,13 +2,19 @@ package console
 
 // Behavior: GET /console/audit — the admin audit log, when the coordinator
 // serves GET /v1/admin/audit (issue #13); otherwise 404 and no link in the
-// navigation. This file is the whole of it: the log is read as JSON of any
+// navigation. A filter form (action, who, target prefix, a hidden action:
+// ?action=&who=&target=&exclude_action=, each once) is the admin API's
+// filter, sent on as it is (its refusals are the page's 400); "older
+// entries" pages with before= (its next_before). Without one, a busy
+// admin (capgate produce mints a capability per partition it writes)
+// buried an operator's actions past the page's 100 entries. This file is the whole of it: the log is read as JSON of any
 // shape that holds a list of objects (at the top, or under one key), and
 // shown as a table of their fields, so the console need not change when
 // the audit entry gains a field.
 
 import (
 	"encoding/json"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,17 +33,93 @@ type auditTable struct {
 	Rows    [][]string
 }
 
+// auditFilter is the Audit page's filter form: each field one value of
+// the admin API's filter parameter of the same name (an empty one is
+// not sent). Before pages to older entries.
+type auditFilter struct {
+	Action, Who, Target, ExcludeAction string
+	Before                             string
+}
+
+// auditField is one field of the form, by the admin API's name.
+type auditField struct {
+	name  string
+	value *string
+}
+
+func (f *auditFilter) fields() []auditField {
+	return []auditField{{"action", &f.Action}, {"who", &f.Who}, {"target", &f.Target}, {"exclude_action", &f.ExcludeAction}, {"before", &f.Before}}
+}
+
+// parseAuditFilter reads the page's query: the filter fields, each at
+// most once; anything else is a problem to show (400).
+func parseAuditFilter(args *fasthttp.Args) (auditFilter, string) {
+	var f auditFilter
+	known := map[string]*string{}
+	for _, fd := range f.fields() {
+		known[fd.name] = fd.value
+	}
+	seen := map[string]bool{}
+	for key, value := range args.All() {
+		name := string(key)
+		dst, ok := known[name]
+		if !ok {
+			return f, "unknown filter " + strconv.Quote(name) + "; the Audit page filters by action, who, target, exclude_action (and pages with before)"
+		}
+		if seen[name] {
+			return f, name + " given more than once"
+		}
+		seen[name] = true
+		*dst = string(value)
+	}
+	return f, ""
+}
+
+// query is the admin API's query for f (empty fields left out).
+func (f *auditFilter) query(before string) string {
+	q := url.Values{}
+	for _, fd := range f.fields() {
+		if *fd.value != "" && fd.name != "before" {
+			q.Set(fd.name, *fd.value)
+		}
+	}
+	if before != "" {
+		q.Set("before", before)
+	}
+	return q.Encode()
+}
+
 func (c *Console) serveAudit(ctx *fasthttp.RequestCtx, s *session, _ []string) {
 	if !c.audit {
 		writeProblem(ctx, fasthttp.StatusNotFound, "not_found", "this coordinator keeps no audit log")
 		return
 	}
+	f, problem := parseAuditFilter(ctx.QueryArgs())
+	if problem != "" {
+		c.render(ctx, fasthttp.StatusBadRequest, "problem", c.data(s, "audit", "Problem", problem))
+		return
+	}
+	path := auditPath
+	if q := f.query(f.Before); q != "" {
+		path += "?" + q
+	}
 	var doc any
-	if err := c.get(auditPath, &doc); err != nil {
+	if err := c.get(path, &doc); err != nil {
 		c.failed(ctx, s, err)
 		return
 	}
-	c.render(ctx, fasthttp.StatusOK, "audit", c.data(s, "audit", "Audit log", tabulate(entries(doc))))
+	body := struct {
+		Filter   auditFilter
+		Filtered bool
+		Table    auditTable
+		Older    string
+	}{Filter: f, Filtered: f.query("") != "", Table: tabulate(entries(doc))}
+	if m, ok := doc.(map[string]any); ok {
+		if next, ok := m["next_before"].(float64); ok && next > 0 {
+			body.Older = Prefix + "/audit?" + f.query(strconv.FormatFloat(next, 'f', -1, 64))
+		}
+	}
+	c.render(ctx, fasthttp.StatusOK, "audit", c.data(s, "audit", "Audit log", body))
 }
 
 // entries finds the list of entries: the document itself, or the first

@@ -71,8 +71,11 @@ func (c *Console) render(ctx *fasthttp.RequestCtx, status int, name string, d pa
 
 func (c *Console) failed(ctx *fasthttp.RequestCtx, s *session, err error) {
 	status := fasthttp.StatusServiceUnavailable
-	if errors.Is(err, errNotFound) {
+	switch {
+	case errors.Is(err, errNotFound):
 		status = fasthttp.StatusNotFound
+	case errors.Is(err, errBadRequest):
+		status = fasthttp.StatusBadRequest
 	}
 	c.render(ctx, status, "problem", c.data(s, "", "Problem", err.Error()))
 }

@@ -97,8 +97,18 @@ type adminError struct {
 	} `json:"error"`
 }
 
-// errNotFound matches (errors.Is) what get returns for a 404.
-var errNotFound = errors.New("not found")
+// errNotFound matches (errors.Is) what get returns for a 404, and
+// errBadRequest for a 400 (a filter the admin API refuses).
+var (
+	errNotFound   = errors.New("not found")
+	errBadRequest = errors.New("bad request")
+)
+
+// badRequestError is a 400 of the admin API, with its message.
+type badRequestError struct{ message string }
+
+func (e *badRequestError) Error() string        { return e.message }
+func (e *badRequestError) Is(target error) bool { return target == errBadRequest }
 
 // notFoundError is a 404 of the admin API, with its message — "unknown
 // group \"nosuch\"" — which the Problem page shows as it is (before, the
@@ -117,6 +127,9 @@ func (c *Console) get(path string, dst any) error {
 	}
 	var e adminError
 	_ = json.Unmarshal(body, &e)
+	if status == fasthttp.StatusBadRequest && e.Error.Message != "" {
+		return &badRequestError{e.Error.Message}
+	}
 	if status == fasthttp.StatusNotFound {
 		if e.Error.Message == "" {
 			e.Error.Message = "not found: " + path
