@@ -49,6 +49,8 @@ func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"pathEscape": url.PathEscape,
 		"clock":      clockText,
+		"nameHead":   nameHead,
+		"nameTail":   nameTail,
 	}
 	base, err := template.New("base").Funcs(funcs).ParseFS(assets, "assets/templates/layout.html", "assets/templates/partials.html")
 	if err != nil {
@@ -72,3 +74,26 @@ func parsePages() (map[string]*template.Template, error) {
 }
 
 func queryEscape(s string) string { return url.QueryEscape(s) }
+
+// nameTailBytes is how much of the end of a holder's name a grid cell
+// always shows. Member ids are "<client id>-<16 hex digits>": a fleet of
+// one client id shares all but the end, and a cell that cut the name at
+// its right edge showed the same "capgate-consume-a5…" in every colour.
+// Names are printable ASCII (ocap.ValidName), so bytes are characters.
+const nameTailBytes = 8
+
+// nameHead is what of name may be cut (with an ellipsis) to fit a cell;
+// nameTail the end, always shown.
+func nameHead(name string) string {
+	if len(name) <= 2*nameTailBytes {
+		return name
+	}
+	return name[:len(name)-nameTailBytes]
+}
+
+func nameTail(name string) string {
+	if len(name) <= 2*nameTailBytes {
+		return ""
+	}
+	return name[len(name)-nameTailBytes:]
+}

@@ -1,0 +1,55 @@
+package console
+
+import (
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/e2e/sdk"
+)
+
+// TestConsoleGridShowsWhereHoldersDiffer: member ids are "<client id>-<16
+// hex digits>", so a fleet of one client id differs only at the end — and
+// a grid cell cut its holder's name at the right edge: every cell read
+// "orders-consumer-eu-…", the colour the only way to tell holders apart
+// (an operator's pass on capgate dev: "capgate-consume-a5…" in three
+// colours). The end of each holder's name is on screen, inside its cell.
+func TestConsoleGridShowsWhereHoldersDiffer(t *testing.T) {
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4})
+	const fleet = "fleet"
+	for _, name := range []string{"m1", "m2"} {
+		cluster.NewMember(t, sdk.MemberOptions{Name: name, Group: fleet,
+			Configure: func(cfg *client.Config) { cfg.ClientID = "orders-consumer-eu-west-1-payments" }})
+	}
+	sdk.Eventually(t, 20*time.Second, "2 members settled", func() (bool, string) { return cluster.Settled(t, fleet, 2) })
+	b := loggedIn(t, cluster)
+	b.run("group page", 20*time.Second, chromedp.Navigate(cluster.CoordinatorURL+"/console/groups/"+fleet))
+	b.waitFor("4 owned cells, 2 holders", time.Now(), 15*time.Second,
+		`document.querySelectorAll('.cell[data-state="owned"]').length === 4 &&
+		 new Set([...document.querySelectorAll('.cell')].map(c => c.dataset.holder)).size === 2`)
+	// For every cell: the last 8 characters of its holder, as laid out,
+	// lie inside the holder line's box (not past its clipped edge).
+	hidden := eval[[]string](b, `(() => {
+		const bad = [];
+		for (const cell of document.querySelectorAll('.cell[data-state="owned"]')) {
+			const id = cell.dataset.holder, line = cell.querySelector('.holder'), box = line.getBoundingClientRect();
+			if (line.textContent !== id) { bad.push(cell.dataset.partition + ': shows ' + line.textContent); continue; }
+			const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+			let seen = 0;
+			for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+				for (let i = 0; i < n.length; i++, seen++) {
+					if (seen < id.length - 8) continue;
+					const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
+					const c = r.getBoundingClientRect();
+					if (c.width === 0 || c.left < box.left - 0.5 || c.right > box.right + 0.5) bad.push(cell.dataset.partition + ': ' + id[seen] + ' of ' + id + ' off screen');
+				}
+			}
+		}
+		return bad })()`)
+	if len(hidden) > 0 {
+		t.Fatalf("holders' ends not shown: %q", hidden)
+	}
+	b.noProblems("grid")
+}
