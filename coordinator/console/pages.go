@@ -6,7 +6,8 @@ package console
 //                               prefix (groupspage.go): members,
 //                               partitions by state, lag
 //   /console/groups/{g}         members, the partition grid coloured by
-//                               holder, config, the group's live timeline
+//                               holder (each cell with the QoS overrides
+//                               on it), config, the group's live timeline
 //   /console/groups/{g}/live    the members and grid alone (HTML fragment
 //                               the page swaps in when the timeline moves)
 //   /console/timeline           the live timeline of every group
@@ -22,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -171,6 +173,7 @@ type cellView struct {
 	Committed   string
 	Lag         string
 	Lease       string
+	QoS         string // the QoS overrides on it: "throttled 2000 B/s · log debug"
 }
 
 func newGroupView(g groupJSON, now time.Time) groupView {
@@ -248,7 +251,43 @@ func (c *Console) groupView(name string) (groupView, error) {
 	if err := c.get(groupPath(name), &g); err != nil {
 		return groupView{}, err
 	}
-	return newGroupView(g, c.now()), nil
+	v := newGroupView(g, c.now())
+	var q qosJSON
+	if err := c.get("/v1/admin/qos", &q); err == nil { // the grid without them rather than no grid
+		v.markQoS(q)
+	}
+	return v, nil
+}
+
+// markQoS says on each cell what QoS overrides apply to its partition
+// as it is held now: a throttle set from the Overrides page or the CLI
+// was nowhere on the group's page, where an operator looks for why a
+// partition lags. A selector naming a capability id (jti) is left out:
+// which capability a holder reads with is not on the page.
+func (v *groupView) markQoS(q qosJSON) {
+	for ti := range v.Topics {
+		for ci := range v.Topics[ti].Cells {
+			cell := &v.Topics[ti].Cells[ci]
+			var rates, levels, monitors []string // in this order, whatever the overrides' ids
+			for _, o := range q.Overrides {
+				s := o.Selector
+				if s.JTI != "" || (s.Group != "" && s.Group != v.Name) || (s.Topic != "" && s.Topic != cell.Topic) ||
+					(s.Partition != nil && *s.Partition != cell.Partition) || (s.Holder != "" && s.Holder != cell.Holder) {
+					continue
+				}
+				if o.MaxBytesPerSec > 0 {
+					rates = append(rates, "throttled "+strconv.FormatInt(o.MaxBytesPerSec, 10)+" B/s")
+				}
+				if o.LogLevel != "" {
+					levels = append(levels, "log "+o.LogLevel)
+				}
+				if o.Monitor != "" {
+					monitors = append(monitors, "monitor "+o.Monitor)
+				}
+			}
+			cell.QoS = strings.Join(slices.Concat(rates, levels, monitors), " · ")
+		}
+	}
 }
 
 func (c *Console) serveGroup(ctx *fasthttp.RequestCtx, s *session, params []string) {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -52,4 +53,40 @@ func TestConsoleGridShowsWhereHoldersDiffer(t *testing.T) {
 		t.Fatalf("holders' ends not shown: %q", hidden)
 	}
 	b.noProblems("grid")
+}
+
+// TestConsoleGridShowsThrottles: a QoS override set from the Overrides
+// page or the CLI was nowhere on the group's page — where an operator
+// looks for why a partition lags (an operator's pass on capgate dev: a
+// 2000 B/s throttle on demo/3 of a group, its cell plain). A cell now
+// says what applies to it as it is held (a throttle, a log level, a
+// monitor tag); an override of another partition, group or holder does
+// not show, and one ended leaves the cell plain again without a reload.
+func TestConsoleGridShowsThrottles(t *testing.T) {
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4})
+	m := cluster.NewMember(t, sdk.MemberOptions{Name: "m1", Group: group})
+	sdk.Eventually(t, 20*time.Second, "1 member settled", func() (bool, string) { return cluster.Settled(t, group, 1) })
+	qos := func(body map[string]any) {
+		t.Helper()
+		if status, raw := cluster.Admin(t, "PUT", "/v1/admin/qos", body, nil); status != 200 {
+			t.Fatalf("qos: %d %s", status, raw)
+		}
+	}
+	p3 := map[string]any{"group": group, "topic": "demo", "partition": 3}
+	qos(map[string]any{"selector": p3, "max_bytes_per_sec": 2000, "ttl_ms": 600000})
+	qos(map[string]any{"selector": map[string]any{"holder": m.Consumer.MemberID()}, "log_level": "debug", "ttl_ms": 600000})
+	qos(map[string]any{"selector": map[string]any{"group": "other"}, "max_bytes_per_sec": 1, "ttl_ms": 600000})
+	qos(map[string]any{"selector": map[string]any{"holder": "someone-else"}, "monitor": "elsewhere", "ttl_ms": 600000})
+	b := loggedIn(t, cluster)
+	b.run("group page", 20*time.Second, chromedp.Navigate(cluster.CoordinatorURL+"/console/groups/"+group))
+	cellQoS := func(p int) string {
+		return `(document.querySelector('.cell[data-partition="demo/` + strconv.Itoa(p) + `"] .qos')?.textContent ?? '')`
+	}
+	b.waitFor("demo/3 throttled, every cell at log debug, nothing of the others", time.Now(), 15*time.Second,
+		cellQoS(3)+` === 'throttled 2000 B/s · log debug' && [0, 1, 2].every(p => `+
+			`document.querySelector('.cell[data-partition="demo/' + p + '"] .qos')?.textContent === 'log debug')`)
+
+	qos(map[string]any{"selector": p3, "ttl_ms": 1}) // ended
+	b.waitFor("demo/3's throttle gone, no reload", time.Now(), 20*time.Second, cellQoS(3)+` === 'log debug'`)
+	b.noProblems("grid throttles")
 }
