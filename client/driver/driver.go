@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"errors"
 	"slices"
 	"time"
 
@@ -190,9 +189,17 @@ func (f *Failure) code() api.Code {
 	return f.Code
 }
 
-// errDeadline ends a commit or leave whose request_timeout passed with
-// no answer at all.
-var errDeadline = errors.New("client: request_timeout passed without an answer")
+// errDeadline ends a join, commit or leave whose request_timeout passed
+// with no answer at all. It says Timeout() as net.Error and
+// os.ErrDeadlineExceeded do, so a caller tells it from a refusal without
+// reading its text (capgate consume then asks whether the URL is a Kafka
+// port that takes the request and never answers).
+var errDeadline error = deadlineError{}
+
+type deadlineError struct{}
+
+func (deadlineError) Error() string { return "client: request_timeout passed without an answer" }
+func (deadlineError) Timeout() bool { return true }
 
 // op is one request across its attempts.
 type op struct {

@@ -146,7 +146,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return connectHint(ctx, c.base, err)
+		return connectHint(ctx, c.base, adminTimeout, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

@@ -23,14 +23,15 @@ import (
 // http:// request was cut off.
 const tlsProbeTimeout = 3 * time.Second
 
-// connectHint is err, from a request to rawURL that got no HTTP answer,
-// with what to do about it; err unchanged when there is nothing to add.
-func connectHint(ctx context.Context, rawURL string, err error) error {
+// connectHint is err, from a request to rawURL that got no HTTP answer
+// within wait, with what to do about it; err unchanged when there is
+// nothing to add.
+func connectHint(ctx context.Context, rawURL string, wait time.Duration, err error) error {
 	u, perr := url.Parse(rawURL)
 	if perr != nil || ctx.Err() != nil {
 		return err
 	}
-	hint := transportHint(u, err)
+	hint := transportHint(u, wait, err)
 	if hint == "" && u.Scheme == "http" && cutOff(err) {
 		if speaksTLS(ctx, hostPort(u)) {
 			hint = fmt.Sprintf("the server speaks TLS: use https://%s (and --cacert or $CAPGATE_CACERT if its CA is your own)", u.Host)
@@ -48,7 +49,7 @@ func connectHint(ctx context.Context, rawURL string, err error) error {
 }
 
 // transportHint is the fix for the errors that name their cause.
-func transportHint(u *url.URL, err error) string {
+func transportHint(u *url.URL, wait time.Duration, err error) string {
 	var unknownCA x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	var verify *tls.CertificateVerificationError
@@ -68,8 +69,9 @@ func transportHint(u *url.URL, err error) string {
 		return fmt.Sprintf("host %q not found: check --coordinator / CAPGATE_COORDINATOR_URL", u.Hostname())
 	case isTimeout(err):
 		// capgate dev's embedded Kafka (9092) takes an HTTP request
-		// and never answers: a minute, then this bare (newuser5).
-		return fmt.Sprintf("no answer from %s within %s, where a coordinator answers at once (a revoke within its gateway_timeout): is it the coordinator's HTTP address, not a Kafka port (capgate dev: Kafka 9092, the Kafka listener 9093, the coordinator http://127.0.0.1:7070)? Check --coordinator / CAPGATE_COORDINATOR_URL", u.Host, adminTimeout)
+		// and never answers: a minute, then this bare (newuser5); the
+		// SDK's join said "request_timeout passed" bare (newuser6).
+		return fmt.Sprintf("no answer from %s within %s, where a coordinator answers at once (a revoke within its gateway_timeout): is it the coordinator's HTTP address, not a Kafka port (capgate dev: Kafka 9092, the Kafka listener 9093, the coordinator http://127.0.0.1:7070)? Check --coordinator or CAPGATE_COORDINATOR_URL", u.Host, wait)
 	}
 	return ""
 }

@@ -74,6 +74,19 @@ func closingServer(t *testing.T) string {
 	return serveConns(t, ln, func(c net.Conn) { c.Read(make([]byte, 4096)) })
 }
 
+// silentServer takes connections and never answers on them, as Kafka
+// takes an HTTP request; its address.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	return serveConns(t, ln, func(net.Conn) { <-done })
+}
+
 // serveConns accepts ln's connections until the test ends, hands each to
 // handle and closes it after; ln's address.
 func serveConns(t *testing.T, ln net.Listener, handle func(net.Conn)) string {
@@ -129,14 +142,8 @@ func TestAdminNotARouteHintsOnce(t *testing.T) {
 func TestAdminTimeoutSaysWhatToCheck(t *testing.T) {
 	defer func(d time.Duration) { adminTimeout = d }(adminTimeout)
 	adminTimeout = 200 * time.Millisecond
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	defer close(done)
-	silent := serveConns(t, ln, func(net.Conn) { <-done })
-	_, err = run(t, "admin", "groups", "--coordinator", "http://"+silent, "--token", "x")
+	silent := silentServer(t)
+	_, err := run(t, "admin", "groups", "--coordinator", "http://"+silent, "--token", "x")
 	if err == nil || !strings.Contains(err.Error(), "no answer from "+silent+" within 200ms") ||
 		!strings.Contains(err.Error(), "not a Kafka port") {
 		t.Fatalf("a coordinator URL that never answers: %v", err)
@@ -146,11 +153,15 @@ func TestAdminTimeoutSaysWhatToCheck(t *testing.T) {
 // TestConsumeConnectErrorsSayWhatToDo: consume's join to a coordinator
 // that is not running, or to a Kafka port, was "connection refused" /
 // "connection reset by peer" bare (newuser5); it says which flag fixes it,
-// as the admin commands do.
+// as the admin commands do. A port that takes the request and never
+// answers (capgate dev's embedded Kafka, 9092) was "request_timeout passed
+// without an answer" after 10 s, bare (newuser6).
 func TestConsumeConnectErrorsSayWhatToDo(t *testing.T) {
+	silent := silentServer(t)
 	for name, c := range map[string]struct{ url, want string }{
-		"not running":  {coordinatorstest.Down(t), "is the coordinator running"},
-		"a Kafka port": {"http://" + closingServer(t), "is it a Kafka port"},
+		"not running":   {coordinatorstest.Down(t), "is the coordinator running"},
+		"a Kafka port":  {"http://" + closingServer(t), "is it a Kafka port"},
+		"never answers": {"http://" + silent, "no answer from " + silent + " within 10s, where a coordinator answers at once"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // each waits out the SDK's join retries (request_timeout)
