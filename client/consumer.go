@@ -263,16 +263,17 @@ func (c *Consumer) Join(ctx context.Context) error {
 	c.joined = true
 	c.log.Info("joined", zap.String("member", r.Response.MemberID), zap.Int("grants", len(r.Response.Grants)))
 	if n := r.Response.TopicPatternMatches; n != nil && *n == 0 {
-		c.log.Warn(noTopicMatches(c.cfg.TopicPattern), zap.String("topic_pattern", c.cfg.TopicPattern))
+		c.log.Warn(NoTopicMatches(c.cfg.TopicPattern), zap.String("topic_pattern", c.cfg.TopicPattern))
 	}
 	return nil
 }
 
-// noTopicMatches is the warning of a join whose topic pattern matched no
+// NoTopicMatches is the warning of a join whose topic pattern matched no
 // topic (api.JoinResponse.TopicPatternMatches 0): the member waits with
 // no partition, which was silent — and a pattern meant as a prefix
 // ('^orders-', as kcat and franz-go match a part) is the likely cause.
-func noTopicMatches(pattern string) string {
+// The Kafka listener and capgate admin group say the same.
+func NoTopicMatches(pattern string) string {
 	msg := "topic pattern matches no topic: this member holds no partition until a topic whose whole name matches is created"
 	if prefix, ok := strings.CutPrefix(pattern, "^"); ok && prefix != "" && regexp.QuoteMeta(prefix) == prefix {
 		msg += "; the pattern must match the whole name (anchored, as Java's subscribe(Pattern)): for topics starting " + strconv.Quote(prefix) + " use " + strconv.Quote(prefix+".*")

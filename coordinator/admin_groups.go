@@ -94,6 +94,7 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 		return
 	}
 	out := describeView(d)
+	c.countPatternMatches(out.Members)
 	if rest.MembersAfter != nil {
 		out.NextMembersAfter = *rest.MembersAfter
 	}
@@ -104,6 +105,26 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 		c.fillLag(out.Partitions, out.Config.OffsetReset)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// countPatternMatches sets each pattern member's topic_pattern_matches
+// as its join's answer was (patternMatches: the last metadata read). A
+// member whose pattern matches nothing holds no partition and its group
+// read Stable with 0 partitions, nothing saying why (newuser5 #19).
+func (c *Coordinator) countPatternMatches(members []MemberView) {
+	counted := map[string]*int{} // a page's members mostly share one pattern
+	for i := range members {
+		pattern := members[i].TopicPattern
+		if pattern == "" {
+			continue
+		}
+		n, ok := counted[pattern]
+		if !ok {
+			n = c.patternMatches(pattern)
+			counted[pattern] = n
+		}
+		members[i].TopicPatternMatches = n
+	}
 }
 
 func describeView(d group.GroupDescription) GroupDescription {

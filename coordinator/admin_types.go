@@ -46,16 +46,20 @@ type GroupConfigView struct {
 
 // MemberView is one live member. Credential is what opened it (and what
 // an admin denies to end it); client_id is only what the member chose.
+// TopicPatternMatches is how many topics TopicPattern matches now, as the
+// join's answer counts them (absent without a pattern or before the first
+// metadata read).
 type MemberView struct {
-	ID               string          `json:"id"`
-	InstanceID       string          `json:"instance_id,omitempty"`
-	ClientID         string          `json:"client_id,omitempty"`
-	Credential       *CredentialView `json:"credential,omitempty"`
-	Topics           []string        `json:"topics,omitempty"`
-	TopicPattern     string          `json:"topic_pattern,omitempty"`
-	SessionTimeoutMs int64           `json:"session_timeout_ms"`
-	LastContact      string          `json:"last_contact"`
-	Partitions       int             `json:"partitions"`
+	ID                  string          `json:"id"`
+	InstanceID          string          `json:"instance_id,omitempty"`
+	ClientID            string          `json:"client_id,omitempty"`
+	Credential          *CredentialView `json:"credential,omitempty"`
+	Topics              []string        `json:"topics,omitempty"`
+	TopicPattern        string          `json:"topic_pattern,omitempty"`
+	TopicPatternMatches *int            `json:"topic_pattern_matches,omitempty"`
+	SessionTimeoutMs    int64           `json:"session_timeout_ms"`
+	LastContact         string          `json:"last_contact"`
+	Partitions          int             `json:"partitions"`
 }
 
 // CredentialView is the credential a member is bound to: id is a client

@@ -145,10 +145,22 @@ func TestJoinSaysHowManyTopicsItsPatternMatches(t *testing.T) {
 		if got.TopicPatternMatches == nil || *got.TopicPatternMatches != tc.want {
 			t.Errorf("topic_pattern %q: topic_pattern_matches %v, want %d", tc.pattern, got.TopicPatternMatches, tc.want)
 		}
+		// The group's describe counts its pattern member's matches the
+		// same way (newuser5 #19: Stable, 0 partitions, no word on why).
+		var d coordinator.GroupDescription
+		h.call(t, "GET", fmt.Sprintf("/v1/admin/groups/p%d", i), e.adminToken, nil, 200, &d)
+		if len(d.Members) != 1 || d.Members[0].TopicPatternMatches == nil || *d.Members[0].TopicPatternMatches != tc.want {
+			t.Errorf("topic_pattern %q: the describe's members %+v, want topic_pattern_matches %d", tc.pattern, d.Members, tc.want)
+		}
 	}
 	var got api.JoinResponse
 	h.call(t, "POST", "/v1/groups/t/join", creds, api.JoinRequest{Topics: []string{"orders"}}, 200, &got)
 	if got.TopicPatternMatches != nil {
 		t.Errorf("a topics join: topic_pattern_matches %d, want none", *got.TopicPatternMatches)
+	}
+	var d coordinator.GroupDescription
+	h.call(t, "GET", "/v1/admin/groups/t", e.adminToken, nil, 200, &d)
+	if len(d.Members) != 1 || d.Members[0].TopicPatternMatches != nil {
+		t.Errorf("a topics member's describe: %+v, want no topic_pattern_matches", d.Members)
 	}
 }

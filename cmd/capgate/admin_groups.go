@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client"
 	"github.com/capgate/capgate/coordinator"
 )
 
@@ -486,11 +487,31 @@ func printGroupDescription(w io.Writer, raw json.RawMessage) error {
 		if err := printTable(w, []string{"MEMBER-ID", "CLIENT-ID", "INSTANCE-ID", "CREDENTIAL", "CREDENTIAL-NAME", "PARTITIONS", "TOPICS", "LAST-CONTACT"}, rows); err != nil {
 			return err
 		}
+		printPatternsMatchingNothing(w, d.Members)
 	}
 	if d.NextMembersAfter != "" || d.NextPartitionsAfter != "" {
 		fmt.Fprintln(w, "(more: --output json shows the next_* cursors)")
 	}
 	return nil
+}
+
+// printPatternsMatchingNothing says which members' topic pattern matches
+// no topic (topic_pattern_matches 0), as the SDK warns at its join: the
+// group read Stable with 0 partitions and nothing said why (newuser5 #19).
+func printPatternsMatchingNothing(w io.Writer, members []coordinator.MemberView) {
+	var patterns []string
+	ids := map[string][]string{}
+	for _, m := range members {
+		if n := m.TopicPatternMatches; n != nil && *n == 0 {
+			if ids[m.TopicPattern] == nil {
+				patterns = append(patterns, m.TopicPattern)
+			}
+			ids[m.TopicPattern] = append(ids[m.TopicPattern], m.ID)
+		}
+	}
+	for _, p := range patterns {
+		fmt.Fprintf(w, "\npattern %s of %s: %s\n", p, strings.Join(ids[p], ", "), client.NoTopicMatches(p))
+	}
 }
 
 // groupState is a group's state in rpk's words, from this page of its
