@@ -17,13 +17,14 @@ var listenerAddr = regexp.MustCompile(`(?m)^\s+kafka listener:\s+(\S+)`)
 
 // TestPatternMatchingNothingIsSaid: a group member whose topic pattern
 // matches no topic holds nothing, which is no error (a topic created
-// later that matches is assigned) but was said only by the SDK. Here a
-// KIP-848 join through the listener whose SubscribedTopicRegex matches
-// nothing (the Java consumer's subscribe(SubscriptionPattern) sends it as
-// typed; kgo matches client-side and does not join until its regex
-// matches): `capgate admin group` showed the group Stable with 0
-// partitions, no word on why (newuser5 #19). The describe counts each pattern member's matches
-// and says so.
+// later that matches is assigned) but was said only by the SDK. A KIP-848
+// join through the listener whose SubscribedTopicRegex matches nothing
+// (the Java consumer's subscribe(SubscriptionPattern) sends it as typed;
+// kgo matches client-side and does not join until its regex matches)
+// got an empty assignment and the gateway said nothing (newuser5 #18);
+// `capgate admin group` showed the group Stable with 0 partitions, no
+// word on why (#19). The gateway now logs it and the describe counts
+// each pattern member's matches and says so.
 func TestPatternMatchingNothingIsSaid(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
@@ -61,6 +62,11 @@ func TestPatternMatchingNothingIsSaid(t *testing.T) {
 	table := d.adminCLI(t, "group", "regex-nothing", "-o", "table")
 	mustMatch(t, "admin group -o table", table, `(?m)^pattern \^de of regex-nothing-[0-9a-f]+: topic pattern matches no topic: this member holds no partition until .*: for topics starting "de" use "de\.\*"$`)
 
+	// The gateway's log (capgate dev's stderr) says it at the join.
+	eventually(t, 60*time.Second, "the gateway's warning", func() (bool, string) {
+		return strings.Contains(d.stderr.String(), `kafka member's topic pattern matches no topic: this member holds no partition until a topic whose whole name matches is created; the pattern must match the whole name (anchored, as Java's subscribe(Pattern)): for topics starting "de" use "de.*"`), "not logged"
+	})
+
 	// A pattern that matches says nothing of it.
 	regexConsumer(t, m[1], d.credentials(t).ClientCredential, "regex-demo", "^dem")
 	eventually(t, 60*time.Second, "regex-demo's partitions", func() (bool, string) {
@@ -72,6 +78,11 @@ func TestPatternMatchingNothingIsSaid(t *testing.T) {
 	})
 	if table := d.adminCLI(t, "group", "regex-demo", "-o", "table"); strings.Contains(table, "matches no topic") {
 		t.Fatalf("a pattern matching demo said it matches nothing:\n%s", table)
+	}
+	for _, line := range strings.Split(d.stderr.String(), "\n") {
+		if strings.Contains(line, "matches no topic") && !strings.Contains(line, `"regex-nothing"`) {
+			t.Fatalf("the gateway warned of a member other than regex-nothing's: %s", line)
+		}
 	}
 }
 

@@ -9,7 +9,9 @@ package kafkaproto
 //     capgateClientID: any client.id Kafka allows joins; the client's
 //     assignor is ignored — capgate's
 //     group assignor decides) and answers member epoch 1 with what the
-//     member holds right away. A known member id rejoining at epoch 0 (a
+//     member holds right away. A regex matching no topic is no error, as
+//     in Kafka (nothing assigned until one is created): the gateway logs
+//     it (warnNoTopicMatches). A known member id rejoining at epoch 0 (a
 //     lost answer, a fenced epoch) keeps its capgate member and gets its
 //     whole assignment again.
 //   - A heartbeat whose subscription (SubscribedTopicNames or the regex)
@@ -40,8 +42,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client"
 	"github.com/capgate/capgate/client/session"
 )
 
@@ -127,6 +131,21 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 	resp.Assignment = c.assignment848(assignment)
 	resp.HeartbeatIntervalMillis = c.heartbeatInterval(m, true, now)
 	return resp, nil
+}
+
+// warnNoTopicMatches logs a member whose topic regex (a KIP-848
+// SubscribedTopicRegex, capgate's topic_pattern) matches no topic, as the
+// coordinator's join answer counts them (matches: nil without a pattern
+// or before its first metadata read). The member holds nothing until a
+// matching topic is created, which is no error in Kafka either — but it
+// was said nowhere (newuser5 #18). The heartbeat cannot say it: its
+// ErrorMessage goes with an error code, and the client would fail on one.
+// Under mu or before the member is shared.
+func (m *member) warnNoTopicMatches(pattern string, matches *int) {
+	if pattern == "" || matches == nil || *matches != 0 {
+		return
+	}
+	m.log.Warn("kafka member's "+client.NoTopicMatches(pattern), zap.String("topic_pattern", pattern))
 }
 
 // subscription848 is the subscription a heartbeat carries (the regex

@@ -282,7 +282,9 @@ func (m *member) joinEnded(r driver.JoinResult) {
 	m.joinedAt = m.lastSeen
 	if r.Err != nil {
 		m.finishLocked()
+		return
 	}
+	m.warnNoTopicMatches(m.join.TopicPattern, r.Response.TopicPatternMatches)
 }
 
 func (s *Server) newDriver(join api.JoinRequest) *driver.Driver {
@@ -961,6 +963,7 @@ func (m *member) resubscribe(ctx context.Context, topics []string, pattern strin
 	m.join = join
 	m.log.Info("kafka member's subscription changed", zap.Strings("topics", topics), zap.String("pattern", pattern),
 		zap.Int("grants", len(a.Join.Grants)))
+	m.warnNoTopicMatches(pattern, a.Join.TopicPatternMatches)
 	if m.state == memberActive {
 		m.carry(m.d.Renewed(a.Now, a.Join))
 	}
