@@ -276,11 +276,16 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 			pollCtx, cancel = context.WithDeadline(ctx, lastRecord.Add(f.idleExit))
 		}
 		records, err := c.Poll(pollCtx)
+		// Read before cancel, which ends pollCtx too: read after, every
+		// Poll error under --idle-exit (a gateway's 404, a refused TLS
+		// handshake) passed for idle, and came out as a failed leave,
+		// printed twice (newuser6).
+		idle := pollCtx.Err() != nil
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil // interrupted: Close leaves cleanly
-		case err != nil && pollCtx.Err() != nil:
+		case err != nil && idle:
 			if err := c.Unanswered(); err != nil {
 				// Not idle: no gateway answered (the SDK retries it for as
 				// long as it runs, logging it at most every 10 s).

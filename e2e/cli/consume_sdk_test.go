@@ -186,6 +186,12 @@ func TestConsumeWrongGatewayFailsLoudlyAndReleases(t *testing.T) {
 		// ERROR "consumer stopping", then the command's error.
 		t.Errorf("the 404 is printed %d times, want once:\n%s", n, stderr)
 	}
+	// With --idle-exit the 404 passed for idle (the poll's context was
+	// read after its cancel) and came out twice, as a failed leave.
+	_, stderr = runFailing(t, 30*time.Second, append(args[:len(args):len(args)], "--idle-exit", "30s")...)
+	if n := strings.Count(stderr, "no such route"); n != 1 || strings.Contains(stderr, "leave") {
+		t.Errorf("with --idle-exit, the 404 is printed %d times, want once and not as a leave:\n%s", n, stderr)
+	}
 	g := d.group(t, "wronggw")
 	if len(g.Members) != 0 {
 		t.Fatalf("the failed consumer is still a member: %+v", g.Members)
