@@ -36,6 +36,18 @@ import (
 // bearer returns the token of an "Authorization: Bearer" header, or nil.
 func bearer(ctx *fasthttp.RequestCtx) []byte { return bearerOf(&ctx.Request.Header) }
 
+// bearerRequired is the answer to a request that sent no bearer token
+// where it needs one (what: "member token"). An Authorization header
+// without the Bearer scheme — curl -H "Authorization: $TOKEN" — is named:
+// the answer said only "... required" to a request that sent one
+// (newuser6).
+func bearerRequired(ctx *fasthttp.RequestCtx, what string) string {
+	if len(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)) > 0 {
+		return what + " required: the Authorization header must be 'Bearer ' followed by the " + what
+	}
+	return what + " required"
+}
+
 // admin wraps h so it runs only for an admin: the admin token and/or
 // client certificate tls.admin asks for (see tls.go), or the console's
 // in-process call for an operator it logged in the same way. Each
@@ -199,7 +211,7 @@ func (c *Coordinator) bearerClaims(ctx *fasthttp.RequestCtx, kind ocap.Kind, wha
 func (c *Coordinator) memberClaims(ctx *fasthttp.RequestCtx, groupName string) (*ocap.Claims, bool) {
 	token := bearer(ctx)
 	if token == nil {
-		writeError(ctx, api.CodeUnauthorized, "member token required")
+		writeError(ctx, api.CodeUnauthorized, bearerRequired(ctx, "member token"))
 		return nil, false
 	}
 	claims, err := c.verifyTokenFor(ctx, token, ocap.KindMember)

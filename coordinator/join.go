@@ -216,7 +216,7 @@ func (c *Coordinator) memberTokenTTL(ctx *fasthttp.RequestCtx, bearer *ocap.Clai
 func (c *Coordinator) joinBearer(ctx *fasthttp.RequestCtx, groupName string) (*ocap.Claims, bool, bool) {
 	token := bearer(ctx)
 	if token == nil {
-		writeError(ctx, api.CodeUnauthorized, "client credential required")
+		writeError(ctx, api.CodeUnauthorized, bearerRequired(ctx, "client credential"))
 		return nil, false, false
 	}
 	if c.identities.Handles(token) {

@@ -35,6 +35,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
 )
 
@@ -82,15 +83,40 @@ func (c *Coordinator) channelAuth(ctx *fasthttp.RequestCtx, ch tlsconf.Channel, 
 		return false
 	}
 	if ch.NeedsToken() && !tokens.matches(bearer(ctx)) {
-		reason, answer := "not a known "+what+" token", what+" token refused: not a known "+what+" token"
+		reason := "not a known " + what + " token"
 		if bearer(ctx) == nil {
-			reason, answer = "no bearer token", what+" token required"
+			reason = "no bearer token"
 		}
 		c.refusedChannel(ctx, what, reason)
-		writeError(ctx, api.CodeUnauthorized, answer)
+		writeError(ctx, api.CodeUnauthorized, c.channelRefusal(ctx, what))
 		return false
 	}
 	return true
+}
+
+// channelRefusal is the answer to a sync or admin request without its
+// token, saying what was sent instead where it can tell: curl's
+// -H "Authorization: $TOKEN" (no Bearer: bearerRequired), a client
+// credential or the other channel's token were "admin token required" or
+// "admin token refused: not a known admin token" (newuser6). The kind a JWT claims is
+// read unverified, for the message only.
+func (c *Coordinator) channelRefusal(ctx *fasthttp.RequestCtx, what string) string {
+	article := map[string]string{"admin": "an", "sync": "a"}
+	token := bearer(ctx)
+	other, otherTokens := "sync", c.syncTokens
+	if what == "sync" {
+		other, otherTokens = "admin", c.adminTokens
+	}
+	switch {
+	case token == nil:
+		return bearerRequired(ctx, what+" token")
+	case ocap.ClaimedKind(token) != "":
+		return what + " token refused: this is " + ocap.ClaimedKind(token).Noun() + ", not " + article[what] + " " + what + " token: " + what +
+			" routes take a token whose hash is in the coordinator's " + what + "_token_hashes (capgate dev: " + what + "_token in credentials.json)"
+	case otherTokens.matches(token):
+		return what + " token refused: this is " + article[other] + " " + other + " token, not " + article[what] + " " + what + " token (capgate dev: " + what + "_token in credentials.json)"
+	}
+	return what + " token refused: not a known " + what + " token"
 }
 
 // refusedChannel logs a refused sync or admin request (rate-limited:

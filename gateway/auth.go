@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/netip"
 	"time"
@@ -70,13 +68,7 @@ func refusalMessage(token []byte, err error) string {
 	if !errors.Is(err, ocap.ErrBadType) {
 		return err.Error()
 	}
-	head, _, _ := bytes.Cut(token, []byte("."))
-	var h struct {
-		Typ ocap.Kind `json:"typ"`
-	}
-	raw, _ := base64.RawURLEncoding.DecodeString(string(head))
-	_ = json.Unmarshal(raw, &h)
-	switch h.Typ {
+	switch ocap.ClaimedKind(token) {
 	case ocap.KindClient:
 		return "a client credential is not a capability: join a group with it at the coordinator (POST /v1/groups/{group}/join); each granted partition comes with its capability"
 	case ocap.KindMember:

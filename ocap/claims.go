@@ -2,6 +2,7 @@ package ocap
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -23,6 +24,25 @@ const (
 // Valid reports whether k is one of capgate's token kinds.
 func (k Kind) Valid() bool {
 	return k == KindCapability || k == KindClient || k == KindMember
+}
+
+// ClaimedKind is the kind token's JOSE header claims, unverified: only
+// for telling a caller which token it sent where another was wanted
+// ("a client credential is not a capability"), never for deciding; ""
+// when token is no capgate JWT.
+func ClaimedKind(token []byte) Kind {
+	head, _, found := bytes.Cut(token, []byte("."))
+	if !found || len(head) > 512 {
+		return ""
+	}
+	var h struct {
+		Typ Kind `json:"typ"`
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(string(head))
+	if err != nil || json.Unmarshal(raw, &h) != nil || !h.Typ.Valid() {
+		return ""
+	}
+	return h.Typ
 }
 
 // Op is one operation a token allows; Ops is a set of them. A capability

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,6 +121,31 @@ func TestFirstDayMistakes(t *testing.T) {
 		mustMatch(t, "admin topics -o table", table, `(?m)^TOPIC\s+PARTITIONS$`, `(?m)^demo\s+12$`)
 		if _, stderr := runFailing(t, 30*time.Second, d.adminArgs("topic", "nosuch")...); !strings.Contains(stderr, `404 not_found: unknown topic "nosuch"`) {
 			t.Fatalf("admin topic nosuch: %s", stderr)
+		}
+	})
+	// The wrong token, or the right one without "Bearer ": curl's
+	// -H "Authorization: $CAPGATE_ADMIN_TOKEN" got "admin token required",
+	// the client credential as admin token "not a known admin token"
+	// (newuser6). Each now says what was sent and what is wanted.
+	t.Run("admin_route_wrong_token", func(t *testing.T) {
+		creds := d.credentials(t)
+		for _, c := range []struct{ header, want string }{
+			{"Authorization: " + creds.AdminToken, `admin token required: the Authorization header must be 'Bearer ' followed by the admin token`},
+			{"Authorization: Bearer " + creds.ClientCredential, `admin token refused: this is a client credential, not an admin token`},
+			{"Authorization: Bearer " + creds.SyncToken, `admin token refused: this is a sync token, not an admin token`},
+		} {
+			out, err := exec.Command("curl", "-sS", d.coordinator+"/v1/admin/groups", "-H", c.header).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), c.want) {
+				t.Errorf("curl -H %.30q...: %v %s, want %q", c.header, err, out, c.want)
+			}
+		}
+		out, err := exec.Command("curl", "-sS", "-X", "POST", d.coordinator+"/v1/groups/g/join", "-H", "Authorization: "+creds.ClientCredential,
+			"-d", `{"topics":["demo"]}`).CombinedOutput()
+		if want := `client credential required: the Authorization header must be 'Bearer ' followed by the client credential`; err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("a join without Bearer: %v %s, want %q", err, out, want)
+		}
+		if _, stderr := runFailing(t, 30*time.Second, "admin", "groups", "--coordinator", d.coordinator, "--token", creds.ClientCredential); !strings.Contains(stderr, "this is a client credential, not an admin token") {
+			t.Errorf("admin groups --token CLIENT_CREDENTIAL: %s", stderr)
 		}
 	})
 	d.stop(true)
