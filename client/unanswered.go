@@ -20,9 +20,10 @@ const unansweredLogEvery = 10 * time.Second
 // waits through it; this is what tells a caller who gives up waiting
 // that it waited on an unreachable gateway, not on an idle partition.
 type unanswered struct {
-	mu     sync.Mutex
-	last   error                // the last unanswered fetch since the last answered one
-	byGate map[int]*logThrottle // gateway index → the log of its failures
+	mu       sync.Mutex
+	last     error                // the last unanswered fetch since the last answered one
+	answered bool                 // a gateway has answered a fetch, if only to refuse it
+	byGate   map[int]*logThrottle // gateway index → the log of its failures
 }
 
 // logThrottle bounds a repeated failure's log: the first is logged, then
@@ -53,7 +54,7 @@ func (u *unanswered) note(i int, err error, now time.Time) (log bool, missed int
 	defer u.mu.Unlock()
 	switch {
 	case err == nil || errors.As(err, &refused):
-		u.last = nil // a gateway answered, if only to refuse
+		u.last, u.answered = nil, true // a gateway answered, if only to refuse
 		return false, 0
 	case errors.Is(err, context.Canceled), configError(err):
 		// A configuration error stops the consumer with its own
@@ -83,6 +84,18 @@ func (c *Consumer) Unanswered() error {
 	c.unanswered.mu.Lock()
 	defer c.unanswered.mu.Unlock()
 	return c.unanswered.last
+}
+
+// FetchAnswered reports whether a gateway has answered a fetch of this
+// consumer yet, if only to refuse it. With Unanswered it tells a caller
+// who stops waiting early — an idle timeout shorter than request_timeout
+// — "nothing to read" from "the first fetches are still unanswered" (a
+// gateway URL naming a port that takes the request and never answers
+// read as idle: newuser6). Safe for concurrent use.
+func (c *Consumer) FetchAnswered() bool {
+	c.unanswered.mu.Lock()
+	defer c.unanswered.mu.Unlock()
+	return c.unanswered.answered
 }
 
 // noteFetch records a fetch's outcome and logs, at most once per

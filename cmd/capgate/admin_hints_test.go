@@ -161,7 +161,7 @@ func TestConsumeConnectErrorsSayWhatToDo(t *testing.T) {
 	for name, c := range map[string]struct{ url, want string }{
 		"not running":   {coordinatorstest.Down(t), "is the coordinator running"},
 		"a Kafka port":  {"http://" + closingServer(t), "is it a Kafka port"},
-		"never answers": {"http://" + silent, "no answer from " + silent + " within 10s, where a coordinator answers at once"},
+		"never answers": {"http://" + silent, "no answer from " + silent + " within 10s, where the coordinator answers at once"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // each waits out the SDK's join retries (request_timeout)

@@ -65,7 +65,8 @@ func newConsumeCmd() *cobra.Command {
 			"info); a gateway or topic that does not exist (404), or a URL whose http:// or\n" +
 			"https:// is not what the server speaks, does, with the partitions released. A\n" +
 			"gateway that does not answer is retried (logged every 10 s); --idle-exit then\n" +
-			"exits 1 with its error instead of 0. Fetches a gateway refuses for now (429\n" +
+			"exits 1 with its error and which flag to check instead of 0 (first fetches still\n" +
+			"unanswered at --idle-exit are waited for, up to request_timeout, 10 s). Fetches a gateway refuses for now (429\n" +
 			"under a capgate admin qos byte rate, 503 while it is out of sync with the\n" +
 			"coordinator) are retried after Retry-After and logged once, then every 10 s\n" +
 			"per code with refusals_not_logged. An administrator's revoke-member makes it\n" +
@@ -270,6 +271,7 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	printed := 0
 	lastRecord := time.Now()
+	var unansweredSince time.Time // idle with the first fetches still unanswered since
 	for {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if f.idleExit > 0 {
@@ -289,7 +291,21 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 			if err := c.Unanswered(); err != nil {
 				// Not idle: no gateway answered (the SDK retries it for as
 				// long as it runs, logging it at most every 10 s).
-				return fmt.Errorf("consume: no record for --idle-exit %s, and no gateway answered: %w", f.idleExit, err)
+				return fmt.Errorf("consume: no record for --idle-exit %s, and no gateway answered: %w", f.idleExit, gatewayHint(ctx, err))
+			}
+			if len(c.Assigned()) > 0 && !c.FetchAnswered() {
+				// Not idle yet: no fetch was answered, nor has one failed
+				// (a port that never answers fails it after
+				// request_timeout). Wait for its outcome, in short polls
+				// so that records or the first answer end the wait.
+				if unansweredSince.IsZero() {
+					unansweredSince = time.Now()
+				}
+				if wait := client.DefaultConfig().RequestTimeout + time.Second; time.Since(unansweredSince) < wait {
+					lastRecord = time.Now().Add(unansweredPoll - f.idleExit)
+					continue
+				}
+				return fmt.Errorf("consume: no record for --idle-exit %s, and no gateway answered a fetch (%s)", f.idleExit, strings.Join(f.endpoints.gateways, ", "))
 			}
 			return nil // idle
 		case err != nil:
@@ -315,6 +331,10 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 		}
 	}
 }
+
+// unansweredPoll is how often consume --idle-exit looks again whether
+// its first fetches were answered (consumeLoop).
+const unansweredPoll = 250 * time.Millisecond
 
 func writeRecords(w *bufio.Writer, records []client.Record, format string) error {
 	write := writeTextRecord

@@ -123,6 +123,31 @@ func TestFirstDayMistakes(t *testing.T) {
 			t.Fatalf("admin topic nosuch: %s", stderr)
 		}
 	})
+	// `consume --gateways` naming a Kafka port (capgate dev's broker,
+	// which takes an HTTP request and never answers; the Kafka listener,
+	// which closes it) with an --idle-exit shorter than request_timeout:
+	// the broker's exited 0 as if idle — its fetches were still in
+	// flight — and the listener's said "connection reset by peer" bare
+	// (newuser6). Both exit 1 saying which flag to fix.
+	t.Run("consume_gateways_kafka_port", func(t *testing.T) {
+		listener := listenerAddr.FindStringSubmatch(d.stdout.String())
+		if listener == nil {
+			t.Fatalf("capgate dev printed no kafka listener:\n%s", d.stdout.String())
+		}
+		for _, c := range []struct{ addr, want string }{
+			{d.broker, "no answer from " + d.broker + " within 10s, where a gateway answers at once"},
+			{listener[1], listener[1] + " closed the connection without an HTTP answer: is it a Kafka port"},
+		} {
+			args := []string{"consume", "--group", "kafkaport", "--topic", "demo",
+				"--credential-file", filepath.Join(d.dataDir, "credentials.json"),
+				"--coordinator", d.coordinator, "--gateways", "http://" + c.addr, "--idle-exit", "5s"} // below request_timeout, 10s; above the grants' wait under load
+			_, stderr := runFailing(t, 60*time.Second, args...)
+			if !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "--gateways or CAPGATE_GATEWAY_URLS") {
+				t.Errorf("consume --gateways http://%s: %s, want %q and the flag", c.addr, stderr, c.want)
+			}
+		}
+	})
+
 	// The wrong token, or the right one without "Bearer ": curl's
 	// -H "Authorization: $CAPGATE_ADMIN_TOKEN" got "admin token required",
 	// the client credential as admin token "not a known admin token"
