@@ -140,7 +140,7 @@ func TestFirstDayMistakes(t *testing.T) {
 		} {
 			args := []string{"consume", "--group", "kafkaport", "--topic", "demo",
 				"--credential-file", filepath.Join(d.dataDir, "credentials.json"),
-				"--coordinator", d.coordinator, "--gateways", "http://" + c.addr, "--idle-exit", "5s"} // below request_timeout, 10s; above the grants' wait under load
+				"--coordinator", d.coordinator, "--gateways", "http://" + c.addr, "--idle-exit", "8s"} // below request_timeout, 10s; above the grants' wait under load
 			_, stderr := runFailing(t, 60*time.Second, args...)
 			if !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "--gateways or CAPGATE_GATEWAY_URLS") {
 				t.Errorf("consume --gateways http://%s: %s, want %q and the flag", c.addr, stderr, c.want)
