@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -21,8 +22,11 @@ import (
 func TestDeniedCapabilityReleased(t *testing.T) {
 	denials := func(p *profile) { p.denyJTI, p.adminEvery = true, 10*time.Second }
 	for seed := uint64(1); seed <= 60; seed++ {
-		if r := Run(seed, Options{tune: denials}); r.Err != nil {
-			t.Fatalf("seed %d: %v", seed, r.Err)
-		}
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			if r := Run(seed, Options{tune: denials}); r.Err != nil {
+				t.Fatalf("seed %d: %v", seed, r.Err)
+			}
+		})
 	}
 }

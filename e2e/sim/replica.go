@@ -69,6 +69,10 @@ type replica struct {
 	// log).
 	deposed   bool
 	deposedAt time.Duration
+	// checked and checkedAt: the follower and the offset it had read to
+	// at its last Check (checkFit), which depends only on what it read.
+	checked   *store.Follower
+	checkedAt int64
 }
 
 // pending is what waits for a paused replica: a request that reached it
