@@ -3,6 +3,8 @@ package stack
 import (
 	"context"
 	"net"
+	"net/netip"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -178,5 +180,46 @@ func TestProcessPartsTakenPorts(t *testing.T) {
 	}
 	if g.Addr != addr {
 		t.Fatalf("restarted on %s, want its own %s", g.Addr, addr)
+	}
+}
+
+// TestPortRangesBelowEphemeral: ReservePortRanges holds its ranges below
+// the kernel's ephemeral ports, where outgoing connections never take a
+// port (a range from a port-0 listener needs the even, connect()-given
+// ports after it: TestPeersSpreadPartitions failed "no 4 consecutive free
+// ports" beside a consumer of 2,000 partitions), each range's ports held
+// until released and free after.
+func TestPortRangesBelowEphemeral(t *testing.T) {
+	const n, width = 3, 4
+	r, err := ReservePortRanges("", n, width)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, high := belowEphemeral(width)
+	for i, addr := range r.Addrs {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(ap.Port()) >= high {
+			t.Errorf("range %d at %s: in the ephemeral ports (from %d)", i, addr, high+width)
+		}
+		port := func(j int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ap.Port())+j)) }
+		for j := range width {
+			if l, err := net.Listen("tcp", port(j)); err == nil {
+				l.Close()
+				t.Errorf("range %d: port %s not held", i, port(j))
+			}
+		}
+		r.Release(i)
+		for j := range width {
+			l, err := net.Listen("tcp", port(j))
+			if err != nil {
+				t.Errorf("range %d released: %v", i, err)
+				continue
+			}
+			l.Close()
+		}
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,11 +169,38 @@ type PortRanges struct {
 
 // ReservePortRanges finds n non-overlapping ranges of width consecutive
 // free ports on host ("" is 127.0.0.1) and holds them.
+//
+// The ranges are sought below the kernel's ephemeral ports first: there
+// only explicit binds take ports. In the ephemeral range the kernel
+// gives port 0 an odd port and outgoing connections even ones (Linux),
+// so a range from a port-0 listener needs the even ports after it free,
+// and a machine busy with loopback connections — one consumer polling
+// 2,000 partitions of one gateway is 2,000 of them — failed
+// TestPeersSpreadPartitions "no 4 consecutive free ports in 100 tries".
 func ReservePortRanges(host string, n, width int) (*PortRanges, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
 	r := &PortRanges{}
+	low, high := belowEphemeral(width)
+	for attempt := 0; attempt < 100 && len(r.Addrs) < n && high > low; attempt++ {
+		base := low + rand.IntN(high-low)
+		group := make([]net.Listener, 0, width)
+		for j := range width {
+			l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(base+j)))
+			if err != nil {
+				break
+			}
+			group = append(group, l)
+		}
+		if len(group) < width {
+			for _, l := range group {
+				l.Close()
+			}
+			continue
+		}
+		r.Addrs, r.held = append(r.Addrs, group[0].Addr().String()), append(r.held, group)
+	}
 	var tried []net.Listener // ranges too short, kept until the end: no later range overlaps them
 	defer func() {
 		for _, l := range tried {
@@ -204,6 +233,21 @@ func ReservePortRanges(host string, n, width int) (*PortRanges, error) {
 		r.Addrs, r.held = append(r.Addrs, first.Addr().String()), append(r.held, group)
 	}
 	return r, nil
+}
+
+// belowEphemeral is where ReservePortRanges seeks ranges of width ports
+// first: bases in [low, high), below the first ephemeral port (Linux's
+// ip_local_port_range; 32768 when it cannot be read) and above 10000.
+func belowEphemeral(width int) (low, high int) {
+	first := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				first = v
+			}
+		}
+	}
+	return 10000, first - width
 }
 
 // Release closes range i's listeners, for its user to bind them at once.
