@@ -19,9 +19,11 @@ import (
 // configs, ACLs, deleting groups and their offsets, leader elections,
 // reassignments, log dirs, SCRAM users, transactions — are absent from
 // ApiVersions, so kadm refuses each locally ("broker is too old")
-// without a request on the wire: never a hang, never a dropped
-// connection. Each call answers within a second although its context
-// allows 20 s, and the same client reads metadata afterwards over the
+// without sending it: never a hang, never a dropped connection. Each
+// call answers within 5 s although its context allows 20 s (a hang runs
+// to the context's end; kgo may first read metadata, to find a
+// controller or leaders, a round trip a loaded 2-core machine can stall
+// past a second), and the same client reads metadata afterwards over the
 // connection it had. Nothing reaches Kafka: the topic kadm asked to
 // create does not exist. (A raw request of such a key closes its
 // connection, as Kafka closes one for a key it does not know:
@@ -121,7 +123,7 @@ func TestAdminWritesRefusedAtOnce(t *testing.T) {
 		switch {
 		case err == nil:
 			t.Errorf("%s: answered without an error", name)
-		case took > time.Second:
+		case took > 5*time.Second:
 			t.Errorf("%s: refused after %v (%v), want at once", name, took, err)
 		case !strings.Contains(err.Error(), "broker is too old"):
 			t.Errorf("%s: %v, want kadm's local refusal (not in ApiVersions)", name, err)

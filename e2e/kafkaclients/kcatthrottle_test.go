@@ -48,7 +48,13 @@ func TestKcatProduceOverTheCapIsRetried(t *testing.T) {
 		}
 		first <- r.roundTrip(produceRecord("orders", 1, "held", 5000)).(*kmsg.ProduceResponse)
 	}()
-	<-held
+	select { // a produce answered without reaching Kafka must fail the test, not hang it
+	case <-held:
+	case resp := <-first:
+		t.Fatalf("the first produce was answered before Kafka held it: %+v", resp)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first produce did not reach Kafka within 30 s")
+	}
 
 	sample := `capgate_gateway_requests_total{code="` + string(api.CodeTooManyFetches) + `",route="kafka_produce"} `
 	refused := func() int {
