@@ -239,12 +239,15 @@ type Driver struct {
 	joined   bool
 	renewAt  time.Time // when to renew the member (zero: never)
 	// session is the session timeout the coordinator answered the last
-	// join with (zero before: Config.Join's); heartbeatMargin.
-	session time.Duration
-	stopped bool
-	aborted bool
-	pending []session.Event // for the session, after the current actions
-	out     []Command
+	// join with (zero before: Config.Join's), heartbeatWait the
+	// heartbeat_wait it answered (zero before: Config.HeartbeatWait's);
+	// heartbeatMargin.
+	session       time.Duration
+	heartbeatWait time.Duration
+	stopped       bool
+	aborted       bool
+	pending       []session.Event // for the session, after the current actions
+	out           []Command
 
 	// resync: a heartbeat's answer did not arrive (no answer, a 5xx), so
 	// the coordinator may count its news as delivered; the next heartbeat
@@ -352,10 +355,14 @@ func (d *Driver) carryAnswered(o *op, f *Failure, resp api.JoinResponse) {
 }
 
 // answeredSession keeps the session timeout a join answered (the
-// coordinator's choice when the join named none: the group's).
+// coordinator's choice when the join named none: the group's) and the
+// heartbeat_wait it holds a heartbeat for at most.
 func (d *Driver) answeredSession(resp api.JoinResponse) {
 	if resp.SessionTimeoutMs > 0 {
 		d.session = time.Duration(resp.SessionTimeoutMs) * time.Millisecond
+	}
+	if resp.HeartbeatWaitMs > 0 {
+		d.heartbeatWait = time.Duration(resp.HeartbeatWaitMs) * time.Millisecond
 	}
 }
 
@@ -523,6 +530,12 @@ func (d *Driver) send(o *op) {
 // for request_timeout failed unanswered, and the handoff waited for its
 // handoff_timeout: TestLeaderPausedReleaseLands). With one coordinator
 // there is nobody else to ask: request_timeout.
+//
+// The wait is the one the coordinator holds a heartbeat for: the
+// smaller of Config.HeartbeatWait and the heartbeat_wait the join
+// answered. The Kafka listener's members ask for 10 s and are held for
+// the coordinator's heartbeat_wait (3 s by default): counted at 10 s,
+// two waits outlast the session and the margin fell to its floor.
 func (d *Driver) heartbeatMargin() time.Duration {
 	if !d.cfg.Replicas {
 		return d.cfg.RequestTimeout
@@ -531,7 +544,11 @@ func (d *Driver) heartbeatMargin() time.Duration {
 	if session <= 0 {
 		session = time.Duration(d.cfg.Join.SessionTimeoutMs) * time.Millisecond
 	}
-	margin := (session - 2*d.cfg.HeartbeatWait) / 2
+	wait := d.cfg.HeartbeatWait
+	if d.heartbeatWait > 0 {
+		wait = min(wait, d.heartbeatWait)
+	}
+	margin := (session - 2*wait) / 2
 	return min(max(margin, 250*time.Millisecond), d.cfg.RequestTimeout)
 }
 

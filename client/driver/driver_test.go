@@ -295,21 +295,31 @@ func TestTLSRefusalFailsFast(t *testing.T) {
 // standby that took over, its handoff). The session is the one the
 // coordinator answered: a join naming none (the simulation's consumer)
 // gets the group's, 10 s here, so 2 s; before, the margin was computed
-// from the join's 0 and came out at the 250 ms floor.
+// from the join's 0 and came out at the 250 ms floor. The wait is the
+// one the coordinator holds a heartbeat for: the smaller of the config's
+// and the heartbeat_wait answered (3 s here). The Kafka listener's
+// members ask for 10 s: counted at 10 s, the margin sat at the 250 ms
+// floor.
 func TestHeartbeatMarginWithReplicas(t *testing.T) {
 	for _, c := range []struct {
 		replicas bool
 		session  time.Duration
+		wait     time.Duration // Config.HeartbeatWait (0: 3 s)
 		want     time.Duration // beyond the wait
 	}{
-		{false, 10 * time.Second, 10 * time.Second},
-		{true, 10 * time.Second, 2 * time.Second}, // the SDK's defaults: (10 − 2×3) / 2
-		{true, 5 * time.Second, 250 * time.Millisecond},
-		{true, time.Minute, 10 * time.Second},
-		{true, 0, 2 * time.Second}, // answered 10 s
+		{false, 10 * time.Second, 0, 10 * time.Second},
+		{true, 10 * time.Second, 0, 2 * time.Second}, // the SDK's defaults: (10 − 2×3) / 2
+		{true, 5 * time.Second, 0, 250 * time.Millisecond},
+		{true, time.Minute, 0, 10 * time.Second},
+		{true, 0, 0, 2 * time.Second},                          // answered 10 s
+		{true, 0, 10 * time.Second, 2 * time.Second},           // the Kafka listener's: held 3 s, not 10
+		{true, 10 * time.Second, time.Second, 4 * time.Second}, // asks for less than answered: (10 − 2×1) / 2
 	} {
 		cfg := config()
 		cfg.Replicas, cfg.Join.SessionTimeoutMs = c.replicas, c.session.Milliseconds()
+		if c.wait > 0 {
+			cfg.HeartbeatWait = c.wait
+		}
 		d, cmds := joined(t, cfg, 1)
 		hb := ofKind(t, cmds, driver.KindHeartbeat)
 		if got := hb.Timeout - hb.Wait; got != c.want {
