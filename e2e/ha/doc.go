@@ -13,7 +13,9 @@
 //     fenced at every gateway, not completed (admin_kill_test.go);
 //   - the leader paused while members with the SDK's default
 //     request_timeout read on: they keep their sessions
-//     (TestLeaderPausedMembersKeepSessions), and a release held by it
+//     (TestLeaderPausedMembersKeepSessions), as does a kgo consumer
+//     reading through a gateway's Kafka listener (KIP-848 and classic:
+//     TestLeaderPausedKafkaMembersKeepSessions), and a release held by it
 //     lands at the standby (TestLeaderPausedReleaseLands); a paused
 //     leader handed a sync poll and an admin lease while it sleeps
 //     answers neither with what it cannot persist, and gateways keep

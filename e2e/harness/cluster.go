@@ -16,6 +16,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/gateway"
 	"github.com/capgate/capgate/internal/stack"
 )
 
@@ -53,6 +54,9 @@ type Options struct {
 	// CoordinatorConfig edits coordinator i's configuration last (its
 	// Kafka client id, so that a KafkaCut can tell it apart).
 	CoordinatorConfig func(i int, cfg *coordinator.Config)
+	// GatewayConfig edits gateway i's configuration last (a Kafka
+	// listener).
+	GatewayConfig func(i int, cfg *gateway.Config)
 }
 
 // Cluster is one capgate deployment on loopback, built by stack.Start:
@@ -104,6 +108,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		CoordinatorProcess: opts.CoordinatorProcess, GatewayProcesses: opts.GatewayProcesses, Binary: opts.Binaries.Capgate,
 		Timing: opts.Timing, Logger: c.partLogger, OnLine: c.partLine,
 		Coordinators: opts.Coordinators, KafkaOptions: opts.KafkaOptions, Coordinator: opts.CoordinatorConfig,
+		Gateway: opts.GatewayConfig,
 	})
 	if err != nil {
 		t.Fatal(err)

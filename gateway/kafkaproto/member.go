@@ -52,6 +52,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/driver"
 	"github.com/capgate/capgate/client/session"
+	"github.com/capgate/capgate/internal/coordinators"
 )
 
 // memberState is a member's lifecycle on this gateway.
@@ -218,9 +219,15 @@ type member struct {
 // ever buffered (progress carries no bytes) and every delivery is
 // processed at once, so the buffer and revoke timeout only need to be
 // valid; fetch waits do not apply (progress slots wait for the client).
+// With several coordinator URLs (replicas) a heartbeat or commit attempt
+// a frozen replica holds is given up past the driver's margin and the
+// next replica asked, as the SDK's members do (Replicas): the margin
+// counts the heartbeat_wait the coordinator answered the join with, not
+// heartbeatWaitMax.
 func (s *Server) driverConfig(join api.JoinRequest) driver.Config {
 	return driver.Config{
 		Join: join, Gateways: 1, HeartbeatWait: heartbeatWaitMax, FetchMaxWait: s.cfg.MaxWait,
+		Replicas:       len(coordinators.Split(s.cfg.CoordinatorURL)) > 1,
 		RequestTimeout: s.cfg.RequestTimeout, RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: time.Second,
 		Session: session.Config{BufferMaxBytes: 1, PollMaxRecords: 1 << 30, RevokeTimeout: time.Second},
 		Rand:    rand.Int64N,
