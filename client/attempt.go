@@ -32,7 +32,7 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 		c.logNews(a.News, err, s.Token)
 	case driver.KindCommit:
 		var resp api.CommitResponse
-		err = c.tr.postJSON(ctx, "commit", c.groupURL("commit"), s.Token, *s.Commit, &resp)
+		err = c.tr.postJSON(movingOn(ctx, s), "commit", c.groupURL("commit"), s.Token, *s.Commit, &resp)
 		c.logCommit(*s.Commit, err)
 	case driver.KindLeave:
 		err = c.tr.postJSON(ctx, "leave", c.groupURL("leave"), s.Token, api.LeaveRequest{}, nil)

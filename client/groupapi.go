@@ -80,7 +80,7 @@ func (a *GroupAPI) Attempt(ctx context.Context, group, credential string, s driv
 	case driver.KindHeartbeat:
 		err = a.tr.postJSON(ctx, "heartbeat", a.url(group, "heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds(), Resync: s.Resync}, &ans.News)
 	case driver.KindCommit:
-		err = a.tr.postJSON(ctx, "commit", a.url(group, "commit"), s.Token, s.Commit, nil)
+		err = a.tr.postJSON(movingOn(ctx, s), "commit", a.url(group, "commit"), s.Token, s.Commit, nil)
 	case driver.KindLeave:
 		err = a.tr.postJSON(ctx, "leave", a.url(group, "leave"), s.Token, api.LeaveRequest{}, nil)
 	default:

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/driver"
 	"github.com/capgate/capgate/internal/coordinators"
 )
 
@@ -85,6 +87,9 @@ func WithCoordinators(hc *http.Client, urls []string) (*http.Client, error) {
 func (t *leaderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.mu.Lock()
 	_, rest, ok := t.list.Base(req.URL.String())
+	if ok && req.Context().Value(movingOnKey{}) != nil {
+		t.list.Failed(t.list.Current())
+	}
 	call := t.list.Call()
 	t.mu.Unlock()
 	if !ok {
@@ -129,6 +134,21 @@ func (t *leaderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		notLeader = kept
 	}
+}
+
+// movingOnKey marks a call's context (movingOn).
+type movingOnKey struct{}
+
+// movingOn marks a coordinator call as a hedge (driver.Send.Hedge): an
+// earlier attempt of the same request is held silent by the replica in
+// use, so this call starts at the next one, as the next attempt after a
+// failed one does. A leader that is only slow is reached again through
+// the standby's not_leader (one round trip more).
+func movingOn(ctx context.Context, s driver.Send) context.Context {
+	if !s.Hedge {
+		return ctx
+	}
+	return context.WithValue(ctx, movingOnKey{}, true)
 }
 
 // replayable reports whether req's body (if any) can be sent again.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client/driver"
 	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
 )
 
@@ -129,5 +130,45 @@ func TestConfigCoordinatorURLs(t *testing.T) {
 	cfg.CoordinatorURLs = []string{strings.TrimRight(cfg.CoordinatorURL, "/")}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Fatalf("Validate of a duplicate: %v", err)
+	}
+}
+
+// TestLeaderTransportHedgeMovesOn: a hedged commit attempt
+// (driver.Send.Hedge: an earlier one is held silent by the replica in
+// use) starts at the next replica, as an attempt after a failed one
+// does; a leader that is only slow is reached again through the
+// standby's not_leader, one round trip more. Calls without the mark stay
+// where they are.
+func TestLeaderTransportHedgeMovesOn(t *testing.T) {
+	leader, led := echo(t)
+	standby, asked := coordinatorstest.Standby(t, leader.URL, true)
+	hc, err := WithCoordinators(http.DefaultClient, []string{leader.URL, standby.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hedged := func(hedge bool) {
+		t.Helper()
+		ctx := movingOn(t.Context(), driver.Send{Hedge: hedge})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, leader.URL+"/v1/groups/g/commit", strings.NewReader(`{}`))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("hedge %t: %d", hedge, resp.StatusCode)
+		}
+	}
+	hedged(false)
+	if asked.Load() != 0 || led.Load() != 1 {
+		t.Fatalf("a plain call: standby asked %d times, leader %d; want 0 and 1", asked.Load(), led.Load())
+	}
+	hedged(true)
+	if asked.Load() != 1 || led.Load() != 2 {
+		t.Fatalf("a hedge: standby asked %d times, leader %d; want 1 and 2 (moved on, then followed the hint)", asked.Load(), led.Load())
+	}
+	hedged(false)
+	if asked.Load() != 1 || led.Load() != 3 {
+		t.Fatalf("after the hedge: standby asked %d times, leader %d; want the leader in use again", asked.Load(), led.Load())
 	}
 }

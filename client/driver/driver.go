@@ -21,7 +21,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Replicas: the coordinator is several replicas (more than one URL);
 	// a heartbeat one holds without answering well past its wait is
-	// given up early (heartbeatTimeout) and the next is asked.
+	// given up early (heartbeatMargin) and the next is asked; a commit
+	// attempt silent as long is left running and another sent (hedge).
 	Replicas        bool
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
@@ -92,6 +93,12 @@ type Send struct {
 	Fetch   *session.Fetch     // KindFetch
 	Gateway int                // KindFetch: the gateway index
 	Timeout time.Duration
+	// Hedge (KindCommit, with replicas): an earlier attempt of this
+	// commit has been silent past the margin and is left running — the
+	// replica holding it may be frozen, or alive and writing it to a
+	// slow log. Send this one to another replica (move off the one in
+	// use, as after a failed attempt); whichever answers first decides.
+	Hedge bool
 }
 
 // Cancel aborts attempt Call if it still runs; its answer is ignored.
@@ -222,7 +229,23 @@ type op struct {
 	token     string           // KindLeave, KindHeartbeat
 	member    uint64           // KindHeartbeat, KindJoin carry: the incarnation it was sent for
 	resync    bool             // KindHeartbeat: the attempt in flight said resync
+
+	// KindCommit with replicas (hedge): hedgeAt is when the attempt in
+	// flight is left running and another sent (zero: none due); hedged
+	// are the earlier attempts still in flight (at most hedgedMax);
+	// refused is a refusal one of them got while another was in flight.
+	hedgeAt time.Time
+	hedged  []uint64
+	hedging bool
+	refused *Failure
 }
+
+// hedgedMax bounds the earlier attempts of one commit left in flight: a
+// hedge beyond it gives the oldest up.
+const hedgedMax = 2
+
+// inFlight: an attempt of o is in flight.
+func (o *op) inFlight() bool { return o.call != 0 || len(o.hedged) > 0 }
 
 // Driver is one consumer's shell logic.
 type Driver struct {
@@ -296,6 +319,8 @@ func (d *Driver) Tick(now time.Time) []Command {
 		case o.done:
 		case !o.deadline.IsZero() && !now.Before(o.deadline):
 			d.expire(o)
+		case !o.hedgeAt.IsZero() && !now.Before(o.hedgeAt) && o.call != 0:
+			d.hedge(o)
 		case !o.retryAt.IsZero() && !now.Before(o.retryAt):
 			o.retryAt = time.Time{}
 			d.send(o)
@@ -420,6 +445,7 @@ func (d *Driver) NextDeadline() time.Time {
 		}
 		earlier(o.retryAt)
 		earlier(o.deadline)
+		earlier(o.hedgeAt)
 	}
 	return next
 }
@@ -433,7 +459,12 @@ func (d *Driver) Answer(a Answered) []Command {
 		return nil
 	}
 	delete(d.calls, a.Call)
-	o.call = 0
+	latest := o.call == a.Call
+	if latest {
+		o.call = 0
+	} else { // an earlier attempt of a hedged commit
+		o.hedged = slices.DeleteFunc(o.hedged, func(c uint64) bool { return c == a.Call })
+	}
 	if a.Failure == nil {
 		o.round = 0
 	}
@@ -445,7 +476,7 @@ func (d *Driver) Answer(a Answered) []Command {
 	case KindFetch:
 		d.fetchAnswered(o, a)
 	case KindCommit, KindLeave:
-		d.retryAnswered(o, a)
+		d.retryAnswered(o, a, latest)
 	}
 	return d.flush()
 }
@@ -463,6 +494,39 @@ func (d *Driver) finish(o *op) {
 		delete(d.calls, o.call)
 		o.call = 0
 	}
+	d.cancelHedged(o, len(o.hedged))
+}
+
+// cancelHedged gives up the n oldest earlier attempts of o.
+func (d *Driver) cancelHedged(o *op, n int) {
+	for _, call := range o.hedged[:n] {
+		d.out = append(d.out, Cancel{Call: call})
+		delete(d.calls, call)
+	}
+	o.hedged = slices.Delete(o.hedged, 0, n)
+}
+
+// hedge leaves commit o's attempt in flight running, silent past the
+// margin, and sends another (Send.Hedge). With replicas a silent
+// attempt is either at a frozen replica, which never answers (so the
+// next one is asked in time: heartbeatMargin), or at a leader writing it
+// to a slow state log (Kafka moving the log's leader), which answers
+// once the write commits. Before, the attempt was given up: each retry
+// queued behind the write in flight and waited for a write of its own,
+// so with every write slower than the margin every attempt was given up
+// and a commit that had landed was reported failed at request_timeout
+// (e2e/ha TestSlowStateLogCommitLands). Now the first answer of any
+// attempt decides. At most hedgedMax earlier attempts stay in flight.
+func (d *Driver) hedge(o *op) {
+	o.hedgeAt = time.Time{}
+	if len(o.hedged) >= hedgedMax {
+		d.cancelHedged(o, len(o.hedged)-hedgedMax+1)
+	}
+	o.hedged = append(o.hedged, o.call)
+	o.call = 0
+	o.hedging = true
+	d.send(o)
+	o.hedging = false
 }
 
 // send starts one attempt of o.
@@ -501,11 +565,16 @@ func (d *Driver) send(o *op) {
 		s.Timeout = o.deadline.Sub(d.now)
 		if d.cfg.Replicas {
 			// Answered after one log transaction: an attempt silent past
-			// the margin is at a silent replica, and the retry goes to
-			// the next (heartbeatMargin). A commit sent twice is the same
-			// offsets twice; a release landed twice is refused the second
-			// time, as any late release.
-			s.Timeout = min(s.Timeout, d.heartbeatMargin())
+			// the margin may be at a silent replica, and another goes to
+			// the next (heartbeatMargin), the silent one left running
+			// (hedge). A commit sent twice is the same offsets twice; a
+			// release landed twice is refused the second time, as any
+			// late release (the first answer decides, and a refusal
+			// waits for the attempts still in flight).
+			if at := d.now.Add(d.heartbeatMargin()); at.Before(o.deadline) {
+				o.hedgeAt = at
+			}
+			s.Hedge = o.hedging
 		}
 	case KindLeave:
 		s.Token, s.Timeout = o.token, o.deadline.Sub(d.now)
@@ -528,7 +597,8 @@ func (d *Driver) send(o *op) {
 // Timing decides only whom the member asks, never what it may read.
 // A commit attempt gets the same (a release held by a silent replica
 // for request_timeout failed unanswered, and the handoff waited for its
-// handoff_timeout: TestLeaderPausedReleaseLands). With one coordinator
+// handoff_timeout: TestLeaderPausedReleaseLands), past which another
+// attempt goes out, the silent one left running (hedge). With one coordinator
 // there is nobody else to ask: request_timeout.
 //
 // The wait is the one the coordinator holds a heartbeat for: the
@@ -595,7 +665,7 @@ func (d *Driver) retry(o *op, f *Failure) {
 // expire ends an op whose request_timeout passed.
 func (d *Driver) expire(o *op) {
 	f := o.last
-	if f == nil || o.call != 0 {
+	if f == nil || o.inFlight() {
 		f = &Failure{Err: errDeadline}
 	}
 	d.finish(o)

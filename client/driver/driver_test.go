@@ -325,12 +325,27 @@ func TestHeartbeatMarginWithReplicas(t *testing.T) {
 		if got := hb.Timeout - hb.Wait; got != c.want {
 			t.Errorf("replicas %t, session %s: heartbeat timeout %s = wait %s + %s, want + %s", c.replicas, c.session, hb.Timeout, hb.Wait, got, c.want)
 		}
-		// A commit attempt gets the margin too (no wait of its own).
+		// A commit attempt gets the margin too (no wait of its own): past
+		// it another attempt goes out (hedge), the first left running.
 		fetch := ofKind(t, cmds, driver.KindFetch)
 		d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Fetched: driver.Fetched{Records: 1, Bytes: 10, Next: 1}})
 		d.User(session.Polled{Now: t0})
-		if commit := ofKind(t, d.User(session.CommitRequested{Now: t0, Ticket: 1}), driver.KindCommit); commit.Timeout != c.want {
-			t.Errorf("replicas %t, session %s: commit attempt timeout %s, want %s", c.replicas, c.session, commit.Timeout, c.want)
+		commit := ofKind(t, d.User(session.CommitRequested{Now: t0, Ticket: 1}), driver.KindCommit)
+		if commit.Timeout != 10*time.Second || commit.Hedge {
+			t.Errorf("replicas %t, session %s: commit attempt timeout %s (hedge %t), want request_timeout", c.replicas, c.session, commit.Timeout, commit.Hedge)
+		}
+		if !c.replicas || c.want >= 10*time.Second { // no hedge past request_timeout
+			continue
+		}
+		if early := sends(d.Tick(t0.Add(c.want - time.Millisecond))); len(early) > 0 && early[0].Kind == driver.KindCommit {
+			t.Errorf("session %s: commit hedged before the margin: %+v", c.session, early)
+		}
+		cmds = d.Tick(t0.Add(c.want))
+		if hedge := ofKind(t, cmds, driver.KindCommit); !hedge.Hedge || hedge.Call == commit.Call {
+			t.Errorf("session %s: at the margin %+v, want a hedge", c.session, hedge)
+		}
+		if cancel, ok := find[driver.Cancel](cmds); ok {
+			t.Errorf("session %s: the first attempt cancelled at the margin: %+v", c.session, cancel)
 		}
 	}
 }
@@ -377,4 +392,94 @@ func TestJoinAttemptMarginWithReplicas(t *testing.T) {
 			t.Errorf("replicas, session %s: no join retried within request_timeout after the attempt was given up", c.session)
 		}
 	}
+}
+
+// TestDriverHedgesASlowCommit: with replicas a commit attempt silent past
+// the margin is left running and another sent (Send.Hedge): the replica
+// may be frozen (the hedge reaches the standby) or leading and writing it
+// to a slow state log (the first attempt answers once the write commits).
+// The first success decides and the other attempts are cancelled; a
+// refusal waits for the attempts still in flight; a retriable failure of
+// the latest attempt is retried, the earlier ones still running; at most
+// two earlier attempts stay in flight. Before, each attempt was given up
+// at the margin: with every log write slower than it, a commit that had
+// landed was reported failed at request_timeout.
+func TestDriverHedgesASlowCommit(t *testing.T) {
+	const margin = 2 * time.Second // (10 s − 2×3 s) / 2
+	start := func(t *testing.T) (*driver.Driver, driver.Send, driver.Send) {
+		t.Helper()
+		cfg := config()
+		cfg.Replicas = true
+		d, cmds := joined(t, cfg, 1)
+		fetch := ofKind(t, cmds, driver.KindFetch)
+		d.Answer(driver.Answered{Now: t0, Call: fetch.Call, Fetched: driver.Fetched{Records: 1, Bytes: 10, Next: 1}})
+		d.User(session.Polled{Now: t0})
+		first := ofKind(t, d.User(session.CommitRequested{Now: t0, Ticket: 1}), driver.KindCommit)
+		hedge := ofKind(t, d.Tick(t0.Add(margin)), driver.KindCommit)
+		return d, first, hedge
+	}
+	result := func(t *testing.T, cmds []driver.Command, want api.Code, cancelled uint64) {
+		t.Helper()
+		r, ok := find[session.CommitResult](cmds)
+		if !ok || r.Code != want {
+			t.Fatalf("%+v: want the commit ended %q", cmds, want)
+		}
+		if c, ok := find[driver.Cancel](cmds); cancelled != 0 && (!ok || c.Call != cancelled) {
+			t.Errorf("%+v: want attempt %d cancelled", cmds, cancelled)
+		}
+	}
+	at := t0.Add(margin + 500*time.Millisecond)
+
+	t.Run("the slow attempt answers", func(t *testing.T) {
+		d, first, hedge := start(t)
+		result(t, d.Answer(driver.Answered{Now: at, Call: first.Call}), "", hedge.Call)
+	})
+	t.Run("the hedge answers", func(t *testing.T) {
+		d, first, hedge := start(t)
+		result(t, d.Answer(driver.Answered{Now: at, Call: hedge.Call}), "", first.Call)
+	})
+	t.Run("a refusal waits for the attempt in flight", func(t *testing.T) {
+		d, first, hedge := start(t)
+		if cmds := d.Answer(driver.Answered{Now: at, Call: hedge.Call, Failure: refused(api.CodeStaleEpoch, 409)}); len(cmds) != 0 {
+			t.Fatalf("a refusal while the first attempt is in flight: %+v, want nothing yet", cmds)
+		}
+		result(t, d.Answer(driver.Answered{Now: at, Call: first.Call}), "", 0)
+	})
+	t.Run("a refusal decides once nothing else is in flight", func(t *testing.T) {
+		d, first, hedge := start(t)
+		d.Answer(driver.Answered{Now: at, Call: hedge.Call, Failure: refused(api.CodeStaleEpoch, 409)})
+		result(t, d.Answer(driver.Answered{Now: at, Call: first.Call, Failure: noAnswer}), api.CodeStaleEpoch, 0)
+	})
+	t.Run("a frozen replica: the hedge's retry lands", func(t *testing.T) {
+		d, first, hedge := start(t)
+		if cmds := d.Answer(driver.Answered{Now: at, Call: hedge.Call, Failure: refused(api.CodeUnavailable, 503)}); len(sends(cmds)) != 0 {
+			t.Fatalf("%+v: want a backoff", cmds)
+		}
+		retry := ofKind(t, d.Tick(d.NextDeadline()), driver.KindCommit)
+		result(t, d.Answer(driver.Answered{Now: at, Call: retry.Call}), "", first.Call)
+	})
+	t.Run("two earlier attempts at most", func(t *testing.T) {
+		d, first, _ := start(t)
+		now := t0.Add(margin)
+		var cmds []driver.Command
+		for range 2 {
+			now = now.Add(margin)
+			cmds = d.Tick(now)
+			ofKind(t, cmds, driver.KindCommit)
+		}
+		if c, ok := find[driver.Cancel](cmds); !ok || c.Call != first.Call {
+			t.Errorf("the third hedge: %+v, want the first attempt given up", cmds)
+		}
+	})
+	t.Run("request_timeout with attempts in flight", func(t *testing.T) {
+		d, _, _ := start(t)
+		var cmds []driver.Command
+		for now := t0.Add(margin); !now.After(t0.Add(10 * time.Second)); now = now.Add(margin) {
+			cmds = d.Tick(now)
+		}
+		r, ok := find[session.CommitResult](cmds)
+		if !ok || r.Err == nil || r.Err.Error() != "client: request_timeout passed without an answer" {
+			t.Fatalf("%+v: want the commit ended at request_timeout", cmds)
+		}
+	})
 }

@@ -328,14 +328,33 @@ func (d *Driver) cancelFetch(c session.CancelFetch) {
 
 // retryAnswered handles a commit's or leave's answer: done on success or
 // a final refusal, else retried until its request_timeout.
-func (d *Driver) retryAnswered(o *op, a Answered) {
+// retryAnswered steps the answer of a commit's or leave's attempt. A
+// commit hedged with replicas (hedge) has earlier attempts in flight
+// besides the latest: the first success decides; a refusal waits for
+// the attempts still in flight (one may have landed it: a release
+// refused because another attempt of it already released); a retriable
+// failure of the latest is retried as ever, of an earlier one dropped.
+func (d *Driver) retryAnswered(o *op, a Answered, latest bool) {
 	f := a.Failure
-	if f != nil && f.retriable() {
-		d.retry(o, f)
+	if f == nil {
+		d.finish(o)
+		d.ended(o, nil)
 		return
 	}
-	d.finish(o)
-	d.ended(o, f)
+	if latest {
+		o.hedgeAt = time.Time{}
+	}
+	if !f.retriable() && o.refused == nil {
+		o.refused = f
+	}
+	switch {
+	case o.refused != nil && o.inFlight(): // its answer decides
+	case o.refused != nil:
+		d.finish(o)
+		d.ended(o, o.refused)
+	case latest:
+		d.retry(o, f)
+	}
 }
 
 // stop ends everything: the session is over.
