@@ -60,14 +60,19 @@ func TestSlowStateLogCommitLands(t *testing.T) {
 		defer cancel()
 		_ = cons.Close(ctx)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), harness.Wait)
-	defer cancel()
-	if err := cons.Join(ctx); err != nil {
+	// Each step gets harness.Wait of its own: a loaded machine.
+	step := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), harness.Wait)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	if err := cons.Join(step()); err != nil {
 		t.Fatal(err)
 	}
 	want := map[int32]int64{}
-	for len(want) < int(c.Partitions()) {
-		recs, err := cons.Poll(ctx)
+	poll := func() {
+		t.Helper()
+		recs, err := cons.Poll(step())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,18 +80,15 @@ func TestSlowStateLogCommitLands(t *testing.T) {
 			want[r.Partition] = max(want[r.Partition], r.Offset+1)
 		}
 	}
+	for len(want) < int(c.Partitions()) {
+		poll()
+	}
 
 	for round := range 3 {
-		recs, err := cons.Poll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			want[r.Partition] = max(want[r.Partition], r.Offset+1)
-		}
+		poll()
 		slow.Store(true)
 		start := time.Now()
-		err = cons.Commit(ctx) // every record polled so far
+		err := cons.Commit(step()) // every record polled so far
 		took := time.Since(start)
 		slow.Store(false)
 		if err != nil {
