@@ -240,8 +240,11 @@ type op struct {
 	refused *Failure
 }
 
-// hedgedMax bounds the earlier attempts of one commit left in flight: a
-// hedge beyond it gives the oldest up.
+// hedgedMax bounds the earlier attempts of one commit left in flight:
+// past it no more hedges go out, and the attempts in flight are waited
+// for until request_timeout. Never the oldest given up for a new one:
+// at a leader writing to a slow log the oldest is the likeliest to be
+// answered first (its write may have begun behind another: two writes).
 const hedgedMax = 2
 
 // inFlight: an attempt of o is in flight.
@@ -494,16 +497,11 @@ func (d *Driver) finish(o *op) {
 		delete(d.calls, o.call)
 		o.call = 0
 	}
-	d.cancelHedged(o, len(o.hedged))
-}
-
-// cancelHedged gives up the n oldest earlier attempts of o.
-func (d *Driver) cancelHedged(o *op, n int) {
-	for _, call := range o.hedged[:n] {
+	for _, call := range o.hedged { // a hedged commit's earlier attempts
 		d.out = append(d.out, Cancel{Call: call})
 		delete(d.calls, call)
 	}
-	o.hedged = slices.Delete(o.hedged, 0, n)
+	o.hedged = nil
 }
 
 // hedge leaves commit o's attempt in flight running, silent past the
@@ -520,7 +518,7 @@ func (d *Driver) cancelHedged(o *op, n int) {
 func (d *Driver) hedge(o *op) {
 	o.hedgeAt = time.Time{}
 	if len(o.hedged) >= hedgedMax {
-		d.cancelHedged(o, len(o.hedged)-hedgedMax+1)
+		return // the attempts in flight decide, or request_timeout
 	}
 	o.hedged = append(o.hedged, o.call)
 	o.call = 0
