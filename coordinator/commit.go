@@ -43,9 +43,16 @@ func (c *Coordinator) handleCommit(ctx *fasthttp.RequestCtx, params []string) {
 	if !ok {
 		return
 	}
-	msg, err := c.call(func(ref group.Ref) group.Event {
+	tenant := c.share.memberTenant(groupName, claims.Subject)
+	if outside && claims.Tenant != "" {
+		tenant = claims.Tenant
+	}
+	msg, shared, err := c.callShared(ctx, tenant, func(ref group.Ref) group.Event {
 		return group.Commit{Ref: ref, Group: groupName, MemberID: claims.Subject, Offsets: offsets, Release: req.Release, Outside: outside}
 	})
+	if !shared {
+		return
+	}
 	reply, ok := msg.(group.CommitReply)
 	if !ok {
 		writeMachineError(ctx, msg, err)

@@ -167,6 +167,23 @@ type Config struct {
 	// chain root (chn[0], or the parent's jti), each with a burst; 429
 	// rate_limited with Retry-After beyond. RateLimitEntries bounds the
 	// keys each table tracks.
+	// TenantLoopShare bounds one tenant's member requests (heartbeats,
+	// commits, leaves, offset reads; the tenant is the member's: an OAuth
+	// client, an IdP identity, else the credential) in the event loop's
+	// queue at once; TenantLoopWaiters bounds those waiting for a place,
+	// one more is 429 rate_limited with Retry-After (tenantshare.go).
+	// What another tenant's request waits behind in the queue is at most
+	// TenantLoopShare of each tenant's.
+	TenantLoopShare   int `yaml:"tenant_loop_share"`
+	TenantLoopWaiters int `yaml:"tenant_loop_waiters"`
+	// TenantMemberRate and TenantMemberBurst: the member requests one
+	// tenant may send per second; past the burst a request waits for its
+	// token (counted among the waiters), up to 5 s, then 429. The loop's
+	// share bounds what another tenant waits behind in the queue; the rate
+	// bounds the CPU one tenant's requests take around it.
+	TenantMemberRate  float64 `yaml:"tenant_member_rate"`
+	TenantMemberBurst int     `yaml:"tenant_member_burst"`
+
 	JoinRate         float64 `yaml:"join_rate"`
 	JoinBurst        int     `yaml:"join_burst"`
 	AttenuateRate    float64 `yaml:"attenuate_rate"`
@@ -260,6 +277,10 @@ func DefaultConfig() Config {
 		EventBatchMax:             256,
 		TokenCacheEntries:         100000,
 		JoinRate:                  5,
+		TenantLoopShare:           16,
+		TenantLoopWaiters:         1024,
+		TenantMemberRate:          5000,
+		TenantMemberBurst:         10000,
 		AuthFailuresPerSecond:     20,
 		AuthFailureBurst:          100,
 		JoinBurst:                 20,
@@ -420,6 +441,9 @@ func (c Config) validateLimits() error {
 		{"join_burst", c.JoinBurst},
 		{"attenuate_burst", c.AttenuateBurst},
 		{"rate_limit_entries", c.RateLimitEntries},
+		{"tenant_loop_share", c.TenantLoopShare},
+		{"tenant_loop_waiters", c.TenantLoopWaiters},
+		{"tenant_member_burst", c.TenantMemberBurst},
 		{"auth_failure_burst", c.AuthFailureBurst},
 		{"describe_page_max", c.DescribePageMax},
 		{"describe_bytes_max", c.DescribeBytesMax},
@@ -443,6 +467,8 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("describe_lag_max: must be >= 0, got %d", c.DescribeLagMax)
 	case c.GroupLagLabelsMax < 0:
 		return fmt.Errorf("group_lag_labels_max: must be >= 0, got %d", c.GroupLagLabelsMax)
+	case !(c.TenantMemberRate > 0) || math.IsInf(c.TenantMemberRate, 0):
+		return fmt.Errorf("tenant_member_rate: must be > 0, got %v", c.TenantMemberRate)
 	case !(c.JoinRate > 0) || !(c.AttenuateRate > 0):
 		return fmt.Errorf("join_rate and attenuate_rate: must be > 0, got %v and %v", c.JoinRate, c.AttenuateRate)
 	case c.MemoryLimit != 0 && c.MemoryLimit < c.memoryFloor():

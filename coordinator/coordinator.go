@@ -93,6 +93,7 @@ type Coordinator struct {
 	joins             *keyedLimiter   // per credential
 	attenuates        *keyedLimiter   // per chain root
 	tenantReads       tenantReads     // tenant group reads in progress, per tenant (tenant_groups.go)
+	share             *loopShare      // each tenant's member requests in the loop's queue (tenantshare.go)
 	authFailures      *authFailures   // per client address (auth.go)
 	proxies           clientaddr.Proxies
 	revocations       *revocations
@@ -231,6 +232,7 @@ func (c *Coordinator) open(o options) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	c.share = newLoopShare(c.cfg, machine.MemberTenants())
 	c.known = make(map[string]int32)
 	for _, t := range restored.Snapshot.Topics {
 		c.known[t.Topic] = t.Partitions
@@ -251,6 +253,7 @@ func (c *Coordinator) open(o options) error {
 	}
 	c.metrics = newMetrics(c)
 	c.authFailures.register(c.metrics.registry)
+	c.share.register(c.metrics.registry)
 	c.offsets = newOffsetResolver(c.broker, c.cfg.OffsetCacheTTL, c.cfg.BrokerTimeout)
 	c.mirror = newMirror()
 	c.timeline = timeline.New(c.cfg.Console.TimelineEvents, c.cfg.Console.MaxSubscribers)

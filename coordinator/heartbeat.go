@@ -51,9 +51,12 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 	}
 	wait := heartbeatWait(req.WaitMs)
 	confirm := c.leadershipMark()
-	msg, err := c.call(func(ref group.Ref) group.Event {
+	msg, shared, err := c.callShared(ctx, c.share.memberTenant(groupName, claims.Subject), func(ref group.Ref) group.Event {
 		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: claims.Subject, Wait: wait, Resync: req.Resync}
 	})
+	if !shared {
+		return
+	}
 	news, ok := msg.(group.News)
 	if !ok {
 		writeMachineError(ctx, msg, err)

@@ -24,9 +24,12 @@ func (c *Coordinator) handleLeave(ctx *fasthttp.RequestCtx, params []string) {
 	if !ok {
 		return
 	}
-	msg, err := c.call(func(ref group.Ref) group.Event {
+	msg, shared, err := c.callShared(ctx, c.share.memberTenant(groupName, claims.Subject), func(ref group.Ref) group.Event {
 		return group.Leave{Ref: ref, Group: groupName, MemberID: claims.Subject, Offsets: offsets}
 	})
+	if !shared {
+		return
+	}
 	if _, ok := msg.(group.LeaveReply); !ok {
 		writeMachineError(ctx, msg, err)
 		return

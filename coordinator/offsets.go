@@ -30,13 +30,22 @@ func (c *Coordinator) handleOffsets(ctx *fasthttp.RequestCtx, params []string) {
 	}
 	var offsets []api.CommittedOffset
 	known := true
-	err := c.query(func(m *group.Machine) {
+	read := func(m *group.Machine) {
 		if member != "" {
 			offsets, known = m.MemberOffsets(groupName, member)
 			return
 		}
 		offsets = m.Offsets(groupName)
-	})
+	}
+	var err error
+	if member == "" {
+		err = c.query(read)
+	} else {
+		var shared bool // a member's read counts in its tenant's loop share
+		if shared, err = c.queryShared(ctx, c.share.memberTenant(groupName, member), read); !shared {
+			return
+		}
+	}
 	switch {
 	case err != nil:
 		writeMachineError(ctx, nil, err)

@@ -36,6 +36,31 @@ func newKeyedLimiter(perSecond float64, burst, maxKeys int) *keyedLimiter {
 func (l *keyedLimiter) allow(key string, now time.Time) (ok bool, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	r := l.bucketLocked(key, now).ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// reserve takes one token of key's bucket at now, or reserves the next
+// one when it comes within maxWait: delay is how long until it is the
+// caller's (0: at once; cancel gives it back). When it comes later,
+// nothing is taken and ok is false; delay then says when it would come.
+func (l *keyedLimiter) reserve(key string, now time.Time, maxWait time.Duration) (delay time.Duration, cancel func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.bucketLocked(key, now).ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > maxWait {
+		r.CancelAt(now)
+		return d, nil, false
+	}
+	return r.DelayFrom(now), func() { r.CancelAt(now) }, true
+}
+
+// bucketLocked is key's bucket, made (full) when key has none.
+func (l *keyedLimiter) bucketLocked(key string, now time.Time) *rate.Limiter {
 	b := l.buckets[key]
 	if b == nil {
 		if len(l.buckets) >= l.max {
@@ -44,12 +69,7 @@ func (l *keyedLimiter) allow(key string, now time.Time) (ok bool, wait time.Dura
 		b = rate.NewLimiter(l.limit, l.burst)
 		l.buckets[key] = b
 	}
-	r := b.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d
-	}
-	return true, 0
+	return b
 }
 
 func (l *keyedLimiter) evictLocked(now time.Time) {

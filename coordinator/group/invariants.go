@@ -299,6 +299,7 @@ func (m *Machine) checkTally() []error {
 	var errs []error
 	members, held := map[string]int{}, map[string]int{}
 	tenants := map[string]map[*group]int{}
+	indexed := map[memberName]string{}
 	for _, g := range m.groups {
 		want.groups++
 		want.partitions += int64(len(g.parts))
@@ -322,12 +323,18 @@ func (m *Machine) checkTally() []error {
 				tenants[mem.credential.tenant()] = map[*group]int{}
 			}
 			tenants[mem.credential.tenant()][g]++
+			indexed[memberName{g.name, mem.id}] = mem.credential.tenant()
 			if mem.wait.held {
 				held[mem.credential.tenant()]++
 			}
 		}
 	}
 	errs = append(errs, m.checkTenantGroups(tenants)...)
+	m.memberTenants.mu.RLock()
+	if !maps.Equal(indexed, m.memberTenants.m) {
+		errs = append(errs, fmt.Errorf("member tenants index of %d members, recomputed %d", len(m.memberTenants.m), len(indexed)))
+	}
+	m.memberTenants.mu.RUnlock()
 	if !maps.Equal(held, m.heldHeartbeats) {
 		errs = append(errs, fmt.Errorf("held heartbeats per tenant %v, recomputed %v", m.heldHeartbeats, held))
 	}

@@ -49,6 +49,9 @@ type Machine struct {
 	// heldHeartbeats: per tenant (Credential.tenant), its members'
 	// heartbeats held now; limits.held_heartbeats_per_tenant bounds it.
 	heldHeartbeats map[string]int
+	// memberTenants: every live member's tenant, read by the shell
+	// outside the loop (tenantindex.go).
+	memberTenants *MemberTenants
 	// epochFloor is the highest epoch of every reaped partition: a new
 	// partition starts there, so its first grant is above them all.
 	epochFloor uint64
@@ -128,6 +131,7 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		created:        make(map[string]map[*group]struct{}),
 		tenantGroups:   make(map[string]map[*group]int),
 		heldHeartbeats: make(map[string]int),
+		memberTenants:  newMemberTenants(),
 		qos:            make(map[string]api.QoSOverride),
 		persistIdx:     make(map[recordKey]int),
 		timers:         newTimerHeap(),

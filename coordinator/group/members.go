@@ -283,6 +283,7 @@ func (m *Machine) installMember(mem *member) {
 		g.instances[mem.instanceID] = mem
 	}
 	m.bindCredential(mem)
+	m.memberTenants.put(mem)
 	tg := m.tenantGroups[mem.credential.tenant()]
 	if tg == nil {
 		tg = make(map[*group]int)
@@ -410,6 +411,7 @@ func (m *Machine) dropMember(mem *member) {
 		delete(g.instances, mem.instanceID)
 	}
 	m.unbindCredential(mem)
+	m.memberTenants.drop(mem)
 	if tg := m.tenantGroups[mem.credential.tenant()]; tg != nil {
 		if tg[g]--; tg[g] <= 0 {
 			delete(tg, g)
