@@ -223,7 +223,7 @@ func (c *Coordinator) knownBearer(token []byte) (bool, string) {
 	}
 	for _, kind := range [...]ocap.Kind{ocap.KindCapability, ocap.KindMember, ocap.KindClient} {
 		if claims, err := c.signatureFor(preauth, token, kind); err == nil {
-			return true, bodyHolder(claims)
+			return true, c.bodyHolder(claims)
 		}
 	}
 	return false, ""
@@ -231,16 +231,21 @@ func (c *Coordinator) knownBearer(token []byte) (bool, string) {
 
 // bodyHolder is whom a capgate token's request bodies count for: its
 // tenant — a client credential's (tenant: its jti, an OAuth client's
-// every token its sub), a capability's tnt — else its sub (a member
-// token's member, an admin grant's holder).
-func bodyHolder(c *ocap.Claims) string {
+// every token its sub), a capability's tnt, a member token's member's
+// (group.MemberTenants; a member no longer live: unknownTenant, one for
+// them all) — else its sub (an admin grant's holder). A member token
+// counted for its member before, so a tenant's many members were as
+// many holders of max_body_bytes_held_per_holder (redteam13 #2).
+func (c *Coordinator) bodyHolder(claims *ocap.Claims) string {
 	switch {
-	case c.Kind() == ocap.KindClient:
-		return "tnt\x00" + tenant(c)
-	case c.Tenant != "":
-		return "tnt\x00" + c.Tenant
+	case claims.Kind() == ocap.KindClient:
+		return "tnt\x00" + tenant(claims)
+	case claims.Kind() == ocap.KindMember:
+		return "tnt\x00" + c.share.memberTenant(claims.Group, claims.Subject)
+	case claims.Tenant != "":
+		return "tnt\x00" + claims.Tenant
 	}
-	return "sub\x00" + c.Subject
+	return "sub\x00" + claims.Subject
 }
 
 // bearerOf is the token of an "Authorization: Bearer" header, or nil.
