@@ -122,7 +122,9 @@ type Limits struct {
 	// StateBytesPerTenant bounds the part of that estimate the groups one
 	// tenant created hold (limits.go: their partitions and committed
 	// metadata), so one tenant cannot fill state_bytes for everyone; at
-	// most state_bytes counts.
+	// most state_bytes counts. Nor may a share grow past the state_bytes
+	// it would leave free (admitTenantState), so a few tenants together
+	// cannot fill it either; at or above state_bytes, neither applies.
 	StateBytesPerTenant int64 `yaml:"state_bytes_per_tenant"`
 	// CommitMetadataBytes bounds the metadata string of one committed
 	// offset (Kafka's offset.metadata.max.bytes).

@@ -90,13 +90,24 @@ func (m *Machine) tenantStateBytes(tenant string) int64 {
 }
 
 // admitTenantState refuses a request that would take tenant's share past
-// limits.state_bytes_per_tenant (more: what it adds to the share).
+// limits.state_bytes_per_tenant (more: what it adds to the share), or a
+// growth past the state_bytes that would be left free beside it: a
+// tenant never holds more than it leaves for the others, so with a few
+// tenants at their full share (four at the defaults, 4 × 48 MiB = 192
+// MiB) the state was full and every other tenant's join refused
+// (redteam13 #3); now each newcomer finds room — the k-th large tenant
+// is held to about what is left halved, and a small one (a group, a few
+// partitions) is admitted while any room at all is left. A request that
+// adds nothing to the tenant's share (a join into its existing group) is
+// never refused by it, nor is any request when state_bytes_per_tenant is
+// at least state_bytes (no shares: one tenant may fill the state).
 func (m *Machine) admitTenantState(ref Ref, what, tenant string, more int64) bool {
 	limit := min(m.cfg.Limits.StateBytesPerTenant, m.cfg.Limits.StateBytes)
 	if tenant == "" {
 		return true
 	}
-	if used := m.tenantStateBytes(tenant); used+more > limit {
+	used := m.tenantStateBytes(tenant)
+	if used+more > limit {
 		hint := ""
 		if what != "join" {
 			hint = "commit with less or no metadata, or "
@@ -106,6 +117,15 @@ func (m *Machine) admitTenantState(ref Ref, what, tenant string, more int64) boo
 				"%d more would pass coordinator.groups.limits.state_bytes_per_tenant (%d); room comes back as its groups are reaped or deleted (%s); %sraise state_bytes_per_tenant",
 				what, tenant, used, more, limit, m.placesComeBack(), hint),
 			Details: map[string]any{"limit": "coordinator.groups.limits.state_bytes_per_tenant", "max": limit, "tenant": tenant}})
+		return false
+	}
+	if left := m.cfg.Limits.StateBytes - m.tally.bytes() - more; limit < m.cfg.Limits.StateBytes && more > 0 && used+more > left {
+		m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded,
+			Message: fmt.Sprintf("%s: the groups tenant %q created hold %d bytes of the coordinator's state (their partitions and committed metadata), "+
+				"%d more would leave %d of coordinator.groups.limits.state_bytes (%d) free: a tenant never holds more than the state left for others, "+
+				"so a tenant with little is admitted however many hold much; room comes back as groups are reaped or deleted (%s), or raise state_bytes",
+				what, tenant, used, more, max(left, 0), m.cfg.Limits.StateBytes, m.placesComeBack()),
+			Details: map[string]any{"limit": "coordinator.groups.limits.state_bytes", "max": m.cfg.Limits.StateBytes, "tenant": tenant}})
 		return false
 	}
 	return true
@@ -277,14 +297,40 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 	if !m.admitState(e.Ref, "join", costOf(e, sub)) {
 		return false
 	}
-	// The group's creator pays for the group (and the partitions this
-	// join's topics may add, counted once they exist): a new group's
-	// room is asked of the joining tenant.
+	// The group's creator pays for the group and the partitions this
+	// join's topics add to it: a new group's room is asked of the
+	// joining tenant. (The partitions were counted only once they
+	// existed, so a join asked nothing for them — the one way a tenant
+	// grew its share at a join into its group.)
 	payer, more := tenant, int64(groupBytes)
 	if g != nil {
 		payer, more = g.creator, 0
 	}
-	return m.admitTenantState(e.Ref, "join", payer, more)
+	return m.admitTenantState(e.Ref, "join", payer, more+m.partitionsAdded(g, sub))
+}
+
+// partitionsAdded estimates the partitions' bytes a join of sub adds to g
+// (nil: a new group): those of the known topics it names or its pattern
+// matches that no member of g subscribes to yet.
+func (m *Machine) partitionsAdded(g *group, sub subscription) int64 {
+	var n int64
+	add := func(t string) {
+		if g == nil || g.subscribed[t] == 0 {
+			n += int64(m.topics[t])
+		}
+	}
+	if sub.pattern == nil {
+		for _, t := range sub.topics {
+			add(t)
+		}
+	} else {
+		for t := range m.topics {
+			if sub.pattern.MatchString(t) {
+				add(t)
+			}
+		}
+	}
+	return n * partitionBytes
 }
 
 // tenantMembers is how many live members tenant has in all groups

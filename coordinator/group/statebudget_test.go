@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +105,7 @@ func TestCommitMetadataCountsInTheStateBudget(t *testing.T) {
 // and another tenant's commits go on in the room left.
 func TestOneTenantsGroupsHoldAtMostItsShare(t *testing.T) {
 	w := newWorld(t, func(c *group.Config) {
-		c.Limits.StateBytes = 64 << 10          // without shares: 6 full metadata of A's, then B refused
+		c.Limits.StateBytes = 96 << 10          // without shares A takes all 8 full metadata
 		c.Limits.StateBytesPerTenant = 24 << 10 // a group of 8 partitions (~14 KiB) and 2 full metadata
 	})
 	w.topics(map[string]int32{"t": 8})
@@ -130,5 +131,49 @@ func TestOneTenantsGroupsHoldAtMostItsShare(t *testing.T) {
 	}
 	if w.m.StateBytes() > w.cfg.Limits.StateBytes {
 		t.Fatalf("state estimate %d past state_bytes %d", w.m.StateBytes(), w.cfg.Limits.StateBytes)
+	}
+}
+
+// redteam13 #3: state_bytes_per_tenant alone let a few tenants fill the
+// state together (four at the defaults: 4 × 48 MiB = state_bytes), after
+// which every other tenant's join was refused state_bytes. Now a tenant
+// never grows past the state it leaves free: four tenants filling their
+// groups one after the other are held to less and less (the fourth is
+// refused its 8-partition group), and a newcomer's small group still
+// fits. Without the rule the fourth tenant filled the state and the
+// newcomer was refused.
+func TestFewTenantsCannotFillTheStateTogether(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) {
+		c.Limits.StateBytes = 94 << 10          // four tenants at their share fill it (as at the defaults) but for 1 KiB
+		c.Limits.StateBytesPerTenant = 24 << 10 // a group of 8 partitions (~14 KiB) and 2 full metadata
+	})
+	w.topics(map[string]int32{"t": 8, "s": 1})
+	w.pollUntilParked("gw1")
+	full := strings.Repeat("m", w.cfg.Limits.CommitMetadataBytes)
+	joined := 0
+	for i := range 4 {
+		cred := group.Credential{ID: fmt.Sprintf("jti-%d", i), Issuer: "capgate", Subject: fmt.Sprintf("svc-%d", i)}
+		name := fmt.Sprintf("g%d", i)
+		msg := w.joinAs(cred, group.Join{Group: name})
+		reply, ok := msg.(group.JoinReply)
+		if !ok {
+			mustLimit(t, msg, "state_bytes")
+			continue
+		}
+		joined++
+		w.settle(name)
+		n := w.commitUntilRefused(reply.MemberID, full)
+		t.Logf("tenant %d: %d commits, state %d", i, n, w.m.StateBytes())
+		if w.m.StateBytes() > w.cfg.Limits.StateBytes {
+			t.Fatalf("state estimate %d past state_bytes %d", w.m.StateBytes(), w.cfg.Limits.StateBytes)
+		}
+	}
+	if joined < 3 {
+		t.Fatalf("%d of 4 tenants created their group in %d bytes of state", joined, w.cfg.Limits.StateBytes)
+	}
+	newcomer := group.Credential{ID: "jti-new", Issuer: "capgate", Subject: "svc-new"}
+	msg := w.joinAs(newcomer, group.Join{Group: "gnew", Topics: []string{"s"}})
+	if _, ok := msg.(group.JoinReply); !ok {
+		t.Fatalf("a newcomer's one-partition group beside four tenants that filled theirs: %#v (state %d of %d)", msg, w.m.StateBytes(), w.cfg.Limits.StateBytes)
 	}
 }
