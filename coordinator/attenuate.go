@@ -30,6 +30,13 @@ func (c *Coordinator) handleAttenuate(ctx *fasthttp.RequestCtx, _ []string) {
 	if !c.allowRate(ctx, c.attenuates, parent.Root(), "attenuations of this capability's chain") {
 		return
 	}
+	// And per tenant, in its tenant_member_rate: a chain's rate alone let
+	// a tenant holding many capabilities (one per partition granted, a
+	// new one at each renewal) have a signature minted 10 times a second
+	// for each of them (redteam13 #4).
+	if !c.allowRate(ctx, c.share.rate, attenuationTenant(parent), "requests of this capability's tenant (coordinator.tenant_member_rate)") {
+		return
+	}
 	// No child for a topic no client is granted (one minted before its
 	// name was reserved: no grant path mints one now).
 	if !c.grantableTopic(ctx, parent.Topic) {
@@ -62,6 +69,16 @@ func (c *Coordinator) handleAttenuate(ctx *fasthttp.RequestCtx, _ []string) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, api.CapabilityResponse{Capability: token, JTI: claims.ID, ExpiresAt: rfc3339(int64(claims.ExpiresAt))})
+}
+
+// attenuationTenant is whose tenant_member_rate an attenuation of parent
+// spends: its tnt (the member's tenant it was granted to), else its
+// holder (an admin grant's).
+func attenuationTenant(parent *ocap.Claims) string {
+	if parent.Tenant != "" {
+		return parent.Tenant
+	}
+	return "sub\x00" + parent.Subject
 }
 
 // attenuation converts the request; it writes 400 for a malformed one.

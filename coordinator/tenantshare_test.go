@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,5 +146,46 @@ func TestOneTenantsMemberRate(t *testing.T) {
 	}
 	if got := h.metric(t, `capgate_coordinator_tenant_loop_refused_total{limit="tenant_member_rate"}`); got != 1 {
 		t.Errorf("refused for the rate: %v, want 1", got)
+	}
+}
+
+// TestAttenuationsSpendTheTenantsRate is redteam13 #4: attenuations were
+// rate-limited per chain root only, and a tenant holds a root per
+// partition granted (and a new one at each renewal), so it had a
+// signature minted attenuate_rate times a second for each. They now spend
+// the tenant's tenant_member_rate too: past its burst, the attenuation of
+// another of its capabilities is 429; another tenant's is served.
+func TestAttenuationsSpendTheTenantsRate(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 3})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.01, 2 // a token a 100 s
+	h := e.start(t)
+	a := h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
+	b := h.join(t, "v", h.clientCredential(t, []string{"v"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
+	var roots []string
+	for p := range int32(3) {
+		g, ok := a.grant("orders", p)
+		if !ok {
+			t.Fatalf("member a holds no grant of orders/%d", p)
+		}
+		roots = append(roots, g.Capability)
+	}
+	attenuate := func(capability string) (int, []byte) {
+		status, body, _, err := h.try("POST", "/v1/capabilities/attenuate", capability, api.AttenuateRequest{Ops: []string{"fetch"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return status, body
+	}
+	for _, root := range roots[:2] {
+		if status, body := attenuate(root); status != http.StatusOK {
+			t.Fatalf("an attenuation within the tenant's burst: %d %s", status, body)
+		}
+	}
+	if status, body := attenuate(roots[2]); status != http.StatusTooManyRequests || !strings.Contains(string(body), "tenant_member_rate") {
+		t.Fatalf("the tenant's third attenuation, of another chain: %d %s, want 429 naming tenant_member_rate", status, body)
+	}
+	g, _ := b.grant("orders", 0)
+	if status, body := attenuate(g.Capability); status != http.StatusOK {
+		t.Fatalf("another tenant's attenuation: %d %s", status, body)
 	}
 }
