@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"time"
 
 	"github.com/capgate/capgate/coordinator/group"
 )
@@ -23,6 +24,11 @@ func BlockLoop(c *Coordinator) (release func(), err error) {
 		return nil, errors.Join(errors.New("block loop"), err)
 	}
 }
+
+// LengthenLoopShareWait makes a member request wait up to d for its
+// tenant's place or token (5 s otherwise), so that a test holding the
+// loop on a loaded machine sees no waiter give up.
+func LengthenLoopShareWait(c *Coordinator, d time.Duration) { c.share.wait.Store(int64(d)) }
 
 // LoopQueued is the number of requests in the loop's queue.
 func LoopQueued(c *Coordinator) int { return len(c.loop.requests) }

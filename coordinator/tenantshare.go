@@ -1,8 +1,10 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +45,7 @@ type loopShare struct {
 	waiters   int // tenant_loop_waiters
 	perSecond float64
 	rate      *keyedLimiter // tenant_member_rate, tenant_member_burst
+	wait      atomic.Int64  // loopShareWait in nanoseconds (tests lengthen it)
 	index     *group.MemberTenants
 
 	mu      sync.Mutex
@@ -67,7 +70,7 @@ type tenantPlaces struct {
 }
 
 func newLoopShare(cfg Config, index *group.MemberTenants) *loopShare {
-	return &loopShare{
+	s := &loopShare{
 		queued: cfg.TenantLoopShare, waiters: cfg.TenantLoopWaiters, index: index, tenants: map[string]*tenantPlaces{},
 		perSecond: cfg.TenantMemberRate, rate: newKeyedLimiter(cfg.TenantMemberRate, cfg.TenantMemberBurst, cfg.RateLimitEntries),
 		waited: prometheus.NewCounter(prometheus.CounterOpts{
@@ -79,6 +82,8 @@ func newLoopShare(cfg Config, index *group.MemberTenants) *loopShare {
 			Help: "Member requests answered 429: their tenant's tenant_member_rate spent beyond a 5 s wait (limit tenant_member_rate), tenant_loop_waiters waiting already (limit tenant_loop_waiters), or no place of its tenant_loop_share within 5 s (limit wait).",
 		}, []string{"limit"}),
 	}
+	s.wait.Store(int64(loopShareWait))
+	return s
 }
 
 func (s *loopShare) register(r *prometheus.Registry) {
@@ -124,7 +129,7 @@ func (s *loopShare) take(ctx *fasthttp.RequestCtx, tenant string, done <-chan st
 		s.leave(tenant, t)
 		return nil, false
 	}
-	timer := time.NewTimer(loopShareWait)
+	timer := time.NewTimer(time.Duration(s.wait.Load()))
 	defer timer.Stop()
 	var outcome error
 	select {
@@ -142,7 +147,7 @@ func (s *loopShare) take(ctx *fasthttp.RequestCtx, tenant string, done <-chan st
 		s.leave(tenant, t)
 		s.refused.WithLabelValues("wait").Inc()
 		writeLoopShareRefusal(ctx, fmt.Sprintf("this member's tenant's requests waited %s for the coordinator's loop (%d at once: coordinator.tenant_loop_share); retry later",
-			loopShareWait, s.queued), "coordinator.tenant_loop_share", s.queued, time.Second)
+			time.Duration(s.wait.Load()), s.queued), "coordinator.tenant_loop_share", s.queued, time.Second)
 		return nil, false
 	}
 	s.leave(tenant, t)
@@ -154,7 +159,7 @@ func (s *loopShare) take(ctx *fasthttp.RequestCtx, tenant string, done <-chan st
 // among t's waiters) when it comes within loopShareWait, or answers the
 // refusal and returns false.
 func (s *loopShare) admitRate(ctx *fasthttp.RequestCtx, tenant string, t *tenantPlaces, done <-chan struct{}) bool {
-	delay, cancel, ok := s.rate.reserve(tenant, time.Now(), loopShareWait)
+	delay, cancel, ok := s.rate.reserve(tenant, time.Now(), time.Duration(s.wait.Load()))
 	if !ok {
 		s.refused.WithLabelValues("tenant_member_rate").Inc()
 		writeLoopShareRefusal(ctx, fmt.Sprintf("this member's tenant sends more than %g heartbeats, commits, leaves and offset reads a second (coordinator.tenant_member_rate, tenant_member_burst); retry later",
@@ -203,7 +208,7 @@ func (s *loopShare) stopWaiting(t *tenantPlaces) {
 	s.mu.Unlock()
 }
 
-var errLoopShareWait = fmt.Errorf("coordinator: waited %s for the tenant's loop share", loopShareWait)
+var errLoopShareWait = errors.New("coordinator: waited too long for the tenant's loop share")
 
 // releaser gives t's place back once, however often it is called.
 func (s *loopShare) releaser(tenant string, t *tenantPlaces) func() {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
@@ -28,6 +29,7 @@ func TestOneTenantCannotFillTheLoopQueue(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 1})
 	e.cfg.TenantLoopShare, e.cfg.TenantLoopWaiters = share, waiters
 	h := e.start(t)
+	coordinator.LengthenLoopShareWait(h.c, time.Minute) // no waiter gives up while the test holds the loop
 	attacker := h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
 	victim := h.join(t, "v", h.clientCredential(t, []string{"v"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
 	attacker.heartbeat(t, 0)
