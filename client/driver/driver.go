@@ -546,7 +546,7 @@ func (d *Driver) send(o *op) {
 			s.Join = o.carry
 		}
 		if d.cfg.Replicas {
-			s.Timeout = min(s.Timeout, d.joinMargin())
+			s.Timeout = min(s.Timeout, d.joinMargin(o.round))
 		}
 	case KindHeartbeat:
 		member := d.s.Member()
@@ -620,18 +620,29 @@ func (d *Driver) heartbeatMargin() time.Duration {
 	return min(max(margin, 250*time.Millisecond), d.cfg.RequestTimeout)
 }
 
-// joinMargin is how long a join attempt may take with replicas. A join
-// is answered after one log transaction, as a commit is; a replica
-// silent past the margin is gone while its socket stays open (SIGSTOP,
-// a frozen host), and the retry goes to the next, which answers or
-// points at the leader. Waiting the whole request_timeout on a paused
-// leader failed a first join outright (e2e/ha
-// TestFirstJoinPastAPausedLeader) and a renewal's carry-over fell back
-// to renewing anew. heartbeatMargin, but at least a quarter of
+// joinMargin is how long a join attempt may take with replicas, after
+// round attempts given up or failed. A join is answered after one log
+// transaction, as a commit is; a replica silent past the margin is gone
+// while its socket stays open (SIGSTOP, a frozen host), and the retry
+// goes to the next, which answers or points at the leader. Waiting the
+// whole request_timeout on a paused leader failed a first join outright
+// (e2e/ha TestFirstJoinPastAPausedLeader) and a renewal's carry-over fell
+// back to renewing anew. heartbeatMargin, but at least a quarter of
 // request_timeout: a join's session may not be known yet (the first
-// join, naming none), and a join given up on a leader that was only
-// slow leaves a member that expires unheard — a cost worth keeping rare.
-func (d *Driver) joinMargin() time.Duration {
+// join, naming none). Only the first attempt of a join gets the margin;
+// the next ones request_timeout (what is left of the join's): the first
+// give-up moved the replica list on, and a leader that is alive but slow
+// (a state log whose writes take seconds; a join queued behind the
+// write in flight, two writes) writes every attempt it was sent,
+// answered or not — each one given up leaves a member nobody
+// heartbeats, holding its share of the group's partitions until
+// session_timeout. At the margin every time, every attempt to a leader
+// slower than it was given up: the first join failed, and a rejoin left
+// a member behind every attempt for ever (TestJoinPastASlowLeader).
+func (d *Driver) joinMargin(round int) time.Duration {
+	if round > 0 {
+		return d.cfg.RequestTimeout
+	}
 	return min(max(d.heartbeatMargin(), d.cfg.RequestTimeout/4), d.cfg.RequestTimeout)
 }
 

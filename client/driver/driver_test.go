@@ -483,3 +483,111 @@ func TestDriverHedgesASlowCommit(t *testing.T) {
 		}
 	})
 }
+
+// TestJoinPastASlowLeader: with replicas, a leader that is alive but
+// answers every join 3 s, or 5.5 s, after it was sent (a state log whose
+// writes take 2.5 s: a join's own write, and the one in flight it
+// queued behind, on a loaded machine) — past the first attempt's margin
+// (2.5 s). Every attempt reaches the leader and is written whether or
+// not the driver still waits for it, so each one given up leaves a
+// member nobody heartbeats, holding its share of the group's partitions
+// until session_timeout. After the first attempt given up (which moved the
+// replica list on, past a frozen replica) the next wait request_timeout:
+// the first join succeeds within its request_timeout having left at
+// most one such member, and so does a rejoin. Before, every attempt was
+// given up at the margin: the first join failed after four attempts
+// (three members left behind), and a rejoin made one every 2.6 s for
+// ever.
+func TestJoinPastASlowLeader(t *testing.T) {
+	for _, slow := range []time.Duration{3 * time.Second, 5500 * time.Millisecond} {
+		t.Run(slow.String(), func(t *testing.T) { joinPastASlowLeader(t, slow) })
+	}
+}
+
+func joinPastASlowLeader(t *testing.T, slow time.Duration) {
+	cfg := config()
+	cfg.Replicas, cfg.Join.SessionTimeoutMs = true, 10000
+	type attempt struct {
+		call uint64
+		end  time.Time // answered, or given up by the shell
+		ok   bool
+	}
+	// run drives d from now until a join is answered or until; it
+	// returns how many join attempts were sent and whether one was
+	// answered.
+	run := func(d *driver.Driver, now, until time.Time, cmds []driver.Command) (sent int, answered bool, result *driver.JoinResult) {
+		var flight []attempt
+		for {
+			for _, c := range cmds {
+				switch c := c.(type) {
+				case driver.Send:
+					if c.Kind == driver.KindJoin {
+						sent++
+						flight = append(flight, attempt{c.Call, now.Add(min(c.Timeout, slow)), c.Timeout >= slow})
+					}
+				case driver.Cancel:
+					for i := range flight {
+						if flight[i].call == c.Call {
+							flight = append(flight[:i], flight[i+1:]...)
+							break
+						}
+					}
+				case driver.JoinResult:
+					result = &c
+				}
+			}
+			if answered || (result != nil && result.Err != nil) {
+				return sent, answered, result
+			}
+			next := d.NextDeadline()
+			first := -1
+			for i, a := range flight {
+				if first < 0 || a.end.Before(flight[first].end) {
+					first = i
+				}
+			}
+			if first >= 0 && (next.IsZero() || !next.Before(flight[first].end)) {
+				a := flight[first]
+				flight = append(flight[:first], flight[first+1:]...)
+				now = a.end
+				if now.After(until) {
+					return sent, answered, result
+				}
+				if a.ok {
+					answered = true
+					cmds = d.Answer(driver.Answered{Now: now, Call: a.call, Join: api.JoinResponse{MemberID: "m", MemberToken: "member-token",
+						SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000}})
+				} else {
+					cmds = d.Answer(driver.Answered{Now: now, Call: a.call, Failure: noAnswer})
+				}
+				continue
+			}
+			if next.IsZero() || next.After(until) {
+				return sent, answered, result
+			}
+			now = next
+			cmds = d.Tick(now)
+		}
+	}
+
+	d := driver.New(cfg)
+	sent, answered, result := run(d, t0, t0.Add(time.Minute), d.Start(t0))
+	if !answered || result == nil || result.Err != nil {
+		t.Fatalf("first join past a leader answering in %s: answered %t, result %+v (%d attempts)", slow, answered, result, sent)
+	}
+	if sent > 2 {
+		t.Errorf("first join: %d attempts, %d members left behind at the leader; want at most 1", sent, sent-1)
+	}
+
+	// A rejoin (the member was removed): retried without end.
+	d, cmds := joined(t, cfg, 0)
+	beat := ofKind(t, cmds, driver.KindHeartbeat)
+	cmds = d.Answer(driver.Answered{Now: t0, Call: beat.Call, Failure: refused(api.CodeUnknownMember, 409)})
+	sent, answered, _ = run(d, t0, t0.Add(time.Minute), cmds)
+	if !answered {
+		t.Fatalf("rejoin past a leader answering in %s: not joined in a minute, %d attempts (each a member left behind)", slow, sent)
+	}
+	if sent > 2 {
+		t.Errorf("rejoin: %d attempts, %d members left behind at the leader; want at most 1", sent, sent-1)
+	}
+}
