@@ -79,14 +79,17 @@ type gatewaysJSON struct {
 }
 
 type qosJSON struct {
-	Overrides []struct {
-		ID             string          `json:"id"`
-		Selector       api.QoSSelector `json:"selector"`
-		LogLevel       string          `json:"log_level"`
-		Monitor        string          `json:"monitor"`
-		MaxBytesPerSec int64           `json:"max_bytes_per_sec"`
-		Until          int64           `json:"until"`
-	} `json:"overrides"`
+	Overrides []qosOverride `json:"overrides"`
+}
+
+// qosOverride is one of them.
+type qosOverride struct {
+	ID             string          `json:"id"`
+	Selector       api.QoSSelector `json:"selector"`
+	LogLevel       string          `json:"log_level"`
+	Monitor        string          `json:"monitor"`
+	MaxBytesPerSec int64           `json:"max_bytes_per_sec"`
+	Until          int64           `json:"until"`
 }
 
 // adminError is the admin API's error body.
