@@ -44,8 +44,8 @@ func (c *Coordinator) handleCommit(ctx *fasthttp.RequestCtx, params []string) {
 		return
 	}
 	tenant := c.share.memberTenant(groupName, claims.Subject)
-	if outside && claims.Tenant != "" {
-		tenant = claims.Tenant
+	if outside {
+		tenant = outsideTenant(groupName, claims)
 	}
 	msg, shared, err := c.callShared(ctx, tenant, func(ref group.Ref) group.Event {
 		return group.Commit{Ref: ref, Group: groupName, MemberID: claims.Subject, Offsets: offsets, Release: req.Release, Outside: outside}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
 )
 
 // loopShare is each tenant's fair share of the coordinator's loop for its
@@ -39,7 +40,10 @@ import (
 // left, expired, was revoked: the loop would answer unknown_member)
 // shares the one tenant unknownTenant, so stale member tokens of many
 // members are one tenant's share too. An outside lease holder's commit
-// counts for its capability's tnt, else unknownTenant.
+// counts for its capability's tnt, else for its holder (outsideTenant):
+// counted in unknownTenant, any client could leave a group and spin
+// heartbeats with its kept member token to have an administrator's lease
+// holder's commits refused 429 (TestStaleMemberTokensDoNotStarveLeaseHolders).
 type loopShare struct {
 	queued    int // tenant_loop_share
 	waiters   int // tenant_loop_waiters
@@ -57,6 +61,16 @@ type loopShare struct {
 
 // unknownTenant is the share of member tokens whose member is not live.
 const unknownTenant = "\x00unknown"
+
+// outsideTenant is whose share an outside lease holder's commit counts
+// in: its capability's tnt, else its holder in its group — an
+// administrator named it, so holders cannot be multiplied by a client.
+func outsideTenant(groupName string, claims *ocap.Claims) string {
+	if claims.Tenant != "" {
+		return claims.Tenant
+	}
+	return "\x00outside:" + groupName + "/" + claims.Subject
+}
 
 // loopShareWait is the longest a request waits for its tenant's place.
 const loopShareWait = 5 * time.Second
