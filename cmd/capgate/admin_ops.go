@@ -165,17 +165,19 @@ func reasonBody(reason string) map[string]any {
 func newAdminQoS(f *adminFlags) *cobra.Command {
 	var sel qosSelectorFlags
 	var level, monitor string
+	var clear []string
 	var bps int64
 	ttl := &ttlFlag{name: "ttl", field: "ttl_ms", min: time.Millisecond, lasts: "an override"}
 	cmd := &cobra.Command{
-		Use:   "qos [--group G] [--topic T] [--partition P] [--holder H] [--jti J] [--log-level debug] [--monitor TAG] [--max-bytes-per-sec N] | qos list | qos end",
+		Use:   "qos [--group G] [--topic T] [--partition P] [--holder H] [--jti J] [--log-level debug] [--monitor TAG] [--max-bytes-per-sec N] [--clear log_level,monitor] | qos list | qos end",
 		Short: "Change a consumer's or a partition's log level, monitor tag or byte rate live on every gateway",
 		Long: `Set a QoS override for a selector, pushed to every gateway at once. A
 second qos for the same selector merges into the first: the settings it
 names replace the earlier ones, the others stay (--max-bytes-per-sec 0
-removes a rate), and --ttl starts again. qos list shows those in force;
-qos end with the same selector ends one now (it would last until its
---ttl, 1h by default).`,
+removes a rate, --clear log_level,monitor takes a log level or a monitor
+tag off), and --ttl starts again. qos list shows those in force; qos end
+with the same selector ends one now (it would last until its --ttl, 1h
+by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			selector, err := sel.selector(cmd)
@@ -185,7 +187,14 @@ qos end with the same selector ends one now (it would last until its
 			if err := ttl.check(); err != nil {
 				return err
 			}
+			clears, err := qosClears(clear, level, monitor)
+			if err != nil {
+				return err
+			}
 			body := map[string]any{"selector": selector, "ttl_ms": ttl.ms()}
+			if len(clears) > 0 {
+				body["clear"] = clears
+			}
 			if level != "" {
 				body["log_level"] = level
 			}
@@ -203,6 +212,7 @@ qos end with the same selector ends one now (it would last until its
 	fl.StringVar(&level, "log-level", "", "per-capability log level (debug, info, warn, error)")
 	fl.StringVar(&monitor, "monitor", "", "monitor tag (a metrics label)")
 	fl.Int64Var(&bps, "max-bytes-per-sec", 0, "byte-rate limit (0 = unlimited)")
+	fl.StringSliceVar(&clear, "clear", nil, "take the override's log_level and/or monitor off (comma-separated, or the flag again)")
 	newTTLFlag(fl, ttl, time.Hour, "how long the override lasts (at most the coordinator's groups.limits.qos_ttl_max)")
 	cmd.AddCommand(adminGetRender(f, "list", "List the QoS overrides in force", func([]string) string { return "/v1/admin/qos" }, 0, printQoS),
 		newAdminQoSEnd(f))

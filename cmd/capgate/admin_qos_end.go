@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -105,4 +107,29 @@ func qosWanted(id string, s api.QoSSelector) string {
 	}
 	raw, _ := json.Marshal(s)
 	return "selector " + string(raw)
+}
+
+// qosClears checks qos's --clear values against what the same command
+// sets, as the coordinator would (400 field=clear), but as a usage error
+// before anything is sent: each value once, log_level or monitor (the
+// flag's spelling, log-level, taken too), and not a field --log-level or
+// --monitor also sets.
+func qosClears(values []string, level, monitor string) ([]string, error) {
+	var out []string
+	for _, v := range values {
+		field := strings.ReplaceAll(strings.TrimSpace(v), "-", "_")
+		switch field {
+		case "log_level", "monitor":
+		default:
+			return nil, usageErrorf("--clear %q: the fields an override can lose are log_level and monitor (--max-bytes-per-sec 0 removes a rate)", v)
+		}
+		if slices.Contains(out, field) {
+			continue
+		}
+		if set := map[string]string{"log_level": level, "monitor": monitor}[field]; set != "" {
+			return nil, usageErrorf("--clear %s and --%s %s in one command: give one of them", field, strings.ReplaceAll(field, "_", "-"), set)
+		}
+		out = append(out, field)
+	}
+	return out, nil
 }

@@ -17,6 +17,7 @@ var flagValues = map[string][]string{
 	"consume offset":     {"start", "end"},
 	"consume format":     {"text", "json"},
 	"log-level":          {"debug", "info", "warn", "error"},
+	"admin qos clear":    {"log_level", "monitor"},
 	"to":                 {"earliest", "latest"},
 	"offset-reset":       {"earliest", "latest"},
 	"token inspect kind": {"capgate+jwt", "capgate-client+jwt", "capgate-member+jwt"},

@@ -18,6 +18,7 @@ func TestFlagValuesComplete(t *testing.T) {
 		"dev --log-level":               "debug\ninfo\nwarn\nerror\n:4\n",
 		"admin offsets reset g t --to":  "earliest\nlatest\n:4\n",
 		"admin config g --offset-reset": "earliest\nlatest\n:4\n",
+		"admin qos --clear":             "log_level\nmonitor\n:4\n",
 	} {
 		out, err := run(t, append(append([]string{"__complete"}, strings.Fields(args)...), "")...)
 		if err != nil || !strings.HasPrefix(out, want) {
