@@ -34,6 +34,8 @@ type options struct {
 	onLost   func([]Partition)
 	// credentials is WithCredentialSource's function (nil: Config.Credential).
 	credentials func(context.Context) (string, error)
+	// fetchHint is WithFetchHint's function (nil: no hint).
+	fetchHint func(ctx context.Context, gatewayURL string, err error) string
 	// fullChecks asserts the session's buffer invariants on every step
 	// (tests).
 	fullChecks bool
@@ -89,6 +91,19 @@ func OnLost(fn func(lost []Partition)) Option { return func(o *options) { o.onLo
 // with that error.
 func WithCredentialSource(fn func(ctx context.Context) (string, error)) Option {
 	return func(o *options) { o.credentials = fn }
+}
+
+// WithFetchHint: hint says what to do about a fetch gateway gatewayURL
+// did not answer (a refused connection, a timeout, a connection closed
+// without an HTTP answer) — which setting names a wrong address, say; ""
+// adds nothing. Its text goes, as "hint", with the first "fetch failed:
+// the gateway did not answer" warning of each gateway only: the later
+// ones (at most one per 10 s while it fails) repeat the error, not the
+// hint. hint runs in the failed fetch's goroutine before that fetch's
+// retry, at most once per gateway; ctx ends when the consumer stops. A
+// refusal (an HTTP answer) is never hinted.
+func WithFetchHint(hint func(ctx context.Context, gatewayURL string, err error) string) Option {
+	return func(o *options) { o.fetchHint = hint }
 }
 
 // buildOptions applies opts; without WithHTTPClient the default client

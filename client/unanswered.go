@@ -24,6 +24,7 @@ type unanswered struct {
 	last     error                // the last unanswered fetch since the last answered one
 	answered bool                 // a gateway has answered a fetch, if only to refuse it
 	byGate   map[int]*logThrottle // gateway index → the log of its failures
+	hinted   map[int]bool         // gateways whose failure WithFetchHint's hint went with
 }
 
 // logThrottle bounds a repeated failure's log: the first is logged, then
@@ -73,6 +74,21 @@ func (u *unanswered) note(i int, err error, now time.Time) (log bool, missed int
 	return t.due(now)
 }
 
+// hintDue says whether gateway i's failure, about to be logged, is the
+// first to carry the fetch hint (once per gateway).
+func (u *unanswered) hintDue(i int) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.hinted[i] {
+		return false
+	}
+	if u.hinted == nil {
+		u.hinted = map[int]bool{}
+	}
+	u.hinted[i] = true
+	return true
+}
+
 // Unanswered is the error of the last fetch that no gateway answered (a
 // refused connection, a timeout, an unreachable address) when no fetch
 // has been answered since, and nil otherwise. The consumer keeps
@@ -103,8 +119,18 @@ func (c *Consumer) FetchAnswered() bool {
 // (refusals are logFetch's).
 func (c *Consumer) noteFetch(gateway int, err error) {
 	log, missed := c.unanswered.note(gateway, err, time.Now())
-	if log {
-		c.log.Warn("fetch failed: the gateway did not answer; retrying", zap.String("gateway", c.fetcher.urls[gateway]),
-			zap.Int("failures_not_logged", missed), zap.Error(err))
+	if !log {
+		return
 	}
+	url := c.fetcher.urls[gateway]
+	fields := []zap.Field{zap.String("gateway", url), zap.Int("failures_not_logged", missed), zap.Error(err)}
+	if c.opts.fetchHint != nil && c.unanswered.hintDue(gateway) {
+		// Once: a new user pointing --gateways at a Kafka port read
+		// the bare transport error every 10 s for as long as it ran
+		// (newuser6's left).
+		if hint := c.opts.fetchHint(c.ctx, url, err); hint != "" {
+			fields = append(fields, zap.String("hint", hint))
+		}
+	}
+	c.log.Warn("fetch failed: the gateway did not answer; retrying", fields...)
 }

@@ -46,3 +46,13 @@ func TestUnanswered(t *testing.T) {
 		t.Fatalf("an answered fetch, last still %v", u.last)
 	}
 }
+
+// TestFetchHintOncePerGateway: WithFetchHint's hint goes with the first
+// logged failure of each gateway, never again — the failures go on being
+// logged every unansweredLogEvery, the hint is not repeated with them.
+func TestFetchHintOncePerGateway(t *testing.T) {
+	var u unanswered
+	if !u.hintDue(0) || u.hintDue(0) || !u.hintDue(1) || u.hintDue(1) || u.hintDue(0) {
+		t.Fatalf("hints given: %v, want gateways 0 and 1 once each", u.hinted)
+	}
+}

@@ -46,9 +46,18 @@ func connectHint(ctx context.Context, rawURL string, wait time.Duration, err err
 
 // endpointHint is connectHint for a URL meant for to.
 func endpointHint(ctx context.Context, to endpoint, rawURL string, wait time.Duration, err error) error {
+	hint := endpointHintText(ctx, to, rawURL, wait, err)
+	if hint == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, hint)
+}
+
+// endpointHintText is endpointHint's hint alone, "" when there is none.
+func endpointHintText(ctx context.Context, to endpoint, rawURL string, wait time.Duration, err error) string {
 	u, perr := url.Parse(rawURL)
 	if perr != nil || ctx.Err() != nil {
-		return err
+		return ""
 	}
 	hint := transportHint(to, u, wait, err)
 	if hint == "" && u.Scheme == "http" && cutOff(err) {
@@ -61,10 +70,7 @@ func endpointHint(ctx context.Context, to endpoint, rawURL string, wait time.Dur
 			hint = fmt.Sprintf("%s closed the connection without an HTTP answer: is it a Kafka port (a broker, a gateway's Kafka listener) rather than %s HTTP address? Point %s at %s (capgate dev: %s)", u.Host, possessive(to.name), to.flags, to.name, to.dev)
 		}
 	}
-	if hint == "" {
-		return err
-	}
-	return fmt.Errorf("%w (%s)", err, hint)
+	return hint
 }
 
 // gatewayHint is err, a fetch no gateway answered, with what to do about

@@ -64,7 +64,8 @@ func newConsumeCmd() *cobra.Command {
 			"does not stop it (its failed heartbeats are logged every 10 s, its return at\n" +
 			"info); a gateway or topic that does not exist (404), or a URL whose http:// or\n" +
 			"https:// is not what the server speaks, does, with the partitions released. A\n" +
-			"gateway that does not answer is retried (logged every 10 s); --idle-exit then\n" +
+			"gateway that does not answer is retried (logged every 10 s, the first line\n" +
+			"with a hint naming the flag to check); --idle-exit then\n" +
 			"exits 1 with its error and which flag to check instead of 0 (first fetches still\n" +
 			"unanswered at --idle-exit are waited for, up to request_timeout, 10 s). Fetches a gateway refuses for now (429\n" +
 			"under a capgate admin qos byte rate, 503 while it is out of sync with the\n" +
@@ -234,7 +235,12 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 	}
 	defer log.Sync()
 	sdkLog, quiet := quietableLogger(log)
-	c, err := client.NewConsumer(cfg, client.WithLogger(sdkLog))
+	// The SDK retries a gateway that does not answer for as long as it
+	// runs, warning every 10 s: its first warning says which flag to fix.
+	hint := func(ctx context.Context, gateway string, err error) string {
+		return endpointHintText(ctx, gatewayEndpoint, gateway, cfg.RequestTimeout, err)
+	}
+	c, err := client.NewConsumer(cfg, client.WithLogger(sdkLog), client.WithFetchHint(hint))
 	if err != nil {
 		return err
 	}

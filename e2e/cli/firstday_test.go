@@ -148,6 +148,37 @@ func TestFirstDayMistakes(t *testing.T) {
 		}
 	})
 
+	// Without --idle-exit the SDK retries such a gateway for as long as
+	// consume runs, warning every 10 s with the bare transport error
+	// ("connection reset by peer"; newuser6's left): the first warning
+	// now says which flag to fix, and only the first — the next ones
+	// repeat the error, not the hint.
+	t.Run("consume_gateways_kafka_port_retrying", func(t *testing.T) {
+		listener := listenerAddr.FindStringSubmatch(d.stdout.String())
+		if listener == nil {
+			t.Fatalf("capgate dev printed no kafka listener:\n%s", d.stdout.String())
+		}
+		p := startConsume(t, "consume", "--group", "kafkaportretry", "--topic", "demo",
+			"--credential-file", filepath.Join(d.dataDir, "credentials.json"),
+			"--coordinator", d.coordinator, "--gateways", "http://"+listener[1])
+		const warned = "fetch failed: the gateway did not answer"
+		eventually(t, 90*time.Second, "a second warning of the failing gateway (10 s after the first)", func() (bool, string) {
+			if ok, why := p.running(); !ok {
+				t.Fatal(why)
+			}
+			return strings.Count(p.stderr.String(), warned) >= 2, p.stderr.String()
+		})
+		p.interrupt(t)
+		stderr := p.stderr.String()
+		hint := listener[1] + " closed the connection without an HTTP answer: is it a Kafka port"
+		if n := strings.Count(stderr, hint); n != 1 || !strings.Contains(stderr, "--gateways or CAPGATE_GATEWAY_URLS") {
+			t.Fatalf("consume --gateways http://%s: the hint %d times, want once with the flag:\n%s", listener[1], n, stderr)
+		}
+		if first := strings.Index(stderr, warned); !strings.Contains(stderr[first:strings.Index(stderr[first:], "\n")+first], hint) {
+			t.Fatalf("the hint is not on the first warning:\n%s", stderr)
+		}
+	})
+
 	// The wrong token, or the right one without "Bearer ": curl's
 	// -H "Authorization: $CAPGATE_ADMIN_TOKEN" got "admin token required",
 	// the client credential as admin token "not a known admin token"
