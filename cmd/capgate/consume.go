@@ -67,7 +67,10 @@ func newConsumeCmd() *cobra.Command {
 			"gateway that does not answer is retried (logged every 10 s, the first line\n" +
 			"with a hint naming the flag to check); --idle-exit then\n" +
 			"exits 1 with its error and which flag to check instead of 0 (first fetches still\n" +
-			"unanswered at --idle-exit are waited for, up to request_timeout, 10 s). Fetches a gateway refuses for now (429\n" +
+			"unanswered at --idle-exit are waited for, up to request_timeout, 10 s). With no\n" +
+			"partition at --idle-exit it asks the group's state: Stable with every partition\n" +
+			"held by other members (more members than partitions) is idle, said on stderr,\n" +
+			"exit 0; a rebalance still handing partitions out is exit 1. Fetches a gateway refuses for now (429\n" +
 			"under a capgate admin qos byte rate, 503 while it is out of sync with the\n" +
 			"coordinator) are retried after Retry-After and logged once, then every 10 s\n" +
 			"per code with refusals_not_logged. An administrator's revoke-member makes it\n" +
@@ -253,7 +256,7 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 	}
 	prog := newProgress(stderr, isTerminal(stderr))
 	stopProgress := prog.run(ctx, f.lagSource(cfg))
-	loopErr := consumeLoop(ctx, c, f, stdout, prog, log)
+	loopErr := consumeLoop(ctx, c, f, stdout, stderr, prog, f.tenantGroupDescriber(cfg))
 	stopProgress()
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RequestTimeout+cfg.RevokeTimeout)
 	defer cancel()
@@ -273,7 +276,7 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 // for request_timeout) is logged and consuming goes on: the
 // next commit carries the same offsets. A Poll error (a 404 from a
 // gateway, a refused TLS handshake, the member refused for good) ends it.
-func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdout io.Writer, prog *progress, log *zap.Logger) error {
+func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdout, stderr io.Writer, prog *progress, describe groupDescriber) error {
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	printed := 0
 	lastRecord := time.Now()
@@ -312,6 +315,10 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 					continue
 				}
 				return fmt.Errorf("consume: no record for --idle-exit %s, and no gateway answered a fetch (%s)", f.idleExit, strings.Join(f.endpoints.gateways, ", "))
+			}
+			if len(c.Assigned()) == 0 {
+				// Idle only if no partition is on its way.
+				return idleWithoutPartitions(ctx, f.idleExit, f.group, c.MemberID(), describe, stderr)
 			}
 			return nil // idle
 		case err != nil:
