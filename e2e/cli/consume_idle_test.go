@@ -41,8 +41,8 @@ func TestIdleExitWithoutPartitionSaysWhy(t *testing.T) {
 			g := tenantGroup(t, d.coordinator, creds.ClientCredential, "solo")
 			return g.State == "Stable" && len(g.Members) == 1 && len(g.Members[0].Owned) == 1, fmt.Sprintf("%+v", g)
 		})
-		stdout, stderr, err := cliResult(t, soloArgs("--idle-exit", "3s")...)
-		if err != nil || stdout != "" || !strings.Contains(stderr, "idle for --idle-exit 3s with no partition: group solo is Stable and every partition it gives out (1) is held by another member") {
+		stdout, stderr, err := cliResult(t, soloArgs("--idle-exit", "6s")...)
+		if err != nil || stdout != "" || !strings.Contains(stderr, "idle for --idle-exit 6s with no partition: group solo is Stable and every partition it gives out (1) is held by another member") {
 			t.Fatalf("second member of a one-partition group: %v, stdout %q, stderr:\n%s\nwant exit 0 saying it is idle with no partition", err, stdout, stderr)
 		}
 		if ok, why := first.running(); !ok {
@@ -57,10 +57,10 @@ func TestIdleExitWithoutPartitionSaysWhy(t *testing.T) {
 		// the group's handoff_timeout outlast the test).
 		joinSilently(t, d.coordinator, creds.ClientCredential, "held")
 		d.adminCLI(t, "config", "held", "--handoff-timeout", "2m")
-		_, stderr, err := cliResult(t, d.consumeArgs("held", "--idle-exit", "3s")...)
+		_, stderr, err := cliResult(t, d.consumeArgs("held", "--idle-exit", "6s")...)
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 1 ||
-			!strings.Contains(stderr, "no partition was granted within --idle-exit 3s: group held is PreparingRebalance — its partitions are still being handed out") {
+			!strings.Contains(stderr, "no partition was granted within --idle-exit 6s: group held is PreparingRebalance — its partitions are still being handed out") {
 			t.Fatalf("member waiting for its partitions: %v, stderr:\n%s\nwant exit 1 naming the rebalance", err, stderr)
 		}
 	})
