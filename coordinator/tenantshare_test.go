@@ -28,6 +28,10 @@ func TestOneTenantCannotFillTheLoopQueue(t *testing.T) {
 	const share, waiters, fired = 4, 8, 20
 	e := newEnv(t, map[string]int32{"orders": 1})
 	e.cfg.TenantLoopShare, e.cfg.TenantLoopWaiters = share, waiters
+	// No metadata re-read while the loop is held: each one queues a
+	// request of its own (every 200 ms in these tests), counted by
+	// LoopQueued beside A's — the test failed when one fell in the window.
+	e.cfg.MetadataInterval = time.Hour
 	h := e.start(t)
 	coordinator.LengthenLoopShareWait(h.c, time.Minute) // no waiter gives up while the test holds the loop
 	attacker := h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
