@@ -256,7 +256,7 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 	}
 	prog := newProgress(stderr, isTerminal(stderr))
 	stopProgress := prog.run(ctx, f.lagSource(cfg))
-	loopErr := consumeLoop(ctx, c, f, stdout, stderr, prog, f.tenantGroupDescriber(cfg))
+	loopErr := consumeLoop(ctx, c, f, stdout, stderr, prog, f.tenantGroupDescriber(cfg), cfg.RequestTimeout)
 	stopProgress()
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RequestTimeout+cfg.RevokeTimeout)
 	defer cancel()
@@ -276,7 +276,7 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 // for request_timeout) is logged and consuming goes on: the
 // next commit carries the same offsets. A Poll error (a 404 from a
 // gateway, a refused TLS handshake, the member refused for good) ends it.
-func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdout, stderr io.Writer, prog *progress, describe groupDescriber) error {
+func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdout, stderr io.Writer, prog *progress, describe groupDescriber, requestTimeout time.Duration) error {
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	printed := 0
 	lastRecord := time.Now()
@@ -310,7 +310,7 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 				if unansweredSince.IsZero() {
 					unansweredSince = time.Now()
 				}
-				if wait := client.DefaultConfig().RequestTimeout + time.Second; time.Since(unansweredSince) < wait {
+				if wait := requestTimeout + time.Second; time.Since(unansweredSince) < wait {
 					lastRecord = time.Now().Add(unansweredPoll - f.idleExit)
 					continue
 				}
