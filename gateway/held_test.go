@@ -38,6 +38,10 @@ func TestSlowReadersHoldBoundedAnswerBytes(t *testing.T) {
 		// the harness's 3 s would let the gateway fall out of sync and
 		// answer 503 out_of_sync, which is not what this test is about.
 		c.SyncTimeout = 12 * time.Second
+		// Reading a 24 MiB answer from the embedded Kafka took over the
+		// harness's 3 s broker request_timeout on a busy CI machine: the
+		// fetch was answered 503 unavailable before the cap was reached.
+		c.Broker.RequestTimeout = 30 * time.Second
 	}})
 	h.waitReady()
 	value := make([]byte, 512<<10) // random: the producer compresses
