@@ -4,7 +4,9 @@ package console
 // serves GET /v1/admin/audit (issue #13); otherwise 404 and no link in the
 // navigation. A filter form (action, who, target prefix, a hidden action:
 // ?action=&who=&target=&exclude_action=, each once) is the admin API's
-// filter, sent on as it is (its refusals are the page's 400); "older
+// filter, sent on as it is (its refusals are the page's 400; a URL with
+// empty fields, as the form submits them, is 303 to the same without
+// them); "older
 // entries" pages with before= (its next_before). Without one, a busy
 // admin (capgate produce mints a capability per partition it writes)
 // buried an operator's actions past the page's 100 entries. This file is the whole of it: the log is read as JSON of any
@@ -97,6 +99,9 @@ func (c *Console) serveAudit(ctx *fasthttp.RequestCtx, s *session, _ []string) {
 	f, problem := parseAuditFilter(ctx.QueryArgs())
 	if problem != "" {
 		c.render(ctx, fasthttp.StatusBadRequest, "problem", c.data(s, "audit", "Problem", problem))
+		return
+	}
+	if withoutEmptyFields(ctx, Prefix+"/audit") {
 		return
 	}
 	path := auditPath

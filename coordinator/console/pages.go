@@ -3,7 +3,8 @@ package console
 // Behavior: the pages (GET, a session; without one → 303 to the login
 // page). Each reads the admin API in-process and renders server-side:
 //   /console/groups             the groups, 100 a page, filtered by name
-//                               prefix (groupspage.go): members,
+//                               prefix (groupspage.go; ?prefix= empty
+//                               is 303 to the bare URL): members,
 //                               partitions by state, lag
 //   /console/groups/{g}         members, the partition grid coloured by
 //                               holder (each cell with the QoS overrides
@@ -21,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +84,33 @@ func (c *Console) failed(ctx *fasthttp.RequestCtx, s *session, err error) {
 	c.render(ctx, status, "problem", c.data(s, "", "Problem", err.Error()))
 }
 
+// withoutEmptyFields answers a page's URL that carries empty query
+// fields with 303 to the same page without them, and reports whether it
+// did. A GET form submits every field, so filtering the Audit page by
+// one gave ?action=&who=&target=orders/&exclude_action= — the URL an
+// operator copies to share, and the one the page re-reads. The fields
+// kept are escaped as they came and in their order; path is a console
+// path (a constant), so the Location cannot leave the console.
+func withoutEmptyFields(ctx *fasthttp.RequestCtx, path string) bool {
+	var kept []string
+	empty := false
+	for key, value := range ctx.QueryArgs().All() {
+		if len(value) == 0 {
+			empty = true
+			continue
+		}
+		kept = append(kept, url.QueryEscape(string(key))+"="+url.QueryEscape(string(value)))
+	}
+	if !empty {
+		return false
+	}
+	if len(kept) > 0 {
+		path += "?" + strings.Join(kept, "&")
+	}
+	seeOther(ctx, path)
+	return true
+}
+
 // groupRow is one line of the groups page.
 type groupRow struct {
 	Name                     string
@@ -95,6 +124,9 @@ func (c *Console) serveGroups(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 	q, problem := parseGroupsQuery(ctx.QueryArgs())
 	if problem != "" {
 		c.render(ctx, fasthttp.StatusBadRequest, "problem", c.data(s, "groups", "Problem", problem))
+		return
+	}
+	if withoutEmptyFields(ctx, Prefix+"/groups") {
 		return
 	}
 	names, more, err := c.groupsPage(q)

@@ -13,6 +13,7 @@ import (
 // than a page holds, the groups page links to the next page and back,
 // and its filter form finds a group past the first page by prefix; the
 // page's 5 s re-read keeps the filter (it re-read the unfiltered page);
+// the filter emptied is the bare URL (not ?prefix=);
 // no script error or CSP violation on the way.
 func TestConsoleGroupsPagesInBrowser(t *testing.T) {
 	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 1})
@@ -48,4 +49,10 @@ func TestConsoleGroupsPagesInBrowser(t *testing.T) {
 	b.waitFor("re-read, still filtered", time.Now(), 10*time.Second,
 		`document.getElementById('groups').dataset.old === undefined && `+rows+`.join() === 'orders-eu'`)
 	b.noProblems("filtered page")
+
+	// The filter emptied and sent: the page's URL is the bare one, not ?prefix=.
+	b.waitFor("filter emptied", time.Now(), 10*time.Second,
+		`(() => { const i = document.querySelector('#groups-filter input[name="prefix"]'); if (!i) return false; i.value = ''; i.form.requestSubmit(); return true })()`)
+	b.waitFor("every group, a bare URL", time.Now(), 10*time.Second, `location.search === '' && `+rows+`.length === 100`)
+	b.noProblems("emptied filter")
 }
