@@ -150,9 +150,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	otherViews(t, s, b)
 }
 
-// revokeFromConsole revokes a partition of c1 through the dialog and sees
+// revokeFromConsole revokes a partition of c1 through the dialog — which
+// says the partition goes back to c1, as it does (console5 took "A → A"
+// for a broken revoke), and that Lease… moves it elsewhere — and sees
 // the outcome (every gateway safe, the new epoch), the fence, the ack and
-// the regrant at the new epoch.
+// the regrant to c1 at the new epoch.
 func revokeFromConsole(t *testing.T, s *stack, b *browser) {
 	t.Helper()
 	id1 := s.members[0].Consumer.MemberID()
@@ -168,6 +170,12 @@ func revokeFromConsole(t *testing.T, s *stack, b *browser) {
 	b.run("the revoke dialog", 10*time.Second, chromedp.WaitVisible(chromedp.ID("confirm-ok")))
 	b.waitFor("confirmation asked", time.Now(), 15*time.Second,
 		`document.getElementById('confirm').open && document.getElementById('confirm-title').textContent === 'Revoke partition demo/`+p+`'`)
+	// It says where the partition goes next: back to its holder (the
+	// assignor places it by the members), and what moves it elsewhere.
+	if text := eval[string](b, `document.getElementById('confirm-text').textContent`); !strings.Contains(text, "(sticky) then places it by the members, not by the revoke: while they stay the same it goes back to "+id1+",") ||
+		!strings.Contains(text, "use Lease… on this partition") || !strings.Contains(text, "Revoke member") {
+		t.Fatalf("the revoke dialog does not say the partition goes back to %s, nor what moves it: %q", id1, text)
+	}
 	b.screenshot("revoke-confirm")
 	b.run("confirm", 10*time.Second, chromedp.Click(chromedp.ID("confirm-ok")))
 	want := fmt.Sprintf("Every gateway is safe: demo/%s is fenced at epoch %d", p, epoch+1)
@@ -179,7 +187,7 @@ func revokeFromConsole(t *testing.T, s *stack, b *browser) {
 		  const c = document.querySelector(`+js(cell)+`);
 		  return has('fence', 'demo/`+p+` fenced at epoch `+strconv.FormatUint(epoch+1, 10)+`') && has('ack', 'demo/`+p+`') &&
 		    has('revoked', 'every gateway safe at epoch `+strconv.FormatUint(epoch+1, 10)+`') &&
-		    c.dataset.state === 'owned' && Number(c.dataset.epoch) === `+strconv.FormatUint(epoch+1, 10)+`; })()`)
+		    c.dataset.state === 'owned' && Number(c.dataset.epoch) === `+strconv.FormatUint(epoch+1, 10)+` && c.dataset.holder === `+js(id1)+`; })()`)
 	b.screenshot("revoke")
 	b.run("close the dialog", 5*time.Second, chromedp.Click(chromedp.ID("confirm-cancel")))
 }

@@ -187,16 +187,28 @@
   // Each action: the dialog's text and fields, the admin route, the body,
   // and how to say what happened from the admin API's answer.
   const actions = {
-    'revoke-partition': (d) => {
+    // A revoke fences the partition; the assignor then places it by the
+    // group's members, not by the revoke: with the same members it goes
+    // back to the same one (console5 saw "fenced at epoch 3: A → A" and
+    // took the revoke for broken). The dialog says so, and what moves it
+    // elsewhere.
+    'revoke-partition': (d, from) => {
       const name = d.topic + '/' + d.partition;
+      const holder = from.closest('.cell')?.dataset.holder || '';
+      const again = 'The group\'s assignor (' + (document.getElementById('live-region')?.dataset.assignor || 'sticky') +
+        ') then places it by the members, not by the revoke: while they stay the same it goes back to ' +
+        (holder ? holder : 'the member that would have it') + ', under the new epoch (the old capabilities stay refused).';
       return {
         title: 'Revoke partition ' + name,
-        text: 'Fence ' + name + ' of group ' + groupName + ' under a new epoch and reassign it. Its holder is refused at once, on every gateway; the answer comes when every gateway is safe.',
+        text: 'Fence ' + name + ' of group ' + groupName + ' under a new epoch. ' + (holder ? 'Its holder, ' + holder + ', is' : 'Its capabilities are') +
+          ' refused at once, on every gateway; the answer comes when every gateway is safe. ' + again +
+          ' To move it to another holder, use Lease… on this partition; to take a consumer out, Revoke member in the members table.',
         fields: [{ name: 'reason', label: 'Reason (recorded)', value: 'console' }],
         method: 'POST',
         path: 'groups/' + enc(groupName) + '/partitions/' + enc(d.topic) + '/' + enc(d.partition) + '/revoke',
         body: (f) => ({ reason: f.reason }),
-        outcome: (r) => 'Every gateway is safe: ' + name + ' is fenced at epoch ' + r.epoch + ' and being reassigned.',
+        outcome: (r) => 'Every gateway is safe: ' + name + ' is fenced at epoch ' + r.epoch + ' and being reassigned' +
+          (holder ? ' — with the same members, to ' + holder + ' again (Lease… moves it elsewhere).' : '.'),
       };
     },
     'lease-partition': (d) => {
@@ -446,7 +458,7 @@
     const button = ev.target.closest('[data-action]');
     if (!button || !dialog) return;
     const make = actions[button.dataset.action];
-    if (make) open(make(button.dataset), button);
+    if (make) open(make(button.dataset, button), button);
   });
   if (dialog) {
     // Closed (Cancel, Close, Escape): the keyboard is back on the button
