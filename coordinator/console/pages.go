@@ -407,7 +407,7 @@ func (c *Console) serveGroup(ctx *fasthttp.RequestCtx, s *session, params []stri
 		c.failed(ctx, s, err)
 		return
 	}
-	v.Events = newestFirst(c.feed.Recent(recentEvents, func(e *timeline.Event) bool { return e.Group == name }))
+	v.Events = newestFirst(c.feed.Recent(recentEvents, func(e *timeline.Event) bool { return e.Of(name) }))
 	d := c.data(s, "groups", "Group "+name, v)
 	d.Stream, d.Last, d.Group = "group="+queryEscape(name), last, name
 	c.render(ctx, fasthttp.StatusOK, "group", d)

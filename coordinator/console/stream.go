@@ -3,7 +3,7 @@ package console
 // Behavior: GET /console/events?group=G&after=N — a session (else 401).
 // Server-sent events: every timeline event after id N (or after the
 // Last-Event-ID header a reconnecting browser sends), of group G only when
-// given, as `id: <id>` + `data: <Event JSON>`. N and Last-Event-ID have the
+// given (its events and the QoS overrides naming no group: Event.Of), as `id: <id>` + `data: <Event JSON>`. N and Last-Event-ID have the
 // API's one spelling of a number (api.ParseDecimal: decimal digits, no
 // sign, space or leading zero, at most 2^63-1); `after` is required and
 // given once; anything else is 400 bad_request with a JSON error body, as
@@ -143,7 +143,7 @@ func (c *Console) stream(w *bufio.Writer, sub *timeline.Subscription, s *session
 // Events of other groups still advance the id, so a reconnect resumes
 // after them.
 func writeEvent(w *bufio.Writer, e *timeline.Event, groupName string) {
-	if groupName != "" && e.Group != groupName {
+	if groupName != "" && !e.Of(groupName) {
 		return
 	}
 	b, err := json.Marshal(e)

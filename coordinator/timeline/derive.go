@@ -156,7 +156,7 @@ func (d *deriver) record(now time.Time, r group.Record) {
 				Text: fmt.Sprintf("%s revoked: its capabilities are refused until %s", rm.MemberID, clock(time.Unix(rm.Until, 0)))})
 		}
 	case group.QoSRecord:
-		d.emit(Event{At: now, Kind: QoS, Text: qosText(r)})
+		d.emit(qosEvent(now, r))
 	case group.GatewayRecord:
 		d.emit(Event{At: now, Kind: Gateway, Gateway: r.ID, Text: fmt.Sprintf("gateway %s polled for the first time", r.ID)})
 	}
@@ -322,10 +322,26 @@ func clock(t time.Time) string {
 	return t.UTC().Format("15:04:05Z")
 }
 
+// qosEvent carries the override's selector in the event's fields
+// (group, topic, partition, holder as Member), so a group's page shows
+// the override of its group (Event.Of) and its text says what it
+// applies to: without them a throttle set on a group reached its page
+// only at the next 5 s re-read, and read "QoS override 1f…: 2000 B/s",
+// of nothing.
+func qosEvent(now time.Time, r group.QoSRecord) Event {
+	s := r.Override.Selector
+	e := Event{At: now, Kind: QoS, Group: s.Group, Topic: s.Topic, Partition: -1, Member: s.Holder, Text: qosText(r)}
+	if s.Partition != nil {
+		e.Partition = *s.Partition
+	}
+	return e
+}
+
 func qosText(r group.QoSRecord) string {
 	o := r.Override
+	of := strings.Join(o.Selector.Parts(), ", ")
 	if r.Deleted {
-		return fmt.Sprintf("QoS override %s ended", o.ID)
+		return fmt.Sprintf("QoS override %s of %s ended", o.ID, of)
 	}
 	var parts []string
 	if o.LogLevel != "" {
@@ -337,5 +353,5 @@ func qosText(r group.QoSRecord) string {
 	if o.MaxBytesPerSec > 0 {
 		parts = append(parts, strconv.FormatInt(o.MaxBytesPerSec, 10)+" B/s")
 	}
-	return fmt.Sprintf("QoS override %s: %s until %s", o.ID, strings.Join(parts, ", "), clock(time.Unix(o.Until, 0)))
+	return fmt.Sprintf("QoS override %s of %s: %s until %s", o.ID, of, strings.Join(parts, ", "), clock(time.Unix(o.Until, 0)))
 }

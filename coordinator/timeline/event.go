@@ -32,7 +32,8 @@ const (
 	Lease Kind = "lease"
 	// Deny: an admin denied a capability id.
 	Deny Kind = "deny"
-	// QoS: a QoS override was set or ended.
+	// QoS: a QoS override was set or ended; Group, Topic, Partition and
+	// Member (the holder) are its selector's, where it names them.
 	QoS Kind = "qos"
 	// Config: a group's configuration was set (also when a group appears).
 	Config Kind = "config"
@@ -60,4 +61,11 @@ type Event struct {
 	Moved     bool      `json:"moved,omitempty"`
 	PauseMs   int64     `json:"pause_ms,omitempty"`
 	Text      string    `json:"text"`
+}
+
+// Of reports whether e belongs on group's page: the group's own events,
+// and a QoS override that names no group (it applies to the holders of
+// every group, as the page's grid shows).
+func (e *Event) Of(group string) bool {
+	return e.Group == group || (e.Kind == QoS && e.Group == "")
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
 )
@@ -238,5 +239,43 @@ func TestSlowSubscriberNeverBlocks(t *testing.T) {
 	}
 	if n := s.feed.Subscribers(); n != 1 {
 		t.Fatalf("%d subscribers, want 1", n)
+	}
+}
+
+// TestQoSEventNamesItsSelector: a QoS override's event carries its
+// selector (group, topic, partition, holder) and says it, so a group's
+// page shows the override of its group; one naming no group belongs on
+// every group's page (it applies to all their holders), another group's
+// on none but its own. Before, the event had no group: no group page
+// showed it, and its text named no selector.
+func TestQoSEventNamesItsSelector(t *testing.T) {
+	s := newShell(t, 100)
+	p3 := int32(3)
+	put := func(o api.QoSOverride) timeline.Event {
+		t.Helper()
+		start := s.feed.Last()
+		s.step(func(r group.Ref) group.Event { return group.PutQoS{Ref: r, Override: o} })
+		got := s.feed.Recent(10, func(e *timeline.Event) bool { return e.ID > start })
+		if len(got) != 1 || got[0].Kind != timeline.QoS {
+			t.Fatalf("events of a QoS override: %s", texts(got))
+		}
+		return got[0]
+	}
+	until := s.now.Add(time.Minute).Unix()
+	e := put(api.QoSOverride{ID: "q1", Selector: api.QoSSelector{Group: "orders", Topic: "demo", Partition: &p3, Holder: "h"}, MaxBytesPerSec: 2000, Until: until})
+	if e.Group != "orders" || e.Topic != "demo" || e.Partition != 3 || e.Member != "h" ||
+		!strings.HasPrefix(e.Text, "QoS override q1 of group=orders, topic=demo, holder=h, partition=3: 2000 B/s until ") {
+		t.Fatalf("set: %+v", e)
+	}
+	if !e.Of("orders") || e.Of("billing") {
+		t.Fatalf("the override of group orders: Of(orders) %v, Of(billing) %v", e.Of("orders"), e.Of("billing"))
+	}
+	e = put(api.QoSOverride{ID: "q2", Selector: api.QoSSelector{Topic: "demo"}, LogLevel: "debug", Until: until})
+	if e.Group != "" || e.Partition != -1 || !e.Of("orders") || !e.Of("billing") {
+		t.Fatalf("an override of every group: %+v, Of(orders) %v, Of(billing) %v", e, e.Of("orders"), e.Of("billing"))
+	}
+	e = put(api.QoSOverride{ID: "q1", Selector: api.QoSSelector{Group: "orders", Topic: "demo", Partition: &p3, Holder: "h"}, Until: s.now.Unix()})
+	if e.Group != "orders" || e.Text != "QoS override q1 of group=orders, topic=demo, holder=h, partition=3 ended" {
+		t.Fatalf("ended: %+v", e)
 	}
 }

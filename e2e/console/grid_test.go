@@ -62,6 +62,9 @@ func TestConsoleGridShowsWhereHoldersDiffer(t *testing.T) {
 // says what applies to it as it is held (a throttle, a log level, a
 // monitor tag); an override of another partition, group or holder does
 // not show, and one ended leaves the cell plain again without a reload.
+// The group's Handoffs panel lists the overrides of the group (and those
+// of every group) as they are set and end: their timeline events had no
+// group, so no group page showed them, nor re-read its grid for them.
 func TestConsoleGridShowsThrottles(t *testing.T) {
 	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4})
 	m := cluster.NewMember(t, sdk.MemberOptions{Name: "m1", Group: group})
@@ -86,7 +89,17 @@ func TestConsoleGridShowsThrottles(t *testing.T) {
 		cellQoS(3)+` === 'throttled 2000 B/s · log debug' && [0, 1, 2].every(p => `+
 			`document.querySelector('.cell[data-partition="demo/' + p + '"] .qos')?.textContent === 'log debug')`)
 
+	// The page's Handoffs panel has the overrides of this group and those
+	// naming no group (they apply here too), not another group's; one
+	// ended comes in live.
+	lines := `[...document.querySelectorAll('#timeline li[data-kind="qos"]')].map(li => li.textContent)`
+	b.waitFor("the group's overrides in its Handoffs panel", time.Now(), 15*time.Second,
+		lines+`.some(l => l.includes('of group=demo, topic=demo, partition=3: 2000 B/s until')) && `+
+			lines+`.some(l => l.includes('of holder=`+m.Consumer.MemberID()+`: log level debug until')) && !`+lines+`.some(l => l.includes('group=other'))`)
+
 	qos(map[string]any{"selector": p3, "ttl_ms": 1}) // ended
 	b.waitFor("demo/3's throttle gone, no reload", time.Now(), 20*time.Second, cellQoS(3)+` === 'log debug'`)
+	b.waitFor("its end in the Handoffs panel", time.Now(), 15*time.Second,
+		lines+`.some(l => l.includes('of group=demo, topic=demo, partition=3 ended'))`)
 	b.noProblems("grid throttles")
 }

@@ -11,7 +11,7 @@
   const maxLines = 300;
   // Events after which the group's members and grid are read again.
   const gridKinds = new Set(['join', 'leave', 'fence', 'ack', 'commit', 'release', 'grant', 'unowned',
-    'revoked', 'member_revoked', 'lease', 'config']);
+    'revoked', 'member_revoked', 'lease', 'config', 'qos']);
 
   // ---- live timeline -------------------------------------------------
   let shown = Number(body.dataset.last || 0);
