@@ -42,6 +42,10 @@ type ClusterOptions struct {
 	Partitions int32
 	// Gateways is how many gateways to start (default 1).
 	Gateways int
+	// Coordinators > 1 runs coordinator replicas, the state in the
+	// broker's log (stack.Options.Coordinators); CoordinatorURL is then
+	// the leader's when the cluster started.
+	Coordinators int
 	// Timing overrides DefaultTiming when not zero.
 	Timing Timing
 	// KafkaBrokers is how many kfake brokers run (default 1).
@@ -92,7 +96,8 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	c := &Cluster{Topic: opts.Topic, Partitions: opts.Partitions, log: Logger(t)}
 	sopts := stack.Options{
 		Dir: t.TempDir(), Topics: map[string]int32{opts.Topic: opts.Partitions}, Brokers: opts.KafkaBrokers, Gateways: max(opts.Gateways, 1),
-		Timing: opts.Timing, Logger: func(part string) *zap.Logger { return c.log.Named(part) },
+		Coordinators: opts.Coordinators,
+		Timing:       opts.Timing, Logger: func(part string) *zap.Logger { return c.log.Named(part) },
 	}
 	if opts.Observe != nil {
 		sopts.Logger = func(part string) *zap.Logger {

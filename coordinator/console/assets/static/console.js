@@ -67,13 +67,16 @@
     es.onopen = () => {
       retryMs = retryFirstMs;
       setLive('on', 'live');
+      readOK();
     };
     es.onerror = () => {
       if (es.readyState !== EventSource.CLOSED) {
         setLive('off', 'reconnecting'); // the browser reconnects by itself
+        unread(); // the stream's own end every minute: still the leader, nothing said
         return;
       }
       es.close();
+      unread(); // a standby's 421, a stopped coordinator; or the shares (429, 503): then as below
       const wait = Math.round(retryMs * (0.8 + 0.4 * Math.random()));
       retryMs = Math.min(retryMs * 2, retryMaxMs);
       setLive('off', 'live updates paused — retrying in ' + Math.ceil(wait / 1000) + ' s');
@@ -124,6 +127,91 @@
     if (key && !had.isConnected) container.querySelector(key)?.focus({ preventScroll: true });
   }
 
+  // ---- a coordinator that no longer serves the console -----------------
+  // With replicas the console is the leader's: a standby sends a page to
+  // the leader (307) and answers its data and actions 421 not_leader. A
+  // page open at a leader that stopped, or that a takeover made a
+  // standby, kept its last grid with "offline" in the header at most —
+  // read as the group's state — and an action said "421 not_leader". Now
+  // a read that fails asks the coordinator's /readyz (public, same
+  // origin, on every replica) what it is; unless it still leads, the
+  // page says so above its content, greyed, with when it was last read
+  // and, when a leader is known, a link to this page there.
+  let lastRead = new Date();
+
+  function readOK() {
+    lastRead = new Date();
+    const banner = document.getElementById('elsewhere');
+    if (!banner) return;
+    banner.remove();
+    document.querySelector('main')?.classList.remove('stale');
+  }
+
+  // serving asks /readyz: 'leader' (it serves: a read failed for another
+  // reason), or {standby, leader} / {busy, message} / {gone}.
+  async function serving() {
+    try {
+      const r = await fetch('/readyz', { redirect: 'error', cache: 'no-store', credentials: 'omit' });
+      const j = await r.json().catch(() => ({}));
+      if (r.ok && j.status === 'standby') return { standby: true, leader: j.leader || '' };
+      if (r.ok) return 'leader';
+      return { busy: true, message: j.error?.message || 'status ' + r.status };
+    } catch (err) {
+      return { gone: true };
+    }
+  }
+
+  // atLeader is this page at the leader's advertised URL (an http(s)
+  // origin only), or '' .
+  function atLeader(base) {
+    try {
+      const u = new URL(base);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') return '';
+      return u.origin + location.pathname + location.search;
+    } catch (err) {
+      return '';
+    }
+  }
+
+  // unread is called after a read failed; it reports whether the page
+  // now says the coordinator does not serve it.
+  async function unread() {
+    const s = await serving();
+    if (s === 'leader') return false;
+    const since = 'This page is not updated since ' + clock(lastRead) + ' UTC. ';
+    let text, href = '';
+    if (s.standby && (href = atLeader(s.leader))) {
+      text = 'This coordinator no longer leads: replica ' + new URL(href).origin + ' does, and serves the console (log in there). ' + since;
+    } else if (s.standby) {
+      text = 'This coordinator is a standby and no replica leads right now (a takeover may be under way). ' + since + 'It asks again every few seconds.';
+    } else if (s.busy) {
+      text = 'This coordinator does not serve the console now (' + s.message + '). ' + since;
+    } else {
+      text = 'This coordinator does not answer (stopped, or the network). ' + since +
+        'With replicas, the console is the leader\'s: any replica\'s /console sends you there.';
+    }
+    let banner = document.getElementById('elsewhere');
+    const main = document.querySelector('main');
+    if (!banner) {
+      banner = document.createElement('div');
+      banner.id = 'elsewhere';
+      banner.className = 'banner bad';
+      banner.setAttribute('role', 'alert');
+      main.parentNode.insertBefore(banner, main);
+    }
+    banner.textContent = text;
+    if (href) {
+      const a = document.createElement('a');
+      a.id = 'at-leader';
+      a.href = href;
+      a.textContent = 'Open this page at the leader';
+      banner.appendChild(a);
+    }
+    main.classList.add('stale');
+    setLive('off', 'not updated');
+    return true;
+  }
+
   // ---- grid refresh: one request at a time, one more if events came meanwhile
   let refreshing = false, again = false;
 
@@ -135,15 +223,20 @@
     try {
       do {
         again = false;
-        const r = await fetch('/console/groups/' + enc(groupName) + '/live', { credentials: 'same-origin' });
+        // Not followed: only a standby redirects it (to the leader, another
+        // origin, which connect-src 'self' refuses).
+        const r = await fetch('/console/groups/' + enc(groupName) + '/live', { credentials: 'same-origin', redirect: 'manual' });
         if (r.status === 401) { sessionEnded(); return; }
         if (r.ok) {
           const html = await r.text();
           keepFocus(region, () => { region.innerHTML = html; });
+          readOK();
+        } else if (r.type === 'opaqueredirect' || r.status === 421 || r.status >= 500) {
+          await unread();
         }
       } while (again);
     } catch (err) {
-      setLive('off', 'offline');
+      if (!await unread()) setLive('off', 'offline');
     } finally {
       refreshing = false;
     }
@@ -170,14 +263,15 @@
   }
 
   // ended says in out that nothing was done, with a link to log in again
-  // (and, after a newer login elsewhere, to reload this page).
-  function ended(out, text, reload) {
+  // (or, after a newer login elsewhere, to reload this page; after a
+  // takeover, to this page at the leader).
+  function ended(out, text, href = '/console/login', label = 'Log in again') {
     out.hidden = false; out.className = 'outcome bad';
     out.textContent = text;
     const a = document.createElement('a');
     a.id = 'login-again';
-    a.href = reload ? location.pathname + location.search : '/console/login';
-    a.textContent = reload ? 'Reload this page' : 'Log in again';
+    a.href = href;
+    a.textContent = label;
     out.appendChild(a);
     out.appendChild(document.createTextNode(', then do it again.'));
     document.getElementById('confirm-ok').disabled = true;
@@ -441,7 +535,19 @@
       } else if (r.status === 403 && answer.error?.message === 'missing or wrong CSRF token') {
         // The cookie is a newer session's (a login in another tab) than
         // the page's: the page's token is not that session's.
-        ended(out, 'This page belongs to an earlier console session (you logged in again, perhaps in another tab): this was not done. ', true);
+        ended(out, 'This page belongs to an earlier console session (you logged in again, perhaps in another tab): this was not done. ',
+          location.pathname + location.search, 'Reload this page');
+      } else if (r.status === 421 && answer.error?.code === 'not_leader') {
+        // A takeover since the page was read: the action reached a standby.
+        const href = atLeader(answer.error.leader || '');
+        unread();
+        if (href) {
+          ended(out, 'This coordinator no longer leads: this was not done. ', href, 'Open this page at the leader');
+        } else {
+          out.className = 'outcome bad';
+          out.textContent = 'This coordinator no longer leads and no replica leads right now (a takeover may be under way): this was not done. Try again in a few seconds.';
+          ok.disabled = false;
+        }
       } else {
         out.className = 'outcome bad';
         out.textContent = r.status + ' ' + (answer.error?.code || '') + ': ' + (answer.error?.message || 'refused');
@@ -489,14 +595,24 @@
   async function reread() {
     if (editing()) return;
     try {
-      const r = await fetch(location.pathname + location.search, { credentials: 'same-origin' });
-      if (r.status === 401 || r.redirected) { sessionEnded(); return; }
-      if (!r.ok) return;
+      // A redirect is not followed: 303 to the login page (the session
+      // ended) or, at a standby, 307 to the leader (another origin).
+      const r = await fetch(location.pathname + location.search, { credentials: 'same-origin', redirect: 'manual' });
+      if (r.type === 'opaqueredirect') {
+        if ((await serving()).standby) await unread(); else sessionEnded();
+        return;
+      }
+      if (r.status === 401) { sessionEnded(); return; }
+      if (!r.ok) {
+        if (r.status === 421 || r.status >= 500) await unread();
+        return;
+      }
       const fresh = new DOMParser().parseFromString(await r.text(), 'text/html').querySelector('main');
       const main = document.querySelector('main');
       if (fresh && !editing()) keepFocus(main, () => main.replaceChildren(...fresh.childNodes));
+      readOK();
     } catch (err) {
-      setLive('off', 'offline');
+      if (!await unread()) setLive('off', 'offline');
     }
   }
 

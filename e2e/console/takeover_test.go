@@ -1,0 +1,77 @@
+package console
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/capgate/capgate/e2e/sdk"
+)
+
+// TestConsoleAfterATakeover: with replicas the console is the leader's.
+// A page open at a leader that then stopped kept its last grid, "offline"
+// in the header at most — an operator read it as the group's state —
+// and once that replica was back as a standby, the page's reads were
+// redirected to the new leader (refused: another origin) and an action
+// answered "421 not_leader". Now the page says, above its content greyed
+// out, that the coordinator does not answer, then that it no longer
+// leads with a link to this page at the leader; an action sent there
+// says it was not done and links there too. No script error or CSP
+// violation on the way (the redirect is not followed).
+func TestConsoleAfterATakeover(t *testing.T) {
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4, Coordinators: 3})
+	ctx := context.Background()
+	first, err := cluster.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, raw := cluster.Admin(t, "PUT", "/v1/admin/groups/"+group+"/config", map[string]any{"max_moves_per_second": 1}, nil); status != 200 {
+		t.Fatalf("group: %d %s", status, raw)
+	}
+	b := newBrowser(t)
+	login(b, first.URL, cluster.AdminToken)
+	b.waitFor("logged in", time.Now(), 15*time.Second, `location.pathname === '/console/groups'`)
+	b.run("group page", 20*time.Second, chromedp.Navigate(first.URL+"/console/groups/"+group))
+	b.waitFor("live", time.Now(), 15*time.Second, `document.getElementById('live')?.textContent === 'live'`)
+	// A dialog open across the takeover: its action is sent after it.
+	b.run("a dialog", 10*time.Second,
+		chromedp.SetValue(chromedp.ID("max-moves"), "3"),
+		chromedp.Click(chromedp.CSS(`button[data-action="group-config"]`)))
+	b.waitFor("the dialog", time.Now(), 15*time.Second, `document.getElementById('confirm').open`)
+
+	banner := `(document.getElementById('elsewhere')?.textContent ?? '')`
+	first.Kill()
+	b.waitFor("the page says the coordinator does not answer", time.Now(), 30*time.Second,
+		banner+`.startsWith('This coordinator does not answer') && document.querySelector('main').classList.contains('stale')`)
+
+	second, err := cluster.WaitLeader(ctx)
+	if err != nil || second == first {
+		t.Fatalf("no other replica took over: %v %v", second, err)
+	}
+	if err := first.Start(ctx); err != nil { // back, as a standby
+		t.Fatal(err)
+	}
+	atLeader := second.URL + "/console/groups/" + group
+	b.waitFor("the page says who leads, with a link to it", time.Now(), 30*time.Second,
+		banner+`.startsWith('This coordinator no longer leads: replica `+second.URL+` does') && document.getElementById('at-leader')?.href === `+js(atLeader))
+
+	b.run("confirm at the standby", 10*time.Second, chromedp.Click(chromedp.ID("confirm-ok")))
+	b.waitFor("the action says it was not done, and where to do it", time.Now(), 15*time.Second,
+		`document.getElementById('confirm-outcome').textContent.startsWith('This coordinator no longer leads: this was not done.') && `+
+			`document.querySelector('#confirm-outcome a')?.href === `+js(atLeader))
+	if got := cluster.Describe(t, group).Config.MaxMovesPerSecond; got != 1 {
+		t.Fatalf("max_moves_per_second %d after an action refused by a standby", got)
+	}
+	b.noProblems("page at a standby")
+	b.run("close", 5*time.Second, chromedp.Click(chromedp.ID("confirm-cancel")))
+	b.click("to the leader", "#at-leader")
+	b.waitFor("the leader's console (its login: sessions are a replica's)", time.Now(), 15*time.Second,
+		`location.origin === `+js(second.URL)+` && (location.pathname === '/console/login' || location.pathname === '/console/groups/`+group+`')`)
+	if strings.Contains(eval[string](b, `location.href`), "token") {
+		t.Fatal("a token in the URL")
+	}
+	b.noProblems("at the leader")
+}
