@@ -51,6 +51,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"clock":      clockText,
 		"nameHead":   nameHead,
 		"nameTail":   nameTail,
+		"add":        func(a, b int) int { return a + b },
 	}
 	base, err := template.New("base").Funcs(funcs).ParseFS(assets, "assets/templates/layout.html", "assets/templates/partials.html")
 	if err != nil {

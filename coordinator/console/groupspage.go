@@ -30,27 +30,39 @@ type groupsQuery struct {
 // parseGroupsQuery reads ?prefix=&after=; a problem names what is refused.
 func parseGroupsQuery(args *fasthttp.Args) (groupsQuery, string) {
 	var q groupsQuery
-	seen := map[string]bool{}
-	for key, value := range args.All() {
-		name := string(key)
-		if seen[name] {
-			return q, "query parameter " + name + " given more than once"
-		}
-		seen[name] = true
+	problem := eachQueryArg(args, func(name string, value []byte) string {
 		v := string(value)
 		if name != "prefix" && name != "after" {
-			return q, "unknown query parameter " + strconv.Quote(name) + ": the groups page takes prefix and after"
+			return "unknown query parameter " + strconv.Quote(name) + ": the groups page takes prefix and after"
 		}
 		if v != "" && !ocap.ValidName(v) {
-			return q, name + " must be a group name or its beginning: 1–255 printable ASCII characters, no space, no '/', not . or .."
+			return name + " must be a group name or its beginning: 1–255 printable ASCII characters, no space, no '/', not . or .."
 		}
 		if name == "prefix" {
 			q.Prefix = v
 		} else {
 			q.After = v
 		}
+		return ""
+	})
+	return q, problem
+}
+
+// eachQueryArg calls read with each query parameter, each given at most
+// once, and returns the first problem: a repeated name, or read's.
+func eachQueryArg(args *fasthttp.Args, read func(name string, value []byte) string) string {
+	seen := map[string]bool{}
+	for key, value := range args.All() {
+		name := string(key)
+		if seen[name] {
+			return "query parameter " + name + " given more than once"
+		}
+		seen[name] = true
+		if problem := read(name, value); problem != "" {
+			return problem
+		}
 	}
-	return q, ""
+	return ""
 }
 
 // groupsPage lists up to groupsPerPage names of q, and whether more

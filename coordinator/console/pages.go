@@ -8,7 +8,9 @@ package console
 //                               partitions by state, lag
 //   /console/groups/{g}         members, the partition grid coloured by
 //                               holder (each cell with the QoS overrides
-//                               on it), config, the group's live timeline
+//                               on it; 1,000 a page, or only those not
+//                               owned: gridpage.go), config, the group's
+//                               live timeline
 //   /console/groups/{g}/live    the members and grid alone (HTML fragment
 //                               the page swaps in when the timeline moves)
 //   /console/timeline           the live timeline of every group
@@ -171,6 +173,7 @@ type groupView struct {
 	Owned, Revoking, Unowned int
 	Lag                      string
 	Events                   []timeline.Event
+	Grid                     gridWindow // which partitions the grid shows (gridpage.go)
 }
 
 // memberView is one member. Credential is the id of what opened it —
@@ -278,12 +281,13 @@ func holderColour(colour map[string]string, holder string, outside bool) string 
 	return "cg" // a holder that already left the group
 }
 
-func (c *Console) groupView(name string) (groupView, error) {
+func (c *Console) groupView(name string, gq gridQuery) (groupView, error) {
 	var g groupJSON
 	if err := c.get(groupPath(name), &g); err != nil {
 		return groupView{}, err
 	}
 	v := newGroupView(g, c.now())
+	v.window(gq) // the counts above are the group's; the grid one page of it
 	var q qosJSON
 	if err := c.get("/v1/admin/qos", &q); err == nil { // the grid without them rather than no grid
 		v.markQoS(q)
@@ -401,8 +405,13 @@ type qosKey struct {
 
 func (c *Console) serveGroup(ctx *fasthttp.RequestCtx, s *session, params []string) {
 	name := params[0]
+	gq, problem := parseGridQuery(ctx.QueryArgs())
+	if problem != "" {
+		c.render(ctx, fasthttp.StatusBadRequest, "problem", c.data(s, "groups", "Problem", problem))
+		return
+	}
 	last := c.feed.Last() // before reading: the stream resumes from here, so nothing falls between
-	v, err := c.groupView(name)
+	v, err := c.groupView(name, gq)
 	if err != nil {
 		c.failed(ctx, s, err)
 		return
@@ -414,7 +423,12 @@ func (c *Console) serveGroup(ctx *fasthttp.RequestCtx, s *session, params []stri
 }
 
 func (c *Console) serveGroupLive(ctx *fasthttp.RequestCtx, s *session, params []string) {
-	v, err := c.groupView(params[0])
+	gq, problem := parseGridQuery(ctx.QueryArgs())
+	if problem != "" {
+		writeProblem(ctx, fasthttp.StatusBadRequest, "bad_request", problem)
+		return
+	}
+	v, err := c.groupView(params[0], gq)
 	if err != nil {
 		status := fasthttp.StatusServiceUnavailable
 		if errors.Is(err, errNotFound) {

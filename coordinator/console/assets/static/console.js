@@ -225,7 +225,7 @@
         again = false;
         // Not followed: only a standby redirects it (to the leader, another
         // origin, which connect-src 'self' refuses).
-        const r = await fetch('/console/groups/' + enc(groupName) + '/live', { credentials: 'same-origin', redirect: 'manual' });
+        const r = await fetch('/console/groups/' + enc(groupName) + '/live' + location.search, { credentials: 'same-origin', redirect: 'manual' });
         if (r.status === 401) { sessionEnded(); return; }
         if (r.ok) {
           const html = await r.text();
