@@ -28,8 +28,14 @@ import (
 )
 
 // gridPageCells is how many partitions the group page's grid shows at
-// once.
-const gridPageCells = 500
+// once; membersShown how many rows its members table has (then the
+// count of the others, and where to read them all). A group may have
+// members_per_group (10,000) members: as many rows, two buttons each,
+// at every re-read.
+const (
+	gridPageCells = 500
+	membersShown  = 500
+)
 
 // gridQuery is the group page's query.
 type gridQuery struct {
@@ -70,8 +76,11 @@ type gridWindow struct {
 	Toggle             string // the same page with the other filter
 }
 
-// window keeps the cells of q's page in v's topics and says which.
+// window keeps the cells of q's page in v's topics and says which, and
+// the first membersShown members.
 func (v *groupView) window(q gridQuery) {
+	v.MembersTotal = len(v.Members)
+	v.Members = v.Members[:min(len(v.Members), membersShown)]
 	w := gridWindow{Moving: q.Moving, From: q.From}
 	var kept []topicView
 	for _, t := range v.Topics {

@@ -174,6 +174,7 @@ type groupView struct {
 	Lag                      string
 	Events                   []timeline.Event
 	Grid                     gridWindow // which partitions the grid shows (gridpage.go)
+	MembersTotal             int        // Members holds the first membersShown of them
 }
 
 // memberView is one member. Credential is the id of what opened it —

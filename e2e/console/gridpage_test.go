@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/sdk"
 )
 
@@ -26,18 +27,7 @@ func TestConsoleGridPages(t *testing.T) {
 	timing := sdk.DefaultTiming()
 	timing.HandoffTimeout = 5 * time.Minute // the member below never releases, nor heartbeats (its session: 5 min)
 	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "big", Partitions: 1200, Timing: timing})
-	body, _ := json.Marshal(map[string]any{"topics": []string{"big"}, "session_timeout_ms": 300000})
-	req, _ := http.NewRequest("POST", cluster.CoordinatorURL+"/v1/groups/big/join", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+cluster.ClientCredential(t, "big"))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("join: %d", resp.StatusCode)
-	}
+	rawJoin(t, cluster, "big", cluster.ClientCredential(t, "big"))
 
 	b := loggedIn(t, cluster)
 	b.run("group page", 20*time.Second, chromedp.Navigate(cluster.CoordinatorURL+"/console/groups/big"))
@@ -87,4 +77,41 @@ func TestConsoleGridPages(t *testing.T) {
 			t.Errorf("page%s: %d, want 400", q, status)
 		}
 	}
+}
+
+// rawJoin joins group as a member that never heartbeats (its session 5
+// minutes) nor releases a partition.
+func rawJoin(t *testing.T, cluster *sdk.Cluster, group, credential string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"topics": []string{cluster.Topic}, "session_timeout_ms": 300000})
+	req, _ := http.NewRequest("POST", cluster.CoordinatorURL+"/v1/groups/"+group+"/join", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+credential)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("join %s: %d", group, resp.StatusCode)
+	}
+}
+
+// TestConsoleMembersTableBounded: the members table had a row per
+// member — up to members_per_group (10,000), two buttons each, at every
+// re-read. It shows the first 500 and says how many there are and where
+// to read them all; the count above is the group's.
+func TestConsoleMembersTableBounded(t *testing.T) {
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 1,
+		CoordinatorConfig: func(cfg *coordinator.Config) { cfg.JoinRate, cfg.JoinBurst = 1000, 1000 }}) // 510 joins of one credential
+	credential := cluster.ClientCredential(t, "crowd")
+	for range 510 {
+		rawJoin(t, cluster, "crowd", credential)
+	}
+	b := loggedIn(t, cluster)
+	b.run("group page", 20*time.Second, chromedp.Navigate(cluster.CoordinatorURL+"/console/groups/crowd"))
+	b.waitFor("500 rows of 510 members", time.Now(), 20*time.Second,
+		`document.querySelectorAll('#members tr[data-member]').length === 500 && document.getElementById('stat-members').textContent === '510' && `+
+			`document.getElementById('members-more')?.textContent === 'The first 500 of 510 members, by id; every one: capgate admin group crowd.'`)
+	b.noProblems("members")
 }
