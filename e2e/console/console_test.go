@@ -151,7 +151,8 @@ func TestConsoleInBrowser(t *testing.T) {
 }
 
 // revokeFromConsole revokes a partition of c1 through the dialog — which
-// says the partition goes back to c1, as it does (console5 took "A → A"
+// says the partition goes back to c1 in a balanced group, as it does
+// here (4 members, 3 partitions each; console5 took "A → A"
 // for a broken revoke), and that Lease… moves it elsewhere — and sees
 // the outcome (every gateway safe, the new epoch), the fence, the ack and
 // the regrant to c1 at the new epoch.
@@ -172,7 +173,7 @@ func revokeFromConsole(t *testing.T, s *stack, b *browser) {
 		`document.getElementById('confirm').open && document.getElementById('confirm-title').textContent === 'Revoke partition demo/`+p+`'`)
 	// It says where the partition goes next: back to its holder (the
 	// assignor places it by the members), and what moves it elsewhere.
-	if text := eval[string](b, `document.getElementById('confirm-text').textContent`); !strings.Contains(text, "(sticky) then places it by the members, not by the revoke: while they stay the same it goes back to "+id1+",") ||
+	if text := eval[string](b, `document.getElementById('confirm-text').textContent`); !strings.Contains(text, "(sticky) then places it by the members and their shares, not by the revoke: in a balanced group it goes back to "+id1+",") ||
 		!strings.Contains(text, "use Lease… on this partition") || !strings.Contains(text, "Revoke member") {
 		t.Fatalf("the revoke dialog does not say the partition goes back to %s, nor what moves it: %q", id1, text)
 	}

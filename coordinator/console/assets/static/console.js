@@ -282,15 +282,15 @@
   // and how to say what happened from the admin API's answer.
   const actions = {
     // A revoke fences the partition; the assignor then places it by the
-    // group's members, not by the revoke: with the same members it goes
-    // back to the same one (console5 saw "fenced at epoch 3: A → A" and
-    // took the revoke for broken). The dialog says so, and what moves it
-    // elsewhere.
+    // group's members and their shares, not by the revoke: in a balanced
+    // group it goes back to the same member (console5 saw "fenced at
+    // epoch 3: A → A" and took the revoke for broken). The dialog says
+    // so, and what moves it elsewhere.
     'revoke-partition': (d, from) => {
       const name = d.topic + '/' + d.partition;
       const holder = from.closest('.cell')?.dataset.holder || '';
       const again = 'The group\'s assignor (' + (document.getElementById('live-region')?.dataset.assignor || 'sticky') +
-        ') then places it by the members, not by the revoke: while they stay the same it goes back to ' +
+        ') then places it by the members and their shares, not by the revoke: in a balanced group it goes back to ' +
         (holder ? holder : 'the member that would have it') + ', under the new epoch (the old capabilities stay refused).';
       return {
         title: 'Revoke partition ' + name,
@@ -302,7 +302,7 @@
         path: 'groups/' + enc(groupName) + '/partitions/' + enc(d.topic) + '/' + enc(d.partition) + '/revoke',
         body: (f) => ({ reason: f.reason }),
         outcome: (r) => 'Every gateway is safe: ' + name + ' is fenced at epoch ' + r.epoch + ' and being reassigned' +
-          (holder ? ' — with the same members, to ' + holder + ' again (Lease… moves it elsewhere).' : '.'),
+          (holder ? ' — in a balanced group, to ' + holder + ' again (Lease… moves it elsewhere).' : '.'),
       };
     },
     'lease-partition': (d) => {
