@@ -2,8 +2,9 @@ package console
 
 // Behavior: GET /console/audit — the admin audit log, when the coordinator
 // serves GET /v1/admin/audit (issue #13); otherwise 404 and no link in the
-// navigation. A filter form (action, who, target prefix, a hidden action:
-// ?action=&who=&target=&exclude_action=, each once) is the admin API's
+// navigation. A filter form (action, who, target prefix, a hidden action,
+// a hidden target prefix: ?action=&who=&target=&exclude_action=
+// &exclude_target=, each once) is the admin API's
 // filter, sent on as it is (its refusals are the page's 400; a URL with
 // empty fields, as the form submits them, is 303 to the same without
 // them); "older
@@ -39,8 +40,8 @@ type auditTable struct {
 // the admin API's filter parameter of the same name (an empty one is
 // not sent). Before pages to older entries.
 type auditFilter struct {
-	Action, Who, Target, ExcludeAction string
-	Before                             string
+	Action, Who, Target, ExcludeAction, ExcludeTarget string
+	Before                                            string
 }
 
 // auditField is one field of the form, by the admin API's name.
@@ -50,7 +51,7 @@ type auditField struct {
 }
 
 func (f *auditFilter) fields() []auditField {
-	return []auditField{{"action", &f.Action}, {"who", &f.Who}, {"target", &f.Target}, {"exclude_action", &f.ExcludeAction}, {"before", &f.Before}}
+	return []auditField{{"action", &f.Action}, {"who", &f.Who}, {"target", &f.Target}, {"exclude_action", &f.ExcludeAction}, {"exclude_target", &f.ExcludeTarget}, {"before", &f.Before}}
 }
 
 // parseAuditFilter reads the page's query: the filter fields, each at
@@ -66,7 +67,7 @@ func parseAuditFilter(args *fasthttp.Args) (auditFilter, string) {
 		name := string(key)
 		dst, ok := known[name]
 		if !ok {
-			return f, "unknown filter " + strconv.Quote(name) + "; the Audit page filters by action, who, target, exclude_action (and pages with before)"
+			return f, "unknown filter " + strconv.Quote(name) + "; the Audit page filters by action, who, target, exclude_action, exclude_target (and pages with before)"
 		}
 		if seen[name] {
 			return f, name + " given more than once"

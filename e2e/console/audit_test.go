@@ -15,7 +15,8 @@ import (
 // per partition it writes: 12 entries a call) buried an operator's
 // actions within seconds, and the page could neither filter nor page.
 // Now it has the admin API's filter (action, who, target prefix, a
-// hidden action) in a form whose URL can be shared, and an "older
+// hidden action, a hidden target prefix — capgate-produce@ hides capgate
+// produce's mints and no operator's) in a form whose URL can be shared, and an "older
 // entries" link; a filter the API refuses is the Problem page with 400.
 // The URL names only the fields filled in (the form submitted the empty
 // ones too: ?action=&who=&target=&exclude_action=capabilities).
@@ -29,6 +30,9 @@ func TestConsoleAuditFilter(t *testing.T) {
 		if status, raw := cluster.Admin(t, "POST", "/v1/admin/capabilities", map[string]any{"topic": "demo", "partition": 0, "ttl_ms": 60000, "holder": "job"}, nil); status != 200 {
 			t.Fatalf("mint: %d %s", status, raw)
 		}
+	}
+	if status, raw := cluster.Admin(t, "POST", "/v1/admin/capabilities", map[string]any{"topic": "demo", "partition": 1, "ttl_ms": 60000, "holder": "partner"}, nil); status != 200 {
+		t.Fatalf("mint: %d %s", status, raw)
 	}
 	b := loggedIn(t, cluster)
 	b.run("audit page", 20*time.Second, chromedp.Navigate(base+"/console/audit"))
@@ -46,6 +50,18 @@ func TestConsoleAuditFilter(t *testing.T) {
 		return location.search === '?exclude_action=capabilities' && rows.length >= 1 &&
 			rows.some(r => r.includes('group=needle: max_bytes_per_sec=500')) && !rows.some(r => r.includes('capabilities')) &&
 			document.querySelector('#audit-filter input[name="exclude_action"]').value === 'capabilities' })()`)
+
+	// The mints of one holder hidden by their target (capgate produce's,
+	// capgate-produce@…, as capgate admin audit --exclude-target): the
+	// other mint stays.
+	b.run("audit page", 20*time.Second, chromedp.Navigate(base+"/console/audit"))
+	b.run("hide job's mints", 10*time.Second,
+		chromedp.SetValue(chromedp.CSS(`#audit-filter input[name="exclude_target"]`), "job@"),
+		chromedp.Submit(chromedp.ID("audit-filter")))
+	b.waitFor("partner's mint and the QoS action, none of job's", time.Now(), 15*time.Second, `(() => {
+		const rows = [...document.querySelectorAll('#audit tbody tr')].map(r => r.textContent);
+		return location.search === '?exclude_target=job%40' && rows.some(r => r.includes('partner@demo/1')) &&
+			rows.some(r => r.includes('group=needle')) && !rows.some(r => r.includes('job@')) })()`)
 
 	// The older page of the unfiltered log reaches it too.
 	b.run("all entries", 20*time.Second, chromedp.Navigate(base+"/console/audit"))
