@@ -208,14 +208,27 @@ func csrfRefusedInBrowser(t *testing.T, s *stack, b *browser) {
 	}
 }
 
-// otherViews: the timeline of every group, the gateways with their acked
-// sequence, the overrides page.
+// otherViews: the timeline of every group, each line naming its group
+// (it named none: with many groups, whose grant was it?), the gateways
+// with their acked sequence, the overrides page.
 func otherViews(t *testing.T, s *stack, b *browser) {
 	t.Helper()
 	base := s.cluster.CoordinatorURL
+	if !eval[bool](b, `getComputedStyle(document.querySelector('#timeline li .grp')).display === 'none'`) {
+		t.Fatal("the group page's own timeline names its group on every line")
+	}
 	b.run("timeline page", 20*time.Second, chromedp.Navigate(base+"/console/timeline"))
-	b.waitFor("timeline page live with grants", time.Now(), 10*time.Second,
-		`document.getElementById('live').textContent === 'live' && document.querySelectorAll('#timeline li[data-kind="grant"] .pause').length >= 3`)
+	groupOf := func(kind string) string {
+		return `[...document.querySelectorAll('#timeline li[data-kind="` + kind + `"] .grp a')].filter(a => a.textContent === 'demo' && a.getAttribute('href') === '/console/groups/demo' && a.offsetParent !== null).length`
+	}
+	b.waitFor("timeline page live with grants, each naming its group", time.Now(), 10*time.Second,
+		`document.getElementById('live').textContent === 'live' && document.querySelectorAll('#timeline li[data-kind="grant"] .pause').length >= 3 && `+
+			groupOf("grant")+` === document.querySelectorAll('#timeline li[data-kind="grant"]').length`)
+	configs := eval[int](b, groupOf("config"))
+	if status, raw := s.cluster.Admin(t, "PUT", "/v1/admin/groups/demo/config", map[string]any{"max_moves_per_second": 0}, nil); status != 200 {
+		t.Fatalf("config: %d %s", status, raw)
+	}
+	b.waitFor("a live line names its group too", time.Now(), 15*time.Second, groupOf("config")+` === `+strconv.Itoa(configs+1))
 	b.screenshot("timeline")
 	b.run("gateways page", 20*time.Second, chromedp.Navigate(base+"/console/gateways"))
 	b.waitFor("both gateways syncing, acked", time.Now(), 10*time.Second,

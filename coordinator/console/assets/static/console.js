@@ -25,13 +25,20 @@
     li.className = 'ev fresh k-' + e.kind;
     li.dataset.kind = e.kind;
     li.dataset.id = e.id;
-    const parts = [['time', clock(e.at)], ['span', e.kind, 'kind'], ['span', e.text, 'text']];
+    const parts = [['time', clock(e.at)], ['span', e.kind, 'kind'], ['span', '', 'grp'], ['span', e.text, 'text']];
     if (e.moved) parts.push(['span', (e.pause_ms || 0) + ' ms', 'pause']);
     for (const [tag, text, cls] of parts) {
       const el = document.createElement(tag);
       el.textContent = text;
       if (cls) el.className = cls;
       li.appendChild(el);
+    }
+    // The group, on the Timeline page (console.css hides it on a group's).
+    if (e.group) {
+      const a = document.createElement('a');
+      a.href = '/console/groups/' + enc(e.group);
+      a.textContent = e.group;
+      li.querySelector('.grp').appendChild(a);
     }
     return li;
   }
