@@ -481,6 +481,11 @@ func (c *Console) serveGateways(ctx *fasthttp.RequestCtx, s *session, _ []string
 	c.render(ctx, fasthttp.StatusOK, "gateways", d)
 }
 
+// overridesShown is how many QoS overrides the Overrides page lists
+// (then their count, and where to read them all): there may be
+// qos_overrides (10,000), a 5 MB page re-read every 5 s.
+const overridesShown = 500
+
 // overrideRow is one QoS override. SelectorJSON is its selector as the
 // admin API spelled it: End sends it back with the id (PUT /v1/admin/qos,
 // ttl_ms 1, as capgate admin qos end), so the page ends exactly this one.
@@ -495,8 +500,8 @@ func (c *Console) serveOverrides(ctx *fasthttp.RequestCtx, s *session, _ []strin
 		c.failed(ctx, s, err)
 		return
 	}
-	rows := make([]overrideRow, 0, len(q.Overrides))
-	for _, o := range q.Overrides {
+	rows := make([]overrideRow, 0, min(len(q.Overrides), overridesShown))
+	for _, o := range q.Overrides[:min(len(q.Overrides), overridesShown)] {
 		sel := o.Selector
 		rate := "–"
 		if o.MaxBytesPerSec > 0 {
@@ -508,7 +513,11 @@ func (c *Console) serveOverrides(ctx *fasthttp.RequestCtx, s *session, _ []strin
 			Rate: rate, Until: clockText(time.Unix(o.Until, 0)), SelectorJSON: string(selJSON),
 		})
 	}
-	d := c.data(s, "overrides", "Overrides", rows)
+	body := struct {
+		Rows  []overrideRow
+		Total int
+	}{rows, len(q.Overrides)}
+	d := c.data(s, "overrides", "Overrides", body)
 	d.Poll = pollGroups // an override expires; another operator sets one
 	c.render(ctx, fasthttp.StatusOK, "overrides", d)
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -135,4 +136,23 @@ func TestConsoleEndsAQoSOverride(t *testing.T) {
 	b.waitFor("the ended override gone from the page, the other listed", time.Now(), 15*time.Second,
 		`document.querySelector(`+js(row)+`) === null && document.querySelector('#qos tbody').textContent.includes('group=other')`)
 	b.noProblems("qos end")
+}
+
+// TestConsoleOverridesPageBounded: the Overrides page listed every QoS
+// override — up to qos_overrides (10,000), a 5 MB page re-read every 5
+// s. It lists the first 500 and says how many there are and where to
+// read them all.
+func TestConsoleOverridesPageBounded(t *testing.T) {
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 1})
+	for i := range 510 {
+		if status, raw := cluster.Admin(t, "PUT", "/v1/admin/qos", map[string]any{"selector": map[string]any{"holder": fmt.Sprintf("job-%03d", i)}, "log_level": "debug", "ttl_ms": 600000}, nil); status != 200 {
+			t.Fatalf("qos %d: %d %s", i, status, raw)
+		}
+	}
+	b := loggedIn(t, cluster)
+	b.run("overrides page", 20*time.Second, chromedp.Navigate(cluster.CoordinatorURL+"/console/overrides"))
+	b.waitFor("500 rows of 510 overrides", time.Now(), 20*time.Second,
+		`document.querySelectorAll('#qos tr[data-override]').length === 500 && `+
+			`document.getElementById('overrides-more')?.textContent === 'The first 500 of 510 overrides, by id; every one: capgate admin qos list.'`)
+	b.noProblems("overrides")
 }
