@@ -74,6 +74,7 @@ type gridWindow struct {
 	From, Shown, Total int
 	First, Next        string // "" when there is none
 	Toggle             string // the same page with the other filter
+	after              string // the partition before the page ("topic/N"; "" for the first), unfiltered pages only
 }
 
 // window keeps the cells of q's page in v's topics and says which, and
@@ -91,6 +92,9 @@ func (v *groupView) window(q gridQuery) {
 			}
 			if w.Total >= q.From && w.Total < q.From+gridPageCells {
 				cells = append(cells, c)
+			}
+			if w.Total == q.From-1 && !q.Moving {
+				w.after = c.Topic + "/" + strconv.Itoa(int(c.Partition))
 			}
 			w.Total++
 		}
@@ -122,4 +126,45 @@ func (v *groupView) window(q gridQuery) {
 	}
 	w.Toggle = link(0, !q.Moving)
 	v.Grid = w
+}
+
+// pageLag fills the lag of the page's cells when the group's describe
+// had none: the admin API looks lag up only for a describe of at most
+// describe_lag_max (1,000) partitions, so a bigger group showed "–" in
+// every cell. The page's own partitions are read again as one describe
+// page (limit and partitions_after: at most gridPageCells), which has
+// it. Not for the filtered grid (its cells are not one run).
+func (c *Console) pageLag(v *groupView) {
+	if v.Grid.Moving || v.Grid.Shown == 0 {
+		return
+	}
+	for _, t := range v.Topics {
+		for _, cell := range t.Cells {
+			if cell.Lag != "–" {
+				return // the describe had lag
+			}
+		}
+	}
+	q := url.Values{"limit": {strconv.Itoa(v.Grid.Shown)}}
+	if v.Grid.after != "" {
+		q.Set("partitions_after", v.Grid.after)
+	}
+	var page groupJSON
+	if err := c.get(groupPath(v.Name)+"?"+q.Encode(), &page); err != nil {
+		return // the grid without it
+	}
+	lags := make(map[string]int64, len(page.Partitions))
+	for _, p := range page.Partitions {
+		if p.Lag != nil {
+			lags[p.Topic+"/"+strconv.Itoa(int(p.Partition))] = *p.Lag
+		}
+	}
+	for ti := range v.Topics {
+		for ci := range v.Topics[ti].Cells {
+			cell := &v.Topics[ti].Cells[ci]
+			if lag, ok := lags[cell.Topic+"/"+strconv.Itoa(int(cell.Partition))]; ok {
+				cell.Lag = strconv.FormatInt(lag, 10)
+			}
+		}
+	}
 }

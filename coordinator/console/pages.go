@@ -289,6 +289,7 @@ func (c *Console) groupView(name string, gq gridQuery) (groupView, error) {
 	}
 	v := newGroupView(g, c.now())
 	v.window(gq) // the counts above are the group's; the grid one page of it
+	c.pageLag(&v)
 	var q qosJSON
 	if err := c.get("/v1/admin/qos", &q); err == nil { // the grid without them rather than no grid
 		v.markQoS(q)

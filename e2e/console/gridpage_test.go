@@ -20,8 +20,9 @@ import (
 // each handoff event), and 3–7 s of the browser's main thread to swap
 // in: a page that never answered a click. Now it shows 500 partitions
 // a page with links to the next and the first, its re-read keeps the
-// page, and a filter shows only the partitions not owned (revoking,
-// unowned) — where an operator looks in a large group. The counts
+// page, each cell with its lag (over 1,000 partitions the API's describe
+// has none), and a filter shows only the partitions not owned
+// (revoking, unowned) — where an operator looks in a large group. The counts
 // above the grid stay the whole group's.
 func TestConsoleGridPages(t *testing.T) {
 	timing := sdk.DefaultTiming()
@@ -48,6 +49,11 @@ func TestConsoleGridPages(t *testing.T) {
 	eval[bool](b, `(document.querySelector('.cell').dataset.old = '1', true)`)
 	b.waitFor("re-read", time.Now(), 20*time.Second, `document.querySelector('.cell')?.dataset.old === undefined`)
 	page("still the second 500", "?from=500", "big/500", "big/999", 500, "partitions 501–1000 of 1200")
+	// Each cell of the page has its lag: the admin API looks lag up only
+	// for a describe of at most describe_lag_max (1,000) partitions, so
+	// every cell of this group said "lag –"; the page reads its own.
+	b.waitFor("the page's lag", time.Now(), 20*time.Second,
+		`[...document.querySelectorAll('.cell')].every(c => c.querySelector('.line.small').textContent.includes('lag 0'))`)
 	b.click("next", "#grid-next")
 	page("the last 200", "?from=1000", "big/1000", "big/1199", 200, "partitions 1001–1200 of 1200")
 	if eval[bool](b, `document.getElementById('grid-next') !== null`) {
