@@ -25,7 +25,7 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 	case driver.KindJoin:
 		var credential string
 		if credential, err = c.credential(ctx); err == nil {
-			err = c.tr.postJSON(ctx, "join", c.groupURL("join"), credential, *s.Join, &a.Join)
+			err = c.tr.postKeyed(ctx, "join", c.groupURL("join"), credential, s.JoinKey, *s.Join, &a.Join)
 		}
 	case driver.KindHeartbeat:
 		err = c.tr.postJSON(ctx, "heartbeat", c.groupURL("heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds(), Resync: s.Resync}, &a.News)

@@ -76,7 +76,7 @@ func (a *GroupAPI) Attempt(ctx context.Context, group, credential string, s driv
 	var err error
 	switch s.Kind {
 	case driver.KindJoin:
-		err = a.tr.postJSON(ctx, "join", a.url(group, "join"), credential, s.Join, &ans.Join)
+		err = a.tr.postKeyed(ctx, "join", a.url(group, "join"), credential, s.JoinKey, s.Join, &ans.Join)
 	case driver.KindHeartbeat:
 		err = a.tr.postJSON(ctx, "heartbeat", a.url(group, "heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds(), Resync: s.Resync}, &ans.News)
 	case driver.KindCommit:

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/driver"
 )
 
@@ -61,6 +62,9 @@ func (t *transport) do(ctx context.Context, op string, req request, limit int64)
 	if req.bearer != "" {
 		hr.Header.Set("Authorization", "Bearer "+req.bearer)
 	}
+	if req.joinKey != "" {
+		hr.Header.Set(api.HeaderIdempotencyKey, `"`+req.joinKey+`"`) // the IETF draft's sf-string
+	}
 	resp, err := t.http.Do(hr)
 	if err != nil {
 		if se := schemeOfFailure(op, hr, err); se != nil {
@@ -106,6 +110,9 @@ type request struct {
 	bearer string
 	accept string
 	body   []byte
+	// joinKey is a join's key (driver.Send.JoinKey), sent as the
+	// Idempotency-Key header; "" sends none.
+	joinKey string
 	// onHeaders, if set, sees the headers of a 2xx answer before its
 	// body is read.
 	onHeaders func(http.Header)
@@ -113,11 +120,16 @@ type request struct {
 
 // postJSON posts in and decodes the answer into out (nil: ignore it).
 func (t *transport) postJSON(ctx context.Context, op, url, bearer string, in, out any) error {
+	return t.postKeyed(ctx, op, url, bearer, "", in, out)
+}
+
+// postKeyed is postJSON with a join's key (request.joinKey).
+func (t *transport) postKeyed(ctx context.Context, op, url, bearer, joinKey string, in, out any) error {
 	b, err := json.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("client: %s: encode: %w", op, err)
 	}
-	_, body, err := t.do(ctx, op, request{method: http.MethodPost, url: url, bearer: bearer, body: b}, maxCoordinatorBody)
+	_, body, err := t.do(ctx, op, request{method: http.MethodPost, url: url, bearer: bearer, body: b, joinKey: joinKey}, maxCoordinatorBody)
 	if err != nil || out == nil {
 		return err
 	}

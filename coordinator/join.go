@@ -39,6 +39,22 @@ package coordinator
 // all or nothing: when its answer cannot be made (minting the member
 // token or a grant failed) the member it created is removed again before
 // the 500 internal, and the cause is logged at ERROR.
+//
+// A join may carry a key (header Idempotency-Key, api.JoinKey: 1-128
+// printable ASCII characters, optionally quoted; else 400 naming the
+// header), the same on every attempt of one join. A join without
+// member_id whose key an earlier attempt with the same credential into
+// the same group made a member with — one given up by the client on a
+// leader that was only slow, yet written — is answered that member,
+// stepped as its rejoin (fenced, as any rejoin), instead of making a
+// second one that nobody heartbeats and that holds its share of the
+// partitions until session_timeout. The key becomes the member's id
+// (group.Join.JoinKey): nothing else is kept, so what it costs is
+// bounded by the members a tenant may have, it expires with its member
+// (a repeat after the member left or expired joins a new one), and a
+// replica that takes over maps it from the member it read from the
+// log. Another credential's key never names the member. With member_id
+// the key is ignored. Coordinators older than keys ignore the header.
 
 import (
 	"errors"
@@ -71,6 +87,11 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !decodeBody(ctx, &req, false) || !checkJoinSyntax(ctx, req) || !c.checkSessionTimeout(ctx, req.SessionTimeoutMs) {
 		return
 	}
+	joinKey, problem := api.JoinKey(ctx.Request.Header.PeekAll(api.HeaderIdempotencyKey))
+	if problem != "" {
+		writeErrorDetails(ctx, api.CodeBadRequest, problem, map[string]any{"header": api.HeaderIdempotencyKey})
+		return
+	}
 	if req.RenewToken != "" && !c.checkRenewToken(ctx, groupName, req, byMember) {
 		return
 	}
@@ -99,7 +120,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 			Topics: req.Topics, TopicPattern: req.TopicPattern,
 			SessionTimeout: msDuration(req.SessionTimeoutMs), Assignor: req.Assignor,
 			Credential:    group.Credential{ID: credential.ID, Issuer: credential.Issuer, Subject: credential.Subject},
-			ByMemberToken: byMember, Renew: req.RenewToken != "", Tenant: tenant(credential),
+			ByMemberToken: byMember, Renew: req.RenewToken != "", Tenant: tenant(credential), JoinKey: joinKey,
 		}
 	})
 	reply, ok := msg.(group.JoinReply)
@@ -107,7 +128,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	c.answerJoin(ctx, reply, memberTTL, req.MemberID == "", joinTenant(credential, byMember), c.patternMatches(req.TopicPattern))
+	c.answerJoin(ctx, reply, memberTTL, reply.Created, joinTenant(credential, byMember), c.patternMatches(req.TopicPattern))
 }
 
 // checkRenewToken verifies a renewal's renew_token (api.JoinRequest): a

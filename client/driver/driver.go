@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -83,10 +85,16 @@ type Command any
 // The pointed-to bodies are the driver's: read them, do not keep or
 // change them.
 type Send struct {
-	Call    uint64
-	Kind    Kind
-	Token   string
-	Join    *api.JoinRequest   // KindJoin
+	Call  uint64
+	Kind  Kind
+	Token string
+	Join  *api.JoinRequest // KindJoin
+	// JoinKey (KindJoin): the join's key, the same on each of its
+	// attempts (header Idempotency-Key), "" for a renewal's carry-over
+	// (it names its member). A coordinator answers a repeat with the
+	// member an earlier attempt made: an attempt given up on a leader
+	// that was only slow made a member anyway.
+	JoinKey string
 	Wait    time.Duration      // KindHeartbeat: wait_ms
 	Resync  bool               // KindHeartbeat: resync (an earlier answer was lost)
 	Commit  *api.CommitRequest // KindCommit
@@ -220,6 +228,7 @@ type op struct {
 	done     bool
 
 	initial   bool             // KindJoin: the first join (bounded by request_timeout)
+	key       string           // KindJoin: the join's key (Send.JoinKey; not a carry-over's)
 	carry     *api.JoinRequest // KindJoin: a renewal's rejoin by member id (carryOver)
 	renew     bool             // KindLeave: ends a renewal, not the consumer
 	fetch     session.Fetch    // KindFetch
@@ -301,7 +310,7 @@ func (d *Driver) Start(now time.Time) []Command {
 	if d.joined || d.join != nil || d.stopped {
 		return nil
 	}
-	d.join = d.newOp(&op{kind: KindJoin, initial: true, deadline: now.Add(d.cfg.RequestTimeout)})
+	d.join = d.newOp(&op{kind: KindJoin, initial: true, key: d.joinKey(), deadline: now.Add(d.cfg.RequestTimeout)})
 	d.send(d.join)
 	return d.flush()
 }
@@ -538,7 +547,7 @@ func (d *Driver) send(o *op) {
 	s := Send{Call: o.call, Kind: o.kind}
 	switch o.kind {
 	case KindJoin:
-		s.Join, s.Timeout = &d.cfg.Join, d.cfg.RequestTimeout
+		s.Join, s.JoinKey, s.Timeout = &d.cfg.Join, o.key, d.cfg.RequestTimeout
 		if o.initial || o.carry != nil {
 			s.Timeout = o.deadline.Sub(d.now)
 		}
@@ -618,6 +627,18 @@ func (d *Driver) heartbeatMargin() time.Duration {
 	}
 	margin := (session - 2*wait) / 2
 	return min(max(margin, 250*time.Millisecond), d.cfg.RequestTimeout)
+}
+
+// joinKey draws a join's key (Send.JoinKey): 126 random bits in hex,
+// from Config.Rand (seeded in the simulation; the SDK's and the Kafka
+// listener's draw from a source seeded at random per process), so
+// another process's join — even with the same credential — never
+// repeats it. "" without a Rand.
+func (d *Driver) joinKey() string {
+	if d.cfg.Rand == nil {
+		return ""
+	}
+	return fmt.Sprintf("%016x%016x", d.cfg.Rand(math.MaxInt64), d.cfg.Rand(math.MaxInt64))
 }
 
 // joinMargin is how long a join attempt may take with replicas, after

@@ -591,3 +591,38 @@ func joinPastASlowLeader(t *testing.T, slow time.Duration) {
 		t.Errorf("rejoin: %d attempts, %d members left behind at the leader; want at most 1", sent, sent-1)
 	}
 }
+
+// TestJoinAttemptsCarryOneKey: every attempt of one join carries the
+// same key (Send.JoinKey: the Idempotency-Key header), so a coordinator
+// that wrote an attempt the driver gave up on (a leader slower than the
+// margin) answers the retry with the member it made; the next join (a
+// rejoin after the member was removed) carries a key of its own.
+func TestJoinAttemptsCarryOneKey(t *testing.T) {
+	cfg := config()
+	cfg.Replicas, cfg.Join.SessionTimeoutMs = true, 10000
+	var draws int64
+	cfg.Rand = func(n int64) int64 { draws++; return draws % n }
+	d := driver.New(cfg)
+	first := only(t, d.Start(t0), driver.KindJoin)
+	if first.JoinKey == "" {
+		t.Fatal("the first join's attempt carries no key")
+	}
+	now := t0.Add(first.Timeout) // given up: the shell cancels it, no answer
+	d.Answer(driver.Answered{Now: now, Call: first.Call, Failure: noAnswer})
+	retry := only(t, d.Tick(d.NextDeadline()), driver.KindJoin)
+	if retry.JoinKey != first.JoinKey {
+		t.Fatalf("the retry's key %q, the first attempt's %q: want the same", retry.JoinKey, first.JoinKey)
+	}
+
+	d, cmds := joined(t, cfg, 0)
+	beat := ofKind(t, cmds, driver.KindHeartbeat)
+	rejoin := only(t, d.Answer(driver.Answered{Now: t0, Call: beat.Call, Failure: refused(api.CodeUnknownMember, 409)}), driver.KindJoin)
+	d.Answer(driver.Answered{Now: t0, Call: rejoin.Call, Failure: noAnswer})
+	again := only(t, d.Tick(d.NextDeadline()), driver.KindJoin)
+	if rejoin.JoinKey == "" || again.JoinKey != rejoin.JoinKey {
+		t.Fatalf("rejoin attempts carry keys %q and %q: want one key", rejoin.JoinKey, again.JoinKey)
+	}
+	if rejoin.JoinKey == first.JoinKey {
+		t.Fatalf("the rejoin reuses the key %q of another join", rejoin.JoinKey)
+	}
+}

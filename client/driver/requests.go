@@ -219,7 +219,7 @@ func (d *Driver) rejoin() {
 		d.finishBeat(d.beat)
 	}
 	if d.join == nil {
-		d.join = d.newOp(&op{kind: KindJoin})
+		d.join = d.newOp(&op{kind: KindJoin, key: d.joinKey()})
 		d.send(d.join)
 	}
 }

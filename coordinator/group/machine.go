@@ -82,8 +82,9 @@ type Machine struct {
 }
 
 type pendingJoin struct {
-	ref    Ref
-	member *member
+	ref     Ref
+	member  *member
+	created bool // JoinReply.Created
 }
 
 // recordKey deduplicates records within one Ready.

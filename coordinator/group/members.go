@@ -1,6 +1,8 @@
 package group
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"regexp"
 	"slices"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/revocation"
 )
 
 // subscription is a validated topic list or pattern.
@@ -70,6 +73,11 @@ func (m *Machine) join(e Join) {
 		m.rejoin(e, sub, timeout)
 		return
 	}
+	if mem := m.keyedMember(e); mem != nil {
+		e.MemberID = mem.id // a repeat of the join that made mem
+		m.rejoin(e, sub, timeout)
+		return
+	}
 	var old *member
 	if g := m.groups[e.Group]; g != nil {
 		old = g.instances[e.InstanceID]
@@ -96,7 +104,7 @@ func (m *Machine) join(e Join) {
 	} else {
 		m.queueReassign(g)
 	}
-	m.joins = append(m.joins, pendingJoin{ref: e.Ref, member: mem})
+	m.joins = append(m.joins, pendingJoin{ref: e.Ref, member: mem, created: true})
 }
 
 // credentialDenied reports whether id (a member's credential) is denied now.
@@ -259,9 +267,13 @@ func (m *Machine) addMember(g *group, e Join, sub subscription, timeout time.Dur
 	if t := e.creator(); t != credential.ID {
 		credential.Tenant = t
 	}
+	id := keyedMemberID(e)
+	if e.JoinKey == "" || !m.memberIDFree(g, id) {
+		id = m.newMemberID(g, e.ClientID)
+	}
 	mem := &member{
 		group:          g,
-		id:             m.newMemberID(g, e.ClientID),
+		id:             id,
 		instanceID:     e.InstanceID,
 		clientID:       e.ClientID,
 		credential:     credential,
@@ -312,17 +324,68 @@ const memberIDSuffix = 1 + 16
 // admin route could name. Client ids are printable ASCII (the shell
 // checks them), so a byte cut is a character cut.
 func (m *Machine) newMemberID(g *group, clientID string) string {
-	prefix := clientID
-	if prefix == "" {
-		prefix = "member"
-	}
-	prefix = prefix[:min(len(prefix), MemberIDMax-memberIDSuffix)]
+	prefix := memberIDPrefix(clientID)
 	for {
 		id := fmt.Sprintf("%s-%016x", prefix, m.rng.Uint64())
 		if !g.isMember(id) {
 			return id
 		}
 	}
+}
+
+// memberIDPrefix is what a member id of clientID starts with
+// (newMemberID).
+func memberIDPrefix(clientID string) string {
+	prefix := clientID
+	if prefix == "" {
+		prefix = "member"
+	}
+	return prefix[:min(len(prefix), MemberIDMax-memberIDSuffix)]
+}
+
+// keyedMemberID is the id of the member a join with a key makes
+// (Join.JoinKey): newMemberID's shape, its 16 hex digits the first 8
+// bytes of SHA-256 over the group, the credential's id and the key
+// (each length-prefixed). A repeat of the join computes the same id and
+// finds the member (keyedMember); another credential's same key, or the
+// key in another group, names another id. Member ids are not secrets
+// (every capability's sub carries one), and the id tells nothing of the
+// key.
+func keyedMemberID(e Join) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, s := range []string{e.Group, e.Credential.ID, e.JoinKey} {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	return fmt.Sprintf("%s-%016x", memberIDPrefix(e.ClientID), binary.BigEndian.Uint64(h.Sum(nil)))
+}
+
+// keyedMember is the live member an earlier attempt of keyed join e
+// made, nil when there is none: the member of keyedMemberID(e), bound to
+// e's credential. A key is honoured as long as its member lives; once it
+// left, expired or was revoked, a repeat makes a new member (under the
+// same id, unless an administrator's revocation of that id still runs:
+// memberIDFree). A key sent with another credential never finds the
+// member (another id, and the binding is checked besides), so no tenant
+// reaches another's member with a key.
+func (m *Machine) keyedMember(e Join) *member {
+	if e.JoinKey == "" {
+		return nil
+	}
+	mem := m.memberOf(e.Group, keyedMemberID(e))
+	if mem == nil || mem.credential.ID != e.Credential.ID {
+		return nil
+	}
+	return mem
+}
+
+// memberIDFree: a new member of g may take id — no live member has it,
+// and no administrator's revocation of a member of that id still runs
+// (the gateways refuse every capability of its sub until it lapses).
+func (m *Machine) memberIDFree(g *group, id string) bool {
+	_, revoked := m.revocations.RevokedUntil(revocation.MemberKey{Group: g.name, Member: id})
+	return !g.isMember(id) && !revoked
 }
 
 // resolve computes the topics mem may be assigned and counts them in the
@@ -666,7 +729,7 @@ func (m *Machine) replyJoin(j pendingJoin) {
 		return
 	}
 	reply := JoinReply{
-		Ref: j.ref, Group: mem.group.name, MemberID: mem.id,
+		Ref: j.ref, Group: mem.group.name, MemberID: mem.id, Created: j.created,
 		SessionTimeout: mem.sessionTimeout, HeartbeatWait: m.cfg.HeartbeatWait,
 	}
 	for _, p := range heldSorted(mem) {

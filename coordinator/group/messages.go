@@ -39,9 +39,12 @@ type Grant struct {
 // JoinReply answers Join. Grants are the partitions the member may read at
 // once; more come in heartbeat news.
 type JoinReply struct {
-	Ref            Ref
-	Group          string
-	MemberID       string
+	Ref      Ref
+	Group    string
+	MemberID string
+	// Created: this join made the member (not a rejoin by member id, nor
+	// a repeat of a keyed join that found its member: Join.JoinKey).
+	Created        bool
 	SessionTimeout time.Duration
 	HeartbeatWait  time.Duration
 	Grants         []Grant

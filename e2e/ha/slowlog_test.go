@@ -36,15 +36,7 @@ func TestSlowStateLogCommitLands(t *testing.T) {
 	const delay = 2500 * time.Millisecond
 	c := startHA(t, group, nil, func(cfg *coordinator.Config) { cfg.Replica.LeaseTimeout = 10 * time.Second })
 	var slow atomic.Bool
-	kc := c.Kafka.Cluster()
-	kc.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		if req := kreq.(*kmsg.ProduceRequest); slow.Load() && req.TransactionID != nil { // the state log's writer
-			timer := time.NewTimer(delay)
-			kc.SleepControl(func() { <-timer.C })
-		}
-		return nil, nil, false
-	})
+	holdLogWrites(c, delay, slow.Load)
 	prod := c.StartProducer(t, produceEvery)
 	defer prod.Stop()
 
@@ -108,4 +100,18 @@ func TestSlowStateLogCommitLands(t *testing.T) {
 		}
 		t.Logf("round %d: commit accepted after %s", round, took.Round(time.Millisecond))
 	}
+}
+
+// holdLogWrites makes kfake hold each write of the replicas' state log
+// (a transactional Produce) for delay when hold, asked at each, says so.
+func holdLogWrites(c *harness.Cluster, delay time.Duration, hold func() bool) {
+	kc := c.Kafka.Cluster()
+	kc.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if req := kreq.(*kmsg.ProduceRequest); req.TransactionID != nil && hold() {
+			timer := time.NewTimer(delay)
+			kc.SleepControl(func() { <-timer.C })
+		}
+		return nil, nil, false
+	})
 }

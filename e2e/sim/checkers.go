@@ -219,8 +219,9 @@ func (k *checker) checkAckedFence(g *gateway, e *fetchEntry) {
 // only after (a) every gateway is safe for the fence of the previous
 // holder's epoch (see gatewaySafe), or the previous holder's capabilities
 // all expired (exp + leeway + max_clock_skew), and (b) the previous holder
-// released it, was removed (session expired, left, replaced), or
-// handoff_timeout passed since the revoke. The previous holder is the
+// released it (or rejoined as the same member: rejoined), was removed
+// (session expired, left, replaced), or handoff_timeout passed since the
+// revoke. The previous holder is the
 // holder of the last epoch a capability was minted for; an epoch never
 // minted leaves no capability behind.
 func (k *checker) checkGrantSafe(p *partCheck, epoch uint64, holder string, prev *epochCheck) {

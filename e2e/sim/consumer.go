@@ -215,7 +215,7 @@ func (c *consumer) send(s driver.Send) {
 	dupable := true // commits and leaves are retried; a transport may repeat them
 	switch s.Kind {
 	case driver.KindJoin:
-		req.kind, req.join, dupable = reqJoin, s.Join, false
+		req.kind, req.join, req.joinKey, dupable = reqJoin, s.Join, s.JoinKey, false
 	case driver.KindHeartbeat:
 		req.kind, req.wait, req.resync, dupable = reqHeartbeat, s.Wait, s.Resync, false
 	case driver.KindCommit:

@@ -43,6 +43,7 @@ type request struct {
 	call      call
 	reply     func(response)
 	join      *api.JoinRequest
+	joinKey   string // reqJoin: driver.Send.JoinKey
 	token     string // member token
 	wait      time.Duration
 	resync    bool // a heartbeat after a lost answer (driver.Step.Resync)
@@ -309,7 +310,7 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 		return func(ref group.Ref) group.Event {
 			return group.Join{Ref: ref, Group: groupName, MemberID: j.MemberID, InstanceID: j.InstanceID, ClientID: j.ClientID,
 				Topics: j.Topics, TopicPattern: j.TopicPattern, SessionTimeout: time.Duration(j.SessionTimeoutMs) * time.Millisecond, Assignor: j.Assignor,
-				Renew: renew}
+				Renew: renew, JoinKey: req.joinKey}
 		}, ""
 	}
 	mc, ok := c.w.tokens.member(req.token)
@@ -539,6 +540,9 @@ func (c *coordinator) render(msg group.Message, req *request) response {
 	case group.Rejected:
 		return response{code: m.Code}
 	case group.JoinReply:
+		if !m.Created && req.join.MemberID == "" {
+			c.w.check.rejoined(m.MemberID, m.Grants)
+		}
 		return response{join: api.JoinResponse{
 			MemberID: m.MemberID, MemberToken: c.w.tokens.memberToken(m.MemberID, c.w.wall(), c.w.prof.memberTTL),
 			SessionTimeoutMs: m.SessionTimeout.Milliseconds(), HeartbeatWaitMs: m.HeartbeatWait.Milliseconds(),

@@ -224,6 +224,29 @@ func (k *checker) commitAccepted(member string, offsets []group.CommitOffset, re
 	}
 }
 
+// rejoined records a join answered with a member that was there before
+// (group.JoinReply.Created false: the repeat of a keyed join whose
+// earlier attempt made the member, its answer given up). A rejoin
+// fences what the member holds and grants it to the member again; the
+// machine counts it as the old incarnation's release (the gateways'
+// fence is still waited for: checkGrantSafe's first clause). The
+// epochs granted in the answer itself (an epoch never minted needs no
+// fence wait: persisted as owned already) are the new incarnation's.
+func (k *checker) rejoined(member string, grants []group.Grant) {
+	granted := map[*epochCheck]bool{}
+	for _, g := range grants {
+		granted[k.part(g.Topic, g.Partition).epochs[g.Epoch]] = true
+	}
+	for _, p := range k.parts {
+		for _, es := range p.epochs {
+			if es.holder == member && !es.released && !granted[es] {
+				es.released, es.releaseOffset = true, -1
+				es.cleanRelease = es.next == es.grantOffset
+			}
+		}
+	}
+}
+
 // revokeAnswered records an admin revoke's answer leaving the coordinator.
 func (k *checker) revokeAnswered(r group.RevokeReply) {
 	k.checkRevokeAnswered(k.part(r.Topic, r.Partition), r.Epoch)

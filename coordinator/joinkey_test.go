@@ -1,0 +1,128 @@
+package coordinator_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/capgate/capgate/api"
+)
+
+// keyedJoin posts a join with the Idempotency-Key header lines keys and
+// returns the status and body.
+func (h *harness) keyedJoin(t testing.TB, group, credential string, req api.JoinRequest, keys ...string) (int, []byte) {
+	t.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := http.NewRequest("POST", h.base+"/v1/groups/"+group+"/join", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+credential)
+	hr.Header.Set("Content-Type", "application/json")
+	for _, k := range keys {
+		hr.Header.Add(api.HeaderIdempotencyKey, k)
+	}
+	resp, err := h.client.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+func (h *harness) mustKeyedJoin(t testing.TB, credential string, req api.JoinRequest, key string) api.JoinResponse {
+	t.Helper()
+	status, b := h.keyedJoin(t, "keyed", credential, req, key)
+	if status != http.StatusOK {
+		t.Fatalf("join with key %q: %d %s", key, status, b)
+	}
+	var resp api.JoinResponse
+	if err := json.Unmarshal(b, &resp); err != nil {
+		t.Fatal(err)
+	}
+	h.env.remember(resp.MemberToken)
+	return resp
+}
+
+// A join's attempts carry one Idempotency-Key: a repeat (an attempt given
+// up on a slow leader that wrote it anyway, then sent again) is answered
+// the member the first made, so the group has one member, not a second
+// that nobody heartbeats holding half the partitions until its session
+// ran out. The key is the credential's: another credential sending the
+// same key gets its own member. A bad key is 400 naming the header,
+// and makes no member. A key expires with its member: once the member's
+// session ran out, the repeat joins a new one.
+func TestJoinKeyAnswersTheSameMember(t *testing.T) {
+	e := newEnv(t, map[string]int32{"demo": 4})
+	h := e.start(t)
+	credA := h.clientCredential(t, []string{"keyed"}, []string{"demo"})
+	credB := h.clientCredential(t, []string{"keyed"}, []string{"demo"})
+	req := api.JoinRequest{Topics: []string{"demo"}, ClientID: "svc", SessionTimeoutMs: 60_000}
+
+	first := h.mustKeyedJoin(t, credA, req, `"7d0e1c52-4ab8-4f34-9d43-6e0d6f2f8c11"`)
+	again := h.mustKeyedJoin(t, credA, req, `7d0e1c52-4ab8-4f34-9d43-6e0d6f2f8c11`) // the bare form names the same key
+	if again.MemberID != first.MemberID {
+		t.Fatalf("repeat with the key: member %s, the first made %s", again.MemberID, first.MemberID)
+	}
+	if d := h.describe(t, "keyed"); len(d.Members) != 1 {
+		t.Fatalf("%d members after a repeated join, want 1: %+v", len(d.Members), d.Members)
+	}
+	m := &member{h: h, group: "keyed", id: again.MemberID, token: again.MemberToken, grants: map[string]api.Grant{}}
+	m.heartbeat(t, 0) // the repeat's member token is the member's
+
+	other := h.mustKeyedJoin(t, credB, req, "7d0e1c52-4ab8-4f34-9d43-6e0d6f2f8c11")
+	if other.MemberID == first.MemberID {
+		t.Fatalf("another credential's same key joined member %s, the first credential's", other.MemberID)
+	}
+	if d := h.describe(t, "keyed"); len(d.Members) != 2 {
+		t.Fatalf("%d members, want 2: %+v", len(d.Members), d.Members)
+	}
+
+	for name, keys := range map[string][]string{
+		"twice":     {"a", "b"},
+		"empty":     {`""`},
+		"space":     {"a b"},
+		"backslash": {`a\b`},
+		"too long":  {strings.Repeat("k", api.JoinKeyMax+1)},
+	} {
+		status, b := h.keyedJoin(t, "keyed", credA, req, keys...)
+		var body api.ErrorBody
+		if err := json.Unmarshal(b, &body); err != nil || status != http.StatusBadRequest || body.Error.Code != api.CodeBadRequest ||
+			body.Error.Details["header"] != api.HeaderIdempotencyKey {
+			t.Fatalf("%s: %d %s, want 400 bad_request naming the header", name, status, b)
+		}
+	}
+	if d := h.describe(t, "keyed"); len(d.Members) != 2 {
+		t.Fatalf("%d members after refused joins, want 2: %+v", len(d.Members), d.Members)
+	}
+
+	short := req
+	short.SessionTimeoutMs = e.cfg.Groups.SessionTimeoutMin.Milliseconds()
+	gone := h.mustKeyedJoin(t, credA, short, "short")
+	eventually(t, func() string {
+		for _, mem := range h.describe(t, "keyed").Members {
+			if mem.ID == gone.MemberID {
+				return fmt.Sprintf("member %s not expired yet", gone.MemberID)
+			}
+		}
+		return ""
+	})
+	late := h.mustKeyedJoin(t, credA, short, "short") // a new member, under the key's id again
+	if late.MemberID != gone.MemberID {
+		t.Fatalf("repeat past expiry joined %s, want the key's id %s", late.MemberID, gone.MemberID)
+	}
+	if d := h.describe(t, "keyed"); len(d.Members) != 3 {
+		t.Fatalf("%d members after the repeat past expiry, want 3: %+v", len(d.Members), d.Members)
+	}
+}
