@@ -15,6 +15,16 @@ package coordinator
 // release, its holder's last word. The answer is
 // api.CommitResponse with the offsets now committed.
 //
+// A repeat is answered as done: an entry whose epoch is no longer
+// commit-able (the partition moved on) but whose offset and metadata
+// are the partition's, committed under that very epoch — the commit it
+// repeats landed (its answer lost: a replica frozen after the write, a
+// hedged attempt) — is 200 with nothing applied, no write; a release
+// repeated so never releases a newer epoch of the partition, even one
+// that came back to the member. The committing epoch is kept with the
+// offset (restored after a restart or takeover). An entry committed
+// again unchanged under a current epoch writes nothing either.
+//
 // An outside lease holder (POST …/lease to a holder that is not a
 // member) has no member token: it commits with its lease capability as
 // the bearer (grp = this group, op commit, else 403), each offset's

@@ -575,9 +575,11 @@ func (d *Driver) send(o *op) {
 			// the margin may be at a silent replica, and another goes to
 			// the next (heartbeatMargin), the silent one left running
 			// (hedge). A commit sent twice is the same offsets twice; a
-			// release landed twice is refused the second time, as any
-			// late release (the first answer decides, and a refusal
-			// waits for the attempts still in flight).
+			// release landed twice is answered done the second time too,
+			// the partition moved on or not (the coordinator takes an
+			// exact repeat of a commit that landed as done). The first
+			// answer decides, and a refusal waits for the attempts still
+			// in flight.
 			if at := d.now.Add(d.heartbeatMargin()); at.Before(o.deadline) {
 				o.hedgeAt = at
 			}

@@ -74,8 +74,7 @@ type waiter struct {
 // batchNotes is what the records of one Ready need from the events that
 // produced them.
 type batchNotes struct {
-	resets map[partKey]bool   // offsets set by an admin reset (may go back)
-	epochs map[partKey]uint64 // epochs of the capabilities that committed
+	resets map[partKey]bool // offsets set by an admin reset (may go back)
 }
 
 // Bugs plants known bugs in the Driver, for the tests that prove the
@@ -100,7 +99,7 @@ func New(m *group.Machine, st Store, obs Observer, restored Restored) *Driver {
 	return &Driver{
 		m: m, store: st, observer: obs,
 		pending: make(map[group.Ref]waiter),
-		batch:   batchNotes{resets: map[partKey]bool{}, epochs: map[partKey]uint64{}},
+		batch:   batchNotes{resets: map[partKey]bool{}},
 		flagged: flagged,
 	}
 }
@@ -134,19 +133,11 @@ func (d *Driver) Submit(build func(group.Ref) group.Event, reply Reply) group.Re
 }
 
 // note records what persisting this event's records needs to know.
+// (The epoch of the capability that committed an offset comes with its
+// record: group.OffsetRecord.Epoch, the machine's own.)
 func (d *Driver) note(ev group.Event) {
-	var groupName string
-	var offsets []group.CommitOffset
-	switch e := ev.(type) {
-	case group.Commit:
-		groupName, offsets = e.Group, e.Offsets
-	case group.Leave:
-		groupName, offsets = e.Group, e.Offsets
-	case group.ResetOffset:
+	if e, ok := ev.(group.ResetOffset); ok {
 		d.batch.resets[partKey{e.Group, e.Topic, e.Partition}] = true
-	}
-	for _, o := range offsets {
-		d.batch.epochs[partKey{groupName, o.Topic, o.Partition}] = o.Epoch
 	}
 }
 
@@ -209,7 +200,6 @@ func (d *Driver) handle(now time.Time) error {
 	if len(rd.Persist) > 0 {
 		err := d.persist(rd.Persist, now)
 		clear(d.batch.resets)
-		clear(d.batch.epochs)
 		switch {
 		case err != nil && d.bugs.SendOnFailedPersist:
 			// planted bug: fail open

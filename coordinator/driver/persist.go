@@ -213,7 +213,7 @@ func (d *Driver) writeOffset(w *store.Writer, r group.OffsetRecord) error {
 	if d.bugs.DropOddOffsets && r.Offset%2 == 1 {
 		return nil // planted bug
 	}
-	offset := store.CommittedOffset{Offset: r.Offset, Metadata: r.Metadata, Epoch: d.batch.epochs[key]}
+	offset := store.CommittedOffset{Offset: r.Offset, Metadata: r.Metadata, Epoch: r.Epoch}
 	if d.batch.resets[key] {
 		return w.ResetOffset(r.Group, r.Topic, r.Partition, offset)
 	}

@@ -113,6 +113,7 @@ func restoreGroup(snap *group.Snapshot, g store.GroupRecords, flags map[partKey]
 		if p.Offset != nil {
 			snap.Offsets = append(snap.Offsets, group.OffsetRecord{
 				Group: g.Group, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset.Offset, Metadata: p.Offset.Metadata,
+				Epoch: p.Offset.Epoch,
 			})
 		}
 		if p.Lease != nil {

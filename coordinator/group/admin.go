@@ -383,7 +383,7 @@ func (m *Machine) resetOffset(e ResetOffset) {
 		m.endLease(p)
 	}
 	m.audit.committed(p, e.Offset, true)
-	p.setCommitted(e.Offset, e.Metadata)
+	p.setCommitted(e.Offset, e.Metadata, 0)
 	m.markOffset(p)
 	switch s := p.own.(type) {
 	case *owned:

@@ -69,9 +69,13 @@ func (m *Machine) replyCommit(ref Ref, g *group, offsets []CommitOffset) {
 }
 
 // commitOffsets validates and applies offsets committed by h; on a
-// refusal it sends the rejection and changes nothing.
+// refusal it sends the rejection and changes nothing. An offset that
+// landed already (landed: a repeat of a commit whose answer was lost,
+// after its partition moved on) is taken as done and changes nothing,
+// and an offset committed again unchanged writes nothing.
 func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOffset, release bool) bool {
 	seen := make(map[assign.Partition]bool, len(offsets))
+	var done map[assign.Partition]bool // landed before: nothing to apply
 	for _, o := range offsets {
 		id := assign.Partition{Topic: o.Topic, Partition: o.Partition}
 		if seen[id] {
@@ -79,7 +83,15 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 			return false
 		}
 		seen[id] = true
-		if code, err := m.checkOffset(g, h, o, release); err != nil {
+		code, err := m.checkOffset(g, h, o, release)
+		switch {
+		case err == nil:
+		case code == api.CodeStaleEpoch && landed(g.parts[id], o):
+			if done == nil {
+				done = make(map[assign.Partition]bool)
+			}
+			done[id] = true
+		default:
 			m.reject(ref, code, "commit %s/%d: %v", o.Topic, o.Partition, err)
 			return false
 		}
@@ -88,10 +100,14 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 		return false
 	}
 	for _, o := range offsets {
-		p := g.parts[assign.Partition{Topic: o.Topic, Partition: o.Partition}]
-		if o.Offset >= 0 {
+		id := assign.Partition{Topic: o.Topic, Partition: o.Partition}
+		if done[id] {
+			continue
+		}
+		p := g.parts[id]
+		if o.Offset >= 0 && !landed(p, o) {
 			m.audit.committed(p, o.Offset, false)
-			p.setCommitted(o.Offset, o.Metadata)
+			p.setCommitted(o.Offset, o.Metadata, o.Epoch)
 			m.markOffset(p)
 		}
 		if !release {
@@ -109,6 +125,23 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 		}
 	}
 	return true
+}
+
+// landed reports whether o is committed already, exactly: its offset and
+// metadata are p's, committed by a capability of o's epoch. An epoch is
+// granted to one holder (every grant a fresh epoch), and the shell takes
+// only the committing member's own capabilities (driver.CommitOffsets),
+// so the commit that set them was this holder's at that epoch: o repeats
+// it. A commit (a release too) whose first attempt landed but whose
+// answer was lost — a replica frozen after its write, a hedged attempt
+// answered refused — is then answered as done when its repeat finds the
+// partition moved on (stale_epoch before): the offsets are committed,
+// and the epoch it would release is gone already. Nothing is applied for
+// it: a release repeated after the partition came back to the holder
+// under a newer epoch never releases that one. A partition whose offset
+// another commit or an admin reset changed since is no repeat (stale).
+func landed(p *partition, o CommitOffset) bool {
+	return p != nil && o.Offset >= 0 && o.Epoch != 0 && p.committedEpoch == o.Epoch && p.committed == o.Offset && p.metadata == o.Metadata
 }
 
 // metadataGrowth is how much committing offsets (checked) would change

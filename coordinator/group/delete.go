@@ -52,7 +52,7 @@ func (m *Machine) deleteGroup(e DeleteGroup) {
 		if p.committed >= 0 {
 			reply.Offsets++
 			m.audit.committed(p, -1, true)
-			p.setCommitted(-1, "")
+			p.setCommitted(-1, "", 0)
 			m.markOffset(p)
 		}
 	}

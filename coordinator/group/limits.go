@@ -54,11 +54,11 @@ func metadataCost(metadata string) int64 {
 
 // setCommitted sets p's committed offset and metadata, keeping the
 // machine's tally of metadata bytes.
-func (p *partition) setCommitted(offset int64, metadata string) {
+func (p *partition) setCommitted(offset int64, metadata string, epoch uint64) {
 	d := metadataCost(metadata) - metadataCost(p.metadata)
 	p.group.tally.metadataBytes += d
 	p.group.metadataBytes += d
-	p.committed, p.metadata = offset, metadata
+	p.committed, p.metadata, p.committedEpoch = offset, metadata, epoch
 }
 
 // stateBytes is g's own part of the state estimate: the group, its

@@ -389,7 +389,7 @@ func (m *Machine) materialize() {
 		p.offsetDirty = false
 		m.putRecord(recordKey{kind: keyOffset, first: p.group.name, other: p.id.Topic, number: p.id.Partition}, OffsetRecord{
 			Group: p.group.name, Topic: p.id.Topic, Partition: p.id.Partition,
-			Offset: p.committed, Metadata: p.metadata,
+			Offset: p.committed, Metadata: p.metadata, Epoch: p.committedEpoch,
 		})
 	}
 	m.dirtyOffs = m.dirtyOffs[:0]

@@ -107,7 +107,7 @@ func (m *Machine) reap(g *group) {
 			m.putRecord(recordKey{kind: keyOffset, first: g.name, other: p.id.Topic, number: p.id.Partition}, OffsetRecord{
 				Group: g.name, Topic: p.id.Topic, Partition: p.id.Partition, Offset: -1})
 		}
-		p.setCommitted(-1, "") // gives its metadata's place back
+		p.setCommitted(-1, "", 0) // gives its metadata's place back
 	}
 	m.setCreator(g, "", "")
 	m.putRecord(recordKey{kind: keyGroup, first: g.name}, GroupRecord{Group: g.name, Config: g.cfg, Deleted: true})

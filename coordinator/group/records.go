@@ -55,6 +55,12 @@ type OffsetRecord struct {
 	Partition int32
 	Offset    int64
 	Metadata  string
+	// Epoch is the epoch of the capability that committed it (0: an
+	// admin reset, or unknown): a commit repeated at that epoch after
+	// the partition moved on is answered as the commit it repeats
+	// (commit.go's landed). The stores keep it already
+	// (store.CommittedOffset.Epoch).
+	Epoch uint64
 }
 
 // MemberRecord is a group member. Key: Group, MemberID.

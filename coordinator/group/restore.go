@@ -100,7 +100,7 @@ func (m *Machine) restorePartitions(snap Snapshot) error {
 	}
 	for _, r := range snap.Offsets {
 		p := m.group(r.Group).partition(assign.Partition{Topic: r.Topic, Partition: r.Partition})
-		p.setCommitted(r.Offset, r.Metadata)
+		p.setCommitted(r.Offset, r.Metadata, r.Epoch)
 		m.audit.committed(p, r.Offset, true)
 	}
 	return nil

@@ -132,15 +132,18 @@ type partition struct {
 	// epoch is the highest epoch ever fenced or granted; it only rises.
 	epoch uint64
 	// own is the ownership state; only the transitions below assign it.
-	own           ownership
-	committed     int64 // -1: nothing committed
-	metadata      string
-	lease         *lease
-	revokeWaiters []Ref
-	leaseWaiter   Ref
-	dirty         bool
-	offsetDirty   bool
-	audit         partitionAudit
+	own       ownership
+	committed int64 // -1: nothing committed
+	metadata  string
+	// committedEpoch is the epoch of the capability that committed it
+	// (0: an admin reset, nothing committed, or unknown).
+	committedEpoch uint64
+	lease          *lease
+	revokeWaiters  []Ref
+	leaseWaiter    Ref
+	dirty          bool
+	offsetDirty    bool
+	audit          partitionAudit
 }
 
 // holder is who holds, or is to hold, a partition's capability: a group
