@@ -455,7 +455,7 @@ type simObserver struct{ c *coordinator }
 
 // Persisted feeds the shell's revocation view, then tells the checkers
 // what a Ready made durable, starting with the commits the machine
-// accepted in it.
+// accepted in it and the members a keyed join's repeat rejoined.
 func (o simObserver) Persisted(rd group.Ready) {
 	c := o.c
 	for _, r := range rd.Persist {
@@ -467,9 +467,16 @@ func (o simObserver) Persisted(rd group.Ready) {
 		}
 	}
 	for _, msg := range rd.Messages {
-		if _, ok := msg.(group.CommitReply); ok {
-			if req := c.pending[msg.Request()]; req != nil {
-				c.w.check.commitAccepted(req.member, req.offsets, req.commit.Release)
+		req := c.pending[msg.Request()]
+		if req == nil {
+			continue
+		}
+		switch m := msg.(type) {
+		case group.CommitReply:
+			c.w.check.commitAccepted(req.member, req.offsets, req.commit.Release)
+		case group.JoinReply:
+			if !m.Created && req.join.MemberID == "" { // a keyed join's repeat
+				c.w.check.rejoined(m.MemberID, m.Grants)
 			}
 		}
 	}
@@ -540,9 +547,6 @@ func (c *coordinator) render(msg group.Message, req *request) response {
 	case group.Rejected:
 		return response{code: m.Code}
 	case group.JoinReply:
-		if !m.Created && req.join.MemberID == "" {
-			c.w.check.rejoined(m.MemberID, m.Grants)
-		}
 		return response{join: api.JoinResponse{
 			MemberID: m.MemberID, MemberToken: c.w.tokens.memberToken(m.MemberID, c.w.wall(), c.w.prof.memberTTL),
 			SessionTimeoutMs: m.SessionTimeout.Milliseconds(), HeartbeatWaitMs: m.HeartbeatWait.Milliseconds(),
