@@ -31,7 +31,10 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		{"gateways serve while cut off, the coordinator counts their silence (config)", bugs{serveCountedSilent: true}, serving, "grant safety", []string{"exclusive reader"}},
 		{"consumer commits past what it processed (client/driver)", bugs{commitAhead: true}, nil, "no lost record", []string{"committed offsets", "handoff duplicates"}},
 		{"persist mapping drops committed offsets (coordinator/driver)", bugs{storeLosesOffsets: true}, crashes, "committed offsets", []string{"handoff duplicates"}},
-		{"consumer delivers a cancelled fetch (client/driver)", bugs{deliverAfterRevoke: true}, nil, "handoff duplicates", nil},
+		// A cancelled fetch's late records handed over may also show as a
+		// delivery past the one before it (seed 1 since joins draw keys
+		// from the world's rng: "delivered from 138 …, expected 137").
+		{"consumer delivers a cancelled fetch (client/driver)", bugs{deliverAfterRevoke: true}, nil, "handoff duplicates", []string{"committed offsets"}},
 		{"revocation cancels no fetch in flight (guard.Registry)", bugs{keepVictims: true}, nil, "acked fence", []string{"exclusive reader"}},
 	}
 	for _, c := range cases {
