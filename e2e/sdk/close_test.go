@@ -69,7 +69,11 @@ func TestCommitsOfThousandsOfPartitions(t *testing.T) {
 		t.Fatalf("commit of %d partitions: %v", partitions, err)
 	}
 	checkCommitted(t, c, partitions, 1)
-	m.Close(t) // fails the test on a close error
+	// Close releases 2,000 partitions (commits in chunks, then the
+	// leave): 1.5-9 s here at load 7, 12-13 s at load 12-20 — past the
+	// harness's 10 s, which failed the test with "context deadline
+	// exceeded" although every commit had landed. A deadline only.
+	m.CloseWithin(t, 2*time.Minute) // fails the test on a close error
 	checkCommitted(t, c, partitions, 1)
 }
 

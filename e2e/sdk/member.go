@@ -225,13 +225,18 @@ func (m *Member) Kill() {
 	m.mu.Unlock()
 }
 
-// Close closes the consumer gracefully (revoke, final commit, leave) and
-// waits for the poll loop; a killed member is only stopped.
-func (m *Member) Close(t testing.TB) {
+// Close closes the consumer gracefully (revoke, final commit, leave)
+// within 10 s and waits for the poll loop; a killed member is only
+// stopped.
+func (m *Member) Close(t testing.TB) { m.CloseWithin(t, 10*time.Second) }
+
+// CloseWithin is Close given timeout to close in: a member holding
+// thousands of partitions closes (their release commits) for longer on a
+// loaded machine.
+func (m *Member) CloseWithin(t testing.TB, timeout time.Duration) {
 	m.mu.Lock()
 	killed := m.killed
 	m.mu.Unlock()
-	timeout := 10 * time.Second
 	if killed {
 		timeout = 100 * time.Millisecond
 	}
