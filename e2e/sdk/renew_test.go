@@ -10,19 +10,27 @@ import (
 )
 
 // TestRenewalsInTime runs a member for several leases of a short
-// capability lease (3s, heartbeat_wait 1s < lease/2). Every
+// capability lease (5s, heartbeat_wait 1s < lease/2). Every
 // partition's capability is renewed in heartbeats (same epoch, new jti)
 // before the old one enters the client's expiry margin, so no partition
 // ever waits for a renewal, and no fetch is refused for expiry.
+//
+// The SDK's heartbeat comes back by the time a capability passes half
+// its life and the coordinator renews it at the next one, so the renewal
+// has about half the capability's life to reach a fetch before the old
+// one enters the margin. At a 3 s lease (a life of 2-3 s: exp is whole
+// seconds) that was 1-1.5 s less the 300 ms margin, and the smallest
+// slack measured 0.27-1.16 s over 6 runs at load 7: a loaded CI machine's
+// delays could eat it. At 5 s the renewal comes a second earlier.
 func TestRenewalsInTime(t *testing.T) {
 	t.Parallel()
 	timing := sdk.DefaultTiming()
-	timing.CapabilityLease = 3 * time.Second
+	timing.CapabilityLease = 5 * time.Second
 	timing.HeartbeatWait = time.Second
 	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 4, Timing: timing})
 	load := c.StartLoad(t, sdk.LoadOptions{Interval: 10 * time.Millisecond})
-	// exp is whole seconds (floor), so a capability lives between 2s and
-	// 3s here; its renewal is due at half of that.
+	// exp is whole seconds (floor), so a capability lives between 4s and
+	// 5s here; its renewal is due when less than 2.5s is left.
 	const margin = 300 * time.Millisecond
 	m := c.NewMember(t, sdk.MemberOptions{Name: "m1", Group: "renew", Configure: func(cfg *client.Config) {
 		cfg.CapabilityExpiryMargin = margin
