@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/sdk"
@@ -284,11 +286,29 @@ func TestAdminResetTellsAKgoMember(t *testing.T) {
 // capability and its next commit undid the reset, as kgo's did
 // (TestAdminResetTellsAKgoMember).
 func TestAdminResetTellsAKafkaJSMember(t *testing.T) {
-	s := Start(t, Options{Partitions: 2})
+	logs, observed := observer.New(zap.DebugLevel)
+	s := Start(t, Options{Partitions: 2, Observe: logs})
 	produceDirect(t, s, s.Topic, 0, 20)
 	produceDirect(t, s, s.Topic, 1, 20)
 	const group = "kjs-reset"
 	js := startKafkaJS(t, s, "kjs-reset", group, s.ClientCredential(t, group))
+	// Once, in a full-package run at load 21-25, KafkaJS read nothing
+	// more after the reset's fenced Fetch (NOT_LEADER_OR_FOLLOWER) for
+	// 30 s; not reproduced in 39 runs since. What the listener and KafkaJS
+	// did is what tells why.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, e := range observed.FilterLoggerName("gateway-1.kafka").All() {
+			t.Logf("gateway %s %s %s %v", e.Time.Format("15:04:05.000"), e.Level, e.Message, e.ContextMap())
+		}
+		for _, e := range js.Events() {
+			if e.Ev != "record" {
+				t.Logf("kafkajs %s %s %v %s", e.time().Format("15:04:05.000"), e.Ev, e.Partitions, e.Err)
+			}
+		}
+	})
 	procs := map[string]*consumerProc{"kjs": js}
 	sdk.Eventually(t, 30*time.Second, "KafkaJS read and committed both partitions", func() (bool, string) {
 		got := polled(procs)
