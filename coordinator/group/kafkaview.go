@@ -8,7 +8,9 @@ package group
 //
 //	Empty                no live member
 //	PreparingRebalance   a partition is being revoked (a handoff in
-//	                     progress: gateways fencing, the holder releasing)
+//	                     progress: gateways fencing, the holder releasing),
+//	                     or is to be: a move max_moves_per_second holds
+//	                     back (its newcomer still waits for it)
 //	CompletingRebalance  none is, but a partition of a topic a member may
 //	                     be assigned is unowned (its grant is on its way)
 //	Stable               otherwise
@@ -56,12 +58,15 @@ func (m *Machine) KafkaState(name string) (string, bool) {
 	if g == nil {
 		return "", false
 	}
-	return kafkaState(g), true
+	return m.kafkaState(g), true
 }
 
-func kafkaState(g *group) string {
+func (m *Machine) kafkaState(g *group) string {
 	if len(g.members) == 0 {
 		return KafkaEmpty
+	}
+	if m.movesHeldBack(g) {
+		return KafkaPreparingRebalance
 	}
 	var assignable map[string]bool // topics some member may be assigned, built at the first unowned partition
 	pending := false
@@ -80,6 +85,17 @@ func kafkaState(g *group) string {
 		return KafkaCompletingRebalance
 	}
 	return KafkaStable
+}
+
+// movesHeldBack reports whether creeping holds back a move that is still
+// wanted (startPendingMoves checks each again when it starts them).
+func (m *Machine) movesHeldBack(g *group) bool {
+	for _, p := range g.pendingMoves {
+		if o := p.owner(); o != nil && o.moves(m.desired(g, p)) {
+			return true
+		}
+	}
+	return false
 }
 
 // assignableTopics are the topics some member of g may be assigned.
@@ -104,7 +120,7 @@ func (m *Machine) KafkaView(name string, maxMembers, maxOwned int) (KafkaView, b
 	if g == nil {
 		return KafkaView{}, false
 	}
-	v := KafkaView{Group: name, State: kafkaState(g), Assignor: g.cfg.Assignor}
+	v := KafkaView{Group: name, State: m.kafkaState(g), Assignor: g.cfg.Assignor}
 	owned := 0
 	for _, id := range sortedKeys(g.members) {
 		if len(v.Members) == maxMembers {

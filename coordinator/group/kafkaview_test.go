@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/coordinator/group"
 )
@@ -53,5 +54,38 @@ func TestKafkaStateFollowsTheHandoff(t *testing.T) {
 	}
 	if s := state(); s != group.KafkaEmpty {
 		t.Fatalf("both left: %s, want Empty", s)
+	}
+}
+
+// TestKafkaStateCountsMovesHeldBack: with max_moves_per_second a join's
+// moves start one at a time; between one handoff's end and the next
+// move's start nothing is being revoked, yet the newcomer still waits for
+// partitions. That was Stable, and `capgate consume --idle-exit` read a
+// member waiting on such a move as idle with no partition (firstday7's
+// left). It is PreparingRebalance until the last held-back move started,
+// Stable once every member holds its share.
+func TestKafkaStateCountsMovesHeldBack(t *testing.T) {
+	w, _ := threeMembers(t)
+	one := 1
+	ref := w.nextRef()
+	w.step(group.SetGroupConfig{Ref: ref, Group: "g", MaxMovesPerSecond: &one})
+	mustReply[group.GroupConfigReply](t, w, ref)
+	d := w.join("g", "d", "t")
+	w.settle("g") // the first move is done; the other two are held back
+	if w.revoking("g") {
+		t.Fatal("a partition is still being revoked: no held-back move to observe")
+	}
+	if s, _ := w.m.KafkaState("g"); s != group.KafkaPreparingRebalance {
+		t.Fatalf("the first move done, two held back: %s, want PreparingRebalance", s)
+	}
+	for range 40 {
+		w.advance(100 * time.Millisecond)
+		w.settle("g")
+	}
+	if s, _ := w.m.KafkaState("g"); s != group.KafkaStable {
+		t.Fatalf("every move done: %s, want Stable", s)
+	}
+	if n := len(w.clients[d].held); n != 3 {
+		t.Fatalf("the newcomer holds %d, want 3", n)
 	}
 }

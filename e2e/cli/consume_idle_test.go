@@ -64,6 +64,49 @@ func TestIdleExitWithoutPartitionSaysWhy(t *testing.T) {
 			t.Fatalf("member waiting for its partitions: %v, stderr:\n%s\nwant exit 1 naming the rebalance", err, stderr)
 		}
 	})
+	t.Run("move_held_back_by_max_moves_per_second", func(t *testing.T) {
+		// A holds every partition of crawla (60) and crawlb (2) in a
+		// group moving one partition a second; X joins for crawla
+		// (30 moves, one a second, in partition order), then this
+		// member for crawlb: its move comes after X's. Between two
+		// of X's handoffs nothing is being revoked, and the group
+		// read Stable: the member, whose partition was still to
+		// come, exited 0 as idle with no partition (firstday7's
+		// left).
+		createTopic(t, d.broker, "crawla", 60)
+		createTopic(t, d.broker, "crawlb", 2)
+		crawlArgs := func(topic string, extra ...string) []string {
+			return append([]string{"consume", "--group", "crawl", "--topic", topic, "--credential-file", filepath.Join(d.dataDir, "credentials.json"),
+				"--coordinator", d.coordinator, "--gateways", d.gateway}, extra...)
+		}
+		a := startConsume(t, crawlArgs("crawla,crawlb")...)
+		eventually(t, 90*time.Second, "the first member holds all 62 partitions in a Stable group", func() (bool, string) {
+			g := tenantGroup(t, d.coordinator, creds.ClientCredential, "crawl")
+			return g.State == "Stable" && len(g.Members) == 1 && len(g.Members[0].Owned) == 62, fmt.Sprintf("%+v", g)
+		})
+		d.adminCLI(t, "config", "crawl", "--max-moves-per-second", "1")
+		x := startConsume(t, crawlArgs("crawla")...)
+		eventually(t, 90*time.Second, "the second member holds a partition of crawla", func() (bool, string) {
+			g := tenantGroup(t, d.coordinator, creds.ClientCredential, "crawl")
+			for _, m := range g.Members {
+				if len(m.Owned) > 0 && len(m.Topics) == 1 {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%+v", g)
+		})
+		_, stderr, err := cliResult(t, crawlArgs("crawlb", "--idle-exit", "6s")...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 ||
+			!strings.Contains(stderr, "no partition was granted within --idle-exit 6s: group crawl is PreparingRebalance — its partitions are still being handed out") {
+			t.Fatalf("member waiting for a move held back: %v, stderr:\n%s\nwant exit 1 naming the rebalance", err, stderr)
+		}
+		for _, p := range []*consumeProcess{a, x} {
+			if ok, why := p.running(); !ok {
+				t.Fatal(why)
+			}
+		}
+	})
 	d.stop(false)
 }
 
