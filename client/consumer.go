@@ -97,11 +97,13 @@ func WithCredentialSource(fn func(ctx context.Context) (string, error)) Option {
 // did not answer (a refused connection, a timeout, a connection closed
 // without an HTTP answer) — which setting names a wrong address, say; ""
 // adds nothing. Its text goes, as "hint", with the first "fetch failed:
-// the gateway did not answer" warning of each gateway only: the later
-// ones (at most one per 10 s while it fails) repeat the error, not the
-// hint. hint runs in the failed fetch's goroutine before that fetch's
-// retry, at most once per gateway; ctx ends when the consumer stops. A
-// refusal (an HTTP answer) is never hinted.
+// the gateway did not answer" warning of each outage of a gateway only:
+// the later ones (at most one per 10 s while it fails) repeat the error,
+// not the hint, and a gateway that answers again (if only to refuse) and
+// fails later has its new outage's first warning hinted again. hint runs
+// in the failed fetch's goroutine before that fetch's retry, at most once
+// per outage; ctx ends when the consumer stops. A refusal (an HTTP
+// answer) is never hinted.
 func WithFetchHint(hint func(ctx context.Context, gatewayURL string, err error) string) Option {
 	return func(o *options) { o.fetchHint = hint }
 }

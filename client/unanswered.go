@@ -24,7 +24,7 @@ type unanswered struct {
 	last     error                // the last unanswered fetch since the last answered one
 	answered bool                 // a gateway has answered a fetch, if only to refuse it
 	byGate   map[int]*logThrottle // gateway index → the log of its failures
-	hinted   map[int]bool         // gateways whose failure WithFetchHint's hint went with
+	hinted   map[int]bool         // gateways whose failure WithFetchHint's hint went with, since they last answered
 }
 
 // logThrottle bounds a repeated failure's log: the first is logged, then
@@ -56,6 +56,9 @@ func (u *unanswered) note(i int, err error, now time.Time) (log bool, missed int
 	switch {
 	case err == nil || errors.As(err, &refused):
 		u.last, u.answered = nil, true // a gateway answered, if only to refuse
+		// Its next outage is hinted again: the first one's hint, maybe
+		// hours back, has scrolled away (newuser7).
+		delete(u.hinted, i)
 		return false, 0
 	case errors.Is(err, context.Canceled), configError(err):
 		// A configuration error stops the consumer with its own
@@ -75,7 +78,9 @@ func (u *unanswered) note(i int, err error, now time.Time) (log bool, missed int
 }
 
 // hintDue says whether gateway i's failure, about to be logged, is the
-// first to carry the fetch hint (once per gateway).
+// first to carry the fetch hint: once per outage of a gateway — the first
+// logged failure, and the first logged after it answered again (at most
+// one per unansweredLogEvery, as the warnings it goes with).
 func (u *unanswered) hintDue(i int) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -48,11 +48,26 @@ func TestUnanswered(t *testing.T) {
 }
 
 // TestFetchHintOncePerGateway: WithFetchHint's hint goes with the first
-// logged failure of each gateway, never again — the failures go on being
-// logged every unansweredLogEvery, the hint is not repeated with them.
+// logged failure of each gateway's outage — the failures go on being
+// logged every unansweredLogEvery, the hint is not repeated with them —
+// and again with the first failure after that gateway answered (a new
+// outage, hours later perhaps: the first hint has scrolled away); another
+// gateway's answer does not count.
 func TestFetchHintOncePerGateway(t *testing.T) {
 	var u unanswered
 	if !u.hintDue(0) || u.hintDue(0) || !u.hintDue(1) || u.hintDue(1) || u.hintDue(0) {
 		t.Fatalf("hints given: %v, want gateways 0 and 1 once each", u.hinted)
+	}
+	now := time.Unix(1000, 0)
+	u.note(1, nil, now)
+	if u.hintDue(0) {
+		t.Fatal("gateway 1 answered, and gateway 0's outage was hinted again")
+	}
+	if !u.hintDue(1) || u.hintDue(1) {
+		t.Fatal("gateway 1 answered and failed again: want its new outage hinted once")
+	}
+	u.note(0, &Error{Op: "fetch demo/0", Code: api.CodeOutOfSync, Status: 503}, now)
+	if !u.hintDue(0) {
+		t.Fatal("gateway 0 answered (a refusal) and failed again: want its new outage hinted")
 	}
 }
