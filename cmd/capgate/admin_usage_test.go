@@ -154,6 +154,21 @@ func TestMistypedFlagsSayWhichIsMeant(t *testing.T) {
 	}
 }
 
+// TestDurationFlagsSayTheUnit: "--idle-exit 10" was refused with Go's
+// `time: missing unit in duration "10"` and no word of what to write
+// (newuser7); every duration flag now says it as the config files do,
+// exit 2.
+func TestDurationFlagsSayTheUnit(t *testing.T) {
+	for args, want := range map[string]string{
+		"consume -g g -t demo --idle-exit 10":        "--idle-exit 10: 10 is not a duration: write it with a unit, e.g. 10s (see capgate consume --help)",
+		"consume -g g -t demo --commit-interval=0.5": "--commit-interval 0.5: 0.5 is not a duration: write it with a unit, e.g. 0.5s",
+		"consume -g g -t demo --idle-exit 1d":        `--idle-exit "1d": want a duration such as 30s, 500ms or 5m (units ns, us, ms, s, m, h)`,
+		"admin lease g demo 0 --ttl 30":              "--ttl 30: 30 is not a duration: write it with a unit, e.g. 30s (see capgate admin lease --help)",
+	} {
+		wantUsageError(t, strings.Fields(args), want)
+	}
+}
+
 // TestKafkaConsumerGroupsFlagsSayWhatToUse: kafka-consumer-groups' flags
 // on the admin commands that do its work were bare "unknown flag"
 // (newuser5: offsets reset --to-earliest), and so were kcat's -X, -F, -G

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -52,6 +53,9 @@ func flagUsageError(cmd *cobra.Command, err error) error {
 	if hinted := foreignFlagHint(cmd, err); hinted != err {
 		return usageError{hinted}
 	}
+	if hinted := durationHint(cmd, err); hinted != nil {
+		return usageError{hinted}
+	}
 	if flag := similarFlag(cmd, err); flag != "" {
 		return usageErrorf("%w; did you mean --%s? (see %s --help)", err, flag, cmd.CommandPath())
 	}
@@ -62,6 +66,22 @@ func flagUsageError(cmd *cobra.Command, err error) error {
 		return usageErrorf("%w; if %s is an argument, put it after --: %s -- %s", err, arg, cmd.CommandPath(), arg)
 	}
 	return usageError{err}
+}
+
+// durationHint says what a duration flag wants when its value did not
+// parse: "--idle-exit 10" was refused with Go's `time: missing unit in
+// duration "10"`, not what to write instead (newuser7); the config files
+// say it (config.checker.scalar), the flags now in the same words.
+func durationHint(cmd *cobra.Command, err error) error {
+	var invalid *pflag.InvalidValueError
+	if !errors.As(err, &invalid) || invalid.GetFlag().Value.Type() != "duration" {
+		return nil
+	}
+	name, value := invalid.GetFlag().Name, invalid.GetValue()
+	if _, perr := strconv.ParseFloat(value, 64); perr == nil {
+		return fmt.Errorf("--%s %s: %s is not a duration: write it with a unit, e.g. %ss (see %s --help)", name, value, value, value, cmd.CommandPath())
+	}
+	return fmt.Errorf("--%s %q: want a duration such as 30s, 500ms or 5m (units ns, us, ms, s, m, h) (see %s --help)", name, value, cmd.CommandPath())
 }
 
 // similarFlag is the flag of cmd closest to the unknown long flag err
