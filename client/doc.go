@@ -21,7 +21,7 @@
 //	cfg.CoordinatorURL = "http://127.0.0.1:7070" // or the replicas', comma-separated
 //	cfg.Gateways = []string{"http://127.0.0.1:8080", "http://127.0.0.1:8081"}
 //	cfg.Group, cfg.Topics, cfg.Credential = "billing", []string{"orders"}, credential
-//	c, err := client.NewConsumer(cfg, client.WithLogger(log),
+//	c, err := client.NewConsumer(cfg, client.WithSlog(slog.Default()), // or WithLogger(zapLogger); none: no logging
 //		client.OnRevoke(func(ctx context.Context, ps []client.Partition) { /* finish work on ps */ }))
 //	if err != nil {
 //		return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,4 +151,71 @@ func readmeGoBlock(t *testing.T, root string) string {
 	}
 	t.Fatalf("README %q has no ```go block", readmeSDKSection)
 	return ""
+}
+
+// TestReadmeGoSDKSaysAGatewayDoesNotAnswer: the README program with a
+// wrong gateway address — a port nothing listens on — printed nothing at
+// all, for as long as it ran: the SDK retries a gateway that does not
+// answer for ever and logged nothing without a logger (newuser7). The
+// program passes client.WithSlog(slog.Default()), so the warning comes
+// on stderr, naming the gateway; Ctrl-C still ends it with status 0.
+func TestReadmeGoSDKSaysAGatewayDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	bin := buildReadmeSDK(t)
+	c := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 2})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(os.Environ(),
+		"CAPGATE_COORDINATOR_URL="+c.CoordinatorURL,
+		"CAPGATE_GATEWAY_URLS="+closed,
+		"CAPGATE_CACERT=",
+		"CAPGATE_CREDENTIAL="+c.ClientCredential(t, "sdk-readme"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		for s := bufio.NewScanner(stderr); s.Scan(); {
+			lines <- s.Text()
+		}
+	}()
+	const warned = "fetch failed: the gateway did not answer"
+	var said []string
+	for warning := ""; warning == ""; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the program ended: %v\n%s", cmd.Wait(), strings.Join(said, "\n"))
+			}
+			said = append(said, line)
+			if strings.Contains(line, warned) {
+				warning = line
+				if !strings.Contains(line, "WARN "+warned) || !strings.Contains(line, "gateway="+closed) {
+					t.Errorf("the warning does not name the gateway at WARN: %s", line)
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("the README program said nothing of the gateway at %s that does not answer; stderr:\n%s", closed, strings.Join(said, "\n"))
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for range lines { // drain to EOF
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after Ctrl-C: %v\n%s", err, strings.Join(said, "\n"))
+	}
 }
