@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -60,13 +61,7 @@ func TestReadmeGoSDK(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		for s := bufio.NewScanner(stdout); s.Scan(); {
-			lines <- s.Text()
-		}
-	}()
+	lines := lineByLine(stdout)
 	printed := map[string]bool{}
 	for len(printed) < partitions*perPartition {
 		select {
@@ -184,13 +179,7 @@ func TestReadmeGoSDKSaysAGatewayDoesNotAnswer(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		for s := bufio.NewScanner(stderr); s.Scan(); {
-			lines <- s.Text()
-		}
-	}()
+	lines := lineByLine(stderr)
 	const warned = "fetch failed: the gateway did not answer"
 	var said []string
 	for warning := ""; warning == ""; {
@@ -218,4 +207,16 @@ func TestReadmeGoSDKSaysAGatewayDoesNotAnswer(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("after Ctrl-C: %v\n%s", err, strings.Join(said, "\n"))
 	}
+}
+
+// lineByLine sends r's lines, closing the channel at EOF.
+func lineByLine(r io.Reader) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		for s := bufio.NewScanner(r); s.Scan(); {
+			lines <- s.Text()
+		}
+	}()
+	return lines
 }
