@@ -299,16 +299,38 @@ func (c *Coordinator) operatorToken(token []byte, err error) string {
 	return ""
 }
 
+// allowedScopeMax bounds the names allowedScope lists.
+const allowedScopeMax = 10
+
+// allowedScope says, for a client credential refused a group or topic,
+// which ones it does allow and how to get one for more: "client
+// credential does not allow group g2" left a new user guessing which
+// group the credential they were handed was for (newuser7). The names
+// are the credential's own claims, readable in the token by whoever holds
+// it; an identity token's come from the coordinator's rules, which are
+// not told.
+func allowedScope(credential *ocap.Claims, what string, names []string) string {
+	if credential.Kind() != ocap.KindClient || len(names) == 0 {
+		return ""
+	}
+	shown := names[:min(len(names), allowedScopeMax)]
+	more := ""
+	if len(names) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(names)-len(shown))
+	}
+	return fmt.Sprintf(": it allows %s %s%s (capgate admin client-credential --%s mints one for others)", what, strings.Join(shown, ", "), more, what)
+}
+
 // checkJoinScope checks the request against what the credential allows.
 func checkJoinScope(ctx *fasthttp.RequestCtx, credential *ocap.Claims, groupName string, req api.JoinRequest) bool {
 	what := credentialName(credential)
 	if !credential.AllowsGroup(groupName) {
-		writeError(ctx, api.CodeForbidden, what+" does not allow group "+groupName)
+		writeError(ctx, api.CodeForbidden, what+" does not allow group "+groupName+allowedScope(credential, "groups", credential.Groups))
 		return false
 	}
 	for _, topic := range req.Topics {
 		if !credential.AllowsTopic(topic) {
-			writeError(ctx, api.CodeForbidden, what+" does not allow topic "+topic)
+			writeError(ctx, api.CodeForbidden, what+" does not allow topic "+topic+allowedScope(credential, "topics", credential.Topics))
 			return false
 		}
 	}

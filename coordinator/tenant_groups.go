@@ -239,7 +239,7 @@ func (c *Coordinator) tenantGroupParam(ctx *fasthttp.RequestCtx, groupName strin
 		return nil, false
 	}
 	if !claims.AllowsGroup(groupName) {
-		writeError(ctx, api.CodeForbidden, "client credential does not allow group "+groupName)
+		writeError(ctx, api.CodeForbidden, "client credential does not allow group "+groupName+allowedScope(claims, "groups", claims.Groups))
 		return nil, false
 	}
 	if len(ctx.QueryArgs().QueryString()) > 0 {

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,26 @@ func TestFirstDayMistakes(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
 	run(t, 20*time.Second, "a\nb\n", d.produceArgs("--partition", "2")...)
+
+	// A credential handed over for one group, used for another:
+	// "client credential does not allow group g2" and no more — which
+	// group it was for was in the token (newuser7). The refusal names
+	// what it allows, exit 1.
+	t.Run("credential_for_another_group", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "svc.json")
+		writeFile(t, file, d.adminCLI(t, "client-credential", "--name", "svc", "--groups", "g1,orders-*", "--topics", "demo"))
+		for _, c := range []struct{ group, topic, want string }{
+			{"g2", "demo", "client credential does not allow group g2: it allows groups g1, orders-* (capgate admin client-credential --groups mints one for others)"},
+			{"g1", "other", "client credential does not allow topic other: it allows topics demo (capgate admin client-credential --topics mints one for others)"},
+		} {
+			_, stderr, err := cliResult(t, "consume", "--group", c.group, "--topic", c.topic, "--credential-file", file,
+				"--coordinator", d.coordinator, "--gateways", d.gateway, "--idle-exit", "5s")
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr, c.want) {
+				t.Errorf("consume --group %s --topic %s with a credential for g1: %v, stderr:\n%s\nwant exit 1 and %q", c.group, c.topic, err, stderr, c.want)
+			}
+		}
+	})
 
 	// `consume --gateways` naming an address where nothing listens,
 	// with --idle-exit: the SDK retries the fetches, so before, nothing

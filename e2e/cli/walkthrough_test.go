@@ -28,7 +28,7 @@ var walkthroughChecks = []step{
 	{"fetch again", []string{`"code":"capability_revoked"`, `HTTP 409`}},
 	{"leave", []string{`HTTP 200`}},
 	{"consume", []string{`demo/0\t0\t\thello`, `demo/0\t1\t\tworld`}},
-	{"prefix credential", []string{`demo/0\t0\t\thello`, `demo/0\t1\t\tworld`, `forbidden`, `billing: refused`}},
+	{"prefix credential", []string{`demo/0\t0\t\thello`, `demo/0\t1\t\tworld`, `forbidden`, `does not allow group billing: it allows groups orders-\*`, `billing: refused`}},
 	{"describe", []string{`(?m)^GROUP\s+orders-eu$`, `(?m)^TOTAL-LAG\s+0$`,
 		`TOPIC\s+PARTITION\s+STATE\s+EPOCH\s+CURRENT-OFFSET\s+LOG-END-OFFSET\s+LAG\s+OWNER`, `demo\s+0\s+\w+\s+\d+\s+2\s+2\s+0\s`}},
 	{"describe a topic", []string{`(?m)^TOPIC\s+demo$`, `(?m)^PARTITIONS\s+12$`, `PARTITION\s+EARLIEST\s+LATEST\s+RECORDS`, `(?m)^0\s+0\s+2\s+2\s*$`}},
