@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -104,7 +105,23 @@ func secretFrom(flagValue, file, env, key string) (string, error) {
 	if v := os.Getenv(env); v != "" {
 		return v, nil
 	}
-	return "", fmt.Errorf("no %s: pass --token, --token-file or set %s", key, env)
+	return "", fmt.Errorf("no %s: pass --token, --token-file or set %s%s", key, env, devCredentialsHere("--token-file"))
+}
+
+// devDataDir is capgate dev's default --data-dir.
+const devDataDir = "capgate-data"
+
+// devCredentialsHere points at capgate dev's credentials when they are in
+// the working directory: a new user in another terminal, before sourcing
+// credentials.env (or in a new shell), read "no client credential: pass
+// --credential-file …" with the file beside them (newuser7). "" when it
+// is not there.
+func devCredentialsHere(flag string) string {
+	file := filepath.Join(devDataDir, "credentials.json")
+	if _, err := os.Stat(file); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("; capgate dev's are here: %s %s, or run . ./%s/credentials.env first", flag, file, devDataDir)
 }
 
 // envFileSecret is env's value in text, shell lines such as capgate dev's

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -201,5 +203,50 @@ func TestProduceBadArgumentsAreUsageErrors(t *testing.T) {
 		"produce -t demo --batch-records 0": "--batch-records and --batch-bytes: must be >= 1",
 	} {
 		wantUsageError(t, append(strings.Fields(args), "--coordinator", "http://127.0.0.1:1", "--token", "x"), want)
+	}
+}
+
+// TestNoCredentialPointsAtDevFiles: a command run without its
+// credential (a new shell, credentials.env not sourced) did not say that
+// capgate dev's credentials were right there (newuser7). It names
+// ./capgate-data's files when they are in the working directory, and
+// only then; the exit status stays 1 (README: no credential found is a
+// failure, not a usage error).
+func TestNoCredentialPointsAtDevFiles(t *testing.T) {
+	for _, env := range []string{"CAPGATE_CREDENTIAL", "CAPGATE_ADMIN_TOKEN", "CAPGATE_CAPABILITY"} {
+		t.Setenv(env, "")
+	}
+	t.Chdir(t.TempDir())
+	cases := map[string]string{
+		"consume -g g -t demo": "no client credential: pass --credential-file",
+		"admin groups":         "no admin_token: pass --token, --token-file or set CAPGATE_ADMIN_TOKEN",
+		"produce -t demo -p 0": "nothing to produce with: pass a client credential",
+	}
+	for args, want := range cases {
+		_, err := run(t, strings.Fields(args)...)
+		if err == nil || exitCode(err) != exitFailure || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "capgate dev's are here") {
+			t.Errorf("capgate %s: %v, want exit 1 and %q, no word of capgate-data where there is none", args, err, want)
+		}
+	}
+	writeDevFile(t, filepath.Join("capgate-data", "credentials.json"))
+	for args, want := range map[string]string{
+		"consume -g g -t demo": "; capgate dev's are here: --credential-file capgate-data/credentials.json, or run . ./capgate-data/credentials.env first",
+		"admin groups":         "; capgate dev's are here: --token-file capgate-data/credentials.json, or run . ./capgate-data/credentials.env first",
+		"produce -t demo -p 0": "; capgate dev's are here: --token-file capgate-data/credentials.json",
+	} {
+		if _, err := run(t, strings.Fields(args)...); err == nil || exitCode(err) != exitFailure || !strings.Contains(err.Error(), want) {
+			t.Errorf("capgate %s: %v, want exit 1 and %q", args, err, want)
+		}
+	}
+}
+
+// writeDevFile writes an empty file at path, making its directory.
+func writeDevFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

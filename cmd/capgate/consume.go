@@ -138,7 +138,7 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 		return cfg, err
 	}
 	if f.credential == "" && f.credentialFile == "" && os.Getenv("CAPGATE_CREDENTIAL") == "" {
-		return cfg, errors.New("no client credential: pass --credential-file (credentials.json from capgate dev works), --credential or set CAPGATE_CREDENTIAL")
+		return cfg, fmt.Errorf("no client credential: pass --credential-file (credentials.json from capgate dev works), --credential or set CAPGATE_CREDENTIAL%s", devCredentialsHere("--credential-file"))
 	}
 	credential, err := secretFrom(f.credential, f.credentialFile, "CAPGATE_CREDENTIAL", "client_credential")
 	if err != nil {

@@ -143,7 +143,7 @@ func (f *produceFlags) capabilities() (*capabilities, error) {
 	}
 	token, err := secretFrom(f.token, f.tokenFile, "CAPGATE_ADMIN_TOKEN", "admin_token")
 	if err != nil {
-		return nil, errors.New("nothing to produce with: pass a client credential allowed to produce (--credential-file, --credential or CAPGATE_CREDENTIAL), a capability (--capability or CAPGATE_CAPABILITY), or an admin token to mint capabilities: --token-file (credentials.json from capgate dev works), --token or CAPGATE_ADMIN_TOKEN")
+		return nil, fmt.Errorf("nothing to produce with: pass a client credential allowed to produce (--credential-file, --credential or CAPGATE_CREDENTIAL), a capability (--capability or CAPGATE_CAPABILITY), or an admin token to mint capabilities: --token-file (credentials.json from capgate dev works), --token or CAPGATE_ADMIN_TOKEN%s", devCredentialsHere("--token-file"))
 	}
 	hc, err := f.endpoints.tls.httpClient(30 * time.Second)
 	if err != nil {
