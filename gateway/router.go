@@ -100,7 +100,26 @@ func noRoute(path []byte) string {
 	if api.TopicDetailsPath(path) {
 		return fmt.Sprintf("no such route: %.128q; %s", path, api.TopicDetailsHint)
 	}
+	if coordinatorRoute(path) {
+		return fmt.Sprintf("no such route: %.128q; this is the coordinator's (the console, groups, admin, OAuth, keys), not a gateway's: open it at the coordinator's base URL, the one in this gateway's coordinator_url", path)
+	}
 	return fmt.Sprintf("no such route: %.128q; a gateway serves /v1/topics/{topic}/partitions/{partition}/records (GET fetch, POST produce), /v1/topics/{topic}/records (POST produce, the gateway placing records), /healthz, /readyz, /metrics and /openapi.json: is the URL a gateway's base URL?", path)
+}
+
+// coordinatorPrefixes begin the coordinator's routes, which a new user
+// opened at the gateway (its /console in a browser: a 404 listing the
+// gateway's routes, newuser7).
+var coordinatorPrefixes = []string{"/console", "/v1/groups", "/v1/admin/", "/v1/sync", "/v1/capabilities/", "/oauth/", "/.well-known/"}
+
+// coordinatorRoute reports whether path is one of the coordinator's.
+// The coordinator's URL is not told: it may be an internal name.
+func coordinatorRoute(path []byte) bool {
+	for _, prefix := range coordinatorPrefixes {
+		if rest, ok := bytes.CutPrefix(path, []byte(prefix)); ok && (len(rest) == 0 || rest[0] == '/' || strings.HasSuffix(prefix, "/")) {
+			return true
+		}
+	}
+	return false
 }
 
 // methodNotAllowed answers 405 with the methods path allows.

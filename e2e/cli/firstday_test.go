@@ -3,6 +3,8 @@ package cli_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,6 +22,37 @@ func TestFirstDayMistakes(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
 	run(t, 20*time.Second, "a\nb\n", d.produceArgs("--partition", "2")...)
+
+	// The console opened at the gateway's address (8080 beside 7070 in
+	// capgate dev's banner), a join sent there: a 404 listing the
+	// gateway's routes (newuser7). It says the route is the
+	// coordinator's, without telling the coordinator's URL.
+	t.Run("coordinator_routes_at_the_gateway", func(t *testing.T) {
+		for _, c := range []struct{ method, path string }{
+			{"GET", "/console"}, {"GET", "/console/groups"}, {"POST", "/v1/groups/g/join"}, {"GET", "/v1/admin/groups"}, {"POST", "/oauth/token"},
+		} {
+			req, _ := http.NewRequest(c.method, d.gateway+c.path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "this is the coordinator's (the console, groups, admin, OAuth, keys), not a gateway's") ||
+				strings.Contains(string(body), d.coordinator) {
+				t.Errorf("%s %s at the gateway: %d %s", c.method, c.path, resp.StatusCode, body)
+			}
+		}
+		resp, err := http.Get(d.gateway + "/consoles")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "a gateway serves") {
+			t.Errorf("GET /consoles at the gateway: %s, want the gateway's routes", body)
+		}
+	})
 
 	// A credential handed over for one group, used for another:
 	// "client credential does not allow group g2" and no more — which
