@@ -153,13 +153,30 @@ func ApplyEnv(env []string, dst any) error {
 	for _, k := range names {
 		f, ok := fields[k]
 		if !ok {
-			return fmt.Errorf("%s names no setting", k)
+			return fmt.Errorf("%s names no setting%s", k, suggestEnv(k, fields))
 		}
 		if err := setValue(f.v, vars[k]); err != nil {
 			return fmt.Errorf("%s (%s): %w", k, f.path, err)
 		}
 	}
 	return nil
+}
+
+// suggestEnv is the variable of fields a typo away from name, as the
+// file's unknown keys are told (suggest): CAPGATE_COORDINATOR_DATADIR was
+// "names no setting" and no more (newuser7). Names are long and share
+// their prefix, so only a near miss (distance 2 at most) is offered.
+func suggestEnv(name string, fields map[string]field) string {
+	best, bestDistance := "", 3
+	for known := range fields {
+		if d := EditDistance(name, known); d < bestDistance || (d == bestDistance && known < best) {
+			best, bestDistance = known, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return "; did you mean " + best + "?"
 }
 
 type field struct {
@@ -199,8 +216,13 @@ var durationType = reflect.TypeOf(time.Duration(0))
 func setValue(v reflect.Value, s string) error {
 	if v.Type() == durationType {
 		d, err := time.ParseDuration(s)
+		if _, numeric := strconv.ParseFloat(s, 64); err != nil && numeric == nil {
+			// Worded as the file's (check.go): Go's "time: missing
+			// unit in duration" said nothing of what to write.
+			return fmt.Errorf("%s is not a duration: write it with a unit, e.g. %ss", s, s)
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("want a duration such as 30s or 5m, got %q", s)
 		}
 		v.SetInt(int64(d))
 		return nil

@@ -42,6 +42,34 @@ func TestConfigFileErrorsNameTheSetting(t *testing.T) {
 	}
 }
 
+// TestConfigEnvErrorsSayWhatToWrite: the CAPGATE_* variables said less
+// than the file of the same mistakes (newuser7): a duration without a
+// unit was Go's `time: missing unit in duration "10"`, a variable a
+// letter off a setting "names no setting" with no word of which. Both
+// are worded as the file's now.
+func TestConfigEnvErrorsSayWhatToWrite(t *testing.T) {
+	cases := []struct{ name, value, want string }{
+		{"CAPGATE_COORDINATOR_GROUPS_SESSION_TIMEOUT", "10",
+			"config: CAPGATE_COORDINATOR_GROUPS_SESSION_TIMEOUT (coordinator.groups.session_timeout): 10 is not a duration: write it with a unit, e.g. 10s"},
+		{"CAPGATE_GATEWAY_SYNC_TIMEOUT", "five",
+			`config: CAPGATE_GATEWAY_SYNC_TIMEOUT (gateway.sync_timeout): want a duration such as 30s or 5m, got "five"`},
+		{"CAPGATE_COORDINATOR_DATADIR", "x",
+			"config: CAPGATE_COORDINATOR_DATADIR names no setting; did you mean CAPGATE_COORDINATOR_DATA_DIR?"},
+		{"CAPGATE_GATEWAY_SYNC_TIMOUT", "5s",
+			"config: CAPGATE_GATEWAY_SYNC_TIMOUT names no setting; did you mean CAPGATE_GATEWAY_SYNC_TIMEOUT?"},
+		{"CAPGATE_FROBNICATE", "1", "config: CAPGATE_FROBNICATE names no setting"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(c.name, c.value)
+			_, err := loadConfig("", "gateway")
+			if err == nil || err.Error() != c.want {
+				t.Errorf("%s=%s:\n got  %v\n want %s", c.name, c.value, err, c.want)
+			}
+		})
+	}
+}
+
 // TestReplicaSectionMustMatchStateAndListener: a replica section under
 // state: badger is refused (it would be ignored), and so is an advertise
 // URL whose scheme is not what the listener serves (every 421 not_leader
