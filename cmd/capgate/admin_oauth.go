@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/ocap"
 )
 
 // newAdminOAuthClient is `capgate admin oauth-client create|list|revoke`:
@@ -30,6 +31,9 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 				return usageErrorf("--name, --groups and --topics are required")
 			}
 			if err := ttl.check(); err != nil {
+				return err
+			}
+			if err := opsArg(ops, ocap.ParseClientOps); err != nil {
 				return err
 			}
 			body := map[string]any{"name": name, "groups": groups, "topics": topics, "token_ttl_ms": ttl.ms()}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/capgate/capgate/ocap"
 )
 
 func newAdminRevoke(f *adminFlags) *cobra.Command {
@@ -81,6 +83,9 @@ func newAdminGrant(f *adminFlags) *cobra.Command {
 			if err := ttl.check(); err != nil {
 				return err
 			}
+			if err := opsArg(strings.Split(ops, ","), ocap.ParseOps); err != nil {
+				return err
+			}
 			body := map[string]any{"topic": topic, "partition": partition, "ops": strings.Split(ops, ","), "ttl_ms": ttl.ms(), "holder": holder}
 			if cmd.Flags().Changed("offset-from") {
 				body["offset_from"] = from
@@ -104,6 +109,16 @@ func newAdminGrant(f *adminFlags) *cobra.Command {
 		cmd.MarkFlagRequired(name)
 	}
 	return cmd
+}
+
+// opsArg checks an --ops list with parse (ocap's, the server's own
+// check) before anything is sent: "--ops fetch,write" went out and came
+// back a 400, exit 1 (newuser7); it is a usage error, exit 2.
+func opsArg(names []string, parse func([]string) (ocap.Ops, error)) error {
+	if _, err := parse(names); err != nil {
+		return usageErrorf("--ops %s: %s", strings.Join(names, ","), strings.TrimPrefix(err.Error(), "ocap: "))
+	}
+	return nil
 }
 
 func newAdminRevokeCapability(f *adminFlags) *cobra.Command {
@@ -299,6 +314,9 @@ The answer's client_credential is what consume and produce
 				return usageErrorf("--name and --groups are required")
 			}
 			if err := ttl.check(); err != nil {
+				return err
+			}
+			if err := opsArg(ops, ocap.ParseClientOps); err != nil {
 				return err
 			}
 			body := map[string]any{"name": name, "groups": groups, "ttl_ms": ttl.ms()}

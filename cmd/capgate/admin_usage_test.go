@@ -171,6 +171,41 @@ func TestDurationFlagsSayTheUnit(t *testing.T) {
 	}
 }
 
+// TestMistypedCommandBeforeItsFlags: a command typed wrong and followed
+// by its flags — `capgate consum --group g`, `capgate admin oauth create
+// --name x` — was refused for the flag ("unknown flag: --group",
+// "unknown shorthand flag: 'g' in -g"): cobra stops at the last command
+// it knows and parses the rest as that one's flags (newuser7). The
+// mistyped word is named, with the command meant, exit 2; a real unknown
+// flag of a grouping command stays one.
+func TestMistypedCommandBeforeItsFlags(t *testing.T) {
+	for args, want := range map[string]string{
+		"consum --group g -t demo":                     `unknown command "consum" for "capgate"; did you mean consume?`,
+		"consum -g g":                                  `unknown command "consum" for "capgate"; did you mean consume?`,
+		"admin oauth create --name x --groups g":       `unknown command "oauth" for "capgate admin"; did you mean oauth-client?`,
+		"keys generat --out k.json":                    `unknown command "generat" for "capgate keys"; did you mean generate?`,
+		"admin --bogus":                                "unknown flag: --bogus",
+		"admin group g --bogus":                        "unknown flag: --bogus",
+		"admin oauth-client creat --name x --groups g": `unknown command "creat" for "capgate admin oauth-client"; did you mean create?`,
+	} {
+		wantUsageError(t, strings.Fields(args), want)
+	}
+}
+
+// TestOpsCheckedBeforeSending: an --ops name no capability or credential
+// has went to the coordinator and came back a 400, exit 1 (newuser7); it
+// is refused before anything is sent, exit 2, with the names there are.
+func TestOpsCheckedBeforeSending(t *testing.T) {
+	for args, want := range map[string]string{
+		"admin grant --topic demo --partition 3 --holder me --ops fetch,write":           `--ops fetch,write: unknown op: "write" (a capability's ops: fetch, commit, produce)`,
+		"admin client-credential --name x --groups g --ops read":                         `--ops read: unknown op: "read" (a client credential's ops: consume, produce)`,
+		"admin oauth-client create --name x --groups g --topics demo --ops consume,writ": `--ops consume,writ: unknown op: "writ" (a client credential's ops: consume, produce)`,
+	} {
+		// Nothing listens at port 1: a request sent would fail otherwise.
+		wantUsageError(t, append(strings.Fields(args), "--coordinator", "http://127.0.0.1:1", "--token", "x"), want)
+	}
+}
+
 // TestKafkaConsumerGroupsFlagsSayWhatToUse: kafka-consumer-groups' flags
 // on the admin commands that do its work were bare "unknown flag"
 // (newuser5: offsets reset --to-earliest), and so were kcat's -X, -F, -G

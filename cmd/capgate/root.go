@@ -146,6 +146,10 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 	}
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only on the root
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[groupingAnnotation] = "true"
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return c.Help()
@@ -157,12 +161,22 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 			}
 			args = args[1:]
 		}
-		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
-		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
-			msg += "; did you mean " + strings.Join(s, " or ") + "?"
-		} else if admin := adminCommand(c, args[0]); admin != "" {
-			msg += "; did you mean " + admin + "?"
-		}
-		return usageErrorf("%s (see %s --help)", msg, c.CommandPath())
+		return unknownSubcommand(c, args[0])
 	}
+}
+
+// groupingAnnotation marks the commands refuseUnknownSubcommands made
+// refuse unknown words (they only group others).
+const groupingAnnotation = "capgate-grouping"
+
+// unknownSubcommand is the usage error for word, which grouping command c
+// does not know, with the commands it may have meant.
+func unknownSubcommand(c *cobra.Command, word string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", word, c.CommandPath())
+	if s := c.SuggestionsFor(word); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	} else if admin := adminCommand(c, word); admin != "" {
+		msg += "; did you mean " + admin + "?"
+	}
+	return usageErrorf("%s (see %s --help)", msg, c.CommandPath())
 }

@@ -50,6 +50,13 @@ func exitCode(err error) int {
 // to pass it (after "--"); a Kafka tool's flag (foreignflags.go) says
 // what to use instead, and is never taken for an argument.
 func flagUsageError(cmd *cobra.Command, err error) error {
+	if word := cmd.Flags().Arg(0); cmd.Annotations[groupingAnnotation] != "" && word != "" && word != "help" {
+		// `capgate admin oauth create --name x`: cobra stops at admin
+		// (no "oauth" under it) and parses the rest as admin's flags,
+		// so the error was "unknown flag: --name", not the mistyped
+		// command (newuser7).
+		return unknownSubcommand(cmd, word)
+	}
 	if hinted := foreignFlagHint(cmd, err); hinted != err {
 		return usageError{hinted}
 	}
