@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -113,4 +114,22 @@ func ExampleWithCredentialSource() {
 		log.Fatal(err)
 	}
 	_ = c // Join, Poll and Close as in ExampleNewConsumer
+}
+
+// A consumer logging through the program's log/slog logger, as JSON on
+// stderr at INFO and above (joins, grants, revokes, and the warnings of a
+// gateway or coordinator that does not answer).
+func ExampleWithSlog() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg := client.DefaultConfig()
+	cfg.CoordinatorURL = "http://127.0.0.1:7070"
+	cfg.Gateways = []string{"http://127.0.0.1:8080"}
+	cfg.Group, cfg.Topics = "billing", []string{"orders"}
+	cfg.Credential = os.Getenv("CAPGATE_CREDENTIAL")
+	c, err := client.NewConsumer(cfg, client.WithSlog(logger.With("service", "billing")))
+	if err != nil {
+		logger.Error("consumer", "error", err)
+		os.Exit(1)
+	}
+	_ = c // Join, Poll, Close as in ExampleNewConsumer
 }
