@@ -232,6 +232,11 @@ func (m Match) validate(p string) error {
 
 func httpsURL(raw string) error {
 	u, err := url.Parse(raw)
+	if err == nil && u.Scheme == "http" && u.Host != "" {
+		// A dev IdP on http://localhost:8080 (Keycloak's default) was
+		// "must be an https URL" and no more (newuser7).
+		return fmt.Errorf("must be an https URL, got %q: the issuer's signing keys are fetched from it, and over plain http anyone on the path could hand the coordinator keys and mint tokens; serve the IdP over TLS (a private CA goes in ca_file)", raw)
+	}
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "" {
 		return fmt.Errorf("must be an https URL, got %q", raw)
 	}

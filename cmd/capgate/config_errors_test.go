@@ -30,6 +30,20 @@ func TestConfigFileErrorsNameTheSetting(t *testing.T) {
 			"coordinator.replica (line 2): want a map of settings (name: value), got a list"},
 		{"coordinator", "log:\n  levle: debug\n", "log.levle (line 2): unknown setting; did you mean level?"},
 	}
+	// Validation after decoding: the issuer of a dev IdP on plain
+	// http said "must be an https URL" and not why nor what to do
+	// (newuser7).
+	oidc := "coordinator:\n  oidc:\n    issuers:\n      - issuer: http://localhost:8080/realms/dev\n        audiences: [capgate]\n" +
+		"        rules:\n          - {claim: groups, value: g, groups: [g]}\n"
+	path := filepath.Join(t.TempDir(), "capgate.yaml")
+	if err := os.WriteFile(path, []byte(oidc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(path, "coordinator"); err == nil || !strings.Contains(err.Error(),
+		`oidc.issuers[0].issuer: must be an https URL, got "http://localhost:8080/realms/dev": the issuer's signing keys are fetched from it`) ||
+		!strings.Contains(err.Error(), "serve the IdP over TLS (a private CA goes in ca_file)") {
+		t.Errorf("an http issuer: %v", err)
+	}
 	for _, c := range cases {
 		path := filepath.Join(t.TempDir(), "capgate.yaml")
 		if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
