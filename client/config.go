@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -325,6 +327,12 @@ func validateURL(field, raw string) error {
 func urlProblem(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if _, _, hostPort := net.SplitHostPort(raw); hostPort == nil && !strings.Contains(raw, "/") {
+			// "127.0.0.1:8080", as kcat and Kafka clients take
+			// addresses: the SDK does not guess the scheme (a
+			// credential would go in clear to a TLS server).
+			return fmt.Sprintf("must be an http(s) URL with a host, got %q: write http://%s (https://%s for a TLS server)", raw, raw, raw)
+		}
 		return fmt.Sprintf("must be an http(s) URL with a host, got %q", raw)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {

@@ -218,9 +218,10 @@ func TestConfigTakesCommaSeparatedLists(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		{func(c *Config) { c.CoordinatorURL = "http://a:1,b:2" }, `Config.CoordinatorURL (client.coordinator_url): must be an http(s) URL with a host, got "b:2"`},
+		{func(c *Config) { c.CoordinatorURL = "http://a:1,b:2" }, `Config.CoordinatorURL (client.coordinator_url): must be an http(s) URL with a host, got "b:2": write http://b:2 (https://b:2 for a TLS server)`},
 		{func(c *Config) { c.CoordinatorURL = "http://a:1,http://a:1" }, `Config.CoordinatorURLs (client.coordinator_urls): coordinator URL "http://a:1" listed twice`},
-		{func(c *Config) { c.Gateways = []string{"http://g:1, g:2"} }, `Config.Gateways (client.gateways): must be an http(s) URL with a host, got "g:2"`},
+		{func(c *Config) { c.Gateways = []string{"http://g:1, g:2"} }, `Config.Gateways (client.gateways): must be an http(s) URL with a host, got "g:2": write http://g:2 (https://g:2 for a TLS server)`},
+		{func(c *Config) { c.Gateways = []string{"ftp://g/x"} }, `Config.Gateways (client.gateways): must be an http(s) URL with a host, got "ftp://g/x"`},
 		{func(c *Config) { c.Gateways = []string{" , "} }, `Config.Gateways (client.gateways): must list at least one URL, got none`},
 	} {
 		cfg := validConfig()

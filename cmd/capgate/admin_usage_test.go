@@ -192,6 +192,18 @@ func TestMistypedCommandBeforeItsFlags(t *testing.T) {
 	}
 }
 
+// TestGatewaysWithoutSchemeSayWhatToWrite: --gateways 127.0.0.1:8080 —
+// how kcat and Kafka clients take addresses — was "must be an http(s)
+// URL with a host" (the SDK's Config check, the Go SDK's own error too);
+// --coordinator said what to write, --gateways did not (newuser7). Both
+// say it now, exit 2; the scheme is never guessed.
+func TestGatewaysWithoutSchemeSayWhatToWrite(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:8080", "localhost:8080"} {
+		wantUsageError(t, []string{"consume", "-g", "g", "-t", "demo", "--credential", "x", "--coordinator", "http://127.0.0.1:1", "--gateways", addr},
+			"--gateways: must be an http(s) URL with a host, got \""+addr+"\": write http://"+addr+" (https://"+addr+" for a TLS server)")
+	}
+}
+
 // TestOpsCheckedBeforeSending: an --ops name no capability or credential
 // has went to the coordinator and came back a 400, exit 1 (newuser7); it
 // is refused before anything is sent, exit 2, with the names there are.
