@@ -129,7 +129,7 @@ func (c *Coordinator) countPatternMatches(members []MemberView) {
 
 func describeView(d group.GroupDescription) GroupDescription {
 	out := GroupDescription{
-		Group: d.Group, Creator: d.Creator, CreatorName: d.CreatorName, Config: configView(d.Config),
+		Group: d.Group, Creator: d.Creator, CreatorName: d.CreatorName, Config: configView(d.Config), MovesHeldBack: d.MovesHeldBack,
 		Members: make([]MemberView, 0, len(d.Members)), Partitions: make([]PartitionView, 0, len(d.Partitions)),
 	}
 	for _, m := range d.Members {

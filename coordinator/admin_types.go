@@ -28,6 +28,7 @@ type GroupDescription struct {
 	Creator             string          `json:"creator,omitempty"`
 	CreatorName         string          `json:"creator_name,omitempty"`
 	Config              GroupConfigView `json:"config"`
+	MovesHeldBack       int             `json:"moves_held_back,omitempty"`
 	Members             []MemberView    `json:"members"`
 	Partitions          []PartitionView `json:"partitions"`
 	NextMembersAfter    string          `json:"next_members_after,omitempty"`

@@ -516,10 +516,15 @@ func printPatternsMatchingNothing(w io.Writer, members []coordinator.MemberView)
 
 // groupState is a group's state in rpk's words, from this page of its
 // description: Empty without live members, Rebalancing while a partition
-// is being revoked (moving to another member), else Stable.
+// is being revoked (moving to another member) or a move waits for the
+// group's max_moves_per_second (it read Stable between two creeping
+// handoffs while a newcomer still waited: newuser7), else Stable.
 func groupState(d coordinator.GroupDescription) string {
 	if len(d.Members) == 0 {
 		return "Empty"
+	}
+	if d.MovesHeldBack > 0 {
+		return fmt.Sprintf("Rebalancing (%d moves held back by max_moves_per_second %d)", d.MovesHeldBack, d.Config.MaxMovesPerSecond)
 	}
 	for _, p := range d.Partitions {
 		if p.State == "revoking" {

@@ -20,8 +20,13 @@ type GroupDescription struct {
 	// keeps one (group.creatorName).
 	Creator     string
 	CreatorName string
-	Members     []MemberDescription
-	Partitions  []PartitionDescription
+	// MovesHeldBack counts the moves max_moves_per_second holds back
+	// (owned partitions wanted by another member, not revoking yet):
+	// the partitions show as owned, their newcomers wait (the whole
+	// group's count, on every page).
+	MovesHeldBack int
+	Members       []MemberDescription
+	Partitions    []PartitionDescription
 }
 
 // MemberDescription is one live member.
@@ -132,7 +137,7 @@ func (m *Machine) DescribePage(name string, page Page) (GroupDescription, Rest, 
 	if g == nil {
 		return GroupDescription{}, Rest{}, false
 	}
-	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator, CreatorName: g.creatorName}
+	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator, CreatorName: g.creatorName, MovesHeldBack: m.movesHeldBack(g)}
 	var rest Rest
 	ids := sortedKeys(g.members)
 	i, _ := slices.BinarySearch(ids, page.MembersAfter)
@@ -207,7 +212,7 @@ func (m *Machine) DescribeGroup(name string) (GroupDescription, bool) {
 	if g == nil {
 		return GroupDescription{}, false
 	}
-	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator, CreatorName: g.creatorName}
+	d := GroupDescription{Group: name, Config: g.cfg, Creator: g.creator, CreatorName: g.creatorName, MovesHeldBack: m.movesHeldBack(g)}
 	for _, id := range sortedKeys(g.members) {
 		d.Members = append(d.Members, m.describeMember(g.members[id]))
 	}

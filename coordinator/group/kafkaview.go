@@ -65,7 +65,7 @@ func (m *Machine) kafkaState(g *group) string {
 	if len(g.members) == 0 {
 		return KafkaEmpty
 	}
-	if m.movesHeldBack(g) {
+	if m.movesHeldBack(g) > 0 {
 		return KafkaPreparingRebalance
 	}
 	var assignable map[string]bool // topics some member may be assigned, built at the first unowned partition
@@ -87,15 +87,16 @@ func (m *Machine) kafkaState(g *group) string {
 	return KafkaStable
 }
 
-// movesHeldBack reports whether creeping holds back a move that is still
+// movesHeldBack counts the moves creeping holds back that are still
 // wanted (startPendingMoves checks each again when it starts them).
-func (m *Machine) movesHeldBack(g *group) bool {
+func (m *Machine) movesHeldBack(g *group) int {
+	n := 0
 	for _, p := range g.pendingMoves {
 		if o := p.owner(); o != nil && o.moves(m.desired(g, p)) {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // assignableTopics are the topics some member of g may be assigned.

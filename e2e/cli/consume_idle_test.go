@@ -65,24 +65,24 @@ func TestIdleExitWithoutPartitionSaysWhy(t *testing.T) {
 		}
 	})
 	t.Run("move_held_back_by_max_moves_per_second", func(t *testing.T) {
-		// A holds every partition of crawla (60) and crawlb (2) in a
+		// A holds every partition of crawla (80) and crawlb (2) in a
 		// group moving one partition a second; X joins for crawla
-		// (30 moves, one a second, in partition order), then this
+		// (40 moves, one a second, in partition order), then this
 		// member for crawlb: its move comes after X's. Between two
 		// of X's handoffs nothing is being revoked, and the group
 		// read Stable: the member, whose partition was still to
 		// come, exited 0 as idle with no partition (firstday7's
 		// left).
-		createTopic(t, d.broker, "crawla", 60)
+		createTopic(t, d.broker, "crawla", 80)
 		createTopic(t, d.broker, "crawlb", 2)
 		crawlArgs := func(topic string, extra ...string) []string {
 			return append([]string{"consume", "--group", "crawl", "--topic", topic, "--credential-file", filepath.Join(d.dataDir, "credentials.json"),
 				"--coordinator", d.coordinator, "--gateways", d.gateway}, extra...)
 		}
 		a := startConsume(t, crawlArgs("crawla,crawlb")...)
-		eventually(t, 90*time.Second, "the first member holds all 62 partitions in a Stable group", func() (bool, string) {
+		eventually(t, 90*time.Second, "the first member holds all 82 partitions in a Stable group", func() (bool, string) {
 			g := tenantGroup(t, d.coordinator, creds.ClientCredential, "crawl")
-			return g.State == "Stable" && len(g.Members) == 1 && len(g.Members[0].Owned) == 62, fmt.Sprintf("%+v", g)
+			return g.State == "Stable" && len(g.Members) == 1 && len(g.Members[0].Owned) == 82, fmt.Sprintf("%+v", g)
 		})
 		d.adminCLI(t, "config", "crawl", "--max-moves-per-second", "1")
 		x := startConsume(t, crawlArgs("crawla")...)
@@ -105,6 +105,18 @@ func TestIdleExitWithoutPartitionSaysWhy(t *testing.T) {
 			if ok, why := p.running(); !ok {
 				t.Fatal(why)
 			}
+		}
+		// X's moves still creep (one a second): `admin group` said
+		// Stable between two of them.
+		out := d.adminCLI(t, "group", "crawl", "-o", "table")
+		if !strings.Contains(out, "moves held back by max_moves_per_second 1)") || !strings.Contains(out, "Rebalancing (") {
+			t.Fatalf("admin group crawl while moves creep:\n%s\nwant Rebalancing with the moves held back", out)
+		}
+		var desc struct {
+			MovesHeldBack int `json:"moves_held_back"`
+		}
+		if d.adminJSON(t, &desc, "group", "crawl"); desc.MovesHeldBack == 0 {
+			t.Fatal("admin group crawl -o json: no moves_held_back while moves creep")
 		}
 	})
 	d.stop(false)
