@@ -119,9 +119,10 @@ type Limits struct {
 	// metadata grows the estimate, that would pass it is refused. Keep it
 	// well under coordinator.memory_limit.
 	StateBytes int64 `yaml:"state_bytes"`
-	// StateBytesPerTenant bounds the part of that estimate the groups one
-	// tenant created hold (limits.go: their partitions and committed
-	// metadata), so one tenant cannot fill state_bytes for everyone; at
+	// StateBytesPerTenant bounds the part of that estimate one tenant's
+	// live members and the groups it created hold (limits.go: the
+	// members, the groups' partitions and committed metadata), so one
+	// tenant cannot fill state_bytes for everyone; at
 	// most state_bytes counts. Nor may a share grow past the state_bytes
 	// it would leave free (admitTenantState), so a few tenants together
 	// cannot fill it either; at or above state_bytes, neither applies.

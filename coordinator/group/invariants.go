@@ -297,7 +297,7 @@ func (m *Machine) checkPartition(g *group, p *partition) error {
 func (m *Machine) checkTally() []error {
 	var want tally
 	var errs []error
-	members, held := map[string]int{}, map[string]int{}
+	members, held, memberBytes := map[string]int{}, map[string]int{}, map[string]int64{}
 	tenants := map[string]map[*group]int{}
 	indexed := map[memberName]string{}
 	for _, g := range m.groups {
@@ -313,6 +313,7 @@ func (m *Machine) checkTally() []error {
 		}
 		for _, mem := range g.members {
 			want.memberBytes += memberCost(mem)
+			memberBytes[mem.credential.tenant()] += memberCost(mem)
 			members[mem.credential.ID]++
 			if c := m.credentials[mem.credential.ID]; c == nil {
 				errs = append(errs, fmt.Errorf("member %q of %q is missing from its credential", mem.id, g.name))
@@ -337,6 +338,9 @@ func (m *Machine) checkTally() []error {
 	m.memberTenants.mu.RUnlock()
 	if !maps.Equal(held, m.heldHeartbeats) {
 		errs = append(errs, fmt.Errorf("held heartbeats per tenant %v, recomputed %v", m.heldHeartbeats, held))
+	}
+	if !maps.Equal(memberBytes, m.memberBytes) {
+		errs = append(errs, fmt.Errorf("member bytes per tenant %v, recomputed %v", m.memberBytes, memberBytes))
 	}
 	if want != m.tally {
 		errs = append(errs, fmt.Errorf("state tally %+v, recomputed %+v", m.tally, want))

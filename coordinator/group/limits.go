@@ -79,10 +79,18 @@ func (g *group) stateBytes() int64 {
 // a commit growing such a group's metadata past it, are refused; groups
 // of an admin (no creator) count for nobody.
 
+//
+// A tenant's live members count in its share too (Machine.memberBytes,
+// whatever group they are in): members_per_credential bounds how many,
+// not how large — a member listing topics_per_member topics of 249-byte
+// names is ~345 KiB, so one tenant's ~570 such members filled
+// state_bytes alone and every other tenant's join was refused
+// (redteam14 #1).
+
 // tenantStateBytes is the state estimate of the groups tenant created
-// (at most groups_per_credential of them).
+// (at most groups_per_credential of them) and of its live members.
 func (m *Machine) tenantStateBytes(tenant string) int64 {
-	var n int64
+	n := m.memberBytes[tenant]
 	for g := range m.created[tenant] {
 		n += g.stateBytes()
 	}
@@ -113,15 +121,15 @@ func (m *Machine) admitTenantState(ref Ref, what, tenant string, more int64) boo
 			hint = "commit with less or no metadata, or "
 		}
 		m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded,
-			Message: fmt.Sprintf("%s: the groups tenant %q created hold %d bytes of the coordinator's state (their partitions and committed metadata), "+
-				"%d more would pass coordinator.groups.limits.state_bytes_per_tenant (%d); room comes back as its groups are reaped or deleted (%s); %sraise state_bytes_per_tenant",
+			Message: fmt.Sprintf("%s: tenant %q's live members and the groups it created hold %d bytes of the coordinator's state (members, partitions, committed metadata), "+
+				"%d more would pass coordinator.groups.limits.state_bytes_per_tenant (%d); room comes back as its members leave and its groups are reaped or deleted (%s); %sraise state_bytes_per_tenant",
 				what, tenant, used, more, limit, m.placesComeBack(), hint),
 			Details: map[string]any{"limit": "coordinator.groups.limits.state_bytes_per_tenant", "max": limit, "tenant": tenant}})
 		return false
 	}
 	if left := m.cfg.Limits.StateBytes - m.tally.bytes() - more; limit < m.cfg.Limits.StateBytes && more > 0 && used+more > left {
 		m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded,
-			Message: fmt.Sprintf("%s: the groups tenant %q created hold %d bytes of the coordinator's state (their partitions and committed metadata), "+
+			Message: fmt.Sprintf("%s: tenant %q's live members and the groups it created hold %d bytes of the coordinator's state (members, partitions, committed metadata), "+
 				"%d more would leave %d of coordinator.groups.limits.state_bytes (%d) free: a tenant never holds more than the state left for others, "+
 				"so a tenant with little is admitted however many hold much; room comes back as groups are reaped or deleted (%s), or raise state_bytes",
 				what, tenant, used, more, max(left, 0), m.cfg.Limits.StateBytes, m.placesComeBack()),
@@ -297,16 +305,42 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 	if !m.admitState(e.Ref, "join", costOf(e, sub)) {
 		return false
 	}
-	// The group's creator pays for the group and the partitions this
-	// join's topics add to it: a new group's room is asked of the
-	// joining tenant. (The partitions were counted only once they
-	// existed, so a join asked nothing for them — the one way a tenant
-	// grew its share at a join into its group.)
+	// The joining tenant pays for its member; the group's creator for
+	// the group and the partitions this join's topics add to it: a new
+	// group's room is asked of the joining tenant. (The partitions were
+	// counted only once they existed, so a join asked nothing for them —
+	// the one way a tenant grew its share at a join into its group.)
+	own := costOf(e, sub)
+	if replaces != nil && replaces.credential.tenant() == tenant {
+		own -= replaces.charged
+	}
 	payer, more := tenant, int64(groupBytes)
 	if g != nil {
 		payer, more = g.creator, 0
 	}
-	return m.admitTenantState(e.Ref, "join", payer, more+m.partitionsAdded(g, sub))
+	more += m.partitionsAdded(g, sub)
+	if payer == tenant {
+		return m.admitTenantState(e.Ref, "join", tenant, own+more)
+	}
+	return m.admitTenantState(e.Ref, "join", tenant, own) && m.admitTenantState(e.Ref, "join", payer, more)
+}
+
+// admitResubscribe checks a rejoin changing mem's subscription to sub:
+// the state its larger member adds (limits.state_bytes, and its tenant's
+// share), and the partitions its new topics add to the group (its
+// creator's share) — counted only once they existed, a tenant grew its
+// groups past its share by rejoining with more topics (redteam14 #2).
+func (m *Machine) admitResubscribe(e Join, mem *member, sub subscription) bool {
+	more := costOf(e, sub) - mem.charged
+	if more > 0 && !m.admitState(e.Ref, "join", more) {
+		return false
+	}
+	tenant, payer, added := mem.credential.tenant(), mem.group.creator, m.partitionsAdded(mem.group, sub)
+	if payer == tenant {
+		return more+added <= 0 || m.admitTenantState(e.Ref, "join", tenant, more+added)
+	}
+	return (more <= 0 || m.admitTenantState(e.Ref, "join", tenant, more)) &&
+		(added == 0 || m.admitTenantState(e.Ref, "join", payer, added))
 }
 
 // partitionsAdded estimates the partitions' bytes a join of sub adds to g

@@ -45,7 +45,10 @@ type Machine struct {
 	// that still exist (group.creator); their state estimate is the
 	// tenant's share of state_bytes (tenantStateBytes).
 	created map[string]map[*group]struct{}
-	tally   tally // the state estimate limits.state_bytes bounds
+	// memberBytes: per tenant (Credential.tenant), the memberCost of its
+	// live members — also in its share of state_bytes (tenantStateBytes).
+	memberBytes map[string]int64
+	tally       tally // the state estimate limits.state_bytes bounds
 	// heldHeartbeats: per tenant (Credential.tenant), its members'
 	// heartbeats held now; limits.held_heartbeats_per_tenant bounds it.
 	heldHeartbeats map[string]int
@@ -130,6 +133,7 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		revocations:    revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
 		credentials:    make(map[string]*credential),
 		created:        make(map[string]map[*group]struct{}),
+		memberBytes:    make(map[string]int64),
 		tenantGroups:   make(map[string]map[*group]int),
 		heldHeartbeats: make(map[string]int),
 		memberTenants:  newMemberTenants(),

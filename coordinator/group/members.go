@@ -185,7 +185,7 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
 		m.reject(e.Ref, api.CodeBadRequest, "join: a renewal (renew_token) keeps the member's subscription and takes a client credential; rejoin without renew_token to change it")
 		return
 	}
-	if more := costOf(e, sub) - mem.charged; !sub.equal(mem) && more > 0 && !m.admitState(e.Ref, "join", more) {
+	if !sub.equal(mem) && !m.admitResubscribe(e, mem, sub) {
 		return
 	}
 	if !m.adoptAssignor(mem.group, e) {
@@ -413,7 +413,15 @@ func (m *Machine) resolve(mem *member) {
 func (m *Machine) recharge(mem *member) {
 	cost := memberCost(mem)
 	m.tally.memberBytes += cost - mem.charged
+	m.chargeTenant(mem.credential.tenant(), cost-mem.charged)
 	mem.charged = cost
+}
+
+// chargeTenant adds delta to tenant's live members' bytes.
+func (m *Machine) chargeTenant(tenant string, delta int64) {
+	if m.memberBytes[tenant] += delta; m.memberBytes[tenant] == 0 {
+		delete(m.memberBytes, tenant)
+	}
 }
 
 func (m *Machine) unresolve(mem *member) {
@@ -485,6 +493,7 @@ func (m *Machine) dropMember(mem *member) {
 	}
 	m.unresolve(mem)
 	m.tally.memberBytes -= mem.charged
+	m.chargeTenant(mem.credential.tenant(), -mem.charged)
 	mem.charged = 0
 	rec := mem.record()
 	rec.Deleted = true

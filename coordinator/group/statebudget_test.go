@@ -177,3 +177,65 @@ func TestFewTenantsCannotFillTheStateTogether(t *testing.T) {
 		t.Fatalf("a newcomer's one-partition group beside four tenants that filled theirs: %#v (state %d of %d)", msg, w.m.StateBytes(), w.cfg.Limits.StateBytes)
 	}
 }
+
+// redteam14 #1: members_per_credential bounds how many members a tenant
+// has, not how large they are, and members were in no tenant's share:
+// tenant A's members each listing 100 topics of long names (they need
+// not exist) filled state_bytes alone, and tenant B's join was refused
+// state_bytes. Now a tenant's live members count in its share: A's joins
+// are refused at state_bytes_per_tenant, naming it, and B joins.
+func TestOneTenantsLargeMembersHoldAtMostItsShare(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) {
+		c.Limits.StateBytes = 512 << 10          // ~14 of A's members, each ~28 KiB
+		c.Limits.StateBytesPerTenant = 128 << 10 // ~4 of them
+	})
+	w.topics(map[string]int32{"t": 1})
+	w.pollUntilParked("gw1")
+	topics := make([]string, 100)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("a-%03d-%s", i, strings.Repeat("x", 180))
+	}
+	joined := 0
+	var refused group.Message
+	for range 40 {
+		msg := w.joinAs(credA, group.Join{Group: "ga", Topics: topics})
+		if _, ok := msg.(group.JoinReply); !ok {
+			refused = msg
+			break
+		}
+		joined++
+	}
+	t.Logf("tenant A: %d members, state %d of %d", joined, w.m.StateBytes(), w.cfg.Limits.StateBytes)
+	mustLimit(t, refused, "state_bytes_per_tenant")
+	if r := refused.(group.Rejected); r.Details["tenant"] != credA.ID || !strings.Contains(r.Message, "members") {
+		t.Fatalf("the refusal does not name the tenant and say its members count: %#v", r)
+	}
+	if _, ok := w.joinAs(credB, group.Join{Group: "gb"}).(group.JoinReply); !ok {
+		t.Fatalf("tenant B's join beside A's large members: %#v (state %d of %d)", w.replies[w.ref], w.m.StateBytes(), w.cfg.Limits.StateBytes)
+	}
+}
+
+// redteam14 #2: a rejoin changing the subscription was asked only for
+// the state its larger member adds, not for the partitions its new
+// topics add to the group: the group's creator grew its share past
+// state_bytes_per_tenant by rejoining with a topic of many partitions.
+// Now the rejoin is refused, naming the share, and the member keeps its
+// subscription.
+func TestRejoinWithMoreTopicsAsksTheShare(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) {
+		c.Limits.StateBytesPerTenant = 32 << 10 // a group and a member, and ~16 partitions
+	})
+	w.topics(map[string]int32{"t": 1, "big": 64})
+	w.pollUntilParked("gw1")
+	id := w.joinAs(credA, group.Join{Group: "ga"}).(group.JoinReply).MemberID
+	w.settle("ga")
+	msg := w.joinAs(credA, group.Join{Group: "ga", MemberID: id, Topics: []string{"t", "big"}})
+	if reply, ok := msg.(group.JoinReply); ok {
+		t.Fatalf("the rejoin with a 64-partition topic was accepted (%d grants): the group's creator holds %d bytes, its share %d",
+			len(reply.Grants), w.m.StateBytes(), w.cfg.Limits.StateBytesPerTenant)
+	}
+	mustLimit(t, msg, "state_bytes_per_tenant")
+	if got := w.describe("ga").Members[0].Topics; len(got) != 1 {
+		t.Fatalf("a refused rejoin changed the subscription: %v", got)
+	}
+}
