@@ -59,6 +59,18 @@ func (l *keyedLimiter) reserve(key string, now time.Time, maxWait time.Duration)
 	return r.DelayFrom(now), func() { r.CancelAt(now) }, true
 }
 
+// charge takes n more tokens of key's bucket at now without waiting for
+// them: the bucket goes into debt (n is cut to the burst, the most a
+// bucket may owe), which key's next reservations wait for.
+func (l *keyedLimiter) charge(key string, now time.Time, n int) {
+	if n <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bucketLocked(key, now).ReserveN(now, min(n, l.burst))
+}
+
 // bucketLocked is key's bucket, made (full) when key has none.
 func (l *keyedLimiter) bucketLocked(key string, now time.Time) *rate.Limiter {
 	b := l.buckets[key]

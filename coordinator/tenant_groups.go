@@ -26,7 +26,9 @@ package coordinator
 //     group; 403 otherwise, whether it exists or not. Its member-token
 //     twin is GET /v1/groups/{g}/offsets.
 //   429 rate_limited (Retry-After) while the bearer's tenant has
-//   tenantReadsMax of these reads in progress;
+//   tenantReadsMax of these reads in progress, or has spent its
+//   tenant_member_rate (each read spends it by what it costs:
+//   tenantRead);
 //   400 for a bad group name, cursor, limit or unknown query parameter;
 //   401/409 for the bearer as at join; 503 unavailable if the coordinator
 //   failed closed.
@@ -58,35 +60,35 @@ func (c *Coordinator) handleTenantGroups(ctx *fasthttp.RequestCtx, _ []string) {
 	if !ok {
 		return
 	}
-	release, ok := c.tenantReads.start(ctx, tenant(claims))
-	if !ok {
-		return
-	}
-	defer release()
 	q, ok := c.pageQuery(ctx, "after")
 	if !ok {
 		return
 	}
 	q.limit = min(q.limit, tenantListPageMax)
 	out := api.TenantGroupsResponse{Groups: []api.TenantGroup{}}
-	err := c.query(func(m *group.Machine) {
+	ok, err := c.tenantRead(ctx, tenant(claims), func(m *group.Machine) (cost int) {
 		names, more := m.GroupsMatching(claims.Groups, q.get("after"), q.limit)
 		for _, name := range names {
 			if !claims.AllowsGroup(name) { // GroupsMatching's own rule, checked again
 				continue
 			}
 			state, _ := m.KafkaState(name)
+			cost += 1 + m.ReadCost(name, false)
 			out.Groups = append(out.Groups, api.TenantGroup{Group: name, State: state})
 		}
 		if more {
 			out.NextAfter = names[len(names)-1]
 		}
+		return cost
 	})
+	if !ok {
+		return
+	}
 	if err != nil {
 		writeMachineError(ctx, nil, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	c.writeTenantRead(ctx, tenant(claims), out)
 }
 
 func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []string) {
@@ -95,16 +97,16 @@ func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []strin
 	if !ok {
 		return
 	}
-	release, ok := c.tenantReads.start(ctx, tenant(claims))
+	var v group.KafkaView
+	found := false
+	ok, err := c.tenantRead(ctx, tenant(claims), func(m *group.Machine) int {
+		v, found = m.KafkaView(groupName, tenantDescribeMembersMax, c.cfg.DescribePageMax)
+		return m.ReadCost(groupName, true)
+	})
 	if !ok {
 		return
 	}
-	defer release()
-	var v group.KafkaView
-	found := false
-	if err := c.query(func(m *group.Machine) {
-		v, found = m.KafkaView(groupName, tenantDescribeMembersMax, c.cfg.DescribePageMax)
-	}); err != nil {
+	if err != nil {
 		writeMachineError(ctx, nil, err)
 		return
 	}
@@ -116,7 +118,7 @@ func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []strin
 		writeError(ctx, api.CodeForbidden, "group "+groupName+" has a member subscribed to or owning topic "+topic+", which the credential does not allow")
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, tenantView(v))
+	c.writeTenantRead(ctx, tenant(claims), tenantView(v))
 }
 
 // hiddenTopic finds a topic of v a member subscribes to or owns that
@@ -165,13 +167,15 @@ func (c *Coordinator) handleTenantGroupOffsets(ctx *fasthttp.RequestCtx, params 
 	if !ok {
 		return
 	}
-	release, ok := c.tenantReads.start(ctx, tenant(claims))
+	var offsets []api.CommittedOffset
+	ok, err := c.tenantRead(ctx, tenant(claims), func(m *group.Machine) int {
+		offsets = m.Offsets(groupName)
+		return m.ReadCost(groupName, false)
+	})
 	if !ok {
 		return
 	}
-	defer release()
-	var offsets []api.CommittedOffset
-	if err := c.query(func(m *group.Machine) { offsets = m.Offsets(groupName) }); err != nil {
+	if err != nil {
 		writeMachineError(ctx, nil, err)
 		return
 	}
@@ -182,7 +186,7 @@ func (c *Coordinator) handleTenantGroupOffsets(ctx *fasthttp.RequestCtx, params 
 	if offsets == nil {
 		offsets = []api.CommittedOffset{}
 	}
-	writeJSON(ctx, fasthttp.StatusOK, api.OffsetsResponse{Offsets: offsets})
+	c.writeTenantRead(ctx, tenant(claims), api.OffsetsResponse{Offsets: offsets})
 }
 
 // tenantReadsMax bounds the tenant group reads one tenant (tenant: an
@@ -197,6 +201,50 @@ func (c *Coordinator) handleTenantGroupOffsets(ctx *fasthttp.RequestCtx, params 
 // time per request (ListGroups, each group of a DescribeGroups, an
 // OffsetFetch without a member).
 const tenantReadsMax = 2
+
+// readItemsPerToken and readBytesPerToken price a tenant group read in
+// its tenant's tenant_member_rate: a token, one more for each
+// readItemsPerToken items it walked in the loop (group.Machine.ReadCost:
+// partitions, members, their topics; ~15 µs of the loop, about a
+// heartbeat's part of it) and one more for each readBytesPerToken bytes
+// of its answer (the encoding and sending: ~45 µs, a third of a
+// heartbeat's whole request). So a tenant's reads and member requests
+// together hold at most the share tenant_member_rate gives it.
+// tenantReadsMax bounded only how many were in progress: a tenant
+// describing its group of 120 members with 1,000 topics each (18 ms of
+// the loop, 25 MB of JSON a read) from two connections held the loop and
+// a core, and another tenant's heartbeat went from 0.26 ms to 8.9 (p99
+// 4 → 229 ms) (redteam14 #3).
+const (
+	readItemsPerToken = 100
+	readBytesPerToken = 4096
+)
+
+// tenantRead runs fn, a tenant group read of tenant, in the loop: one of
+// tenantReadsMax places, a token of the tenant's rate and a place of its
+// loop share first (loopShare.take; on refusal the answer is written and
+// ok is false), then the rest of what fn says it walked, as debt the
+// tenant's next requests wait for.
+func (c *Coordinator) tenantRead(ctx *fasthttp.RequestCtx, tenant string, fn func(*group.Machine) (cost int)) (ok bool, err error) {
+	release, ok := c.tenantReads.start(ctx, tenant)
+	if !ok {
+		return false, nil
+	}
+	defer release()
+	cost := 0
+	ok, err = c.queryShared(ctx, tenant, func(m *group.Machine) { cost = fn(m) })
+	if ok && err == nil {
+		c.share.charge(tenant, cost/readItemsPerToken)
+	}
+	return ok, err
+}
+
+// writeTenantRead answers a tenant group read with v and spends the
+// answer's bytes of tenant's rate.
+func (c *Coordinator) writeTenantRead(ctx *fasthttp.RequestCtx, tenant string, v any) {
+	writeJSON(ctx, fasthttp.StatusOK, v)
+	c.share.charge(tenant, len(ctx.Response.Body())/readBytesPerToken)
+}
 
 // tenantReads counts the tenant group reads in progress per tenant.
 type tenantReads struct {

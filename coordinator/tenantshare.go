@@ -176,7 +176,7 @@ func (s *loopShare) admitRate(ctx *fasthttp.RequestCtx, tenant string, t *tenant
 	delay, cancel, ok := s.rate.reserve(tenant, time.Now(), time.Duration(s.wait.Load()))
 	if !ok {
 		s.refused.WithLabelValues("tenant_member_rate").Inc()
-		writeLoopShareRefusal(ctx, fmt.Sprintf("this member's tenant sends more than %g heartbeats, commits, leaves and offset reads a second (coordinator.tenant_member_rate, tenant_member_burst); retry later",
+		writeLoopShareRefusal(ctx, fmt.Sprintf("this tenant sends more than %g heartbeats, commits, leaves and offset reads a second, or group reads costing as much (coordinator.tenant_member_rate, tenant_member_burst); retry later",
 			s.perSecond), "coordinator.tenant_member_rate", int(s.perSecond), delay)
 		return false
 	}
@@ -242,6 +242,15 @@ func (s *loopShare) leave(tenant string, t *tenantPlaces) {
 	if t.users--; t.users == 0 && s.tenants[tenant] == t {
 		delete(s.tenants, tenant)
 	}
+}
+
+// charge spends n more tokens of tenant's rate at once, never waiting: a
+// read's cost beyond its first token, known once the loop ran it. The
+// bucket goes into debt (at most the burst), which the tenant's next
+// requests wait for — or are refused for when it is more than
+// loopShareWait off.
+func (s *loopShare) charge(tenant string, n int) {
+	s.rate.charge(tenant, time.Now(), n)
 }
 
 // writeLoopShareRefusal answers 429 rate_limited naming limit, with

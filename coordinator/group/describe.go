@@ -80,7 +80,7 @@ type GatewayDescription struct {
 
 // Groups lists the group names, sorted (deleted ones not).
 func (m *Machine) Groups() []string {
-	names := sortedKeys(m.groups)
+	names := slices.Clone(m.names)
 	return slices.DeleteFunc(names, func(n string) bool { return m.groups[n].deleted })
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/capgate/capgate/coordinator/assign"
 )
@@ -169,6 +170,9 @@ func (m *Machine) CheckInvariants() error {
 	var errs []error
 	for _, name := range sortedKeys(m.groups) {
 		errs = append(errs, m.checkGroup(m.groups[name])...)
+	}
+	if names := sortedKeys(m.groups); !slices.Equal(names, m.names) {
+		errs = append(errs, fmt.Errorf("sorted group names index of %d names, %d groups", len(m.names), len(names)))
 	}
 	errs = append(errs, m.checkTally()...)
 	errs = append(errs, m.checkCreators()...)

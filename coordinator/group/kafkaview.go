@@ -166,12 +166,30 @@ func memberTopics(mem *member) []string {
 	return out
 }
 
+// ReadCost is how many items a read of group name walks: its
+// partitions, and with members its members and the topics each
+// subscribes to (KafkaView); 0 for an unknown group. The shell charges a
+// tenant's group reads by it (tenant_groups.go).
+func (m *Machine) ReadCost(name string, members bool) int {
+	g := m.groupNamed(name)
+	if g == nil {
+		return 0
+	}
+	n := len(g.parts)
+	if members {
+		for _, mem := range g.members {
+			n += 1 + len(mem.resolved)
+		}
+	}
+	return n
+}
+
 // GroupsMatching lists at most limit group names after after, in order,
 // that any of patterns allows (ocap grps entries: "*", "prefix*", or a
 // name), and whether more follow. Each pattern is a binary search into
 // the sorted names: names no pattern allows are never walked.
 func (m *Machine) GroupsMatching(patterns []string, after string, limit int) ([]string, bool) {
-	names := m.Groups()
+	names := m.names // deleted groups' names too: skipped
 	var out []string
 	for _, pat := range patterns {
 		prefix, isPrefix := strings.CutSuffix(pat, "*")
@@ -184,6 +202,9 @@ func (m *Machine) GroupsMatching(patterns []string, after string, limit int) ([]
 			name := names[i]
 			if isPrefix && !strings.HasPrefix(name, prefix) || !isPrefix && name != pat {
 				break
+			}
+			if m.groups[name].deleted {
+				continue
 			}
 			out = append(out, name)
 			n++

@@ -29,7 +29,11 @@ type Machine struct {
 	lookup func(string) (assign.Func, bool)
 	now    time.Time
 
-	groups   map[string]*group
+	groups map[string]*group
+	// names: every key of groups, sorted — a tenant's group listing is
+	// binary searches into it (GroupsMatching); sorting the keys at each
+	// listing was 12 ms of the loop at 10,000 groups (redteam14 #3).
+	names    []string
 	topics   map[string]int32
 	gateways map[string]*gateway
 	log      syncLog
@@ -342,6 +346,8 @@ func (m *Machine) group(name string) *group {
 	if g == nil {
 		g = newGroup(name, m.cfg.groupDefaults(), &m.tally, &m.epochFloor)
 		m.groups[name] = g
+		i, _ := slices.BinarySearch(m.names, name)
+		m.names = slices.Insert(m.names, i, name)
 		m.putGroup(g)
 	}
 	return g

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"time"
 )
 
@@ -114,4 +115,7 @@ func (m *Machine) reap(g *group) {
 	m.tally.partitions -= int64(len(g.parts))
 	m.tally.groups--
 	delete(m.groups, g.name)
+	if i, found := slices.BinarySearch(m.names, g.name); found {
+		m.names = slices.Delete(m.names, i, i+1)
+	}
 }

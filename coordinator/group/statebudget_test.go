@@ -180,9 +180,10 @@ func TestFewTenantsCannotFillTheStateTogether(t *testing.T) {
 
 // redteam14 #1: members_per_credential bounds how many members a tenant
 // has, not how large they are, and members were in no tenant's share:
-// tenant A's members each listing 100 topics of long names (they need
-// not exist) filled state_bytes alone, and tenant B's join was refused
-// state_bytes. Now a tenant's live members count in its share: A's joins
+// tenant A's members each listing 100 topics of long names (a cluster
+// with that many topics A may read: the shell asks that they exist; a
+// topic_pattern member resolving 5,000 topics is ~480 KiB) filled
+// state_bytes alone, and tenant B's join was refused state_bytes. Now a tenant's live members count in its share: A's joins
 // are refused at state_bytes_per_tenant, naming it, and B joins.
 func TestOneTenantsLargeMembersHoldAtMostItsShare(t *testing.T) {
 	w := newWorld(t, func(c *group.Config) {

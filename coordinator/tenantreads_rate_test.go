@@ -1,0 +1,50 @@
+package coordinator_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/capgate/capgate/api"
+)
+
+// TestTenantReadsSpendTheTenantsRate is redteam14 #3: a tenant's group
+// reads had no rate, only two in progress at a time, and one read of a
+// large group is thousands of heartbeats' work in the loop (a group of
+// 126 members with 1,000 topics each: 18 ms), so a tenant reading it two
+// at a time held the loop nearly all the time and every other tenant's
+// request waited behind two such reads. A read now spends its tenant's
+// tenant_member_rate a token and one more per 100 items it walked (here
+// A's group of 2,000 partitions: 21 tokens): within a burst of 40 A's
+// second describe is served into debt, its third is 429 naming the rate
+// and so is its member's heartbeat (the same tenant), while tenant B reads
+// and heartbeats on. Fails without (A's third describe 200).
+func TestTenantReadsSpendTheTenantsRate(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 2000, "small": 1})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 40 // a token every 1,000 s
+	h := e.start(t)
+	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
+	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})
+	a := h.join(t, "ga", credA, api.JoinRequest{Topics: []string{"big"}})
+	b := h.join(t, "gb", credB, api.JoinRequest{Topics: []string{"small"}})
+	for i := range 2 {
+		if status, body, _, err := h.try("GET", "/v1/groups/ga", credA, nil); err != nil || status != http.StatusOK {
+			t.Fatalf("A's describe %d within its burst: %v %d %.300s", i+1, err, status, body)
+		}
+	}
+	for _, path := range []string{"/v1/groups/ga", "/v1/groups", "/v1/groups/ga/committed"} {
+		status, body, header, err := h.try("GET", path, credA, nil)
+		if err != nil || status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" || header.Get("Retry-After") == "" {
+			t.Fatalf("A's GET %s after two describes of 2,000 partitions: %v %d %.300s (Retry-After %q), want 429 naming coordinator.tenant_member_rate",
+				path, err, status, body, header.Get("Retry-After"))
+		}
+	}
+	if status, body, _, err := h.try("POST", "/v1/groups/ga/heartbeat", a.token, `{"wait_ms":0}`); err != nil || status != http.StatusTooManyRequests {
+		t.Fatalf("A's member's heartbeat after its tenant's reads spent the rate: %v %d %.300s, want 429", err, status, body)
+	}
+	for _, path := range []string{"/v1/groups/gb", "/v1/groups", "/v1/groups/gb/committed"} {
+		if status, body, _, err := h.try("GET", path, credB, nil); err != nil || status != http.StatusOK {
+			t.Fatalf("B's GET %s beside A: %v %d %.300s", path, err, status, body)
+		}
+	}
+	b.heartbeat(t, 0)
+}
