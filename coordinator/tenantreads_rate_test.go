@@ -48,3 +48,34 @@ func TestTenantReadsSpendTheTenantsRate(t *testing.T) {
 	}
 	b.heartbeat(t, 0)
 }
+
+// TestMemberOffsetReadsSpendTheTenantsRate is redteam14 #4: a member's
+// GET /v1/groups/{g}/offsets walks every partition of the group and
+// answers every committed offset with its metadata (up to 4 KiB each),
+// for one token of the tenant's rate — 5,000 such reads a second at the
+// defaults. It is now priced as a tenant group read: A's member reading
+// its group of 2,000 partitions (21 tokens) twice spends a burst of 40,
+// and its third read is 429 naming the rate; B's member reads on. Fails
+// without (the third read 200).
+func TestMemberOffsetReadsSpendTheTenantsRate(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 2000, "small": 1})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 40 // a token every 1,000 s
+	h := e.start(t)
+	a := h.join(t, "ga", h.clientCredential(t, []string{"ga"}, []string{"big"}), api.JoinRequest{Topics: []string{"big"}})
+	b := h.join(t, "gb", h.clientCredential(t, []string{"gb"}, []string{"small"}), api.JoinRequest{Topics: []string{"small"}})
+	for i := range 2 {
+		if status, body, _, err := h.try("GET", "/v1/groups/ga/offsets", a.token, nil); err != nil || status != http.StatusOK {
+			t.Fatalf("A's member's offsets read %d within its burst: %v %d %.300s", i+1, err, status, body)
+		}
+	}
+	status, body, header, err := h.try("GET", "/v1/groups/ga/offsets", a.token, nil)
+	if err != nil || status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" || header.Get("Retry-After") == "" {
+		t.Fatalf("A's member's third offsets read of 2,000 partitions: %v %d %.300s (Retry-After %q), want 429 naming coordinator.tenant_member_rate",
+			err, status, body, header.Get("Retry-After"))
+	}
+	for range 3 {
+		if status, body, _, err := h.try("GET", "/v1/groups/gb/offsets", b.token, nil); err != nil || status != http.StatusOK {
+			t.Fatalf("B's member's offsets read beside A: %v %d %.300s", err, status, body)
+		}
+	}
+}
