@@ -96,7 +96,7 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 			return false
 		}
 	}
-	if grows := metadataGrowth(g, offsets); grows > 0 && (!m.admitState(ref, "commit", grows) || !m.admitTenantState(ref, "commit", g.creator, grows)) {
+	if grows := metadataGrowth(g, offsets); grows > 0 && (!m.admitState(ref, "commit", grows) || !m.admitTenantState(ref, "commit", g.creator, m.holderTenant(g, h), grows)) {
 		return false
 	}
 	for _, o := range offsets {

@@ -109,34 +109,55 @@ func (m *Machine) tenantStateBytes(tenant string) int64 {
 // adds nothing to the tenant's share (a join into its existing group) is
 // never refused by it, nor is any request when state_bytes_per_tenant is
 // at least state_bytes (no shares: one tenant may fill the state).
-func (m *Machine) admitTenantState(ref Ref, what, tenant string, more int64) bool {
+//
+// asker is the requester's tenant: a refusal names tenant, and what it
+// holds, only to tenant itself. A join into or a commit to a group
+// another tenant created is refused for that creator's share without
+// its id or its usage — they named an OAuth client, a credential's jti
+// or an IdP identity (an e-mail address, often) to any tenant allowed
+// the group (redteam14 #5).
+func (m *Machine) admitTenantState(ref Ref, what, tenant, asker string, more int64) bool {
 	limit := min(m.cfg.Limits.StateBytesPerTenant, m.cfg.Limits.StateBytes)
 	if tenant == "" {
 		return true
 	}
 	used := m.tenantStateBytes(tenant)
+	holds, details := fmt.Sprintf("tenant %q's live members and the groups it created hold %d bytes of the coordinator's state (members, partitions, committed metadata)", tenant, used),
+		map[string]any{"tenant": tenant}
+	if asker != tenant {
+		holds, details = "the tenant that created this group holds its share of the coordinator's state with its members and groups (another tenant: an administrator can tell which)", map[string]any{}
+	}
 	if used+more > limit {
 		hint := ""
 		if what != "join" {
 			hint = "commit with less or no metadata, or "
 		}
+		details["limit"], details["max"] = "coordinator.groups.limits.state_bytes_per_tenant", limit
 		m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded,
-			Message: fmt.Sprintf("%s: tenant %q's live members and the groups it created hold %d bytes of the coordinator's state (members, partitions, committed metadata), "+
-				"%d more would pass coordinator.groups.limits.state_bytes_per_tenant (%d); room comes back as its members leave and its groups are reaped or deleted (%s); %sraise state_bytes_per_tenant",
-				what, tenant, used, more, limit, m.placesComeBack(), hint),
-			Details: map[string]any{"limit": "coordinator.groups.limits.state_bytes_per_tenant", "max": limit, "tenant": tenant}})
+			Message: fmt.Sprintf("%s: %s; %d more would pass coordinator.groups.limits.state_bytes_per_tenant (%d); room comes back as its members leave and its groups are reaped or deleted (%s); %sraise state_bytes_per_tenant",
+				what, holds, more, limit, m.placesComeBack(), hint),
+			Details: details})
 		return false
 	}
 	if left := m.cfg.Limits.StateBytes - m.tally.bytes() - more; limit < m.cfg.Limits.StateBytes && more > 0 && used+more > left {
+		details["limit"], details["max"] = "coordinator.groups.limits.state_bytes", m.cfg.Limits.StateBytes
 		m.send(Rejected{Ref: ref, Code: api.CodeLimitExceeded,
-			Message: fmt.Sprintf("%s: tenant %q's live members and the groups it created hold %d bytes of the coordinator's state (members, partitions, committed metadata), "+
-				"%d more would leave %d of coordinator.groups.limits.state_bytes (%d) free: a tenant never holds more than the state left for others, "+
+			Message: fmt.Sprintf("%s: %s; %d more would leave %d of coordinator.groups.limits.state_bytes (%d) free: a tenant never holds more than the state left for others, "+
 				"so a tenant with little is admitted however many hold much; room comes back as groups are reaped or deleted (%s), or raise state_bytes",
-				what, tenant, used, more, max(left, 0), m.cfg.Limits.StateBytes, m.placesComeBack()),
-			Details: map[string]any{"limit": "coordinator.groups.limits.state_bytes", "max": m.cfg.Limits.StateBytes, "tenant": tenant}})
+				what, holds, more, max(left, 0), m.cfg.Limits.StateBytes, m.placesComeBack()),
+			Details: details})
 		return false
 	}
 	return true
+}
+
+// holderTenant is the tenant of h, a member of g; "" for an outside
+// holder (an administrator named it).
+func (m *Machine) holderTenant(g *group, h holder) string {
+	if mem := g.members[h.id]; !h.outside && mem != nil {
+		return mem.credential.tenant()
+	}
+	return ""
 }
 
 // memberCost estimates the bytes mem holds.
@@ -320,9 +341,9 @@ func (m *Machine) admitJoin(e Join, sub subscription, replaces *member) bool {
 	}
 	more += m.partitionsAdded(g, sub)
 	if payer == tenant {
-		return m.admitTenantState(e.Ref, "join", tenant, own+more)
+		return m.admitTenantState(e.Ref, "join", tenant, tenant, own+more)
 	}
-	return m.admitTenantState(e.Ref, "join", tenant, own) && m.admitTenantState(e.Ref, "join", payer, more)
+	return m.admitTenantState(e.Ref, "join", tenant, tenant, own) && m.admitTenantState(e.Ref, "join", payer, tenant, more)
 }
 
 // admitResubscribe checks a rejoin changing mem's subscription to sub:
@@ -337,10 +358,10 @@ func (m *Machine) admitResubscribe(e Join, mem *member, sub subscription) bool {
 	}
 	tenant, payer, added := mem.credential.tenant(), mem.group.creator, m.partitionsAdded(mem.group, sub)
 	if payer == tenant {
-		return more+added <= 0 || m.admitTenantState(e.Ref, "join", tenant, more+added)
+		return more+added <= 0 || m.admitTenantState(e.Ref, "join", tenant, tenant, more+added)
 	}
-	return (more <= 0 || m.admitTenantState(e.Ref, "join", tenant, more)) &&
-		(added == 0 || m.admitTenantState(e.Ref, "join", payer, added))
+	return (more <= 0 || m.admitTenantState(e.Ref, "join", tenant, tenant, more)) &&
+		(added == 0 || m.admitTenantState(e.Ref, "join", payer, tenant, added))
 }
 
 // partitionsAdded estimates the partitions' bytes a join of sub adds to g

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
 )
 
@@ -239,4 +240,47 @@ func TestRejoinWithMoreTopicsAsksTheShare(t *testing.T) {
 	if got := w.describe("ga").Members[0].Topics; len(got) != 1 {
 		t.Fatalf("a refused rejoin changed the subscription: %v", got)
 	}
+}
+
+// redteam14 #5: a refusal for the state share of a group's creator named
+// the creator's tenant (details tenant, and the message, with what it
+// holds) to whoever asked — another tenant allowed the shared group
+// learnt the creator's OAuth client, credential jti or IdP identity. Now
+// B's join and commit refused for A's share name neither A nor its
+// usage; A's own refusal still names A.
+func TestAnotherTenantsShareIsNotNamed(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) {
+		c.Limits.StateBytesPerTenant = 24 << 10 // a group of 8 partitions (~14 KiB), a member and 2 full metadata
+	})
+	w.topics(map[string]int32{"t": 8, "u": 8})
+	w.pollUntilParked("gw1")
+	a := w.joinAs(credA, group.Join{Group: "shared"}).(group.JoinReply).MemberID
+	w.settle("shared")
+	full := strings.Repeat("m", w.cfg.Limits.CommitMetadataBytes)
+	accepted := w.commitUntilRefused(a, full)
+	own := w.commitMeta(a, "t", accepted, 1, full)
+	mustLimit(t, own, "state_bytes_per_tenant")
+	if r := own.(group.Rejected); r.Details["tenant"] != credA.ID {
+		t.Fatalf("A's own refusal does not name A: %#v", r)
+	}
+	leaks := func(what string, msg group.Message) {
+		t.Helper()
+		r, ok := msg.(group.Rejected)
+		if !ok || r.Code != api.CodeLimitExceeded {
+			t.Fatalf("%s: want limit_exceeded, got %#v", what, msg)
+		}
+		if _, named := r.Details["tenant"]; named || strings.Contains(r.Message, credA.ID) || strings.Contains(fmt.Sprint(r.Details), credA.ID) {
+			t.Fatalf("%s names the group creator's tenant to another tenant: %s %v", what, r.Message, r.Details)
+		}
+	}
+	leaks("B's join with a topic adding partitions to A's group", w.joinAs(credB, group.Join{Group: "shared", Topics: []string{"t", "u"}}))
+	b := w.joinAs(credB, group.Join{Group: "shared"}).(group.JoinReply).MemberID
+	w.settle("shared")
+	for _, p := range w.describe("shared").Partitions {
+		if p.Owner == b && p.Committed < 0 {
+			leaks("B's commit growing A's group's metadata", w.commitMeta(b, p.Topic, p.Partition, 1, full))
+			return
+		}
+	}
+	t.Fatal("B holds no uncommitted partition of shared")
 }
