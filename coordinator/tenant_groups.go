@@ -14,8 +14,9 @@ package coordinator
 //     the sorted names: a tenant's page never walks other tenants' names.
 //   GET /v1/groups/{g} → api.TenantGroupDescription: state, assignor,
 //     live members (ids, client id, topics, owned partitions), at most
-//     tenantDescribeMembersMax members and describe_page_max owned
-//     partitions (truncated: true beyond). 403 forbidden for a group the
+//     tenantDescribeMembersMax members, describe_page_max owned
+//     partitions and members of describe_bytes_max estimated JSON (at
+//     least one; truncated: true beyond). 403 forbidden for a group the
 //     bearer may not join — whether it exists or not, so names of other
 //     tenants' groups cannot be probed — 404 not_found for an unknown one
 //     it may.
@@ -100,7 +101,7 @@ func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []strin
 	var v group.KafkaView
 	found := false
 	ok, err := c.tenantRead(ctx, tenant(claims), func(m *group.Machine) int {
-		v, found = m.KafkaView(groupName, tenantDescribeMembersMax, c.cfg.DescribePageMax)
+		v, found = m.KafkaView(groupName, tenantDescribeMembersMax, c.cfg.DescribePageMax, c.cfg.DescribeBytesMax)
 		return m.ReadCost(groupName, true)
 	})
 	if !ok {

@@ -1,7 +1,10 @@
 package coordinator_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/capgate/capgate/api"
@@ -77,5 +80,32 @@ func TestMemberOffsetReadsSpendTheTenantsRate(t *testing.T) {
 		if status, body, _, err := h.try("GET", "/v1/groups/gb/offsets", b.token, nil); err != nil || status != http.StatusOK {
 			t.Fatalf("B's member's offsets read beside A: %v %d %.300s", err, status, body)
 		}
+	}
+}
+
+// TestTenantDescribeIsBoundedInBytes is redteam14 #6: a tenant's GET
+// /v1/groups/{g} (Kafka's DescribeGroups) was bounded in members (1,000)
+// and owned partitions, not in bytes, so one answer carried every
+// member's whole subscription — 25 MB for 120 members of 1,000 long topic
+// names — held in memory until a reader that reads slowly took it (up to
+// write_timeout; the tenant's read place is given back as the handler
+// returns). It now stops at describe_bytes_max of estimated JSON, at
+// least one member, truncated: true. Fails without (all three members).
+func TestTenantDescribeIsBoundedInBytes(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 3})
+	e.cfg.DescribeBytesMax = 1024
+	h := e.start(t)
+	credential := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	for i := range 3 {
+		h.join(t, "g", credential, api.JoinRequest{Topics: []string{"orders"}, ClientID: fmt.Sprintf("%d-%s", i, strings.Repeat("c", 200))})
+	}
+	var d api.TenantGroupDescription
+	status, body, _, err := h.try("GET", "/v1/groups/g", credential, nil)
+	if err != nil || status != http.StatusOK || json.Unmarshal(body, &d) != nil {
+		t.Fatalf("describe: %v %d %.300s", err, status, body)
+	}
+	if len(d.Members) != 1 || !d.Truncated || len(body) > 2*e.cfg.DescribeBytesMax {
+		t.Fatalf("describe within describe_bytes_max %d: %d members, truncated %t, %d bytes; want the first member only, truncated",
+			e.cfg.DescribeBytesMax, len(d.Members), d.Truncated, len(body))
 	}
 }

@@ -114,15 +114,19 @@ func assignableTopics(g *group) map[string]bool {
 }
 
 // KafkaView describes the group for DescribeGroups: at most maxMembers
-// members (in id order) and maxOwned owned partitions in all; more sets
-// Truncated. False when the group does not exist.
-func (m *Machine) KafkaView(name string, maxMembers, maxOwned int) (KafkaView, bool) {
+// members (in id order), maxOwned owned partitions in all, and members
+// only while their estimated JSON stays within maxBytes (at least one:
+// kafkaMemberBytes); more sets Truncated. False when the group does not
+// exist. Without the bytes bound one answer was the members' whole
+// subscriptions — 25 MB for 120 members of 1,000 long topic names —
+// held until sent, however slowly the reader reads (redteam14 #6).
+func (m *Machine) KafkaView(name string, maxMembers, maxOwned, maxBytes int) (KafkaView, bool) {
 	g := m.groupNamed(name)
 	if g == nil {
 		return KafkaView{}, false
 	}
 	v := KafkaView{Group: name, State: m.kafkaState(g), Assignor: g.cfg.Assignor}
-	owned := 0
+	owned, size := 0, 0
 	for _, id := range sortedKeys(g.members) {
 		if len(v.Members) == maxMembers {
 			v.Truncated = true
@@ -147,9 +151,27 @@ func (m *Machine) KafkaView(name string, maxMembers, maxOwned int) (KafkaView, b
 			}
 			return int(a.Partition) - int(b.Partition)
 		})
+		if size += kafkaMemberBytes(km); len(v.Members) > 0 && size > maxBytes {
+			v.Truncated = true
+			break
+		}
 		v.Members = append(v.Members, km)
 	}
 	return v, true
+}
+
+// kafkaMemberBytes estimates km's JSON in a tenant's describe
+// (api.TenantMember): its fields' names and quotes, its ids, each topic,
+// and each owned partition.
+func kafkaMemberBytes(km KafkaMember) int {
+	n := 96 + len(km.ID) + len(km.InstanceID) + len(km.ClientID)
+	for _, t := range km.Topics {
+		n += len(t) + 3
+	}
+	for _, p := range km.Owned {
+		n += len(p.Topic) + 36
+	}
+	return n
 }
 
 func memberTopics(mem *member) []string {

@@ -42,12 +42,15 @@ func TestKafkaStateFollowsTheHandoff(t *testing.T) {
 	if s := state(); s != group.KafkaStable {
 		t.Fatalf("settled: %s, want Stable", s)
 	}
-	v, _ := w.m.KafkaView("g", 10, 100)
+	v, _ := w.m.KafkaView("g", 10, 100, 1<<20)
 	if len(v.Members) != 2 || len(v.Members[0].Owned)+len(v.Members[1].Owned) != 12 || v.Truncated {
 		t.Fatalf("view %+v, want 2 members owning 12", v)
 	}
-	if v, _ := w.m.KafkaView("g", 1, 3); len(v.Members) != 1 || len(v.Members[0].Owned) != 3 || !v.Truncated {
+	if v, _ := w.m.KafkaView("g", 1, 3, 1<<20); len(v.Members) != 1 || len(v.Members[0].Owned) != 3 || !v.Truncated {
 		t.Fatalf("bounded view %+v, want 1 member, 3 partitions, truncated", v)
+	}
+	if v, _ := w.m.KafkaView("g", 10, 100, 1); len(v.Members) != 1 || !v.Truncated {
+		t.Fatalf("view within 1 byte %+v, want its first member only, truncated", v)
 	}
 	for _, id := range []string{a, b} {
 		w.step(group.Leave{Ref: w.nextRef(), Group: "g", MemberID: id})

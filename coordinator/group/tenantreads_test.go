@@ -34,7 +34,7 @@ func BenchmarkTenantReads(b *testing.B) {
 		bm.ref++
 		bm.step(group.Join{Ref: bm.ref, Group: "big", ClientID: "c", Topics: topics, Credential: group.Credential{ID: "big"}})
 	}
-	v, _ := bm.m.KafkaView("big", 1000, 10000)
+	v, _ := bm.m.KafkaView("big", 1000, 10000, 1<<30)
 	b.Logf("state %d, groups %d, big members %d", bm.m.StateBytes(), len(bm.m.Groups()), len(v.Members))
 	b.Run("groups-list", func(b *testing.B) {
 		for b.Loop() {
@@ -43,7 +43,7 @@ func BenchmarkTenantReads(b *testing.B) {
 	})
 	b.Run("describe-140x1000", func(b *testing.B) {
 		for b.Loop() {
-			bm.m.KafkaView("big", 1000, 10000)
+			bm.m.KafkaView("big", 1000, 10000, 1<<30)
 		}
 	})
 	b.Run("heartbeat", func(b *testing.B) {
