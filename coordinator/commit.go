@@ -40,6 +40,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/internal/failguard"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -118,7 +119,12 @@ func (c *Coordinator) memberCommit(ctx *fasthttp.RequestCtx, params []string, re
 // and returns the offsets with their epochs; on a refusal it writes the
 // answer and returns false.
 func (c *Coordinator) commitOffsets(ctx *fasthttp.RequestCtx, groupName, member string, offsets []api.CommitOffset, release bool) ([]group.CommitOffset, bool) {
-	out, refusal := driver.CommitOffsets(capabilityVerifier{c}, groupName, member, offsets, release)
+	v := &capabilityVerifier{c: c, budget: budgetOf(ctx)}
+	out, refusal := driver.CommitOffsets(v, groupName, member, offsets, release)
+	if v.spent != nil {
+		writeTokenError(ctx, "an offset's capability", v.spent)
+		return nil, false
+	}
 	if refusal != nil {
 		writeError(ctx, refusal.Code, refusal.Message)
 		return nil, false
@@ -130,11 +136,24 @@ func (c *Coordinator) commitOffsets(ctx *fasthttp.RequestCtx, groupName, member 
 }
 
 // capabilityVerifier is the coordinator's driver.Verifier: signatures with
-// its own keys (through the verified-token cache), then its deny-list.
-type capabilityVerifier struct{ c *Coordinator }
+// its own keys (through the verified-token cache), then its deny-list. A
+// signature check is charged to the request's auth-failure budget as a
+// bearer's is: checked without it, a member's commits with a forged
+// capability each (a real kid and claims) were a signature check apiece
+// for ever, where a forged bearer is refused unchecked past
+// auth_failure_burst (redteam14 #7). spent is the budget's refusal.
+type capabilityVerifier struct {
+	c      *Coordinator
+	budget budget
+	spent  error
+}
 
-func (v capabilityVerifier) Capability(token string) (*ocap.Claims, bool, error) {
-	claims, err := v.c.verifySignature([]byte(token), ocap.KindCapability)
+func (v *capabilityVerifier) Capability(token string) (*ocap.Claims, bool, error) {
+	claims, err := v.c.signatureFor(v.budget, []byte(token), ocap.KindCapability)
+	var spent *failguard.Spent
+	if errors.As(err, &spent) {
+		v.spent = err
+	}
 	if err != nil {
 		return nil, false, err
 	}
