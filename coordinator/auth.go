@@ -90,12 +90,9 @@ func (c *Coordinator) verifyTokenFor(ctx *fasthttp.RequestCtx, token []byte, kin
 	return claims, nil
 }
 
-// verifySignature is verifyToken without the deny-list.
-func (c *Coordinator) verifySignature(token []byte, kind ocap.Kind) (*ocap.Claims, error) {
-	return c.signatureFor(budget{}, token, kind)
-}
-
-// signatureFor is verifySignature, charged to budget b as verifyTokenFor.
+// signatureFor is verifyTokenFor without the deny-list: the signature
+// (through the verified-token cache), charged to budget b (budget{}: no
+// budget).
 func (c *Coordinator) signatureFor(b budget, token []byte, kind ocap.Kind) (*ocap.Claims, error) {
 	now := c.now()
 	if claims, ok := c.tokens.Get(token, now); ok {
