@@ -99,9 +99,11 @@ func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []strin
 		return
 	}
 	var v group.KafkaView
-	found := false
+	found, hidden := false, false
 	ok, err := c.tenantRead(ctx, tenant(claims), func(m *group.Machine) int {
-		v, found = m.KafkaView(groupName, tenantDescribeMembersMax, c.cfg.DescribePageMax, c.cfg.DescribeBytesMax)
+		if hidden = m.UsesTopic(groupName, func(topic string) bool { return !claims.AllowsTopic(topic) }); !hidden {
+			v, found = m.KafkaView(groupName, tenantDescribeMembersMax, c.cfg.DescribePageMax, c.cfg.DescribeBytesMax)
+		}
 		return m.ReadCost(groupName, true)
 	})
 	if !ok {
@@ -111,38 +113,22 @@ func (c *Coordinator) handleTenantGroup(ctx *fasthttp.RequestCtx, params []strin
 		writeMachineError(ctx, nil, err)
 		return
 	}
+	// A group with a member subscribed to or owning a topic the bearer
+	// may not subscribe to is not described at all, as Kafka 4.0
+	// answers a group using a topic the principal may not describe
+	// (KAFKA-18813; redteam11 #1) — every member checked, not only those
+	// a truncated view shows, and the topic not named (redteam14 #8: a
+	// hidden member past the cut let the group be described, and the
+	// refusal named the topic the bearer may not see).
+	if hidden {
+		writeError(ctx, api.CodeForbidden, "group "+groupName+" has a member subscribed to or owning a topic the credential does not allow")
+		return
+	}
 	if !found {
 		writeError(ctx, api.CodeNotFound, "unknown group "+groupName)
 		return
 	}
-	if topic, hidden := hiddenTopic(v, claims); hidden {
-		writeError(ctx, api.CodeForbidden, "group "+groupName+" has a member subscribed to or owning topic "+topic+", which the credential does not allow")
-		return
-	}
 	c.writeTenantRead(ctx, tenant(claims), tenantView(v))
-}
-
-// hiddenTopic finds a topic of v a member subscribes to or owns that
-// claims may not subscribe to: such a group is not described to the
-// bearer at all, as Kafka 4.0 answers a group using a topic the principal
-// may not describe (KAFKA-18813) — its members' subscriptions and
-// partitions were answered to any credential allowed the group, which
-// the Kafka listener hid (conn.hidesTopics) but the route it asks did
-// not (redteam11 #1).
-func hiddenTopic(v group.KafkaView, claims *ocap.Claims) (string, bool) {
-	for _, m := range v.Members {
-		for _, topic := range m.Topics {
-			if !claims.AllowsTopic(topic) {
-				return topic, true
-			}
-		}
-		for _, p := range m.Owned {
-			if !claims.AllowsTopic(p.Topic) {
-				return p.Topic, true
-			}
-		}
-	}
-	return "", false
 }
 
 func tenantView(v group.KafkaView) api.TenantGroupDescription {

@@ -109,3 +109,28 @@ func TestTenantDescribeIsBoundedInBytes(t *testing.T) {
 			e.cfg.DescribeBytesMax, len(d.Members), d.Truncated, len(body))
 	}
 }
+
+// TestTruncatedDescribeStillHidesAGroupUsingAHiddenTopic is redteam14 #8:
+// a group with a member subscribed to a topic the bearer may not read is
+// not described to it at all (redteam11 #1) — but the check read only
+// the members a truncated view showed, so with that member past the cut
+// (here describe_bytes_max; members_per_group past 1,000 alike) the group
+// was described; and the refusal named the topic the bearer may not see.
+// Now every member is checked in the loop and the topic is not named.
+// Fails without (200, truncated).
+func TestTruncatedDescribeStillHidesAGroupUsingAHiddenTopic(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1, "payments-secret": 1})
+	e.cfg.DescribeBytesMax = 1 // the first member only
+	h := e.start(t)
+	reader := h.clientCredential(t, []string{"shared"}, []string{"orders"})
+	h.join(t, "shared", reader, api.JoinRequest{Topics: []string{"orders"}, ClientID: "a-first"})
+	h.join(t, "shared", h.clientCredential(t, []string{"shared"}, []string{"orders", "payments-secret"}),
+		api.JoinRequest{Topics: []string{"payments-secret"}, ClientID: "z-past-the-cut"})
+	status, body, _, err := h.try("GET", "/v1/groups/shared", reader, nil)
+	if err != nil || status != http.StatusForbidden || errorCode(t, body) != api.CodeForbidden {
+		t.Fatalf("describe of a group whose member past the cut uses a hidden topic: %v %d %.300s, want 403 forbidden", err, status, body)
+	}
+	if strings.Contains(string(body), "payments") {
+		t.Fatalf("the refusal names the topic the bearer may not see: %s", body)
+	}
+}

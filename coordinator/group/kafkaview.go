@@ -160,6 +160,30 @@ func (m *Machine) KafkaView(name string, maxMembers, maxOwned, maxBytes int) (Ka
 	return v, true
 }
 
+// UsesTopic reports whether a live member of group name subscribes to
+// (its topics, or those its pattern resolved to) or owns a partition of
+// a topic for which hidden is true; false for an unknown group. It
+// walks every member, as a truncated KafkaView does not.
+func (m *Machine) UsesTopic(name string, hidden func(topic string) bool) bool {
+	g := m.groupNamed(name)
+	if g == nil {
+		return false
+	}
+	for _, mem := range g.members {
+		for t := range mem.resolved { // a topic list's every topic; a pattern's matches
+			if hidden(t) {
+				return true
+			}
+		}
+		for p := range mem.held {
+			if o := p.owner(); o != nil && o.cap.holder.member(mem.id) && hidden(p.id.Topic) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // kafkaMemberBytes estimates km's JSON in a tenant's describe
 // (api.TenantMember): its fields' names and quotes, its ids, each topic,
 // and each owned partition.
