@@ -100,7 +100,12 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 			writeError(ctx, api.CodeUnauthorized, "a member token only rejoins its own member (member_id = its sub); a new member needs a client credential")
 			return
 		}
+		if !c.admitRejoin(ctx, groupName, credential.Subject, c.share.memberTenant(groupName, credential.Subject)) {
+			return
+		}
 	} else if !checkJoinScope(ctx, credential, groupName, req) {
+		return
+	} else if req.MemberID != "" && req.RenewToken == "" && !c.admitRejoin(ctx, groupName, req.MemberID, tenant(credential)) {
 		return
 	}
 	if !c.grantableTopics(ctx, req.Topics) || !c.knownTopics(ctx, req.Topics) {

@@ -34,9 +34,15 @@ func newKeyedLimiter(perSecond float64, burst, maxKeys int) *keyedLimiter {
 // allow takes one token of key's bucket at now; when there is none it
 // returns how long until there is.
 func (l *keyedLimiter) allow(key string, now time.Time) (ok bool, wait time.Duration) {
+	return l.allowN(key, now, 1)
+}
+
+// allowN is allow for n tokens (cut to the burst, the most a bucket
+// holds).
+func (l *keyedLimiter) allowN(key string, now time.Time, n int) (ok bool, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.bucketLocked(key, now).ReserveN(now, 1)
+	r := l.bucketLocked(key, now).ReserveN(now, min(n, l.burst))
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
 		return false, d

@@ -134,3 +134,58 @@ func TestTruncatedDescribeStillHidesAGroupUsingAHiddenTopic(t *testing.T) {
 		t.Fatalf("the refusal names the topic the bearer may not see: %s", body)
 	}
 }
+
+// TestMemberTokenRejoinsSpendTheTenantsRate is redteam14 #9: a rejoin
+// fences every partition its member owns (a sync-log entry each, sent to
+// every gateway), and rejoins had only join_rate (per member with its
+// token) — a tenant fenced ~5 × all it holds a second, outside any
+// tenant bound. A rejoin now costs its tenant a token and one per
+// partition owned: A's member of 64 partitions rejoins once within a
+// burst of 100, its second rejoin (with its token or A's credential) is
+// 429 naming the rate, and B's member rejoins on. Fails without (the
+// second rejoin 200).
+func TestMemberTokenRejoinsSpendTheTenantsRate(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 64, "small": 1})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
+	h := e.start(t)
+	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
+	a := h.join(t, "ga", credA, api.JoinRequest{Topics: []string{"big"}})
+	b := h.join(t, "gb", h.clientCredential(t, []string{"gb"}, []string{"small"}), api.JoinRequest{Topics: []string{"small"}})
+	rejoin := func(m *member, topic string) (int, []byte, http.Header) {
+		status, body, header, err := h.try("POST", "/v1/groups/"+m.group+"/join", m.token, api.JoinRequest{MemberID: m.id, Topics: []string{topic}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return status, body, header
+	}
+	if status, body, _ := rejoin(a, "big"); status != http.StatusOK {
+		t.Fatalf("A's first rejoin (65 tokens of 100): %d %.300s", status, body)
+	}
+	// The rejoin fenced A's partitions and grants them back once the
+	// fences are applied: wait until A owns them all again.
+	eventually(t, func() string {
+		owned := 0
+		for _, p := range h.describe(t, "ga").Partitions {
+			if p.Owner == a.id && p.State == "owned" {
+				owned++
+			}
+		}
+		if owned != 64 {
+			return fmt.Sprintf("A's member owns %d of 64 partitions again", owned)
+		}
+		return ""
+	})
+	if status, body, header := rejoin(a, "big"); status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" || header.Get("Retry-After") == "" {
+		t.Fatalf("A's second rejoin, fencing 64 partitions again: %d %.300s (Retry-After %q), want 429 naming coordinator.tenant_member_rate", status, body, header.Get("Retry-After"))
+	}
+	// With A's client credential naming the member, alike.
+	status, body, _, err := h.try("POST", "/v1/groups/ga/join", credA, api.JoinRequest{MemberID: a.id, Topics: []string{"big"}})
+	if err != nil || status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" {
+		t.Fatalf("A's rejoin with its client credential: %v %d %.300s, want 429 naming coordinator.tenant_member_rate", err, status, body)
+	}
+	for range 2 {
+		if status, body, _ := rejoin(b, "small"); status != http.StatusOK {
+			t.Fatalf("B's member's rejoin beside A: %d %.300s", status, body)
+		}
+	}
+}

@@ -253,6 +253,37 @@ func (s *loopShare) charge(tenant string, n int) {
 	s.rate.charge(tenant, time.Now(), n)
 }
 
+// admitRejoin prices a rejoin of member (with its member token, or with
+// a client credential naming it; not a renewal) in the requester's
+// tenant's tenant_member_rate: a token, and one per partition the member
+// owns when it is the tenant's own — the rejoin fences every one of them
+// (a sync-log entry each, sent to every gateway, a persisted record, a
+// regrant). Rejoins had only join_rate (5/s per member with its token,
+// per tenant with a credential), so a tenant fenced ~5 × every partition
+// it holds a second, outside any tenant bound: 500 sync-log entries a
+// request for a member of 500 partitions, past sync_log_max (10,000)
+// within a second for a tenant of a few thousand, every lagging gateway
+// then reset (redteam14 #9). Another tenant's member costs one token
+// (the machine refuses the rejoin; its partitions are not the
+// requester's to pay for, nor to learn the count of). Past the rate it is
+// 429 at once (Retry-After), as an attenuation.
+func (c *Coordinator) admitRejoin(ctx *fasthttp.RequestCtx, groupName, member, tenant string) bool {
+	owned := 0
+	if c.share.memberTenant(groupName, member) == tenant {
+		if err := c.query(func(m *group.Machine) { owned = m.Owned(groupName, member) }); err != nil {
+			writeMachineError(ctx, nil, err)
+			return false
+		}
+	}
+	if ok, wait := c.share.rate.allowN(tenant, c.now(), 1+owned); !ok {
+		c.share.refused.WithLabelValues("tenant_member_rate").Inc()
+		writeLoopShareRefusal(ctx, fmt.Sprintf("a rejoin fences each partition its member owns (%d): this tenant's rejoins, heartbeats, commits and reads spend more than %g a second (coordinator.tenant_member_rate, tenant_member_burst); retry later",
+			owned, c.share.perSecond), "coordinator.tenant_member_rate", int(c.share.perSecond), wait)
+		return false
+	}
+	return true
+}
+
 // writeLoopShareRefusal answers 429 rate_limited naming limit, with
 // Retry-After wait.
 func writeLoopShareRefusal(ctx *fasthttp.RequestCtx, message, limit string, max int, wait time.Duration) {

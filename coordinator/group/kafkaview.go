@@ -230,6 +230,22 @@ func (m *Machine) ReadCost(name string, members bool) int {
 	return n
 }
 
+// Owned is how many partitions member id of group name owns (what its
+// rejoin fences); 0 for no such member.
+func (m *Machine) Owned(name, id string) int {
+	mem := m.memberOf(name, id)
+	if mem == nil {
+		return 0
+	}
+	n := 0
+	for p := range mem.held {
+		if o := p.owner(); o != nil && o.cap.holder.member(mem.id) {
+			n++
+		}
+	}
+	return n
+}
+
 // GroupsMatching lists at most limit group names after after, in order,
 // that any of patterns allows (ocap grps entries: "*", "prefix*", or a
 // name), and whether more follow. Each pattern is a binary search into
