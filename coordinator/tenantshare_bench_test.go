@@ -43,42 +43,10 @@ func victimBesideSpinner(b *testing.B, share int, rate float64, burst int) {
 	attackers := joinMany(b, h, h.clientCredential(b, []string{"g"}, []string{"orders"}), "orders", members, 16)
 	victim := h.join(b, "v", h.clientCredential(b, []string{"v"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
 	victim.heartbeat(b, 0)
-	quietMean, quietP99 := victimHeartbeats(b, h, victim, false)
-
-	stop := make(chan struct{})
-	var answered, refused atomic.Int64
-	var wg sync.WaitGroup
-	for i := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m := attackers[i%members]
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				status, _, _, err := h.try("POST", "/v1/groups/g/heartbeat", m.token, `{"wait_ms":0}`)
-				if err == nil && status == 200 {
-					answered.Add(1)
-				} else {
-					refused.Add(1)
-				}
-			}
-		}()
-	}
-	for answered.Load() < 2*conns { // every connection up and spinning
-		time.Sleep(time.Millisecond) // a benchmark's warm-up, not a test's wait
-	}
-	from, start := answered.Load(), time.Now()
-	mean, p99 := victimHeartbeats(b, h, victim, false)
-	attackRate := float64(answered.Load()-from) / time.Since(start).Seconds()
-	close(stop)
-	wg.Wait()
-	reportVictim(b, quietMean, quietP99, mean, p99)
-	b.ReportMetric(attackRate, "attacker-hb/s")
-	b.ReportMetric(float64(refused.Load()), "attacker-refused")
+	victimBeside(b, h, victim, false, "attacker-hb/s", conns, 2*conns, func(i int) (int, error) { // every connection up and spinning
+		status, _, _, err := h.try("POST", "/v1/groups/g/heartbeat", attackers[i%members].token, `{"wait_ms":0}`)
+		return status, err
+	})
 }
 
 // BenchmarkVictimBesideReadingTenant is redteam14 #3 measured: tenant A
@@ -123,42 +91,30 @@ func victimBesideReader(b *testing.B, rate float64, burst int) {
 	}
 	victim := h.join(b, "v", h.clientCredential(b, []string{"v"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
 	victim.heartbeat(b, 0)
-	quietMean, quietP99 := victimHeartbeats(b, h, victim, false)
-
-	stop := make(chan struct{})
-	var answered, refused atomic.Int64
-	var wg sync.WaitGroup
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				status, _, _, err := h.try("GET", "/v1/groups/big", credA, nil)
-				if err == nil && status == 200 {
-					answered.Add(1)
-				} else {
-					refused.Add(1)
-				}
-			}
-		}()
-	}
-	for answered.Load() < 2 { // the reads under way
-		time.Sleep(time.Millisecond) // a benchmark's warm-up, not a test's wait
-	}
-	from, start := answered.Load(), time.Now()
 	// Beside A for the whole window: it holds A's reads at their rate,
 	// not only its burst.
-	mean, p99 := victimHeartbeats(b, h, victim, true)
+	victimBeside(b, h, victim, true, "attacker-reads/s", conns, 2, func(int) (int, error) { // the reads under way
+		status, _, _, err := h.try("GET", "/v1/groups/big", credA, nil)
+		return status, err
+	})
+}
+
+// victimBeside measures B's heartbeats quiet, then beside A's requests
+// spinning on conns connections (spin; whole: for the whole window), and
+// reports B's figures and A's answered a second as unit.
+func victimBeside(b *testing.B, h *harness, victim *member, whole bool, unit string, conns int, warm int64, request func(i int) (int, error)) {
+	quietMean, quietP99 := victimHeartbeats(b, h, victim, false)
+	answered, refused, stop := spin(conns, warm, request)
+	from, start := answered.Load(), time.Now()
+	mean, p99 := victimHeartbeats(b, h, victim, whole)
 	attackRate := float64(answered.Load()-from) / time.Since(start).Seconds()
-	close(stop)
-	wg.Wait()
-	reportVictim(b, quietMean, quietP99, mean, p99)
-	b.ReportMetric(attackRate, "attacker-reads/s")
+	stop()
+	b.ReportMetric(float64(quietMean.Microseconds())/1000, "quiet-ms")
+	b.ReportMetric(float64(quietP99.Microseconds())/1000, "quiet-p99-ms")
+	b.ReportMetric(float64(mean.Microseconds())/1000, "beside-ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "beside-p99-ms")
+	b.ReportMetric(float64(mean)/float64(quietMean), "x-quiet")
+	b.ReportMetric(attackRate, unit)
 	b.ReportMetric(float64(refused.Load()), "attacker-refused")
 }
 
@@ -185,11 +141,31 @@ func victimHeartbeats(b *testing.B, h *harness, victim *member, whole bool) (mea
 	return sum / time.Duration(len(lat)), lat[len(lat)*99/100]
 }
 
-// reportVictim reports B's figures quiet and beside A.
-func reportVictim(b *testing.B, quietMean, quietP99, mean, p99 time.Duration) {
-	b.ReportMetric(float64(quietMean.Microseconds())/1000, "quiet-ms")
-	b.ReportMetric(float64(quietP99.Microseconds())/1000, "quiet-p99-ms")
-	b.ReportMetric(float64(mean.Microseconds())/1000, "beside-ms")
-	b.ReportMetric(float64(p99.Microseconds())/1000, "beside-p99-ms")
-	b.ReportMetric(float64(mean)/float64(quietMean), "x-quiet")
+// spin runs request (given its connection's index) over and over on
+// conns goroutines, counting 200s as answered and anything else refused,
+// until stop; it returns once warm answers are in.
+func spin(conns int, warm int64, request func(i int) (int, error)) (answered, refused *atomic.Int64, stop func()) {
+	answered, refused = &atomic.Int64{}, &atomic.Int64{}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if status, err := request(i); err == nil && status == 200 {
+					answered.Add(1)
+				} else {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	for answered.Load() < warm {
+		time.Sleep(time.Millisecond) // a benchmark's warm-up, not a test's wait
+	}
+	return answered, refused, func() { close(done); wg.Wait() }
 }
