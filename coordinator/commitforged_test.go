@@ -19,7 +19,7 @@ func TestForgedCommitCapabilitiesSpendTheBudget(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 1})
 	e.cfg.AuthFailuresPerSecond, e.cfg.AuthFailureBurst = 0.01, burst // nothing refills during the test
 	h := e.start(t)
-	a := h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
+	a := h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"orders"}})
 	g, ok := a.grant("orders", 0)
 	if !ok {
 		t.Fatal("no grant of orders/0")

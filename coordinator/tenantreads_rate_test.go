@@ -27,8 +27,8 @@ func TestTenantReadsSpendTheTenantsRate(t *testing.T) {
 	h := e.start(t)
 	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
 	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})
-	a := h.join(t, "ga", credA, api.JoinRequest{Topics: []string{"big"}})
-	b := h.join(t, "gb", credB, api.JoinRequest{Topics: []string{"small"}})
+	a := h.join(t, "ga", credA, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
+	b := h.join(t, "gb", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
 	for i := range 2 {
 		if status, body, _, err := h.try("GET", "/v1/groups/ga", credA, nil); err != nil || status != http.StatusOK {
 			t.Fatalf("A's describe %d within its burst: %v %d %.300s", i+1, err, status, body)
@@ -64,8 +64,8 @@ func TestMemberOffsetReadsSpendTheTenantsRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"big": 2000, "small": 1})
 	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 40 // a token every 1,000 s
 	h := e.start(t)
-	a := h.join(t, "ga", h.clientCredential(t, []string{"ga"}, []string{"big"}), api.JoinRequest{Topics: []string{"big"}})
-	b := h.join(t, "gb", h.clientCredential(t, []string{"gb"}, []string{"small"}), api.JoinRequest{Topics: []string{"small"}})
+	a := h.join(t, "ga", h.clientCredential(t, []string{"ga"}, []string{"big"}), api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
+	b := h.join(t, "gb", h.clientCredential(t, []string{"gb"}, []string{"small"}), api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
 	for i := range 2 {
 		if status, body, _, err := h.try("GET", "/v1/groups/ga/offsets", a.token, nil); err != nil || status != http.StatusOK {
 			t.Fatalf("A's member's offsets read %d within its burst: %v %d %.300s", i+1, err, status, body)
@@ -97,7 +97,7 @@ func TestTenantDescribeIsBoundedInBytes(t *testing.T) {
 	h := e.start(t)
 	credential := h.clientCredential(t, []string{"g"}, []string{"orders"})
 	for i := range 3 {
-		h.join(t, "g", credential, api.JoinRequest{Topics: []string{"orders"}, ClientID: fmt.Sprintf("%d-%s", i, strings.Repeat("c", 200))})
+		h.join(t, "g", credential, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"orders"}, ClientID: fmt.Sprintf("%d-%s", i, strings.Repeat("c", 200))})
 	}
 	var d api.TenantGroupDescription
 	status, body, _, err := h.try("GET", "/v1/groups/g", credential, nil)
@@ -123,9 +123,9 @@ func TestTruncatedDescribeStillHidesAGroupUsingAHiddenTopic(t *testing.T) {
 	e.cfg.DescribeBytesMax = 1 // the first member only
 	h := e.start(t)
 	reader := h.clientCredential(t, []string{"shared"}, []string{"orders"})
-	h.join(t, "shared", reader, api.JoinRequest{Topics: []string{"orders"}, ClientID: "a-first"})
+	h.join(t, "shared", reader, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"orders"}, ClientID: "a-first"})
 	h.join(t, "shared", h.clientCredential(t, []string{"shared"}, []string{"orders", "payments-secret"}),
-		api.JoinRequest{Topics: []string{"payments-secret"}, ClientID: "z-past-the-cut"})
+		api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"payments-secret"}, ClientID: "z-past-the-cut"})
 	status, body, _, err := h.try("GET", "/v1/groups/shared", reader, nil)
 	if err != nil || status != http.StatusForbidden || errorCode(t, body) != api.CodeForbidden {
 		t.Fatalf("describe of a group whose member past the cut uses a hidden topic: %v %d %.300s, want 403 forbidden", err, status, body)
@@ -149,10 +149,10 @@ func TestMemberTokenRejoinsSpendTheTenantsRate(t *testing.T) {
 	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
 	h := e.start(t)
 	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
-	a := h.join(t, "ga", credA, api.JoinRequest{Topics: []string{"big"}})
-	b := h.join(t, "gb", h.clientCredential(t, []string{"gb"}, []string{"small"}), api.JoinRequest{Topics: []string{"small"}})
+	a := h.join(t, "ga", credA, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
+	b := h.join(t, "gb", h.clientCredential(t, []string{"gb"}, []string{"small"}), api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
 	rejoin := func(m *member, topic string) (int, []byte, http.Header) {
-		status, body, header, err := h.try("POST", "/v1/groups/"+m.group+"/join", m.token, api.JoinRequest{MemberID: m.id, Topics: []string{topic}})
+		status, body, header, err := h.try("POST", "/v1/groups/"+m.group+"/join", m.token, api.JoinRequest{MemberID: m.id, SessionTimeoutMs: 300_000, Topics: []string{topic}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func TestMemberTokenRejoinsSpendTheTenantsRate(t *testing.T) {
 		t.Fatalf("A's second rejoin, fencing 64 partitions again: %d %.300s (Retry-After %q), want 429 naming coordinator.tenant_member_rate", status, body, header.Get("Retry-After"))
 	}
 	// With A's client credential naming the member, alike.
-	status, body, _, err := h.try("POST", "/v1/groups/ga/join", credA, api.JoinRequest{MemberID: a.id, Topics: []string{"big"}})
+	status, body, _, err := h.try("POST", "/v1/groups/ga/join", credA, api.JoinRequest{MemberID: a.id, SessionTimeoutMs: 300_000, Topics: []string{"big"}})
 	if err != nil || status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" {
 		t.Fatalf("A's rejoin with its client credential: %v %d %.300s, want 429 naming coordinator.tenant_member_rate", err, status, body)
 	}
