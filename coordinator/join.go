@@ -107,6 +107,15 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		return
 	} else if req.MemberID != "" && req.RenewToken == "" && !c.admitRejoin(ctx, groupName, req.MemberID, tenant(credential)) {
 		return
+	} else if req.MemberID == "" && joinKey != "" &&
+		!c.admitRejoin(ctx, groupName, group.KeyedMemberID(groupName, credential.ID, req.ClientID, joinKey), tenant(credential)) {
+		// A keyed join repeated while the member its first attempt made
+		// lives is that member's rejoin (group.keyedMember): it fences
+		// every partition the member owns, so it is priced as one — a
+		// client repeating one key could otherwise fence all its member
+		// holds at join_rate, outside the tenant's rate. A first attempt
+		// (no such member yet) costs one token.
+		return
 	}
 	if !c.grantableTopics(ctx, req.Topics) || !c.knownTopics(ctx, req.Topics) {
 		return

@@ -126,3 +126,49 @@ func TestJoinKeyAnswersTheSameMember(t *testing.T) {
 		t.Fatalf("%d members after the repeat past expiry, want 3: %+v", len(d.Members), d.Members)
 	}
 }
+
+// TestRepeatedJoinKeySpendsTheTenantsRate: a keyed join repeated while
+// its member lives is that member's rejoin and fences every partition it
+// owns, so it spends the tenant's rate as a rejoin does (a token and one
+// per partition), not one join_rate place: a client sending one key over
+// and over fenced all its member holds at join_rate, outside the bound
+// redteam14 put on rejoins. A's member of 64 partitions: the first join
+// costs 1 token of a burst of 100, the first repeat 65, the second is
+// 429 naming the rate; B's keyed joins go on. Fails without (the second
+// repeat 200).
+func TestRepeatedJoinKeySpendsTheTenantsRate(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 64, "small": 1})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
+	h := e.start(t)
+	credA := h.clientCredential(t, []string{"keyed"}, []string{"big"})
+	credB := h.clientCredential(t, []string{"keyed"}, []string{"small"})
+	req := api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}}
+	first := h.mustKeyedJoin(t, credA, req, "k-1")
+	ownsAll := func() {
+		t.Helper()
+		eventually(t, func() string {
+			owned := 0
+			for _, p := range h.describe(t, "keyed").Partitions {
+				if p.Owner == first.MemberID && p.State == "owned" {
+					owned++
+				}
+			}
+			if owned != 64 {
+				return fmt.Sprintf("A's member owns %d of 64 partitions", owned)
+			}
+			return ""
+		})
+	}
+	ownsAll()
+	if again := h.mustKeyedJoin(t, credA, req, "k-1"); again.MemberID != first.MemberID {
+		t.Fatalf("the repeat answered member %s, want %s", again.MemberID, first.MemberID)
+	}
+	ownsAll()
+	status, body := h.keyedJoin(t, "keyed", credA, req, "k-1")
+	if status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" {
+		t.Fatalf("A's second repeat, fencing 64 partitions again: %d %.300s, want 429 naming coordinator.tenant_member_rate", status, body)
+	}
+	for _, key := range []string{"kb-1", "kb-1"} {
+		h.mustKeyedJoin(t, credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}}, key)
+	}
+}

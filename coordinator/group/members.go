@@ -352,13 +352,21 @@ func memberIDPrefix(clientID string) string {
 // (every capability's sub carries one), and the id tells nothing of the
 // key.
 func keyedMemberID(e Join) string {
+	return KeyedMemberID(e.Group, e.Credential.ID, e.ClientID, e.JoinKey)
+}
+
+// KeyedMemberID is keyedMemberID of a join into group by credentialID
+// with clientID and key: the shell prices a keyed join by the member it
+// may repeat (a repeat is that member's rejoin, which fences every
+// partition it owns).
+func KeyedMemberID(group, credentialID, clientID, key string) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
-	for _, s := range []string{e.Group, e.Credential.ID, e.JoinKey} {
+	for _, s := range []string{group, credentialID, key} {
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
 		h.Write([]byte(s))
 	}
-	return fmt.Sprintf("%s-%016x", memberIDPrefix(e.ClientID), binary.BigEndian.Uint64(h.Sum(nil)))
+	return fmt.Sprintf("%s-%016x", memberIDPrefix(clientID), binary.BigEndian.Uint64(h.Sum(nil)))
 }
 
 // keyedMember is the live member an earlier attempt of keyed join e
