@@ -107,14 +107,18 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		return
 	} else if req.MemberID != "" && req.RenewToken == "" && !c.admitRejoin(ctx, groupName, req.MemberID, tenant(credential)) {
 		return
-	} else if req.MemberID == "" && joinKey != "" &&
-		!c.admitRejoin(ctx, groupName, group.KeyedMemberID(groupName, credential.ID, req.ClientID, joinKey), tenant(credential)) {
+	} else if id := keyedRepeat(groupName, credential, req, joinKey); id != "" && c.share.memberTenant(groupName, id) == tenant(credential) &&
+		!c.admitRejoin(ctx, groupName, id, tenant(credential)) {
 		// A keyed join repeated while the member its first attempt made
 		// lives is that member's rejoin (group.keyedMember): it fences
 		// every partition the member owns, so it is priced as one — a
 		// client repeating one key could otherwise fence all its member
 		// holds at join_rate, outside the tenant's rate. A first attempt
-		// (no such member yet) costs one token.
+		// (no such member of the tenant) is no rejoin and spends nothing
+		// of the rate: priced as a rejoin of nothing, it was 429 "a rejoin
+		// fences each partition its member owns (0)" whenever its
+		// tenant's bucket was empty (a large read's debt), where the same
+		// join without a key was admitted (review20).
 		return
 	}
 	if !c.grantableTopics(ctx, req.Topics) || !c.knownTopics(ctx, req.Topics) {
@@ -458,4 +462,14 @@ func (c *Coordinator) undoJoin(reply group.JoinReply) error {
 		err = fmt.Errorf("undo join: unexpected answer %T", msg)
 	}
 	return err
+}
+
+// keyedRepeat is the member a keyed join would repeat
+// (group.KeyedMemberID), "" for a join without a key or naming its
+// member.
+func keyedRepeat(groupName string, credential *ocap.Claims, req api.JoinRequest, joinKey string) string {
+	if joinKey == "" || req.MemberID != "" {
+		return ""
+	}
+	return group.KeyedMemberID(groupName, credential.ID, req.ClientID, joinKey)
 }

@@ -172,3 +172,30 @@ func TestRepeatedJoinKeySpendsTheTenantsRate(t *testing.T) {
 		h.mustKeyedJoin(t, credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}}, key)
 	}
 }
+
+// TestFirstKeyedJoinSpendsNoRate: a keyed join that names no live member
+// of its tenant is a first attempt, no rejoin — it spends nothing of the
+// tenant's rate, as a join without a key does. Every SDK and Kafka
+// listener join carries a key: priced as a rejoin of nothing, each was
+// 429 "a rejoin fences each partition its member owns (0)" while its
+// tenant's bucket was empty (here: a group listing took the one token),
+// and the same join without a key 200. Fails without (the first keyed
+// join 429).
+func TestFirstKeyedJoinSpendsNoRate(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 4})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 1 // one token, the next in 1,000 s
+	h := e.start(t)
+	credA := h.clientCredential(t, []string{"keyed"}, []string{"big"})
+	req := api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}}
+	if status, body, _, err := h.try("GET", "/v1/groups", credA, nil); err != nil || status != http.StatusOK {
+		t.Fatalf("A's group listing (the bucket's one token): %v %d %.300s", err, status, body)
+	}
+	first := h.mustKeyedJoin(t, credA, req, "k-1")
+	if second := h.mustKeyedJoin(t, credA, req, "k-2"); second.MemberID == first.MemberID {
+		t.Fatalf("a second key joined the first key's member %s", first.MemberID)
+	}
+	// A repeat is the rejoin it is, priced as one (the bucket is empty).
+	if status, body := h.keyedJoin(t, "keyed", credA, req, "k-1"); status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" {
+		t.Fatalf("a repeat of k-1 with the bucket empty: %d %.300s, want 429 naming coordinator.tenant_member_rate", status, body)
+	}
+}
