@@ -11,6 +11,7 @@ import (
 func TestPlantedBugsAreCaught(t *testing.T) {
 	cuts := func(p *profile) { p.cutEvery, p.cutMax = 10*time.Second, 30*time.Second }
 	crashes := func(p *profile) { p.readyCrash = 0.02 }
+	stalls := func(p *profile) { p.net.stall, p.net.stallMax = 0.1, 5*time.Second }
 	cases := []struct {
 		name    string
 		bugs    bugs
@@ -36,6 +37,10 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		// from the world's rng: "delivered from 138 …, expected 137").
 		{"consumer delivers a cancelled fetch (client/driver)", bugs{deliverAfterRevoke: true}, nil, "handoff duplicates", []string{"committed offsets"}},
 		{"revocation cancels no fetch in flight (guard.Registry)", bugs{keepVictims: true}, nil, "acked fence", []string{"exclusive reader"}},
+		// A join's repeat (delivered twice, or landing after the retry its
+		// sender sent on giving up) taken as a new join: a second member,
+		// the first heartbeated by nobody until its session runs out.
+		{"coordinator ignores a join's Idempotency-Key (join handler)", bugs{joinKeyIgnored: true}, stalls, "one member per join", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

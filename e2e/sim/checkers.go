@@ -22,6 +22,9 @@ type checker struct {
 	fences  []fenceTag   // every fence seen on the sync channel, by tag
 	gws     []*gatewayCheck
 	removed map[string]bool // member ids the coordinator removed
+	// joinKeys: the member each join key (Idempotency-Key) was answered
+	// last (checker 10).
+	joinKeys map[string]string
 }
 
 // partCheck is the checker's record of one partition of the group.
@@ -57,8 +60,13 @@ type epochCheck struct {
 	released      bool  // the coordinator accepted its release
 	releaseOffset int64 // the offset the release committed (-1: none)
 	cleanRelease  bool  // ... which was exactly what the holder delivered
-	ackedCommit   int64 // highest offset it committed successfully (-1: none)
-	next          int64 // delivered end: the offset after the last record delivered
+	// rejoined: a keyed join's repeat rejoined the holder (record.go's
+	// rejoined) — the machine's release of the epoch, not the holder's:
+	// the process may still hold the epoch (its answer came from another
+	// attempt) and deliver what gateways answered before the fence.
+	rejoined    bool
+	ackedCommit int64 // highest offset it committed successfully (-1: none)
+	next        int64 // delivered end: the offset after the last record delivered
 }
 
 // fenceTag is a fence seen on the sync channel: seq is the seq of the
@@ -238,7 +246,7 @@ func (k *checker) checkGrantSafe(p *partCheck, epoch uint64, holder string, prev
 		}
 	}
 	timedOut := prev.revoking && now >= prev.revokeStart+m.HandoffTimeout
-	if !prev.released && !k.removed[prev.holder] && !timedOut {
+	if !prev.released && !prev.rejoined && !k.removed[prev.holder] && !timedOut {
 		k.w.fail("grant safety", "%s: epoch %d granted to %q before %q released epoch %d, left or timed out (revoking %t since %s)",
 			p.id, epoch, holder, prev.holder, prev.epoch, prev.revoking, prev.revokeStart)
 	}
@@ -423,5 +431,21 @@ func (k *checker) checkDeposedAnswer(c *coordinator, kind reqKind, at arrival, m
 	if what != "" {
 		k.w.fail("deposed sends nothing", "%s, deposed at %s, sent %s for a request (kind %d) that reached it at %s",
 			r.cfg.ID, r.deposedAt, what, kind, at.at)
+	}
+}
+
+// ---- 10. one member per join ------------------------------------------------
+
+// checkOneMemberPerJoin: the attempts of one join carry one key
+// (Idempotency-Key), and however many of them land — delivered twice,
+// given up and retried at another replica, the first landing after the
+// retry — they make one member: a repeat is answered the member the
+// first made while it lives. Only once that member is gone (left,
+// expired, revoked) may the key make another.
+func (k *checker) checkOneMemberPerJoin(key, member string) {
+	prev, ok := k.joinKeys[key]
+	if ok && prev != member && !k.removed[prev] {
+		k.w.fail("one member per join", "join key %s… answered member %q while %q, which an earlier attempt of the same join made, is still a member",
+			key[:min(len(key), 8)], member, prev)
 	}
 }

@@ -212,10 +212,13 @@ func (c *consumer) send(s driver.Send) {
 		return
 	}
 	req := &request{from: c.node, call: lost, token: s.Token, reply: func(r response) { answer(coordAnswer(r)) }}
-	dupable := true // commits and leaves are retried; a transport may repeat them
+	// Commits and leaves are retried, and so is a join under its key
+	// (Idempotency-Key): a transport may repeat them, and the network
+	// may stall one past the deadline, so it lands after its retry.
+	dupable := true
 	switch s.Kind {
 	case driver.KindJoin:
-		req.kind, req.join, req.joinKey, dupable = reqJoin, s.Join, s.JoinKey, false
+		req.kind, req.join, req.joinKey, dupable = reqJoin, s.Join, s.JoinKey, s.JoinKey != ""
 	case driver.KindHeartbeat:
 		req.kind, req.wait, req.resync, dupable = reqHeartbeat, s.Wait, s.Resync, false
 	case driver.KindCommit:
@@ -223,6 +226,7 @@ func (c *consumer) send(s driver.Send) {
 	case driver.KindLeave:
 		req.kind, req.commit = reqLeave, &api.CommitRequest{}
 	}
+	req.call.retried = dupable
 	c.w.sendCoordinator(c.node, dupable, req)
 }
 

@@ -317,10 +317,14 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 			}
 			c.w.stats.Renewals++
 		}
+		key := req.joinKey
+		if c.w.opts.bugs.joinKeyIgnored {
+			key = "" // planted bug: the handler drops the Idempotency-Key header
+		}
 		return func(ref group.Ref) group.Event {
 			return group.Join{Ref: ref, Group: groupName, MemberID: j.MemberID, InstanceID: j.InstanceID, ClientID: j.ClientID,
 				Topics: j.Topics, TopicPattern: j.TopicPattern, SessionTimeout: time.Duration(j.SessionTimeoutMs) * time.Millisecond, Assignor: j.Assignor,
-				Renew: renew, JoinKey: req.joinKey}
+				Renew: renew, JoinKey: key}
 		}, ""
 	}
 	mc, ok := c.w.tokens.member(req.token)
@@ -483,9 +487,19 @@ func (o simObserver) Persisted(rd group.Ready) {
 		}
 		switch m := msg.(type) {
 		case group.CommitReply:
+			if c.w.check.landedRepeat(req.offsets) {
+				c.w.stats.LandedRepeats++
+			}
 			c.w.check.commitAccepted(req.member, req.offsets, req.commit.Release)
 		case group.JoinReply:
+			if req.joinKey != "" {
+				c.w.check.keyedJoin(req.joinKey, m.MemberID)
+			}
 			if !m.Created && req.join.MemberID == "" { // a keyed join's repeat
+				c.w.stats.KeyedRepeats++
+				if c.w.now > req.call.deadline {
+					c.w.stats.LateRepeats++
+				}
 				c.w.check.rejoined(m.MemberID, m.Grants)
 			}
 		}

@@ -7,7 +7,7 @@
 // (gateway/authz) and shell decisions (gateway/guard: the sync client and
 // the in-flight registry), and the SDK's core (client/session) and shell
 // decisions (client/driver) — run over a simulated network and Kafka,
-// under faults, while nine checkers watch every event. What stays in
+// under faults, while ten checkers watch every event. What stays in
 // the simulation is what a process does with sockets, goroutines and
 // timers (carrying out the decisions' commands), stand-in tokens instead
 // of signatures, and the models of Kafka, the network and the users.
@@ -34,9 +34,19 @@
 //   - network (net.go): every message between parts — join, heartbeat,
 //     commit, leave, sync poll, fetch, and their answers — is dropped,
 //     delayed (so reordered) or, for requests a real transport or client
-//     retry can repeat (GETs, commits, leaves), duplicated; nodes are cut
-//     off, or single links cut, for up to 30 s. A sender waits for an
-//     answer until its request's deadline, as the real clients do.
+//     retry can repeat (GETs, commits, leaves, a join under its
+//     Idempotency-Key), duplicated; nodes are cut off, or single links
+//     cut, for up to 30 s. A sender waits for an answer until its
+//     request's deadline, as the real clients do. In three seeds in four
+//     a join, commit or leave is now and then stalled past that deadline
+//     (drawStalls: a slow leader's write, a proxy's queue): its sender
+//     gives up and retries the same key or offsets (with replicas at the
+//     next replica, as the SDK's join margin does), and the stalled one
+//     lands later — after the retry was answered, or while it is in
+//     flight. A repeated join must be answered the member the first made
+//     (checker 10), a repeated commit that landed is answered done; the
+//     sweep counts both (Stats.KeyedRepeats, LateRepeats, LandedRepeats)
+//     and TestSim fails if either never ran.
 //   - coordinator (coordinator.go): coordinator/driver gathers the
 //     requests of a batch window into one StepMany and persists each
 //     Ready through the real persist mapping to a store.LogStore on a
@@ -139,6 +149,11 @@
 //     leads (unfit.go). Its planted bug is the one the sim had: the shell
 //     steps positions without their Barriers, so every failed takeover's
 //     barrier reads as a live leader.
+//  10. one member per join: the attempts of one join (one Idempotency-Key)
+//     are answered one member while it lives, however many land — a
+//     repeat is its rejoin (fenced; checker 4 counts it as the earlier
+//     incarnation's release). Its planted bug: the join handler drops the
+//     key, so a repeat makes a second member.
 //
 // Each runs after every event that changes its inputs. The machine's own
 // CheckInvariants runs too (every 8th flush; its audit of every step

@@ -19,6 +19,7 @@ type bugs struct {
 	answerUnconfirmed   bool // a replica answers sync polls and capability renewals from memory without the log's confirmation (leader.MustConfirm ignored)
 	barriersUncounted   bool // a replica's shell steps its follower's position without Barriers (every barrier counts as a live leader: checker 9)
 	renewFences         bool // the coordinator's shell takes a renewal (renew_token) for a plain rejoin by member id: it fences (TestRenewalsMoveNothing)
+	joinKeyIgnored      bool // the coordinator's join handler drops the Idempotency-Key: a repeated join makes another member (checker 10)
 }
 
 // drainMax bounds the heal-and-drain phase.

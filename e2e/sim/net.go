@@ -31,6 +31,10 @@ func newNetwork(w *World) *network {
 type call struct {
 	deadline time.Duration
 	timeout  func()
+	// retried: the sender retries the request with the same content
+	// when it gives up (a keyed join, a commit, a leave), so the network
+	// may stall it past the deadline (netFaults.stall).
+	retried bool
 }
 
 // request sends a request from → to; dupable marks one the transport may
@@ -54,6 +58,14 @@ func (n *network) transmit(from, to int, c call, answer bool, deliver func()) {
 		return
 	}
 	at := w.now + n.latency()
+	if !answer && c.retried && c.timeout != nil && !w.healed && w.chance(w.prof.net.stall) {
+		// Held past the deadline: the sender gives up at it and retries
+		// (the same key, the same offsets), and this one lands later,
+		// its answer to nobody.
+		w.stats.Stalled++
+		n.lost(from, c)
+		at = max(at, c.deadline+w.between(time.Millisecond, w.prof.net.stallMax))
+	}
 	if answer && c.timeout != nil && at > c.deadline {
 		n.lost(from, c) // the sender gave up first
 		return

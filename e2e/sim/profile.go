@@ -101,6 +101,15 @@ type netFaults struct {
 	dup        float64
 	delay      float64 // chance of an extra delay (reordering)
 	delayMax   time.Duration
+	// stall: chance that a request its client retries with the same
+	// content (a join with its Idempotency-Key, a commit or release, a
+	// leave) is held past its sender's deadline and lands after the
+	// sender gave up on it — while, or after, the retry that giving up
+	// sends (to the next replica, with replicas) is answered: a slow
+	// leader's write, a proxy's queue. stallMax: how far past the
+	// deadline it lands. drawStalls.
+	stall    float64
+	stallMax time.Duration
 }
 
 const recordBytes = 100
@@ -235,6 +244,18 @@ func drawCrashes(d draw, p *profile, harsh float64) {
 		p.cutEvery = d.dur(15*time.Second, 120*time.Second)
 		p.cutMax = d.dur(time.Second, 30*time.Second)
 	}
+}
+
+// drawStalls draws the network's stalls of retried requests
+// (netFaults.stall): in three seeds in four up to 3 % of them, landing
+// up to 1 to 8 s after their sender gave up. From its own stream, so the
+// other draws stay what they were.
+func drawStalls(seed uint64) (chance float64, max time.Duration) {
+	d := draw{rand.New(rand.NewPCG(seed, 0x57a1_1ed0))}
+	if d.rng.IntN(4) == 0 {
+		return 0, 0
+	}
+	return 0.03 * d.rng.Float64(), d.dur(time.Second, 8*time.Second)
 }
 
 // drawMemberTokens draws the member tokens' life: in half the seeds 8 s to

@@ -232,6 +232,10 @@ func (k *checker) commitAccepted(member string, offsets []group.CommitOffset, re
 // fence is still waited for: checkGrantSafe's first clause). The
 // epochs granted in the answer itself (an epoch never minted needs no
 // fence wait: persisted as owned already) are the new incarnation's.
+// It is no release by the holder: when the repeat landed after the
+// retry's answer (a stall), the process holds the fenced epoch and may
+// still deliver what a gateway answered before the fence — a forced
+// handoff, whose duplicates checker 7 bounds by the last commit.
 func (k *checker) rejoined(member string, grants []group.Grant) {
 	granted := map[*epochCheck]bool{}
 	for _, g := range grants {
@@ -240,11 +244,33 @@ func (k *checker) rejoined(member string, grants []group.Grant) {
 	for _, p := range k.parts {
 		for _, es := range p.epochs {
 			if es.holder == member && !es.released && !granted[es] {
-				es.released, es.releaseOffset = true, -1
-				es.cleanRelease = es.next == es.grantOffset
+				es.rejoined = true
 			}
 		}
 	}
+}
+
+// landedRepeat: the coordinator accepted a commit naming an epoch of a
+// partition below one owned before this Ready — only a repeat of a commit
+// that landed under it is (group's landed: answered done, nothing
+// applied). For the stats.
+func (k *checker) landedRepeat(offsets []group.CommitOffset) bool {
+	for _, o := range offsets {
+		if o.Epoch < k.part(o.Topic, o.Partition).ownedEpoch {
+			return true
+		}
+	}
+	return false
+}
+
+// keyedJoin records the member a join with key was answered (persisted),
+// and checks that every attempt of one join names one member.
+func (k *checker) keyedJoin(key, member string) {
+	if k.joinKeys == nil {
+		k.joinKeys = map[string]string{}
+	}
+	k.checkOneMemberPerJoin(key, member)
+	k.joinKeys[key] = member
 }
 
 // revokeAnswered records an admin revoke's answer leaving the coordinator.

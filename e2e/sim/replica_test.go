@@ -30,6 +30,7 @@ func TestSimReplicas(t *testing.T) {
 	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d, takeovers %d (%d deposing a replica that still led), step-downs %d, fenced writes %d, log faults %d, pauses %d, not_leader answers followed %d, stale resets from deposed leaders %d, replica crashes %d, unfit marks of a misconfigured replica %d, takeovers of a broken replica failed after their barrier %d; %s in all",
 		total.seeds, total.simulated.Hours(), total.handoffs, r.Takeovers, r.Contested, r.StepDowns, r.FencedWrites, r.WriteFaults, r.Pauses, r.NotLeader,
 		r.StaleResets, total.coordCrashes, r.UnfitMarked, r.BrokenTakeovers, time.Since(start).Round(time.Millisecond))
+	total.checkRepeats(t) // a join given up at the margin goes to the next replica with its key
 	if t.Failed() {
 		return
 	}

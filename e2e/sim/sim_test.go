@@ -95,6 +95,28 @@ func TestSim(t *testing.T) {
 	if total.renewals == 0 || total.expired == 0 {
 		t.Errorf("%d renewals in place, %d requests on an expired member token in %d seeds: the sim does not exercise member token renewal", total.renewals, total.expired, total.seeds)
 	}
+	total.checkRepeats(t)
+}
+
+// checkRepeats logs the sweep's repeated requests and fails t unless
+// each path ran: a join's attempt landing after its retry, or delivered
+// twice, answered the member the first made (group's keyed rejoin), one
+// of them after its sender gave up; a commit repeated after it landed,
+// answered done for an epoch gone.
+func (s *sweep) checkRepeats(t *testing.T) {
+	t.Helper()
+	r := s.repeats
+	t.Logf("repeated requests: stalled past their sender's deadline %d, keyed join repeats %d (%d landing after the sender gave up), commits answered done as landed repeats %d",
+		r.Stalled, r.KeyedRepeats, r.LateRepeats, r.LandedRepeats)
+	if t.Failed() {
+		return
+	}
+	for what, n := range map[string]int{"stalled requests": r.Stalled, "keyed join repeats": r.KeyedRepeats,
+		"keyed join repeats after the sender gave up": r.LateRepeats, "landed commit repeats": r.LandedRepeats} {
+		if n == 0 {
+			t.Errorf("no %s in %d seeds: the sweep no longer exercises repeated joins and commits", what, s.seeds)
+		}
+	}
 }
 
 // sweep adds up what a sweep of seeds exercised.
@@ -118,6 +140,7 @@ type sweep struct {
 	resyncs         int
 	renewals        int
 	expired         int
+	repeats         Stats         // the repeated-request counters, summed
 	replicas        Stats         // the replica counters, summed
 	wall            time.Duration // summed over seeds (shards run in parallel)
 }
@@ -143,6 +166,10 @@ func (s *sweep) add(r Result, wall time.Duration) {
 	s.resyncs += r.Stats.Resyncs
 	s.renewals += r.Stats.Renewals
 	s.expired += r.Stats.ExpiredMemberTokens
+	s.repeats.Stalled += r.Stats.Stalled
+	s.repeats.KeyedRepeats += r.Stats.KeyedRepeats
+	s.repeats.LateRepeats += r.Stats.LateRepeats
+	s.repeats.LandedRepeats += r.Stats.LandedRepeats
 	s.replicas.Takeovers += r.Stats.Takeovers
 	s.replicas.Contested += r.Stats.Contested
 	s.replicas.StepDowns += r.Stats.StepDowns

@@ -59,6 +59,11 @@ type Stats struct {
 	// Member tokens with an exp (profile.memberTTL).
 	Renewals            int // renewals in place (join with renew_token) that reached a coordinator and passed the shell's check
 	ExpiredMemberTokens int // heartbeats, commits and leaves refused token_expired
+	// Retried requests repeated (netFaults.dup, netFaults.stall).
+	Stalled       int // joins, commits and leaves that landed after their sender gave up on them
+	KeyedRepeats  int // keyed joins answered with the member an earlier attempt of the same key made (a rejoin)
+	LateRepeats   int // ... that landed after their sender gave up (the retry answered first)
+	LandedRepeats int // commits accepted as done for an epoch the partition had moved past (a repeat of one that landed)
 	// Replicas only.
 	Takeovers    int // promotions that succeeded
 	Contested    int // ... while another replica still believed it led (a zombie, a lagging race)
@@ -149,6 +154,7 @@ func newWorld(seed uint64, opts Options) *World {
 	w.trace.init(opts.Trace)
 	w.prof = drawProfile(w.rng)
 	w.prof.memberTTL, w.prof.memberRenew = drawMemberTokens(seed)
+	w.prof.net.stall, w.prof.net.stallMax = drawStalls(seed)
 	if opts.Replicas > 1 {
 		w.prof.replicas = drawReplicas(seed, opts.Replicas)
 	}
