@@ -325,6 +325,9 @@ func validateURL(field, raw string) error {
 
 // urlProblem says what is wrong with a base URL ("": nothing).
 func urlProblem(raw string) string {
+	if strings.TrimSpace(raw) == "" {
+		return "must be set: an http(s) base URL, e.g. http://127.0.0.1:7070 (what capgate dev prints)"
+	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		if _, _, hostPort := net.SplitHostPort(raw); hostPort == nil && !strings.Contains(raw, "/") {

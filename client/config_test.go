@@ -223,6 +223,7 @@ func TestConfigTakesCommaSeparatedLists(t *testing.T) {
 		{func(c *Config) { c.Gateways = []string{"http://g:1, g:2"} }, `Config.Gateways (client.gateways): must be an http(s) URL with a host, got "g:2": write http://g:2 (https://g:2 for a TLS server)`},
 		{func(c *Config) { c.Gateways = []string{"ftp://g/x"} }, `Config.Gateways (client.gateways): must be an http(s) URL with a host, got "ftp://g/x"`},
 		{func(c *Config) { c.Gateways = []string{" , "} }, `Config.Gateways (client.gateways): must list at least one URL, got none`},
+		{func(c *Config) { c.CoordinatorURL = "" }, `Config.CoordinatorURL (client.coordinator_url): must be set: an http(s) base URL, e.g. http://127.0.0.1:7070 (what capgate dev prints)`},
 	} {
 		cfg := validConfig()
 		tc.mutate(&cfg)
