@@ -175,6 +175,7 @@ type groupView struct {
 	Events                   []timeline.Event
 	Grid                     gridWindow // which partitions the grid shows (gridpage.go)
 	MembersTotal             int        // Members holds the first membersShown of them
+	MovesHeldBack            int        // moves max_moves_per_second holds back now
 }
 
 // memberView is one member. Credential is the id of what opened it —
@@ -214,7 +215,7 @@ type cellView struct {
 
 func newGroupView(g groupJSON, now time.Time) groupView {
 	v := groupView{
-		Name: g.Group, Assignor: g.Config.Assignor, MaxMoves: g.Config.MaxMovesPerSecond,
+		Name: g.Group, Assignor: g.Config.Assignor, MaxMoves: g.Config.MaxMovesPerSecond, MovesHeldBack: g.MovesHeldBack,
 		HandoffTimeout: msText(g.Config.HandoffTimeoutMs), SessionTimeout: msText(g.Config.SessionTimeoutMs),
 		OffsetReset: g.Config.OffsetReset,
 	}

@@ -23,8 +23,11 @@ type groupsJSON struct {
 }
 
 type groupJSON struct {
-	Group  string `json:"group"`
-	Config struct {
+	Group string `json:"group"`
+	// MovesHeldBack: moves the group wants that max_moves_per_second
+	// holds back (the admin API's moves_held_back).
+	MovesHeldBack int `json:"moves_held_back"`
+	Config        struct {
 		Assignor          string `json:"assignor"`
 		SessionTimeoutMs  int64  `json:"session_timeout_ms"`
 		HandoffTimeoutMs  int64  `json:"handoff_timeout_ms"`
