@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/capgate/capgate/api"
@@ -48,5 +49,31 @@ func TestConsoleGroupPageSaysMovesHeldBack(t *testing.T) {
 	// One move a second: by the page's read a few more may have started.
 	if n, _ := strconv.Atoi(m[1]); n <= 0 || n > want {
 		t.Fatalf("page says %d moves held back, the admin API said %d just before", n, want)
+	}
+}
+
+// TestConsoleGroupPageSaysThePartitionsAreCut: the console reads a
+// group's first describe_page_max partitions (one admin page); a group
+// with more says so above its grid and where to see them all, where it
+// said "partitions 1–7 of 7" as if that were the whole group. A group
+// within the page says nothing of it. Fails without: no grid-cut.
+func TestConsoleGroupPageSaysThePartitionsAreCut(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 20, "small": 3})
+	e.cfg.DescribePageMax = 7
+	h := e.start(t)
+	for group, topic := range map[string]string{"big": "orders", "few": "small"} {
+		creds := h.clientCredential(t, []string{group}, []string{topic})
+		h.join(t, group, creds, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{topic}})
+	}
+	c := newConsoleClient(t, h)
+	if a := c.login(e.adminToken, nil); a.status != 303 {
+		t.Fatalf("login: %d", a.status)
+	}
+	if page := c.send("GET", "/console/groups/big", nil, nil); page.status != 200 || !strings.Contains(page.body, `id="grid-cut"`) ||
+		!strings.Contains(page.body, "partitions 1–7 of 7") {
+		t.Fatalf("20 partitions, pages of 7: %d, cut said: %v", page.status, strings.Contains(page.body, `id="grid-cut"`))
+	}
+	if page := c.send("GET", "/console/groups/few", nil, nil); page.status != 200 || strings.Contains(page.body, `id="grid-cut"`) {
+		t.Fatalf("3 partitions, pages of 7: %d, cut said: %v", page.status, strings.Contains(page.body, `id="grid-cut"`))
 	}
 }

@@ -71,6 +71,7 @@ func parseGridQuery(args *fasthttp.Args) (gridQuery, string) {
 // From+Shown of Total (those the filter keeps), and its links.
 type gridWindow struct {
 	Moving             bool
+	Cut                bool // the group has partitions past Total, which the console does not read (describe_page_max)
 	From, Shown, Total int
 	First, Next        string // "" when there is none
 	Toggle             string // the same page with the other filter
@@ -82,7 +83,7 @@ type gridWindow struct {
 func (v *groupView) window(q gridQuery) {
 	v.MembersTotal = len(v.Members)
 	v.Members = v.Members[:min(len(v.Members), membersShown)]
-	w := gridWindow{Moving: q.Moving, From: q.From}
+	w := gridWindow{Moving: q.Moving, From: q.From, Cut: v.partitionsCut}
 	var kept []topicView
 	for _, t := range v.Topics {
 		var cells []cellView

@@ -176,6 +176,7 @@ type groupView struct {
 	Grid                     gridWindow // which partitions the grid shows (gridpage.go)
 	MembersTotal             int        // Members holds the first membersShown of them
 	MovesHeldBack            int        // moves max_moves_per_second holds back now
+	partitionsCut            bool       // the admin API's answer stops before the group's last partition
 }
 
 // memberView is one member. Credential is the id of what opened it —
@@ -216,6 +217,7 @@ type cellView struct {
 func newGroupView(g groupJSON, now time.Time) groupView {
 	v := groupView{
 		Name: g.Group, Assignor: g.Config.Assignor, MaxMoves: g.Config.MaxMovesPerSecond, MovesHeldBack: g.MovesHeldBack,
+		partitionsCut:  g.NextPartitionsAfter != "",
 		HandoffTimeout: msText(g.Config.HandoffTimeoutMs), SessionTimeout: msText(g.Config.SessionTimeoutMs),
 		OffsetReset: g.Config.OffsetReset,
 	}

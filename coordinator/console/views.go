@@ -27,7 +27,10 @@ type groupJSON struct {
 	// MovesHeldBack: moves the group wants that max_moves_per_second
 	// holds back (the admin API's moves_held_back).
 	MovesHeldBack int `json:"moves_held_back"`
-	Config        struct {
+	// NextPartitionsAfter: the admin API's answer holds the group's first
+	// describe_page_max partitions only; more follow this one.
+	NextPartitionsAfter string `json:"next_partitions_after"`
+	Config              struct {
 		Assignor          string `json:"assignor"`
 		SessionTimeoutMs  int64  `json:"session_timeout_ms"`
 		HandoffTimeoutMs  int64  `json:"handoff_timeout_ms"`
