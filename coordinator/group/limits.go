@@ -169,7 +169,7 @@ func memberCost(mem *member) int64 {
 	}
 	n += topicBytes * len(mem.resolved)
 	if mem.pattern != nil {
-		n += patternBytes + len(mem.patternText) + patternInst*patternCost(mem.patternText)
+		n += patternBytes + len(mem.patternText) + patternInst*mem.patternCost
 	}
 	return int64(n)
 }
@@ -421,7 +421,7 @@ func (m *Machine) admitState(ref Ref, what string, more int64) bool {
 // costOf estimates the member a join would add.
 func costOf(e Join, sub subscription) int64 {
 	return memberCost(&member{id: e.MemberID, instanceID: e.InstanceID, clientID: e.ClientID, credential: e.Credential,
-		topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText}) + 32
+		topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText, patternCost: sub.patternCost}) + 32
 }
 
 // checkPattern bounds a topic pattern before it is compiled: its length,

@@ -63,7 +63,7 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		}
 		m.installMember(&member{
 			group: m.group(r.Group), id: r.MemberID, instanceID: r.InstanceID, clientID: r.ClientID, credential: r.Credential,
-			topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText,
+			topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText, patternCost: sub.patternCost,
 			sessionTimeout: r.SessionTimeout, held: make(map[*partition]struct{}),
 		})
 	}
