@@ -185,6 +185,14 @@ type Config struct {
 	TenantMemberRate  float64 `yaml:"tenant_member_rate"`
 	TenantMemberBurst int     `yaml:"tenant_member_burst"`
 
+	// JoinRate and JoinBurst: the joins one tenant (join.go tenant) may
+	// send per second, and at once; past them 429 with Retry-After. The
+	// burst is a whole service's fleet starting at once (1,000 consumers
+	// of one OAuth client: DESIGN's join storm); the rate bounds a
+	// crash-looping or hostile one. At 5/s and 20 a fleet of 100 took
+	// 16 s to join, rebalancing throughout. What a join makes the
+	// coordinator hold is bounded apart (members_per_credential, the
+	// tenant's state share), its rejoins by tenant_member_rate.
 	JoinRate         float64 `yaml:"join_rate"`
 	JoinBurst        int     `yaml:"join_burst"`
 	AttenuateRate    float64 `yaml:"attenuate_rate"`
@@ -277,14 +285,14 @@ func DefaultConfig() Config {
 		EventQueue:                4096,
 		EventBatchMax:             256,
 		TokenCacheEntries:         100000,
-		JoinRate:                  5,
+		JoinRate:                  50,
 		TenantLoopShare:           16,
 		TenantLoopWaiters:         1024,
 		TenantMemberRate:          5000,
 		TenantMemberBurst:         10000,
 		AuthFailuresPerSecond:     20,
 		AuthFailureBurst:          100,
-		JoinBurst:                 20,
+		JoinBurst:                 1000,
 		AttenuateRate:             10,
 		AttenuateBurst:            50,
 		RateLimitEntries:          100000,

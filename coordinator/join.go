@@ -80,7 +80,16 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !ok {
 		return
 	}
-	if !c.allowRate(ctx, c.joins, c.joinRateKey(credential, byMember, groupName), "joins of this credential") {
+	if ok, wait := c.joins.allow(c.joinRateKey(credential, byMember, groupName), c.now()); !ok {
+		// The settings are named: a fleet of one service (one OAuth
+		// client, one credential) larger than join_burst starting at once
+		// meets this, and its operator needs to know what to raise.
+		whose := "this credential's tenant (its OAuth client, IdP identity, or the credential)"
+		if byMember {
+			whose = "this member (rejoins with its member token)"
+		}
+		writeLoopShareRefusal(ctx, fmt.Sprintf("too many joins of %s: more than %d at once or %g a second (coordinator.join_burst, join_rate); retry later",
+			whose, c.cfg.JoinBurst, c.cfg.JoinRate), "coordinator.join_burst", c.cfg.JoinBurst, wait)
 		return
 	}
 	var req api.JoinRequest
@@ -188,7 +197,7 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 // joinRateKey is whose join_rate budget a join spends: its tenant's; a
 // member token's rejoin its member's. An OAuth client may hold
 // oauth.live_tokens_max credentials at once, and with a budget each it
-// joined live_tokens_max times join_rate (5,000 joins a second, each a
+// joined live_tokens_max times join_rate (50,000 joins a second, each a
 // persisted Ready, at the defaults).
 func (c *Coordinator) joinRateKey(credential *ocap.Claims, byMember bool, groupName string) string {
 	if byMember {

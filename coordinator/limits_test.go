@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -87,11 +88,69 @@ func TestJoinRateLimited(t *testing.T) {
 	for i := range 3 {
 		h.call(t, "POST", fmt.Sprintf("/v1/groups/g%d/join", i), a, req, 200, nil)
 	}
-	header := h.expectError(t, "POST", "/v1/groups/g9/join", a, req, 429, api.CodeRateLimited)
+	status, body, header := h.do(t, "POST", "/v1/groups/g9/join", a, req)
+	if status != 429 || errorCode(t, body) != api.CodeRateLimited {
+		t.Fatalf("fourth join: %d %s, want 429 rate_limited", status, body)
+	}
 	if header.Get("Retry-After") == "" {
 		t.Fatal("429 without Retry-After")
 	}
+	// The operator of a fleet larger than the burst learns what to raise.
+	var e429 struct {
+		Error struct {
+			Message string
+			Limit   string
+			Max     int
+		}
+	}
+	if err := json.Unmarshal(body, &e429); err != nil || e429.Error.Limit != "coordinator.join_burst" || e429.Error.Max != 3 ||
+		!strings.Contains(e429.Error.Message, "join_burst") {
+		t.Fatalf("429 does not name the settings: %s", body)
+	}
 	h.call(t, "POST", "/v1/groups/g9/join", b, req, 200, nil)
+}
+
+// A fleet of one service — one client credential — starting at once
+// joins without a refusal at the defaults: at join_rate 5/s and
+// join_burst 20, the 21st consumer of a 200-pod deployment was 429 and
+// the last joined ~36 s later, the group rebalancing all the while
+// (DESIGN §12's join storm is 1,000 members).
+func TestAFleetOfOneServiceJoinsAtOnce(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 8})
+	if d := coordinator.DefaultConfig(); e.cfg.JoinRate != d.JoinRate || e.cfg.JoinBurst != d.JoinBurst {
+		t.Fatalf("the harness changed the join defaults: %v/%d", e.cfg.JoinRate, e.cfg.JoinBurst)
+	}
+	h := e.start(t)
+	svc := h.clientCredential(t, []string{"fleet"}, []string{"orders"})
+	const pods = 200
+	var wg sync.WaitGroup
+	refused := make(chan string, pods)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range pods / 8 {
+				status, body, _ := h.do(t, "POST", "/v1/groups/fleet/join", svc, api.JoinRequest{Topics: []string{"orders"}})
+				if status != 200 {
+					refused <- fmt.Sprintf("%d %s", status, body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(refused)
+	n := 0
+	for r := range refused {
+		if n++; n == 1 {
+			t.Errorf("a join of the fleet refused: %s", r)
+		}
+	}
+	if n > 0 {
+		t.Fatalf("%d of %d joins refused", n, pods)
+	}
+	if d := h.describe(t, "fleet"); len(d.Members) != pods {
+		t.Fatalf("%d members, want %d", len(d.Members), pods)
+	}
 }
 
 // A commit beyond the partition's log end, at int64 max, or with metadata

@@ -55,7 +55,11 @@ func runScale(tb testing.TB, p scaleParams) scaleResult {
 	if p.SettleHeap {
 		waitReleased()
 	}
-	s := startDeployment(tb, deploymentOptions{Topics: map[string]int32{scaleTopic: int32(p.Partitions)}, Gateways: 1})
+	// Every member is on loopback here, where a real fleet comes from as
+	// many addresses: the one per-address bound that a crowd from one
+	// address meets is raised; every other limit is the shipped default.
+	s := startDeployment(tb, deploymentOptions{Topics: map[string]int32{scaleTopic: int32(p.Partitions)}, Gateways: 1,
+		Coordinator: func(cfg *coordinator.Config) { cfg.MaxConnectionsPerAddress = 4 * p.Members }})
 	defer s.close(tb)
 	const group = "scale-g"
 	credential := s.credential(tb, group)
