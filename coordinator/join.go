@@ -101,7 +101,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeErrorDetails(ctx, api.CodeBadRequest, problem, map[string]any{"header": api.HeaderIdempotencyKey})
 		return
 	}
-	if req.RenewToken != "" && !c.checkRenewToken(ctx, groupName, req, byMember) {
+	if req.RenewToken != "" && (!c.checkRenewToken(ctx, groupName, req, byMember) || !c.admitRenewal(ctx, groupName, req.MemberID, tenant(credential))) {
 		return
 	}
 	if byMember {

@@ -189,3 +189,51 @@ func TestMemberTokenRejoinsSpendTheTenantsRate(t *testing.T) {
 		}
 	}
 }
+
+// A renewal (renew_token) mints a capability again for every partition
+// its member owns — an Ed25519 signature each — so it spends the tenant's
+// rate as a rejoin does: one token and one per partition owned. With
+// join_rate alone a tenant could renew a member of 10,000 partitions
+// join_burst (1,000) times at once: ten million signatures (lead).
+// Another tenant's renewals are not affected.
+func TestRenewalsSpendTheTenantsRate(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 64, "small": 1})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
+	h := e.start(t)
+	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
+	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})
+	a := h.join(t, "ga", credA, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
+	b := h.join(t, "gb", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
+	renew := func(m *member, cred, topic string) (int, []byte) {
+		t.Helper()
+		status, body, _, err := h.try("POST", "/v1/groups/"+m.group+"/join", cred,
+			api.JoinRequest{MemberID: m.id, RenewToken: m.token, SessionTimeoutMs: 300_000, Topics: []string{topic}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status == http.StatusOK {
+			var r api.JoinResponse
+			if err := json.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			m.token = r.MemberToken
+		}
+		return status, body
+	}
+	status, body := renew(a, credA, "big")
+	if status != http.StatusOK {
+		t.Fatalf("A's first renewal (65 tokens of 100): %d %.300s", status, body)
+	}
+	var r api.JoinResponse
+	if err := json.Unmarshal(body, &r); err != nil || len(r.Grants) != 64 {
+		t.Fatalf("A's renewal minted %d capabilities (%v), want its 64", len(r.Grants), err)
+	}
+	if status, body := renew(a, credA, "big"); status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" {
+		t.Fatalf("A's second renewal, minting 64 capabilities again: %d %.300s, want 429 naming coordinator.tenant_member_rate", status, body)
+	}
+	for range 2 {
+		if status, body := renew(b, credB, "small"); status != http.StatusOK {
+			t.Fatalf("B's renewal beside A: %d %.300s", status, body)
+		}
+	}
+}

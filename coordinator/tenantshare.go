@@ -268,6 +268,21 @@ func (s *loopShare) charge(tenant string, n int) {
 // requester's to pay for, nor to learn the count of). Past the rate it is
 // 429 at once (Retry-After), as an attenuation.
 func (c *Coordinator) admitRejoin(ctx *fasthttp.RequestCtx, groupName, member, tenant string) bool {
+	return c.admitPerOwned(ctx, groupName, member, tenant, "a rejoin fences each partition its member owns")
+}
+
+// admitRenewal prices a renewal (renew_token) as admitRejoin prices a
+// rejoin: it fences nothing, but its answer mints a capability again for
+// every partition the member owns (group's replyJoin), an Ed25519
+// signature each. With join_rate alone, a tenant renewing its member of
+// 10,000 partitions a thousand times at once (join_burst) asked for ten
+// million signatures — minutes of both cores — and 500,000 a second
+// after (lead, with join_burst raised to a fleet's size).
+func (c *Coordinator) admitRenewal(ctx *fasthttp.RequestCtx, groupName, member, tenant string) bool {
+	return c.admitPerOwned(ctx, groupName, member, tenant, "a renewal mints a capability again for each partition its member owns")
+}
+
+func (c *Coordinator) admitPerOwned(ctx *fasthttp.RequestCtx, groupName, member, tenant, why string) bool {
 	owned := 0
 	if c.share.memberTenant(groupName, member) == tenant {
 		if err := c.query(func(m *group.Machine) { owned = m.Owned(groupName, member) }); err != nil {
@@ -277,8 +292,8 @@ func (c *Coordinator) admitRejoin(ctx *fasthttp.RequestCtx, groupName, member, t
 	}
 	if ok, wait := c.share.rate.allowN(tenant, c.now(), 1+owned); !ok {
 		c.share.refused.WithLabelValues("tenant_member_rate").Inc()
-		writeLoopShareRefusal(ctx, fmt.Sprintf("a rejoin fences each partition its member owns (%d): this tenant's rejoins, heartbeats, commits and reads spend more than %g a second (coordinator.tenant_member_rate, tenant_member_burst); retry later",
-			owned, c.share.perSecond), "coordinator.tenant_member_rate", int(c.share.perSecond), wait)
+		writeLoopShareRefusal(ctx, fmt.Sprintf("%s (%d): this tenant's rejoins, renewals, heartbeats, commits and reads spend more than %g a second (coordinator.tenant_member_rate, tenant_member_burst); retry later",
+			why, owned, c.share.perSecond), "coordinator.tenant_member_rate", int(c.share.perSecond), wait)
 		return false
 	}
 	return true
