@@ -17,7 +17,10 @@ package coordinator
 //   - GET /openapi.json: the API document;
 //   - GET or HEAD of a console page while a leader is known: 307 to the
 //     same path and query at the leader's advertised URL (a browser
-//     cannot follow a 421);
+//     cannot follow a 421); while none is known, a browser's (Accept
+//     preferring text/html) gets the console's Standby page, 421, which
+//     reloads itself until one is (console.ServeStandby; the console's
+//     static files too);
 //   - anything else (consumer, sync, admin, OAuth, console actions): 421
 //     not_leader with {"error":{"code":"not_leader","leader":URL}} and
 //     Capgate-Leader: URL ("" and no header while no leader is known).
@@ -36,6 +39,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/leader"
 	"github.com/capgate/capgate/ocap"
 )
@@ -58,6 +62,9 @@ func (r *Replica) serve(ctx *fasthttp.RequestCtx) {
 		}
 		r.public(path)(ctx, v)
 	default:
+		if v.hint.URL == "" && r.cfg.Console.Enabled && console.Owns(ctx.Path()) && console.ServeStandby(ctx, r.standby(v)) {
+			return // a browser's page: no leader to send it to yet
+		}
 		if (ctx.IsGet() || ctx.IsHead()) && isConsolePage(path) && isBaseURL(v.hint.URL) {
 			// A browser cannot act on a 421: send the operator to the
 			// leader's console. The target is the leader's advertised
@@ -71,6 +78,11 @@ func (r *Replica) serve(ctx *fasthttp.RequestCtx) {
 		}
 		writeNotLeader(ctx, v.hint.URL, r.notLeaderMessage(v))
 	}
+}
+
+// standby is what the console's Standby page says of this replica.
+func (r *Replica) standby(v *replicaView) console.Standby {
+	return console.Standby{Replica: r.ID(), Role: v.role.String(), Unfit: v.unfit != "", At: r.now()}
 }
 
 // public is the handler of one of leader.PublicPaths.

@@ -41,7 +41,7 @@ func serveStatic(ctx *fasthttp.RequestCtx, _ *session, params []string) {
 
 // pageNames are the templates rendered as whole pages (with layout.html)
 // or, for live, alone.
-var pageNames = []string{"login", "groups", "group", "live", "timeline", "gateways", "overrides", "audit", "problem"}
+var pageNames = []string{"login", "groups", "group", "live", "timeline", "gateways", "overrides", "audit", "problem", "standby"}
 
 // parsePages parses layout.html and the partials once per page, so every
 // page defines its own "content".

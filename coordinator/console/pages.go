@@ -52,9 +52,12 @@ type pageData struct {
 	Audit  bool
 	Stream string // query of the page's event stream; "" = not live
 	Poll   int    // ms between re-reads of the page's main part; 0 = never
-	Last   uint64 // id of the newest event rendered with the page
-	Group  string
-	Body   any
+	// Refresh is the seconds after which the browser reloads the page
+	// (a meta refresh: the Standby page); 0 = never.
+	Refresh int
+	Last    uint64 // id of the newest event rendered with the page
+	Group   string
+	Body    any
 }
 
 func (c *Console) data(s *session, nav, title string, body any) pageData {
