@@ -13,6 +13,28 @@
   const gridKinds = new Set(['join', 'leave', 'fence', 'ack', 'commit', 'release', 'grant', 'unowned',
     'revoked', 'member_revoked', 'lease', 'config', 'qos']);
 
+  // ---- a tab in the background ----------------------------------------
+  // A hidden page (another tab in front, the window minimized) re-read as
+  // often as a visible one: the group's grid every 5 s and after every
+  // event that changes it, the groups and overrides pages every 5 s, the
+  // gateways page every second — for nobody, from every forgotten tab.
+  // Now a re-read that falls due while the page is hidden is not made:
+  // the page notes it and makes it once, at once, when it is shown again
+  // (the Page Visibility API). The event stream stays open, so the
+  // timeline is current when the page comes back.
+  const missed = new Set();
+
+  function whenShown(read) {
+    if (document.hidden) missed.add(read); else read();
+  }
+
+  document.addEventListener('visibilitychange', () => {
+    if (document.hidden) return;
+    const due = [...missed];
+    missed.clear();
+    for (const read of due) read();
+  });
+
   // ---- live timeline -------------------------------------------------
   let shown = Number(body.dataset.last || 0);
 
@@ -91,17 +113,17 @@
       retryTimer = setTimeout(() => {
         setLive('off', 'live updates paused — retrying now');
         startStream();
-        if (groupName) refresh(); // events missed are replayed; the grid is read anyway
+        if (groupName) whenShown(refresh); // events missed are replayed; the grid is read anyway
       }, wait);
     };
     es.onmessage = (m) => {
       const e = JSON.parse(m.data);
       addEvent(e);
-      if (groupName && gridKinds.has(e.kind)) refresh();
+      if (groupName && gridKinds.has(e.kind)) whenShown(refresh);
     };
     es.addEventListener('lagged', () => {
       setLive('off', 'some events skipped');
-      if (groupName) refresh();
+      if (groupName) whenShown(refresh);
     });
   }
 
@@ -624,7 +646,7 @@
   }
 
   startStream();
-  if (groupName) setInterval(refresh, 5000); // contact times and lag drift without events
+  if (groupName) setInterval(() => whenShown(refresh), 5000); // contact times and lag drift without events
   const poll = Number(body.dataset.poll || 0);
-  if (poll > 0) setInterval(reread, poll);
+  if (poll > 0) setInterval(() => whenShown(reread), poll);
 })();
