@@ -171,16 +171,23 @@ func (c *Coordinator) fillLag(parts []PartitionView, offsetReset string) {
 		func(i int, earliest, latest int64) {
 			p := &parts[i]
 			p.LatestOffset = &latest
-			start := earliest
-			switch {
-			case p.Committed != nil:
-				start = *p.Committed
-			case offsetReset == "latest":
-				start = latest
-			}
-			lag := max(latest-start, 0)
+			lag := partitionLag(p.Committed, earliest, latest, offsetReset)
 			p.Lag = &lag
 		})
+}
+
+// partitionLag is a partition's lag: from its committed offset, or from
+// where its next holder starts when nothing was committed (the earliest
+// offset, or none with offset_reset latest); never below 0.
+func partitionLag(committed *int64, earliest, latest int64, offsetReset string) int64 {
+	start := earliest
+	switch {
+	case committed != nil:
+		start = *committed
+	case offsetReset == "latest":
+		start = latest
+	}
+	return max(latest-start, 0)
 }
 
 // lookupLogEnds looks up the earliest and latest offsets of n partitions

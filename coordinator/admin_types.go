@@ -35,6 +35,24 @@ type GroupDescription struct {
 	NextPartitionsAfter string          `json:"next_partitions_after,omitempty"`
 }
 
+// GroupSummary is GET /v1/admin/groups/{g}/summary: a group's counts,
+// without a describe's members and partitions — all its members and
+// partitions (a describe's page holds at most describe_page_max), its
+// partitions by state, and Lag, the sum of its partitions' lags as a
+// describe shows them (absent over describe_lag_max partitions, or when
+// Kafka answered for none).
+type GroupSummary struct {
+	Group         string          `json:"group"`
+	Config        GroupConfigView `json:"config"`
+	MovesHeldBack int             `json:"moves_held_back,omitempty"`
+	Members       int             `json:"members"`
+	Partitions    int             `json:"partitions"`
+	Owned         int             `json:"owned"`
+	Revoking      int             `json:"revoking"`
+	Unowned       int             `json:"unowned"`
+	Lag           *int64          `json:"lag,omitempty"`
+}
+
 // GroupConfigView is a group's configuration; also the answer of PUT
 // /v1/admin/groups/{g}/config.
 type GroupConfigView struct {

@@ -121,6 +121,7 @@ func (c *Coordinator) newRouter() *router {
 	r.add("admin_group", get, "/v1/admin/groups/{}", c.admin(c.handleAdminGroup))
 	r.add("admin_group_delete", fasthttp.MethodDelete, "/v1/admin/groups/{}", c.admin(c.handleAdminGroupDelete))
 	r.add("admin_group_config", put, "/v1/admin/groups/{}/config", c.admin(c.handleAdminGroupConfig))
+	r.add("admin_group_summary", get, "/v1/admin/groups/{}/summary", c.admin(c.handleAdminGroupSummary))
 	r.add("admin_partition_revoke", post, "/v1/admin/groups/{}/partitions/{}/{}/revoke", c.admin(withReason(c.handleAdminPartitionRevoke)))
 	r.add("admin_partition_lease", post, "/v1/admin/groups/{}/partitions/{}/{}/lease", c.admin(c.handleAdminPartitionLease))
 	r.add("admin_partition_offset", put, "/v1/admin/groups/{}/partitions/{}/{}/offset", c.admin(c.handleAdminPartitionOffset))

@@ -5,7 +5,8 @@ package console
 //   /console/groups             the groups, 100 a page, filtered by name
 //                               prefix (groupspage.go; ?prefix= empty
 //                               is 303 to the bare URL): members,
-//                               partitions by state, lag
+//                               partitions by state, lag (each group's
+//                               summary, GET /v1/admin/groups/{g}/summary)
 //   /console/groups/{g}         members, the partition grid coloured by
 //                               holder (each cell with the QoS overrides
 //                               on it; 1,000 a page, or only those not
@@ -141,14 +142,20 @@ func (c *Console) serveGroups(ctx *fasthttp.RequestCtx, s *session, _ []string) 
 	}
 	rows := make([]groupRow, 0, len(names))
 	for _, name := range names {
-		var g groupJSON
-		if err := c.get(groupPath(name), &g); err != nil {
+		// The summary, not a describe: the page described each of its
+		// 100 groups whole at every re-read (100 groups of 1,000
+		// partitions: 18 MB of JSON, 0.64 s of the coordinator's CPU).
+		var g groupSummaryJSON
+		if err := c.get(groupPath(name)+"/summary", &g); err != nil {
 			continue // deleted meanwhile
 		}
-		v := newGroupView(g, c.now())
+		lag := "–"
+		if g.Lag != nil {
+			lag = strconv.FormatInt(*g.Lag, 10)
+		}
 		rows = append(rows, groupRow{
-			Name: name, Members: len(g.Members), Partitions: len(g.Partitions),
-			Owned: v.Owned, Revoking: v.Revoking, Unowned: v.Unowned, Lag: v.Lag, MaxMoves: movesText(g.Config.MaxMovesPerSecond),
+			Name: name, Members: g.Members, Partitions: g.Partitions,
+			Owned: g.Owned, Revoking: g.Revoking, Unowned: g.Unowned, Lag: lag, MaxMoves: movesText(g.Config.MaxMovesPerSecond),
 		})
 	}
 	first, next := groupsLinks(q, names, more)

@@ -13,7 +13,8 @@ import (
 )
 
 // What the console reads from the admin API: the fields it shows of
-// GroupsResponse, GroupDescription, GatewaysResponse and the QoS list.
+// GroupsResponse, GroupDescription, GroupSummary, GatewaysResponse and
+// the QoS list.
 // (The console is an API client like the CLI; it keeps its own copy of the
 // shapes so the coordinator package need not export them twice.)
 
@@ -51,6 +52,20 @@ type groupJSON struct {
 		} `json:"credential"`
 	} `json:"members"`
 	Partitions []partitionJSON `json:"partitions"`
+}
+
+// groupSummaryJSON is GET /v1/admin/groups/{g}/summary: the groups
+// page's line of a group.
+type groupSummaryJSON struct {
+	Config struct {
+		MaxMovesPerSecond int `json:"max_moves_per_second"`
+	} `json:"config"`
+	Members    int    `json:"members"`
+	Partitions int    `json:"partitions"`
+	Owned      int    `json:"owned"`
+	Revoking   int    `json:"revoking"`
+	Unowned    int    `json:"unowned"`
+	Lag        *int64 `json:"lag"`
 }
 
 type partitionJSON struct {

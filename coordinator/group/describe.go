@@ -222,6 +222,51 @@ func (m *Machine) DescribeGroup(name string) (GroupDescription, bool) {
 	return d, true
 }
 
+// GroupSummary counts a group's members and partitions: what a list of
+// groups shows (the console's groups page), without describing each
+// one. Offsets are its partitions' committed offsets (-1: none), for a
+// lag, when it has at most the offsetsMax Summarize was given; else nil.
+type GroupSummary struct {
+	Group                    string
+	Config                   GroupConfig
+	MovesHeldBack            int
+	Members, Partitions      int
+	Owned, Revoking, Unowned int
+	Offsets                  []PartitionOffset
+}
+
+// PartitionOffset is a partition and its committed offset (-1: none).
+type PartitionOffset struct {
+	PartitionRef
+	Committed int64
+}
+
+// Summarize sums one group up (GroupSummary).
+func (m *Machine) Summarize(name string, offsetsMax int) (GroupSummary, bool) {
+	g := m.groupNamed(name)
+	if g == nil {
+		return GroupSummary{}, false
+	}
+	s := GroupSummary{Group: name, Config: g.cfg, MovesHeldBack: m.movesHeldBack(g), Members: len(g.members), Partitions: len(g.order)}
+	if len(g.order) <= offsetsMax {
+		s.Offsets = make([]PartitionOffset, 0, len(g.order))
+	}
+	for _, p := range g.order {
+		switch p.state() {
+		case Owned:
+			s.Owned++
+		case Revoking:
+			s.Revoking++
+		default:
+			s.Unowned++
+		}
+		if s.Offsets != nil {
+			s.Offsets = append(s.Offsets, PartitionOffset{PartitionRef{p.id.Topic, p.id.Partition}, p.committed})
+		}
+	}
+	return s, true
+}
+
 func (m *Machine) describeMember(mem *member) MemberDescription {
 	return MemberDescription{
 		ID: mem.id, InstanceID: mem.instanceID, ClientID: mem.clientID, Credential: mem.credential,
