@@ -68,6 +68,10 @@ type Console struct {
 	pages    map[string]*template.Template
 	audit    bool // GET /v1/admin/audit exists
 	table    []route
+	// started is when this Console began serving: its coordinator's
+	// start or, with replicas, its takeover. The timeline and the audit
+	// log are kept in memory from then (the pages say so).
+	started time.Time
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -103,6 +107,7 @@ func New(cfg Config, b Backend, feed *timeline.Feed, log *zap.Logger, now func()
 		c.refusals.WithLabelValues(reason)
 	}
 	c.table = c.routes()
+	c.started = now()
 	return c, nil
 }
 

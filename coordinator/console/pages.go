@@ -59,10 +59,13 @@ type pageData struct {
 	Last    uint64 // id of the newest event rendered with the page
 	Group   string
 	Body    any
+	// Started is when this coordinator began serving (its start, or its
+	// takeover): what the Timeline and Audit pages hold begins then.
+	Started time.Time
 }
 
 func (c *Console) data(s *session, nav, title string, body any) pageData {
-	return pageData{Title: title, Nav: nav, CSRF: s.csrf, Who: s.principal, Audit: c.audit, Body: body}
+	return pageData{Title: title, Nav: nav, CSRF: s.csrf, Who: s.principal, Audit: c.audit, Body: body, Started: c.started}
 }
 
 // render executes page name with its layout. Templates write into a

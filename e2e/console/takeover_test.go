@@ -20,7 +20,9 @@ import (
 // out, that the coordinator does not answer, then that it no longer
 // leads with a link to this page at the leader; an action sent there
 // says it was not done and links there too. No script error or CSP
-// violation on the way (the redirect is not followed).
+// violation on the way (the redirect is not followed). At the new leader
+// the Timeline and Audit pages say they hold what came since its
+// takeover (both are kept in memory).
 func TestConsoleAfterATakeover(t *testing.T) {
 	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4, Coordinators: 3})
 	ctx := context.Background()
@@ -43,6 +45,7 @@ func TestConsoleAfterATakeover(t *testing.T) {
 	b.waitFor("the dialog", time.Now(), 15*time.Second, `document.getElementById('confirm').open`)
 
 	banner := `(document.getElementById('elsewhere')?.textContent ?? '')`
+	killed := time.Now()
 	first.Kill()
 	b.waitFor("the page says the coordinator does not answer", time.Now(), 30*time.Second,
 		banner+`.startsWith('This coordinator does not answer') && document.querySelector('main').classList.contains('stale')`)
@@ -74,4 +77,17 @@ func TestConsoleAfterATakeover(t *testing.T) {
 		t.Fatal("a token in the URL")
 	}
 	b.noProblems("at the leader")
+
+	// The new leader's Timeline and Audit pages hold what happened since
+	// its takeover only (memory): they say since when. They did not, and
+	// read as if nothing had happened before.
+	login(b, second.URL, cluster.AdminToken)
+	b.waitFor("logged in at the leader", time.Now(), 15*time.Second, `location.pathname === '/console/groups'`)
+	for _, p := range []string{"/console/timeline", "/console/audit"} {
+		b.run(p, 20*time.Second, chromedp.Navigate(second.URL+p))
+		b.waitFor(p+" says it holds what came since the takeover", time.Now(), 15*time.Second,
+			`(() => { const e = document.getElementById('kept-since'); return e && e.textContent.includes('since it began serving') && `+
+				`new Date(e.dataset.since) >= new Date(`+js(killed.UTC().Format(time.RFC3339Nano))+`) })()`)
+	}
+	b.noProblems("the leader's timeline and audit")
 }
