@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
@@ -182,5 +183,38 @@ func TestStateEstimateCoversTheHeap(t *testing.T) {
 	if float64(partsEst) < withParts || perPartition > float64(group.PartitionBytes()) {
 		t.Errorf("the estimate with partitions is below the heap: %d < %.0f per member, or %.0f > %d per partition",
 			partsEst, withParts, perPartition, group.PartitionBytes())
+	}
+}
+
+// A pattern member's cost is its pattern's, whether the pattern came with
+// its first join, with a rejoin that changed its subscription or from the
+// store after a restart: the cost is worked out once (subscription's
+// patternCost) and every path that sets a member's pattern carries it.
+func TestPatternMemberCostsTheSameHoweverItCame(t *testing.T) {
+	const pattern = `orders-(eu|us|ap)-[a-z]{2,8}-\d+`
+	first := newWorld(t)
+	id := first.joinAs(credA, group.Join{Group: "g", TopicPattern: pattern}).(group.JoinReply).MemberID
+	want := first.m.StateBytes()
+
+	rejoined := newWorld(t)
+	other := rejoined.joinAs(credA, group.Join{Group: "g", Topics: []string{"t"}}).(group.JoinReply).MemberID
+	if len(other) != len(id) {
+		t.Fatalf("member ids of different lengths: %q, %q", other, id)
+	}
+	if msg := rejoined.joinAs(credA, group.Join{Group: "g", MemberID: other, TopicPattern: pattern}); msg == nil {
+		t.Fatal("no answer to the rejoin")
+	} else if _, ok := msg.(group.JoinReply); !ok {
+		t.Fatalf("rejoin with a pattern: %#v", msg)
+	}
+	if got := rejoined.m.StateBytes(); got != want {
+		t.Errorf("a member given its pattern by a rejoin costs %d, joined with it %d", got, want)
+	}
+
+	first.restart(time.Second)
+	if got := first.m.StateBytes(); got != want {
+		t.Errorf("a pattern member restored from the store costs %d, before the restart %d", got, want)
+	}
+	if err := first.m.CheckInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }
