@@ -153,6 +153,18 @@ type Config struct {
 	// networks; a /0 is refused.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 
+	// MaxAnswerBytesHeld bounds the answers of 16 KiB and more to tenants'
+	// requests (group reads, offsets, joins' and heartbeats' grants) held
+	// while their clients read them, up to write_timeout: a tenant's
+	// group read over it is 503 overloaded. MaxAnswerBytesHeldPerTenant
+	// bounds one tenant's (its credentials, members, capabilities, IdP
+	// identity): a group read over it is 429 rate_limited. An answer to a
+	// request that changed state (a join, a heartbeat's grants) is sent
+	// and counted whatever it comes to. Each lets an answer through when
+	// nothing is held (answers.go).
+	MaxAnswerBytesHeld          int64 `yaml:"max_answer_bytes_held"`
+	MaxAnswerBytesHeldPerTenant int64 `yaml:"max_answer_bytes_held_per_tenant"`
+
 	// EventQueue bounds the requests waiting for the event loop;
 	// EventBatchMax bounds how many it steps before one persist.
 	EventQueue    int `yaml:"event_queue"`
@@ -308,6 +320,9 @@ func DefaultConfig() Config {
 		Replica:                   DefaultReplicaConfig(),
 
 		MaxConnectionsPerAddress: 1000,
+
+		MaxAnswerBytesHeld:          256 << 20,
+		MaxAnswerBytesHeldPerTenant: 32 << 20,
 	}
 }
 
@@ -472,6 +487,10 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("max_body_bytes_held_per_holder: must be >= max_body_bytes (%d), got %d", c.MaxBodyBytes, c.MaxBodyBytesHeldPerHolder)
 	case c.MaxBodyBytesHeld < c.MaxBodyBytesHeldPerHolder:
 		return fmt.Errorf("max_body_bytes_held: must be >= max_body_bytes_held_per_holder (%d), got %d", c.MaxBodyBytesHeldPerHolder, c.MaxBodyBytesHeld)
+	case c.MaxAnswerBytesHeldPerTenant < 1:
+		return fmt.Errorf("max_answer_bytes_held_per_tenant: must be >= 1, got %d", c.MaxAnswerBytesHeldPerTenant)
+	case c.MaxAnswerBytesHeld < c.MaxAnswerBytesHeldPerTenant:
+		return fmt.Errorf("max_answer_bytes_held: must be >= max_answer_bytes_held_per_tenant (%d), got %d", c.MaxAnswerBytesHeldPerTenant, c.MaxAnswerBytesHeld)
 	case c.DescribeLagMax < 0:
 		return fmt.Errorf("describe_lag_max: must be >= 0, got %d", c.DescribeLagMax)
 	case c.GroupLagLabelsMax < 0:

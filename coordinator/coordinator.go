@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/coordinator/timeline"
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/internal/answerheld"
 	"github.com/capgate/capgate/internal/bodyheld"
 	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/internal/crlf"
@@ -89,12 +91,14 @@ type Coordinator struct {
 	owned             *broker.Client // closed by the coordinator when it built it
 	keys              *keys
 	tokens            *ocap.Cache
-	bodies            *bodyheld.Holds // request bodies being read (server.go)
-	joins             *keyedLimiter   // per credential
-	attenuates        *keyedLimiter   // per chain root
-	tenantReads       tenantReads     // tenant group reads in progress, per tenant (tenant_groups.go)
-	share             *loopShare      // each tenant's member requests in the loop's queue (tenantshare.go)
-	authFailures      *authFailures   // per client address (auth.go)
+	bodies            *bodyheld.Holds     // request bodies being read (server.go)
+	answers           *answerheld.Counter // answers being written (answers.go)
+	answersRefused    prometheus.Counter
+	joins             *keyedLimiter // per credential
+	attenuates        *keyedLimiter // per chain root
+	tenantReads       tenantReads   // tenant group reads in progress, per tenant (tenant_groups.go)
+	share             *loopShare    // each tenant's member requests in the loop's queue (tenantshare.go)
+	authFailures      *authFailures // per client address (auth.go)
 	proxies           clientaddr.Proxies
 	revocations       *revocations
 	loop              *loop
@@ -185,6 +189,7 @@ func New(cfg Config, log *zap.Logger, opts ...Option) (*Coordinator, error) {
 		refusals:     refusallog.New(log),
 		tokens:       ocap.NewCache(cfg.TokenCacheEntries, cfg.Leeway),
 		bodies:       bodyheld.New(cfg.MaxBodyBytesHeld, cfg.MaxBodyBytesHeldPerHolder, cfg.ReadTimeout+time.Second),
+		answers:      answerheld.New(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerTenant),
 		joins:        newKeyedLimiter(cfg.JoinRate, cfg.JoinBurst, cfg.RateLimitEntries),
 		attenuates:   newKeyedLimiter(cfg.AttenuateRate, cfg.AttenuateBurst, cfg.RateLimitEntries),
 		authFailures: newAuthFailures(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, proxies),
@@ -254,6 +259,7 @@ func (c *Coordinator) open(o options) error {
 	c.metrics = newMetrics(c)
 	c.authFailures.register(c.metrics.registry)
 	c.share.register(c.metrics.registry)
+	c.registerAnswers(c.metrics.registry)
 	c.offsets = newOffsetResolver(c.broker, c.cfg.OffsetCacheTTL, c.cfg.BrokerTimeout)
 	c.mirror = newMirror()
 	c.timeline = timeline.New(c.cfg.Console.TimelineEvents, c.cfg.Console.MaxSubscribers)

@@ -34,5 +34,5 @@ func RouteTable(cfg Config) []api.Route {
 func (c *Coordinator) handleOpenAPI(ctx *fasthttp.RequestCtx, _ []string) {
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType(api.MediaJSON)
-	ctx.SetBody(api.OpenAPIJSON())
+	ctx.Response.SetBodyRaw(api.OpenAPIJSON()) // one copy for every connection (api.OpenAPIJSON)
 }

@@ -140,15 +140,26 @@ func channelCertificate(ctx *fasthttp.RequestCtx, ch tlsconf.Channel, what strin
 	return true
 }
 
-// consumer wraps a consumer route with the consumers' certificate rule.
+// consumer wraps a consumer route with the consumers' certificate rule,
+// and counts its large answer among the answers held (answers.go).
 func (c *Coordinator) consumer(h handler) handler {
-	if !c.cfg.TLS.Consumers.NeedsCertificate() {
-		return h
-	}
+	return c.consumerThen(h, c.countAnswer)
+}
+
+// consumerRead is consumer for a tenant's read (a GET): its large
+// answer is refused over the answers held (answers.go).
+func (c *Coordinator) consumerRead(h handler) handler {
+	return c.consumerThen(h, c.holdRead)
+}
+
+func (c *Coordinator) consumerThen(h handler, hold func(*fasthttp.RequestCtx)) handler {
+	needsCertificate := c.cfg.TLS.Consumers.NeedsCertificate()
 	return func(ctx *fasthttp.RequestCtx, params []string) {
-		if channelCertificate(ctx, c.cfg.TLS.Consumers, "consumer") {
-			h(ctx, params)
+		if needsCertificate && !channelCertificate(ctx, c.cfg.TLS.Consumers, "consumer") {
+			return
 		}
+		h(ctx, params)
+		hold(ctx)
 	}
 }
 

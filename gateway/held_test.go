@@ -166,7 +166,7 @@ func TestHeldBytesCounts(t *testing.T) {
 			t.Fatalf("step %d: held %d, want %d", i, got, s.total)
 		}
 	}
-	if len(h.byHolder) != 0 {
-		t.Fatalf("holders left counted: %v", h.byHolder)
+	if h.Holders() != 0 {
+		t.Fatalf("holders left counted: %v", h.Holders())
 	}
 }

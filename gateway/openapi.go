@@ -23,5 +23,5 @@ func RouteTable(cfg Config) []api.Route {
 
 func serveOpenAPI(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType(api.MediaJSON)
-	ctx.SetBody(api.OpenAPIJSON())
+	ctx.Response.SetBodyRaw(api.OpenAPIJSON()) // one copy for every connection (api.OpenAPIJSON)
 }

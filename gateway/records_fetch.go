@@ -53,6 +53,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/gateway/authz"
+	"github.com/capgate/capgate/internal/answerheld"
 	"github.com/capgate/capgate/internal/hangup"
 	"github.com/capgate/capgate/ocap"
 )
@@ -332,7 +333,7 @@ func (f *fetchCall) writeRaw(res *broker.FetchResult) api.Code {
 // rawStreamMin is the smallest raw answer handed to fasthttp uncopied:
 // below it the copy costs less than the stream's indirections (and the
 // broker does not recycle answers that small anyway).
-const rawStreamMin = 16 << 10
+const rawStreamMin = answerheld.Min
 
 // rawBody is a raw answer's record batches as a response body stream.
 // fasthttp writes it with WriteTo (bytes.Reader's: one Write of the whole

@@ -1,0 +1,168 @@
+package coordinator_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator"
+)
+
+// smallSendBuffers hands out connections whose kernel send buffer is
+// small, so that an answer a client does not read stays in the
+// coordinator's memory rather than in the sockets' buffers (megabytes on
+// loopback).
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		tcp.SetWriteBuffer(4096)
+	}
+	return conn, err
+}
+
+// unreadAnswer sends a GET of path with token on a connection with a
+// tiny receive window, reads its status line, and leaves the rest unread
+// until close (or the test's end).
+func unreadAnswer(t *testing.T, h *harness, path, token string) (status int, close func()) {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	authorization := ""
+	if token != "" {
+		authorization = "Authorization: Bearer " + token + "\r\n"
+	}
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: c\r\n%s\r\n", path, authorization)
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 16), nil)
+	if err != nil {
+		t.Fatalf("status of an unread GET %s: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		t.Fatalf("unread GET %s: %d %s", path, resp.StatusCode, body)
+	}
+	return resp.StatusCode, func() { conn.Close() }
+}
+
+// TestSlowReadersHoldBoundedAnswerBytes is the attack of a tenant
+// reading large answers (describes, committed offsets, a member's
+// offsets, listings) through connections that read slowly: the read
+// place and the rate are given back when the handler returns, before the
+// answer is written, so nothing bounded the answers waiting for their
+// readers but the rate (~20 MB a second of answers at the defaults, held
+// up to write_timeout). Now a tenant's answers not yet read are bounded
+// (max_answer_bytes_held_per_tenant: A's second read of its 2,000
+// partitions' offsets, while the first is unread, is 429 naming the
+// bound), and in all (max_answer_bytes_held: B's large read 503
+// overloaded while A holds the total); B's small reads and A's member's
+// heartbeat are served; once A's reader goes, the bytes are given back
+// and A reads again. Fails without (A's second read 200).
+func TestSlowReadersHoldBoundedAnswerBytes(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 2000, "small": 1})
+	e.cfg.MaxAnswerBytesHeldPerTenant, e.cfg.MaxAnswerBytesHeld = 32<<10, 64<<10
+	e.cfg.WriteTimeout = 2 * time.Minute // the reader, not the clock, ends the hold
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.start(t, coordinator.WithListener(smallSendBuffers{ln}))
+	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
+	a := h.join(t, "ga", credA, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
+	credB := h.clientCredential(t, []string{"gb", "gb-small"}, []string{"big", "small"})
+	h.join(t, "gb", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
+	h.join(t, "gb-small", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
+
+	_, closeA := unreadAnswer(t, h, "/v1/groups/ga", credA)
+	// Its status line read, the answer is counted: holdAnswer ran before
+	// fasthttp wrote a byte of it.
+	status, body, header, err := h.try("GET", "/v1/groups/ga", credA, nil)
+	if err != nil || status != http.StatusTooManyRequests || limitOf(body) != "coordinator.max_answer_bytes_held_per_tenant" || header.Get("Retry-After") == "" {
+		t.Fatalf("A's second describe with its first unread: %v %d %.300s (Retry-After %q), want 429 naming coordinator.max_answer_bytes_held_per_tenant",
+			err, status, body, header.Get("Retry-After"))
+	}
+	if n := coordinator.AnswerBytesHeld(h.c); n < 32<<10 {
+		t.Fatalf("A's unread answer: %d bytes held", n)
+	}
+	status, body, header, err = h.try("GET", "/v1/groups/gb", credB, nil)
+	if err != nil || status != http.StatusServiceUnavailable || errorCode(t, body) != api.CodeOverloaded || header.Get("Retry-After") == "" {
+		t.Fatalf("B's large read while A holds max_answer_bytes_held: %v %d %.300s, want 503 overloaded", err, status, body)
+	}
+	if status, body, _, err := h.try("GET", "/v1/groups/gb-small", credB, nil); err != nil || status != http.StatusOK {
+		t.Fatalf("B's small read beside A: %v %d %.300s", err, status, body)
+	}
+	a.heartbeat(t, 0) // a request that changes state is never refused for it
+
+	closeA()
+	eventually(t, func() string {
+		if n := coordinator.AnswerBytesHeld(h.c); n != 0 {
+			return fmt.Sprintf("A's reader gone: %d bytes still held", n)
+		}
+		return ""
+	})
+	for group, credential := range map[string]string{"ga": credA, "gb": credB} {
+		if status, body, _, err := h.try("GET", "/v1/groups/"+group, credential, nil); err != nil || status != http.StatusOK || len(body) < 32<<10 {
+			t.Fatalf("describe of %s once nothing is held: %v %d (%d bytes)", group, err, status, len(body))
+		}
+	}
+	eventually(t, func() string {
+		if n := coordinator.AnswerBytesHeld(h.c); n != 0 {
+			return fmt.Sprintf("answers read whole: %d bytes still held", n)
+		}
+		return ""
+	})
+}
+
+// TestUnreadOpenAPIAnswersShareOneCopy is the same attack by anyone: GET
+// /openapi.json needs no token and its answer is ~190 KB, copied into
+// each connection's response, so connections that ask for it and read
+// nothing made the coordinator hold ~190 KB each until write_timeout —
+// max_connections_per_address (1,000): ~190 MB from one address, no
+// credential. The document is now one slice handed to every answer
+// uncopied: 48 unread answers add under half a copy each to the live heap.
+// Fails without (~9 MB added).
+func TestUnreadOpenAPIAnswersShareOneCopy(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	e.cfg.WriteTimeout = 2 * time.Minute
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.start(t, coordinator.WithListener(smallSendBuffers{ln}))
+	document := len(api.OpenAPIJSON())
+	unreadAnswer(t, h, "/openapi.json", "") // fasthttp's pools warmed by one
+	const readers = 48
+	before := liveHeap()
+	for range readers {
+		unreadAnswer(t, h, "/openapi.json", "")
+	}
+	// With the fix ~25 KB a connection (fasthttp's buffers), without it
+	// ~225 KB.
+	if grown := liveHeap() - before; grown > readers*int64(document)/2 {
+		t.Fatalf("%d unread answers of the %d-byte document grew the live heap by %d bytes (%d each), want under half a copy each",
+			readers, document, grown, grown/readers)
+	}
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
