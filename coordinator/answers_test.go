@@ -1,63 +1,28 @@
 package coordinator_test
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/internal/answerheld/answerheldtest"
 )
 
-// smallSendBuffers hands out connections whose kernel send buffer is
-// small, so that an answer a client does not read stays in the
-// coordinator's memory rather than in the sockets' buffers (megabytes on
-// loopback).
-type smallSendBuffers struct{ net.Listener }
-
-func (l smallSendBuffers) Accept() (net.Conn, error) {
-	conn, err := l.Listener.Accept()
-	if tcp, ok := conn.(*net.TCPConn); ok {
-		tcp.SetWriteBuffer(4096)
-	}
-	return conn, err
-}
-
-// unreadAnswer sends a GET of path with token on a connection with a
-// tiny receive window, reads its status line, and leaves the rest unread
-// until close (or the test's end).
-func unreadAnswer(t *testing.T, h *harness, path, token string) (status int, close func()) {
+// unreadAnswer sends a GET of path with token (none: "") and leaves its
+// answer unread past the status line until close or the test's end.
+func unreadAnswer(t *testing.T, h *harness, path, token string) (close func()) {
 	t.Helper()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-	}}
-	conn, err := d.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
 	authorization := ""
 	if token != "" {
 		authorization = "Authorization: Bearer " + token + "\r\n"
 	}
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: c\r\n%s\r\n", path, authorization)
-	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 16), nil)
-	if err != nil {
-		t.Fatalf("status of an unread GET %s: %v", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		t.Fatalf("unread GET %s: %d %s", path, resp.StatusCode, body)
-	}
-	return resp.StatusCode, func() { conn.Close() }
+	_, close = answerheldtest.Unread(t, strings.TrimPrefix(h.base, "http://"), fmt.Sprintf("GET %s HTTP/1.1\r\nHost: c\r\n%s\r\n", path, authorization))
+	return close
 }
 
 // TestSlowReadersHoldBoundedAnswerBytes is the attack of a tenant
@@ -81,14 +46,14 @@ func TestSlowReadersHoldBoundedAnswerBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := e.start(t, coordinator.WithListener(smallSendBuffers{ln}))
+	h := e.start(t, coordinator.WithListener(answerheldtest.SmallSendBuffers{Listener: ln}))
 	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
 	a := h.join(t, "ga", credA, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
 	credB := h.clientCredential(t, []string{"gb", "gb-small"}, []string{"big", "small"})
 	h.join(t, "gb", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
 	h.join(t, "gb-small", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
 
-	_, closeA := unreadAnswer(t, h, "/v1/groups/ga", credA)
+	closeA := unreadAnswer(t, h, "/v1/groups/ga", credA)
 	// Its status line read, the answer is counted: holdAnswer ran before
 	// fasthttp wrote a byte of it.
 	status, body, header, err := h.try("GET", "/v1/groups/ga", credA, nil)
@@ -143,26 +108,18 @@ func TestUnreadOpenAPIAnswersShareOneCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := e.start(t, coordinator.WithListener(smallSendBuffers{ln}))
+	h := e.start(t, coordinator.WithListener(answerheldtest.SmallSendBuffers{Listener: ln}))
 	document := len(api.OpenAPIJSON())
 	unreadAnswer(t, h, "/openapi.json", "") // fasthttp's pools warmed by one
 	const readers = 48
-	before := liveHeap()
+	before := answerheldtest.LiveHeap()
 	for range readers {
 		unreadAnswer(t, h, "/openapi.json", "")
 	}
 	// With the fix ~25 KB a connection (fasthttp's buffers), without it
 	// ~225 KB.
-	if grown := liveHeap() - before; grown > readers*int64(document)/2 {
+	if grown := answerheldtest.LiveHeap() - before; grown > readers*int64(document)/2 {
 		t.Fatalf("%d unread answers of the %d-byte document grew the live heap by %d bytes (%d each), want under half a copy each",
 			readers, document, grown, grown/readers)
 	}
-}
-
-// liveHeap is the heap in use after a collection.
-func liveHeap() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }
