@@ -57,7 +57,7 @@ func (c *Coordinator) holdRead(ctx *fasthttp.RequestCtx) {
 // largeAnswerHolder is the tenant ctx's answer counts for if it is
 // large enough to count, else "".
 func (c *Coordinator) largeAnswerHolder(ctx *fasthttp.RequestCtx) string {
-	if len(ctx.Response.Body()) < answerheld.Min || ctx.Response.IsBodyStream() {
+	if ctx.Response.IsBodyStream() || len(ctx.Response.Body()) < answerheld.Min { // a stream's Body() would read it all
 		return ""
 	}
 	return c.answerHolder(ctx)
