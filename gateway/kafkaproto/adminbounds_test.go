@@ -34,6 +34,7 @@ import (
 type adminCoordinator struct {
 	partitions int
 	listed     []api.TenantGroup
+	members    []api.TenantMember // every described group's
 	hold       bool
 
 	mu        sync.Mutex
@@ -73,7 +74,7 @@ func (a *adminCoordinator) start(t *testing.T) string {
 			if a.held(r, a.described, group) {
 				return
 			}
-			json.NewEncoder(w).Encode(api.TenantGroupDescription{Group: group, State: "Stable", Assignor: "sticky"})
+			json.NewEncoder(w).Encode(api.TenantGroupDescription{Group: group, State: "Stable", Assignor: "sticky", Members: a.members})
 		default:
 			http.NotFound(w, r)
 		}
@@ -420,4 +421,72 @@ func TestListGroupsFiltersBounded(t *testing.T) {
 // the paging went on for request_timeout (here a minute).
 func TestListGroupsEndsWhenTheClientLeaves(t *testing.T) {
 	hangUpDuring(t, kmsg.NewPtrListGroupsRequest())
+}
+
+// TestDescribeAnswersBounded is redteam15 #3: DescribeGroups and
+// ConsumerGroupDescribe bounded the groups they describe (100), not the
+// bytes: a description is up to the coordinator's describe_bytes_max
+// (4 MiB) of members, so one request naming a large group 100 times made
+// the listener build a ~400 MB answer for one connection. Now an answer
+// carries at most describeAnswerBytesMax of members (here 1 MiB; the
+// group is ~420 KB): a group named ten times is described whole twice,
+// and the other eight answer INVALID_REQUEST with the message. Fails
+// without (ten whole descriptions).
+func TestDescribeAnswersBounded(t *testing.T) {
+	defer func(saved int) { describeAnswerBytesMax = saved }(describeAnswerBytesMax)
+	describeAnswerBytesMax = 1 << 20
+	member := api.TenantMember{MemberID: "m-1", ClientID: "c"}
+	for i := range 2000 {
+		member.Topics = append(member.Topics, fmt.Sprintf("%03d-%s", i, strings.Repeat("t", 200)))
+	}
+	a := &adminCoordinator{members: []api.TenantMember{member}}
+	_, s := adminServer(t, a.start(t), 5*time.Second)
+	s.topics.loaded, s.topics.maxAge, s.topics.topics = time.Now(), time.Hour, map[string]topicInfo{} // no Kafka here: ConsumerGroupDescribe's topic ids from the cache
+	b := kgoBroker(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	describe := kmsg.NewPtrDescribeGroupsRequest()
+	classic := kmsg.NewPtrConsumerGroupDescribeRequest()
+	for range 10 {
+		describe.Groups = append(describe.Groups, "big")
+		classic.Groups = append(classic.Groups, "big")
+	}
+	raw, err := b.Request(ctx, describe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, cut := 0, 0
+	for _, g := range raw.(*kmsg.DescribeGroupsResponse).Groups {
+		switch {
+		case g.ErrorCode == 0 && len(g.Members) == 1:
+			whole++
+		case g.ErrorCode == kerr.InvalidRequest.Code && len(g.Members) == 0:
+			cut++
+		default:
+			t.Fatalf("DescribeGroups: group %s error %d with %d members", g.Group, g.ErrorCode, len(g.Members))
+		}
+	}
+	if whole != 2 || cut != 8 {
+		t.Errorf("DescribeGroups naming a ~420 KB group 10 times, 1 MiB an answer: %d described, %d cut; want 2 and 8", whole, cut)
+	}
+
+	raw, err = b.Request(ctx, classic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, cut = 0, 0
+	for _, g := range raw.(*kmsg.ConsumerGroupDescribeResponse).Groups {
+		switch {
+		case g.ErrorCode == 0 && len(g.Members) == 1:
+			whole++
+		case g.ErrorCode == kerr.InvalidRequest.Code && len(g.Members) == 0 && g.ErrorMessage != nil && *g.ErrorMessage == describeCut:
+			cut++
+		default:
+			t.Fatalf("ConsumerGroupDescribe: group %s error %d with %d members", g.Group, g.ErrorCode, len(g.Members))
+		}
+	}
+	if whole != 2 || cut != 8 {
+		t.Errorf("ConsumerGroupDescribe naming a ~420 KB group 10 times, 1 MiB an answer: %d described, %d cut; want 2 and 8", whole, cut)
+	}
 }

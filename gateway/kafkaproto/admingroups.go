@@ -43,7 +43,10 @@ package kafkaproto
 //     partitions) built from what the coordinator says each owns; the
 //     protocol is the capgate assignor; authorized operations (v3+, when
 //     asked) READ and DESCRIBE. At most describeGroupsMax groups per
-//     request; the rest answer INVALID_REQUEST.
+//     request, the rest INVALID_REQUEST; and at most
+//     describeAnswerBytesMax of members over them (a group named twice
+//     counted twice, the first with members whole), a group past it
+//     INVALID_REQUEST with a message.
 //   - A coordinator that cannot answer: COORDINATOR_NOT_AVAILABLE
 //     (retriable) — never an empty answer that would read as "no groups".
 
@@ -211,6 +214,7 @@ func coordinatorError(err error) int16 {
 func handleDescribeGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	budget := &describeBudget{}
 	for i, name := range req.Groups {
 		if i >= describeGroupsMax {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
@@ -218,17 +222,23 @@ func handleDescribeGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, 
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		resp.Groups = append(resp.Groups, c.describeGroup(name, req.IncludeAuthorizedOperations))
+		rg, n := c.describeGroup(name, req.IncludeAuthorizedOperations)
+		if !budget.take(n) {
+			rg = kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode, rg.ErrorMessage = name, kerr.InvalidRequest.Code, kmsg.StringPtr(describeCut)
+		}
+		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil
 }
 
-// describeGroup answers one group of a DescribeGroups.
-func (c *conn) describeGroup(name string, operations bool) kmsg.DescribeGroupsResponseGroup {
+// describeGroup answers one group of a DescribeGroups, with its
+// members' bytes (describedBytes; 0 when it has none to show).
+func (c *conn) describeGroup(name string, operations bool) (kmsg.DescribeGroupsResponseGroup, int) {
 	rg := kmsg.NewDescribeGroupsResponseGroup()
 	rg.Group = name
 	if rg.ErrorCode = c.groupAllowed(name, time.Now()); rg.ErrorCode != 0 {
-		return rg
+		return rg, 0
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
 	defer cancel()
@@ -236,14 +246,14 @@ func (c *conn) describeGroup(name string, operations bool) kmsg.DescribeGroupsRe
 	switch {
 	case client.CodeOf(err) == api.CodeNotFound:
 		rg.State = "Dead" // Kafka's answer for a group it does not know
-		return rg
+		return rg, 0
 	case err != nil:
 		rg.ErrorCode = describeError(err)
-		return rg
+		return rg, 0
 	}
 	if c.hidesTopics(d) {
 		rg.ErrorCode = kerr.TopicAuthorizationFailed.Code // the listener builds the members' metadata: it shows no topic the connection may not see
-		return rg
+		return rg, 0
 	}
 	rg.State, rg.ProtocolType = d.State, "consumer"
 	if operations {
@@ -256,7 +266,7 @@ func (c *conn) describeGroup(name string, operations bool) kmsg.DescribeGroupsRe
 	for _, m := range d.Members {
 		rg.Members = append(rg.Members, describedMember(m, local[m.MemberID]))
 	}
-	return rg
+	return rg, describedBytes(d)
 }
 
 // localMember is what this gateway knows of a member it runs: its

@@ -45,7 +45,10 @@ package kafkaproto
 //     served).
 //   - Bounds as DescribeGroups and OffsetFetch: at most describeGroupsMax
 //     groups, the rest INVALID_REQUEST with a message (logged within
-//     refusallog's bound); a group named twice read once; every
+//     refusallog's bound), and describeAnswerBytesMax of members over
+//     them (a group named twice counted twice: it is in the answer twice;
+//     the first with members whole; a group past it INVALID_REQUEST with
+//     a message); a group named twice read once; every
 //     coordinator read of the request within one request_timeout; a
 //     client hanging up (or half-closing, or the listener closing) ends
 //     the read in flight at once, and the request is answered as for a
@@ -90,7 +93,12 @@ func handleConsumerGroupDescribe(c *conn, _ header, kreq kmsg.Request) (kmsg.Res
 	c.watchHangUp(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, c.s.cfg.RequestTimeout)
 		defer cancel()
-		described := map[string]kmsg.ConsumerGroupDescribeResponseGroup{}
+		type description struct {
+			rg kmsg.ConsumerGroupDescribeResponseGroup
+			n  int // its members' bytes (describedBytes)
+		}
+		described := map[string]description{}
+		budget := &describeBudget{}
 		for i, name := range req.Groups {
 			if i >= describeGroupsMax {
 				rg := kmsg.NewConsumerGroupDescribeResponseGroup()
@@ -100,15 +108,20 @@ func handleConsumerGroupDescribe(c *conn, _ header, kreq kmsg.Request) (kmsg.Res
 				refused++
 				continue
 			}
-			rg, ok := described[name]
+			d, ok := described[name]
 			if !ok && hungUp(ctx) { // the rest answered as the coordinator unreachable, not read
-				rg = kmsg.NewConsumerGroupDescribeResponseGroup()
-				rg.Group, rg.ErrorCode = name, kerr.CoordinatorNotAvailable.Code
+				d.rg = kmsg.NewConsumerGroupDescribeResponseGroup()
+				d.rg.Group, d.rg.ErrorCode = name, kerr.CoordinatorNotAvailable.Code
 				ok = true
 			}
 			if !ok {
-				rg = c.describeConsumerGroup(ctx, name, req.IncludeAuthorizedOperations)
-				described[name] = rg
+				d.rg, d.n = c.describeConsumerGroup(ctx, name, req.IncludeAuthorizedOperations)
+				described[name] = d
+			}
+			rg := d.rg
+			if !budget.take(d.n) { // a group named twice is in the answer twice
+				rg = kmsg.NewConsumerGroupDescribeResponseGroup()
+				rg.Group, rg.ErrorCode, rg.ErrorMessage = name, kerr.InvalidRequest.Code, kmsg.StringPtr(describeCut)
 			}
 			resp.Groups = append(resp.Groups, rg)
 		}
@@ -121,28 +134,28 @@ func handleConsumerGroupDescribe(c *conn, _ header, kreq kmsg.Request) (kmsg.Res
 }
 
 // describeConsumerGroup answers one group of a ConsumerGroupDescribe.
-func (c *conn) describeConsumerGroup(ctx context.Context, name string, operations bool) kmsg.ConsumerGroupDescribeResponseGroup {
+func (c *conn) describeConsumerGroup(ctx context.Context, name string, operations bool) (kmsg.ConsumerGroupDescribeResponseGroup, int) {
 	rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 	rg.Group = name
 	if rg.ErrorCode = c.groupAllowed(name, time.Now()); rg.ErrorCode != 0 {
-		return rg
+		return rg, 0
 	}
 	d, err := tenantGroupsOf(c.s).describe(ctx, c.principal.Token, name)
 	switch {
 	case client.CodeOf(err) == api.CodeNotFound:
 		rg.ErrorCode = kerr.GroupIDNotFound.Code
 		rg.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("Group %s not found.", name))
-		return rg
+		return rg, 0
 	case err != nil:
 		if rg.ErrorCode = describeError(err); rg.ErrorCode == kerr.TopicAuthorizationFailed.Code {
 			rg.ErrorMessage = kmsg.StringPtr(hiddenTopicsMessage)
 		}
-		return rg
+		return rg, 0
 	}
 	if c.hidesTopics(d) {
 		rg.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		rg.ErrorMessage = kmsg.StringPtr(hiddenTopicsMessage)
-		return rg
+		return rg, 0
 	}
 	rg.State, rg.AssignorName = consumerGroupState(d.State), d.Assignor
 	local := c.s.groups.localMembers(name)
@@ -159,7 +172,7 @@ func (c *conn) describeConsumerGroup(ctx context.Context, name string, operation
 	if operations {
 		rg.AuthorizedOperations = groupOperations
 	}
-	return rg
+	return rg, describedBytes(d)
 }
 
 // hiddenTopicsMessage says why a group that uses topics the connection
