@@ -36,6 +36,18 @@ func (h *heldBytes) take(holder string, n int64) api.Code {
 	return ""
 }
 
+// full is take's refusal of any answer for holder now, "" while there
+// is room.
+func (h *heldBytes) full(holder string) api.Code {
+	switch h.Full(holder) {
+	case answerheld.OverHolder:
+		return api.CodeTooManyFetches
+	case answerheld.OverAll:
+		return api.CodeOverloaded
+	}
+	return ""
+}
+
 // give returns n bytes of holder's that take counted.
 func (h *heldBytes) give(holder string, n int64) { h.Give(holder, n) }
 

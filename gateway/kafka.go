@@ -218,6 +218,14 @@ func (k kafkaGate) Hold(c *ocap.Claims, n int) (func(), api.Code) {
 	return func() { k.g.held.give(holder, int64(n)) }, ""
 }
 
+func (k kafkaGate) HoldAnswer(c *ocap.Claims, n int) func() {
+	holder := holderOf(c)
+	k.g.held.Force(holder, int64(n))
+	return func() { k.g.held.give(holder, int64(n)) }
+}
+
+func (k kafkaGate) AnswerRoom(c *ocap.Claims) api.Code { return k.g.held.full(holderOf(c)) }
+
 func (k kafkaGate) Observe(c *ocap.Claims, op string, code api.Code, bytes int, now time.Time) {
 	m := k.g.metrics
 	m.outcome(op, code, 0, false)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,6 +21,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/answerheld"
+	"github.com/capgate/capgate/ocap"
 )
 
 // The attacks of redteam3 items 2 and 3 on the listener's admin reads,
@@ -488,5 +491,110 @@ func TestDescribeAnswersBounded(t *testing.T) {
 	}
 	if whole != 2 || cut != 8 {
 		t.Errorf("ConsumerGroupDescribe naming a ~420 KB group 10 times, 1 MiB an answer: %d described, %d cut; want 2 and 8", whole, cut)
+	}
+}
+
+// heldGate is clientGate whose answers held are counted for real
+// (internal/answerheld), per principal subject.
+type heldGate struct {
+	clientGate
+	held *answerheld.Counter
+}
+
+func (g heldGate) HoldAnswer(c *ocap.Claims, n int) func() {
+	g.held.Force(c.Subject, int64(n))
+	return func() { g.held.Give(c.Subject, int64(n)) }
+}
+
+func (g heldGate) AnswerRoom(c *ocap.Claims) api.Code {
+	if g.held.Full(c.Subject) != answerheld.None {
+		return api.CodeTooManyFetches
+	}
+	return ""
+}
+
+// TestSlowAdminReadersHoldBoundedAnswers is redteam15 #1 at the Kafka
+// listener: an admin read's answer (DescribeGroups, ListGroups, an
+// OffsetFetch without a member) stays in the gateway until its reader
+// takes it, up to write_timeout, and nothing but the coordinator's rate
+// bounded how many a tenant's slow connections held. Now every answer of
+// 16 KiB or more is counted with the holder's fetch answers until
+// written, and an admin read asked while the holder holds its cap
+// answers COORDINATOR_NOT_AVAILABLE (throttled) without asking the
+// coordinator: here a DescribeGroups of a ~16 MB answer left unread holds
+// the holder's 1 MiB, its next describe on another connection is
+// refused unread, and once the reader goes it is described again. Fails
+// without (the second describe answered).
+func TestSlowAdminReadersHoldBoundedAnswers(t *testing.T) {
+	member := api.TenantMember{MemberID: "m-1", ClientID: "c"}
+	for i := range 2000 {
+		member.Topics = append(member.Topics, fmt.Sprintf("%03d-%s", i, strings.Repeat("t", 200)))
+	}
+	a := &adminCoordinator{members: []api.TenantMember{member}}
+	cfg := testConfig()
+	cfg.CoordinatorURL, cfg.MaxRequestBytes, cfg.WriteTimeout = a.start(t), 8<<20, 2*time.Minute
+	gate := heldGate{held: answerheld.New(1<<30, 1<<20)}
+	s, err := New(cfg, gate, anyClient{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeWithin(t, s, 10*time.Second) })
+
+	unread := dialAuthenticated(t, s, "credential")
+	unread.nc.(*net.TCPConn).SetReadBuffer(4096)
+	large := kmsg.NewPtrDescribeGroupsRequest()
+	for range 38 { // ~16 MB: past what the sockets buffer
+		large.Groups = append(large.Groups, "big")
+	}
+	if err := unread.send(large); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for gate.held.Held() < 1<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the unread answer: %d bytes held, want it counted", gate.held.Held())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the listener, not waiting for an event
+	}
+	a.mu.Lock()
+	reads := a.described["big"]
+	a.mu.Unlock()
+
+	b := kgoBroker(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	describe := kmsg.NewPtrDescribeGroupsRequest()
+	describe.Groups = []string{"big"}
+	raw, err := b.Request(ctx, describe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.DescribeGroupsResponse)
+	if g := resp.Groups[0]; g.ErrorCode != kerr.CoordinatorNotAvailable.Code || len(g.Members) != 0 || resp.ThrottleMillis == 0 {
+		t.Fatalf("a describe while the holder's answer is unread: error %d, %d members, throttle %d ms; want COORDINATOR_NOT_AVAILABLE, throttled",
+			g.ErrorCode, len(g.Members), resp.ThrottleMillis)
+	}
+	a.mu.Lock()
+	after := a.described["big"]
+	a.mu.Unlock()
+	if after != reads {
+		t.Errorf("the refused describe asked the coordinator (%d reads, %d before)", after, reads)
+	}
+
+	unread.nc.Close()
+	for gate.held.Held() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader gone: %d bytes still held", gate.held.Held())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if raw, err = b.Request(ctx, describe); err != nil {
+		t.Fatal(err)
+	}
+	if g := raw.(*kmsg.DescribeGroupsResponse).Groups[0]; g.ErrorCode != 0 || len(g.Members) != 1 {
+		t.Fatalf("a describe once nothing is held: error %d, %d members", g.ErrorCode, len(g.Members))
 	}
 }

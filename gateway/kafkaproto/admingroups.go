@@ -49,6 +49,9 @@ package kafkaproto
 //     INVALID_REQUEST with a message.
 //   - A coordinator that cannot answer: COORDINATOR_NOT_AVAILABLE
 //     (retriable) — never an empty answer that would read as "no groups".
+//     So does a read asked while the connection's holder, or the gateway,
+//     holds its cap of answers not yet written (answerRoom), throttled a
+//     second, without asking the coordinator.
 
 import (
 	"context"
@@ -97,6 +100,10 @@ func handleListGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, erro
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		}
 		return resp, nil // a denied or expired credential sees nothing
+	}
+	if !c.answerRoom() {
+		resp.ErrorCode, resp.ThrottleMillis = kerr.CoordinatorNotAvailable.Code, answerRoomThrottle
+		return resp, nil
 	}
 	var listed []api.TenantGroup
 	var err error
@@ -215,7 +222,17 @@ func handleDescribeGroups(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, 
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	budget := &describeBudget{}
+	room := c.answerRoom()
+	if !room {
+		resp.ThrottleMillis = answerRoomThrottle
+	}
 	for i, name := range req.Groups {
+		if !room {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = name, kerr.CoordinatorNotAvailable.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
 		if i >= describeGroupsMax {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
 			rg.Group, rg.ErrorCode = name, kerr.InvalidRequest.Code

@@ -285,6 +285,12 @@ func (c *conn) write(correlation int32, resp kmsg.Response) error {
 		}
 	}
 	c.wbuf = appendResponse(c.wbuf[:0], correlation, resp)
+	if len(c.wbuf) >= holdMin && c.principal != nil {
+		// Counted as held until written, as a Fetch's records are: the
+		// admin reads ask AnswerRoom before building theirs (answerRoom).
+		release := c.s.gate.HoldAnswer(c.principal.Claims, len(c.wbuf))
+		defer release()
+	}
 	err := c.writeRaw(c.wbuf)
 	if cap(c.wbuf) > 64<<10 {
 		c.wbuf = nil // do not keep a large answer's buffer per idle connection

@@ -99,6 +99,10 @@ func handleConsumerGroupDescribe(c *conn, _ header, kreq kmsg.Request) (kmsg.Res
 		}
 		described := map[string]description{}
 		budget := &describeBudget{}
+		room := c.answerRoom()
+		if !room {
+			resp.ThrottleMillis = answerRoomThrottle
+		}
 		for i, name := range req.Groups {
 			if i >= describeGroupsMax {
 				rg := kmsg.NewConsumerGroupDescribeResponseGroup()
@@ -109,7 +113,7 @@ func handleConsumerGroupDescribe(c *conn, _ header, kreq kmsg.Request) (kmsg.Res
 				continue
 			}
 			d, ok := described[name]
-			if !ok && hungUp(ctx) { // the rest answered as the coordinator unreachable, not read
+			if !ok && (hungUp(ctx) || !room) { // the rest answered as the coordinator unreachable, not read
 				d.rg = kmsg.NewConsumerGroupDescribeResponseGroup()
 				d.rg.Group, d.rg.ErrorCode = name, kerr.CoordinatorNotAvailable.Code
 				ok = true

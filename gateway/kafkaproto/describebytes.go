@@ -58,3 +58,21 @@ func describedBytes(d api.TenantGroupDescription) int {
 	}
 	return n
 }
+
+// answerRoom reports whether an admin read (ListGroups, DescribeGroups,
+// ConsumerGroupDescribe, an OffsetFetch without a member) may build its
+// answer: the connection's holder holds less than
+// max_answer_bytes_held_per_holder of answers not yet written (a Fetch's
+// records, and every other answer of 16 KiB or more: conn.write), and
+// the gateway less than max_answer_bytes_held. Else it answers as a
+// coordinator that cannot (retriable), throttled answerRoomThrottle,
+// without asking the coordinator. The answers themselves are counted
+// whatever they come to (they are sent once built); without this, a
+// tenant's admin reads on connections that read slowly held what the
+// coordinator's rate lets it build, ~20 MB a second, up to
+// write_timeout: ~200 MB (redteam15 #1 at the gateway).
+func (c *conn) answerRoom() bool { return c.s.gate.AnswerRoom(c.principal.Claims) == "" }
+
+// answerRoomThrottle is how long a client is asked to wait after an
+// admin read refused for the answers held.
+const answerRoomThrottle = 1000 // ms

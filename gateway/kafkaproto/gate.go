@@ -59,6 +59,13 @@ type Gate interface {
 	// release gives them back once written. Over a cap nothing is counted
 	// and code says which (overloaded, too_many_fetches).
 	Hold(c *ocap.Claims, n int) (release func(), code api.Code)
+	// HoldAnswer counts n bytes of another answer about to be written (an
+	// admin read's, Metadata's: anything but a Fetch's records) for c's
+	// holder whatever they come to — it must be sent; release gives them
+	// back once written. AnswerRoom is Hold's refusal of any answer for
+	// c now ("" while there is room): asked before a read builds one.
+	HoldAnswer(c *ocap.Claims, n int) (release func())
+	AnswerRoom(c *ocap.Claims) api.Code
 	// Observe records one partition's outcome of op: metrics, and on
 	// success the bytes against c's byte rate. c is nil when no
 	// capability covered the partition.

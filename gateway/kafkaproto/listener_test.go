@@ -49,6 +49,8 @@ func (refuseGate) Track(base context.Context, _ *ocap.Claims, _ authz.Request, _
 	return base, func() {}, ""
 }
 func (refuseGate) Hold(*ocap.Claims, int) (func(), api.Code)              { return func() {}, "" }
+func (refuseGate) HoldAnswer(*ocap.Claims, int) func()                    { return func() {} }
+func (refuseGate) AnswerRoom(*ocap.Claims) api.Code                       { return "" }
 func (refuseGate) Observe(*ocap.Claims, string, api.Code, int, time.Time) {}
 func (refuseGate) Broker() *broker.Client                                 { return nil }
 

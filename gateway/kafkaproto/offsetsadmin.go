@@ -11,7 +11,8 @@ package kafkaproto
 // the connection's own token — never the admin token — so the
 // coordinator decides again. Partitions without a commit answer -1; all
 // topics (a nil topic list) answer every committed partition. The
-// coordinator unreachable: COORDINATOR_LOAD_IN_PROGRESS (retriable), never
+// coordinator unreachable, or the connection's holder holding its cap of
+// answers not yet written (answerRoom): COORDINATOR_LOAD_IN_PROGRESS (retriable), never
 // -1, which would have a client apply its reset policy to a partition
 // that has a commit; the credential refused there:
 // GROUP_AUTHORIZATION_FAILED.
@@ -34,6 +35,10 @@ import (
 // the group is named (f.committed), within the request's context.
 func (c *conn) fetchCommittedOffsets(f *offsetFetch, out kmsg.OffsetFetchResponseGroup, all bool, wanted map[string][]int32) kmsg.OffsetFetchResponseGroup {
 	read, ok := f.committed[out.Group]
+	if !ok && !c.answerRoom() {
+		out.ErrorCode = kerr.CoordinatorLoadInProgress.Code // retriable, as an unreachable coordinator
+		return out
+	}
 	if !ok {
 		read.resp, read.err = tenantGroupsOf(c.s).committed(f.ctx, c.principal.Token, out.Group)
 		f.committed[out.Group] = read

@@ -69,6 +69,22 @@ func (c *Counter) Take(holder string, n int64) Refusal {
 	return None
 }
 
+// Full is why a Take of any size for holder would be refused now: the
+// holder holds perHolder, or the server max (None while there is room).
+// A server asks it before the work of an answer it could not refuse
+// once made.
+func (c *Counter) Full(holder string) Refusal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.byHolder[holder] >= c.perHolder:
+		return OverHolder
+	case c.total >= c.max:
+		return OverAll
+	}
+	return None
+}
+
 // Force counts n bytes for holder whatever they come to: an answer that
 // must be sent (the request changed state). Later Takes see them.
 func (c *Counter) Force(holder string, n int64) {
