@@ -156,6 +156,15 @@ func (m *groupMember) Records() []*kgo.Record {
 	return append([]*kgo.Record(nil), m.records...)
 }
 
+// byTopic counts the records the member polled per topic.
+func (m *groupMember) byTopic() map[string]int {
+	n := map[string]int{}
+	for _, r := range m.Records() {
+		n[r.Topic]++
+	}
+	return n
+}
+
 // seen is, per partition, the offsets polled by each member.
 type ledger map[int32]map[int64][]string
 

@@ -43,13 +43,7 @@ func testSubscriptionChange(t *testing.T, proto protocol) {
 		t.Fatal(err)
 	}
 	m := joinGroup(t, s, "solo", "sub", cred, proto)
-	byTopic := func() map[string]int {
-		n := map[string]int{}
-		for _, r := range m.Records() {
-			n[r.Topic]++
-		}
-		return n
-	}
+	byTopic := m.byTopic
 	produceDirect(t, s, "orders", 0, 2)
 	sdk.Eventually(t, 20*time.Second, "the member consuming orders", func() (bool, string) {
 		return byTopic()["orders"] == 2, fmt.Sprint(byTopic())

@@ -11,7 +11,10 @@ package kafkaproto
 //     group assignor decides) and answers member epoch 1 with what the
 //     member holds right away. A regex matching no topic is no error, as
 //     in Kafka (nothing assigned until one is created): the gateway logs
-//     it (warnNoTopicMatches). A known member id rejoining at epoch 0 (a
+//     it (warnNoTopicMatches). Topic names of which some are not in
+//     Kafka join with the others, and the missing ones once created; only
+//     missing ones answer UNKNOWN_TOPIC_OR_PARTITION (missingtopics.go).
+//     A known member id rejoining at epoch 0 (a
 //     lost answer, a fenced epoch) keeps its capgate member and gets its
 //     whole assignment again.
 //   - A heartbeat whose subscription (SubscribedTopicNames or the regex)
@@ -117,6 +120,15 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 	}
 	join := api.JoinRequest{ClientID: capgateClientID(c.clientID)}
 	join.Topics, join.TopicPattern, _ = subscription848(req)
+	var missing []string
+	if join.TopicPattern == "" {
+		var code int16
+		var why string
+		if join.Topics, missing, code, why = c.subscribePresent(req.Group, join.Topics); code != 0 {
+			resp.ErrorCode, resp.ErrorMessage = code, &why
+			return resp, nil
+		}
+	}
 	if req.InstanceID != nil {
 		join.InstanceID = *req.InstanceID
 	}
@@ -126,6 +138,7 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 		resp.ErrorMessage = &msg
 		return resp, nil
 	}
+	m.awaiting(req.SubscribedTopicNames, missing)
 	epoch, assignment, _ := m.rejoin848(now)
 	resp.MemberID, resp.MemberEpoch = &m.id, epoch
 	resp.Assignment = c.assignment848(assignment)
@@ -166,9 +179,27 @@ func subscription848(req *kmsg.ConsumerGroupHeartbeatRequest) (topics []string, 
 func (c *conn) resubscribe848(m *member, req *kmsg.ConsumerGroupHeartbeatRequest) int16 {
 	topics, pattern, ok := subscription848(req)
 	if !ok || m.subscribed(topics, pattern) {
-		return 0
+		if topics, ok = c.awaitedCreated(m); !ok {
+			return 0
+		}
+		pattern = "" // a topic it waited for was created: join it
 	}
-	return resubscribeError(m.resubscribe(c.ctx, topics, pattern))
+	var missing []string
+	if pattern == "" {
+		var code int16
+		if topics, missing, code, _ = c.subscribePresent(m.group, topics); code != 0 {
+			return code
+		}
+	}
+	wanted := topics
+	if len(missing) > 0 {
+		wanted = append(slices.Clone(topics), missing...)
+	}
+	code := resubscribeError(m.resubscribe(c.ctx, topics, pattern))
+	if code == 0 {
+		m.awaiting(wanted, missing)
+	}
+	return code
 }
 
 // resubscribeError maps a refused subscription change: a topic the
@@ -271,6 +302,8 @@ func joinError(code api.Code) int16 {
 		return kerr.InconsistentGroupProtocol.Code
 	case api.CodeBadRequest:
 		return kerr.InvalidRequest.Code
+	case api.CodeNotFound: // a topic deleted since the listener's topic list was read
+		return kerr.UnknownTopicOrPartition.Code
 	}
 	if api.IsRetriable(code) {
 		return kerr.CoordinatorNotAvailable.Code

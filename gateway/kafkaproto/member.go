@@ -191,6 +191,10 @@ type member struct {
 	// mu): the body of the driver's every join (a rejoin as a new member
 	// subscribes to what the client subscribes to now).
 	join api.JoinRequest
+	// wanted: a KIP-848 member's subscription as the client sent it, when
+	// missing (some of its topics) are not in Kafka and not in join yet
+	// (missingtopics.go); nil otherwise. Under mu.
+	wanted, missing []string
 
 	ctx    context.Context // ends when the member is gone
 	cancel context.CancelFunc
@@ -924,7 +928,11 @@ func (m *member) subscribed(topics []string, pattern string) bool {
 	if pattern != "" || m.join.TopicPattern != "" {
 		return pattern == m.join.TopicPattern
 	}
-	a, b := slices.Clone(topics), slices.Clone(m.join.Topics)
+	joined := m.join.Topics
+	if m.wanted != nil {
+		joined = m.wanted // the missing topics are subscribed to, not joined
+	}
+	a, b := slices.Clone(topics), slices.Clone(joined)
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))

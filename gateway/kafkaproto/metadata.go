@@ -31,7 +31,9 @@ package kafkaproto
 //     that error, not on a Metadata answer;
 //     TestKcatConsumeOnlyProduceIsRefusedAtProduce). Others answer
 //     TOPIC_AUTHORIZATION_FAILED when named, and are left out when all
-//     topics are asked for. Topics are never auto-created.
+//     topics are asked for. Topics are never auto-created; a named topic
+//     Kafka does not have is logged (missingtopics.go: a kgo consumer of
+//     it waits, saying so only in its own log, if it has one, at info).
 //   - Leader epochs are -1 (unknown), replicas and ISR the leader alone;
 //     topic ids are Kafka's (KIP-848 assignments name topics by id).
 
@@ -73,6 +75,7 @@ func handleMetadata(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error)
 		}
 		return resp, nil
 	}
+	var missing []string
 	for _, rt := range req.Topics {
 		name := ""
 		if rt.Topic != nil {
@@ -80,7 +83,15 @@ func handleMetadata(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error)
 		} else {
 			name = byID[rt.TopicID]
 		}
-		resp.Topics = append(resp.Topics, c.namedTopic(name, rt.TopicID, topics, err != nil, refused))
+		t := c.namedTopic(name, rt.TopicID, topics, err != nil, refused)
+		if t.ErrorCode == kerr.UnknownTopicOrPartition.Code && rt.Topic != nil {
+			missing = append(missing, name)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	if len(missing) > 0 {
+		c.sayMissingTopics("kafka client asked for topics Kafka does not have (answered UNKNOWN_TOPIC_OR_PARTITION): "+
+			"a consumer subscribed to them waits, joining no group, until they are created; correct the name, or create the topic", "", missing)
 	}
 	return resp, nil
 }

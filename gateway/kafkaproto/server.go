@@ -31,6 +31,8 @@ type Server struct {
 	refused *refusallog.Log
 	// commitPolicy logs commits refused by policy (commitpolicy.go).
 	commitPolicy *commitPolicyLog
+	// missing logs topics clients name that Kafka does not have (missingtopics.go).
+	missing *missingTopicLog
 
 	lns   []net.Listener // one per fetch lane, lane 0 first
 	nodes []node         // the advertised brokers: Peers, or this gateway alone
@@ -96,7 +98,7 @@ func New(cfg Config, gate Gate, auth Authenticator, log *zap.Logger) (*Server, e
 			auth = idpAuthenticator{capgate: auth, gate: gate, verifier: v, timeout: cfg.OIDC.FetchTimeout}
 		}
 	}
-	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, refused: refusallog.New(log), commitPolicy: newCommitPolicyLog(log), conns: map[*conn]struct{}{},
+	s := &Server{cfg: cfg, gate: gate, auth: auth, log: log, refused: refusallog.New(log), commitPolicy: newCommitPolicyLog(log), missing: newMissingTopicLog(log), conns: map[*conn]struct{}{},
 		byIdentity: map[string]int{}, byTenant: map[string]int{}, byAddr: map[netip.Addr]*addrConns{}}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.topics = newTopicCache(gate.Broker(), topicCacheAge)

@@ -2,6 +2,7 @@ package kafkaproto
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ type topicCache struct {
 	byID   map[[16]byte]string
 }
 
+// errNoBroker: a listener built without a broker (its unit tests) has no
+// topic list.
+var errNoBroker = errors.New("kafkaproto: no broker")
+
 func newTopicCache(b *broker.Client, maxAge time.Duration) *topicCache {
 	return &topicCache{broker: b, maxAge: maxAge}
 }
@@ -43,6 +48,9 @@ func (t *topicCache) get(ctx context.Context, refresh bool) (map[string]topicInf
 	age := time.Since(t.loaded)
 	if t.topics != nil && age < t.maxAge && (!refresh || age < time.Second) {
 		return t.topics, t.byID, nil
+	}
+	if t.broker == nil {
+		return nil, nil, errNoBroker
 	}
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = nil // all

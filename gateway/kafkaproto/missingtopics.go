@@ -1,0 +1,183 @@
+package kafkaproto
+
+// Behavior: topics a client names that Kafka does not have.
+//
+//   - A KIP-848 member subscribing by name to topics of which some do
+//     not exist joins with the others, as Kafka's broker assigns what
+//     exists (subscribePresent); the missing ones are remembered
+//     (member.awaiting) and joined as soon as the listener's topic list
+//     has them (awaitedCreated, checked on each heartbeat: a client sends
+//     its subscription only when it changes). Before, the coordinator
+//     refused the whole join (404: unknown topic) and the client got
+//     UNKNOWN_SERVER_ERROR on every attempt: a kgo consumer of "orders"
+//     and a not yet created topic consumed nothing at all, where the
+//     classic protocol (kgo subscribes with the topics it found) consumed
+//     orders. One subscribing only to missing topics is answered
+//     UNKNOWN_TOPIC_OR_PARTITION with the names (retriable: the client
+//     joins again; capgate keeps no member that holds nothing).
+//   - The gateway logs each (warn, missingTopicLog): the member's group,
+//     client id and the missing topics; and a Metadata request naming a
+//     topic Kafka does not have (a consumer subscribed to it waits,
+//     joining nothing, and says so only in its own log, if it has one,
+//     at info: kgo's KIP-848 and classic consumers alike). Once per client and topic
+//     every missingTopicRepeat, within refusallog's bound.
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/internal/refusallog"
+)
+
+// missingTopicRepeat is how long a client's missing topic is not logged
+// again; missingTopicSaidMax bounds the topics remembered (cleared when
+// full: a client naming ever new topics logs within refusallog's bound).
+const (
+	missingTopicRepeat  = 10 * time.Minute
+	missingTopicSaidMax = 4096
+)
+
+// missingTopicLog logs topics clients name that Kafka does not have.
+type missingTopicLog struct {
+	lines *refusallog.Log
+	mu    sync.Mutex
+	said  map[missingTopicKey]time.Time
+}
+
+type missingTopicKey struct {
+	client       clientKey
+	group, topic string // group "": a Metadata request's
+}
+
+func newMissingTopicLog(log *zap.Logger) *missingTopicLog {
+	return &missingTopicLog{lines: refusallog.New(log), said: map[missingTopicKey]time.Time{}}
+}
+
+// fresh is the topics of missing not logged for key and group within
+// missingTopicRepeat, marked logged.
+func (l *missingTopicLog) fresh(key clientKey, group string, missing []string, now time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, topic := range missing {
+		k := missingTopicKey{key, group, topic}
+		if at, ok := l.said[k]; ok && now.Sub(at) < missingTopicRepeat {
+			continue
+		}
+		if len(l.said) >= missingTopicSaidMax {
+			clear(l.said)
+		}
+		l.said[k] = now
+		out = append(out, topic)
+	}
+	return out
+}
+
+// sayMissingTopics logs msg for the topics of missing not yet logged for
+// c's client and group ("": a Metadata request).
+func (c *conn) sayMissingTopics(msg, group string, missing []string) {
+	topics := c.s.missing.fresh(c.key(), group, missing, time.Now())
+	if len(topics) == 0 {
+		return
+	}
+	var fields []zap.Field
+	if group != "" {
+		fields = append(fields, zap.String("group", group))
+	}
+	fields = append(fields, zap.Strings("missing_topics", shownTopics(topics)), zap.String("client_id", c.clientID),
+		zap.String("remote", c.nc.RemoteAddr().String()))
+	c.s.missing.lines.LineAt(time.Now(), msg, fields...)
+}
+
+// splitTopics parts names into the topics Kafka has, as the listener's
+// topic list (read again when older than a second) says, and those it
+// does not; all present when the list cannot be read, and those the
+// connection may not see (the coordinator decides and refuses).
+func (c *conn) splitTopics(names []string, refresh bool) (present, missing []string) {
+	topics, _, err := c.s.topics.get(c.ctx, refresh)
+	if err != nil {
+		return names, nil
+	}
+	for _, name := range names {
+		if _, ok := topics[name]; ok || !c.sees(name, topicInfo{}) {
+			present = append(present, name) // one it may not see: the coordinator refuses it (403)
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	return present, missing
+}
+
+// subscribePresent is the subscription a KIP-848 member joins with: the
+// topics of names Kafka has, and those it does not (logged for group).
+// Answers UNKNOWN_TOPIC_OR_PARTITION with why when none exists.
+func (c *conn) subscribePresent(group string, names []string) (present, missing []string, code int16, why string) {
+	present, missing = c.splitTopics(names, true)
+	if len(missing) == 0 {
+		return present, nil, 0, ""
+	}
+	if len(present) == 0 {
+		c.sayMissingTopics("kafka member subscribes only to topics Kafka does not have: answered UNKNOWN_TOPIC_OR_PARTITION "+
+			"(the client joins again); create the topic or correct the name", group, missing)
+		return nil, missing, kerr.UnknownTopicOrPartition.Code, missingTopicsMessage(missing)
+	}
+	c.sayMissingTopics("kafka member subscribes to topics Kafka does not have: its other topics are assigned, "+
+		"these once they are created; correct the name if it is wrong", group, missing)
+	return present, missing, 0, ""
+}
+
+// missingTopicsMessage is the heartbeat's error message for missing.
+func missingTopicsMessage(missing []string) string {
+	names := strings.Join(shownTopics(missing), ", ")
+	if len(missing) > missingTopicsShown {
+		names += ", …"
+	}
+	return "subscribed topics Kafka does not have: " + names + " (create them, or correct the names)"
+}
+
+// missingTopicsShown bounds the names a log line or message carries, each
+// cut to Kafka's longest topic name (a client may send any string).
+const missingTopicsShown = 10
+
+func shownTopics(names []string) []string {
+	out := make([]string, 0, min(len(names), missingTopicsShown))
+	for _, n := range names[:min(len(names), missingTopicsShown)] {
+		if len(n) > 249 {
+			n = n[:249]
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// awaiting records a member's subscription by name (wanted, as the
+// client sent it) of which missing are not in Kafka yet; nil missing
+// clears it. Under no lock.
+func (m *member) awaiting(wanted, missing []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(missing) == 0 {
+		m.wanted, m.missing = nil, nil
+		return
+	}
+	m.wanted, m.missing = slices.Clone(wanted), slices.Clone(missing)
+}
+
+// awaitedCreated is the member's whole subscription when a topic it
+// waits for now exists in the listener's topic list (cached: at most
+// topicCacheAge old), to join it; ok false otherwise.
+func (c *conn) awaitedCreated(m *member) (wanted []string, ok bool) {
+	m.mu.Lock()
+	wanted, missing := slices.Clone(m.wanted), slices.Clone(m.missing)
+	m.mu.Unlock()
+	if len(missing) == 0 {
+		return nil, false
+	}
+	present, _ := c.splitTopics(missing, false)
+	return wanted, len(present) > 0
+}
