@@ -145,7 +145,7 @@ func (c *Consumer) logNews(n api.HeartbeatResponse, err error, token string) {
 		return
 	}
 	if ce := c.log.Check(zap.DebugLevel, "heartbeat news"); ce != nil && len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
-		ce.Write(zap.Any("revoke", n.Revoke), zap.Strings("grants", grantNames(n.Grants)), zap.Strings("renew", grantNames(n.Renew)))
+		ce.Write(zap.Strings("revoke", revokeNames(n.Revoke)), zap.Strings("grants", grantNames(n.Grants)), zap.Strings("renew", grantNames(n.Renew)))
 	}
 }
 
@@ -168,6 +168,15 @@ func grantNames(grants []api.Grant) []string {
 	out := make([]string, len(grants))
 	for i, g := range grants {
 		out[i] = Partition{Topic: g.Topic, Partition: g.Partition}.String()
+	}
+	return out
+}
+
+// revokeNames are revokes as a log line shows them ("orders/3").
+func revokeNames(revokes []api.PartitionRef) []string {
+	out := make([]string, len(revokes))
+	for i, r := range revokes {
+		out[i] = Partition{Topic: r.Topic, Partition: r.Partition}.String()
 	}
 	return out
 }

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -12,7 +14,9 @@ import (
 
 // WithSlog logs through l, a log/slog logger (slog.Default() for the
 // standard library's default, which prints INFO and above on stderr):
-// the SDK's lines keep their message and fields, as slog attributes, at
+// the SDK's lines keep their message and fields, as slog attributes
+// (strings, numbers, durations as slog Durations, errors as their text,
+// lists as lists, any other value as its JSON), at
 // slog's levels (zap's Debug, Info, Warn, Error; anything above Error is
 // Error), with the SDK's source position for a handler that adds one.
 // It replaces WithLogger, and the last of the two wins. Tokens and the
@@ -81,11 +85,16 @@ func slogLevel(l zapcore.Level) slog.Level {
 }
 
 // slogAttrs encodes fields in their order, each as zap's map encoder
-// gives it (an error as its text under "error", a duration as a
-// time.Duration, arrays and objects as slices and maps).
+// gives it (an error as its text under "error", a duration as a slog
+// Duration, arrays and objects as slices and maps), but for zap.Any's
+// values of no zap type (reflectedValue).
 func slogAttrs(fields []zapcore.Field) []slog.Attr {
 	attrs := make([]slog.Attr, 0, len(fields))
 	for _, f := range fields {
+		if f.Type == zapcore.ReflectType {
+			attrs = append(attrs, slog.Any(f.Key, reflectedValue(f.Interface)))
+			continue
+		}
 		enc := zapcore.NewMapObjectEncoder()
 		f.AddTo(enc)
 		for _, k := range slices.Sorted(maps.Keys(enc.Fields)) { // one key, but for an error's "errorVerbose"
@@ -94,3 +103,34 @@ func slogAttrs(fields []zapcore.Field) []slog.Attr {
 	}
 	return attrs
 }
+
+// reflectedValue is what a handler prints of v, a zap.Any value of no zap
+// type: a Stringer's or error's text; a kind slog knows (numbers,
+// strings, times, durations) as it is; anything else — structs, their
+// slices and maps — as its JSON, which a JSON handler writes inline and a
+// text handler as one string: handed as it was, the text handler printed
+// Go's syntax ({Topic:orders Partition:3}) of SDK types.
+func reflectedValue(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case fmt.Stringer:
+		return x.String()
+	case error:
+		return x.Error()
+	}
+	if k := slog.AnyValue(v).Kind(); k != slog.KindAny {
+		return v
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return jsonText(b)
+}
+
+// jsonText is a value's JSON: inline for a JSON handler, text for others.
+type jsonText []byte
+
+func (j jsonText) MarshalJSON() ([]byte, error) { return j, nil }
+func (j jsonText) MarshalText() ([]byte, error) { return j, nil }

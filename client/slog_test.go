@@ -106,3 +106,29 @@ func TestSlogCoreFields(t *testing.T) {
 		t.Fatal("WithSlog(nil) left no logger: want no logging, not a nil one")
 	}
 }
+
+// TestSlogCoreAnyValues: a zap.Any value of no zap type comes out as a
+// user reads it — a struct slice as JSON (inline through a JSON handler,
+// not Go's {Topic:orders Partition:3} through a text handler), a Stringer
+// as its text — and a duration as a slog Duration (the text handler's
+// 1.5s).
+func TestSlogCoreAnyValues(t *testing.T) {
+	refs := []api.PartitionRef{{Topic: "orders", Partition: 3, Epoch: 2}}
+	var js lockedBuffer
+	zap.New(slogCore{h: slog.NewJSONHandler(&js, nil)}).Info("news", zap.Any("revoke", refs), zap.Any("p", Partition{Topic: "orders", Partition: 1}))
+	line := js.lines(t)[0]
+	revoke, _ := line["revoke"].([]any)
+	var first map[string]any
+	if len(revoke) == 1 {
+		first, _ = revoke[0].(map[string]any)
+	}
+	if first["topic"] != "orders" || first["partition"] != float64(3) || line["p"] != "orders/1" {
+		t.Errorf("JSON handler: %v, want revoke as [{topic: orders, partition: 3, …}] and p orders/1", line)
+	}
+	var text lockedBuffer
+	zap.New(slogCore{h: slog.NewTextHandler(&text, nil)}).Info("news", zap.Any("revoke", refs), zap.Duration("wait", 1500*time.Millisecond))
+	got := text.buf.String()
+	if strings.Contains(got, "Topic:") || !strings.Contains(got, `"topic\":\"orders\"`) || !strings.Contains(got, "wait=1.5s") {
+		t.Errorf("text handler: %s, want revoke as JSON and wait=1.5s", got)
+	}
+}
