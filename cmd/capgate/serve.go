@@ -112,7 +112,7 @@ func serveCmd(section, short string, backstop func(fileConfig) time.Duration, ru
 			defer log.Sync()
 			finished := watchShutdown(cmd.Context(), log, backstop(cfg), os.Exit)
 			defer finished()
-			return run(cmd.Context(), cfg, log)
+			return listenInUse(run(cmd.Context(), cfg, log), cfg, section, path)
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", "", "configuration file (see config.example.yaml); settings also from CAPGATE_*")
