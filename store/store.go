@@ -71,6 +71,9 @@ type Store struct {
 func Open(dir string, opts Options) (*Store, error) {
 	bopts := badgerOptions(dir, opts)
 	if !opts.InMemory {
+		if err := checkDataDir(dir); err != nil {
+			return nil, err
+		}
 		privateFiles()
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", dir, err)
@@ -81,7 +84,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	db, err := badger.Open(bopts)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+		return nil, lockedHint(dir, fmt.Errorf("store: open %s: %w", dir, err))
 	}
 	s := &Store{dir: dir, inMemory: opts.InMemory, db: db}
 	if err := s.checkLayout(); err != nil {

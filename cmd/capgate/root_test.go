@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 )
@@ -61,13 +62,23 @@ func TestStrayArgumentsFail(t *testing.T) {
 }
 
 // execute runs the command line args, its output discarded.
-func execute(args []string) error {
+func execute(args []string) error { return executeContext(context.Background(), args) }
+
+// executeStopped runs args with a context already ended: a server command
+// that starts stops at once (returning nil) instead of serving.
+func executeStopped(args []string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return executeContext(ctx, args)
+}
+
+func executeContext(ctx context.Context, args []string) error {
 	root := newRoot()
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs(args)
-	return root.Execute()
+	return root.ExecuteContext(ctx)
 }
 
 // TestVersionFlagAndHelpWord: `capgate --version` (and -v) answer as
