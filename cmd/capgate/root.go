@@ -25,6 +25,13 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(flagUsageError)
 	root.AddCommand(newCoordinatorCmd(), newGatewayCmd(), newKeysCmd(), newTokenCmd(), newAdminCmd(),
 		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
+	// cobra adds `completion` only when it runs: added now, it refuses an
+	// unknown shell as the other grouping commands refuse an unknown word
+	// (`capgate completion tcsh` printed its help and exited 0). It takes
+	// its writer when made: laterOut follows a SetOut after this.
+	root.SetOut(laterOut{root})
+	root.InitDefaultCompletionCmd()
+	root.SetOut(nil)
 	refuseStrayArguments(root)
 	refuseUnknownSubcommands(root)
 	requiredFlagsAreUsageErrors(root)
@@ -180,3 +187,8 @@ func unknownSubcommand(c *cobra.Command, word string) error {
 	}
 	return usageErrorf("%s (see %s --help)", msg, c.CommandPath())
 }
+
+// laterOut writes to root's output as it is at the write.
+type laterOut struct{ root *cobra.Command }
+
+func (l laterOut) Write(p []byte) (int, error) { return l.root.OutOrStdout().Write(p) }

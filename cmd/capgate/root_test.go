@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -21,9 +22,11 @@ func TestUnknownSubcommandFails(t *testing.T) {
 		{[]string{"token", "inspekt"}, `did you mean inspect?`},
 		{[]string{"admin", "oauth-client", "delete", "x"}, `unknown command "delete" for "capgate admin oauth-client"`},
 		{[]string{"nosuch"}, `unknown command "nosuch" for "capgate"`},
+		// cobra adds completion at Execute: it printed its help, exit 0.
+		{[]string{"completion", "tcsh"}, `unknown command "tcsh" for "capgate completion"`},
 	} {
-		if err := execute(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("capgate %s: %v, want an error containing %q", strings.Join(c.args, " "), err, c.want)
+		if err := execute(c.args); err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, new(usageError)) {
+			t.Errorf("capgate %s: %v, want a usage error containing %q", strings.Join(c.args, " "), err, c.want)
 		}
 	}
 	// Without a word, a grouping command still shows its help.
@@ -55,8 +58,8 @@ func TestStrayArgumentsFail(t *testing.T) {
 		{[]string{"admin", "grant", "--topic", "t", "--holder", "h", "extra", "--coordinator", "http://127.0.0.1:1", "--token", "x"},
 			`capgate admin grant takes no arguments, got "extra"`},
 	} {
-		if err := execute(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("capgate %s: %v, want an error containing %q", strings.Join(c.args, " "), err, c.want)
+		if err := execute(c.args); err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, new(usageError)) {
+			t.Errorf("capgate %s: %v, want a usage error containing %q", strings.Join(c.args, " "), err, c.want)
 		}
 	}
 }
