@@ -92,7 +92,7 @@ func TestReadmeKafkaClients(t *testing.T) {
 		t.Fatalf("the section has %d shell blocks (want %d), go %v, js %v: update readmeChecks", len(shells), len(readmeChecks), code["go"] != "", code["js"] != "")
 	}
 	work := t.TempDir()
-	bin := startDevProcess(t, work)
+	bin, _ := startDevProcess(t, work)
 	writeReadmeKgo(t, filepath.Join(work, "kgo-readme"), code["go"])
 	if err := os.WriteFile(filepath.Join(work, "readme.js"), []byte(code["js"]), 0o644); err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ var (
 // startDevProcess builds capgate (once) and runs `capgate dev` with its
 // data in work/capgate-data on free ports; it returns the binary once the
 // dev stack's gateway is ready and its Kafka listener is exported.
-func startDevProcess(t testing.TB, work string, extra ...string) string {
+func startDevProcess(t testing.TB, work string, extra ...string) (bin string, log func() string) {
 	t.Helper()
 	capgateOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "capgate-bin")
@@ -204,7 +204,11 @@ func startDevProcess(t testing.TB, work string, extra ...string) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
-	return capgateBin
+	return capgateBin, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.String()
+	}
 }
 
 // writeReadmeKgo writes the README's Go block as dir/main.go in a module

@@ -2,6 +2,8 @@ package kafkaclients
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/capgate/capgate/e2e/sdk"
 	"github.com/capgate/capgate/internal/stack"
 )
 
@@ -19,7 +26,7 @@ import (
 // partition; over plaintext it gets nowhere.
 func TestKafkaListenerTLS(t *testing.T) {
 	work := t.TempDir()
-	startDevProcess(t, work, "--tls")
+	_, devLog := startDevProcess(t, work, "--tls")
 	env := map[string]string{}
 	b, err := os.ReadFile(filepath.Join(work, "capgate-data", "credentials.env"))
 	if err != nil {
@@ -57,4 +64,30 @@ func TestKafkaListenerTLS(t *testing.T) {
 	if out, err := run("SASL_PLAINTEXT", "-L", "-t", "demo", "-m", "5"); err == nil {
 		t.Fatalf("kcat over plaintext to the TLS listener succeeded:\n%s", out)
 	}
+	// The gateway says why (it was a debug line).
+	sdk.Eventually(t, 20*time.Second, "the plaintext client logged", func() (bool, string) {
+		return strings.Contains(devLog(), "a plaintext client on the TLS Kafka listener"), "not in the dev's log"
+	})
+}
+
+// TestTLSClientOnPlaintextListenerIsLogged: a kgo client speaking TLS
+// (security.protocol SASL_SSL) to the plaintext listener is closed, and
+// the gateway logs what the client should set — it logged nothing above
+// debug while the client retried (TestKafkaListenerTLS checks the other
+// way round).
+func TestTLSClientOnPlaintextListenerIsLogged(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	s := Start(t, Options{Partitions: 1, Observe: core})
+	cl := kgoClient(t, s.KafkaAddrs(), s.ClientCredential(t, "g"), false,
+		kgo.DialTLSConfig(&tls.Config{InsecureSkipVerify: true}), kgo.RequestRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx); err == nil {
+		t.Fatal("a TLS client reached the plaintext listener")
+	}
+	sdk.Eventually(t, 20*time.Second, "the TLS client logged", func() (bool, string) {
+		return logs.FilterMessageSnippet("kafka connection refused").FilterField(
+			zap.String("reason", "a TLS client on the plaintext Kafka listener (security.protocol SSL or SASL_SSL): "+
+				"the client should use SASL_PLAINTEXT, or serve TLS on the gateway (gateway.tls)")).Len() > 0, fmt.Sprintf("%d warnings", logs.Len())
+	})
 }

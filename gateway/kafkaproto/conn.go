@@ -160,7 +160,7 @@ func (c *conn) refuseEntries(h header, err error) {
 // closing logs why a connection ends; an idle or client-side close is
 // normal and not worth more than debug.
 func (c *conn) closing(err error) {
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || c.s.base.Err() != nil {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || c.s.base.Err() != nil || c.logSecurityMismatch(err) {
 		return
 	}
 	c.s.log.Debug("kafka connection closed", append(c.logFields(false), zap.Error(err))...)
@@ -200,6 +200,9 @@ func (c *conn) readFrame(limit, least int32) ([]byte, error) {
 	}
 	n, err := frameSize(prefix, least, limit)
 	if err != nil {
+		if !c.authenticated() && looksLikeTLS(prefix) {
+			return nil, errTLSOnPlaintext
+		}
 		return nil, err
 	}
 	bodyDeadline := time.Now().Add(c.s.cfg.ReadTimeout)
