@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,7 +71,7 @@ func TestKafkaListenerTLS(t *testing.T) {
 	})
 }
 
-// TestTLSClientOnPlaintextListenerIsLogged: a kgo client speaking TLS
+// TestTLSClientOnPlaintextListenerIsLogged: a kgo client speaking TLS (and an HTTP request)
 // (security.protocol SASL_SSL) to the plaintext listener is closed, and
 // the gateway logs what the client should set — it logged nothing above
 // debug while the client retried (TestKafkaListenerTLS checks the other
@@ -85,9 +86,21 @@ func TestTLSClientOnPlaintextListenerIsLogged(t *testing.T) {
 	if err := cl.Ping(ctx); err == nil {
 		t.Fatal("a TLS client reached the plaintext listener")
 	}
-	sdk.Eventually(t, 20*time.Second, "the TLS client logged", func() (bool, string) {
-		return logs.FilterMessageSnippet("kafka connection refused").FilterField(
-			zap.String("reason", "a TLS client on the plaintext Kafka listener (security.protocol SSL or SASL_SSL): "+
-				"the client should use SASL_PLAINTEXT, or serve TLS on the gateway (gateway.tls)")).Len() > 0, fmt.Sprintf("%d warnings", logs.Len())
-	})
+	logged := func(what, reason string) {
+		sdk.Eventually(t, 20*time.Second, what+" logged", func() (bool, string) {
+			return logs.FilterMessageSnippet("kafka connection refused").FilterField(zap.String("reason", reason)).Len() > 0,
+				fmt.Sprintf("%d warnings", logs.Len())
+		})
+	}
+	logged("the TLS client", "a TLS client on the plaintext Kafka listener (security.protocol SSL or SASL_SSL): "+
+		"the client should use SASL_PLAINTEXT, or serve TLS on the gateway (gateway.tls)")
+
+	// An HTTP URL pointed at the Kafka port (capgate consume --gateways,
+	// curl) likewise.
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + s.KafkaAddrs()[0] + "/readyz"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("HTTP to the Kafka listener answered %s", resp.Status)
+	}
+	logged("the HTTP request", "an HTTP request on the Kafka listener: HTTP clients (capgate consume and produce, the SDK, curl) "+
+		"use the gateway's HTTP address (gateway.listen); this port is for Kafka clients")
 }

@@ -200,8 +200,12 @@ func (c *conn) readFrame(limit, least int32) ([]byte, error) {
 	}
 	n, err := frameSize(prefix, least, limit)
 	if err != nil {
-		if !c.authenticated() && looksLikeTLS(prefix) {
+		switch { // before SASL: a client of the wrong kind (mismatch.go)
+		case c.authenticated():
+		case looksLikeTLS(prefix):
 			return nil, errTLSOnPlaintext
+		case looksLikeHTTP(prefix):
+			return nil, errHTTPOnKafka
 		}
 		return nil, err
 	}
