@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +23,7 @@ const checkErrorsMax = 20
 // what Decode (KnownFields) would refuse: unknown keys and values of the
 // wrong shape or type; Decode remains the authority for anything else.
 func check(doc *yaml.Node, t reflect.Type) error {
-	c := &checker{}
+	c := &checker{root: t}
 	if doc.Kind == yaml.DocumentNode {
 		if len(doc.Content) == 0 {
 			return nil
@@ -36,7 +37,10 @@ func check(doc *yaml.Node, t reflect.Type) error {
 	return errors.Join(c.errs...)
 }
 
-type checker struct{ errs []error }
+type checker struct {
+	root reflect.Type // the file's type: its sections (sectionOf)
+	errs []error
+}
 
 func (c *checker) fail(n *yaml.Node, path, format string, args ...any) {
 	if path == "" {
@@ -97,11 +101,54 @@ func (c *checker) mapping(n *yaml.Node, t reflect.Type, path string) {
 		key, value := n.Content[i], n.Content[i+1]
 		ft, ok := fields[key.Value]
 		if !ok {
-			c.fail(key, join(path, key.Value), "unknown setting%s", suggest(key.Value, fields))
+			hint := c.sectionOf(path, key.Value)
+			if hint == "" {
+				hint = suggest(key.Value, fields)
+			}
+			c.fail(key, join(path, key.Value), "unknown setting%s", hint)
 			continue
 		}
 		c.node(value, ft, join(path, key.Value))
 	}
+}
+
+// sectionOf says which other top-level section has key, when one does
+// and path is a top-level section: `kafka_listen` under coordinator: was
+// "did you mean kafka_state?", where it is a gateway setting.
+func (c *checker) sectionOf(path, key string) string {
+	root := c.root
+	for root.Kind() == reflect.Pointer {
+		root = root.Elem()
+	}
+	if path == "" || strings.Contains(path, ".") || root.Kind() != reflect.Struct {
+		return ""
+	}
+	sections := map[string]reflect.Type{}
+	structFields(root, sections)
+	for _, name := range sortedNames(sections) {
+		t := sections[name]
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if name == path || t.Kind() != reflect.Struct || t == timeType {
+			continue
+		}
+		fields := map[string]reflect.Type{}
+		structFields(t, fields)
+		if _, ok := fields[key]; ok {
+			return fmt.Sprintf("; %s is a %s setting: put it under %s:", key, name, name)
+		}
+	}
+	return ""
+}
+
+func sortedNames(m map[string]reflect.Type) []string {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // structFields maps yaml keys to field types the way yaml.v3 does:

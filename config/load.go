@@ -117,7 +117,9 @@ func sortedKeys(m map[string]string) []string {
 func Decode(b []byte, dst any) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return err // a syntax error: yaml.v3 names the line
+		// a syntax error: yaml.v3 names the line, not what is wrong with it
+		return fmt.Errorf("%w (YAML syntax: check the indentation on and above that line — spaces, not tabs, "+
+			"each setting indented under its section — and that each setting is name: value)", err)
 	}
 	if err := check(&doc, reflect.TypeOf(dst)); err != nil {
 		return err

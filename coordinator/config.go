@@ -11,6 +11,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/config"
 	"github.com/capgate/capgate/coordinator/console"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/identity"
@@ -396,7 +397,7 @@ func (c Config) validateIdentity() error {
 		return errors.New("data_dir: must not be empty")
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen: must be host:port, got %q", c.Listen)
+		return fmt.Errorf("listen: must be host:port, got %q%s", c.Listen, config.ListenHint(c.Listen))
 	}
 	_, err := clientaddr.Parse("trusted_proxies", c.TrustedProxies)
 	return err

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/config"
 	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/internal/coordinators"
@@ -358,7 +359,7 @@ func (c Config) validateIdentity() error {
 		return fmt.Errorf("gateway.id: must be 1-255 printable characters without '/', not . or .., got %q", id)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("gateway.listen: must be host:port, got %q", c.Listen)
+		return fmt.Errorf("gateway.listen: must be host:port, got %q%s", c.Listen, config.ListenHint(c.Listen))
 	}
 	if _, err := clientaddr.Parse("gateway.trusted_proxies", c.TrustedProxies); err != nil {
 		return err

@@ -29,6 +29,13 @@ func TestConfigFileErrorsNameTheSetting(t *testing.T) {
 		{"coordinator", "coordinator:\n  replica: [c1]\n",
 			"coordinator.replica (line 2): want a map of settings (name: value), got a list"},
 		{"coordinator", "log:\n  levle: debug\n", "log.levle (line 2): unknown setting; did you mean level?"},
+		// Another section's setting was "did you mean kafka_state?".
+		{"coordinator", "coordinator:\n  kafka_listen: 127.0.0.1:9093\n",
+			"coordinator.kafka_listen (line 2): unknown setting; kafka_listen is a gateway setting: put it under gateway:"},
+		{"gateway", "gateway:\n  level: debug\n", "gateway.level (line 2): unknown setting; level is a log setting: put it under log:"},
+		// YAML syntax errors said only yaml.v3's words.
+		{"coordinator", "coordinator:\n listen: 127.0.0.1:7070\n   data_dir: d\n", "yaml: line 3: mapping values are not allowed in this context" + yamlHint},
+		{"coordinator", "coordinator:\n\tlisten: 127.0.0.1:7070\n", "yaml: line 2: found character that cannot start any token" + yamlHint},
 	}
 	// Validation after decoding: the issuer of a dev IdP on plain
 	// http said "must be an https URL" and not why nor what to do
@@ -43,6 +50,21 @@ func TestConfigFileErrorsNameTheSetting(t *testing.T) {
 		`oidc.issuers[0].issuer: must be an https URL, got "http://localhost:8080/realms/dev": the issuer's signing keys are fetched from it`) ||
 		!strings.Contains(err.Error(), "serve the IdP over TLS (a private CA goes in ca_file)") {
 		t.Errorf("an http issuer: %v", err)
+	}
+	// A listen address that is a port alone or a URL said "must be
+	// host:port" and not what to write.
+	for _, c := range []struct{ section, file, want string }{
+		{"gateway", "gateway:\n  listen: 8080\n", `gateway.listen: must be host:port, got "8080": write 127.0.0.1:8080 (this machine only) or :8080 (every interface)`},
+		{"gateway", "gateway:\n  kafka_listen: 9093\n", `gateway.kafka_listen: must be host:port, got "9093": write 127.0.0.1:9093`},
+		{"coordinator", "coordinator:\n  listen: http://127.0.0.1:7070\n", `listen: must be host:port, got "http://127.0.0.1:7070": an address, not a URL: write 127.0.0.1:7070`},
+	} {
+		path := filepath.Join(t.TempDir(), "capgate.yaml")
+		if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadConfig(path, c.section); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.file, err, c.want)
+		}
 	}
 	for _, c := range cases {
 		path := filepath.Join(t.TempDir(), "capgate.yaml")
@@ -104,6 +126,21 @@ func TestReplicaSectionMustMatchStateAndListener(t *testing.T) {
 		{kafka + tls + "  replica:\n    id: c1\n", ""},
 		{"coordinator:\n  state: badger\n", ""},
 	}
+	// A listen address that is a port alone or a URL said "must be
+	// host:port" and not what to write.
+	for _, c := range []struct{ section, file, want string }{
+		{"gateway", "gateway:\n  listen: 8080\n", `gateway.listen: must be host:port, got "8080": write 127.0.0.1:8080 (this machine only) or :8080 (every interface)`},
+		{"gateway", "gateway:\n  kafka_listen: 9093\n", `gateway.kafka_listen: must be host:port, got "9093": write 127.0.0.1:9093`},
+		{"coordinator", "coordinator:\n  listen: http://127.0.0.1:7070\n", `listen: must be host:port, got "http://127.0.0.1:7070": an address, not a URL: write 127.0.0.1:7070`},
+	} {
+		path := filepath.Join(t.TempDir(), "capgate.yaml")
+		if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadConfig(path, c.section); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.file, err, c.want)
+		}
+	}
 	for _, c := range cases {
 		path := filepath.Join(t.TempDir(), "capgate.yaml")
 		if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
@@ -146,3 +183,7 @@ func TestReadmeReplicaExampleLoads(t *testing.T) {
 		t.Fatalf("README replica example with the c2 overlay: %v", err)
 	}
 }
+
+// yamlHint is what a YAML syntax error adds to yaml.v3's words.
+const yamlHint = " (YAML syntax: check the indentation on and above that line — spaces, not tabs, " +
+	"each setting indented under its section — and that each setting is name: value)"

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/capgate/capgate/config"
 	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -145,7 +146,7 @@ const MaxFetchLanes = 64
 func (c Config) Validate() error {
 	_, listenPort, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		return fmt.Errorf("gateway.kafka_listen: must be host:port, got %q", c.Listen)
+		return fmt.Errorf("gateway.kafka_listen: must be host:port, got %q%s", c.Listen, config.ListenHint(c.Listen))
 	}
 	port, err := strconv.Atoi(listenPort)
 	if err != nil || port < 0 || port > 65535 {
