@@ -131,13 +131,26 @@ func writeTokenError(ctx *fasthttp.RequestCtx, what string, err error) {
 		return
 	case errors.Is(err, ocap.ErrExpired):
 		// "… expired: exp 2026-12-03T03:04:05Z, 3m ago" (ocap.TimeText)
-		writeError(ctx, api.CodeTokenExpired, what+" "+strings.TrimPrefix(err.Error(), "ocap: token "))
+		writeError(ctx, api.CodeTokenExpired, what+" "+strings.TrimPrefix(err.Error(), "ocap: token ")+expiredHint(what))
 		return
 	case errors.Is(err, errDenied):
 		writeError(ctx, api.CodeCapabilityRevoked, what+" refused: "+err.Error())
 		return
 	}
 	writeError(ctx, api.CodeUnauthorized, what+" refused: "+err.Error())
+}
+
+// expiredHint says where a fresh one of what comes from, for the tokens
+// a user hands in (the SDK renews member tokens itself); the answer said
+// only when it expired.
+func expiredHint(what string) string {
+	switch what {
+	case "client credential":
+		return ": use a fresh one (capgate admin client-credential mints one, with a --ttl of its lifetime; an OAuth client's comes from POST /oauth/token)"
+	case "identity token":
+		return ": get a fresh token from your IdP"
+	}
+	return ""
 }
 
 // writeMemberTokenError answers a member token that did not verify: as

@@ -74,6 +74,30 @@ func TestFirstDayMistakes(t *testing.T) {
 		}
 	})
 
+	// A credential that ran out (a short --ttl, one kept from last
+	// month): "client credential expired: exp …, 3s ago" and not where a
+	// fresh one comes from (newuser8). Exit 1.
+	t.Run("expired_credential", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "short.json")
+		writeFile(t, file, d.adminCLI(t, "client-credential", "--name", "short", "--groups", "g1", "--topics", "demo", "--ttl", "1s"))
+		want := "client credential expired: exp "
+		hint := ": use a fresh one (capgate admin client-credential mints one, with a --ttl of its lifetime; an OAuth client's comes from POST /oauth/token)"
+		var stderr string
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(stderr, want) && time.Now().Before(deadline) { // past its exp and the coordinator's leeway
+			var err error
+			_, stderr, err = cliResult(t, "consume", "--group", "g1", "--topic", "demo", "--credential-file", file,
+				"--coordinator", d.coordinator, "--gateways", d.gateway, "--idle-exit", "1s")
+			var exit *exec.ExitError
+			if strings.Contains(stderr, want) && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
+				t.Fatalf("an expired credential: %v, want exit 1", err)
+			}
+		}
+		if !strings.Contains(stderr, want) || !strings.Contains(stderr, hint) {
+			t.Errorf("consume with an expired credential, stderr:\n%s\nwant %q … %q", stderr, want, hint)
+		}
+	})
+
 	// `consume --gateways` naming an address where nothing listens,
 	// with --idle-exit: the SDK retries the fetches, so before, nothing
 	// was printed (not even at --log-level debug) and --idle-exit ended
