@@ -121,17 +121,33 @@ func (f *fetcher) unclaim(a *ahead) {
 // stop cancels the fetches ahead of p and keeps any from starting until
 // the session asks for a fetch of p again; it returns once none of them
 // can still begin a request.
-func (f *fetcher) stop(p session.Partition) {
+//
+// Several partitions are stopped together: every fetch ahead of them is
+// cancelled before any is waited for. One at a time, a Close of 2,000
+// partitions waited for 2,000 goroutines in turn (a fetch ahead waiting
+// for a slot of its gateway begins nothing, but says so only when it
+// ran), under the consumer's lock: 0.4 s at load 25.
+func (f *fetcher) stop(ps ...session.Partition) {
+	if len(ps) == 0 {
+		return
+	}
+	var victims []*ahead
 	f.mu.Lock()
-	f.stopped[p] = true
-	victims := []*ahead{f.aheads[p], f.claimed[p]}
-	delete(f.aheads, p)
+	for _, p := range ps {
+		f.stopped[p] = true
+		for _, a := range [...]*ahead{f.aheads[p], f.claimed[p]} {
+			if a != nil {
+				victims = append(victims, a)
+			}
+		}
+		delete(f.aheads, p)
+	}
 	f.mu.Unlock()
 	for _, a := range victims {
-		if a != nil {
-			a.cancel()
-			<-a.begun
-		}
+		a.cancel()
+	}
+	for _, a := range victims {
+		<-a.begun
 	}
 }
 
@@ -203,7 +219,7 @@ func (f *fetcher) runAhead(ctx context.Context, a *ahead) {
 		f.mu.Unlock()
 	}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GetConn: func(string) { a.markBegun() }})
-	a.res, a.err = f.fetchOnce(ctx, a.gateway, a.req, hook)
+	a.res, a.err = f.fetchOnce(ctx, a.gateway, a.req, hook, 0)
 	a.markBegun()
 	close(a.done)
 	// Nobody asked for it within request_timeout: the session moved on

@@ -23,7 +23,7 @@ func (e *env) fetchesAt(capability string, p Partition, offset int64) int {
 }
 
 func (e *env) fetcher(ctx context.Context, cfg Config) *fetcher {
-	tr := &transport{http: newHTTPClient(nil), backoff: backoff{base: cfg.RetryBackoff, max: cfg.RetryBackoffMax}}
+	tr := &transport{http: newHTTPClient(nil, 0), backoff: backoff{base: cfg.RetryBackoff, max: cfg.RetryBackoffMax}}
 	return newFetcher(ctx, cfg, tr, trimURLs(cfg.Gateways))
 }
 
@@ -40,7 +40,7 @@ func TestFetchAheadHandsOverExactMatchesOnly(t *testing.T) {
 	defer cancel()
 	f := e.fetcher(ctx, e.config())
 	fetch := func(id uint64, epoch uint64, capability string, offset int64) (driver.Fetched, error) {
-		return f.fetchFrom(ctx, 0, session.Fetch{ID: id, Partition: p0, Epoch: epoch, Offset: offset, Capability: capability})
+		return f.fetchFrom(ctx, 0, session.Fetch{ID: id, Partition: p0, Epoch: epoch, Offset: offset, Capability: capability}, 0)
 	}
 
 	if d, err := fetch(1, 1, "cap-1", 0); err != nil || d.Next != 4 {
@@ -75,7 +75,7 @@ func TestFetchAheadFailureIsFetchedAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := e.fetcher(ctx, e.config())
-	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}); err != nil {
+	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}, 0); err != nil {
 		t.Fatalf("first fetch: %+v %v", d, err)
 	}
 	waitFor(t, "the fetch ahead", func() bool { return e.fetchesAt("cap-1", p0, 4) == 1 })
@@ -88,7 +88,7 @@ func TestFetchAheadFailureIsFetchedAgain(t *testing.T) {
 	<-a.done
 	a.err = errFetchAheadTest // as if it had failed
 	before := e.fetchesAt("cap-1", p0, 4)
-	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 2, Partition: p0, Epoch: 1, Offset: 4, Capability: "cap-1"}); err != nil || d.Next != 8 {
+	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 2, Partition: p0, Epoch: 1, Offset: 4, Capability: "cap-1"}, 0); err != nil || d.Next != 8 {
 		t.Fatalf("second fetch: %+v %v", d, err)
 	}
 	if after := e.fetchesAt("cap-1", p0, 4); after != before+1 {
@@ -109,7 +109,7 @@ func TestFetchAheadUnclaimedIsDropped(t *testing.T) {
 	cfg := e.config()
 	cfg.RequestTimeout = 200 * time.Millisecond
 	f := e.fetcher(ctx, cfg)
-	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}); err != nil {
+	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}, 0); err != nil {
 		t.Fatalf("first fetch: %+v %v", d, err)
 	}
 	waitFor(t, "the fetch ahead dropped", func() bool {
@@ -130,7 +130,7 @@ func TestFetchAheadOff(t *testing.T) {
 	cfg := e.config()
 	cfg.FetchAhead = false
 	f := e.fetcher(ctx, cfg)
-	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}); err != nil {
+	if d, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}, 0); err != nil {
 		t.Fatalf("first fetch: %+v %v", d, err)
 	}
 	f.mu.Lock()
@@ -151,7 +151,7 @@ func TestFetchAheadStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := e.fetcher(ctx, e.config())
-	if _, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}); err != nil {
+	if _, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 1, Partition: p0, Epoch: 1, Offset: 0, Capability: "cap-1"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	f.stop(p0)
@@ -168,7 +168,7 @@ func TestFetchAheadStopped(t *testing.T) {
 	if started != 0 {
 		t.Fatal("a stopped partition was fetched ahead")
 	}
-	if _, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 2, Partition: p0, Epoch: 1, Offset: 4, Capability: "cap-1"}); err != nil {
+	if _, err := f.fetchFrom(ctx, 0, session.Fetch{ID: 2, Partition: p0, Epoch: 1, Offset: 4, Capability: "cap-1"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "fetching ahead again once the session asked", func() bool { return e.fetchesAt("cap-1", p0, 8) == 1 })
@@ -187,7 +187,7 @@ func TestFetchAheadFollowsTheSessionsSize(t *testing.T) {
 	f := e.fetcher(ctx, e.config())
 	fetch := func(id uint64, offset int64, size int32) {
 		t.Helper()
-		if _, err := f.fetchFrom(ctx, 0, session.Fetch{ID: id, Partition: p0, Epoch: 1, Offset: offset, Capability: "cap-1", MaxBytes: size}); err != nil {
+		if _, err := f.fetchFrom(ctx, 0, session.Fetch{ID: id, Partition: p0, Epoch: 1, Offset: offset, Capability: "cap-1", MaxBytes: size}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

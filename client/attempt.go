@@ -37,7 +37,7 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 	case driver.KindLeave:
 		err = c.tr.postJSON(ctx, "leave", c.groupURL("leave"), s.Token, api.LeaveRequest{}, nil)
 	case driver.KindFetch:
-		a.Fetched, err = c.fetcher.fetchFrom(ctx, s.Gateway, *s.Fetch)
+		a.Fetched, err = c.fetcher.fetchFrom(ctx, s.Gateway, *s.Fetch, s.Timeout)
 		c.logFetch(s, err)
 		c.noteFetch(s.Gateway, err)
 	}

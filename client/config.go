@@ -69,6 +69,21 @@ type Config struct {
 	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
 	// FetchMaxWait is how long a gateway holds a fetch with no records.
 	FetchMaxWait time.Duration `yaml:"fetch_max_wait"`
+	// GatewayFetchesMax bounds the fetches in flight to one gateway
+	// (fetched ahead included). Each is an HTTP/1.1 request of its own
+	// on a connection of its own, a long poll while its partition is
+	// idle, so it bounds this consumer's connections to the gateway
+	// too: the SDK's own HTTP client keeps as many idle. Fetches past it
+	// wait their turn, first come first served; a fetch's
+	// request_timeout starts when it is sent. Default 1024, the
+	// gateway's default in-flight fetches per tenant
+	// (max_inflight_fetches_per_tenant: a quarter of its 4096): one
+	// consumer of 2,000 partitions opened some 1,200 connections and
+	// had thousands of fetches refused 429 too_many_fetches a minute
+	// past that limit, retried after a backoff. A consumer of more
+	// partitions than this polls each idle one every
+	// partitions/GatewayFetchesMax × FetchMaxWait.
+	GatewayFetchesMax int `yaml:"gateway_fetches_max"`
 	// RequestTimeout bounds one request beyond its own wait (heartbeat
 	// wait, fetch wait), including its retries. With several coordinator
 	// URLs a heartbeat attempt gets less beyond its wait, and so does a
@@ -157,6 +172,7 @@ func DefaultConfig() Config {
 		HeartbeatWait:          3 * time.Second,
 		FetchMaxBytes:          4 << 20,
 		FetchMaxWait:           500 * time.Millisecond,
+		GatewayFetchesMax:      1024,
 		RequestTimeout:         10 * time.Second,
 		Raw:                    true,
 		FetchAhead:             true,
@@ -240,6 +256,8 @@ func (c Config) validateBounds() error {
 		// most its own max_wait, 30 s by default); beyond, every fetch
 		// would be refused 400.
 		return configErrorf("FetchMaxWait", "fetch_max_wait", "must be <= %s (max_wait_ms is an int32), got %s", math.MaxInt32*time.Millisecond, c.FetchMaxWait)
+	case c.GatewayFetchesMax <= 0:
+		return configErrorf("GatewayFetchesMax", "gateway_fetches_max", "must be > 0, got %d", c.GatewayFetchesMax)
 	case c.RequestTimeout <= 0:
 		return configErrorf("RequestTimeout", "request_timeout", "must be > 0, got %s", c.RequestTimeout)
 	case c.BufferMaxBytes <= 0:
@@ -387,6 +405,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddDuration("heartbeat_wait", c.HeartbeatWait)
 	enc.AddInt32("fetch_max_bytes", c.FetchMaxBytes)
 	enc.AddDuration("fetch_max_wait", c.FetchMaxWait)
+	enc.AddInt("gateway_fetches_max", c.GatewayFetchesMax)
 	enc.AddBool("raw", c.Raw)
 	enc.AddBool("fetch_ahead", c.FetchAhead)
 	enc.AddInt64("buffer_max_bytes", c.BufferMaxBytes)

@@ -59,6 +59,7 @@ func TestConfigValidate(t *testing.T) {
 		{"Config.RequestTimeout (client.request_timeout)", func(c *Config) { c.RequestTimeout = 0 }},
 		{"Config.BufferMaxBytes (client.buffer_max_bytes)", func(c *Config) { c.BufferMaxBytes = 0 }},
 		{"Config.PollMaxRecords (client.poll_max_records)", func(c *Config) { c.PollMaxRecords = 0 }},
+		{"Config.GatewayFetchesMax (client.gateway_fetches_max)", func(c *Config) { c.GatewayFetchesMax = 0 }},
 		{"Config.RevokeTimeout (client.revoke_timeout)", func(c *Config) { c.RevokeTimeout = 0 }},
 		{"Config.CapabilityExpiryMargin (client.capability_expiry_margin)", func(c *Config) { c.CapabilityExpiryMargin = -1 }},
 		{"Config.OffsetReset (client.offset_reset)", func(c *Config) { c.OffsetReset = "end" }},

@@ -109,8 +109,9 @@ func WithFetchHint(hint func(ctx context.Context, gatewayURL string, err error) 
 }
 
 // buildOptions applies opts; without WithHTTPClient the default client
-// speaks TLS with files (WithTLS wins over files).
-func buildOptions(opts []Option, files tlsconf.ClientConfig) (options, error) {
+// speaks TLS with files (WithTLS wins over files) and keeps idlePerHost
+// connections per host (newHTTPClient).
+func buildOptions(opts []Option, files tlsconf.ClientConfig, idlePerHost int) (options, error) {
 	o := options{log: zap.NewNop()}
 	for _, opt := range opts {
 		opt(&o)
@@ -125,7 +126,7 @@ func buildOptions(opts []Option, files tlsconf.ClientConfig) (options, error) {
 	if err != nil {
 		return o, fmt.Errorf("client: %w", err)
 	}
-	o.http, o.ownHTTP = newHTTPClient(tc), true
+	o.http, o.ownHTTP = newHTTPClient(tc, idlePerHost), true
 	return o, nil
 }
 
@@ -162,12 +163,14 @@ type Consumer struct {
 	fatal      error
 	leaveErr   error
 	joinResult chan driver.JoinResult
-	calls      map[uint64]context.CancelFunc // request attempts in flight
+	calls      map[uint64]call // request attempts in flight
 	tickets    map[uint64]commitTicket
 	lastTicket uint64
 	merged     *CommitFuture // the future the request being stepped was merged into
 	hooks      []hookCall
 	armed      time.Time // the deadline the timer loop waits for
+
+	inbox answerInbox // answers waiting to be stepped (answered)
 
 	data     chan struct{} // records may be waiting
 	hookWake chan struct{}
@@ -184,7 +187,7 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 	}
 	cfg = cfg.expanded()
 	cfg.CoordinatorURL = strings.TrimRight(cfg.CoordinatorURL, "/")
-	o, err := buildOptions(opts, cfg.TLS)
+	o, err := buildOptions(opts, cfg.TLS, cfg.GatewayFetchesMax)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +202,7 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 		ctx: ctx, cancel: cancel,
 		d:          driver.New(driverConfig(cfg, o)),
 		joinResult: make(chan driver.JoinResult, 1),
-		calls:      map[uint64]context.CancelFunc{},
+		calls:      map[uint64]call{},
 		tickets:    map[uint64]commitTicket{},
 		data:       make(chan struct{}, 1),
 		hookWake:   make(chan struct{}, 1),
@@ -554,13 +557,20 @@ func (c *Consumer) step(e session.Event) {
 // returns the batches of a Deliver.
 func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 	var batches []session.Batch
+	var stops []session.Partition
+	defer func() { c.fetcher.stop(stops...) }() // before any hook queued here runs: it needs the lock
 	for _, cmd := range cmds {
 		switch cmd := cmd.(type) {
 		case driver.Send:
 			c.startLocked(cmd)
 		case driver.Cancel:
-			if cancel := c.calls[cmd.Call]; cancel != nil {
-				cancel()
+			if call, ok := c.calls[cmd.Call]; ok {
+				call.cancel()
+				if call.fetch {
+					// An aborted fetch also stops what is fetched
+					// ahead of its partition.
+					stops = append(stops, call.partition)
+				}
 			}
 		case session.Deliver:
 			batches = append(batches, cmd.Batches...)
@@ -604,28 +614,35 @@ func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 // startLocked runs one request attempt in its own goroutine and steps
 // its answer.
 func (c *Consumer) startLocked(s driver.Send) {
-	ctx, cancel := context.WithTimeout(c.ctx, s.Timeout)
-	c.calls[s.Call] = cancel
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if s.Kind == driver.KindFetch {
-		// An aborted fetch also stops what is fetched ahead of its
-		// partition, before a revoke hook can run.
-		p := s.Fetch.Partition
-		c.calls[s.Call] = func() { cancel(); c.fetcher.stop(p) }
+		// The fetcher times the fetch from when it has a slot of its
+		// gateway (GatewayFetchesMax): waiting for one is no gateway's
+		// silence.
+		ctx, cancel = context.WithCancel(c.ctx)
+		c.calls[s.Call] = call{cancel: cancel, fetch: true, partition: s.Fetch.Partition}
+	} else {
+		ctx, cancel = context.WithTimeout(c.ctx, s.Timeout)
+		c.calls[s.Call] = call{cancel: cancel}
 	}
 	if !c.spawnLocked(func() {
 		answer := c.attempt(ctx, s)
 		cancel()
-		c.mu.Lock()
-		delete(c.calls, s.Call)
-		c.carry(c.d.Answer(answer))
-		c.mu.Unlock()
-		if s.Kind == driver.KindFetch {
-			wake(c.data)
-		}
+		c.answered(answer, s.Kind == driver.KindFetch)
 	}) {
 		cancel()
 		delete(c.calls, s.Call)
 	}
+}
+
+// call is a request attempt in flight: cancel aborts it; a fetch's
+// abort also stops what is fetched ahead of its partition (carry), before
+// a revoke hook can run.
+type call struct {
+	cancel    context.CancelFunc
+	fetch     bool
+	partition session.Partition
 }
 
 // commitTicket is a commit request waiting for its outcome.

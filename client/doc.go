@@ -168,6 +168,16 @@
 // and after all failed in a row, retries pause with a bounded jittered
 // backoff.
 //
+// Each fetch is an HTTP/1.1 request on a connection of its own (one per
+// partition, two while records flow and FetchAhead is on). At most
+// Config.GatewayFetchesMax (1024) are in flight to one gateway; the rest
+// wait their turn in order, so a consumer of more partitions than that
+// holds that many connections to the gateway, not one per partition.
+// Consumers in one process each have their own bound and, without
+// WithHTTPClient, their own connections: 50 consumers of 40 partitions
+// each hold 2,000, as many as a gateway serves from one address by
+// default (max_connections_per_address).
+//
 // Concurrency: Poll is meant for one goroutine; Commit, CommitAsync,
 // Mark, Assigned, MemberID and Close are safe from any goroutine. Hooks run one at a time on a
 // goroutine of their own, in order; a hook may call Commit but not Close

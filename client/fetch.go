@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -17,11 +18,15 @@ import (
 
 // fetcher reads a partition from one gateway (client/driver picks which,
 // and when to fail over), and fetches ahead while records flow (ahead.go).
+// At most Config.GatewayFetchesMax fetches (fetched ahead included) are
+// in flight to one gateway; the ones past it wait their turn, first come
+// first served, and their timeout starts with their request.
 type fetcher struct {
-	cfg  Config
-	tr   *transport
-	urls []string        // the gateways' base URLs, without trailing slashes
-	base context.Context // the consumer's: fetches ahead end with it
+	cfg   Config
+	tr    *transport
+	urls  []string        // the gateways' base URLs, without trailing slashes
+	slots []chan struct{} // per gateway: a token per fetch in flight (GatewayFetchesMax)
+	base  context.Context // the consumer's: fetches ahead end with it
 
 	running sync.WaitGroup // fetches ahead (started under mu while base is alive)
 
@@ -32,16 +37,24 @@ type fetcher struct {
 }
 
 func newFetcher(base context.Context, cfg Config, tr *transport, urls []string) *fetcher {
-	return &fetcher{cfg: cfg, tr: tr, urls: urls, base: base, aheads: map[session.Partition]*ahead{},
+	slots := make([]chan struct{}, len(urls))
+	for i := range slots {
+		slots[i] = make(chan struct{}, cfg.GatewayFetchesMax)
+	}
+	return &fetcher{cfg: cfg, tr: tr, urls: urls, slots: slots, base: base, aheads: map[session.Partition]*ahead{},
 		claimed: map[session.Partition]*ahead{}, stopped: map[session.Partition]bool{}}
 }
 
 // fetchFrom fetches req from gateway i, or takes the answer fetched
-// ahead for exactly req, and decodes the answer.
-func (f *fetcher) fetchFrom(ctx context.Context, i int, req session.Fetch) (driver.Fetched, error) {
-	res, err, ok := f.claim(ctx, req)
+// ahead for exactly req, and decodes the answer. timeout bounds the
+// wait for an answer fetched ahead, and the request from when it has
+// its slot (0: ctx alone).
+func (f *fetcher) fetchFrom(ctx context.Context, i int, req session.Fetch, timeout time.Duration) (driver.Fetched, error) {
+	claimCtx, cancel := withTimeout(ctx, timeout)
+	res, err, ok := f.claim(claimCtx, req)
+	cancel()
 	if !ok {
-		res, err = f.fetchOnce(ctx, i, req, f.onNext(i, req))
+		res, err = f.fetchOnce(ctx, i, req, f.onNext(i, req), timeout)
 	}
 	if err != nil {
 		return driver.Fetched{}, err
@@ -49,10 +62,39 @@ func (f *fetcher) fetchFrom(ctx context.Context, i int, req session.Fetch) (driv
 	return driver.Fetched{Records: len(res.records), Bytes: res.bytes, Next: res.next, Payload: res.records}, nil
 }
 
-// fetchOnce is one fetch of req from gateway i; onHeaders (may be nil)
+// withTimeout is ctx bounded by timeout (0: ctx as it is).
+func withTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
+// acquire takes one of gateway i's fetch slots, waiting its turn while
+// ctx lives: goroutines blocked sending on a channel are served in
+// order, so no partition's fetch waits behind later ones.
+func (f *fetcher) acquire(ctx context.Context, i int) error {
+	select {
+	case f.slots[i] <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *fetcher) release(i int) { <-f.slots[i] }
+
+// fetchOnce is one fetch of req from gateway i, once one of its slots is
+// free; timeout (0: none) bounds it from then on. onHeaders (may be nil)
 // sees the headers of the answer before its body is read.
-func (f *fetcher) fetchOnce(ctx context.Context, i int, req session.Fetch, onHeaders func(http.Header)) (fetched, error) {
+func (f *fetcher) fetchOnce(ctx context.Context, i int, req session.Fetch, onHeaders func(http.Header), timeout time.Duration) (fetched, error) {
 	op := "fetch " + req.Partition.String()
+	if err := f.acquire(ctx, i); err != nil {
+		return fetched{}, fmt.Errorf("client: %s: waiting for one of the %d fetches to %s: %w", op, f.cfg.GatewayFetchesMax, f.urls[i], err)
+	}
+	defer f.release(i)
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
 	q := url.Values{}
 	q.Set("offset", offsetParam(req.Offset))
 	maxBytes := req.MaxBytes

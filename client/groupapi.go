@@ -31,7 +31,7 @@ type GroupAPI struct {
 // (nil: defaults) is the TLS of an https:// URL.
 func NewGroupAPI(coordinatorURL string, tc *tls.Config) *GroupAPI {
 	urls := coordinators.Split(coordinatorURL)
-	hc := newHTTPClient(tc)
+	hc := newHTTPClient(tc, 0)
 	if len(urls) > 0 {
 		if led, err := WithCoordinators(hc, urls); err == nil { // checked by the caller's config
 			hc = led

@@ -35,7 +35,7 @@ func TestOwnLeaveIsNoNews(t *testing.T) {
 		}
 		return nil
 	}))
-	hold := &leaveHold{next: newHTTPClient(nil).Transport, before: func() {
+	hold := &leaveHold{next: newHTTPClient(nil, 0).Transport, before: func() {
 		e.coord.failures <- api.CodeUnknownMember // the held heartbeat's answer
 		select {
 		case <-logged:

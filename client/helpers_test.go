@@ -244,7 +244,7 @@ func (rt recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) 
 }
 
 func withRequestLog(l *requestLog) Option {
-	return WithHTTPClient(&http.Client{Transport: recordingTransport{next: newHTTPClient(nil).Transport, log: l}})
+	return WithHTTPClient(&http.Client{Transport: recordingTransport{next: newHTTPClient(nil, 0).Transport, log: l}})
 }
 
 // beginsAfter lists the events "begin path" after the first event equal to marker.

@@ -23,12 +23,14 @@ import (
 const maxCoordinatorBody = 16 << 20
 
 // newHTTPClient is the default client: keep-alive connections enough for
-// one long poll per partition plus the heartbeat; tc (nil: defaults) for
-// https:// URLs.
-func newHTTPClient(tc *tls.Config) *http.Client {
+// idlePerHost requests in flight to one host (a consumer's
+// GatewayFetchesMax) plus the heartbeat and commits, so the connections
+// of a burst of long polls ending together are used again instead of
+// closed and dialled anew; tc (nil: defaults) for https:// URLs.
+func newHTTPClient(tc *tls.Config, idlePerHost int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 1024
-	t.MaxIdleConnsPerHost = 256
+	t.MaxIdleConnsPerHost = max(idlePerHost, 256) + 16
+	t.MaxIdleConns = 0 // no bound across hosts: each host's is
 	if tc != nil {
 		t.TLSClientConfig = tc
 	}

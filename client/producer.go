@@ -77,7 +77,7 @@ func newProducer(gatewayURLs []string, bearer, what string, opts []Option) (*Pro
 			return nil, err
 		}
 	}
-	o, err := buildOptions(opts, tlsconf.ClientConfig{})
+	o, err := buildOptions(opts, tlsconf.ClientConfig{}, 0)
 	if err != nil {
 		return nil, err
 	}

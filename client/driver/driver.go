@@ -465,10 +465,34 @@ func (d *Driver) NextDeadline() time.Time {
 // Answer steps the outcome of an attempt. Answers of attempts the driver
 // no longer waits for (cancelled, expired) are dropped.
 func (d *Driver) Answer(a Answered) []Command {
+	if !d.answer(a) {
+		return nil
+	}
+	return d.flush()
+}
+
+// AnswerMany steps the outcomes of several attempts, in order, as Answer
+// of each in turn, except that the session steps what they queued
+// together (flush): a shell whose answers arrive faster than it steps
+// them (thousands of long polls ending at once) steps each batch with
+// one walk of its partitions instead of one per answer.
+func (d *Driver) AnswerMany(as []Answered) []Command {
+	stepped := false
+	for _, a := range as {
+		stepped = d.answer(a) || stepped
+	}
+	if !stepped {
+		return nil
+	}
+	return d.flush()
+}
+
+// answer applies one attempt's outcome (false: dropped, nothing changed).
+func (d *Driver) answer(a Answered) bool {
 	d.now = a.Now
 	o := d.calls[a.Call]
 	if o == nil {
-		return nil
+		return false
 	}
 	delete(d.calls, a.Call)
 	latest := o.call == a.Call
@@ -490,7 +514,7 @@ func (d *Driver) Answer(a Answered) []Command {
 	case KindCommit, KindLeave:
 		d.retryAnswered(o, a, latest)
 	}
-	return d.flush()
+	return true
 }
 
 func (d *Driver) newOp(o *op) *op {

@@ -13,11 +13,17 @@ import (
 // flush steps the session with what waits for it, carries out its
 // actions (which may queue more), keeps one heartbeat going, and returns
 // the commands for the shell.
+//
+// What waits is stepped together (session.StepMany): the events an
+// answer, a user event or a batch of answers queued, then those the
+// actions queued (a revoke's cancelled fetches, each a FetchDone). One
+// at a time, each walked every held partition: Close of 2,000 took
+// 2,000 walks of 2,000.
 func (d *Driver) flush() []Command {
 	for len(d.pending) > 0 {
-		ev := d.pending[0]
-		d.pending = d.pending[1:]
-		d.act(d.s.Step(ev))
+		evs := d.pending
+		d.pending = nil
+		d.act(d.s.StepMany(evs))
 	}
 	d.heartbeat()
 	d.compact()

@@ -170,8 +170,9 @@ type Session struct {
 	lastTimedCommit time.Time
 	lane
 
-	lastID uint64
-	out    []Action
+	lastID   uint64
+	out      []Action
+	advances uint64 // Advances
 }
 
 // New returns an Idle session; it panics on an invalid Config (the shell
@@ -192,7 +193,42 @@ func New(cfg Config) *Session {
 // Step applies one event and returns what the shell must do, in order.
 // The returned slice is the caller's.
 func (s *Session) Step(e Event) []Action {
-	now := e.now()
+	s.apply(e)
+	s.advance(e.now())
+	out := s.out
+	s.out = nil
+	return out
+}
+
+// StepMany applies events in order and then does the work that follows
+// them once, at the latest of their times: as Step of each in turn, as
+// if they had happened at the same instant. The work that follows an
+// event (advance: releases, the commit lane, the leave, new fetches,
+// the invariant checks) walks every held partition, so a shell holding
+// thousands of partitions that stepped their answers one at a time did
+// that walk once per answer: the 2,000 cancelled fetches of a Close took
+// ~1 s on a loaded 2-core machine, and a burst of 2,000 long polls
+// ending together held the shell's lock for as long. The returned slice
+// is the caller's.
+func (s *Session) StepMany(events []Event) []Action {
+	if len(events) == 0 {
+		return nil
+	}
+	var now time.Time
+	for _, e := range events {
+		s.apply(e)
+		if t := e.now(); t.After(now) {
+			now = t
+		}
+	}
+	s.advance(now)
+	out := s.out
+	s.out = nil
+	return out
+}
+
+// apply applies one event's own change; advance does what follows.
+func (s *Session) apply(e Event) {
 	switch e := e.(type) {
 	case Joined:
 		s.joined(e)
@@ -224,15 +260,12 @@ func (s *Session) Step(e Event) []Action {
 	default:
 		panic(fmt.Sprintf("session: unknown event %T", e))
 	}
-	s.advance(now)
-	out := s.out
-	s.out = nil
-	return out
 }
 
 // advance does the work that follows any change: release revoked
 // partitions that are ready, leave once closing is done, start fetches.
 func (s *Session) advance(now time.Time) {
+	s.advances++
 	s.releaseReady(now)
 	s.laneNext(now)
 	if s.status == Closing && len(s.parts) == 0 {
@@ -251,6 +284,12 @@ func (s *Session) nextID() uint64 {
 	s.lastID++
 	return s.lastID
 }
+
+// Advances counts the times the session did the work that follows
+// events, each a walk of every held partition: one per Step, one per
+// StepMany. For tests and benchmarks of shells (client/driver steps what
+// waits together).
+func (s *Session) Advances() uint64 { return s.advances }
 
 // Status reports the lifecycle state.
 func (s *Session) Status() Status { return s.status }
