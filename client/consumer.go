@@ -252,12 +252,19 @@ func driverConfig(cfg Config, o options) driver.Config {
 // Join joins the group and starts consuming: heartbeats and one fetch per
 // granted partition run in the background until Close. The join is
 // retried (transport errors, retriable refusals) for up to
-// request_timeout.
+// request_timeout; ctx ending first gives it up (ctx's error). A
+// consumer joins once: Join after a successful one fails with
+// ErrAlreadyJoined, after Close with ErrClosed (errors.Is); after a
+// failed one it tries again.
 func (c *Consumer) Join(ctx context.Context) error {
 	c.mu.Lock()
-	if c.joined || c.stopped {
+	switch {
+	case c.stopped:
 		c.mu.Unlock()
-		return fmt.Errorf("client: join: already joined or closed")
+		return fmt.Errorf("client: join: %w", ErrClosed)
+	case c.joined:
+		c.mu.Unlock()
+		return fmt.Errorf("client: join: %w", ErrAlreadyJoined)
 	}
 	if !c.started {
 		c.started = true

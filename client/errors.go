@@ -46,6 +46,11 @@ var ErrClosed = errors.New("client: consumer closed")
 // ErrNotJoined is returned by Poll and Commit before Join succeeded.
 var ErrNotJoined = errors.New("client: consumer not joined")
 
+// ErrAlreadyJoined is returned by Join of a consumer that joined: a
+// consumer is one member; build another for another. (A Join that failed
+// may be called again.)
+var ErrAlreadyJoined = errors.New("client: consumer already joined")
+
 // decodeError builds the Error of a refused response from its body; a
 // body that is not ours (a proxy's page) gets the code of its status.
 func decodeError(op string, resp *http.Response, body []byte) *Error {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -63,5 +64,25 @@ func TestBackoffBounded(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("round %d waited %s", round, d)
 		}
+	}
+}
+
+// TestJoinTwiceSaysWhy: a second Join of a joined consumer, and a Join
+// after Close, fail with sentinels a caller can test (errors.Is); before,
+// both were one plain "already joined or closed".
+func TestJoinTwiceSaysWhy(t *testing.T) {
+	var e *env
+	e = newEnv(t, func(int) []api.Grant { return []api.Grant{e.grantOf(p0, 1, 0, "cap-p0")} })
+	c := e.start(e.config())
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := c.Join(ctx); !errors.Is(err, ErrAlreadyJoined) {
+		t.Fatalf("second join: %v, want ErrAlreadyJoined", err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Join(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("join after close: %v, want ErrClosed", err)
 	}
 }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -14,9 +15,10 @@ import (
 	"github.com/capgate/capgate/tlsconf"
 )
 
-// These examples are compiled by go test but not run (no Output: they
-// need a running capgate). README.md's "Use the Go SDK" program is built
-// and run against a real stack by e2e/sdk TestReadmeGoSDK.
+// These examples are compiled by go test, and those with an Output
+// comment run; the others need a running capgate. README.md's "Use the
+// Go SDK" program is built and run against a real stack by e2e/sdk
+// TestReadmeGoSDK.
 
 // A consumer that processes records until Ctrl-C, then commits what it
 // processed and leaves the group.
@@ -132,4 +134,36 @@ func ExampleWithSlog() {
 		os.Exit(1)
 	}
 	_ = c // Join, Poll, Close as in ExampleNewConsumer
+}
+
+// A configuration is checked before anything is sent: NewConsumer (and
+// Validate) name the first bad field, by its Go name and its YAML key,
+// as a *ConfigError.
+func ExampleConfig_Validate() {
+	cfg := client.DefaultConfig()
+	cfg.CoordinatorURL = "http://127.0.0.1:7070"
+	cfg.Gateways = []string{"http://127.0.0.1:8080"}
+	cfg.Group, cfg.Topics = "billing", []string{"orders"}
+	cfg.Credential = "a-client-credential"
+	fmt.Println(cfg.Validate())
+	cfg.GatewayFetchesMax = 0
+	_, err := client.NewConsumer(cfg)
+	var bad *client.ConfigError
+	if errors.As(err, &bad) {
+		fmt.Println(bad.Key)
+	}
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// gateway_fetches_max
+	// Config.GatewayFetchesMax (client.gateway_fetches_max): must be > 0, got 0
+}
+
+// MarkAfter names the offset to commit after a record: the next one.
+func ExampleMarkAfter() {
+	r := client.Record{Topic: "orders", Partition: 3, Offset: 41, Epoch: 7}
+	o := client.MarkAfter(&r)
+	fmt.Println(o.Partition, o.Offset, o.Epoch)
+	// Output:
+	// orders/3 42 7
 }
