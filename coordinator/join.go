@@ -480,5 +480,5 @@ func keyedRepeat(groupName string, credential *ocap.Claims, req api.JoinRequest,
 	if joinKey == "" || req.MemberID != "" {
 		return ""
 	}
-	return group.KeyedMemberID(groupName, credential.ID, req.ClientID, joinKey)
+	return group.KeyedMemberID(groupName, tenant(credential), req.ClientID, joinKey)
 }

@@ -43,7 +43,13 @@ func (h *harness) keyedJoin(t testing.TB, group, credential string, req api.Join
 
 func (h *harness) mustKeyedJoin(t testing.TB, credential string, req api.JoinRequest, key string) api.JoinResponse {
 	t.Helper()
-	status, b := h.keyedJoin(t, "keyed", credential, req, key)
+	return h.mustKeyedJoinIn(t, "keyed", credential, req, key)
+}
+
+// mustKeyedJoinIn is mustKeyedJoin into group.
+func (h *harness) mustKeyedJoinIn(t testing.TB, group, credential string, req api.JoinRequest, key string) api.JoinResponse {
+	t.Helper()
+	status, b := h.keyedJoin(t, group, credential, req, key)
 	if status != http.StatusOK {
 		t.Fatalf("join with key %q: %d %s", key, status, b)
 	}
@@ -197,5 +203,55 @@ func TestFirstKeyedJoinSpendsNoRate(t *testing.T) {
 	// A repeat is the rejoin it is, priced as one (the bucket is empty).
 	if status, body := h.keyedJoin(t, "keyed", credA, req, "k-1"); status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" {
 		t.Fatalf("a repeat of k-1 with the bucket empty: %d %.300s, want 429 naming coordinator.tenant_member_rate", status, body)
+	}
+}
+
+// TestJoinKeyOutlivesATokenRefresh: an OAuth client's token refreshed
+// between two attempts of one join (each /oauth/token credential has its
+// own jti) — the second attempt, same Idempotency-Key, is answered the
+// member the first made: one member, its new member token heartbeats,
+// and it is bound to the new token from then on (denying the first
+// token leaves it, denying the second ends it). Another OAuth client's
+// same key makes its own member; so does the refreshed client's after
+// the member's token was denied (the deny ended it; the revocation of
+// its id still runs). Fails without (a second member, the first an
+// orphan until its session ran out).
+func TestJoinKeyOutlivesATokenRefresh(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 4})
+	h := e.start(t)
+	billing := createOAuthClient(t, h, "billing", []string{"g"})
+	other := createOAuthClient(t, h, "other", []string{"g"})
+	req := api.JoinRequest{Topics: []string{"orders"}, ClientID: "svc", SessionTimeoutMs: 300_000}
+	join := func(credential, key string) api.JoinResponse {
+		t.Helper()
+		return h.mustKeyedJoinIn(t, "g", credential, req, key)
+	}
+	first := oauthToken(t, e, h, billing)
+	made := join(first, "k-1")
+	second := oauthToken(t, e, h, billing) // refreshed before the attempt the client sends next
+	if claimsOf(t, second)["jti"] == claimsOf(t, first)["jti"] {
+		t.Fatal("the refreshed token has the first one's jti")
+	}
+	again := join(second, "k-1")
+	if again.MemberID != made.MemberID {
+		t.Fatalf("the repeat with the refreshed token joined member %s, the first attempt made %s", again.MemberID, made.MemberID)
+	}
+	if d := h.describe(t, "g"); len(d.Members) != 1 {
+		t.Fatalf("%d members after the repeat, want 1: %+v", len(d.Members), d.Members)
+	}
+	m := &member{h: h, group: "g", id: again.MemberID, token: again.MemberToken, grants: map[string]api.Grant{}}
+	m.heartbeat(t, 0)
+	checkRebound(t, e, h, first, second, "")
+
+	mine := join(oauthToken(t, e, h, other), "k-1")
+	if mine.MemberID == made.MemberID {
+		t.Fatalf("another OAuth client's same key joined %s, billing's member", mine.MemberID)
+	}
+	late := join(oauthToken(t, e, h, billing), "k-1")
+	if late.MemberID == made.MemberID {
+		t.Fatalf("a refreshed token's repeat after the member's token was denied joined the revoked member's id %s", late.MemberID)
+	}
+	if d := h.describe(t, "g"); len(d.Members) != 2 {
+		t.Fatalf("%d members, want 2 (other's, billing's new one): %+v", len(d.Members), d.Members)
 	}
 }

@@ -55,11 +55,13 @@ type Join struct {
 	// JoinKey is the client's key for this join across its attempts
 	// (the Idempotency-Key header; the shell checked its syntax), ""
 	// for none. It names the member the join makes: the member id's 16
-	// hex digits are drawn from Group, Credential.ID and JoinKey
-	// (keyedMemberID) instead of the machine's rng, so a repeat of the
-	// join — an attempt given up on a leader that was only slow, which
-	// made the member anyway — finds that member (still live, bound to
-	// the same credential) and is stepped as its rejoin (fenced) instead
+	// hex digits are drawn from Group, the tenant (Tenant, else
+	// Credential.ID) and JoinKey (keyedMemberID) instead of the
+	// machine's rng, so a repeat of the join — an attempt given up on a
+	// leader that was only slow, which made the member anyway — finds
+	// that member (still live, bound to the same credential or to
+	// another token of the same OAuth client, which the repeat rebinds
+	// it to) and is stepped as its rejoin (fenced) instead
 	// of making a second member nobody heartbeats. The mapping is the
 	// member id itself: nothing more is kept, and a standby that read the
 	// member from the log maps the repeat alike. Ignored with MemberID

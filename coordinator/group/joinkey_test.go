@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,5 +102,82 @@ func TestJoinKeyExpiresWithItsMember(t *testing.T) {
 	}
 	if rej, ok := w.joinAs(credA, group.Join{Group: "g", MemberID: late.MemberID}).(group.Rejected); !ok || rej.Code != api.CodeUnknownMember {
 		t.Fatalf("rejoin of the revoked member: %#v", w.replies[w.ref])
+	}
+}
+
+// A join's attempts carry one key, but an OAuth client's token may be
+// refreshed between two of them (each /oauth/token credential is its own
+// jti): the repeat with the new token is still answered the member the
+// first attempt made — the key is the tenant's (the OAuth client's), not
+// the token's — fenced, and rebound to the new token as a renewal would
+// be (denying the old token no longer ends it, denying the new one
+// does). Another OAuth client's same key never finds it, and neither
+// does a refreshed token once the member's token was denied (the deny
+// ended the member; the repeat makes a member of another id while the
+// member's revocation runs). Across a restart too. Before, the repeat
+// made a second member, an orphan holding half the partitions until its
+// session ran out.
+func TestKeyedJoinRepeatWithARefreshedToken(t *testing.T) {
+	w := newWorld(t)
+	w.topics(map[string]int32{"t": 4})
+	w.pollUntilParked("gw1")
+	token := func(client string, n int) group.Credential {
+		return group.Credential{ID: fmt.Sprintf("jti-%s-%d", client, n), Issuer: "capgate", Subject: "oauth:" + client}
+	}
+	join := func(cred group.Credential, key string) group.JoinReply {
+		t.Helper()
+		r, ok := w.joinAs(cred, group.Join{Group: "g", ClientID: "c", JoinKey: key, Tenant: cred.Subject}).(group.JoinReply)
+		if !ok {
+			t.Fatalf("join with key %q as %s: %#v", key, cred.ID, w.replies[w.ref])
+		}
+		return r
+	}
+	members := func() int { return len(w.describe("g").Members) }
+	first := join(token("billing", 1), "k")
+	epochs := w.epochs("g")
+	again := join(token("billing", 2), "k")
+	if again.MemberID != first.MemberID || again.Created {
+		t.Fatalf("repeat with a refreshed token: member %q (created %t), want %q again", again.MemberID, again.Created, first.MemberID)
+	}
+	for p, e := range w.epochs("g") {
+		if e <= epochs[p] {
+			t.Fatalf("%v: epoch %d after the repeat, %d before: not fenced", p, e, epochs[p])
+		}
+	}
+	if n := members(); n != 1 {
+		t.Fatalf("%d members after the repeat, want 1", n)
+	}
+	deny := func(cred group.Credential) {
+		t.Helper()
+		ref := w.nextRef()
+		w.step(group.DenyJTIs{Ref: ref, Denials: []group.Denial{{JTI: cred.ID, Expires: w.now.Add(time.Hour)}}})
+		mustReply[group.Done](t, w, ref)
+	}
+	deny(token("billing", 1))
+	if n := members(); n != 1 {
+		t.Fatalf("denying the first token ended the member rebound to the second: %d members", n)
+	}
+
+	other := join(token("other", 1), "k")
+	if other.MemberID == first.MemberID || !other.Created {
+		t.Fatalf("another OAuth client's same key: member %q (created %t), first %q", other.MemberID, other.Created, first.MemberID)
+	}
+
+	w.restart(time.Second)
+	after := join(token("billing", 3), "k")
+	if after.MemberID != first.MemberID || after.Created {
+		t.Fatalf("repeat with a third token after a restart: member %q (created %t), want %q", after.MemberID, after.Created, first.MemberID)
+	}
+	deny(token("billing", 2)) // no longer the member's: it lives on
+	if n := members(); n != 2 {
+		t.Fatalf("%d members after denying a token the member left, want 2", n)
+	}
+	deny(token("billing", 3))
+	if n := members(); n != 1 {
+		t.Fatalf("denying the member's token left %d members, want 1 (other's)", n)
+	}
+	fresh := join(token("billing", 4), "k")
+	if !fresh.Created || fresh.MemberID == first.MemberID {
+		t.Fatalf("repeat after the member's token was denied: %+v, want a new member of another id than %q", fresh, first.MemberID)
 	}
 }

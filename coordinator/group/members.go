@@ -74,12 +74,12 @@ func (m *Machine) join(e Join) {
 		return
 	}
 	if e.MemberID != "" {
-		m.rejoin(e, sub, timeout)
+		m.rejoin(e, sub, timeout, false)
 		return
 	}
 	if mem := m.keyedMember(e); mem != nil {
 		e.MemberID = mem.id // a repeat of the join that made mem
-		m.rejoin(e, sub, timeout)
+		m.rejoin(e, sub, timeout, true)
 		return
 	}
 	var old *member
@@ -169,10 +169,12 @@ func (m *Machine) adoptAssignor(g *group, e Join) bool {
 // fresh epoch — unless the join renews it (Join.Renew: its member token
 // was presented too; same subscription, no fence). A rejoin by anyone
 // else is refused as for an unknown member, so a member id learnt from
-// a capability's sub opens nothing.
-func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration) {
+// a capability's sub opens nothing. Keyed: the rejoin is a keyed join's
+// repeat (keyedMember), which, as a renewal does, rebinds the member to
+// another token of its OAuth client (sameClient).
+func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed bool) {
 	mem := m.memberOf(e.Group, e.MemberID)
-	rebind := mem != nil && e.Renew && mem.credential.ID != e.Credential.ID && sameClient(mem.credential, e)
+	rebind := mem != nil && (e.Renew || keyed) && mem.credential.ID != e.Credential.ID && sameClient(mem.credential, e)
 	if mem == nil || (!e.ByMemberToken && mem.credential.ID != e.Credential.ID && !rebind) {
 		m.reject(e.Ref, api.CodeUnknownMember, "join: unknown member %q: join without member_id", e.MemberID)
 		return
@@ -350,24 +352,27 @@ func memberIDPrefix(clientID string) string {
 
 // keyedMemberID is the id of the member a join with a key makes
 // (Join.JoinKey): newMemberID's shape, its 16 hex digits the first 8
-// bytes of SHA-256 over the group, the credential's id and the key
-// (each length-prefixed). A repeat of the join computes the same id and
-// finds the member (keyedMember); another credential's same key, or the
-// key in another group, names another id. Member ids are not secrets
-// (every capability's sub carries one), and the id tells nothing of the
-// key.
+// bytes of SHA-256 over the group, the join's tenant (Join.creator: an
+// OAuth client's "oauth:<client_id>", else the credential's id) and the
+// key (each length-prefixed). A repeat of the join computes the same id
+// and finds the member (keyedMember) — with another token of the same
+// OAuth client too (a token refreshed between two attempts of one join:
+// each /oauth/token credential is its own jti); another tenant's same
+// key, or the key in another group, names another id. Member ids are not
+// secrets (every capability's sub carries one), and the id tells nothing
+// of the key.
 func keyedMemberID(e Join) string {
-	return KeyedMemberID(e.Group, e.Credential.ID, e.ClientID, e.JoinKey)
+	return KeyedMemberID(e.Group, e.creator(), e.ClientID, e.JoinKey)
 }
 
-// KeyedMemberID is keyedMemberID of a join into group by credentialID
-// with clientID and key: the shell prices a keyed join by the member it
-// may repeat (a repeat is that member's rejoin, which fences every
-// partition it owns).
-func KeyedMemberID(group, credentialID, clientID, key string) string {
+// KeyedMemberID is keyedMemberID of a join into group by tenant (the
+// shell's tenant of the joining credential) with clientID and key: the
+// shell prices a keyed join by the member it may repeat (a repeat is
+// that member's rejoin, which fences every partition it owns).
+func KeyedMemberID(group, tenant, clientID, key string) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
-	for _, s := range []string{group, credentialID, key} {
+	for _, s := range []string{group, tenant, key} {
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
 		h.Write([]byte(s))
 	}
@@ -376,18 +381,27 @@ func KeyedMemberID(group, credentialID, clientID, key string) string {
 
 // keyedMember is the live member an earlier attempt of keyed join e
 // made, nil when there is none: the member of keyedMemberID(e), bound to
-// e's credential. A key is honoured as long as its member lives; once it
-// left, expired or was revoked, a repeat makes a new member (under the
-// same id, unless an administrator's revocation of that id still runs:
-// memberIDFree). A key sent with another credential never finds the
-// member (another id, and the binding is checked besides), so no tenant
-// reaches another's member with a key.
+// e's credential or to another token of e's OAuth client (sameClient,
+// what a renewal may rebind: the repeat rebinds it too, rejoin). A key
+// is honoured as long as its member lives; once it left, expired or was
+// revoked, a repeat makes a new member (under the same id, unless an
+// administrator's revocation of that id still runs: memberIDFree). A
+// key sent by another tenant never finds the member (another id, and
+// the binding is checked besides), so no tenant reaches another's
+// member with a key; an admin-minted credential is its own tenant, so
+// another one, of the same name or not, never does either. A member
+// whose credential is denied is not taken over (the deny ended it
+// already: revokeOpenedBy; checked again so a token refreshed after a
+// revoke never rebinds what the revoke was to end).
 func (m *Machine) keyedMember(e Join) *member {
 	if e.JoinKey == "" {
 		return nil
 	}
 	mem := m.memberOf(e.Group, keyedMemberID(e))
-	if mem == nil || mem.credential.ID != e.Credential.ID {
+	switch {
+	case mem == nil, mem.credential.tenant() != e.creator(), m.credentialDenied(mem.credential.ID):
+		return nil
+	case mem.credential.ID != e.Credential.ID && !sameClient(mem.credential, e):
 		return nil
 	}
 	return mem
