@@ -38,7 +38,7 @@ func (o *observer) Persisted(rd group.Ready) {
 		return
 	}
 	for _, r := range rd.Persist {
-		if off, ok := r.(group.OffsetRecord); ok && off.Offset >= 0 {
+		if off, ok := r.(group.OffsetRecord); ok && off.Offset >= 0 && !off.Kept {
 			o.c.mirror.add(off.Group, off.Topic, off.Partition, off.Offset)
 		}
 	}

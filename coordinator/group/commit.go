@@ -86,7 +86,7 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 		code, err := m.checkOffset(g, h, o, release)
 		switch {
 		case err == nil:
-		case code == api.CodeStaleEpoch && landed(g.parts[id], o):
+		case code == api.CodeStaleEpoch && landed(g.parts[id], o, release):
 			if done == nil {
 				done = make(map[assign.Partition]bool)
 			}
@@ -105,10 +105,13 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 			continue
 		}
 		p := g.parts[id]
-		if o.Offset >= 0 && !landed(p, o) {
+		switch {
+		case o.Offset >= 0 && !landed(p, o, release):
 			m.audit.committed(p, o.Offset, false)
 			p.setCommitted(o.Offset, o.Metadata, o.Epoch)
 			m.markOffset(p)
+		case o.Offset < 0 && p.committed >= 0 && p.committedEpoch != o.Epoch:
+			m.keepOffset(p, o.Epoch) // a release without an offset
 		}
 		if !release {
 			continue
@@ -128,7 +131,10 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 }
 
 // landed reports whether o is committed already, exactly: its offset and
-// metadata are p's, committed by a capability of o's epoch. An epoch is
+// metadata are p's, committed by a capability of o's epoch — or, for a
+// release without an offset (release, o.Offset < 0), p's committed
+// offset is the one the holder of o's epoch left standing when it
+// released (keepOffset). An epoch is
 // granted to one holder (every grant a fresh epoch), and the shell takes
 // only the committing member's own capabilities (driver.CommitOffsets),
 // so the commit that set them was this holder's at that epoch: o repeats
@@ -140,8 +146,31 @@ func (m *Machine) commitOffsets(ref Ref, g *group, h holder, offsets []CommitOff
 // it: a release repeated after the partition came back to the holder
 // under a newer epoch never releases that one. A partition whose offset
 // another commit or an admin reset changed since is no repeat (stale).
-func landed(p *partition, o CommitOffset) bool {
-	return p != nil && o.Offset >= 0 && o.Epoch != 0 && p.committedEpoch == o.Epoch && p.committed == o.Offset && p.metadata == o.Metadata
+func landed(p *partition, o CommitOffset, release bool) bool {
+	if p == nil || o.Epoch == 0 || p.committedEpoch != o.Epoch {
+		return false
+	}
+	if o.Offset < 0 {
+		return release
+	}
+	return p.committed == o.Offset && p.metadata == o.Metadata
+}
+
+// keepOffset records that the holder of epoch released p without an
+// offset, leaving its committed offset standing: the offset's epoch
+// becomes the releasing one (persisted with it, OffsetRecord.Epoch and
+// Kept), so a repeat of the release after the partition moved on is
+// known for the release that landed (landed) — through a restart and a
+// takeover — with nothing more kept per partition. Where nothing is
+// committed there is no offset to carry the epoch: such a repeat stays
+// stale_epoch. Either way the partition's own state, from which
+// the next holder starts, is unchanged: the same offset and metadata.
+func (m *Machine) keepOffset(p *partition, epoch uint64) {
+	if !p.offsetDirty {
+		p.offsetKept = true
+	}
+	p.committedEpoch = epoch
+	m.markOffset(p)
 }
 
 // metadataGrowth is how much committing offsets (checked) would change

@@ -59,6 +59,7 @@ func (p *partition) setCommitted(offset int64, metadata string, epoch uint64) {
 	p.group.tally.metadataBytes += d
 	p.group.metadataBytes += d
 	p.committed, p.metadata, p.committedEpoch = offset, metadata, epoch
+	p.offsetKept = false
 }
 
 // stateBytes is g's own part of the state estimate: the group, its

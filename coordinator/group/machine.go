@@ -399,8 +399,9 @@ func (m *Machine) materialize() {
 		p.offsetDirty = false
 		m.putRecord(recordKey{kind: keyOffset, first: p.group.name, other: p.id.Topic, number: p.id.Partition}, OffsetRecord{
 			Group: p.group.name, Topic: p.id.Topic, Partition: p.id.Partition,
-			Offset: p.committed, Metadata: p.metadata, Epoch: p.committedEpoch,
+			Offset: p.committed, Metadata: p.metadata, Epoch: p.committedEpoch, Kept: p.offsetKept,
 		})
+		p.offsetKept = false
 	}
 	m.dirtyOffs = m.dirtyOffs[:0]
 	if m.seqDirty {

@@ -55,12 +55,17 @@ type OffsetRecord struct {
 	Partition int32
 	Offset    int64
 	Metadata  string
-	// Epoch is the epoch of the capability that committed it (0: an
-	// admin reset, or unknown): a commit repeated at that epoch after
-	// the partition moved on is answered as the commit it repeats
+	// Epoch is the epoch of the capability that committed it, or that
+	// released the partition without an offset after (0: an admin
+	// reset, or unknown): a commit or release repeated at that epoch
+	// after the partition moved on is answered as the one it repeats
 	// (commit.go's landed). The stores keep it already
 	// (store.CommittedOffset.Epoch).
 	Epoch uint64
+	// Kept: nothing was committed — a release without an offset left
+	// this one standing, and only Epoch is new (keepOffset). Observers
+	// that report commits (the Kafka mirror, the timeline) skip it.
+	Kept bool
 }
 
 // MemberRecord is a group member. Key: Group, MemberID.

@@ -136,15 +136,20 @@ type partition struct {
 	own       ownership
 	committed int64 // -1: nothing committed
 	metadata  string
-	// committedEpoch is the epoch of the capability that committed it
-	// (0: an admin reset, nothing committed, or unknown).
+	// committedEpoch is the epoch of the capability that committed it,
+	// or of the holder that released the partition without an offset
+	// after (keepOffset) — the epoch whose holder last stood by the
+	// offset (0: an admin reset, nothing committed, or unknown).
 	committedEpoch uint64
-	lease          *lease
-	revokeWaiters  []Ref
-	leaseWaiter    Ref
-	dirty          bool
-	offsetDirty    bool
-	audit          partitionAudit
+	// offsetKept: the offset record this Ready writes carries only a
+	// new committedEpoch (keepOffset), no new offset.
+	offsetKept    bool
+	lease         *lease
+	revokeWaiters []Ref
+	leaseWaiter   Ref
+	dirty         bool
+	offsetDirty   bool
+	audit         partitionAudit
 }
 
 // holder is who holds, or is to hold, a partition's capability: a group

@@ -112,7 +112,7 @@ func (d *deriver) joins(now time.Time, msgs []group.Message) {
 func (d *deriver) commits(now time.Time, records []group.Record) {
 	for _, r := range records {
 		o, ok := r.(group.OffsetRecord)
-		if !ok {
+		if !ok || o.Kept { // a release without an offset: nothing committed
 			continue
 		}
 		p := d.parts[partKey{o.Group, o.Topic, o.Partition}]

@@ -279,3 +279,29 @@ func TestQoSEventNamesItsSelector(t *testing.T) {
 		t.Fatalf("ended: %+v", e)
 	}
 }
+
+// TestReleaseWithoutOffsetIsNoCommit: a release without an offset
+// persists the partition's offset record again, its offset unchanged and
+// only its epoch the releasing one's (OffsetRecord.Kept, for a repeat of
+// the release to be known): the feed tells a release, not a commit of
+// the offset the holder left standing. A record with a new offset while
+// revoking is the holder's commit.
+func TestReleaseWithoutOffsetIsNoCommit(t *testing.T) {
+	s := newShell(t, 100)
+	revoking := group.PartitionRecord{Group: "g", Topic: "orders", Partition: 0, Epoch: 2, State: group.Revoking,
+		Holder: "a", HolderEpoch: 1, Target: "b", RevokeStarted: s.now}
+	s.feed.Observe(s.now, group.Ready{Persist: []group.Record{revoking}}, s.m)
+	start := s.feed.Last()
+	released := revoking
+	released.Released = true
+	offset := group.OffsetRecord{Group: "g", Topic: "orders", Partition: 0, Offset: 42, Epoch: 1, Kept: true}
+	s.feed.Observe(s.now, group.Ready{Persist: []group.Record{offset, released}}, s.m)
+	sub, err := s.feed.Subscribe(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if got, _ := sub.Read(nil, 100); !slices.Equal(kinds(got), []string{"release"}) {
+		t.Fatalf("events %v, want [release]\n%s", kinds(got), texts(got))
+	}
+}
