@@ -9,6 +9,8 @@ package coordinator
 // key set (also served at /.well-known/jwks.json). Answers KeysResponse.
 
 import (
+	"errors"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
@@ -17,7 +19,7 @@ import (
 func (c *Coordinator) handleAdminKeysRotate(ctx *fasthttp.RequestCtx, _ []string) {
 	ids, err := c.rotateKeys()
 	switch {
-	case err == errUnavailable:
+	case errors.Is(err, errUnavailable):
 		writeMachineError(ctx, nil, err)
 	case err != nil:
 		writeError(ctx, api.CodeInternal, "rotate keys: store refused the new ring")

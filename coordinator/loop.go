@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -12,8 +13,15 @@ import (
 )
 
 // errUnavailable answers requests the loop will never process: the
-// coordinator is shutting down, or failed closed.
+// coordinator is shutting down, or failed closed. Nothing of such a
+// request was applied.
 var errUnavailable = errors.New("coordinator: unavailable")
+
+// errTaken answers a request the machine had taken when the loop stopped
+// (driver.Unavailable.Taken): it may have been applied, and persisted —
+// an admin revoke or lease waiting for the gateways' acks was; a write
+// that failed may have reached the log all the same.
+var errTaken = fmt.Errorf("%w after taking the request", errUnavailable)
 
 // request is one unit of work for the event loop: an event for the
 // machine (build gets the Ref; reply receives the answer, nil for events
@@ -212,20 +220,28 @@ func (c *Coordinator) callWeighted(weight int, build func(group.Ref) group.Event
 	}
 	select {
 	case msg := <-r.reply:
-		if _, ok := msg.(driver.Unavailable); ok {
-			return nil, errUnavailable
-		}
-		return msg, nil
+		return answered(msg)
 	case <-c.loop.done:
 		select {
 		case msg := <-r.reply:
-			if _, ok := msg.(driver.Unavailable); !ok {
-				return msg, nil
-			}
+			return answered(msg)
 		default:
 		}
+		return nil, errUnavailable // never handed to the machine
+	}
+}
+
+// answered is the machine's answer msg to a call, or the error of a
+// call the loop stopped before answering: errTaken when the machine had
+// taken it, errUnavailable when not.
+func answered(msg group.Message) (group.Message, error) {
+	switch u, ok := msg.(driver.Unavailable); {
+	case ok && u.Taken:
+		return nil, errTaken
+	case ok:
 		return nil, errUnavailable
 	}
+	return msg, nil
 }
 
 // submit sends an event that has no answer.

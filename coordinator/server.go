@@ -374,8 +374,15 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 // writeMachineError answers a request the machine rejected, or that the
 // loop could not take.
 func writeMachineError(ctx *fasthttp.RequestCtx, msg group.Message, err error) {
-	if err != nil {
-		writeError(ctx, api.CodeUnavailable, "coordinator is shutting down or failed; retry")
+	switch {
+	case errors.Is(err, errTaken):
+		writeErrorDetails(ctx, api.CodeUnavailable, "the coordinator failed closed or is shutting down, after it took this request: "+
+			"it may have been applied and persisted (check before repeating what is not safe to repeat; a join with its Idempotency-Key, "+
+			"a commit, a release or a deny repeat safely)", map[string]any{"applied": "unknown"})
+		return
+	case err != nil:
+		writeErrorDetails(ctx, api.CodeUnavailable, "the coordinator is shutting down or failed closed, before it took this request: nothing of it was applied; retry",
+			map[string]any{"applied": "no"})
 		return
 	}
 	if r, ok := msg.(group.Rejected); ok {

@@ -39,8 +39,17 @@ type Observer interface {
 type Reply func(group.Message)
 
 // Unavailable answers a request the machine will never answer: the
-// Driver failed closed, or is shutting down.
-type Unavailable struct{ Ref group.Ref }
+// Driver failed closed, or is shutting down. Taken: the machine had
+// stepped the request's event — its answer was parked (an admin revoke
+// or lease waiting for the gateways, a held heartbeat) or in the Ready
+// whose persist failed — so it may have been applied, and persisted (a
+// parked revoke was; a failed write may have reached the log all the
+// same). Not Taken: the event was never stepped, nothing of it was
+// applied.
+type Unavailable struct {
+	Ref   group.Ref
+	Taken bool
+}
 
 // Request implements group.Message.
 func (u Unavailable) Request() group.Ref { return u.Ref }
@@ -59,6 +68,7 @@ type Driver struct {
 	pending    map[group.Ref]waiter
 	heartbeats int           // heartbeats among pending
 	events     []group.Event // gathered, stepped at the next Flush
+	gathered   []group.Ref   // the refs of events with a reply, until stepped
 	batch      batchNotes
 	flagged    map[partKey]bool // partitions with stored flags (persist.go)
 	failure    error
@@ -127,6 +137,9 @@ func (d *Driver) Submit(build func(group.Ref) group.Event, reply Reply) group.Re
 			d.heartbeats++
 		}
 	}
+	if reply != nil {
+		d.gathered = append(d.gathered, ref)
+	}
 	d.note(ev)
 	d.events = append(d.events, ev)
 	return ref
@@ -152,6 +165,7 @@ func (d *Driver) Flush(now time.Time) error {
 		d.m.StepMany(now, d.events)
 		clear(d.events)
 		d.events = d.events[:0]
+		d.gathered = d.gathered[:0]
 	}
 	return d.handle(now)
 }
@@ -250,14 +264,19 @@ func (d *Driver) answerAll() {
 		refs = append(refs, ref)
 	}
 	slices.Sort(refs) // in Ref order, so a simulation replays the same answers
+	unstepped := make(map[group.Ref]bool, len(d.gathered))
+	for _, ref := range d.gathered {
+		unstepped[ref] = true
+	}
 	for _, ref := range refs {
 		w := d.pending[ref]
 		delete(d.pending, ref)
-		w.reply(Unavailable{Ref: ref})
+		w.reply(Unavailable{Ref: ref, Taken: !unstepped[ref]})
 	}
 	d.heartbeats = 0
 	clear(d.events)
 	d.events = d.events[:0]
+	d.gathered = d.gathered[:0]
 }
 
 // Failure is why the Driver failed closed (nil while it runs; ErrClosed

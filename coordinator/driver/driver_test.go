@@ -118,6 +118,9 @@ func TestPersistBeforeSend(t *testing.T) {
 // TestFailClosed: when the store refuses a Ready (here: fenced by a newer
 // writer) or the machine's audit refuses it, nothing of it is sent, every
 // waiting request gets Unavailable, later ones too, and Failure says why.
+// Unavailable says which the machine had taken (Taken: the held poll,
+// the join in the refused Ready — they may have been applied) and which
+// it never saw (a request after the failure: nothing applied).
 func TestFailClosed(t *testing.T) {
 	fenced := &store.FencedError{Log: "state/0", TransactionalID: "capgate-0"}
 	cases := []struct {
@@ -152,13 +155,13 @@ func TestFailClosed(t *testing.T) {
 				t.Fatalf("Flush: %v, Failure: %v; want %v", err, e.d.Failure(), c.want)
 			}
 			for _, r := range []group.Ref{held, ref} {
-				if _, ok := e.got[r].(driver.Unavailable); !ok {
-					t.Fatalf("request %d answered %#v, want Unavailable: nothing of the refused Ready may be sent", r, e.got[r])
+				if u, ok := e.got[r].(driver.Unavailable); !ok || !u.Taken {
+					t.Fatalf("request %d answered %#v, want Unavailable, taken: nothing of the refused Ready may be sent", r, e.got[r])
 				}
 			}
 			later := e.submit(joinEvent)
-			if _, ok := e.got[later].(driver.Unavailable); !ok {
-				t.Fatalf("a request after the failure got %#v, want Unavailable at once", e.got[later])
+			if u, ok := e.got[later].(driver.Unavailable); !ok || u.Taken {
+				t.Fatalf("a request after the failure got %#v, want Unavailable at once, not taken", e.got[later])
 			}
 			if e.d.Flush(t0.Add(time.Second)) == nil || e.d.Tick(t0.Add(time.Hour)) == nil {
 				t.Fatal("the failed driver runs again")
@@ -206,7 +209,9 @@ func TestQuerySeesPersistedState(t *testing.T) {
 }
 
 // TestCloseAnswersEveryone: Close answers every held request Unavailable
-// (in Ref order), is not a failure, and refuses what comes after.
+// (in Ref order), is not a failure, and refuses what comes after. A held
+// heartbeat was taken by the machine; a join gathered but not stepped
+// yet was not (nothing of it applied).
 func TestCloseAnswersEveryone(t *testing.T) {
 	e := newEnv(t)
 	ref := e.submit(joinEvent)
@@ -220,9 +225,13 @@ func TestCloseAnswersEveryone(t *testing.T) {
 	if err := e.d.Flush(t0); err != nil || e.d.HeldHeartbeats() != 1 {
 		t.Fatalf("heartbeat not held: %v, %d held", err, e.d.HeldHeartbeats())
 	}
+	gathered := e.submit(joinEvent)
 	e.d.Close()
-	if _, ok := e.got[hb].(driver.Unavailable); !ok || e.d.HeldHeartbeats() != 0 || e.d.Failure() != nil || !e.d.Stopped() {
+	if u, ok := e.got[hb].(driver.Unavailable); !ok || !u.Taken || e.d.HeldHeartbeats() != 0 || e.d.Failure() != nil || !e.d.Stopped() {
 		t.Fatalf("after Close: heartbeat %#v, %d held, failure %v, stopped %t", e.got[hb], e.d.HeldHeartbeats(), e.d.Failure(), e.d.Stopped())
+	}
+	if u, ok := e.got[gathered].(driver.Unavailable); !ok || u.Taken {
+		t.Fatalf("after Close: the join never stepped answered %#v, want Unavailable, not taken", e.got[gathered])
 	}
 }
 
