@@ -150,21 +150,7 @@ func TestRepeatedJoinKeySpendsTheTenantsRate(t *testing.T) {
 	credB := h.clientCredential(t, []string{"keyed"}, []string{"small"})
 	req := api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}}
 	first := h.mustKeyedJoin(t, credA, req, "k-1")
-	ownsAll := func() {
-		t.Helper()
-		eventually(t, func() string {
-			owned := 0
-			for _, p := range h.describe(t, "keyed").Partitions {
-				if p.Owner == first.MemberID && p.State == "owned" {
-					owned++
-				}
-			}
-			if owned != 64 {
-				return fmt.Sprintf("A's member owns %d of 64 partitions", owned)
-			}
-			return ""
-		})
-	}
+	ownsAll := func() { h.awaitOwned(t, "keyed", first.MemberID, 64) }
 	ownsAll()
 	if again := h.mustKeyedJoin(t, credA, req, "k-1"); again.MemberID != first.MemberID {
 		t.Fatalf("the repeat answered member %s, want %s", again.MemberID, first.MemberID)
@@ -254,4 +240,49 @@ func TestJoinKeyOutlivesATokenRefresh(t *testing.T) {
 	if d := h.describe(t, "g"); len(d.Members) != 2 {
 		t.Fatalf("%d members, want 2 (other's, billing's new one): %+v", len(d.Members), d.Members)
 	}
+}
+
+// TestRefreshedTokensRepeatSpendsTheTenantsRate: a keyed join repeated
+// with a refreshed token of the same OAuth client is its member's rejoin
+// (the key is the tenant's) and fences all the member owns, so the shell
+// prices it as one, naming the member by the same tenant-scoped id the
+// machine computes. Priced by the token's jti, the repeat named no live
+// member and spent nothing: an OAuth client refreshing a token per
+// attempt fenced all its member held at join_rate. Fails without (the
+// second repeat 200).
+func TestRefreshedTokensRepeatSpendsTheTenantsRate(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 64})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
+	h := e.start(t)
+	billing := createOAuthClient(t, h, "billing", []string{"g"})
+	req := api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"orders"}}
+	first := h.mustKeyedJoinIn(t, "g", oauthToken(t, e, h, billing), req, "k-1")
+	ownsAll := func() { h.awaitOwned(t, "g", first.MemberID, 64) }
+	ownsAll()
+	if again := h.mustKeyedJoinIn(t, "g", oauthToken(t, e, h, billing), req, "k-1"); again.MemberID != first.MemberID {
+		t.Fatalf("the repeat with a refreshed token answered member %s, want %s", again.MemberID, first.MemberID)
+	}
+	ownsAll()
+	status, body := h.keyedJoin(t, "g", oauthToken(t, e, h, billing), req, "k-1")
+	if status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" {
+		t.Fatalf("the second repeat, with a third token, fencing 64 partitions again: %d %.300s, want 429 naming coordinator.tenant_member_rate", status, body)
+	}
+}
+
+// awaitOwned waits until member owns n partitions of group, every one
+// settled (owned, not moving).
+func (h *harness) awaitOwned(t *testing.T, group, member string, n int) {
+	t.Helper()
+	eventually(t, func() string {
+		owned := 0
+		for _, p := range h.describe(t, group).Partitions {
+			if p.Owner == member && p.State == "owned" {
+				owned++
+			}
+		}
+		if owned != n {
+			return fmt.Sprintf("member %s owns %d of %d partitions", member, owned, n)
+		}
+		return ""
+	})
 }

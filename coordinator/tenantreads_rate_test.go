@@ -163,18 +163,7 @@ func TestMemberTokenRejoinsSpendTheTenantsRate(t *testing.T) {
 	}
 	// The rejoin fenced A's partitions and grants them back once the
 	// fences are applied: wait until A owns them all again.
-	eventually(t, func() string {
-		owned := 0
-		for _, p := range h.describe(t, "ga").Partitions {
-			if p.Owner == a.id && p.State == "owned" {
-				owned++
-			}
-		}
-		if owned != 64 {
-			return fmt.Sprintf("A's member owns %d of 64 partitions again", owned)
-		}
-		return ""
-	})
+	h.awaitOwned(t, "ga", a.id, 64)
 	if status, body, header := rejoin(a, "big"); status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" || header.Get("Retry-After") == "" {
 		t.Fatalf("A's second rejoin, fencing 64 partitions again: %d %.300s (Retry-After %q), want 429 naming coordinator.tenant_member_rate", status, body, header.Get("Retry-After"))
 	}
