@@ -17,6 +17,12 @@ func PlantUnsafeReady(c *Coordinator) error {
 	return c.query(func(m *group.Machine) { m.PlantUnsafeReady() })
 }
 
+// WithBackend makes the coordinator serve from b instead of opening its
+// store (tests that fail some of its writes); the coordinator closes it.
+func WithBackend(b store.Backend) Option {
+	return func(o *options) { o.backend = b }
+}
+
 // WithClock makes the coordinator read the time from now.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) { o.now = now }

@@ -355,7 +355,12 @@ func (c *Coordinator) handleAdminOAuthClientRevoke(ctx *fasthttp.RequestCtx, par
 		return
 	}
 	if err := c.saveOAuthClient(&revoked); err != nil {
-		writeError(ctx, api.CodeUnavailable, "store the revocation: "+err.Error())
+		// The deny landed: say so, and that the revoke is not whole —
+		// the client may still obtain credentials until it is stored
+		// revoked. A repeat denies again (idempotent) and stores it.
+		writeErrorDetails(ctx, api.CodeUnavailable, fmt.Sprintf("the client's %d live credentials were denied and the members they opened revoked, "+
+			"but storing the client revoked failed (%v): it may still obtain credentials — repeat the revoke to finish it", len(denials), err),
+			map[string]any{"applied": "partly"})
 		return
 	}
 	*o = revoked
