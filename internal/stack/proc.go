@@ -2,6 +2,7 @@ package stack
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -139,9 +140,16 @@ type Process struct {
 	waitErr error
 	readers sync.WaitGroup
 
-	mu   sync.Mutex
-	tail []string // last stderr lines
+	mu    sync.Mutex
+	tail  []string // last stderr lines
+	crash []string // a Go crash's first stderr lines ("panic: …", "fatal error: …")
 }
+
+// crashHeadLines is how much of a Go crash's report is kept: its message
+// and the failing goroutine's stack come first, and the last 40 lines of
+// a dump of every goroutine are some idle goroutine's frames — an e2e/ha
+// replica that exited with status 2 left no clue what panicked (chaos8).
+const crashHeadLines = 60
 
 // StartProcess starts bin with args and env; onStdout and onStderr (may
 // be nil) receive each line. The caller stops it.
@@ -181,6 +189,11 @@ func (p *Process) readLines(r io.Reader, fn func([]byte), keep bool) {
 		}
 		if keep {
 			p.mu.Lock()
+			if len(p.crash) > 0 && len(p.crash) < crashHeadLines {
+				p.crash = append(p.crash, string(line))
+			} else if len(p.crash) == 0 && (bytes.HasPrefix(line, []byte("panic: ")) || bytes.HasPrefix(line, []byte("fatal error: "))) {
+				p.crash = append(p.crash, string(line))
+			}
 			p.tail = append(p.tail, string(line))
 			if len(p.tail) > 40 {
 				p.tail = p.tail[len(p.tail)-40:]
@@ -260,11 +273,15 @@ func (p *Process) Exited() bool {
 	}
 }
 
-// Tail returns the last stderr lines, for failure messages.
+// Tail returns the last stderr lines, for failure messages, after the
+// head of a Go crash report when the process crashed.
 func (p *Process) Tail() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return strings.Join(p.tail, "\n")
+	if len(p.crash) == 0 {
+		return strings.Join(p.tail, "\n")
+	}
+	return strings.Join(p.crash, "\n") + "\n…\n" + strings.Join(p.tail, "\n")
 }
 
 // CleanEnv is this process's environment without CAPGATE_*, HARNESS_*
