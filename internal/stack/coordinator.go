@@ -195,7 +195,7 @@ func (co *Coordinator) Stop() error {
 	co.release()
 	if proc != nil {
 		if err := proc.Terminate(10 * time.Second); err != nil {
-			return fmt.Errorf("stack: %s: %w", co.Name, err)
+			return fmt.Errorf("stack: %s: %w\n%s", co.Name, err, proc.Tail())
 		}
 	}
 	if in != nil {

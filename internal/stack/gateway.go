@@ -208,7 +208,9 @@ func (g *Gateway) Stop() error {
 		err = in.Close()
 	}
 	if proc != nil {
-		err = proc.Terminate(10 * time.Second)
+		if err = proc.Terminate(10 * time.Second); err != nil {
+			err = fmt.Errorf("%w\n%s", err, proc.Tail()) // a crash at shutdown says what crashed
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("stack: %s: %w", g.ID, err)
