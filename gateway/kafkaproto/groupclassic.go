@@ -24,7 +24,9 @@ package kafkaproto
 //     nothing when it rejoins, which acknowledges every waiting revoke; a
 //     cooperative member lists what it still owns in its subscription
 //     metadata, and the partitions missing from it are acknowledged (only
-//     what moves is revoked). See member.go.
+//     what moves is revoked). Until the SyncGroup the member holds only
+//     what it said it owns: a revoke or regrant meanwhile of anything
+//     else is not held or told again for it (joinClassic). See member.go.
 //   - Session timeouts outside [kafka_session_timeout_min, _max] answer
 //     INVALID_SESSION_TIMEOUT. LeaveGroup releases the member's partitions
 //     at its committed offsets and leaves.
@@ -201,7 +203,15 @@ func handleLeaveGroup(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, erro
 }
 
 // joinClassic starts a new generation for the member; owned acknowledges
-// the revokes of what it no longer owns.
+// the revokes of what it no longer owns. Until its SyncGroup is
+// answered the client holds only what it still owns (an eager client:
+// nothing), so that is what a revoke or regrant arriving meanwhile finds
+// it holding (m.sent): one of a partition it gave up is stepped at once,
+// not held for it or told again (retell) — the SyncGroup would leave the
+// partition out, the next heartbeat find the assignment it expects
+// handed, and nothing but the next JoinGroup acknowledge it: the
+// partition waited for the rebalance timeout (a revoke) or was never
+// read again (a regrant: an administrator's offsets reset).
 func (m *member) joinClassic(owned map[session.Partition]bool, now time.Time) (int32, int16) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -210,6 +220,7 @@ func (m *member) joinClassic(owned map[session.Partition]bool, now time.Time) (i
 	}
 	m.seen(now)
 	m.acked(owned, now)
+	m.sent = slices.DeleteFunc(slices.Clone(m.sent), func(p session.Partition) bool { return !owned[p] })
 	m.prev, m.epoch = m.epoch, m.epoch+1
 	m.syncing = true
 	return m.epoch, 0

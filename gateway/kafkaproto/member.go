@@ -569,8 +569,19 @@ func (m *member) regranted(ps []session.Partition) {
 		// and has not yet (the reset's revoke may come a heartbeat before
 		// its regrant, and the client be handed the new assignment in
 		// between).
-		if (!slices.Contains(m.sent, p) && !held) || m.isRenewing(p) || m.retell[p] {
-			continue // not the client's (yet), or renewSettled's
+		if !slices.Contains(m.sent, p) && !held {
+			if m.syncing {
+				// A classic client between its JoinGroup and SyncGroup
+				// gave p up (joinClassic): its SyncGroup hands p under
+				// this generation, and a commit of p under the one
+				// before (its position before this regrant, racing its
+				// rejoin) is stale.
+				m.handAt(p, m.epoch)
+			}
+			continue // not the client's (yet)
+		}
+		if m.isRenewing(p) || m.retell[p] {
+			continue // renewSettled's, or told again already
 		}
 		mark, marked := m.refencing[p]
 		if held && d.refence {
@@ -617,9 +628,6 @@ func (m *member) tellAgain(p session.Partition) {
 // member's current epoch (handedAt: from when its commits of each
 // partition count). Under mu.
 func (m *member) hand(t []session.Partition) {
-	if m.handedAt == nil {
-		m.handedAt = map[session.Partition]int32{}
-	}
 	for p := range m.handedAt {
 		if !slices.Contains(t, p) {
 			delete(m.handedAt, p)
@@ -627,10 +635,18 @@ func (m *member) hand(t []session.Partition) {
 	}
 	for _, p := range t {
 		if _, ok := m.handedAt[p]; !ok {
-			m.handedAt[p] = m.epoch
+			m.handAt(p, m.epoch)
 		}
 	}
 	m.sent = t
+}
+
+// handAt records p as handed to the client at epoch. Under mu.
+func (m *member) handAt(p session.Partition, epoch int32) {
+	if m.handedAt == nil {
+		m.handedAt = map[session.Partition]int32{}
+	}
+	m.handedAt[p] = epoch
 }
 
 // acked steps the held revokes of the partitions the client no longer

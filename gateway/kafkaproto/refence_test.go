@@ -314,8 +314,9 @@ type scriptedCoordinator struct {
 	calls chan *coordinatorCall
 	done  chan struct{}
 
-	mu      sync.Mutex
-	commits []api.CommitOffset
+	mu       sync.Mutex
+	commits  []api.CommitOffset
+	releases []session.Partition // every partition a release (PartitionCommitted) named
 	// renews: the coordinator takes renew_token (a carry-over renews the
 	// member in place); else it refuses the field as one from before it.
 	renews bool
@@ -344,6 +345,11 @@ func (c *scriptedCoordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 		if kind == "commit" && json.Unmarshal(body, &commit) == nil {
 			c.mu.Lock()
 			c.commits = append(c.commits, commit.Offsets...)
+			for _, o := range commit.Offsets {
+				if commit.Release {
+					c.releases = append(c.releases, session.Partition{Topic: o.Topic, Partition: o.Partition})
+				}
+			}
 			c.mu.Unlock()
 		}
 		_, _ = io.WriteString(w, "{}")

@@ -144,14 +144,7 @@ func TestResetToldAgainToAnEagerClient(t *testing.T) {
 	reset.Grants = []api.Grant{grantAt(2, refenceP0, 2)}
 	h.reply(t, reset)
 	c.next(t, "heartbeat")
-	before := m.currentEpoch()
-	if code := m.heartbeatClassic(before, time.Now()); code != kerr.RebalanceInProgress.Code {
-		t.Fatalf("the client's heartbeat was answered %d, want REBALANCE_IN_PROGRESS", code)
-	}
-	generation, code := m.joinClassic(map[session.Partition]bool{}, time.Now()) // eager: owns nothing
-	if code != 0 {
-		t.Fatalf("join: %d", code)
-	}
+	before, generation := toldToRejoin(t, m)
 	if assignment, code := m.syncClassic(generation, time.Now()); code != 0 || !slices.Equal(assignment, []session.Partition{refenceP0, refenceP1}) {
 		t.Fatalf("the client was assigned %v (error %d), want both again", assignment, code)
 	}
@@ -164,6 +157,22 @@ func TestResetToldAgainToAnEagerClient(t *testing.T) {
 	if code := <-commitAt(m, generation, refenceP0, 3); code != "" {
 		t.Errorf("a commit of p0 under the new generation was answered %q, want committed", code)
 	}
+}
+
+// toldToRejoin: a classic eager client's heartbeat is answered
+// REBALANCE_IN_PROGRESS and it joins again owning nothing; it returns
+// the generations before and after.
+func toldToRejoin(t *testing.T, m *member) (before, generation int32) {
+	t.Helper()
+	before = m.currentEpoch()
+	if code := m.heartbeatClassic(before, time.Now()); code != kerr.RebalanceInProgress.Code {
+		t.Fatalf("the client's heartbeat was answered %d, want REBALANCE_IN_PROGRESS", code)
+	}
+	generation, code := m.joinClassic(map[session.Partition]bool{}, time.Now()) // eager: owns nothing
+	if code != 0 {
+		t.Fatalf("join: %d", code)
+	}
+	return before, generation
 }
 
 // TestResetRevokeBeforeItsRegrantIsToldAgain: the reset's revoke comes a
@@ -202,4 +211,100 @@ func TestResetRevokeBeforeItsRegrantIsToldAgain(t *testing.T) {
 	if c, _ := m.committed(refenceP0); c != 2 {
 		t.Errorf("committed %d, want the reset's 2", c)
 	}
+}
+
+// A classic eager client (KafkaJS) owns nothing from its JoinGroup to
+// its SyncGroup's answer: it gave everything up to rejoin. What the
+// coordinator sends in that window must be taken as for a client holding
+// nothing. Before, the member still counted the assignment it last
+// handed (m.sent) as the client's until the SyncGroup answer replaced
+// it: e2e/kafkaclients TestAdminResetTellsAKafkaJSMember failed 1 run in
+// ~20 under load — KafkaJS rejoined on the reset's fence, the reset's
+// regrant came between its JoinGroup and SyncGroup, was taken for a
+// regrant under a client holding the partition (retell), and the
+// SyncGroup answer left the partition out; nothing ever acknowledged the
+// retell (only a JoinGroup does, for a classic client), the heartbeat
+// found the assignment it expects handed, and the client never read the
+// partition again.
+
+// TestResetRegrantBetweenAnEagerClientsJoinAndSync: the reset's fence
+// makes the client rejoin; its regrant arrives between the client's
+// JoinGroup and SyncGroup. The SyncGroup hands the partition back (the
+// client reads it from the committed, reset, offset), and the client is
+// not left without it.
+func TestResetRegrantBetweenAnEagerClientsJoinAndSync(t *testing.T) {
+	c, m := startScriptedMember(t)
+	h := c.next(t, "heartbeat")
+	h.reply(t, fence(1, refenceP0))
+	h = c.next(t, "heartbeat") // the revoke was stepped (held for the client)
+	before, generation := toldToRejoin(t, m)
+	h.reply(t, api.HeartbeatResponse{Grants: []api.Grant{grantAt(2, refenceP0, 2)}}) // the reset's regrant
+	c.next(t, "heartbeat")
+	// The client's commit of its position before the reset, sent under
+	// the generation before its rejoin, arrives now (it commits before
+	// it rejoins; the commit raced the rejoin): the partition was
+	// granted again since, so it is from before — refused, the reset's
+	// offset stands.
+	if code := <-commitAt(m, before, refenceP0, 20); code != api.CodeStaleEpoch {
+		t.Errorf("a commit of p0's position before the reset, under the generation before the rejoin, was answered %q, want %q", code, api.CodeStaleEpoch)
+	}
+	if c, _ := m.committed(refenceP0); c != 2 {
+		t.Errorf("p0 committed %d, want the reset's 2", c)
+	}
+	assignment, code := m.syncClassic(generation, time.Now())
+	if code != 0 {
+		t.Fatalf("sync: %d", code)
+	}
+	if !slices.Contains(assignment, refenceP0) {
+		// Not handed now: then the client must be told to rejoin for it.
+		if code := m.heartbeatClassic(generation, time.Now()); code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("the client was assigned %v and its heartbeat answered %d: partition 0, granted to its member, never reaches it", assignment, code)
+		}
+	}
+	if token, paused := m.capability(refenceP0); token == "" || paused {
+		t.Errorf("the client's fetch of p0 after the rejoin is admitted with %q (paused %v), want the regrant's capability", token, paused)
+	}
+	if code := <-commitAt(m, generation, refenceP0, 3); code != "" {
+		t.Errorf("a commit of p0 read from the reset offset under the new generation was answered %q, want committed", code)
+	}
+}
+
+// TestRevokeBetweenAnEagerClientsJoinAndSync: a revoke arriving between
+// the client's JoinGroup and SyncGroup is of a partition the client no
+// longer owns: it is released at once. Before, it was held for the
+// client to give the partition up, the SyncGroup left the partition out,
+// the heartbeat found nothing to change, and the release waited for the
+// client's rebalance timeout (here a minute; KafkaJS's default).
+func TestRevokeBetweenAnEagerClientsJoinAndSync(t *testing.T) {
+	c, m := startScriptedMember(t)
+	h := c.next(t, "heartbeat")
+	if code := m.heartbeatClassic(m.currentEpoch(), time.Now()); code != 0 {
+		t.Fatalf("heartbeat: %d", code)
+	}
+	generation, code := m.joinClassic(map[session.Partition]bool{}, time.Now()) // eager: owns nothing
+	if code != 0 {
+		t.Fatalf("join: %d", code)
+	}
+	h.reply(t, fence(1, refenceP0)) // p0 moves to another member
+	c.next(t, "heartbeat")
+	if assignment, code := m.syncClassic(generation, time.Now()); code != 0 || !slices.Equal(assignment, []session.Partition{refenceP1}) {
+		t.Fatalf("the client was assigned %v (error %d), want p1 alone", assignment, code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !released(c, refenceP0) {
+		if time.Now().After(deadline) {
+			m.mu.Lock()
+			_, held := m.deferred[refenceP0]
+			m.mu.Unlock()
+			t.Fatalf("p0, revoked while the client owned nothing, not released within 10s (revoke held for the client: %v)", held)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the member's release, sent on its own goroutine
+	}
+}
+
+// released reports whether the coordinator was sent a release of p.
+func released(c *scriptedCoordinator, p session.Partition) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.releases, p)
 }
