@@ -212,9 +212,13 @@ func TestDescribeIsPaged(t *testing.T) {
 	e.cfg.JoinRate, e.cfg.JoinBurst = 1000, 1000
 	h := e.start(t)
 	cred := h.clientCredential(t, []string{"*"}, []string{"*"})
+	// The members live 5 minutes: a default 10 s session can end
+	// before the pages are read — a 1,000-topic join under -race on a
+	// loaded machine takes 5–9 s (at load 21), and a race run at load 28
+	// found group big empty: 200, 0 members.
 	joined := map[string]bool{}
 	for range 23 {
-		joined[h.join(t, "g", cred, api.JoinRequest{Topics: []string{"t"}}).id] = true
+		joined[h.join(t, "g", cred, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"t"}}).id] = true
 	}
 	members, partitions := map[string]bool{}, map[int32]bool{}
 	membersAfter, partitionsAfter, pages := "", "", 0
@@ -250,7 +254,7 @@ func TestDescribeIsPaged(t *testing.T) {
 		t.Fatalf("walked %d of %d members, %d of 25 partitions in %d pages", len(members), len(joined), len(partitions), pages)
 	}
 	for range 3 {
-		h.join(t, "big", cred, api.JoinRequest{Topics: long})
+		h.join(t, "big", cred, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: long})
 	}
 	status, body, _ := h.do(t, "GET", "/v1/admin/groups/big", e.adminToken, nil)
 	var d coordinator.GroupDescription
