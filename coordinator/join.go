@@ -29,7 +29,11 @@ package coordinator
 // revoked is 409 unknown_member, as on its other routes) and the grants the member may use at once;
 // partitions still held by others arrive later in heartbeats. Unlike
 // Kafka there is no join barrier: the answer comes at once. A listed topic
-// Kafka does not have is 404 not_found (join_topics.go).
+// Kafka does not have is 404 not_found (join_topics.go). A join (not a
+// renewal, which pays before: admitRenewal) owes its tenant's
+// tenant_member_rate a token per capability its answer mints, and waits,
+// up to 5 s, until that bucket is out of debt first, else 429 naming
+// coordinator.tenant_member_rate (tenantshare.go awaitDebt, chargeMints).
 //
 // A new member's id is its client_id (or "member") cut to 238 characters,
 // "-" and 16 random hex digits: at most 255 characters, a name whatever
@@ -133,6 +137,18 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !c.grantableTopics(ctx, req.Topics) || !c.knownTopics(ctx, req.Topics) {
 		return
 	}
+	// A renewal paid for what it mints (admitRenewal); any other join
+	// waits for its tenant's debt and pays for its grants after.
+	payer := ""
+	if req.RenewToken == "" {
+		payer = tenant(credential)
+		if byMember {
+			payer = c.share.memberTenant(groupName, credential.Subject)
+		}
+		if !c.share.awaitDebt(ctx, payer, c.loop.done) {
+			return
+		}
+	}
 	memberTTL, ok := c.memberTokenTTL(ctx, credential, byMember)
 	if !ok {
 		return
@@ -155,7 +171,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	c.answerJoin(ctx, reply, memberTTL, reply.Created, joinTenant(credential, byMember), c.patternMatches(req.TopicPattern))
+	c.answerJoin(ctx, reply, memberTTL, reply.Created, joinTenant(credential, byMember), payer, c.patternMatches(req.TopicPattern))
 }
 
 // checkRenewToken verifies a renewal's renew_token (api.JoinRequest): a
@@ -411,8 +427,9 @@ func (c *Coordinator) sessionTimeoutRange(zero string) msRange {
 // leaves none behind. A rejoin's member existed before and stays: its
 // client still holds its member token and may rejoin again. joiner
 // (joinTenant) owns the new member among the known holders of the
-// join's address (vouch).
-func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration, created bool, joiner string, patternMatches *int) {
+// join's address (vouch). payer's tenant_member_rate is charged a token
+// per capability minted ("": paid before, as a renewal is).
+func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply, memberTTL time.Duration, created bool, joiner, payer string, patternMatches *int) {
 	token, member, err := c.keys.minter.Mint(ocap.KindMember, ocap.Claims{Subject: reply.MemberID, Group: reply.Group},
 		c.now(), memberTTL)
 	if err != nil {
@@ -421,6 +438,9 @@ func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply
 	}
 	c.vouch(ctx, member, joiner)
 	grants, err := c.mintGrants(reply.Grants, true, time.Unix(int64(member.ExpiresAt), 0))
+	if payer != "" {
+		c.share.chargeMints(payer, len(reply.Grants))
+	}
 	if err != nil {
 		c.failJoin(ctx, reply, created, "mint grants", err)
 		return

@@ -139,12 +139,12 @@ func TestJoinKeyAnswersTheSameMember(t *testing.T) {
 // per partition), not one join_rate place: a client sending one key over
 // and over fenced all its member holds at join_rate, outside the bound
 // redteam14 put on rejoins. A's member of 64 partitions: the first join
-// costs 1 token of a burst of 100, the first repeat 65, the second is
+// spends the 64 capabilities it mints of a burst of 164, the first repeat 65, the second is
 // 429 naming the rate; B's keyed joins go on. Fails without (the second
 // repeat 200).
 func TestRepeatedJoinKeySpendsTheTenantsRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"big": 64, "small": 1})
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 164 // a token every 1,000 s; the first join mints 64
 	h := e.start(t)
 	credA := h.clientCredential(t, []string{"keyed"}, []string{"big"})
 	credB := h.clientCredential(t, []string{"keyed"}, []string{"small"})
@@ -167,24 +167,27 @@ func TestRepeatedJoinKeySpendsTheTenantsRate(t *testing.T) {
 
 // TestFirstKeyedJoinSpendsNoRate: a keyed join that names no live member
 // of its tenant is a first attempt, no rejoin — it spends nothing of the
-// tenant's rate, as a join without a key does. Every SDK and Kafka
-// listener join carries a key: priced as a rejoin of nothing, each was
-// 429 "a rejoin fences each partition its member owns (0)" while its
-// tenant's bucket was empty (here: a group listing took the one token),
-// and the same join without a key 200. Fails without (the first keyed
-// join 429).
+// tenant's rate beyond the capabilities its answer mints, as a join
+// without a key does. Every SDK and Kafka listener join carries a key:
+// priced as a rejoin of nothing, each was 429 "a rejoin fences each
+// partition its member owns (0)" while its tenant's bucket was empty
+// (here: the first member's four capabilities and a group listing took
+// the five tokens), and the same join without a key 200. Fails without
+// (the first keyed join priced as a rejoin too: the listing 429).
 func TestFirstKeyedJoinSpendsNoRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"big": 4})
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 1 // one token, the next in 1,000 s
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 5 // five tokens, the next in 1,000 s
 	h := e.start(t)
 	credA := h.clientCredential(t, []string{"keyed"}, []string{"big"})
 	req := api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}}
+	first := h.mustKeyedJoin(t, credA, req, "k-1") // granted all four partitions: four tokens
 	if status, body, _, err := h.try("GET", "/v1/groups", credA, nil); err != nil || status != http.StatusOK {
-		t.Fatalf("A's group listing (the bucket's one token): %v %d %.300s", err, status, body)
+		t.Fatalf("A's group listing (the bucket's last token, the first keyed join having spent only its four capabilities): %v %d %.300s", err, status, body)
 	}
-	first := h.mustKeyedJoin(t, credA, req, "k-1")
-	if second := h.mustKeyedJoin(t, credA, req, "k-2"); second.MemberID == first.MemberID {
-		t.Fatalf("a second key joined the first key's member %s", first.MemberID)
+	for _, key := range []string{"k-2", "k-3"} { // the partitions are k-1's: nothing minted
+		if next := h.mustKeyedJoin(t, credA, req, key); next.MemberID == first.MemberID {
+			t.Fatalf("key %s joined the first key's member %s", key, first.MemberID)
+		}
 	}
 	// A repeat is the rejoin it is, priced as one (the bucket is empty).
 	if status, body := h.keyedJoin(t, "keyed", credA, req, "k-1"); status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" {
@@ -252,7 +255,7 @@ func TestJoinKeyOutlivesATokenRefresh(t *testing.T) {
 // second repeat 200).
 func TestRefreshedTokensRepeatSpendsTheTenantsRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 64})
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 164 // a token every 1,000 s; the first join mints 64
 	h := e.start(t)
 	billing := createOAuthClient(t, h, "billing", []string{"g"})
 	req := api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"orders"}}

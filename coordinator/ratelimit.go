@@ -77,6 +77,22 @@ func (l *keyedLimiter) charge(key string, now time.Time, n int) {
 	l.bucketLocked(key, now).ReserveN(now, min(n, l.burst))
 }
 
+// owed is how long until key's bucket is out of debt at now (0: it owes
+// nothing). It makes no bucket: a key without one owes nothing.
+func (l *keyedLimiter) owed(key string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		return 0
+	}
+	tokens := b.TokensAt(now)
+	if tokens >= 0 || l.limit <= 0 {
+		return 0
+	}
+	return time.Duration(-tokens / float64(l.limit) * float64(time.Second))
+}
+
 // bucketLocked is key's bucket, made (full) when key has none.
 func (l *keyedLimiter) bucketLocked(key string, now time.Time) *rate.Limiter {
 	b := l.buckets[key]

@@ -23,7 +23,9 @@ import (
 // and heartbeats on. Fails without (A's third describe 200).
 func TestTenantReadsSpendTheTenantsRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"big": 2000, "small": 1})
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 40 // a token every 1,000 s
+	// A token every 1,000 s; A's join spends 2,000 of the burst on the
+	// capabilities its answer mints, leaving 40.
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 2040
 	h := e.start(t)
 	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
 	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})
@@ -62,7 +64,9 @@ func TestTenantReadsSpendTheTenantsRate(t *testing.T) {
 // without (the third read 200).
 func TestMemberOffsetReadsSpendTheTenantsRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"big": 2000, "small": 1})
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 40 // a token every 1,000 s
+	// A token every 1,000 s; A's join spends 2,000 of the burst on the
+	// capabilities its answer mints, leaving 40.
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 2040
 	h := e.start(t)
 	a := h.join(t, "ga", h.clientCredential(t, []string{"ga"}, []string{"big"}), api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
 	b := h.join(t, "gb", h.clientCredential(t, []string{"gb"}, []string{"small"}), api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
@@ -141,12 +145,12 @@ func TestTruncatedDescribeStillHidesAGroupUsingAHiddenTopic(t *testing.T) {
 // token) — a tenant fenced ~5 × all it holds a second, outside any
 // tenant bound. A rejoin now costs its tenant a token and one per
 // partition owned: A's member of 64 partitions rejoins once within a
-// burst of 100, its second rejoin (with its token or A's credential) is
+// burst of 164 (64 spent by its join's capabilities), its second rejoin (with its token or A's credential) is
 // 429 naming the rate, and B's member rejoins on. Fails without (the
 // second rejoin 200).
 func TestMemberTokenRejoinsSpendTheTenantsRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"big": 64, "small": 1})
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 164 // a token every 1,000 s; A's join mints 64
 	h := e.start(t)
 	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
 	a := h.join(t, "ga", credA, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
@@ -159,7 +163,7 @@ func TestMemberTokenRejoinsSpendTheTenantsRate(t *testing.T) {
 		return status, body, header
 	}
 	if status, body, _ := rejoin(a, "big"); status != http.StatusOK {
-		t.Fatalf("A's first rejoin (65 tokens of 100): %d %.300s", status, body)
+		t.Fatalf("A's first rejoin (65 tokens of the 100 left): %d %.300s", status, body)
 	}
 	// The rejoin fenced A's partitions and grants them back once the
 	// fences are applied: wait until A owns them all again.
@@ -187,7 +191,7 @@ func TestMemberTokenRejoinsSpendTheTenantsRate(t *testing.T) {
 // Another tenant's renewals are not affected.
 func TestRenewalsSpendTheTenantsRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"big": 64, "small": 1})
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 164 // a token every 1,000 s; A's join mints 64
 	h := e.start(t)
 	credA := h.clientCredential(t, []string{"ga"}, []string{"big"})
 	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})
@@ -211,7 +215,7 @@ func TestRenewalsSpendTheTenantsRate(t *testing.T) {
 	}
 	status, body := renew(a, credA, "big")
 	if status != http.StatusOK {
-		t.Fatalf("A's first renewal (65 tokens of 100): %d %.300s", status, body)
+		t.Fatalf("A's first renewal (65 tokens of the 100 left): %d %.300s", status, body)
 	}
 	var r api.JoinResponse
 	if err := json.Unmarshal(body, &r); err != nil || len(r.Grants) != 64 {
@@ -224,5 +228,39 @@ func TestRenewalsSpendTheTenantsRate(t *testing.T) {
 		if status, body := renew(b, credB, "small"); status != http.StatusOK {
 			t.Fatalf("B's renewal beside A: %d %.300s", status, body)
 		}
+	}
+}
+
+// The first member of an empty group is granted every partition of its
+// topics in its join's answer, a capability — an Ed25519 signature —
+// each; a join spent nothing of its tenant's rate, so first joins into a
+// tenant's groups (or join–leave cycles, or members left to expire after
+// session_timeout_min) had a group of 10,000 partitions signed at
+// join_rate, 50 times a second (review21). A join now pays a token per
+// capability its answer mints, after the fact, and waits for its
+// tenant's debt first: here A's second first-join, 64 capabilities with
+// 36 tokens left, is served into debt, and its third is 429 naming the
+// rate; tenant B joins on. Fails without (A's third join 200, minting 64).
+func TestFirstJoinsSpendTheTenantsRateForWhatTheyMint(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 64, "small": 1})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 100 // a token every 1,000 s
+	h := e.start(t)
+	credA := h.clientCredential(t, []string{"ga-0", "ga-1", "ga-2"}, []string{"big"})
+	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})
+	req := api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}}
+	for i := range 2 {
+		if m := h.join(t, fmt.Sprintf("ga-%d", i), credA, req); len(m.grants) != 64 {
+			t.Fatalf("A's first member of ga-%d was granted %d partitions, want all 64", i, len(m.grants))
+		}
+	}
+	status, body, _ := h.do(t, "POST", "/v1/groups/ga-2/join", credA, req)
+	if status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" || !strings.Contains(string(body), "mints") {
+		t.Fatalf("A's third first-join, 64 more capabilities in debt: %d %.300s, want 429 naming coordinator.tenant_member_rate", status, body)
+	}
+	if status, body, _ := h.do(t, "GET", "/v1/admin/groups/ga-2", e.adminToken, nil); status != http.StatusNotFound {
+		t.Fatalf("the refused join left group ga-2: %d %.300s", status, body)
+	}
+	if m := h.join(t, "gb", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}}); len(m.grants) != 1 {
+		t.Fatalf("B's first member beside A was granted %d partitions, want 1", len(m.grants))
 	}
 }

@@ -122,14 +122,7 @@ func (s *loopShare) memberTenant(groupName, id string) string {
 // back; it may be called more than once (the loop calls it when it takes
 // the request, the handler after the answer: the first counts).
 func (s *loopShare) take(ctx *fasthttp.RequestCtx, tenant string, done <-chan struct{}) (release func(), ok bool) {
-	s.mu.Lock()
-	t := s.tenants[tenant]
-	if t == nil {
-		t = &tenantPlaces{places: make(chan struct{}, s.queued)}
-		s.tenants[tenant] = t
-	}
-	t.users++
-	s.mu.Unlock()
+	t := s.enter(tenant)
 	if !s.admitRate(ctx, tenant, t, done) {
 		s.leave(tenant, t)
 		return nil, false
@@ -183,19 +176,29 @@ func (s *loopShare) admitRate(ctx *fasthttp.RequestCtx, tenant string, t *tenant
 	if delay <= 0 {
 		return true
 	}
-	if !s.startWaiting(ctx, t) {
+	waited, ok := s.sleepAmong(ctx, t, delay, done)
+	if !waited {
 		cancel()
-		return false
+	}
+	return ok
+}
+
+// sleepAmong waits d counted among t's waiters. waited is false when
+// tenant_loop_waiters were waiting already (answered 429); ok is false
+// when it answered a refusal (that, or the loop stopping meanwhile: 503).
+func (s *loopShare) sleepAmong(ctx *fasthttp.RequestCtx, t *tenantPlaces, d time.Duration, done <-chan struct{}) (waited, ok bool) {
+	if !s.startWaiting(ctx, t) {
+		return false, false
 	}
 	defer s.stopWaiting(t)
-	timer := time.NewTimer(delay)
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		return true
+		return true, true
 	case <-done:
 		writeMachineError(ctx, nil, errUnavailable)
-		return false
+		return true, false
 	}
 }
 
@@ -235,6 +238,20 @@ func (s *loopShare) releaser(tenant string, t *tenantPlaces) func() {
 	}
 }
 
+// enter counts one more user of tenant's places (leave drops it),
+// making them when it has none.
+func (s *loopShare) enter(tenant string) *tenantPlaces {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenants[tenant]
+	if t == nil {
+		t = &tenantPlaces{places: make(chan struct{}, s.queued)}
+		s.tenants[tenant] = t
+	}
+	t.users++
+	return t
+}
+
 // leave drops one user of t, and t when it has none left.
 func (s *loopShare) leave(tenant string, t *tenantPlaces) {
 	s.mu.Lock()
@@ -251,6 +268,42 @@ func (s *loopShare) leave(tenant string, t *tenantPlaces) {
 // loopShareWait off.
 func (s *loopShare) charge(tenant string, n int) {
 	s.rate.charge(tenant, time.Now(), n)
+}
+
+// awaitDebt holds a join until its tenant's tenant_member_rate is out of
+// debt — among the tenant's waiters, when that comes within
+// loopShareWait — or answers 429 naming tenant_member_rate and returns
+// false. A join takes no token (a first join spends nothing of the
+// rate, review20); what its answer mints is charged after (chargeMints).
+// Without the wait a tenant's joins minted at join_rate alone: the first
+// member of an empty group is granted every partition of its topics in
+// the answer, a capability (an Ed25519 signature) each, and join–leave
+// cycles, or first joins into its groups_per_credential groups with
+// members expiring after session_timeout_min, had a group of 10,000
+// partitions signed 50 times a second (review21).
+func (s *loopShare) awaitDebt(ctx *fasthttp.RequestCtx, tenant string, done <-chan struct{}) bool {
+	owed := s.rate.owed(tenant, time.Now())
+	if owed <= 0 {
+		return true
+	}
+	if owed > time.Duration(s.wait.Load()) {
+		s.refused.WithLabelValues("tenant_member_rate").Inc()
+		writeLoopShareRefusal(ctx, fmt.Sprintf("this tenant's joins, heartbeats, commits and reads spend more than %g a second — a join spends one per capability its answer mints (coordinator.tenant_member_rate, tenant_member_burst); retry later",
+			s.perSecond), "coordinator.tenant_member_rate", int(s.perSecond), owed)
+		return false
+	}
+	t := s.enter(tenant)
+	defer s.leave(tenant, t)
+	_, ok := s.sleepAmong(ctx, t, owed, done)
+	return ok
+}
+
+// chargeMints spends a token of tenant's rate for each capability a
+// join's answer minted (grants), after the fact as a read's cost is
+// (charge: at most the burst at once), so the tenant's next joins wait
+// for it (awaitDebt) and its member requests pay it.
+func (s *loopShare) chargeMints(tenant string, grants int) {
+	s.charge(tenant, grants)
 }
 
 // admitRejoin prices a rejoin of member (with its member token, or with

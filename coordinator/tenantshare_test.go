@@ -130,7 +130,7 @@ func limitOf(body []byte) string {
 // the rate (the third heartbeat answered 200).
 func TestOneTenantsMemberRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 1})
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.01, 2 // a token a 100 s
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.01, 3 // a token a 100 s; a1's join mints one
 	h := e.start(t)
 	credential := h.clientCredential(t, []string{"g"}, []string{"orders"})
 	a1 := h.join(t, "g", credential, api.JoinRequest{Topics: []string{"orders"}})
@@ -163,7 +163,7 @@ func TestOneTenantsMemberRate(t *testing.T) {
 // another of its capabilities is 429; another tenant's is served.
 func TestAttenuationsSpendTheTenantsRate(t *testing.T) {
 	e := newEnv(t, map[string]int32{"orders": 3})
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.01, 2 // a token a 100 s
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.01, 5 // a token a 100 s; a's join mints three
 	h := e.start(t)
 	a := h.join(t, "g", h.clientCredential(t, []string{"g"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
 	b := h.join(t, "v", h.clientCredential(t, []string{"v"}, []string{"orders"}), api.JoinRequest{Topics: []string{"orders"}})
