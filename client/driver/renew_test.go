@@ -241,3 +241,41 @@ func TestDriverRetriesTheCarryOver(t *testing.T) {
 		t.Fatal("member token not renewed by the retried carry-over")
 	}
 }
+
+// A carry-over refused 429 rate_limited — its tenant's
+// tenant_member_rate spent: a renewal costs a token and one per
+// partition its member owns (f3e4a2e) — is tried again after the
+// answer's Retry-After, not before, and still renews the member in place.
+func TestDriverCarryOverWaitsOutARateLimit(t *testing.T) {
+	d, _, due := renewable(t)
+	carry := ofKind(t, d.Tick(due), driver.KindJoin)
+	const retryAfter = 3 * time.Second
+	cmds := d.Answer(driver.Answered{Now: due, Call: carry.Call, Failure: &driver.Failure{
+		Code: api.CodeRateLimited, Status: 429, RetryAfter: retryAfter, Err: fmt.Errorf("429 rate_limited")}})
+	if hook, ok := find[session.CallRevoke](cmds); ok {
+		t.Fatalf("a 429 on the carry-over revoked %+v: renewed anew at once", hook.Partitions)
+	}
+	var again driver.Send
+	var at time.Time
+	for now := due; again.Call == 0 && now.Before(due.Add(carry.Timeout)); now = now.Add(100 * time.Millisecond) {
+		for _, s := range sends(d.Tick(now)) {
+			if s.Kind == driver.KindJoin {
+				again, at = s, now
+			}
+		}
+	}
+	if again.Call == 0 || again.Join.RenewToken != carry.Join.RenewToken {
+		t.Fatalf("carry-over not tried again after a 429: %+v", again)
+	}
+	if at.Before(due.Add(retryAfter)) {
+		t.Fatalf("carry-over tried again %v after a 429 saying Retry-After %v", at.Sub(due), retryAfter)
+	}
+	newToken := memberToken(due.Add(time.Hour))
+	cmds = d.Answer(driver.Answered{Now: at, Call: again.Call, Join: api.JoinResponse{MemberID: "m1", MemberToken: newToken, SessionTimeoutMs: 10000, HeartbeatWaitMs: 3000}})
+	if hook, ok := find[session.CallRevoke](cmds); ok {
+		t.Fatalf("revoked %+v after the retried carry-over succeeded", hook.Partitions)
+	}
+	if got := d.Session().Member().Token; got != newToken {
+		t.Fatal("member token not renewed by the carry-over retried after its 429")
+	}
+}
