@@ -13,7 +13,8 @@ import (
 // pointed at capgate dev's --data-dir (credentials, coordinator/, kafka/)
 // or a home or project directory, the coordinator started a new, empty
 // state there and scattered a database beside the files it found. A
-// missing or empty directory is a new state, as before.
+// missing or empty directory is a new state, as before; so is one holding
+// only lost+found (a new ext4 volume mounted at data_dir).
 func checkDataDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) == 0 {
@@ -21,10 +22,18 @@ func checkDataDir(dir string) error {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.Name() == "MANIFEST" {
+		switch e.Name() {
+		case "MANIFEST":
 			return nil
+		case "lost+found":
+			// A file system's own: a new ext4 volume mounted at data_dir
+			// (a Kubernetes PersistentVolume) holds it and nothing else.
+			continue
 		}
 		names = append(names, e.Name())
+	}
+	if len(names) == 0 {
+		return nil
 	}
 	slices.Sort(names)
 	shown := names[:min(len(names), 5)]
