@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"gopkg.in/yaml.v3"
 
 	"github.com/capgate/capgate/config"
 	"github.com/capgate/capgate/coordinator"
@@ -91,6 +92,9 @@ func loadConfig(path, section string) (fileConfig, error) {
 	if err := cfg.Log.validate(); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
+	if err := sectionPresent(path, section); err != nil {
+		return cfg, err
+	}
 	var err error
 	switch section {
 	case "coordinator":
@@ -102,6 +106,33 @@ func loadConfig(path, section string) (fileConfig, error) {
 		return cfg, fmt.Errorf("config: %s: %w", section, err)
 	}
 	return cfg, nil
+}
+
+// sectionPresent refuses a config file that has the other process's
+// section but not section: `capgate coordinator --config gateway.yaml`
+// ran on the coordinator's defaults and said nothing (newuser8's left).
+// A file of neither (only log:, or empty) is the defaults on purpose.
+func sectionPresent(path, section string) error {
+	other := map[string]string{"coordinator": "gateway", "gateway": "coordinator"}[section]
+	if path == "" || other == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var top map[string]any
+	if yaml.Unmarshal(b, &top) != nil {
+		return nil // config.Load reported it already
+	}
+	if _, ok := top[section]; ok {
+		return nil
+	}
+	if _, ok := top[other]; !ok {
+		return nil
+	}
+	return fmt.Errorf("config: %s has a %s: section and no %s: section — capgate %s reads the settings under %s: (was this the %s's file? one file may hold both sections)",
+		path, other, section, section, section, other)
 }
 
 func newLogger(l logConfig) (*zap.Logger, error) {

@@ -51,6 +51,20 @@ func TestConfigFileErrorsNameTheSetting(t *testing.T) {
 		!strings.Contains(err.Error(), "serve the IdP over TLS (a private CA goes in ca_file)") {
 		t.Errorf("an http issuer: %v", err)
 	}
+	// The other process's file ran on this one's defaults, silently.
+	for _, c := range []struct{ section, file, want string }{
+		{"coordinator", "gateway:\n  id: g1\n", "has a gateway: section and no coordinator: section — capgate coordinator reads the settings under coordinator: (was this the gateway's file?"},
+		{"gateway", "log:\n  level: info\ncoordinator:\n  listen: 127.0.0.1:7070\n", "has a coordinator: section and no gateway: section — capgate gateway reads the settings under gateway:"},
+	} {
+		if _, err := loadConfig(writeConfig(t, c.file), c.section); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q as %s's: %v, want %q", c.file, c.section, err, c.want)
+		}
+	}
+	for _, file := range []string{"log:\n  level: debug\n", "", "coordinator:\n  listen: 127.0.0.1:7070\ngateway:\n  id: g1\n"} {
+		if _, err := loadConfig(writeConfig(t, file), "coordinator"); err != nil {
+			t.Errorf("%q as the coordinator's: %v", file, err)
+		}
+	}
 	// A listen address that is a port alone or a URL said "must be
 	// host:port" and not what to write.
 	for _, c := range []struct{ section, file, want string }{
