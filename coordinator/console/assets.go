@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/url"
 	"path"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 )
@@ -22,21 +23,34 @@ var static = map[string]string{
 	"favicon.svg": "image/svg+xml",
 }
 
+// staticFiles holds each static file once for the process, read at the
+// first request. Answers hand fasthttp the slice uncopied (SetBodyRaw),
+// so nothing may change it: the files are public (the login page needs
+// them), and copied into each answer (~32 KB of console.js, after
+// embed's own copy per read), connections of anyone that asked and never
+// read made the coordinator hold that much each until write_timeout,
+// as /openapi.json did (redteam15 #2's left).
+var staticFiles = sync.OnceValue(func() map[string][]byte {
+	files := make(map[string][]byte, len(static))
+	for name := range static {
+		if b, err := assets.ReadFile(path.Join("assets/static", name)); err == nil {
+			files[name] = b[:len(b):len(b)] // an append copies
+		}
+	}
+	return files
+})
+
 func serveStatic(ctx *fasthttp.RequestCtx, _ *session, params []string) {
 	name := params[0]
 	kind, ok := static[name]
-	if !ok {
-		writeProblem(ctx, fasthttp.StatusNotFound, "not_found", "no such file")
-		return
-	}
-	b, err := assets.ReadFile(path.Join("assets/static", name))
-	if err != nil {
+	b, read := staticFiles()[name]
+	if !ok || !read {
 		writeProblem(ctx, fasthttp.StatusNotFound, "not_found", "no such file")
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.SetContentType(kind)
-	ctx.SetBody(b)
+	ctx.Response.SetBodyRaw(b)
 }
 
 // pageNames are the templates rendered as whole pages (with layout.html)
