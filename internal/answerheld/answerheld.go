@@ -58,11 +58,8 @@ func (c *Counter) Take(holder string, n int64) Refusal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	mine := c.byHolder[holder]
-	switch {
-	case mine > 0 && mine+n > c.perHolder:
-		return OverHolder
-	case c.total > 0 && c.total+n > c.max:
-		return OverAll
+	if r := bodyheld.Room(c.total, mine, n, c.max, c.perHolder); r != None {
+		return r
 	}
 	c.total += n
 	c.byHolder[holder] = mine + n

@@ -109,11 +109,19 @@ func (b *Holds) Cap(h *fasthttp.RequestHeader, holder string, limit, small int, 
 
 // room says whether n more bytes of holder fit (b.mu held).
 func (b *Holds) room(holder string, n int64) Refusal {
-	mine := b.byHolder[holder]
+	return Room(b.total, b.byHolder[holder], n, b.max, b.perHolder)
+}
+
+// Room is the rule of every held-bytes count (request bodies here,
+// answers in internal/answerheld): n more bytes of a holder holding mine,
+// of a server holding total, fit under perHolder and max — except that a
+// holder holding nothing, or a server holding nothing, may take one item
+// larger than the cap, as Kafka serves a first batch whole.
+func Room(total, mine, n, max, perHolder int64) Refusal {
 	switch {
-	case mine > 0 && mine+n > b.perHolder:
+	case mine > 0 && mine+n > perHolder:
 		return OverHolder
-	case b.total > 0 && b.total+n > b.max:
+	case total > 0 && total+n > max:
 		return OverAll
 	}
 	return None
