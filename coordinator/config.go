@@ -363,7 +363,7 @@ const (
 func (c Config) validateState() error {
 	switch c.State {
 	case StateBadger:
-		if c.Replica != DefaultReplicaConfig() { // it would be ignored
+		if !c.Replica.isDefault() { // it would be ignored
 			return fmt.Errorf("replica: replicas need state: kafka (they share its state log; state is %s): set state: kafka and kafka_state, or remove the replica section", c.State)
 		}
 		return c.KafkaState.Validate()

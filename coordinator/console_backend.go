@@ -119,6 +119,7 @@ func (c *Coordinator) newConsole() (*console.Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	con.SetPeers(c.cfg.otherPeers())
 	if err := registerAll(c.metrics.registry, con.Collectors()); err != nil {
 		return nil, fmt.Errorf("console: metrics: %w", err)
 	}

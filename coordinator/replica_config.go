@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/url"
+	"reflect"
 	"time"
 
 	"github.com/capgate/capgate/coordinator/leader"
@@ -22,6 +23,12 @@ type ReplicaConfig struct {
 	// Advertise is the base URL clients reach this replica at, named in
 	// not_leader answers while it leads ("" = http(s)://listen).
 	Advertise string `yaml:"advertise"`
+	// Peers are the advertised URLs of the replicas, this one's among
+	// them or not (the list clients are given): a console page left open
+	// at this replica offers the others when it stops answering — a
+	// standby sends the browser on to the leader. Only this list is ever
+	// linked, never a URL from a request. Optional, at most maxPeers.
+	Peers []string `yaml:"peers"`
 	// BeatInterval is how often the leader writes a beat to the log;
 	// LeaseTimeout how long a follower waits without seeing a commit
 	// before it takes over (fence, read to the end, serve). Timing decides
@@ -38,6 +45,9 @@ type ReplicaConfig struct {
 	AdoptLogSettings bool `yaml:"adopt_log_settings"`
 }
 
+// maxPeers bounds replica.peers: a shard has a handful of replicas.
+const maxPeers = 16
+
 // staggerSlots × an eighth of the lease bounds a replica's extra wait
 // (5/8 of it); two replicas share a slot one time in six.
 const staggerSlots = 6
@@ -45,6 +55,14 @@ const staggerSlots = 6
 // DefaultReplicaConfig returns the documented defaults.
 func DefaultReplicaConfig() ReplicaConfig {
 	return ReplicaConfig{BeatInterval: 200 * time.Millisecond, LeaseTimeout: time.Second}
+}
+
+// isDefault reports whether r is the defaults (an empty peers list is
+// none: YAML writes a nil one as []).
+func (r ReplicaConfig) isDefault() bool {
+	peers := r.Peers
+	r.Peers = nil
+	return len(peers) == 0 && reflect.DeepEqual(r, DefaultReplicaConfig())
 }
 
 // Validate reports the first bad setting.
@@ -57,6 +75,20 @@ func (r ReplicaConfig) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("replica.advertise: must be an http(s) URL, got %q", r.Advertise)
 		}
+	}
+	if len(r.Peers) > maxPeers {
+		return fmt.Errorf("replica.peers: at most %d URLs, got %d", maxPeers, len(r.Peers))
+	}
+	seen := make(map[string]bool, len(r.Peers))
+	for _, p := range r.Peers {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return fmt.Errorf("replica.peers: each must be a replica's base URL (http(s)://host:port), got %q", p)
+		}
+		if seen[u.Scheme+"://"+u.Host] {
+			return fmt.Errorf("replica.peers: %q is listed twice", p)
+		}
+		seen[u.Scheme+"://"+u.Host] = true
 	}
 	switch {
 	case r.BeatInterval < 10*time.Millisecond || r.BeatInterval > time.Minute:
@@ -84,6 +116,24 @@ func (c Config) advertise() string {
 		return "https://" + c.Listen
 	}
 	return "http://" + c.Listen
+}
+
+// otherPeers is replica.peers without this replica's own advertised
+// URL, as origins (scheme://host[:port]): what its console links to.
+func (c Config) otherPeers() []string {
+	self := ""
+	if u, err := url.Parse(c.advertise()); err == nil {
+		self = u.Scheme + "://" + u.Host
+	}
+	var out []string
+	for _, p := range c.Replica.Peers {
+		u, err := url.Parse(p)
+		if err != nil || u.Scheme+"://"+u.Host == self {
+			continue
+		}
+		out = append(out, u.Scheme+"://"+u.Host)
+	}
+	return out
 }
 
 // electorConfig is the replica's leadership decision settings. The

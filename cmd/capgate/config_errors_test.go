@@ -135,6 +135,11 @@ func TestReplicaSectionMustMatchStateAndListener(t *testing.T) {
 		{kafka + "  replica:\n    id: c1\n    advertise: http://c1.internal:7070\n", ""},
 		{kafka + tls + "  replica:\n    id: c1\n", ""},
 		{"coordinator:\n  state: badger\n", ""},
+		{kafka + "  replica:\n    peers: [http://c1:7070/console]\n",
+			`config: coordinator: replica.peers: each must be a replica's base URL (http(s)://host:port), got "http://c1:7070/console"`},
+		{kafka + "  replica:\n    peers: [http://c1:7070, http://c1:7070/]\n", `replica.peers: "http://c1:7070/" is listed twice`},
+		{kafka + "  replica:\n    peers: [c1:7070]\n", `replica.peers: each must be a replica's base URL`},
+		{kafka + "  replica:\n    id: c1\n    advertise: http://c1:7070\n    peers: [http://c1:7070, http://c2:7070, http://c3:7070]\n", ""},
 	}
 	for _, c := range cases {
 		path := filepath.Join(t.TempDir(), "capgate.yaml")

@@ -72,6 +72,10 @@ type Console struct {
 	// start or, with replicas, its takeover. The timeline and the audit
 	// log are kept in memory from then (the pages say so).
 	started time.Time
+	// peers are the other replicas' origins, space-separated
+	// (replica.peers): a page offers them when this replica stops
+	// answering. Set before serving (SetPeers).
+	peers string
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -110,6 +114,12 @@ func New(cfg Config, b Backend, feed *timeline.Feed, log *zap.Logger, now func()
 	c.started = now()
 	return c, nil
 }
+
+// SetPeers names the other replicas' origins (http(s)://host[:port],
+// from the coordinator's replica.peers — never from a request): a page
+// left open at this replica links to them once it stops answering. Call
+// it before the console serves.
+func (c *Console) SetPeers(origins []string) { c.peers = strings.Join(origins, " ") }
 
 // Collectors are the console's metrics, for the coordinator's registry.
 func (c *Console) Collectors() []prometheus.Collector {

@@ -62,10 +62,13 @@ type pageData struct {
 	// Started is when this coordinator began serving (its start, or its
 	// takeover): what the Timeline and Audit pages hold begins then.
 	Started time.Time
+	// Peers are the other replicas' origins, space-separated
+	// (Console.SetPeers): the page links to them when this one stops.
+	Peers string
 }
 
 func (c *Console) data(s *session, nav, title string, body any) pageData {
-	return pageData{Title: title, Nav: nav, CSRF: s.csrf, Who: s.principal, Audit: c.audit, Body: body, Started: c.started}
+	return pageData{Title: title, Nav: nav, CSRF: s.csrf, Who: s.principal, Audit: c.audit, Body: body, Started: c.started, Peers: c.peers}
 }
 
 // render executes page name with its layout. Templates write into a

@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +92,58 @@ func TestConsoleAfterATakeover(t *testing.T) {
 				`new Date(e.dataset.since) >= new Date(`+js(killed.UTC().Format(time.RFC3339Nano))+`) })()`)
 	}
 	b.noProblems("the leader's timeline and audit")
+}
+
+// TestConsolePageAtAStoppedReplicaOffersTheOthers: a page left open at a
+// leader that stopped and never came back said only that the coordinator
+// does not answer — it knew no other replica, so the operator had to
+// find the others' URLs themselves. The replicas are configured with
+// every replica's URL (replica.peers, as capgate dev --replicas sets
+// it): the page now offers the others, this very page at each; a
+// standby sends it on to the leader.
+func TestConsolePageAtAStoppedReplicaOffersTheOthers(t *testing.T) {
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4, Coordinators: 3})
+	ctx := context.Background()
+	first, err := cluster.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, raw := cluster.Admin(t, "PUT", "/v1/admin/groups/"+group+"/config", map[string]any{"max_moves_per_second": 1}, nil); status != 200 {
+		t.Fatalf("group: %d %s", status, raw)
+	}
+	var others []string
+	for _, co := range cluster.Stack.Coordinators() {
+		if co != first {
+			others = append(others, co.URL+"/console/groups/"+group)
+		}
+	}
+	b := newBrowser(t)
+	login(b, first.URL, cluster.AdminToken)
+	b.waitFor("logged in", time.Now(), 15*time.Second, `location.pathname === '/console/groups'`)
+	b.run("group page", 20*time.Second, chromedp.Navigate(first.URL+"/console/groups/"+group))
+	b.waitFor("live", time.Now(), 15*time.Second, `document.getElementById('live')?.textContent === 'live'`)
+
+	first.Kill() // for good
+	links := `[...document.querySelectorAll('#elsewhere #peers a.peer')].map(a => a.href)`
+	b.waitFor("the page offers the other replicas", time.Now(), 30*time.Second,
+		`(document.getElementById('elsewhere')?.textContent ?? '').startsWith('This coordinator does not answer') && `+
+			`JSON.stringify(`+links+`.sort()) === `+js(jsonList(others)))
+	second, err := cluster.WaitLeader(ctx)
+	if err != nil || second == first {
+		t.Fatalf("no other replica took over: %v %v", second, err)
+	}
+	// Whichever replica the operator picks, the leader's console is where
+	// the browser ends (a standby's page answer is a 307 to the leader).
+	b.click("another replica", "#peers a.peer")
+	b.waitFor("the leader's console", time.Now(), 20*time.Second,
+		`location.origin === `+js(second.URL)+` && (location.pathname === '/console/login' || location.pathname === '/console/groups/`+group+`')`)
+	b.noProblems("after following a replica link")
+}
+
+// jsonList is list sorted, as JSON.stringify writes an array of strings.
+func jsonList(list []string) string {
+	sorted := slices.Clone(list)
+	slices.Sort(sorted)
+	b, _ := json.Marshal(sorted)
+	return string(b)
 }

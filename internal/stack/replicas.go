@@ -39,12 +39,14 @@ func (s *Stack) kekFile() (string, error) {
 }
 
 // replicaConfig makes cfg one replica of the stack's coordinators: the
-// Kafka-log state, the shared KEK, the replica's own id and URL.
+// Kafka-log state, the shared KEK, the replica's own id and URL, and
+// every replica's URL (its console's links when it stops).
 func (co *Coordinator) replicaConfig(cfg *coordinator.Config) {
 	cfg.State = coordinator.StateKafka
 	cfg.KafkaState.KEKFile = co.s.kek
 	cfg.Replica.ID = co.Name
 	cfg.Replica.Advertise = co.URL
+	cfg.Replica.Peers = co.s.CoordinatorURLs()
 }
 
 func (co *Coordinator) startReplica(cfg coordinator.Config, ln net.Listener) error {

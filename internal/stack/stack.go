@@ -162,6 +162,8 @@ func (s *Stack) start(ctx context.Context) error {
 			return err
 		}
 	}
+	// Every coordinator's address first: each replica's replica.peers
+	// names all of them.
 	for i := range s.opts.Coordinators {
 		co, err := s.newCoordinator(i)
 		if err != nil {
@@ -170,6 +172,8 @@ func (s *Stack) start(ctx context.Context) error {
 		s.mu.Lock()
 		s.coordinators = append(s.coordinators, co)
 		s.mu.Unlock()
+	}
+	for _, co := range s.Coordinators() {
 		if err := co.Start(ctx); err != nil {
 			return err
 		}

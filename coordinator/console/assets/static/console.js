@@ -219,6 +219,10 @@
       text = 'This coordinator does not answer (stopped, or the network). ' + since +
         'With replicas, the console is the leader\'s: any replica\'s /console sends you there.';
     }
+    // The other replicas (replica.peers, from the server's config): a
+    // standby sends this page on to the leader, so a page left at a
+    // replica that stopped for good still has a way there.
+    const peers = href ? [] : (document.body.dataset.peers || '').split(' ').map(atLeader).filter(Boolean);
     let banner = document.getElementById('elsewhere');
     const main = document.querySelector('main');
     if (!banner) {
@@ -235,6 +239,19 @@
       a.href = href;
       a.textContent = 'Open this page at the leader';
       banner.appendChild(a);
+    } else if (peers.length && !s.standby) {
+      const list = document.createElement('span');
+      list.id = 'peers';
+      list.append('Open this page at another replica (a standby sends you on to the leader; log in there): ');
+      peers.forEach((p, i) => {
+        const a = document.createElement('a');
+        a.className = 'peer';
+        a.href = p;
+        a.textContent = new URL(p).host;
+        if (i) list.append(' · ');
+        list.appendChild(a);
+      });
+      banner.appendChild(list);
     }
     main.classList.add('stale');
     setLive('off', 'not updated');
