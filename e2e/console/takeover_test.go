@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/capgate/capgate/e2e/sdk"
+	capstack "github.com/capgate/capgate/internal/stack"
 )
 
 // TestConsoleAfterATakeover: with replicas the console is the leader's.
@@ -26,20 +27,8 @@ import (
 // the Timeline and Audit pages say they hold what came since its
 // takeover (both are kept in memory).
 func TestConsoleAfterATakeover(t *testing.T) {
-	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4, Coordinators: 3})
 	ctx := context.Background()
-	first, err := cluster.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if status, raw := cluster.Admin(t, "PUT", "/v1/admin/groups/"+group+"/config", map[string]any{"max_moves_per_second": 1}, nil); status != 200 {
-		t.Fatalf("group: %d %s", status, raw)
-	}
-	b := newBrowser(t)
-	login(b, first.URL, cluster.AdminToken)
-	b.waitFor("logged in", time.Now(), 15*time.Second, `location.pathname === '/console/groups'`)
-	b.run("group page", 20*time.Second, chromedp.Navigate(first.URL+"/console/groups/"+group))
-	b.waitFor("live", time.Now(), 15*time.Second, `document.getElementById('live')?.textContent === 'live'`)
+	cluster, first, b := groupPageAtTheLeader(t)
 	// A dialog open across the takeover: its action is sent after it.
 	b.run("a dialog", 10*time.Second,
 		chromedp.SetValue(chromedp.ID("max-moves"), "3"),
@@ -102,26 +91,14 @@ func TestConsoleAfterATakeover(t *testing.T) {
 // it): the page now offers the others, this very page at each; a
 // standby sends it on to the leader.
 func TestConsolePageAtAStoppedReplicaOffersTheOthers(t *testing.T) {
-	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4, Coordinators: 3})
 	ctx := context.Background()
-	first, err := cluster.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if status, raw := cluster.Admin(t, "PUT", "/v1/admin/groups/"+group+"/config", map[string]any{"max_moves_per_second": 1}, nil); status != 200 {
-		t.Fatalf("group: %d %s", status, raw)
-	}
+	cluster, first, b := groupPageAtTheLeader(t)
 	var others []string
 	for _, co := range cluster.Stack.Coordinators() {
 		if co != first {
 			others = append(others, co.URL+"/console/groups/"+group)
 		}
 	}
-	b := newBrowser(t)
-	login(b, first.URL, cluster.AdminToken)
-	b.waitFor("logged in", time.Now(), 15*time.Second, `location.pathname === '/console/groups'`)
-	b.run("group page", 20*time.Second, chromedp.Navigate(first.URL+"/console/groups/"+group))
-	b.waitFor("live", time.Now(), 15*time.Second, `document.getElementById('live')?.textContent === 'live'`)
 
 	first.Kill() // for good
 	links := `[...document.querySelectorAll('#elsewhere #peers a.peer')].map(a => a.href)`
@@ -146,4 +123,24 @@ func jsonList(list []string) string {
 	slices.Sort(sorted)
 	b, _ := json.Marshal(sorted)
 	return string(b)
+}
+
+// groupPageAtTheLeader starts 3 replicas with the group, and a browser
+// logged in at the leader showing the group's page, live.
+func groupPageAtTheLeader(t *testing.T) (*sdk.Cluster, *capstack.Coordinator, *browser) {
+	t.Helper()
+	cluster := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "demo", Partitions: 4, Coordinators: 3})
+	first, err := cluster.WaitLeader(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, raw := cluster.Admin(t, "PUT", "/v1/admin/groups/"+group+"/config", map[string]any{"max_moves_per_second": 1}, nil); status != 200 {
+		t.Fatalf("group: %d %s", status, raw)
+	}
+	b := newBrowser(t)
+	login(b, first.URL, cluster.AdminToken)
+	b.waitFor("logged in", time.Now(), 15*time.Second, `location.pathname === '/console/groups'`)
+	b.run("group page", 20*time.Second, chromedp.Navigate(first.URL+"/console/groups/"+group))
+	b.waitFor("live", time.Now(), 15*time.Second, `document.getElementById('live')?.textContent === 'live'`)
+	return cluster, first, b
 }
