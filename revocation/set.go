@@ -54,10 +54,17 @@ func New(rule Rule) *Set {
 }
 
 // Clear empties the set; the rule stays.
-func (s *Set) Clear() {
+func (s *Set) Clear() { s.ClearFor(0) }
+
+// ClearFor empties the set as Clear does, with room for fences fences
+// (a reset's: the map is not grown step by step), and returns the fences
+// it held, for the caller to compare the new ones with — read only.
+func (s *Set) ClearFor(fences int) (old map[FenceKey]uint64) {
+	old = s.fences
 	s.denied = map[string]int64{}
 	s.members = map[MemberKey]int64{}
-	s.fences = map[FenceKey]uint64{}
+	s.fences = make(map[FenceKey]uint64, fences)
+	return old
 }
 
 // Rule is the set's expiry rule.

@@ -2,6 +2,7 @@ package authz
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -154,4 +155,51 @@ func BenchmarkCachedVerifyAndDecide(b *testing.B) {
 		plainNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	})
 	b.Logf("cache+decide %.0f ns/op, plain map + checks %.0f ns/op: ratio %.2f", hotNs, plainNs, hotNs/plainNs)
+}
+
+// bulkUpdates are a view's first reset (200 partitions of one topic and
+// 10,000 of another fenced at epoch 1) and then the update a revoke of
+// the member holding the 10,000 brings: the same again at epoch 2, as a
+// reset (the sync log compacted past the gateway) and as a delta.
+func bulkUpdates() (first, reset, delta api.SyncResponse) {
+	first = api.SyncResponse{Seq: 1, Reset: true} // in the coordinator's order: group, topic, partition
+	for p := range 10_000 {
+		first.Fences = append(first.Fences, api.Fence{Group: "bulk-g", Topic: "bulk", Partition: int32(p), Epoch: 1})
+	}
+	for p := range 200 {
+		first.Fences = append(first.Fences, api.Fence{Group: "g", Topic: "small", Partition: int32(p), Epoch: 1})
+	}
+	reset = api.SyncResponse{Seq: 2, Reset: true, Fences: slices.Clone(first.Fences)}
+	delta = api.SyncResponse{Seq: 2}
+	for i := range 10_000 {
+		reset.Fences[i].Epoch = 2
+		delta.Fences = append(delta.Fences, reset.Fences[i])
+	}
+	return first, reset, delta
+}
+
+// BenchmarkApplyBulk: what applying a revoke of a member holding 10,000
+// partitions costs a gateway's view (held under its write lock, so every
+// fetch's check waits for it), as a reset and as a delta.
+func BenchmarkApplyBulk(b *testing.B) {
+	first, reset, delta := bulkUpdates()
+	for _, c := range []struct {
+		name string
+		u    api.SyncResponse
+	}{{"reset", reset}, {"delta", delta}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				v := newView()
+				if _, err := v.Apply(first, t0); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				ch, err := v.Apply(c.u, t0)
+				if err != nil || len(ch.Raised) != 10_000 {
+					b.Fatalf("raised %d, %v", len(ch.Raised), err)
+				}
+			}
+		})
+	}
 }
