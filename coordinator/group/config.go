@@ -80,8 +80,11 @@ type Config struct {
 	// Assignor is the default assignor of a new group ("sticky" or "range").
 	Assignor    string `yaml:"assignor"`
 	OffsetReset string `yaml:"offset_reset"`
-	// SyncLogMax bounds the sync log; older entries are compacted away and
-	// gateways behind them get a reset snapshot.
+	// SyncLogMax bounds the sync log (~160 B an entry); older entries are
+	// compacted away and gateways behind them get a reset snapshot. The
+	// default, 32,768, keeps a revoke of a member holding 10,000
+	// partitions (10,001 entries) a delta: each gateway reads the 10,000
+	// fences, not every fence of every group (BENCHMARKS §3).
 	SyncLogMax int `yaml:"sync_log_max"`
 	// MaxMovesPerSecond is the default per-group limit on revokes started
 	// per second (0 = unlimited; at most MaxMovesPerSecondMax).
@@ -222,7 +225,7 @@ func DefaultConfig() Config {
 		TokenTTLMax:       30 * 24 * time.Hour,
 		Assignor:          assign.NameSticky,
 		OffsetReset:       OffsetResetEarliest,
-		SyncLogMax:        10000,
+		SyncLogMax:        32768,
 		Limits:            DefaultLimits(),
 	}
 }
