@@ -25,7 +25,6 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/internal/answerheld"
-	"github.com/capgate/capgate/internal/failguard"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -71,8 +70,8 @@ func (c *Coordinator) streamAnswer(ctx *fasthttp.RequestCtx, holder string) {
 }
 
 // answerHolder is the tenant ctx's large answer counts for: its bearer's
-// (bodyHolder; an IdP token's issuer and subject), "" for none, the
-// admin and sync tokens. The handler verified the bearer: it is in the
+// (bodyHolder; an IdP token's identity, the tenant its members count
+// for too), "" for none, the admin and sync tokens. The handler verified the bearer: it is in the
 // verified-token cache, or, evicted since, verifies again unbudgeted.
 func (c *Coordinator) answerHolder(ctx *fasthttp.RequestCtx) string {
 	token := bearer(ctx)
@@ -80,8 +79,14 @@ func (c *Coordinator) answerHolder(ctx *fasthttp.RequestCtx) string {
 	case token == nil || c.adminTokens.matches(token) || c.syncTokens.matches(token):
 		return ""
 	case c.identities.Handles(token):
-		if h, ok := failguard.Claimed(string(token)); ok {
-			return "idp\x00" + string(h[:])
+		// Its identity, as the handler verified it (identityClaims): the
+		// tenant its members' requests count for too. Counted under its
+		// token's iss and sub, an IdP tenant reading through its token
+		// and through its members' had two per-tenant caps (redteam15's
+		// left), and a subject_claim naming another claim than sub split
+		// it further.
+		if id, ok := ctx.UserValue(identityTenantKey).(string); ok {
+			return tenantHolder(id)
 		}
 		return ""
 	}

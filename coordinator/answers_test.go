@@ -10,6 +10,8 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/identity/idptest"
 	"github.com/capgate/capgate/internal/answerheld/answerheldtest"
 )
 
@@ -121,5 +123,42 @@ func TestUnreadOpenAPIAnswersShareOneCopy(t *testing.T) {
 	if grown := answerheldtest.LiveHeap() - before; grown > readers*int64(document)/2 {
 		t.Fatalf("%d unread answers of the %d-byte document grew the live heap by %d bytes (%d each), want under half a copy each",
 			readers, document, grown, grown/readers)
+	}
+}
+
+// TestIdPTenantsAnswersCountOnce: an IdP identity's answers counted
+// under its token's iss and sub, its members' under its identity (the
+// tenant their requests count for everywhere else), so an IdP tenant
+// reading through its token beside its members' answers held twice
+// max_answer_bytes_held_per_tenant (redteam15's left). Now one key: with
+// its member's resync (2,000 renewals) unread, the identity's describe
+// is 429 naming the per-tenant cap. Fails without (200).
+func TestIdPTenantsAnswersCountOnce(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 2000})
+	idp := idptest.New(t, "RS256")
+	e.cfg.OIDC.Issuers = []identity.IssuerConfig{{
+		Issuer: idp.URL, CAFile: idp.CAFile, Audiences: []string{"capgate"},
+		Rules: []identity.Rule{{Claim: "groups", Value: "kafka-big", Groups: []string{"ga"}, Topics: []string{"big"}}},
+	}}
+	e.cfg.MaxAnswerBytesHeldPerTenant, e.cfg.MaxAnswerBytesHeld = 32<<10, 64<<20
+	e.cfg.WriteTimeout = 2 * time.Minute // the reader, not the clock, ends the hold
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.start(t, coordinator.WithListener(answerheldtest.SmallSendBuffers{Listener: ln}))
+	now := time.Now()
+	token := idp.Token(idptest.Claims{"sub": "svc-7", "aud": "capgate", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "groups": []string{"kafka-big"}})
+	e.remember(token)
+	a := h.join(t, "ga", token, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"big"}})
+	body := `{"wait_ms":0,"resync":true}`
+	_, closeResync := answerheldtest.Unread(t, strings.TrimPrefix(h.base, "http://"), fmt.Sprintf(
+		"POST /v1/groups/ga/heartbeat HTTP/1.1\r\nHost: c\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		a.token, len(body), body))
+	defer closeResync()
+	status, answer, _, err := h.try("GET", "/v1/groups/ga", token, nil)
+	if err != nil || status != http.StatusTooManyRequests || limitOf(answer) != "coordinator.max_answer_bytes_held_per_tenant" {
+		t.Fatalf("the IdP tenant's describe with its member's resync unread: %v %d %.300s, want 429 naming coordinator.max_answer_bytes_held_per_tenant",
+			err, status, answer)
 	}
 }

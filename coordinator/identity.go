@@ -40,6 +40,10 @@ import (
 	"github.com/capgate/capgate/ocap"
 )
 
+// identityTenantKey is the request's user value naming the IdP identity
+// identityClaims verified, the tenant its answer counts for.
+const identityTenantKey = "capgate.identity_tenant"
+
 // identityClaims verifies an IdP token and returns it in the shape of a
 // client credential's claims; on a refusal it answers and returns false.
 func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*ocap.Claims, bool) {
@@ -72,6 +76,7 @@ func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*o
 	}
 	claims := &ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject, Groups: id.Groups, Topics: id.Topics,
 		ExpiresAt: ocap.Seconds(id.ExpiresAt.Unix())}
+	ctx.SetUserValue(identityTenantKey, id.ID) // its answer's holder (answerHolder)
 	if c.revocations.refusal(claims, ocap.KindClient, c.now()) != nil {
 		writeError(ctx, api.CodeCapabilityRevoked, "identity refused: denied")
 		return nil, false

@@ -219,7 +219,7 @@ func (c *Coordinator) knownBearer(token []byte) (bool, string) {
 			c.authFailures.failed(preauth, now, err)
 			return false, ""
 		}
-		return true, "idp\x00" + id.ID
+		return true, tenantHolder(id.ID) // its members' too (bodyHolder)
 	}
 	for _, kind := range [...]ocap.Kind{ocap.KindCapability, ocap.KindMember, ocap.KindClient} {
 		if claims, err := c.signatureFor(preauth, token, kind); err == nil {
@@ -239,14 +239,19 @@ func (c *Coordinator) knownBearer(token []byte) (bool, string) {
 func (c *Coordinator) bodyHolder(claims *ocap.Claims) string {
 	switch {
 	case claims.Kind() == ocap.KindClient:
-		return "tnt\x00" + tenant(claims)
+		return tenantHolder(tenant(claims))
 	case claims.Kind() == ocap.KindMember:
-		return "tnt\x00" + c.share.memberTenant(claims.Group, claims.Subject)
+		return tenantHolder(c.share.memberTenant(claims.Group, claims.Subject))
 	case claims.Tenant != "":
-		return "tnt\x00" + claims.Tenant
+		return tenantHolder(claims.Tenant)
 	}
 	return "sub\x00" + claims.Subject
 }
+
+// tenantHolder is the holder key of tenant (join.go tenant; an IdP
+// identity's id), one for its bodies and answers whichever of its tokens
+// — credential, IdP token, member token, capability — carried them.
+func tenantHolder(tenant string) string { return "tnt\x00" + tenant }
 
 // bearerOf is the token of an "Authorization: Bearer" header, or nil.
 func bearerOf(h *fasthttp.RequestHeader) []byte {
