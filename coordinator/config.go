@@ -192,7 +192,8 @@ type Config struct {
 	// TenantMemberRate and TenantMemberBurst: the member requests one
 	// tenant may send per second (and its capabilities' attenuations,
 	// which are refused at once past it, and the capabilities its joins'
-	// answers mint, owed after each); past the burst a request waits for its
+	// and heartbeats' answers mint, a token each at most the burst into
+	// debt, the rest left for later heartbeats); past the burst a request waits for its
 	// token (counted among the waiters), up to 5 s, then 429. The loop's
 	// share bounds what another tenant waits behind in the queue; the rate
 	// bounds the CPU one tenant's requests take around it.

@@ -18,7 +18,10 @@ package coordinator
 // cannot see; the member's next heartbeat says resync: true and is
 // answered at once with every partition it owns as a renewal (same
 // epoch, freshly minted) and every revoke it has not released
-// (group.Heartbeat.Resync).
+// (group.Heartbeat.Resync). Each capability an answer mints takes a
+// token of the member's tenant's tenant_member_rate, at most the burst
+// into debt; what the rate has not paid for stays in the member's news
+// for its next heartbeats (paceMints), renewals first.
 
 import (
 	"fmt"
@@ -51,7 +54,8 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 	}
 	wait := heartbeatWait(req.WaitMs)
 	confirm := c.leadershipMark()
-	msg, shared, err := c.callShared(ctx, c.share.memberTenant(groupName, claims.Subject), func(ref group.Ref) group.Event {
+	tenant := c.share.memberTenant(groupName, claims.Subject)
+	msg, shared, err := c.callShared(ctx, tenant, func(ref group.Ref) group.Event {
 		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: claims.Subject, Wait: wait, Resync: req.Resync}
 	})
 	if !shared {
@@ -74,6 +78,9 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		writeNotLeader(ctx, "", "this replica no longer leads the shard")
 		return
 	}
+	// A token a capability; what the rate has not paid for comes in the
+	// member's next heartbeats.
+	news = c.paceMints(tenant, news)
 	memberExp := time.Unix(int64(claims.ExpiresAt), 0) // no capability outlives the member token
 	grants, err := c.mintGrants(news.Grants, true, memberExp)
 	if err != nil {

@@ -33,7 +33,9 @@ package coordinator
 // renewal, which pays before: admitRenewal) owes its tenant's
 // tenant_member_rate a token per capability its answer mints, and waits,
 // up to 5 s, until that bucket is out of debt first, else 429 naming
-// coordinator.tenant_member_rate (tenantshare.go awaitDebt, chargeMints).
+// coordinator.tenant_member_rate (tenantshare.go awaitDebt); grants past
+// what the rate pays (at most tenant_member_burst ahead) come in the
+// member's heartbeats instead (paceMints).
 //
 // A new member's id is its client_id (or "member") cut to 238 characters,
 // "-" and 16 random hex digits: at most 255 characters, a name whatever
@@ -437,10 +439,11 @@ func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply
 		return
 	}
 	c.vouch(ctx, member, joiner)
-	grants, err := c.mintGrants(reply.Grants, true, time.Unix(int64(member.ExpiresAt), 0))
+	mint := reply.Grants
 	if payer != "" {
-		c.share.chargeMints(payer, len(reply.Grants))
+		mint = c.paceMints(payer, group.News{Group: reply.Group, MemberID: reply.MemberID, Grants: reply.Grants}).Grants
 	}
+	grants, err := c.mintGrants(mint, true, time.Unix(int64(member.ExpiresAt), 0))
 	if err != nil {
 		c.failJoin(ctx, reply, created, "mint grants", err)
 		return

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -75,6 +76,26 @@ func (l *keyedLimiter) charge(key string, now time.Time, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.bucketLocked(key, now).ReserveN(now, min(n, l.burst))
+}
+
+// takeUpTo takes up to n tokens of key's bucket at now, as many as it
+// holds and debtMax more (the bucket then owes at most debtMax), and
+// says how many it took: 0 when it owes debtMax already. A mint's
+// allowance (loopShare.mintAllowance): what is not taken is not done now.
+func (l *keyedLimiter) takeUpTo(key string, now time.Time, n, debtMax int) int {
+	if n <= 0 {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucketLocked(key, now)
+	k := min(n, int(math.Floor(b.TokensAt(now)))+debtMax)
+	for left := k; left > 0; { // ReserveN takes at most the burst at once
+		step := min(left, l.burst)
+		b.ReserveN(now, step)
+		left -= step
+	}
+	return max(k, 0)
 }
 
 // owed is how long until key's bucket is out of debt at now (0: it owes

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
@@ -55,8 +56,9 @@ type loopShare struct {
 	mu      sync.Mutex
 	tenants map[string]*tenantPlaces // only tenants with a request queued or waiting
 
-	waited  prometheus.Counter
-	refused *prometheus.CounterVec
+	waited   prometheus.Counter
+	refused  *prometheus.CounterVec
+	deferred prometheus.Counter
 }
 
 // unknownTenant is the share of member tokens whose member is not live.
@@ -95,13 +97,17 @@ func newLoopShare(cfg Config, index *group.MemberTenants) *loopShare {
 			Name: "capgate_coordinator_tenant_loop_refused_total",
 			Help: "Member requests answered 429: their tenant's tenant_member_rate spent beyond a 5 s wait (limit tenant_member_rate), tenant_loop_waiters waiting already (limit tenant_loop_waiters), or no place of its tenant_loop_share within 5 s (limit wait).",
 		}, []string{"limit"}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capgate_coordinator_mints_deferred_total",
+			Help: "Grants and renewals a join's or heartbeat's answer left for the member's next heartbeats: their tenant's tenant_member_rate was spent (a token per capability minted, at most tenant_member_burst ahead).",
+		}),
 	}
 	s.wait.Store(int64(loopShareWait))
 	return s
 }
 
 func (s *loopShare) register(r *prometheus.Registry) {
-	r.MustRegister(s.waited, s.refused)
+	r.MustRegister(s.waited, s.refused, s.deferred)
 }
 
 // memberTenant is the tenant whose share a request of member id of
@@ -274,7 +280,7 @@ func (s *loopShare) charge(tenant string, n int) {
 // debt — among the tenant's waiters, when that comes within
 // loopShareWait — or answers 429 naming tenant_member_rate and returns
 // false. A join takes no token (a first join spends nothing of the
-// rate, review20); what its answer mints is charged after (chargeMints).
+// rate, review20); what its answer mints is paid when minted (mintAllowance).
 // Without the wait a tenant's joins minted at join_rate alone: the first
 // member of an empty group is granted every partition of its topics in
 // the answer, a capability (an Ed25519 signature) each, and join–leave
@@ -298,12 +304,45 @@ func (s *loopShare) awaitDebt(ctx *fasthttp.RequestCtx, tenant string, done <-ch
 	return ok
 }
 
-// chargeMints spends a token of tenant's rate for each capability a
-// join's answer minted (grants), after the fact as a read's cost is
-// (charge: at most the burst at once), so the tenant's next joins wait
-// for it (awaitDebt) and its member requests pay it.
-func (s *loopShare) chargeMints(tenant string, grants int) {
-	s.charge(tenant, grants)
+// mintAllowance takes a token of tenant's rate for each of up to n
+// capabilities an answer is about to mint — as many as the bucket holds
+// and tenant_member_burst more, into debt — and says how many it may
+// mint now (paceMints puts the rest back for the member's next
+// heartbeats). Every signature a join's or heartbeat's answer makes is
+// paid for, and never more than the burst ahead, however many requests
+// mint at once: a join's answer paid after the fact and at most the
+// burst (charge), so a join granted more than tenant_member_burst
+// partitions, or joins admitted together while the tenant owed nothing
+// (each into its own empty group), minted past the rate; and a
+// heartbeat minted every grant and renewal it carried for its one token
+// — a resync renews every partition the member owns, once a second
+// (redteam16).
+func (s *loopShare) mintAllowance(tenant string, n int) int {
+	return s.rate.takeUpTo(tenant, time.Now(), n, s.rate.burst)
+}
+
+// paceMints is what of news's grants and renewals tenant's rate pays
+// for now (mintAllowance; renewals first: they keep a partition read);
+// the rest goes back into the member's news (group.RedeliverNews) for
+// its next heartbeats, which pay for it in turn. Revokes always go.
+// When the rest cannot be put back (the loop stopped, the member went)
+// it is not minted either: the member's resync or the next renewal
+// brings it, as after a lost answer.
+func (c *Coordinator) paceMints(tenant string, news group.News) group.News {
+	n := len(news.Grants) + len(news.Renew)
+	k := c.share.mintAllowance(tenant, n)
+	if k == n {
+		return news
+	}
+	c.share.deferred.Add(float64(n - k))
+	renew := min(k, len(news.Renew))
+	later := group.News{Group: news.Group, MemberID: news.MemberID, Renew: news.Renew[renew:], Grants: news.Grants[k-renew:]}
+	news.Renew, news.Grants = news.Renew[:renew], news.Grants[:k-renew]
+	if err := c.redeliverNews(later); err != nil {
+		c.log.Warn("pace mints: could not put back what the tenant's rate left for later",
+			zap.String("group", news.Group), zap.String("member_id", news.MemberID), zap.Error(err))
+	}
+	return news
 }
 
 // admitRejoin prices a rejoin of member (with its member token, or with
