@@ -40,8 +40,7 @@ func newOAuthFailureGuard(cfg OAuthConfig) *failguard.Guard {
 	return failguard.New(float64(cfg.MaxFailures)/cfg.FailureWindow.Seconds(), cfg.MaxFailures, cfg.LimiterEntries)
 }
 
-// refuseOAuthClient answers a failed client authentication (c.oauth.mu
-// held): 401 invalid_client, charged to the caller's address, or — its
+// refuseOAuthClient answers a failed client authentication: 401 invalid_client, charged to the caller's address, or — its
 // failures spent — 429 temporarily_unavailable with Retry-After, charged
 // nothing (a throttled caller's wait never exceeds one failure's
 // refill). Both are counted and logged (rate-limited), never the secret.

@@ -47,6 +47,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,13 +150,21 @@ func (c *Coordinator) handleOAuthToken(ctx *fasthttp.RequestCtx, _ []string) {
 	}
 	now := c.now()
 	c.oauth.mu.Lock()
-	defer c.oauth.mu.Unlock()
 	o := c.oauth.clients[req.clientID]
 	if !secretMatches(o, req.secret) || o.RevokedAt != 0 {
+		c.oauth.mu.Unlock()
 		c.refuseOAuthClient(ctx, req, now)
 		return
 	}
-	groups, topics, ok := oauthScope(o, req.scope)
+	issuing := c.oauth.issueLock(o.ID)
+	c.oauth.mu.Unlock()
+	issuing.Lock()
+	defer issuing.Unlock()
+	if c.revokedOAuthSubject(oauthSubject + o.ID) { // revoked while this request waited
+		c.refuseOAuthClient(ctx, req, now)
+		return
+	}
+	groups, topics, ok := oauthScope(o, req.scope) // o's lists are never changed
 	if !ok {
 		writeOAuthError(ctx, oauthInvalidScope, "scope items are group:<pattern> or topic:<pattern> within the client's own (with produce: an exact topic only if the client names it exactly)", false)
 		return
@@ -163,17 +172,21 @@ func (c *Coordinator) handleOAuthToken(ctx *fasthttp.RequestCtx, _ []string) {
 	c.issueOAuthToken(ctx, o, groups, topics, req.scope, now)
 }
 
-// issueOAuthToken mints, records and answers one credential for o
-// (c.oauth.mu held).
+// issueOAuthToken mints, records and answers one credential for o (its
+// issuing lock held, not c.oauth.mu: the record is written without it).
 func (c *Coordinator) issueOAuthToken(ctx *fasthttp.RequestCtx, o *oauthClient, groups, topics []string, scope string, now time.Time) {
-	live := o.live(now)
+	c.oauth.mu.Lock()
+	live := slices.Clone(o.live(now))
+	ttlMs := o.TokenTTLMs
+	updated := *o
+	c.oauth.mu.Unlock()
 	if len(live) >= c.cfg.OAuth.LiveTokensMax {
 		c.oauth.refusals.WithLabelValues(oauthRefusedLiveMax).Inc()
 		ctx.Response.Header.Set("Retry-After", "60")
 		writeOAuthError(ctx, oauthSlowDown, fmt.Sprintf("this client has %d credentials alive (oauth.live_tokens_max); reuse one", len(live)), false)
 		return
 	}
-	ttl := min(msDuration(o.TokenTTLMs), c.cfg.ClientCredentialTTLMax)
+	ttl := min(msDuration(ttlMs), c.cfg.ClientCredentialTTLMax)
 	token, claims, err := c.keys.minter.Mint(ocap.KindClient, o.credentialClaims(groups, topics), now, ttl)
 	if errors.Is(err, ocap.ErrTooLarge) {
 		writeOAuthError(ctx, oauthInvalidScope, tooLargeScope(err, scope), false)
@@ -183,13 +196,14 @@ func (c *Coordinator) issueOAuthToken(ctx *fasthttp.RequestCtx, o *oauthClient, 
 		writeOAuthError(ctx, oauthServerError, "mint: "+err.Error(), false)
 		return
 	}
-	updated := *o
 	updated.Issued = append(live, issuedToken{JTI: claims.ID, Exp: int64(claims.ExpiresAt)})
 	if err := c.saveOAuthClient(&updated); err != nil {
 		writeOAuthError(ctx, oauthServerError, "record the credential: "+err.Error(), false)
 		return
 	}
+	c.oauth.mu.Lock()
 	*o = updated
+	c.oauth.mu.Unlock()
 	b, _ := json.Marshal(OAuthTokenResponse{AccessToken: token, TokenType: "Bearer", ExpiresIn: int64(claims.ExpiresAt) - now.Unix(), Scope: scope})
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	ctx.Response.Header.Set("Pragma", "no-cache")
