@@ -1,10 +1,13 @@
 package coordinator_test
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/identity/idptest"
 	"github.com/capgate/capgate/internal/answerheld/answerheldtest"
+	"github.com/capgate/capgate/internal/scrape"
 )
 
 // unreadAnswer sends a GET of path with token (none: "") and leaves its
@@ -161,4 +165,61 @@ func TestIdPTenantsAnswersCountOnce(t *testing.T) {
 		t.Fatalf("the IdP tenant's describe with its member's resync unread: %v %d %.300s, want 429 naming coordinator.max_answer_bytes_held_per_tenant",
 			err, status, answer)
 	}
+}
+
+// TestUnreadMetricsAnswersShareRenders: GET /metrics answers anyone, and
+// each request gathered the registry (the process's descriptors read
+// from /proc, the event loop asked for its gateways) and held its own
+// ~25 KB copy until its reader took it — write_timeout for a connection
+// that never reads: 1,000 connections per address ~25 MB of answers, no
+// credential (redteam16). Now renders are shared by the requests that
+// arrive before one begins and begin at most every scrape.Gap, so 48
+// connections asking at once and reading nothing get at most a render
+// per Gap of the time they took. Fails without (a render each).
+func TestUnreadMetricsAnswersShareRenders(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	e.cfg.WriteTimeout = 2 * time.Minute
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.start(t, coordinator.WithListener(answerheldtest.SmallSendBuffers{Listener: ln}))
+	addr := strings.TrimPrefix(h.base, "http://")
+	const readers = 48
+	before := coordinator.MetricsRenders(h.c)
+	start := time.Now()
+	statuses := make(chan string, readers)
+	for range readers {
+		go func() {
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+			}}
+			conn, err := d.Dial("tcp", addr)
+			if err != nil {
+				statuses <- err.Error()
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+			if _, err := io.WriteString(conn, "GET /metrics HTTP/1.1\r\nHost: c\r\n\r\n"); err != nil {
+				statuses <- err.Error()
+				return
+			}
+			line, err := bufio.NewReader(conn).ReadString('\n') // the status line; the rest stays unread
+			if err != nil {
+				line = err.Error()
+			}
+			statuses <- line
+		}()
+	}
+	for range readers {
+		if line := <-statuses; !strings.HasPrefix(line, "HTTP/1.1 200") {
+			t.Fatalf("an unread /metrics answer: %q", line)
+		}
+	}
+	elapsed := time.Since(start)
+	renders := coordinator.MetricsRenders(h.c) - before
+	if most := 2 + uint64(elapsed/scrape.Gap); renders > most {
+		t.Fatalf("%d connections asking /metrics at once over %v: %d renders, want at most %d (one per %v)", readers, elapsed, renders, most, scrape.Gap)
+	}
+	t.Logf("%d unread answers over %v: %d renders", readers, elapsed, renders)
 }

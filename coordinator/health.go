@@ -88,5 +88,5 @@ func (c *Coordinator) probeKafka() error {
 }
 
 func (c *Coordinator) handleMetrics(ctx *fasthttp.RequestCtx, _ []string) {
-	c.metrics.handler(ctx)
+	c.metrics.scrape.Serve(ctx)
 }

@@ -6,13 +6,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
 	"github.com/capgate/capgate/internal/buildinfo"
+	"github.com/capgate/capgate/internal/scrape"
 	"github.com/capgate/capgate/tlsconf"
 )
 
@@ -47,7 +46,7 @@ type metrics struct {
 	// gatewayIDConflicts counts sync polls and leaves refused because
 	// another gateway process holds their id.
 	gatewayIDConflicts prometheus.Counter
-	handler            fasthttp.RequestHandler
+	scrape             *scrape.Answer // GET /metrics
 }
 
 func newMetrics(c *Coordinator) *metrics {
@@ -121,7 +120,7 @@ func newMetrics(c *Coordinator) *metrics {
 	if !c.embedded { // a replica's leader: the replica exports these for its process, leading or not
 		m.registry.MustRegister(processCollectors(c.tls)...)
 	}
-	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	m.scrape = scrape.New(func() prometheus.Gatherer { return m.registry })
 	return m
 }
 

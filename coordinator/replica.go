@@ -15,6 +15,7 @@ import (
 	"github.com/capgate/capgate/coordinator/leader"
 	"github.com/capgate/capgate/internal/clientaddr"
 	"github.com/capgate/capgate/internal/crlf"
+	"github.com/capgate/capgate/internal/scrape"
 	"github.com/capgate/capgate/store"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -47,6 +48,7 @@ type Replica struct {
 	tls     *tlsconf.Server
 	server  *fasthttp.Server
 	metrics *replicaMetrics
+	scrape  *scrape.Answer // GET /metrics (serveMetrics)
 
 	// startCheck: Run reads the log to its end first and refuses to
 	// start if this replica could never take it over (off only in tests
@@ -117,6 +119,7 @@ func NewReplica(cfg Config, log *zap.Logger, opts ...Option) (*Replica, error) {
 		r.url = r.URL() // the listener's real port (tests listen on :0)
 	}
 	r.metrics = newReplicaMetrics(r.tls) // the process's metrics too, leading or not
+	r.scrape = scrape.New(r.gatherers)
 	r.server = newHTTPServer(cfg, log, r.serve, r.serveError)
 	r.server.HeaderReceived = r.requestConfig // body caps before authentication (server.go)
 	// 100 Continue only within the cap (listener.go)

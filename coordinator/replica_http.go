@@ -34,9 +34,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/console"
@@ -180,16 +178,22 @@ func (r *Replica) standbyJWKS(ctx *fasthttp.RequestCtx, _ *replicaView) {
 }
 
 // serveMetrics serves the replica's metrics, and the leading
-// Coordinator's beside them.
+// Coordinator's beside them (internal/scrape: renders shared, paced).
 func (r *Replica) serveMetrics(ctx *fasthttp.RequestCtx, active *Coordinator) {
-	gather := prometheus.Gatherers{r.metrics.registry}
-	if active != nil {
-		gather = append(gather, active.metrics.registry)
-	}
-	fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))(ctx)
+	r.scrape.Serve(ctx)
 	if active != nil {
 		active.metrics.observe("metrics", ctx)
 	}
+}
+
+// gatherers are what a render of /metrics reads: the replica's
+// registry, and the leading Coordinator's when it leads.
+func (r *Replica) gatherers() prometheus.Gatherer {
+	gather := prometheus.Gatherers{r.metrics.registry}
+	if active := r.view.Load().active; active != nil {
+		gather = append(gather, active.metrics.registry)
+	}
+	return gather
 }
 
 // isBaseURL reports whether u is a bare http(s) origin (scheme, host,

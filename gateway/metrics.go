@@ -22,12 +22,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/internal/buildinfo"
+	"github.com/capgate/capgate/internal/scrape"
 )
 
 // Request routes, the route label.
@@ -41,7 +40,7 @@ const (
 
 type metrics struct {
 	registry    *prometheus.Registry
-	serve       fasthttp.RequestHandler
+	scrape      *scrape.Answer // GET /metrics
 	requests    *prometheus.CounterVec
 	ops         map[string]*opMetrics // by op; read-only after init
 	bytesOut    prometheus.Counter
@@ -115,7 +114,7 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "When the listeners' certificate (HTTP and Kafka) expires (NotAfter, Unix seconds; reloaded files included): alert well before it (deploy/prometheus/alerts.yml)."},
 			func() float64 { return float64(g.tls.NotAfter().Unix()) }))
 	}
-	m.serve = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	m.scrape = scrape.New(func() prometheus.Gatherer { return m.registry })
 	return m
 }
 
@@ -283,7 +282,7 @@ func (l *monitorLabels) counters(tag string) monitorCounters {
 }
 
 // handleMetrics serves GET /metrics.
-func (g *Gateway) handleMetrics(ctx *fasthttp.RequestCtx) { g.metrics.serve(ctx) }
+func (g *Gateway) handleMetrics(ctx *fasthttp.RequestCtx) { g.metrics.scrape.Serve(ctx) }
 
 // inflightRefused exports the fetches and produces (HTTP and Kafka
 // listener) an in-flight cap refused: cap="gateway"
