@@ -337,7 +337,7 @@ func (c *Coordinator) paceMints(tenant string, news group.News) group.News {
 	c.share.deferred.Add(float64(n - k))
 	renew := min(k, len(news.Renew))
 	later := group.News{Group: news.Group, MemberID: news.MemberID, Renew: news.Renew[renew:], Grants: news.Grants[k-renew:]}
-	news.Renew, news.Grants = news.Renew[:renew], news.Grants[:k-renew]
+	news.Renew, news.Grants = news.Renew[:renew:renew], news.Grants[:k-renew:k-renew] // the loop reads later's
 	if err := c.redeliverNews(later); err != nil {
 		c.log.Warn("pace mints: could not put back what the tenant's rate left for later",
 			zap.String("group", news.Group), zap.String("member_id", news.MemberID), zap.Error(err))
