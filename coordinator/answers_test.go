@@ -135,10 +135,10 @@ func TestUnreadOpenAPIAnswersShareOneCopy(t *testing.T) {
 // tenant their requests count for everywhere else), so an IdP tenant
 // reading through its token beside its members' answers held twice
 // max_answer_bytes_held_per_tenant (redteam15's left). Now one key: with
-// its member's resync (2,000 renewals) unread, the identity's describe
+// its member's resync (1,000 renewals) unread, the identity's describe
 // is 429 naming the per-tenant cap. Fails without (200).
 func TestIdPTenantsAnswersCountOnce(t *testing.T) {
-	e := newEnv(t, map[string]int32{"big": 2000})
+	e := newEnv(t, map[string]int32{"big": 1000})
 	idp := idptest.New(t, "RS256")
 	e.cfg.OIDC.Issuers = []identity.IssuerConfig{{
 		Issuer: idp.URL, CAFile: idp.CAFile, Audiences: []string{"capgate"},
