@@ -6,9 +6,13 @@ package coordinator
 // sync channel), and removes it; its member token then gets 409
 // unknown_member (heartbeat, commit, leave, and a rejoin with it). The
 // body (RevokeRequest, may be empty) gives the reason the audit log
-// keeps. Answers MemberRevokeResponse; 404 not_found for an unknown
-// group (as every admin route naming a group), 409 unknown_member for a
-// member the group does not hold alive.
+// keeps. Answers MemberRevokeResponse; a member revoked already whose
+// revocation still runs (at least capability_lease) is answered 200 with
+// already_revoked, nothing done — an operator repeating a revoke whose
+// answer was lost (a timeout, a 503 with details.applied unknown, a
+// leader killed before it answered) learns it holds. 404 not_found for
+// an unknown group (as every admin route naming a group), 409
+// unknown_member for any other member the group does not hold alive.
 
 import (
 	"github.com/valyala/fasthttp"
@@ -38,7 +42,7 @@ func (c *Coordinator) handleAdminMemberRevoke(ctx *fasthttp.RequestCtx, params [
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, MemberRevokeResponse{Group: groupName, MemberID: member, Until: timeText(reply.Until), Fenced: reply.Fenced})
+	writeJSON(ctx, fasthttp.StatusOK, MemberRevokeResponse{Group: groupName, MemberID: member, Until: timeText(reply.Until), Fenced: reply.Fenced, AlreadyRevoked: reply.AlreadyRevoked})
 }
 
 // memberIDMax is the longest member id an admin can name: every id a

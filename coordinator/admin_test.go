@@ -255,7 +255,12 @@ func TestAdminSyncChannel(t *testing.T) {
 		})
 		h.expectError(t, "POST", "/v1/groups/g/heartbeat", b.token, nil, 409, api.CodeUnknownMember)
 		h.expectError(t, "GET", "/v1/groups/g/offsets", b.token, nil, 409, api.CodeUnknownMember)
-		h.expectError(t, "POST", "/v1/admin/groups/g/members/"+b.id+"/revoke", e.adminToken, nil, 409, api.CodeUnknownMember)
+		var again coordinator.MemberRevokeResponse
+		h.call(t, "POST", "/v1/admin/groups/g/members/"+b.id+"/revoke", e.adminToken, nil, 200, &again)
+		if !again.AlreadyRevoked || again.Fenced != 0 || again.Until != out.Until || out.AlreadyRevoked {
+			t.Fatalf("member revoke repeated: %+v after %+v, want already revoked until %s", again, out, out.Until)
+		}
+		h.expectError(t, "POST", "/v1/admin/groups/g/members/never-joined/revoke", e.adminToken, nil, 409, api.CodeUnknownMember)
 	})
 
 	t.Run("listings", func(t *testing.T) {

@@ -251,11 +251,16 @@ type DenyResponse struct {
 }
 
 // MemberRevokeResponse answers POST /v1/admin/groups/{g}/members/{id}/revoke.
+// AlreadyRevoked: the member had been revoked before this request and
+// its revocation still runs (until Until) — a repeat of a revoke whose
+// answer was lost, or a member whose credential was denied —; nothing
+// was done (Fenced 0).
 type MemberRevokeResponse struct {
-	Group    string `json:"group"`
-	MemberID string `json:"member_id"`
-	Until    string `json:"until"`
-	Fenced   int    `json:"fenced"`
+	Group          string `json:"group"`
+	MemberID       string `json:"member_id"`
+	Until          string `json:"until"`
+	Fenced         int    `json:"fenced"`
+	AlreadyRevoked bool   `json:"already_revoked"`
 }
 
 // QoSRequest is PUT /v1/admin/qos. ID defaults to a digest of the

@@ -32,7 +32,7 @@ func TestMemberRevokeOfAnUnknownGroupIsNotFound(t *testing.T) {
 	h.refusal(t, "POST", "/v1/admin/groups/nosuch/members/x/revoke", e.adminToken, nil, 404, api.CodeNotFound, `unknown group "nosuch"`)
 	cred := h.clientCredential(t, []string{"g"}, []string{"demo"})
 	h.join(t, "g", cred, api.JoinRequest{Topics: []string{"demo"}})
-	h.refusal(t, "POST", "/v1/admin/groups/g/members/x/revoke", e.adminToken, nil, 409, api.CodeUnknownMember, `revoke: group "g" has no member "x"`)
+	h.refusal(t, "POST", "/v1/admin/groups/g/members/x/revoke", e.adminToken, nil, 409, api.CodeUnknownMember, `revoke: group "g" has no member "x" (never joined, left, expired, or its revocation — at least capability_lease — ended)`)
 }
 
 // TestRevokedMemberIsUnknownOnEveryRoute (redteam4 #9): after

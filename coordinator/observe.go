@@ -118,7 +118,9 @@ func (o *observer) observe(msg group.Message, now time.Time) {
 	case group.RevokeReply:
 		met.revokes.WithLabelValues("admin").Inc()
 	case group.RevokeMemberReply:
-		met.revokes.WithLabelValues("member").Inc()
+		if !m.AlreadyRevoked {
+			met.revokes.WithLabelValues("member").Inc()
+		}
 	case group.Rejected:
 		if label := limitLabel(m.Details); m.Code == api.CodeLimitExceeded && joinLimits[label] {
 			met.joinLimits.WithLabelValues(label).Inc()

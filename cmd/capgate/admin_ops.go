@@ -153,7 +153,12 @@ warns that it did ("member revoked by an administrator: joining again",
 naming the credential's jti). To keep a client out, deny its
 credential: capgate admin revoke-capability JTI with the credential's
 jti (admin group G -o json: members[].credential.id) — every member it
-opened ends, and its joins are refused.`,
+opened ends, and its joins are refused.
+
+It repeats safely: a member revoked already, whose revocation still runs
+(at least capability_lease), is answered already_revoked: true, nothing
+done — repeat a revoke whose answer was lost (a timeout, a 503 saying
+it may have been applied).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if err := groupArg(a[0]); err != nil {

@@ -217,8 +217,14 @@ func (m *Machine) revokeOpenedBy(credential string) {
 }
 
 // revokeMember answers an unknown group 404 not_found, as every admin
-// route naming a group does, and a member its group does not hold 409
-// unknown_member.
+// route naming a group does. A member whose revocation still runs (an
+// administrator's, a forced delete's or its credential's deny) is
+// answered as revoked, AlreadyRevoked and nothing done: a repeat of a
+// revoke whose answer was lost — a timeout, a 503 saying it may have
+// been applied, a leader killed before it answered — finds what it asked
+// for, not an error. Any other member its group does not hold (never
+// joined, left, expired, or revoked longer ago than its revocation
+// runs) is 409 unknown_member.
 func (m *Machine) revokeMember(e RevokeMember) {
 	if m.groupNamed(e.Group) == nil {
 		m.reject(e.Ref, api.CodeNotFound, "unknown group %q", e.Group)
@@ -226,7 +232,11 @@ func (m *Machine) revokeMember(e RevokeMember) {
 	}
 	mem := m.memberOf(e.Group, e.MemberID)
 	if mem == nil {
-		m.reject(e.Ref, api.CodeUnknownMember, "revoke: group %q has no member %q", e.Group, e.MemberID)
+		if until, ok := m.revocations.RevokedUntil(revocation.MemberKey{Group: e.Group, Member: e.MemberID}); ok {
+			m.send(RevokeMemberReply{Ref: e.Ref, Until: time.Unix(until, 0).UTC(), AlreadyRevoked: true})
+			return
+		}
+		m.reject(e.Ref, api.CodeUnknownMember, "revoke: group %q has no member %q (never joined, left, expired, or its revocation — at least capability_lease — ended)", e.Group, e.MemberID)
 		return
 	}
 	fenced := len(mem.held)
@@ -236,9 +246,13 @@ func (m *Machine) revokeMember(e RevokeMember) {
 
 // revokeLiveMember denies mem's capabilities on the gateways until every
 // one it may hold has expired, and removes it (its partitions are fenced
-// and reassigned). It returns the end of the revocation.
+// and reassigned). It returns the end of the revocation: never sooner
+// than capability_lease from now, so that the revocation — kept as long
+// as it runs, and no longer — answers a repeated revoke for at least
+// that long (revokeMember) even for a member that held nothing; a member
+// holding a partition is revoked about that long anyway.
 func (m *Machine) revokeLiveMember(mem *member) time.Time {
-	until := m.now
+	until := m.now.Add(m.cfg.CapabilityLease)
 	for p := range mem.held {
 		if c, _ := p.outstanding(); c.bound.After(until) {
 			until = c.bound

@@ -255,7 +255,9 @@ func TestRevokeMember(t *testing.T) {
 	}
 	ref = w.nextRef()
 	w.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: a})
-	mustReject(t, w, ref, api.CodeUnknownMember)
+	if again := mustReply[group.RevokeMemberReply](t, w, ref); !again.AlreadyRevoked || again.Fenced != 0 || !again.Until.Equal(r.Until) {
+		t.Fatalf("the revoke repeated: %+v, want already revoked until %s, nothing fenced", again, r.Until)
+	}
 	if len(w.store.revoked) != 1 {
 		t.Fatal("revoked member not persisted")
 	}
@@ -441,4 +443,65 @@ func TestOutsideLeaseHolderCommits(t *testing.T) {
 	if offs := w.m.Offsets("g"); len(offs) != 1 || offs[0].Offset != 42 {
 		t.Fatalf("offsets %+v, want t/1 at 42", offs)
 	}
+}
+
+// A member revoke repeated — its first answer lost: a timeout, a 503
+// saying it may have been applied, a leader killed before answering —
+// is answered revoked (AlreadyRevoked, nothing done, nothing written)
+// while the member's revocation runs, which is never shorter than
+// capability_lease, even for a member that held nothing, and survives a
+// restart. Past it, and for an id that never was a member, it is 409
+// unknown_member. Before, every repeat was 409: the operator saw an
+// error for what had succeeded.
+func TestRepeatedMemberRevokeIsAnsweredRevoked(t *testing.T) {
+	w, _ := oneMember(t)
+	b := w.join("g", "b", "t")
+	w.heartbeat(b)
+	w.settle("g")
+	idle := w.join("g", "idle", "t") // 2 partitions, 2 holders: holds nothing
+	w.heartbeat(idle)
+	w.settle("g")
+	if w.ownedBy("g", idle) != 0 {
+		t.Fatalf("the third member of two partitions holds some: %v", w.owners("g"))
+	}
+	ref := w.nextRef()
+	w.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: idle})
+	first := mustReply[group.RevokeMemberReply](t, w, ref)
+	if first.AlreadyRevoked || first.Fenced != 0 || first.Until.Before(w.now.Add(w.cfg.CapabilityLease)) {
+		t.Fatalf("revoke of a member holding nothing: %+v, want a revocation until capability_lease (%s) from now", first, w.cfg.CapabilityLease)
+	}
+	repeat := func(why string) group.Message {
+		t.Helper()
+		writes := w.store.writes
+		ref := w.nextRef()
+		w.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: idle})
+		if w.store.writes != writes {
+			t.Fatalf("%s: the repeat wrote %d records", why, w.store.writes-writes)
+		}
+		return w.replies[ref]
+	}
+	mustBeRevoked := func(why string) {
+		t.Helper()
+		msg := repeat(why)
+		if r, ok := msg.(group.RevokeMemberReply); !ok || !r.AlreadyRevoked || r.Fenced != 0 || !r.Until.Equal(first.Until) {
+			t.Fatalf("%s: the repeated revoke answered %#v, want already revoked until %s", why, msg, first.Until)
+		}
+	}
+	mustBeRevoked("at once")
+	w.advance(w.cfg.CapabilityLease - time.Second)
+	mustBeRevoked("capability_lease less a second later")
+	w.restart(0)
+	mustBeRevoked("after a restart")
+	w.advanceTo(first.Until.Add(w.cfg.Leeway + w.cfg.MaxClockSkew + time.Second))
+	if msg := repeat("past the revocation"); !isRejected(msg, api.CodeUnknownMember) {
+		t.Fatalf("past the revocation the repeat answered %#v, want 409 unknown_member", msg)
+	}
+	ref = w.nextRef()
+	w.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: "never-joined-0000000000000000"})
+	mustReject(t, w, ref, api.CodeUnknownMember)
+}
+
+func isRejected(msg group.Message, code api.Code) bool {
+	r, ok := msg.(group.Rejected)
+	return ok && r.Code == code
 }

@@ -109,10 +109,13 @@ type LeaseReply struct {
 
 // RevokeMemberReply answers RevokeMember: the member's capabilities are
 // denied on the gateways until Until; Fenced partitions were fenced.
+// AlreadyRevoked: the member was revoked before this request (its
+// revocation still runs, until Until); nothing was done, Fenced is 0.
 type RevokeMemberReply struct {
-	Ref    Ref
-	Until  time.Time
-	Fenced int
+	Ref            Ref
+	Until          time.Time
+	Fenced         int
+	AlreadyRevoked bool
 }
 
 // GroupConfigReply answers SetGroupConfig with the resulting configuration.
