@@ -57,6 +57,55 @@ func TestGatewayCutOffDuringTakeover(t *testing.T) {
 	no503Besides(t, s, cut, at)
 }
 
+// TestGatewayCutFromTheLeaderOnly cuts one gateway off from the leading
+// replica alone (its proxy to the leader swallows every byte; the
+// standbys it still reaches answer not_leader, naming a leader it cannot
+// reach) while a second member joins and three partitions move. The
+// gateway cannot sync, so it refuses everything itself once sync_timeout
+// passed (503 out_of_sync, and the SDK reads through the other gateway);
+// the leader, not hearing from it, counts it safe after gateway_timeout
+// and completes the handoff. Every checker holds — the gateway's polls
+// the standbys answered are no sign of life to the leader (before the
+// harness told them apart, this grant was reported unsafe) — the other
+// gateway never answers 503, and once healed the cut one syncs and serves
+// again.
+func TestGatewayCutFromTheLeaderOnly(t *testing.T) {
+	t.Parallel()
+	const group = "ha-gw-cut-leader"
+	c := startHA(t, group, nil)
+	prod := c.StartProducer(t, produceEvery)
+	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
+	c.WaitSettled(t, group, 1)
+	c.WaitFlowing(t, group, 100)
+
+	lead := leaderAmong(t, c)
+	cut := c.Gateways()[0]
+	since := harness.Now()
+	c.Log.AddFault("cut-from-leader", cut.ID)
+	cut.Proxies[lead.Index].Blackhole()
+	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
+	moving := c.WaitRevoked(t, a.MemberID(), since, 3)
+	own := c.WaitSettled(t, group, 2)
+	for _, k := range moving {
+		if !slices.Contains(own[b.MemberID()], k.Partition) {
+			t.Errorf("%s owned by %v after the handoff, want b", k, own)
+		}
+	}
+	standby := slices.ContainsFunc(c.Log.Snapshot().SyncPolls, func(p harness.SyncPoll) bool {
+		return p.Gateway == cut.ID && p.Arrived >= since && p.NotLeader
+	})
+	if !standby {
+		t.Errorf("%s polled no standby while cut from the leader: the test proves nothing about them", cut.ID)
+	}
+	c.WaitFlowing(t, group, 100)
+	c.Log.AddFault("heal", cut.ID)
+	cut.Proxies[lead.Index].Heal()
+	cut.WaitReady(t, harness.Wait)
+	c.WaitFlowing(t, group, 100)
+	s := c.Finish(t, prod, group)
+	no503Besides(t, s, cut, since)
+}
+
 // no503Besides is no503 for the fetches every gateway but gw answered.
 func no503Besides(t *testing.T, s harness.Snapshot, gw *harness.Gateway, since harness.Time) {
 	t.Helper()

@@ -81,12 +81,18 @@ func CheckGrantAfterSafe(s Snapshot, p Params) []Violation {
 	return out
 }
 
+// heard reports whether poll reached the coordinator — the leading
+// replica — before t: a poll a standby answered not_leader did not.
+func heard(poll SyncPoll, t Time) bool {
+	return poll.Forwarded != 0 && poll.Forwarded < t && !poll.NotLeader
+}
+
 // knownGateways lists the gateways whose polls reached the coordinator
 // before t.
 func knownGateways(s Snapshot, t Time) []string {
 	seen := map[string]bool{}
 	for _, poll := range s.SyncPolls {
-		if poll.Forwarded != 0 && poll.Forwarded < t {
+		if heard(poll, t) {
 			seen[poll.Gateway] = true
 		}
 	}
@@ -101,7 +107,7 @@ func unsafeGateway(s Snapshot, p Params, gw string, acked []fenceAck, prev, g Gr
 	}
 	var last Time
 	for _, poll := range s.SyncPolls {
-		if poll.Gateway == gw && poll.Forwarded != 0 && poll.Forwarded < g.At {
+		if poll.Gateway == gw && heard(poll, g.At) {
 			last = max(last, poll.Forwarded)
 		}
 	}

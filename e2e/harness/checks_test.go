@@ -158,13 +158,39 @@ func TestGrantAfterSafeAcceptsSilentGateway(t *testing.T) {
 	s := cleanHandoff()
 	s.SyncAnswers = s.SyncAnswers[:1]
 	s.SyncPolls = s.SyncPolls[:2] // gw1 went silent at 6ms
+	grantBAt3100(&s)
+	if v := harness.CheckGrantAfterSafe(sorted(s), params()); len(v) > 0 {
+		t.Fatalf("a gateway silent for gateway_timeout counted as unsafe: %v", v)
+	}
+}
+
+// A gateway cut off from the leader alone polls the standbys, which
+// answer not_leader: the coordinator does not hear it, and counts it
+// safe after gateway_timeout of silence (the gateway refuses everything
+// itself sync_timeout after its last answered poll). Its polls to the
+// standbys are no sign of life to the coordinator; counted as one, a
+// grant the coordinator rightly made was reported unsafe.
+func TestGrantAfterSafeAcceptsGatewayHeardOnlyByStandbys(t *testing.T) {
+	s := cleanHandoff()
+	s.SyncAnswers = s.SyncAnswers[:1]
+	s.SyncPolls = s.SyncPolls[:2] // gw1 cut from the leader at 6ms
+	for at := 500; at < 3100; at += 500 {
+		s.SyncPolls = append(s.SyncPolls, harness.SyncPoll{Gateway: "gw1", After: 1, Arrived: ms(at), Forwarded: ms(at), NotLeader: true})
+	}
+	grantBAt3100(&s)
+	if v := harness.CheckGrantAfterSafe(sorted(s), params()); len(v) > 0 {
+		t.Fatalf("a gateway heard only by standbys (not_leader) for gateway_timeout counted as unsafe: %v", v)
+	}
+	s.SyncPolls[len(s.SyncPolls)-1].NotLeader = false // the leader heard it at 3000ms
+	fires(t, harness.CheckGrantAfterSafe(sorted(s), params()), harness.InvGrantAfterSafe, "gateway gw1 had acknowledged only fence 0")
+}
+
+// grantBAt3100 moves B's grant, fetch and deliveries to 3100 ms on.
+func grantBAt3100(s *harness.Snapshot) {
 	s.Grants[1].At = ms(3100)
 	s.Fetches[3].Start, s.Fetches[3].End = ms(3110), ms(3120)
 	for i := range s.Deliveries[8:] {
 		s.Deliveries[8+i].At = ms(3121 + i)
-	}
-	if v := harness.CheckGrantAfterSafe(sorted(s), params()); len(v) > 0 {
-		t.Fatalf("a gateway silent for gateway_timeout counted as unsafe: %v", v)
 	}
 }
 

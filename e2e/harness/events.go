@@ -159,6 +159,11 @@ type SyncPoll struct {
 	After     uint64
 	Arrived   Time
 	Forwarded Time
+	// NotLeader: the replica it was forwarded to answered 421
+	// not_leader — it does not lead, so the coordinator did not hear the
+	// gateway (a gateway cut off from the leader alone still reaches the
+	// standbys).
+	NotLeader bool
 }
 
 // PartitionState is the coordinator's view of a partition at one moment
@@ -243,6 +248,20 @@ func (l *Log) AddSyncAnswer(a SyncAnswer) {
 // AddSyncPoll records a gateway's poll.
 func (l *Log) AddSyncPoll(p SyncPoll) {
 	l.add(func(s *Snapshot) { s.SyncPolls = append(s.SyncPolls, p) })
+}
+
+// MarkNotLeader records that the replica the poll p (recorded when it
+// was forwarded: a poll parked at the leader may be answered after the
+// last snapshot) answered 421 not_leader.
+func (l *Log) MarkNotLeader(p SyncPoll) {
+	l.add(func(s *Snapshot) {
+		for i := len(s.SyncPolls) - 1; i >= 0; i-- {
+			if q := &s.SyncPolls[i]; q.Gateway == p.Gateway && q.Arrived == p.Arrived && q.Forwarded == p.Forwarded {
+				q.NotLeader = true
+				return
+			}
+		}
+	})
 }
 
 // AddPartitionState records an observation of the coordinator.

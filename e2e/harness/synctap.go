@@ -162,6 +162,9 @@ func (t *SyncTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	poll.Forwarded = Now()
 	t.log.AddSyncPoll(poll)
 	status, header, body, err := t.roundTrip(r)
+	if err == nil && status == http.StatusMisdirectedRequest {
+		t.log.MarkNotLeader(poll)
+	}
 	if err != nil {
 		panic(http.ErrAbortHandler) // as a dead coordinator: the gateway's poll fails
 	}
