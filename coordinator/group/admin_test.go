@@ -505,3 +505,23 @@ func isRejected(msg group.Message, code api.Code) bool {
 	r, ok := msg.(group.Rejected)
 	return ok && r.Code == code
 }
+
+// An outside lease whose ttl passes while no coordinator runs (a
+// restart, a takeover: the leader down longer than the lease had left)
+// ends at the restore, and the partition goes back to the group.
+func TestOutsideLeaseEndingWhileDownGoesBack(t *testing.T) {
+	w, a := oneMember(t, longSessions)
+	ref := w.nextRef()
+	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: 1, Holder: "backfill-job", TTL: 10 * time.Second})
+	w.pollUntilParked("gw1")
+	w.release(a, 77)
+	mustReply[group.LeaseReply](t, w, ref)
+	if p := w.partition("g", "t", 1); p.Owner != "backfill-job" {
+		t.Fatalf("partition %+v", p)
+	}
+	w.restart(20 * time.Second)
+	w.keepAliveUntil(w.now.Add(time.Minute), a)
+	if p := w.partition("g", "t", 1); p.Owner != a || p.LeaseHolder != "" {
+		t.Fatalf("a minute after a restart past the lease's end: partition %+v, want it back with %s", p, a)
+	}
+}
