@@ -21,7 +21,7 @@ type PartitionProduced struct {
 
 // topicRecord is a record of a topic produce on the wire: a non-nil
 // empty key is sent ("key": "", a key Kafka hashes), not left out as
-// api.ProduceRecord leaves it (no key: round-robin).
+// api.ProduceRecord leaves it (no key: the request's one partition).
 type topicRecord struct {
 	Key     *[]byte      `json:"key,omitempty"`
 	Value   []byte       `json:"value"`
@@ -33,7 +33,8 @@ type topicRecord struct {
 // partitioner does over the topic's current partition count — a record
 // with a Key (an empty non-nil one too) on murmur2(key) modulo the
 // count, where Java and franz-go producers put it; records with a nil
-// Key round-robin over the partitions from a random one per call. It
+// Key all on one partition, a random one per call (Kafka's sticky
+// partitioner, KIP-480: the call is the batch). It
 // needs a credential producer (NewCredentialProducer; a capability is
 // refused 403 — produce to its partition with Produce) and returns each
 // partition written, in partition order. Records of one partition keep

@@ -16,10 +16,11 @@ package gateway
 // before anything is written): a record with a key — an empty key ""
 // included — goes to murmur2(key) modulo the count, Kafka's default
 // partitioner (client.Partitioner: franz-go's, equal to the Java
-// client's); records without a key ("key" left out or null) go
-// round-robin over the partitions, starting at a random partition each
-// request (Kafka's sticky keyless placement needs a producer's batching
-// state; round-robin spreads as evenly).
+// client's); records without a key ("key" left out or null) all go to
+// one partition, a random one each request — the request is the batch
+// of Kafka's sticky partitioner (KIP-480, the Java client's and
+// franz-go's default): one write, where round-robin made a write per
+// partition of a request of keyless records (newuser9).
 //
 // Byte rate: admitted for every partition written, under the QoS that
 // applies to the credential writing there (scoped: an override selecting
@@ -156,7 +157,7 @@ type share struct {
 }
 
 // placeRecords groups recs by the partition Kafka's default partitioner
-// gives them over n partitions (keyless ones round-robin from a random
+// gives them over n partitions (keyless ones all to one random
 // partition), in partition order, each group in request order.
 func placeRecords(recs []*kgo.Record, n int32) []*share {
 	keyed, err := client.NewPartitioner(n)
@@ -164,13 +165,11 @@ func placeRecords(recs []*kgo.Record, n int32) []*share {
 		panic(fmt.Sprintf("gateway: a topic with %d partitions: %v", n, err)) // the broker reports at least 1
 	}
 	byPartition := map[int32]*share{}
-	next := rand.Int32N(n)
+	sticky := rand.Int32N(n)
 	for _, r := range recs {
-		p := next
+		p := sticky
 		if r.Key != nil {
 			p = keyed.Partition(r.Key)
-		} else {
-			next = (next + 1) % n
 		}
 		s := byPartition[p]
 		if s == nil {

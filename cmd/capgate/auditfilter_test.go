@@ -79,7 +79,7 @@ func TestAdminAuditFilterFlags(t *testing.T) {
 // out of admin audit; admin audit --help says the same filter.
 func TestProduceHelpSaysWhatItMints(t *testing.T) {
 	for args, want := range map[string][]string{
-		"produce --help":     {"target capgate-produce@TOPIC/PARTITION", `"admin action" log line`, "200 lines to a topic of 12\npartitions mint 12", "capgate admin audit --exclude-target capgate-produce@"},
+		"produce --help":     {"target capgate-produce@TOPIC/PARTITION", `"admin action" log line`, "200 lines piped\nin at once mint at most 2", "capgate admin audit --exclude-target capgate-produce@"},
 		"admin audit --help": {"--exclude-target capgate-produce@", "--limit counts what the filters keep"},
 	} {
 		out, err := run(t, strings.Fields(args)...)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -48,7 +49,10 @@ func newProduceCmd() *cobra.Command {
 			"the gateways. Without --partition, records go where Kafka's default\n" +
 			"partitioner puts them: a keyed record (--key-separator) to murmur2(key) modulo\n" +
 			"the partition count, exactly as the Java client and franz-go do; records\n" +
-			"without a key round-robin over the partitions. Records are written with one of:\n" +
+			"without a key are sticky, as Kafka's producers (KIP-480): the lines that\n" +
+			"arrive together (up to --batch-records/--batch-bytes) are one write to one\n" +
+			"partition, the next batch's to the next partition, starting from a random\n" +
+			"one. Records are written with one of:\n" +
 			"  --capability (or $CAPGATE_CAPABILITY): a capability holding the produce op;\n" +
 			"    it covers one partition, so --partition is needed;\n" +
 			"  --credential / --credential-file (or $CAPGATE_CREDENTIAL): a client credential\n" +
@@ -56,8 +60,8 @@ func newProduceCmd() *cobra.Command {
 			"    client-credential --ops consume,produce --topics TOPIC); no admin token is\n" +
 			"    involved; without --partition the gateway places each record (POST\n" +
 			"    /v1/topics/TOPIC/records: Kafka's default partitioner over the topic's\n" +
-			"    current partition count, keyless records round-robin from a random\n" +
-			"    partition per request);\n" +
+			"    current partition count, a batch's keyless records to one random\n" +
+			"    partition);\n" +
 			"  an admin token (--token-file credentials.json from capgate dev, --token, or\n" +
 			"    $CAPGATE_ADMIN_TOKEN): capabilities are minted for the purpose.\n" +
 			"Flags win over the environment; of the variables, CAPGATE_CAPABILITY is used\n" +
@@ -67,8 +71,8 @@ func newProduceCmd() *cobra.Command {
 			"audit log (action capabilities, target capgate-produce@TOPIC/PARTITION) and one\n" +
 			"\"admin action\" log line. Without --partition, a run mints one for partition\n" +
 			"0 first (its answer tells the partition count), then one for each other\n" +
-			"partition it writes: unkeyed lines round-robin, so 200 lines to a topic of 12\n" +
-			"partitions mint 12. A partition still written when its capability nears its\n" +
+			"partition it writes: a batch of keyless lines writes one, so 200 lines piped\n" +
+			"in at once mint at most 2. A partition still written when its capability nears its\n" +
 			"end (--capability-ttl) gets a new one. --partition mints one; --capability\n" +
 			"and a credential mint none. To leave them out of the audit view:\n" +
 			"capgate admin audit --exclude-target capgate-produce@\n\n" +
@@ -220,7 +224,11 @@ type producer struct {
 	f     *produceFlags
 	caps  *capabilities
 	prod  *client.Producer
-	place *client.Partitioner // nil: every record to --partition, or placed by the gateway (topicWide)
+	place *client.Partitioner // keyed records; nil: every record to --partition, or placed by the gateway (topicWide)
+	// sticky is the partition of the next batch's keyless records: a
+	// batch's keyless records are one write to one partition, the next
+	// batch's to the next partition (Kafka's sticky partitioner, KIP-480).
+	sticky int32
 	// topicWide: a credential without --partition; the gateway places
 	// the records (Producer.ProduceTopic).
 	topicWide bool
@@ -276,6 +284,7 @@ func runProduce(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 		if p.place, err = client.NewPartitioner(n); err != nil {
 			return err
 		}
+		p.sticky = rand.Int32N(n) // as Kafka's: not every run's first batch to partition 0
 	}
 	newProducer := client.NewProducer
 	if caps.credential {
@@ -288,8 +297,10 @@ func runProduce(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 	lines := readLines(ctx, stdin)
 	for {
 		batch, readErr := nextBatch(ctx, lines, f)
-		if err := p.send(ctx, batch); err != nil {
-			return p.ended(ctx, stdout, stderr, err)
+		if len(batch) > 0 { // stdin's end arrives alone after the last line typed: nothing to send
+			if err := p.send(ctx, batch); err != nil {
+				return p.ended(ctx, stdout, stderr, err)
+			}
 		}
 		if readErr != nil {
 			if errors.Is(readErr, io.EOF) {
@@ -311,17 +322,24 @@ func (p *producer) summary(stdout, stderr io.Writer) error {
 	return nil
 }
 
-// send writes batch, split by partition (in order within each).
+// send writes batch, split by partition (in order within each): keyed
+// records where Kafka's default partitioner puts them, keyless ones all
+// to one partition, the next batch's to the next.
 func (p *producer) send(ctx context.Context, batch []client.Record) error {
 	if p.topicWide {
 		return p.sendTopic(ctx, batch)
 	}
 	byPartition := map[int32][]client.Record{}
 	var order []int32
+	keyless := false
 	for i := range batch {
 		part := p.f.partition
-		if p.place != nil {
+		switch {
+		case p.place == nil:
+		case batch[i].Key != nil:
 			part = p.place.Partition(batch[i].Key)
+		default:
+			part, keyless = p.sticky, true
 		}
 		if _, ok := byPartition[part]; !ok {
 			order = append(order, part)
@@ -342,6 +360,9 @@ func (p *producer) send(ctx context.Context, batch []client.Record) error {
 		}
 		p.sending = false
 		p.add(part, base, base+int64(len(records))-1, len(records))
+	}
+	if keyless {
+		p.sticky = (p.sticky + 1) % p.place.Partitions()
 	}
 	return nil
 }
@@ -434,77 +455,105 @@ type line struct {
 	err  error
 }
 
-// readLines reads stdin in a goroutine, so lines already typed can be sent
-// while the next is awaited.
-func readLines(ctx context.Context, r io.Reader) <-chan line {
-	out := make(chan line, 1024)
+// stdinLines reads stdin in a goroutine, so lines already typed can be
+// sent while the next is awaited. It hands the lines over as they
+// arrived: a line and every complete line read with it (already in the
+// read buffer, no further read of stdin) are one chunk, so what arrives
+// together is batched together whatever the goroutines' scheduling. One
+// line at a time over a channel, the sender could drain the channel
+// faster than the reader filled it and send a pipe's lines in batches
+// of a few (a keyless run's placement and its request count depended on
+// it).
+type stdinLines struct {
+	chunks  <-chan []line
+	pending []line // of the last chunk taken, not yet batched
+}
+
+// readLines starts reading r.
+func readLines(ctx context.Context, r io.Reader) *stdinLines {
+	out := make(chan []line, 16) // at most 16 read buffers (64 KiB each) ahead
 	go func() {
 		defer close(out)
 		br := bufio.NewReaderSize(r, 64<<10)
 		for {
-			b, err := br.ReadBytes('\n')
-			b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
-			if len(b) > 0 || (err == nil) {
-				select {
-				case out <- line{text: b}:
-				case <-ctx.Done():
-					return
-				}
+			chunk, err := readChunk(br)
+			select {
+			case out <- chunk:
+			case <-ctx.Done():
+				return
 			}
 			if err != nil {
-				select {
-				case out <- line{err: err}:
-				case <-ctx.Done():
-				}
 				return
 			}
 		}
 	}()
-	return out
+	return &stdinLines{chunks: out}
+}
+
+// readChunk reads a line, then the complete lines already buffered; the
+// error that ended reading is the chunk's last element.
+func readChunk(br *bufio.Reader) ([]line, error) {
+	var chunk []line
+	for {
+		b, err := br.ReadBytes('\n')
+		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+		if len(b) > 0 || err == nil {
+			chunk = append(chunk, line{text: b})
+		}
+		if err != nil {
+			return append(chunk, line{err: err}), err
+		}
+		buffered, _ := br.Peek(br.Buffered())
+		if bytes.IndexByte(buffered, '\n') < 0 {
+			return chunk, nil
+		}
+	}
 }
 
 // nextBatch waits for one line, then takes the lines already read, up to
-// the batch bounds. The error is io.EOF at the end of stdin.
-func nextBatch(ctx context.Context, lines <-chan line, f *produceFlags) ([]client.Record, error) {
+// the batch bounds. The error is io.EOF at the end of stdin; the batch
+// then holds the lines before it, and may be empty.
+func nextBatch(ctx context.Context, lines *stdinLines, f *produceFlags) ([]client.Record, error) {
+	if len(lines.pending) == 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case chunk, ok := <-lines.chunks:
+			if !ok {
+				return nil, io.EOF
+			}
+			lines.pending = chunk
+		}
+	}
 	var batch []client.Record
 	size := 0
-	take := func(l line) error {
-		if l.err != nil {
-			return l.err
-		}
-		rec := client.Record{Value: l.text}
-		if f.keySeparator != "" {
-			if k, v, ok := bytes.Cut(l.text, []byte(f.keySeparator)); ok {
-				rec.Key, rec.Value = k, v
+	for {
+		for len(lines.pending) > 0 && len(batch) < f.batchRecords && size < f.batchBytes {
+			l := lines.pending[0]
+			lines.pending = lines.pending[1:]
+			if l.err != nil {
+				return batch, l.err
 			}
+			rec := client.Record{Value: l.text}
+			if f.keySeparator != "" {
+				if k, v, ok := bytes.Cut(l.text, []byte(f.keySeparator)); ok {
+					rec.Key, rec.Value = k, v
+				}
+			}
+			batch = append(batch, rec)
+			size += len(rec.Key) + len(rec.Value)
 		}
-		batch = append(batch, rec)
-		size += len(rec.Key) + len(rec.Value)
-		return nil
-	}
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case l, ok := <-lines:
-		if !ok {
-			return nil, io.EOF
+		if len(batch) >= f.batchRecords || size >= f.batchBytes {
+			return batch, nil
 		}
-		if err := take(l); err != nil {
-			return nil, err
-		}
-	}
-	for len(batch) < f.batchRecords && size < f.batchBytes {
 		select {
-		case l, ok := <-lines:
+		case chunk, ok := <-lines.chunks:
 			if !ok {
 				return batch, io.EOF
 			}
-			if err := take(l); err != nil {
-				return batch, err
-			}
+			lines.pending = chunk
 		default:
 			return batch, nil
 		}
 	}
-	return batch, nil
 }

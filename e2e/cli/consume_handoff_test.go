@@ -49,7 +49,7 @@ func TestTwoConsumesPrintNoOffsetTwice(t *testing.T) {
 		return len(g.Members) == 2 && owned[g.Members[0].ID] == partitions/2 && owned[g.Members[1].ID] == partitions/2,
 			fmt.Sprintf("%d members, owned %v", len(g.Members), owned)
 	})
-	run(t, 60*time.Second, numberedLines("a", after), d.produceArgs()...)
+	run(t, 60*time.Second, numberedLines("a", after), d.produceArgs("--batch-records", "100")...) // batches of 100: every partition gets some
 	eventually(t, 60*time.Second, "every record printed", func() (bool, string) {
 		n := x.printed() + y.printed()
 		return n >= backlog+after, fmt.Sprintf("%d of %d lines printed (first %d, second %d)", n, backlog+after, x.printed(), y.printed())

@@ -102,9 +102,13 @@ func TestRevokedWithUnprocessedRecordsDuplicatesAtMostThoseRecords(t *testing.T)
 		}
 		return b.String()
 	}
-	// Lines without a key round-robin over the 12 partitions
-	// (TestProducePartitionsLikeKafka).
-	run(t, 60*time.Second, lines("a", partitions*perPartition), d.produceArgs("--batch-records", "300")...)
+	// n lines to each partition (keyless lines are sticky: a batch to one).
+	produceEach := func(prefix string, n int) {
+		for p := range partitions {
+			run(t, 60*time.Second, lines(fmt.Sprintf("%s%d-", prefix, p), n), d.produceArgs("-p", fmt.Sprint(p))...)
+		}
+	}
+	produceEach("a", perPartition)
 
 	var lost atomic.Int32
 	c := d.sdkConsumer(t, "unprocessed", &lost)
@@ -168,7 +172,7 @@ func TestRevokedWithUnprocessedRecordsDuplicatesAtMostThoseRecords(t *testing.T)
 		return len(g.Members) == 1 && g.Members[0].ID == id && id != member && lost.Load() > 0,
 			fmt.Sprintf("members %+v, ours %q (was %s), lost hooks %d", g.Members, id, member, lost.Load())
 	})
-	run(t, 60*time.Second, lines("b", partitions*after), d.produceArgs()...)
+	produceEach("b", after)
 	total := partitions * (perPartition + after)
 	second := pollUntil(t, c, 60*time.Second, "every record delivered after the rejoin", delivered, func() bool { return len(delivered) >= total })
 	c.Mark(second...)

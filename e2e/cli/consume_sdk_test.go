@@ -228,8 +228,10 @@ func TestConsumeUnknownTopicFailsLoudly(t *testing.T) {
 // TestProducePartitionsLikeKafka: without --partition, keyed lines land
 // where franz-go's default partitioner (murmur2, as the Java client)
 // puts the same keys — checked against a real kgo producer writing the
-// same keys to the same Kafka — and lines without a key round-robin over
-// the 12 partitions (the bug sent every line to partition 0).
+// same keys to the same Kafka — and lines without a key are sticky, a
+// batch to a partition and the next batch to the next: 24 lines in
+// batches of 2 cover the 12 partitions (the bug sent every line to
+// partition 0).
 func TestProducePartitionsLikeKafka(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
@@ -243,7 +245,7 @@ func TestProducePartitionsLikeKafka(t *testing.T) {
 	for i := range 24 {
 		fmt.Fprintf(&unkeyed, "plain-%d\n", i)
 	}
-	run(t, 20*time.Second, unkeyed.String(), d.produceArgs()...)
+	run(t, 20*time.Second, unkeyed.String(), d.produceArgs("--batch-records", "2")...)
 
 	kafka, err := kgo.NewClient(kgo.SeedBrokers(d.broker), kgo.DefaultProduceTopic("demo"))
 	if err != nil {
@@ -276,7 +278,7 @@ func TestProducePartitionsLikeKafka(t *testing.T) {
 	}
 	for p := range int32(12) {
 		if perPartition[p] != 2 {
-			t.Errorf("demo/%d got %d of the 24 lines without a key, want 2 (round-robin): %v", p, perPartition[p], perPartition)
+			t.Errorf("demo/%d got %d of the 24 lines without a key, want 2 (a batch of 2 on each): %v", p, perPartition[p], perPartition)
 		}
 	}
 	d.stop(true)

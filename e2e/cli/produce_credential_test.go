@@ -113,3 +113,123 @@ func TestProduceWithAClientCredential(t *testing.T) {
 		t.Fatalf("consumed %q, want a, b, c, d and the 12 keyed lines (and nothing of the refused produces)", got)
 	}
 }
+
+// producedSummary is `capgate produce -o json`'s object.
+type producedSummary struct {
+	Records    int `json:"records"`
+	Partitions []struct {
+		Partition int32 `json:"partition"`
+		Count     int   `json:"count"`
+	} `json:"partitions"`
+}
+
+// TestProduceKeylessLinesAreSticky: keyless lines that arrive together
+// are one write to one partition, as Kafka's producers do (the sticky
+// partitioner, KIP-480) — `capgate produce` without --partition sent
+// them round-robin, a write per partition for each batch (24 lines piped
+// in: 12 writes of 2), and the gateway's topic route (a credential's
+// produce) did the same. The next batch goes to the next partition.
+func TestProduceKeylessLinesAreSticky(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, t.TempDir())
+	credFile := d.demoWriterFile(t)
+
+	// 24 short lines are one write into the pipe (under PIPE_BUF: atomic),
+	// so one read of stdin and one batch.
+	lines := strings.Repeat("line\n", 24)
+	produce := func(args ...string) producedSummary {
+		t.Helper()
+		var s producedSummary
+		out := run(t, 60*time.Second, lines, append(args, "-o", "json")...)
+		if err := json.Unmarshal([]byte(out), &s); err != nil || s.Records != 24 {
+			t.Fatalf("capgate %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return s
+	}
+	for name, args := range map[string][]string{
+		"admin token": d.produceArgs(),
+		"credential":  {"produce", "-t", "demo", "--credential-file", credFile, "--gateways", d.gateway},
+	} {
+		if s := produce(args...); len(s.Partitions) != 1 {
+			t.Errorf("%s: 24 keyless lines piped at once were written to %d partitions (%+v); want one write to one partition", name, len(s.Partitions), s.Partitions)
+		}
+	}
+
+	// Two batches (--batch-records 12): two partitions, one after the other.
+	s := produce(d.produceArgs("--batch-records", "12")...)
+	if len(s.Partitions) != 2 || s.Partitions[0].Count != 12 || s.Partitions[1].Count != 12 ||
+		(s.Partitions[1].Partition-s.Partitions[0].Partition != 1 && s.Partitions[1].Partition-s.Partitions[0].Partition != 11) {
+		t.Errorf("24 keyless lines in batches of 12 went to %+v; want 12 on one partition and 12 on the next", s.Partitions)
+	}
+}
+
+// TestProduceTypedLinesThenEndOfInput: a line typed, sent, then Ctrl-D —
+// stdin's end arriving alone — exits 0 with the line's summary. With a
+// credential and no --partition the empty batch the end made was sent to
+// the topic route and refused 400 ("records must hold at least one
+// record"): exit 1 after the line was written, every interactive run.
+func TestProduceTypedLinesThenEndOfInput(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, t.TempDir())
+	credFile := d.demoWriterFile(t)
+
+	for name, args := range map[string][]string{
+		"credential":  {"produce", "-t", "demo", "--credential-file", credFile, "--gateways", d.gateway},
+		"admin token": d.produceArgs(),
+	} {
+		before := d.demoRecords(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, capgate, args...)
+		cmd.Env = stack.CleanEnv()
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stdin.Write([]byte("typed\n"))
+		eventually(t, 30*time.Second, name+": the typed line written", func() (bool, string) {
+			n := d.demoRecords(t)
+			return n == before+1, ""
+		})
+		stdin.Close() // Ctrl-D
+		err = cmd.Wait()
+		cancel()
+		if err != nil || !strings.Contains(stderr.String(), "produced 1 record to demo/") {
+			t.Errorf("%s: a typed line then the end of input: %v\n%s; want exit 0 and the line's summary", name, err, stderr.String())
+		}
+	}
+}
+
+// demoRecords is the number of records in topic demo (the sum of its
+// partitions' log ends; nothing is deleted in capgate dev).
+func (d *devProcess) demoRecords(t *testing.T) int64 {
+	t.Helper()
+	var topic struct {
+		Partitions []struct {
+			Latest int64 `json:"latest_offset"`
+		} `json:"partitions"`
+	}
+	d.adminJSON(t, &topic, "topic", "demo")
+	var n int64
+	for _, p := range topic.Partitions {
+		n += p.Latest
+	}
+	return n
+}
+
+// demoWriterFile mints a client credential that may produce to demo and
+// returns the file holding it.
+func (d *devProcess) demoWriterFile(t *testing.T) string {
+	t.Helper()
+	var writer struct {
+		Credential string `json:"client_credential"`
+	}
+	d.adminJSON(t, &writer, "client-credential", "--name", "writer", "--groups", "*", "--topics", "demo", "--ops", "consume,produce")
+	credFile := filepath.Join(t.TempDir(), "writer.cred")
+	writeFile(t, credFile, writer.Credential+"\n")
+	return credFile
+}
