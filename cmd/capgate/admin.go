@@ -241,14 +241,14 @@ func (f *adminFlags) print(w io.Writer, out json.RawMessage, render renderer) er
 		_, err := fmt.Fprintln(w, "ok")
 		return err
 	}
-	if !f.out.json(w) {
+	if !f.out.document(w) {
 		return render(w, out)
 	}
 	var v any
 	if err := json.Unmarshal(out, &v); err != nil {
 		return err
 	}
-	return printJSON(w, v)
+	return f.out.print(w, v)
 }
 
 func partitionPath(group, topic, partition string) (string, error) {

@@ -15,7 +15,7 @@ import (
 // that takes a comma-separated list (a string slice: admin qos --clear)
 // completes each item after a comma too (listCompletions).
 var flagValues = map[string][]string{
-	"output":             {"table", "json"},
+	"output":             {"table", "json", "yaml"},
 	"produce output":     {"text", "json"},
 	"consume offset":     {"start", "end"},
 	"consume format":     {"text", "json"},

@@ -19,7 +19,7 @@ func TestFlagValuesComplete(t *testing.T) {
 		"consume -o":                           "start\nend\n:4\n",
 		"consume --format":                     "text\njson\n:4\n",
 		"produce -o":                           "text\njson\n:4\n",
-		"admin groups -o":                      "table\njson\n:4\n",
+		"admin groups -o":                      "table\njson\nyaml\n:4\n",
 		"dev --log-level":                      "debug\ninfo\nwarn\nerror\n:4\n",
 		"admin offsets reset g t --to":         "earliest\nlatest\n:4\n",
 		"admin config g --offset-reset":        "earliest\nlatest\n:4\n",

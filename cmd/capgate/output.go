@@ -1,8 +1,8 @@
 package main
 
-// Output of the admin commands (and `version`): --output table|json.
+// Output of the admin commands (and `version`): --output table|json|yaml.
 // Without the flag a terminal gets tables and anything else (a pipe, a
-// file) gets JSON, so `capgate admin grant … > grant.json` and `| jq`
+// file) gets JSON (yaml only when asked, as rpk's --format yaml), so `capgate admin grant … > grant.json` and `| jq`
 // keep working while a person reads tables. Tables are laid out with the
 // standard library's text/tabwriter in rpk's style (upper-case headers,
 // columns two spaces apart, key/value blocks for one object); no table
@@ -20,32 +20,41 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// outputFlag is the value of --output: "", "table" or "json".
+// outputFlag is the value of --output: "", "table", "json" or "yaml".
 type outputFlag struct{ format string }
 
 func (o *outputFlag) String() string { return o.format }
-func (o *outputFlag) Type() string   { return "table|json" }
+func (o *outputFlag) Type() string   { return "table|json|yaml" }
 func (o *outputFlag) Set(v string) error {
-	if v != "table" && v != "json" {
-		return fmt.Errorf("want table or json, got %q", v)
+	if v != "table" && v != "json" && v != "yaml" {
+		return fmt.Errorf("want table, json or yaml, got %q", v)
 	}
 	o.format = v
 	return nil
 }
 
 func (o *outputFlag) register(fs *pflag.FlagSet) {
-	fs.VarP(o, "output", "o", "output format: table or json (default: table on a terminal, json otherwise)")
+	fs.VarP(o, "output", "o", "output format: table, json or yaml (default: table on a terminal, json otherwise; capgate help output)")
 }
 
-// json reports whether to print JSON to w.
-func (o *outputFlag) json(w io.Writer) bool {
+// document reports whether to print the answer as a document (JSON or
+// YAML) to w rather than as tables.
+func (o *outputFlag) document(w io.Writer) bool {
 	switch o.format {
-	case "json":
+	case "json", "yaml":
 		return true
 	case "table":
 		return false
 	}
 	return !isTerminal(w) // consume.go
+}
+
+// print writes v as the document --output asks for: YAML, else JSON.
+func (o *outputFlag) print(w io.Writer, v any) error {
+	if o.format == "yaml" {
+		return printYAML(w, v)
+	}
+	return printJSON(w, v)
 }
 
 func newTabWriter(w io.Writer) *tabwriter.Writer {

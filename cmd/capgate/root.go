@@ -32,6 +32,8 @@ func newRoot() *cobra.Command {
 	root.SetOut(laterOut{root})
 	root.InitDefaultCompletionCmd()
 	root.SetOut(nil)
+	addHelpTopics(root)
+	addExamples(root)
 	refuseStrayArguments(root)
 	refuseUnknownSubcommands(root)
 	requiredFlagsAreUsageErrors(root)

@@ -22,8 +22,8 @@ func newVersionCmd() *cobra.Command {
 			info := buildinfo.Read()
 			platform := runtime.GOOS + "/" + runtime.GOARCH
 			w := cmd.OutOrStdout()
-			if out.json(w) {
-				return printJSON(w, struct {
+			if out.document(w) {
+				return out.print(w, struct {
 					buildinfo.Info
 					Platform string `json:"platform"`
 				}{info, platform})
