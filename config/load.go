@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -162,6 +164,14 @@ func ApplyEnv(env []string, dst any) error {
 		}
 	}
 	return nil
+}
+
+// EnvNames are the variables ApplyEnv takes for dst's settings (dst a
+// pointer to a struct), sorted.
+func EnvNames(dst any) []string {
+	fields := map[string]field{}
+	collect(reflect.ValueOf(dst).Elem(), "", fields)
+	return slices.Sorted(maps.Keys(fields))
 }
 
 // suggestEnv is the variable of fields a typo away from name, as the

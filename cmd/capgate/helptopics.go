@@ -57,7 +57,11 @@ case, dots as underscores — CAPGATE_GATEWAY_SYNC_TIMEOUT=5s is
 gateway.sync_timeout (config.example.yaml lists them all, with defaults). An
 unknown CAPGATE_* variable is an error naming the setting it is nearest to;
 the CLI's variables above are skipped, so a shell that sourced
-credentials.env still starts them.`,
+credentials.env still starts them. Every other command warns on stderr of
+a CAPGATE_* variable that is neither the CLI's nor a setting's, and goes on:
+
+  capgate: warning: CAPGATE_GATEWAY_URL is set, but capgate reads no such
+  variable: it is ignored; did you mean CAPGATE_GATEWAY_URLS?`,
 	},
 		{
 			Use:   "exit-codes",

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ func newRoot() *cobra.Command {
 		Version: fmt.Sprintf("%s (commit %s, %s)", info.Version, info.Commit, info.GoVersion),
 	}
 	root.SetVersionTemplate("capgate {{.Version}}\n")
+	root.PersistentPreRun = warnUnknownVariablesHook
 	root.SetFlagErrorFunc(flagUsageError)
 	root.AddCommand(newCoordinatorCmd(), newGatewayCmd(), newKeysCmd(), newTokenCmd(), newAdminCmd(),
 		newDevCmd(), newConsumeCmd(), newProduceCmd(), newVersionCmd())
@@ -194,3 +196,14 @@ func unknownSubcommand(c *cobra.Command, word string) error {
 type laterOut struct{ root *cobra.Command }
 
 func (l laterOut) Write(p []byte) (int, error) { return l.root.OutOrStdout().Write(p) }
+
+// warnUnknownVariablesHook is the root's PersistentPreRun: every command
+// but those that refuse the variables themselves, and completion (its
+// output is the shell's).
+func warnUnknownVariablesHook(cmd *cobra.Command, _ []string) {
+	switch strings.Fields(cmd.CommandPath() + " x")[1] {
+	case "coordinator", "gateway", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+		return
+	}
+	warnUnknownVariables(cmd.ErrOrStderr(), os.Environ())
+}
