@@ -356,7 +356,7 @@ func (p *producer) send(ctx context.Context, batch []client.Record) error {
 		p.sending = true // until it is answered: an interrupt now may or may not have written it
 		base, err := p.prod.Produce(ctx, p.f.topic, part, records)
 		if err != nil {
-			return fmt.Errorf("produce %s/%d after %s: %w", p.f.topic, part, recordCount(p.total()), err)
+			return fmt.Errorf("produce %s/%d after %s: %w", p.f.topic, part, recordCount(p.total()), produceHint(ctx, err))
 		}
 		p.sending = false
 		p.add(part, base, base+int64(len(records))-1, len(records))
@@ -365,6 +365,18 @@ func (p *producer) send(ctx context.Context, batch []client.Record) error {
 		p.sticky = (p.sticky + 1) % p.place.Partitions()
 	}
 	return nil
+}
+
+// produceHint is err, a failed produce, with what to do when no gateway
+// answered it — nothing listens at a --gateways URL, or it is a Kafka
+// port: "connection refused" / "connection reset by peer" bare, where
+// consume named the flag to fix (newuser9) — and unchanged when it says
+// so already (a scheme mismatch) or a gateway answered.
+func produceHint(ctx context.Context, err error) error {
+	if errors.As(err, new(*client.SchemeError)) {
+		return err
+	}
+	return gatewayHint(ctx, err)
 }
 
 // sendTopic writes batch through the gateway's topic route, which places
@@ -377,7 +389,7 @@ func (p *producer) sendTopic(ctx context.Context, batch []client.Record) error {
 		for _, w := range partitionsWritten(err) {
 			p.add(w.Partition, w.BaseOffset, w.LastOffset, w.Count)
 		}
-		return fmt.Errorf("produce %s after %s: %w", p.f.topic, recordCount(p.total()), err)
+		return fmt.Errorf("produce %s after %s: %w", p.f.topic, recordCount(p.total()), produceHint(ctx, err))
 	}
 	p.sending = false
 	for _, w := range parts {

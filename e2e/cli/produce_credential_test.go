@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -232,4 +234,48 @@ func (d *devProcess) demoWriterFile(t *testing.T) string {
 	credFile := filepath.Join(t.TempDir(), "writer.cred")
 	writeFile(t, credFile, writer.Credential+"\n")
 	return credFile
+}
+
+// TestProduceToAWrongGatewaySaysWhatToFix: `capgate produce` whose
+// --gateways names no gateway says which flag to fix, as consume does:
+// nothing listening was "connection refused" and a Kafka port (the
+// gateway's Kafka listener) "connection reset by peer", bare.
+func TestProduceToAWrongGatewaySaysWhatToFix(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, t.TempDir())
+	m := regexp.MustCompile(`(?m)^\s+kafka listener:\s+(\S+)`).FindStringSubmatch(d.stdout.String())
+	if m == nil {
+		t.Fatalf("no kafka listener in capgate dev's banner:\n%s", d.stdout.String())
+	}
+	closed := closedPort(t)
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"produce", "-t", "demo", "-p", "0", "--token-file", filepath.Join(d.dataDir, "credentials.json"), "--coordinator", d.coordinator, "--gateways", "http://" + closed},
+			"nothing listens at " + closed + ": is a gateway running (capgate dev, or capgate gateway)? Point --gateways or CAPGATE_GATEWAY_URLS at it"},
+		{[]string{"produce", "-t", "demo", "--credential-file", d.demoWriterFile(t), "--gateways", "http://" + m[1]},
+			"is it a Kafka port (a broker, a gateway's Kafka listener) rather than a gateway's HTTP address? Point --gateways or CAPGATE_GATEWAY_URLS at a gateway"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, capgate, c.args...)
+		cmd.Stdin, cmd.Env = strings.NewReader("x\n"), stack.CleanEnv()
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), c.says) {
+			t.Errorf("capgate %s: %v\n%s\nwant exit 1 saying %q", strings.Join(c.args, " "), err, out, c.says)
+		}
+	}
+}
+
+// closedPort is a loopback host:port nothing listens at.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
