@@ -28,7 +28,7 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || len(groups) == 0 || len(topics) == 0 {
-				return usageErrorf("--name, --groups and --topics are required")
+				return usageErrorf("--name, --groups and --topics must not be empty (see %s --help)", cmd.CommandPath())
 			}
 			if err := ttl.check(); err != nil {
 				return err
@@ -46,6 +46,9 @@ func newAdminOAuthClient(f *adminFlags) *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "client name")
 	create.Flags().StringSliceVar(&groups, "groups", nil, "groups its credentials may join (exact, * or prefix*)")
 	create.Flags().StringSliceVar(&topics, "topics", nil, "topics they may subscribe to (exact, * or prefix*)")
+	for _, required := range []string{"name", "groups", "topics"} { // each missing one named, with the command's --help
+		create.MarkFlagRequired(required)
+	}
 	create.Flags().StringSliceVar(&ops, "ops", nil, "what its credentials allow: consume (join groups, read through them; required) and produce (write to the topics named exactly, over HTTP and through the Kafka listener); default consume")
 	newTTLFlag(create.Flags(), ttl, 0, "lifetime of each credential it obtains (at least 1s, at most the coordinator's client_credential_ttl_max; 0: its oauth.token_ttl)")
 	cmd.AddCommand(create,

@@ -316,7 +316,7 @@ The answer's client_credential is what consume and produce
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || len(groups) == 0 {
-				return usageErrorf("--name and --groups are required")
+				return usageErrorf("--name and --groups must not be empty (see %s --help)", cmd.CommandPath())
 			}
 			if err := ttl.check(); err != nil {
 				return err
@@ -337,6 +337,8 @@ The answer's client_credential is what consume and produce
 	cmd.Flags().StringVar(&name, "name", "", "client name (the credential's sub)")
 	cmd.Flags().StringSliceVar(&groups, "groups", nil, "groups it may join: names, * (any) or prefix* patterns")
 	cmd.Flags().StringSliceVar(&topics, "topics", nil, "topics it may subscribe to: names, * or prefix* patterns (empty: any); with produce, the names it may write to")
+	cmd.MarkFlagRequired("name") // each missing one named, with the command's --help
+	cmd.MarkFlagRequired("groups")
 	cmd.Flags().StringSliceVar(&ops, "ops", nil, "what it allows: consume (join groups, read through them; required) and produce (write through the Kafka listener to the topics named exactly); default consume")
 	newTTLFlag(cmd.Flags(), ttl, 30*24*time.Hour, "lifetime of the credential (at least 1s, at most the coordinator's client_credential_ttl_max; 0: its member_token_ttl)")
 	return cmd

@@ -30,6 +30,9 @@ func TestEveryUsageErrorExitsTwo(t *testing.T) {
 		{[]string{"admin", "lease", "gp1", "demo", "0", "--ttl", "100h", "--token", "x", "--coordinator", nowhere}, "--holder is required (see capgate admin lease --help)"},
 		{[]string{"admin", "grant", "--topic", "demo", "--token", "x", "--coordinator", nowhere}, "--holder, --partition are required (see capgate admin grant --help)"},
 		{[]string{"produce", "--partition", "0", "--capability", "x", "--gateways", nowhere}, "--topic is required (see capgate produce --help)"},
+		// It said "--name and --groups are required" whichever was missing, and no --help.
+		{[]string{"admin", "client-credential", "--name", "svc", "--token", "x", "--coordinator", nowhere}, "--groups is required (see capgate admin client-credential --help)"},
+		{[]string{"admin", "oauth-client", "create", "--groups", "g", "--token", "x", "--coordinator", nowhere}, "--name, --topics are required (see capgate admin oauth-client create --help)"},
 		{[]string{"admin", "offsets", "reset", "gp1", "demo", "--token", "x", "--coordinator", nowhere}, "--to is required"},
 		// It said the SDK's words: "set exactly one of Topics and TopicPattern (topic_pattern)".
 		{[]string{"consume", "-g", "g", "-t", "demo", "--topic-pattern", "de.*", "--credential", "x", "--coordinator", nowhere, "--gateways", nowhere}, "--topic and --topic-pattern: give one"},
