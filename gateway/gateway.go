@@ -25,6 +25,7 @@ import (
 	"github.com/capgate/capgate/internal/crlf"
 	"github.com/capgate/capgate/internal/probe"
 	"github.com/capgate/capgate/internal/quietio"
+	"github.com/capgate/capgate/internal/refusallog"
 	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/tlsconf"
 )
@@ -53,14 +54,17 @@ type Gateway struct {
 	inflight     *inflight
 	held         *heldBytes      // answer bytes on their way to clients
 	bodies       *bodyheld.Holds // request bodies being read (bodyheld.go)
-	kafkaUp      probe.Kafka     // Kafka reachability for /readyz (health.go)
-	metrics      *metrics
-	server       *fasthttp.Server
-	routes       []route
-	tls          *tlsconf.Server // nil: plaintext
-	pprof        *http.Server    // nil unless pprof_listen is set
-	pprofAddr    string          // where it listens (PprofAddr)
-	syncHTTP     *http.Client
+	// kafkaAtHTTP logs Kafka clients at the HTTP port (preauth.go),
+	// rate-limited.
+	kafkaAtHTTP *refusallog.Log
+	kafkaUp     probe.Kafka // Kafka reachability for /readyz (health.go)
+	metrics     *metrics
+	server      *fasthttp.Server
+	routes      []route
+	tls         *tlsconf.Server // nil: plaintext
+	pprof       *http.Server    // nil unless pprof_listen is set
+	pprofAddr   string          // where it listens (PprofAddr)
+	syncHTTP    *http.Client
 	// coordinators is the sync channel's coordinator URLs and the one in
 	// use: owned by the sync loop, then by Close.
 	coordinators *coordinators.List
@@ -144,6 +148,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		inflight:     newInflight(guard.Bugs{}, cfg.MaxInflightFetches, cfg.MaxInflightFetchesPerHolder, cfg.inflightPerTenant()),
 		held:         newHeldBytes(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerHolder),
 		bodies:       bodyheld.New(cfg.MaxBodyBytesHeld, cfg.MaxBodyBytesHeldPerHolder, cfg.ReadTimeout+time.Second),
+		kafkaAtHTTP:  refusallog.New(log.Named("http")),
 		tls:          serverTLS,
 		syncHTTP:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
 		syncDone:     make(chan struct{}),

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/internal/crlf/crlftest"
 )
@@ -89,5 +92,26 @@ func TestBareLFRefusedAfterAChunkedBody(t *testing.T) {
 	if len(answers) != 2 || answers[0].Status != http.StatusOK || answers[1].Status != http.StatusBadRequest ||
 		answers[1].Code != api.CodeBadRequest || !strings.Contains(answers[1].Body, "bare LF") || !closed || err != nil {
 		t.Fatalf("answers %+v (closed %v, %v), want the chunked produce 200, then 400 bad_request naming the bare LF, then the connection closed", answers, closed, err)
+	}
+}
+
+// TestKafkaClientAtTheHTTPPortIsLogged: a Kafka client whose bootstrap
+// servers name the gateway's HTTP address (kcat -b 127.0.0.1:8080, the
+// gateway's address in capgate dev's banner) gets the 400, which it reads
+// as a Kafka answer ("Invalid response size 1213486160") — and the
+// gateway logged nothing. Now it warns, with where Kafka clients belong;
+// a TLS handshake on the plain port is not taken for one.
+func TestKafkaClientAtTheHTTPPortIsLogged(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	h := newHarnessWith(t, harnessOptions{log: zap.New(core)})
+	h.waitReady()
+	apiVersions := "\x00\x00\x00\x1f\x00\x12\x00\x03\x00\x00\x00\x01\x00\x07rdkafka\x00"
+	crlftest.ExpectOneAnswerEach(t, h.gw.Addr(), []crlftest.Case{
+		{Name: "Kafka ApiVersions", Raw: apiVersions, Status: http.StatusBadRequest, Code: api.CodeBadRequest},
+		{Name: "TLS handshake", Raw: "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", Status: http.StatusBadRequest, Code: api.CodeBadRequest},
+	}, 10*time.Second)
+	warned := logs.FilterMessageSnippet("a Kafka client connected to the gateway's HTTP address: set gateway.kafka_listen").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings of a Kafka client at the HTTP port, want 1 (the TLS handshake is none): %v", len(warned), logs.All())
 	}
 }

@@ -24,10 +24,12 @@ package gateway
 // wrong. A small body without a token still gets the route's 401.
 
 import (
+	"cmp"
 	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/internal/bodyheld"
@@ -57,8 +59,25 @@ func (g *Gateway) answerUnreadable(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	linger.OnClose(ctx) // the rest of the request may still be coming
+	if refusal == crlf.ErrKafkaRequest {
+		g.warnKafkaAtHTTP(ctx)
+	}
 	writeError(ctx, api.CodeBadRequest, refusal.Error(), nil)
 	g.metrics.rejected(api.CodeBadRequest)
+}
+
+// warnKafkaAtHTTP logs a Kafka client at the HTTP port, with where it
+// belongs: the client reads the 400 as a Kafka answer and says only
+// "Invalid response size 1213486160" (the bytes "HTTP"), and the gateway
+// said nothing (newuser9: kcat -b 127.0.0.1:8080, the gateway's address
+// in capgate dev's banner, for its Kafka listener's 9093).
+func (g *Gateway) warnKafkaAtHTTP(ctx *fasthttp.RequestCtx) {
+	where := "set gateway.kafka_listen to serve Kafka clients"
+	if g.cfg.KafkaListen != "" {
+		where = "point its bootstrap servers at the Kafka listener, " + cmp.Or(g.cfg.KafkaAdvertised, g.cfg.KafkaListen) + " (gateway.kafka_listen)"
+	}
+	g.kafkaAtHTTP.LineAt(time.Now(), "a Kafka client connected to the gateway's HTTP address: "+where,
+		zap.String("remote", ctx.RemoteAddr().String()), zap.String("listen", g.cfg.Listen))
 }
 
 // requestConfig is the server's HeaderReceived: the body cap of a

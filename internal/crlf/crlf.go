@@ -19,7 +19,9 @@
 // lines before a request line are skipped, whatever their ending, as
 // fasthttp skips them (RFC 9112 §2.2). A head whose request line starts
 // with a byte no method can start with (a TLS handshake sent to a plain
-// port) fails the same way at its first byte, with ErrNotHTTP.
+// port) fails the same way at its first byte, with ErrNotHTTP — with
+// ErrKafkaRequest when that byte is 0, a Kafka request's size: a Kafka
+// client whose bootstrap servers name an HTTP port.
 //
 // Why refuse rather than read a bare LF as a line end, as net/http does
 // and RFC 9112 §2.2 allows (a recipient MAY): fasthttp does not, so
@@ -64,13 +66,18 @@ var (
 	// ErrNotHTTP fails the read after a request line's first byte when no
 	// method starts with it.
 	ErrNotHTTP = errors.New("not an HTTP/1.1 request line (TLS sent to a plain-HTTP port?)")
+	// ErrKafkaRequest is ErrNotHTTP for a first byte of 0: the start of
+	// a Kafka request (its 4-byte size), what a Kafka client sends when
+	// its bootstrap servers name an HTTP port (kcat -b gateway:8080).
+	ErrKafkaRequest = errors.New("not an HTTP/1.1 request line: a Kafka request? (its size's first byte, 0): a Kafka client's bootstrap servers go to a gateway's Kafka listener (gateway.kafka_listen), not to an HTTP address")
 )
 
-// Refusal is the refusal err carries (ErrBareLF or ErrNotHTTP), or nil.
+// Refusal is the refusal err carries (ErrBareLF, ErrNotHTTP or
+// ErrKafkaRequest), or nil.
 // fasthttp wraps it in its own error; the servers' ErrorHandlers answer
 // it 400 bad_request with its message.
 func Refusal(err error) error {
-	for _, r := range [...]error{ErrBareLF, ErrNotHTTP} {
+	for _, r := range [...]error{ErrBareLF, ErrNotHTTP, ErrKafkaRequest} {
 		if errors.Is(err, r) {
 			return r
 		}
@@ -220,6 +227,9 @@ func (s *scanner) extend(b []byte) {
 	}
 	if !s.started && s.lineLen == 0 && b[0] != '\r' && !isMethodByte(b[0]) {
 		s.refusal = ErrNotHTTP
+		if b[0] == 0 {
+			s.refusal = ErrKafkaRequest
+		}
 		return
 	}
 	if s.lineLen < lineKept {

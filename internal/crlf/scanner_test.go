@@ -55,7 +55,9 @@ func TestScannerFollowsHeadsAndBodies(t *testing.T) {
 		{"CR LF split by a CR", "GET / HTTP/1.1\r\nA: b\r\r\n\r\n", -1, nil}, // "b\r" is a value fasthttp refuses; the line ends in CRLF
 		{"TLS handshake", "\x16\x03\x01\x00\xa5\x01", 1, ErrNotHTTP},
 		{"space before the method", " GET / HTTP/1.1\r\n\r\n", 1, ErrNotHTTP},
-		{"not HTTP after a request", get + "\x00\x01", len(get) + 1, ErrNotHTTP},
+		{"not HTTP after a request", get + "\x01\x00", len(get) + 1, ErrNotHTTP},
+		{"a Kafka request (ApiVersions)", "\x00\x00\x00\x1f\x00\x12\x00\x03", 1, ErrKafkaRequest},
+		{"a Kafka request after a request", get + "\x00\x01", len(get) + 1, ErrKafkaRequest},
 		// Framings the scanner does not follow: everything passes.
 		{"chunked body", "POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\na\n\n\r\n0\r\n\r\n" + bareGet, -1, nil},
 		{"Content-Length with Transfer-Encoding", "POST /p HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n" + bareGet, -1, nil},
