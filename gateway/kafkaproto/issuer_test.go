@@ -1,8 +1,10 @@
 package kafkaproto
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -131,4 +133,30 @@ type spentGate struct{ refuseGate }
 
 func (spentGate) VerifyCapability([]byte, netip.Addr, time.Time) (*ocap.Claims, error) {
 	return nil, &failguard.Spent{Wait: time.Second}
+}
+
+// TestOpaqueTokenAtSASLSaysWhatToUse: a Kafka client's sasl.password set
+// to capgate's admin token (opaque, no dot: what a new user tries first)
+// read "malformed token: 3 dot-separated segments … expected, got 1" and
+// no more; now the refusal says such a token is not for Kafka clients and
+// what is. A token with dots keeps its bare reason.
+func TestOpaqueTokenAtSASLSaysWhatToUse(t *testing.T) {
+	l := startListener(t, testConfig(), gateAuthenticator{gate: malformedGate{}}, zap.NewNop())
+	const hint = "is not for Kafka clients: use a client credential"
+	for token, hinted := range map[string]bool{"F7wUApaww_wOZsmkCQ8slF_J-piFX1QwRbBAJXUlww0": true, "not.a.jwt": false} {
+		for _, usePlain := range []bool{false, true} {
+			err := saslError(t, l.Addr(), token, usePlain)
+			if !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), "malformed token") || strings.Contains(err.Error(), hint) != hinted {
+				t.Errorf("%q (plain %v): %v; want SASL_AUTHENTICATION_FAILED, the hint %v", token, usePlain, err, hinted)
+			}
+		}
+	}
+}
+
+// malformedGate refuses every token as the gateway's verifier refuses
+// one that is no JWS (ocap.ErrMalformed).
+type malformedGate struct{ refuseGate }
+
+func (malformedGate) VerifyCapability(token []byte, _ netip.Addr, _ time.Time) (*ocap.Claims, error) {
+	return nil, fmt.Errorf("%w: %d dot-separated segments", ocap.ErrMalformed, bytes.Count(token, []byte("."))+1)
 }

@@ -16,7 +16,8 @@ package kafkaproto
 //     without a SaslHandshake before it, closes the connection.
 //   - A refused token answers SASL_AUTHENTICATION_FAILED (58) with a
 //     message naming the reason (a JWT of an issuer outside
-//     gateway.kafka_oidc: that issuer, issuer.go), then the connection
+//     gateway.kafka_oidc: that issuer, issuer.go; an opaque token, such
+//     as the admin token: what a Kafka client takes instead), then the connection
 //     is closed — unless
 //     the gateway cannot vouch for its view (before its first sync, or
 //     out of sync): then the connection is closed unanswered, which
@@ -160,7 +161,7 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 		if code := c.s.gate.CheckClient(&ocap.Claims{}, now); api.IsRetriable(code) {
 			return nil, fmt.Errorf("%w (%s): %v", errUnvouched, code, err)
 		}
-		return nil, fmt.Errorf("token refused: %w", err)
+		return nil, fmt.Errorf("token refused: %w%s", err, opaqueTokenHint(token, err))
 	}
 	if reauth && !c.principal.sameIdentity(p) {
 		return nil, errors.New("re-authentication must keep the identity of the session")
@@ -249,4 +250,15 @@ func oauthBearerToken(msg []byte) (string, error) {
 		token = strings.TrimSpace(t)
 	}
 	return token, nil
+}
+
+// opaqueTokenHint is what to use instead of a token with no dot in it —
+// capgate's admin and sync tokens are such: `sasl.password` set to
+// $CAPGATE_ADMIN_TOKEN read "malformed token: 3 dot-separated segments
+// … expected, got 1" and no more (newuser9) — "" for any other refusal.
+func opaqueTokenHint(token string, err error) string {
+	if !errors.Is(err, ocap.ErrMalformed) || strings.Contains(token, ".") {
+		return ""
+	}
+	return " (an opaque token, as capgate's admin and sync tokens are, is not for Kafka clients: use a client credential — capgate dev's CAPGATE_CREDENTIAL, capgate admin client-credential —, a capability or an IdP token)"
 }
