@@ -66,7 +66,7 @@ func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Cla
 // from (the usual first mistake: CAPGATE_CREDENTIAL sent to a gateway).
 func refusalMessage(token []byte, err error) string {
 	if !errors.Is(err, ocap.ErrBadType) {
-		return err.Error()
+		return err.Error() + opaqueTokenHint(token, err)
 	}
 	switch ocap.ClaimedKind(token) {
 	case ocap.KindClient:
@@ -75,6 +75,18 @@ func refusalMessage(token []byte, err error) string {
 		return "a member token is not a capability: it is for the coordinator (heartbeat, commit, leave); fetch with the capability of each partition the join or heartbeat granted"
 	}
 	return err.Error()
+}
+
+// opaqueTokenHint is what a gateway takes instead of a token with no
+// dot in it — capgate's admin and sync tokens are such: the admin token
+// as the bearer of a fetch read "malformed token: 3 dot-separated
+// segments … expected, got 1" and no more (newuser9) — "" for any other
+// refusal.
+func opaqueTokenHint(token []byte, err error) string {
+	if !errors.Is(err, ocap.ErrMalformed) || bytes.Contains(token, []byte(".")) {
+		return ""
+	}
+	return " (an opaque token, as capgate's admin and sync tokens are, is not for a gateway: fetch with a capability — a join's grants, capgate admin grant —, produce with one or with a client credential allowed to produce)"
 }
 
 // caller is whose failed verifications a token check is charged to: a

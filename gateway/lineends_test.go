@@ -115,3 +115,24 @@ func TestKafkaClientAtTheHTTPPortIsLogged(t *testing.T) {
 		t.Fatalf("%d warnings of a Kafka client at the HTTP port, want 1 (the TLS handshake is none): %v", len(warned), logs.All())
 	}
 }
+
+// TestOpaqueTokenSaysWhatAGatewayTakes: capgate's admin token (opaque, no
+// dot) as the bearer of a fetch or a partition's produce was refused 401
+// "malformed token: 3 dot-separated segments … expected, got 1" and no
+// more; the 401 now says such a token is not for a gateway and what is.
+// A token with dots keeps its bare reason.
+func TestOpaqueTokenSaysWhatAGatewayTakes(t *testing.T) {
+	h := newHarness(t, nil)
+	const hint = "is not for a gateway: fetch with a capability"
+	body := `{"records":[{"value":"eA=="}]}`
+	for token, hinted := range map[string]bool{"F7wUApaww_wOZsmkCQ8slF_J-piFX1QwRbBAJXUlww0": true, "not.a.jwt": false} {
+		for route, r := range map[string]response{
+			"fetch":   h.get(token, recordsPath(0, "offset=0")),
+			"produce": h.do(http.MethodPost, recordsURL(0), token, strings.NewReader(body), "Content-Type", "application/json"),
+		} {
+			if r.status != http.StatusUnauthorized || !strings.Contains(string(r.body), "malformed token") || strings.Contains(string(r.body), hint) != hinted {
+				t.Errorf("%s with %q: %d %s; want 401 malformed, the hint %v", route, token, r.status, r.body, hinted)
+			}
+		}
+	}
+}
