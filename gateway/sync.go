@@ -233,14 +233,11 @@ func (g *Gateway) poll(ctx context.Context, base string, after uint64, deadline 
 	}
 	defer resp.Body.Close()
 	g.ackedSeq.Store(after)
-	body := io.LimitReader(resp.Body, syncBodyMax)
 	if resp.StatusCode != http.StatusOK {
-		return api.SyncResponse{}, refusal(base, resp, body)
+		return api.SyncResponse{}, refusal(base, resp, resp.Body)
 	}
-	var u api.SyncResponse
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields() // an update we cannot understand must not be acknowledged
-	if err := dec.Decode(&u); err != nil {
+	u, err := decodeSync(resp.Body, syncBodyMax) // strict: an update we cannot understand must not be acknowledged
+	if err != nil {
 		return api.SyncResponse{}, fmt.Errorf("sync: decode: %w", err)
 	}
 	return u, nil
