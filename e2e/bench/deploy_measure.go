@@ -57,6 +57,9 @@ type latencyFigure struct {
 	CPU      time.Duration // gateway CPU per fetch; 0 for direct
 	Client   time.Duration // the load generator's CPU per fetch (its client: franz-go or HTTP)
 	Kafka    time.Duration // the Kafka process's CPU per fetch (closed loop only)
+	// User and Sys are the gateway's CPU per fetch read apart (sequential
+	// phase only; 10 ms ticks: CPU is the precise sum).
+	User, Sys time.Duration
 }
 
 // isolationFigure is a normal holder's fetches on an idle gateway and
@@ -230,9 +233,11 @@ func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
 	lat := make([][]time.Duration, len(paths))
 	cpu := make([]time.Duration, len(paths))
 	client := make([]time.Duration, len(paths))
+	user, sys := make([]time.Duration, len(paths)), make([]time.Duration, len(paths))
 	for round := range rounds {
 		for i, p := range paths {
 			do := p.mk(deployLatency, 0)
+			u0, s0 := d.gatewayTimes(tb, p.gw)
 			before, self := d.gatewayCPU(tb, p.gw), selfCPU()
 			for j := range n {
 				start := time.Now()
@@ -243,15 +248,31 @@ func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
 			}
 			cpu[i] += d.gatewayCPU(tb, p.gw) - before
 			client[i] += selfCPU() - self
+			u1, s1 := d.gatewayTimes(tb, p.gw)
+			user[i], sys[i] = user[i]+u1-u0, sys[i]+s1-s0
 		}
 	}
 	out := make([]latencyFigure, len(paths))
 	for i, p := range paths {
 		p50, p99, _ := quantiles(lat[i])
 		out[i] = latencyFigure{Path: p.name, Fetches: len(lat[i]), P50: p50, P99: p99, CPU: perFetch(cpu[i], len(lat[i]), p.gw),
-			Client: client[i] / time.Duration(max(len(lat[i]), 1))}
+			Client: client[i] / time.Duration(max(len(lat[i]), 1)),
+			User:   perFetch(user[i], len(lat[i]), p.gw), Sys: perFetch(sys[i], len(lat[i]), p.gw)}
 	}
 	return out
+}
+
+// gatewayTimes is v's gateway's user and system CPU so far (0 for no
+// gateway: the direct path).
+func (d *procStack) gatewayTimes(tb testing.TB, v *procCapgate) (user, sys time.Duration) {
+	if v == nil {
+		return 0, 0
+	}
+	user, sys, err := processTimes(v.gateway.Pid())
+	if err != nil {
+		tb.Fatalf("%s: cpu: %v", v.Name, err)
+	}
+	return user, sys
 }
 
 // idleCPU is v's gateway's CPU per second over d with no request from

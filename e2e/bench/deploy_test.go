@@ -75,6 +75,7 @@ func BenchmarkDeploySeq(b *testing.B) {
 	size, p := deploySizes(false)
 	d := startProcStack(b, size)
 	got := map[string][]float64{}
+	userSys := map[string][3]float64{} // per path over every round: fetches, user ns, system ns
 	for i := range b.N {
 		if os.Getenv(seqAfterScanEnv) != "" { // as in BenchmarkDeploy, where these precede the next round's sequential phase
 			d.scan(b)
@@ -97,7 +98,26 @@ func BenchmarkDeploySeq(b *testing.B) {
 			if floor := figure(fs, strings.TrimSuffix(f.Path, suffix(f.Path))+"-healthz"); floor.CPU > 0 {
 				got[f.Path+" × floor"] = append(got[f.Path+" × floor"], float64(f.CPU)/float64(floor.CPU))
 			}
+			t := userSys[f.Path]
+			userSys[f.Path] = [3]float64{t[0] + float64(f.Fetches), t[1] + float64(f.User)*float64(f.Fetches), t[2] + float64(f.Sys)*float64(f.Fetches)}
+			// Paired with every other binary's same path in the same round:
+			// what this tree changes, net of the machine's moods.
+			if name, sfx := strings.TrimSuffix(f.Path, suffix(f.Path)), suffix(f.Path); name == "capgate" {
+				for _, v := range d.variants {
+					if other := figure(fs, v.Name+sfx); v.Name != name && other.CPU > 0 {
+						got[f.Path+" − "+other.Path+" µs"] = append(got[f.Path+" − "+other.Path+" µs"], float64((f.CPU-other.CPU).Nanoseconds())/1e3)
+						got[f.Path+" ÷ "+other.Path] = append(got[f.Path+" ÷ "+other.Path], float64(f.CPU)/float64(other.CPU))
+					}
+				}
+			}
 		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(userSys)) {
+		// user and system µs per request over every round together (the
+		// kernel's split is tick-sampled: a round alone is too few ticks).
+		t := userSys[k]
+		got[k+" user µs (all rounds)"] = []float64{t[1] / t[0] / 1e3}
+		got[k+" sys µs (all rounds)"] = []float64{t[2] / t[0] / 1e3}
 	}
 	b.ReportMetric(0, "ns/op")
 	var rows [][]string
