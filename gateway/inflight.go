@@ -154,13 +154,16 @@ func holderOf(c *ocap.Claims) string { return c.Root() }
 func (f *inflight) start(c *ocap.Claims, req authz.Request) (*fetchEntry, *fetchCtx, capHit) {
 	holder, tenant := holderOf(c), tenantOf(c)
 	f.mu.Lock()
+	// Each count looked up once: the check's pointer is the one
+	// registerLocked counts on (nil: none yet, made there).
+	byTenant, byHolder := f.byTenant[tenant], f.byHolder[holder]
 	hit := hitNone
 	switch {
 	case f.reg.Len() >= f.max:
 		hit = hitGateway
-	case count(f.byTenant[tenant]) >= f.maxPerTenant:
+	case count(byTenant) >= f.maxPerTenant:
 		hit = hitTenant
-	case count(f.byHolder[holder]) >= f.maxPerHolder:
+	case count(byHolder) >= f.maxPerHolder:
 		hit = hitHolder
 	}
 	if hit != hitNone {
@@ -168,7 +171,7 @@ func (f *inflight) start(c *ocap.Claims, req authz.Request) (*fetchEntry, *fetch
 		f.refused[hit].Add(1)
 		return nil, nil, hit
 	}
-	e := f.registerLocked(c, req, holder, tenant)
+	e := f.registerCounted(c, req, holder, tenant, byHolder, byTenant)
 	f.mu.Unlock()
 	return e, &e.ctx, hitNone
 }
@@ -197,12 +200,28 @@ func (f *inflight) register(base context.Context, c *ocap.Claims, req authz.Requ
 }
 
 func (f *inflight) registerLocked(c *ocap.Claims, req authz.Request, holder string, tenant tenantKey) *fetchEntry {
+	return f.registerCounted(c, req, holder, tenant, f.byHolder[holder], f.byTenant[tenant])
+}
+
+// registerCounted is registerLocked with the holder's and tenant's counts
+// already looked up (nil when they have none).
+func (f *inflight) registerCounted(c *ocap.Claims, req authz.Request, holder string, tenant tenantKey, byHolder, byTenant *int) *fetchEntry {
 	e := &fetchEntry{holder: holder, tenant: tenant}
 	f.reg.Put(&e.entry, c, req, e)
-	if len(f.byHolder)+len(f.byTenant) >= f.sweepAt {
+	if (byHolder == nil || byTenant == nil) && len(f.byHolder)+len(f.byTenant) >= f.sweepAt {
+		// A sweep may drop a zero count looked up before it: look again.
 		f.sweep()
+		byHolder, byTenant = f.byHolder[holder], f.byTenant[tenant]
 	}
-	e.byHolder, e.byTenant = counter(f.byHolder, holder), counter(f.byTenant, tenant)
+	if byHolder == nil {
+		byHolder = new(int)
+		f.byHolder[holder] = byHolder
+	}
+	if byTenant == nil {
+		byTenant = new(int)
+		f.byTenant[tenant] = byTenant
+	}
+	e.byHolder, e.byTenant = byHolder, byTenant
 	*e.byHolder++
 	*e.byTenant++
 	if f.closed != nil {
@@ -217,16 +236,6 @@ func count(n *int) int {
 		return 0
 	}
 	return *n
-}
-
-// counter is key's count in m, added (at 0) when it has none.
-func counter[K comparable](m map[K]*int, key K) *int {
-	n := m[key]
-	if n == nil {
-		n = new(int)
-		m[key] = n
-	}
-	return n
 }
 
 // sweep drops the zero counts (f.mu held) and sets the size of the

@@ -88,3 +88,52 @@ func TestRevokeWaitsForTheCancelledFetchToFinish(t *testing.T) {
 		t.Fatal("revoke still waits after the fetch it cancelled finished")
 	}
 }
+
+// A fetch whose holder has a count (at 0) but whose tenant has none may
+// be the one that sweeps: the holder's zero is swept with the others, and
+// the fetch must count on the holder's new count, not on the one it
+// looked up before the sweep — else its holder's cap no longer sees it.
+func TestInflightSweepDuringAStartKeepsTheCap(t *testing.T) {
+	f := newInflight(guard.Bugs{}, 100_000, 1, 100)
+	p := int32(0)
+	claims := func(holder, tenant string) *ocap.Claims {
+		return &ocap.Claims{ID: holder, Subject: "s", Tenant: tenant, Group: "g", Topic: "t", Partition: &p}
+	}
+	req := authz.Request{Topic: "t", Op: ocap.OpFetch}
+	e, _, _ := f.start(claims("x", "tx"), req)
+	f.finish(e) // x and tx at 0, kept
+	for i := 0; len(f.byHolder)+len(f.byTenant) < f.sweepAt; i++ {
+		e, _, _ := f.start(claims("h"+strconv.Itoa(i), "t"+strconv.Itoa(i)), req)
+		f.finish(e)
+	}
+	if _, _, hit := f.start(claims("x", "fresh"), req); hit != hitNone { // sweeps
+		t.Fatalf("x's first fetch refused: %v", hit)
+	}
+	if n := len(f.byHolder) + len(f.byTenant); n > 2 {
+		t.Fatalf("%d counts after the sweep, want x's and fresh's", n)
+	}
+	if _, _, hit := f.start(claims("x", "fresh2"), req); hit != hitHolder {
+		t.Fatalf("x's second fetch with one in flight (cap 1): %v, want hitHolder", hit)
+	}
+}
+
+// BenchmarkInflightOneAtATime is the in-flight registry's part of a
+// one-at-a-time fetch: start (the caps, the registry, the counts) and
+// finish, with 64 fetches of other holders, tenants and partitions in
+// flight.
+func BenchmarkInflightOneAtATime(b *testing.B) {
+	f := newInflight(guard.Bugs{}, 10_000, 100, 1000)
+	claims := func(id string, p int32) *ocap.Claims {
+		return &ocap.Claims{ID: "capability-" + id, Subject: "member-" + id, Tenant: "oauth:client-" + id, Group: "group", Topic: "latency", Partition: &p, Epoch: 3}
+	}
+	for i := range 64 {
+		c := claims(string(rune('a'+i%26))+string(rune('a'+i/26)), int32(1+i))
+		f.start(c, authz.Request{Topic: "latency", Partition: c.PartitionNumber(), Op: ocap.OpFetch})
+	}
+	c := claims("this", 0)
+	req := authz.Request{Topic: "latency", Partition: 0, Op: ocap.OpFetch}
+	for b.Loop() {
+		e, _, _ := f.start(c, req)
+		f.finish(e)
+	}
+}

@@ -198,3 +198,48 @@ func TestMissedRoutes(t *testing.T) {
 		t.Fatalf("second round: wait %s, want 200ms", wait)
 	}
 }
+
+// TestRegistryKeysStayBounded: a key's list outlives its last fetch (one
+// fetch at a time costs one map lookup), but the empty lists are swept:
+// fetches one at a time over 20,000 partitions leave at most 1,024 keys,
+// and 1,500 fetches in flight over as many keys keep theirs through the
+// sweeps, each still found (Below, Entries) and removed once.
+func TestRegistryKeysStayBounded(t *testing.T) {
+	reg := guard.NewRegistry[int](guard.Bugs{})
+	req := func(c *ocap.Claims) authz.Request {
+		return authz.Request{Topic: "t", Partition: c.PartitionNumber(), Op: ocap.OpFetch}
+	}
+	for p := range 20_000 {
+		c := capability("m", int32(p), 1)
+		reg.Remove(reg.Add(c, req(c), p))
+		if reg.Keys() > 1024 {
+			t.Fatalf("after %d fetches one at a time: %d keys kept", p+1, reg.Keys())
+		}
+	}
+	var live []*guard.Entry[int]
+	for p := range 1500 {
+		c := capability("m", int32(100_000+p), 1)
+		live = append(live, reg.Add(c, req(c), p))
+	}
+	for p := range 20_000 {
+		c := capability("m", int32(200_000+p), 1)
+		reg.Remove(reg.Add(c, req(c), -1))
+	}
+	if n := reg.Keys(); n > 2*1500+2 {
+		t.Fatalf("%d keys kept with 1,500 fetches in flight", n)
+	}
+	if n := len(reg.Entries()); n != 1500 || reg.Len() != 1500 {
+		t.Fatalf("%d entries (Len %d) in flight, want 1,500", n, reg.Len())
+	}
+	for i, e := range live {
+		below := reg.Below(authz.FenceKey{Group: "g", Topic: "t", Partition: int32(100_000 + i)}, 2)
+		if len(below) != 1 || below[0] != e {
+			t.Fatalf("fetch %d: Below finds %d", i, len(below))
+		}
+		reg.Remove(e)
+		reg.Remove(e) // a second time: nothing
+	}
+	if reg.Len() != 0 || len(reg.Entries()) != 0 {
+		t.Fatalf("Len %d after every fetch finished", reg.Len())
+	}
+}

@@ -16,28 +16,39 @@ type Entry[T any] struct {
 	Claims *ocap.Claims
 	Req    authz.Request
 	Value  T
-	key    authz.FenceKey
-	seq    uint64 // admission order
+	list   *keyList[T] // its key's fetches, while registered
+	seq    uint64      // admission order
 }
+
+// keyList is the fetches in flight of one (group, topic, partition).
+type keyList[T any] struct{ entries []*Entry[T] }
 
 // Registry tracks the fetches in flight by (group, topic, partition), so
 // a raised fence finds the fetches admitted under older epochs and a
 // deny-list or member revocation can check them all. Not safe for
 // concurrent use.
+//
+// A key's list stays in the map when its last fetch finishes, and each
+// entry points at its list: one fetch at a time costs one map lookup
+// (Put), where adding and deleting the key cost four hashes of the key
+// per fetch. The empty lists are dropped (sweep) when
+// the map reaches sweepAt keys: at most ~2× the keys with fetches in
+// flight, and at least minSweep, are ever kept.
 type Registry[T any] struct {
-	byKey map[authz.FenceKey][]*Entry[T]
-	n     int
-	seq   uint64
-	bugs  Bugs
-	// spare is the emptied list of the last key whose fetches all
-	// finished, reused by the next key that has none: one fetch at a
-	// time, a key's list would otherwise be made and dropped per fetch.
-	spare []*Entry[T]
+	byKey   map[authz.FenceKey]*keyList[T]
+	n       int
+	seq     uint64
+	bugs    Bugs
+	sweepAt int
 }
+
+// minSweep is the least number of keys a registry keeps (empty lists
+// included) before it drops the empty ones.
+const minSweep = 1024
 
 // NewRegistry returns an empty registry with bugs planted (tests only).
 func NewRegistry[T any](bugs Bugs) *Registry[T] {
-	return &Registry[T]{byKey: map[authz.FenceKey][]*Entry[T]{}, bugs: bugs}
+	return &Registry[T]{byKey: map[authz.FenceKey]*keyList[T]{}, bugs: bugs, sweepAt: minSweep}
 }
 
 // Add registers a fetch admitted under c for req.
@@ -52,32 +63,49 @@ func (r *Registry[T]) Add(c *ocap.Claims, req authz.Request, v T) *Entry[T] {
 // e must be unregistered; it is overwritten.
 func (r *Registry[T]) Put(e *Entry[T], c *ocap.Claims, req authz.Request, v T) {
 	r.seq++
-	*e = Entry[T]{Claims: c, Req: req, Value: v, seq: r.seq,
-		key: authz.FenceKey{Group: c.Group, Topic: c.Topic, Partition: c.PartitionNumber()}}
-	list, ok := r.byKey[e.key]
-	if !ok && r.spare != nil {
-		list, r.spare = r.spare, nil
+	key := authz.FenceKey{Group: c.Group, Topic: c.Topic, Partition: c.PartitionNumber()}
+	list := r.byKey[key]
+	if list == nil {
+		if len(r.byKey) >= r.sweepAt {
+			r.sweep()
+		}
+		list = new(keyList[T])
+		r.byKey[key] = list
 	}
-	r.byKey[e.key] = append(list, e)
+	*e = Entry[T]{Claims: c, Req: req, Value: v, seq: r.seq, list: list}
+	list.entries = append(list.entries, e)
 	r.n++
+}
+
+// sweep drops the keys with no fetch in flight and sets the size of the
+// next sweep to twice what is left, at least minSweep.
+func (r *Registry[T]) sweep() {
+	for k, list := range r.byKey {
+		if len(list.entries) == 0 {
+			delete(r.byKey, k)
+		}
+	}
+	r.sweepAt = max(minSweep, 2*len(r.byKey))
 }
 
 // Remove unregisters e (once its answer is decided and written).
 func (r *Registry[T]) Remove(e *Entry[T]) {
-	list := r.byKey[e.key]
-	i := slices.Index(list, e)
+	list := e.list
+	if list == nil {
+		return
+	}
+	i := slices.Index(list.entries, e)
 	if i < 0 {
 		return
 	}
-	list = slices.Delete(list, i, i+1) // clears the entry left behind
-	if len(list) == 0 {
-		delete(r.byKey, e.key)
-		r.spare = list
-	} else {
-		r.byKey[e.key] = list
-	}
+	list.entries = slices.Delete(list.entries, i, i+1) // clears the entry left behind
+	e.list = nil
 	r.n--
 }
+
+// Keys is the number of keys the registry holds, empty lists included
+// (tests: what it keeps stays bounded).
+func (r *Registry[T]) Keys() int { return len(r.byKey) }
 
 // Len is the number of fetches in flight.
 func (r *Registry[T]) Len() int { return r.n }
@@ -87,7 +115,7 @@ func (r *Registry[T]) Len() int { return r.n }
 func (r *Registry[T]) All() []*Entry[T] {
 	out := make([]*Entry[T], 0, r.n)
 	for _, list := range r.byKey {
-		out = append(out, list...)
+		out = append(out, list.entries...)
 	}
 	slices.SortFunc(out, func(a, b *Entry[T]) int { return cmp.Compare(a.seq, b.seq) })
 	return out
@@ -98,7 +126,11 @@ func (r *Registry[T]) All() []*Entry[T] {
 // after fencing e), in admission order.
 func (r *Registry[T]) Below(key authz.FenceKey, epoch uint64) []*Entry[T] {
 	var out []*Entry[T]
-	for _, e := range r.byKey[key] {
+	list := r.byKey[key]
+	if list == nil {
+		return nil
+	}
+	for _, e := range list.entries {
 		if e.Claims.Epoch != 0 && e.Claims.Epoch < epoch {
 			out = append(out, e)
 		}
@@ -116,8 +148,11 @@ func (r *Registry[T]) Refused(ch authz.Changes, view *authz.View, now time.Time)
 		return nil
 	}
 	var out []*Entry[T]
-	refused := func(list []*Entry[T]) {
-		for _, e := range list {
+	refused := func(list *keyList[T]) {
+		if list == nil {
+			return
+		}
+		for _, e := range list.entries {
 			if authz.Refuses(e.Claims, e.Req, view, now) {
 				out = append(out, e)
 			}
@@ -141,7 +176,7 @@ func (r *Registry[T]) Refused(ch authz.Changes, view *authz.View, now time.Time)
 func (r *Registry[T]) Entries() []*Entry[T] {
 	out := make([]*Entry[T], 0, r.n)
 	for _, list := range r.byKey {
-		out = append(out, list...)
+		out = append(out, list.entries...)
 	}
 	slices.SortFunc(out, func(a, b *Entry[T]) int { return cmp.Compare(a.seq, b.seq) })
 	return out
