@@ -90,6 +90,7 @@ type Coordinator struct {
 	broker            Broker
 	owned             *broker.Client // closed by the coordinator when it built it
 	keys              *keys
+	syncShare         syncShare // the last large sync answer's encoding, shared (syncshare.go)
 	tokens            *ocap.Cache
 	bodies            *bodyheld.Holds     // request bodies being read (server.go)
 	answers           *answerheld.Counter // answers being written (answers.go)

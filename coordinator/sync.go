@@ -71,7 +71,15 @@ func (c *Coordinator) handleSync(ctx *fasthttp.RequestCtx, _ []string) {
 		writeNotLeader(ctx, "", "this replica no longer leads the shard")
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, c.syncResponse(reply))
+	ring := c.keys.jwks.Load() // the ring the answer carries, and its share's key
+	b, err := c.syncShare.encode(after, reply, c.syncResponse(reply, ring), ring)
+	if err != nil {
+		writeError(ctx, api.CodeInternal, "encode response")
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType(api.MediaJSON)
+	ctx.Response.SetBodyRaw(b) // maybe shared with other polls' answers: never written to
 }
 
 // idConflict counts and logs (bounded) a sync request of gateway's
@@ -141,8 +149,8 @@ func syncInstance(ctx *fasthttp.RequestCtx) (string, bool) {
 	return string(raw), true
 }
 
-func (c *Coordinator) syncResponse(r group.SyncReply) api.SyncResponse {
-	return driver.SyncResponse(r, c.keys.publicKeys, c.settings)
+func (c *Coordinator) syncResponse(r group.SyncReply, ring *api.JWKS) api.SyncResponse {
+	return driver.SyncResponse(r, func() []api.JWK { return ring.Keys }, c.settings)
 }
 
 // uintArg reads an optional unsigned query argument (0 when absent).
