@@ -63,9 +63,15 @@ func (c *Coordinator) largeAnswerHolder(ctx *fasthttp.RequestCtx) string {
 }
 
 // streamAnswer hands ctx's answer, counted for holder, to fasthttp as a
-// stream whose Close gives its bytes back.
+// stream whose Close gives its bytes back. An answer set uncopied
+// (SetBodyRaw, as /openapi.json's) is not in the buffer SwapBody takes:
+// swapped, it went out empty and its counted bytes never came back.
 func (c *Coordinator) streamAnswer(ctx *fasthttp.RequestCtx, holder string) {
+	answer := ctx.Response.Body()
 	body := ctx.Response.SwapBody(nil)
+	if len(body) != len(answer) {
+		body = answer
+	}
 	ctx.Response.SetBodyStream(answerheld.NewBody(c.answers, holder, body), len(body))
 }
 
