@@ -85,6 +85,19 @@ func (o *oauthClient) live(now time.Time) []issuedToken {
 	return slices.DeleteFunc(o.Issued, func(t issuedToken) bool { return t.Exp <= now.Unix() })
 }
 
+// liveCount is len(o.live(now)) without compacting o.Issued in place: a
+// listing holds only the registry lock, and a revoke copies the list
+// holding the client's issuing lock (review22).
+func (o *oauthClient) liveCount(now time.Time) int {
+	n := 0
+	for _, t := range o.Issued {
+		if t.Exp > now.Unix() {
+			n++
+		}
+	}
+	return n
+}
+
 // oauthRegistry holds the clients and the failure budget of the token
 // endpoint. mu guards the map and every client's fields, and is never
 // held across a store write or a machine call: every OAuth credential's
@@ -203,7 +216,7 @@ type OAuthClientRevoked struct {
 func (o *oauthClient) view(now time.Time) OAuthClientView {
 	ops := (&ocap.Claims{Ops: o.Ops}).ClientOps()
 	v := OAuthClientView{ClientID: o.ID, Name: o.Name, Groups: o.Groups, Topics: o.Topics, Ops: ops.Names(), TokenTTLMs: o.TokenTTLMs,
-		Created: rfc3339(o.Created), LiveTokens: len(o.live(now))}
+		Created: rfc3339(o.Created), LiveTokens: o.liveCount(now)}
 	if o.RevokedAt != 0 {
 		v.RevokedAt = rfc3339(o.RevokedAt)
 	}
@@ -361,11 +374,11 @@ func (c *Coordinator) handleAdminOAuthClientRevoke(ctx *fasthttp.RequestCtx, par
 	defer issuing.Unlock()
 	c.oauth.mu.Lock()
 	revoked := *o
+	revoked.Issued = slices.Clone(o.Issued) // live compacts in place: o stays as it is on a refusal; copied under mu, as o's fields are read
 	c.oauth.mu.Unlock()
 	if revoked.RevokedAt == 0 {
 		revoked.RevokedAt = now.Unix()
 	}
-	revoked.Issued = slices.Clone(o.Issued) // live compacts in place: o stays as it is on a refusal
 	revoked.Issued = revoked.live(now)
 	denials := make([]group.Denial, len(revoked.Issued))
 	for i, t := range revoked.Issued {
