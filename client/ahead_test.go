@@ -24,7 +24,18 @@ func (e *env) fetchesAt(capability string, p Partition, offset int64) int {
 
 func (e *env) fetcher(ctx context.Context, cfg Config) *fetcher {
 	tr := &transport{http: newHTTPClient(nil, 0), backoff: backoff{base: cfg.RetryBackoff, max: cfg.RetryBackoffMax}}
-	return newFetcher(ctx, cfg, tr, trimURLs(cfg.Gateways))
+	return ownFetcher(ctx, cfg, tr)
+}
+
+// ownFetcher fetches from cfg.Gateways through tr, with a pool of its
+// own (cfg.GatewayFetchesMax).
+func ownFetcher(ctx context.Context, cfg Config, tr *transport) *fetcher {
+	urls := trimURLs(cfg.Gateways)
+	trs := make([]*transport, len(urls))
+	for i := range trs {
+		trs[i] = tr
+	}
+	return newFetcher(ctx, cfg, NewFetchPool(cfg.GatewayFetchesMax), trs, urls)
 }
 
 // TestFetchAheadHandsOverExactMatchesOnly: after a fetch that moved the

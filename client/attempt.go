@@ -220,7 +220,7 @@ func (c *Consumer) logFetch(s driver.Send, err error) {
 	}
 	log := c.log.Warn
 	fields := []zap.Field{zap.Stringer("partition", s.Fetch.Partition), zap.Uint64("epoch", s.Fetch.Epoch),
-		zap.Int64("offset", s.Fetch.Offset), zap.String("gateway", c.fetcher.urls[s.Gateway]),
+		zap.Int64("offset", s.Fetch.Offset), zap.String("gateway", c.fetcher.url(s.Gateway)),
 		zap.String("code", string(e.Code)), zap.String("message", e.Message)}
 	switch {
 	case e.Code == api.CodeCapabilityRevoked:

@@ -57,6 +57,22 @@ func (c *Consumer) closeAnyway(ended context.Context) error {
 	return nil
 }
 
+// exited is closed once every goroutine of the stopped consumer ended;
+// then the fetch pool's connections are given back (the last consumer
+// using them closes them).
+func (c *Consumer) exited() <-chan struct{} {
+	c.exitOnce.Do(func() {
+		c.exit = make(chan struct{})
+		go func() {
+			c.wg.Wait()
+			c.fetcher.wait()
+			c.letGo()
+			close(c.exit)
+		}()
+	})
+	return c.exit
+}
+
 // hookContext marks the contexts handed to hooks (see Close).
 type hookContext struct{}
 
@@ -74,10 +90,10 @@ func (c *Consumer) close(ctx context.Context) error {
 		c.mu.Lock()
 		c.stopLocked()
 		c.mu.Unlock()
+		c.exited()
 		return ctx.Err()
 	}
-	exited := make(chan struct{})
-	go func() { c.wg.Wait(); c.fetcher.wait(); close(exited) }()
+	exited := c.exited()
 	select {
 	case <-exited:
 	case <-ctx.Done():

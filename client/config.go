@@ -69,20 +69,22 @@ type Config struct {
 	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
 	// FetchMaxWait is how long a gateway holds a fetch with no records.
 	FetchMaxWait time.Duration `yaml:"fetch_max_wait"`
-	// GatewayFetchesMax bounds the fetches in flight to one gateway
-	// (fetched ahead included). Each is an HTTP/1.1 request of its own
-	// on a connection of its own, a long poll while its partition is
-	// idle, so it bounds this consumer's connections to the gateway
-	// too: the SDK's own HTTP client keeps as many idle. Fetches past it
-	// wait their turn, first come first served; a fetch's
+	// GatewayFetchesMax bounds this consumer's fetches in flight to one
+	// gateway (fetched ahead included). Each is an HTTP/1.1 request of
+	// its own on a connection of its own, a long poll while its
+	// partition is idle. They take slots of the consumer's FetchPool,
+	// shared with the process's other consumers (by default
+	// DefaultFetchPoolMax, 1024, per gateway address in all, and one set
+	// of connections): this is the most one consumer holds of them.
+	// Fetches past either bound wait their turn (FetchPool); a fetch's
 	// request_timeout starts when it is sent. Default 1024, the
 	// gateway's default in-flight fetches per tenant
 	// (max_inflight_fetches_per_tenant: a quarter of its 4096): one
-	// consumer of 2,000 partitions opened some 1,200 connections and
-	// had thousands of fetches refused 429 too_many_fetches a minute
-	// past that limit, retried after a backoff. A consumer of more
-	// partitions than this polls each idle one every
-	// partitions/GatewayFetchesMax × FetchMaxWait.
+	// consumer of 2,000 partitions opened some 1,200 connections and had
+	// thousands of fetches refused 429 too_many_fetches a minute past
+	// that limit, retried after a backoff. A consumer of more partitions
+	// than it gets slots polls each idle one every partitions/slots ×
+	// FetchMaxWait.
 	GatewayFetchesMax int `yaml:"gateway_fetches_max"`
 	// RequestTimeout bounds one request beyond its own wait (heartbeat
 	// wait, fetch wait), including its retries. With several coordinator

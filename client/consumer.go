@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -25,13 +26,19 @@ import (
 type Option func(*options)
 
 type options struct {
-	log      *zap.Logger
-	http     *http.Client
-	ownHTTP  bool // http was built here: Close closes its connections
-	tls      *tlsconf.ClientConfig
-	onRevoke func(context.Context, []Partition)
-	onGrant  func([]Partition)
-	onLost   func([]Partition)
+	log     *zap.Logger
+	http    *http.Client
+	ownHTTP bool // http was built here: Close closes its connections
+	tls     *tlsconf.ClientConfig
+	// files and tc are the TLS settings of an own http, as given and
+	// loaded (a FetchPool's clients are shared by files).
+	files tlsconf.ClientConfig
+	tc    *tls.Config
+	// fetchPool is WithFetchPool's pool (nil: defaultFetchPool).
+	fetchPool *FetchPool
+	onRevoke  func(context.Context, []Partition)
+	onGrant   func([]Partition)
+	onLost    func([]Partition)
 	// credentials is WithCredentialSource's function (nil: Config.Credential).
 	credentials func(context.Context) (string, error)
 	// fetchHint is WithFetchHint's function (nil: no hint).
@@ -126,7 +133,7 @@ func buildOptions(opts []Option, files tlsconf.ClientConfig, idlePerHost int) (o
 	if err != nil {
 		return o, fmt.Errorf("client: %w", err)
 	}
-	o.http, o.ownHTTP = newHTTPClient(tc, idlePerHost), true
+	o.http, o.ownHTTP, o.files, o.tc = newHTTPClient(tc, idlePerHost), true, files, tc
 	return o, nil
 }
 
@@ -144,6 +151,11 @@ type Consumer struct {
 	log     *zap.Logger
 	tr      *transport
 	fetcher *fetcher
+	letGo   func() // gives back the fetch pool's connections (fetchThrough)
+	// exit is closed once the stopped consumer's goroutines ended
+	// (exited).
+	exit     chan struct{}
+	exitOnce sync.Once
 
 	unanswered   unanswered   // fetches no gateway answered (unanswered.go)
 	beatFailures beatFailures // heartbeats that failed (beatlog.go)
@@ -187,7 +199,7 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 	}
 	cfg = cfg.expanded()
 	cfg.CoordinatorURL = strings.TrimRight(cfg.CoordinatorURL, "/")
-	o, err := buildOptions(opts, cfg.TLS, cfg.GatewayFetchesMax)
+	o, err := buildOptions(opts, cfg.TLS, 0) // fetches go on the pool's connections
 	if err != nil {
 		return nil, err
 	}
@@ -209,8 +221,39 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 		timeWake:   make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
-	c.fetcher = newFetcher(ctx, cfg, tr, trimURLs(cfg.Gateways))
+	c.fetcher, c.letGo = fetchThrough(ctx, cfg, o, tr)
 	return c, nil
+}
+
+// fetchThrough builds the consumer's fetcher: its fetches take slots of
+// the pool's (o.fetchPool, or the process's default), and go on the
+// pool's shared connections unless the user gave an HTTP client (then
+// on tr, that client). letGo gives the shared connections back (Close,
+// once no fetch runs).
+func fetchThrough(ctx context.Context, cfg Config, o options, tr *transport) (f *fetcher, letGo func()) {
+	pool := o.fetchPool
+	if pool == nil {
+		pool = defaultFetchPool
+	}
+	urls := trimURLs(cfg.Gateways)
+	trs := make([]*transport, len(urls))
+	for i, u := range urls {
+		trs[i] = tr
+		if o.ownHTTP {
+			trs[i] = &transport{http: pool.client(u, o.files, o.tc), backoff: tr.backoff}
+		}
+	}
+	var once sync.Once
+	letGo = func() {
+		once.Do(func() {
+			if o.ownHTTP {
+				for _, u := range urls {
+					pool.letGo(u, o.files)
+				}
+			}
+		})
+	}
+	return newFetcher(ctx, cfg, pool, trs, urls), letGo
 }
 
 // credentialed is cfg as validated: with a credential source set, an

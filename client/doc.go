@@ -169,14 +169,17 @@
 // backoff.
 //
 // Each fetch is an HTTP/1.1 request on a connection of its own (one per
-// partition, two while records flow and FetchAhead is on). At most
-// Config.GatewayFetchesMax (1024) are in flight to one gateway; the rest
-// wait their turn in order, so a consumer of more partitions than that
-// holds that many connections to the gateway, not one per partition.
-// Consumers in one process each have their own bound and, without
-// WithHTTPClient, their own connections: 50 consumers of 40 partitions
-// each hold 2,000, as many as a gateway serves from one address by
-// default (max_connections_per_address).
+// partition, two while records flow and FetchAhead is on). The
+// consumers of a process share a FetchPool: at most DefaultFetchPoolMax
+// (1024) fetches in flight to one gateway address from all of them, and
+// (without WithHTTPClient) one set of keep-alive connections to it, so
+// 50 consumers of 40 partitions each hold 1,024 connections to a
+// gateway, not 2,000 (a gateway serves max_connections_per_address, 2,000
+// by default, from one address). The fetches past the bound wait their
+// turn: a freed slot goes to the consumer holding fewest, each
+// consumer's fetches in order, and one consumer holds at most its
+// Config.GatewayFetchesMax. WithFetchPool gives consumers a pool of
+// another size.
 //
 // Concurrency: Poll is meant for one goroutine; Commit, CommitAsync,
 // Mark, Assigned, MemberID and Close are safe from any goroutine. Hooks run one at a time on a

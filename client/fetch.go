@@ -18,15 +18,15 @@ import (
 
 // fetcher reads a partition from one gateway (client/driver picks which,
 // and when to fail over), and fetches ahead while records flow (ahead.go).
-// At most Config.GatewayFetchesMax fetches (fetched ahead included) are
-// in flight to one gateway; the ones past it wait their turn, first come
-// first served, and their timeout starts with their request.
+// Its fetches (fetched ahead included) take slots of the consumer's
+// FetchPool, shared with the process's other consumers of the same
+// gateway address (fetchpool.go), at most Config.GatewayFetchesMax of
+// them; the ones past it wait their turn, and their timeout starts with
+// their request.
 type fetcher struct {
-	cfg   Config
-	tr    *transport
-	urls  []string        // the gateways' base URLs, without trailing slashes
-	slots []chan struct{} // per gateway: a token per fetch in flight (GatewayFetchesMax)
-	base  context.Context // the consumer's: fetches ahead end with it
+	cfg      Config
+	gateways []fetchGateway
+	base     context.Context // the consumer's: fetches ahead end with it
 
 	running sync.WaitGroup // fetches ahead (started under mu while base is alive)
 
@@ -36,14 +36,27 @@ type fetcher struct {
 	stopped map[session.Partition]bool   // nothing ahead until the session asks again
 }
 
-func newFetcher(base context.Context, cfg Config, tr *transport, urls []string) *fetcher {
-	slots := make([]chan struct{}, len(urls))
-	for i := range slots {
-		slots[i] = make(chan struct{}, cfg.GatewayFetchesMax)
+// fetchGateway is one gateway as a fetcher sees it.
+type fetchGateway struct {
+	url   string     // base URL, without trailing slashes
+	slots *fairSlots // the pool's, of its address
+	user  *slotUser  // this consumer's account there
+	tr    *transport // fetches to it go through
+}
+
+// newFetcher fetches from urls (without trailing slashes) through trs
+// (one per URL), taking pool's slots of each URL's address.
+func newFetcher(base context.Context, cfg Config, pool *FetchPool, trs []*transport, urls []string) *fetcher {
+	gateways := make([]fetchGateway, len(urls))
+	for i, u := range urls {
+		gateways[i] = fetchGateway{url: u, slots: pool.slotsOf(u), user: newSlotUser(cfg.GatewayFetchesMax), tr: trs[i]}
 	}
-	return &fetcher{cfg: cfg, tr: tr, urls: urls, slots: slots, base: base, aheads: map[session.Partition]*ahead{},
+	return &fetcher{cfg: cfg, gateways: gateways, base: base, aheads: map[session.Partition]*ahead{},
 		claimed: map[session.Partition]*ahead{}, stopped: map[session.Partition]bool{}}
 }
+
+// url is gateway i's base URL.
+func (f *fetcher) url(i int) string { return f.gateways[i].url }
 
 // fetchFrom fetches req from gateway i, or takes the answer fetched
 // ahead for exactly req, and decodes the answer. timeout bounds the
@@ -70,19 +83,18 @@ func withTimeout(ctx context.Context, timeout time.Duration) (context.Context, c
 	return context.WithTimeout(ctx, timeout)
 }
 
-// acquire takes one of gateway i's fetch slots, waiting its turn while
-// ctx lives: goroutines blocked sending on a channel are served in
-// order, so no partition's fetch waits behind later ones.
+// acquire takes a slot of gateway i for this consumer, waiting its turn
+// while ctx lives (fairSlots: consumers in turn, each one's fetches in
+// order).
 func (f *fetcher) acquire(ctx context.Context, i int) error {
-	select {
-	case f.slots[i] <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	g := f.gateways[i]
+	return g.slots.acquire(ctx, g.user)
 }
 
-func (f *fetcher) release(i int) { <-f.slots[i] }
+func (f *fetcher) release(i int) {
+	g := f.gateways[i]
+	g.slots.release(g.user)
+}
 
 // fetchOnce is one fetch of req from gateway i, once one of its slots is
 // free; timeout (0: none) bounds it from then on. onHeaders (may be nil)
@@ -90,7 +102,7 @@ func (f *fetcher) release(i int) { <-f.slots[i] }
 func (f *fetcher) fetchOnce(ctx context.Context, i int, req session.Fetch, onHeaders func(http.Header), timeout time.Duration) (fetched, error) {
 	op := "fetch " + req.Partition.String()
 	if err := f.acquire(ctx, i); err != nil {
-		return fetched{}, fmt.Errorf("client: %s: waiting for one of the %d fetches to %s: %w", op, f.cfg.GatewayFetchesMax, f.urls[i], err)
+		return fetched{}, fmt.Errorf("client: %s: waiting for a fetch slot of %s: %w", op, f.url(i), err)
 	}
 	defer f.release(i)
 	ctx, cancel := withTimeout(ctx, timeout)
@@ -103,12 +115,12 @@ func (f *fetcher) fetchOnce(ctx context.Context, i int, req session.Fetch, onHea
 	}
 	q.Set("max_bytes", strconv.FormatInt(int64(maxBytes), 10))
 	q.Set("max_wait_ms", strconv.FormatInt(f.cfg.FetchMaxWait.Milliseconds(), 10))
-	r := request{method: http.MethodGet, url: recordsURL(f.urls[i], req.Partition) + "?" + q.Encode(), bearer: req.Capability, accept: api.MediaJSON, onHeaders: onHeaders}
+	r := request{method: http.MethodGet, url: recordsURL(f.url(i), req.Partition) + "?" + q.Encode(), bearer: req.Capability, accept: api.MediaJSON, onHeaders: onHeaders}
 	if f.cfg.Raw {
 		r.accept = api.MediaRecordBatch
 	}
 	limit := max(64<<20, 4*int64(f.cfg.FetchMaxBytes))
-	resp, body, err := f.tr.do(ctx, op, r, limit)
+	resp, body, err := f.gateways[i].tr.do(ctx, op, r, limit)
 	if err != nil {
 		return fetched{}, err
 	}

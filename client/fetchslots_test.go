@@ -49,7 +49,7 @@ func slotsFetcher(ctx context.Context, g *slowGateway, limit int) *fetcher {
 	cfg := DefaultConfig()
 	cfg.Gateways, cfg.GatewayFetchesMax, cfg.FetchAhead, cfg.Raw = []string{g.URL}, limit, false, false
 	tr := &transport{http: newHTTPClient(nil, limit), backoff: backoff{base: cfg.RetryBackoff, max: cfg.RetryBackoffMax}}
-	return newFetcher(ctx, cfg, tr, trimURLs(cfg.Gateways))
+	return ownFetcher(ctx, cfg, tr)
 }
 
 // TestFetchesToAGatewayAreBounded: at most GatewayFetchesMax fetches

@@ -127,7 +127,7 @@ func (c *Consumer) noteFetch(gateway int, err error) {
 	if !log {
 		return
 	}
-	url := c.fetcher.urls[gateway]
+	url := c.fetcher.url(gateway)
 	fields := []zap.Field{zap.String("gateway", url), zap.Int("failures_not_logged", missed), zap.Error(err)}
 	if c.opts.fetchHint != nil && c.unanswered.hintDue(gateway) {
 		// Once: a new user pointing --gateways at a Kafka port read

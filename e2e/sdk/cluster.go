@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"testing"
 	"time"
@@ -40,6 +41,8 @@ type ClusterOptions struct {
 	// Topic and Partitions name the one topic created in the broker.
 	Topic      string
 	Partitions int32
+	// OtherTopics are more topics to create (name → partitions).
+	OtherTopics map[string]int32
 	// Gateways is how many gateways to start (default 1).
 	Gateways int
 	// Coordinators > 1 runs coordinator replicas, the state in the
@@ -94,8 +97,10 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 		opts.Timing = DefaultTiming()
 	}
 	c := &Cluster{Topic: opts.Topic, Partitions: opts.Partitions, log: Logger(t)}
+	topics := map[string]int32{opts.Topic: opts.Partitions}
+	maps.Copy(topics, opts.OtherTopics)
 	sopts := stack.Options{
-		Dir: t.TempDir(), Topics: map[string]int32{opts.Topic: opts.Partitions}, Brokers: opts.KafkaBrokers, Gateways: max(opts.Gateways, 1),
+		Dir: t.TempDir(), Topics: topics, Brokers: opts.KafkaBrokers, Gateways: max(opts.Gateways, 1),
 		Coordinators: opts.Coordinators,
 		Timing:       opts.Timing, Logger: func(part string) *zap.Logger { return c.log.Named(part) },
 	}
