@@ -61,7 +61,7 @@ func runConsumers(t *testing.T, consumers int, partitions int32, window time.Dur
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if n := int64(establishedTo(t, port)); n > peak.Load() {
+			if n := int64(clientSocketsTo(port)); n > peak.Load() {
 				peak.Store(n)
 			}
 			select {
@@ -157,6 +157,26 @@ func runConsumers(t *testing.T, consumers int, partitions int32, window time.Dur
 		run.consumed = append(run.consumed, int(n.Load()))
 	}
 	return run
+}
+
+// clientSocketsTo counts the established TCP connections to
+// 127.0.0.1:port, each once: /proc/net/tcp is not read in one piece,
+// and while sockets come and go a read can list one twice (a consumer's
+// 1,024 distinct sockets were once counted 1,324).
+func clientSocketsTo(port int) int {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return 0
+	}
+	want := fmt.Sprintf("0100007F:%04X", port)
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 3 && fields[2] == want && fields[3] == "01" {
+			seen[fields[1]] = true
+		}
+	}
+	return len(seen)
 }
 
 // TestConsumersOfOneProcessShareTheGateway: 50 consumers of 40
@@ -304,5 +324,73 @@ func TestFetchPoolIsFairToASinglePartition(t *testing.T) {
 	// asked for on a loaded machine); in order of arrival, ~56.
 	if median := seen[rounds/2]; median > 12 {
 		t.Fatalf("the wide consumer sent a median of %d fetches while the narrow one's waited (%v), want a few", median, seen)
+	}
+}
+
+// TestMeasureStartup logs the time from NewConsumer to its join, its
+// first record and a record of every partition, for consumers of
+// CAPGATE_SDK_STARTUP="1,2000" partitions (a record in each); skipped
+// without it.
+func TestMeasureStartup(t *testing.T) {
+	spec := os.Getenv("CAPGATE_SDK_STARTUP")
+	if spec == "" {
+		t.Skip("CAPGATE_SDK_STARTUP not set")
+	}
+	for _, one := range strings.Split(spec, ",") {
+		partitions, err := strconv.Atoi(one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(one, func(t *testing.T) { measureStartup(t, int32(partitions)) })
+	}
+}
+
+func measureStartup(t *testing.T, partitions int32) {
+	tm := sdk.DefaultTiming()
+	tm.CapabilityLease = time.Minute
+	c := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "startup", Partitions: partitions, Timing: tm})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for p := range partitions {
+		if _, err := c.Broker.Produce(ctx, c.Topic, p, []*kgo.Record{{Value: []byte("v")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 {
+		group := fmt.Sprintf("startup-%d", round)
+		cfg := c.Stack.ClientConfig(group, []string{c.Topic}, c.ClientCredential(t, group))
+		cfg.RequestTimeout = time.Minute
+		start := time.Now()
+		consumer, err := client.NewConsumer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		built := time.Since(start)
+		if err := consumer.Join(ctx); err != nil {
+			t.Fatal(err)
+		}
+		joined := time.Since(start)
+		var first time.Duration
+		seen := map[int32]bool{}
+		for len(seen) < int(partitions) {
+			rs, err := consumer.Poll(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first == 0 && len(rs) > 0 {
+				first = time.Since(start)
+			}
+			for _, r := range rs {
+				seen[r.Partition] = true
+			}
+		}
+		all := time.Since(start)
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := consumer.Close(closeCtx); err != nil {
+			t.Fatal(err)
+		}
+		cancelClose()
+		t.Logf("STARTUP %d partitions: built %v, joined %v, first record %v, every partition %v",
+			partitions, built.Round(time.Microsecond), joined.Round(time.Microsecond), first.Round(time.Microsecond), all.Round(time.Millisecond))
 	}
 }
