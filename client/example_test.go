@@ -136,6 +136,34 @@ func ExampleWithSlog() {
 	_ = c // Join, Poll, Close as in ExampleNewConsumer
 }
 
+// The consumers of a process share a FetchPool: by default at most
+// 1,024 fetches in flight to one gateway from all of them together, on
+// one set of connections (a gateway serves 2,000 connections from one
+// address by default). A service whose gateways allow it more gives its
+// consumers a pool of its own size; each consumer still holds at most
+// its Config.GatewayFetchesMax of it.
+func ExampleWithFetchPool() {
+	pool := client.NewFetchPool(1800) // the gateways' max_connections_per_address raised to match
+	var consumers []*client.Consumer
+	for _, group := range []string{"billing", "audit", "search"} {
+		cfg := client.DefaultConfig()
+		cfg.CoordinatorURL = "http://127.0.0.1:7070"
+		cfg.Gateways = []string{"http://127.0.0.1:8080"}
+		cfg.Group, cfg.Topics = group, []string{"orders"}
+		cfg.Credential = os.Getenv("CAPGATE_CREDENTIAL")
+		c, err := client.NewConsumer(cfg, client.WithFetchPool(pool))
+		if err != nil {
+			log.Fatal(err)
+		}
+		consumers = append(consumers, c) // Join, Poll as in ExampleNewConsumer
+	}
+	for _, c := range consumers {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = c.Close(ctx) // the last Close closes the pool's connections
+		cancel()
+	}
+}
+
 // A configuration is checked before anything is sent: NewConsumer (and
 // Validate) name the first bad field, by its Go name and its YAML key,
 // as a *ConfigError.
