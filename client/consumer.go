@@ -41,7 +41,7 @@ type options struct {
 	onLost    func([]Partition)
 	// credentials is WithCredentialSource's function (nil: Config.Credential).
 	credentials func(context.Context) (string, error)
-	// fetchHint is WithFetchHint's function (nil: no hint).
+	// fetchHint is WithFetchHint's function (nil: defaultFetchHint).
 	fetchHint func(ctx context.Context, gatewayURL string, err error) string
 	// fullChecks asserts the session's buffer invariants on every step
 	// (tests).
@@ -110,7 +110,10 @@ func WithCredentialSource(fn func(ctx context.Context) (string, error)) Option {
 // fails later has its new outage's first warning hinted again. hint runs
 // in the failed fetch's goroutine before that fetch's retry, at most once
 // per outage; ctx ends when the consumer stops. A refusal (an HTTP
-// answer) is never hinted.
+// answer) is never hinted. Without it the SDK's own hint names what the
+// common errors of a wrong Config.Gateways URL mean (nothing listening,
+// host not found, a Kafka port or TLS server closing the request, no
+// answer).
 func WithFetchHint(hint func(ctx context.Context, gatewayURL string, err error) string) Option {
 	return func(o *options) { o.fetchHint = hint }
 }

@@ -3,7 +3,12 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -129,13 +134,45 @@ func (c *Consumer) noteFetch(gateway int, err error) {
 	}
 	url := c.fetcher.url(gateway)
 	fields := []zap.Field{zap.String("gateway", url), zap.Int("failures_not_logged", missed), zap.Error(err)}
-	if c.opts.fetchHint != nil && c.unanswered.hintDue(gateway) {
+	hint := c.opts.fetchHint
+	if hint == nil {
+		hint = defaultFetchHint
+	}
+	if c.unanswered.hintDue(gateway) {
 		// Once: a new user pointing --gateways at a Kafka port read
 		// the bare transport error every 10 s for as long as it ran
 		// (newuser6's left).
-		if hint := c.opts.fetchHint(c.ctx, url, err); hint != "" {
+		if hint := hint(c.ctx, url, err); hint != "" {
 			fields = append(fields, zap.String("hint", hint))
 		}
 	}
 	c.log.Warn("fetch failed: the gateway did not answer; retrying", fields...)
+}
+
+// defaultFetchHint is the hint of a consumer without WithFetchHint: what
+// the transport errors of a wrong Config.Gateways URL usually mean. A Go
+// program pointing it at a Kafka port (a broker's, a gateway's Kafka
+// listener) read "connection reset by peer" every 10 s and nothing more
+// (newuser9); the CLI's hint says the same with its flags.
+func defaultFetchHint(_ context.Context, gatewayURL string, err error) string {
+	u, perr := url.Parse(gatewayURL)
+	if perr != nil {
+		return ""
+	}
+	var dns *net.DNSError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("nothing listens at %s: is the gateway running, and is Config.Gateways its HTTP address (gateway.listen)?", u.Host)
+	case errors.As(err, &dns):
+		return fmt.Sprintf("host %q not found: check Config.Gateways", u.Hostname())
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+		if u.Scheme == "http" {
+			return fmt.Sprintf("%s closed the connection without an HTTP answer: is it a Kafka port (a broker, a gateway's Kafka listener) or a TLS server (then https://) rather than a gateway's HTTP address? Check Config.Gateways", u.Host)
+		}
+		return fmt.Sprintf("%s closed the connection without an HTTP answer: is it a gateway's HTTP address? Check Config.Gateways", u.Host)
+	case errors.As(err, &timeout) && timeout.Timeout():
+		return fmt.Sprintf("no answer from %s, where a gateway answers within fetch_max_wait: is it a gateway's HTTP address, not a Kafka port? Check Config.Gateways", u.Host)
+	}
+	return ""
 }

@@ -4,8 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/capgate/capgate/api"
 )
@@ -69,5 +78,62 @@ func TestFetchHintOncePerGateway(t *testing.T) {
 	u.note(0, &Error{Op: "fetch demo/0", Code: api.CodeOutOfSync, Status: 503}, now)
 	if !u.hintDue(0) {
 		t.Fatal("gateway 0 answered (a refusal) and failed again: want its new outage hinted")
+	}
+}
+
+// TestDefaultFetchHintSaysWhatTheErrorMeans: a consumer without
+// WithFetchHint whose Gateways URL is a port that closes an HTTP request
+// unanswered (a Kafka port: a broker, a gateway's Kafka listener) warns
+// with a hint naming that and Config.Gateways; before, a Go program read
+// the bare "EOF" / "connection reset by peer" every 10 s (the CLI had its
+// own hint). Each cause the hint names, checked on its own too.
+func TestDefaultFetchHintSaysWhatTheErrorMeans(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() { // a Kafka port, as far as HTTP goes: closes what it is sent
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 512)
+			_, _ = conn.Read(buf)
+			conn.Close()
+		}
+	}()
+	var e *env
+	e = newEnv(t, func(int) []api.Grant { return []api.Grant{e.grantOf(p0, 1, 0, "cap-p0")} })
+	core, logs := observer.New(zapcore.WarnLevel)
+	cfg := e.config()
+	cfg.Gateways = []string{"http://" + ln.Addr().String()}
+	e.start(cfg, WithLogger(zap.New(core)))
+	failed := func() []observer.LoggedEntry {
+		return logs.FilterMessage("fetch failed: the gateway did not answer; retrying").AllUntimed()
+	}
+	waitFor(t, "the fetch failure warned", func() bool { return len(failed()) > 0 })
+	hint, _ := failed()[0].ContextMap()["hint"].(string)
+	if !strings.Contains(hint, "Kafka port") || !strings.Contains(hint, "Config.Gateways") {
+		t.Fatalf("hint %q, want a Kafka port and Config.Gateways named", hint)
+	}
+
+	for _, c := range []struct {
+		url  string
+		err  error
+		want string
+	}{
+		{"http://gw:8080", &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, "nothing listens at gw:8080"},
+		{"http://gw:8080", &net.DNSError{Name: "gw", IsNotFound: true}, `host "gw" not found`},
+		{"http://gw:8080", fmt.Errorf("read: %w", syscall.ECONNRESET), "(then https://)"},
+		{"https://gw:8443", io.EOF, "closed the connection without an HTTP answer: is it a gateway's HTTP address?"},
+		{"http://gw:8080", context.DeadlineExceeded, "no answer from gw:8080"},
+		{"http://gw:8080", errors.New("something else"), ""},
+	} {
+		got := defaultFetchHint(context.Background(), c.url, c.err)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%v: hint %q, want %q in it", c.err, got, c.want)
+		}
 	}
 }
