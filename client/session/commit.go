@@ -286,6 +286,9 @@ func (s *Session) finishTicket(ticket uint64) {
 // at the processed offset and reads those records again, perhaps while
 // this user still processes them.
 func (s *Session) releaseReady(now time.Time) {
+	if s.revoking == 0 {
+		return
+	}
 	var ready []*partition
 	var overdue []Overdue
 	for _, p := range s.parts {

@@ -247,6 +247,9 @@ func (s *Session) detach(p *partition) {
 	}
 	s.purge(p.id)
 	if s.parts[p.id] == p {
+		if p.state == Revoking {
+			s.revoking--
+		}
 		delete(s.parts, p.id)
 	}
 }
@@ -267,6 +270,7 @@ func (s *Session) applyRevoke(now time.Time, ref api.PartitionRef) bool {
 // The caller emits the hook call (callRevoke) for the whole batch.
 func (s *Session) startRevoke(now time.Time, p *partition) {
 	p.state = Revoking
+	s.revoking++
 	p.revokedAt = now
 	if p.fetch != 0 {
 		s.emit(CancelFetch{ID: p.fetch, Partition: p.id})

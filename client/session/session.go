@@ -156,6 +156,11 @@ type Session struct {
 	renewing bool
 
 	parts map[Partition]*partition
+	// revoking counts the parts in state Revoking: with none, the walks
+	// that look for a partition to release (releaseReady, NextDeadline)
+	// are skipped — an idle consumer of 2,000 partitions did both on
+	// every step.
+	revoking int
 	// seen is the highest epoch ever held per partition, kept after
 	// release so stale grants stay ignored.
 	seen map[Partition]uint64
@@ -375,6 +380,9 @@ func (s *Session) HeartbeatWait(now time.Time, limit time.Duration) time.Duratio
 // no Tick.
 func (s *Session) NextDeadline() time.Time {
 	next := s.timedCommitDue()
+	if s.revoking == 0 {
+		return next
+	}
 	for _, p := range s.parts {
 		if p.state != Revoking || p.releasing || !s.waitsForUser(p) ||
 			p.fetch != 0 || p.hook != 0 || p.commits > 0 {
@@ -395,11 +403,18 @@ func (s *Session) check() {
 	if s.laneBusy < 0 {
 		panic(fmt.Sprintf("session: %d lane commits in flight", s.laneBusy))
 	}
+	revoking := 0
 	for id, p := range s.parts {
 		if p.processed > p.delivered || p.delivered > p.next {
 			panic(fmt.Sprintf("session: %s offsets out of order: processed %d delivered %d next %d",
 				id, p.processed, p.delivered, p.next))
 		}
+		if p.state == Revoking {
+			revoking++
+		}
+	}
+	if revoking != s.revoking {
+		panic(fmt.Sprintf("session: %d partitions revoking, counted %d", revoking, s.revoking))
 	}
 	if !s.cfg.FullChecks {
 		return
