@@ -70,6 +70,21 @@ func polled(procs map[string]*consumerProc) map[int32]map[int64][]string {
 	return out
 }
 
+// allRead waits until procs together read want[p] records (offsets
+// 0..want[p]-1, once or more) of each partition p.
+func allRead(t testing.TB, within time.Duration, procs map[string]*consumerProc, want map[int32]int64) {
+	t.Helper()
+	sdk.Eventually(t, within, "every record read", func() (bool, string) {
+		got := polled(procs)
+		for p, n := range want {
+			if int64(len(got[p])) < n {
+				return false, fmt.Sprintf("partition %d: %d of %d", p, len(got[p]), n)
+			}
+		}
+		return true, ""
+	})
+}
+
 func countPolled(m map[int32]map[int64][]string) int {
 	n := 0
 	for _, offs := range m {

@@ -510,12 +510,19 @@ func (m *member) finishLocked() {
 
 // holdRevokes keeps the revokes of partitions the client still owns in
 // its last assignment for later (see acked) and returns the others, to be
-// stepped now. Under mu.
+// stepped now. A revoke of a partition being renewed (renewing) is
+// stepped at once: the renewal released it already, and its release made
+// the coordinator move it (giveUp), which queues that revoke to the
+// releasing member itself; the partition stays the client's until the
+// renewal settles (renewSettled, or renewUntil). Held, it took the
+// partition out of target while the renewal ran: a client heartbeat in
+// that window was told to rebalance (KafkaJS: 3 in 40 renewals). Under
+// mu.
 func (m *member) holdRevokes(refs []api.PartitionRef, now time.Time) []api.PartitionRef {
 	var stepNow []api.PartitionRef
 	for _, ref := range refs {
 		p := session.Partition{Topic: ref.Topic, Partition: ref.Partition}
-		if m.state == memberActive && slices.Contains(m.sent, p) {
+		if m.state == memberActive && slices.Contains(m.sent, p) && !m.isRenewing(p) {
 			if d, held := m.deferred[p]; held && d.ref == ref {
 				continue // told again (a resync after a lost answer): its clock runs from the first telling
 			}

@@ -320,6 +320,8 @@ type scriptedCoordinator struct {
 	// renews: the coordinator takes renew_token (a carry-over renews the
 	// member in place); else it refuses the field as one from before it.
 	renews bool
+	// leaves: leaves wait for the test's answer too (kind "leave").
+	leaves bool
 }
 
 // committed is every offset committed so far, in order.
@@ -329,8 +331,15 @@ func (c *scriptedCoordinator) committed() []api.CommitOffset {
 	return slices.Clone(c.commits)
 }
 
+// releasesOf is every partition a release named so far, in order.
+func (c *scriptedCoordinator) releasesOf() []session.Partition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.releases)
+}
+
 type coordinatorCall struct {
-	kind   string // join, heartbeat
+	kind   string // join, heartbeat (leave: scriptedCoordinator.leaves)
 	bearer string
 	body   []byte
 	answer chan any
@@ -340,7 +349,10 @@ func (c *scriptedCoordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 	body, _ := io.ReadAll(r.Body)
 	kind := path.Base(r.URL.Path)
 	w.Header().Set("Content-Type", "application/json")
-	if kind != "join" && kind != "heartbeat" {
+	c.mu.Lock()
+	scripted := kind == "join" || kind == "heartbeat" || kind == "leave" && c.leaves
+	c.mu.Unlock()
+	if !scripted {
 		var commit api.CommitRequest
 		if kind == "commit" && json.Unmarshal(body, &commit) == nil {
 			c.mu.Lock()

@@ -111,6 +111,53 @@ func TestRenewalNotGrantedBackIsTold(t *testing.T) {
 	}
 }
 
+// TestRenewalsOwnRevokeIsNotHeldForTheClient: the renewal's release of
+// a partition the member owns makes the coordinator move it (giveUp),
+// which queues its revoke to the releasing member itself, and the
+// heartbeat held meanwhile brings it while the renewal runs. That revoke
+// is the renewal's own: the partition is released already and comes
+// back to the new member. Before, the listener held it for the client
+// (the partition was in its assignment), which took the partition out of
+// what the client should own: a heartbeat in that window was answered
+// REBALANCE_IN_PROGRESS (classic) or took the partition away (KIP-848)
+// — KafkaJS rejoined at 3 in 40 renewals (TestKafkaJSRenewedManyTimes).
+// Here the coordinator holds the leave so the window stays open.
+func TestRenewalsOwnRevokeIsNotHeldForTheClient(t *testing.T) {
+	c, m := startScriptedMember(t)
+	c.mu.Lock()
+	c.leaves = true
+	c.mu.Unlock()
+	if code := <-commitInBackground(m, refenceP0, 5); code != "" {
+		t.Fatalf("commit: %q", code)
+	}
+	h := c.next(t, "heartbeat")
+	done := carryOverTo(m, "credential-2")
+	c.next(t, "join").reply(t, api.ErrorBody{Error: api.Error{Code: api.CodeUnknownMember, Message: "bound to another credential"}})
+	<-done
+	leave := c.next(t, "leave") // sent once both partitions were released
+	if r := c.releasesOf(); !slices.Equal(r, []session.Partition{refenceP0, refenceP1}) {
+		t.Fatalf("the renewal released %v before it left, want both partitions", r)
+	}
+	h.reply(t, fence(1, refenceP0, refenceP1)) // the coordinator's revokes of what the member released
+	c.next(t, "heartbeat")                     // the answer was stepped
+	clientKeeps(t, m, "after the revokes of the renewal's own releases")
+	leave.reply(t, struct{}{})
+	j := c.next(t, "join")
+	if j.bearer != "credential-2" {
+		t.Fatalf("the renewal joined with %q, want credential-2", j.bearer)
+	}
+	clientKeeps(t, m, "while the new member joins")
+	j.reply(t, api.JoinResponse{MemberID: "cg-2", MemberToken: "member-token-2", SessionTimeoutMs: 60_000, HeartbeatWaitMs: 10_000,
+		Grants: []api.Grant{grantAt(2, refenceP0, 5), grantAt(2, refenceP1, 0)}})
+	c.next(t, "heartbeat")
+	clientKeeps(t, m, "after the renewal")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.renewing != nil || len(m.deferred) != 0 {
+		t.Errorf("after the renewal: renewing %v, revokes held %v; want neither", m.renewing, m.deferred)
+	}
+}
+
 // renewedMember has the client commit offset 5 of p0, re-authenticate
 // with credential-2, the coordinator refuse the carry-over's rejoin
 // (unknown_member: bound to credential-1), and returns the renewal's
