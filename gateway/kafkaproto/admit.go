@@ -51,8 +51,11 @@ func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, no
 		token, member, paused = c.s.groups.capability(c.key(), topic, partition)
 		if token == "" {
 			a.code = api.CodeForbidden
-			if member {
+			switch {
+			case member:
 				a.code, a.renewing = api.CodeCapabilityRevoked, paused
+			case op == ocap.OpFetch && c.s.groups.renewalPending(c.holderKey()):
+				a.code, a.renewing = api.CodeCapabilityRevoked, true // a renewed credential's connection, before its carry-over
 			}
 			return a
 		}
@@ -120,4 +123,9 @@ type clientKey struct {
 
 func (c *conn) key() clientKey {
 	return clientKey{issuer: c.principal.Claims.Issuer, tenant: c.principal.tenant(), clientID: c.clientID, ip: c.remoteIP}
+}
+
+// holderKey is the connection's holderKey (groups.renewalPending).
+func (c *conn) holderKey() holderKey {
+	return holderKey{issuer: c.principal.Claims.Issuer, subject: c.principal.Claims.Subject, clientID: c.clientID, ip: c.remoteIP}
 }

@@ -29,6 +29,20 @@ type groups struct {
 	// (member.key), then those connections of its keys re-authenticated
 	// into (carryOver), at most maxMemberKeys.
 	keys map[*member][]clientKey
+	// byHolder counts the registered members by their holder
+	// (member.holder): what pauses a fetch of a connection opened with a
+	// renewed credential before the carry-over (renewalPending).
+	byHolder map[holderKey]int
+}
+
+// holderKey is a client key as a renewal of its credential keeps it: the
+// credential's issuer and subject (its name), not its holder (an
+// admin-minted credential's own id, which each renewal changes), with
+// the client.id and address. Two holders' credentials may share a name,
+// so it reaches no member (clientKey does); it only tells a connection
+// whose key reaches none that one of its name is there.
+type holderKey struct {
+	issuer, subject, clientID, ip string
 }
 
 // maxMemberKeys bounds the client keys one member is reachable by. Only
@@ -45,7 +59,7 @@ func newGroups(s *Server) *groups {
 	return &groups{
 		s: s, api: client.NewGroupAPI(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS),
 		byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{},
-		keys: map[*member][]clientKey{},
+		keys: map[*member][]clientKey{}, byHolder: map[holderKey]int{},
 	}
 }
 
@@ -81,6 +95,10 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	g.byID[ref] = m
 	g.byKey[m.key] = append(g.byKey[m.key], m)
 	g.keys[m] = []clientKey{m.key}
+	if g.byHolder == nil {
+		g.byHolder = map[holderKey]int{}
+	}
+	g.byHolder[m.holder]++
 	g.mu.Unlock()
 	if old != nil {
 		old.close()
@@ -173,10 +191,35 @@ func (g *groups) remove(m *member) {
 	if g.byID[ref] == m {
 		delete(g.byID, ref)
 	}
-	for _, key := range g.keys[m] {
+	keys, registered := g.keys[m]
+	for _, key := range keys {
 		g.unlistLocked(m, key)
 	}
 	delete(g.keys, m)
+	switch n := g.byHolder[m.holder]; {
+	case !registered || n == 0:
+	case n == 1:
+		delete(g.byHolder, m.holder)
+	default:
+		g.byHolder[m.holder] = n - 1
+	}
+}
+
+// renewalPending reports whether a member of this gateway was opened
+// under holder's name, client.id and address (byHolder) — a connection
+// whose own key reaches no member may be its client's, authenticated
+// with a renewed credential before the client's group connection
+// re-authenticated with it (KIP-368) and carried the member over. KafkaJS
+// opens its fetch connections after the join, each with the credential
+// its token provider reads then. Its fetches pause (answered empty,
+// throttled) rather than fail with TOPIC_AUTHORIZATION_FAILED, which
+// KafkaJS does not retry: its consumer crashed. Nothing is read: the
+// fetch goes on once a connection of the member re-authenticated with
+// the same credential (carryOver), or fails once the member is gone.
+func (g *groups) renewalPending(holder holderKey) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.byHolder[holder] > 0
 }
 
 // unlistLocked takes m out of key's members. g.mu held.

@@ -117,6 +117,7 @@ type member struct {
 	group            string
 	id               string // the Kafka member id
 	key              clientKey
+	holder           holderKey // key's holder by name (groups.renewalPending)
 	kip848           bool
 	cooperative      bool // classic protocol: revoke only what moves
 	sessionTimeout   time.Duration

@@ -37,7 +37,10 @@ package kafkaproto
 //     client key reached with its previous credential over to it
 //     (groups.carryOver, member.carryOver) — only those: a credential
 //     of another holder that bears the same name has another key
-//     (Principal.tenant) and gets nothing of them. A member never
+//     (Principal.tenant) and gets nothing of them. A connection opened
+//     with the renewed credential before that re-authentication reaches
+//     no member yet: its fetches are answered empty and throttled until
+//     the carry-over (groups.renewalPending), not refused. A member never
 //     outlives the credential it joined with, so without
 //     re-authentication the member ends when that credential expires. A request that arrives
 //     after the session ended, other than that re-authentication, closes
