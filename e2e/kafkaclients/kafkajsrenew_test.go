@@ -82,12 +82,14 @@ func TestKafkaJSRenewsCapgateCredentials(t *testing.T) {
 // of what the client should own while the renewal ran — a heartbeat in
 // that window answered REBALANCE_IN_PROGRESS.
 //
-// KJS_MANY_RUN (a duration) changes how long it reads.
+// KJS_MANY_RUN (a duration) changes how long it reads, KJS_MEMBERS how
+// many KafkaJS consumers read in the group (1), for measurements.
 func TestKafkaJSRenewedManyTimes(t *testing.T) {
 	logs, observed := observer.New(zap.InfoLevel)
 	s := Start(t, Options{Partitions: 2, Observe: logs})
 	run := envDuration("KJS_MANY_RUN", 40*time.Second)
-	r := kafkajsRenewal{lifetime: 4 * time.Second, threshold: 1500 * time.Millisecond, run: run, group: "kjs-renew-many", observed: observed,
+	members, _ := strconv.Atoi(os.Getenv("KJS_MEMBERS"))
+	r := kafkajsRenewal{lifetime: 4 * time.Second, threshold: 1500 * time.Millisecond, run: run, group: "kjs-renew-many", observed: observed, members: members,
 		renewals: func() int { return observed.FilterMessageSnippet("renewing it as a new capgate member").Len() }}
 	r.mint = func(ctx context.Context) (string, error) {
 		return s.Stack.ClientCredential(ctx, "kjs", []string{"kjs-*"}, []string{s.Topic}, r.lifetime)
@@ -109,6 +111,7 @@ func TestKafkaJSRenewedManyTimes(t *testing.T) {
 type kafkajsRenewal struct {
 	lifetime, threshold, run time.Duration
 	group                    string
+	members                  int // KafkaJS consumers in the group (default 1)
 	mint                     func(context.Context) (string, error)
 	observed                 *observer.ObservedLogs
 	renewals                 func() int
@@ -166,12 +169,21 @@ func (r kafkajsRenewal) read(t *testing.T, s *Stack) renewalRead {
 	}()
 	t.Cleanup(func() { cancel(); <-renewer })
 	prod := startProducer(t, s, 50*time.Millisecond)
-	cmd := exec.Command("node", "consumer.js")
-	cmd.Dir = kafkajsDir(t)
-	cmd.Env = append(os.Environ(), "BROKERS="+strings.Join(s.KafkaAddrs(), ","), "TOKEN_FILE="+tokenFile,
-		"GROUP="+r.group, "TOPIC="+s.Topic, "CLIENT_ID=kjs1", "REAUTH_THRESHOLD_MS="+strconv.FormatInt(r.threshold.Milliseconds(), 10))
-	js := runProc(t, cmd)
-	procs := map[string]*consumerProc{"kjs1": js}
+	procs := map[string]*consumerProc{}
+	all := func() (out []event) { // every member's
+		for _, js := range procs {
+			out = append(out, js.Events()...)
+		}
+		return out
+	}
+	for i := range max(r.members, 1) {
+		name := fmt.Sprintf("kjs%d", i+1)
+		cmd := exec.Command("node", "consumer.js")
+		cmd.Dir = kafkajsDir(t)
+		cmd.Env = append(os.Environ(), "BROKERS="+strings.Join(s.KafkaAddrs(), ","), "TOKEN_FILE="+tokenFile,
+			"GROUP="+r.group, "TOPIC="+s.Topic, "CLIENT_ID="+name, "REAUTH_THRESHOLD_MS="+strconv.FormatInt(r.threshold.Milliseconds(), 10))
+		procs[name] = runProc(t, cmd)
+	}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -179,18 +191,18 @@ func (r kafkajsRenewal) read(t *testing.T, s *Stack) renewalRead {
 		for _, e := range r.observed.FilterLoggerName("gateway-1.kafka").All() {
 			t.Logf("gateway %s %s %v", e.Time.Format("15:04:05.000"), e.Message, e.ContextMap())
 		}
-		for _, e := range js.Events() {
-			if e.Ev != "record" && e.Ev != "commit" && e.Ev != "token" {
-				t.Logf("kafkajs %s %s %v", e.time().Format("15:04:05.000"), e.Ev, e.Partitions)
+		for name, js := range procs {
+			last := map[int32]int64{}
+			for _, e := range js.Events() {
+				switch {
+				case e.Ev == "record":
+					last[e.Partition] = e.Offset
+				case e.Ev != "commit" && e.Ev != "token":
+					t.Logf("%s %s %s %v", name, e.time().Format("15:04:05.000"), e.Ev, e.Partitions)
+				}
 			}
+			t.Logf("%s: last offsets read %v", name, last)
 		}
-		last := map[int32]int64{}
-		for _, e := range js.Events() {
-			if e.Ev == "record" {
-				last[e.Partition] = e.Offset
-			}
-		}
-		t.Logf("last offsets read %v", last)
 	})
 	sdk.Eventually(t, 30*time.Second, "KafkaJS reads", func() (bool, string) {
 		n := countPolled(polled(procs))
@@ -222,7 +234,7 @@ func (r kafkajsRenewal) read(t *testing.T, s *Stack) renewalRead {
 	if rs := r.observed.FilterMessageSnippet("renewing it as a new capgate member").All(); len(rs) > 0 {
 		firstRenewal = rs[0].Time
 	}
-	for _, e := range js.Events() {
+	for _, e := range all() {
 		switch e.Ev {
 		case "rebalancing":
 			out.rebalances++

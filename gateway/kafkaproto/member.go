@@ -598,7 +598,7 @@ func (m *member) regranted(ps []session.Partition) {
 		if marked && mark.carries(info.Processed, m.commitsSent[p]) {
 			continue
 		}
-		m.log.Info("kafka member's partition granted again under its client (an administrator's offsets reset): telling the client to give it up and take it again",
+		m.log.Info("kafka member's partition granted again under its client (an administrator's offsets reset, or it moved to another member and back): telling the client to give it up and take it again",
 			zap.Stringer("partition", p), zap.Uint64("epoch", info.Epoch), zap.Int64("offset", info.Processed))
 		m.tellAgain(p)
 	}
