@@ -848,6 +848,14 @@ func (m *member) commit(ctx context.Context, generation int32, offsets map[sessi
 	return codes, below
 }
 
+// active reports whether the Kafka member is alive on this gateway (not
+// leaving, not gone), whatever its capgate member is doing.
+func (m *member) active() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state == memberActive
+}
+
 func (m *member) isRenewing(p session.Partition) bool {
 	_, ok := m.renewing[p]
 	return ok

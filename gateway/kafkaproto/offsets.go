@@ -507,8 +507,13 @@ func (c *conn) memberGroupOffsets(f *offsetFetch, out kmsg.OffsetFetchResponseGr
 	if needed && storedErr != nil {
 		f.unavailable(fmt.Errorf("group %q: %w", group, storedErr))
 		out.ErrorCode, out.Topics = kerr.CoordinatorLoadInProgress.Code, nil
-		if api.NeedsRejoin(client.CodeOf(storedErr)) {
-			out.ErrorCode = kerr.UnknownMemberID.Code // the member ended in capgate
+		if api.NeedsRejoin(client.CodeOf(storedErr)) && !m.active() {
+			// The member ended. One still active is alive here while its
+			// capgate member is renewed (a leave and a join: the read
+			// presented the old member token) or rejoins after the
+			// coordinator removed it: retriable. UNKNOWN_MEMBER_ID made
+			// KafkaJS and kgo join as a new member beside the live one.
+			out.ErrorCode = kerr.UnknownMemberID.Code
 		}
 	}
 	return out

@@ -322,6 +322,9 @@ type scriptedCoordinator struct {
 	renews bool
 	// leaves: leaves wait for the test's answer too (kind "leave").
 	leaves bool
+	// offsetsGone: the committed offsets read is answered unknown_member
+	// (the member token's member left: a renewal's old one).
+	offsetsGone bool
 }
 
 // committed is every offset committed so far, in order.
@@ -351,7 +354,13 @@ func (c *scriptedCoordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 	w.Header().Set("Content-Type", "application/json")
 	c.mu.Lock()
 	scripted := kind == "join" || kind == "heartbeat" || kind == "leave" && c.leaves
+	gone := kind == "offsets" && c.offsetsGone
 	c.mu.Unlock()
+	if gone {
+		w.WriteHeader(http.StatusConflict)
+		_, _ = io.WriteString(w, `{"error":{"code":"unknown_member","message":"unknown member: rejoin"}}`)
+		return
+	}
 	if !scripted {
 		var commit api.CommitRequest
 		if kind == "commit" && json.Unmarshal(body, &commit) == nil {

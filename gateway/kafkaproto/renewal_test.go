@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/session"
+	"github.com/capgate/capgate/ocap"
 )
 
 // A member bound to its old credential (a capgate client credential is
@@ -155,6 +159,53 @@ func TestRenewalsOwnRevokeIsNotHeldForTheClient(t *testing.T) {
 	defer m.mu.Unlock()
 	if m.renewing != nil || len(m.deferred) != 0 {
 		t.Errorf("after the renewal: renewing %v, revokes held %v; want neither", m.renewing, m.deferred)
+	}
+}
+
+// TestOffsetFetchDuringARenewalIsRetried: a Kafka client's OffsetFetch
+// while its member is renewed (its capgate member left, the new one not
+// yet joined: KafkaJS fetches offsets after every rebalance, which in a
+// group of several members a renewal brings) reads the coordinator's
+// committed offsets with the old member token, which the coordinator no
+// longer knows. The Kafka member is alive: the answer is retriable
+// (COORDINATOR_LOAD_IN_PROGRESS). Before, UNKNOWN_MEMBER_ID — on which
+// KafkaJS and kgo drop their member id and join as a new member beside
+// the live one, until its session timeout: two members of one client,
+// another rebalance (2 KafkaJS members, 4 s credentials: 3 such joins in
+// 40 s).
+func TestOffsetFetchDuringARenewalIsRetried(t *testing.T) {
+	c, m := startScriptedMember(t)
+	g := m.g
+	g.mu.Lock()
+	g.byID[memberRef{m.group, m.id}] = m
+	g.byKey[m.key] = []*member{m}
+	g.keys = map[*member][]clientKey{m: {m.key}}
+	g.mu.Unlock()
+	renewedMember(t, c, m) // the new member's join waits
+	c.mu.Lock()
+	c.offsetsGone = true
+	c.mu.Unlock()
+	client := &conn{s: g.s, principal: &Principal{Claims: &ocap.Claims{}}}
+	if client.key() != m.key {
+		t.Fatalf("the test's connection has key %+v, the member %+v", client.key(), m.key)
+	}
+	id := m.id
+	f := &offsetFetch{ctx: context.Background(), left: 100}
+	read := func() kmsg.OffsetFetchResponseGroup {
+		out := kmsg.NewOffsetFetchResponseGroup()
+		out.Group = m.group
+		return client.memberGroupOffsets(f, out, &id, false, map[string][]int32{"t": {0, 1}})
+	}
+	out := read()
+	if out.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("OffsetFetch during the renewal answered %d (%v), want COORDINATOR_LOAD_IN_PROGRESS: the Kafka member is alive",
+			out.ErrorCode, kerr.ErrorForCode(out.ErrorCode))
+	}
+	m.mu.Lock()
+	m.closeLocked(time.Now())
+	m.mu.Unlock()
+	if out := read(); out.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("OffsetFetch of a member closing answered %d, want UNKNOWN_MEMBER_ID", out.ErrorCode)
 	}
 }
 
