@@ -23,9 +23,11 @@ import (
 // runs), not TOPIC_AUTHORIZATION_FAILED — on which KafkaJS crashes (non
 // retriable: TestKafkaJSRenewedManyTimes, 1 run in 12 under load) — and
 // reads the records once the group connection re-authenticated with the
-// new credential (the carry-over). A connection of another name still
-// gets TOPIC_AUTHORIZATION_FAILED, and so does one of the same name once
-// the member left.
+// new credential (the carry-over). A connection of another name, or of
+// the same name not allowed the topic (another holder:
+// TestSameNamedCredentialsShareNothing), still gets
+// TOPIC_AUTHORIZATION_FAILED, and so does one of the same name once the
+// member left.
 func TestConnectionOpenedWithTheRenewedCredential(t *testing.T) {
 	s := Start(t, Options{Partitions: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -64,6 +66,15 @@ func TestConnectionOpenedWithTheRenewedCredential(t *testing.T) {
 	o.authenticate("OAUTHBEARER", other)
 	if code, _, _ := fetched(o); code != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("a fetch with a credential of another name: error %d, want TOPIC_AUTHORIZATION_FAILED", code)
+	}
+	elsewhere, err := s.Stack.ClientCredential(ctx, "rn-app", []string{"rn"}, []string{"billing"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := dialRaw(t, addr)
+	e.authenticate("OAUTHBEARER", elsewhere) // the same name, not allowed the topic: another holder (redteam7 #1)
+	if code, _, _ := fetched(e); code != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("a fetch with a credential of the same name not allowed the topic: error %d, want TOPIC_AUTHORIZATION_FAILED", code)
 	}
 	g.authenticate("OAUTHBEARER", renewed) // KIP-368: the group connection re-authenticates
 	sdk.Eventually(t, 30*time.Second, "the renewed connection reads once the member was carried over", func() (bool, string) {
