@@ -87,6 +87,9 @@ func newEnvBrokers(t testing.TB, topics map[string]int32, brokers int) *env {
 	cfg.SyncTokenHashes = []string{syncHash}
 	cfg.Groups.HeartbeatWait = 2 * time.Second
 	cfg.Groups.SyncWaitMax = time.Second
+	// The tests read a first join's grants in its answer: the join
+	// window (group/window.go) is on only where a test says so.
+	cfg.Groups.InitialAssignDelay = 0
 	cfg.MetadataInterval = 200 * time.Millisecond
 	cfg.ShutdownTimeout = 3 * time.Second
 	e.cfg = cfg

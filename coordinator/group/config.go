@@ -89,6 +89,16 @@ type Config struct {
 	// MaxMovesPerSecond is the default per-group limit on revokes started
 	// per second (0 = unlimited; at most MaxMovesPerSecondMax).
 	MaxMovesPerSecond int `yaml:"max_moves_per_second"`
+	// InitialAssignDelay and InitialAssignDelayMax are the join window
+	// (window.go; Kafka's group.initial.rebalance.delay.ms): a group
+	// with no member assigns nothing until InitialAssignDelay has passed
+	// without a new member joining, and at the latest
+	// InitialAssignDelayMax after its first join. 0 assigns at once (a
+	// storm's first member was granted every partition and handed them
+	// back as the others came). A lone consumer waits InitialAssignDelay
+	// for its first grant.
+	InitialAssignDelay    time.Duration `yaml:"initial_assign_delay"`
+	InitialAssignDelayMax time.Duration `yaml:"initial_assign_delay_max"`
 
 	// Limits on what a join or a commit can make the machine hold
 	// (limits.go). Past a count limit a join gets 409 limit_exceeded; a
@@ -227,8 +237,22 @@ func DefaultConfig() Config {
 		OffsetReset:       OffsetResetEarliest,
 		SyncLogMax:        32768,
 		Limits:            DefaultLimits(),
+
+		InitialAssignDelay:    DefaultInitialAssignDelay,
+		InitialAssignDelayMax: DefaultInitialAssignDelayMax,
 	}
 }
+
+// The join window's defaults (window.go): a lone consumer's first grant
+// waits 50 ms; a storm that keeps joining is assigned once, within 3 s
+// of its first join (Kafka's group.initial.rebalance.delay.ms is 3 s).
+const (
+	DefaultInitialAssignDelay    = 50 * time.Millisecond
+	DefaultInitialAssignDelayMax = 3 * time.Second
+	// InitialAssignDelayLimit bounds both: a group's members get nothing
+	// for that long.
+	InitialAssignDelayLimit = time.Minute
+)
 
 // MaxMovesPerSecondMax bounds max_moves_per_second: one move a
 // microsecond is past any rate a coordinator starts moves at (0 is
@@ -297,6 +321,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("group.sync_log_max: must be >= 1, got %d", c.SyncLogMax)
 	case c.MaxMovesPerSecond < 0 || c.MaxMovesPerSecond > MaxMovesPerSecondMax:
 		return fmt.Errorf("group.max_moves_per_second: must be within [0, %d], got %d", MaxMovesPerSecondMax, c.MaxMovesPerSecond)
+	case c.InitialAssignDelay < 0 || c.InitialAssignDelay > InitialAssignDelayLimit:
+		return fmt.Errorf("group.initial_assign_delay: must be within [0, %s] (0: assign at once), got %s", InitialAssignDelayLimit, c.InitialAssignDelay)
+	case c.InitialAssignDelay > 0 && (c.InitialAssignDelayMax < c.InitialAssignDelay || c.InitialAssignDelayMax > InitialAssignDelayLimit):
+		return fmt.Errorf("group.initial_assign_delay_max: must be within [initial_assign_delay (%s), %s], got %s", c.InitialAssignDelay, InitialAssignDelayLimit, c.InitialAssignDelayMax)
 	}
 	if err := c.Limits.validate(c); err != nil {
 		return err

@@ -66,6 +66,9 @@ type world struct {
 func newWorld(t testing.TB, mutate ...func(*group.Config)) *world {
 	t.Helper()
 	cfg := group.DefaultConfig()
+	// The tests model assignments, not the join window (window.go): a
+	// first join is assigned at once unless a test turns the window on.
+	cfg.InitialAssignDelay = 0
 	for _, f := range mutate {
 		f(&cfg)
 	}

@@ -102,6 +102,9 @@ func (m *Machine) join(e Join) {
 	if !m.adoptAssignor(g, e) {
 		return
 	}
+	if old == nil {
+		m.noteJoin(g)
+	}
 	mem := m.addMember(g, e, sub, timeout)
 	if old != nil {
 		m.replaceStatic(old, mem)

@@ -9,7 +9,8 @@ import (
 // reassignGroup runs the group's assignor and moves what changed: unowned
 // partitions are granted at once, owned ones start a handoff (subject to
 // creeping), revoking ones are retargeted. Partitions whose owner stays
-// are not touched.
+// are not touched. While its join window is open (window.go) the group
+// assigns as if it had no member.
 func (m *Machine) reassignGroup(g *group) {
 	m.createPartitions(g)
 	fn, ok := m.lookup(g.cfg.Assignor)
@@ -17,7 +18,7 @@ func (m *Machine) reassignGroup(g *group) {
 		panic("group: group " + g.name + " has unknown assignor " + g.cfg.Assignor)
 	}
 	target := assign.Assignment{}
-	if len(g.members) > 0 {
+	if len(g.members) > 0 && !g.window.holding() { // window.go
 		target = fn(m.assignInput(g))
 	}
 	g.target = target

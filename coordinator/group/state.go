@@ -31,7 +31,8 @@ type group struct {
 	pendingMoves []*partition
 	nextMoveAt   time.Time
 	moveArmed    bool
-	reassign     bool // queued for reassignment at the end of the step
+	reassign     bool         // queued for reassignment at the end of the step
+	window       assignWindow // the first assignment held back (window.go)
 	tally        *tally
 	floor        *uint64   // the machine's epoch floor: where new partitions start
 	emptySince   time.Time // first reap sweep that found it idle (reap.go)

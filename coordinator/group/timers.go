@@ -24,6 +24,7 @@ const (
 	timerPrune                      // deny entry, revoked member or QoS override expires
 	timerSweep                      // look for groups to reap (reap.go)
 	timerLag                        // the oldest waiting fence ages past gateway_timeout (lag.go)
+	timerWindow                     // group: its join window may close (window.go)
 )
 
 // pruneKind says which table a timerPrune entry prunes.
@@ -78,6 +79,8 @@ func (m *Machine) runTimers() {
 			m.onSweepTimer()
 		case timerLag:
 			m.onLagTimer(t.at)
+		case timerWindow:
+			m.onWindowTimer(t.group)
 		}
 	}
 }

@@ -13,7 +13,9 @@ import (
 // never persisted; Ready returns ErrUnsafe and nothing to persist or
 // send, and keeps doing so: the machine is not to be used again.
 func TestUnsafeReadyIsRefused(t *testing.T) {
-	m, err := group.New(group.DefaultConfig(), rand.New(rand.NewPCG(1, 1)))
+	cfg := group.DefaultConfig()
+	cfg.InitialAssignDelay = 0 // the join grants at once
+	m, err := group.New(cfg, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
