@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
 	"github.com/capgate/capgate/store"
 )
 
@@ -26,4 +27,16 @@ func WithBackend(b store.Backend) Option {
 // WithClock makes the coordinator read the time from now.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) { o.now = now }
+}
+
+// CachedClaims is what the coordinator's verified-token cache holds for
+// token now (grants.go mintedCache), if anything.
+func CachedClaims(c *Coordinator, token string) (*ocap.Claims, bool) {
+	return c.tokens.Get([]byte(token), c.now())
+}
+
+// VerifyUncached verifies token as a capability with the coordinator's
+// keys, past its cache.
+func VerifyUncached(c *Coordinator, token string) (*ocap.Claims, error) {
+	return c.keys.verifier.Verify(token, ocap.KindCapability, c.now())
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/driver"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/ocap"
 )
 
 // mintGrants turns the machine's grants into api.Grants
@@ -23,7 +24,7 @@ func (c *Coordinator) mintGrants(grants []group.Grant, resolve bool, until time.
 }
 
 func (c *Coordinator) renderGrants(grants []group.Grant, resolve bool, until time.Time) (driver.Rendered, error) {
-	r, err := driver.RenderGrants(grants, resolve, c.now(), until, c.keys.minter, c.offsets)
+	r, err := driver.RenderGrants(grants, resolve, c.now(), until, mintedCache{c.keys.minter, c.tokens}, c.offsets)
 	if r.ResolveErr != nil {
 		c.log.Warn("resolve start offsets; grants keep the earliest/latest sentinel", zap.Error(r.ResolveErr))
 	}
@@ -32,6 +33,33 @@ func (c *Coordinator) renderGrants(grants []group.Grant, resolve bool, until tim
 			zap.String("topic", g.Topic), zap.Int32("partition", g.Partition), zap.Uint64("epoch", g.Epoch))
 	}
 	return r, err
+}
+
+// mintedCache is the minter of grants: each capability it signs is put in
+// the verified-token cache (c.tokens) under its exact bytes with the
+// claims it was signed with — what verifying those bytes would give
+// (TestMintedClaimsAreTheVerifiedOnes) — so the commit or release that
+// presents it skips the signature check: the coordinator re-verified
+// every capability it minted itself (13% of the join storm's CPU,
+// BENCHMARKS §4). Nothing else changes: a token not byte-identical to one
+// signed here is verified in full, a cached one is refused once
+// exp + leeway passes (the cache's rule, Verify's), a retired key's
+// entries go with it (FlushKeys at rotation), and the deny-list, the
+// claims' group/holder/partition/op and the machine's epochs are checked
+// after the cache as before (capabilityVerifier, driver.CommitOffsets).
+// The cache's bound (token_cache_entries) holds them with every other
+// verified token.
+type mintedCache struct {
+	m     *ocap.Minter
+	cache *ocap.Cache
+}
+
+func (mc mintedCache) Mint(kind ocap.Kind, claims ocap.Claims, now time.Time, ttl time.Duration) (string, *ocap.Claims, error) {
+	token, signed, err := mc.m.Mint(kind, claims, now, ttl)
+	if err == nil {
+		mc.cache.Put(token, signed)
+	}
+	return token, signed, err
 }
 
 // Resolve implements driver.Resolver: Kafka lookups off the loop, cached.
