@@ -93,10 +93,10 @@ type Config struct {
 	// (window.go; Kafka's group.initial.rebalance.delay.ms): a group
 	// with no member assigns nothing until InitialAssignDelay has passed
 	// without a new member joining, and at the latest
-	// InitialAssignDelayMax after its first join. 0 assigns at once (a
-	// storm's first member was granted every partition and handed them
-	// back as the others came). A lone consumer waits InitialAssignDelay
-	// for its first grant.
+	// InitialAssignDelayMax after its first join, whose answer waits for
+	// it. 0 assigns at once (a storm's first member was granted every
+	// partition and handed them back as the others came). A lone
+	// consumer's join is answered InitialAssignDelay later.
 	InitialAssignDelay    time.Duration `yaml:"initial_assign_delay"`
 	InitialAssignDelayMax time.Duration `yaml:"initial_assign_delay_max"`
 

@@ -102,14 +102,16 @@ func (m *Machine) join(e Join) {
 	if !m.adoptAssignor(g, e) {
 		return
 	}
-	if old == nil {
-		m.noteJoin(g)
-	}
+	opened := old == nil && m.noteJoin(g)
 	mem := m.addMember(g, e, sub, timeout)
 	if old != nil {
 		m.replaceStatic(old, mem)
 	} else {
 		m.queueReassign(g)
+	}
+	if opened {
+		g.parkOpener(pendingJoin{ref: e.Ref, member: mem, created: true}) // window.go
+		return
 	}
 	m.joins = append(m.joins, pendingJoin{ref: e.Ref, member: mem, created: true})
 }
@@ -595,6 +597,9 @@ func (m *Machine) onSessionTimer(mem *member) {
 	mem.sessionArmed = false
 	if mem.removed || mem.wait.held {
 		return // a held heartbeat is not silence; unpark re-arms
+	}
+	if mem.parkedOpener() {
+		mem.lastContact = m.now // nor is a join answer the window holds (window.go)
 	}
 	deadline := mem.lastContact.Add(mem.sessionTimeout)
 	if m.now.Before(deadline) {

@@ -15,12 +15,18 @@ import "time"
 // The rule: a join that finds its group with no member opens the window;
 // it closes initial_assign_delay after the last new member joined, and
 // at the latest initial_assign_delay_max after it opened. While it is
-// open the group assigns as if it had no member: its joins are answered
-// at once (member id, no grants), nothing a member would own is granted,
-// and outside leases are served as always. When it closes the group is
-// reassigned once and every member's grants go out as news to its held
-// heartbeat. A lone consumer pays initial_assign_delay before its first
-// grant; a member joining a group that has members never waits.
+// open the group assigns as if it had no member: nothing a member would
+// own is granted, and outside leases are served as always. When it
+// closes the group is reassigned once. The join that opened it is
+// answered then, with its grants — as a first member's join always was,
+// so a lone consumer (curl, the SDK, a Kafka client through the
+// listener) finds its partitions in the join's answer,
+// initial_assign_delay later; the joins after it are answered at once with no grants,
+// as a later member's join always was, and theirs go out as news to
+// their held heartbeats. Answering the others at once matters: clients
+// that join a few at a time (the benchmark's 100 in flight) would
+// otherwise stop joining while the window waits for them. A member
+// joining a group that has members never waits.
 //
 // Safety does not rest on it: it only holds grants back. The window is
 // not persisted: a restored machine (a restart, a takeover) assigns
@@ -34,29 +40,43 @@ type assignWindow struct {
 	quietUntil time.Time
 	closesBy   time.Time // initial_assign_delay_max after it opened
 	armed      bool      // a timerWindow entry is in the heap
+	// opener is the join that opened it, answered when it closes; its
+	// member's session counts the wait as contact (parkedOpener).
+	opener pendingJoin
 }
 
 // holding reports whether g's first assignment is held back now.
 func (w *assignWindow) holding() bool { return w.open }
 
 // noteJoin is called for every new member, before it is added to g: into
-// an empty group it opens the window, into an open one it extends it.
-func (m *Machine) noteJoin(g *group) {
+// an empty group it opens the window (true: the join's answer waits for
+// it, parkOpener), into an open one it extends it.
+func (m *Machine) noteJoin(g *group) (opened bool) {
 	delay := m.cfg.InitialAssignDelay
 	w := &g.window
 	switch {
 	case delay <= 0:
-		return
+		return false
 	case w.open:
 		w.quietUntil = earliest(m.now.Add(delay), w.closesBy)
 	case len(g.members) == 0:
 		*w = assignWindow{open: true, quietUntil: m.now.Add(delay), closesBy: m.now.Add(m.cfg.InitialAssignDelayMax)}
 		w.quietUntil = earliest(w.quietUntil, w.closesBy)
+		opened = true
 	default:
-		return
+		return false
 	}
 	m.armWindow(g)
+	return opened
 }
+
+// parkOpener holds the answer of the join that opened g's window.
+func (g *group) parkOpener(j pendingJoin) { g.window.opener = j }
+
+// parkedOpener reports whether mem's join answer waits for its group's
+// window: its session does not run meanwhile (it has no member token to
+// heartbeat with yet).
+func (mem *member) parkedOpener() bool { return mem.group.window.opener.member == mem }
 
 func (m *Machine) armWindow(g *group) {
 	if !g.window.armed {
@@ -70,15 +90,23 @@ func (m *Machine) armWindow(g *group) {
 func (m *Machine) onWindowTimer(g *group) {
 	w := &g.window
 	w.armed = false
-	if !w.open || m.groups[g.name] != g {
+	if !w.open {
 		return
 	}
-	if m.now.Before(w.quietUntil) {
+	live := m.groups[g.name] == g
+	if live && m.now.Before(w.quietUntil) {
 		m.armWindow(g)
 		return
 	}
+	opener := w.opener
 	*w = assignWindow{}
-	m.queueReassign(g)
+	if opener.member != nil {
+		opener.member.lastContact = m.now // its session starts with the answer
+		m.joins = append(m.joins, opener) // answered after the reassignment (finish)
+	}
+	if live {
+		m.queueReassign(g)
+	}
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
 )
 
@@ -15,8 +16,20 @@ func windowOn(c *group.Config) {
 	c.InitialAssignDelayMax = 300 * time.Millisecond
 }
 
-// joinHeld joins a member and parks its heartbeat, checking that its join
-// answer granted nothing.
+// openWindow sends the join that opens g's window and checks that its
+// answer waits.
+func openWindow(t *testing.T, w *world, instance string) group.Ref {
+	t.Helper()
+	ref := w.nextRef()
+	w.step(group.Join{Ref: ref, Group: "g", InstanceID: instance, ClientID: "c", Topics: []string{"t"}})
+	if msg, ok := w.replies[ref]; ok {
+		t.Fatalf("the join opening the window was answered at once: %#v", msg)
+	}
+	return ref
+}
+
+// joinHeld joins a member inside the window and parks its heartbeat,
+// checking that its join was answered at once, granting nothing.
 func joinHeld(t *testing.T, w *world, instance string) string {
 	t.Helper()
 	id := w.join("g", instance, "t")
@@ -37,45 +50,17 @@ func grantsPerPartition(w *world) map[pkey]int {
 	return out
 }
 
-// TestJoinWindowAssignsTheStormOnce: members joining an empty group 40 ms
-// apart are answered at once with no grants; each join extends the quiet
-// time, and when 50 ms pass without one the group is assigned once: every
-// member gets its share as news on its held heartbeat, every partition is
-// granted exactly once at epoch 1, and nothing is revoked. Without the
-// window the first member is granted all 12 and hands 9 back.
-func TestJoinWindowAssignsTheStormOnce(t *testing.T) {
-	w := newWorld(t, windowOn)
-	w.topics(map[string]int32{"t": 12})
-	var ids []string
-	for i := range 4 {
-		if i > 0 {
-			w.advance(40 * time.Millisecond)
-		}
-		ids = append(ids, joinHeld(t, w, fmt.Sprintf("m%d", i)))
-		if n := len(w.owners("g")); n != 0 {
-			t.Fatalf("after join %d: %d partitions owned inside the window", i, n)
-		}
-	}
-	w.advance(49 * time.Millisecond) // 1 ms before the quiet time is over
-	if n := len(w.owners("g")); n != 0 {
-		t.Fatalf("%d partitions owned 49 ms after the last join", n)
-	}
-	msgs := w.advance(time.Millisecond)
-	for _, id := range ids {
-		if got := grantsFor(msgs, id); len(got) != 3 {
-			t.Fatalf("%s: %d grants when the window closed, want 3", id, len(got))
-		}
-		if len(w.clients[id].revoked) != 0 {
-			t.Fatalf("%s: revoked %v", id, w.clients[id].revoked)
-		}
-	}
+// grantedOnce fails unless every one of n partitions was granted exactly
+// once, at epoch 1.
+func grantedOnce(t *testing.T, w *world, n int) {
+	t.Helper()
 	per := grantsPerPartition(w)
-	if len(per) != 12 {
-		t.Fatalf("%d partitions granted, want 12", len(per))
+	if len(per) != n {
+		t.Fatalf("%d partitions granted, want %d", len(per), n)
 	}
-	for k, n := range per {
-		if n != 1 {
-			t.Fatalf("%v granted %d times, want once", k, n)
+	for k, c := range per {
+		if c != 1 {
+			t.Fatalf("%v granted %d times, want once", k, c)
 		}
 	}
 	for p, e := range w.epochs("g") {
@@ -85,13 +70,52 @@ func TestJoinWindowAssignsTheStormOnce(t *testing.T) {
 	}
 }
 
+// TestJoinWindowAssignsTheStormOnce: members joining an empty group 40 ms
+// apart; the first join's answer waits, the others are answered at once
+// with no grants; each join extends the quiet time, and when 50 ms pass
+// without one the group is assigned once: the first join is answered
+// with its share, the others get theirs as news on their held
+// heartbeats, every partition is granted exactly once at epoch 1, and
+// nothing is revoked. Without the window the first member is granted all
+// 12 and hands 9 back.
+func TestJoinWindowAssignsTheStormOnce(t *testing.T) {
+	w := newWorld(t, windowOn)
+	w.topics(map[string]int32{"t": 12})
+	first := openWindow(t, w, "m0")
+	var ids []string
+	for i := 1; i < 4; i++ {
+		w.advance(40 * time.Millisecond)
+		ids = append(ids, joinHeld(t, w, fmt.Sprintf("m%d", i)))
+		if n := len(w.owners("g")); n != 0 {
+			t.Fatalf("after join %d: %d partitions owned inside the window", i, n)
+		}
+	}
+	w.advance(49 * time.Millisecond) // 1 ms before the quiet time is over
+	if _, ok := w.replies[first]; ok || len(w.owners("g")) != 0 {
+		t.Fatal("the window closed 49 ms after the last join")
+	}
+	msgs := w.advance(time.Millisecond)
+	if got := mustReply[group.JoinReply](t, w, first).Grants; len(got) != 3 {
+		t.Fatalf("the first join was answered %d grants when the window closed, want 3", len(got))
+	}
+	for _, id := range ids {
+		if got := grantsFor(msgs, id); len(got) != 3 {
+			t.Fatalf("%s: %d grants when the window closed, want 3", id, len(got))
+		}
+		if len(w.clients[id].revoked) != 0 {
+			t.Fatalf("%s: revoked %v", id, w.clients[id].revoked)
+		}
+	}
+	grantedOnce(t, w, 12)
+}
+
 // TestJoinWindowClosesByItsMax: joins that never stop keep the quiet time
 // moving, but the window closes initial_assign_delay_max after it opened:
 // the last join, at 280 ms, would be quiet until 330 ms.
 func TestJoinWindowClosesByItsMax(t *testing.T) {
 	w := newWorld(t, windowOn)
 	w.topics(map[string]int32{"t": 16})
-	joinHeld(t, w, "m0")
+	first := openWindow(t, w, "m0")
 	for i := 1; i <= 7; i++ { // 40, 80, … 280 ms: every gap under the quiet time
 		w.advance(40 * time.Millisecond)
 		joinHeld(t, w, fmt.Sprintf("m%d", i))
@@ -104,38 +128,90 @@ func TestJoinWindowClosesByItsMax(t *testing.T) {
 	if n := len(w.owners("g")); n != 16 {
 		t.Fatalf("%d of 16 partitions owned at initial_assign_delay_max", n)
 	}
+	mustReply[group.JoinReply](t, w, first)
 }
 
 // TestLoneMemberWaitsTheDelay: what the window costs a consumer alone: its
-// first grant comes initial_assign_delay after its join, on its held
-// heartbeat, not before.
+// join is answered initial_assign_delay later, with every partition — the
+// answer a lone member always got, that much later.
 func TestLoneMemberWaitsTheDelay(t *testing.T) {
 	w := newWorld(t, windowOn)
 	w.topics(map[string]int32{"t": 3})
-	id := joinHeld(t, w, "alone")
-	if msgs := w.advance(49 * time.Millisecond); len(grantsFor(msgs, id)) != 0 {
-		t.Fatal("granted before initial_assign_delay")
+	ref := openWindow(t, w, "alone")
+	w.advance(49 * time.Millisecond)
+	if _, ok := w.replies[ref]; ok {
+		t.Fatal("answered before initial_assign_delay")
 	}
-	msgs := w.advance(time.Millisecond)
-	if got := grantsFor(msgs, id); len(got) != 3 {
+	w.advance(time.Millisecond)
+	if got := mustReply[group.JoinReply](t, w, ref).Grants; len(got) != 3 {
 		t.Fatalf("%d grants at initial_assign_delay, want 3", len(got))
+	}
+	grantedOnce(t, w, 3)
+}
+
+// TestParkedOpenerKeepsItsSession: the first member has no member token
+// until its join is answered, so it cannot heartbeat: a window longer
+// than its session does not expire it, and its session runs from the
+// answer.
+func TestParkedOpenerKeepsItsSession(t *testing.T) {
+	w := newWorld(t, func(c *group.Config) {
+		c.InitialAssignDelay, c.InitialAssignDelayMax = time.Second, 5*time.Second
+		c.SessionTimeoutMin, c.SessionTimeout = time.Second, time.Second
+	})
+	w.topics(map[string]int32{"t": 5})
+	first := openWindow(t, w, "a")
+	for range 4 { // 0.9, 1.8, 2.7, 3.6 s: the window stays open past a's 1 s session
+		w.advance(900 * time.Millisecond)
+		joinHeld(t, w, "")
+		for _, c := range w.clients {
+			w.heartbeat(c.id)
+		}
+	}
+	w.advance(time.Second)
+	reply := mustReply[group.JoinReply](t, w, first)
+	if len(reply.Grants) != 1 {
+		t.Fatalf("the first member's answer: %d grants, want 1", len(reply.Grants))
+	}
+	w.advance(900 * time.Millisecond) // within a session of the answer
+	if !w.isMember("g", reply.MemberID) {
+		t.Fatal("the first member expired within a session of its answer")
+	}
+}
+
+// TestParkedOpenerRemovedIsAnswered: a first member removed while its
+// answer waits (an administrator revoked it) is answered unknown_member
+// when the window closes — every request gets its one answer.
+func TestParkedOpenerRemovedIsAnswered(t *testing.T) {
+	w := newWorld(t, windowOn)
+	w.topics(map[string]int32{"t": 2})
+	first := openWindow(t, w, "a")
+	id := w.describe("g").Members[0].ID
+	ref := w.nextRef()
+	w.step(group.RevokeMember{Ref: ref, Group: "g", MemberID: id})
+	w.advance(50 * time.Millisecond)
+	mustReject(t, w, first, api.CodeUnknownMember)
+	if n := len(grantsPerPartition(w)); n != 0 {
+		t.Fatalf("%d partitions granted to a member removed inside the window", n)
 	}
 }
 
 // TestJoinIntoAGroupWithMembersIsNotHeld: the window is for empty groups
-// only. A member joining a group whose members own partitions starts its
-// handoffs in the same step (DESIGN §12's 4th member joining 3).
+// only. A member joining a group whose members own partitions is answered
+// at once and its handoffs start in the same step (DESIGN §12's 4th
+// member joining 3).
 func TestJoinIntoAGroupWithMembersIsNotHeld(t *testing.T) {
 	w := newWorld(t, windowOn)
 	w.topics(map[string]int32{"t": 12})
-	for i := range 3 {
-		joinHeld(t, w, fmt.Sprintf("m%d", i))
-	}
+	openWindow(t, w, "m0")
+	joinHeld(t, w, "m1")
+	joinHeld(t, w, "m2")
 	w.advance(50 * time.Millisecond)
 	if n := len(w.owners("g")); n != 12 {
 		t.Fatalf("%d of 12 owned after the window", n)
 	}
-	w.step(group.Join{Ref: w.nextRef(), Group: "g", InstanceID: "fourth", ClientID: "c", Topics: []string{"t"}})
+	ref := w.nextRef()
+	w.step(group.Join{Ref: ref, Group: "g", InstanceID: "fourth", ClientID: "c", Topics: []string{"t"}})
+	mustReply[group.JoinReply](t, w, ref)
 	if !w.revoking("g") {
 		t.Fatal("the 4th member's join started no handoff in its own step")
 	}
@@ -152,57 +228,50 @@ func TestJoinWindowOff(t *testing.T) {
 	}
 }
 
-// TestJoinWindowReopensWhenTheGroupEmpties: members that all leave inside
-// the window leave nothing granted; a group emptied after its assignment
-// holds its next first join again.
+// TestJoinWindowReopensWhenTheGroupEmpties: a group emptied after its
+// assignment holds its next first join again.
 func TestJoinWindowReopensWhenTheGroupEmpties(t *testing.T) {
 	w := newWorld(t, windowOn)
 	w.topics(map[string]int32{"t": 2})
-	a := joinHeld(t, w, "a")
-	w.step(group.Leave{Ref: w.nextRef(), Group: "g", MemberID: a})
-	w.advance(time.Second)
-	if n := len(grantsPerPartition(w)); n != 0 {
-		t.Fatalf("%d partitions granted to a member that left inside the window", n)
-	}
-	b := joinHeld(t, w, "b")
+	first := openWindow(t, w, "a")
 	w.advance(50 * time.Millisecond)
-	if n := len(w.owners("g")); n != 2 {
-		t.Fatalf("%d of 2 owned after the second window", n)
-	}
-	w.step(group.Leave{Ref: w.nextRef(), Group: "g", MemberID: b})
+	a := mustReply[group.JoinReply](t, w, first).MemberID
+	w.step(group.Leave{Ref: w.nextRef(), Group: "g", MemberID: a})
 	w.settle("g")
 	w.advance(time.Second)
-	c := joinHeld(t, w, "c")
+	again := openWindow(t, w, "b")
 	if n := len(w.owners("g")); n != 0 {
 		t.Fatalf("%d owned right after a join into the emptied group", n)
 	}
-	if msgs := w.advance(50 * time.Millisecond); len(grantsFor(msgs, c)) != 2 {
-		t.Fatal("the emptied group's next member got nothing when its window closed")
+	w.advance(50 * time.Millisecond)
+	if got := mustReply[group.JoinReply](t, w, again).Grants; len(got) != 2 {
+		t.Fatalf("the emptied group's next first join got %d grants, want 2", len(got))
 	}
 }
 
 // TestRestoreInsideTheWindow: the window is not persisted. A restart (or
 // a replica's takeover) while it is open restores the members that joined
-// and assigns them at once: nothing is lost, nothing waits for a timer
-// the old machine held, and every partition is granted once.
+// and assigns them at once: nothing waits for a timer the old machine
+// held, and every partition is granted once. (The first join's answer is
+// lost with the old machine, as any request in flight: the shell answers
+// it 503, and its member, never told its id, expires after its session.)
 func TestRestoreInsideTheWindow(t *testing.T) {
 	w := newWorld(t, windowOn)
 	w.topics(map[string]int32{"t": 6})
-	a := joinHeld(t, w, "a")
+	openWindow(t, w, "a")
 	w.advance(20 * time.Millisecond)
 	b := joinHeld(t, w, "b")
-	w.restart(10 * time.Millisecond) // held heartbeats are lost with the machine
+	w.restart(10 * time.Millisecond) // held requests are lost with the machine
 	if n := len(w.owners("g")); n != 6 {
 		t.Fatalf("%d of 6 owned right after the restore", n)
 	}
-	w.heartbeat(a)
 	w.heartbeat(b)
-	if na, nb := len(w.clients[a].grants), len(w.clients[b].grants); na != 3 || nb != 3 {
-		t.Fatalf("after the restore: a holds %d, b %d grants, want 3 each", na, nb)
+	if n := len(w.clients[b].grants); n != 3 {
+		t.Fatalf("after the restore b holds %d grants, want 3", n)
 	}
-	for k, n := range grantsPerPartition(w) {
-		if n != 1 {
-			t.Fatalf("%v granted %d times", k, n)
+	for p, e := range w.epochs("g") {
+		if e != 1 {
+			t.Fatalf("%v at epoch %d after the restore, want 1", p, e)
 		}
 	}
 	w.advance(time.Second) // the old window's end passes: nothing moves
@@ -217,7 +286,7 @@ func TestRestoreInsideTheWindow(t *testing.T) {
 func TestOutsideLeaseServedInsideTheWindow(t *testing.T) {
 	w := newWorld(t, windowOn)
 	w.topics(map[string]int32{"t": 2})
-	joinHeld(t, w, "a")
+	openWindow(t, w, "a")
 	ref := w.nextRef()
 	w.step(group.Lease{Ref: ref, Group: "g", Topic: "t", Partition: 1, Holder: "etl", TTL: time.Minute})
 	mustReply[group.LeaseReply](t, w, ref)
