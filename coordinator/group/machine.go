@@ -73,6 +73,7 @@ type Machine struct {
 
 	// Work queued during a step, done by finish.
 	reassignQueue []*group
+	windowsDue    []*group // join windows whose timer fired (window.go)
 	newsQueue     []*member
 	joins         []pendingJoin
 	logGrew       bool
@@ -283,6 +284,7 @@ func (m *Machine) Advance() {
 // persist.
 func (m *Machine) finish() {
 	m.armSweep(m.sweepInterval())
+	m.closeWindows()
 	for len(m.reassignQueue) > 0 {
 		g := m.reassignQueue[0]
 		m.reassignQueue = m.reassignQueue[1:]

@@ -40,6 +40,7 @@ type assignWindow struct {
 	quietUntil time.Time
 	closesBy   time.Time // initial_assign_delay_max after it opened
 	armed      bool      // a timerWindow entry is in the heap
+	due        bool      // its timer fired this step (Machine.windowsDue)
 	// opener is the join that opened it, answered when it closes; its
 	// member's session counts the wait as contact (parkedOpener).
 	opener pendingJoin
@@ -85,28 +86,46 @@ func (m *Machine) armWindow(g *group) {
 	}
 }
 
-// onWindowTimer closes g's window when its quiet time is over, else
-// waits for the new end; a group forgotten since is left alone.
+// onWindowTimer marks g's window due; finish decides it (closeWindows),
+// after the step's events.
 func (m *Machine) onWindowTimer(g *group) {
 	w := &g.window
 	w.armed = false
-	if !w.open {
-		return
+	if w.open && !w.due {
+		w.due = true
+		m.windowsDue = append(m.windowsDue, g)
 	}
-	live := m.groups[g.name] == g
-	if live && m.now.Before(w.quietUntil) {
-		m.armWindow(g)
-		return
+}
+
+// closeWindows closes each due window whose quiet time is over, else
+// waits for its new end. It runs after the step's events: joins the
+// shell queued while the loop was busy (a persist under load can take
+// longer than initial_assign_delay) are stepped in the same batch as the
+// timer and extend the window, rather than find it closed and each be a
+// rebalance. A group forgotten since only has its first join answered.
+func (m *Machine) closeWindows() {
+	for _, g := range m.windowsDue {
+		w := &g.window
+		w.due = false
+		if !w.open {
+			continue
+		}
+		live := m.groups[g.name] == g
+		if live && m.now.Before(w.quietUntil) {
+			m.armWindow(g)
+			continue
+		}
+		opener := w.opener
+		*w = assignWindow{}
+		if opener.member != nil {
+			opener.member.lastContact = m.now // its session starts with the answer
+			m.joins = append(m.joins, opener) // answered after the reassignment (finish)
+		}
+		if live {
+			m.queueReassign(g)
+		}
 	}
-	opener := w.opener
-	*w = assignWindow{}
-	if opener.member != nil {
-		opener.member.lastContact = m.now // its session starts with the answer
-		m.joins = append(m.joins, opener) // answered after the reassignment (finish)
-	}
-	if live {
-		m.queueReassign(g)
-	}
+	m.windowsDue = m.windowsDue[:0]
 }
 
 func earliest(a, b time.Time) time.Time {

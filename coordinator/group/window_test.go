@@ -294,3 +294,41 @@ func TestOutsideLeaseServedInsideTheWindow(t *testing.T) {
 		t.Fatalf("owned inside the window: %v, want only the lease", owners)
 	}
 }
+
+// TestJoinsSteppedWithTheTimerExtendTheWindow: joins the shell queued
+// while its loop was busy are stepped in one batch at a time past the
+// quiet time; they extend the window rather than find it closed (the
+// timer is decided after the step's events). Fails with the window closed
+// before the batch: the joins each start a rebalance.
+func TestJoinsSteppedWithTheTimerExtendTheWindow(t *testing.T) {
+	w := newWorld(t, windowOn)
+	w.topics(map[string]int32{"t": 6})
+	first := openWindow(t, w, "a")
+	w.now = w.now.Add(80 * time.Millisecond) // the loop was busy: 30 ms past the quiet time
+	refs := []group.Ref{w.nextRef(), w.nextRef()}
+	w.m.StepMany(w.now, []group.Event{
+		group.Join{Ref: refs[0], Group: "g", InstanceID: "b", ClientID: "c", Topics: []string{"t"}},
+		group.Join{Ref: refs[1], Group: "g", InstanceID: "c", ClientID: "c", Topics: []string{"t"}},
+	})
+	w.drain()
+	if _, ok := w.replies[first]; ok || len(w.owners("g")) != 0 {
+		t.Fatal("the window closed before the joins stepped with its timer")
+	}
+	for _, ref := range refs {
+		if got := mustReply[group.JoinReply](t, w, ref).Grants; len(got) != 0 {
+			t.Fatalf("a join inside the window was answered %d grants", len(got))
+		}
+	}
+	w.advance(50 * time.Millisecond)
+	if got := mustReply[group.JoinReply](t, w, first).Grants; len(got) != 2 {
+		t.Fatalf("the first join was answered %d grants, want 2", len(got))
+	}
+	if n := len(w.owners("g")); n != 6 {
+		t.Fatalf("%d of 6 owned after the window", n)
+	}
+	for p, e := range w.epochs("g") {
+		if e != 1 {
+			t.Fatalf("%v at epoch %d, want 1", p, e)
+		}
+	}
+}
