@@ -217,7 +217,11 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed 
 	if !e.Renew {
 		m.refence(mem)
 	}
-	m.joins = append(m.joins, pendingJoin{ref: e.Ref, member: mem})
+	j := pendingJoin{ref: e.Ref, member: mem}
+	if mem.parkedOpener() { // a keyed repeat of the join the window holds takes its place (window.go)
+		j, mem.group.window.opener = mem.group.window.opener, j
+	}
+	m.joins = append(m.joins, j)
 }
 
 // sameClient reports whether a renewal's credential is another token of

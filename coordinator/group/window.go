@@ -28,6 +28,11 @@ import "time"
 // otherwise stop joining while the window waits for them. A member
 // joining a group that has members never waits.
 //
+// A keyed repeat of the parked join (its client gave up and sent it
+// again, Idempotency-Key) takes its place: the repeat is the request
+// whose answer will be read, so the grants go there; the one it repeats
+// is answered at once, without grants.
+//
 // Safety does not rest on it: it only holds grants back. The window is
 // not persisted: a restored machine (a restart, a takeover) assigns
 // every group at once, which is what a machine without the window does.

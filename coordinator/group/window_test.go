@@ -332,3 +332,33 @@ func TestJoinsSteppedWithTheTimerExtendTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedRepeatOfTheParkedJoinTakesItsPlace: a client that gave up on
+// its parked first join and sent it again (same Idempotency-Key) gets the
+// grants in the repeat's answer; the request it repeats is answered at
+// once without grants. Fails with the grants left in the abandoned
+// answer: the member would own partitions it never got a capability of.
+func TestKeyedRepeatOfTheParkedJoinTakesItsPlace(t *testing.T) {
+	w := newWorld(t, windowOn)
+	w.topics(map[string]int32{"t": 3})
+	join := group.Join{Group: "g", ClientID: "c", Topics: []string{"t"}, JoinKey: "k1"}
+	join.Ref = w.nextRef()
+	first := join.Ref
+	w.step(join)
+	if _, ok := w.replies[first]; ok {
+		t.Fatal("the first join was answered inside its window")
+	}
+	w.advance(20 * time.Millisecond)
+	join.Ref = w.nextRef()
+	w.step(join)
+	if got := mustReply[group.JoinReply](t, w, first).Grants; len(got) != 0 {
+		t.Fatalf("the abandoned first request was answered %d grants", len(got))
+	}
+	if _, ok := w.replies[join.Ref]; ok {
+		t.Fatal("the repeat was answered inside the window")
+	}
+	w.advance(50 * time.Millisecond)
+	if got := mustReply[group.JoinReply](t, w, join.Ref).Grants; len(got) != 3 {
+		t.Fatalf("the repeat was answered %d grants when the window closed, want 3", len(got))
+	}
+}
