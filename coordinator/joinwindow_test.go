@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
 )
 
 // TestJoinStormIsAssignedOnce: 20 members join an empty group of 200
@@ -137,5 +138,39 @@ func TestFirstAssignmentGrantsSpendTheTenantsRate(t *testing.T) {
 	status, body, _ := h.do(t, "POST", "/v1/groups/ga-2/join", cred, req)
 	if status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" || !strings.Contains(string(body), "mints") {
 		t.Fatalf("the third first join, 128 capabilities minted: %d (limit %q), want 429 naming coordinator.tenant_member_rate", status, limitOf(body))
+	}
+}
+
+// BenchmarkLoneJoinIntoEmptyGroup is what the join window costs a
+// consumer alone: from its join sent to the answer carrying its 12
+// grants, into an empty group, with the window off and at the shipped
+// initial_assign_delay (50 ms), side by side in one run. Each round a
+// fresh group, so every join finds it empty.
+func BenchmarkLoneJoinIntoEmptyGroup(b *testing.B) {
+	for _, delay := range []time.Duration{0, group.DefaultInitialAssignDelay} {
+		b.Run(fmt.Sprintf("initial_assign_delay=%s", delay), func(b *testing.B) {
+			e := newEnv(b, map[string]int32{"orders": 12})
+			e.cfg.Groups.InitialAssignDelay = delay
+			e.cfg.Groups.Limits.GroupsPerCredential = 1 << 20
+			h := e.start(b)
+			groups := make([]string, b.N)
+			for i := range groups {
+				groups[i] = fmt.Sprintf("lone-%d", i)
+			}
+			cred := h.clientCredential(b, []string{"lone-*"}, []string{"orders"})
+			var total time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				start := time.Now()
+				m := h.join(b, groups[i], cred, api.JoinRequest{Topics: []string{"orders"}})
+				total += time.Since(start)
+				if len(m.grants) != 12 {
+					b.Fatalf("a lone member's join answered %d grants, want 12", len(m.grants))
+				}
+				h.call(b, "POST", "/v1/groups/"+groups[i]+"/leave", m.token, api.LeaveRequest{}, 200, nil)
+			}
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "join-answer-ms")
+		})
 	}
 }
