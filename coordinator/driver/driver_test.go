@@ -59,7 +59,9 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	m, err := group.New(group.DefaultConfig(), rand.New(rand.NewPCG(1, 2)))
+	cfg := group.DefaultConfig()
+	cfg.InitialAssignDelay = 0 // a join is answered, with its grants, in its own Flush (group/window.go)
+	m, err := group.New(cfg, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
