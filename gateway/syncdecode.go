@@ -74,7 +74,7 @@ func scanSync(body []byte) (api.SyncResponse, bool) {
 	rest = append(rest, '{')
 	fences := false
 	for first := true; ; first = false {
-		if s.byte('}') && first {
+		if first && s.byte('}') { // only an empty object ends here: after a comma a '}' is not consumed
 			break
 		}
 		start := s.i

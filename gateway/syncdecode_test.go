@@ -85,6 +85,10 @@ func TestDecodeSyncIsAsStrictAsEncodingJSON(t *testing.T) {
 		`{"seq":2`,
 		`{"seq":2,"fences":[{"group":"g","topic":"t","partition":1,"epoch":2}`,
 		``,
+		// A '}' after a comma is no member's end (review22: the scan took it
+		// for one and read on).
+		`{"seq":2,}"reset":true}`,
+		`{"seq":2,}"fences":[{"group":"g","topic":"t","partition":1,"epoch":2}]}`,
 	}
 	for _, body := range refused {
 		if _, err := strictSync([]byte(body)); err == nil {
@@ -126,6 +130,7 @@ func FuzzDecodeSync(f *testing.F) {
 	f.Add(fullSync(f))
 	f.Add([]byte(`{"seq":2,"fences":[{"group":"g","topic":"t","partition":-12,"epoch":0}],"qos":[]}`))
 	f.Add([]byte(`{"seq":2,"keys":[{"kty":"OKP","x":"a\"b"}],"fences":[]}`))
+	f.Add([]byte(`{"seq":2,}"reset":true}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		want, werr := strictSync(body)
 		got, err := parseSync(body)
