@@ -773,6 +773,14 @@ func (m *Machine) renew(mem *member) {
 func (m *Machine) replyJoin(j pendingJoin) {
 	mem := j.member
 	if mem.removed {
+		// A join the window held (window.go) can see its member go before
+		// its answer: say why when its credential was denied meanwhile, as
+		// every later request of the member would be told, not a bare
+		// "removed" a client takes for a rebalance to rejoin after.
+		if m.credentialDenied(mem.credential.ID) {
+			m.reject(j.ref, api.CodeCapabilityRevoked, "join: the credential was revoked (token denied by an administrator) while the join waited for its group's first assignment")
+			return
+		}
 		m.reject(j.ref, api.CodeUnknownMember, "join: member %q was removed", mem.id)
 		return
 	}

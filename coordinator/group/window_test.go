@@ -195,6 +195,31 @@ func TestParkedOpenerRemovedIsAnswered(t *testing.T) {
 	}
 }
 
+// TestParkedOpenerOfADeniedCredentialIsToldSo: the credential of the
+// join the window holds is denied before the window closes (an operator
+// stopping a consumer that just rejoined): its answer says the credential
+// was revoked. It said "member was removed", which the SDK reads as a
+// rebalance's removal and `capgate consume` reported as such instead of
+// the denial (e2e/cli TestConsumeSaysWhenAnAdministratorRevokedIt).
+func TestParkedOpenerOfADeniedCredentialIsToldSo(t *testing.T) {
+	w := newWorld(t, windowOn)
+	w.topics(map[string]int32{"t": 2})
+	cred := group.Credential{ID: "jti-1", Issuer: "capgate", Subject: "svc"}
+	ref := w.nextRef()
+	w.step(group.Join{Ref: ref, Group: "g", ClientID: "c", Topics: []string{"t"}, Credential: cred})
+	if msg, ok := w.replies[ref]; ok {
+		t.Fatalf("the join opening the window was answered at once: %#v", msg)
+	}
+	deny := w.nextRef()
+	w.step(group.DenyJTIs{Ref: deny, Denials: []group.Denial{{JTI: cred.ID, Expires: w.now.Add(time.Hour)}}})
+	mustReply[group.Done](t, w, deny)
+	w.advance(50 * time.Millisecond)
+	mustReject(t, w, ref, api.CodeCapabilityRevoked)
+	if n := len(grantsPerPartition(w)); n != 0 {
+		t.Fatalf("%d partitions granted to a member whose credential was denied inside the window", n)
+	}
+}
+
 // TestJoinIntoAGroupWithMembersIsNotHeld: the window is for empty groups
 // only. A member joining a group whose members own partitions is answered
 // at once and its handoffs start in the same step (DESIGN §12's 4th
