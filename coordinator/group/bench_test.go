@@ -22,6 +22,7 @@ func newBenchMachine(b *testing.B, topics map[string]int32) *benchMachine {
 	b.Helper()
 	cfg := group.DefaultConfig()
 	cfg.SessionTimeout = 5 * time.Minute
+	cfg.InitialAssignDelay = 0 // these measure a group's steady steps; the join window's cost is BenchmarkLoneJoinIntoEmptyGroup's (coordinator)
 	m, err := group.New(cfg, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		b.Fatal(err)
