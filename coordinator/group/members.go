@@ -781,7 +781,19 @@ func (m *Machine) replyJoin(j pendingJoin) {
 			m.reject(j.ref, api.CodeCapabilityRevoked, "join: the credential was revoked (token denied by an administrator) while the join waited for its group's first assignment")
 			return
 		}
-		m.reject(j.ref, api.CodeUnknownMember, "join: member %q was removed", mem.id)
+		if !mem.revoked {
+			m.reject(j.ref, api.CodeUnknownMember, "join: member %q was removed", mem.id)
+			return
+		}
+		// An administrator revoked the member while the window held its
+		// join (an operator acting on the member a describe already lists):
+		// answered as it would have been had the answer left first — the
+		// member, no grants — so the client learns of the revocation where
+		// it always does, at its next heartbeat, and joins again, as Kafka
+		// clients do after a removal. A "removed" join answer ended a
+		// consumer still starting (capgate consume exited).
+		m.send(JoinReply{Ref: j.ref, Group: mem.group.name, MemberID: mem.id, Created: j.created,
+			SessionTimeout: mem.sessionTimeout, HeartbeatWait: m.cfg.HeartbeatWait})
 		return
 	}
 	reply := JoinReply{
