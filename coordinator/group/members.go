@@ -772,35 +772,33 @@ func (m *Machine) renew(mem *member) {
 // replyJoin answers a join with every partition the member owns now.
 func (m *Machine) replyJoin(j pendingJoin) {
 	mem := j.member
-	if mem.removed {
-		// A join the window held (window.go) can see its member go before
-		// its answer: say why when its credential was denied meanwhile, as
-		// every later request of the member would be told, not a bare
-		// "removed" a client takes for a rebalance to rejoin after.
-		if m.credentialDenied(mem.credential.ID) {
-			m.reject(j.ref, api.CodeCapabilityRevoked, "join: the credential was revoked (token denied by an administrator) while the join waited for its group's first assignment")
-			return
-		}
-		if !mem.revoked {
-			m.reject(j.ref, api.CodeUnknownMember, "join: member %q was removed", mem.id)
-			return
-		}
-		// An administrator revoked the member while the window held its
-		// join (an operator acting on the member a describe already lists):
-		// answered as it would have been had the answer left first — the
-		// member, no grants — so the client learns of the revocation where
-		// it always does, at its next heartbeat, and joins again, as Kafka
-		// clients do after a removal. A "removed" join answer ended a
-		// consumer still starting (capgate consume exited).
-		m.send(JoinReply{Ref: j.ref, Group: mem.group.name, MemberID: mem.id, Created: j.created,
-			SessionTimeout: mem.sessionTimeout, HeartbeatWait: m.cfg.HeartbeatWait})
+	// A join the window held (window.go) can see its member go before its
+	// answer. Its credential denied meanwhile: said so, as every later
+	// request of the member would be told, not a bare "removed" a client
+	// takes for a rebalance to rejoin after. Revoked by an administrator
+	// (an operator acting on the member a describe already lists):
+	// answered as it would have been had the answer left first — the
+	// member, no grants — so the client learns of the revocation where it
+	// always does, at its next heartbeat, and joins again, as Kafka clients
+	// do after a removal; a "removed" join answer ended a consumer still
+	// starting (capgate consume exited).
+	switch {
+	case mem.removed && m.credentialDenied(mem.credential.ID):
+		m.reject(j.ref, api.CodeCapabilityRevoked, "join: the credential was revoked (token denied by an administrator) while the join waited for its group's first assignment")
+		return
+	case mem.removed && !mem.revoked:
+		m.reject(j.ref, api.CodeUnknownMember, "join: member %q was removed", mem.id)
 		return
 	}
 	reply := JoinReply{
 		Ref: j.ref, Group: mem.group.name, MemberID: mem.id, Created: j.created,
 		SessionTimeout: mem.sessionTimeout, HeartbeatWait: m.cfg.HeartbeatWait,
 	}
-	for _, p := range heldSorted(mem) {
+	var held []*partition
+	if !mem.removed {
+		held = heldSorted(mem)
+	}
+	for _, p := range held {
 		o := p.owner()
 		if o == nil {
 			continue
