@@ -110,12 +110,10 @@ func scanSync(body []byte) (api.SyncResponse, bool) {
 		return api.SyncResponse{}, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(append(rest, '}')))
-	dec.DisallowUnknownFields()
-	f := u.Fences
+	dec.DisallowUnknownFields() // rest holds no fences key: syncKeys took only the exact one
 	if err := dec.Decode(&u); err != nil {
 		return api.SyncResponse{}, false
 	}
-	u.Fences = f
 	return u, true
 }
 

@@ -49,16 +49,19 @@ func NewView(cfg Config) *View {
 	own := revocation.Rule{Leeway: cfg.Leeway}
 	v := &View{own: own, set: revocation.New(own)}
 	v.leeway.Store(int64(cfg.Leeway / time.Second))
-	v.clearLocked()
+	v.keys = map[string]ed25519.PublicKey{}
+	v.clearLocked(0)
 	return v
 }
 
-func (v *View) clearLocked() {
+// clearLocked empties everything but the keys, with room for fences
+// fences, and returns the fences held before (revocation.Set.ClearFor).
+func (v *View) clearLocked(fences int) map[FenceKey]uint64 {
 	v.seq = 0
-	v.set.Clear()
+	old := v.set.ClearFor(fences)
 	v.qos = map[string]api.QoSOverride{}
-	v.keys = map[string]ed25519.PublicKey{}
 	v.qosCount.Store(0)
+	return old
 }
 
 // Rule is the expiry rule the view applies to denied ids and revoked
@@ -149,12 +152,7 @@ func lastPerKey(fs []api.Fence) []api.Fence {
 // cost a gateway ~40 ms of its write lock on a reset of 10,000 fences
 // (BenchmarkApplyBulk), every fetch's check waiting behind it.
 func (v *View) resetLocked(u api.SyncResponse, keys map[string]ed25519.PublicKey) Changes {
-	oldKeys := v.keys
-	v.seq = 0
-	old := v.set.ClearFor(len(u.Fences))
-	v.qos = map[string]api.QoSOverride{}
-	v.qosCount.Store(0)
-	v.keys = oldKeys
+	old := v.clearLocked(len(u.Fences))
 	if u.Settings != nil {
 		v.leeway.Store(u.Settings.LeewayMs / 1000)
 		v.set.SetRule(v.own.Cover(revocation.FromSettings(*u.Settings)))
