@@ -111,7 +111,11 @@ func loadConfig(path, section string) (fileConfig, error) {
 // sectionPresent refuses a config file that has the other process's
 // section but not section: `capgate coordinator --config gateway.yaml`
 // ran on the coordinator's defaults and said nothing (newuser8's left).
-// A file of neither (only log:, or empty) is the defaults on purpose.
+// A file of neither (only log:, or empty) is the defaults on purpose, and
+// so is the other's file when CAPGATE_<SECTION>_* variables configure
+// section: a gateway set up wholly by variables on a host whose shared
+// /etc/capgate/capgate.yaml holds the coordinator's section was refused
+// (review22's low, carried since).
 func sectionPresent(path, section string) error {
 	other := map[string]string{"coordinator": "gateway", "gateway": "coordinator"}[section]
 	if path == "" || other == "" {
@@ -131,8 +135,14 @@ func sectionPresent(path, section string) error {
 	if _, ok := top[other]; !ok {
 		return nil
 	}
-	return fmt.Errorf("config: %s has a %s: section and no %s: section — capgate %s reads the settings under %s: (was this the %s's file? one file may hold both sections)",
-		path, other, section, section, section, other)
+	prefix := config.EnvPrefix + strings.ToUpper(section) + "_"
+	for _, kv := range configEnv() {
+		if strings.HasPrefix(kv, prefix) {
+			return nil // Load took it for a setting of section
+		}
+	}
+	return fmt.Errorf("config: %s has a %s: section and no %s: section — capgate %s reads the settings under %s: (was this the %s's file? one file may hold both sections; or set them with %s* variables)",
+		path, other, section, section, section, other, prefix)
 }
 
 func newLogger(l logConfig) (*zap.Logger, error) {

@@ -60,6 +60,15 @@ func TestConfigFileErrorsNameTheSetting(t *testing.T) {
 			t.Errorf("%q as %s's: %v, want %q", c.file, c.section, err, c.want)
 		}
 	}
+	// A gateway configured by its variables beside a shared file of
+	// the coordinator's was refused.
+	t.Setenv("CAPGATE_GATEWAY_ID", "g-env")
+	if cfg, err := loadConfig(writeConfig(t, "coordinator:\n  listen: 127.0.0.1:7070\n"), "gateway"); err != nil || cfg.Gateway.ID != "g-env" {
+		t.Errorf("a gateway set by CAPGATE_GATEWAY_* beside the coordinator's file: %v (id %q)", err, cfg.Gateway.ID)
+	}
+	if _, err := loadConfig(writeConfig(t, "gateway:\n  id: g1\n"), "coordinator"); err == nil {
+		t.Error("the gateway's variables made the gateway's file the coordinator's")
+	}
 	for _, file := range []string{"log:\n  level: debug\n", "", "coordinator:\n  listen: 127.0.0.1:7070\ngateway:\n  id: g1\n"} {
 		if _, err := loadConfig(writeConfig(t, file), "coordinator"); err != nil {
 			t.Errorf("%q as the coordinator's: %v", file, err)
