@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/capgate/capgate/config"
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/gateway"
 	"github.com/capgate/capgate/internal/stack"
@@ -95,6 +96,9 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 		return usageErrorf("--demo-duration: must be >= 6s, got %s", f.demoDuration)
 	}
 	if err := f.validateReplicas(); err != nil {
+		return err
+	}
+	if err := f.checkAddresses(); err != nil {
 		return err
 	}
 	if err := f.checkPortsApart(); err != nil {
@@ -286,6 +290,25 @@ func loopbackPort(addr string) (int, error) {
 		return 0, fmt.Errorf("want a port in [0, 65535], got %q", portText)
 	}
 	return port, nil
+}
+
+// checkAddresses refuses a listen flag that is no host:port before
+// anything starts, with what to write: --coordinator-addr 7071 started
+// the embedded Kafka, then failed exit 1 "stack: listen address "7071":
+// address 7071: missing port in address", naming neither the flag nor
+// the fix (newuser10).
+func (f devFlags) checkAddresses() error {
+	for _, l := range []struct{ flag, addr string }{
+		{"--broker-addr", f.brokerAddr}, {"--coordinator-addr", f.coordinatorAddr},
+		{"--gateway-addr", f.gatewayAddr}, {"--kafka-addr", f.kafkaAddr},
+	} {
+		_, p, err := net.SplitHostPort(l.addr)
+		port, perr := strconv.Atoi(p)
+		if err != nil || perr != nil || port < 0 || port > 65535 {
+			return usageErrorf("%s %q: want host:port (port 0 picks a free one)%s", l.flag, l.addr, config.ListenHint(l.addr))
+		}
+	}
+	return nil
 }
 
 // checkPortsApart refuses listen addresses of capgate dev's own that take

@@ -52,3 +52,21 @@ func TestDevRefusesItsOwnPortsTwice(t *testing.T) {
 		wantUsageError(t, append([]string{"dev", "--data-dir", dir, "--log-level", "error"}, strings.Fields(args)...), want)
 	}
 }
+
+// TestDevListenFlagsSayWhatToWrite: --coordinator-addr 7071 (a port
+// alone, as a new user writes it) started the embedded Kafka, then failed
+// exit 1 `stack: listen address "7071": address 7071: missing port in
+// address`, naming neither the flag nor what to write; a URL likewise.
+// Now a usage error before anything listens.
+func TestDevListenFlagsSayWhatToWrite(t *testing.T) {
+	dir := t.TempDir()
+	free := []string{"--broker-addr", "127.0.0.1:0", "--gateway-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"}
+	for addr, want := range map[string]string{
+		"7071":                  `--coordinator-addr "7071": want host:port (port 0 picks a free one): write 127.0.0.1:7071 (this machine only) or :7071 (every interface)`,
+		"http://127.0.0.1:7071": `--coordinator-addr "http://127.0.0.1:7071": want host:port (port 0 picks a free one): an address, not a URL: write 127.0.0.1:7071`,
+		"127.0.0.1:70x":         `--coordinator-addr "127.0.0.1:70x": want host:port`,
+	} {
+		wantUsageError(t, append([]string{"dev", "--data-dir", dir, "--log-level", "error", "--coordinator-addr", addr}, free...), want)
+	}
+	wantUsageError(t, []string{"dev", "--data-dir", dir, "--kafka-addr", "9093"}, `--kafka-addr "9093": want host:port`)
+}
