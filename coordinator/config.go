@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -405,6 +406,17 @@ func (c Config) validateIdentity() error {
 	return err
 }
 
+// tokenNotHash says so when a hash setting holds what looks like a token
+// itself (43 base64url characters, as capgate keys secret prints its
+// token line): "must be 64 hex characters, got 43" left the mix-up to
+// the reader (newuser10).
+func tokenNotHash(h string) string {
+	if b, err := base64.RawURLEncoding.DecodeString(h); err != nil || len(b) != 32 {
+		return ": the SHA-256 of a token in hex, as the hash: line of capgate keys secret"
+	}
+	return ": this looks like a token itself — the coordinator keeps only its hash: put the hash: line capgate keys secret printed with it here (or printf %s TOKEN | sha256sum), and the token where the client sends it"
+}
+
 func (c Config) validateTokens() error {
 	for _, list := range []struct {
 		name   string
@@ -412,7 +424,7 @@ func (c Config) validateTokens() error {
 	}{{"admin_token_hashes", c.AdminTokenHashes}, {"sync_token_hashes", c.SyncTokenHashes}} {
 		for i, h := range list.hashes {
 			if b, err := hex.DecodeString(h); err != nil || len(b) != 32 {
-				return fmt.Errorf("%s[%d]: must be 64 hex characters (SHA-256), got %d characters", list.name, i, len(h))
+				return fmt.Errorf("%s[%d]: must be 64 hex characters (SHA-256), got %d characters%s", list.name, i, len(h), tokenNotHash(h))
 			}
 		}
 	}

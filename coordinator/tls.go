@@ -116,7 +116,11 @@ func (c *Coordinator) channelRefusal(ctx *fasthttp.RequestCtx, what string) stri
 	case otherTokens.matches(token):
 		return what + " token refused: this is " + article[other] + " " + other + " token, not " + article[what] + " " + what + " token (capgate dev: " + what + "_token in credentials.json)"
 	}
-	return what + " token refused: not a known " + what + " token"
+	// An unknown token said only that, leaving which setting to compare
+	// to the reader; the gateway repeats this answer in its "sync failed"
+	// warnings (newuser10).
+	return what + " token refused: not a known " + what + " token: the coordinator's " + what +
+		"_token_hashes hold no SHA-256 of it (capgate keys secret prints a token and its hash; capgate dev: " + what + "_token in credentials.json)"
 }
 
 // refusedChannel logs a refused sync or admin request (rate-limited:
