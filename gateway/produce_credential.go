@@ -237,7 +237,7 @@ func credentialProduceRefusal(c *ocap.Claims, topic string) string {
 	if c.AllowsTopic(topic) {
 		return "this client credential's topics cover " + strconv.Quote(topic) + " by a pattern, which grants consume only: produce needs the topic named exactly in --topics"
 	}
-	return fmt.Sprintf("this client credential does not name topic %q (its topics: %v)", topic, c.Topics)
+	return fmt.Sprintf("this client credential does not name topic %q (its topics: %v): mint one with --ops consume,produce --topics %s (capgate admin client-credential)", topic, c.Topics, topic)
 }
 
 // credentialBodyLimit is bodyLimit for a client credential: max_body_bytes

@@ -67,6 +67,14 @@ func TestProduceWithAClientCredential(t *testing.T) {
 	if err == nil || !strings.Contains(stderr, "forbidden (403)") || !strings.Contains(stderr, "does not allow produce") {
 		t.Errorf("produce with a consume-only credential: %v\n%s", err, stderr)
 	}
+	// A topic the credential does not name said so and not what would
+	// write there, as the consume-only refusal does (newuser10).
+	for _, args := range [][]string{{"--topic", "orders"}, {"--topic", "orders", "--partition", "0"}} {
+		_, stderr, err = produce("x\n", nil, append([]string{"--credential", writer.Credential}, args...)...)
+		if want := `does not name topic "orders" (its topics: [demo]): mint one with --ops consume,produce --topics orders (capgate admin client-credential)`; err == nil || !strings.Contains(stderr, want) {
+			t.Errorf("produce %v with a credential for demo: %v\n%s, want %q", args, err, stderr, want)
+		}
+	}
 
 	// No --partition: the gateway places each line.
 	kafka := kgo.StickyKeyPartitioner(nil).ForTopic("demo")
