@@ -40,6 +40,7 @@ func newRoot() *cobra.Command {
 	refuseUnknownSubcommands(root)
 	requiredFlagsAreUsageErrors(root)
 	completeFlagValues(root)
+	completeNames(root)
 	return root
 }
 
