@@ -26,7 +26,6 @@ import (
 	"github.com/capgate/capgate/config"
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/gateway"
-	"github.com/capgate/capgate/internal/stack"
 )
 
 // The manifests' checks: deploy/systemd/*.service and deploy/kubernetes/*.yaml
@@ -137,14 +136,11 @@ func TestManifestChecksCatchDrift(t *testing.T) {
 // on a freshly built binary: subcommand → its flags.
 func helpFlags(t *testing.T) map[string][]string {
 	t.Helper()
-	bin, err := stack.Build(t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dockerfileBinary(t) // the image's capgate (dockerfile_test.go)
 	flag := regexp.MustCompile(`(?m)^\s+(?:-\w, )?(--[a-z0-9-]+)`)
 	out := map[string][]string{}
 	for _, sub := range []string{"coordinator", "gateway"} {
-		text, err := exec.Command(bin.Capgate, sub, "--help").CombinedOutput()
+		text, err := exec.Command(bin, sub, "--help").CombinedOutput()
 		if err != nil {
 			t.Fatalf("capgate %s --help: %v\n%s", sub, err, text)
 		}
@@ -327,14 +323,19 @@ func (o *object) edit(old, new string) {
 }
 
 type podSpec struct {
-	TerminationGracePeriodSeconds int64       `yaml:"terminationGracePeriodSeconds"`
-	InitContainers                []container `yaml:"initContainers"`
-	Containers                    []container `yaml:"containers"`
-	Volumes                       []volume    `yaml:"volumes"`
+	TerminationGracePeriodSeconds int64 `yaml:"terminationGracePeriodSeconds"`
+	SecurityContext               struct {
+		RunAsUser  int `yaml:"runAsUser"`
+		RunAsGroup int `yaml:"runAsGroup"`
+	} `yaml:"securityContext"`
+	InitContainers []container `yaml:"initContainers"`
+	Containers     []container `yaml:"containers"`
+	Volumes        []volume    `yaml:"volumes"`
 }
 
 type container struct {
 	Name    string   `yaml:"name"`
+	Image   string   `yaml:"image"`
 	Command []string `yaml:"command"`
 	Args    []string `yaml:"args"`
 	Env     []envVar `yaml:"env"`
