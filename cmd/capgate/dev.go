@@ -43,6 +43,7 @@ type devFlags struct {
 	demoTolerance   time.Duration
 	replicas        int
 	killLeader      time.Duration
+	topics          []string
 }
 
 func newDevCmd() *cobra.Command {
@@ -51,12 +52,12 @@ func newDevCmd() *cobra.Command {
 		Use:   "dev [--demo]",
 		Short: "Run an embedded Kafka, a coordinator and a gateway on loopback, with a demo topic and credentials",
 		Long: "Runs everything capgate needs in one process, on loopback: an embedded Kafka\n" +
-			"(franz-go's kfake) with a topic \"demo\" of 12 partitions, a coordinator and a\n" +
-			"gateway. Credentials are written to DATA-DIR/credentials.json (mode 0600) and\n" +
-			"reused on restart, as are the records and the coordinator's state: one\n" +
-			"coordinator's in DATA-DIR/coordinator, the replicas' (--replicas) in the embedded\n" +
-			"Kafka with DATA-DIR/state.kek. A start finding only the other mode's state is\n" +
-			"refused (it would start empty); it says which flag uses it.\n\n" +
+			"(franz-go's kfake) with a topic \"demo\" of 12 partitions and each --topic, a\n" +
+			"coordinator and a gateway. Credentials are written to DATA-DIR/credentials.json\n" +
+			"(mode 0600) and reused on restart, as are the records and the coordinator's\n" +
+			"state: one coordinator's in DATA-DIR/coordinator, the replicas' (--replicas) in\n" +
+			"the embedded Kafka with DATA-DIR/state.kek. A start finding only the other mode's\n" +
+			"state is refused (it would start empty); it says which flag uses it.\n\n" +
 			"With --demo it also runs a producer and 3 consumers, adds a 4th once they are\n" +
 			"steady, prints each handoff and a summary, and exits non-zero when a record was\n" +
 			"lost or repeated, a partition that did not move changed holder or epoch, or a\n" +
@@ -85,6 +86,7 @@ func newDevCmd() *cobra.Command {
 	fl.DurationVar(&f.demoDuration, "demo-duration", 15*time.Second, "how long --demo runs; the whole stack, console included, stops when it ends")
 	fl.DurationVar(&f.demoTolerance, "demo-tolerance", 50*time.Millisecond, "how far beyond the steady-state gap an unmoved partition may pause before --demo warns (timing is reported, not judged: the verdict rests on epochs)")
 	fl.IntVar(&f.replicas, "replicas", 0, "run this many coordinator replicas with the state in the embedded Kafka (state: kafka; one leads, the others follow and take over); 0: one coordinator on badger")
+	fl.StringArrayVar(&f.topics, "topic", nil, "another topic to create in the embedded Kafka, NAME or NAME:PARTITIONS (12 unless given; repeatable: --topic orders:6 --topic audit); one the data dir's Kafka has keeps its partitions")
 	fl.DurationVar(&f.killLeader, "kill-leader", 0, "with --demo and --replicas >= 2: stop the leading coordinator this long after the demo starts and show the takeover (0: never)")
 	return cmd
 }
@@ -99,6 +101,9 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 		return err
 	}
 	if err := f.checkAddresses(); err != nil {
+		return err
+	}
+	if _, err := f.devTopics(); err != nil {
 		return err
 	}
 	if err := f.checkPortsApart(); err != nil {
@@ -144,7 +149,8 @@ type devStack struct {
 	leaderURL string // the coordinator, or the replica that led at start
 	creds     devCredentials
 	clientTLS tlsconf.ClientConfig
-	unlock    func() // drops the data dir's lock (devlock.go)
+	topics    map[string]int32 // created in the embedded Kafka (devtopics.go)
+	unlock    func()           // drops the data dir's lock (devlock.go)
 }
 
 // Close stops the stack, then lets another capgate dev have the data dir.
@@ -204,8 +210,13 @@ func startDev(ctx context.Context, f devFlags, log *zap.Logger) (*devStack, erro
 	if err != nil {
 		return nil, fmt.Errorf("--broker-addr: %w", err)
 	}
+	topics, err := f.devTopics()
+	if err != nil {
+		return nil, err
+	}
+	dev.topics = topics
 	opts := stack.Options{
-		Dir: f.dataDir, Topics: map[string]int32{devTopic: devPartitions}, KafkaPort: port, KafkaDataDir: kafkaDir,
+		Dir: f.dataDir, Topics: topics, KafkaPort: port, KafkaDataDir: kafkaDir,
 		Gateways: 1, CoordinatorListen: f.coordinatorAddr, GatewayListen: []string{f.gatewayAddr},
 		AdminToken: creds.AdminToken, SyncToken: creds.SyncToken,
 		Coordinators: max(f.replicas, 1), KafkaState: f.replicas > 0,

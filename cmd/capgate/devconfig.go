@@ -149,7 +149,7 @@ func printDevAddresses(w io.Writer, s *devStack, creds, env string, demo time.Du
 		}
 		fmt.Fprintf(w, "  %-*s%s\n", bannerLabelWidth, label+":", value)
 	}
-	row("kafka", strings.Join(s.Kafka.Addrs(), ","), fmt.Sprintf("embedded; topic %q, %d partitions", devTopic, devPartitions))
+	row("kafka", strings.Join(s.Kafka.Addrs(), ","), devTopicsNote(s.topics))
 	row("coordinator", s.CoordinatorURL(), "")
 	if urls := s.CoordinatorURLs(); len(urls) > 1 {
 		row("replicas", strings.Join(urls, ","), "state in Kafka; the coordinator above leads, the others follow and answer 421 not_leader")

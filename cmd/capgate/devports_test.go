@@ -70,3 +70,19 @@ func TestDevListenFlagsSayWhatToWrite(t *testing.T) {
 	}
 	wantUsageError(t, []string{"dev", "--data-dir", dir, "--kafka-addr", "9093"}, `--kafka-addr "9093": want host:port`)
 }
+
+// TestDevTopicFlag: --topic's mistakes are usage errors before anything
+// starts, saying what a topic name or a partition count may be.
+func TestDevTopicFlag(t *testing.T) {
+	dir := t.TempDir()
+	for arg, want := range map[string]string{
+		"orders:0":          "--topic orders:0: want NAME or NAME:PARTITIONS with 1 to 1000 partitions, e.g. orders:6",
+		"orders:x":          "--topic orders:x: want NAME or NAME:PARTITIONS",
+		"my orders":         "--topic my orders: a topic name is 1 to 249 letters, digits, '.', '_' or '-' (Kafka's rule)",
+		"__consumer_x":      "names starting __ (Kafka's own) or capgate-state (capgate's state logs) are granted to no client",
+		"capgate-state-x:1": "granted to no client",
+		"demo:3":            "--topic demo:3: demo is given twice (demo is always created)",
+	} {
+		wantUsageError(t, []string{"dev", "--data-dir", dir, "--topic", arg}, want)
+	}
+}

@@ -24,7 +24,8 @@ var examples = map[string]string{
 	"dev": `  capgate dev
   capgate dev --demo
   capgate dev --tls
-  capgate dev --replicas 3`,
+  capgate dev --replicas 3
+  capgate dev --topic orders:6 --topic audit`,
 	"coordinator": `  capgate keys generate --out keys.json
   capgate coordinator --config capgate.yaml`,
 	"gateway": `  capgate gateway --config capgate.yaml`,
