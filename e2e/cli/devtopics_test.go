@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capgate/capgate/coordinator"
 )
 
 // TestDevCreatesTheTopicsItIsGiven: capgate dev had one topic, demo, and
@@ -19,14 +21,9 @@ func TestDevCreatesTheTopicsItIsGiven(t *testing.T) {
 	if banner := d.stdout.String(); !strings.Contains(banner, `(embedded; topics "demo" 12 partitions, "audit" 12, "orders" 3)`) {
 		t.Errorf("the banner does not name the topics:\n%s", banner)
 	}
-	var topics struct {
-		Topics []struct {
-			Topic      string `json:"topic"`
-			Partitions int    `json:"partitions"`
-		} `json:"topics"`
-	}
+	var topics coordinator.TopicsResponse
 	d.adminJSON(t, &topics, "topics")
-	got := map[string]int{}
+	got := map[string]int32{}
 	for _, tp := range topics.Topics {
 		got[tp.Topic] = tp.Partitions
 	}
