@@ -89,7 +89,7 @@ func newConsumeCmd() *cobra.Command {
 			"not a record key: --key is the TLS client key (mTLS), as in curl.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runConsume(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+			return missingTopicHint(runConsume(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f))
 		},
 	}
 	fl := cmd.Flags()

@@ -89,7 +89,7 @@ func newProduceCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.partitioned = !cmd.Flags().Changed("partition")
-			return runProduce(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+			return missingTopicHint(runProduce(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f))
 		},
 	}
 	fl := cmd.Flags()

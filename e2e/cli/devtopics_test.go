@@ -37,4 +37,16 @@ func TestDevCreatesTheTopicsItIsGiven(t *testing.T) {
 		"--credential-file", filepath.Join(d.dataDir, "credentials.json"), "--coordinator", d.coordinator, "--gateways", d.gateway); out != "orders/2\t0\t\tone\norders/2\t1\t\ttwo\n" {
 		t.Errorf("consume orders: %q", out)
 	}
+	// A topic Kafka does not have ended consume and produce with the
+	// server's "no such topic" and not where the topics are listed or
+	// how capgate dev gets another.
+	const hint = "(capgate admin topics lists the topics Kafka has; capgate dev creates more with --topic NAME[:PARTITIONS])"
+	for _, args := range [][]string{
+		append(d.produceArgs("-p", "0"), "--topic", "nosuch"),
+		{"consume", "-g", "topics", "-t", "nosuch", "--credential-file", filepath.Join(d.dataDir, "credentials.json"), "--coordinator", d.coordinator, "--gateways", d.gateway},
+	} {
+		if _, stderr := runFailing(t, 30*time.Second, args...); !strings.Contains(stderr, `unknown topic "nosuch": Kafka has no such topic`+"\n"+hint) {
+			t.Errorf("capgate %s: %s, want the hint %q", args[0], stderr, hint)
+		}
+	}
 }
