@@ -43,6 +43,21 @@ func TestFlagValuesComplete(t *testing.T) {
 // `capgate admin group <TAB>` offered them (newuser10). Without a token,
 // or with no coordinator answering, nothing is offered (:4, no files).
 func TestNamesComplete(t *testing.T) {
+	// Every command and flag named for completion exists: a rename
+	// would leave its names uncompleted, silently.
+	root := newRoot()
+	for path := range nameArgs {
+		if cmd, rest, err := root.Find(strings.Fields(path)); err != nil || len(rest) != 0 || cmd.ValidArgsFunction == nil {
+			t.Errorf("nameArgs %q: no such command with a completion (%v %v)", path, rest, err)
+		}
+	}
+	for key := range nameFlags {
+		words := strings.Fields(key)
+		cmd, _, err := root.Find(words[:len(words)-1])
+		if err != nil || cmd.Flags().Lookup(words[len(words)-1]) == nil {
+			t.Errorf("nameFlags %q: no such flag (%v)", key, err)
+		}
+	}
 	base, admin := startCoordinator(t) // topic orders
 	flags := []string{"--coordinator", base, "--token", admin}
 	if _, err := run(t, append([]string{"admin", "config", "billing", "--offset-reset", "latest"}, flags...)...); err != nil {
