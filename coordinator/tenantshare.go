@@ -175,7 +175,7 @@ func (s *loopShare) admitRate(ctx *fasthttp.RequestCtx, tenant string, t *tenant
 	delay, cancel, ok := s.rate.reserve(tenant, time.Now(), time.Duration(s.wait.Load()))
 	if !ok {
 		s.refused.WithLabelValues("tenant_member_rate").Inc()
-		writeLoopShareRefusal(ctx, fmt.Sprintf("this tenant sends more than %g heartbeats, commits, leaves and offset reads a second, or group reads costing as much (coordinator.tenant_member_rate, tenant_member_burst); retry later",
+		writeLoopShareRefusal(ctx, fmt.Sprintf("this tenant sends more than %g heartbeats, commits, leaves, offset reads, rejoins and renewals a second, or group reads costing as much (coordinator.tenant_member_rate, tenant_member_burst); retry later",
 			s.perSecond), "coordinator.tenant_member_rate", int(s.perSecond), delay)
 		return false
 	}
@@ -358,7 +358,8 @@ func (c *Coordinator) paceMints(tenant string, news group.News) group.News {
 // then reset (redteam14 #9). Another tenant's member costs one token
 // (the machine refuses the rejoin; its partitions are not the
 // requester's to pay for, nor to learn the count of). Past the rate it is
-// 429 at once (Retry-After), as an attenuation.
+// 429 (Retry-After), as a heartbeat is: its first token waited for up to
+// loopShareWait, the rest at once (admitPerOwned).
 func (c *Coordinator) admitRejoin(ctx *fasthttp.RequestCtx, groupName, member, tenant string) bool {
 	return c.admitPerOwned(ctx, groupName, member, tenant, "a rejoin fences each partition its member owns")
 }
@@ -374,15 +375,31 @@ func (c *Coordinator) admitRenewal(ctx *fasthttp.RequestCtx, groupName, member, 
 	return c.admitPerOwned(ctx, groupName, member, tenant, "a renewal mints a capability again for each partition its member owns")
 }
 
+// admitPerOwned is admitRejoin's and admitRenewal's price. The count of
+// what the member owns is the loop's, asked as a member read is
+// (queryShared: the first token waited for, a place of the tenant's loop
+// share), and a refusal after it owes the walk as a read does
+// (readItemsPerToken). The query was asked of the loop before anything
+// was paid and outside the share, so a tenant whose rate was spent still
+// put a loop query — a flush and a walk of everything its member held —
+// ahead of every other tenant's requests for each rejoin, then answered
+// 429: M members × join_burst at once (join_rate keys a member token's
+// rejoins by member), M × join_rate a second (redteam17 #1).
 func (c *Coordinator) admitPerOwned(ctx *fasthttp.RequestCtx, groupName, member, tenant, why string) bool {
-	owned := 0
+	owned, paid := 0, 0
 	if c.share.memberTenant(groupName, member) == tenant {
-		if err := c.query(func(m *group.Machine) { owned = m.Owned(groupName, member) }); err != nil {
+		shared, err := c.queryShared(ctx, tenant, func(m *group.Machine) { owned = m.Owned(groupName, member) })
+		if !shared {
+			return false
+		}
+		if err != nil {
 			writeMachineError(ctx, nil, err)
 			return false
 		}
+		paid = 1
 	}
-	if ok, wait := c.share.rate.allowN(tenant, c.now(), 1+owned); !ok {
+	if ok, wait := c.share.rate.allowN(tenant, c.now(), 1+owned-paid); !ok {
+		c.share.charge(tenant, owned/readItemsPerToken)
 		c.share.refused.WithLabelValues("tenant_member_rate").Inc()
 		writeLoopShareRefusal(ctx, fmt.Sprintf("%s (%d): this tenant's rejoins, renewals, heartbeats, commits and reads spend more than %g a second (coordinator.tenant_member_rate, tenant_member_burst); retry later",
 			why, owned, c.share.perSecond), "coordinator.tenant_member_rate", int(c.share.perSecond), wait)
