@@ -339,7 +339,7 @@ func newClientSecretPair() (id, secret string, err error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", "", err
 	}
-	return "cg-" + base64.RawURLEncoding.EncodeToString(b[:12]), base64.RawURLEncoding.EncodeToString(b[12:]), nil
+	return clientIDPrefix + base64.RawURLEncoding.EncodeToString(b[:12]), base64.RawURLEncoding.EncodeToString(b[12:]), nil
 }
 
 func (c *Coordinator) handleAdminOAuthClients(ctx *fasthttp.RequestCtx, _ []string) {

@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,12 +62,31 @@ func (r *oauthRegistry) Collect(ch chan<- prometheus.Metric) {
 }
 
 // refusedOAuth counts a refused token request and logs it at warn
-// (rate-limited): the reason, the client id as sent (cut to 128 bytes;
-// not a secret) and the caller's address — never the secret.
+// (rate-limited): the reason, the client id as sent (loggedClientID) and
+// the caller's address — never the secret.
 func (c *Coordinator) refusedOAuth(reason, clientID string, address netip.Addr, fields ...zap.Field) {
 	r := c.oauth
 	r.refusals.WithLabelValues(reason).Inc()
 	r.logOnce.Do(func() { r.log = refusallog.New(c.log) })
-	fields = append(fields, zap.String("client_id", clientID[:min(len(clientID), 128)]), zap.String("address", address.String()))
+	fields = append(fields, zap.String("client_id", loggedClientID(clientID)), zap.String("address", address.String()))
 	r.log.Refused("oauth client", reason, fields...)
 }
+
+// loggedClientID is how a refusal's log names the client id sent: as
+// sent when it has the shape of the ids the coordinator issues
+// (newClientSecretPair: "cg-" and 16 base64url characters), else only by
+// its length. A client that swapped its id and secret (form fields, or
+// Basic's user and password) sent its secret as the id, and the log held
+// it whole (redteam17).
+func loggedClientID(id string) string {
+	if len(id) == len(clientIDPrefix)+16 && strings.HasPrefix(id, clientIDPrefix) &&
+		strings.Trim(id[len(clientIDPrefix):], base64URLAlphabet) == "" {
+		return id
+	}
+	return fmt.Sprintf("(%d bytes, not shaped as a client id: not logged)", len(id))
+}
+
+// clientIDPrefix starts every client id (newClientSecretPair).
+const clientIDPrefix = "cg-"
+
+const base64URLAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
