@@ -21,6 +21,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -29,6 +30,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/store"
 )
 
 func (c *Coordinator) handleHealth(ctx *fasthttp.RequestCtx, _ []string) {
@@ -65,7 +68,7 @@ const checkOK = "ok"
 func (c *Coordinator) readiness(now time.Time) map[string]string {
 	checks := map[string]string{"store": checkOK, "kafka": checkOK}
 	if err := c.loop.failure(); err != nil {
-		checks["store"] = "failed closed: " + err.Error()
+		checks["store"] = "failed closed: " + publicLoopError(err).Error()
 	} else {
 		select {
 		case <-c.loop.done:
@@ -78,6 +81,34 @@ func (c *Coordinator) readiness(now time.Time) map[string]string {
 	}
 	return checks
 }
+
+// publicLoopError is err, why the loop failed closed, as anyone may read
+// it (/readyz answers without a token; a replica's step-down reason is
+// in it too): a failed safety audit, or a write the store refused as a
+// regression or found corrupt, only as that — their causes name a
+// tenant's group, topic and partition, and the audit's a member — and
+// any other error (a store or Kafka error an operator reads there: "the
+// state log (Kafka) is unreachable") whole. errors.Is and As still see
+// err; its text is logged at ERROR when it happens (loop.fail), and Run
+// returns it (redteam17).
+func publicLoopError(err error) error {
+	switch {
+	case errors.Is(err, group.ErrUnsafe):
+		return withText{err, "the safety audit failed (its cause is in the coordinator's log)"}
+	case errors.Is(err, store.ErrEpochRegression), errors.Is(err, store.ErrOffsetRegression), errors.Is(err, store.ErrCorrupt):
+		return withText{err, "the store refused a write (its cause is in the coordinator's log)"}
+	}
+	return err
+}
+
+// withText is an error read as text, and as err by errors.Is and As.
+type withText struct {
+	err  error
+	text string
+}
+
+func (e withText) Error() string { return e.text }
+func (e withText) Unwrap() error { return e.err }
 
 // probeKafka reads topic metadata once, within broker_timeout.
 func (c *Coordinator) probeKafka() error {

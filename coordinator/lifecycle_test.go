@@ -126,6 +126,12 @@ func TestUnsafeReadyFailsClosed(t *testing.T) {
 	if !strings.Contains(string(body), "safety audit failed") {
 		t.Fatalf("/readyz says %s; want the audit failure", body)
 	}
+	// /readyz answers anyone: the audit's cause names a tenant's group,
+	// topic and partition (and may name its members), which only the log
+	// tells (redteam17).
+	if strings.Contains(string(body), "orders") || strings.Contains(string(body), "invariant") {
+		t.Fatalf("/readyz tells anyone the audit's cause: %s", body)
+	}
 	h.expectError(t, "GET", "/healthz", "", nil, 503, api.CodeUnavailable)
 	if n := h.metric(t, "capgate_coordinator_audit_failures_total"); n != 1 {
 		t.Fatalf("audit failures counted %v, want 1", n)
@@ -168,4 +174,38 @@ func holdPolls(t testing.TB, h *harness, waitMs int64) (creds string, seq uint64
 	gw := newGateway(h, "gw1")
 	seq = gw.poll(t, 0, 0).Seq
 	return creds, seq, gw.refusedPoll(seq, 10000), a.heldHeartbeat(waitMs)
+}
+
+// TestFailedAuditIsNotToldByAReplica (redteam17): a replica whose leading
+// coordinator failed closed on its safety audit steps down, and its
+// /readyz — which answers anyone — said why: the audit's cause, naming a
+// tenant's group, topic and partition. It says which kind of failure;
+// the cause is in the log.
+func TestFailedAuditIsNotToldByAReplica(t *testing.T) {
+	s, lead, _, _ := startLeaderAndStandby(t)
+	h := s.harness(lead)
+	_, seq, polled, _ := holdPolls(t, h, 10000)
+	eventually(t, func() string { // the gateway's poll is held at the leader
+		var gws coordinator.GatewaysResponse
+		h.call(t, "GET", "/v1/admin/gateways", s.e.adminToken, nil, 200, &gws)
+		if len(gws.Gateways) != 1 || gws.Gateways[0].Acked != seq {
+			return fmt.Sprintf("gateways %+v, want the poll after=%d held", gws.Gateways, seq)
+		}
+		return ""
+	})
+	if err := coordinator.PlantUnsafeReady(s.replicas[lead].Leading()); err != nil {
+		t.Fatal(err)
+	}
+	h.try("POST", "/v1/admin/groups/g/partitions/orders/0/revoke", s.e.adminToken, nil) // its Ready fails the audit: 503
+	<-polled
+	eventually(t, func() string {
+		status, body, _, err := h.try("GET", "/readyz", "", nil)
+		if err != nil || status != 503 || !strings.Contains(string(body), "safety audit failed") {
+			return fmt.Sprintf("the failed replica's /readyz: %v %d %s, want 503 saying the audit failed", err, status, body)
+		}
+		if strings.Contains(string(body), "orders") || strings.Contains(string(body), "invariant") {
+			t.Fatalf("the failed replica's /readyz tells anyone the audit's cause: %s", body)
+		}
+		return ""
+	})
 }

@@ -58,6 +58,8 @@ func (r *Replica) elect(ctx context.Context) error {
 			err := t.active.loop.failure()
 			if err == nil {
 				err = errors.New("the coordinator's event loop stopped")
+			} else {
+				err = publicLoopError(err) // the step-down's reason is in /readyz, which answers anyone
 			}
 			t.wrote(false, err)
 		case <-timer.C:
