@@ -76,6 +76,24 @@ func BenchmarkDeploySeq(b *testing.B) {
 	d := startProcStack(b, size)
 	got := map[string][]float64{}
 	userSys := map[string][3]float64{} // per path over every round: fetches, user ns, system ns
+	if dir := os.Getenv("CAPGATE_BENCH_PROFILE_DIR"); dir != "" && b.N > 1 {
+		// A CPU profile of each gateway over the first 20 s of the rounds
+		// (not the b.N=1 warm-up's): what cmd/capgate/default.pgo is made
+		// of (BENCHMARKS.md, Commands).
+		var waits []func()
+		for _, v := range d.variants {
+			waits = append(waits, v.profile(b, dir, "profile", "seq-cpu", 20*time.Second))
+		}
+		defer func() {
+			for _, wait := range waits {
+				wait()
+			}
+		}()
+	}
+	gcs, served := map[string]float64{}, map[string]float64{} // per variant: GC cycles before the rounds, requests
+	for _, v := range d.variants {
+		gcs[v.Name] = v.gcCycles(b)
+	}
 	for i := range b.N {
 		if os.Getenv(seqAfterScanEnv) != "" { // as in BenchmarkDeploy, where these precede the next round's sequential phase
 			d.scan(b)
@@ -98,6 +116,7 @@ func BenchmarkDeploySeq(b *testing.B) {
 			if floor := figure(fs, strings.TrimSuffix(f.Path, suffix(f.Path))+"-healthz"); floor.CPU > 0 {
 				got[f.Path+" × floor"] = append(got[f.Path+" × floor"], float64(f.CPU)/float64(floor.CPU))
 			}
+			served[strings.TrimSuffix(f.Path, suffix(f.Path))] += float64(f.Fetches)
 			t := userSys[f.Path]
 			userSys[f.Path] = [3]float64{t[0] + float64(f.Fetches), t[1] + float64(f.User)*float64(f.Fetches), t[2] + float64(f.Sys)*float64(f.Fetches)}
 			// Paired with every other binary's same path in the same round:
@@ -118,6 +137,16 @@ func BenchmarkDeploySeq(b *testing.B) {
 		t := userSys[k]
 		got[k+" user µs (all rounds)"] = []float64{t[1] / t[0] / 1e3}
 		got[k+" sys µs (all rounds)"] = []float64{t[2] / t[0] / 1e3}
+	}
+	for _, v := range d.variants {
+		// Garbage collections per 100k requests, over the rounds and
+		// their idle seconds (a cycle wakes mark workers beside the
+		// request's thread).
+		if before := gcs[v.Name]; before >= 0 && served[v.Name] > 0 {
+			if after := v.gcCycles(b); after >= 0 {
+				got[v.Name+" GC cycles per 100k requests"] = []float64{(after - before) / served[v.Name] * 1e5}
+			}
+		}
 	}
 	b.ReportMetric(0, "ns/op")
 	var rows [][]string
