@@ -209,14 +209,7 @@ func BenchmarkKgoRequestOneRecord(b *testing.B) {
 }
 
 func BenchmarkFetchOneRecord(b *testing.B) {
-	e := benchFixture(b)["log"]
-	cfg := DefaultConfig()
-	cfg.Seeds = e.Addrs()
-	c, err := New(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := benchClient(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -241,4 +234,43 @@ func reportLatency(b *testing.B, baseline bool) {
 		b.ReportMetric(nsOp/baselineNsOp, "vs_kgo")
 		b.ReportMetric((nsOp-baselineNsOp)/1e3, "added_µs")
 	}
+}
+
+// BenchmarkFetchAheadHit is 1-record fetches of single-record batches
+// read in a row, raw and decoded, as a gateway's one-at-a-time readers
+// send them: nearly all answered from the read-ahead (a fill every
+// few hundred), each result released as the gateway releases it.
+func BenchmarkFetchAheadHit(b *testing.B) {
+	c := benchClient(b)
+	for _, raw := range []bool{true, false} {
+		b.Run(map[bool]string{true: "raw", false: "json"}[raw], func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				offset := int64(i % latencyRecords)
+				res, err := c.Fetch(context.Background(), FetchRequest{Topic: latencyTopic, Offset: offset, MaxBytes: 1, Raw: raw})
+				if err != nil || res.NextOffset != offset+1 {
+					b.Fatalf("fetch %d: next %d, %v", offset, res.NextOffset, err)
+				}
+				res.Release()
+				i++
+			}
+			hits := c.FetchAheadStats().Hits.Load()
+			b.ReportMetric(float64(hits), "hits")
+		})
+	}
+}
+
+// benchClient is a client of the fixture's "log" cluster with the
+// default configuration, closed when b ends.
+func benchClient(b *testing.B) *Client {
+	e := benchFixture(b)["log"]
+	cfg := DefaultConfig()
+	cfg.Seeds = e.Addrs()
+	c, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c
 }

@@ -307,6 +307,12 @@ func (c *Client) shape(p *kmsg.FetchResponseTopicPartition, req *FetchRequest) (
 		res.Batches, res.NextOffset = wholeBatches(p.RecordBatches, req.Offset)
 		return res, nil
 	}
+	if p.ErrorCode == 0 {
+		if recs, next, ok := decodePlain(p.RecordBatches, req.Topic, req.Partition, req.Offset); ok {
+			res.Records, res.NextOffset = recs, max(next, req.Offset)
+			return res, nil
+		}
+	}
 	opts := kgo.ProcessFetchPartitionOpts{Offset: req.Offset, Topic: req.Topic, Partition: req.Partition}
 	fp, next := kgo.ProcessFetchPartition(opts, p, c.decompressor, nil)
 	if fp.Err != nil && len(fp.Records) == 0 {
