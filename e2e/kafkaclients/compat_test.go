@@ -10,7 +10,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/capgate/capgate/e2e/sdk"
 )
@@ -82,9 +86,15 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 }
 
 // TestKgoRegexConsumerTakesACreatedTopic: a kgo consumer of a pattern
-// (ConsumeRegex; KIP-848: the listener matches SubscribedTopicRegex,
-// classic: kgo matches its metadata and rejoins with the new topic) takes
-// a topic created in Kafka while it consumes, and reads it.
+// (ConsumeRegex; KIP-848: the listener matches SubscribedTopicRegex
+// itself, as the credential allows only "orders" and "orders-*";
+// classic: kgo matches its metadata and rejoins with the new topic) whose
+// credential allows only some of what the regex matches reads the
+// allowed topics, takes an allowed topic created in Kafka while it
+// consumes, and never reads a matching topic its credential does not
+// allow. Before, the KIP-848 join was refused GROUP_AUTHORIZATION_FAILED
+// ("topic_pattern needs a credential for any topic"), retried by kgo for
+// ever: nothing read.
 func TestKgoRegexConsumerTakesACreatedTopic(t *testing.T) {
 	for _, proto := range []protocol{kip848, cooperativeSticky} {
 		t.Run(proto.String(), func(t *testing.T) {
@@ -92,27 +102,23 @@ func TestKgoRegexConsumerTakesACreatedTopic(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			group := "regex-" + proto.String()
-			// A KIP-848 SubscribedTopicRegex is a capgate join's
-			// topic_pattern, which needs a credential for any topic (the
-			// coordinator's rule: 403, GROUP_AUTHORIZATION_FAILED with
-			// its message, retried by kgo); a classic kgo member matches
-			// the pattern itself and joins with the topics.
-			topics := []string{"orders*"}
-			if proto == kip848 {
-				topics = []string{"*"}
-			}
-			cred, err := s.Stack.ClientCredential(ctx, "regex", []string{group}, topics, time.Hour)
+			cred, err := s.Stack.ClientCredential(ctx, "regex", []string{group}, []string{"orders", "orders-*"}, time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
+			admin := kadm.NewClient(directClient(t, s))
+			if created, err := admin.CreateTopics(ctx, 1, 1, nil, "ordinals"); err != nil || created.Error() != nil {
+				t.Fatal(err, created.Error())
+			}
 			produceDirect(t, s, "orders", 0, 3)
-			m := joinGroup(t, s, "regex1", group, cred, proto, kgo.ConsumeRegex(), kgo.ConsumeTopics("^orders.*"),
+			produceDirect(t, s, "ordinals", 0, 3) // matches ^ord.*, not allowed
+			m := joinGroup(t, s, "regex1", group, cred, proto, kgo.ConsumeRegex(), kgo.ConsumeTopics("^ord.*"),
 				kgo.MetadataMaxAge(time.Second), kgo.MetadataMinAge(250*time.Millisecond))
 			sdk.Eventually(t, 60*time.Second, "orders consumed", func() (bool, string) {
 				return m.byTopic()["orders"] == 3, fmt.Sprintf("polled %v, errors %v", m.byTopic(), m.Errors())
 			})
 			topic := "orders-" + proto.String()
-			created, err := kadm.NewClient(directClient(t, s)).CreateTopics(ctx, 2, 1, nil, topic)
+			created, err := admin.CreateTopics(ctx, 2, 1, nil, topic)
 			if err == nil {
 				err = created.Error()
 			}
@@ -126,6 +132,9 @@ func TestKgoRegexConsumerTakesACreatedTopic(t *testing.T) {
 				return m.byTopic()[topic] == 6, fmt.Sprintf("polled %v, errors %v", m.byTopic(), m.Errors())
 			})
 			t.Logf("%s: the topic created while consuming read %v after its creation", proto, time.Since(at).Round(10*time.Millisecond))
+			if n := m.byTopic()["ordinals"]; n != 0 {
+				t.Errorf("read %d records of ordinals, which the regex matches and the credential does not allow", n)
+			}
 			if errs := m.Errors(); len(errs) > 0 {
 				t.Logf("errors the consumer saw: %v", errs)
 			}
@@ -368,4 +377,71 @@ func sum(m map[int32]int64) int64 {
 		n += v
 	}
 	return n
+}
+
+// TestRegexMatchingNoAllowedTopicJoinsOnceCreated: a KIP-848 heartbeat
+// whose regex matches no topic its credential allows (only a topic it
+// does not: "ordinals") is answered UNKNOWN_TOPIC_OR_PARTITION with a
+// message naming the regex and what the credential allows (retriable),
+// and the gateway logs it at warn; an invalid regex is
+// INVALID_REGULAR_EXPRESSION. (kgo itself joins only once its metadata
+// shows a matching topic it may see.) Once an allowed matching topic is
+// created, a kgo consumer of the regex joins and reads it — and never
+// the other.
+func TestRegexMatchingNoAllowedTopicJoinsOnceCreated(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	s := Start(t, Options{Partitions: 1, Observe: core})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	group := "regex-none"
+	cred, err := s.Stack.ClientCredential(ctx, "regex", []string{group}, []string{"orders-*"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := kadm.NewClient(directClient(t, s))
+	if created, err := admin.CreateTopics(ctx, 1, 1, nil, "ordinals"); err != nil || created.Error() != nil {
+		t.Fatal(err, created.Error())
+	}
+	produceDirect(t, s, "ordinals", 0, 3)
+
+	r := dialRaw(t, s.KafkaAddrs()[0])
+	r.authenticate("OAUTHBEARER", cred)
+	heartbeat := func(regex string) (int16, string) {
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.SetVersion(1)
+		hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = group, "raw-member", 0, 5000
+		hb.SubscribedTopicRegex, hb.Topics = kmsg.StringPtr(regex), []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp := r.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if resp.ErrorMessage == nil {
+			return resp.ErrorCode, ""
+		}
+		return resp.ErrorCode, *resp.ErrorMessage
+	}
+	if code, msg := heartbeat("^ord.*"); code != kerr.UnknownTopicOrPartition.Code || !strings.Contains(msg, `"^ord.*"`) || !strings.Contains(msg, "orders-*") {
+		t.Errorf("a regex matching no allowed topic: error %d %q, want UNKNOWN_TOPIC_OR_PARTITION naming the regex and orders-*", code, msg)
+	}
+	said := false
+	for _, e := range logs.FilterMessageSnippet("topic regex matches no topic its credential allows").All() {
+		f := e.ContextMap()
+		said = said || f["group"] == group && f["topic_regex"] == "^ord.*" && fmt.Sprint(f["credential_topics"]) == "[orders-*]"
+	}
+	if !said {
+		t.Errorf("the regex matching no allowed topic not logged (%d warnings)", logs.Len())
+	}
+	if code, msg := heartbeat("orders-("); code != kerr.InvalidRegularExpression.Code {
+		t.Errorf("an invalid regex: error %d %q, want INVALID_REGULAR_EXPRESSION", code, msg)
+	}
+
+	m := joinGroup(t, s, "regex1", group, cred, kip848, kgo.ConsumeRegex(), kgo.ConsumeTopics("^ord.*"),
+		kgo.MetadataMaxAge(time.Second), kgo.MetadataMinAge(250*time.Millisecond))
+	if created, err := admin.CreateTopics(ctx, 1, 1, nil, "orders-late"); err != nil || created.Error() != nil {
+		t.Fatal(err, created.Error())
+	}
+	produceDirect(t, s, "orders-late", 0, 3)
+	sdk.Eventually(t, 90*time.Second, "the allowed topic created later consumed", func() (bool, string) {
+		return m.byTopic()["orders-late"] == 3, fmt.Sprintf("polled %v, errors %v", m.byTopic(), m.Errors())
+	})
+	if n := m.byTopic()["ordinals"]; n != 0 {
+		t.Errorf("read %d records of ordinals, which the credential does not allow", n)
+	}
 }

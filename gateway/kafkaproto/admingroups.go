@@ -315,6 +315,9 @@ func (g *groups) localMembers(group string) map[string]localMember {
 			l := localMember{kafkaID: m.id, clientID: m.key.clientID, host: "/" + m.key.ip, kip848: m.kip848, epoch: m.epoch}
 			if m.kip848 {
 				l.regex = m.join.TopicPattern
+				if m.regex != nil {
+					l.regex = m.regex.text // the client's, matched by the listener
+				}
 			}
 			out[m.sess.Member().ID] = l
 		}

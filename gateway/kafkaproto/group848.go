@@ -120,8 +120,16 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 	}
 	join := api.JoinRequest{ClientID: capgateClientID(c.clientID)}
 	join.Topics, join.TopicPattern, _ = subscription848(req)
+	if join.TopicPattern != "" && c.matchesOwnRegex() {
+		names, rs, code, why := c.matchRegex(req.Group, join.TopicPattern, nil, true)
+		if code != 0 {
+			resp.ErrorCode, resp.ErrorMessage = code, &why
+			return resp, nil
+		}
+		join.Topics, join.TopicPattern, m.regex = names, "", rs
+	}
 	var missing []string
-	if join.TopicPattern == "" {
+	if join.TopicPattern == "" && m.regex == nil {
 		var code int16
 		var why string
 		if join.Topics, missing, code, why = c.subscribePresent(req.Group, join.Topics); code != 0 {
@@ -178,11 +186,21 @@ func subscription848(req *kmsg.ConsumerGroupHeartbeatRequest) (topics []string, 
 // the change was made, else the heartbeat's error.
 func (c *conn) resubscribe848(m *member, req *kmsg.ConsumerGroupHeartbeatRequest) int16 {
 	topics, pattern, ok := subscription848(req)
-	if !ok || m.subscribed(topics, pattern) {
+	switch {
+	case !ok || m.subscribed(topics, pattern):
+		if names, rs, changed := c.rematchRegex(m); changed {
+			return c.resubscribeRegex(m, names, rs) // a topic its regex matches was created or deleted
+		}
 		if topics, ok = c.awaitedCreated(m); !ok {
 			return 0
 		}
 		pattern = "" // a topic it waited for was created: join it
+	case pattern != "" && c.matchesOwnRegex():
+		names, rs, code, _ := c.matchRegex(m.group, pattern, nil, true)
+		if code != 0 {
+			return code
+		}
+		return c.resubscribeRegex(m, names, rs)
 	}
 	var missing []string
 	if pattern == "" {
@@ -198,6 +216,7 @@ func (c *conn) resubscribe848(m *member, req *kmsg.ConsumerGroupHeartbeatRequest
 	code := resubscribeError(m.resubscribe(c.ctx, topics, pattern))
 	if code == 0 {
 		m.awaiting(wanted, missing)
+		m.setRegex(nil)
 	}
 	return code
 }

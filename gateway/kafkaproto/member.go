@@ -196,6 +196,10 @@ type member struct {
 	// missing (some of its topics) are not in Kafka and not in join yet
 	// (missingtopics.go); nil otherwise. Under mu.
 	wanted, missing []string
+	// regex: a KIP-848 member's SubscribedTopicRegex the listener matched
+	// itself (regexsub.go), join.Topics what it matched; nil otherwise.
+	// Under mu.
+	regex *regexSub
 
 	ctx    context.Context // ends when the member is gone
 	cancel context.CancelFunc
@@ -957,6 +961,9 @@ func compareParts(a, b session.Partition) int {
 func (m *member) subscribed(topics []string, pattern string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.regex != nil {
+		return pattern == m.regex.text // join.Topics are what it matched
+	}
 	if pattern != "" || m.join.TopicPattern != "" {
 		return pattern == m.join.TopicPattern
 	}

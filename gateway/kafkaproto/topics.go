@@ -28,6 +28,7 @@ type topicCache struct {
 
 	mu     sync.Mutex
 	loaded time.Time
+	gen    uint64 // counts the loads: a list read again is a new gen
 	topics map[string]topicInfo
 	byID   map[[16]byte]string
 }
@@ -43,23 +44,29 @@ func newTopicCache(b *broker.Client, maxAge time.Duration) *topicCache {
 // get returns the topic list, loading it when older than maxAge or when
 // refresh is set and the last load is older than a second.
 func (t *topicCache) get(ctx context.Context, refresh bool) (map[string]topicInfo, map[[16]byte]string, error) {
+	topics, byID, _, err := t.getGen(ctx, refresh)
+	return topics, byID, err
+}
+
+// getGen is get with the load's gen: equal gens are the same list.
+func (t *topicCache) getGen(ctx context.Context, refresh bool) (map[string]topicInfo, map[[16]byte]string, uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	age := time.Since(t.loaded)
 	if t.topics != nil && age < t.maxAge && (!refresh || age < time.Second) {
-		return t.topics, t.byID, nil
+		return t.topics, t.byID, t.gen, nil
 	}
 	if t.broker == nil {
-		return nil, nil, errNoBroker
+		return nil, nil, 0, errNoBroker
 	}
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = nil // all
 	kresp, err := t.broker.Request(ctx, req)
 	if err != nil {
 		if t.topics != nil {
-			return t.topics, t.byID, nil // stale beats nothing; the broker is unreachable
+			return t.topics, t.byID, t.gen, nil // stale beats nothing; the broker is unreachable
 		}
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	resp := kresp.(*kmsg.MetadataResponse)
 	topics := make(map[string]topicInfo, len(resp.Topics))
@@ -72,7 +79,8 @@ func (t *topicCache) get(ctx context.Context, refresh bool) (map[string]topicInf
 		byID[rt.TopicID] = *rt.Topic
 	}
 	t.topics, t.byID, t.loaded = topics, byID, time.Now()
-	return topics, byID, nil
+	t.gen++
+	return topics, byID, t.gen, nil
 }
 
 // partitionKnown reports whether topic has partition, refreshing once
