@@ -54,7 +54,7 @@ func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, no
 			switch {
 			case member:
 				a.code, a.renewing = api.CodeCapabilityRevoked, paused
-			case op == ocap.OpFetch && c.principal.Claims.AllowsTopic(topic) && !c.s.internalTopic(topic) && c.s.groups.renewalPending(c.holderKey()):
+			case op == ocap.OpFetch && c.principal.Claims.AllowsTopic(topic) && !c.s.internalTopic(topic) && c.s.groups.renewalPending(c.holderKey(), c.principal.Claims.ID, c.principal.Expires, now):
 				// A renewed credential's connection before its carry-over
 				// (groups.renewalPending), allowed the topic itself: a
 				// holder of the name without that right is refused.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -33,7 +34,25 @@ type groups struct {
 	// (member.holder): what pauses a fetch of a connection opened with a
 	// renewed credential before the carry-over (renewalPending).
 	byHolder map[holderKey]int
+	// holderUntil is, per holder of byHolder, the latest expiry of a
+	// credential its members were opened with or carried over to: by
+	// then each has carried over to a later one or ended.
+	holderUntil map[holderKey]time.Time
+	// pauses are the credentials (by id) whose connections' fetches
+	// paused as a renewal pending (renewalPending), each with the end
+	// of its one window; at most renewalPausesMax.
+	pauses map[string]renewalPause
 }
+
+// renewalPause is one credential's window of paused fetches: until is
+// its holder's holderUntil when it first paused, credExp its own expiry
+// (the entry is dropped after it).
+type renewalPause struct{ until, credExp time.Time }
+
+// renewalPausesMax bounds groups.pauses; full (of credentials still
+// live), a connection of yet another credential is refused as before the
+// relaxation.
+const renewalPausesMax = 4096
 
 // holderKey is a client key as a renewal of its credential keeps it: the
 // credential's issuer and subject (its name), not its holder (an
@@ -59,7 +78,8 @@ func newGroups(s *Server) *groups {
 	return &groups{
 		s: s, api: client.NewGroupAPI(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS),
 		byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{},
-		keys: map[*member][]clientKey{}, byHolder: map[holderKey]int{},
+		keys: map[*member][]clientKey{}, byHolder: map[holderKey]int{}, holderUntil: map[holderKey]time.Time{},
+		pauses: map[string]renewalPause{},
 	}
 }
 
@@ -96,9 +116,10 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	g.byKey[m.key] = append(g.byKey[m.key], m)
 	g.keys[m] = []clientKey{m.key}
 	if g.byHolder == nil {
-		g.byHolder = map[holderKey]int{}
+		g.byHolder, g.holderUntil, g.pauses = map[holderKey]int{}, map[holderKey]time.Time{}, map[string]renewalPause{}
 	}
 	g.byHolder[m.holder]++
+	g.extendHolderLocked(m.holder, m.holderExp)
 	g.mu.Unlock()
 	if old != nil {
 		old.close()
@@ -120,6 +141,11 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 func (g *groups) carryOver(from, to clientKey, credential string, expires time.Time) {
 	for _, m := range g.ofKey(from) {
 		g.reach(m, to)
+		g.mu.Lock()
+		if g.byHolder[m.holder] > 0 {
+			g.extendHolderLocked(m.holder, expires)
+		}
+		g.mu.Unlock()
 		g.s.wg.Add(1)
 		go func() {
 			defer g.s.wg.Done()
@@ -200,26 +226,63 @@ func (g *groups) remove(m *member) {
 	case !registered || n == 0:
 	case n == 1:
 		delete(g.byHolder, m.holder)
+		delete(g.holderUntil, m.holder)
 	default:
 		g.byHolder[m.holder] = n - 1
 	}
 }
 
-// renewalPending reports whether a member of this gateway was opened
-// under holder's name, client.id and address (byHolder) — a connection
-// whose own key reaches no member may be its client's, authenticated
-// with a renewed credential before the client's group connection
-// re-authenticated with it (KIP-368) and carried the member over. KafkaJS
-// opens its fetch connections after the join, each with the credential
-// its token provider reads then. Its fetches pause (answered empty,
-// throttled) rather than fail with TOPIC_AUTHORIZATION_FAILED, which
-// KafkaJS does not retry: its consumer crashed. Nothing is read: the
-// fetch goes on once a connection of the member re-authenticated with
-// the same credential (carryOver), or fails once the member is gone.
-func (g *groups) renewalPending(holder holderKey) bool {
+// renewalPending reports whether a fetch of a connection authenticated
+// with credential cred (its id; expiring credExp), whose own key reaches
+// no member, pauses rather than fails: a member of this gateway was
+// opened under holder's name, client.id and address (byHolder), so the
+// connection may be its client's, authenticated with a renewed
+// credential before the client's group connection re-authenticated with
+// it (KIP-368) and carried the member over. KafkaJS opens its fetch
+// connections after the join, each with the credential its token
+// provider reads then. Its fetches pause (answered empty, throttled)
+// rather than fail with TOPIC_AUTHORIZATION_FAILED, which KafkaJS does
+// not retry: its consumer crashed. Nothing is read: the fetch goes on
+// once a connection of the member re-authenticated with the same
+// credential (carryOver), or fails once the member is gone.
+//
+// Bounded: a credential pauses in one window only, from its first
+// paused fetch to its holder's holderUntil then — the expiry of the
+// latest credential the holder's members had, by which a renewal with
+// cred has carried over (the group connection re-authenticates before
+// its own credential ends) or never will. After it every fetch of cred's
+// connections, old or new, is refused as before, however long the
+// member lives and renews: a same-named credential of another holder
+// (same client.id and address) is told nothing but an empty answer for
+// at most the member's credential's remaining lifetime, once. At most
+// renewalPausesMax credentials are remembered (an entry goes when its
+// credential expired); full, a new one is refused.
+func (g *groups) renewalPending(holder holderKey, cred string, credExp, now time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.byHolder[holder] > 0
+	if g.byHolder[holder] == 0 {
+		return false
+	}
+	p, ok := g.pauses[cred]
+	if !ok {
+		if len(g.pauses) >= renewalPausesMax {
+			maps.DeleteFunc(g.pauses, func(_ string, p renewalPause) bool { return !now.Before(p.credExp) })
+			if len(g.pauses) >= renewalPausesMax {
+				return false
+			}
+		}
+		p = renewalPause{until: g.holderUntil[holder], credExp: credExp}
+		g.pauses[cred] = p
+	}
+	return now.Before(p.until)
+}
+
+// extendHolderLocked records a credential of holder's members expiring
+// at exp (holderUntil). g.mu held.
+func (g *groups) extendHolderLocked(holder holderKey, exp time.Time) {
+	if exp.After(g.holderUntil[holder]) {
+		g.holderUntil[holder] = exp
+	}
 }
 
 // unlistLocked takes m out of key's members. g.mu held.
