@@ -34,20 +34,23 @@ type groups struct {
 	// (member.holder): what pauses a fetch of a connection opened with a
 	// renewed credential before the carry-over (renewalPending).
 	byHolder map[holderKey]int
-	// holderUntil is, per holder of byHolder, the latest expiry of a
-	// credential its members were opened with or carried over to: by
-	// then each has carried over to a later one or ended.
-	holderUntil map[holderKey]time.Time
-	// pauses are the credentials (by id) whose connections' fetches
+	// pauses are the credentials (by holder and id) whose connections' fetches
 	// paused as a renewal pending (renewalPending), each with the end
 	// of its one window; at most renewalPausesMax.
-	pauses map[string]renewalPause
+	pauses map[pauseKey]renewalPause
 }
 
-// renewalPause is one credential's window of paused fetches: until is
-// its holder's holderUntil when it first paused, credExp its own expiry
-// (the entry is dropped after it).
-type renewalPause struct{ until, credExp time.Time }
+// pauseKey is a credential (its id) as one holder's connections present
+// it: a credential shared by several clients (KafkaJS processes reading
+// one token file) pauses in each one's window.
+type pauseKey struct {
+	holder holderKey
+	cred   string
+}
+
+// renewalPause is one credential's window of paused fetches, ending at
+// its own expiry (the entry is dropped after it).
+type renewalPause struct{ until time.Time }
 
 // renewalPausesMax bounds groups.pauses; full (of credentials still
 // live), a connection of yet another credential is refused as before the
@@ -78,8 +81,8 @@ func newGroups(s *Server) *groups {
 	return &groups{
 		s: s, api: client.NewGroupAPI(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS),
 		byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{},
-		keys: map[*member][]clientKey{}, byHolder: map[holderKey]int{}, holderUntil: map[holderKey]time.Time{},
-		pauses: map[string]renewalPause{},
+		keys: map[*member][]clientKey{}, byHolder: map[holderKey]int{},
+		pauses: map[pauseKey]renewalPause{},
 	}
 }
 
@@ -116,10 +119,9 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	g.byKey[m.key] = append(g.byKey[m.key], m)
 	g.keys[m] = []clientKey{m.key}
 	if g.byHolder == nil {
-		g.byHolder, g.holderUntil, g.pauses = map[holderKey]int{}, map[holderKey]time.Time{}, map[string]renewalPause{}
+		g.byHolder, g.pauses = map[holderKey]int{}, map[pauseKey]renewalPause{}
 	}
 	g.byHolder[m.holder]++
-	g.extendHolderLocked(m.holder, m.holderExp)
 	g.mu.Unlock()
 	if old != nil {
 		old.close()
@@ -141,11 +143,6 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 func (g *groups) carryOver(from, to clientKey, credential string, expires time.Time) {
 	for _, m := range g.ofKey(from) {
 		g.reach(m, to)
-		g.mu.Lock()
-		if g.byHolder[m.holder] > 0 {
-			g.extendHolderLocked(m.holder, expires)
-		}
-		g.mu.Unlock()
 		g.s.wg.Add(1)
 		go func() {
 			defer g.s.wg.Done()
@@ -226,7 +223,6 @@ func (g *groups) remove(m *member) {
 	case !registered || n == 0:
 	case n == 1:
 		delete(g.byHolder, m.holder)
-		delete(g.holderUntil, m.holder)
 	default:
 		g.byHolder[m.holder] = n - 1
 	}
@@ -246,43 +242,43 @@ func (g *groups) remove(m *member) {
 // once a connection of the member re-authenticated with the same
 // credential (carryOver), or fails once the member is gone.
 //
-// Bounded: a credential pauses in one window only, from its first
-// paused fetch to its holder's holderUntil then — the expiry of the
-// latest credential the holder's members had, by which a renewal with
-// cred has carried over (the group connection re-authenticates before
-// its own credential ends) or never will. After it every fetch of cred's
-// connections, old or new, is refused as before, however long the
-// member lives and renews: a same-named credential of another holder
-// (same client.id and address) is told nothing but an empty answer for
-// at most the member's credential's remaining lifetime, once. At most
-// renewalPausesMax credentials are remembered (an entry goes when its
-// credential expired); full, a new one is refused.
+// Bounded: only while a member of holder lives here; for each client
+// (holder) and credential in one window, from its first paused fetch to
+// the credential's own expiry — by then the connection has
+// re-authenticated with a later credential, which its group connection
+// carried the member over to, or its session has ended — never longer
+// (not by a later member, nor a new connection); and at most
+// renewalPausesMax credentials at once (an entry goes once its credential
+// expired; full, a new one is refused as before the relaxation). A
+// tighter end — the expiry of the credential the member held at the
+// first pause — refused a real client: KafkaJS's group connection may
+// re-authenticate straight to the renewal after the one a fetch
+// connection holds (the token file changed twice meanwhile, a loaded
+// machine), and that connection reaches the member only at its own
+// re-authentication, near its credential's end (KafkaJS crashed,
+// TestKafkaJSGroupRenewedManyTimes). A same-named credential of another
+// holder at the same client.id and address is answered empty instead
+// of TOPIC_AUTHORIZATION_FAILED for at most its own lifetime, once, and
+// reads nothing.
 func (g *groups) renewalPending(holder holderKey, cred string, credExp, now time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.byHolder[holder] == 0 {
 		return false
 	}
-	p, ok := g.pauses[cred]
+	key := pauseKey{holder, cred}
+	p, ok := g.pauses[key]
 	if !ok {
 		if len(g.pauses) >= renewalPausesMax {
-			maps.DeleteFunc(g.pauses, func(_ string, p renewalPause) bool { return !now.Before(p.credExp) })
+			maps.DeleteFunc(g.pauses, func(_ pauseKey, p renewalPause) bool { return !now.Before(p.until) })
 			if len(g.pauses) >= renewalPausesMax {
 				return false
 			}
 		}
-		p = renewalPause{until: g.holderUntil[holder], credExp: credExp}
-		g.pauses[cred] = p
+		p = renewalPause{until: credExp}
+		g.pauses[key] = p
 	}
 	return now.Before(p.until)
-}
-
-// extendHolderLocked records a credential of holder's members expiring
-// at exp (holderUntil). g.mu held.
-func (g *groups) extendHolderLocked(holder holderKey, exp time.Time) {
-	if exp.After(g.holderUntil[holder]) {
-		g.holderUntil[holder] = exp
-	}
 }
 
 // unlistLocked takes m out of key's members. g.mu held.

@@ -40,7 +40,7 @@ const earlyReadMax = 512
 // joinMember joins m for this connection's client (groups.join); the
 // join ends early when the client hangs up meanwhile.
 func (c *conn) joinMember(m *member, join api.JoinRequest) (code api.Code, err error) {
-	m.holder, m.holderExp = c.holderKey(), c.principal.Expires
+	m.holder = c.holderKey()
 	c.watchHangUp(func(ctx context.Context) {
 		code, err = c.s.groups.join(ctx, m, c.principal.Token, join)
 	})

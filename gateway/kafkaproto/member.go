@@ -118,7 +118,6 @@ type member struct {
 	id               string // the Kafka member id
 	key              clientKey
 	holder           holderKey // key's holder by name (groups.renewalPending)
-	holderExp        time.Time // when the credential it was opened with expires (groups.holderUntil)
 	kip848           bool
 	cooperative      bool // classic protocol: revoke only what moves
 	sessionTimeout   time.Duration
