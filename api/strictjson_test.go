@@ -138,7 +138,7 @@ func TestStrictJSONFieldsAsEncodingJSON(t *testing.T) {
 	for _, v := range []any{
 		strictNested{Labels: map[string]CommitOffset{"a": {}}, Raw: json.RawMessage("1"), Any: 1, Err: &Error{Code: "x"},
 			Deep: [][]CommitOffset{{}}, strictEmbedded: strictEmbedded{Inner: "i"}, StrictEmbeddedPtr: &StrictEmbeddedPtr{}},
-		JoinRequest{MemberID: "m", RenewToken: "r", InstanceID: "i", ClientID: "c", Topics: []string{"t"}, TopicPattern: "p", SessionTimeoutMs: 1, Assignor: "a"},
+		JoinRequest{MemberID: "m", RenewToken: "r", RenewCredential: "rc", InstanceID: "i", ClientID: "c", Topics: []string{"t"}, TopicPattern: "p", SessionTimeoutMs: 1, Assignor: "a"},
 		CommitOffset{Metadata: "m"}, CommitRequest{Release: true},
 		AttenuateRequest{Ops: []string{"fetch"}, OffsetFrom: new(int64), OffsetTo: new(int64), TTLMs: 1, MaxBytesPerSec: 1},
 		QoSOverride{LogLevel: "debug", Monitor: "m", MaxBytesPerSec: 1},

@@ -32,9 +32,17 @@ type PartitionRef struct {
 // member's own subscription. The member keeps its id, partitions and
 // epochs — no fence, nothing in the group moves — and the answer is a
 // new member token with the capabilities the member holds, renewed.
+//
+// RenewCredential, with RenewToken, is the credential the member is
+// bound to when the bearer is another of the same issuer and name (an
+// admin-minted client credential renewed by a new one): presenting both
+// proves one holder, and the member is rebound to the bearer. One that
+// does not verify, is denied or expired, or names another holder proves
+// nothing (then the bearer must be bound to the member, as without it).
 type JoinRequest struct {
 	MemberID         string   `json:"member_id,omitempty"`
 	RenewToken       string   `json:"renew_token,omitempty"`
+	RenewCredential  string   `json:"renew_credential,omitempty"`
 	InstanceID       string   `json:"instance_id,omitempty"`
 	ClientID         string   `json:"client_id,omitempty"`
 	Topics           []string `json:"topics,omitempty"`

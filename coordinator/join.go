@@ -159,13 +159,14 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if req.TopicPattern != "" {
 		weight = c.cfg.Groups.Limits.TopicsPerMember // may match any number: persist alone
 	}
+	renewFrom := c.renewFrom(ctx, credential, req)
 	msg, err := c.callWeighted(weight, func(ref group.Ref) group.Event {
 		return group.Join{
 			Ref: ref, Group: groupName, MemberID: req.MemberID, InstanceID: req.InstanceID, ClientID: req.ClientID,
 			Topics: req.Topics, TopicPattern: req.TopicPattern,
 			SessionTimeout: msDuration(req.SessionTimeoutMs), Assignor: req.Assignor,
 			Credential:    group.Credential{ID: credential.ID, Issuer: credential.Issuer, Subject: credential.Subject},
-			ByMemberToken: byMember, Renew: req.RenewToken != "", Tenant: tenant(credential), JoinKey: joinKey,
+			ByMemberToken: byMember, Renew: req.RenewToken != "", RenewFrom: renewFrom, Tenant: tenant(credential), JoinKey: joinKey,
 		}
 	})
 	reply, ok := msg.(group.JoinReply)
@@ -210,6 +211,22 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 		return false
 	}
 	return true
+}
+
+// renewFrom is the id of a renewal's renew_credential (api.JoinRequest)
+// when it verifies as a client credential of the bearer's issuer and
+// name other than the bearer (group.Join.RenewFrom); "" otherwise — it
+// then proves nothing, and the renewal is as without it (a member bound
+// to another credential is unknown_member: the client renews anew).
+func (c *Coordinator) renewFrom(ctx *fasthttp.RequestCtx, credential *ocap.Claims, req api.JoinRequest) string {
+	if req.RenewToken == "" || req.RenewCredential == "" {
+		return ""
+	}
+	old, err := c.verifyTokenFor(ctx, []byte(req.RenewCredential), ocap.KindClient)
+	if err != nil || old.ID == credential.ID || old.Issuer != credential.Issuer || old.Subject != credential.Subject {
+		return ""
+	}
+	return old.ID
 }
 
 // joinRateKey is whose join_rate budget a join spends: its tenant's; a

@@ -289,3 +289,48 @@ func TestRenewalLeavesOldTokenGrantsShort(t *testing.T) {
 		t.Fatalf("resync renewed the moved partition until %v, want the new member token's exp %v", exp, newExp)
 	}
 }
+
+// TestRenewWithTheBoundCredentialRebinds: an admin-minted credential is
+// its own tenant, so a renewal with another credential of the same name
+// is unknown_member (the member token alone does not change whom the
+// member belongs to) — and the Kafka listener and the SDK renewed such a
+// member anew: release, leave and join, which in a group of several
+// members handed its partitions to the others and back (a rebalance of
+// the group every renewal). With renew_credential — the credential the
+// member is bound to, beside the new one as the bearer — the holder
+// proves it holds both, and the renewal rebinds the member in place:
+// same member, denying the old credential leaves it, denying the new one
+// ends it. A renew_credential the member is not bound to, of another
+// name, or no credential at all proves nothing (409 as before).
+func TestRenewWithTheBoundCredentialRebinds(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2})
+	h := e.start(t)
+	bound := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	renewed := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	sameName := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	var otherName coordinator.ClientResponse
+	h.call(t, "POST", "/v1/admin/clients", e.adminToken,
+		coordinator.ClientRequest{Name: "other", Groups: []string{"g"}, Topics: []string{"orders"}, TTLMs: 3600_000}, 200, &otherName)
+	e.remember(otherName.Credential)
+	join := api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000}
+	m := h.join(t, "g", bound, join)
+	renew := func(proof string) api.JoinRequest {
+		r := join
+		r.MemberID, r.RenewToken, r.RenewCredential = m.id, m.token, proof
+		return r
+	}
+	const path = "/v1/groups/g/join"
+	for name, proof := range map[string]string{"none": "", "another of the name": sameName, "another name": otherName.Credential,
+		"the member token": m.token, "not a token": "x.y.z", "the bearer itself": renewed} {
+		t.Run(name, func(t *testing.T) {
+			h.expectError(t, "POST", path, renewed, renew(proof), http.StatusConflict, api.CodeUnknownMember)
+		})
+	}
+	var resp api.JoinResponse
+	h.call(t, "POST", path, renewed, renew(bound), http.StatusOK, &resp)
+	e.remember(resp.MemberToken)
+	if resp.MemberID != m.id {
+		t.Fatalf("renewal answered member %q, want %q", resp.MemberID, m.id)
+	}
+	checkRebound(t, e, h, bound, renewed, "")
+}

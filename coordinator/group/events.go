@@ -52,6 +52,13 @@ type Join struct {
 	// the fence of a rejoin is for an incarnation that lost its state.
 	// Not with ByMemberToken.
 	Renew bool
+	// RenewFrom is, with Renew, the id of a credential the shell verified
+	// the renewal also presented (api.JoinRequest.RenewCredential), of
+	// the same issuer and name as Credential: when the member is bound to
+	// it, the renewal rebinds the member to Credential — the bearer holds
+	// both, so it is the member's holder renewing its own credential (an
+	// admin-minted credential renewed by a new one of the same name).
+	RenewFrom string
 	// JoinKey is the client's key for this join across its attempts
 	// (the Idempotency-Key header; the shell checked its syntax), ""
 	// for none. It names the member the join makes: the member id's 16

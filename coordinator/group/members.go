@@ -179,7 +179,8 @@ func (m *Machine) adoptAssignor(g *group, e Join) bool {
 // another token of its OAuth client (sameClient).
 func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed bool) {
 	mem := m.memberOf(e.Group, e.MemberID)
-	rebind := mem != nil && (e.Renew || keyed) && mem.credential.ID != e.Credential.ID && sameClient(mem.credential, e)
+	rebind := mem != nil && (e.Renew || keyed) && mem.credential.ID != e.Credential.ID &&
+		(sameClient(mem.credential, e) || e.Renew && renewedByItsHolder(mem.credential, e))
 	if mem == nil || (!e.ByMemberToken && mem.credential.ID != e.Credential.ID && !rebind) {
 		m.reject(e.Ref, api.CodeUnknownMember, "join: unknown member %q: join without member_id", e.MemberID)
 		return
@@ -233,6 +234,18 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed 
 // rebound.
 func sameClient(c Credential, e Join) bool {
 	return c.Tenant != "" && c.Tenant != c.ID && c.Tenant == e.Tenant
+}
+
+// renewedByItsHolder reports whether a renewal presented, beside its
+// credential, the one the member is bound to (Join.RenewFrom, verified by
+// the shell), of the same issuer and name: the bearer holds both, so the
+// member's holder renews its credential by another — an admin-minted
+// credential is its own tenant (its jti), and holding the member token
+// alone does not change whom the member belongs to, but holding its
+// credential does prove it. The renewal then rebinds the member to the
+// new credential, counted for its old tenant, as an OAuth client's.
+func renewedByItsHolder(c Credential, e Join) bool {
+	return e.RenewFrom != "" && e.RenewFrom == c.ID && c.Issuer == e.Credential.Issuer && c.Subject == e.Credential.Subject
 }
 
 // rebind binds mem to credential c (a renewal's, sameClient): denying the

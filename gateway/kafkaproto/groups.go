@@ -140,13 +140,13 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 // (Principal.tenant). The members' sessions take the new credential
 // (member.carryOver) in the background: the SASL answer does not wait for
 // the coordinator.
-func (g *groups) carryOver(from, to clientKey, credential string, expires time.Time) {
+func (g *groups) carryOver(from, to clientKey, credential, proof string, expires time.Time) {
 	for _, m := range g.ofKey(from) {
 		g.reach(m, to)
 		g.s.wg.Add(1)
 		go func() {
 			defer g.s.wg.Done()
-			m.carryOver(m.ctx, credential, expires)
+			m.carryOver(m.ctx, credential, proof, expires)
 		}()
 	}
 }

@@ -1059,13 +1059,21 @@ func (m *member) rejoinSelf(ctx context.Context, join api.JoinRequest, credentia
 // partition released at the client's committed offsets, a leave, and a
 // join with the new credential as a new capgate member behind the same
 // Kafka member (session.RenewRequested) — without telling the client
-// (renewing: what comes back at the offsets released stays its own). Other refusals leave the member
+// (renewing: what comes back at the offsets released stays its own).
+// With an admin-minted credential renewed by another (proof: the
+// connection's previous one, Principal.renewalProof) the rejoin carries
+// proof as renew_credential, and a coordinator that takes it renews the
+// member in place and rebinds it to the new credential — no release, no
+// leave: in a group of several members the renewal anew handed the
+// member's partitions to the others and back, a rebalance of the group
+// at every renewal (TestKafkaJSGroupRenewedManyTimes).
+// Other refusals leave the member
 // as it is; it ends when its member token expires. A credential expiring
 // no later than a second after the member token only becomes the one
 // later joins present: a client re-authenticates each of its connections,
 // and one carry-over per renewal is enough (each fences the member's
 // partitions).
-func (m *member) carryOver(ctx context.Context, credential string, expires time.Time) {
+func (m *member) carryOver(ctx context.Context, credential, proof string, expires time.Time) {
 	m.mu.Lock()
 	if m.state != memberActive || credential == m.credential {
 		m.mu.Unlock()
@@ -1080,7 +1088,7 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 	}
 	m.carrying = true
 	renew := join
-	renew.RenewToken = m.sess.Member().Token
+	renew.RenewToken, renew.RenewCredential = m.sess.Member().Token, proof
 	m.mu.Unlock()
 	a := m.rejoinSelf(ctx, renew, credential)
 	var added []session.Partition
@@ -1110,6 +1118,9 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 		m.refenceAnswered(a.Failure == nil, added)
 	}
 	switch f := a.Failure; {
+	case f == nil && proof != "" && !fenced:
+		m.log.Info(renewedInPlaceLog)
+		m.carry(m.d.Renewed(a.Now, a.Join))
 	case f == nil:
 		m.log.Debug("kafka member carried over to the renewed credential")
 		m.carry(m.d.Renewed(a.Now, a.Join))
@@ -1130,6 +1141,12 @@ func (m *member) carryOver(ctx context.Context, credential string, expires time.
 		m.log.Info("kafka member not carried over to the renewed credential: it ends with its member token", zap.Error(f.Err))
 	}
 }
+
+// renewedInPlaceLog is logged (info) when a member bound to an
+// admin-minted credential was renewed in place with the next one
+// (renew_credential), where it was renewed as a new capgate member
+// before: one line a renewal, as that one.
+const renewedInPlaceLog = "kafka member renewed in place with a new credential of the same name (its old one presented beside it)"
 
 // holdBeat holds heartbeat s back while a carry-over's rejoin is in
 // flight (heldBeat). A cancel of its call drops it. Under mu.

@@ -62,6 +62,24 @@ func (p *Principal) tenant() string {
 	}
 }
 
+// renewalProof is what a re-authentication from p to q presents to the
+// coordinator beside q when it renews p's members (member.carryOver,
+// api.JoinRequest.RenewCredential): p's token when both are admin-minted
+// client credentials (each its own holder) with different ids and p
+// still live — holding both proves one holder, which the member token
+// alone does not. "" otherwise: an OAuth client's tokens and an IdP
+// identity's renew without it, and an older coordinator refuses the
+// field (400: the member is renewed anew, as without it).
+func (p *Principal) renewalProof(q *Principal, now time.Time) string {
+	adminMinted := func(x *Principal) bool {
+		return x.Identity == nil && x.Claims.Kind() == ocap.KindClient && x.tenant() == x.Claims.ID
+	}
+	if !adminMinted(p) || !adminMinted(q) || p.Claims.ID == q.Claims.ID || !p.Expires.After(now) {
+		return ""
+	}
+	return p.Token
+}
+
 // sameIdentity reports whether q may replace p on re-authentication
 // (KIP-368): the same kind, issuer and subject, and for a capability the
 // same group and partition. A renewed token (new jti, later expiry) is

@@ -252,7 +252,7 @@ func carryOverTo(m *member, credential string) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		m.carryOver(m.ctx, credential, time.Now().Add(time.Hour))
+		m.carryOver(m.ctx, credential, "", time.Now().Add(time.Hour))
 	}()
 	return done
 }

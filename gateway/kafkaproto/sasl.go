@@ -173,13 +173,14 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 		return nil, err
 	}
 	var before clientKey
+	proof := ""
 	if reauth {
-		before = c.key()
+		before, proof = c.key(), c.principal.renewalProof(p, now)
 	}
 	c.principal, c.sasl = p, saslDone
 	c.authed.Store(true)
 	if reauth && !p.capability() {
-		c.s.groups.carryOver(before, c.key(), p.Token, p.Expires)
+		c.s.groups.carryOver(before, c.key(), p.Token, proof, p.Expires)
 	}
 	c.s.log.Debug("kafka connection authenticated", c.logFields(reauth)...)
 	return p, nil
