@@ -59,6 +59,8 @@ func (c *conn) admit(topic string, partition int32, op ocap.Op, offset int64, no
 				// (groups.renewalPending), allowed the topic itself: a
 				// holder of the name without that right is refused.
 				a.code, a.renewing = api.CodeCapabilityRevoked, true
+			case op == ocap.OpFetch && c.principal.Claims.AllowsTopic(topic) && !c.s.internalTopic(topic):
+				c.sayFetchOutsideAGroup(topic)
 			}
 			return a
 		}

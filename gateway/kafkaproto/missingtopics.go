@@ -131,6 +131,27 @@ func (c *conn) subscribePresent(group string, names []string) (present, missing 
 	return present, missing, 0, ""
 }
 
+// fetchOutsideAGroup is the missingTopicLog group under which a client's
+// Fetches outside a group are remembered (no group is named so).
+const fetchOutsideAGroup = "\x00fetch"
+
+// sayFetchOutsideAGroup logs (warn) a Fetch of topic — one its credential
+// allows — by a client credential's connection that reaches no group
+// member: refused TOPIC_AUTHORIZATION_FAILED, which a user takes for a
+// missing ACL (kcat -C -t orders, a client's assign). Once per client
+// and topic every missingTopicRepeat, within refusallog's bound.
+func (c *conn) sayFetchOutsideAGroup(topic string) {
+	now := time.Now()
+	if len(c.s.missing.fresh(c.key(), fetchOutsideAGroup, []string{topic}, now)) == 0 {
+		return
+	}
+	c.s.missing.lines.LineAt(now, "kafka fetch with a client credential reaching no consumer group member: answered TOPIC_AUTHORIZATION_FAILED — "+
+		"a client credential reads only as a group member (kcat -G GROUP TOPIC, a client's group.id and subscribe); "+
+		"to read a partition without a group, use a partition capability (capgate admin grant)",
+		zap.String("topic", shownTopics([]string{topic})[0]), zap.String("client_id", c.clientID),
+		zap.String("remote", c.nc.RemoteAddr().String()))
+}
+
 // missingTopicsMessage is the heartbeat's error message for missing.
 func missingTopicsMessage(missing []string) string {
 	names := strings.Join(shownTopics(missing), ", ")
