@@ -88,9 +88,11 @@ func TestKgoCompressionCodecsThroughTheListener(t *testing.T) {
 // AddPartitionsToTxn, EndTxn, …); a transactional kgo producer is told
 // so at once — its InitProducerId with a transactional id is answered
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which kgo reports from
-// BeginTransaction as fatal — never a hang, and nothing reaches Kafka.
+// BeginTransaction as fatal — never a hang, and nothing reaches Kafka;
+// the gateway logs it once at warn.
 func TestKgoTransactionsRefused(t *testing.T) {
-	s := Start(t, Options{Partitions: 2})
+	core, logs := observer.New(zap.WarnLevel)
+	s := Start(t, Options{Partitions: 2, Observe: core})
 	cred := mintCredential(t, s, "tx", []string{s.Topic}, []string{"consume", "produce"}).Credential
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -108,6 +110,9 @@ func TestKgoTransactionsRefused(t *testing.T) {
 	}
 	if end := endOffset(t, s, s.Topic, 0); end != 0 {
 		t.Errorf("%s/0 ends at %d in Kafka, want 0", s.Topic, end)
+	}
+	if n := logs.FilterMessageSnippet("kafka transactional producer refused").Len(); n != 1 {
+		t.Errorf("the refused transaction logged %d times, want once", n)
 	}
 }
 
@@ -157,5 +162,53 @@ func TestKcatFirstSteps(t *testing.T) {
 	}
 	if n := logs.FilterMessageSnippet("kafka fetch with a client credential reaching no consumer group member").Len(); n != 1 {
 		t.Errorf("logged %d times for one client and topic, want once", n)
+	}
+}
+
+// TestKafkaJSProducerSettings: KafkaJS's producer through the listener
+// with a credential that may write: gzip (its one built-in codec) is
+// stored gzip, an idempotent producer (InitProducerId) writes with a
+// producer id, and a transactional one is refused at once — nothing
+// written. KafkaJS reports the refusal (FindCoordinator of its
+// transaction coordinator: TRANSACTIONAL_ID_AUTHORIZATION_FAILED) only
+// as "Failed to find group coordinator" (KafkaJSGroupCoordinatorNotFound:
+// it tries each broker and forgets why), so the gateway logs it at warn
+// saying transactions are not served and what to do instead; before, it
+// said nothing.
+func TestKafkaJSProducerSettings(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	s := Start(t, Options{Partitions: 3, Observe: core})
+	cred := mintCredential(t, s, "kjs-writer", []string{s.Topic}, []string{"consume", "produce"}).Credential
+	if errType, offset := kafkajsProduce(t, s, cred, s.Topic, 0, "COMPRESSION=gzip"); errType != "" || offset != 0 {
+		t.Fatalf("KafkaJS gzip produce: %q at %d", errType, offset)
+	}
+	if got := storedCodecs(t, s, 0, 1); got[0] != 1 {
+		t.Errorf("KafkaJS's gzip batch stored with codec %d, want 1", got[0])
+	}
+	if errType, offset := kafkajsProduce(t, s, cred, s.Topic, 1, "IDEMPOTENT=1"); errType != "" || offset != 0 {
+		t.Fatalf("KafkaJS idempotent produce: %q at %d", errType, offset)
+	}
+	direct, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka.Addrs()...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.Topic: {1: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if r := pollN(t, direct, 1)[0]; r.ProducerID < 0 {
+		t.Errorf("KafkaJS's idempotent record stored without a producer id (%d)", r.ProducerID)
+	}
+	start := time.Now()
+	if errType, _ := kafkajsProduce(t, s, cred, s.Topic, 2, "TRANSACTIONAL_ID=kjs-tx"); errType != "KafkaJSGroupCoordinatorNotFound" {
+		t.Errorf("KafkaJS transaction through the listener: %q, want KafkaJSGroupCoordinatorNotFound (KafkaJS's report of the refusal)", errType)
+	}
+	said := logs.FilterMessageSnippet("kafka transactional producer refused").All()
+	if len(said) != 1 || said[0].ContextMap()["transactional_id"] != "kjs-tx" {
+		t.Errorf("the refused transaction logged %d times (%v), want once naming kjs-tx", len(said), said)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the transaction refused after %v: not at once", d)
+	}
+	if end := endOffset(t, s, s.Topic, 2); end != 0 {
+		t.Errorf("%s/2 ends at %d in Kafka after the refused transaction, want 0", s.Topic, end)
 	}
 }

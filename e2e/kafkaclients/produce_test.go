@@ -143,8 +143,10 @@ func TestProduceWithProduceOp(t *testing.T) {
 
 // kafkajsProduce runs testdata/kafkajs/producer.js: one record to
 // topic/partition over SASL PLAIN with token as the password. It returns
-// KafkaJS's error type ("" when the record was sent) and the offset.
-func kafkajsProduce(t testing.TB, s *Stack, token, topic string, partition int32) (errType string, offset int64) {
+// KafkaJS's error type ("" when the record was sent) and the offset. env
+// adds producer.js's optional settings (COMPRESSION=gzip, IDEMPOTENT=1,
+// TRANSACTIONAL_ID=…).
+func kafkajsProduce(t testing.TB, s *Stack, token, topic string, partition int32, env ...string) (errType string, offset int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -152,6 +154,7 @@ func kafkajsProduce(t testing.TB, s *Stack, token, topic string, partition int32
 	cmd.Dir = kafkajsDir(t)
 	cmd.Env = append(os.Environ(), "BROKERS="+strings.Join(s.KafkaAddrs(), ","), "CAPGATE_TOKEN="+token,
 		"TOPIC="+topic, fmt.Sprint("PARTITION=", partition))
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("node producer.js: %v\n%s", err, out)

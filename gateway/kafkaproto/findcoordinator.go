@@ -10,7 +10,9 @@ package kafkaproto
 //     capgate group can have (ocap.ValidName: "." and "..", a '/', a
 //     space, over 255 bytes) is INVALID_GROUP_ID, on every group API.
 //   - Transaction coordinators: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-//     (transactions are not offered through capgate).
+//     (transactions are not offered through capgate), logged at warn
+//     (sayTransactionsRefused): KafkaJS reports it only as "Failed to
+//     find group coordinator".
 
 import (
 	"time"
@@ -31,6 +33,7 @@ func handleFindCoordinator(c *conn, _ header, kreq kmsg.Request) (kmsg.Response,
 		case 0:
 			return c.groupAllowed(key, time.Now())
 		case 1:
+			c.sayTransactionsRefused(key)
 			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
 		return kerr.InvalidRequest.Code

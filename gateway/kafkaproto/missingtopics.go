@@ -152,6 +152,28 @@ func (c *conn) sayFetchOutsideAGroup(topic string) {
 		zap.String("remote", c.nc.RemoteAddr().String()))
 }
 
+// transactionsRefused is the missingTopicLog group under which a client's
+// refused transactional ids are remembered.
+const transactionsRefused = "\x00txn"
+
+// sayTransactionsRefused logs (warn) a transactional producer refused
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED (FindCoordinator of a transaction
+// coordinator, InitProducerId with a transactional id): KafkaJS reports
+// it as "Failed to find group coordinator", which names neither
+// transactions nor what to do. Once per client and transactional id
+// every missingTopicRepeat, within refusallog's bound.
+func (c *conn) sayTransactionsRefused(txnID string) {
+	now := time.Now()
+	if len(c.s.missing.fresh(c.key(), transactionsRefused, []string{txnID}, now)) == 0 {
+		return
+	}
+	c.s.missing.lines.LineAt(now, "kafka transactional producer refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED: capgate's Kafka listener "+
+		"serves no transactions (one spans partitions no single capability covers); produce without transactional.id "+
+		"(idempotent producers work)",
+		zap.String("transactional_id", shownTopics([]string{txnID})[0]), zap.String("client_id", c.clientID),
+		zap.String("remote", c.nc.RemoteAddr().String()))
+}
+
 // missingTopicsMessage is the heartbeat's error message for missing.
 func missingTopicsMessage(missing []string) string {
 	names := strings.Join(shownTopics(missing), ", ")

@@ -313,6 +313,7 @@ func handleInitProducerID(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, 
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		c.sayTransactionsRefused(*req.TransactionalID)
 		return resp, nil
 	}
 	if code := c.mayProduce(time.Now()); code != "" {

@@ -5,8 +5,11 @@
 // (KafkaJS's error type, e.g. TOPIC_AUTHORIZATION_FAILED), and exits 0
 // either way.
 //
-// env: BROKERS (comma-separated), CAPGATE_TOKEN, TOPIC, PARTITION
-const { Kafka, logLevel } = require('kafkajs')
+// env: BROKERS (comma-separated), CAPGATE_TOKEN, TOPIC, PARTITION;
+// optional: COMPRESSION=gzip (KafkaJS's one built-in codec), IDEMPOTENT=1
+// (an idempotent producer: InitProducerId, one request in flight),
+// TRANSACTIONAL_ID (the record sent in a transaction, committed).
+const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
 
 const out = (ev) => process.stdout.write(JSON.stringify(ev) + '\n')
 
@@ -19,13 +22,27 @@ const kafka = new Kafka({
 })
 
 const run = async () => {
-  const producer = kafka.producer({ allowAutoTopicCreation: false })
+  const tx = process.env.TRANSACTIONAL_ID
+  const producer = kafka.producer({
+    allowAutoTopicCreation: false,
+    ...(process.env.IDEMPOTENT || tx ? { idempotent: true, maxInFlightRequests: 1 } : {}),
+    ...(tx ? { transactionalId: tx } : {}),
+  })
   await producer.connect()
   try {
-    const [r] = await producer.send({
+    const record = {
       topic: process.env.TOPIC, acks: -1,
+      compression: process.env.COMPRESSION === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None,
       messages: [{ partition: Number(process.env.PARTITION), value: 'x' }],
-    })
+    }
+    let r
+    if (tx) {
+      const t = await producer.transaction()
+      ;[r] = await t.send(record)
+      await t.commit()
+    } else {
+      ;[r] = await producer.send(record)
+    }
     out({ ev: 'sent', offset: Number(r.baseOffset) })
   } catch (e) {
     out({ ev: 'error', type: String(e.type || (e.cause && e.cause.type) || e.name), err: String(e) })
