@@ -25,7 +25,10 @@ func (c *Consumer) attempt(ctx context.Context, s driver.Send) driver.Answered {
 	case driver.KindJoin:
 		var credential string
 		if credential, err = c.credential(ctx); err == nil {
-			err = c.tr.postKeyed(ctx, "join", c.groupURL("join"), credential, s.JoinKey, *s.Join, &a.Join)
+			err = c.tr.postKeyed(ctx, "join", c.groupURL("join"), credential, s.JoinKey, c.boundCredential(*s.Join, credential), &a.Join)
+		}
+		if err == nil {
+			c.bound.Store(&credential)
 		}
 	case driver.KindHeartbeat:
 		err = c.tr.postJSON(ctx, "heartbeat", c.groupURL("heartbeat"), s.Token, api.HeartbeatRequest{WaitMs: s.Wait.Milliseconds(), Resync: s.Resync}, &a.News)
@@ -62,6 +65,23 @@ func (c *Consumer) credential(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("client: credential source: %w", err)
 	}
 	return credential, nil
+}
+
+// boundCredential is join req as sent with bearer credential: a
+// renewal (renew_token) presenting another credential than the one its
+// member is bound to carries that one too, as renew_credential — a
+// credential source handing out a new admin-minted credential of the
+// same name renews the member in place then (api.JoinRequest), where the
+// member was renewed anew before (released, left, joined: its
+// partitions went to the others and came back, in every renewal). One
+// that proves nothing (an OAuth client's, whose renewal the coordinator
+// takes by its client id anyway; one expired meanwhile) changes
+// nothing: the coordinator ignores it.
+func (c *Consumer) boundCredential(req api.JoinRequest, credential string) api.JoinRequest {
+	if b := c.bound.Load(); req.RenewToken != "" && b != nil && *b != credential {
+		req.RenewCredential = *b
+	}
+	return req
 }
 
 // failureOf describes a failed attempt for the driver: a refusal's code,

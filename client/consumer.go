@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -86,11 +87,16 @@ func OnLost(fn func(lost []Partition)) Option { return func(o *options) { o.onLo
 // across credential renewals. A member token never outlives the
 // credential it was joined with, so before it expires (revoke_timeout +
 // 2 × request_timeout before, at most half its life) the consumer renews
-// its member: every partition is revoked and released as in a rebalance
-// (OnRevoke, the processed offsets committed), the member leaves, and a
-// join with fn's current credential makes a new member (same
-// instance_id) that takes partitions back under fresh epochs — nothing
-// is lost or delivered twice. fn runs without the consumer's lock, on
+// its member. In place — same member, partitions and epochs, nothing in
+// the group moves — when fn's credential is still the member's: the
+// same one, an IdP token of the same subject, another token of the same
+// OAuth client, or another admin-minted credential of the same name (the
+// consumer presents the one the member is bound to beside it). Else
+// every partition is revoked and released as in a rebalance (OnRevoke,
+// the processed offsets committed), the member leaves, and a join with
+// fn's current credential makes a new member (same instance_id) that
+// takes partitions back under fresh epochs — nothing is lost or
+// delivered twice. fn runs without the consumer's lock, on
 // the join's context; an error is retried like an unanswered join.
 // Without a source the consumer renews with Config.Credential, which
 // helps only while that credential outlives member_token_ttl; once it
@@ -169,6 +175,11 @@ type Consumer struct {
 	wg     sync.WaitGroup
 
 	commitMu sync.Mutex // one user commit at a time: offsets never race backwards
+
+	// bound is the credential the member was last joined or renewed
+	// with (a successful join's bearer): a renewal presenting another
+	// credential sends it as renew_credential (boundCredential).
+	bound atomic.Pointer[string]
 
 	mu         sync.Mutex
 	d          *driver.Driver

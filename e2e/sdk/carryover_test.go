@@ -56,6 +56,28 @@ func TestIdPRenewalCarriesTheMemberOver(t *testing.T) {
 		}})
 }
 
+// TestCredentialRotationCarriesTheMemberOver: each member's credential
+// source hands out a new admin-minted credential of one name at every
+// join (4 s each, so a renewal every ~2 s). An admin-minted credential
+// is its own tenant, so the renewal's bearer alone is not the member's
+// holder; the SDK presents the credential the member is bound to beside
+// it (renew_credential) and the member is renewed in place. Before, each
+// renewal was refused (unknown_member) and the member renewed anew —
+// released, left, joined — and the other member took its partitions and
+// gave them back: a rebalance of the group at every renewal.
+func TestCredentialRotationCarriesTheMemberOver(t *testing.T) {
+	t.Parallel()
+	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 4})
+	source := func(ctx context.Context) (string, error) {
+		return c.Stack.ClientCredential(ctx, "e2e-rotated", []string{"rotated"}, []string{c.Topic}, 4*time.Second)
+	}
+	carriedOver(t, c, "rotated", sdk.MemberOptions{Options: []client.Option{client.WithCredentialSource(source)},
+		Configure: func(cfg *client.Config) {
+			cfg.Credential = "" // the source's
+			cfg.CapabilityExpiryMargin = 300 * time.Millisecond
+		}})
+}
+
 // carriedOver runs two members of group with opts, waits for three
 // renewals of each and checks that none left, no partition moved between
 // them and every record was delivered once.
