@@ -2,6 +2,7 @@ package revocation
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -65,6 +66,28 @@ func (s *Set) ClearFor(fences int) (old map[FenceKey]uint64) {
 	s.members = map[MemberKey]int64{}
 	s.fences = make(map[FenceKey]uint64, fences)
 	return old
+}
+
+// growMin is the fewest fences Grow makes room for at once.
+const growMin = 1024
+
+// Grow makes room for n more fences when n is at least as many as the
+// set holds (and at least growMin): the map is rebuilt at its final size
+// once, copying at most n fences, instead of growing step by step while
+// they are raised. The revoke of a member holding 10,000 partitions not
+// fenced before is 10,000 new keys: growing the map under them was most
+// of a gateway's apply (authz BenchmarkApplyBulk/delta-new against
+// /delta, the same fences raised over keys held; BENCHMARKS §3), under
+// the view's write lock that every fetch's check waits on. Smaller
+// additions grow the map as usual: copying a large map for a few fences
+// would cost more than it saves.
+func (s *Set) Grow(n int) {
+	if n < growMin || n < len(s.fences) {
+		return
+	}
+	grown := make(map[FenceKey]uint64, len(s.fences)+n)
+	maps.Copy(grown, s.fences)
+	s.fences = grown
 }
 
 // Rule is the set's expiry rule.

@@ -127,3 +127,32 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+// Grow makes room for a bulk of new fences without losing one: the
+// fences held before stay (they still refuse, and only rise), and a
+// smaller addition leaves the map as it is.
+func TestGrowKeepsFences(t *testing.T) {
+	s := New(Rule{})
+	for p := range int32(300) {
+		s.Raise(FenceKey{"g", "t", p}, 6)
+	}
+	s.Grow(10) // below growMin: nothing to do
+	s.Grow(10_000)
+	for p := range int32(300) {
+		if got := s.Fence(FenceKey{"g", "t", p}); got != 6 {
+			t.Fatalf("fence of partition %d after Grow: %d, want 6", p, got)
+		}
+	}
+	if v := s.Check(capability("c1"), t0); v != Fenced {
+		t.Fatalf("epoch 5 under fence 6 after Grow: %s", v)
+	}
+	if s.Raise(FenceKey{"g", "t", 3}, 5) {
+		t.Fatal("Raise lowered a fence after Grow")
+	}
+	for p := range int32(10_000) {
+		s.Raise(FenceKey{"bulk-g", "bulk", p}, 2)
+	}
+	if n := len(s.Fences()); n != 10_300 {
+		t.Fatalf("%d fences, want 10,300", n)
+	}
+}

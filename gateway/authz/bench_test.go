@@ -180,18 +180,22 @@ func bulkUpdates() (first, reset, delta api.SyncResponse) {
 
 // BenchmarkApplyBulk: what applying a revoke of a member holding 10,000
 // partitions costs a gateway's view (held under its write lock, so every
-// fetch's check waits for it), as a reset and as a delta.
+// fetch's check waits for it), as a reset and as a delta; "delta-new" is
+// the delta to a view that held no fence of the 10,000 before (their
+// first revoke: BENCHMARKS §3's bulk fence), so every one is a new key.
 func BenchmarkApplyBulk(b *testing.B) {
 	first, reset, delta := bulkUpdates()
+	small := api.SyncResponse{Seq: 1, Reset: true, Fences: first.Fences[10_000:]}
 	for _, c := range []struct {
-		name string
-		u    api.SyncResponse
-	}{{"reset", reset}, {"delta", delta}} {
+		name  string
+		first api.SyncResponse
+		u     api.SyncResponse
+	}{{"reset", first, reset}, {"delta", first, delta}, {"delta-new", small, delta}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				v := newView()
-				if _, err := v.Apply(first, t0); err != nil {
+				if _, err := v.Apply(c.first, t0); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
@@ -202,4 +206,50 @@ func BenchmarkApplyBulk(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCheckDuringBulkApply: the longest a fetch's check (Decide, on
+// a partition of another topic) waits while the view applies a revoke
+// of a member holding 10,000 partitions, new fences, as a delta: one
+// goroutine checks in a loop and keeps its slowest check while the
+// other applies. The extra metric is that slowest check, per Apply.
+func BenchmarkCheckDuringBulkApply(b *testing.B) {
+	first, _, delta := bulkUpdates()
+	small := api.SyncResponse{Seq: 1, Reset: true, Fences: first.Fences[10_000:]}
+	c := capability()
+	req := fetchReq(42)
+	var worst time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		v := newView()
+		if _, err := v.Apply(small, t0); err != nil {
+			b.Fatal(err)
+		}
+		stop, done := make(chan struct{}), make(chan time.Duration)
+		go func() {
+			var most time.Duration
+			for {
+				select {
+				case <-stop:
+					done <- most
+					return
+				default:
+				}
+				start := time.Now()
+				if Decide(c, req, v, t0) != Allow {
+					panic("refused")
+				}
+				most = max(most, time.Since(start))
+			}
+		}()
+		b.StartTimer()
+		if _, err := v.Apply(delta, t0); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		close(stop)
+		worst = max(worst, <-done)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(worst.Microseconds()), "worst-check-µs")
 }

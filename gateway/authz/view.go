@@ -172,6 +172,7 @@ func (v *View) resetLocked(u api.SyncResponse, keys map[string]ed25519.PublicKey
 
 // mergeLocked adds the entries of u to the view.
 func (v *View) mergeLocked(u api.SyncResponse) Changes {
+	v.set.Grow(len(u.Fences)) // a bulk of new fences: room at once (revocation.Set.Grow)
 	ch := Changes{Raised: make([]api.Fence, 0, len(u.Fences))}
 	for _, f := range u.Fences {
 		if v.set.Raise(FenceKey{Group: f.Group, Topic: f.Topic, Partition: f.Partition}, f.Epoch) {

@@ -182,3 +182,28 @@ func TestQoSOverrides(t *testing.T) {
 		t.Fatalf("override with the same ID did not replace: %+v", got)
 	}
 }
+
+// A delta of more new fences than the view holds (a member's bulk
+// revoke: the view makes room for them at once, revocation.Set.Grow)
+// raises every one of them and keeps every fence held before.
+func TestBulkDeltaKeepsFences(t *testing.T) {
+	v := newView()
+	mustApply(t, v, api.SyncResponse{Seq: 1, Reset: true, Fences: []api.Fence{fence(0, 3), fence(1, 5)}}, t0)
+	bulk := api.SyncResponse{Seq: 2}
+	for p := range int32(5_000) {
+		bulk.Fences = append(bulk.Fences, api.Fence{Group: "bulk-g", Topic: "bulk", Partition: p, Epoch: 2})
+	}
+	ch := mustApply(t, v, bulk, t0)
+	if len(ch.Raised) != 5_000 {
+		t.Fatalf("raised %d, want 5,000", len(ch.Raised))
+	}
+	if v.Fence("billing", "orders", 0) != 3 || v.Fence("billing", "orders", 1) != 5 || v.Fence("bulk-g", "bulk", 4_999) != 2 {
+		t.Fatalf("fences after the bulk: %d %d %d", v.Fence("billing", "orders", 0), v.Fence("billing", "orders", 1), v.Fence("bulk-g", "bulk", 4_999))
+	}
+	c := capability() // billing/orders/3 at epoch 5: unfenced
+	c.Partition = part(1)
+	c.Epoch = 4
+	if r := Decide(c, fetchReq(0), v, t0); r == Allow {
+		t.Fatal("epoch 4 under fence 5 allowed after the bulk delta")
+	}
+}
