@@ -93,3 +93,54 @@ func baselineWrite(b *testing.B, db *badger.DB, epochs int, epoch uint64, withSt
 	}
 	return time.Since(start)
 }
+
+// BenchmarkBulkRevokeBatch: the Update of a revoke of a member holding
+// 10,000 partitions (BENCHMARKS §3's bulk fence) — each partition's
+// epoch raised and its state set to revoking, 20,000 writes in one
+// synchronous badger transaction over partitions the store holds
+// already. ns/op is the whole Update; stage-ms is the Writer's part (the
+// epochs' regression reads, encoding, the transaction's staging),
+// commit-ms badger's (write-ahead log, fsync, memtable).
+func BenchmarkBulkRevokeBatch(b *testing.B) {
+	st, err := Open(filepath.Join(b.TempDir(), "store"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	const partitions = 10_000
+	write := func(epoch uint64, state string) func(w *Writer) error {
+		return func(w *Writer) error {
+			for p := range int32(partitions) {
+				if err := w.PutEpoch("bulk-g", "bulk", p, epoch); err != nil {
+					return err
+				}
+				s := PartitionState{State: state, Owner: "svc-0123456789abcdef", Epoch: epoch - 1, RevokedAtMs: 1_700_000_000_000}
+				if err := w.PutPartitionState("bulk-g", "bulk", p, s); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if err := st.Update(write(1, StateOwned)); err != nil {
+		b.Fatal(err)
+	}
+	var staged, committed time.Duration
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		txn := st.db.NewTransaction(true)
+		start := time.Now()
+		if err := stage(badgerBatch{txn}, write(uint64(i+2), StateRevoking)); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if err := txn.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		staged += mid.Sub(start)
+		committed += time.Since(mid)
+	}
+	n := float64(b.N) * 1e6
+	b.ReportMetric(float64(staged.Nanoseconds())/n, "stage-ms")
+	b.ReportMetric(float64(committed.Nanoseconds())/n, "commit-ms")
+}

@@ -102,6 +102,23 @@ func (w *Writer) delete(key []byte) error {
 	return w.b.delete(key)
 }
 
+// doPartition is do for a step on one partition, whose name
+// (partitionName) is only rendered for an error: a revoke of a member
+// holding 10,000 partitions stages 20,000 partition writes, and naming
+// every one up front cost about as much as the writes' own checks.
+func (w *Writer) doPartition(op, group, topic string, partition int32, step func() error) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.b == nil {
+		return errWriterDone
+	}
+	if err := step(); err != nil {
+		w.err = fmt.Errorf("store: %s %s: %w", op, partitionName(group, topic, partition), err)
+	}
+	return w.err
+}
+
 // lookup reads key through r and decodes it; found is false when absent.
 // A value that does not decode gives ErrCorrupt naming the key.
 func lookup(r reader, key []byte, decode func([]byte) error) (found bool, err error) {

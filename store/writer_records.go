@@ -13,7 +13,7 @@ import (
 // forgotten and created again, because a gateway may still hold a fence
 // at it.
 func (w *Writer) PutEpoch(group, topic string, partition int32, epoch uint64) error {
-	return w.do("save epoch", partitionName(group, topic, partition), func() error {
+	return w.doPartition("save epoch", group, topic, partition, func() error {
 		if err := checkPartition(group, topic, partition); err != nil {
 			return err
 		}
@@ -44,7 +44,7 @@ func (w *Writer) PutEpoch(group, topic string, partition int32, epoch uint64) er
 // epoch first, so the partition — should its group come back — and every
 // new partition only take epochs above it.
 func (w *Writer) ForgetPartition(group, topic string, partition int32) error {
-	return w.do("forget partition", partitionName(group, topic, partition), func() error {
+	return w.doPartition("forget partition", group, topic, partition, func() error {
 		if err := checkPartition(group, topic, partition); err != nil {
 			return err
 		}
@@ -82,7 +82,7 @@ func (w *Writer) epochFloor() (uint64, error) {
 
 // PutPartitionState replaces the handoff state of a partition.
 func (w *Writer) PutPartitionState(group, topic string, partition int32, state PartitionState) error {
-	return w.do("save partition state", partitionName(group, topic, partition), func() error {
+	return w.doPartition("save partition state", group, topic, partition, func() error {
 		if err := checkPartition(group, topic, partition); err != nil {
 			return err
 		}
@@ -95,7 +95,7 @@ func (w *Writer) PutPartitionState(group, topic string, partition int32, state P
 
 // DeletePartitionState removes the handoff state of a partition.
 func (w *Writer) DeletePartitionState(group, topic string, partition int32) error {
-	return w.do("delete partition state", partitionName(group, topic, partition), func() error {
+	return w.doPartition("delete partition state", group, topic, partition, func() error {
 		return w.delete(partitionKey(prefixState, group, topic, partition))
 	})
 }
@@ -104,7 +104,7 @@ func (w *Writer) DeletePartitionState(group, topic string, partition int32) erro
 // ErrOffsetRegression (use ResetOffset for an admin reset); an equal one
 // replaces metadata and epoch.
 func (w *Writer) PutOffset(group, topic string, partition int32, offset CommittedOffset) error {
-	return w.do("save offset", partitionName(group, topic, partition), func() error {
+	return w.doPartition("save offset", group, topic, partition, func() error {
 		return w.putOffset(group, topic, partition, offset, false)
 	})
 }
@@ -112,7 +112,7 @@ func (w *Writer) PutOffset(group, topic string, partition int32, offset Committe
 // ResetOffset records an offset set by an operator, allowed to go
 // backwards.
 func (w *Writer) ResetOffset(group, topic string, partition int32, offset CommittedOffset) error {
-	return w.do("reset offset", partitionName(group, topic, partition), func() error {
+	return w.doPartition("reset offset", group, topic, partition, func() error {
 		return w.putOffset(group, topic, partition, offset, true)
 	})
 }
@@ -144,7 +144,7 @@ func (w *Writer) putOffset(group, topic string, partition int32, offset Committe
 
 // DeleteOffset removes a committed offset.
 func (w *Writer) DeleteOffset(group, topic string, partition int32) error {
-	return w.do("delete offset", partitionName(group, topic, partition), func() error {
+	return w.doPartition("delete offset", group, topic, partition, func() error {
 		return w.delete(partitionKey(prefixOffset, group, topic, partition))
 	})
 }
@@ -192,7 +192,7 @@ func (w *Writer) DeleteMember(group, memberID string) error {
 
 // PutLease pins a partition to a holder.
 func (w *Writer) PutLease(group, topic string, partition int32, lease Lease) error {
-	return w.do("save lease", partitionName(group, topic, partition), func() error {
+	return w.doPartition("save lease", group, topic, partition, func() error {
 		if err := checkPartition(group, topic, partition); err != nil {
 			return err
 		}
@@ -205,7 +205,7 @@ func (w *Writer) PutLease(group, topic string, partition int32, lease Lease) err
 
 // DeleteLease removes a partition's lease.
 func (w *Writer) DeleteLease(group, topic string, partition int32) error {
-	return w.do("delete lease", partitionName(group, topic, partition), func() error {
+	return w.doPartition("delete lease", group, topic, partition, func() error {
 		return w.delete(partitionKey(prefixLease, group, topic, partition))
 	})
 }
