@@ -128,13 +128,9 @@ func BenchmarkBulkRevokeBatch(b *testing.B) {
 	var staged, committed time.Duration
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		txn := st.db.NewTransaction(true)
+		var mid time.Time
 		start := time.Now()
-		if err := stage(badgerBatch{txn}, write(uint64(i+2), StateRevoking)); err != nil {
-			b.Fatal(err)
-		}
-		mid := time.Now()
-		if err := txn.Commit(); err != nil {
+		if err := st.update(write(uint64(i+2), StateRevoking), func() { mid = time.Now() }); err != nil {
 			b.Fatal(err)
 		}
 		staged += mid.Sub(start)

@@ -64,7 +64,22 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  bool
 	db      *badger.DB
+
+	// epochs holds stored epoch values (their encoding) by key, as
+	// committed, for the Writer's regression check (PutEpoch reads the
+	// stored epoch of every partition it raises): a badger read looks
+	// through every memtable and level, ~2–4 µs, and a revoke of a member
+	// holding 10,000 partitions reads 10,000 (BenchmarkBulkRevokeBatch).
+	// Guarded by writeMu. Filled by the reads and commits of Update only —
+	// the only writer of the database — so an entry is the committed value;
+	// a failed commit empties it (what reached the disk is unknown). At
+	// most epochCacheMax entries: past it keys are read from badger.
+	epochs      map[string][]byte
+	epochMisses int // epoch reads the cache did not answer (tests)
 }
+
+// epochCacheMax bounds Store.epochs (~130 B an entry: ~34 MB full).
+const epochCacheMax = 1 << 18
 
 // Open opens (creating if needed) the store in dir. The directory is made
 // 0700 and every file in it 0600: the signing keys live there.
