@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -276,14 +276,26 @@ func TestProduceToAWrongGatewaySaysWhatToFix(t *testing.T) {
 	}
 }
 
-// closedPort is a loopback host:port nothing listens at.
+// closedPort is a loopback host:port nothing listens at, for the test's
+// life: a TCP socket bound there and never listening, so a connection is
+// refused, and no other listener can take the port meanwhile (a port
+// listened at and closed was free for the next listener of the parallel
+// tests: CI saw another process's Kafka listener there, "connection reset
+// by peer"). Go's listeners set SO_REUSEADDR; this socket does not, and
+// Linux shares a bound port only when both do.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
