@@ -36,6 +36,10 @@ func (r *Replica) elect(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		if ctx.Err() != nil { // an outcome stepped after it ended (a follower not re-opened)
+			t.stop()
+			return nil
+		}
 		d := t.core.Next(r.now())
 		r.metrics.count(t.core.Stats())
 		r.publish(t.core.View(), t.active)
@@ -86,6 +90,13 @@ func (r *Replica) checkAtStart(ctx context.Context, f *store.Follower) error {
 	return nil
 }
 
+// errNotFollowing fails a takeover decided while the replica had no
+// follower to promote: a takeover that failed re-opens the follower
+// (follow), which gives up only when the replica stops. Before, the
+// promotion ran on no follower and the process died of a nil pointer at
+// shutdown (CI: e2e/ha TestStateLogLeaderMoves, both standbys).
+var errNotFollowing = errors.New("coordinator: not following the state log: nothing to take over from")
+
 // term is the IO side of one replica's leadership loop.
 type term struct {
 	r    *Replica
@@ -120,6 +131,10 @@ func (t *term) act(ctx context.Context, d leader.Decision) {
 		f := t.f
 		t.unwatch()
 		t.started = t.r.now()
+		if f == nil { // no follower: re-opening it ended with ctx (follow)
+			go func() { t.results <- termResult{promoted: true, err: errNotFollowing} }()
+			return
+		}
 		go func() { t.results <- t.r.promote(ctx, f) }()
 	case leader.Beat:
 		active := t.active

@@ -284,3 +284,41 @@ func TestFreshWritersFirstTransactionsLand(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowAfterTheControllerWent: a replica opening (or re-opening,
+// after a takeover failed) its follower of an existing state log does
+// not need the cluster's controller. The follower created its topics
+// first, and a CreateTopics goes to the controller: with the controller's
+// broker gone (kfake never moves its controller off a removed broker; a
+// real cluster's is unreachable while one is elected) every open failed
+// "create: context deadline exceeded", and in e2e/ha's
+// TestStateLogLeaderMoves no replica could follow — nor take over — the
+// log it could read, for a minute.
+func TestFollowAfterTheControllerWent(t *testing.T) {
+	t.Parallel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	opts := kafkaOptions(t)
+	opts.Client = []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}
+	opts.Timeout = 5 * time.Second
+	st := openKafka(t, opts) // creates the topics
+	if err := st.Update(func(w *store.Writer) error { return w.PutEpoch("g", "t", 0, 5) }); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(mustClient(t, kgo.SeedBrokers(cluster.ListenAddrs()...)))
+	meta, err := adm.BrokerMetadata(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.RemoveNode(meta.Controller); err != nil {
+		t.Fatal(err)
+	}
+	f, err := store.FollowKafka(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("follow with the controller's broker gone: %v", err)
+	}
+	defer f.Close()
+}

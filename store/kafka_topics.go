@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ensureTopics creates the state and snapshot topics when missing and
@@ -51,28 +52,67 @@ func (t *kafkaTransport) ensureTopics(ctx context.Context) error {
 
 func ptr(s string) *string { return &s }
 
+// ensureTopic creates topic when the cluster does not have it and checks
+// its partitions. An existing topic is only described: a CreateTopics
+// goes to the cluster's controller, and one unreachable (being elected;
+// kfake's never moves off a removed broker) stopped every replica from
+// following — even from taking over — a log it could read (e2e/ha
+// TestStateLogLeaderMoves: "create: context deadline exceeded" for a
+// minute after the broker went, on every replica).
 func (t *kafkaTransport) ensureTopic(ctx context.Context, topic string, configs map[string]*string) error {
-	resp, err := t.adm.CreateTopic(ctx, t.opts.Shards, t.opts.ReplicationFactor, configs, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create: %w", err)
-	}
-	details, err := t.adm.ListTopics(ctx, topic)
+	detail, err := t.describeTopic(ctx, topic)
 	if err != nil {
 		return err
 	}
-	detail, ok := details[topic]
+	if errors.Is(detail.Err, kerr.UnknownTopicOrPartition) {
+		resp, err := t.adm.CreateTopic(ctx, t.opts.Shards, t.opts.ReplicationFactor, configs, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create: %w", err)
+		}
+		if detail, err = t.describeTopic(ctx, topic); err != nil {
+			return err
+		}
+		if errors.Is(detail.Err, kerr.UnknownTopicOrPartition) {
+			return errors.New("missing after create")
+		}
+	}
 	switch {
-	case !ok:
-		return errors.New("missing after create")
 	case detail.Err != nil:
 		return detail.Err
-	case int32(len(detail.Partitions)) != t.opts.Shards:
-		return fmt.Errorf("%d partitions, config says %d shards", len(detail.Partitions), t.opts.Shards)
+	case int32(detail.Partitions) != t.opts.Shards:
+		return fmt.Errorf("%d partitions, config says %d shards", detail.Partitions, t.opts.Shards)
 	}
 	return nil
+}
+
+// describeTopic is topic's metadata, asked of a broker (kadm's ListTopics
+// answers from the client's metadata cache, which still lists a topic
+// just created as missing); a topic the cluster does not have has Err
+// kerr.UnknownTopicOrPartition.
+func (t *kafkaTransport) describeTopic(ctx context.Context, topic string) (topicDetail, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, t.base)
+	if err != nil {
+		return topicDetail{}, err
+	}
+	for _, got := range resp.Topics {
+		if got.Topic != nil && *got.Topic == topic {
+			return topicDetail{Err: kerr.ErrorForCode(got.ErrorCode), Partitions: len(got.Partitions)}, nil
+		}
+	}
+	return topicDetail{Err: kerr.UnknownTopicOrPartition}, nil
+}
+
+// topicDetail is what ensureTopic checks of a topic.
+type topicDetail struct {
+	Err        error
+	Partitions int
 }
 
 // checkStatePolicy refuses a state topic that is not compacted, or that
