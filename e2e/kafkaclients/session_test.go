@@ -3,6 +3,8 @@ package kafkaclients
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,6 +109,7 @@ func TestDenyStopsReadAhead(t *testing.T) {
 	probe := dialRaw(t, s.KafkaAddrs()[0])
 	probe.authenticate("OAUTHBEARER", grant.Capability)
 	s.Deny(t, grant.JTI)
+	denySeq := syncSeq(t, s) // the deny is in the sync log once its answer came
 	// The deny's own refusal (TOPIC_AUTHORIZATION_FAILED), not any error:
 	// under load the probe can meet another first (its holder's in-flight
 	// cap beside the consumer's fetches), before the deny is applied, and
@@ -116,6 +119,16 @@ func TestDenyStopsReadAhead(t *testing.T) {
 		p := probe.roundTrip(fetchOne("orders", 0, 0, 0)).(*kmsg.FetchResponse).Topics[0].Partitions[0]
 		return p.ErrorCode == kerr.TopicAuthorizationFailed.Code, fmt.Sprintf("error %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
 	})
+	// And the deny applied whole: the gateway refuses once its view has
+	// it, but a Fetch of the consumer decided a moment before (its
+	// recheck passed) counts its bytes after that; the update is applied
+	// only once such fetches are waited for (applySync), so from then on
+	// any byte counted was decided after the deny. Without this the bound
+	// rested on that Fetch counting before the probe's round trip ended.
+	sdk.Eventually(t, 10*time.Second, "the gateway applied the deny's update", func() (bool, string) {
+		applied := grepCount(metrics(t, s), "capgate_gateway_sync_applied_seq")
+		return applied >= denySeq, fmt.Sprintf("applied seq %.0f, the deny's %.0f", applied, denySeq)
+	})
 	served := grepCount(metrics(t, s), "capgate_gateway_fetch_bytes_total")
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
@@ -124,6 +137,23 @@ func TestDenyStopsReadAhead(t *testing.T) {
 	if after := grepCount(metrics(t, s), "capgate_gateway_fetch_bytes_total"); after != served {
 		t.Fatalf("%.0f bytes served after the capability was refused (%.0f → %.0f)", after-served, served, after)
 	}
+}
+
+// syncSeq is the coordinator's last sync seq
+// (capgate_coordinator_sync_seq).
+func syncSeq(t testing.TB, s *Stack) float64 {
+	t.Helper()
+	resp, err := s.HTTP().Get(s.CoordinatorURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	seq := grepCount(string(b), "capgate_coordinator_sync_seq")
+	if resp.StatusCode != http.StatusOK || seq == 0 {
+		t.Fatalf("coordinator metrics: %d, sync seq %.0f", resp.StatusCode, seq)
+	}
+	return seq
 }
 
 func contextWithin(d time.Duration) context.Context {
