@@ -78,6 +78,7 @@ import (
 )
 
 func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
+	arrived := c.now() // group.Join.Arrived: how slow the shell is (the join window waits for it)
 	groupName := params[0]
 	if !groupParam(ctx, groupName) {
 		return
@@ -147,9 +148,11 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		if byMember {
 			payer = c.share.memberTenant(groupName, credential.Subject)
 		}
+		waitFrom := c.now()
 		if !c.share.awaitDebt(ctx, payer, c.loop.done) {
 			return
 		}
+		arrived = arrived.Add(c.now().Sub(waitFrom)) // the debt's wait was on purpose, not slowness
 	}
 	memberTTL, ok := c.memberTokenTTL(ctx, credential, byMember)
 	if !ok {
@@ -167,6 +170,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 			SessionTimeout: msDuration(req.SessionTimeoutMs), Assignor: req.Assignor,
 			Credential:    group.Credential{ID: credential.ID, Issuer: credential.Issuer, Subject: credential.Subject},
 			ByMemberToken: byMember, Renew: req.RenewToken != "", RenewFrom: renewFrom, Tenant: tenant(credential), JoinKey: joinKey,
+			Arrived: arrived,
 		}
 	})
 	reply, ok := msg.(group.JoinReply)

@@ -81,6 +81,11 @@ type Join struct {
 	// client for each credential it obtained, rather than each of them.
 	// Empty means Credential.ID.
 	Tenant string
+	// Arrived is when the shell received the join (less any time it
+	// waited on purpose: its tenant's debt); zero for unknown. How long
+	// it took to be stepped is how slow the shell is now, which an empty
+	// group's join window waits for (window.go windowQuiet).
+	Arrived time.Time
 }
 
 // Credential identifies what opened a member: a capgate client credential

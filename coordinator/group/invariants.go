@@ -239,8 +239,8 @@ func (m *Machine) checkGroup(g *group) []error {
 	if len(subscribed) != len(g.subscribed) {
 		errs = append(errs, fmt.Errorf("group %q subscription counts %v, want %v", g.name, g.subscribed, subscribed))
 	}
-	if w := g.window; w.open && (!w.armed || w.quietUntil.After(w.closesBy)) {
-		errs = append(errs, fmt.Errorf("group %q: join window open with timer armed %t, quiet until %s, closing by %s", g.name, w.armed, w.quietUntil, w.closesBy))
+	if w := g.window; w.open && (!w.armed || w.quietUntil.After(w.closesBy) || w.answerBy.After(w.closesBy)) {
+		errs = append(errs, fmt.Errorf("group %q: join window open with timer armed %t, quiet until %s, opener answered by %s, closing by %s", g.name, w.armed, w.quietUntil, w.answerBy, w.closesBy))
 	}
 	for t, n := range subscribed {
 		if g.subscribed[t] != n {

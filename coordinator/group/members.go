@@ -102,7 +102,7 @@ func (m *Machine) join(e Join) {
 	if !m.adoptAssignor(g, e) {
 		return
 	}
-	opened := old == nil && m.noteJoin(g)
+	opened := old == nil && m.noteJoin(g, e)
 	mem := m.addMember(g, e, sub, timeout)
 	if old != nil {
 		m.replaceStatic(old, mem)

@@ -13,20 +13,42 @@ import "time"
 // (BENCHMARKS.md §4). With it the storm is assigned once.
 //
 // The rule: a join that finds its group with no member opens the window;
-// it closes initial_assign_delay after the last new member joined, and
-// at the latest initial_assign_delay_max after it opened. While it is
+// it closes once no new member has joined for its quiet time, and at the
+// latest initial_assign_hold_max (30 s) after it opened. The quiet time
+// is initial_assign_delay (50 ms), or three times the longest gap
+// between two of the window's joins so far — or the longest lag of one
+// of them, from the shell receiving it to its step (Join.Arrived) — when
+// that is longer, never more than initial_assign_delay_max: a crowd the
+// loop takes in batches (a batch's persist under load is longer than 50
+// ms), or whose first joins the loaded shell brings in slowly, keeps the
+// window open while it keeps coming at its own pace — under load the
+// storm's window closed by the 50 ms rule after 14–635 of its 1,000
+// members, once after its first alone (its second join came 55 ms
+// later), and the rest were rebalances (BENCHMARKS §4). A lone
+// consumer's join on a quiet machine has no gap and a lag of a
+// millisecond or two: its window closes initial_assign_delay after it. While it is
 // open the group assigns as if it had no member: nothing a member would
 // own is granted, and outside leases are served as always. When it
 // closes the group is reassigned once. The join that opened it is
 // answered then, with its grants — as a first member's join always was,
 // so a lone consumer (curl, the SDK, a Kafka client through the
 // listener) finds its partitions in the join's answer,
-// initial_assign_delay later; the joins after it are answered at once with no grants,
-// as a later member's join always was, and theirs go out as news to
-// their held heartbeats. Answering the others at once matters: clients
-// that join a few at a time (the benchmark's 100 in flight) would
-// otherwise stop joining while the window waits for them. A member
-// joining a group that has members never waits.
+// initial_assign_delay later —, or initial_assign_delay_max (3 s) after
+// it opened when the window is still open then (joins still coming), with
+// no grants: its client does not wait past its request timeout, and its
+// grants go out as news as every other member's. The joins after it are
+// answered at once with no grants, as a later member's join always was,
+// and theirs go out as news to their held heartbeats. Answering the
+// others at once matters: clients that join a few at a time (the
+// benchmark's 100 in flight) would otherwise stop joining while the
+// window waits for them. A member joining a group that has members never
+// waits.
+//
+// What bounds it: every extension is a new member's join (join_rate,
+// members_per_group), and the window never outlasts
+// initial_assign_hold_max (with initial_assign_delay_max, whichever is
+// longer): a tenant sharing the group that joins and leaves without end
+// holds the group's first assignment back that long, once.
 //
 // A keyed repeat of the parked join (its client gave up and sent it
 // again, Idempotency-Key) takes its place: the repeat is the request
@@ -40,38 +62,75 @@ import "time"
 // assignWindow is a group's join window; the zero value is closed.
 type assignWindow struct {
 	open bool
-	// quietUntil: initial_assign_delay after the last new member joined,
-	// never past closesBy.
+	// lastJoin is the last new member's join; longestGap the longest
+	// time between two of the window's joins so far, or a join's lag
+	// (from the shell receiving it to its step) when that is longer
+	// (windowQuiet).
+	lastJoin   time.Time
+	longestGap time.Duration
+	// quietUntil: the quiet time after lastJoin, never past closesBy.
 	quietUntil time.Time
-	closesBy   time.Time // initial_assign_delay_max after it opened
+	answerBy   time.Time // initial_assign_delay_max after it opened: the opener is answered by then
+	closesBy   time.Time // initial_assign_hold_max (or _delay_max, the longer) after it opened
 	armed      bool      // a timerWindow entry is in the heap
 	due        bool      // its timer fired this step (Machine.windowsDue)
-	// opener is the join that opened it, answered when it closes; its
-	// member's session counts the wait as contact (parkedOpener).
+	// opener is the join that opened it, answered when it closes or at
+	// answerBy; its member's session counts the wait as contact
+	// (parkedOpener).
 	opener pendingJoin
+}
+
+// quietGaps is how many of its longest gap between joins a window waits
+// for the next one (windowQuiet).
+const quietGaps = 3
+
+// windowQuiet is how long w waits for another join after its last:
+// initial_assign_delay, or quietGaps times the longest gap between two
+// of its joins (or a join's lag: the joins sent with the first one take
+// as long to reach the machine) when that is longer, at most
+// initial_assign_delay_max.
+func (c *Config) windowQuiet(w *assignWindow) time.Duration {
+	return min(max(c.InitialAssignDelay, quietGaps*w.longestGap), max(c.InitialAssignDelayMax, c.InitialAssignDelay))
+}
+
+// windowHold is how long a window may stay open in all.
+func (c *Config) windowHold() time.Duration {
+	return max(c.InitialAssignHoldMax, c.InitialAssignDelayMax, c.InitialAssignDelay)
 }
 
 // holding reports whether g's first assignment is held back now.
 func (w *assignWindow) holding() bool { return w.open }
 
-// noteJoin is called for every new member, before it is added to g: into
-// an empty group it opens the window (true: the join's answer waits for
-// it, parkOpener), into an open one it extends it.
-func (m *Machine) noteJoin(g *group) (opened bool) {
-	delay := m.cfg.InitialAssignDelay
+// next is when w must be looked at again: its quiet time's end, or its
+// opener's answerBy when that comes first.
+func (w *assignWindow) next() time.Time {
+	if w.opener.member != nil {
+		return earliest(w.quietUntil, w.answerBy)
+	}
+	return w.quietUntil
+}
+
+// noteJoin is called for every new member's join e, before it is added
+// to g: into an empty group it opens the window (true: the join's answer
+// waits for it, parkOpener), into an open one it extends it.
+func (m *Machine) noteJoin(g *group, e Join) (opened bool) {
 	w := &g.window
 	switch {
-	case delay <= 0:
+	case m.cfg.InitialAssignDelay <= 0:
 		return false
 	case w.open:
-		w.quietUntil = earliest(m.now.Add(delay), w.closesBy)
+		w.longestGap = max(w.longestGap, m.now.Sub(w.lastJoin))
+		w.lastJoin = m.now
 	case len(g.members) == 0:
-		*w = assignWindow{open: true, quietUntil: m.now.Add(delay), closesBy: m.now.Add(m.cfg.InitialAssignDelayMax)}
-		w.quietUntil = earliest(w.quietUntil, w.closesBy)
+		*w = assignWindow{open: true, lastJoin: m.now, answerBy: m.now.Add(m.cfg.InitialAssignDelayMax), closesBy: m.now.Add(m.cfg.windowHold())}
 		opened = true
 	default:
 		return false
 	}
+	if !e.Arrived.IsZero() {
+		w.longestGap = max(w.longestGap, m.now.Sub(e.Arrived))
+	}
+	w.quietUntil = earliest(m.now.Add(m.cfg.windowQuiet(w)), w.closesBy)
 	m.armWindow(g)
 	return opened
 }
@@ -87,7 +146,7 @@ func (mem *member) parkedOpener() bool { return mem.group.window.opener.member =
 func (m *Machine) armWindow(g *group) {
 	if !g.window.armed {
 		g.window.armed = true
-		m.push(timer{at: g.window.quietUntil, kind: timerWindow, group: g})
+		m.push(timer{at: g.window.next(), kind: timerWindow, group: g})
 	}
 }
 
@@ -103,10 +162,11 @@ func (m *Machine) onWindowTimer(g *group) {
 }
 
 // closeWindows closes each due window whose quiet time is over, else
-// waits for its new end. It runs after the step's events: joins the
-// shell queued while the loop was busy (a persist under load can take
-// longer than initial_assign_delay) are stepped in the same batch as the
-// timer and extend the window, rather than find it closed and each be a
+// waits for its new end, answering its opener (with no grants) once
+// answerBy is reached. It runs after the step's events: joins the shell
+// queued while the loop was busy (a persist under load can take longer
+// than the quiet time) are stepped in the same batch as the timer and
+// extend the window, rather than find it closed and each be a
 // rebalance. A group forgotten since only has its first join answered.
 func (m *Machine) closeWindows() {
 	for _, g := range m.windowsDue {
@@ -117,20 +177,31 @@ func (m *Machine) closeWindows() {
 		}
 		live := m.groups[g.name] == g
 		if live && m.now.Before(w.quietUntil) {
+			if w.opener.member != nil && !m.now.Before(w.answerBy) {
+				m.answerOpener(w) // joins still coming: it waited initial_assign_delay_max
+			}
 			m.armWindow(g)
 			continue
 		}
-		opener := w.opener
+		m.answerOpener(w)
 		*w = assignWindow{}
-		if opener.member != nil {
-			opener.member.lastContact = m.now // its session starts with the answer
-			m.joins = append(m.joins, opener) // answered after the reassignment (finish)
-		}
 		if live {
 			m.queueReassign(g)
 		}
 	}
 	m.windowsDue = m.windowsDue[:0]
+}
+
+// answerOpener answers the join that opened w, if it still waits: after
+// the reassignment (finish), with what its member owns then. Its
+// member's session starts with the answer.
+func (m *Machine) answerOpener(w *assignWindow) {
+	opener := w.opener
+	w.opener = pendingJoin{}
+	if opener.member != nil {
+		opener.member.lastContact = m.now
+		m.joins = append(m.joins, opener)
+	}
 }
 
 func earliest(a, b time.Time) time.Time {
