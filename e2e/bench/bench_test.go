@@ -289,8 +289,8 @@ func BenchmarkCoordinatorScale(b *testing.B) {
 		rows = append(rows, []string{fmt.Sprint(r.Members), fmt.Sprint(r.Partitions), ms(r.JoinedAll), ms(r.Stable),
 			fmt.Sprintf("%.0f", r.Heartbeats), fmt.Sprintf("%.0f", r.Healthz), ratio(r.Heartbeats, r.Healthz),
 			fmt.Sprintf("%.1f", mb(r.HeapBefore)), fmt.Sprintf("%.1f", mb(r.HeapStable)), fmt.Sprintf("%.1f", float64(r.ClientCapabilityBytes)/(1<<20)),
-			fmt.Sprint(r.LateReleases)})
+			fmt.Sprint(r.LateReleases), fmt.Sprint(r.Refused)})
 	}
 	table(os.Stdout, "Coordinator scale", []string{"members", "partitions", "all joined ms", "stable ms", "heartbeats/s", "healthz/s", "x healthz",
-		"live heap before MB", "live heap stable MB", "of it members' tokens MB", "late releases"}, rows)
+		"live heap before MB", "live heap stable MB", "of it members' tokens MB", "late releases", "429s retried"}, rows)
 }

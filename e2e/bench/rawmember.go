@@ -2,12 +2,16 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/stack"
 )
 
 // rawMember is a group member spoken over plain HTTP, without the SDK:
@@ -24,6 +28,9 @@ type rawMember struct {
 	grants map[int32]api.Grant
 	// lateReleases counts release commits refused 409 (stale_epoch).
 	lateReleases atomic.Int64
+	// refused counts requests answered 429 and sent again after their
+	// Retry-After, as the SDK does.
+	refused atomic.Int64
 }
 
 // joinRaw joins group for topic with the client credential.
@@ -39,9 +46,36 @@ func joinRaw(ctx context.Context, hc *http.Client, coordinatorURL, group, topic,
 	return m, nil
 }
 
+// post sends one request; one answered 429 (a tenant bound: the loop's
+// share, the tenant's rate) is sent again after its Retry-After, as the
+// SDK does — a raw member that gave up on it ended a loaded storm that
+// a real consumer would have ridden out.
 func (m *rawMember) post(ctx context.Context, action, bearer string, in, out any) (int, error) {
 	u := m.coordinatorURL + "/v1/groups/" + url.PathEscape(m.group) + "/" + action
-	return doJSON(ctx, m.hc, http.MethodPost, u, bearer, in, out)
+	for {
+		status, raw, err := stack.DoJSON(ctx, m.hc, http.MethodPost, u, bearer, in, out)
+		if status != http.StatusTooManyRequests {
+			if err == nil && status/100 != 2 {
+				err = fmt.Errorf("POST %s: %d %s", u, status, raw)
+			}
+			return status, err
+		}
+		m.refused.Add(1)
+		var refusal struct {
+			Error struct {
+				RetryAfterMs int64 `json:"retry_after_ms"`
+			} `json:"error"`
+		}
+		wait := time.Second
+		if json.Unmarshal(raw, &refusal) == nil && refusal.Error.RetryAfterMs > 0 {
+			wait = time.Duration(refusal.Error.RetryAfterMs) * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return status, err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // held returns how many partitions the member holds.

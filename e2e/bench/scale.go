@@ -46,6 +46,9 @@ type scaleResult struct {
 	// LateReleases: release commits refused 409 because handoff_timeout
 	// had already moved the partition.
 	LateReleases int64
+	// Refused: member requests answered 429 (a tenant bound) and sent
+	// again after their Retry-After, as the SDK does.
+	Refused int64
 }
 
 const scaleTopic = "scale"
@@ -97,6 +100,7 @@ func runScale(tb testing.TB, p scaleParams) scaleResult {
 	for _, m := range members {
 		r.ClientCapabilityBytes += m.capabilityBytes()
 		r.LateReleases += m.lateReleases.Load()
+		r.Refused += m.refused.Load()
 	}
 	cancel()
 	loops.Wait()
