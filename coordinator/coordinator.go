@@ -96,6 +96,7 @@ type Coordinator struct {
 	answers           *answerheld.Counter // answers being written (answers.go)
 	answersRefused    prometheus.Counter
 	joins             *keyedLimiter // per credential
+	joining           joinsInFlight // authenticated joins in the handler, per group (the join window reads it)
 	attenuates        *keyedLimiter // per chain root
 	tenantReads       tenantReads   // tenant group reads in progress, per tenant (tenant_groups.go)
 	share             *loopShare    // each tenant's member requests in the loop's queue (tenantshare.go)

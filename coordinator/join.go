@@ -66,6 +66,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -87,6 +88,8 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !ok {
 		return
 	}
+	arriving := c.joining.enter(groupName) // until its event is built (a parked opener's handler waits on)
+	defer arriving()
 	if ok, wait := c.joins.allow(c.joinRateKey(credential, byMember, groupName), c.now()); !ok {
 		// The settings are named: a fleet of one service (one OAuth
 		// client, one credential) larger than join_burst starting at once
@@ -164,13 +167,14 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	}
 	renewFrom := c.renewFrom(ctx, credential, req)
 	msg, err := c.callWeighted(weight, func(ref group.Ref) group.Event {
+		arriving()
 		return group.Join{
 			Ref: ref, Group: groupName, MemberID: req.MemberID, InstanceID: req.InstanceID, ClientID: req.ClientID,
 			Topics: req.Topics, TopicPattern: req.TopicPattern,
 			SessionTimeout: msDuration(req.SessionTimeoutMs), Assignor: req.Assignor,
 			Credential:    group.Credential{ID: credential.ID, Issuer: credential.Issuer, Subject: credential.Subject},
 			ByMemberToken: byMember, Renew: req.RenewToken != "", RenewFrom: renewFrom, Tenant: tenant(credential), JoinKey: joinKey,
-			Arrived: arrived,
+			Arrived: arrived, Concurrent: c.joining.count(groupName),
 		}
 	})
 	reply, ok := msg.(group.JoinReply)
@@ -179,6 +183,47 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		return
 	}
 	c.answerJoin(ctx, reply, memberTTL, reply.Created, joinTenant(credential, byMember), payer, c.patternMatches(req.TopicPattern))
+}
+
+// joinsInFlight counts the joins of each group on their way to the
+// loop — past the bearer's check (a genuine credential or member token),
+// their event not yet built: an empty group's join window waits for
+// them (group.Join.Concurrent) — a loaded shell brings a crowd's joins
+// to the loop more than initial_assign_delay after the first, and the
+// window closed on its first member alone, granted every partition.
+// Bounded by the requests in flight; a group's entry goes with its last
+// join.
+type joinsInFlight struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// enter counts a join of group; the func returned uncounts it (once,
+// however often it is called).
+func (j *joinsInFlight) enter(group string) func() {
+	j.mu.Lock()
+	if j.n == nil {
+		j.n = make(map[string]int)
+	}
+	j.n[group]++
+	j.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			j.mu.Lock()
+			if j.n[group]--; j.n[group] <= 0 {
+				delete(j.n, group)
+			}
+			j.mu.Unlock()
+		})
+	}
+}
+
+// count is how many joins of group are on their way now.
+func (j *joinsInFlight) count(group string) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.n[group]
 }
 
 // checkRenewToken verifies a renewal's renew_token (api.JoinRequest): a

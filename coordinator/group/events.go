@@ -86,6 +86,11 @@ type Join struct {
 	// it took to be stepped is how slow the shell is now, which an empty
 	// group's join window waits for (window.go windowQuiet).
 	Arrived time.Time
+	// Concurrent is how many other joins of the group the shell was
+	// working on (past their bearer's check) when it built this one: an
+	// empty group's join window waits for them, up to
+	// initial_assign_delay_max (window.go).
+	Concurrent int
 }
 
 // Credential identifies what opened a member: a capgate client credential

@@ -80,7 +80,7 @@ func (m *Machine) runTimers() {
 		case timerLag:
 			m.onLagTimer(t.at)
 		case timerWindow:
-			m.onWindowTimer(t.group)
+			m.onWindowTimer(t.group, t.at)
 		}
 	}
 }

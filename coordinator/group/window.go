@@ -26,7 +26,10 @@ import "time"
 // members, once after its first alone (its second join came 55 ms
 // later), and the rest were rebalances (BENCHMARKS §4). A lone
 // consumer's join on a quiet machine has no gap and a lag of a
-// millisecond or two: its window closes initial_assign_delay after it. While it is
+// millisecond or two: its window closes initial_assign_delay after it.
+// And while the shell is working on more joins of the group (past their
+// bearer's check: Join.Concurrent, counted as each join is stepped) the
+// quiet time is initial_assign_delay_max: they are coming. While it is
 // open the group assigns as if it had no member: nothing a member would
 // own is granted, and outside leases are served as always. When it
 // closes the group is reassigned once. The join that opened it is
@@ -68,12 +71,16 @@ type assignWindow struct {
 	// (windowQuiet).
 	lastJoin   time.Time
 	longestGap time.Duration
+	// expecting: the shell was working on more joins of the group when
+	// it built the last one (Join.Concurrent).
+	expecting bool
 	// quietUntil: the quiet time after lastJoin, never past closesBy.
 	quietUntil time.Time
 	answerBy   time.Time // initial_assign_delay_max after it opened: the opener is answered by then
 	closesBy   time.Time // initial_assign_hold_max (or _delay_max, the longer) after it opened
-	armed      bool      // a timerWindow entry is in the heap
-	due        bool      // its timer fired this step (Machine.windowsDue)
+	armed      bool      // a timerWindow entry is in the heap, at armedAt
+	armedAt    time.Time
+	due        bool // its timer fired this step (Machine.windowsDue)
 	// opener is the join that opened it, answered when it closes or at
 	// answerBy; its member's session counts the wait as contact
 	// (parkedOpener).
@@ -88,9 +95,14 @@ const quietGaps = 3
 // initial_assign_delay, or quietGaps times the longest gap between two
 // of its joins (or a join's lag: the joins sent with the first one take
 // as long to reach the machine) when that is longer, at most
-// initial_assign_delay_max.
+// initial_assign_delay_max — which it waits when the shell was working
+// on more joins of the group as it stepped the last one.
 func (c *Config) windowQuiet(w *assignWindow) time.Duration {
-	return min(max(c.InitialAssignDelay, quietGaps*w.longestGap), max(c.InitialAssignDelayMax, c.InitialAssignDelay))
+	most := max(c.InitialAssignDelayMax, c.InitialAssignDelay)
+	if w.expecting {
+		return most
+	}
+	return min(max(c.InitialAssignDelay, quietGaps*w.longestGap), most)
 }
 
 // windowHold is how long a window may stay open in all.
@@ -130,6 +142,7 @@ func (m *Machine) noteJoin(g *group, e Join) (opened bool) {
 	if !e.Arrived.IsZero() {
 		w.longestGap = max(w.longestGap, m.now.Sub(e.Arrived))
 	}
+	w.expecting = e.Concurrent > 0
 	w.quietUntil = earliest(m.now.Add(m.cfg.windowQuiet(w)), w.closesBy)
 	m.armWindow(g)
 	return opened
@@ -143,18 +156,25 @@ func (g *group) parkOpener(j pendingJoin) { g.window.opener = j }
 // heartbeat with yet).
 func (mem *member) parkedOpener() bool { return mem.group.window.opener.member == mem }
 
+// armWindow makes sure a timerWindow entry is due by g's window's next
+// deadline. The deadline moves earlier only when a join's quiet time is
+// shorter than the last one's (Join.Concurrent gone): an entry is added
+// then, and the later one fires for nothing.
 func (m *Machine) armWindow(g *group) {
-	if !g.window.armed {
-		g.window.armed = true
-		m.push(timer{at: g.window.next(), kind: timerWindow, group: g})
+	w := &g.window
+	if next := w.next(); !w.armed || next.Before(w.armedAt) {
+		w.armed, w.armedAt = true, next
+		m.push(timer{at: next, kind: timerWindow, group: g})
 	}
 }
 
 // onWindowTimer marks g's window due; finish decides it (closeWindows),
 // after the step's events.
-func (m *Machine) onWindowTimer(g *group) {
+func (m *Machine) onWindowTimer(g *group, at time.Time) {
 	w := &g.window
-	w.armed = false
+	if at.Equal(w.armedAt) {
+		w.armed = false
+	}
 	if w.open && !w.due {
 		w.due = true
 		m.windowsDue = append(m.windowsDue, g)

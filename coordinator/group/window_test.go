@@ -488,22 +488,49 @@ func TestKeyedRepeatOfTheParkedJoinTakesItsPlace(t *testing.T) {
 // its first member: BENCHMARKS §4). A join without an arrival time (zero)
 // has no lag. Fails without the lag: the window closes at 50 ms.
 func TestQuietTimeWaitsForASlowShell(t *testing.T) {
+	secondJoinWaited(t, group.Join{Arrived: time.Unix(0, 0).Add(-40 * time.Millisecond)}, 100*time.Millisecond)
+}
+
+// secondJoinWaited opens a window (initial_assign_delay 50 ms, _max 1 s)
+// with first (its Arrived relative to the harness's start), checks it is
+// still open after gap, joins a second member then (a gap of gap: quiet
+// three times that) and checks the window closes that quiet time later,
+// each member granted once.
+func secondJoinWaited(t *testing.T, first group.Join, gap time.Duration) {
+	t.Helper()
 	w := newWorld(t, windowOn, func(c *group.Config) { c.InitialAssignDelayMax = time.Second })
 	w.topics(map[string]int32{"t": 4})
-	first := w.nextRef()
-	w.step(group.Join{Ref: first, Group: "g", InstanceID: "m0", ClientID: "c", Topics: []string{"t"}, Arrived: w.now.Add(-40 * time.Millisecond)})
-	w.advance(100 * time.Millisecond)
-	if _, ok := w.replies[first]; ok || len(w.owners("g")) != 0 {
-		t.Fatal("the window closed 100 ms after a join that took 40 ms to arrive")
+	first.Ref, first.Group, first.InstanceID, first.ClientID, first.Topics = w.nextRef(), "g", "m0", "c", []string{"t"}
+	if !first.Arrived.IsZero() {
+		first.Arrived = w.now.Add(first.Arrived.Sub(time.Unix(0, 0)))
 	}
-	joinHeld(t, w, "m1") // a gap of 100 ms: quiet 300 ms
-	w.advance(299 * time.Millisecond)
+	w.step(first)
+	w.advance(gap)
+	if _, ok := w.replies[first.Ref]; ok || len(w.owners("g")) != 0 {
+		t.Fatalf("the window closed %s after the first join", gap)
+	}
+	joinHeld(t, w, "m1")
+	quiet := 3 * gap
+	w.advance(quiet - time.Millisecond)
 	if n := len(w.owners("g")); n != 0 {
-		t.Fatalf("%d partitions owned 299 ms after the last join (quiet time 300 ms)", n)
+		t.Fatalf("%d partitions owned %s after the last join (quiet time %s)", n, quiet-time.Millisecond, quiet)
 	}
 	w.advance(time.Millisecond)
-	if got := mustReply[group.JoinReply](t, w, first).Grants; len(got) != 2 {
+	if got := mustReply[group.JoinReply](t, w, first.Ref).Grants; len(got) != 2 {
 		t.Fatalf("the first join was answered %d grants, want 2", len(got))
 	}
 	grantedOnce(t, w, 4)
+}
+
+// TestQuietTimeWaitsForJoinsOnTheirWay: the shell was working on more
+// joins of the group when it stepped the first (Join.Concurrent): the
+// window waits up to initial_assign_delay_max for the next instead of
+// initial_assign_delay — a loaded shell brought the storm's second join
+// 57–248 ms after its first, whose own lag was a quarter of a
+// millisecond, and the first member was granted every partition. The
+// last join, with none on their way, brings the quiet time back to the
+// gap rule (150 ms: 450 ms). Fails without: the window closes at 50 ms
+// on the first alone.
+func TestQuietTimeWaitsForJoinsOnTheirWay(t *testing.T) {
+	secondJoinWaited(t, group.Join{Concurrent: 1}, 150*time.Millisecond)
 }
