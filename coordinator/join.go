@@ -88,8 +88,6 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !ok {
 		return
 	}
-	arriving := c.joining.enter(groupName) // until its event is built (a parked opener's handler waits on)
-	defer arriving()
 	if ok, wait := c.joins.allow(c.joinRateKey(credential, byMember, groupName), c.now()); !ok {
 		// The settings are named: a fleet of one service (one OAuth
 		// client, one credential) larger than join_burst starting at once
@@ -140,6 +138,8 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		// join without a key was admitted (review20).
 		return
 	}
+	arriving := c.joining.enter(groupName) // until its event is built (a parked opener's handler waits on)
+	defer arriving()
 	if !c.grantableTopics(ctx, req.Topics) || !c.knownTopics(ctx, req.Topics) {
 		return
 	}
@@ -186,8 +186,8 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 }
 
 // joinsInFlight counts the joins of each group on their way to the
-// loop — past the bearer's check (a genuine credential or member token),
-// their event not yet built: an empty group's join window waits for
+// loop — past their bearer's and scope's checks (a credential allowing
+// the group, or its member token), their event not yet built: an empty group's join window waits for
 // them (group.Join.Concurrent) — a loaded shell brings a crowd's joins
 // to the loop more than initial_assign_delay after the first, and the
 // window closed on its first member alone, granted every partition.

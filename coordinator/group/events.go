@@ -87,7 +87,7 @@ type Join struct {
 	// group's join window waits for (window.go windowQuiet).
 	Arrived time.Time
 	// Concurrent is how many other joins of the group the shell was
-	// working on (past their bearer's check) when it built this one: an
+	// working on (past their bearer's and scope's checks) when it built this one: an
 	// empty group's join window waits for them, up to
 	// initial_assign_delay_max (window.go).
 	Concurrent int
