@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/coordinator/assign"
+	"github.com/capgate/capgate/internal/topicpattern"
 )
 
 // Offset reset policies and the start-offset sentinels a Grant carries when
@@ -199,8 +200,8 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{
 		TopicsPerMember:      1000,
-		TopicPatternBytes:    512,
-		TopicPatternCost:     4096,
+		TopicPatternBytes:    topicpattern.DefaultMaxBytes,
+		TopicPatternCost:     topicpattern.DefaultMaxCost,
 		MembersPerGroup:      10000,
 		GroupsPerCredential:  100,
 		MembersPerCredential: 10000,

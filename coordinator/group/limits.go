@@ -2,10 +2,10 @@ package group
 
 import (
 	"fmt"
-	"regexp/syntax"
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/topicpattern"
 )
 
 // What members can make the machine hold is bounded (Config.Limits):
@@ -438,40 +438,9 @@ func (l Limits) checkPattern(pattern string) error {
 	return nil
 }
 
-// patternCost estimates the instructions of pattern's compiled program by
-// expanding repetitions over its parse tree (saturating, never
-// compiling); an unparsable pattern costs 0 (compiling refuses it).
-func patternCost(pattern string) int {
-	re, err := syntax.Parse("^(?:"+pattern+")$", syntax.Perl)
-	if err != nil {
-		return 0
-	}
-	return treeCost(re)
-}
-
-const costCap = 1 << 30
-
-func treeCost(re *syntax.Regexp) int {
-	sum := 0
-	for _, sub := range re.Sub {
-		sum = min(sum+treeCost(sub), costCap)
-	}
-	switch re.Op {
-	case syntax.OpLiteral:
-		return len(re.Rune)
-	case syntax.OpRepeat:
-		times := re.Max
-		if times < 0 {
-			times = re.Min + 1
-		}
-		return min(sum*max(times, 1)+1, costCap)
-	case syntax.OpConcat, syntax.OpAlternate, syntax.OpCapture:
-		return sum + 1
-	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
-		return sum + 2
-	}
-	return 1
-}
+// patternCost estimates the instructions of pattern's compiled program
+// (topicpattern.Cost).
+func patternCost(pattern string) int { return topicpattern.Cost(pattern) }
 
 // GroupsCreated is how many groups that still exist the tenant's joins
 // created (Join.Tenant, else the credential id; limits.groups_per_credential
