@@ -190,6 +190,11 @@ func (f *Failure) retriable() bool {
 	return !f.Final && (f.Code == "" || api.IsRetriable(f.Code))
 }
 
+// Retriable reports whether a later attempt may not meet f: no answer,
+// or a refusal such as unavailable or rate_limited (a shell retrying a
+// request of its own: the Kafka listener's carry-over).
+func (f *Failure) Retriable() bool { return f.retriable() }
+
 // failover: another gateway may do better (unreachable or failing).
 func (f *Failure) failover() bool { return !f.Final && (f.Code == "" || f.Status >= 500) }
 
@@ -686,6 +691,12 @@ func (d *Driver) joinKey() string {
 // session_timeout. At the margin every time, every attempt to a leader
 // slower than it was given up: the first join failed, and a rejoin left
 // a member behind every attempt for ever (TestJoinPastASlowLeader).
+// JoinMargin is how long the first attempt of a join may take
+// (joinMargin): for a shell that sends a rejoin of its own (the Kafka
+// listener's carry-over), so that a silent replica holds it no longer
+// than it would hold the driver's joins.
+func (d *Driver) JoinMargin() time.Duration { return d.joinMargin(0) }
+
 func (d *Driver) joinMargin(round int) time.Duration {
 	if round > 0 {
 		return d.cfg.RequestTimeout

@@ -1028,14 +1028,63 @@ func (m *member) resubscribe(ctx context.Context, topics []string, pattern strin
 // subscription and credential as bearer, within request_timeout. Under
 // no lock.
 func (m *member) rejoinSelf(ctx context.Context, join api.JoinRequest, credential string) driver.Answered {
+	return m.rejoinWithin(ctx, join, credential, m.g.s.cfg.RequestTimeout)
+}
+
+// rejoinWithin is rejoinSelf within timeout.
+func (m *member) rejoinWithin(ctx context.Context, join api.JoinRequest, credential string, timeout time.Duration) driver.Answered {
 	m.mu.Lock()
 	join.MemberID = m.sess.Member().ID
 	m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, m.g.s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	a := m.g.api.Attempt(ctx, m.group, credential, driver.Send{Kind: driver.KindJoin, Join: &join, Timeout: m.g.s.cfg.RequestTimeout})
+	a := m.g.api.Attempt(ctx, m.group, credential, driver.Send{Kind: driver.KindJoin, Join: &join, Timeout: timeout})
 	clientPolicyApplies(&a)
 	return a
+}
+
+// carryRejoin is a carry-over's rejoin (rejoinSelf), tried again while
+// it fails retriably — no answer, unavailable, rate_limited: a replica
+// killed or frozen, a takeover under way — until request_timeout has
+// passed since the first attempt, as the SDK's driver retries its own
+// carry-over. The first attempt is given margin (the driver's join
+// margin: a frozen replica, its socket open, holds it no longer than
+// that, and the transport moves on to the next replica), the next ones
+// what is left. Given up at the first failure, a renewal cut by a
+// takeover left the member on its old member token, which expires with
+// the old credential: the member ended, every partition was revoked from
+// the client, and what it had read since its last commit was read again
+// (a kgo client renewing its token as the leading replica was killed:
+// TestCarryOverIsRetriedPastATakeover). A repeat of a rejoin that landed
+// renews the same member again (renew_token is checked as the member's
+// token, not as its latest). It stops when the member is no longer
+// active. Under no lock.
+func (m *member) carryRejoin(ctx context.Context, join api.JoinRequest, credential string, margin time.Duration) driver.Answered {
+	timeout := m.g.s.cfg.RequestTimeout
+	deadline := time.Now().Add(timeout)
+	for round := 0; ; round++ {
+		a := m.rejoinWithin(ctx, join, credential, min(timeout, margin))
+		margin = timeout // only the first attempt gets the margin
+		f := a.Failure
+		if f == nil || !f.Retriable() {
+			return a
+		}
+		wait := driver.Backoff(round, 50*time.Millisecond, time.Second, f.RetryAfter, rand.Int64N)
+		if timeout = time.Until(deadline) - wait; timeout <= 0 {
+			return a
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return a
+		}
+		m.mu.Lock()
+		active := m.state == memberActive
+		m.mu.Unlock()
+		if !active {
+			return a
+		}
+	}
 }
 
 // carryOver moves the member onto the client's renewed credential (a
@@ -1089,8 +1138,9 @@ func (m *member) carryOver(ctx context.Context, credential, proof string, expire
 	m.carrying = true
 	renew := join
 	renew.RenewToken, renew.RenewCredential = m.sess.Member().Token, proof
+	margin := m.d.JoinMargin()
 	m.mu.Unlock()
-	a := m.rejoinSelf(ctx, renew, credential)
+	a := m.carryRejoin(ctx, renew, credential, margin)
 	var added []session.Partition
 	fenced := false
 	if f := a.Failure; f != nil && f.Code == api.CodeBadRequest {

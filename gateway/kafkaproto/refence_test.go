@@ -108,17 +108,8 @@ func TestRefenceMarkEndsAfterTheCarryOver(t *testing.T) {
 // coordinator from before it (every other test here) the plain rejoin
 // fences and the fence window pauses the client instead.
 func TestCarryOverRenewsInPlace(t *testing.T) {
-	c, m := startScriptedMember(t)
-	c.mu.Lock()
-	c.renews = true
-	c.mu.Unlock()
-	h := c.next(t, "heartbeat")
-	done := carryOverTo(m, "credential-2")
-	j := c.next(t, "join")
-	var join api.JoinRequest
-	if json.Unmarshal(j.body, &join) != nil || join.MemberID != "cg-1" || join.RenewToken != "member-token-1" || j.bearer != "credential-2" {
-		t.Fatalf("the carry-over sent %s with bearer %q, want a renewal of cg-1 (renew_token member-token-1) with credential-2", j.body, j.bearer)
-	}
+	c, m, h, done := carryOverStarted(t)
+	j := renewalOfCG1(t, c, "the carry-over")
 	m.mu.Lock()
 	marked := len(m.refencing)
 	m.mu.Unlock()
@@ -129,18 +120,72 @@ func TestCarryOverRenewsInPlace(t *testing.T) {
 	<-done
 	h.reply(t, api.HeartbeatResponse{})
 	h = nextBeat(t, c, "member-token-2")
-	clientKeeps(t, m, "after the renewal")
-	m.mu.Lock()
-	for _, p := range []session.Partition{refenceP0, refenceP1} {
-		if info, _ := m.sess.Inspect(p); info.State != session.Fetching || info.Epoch != 1 {
-			t.Errorf("%v: %v at epoch %d after the renewal, want fetching at 1", p, info.State, info.Epoch)
-		}
-	}
-	m.mu.Unlock()
+	renewedInPlace(t, m, "after the renewal")
 	h.reply(t, fence(1, refenceP1)) // p1 moves on
 	c.next(t, "heartbeat")
 	if gone := toldToGiveUp(t, m); !slices.Equal(gone, []session.Partition{refenceP1}) {
 		t.Fatalf("after a revoke of %v following the renewal, the client was told to give up %v, want just that partition", refenceP1, gone)
+	}
+}
+
+// TestCarryOverIsRetriedPastATakeover: the carry-over's rejoin meets a
+// coordinator that cannot answer it now — the leading replica killed or
+// frozen and a standby taking over answers 503 unavailable (or nothing
+// at all) — and is sent again, as the SDK's driver retries its own
+// carry-over: the second rejoin renews the member in place, and the
+// heartbeat held meanwhile presents the new member token. Before, the
+// first failure ended the carry-over ("not carried over … it ends with
+// its member token"): the member ended with the old credential, every
+// partition was taken from the client and what it had read since its
+// last commit was read again (e2e/ha, a kgo client renewing its token
+// as the leader was killed: ~800 records read twice).
+func TestCarryOverIsRetriedPastATakeover(t *testing.T) {
+	c, m, h, done := carryOverStarted(t)
+	c.next(t, "join").reply(t, api.ErrorBody{Error: api.Error{Code: api.CodeUnavailable, Message: "candidate: taking over the shard"}})
+	j := renewalOfCG1(t, c, "the carry-over's retry")
+	j.reply(t, api.JoinResponse{MemberID: "cg-1", MemberToken: "member-token-2", Grants: grants(1, refenceP0, refenceP1).Grants})
+	<-done
+	h.reply(t, api.HeartbeatResponse{})
+	nextBeat(t, c, "member-token-2")
+	renewedInPlace(t, m, "after the renewal retried")
+}
+
+// carryOverStarted starts a member (startScriptedMember) at a coordinator
+// that takes renew_token and carries it over to credential-2 in the
+// background: the heartbeat held then, and the carry-over's end.
+func carryOverStarted(t *testing.T) (*scriptedCoordinator, *member, *coordinatorCall, <-chan struct{}) {
+	t.Helper()
+	c, m := startScriptedMember(t)
+	c.mu.Lock()
+	c.renews = true
+	c.mu.Unlock()
+	h := c.next(t, "heartbeat")
+	return c, m, h, carryOverTo(m, "credential-2")
+}
+
+// renewalOfCG1 is the member's next join, which must renew cg-1 in place
+// (renew_token member-token-1) with credential-2.
+func renewalOfCG1(t *testing.T, c *scriptedCoordinator, what string) *coordinatorCall {
+	t.Helper()
+	j := c.next(t, "join")
+	var join api.JoinRequest
+	if json.Unmarshal(j.body, &join) != nil || join.MemberID != "cg-1" || join.RenewToken != "member-token-1" || j.bearer != "credential-2" {
+		t.Fatalf("%s sent %s with bearer %q, want a renewal of cg-1 (renew_token member-token-1) with credential-2", what, j.body, j.bearer)
+	}
+	return j
+}
+
+// renewedInPlace fails t unless the client keeps both partitions and the
+// session fetches them at epoch 1: nothing fenced, nothing moved.
+func renewedInPlace(t *testing.T, m *member, when string) {
+	t.Helper()
+	clientKeeps(t, m, when)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range []session.Partition{refenceP0, refenceP1} {
+		if info, _ := m.sess.Inspect(p); info.State != session.Fetching || info.Epoch != 1 {
+			t.Errorf("%v: %v at epoch %d %s, want fetching at 1", p, info.State, info.Epoch, when)
+		}
 	}
 }
 
