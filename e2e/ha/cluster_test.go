@@ -185,3 +185,44 @@ func gapBetween(s harness.Snapshot, consumer string, from, to harness.Time) time
 	}
 	return max(gap, time.Duration(to-last))
 }
+
+// failReplica kills (-9) or pauses (SIGSTOP) replica co.
+func failReplica(t testing.TB, co *harness.Coordinator, pause bool) {
+	t.Helper()
+	if pause {
+		co.Pause(t)
+	} else {
+		co.Kill(t)
+	}
+}
+
+// bringBack brings replica co back after failReplica: a paused one resumes and
+// steps down (the replica that took over leads), a killed one restarts
+// (as a follower).
+func bringBack(t testing.TB, c *harness.Cluster, co *harness.Coordinator, pause bool) {
+	t.Helper()
+	if pause {
+		resumed := harness.Now()
+		co.Resume(t)
+		stepDown(t, c, co, resumed)
+	} else {
+		co.Restart(t)
+	}
+}
+
+// waitGone waits until member id is no longer a member of group.
+func waitGone(t testing.TB, c *harness.Cluster, group, id, what string) {
+	t.Helper()
+	harness.Eventually(t, harness.Wait, what, func() (bool, string) {
+		d, err := c.Describe(group)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range d.Members {
+			if m.ID == id {
+				return false, "still a member"
+			}
+		}
+		return true, ""
+	})
+}

@@ -3,6 +3,7 @@ package ha
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/e2e/harness"
 )
@@ -164,4 +165,51 @@ func TestGatewayRestartHoldingRevocations(t *testing.T) {
 	// The restarted gateway answers 503 not_ready until its first sync:
 	// that is its promise. The other one never may.
 	no503Besides(t, s, gw, at)
+}
+
+// TestGatewayCutFromTheLeaderMidHandoff is TestGatewayCutFromTheLeaderOnly
+// with the cut landing in the middle of the handoff: every gateway
+// applied the moved partitions' fences, no ack reached the leader (the
+// SyncTaps held them, then drop them), and one gateway is cut from the
+// leader alone at that moment — its ack never arrives. The other
+// gateway's ack does; the old holder releases; the leader counts the
+// silent gateway safe after gateway_timeout and completes the handoff.
+// The cut gateway refuses everything itself once sync_timeout passed,
+// the other never answers 503, every checker holds (one reader per
+// partition), and healed, the cut one syncs and serves again.
+func TestGatewayCutFromTheLeaderMidHandoff(t *testing.T) {
+	t.Parallel()
+	const group = "ha-gw-cut-mid-handoff"
+	c := startHA(t, group, nil)
+	prod := c.StartProducer(t, produceEvery)
+	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
+	c.WaitSettled(t, group, 1)
+	c.WaitFlowing(t, group, 100)
+
+	lead := leaderAmong(t, c)
+	cut := c.Gateways()[0]
+	releaseA := c.HoldFor(a, harness.BeforeGatewayAck, group)
+	since := harness.Now()
+	b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
+	moving := c.WaitRevoked(t, a.MemberID(), since, 3)
+	c.WaitStep(t, harness.BeforeGatewayAck, a.MemberID(), moving, since)
+	c.Log.AddFault("cut-from-leader", cut.ID)
+	cut.Proxies[lead.Index].Blackhole()
+	cutAt := harness.Now()
+	c.DropSync()
+	releaseA()
+	own := c.WaitSettled(t, group, 2)
+	for _, k := range moving {
+		if !slices.Contains(own[b.MemberID()], k.Partition) {
+			t.Errorf("%s owned by %v after the handoff, want b", k, own)
+		}
+	}
+	t.Logf("the handoff completed %s after the cut (gateway_timeout %s)", harness.Since(cutAt).Round(time.Millisecond), haTiming().GatewayTimeout)
+	c.WaitFlowing(t, group, 100)
+	c.Log.AddFault("heal", cut.ID)
+	cut.Proxies[lead.Index].Heal()
+	cut.WaitReady(t, harness.Wait)
+	c.WaitFlowing(t, group, 100)
+	s := c.Finish(t, prod, group)
+	no503Besides(t, s, cut, since)
 }

@@ -67,11 +67,7 @@ func leaderFails(t *testing.T, group string, pause bool) {
 
 	old := leaderAmong(t, c)
 	since := harness.Now()
-	if pause {
-		old.Pause(t)
-	} else {
-		old.Kill(t)
-	}
+	failReplica(t, old, pause)
 	next := leaderAmong(t, c, old)
 	took := time.Duration(harness.Now() - since)
 	heartbeatsAfter(t, c, since, a, b)
@@ -84,13 +80,7 @@ func leaderFails(t *testing.T, group string, pause bool) {
 	if after := c.WaitSettled(t, group, 2); !sameOwners(before, after) {
 		t.Errorf("ownership changed across the takeover: %v → %v (members had to rejoin?)", before, after)
 	}
-	if pause {
-		resumed := harness.Now()
-		old.Resume(t)
-		stepDown(t, c, old, resumed)
-	} else {
-		old.Restart(t)
-	}
+	bringBack(t, c, old, pause)
 	c.WaitFlowing(t, group, 100)
 	end := harness.Now()
 	s := c.Finish(t, prod, group)

@@ -44,18 +44,7 @@ func TestMemberRevokeRepeatedAfterALeaderKill(t *testing.T) {
 		t.Fatalf("the leader never answered the revoke (the operator got %d %s %v)", status, body, err)
 	}
 	t.Logf("the revoke's answer was lost (the operator got %d %s %v)", status, body, err)
-	harness.Eventually(t, harness.Wait, "the revoked member gone from the group", func() (bool, string) {
-		d, err := c.Describe(group)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, m := range d.Members {
-			if m.ID == old {
-				return false, "still a member"
-			}
-		}
-		return true, ""
-	})
+	waitGone(t, c, group, old, "the revoked member gone from the group")
 	killed, next, at := killLeader(t, c)
 
 	var again coordinator.MemberRevokeResponse

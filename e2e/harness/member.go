@@ -42,12 +42,19 @@ type MemberOptions struct {
 	// FirstReplica is the coordinator replica the SDK asks first
 	// (default: the cluster's first).
 	FirstReplica *Coordinator
+	// Credential is the client credential the consumer joins with
+	// (default: one the cluster mints for Group, ClientCredential).
+	Credential string
 }
 
 // ConsumerConfig is the configuration a consumer with opts runs with.
 func (c *Cluster) ConsumerConfig(t testing.TB, opts MemberOptions) ConsumerConfig {
 	t.Helper()
-	cc := c.ClientConfig(opts.Group, []string{c.opts.Topic}, c.ClientCredential(t, opts.Group))
+	cred := opts.Credential
+	if cred == "" {
+		cred = c.ClientCredential(t, opts.Group)
+	}
+	cc := c.ClientConfig(opts.Group, []string{c.opts.Topic}, cred)
 	if len(opts.Gateways) > 0 {
 		cc.Gateways = opts.Gateways
 	}
@@ -105,6 +112,24 @@ type Member struct {
 // StartMember starts an in-process consumer and waits until it joined.
 func (c *Cluster) StartMember(t testing.TB, opts MemberOptions) *Member {
 	t.Helper()
+	m := c.startMember(t, opts)
+	m.WaitJoined(t)
+	return m
+}
+
+// LaunchMembers starts in-process consumers at once and returns without
+// waiting for their joins (a join storm; WaitJoined waits for each).
+func (c *Cluster) LaunchMembers(t testing.TB, opts ...MemberOptions) []*Member {
+	t.Helper()
+	ms := make([]*Member, len(opts))
+	for i, o := range opts {
+		ms[i] = c.startMember(t, o)
+	}
+	return ms
+}
+
+func (c *Cluster) startMember(t testing.TB, opts MemberOptions) *Member {
+	t.Helper()
 	cfg := c.ConsumerConfig(t, opts)
 	cfg.Logger = c.logger.Named(opts.Name)
 	m := &Member{Name: opts.Name, log: c.Log, done: make(chan struct{}), joined: make(chan struct{}), caps: map[int32]string{}}
@@ -134,14 +159,19 @@ func (c *Cluster) StartMember(t testing.TB, opts MemberOptions) *Member {
 		m.mu.Unlock()
 	}()
 	cleanup(t, "member "+opts.Name, func() { m.Close(t) })
+	return m
+}
+
+// WaitJoined waits until the member joined (20 s at most).
+func (m *Member) WaitJoined(t testing.TB) {
+	t.Helper()
 	select {
 	case <-m.joined:
 	case <-m.done:
-		t.Fatalf("%s: stopped before joining: %v", opts.Name, m.Err())
+		t.Fatalf("%s: stopped before joining: %v", m.Name, m.Err())
 	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: not joined after 20s", opts.Name)
+		t.Fatalf("%s: not joined after 20s", m.Name)
 	}
-	return m
 }
 
 // MemberID is the member id of the last join.
