@@ -170,6 +170,8 @@ func (s *Session) sendCommitChunk(ticket uint64, parts []*partition, release boo
 	c := &commitState{ticket: ticket, incarnation: s.member.Incarnation, release: release, parts: parts}
 	if !c.release { // the lane's (lane.go)
 		s.laneBusy++
+	} else {
+		s.releases++
 	}
 	until := time.Time{}
 	for _, p := range parts {
@@ -207,6 +209,8 @@ func (s *Session) commitDone(e CommitDone) {
 	delete(s.commits, e.ID)
 	if !c.release {
 		s.laneBusy--
+	} else {
+		s.releases--
 	}
 	for _, p := range c.parts {
 		p.commits--
@@ -220,6 +224,15 @@ func (s *Session) commitDone(e CommitDone) {
 	case current && api.NeedsRejoin(e.Code):
 		s.fail(c, e.Code, e.Err)
 		s.lost()
+	case current && len(c.parts) > 1 && splittable(e.Code) && c.release:
+		// Each goes again alone, as releaseReady has room: sent at once,
+		// a refused release of a thousand partitions (a member revoked:
+		// every capability fenced) was a thousand requests at once.
+		for _, p := range c.parts {
+			if s.parts[p.id] == p {
+				p.releasing, p.releaseAlone = false, true
+			}
+		}
 	case current && len(c.parts) > 1 && splittable(e.Code):
 		for _, p := range c.parts {
 			if s.parts[p.id] == p {
@@ -231,7 +244,7 @@ func (s *Session) commitDone(e CommitDone) {
 	}
 	if c.release {
 		for _, p := range c.parts {
-			if p.commits == 0 && s.parts[p.id] == p {
+			if p.commits == 0 && s.parts[p.id] == p && p.releasing {
 				s.detach(p)
 			}
 		}
@@ -286,13 +299,17 @@ func (s *Session) finishTicket(ticket uint64) {
 // at the processed offset and reads those records again, perhaps while
 // this user still processes them.
 func (s *Session) releaseReady(now time.Time) {
-	if s.revoking == 0 {
+	if s.revoking == 0 || s.releases >= MaxReleasesInFlight {
 		return
 	}
-	var ready []*partition
+	var ready, alone []*partition
 	var overdue []Overdue
 	for _, p := range s.parts {
 		if p.state != Revoking || p.releasing || p.fetch != 0 || p.hook != 0 || p.commits > 0 {
+			continue
+		}
+		if p.releaseAlone {
+			alone = append(alone, p)
 			continue
 		}
 		switch {
@@ -304,15 +321,34 @@ func (s *Session) releaseReady(now time.Time) {
 		}
 		ready = append(ready, p)
 	}
-	if len(ready) == 0 {
-		return
+	if len(ready) > 0 {
+		if len(overdue) > 0 {
+			slices.SortFunc(overdue, func(a, b Overdue) int { return comparePartitions(a.Partition, b.Partition) })
+			s.emit(RevokeTimedOut{Partitions: overdue, Timeout: s.cfg.RevokeTimeout})
+		}
+		for _, p := range ready {
+			p.releasing = true
+		}
+		s.sendCommit(0, ready, true)
 	}
-	if len(overdue) > 0 {
-		slices.SortFunc(overdue, func(a, b Overdue) int { return comparePartitions(a.Partition, b.Partition) })
-		s.emit(RevokeTimedOut{Partitions: overdue, Timeout: s.cfg.RevokeTimeout})
+	slices.SortFunc(alone, func(a, b *partition) int { return comparePartitions(a.id, b.id) })
+	for _, p := range alone {
+		if s.releases >= MaxReleasesInFlight {
+			return
+		}
+		p.releasing, p.releaseAlone = true, false
+		s.sendCommit(0, []*partition{p}, true)
 	}
-	for _, p := range ready {
-		p.releasing = true
-	}
-	s.sendCommit(0, ready, true)
 }
+
+// MaxReleasesInFlight bounds the release commits in flight: partitions
+// that become ready while that many are out wait and go together in the
+// next one (releaseReady runs after every step), and those a refused
+// release split go alone, that many at a time. Released one by one as
+// each partition's fetch ended, a member revoked a thousand partitions
+// sent ~1,000 requests at once, one connection each: past the
+// coordinator's max_connections_per_address (1,000), which then refused
+// every client of that address (503 overloaded) — the other members'
+// heartbeats and the handoff itself stalled (e2e/ha
+// TestLeaderKilledDuringABulkMemberRevoke).
+const MaxReleasesInFlight = 8

@@ -61,6 +61,10 @@ type partition struct {
 	revokedAt time.Time
 	hook      uint64 // revoke hook not yet returned, 0 when none
 	releasing bool   // the release commit is in flight
+	// releaseAlone: a release of several partitions was refused and this
+	// one goes again in a release of its own (commitDone), when
+	// releaseReady has room (MaxReleasesInFlight).
+	releaseAlone bool
 }
 
 // waitsForUser reports whether revoked p still waits for the user to be

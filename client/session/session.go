@@ -169,7 +169,9 @@ type Session struct {
 	queuedBytes int64
 
 	commits map[uint64]*commitState
-	tickets map[uint64]*ticketState
+	// releases counts the release commits in flight (MaxReleasesInFlight).
+	releases int
+	tickets  map[uint64]*ticketState
 	// lastTimedCommit is when the last timed or background commit was
 	// sent (or the member joined).
 	lastTimedCommit time.Time

@@ -17,8 +17,11 @@ import (
 // held, so no handoff has completed, when the leader is killed -9. The
 // replica that takes over finishes every handoff from the log: the group
 // settles with b and a's consumer rejoined under a new id, every
-// partition owned once; no fetch of b's is answered 503, nothing is
-// lost, every checker holds (the forced move of the revoked member's
+// partition owned once; no fetch of b's is answered 503, no member's
+// call to the coordinator is refused overloaded (a's releases of a
+// thousand partitions once took every connection the coordinator allows
+// an address: session.MaxReleasesInFlight), nothing is lost, every
+// checker holds (the forced move of the revoked member's
 // partitions aside, as TestMemberRevokeRepeatedAfterALeaderKill).
 func TestLeaderKilledDuringABulkMemberRevoke(t *testing.T) {
 	t.Parallel()
@@ -68,5 +71,19 @@ func TestLeaderKilledDuringABulkMemberRevoke(t *testing.T) {
 		t.Errorf("invariant violated: %s", v)
 	}
 	t.Logf("%d grants of the revoked member's partitions moved by force (tolerated)", n)
+	// A member's releases of a thousand partitions must not take every
+	// connection the coordinator allows one address: it then refuses all
+	// its clients (503 overloaded), the other member's heartbeats too.
+	overloaded := 0
+	for _, call := range s.Calls {
+		if call.Code == "overloaded" {
+			if overloaded++; overloaded <= 3 {
+				t.Errorf("%s's %s at %s answered %d overloaded", call.Consumer, call.Op, call.Sent, call.Status)
+			}
+		}
+	}
+	if overloaded > 0 {
+		t.Errorf("%d coordinator calls of the members answered 503 overloaded", overloaded)
+	}
 	no503(t, s, at)
 }
