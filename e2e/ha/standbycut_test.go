@@ -3,6 +3,7 @@ package ha
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +130,37 @@ func TestLeaderKilledWhileStandbysCut(t *testing.T) {
 	lead.Restart(t)
 	s := c.Finish(t, prod, group)
 	no503(t, s, since)
+}
+
+// TestStandbyStoppedWhileCutAfterAFailedTakeover: a standby cut off from
+// Kafka stands as a candidate, its takeover fails (the log unreachable),
+// and it goes back to following — which waits, a lease at a time, for
+// the log it cannot reach. Stopped then (SIGTERM, as at a redeploy or a
+// node drain, still cut), it must exit cleanly. Before, the follow gave
+// up at the stop with no follower, the leadership loop decided its next
+// takeover with none before it saw the stop, and the process panicked on
+// its way down (nil pointer in store.Follower.Promote, exit status 2; an
+// e2e/ha run with a Kafka broker removed and re-added crashed a replica
+// so).
+func TestStandbyStoppedWhileCutAfterAFailedTakeover(t *testing.T) {
+	t.Parallel()
+	const group = "ha-standby-stopped-cut"
+	cut := stack.NewKafkaCut()
+	c := startHA(t, group, cut)
+	lead := leaderAmong(t, c)
+	others, _ := cutStandbys(t, c, cut, lead)
+	co := others[0]
+	// Each attempt to open a follower waits for Kafka (~10 s) before it
+	// fails; past the first, the lease since the failed takeover is over.
+	harness.Eventually(t, 2*harness.Wait, co.Name+"'s takeover fails and its follow fails once", func() (bool, string) {
+		_, after, failed := strings.Cut(co.Process().Tail(), "takeover failed")
+		return failed && strings.Contains(after, "follow the state log"), "not yet"
+	})
+	err := co.Process().Terminate(20 * time.Second)
+	healStandbys(c, cut, others)
+	if err != nil {
+		t.Fatalf("%s stopped while cut after a failed takeover: %v\n%s", co.Name, err, co.Process().Tail())
+	}
+	t.Logf("%s stopped cleanly", co.Name)
+	co.Restart(t)
 }
