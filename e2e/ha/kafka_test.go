@@ -2,8 +2,6 @@ package ha
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -90,17 +88,21 @@ func TestStateLogLeaderMoves(t *testing.T) {
 	no503(t, s, since)
 }
 
-// TestKafkaBrokerRestartedUnderARunningGroup: the broker leading the
-// replicas' state log goes away (its listener closes, its partitions
-// led by the other two) while a handoff is in flight, and comes back on
-// its address (kfake: the same node id and port) with every partition's
-// leader elected anew; then the leading replica is killed -9, so the
-// standby that takes over fences and reads the log through the brokers
-// as they are now. The handoffs complete, the group settles each time,
-// no fetch is answered 503, nothing is lost, every checker holds.
-func TestKafkaBrokerRestartedUnderARunningGroup(t *testing.T) {
+// TestLeaderKilledAfterTheStateLogsBrokerWent: the broker leading the
+// replicas' state log goes away (its listener closes, its partitions led
+// by the other two) while a handoff is in flight; the handoff completes
+// and a third member joins through the moved log; then the leading
+// replica is killed -9, so the standby that takes over fences and reads
+// the log through the two brokers left. The group settles each time, no
+// fetch is answered 503, nothing is lost, every checker holds. (kfake
+// cannot bring the broker back faithfully: re-added under its id and
+// port, the state log's leader epoch read as reset to 0 — "lost
+// records" — and topic creation answered NOT_CONTROLLER, so the
+// standbys' takeovers failed for seconds: not a restart any real broker
+// does.)
+func TestLeaderKilledAfterTheStateLogsBrokerWent(t *testing.T) {
 	t.Parallel()
-	const group = "ha-broker-restart"
+	const group = "ha-broker-gone"
 	c := startHA(t, group, nil)
 	prod := c.StartProducer(t, produceEvery)
 	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
@@ -110,15 +112,6 @@ func TestKafkaBrokerRestartedUnderARunningGroup(t *testing.T) {
 	kc := c.Kafka.Cluster()
 	state := store.DefaultKafkaConfig().Topic
 	gone := kc.LeaderFor(state, 0)
-	addrs := kc.ListenAddrs() // in node order until a node is removed
-	if gone < 0 || int(gone) >= len(addrs) {
-		t.Fatalf("%s/0 led by node %d of %v", state, gone, addrs)
-	}
-	_, portText, _ := strings.Cut(addrs[gone], ":")
-	port, err := strconv.Atoi(portText)
-	if err != nil {
-		t.Fatal(err)
-	}
 	since := harness.Now()
 	c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
 	c.WaitRevoked(t, a.MemberID(), since, 3)
@@ -128,16 +121,9 @@ func TestKafkaBrokerRestartedUnderARunningGroup(t *testing.T) {
 	}
 	c.WaitSettled(t, group, 2)
 	c.WaitFlowing(t, group, 100)
-	c.Log.AddFault("kafka-broker-back", fmt.Sprint(gone))
-	if _, _, err := kc.AddNode(gone, port); err != nil {
-		t.Fatalf("broker %d back on port %d: %v", gone, port, err)
-	}
-	kc.ShufflePartitionLeaders()
-	kc.RehashCoordinators()
-	t.Logf("broker %d (leading %s/0) went and came back; %s/0 now led by %d", gone, state, state, kc.LeaderFor(state, 0))
-	c.WaitFlowing(t, group, 100)
 	c.StartMember(t, harness.MemberOptions{Name: "c", Group: group})
 	c.WaitSettled(t, group, 3)
+	t.Logf("broker %d (leading %s/0) removed; now led by %d", gone, state, kc.LeaderFor(state, 0))
 	killed, next, at := killLeader(t, c)
 	t.Logf("%s killed, %s took over after %s", killed.Name, next.Name, harness.Since(at).Round(time.Millisecond))
 	c.WaitFlowing(t, group, 200)
