@@ -13,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/capgate/capgate/broker"
 	"github.com/capgate/capgate/gateway/authz"
@@ -57,14 +58,17 @@ type Gateway struct {
 	// kafkaAtHTTP logs Kafka clients at the HTTP port (preauth.go),
 	// rate-limited.
 	kafkaAtHTTP *refusallog.Log
-	kafkaUp     probe.Kafka // Kafka reachability for /readyz (health.go)
-	metrics     *metrics
-	server      *fasthttp.Server
-	routes      []route
-	tls         *tlsconf.Server // nil: plaintext
-	pprof       *http.Server    // nil unless pprof_listen is set
-	pprofAddr   string          // where it listens (PprofAddr)
-	syncHTTP    *http.Client
+	// syncFailures bounds the "sync failed" warnings of an outage
+	// (syncLoop).
+	syncFailures *refusallog.Log
+	kafkaUp      probe.Kafka // Kafka reachability for /readyz (health.go)
+	metrics      *metrics
+	server       *fasthttp.Server
+	routes       []route
+	tls          *tlsconf.Server // nil: plaintext
+	pprof        *http.Server    // nil unless pprof_listen is set
+	pprofAddr    string          // where it listens (PprofAddr)
+	syncHTTP     *http.Client
 	// coordinators is the sync channel's coordinator URLs and the one in
 	// use: owned by the sync loop, then by Close.
 	coordinators *coordinators.List
@@ -149,6 +153,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		held:         newHeldBytes(cfg.MaxAnswerBytesHeld, cfg.MaxAnswerBytesHeldPerHolder),
 		bodies:       bodyheld.New(cfg.MaxBodyBytesHeld, cfg.MaxBodyBytesHeldPerHolder, cfg.ReadTimeout+time.Second),
 		kafkaAtHTTP:  refusallog.New(log.Named("http")),
+		syncFailures: refusallog.NewBounded(log, zapcore.WarnLevel, syncFailLinesPerSecond, syncFailBurst),
 		tls:          serverTLS,
 		syncHTTP:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
 		syncDone:     make(chan struct{}),

@@ -25,8 +25,16 @@ import (
 const (
 	syncBackoffMin = 50 * time.Millisecond
 	syncBackoffMax = time.Second
-	syncBodyMax    = 64 << 20 // a snapshot of every fence and denied id
-	cacheSweepEach = 30 * time.Second
+	// A coordinator down or refusing the gateway's token is polled about
+	// once a second (syncBackoffMax), and each failed poll was a warning:
+	// 3,600 lines an hour of one outage (newuser10). Its first
+	// syncFailBurst are logged, then one per 30 s with how many were
+	// suppressed meanwhile; /readyz and capgate_gateway_sync_polls_total
+	// tell every one.
+	syncFailBurst          = 3
+	syncFailLinesPerSecond = 1.0 / 30
+	syncBodyMax            = 64 << 20 // a snapshot of every fence and denied id
+	cacheSweepEach         = 30 * time.Second
 )
 
 // syncLoop long-polls the coordinator until ctx ends, around the
@@ -82,7 +90,7 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 			default:
 				msg := err.Error()
 				g.sync.failed.Store(&msg)
-				g.log.Warn("sync failed", zap.Uint64("after", g.follower.After()), zap.String("coordinator", base),
+				g.syncFailures.LineAt(time.Now(), "sync failed", zap.Uint64("after", g.follower.After()), zap.String("coordinator", base),
 					zap.String("next", next), zap.Duration("retry_in", wait), zap.Error(err))
 			}
 			sleep(ctx, wait)

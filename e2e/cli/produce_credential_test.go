@@ -10,12 +10,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
 	"github.com/capgate/capgate/internal/stack"
 )
 
@@ -277,25 +277,11 @@ func TestProduceToAWrongGatewaySaysWhatToFix(t *testing.T) {
 }
 
 // closedPort is a loopback host:port nothing listens at, for the test's
-// life: a TCP socket bound there and never listening, so a connection is
-// refused, and no other listener can take the port meanwhile (a port
+// life (coordinatorstest.Down: a socket bound, never listening — a port
 // listened at and closed was free for the next listener of the parallel
 // tests: CI saw another process's Kafka listener there, "connection reset
-// by peer"). Go's listeners set SO_REUSEADDR; this socket does not, and
-// Linux shares a bound port only when both do.
+// by peer").
 func closedPort(t *testing.T) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	return strings.TrimPrefix(coordinatorstest.Down(t), "http://")
 }
