@@ -60,7 +60,7 @@ func ptr(s string) *string { return &s }
 // TestStateLogLeaderMoves: "create: context deadline exceeded" for a
 // minute after the broker went, on every replica).
 func (t *kafkaTransport) ensureTopic(ctx context.Context, topic string, configs map[string]*string) error {
-	detail, err := t.describeTopic(ctx, topic)
+	detail, err := t.listTopic(ctx, topic)
 	if err != nil {
 		return err
 	}
@@ -107,6 +107,23 @@ func (t *kafkaTransport) describeTopic(ctx context.Context, topic string) (topic
 		}
 	}
 	return topicDetail{Err: kerr.UnknownTopicOrPartition}, nil
+}
+
+// listTopic is topic's metadata as kadm lists it (from the client's
+// metadata cache, refreshed as kgo sees fit): a Kafka that cannot be
+// reached fails it at once, where describeTopic's own request is retried
+// until ctx ends (a replica's /readyz then told nothing of Kafka for the
+// whole open: TestLeaderWithKafkaGoneSaysWhyAndStops).
+func (t *kafkaTransport) listTopic(ctx context.Context, topic string) (topicDetail, error) {
+	details, err := t.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return topicDetail{}, err
+	}
+	detail, ok := details[topic]
+	if !ok {
+		return topicDetail{Err: kerr.UnknownTopicOrPartition}, nil
+	}
+	return topicDetail{Err: detail.Err, Partitions: len(detail.Partitions)}, nil
 }
 
 // topicDetail is what ensureTopic checks of a topic.
