@@ -432,15 +432,11 @@ func (l Limits) checkPattern(pattern string) error {
 	if len(pattern) > l.TopicPatternBytes {
 		return fmt.Errorf("topic_pattern longer than %d bytes (coordinator.groups.limits.topic_pattern_bytes)", l.TopicPatternBytes)
 	}
-	if cost := patternCost(pattern); cost > l.TopicPatternCost {
+	if cost := topicpattern.Cost(pattern); cost > l.TopicPatternCost {
 		return fmt.Errorf("topic_pattern too complex: %d instructions once expanded, at most %d (coordinator.groups.limits.topic_pattern_cost)", cost, l.TopicPatternCost)
 	}
 	return nil
 }
-
-// patternCost estimates the instructions of pattern's compiled program
-// (topicpattern.Cost).
-func patternCost(pattern string) int { return topicpattern.Cost(pattern) }
 
 // GroupsCreated is how many groups that still exist the tenant's joins
 // created (Join.Tenant, else the credential id; limits.groups_per_credential

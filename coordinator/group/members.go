@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/topicpattern"
 	"github.com/capgate/capgate/revocation"
 )
 
@@ -18,7 +19,7 @@ type subscription struct {
 	topics      []string
 	pattern     *regexp.Regexp
 	patternText string
-	// patternCost is patternCost(patternText), worked out once: memberCost
+	// patternCost is topicpattern.Cost(patternText), worked out once: memberCost
 	// runs on every charge and invariant check, and parsing the pattern
 	// again each time was ~3% of a simulation run.
 	patternCost int
@@ -39,7 +40,7 @@ func parseSubscription(topics []string, pattern string) (subscription, error) {
 		if err != nil {
 			return subscription{}, fmt.Errorf("topic_pattern: %v", err)
 		}
-		return subscription{pattern: re, patternText: pattern, patternCost: patternCost(pattern)}, nil
+		return subscription{pattern: re, patternText: pattern, patternCost: topicpattern.Cost(pattern)}, nil
 	case len(topics) == 0:
 		return subscription{}, fmt.Errorf("topics or topic_pattern required")
 	}

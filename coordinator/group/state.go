@@ -61,7 +61,7 @@ type member struct {
 	topics         []string
 	pattern        *regexp.Regexp
 	patternText    string
-	patternCost    int             // patternCost(patternText)
+	patternCost    int             // topicpattern.Cost(patternText)
 	resolved       map[string]bool // topics it may be assigned
 	sessionTimeout time.Duration
 	lastContact    time.Time

@@ -713,20 +713,5 @@ func mergeTable(w io.Writer, rows [][]string) {
 // gcCycles is how many garbage collections v's gateway has run (its
 // /metrics' go_gc_duration_seconds_count), -1 when it does not say.
 func (v *procCapgate) gcCycles(tb testing.TB) float64 {
-	resp, err := http.Get(v.GatewayURL + "/metrics")
-	if err != nil {
-		tb.Logf("%s: metrics: %v", v.Name, err)
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "go_gc_duration_seconds_count "); ok {
-			if n, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
-				return n
-			}
-		}
-	}
-	return -1
+	return v.metric(tb, "go_gc_duration_seconds_count")
 }

@@ -152,32 +152,11 @@ func TestMemberRevokeRepeatedAfterALeaderKilledMidWrite(t *testing.T) {
 	t.Parallel()
 	const group = "ha-member-revoke-midwrite"
 	c := startHA(t, group, nil)
-	var hold atomic.Int32 // state-log writes still to hold
-	holding := make(chan struct{})
-	var once sync.Once
-	holdLogWrites(c, 5*time.Second, func() bool {
-		if hold.Add(-1) < 0 {
-			return false
-		}
-		once.Do(func() { close(holding) })
-		return true
-	})
+	hold := holdNextLogWrite(c)
 	prod, a, path := revokeSetup(t, c, group)
 	old := a.MemberID()
 	revokeAt := harness.Now()
-	hold.Store(1)
-	done := adminOnce(c, leaderAmong(t, c), http.MethodPost, path, coordinator.RevokeRequest{Reason: "chaos9"})
-	select {
-	case <-holding: // a write of the leader is held at the broker
-	case r := <-done:
-		t.Fatalf("the revoke answered %d %s %v before any state-log write was held", r.status, r.body, r.err)
-	}
-	killed, next, at := killLeader(t, c)
-	first := <-done
-	t.Logf("%s killed with a state-log write held; the revoke's own call got %d %s %v", killed.Name, first.status, first.body, first.err)
-	if first.err == nil && first.status == http.StatusOK {
-		t.Errorf("the revoke was answered 200 by a leader killed before its write committed: %s", first.body)
-	}
+	killed, next, at := hold.killLeaderMidCall(t, c, http.MethodPost, path, coordinator.RevokeRequest{Reason: "chaos9"})
 
 	var again coordinator.MemberRevokeResponse
 	status, body, err := c.Admin(http.MethodPost, path, coordinator.RevokeRequest{Reason: "chaos9, again"}, &again)
@@ -186,4 +165,46 @@ func TestMemberRevokeRepeatedAfterALeaderKilledMidWrite(t *testing.T) {
 		t.Errorf("the revoke repeated after the takeover answered %d %s (%v), want 200: revoked now or already", status, body, err)
 	}
 	afterMemberRevoke(t, c, prod, a, group, old, revokeAt, killed, at)
+}
+
+// writeHold holds the next state-log write of the leading replica at the
+// broker once armed (holdNextLogWrite), and says when it is held.
+type writeHold struct {
+	n       atomic.Int32 // state-log writes still to hold
+	holding chan struct{}
+	once    sync.Once
+}
+
+func holdNextLogWrite(c *harness.Cluster) *writeHold {
+	h := &writeHold{holding: make(chan struct{})}
+	holdLogWrites(c, 5*time.Second, func() bool {
+		if h.n.Add(-1) < 0 {
+			return false
+		}
+		h.once.Do(func() { close(h.holding) })
+		return true
+	})
+	return h
+}
+
+// killLeaderMidCall sends an admin call to the leading replica with its
+// next state-log write held, kills the leader -9 once the write is held,
+// and checks the call got no 200 (the write never committed): the
+// operator's view of a call whose fate is unknown.
+func (h *writeHold) killLeaderMidCall(t *testing.T, c *harness.Cluster, method, path string, in any) (killed, next *harness.Coordinator, at harness.Time) {
+	t.Helper()
+	h.n.Store(1)
+	done := adminOnce(c, leaderAmong(t, c), method, path, in)
+	select {
+	case <-h.holding: // a write of the leader is held at the broker
+	case r := <-done:
+		t.Fatalf("%s answered %d %s %v before any state-log write was held", path, r.status, r.body, r.err)
+	}
+	killed, next, at = killLeader(t, c)
+	first := <-done
+	t.Logf("%s killed with a state-log write held; %s's own call got %d %s %v", killed.Name, path, first.status, first.body, first.err)
+	if first.err == nil && first.status == http.StatusOK {
+		t.Errorf("%s was answered 200 by a leader killed before its write committed: %s", path, first.body)
+	}
+	return killed, next, at
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,16 +32,7 @@ func TestLeaderKilledDuringAnOAuthClientRevoke(t *testing.T) {
 	t.Parallel()
 	const group = "ha-oauth-revoke"
 	c := startHA(t, group, nil)
-	var hold atomic.Int32
-	holding := make(chan struct{})
-	var once sync.Once
-	holdLogWrites(c, 5*time.Second, func() bool {
-		if hold.Add(-1) < 0 {
-			return false
-		}
-		once.Do(func() { close(holding) })
-		return true
-	})
+	hold := holdNextLogWrite(c)
 	var created coordinator.OAuthClientCreated
 	c.MustAdmin(t, http.MethodPost, "/v1/admin/oauth/clients", coordinator.OAuthClientRequest{
 		Name: "ha-oauth", Groups: []string{group}, Topics: []string{c.Topic()}}, &created)
@@ -60,19 +49,7 @@ func TestLeaderKilledDuringAnOAuthClientRevoke(t *testing.T) {
 
 	path := "/v1/admin/oauth/clients/" + created.ClientID + "/revoke"
 	revokeAt := harness.Now()
-	hold.Store(1)
-	done := adminOnce(c, leaderAmong(t, c), http.MethodPost, path, nil)
-	select {
-	case <-holding:
-	case r := <-done:
-		t.Fatalf("the revoke answered %d %s %v before any state-log write was held", r.status, r.body, r.err)
-	}
-	killed, next, at := killLeader(t, c)
-	first := <-done
-	t.Logf("%s killed with a state-log write held; the revoke's own call got %d %s %v", killed.Name, first.status, first.body, first.err)
-	if first.err == nil && first.status == http.StatusOK {
-		t.Errorf("the revoke was answered 200 by a leader killed before its write committed: %s", first.body)
-	}
+	killed, next, at := hold.killLeaderMidCall(t, c, http.MethodPost, path, nil)
 	var again coordinator.OAuthClientRevoked
 	status, body, err := c.Admin(http.MethodPost, path, nil, &again)
 	t.Logf("the repeat at %s answered %d %s", next.Name, status, body)
