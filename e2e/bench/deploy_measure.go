@@ -221,6 +221,30 @@ func (v *procCapgate) fetchOf(d *procStack, topic string, partition int32, raw b
 // watch the gateway with perf or strace.
 const seqOnlyEnv = "CAPGATE_BENCH_SEQ_ONLY"
 
+// seqPaceEnv sets the sequential phase's rhythm (a Go duration, e.g.
+// "80us"): each request starts that long after the one before it began,
+// the client spinning out the rest (a sleep would let its core halt, which
+// changes what waking it costs). Every path then leaves the gateway idle
+// for the same time between requests, whatever the client does with an
+// answer: a fetch path's figure beside its floor's is capgate's own work
+// above the floor, not the two clients' pacing (BENCHMARKS.md §0,
+// "Twenty-eighth pass"). A request that takes longer than the pace is
+// followed at once. The client CPU column then includes the spinning.
+const seqPaceEnv = "CAPGATE_BENCH_SEQ_PACE"
+
+// seqPace is the pace seqPaceEnv sets, 0 for none.
+func seqPace(tb testing.TB) time.Duration {
+	v := os.Getenv(seqPaceEnv)
+	if v == "" {
+		return 0
+	}
+	pace, err := time.ParseDuration(v)
+	if err != nil || pace < 0 {
+		tb.Fatalf("%s=%q: want a duration ≥ 0, e.g. 80us", seqPaceEnv, v)
+	}
+	return pace
+}
+
 // sequential runs the paths one after another, rounds times, n fetches
 // each time, and measures the gateway's CPU over each path's fetches;
 // each gateway's floor (GET /healthz) runs among them, one at a time too.
@@ -234,6 +258,7 @@ func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
 	cpu := make([]time.Duration, len(paths))
 	client := make([]time.Duration, len(paths))
 	user, sys := make([]time.Duration, len(paths)), make([]time.Duration, len(paths))
+	pace := seqPace(tb)
 	for round := range rounds {
 		for i, p := range paths {
 			do := p.mk(deployLatency, 0)
@@ -245,6 +270,8 @@ func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
 					tb.Fatalf("%s: %v", p.name, err)
 				}
 				lat[i] = append(lat[i], time.Since(start))
+				for pace > 0 && time.Since(start) < pace {
+				}
 			}
 			cpu[i] += d.gatewayCPU(tb, p.gw) - before
 			client[i] += selfCPU() - self

@@ -337,6 +337,17 @@ func TestSmokeDeploy(t *testing.T) {
 	}
 	t.Logf("sequential %+v", r.Sequential)
 	t.Logf("isolation %+v", r.Isolation)
+
+	// CAPGATE_BENCH_SEQ_PACE: every request of every path starts a pace
+	// after the one before it began, so a phase of n requests per path
+	// lasts at least paths × n × pace.
+	const n, pace = 10, 3 * time.Millisecond
+	t.Setenv(seqPaceEnv, pace.String())
+	start := time.Now()
+	fs := d.sequential(t, 1, n)
+	if took, least := time.Since(start), time.Duration(len(fs)*n)*pace; took < least {
+		t.Errorf("paced at %v, %d paths × %d requests took %v, want ≥ %v", pace, len(fs), n, took, least)
+	}
 }
 
 // sequentialTable prints the sequential phase: each path's latency next
