@@ -21,7 +21,8 @@ package coordinator
 // (group.Heartbeat.Resync). Each capability an answer mints takes a
 // token of the member's tenant's tenant_member_rate, at most the burst
 // into debt; what the rate has not paid for stays in the member's news
-// for its next heartbeats (paceMints), renewals first.
+// for its next heartbeats (paceMints), the most urgent first (a partition
+// the member cannot read, then the capability that ends soonest).
 
 import (
 	"fmt"

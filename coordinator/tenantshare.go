@@ -322,12 +322,17 @@ func (s *loopShare) mintAllowance(tenant string, n int) int {
 }
 
 // paceMints is what of news's grants and renewals tenant's rate pays
-// for now (mintAllowance; renewals first: they keep a partition read);
-// the rest goes back into the member's news (group.RedeliverNews) for
-// its next heartbeats, which pay for it in turn. Revokes always go.
-// When the rest cannot be put back (the loop stopped, the member went)
-// it is not minted either: the member's resync or the next renewal
-// brings it, as after a lost answer.
+// for now (mintAllowance), the most urgent first (group.PaceNews:
+// earliest deadline first — a partition the member cannot read at all,
+// then the capability that ends soonest); the rest goes back into the
+// member's news (group.RedeliverNews) for its next heartbeats, which pay
+// for it in turn. Revokes always go. In partition order, as before, a
+// rate paying for fewer capabilities than were due starved the last
+// partitions: the first ones came due again before the round reached
+// them (TestTakeoverPacedMintsStarveNoPartition). When the rest cannot be
+// put back (the loop stopped, the member went) it is not minted either:
+// the member's resync or the next renewal brings it, as after a lost
+// answer.
 func (c *Coordinator) paceMints(tenant string, news group.News) group.News {
 	n := len(news.Grants) + len(news.Renew)
 	k := c.share.mintAllowance(tenant, n)
@@ -335,14 +340,12 @@ func (c *Coordinator) paceMints(tenant string, news group.News) group.News {
 		return news
 	}
 	c.share.deferred.Add(float64(n - k))
-	renew := min(k, len(news.Renew))
-	later := group.News{Group: news.Group, MemberID: news.MemberID, Renew: news.Renew[renew:], Grants: news.Grants[k-renew:]}
-	news.Renew, news.Grants = news.Renew[:renew:renew], news.Grants[:k-renew:k-renew] // the loop reads later's
+	now, later := group.PaceNews(news, k)
 	if err := c.redeliverNews(later); err != nil {
 		c.log.Warn("pace mints: could not put back what the tenant's rate left for later",
 			zap.String("group", news.Group), zap.String("member_id", news.MemberID), zap.Error(err))
 	}
-	return news
+	return now
 }
 
 // admitRejoin prices a rejoin of member (with its member token, or with

@@ -744,8 +744,10 @@ func (m *Machine) renderGrants(mem *member, set map[*partition]struct{}) []Grant
 	slices.SortFunc(parts, func(a, b *partition) int { return comparePartitions(a.id, b.id) })
 	grants := make([]Grant, len(parts))
 	for i, p := range parts {
-		p.owner().cap.sent = true
+		o := p.owner()
+		o.cap.sent = true
 		grants[i] = m.grantOf(p)
+		o.cap.handOut(&grants[i])
 	}
 	return grants
 }
@@ -822,6 +824,7 @@ func (m *Machine) replyJoin(j pendingJoin) {
 		g := m.grantOf(p)
 		m.audit.renewed(p, g)
 		o.cap.sent = true
+		o.cap.handOut(&g)
 		reply.Grants = append(reply.Grants, g)
 	}
 	m.send(reply)

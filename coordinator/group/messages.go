@@ -34,6 +34,11 @@ type Grant struct {
 	Epoch     uint64
 	Offset    int64
 	ExpiresAt time.Time
+	// HeldUntil is the expiry of the capability at this epoch the holder
+	// was last handed (zero: none this machine knows of — a new grant,
+	// or any partition after a takeover): how urgent a renewal is when
+	// the tenant's rate pays for only part of an answer (PaceNews).
+	HeldUntil time.Time
 }
 
 // JoinReply answers Join. Grants are the partitions the member may read at

@@ -116,11 +116,13 @@ func (m *Machine) putBack(mem *member, n News) {
 	}
 	for _, g := range n.Grants {
 		if p := stillOwned(mem, g); p != nil {
+			takeBack(p, g)
 			mem.news.addGrant(p)
 		}
 	}
 	for _, g := range n.Renew {
 		if p := stillOwned(mem, g); p != nil {
+			takeBack(p, g)
 			mem.news.addRenewal(p)
 		}
 	}
@@ -139,6 +141,18 @@ func stillOwned(mem *member, g Grant) *partition {
 		return nil
 	}
 	return p
+}
+
+// takeBack undoes g's handOut when g is the capability last handed:
+// the member never got it, so it holds what it held before (HeldUntil),
+// and pacing (PaceNews) sees the partition as urgent as it was. A
+// resync's renewals say none (HeldUntil zero): the member lost an
+// answer, so what it holds is not known, and the partition is as urgent
+// as a grant.
+func takeBack(p *partition, g Grant) {
+	if o := p.owner(); o != nil && o.cap.handed.Equal(g.ExpiresAt) {
+		o.cap.handed = g.HeldUntil
+	}
 }
 
 // stillRevoking reports whether ref's partition is still being revoked

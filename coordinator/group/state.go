@@ -175,6 +175,20 @@ type capability struct {
 	// sent: a message carrying it left the machine, so a capability at
 	// this epoch may exist.
 	sent bool
+	// handed is the expiry of the capability at this epoch last handed
+	// to the holder in a join's or heartbeat's answer (zero: none since
+	// this machine started — a takeover does not know what the holder
+	// has). Only mint pacing's order reads it (Grant.HeldUntil, PaceNews);
+	// no decision about safety does.
+	handed time.Time
+}
+
+// handOut records that g, the holder's capability at this epoch, leaves
+// in an answer: g says until when the holder held one before it
+// (Grant.HeldUntil), and g's expiry is what it holds now.
+func (c *capability) handOut(g *Grant) {
+	g.HeldUntil = c.handed
+	c.handed = g.ExpiresAt
 }
 
 // renew moves the capability's expiry to exp; the bound never falls.

@@ -98,18 +98,8 @@ func stormIntoFault(t *testing.T, group string, pause bool) {
 func TestLeaderKilledWithMintsDeferred(t *testing.T) {
 	t.Parallel()
 	const group = "ha-mints-deferred"
-	c := startHA(t, group, nil, func(cfg *coordinator.Config) {
-		cfg.TenantMemberRate, cfg.TenantMemberBurst = 20, 1
-	})
-	prod := c.StartProducer(t, produceEvery)
-	a := c.LaunchMembers(t, harness.MemberOptions{Name: "a", Group: group})[0]
-	release := a.Hold("heartbeat")
+	c, prod, a, first, release := joinWithMintsDeferred(t, group, 20)
 	defer release()
-	a.WaitJoined(t)
-	first := harness.PartitionsOf(harness.GrantsTo(c.Log.Snapshot(), a.MemberID(), 0))
-	if len(first) >= int(c.Partitions()) {
-		t.Fatalf("the join's answer carried all %d partitions: nothing deferred (the test's premise)", len(first))
-	}
 	killed, next, at := killLeader(t, c)
 	release()
 	var got []int32
@@ -128,4 +118,26 @@ func TestLeaderKilledWithMintsDeferred(t *testing.T) {
 	killed.Restart(t)
 	s := c.Finish(t, prod, group)
 	no503(t, s, at)
+}
+
+// joinWithMintsDeferred starts the e2e/ha cluster with tenant_member_rate
+// rate (burst 1) and a producer, and a member a whose join into the
+// empty group group is answered with only some of its six partitions'
+// capabilities (first), the rest deferred in its news; its heartbeats
+// are held until release, so nothing else reaches it.
+func joinWithMintsDeferred(t *testing.T, group string, rate float64) (c *harness.Cluster, prod *harness.Producer, a *harness.Member, first []int32, release func()) {
+	t.Helper()
+	c = startHA(t, group, nil, func(cfg *coordinator.Config) {
+		cfg.TenantMemberRate, cfg.TenantMemberBurst = rate, 1
+	})
+	prod = c.StartProducer(t, produceEvery)
+	a = c.LaunchMembers(t, harness.MemberOptions{Name: "a", Group: group})[0]
+	release = a.Hold("heartbeat")
+	a.WaitJoined(t)
+	first = harness.PartitionsOf(harness.GrantsTo(c.Log.Snapshot(), a.MemberID(), 0))
+	if len(first) >= int(c.Partitions()) {
+		release()
+		t.Fatalf("the join's answer carried all %d partitions: nothing deferred (the test's premise)", len(first))
+	}
+	return c, prod, a, first, release
 }
