@@ -84,18 +84,22 @@ func (c *Coordinator) readiness(now time.Time) map[string]string {
 
 // publicLoopError is err, why the loop failed closed, as anyone may read
 // it (/readyz answers without a token; a replica's step-down reason is
-// in it too): a failed safety audit, or a write the store refused as a
-// regression or found corrupt, only as that — their causes name a
-// tenant's group, topic and partition, and the audit's a member — and
-// any other error (a store or Kafka error an operator reads there: "the
-// state log (Kafka) is unreachable") whole. errors.Is and As still see
-// err; its text is logged at ERROR when it happens (loop.fail), and Run
-// returns it (redteam17).
+// in it too): a failed safety audit, or a write the store refused — a
+// regression, a corrupt or invalid record, a batch too big: any error of
+// a store Writer's step (store.RecordError) — only as that — their
+// causes name a tenant's group, topic and partition, and the audit's a
+// member — and any other error (the backend's own: a commit's I/O error,
+// "the state log (Kafka) is unreachable", which operators read there)
+// whole. errors.Is and As still see err; its text is logged at ERROR when
+// it happens (loop.fail), and Run returns it (redteam17; review24: only
+// the regressions and corrupt records were hidden, and a batch too big
+// or an invalid record was told whole).
 func publicLoopError(err error) error {
+	var record *store.RecordError
 	switch {
 	case errors.Is(err, group.ErrUnsafe):
 		return withText{err, "the safety audit failed (its cause is in the coordinator's log)"}
-	case errors.Is(err, store.ErrEpochRegression), errors.Is(err, store.ErrOffsetRegression), errors.Is(err, store.ErrCorrupt):
+	case errors.As(err, &record), errors.Is(err, store.ErrEpochRegression), errors.Is(err, store.ErrOffsetRegression), errors.Is(err, store.ErrCorrupt):
 		return withText{err, "the store refused a write (its cause is in the coordinator's log)"}
 	}
 	return err

@@ -59,3 +59,25 @@ func (e *FencedError) Error() string {
 func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 
 func (e *FencedError) Unwrap() error { return e.Err }
+
+// RecordError is the error of a Writer's step (every write error of an
+// Update but the commit's own): the operation, the record it was on
+// ("g/orders/3", "g/member-id": a tenant's names) and the cause, which
+// wraps one of the sentinels above or a backend's read error. Whoever
+// shows a store error beyond the log (an unauthenticated /readyz) tells
+// it from the backend's own failures (ErrFenced, ErrBroken, a commit's
+// I/O error) with errors.As and shows only that a write was refused.
+type RecordError struct {
+	Op     string // "save epoch"
+	Record string // the record's name, "" for none
+	Err    error
+}
+
+func (e *RecordError) Error() string {
+	if e.Record == "" {
+		return "store: " + e.Op + ": " + e.Err.Error()
+	}
+	return "store: " + e.Op + " " + e.Record + ": " + e.Err.Error()
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }

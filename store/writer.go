@@ -49,8 +49,8 @@ func stage(b batch, fn func(w *Writer) error) error {
 	return err
 }
 
-// do runs one write step, recording its error (wrapped with the operation
-// and the record's name) as the batch's error.
+// do runs one write step, recording its error (a *RecordError: the
+// operation and the record's name) as the batch's error.
 func (w *Writer) do(op, name string, step func() error) error {
 	if w.err != nil {
 		return w.err
@@ -59,10 +59,7 @@ func (w *Writer) do(op, name string, step func() error) error {
 		return errWriterDone
 	}
 	if err := step(); err != nil {
-		if name != "" {
-			op += " " + name
-		}
-		w.err = fmt.Errorf("store: %s: %w", op, err)
+		w.err = &RecordError{Op: op, Record: name, Err: err}
 	}
 	return w.err
 }
@@ -114,7 +111,7 @@ func (w *Writer) doPartition(op, group, topic string, partition int32, step func
 		return errWriterDone
 	}
 	if err := step(); err != nil {
-		w.err = fmt.Errorf("store: %s %s: %w", op, partitionName(group, topic, partition), err)
+		w.err = &RecordError{Op: op, Record: partitionName(group, topic, partition), Err: err}
 	}
 	return w.err
 }
