@@ -109,7 +109,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeErrorDetails(ctx, api.CodeBadRequest, problem, map[string]any{"header": api.HeaderIdempotencyKey})
 		return
 	}
-	if req.RenewToken != "" && (!c.checkRenewToken(ctx, groupName, req, byMember) || !c.admitRenewal(ctx, groupName, req.MemberID, tenant(credential))) {
+	if req.RenewToken != "" && (!c.checkRenewToken(ctx, groupName, req, byMember) || !c.admitRenewal(ctx, groupName, req.MemberID, c.renewalTenant(groupName, req.MemberID, credential))) {
 		return
 	}
 	if byMember {
@@ -260,6 +260,23 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 		return false
 	}
 	return true
+}
+
+// renewalTenant is whose tenant_member_rate a renewal spends
+// (admitRenewal): its member's tenant — checkRenewToken proved the
+// renewal holds the member's own member token, and its answer mints a
+// capability again for every partition the member owns — or, for a
+// member not live here, the bearer's. The bearer's tenant was asked
+// always: a member rebound by renew_credential to another admin-minted
+// credential keeps its old tenant, so every later renewal by its bound
+// credential was "another tenant's member", one token of the new
+// credential's own bucket, and the machine took it and minted every
+// partition again (TestRenewalOfAReboundMemberIsPricedAsItsTenants).
+func (c *Coordinator) renewalTenant(groupName, member string, credential *ocap.Claims) string {
+	if t := c.share.memberTenant(groupName, member); t != unknownTenant {
+		return t
+	}
+	return tenant(credential)
 }
 
 // renewFrom is the id of a renewal's renew_credential (api.JoinRequest)

@@ -370,7 +370,8 @@ func (c *Coordinator) admitRejoin(ctx *fasthttp.RequestCtx, groupName, member, t
 // admitRenewal prices a renewal (renew_token) as admitRejoin prices a
 // rejoin: it fences nothing, but its answer mints a capability again for
 // every partition the member owns (group's replyJoin), an Ed25519
-// signature each. With join_rate alone, a tenant renewing its member of
+// signature each. tenant is the member's (renewalTenant), whatever
+// credential the renewal presents. With join_rate alone, a tenant renewing its member of
 // 10,000 partitions a thousand times at once (join_burst) asked for ten
 // million signatures — minutes of both cores — and 500,000 a second
 // after (lead, with join_burst raised to a fleet's size).
