@@ -249,12 +249,16 @@ func renewedByItsHolder(c Credential, e Join) bool {
 	return e.RenewFrom != "" && e.RenewFrom == c.ID && c.Issuer == e.Credential.Issuer && c.Subject == e.Credential.Subject
 }
 
-// rebind binds mem to credential c (a renewal's, sameClient): denying the
-// old credential no longer ends mem, denying c does. The tenant is the
-// same, so nothing it counts moves.
+// rebind binds mem to credential c (a renewal's, sameClient or
+// renewedByItsHolder): denying the old credential no longer ends mem,
+// denying c does. The tenant stays mem's, so nothing it counts moves —
+// its tenant(), not its Tenant field: an admin-minted credential's is
+// empty (the credential is its own tenant), and copying that made the
+// member the new credential's tenant, its counts left under the old one
+// (TestRenewFromKeepsTheMembersTenant).
 func (m *Machine) rebind(mem *member, c Credential) {
 	m.unbindCredential(mem)
-	c.Tenant = mem.credential.Tenant
+	c.Tenant = mem.credential.tenant()
 	mem.credential = c
 	m.bindCredential(mem)
 }
