@@ -122,7 +122,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		}
 	} else if !checkJoinScope(ctx, credential, groupName, req) {
 		return
-	} else if req.MemberID != "" && req.RenewToken == "" && !c.admitRejoin(ctx, groupName, req.MemberID, tenant(credential)) {
+	} else if req.MemberID != "" && req.RenewToken == "" && !c.admitRejoin(ctx, groupName, req.MemberID, c.rejoinTenant(groupName, req.MemberID, credential)) {
 		return
 	} else if id := keyedRepeat(groupName, credential, req, joinKey); id != "" && c.share.memberTenant(groupName, id) == tenant(credential) &&
 		!c.admitRejoin(ctx, groupName, id, tenant(credential)) {
@@ -274,6 +274,22 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 // partition again (TestRenewalOfAReboundMemberIsPricedAsItsTenants).
 func (c *Coordinator) renewalTenant(groupName, member string, credential *ocap.Claims) string {
 	if t := c.share.memberTenant(groupName, member); t != unknownTenant {
+		return t
+	}
+	return tenant(credential)
+}
+
+// rejoinTenant is whose tenant_member_rate a rejoin naming member with a
+// client credential spends (admitRejoin): the member's tenant when the
+// member is bound to that credential — one rebound by renew_credential
+// to another admin-minted credential keeps its old tenant, and its
+// bound credential's rejoins were "another tenant's member", one token
+// of the credential's own bucket, while the machine took them and
+// fenced every partition the member owns
+// (TestRejoinOfAReboundMemberIsPricedAsItsTenants) — else the
+// credential's (another tenant's member: the machine refuses it).
+func (c *Coordinator) rejoinTenant(groupName, member string, credential *ocap.Claims) string {
+	if t, bound, ok := c.share.index.Bound(groupName, member); ok && bound == credential.ID {
 		return t
 	}
 	return tenant(credential)

@@ -47,3 +47,33 @@ func TestRenewalOfAReboundMemberIsPricedAsItsTenants(t *testing.T) {
 			"want 429 naming coordinator.tenant_member_rate", err, status, body)
 	}
 }
+
+// TestRejoinOfAReboundMemberIsPricedAsItsTenants (review24): as a
+// renewal, a rejoin with the credential a member is bound to (member_id,
+// no renew_token) fences every partition the member owns and is priced
+// in the member's tenant — but a member rebound by renew_credential keeps
+// its old tenant, and its bound credential's rejoins were "another
+// tenant's member", one token of the credential's own bucket, while the
+// machine took them and fenced all 200 partitions. The tenant can pay
+// the join, the renewal and nothing more: the rejoin is 429.
+func TestRejoinOfAReboundMemberIsPricedAsItsTenants(t *testing.T) {
+	e := newEnv(t, map[string]int32{"big": 200})
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 411 // the join's 200 mints, the renewal's 201, 10 left
+	h := e.start(t)
+	bound := h.clientCredential(t, []string{"g"}, []string{"big"})
+	renewed := h.clientCredential(t, []string{"g"}, []string{"big"})
+	join := api.JoinRequest{Topics: []string{"big"}, SessionTimeoutMs: 300_000}
+	m := h.join(t, "g", bound, join)
+	renew := join
+	renew.MemberID, renew.RenewToken, renew.RenewCredential = m.id, m.token, bound
+	var first api.JoinResponse
+	h.call(t, "POST", "/v1/groups/g/join", renewed, renew, http.StatusOK, &first) // rebinds the member to renewed
+	e.remember(first.MemberToken)
+	rejoin := join
+	rejoin.MemberID = m.id
+	status, body, _, err := h.try("POST", "/v1/groups/g/join", renewed, rejoin)
+	if err != nil || status != http.StatusTooManyRequests || limitOf(body) != "coordinator.tenant_member_rate" {
+		t.Fatalf("a rejoin fencing the member's 200 partitions with 10 of its tenant's tokens left: %v %d %.300s, "+
+			"want 429 naming coordinator.tenant_member_rate", err, status, body)
+	}
+}

@@ -306,7 +306,7 @@ func (m *Machine) checkTally() []error {
 	var errs []error
 	members, held, memberBytes := map[string]int{}, map[string]int{}, map[string]int64{}
 	tenants := map[string]map[*group]int{}
-	indexed := map[memberName]string{}
+	indexed := map[memberName]memberTenant{}
 	for _, g := range m.groups {
 		want.groups++
 		want.partitions += int64(len(g.parts))
@@ -331,7 +331,7 @@ func (m *Machine) checkTally() []error {
 				tenants[mem.credential.tenant()] = map[*group]int{}
 			}
 			tenants[mem.credential.tenant()][g]++
-			indexed[memberName{g.name, mem.id}] = mem.credential.tenant()
+			indexed[memberName{g.name, mem.id}] = memberTenant{mem.credential.tenant(), mem.credential.ID}
 			if mem.wait.held {
 				held[mem.credential.tenant()]++
 			}

@@ -261,6 +261,7 @@ func (m *Machine) rebind(mem *member, c Credential) {
 	c.Tenant = mem.credential.tenant()
 	mem.credential = c
 	m.bindCredential(mem)
+	m.memberTenants.put(mem) // the same tenant, bound to c
 }
 
 // bindCredential counts mem among its credential's members (a deny of

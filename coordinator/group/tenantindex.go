@@ -10,26 +10,41 @@ import "sync"
 // member token carries no tnt. The machine keeps it in installMember and
 // dropMember (joins, restores, static replacements, leaves, expiries,
 // revocations), so it holds exactly the live members; a member's tenant
-// never changes (a rebind keeps it). Safe for concurrent use: the loop
-// writes, request goroutines read.
+// never changes (a rebind keeps it), the credential it is bound to does
+// (rebind puts it again). Safe for concurrent use: the loop writes,
+// request goroutines read.
 type MemberTenants struct {
 	mu sync.RWMutex
-	m  map[memberName]string
+	m  map[memberName]memberTenant
 }
+
+// memberTenant is a live member's tenant and the id of the credential it
+// is bound to.
+type memberTenant struct{ tenant, credential string }
 
 type memberName struct{ group, id string }
 
 func newMemberTenants() *MemberTenants {
-	return &MemberTenants{m: make(map[memberName]string)}
+	return &MemberTenants{m: make(map[memberName]memberTenant)}
 }
 
 // Tenant is the tenant of member id of groupName, and false when no such
 // member is live.
 func (t *MemberTenants) Tenant(groupName, id string) (string, bool) {
-	t.mu.RLock()
-	tenant, ok := t.m[memberName{groupName, id}]
-	t.mu.RUnlock()
+	tenant, _, ok := t.Bound(groupName, id)
 	return tenant, ok
+}
+
+// Bound is Tenant with the id of the credential the member is bound to
+// (Credential.ID): a rejoin by that credential is the member's holder's,
+// priced in the member's tenant — which a member rebound to another
+// admin-minted credential (renew_credential) keeps, though the
+// credential is its own tenant.
+func (t *MemberTenants) Bound(groupName, id string) (tenant, credential string, ok bool) {
+	t.mu.RLock()
+	mt, ok := t.m[memberName{groupName, id}]
+	t.mu.RUnlock()
+	return mt.tenant, mt.credential, ok
 }
 
 // Len is the number of live members indexed.
@@ -41,7 +56,7 @@ func (t *MemberTenants) Len() int {
 
 func (t *MemberTenants) put(mem *member) {
 	t.mu.Lock()
-	t.m[memberName{mem.group.name, mem.id}] = mem.credential.tenant()
+	t.m[memberName{mem.group.name, mem.id}] = memberTenant{mem.credential.tenant(), mem.credential.ID}
 	t.mu.Unlock()
 }
 
