@@ -188,7 +188,10 @@ func (p *Producer) post(ctx context.Context, op string, path func(base string) s
 			return err
 		}
 		if !time.Now().Before(giveUp) {
-			return fmt.Errorf("client: %s: gave up after %s of retries (nothing was written: %w)", op, p.retryFor, err)
+			// err names op already ("client: produce t/p: ..."): said
+			// again here it read "client: produce t/p: gave up ...
+			// (nothing was written: client: produce t/p: ...)" (newuser11).
+			return fmt.Errorf("%w (gave up after %s of retries; nothing was written)", err, p.retryFor)
 		}
 		if moved {
 			p.pool.fail(i)

@@ -81,8 +81,9 @@ func TestNewProducerValidates(t *testing.T) {
 // TestProduceToUnreachableGatewaysEnds (redteam9 #4): a Produce whose
 // context has no deadline, to gateways that refuse every connection,
 // ends once its retries pass the producer's bound (request_timeout's
-// default), saying nothing was written. Before, it retried for ever:
-// capgate produce to a wrong --gateways never ended.
+// default), saying nothing was written — and naming the operation once.
+// Before, it retried for ever: capgate produce to a wrong --gateways
+// never ended.
 func TestProduceToUnreachableGatewaysEnds(t *testing.T) {
 	// Refused, and the port stays this test's (a port listened on and
 	// closed could be taken by a test beside it).
@@ -100,6 +101,11 @@ func TestProduceToUnreachableGatewaysEnds(t *testing.T) {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "gave up") || !strings.Contains(err.Error(), "nothing was written") {
 			t.Fatalf("produce to a refusing gateway: %v, want it to give up saying nothing was written", err)
+		}
+		// The operation once: it read "client: produce orders/0: gave
+		// up ... (nothing was written: client: produce orders/0: ...)".
+		if n := strings.Count(err.Error(), "produce orders/0"); n != 1 {
+			t.Errorf("produce to a refusing gateway: %q names the operation %d times, want once", err, n)
 		}
 	case <-time.After(waitLimit):
 		t.Fatal("produce to a gateway refusing connections still retries")

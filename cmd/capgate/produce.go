@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -356,7 +357,8 @@ func (p *producer) send(ctx context.Context, batch []client.Record) error {
 		p.sending = true // until it is answered: an interrupt now may or may not have written it
 		base, err := p.prod.Produce(ctx, p.f.topic, part, records)
 		if err != nil {
-			return fmt.Errorf("produce %s/%d after %s: %w", p.f.topic, part, recordCount(p.total()), produceHint(ctx, err))
+			op := fmt.Sprintf("produce %s/%d", p.f.topic, part)
+			return fmt.Errorf("%s after %s: %w", op, recordCount(p.total()), withoutOp(produceHint(ctx, err), op))
 		}
 		p.sending = false
 		p.add(part, base, base+int64(len(records))-1, len(records))
@@ -379,6 +381,27 @@ func produceHint(ctx context.Context, err error) error {
 	return gatewayHint(ctx, err)
 }
 
+// withoutOp is err without the SDK's opening "client: OP: ", which the
+// CLI's own "OP after N records: " says already: the failure read
+// "produce demo/0 after 0 records: client: produce demo/0: ..." (the
+// operation twice; newuser11). Errors still unwrap to err's chain.
+func withoutOp(err error, op string) error {
+	text, found := strings.CutPrefix(err.Error(), "client: "+op+": ")
+	if !found {
+		return err
+	}
+	return &trimmedError{text: text, err: err}
+}
+
+// trimmedError is an error printed as text, unwrapping to err.
+type trimmedError struct {
+	text string
+	err  error
+}
+
+func (e *trimmedError) Error() string { return e.text }
+func (e *trimmedError) Unwrap() error { return e.err }
+
 // sendTopic writes batch through the gateway's topic route, which places
 // each record as Kafka's default partitioner does. When a partition's
 // write failed, the partitions the gateway reports written are counted.
@@ -389,7 +412,8 @@ func (p *producer) sendTopic(ctx context.Context, batch []client.Record) error {
 		for _, w := range partitionsWritten(err) {
 			p.add(w.Partition, w.BaseOffset, w.LastOffset, w.Count)
 		}
-		return fmt.Errorf("produce %s after %s: %w", p.f.topic, recordCount(p.total()), produceHint(ctx, err))
+		op := "produce " + p.f.topic
+		return fmt.Errorf("%s after %s: %w", op, recordCount(p.total()), withoutOp(produceHint(ctx, err), op))
 	}
 	p.sending = false
 	for _, w := range parts {

@@ -19,7 +19,8 @@ import (
 // record_too_large error). What was written is still summed up —
 // "produced 1 record to demo/3 (offset 0)" on stderr and the JSON object
 // on stdout — so a script knows where to resume; it printed neither, only
-// "after 1 records" in the error (newuser4 #12).
+// "after 1 records" in the error (newuser4 #12). The error names the
+// operation once (it said "produce demo/3" twice; newuser11).
 func TestProduceFailureSaysWhatWasWritten(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
@@ -38,6 +39,11 @@ func TestProduceFailureSaysWhatWasWritten(t *testing.T) {
 	if !strings.Contains(stderr.String(), "produced 1 record to demo/3 (offset 0)\n") ||
 		!strings.Contains(stderr.String(), "after 1 record:") {
 		t.Errorf("stderr %q, want the summary of the record written before the failure", stderr.String())
+	}
+	// The error names the operation once: it read "produce demo/3 after
+	// 1 record: client: produce demo/3: record_too_large ..." (newuser11).
+	if n := strings.Count(stderr.String(), "capgate: produce demo/3"); n != 1 || strings.Contains(stderr.String(), "client: produce") {
+		t.Errorf("stderr %q: want the failure as one \"capgate: produce demo/3 after 1 record: record_too_large ...\"", stderr.String())
 	}
 	var wrote struct {
 		Records    int `json:"records"`
