@@ -149,7 +149,7 @@ type devStack struct {
 	leaderURL string // the coordinator, or the replica that led at start
 	creds     devCredentials
 	clientTLS tlsconf.ClientConfig
-	topics    map[string]int32 // created in the embedded Kafka (devtopics.go)
+	topics    map[string]int32 // what the embedded Kafka holds (devtopics.go)
 	unlock    func()           // drops the data dir's lock (devlock.go)
 }
 
@@ -231,6 +231,7 @@ func startDev(ctx context.Context, f devFlags, log *zap.Logger) (*devStack, erro
 	if dev.Stack, err = stack.Start(ctx, opts); err != nil {
 		return nil, fmt.Errorf("dev: %w", err)
 	}
+	dev.topics = kafkaTopics(ctx, dev.Broker, topics, log)
 	if err := dev.credentials(ctx, log); err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}

@@ -210,3 +210,34 @@ func bannerCommand(t *testing.T, banner, prefix string) string {
 	t.Fatalf("no %q command in the banner:\n%s", prefix, banner)
 	return ""
 }
+
+// TestDevBannerNamesWhatKafkaHolds: the banner's kafka line names the
+// topics the data dir's Kafka holds, with their partition counts. It
+// named only this run's --topic flags: a second start without them
+// showed "demo" alone though orders was still there, and --topic
+// orders:5 of an orders with 3 showed 5 (newuser11).
+func TestDevBannerNamesWhatKafkaHolds(t *testing.T) {
+	dir := t.TempDir()
+	for _, run := range []struct {
+		topics []string
+		want   string
+	}{
+		{[]string{"orders:3"}, `(embedded; topics "demo" 12 partitions, "orders" 3)`},
+		{nil, `(embedded; topics "demo" 12 partitions, "orders" 3)`},
+		{[]string{"orders:5", "audit:2"}, `(embedded; topics "demo" 12 partitions, "audit" 2, "orders" 3)`},
+	} {
+		f := devFlags{dataDir: dir, brokerAddr: "127.0.0.1:0", coordinatorAddr: "127.0.0.1:0", gatewayAddr: "127.0.0.1:0", topics: run.topics}
+		dev, err := startDev(context.Background(), f, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		printDevBanner(&out, dev, 0)
+		if line := bannerLine(t, out.String(), "kafka:"); !strings.HasSuffix(line, run.want) {
+			t.Errorf("--topic %v: the banner's kafka line is %q, want it to end %s", run.topics, line, run.want)
+		}
+		if err := dev.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

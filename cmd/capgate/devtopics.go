@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/broker"
+	"github.com/capgate/capgate/ocap"
 )
 
 // devTopicName is a Kafka topic name (Kafka's own rule: 1-249 of
@@ -53,21 +60,37 @@ func (f devFlags) devTopics() (map[string]int32, error) {
 	return topics, nil
 }
 
-// devTopicsNote is the banner's words for the topics: demo first.
+// kafkaTopics is what the started embedded Kafka holds, for the banner:
+// the data dir keeps the topics of earlier runs, and --topic of one it
+// has keeps that one's partitions. The banner named only this run's
+// --topic flags, with their counts (newuser11). Kafka's own topics and
+// capgate's state logs are left out (no client is granted them); when
+// Kafka cannot be asked, what this run created (created) is shown.
+func kafkaTopics(ctx context.Context, kafka *broker.Client, created map[string]int32, log *zap.Logger) map[string]int32 {
+	counts, err := kafka.Topics(ctx)
+	if err != nil {
+		log.Warn("could not list the embedded Kafka's topics for the banner", zap.Error(err))
+		return created
+	}
+	maps.DeleteFunc(counts, func(topic string, _ int32) bool { return ocap.InternalTopic(topic) })
+	return counts
+}
+
+// devTopicsNote is the banner's words for the topics: demo first, then
+// the others by name.
 func devTopicsNote(topics map[string]int32) string {
-	if len(topics) <= 1 {
-		return fmt.Sprintf("embedded; topic %q, %d partitions", devTopic, devPartitions)
+	if len(topics) == 1 && topics[devTopic] > 0 {
+		return fmt.Sprintf("embedded; topic %q, %d partitions", devTopic, topics[devTopic])
 	}
-	names := make([]string, 0, len(topics))
-	for name := range topics {
-		if name != devTopic {
-			names = append(names, name)
-		}
+	names := slices.Sorted(maps.Keys(topics))
+	var parts []string
+	if n, ok := topics[devTopic]; ok {
+		parts = append(parts, fmt.Sprintf("%q %d partitions", devTopic, n))
 	}
-	sort.Strings(names)
-	parts := []string{fmt.Sprintf("%q %d partitions", devTopic, devPartitions)}
 	for _, name := range names {
-		parts = append(parts, fmt.Sprintf("%q %d", name, topics[name]))
+		if name != devTopic {
+			parts = append(parts, fmt.Sprintf("%q %d", name, topics[name]))
+		}
 	}
 	return "embedded; topics " + strings.Join(parts, ", ")
 }
