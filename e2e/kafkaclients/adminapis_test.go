@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,69 +14,117 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestAdminWritesRefusedAtOnce: the admin APIs the listener does not
-// serve — creating, deleting and growing topics, deleting records,
-// configs, ACLs, deleting groups and their offsets, leader elections,
-// reassignments, log dirs, SCRAM users, transactions — are absent from
-// ApiVersions, so kadm refuses each locally ("broker is too old")
-// without sending it: never a hang, never a dropped connection. Each
+// refusal is one admin call's answer through the listener: its error and
+// the error message the answer carried (when its version has one).
+type refusal struct {
+	err     error
+	message string
+}
+
+// TestAdminWritesRefusedAtOnce: the admin APIs that administer Kafka
+// itself — creating, deleting and growing topics, deleting records,
+// describing and altering configs — are answered by the listener with a
+// refusal naming the reason: TOPIC_AUTHORIZATION_FAILED on each topic
+// (CLUSTER_AUTHORIZATION_FAILED for a broker's configs), with a message
+// saying the listener does not do it and to do it on Kafka itself. They
+// were left out of ApiVersions, and kadm refused each itself with
+// "broker is too old", a version lie read as "upgrade capgate"
+// (newuser11). The others — ACLs, deleting groups and their offsets,
+// leader elections, reassignments, log dirs, SCRAM users, transactions —
+// are still absent from ApiVersions and refused by kadm locally. Every
 // call answers within 5 s although its context allows 20 s (a hang runs
-// to the context's end; kgo may first read metadata, to find a
-// controller or leaders, a round trip a loaded 2-core machine can stall
-// past a second), and the same client reads metadata afterwards over the
-// connection it had. Nothing reaches Kafka: the topic kadm asked to
-// create does not exist. (A raw request of such a key closes its
-// connection, as Kafka closes one for a key it does not know:
+// to the context's end; kgo may first read metadata, a round trip a
+// loaded 2-core machine can stall past a second), and the same client
+// reads metadata afterwards over the connection it had. Nothing reaches
+// Kafka: the topic kadm asked to create does not exist, orders keeps its
+// partitions and its records. (A raw request of an unlisted key closes
+// its connection, as Kafka closes one for a key it does not know:
 // TestBadInputOnTheListener "unknown api key".)
 func TestAdminWritesRefusedAtOnce(t *testing.T) {
 	s := Start(t, Options{Partitions: 2})
 	cred := tenantCredential(t, s, "tenant-a", []string{"a-*"})
-	adm := kadm.NewClient(kgoClient(t, s.KafkaAddrs(), cred, false))
+	cl := kgoClient(t, s.KafkaAddrs(), cred, false)
+	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := adm.ListTopics(ctx, "orders"); err != nil {
 		t.Fatalf("metadata before: %v", err)
 	}
-	calls := map[string]func() error{
-		"CreateTopics": func() error {
+	direct := kadm.NewClient(directClient(t, s))
+	alter := func(call func(context.Context, []kadm.AlterConfig, ...string) (kadm.AlterConfigsResponses, error)) refusal {
+		v := "1000"
+		r, err := call(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &v}}, "orders")
+		if err != nil || len(r) != 1 {
+			return refusal{err: firstErr(err, fmt.Errorf("%d resources answered", len(r)))}
+		}
+		return refusal{r[0].Err, r[0].ErrMessage}
+	}
+	refused := map[string]func() refusal{
+		"CreateTopics": func() refusal {
 			r, err := adm.CreateTopics(ctx, 1, 1, nil, "created-through-capgate")
-			return firstErr(err, r.Error())
+			c := r["created-through-capgate"]
+			return refusal{firstErr(err, c.Err), c.ErrMessage}
 		},
-		"DeleteTopics": func() error {
+		"DeleteTopics": func() refusal {
 			r, err := adm.DeleteTopics(ctx, "orders")
-			return firstErr(err, r.Error())
+			return refusal{firstErr(err, r["orders"].Err), r["orders"].ErrMessage}
 		},
-		"CreatePartitions": func() error {
+		"CreatePartitions": func() refusal {
 			r, err := adm.CreatePartitions(ctx, 1, "orders")
-			return firstErr(err, r.Error())
+			return refusal{firstErr(err, r["orders"].Err), r["orders"].ErrMessage}
 		},
-		"DeleteRecords": func() error {
+		"DeleteRecords": func() refusal {
 			o := kadm.Offsets{}
 			o.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 1})
 			r, err := adm.DeleteRecords(ctx, o)
-			return firstErr(err, r.Error())
+			d, _ := r.Lookup("orders", 0)
+			return refusal{err: firstErr(err, d.Err), message: "(DeleteRecords carries no message)"}
 		},
-		"DescribeTopicConfigs": func() error {
-			r, err := adm.DescribeTopicConfigs(ctx, "orders")
-			if err == nil {
-				for _, c := range r {
-					err = firstErr(err, c.Err)
-				}
+		"DescribeTopicConfigs": func() refusal {
+			// kadm turns an authorization error here into one error for
+			// the whole call, without the message: the raw answer has it.
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			rr := kmsg.NewDescribeConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "orders"
+			req.Resources = append(req.Resources, rr)
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil || len(resp.Resources) != 1 {
+				return refusal{err: firstErr(err, fmt.Errorf("%+v answered", resp))}
 			}
-			return err
+			return refusal{kerr.ErrorForCode(resp.Resources[0].ErrorCode), unptr(resp.Resources[0].ErrorMessage)}
 		},
-		"AlterTopicConfigs": func() error {
-			v := "1000"
-			r, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &v}}, "orders")
-			if err == nil {
-				for _, c := range r {
-					err = firstErr(err, c.Err)
-				}
-			}
-			return err
-		},
+		"AlterTopicConfigs":      func() refusal { return alter(adm.AlterTopicConfigs) },      // IncrementalAlterConfigs
+		"AlterTopicConfigsState": func() refusal { return alter(adm.AlterTopicConfigsState) }, // AlterConfigs
+	}
+	words := map[string]string{
+		"CreateTopics": "does not create topics", "DeleteTopics": "does not delete topics", "CreatePartitions": "does not add partitions",
+		"DescribeTopicConfigs": "does not describe configs", "AlterTopicConfigs": "does not alter configs", "AlterTopicConfigsState": "does not alter configs",
+		"DeleteRecords": "no message",
+	}
+	for name, call := range refused {
+		start := time.Now()
+		r := call()
+		took := time.Since(start)
+		switch {
+		case !errors.Is(r.err, kerr.TopicAuthorizationFailed):
+			t.Errorf("%s: %v, want TOPIC_AUTHORIZATION_FAILED from the listener", name, r.err)
+		case took > 5*time.Second:
+			t.Errorf("%s: refused after %v, want at once", name, took)
+		case !strings.Contains(r.message, words[name]) || (name != "DeleteRecords" && !strings.Contains(r.message, "on Kafka itself")):
+			t.Errorf("%s: message %q, want it to say the listener %s, and to do it on Kafka itself", name, r.message, words[name])
+		}
+	}
+	if _, err := adm.DescribeTopicConfigs(ctx, "orders"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("kadm DescribeTopicConfigs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	if _, err := adm.DescribeBrokerConfigs(ctx, 0); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("kadm DescribeBrokerConfigs: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	unlisted := map[string]func() error{
 		"DescribeACLs": func() error {
 			b := kadm.NewACLs().Topics("orders").Allow().AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny)
 			r, err := adm.DescribeACLs(ctx, b)
@@ -116,7 +166,7 @@ func TestAdminWritesRefusedAtOnce(t *testing.T) {
 			return err
 		},
 	}
-	for name, call := range calls {
+	for name, call := range unlisted {
 		start := time.Now()
 		err := call()
 		took := time.Since(start)
@@ -132,13 +182,31 @@ func TestAdminWritesRefusedAtOnce(t *testing.T) {
 	if _, err := adm.ListTopics(ctx, "orders"); err != nil {
 		t.Fatalf("metadata after: %v", err)
 	}
-	direct, err := kadm.NewClient(directClient(t, s)).ListTopics(ctx, "created-through-capgate")
+	topics, err := direct.ListTopics(ctx, "created-through-capgate", "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := direct["created-through-capgate"]; d.Err == nil {
+	if d := topics["created-through-capgate"]; d.Err == nil {
 		t.Fatalf("the topic kadm asked the listener to create exists in Kafka: %+v", d)
 	}
+	if d := topics["orders"]; d.Err != nil || len(d.Partitions) != 2 {
+		t.Fatalf("orders after the refusals: %+v, want its 2 partitions", d)
+	}
+	starts, err := direct.ListStartOffsets(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := starts.Lookup("orders", 0); o.Offset != 0 {
+		t.Errorf("orders/0 starts at %d after a refused DeleteRecords, want 0", o.Offset)
+	}
+}
+
+// unptr is *s, or "" for nil.
+func unptr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // firstErr is the first non-nil error.
@@ -159,14 +227,19 @@ type kafkajsWrite struct {
 	Ms   int64  `json:"ms"`
 	Name string `json:"name"`
 	Err  string `json:"err"`
+	Type string `json:"type"` // the Kafka error behind it (admin.js kafkaType)
 }
 
 // TestKafkaJSAdminWritesRefusedAtOnce: KafkaJS's admin client, unmodified,
-// refuses the admin writes the listener does not serve — createTopics,
-// deleteTopics, createPartitions, deleteTopicRecords, deleteGroups,
-// describeConfigs, alterConfigs, describeAcls, createAcls — itself, at
-// once, from ApiVersions (KafkaJSServerDoesNotSupportApiKey, not
-// retried): no hang, no dropped connection, nothing created in Kafka.
+// gets the listener's refusal of the admin writes that administer Kafka
+// itself — createTopics, deleteTopics, createPartitions,
+// deleteTopicRecords, describeConfigs, alterConfigs: TOPIC_AUTHORIZATION_FAILED
+// ("Not authorized to access topics"), not retried (it said
+// KafkaJSServerDoesNotSupportApiKey, a version lie; newuser11) — and
+// refuses the others the listener does not list — deleteGroups,
+// describeAcls, createAcls — itself from ApiVersions
+// (KafkaJSServerDoesNotSupportApiKey). Each at once: no hang, no dropped
+// connection, nothing created in Kafka.
 func TestKafkaJSAdminWritesRefusedAtOnce(t *testing.T) {
 	s := Start(t, Options{Partitions: 2})
 	cred := tenantCredential(t, s, "tenant-a", []string{"a-*"})
@@ -187,11 +260,14 @@ func TestKafkaJSAdminWritesRefusedAtOnce(t *testing.T) {
 			t.Fatalf("admin.js printed %q", sc.Bytes())
 		}
 		seen++
+		local := map[string]bool{"deleteGroups": true, "describeAcls": true, "createAcls": true}[w.Op]
 		switch {
 		case w.OK:
 			t.Errorf("%s: succeeded through the listener", w.Op)
-		case !strings.Contains(w.Name+w.Err, "ServerDoesNotSupportApiKey") && !strings.Contains(w.Err, "does not support"):
+		case local && !strings.Contains(w.Name+w.Err, "ServerDoesNotSupportApiKey") && !strings.Contains(w.Err, "does not support"):
 			t.Errorf("%s: %s %s, want KafkaJS's local refusal (the key is not in ApiVersions)", w.Op, w.Name, w.Err)
+		case !local && w.Type != "TOPIC_AUTHORIZATION_FAILED":
+			t.Errorf("%s: %s %s (%q), want the listener's TOPIC_AUTHORIZATION_FAILED", w.Op, w.Name, w.Err, w.Type)
 		case w.Ms > 1000:
 			t.Errorf("%s: refused after %d ms, want at once", w.Op, w.Ms)
 		}

@@ -135,6 +135,30 @@ func TestBadInputOnTheListener(t *testing.T) {
 			t.Fatalf("partition 1 on the same connection: error %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
 		}
 	})
+	t.Run("refused admin request over its bound", func(t *testing.T) {
+		// A refused admin request's answer echoes every topic it names:
+		// its body is bounded (64 KiB) before kmsg decodes it. One
+		// within is answered, on the same connection.
+		create := func(topics int) *kmsg.CreateTopicsRequest {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			for i := range topics {
+				rt := kmsg.NewCreateTopicsRequestTopic()
+				rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("t-%05d", i), 1, 1
+				req.Topics = append(req.Topics, rt)
+			}
+			return req
+		}
+		r := dialRaw(t, addr)
+		r.authenticate("OAUTHBEARER", grant.Capability)
+		resp := r.roundTrip(create(2)).(*kmsg.CreateTopicsResponse)
+		if len(resp.Topics) != 2 || resp.Topics[1].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+			t.Fatalf("CreateTopics of 2 topics: %+v, want both refused", resp.Topics)
+		}
+		r.send(create(5000)) // ~100 KiB
+		if !r.closedBy(time.Second) {
+			t.Fatal("a 100 KiB CreateTopics was not closed at once")
+		}
+	})
 	t.Run("slow loris", func(t *testing.T) {
 		r := dialRaw(t, addr)
 		r.authenticate("PLAIN", grant.Capability)

@@ -14,10 +14,14 @@ type apiRow struct {
 	key      int16
 	min, max int16
 	preAuth  bool
-	handle   func(c *conn, h header, req kmsg.Request) (kmsg.Response, error)
+	// bodyMax, if not 0, bounds the request body: beyond, the
+	// connection closes before kmsg decodes it (adminrefused.go).
+	bodyMax int
+	handle  func(c *conn, h header, req kmsg.Request) (kmsg.Response, error)
 }
 
-// apis is the table ApiVersions answers with: exactly what is implemented.
+// apis is the table ApiVersions answers with: exactly what is answered —
+// served, or (the admin APIs of adminrefused.go) refused with a reason.
 // Versions are capped where a later one would change what we must do
 // (Fetch and Produce stay on topic names: v12 and v11; Metadata v12
 // carries topic ids, which KIP-848 assignments use). No fetch sessions
@@ -41,6 +45,7 @@ func init() {
 		{key: int16(kmsg.ConsumerGroupDescribe), min: 0, max: 1, handle: handleConsumerGroupDescribe},
 	}
 	apis = append(apis, groupAPIs()...)
+	apis = append(apis, refusedAdminAPIs()...)
 	slices.SortFunc(apis, func(a, b apiRow) int { return int(a.key) - int(b.key) })
 }
 

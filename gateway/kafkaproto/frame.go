@@ -76,6 +76,9 @@ func parseRequest(body []byte, maxEntries int) (header, kmsg.Request, error) {
 			return h, nil, errTruncated
 		}
 	}
+	if api.bodyMax > 0 && len(r.Src) > api.bodyMax {
+		return h, nil, fmt.Errorf("%w: %s v%d of %d bytes, over the %d a refused admin request may have", errTooManyEntries, kmsg.NameForKey(h.key), h.version, len(r.Src), api.bodyMax)
+	}
 	if err := overEntries(h.key, h.version, r.Src, maxEntries); err != nil {
 		return h, nil, err
 	}

@@ -15,7 +15,7 @@
 // serve (createTopics, deleteTopics, createPartitions, deleteTopicRecords,
 // deleteGroups, describeConfigs, alterConfigs, describeAcls, createAcls)
 // and prints one line each: {"ev":"write","op":…,"ms":…} with the error's
-// "name" and "err", or "ok":true if one succeeded.
+// "name", "err" and Kafka error "type", or "ok":true if one succeeded.
 //
 // env: BROKERS (comma-separated), CAPGATE_TOKEN, GROUPS (comma-separated), TOPIC, WRITES
 const { Kafka, logLevel, AssignerProtocol, ConfigResourceTypes, AclResourceTypes, AclOperationTypes, AclPermissionTypes, ResourcePatternTypes } = require('kafkajs')
@@ -60,6 +60,17 @@ const offsets = async (admin, group) => {
   }
 }
 
+// kafkaType is the Kafka error code's name behind a KafkaJS error: its
+// own, a topic's in an aggregate (createTopics), a partition's in a
+// deleteTopicRecords error, or its cause's; "" when none.
+const kafkaType = (e) => {
+  if (!e) return ''
+  if (e.type) return String(e.type)
+  if (e.errors && e.errors.length) return kafkaType(e.errors[0])
+  if (e.partitions && e.partitions.length) return kafkaType(e.partitions[0].error)
+  return kafkaType(e.cause)
+}
+
 const writes = async (admin) => {
   const topic = process.env.TOPIC
   const acl = {
@@ -83,7 +94,7 @@ const writes = async (admin) => {
       await call()
       out({ ev: 'write', op, ok: true, ms: Date.now() - start })
     } catch (e) {
-      out({ ev: 'write', op, ms: Date.now() - start, name: String(e.name), err: String(e) })
+      out({ ev: 'write', op, ms: Date.now() - start, name: String(e.name), err: String(e), type: kafkaType(e) })
     }
   }
 }
