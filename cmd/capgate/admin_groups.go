@@ -374,18 +374,6 @@ func decode[T any](raw json.RawMessage) (T, error) {
 	return v, err
 }
 
-func printGroups(w io.Writer, raw json.RawMessage) error {
-	r, err := decode[coordinator.GroupsResponse](raw)
-	if err != nil {
-		return err
-	}
-	rows := make([][]string, len(r.Groups))
-	for i, g := range r.Groups {
-		rows[i] = []string{g}
-	}
-	return printPage(w, []string{"GROUP"}, rows, r.NextAfter)
-}
-
 // printPage is one page of a list as a table, and the after= of the next
 // page when there is one.
 func printPage(w io.Writer, headers []string, rows [][]string, nextAfter string) error {
@@ -520,16 +508,19 @@ func printPatternsMatchingNothing(w io.Writer, members []coordinator.MemberView)
 // group's max_moves_per_second (it read Stable between two creeping
 // handoffs while a newcomer still waited: newuser7), else Stable.
 func groupState(d coordinator.GroupDescription) string {
-	if len(d.Members) == 0 {
+	revoking := slices.ContainsFunc(d.Partitions, func(p coordinator.PartitionView) bool { return p.State == "revoking" })
+	return stateWords(len(d.Members), d.MovesHeldBack, d.Config.MaxMovesPerSecond, revoking)
+}
+
+// stateWords is groupState's rule, for a description or a summary.
+func stateWords(members, movesHeldBack, maxMovesPerSecond int, revoking bool) string {
+	switch {
+	case members == 0:
 		return "Empty"
-	}
-	if d.MovesHeldBack > 0 {
-		return fmt.Sprintf("Rebalancing (%d moves held back by max_moves_per_second %d)", d.MovesHeldBack, d.Config.MaxMovesPerSecond)
-	}
-	for _, p := range d.Partitions {
-		if p.State == "revoking" {
-			return "Rebalancing"
-		}
+	case movesHeldBack > 0:
+		return fmt.Sprintf("Rebalancing (%d moves held back by max_moves_per_second %d)", movesHeldBack, maxMovesPerSecond)
+	case revoking:
+		return "Rebalancing"
 	}
 	return "Stable"
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,15 +22,6 @@ func newAdminTopics(f *adminFlags) *cobra.Command {
 			r, err := decode[coordinator.TopicsResponse](page)
 			return r.Topics, r.NextAfter, err
 		}, printTopics)
-}
-
-// newAdminGroups is `admin groups`: every group's name, all pages.
-func newAdminGroups(f *adminFlags) *cobra.Command {
-	return listAll(f, "groups", "List consumer groups", "/v1/admin/groups", "groups",
-		func(page json.RawMessage) ([]string, string, error) {
-			r, err := decode[coordinator.GroupsResponse](page)
-			return r.Groups, r.NextAfter, err
-		}, printGroups)
 }
 
 // newAdminTopic is `admin topic TOPIC` (and `admin topic describe
@@ -87,6 +79,30 @@ func printTopicDescription(w io.Writer, raw json.RawMessage) error {
 	return printTable(w, []string{"PARTITION", "EARLIEST", "LATEST", "RECORDS"}, rows)
 }
 
+// readAll reads every page of a list route (?after= at each answer's
+// next_after), items taking a page's items and its next_after.
+func readAll[T any](ctx context.Context, c *adminClient, path string, items func(page json.RawMessage) ([]T, string, error)) ([]T, error) {
+	all := []T{}
+	for after := ""; ; {
+		p := path
+		if after != "" {
+			p += "?after=" + url.QueryEscape(after)
+		}
+		var page json.RawMessage
+		if err := c.do(ctx, http.MethodGet, p, nil, &page); err != nil {
+			return nil, err
+		}
+		got, next, err := items(page)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, got...)
+		if after = next; next == "" {
+			return all, nil
+		}
+	}
+}
+
 // listAll reads every page of a list route (?after= at each answer's
 // next_after) and prints them as one answer: page's items under key,
 // rendered by render. `admin groups` printed the first page and "(more
@@ -99,24 +115,9 @@ func listAll[T any](f *adminFlags, use, short, path, key string, items func(page
 			if err != nil {
 				return err
 			}
-			all := []T{}
-			for after := ""; ; {
-				p := path
-				if after != "" {
-					p += "?after=" + url.QueryEscape(after)
-				}
-				var page json.RawMessage
-				if err := c.do(cmd.Context(), http.MethodGet, p, nil, &page); err != nil {
-					return err
-				}
-				got, next, err := items(page)
-				if err != nil {
-					return err
-				}
-				all = append(all, got...)
-				if after = next; next == "" {
-					break
-				}
+			all, err := readAll(cmd.Context(), c, path, items)
+			if err != nil {
+				return err
 			}
 			out, err := json.Marshal(map[string][]T{key: all})
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -11,13 +12,18 @@ import (
 // TestAdminListsFollowEveryPage: `admin groups` printed the first page
 // of describe_page_max names and "(more after NAME)", a cursor no flag
 // took (newuser5); it and `admin topics` read every page (?after= at
-// each next_after) and print one list, as rpk's list commands.
+// each next_after) and print one list, as rpk's list commands; `admin
+// groups` with each group's summary (a group gone since it was listed
+// shows "-").
 func TestAdminListsFollowEveryPage(t *testing.T) {
 	pages := map[string]string{
-		"/v1/admin/groups":          `{"groups":["a","b"],"next_after":"b"}`,
-		"/v1/admin/groups?after=b":  `{"groups":["c"]}`,
-		"/v1/admin/topics":          `{"topics":[{"topic":"t1","partitions":3}],"next_after":"t1"}`,
-		"/v1/admin/topics?after=t1": `{"topics":[{"topic":"t2","partitions":1}]}`,
+		"/v1/admin/groups":         `{"groups":["a","b"],"next_after":"b"}`,
+		"/v1/admin/groups?after=b": `{"groups":["c"]}`,
+		// b was deleted after it was listed: no summary.
+		"/v1/admin/groups/a/summary": `{"group":"a","config":{},"members":2,"partitions":3,"owned":3,"lag":7}`,
+		"/v1/admin/groups/c/summary": `{"group":"c","config":{},"members":0,"partitions":1,"unowned":1}`,
+		"/v1/admin/topics":           `{"topics":[{"topic":"t1","partitions":3}],"next_after":"t1"}`,
+		"/v1/admin/topics?after=t1":  `{"topics":[{"topic":"t2","partitions":1}]}`,
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		page, ok := pages[r.URL.RequestURI()]
@@ -30,14 +36,18 @@ func TestAdminListsFollowEveryPage(t *testing.T) {
 	}))
 	defer srv.Close()
 	for args, want := range map[string]string{
-		"groups -o json":  "{\n  \"groups\": [\n    \"a\",\n    \"b\",\n    \"c\"\n  ]\n}\n",
-		"groups -o table": "GROUP\na\nb\nc\n",
+		"groups -o table": "GROUP  STATE   MEMBERS  PARTITIONS  LAG\na      Stable  2        3           7\nb      -       -        -           -\nc      Empty   0        1           -\n",
 		"topics -o table": "TOPIC  PARTITIONS\nt1     3\nt2     1\n",
 	} {
 		out, err := run(t, append(append([]string{"admin"}, strings.Fields(args)...), "--coordinator", srv.URL, "--token", "x")...)
 		if err != nil || out != want {
 			t.Errorf("admin %s: %v\n%q, want\n%q", args, err, out, want)
 		}
+	}
+	out, err := run(t, "admin", "groups", "-o", "json", "--coordinator", srv.URL, "--token", "x")
+	var list groupList
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || strings.Join(list.Groups, ",") != "a,b,c" || len(list.Summaries) != 2 {
+		t.Errorf("admin groups -o json: %v\n%s\nwant the 3 names and 2 summaries", err, out)
 	}
 }
 

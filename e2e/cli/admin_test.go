@@ -281,7 +281,7 @@ func TestAdminDefects(t *testing.T) {
 		if err != nil {
 			t.Fatalf("script: %v (script(1) is in util-linux/bsdutils)\n%s", err, out)
 		}
-		mustMatch(t, "admin groups on a terminal", string(out), `(?m)^GROUP\s*\r?$`, `(?m)^readers\s*\r?$`)
+		mustMatch(t, "admin groups on a terminal", string(out), `(?m)^GROUP\s+STATE\s+MEMBERS\s+PARTITIONS\s+LAG\s*\r?$`, `(?m)^readers\s+Empty\s+0\s+12\s+\d+\s*\r?$`)
 	})
 
 	t.Run("revoke_reason_dropped_and_admin_actions_not_logged", func(t *testing.T) {
