@@ -374,6 +374,9 @@ func (l *Listener) Collectors(process string) []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name("http_connections_open"),
 			Help: "HTTP connections open now (bounded by max_connections)."},
 			func() float64 { return float64(l.Open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name("http_connections_max"),
+			Help: "HTTP connections served at once: max_connections, or fewer when the file descriptor limit cannot hold it with the other connections (logged at start)."},
+			func() float64 { return float64(l.cfg.MaxConnections) }),
 	}
 	for _, r := range [...]Refusal{RefusedTotal, RefusedPerAddress} {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name("http_connections_refused_total"),

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -214,6 +216,52 @@ func TestFitDescriptors(t *testing.T) {
 	if fitted, _ := fitDescriptors(1024, http, kafka); fitted != minFitted {
 		t.Fatalf("nothing left: %d, want %d", fitted, minFitted)
 	}
+}
+
+// TestFittedBoundLoggedOnlyWhenItMatters: a bound that keeps at least
+// half of max_connections is logged at debug, not info — an info line
+// at every start (capgate dev's on a host whose limit is 20,000) said
+// 18,464 of 20,000 connections were kept and asked nothing of anyone
+// (newuser11) — and one keeping less at warn; the bound kept is the
+// gauge capgate_<process>_http_connections_max either way.
+func TestFittedBoundLoggedOnlyWhenItMatters(t *testing.T) {
+	http, kafka := Budget{"gateway.max_connections", 20000}, []Budget{{"gateway.kafka_max_connections", 1024}}
+	for _, c := range []struct {
+		limit  uint64
+		fitted int
+		level  zapcore.Level
+	}{{20000, 18464, zapcore.DebugLevel}, {8000, 6464, zapcore.WarnLevel}} {
+		core, logs := observer.New(zapcore.DebugLevel)
+		if fitted := fitAndLog(zap.New(core), c.limit, http, kafka); fitted != c.fitted {
+			t.Fatalf("limit %d: fitted %d, want %d", c.limit, fitted, c.fitted)
+		}
+		if all := logs.All(); len(all) != 1 || all[0].Level != c.level || !strings.Contains(all[0].Message, "RLIMIT_NOFILE") {
+			t.Errorf("limit %d: logged %+v, want one line at %v", c.limit, all, c.level)
+		}
+		l := Listen(listen(t), Config{MaxConnections: c.fitted, MaxPerAddress: 1})
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(l.Collectors("gateway")...)
+		if got := gauge(t, reg, "capgate_gateway_http_connections_max"); got != float64(c.fitted) {
+			t.Errorf("limit %d: capgate_gateway_http_connections_max %v, want %d", c.limit, got, c.fitted)
+		}
+		l.Close()
+	}
+}
+
+// gauge is the value of reg's gauge name.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no %s among %d metrics", name, len(families))
+	return 0
 }
 
 // TestIdleGivesWayUnderPressure: with three quarters of MaxConnections
