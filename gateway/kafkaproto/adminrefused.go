@@ -1,25 +1,28 @@
 package kafkaproto
 
-// Behavior: the Kafka admin requests that administer Kafka itself —
-// CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
-// DescribeConfigs, AlterConfigs, IncrementalAlterConfigs — are listed in
-// ApiVersions and answered with a refusal on every entry they name:
-// TOPIC_AUTHORIZATION_FAILED for a topic (CLUSTER_AUTHORIZATION_FAILED
-// for a config resource that is not a topic), as Kafka answers a
-// principal its ACLs do not let do it, with an error message saying
+// Behavior: the Kafka admin requests that administer Kafka itself or
+// delete groups — CreateTopics, DeleteTopics, CreatePartitions,
+// DeleteRecords, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
+// DescribeAcls, CreateAcls, DeleteAcls, DeleteGroups, OffsetDelete — are
+// listed in ApiVersions and answered with a refusal on every entry they
+// name, as Kafka answers a principal its ACLs do not let do it:
+// TOPIC_AUTHORIZATION_FAILED for a topic, CLUSTER_AUTHORIZATION_FAILED
+// for a config resource that is not a topic and for the ACL APIs,
+// GROUP_AUTHORIZATION_FAILED for a group — with an error message saying
 // where to do it instead, in the versions that carry one (CreateTopics
-// v1+, DeleteTopics v5+, CreatePartitions, the configs APIs; DeleteRecords
-// has none). Nothing reaches Kafka. The gateway logs each refusal at
-// warn (refusallog's bound) with the API, the client and the first
-// topic named.
+// v1+, DeleteTopics v5+, DeleteGroups v3+, CreatePartitions, the configs
+// and ACL APIs; DeleteRecords and OffsetDelete have none). Nothing
+// reaches Kafka or the coordinator. The gateway logs each refusal at
+// warn (refusallog's bound) with the API, the message, the client and
+// the first entry named.
 //
 // Before, these keys were absent from ApiVersions, so clients refused
 // them without asking: kadm said "broker is too old", KafkaJS
 // KafkaJSServerDoesNotSupportApiKey, the Java client
 // UnsupportedVersionException — a version lie a platform engineer reads
 // as "upgrade capgate" (newuser11). The rest of Kafka's admin APIs
-// (ACLs, DeleteGroups, OffsetDelete, elections, reassignments, log dirs,
-// SCRAM, transactions) are still not listed.
+// (elections, reassignments, log dirs, SCRAM, transactions) are still
+// not listed.
 //
 // Their bodies are bounded by refusedBodyMax before kmsg decodes them
 // (parseRequest): an answer echoes every topic, partition or resource a
@@ -52,6 +55,11 @@ func refusedAdminAPIs() []apiRow {
 		row(kmsg.AlterConfigs, 2),
 		row(kmsg.CreatePartitions, 3),
 		row(kmsg.IncrementalAlterConfigs, 1),
+		row(kmsg.DescribeACLs, 3),
+		row(kmsg.CreateACLs, 3),
+		row(kmsg.DeleteACLs, 3),
+		row(kmsg.DeleteGroups, 3),
+		row(kmsg.OffsetDelete, 0),
 	}
 }
 
@@ -63,22 +71,23 @@ func refusedAdminMessage(what string) string {
 }
 
 // handleRefusedAdmin answers a refused admin request: every entry it
-// names refused, nothing sent to Kafka.
+// names refused, nothing sent on.
 func handleRefusedAdmin(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
-	resp, what, first := refuseAdmin(kreq)
-	c.s.refused.Refused("kafka "+kmsg.NameForKey(kreq.Key()), refusedAdminMessage(what)+" (answered "+authorizationFailed(first.resource).Message+")",
+	resp, msg, first := refuseAdmin(kreq)
+	c.s.refused.Refused("kafka "+kmsg.NameForKey(kreq.Key()), msg+" (answered "+first.refusal.Message+")",
 		append(c.logFields(false), zap.String("first", first.name))...)
 	return resp, nil
 }
 
-// refusedEntry is the first entry a refused request names, for the log.
+// refusedEntry is the first entry a refused request names and its
+// refusal, for the log.
 type refusedEntry struct {
-	name     string
-	resource kmsg.ConfigResourceType // topic for the topic APIs
+	name    string
+	refusal *kerr.Error
 }
 
-// authorizationFailed is the refusal of an entry: a topic's, or the
-// cluster's for a broker (or other) config resource.
+// authorizationFailed is the refusal of a config resource: a topic's,
+// or the cluster's for a broker (or other) resource.
 func authorizationFailed(resource kmsg.ConfigResourceType) *kerr.Error {
 	if resource == kmsg.ConfigResourceTypeTopic {
 		return kerr.TopicAuthorizationFailed
@@ -86,8 +95,8 @@ func authorizationFailed(resource kmsg.ConfigResourceType) *kerr.Error {
 	return kerr.ClusterAuthorizationFailed
 }
 
-// refuseAdmin builds the answer to a refused admin request, and says
-// what it asked in words and the first entry it named.
+// refuseAdmin builds the answer to a refused admin request, its message
+// and the first entry it named.
 func refuseAdmin(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 	switch req := kreq.(type) {
 	case *kmsg.CreateTopicsRequest:
@@ -98,43 +107,21 @@ func refuseAdmin(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 		return refuseCreatePartitions(req)
 	case *kmsg.DeleteRecordsRequest:
 		return refuseDeleteRecords(req)
-	case *kmsg.DescribeConfigsRequest:
-		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
-		first := refuseConfigs(len(req.Resources), "describe configs", func(i int) (kmsg.ConfigResourceType, string) {
-			return req.Resources[i].ResourceType, req.Resources[i].ResourceName
-		}, func(t kmsg.ConfigResourceType, name string, code int16, msg *string) {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = t, name, code, msg
-			resp.Resources = append(resp.Resources, rr)
-		})
-		return resp, "describe configs", first
-	case *kmsg.AlterConfigsRequest:
-		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-		first := refuseConfigs(len(req.Resources), "alter configs", func(i int) (kmsg.ConfigResourceType, string) {
-			return req.Resources[i].ResourceType, req.Resources[i].ResourceName
-		}, func(t kmsg.ConfigResourceType, name string, code int16, msg *string) {
-			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = t, name, code, msg
-			resp.Resources = append(resp.Resources, rr)
-		})
-		return resp, "alter configs", first
-	case *kmsg.IncrementalAlterConfigsRequest:
-		resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-		first := refuseConfigs(len(req.Resources), "alter configs", func(i int) (kmsg.ConfigResourceType, string) {
-			return req.Resources[i].ResourceType, req.Resources[i].ResourceName
-		}, func(t kmsg.ConfigResourceType, name string, code int16, msg *string) {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = t, name, code, msg
-			resp.Resources = append(resp.Resources, rr)
-		})
-		return resp, "alter configs", first
+	case *kmsg.DescribeConfigsRequest, *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest:
+		return refuseConfigs(kreq)
+	case *kmsg.DescribeACLsRequest, *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest:
+		return refuseACLs(kreq)
+	case *kmsg.DeleteGroupsRequest:
+		return refuseDeleteGroups(req)
+	case *kmsg.OffsetDeleteRequest:
+		return refuseOffsetDelete(req)
 	}
 	panic(fmt.Sprintf("kafkaproto: refuseAdmin of %T, a key not in refusedAdminAPIs", kreq))
 }
 
 // topicEntry is the first entry of a topic API: its first topic.
-func topicEntry(names ...string) refusedEntry {
-	first := refusedEntry{resource: kmsg.ConfigResourceTypeTopic}
+func topicEntry(names []string) refusedEntry {
+	first := refusedEntry{refusal: kerr.TopicAuthorizationFailed}
 	if len(names) > 0 {
 		first.name = names[0]
 	}
@@ -142,9 +129,8 @@ func topicEntry(names ...string) refusedEntry {
 }
 
 func refuseCreateTopics(req *kmsg.CreateTopicsRequest) (kmsg.Response, string, refusedEntry) {
-	const what = "create topics"
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-	msg := refusedAdminMessage(what)
+	msg := refusedAdminMessage("create topics")
 	var names []string
 	for _, t := range req.Topics {
 		names = append(names, t.Topic)
@@ -152,15 +138,14 @@ func refuseCreateTopics(req *kmsg.CreateTopicsRequest) (kmsg.Response, string, r
 		rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, kerr.TopicAuthorizationFailed.Code, &msg
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, what, topicEntry(names...)
+	return resp, msg, topicEntry(names)
 }
 
 // refuseDeleteTopics answers by name (v0-v5's TopicNames) or by name or
 // id (v6's Topics), echoing what each named.
 func refuseDeleteTopics(req *kmsg.DeleteTopicsRequest) (kmsg.Response, string, refusedEntry) {
-	const what = "delete topics"
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	msg := refusedAdminMessage(what)
+	msg := refusedAdminMessage("delete topics")
 	var names []string
 	answer := func(name *string, id [16]byte) {
 		if name != nil {
@@ -176,13 +161,12 @@ func refuseDeleteTopics(req *kmsg.DeleteTopicsRequest) (kmsg.Response, string, r
 	for _, t := range req.Topics {
 		answer(t.Topic, t.TopicID)
 	}
-	return resp, what, topicEntry(names...)
+	return resp, msg, topicEntry(names)
 }
 
 func refuseCreatePartitions(req *kmsg.CreatePartitionsRequest) (kmsg.Response, string, refusedEntry) {
-	const what = "add partitions"
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	msg := refusedAdminMessage(what)
+	msg := refusedAdminMessage("add partitions")
 	var names []string
 	for _, t := range req.Topics {
 		names = append(names, t.Topic)
@@ -190,7 +174,7 @@ func refuseCreatePartitions(req *kmsg.CreatePartitionsRequest) (kmsg.Response, s
 		rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, kerr.TopicAuthorizationFailed.Code, &msg
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, what, topicEntry(names...)
+	return resp, msg, topicEntry(names)
 }
 
 // refuseDeleteRecords refuses every partition; DeleteRecords carries no
@@ -209,21 +193,132 @@ func refuseDeleteRecords(req *kmsg.DeleteRecordsRequest) (kmsg.Response, string,
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, "delete records", topicEntry(names...)
+	return resp, refusedAdminMessage("delete records"), topicEntry(names)
 }
 
-// refuseConfigs answers each of n config resources (resource(i)) with
-// its refusal through add, and returns the first.
-func refuseConfigs(n int, what string, resource func(int) (kmsg.ConfigResourceType, string),
-	add func(kmsg.ConfigResourceType, string, int16, *string)) refusedEntry {
-	msg := refusedAdminMessage(what)
-	first := topicEntry()
-	for i := range n {
-		t, name := resource(i)
-		if i == 0 {
-			first = refusedEntry{name: name, resource: t}
+// configResource is one resource of a configs request, and where its
+// answer goes.
+type configResource struct {
+	kind   kmsg.ConfigResourceType
+	name   string
+	answer func(code int16, msg *string)
+}
+
+// refuseConfigs answers each resource of a DescribeConfigs, AlterConfigs
+// or IncrementalAlterConfigs request with its refusal.
+func refuseConfigs(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
+	var resources []configResource
+	what := "alter configs"
+	resp := kreq.ResponseKind()
+	switch req := kreq.(type) {
+	case *kmsg.DescribeConfigsRequest:
+		what = "describe configs"
+		resp := resp.(*kmsg.DescribeConfigsResponse)
+		resp.Resources = make([]kmsg.DescribeConfigsResponseResource, len(req.Resources))
+		for i, r := range req.Resources {
+			rr := &resp.Resources[i]
+			rr.Default()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			resources = append(resources, configResource{r.ResourceType, r.ResourceName, func(code int16, msg *string) { rr.ErrorCode, rr.ErrorMessage = code, msg }})
 		}
-		add(t, name, authorizationFailed(t).Code, &msg)
+	case *kmsg.AlterConfigsRequest:
+		resp := resp.(*kmsg.AlterConfigsResponse)
+		resp.Resources = make([]kmsg.AlterConfigsResponseResource, len(req.Resources))
+		for i, r := range req.Resources {
+			rr := &resp.Resources[i]
+			rr.Default()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			resources = append(resources, configResource{r.ResourceType, r.ResourceName, func(code int16, msg *string) { rr.ErrorCode, rr.ErrorMessage = code, msg }})
+		}
+	case *kmsg.IncrementalAlterConfigsRequest:
+		resp := resp.(*kmsg.IncrementalAlterConfigsResponse)
+		resp.Resources = make([]kmsg.IncrementalAlterConfigsResponseResource, len(req.Resources))
+		for i, r := range req.Resources {
+			rr := &resp.Resources[i]
+			rr.Default()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			resources = append(resources, configResource{r.ResourceType, r.ResourceName, func(code int16, msg *string) { rr.ErrorCode, rr.ErrorMessage = code, msg }})
+		}
 	}
-	return first
+	msg := refusedAdminMessage(what)
+	first := refusedEntry{refusal: kerr.TopicAuthorizationFailed}
+	for i, r := range resources {
+		refusal := authorizationFailed(r.kind)
+		if i == 0 {
+			first = refusedEntry{name: r.name, refusal: refusal}
+		}
+		r.answer(refusal.Code, &msg)
+	}
+	return resp, msg, first
+}
+
+// refuseACLs answers an ACL request CLUSTER_AUTHORIZATION_FAILED, as
+// Kafka answers a principal without the cluster's DESCRIBE or ALTER:
+// capgate's grants are its credentials and capabilities, not ACLs.
+func refuseACLs(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
+	msg := "capgate's Kafka listener does not manage ACLs: Kafka's own ACLs are managed on Kafka itself, at its own bootstrap servers; " +
+		"what capgate's clients may read and write are their credentials and capabilities (capgate admin client-credential, grant)"
+	code := kerr.ClusterAuthorizationFailed.Code
+	first := refusedEntry{name: "cluster", refusal: kerr.ClusterAuthorizationFailed}
+	switch req := kreq.(type) {
+	case *kmsg.DescribeACLsRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, &msg
+		return resp, msg, first
+	case *kmsg.CreateACLsRequest:
+		resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
+		for range req.Creations {
+			r := kmsg.NewCreateACLsResponseResult()
+			r.ErrorCode, r.ErrorMessage = code, &msg
+			resp.Results = append(resp.Results, r)
+		}
+		return resp, msg, first
+	case *kmsg.DeleteACLsRequest:
+		resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+		for range req.Filters {
+			r := kmsg.NewDeleteACLsResponseResult()
+			r.ErrorCode, r.ErrorMessage = code, &msg
+			resp.Results = append(resp.Results, r)
+		}
+		return resp, msg, first
+	}
+	panic(fmt.Sprintf("kafkaproto: refuseACLs of %T", kreq))
+}
+
+// refuseDeleteGroups answers each group GROUP_AUTHORIZATION_FAILED:
+// capgate's groups are deleted by an admin (capgate admin group delete),
+// never by a client credential.
+func refuseDeleteGroups(req *kmsg.DeleteGroupsRequest) (kmsg.Response, string, refusedEntry) {
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	msg := "capgate's Kafka listener does not delete groups: an admin does, with capgate admin group delete GROUP"
+	first := refusedEntry{refusal: kerr.GroupAuthorizationFailed}
+	for i, g := range req.Groups {
+		if i == 0 {
+			first.name = g
+		}
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group, rg.ErrorCode, rg.ErrorMessage = g, kerr.GroupAuthorizationFailed.Code, &msg
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, msg, first
+}
+
+// refuseOffsetDelete answers GROUP_AUTHORIZATION_FAILED (the request's
+// own error and each partition's; OffsetDelete carries no message): a
+// group's committed offsets move only by an admin's reset.
+func refuseOffsetDelete(req *kmsg.OffsetDeleteRequest) (kmsg.Response, string, refusedEntry) {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, kerr.GroupAuthorizationFailed.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	msg := "capgate's Kafka listener does not delete a group's offsets: an admin resets them, with capgate admin offsets reset GROUP TOPIC"
+	return resp, msg, refusedEntry{name: req.Group, refusal: kerr.GroupAuthorizationFailed}
 }

@@ -62,12 +62,14 @@ const offsets = async (admin, group) => {
 
 // kafkaType is the Kafka error code's name behind a KafkaJS error: its
 // own, a topic's in an aggregate (createTopics), a partition's in a
-// deleteTopicRecords error, or its cause's; "" when none.
+// deleteTopicRecords error, a group's in a deleteGroups error, or its
+// cause's; "" when none.
 const kafkaType = (e) => {
   if (!e) return ''
   if (e.type) return String(e.type)
   if (e.errors && e.errors.length) return kafkaType(e.errors[0])
   if (e.partitions && e.partitions.length) return kafkaType(e.partitions[0].error)
+  if (e.groups && e.groups.length) return kafkaType(e.groups[0].error)
   return kafkaType(e.cause)
 }
 
