@@ -252,7 +252,7 @@ func runConsume(ctx context.Context, stdout, stderr io.Writer, f *consumeFlags) 
 		// A coordinator not running, or --coordinator naming a Kafka
 		// port, was "connection refused" / "reset by peer" bare; the
 		// admin commands' hints say which flag fixes it (newuser5).
-		return fmt.Errorf("consume: join %s: %w", cfg.Group, connectHint(ctx, cfg.CoordinatorURL, cfg.RequestTimeout, err))
+		return fmt.Errorf("consume: join %s: %w", cfg.Group, withoutOp(connectHint(ctx, cfg.CoordinatorURL, cfg.RequestTimeout, err), "join"))
 	}
 	prog := newProgress(stderr, isTerminal(stderr))
 	stopProgress := prog.run(ctx, f.lagSource(cfg))

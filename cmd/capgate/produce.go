@@ -14,7 +14,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -380,27 +379,6 @@ func produceHint(ctx context.Context, err error) error {
 	}
 	return gatewayHint(ctx, err)
 }
-
-// withoutOp is err without the SDK's opening "client: OP: ", which the
-// CLI's own "OP after N records: " says already: the failure read
-// "produce demo/0 after 0 records: client: produce demo/0: ..." (the
-// operation twice; newuser11). Errors still unwrap to err's chain.
-func withoutOp(err error, op string) error {
-	text, found := strings.CutPrefix(err.Error(), "client: "+op+": ")
-	if !found {
-		return err
-	}
-	return &trimmedError{text: text, err: err}
-}
-
-// trimmedError is an error printed as text, unwrapping to err.
-type trimmedError struct {
-	text string
-	err  error
-}
-
-func (e *trimmedError) Error() string { return e.text }
-func (e *trimmedError) Unwrap() error { return e.err }
 
 // sendTopic writes batch through the gateway's topic route, which places
 // each record as Kafka's default partitioner does. When a partition's

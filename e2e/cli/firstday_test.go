@@ -57,7 +57,7 @@ func TestFirstDayMistakes(t *testing.T) {
 	// A credential handed over for one group, used for another:
 	// "client credential does not allow group g2" and no more — which
 	// group it was for was in the token (newuser7). The refusal names
-	// what it allows, exit 1.
+	// what it allows, exit 1, and the join once.
 	t.Run("credential_for_another_group", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "svc.json")
 		writeFile(t, file, d.adminCLI(t, "client-credential", "--name", "svc", "--groups", "g1,orders-*", "--topics", "demo"))
@@ -70,6 +70,11 @@ func TestFirstDayMistakes(t *testing.T) {
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr, c.want) {
 				t.Errorf("consume --group %s --topic %s with a credential for g1: %v, stderr:\n%s\nwant exit 1 and %q", c.group, c.topic, err, stderr, c.want)
+			}
+			// The operation once: "consume: join g2: client: join:
+			// forbidden ..." said it twice (newuser11).
+			if want := "capgate: consume: join " + c.group + ": forbidden (403): "; !strings.Contains(stderr, want) || strings.Count(stderr, "join") != 1 {
+				t.Errorf("consume --group %s refused, stderr:\n%s\nwant %q, naming the join once", c.group, stderr, want)
 			}
 		}
 	})
