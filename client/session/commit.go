@@ -13,6 +13,7 @@ type commitState struct {
 	ticket      uint64
 	incarnation uint64
 	release     bool
+	alone       bool // a partition of a refused lane commit, sent again alone (splitNext)
 	parts       []*partition
 	offsets     []api.CommitOffset
 }
@@ -166,7 +167,7 @@ func (s *Session) sendCommit(ticket uint64, parts []*partition, release bool) {
 // chunks under the same ticket.
 const MaxCommitPartitions = 500
 
-func (s *Session) sendCommitChunk(ticket uint64, parts []*partition, release bool) {
+func (s *Session) sendCommitChunk(ticket uint64, parts []*partition, release bool) *commitState {
 	c := &commitState{ticket: ticket, incarnation: s.member.Incarnation, release: release, parts: parts}
 	if !c.release { // the lane's (lane.go)
 		s.laneBusy++
@@ -193,6 +194,7 @@ func (s *Session) sendCommitChunk(ticket uint64, parts []*partition, release boo
 		t.pending++
 	}
 	s.emit(Commit{ID: id, Ticket: ticket, Token: s.member.Token, Offsets: c.offsets, Release: release, Until: until})
+	return c
 }
 
 // commitDone applies a commit's outcome. A refused multi-partition commit
@@ -211,6 +213,9 @@ func (s *Session) commitDone(e CommitDone) {
 		s.laneBusy--
 	} else {
 		s.releases--
+	}
+	if c.alone {
+		s.splitting--
 	}
 	for _, p := range c.parts {
 		p.commits--
@@ -234,9 +239,13 @@ func (s *Session) commitDone(e CommitDone) {
 			}
 		}
 	case current && len(c.parts) > 1 && splittable(e.Code):
+		// Each goes again alone, MaxSplitCommitsInFlight at a time
+		// (splitNext): sent at once, a refused commit of 2,000
+		// partitions (capabilities expired across a takeover) was 2,000
+		// requests at once.
 		for _, p := range c.parts {
 			if s.parts[p.id] == p {
-				s.sendCommit(c.ticket, []*partition{p}, c.release)
+				s.queueSplit(c.ticket, p)
 			}
 		}
 	default:

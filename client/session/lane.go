@@ -36,6 +36,85 @@ type lane struct {
 	waitNamed  map[Partition]uint64
 	background ticketState // the background commit in flight: first failure
 	carried    uint64      // the request it answers (0: a timed commit)
+	// split holds the partitions of refused lane commits waiting to go
+	// again alone (splitNext); each counts in laneBusy, and in its
+	// ticket's pending commits, until it is sent or dropped. splitting
+	// counts those sent and not answered (MaxSplitCommitsInFlight).
+	split     []laneSplit
+	splitting int
+}
+
+// laneSplit is one partition of a refused lane commit, waiting to go
+// again alone.
+type laneSplit struct {
+	ticket uint64
+	p      *partition
+}
+
+// MaxSplitCommitsInFlight bounds the commits of one partition each in
+// flight that a refused lane commit of several partitions was split
+// into (the coordinator takes a commit whole or not at all, and one
+// partition's expired or fenced capability must not hold the others
+// back). Sent all at once, a member of 2,000 partitions whose
+// capabilities expired while a paused leader's standby took over sent
+// 2,000 commits together, each refused token_expired: 1,732 in flight,
+// 441 connections at the new leader, commits refused 503 overloaded, and
+// the gateways' sync polls from the same address starved until they
+// refused every fetch out_of_sync (e2e/ha
+// TestLeaderPausedUnderCommitsOfManyPartitions).
+const MaxSplitCommitsInFlight = 8
+
+// queueSplit queues partition p of a refused commit of ticket to go
+// again alone.
+func (s *Session) queueSplit(ticket uint64, p *partition) {
+	s.split = append(s.split, laneSplit{ticket: ticket, p: p})
+	s.laneBusy++
+	if t := s.tickets[ticket]; t != nil {
+		t.pending++
+	}
+}
+
+// splitNext sends the queued split commits while fewer than
+// MaxSplitCommitsInFlight are in flight. A partition no longer fetched
+// under the same grant is dropped: a revoked one's release commits its
+// processed offset, a lost one's commit would be refused.
+func (s *Session) splitNext() {
+	for len(s.split) > 0 && s.splitting < MaxSplitCommitsInFlight {
+		job := s.split[0]
+		s.split[0] = laneSplit{}
+		s.split = s.split[1:]
+		s.laneBusy--
+		p := job.p
+		if s.status != Active || s.parts[p.id] != p || p.state != Fetching {
+			s.dropSplit(job)
+			continue
+		}
+		if t := s.tickets[job.ticket]; t != nil {
+			t.pending-- // sendCommitChunk counts it again
+		}
+		s.splitting++
+		s.sendCommitChunk(job.ticket, []*partition{p}, false).alone = true
+	}
+	if len(s.split) == 0 {
+		s.split = nil
+	}
+}
+
+// dropSplit ends a queued split commit that is not sent: its request
+// fails when the member was lost meanwhile (nothing it named was
+// committed), and is answered when it was the last of its commits.
+func (s *Session) dropSplit(job laneSplit) {
+	t := s.tickets[job.ticket]
+	if job.ticket == 0 {
+		t = &s.background
+	}
+	if s.status == Rejoining && t != nil && t.code == "" && t.err == nil {
+		t.code, t.err = api.CodeUnknownMember, errNotSent
+	}
+	s.finishTicket(job.ticket)
+	if job.ticket == 0 && s.laneBusy == 0 {
+		s.finishBackground()
+	}
 }
 
 // laneJob is a user request waiting for the lane: parts at their

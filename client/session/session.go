@@ -274,6 +274,7 @@ func (s *Session) apply(e Event) {
 func (s *Session) advance(now time.Time) {
 	s.advances++
 	s.releaseReady(now)
+	s.splitNext()
 	s.laneNext(now)
 	if s.status == Closing && len(s.parts) == 0 {
 		s.status = Leaving
@@ -402,8 +403,8 @@ func (s *Session) check() {
 	if s.queuedBytes < 0 {
 		panic(fmt.Sprintf("session: queued bytes %d < 0", s.queuedBytes))
 	}
-	if s.laneBusy < 0 {
-		panic(fmt.Sprintf("session: %d lane commits in flight", s.laneBusy))
+	if s.laneBusy < 0 || s.splitting < 0 || s.splitting > MaxSplitCommitsInFlight {
+		panic(fmt.Sprintf("session: %d lane commits in flight, %d of them split", s.laneBusy, s.splitting))
 	}
 	revoking := 0
 	for id, p := range s.parts {

@@ -82,17 +82,7 @@ func TestLeaderKilledDuringABulkMemberRevoke(t *testing.T) {
 	// A member's releases of 800 partitions must not take every
 	// connection the coordinator allows one address: it then refuses all
 	// its clients (503 overloaded), the other member's heartbeats too.
-	overloaded := 0
-	for _, call := range s.Calls {
-		if call.Code == "overloaded" {
-			if overloaded++; overloaded <= 3 {
-				t.Errorf("%s's %s at %s answered %d overloaded", call.Consumer, call.Op, call.Sent, call.Status)
-			}
-		}
-	}
-	if overloaded > 0 {
-		t.Errorf("%d coordinator calls of the members answered 503 overloaded", overloaded)
-	}
+	noOverloaded(t, s)
 	t.Logf("coordinator calls in flight at once, at most: %s", mostInFlight(s.Calls))
 	no503(t, s, at)
 }

@@ -24,6 +24,11 @@
 //     byte) while a handoff runs and the leader is killed in it; one
 //     killed holding fences it applied but had not acknowledged, the
 //     leader killed too, the gateway restarted (gatewaycut_test.go);
+//   - the leader paused while a member of 2,000 partitions commits in
+//     the background, its capabilities expiring before the commits
+//     reach the new leader: the refused commits go again one partition
+//     each, 8 at a time — no storm of connections, no 503 overloaded
+//     (commitstorm_test.go);
 //   - the Kafka leaders of the state log, its snapshots and the data
 //     topic moved, the transaction coordinators moved, and the broker
 //     leading the state log removed, during handoffs (kafka_test.go).

@@ -3,10 +3,7 @@ package ha
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,32 +187,11 @@ const fencedWrites = "capgate_coordinator_replica_fenced_writes_total"
 // standby serves its replica metrics too).
 func metricOf(t testing.TB, c *harness.Cluster, co *harness.Coordinator, name string) float64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, co.URL+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := c.HTTP().Do(req)
+	v, err := scrapeMetric(context.Background(), c, co, name)
 	if err != nil {
 		t.Fatalf("%s /metrics: %v", co.Name, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s /metrics: %d %v", co.Name, resp.StatusCode, err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("%s: %q", name, line)
-			}
-			return f
-		}
-	}
-	t.Fatalf("%s /metrics has no %s", co.Name, name)
-	return 0
+	return v
 }
 
 // TestLeaderCutFromKafka cuts the leading replica off from every broker
