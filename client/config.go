@@ -86,6 +86,20 @@ type Config struct {
 	// than it gets slots polls each idle one every partitions/slots ×
 	// FetchMaxWait.
 	GatewayFetchesMax int `yaml:"gateway_fetches_max"`
+	// CoordinatorConnectionsMax bounds this consumer's requests in
+	// flight to one coordinator replica (host:port), so its HTTP/1.1
+	// connections there: a request past it waits for one to end, its
+	// request_timeout running. A coordinator refuses every client of an
+	// address holding max_connections_per_address (1,000 by default)
+	// with 503 overloaded — the consumer's other calls, and other
+	// processes of the address: gateways' sync polls on the same host.
+	// A consumer has at most a few dozen coordinator calls in flight (a
+	// heartbeat, a commit of up to 500 partitions per chunk, at most 8
+	// releases and 8 split commits, each with up to 2 hedged attempts
+	// under replicas): the bound is a backstop that does not bind while
+	// those hold. Requests to gateways are not counted (GatewayFetchesMax
+	// bounds fetches). With WithHTTPClient too. Default 64.
+	CoordinatorConnectionsMax int `yaml:"coordinator_connections_max"`
 	// RequestTimeout bounds one request beyond its own wait (heartbeat
 	// wait, fetch wait), including its retries. With several coordinator
 	// URLs a heartbeat attempt gets less beyond its wait, and so does a
@@ -169,22 +183,23 @@ const (
 // subscription and Credential must still be set.
 func DefaultConfig() Config {
 	return Config{
-		ClientID:               "capgate-client",
-		SessionTimeout:         10 * time.Second,
-		HeartbeatWait:          3 * time.Second,
-		FetchMaxBytes:          4 << 20,
-		FetchMaxWait:           500 * time.Millisecond,
-		GatewayFetchesMax:      1024,
-		RequestTimeout:         10 * time.Second,
-		Raw:                    true,
-		FetchAhead:             true,
-		CommitInterval:         5 * time.Second,
-		BufferMaxBytes:         16 << 20,
-		PollMaxRecords:         10000,
-		RevokeTimeout:          5 * time.Second,
-		CapabilityExpiryMargin: 2 * time.Second,
-		RetryBackoff:           20 * time.Millisecond,
-		RetryBackoffMax:        time.Second,
+		ClientID:                  "capgate-client",
+		SessionTimeout:            10 * time.Second,
+		HeartbeatWait:             3 * time.Second,
+		FetchMaxBytes:             4 << 20,
+		FetchMaxWait:              500 * time.Millisecond,
+		GatewayFetchesMax:         1024,
+		CoordinatorConnectionsMax: 64,
+		RequestTimeout:            10 * time.Second,
+		Raw:                       true,
+		FetchAhead:                true,
+		CommitInterval:            5 * time.Second,
+		BufferMaxBytes:            16 << 20,
+		PollMaxRecords:            10000,
+		RevokeTimeout:             5 * time.Second,
+		CapabilityExpiryMargin:    2 * time.Second,
+		RetryBackoff:              20 * time.Millisecond,
+		RetryBackoffMax:           time.Second,
 	}
 }
 
@@ -260,6 +275,8 @@ func (c Config) validateBounds() error {
 		return configErrorf("FetchMaxWait", "fetch_max_wait", "must be <= %s (max_wait_ms is an int32), got %s", math.MaxInt32*time.Millisecond, c.FetchMaxWait)
 	case c.GatewayFetchesMax <= 0:
 		return configErrorf("GatewayFetchesMax", "gateway_fetches_max", "must be > 0, got %d", c.GatewayFetchesMax)
+	case c.CoordinatorConnectionsMax <= 0:
+		return configErrorf("CoordinatorConnectionsMax", "coordinator_connections_max", "must be > 0, got %d", c.CoordinatorConnectionsMax)
 	case c.RequestTimeout <= 0:
 		return configErrorf("RequestTimeout", "request_timeout", "must be > 0, got %s", c.RequestTimeout)
 	case c.BufferMaxBytes <= 0:
@@ -408,6 +425,7 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt32("fetch_max_bytes", c.FetchMaxBytes)
 	enc.AddDuration("fetch_max_wait", c.FetchMaxWait)
 	enc.AddInt("gateway_fetches_max", c.GatewayFetchesMax)
+	enc.AddInt("coordinator_connections_max", c.CoordinatorConnectionsMax)
 	enc.AddBool("raw", c.Raw)
 	enc.AddBool("fetch_ahead", c.FetchAhead)
 	enc.AddInt64("buffer_max_bytes", c.BufferMaxBytes)

@@ -217,7 +217,10 @@ func NewConsumer(cfg Config, opts ...Option) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc, err := WithCoordinators(o.http, cfg.coordinatorList()) // follows not_leader (leader.go)
+	if o.ownHTTP { // only coordinator calls use it (coordbound.go)
+		o.http.Transport.(*http.Transport).MaxConnsPerHost = cfg.CoordinatorConnectionsMax
+	}
+	hc, err := WithCoordinators(boundCoordinators(o.http, cfg.coordinatorList(), cfg.CoordinatorConnectionsMax), cfg.coordinatorList()) // follows not_leader (leader.go)
 	if err != nil {
 		return nil, err
 	}

@@ -181,6 +181,13 @@
 // Config.GatewayFetchesMax. WithFetchPool gives consumers a pool of
 // another size.
 //
+// Calls to the coordinator (join, heartbeats, commits, releases, leave)
+// are bounded per replica: at most Config.CoordinatorConnectionsMax (64)
+// of one consumer in flight to one replica, so as many connections
+// there, whichever HTTP client carries them. A coordinator refuses every
+// client of an address that holds max_connections_per_address (1,000 by
+// default) with 503 overloaded.
+//
 // Concurrency: Poll is meant for one goroutine; Commit, CommitAsync,
 // Mark, Assigned, MemberID and Close are safe from any goroutine. Hooks run one at a time on a
 // goroutine of their own, in order; a hook may call Commit but not Close
