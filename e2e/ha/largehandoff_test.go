@@ -1,0 +1,71 @@
+package ha
+
+import (
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/e2e/harness"
+)
+
+// TestLeaderFailsDuringALargeHandoff: members a and b hold 600
+// partitions each when c joins; as soon as the first of the ~400 moving
+// partitions is revoked, the leading replica is killed -9 (or paused).
+// The replica that takes over finishes every handoff from the log: the
+// group settles with three members, every partition owned once, no
+// fetch refused 503, no member call refused overloaded, nothing lost,
+// every checker holds (one reader per partition, epochs only rise, no
+// committed offset going back).
+func TestLeaderFailsDuringALargeHandoff(t *testing.T) {
+	t.Parallel()
+	for _, pause := range []bool{false, true} {
+		name := "kill"
+		if pause {
+			name = "pause"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			group, partitions := "ha-large-handoff-"+name, int32(1200)
+			c := harness.Start(t, harness.Options{
+				Partitions: partitions, Brokers: 3, Gateways: 2, Coordinators: 3, Groups: []string{group},
+				CoordinatorProcess: true, GatewayProcesses: true, Binaries: binaries, Timing: haTiming(),
+				CoordinatorConfig: func(i int, cfg *coordinator.Config) {
+					cfg.Broker.ClientID = clientID(i)
+				},
+			})
+			prod := c.StartProducer(t, 10*time.Second)
+			a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
+			b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
+			c.WaitSettled(t, group, 2)
+			c.WaitFlowing(t, group, int(partitions)/2)
+
+			lead := leaderAmong(t, c)
+			since := harness.Now()
+			m := c.LaunchMembers(t, harness.MemberOptions{Name: "c", Group: group})[0]
+			harness.Eventually(t, harness.Wait, "the handoff to c begun", func() (bool, string) {
+				s := c.Log.Snapshot()
+				for _, r := range s.Revokes {
+					if r.At >= since && (r.Member == a.MemberID() || r.Member == b.MemberID()) {
+						return true, ""
+					}
+				}
+				return false, "no revoke yet"
+			})
+			at := harness.Now()
+			failReplica(t, lead, pause)
+			c.DropSync()
+			next := leaderAmong(t, c, lead)
+			moved := len(harness.GrantsTo(c.Log.Snapshot(), m.MemberID(), since))
+			t.Logf("%s failed %s into the handoff (%d partitions granted to c by then), %s took over after %s",
+				lead.Name, time.Duration(at-since).Round(time.Millisecond), moved, next.Name, harness.Since(at).Round(time.Millisecond))
+			own := c.WaitSettled(t, group, 3)
+			t.Logf("settled after %s: c holds %d", harness.Since(at).Round(time.Millisecond), len(own[m.MemberID()]))
+			c.WaitFlowing(t, group, int(partitions)/2)
+			bringBack(t, c, lead, pause)
+			s := c.Finish(t, prod, group)
+			t.Logf("coordinator calls in flight at once, at most: %s", mostInFlight(s.Calls))
+			noOverloaded(t, s)
+			no503(t, s, at)
+		})
+	}
+}
