@@ -105,6 +105,34 @@ func TestCloseLeavesAfterServing(t *testing.T) {
 	}
 }
 
+// TestLeaveMovesOnFromAFrozenLeader: the leader holds the gateway's
+// leave without answering (frozen: SIGSTOP, its socket open); the
+// attempt is given up after leaveAttemptMax, the standby's not_leader
+// names the leader again, and the next attempt, answered, lands — within
+// shutdown_timeout. Before, the first attempt held the whole
+// shutdown_timeout, the gateway never left, and every handoff waited
+// gateway_timeout for it (e2e/ha TestLeaderFailsDuringARollingGatewayRestart:
+// the gateway was still running 10 s after its SIGTERM).
+func TestLeaveMovesOnFromAFrozenLeader(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{edit: func(c *Config) {
+		srv, _ := coordinatorstest.Standby(t, c.CoordinatorURL, true)
+		c.CoordinatorURL += "," + srv.URL
+		c.ShutdownTimeout = 3 * leaveAttemptMax
+	}})
+	h.waitReady()
+	h.sync.mu.Lock()
+	h.sync.freezeLeaves = 1
+	h.sync.mu.Unlock()
+	start := time.Now()
+	if err := h.gw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.sync.leaveLog(); len(got) != 1 || got[0] != "gw-test" {
+		t.Fatalf("leaves answered %q after %s, want [gw-test]", got, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("left after %s", time.Since(start).Round(time.Millisecond))
+}
+
 // TestServeWhenCoordinatorLost: under the coordinator's silent_gateways:
 // serve the gateway keeps serving unexpired capabilities past its
 // sync_timeout with no coordinator answering (never out_of_sync), and

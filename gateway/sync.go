@@ -284,37 +284,63 @@ func refusal(base string, resp *http.Response, body io.Reader) error {
 // leave tells the coordinator this gateway is gone (POST /v1/sync/leave),
 // once it stopped serving and syncing: handoffs stop waiting for it at
 // once instead of gateway_timeout. It follows not_leader like a poll and
-// tries each coordinator URL at most twice within timeout; failing that
-// the coordinator counts the gateway safe after gateway_timeout, as for
-// a crash.
+// tries again until one answers or timeout ends: each attempt at most
+// leaveAttemptMax (a frozen replica, its socket open, held the first
+// attempt for the whole shutdown_timeout), and after every URL failed in
+// a row a pause (100 ms doubling to 1 s: while a takeover is under way
+// the standbys still name the dead leader, and six attempts in a row
+// were spent in milliseconds); it gives up after a round in which no
+// replica answered at all. A leave is idempotent, so an attempt
+// given up on a slow leader costs nothing. Failing that the coordinator
+// counts the gateway safe after gateway_timeout, as for a crash.
 func (g *Gateway) leave(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	id := g.sync
 	q := url.Values{"gateway": {id.id}, "instance": {id.instance}}
-	var err error
-	for range 2 * len(g.coordinators.URLs()) {
+	pause, answered := 100*time.Millisecond, false
+	for attempt := 1; ; attempt++ {
 		base := g.coordinators.Current()
-		var resp *http.Response
-		if resp, err = g.syncCall(ctx, http.MethodPost, base+"/v1/sync/leave?"+q.Encode()); err == nil {
-			if resp.StatusCode == http.StatusOK {
-				resp.Body.Close()
-				return nil
-			}
-			err = refusal(base, resp, resp.Body)
-			resp.Body.Close()
+		err := g.leaveAt(ctx, base+"/v1/sync/leave?"+q.Encode(), base)
+		if err == nil {
+			return nil
 		}
 		if ctx.Err() != nil {
-			break
+			return err
 		}
 		var nl *notLeaderError
 		if errors.As(err, &nl) {
 			g.coordinators.NotLeader(base, nl.leader)
+			answered = true
 		} else {
 			g.coordinators.Failed(base)
 		}
+		if attempt%len(g.coordinators.URLs()) == 0 {
+			if !answered {
+				return err // no replica answered at all: none is taking over
+			}
+			sleep(ctx, pause)
+			pause, answered = min(2*pause, time.Second), false
+		}
 	}
-	return err
+}
+
+// leaveAttemptMax bounds one attempt of leave.
+const leaveAttemptMax = 2 * time.Second
+
+// leaveAt sends one leave to u (base's), within leaveAttemptMax.
+func (g *Gateway) leaveAt(ctx context.Context, u, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, leaveAttemptMax)
+	defer cancel()
+	resp, err := g.syncCall(ctx, http.MethodPost, u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	return refusal(base, resp, resp.Body)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

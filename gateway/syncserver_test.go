@@ -32,6 +32,9 @@ type syncServer struct {
 	onPoll   func(after uint64)
 	leaves   []string             // gateway of every POST /v1/sync/leave
 	onLeave  func(gateway string) // runs before a leave is answered
+	// freezeLeaves: the next that many leaves are held unanswered until
+	// their client gives up (a frozen leader), and not recorded.
+	freezeLeaves int
 }
 
 func newSyncServer(t testing.TB, keys []api.JWK) *syncServer {
@@ -47,8 +50,15 @@ func newSyncServer(t testing.TB, keys []api.JWK) *syncServer {
 func (s *syncServer) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/v1/sync/leave" && r.Method == http.MethodPost && r.Header.Get("Authorization") == "Bearer "+s.token {
 		s.mu.Lock()
-		hook := s.onLeave
+		hook, freeze := s.onLeave, s.freezeLeaves > 0
+		if freeze {
+			s.freezeLeaves--
+		}
 		s.mu.Unlock()
+		if freeze {
+			<-r.Context().Done()
+			return
+		}
 		if hook != nil {
 			hook(r.URL.Query().Get("gateway"))
 		}
