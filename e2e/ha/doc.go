@@ -29,6 +29,10 @@
 //     reach the new leader: the refused commits go again one partition
 //     each, 8 at a time — no storm of connections, no 503 overloaded
 //     (commitstorm_test.go);
+//   - the leader killed -9 or paused as the first of ~400 moves of a
+//     large handoff is revoked (largehandoff_test.go), and while each
+//     gateway of a rolling restart shuts down and a member joins
+//     (rollinggateways_test.go);
 //   - the Kafka leaders of the state log, its snapshots and the data
 //     topic moved, the transaction coordinators moved, and the broker
 //     leading the state log removed, during handoffs (kafka_test.go).

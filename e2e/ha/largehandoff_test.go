@@ -39,22 +39,9 @@ func TestLeaderFailsDuringALargeHandoff(t *testing.T) {
 			c.WaitSettled(t, group, 2)
 			c.WaitFlowing(t, group, int(partitions)/2)
 
-			lead := leaderAmong(t, c)
 			since := harness.Now()
 			m := c.LaunchMembers(t, harness.MemberOptions{Name: "c", Group: group})[0]
-			harness.Eventually(t, harness.Wait, "the handoff to c begun", func() (bool, string) {
-				s := c.Log.Snapshot()
-				for _, r := range s.Revokes {
-					if r.At >= since && (r.Member == a.MemberID() || r.Member == b.MemberID()) {
-						return true, ""
-					}
-				}
-				return false, "no revoke yet"
-			})
-			at := harness.Now()
-			failReplica(t, lead, pause)
-			c.DropSync()
-			next := leaderAmong(t, c, lead)
+			lead, next, at := failAtFirstRevoke(t, c, since, pause, a, b)
 			moved := len(harness.GrantsTo(c.Log.Snapshot(), m.MemberID(), since))
 			t.Logf("%s failed %s into the handoff (%d partitions granted to c by then), %s took over after %s",
 				lead.Name, time.Duration(at-since).Round(time.Millisecond), moved, next.Name, harness.Since(at).Round(time.Millisecond))
@@ -68,4 +55,26 @@ func TestLeaderFailsDuringALargeHandoff(t *testing.T) {
 			no503(t, s, at)
 		})
 	}
+}
+
+// failAtFirstRevoke kills -9 (or pauses) the leading replica as soon as
+// one of members was told to revoke a partition since since, and
+// returns it, the replica that took over and when it failed.
+func failAtFirstRevoke(t *testing.T, c *harness.Cluster, since harness.Time, pause bool, members ...*harness.Member) (failed, next *harness.Coordinator, at harness.Time) {
+	t.Helper()
+	failed = leaderAmong(t, c)
+	harness.Eventually(t, harness.Wait, "a handoff begun", func() (bool, string) {
+		for _, r := range c.Log.Snapshot().Revokes {
+			for _, m := range members {
+				if r.At >= since && r.Member == m.MemberID() {
+					return true, ""
+				}
+			}
+		}
+		return false, "no revoke yet"
+	})
+	at = harness.Now()
+	failReplica(t, failed, pause)
+	c.DropSync()
+	return failed, leaderAmong(t, c, failed), at
 }

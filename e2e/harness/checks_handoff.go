@@ -47,8 +47,9 @@ func previousHolding(grants []Grant, g Grant) (Grant, bool) {
 // holding was epoch e (held by A) comes only after
 //   - every gateway the coordinator knew was safe for the fence: it had
 //     acknowledged (to the coordinator) an answer carrying a fence > e, or
-//     it had been silent for gateway_timeout, or A's capability had
-//     expired (exp + leeway + max_clock_skew); and
+//     it had been silent for gateway_timeout, or it had left (a leave
+//     sent after its last poll heard: it stopped serving first), or A's
+//     capability had expired (exp + leeway + max_clock_skew); and
 //   - A released the partition (a release commit at epoch e that was
 //     accepted, or whose answer never came), left, died (silent for
 //     session_timeout), or handoff_timeout passed since the revoke
@@ -114,12 +115,28 @@ func unsafeGateway(s Snapshot, p Params, gw string, acked []fenceAck, prev, g Gr
 	if g.At.Sub(last) > p.GatewayTimeout {
 		return "" // silent: it refused everything itself meanwhile
 	}
+	if leftSince(s, gw, last, g.At) {
+		return "" // it stopped serving, then said so
+	}
 	if expires := holdingExpires(s.Grants, prev); expires != 0 && g.At > expires.Add(p.Leeway+p.MaxClockSkew) {
 		return ""
 	}
 	fence, _ := ackedFence(acked, g.At)
 	return fmt.Sprintf("gateway %s had acknowledged only fence %d, was heard from at %s, and the old capability lasts until %s",
 		gw, fence, last, holdingExpires(s.Grants, prev))
+}
+
+// leftSince reports whether gateway gw sent a leave (it had stopped
+// serving) after its last poll the coordinator heard, last, and before
+// t: a gateway that polls again after its leave is a new one, which
+// must acknowledge the fence itself.
+func leftSince(s Snapshot, gw string, last, t Time) bool {
+	for _, l := range s.GatewayLeaves {
+		if l.Gateway == gw && l.Sent >= last && l.Sent < t {
+			return true
+		}
+	}
+	return false
 }
 
 // holdingExpires is the latest expiry granted or renewed to prev's

@@ -42,8 +42,10 @@
 //     round-tripper inside RunConsumer, printed as JSON by the consumer
 //     program (cmd/consumer) so a killed process loses nothing it printed;
 //   - the SyncTap: every sync answer (seq, fences) and poll (after = ack)
-//     per gateway — a passive proxy, not a gateway, so no handoff waits for
-//     it; it can hold answers or acks to stop a handoff at a chosen step;
+//     per gateway, and each gateway's leave (POST /v1/sync/leave, sent once
+//     it stopped serving) — a passive proxy, not a gateway, so no handoff
+//     waits for it; it can hold answers or acks to stop a handoff at a
+//     chosen step;
 //   - an observer polling the admin API (partition epochs, states, owners,
 //     committed offsets; gateways' acked seqs);
 //   - the producer's acknowledged records, and the faults the test injected.

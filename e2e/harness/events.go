@@ -166,6 +166,15 @@ type SyncPoll struct {
 	NotLeader bool
 }
 
+// GatewayLeave is a gateway's POST /v1/sync/leave as its SyncTap
+// forwarded it: the gateway sends it after it stopped serving (a clean
+// shutdown), so from Sent on it admits nothing; the coordinator then
+// waits for it no more (DESIGN §4).
+type GatewayLeave struct {
+	Gateway string
+	Sent    Time
+}
+
 // PartitionState is the coordinator's view of a partition at one moment
 // (GET /v1/admin/groups/{g}). Committed is −1 when nothing is committed.
 type PartitionState struct {
@@ -209,6 +218,7 @@ type Snapshot struct {
 	Produced       []Produced
 	SyncAnswers    []SyncAnswer
 	SyncPolls      []SyncPoll
+	GatewayLeaves  []GatewayLeave
 	Partitions     []PartitionState
 	GatewayStates  []GatewayState
 	Faults         []Fault
@@ -248,6 +258,11 @@ func (l *Log) AddSyncAnswer(a SyncAnswer) {
 // AddSyncPoll records a gateway's poll.
 func (l *Log) AddSyncPoll(p SyncPoll) {
 	l.add(func(s *Snapshot) { s.SyncPolls = append(s.SyncPolls, p) })
+}
+
+// AddGatewayLeave records a gateway's leave.
+func (l *Log) AddGatewayLeave(g GatewayLeave) {
+	l.add(func(s *Snapshot) { s.GatewayLeaves = append(s.GatewayLeaves, g) })
 }
 
 // MarkNotLeader records that the replica the poll p (recorded when it
@@ -291,7 +306,7 @@ func (l *Log) Snapshot() Snapshot {
 		Fetches: slices.Clone(l.s.Fetches), Grants: slices.Clone(l.s.Grants), Revokes: slices.Clone(l.s.Revokes),
 		Calls: slices.Clone(l.s.Calls), Commits: slices.Clone(l.s.Commits), ClientFetches: slices.Clone(l.s.ClientFetches),
 		Deliveries: slices.Clone(l.s.Deliveries), Produced: slices.Clone(l.s.Produced),
-		SyncAnswers: slices.Clone(l.s.SyncAnswers), SyncPolls: slices.Clone(l.s.SyncPolls),
+		SyncAnswers: slices.Clone(l.s.SyncAnswers), SyncPolls: slices.Clone(l.s.SyncPolls), GatewayLeaves: slices.Clone(l.s.GatewayLeaves),
 		Partitions: slices.Clone(l.s.Partitions), GatewayStates: slices.Clone(l.s.GatewayStates),
 		Faults: slices.Clone(l.s.Faults), DroppedEntries: l.s.DroppedEntries,
 	}
@@ -312,6 +327,7 @@ func (s *Snapshot) Sort() {
 	slices.SortStableFunc(s.Produced, func(a, b Produced) int { return cmp.Compare(a.At, b.At) })
 	slices.SortStableFunc(s.SyncAnswers, func(a, b SyncAnswer) int { return cmp.Compare(a.At, b.At) })
 	slices.SortStableFunc(s.SyncPolls, func(a, b SyncPoll) int { return cmp.Compare(a.Arrived, b.Arrived) })
+	slices.SortStableFunc(s.GatewayLeaves, func(a, b GatewayLeave) int { return cmp.Compare(a.Sent, b.Sent) })
 	slices.SortStableFunc(s.Partitions, func(a, b PartitionState) int { return cmp.Compare(a.At, b.At) })
 	slices.SortStableFunc(s.GatewayStates, func(a, b GatewayState) int { return cmp.Compare(a.At, b.At) })
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })

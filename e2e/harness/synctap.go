@@ -141,6 +141,9 @@ func (t *SyncTap) wait(ctx context.Context, e *holdEpisode) bool {
 
 // ServeHTTP forwards one request, recording sync traffic.
 func (t *SyncTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/sync/leave" {
+		t.log.AddGatewayLeave(GatewayLeave{Gateway: r.URL.Query().Get("gateway"), Sent: Now()})
+	}
 	if r.URL.Path != "/v1/sync" {
 		t.forwardPlain(w, r)
 		return
