@@ -32,7 +32,9 @@
 //   - the leader killed -9 or paused as the first of ~400 moves of a
 //     large handoff is revoked (largehandoff_test.go), and while each
 //     gateway of a rolling restart shuts down and a member joins
-//     (rollinggateways_test.go);
+//     (rollinggateways_test.go), and as a topic matching the members'
+//     pattern subscription is created and its first partition granted
+//     (rematch_test.go);
 //   - the Kafka leaders of the state log, its snapshots and the data
 //     topic moved, the transaction coordinators moved, and the broker
 //     leading the state log removed, during handoffs (kafka_test.go).

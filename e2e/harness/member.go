@@ -43,8 +43,12 @@ type MemberOptions struct {
 	// (default: the cluster's first).
 	FirstReplica *Coordinator
 	// Credential is the client credential the consumer joins with
-	// (default: one the cluster mints for Group, ClientCredential).
+	// (default: one the cluster mints for Group, ClientCredential; a
+	// TopicPattern needs one for any topic, "*").
 	Credential string
+	// TopicPattern subscribes by pattern instead of the cluster's topic
+	// (in-process members only).
+	TopicPattern string
 }
 
 // ConsumerConfig is the configuration a consumer with opts runs with.
@@ -59,6 +63,9 @@ func (c *Cluster) ConsumerConfig(t testing.TB, opts MemberOptions) ConsumerConfi
 		cc.Gateways = opts.Gateways
 	}
 	cc.ClientID, cc.InstanceID = "harness", opts.InstanceID
+	if opts.TopicPattern != "" {
+		cc.Topics, cc.TopicPattern = nil, opts.TopicPattern
+	}
 	if len(c.Replicas) > 1 {
 		// Every replica, the first (or FirstReplica) first: the SDK
 		// follows not_leader.
@@ -247,6 +254,9 @@ func (c *Cluster) StartConsumerProcess(t testing.TB, opts MemberOptions) *Consum
 	t.Helper()
 	if c.opts.Binaries.Consumer == "" {
 		t.Fatal("harness: consumer processes need Options.Binaries (harness.Build)")
+	}
+	if opts.TopicPattern != "" {
+		t.Fatal("harness: a consumer process subscribes to the cluster's topic only")
 	}
 	cfg := c.ConsumerConfig(t, opts)
 	cc := cfg.Client
