@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,4 +227,52 @@ func waitGone(t testing.TB, c *harness.Cluster, group, id, what string) {
 		}
 		return true, ""
 	})
+}
+
+// noOverloaded fails t for each coordinator call of a member answered
+// 503 overloaded: its address held every connection the coordinator
+// allows one (max_connections_per_address), and every client of that
+// address was refused.
+func noOverloaded(t *testing.T, s harness.Snapshot) {
+	t.Helper()
+	overloaded := 0
+	for _, call := range s.Calls {
+		if call.Code == "overloaded" {
+			if overloaded++; overloaded <= 3 {
+				t.Errorf("%s's %s at %s answered %d overloaded", call.Consumer, call.Op, call.Sent, call.Status)
+			}
+		}
+	}
+	if overloaded > 0 {
+		t.Errorf("%d coordinator calls of the members answered 503 overloaded", overloaded)
+	}
+}
+
+// scrapeMetric reads one unlabelled metric from replica co's /metrics
+// (a standby serves its replica metrics too).
+func scrapeMetric(ctx context.Context, c *harness.Cluster, co *harness.Coordinator, name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, co.URL+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.HTTP().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	switch {
+	case err != nil:
+		return 0, err
+	case resp.StatusCode != http.StatusOK:
+		return 0, fmt.Errorf("%s /metrics: %d", co.Name, resp.StatusCode)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s", co.Name, name)
 }

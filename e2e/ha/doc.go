@@ -24,11 +24,6 @@
 //     byte) while a handoff runs and the leader is killed in it; one
 //     killed holding fences it applied but had not acknowledged, the
 //     leader killed too, the gateway restarted (gatewaycut_test.go);
-//   - the leader paused while a member of 2,000 partitions commits in
-//     the background, its capabilities expiring before the commits
-//     reach the new leader: the refused commits go again one partition
-//     each, 8 at a time — no storm of connections, no 503 overloaded
-//     (commitstorm_test.go);
 //   - the leader killed -9 or paused as the first of ~400 moves of a
 //     large handoff is revoked (largehandoff_test.go), and while each
 //     gateway of a rolling restart shuts down and a member joins
