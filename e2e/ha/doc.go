@@ -29,7 +29,10 @@
 //     gateway of a rolling restart shuts down and a member joins
 //     (rollinggateways_test.go), and as a topic matching the members'
 //     pattern subscription is created and its first partition granted
-//     (rematch_test.go);
+//     (rematch_test.go) — these three count fetches answered 503 rather
+//     than refuse them (log503): run with the whole package on a loaded
+//     2-core machine, a takeover outlasted the gateways' sync_timeout
+//     and they refused out_of_sync, rightly;
 //   - the Kafka leaders of the state log, its snapshots and the data
 //     topic moved, the transaction coordinators moved, and the broker
 //     leading the state log removed, during handoffs (kafka_test.go).
