@@ -108,7 +108,8 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 }
 
 // countPatternMatches sets each pattern member's topic_pattern_matches
-// as its join's answer was (patternMatches: the last metadata read). A
+// as its join's answer was (patternMatches: the machine's topics, through
+// the joins' cache of matches). A
 // member whose pattern matches nothing holds no partition and its group
 // read Stable with 0 partitions, nothing saying why (newuser5 #19).
 func (c *Coordinator) countPatternMatches(members []MemberView) {

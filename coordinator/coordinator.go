@@ -100,6 +100,7 @@ type Coordinator struct {
 	attenuates        *keyedLimiter // per chain root
 	tenantReads       tenantReads   // tenant group reads in progress, per tenant (tenant_groups.go)
 	share             *loopShare    // each tenant's member requests in the loop's queue (tenantshare.go)
+	patterns          *patternCache // join patterns matched outside the loop (patterns.go)
 	authFailures      *authFailures // per client address (auth.go)
 	proxies           clientaddr.Proxies
 	revocations       *revocations
@@ -240,6 +241,7 @@ func (c *Coordinator) open(o options) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.share = newLoopShare(c.cfg, machine.MemberTenants())
+	c.patterns = newPatternCache(machine.TopicNames())
 	c.known = make(map[string]int32)
 	for _, t := range restored.Snapshot.Topics {
 		c.known[t.Topic] = t.Partitions

@@ -35,7 +35,11 @@ package coordinator
 // up to 5 s, until that bucket is out of debt first, else 429 naming
 // coordinator.tenant_member_rate (tenantshare.go awaitDebt); grants past
 // what the rate pays (at most tenant_member_burst ahead) come in the
-// member's heartbeats instead (paceMints).
+// member's heartbeats instead (paceMints). A topic_pattern is matched
+// against every topic here, in the join's goroutine, not in the loop
+// (patterns.go: one at a time per tenant, its others waiting among its
+// tenant_loop_waiters up to 5 s, else 429; the work owed to its
+// tenant_member_rate); the loop matches only the topics changed since.
 //
 // A new member's id is its client_id (or "member") cut to 238 characters,
 // "-" and 16 random hex digits: at most 255 characters, a name whatever
@@ -161,9 +165,26 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 	if !ok {
 		return
 	}
-	weight := len(req.Topics)
+	var matched *group.PatternMatch // the pattern matched here, not in the loop (patterns.go)
 	if req.TopicPattern != "" {
-		weight = c.cfg.Groups.Limits.TopicsPerMember // may match any number: persist alone
+		matcher := payer
+		if matcher == "" {
+			matcher = tenant(credential) // a renewal's
+		}
+		if matched, ok = c.matchPattern(ctx, matcher, req.TopicPattern); !ok {
+			return
+		}
+	}
+	weight := len(req.Topics)
+	switch {
+	case matched != nil:
+		// What it matched a moment ago (topics created since are few):
+		// a pattern join batches with others as a list of those topics
+		// would, instead of a persist of its own each — under load, each
+		// a flush every other tenant's requests waited for.
+		weight = min(max(matched.Count(), 1), c.cfg.Groups.Limits.TopicsPerMember)
+	case req.TopicPattern != "":
+		weight = c.cfg.Groups.Limits.TopicsPerMember // refused by the machine: alone
 	}
 	renewFrom := c.renewFrom(ctx, credential, req)
 	msg, err := c.callWeighted(weight, func(ref group.Ref) group.Event {
@@ -174,7 +195,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 			SessionTimeout: msDuration(req.SessionTimeoutMs), Assignor: req.Assignor,
 			Credential:    group.Credential{ID: credential.ID, Issuer: credential.Issuer, Subject: credential.Subject},
 			ByMemberToken: byMember, Renew: req.RenewToken != "", RenewFrom: renewFrom, Tenant: tenant(credential), JoinKey: joinKey,
-			Arrived: arrived, Concurrent: c.joining.count(groupName),
+			Arrived: arrived, Concurrent: c.joining.count(groupName), Matched: matched,
 		}
 	})
 	reply, ok := msg.(group.JoinReply)
@@ -182,7 +203,7 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	c.answerJoin(ctx, reply, memberTTL, reply.Created, joinTenant(credential, byMember), payer, c.patternMatches(req.TopicPattern))
+	c.answerJoin(ctx, reply, memberTTL, reply.Created, joinTenant(credential, byMember), payer, c.matchCount(matched))
 }
 
 // joinsInFlight counts the joins of each group on their way to the

@@ -80,9 +80,10 @@ const loopShareWait = 5 * time.Second
 // tenantPlaces is one tenant's places in the loop's queue: a send on
 // places takes one, a receive gives it back.
 type tenantPlaces struct {
-	places  chan struct{}
-	users   int // requests holding or waiting for a place
-	waiting int
+	places   chan struct{}
+	matching chan struct{} // its one topic pattern matched at a time (patterns.go)
+	users    int           // requests holding or waiting for a place
+	waiting  int
 }
 
 func newLoopShare(cfg Config, index *group.MemberTenants) *loopShare {
@@ -133,39 +134,47 @@ func (s *loopShare) take(ctx *fasthttp.RequestCtx, tenant string, done <-chan st
 		s.leave(tenant, t)
 		return nil, false
 	}
-	select {
-	case t.places <- struct{}{}:
-		return s.releaser(tenant, t), true
-	default:
-	}
-	if !s.startWaiting(ctx, t) {
-		s.leave(tenant, t)
-		return nil, false
-	}
-	timer := time.NewTimer(time.Duration(s.wait.Load()))
-	defer timer.Stop()
-	var outcome error
-	select {
-	case t.places <- struct{}{}:
-	case <-timer.C:
-		outcome = errLoopShareWait
-	case <-done:
-		outcome = errUnavailable
-	}
-	s.stopWaiting(t)
-	switch outcome {
+	switch s.waitTurn(ctx, t, t.places, done) {
 	case nil:
-		return s.releaser(tenant, t), true
+		return s.releaser(tenant, t, t.places), true
 	case errLoopShareWait:
 		s.leave(tenant, t)
 		s.refused.WithLabelValues("wait").Inc()
 		writeLoopShareRefusal(ctx, fmt.Sprintf("this member's tenant's requests waited %s for the coordinator's loop (%d at once: coordinator.tenant_loop_share); retry later",
 			time.Duration(s.wait.Load()), s.queued), "coordinator.tenant_loop_share", s.queued, time.Second)
-		return nil, false
+	case errUnavailable:
+		s.leave(tenant, t)
+		writeMachineError(ctx, nil, errUnavailable)
+	default: // answered: tenant_loop_waiters
+		s.leave(tenant, t)
 	}
-	s.leave(tenant, t)
-	writeMachineError(ctx, nil, errUnavailable)
 	return nil, false
+}
+
+// waitTurn takes one of slot (a send), at once or waiting for it among
+// t's waiters at most loopShareWait: nil once taken; errLoopShareWait,
+// errUnavailable (the loop stopped), or errWaitersFull when
+// tenant_loop_waiters were waiting already (answered 429).
+func (s *loopShare) waitTurn(ctx *fasthttp.RequestCtx, t *tenantPlaces, slot chan struct{}, done <-chan struct{}) error {
+	select {
+	case slot <- struct{}{}:
+		return nil
+	default:
+	}
+	if !s.startWaiting(ctx, t) {
+		return errWaitersFull
+	}
+	defer s.stopWaiting(t)
+	timer := time.NewTimer(time.Duration(s.wait.Load()))
+	defer timer.Stop()
+	select {
+	case slot <- struct{}{}:
+		return nil
+	case <-timer.C:
+		return errLoopShareWait
+	case <-done:
+		return errUnavailable
+	}
 }
 
 // admitRate takes a token of tenant's rate, waiting for it (counted
@@ -231,14 +240,18 @@ func (s *loopShare) stopWaiting(t *tenantPlaces) {
 	s.mu.Unlock()
 }
 
-var errLoopShareWait = errors.New("coordinator: waited too long for the tenant's loop share")
+var (
+	errLoopShareWait = errors.New("coordinator: waited too long for the tenant's loop share")
+	errWaitersFull   = errors.New("coordinator: the tenant's loop waiters are full")
+)
 
-// releaser gives t's place back once, however often it is called.
-func (s *loopShare) releaser(tenant string, t *tenantPlaces) func() {
+// releaser gives t's place in slot back once, however often it is
+// called.
+func (s *loopShare) releaser(tenant string, t *tenantPlaces, slot chan struct{}) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			<-t.places
+			<-slot
 			s.leave(tenant, t)
 		})
 	}
@@ -251,7 +264,7 @@ func (s *loopShare) enter(tenant string) *tenantPlaces {
 	defer s.mu.Unlock()
 	t := s.tenants[tenant]
 	if t == nil {
-		t = &tenantPlaces{places: make(chan struct{}, s.queued)}
+		t = &tenantPlaces{places: make(chan struct{}, s.queued), matching: make(chan struct{}, 1)}
 		s.tenants[tenant] = t
 	}
 	t.users++

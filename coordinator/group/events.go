@@ -91,6 +91,11 @@ type Join struct {
 	// empty group's join window waits for them, up to
 	// initial_assign_delay_max (window.go).
 	Concurrent int
+	// Matched is TopicPattern matched outside the loop against the
+	// machine's TopicNames (MatchTopics), nil for none: the machine then
+	// matches only the topics changed since (topicnames.go), else every
+	// topic it knows.
+	Matched *PatternMatch
 }
 
 // Credential identifies what opened a member: a capgate client credential

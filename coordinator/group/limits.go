@@ -367,7 +367,7 @@ func (m *Machine) admitResubscribe(e Join, mem *member, sub subscription) bool {
 
 // partitionsAdded estimates the partitions' bytes a join of sub adds to g
 // (nil: a new group): those of the known topics it names or its pattern
-// matches that no member of g subscribes to yet.
+// matches (sub.matches, matchesOf) that no member of g subscribes to yet.
 func (m *Machine) partitionsAdded(g *group, sub subscription) int64 {
 	var n int64
 	add := func(t string) {
@@ -375,16 +375,12 @@ func (m *Machine) partitionsAdded(g *group, sub subscription) int64 {
 			n += int64(m.topics[t])
 		}
 	}
-	if sub.pattern == nil {
-		for _, t := range sub.topics {
-			add(t)
-		}
-	} else {
-		for t := range m.topics {
-			if sub.pattern.MatchString(t) {
-				add(t)
-			}
-		}
+	topics := sub.topics
+	if sub.pattern != nil {
+		topics = sub.matches // matchesOf
+	}
+	for _, t := range topics {
+		add(t)
 	}
 	return n * partitionBytes
 }

@@ -33,10 +33,13 @@ type Machine struct {
 	// names: every key of groups, sorted — a tenant's group listing is
 	// binary searches into it (GroupsMatching); sorting the keys at each
 	// listing was 12 ms of the loop at 10,000 groups (redteam14 #3).
-	names    []string
-	topics   map[string]int32
-	gateways map[string]*gateway
-	log      syncLog
+	names  []string
+	topics map[string]int32
+	// topicNames: the keys of topics at a version, read by the shell
+	// outside the loop to match join patterns (topicnames.go).
+	topicNames *TopicNames
+	gateways   map[string]*gateway
+	log        syncLog
 	// revocations holds the denied ids and revoked members (their fences
 	// are the partitions' epochs), under the one expiry rule.
 	revocations *revocation.Set
@@ -142,6 +145,7 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		tenantGroups:   make(map[string]map[*group]int),
 		heldHeartbeats: make(map[string]int),
 		memberTenants:  newMemberTenants(),
+		topicNames:     newTopicNames(),
 		qos:            make(map[string]api.QoSOverride),
 		persistIdx:     make(map[recordKey]int),
 		timers:         newTimerHeap(),

@@ -23,6 +23,10 @@ type subscription struct {
 	// runs on every charge and invariant check, and parsing the pattern
 	// again each time was ~3% of a simulation run.
 	patternCost int
+	// matches: the topics the pattern matches among the machine's now,
+	// sorted, once matched is set (matchesOf, topicnames.go).
+	matches []string
+	matched bool
 }
 
 // CompileTopicPattern compiles a join's topic_pattern as it is matched:
@@ -91,6 +95,7 @@ func (m *Machine) join(e Join) {
 		m.reject(e.Ref, api.CodeConflict, "join: instance_id %q belongs to a member of another credential", e.InstanceID)
 		return
 	}
+	m.matchesOf(&sub, e.Matched)
 	if !m.admitJoin(e, sub, old) {
 		return
 	}
@@ -198,8 +203,11 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed 
 		m.reject(e.Ref, api.CodeBadRequest, "join: a renewal (renew_token) keeps the member's subscription and takes a client credential; rejoin without renew_token to change it")
 		return
 	}
-	if !sub.equal(mem) && !m.admitResubscribe(e, mem, sub) {
-		return
+	if !sub.equal(mem) {
+		m.matchesOf(&sub, e.Matched)
+		if !m.admitResubscribe(e, mem, sub) {
+			return
+		}
 	}
 	if !m.adoptAssignor(mem.group, e) {
 		return
@@ -208,7 +216,7 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed 
 	if !sub.equal(mem) {
 		m.unresolve(mem)
 		mem.topics, mem.pattern, mem.patternText, mem.patternCost = sub.topics, sub.pattern, sub.patternText, sub.patternCost
-		m.resolve(mem)
+		m.resolve(mem, sub.matches)
 		m.queueReassign(mem.group)
 	}
 	mem.sessionTimeout = timeout
@@ -318,12 +326,13 @@ func (m *Machine) addMember(g *group, e Join, sub subscription, timeout time.Dur
 		sessionTimeout: timeout,
 		held:           make(map[*partition]struct{}),
 	}
-	m.installMember(mem)
+	m.installMember(mem, sub.matches)
 	return mem
 }
 
-// installMember adds mem to its group (also used by Restore).
-func (m *Machine) installMember(mem *member) {
+// installMember adds mem to its group (also used by Restore); matches
+// are the topics its pattern matches now (matchesOf).
+func (m *Machine) installMember(mem *member, matches []string) {
 	g := mem.group
 	g.members[mem.id] = mem
 	if mem.instanceID != "" {
@@ -337,7 +346,7 @@ func (m *Machine) installMember(mem *member) {
 		m.tenantGroups[mem.credential.tenant()] = tg
 	}
 	tg[g]++
-	m.resolve(mem)
+	m.resolve(mem, matches)
 	m.contact(mem)
 	m.putRecord(recordKey{kind: keyMember, first: g.name, other: mem.id}, mem.record())
 }
@@ -443,20 +452,16 @@ func (m *Machine) memberIDFree(g *group, id string) bool {
 	return !g.isMember(id) && !revoked
 }
 
-// resolve computes the topics mem may be assigned and counts them in the
-// group.
-func (m *Machine) resolve(mem *member) {
+// resolve computes the topics mem may be assigned — its topics, or
+// matches, those its pattern matches now (matchesOf) — and counts them
+// in the group.
+func (m *Machine) resolve(mem *member, matches []string) {
 	mem.resolved = make(map[string]bool)
 	if mem.pattern == nil {
-		for _, t := range mem.topics {
-			mem.resolved[t] = true
-		}
-	} else {
-		for t := range m.topics {
-			if mem.pattern.MatchString(t) {
-				mem.resolved[t] = true
-			}
-		}
+		matches = mem.topics
+	}
+	for _, t := range matches {
+		mem.resolved[t] = true
 	}
 	for t := range mem.resolved {
 		mem.group.subscribed[t]++

@@ -29,6 +29,7 @@ func Restore(cfg Config, rng *rand.Rand, snap Snapshot, now time.Time) (*Machine
 	for _, t := range snap.Topics {
 		m.topics[t.Topic] = t.Partitions
 	}
+	m.topicNames.change(sortedKeys(m.topics), nil)
 	if err := m.restoreGroups(snap); err != nil {
 		return nil, fmt.Errorf("group: restore: %w", err)
 	}
@@ -56,16 +57,24 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		g.cfg = r.Config
 		m.setCreator(g, r.Creator, r.CreatorName)
 	}
+	matched := make(map[string][]string) // pattern text → its matches: members alike matched once
 	for _, r := range snap.Members {
 		sub, err := parseSubscription(r.Topics, r.TopicPattern)
 		if err != nil {
 			return fmt.Errorf("member %q of %q: %w", r.MemberID, r.Group, err)
 		}
+		if hits, ok := matched[sub.patternText]; ok && sub.pattern != nil {
+			sub.matches, sub.matched = hits, true
+		}
+		m.matchesOf(&sub, nil)
+		if sub.pattern != nil {
+			matched[sub.patternText] = sub.matches
+		}
 		m.installMember(&member{
 			group: m.group(r.Group), id: r.MemberID, instanceID: r.InstanceID, clientID: r.ClientID, credential: r.Credential,
 			topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText, patternCost: sub.patternCost,
 			sessionTimeout: r.SessionTimeout, held: make(map[*partition]struct{}),
-		})
+		}, sub.matches)
 	}
 	return nil
 }

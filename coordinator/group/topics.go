@@ -32,21 +32,31 @@ func (m *Machine) updateTopics(e Topics) {
 	if len(grown) == 0 && len(deleted) == 0 {
 		return
 	}
+	m.topicNames.change(added, deleted)
+	matched := make(map[string][]string) // pattern text → the added topics it matches
 	for _, name := range sortedKeys(m.groups) {
-		m.topicsChanged(m.groups[name], grown, added, deleted)
+		m.topicsChanged(m.groups[name], grown, added, deleted, matched)
 	}
 }
 
 // topicsChanged re-resolves pattern members of g and queues g for
-// reassignment if any change concerns it.
-func (m *Machine) topicsChanged(g *group, grown, added, deleted []string) {
+// reassignment if any change concerns it. matched keeps, per pattern
+// text, the added topics it matches, so the members of every group with
+// one pattern (the common case: a fleet subscribed alike) match the
+// added topics once.
+func (m *Machine) topicsChanged(g *group, grown, added, deleted []string, matched map[string][]string) {
 	affected := false
 	for _, mem := range g.members {
 		if mem.pattern == nil {
 			continue
 		}
-		for _, t := range added {
-			if !mem.resolved[t] && mem.pattern.MatchString(t) {
+		hits, ok := matched[mem.patternText]
+		if !ok {
+			hits, _ = matchNames(mem.pattern, max(mem.patternCost, 1), added)
+			matched[mem.patternText] = hits
+		}
+		for _, t := range hits {
+			if !mem.resolved[t] {
 				mem.resolved[t] = true
 				g.subscribed[t]++
 			}

@@ -109,6 +109,11 @@ type coordinator struct {
 	// revocations is the shell's own revocation view (coordinator/denied.go):
 	// filled from the store at start and from every persisted Ready.
 	revocations *revocation.Set
+	// topicNames is the machine's topic names, which a join's pattern is
+	// matched against when the request arrives, as the coordinator's
+	// handler does (coordinator/patterns.go): the machine brings the
+	// match up to date with the topics changed before it steps the join.
+	topicNames *group.TopicNames
 }
 
 // errCrash is the store failing because the process died under it.
@@ -181,6 +186,7 @@ func (c *coordinator) serve(st *store.LogStore, snap *store.Snapshot) {
 		c.w.tracef("%s serves", c.w.nodeName(c.node))
 	}
 	c.inc++
+	c.topicNames = m.TopicNames()
 	c.d = driver.New(m, simStore{c: c, log: st}, simObserver{c}, restored)
 	c.d.Plant(c.bugs)
 	c.pending = map[group.Ref]*request{}
@@ -321,10 +327,14 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 		if c.w.opts.bugs.joinKeyIgnored {
 			key = "" // planted bug: the handler drops the Idempotency-Key header
 		}
+		var matched *group.PatternMatch
+		if j.TopicPattern != "" {
+			matched, _ = c.topicNames.MatchTopics(j.TopicPattern, c.cfg.Limits) // an error: the machine refuses the join
+		}
 		return func(ref group.Ref) group.Event {
 			return group.Join{Ref: ref, Group: groupName, MemberID: j.MemberID, InstanceID: j.InstanceID, ClientID: j.ClientID,
 				Topics: j.Topics, TopicPattern: j.TopicPattern, SessionTimeout: time.Duration(j.SessionTimeoutMs) * time.Millisecond, Assignor: j.Assignor,
-				Renew: renew, JoinKey: key}
+				Renew: renew, JoinKey: key, Matched: matched}
 		}, ""
 	}
 	mc, ok := c.w.tokens.member(req.token)

@@ -1,0 +1,155 @@
+package coordinator
+
+import (
+	"container/list"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/capgate/capgate/coordinator/group"
+)
+
+// A join's topic_pattern is matched here, in the join's goroutine,
+// against the machine's topic names at a version (group.TopicNames), and
+// the join carries the result into the loop, which matches only the
+// topics changed since (group.Join.Matched, group/topicnames.go). In the
+// loop, a pattern within the default cost took ~20 ms over 10,000 topics,
+// twice per join or rejoin changing a subscription, and one tenant
+// rejoining its members with ever new patterns held every other tenant's
+// heartbeats for seconds (review23; TestPatternJoinsStallNoOtherTenant).
+// Out here the matching still takes processor time, so:
+//   - a tenant matches one pattern at a time (its others wait among its
+//     tenant_loop_waiters, up to 5 s, then 429): its joins share the
+//     processors with everyone's requests instead of taking both;
+//   - its tenant_member_rate pays for the work, a token per
+//     patternWorkPerToken (the bucket's debt, which its next requests
+//     wait for, as a large read's);
+//   - the matching yields the processor every ~0.1 ms (group.matchNames);
+//   - matches are kept per pattern text (patternCache) and brought up to
+//     date by matching only the topics changed since, so a fleet's
+//     members subscribing alike are matched once, not once each.
+
+// patternWorkPerToken is the matching work (names × bytes × the
+// pattern's cost, group.PatternMatch.Work) one token of the tenant's
+// tenant_member_rate pays for: about what the rest of a member request
+// costs the coordinator, ~50 µs (BenchmarkPatternJoin: ~8 ns a unit on
+// this machine, unloaded).
+const patternWorkPerToken = 8192
+
+// patternCacheEntries and patternCacheNames bound the cache: patterns
+// kept, and the topic names their matches hold in all (string headers
+// sharing the names' bytes: 16 bytes each, 4 MiB at most).
+const (
+	patternCacheEntries = 256
+	patternCacheNames   = 1 << 18
+)
+
+// patternCache is the last match of recent pattern texts, least
+// recently used dropped first. Safe for concurrent use.
+type patternCache struct {
+	names *group.TopicNames
+
+	mu      sync.Mutex
+	entries map[string]*list.Element // of *group.PatternMatch
+	order   list.List                // most recently used first
+	held    int                      // names in every entry's matches
+}
+
+func newPatternCache(names *group.TopicNames) *patternCache {
+	return &patternCache{names: names, entries: make(map[string]*list.Element)}
+}
+
+// match is pattern's matches among the machine's topic names now, with
+// the work done for them: a kept match brought up to date, else a full
+// match. An error is a pattern the machine refuses (over limits, or not
+// compiling): nothing is matched.
+func (pc *patternCache) match(pattern string, limits group.Limits) (*group.PatternMatch, error) {
+	pc.mu.Lock()
+	var kept *group.PatternMatch
+	if e := pc.entries[pattern]; e != nil {
+		pc.order.MoveToFront(e)
+		kept = e.Value.(*group.PatternMatch)
+	}
+	pc.mu.Unlock()
+	if kept != nil {
+		if p, ok := kept.Advance(); ok {
+			pc.keep(pattern, p)
+			return p, nil
+		}
+	}
+	p, err := pc.names.MatchTopics(pattern, limits)
+	if err != nil {
+		return nil, err
+	}
+	pc.keep(pattern, p)
+	return p, nil
+}
+
+// keep stores p as pattern's match unless a newer one is kept, dropping
+// the least recently used past the bounds.
+func (pc *patternCache) keep(pattern string, p *group.PatternMatch) {
+	if p.Count() > patternCacheNames {
+		return
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if e := pc.entries[pattern]; e != nil {
+		old := e.Value.(*group.PatternMatch)
+		if old.Version() >= p.Version() {
+			return
+		}
+		pc.held += p.Count() - old.Count()
+		e.Value = p
+		pc.order.MoveToFront(e)
+	} else {
+		pc.entries[pattern] = pc.order.PushFront(p)
+		pc.held += p.Count()
+	}
+	for len(pc.entries) > patternCacheEntries || pc.held > patternCacheNames {
+		last := pc.order.Back()
+		gone := last.Value.(*group.PatternMatch)
+		pc.order.Remove(last)
+		delete(pc.entries, gone.Text())
+		pc.held -= gone.Count()
+	}
+}
+
+// matchPattern matches a join's topic_pattern for the machine
+// (group.Join.Matched) as tenant's: one at a time per tenant, its work
+// charged to the tenant's tenant_member_rate. ok is false when it
+// answered a refusal (429, or 503 with the loop stopped); a nil match
+// with ok is a pattern the machine refuses itself.
+func (c *Coordinator) matchPattern(ctx *fasthttp.RequestCtx, tenant, pattern string) (*group.PatternMatch, bool) {
+	release, ok := c.share.takeMatcher(ctx, tenant, c.loop.done)
+	if !ok {
+		return nil, false
+	}
+	defer release()
+	p, err := c.patterns.match(pattern, c.cfg.Groups.Limits)
+	if err != nil {
+		return nil, true
+	}
+	c.share.charge(tenant, int(p.Work/patternWorkPerToken))
+	return p, true
+}
+
+// takeMatcher waits for tenant's one pattern match at a time, counted
+// among its tenant_loop_waiters, at most loopShareWait; else it answers
+// 429 (503 when the loop stopped) and returns false.
+func (s *loopShare) takeMatcher(ctx *fasthttp.RequestCtx, tenant string, done <-chan struct{}) (release func(), ok bool) {
+	t := s.enter(tenant)
+	switch s.waitTurn(ctx, t, t.matching, done) {
+	case nil:
+		return s.releaser(tenant, t, t.matching), true
+	case errLoopShareWait:
+		s.refused.WithLabelValues("wait").Inc()
+		writeLoopShareRefusal(ctx, fmt.Sprintf("this tenant's topic patterns are matched one at a time and this join's waited %s; retry later",
+			time.Duration(s.wait.Load())), "coordinator.tenant_loop_share", 1, time.Second)
+	case errUnavailable:
+		writeMachineError(ctx, nil, errUnavailable)
+	}
+	s.leave(tenant, t)
+	return nil, false
+}
