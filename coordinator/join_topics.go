@@ -72,7 +72,7 @@ func (c *Coordinator) ownStateTopic(topic string) bool {
 // read is found); that read is bounded by the joins' own rate limit per
 // credential. A topic_pattern may match nothing yet: it is not refused
 // (topics created later that match are assigned, as Kafka's), but the
-// answer says how many it matches (patternMatches); nothing is checked
+// answer says how many it matches (matchCount); nothing is checked
 // before the first metadata read.
 // unknownTopicsReadAt is when knownTopics last read metadata (unix ns).
 type unknownTopicsReadAt = atomic.Int64
