@@ -72,9 +72,13 @@ type replicaView struct {
 	hint   leader.Hint
 	reason string
 	unfit  string
-	since  time.Time     // when the role last changed (/readyz says how long ago)
-	active *Coordinator  // nil unless leading and serving
-	next   chan struct{} // closed when the view is replaced
+	since  time.Time // when the role last changed (/readyz says how long ago)
+	// stepDown: when this replica last stepped down and why ("" if it
+	// never did), kept through the roles that follow: a follower's
+	// /readyz still says it (the reason is public: publicLoopError).
+	stepDown string
+	active   *Coordinator  // nil unless leading and serving
+	next     chan struct{} // closed when the view is replaced
 }
 
 // NewReplica prepares a replica of a state: kafka coordinator: it listens at once (not_leader until it leads); Run
@@ -225,11 +229,14 @@ func (r *Replica) publish(v leader.View, active *Coordinator) {
 	if prev.role == v.Role && prev.hint == v.Leader && prev.active == active && prev.reason == v.Reason && prev.unfit == v.Unfit {
 		return
 	}
-	since := prev.since
+	since, stepDown := prev.since, prev.stepDown
 	if prev.role != v.Role || prev.reason != v.Reason {
 		since = r.now()
+		if v.Role == leader.SteppingDown {
+			stepDown = "stepped down at " + since.UTC().Format(time.RFC3339) + ": " + v.Reason
+		}
 	}
-	r.view.Store(&replicaView{role: v.Role, hint: v.Leader, reason: v.Reason, unfit: v.Unfit, since: since, active: active, next: make(chan struct{})})
+	r.view.Store(&replicaView{role: v.Role, hint: v.Leader, reason: v.Reason, unfit: v.Unfit, since: since, stepDown: stepDown, active: active, next: make(chan struct{})})
 	close(prev.next)
 }
 

@@ -5,7 +5,10 @@ package coordinator
 // does not lead answers:
 //   - GET /healthz: 200 {"status":"ok","role":…} (the process runs);
 //   - GET /readyz: 200 {"status":"standby","role":"follower","leader":URL}
-//     while it tails the log (ready to take over); 503 unavailable while
+//     while it tails the log (ready to take over), with
+//     "last_step_down":"stepped down at <RFC 3339>: <reason>" once it
+//     led and stepped down (the reason /readyz said then: an audit's or
+//     a refused write's kind, never its cause); 503 unavailable while
 //     it takes over, steps down, or cannot read the log (naming a KEK
 //     file it cannot use: missing, or readable by others) — and for good
 //     once it found it could never take the log over, the message
@@ -137,7 +140,11 @@ func (r *Replica) standbyReady(ctx *fasthttp.RequestCtx, v *replicaView) {
 	case f.Err() != nil:
 		writeError(ctx, api.CodeUnavailable, "cannot read the state log: "+f.Err().Error())
 	default:
-		writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "standby", "role": v.role.String(), "leader": v.hint.URL})
+		body := map[string]string{"status": "standby", "role": v.role.String(), "leader": v.hint.URL}
+		if v.stepDown != "" {
+			body["last_step_down"] = v.stepDown
+		}
+		writeJSON(ctx, fasthttp.StatusOK, body)
 	}
 }
 
