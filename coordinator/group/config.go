@@ -335,7 +335,7 @@ func (c Config) Validate() error {
 	case c.InitialAssignDelay > 0 && (c.InitialAssignDelayMax < c.InitialAssignDelay || c.InitialAssignDelayMax > InitialAssignDelayLimit):
 		return fmt.Errorf("group.initial_assign_delay_max: must be within [initial_assign_delay (%s), %s], got %s", c.InitialAssignDelay, InitialAssignDelayLimit, c.InitialAssignDelayMax)
 	case c.InitialAssignHoldMax < 0 || c.InitialAssignHoldMax > InitialAssignDelayLimit:
-		return fmt.Errorf("group.initial_assign_hold_max: must be within [0, %s] (at most initial_assign_delay_max: no hold past it), got %s", InitialAssignDelayLimit, c.InitialAssignHoldMax)
+		return fmt.Errorf("group.initial_assign_hold_max: must be within [0, %s] (a hold shorter than initial_assign_delay_max is raised to it), got %s", InitialAssignDelayLimit, c.InitialAssignHoldMax)
 	}
 	if err := c.Limits.validate(c); err != nil {
 		return err

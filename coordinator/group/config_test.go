@@ -33,6 +33,8 @@ func TestConfigValidate(t *testing.T) {
 		{"group.max_moves_per_second: must be within [0, 1000000], got -2", func(c *group.Config) { c.MaxMovesPerSecond = -2 }},
 		{"group.max_moves_per_second: must be within [0, 1000000], got 1000001", func(c *group.Config) { c.MaxMovesPerSecond = 1_000_001 }},
 		{"group.handoff_timeout: must be <= handoff_timeout_max (5m0s), got 6m0s", func(c *group.Config) { c.HandoffTimeout = 6 * time.Minute }},
+		// The hold is raised to initial_assign_delay_max (windowHold), not capped by it.
+		{"group.initial_assign_hold_max: must be within [0, 1m0s] (a hold shorter than initial_assign_delay_max is raised to it), got -1s", func(c *group.Config) { c.InitialAssignHoldMax = -time.Second }},
 		{`group.assignor: unknown assignor "round-robin"`, func(c *group.Config) { c.Assignor = "round-robin" }},
 	} {
 		c := group.DefaultConfig()
