@@ -4,7 +4,11 @@
 # deploy/kubernetes run it with `args: [coordinator|gateway, --config, …]`.
 #
 #   docker build -t capgate:latest .
-#   docker build --build-arg VERSION=v1.2.3 -t capgate:v1.2.3 .
+#   docker build --build-arg VERSION=v1.2.3 --build-arg COMMIT=$(git rev-parse HEAD) -t capgate:v1.2.3 .
+#
+# COMMIT is the commit `capgate version` and capgate_build_info report:
+# .dockerignore leaves .git out, so the build cannot read it ("unknown"
+# without the argument).
 #
 # CGO_ENABLED=0 is what makes it run here: a plain `go build` on a machine
 # with a C compiler links the C library dynamically, and such a binary
@@ -18,7 +22,8 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=""
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/capgate/capgate/internal/buildinfo.version=${VERSION}" -o /out/capgate ./cmd/capgate \
+ARG COMMIT=""
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/capgate/capgate/internal/buildinfo.version=${VERSION} -X github.com/capgate/capgate/internal/buildinfo.commit=${COMMIT}" -o /out/capgate ./cmd/capgate \
  && mkdir -p /out/state
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -126,7 +126,7 @@ func dockerfileBinary(t *testing.T) string {
 			dockerfile.err = err
 			return
 		}
-		cmd := exec.Command("sh", "-c", buildCommand(t, ins, dockerfile.dir, "v0.0.0-dockerfile"))
+		cmd := exec.Command("sh", "-c", buildCommand(t, ins, dockerfile.dir, "v0.0.0-dockerfile", "c0ffee-dockerfile"))
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			dockerfile.err = fmt.Errorf("the Dockerfile's build: %w\n%s", err, out)
@@ -140,12 +140,12 @@ func dockerfileBinary(t *testing.T) string {
 }
 
 // buildCommand is the RUN that builds ./cmd/capgate, with /out in dir
-// and VERSION set.
-func buildCommand(t *testing.T, ins []instruction, dir, version string) string {
+// and VERSION and COMMIT set.
+func buildCommand(t *testing.T, ins []instruction, dir, version, commit string) string {
 	t.Helper()
 	for _, in := range ins {
 		if in.op == "RUN" && strings.Contains(in.args, "go build") && strings.Contains(in.args, "./cmd/capgate") {
-			return strings.NewReplacer("/out/", dir+"/", "${VERSION}", version).Replace(in.args)
+			return strings.NewReplacer("/out/", dir+"/", "${VERSION}", version, "${COMMIT}", commit).Replace(in.args)
 		}
 	}
 	t.Fatal("the Dockerfile has no RUN building ./cmd/capgate")
@@ -155,7 +155,8 @@ func buildCommand(t *testing.T, ins []instruction, dir, version string) string {
 // TestDockerfileMatchesTheRepository: the Dockerfile's Go version, user,
 // entrypoint and ports agree with go.mod and the manifests, and its go
 // build command, run as written, makes a static capgate that runs and
-// carries the --build-arg VERSION.
+// carries the --build-arg VERSION and COMMIT (the image's build has no
+// .git to read the commit from: .dockerignore).
 func TestDockerfileMatchesTheRepository(t *testing.T) {
 	ins := readDockerfile(t)
 	mod, err := os.ReadFile("../go.mod")
@@ -181,9 +182,10 @@ func TestDockerfileMatchesTheRepository(t *testing.T) {
 	out, err := exec.Command(bin, "version", "-o", "json").Output()
 	var v struct {
 		Version string `json:"version"`
+		Commit  string `json:"commit"`
 	}
-	if err != nil || json.Unmarshal(out, &v) != nil || v.Version != "v0.0.0-dockerfile" {
-		t.Errorf("capgate version of the Dockerfile's build: %v %s, want version v0.0.0-dockerfile", err, out)
+	if err != nil || json.Unmarshal(out, &v) != nil || v.Version != "v0.0.0-dockerfile" || v.Commit != "c0ffee-dockerfile" {
+		t.Errorf("capgate version of the Dockerfile's build: %v %s, want version v0.0.0-dockerfile, commit c0ffee-dockerfile", err, out)
 	}
 }
 

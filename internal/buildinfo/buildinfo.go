@@ -7,6 +7,10 @@
 //
 //	go build -ldflags "-X github.com/capgate/capgate/internal/buildinfo.version=v1.2.3" ./cmd/capgate
 //
+// and a build with no git checkout to read (the Dockerfile's: the image's
+// context leaves .git out) the commit, with
+// -X github.com/capgate/capgate/internal/buildinfo.commit=<hash>.
+//
 // Safe for concurrent use.
 package buildinfo
 
@@ -31,11 +35,15 @@ const unknown = "unknown"
 // version, when set with -ldflags -X, is the version over the module's.
 var version string
 
+// commit, when set with -ldflags -X, is the commit over vcs.revision
+// (docker build --build-arg COMMIT=$(git rev-parse HEAD)).
+var commit string
+
 // Read returns this binary's Info.
 var Read = sync.OnceValue(func() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return Info{Version: cmp.Or(version, unknown), Commit: unknown, GoVersion: unknown}
+		return Info{Version: cmp.Or(version, unknown), Commit: cmp.Or(commit, unknown), GoVersion: unknown}
 	}
 	return fromBuildInfo(bi)
 })
@@ -59,6 +67,9 @@ func fromBuildInfo(bi *debug.BuildInfo) Info {
 	}
 	if modified && info.Commit != unknown {
 		info.Commit += "-dirty"
+	}
+	if commit != "" {
+		info.Commit = commit
 	}
 	return info
 }

@@ -23,3 +23,17 @@ func TestFromBuildInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitFromLdflags: a commit set at link time (the Dockerfile's
+// COMMIT: its build has no .git) is the commit, over vcs.revision.
+func TestCommitFromLdflags(t *testing.T) {
+	defer func(was string) { commit = was }(commit)
+	commit = "c0ffee"
+	bi := debug.BuildInfo{GoVersion: "go1.26.8", Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "true"}}}
+	if got := fromBuildInfo(&bi); got.Commit != "c0ffee" {
+		t.Errorf("commit set with -X c0ffee: got %+v", got)
+	}
+	if got := fromBuildInfo(&debug.BuildInfo{GoVersion: "go1.26.8"}); got.Commit != "c0ffee" {
+		t.Errorf("commit set with -X c0ffee, nothing stamped: got %+v", got)
+	}
+}
