@@ -32,6 +32,7 @@ type consumeFlags struct {
 	format         string
 	maxRecords     int
 	idleExit       time.Duration
+	unreachable    time.Duration
 	commitInterval time.Duration
 	offset         string
 	logLevel       string
@@ -64,8 +65,10 @@ func newConsumeCmd() *cobra.Command {
 			"does not stop it (its failed heartbeats are logged every 10 s, its return at\n" +
 			"info); a gateway or topic that does not exist (404), or a URL whose http:// or\n" +
 			"https:// is not what the server speaks, does, with the partitions released. A\n" +
-			"gateway that does not answer is retried (logged every 10 s, the first line\n" +
-			"with a hint naming the flag to check); --idle-exit then\n" +
+			"gateway that never answered a fetch is retried for --unreachable-exit (10 s;\n" +
+			"logged every 10 s, the first line with a hint naming the flag to check), then\n" +
+			"it exits 1 saying so; once a gateway answered, one that stops answering is\n" +
+			"retried for as long as it runs (a blip, a restart); --idle-exit then\n" +
 			"exits 1 with its error and which flag to check instead of 0 (first fetches still\n" +
 			"unanswered at --idle-exit are waited for, up to request_timeout, 10 s). With no\n" +
 			"partition at --idle-exit it asks the group's state: Stable with every partition\n" +
@@ -105,6 +108,7 @@ func newConsumeCmd() *cobra.Command {
 	fl.StringVarP(&f.format, "format", "f", "text", "output: text (partition, offset, key, value; tab-separated), json (one object per line), or a kcat format string ('%t/%p@%o %k %s\\n': %t topic, %p partition, %o offset, %k key, %s value, %K/%S their lengths, %T timestamp ms, %h headers; bytes as they are)")
 	fl.IntVarP(&f.maxRecords, "max-records", "n", 0, "exit after printing this many records (0 = no limit); exactly those are committed")
 	fl.DurationVar(&f.idleExit, "idle-exit", 0, "exit after this long without a record (0 = never)")
+	fl.DurationVar(&f.unreachable, "unreachable-exit", 10*time.Second, "exit 1 when no gateway has answered a fetch this long after the join, as produce gives up after request_timeout (0 = retry for ever); a consumer a gateway has answered rides out later outages")
 	fl.StringVarP(&f.offset, "offset", "o", "", "where to start partitions the group has NO committed offset for: start (earliest, kcat's beginning) or end (latest); committed offsets win, as with Kafka's auto.offset.reset (default: the group's offset_reset)")
 	fl.DurationVar(&f.commitInterval, "commit-interval", time.Second, "commit the printed records this often, also while idle (0 = after every batch)")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level of the SDK's logs on stderr: debug, info, warn, error")
@@ -121,8 +125,8 @@ func (f *consumeFlags) clientConfig() (client.Config, error) {
 	} else if f.format != "text" && f.format != "json" {
 		return cfg, usageErrorf("--format: want text, json or a kcat format string such as '%%t/%%p@%%o %%k %%s\n', got %q", f.format)
 	}
-	if f.maxRecords < 0 || f.idleExit < 0 {
-		return cfg, usageErrorf("--max-records and --idle-exit: must be >= 0 (0: no limit), got %d and %s", f.maxRecords, f.idleExit)
+	if f.maxRecords < 0 || f.idleExit < 0 || f.unreachable < 0 {
+		return cfg, usageErrorf("--max-records, --idle-exit and --unreachable-exit: must be >= 0 (0: no limit), got %d, %s and %s", f.maxRecords, f.idleExit, f.unreachable)
 	}
 	switch {
 	case len(f.topics) == 0 && f.topicPattern == "":
@@ -280,11 +284,12 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	printed := 0
 	lastRecord := time.Now()
+	joined := lastRecord
 	var unansweredSince time.Time // idle with the first fetches still unanswered since
 	for {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
-		if f.idleExit > 0 {
-			pollCtx, cancel = context.WithDeadline(ctx, lastRecord.Add(f.idleExit))
+		if at := pollDeadline(c, f, lastRecord); !at.IsZero() {
+			pollCtx, cancel = context.WithDeadline(ctx, at)
 		}
 		records, err := c.Poll(pollCtx)
 		// Read before cancel, which ends pollCtx too: read after, every
@@ -296,6 +301,10 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 		switch {
 		case ctx.Err() != nil:
 			return nil // interrupted: Close leaves cleanly
+		case err != nil && idle && neverAnswered(c, f.unreachable, joined) != nil:
+			return fmt.Errorf("consume: no gateway answered a fetch in --unreachable-exit %s (%s): %w", f.unreachable, strings.Join(f.endpoints.gateways, ", "), gatewayHint(ctx, neverAnswered(c, f.unreachable, joined)))
+		case err != nil && idle && (f.idleExit == 0 || time.Now().Before(lastRecord.Add(f.idleExit))):
+			continue // a look at the unanswered fetches, not --idle-exit yet
 		case err != nil && idle:
 			if err := c.Unanswered(); err != nil {
 				// Not idle: no gateway answered (the SDK retries it for as
@@ -346,8 +355,40 @@ func consumeLoop(ctx context.Context, c *client.Consumer, f *consumeFlags, stdou
 }
 
 // unansweredPoll is how often consume --idle-exit looks again whether
-// its first fetches were answered (consumeLoop).
+// its first fetches were answered (consumeLoop), and how often a
+// consumer no gateway has answered yet checks --unreachable-exit.
 const unansweredPoll = 250 * time.Millisecond
+
+// pollDeadline is when consumeLoop's next Poll stops waiting: at
+// --idle-exit after the last record, and — while no gateway has answered
+// a fetch and --unreachable-exit is set — every unansweredPoll, to give
+// up on gateways that never answered (zero: no deadline).
+func pollDeadline(c *client.Consumer, f *consumeFlags, lastRecord time.Time) time.Time {
+	var at time.Time
+	if f.idleExit > 0 {
+		at = lastRecord.Add(f.idleExit)
+	}
+	if f.unreachable > 0 && !c.FetchAnswered() {
+		if check := time.Now().Add(unansweredPoll); at.IsZero() || check.Before(at) {
+			at = check
+		}
+	}
+	return at
+}
+
+// neverAnswered is the last unanswered fetch's error when no gateway has
+// answered any fetch of this consumer and unreachable has passed since
+// the join: produce gives up on gateways after request_timeout, and a
+// consume whose --gateways name nothing that answers retried for ever,
+// silent but for a warning every 10 s. A consumer a gateway has answered
+// (if only to refuse) rides out later outages (nil), as does one with no
+// partition to fetch.
+func neverAnswered(c *client.Consumer, unreachable time.Duration, joined time.Time) error {
+	if unreachable == 0 || c.FetchAnswered() || time.Since(joined) < unreachable {
+		return nil
+	}
+	return c.Unanswered()
+}
 
 func writeRecords(w *bufio.Writer, records []client.Record, format string) error {
 	write := writeTextRecord

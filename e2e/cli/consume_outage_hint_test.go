@@ -19,17 +19,11 @@ import (
 func TestConsumeHintsEachGatewayOutage(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
-	gw, err := url.Parse(d.gateway)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := stack.StartProxy(gw.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy := gatewayProxy(t, d)
 	proxy.Blackhole()
-	args := d.consumeArgs("outagehint")
+	// Its first outage is from the start: --unreachable-exit 0 waits
+	// for the gateway for ever (10 s, the default, would end it).
+	args := d.consumeArgs("outagehint", "--unreachable-exit", "0")
 	for i, a := range args {
 		if a == d.gateway {
 			args[i] = proxy.URL()
@@ -68,4 +62,20 @@ func TestConsumeHintsEachGatewayOutage(t *testing.T) {
 			t.Fatalf("a hint not on a warning: %s", line)
 		}
 	}
+}
+
+// gatewayProxy is a proxy to d's gateway the test can silence
+// (Blackhole) and heal, closed when the test ends.
+func gatewayProxy(t *testing.T, d *devProcess) *stack.Proxy {
+	t.Helper()
+	gw, err := url.Parse(d.gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := stack.StartProxy(gw.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	return proxy
 }

@@ -231,7 +231,8 @@ func TestFirstDayMistakes(t *testing.T) {
 		}
 	})
 
-	// Without --idle-exit the SDK retries such a gateway for as long as
+	// Without --idle-exit, and with --unreachable-exit 0 (the default
+	// gives up after 10 s), the SDK retries such a gateway for as long as
 	// consume runs, warning every 10 s with the bare transport error
 	// ("connection reset by peer"; newuser6's left): the first warning
 	// now says which flag to fix, and only the first — the next ones
@@ -243,7 +244,7 @@ func TestFirstDayMistakes(t *testing.T) {
 		}
 		p := startConsume(t, "consume", "--group", "kafkaportretry", "--topic", "demo",
 			"--credential-file", filepath.Join(d.dataDir, "credentials.json"),
-			"--coordinator", d.coordinator, "--gateways", "http://"+listener[1])
+			"--coordinator", d.coordinator, "--gateways", "http://"+listener[1], "--unreachable-exit", "0")
 		const warned = "fetch failed: the gateway did not answer"
 		eventually(t, 90*time.Second, "a second warning of the failing gateway (10 s after the first)", func() (bool, string) {
 			if ok, why := p.running(); !ok {
