@@ -203,7 +203,14 @@ func (c *Coordinator) handleJoin(ctx *fasthttp.RequestCtx, params []string) {
 		writeMachineError(ctx, msg, err)
 		return
 	}
-	c.answerJoin(ctx, reply, memberTTL, reply.Created, joinTenant(credential, byMember), payer, c.matchCount(matched))
+	joiner := joinTenant(credential, byMember)
+	if req.RenewToken != "" && !byMember {
+		// Its capabilities carry the member's tenant (tnt), which a
+		// renew_credential rebind keeps: vouch for that holder, not the
+		// bearer's (TestRenewalOfAReboundMemberVouchesForItsTenant).
+		joiner = c.renewalTenant(groupName, reply.MemberID, credential)
+	}
+	c.answerJoin(ctx, reply, memberTTL, reply.Created, joiner, payer, c.matchCount(matched))
 }
 
 // joinsInFlight counts the joins of each group on their way to the
@@ -284,7 +291,8 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 }
 
 // renewalTenant is whose tenant_member_rate a renewal spends
-// (admitRenewal): its member's tenant — checkRenewToken proved the
+// (admitRenewal), and whom its answer vouches for (vouch): its member's
+// tenant — checkRenewToken proved the
 // renewal holds the member's own member token, and its answer mints a
 // capability again for every partition the member owns — or, for a
 // member not live here, the bearer's. The bearer's tenant was asked

@@ -77,3 +77,37 @@ func TestRejoinOfAReboundMemberIsPricedAsItsTenants(t *testing.T) {
 			"want 429 naming coordinator.tenant_member_rate", err, status, body)
 	}
 }
+
+// TestRenewalOfAReboundMemberVouchesForItsTenant: a join's answer vouches
+// at the client's address for the holder of the capabilities it mints —
+// their tnt, the member's tenant — so that holder's capabilities are
+// checked there while a neighbour keeps the address's budget spent
+// (vouch, redteam8). A renewal's capabilities carry the member's tenant,
+// but the answer vouched for the bearer's: after a renew_credential
+// rebind (the member keeps its old tenant) the address learned a holder
+// nothing it was handed carries, and not the one that is. The renewal
+// adds no known holder: the member's tenant, its credential's holder and
+// its member were known from the join.
+func TestRenewalOfAReboundMemberVouchesForItsTenant(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 2})
+	h := e.start(t)
+	nat := h.fromAddr("127.0.0.2")
+	bound := h.clientCredential(t, []string{"g"}, []string{"orders"})
+	renewed := h.clientCredential(t, []string{"g"}, []string{"orders"}) // the same name: the credential renewed
+	join := api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000}
+	m := nat.join(t, "g", bound, join)
+	known := h.metric(t, "capgate_coordinator_auth_known_holders")
+	renew := join
+	renew.MemberID, renew.RenewToken, renew.RenewCredential = m.id, m.token, bound
+	var first api.JoinResponse
+	nat.call(t, "POST", "/v1/groups/g/join", renewed, renew, http.StatusOK, &first) // rebinds the member to renewed
+	e.remember(first.MemberToken)
+	for _, g := range first.Grants {
+		if tnt := claimsOf(t, g.Capability)["tnt"]; tnt != claimsOf(t, bound)["jti"] {
+			t.Fatalf("the renewal's capability of %s/%d carries tnt %v, want the member's tenant %v", g.Topic, g.Partition, tnt, claimsOf(t, bound)["jti"])
+		}
+	}
+	if n := h.metric(t, "capgate_coordinator_auth_known_holders"); n != known {
+		t.Fatalf("known holders %v after the renewal, want %v: it vouched for a holder its capabilities do not carry", n, known)
+	}
+}
