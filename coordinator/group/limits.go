@@ -20,7 +20,7 @@ const (
 	memberBytes    = 2048                  // one member: struct, maps, session and heartbeat timers
 	topicBytes     = 96                    // one topic a member lists or resolves: its entries in the member's and group's maps
 	patternBytes   = 8192                  // a compiled topic pattern and its matcher caches, beyond the per-instruction cost
-	patternInst    = 64                    // one instruction of a compiled pattern
+	patternInst    = 192                   // one unit of a pattern's cost (topicpattern.Cost): an instruction, or 16 of a character class's range bounds; each held in its parse tree, its program and the regexp (redteam18: 64 was half what [^a] or (?i)[a-z] held, a 12th of \pL's)
 	partitionBytes = 1536                  // one (group, topic, partition)
 	groupBytes     = 2048 + creatorNameMax // one group, and room for the creator name it may keep
 )

@@ -10,6 +10,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
+	"github.com/capgate/capgate/internal/topicpattern"
 )
 
 func smallLimits(c *group.Config) {
@@ -135,7 +136,7 @@ func TestStateEstimateCoversTheHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures the heap of tens of thousands of members")
 	}
-	const n = 2000
+	n := 2000
 	measure := func(topics []string, pattern string, existing map[string]int32) (perMember float64, estimate int64) {
 		m, err := group.New(group.DefaultConfig(), rand.New(rand.NewPCG(1, 2)))
 		if err != nil {
@@ -160,7 +161,7 @@ func TestStateEstimateCoversTheHeap(t *testing.T) {
 			}
 		})
 		runtime.KeepAlive(m)
-		return float64(grew) / n, m.StateBytes() / n
+		return float64(grew) / float64(n), m.StateBytes() / int64(n)
 	}
 	names := func(k int) []string {
 		out := make([]string, k)
@@ -179,9 +180,28 @@ func TestStateEstimateCoversTheHeap(t *testing.T) {
 		t.Errorf("the estimate is below the heap: member %d < %.0f, or 51 topics %d < %.0f, or pattern %d < %.0f",
 			oneEst, oneTopic, manyEst, manyTopics, patternEst, pattern)
 	}
+	// Patterns built to hold much per instruction, within the default
+	// bounds: large character classes (\pL is ~1,500 range bounds in one
+	// instruction; 170 of them, 510 bytes, were cost 173 and compiled to
+	// 2.3 MB a member, the estimate ~20 KB: redteam18), case folding,
+	// negated classes. 100 members each: the heap it measured on the old
+	// cost was hundreds of MB.
+	n = 100
+	limits := group.DefaultLimits()
+	for _, p := range []string{`\pL`, `\pL\pL`, strings.Repeat(`\pL`, 170), strings.Repeat(`[^a]`, 128), `(?i)[a-z]{100}`, `[\p{Lu}\p{Nd}]`, strings.Repeat(`(?i:[\pL\pN])`, 39)} {
+		if len(p) > limits.TopicPatternBytes || topicpattern.Cost(p) > limits.TopicPatternCost {
+			continue // refused at join: nothing held
+		}
+		heap, est := measure(nil, p, nil)
+		t.Logf("pattern member %.30q (cost %d): %.0f B (estimate %d)", p, topicpattern.Cost(p), heap, est)
+		if float64(est) < heap {
+			t.Errorf("the estimate of a member with pattern %.30q (cost %d) is below the heap: %d < %.0f", p, topicpattern.Cost(p), est, heap)
+		}
+	}
+	n = 2000
 	// Partitions: a topic of 256 partitions, each group holds all of them.
 	withParts, partsEst := measure([]string{"big"}, "", map[string]int32{"big": 256})
-	perPartition := (withParts - oneTopic) * n / (4 * 256)
+	perPartition := (withParts - oneTopic) * float64(n) / (4 * 256)
 	t.Logf("heap per partition: %.0f B (estimate per partition %d)", perPartition, group.PartitionBytes())
 	if float64(partsEst) < withParts || perPartition > float64(group.PartitionBytes()) {
 		t.Errorf("the estimate with partitions is below the heap: %d < %.0f per member, or %.0f > %d per partition",
