@@ -44,6 +44,12 @@ func TestPatternJoinsStallNoOtherTenant(t *testing.T) {
 	topics["small"] = 1
 	e := newEnv(t, topics)
 	e.cfg.MetadataInterval = time.Hour // the first read only: no metadata event of its own in the loop meanwhile
+	// The subject is where the matching runs, not its bound: A's patterns
+	// fail slowly on every name (~60 M steps over these names), past the
+	// default limits.topic_pattern_steps, which would refuse them after
+	// 4 Mi (TestSlowPatternJoinsRefusedAndPaid). Unbounded here, each is
+	// matched in full outside the loop, as before the bound.
+	e.cfg.Groups.Limits.TopicPatternSteps = 1 << 30
 	h := e.start(t)
 
 	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})

@@ -2,12 +2,14 @@ package coordinator
 
 import (
 	"container/list"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/group"
 )
 
@@ -23,20 +25,25 @@ import (
 //   - a tenant matches one pattern at a time (its others wait among its
 //     tenant_loop_waiters, up to 5 s, then 429): its joins share the
 //     processors with everyone's requests instead of taking both;
+//   - the work is counted in topicpattern steps and bounded by
+//     limits.topic_pattern_steps: past it the join is refused 400 naming
+//     the limit (group.StepsError) — `(.?){60}x`, within the cost bound,
+//     fails slowly on every name and took 1.1 s of a core over 10,000
+//     topics (redteam18);
 //   - its tenant_member_rate pays for the work, a token per
-//     patternWorkPerToken (the bucket's debt, which its next requests
-//     wait for, as a large read's);
-//   - the matching yields the processor every ~0.1 ms (group.matchNames);
+//     patternWorkPerToken steps, a refusal the limit's (the bucket's
+//     debt, which its next requests wait for, as a large read's);
+//   - the matching yields the processor every ~0.1 ms (group.MatchTopics);
 //   - matches are kept per pattern text (patternCache) and brought up to
 //     date by matching only the topics changed since, so a fleet's
 //     members subscribing alike are matched once, not once each.
 
-// patternWorkPerToken is the matching work (names × bytes × the
-// pattern's cost, group.PatternMatch.Work) one token of the tenant's
-// tenant_member_rate pays for: about what the rest of a member request
-// costs the coordinator, ~50 µs (BenchmarkPatternJoin: ~8 ns a unit on
-// this machine, unloaded).
-const patternWorkPerToken = 8192
+// patternWorkPerToken is the matching work (topicpattern steps,
+// group.PatternMatch.Work) one token of the tenant's tenant_member_rate
+// pays for: about what a token's other uses cost the coordinator
+// (redteam18's unit; `.*-events` over 10,000 40-character names is
+// ~1.15 M steps, ~1,150 tokens, `orders-.*` ~20).
+const patternWorkPerToken = 1000
 
 // patternCacheEntries and patternCacheNames bound the cache: patterns
 // kept, and the topic names their matches hold in all (string headers
@@ -119,7 +126,8 @@ func (pc *patternCache) keep(pattern string, p *group.PatternMatch) {
 // matchPattern matches a join's topic_pattern for the machine
 // (group.Join.Matched) as tenant's: one at a time per tenant, its work
 // charged to the tenant's tenant_member_rate. ok is false when it
-// answered a refusal (429, or 503 with the loop stopped); a nil match
+// answered a refusal (400 past limits.topic_pattern_steps, 429, or 503
+// with the loop stopped); a nil match
 // with ok is a pattern the machine refuses itself.
 func (c *Coordinator) matchPattern(ctx *fasthttp.RequestCtx, tenant, pattern string) (*group.PatternMatch, bool) {
 	release, ok := c.share.takeMatcher(ctx, tenant, c.loop.done)
@@ -128,6 +136,14 @@ func (c *Coordinator) matchPattern(ctx *fasthttp.RequestCtx, tenant, pattern str
 	}
 	defer release()
 	p, err := c.patterns.match(pattern, c.cfg.Groups.Limits)
+	var over *group.StepsError
+	if errors.As(err, &over) {
+		// It did the limit's work before it stopped: paid as a match.
+		c.share.charge(tenant, over.Limit/patternWorkPerToken)
+		writeErrorDetails(ctx, api.CodeBadRequest, over.Error(),
+			map[string]any{"limit": group.TopicPatternStepsLimit, "max": int64(over.Limit)})
+		return nil, false
+	}
 	if err != nil {
 		return nil, true
 	}

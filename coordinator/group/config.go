@@ -120,6 +120,11 @@ type Limits struct {
 	// instructions, estimated before compiling).
 	TopicPatternBytes int `yaml:"topic_pattern_bytes"`
 	TopicPatternCost  int `yaml:"topic_pattern_cost"`
+	// TopicPatternSteps bounds the work of matching a join's
+	// topic_pattern against the topic list (topicpattern.Scanner steps:
+	// a state of its program visited at a position of a name), which the
+	// event loop does once per join that adds a pattern member.
+	TopicPatternSteps int `yaml:"topic_pattern_steps"`
 	// MembersPerGroup, GroupsPerCredential, MembersPerCredential and
 	// Groups bound live members of one group, the groups one tenant has
 	// live members in (and the groups it created that still exist:
@@ -202,6 +207,7 @@ func DefaultLimits() Limits {
 		TopicsPerMember:      1000,
 		TopicPatternBytes:    topicpattern.DefaultMaxBytes,
 		TopicPatternCost:     topicpattern.DefaultMaxCost,
+		TopicPatternSteps:    topicpattern.DefaultMaxSteps,
 		MembersPerGroup:      10000,
 		GroupsPerCredential:  100,
 		MembersPerCredential: 10000,
@@ -351,6 +357,7 @@ func (l Limits) validate(c Config) error {
 		{"topics_per_member", int64(l.TopicsPerMember)},
 		{"topic_pattern_bytes", int64(l.TopicPatternBytes)},
 		{"topic_pattern_cost", int64(l.TopicPatternCost)},
+		{"topic_pattern_steps", int64(l.TopicPatternSteps)},
 		{"members_per_group", int64(l.MembersPerGroup)},
 		{"groups_per_credential", int64(l.GroupsPerCredential)},
 		{"members_per_credential", int64(l.MembersPerCredential)},

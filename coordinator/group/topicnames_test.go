@@ -1,12 +1,15 @@
 package group
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capgate/capgate/internal/topicpattern"
 )
 
 // TestPatternMatchIsAFullMatch: whatever way a pattern member's topics
@@ -168,5 +171,39 @@ func TestTopicChangeLogIsBounded(t *testing.T) {
 	changed, version, ok := tn.since(1)
 	if !ok || len(changed) != topicChangesMax || version != topicChangesMax+1 {
 		t.Fatalf("since version 1: %d names, version %d, %t; want %d, %d, true", len(changed), version, ok, topicChangesMax, topicChangesMax+1)
+	}
+}
+
+// TestPatternMatchingWorkIsBounded: a topic_pattern within the cost
+// bound whose every match fails after trying every way through it —
+// `(.?){60}x`, 9 bytes, cost 245: 1.1 s of a core per match over 10,000
+// names (redteam18) — is refused by MatchTopics past
+// limits.topic_pattern_steps (a *StepsError naming it, which the shell
+// answers 400), counted in steps, not timed; what people write is
+// matched as before and its work (steps) is in the match for the shell
+// to charge.
+func TestPatternMatchingWorkIsBounded(t *testing.T) {
+	m, err := New(DefaultConfig(), rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("team-%04d.service-events.orders-v%d", i, i%7)
+	}
+	m.TopicNames().change(names, nil)
+	limits := DefaultLimits()
+	p, err := m.TopicNames().MatchTopics(`team-00[0-9]{2}\..*`, limits)
+	if err != nil || p.Count() != 100 || p.Work <= 0 {
+		t.Fatalf("a pattern matching 100 topics: %v, %v", p, err)
+	}
+	attack := `(.?){60}x`
+	if c := topicpattern.Cost(attack); c > limits.TopicPatternCost {
+		t.Fatalf("cost %d: past the cost bound already", c)
+	}
+	_, err = m.TopicNames().MatchTopics(attack, limits)
+	var over *StepsError
+	if !errors.As(err, &over) || over.Limit != limits.TopicPatternSteps || !strings.Contains(err.Error(), TopicPatternStepsLimit) {
+		t.Fatalf("matching %s over 1,000 topics: %v; want a StepsError naming %s", attack, err, TopicPatternStepsLimit)
 	}
 }
