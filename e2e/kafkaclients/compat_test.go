@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -444,17 +443,7 @@ func TestRegexMatchingNoAllowedTopicJoinsOnceCreated(t *testing.T) {
 
 	r := dialRaw(t, s.KafkaAddrs()[0])
 	r.authenticate("OAUTHBEARER", cred)
-	heartbeat := func(regex string) (int16, string) {
-		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-		hb.SetVersion(1)
-		hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = group, "raw-member", 0, 5000
-		hb.SubscribedTopicRegex, hb.Topics = kmsg.StringPtr(regex), []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		resp := r.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse)
-		if resp.ErrorMessage == nil {
-			return resp.ErrorCode, ""
-		}
-		return resp.ErrorCode, *resp.ErrorMessage
-	}
+	heartbeat := func(regex string) (int16, string) { return regexJoin(r, group, regex) }
 	if code, msg := heartbeat("^ord.*"); code != kerr.UnknownTopicOrPartition.Code || !strings.Contains(msg, `"^ord.*"`) || !strings.Contains(msg, "orders-*") {
 		t.Errorf("a regex matching no allowed topic: error %d %q, want UNKNOWN_TOPIC_OR_PARTITION naming the regex and orders-*", code, msg)
 	}

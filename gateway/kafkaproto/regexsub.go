@@ -38,7 +38,6 @@ package kafkaproto
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -54,7 +53,7 @@ import (
 // matched against.
 type regexSub struct {
 	text string
-	re   *regexp.Regexp
+	re   *topicpattern.Matcher
 	gen  uint64
 }
 
@@ -71,15 +70,16 @@ func (c *conn) matchesOwnRegex() bool {
 // topic name, and bounded first as the coordinator bounds topic_pattern
 // by default (topicpattern): the listener matches it over every topic at
 // each join and rematch, and a 40 KB regex took 36 s over 1,000 names
-// (review23).
-func compileTopicRegex(text string) (*regexp.Regexp, error) {
+// (review23). Its matches are counted (topicpattern.Matcher): within the
+// cost bound, `(.?){60}x` fails slowly on every name (redteam18).
+func compileTopicRegex(text string) (*topicpattern.Matcher, error) {
 	if len(text) > topicpattern.DefaultMaxBytes {
 		return nil, fmt.Errorf("longer than %d bytes", topicpattern.DefaultMaxBytes)
 	}
 	if cost := topicpattern.Cost(text); cost > topicpattern.DefaultMaxCost {
 		return nil, fmt.Errorf("too complex: %d instructions once repetitions are expanded, at most %d", cost, topicpattern.DefaultMaxCost)
 	}
-	return regexp.Compile("^(?:" + text + ")$")
+	return topicpattern.Compile(text)
 }
 
 // matchRegex matches text (compiled anew unless prev holds it) over the
@@ -104,9 +104,35 @@ func (c *conn) matchRegex(group, text string, prev *regexSub, refresh bool) ([]s
 		return nil, nil, kerr.CoordinatorNotAvailable.Code, "the gateway cannot read Kafka's topics to match SubscribedTopicRegex: " + err.Error()
 	}
 	rs.gen = gen
+	match, ok := c.s.regexes.cached(text, gen)
+	if !ok {
+		tenant, now := c.principal.tenant(), time.Now()
+		if !c.s.regexes.mayRun(tenant, now) {
+			return nil, nil, kerr.CoordinatorNotAvailable.Code, fmt.Sprintf("this credential's KIP-848 regexes take more than %d steps a second to match against the gateway's topics: "+
+				"SubscribedTopicRegex %.100q is matched once that is paid (retried)", regexStepsPerSecond, text)
+		}
+		scan := rs.re.Scanner(topicpattern.DefaultMaxSteps)
+		match = regexMatch{gen: gen}
+		for name := range topics {
+			if scan.Match(name) {
+				match.names = append(match.names, name)
+			}
+		}
+		match.over = scan.Over()
+		c.s.regexes.ran(tenant, text, match, scan.Steps(), now)
+	}
+	if match.over {
+		// Each join and rematch ran this on the request's goroutine,
+		// before anything reaches the coordinator: `(.?){60}x` took 1.1 s
+		// of a core over 10,000 names, at every heartbeat of every
+		// connection that sent it (redteam18).
+		return nil, nil, kerr.InvalidRegularExpression.Code, fmt.Sprintf("SubscribedTopicRegex %.100q takes more than %d steps to match against the gateway's %d topics: "+
+			"a regex that can skip ahead many ways tries each way at every character of every name; anchor it with literal text (orders-.*), or subscribe by name",
+			text, topicpattern.DefaultMaxSteps, len(topics))
+	}
 	var names []string
-	for name, ti := range topics {
-		if rs.re.MatchString(name) && c.sees(name, ti) {
+	for _, name := range match.names {
+		if c.sees(name, topics[name]) {
 			names = append(names, name)
 		}
 	}

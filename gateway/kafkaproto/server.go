@@ -40,7 +40,9 @@ type Server struct {
 	lanes []node         // this gateway as client-credential connections see it: FetchLanes nodes, lane 0 = nodes[self]
 
 	topics *topicCache
-	groups *groups
+	// regexes bounds the listener's KIP-848 regex matching (regexwork.go).
+	regexes regexWork
+	groups  *groups
 	// tenants reads a tenant's own groups for ListGroups, DescribeGroups
 	// and OffsetFetch without a member (tenantgroups.go), made once.
 	tenantsOnce sync.Once
