@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -31,6 +32,13 @@ func TestPublicLoopErrorNamesNoTenant(t *testing.T) {
 		if strings.Contains(got.Error(), "secret-group") || !strings.Contains(got.Error(), c.want) || !errors.Is(got, c.sentinel) {
 			t.Errorf("publicLoopError(%q) = %q (errors.Is %v): want %q, no group named, the cause still wrapped", c.err, got, errors.Is(got, c.sentinel), c.want)
 		}
+	}
+	// Any other failed write (a disk full) named its record: the group and
+	// member id were on /readyz for anyone (redteam18 #3; a store Writer's
+	// error is a store.RecordError, hidden whole since review24).
+	full := fmt.Errorf("coordinator: persist: %w", &store.RecordError{Op: "save member", Record: "secret-group/member-1", Err: io.ErrShortWrite})
+	if got := publicLoopError(full); strings.Contains(got.Error(), "secret-group") || strings.Contains(got.Error(), "member-1") || !errors.Is(got, io.ErrShortWrite) {
+		t.Errorf("publicLoopError(%q) = %q: want no record named, the cause still wrapped", full, got)
 	}
 	kafka := fmt.Errorf("store: kafka: produce: %w", store.ErrFenced)
 	if got := publicLoopError(kafka); got.Error() != kafka.Error() || !errors.Is(got, store.ErrFenced) {
