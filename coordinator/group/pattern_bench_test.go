@@ -26,6 +26,10 @@ func BenchmarkPatternRejoin(b *testing.B) {
 	}
 	bm := newBenchMachine(b, topics)
 	limits := group.DefaultConfig().Limits
+	// (.?){58}z fails slowly on every name, past the default
+	// topic_pattern_steps (which refuses it after 4 Mi steps): unbounded
+	// here, as the subject is where a whole match runs.
+	limits.TopicPatternSteps = 1 << 30
 	bm.ref++
 	rd := bm.step(group.Join{Ref: bm.ref, Group: "g", ClientID: "c", Credential: group.Credential{ID: "a"}, TopicPattern: "none"})
 	id := rd.Messages[0].(group.JoinReply).MemberID
@@ -64,6 +68,6 @@ func BenchmarkPatternRejoin(b *testing.B) {
 			}
 			work += p.Work
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(work), "ns/work")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(work), "ns/step")
 	})
 }
