@@ -117,10 +117,11 @@ type procStack struct {
 	kafka  *stack.Process
 	direct *kgo.Client // the load generator's franz-go client
 	// leaders maps topic/partition to the leader's node id.
-	leaders  map[string]int32
-	variants []*procCapgate
-	scans    int // rounds of scan so far: who reads first rotates
-	loads    int // closed-loop phases so far: which path goes first rotates
+	leaders   map[string]int32
+	variants  []*procCapgate
+	scans     int // rounds of scan so far: who reads first rotates
+	loads     int // closed-loop phases so far: which path goes first rotates
+	seqRounds int // sequential rounds so far: with seqRotateEnv, which path goes first rotates
 	// joins are each variant's SDK scans' join times (scanSDK), in order.
 	joins map[string][]time.Duration
 	// scanCosts are each reader's CPU per record in the last scan.

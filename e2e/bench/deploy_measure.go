@@ -60,6 +60,11 @@ type latencyFigure struct {
 	// User and Sys are the gateway's CPU per fetch read apart (sequential
 	// phase only; 10 ms ticks: CPU is the precise sum).
 	User, Sys time.Duration
+	// Place is the placement the sequential phase ran it in ("" the
+	// kernel's, deploy_sched.go), Chunks its chunks of requests (one a
+	// round), each with the mode it ran in (sequential phase only).
+	Place  string
+	Chunks []chunkFigure
 }
 
 // isolationFigure is a normal holder's fetches on an idle gateway and
@@ -94,6 +99,16 @@ func figure(fs []latencyFigure, path string) latencyFigure {
 		}
 	}
 	return latencyFigure{Path: path}
+}
+
+// figureAt returns the named path's figure in a placement.
+func figureAt(fs []latencyFigure, path, place string) latencyFigure {
+	for _, f := range fs {
+		if f.Path == path && f.Place == place {
+			return f
+		}
+	}
+	return latencyFigure{Path: path, Place: place}
 }
 
 // fetchPath is one way of doing a 1-record fetch of a partition of
@@ -232,6 +247,13 @@ const seqOnlyEnv = "CAPGATE_BENCH_SEQ_ONLY"
 // followed at once. The client CPU column then includes the spinning.
 const seqPaceEnv = "CAPGATE_BENCH_SEQ_PACE"
 
+// seqRotateEnv, when set, rotates the order of the sequential phase's
+// paths by one every round (as the closed-loop phases' is), so that no
+// path always runs right after the same other: which mode a chunk gets
+// can follow its position in the round (BENCHMARKS.md §0, "Thirtieth
+// pass"); the modes table counts slow chunks by position too.
+const seqRotateEnv = "CAPGATE_BENCH_SEQ_ROTATE"
+
 // seqPace is the pace seqPaceEnv sets, 0 for none.
 func seqPace(tb testing.TB) time.Duration {
 	v := os.Getenv(seqPaceEnv)
@@ -248,45 +270,132 @@ func seqPace(tb testing.TB) time.Duration {
 // sequential runs the paths one after another, rounds times, n fetches
 // each time, and measures the gateway's CPU over each path's fetches;
 // each gateway's floor (GET /healthz) runs among them, one at a time too.
+// With seqPlaceEnv each path runs once per placement too (after the
+// kernel's), both processes pinned (deploy_sched.go); every chunk of n
+// is also measured for the mode it ran in.
 func (d *procStack) sequential(tb testing.TB, rounds, n int) []latencyFigure {
 	paths := append(d.paths(), d.floorPaths()...)
 	if only := os.Getenv(seqOnlyEnv); only != "" {
 		names := strings.Split(only, ",")
 		paths = slices.DeleteFunc(paths, func(p fetchPath) bool { return !slices.Contains(names, p.name) })
 	}
-	lat := make([][]time.Duration, len(paths))
-	cpu := make([]time.Duration, len(paths))
-	client := make([]time.Duration, len(paths))
-	user, sys := make([]time.Duration, len(paths)), make([]time.Duration, len(paths))
+	places := seqPlaces(tb)
+	type acc struct {
+		lat                    []time.Duration
+		cpu, client, user, sys time.Duration
+		chunks                 []chunkFigure
+	}
+	accs := make([]acc, len(paths)*len(places))
 	pace := seqPace(tb)
+	rotate := os.Getenv(seqRotateEnv) != ""
 	for round := range rounds {
-		for i, p := range paths {
-			do := p.mk(deployLatency, 0)
-			u0, s0 := d.gatewayTimes(tb, p.gw)
-			before, self := d.gatewayCPU(tb, p.gw), selfCPU()
-			for j := range n {
-				start := time.Now()
-				if err := do(round*n + j); err != nil {
-					tb.Fatalf("%s: %v", p.name, err)
+		for k, place := range places {
+			for pos := range paths {
+				i := pos
+				if rotate {
+					i = (pos + d.seqRounds) % len(paths)
 				}
-				lat[i] = append(lat[i], time.Since(start))
-				for pace > 0 && time.Since(start) < pace {
+				p := paths[i]
+				a := &accs[k*len(paths)+i]
+				if len(places) > 1 {
+					d.place(tb, p.gw, place)
 				}
+				do := p.mk(deployLatency, 0)
+				u0, s0 := d.gatewayTimes(tb, p.gw)
+				sched0 := d.schedSample(tb, p.gw)
+				before, self := d.gatewayCPU(tb, p.gw), selfCPU()
+				for j := range n {
+					start := time.Now()
+					if err := do(round*n + j); err != nil {
+						tb.Fatalf("%s%s: %v", p.name, placeLabel(place), err)
+					}
+					a.lat = append(a.lat, time.Since(start))
+					for pace > 0 && time.Since(start) < pace {
+					}
+				}
+				cpu := d.gatewayCPU(tb, p.gw) - before
+				a.cpu += cpu
+				a.client += selfCPU() - self
+				u1, s1 := d.gatewayTimes(tb, p.gw)
+				a.user, a.sys = a.user+u1-u0, a.sys+s1-s0
+				c := d.schedSample(tb, p.gw).chunk(sched0, a.lat[len(a.lat)-n:], cpu)
+				c.Position = pos
+				a.chunks = append(a.chunks, c)
 			}
-			cpu[i] += d.gatewayCPU(tb, p.gw) - before
-			client[i] += selfCPU() - self
-			u1, s1 := d.gatewayTimes(tb, p.gw)
-			user[i], sys[i] = user[i]+u1-u0, sys[i]+s1-s0
+		}
+		d.seqRounds++
+	}
+	if len(places) > 1 {
+		d.place(tb, nil, placeKernel)
+		for _, v := range d.variants {
+			d.place(tb, v, placeKernel)
 		}
 	}
-	out := make([]latencyFigure, len(paths))
-	for i, p := range paths {
-		p50, p99, _ := quantiles(lat[i])
-		out[i] = latencyFigure{Path: p.name, Fetches: len(lat[i]), P50: p50, P99: p99, CPU: perFetch(cpu[i], len(lat[i]), p.gw),
-			Client: client[i] / time.Duration(max(len(lat[i]), 1)),
-			User:   perFetch(user[i], len(lat[i]), p.gw), Sys: perFetch(sys[i], len(lat[i]), p.gw)}
+	out := make([]latencyFigure, len(accs))
+	for k, place := range places {
+		for i, p := range paths {
+			a := &accs[k*len(paths)+i]
+			p50, p99, _ := quantiles(a.lat)
+			out[k*len(paths)+i] = latencyFigure{Path: p.name, Place: place, Fetches: len(a.lat), P50: p50, P99: p99, CPU: perFetch(a.cpu, len(a.lat), p.gw),
+				Client: a.client / time.Duration(max(len(a.lat), 1)),
+				User:   perFetch(a.user, len(a.lat), p.gw), Sys: perFetch(a.sys, len(a.lat), p.gw), Chunks: a.chunks}
+		}
 	}
 	return out
+}
+
+// place pins v's gateway (if any) and this process for a placement.
+func (d *procStack) place(tb testing.TB, v *procCapgate, place string) {
+	gateway, client, err := placeMasks(place)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := pin(os.Getpid(), client); err != nil {
+		tb.Fatal(err)
+	}
+	if v != nil {
+		if err := pin(v.gateway.Pid(), gateway); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// schedState is the machine's IPIs and both processes' threads at one
+// moment: chunk turns two of them into a chunk's figures.
+type schedState struct {
+	ipis            uint64
+	gateway, client map[string]threadStat
+}
+
+func (d *procStack) schedSample(tb testing.TB, v *procCapgate) schedState {
+	var s schedState
+	var err error
+	if s.ipis, err = ipiCount(); err != nil {
+		tb.Fatal(err)
+	}
+	if s.client, err = threadStats(os.Getpid()); err != nil {
+		tb.Fatal(err)
+	}
+	if v != nil {
+		if s.gateway, err = threadStats(v.gateway.Pid()); err != nil {
+			tb.Fatalf("%s: %v", v.Name, err)
+		}
+	}
+	return s
+}
+
+// chunk is the figures of the chunk of requests lat that ran between
+// before and s, the gateway spending cpu on them.
+func (s schedState) chunk(before schedState, lat []time.Duration, cpu time.Duration) chunkFigure {
+	n := len(lat)
+	p50, _, _ := quantiles(slices.Clone(lat))
+	c := chunkFigure{Fetches: n, P50: float64(p50.Nanoseconds()) / 1e3, IPIs: float64(s.ipis-before.ipis) / float64(max(n, 1)),
+		GatewayVCPU: -1, ClientVCPU: busiestVCPU(before.client, s.client)}
+	if s.gateway != nil {
+		c.CPU = float64(cpu.Nanoseconds()) / 1e3 / float64(max(n, 1))
+		c.GatewayVCPU = busiestVCPU(before.gateway, s.gateway)
+	}
+	return c
 }
 
 // gatewayTimes is v's gateway's user and system CPU so far (0 for no

@@ -75,7 +75,8 @@ func BenchmarkDeploySeq(b *testing.B) {
 	size, p := deploySizes(false)
 	d := startProcStack(b, size)
 	got := map[string][]float64{}
-	userSys := map[string][3]float64{} // per path over every round: fetches, user ns, system ns
+	userSys := map[string][3]float64{}   // per path over every round: fetches, user ns, system ns
+	chunks := map[string][]chunkFigure{} // per path (and placement) over every round
 	if dir := os.Getenv("CAPGATE_BENCH_PROFILE_DIR"); dir != "" && b.N > 1 {
 		// A CPU profile of each gateway over the first 20 s of the rounds
 		// (not the b.N=1 warm-up's): what cmd/capgate/default.pgo is made
@@ -103,6 +104,7 @@ func BenchmarkDeploySeq(b *testing.B) {
 		}
 		fs := d.sequential(b, p.Rounds, p.Sequential)
 		sequentialTable(os.Stdout, fmt.Sprintf("sequential only, round %d of %d", i+1, b.N), p, fs)
+		fmt.Printf("load average after the round: %s\n", loadAverage())
 		for _, v := range d.variants {
 			idle := d.idleCPU(b, v, time.Second)
 			fmt.Printf("%s gateway idle: %.0f µs CPU per second\n", v.Name, float64(idle.Nanoseconds())/1e3)
@@ -112,20 +114,22 @@ func BenchmarkDeploySeq(b *testing.B) {
 			if f.Path == "direct-raw" {
 				continue
 			}
-			got[f.Path+" gateway µs"] = append(got[f.Path+" gateway µs"], float64(f.CPU.Nanoseconds())/1e3)
-			if floor := figure(fs, strings.TrimSuffix(f.Path, suffix(f.Path))+"-healthz"); floor.CPU > 0 {
-				got[f.Path+" × floor"] = append(got[f.Path+" × floor"], float64(f.CPU)/float64(floor.CPU))
+			label, at := f.Path+placeLabel(f.Place), placeLabel(f.Place)
+			got[label+" gateway µs"] = append(got[label+" gateway µs"], float64(f.CPU.Nanoseconds())/1e3)
+			if floor := figureAt(fs, strings.TrimSuffix(f.Path, suffix(f.Path))+"-healthz", f.Place); floor.CPU > 0 {
+				got[label+" × floor"] = append(got[label+" × floor"], float64(f.CPU)/float64(floor.CPU))
 			}
 			served[strings.TrimSuffix(f.Path, suffix(f.Path))] += float64(f.Fetches)
-			t := userSys[f.Path]
-			userSys[f.Path] = [3]float64{t[0] + float64(f.Fetches), t[1] + float64(f.User)*float64(f.Fetches), t[2] + float64(f.Sys)*float64(f.Fetches)}
+			t := userSys[label]
+			userSys[label] = [3]float64{t[0] + float64(f.Fetches), t[1] + float64(f.User)*float64(f.Fetches), t[2] + float64(f.Sys)*float64(f.Fetches)}
+			chunks[label] = append(chunks[label], f.Chunks...)
 			// Paired with every other binary's same path in the same round:
 			// what this tree changes, net of the machine's moods.
 			if name, sfx := strings.TrimSuffix(f.Path, suffix(f.Path)), suffix(f.Path); name == "capgate" {
 				for _, v := range d.variants {
-					if other := figure(fs, v.Name+sfx); v.Name != name && other.CPU > 0 {
-						got[f.Path+" − "+other.Path+" µs"] = append(got[f.Path+" − "+other.Path+" µs"], float64((f.CPU-other.CPU).Nanoseconds())/1e3)
-						got[f.Path+" ÷ "+other.Path] = append(got[f.Path+" ÷ "+other.Path], float64(f.CPU)/float64(other.CPU))
+					if other := figureAt(fs, v.Name+sfx, f.Place); v.Name != name && other.CPU > 0 {
+						got[label+" − "+other.Path+at+" µs"] = append(got[label+" − "+other.Path+at+" µs"], float64((f.CPU-other.CPU).Nanoseconds())/1e3)
+						got[label+" ÷ "+other.Path+at] = append(got[label+" ÷ "+other.Path+at], float64(f.CPU)/float64(other.CPU))
 					}
 				}
 			}
@@ -155,6 +159,60 @@ func BenchmarkDeploySeq(b *testing.B) {
 		rows = append(rows, []string{k, fmt.Sprintf("%.2f [%.2f–%.2f]", m, lo, hi)})
 	}
 	table(os.Stdout, "Deployed, one at a time: medians [range] over the rounds", []string{"path, figure", "median [min–max]"}, rows)
+	modesTable(os.Stdout, chunks)
+}
+
+// modesTable prints, per path, its chunks of one-at-a-time requests over
+// every round by the mode they ran in (deploy_sched.go): how many were
+// slow, how many ended with both sides on one vCPU, and the gateway's
+// CPU per request of the fast and of the slow chunks, median [range].
+func modesTable(w io.Writer, chunks map[string][]chunkFigure) {
+	var rows [][]string
+	for _, k := range slices.Sorted(maps.Keys(chunks)) {
+		cs := chunks[k]
+		m := modes(cs)
+		var fast, slow []float64
+		for _, c := range cs {
+			if c.Slow() {
+				slow = append(slow, c.CPU)
+			} else {
+				fast = append(fast, c.CPU)
+			}
+		}
+		rows = append(rows, []string{k, fmt.Sprint(m.Chunks), fmt.Sprint(m.Slow), fmt.Sprint(m.SameVCPU), fmt.Sprintf("%.2f", m.IPIs), medianRange(fast), medianRange(slow)})
+	}
+	table(w, fmt.Sprintf("Deployed, one at a time: chunks by mode (slow: ≥ %.1f inter-processor interrupts a request)", crossIPIs),
+		[]string{"path", "chunks", "slow", "same vCPU", "IPIs/req", "gateway µs fast: median [range]", "gateway µs slow: median [range]"}, rows)
+	// The same chunks by their place in their round (kernel's placement
+	// only): does a mode follow the path or the position?
+	byPos := map[int][2]int{} // position -> chunks, slow
+	for k, cs := range chunks {
+		if strings.Contains(k, "@") {
+			continue
+		}
+		for _, c := range cs {
+			t := byPos[c.Position]
+			t[0]++
+			if c.Slow() {
+				t[1]++
+			}
+			byPos[c.Position] = t
+		}
+	}
+	rows = nil
+	for _, pos := range slices.Sorted(maps.Keys(byPos)) {
+		rows = append(rows, []string{fmt.Sprint(pos + 1), fmt.Sprint(byPos[pos][0]), fmt.Sprint(byPos[pos][1])})
+	}
+	table(w, "Deployed, one at a time: the kernel's placement, chunks by their place in the round", []string{"place in round", "chunks", "slow"}, rows)
+}
+
+// medianRange is "median [min–max]" of xs, "—" for none.
+func medianRange(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	m, lo, hi, _ := spread(xs)
+	return fmt.Sprintf("%.1f [%.1f–%.1f]", m, lo, hi)
 }
 
 // BenchmarkDeployScan runs only the deployment benchmark's consumer scan
@@ -348,25 +406,97 @@ func TestSmokeDeploy(t *testing.T) {
 	if took, least := time.Since(start), time.Duration(len(fs)*n)*pace; took < least {
 		t.Errorf("paced at %v, %d paths × %d requests took %v, want ≥ %v", pace, len(fs), n, took, least)
 	}
+	t.Setenv(seqPaceEnv, "")
+	checkPlacements(t, d)
+}
+
+// checkPlacements runs the sequential phase in every placement
+// (CAPGATE_BENCH_SEQ_PLACE), its order rotating (CAPGATE_BENCH_SEQ_ROTATE),
+// and checks the modes' columns against what pinning makes certain: a
+// chunk packed ends with the gateway's and the client's busiest threads
+// on the first CPU, a chunk spread with the gateway's on the second and
+// the client's on the first; every path has one chunk a round, each
+// round in another position.
+func checkPlacements(t *testing.T, d *procStack) {
+	const rounds, n = 2, 20
+	all, err := startAffinity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus := all.cpus()
+	// The vCPUs the gateway's and the client's busiest threads must end
+	// on; spread needs two CPUs.
+	places, want := "packed", map[string][2]int{placePacked: {cpus[0], cpus[0]}}
+	if len(cpus) > 1 {
+		places, want[placeSpread] = "packed,spread", [2]int{cpus[1], cpus[0]}
+	}
+	t.Setenv(seqPlaceEnv, places)
+	t.Setenv(seqRotateEnv, "1")
+	fs := d.sequential(t, rounds, n)
+	paths := 0
+	for _, f := range fs {
+		if f.Place == placeKernel {
+			paths++
+		}
+		if len(f.Chunks) != rounds || f.Fetches != rounds*n {
+			t.Errorf("%s%s: %d chunks, %d fetches; want %d, %d", f.Path, placeLabel(f.Place), len(f.Chunks), f.Fetches, rounds, rounds*n)
+			continue
+		}
+		if f.Chunks[0].Position == f.Chunks[1].Position {
+			t.Errorf("%s%s: position %d in both rounds, want the order rotated", f.Path, placeLabel(f.Place), f.Chunks[0].Position)
+		}
+		for _, c := range f.Chunks {
+			if c.Fetches != n || c.P50 <= 0 || c.IPIs < 0 || c.ClientVCPU < 0 {
+				t.Errorf("%s%s: chunk %+v", f.Path, placeLabel(f.Place), c)
+			}
+			w, pinned := want[f.Place]
+			if f.Path == "direct-raw" {
+				if c.GatewayVCPU != -1 || c.CPU != 0 {
+					t.Errorf("direct-raw%s: a gateway's vCPU %d, CPU %.1f µs", placeLabel(f.Place), c.GatewayVCPU, c.CPU)
+				}
+				w[0] = -1
+			} else if c.CPU <= 0 {
+				t.Errorf("%s%s: gateway CPU %.1f µs a request", f.Path, placeLabel(f.Place), c.CPU)
+			}
+			if pinned && (c.GatewayVCPU != w[0] || c.ClientVCPU != w[1]) {
+				t.Errorf("%s%s: gateway on vCPU %d, client on %d; pinned to %d and %d", f.Path, placeLabel(f.Place), c.GatewayVCPU, c.ClientVCPU, w[0], w[1])
+			}
+		}
+	}
+	if len(fs) != (1+len(want))*paths {
+		t.Errorf("%d figures for %d paths in %d placements", len(fs), paths, 1+len(want))
+	}
 }
 
 // sequentialTable prints the sequential phase: each path's latency next
 // to franz-go's, and its gateway's CPU per fetch (each gateway's /healthz
-// floor among the paths).
+// floor among the paths); then its chunks (one a round) by mode: how
+// many ran slow (crossIPIs), the IPIs a request, how many ended with the
+// gateway's and the client's busiest threads on one vCPU, and the CPU per
+// request of the fast and of the slow chunks.
 func sequentialTable(w io.Writer, title string, p deployParams, fs []latencyFigure) {
 	direct := figure(fs, "direct-raw")
 	var rows [][]string
 	for _, f := range fs {
-		over50, over99, cpu := "—", "—", "—"
+		over50, over99, cpu, fast, slow := "—", "—", "—", "—", "—"
+		m := modes(f.Chunks)
 		if f.Path != direct.Path {
 			over50, over99 = fmt.Sprintf("%+d", (f.P50-direct.P50).Microseconds()), fmt.Sprintf("%+d", (f.P99-direct.P99).Microseconds())
 			cpu = fmt.Sprintf("%.1f", float64(f.CPU.Nanoseconds())/1e3)
+			if m.Slow < m.Chunks {
+				fast = fmt.Sprintf("%.1f", m.FastCPU)
+			}
+			if m.Slow > 0 {
+				slow = fmt.Sprintf("%.1f", m.SlowCPU)
+			}
 		}
-		rows = append(rows, []string{f.Path, fmt.Sprint(f.Fetches), us(f.P50), us(f.P99), over50, over99, cpu,
-			fmt.Sprintf("%.1f", float64(f.Client.Nanoseconds())/1e3)})
+		rows = append(rows, []string{f.Path + placeLabel(f.Place), fmt.Sprint(f.Fetches), us(f.P50), us(f.P99), over50, over99, cpu,
+			fmt.Sprintf("%.1f", float64(f.Client.Nanoseconds())/1e3),
+			fmt.Sprintf("%d of %d", m.Slow, m.Chunks), fmt.Sprintf("%.2f", m.IPIs), fmt.Sprintf("%d of %d", m.SameVCPU, m.Chunks), fast, slow})
 	}
 	table(w, fmt.Sprintf("Deployed, %s: sequential 1-record fetches (%d rounds × %d per path, interleaved)", title, p.Rounds, p.Sequential),
-		[]string{"path", "fetches", "p50 µs", "p99 µs", "p50 over direct", "p99 over direct", "gateway CPU µs/fetch", "client CPU µs/fetch"}, rows)
+		[]string{"path", "fetches", "p50 µs", "p99 µs", "p50 over direct", "p99 over direct", "gateway CPU µs/fetch", "client CPU µs/fetch",
+			"slow chunks", "IPIs/req", "same vCPU", "gateway µs fast", "gateway µs slow"}, rows)
 }
 
 // deployTables prints one round in BENCHMARKS.md's layout, every figure
