@@ -31,6 +31,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -68,10 +69,14 @@ func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*o
 		writeError(ctx, api.CodeTokenExpired, "identity token expired")
 		return nil, false
 	case errors.Is(err, identity.ErrUnmapped):
-		writeError(ctx, api.CodeForbidden, "identity token maps to no capgate group (oidc rules)")
+		// The reason names what the token holds in the claims the rules
+		// read (identity.unmapped): the holder's own claims.
+		writeError(ctx, api.CodeForbidden, "identity token maps to no capgate group (oidc rules): "+strings.TrimPrefix(err.Error(), "identity: "))
 		return nil, false
 	case err != nil:
-		writeError(ctx, api.CodeUnauthorized, "identity token refused: "+err.Error())
+		// The reason once: "identity token refused: identity: token
+		// refused: …" said it twice.
+		writeError(ctx, api.CodeUnauthorized, "identity token refused: "+strings.TrimPrefix(err.Error(), identity.ErrInvalid.Error()+": "))
 		return nil, false
 	}
 	claims := &ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject, Groups: id.Groups, Topics: id.Topics,

@@ -78,3 +78,58 @@ func TestJoinNamesAnUnconfiguredIssuer(t *testing.T) {
 	h.join(t, "billing-us", h.clientCredential(t, []string{"billing-us"}, []string{"orders"}), orders)
 	e.checkLogs(t)
 }
+
+// TestIdPRefusalsSayWhy is dayone2's first day with a Keycloak realm: a
+// token for another audience (Keycloak's default aud is "account") was
+// "401 identity token refused: … token has invalid audience", and a
+// token whose groups claim holds the full group path ("/kafka-billing",
+// Keycloak's default) was "403 identity token maps to no capgate group
+// (oidc rules)" — neither said what the token held nor which setting to
+// change. Each answer now names both; a token that does map joins.
+func TestIdPRefusalsSayWhy(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	idp := idptest.New(t, "RS256")
+	e.cfg.OIDC.Issuers = []identity.IssuerConfig{{
+		Issuer: idp.URL, CAFile: idp.CAFile, Audiences: []string{"capgate"},
+		Rules: []identity.Rule{
+			{Claim: "groups", Value: "kafka-billing", Groups: []string{"billing-*"}, Topics: []string{"orders"}},
+			{Claim: "realm_access.roles", Value: "kafka-ops", Groups: []string{"ops"}, Topics: []string{"orders"}},
+		},
+	}}
+	h := e.start(t)
+	now := time.Now()
+	token := func(aud string, groups ...string) string {
+		tok := idp.Token(idptest.Claims{"sub": "svc-billing", "aud": aud, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+			"groups": groups})
+		e.remember(tok)
+		return tok
+	}
+	join := func(tok string) (int, string) {
+		status, body, _ := h.do(t, "POST", "/v1/groups/billing-eu/join", tok, api.JoinRequest{Topics: []string{"orders"}})
+		var e api.ErrorBody
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Fatalf("join: %d %s: %v", status, body, err)
+		}
+		return status, e.Error.Message
+	}
+
+	status, body := join(token("account", "kafka-billing"))
+	if want := "identity token refused: token has "; !strings.HasPrefix(body, want) {
+		t.Fatalf("a token for audience account: %q, want it to start %q (the refusal said once)", body, want)
+	}
+	for _, want := range []string{`aud ["account"]`, `audiences ["capgate"]`, "oidc.issuers[].audiences"} {
+		if status != 401 || !strings.Contains(body, want) {
+			t.Fatalf("a token for audience account: %d %s, want 401 naming %s", status, body, want)
+		}
+	}
+	status, body = join(token("capgate", "/kafka-billing", "/staff"))
+	for _, want := range []string{`groups: ["/kafka-billing" "/staff"]`, "realm_access.roles: absent", `write the rule's value as "/kafka-billing"`} {
+		if status != 403 || !strings.Contains(body, want) {
+			t.Fatalf("a token with Keycloak's full group paths: %d %s, want 403 naming %s", status, body, want)
+		}
+	}
+	if strings.Contains(body, "kafka-ops") {
+		t.Fatalf("the 403 quotes a rule's value the token does not hold: %s", body)
+	}
+	h.join(t, "billing-eu", token("capgate", "kafka-billing"), api.JoinRequest{Topics: []string{"orders"}})
+}

@@ -422,3 +422,30 @@ func TestUnconfigured(t *testing.T) {
 		t.Errorf("no issuer configured: %v", err)
 	}
 }
+
+// TestUnmappedRefusalIsBounded: the refusal of a token no rule maps
+// quotes what it holds in the rules' claims (dayone2), at most 8 values
+// of 64 characters each, however many the IdP wrote; it stays
+// ErrUnmapped.
+func TestUnmappedRefusalIsBounded(t *testing.T) {
+	now := time.Now()
+	is := idptest.New(t, "RS256")
+	v := newVerifier(t, config(is))
+	groups := []string{}
+	for i := range 40 {
+		groups = append(groups, fmt.Sprintf("directory-group-%03d-%s", i, strings.Repeat("x", 200)))
+	}
+	_, err := v.Verify(context.Background(), is.Token(claims(now, idptest.Claims{"groups": groups, "scope": "openid email"})), now)
+	if !errors.Is(err, identity.ErrUnmapped) {
+		t.Fatalf("a token of 40 unmapped groups: %v, want ErrUnmapped", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"and 32 more", `scope: ["openid" "email"]`, "realm_access.roles: absent"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("refusal %q, want it to say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "directory-group-008") || len(msg) > 2048 {
+		t.Fatalf("refusal of %d bytes quotes past 8 values: %q", len(msg), msg)
+	}
+}

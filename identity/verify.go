@@ -298,6 +298,8 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (*is
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return fail(ErrExpired)
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return fail(fmt.Errorf("%w: %w", ErrInvalid, is.audienceRefusal(claims)))
 	case err != nil:
 		return fail(fmt.Errorf("%w: %v", ErrInvalid, err))
 	}
@@ -424,7 +426,7 @@ func (is *issuer) identity(claims jwt.MapClaims) (Identity, error) {
 		}
 	}
 	if len(id.Groups) == 0 {
-		return Identity{}, ErrUnmapped
+		return Identity{}, is.unmapped(claims)
 	}
 	return id, nil
 }
