@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/capgate/capgate/coordinator/console"
+	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -73,24 +75,28 @@ func (b consoleBackend) IsAdminToken(token []byte) bool {
 
 // IdentityAdmin verifies an IdP token for a console login (oidc issuers'
 // console_admins), refusing a denied identity; the session it starts asks
-// denied on each request, so a deny ends it.
-func (b consoleBackend) IdentityAdmin(token []byte) (string, time.Time, func() bool, bool) {
+// denied on each request, so a deny ends it. A refusal says why, as a
+// join with the token is told (identityClaims).
+func (b consoleBackend) IdentityAdmin(token []byte) (string, time.Time, func() bool, error) {
 	c := b.c
 	if !c.identities.Handles(token) {
-		return "", time.Time{}, nil, false
+		return "", time.Time{}, nil, console.ErrNotIdentityToken
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.OIDC.FetchTimeout)
 	defer cancel()
 	id, err := c.identities.ConsoleAdmin(ctx, string(token), c.now())
-	if err != nil {
-		return "", time.Time{}, nil, false
+	switch {
+	case errors.Is(err, identity.ErrExpired):
+		return "", time.Time{}, nil, errors.New("it expired")
+	case err != nil:
+		return "", time.Time{}, nil, errors.New(identityRefusal(err))
 	}
 	claims := ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject}
 	denied := func() bool { return c.revocations.refusal(&claims, ocap.KindClient, c.now()) != nil }
 	if denied() {
-		return "", time.Time{}, nil, false
+		return "", time.Time{}, nil, fmt.Errorf("its identity %s is denied (capgate admin revoke-capability)", id.ID)
 	}
-	return id.Subject + " (" + id.Issuer + ")", id.ExpiresAt, denied, true
+	return id.Subject + " (" + id.Issuer + ")", id.ExpiresAt, denied, nil
 }
 
 // AdminCertificate reports whether the connection carries the client

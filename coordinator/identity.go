@@ -71,12 +71,10 @@ func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*o
 	case errors.Is(err, identity.ErrUnmapped):
 		// The reason names what the token holds in the claims the rules
 		// read (identity.unmapped): the holder's own claims.
-		writeError(ctx, api.CodeForbidden, "identity token maps to no capgate group (oidc rules): "+strings.TrimPrefix(err.Error(), "identity: "))
+		writeError(ctx, api.CodeForbidden, "identity token maps to no capgate group (oidc rules): "+identityRefusal(err))
 		return nil, false
 	case err != nil:
-		// The reason once: "identity token refused: identity: token
-		// refused: …" said it twice.
-		writeError(ctx, api.CodeUnauthorized, "identity token refused: "+strings.TrimPrefix(err.Error(), identity.ErrInvalid.Error()+": "))
+		writeError(ctx, api.CodeUnauthorized, "identity token refused: "+identityRefusal(err))
 		return nil, false
 	}
 	claims := &ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject, Groups: id.Groups, Topics: id.Topics,
@@ -87,4 +85,15 @@ func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*o
 		return nil, false
 	}
 	return claims, true
+}
+
+// identityRefusal is the reason of an identity.Verify or ConsoleAdmin
+// refusal without the package's sentinel in front: "identity token
+// refused: identity: token refused: …" said it twice.
+func identityRefusal(err error) string {
+	msg := err.Error()
+	for _, sentinel := range []error{identity.ErrInvalid, identity.ErrUnmapped} {
+		msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+	}
+	return strings.TrimPrefix(msg, "identity: ")
 }

@@ -123,7 +123,7 @@ func TestIdPRefusalsSayWhy(t *testing.T) {
 		}
 	}
 	status, body = join(token("capgate", "/kafka-billing", "/staff"))
-	for _, want := range []string{`groups: ["/kafka-billing" "/staff"]`, "realm_access.roles: absent", `write the rule's value as "/kafka-billing"`} {
+	for _, want := range []string{`groups: ["/kafka-billing" "/staff"]`, "realm_access.roles: absent", `write the value as "/kafka-billing"`} {
 		if status != 403 || !strings.Contains(body, want) {
 			t.Fatalf("a token with Keycloak's full group paths: %d %s, want 403 naming %s", status, body, want)
 		}

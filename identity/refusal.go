@@ -41,27 +41,44 @@ func (is *issuer) audienceRefusal(claims jwt.MapClaims) error {
 // "/kafka-billing"). The rules' own values are not quoted, except in the
 // full-path hint, which names one only to a token that is in it.
 func (is *issuer) unmapped(claims jwt.MapClaims) error {
-	var parts []string
-	var seen []string
-	hint := ""
-	for _, r := range is.cfg.Rules {
-		if slices.Contains(seen, r.Claim) {
+	ms := make([]Match, len(is.cfg.Rules))
+	for i, r := range is.cfg.Rules {
+		ms[i] = Match{Claim: r.Claim, Value: r.Value}
+	}
+	return fmt.Errorf("%w (the token holds %s)", ErrUnmapped, unmatched(claims, ms))
+}
+
+// notConsoleAdmin is ErrUnmapped for a console login: the token matches
+// none of console_admins, and what it holds in the claims they read.
+func (is *issuer) notConsoleAdmin(claims jwt.MapClaims) error {
+	return fmt.Errorf("%w: none of this issuer's console_admins (oidc.issuers[].console_admins) matches; the token holds %s",
+		ErrUnmapped, unmatched(claims, is.cfg.ConsoleAdmins))
+}
+
+// unmatched says what claims hold in each claim ms read (at most
+// refusalClaimsMax of them), and whether a group claim holds one of ms's
+// values as a Keycloak full group path.
+func unmatched(claims jwt.MapClaims, ms []Match) string {
+	var parts, seen []string
+	for _, m := range ms {
+		if slices.Contains(seen, m.Claim) {
 			continue
 		}
 		if len(seen) == refusalClaimsMax {
 			parts = append(parts, "…")
 			break
 		}
-		seen = append(seen, r.Claim)
-		parts = append(parts, r.Claim+": "+describeClaim(r.Claim, lookup(claims, r.Claim)))
+		seen = append(seen, m.Claim)
+		parts = append(parts, m.Claim+": "+describeClaim(m.Claim, lookup(claims, m.Claim)))
 	}
-	for _, r := range is.cfg.Rules {
-		if hint == "" && !strings.HasPrefix(r.Value, "/") && matches(r.Claim, lookup(claims, r.Claim), "/"+r.Value) {
-			hint = fmt.Sprintf("; %s holds %.64q, the full path of group %.64q (Keycloak's group mapper writes full paths by default): write the rule's value as %.64q, or turn off \"Full group path\"",
-				r.Claim, "/"+r.Value, r.Value, "/"+r.Value)
+	out := strings.Join(parts, "; ")
+	for _, m := range ms {
+		if !strings.HasPrefix(m.Value, "/") && matches(m.Claim, lookup(claims, m.Claim), "/"+m.Value) {
+			return out + fmt.Sprintf("; %s holds %.64q, the full path of group %.64q (Keycloak's group mapper writes full paths by default): write the value as %.64q, or turn off \"Full group path\"",
+				m.Claim, "/"+m.Value, m.Value, "/"+m.Value)
 		}
 	}
-	return fmt.Errorf("%w (the token holds %s%s)", ErrUnmapped, strings.Join(parts, "; "), hint)
+	return out
 }
 
 // describeClaim quotes a claim's value as matches reads it.

@@ -251,7 +251,7 @@ func (v *Verifier) ConsoleAdmin(ctx context.Context, token string, now time.Time
 			return id, nil
 		}
 	}
-	return Identity{}, ErrUnmapped
+	return Identity{}, is.notConsoleAdmin(claims)
 }
 
 // verify checks the token's signature and claims: golang-jwt's strict

@@ -26,11 +26,14 @@ type Backend interface {
 	// session's principal, for the audit log ("" for reads).
 	Admin(who, method, path string, body []byte) (status int, response []byte)
 	// IdentityAdmin verifies token as a JWT of a configured OIDC issuer
-	// whose claims match the issuer's console_admins, and not denied: ok
+	// whose claims match the issuer's console_admins, and not denied: nil
 	// with who (issuer and subject, for the page), when the token expires
 	// (the session never outlives it), and denied, which reports whether
 	// the identity has been denied since (the session then ends at once).
-	IdentityAdmin(token []byte) (who string, expires time.Time, denied func() bool, ok bool)
+	// A token that names no configured issuer is ErrNotIdentityToken; any
+	// other error is why a configured issuer's token was refused, shown on
+	// the login form (the same reason a join with it is told).
+	IdentityAdmin(token []byte) (who string, expires time.Time, denied func() bool, err error)
 	// IsAdminToken reports whether token is an admin token (constant
 	// time, against the stored hashes).
 	IsAdminToken(token []byte) bool

@@ -11,7 +11,8 @@ package console
 //     issuer whose claims match its console_admins (the session then ends
 //     no later than the token, and as soon as its identity is denied), ending the session the browser came
 //     with, if any; else 403 (origin or login token) or 401
-//     (wrong token), with the form again. Past console.login_max_failures
+//     (wrong token), with the form again — saying, for a token of a
+//     configured issuer, why it was refused (loginProblem). Past console.login_max_failures
 //     failed logins from the client's address within
 //     console.login_failure_window (or while the limiter's table of
 //     addresses is full of failing ones), 429 with Retry-After before the
@@ -23,6 +24,7 @@ package console
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -78,11 +80,11 @@ func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 		c.rateLimited(ctx, addr, wait)
 		return
 	}
-	who, until, denied, ok := c.checkToken(ctx.PostArgs().Peek("token"))
-	attempt.end(!ok, c.now())
-	if !ok {
+	who, until, denied, err := c.checkToken(ctx.PostArgs().Peek("token"))
+	attempt.end(err != nil, c.now())
+	if err != nil {
 		c.refused(ctx, refusedWrongToken)
-		c.loginForm(ctx, fasthttp.StatusUnauthorized, "That is not an admin token, nor an operator's token of a trusted identity provider.")
+		c.loginForm(ctx, fasthttp.StatusUnauthorized, loginProblem(err))
 		return
 	}
 	c.sessions.end(string(ctx.Request.Header.Cookie(sessionCookie))) // a session the browser came with ends: one browser, one session
@@ -92,16 +94,33 @@ func (c *Console) serveLogin(ctx *fasthttp.RequestCtx, _ *session, _ []string) {
 	seeOther(ctx, Prefix+"/groups")
 }
 
+// ErrNotIdentityToken: a login token that is neither an admin token nor
+// a JWT naming a configured OIDC issuer.
+var ErrNotIdentityToken = errors.New("console: not an admin token, nor a token of a configured OIDC issuer")
+
 // checkToken says who token logs in as: the admin token, or an IdP token
 // of an operator (with when it expires and whether it is denied since).
-func (c *Console) checkToken(token []byte) (who string, until time.Time, denied func() bool, ok bool) {
+func (c *Console) checkToken(token []byte) (who string, until time.Time, denied func() bool, err error) {
 	if len(token) == 0 || len(token) > maxTokenBytes {
-		return "", time.Time{}, nil, false
+		return "", time.Time{}, nil, ErrNotIdentityToken
 	}
 	if c.backend.IsAdminToken(token) {
-		return "admin", time.Time{}, nil, true
+		return "admin", time.Time{}, nil, nil
 	}
 	return c.backend.IdentityAdmin(token)
+}
+
+// loginProblem is what the login form says of a refused token. A token
+// of a configured issuer is told why (expired, another audience, none of
+// console_admins, denied: before, every refusal read as the first line
+// alone, and the coordinator logged nothing, so an operator whose IdP
+// token did not log in could not tell which of these to fix).
+func loginProblem(err error) string {
+	const wrong = "That is not an admin token, nor an operator's token of a trusted identity provider."
+	if errors.Is(err, ErrNotIdentityToken) {
+		return wrong
+	}
+	return wrong + " Your identity provider's token was refused: " + err.Error()
 }
 
 // rateLimited answers a login from an address out of failures: 429 with

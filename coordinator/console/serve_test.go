@@ -28,11 +28,11 @@ func (s stubBackend) Admin(_, method, path string, _ []byte) (int, []byte) {
 }
 func (s stubBackend) IsAdminToken(token []byte) bool             { return string(token) == "the-admin-token" }
 func (s stubBackend) AdminCertificate(*fasthttp.RequestCtx) bool { return true }
-func (s stubBackend) IdentityAdmin(token []byte) (string, time.Time, func() bool, bool) {
+func (s stubBackend) IdentityAdmin(token []byte) (string, time.Time, func() bool, error) {
 	if string(token) == "an-idp-operator" {
-		return "idp:operator", idpTokenExpiry, stubDenied.Load, true
+		return "idp:operator", idpTokenExpiry, stubDenied.Load, nil
 	}
-	return "", time.Time{}, nil, false
+	return "", time.Time{}, nil, ErrNotIdentityToken
 }
 func (s stubBackend) Serves(method, path string) bool { _, ok := s[method+" "+path]; return ok }
 func (s stubBackend) ClientAddr(ctx *fasthttp.RequestCtx) netip.Addr {

@@ -44,14 +44,25 @@ func TestConsoleIdPLogin(t *testing.T) {
 	operator := idptest.Claims{"realm_access": map[string]any{"roles": []string{"capgate-admin"}}}
 	b := newBrowser(t)
 
-	refused := func(what, tok string) {
+	// Each refusal says why (dayone2: before, all of them read "That is not
+	// an admin token, nor an operator's token of a trusted identity
+	// provider." and the coordinator logged nothing).
+	refused := func(what, tok, why string) {
 		t.Helper()
 		loginPasted(b, base, tok)
 		b.waitFor(what+" refused", time.Now(), 10*time.Second,
 			`location.pathname === '/console/login' && document.querySelector('#login-error')?.textContent.includes('not an admin token')`)
+		if got := eval[string](b, `document.querySelector('#login-error').textContent`); !strings.Contains(got, why) {
+			t.Fatalf("%s: the login form says %q, want it to say %q", what, got, why)
+		}
 	}
-	refused("a member's IdP token", token("svc-billing", idptest.Claims{"groups": []string{"kafka-billing"}}))
-	refused("an operator token for another audience", token("alice", idptest.Claims{"aud": "grafana", "realm_access": operator["realm_access"]}))
+	refused("a member's IdP token", token("svc-billing", idptest.Claims{"groups": []string{"kafka-billing"}}),
+		`none of this issuer's console_admins (oidc.issuers[].console_admins) matches; the token holds realm_access.roles: absent`)
+	refused("an operator token for another audience", token("alice", idptest.Claims{"aud": "grafana", "realm_access": operator["realm_access"]}),
+		`token has aud ["grafana"], none of this issuer's audiences ["capgate"]`)
+	refused("an expired operator token", idp.Token(idptest.Claims{"sub": "alice", "aud": "capgate", "iat": time.Now().Add(-2 * time.Hour).Unix(),
+		"exp": time.Now().Add(-time.Hour).Unix(), "realm_access": operator["realm_access"]}), "refused: it expired")
+	refused("a token that is no JWT", "not-a-token", "trusted identity provider.")
 
 	alice := token("alice", operator)
 	loginPasted(b, base, alice)
@@ -97,7 +108,7 @@ func TestConsoleIdPLogin(t *testing.T) {
 	if status != http.StatusUnauthorized {
 		t.Fatalf("an action with the denied operator's session: %d, want 401", status)
 	}
-	refused("a denied operator's fresh token", token("alice", operator))
+	refused("a denied operator's fresh token", token("alice", operator), "its identity "+id+" is denied")
 	b.noProblems("IdP login")
 }
 
