@@ -117,7 +117,7 @@ func TestIdPRefusalsSayWhy(t *testing.T) {
 	if want := "identity token refused: token has "; !strings.HasPrefix(body, want) {
 		t.Fatalf("a token for audience account: %q, want it to start %q (the refusal said once)", body, want)
 	}
-	for _, want := range []string{`aud ["account"]`, `audiences ["capgate"]`, "oidc.issuers[].audiences"} {
+	for _, want := range []string{`aud ["account"]`, `audiences ["capgate"]`, "its audiences: oidc.issuers[] on the coordinator"} {
 		if status != 401 || !strings.Contains(body, want) {
 			t.Fatalf("a token for audience account: %d %s, want 401 naming %s", status, body, want)
 		}

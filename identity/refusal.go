@@ -31,7 +31,7 @@ func (is *issuer) audienceRefusal(claims jwt.MapClaims) error {
 	} else if len(aud) > 0 {
 		held = "aud " + quoteList(aud)
 	}
-	return fmt.Errorf("token has %s, none of this issuer's audiences %s (oidc.issuers[].audiences): the IdP must put one of them in the token's aud",
+	return fmt.Errorf("token has %s, none of this issuer's audiences %s (its audiences: oidc.issuers[] on the coordinator, gateway.kafka_oidc.issuers[] on a gateway's Kafka listener): the IdP must put one of them in the token's aud",
 		held, quoteList(is.cfg.Audiences))
 }
 

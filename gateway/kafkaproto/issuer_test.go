@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/identity"
+	"github.com/capgate/capgate/identity/idptest"
 	"github.com/capgate/capgate/internal/failguard"
 	"github.com/capgate/capgate/ocap"
 )
@@ -159,4 +160,31 @@ type malformedGate struct{ refuseGate }
 
 func (malformedGate) VerifyCapability(token []byte, _ netip.Addr, _ time.Time) (*ocap.Claims, error) {
 	return nil, fmt.Errorf("%w: %d dot-separated segments", ocap.ErrMalformed, bytes.Count(token, []byte("."))+1)
+}
+
+// TestIdPTokenForAnotherAudienceAtSASL (dayone2): a kgo client whose IdP
+// token — signed by the configured issuer, served over HTTPS — is for
+// another audience (Keycloak's default aud is "account") read "token has
+// invalid claims: token has invalid audience" in SASL_AUTHENTICATION_FAILED;
+// now it names the token's aud, the issuer's audiences and the setting,
+// gateway.kafka_oidc.issuers[] on this listener.
+func TestIdPTokenForAnotherAudienceAtSASL(t *testing.T) {
+	idp := idptest.New(t, "ES256")
+	cfg := testConfig()
+	cfg.OIDC = identity.DefaultConfig()
+	cfg.OIDC.Issuers = []identity.IssuerConfig{{Issuer: idp.URL, CAFile: idp.CAFile, Audiences: []string{"capgate"},
+		Rules: []identity.Rule{{Claim: "groups", Value: "kafka-billing", Groups: []string{"billing-*"}}}}}
+	ln := startListener(t, cfg, nil, zap.NewNop())
+	now := time.Now()
+	token := idp.Token(idptest.Claims{"sub": "svc", "aud": "account", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+		"groups": []string{"kafka-billing"}})
+	err := saslError(t, ln.Addr(), token, false)
+	if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("a token for audience account: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+	for _, want := range []string{`aud ["account"]`, `audiences ["capgate"]`, "gateway.kafka_oidc.issuers[]"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("a token for audience account: %q, want it to say %q", err, want)
+		}
+	}
 }
