@@ -236,6 +236,15 @@ func (s *keySet) download(ctx context.Context) (map[string]publicKey, error) {
 		}
 		keys[kid] = k
 	}
+	if len(keys) == 0 {
+		// A set that names no key this process can use is an IdP (or a
+		// proxy before it) answering wrongly — `{}` or `{"keys":[]}` from
+		// a maintenance page — not an issuer that signs nothing: taking it
+		// would refuse every token of this issuer until the next good
+		// fetch. It fails the fetch, so the previous keys stay. An IdP
+		// retiring a key publishes the set without it, which is taken.
+		return nil, fmt.Errorf("jwks: no usable key in the set (%d entries)", len(set.Keys))
+	}
 	return keys, nil
 }
 

@@ -160,3 +160,43 @@ func TestUnknownKidSaysTheKeySetFailed(t *testing.T) {
 		t.Fatalf("%d failed fetches logged, want 1", n)
 	}
 }
+
+// TestKeySetWithoutUsableKeysKeepsThePreviousKeys: an IdP (or a proxy
+// before it) that answers its key set 200 with no key this process can
+// use — `{}`, `{"keys":[]}`, only keys of a kind it skips — fails the
+// fetch: the keys fetched before stay and their tokens verify, and the
+// failure is logged. Before, such an answer replaced the keys and every
+// token of the issuer was refused "unknown kid" until the next good fetch.
+func TestKeySetWithoutUsableKeysKeepsThePreviousKeys(t *testing.T) {
+	for _, body := range []string{`{}`, `{"keys":[]}`, `{"keys":[{"kty":"oct","kid":"s1","k":"c2VjcmV0"}]}`} {
+		t.Run(body, func(t *testing.T) {
+			t0 := time.Now()
+			is := idptest.New(t, "ES256")
+			cfg := config(is)
+			v, logs := verifierWithLogs(t, cfg)
+			mapped := func(at time.Time) idptest.Claims {
+				return claims(at, idptest.Claims{"groups": []string{"kafka-billing"}})
+			}
+			if _, err := v.Verify(context.Background(), is.Token(mapped(t0)), t0); err != nil {
+				t.Fatal(err)
+			}
+			is.ServeJWKSBody(body)
+			// An unknown kid, once a refresh is allowed, makes a fetch
+			// and waits for it: the IdP answers body.
+			t1 := t0.Add(cfg.JWKSRefreshMin)
+			_, err := v.Verify(context.Background(), is.TokenWith(mustKey(t, "made-up", "ES256"), mapped(t1)), t1)
+			if !errors.Is(err, identity.ErrInvalid) {
+				t.Fatalf("made-up kid: %v", err)
+			}
+			if got := is.JWKSFetches.Load(); got != 2 {
+				t.Fatalf("%d JWKS fetches, want 2", got)
+			}
+			if _, err := v.Verify(context.Background(), is.Token(mapped(t1)), t1); err != nil {
+				t.Fatalf("a token under the key fetched before, after the IdP answered %s: %v", body, err)
+			}
+			if n := logs.FilterMessage(fetchFailed).Len(); n != 1 {
+				t.Fatalf("%d failed fetches logged, want 1", n)
+			}
+		})
+	}
+}

@@ -208,7 +208,16 @@ func (is *Issuer) ServeOversizedJWKS(n int) {
 	is.jwksBody = func() []byte { return []byte(`{"keys":[],"pad":"` + strings.Repeat("x", n) + `"}`) }
 }
 
-// ServeJWKS serves the key set as it is again (after ServeOversizedJWKS).
+// ServeJWKSBody makes the key set answer body (200, as given): an IdP
+// that answers its key set wrongly, e.g. `{"keys":[]}` during maintenance.
+func (is *Issuer) ServeJWKSBody(body string) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.jwksBody = func() []byte { return []byte(body) }
+}
+
+// ServeJWKS serves the key set as it is again (after ServeOversizedJWKS
+// or ServeJWKSBody).
 func (is *Issuer) ServeJWKS() {
 	is.mu.Lock()
 	defer is.mu.Unlock()
