@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -158,6 +159,48 @@ func TestRestartMidHandoff(t *testing.T) {
 	for _, b := range before.Partitions {
 		if e := w.partition("g", b.Topic, b.Partition).Epoch; e < b.Epoch {
 			t.Fatalf("%s/%d epoch fell from %d to %d", b.Topic, b.Partition, b.Epoch, e)
+		}
+	}
+}
+
+// Gateways whose polls are held from one seq get one delta: the same
+// fences, in one list the machine built once (a member's bulk revoke with
+// 16 gateways built 16 copies of 10,000 fences in the loop, BENCHMARKS
+// §3), equal to the delta a poll from that seq gets on its own.
+func TestParkedPollsShareOneDelta(t *testing.T) {
+	w := newWorld(t)
+	w.topics(map[string]int32{"t": 6})
+	a := w.join("g", "a", "t")
+	w.heartbeat(a)
+	w.settle("g")
+	ids := []string{"gw1", "gw2", "gw3"}
+	held := map[string]group.Ref{}
+	for _, id := range ids {
+		w.pollUntilParked(id)
+		held[id] = w.gateways[id].parked
+	}
+	after := w.gateways["gw1"].seq
+	w.step(group.RevokeMember{Ref: w.nextRef(), Group: "g", MemberID: a})
+	ref := w.nextRef()
+	w.step(group.SyncPoll{Ref: ref, Gateway: "late", After: after})
+	alone := mustReply[group.SyncReply](t, w, ref)
+	if len(alone.Fences) != 6 || len(alone.RevokedMembers) != 1 {
+		t.Fatalf("delta after the revoke: %+v, want 6 fences and the revoked member", alone)
+	}
+	var first group.SyncReply
+	for i, id := range ids {
+		r := mustReply[group.SyncReply](t, w, held[id])
+		if r.Gateway != id {
+			t.Fatalf("reply to %s names gateway %s", id, r.Gateway)
+		}
+		r.Ref, r.Gateway = alone.Ref, alone.Gateway
+		if !reflect.DeepEqual(r, alone) {
+			t.Fatalf("held poll of %s got %+v, a poll from seq %d alone %+v", id, r, after, alone)
+		}
+		if i == 0 {
+			first = r
+		} else if &r.Fences[0] != &first.Fences[0] {
+			t.Fatalf("%s's reply has a list of fences of its own: built once per gateway", id)
 		}
 	}
 }
