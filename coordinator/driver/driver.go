@@ -28,8 +28,9 @@ type Observer interface {
 	Persisted(rd group.Ready)
 	// Sending sees a persisted Ready just before its messages are handed
 	// to their requests (which may then change them, e.g. resolve grant
-	// offsets, in other goroutines); m is the machine, for read-only
-	// views.
+	// offsets, in other goroutines) — all but its sync replies, handed
+	// first: their requests only read them, so Sending may read them too
+	// —; m is the machine, for read-only views.
 	Sending(now time.Time, rd group.Ready, m *group.Machine)
 }
 
@@ -223,8 +224,25 @@ func (d *Driver) handle(now time.Time) error {
 			d.observer.Persisted(rd)
 		}
 	}
+	// Sync replies leave first: their requests only read them (the shell
+	// encodes them, shared by the gateways polling from one seq), so the
+	// Observer may read them meanwhile; the gateways applying a bulk
+	// fence waited behind the console's timeline reading its 10,000
+	// partition records (BENCHMARKS §3).
+	d.deliver(rd.Messages, true)
 	d.observer.Sending(now, rd, d.m)
-	for _, msg := range rd.Messages {
+	d.deliver(rd.Messages, false)
+	d.m.Advance()
+	return nil
+}
+
+// deliver hands the sync replies among msgs (sync true), or the other
+// messages, to the requests waiting for them.
+func (d *Driver) deliver(msgs []group.Message, sync bool) {
+	for _, msg := range msgs {
+		if _, isSync := msg.(group.SyncReply); isSync != sync {
+			continue
+		}
 		ref := msg.Request()
 		w, ok := d.pending[ref]
 		if !ok {
@@ -236,8 +254,6 @@ func (d *Driver) handle(now time.Time) error {
 		}
 		w.reply(msg)
 	}
-	d.m.Advance()
-	return nil
 }
 
 // fail fails the Driver closed with err: every waiting request gets

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -334,4 +335,67 @@ func (e *env) reload(t *testing.T) (*group.Machine, group.Snapshot) {
 		t.Fatal(err)
 	}
 	return m, restored.Snapshot
+}
+
+// orderObserver notes, when Sending runs, which of the requests it
+// watches were answered already.
+type orderObserver struct {
+	recorder
+	got     map[group.Ref]group.Message
+	watched []group.Ref
+}
+
+func (o *orderObserver) Sending(now time.Time, rd group.Ready, m *group.Machine) {
+	for _, ref := range o.watched {
+		_, answered := o.got[ref]
+		o.events = append(o.events, fmt.Sprintf("%d answered %v", ref, answered))
+	}
+	o.recorder.Sending(now, rd, m)
+}
+
+// TestSyncRepliesLeaveBeforeTheObserver: a held sync poll answered in a
+// Ready gets its reply after the Ready was persisted and before the
+// Observer's Sending runs (the console's timeline reading a bulk revoke's
+// 10,000 records held the gateways' answers back, BENCHMARKS §3); the
+// Ready's other answers, which their requests may change, after it.
+func TestSyncRepliesLeaveBeforeTheObserver(t *testing.T) {
+	e := newEnv(t)
+	obs := &orderObserver{got: e.got}
+	e.d = driver.New(e.m, e.store, obs, driver.Restored{})
+	join := e.submit(joinEvent)
+	poll := e.submit(func(ref group.Ref) group.Event { return group.SyncPoll{Ref: ref, Gateway: "gw"} })
+	if err := e.d.Flush(t0); err != nil {
+		t.Fatal(err)
+	}
+	member := e.got[join].(group.JoinReply).MemberID
+	seq := e.got[poll].(group.SyncReply).Seq
+	held := e.submit(func(ref group.Ref) group.Event {
+		return group.SyncPoll{Ref: ref, Gateway: "gw", After: seq, Wait: time.Second}
+	})
+	if err := e.d.Flush(t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.got[held]; ok {
+		t.Fatal("the poll with nothing new was answered at once")
+	}
+	revoke := e.submit(func(ref group.Ref) group.Event {
+		return group.RevokeMember{Ref: ref, Group: "g", MemberID: member}
+	})
+	obs.watched, obs.events = []group.Ref{held, revoke}, nil
+	if err := e.d.Flush(t0); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := e.got[held].(group.SyncReply); !ok || len(r.Fences) != 2 {
+		t.Fatalf("held poll answered %#v, want the 2 fences", e.got[held])
+	}
+	want := fmt.Sprint([]string{"persisted", fmt.Sprintf("%d answered true", held), fmt.Sprintf("%d answered false", revoke), "sent 2"})
+	if len(obs.events) > 0 && strings.HasPrefix(obs.events[0], "persisted ") {
+		obs.events[0] = "persisted" // the revoke's records were written first
+	}
+	if got := fmt.Sprint(obs.events); got != want {
+		t.Fatalf("observer saw %v, want %v", got, want)
+	}
+	if _, ok := e.got[revoke].(group.RevokeMemberReply); !ok {
+		t.Fatalf("revoke answered %#v", e.got[revoke])
+	}
 }
