@@ -270,6 +270,14 @@ func BenchmarkRevocation(b *testing.B) {
 	}
 	table(os.Stdout, fmt.Sprintf("Revocation propagation (%d single revokes; bulk: one member holding %d partitions)", z.revokes, z.bulkPartitions),
 		[]string{"gateways", "revoke p50 ms", "p99 ms", "max ms", "admin GET p50 ms", "p99 ms", "x admin", "bulk fenced", "bulk answer ms", "bulk all acked ms"}, rows)
+	rows = nil
+	for _, r := range results {
+		st := r.BulkStages
+		rows = append(rows, []string{fmt.Sprint(r.Gateways), ms(r.BulkAnswer), fmt.Sprintf("%s (%d)", ms(st.Persist), st.PersistN),
+			ms(st.FirstApplied), ms(st.LastApplied), ms(st.LastAck), ms(r.BulkAcked), fmt.Sprintf("%s (%d)", ms(st.After), st.AfterN)})
+	}
+	table(os.Stdout, "Bulk fence: where the time went (ms from the admin call; fenceStages in revoke_stages.go)",
+		[]string{"gateways", "admin answer", "of it persist (updates)", "first gateway applied", "last gateway applied", "last ack at the coordinator", "all acked, read back", "persist after the answer (updates)"}, rows)
 }
 
 // BenchmarkCoordinatorScale: 1,000 members join a group of 10,000

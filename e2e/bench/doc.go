@@ -54,7 +54,10 @@
 //     consumer).
 //   - Revocation (revoke.go): admin partition revokes, which answer once
 //     every gateway acknowledged the fence, with 1, 4 and 16 gateways; a
-//     bulk fence of a member holding 10,000 partitions.
+//     bulk fence of a member holding 10,000 partitions, with where its
+//     time went (revoke_stages.go: the answer and its persist, the first
+//     and last gateway to apply the fences — their "sync applied" lines —,
+//     the last ack as the coordinator stamped it, the persist after).
 //   - Coordinator scale (scale.go, rawmember.go): 1,000 members over plain
 //     HTTP join a group of 10,000 partitions and release what is revoked.
 //

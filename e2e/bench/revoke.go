@@ -34,6 +34,7 @@ type revokeResult struct {
 	BulkFenced     int
 	BulkAnswer     time.Duration // the admin call's own answer
 	BulkAcked      time.Duration
+	BulkStages     fenceStages
 }
 
 const (
@@ -44,16 +45,18 @@ const (
 // runRevoke runs both measurements on a fresh stack.
 func runRevoke(tb testing.TB, p revokeParams) revokeResult {
 	tb.Helper()
+	var applied appliedLog
 	s := startDeployment(tb, deploymentOptions{
 		Topics:      map[string]int32{fenceTopic: int32(p.Revokes), bulkTopic: int32(p.BulkPartitions)},
 		Gateways:    p.Gateways,
 		Coordinator: func(c *coordinator.Config) { c.Groups.SessionTimeoutMax = 10 * time.Minute },
+		Tee:         applied.core,
 	})
 	defer s.close(tb)
 	r := revokeResult{Gateways: p.Gateways, BulkPartitions: p.BulkPartitions}
 	r.P50, r.P99, r.Max = revokeOneByOne(tb, s, p.Revokes)
 	r.BaseP50, r.BaseP99 = adminBaseline(tb, s, p.Revokes)
-	r.BulkFenced, r.BulkAnswer, r.BulkAcked = bulkFence(tb, s)
+	r.BulkFenced, r.BulkAnswer, r.BulkAcked, r.BulkStages = bulkFence(tb, s, &applied)
 	return r
 }
 
@@ -95,13 +98,19 @@ func adminBaseline(tb testing.TB, s *deployment, n int) (p50, p99 time.Duration)
 
 // bulkFence has one member take every partition of the bulk topic, revokes
 // the member, and polls the gateways' acknowledgements until all of them
-// acknowledged the sequence that carried the fences.
-func bulkFence(tb testing.TB, s *deployment) (fenced int, answer, acked time.Duration) {
+// acknowledged the sequence that carried the fences; stages says where
+// the time went (fenceStages).
+func bulkFence(tb testing.TB, s *deployment, applied *appliedLog) (fenced int, answer, acked time.Duration, stages fenceStages) {
 	const group = "bulk-g"
 	m, err := joinRaw(context.Background(), s.HTTP(), s.CoordinatorURL(), group, bulkTopic, s.credential(tb, group), (10 * time.Minute).Milliseconds())
 	if err != nil {
 		tb.Fatalf("bulk join: %v", err)
 	}
+	var before coordinator.GatewaysResponse
+	if _, err := s.admin(http.MethodGet, "/v1/admin/gateways", nil, &before); err != nil {
+		tb.Fatalf("admin gateways: %v", err)
+	}
+	persisted0, persists0 := persistTotals(tb, s)
 	var resp coordinator.MemberRevokeResponse
 	stopProfile := profilePhase(tb, "bulk-fence-"+strconv.Itoa(len(s.Gateways())))
 	defer stopProfile()
@@ -110,6 +119,7 @@ func bulkFence(tb testing.TB, s *deployment) (fenced int, answer, acked time.Dur
 		tb.Fatalf("revoke member: %v", err)
 	}
 	answer = time.Since(start)
+	persisted1, persists1 := persistTotals(tb, s)
 	var target uint64
 	deadline := start.Add(time.Minute)
 	for {
@@ -121,7 +131,20 @@ func bulkFence(tb testing.TB, s *deployment) (fenced int, answer, acked time.Dur
 			target = gws.Seq // the first look after the revoke answered
 		}
 		if allAcked(gws, target, len(s.Gateways())) {
-			return resp.Fenced, answer, time.Since(start)
+			acked = time.Since(start)
+			persisted2, persists2 := persistTotals(tb, s)
+			stages = fenceStages{
+				Persist: persisted1 - persisted0, PersistN: persists1 - persists0,
+				LastAck: lastAck(tb, gws).Sub(start),
+				After:   persisted2 - persisted1, AfterN: persists2 - persists1,
+			}
+			ats := applied.first(before.Seq)
+			if len(ats) != len(s.Gateways()) {
+				tb.Fatalf("%d of %d gateways logged applying seq %d", len(ats), len(s.Gateways()), target)
+			}
+			first, last := appliedSpread(ats)
+			stages.FirstApplied, stages.LastApplied = first.Sub(start), last.Sub(start)
+			return resp.Fenced, answer, acked, stages
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("gateways did not acknowledge seq %d within a minute: %+v", target, gws.Gateways)

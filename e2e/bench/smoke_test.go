@@ -74,6 +74,12 @@ func TestSmokeRevoke(t *testing.T) {
 	if r.BulkFenced != 100 || r.P50 <= 0 {
 		t.Errorf("revoke: %s", r)
 	}
+	// The bulk fence's stages, in the order they happen.
+	st := r.BulkStages
+	if st.PersistN < 1 || st.Persist <= 0 || st.FirstApplied <= 0 || st.FirstApplied > st.LastApplied ||
+		st.LastApplied > r.BulkAcked || st.LastAck <= 0 || st.LastAck > r.BulkAcked {
+		t.Errorf("bulk fence stages %+v (answer %v, all acked %v): out of order", st, r.BulkAnswer, r.BulkAcked)
+	}
 }
 
 func TestSmokeScale(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/harness"
@@ -32,6 +33,8 @@ type deploymentOptions struct {
 	Gateways int
 	// Coordinator edits the coordinator's configuration before it starts.
 	Coordinator func(*coordinator.Config)
+	// Tee, if set, gives a zap core each part's log lines also go to.
+	Tee func(part string) zapcore.Core
 }
 
 // lastClose is when a deployment of this process was last torn down; see
@@ -74,6 +77,11 @@ func startDeployment(tb testing.TB, opts deploymentOptions) *deployment {
 	sopts := stack.Options{
 		Dir: tb.TempDir(), Topics: opts.Topics, KafkaOptions: opts.Kafka, KafkaOnly: opts.KafkaOnly, Gateways: opts.Gateways,
 		HTTP: &http.Client{Timeout: 60 * time.Second}, Logger: func(part string) *zap.Logger { return d.log.Named(part) },
+	}
+	if opts.Tee != nil {
+		sopts.Logger = func(part string) *zap.Logger {
+			return d.log.Named(part).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, opts.Tee(part)) }))
+		}
 	}
 	if opts.Coordinator != nil {
 		sopts.Coordinator = func(_ int, cfg *coordinator.Config) { opts.Coordinator(cfg) }
