@@ -94,7 +94,7 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 		return
 	}
 	out := describeView(d)
-	c.countPatternMatches(out.Members)
+	c.countPatternMatches(out.Members, d.Members)
 	if rest.MembersAfter != nil {
 		out.NextMembersAfter = *rest.MembersAfter
 	}
@@ -107,26 +107,29 @@ func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
-// countPatternMatches sets each pattern member's topic_pattern_matches
-// as its join's answer was (patternMatches: the machine's topics, through
-// the joins' cache of matches). A
-// member whose pattern matches nothing holds no partition and its group
-// read Stable with 0 partitions, nothing saying why (newuser5 #19).
-func (c *Coordinator) countPatternMatches(members []MemberView) {
-	counted := map[string]*int{} // a page's members mostly share one pattern
+// countPatternMatches sets each pattern member's topic_pattern_matches:
+// the topics the machine resolved its pattern to (as its join's answer
+// counted them; a stale member's, what it still follows), absent before
+// the first metadata read. A member whose pattern matches nothing holds
+// no partition and its group read Stable with 0 partitions, nothing
+// saying why (newuser5 #19). Counted by the machine, not matched again
+// here: a page of members with distinct patterns was as many matches.
+func (c *Coordinator) countPatternMatches(members []MemberView, described []group.MemberDescription) {
+	if c.topics.Load() == nil {
+		return
+	}
 	for i := range members {
-		pattern := members[i].TopicPattern
-		if pattern == "" {
-			continue
+		if members[i].TopicPattern != "" {
+			n := described[i].TopicPatternMatches
+			members[i].TopicPatternMatches = &n
 		}
-		n, ok := counted[pattern]
-		if !ok {
-			n = c.patternMatches(pattern)
-			counted[pattern] = n
-		}
-		members[i].TopicPatternMatches = n
 	}
 }
+
+// topicPatternStale is a stale pattern member's topic_pattern_stale.
+const topicPatternStale = "a later match of its topic_pattern (topics were added, or the coordinator restarted) took more than " +
+	group.TopicPatternStepsLimit + ": it keeps the topics it matched before and follows no topic created since until it rejoins " +
+	"(then its pattern is matched again, and refused 400 if it is still over the bound: anchor it with literal text, or subscribe to a topic list)"
 
 func describeView(d group.GroupDescription) GroupDescription {
 	out := GroupDescription{
@@ -140,6 +143,9 @@ func describeView(d group.GroupDescription) GroupDescription {
 		}
 		if m.Credential.ID != "" {
 			v.Credential = &CredentialView{ID: m.Credential.ID, Issuer: m.Credential.Issuer, Subject: m.Credential.Subject}
+		}
+		if m.TopicPatternStale {
+			v.TopicPatternStale = topicPatternStale
 		}
 		out.Members = append(out.Members, v)
 	}

@@ -66,8 +66,10 @@ type GroupConfigView struct {
 // MemberView is one live member. Credential is what opened it (and what
 // an admin denies to end it); client_id is only what the member chose.
 // TopicPatternMatches is how many topics TopicPattern matches now, as the
-// join's answer counts them (absent without a pattern or before the first
-// metadata read).
+// join's answer counts them — a stale member's, those it still follows
+// (absent without a pattern or before the first metadata read).
+// TopicPatternStale says why a pattern member follows no new topic
+// (group.MemberDescription.TopicPatternStale).
 type MemberView struct {
 	ID                  string          `json:"id"`
 	InstanceID          string          `json:"instance_id,omitempty"`
@@ -76,6 +78,7 @@ type MemberView struct {
 	Topics              []string        `json:"topics,omitempty"`
 	TopicPattern        string          `json:"topic_pattern,omitempty"`
 	TopicPatternMatches *int            `json:"topic_pattern_matches,omitempty"`
+	TopicPatternStale   string          `json:"topic_pattern_stale,omitempty"`
 	SessionTimeoutMs    int64           `json:"session_timeout_ms"`
 	LastContact         string          `json:"last_contact"`
 	Partitions          int             `json:"partitions"`

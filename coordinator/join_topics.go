@@ -115,26 +115,6 @@ func (c *Coordinator) knownPartition(ctx *fasthttp.RequestCtx, topic string, par
 	return true
 }
 
-// patternMatches is how many of the machine's topics (internal topics
-// left out: refreshTopics) pattern matches as a join's topic_pattern is
-// matched — the whole name — for a group's describe
-// (topic_pattern_matches): nil without a pattern, before the first
-// metadata read, or for a pattern past the limits. Matched through the
-// cache the joins use (patterns.go): a page's members mostly share one
-// pattern. A pattern matching nothing was silent, and '^orders-' meant
-// as a prefix matches nothing: the member waited with no partitions
-// forever (newuser4 #15, newuser5).
-func (c *Coordinator) patternMatches(pattern string) *int {
-	if pattern == "" || c.topics.Load() == nil {
-		return nil
-	}
-	p, err := c.patterns.match(pattern, c.cfg.Groups.Limits)
-	if err != nil {
-		return nil
-	}
-	return c.matchCount(p)
-}
-
 // matchCount is a join's answer's topic_pattern_matches: how many topics
 // its pattern matched (matchPattern), nil without one or before the
 // first metadata read.

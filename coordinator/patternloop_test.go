@@ -72,38 +72,10 @@ func TestPatternJoinsStallNoOtherTenant(t *testing.T) {
 		members = append(members, resp.MemberID)
 	}
 
-	// B's heartbeats are sent at a steady pace, each on its own, whether
-	// the one before was answered or not: a stall of the loop then
-	// delays every heartbeat sent during it, as it does a fleet's, and
-	// shows in the percentiles (one heartbeat after another counts a
-	// stall of seconds once, among thousands of quick ones).
 	var unserved atomic.Int64
 	var unservedWhy atomic.Value
 	heartbeats := func(stop func() bool) []time.Duration {
-		var mu sync.Mutex
-		var out []time.Duration
-		var sent sync.WaitGroup
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for !stop() {
-			<-tick.C // the pace of B's heartbeats, not a wait for something
-			sent.Add(1)
-			go func() {
-				defer sent.Done()
-				start := time.Now()
-				status, body, _, err := h.try("POST", "/v1/groups/gb/heartbeat", b.token, `{"wait_ms":0}`)
-				took := time.Since(start)
-				if err != nil || status != 200 {
-					unserved.Add(1) // counted at its wait: a 429 after 5 s in the queue is a stall too
-					unservedWhy.Store(fmt.Sprintf("%v %d %.300s", err, status, body))
-				}
-				mu.Lock()
-				out = append(out, took)
-				mu.Unlock()
-			}()
-		}
-		sent.Wait()
-		return out
+		return pacedHeartbeats(h, "gb", b.token, stop, &unserved, &unservedWhy)
 	}
 	phase := time.Now()
 	quiet := heartbeats(func() bool { return time.Since(phase) > time.Second })
@@ -171,4 +143,38 @@ func TestPatternJoinsStallNoOtherTenant(t *testing.T) {
 		t.Fatalf("B's heartbeat p99 %v beside A's rejoins with new patterns (p50 %v), %v beside the same rejoins to a topic: over %v — A's matching is in everyone's loop",
 			a99, a50, c99, bound)
 	}
+}
+
+// pacedHeartbeats sends heartbeats of group's member (its token) at a
+// steady pace until stop, each on its own, whether the one before was
+// answered or not: a stall of the loop then delays every heartbeat sent
+// during it, as it does a fleet's, and shows in the percentiles (one
+// heartbeat after another counts a stall of seconds once, among
+// thousands of quick ones). It returns their latencies; those not served
+// are counted in unserved, the last one's answer in why.
+func pacedHeartbeats(h *harness, group, token string, stop func() bool, unserved *atomic.Int64, why *atomic.Value) []time.Duration {
+	var mu sync.Mutex
+	var out []time.Duration
+	var sent sync.WaitGroup
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !stop() {
+		<-tick.C // the pace of the heartbeats, not a wait for something
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			start := time.Now()
+			status, body, _, err := h.try("POST", "/v1/groups/"+group+"/heartbeat", token, `{"wait_ms":0}`)
+			took := time.Since(start)
+			if err != nil || status != 200 {
+				unserved.Add(1) // counted at its wait: a 429 after 5 s in the queue is a stall too
+				why.Store(fmt.Sprintf("%v %d %.300s", err, status, body))
+			}
+			mu.Lock()
+			out = append(out, took)
+			mu.Unlock()
+		}()
+	}
+	sent.Wait()
+	return out
 }

@@ -18,11 +18,14 @@ type benchMachine struct {
 	ref group.Ref
 }
 
-func newBenchMachine(b *testing.B, topics map[string]int32) *benchMachine {
+func newBenchMachine(b *testing.B, topics map[string]int32, mutate ...func(*group.Config)) *benchMachine {
 	b.Helper()
 	cfg := group.DefaultConfig()
 	cfg.SessionTimeout = 5 * time.Minute
 	cfg.InitialAssignDelay = 0 // these measure a group's steady steps; the join window's cost is BenchmarkLoneJoinIntoEmptyGroup's (coordinator)
+	for _, f := range mutate {
+		f(&cfg)
+	}
 	m, err := group.New(cfg, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		b.Fatal(err)

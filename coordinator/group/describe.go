@@ -1,6 +1,7 @@
 package group
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -40,6 +41,13 @@ type MemberDescription struct {
 	SessionTimeout time.Duration
 	LastContact    time.Time
 	Partitions     int // owned or being revoked from it
+	// TopicPatternStale: a later match of its pattern ran over
+	// limits.topic_pattern_steps; it follows no new topic until it
+	// rejoins (member.patternStale, topics.go).
+	TopicPatternStale bool
+	// TopicPatternMatches is how many topics a pattern member may be
+	// assigned: those its pattern matched (len(member.resolved)).
+	TopicPatternMatches int
 }
 
 // PartitionDescription is one partition of a group. Committed is -1 when
@@ -268,11 +276,16 @@ func (m *Machine) Summarize(name string, offsetsMax int) (GroupSummary, bool) {
 }
 
 func (m *Machine) describeMember(mem *member) MemberDescription {
-	return MemberDescription{
+	d := MemberDescription{
 		ID: mem.id, InstanceID: mem.instanceID, ClientID: mem.clientID, Credential: mem.credential,
 		Topics: slices.Clone(mem.topics), TopicPattern: mem.patternText,
 		SessionTimeout: mem.sessionTimeout, LastContact: mem.lastContact, Partitions: len(mem.held),
+		TopicPatternStale: mem.patternStale,
 	}
+	if mem.pattern != nil {
+		d.TopicPatternMatches = len(mem.resolved)
+	}
+	return d
 }
 
 // Gateways describes every known gateway, sorted by id.
@@ -310,21 +323,23 @@ func (m *Machine) MemberOffsets(groupName, id string) (out []api.CommittedOffset
 	if mem == nil {
 		return nil, false
 	}
+	subscribes := mem.subscribes()
 	for _, o := range m.Offsets(groupName) {
-		if mem.subscribes(o.Topic) {
+		if subscribes(o.Topic) {
 			out = append(out, o)
 		}
 	}
 	return out, true
 }
 
-// subscribes reports whether topic is one of mem's topics, or one its
-// pattern matches.
-func (mem *member) subscribes(topic string) bool {
+// subscribes reports whether a topic is one of mem's topics, or one its
+// pattern matches (one name at a time: (len+1) × its program's size
+// steps at most, so not bounded here).
+func (mem *member) subscribes() func(topic string) bool {
 	if mem.pattern != nil {
-		return mem.pattern.MatchString(topic)
+		return mem.pattern.Scanner(math.MaxInt).Match
 	}
-	return slices.Contains(mem.topics, topic)
+	return func(topic string) bool { return slices.Contains(mem.topics, topic) }
 }
 
 // SyncSeq is the highest sync sequence number handed out.

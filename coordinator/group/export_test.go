@@ -16,3 +16,6 @@ func (m *Machine) StateBytes() int64 { return m.tally.bytes() }
 
 // PartitionBytes is the estimate of one partition.
 func PartitionBytes() int64 { return partitionBytes }
+
+// PatternSteps is the topicpattern steps the machine's own matching took.
+func (m *Machine) PatternSteps() int64 { return m.patternSteps }

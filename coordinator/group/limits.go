@@ -424,11 +424,20 @@ func costOf(e Join, sub subscription) int64 {
 // checkPattern bounds a topic pattern before it is compiled: its length,
 // and its size once every repetition is expanded (the work and memory of
 // its compiled program grow with it).
-func (l Limits) checkPattern(pattern string) error {
+func (l Limits) checkPattern(pattern string) (cost int, err error) {
+	if len(pattern) > l.TopicPatternBytes {
+		return 0, fmt.Errorf("topic_pattern longer than %d bytes (coordinator.groups.limits.topic_pattern_bytes)", l.TopicPatternBytes)
+	}
+	cost = topicpattern.Cost(pattern)
+	return cost, l.checkPatternCost(pattern, cost)
+}
+
+// checkPatternCost is checkPattern with pattern's cost worked out.
+func (l Limits) checkPatternCost(pattern string, cost int) error {
 	if len(pattern) > l.TopicPatternBytes {
 		return fmt.Errorf("topic_pattern longer than %d bytes (coordinator.groups.limits.topic_pattern_bytes)", l.TopicPatternBytes)
 	}
-	if cost := topicpattern.Cost(pattern); cost > l.TopicPatternCost {
+	if cost > l.TopicPatternCost {
 		return fmt.Errorf("topic_pattern too complex: %d instructions once expanded, at most %d (coordinator.groups.limits.topic_pattern_cost)", cost, l.TopicPatternCost)
 	}
 	return nil

@@ -38,8 +38,12 @@ type Machine struct {
 	// topicNames: the keys of topics at a version, read by the shell
 	// outside the loop to match join patterns (topicnames.go).
 	topicNames *TopicNames
-	gateways   map[string]*gateway
-	log        syncLog
+	// patternSteps counts the topicpattern steps the machine's own
+	// matching took (matchesOf, topicsChanged, Restore): bounded per
+	// join, per tenant per topic change, per pattern at a restore.
+	patternSteps int64
+	gateways     map[string]*gateway
+	log          syncLog
 	// revocations holds the denied ids and revoked members (their fences
 	// are the partitions' epochs), under the one expiry rule.
 	revocations *revocation.Set

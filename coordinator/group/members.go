@@ -16,8 +16,11 @@ import (
 
 // subscription is a validated topic list or pattern.
 type subscription struct {
-	topics      []string
-	pattern     *regexp.Regexp
+	topics []string
+	// pattern is patternText compiled for the step-counting matcher:
+	// every match of it the machine makes is counted and bounded
+	// (matchBounded); its regexp is compiled only to check it.
+	pattern     *topicpattern.Matcher
 	patternText string
 	// patternCost is topicpattern.Cost(patternText), worked out once: memberCost
 	// runs on every charge and invariant check, and parsing the pattern
@@ -40,11 +43,14 @@ func parseSubscription(topics []string, pattern string) (subscription, error) {
 	case len(topics) > 0 && pattern != "":
 		return subscription{}, fmt.Errorf("set topics or topic_pattern, not both")
 	case pattern != "":
-		re, err := CompileTopicPattern(pattern)
-		if err != nil {
+		if _, err := CompileTopicPattern(pattern); err != nil {
 			return subscription{}, fmt.Errorf("topic_pattern: %v", err)
 		}
-		return subscription{pattern: re, patternText: pattern, patternCost: topicpattern.Cost(pattern)}, nil
+		matcher, err := topicpattern.Compile(pattern)
+		if err != nil { // regexp compiled it: no program differs
+			return subscription{}, fmt.Errorf("topic_pattern: %v", err)
+		}
+		return subscription{pattern: matcher, patternText: pattern, patternCost: topicpattern.Cost(pattern)}, nil
 	case len(topics) == 0:
 		return subscription{}, fmt.Errorf("topics or topic_pattern required")
 	}
@@ -95,7 +101,10 @@ func (m *Machine) join(e Join) {
 		m.reject(e.Ref, api.CodeConflict, "join: instance_id %q belongs to a member of another credential", e.InstanceID)
 		return
 	}
-	m.matchesOf(&sub, e.Matched)
+	if err := m.matchesOf(&sub, e.Matched); err != nil {
+		m.reject(e.Ref, api.CodeBadRequest, "%v", err)
+		return
+	}
 	if !m.admitJoin(e, sub, old) {
 		return
 	}
@@ -135,10 +144,7 @@ func (m *Machine) checkJoin(e Join) (subscription, time.Duration, error) {
 	if l := m.cfg.Limits; len(e.Topics) > l.TopicsPerMember {
 		return subscription{}, 0, fmt.Errorf("%d topics, at most %d (coordinator.groups.limits.topics_per_member)", len(e.Topics), l.TopicsPerMember)
 	}
-	if err := m.cfg.Limits.checkPattern(e.TopicPattern); e.TopicPattern != "" && err != nil {
-		return subscription{}, 0, err
-	}
-	sub, err := parseSubscription(e.Topics, e.TopicPattern)
+	sub, err := m.subscriptionOf(e)
 	if err != nil {
 		return subscription{}, 0, err
 	}
@@ -157,6 +163,25 @@ func (m *Machine) checkJoin(e Join) (subscription, time.Duration, error) {
 		return subscription{}, 0, fmt.Errorf("unknown assignor %q", e.Assignor)
 	}
 	return sub, timeout, nil
+}
+
+// subscriptionOf checks and compiles a join's subscription: a pattern
+// the join's Matched was made for (fromHint) is taken compiled, with its
+// cost, as MatchTopics checked it — neither parsed nor compiled again in
+// the loop.
+func (m *Machine) subscriptionOf(e Join) (subscription, error) {
+	if len(e.Topics) == 0 && m.fromHint(e.Matched, e.TopicPattern) {
+		if err := m.cfg.Limits.checkPatternCost(e.TopicPattern, e.Matched.cost); err != nil {
+			return subscription{}, err
+		}
+		return subscription{pattern: e.Matched.matcher, patternText: e.TopicPattern, patternCost: e.Matched.cost}, nil
+	}
+	if e.TopicPattern != "" {
+		if _, err := m.cfg.Limits.checkPattern(e.TopicPattern); err != nil {
+			return subscription{}, err
+		}
+	}
+	return parseSubscription(e.Topics, e.TopicPattern)
 }
 
 // adoptAssignor checks the join's assignor against the group's; an empty
@@ -203,8 +228,14 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed 
 		m.reject(e.Ref, api.CodeBadRequest, "join: a renewal (renew_token) keeps the member's subscription and takes a client credential; rejoin without renew_token to change it")
 		return
 	}
-	if !sub.equal(mem) {
-		m.matchesOf(&sub, e.Matched)
+	// A member whose pattern's match ran over the steps bound as topics
+	// came (patternStale, topics.go) matches again when it rejoins.
+	resubscribe := !sub.equal(mem) || mem.patternStale
+	if resubscribe {
+		if err := m.matchesOf(&sub, e.Matched); err != nil {
+			m.reject(e.Ref, api.CodeBadRequest, "%v", err)
+			return
+		}
 		if !m.admitResubscribe(e, mem, sub) {
 			return
 		}
@@ -213,8 +244,9 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed 
 		return
 	}
 	m.contact(mem)
-	if !sub.equal(mem) {
+	if resubscribe {
 		m.unresolve(mem)
+		mem.patternStale = false
 		mem.topics, mem.pattern, mem.patternText, mem.patternCost = sub.topics, sub.pattern, sub.patternText, sub.patternCost
 		m.resolve(mem, sub.matches)
 		m.queueReassign(mem.group)

@@ -24,12 +24,13 @@ func BenchmarkPatternRejoin(b *testing.B) {
 	for i := range 10_000 {
 		topics[fmt.Sprintf("orders-%05d", i)] = 1
 	}
-	bm := newBenchMachine(b, topics)
-	limits := group.DefaultConfig().Limits
 	// (.?){58}z fails slowly on every name, past the default
-	// topic_pattern_steps (which refuses it after 4 Mi steps): unbounded
-	// here, as the subject is where a whole match runs.
+	// topic_pattern_steps (which refuses it after 4 Mi steps, in the
+	// loop too): unbounded here, as the subject is where a whole match
+	// runs.
+	limits := group.DefaultConfig().Limits
 	limits.TopicPatternSteps = 1 << 30
+	bm := newBenchMachine(b, topics, func(cfg *group.Config) { cfg.Limits = limits })
 	bm.ref++
 	rd := bm.step(group.Join{Ref: bm.ref, Group: "g", ClientID: "c", Credential: group.Credential{ID: "a"}, TopicPattern: "none"})
 	id := rd.Messages[0].(group.JoinReply).MemberID
@@ -70,4 +71,43 @@ func BenchmarkPatternRejoin(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(work), "ns/step")
 	})
+}
+
+// BenchmarkTopicChange: the loop's part of a metadata read adding 50
+// topics while tenant A holds 400 pattern members (1,000 topics before):
+// one op is that one Topics event, on a machine built afresh (untimed)
+// each op. one-pattern: the members share `(.?){20}z` (matched once per
+// change: the baseline); distinct-patterns: each its own `(.?){20}z<n>`
+// (~880 steps a name, each within the join's bound over the 1,000
+// topics) — matched once each per change before the per-tenant budget,
+// at most limits.topic_pattern_steps of them after (the rest stale).
+func BenchmarkTopicChange(b *testing.B) {
+	defer group.SetAssignorLookup(assign.Lookup)()
+	topics := make(map[string]int32, 1000)
+	for i := range 1000 {
+		topics[fmt.Sprintf("orders-eu-west-%05d", i)] = 1
+	}
+	changes := 0
+	run := func(b *testing.B, pattern func(i int) string) {
+		for b.Loop() {
+			b.StopTimer()
+			bm := newBenchMachine(b, topics)
+			for i := range 400 {
+				bm.ref++
+				rd := bm.step(group.Join{Ref: bm.ref, Group: "ga", ClientID: "c", Credential: group.Credential{ID: "a"}, TopicPattern: pattern(i)})
+				if _, ok := rd.Messages[len(rd.Messages)-1].(group.JoinReply); !ok {
+					b.Fatalf("join %d: %+v", i, rd.Messages)
+				}
+			}
+			added := map[string]int32{}
+			for j := range 50 {
+				added[fmt.Sprintf("new-%05d-%02d", changes, j)] = 1
+			}
+			changes++
+			b.StartTimer()
+			bm.step(group.Topics{Partitions: added})
+		}
+	}
+	b.Run("one-pattern", func(b *testing.B) { run(b, func(int) string { return `(.?){20}z` }) })
+	b.Run("distinct-patterns", func(b *testing.B) { run(b, func(i int) string { return fmt.Sprintf(`(.?){20}z%d`, i) }) })
 }

@@ -57,23 +57,29 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		g.cfg = r.Config
 		m.setCreator(g, r.Creator, r.CreatorName)
 	}
-	matched := make(map[string][]string) // pattern text → its matches: members alike matched once
+	// pattern text → its matches (over: past limits.topic_pattern_steps),
+	// so members alike are matched once.
+	matched := make(map[string]patternHits)
 	for _, r := range snap.Members {
 		sub, err := parseSubscription(r.Topics, r.TopicPattern)
 		if err != nil {
 			return fmt.Errorf("member %q of %q: %w", r.MemberID, r.Group, err)
 		}
-		if hits, ok := matched[sub.patternText]; ok && sub.pattern != nil {
-			sub.matches, sub.matched = hits, true
+		h, ok := matched[sub.patternText]
+		if !ok && sub.pattern != nil {
+			h.over = m.matchesOf(&sub, nil) != nil
+			h.topics = sub.matches
+			matched[sub.patternText] = h
 		}
-		m.matchesOf(&sub, nil)
-		if sub.pattern != nil {
-			matched[sub.patternText] = sub.matches
-		}
+		// Matched as a join's, within limits.topic_pattern_steps: a
+		// pattern over it now (topics grew since it joined) restores
+		// with no topics, marked stale as a topic change marks it
+		// (topics.go), until it rejoins.
+		sub.matches = h.topics
 		m.installMember(&member{
 			group: m.group(r.Group), id: r.MemberID, instanceID: r.InstanceID, clientID: r.ClientID, credential: r.Credential,
 			topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText, patternCost: sub.patternCost,
-			sessionTimeout: r.SessionTimeout, held: make(map[*partition]struct{}),
+			patternStale: h.over, sessionTimeout: r.SessionTimeout, held: make(map[*partition]struct{}),
 		}, sub.matches)
 	}
 	return nil

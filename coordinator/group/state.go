@@ -2,12 +2,12 @@ package group
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/coordinator/assign"
+	"github.com/capgate/capgate/internal/topicpattern"
 )
 
 // group is one consumer group.
@@ -52,16 +52,21 @@ type group struct {
 
 // member is a live group member; a dead one is removed at once.
 type member struct {
-	group          *group
-	id             string
-	instanceID     string
-	clientID       string
-	credential     Credential
-	charged        int64 // its memberCost in the machine's tally
-	topics         []string
-	pattern        *regexp.Regexp
-	patternText    string
-	patternCost    int             // topicpattern.Cost(patternText)
+	group       *group
+	id          string
+	instanceID  string
+	clientID    string
+	credential  Credential
+	charged     int64 // its memberCost in the machine's tally
+	topics      []string
+	pattern     *topicpattern.Matcher
+	patternText string
+	patternCost int // topicpattern.Cost(patternText)
+	// patternStale: a match of pattern ran over limits.topic_pattern_steps
+	// after the member joined (topics were added, or a restore matched
+	// it again): resolved keeps what it matched before, less deleted
+	// topics, and follows no new topic until it rejoins (topics.go).
+	patternStale   bool
 	resolved       map[string]bool // topics it may be assigned
 	sessionTimeout time.Duration
 	lastContact    time.Time

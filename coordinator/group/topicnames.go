@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"regexp"
 	"runtime"
 	"slices"
 	"sync"
@@ -133,6 +132,7 @@ type PatternMatch struct {
 	version uint64
 	text    string
 	matcher *topicpattern.Matcher
+	cost    int      // topicpattern.Cost(text): the loop takes it, and matcher, as they are
 	topics  []string // sorted
 	// Work is what the matching cost, in topicpattern steps (a state of
 	// the pattern's program visited at a character of a name; counted,
@@ -178,19 +178,17 @@ func (p *PatternMatch) Version() uint64 { return p.version }
 // so a costly pattern's matching shares the processors with the loop and
 // other requests instead of holding one for tens of milliseconds.
 func (t *TopicNames) MatchTopics(pattern string, limits Limits) (*PatternMatch, error) {
-	if err := limits.checkPattern(pattern); err != nil {
+	cost, err := limits.checkPattern(pattern)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := CompileTopicPattern(pattern); err != nil {
-		return nil, err
-	}
-	matcher, err := topicpattern.Compile(pattern)
-	if err != nil { // regexp compiled it: no program differs
+	sub, err := parseSubscription(nil, pattern)
+	if err != nil {
 		return nil, err
 	}
 	version, names := t.snapshot()
-	p := &PatternMatch{names: t, version: version, text: pattern, matcher: matcher}
-	scan := matcher.Scanner(limits.TopicPatternSteps)
+	p := &PatternMatch{names: t, version: version, text: pattern, matcher: sub.pattern, cost: cost}
+	scan := sub.pattern.Scanner(limits.TopicPatternSteps)
 	sinceYield := 0
 	for _, n := range names {
 		before := scan.Steps()
@@ -266,47 +264,61 @@ func (p *PatternMatch) advance(changed []string, present func(string) bool) ([]s
 // between two yields of the processor: ~0.1 ms.
 const matchYieldSteps = 1 << 14
 
-// matchYieldWork is how much matching (cost × bytes) runs between two
-// yields of the processor: ~0.1 ms at Go's backtracker's speed.
-const matchYieldWork = 1 << 15
-
-// matchNames is the names (sorted) re matches, sorted, and the work.
-func matchNames(re *regexp.Regexp, cost int, names []string) ([]string, int64) {
-	var out []string
-	var work, sinceYield int64
+// matchBounded is the names (sorted) matcher matches, sorted, and the
+// steps it took; over is set when it took more than maxSteps (then the
+// names are not all matched: nothing else is to be made of them). The
+// loop's own matching: a join without a match made outside the loop, a
+// restore, topics added (topicsChanged) — counted and bounded as the
+// joins' are (MatchTopics), never timed.
+func matchBounded(matcher *topicpattern.Matcher, names []string, maxSteps int) (out []string, steps int, over bool) {
+	scan := matcher.Scanner(maxSteps)
 	for _, n := range names {
-		w := int64(cost) * int64(len(n)+1)
-		work += w
-		if sinceYield += w; sinceYield >= matchYieldWork {
-			sinceYield = 0
-			runtime.Gosched()
-		}
-		if re.MatchString(n) {
+		if scan.Match(n) {
 			out = append(out, n)
 		}
+		if scan.Over() {
+			return nil, scan.Steps(), true
+		}
 	}
-	return out, work
+	return out, scan.Steps(), false
 }
 
 // matchesOf sets sub's matches (a pattern subscription's topics among the
 // machine's now, sorted): from hint when it was matched against this
 // machine's names at a version the change log still reaches and for
 // this pattern — only the names changed since are matched here — else
-// by matching every name. A topic list has none.
-func (m *Machine) matchesOf(sub *subscription, hint *PatternMatch) {
+// by matching every name within limits.topic_pattern_steps, as
+// MatchTopics does (a *StepsError past it: a join is refused, a restored
+// member keeps no topics and is marked, restoreGroups). A topic list has
+// none.
+func (m *Machine) matchesOf(sub *subscription, hint *PatternMatch) error {
 	if sub.pattern == nil || sub.matched {
-		return
+		return nil
 	}
-	sub.matched = true
-	if hint != nil && hint.names == m.topicNames && hint.text == sub.patternText {
+	if m.fromHint(hint, sub.patternText) {
 		if changed, _, ok := m.topicNames.since(hint.version); ok {
-			sub.matches, _ = hint.advance(changed, func(n string) bool {
+			var steps int64
+			sub.matched = true
+			sub.matches, steps = hint.advance(changed, func(n string) bool {
 				_, ok := m.topics[n]
 				return ok
 			})
-			return
+			m.patternSteps += steps
+			return nil
 		}
 	}
 	_, names := m.topicNames.snapshot()
-	sub.matches, _ = matchNames(sub.pattern, max(sub.patternCost, 1), names)
+	matches, steps, over := matchBounded(sub.pattern, names, m.cfg.Limits.TopicPatternSteps)
+	if m.patternSteps += int64(steps); over {
+		return &StepsError{Limit: m.cfg.Limits.TopicPatternSteps, Topics: len(names)}
+	}
+	sub.matches, sub.matched = matches, true
+	return nil
+}
+
+// fromHint reports whether hint (a join's Matched) was made from this
+// machine's topic names for pattern text: the loop then takes its
+// compiled pattern, cost and matches instead of working them out again.
+func (m *Machine) fromHint(hint *PatternMatch, text string) bool {
+	return hint != nil && hint.names == m.topicNames && hint.text == text && text != ""
 }

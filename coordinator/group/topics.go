@@ -1,25 +1,30 @@
 package group
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // updateTopics applies topic metadata. New partitions and new topics
 // matching a member's pattern trigger reassignment of the groups that may
 // read them; deleted topics are revoked (their epochs are kept, so a
-// recreated topic never reuses one).
+// recreated topic never reuses one). The shell sends every topic at each
+// metadata read: only the changed ones are sorted (the whole map was,
+// every metadata_interval, ~ms at 10,000 topics with nothing changed).
 func (m *Machine) updateTopics(e Topics) {
 	var grown, added, deleted []string
-	for _, topic := range sortedKeys(e.Partitions) {
-		count := e.Partitions[topic]
-		old, known := m.topics[topic]
-		if topic == "" || count <= old {
-			continue
+	for topic, count := range e.Partitions {
+		if old := m.topics[topic]; topic != "" && count > old {
+			grown = append(grown, topic)
 		}
-		m.topics[topic] = count
-		m.putRecord(recordKey{kind: keyTopic, first: topic}, TopicRecord{Topic: topic, Partitions: count})
-		grown = append(grown, topic)
-		if !known {
+	}
+	slices.Sort(grown)
+	for _, topic := range grown {
+		if _, known := m.topics[topic]; !known {
 			added = append(added, topic)
 		}
+		m.topics[topic] = e.Partitions[topic]
+		m.putRecord(recordKey{kind: keyTopic, first: topic}, TopicRecord{Topic: topic, Partitions: e.Partitions[topic]})
 	}
 	for _, topic := range e.Deleted {
 		if _, ok := m.topics[topic]; !ok {
@@ -33,32 +38,84 @@ func (m *Machine) updateTopics(e Topics) {
 		return
 	}
 	m.topicNames.change(added, deleted)
-	matched := make(map[string][]string) // pattern text → the added topics it matches
+	tc := topicsMatching{added: added, matched: make(map[tenantPattern]patternHits), budget: make(map[string]int)}
 	for _, name := range sortedKeys(m.groups) {
-		m.topicsChanged(m.groups[name], grown, added, deleted, matched)
+		m.topicsChanged(m.groups[name], grown, deleted, &tc)
 	}
 }
 
+// A topic change's matching in the loop (each pattern member's pattern
+// against the added topics) is bounded per tenant: a tenant's distinct
+// patterns together take at most limits.topic_pattern_steps per change,
+// so one tenant holding many members with distinct costly patterns costs
+// every other tenant's requests that much at most, not patterns × added
+// topics. A member whose pattern is not matched within its tenant's
+// budget (or, alone, within the bound) keeps what it matched before, less
+// deleted topics, and is marked stale (member.patternStale): describe
+// says so (topic_pattern_stale), it follows no new topic until it
+// rejoins, when its pattern is matched again as a join's (refused 400
+// naming topic_pattern_steps if it is over the bound then). It is not
+// fenced: its partitions go on flowing; what it misses is the topics
+// created since.
+
+// tenantPattern is a pattern text as one tenant's: each tenant pays for
+// its own patterns, even when another holds the same text.
+type tenantPattern struct{ tenant, text string }
+
+// patternHits is a pattern's matches among a change's added topics, or
+// over: its matching ran past its tenant's budget.
+type patternHits struct {
+	topics []string
+	over   bool
+}
+
+// topicsMatching is one updateTopics' matching: the added topics, each
+// tenant's patterns' matches among them, and each tenant's steps left.
+type topicsMatching struct {
+	added   []string
+	matched map[tenantPattern]patternHits
+	budget  map[string]int // tenant → steps left (absent: limits.topic_pattern_steps)
+}
+
+// hits is mem's pattern's matches among the added topics, matched once
+// per tenant and text within the tenant's budget.
+func (m *Machine) hits(mem *member, tc *topicsMatching) patternHits {
+	tenant := mem.credential.tenant()
+	key := tenantPattern{tenant: tenant, text: mem.patternText}
+	if h, ok := tc.matched[key]; ok {
+		return h
+	}
+	left, ok := tc.budget[tenant]
+	if !ok {
+		left = m.cfg.Limits.TopicPatternSteps
+	}
+	topics, steps, over := matchBounded(mem.pattern, tc.added, left)
+	m.patternSteps += int64(steps)
+	h := patternHits{topics: topics, over: over}
+	tc.budget[tenant] = max(left-steps, 0)
+	tc.matched[key] = h
+	return h
+}
+
 // topicsChanged re-resolves pattern members of g and queues g for
-// reassignment if any change concerns it. matched keeps, per pattern
-// text, the added topics it matches, so the members of every group with
-// one pattern (the common case: a fleet subscribed alike) match the
-// added topics once.
-func (m *Machine) topicsChanged(g *group, grown, added, deleted []string, matched map[string][]string) {
+// reassignment if any change concerns it. Members are taken in id order,
+// so which of a tenant's patterns its budget covers is the same on every
+// replica.
+func (m *Machine) topicsChanged(g *group, grown, deleted []string, tc *topicsMatching) {
 	affected := false
-	for _, mem := range g.members {
+	for _, id := range slices.Sorted(maps.Keys(g.members)) {
+		mem := g.members[id]
 		if mem.pattern == nil {
 			continue
 		}
-		hits, ok := matched[mem.patternText]
-		if !ok {
-			hits, _ = matchNames(mem.pattern, max(mem.patternCost, 1), added)
-			matched[mem.patternText] = hits
-		}
-		for _, t := range hits {
-			if !mem.resolved[t] {
-				mem.resolved[t] = true
-				g.subscribed[t]++
+		if len(tc.added) > 0 && !mem.patternStale {
+			h := m.hits(mem, tc)
+			mem.patternStale = h.over
+			for _, t := range h.topics {
+				if !mem.resolved[t] {
+					mem.resolved[t] = true
+					g.subscribed[t]++
+				}
 			}
 		}
 		for _, t := range deleted {
