@@ -34,9 +34,10 @@ import (
 //     patternWorkPerToken steps, a refusal the limit's (the bucket's
 //     debt, which its next requests wait for, as a large read's);
 //   - the matching yields the processor every ~0.1 ms (group.MatchTopics);
-//   - matches are kept per pattern text (patternCache) and brought up to
-//     date by matching only the topics changed since, so a fleet's
-//     members subscribing alike are matched once, not once each.
+//   - matches are kept per tenant and pattern text (patternCache) and
+//     brought up to date by matching only the topics changed since, so a
+//     fleet's members subscribing alike are matched once, not once each,
+//     and one tenant's patterns never evict another's.
 
 // patternWorkPerToken is the matching work (topicpattern steps,
 // group.PatternMatch.Work) one token of the tenant's tenant_member_rate
@@ -45,44 +46,60 @@ import (
 // ~1.15 M steps, ~1,150 tokens, `orders-.*` ~20).
 const patternWorkPerToken = 1000
 
-// patternCacheEntries and patternCacheNames bound the cache: patterns
-// kept, and the topic names their matches hold in all (string headers
-// sharing the names' bytes: 16 bytes each, 4 MiB at most).
+// The cache is kept per tenant: one tenant's distinct patterns evict
+// only its own kept matches (a shared cache let a tenant joining with
+// ever new patterns push every other tenant's fleet out of it, each of
+// whose next joins then paid a full match). Its bounds:
+// patternCacheTenants tenants' caches (the least recently used tenant's
+// dropped whole past it), each of patternCacheEntries patterns and
+// patternCacheNames topic names in their matches (string headers sharing
+// the names' bytes: 16 bytes each; 16 MiB at most in all, and 512
+// compiled patterns).
 const (
-	patternCacheEntries = 256
-	patternCacheNames   = 1 << 18
+	patternCacheTenants = 32
+	patternCacheEntries = 16
+	patternCacheNames   = 1 << 15
 )
 
-// patternCache is the last match of recent pattern texts, least
-// recently used dropped first. Safe for concurrent use.
+// patternCache is, per tenant, the last match of its recent pattern
+// texts, least recently used dropped first. Safe for concurrent use.
 type patternCache struct {
 	names *group.TopicNames
 
 	mu      sync.Mutex
+	tenants map[string]*list.Element // of *tenantPatterns
+	order   list.List                // tenants, most recently used first
+}
+
+// tenantPatterns is one tenant's kept matches.
+type tenantPatterns struct {
+	tenant  string
 	entries map[string]*list.Element // of *group.PatternMatch
 	order   list.List                // most recently used first
 	held    int                      // names in every entry's matches
 }
 
 func newPatternCache(names *group.TopicNames) *patternCache {
-	return &patternCache{names: names, entries: make(map[string]*list.Element)}
+	return &patternCache{names: names, tenants: make(map[string]*list.Element)}
 }
 
 // match is pattern's matches among the machine's topic names now, with
-// the work done for them: a kept match brought up to date, else a full
-// match. An error is a pattern the machine refuses (over limits, or not
-// compiling): nothing is matched.
-func (pc *patternCache) match(pattern string, limits group.Limits) (*group.PatternMatch, error) {
+// the work done for them: tenant's kept match brought up to date, else a
+// full match. An error is a pattern the machine refuses (over limits, or
+// not compiling): nothing is matched.
+func (pc *patternCache) match(tenant, pattern string, limits group.Limits) (*group.PatternMatch, error) {
 	pc.mu.Lock()
 	var kept *group.PatternMatch
-	if e := pc.entries[pattern]; e != nil {
-		pc.order.MoveToFront(e)
-		kept = e.Value.(*group.PatternMatch)
+	if t := pc.tenants[tenant]; t != nil {
+		if e := t.Value.(*tenantPatterns).entries[pattern]; e != nil {
+			t.Value.(*tenantPatterns).order.MoveToFront(e)
+			kept = e.Value.(*group.PatternMatch)
+		}
 	}
 	pc.mu.Unlock()
 	if kept != nil {
 		if p, ok := kept.Advance(); ok {
-			pc.keep(pattern, p)
+			pc.keep(tenant, p)
 			return p, nil
 		}
 	}
@@ -90,36 +107,53 @@ func (pc *patternCache) match(pattern string, limits group.Limits) (*group.Patte
 	if err != nil {
 		return nil, err
 	}
-	pc.keep(pattern, p)
+	pc.keep(tenant, p)
 	return p, nil
 }
 
-// keep stores p as pattern's match unless a newer one is kept, dropping
-// the least recently used past the bounds.
-func (pc *patternCache) keep(pattern string, p *group.PatternMatch) {
+// keep stores p as tenant's match of its pattern unless a newer one is
+// kept, dropping tenant's least recently used past its bounds, and the
+// least recently used tenant's past patternCacheTenants.
+func (pc *patternCache) keep(tenant string, p *group.PatternMatch) {
 	if p.Count() > patternCacheNames {
 		return
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if e := pc.entries[pattern]; e != nil {
+	te := pc.tenants[tenant]
+	if te == nil {
+		te = pc.order.PushFront(&tenantPatterns{tenant: tenant, entries: make(map[string]*list.Element)})
+		pc.tenants[tenant] = te
+		for len(pc.tenants) > patternCacheTenants {
+			last := pc.order.Back()
+			pc.order.Remove(last)
+			delete(pc.tenants, last.Value.(*tenantPatterns).tenant)
+		}
+	}
+	pc.order.MoveToFront(te)
+	te.Value.(*tenantPatterns).keep(p)
+}
+
+// keep stores p unless a newer match of its text is kept.
+func (t *tenantPatterns) keep(p *group.PatternMatch) {
+	if e := t.entries[p.Text()]; e != nil {
 		old := e.Value.(*group.PatternMatch)
 		if old.Version() >= p.Version() {
 			return
 		}
-		pc.held += p.Count() - old.Count()
+		t.held += p.Count() - old.Count()
 		e.Value = p
-		pc.order.MoveToFront(e)
+		t.order.MoveToFront(e)
 	} else {
-		pc.entries[pattern] = pc.order.PushFront(p)
-		pc.held += p.Count()
+		t.entries[p.Text()] = t.order.PushFront(p)
+		t.held += p.Count()
 	}
-	for len(pc.entries) > patternCacheEntries || pc.held > patternCacheNames {
-		last := pc.order.Back()
+	for len(t.entries) > patternCacheEntries || t.held > patternCacheNames {
+		last := t.order.Back()
 		gone := last.Value.(*group.PatternMatch)
-		pc.order.Remove(last)
-		delete(pc.entries, gone.Text())
-		pc.held -= gone.Count()
+		t.order.Remove(last)
+		delete(t.entries, gone.Text())
+		t.held -= gone.Count()
 	}
 }
 
@@ -135,7 +169,7 @@ func (c *Coordinator) matchPattern(ctx *fasthttp.RequestCtx, tenant, pattern str
 		return nil, false
 	}
 	defer release()
-	p, err := c.patterns.match(pattern, c.cfg.Groups.Limits)
+	p, err := c.patterns.match(tenant, pattern, c.cfg.Groups.Limits)
 	var over *group.StepsError
 	if errors.As(err, &over) {
 		// It did the limit's work before it stopped: paid as a match.
