@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/internal/topicpattern"
 )
 
 // TestSlowPatternJoinsRefusedAndPaid: a `*` tenant's join whose
@@ -49,5 +51,40 @@ func TestSlowPatternJoinsRefusedAndPaid(t *testing.T) {
 	}
 	if m := h.join(t, "gd", credB, api.JoinRequest{TopicPattern: `team-000[0-4]\..*`, SessionTimeoutMs: 300_000}); len(m.grants) != 5 {
 		t.Fatalf("B's pattern join beside A: %d grants, want 5", len(m.grants))
+	}
+}
+
+// TestTopicListAsAlternationJoins: a user subscribing to a list of
+// topics by a pattern — `(orders-events|payments-events|…)`, 30 names,
+// 480 bytes — costs about its length (no repetition expands it), so it
+// is within topic_pattern_cost counted beyond its length (it was refused
+// 400 topic_pattern_cost, the cost bound being for short patterns that
+// expand); its matching is a few steps a name, far within
+// topic_pattern_steps.
+func TestTopicListAsAlternationJoins(t *testing.T) {
+	words := []string{"orders", "payments", "invoices", "refunds", "shipments", "returns", "customers", "accounts", "ledger", "audit",
+		"inventory", "pricing", "catalog", "reviews", "sessions", "clicks", "searches", "carts", "checkouts", "coupons",
+		"loyalty", "notices", "emails", "texts", "pushes", "fraud", "risks", "identity", "payouts", "settles"}
+	topics := map[string]int32{}
+	var names []string
+	for _, w := range words {
+		names = append(names, w+"-events")
+		topics[w+"-events"] = 1
+		topics[w+"-events-dlq"] = 1
+	}
+	pattern := "(" + strings.Join(names, "|") + ")"
+	if c := topicpattern.Cost(pattern); c <= topicpattern.DefaultMaxCost || len(pattern) > topicpattern.DefaultMaxBytes {
+		t.Fatalf("the pattern: %d bytes, cost %d: want within the length bound and a cost past %d", len(pattern), c, topicpattern.DefaultMaxCost)
+	}
+	e := newEnv(t, topics)
+	h := e.start(t)
+	cred := h.clientCredential(t, []string{"*"}, []string{"*"})
+	if m := h.join(t, "g", cred, api.JoinRequest{TopicPattern: pattern, SessionTimeoutMs: 300_000}); len(m.grants) != len(words) {
+		t.Fatalf("a join with the %d-name alternation: %d grants, want %d", len(words), len(m.grants), len(words))
+	}
+	// A short pattern that expands is refused as before.
+	status, body, _ := h.do(t, "POST", "/v1/groups/g2/join", cred, api.JoinRequest{TopicPattern: `(.?){250}`, SessionTimeoutMs: 300_000})
+	if status != http.StatusBadRequest || !strings.Contains(string(body), "topic_pattern_cost") {
+		t.Fatalf("a join with (.?){250}: %d %.300s, want 400 naming topic_pattern_cost", status, body)
 	}
 }

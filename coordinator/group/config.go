@@ -116,8 +116,10 @@ type Limits struct {
 	// TopicsPerMember bounds the topics one join lists.
 	TopicsPerMember int `yaml:"topics_per_member"`
 	// TopicPatternBytes bounds a topic_pattern's length; TopicPatternCost
-	// bounds its size once repetitions are expanded (regexp program
-	// instructions, estimated before compiling).
+	// bounds how much its size once repetitions are expanded (program
+	// instructions, estimated before compiling: topicpattern.Cost) passes
+	// its length (topicpattern.Expansion): a list of topic names written
+	// as an alternation costs about its length and is bounded by it.
 	TopicPatternBytes int `yaml:"topic_pattern_bytes"`
 	TopicPatternCost  int `yaml:"topic_pattern_cost"`
 	// TopicPatternSteps bounds the work of matching a join's

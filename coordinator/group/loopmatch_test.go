@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -239,5 +240,36 @@ func TestUnchangedTopicsCostNothing(t *testing.T) {
 	e := Topics{Partitions: maps.Clone(w.m.topics)}
 	if allocs := testing.AllocsPerRun(5, func() { w.m.updateTopics(e) }); allocs != 0 {
 		t.Fatalf("an unchanged metadata read of 10,000 topics: %v allocations in the loop; want 0", allocs)
+	}
+}
+
+// TestTopicListAsAlternationIsWithinTheBounds: a 30-name alternation
+// (~480 bytes, cost ~450) passes the cost bound counted beyond its
+// length, and matching it over 10,000 topics takes a small part of
+// topic_pattern_steps; the short patterns that expand, which the cost
+// bound is for, are refused as before.
+func TestTopicListAsAlternationIsWithinTheBounds(t *testing.T) {
+	var names []string
+	for _, w := range []string{"orders", "payments", "invoices", "refunds", "shipments", "returns", "customers", "accounts", "ledger", "audit",
+		"inventory", "pricing", "catalog", "reviews", "sessions", "clicks", "searches", "carts", "checkouts", "coupons",
+		"loyalty", "notices", "emails", "texts", "pushes", "fraud", "risks", "identity", "payouts", "settles"} {
+		names = append(names, w+"-events")
+	}
+	pattern := "(" + strings.Join(names, "|") + ")"
+	limits := DefaultLimits()
+	cost, err := limits.checkPattern(pattern)
+	if err != nil || cost <= limits.TopicPatternCost {
+		t.Fatalf("%d bytes, cost %d: %v; want admitted, at a cost past %d", len(pattern), cost, err, limits.TopicPatternCost)
+	}
+	w := newLoopMatchWorld(t, limits.TopicPatternSteps, append(topicList(10_000), names...))
+	p, err := w.m.TopicNames().MatchTopics(pattern, limits)
+	if err != nil || p.Count() != 30 || p.Work > int64(limits.TopicPatternSteps/4) {
+		t.Fatalf("matched over 10,000 topics: %v, %v; want 30 topics within a quarter of %d steps", p, err, limits.TopicPatternSteps)
+	}
+	t.Logf("%d bytes, cost %d, %d steps over %d topics", len(pattern), cost, p.Work, w.m.TopicNames().Len())
+	for _, p := range []string{`(.?){1000}`, `(.?){250}`, `([a-z]?){100}`, `(a{20}){20}`, strings.Repeat(`\pL`, 170), `\pL\pL\pL\pL`} {
+		if _, err := limits.checkPattern(p); err == nil {
+			t.Errorf("%q admitted", p)
+		}
 	}
 }

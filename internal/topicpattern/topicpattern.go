@@ -35,6 +35,17 @@ func Cost(pattern string) int {
 	return treeCost(re)
 }
 
+// Expansion is how much more pattern costs than its length in bytes:
+// what its repetitions and large character classes add to the program
+// beyond the text written. A repetition-free pattern of literals, as a
+// list of topic names written as an alternation, `(orders|payments|…)`,
+// costs about its length, and its length is bounded on its own (a
+// 30-name alternation of ~16-byte names is ~500 bytes, cost ~450); the
+// program's size is then at most its length plus the bound on Expansion.
+func Expansion(pattern string) int {
+	return max(Cost(pattern)-len(pattern), 0)
+}
+
 const costCap = 1 << 30
 
 // classRunesPerCost is how many of a character class's range bounds
