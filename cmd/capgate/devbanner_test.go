@@ -166,10 +166,11 @@ func bannerLine(t *testing.T, banner, label string) string {
 // coordinator and with --replicas 3. With replicas the line used
 // $CAPGATE_COORDINATOR_URL, which then holds the replicas' list
 // comma-separated: curl took it for one URL ("bad port") and joined
-// nothing.
+// nothing. Without curl it fails, as e2e/cli's walk-through does: a
+// skip would pass in a CI that lost curl and check nothing.
 func TestDevBannerCurlJoins(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("no curl")
+		t.Fatal("curl is not installed (apt-get install curl; .ci/run does)")
 	}
 	for _, replicas := range []int{0, 3} {
 		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
