@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"fmt"
 	"mime"
 )
 
@@ -19,6 +20,22 @@ func FoldedHeaders(raw []byte) bool {
 func IsJSON(contentType []byte) bool {
 	t, _, err := mime.ParseMediaType(string(contentType))
 	return err == nil && t == MediaJSON
+}
+
+// NotJSONProblem is the 415 message for a JSON route's body sent with
+// contentType (empty: none was sent), and the fix: curl -d sends
+// application/x-www-form-urlencoded unless told otherwise, the first
+// thing a user pasting a curl line trips on.
+func NotJSONProblem(contentType []byte) string {
+	const fix = "add -H 'Content-Type: application/json'"
+	switch t, _, _ := mime.ParseMediaType(string(contentType)); {
+	case len(contentType) == 0:
+		return "request body must be Content-Type: application/json, and none was sent (" + fix + ")"
+	case t == "application/x-www-form-urlencoded":
+		return fmt.Sprintf("request body must be Content-Type: application/json, not %.64q (curl -d sends that: %s)", contentType, fix)
+	default:
+		return fmt.Sprintf("request body must be Content-Type: application/json, not %.64q (%s)", contentType, fix)
+	}
 }
 
 // FramingHeaders counts the raw header lines (as sent, before any

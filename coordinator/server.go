@@ -423,7 +423,7 @@ func decodeBody(ctx *fasthttp.RequestCtx, dst any, empty bool) bool {
 		return false
 	}
 	if !api.IsJSON(ctx.Request.Header.ContentType()) {
-		writeError(ctx, api.CodeUnsupportedMediaType, "request body must be Content-Type: application/json")
+		writeError(ctx, api.CodeUnsupportedMediaType, api.NotJSONProblem(ctx.Request.Header.ContentType()))
 		return false
 	}
 	if err := api.StrictJSON(body, dst); err != nil {

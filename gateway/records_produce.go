@@ -206,7 +206,7 @@ func produceRequestProblem(ctx *fasthttp.RequestCtx) api.Code {
 		return api.CodeBadRequest
 	}
 	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !api.IsJSON(ct) {
-		writeError(ctx, api.CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %.64q is not accepted: a produce body is application/json", ct), nil)
+		writeError(ctx, api.CodeUnsupportedMediaType, api.NotJSONProblem(ct), nil)
 		return api.CodeUnsupportedMediaType
 	}
 	if problem := api.ContentCodingProblem(ctx.Request.Header.PeekAll(fasthttp.HeaderContentEncoding)); problem != "" {

@@ -161,7 +161,7 @@ func TestProduceBodyMustBePlainJSON(t *testing.T) {
 		{"br", body, []string{"Content-Encoding", "br"}, []string{`"br"`, "identity"}},
 		{"identity then gzip", body, []string{"Content-Encoding", "identity, gzip"}, []string{`"gzip"`}},
 		{"text/plain", body, []string{"Content-Type", "text/plain"}, []string{"text/plain", "application/json"}},
-		{"a form", body, []string{"Content-Type", "application/x-www-form-urlencoded"}, []string{"application/json"}},
+		{"a form", body, []string{"Content-Type", "application/x-www-form-urlencoded"}, []string{"application/json", "curl -d sends that: add -H 'Content-Type: application/json'"}},
 		{"JSON with a broken parameter", body, []string{"Content-Type", "application/json; charset"}, []string{"application/json"}},
 	}
 	for _, tc := range refused {

@@ -288,5 +288,27 @@ func TestFirstDayMistakes(t *testing.T) {
 			t.Errorf("admin groups --token CLIENT_CREDENTIAL: %s", stderr)
 		}
 	})
+
+	// curl -d without -H 'Content-Type: application/json' sends a form:
+	// 415 "request body must be Content-Type: application/json" said
+	// what was wrong, not the flag that fixes it (newuser11). Both the
+	// coordinator's join and the gateway's produce name it.
+	t.Run("curl_post_without_content_type", func(t *testing.T) {
+		creds := d.credentials(t)
+		var w struct {
+			Credential string `json:"client_credential"`
+		}
+		d.adminJSON(t, &w, "client-credential", "--name", "writer", "--groups", "w", "--topics", "demo", "--ops", "consume,produce")
+		for _, c := range []struct{ url, bearer, body string }{
+			{d.coordinator + "/v1/groups/g/join", creds.ClientCredential, `{"topics":["demo"]}`},
+			{d.gateway + "/v1/topics/demo/partitions/0/records", w.Credential, `{"records":[{"value":"eA=="}]}`},
+		} {
+			out, err := exec.Command("curl", "-sS", "-X", "POST", c.url, "-H", "Authorization: Bearer "+c.bearer, "-d", c.body, "-w", "\nHTTP %{http_code}").CombinedOutput()
+			want := `not \"application/x-www-form-urlencoded\" (curl -d sends that: add -H 'Content-Type: application/json')`
+			if err != nil || !strings.Contains(string(out), want) || !strings.HasSuffix(string(out), "HTTP 415") {
+				t.Errorf("curl -d to %s without a Content-Type: %v %s, want 415 and %s", c.url, err, out, want)
+			}
+		}
+	})
 	d.stop(true)
 }
