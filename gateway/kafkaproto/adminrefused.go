@@ -20,9 +20,9 @@ package kafkaproto
 // them without asking: kadm said "broker is too old", KafkaJS
 // KafkaJSServerDoesNotSupportApiKey, the Java client
 // UnsupportedVersionException — a version lie a platform engineer reads
-// as "upgrade capgate" (newuser11). The rest of Kafka's admin APIs
-// (elections, reassignments, log dirs, SCRAM, transactions) are still
-// not listed.
+// as "upgrade capgate" (newuser11). The cluster's own administration
+// (elections, reassignments, log dirs, quotas, SCRAM users, producers
+// and transactions) is refused likewise: adminrefusedcluster.go.
 //
 // Their bodies are bounded by refusedBodyMax before kmsg decodes them
 // (parseRequest): an answer echoes every topic, partition or resource a
@@ -47,7 +47,7 @@ func refusedAdminAPIs() []apiRow {
 	row := func(key kmsg.Key, max int16) apiRow {
 		return apiRow{key: int16(key), min: 0, max: max, bodyMax: refusedBodyMax, handle: handleRefusedAdmin}
 	}
-	return []apiRow{
+	rows := []apiRow{
 		row(kmsg.CreateTopics, 7),
 		row(kmsg.DeleteTopics, 6),
 		row(kmsg.DeleteRecords, 2),
@@ -61,6 +61,7 @@ func refusedAdminAPIs() []apiRow {
 		row(kmsg.DeleteGroups, 3),
 		row(kmsg.OffsetDelete, 0),
 	}
+	return append(rows, refusedClusterAPIs()...)
 }
 
 // refusedAdminMessage is the error message of a refused admin request:
@@ -116,7 +117,7 @@ func refuseAdmin(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 	case *kmsg.OffsetDeleteRequest:
 		return refuseOffsetDelete(req)
 	}
-	panic(fmt.Sprintf("kafkaproto: refuseAdmin of %T, a key not in refusedAdminAPIs", kreq))
+	return refuseClusterAdmin(kreq)
 }
 
 // topicEntry is the first entry of a topic API: its first topic.

@@ -43,6 +43,7 @@ func init() {
 		{key: int16(kmsg.DescribeGroups), min: 0, max: 5, handle: handleDescribeGroups},
 		{key: int16(kmsg.ListGroups), min: 0, max: 5, handle: handleListGroups},
 		{key: int16(kmsg.ConsumerGroupDescribe), min: 0, max: 1, handle: handleConsumerGroupDescribe},
+		{key: int16(kmsg.DescribeCluster), min: 0, max: 2, handle: handleDescribeCluster},
 	}
 	apis = append(apis, groupAPIs()...)
 	apis = append(apis, refusedAdminAPIs()...)

@@ -13,7 +13,8 @@
 //
 // With WRITES=1 it instead tries the admin writes the listener does not
 // serve (createTopics, deleteTopics, createPartitions, deleteTopicRecords,
-// deleteGroups, describeConfigs, alterConfigs, describeAcls, createAcls)
+// deleteGroups, describeConfigs, alterConfigs, describeAcls, createAcls,
+// alterPartitionReassignments, listPartitionReassignments)
 // and prints one line each: {"ev":"write","op":…,"ms":…} with the error's
 // "name", "err" and Kafka error "type", or "ok":true if one succeeded.
 //
@@ -89,6 +90,8 @@ const writes = async (admin) => {
     alterConfigs: () => admin.alterConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [{ name: 'retention.ms', value: '1000' }] }] }),
     describeAcls: () => admin.describeAcls({ ...acl, resourceType: AclResourceTypes.ANY, resourcePatternType: ResourcePatternTypes.ANY, operation: AclOperationTypes.ANY, permissionType: AclPermissionTypes.ANY }),
     createAcls: () => admin.createAcls({ acl: [acl] }),
+    alterPartitionReassignments: () => admin.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: [0] }] }] }),
+    listPartitionReassignments: () => admin.listPartitionReassignments({ topics: [{ topic, partitions: [0] }] }),
   }
   for (const [op, call] of Object.entries(ops)) {
     const start = Date.now()
