@@ -103,6 +103,7 @@ func refusedPartitions[T any](topics []T, names func(T) (string, []int32), refus
 func refuseElectLeaders(req *kmsg.ElectLeadersRequest) (kmsg.Response, string, refusedEntry) {
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	msg := refusedAdminMessage("elect leaders")
+	each := newEntryMessages(msg)
 	code := kerr.ClusterAuthorizationFailed.Code
 	resp.ErrorCode = code
 	first := refusedPartitions(req.Topics, func(t kmsg.ElectLeadersRequestTopic) (string, []int32) { return t.Topic, t.Partitions },
@@ -111,7 +112,7 @@ func refuseElectLeaders(req *kmsg.ElectLeadersRequest) (kmsg.Response, string, r
 			rt.Topic = topic
 			for _, p := range partitions {
 				rp := kmsg.NewElectLeadersResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code, &msg
+				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code, each.next()
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
@@ -122,6 +123,7 @@ func refuseElectLeaders(req *kmsg.ElectLeadersRequest) (kmsg.Response, string, r
 func refuseAlterPartitionAssignments(req *kmsg.AlterPartitionAssignmentsRequest) (kmsg.Response, string, refusedEntry) {
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	msg := refusedAdminMessage("reassign partitions")
+	each := newEntryMessages(msg)
 	code := kerr.ClusterAuthorizationFailed.Code
 	resp.ErrorCode, resp.ErrorMessage = code, &msg
 	first := refusedPartitions(req.Topics, func(t kmsg.AlterPartitionAssignmentsRequestTopic) (string, []int32) {
@@ -135,7 +137,7 @@ func refuseAlterPartitionAssignments(req *kmsg.AlterPartitionAssignmentsRequest)
 		rt.Topic = topic
 		for _, p := range partitions {
 			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code, &msg
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code, each.next()
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -187,6 +189,7 @@ func refuseLogDirs(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 func refuseQuotas(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 	msg := "capgate's Kafka listener does not manage Kafka's client quotas: set them on Kafka itself, at its own bootstrap servers; " +
 		"capgate throttles its own clients with capgate admin qos"
+	each := newEntryMessages(msg)
 	code := kerr.ClusterAuthorizationFailed.Code
 	first := clusterRefusal("cluster")
 	switch req := kreq.(type) {
@@ -198,7 +201,7 @@ func refuseQuotas(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 		resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
 		for _, e := range req.Entries {
 			re := kmsg.NewAlterClientQuotasResponseEntry()
-			re.ErrorCode, re.ErrorMessage = code, &msg
+			re.ErrorCode, re.ErrorMessage = code, each.next()
 			for _, en := range e.Entity {
 				ren := kmsg.NewAlterClientQuotasResponseEntryEntity()
 				ren.Type, ren.Name = en.Type, en.Name
@@ -216,6 +219,7 @@ func refuseQuotas(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 // capgate's clients authenticate with its tokens, never SCRAM.
 func refuseSCRAM(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 	msg := refusedAdminMessage("manage SCRAM users") + " (capgate's clients authenticate with capgate tokens: OAUTHBEARER, or PLAIN with the token as the password)"
+	each := newEntryMessages(msg)
 	code := kerr.ClusterAuthorizationFailed.Code
 	first := clusterRefusal("cluster")
 	var users []string
@@ -226,7 +230,7 @@ func refuseSCRAM(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 		for _, u := range req.Users {
 			users = append(users, u.Name)
 			r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
-			r.User, r.ErrorCode, r.ErrorMessage = u.Name, code, &msg
+			r.User, r.ErrorCode, r.ErrorMessage = u.Name, code, each.next()
 			resp.Results = append(resp.Results, r)
 		}
 		return resp, msg, namedFirst(first, users)
@@ -240,7 +244,7 @@ func refuseSCRAM(kreq kmsg.Request) (kmsg.Response, string, refusedEntry) {
 		}
 		for _, u := range users {
 			r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
-			r.User, r.ErrorCode, r.ErrorMessage = u, code, &msg
+			r.User, r.ErrorCode, r.ErrorMessage = u, code, each.next()
 			resp.Results = append(resp.Results, r)
 		}
 		return resp, msg, namedFirst(first, users)
@@ -265,6 +269,7 @@ func refuseTransactions(kreq kmsg.Request) (kmsg.Response, string, refusedEntry)
 	case *kmsg.DescribeProducersRequest:
 		resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 		msg := refusedAdminMessage("describe producers")
+		each := newEntryMessages(msg)
 		code := kerr.TopicAuthorizationFailed.Code
 		first := refusedPartitions(req.Topics, func(t kmsg.DescribeProducersRequestTopic) (string, []int32) { return t.Topic, t.Partitions },
 			kerr.TopicAuthorizationFailed, func(topic string, partitions []int32) {
@@ -272,7 +277,7 @@ func refuseTransactions(kreq kmsg.Request) (kmsg.Response, string, refusedEntry)
 				rt.Topic = topic
 				for _, p := range partitions {
 					rp := kmsg.NewDescribeProducersResponseTopicPartition()
-					rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code, &msg
+					rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code, each.next()
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
