@@ -1,9 +1,11 @@
 package coordinator
 
 // Behavior: admin, groups resource — bearer: an admin token.
-//   GET /v1/admin/groups?after=&limit= → GroupsResponse, names sorted,
-//     at most describe_page_max (or limit) after after; next_after when
-//     more follow.
+//   GET /v1/admin/groups?after=&limit=&summaries=true → GroupsResponse,
+//     names sorted, at most describe_page_max (or limit) after after;
+//     next_after when more follow. With summaries=true, each listed
+//     group's summary too (admin_groupsummary.go: read with the names,
+//     so every name has one), at most groupSummariesPageMax a page.
 //   GET /v1/admin/groups/{g}?limit=&members_after=&partitions_after=topic/N
 //     → GroupDescription: config, the tenant that created it (creator:
 //     what limits.groups_per_credential counts it for), live members
@@ -44,13 +46,28 @@ import (
 )
 
 func (c *Coordinator) handleAdminGroups(ctx *fasthttp.RequestCtx, _ []string) {
-	q, ok := c.pageQuery(ctx, "after")
+	q, ok := c.pageQuery(ctx, "after", "summaries")
 	if !ok {
 		return
 	}
+	summaries, problem := queryBool(q, "summaries")
+	if problem != "" {
+		writeError(ctx, api.CodeBadRequest, problem)
+		return
+	}
+	limit := q.limit
+	if summaries {
+		limit = min(limit, groupSummariesPageMax)
+	}
 	var names []string
 	var more bool
-	if err := c.query(func(m *group.Machine) { names, more = m.GroupsPage(q.get("after"), q.limit) }); err != nil {
+	var sums []group.GroupSummary
+	if err := c.query(func(m *group.Machine) {
+		names, more = m.GroupsPage(q.get("after"), limit)
+		if summaries {
+			sums = summarizeAll(m, names, c.cfg.DescribeLagMax)
+		}
+	}); err != nil {
 		writeMachineError(ctx, nil, err)
 		return
 	}
@@ -61,7 +78,23 @@ func (c *Coordinator) handleAdminGroups(ctx *fasthttp.RequestCtx, _ []string) {
 	if more {
 		out.NextAfter = names[len(names)-1]
 	}
+	if summaries {
+		out.Summaries = c.summaryViews(sums)
+	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// queryBool reads an optional true|false query parameter.
+func queryBool(q pageParams, name string) (bool, string) {
+	value, given := q.cursors[name]
+	if !given {
+		return false, ""
+	}
+	b, err := strconv.ParseBool(value)
+	if err != nil {
+		return false, fmt.Sprintf("%s must be true or false, got %.32q", name, value)
+	}
+	return b, ""
 }
 
 func (c *Coordinator) handleAdminGroup(ctx *fasthttp.RequestCtx, params []string) {

@@ -82,3 +82,66 @@ func TestAdminGroupSummary(t *testing.T) {
 		t.Fatalf("the groups page's line of g: members, partitions, owned, revoking, unowned, lag %v, want %v\n%s", got, want, row)
 	}
 }
+
+// TestAdminGroupsWithSummaries: GET /v1/admin/groups?summaries=true
+// answers each listed group's summary with the page, as its own route
+// does — one call for a list where `capgate admin groups` made one per
+// group (newuser12). The page's lag lookups are shared and bounded: the
+// distinct partitions of its groups, at most describe_lag_max (14 here)
+// — g1 and g2 read the same 12 of orders, g3 would add audit's 4 and
+// has no lag in the list (its own summary has). Paged by limit and
+// after like the names; summaries= takes true or false only.
+func TestAdminGroupsWithSummaries(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 12, "audit": 4})
+	e.cfg.DescribeLagMax = 14
+	e.fill(t, 10)
+	h := e.start(t)
+	creds := h.clientCredential(t, []string{"g*"}, []string{"orders", "audit"})
+	for group, topic := range map[string]string{"g1": "orders", "g2": "orders", "g3": "audit"} {
+		h.join(t, group, creds, api.JoinRequest{ClientID: "c-" + group, Topics: []string{topic}, SessionTimeoutMs: 60000})
+	}
+	var list coordinator.GroupsResponse
+	h.call(t, "GET", "/v1/admin/groups?summaries=true", e.adminToken, nil, 200, &list)
+	if fmt.Sprint(list.Groups) != "[g1 g2 g3]" || len(list.Summaries) != 3 {
+		t.Fatalf("groups with summaries: %+v", list)
+	}
+	for i, name := range list.Groups {
+		var own coordinator.GroupSummary
+		h.call(t, "GET", "/v1/admin/groups/"+name+"/summary", e.adminToken, nil, 200, &own)
+		got := list.Summaries[i]
+		if name == "g3" {
+			if got.Lag != nil || own.Lag == nil || *own.Lag != 40 {
+				t.Errorf("g3: listed lag %v (own %v), want none in the list (past describe_lag_max) and 40 of its own", got.Lag, own.Lag)
+			}
+			got.Lag = own.Lag
+		}
+		gotLag, ownLag := ptrValue(got.Lag), ptrValue(own.Lag)
+		got.Lag, own.Lag = nil, nil
+		if got != own || gotLag != ownLag {
+			t.Errorf("%s listed %+v (lag %v), its summary %+v (lag %v)", name, got, gotLag, own, ownLag)
+		}
+	}
+	if l := list.Summaries[0].Lag; l == nil || *l != 120 {
+		t.Errorf("g1's listed lag %v, want 120", ptrValue(l))
+	}
+	var page coordinator.GroupsResponse
+	h.call(t, "GET", "/v1/admin/groups?summaries=true&limit=2&after=g1", e.adminToken, nil, 200, &page)
+	if fmt.Sprint(page.Groups) != "[g2 g3]" || len(page.Summaries) != 2 || page.Summaries[1].Group != "g3" || page.NextAfter != "" {
+		t.Errorf("page after g1: %+v", page)
+	}
+	var plain map[string]any
+	h.call(t, "GET", "/v1/admin/groups?summaries=false", e.adminToken, nil, 200, &plain)
+	if _, ok := plain["summaries"]; ok {
+		t.Errorf("summaries=false answered summaries: %v", plain)
+	}
+	h.call(t, "GET", "/v1/admin/groups?summaries=yes", e.adminToken, nil, 400, nil)
+	h.call(t, "GET", "/v1/admin/groups?summaries=true&summaries=true", e.adminToken, nil, 400, nil)
+}
+
+// ptrValue is *p, or nil.
+func ptrValue(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -10,6 +10,9 @@ import "github.com/capgate/capgate/api"
 type GroupsResponse struct {
 	Groups    []string `json:"groups"`
 	NextAfter string   `json:"next_after,omitempty"`
+	// Summaries, with ?summaries=true: each listed group's summary, in
+	// the names' order.
+	Summaries []GroupSummary `json:"summaries,omitempty"`
 }
 
 // GroupDescription is GET /v1/admin/groups/{g}: one page of members and

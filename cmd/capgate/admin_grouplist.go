@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net/http"
 	"strconv"
-	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -15,19 +12,11 @@ import (
 	"github.com/capgate/capgate/coordinator"
 )
 
-// groupSummariesMax bounds the groups `admin groups` summarizes (one
-// GET /v1/admin/groups/{g}/summary each, summariesInFlight at a time):
-// beyond, it lists names only and says so.
-const (
-	groupSummariesMax  = 1000
-	summariesInFlight  = 4
-	groupListNamesNote = "(over %d groups: names only; capgate admin group GROUP describes one)\n"
-)
-
-// groupList is `admin groups`'s answer: every group's name (all pages
-// of GET /v1/admin/groups) and, for up to groupSummariesMax groups, its
-// summary (GET /v1/admin/groups/{g}/summary). A group deleted between
-// the two (404) has none, and is listed with "-".
+// groupList is `admin groups`'s answer: every group's name and its
+// summary, from every page of GET /v1/admin/groups?summaries=true (one
+// call per 1,000 groups, the names and summaries read together). A
+// coordinator older than the summaries lists names only: every group is
+// then listed with "-".
 type groupList struct {
 	Groups    []string                   `json:"groups"`
 	Summaries []coordinator.GroupSummary `json:"summaries,omitempty"`
@@ -36,7 +25,9 @@ type groupList struct {
 // newAdminGroups is `admin groups`: every group with its state, members,
 // partitions and lag, as `rpk group list` with what `kafka-consumer-groups
 // --describe --state` adds. It listed names only: an operator asked each
-// group in turn to learn which had members or lag (newuser11).
+// group in turn to learn which had members or lag (newuser11); then it
+// asked the coordinator once per group, 4 at a time, and gave up past
+// 1,000 groups (newuser12).
 func newAdminGroups(f *adminFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "groups",
@@ -44,28 +35,19 @@ func newAdminGroups(f *adminFlags) *cobra.Command {
 		Long: `List consumer groups: each one's state (Empty without live members,
 Rebalancing while a partition is handed off, else Stable), live members,
 partitions, and lag (the sum over its partitions, as capgate admin group
-GROUP shows it per partition; - when Kafka did not answer). JSON and YAML
-carry the names ("groups") and each group's summary ("summaries", the
-answer of GET /v1/admin/groups/{g}/summary); a group deleted since it was
-listed shows "-". Over 1000 groups only the names are listed.`,
+GROUP shows it per partition; - when Kafka did not answer, or the group
+has more than the coordinator's describe_lag_max partitions). JSON and
+YAML carry the names ("groups") and each group's summary ("summaries":
+GET /v1/admin/groups?summaries=true, one call per 1000 groups).`,
 		Args: cobra.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client()
 			if err != nil {
 				return err
 			}
-			names, err := readAll(cmd.Context(), c, "/v1/admin/groups", func(page json.RawMessage) ([]string, string, error) {
-				r, err := decode[coordinator.GroupsResponse](page)
-				return r.Groups, r.NextAfter, err
-			})
+			list, err := readGroupList(cmd.Context(), c)
 			if err != nil {
 				return err
-			}
-			list := groupList{Groups: names}
-			if len(names) <= groupSummariesMax {
-				if list.Summaries, err = groupSummaries(cmd.Context(), c, names); err != nil {
-					return err
-				}
 			}
 			out, err := json.Marshal(list)
 			if err != nil {
@@ -76,54 +58,36 @@ listed shows "-". Over 1000 groups only the names are listed.`,
 	}
 }
 
-// groupSummaries reads each group's summary, summariesInFlight at a
-// time, in the names' order; a group gone since it was listed (404) is
-// left out.
-func groupSummaries(ctx context.Context, c *adminClient, names []string) ([]coordinator.GroupSummary, error) {
-	got := make([]*coordinator.GroupSummary, len(names))
-	errs := make([]error, len(names))
-	slots := make(chan struct{}, summariesInFlight)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			var s coordinator.GroupSummary
-			err := c.do(ctx, http.MethodGet, groupPath(name)+"/summary", nil, &s)
-			if hasCode(err, api.CodeNotFound) {
-				return
-			}
-			got[i], errs[i] = &s, err
-		}()
+// readGroupList reads every page of the groups with their summaries; a
+// coordinator that refuses the summaries parameter (400: one from
+// before it) is asked for the names alone.
+func readGroupList(ctx context.Context, c *adminClient) (groupList, error) {
+	var list groupList
+	pages, err := readAll(ctx, c, "/v1/admin/groups?summaries=true", func(page json.RawMessage) ([]coordinator.GroupsResponse, string, error) {
+		r, err := decode[coordinator.GroupsResponse](page)
+		return []coordinator.GroupsResponse{r}, r.NextAfter, err
+	})
+	if hasCode(err, api.CodeBadRequest) {
+		list.Groups, err = readAll(ctx, c, "/v1/admin/groups", func(page json.RawMessage) ([]string, string, error) {
+			r, err := decode[coordinator.GroupsResponse](page)
+			return r.Groups, r.NextAfter, err
+		})
+		return list, err
 	}
-	wg.Wait()
-	out := make([]coordinator.GroupSummary, 0, len(names))
-	for i, s := range got {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		if s != nil {
-			out = append(out, *s)
-		}
+	if err != nil {
+		return list, err
 	}
-	return out, nil
+	list.Groups = []string{}
+	for _, p := range pages {
+		list.Groups = append(list.Groups, p.Groups...)
+		list.Summaries = append(list.Summaries, p.Summaries...)
+	}
+	return list, nil
 }
 
 func printGroupList(w io.Writer, raw json.RawMessage) error {
 	l, err := decode[groupList](raw)
 	if err != nil {
-		return err
-	}
-	if len(l.Groups) > groupSummariesMax {
-		rows := make([][]string, len(l.Groups))
-		for i, g := range l.Groups {
-			rows[i] = []string{cellText(g)}
-		}
-		if err := printTable(w, []string{"GROUP"}, rows); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintf(w, groupListNamesNote, groupSummariesMax)
 		return err
 	}
 	summaries := make(map[string]coordinator.GroupSummary, len(l.Summaries))
@@ -133,7 +97,7 @@ func printGroupList(w io.Writer, raw json.RawMessage) error {
 	rows := make([][]string, len(l.Groups))
 	for i, g := range l.Groups {
 		s, ok := summaries[g]
-		if !ok { // deleted since it was listed, or a coordinator without summaries
+		if !ok { // a coordinator without summaries
 			rows[i] = []string{cellText(g), "-", "-", "-", "-"}
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -86,7 +87,11 @@ func readAll[T any](ctx context.Context, c *adminClient, path string, items func
 	for after := ""; ; {
 		p := path
 		if after != "" {
-			p += "?after=" + url.QueryEscape(after)
+			sep := "?"
+			if strings.Contains(path, "?") {
+				sep = "&"
+			}
+			p += sep + "after=" + url.QueryEscape(after)
 		}
 		var page json.RawMessage
 		if err := c.do(ctx, http.MethodGet, p, nil, &page); err != nil {
