@@ -558,8 +558,24 @@ func printQoS(w io.Writer, raw json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	rows := make([][]string, len(r.Overrides))
-	for i, o := range r.Overrides {
+	return printOverrides(w, r.Overrides)
+}
+
+// printQoSOverride is the answer of `qos` and `qos end`, one override,
+// as a row of `qos list`: it was the generic key/value table, with the
+// selector as raw JSON ({"group":"demo"}) where the list says
+// group=demo (newuser12).
+func printQoSOverride(w io.Writer, raw json.RawMessage) error {
+	o, err := decode[api.QoSOverride](raw)
+	if err != nil {
+		return err
+	}
+	return printOverrides(w, []api.QoSOverride{o})
+}
+
+func printOverrides(w io.Writer, overrides []api.QoSOverride) error {
+	rows := make([][]string, len(overrides))
+	for i, o := range overrides {
 		rows[i] = []string{o.ID, selectorText(o.Selector), cellText(o.LogLevel), cellText(o.Monitor), strconv.FormatInt(o.MaxBytesPerSec, 10), unixText(o.Until)}
 	}
 	return printTable(w, []string{"ID", "SELECTOR", "LOG-LEVEL", "MONITOR", "MAX-BYTES/S", "UNTIL"}, rows)

@@ -224,7 +224,7 @@ by default).`,
 			if cmd.Flags().Changed("max-bytes-per-sec") {
 				body["max_bytes_per_sec"] = bps
 			}
-			return ttl.refused(call(cmd, f, http.MethodPut, "/v1/admin/qos", body))
+			return ttl.refused(callRender(cmd, f, http.MethodPut, "/v1/admin/qos", body, printQoSOverride))
 		},
 	}
 	fl := cmd.Flags()

@@ -92,7 +92,7 @@ or with --id (qos list's ID). An override not in force is an error.`,
 			if err := c.do(cmd.Context(), http.MethodPut, "/v1/admin/qos", body, &out); err != nil {
 				return err
 			}
-			return f.print(cmd.OutOrStdout(), out, printAny)
+			return f.print(cmd.OutOrStdout(), out, printQoSOverride)
 		},
 	}
 	sel.register(cmd.Flags())

@@ -125,7 +125,10 @@ func TestAdminDefects(t *testing.T) {
 	})
 
 	t.Run("qos_override_replaced_not_merged_and_not_listable", func(t *testing.T) {
-		d.adminCLI(t, "qos", "--group", "readers", "--max-bytes-per-sec", "4000")
+		// The override set, and the one ended, as rows of the list: the
+		// selector as group=readers, not {"group":"readers"} (newuser12).
+		set := d.adminCLI(t, "qos", "--group", "readers", "--max-bytes-per-sec", "4000", "-o", "table")
+		mustMatch(t, "qos -o table", set, `ID\s+SELECTOR\s+LOG-LEVEL\s+MONITOR\s+MAX-BYTES/S\s+UNTIL`, `group=readers\s+-\s+-\s+4000\s`)
 		var merged struct {
 			LogLevel       string `json:"log_level"`
 			MaxBytesPerSec int64  `json:"max_bytes_per_sec"`

@@ -24,7 +24,8 @@ func TestQoSEndLiftsTheThrottle(t *testing.T) {
 	const n = 300
 	d.produceBatches(t, 4, n)
 	d.adminCLI(t, "qos", "--group", "lifted", "--max-bytes-per-sec", "1000")
-	d.adminCLI(t, "qos", "end", "--group", "lifted")
+	ended := d.adminCLI(t, "qos", "end", "--group", "lifted", "-o", "table")
+	mustMatch(t, "qos end -o table", ended, `ID\s+SELECTOR\s+LOG-LEVEL`, `group=lifted\s+-\s+-\s+1000\s`)
 
 	var list struct {
 		Overrides []map[string]any `json:"overrides"`
