@@ -67,6 +67,9 @@ func (b consoleBackend) Admin(who, method, path string, body []byte) (int, []byt
 	return ctx.Response.StatusCode(), append([]byte(nil), ctx.Response.Body()...)
 }
 
+// ListPageMax is describe_page_max, the admin lists' largest page.
+func (b consoleBackend) ListPageMax() int { return b.c.cfg.DescribePageMax }
+
 // IsAdminToken checks a login token against the admin token hashes (any
 // token passes when tls.admin asks for a certificate only).
 func (b consoleBackend) IsAdminToken(token []byte) bool {

@@ -163,3 +163,29 @@ func firstDiff(got, want []string) string {
 	}
 	return "none"
 }
+
+// TestConsoleGroupsPageReadsOneList: the groups page reads its groups'
+// lines with one admin list (GET /v1/admin/groups?summaries=true), not
+// the names and then each group's summary — 101 admin reads a re-read
+// of 100 groups, each a read on the loop and a sum of its lag
+// (newuser12; BENCHMARKS.md §15). Fails without: 30 summary reads.
+func TestConsoleGroupsPageReadsOneList(t *testing.T) {
+	e := newEnv(t, map[string]int32{"orders": 1})
+	h := e.start(t)
+	for i := range 30 {
+		h.call(t, "PUT", fmt.Sprintf("/v1/admin/groups/g-%02d/config", i), e.adminToken, map[string]any{"max_moves_per_second": 5}, 200, nil)
+	}
+	c := newConsoleClient(t, h)
+	if a := c.login(e.adminToken, nil); a.status != 303 {
+		t.Fatalf("login: %d", a.status)
+	}
+	const lists, summaries = `capgate_coordinator_requests_total{code="ok",route="admin_groups"}`, `capgate_coordinator_requests_total{code="ok",route="admin_group_summary"}`
+	listsBefore, summariesBefore := max(h.metric(t, lists), 0), max(h.metric(t, summaries), 0)
+	page := c.send("GET", "/console/groups", nil, nil)
+	if page.status != 200 || !strings.Contains(page.body, `data-group="g-29"`) {
+		t.Fatalf("groups page: %d, want g-29 listed:\n%s", page.status, page.body)
+	}
+	if l, s := h.metric(t, lists)-listsBefore, max(h.metric(t, summaries), 0)-summariesBefore; l != 1 || s != 0 {
+		t.Errorf("the groups page of 30 groups: %v list reads and %v summary reads, want 1 and 0", l, s)
+	}
+}

@@ -41,6 +41,10 @@ type Backend interface {
 	// the client certificate the admin routes ask for (true when they ask
 	// for none): the console asks for it on every request, login included.
 	AdminCertificate(ctx *fasthttp.RequestCtx) bool
+	// ListPageMax is the most groups one admin list page may be asked
+	// for (describe_page_max): the groups page asks for its own page
+	// size and one more, within it.
+	ListPageMax() int
 	// Serves reports whether the coordinator has a route for method and
 	// path: the audit log view shows only when GET /v1/admin/audit exists.
 	Serves(method, path string) bool

@@ -65,20 +65,23 @@ func eachQueryArg(args *fasthttp.Args, read func(name string, value []byte) stri
 	return ""
 }
 
-// groupsPage lists up to groupsPerPage names of q, and whether more
-// follow. The admin API's pages may be smaller than ours
-// (describe_page_max), so it reads on at their next_after; names are
-// sorted, so the ones starting with q.Prefix are one run, and the list
-// stops at the first that does not.
-func (c *Console) groupsPage(q groupsQuery) (names []string, more bool, err error) {
+// groupsPage lists up to groupsPerPage groups of q with their
+// summaries, and whether more follow. It reads the admin API's pages
+// with their summaries (?summaries=true), groupsPerPage+1 groups each —
+// one read for a page's groups, where it asked for each group's summary
+// in turn (100 reads a page, each summing its group's lag; newuser12) —
+// and reads on at their next_after; names are sorted, so the ones
+// starting with q.Prefix are one run, and the list stops at the first
+// that does not.
+func (c *Console) groupsPage(q groupsQuery) (groups []groupSummaryJSON, more bool, err error) {
 	cursor := q.After
 	if q.Prefix != "" && cursor < q.Prefix {
 		// after=P lists names after P: P itself, the first name with
 		// its own prefix, is looked up alone.
-		var g groupJSON
-		switch err := c.get(groupPath(q.Prefix)+"?limit=1", &g); {
+		var g groupSummaryJSON
+		switch err := c.get(groupPath(q.Prefix)+"/summary", &g); {
 		case err == nil:
-			names = append(names, q.Prefix)
+			groups = append(groups, g)
 		case errors.Is(err, errNotFound):
 		default:
 			return nil, false, err
@@ -86,25 +89,25 @@ func (c *Console) groupsPage(q groupsQuery) (names []string, more bool, err erro
 		cursor = q.Prefix
 	}
 	for {
-		path := "/v1/admin/groups"
+		path := "/v1/admin/groups?summaries=true&limit=" + strconv.Itoa(min(groupsPerPage+1, c.backend.ListPageMax()))
 		if cursor != "" {
-			path += "?after=" + url.QueryEscape(cursor)
+			path += "&after=" + url.QueryEscape(cursor)
 		}
 		var list groupsJSON
 		if err := c.get(path, &list); err != nil {
 			return nil, false, err
 		}
-		for _, name := range list.Groups {
-			if !strings.HasPrefix(name, q.Prefix) {
-				return names, false, nil
+		for _, g := range list.Summaries {
+			if !strings.HasPrefix(g.Group, q.Prefix) {
+				return groups, false, nil
 			}
-			if len(names) == groupsPerPage {
-				return names, true, nil
+			if len(groups) == groupsPerPage {
+				return groups, true, nil
 			}
-			names = append(names, name)
+			groups = append(groups, g)
 		}
-		if list.NextAfter == "" || len(list.Groups) == 0 {
-			return names, false, nil
+		if list.NextAfter == "" || len(list.Summaries) == 0 {
+			return groups, false, nil
 		}
 		cursor = list.NextAfter
 	}

@@ -24,9 +24,15 @@ func (s stubBackend) Admin(_, method, path string, _ []byte) (int, []byte) {
 	if body, ok := s[method+" "+path]; ok {
 		return fasthttp.StatusOK, []byte(body)
 	}
+	if bare, query, _ := strings.Cut(path, "?"); query == "summaries=true&limit=101" {
+		if body, ok := s[method+" "+bare]; ok { // the groups page's read of an empty list
+			return fasthttp.StatusOK, []byte(body)
+		}
+	}
 	return fasthttp.StatusNotFound, []byte(`{"error":{"code":"not_found","message":"no such route"}}`)
 }
 func (s stubBackend) IsAdminToken(token []byte) bool             { return string(token) == "the-admin-token" }
+func (s stubBackend) ListPageMax() int                           { return 10_000 }
 func (s stubBackend) AdminCertificate(*fasthttp.RequestCtx) bool { return true }
 func (s stubBackend) IdentityAdmin(token []byte) (string, time.Time, func() bool, error) {
 	if string(token) == "an-idp-operator" {

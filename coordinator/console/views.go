@@ -19,8 +19,9 @@ import (
 // shapes so the coordinator package need not export them twice.)
 
 type groupsJSON struct {
-	Groups    []string `json:"groups"`
-	NextAfter string   `json:"next_after"`
+	Groups    []string           `json:"groups"`
+	NextAfter string             `json:"next_after"`
+	Summaries []groupSummaryJSON `json:"summaries"` // with ?summaries=true
 }
 
 type groupJSON struct {
@@ -54,9 +55,10 @@ type groupJSON struct {
 	Partitions []partitionJSON `json:"partitions"`
 }
 
-// groupSummaryJSON is GET /v1/admin/groups/{g}/summary: the groups
-// page's line of a group.
+// groupSummaryJSON is GET /v1/admin/groups/{g}/summary, and each of
+// GET /v1/admin/groups?summaries=true: the groups page's line of a group.
 type groupSummaryJSON struct {
+	Group  string `json:"group"`
 	Config struct {
 		MaxMovesPerSecond int `json:"max_moves_per_second"`
 	} `json:"config"`
