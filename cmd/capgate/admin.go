@@ -182,7 +182,15 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 				// from its side — a gateway's "is the URL a gateway's base
 				// URL?" — so only the route is kept and this one question
 				// asked.
-				eb.Error.Message, _, _ = strings.Cut(eb.Error.Message, "; ")
+				route, hint, _ := strings.Cut(eb.Error.Message, "; ")
+				eb.Error.Message = route
+				if strings.Contains(hint, "not a gateway's") {
+					// A gateway said so: the URL is known, not guessed at
+					// (newuser12: "is it a capgate coordinator?" when the
+					// answer said what it was).
+					return fmt.Errorf("%s %s%s: %d %w: %s is a capgate gateway, not the coordinator: --coordinator takes the coordinator's base URL (capgate dev: http://127.0.0.1:7070; a gateway's coordinator_url names it)",
+						method, c.base, path, resp.StatusCode, &eb.Error, c.base)
+				}
 				return fmt.Errorf("%s %s%s: %d %w: is %s a capgate coordinator? --coordinator takes its base URL, e.g. http://127.0.0.1:7070",
 					method, c.base, path, resp.StatusCode, &eb.Error, c.base)
 			}

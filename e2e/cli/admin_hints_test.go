@@ -12,7 +12,9 @@ import (
 // TestAdminWrongURLSaysWhatToDo is newuser #4 against `capgate dev
 // --tls` with the capgate binary: http:// to its TLS coordinator printed
 // `Get "http://…": EOF`, no CA printed Go's x509 error, the gateway's URL
-// as --coordinator asked two questions about two base URLs. Each now
+// as --coordinator asked two questions about two base URLs, then asked
+// whether it was a coordinator when the gateway had said what it was
+// (newuser12). Each now
 // says what to do, and the right command works.
 func TestAdminWrongURLSaysWhatToDo(t *testing.T) {
 	t.Parallel()
@@ -32,7 +34,7 @@ func TestAdminWrongURLSaysWhatToDo(t *testing.T) {
 		{"no CA", []string{"--coordinator", d.coordinator},
 			[]string{"x509: certificate signed by unknown authority", "pass --cacert FILE or set CAPGATE_CACERT"}, ""},
 		{"the gateway's URL", []string{"--coordinator", d.gateway, "--cacert", ca},
-			[]string{"404 not_found: no such route", "is " + d.gateway + " a capgate coordinator? --coordinator takes its base URL"}, "is the URL a gateway's base URL?"},
+			[]string{"404 not_found: no such route", d.gateway + " is a capgate gateway, not the coordinator: --coordinator takes the coordinator's base URL"}, "a capgate coordinator?"},
 		{"HOST:PORT", []string{"--coordinator", hostPort, "--cacert", ca},
 			[]string{"want a URL: use http://" + hostPort + " (or https://" + hostPort}, "client:"},
 	} {
