@@ -13,8 +13,9 @@ import (
 // TestConsumerGroupDescribeBounded: ConsumerGroupDescribe is bounded as
 // DescribeGroups and OffsetFetch are (redteam3 item 2's shape): a request
 // naming one group 100 times and 150 others answers the first 100 from
-// one coordinator read and the other 150 INVALID_REQUEST, with a message
-// and without a read; one refusal line is logged. The real stack's test
+// one coordinator read and the other 150 INVALID_REQUEST without a read,
+// the first of them with a message (TestConsumerGroupDescribeAnswerIsSmall
+// says why only the first); one refusal line is logged. The real stack's test
 // is e2e/kafkaclients TestConsumerGroupDescribe.
 func TestConsumerGroupDescribeBounded(t *testing.T) {
 	a := &adminCoordinator{}
@@ -41,8 +42,10 @@ func TestConsumerGroupDescribeBounded(t *testing.T) {
 		switch {
 		case i < 100 && (g.Group != "same" || g.ErrorCode != 0 || g.State != "Stable" || g.AssignorName != "sticky"):
 			t.Fatalf("entry %d: %+v, want same described Stable", i, g)
-		case i >= 100 && (g.ErrorCode != kerr.InvalidRequest.Code || g.ErrorMessage == nil):
-			t.Fatalf("entry %d (%s, beyond 100): error %d, want INVALID_REQUEST with a message", i, g.Group, g.ErrorCode)
+		case i == 100 && (g.ErrorCode != kerr.InvalidRequest.Code || g.ErrorMessage == nil):
+			t.Fatalf("entry %d (%s, the first beyond 100): error %d, want INVALID_REQUEST with a message", i, g.Group, g.ErrorCode)
+		case i > 100 && (g.ErrorCode != kerr.InvalidRequest.Code || g.ErrorMessage != nil):
+			t.Fatalf("entry %d (%s, beyond 100): error %d, message %v; want INVALID_REQUEST, the message on the first only", i, g.Group, g.ErrorCode, g.ErrorMessage)
 		}
 	}
 	a.mu.Lock()
@@ -69,5 +72,36 @@ func TestConsumerGroupDescribeEndsWhenTheClientLeaves(t *testing.T) {
 	defer a.mu.Unlock()
 	if len(a.described) != 1 {
 		t.Errorf("%d groups read, want only the one in flight when the client left", len(a.described))
+	}
+}
+
+// TestConsumerGroupDescribeAnswerIsSmall is redteam19 #2: every group
+// past the first 100 was answered INVALID_REQUEST with its own ~40-byte
+// message, so a ConsumerGroupDescribe of 10,000 empty names (10 KB,
+// within kafka_max_request_partitions) was answered 636 KB — 256
+// connections of one credential reading nothing, ~160 MB, past
+// max_answer_bytes_held_per_holder (64 MiB): such an answer is counted,
+// never refused. Now the message rides on the first refused group only
+// and the answer is ~20 bytes a group. Fails without (636 KB).
+func TestConsumerGroupDescribeAnswerIsSmall(t *testing.T) {
+	a := &adminCoordinator{}
+	cfg := testConfig()
+	cfg.CoordinatorURL = a.start(t)
+	s := startGroupListener(t, cfg)
+	c := dialAuthenticated(t, s, "credential")
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	for range 10000 {
+		req.Groups = append(req.Groups, "")
+	}
+	if err := c.send(req); err != nil {
+		t.Fatal(err)
+	}
+	c.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	answer, err := readResponse(c.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, request := len(answer), len(req.AppendTo(nil)); n > 24*len(req.Groups) {
+		t.Errorf("a ConsumerGroupDescribe of %d bytes naming %d groups answered %d bytes, want at most 24 a group", request, len(req.Groups), n)
 	}
 }
