@@ -36,7 +36,8 @@ import (
 
 // missingTopicRepeat is how long a client's missing topic is not logged
 // again; missingTopicSaidMax bounds the topics remembered (cleared when
-// full: a client naming ever new topics logs within refusallog's bound).
+// full: a client naming ever new topics logs within refusallog's bound),
+// each name within 249 bytes (keptName): ~4 MB at most.
 const (
 	missingTopicRepeat  = 10 * time.Minute
 	missingTopicSaidMax = 4096
@@ -64,8 +65,10 @@ func (l *missingTopicLog) fresh(key clientKey, group string, missing []string, n
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
+	key.clientID = keptName(key.clientID)
+	group = keptName(group)
 	for _, topic := range missing {
-		k := missingTopicKey{key, group, topic}
+		k := missingTopicKey{key, group, keptName(topic)}
 		if at, ok := l.said[k]; ok && now.Sub(at) < missingTopicRepeat {
 			continue
 		}
@@ -76,6 +79,20 @@ func (l *missingTopicLog) fresh(key clientKey, group string, missing []string, n
 		out = append(out, topic)
 	}
 	return out
+}
+
+// keptName is name as the said table keeps it: cut to Kafka's longest
+// topic name, and copied, so it holds no more than that of the request
+// it came in. A client's topic names, group and client.id may each be
+// 32,767 bytes on the wire: 4,096 topics of 32,000 characters held
+// ~131 MB for missingTopicRepeat (redteam19 #3); the log lines cut a
+// client.id alike. Two longer names alike in their first 249 bytes share
+// an entry: one is logged for both.
+func keptName(name string) string {
+	if len(name) <= 249 {
+		return name
+	}
+	return strings.Clone(name[:249])
 }
 
 // sayMissingTopics logs msg for the topics of missing not yet logged for
@@ -89,7 +106,7 @@ func (c *conn) sayMissingTopics(msg, group string, missing []string) {
 	if group != "" {
 		fields = append(fields, zap.String("group", group))
 	}
-	fields = append(fields, zap.Strings("missing_topics", shownTopics(topics)), zap.String("client_id", c.clientID),
+	fields = append(fields, zap.Strings("missing_topics", shownTopics(topics)), zap.String("client_id", keptName(c.clientID)),
 		zap.String("remote", c.nc.RemoteAddr().String()))
 	c.s.missing.lines.LineAt(time.Now(), msg, fields...)
 }
@@ -148,7 +165,7 @@ func (c *conn) sayFetchOutsideAGroup(topic string) {
 	c.s.missing.lines.LineAt(now, "kafka fetch with a client credential reaching no consumer group member: answered TOPIC_AUTHORIZATION_FAILED — "+
 		"a client credential reads only as a group member (kcat -G GROUP TOPIC, a client's group.id and subscribe); "+
 		"to read a partition without a group, use a partition capability (capgate admin grant)",
-		zap.String("topic", shownTopics([]string{topic})[0]), zap.String("client_id", c.clientID),
+		zap.String("topic", shownTopics([]string{topic})[0]), zap.String("client_id", keptName(c.clientID)),
 		zap.String("remote", c.nc.RemoteAddr().String()))
 }
 
@@ -170,7 +187,7 @@ func (c *conn) sayTransactionsRefused(txnID string) {
 	c.s.missing.lines.LineAt(now, "kafka transactional producer refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED: capgate's Kafka listener "+
 		"serves no transactions (one spans partitions no single capability covers); produce without transactional.id "+
 		"(idempotent producers work)",
-		zap.String("transactional_id", shownTopics([]string{txnID})[0]), zap.String("client_id", c.clientID),
+		zap.String("transactional_id", shownTopics([]string{txnID})[0]), zap.String("client_id", keptName(c.clientID)),
 		zap.String("remote", c.nc.RemoteAddr().String()))
 }
 
