@@ -513,6 +513,21 @@ func (g heldGate) AnswerRoom(c *ocap.Claims) api.Code {
 	return ""
 }
 
+// startHeldListener starts a listener of cfg whose answers held are
+// counted by gate, its principals anyClient's.
+func startHeldListener(t *testing.T, cfg Config, gate heldGate) *Server {
+	t.Helper()
+	s, err := New(cfg, gate, anyClient{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeWithin(t, s, 10*time.Second) })
+	return s
+}
+
 // TestSlowAdminReadersHoldBoundedAnswers is redteam15 #1 at the Kafka
 // listener: an admin read's answer (DescribeGroups, ListGroups, an
 // OffsetFetch without a member) stays in the gateway until its reader
@@ -534,14 +549,7 @@ func TestSlowAdminReadersHoldBoundedAnswers(t *testing.T) {
 	cfg := testConfig()
 	cfg.CoordinatorURL, cfg.MaxRequestBytes, cfg.WriteTimeout = a.start(t), 8<<20, 2*time.Minute
 	gate := heldGate{held: answerheld.New(1<<30, 1<<20)}
-	s, err := New(cfg, gate, anyClient{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeWithin(t, s, 10*time.Second) })
+	s := startHeldListener(t, cfg, gate)
 
 	unread := dialAuthenticated(t, s, "credential")
 	unread.nc.(*net.TCPConn).SetReadBuffer(4096)

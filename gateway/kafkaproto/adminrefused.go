@@ -25,10 +25,19 @@ package kafkaproto
 // and transactions) is refused likewise: adminrefusedcluster.go.
 //
 // Their bodies are bounded by refusedBodyMax before kmsg decodes them
-// (parseRequest): an answer echoes every topic, partition or resource a
-// request names, and no admin tool names thousands in one request.
+// (parseRequest), and the entries they name by refusedEntriesMax: an
+// answer echoes every topic, partition or resource a request names, most
+// with the ~200-byte message, and no admin tool names thousands in one
+// request. Past either the connection closes unanswered. And an answer
+// is built only while its holder has room among the answers held
+// (answerRoom, as the admin reads): else the connection closes. Before,
+// a 64 KiB DeleteTopics v5 of ~65,000 empty names was answered 11 MB
+// (DeleteGroups v3 7 MB, DescribeConfigs v4 3 MB), and one credential's
+// connections reading nothing held ~2.9 GB, past max_answer_bytes_held,
+// whose count then refused every tenant's fetch answers (redteam19 #1).
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -40,6 +49,16 @@ import (
 // connection closes unanswered (errTooManyEntries), as for a request
 // over kafka_max_request_partitions.
 const refusedBodyMax = 64 << 10
+
+// refusedEntriesMax bounds the entries (topics, partitions, resources,
+// ACL creations or filters, groups) a refused admin request may name:
+// beyond, the connection closes unanswered, so an answer is at most
+// ~300 KiB (the names it echoes are within refusedBodyMax).
+const refusedEntriesMax = 1000
+
+// errAnswersHeld: a refused admin request came while its holder's
+// answers not yet read filled their bound; the connection closes.
+var errAnswersHeld = errors.New("kafkaproto: the holder's answers not yet read fill max_answer_bytes_held(_per_holder)")
 
 // refusedAdminAPIs are the rows of the refused admin APIs: every version
 // kmsg parses, from 0.
@@ -102,11 +121,58 @@ func refusedAdminMessage(what string) string {
 
 // handleRefusedAdmin answers a refused admin request: every entry it
 // names refused, nothing sent on.
-func handleRefusedAdmin(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+func handleRefusedAdmin(c *conn, h header, kreq kmsg.Request) (kmsg.Response, error) {
+	if n := refusedEntries(kreq); n > refusedEntriesMax {
+		err := fmt.Errorf("%w: %s v%d naming %d entries, over the %d a refused admin request may name", errTooManyEntries, kmsg.NameForKey(h.key), h.version, n, refusedEntriesMax)
+		c.refuseEntries(h, err)
+		return nil, err
+	}
+	if !c.answerRoom() {
+		c.s.refused.Refused("kafka "+kmsg.NameForKey(kreq.Key()), errAnswersHeld.Error()+": connection closed", c.logFields(false)...)
+		return nil, errAnswersHeld
+	}
 	resp, msg, first := refuseAdmin(kreq)
 	c.s.refused.Refused("kafka "+kmsg.NameForKey(kreq.Key()), msg+" (answered "+first.refusal.Message+")",
 		append(c.logFields(false), zap.String("first", first.name))...)
 	return resp, nil
+}
+
+// refusedEntries is how many entries a refused admin request names, its
+// partitions counted with their topics.
+func refusedEntries(kreq kmsg.Request) int {
+	switch req := kreq.(type) {
+	case *kmsg.CreateTopicsRequest:
+		return len(req.Topics)
+	case *kmsg.DeleteTopicsRequest:
+		return len(req.TopicNames) + len(req.Topics)
+	case *kmsg.CreatePartitionsRequest:
+		return len(req.Topics)
+	case *kmsg.DeleteRecordsRequest:
+		n := len(req.Topics)
+		for _, t := range req.Topics {
+			n += len(t.Partitions)
+		}
+		return n
+	case *kmsg.DescribeConfigsRequest:
+		return len(req.Resources)
+	case *kmsg.AlterConfigsRequest:
+		return len(req.Resources)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return len(req.Resources)
+	case *kmsg.CreateACLsRequest:
+		return len(req.Creations)
+	case *kmsg.DeleteACLsRequest:
+		return len(req.Filters)
+	case *kmsg.DeleteGroupsRequest:
+		return len(req.Groups)
+	case *kmsg.OffsetDeleteRequest:
+		n := len(req.Topics)
+		for _, t := range req.Topics {
+			n += len(t.Partitions)
+		}
+		return n
+	}
+	return 1 // DescribeAcls: one filter
 }
 
 // refusedEntry is the first entry a refused request names and its
