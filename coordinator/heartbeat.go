@@ -22,7 +22,11 @@ package coordinator
 // token of the member's tenant's tenant_member_rate, at most the burst
 // into debt; what the rate has not paid for stays in the member's news
 // for its next heartbeats (paceMints), the most urgent first (a partition
-// the member cannot read, then the capability that ends soonest).
+// the member cannot read, then the capability that ends soonest). When
+// the rate pays for none of an answer without revokes, the heartbeat is
+// held on, within its wait, until a token reserved for one capability is
+// the tenant's (group.DeferNews), instead of answered empty; a revoke
+// for the member meanwhile answers it at once.
 
 import (
 	"fmt"
@@ -56,32 +60,33 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 	wait := heartbeatWait(req.WaitMs)
 	confirm := c.leadershipMark()
 	tenant := c.share.memberTenant(groupName, claims.Subject)
+	var until time.Time // when the machine's hold of it ends at the latest
 	msg, shared, err := c.callShared(ctx, tenant, func(ref group.Ref) group.Event {
+		until = time.Now().Add(c.heldAtMost(wait))
 		return group.Heartbeat{Ref: ref, Group: groupName, MemberID: claims.Subject, Wait: wait, Resync: req.Resync}
 	})
 	if !shared {
 		return
 	}
-	news, ok := msg.(group.News)
+	news, ok := c.confirmedNews(ctx, msg, err, confirm)
 	if !ok {
-		writeMachineError(ctx, msg, err)
-		return
-	}
-	answer := leader.AnswerNews
-	if len(news.Grants)+len(news.Renew) > 0 {
-		answer = leader.AnswerCapabilities
-	}
-	// Capabilities leave only once the log confirmed this replica led
-	// after the heartbeat arrived (sync.go's leadershipMark): a deposed
-	// leader renews nothing from memory. Free when a persist or beat
-	// happened while the heartbeat was held.
-	if err := confirm(answer); err != nil {
-		writeNotLeader(ctx, "", "this replica no longer leads the shard")
 		return
 	}
 	// A token a capability; what the rate has not paid for comes in the
-	// member's next heartbeats.
-	news = c.paceMints(tenant, news)
+	// member's next heartbeats. When it pays for none, the heartbeat is
+	// held again until a token reserved for one is the tenant's (held).
+	news, held := c.paceMints(tenant, news, until)
+	if held != nil {
+		confirm = c.leadershipMark()
+		msg, err = c.call(func(ref group.Ref) group.Event {
+			held.Ref = ref
+			return *held
+		})
+		if news, ok = c.confirmedNews(ctx, msg, err, confirm); !ok {
+			return
+		}
+		news, _ = c.paceMints(tenant, news, time.Time{}) // it pays one: no second hold
+	}
 	memberExp := time.Unix(int64(claims.ExpiresAt), 0) // no capability outlives the member token
 	grants, err := c.mintGrants(news.Grants, true, memberExp)
 	if err != nil {
@@ -98,6 +103,40 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		revoke = []api.PartitionRef{}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, api.HeartbeatResponse{Revoke: revoke, Grants: grants, Renew: renew})
+}
+
+// confirmedNews is the machine's answer msg to a heartbeat once the log
+// confirmed this replica led after confirm's mark, or false when it
+// answered the refusal.
+func (c *Coordinator) confirmedNews(ctx *fasthttp.RequestCtx, msg group.Message, err error, confirm func(leader.Answer) error) (group.News, bool) {
+	news, ok := msg.(group.News)
+	if !ok {
+		writeMachineError(ctx, msg, err)
+		return news, false
+	}
+	answer := leader.AnswerNews
+	if len(news.Grants)+len(news.Renew) > 0 {
+		answer = leader.AnswerCapabilities
+	}
+	// Capabilities leave only once the log confirmed this replica led
+	// after the heartbeat arrived (sync.go's leadershipMark): a deposed
+	// leader renews nothing from memory. Free when a persist or beat
+	// happened while the heartbeat was held.
+	if err := confirm(answer); err != nil {
+		writeNotLeader(ctx, "", "this replica no longer leads the shard")
+		return news, false
+	}
+	return news, true
+}
+
+// heldAtMost is how long the machine holds a heartbeat of wait
+// (heartbeatWait's): at most groups.heartbeat_wait, which a zero wait
+// means.
+func (c *Coordinator) heldAtMost(wait time.Duration) time.Duration {
+	if hw := c.cfg.Groups.HeartbeatWait; wait <= 0 || wait > hw {
+		return hw
+	}
+	return wait
 }
 
 // failHeartbeat answers a heartbeat whose news could not be minted: the

@@ -569,7 +569,8 @@ func (c *Coordinator) answerJoin(ctx *fasthttp.RequestCtx, reply group.JoinReply
 	c.vouch(ctx, member, joiner)
 	mint := reply.Grants
 	if payer != "" {
-		mint = c.paceMints(payer, group.News{Group: reply.Group, MemberID: reply.MemberID, Grants: reply.Grants}).Grants
+		now, _ := c.paceMints(payer, group.News{Group: reply.Group, MemberID: reply.MemberID, Grants: reply.Grants}, time.Time{})
+		mint = now.Grants
 	}
 	grants, err := c.mintGrants(mint, true, time.Unix(int64(member.ExpiresAt), 0))
 	if err != nil {

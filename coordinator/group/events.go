@@ -140,6 +140,33 @@ type RedeliverNews struct {
 	News News
 }
 
+// DeferNews holds a heartbeat again whose answer the tenant's rate pays
+// for none of yet (the shell's paceMints): News — the machine's answer,
+// nothing of it minted, no revokes in it — goes back into the member's
+// news (as RedeliverNews) and Ref, the same heartbeat, is held until
+// NotBefore, when a token the shell reserved for one of its
+// capabilities (Paid) is the tenant's; then it is answered with the
+// member's news and Paid. When the heartbeat's wait ends first (Until,
+// at most heartbeat_wait from now) it is answered empty, and the
+// member's next heartbeat is held until NotBefore in turn. Answered without an empty reply and its
+// member straight back with another heartbeat, a token of the same rate
+// each, a member in a deficit spent most of its tenant's rate on
+// heartbeats that carried nothing (3 of 4 after a takeover at 2 tokens/s).
+// A revoke for the member meanwhile answers it at once (revokes never
+// wait for tokens), as does another heartbeat of the member (this one
+// empty) or the end of its session. NotBefore is cut to the member's
+// session_timeout from now; nothing is persisted and no epoch changes. With
+// limits.held_heartbeats_per_tenant held already it is answered empty at
+// once, the news kept for the next heartbeat. Reply: News, or Rejected
+// (unknown_member) when the member is gone.
+type DeferNews struct {
+	Ref       Ref
+	News      News
+	NotBefore time.Time
+	Until     time.Time
+	Paid      int
+}
+
 // Heartbeat asks for the member's news. With news pending the reply comes
 // at once; otherwise it is held up to Wait (0 or above heartbeat_wait means
 // heartbeat_wait) and answered in the Ready that first has news for the
@@ -150,8 +177,9 @@ type RedeliverNews struct {
 // answer, a timeout, a 5xx), which the machine may have counted as
 // delivered. The news then carries, at once, every partition the member
 // owns as a renewal (same epoch; the shell mints a fresh capability) and
-// every revoke it has not released (resync, redeliver.go). Nothing is
-// persisted and no epoch moves.
+// every revoke it has not released (resync, redeliver.go) — the grants
+// and renewals when the token they wait for comes, if the member's news
+// waits for one (DeferNews). Nothing is persisted and no epoch moves.
 type Heartbeat struct {
 	Ref      Ref
 	Group    string
@@ -395,6 +423,7 @@ func (Commit) isEvent()          {}
 func (Leave) isEvent()           {}
 func (UndoJoin) isEvent()        {}
 func (RedeliverNews) isEvent()   {}
+func (DeferNews) isEvent()       {}
 func (Topics) isEvent()          {}
 func (SyncPoll) isEvent()        {}
 func (GatewayLeave) isEvent()    {}

@@ -195,6 +195,8 @@ func (m *Machine) apply(ev Event) {
 		m.undoJoin(e)
 	case RedeliverNews:
 		m.redeliverNews(e)
+	case DeferNews:
+		m.deferNews(e)
 	case Topics:
 		m.updateTopics(e)
 	case SyncPoll:

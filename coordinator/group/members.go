@@ -692,7 +692,11 @@ func (m *Machine) heartbeat(e Heartbeat) {
 		m.heartbeatNotHeld(mem, e.Ref)
 		return
 	}
-	m.holdHeartbeat(mem, e.Ref, m.now.Add(wait))
+	until := m.now.Add(wait)
+	if nb := mem.news.notBefore; !mem.news.empty() && nb.After(m.now) && nb.Before(until) {
+		until = nb // the token its news waits for (DeferNews)
+	}
+	m.holdHeartbeat(mem, e.Ref, until)
 	m.queueNews(mem)
 }
 
@@ -726,7 +730,7 @@ func (m *Machine) unholdHeartbeat(mem *member) {
 // price of one request per heartbeat_wait and could take every
 // coordinator.max_connections slot from the other tenants (redteam12 #2).
 func (m *Machine) heartbeatNotHeld(mem *member, ref Ref) {
-	if !mem.news.empty() {
+	if m.newsDue(mem) {
 		m.holdHeartbeat(mem, ref, m.now)
 		m.answerHeartbeat(mem)
 		return
@@ -750,14 +754,29 @@ func (m *Machine) onHeartbeatTimer(mem *member) {
 	}
 }
 
-// flushNews answers mem's held heartbeat if it has news.
+// flushNews answers mem's held heartbeat if it has news due.
 func (m *Machine) flushNews(mem *member) {
-	if mem.wait.held && !mem.removed && !mem.news.empty() {
+	if mem.wait.held && !mem.removed && m.newsDue(mem) {
 		m.answerHeartbeat(mem)
 	}
 }
 
+// newsDue: mem has news its heartbeat carries now — a revoke at once,
+// grants and renewals once the token they wait for is the tenant's
+// (news.notBefore, DeferNews).
+func (m *Machine) newsDue(mem *member) bool {
+	return !mem.news.empty() && (len(mem.news.revoke) > 0 || !m.now.Before(mem.news.notBefore))
+}
+
+// answerHeartbeat answers mem's held heartbeat with its news, or empty
+// (the news kept) when none is due.
 func (m *Machine) answerHeartbeat(mem *member) {
+	if !m.newsDue(mem) {
+		m.send(News{Ref: mem.wait.ref, Group: mem.group.name, MemberID: mem.id})
+		m.unholdHeartbeat(mem)
+		m.contact(mem)
+		return
+	}
 	n := mem.news
 	mem.news = news{}
 	slices.SortFunc(n.revoke, func(a, b api.PartitionRef) int {
@@ -765,7 +784,7 @@ func (m *Machine) answerHeartbeat(mem *member) {
 	})
 	m.send(News{
 		Ref: mem.wait.ref, Group: mem.group.name, MemberID: mem.id, Revoke: n.revoke,
-		Grants: m.renderGrants(mem, n.grants), Renew: m.renderGrants(mem, n.renew),
+		Grants: m.renderGrants(mem, n.grants), Renew: m.renderGrants(mem, n.renew), Paid: n.paid,
 	})
 	m.unholdHeartbeat(mem)
 	m.contact(mem)

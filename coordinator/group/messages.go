@@ -65,6 +65,10 @@ type News struct {
 	Revoke   []api.PartitionRef
 	Grants   []Grant
 	Renew    []Grant
+	// Paid is how many of Grants and Renew the shell paid for already
+	// (DeferNews: a token of the tenant's rate reserved while the
+	// heartbeat was held); the machine only hands the number back.
+	Paid int
 }
 
 // CommitReply answers Commit with the offsets now committed.

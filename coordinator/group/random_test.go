@@ -63,6 +63,13 @@ type sim struct {
 	resyncs    int // resync heartbeats checked (answered, or held owning nothing)
 	answered   int // of them answered at once
 	steps      int
+	// Every fourth heartbeat answer with capabilities and no revoke the
+	// shell finds its tenant's rate paid for none of: it holds the
+	// heartbeat again until a token is reserved (DeferNews, at the next
+	// step), 0-400 ms on. No rng drawn.
+	paced    int
+	deferred []group.News
+	tokenAt  map[string]time.Time // the latest NotBefore a member's news waits for
 }
 
 // instance is one consumer process; member is the id it knows ("" until a
@@ -95,10 +102,10 @@ func newSim(t *testing.T, seed uint64) *sim {
 			c.InitialAssignDelayMax = time.Second
 		}
 	}
-	s := &sim{world: newWorld(t, simConfig, window), rng: rand.New(rand.NewPCG(seed, 0x5eed)), lossy: true, resync: map[string]bool{}, lastResync: map[string]time.Time{}}
+	s := &sim{world: newWorld(t, simConfig, window), rng: rand.New(rand.NewPCG(seed, 0x5eed)), lossy: true, resync: map[string]bool{}, lastResync: map[string]time.Time{}, tokenAt: map[string]time.Time{}}
 	s.drop = func(msg group.Message) bool {
 		if !s.lossy || s.rng.IntN(100) >= 3 {
-			return false
+			return s.lossy && s.pace(msg)
 		}
 		if n, ok := msg.(group.News); ok {
 			if len(n.Revoke)+len(n.Grants)+len(n.Renew) > 0 {
@@ -126,10 +133,11 @@ func (s *sim) run(steps int) {
 		s.randomStep()
 	}
 	s.quiesce()
-	s.t.Logf("%d lost answers redelivered by the shell; %d resync heartbeats checked, %d answered at once", s.lostNews/2, s.resyncs, s.answered)
+	s.t.Logf("%d lost answers redelivered by the shell; %d resync heartbeats checked, %d answered at once; %d heartbeats held for a token", s.lostNews/2, s.resyncs, s.answered, s.paced/4)
 }
 
 func (s *sim) randomStep() {
+	s.deferPaced()
 	if s.steps++; s.steps%5 == 0 {
 		s.redeliverLost()
 	}
@@ -174,17 +182,58 @@ func (s *sim) redeliverLost() {
 	for _, n := range s.undelivered {
 		ref := s.nextRef()
 		s.step(group.RedeliverNews{Ref: ref, News: n})
-		switch r := s.replies[ref].(type) {
-		case group.Done:
-		case group.Rejected:
-			if r.Code != api.CodeUnknownMember {
-				s.t.Fatalf("redeliver %+v: %+v", n, r)
-			}
-		default:
-			s.t.Fatalf("redeliver %+v: %#v", n, r)
-		}
+		s.putBackAnswered("redeliver", ref, n, func(msg group.Message) bool { _, ok := msg.(group.Done); return ok })
 	}
 	s.undelivered = s.undelivered[:0]
+}
+
+// putBackAnswered fails unless the reply to ref, which put n back (what),
+// is one ok takes, or unknown_member (the member went meanwhile).
+func (s *sim) putBackAnswered(what string, ref group.Ref, n group.News, ok func(group.Message) bool) {
+	msg := s.replies[ref]
+	if r, rejected := msg.(group.Rejected); rejected && r.Code == api.CodeUnknownMember {
+		return
+	}
+	if !ok(msg) {
+		s.t.Fatalf("%s %+v: %#v", what, n, msg)
+	}
+}
+
+// pace takes msg from the network when the shell would hold its
+// heartbeat again for a token (every fourth News with capabilities and
+// no revoke, not one answering a hold already).
+func (s *sim) pace(msg group.Message) bool {
+	n, ok := msg.(group.News)
+	if !ok || len(n.Revoke) > 0 || len(n.Grants)+len(n.Renew) == 0 || n.Paid > 0 {
+		return false
+	}
+	if s.paced++; s.paced%4 != 0 {
+		return false
+	}
+	s.deferred = append(s.deferred, n)
+	return true
+}
+
+// deferPaced holds the paced heartbeats again (DeferNews): the member's
+// request waits on, now for the hold's answer — News, or unknown_member
+// for a member gone.
+func (s *sim) deferPaced() {
+	for i, n := range s.deferred {
+		ref := s.nextRef()
+		if c := s.clients[n.MemberID]; c != nil && c.parked == 0 {
+			c.parked = ref
+		}
+		at := s.now.Add(time.Duration((s.paced+i)%5) * 100 * time.Millisecond)
+		if at.After(s.tokenAt[n.MemberID]) {
+			s.tokenAt[n.MemberID] = at
+		}
+		s.step(group.DeferNews{Ref: ref, News: n, Paid: 1, NotBefore: at, Until: s.now.Add(s.cfg.HeartbeatWait)})
+		s.putBackAnswered("defer", ref, n, func(msg group.Message) bool { // held, or answered
+			_, news := msg.(group.News)
+			return msg == nil || news
+		})
+	}
+	s.deferred = s.deferred[:0]
 }
 
 // act runs f for a live instance that knows its member id.
@@ -232,9 +281,12 @@ func (s *sim) beat(id string) {
 		return // due after the window (group.ResyncEvery): asked again and checked then
 	}
 	s.lastResync[id] = s.now
-	delete(s.resync, id)
 	c := s.clients[id]
 	delivered := len(c.news) > 0 && c.news[len(c.news)-1].Ref == ref
+	if !delivered && s.now.Before(s.tokenAt[id]) {
+		return // held for the token its news waits for (DeferNews): asked again and checked later
+	}
+	delete(s.resync, id)
 	if c.parked != ref && !delivered {
 		return // this answer was lost too: resync is asked for again
 	}
@@ -360,6 +412,7 @@ func (s *sim) growTopics() {
 // quiesce makes everyone cooperative and checks the group settles: no
 // handoff left, every partition owned.
 func (s *sim) quiesce() {
+	s.deferPaced()
 	s.lossy = false
 	clear(s.stuck)
 	for _, in := range s.instances {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -126,9 +127,45 @@ func (m *Machine) putBack(mem *member, n News) {
 			mem.news.addRenewal(p)
 		}
 	}
+	mem.news.paid += n.Paid
 	if !mem.news.empty() {
 		m.queueNews(mem)
 	}
+}
+
+// deferNews holds e.Ref, a heartbeat of the member answered but not yet
+// delivered, until e.NotBefore, its news put back (DeferNews).
+func (m *Machine) deferNews(e DeferNews) {
+	n := e.News
+	mem := m.memberOf(n.Group, n.MemberID)
+	if mem == nil {
+		m.reject(e.Ref, api.CodeUnknownMember, "defer news: unknown member %q", n.MemberID)
+		return
+	}
+	if len(n.Revoke) > 0 {
+		panic(fmt.Sprintf("group: deferred news of %s/%s carries revokes %v: a revoke never waits", n.Group, n.MemberID, n.Revoke))
+	}
+	notBefore := earlier(e.NotBefore, m.now.Add(mem.sessionTimeout))
+	mem.news.notBefore = maxTime(mem.news.notBefore, notBefore)
+	n.Paid += e.Paid
+	m.putBack(mem, n)
+	ref, until := e.Ref, earlier(earlier(notBefore, e.Until), m.now.Add(m.cfg.HeartbeatWait))
+	switch {
+	case mem.wait.held: // a newer heartbeat of the member: it gets the news
+		m.send(News{Ref: e.Ref, Group: mem.group.name, MemberID: mem.id})
+		ref, until = mem.wait.ref, earlier(mem.wait.until, notBefore)
+	case m.heldHeartbeats[mem.credential.tenant()] >= m.cfg.Limits.HeldHeartbeatsPerTenant:
+		m.send(News{Ref: e.Ref, Group: mem.group.name, MemberID: mem.id}) // the next heartbeat gets it
+		return
+	}
+	m.holdHeartbeat(mem, ref, until)
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // stillOwned is g's partition when mem still owns it at g's epoch.

@@ -92,6 +92,11 @@ type news struct {
 	revoke []api.PartitionRef
 	grants map[*partition]struct{}
 	renew  map[*partition]struct{}
+	// notBefore: grants and renewals wait until then for the token the
+	// shell reserved (DeferNews); revokes never wait. paid: the tokens
+	// reserved, handed back in the answer (News.Paid).
+	notBefore time.Time
+	paid      int
 }
 
 func (n *news) empty() bool {
