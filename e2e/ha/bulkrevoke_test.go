@@ -30,14 +30,7 @@ import (
 func TestLeaderKilledDuringABulkMemberRevoke(t *testing.T) {
 	t.Parallel()
 	const group, partitions = "ha-bulk-member-revoke", 1600
-	c := harness.Start(t, harness.Options{
-		Partitions: partitions, Brokers: 3, Gateways: 2, Coordinators: 3, Groups: []string{group},
-		CoordinatorProcess: true, GatewayProcesses: true, Binaries: binaries, Timing: haTiming(),
-		ObserveEvery: time.Second,
-		CoordinatorConfig: func(i int, cfg *coordinator.Config) {
-			cfg.Broker.ClientID = clientID(i)
-		},
-	})
+	c := startHAWith(t, group, partitions, func(opts *harness.Options) { opts.ObserveEvery = time.Second })
 	prod := c.StartProducer(t, 10*time.Second)
 	a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
 	c.WaitSettled(t, group, 1)

@@ -41,8 +41,20 @@ func clientID(i int) string { return fmt.Sprintf("capgate-coordinator-%d", i+1) 
 // replica's configuration.
 func startHA(t testing.TB, group string, cut *stack.KafkaCut, tune ...func(*coordinator.Config)) *harness.Cluster {
 	t.Helper()
+	return startHAWith(t, group, 6, func(opts *harness.Options) {
+		if cut != nil {
+			opts.KafkaOptions = append(opts.KafkaOptions, cut.Option())
+		}
+	}, tune...)
+}
+
+// startHAWith is startHA with partitions partitions in the topic; edit
+// (may be nil) changes the harness options, tune every replica's
+// configuration.
+func startHAWith(t testing.TB, group string, partitions int32, edit func(*harness.Options), tune ...func(*coordinator.Config)) *harness.Cluster {
+	t.Helper()
 	opts := harness.Options{
-		Partitions: 6, Brokers: 3, Gateways: 2, Coordinators: 3, Groups: []string{group},
+		Partitions: partitions, Brokers: 3, Gateways: 2, Coordinators: 3, Groups: []string{group},
 		CoordinatorProcess: true, GatewayProcesses: true, Binaries: binaries, Timing: haTiming(),
 		CoordinatorConfig: func(i int, cfg *coordinator.Config) {
 			cfg.Broker.ClientID = clientID(i)
@@ -51,10 +63,44 @@ func startHA(t testing.TB, group string, cut *stack.KafkaCut, tune ...func(*coor
 			}
 		},
 	}
-	if cut != nil {
-		opts.KafkaOptions = append(opts.KafkaOptions, cut.Option())
+	if edit != nil {
+		edit(&opts)
 	}
 	return harness.Start(t, opts)
+}
+
+// startReading starts a producer writing each partition every `every`
+// and members (in group unless they name one), and waits until the
+// group settled with all of them and half the partitions are read: the
+// steady state a chaos test breaks.
+func startReading(t *testing.T, c *harness.Cluster, group string, every time.Duration, members ...harness.MemberOptions) (*harness.Producer, []*harness.Member) {
+	t.Helper()
+	prod := c.StartProducer(t, every)
+	started := make([]*harness.Member, len(members))
+	for i, o := range members {
+		if o.Group == "" {
+			o.Group = group
+		}
+		started[i] = c.StartMember(t, o)
+	}
+	c.WaitSettled(t, group, len(members))
+	c.WaitFlowing(t, group, int(c.Partitions())/2)
+	return prod, started
+}
+
+// killOrPause runs test twice, in parallel: with the leading replica
+// failing by kill -9 ("kill"), and by SIGSTOP ("pause").
+func killOrPause(t *testing.T, test func(t *testing.T, name string, pause bool)) {
+	for _, pause := range []bool{false, true} {
+		name := "kill"
+		if pause {
+			name = "pause"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, name, pause)
+		})
+	}
 }
 
 // leaderAmong waits until one of the running replicas, other than those

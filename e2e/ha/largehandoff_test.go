@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/harness"
 )
 
@@ -20,43 +19,27 @@ import (
 // not asserted (log503).
 func TestLeaderFailsDuringALargeHandoff(t *testing.T) {
 	t.Parallel()
-	for _, pause := range []bool{false, true} {
-		name := "kill"
-		if pause {
-			name = "pause"
-		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			group, partitions := "ha-large-handoff-"+name, int32(1200)
-			c := harness.Start(t, harness.Options{
-				Partitions: partitions, Brokers: 3, Gateways: 2, Coordinators: 3, Groups: []string{group},
-				CoordinatorProcess: true, GatewayProcesses: true, Binaries: binaries, Timing: haTiming(),
-				CoordinatorConfig: func(i int, cfg *coordinator.Config) {
-					cfg.Broker.ClientID = clientID(i)
-				},
-			})
-			prod := c.StartProducer(t, 10*time.Second)
-			a := c.StartMember(t, harness.MemberOptions{Name: "a", Group: group})
-			b := c.StartMember(t, harness.MemberOptions{Name: "b", Group: group})
-			c.WaitSettled(t, group, 2)
-			c.WaitFlowing(t, group, int(partitions)/2)
+	killOrPause(t, func(t *testing.T, name string, pause bool) {
+		group, partitions := "ha-large-handoff-"+name, int32(1200)
+		c := startHAWith(t, group, partitions, nil)
+		prod, ab := startReading(t, c, group, 10*time.Second, harness.MemberOptions{Name: "a"}, harness.MemberOptions{Name: "b"})
+		a, b := ab[0], ab[1]
 
-			since := harness.Now()
-			m := c.LaunchMembers(t, harness.MemberOptions{Name: "c", Group: group})[0]
-			lead, next, at := failAtFirstRevoke(t, c, since, pause, a, b)
-			moved := len(harness.GrantsTo(c.Log.Snapshot(), m.MemberID(), since))
-			t.Logf("%s failed %s into the handoff (%d partitions granted to c by then), %s took over after %s",
-				lead.Name, time.Duration(at-since).Round(time.Millisecond), moved, next.Name, harness.Since(at).Round(time.Millisecond))
-			own := c.WaitSettled(t, group, 3)
-			t.Logf("settled after %s: c holds %d", harness.Since(at).Round(time.Millisecond), len(own[m.MemberID()]))
-			c.WaitFlowing(t, group, int(partitions)/2)
-			bringBack(t, c, lead, pause)
-			s := c.Finish(t, prod, group)
-			t.Logf("coordinator calls in flight at once, at most: %s", mostInFlight(s.Calls))
-			noOverloaded(t, s)
-			log503(t, s, at)
-		})
-	}
+		since := harness.Now()
+		m := c.LaunchMembers(t, harness.MemberOptions{Name: "c", Group: group})[0]
+		lead, next, at := failAtFirstRevoke(t, c, since, pause, a, b)
+		moved := len(harness.GrantsTo(c.Log.Snapshot(), m.MemberID(), since))
+		t.Logf("%s failed %s into the handoff (%d partitions granted to c by then), %s took over after %s",
+			lead.Name, time.Duration(at-since).Round(time.Millisecond), moved, next.Name, harness.Since(at).Round(time.Millisecond))
+		own := c.WaitSettled(t, group, 3)
+		t.Logf("settled after %s: c holds %d", harness.Since(at).Round(time.Millisecond), len(own[m.MemberID()]))
+		c.WaitFlowing(t, group, int(partitions)/2)
+		bringBack(t, c, lead, pause)
+		s := c.Finish(t, prod, group)
+		t.Logf("coordinator calls in flight at once, at most: %s", mostInFlight(s.Calls))
+		noOverloaded(t, s)
+		log503(t, s, at)
+	})
 }
 
 // failAtFirstRevoke kills -9 (or pauses) the leading replica as soon as

@@ -23,72 +23,56 @@ import (
 // every checker holds (fetches answered 503 counted, log503).
 func TestLeaderFailsDuringARegexRematch(t *testing.T) {
 	t.Parallel()
-	for _, pause := range []bool{false, true} {
-		name := "kill"
-		if pause {
-			name = "pause"
-		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			group, partitions, added := "ha-rematch-"+name, int32(200), int32(100)
-			c := harness.Start(t, harness.Options{
-				Partitions: partitions, Brokers: 3, Gateways: 2, Coordinators: 3, Groups: []string{group},
-				CoordinatorProcess: true, GatewayProcesses: true, Binaries: binaries, Timing: haTiming(),
-				CoordinatorConfig: func(i int, cfg *coordinator.Config) {
-					cfg.Broker.ClientID = clientID(i)
-					cfg.MetadataInterval = 500 * time.Millisecond
-				},
-			})
-			cred, err := c.Stack.ClientCredential(context.Background(), "rematch", []string{group}, []string{"*"}, time.Hour)
-			if err != nil {
-				t.Fatal(err)
-			}
-			prod := c.StartProducer(t, 5*time.Second)
-			opts := harness.MemberOptions{Group: group, TopicPattern: c.Topic() + ".*", Credential: cred}
-			opts.Name = "a"
-			c.StartMember(t, opts)
-			opts.Name = "b"
-			c.StartMember(t, opts)
-			c.WaitSettled(t, group, 2)
-			c.WaitFlowing(t, group, int(partitions)/2)
-
-			lead := leaderAmong(t, c)
-			since := harness.Now()
-			more := c.Topic() + "-more"
-			createTopic(t, c, more, added)
-			harness.Eventually(t, harness.Wait, "a partition of "+more+" granted", func() (bool, string) {
-				for _, g := range c.Log.Snapshot().Grants {
-					if g.At >= since && g.Key.Topic == more {
-						return true, ""
-					}
-				}
-				return false, "none yet"
-			})
-			at := harness.Now()
-			failReplica(t, lead, pause)
-			c.DropSync()
-			next := leaderAmong(t, c, lead)
-			t.Logf("%s created; %s failed %s after, %s took over", more, lead.Name, time.Duration(at-since).Round(time.Millisecond), next.Name)
-			harness.Eventually(t, harness.Wait, "every partition of both topics owned", func() (bool, string) {
-				d, err := c.Describe(group)
-				if err != nil {
-					return false, err.Error()
-				}
-				owned := 0
-				for _, p := range d.Partitions {
-					if p.State == "owned" {
-						owned++
-					}
-				}
-				return owned == int(partitions+added), fmt.Sprintf("%d of %d owned", owned, partitions+added)
-			})
-			t.Logf("every partition of both topics owned %s after the fault", harness.Since(at).Round(time.Millisecond))
-			c.WaitFlowing(t, group, int(partitions)/2)
-			bringBack(t, c, lead, pause)
-			s := c.Finish(t, prod, group)
-			log503(t, s, at)
+	killOrPause(t, func(t *testing.T, name string, pause bool) {
+		group, partitions, added := "ha-rematch-"+name, int32(200), int32(100)
+		c := startHAWith(t, group, partitions, nil, func(cfg *coordinator.Config) {
+			cfg.MetadataInterval = 500 * time.Millisecond
 		})
-	}
+		cred, err := c.Stack.ClientCredential(context.Background(), "rematch", []string{group}, []string{"*"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := harness.MemberOptions{TopicPattern: c.Topic() + ".*", Credential: cred}
+		a, b := opts, opts
+		a.Name, b.Name = "a", "b"
+		prod, _ := startReading(t, c, group, 5*time.Second, a, b)
+
+		lead := leaderAmong(t, c)
+		since := harness.Now()
+		more := c.Topic() + "-more"
+		createTopic(t, c, more, added)
+		harness.Eventually(t, harness.Wait, "a partition of "+more+" granted", func() (bool, string) {
+			for _, g := range c.Log.Snapshot().Grants {
+				if g.At >= since && g.Key.Topic == more {
+					return true, ""
+				}
+			}
+			return false, "none yet"
+		})
+		at := harness.Now()
+		failReplica(t, lead, pause)
+		c.DropSync()
+		next := leaderAmong(t, c, lead)
+		t.Logf("%s created; %s failed %s after, %s took over", more, lead.Name, time.Duration(at-since).Round(time.Millisecond), next.Name)
+		harness.Eventually(t, harness.Wait, "every partition of both topics owned", func() (bool, string) {
+			d, err := c.Describe(group)
+			if err != nil {
+				return false, err.Error()
+			}
+			owned := 0
+			for _, p := range d.Partitions {
+				if p.State == "owned" {
+					owned++
+				}
+			}
+			return owned == int(partitions+added), fmt.Sprintf("%d of %d owned", owned, partitions+added)
+		})
+		t.Logf("every partition of both topics owned %s after the fault", harness.Since(at).Round(time.Millisecond))
+		c.WaitFlowing(t, group, int(partitions)/2)
+		bringBack(t, c, lead, pause)
+		s := c.Finish(t, prod, group)
+		log503(t, s, at)
+	})
 }
 
 // createTopic creates topic with n partitions in the cluster's Kafka.

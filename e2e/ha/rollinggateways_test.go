@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/coordinator"
 	"github.com/capgate/capgate/e2e/harness"
 )
 
@@ -21,20 +20,8 @@ import (
 func TestLeaderFailsDuringARollingGatewayRestart(t *testing.T) {
 	t.Parallel()
 	const group, partitions = "ha-rolling-gateways", 600
-	c := harness.Start(t, harness.Options{
-		Partitions: partitions, Brokers: 3, Gateways: 2, Coordinators: 3, Groups: []string{group},
-		CoordinatorProcess: true, GatewayProcesses: true, Binaries: binaries, Timing: haTiming(),
-		CoordinatorConfig: func(i int, cfg *coordinator.Config) {
-			cfg.Broker.ClientID = clientID(i)
-		},
-	})
-	prod := c.StartProducer(t, 5*time.Second)
-	members := []*harness.Member{
-		c.StartMember(t, harness.MemberOptions{Name: "a", Group: group}),
-		c.StartMember(t, harness.MemberOptions{Name: "b", Group: group}),
-	}
-	c.WaitSettled(t, group, 2)
-	c.WaitFlowing(t, group, partitions/2)
+	c := startHAWith(t, group, partitions, nil)
+	prod, members := startReading(t, c, group, 5*time.Second, harness.MemberOptions{Name: "a"}, harness.MemberOptions{Name: "b"})
 	for i, g := range c.Gateways() {
 		pause := i == 1
 		since := harness.Now()
