@@ -34,7 +34,7 @@ type sharedRun struct {
 // wait) on a topic of partitions partitions holding a record each, waits
 // until each read every partition, and watches the connections to the
 // gateway until window after that.
-func runConsumers(t *testing.T, consumers int, partitions int32, window time.Duration, opts ...client.Option) sharedRun {
+func runConsumers(t testing.TB, consumers int, partitions int32, window time.Duration, opts ...client.Option) sharedRun {
 	tm := sdk.DefaultTiming()
 	tm.CapabilityLease = time.Minute // fewer renewals on a loaded machine
 	c := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "shared", Partitions: partitions, Timing: tm})
@@ -201,24 +201,25 @@ func TestConsumersOfOneProcessShareTheGateway(t *testing.T) {
 	}
 }
 
-// TestMeasureConnectionsToAGateway logs the connections consumers of one
-// process hold to a gateway (CAPGATE_SDK_MEASURE="1x40,10x40,50x40,1x2000":
-// consumers × partitions); skipped without it.
-func TestMeasureConnectionsToAGateway(t *testing.T) {
-	spec := os.Getenv("CAPGATE_SDK_MEASURE")
-	if spec == "" {
-		t.Skip("CAPGATE_SDK_MEASURE not set")
-	}
-	for _, one := range strings.Split(spec, ",") {
-		var consumers int
-		var partitions int32
-		if _, err := fmt.Sscanf(one, "%dx%d", &consumers, &partitions); err != nil {
-			t.Fatalf("%q: %v", one, err)
-		}
-		t.Run(one, func(t *testing.T) {
-			run := runConsumers(t, consumers, partitions, 5*time.Second)
-			t.Logf("MEASURE %d consumers × %d partitions: peak %d connections, all read in %v",
-				consumers, partitions, run.peak, run.read.Round(time.Millisecond))
+// BenchmarkConnectionsToAGateway: the connections consumers of one
+// process hold to a gateway (consumers × partitions), at the peak
+// ("conns") and the time until every consumer read every partition
+// ("read-ms"); -benchtime 1x is enough (BENCHMARKS.md). A benchmark, not
+// a test behind an environment variable: CI never set one, so it checked
+// nothing there.
+func BenchmarkConnectionsToAGateway(b *testing.B) {
+	for _, shape := range []struct {
+		consumers  int
+		partitions int32
+	}{{1, 40}, {10, 40}, {50, 40}, {1, 2000}} {
+		b.Run(fmt.Sprintf("%dx%d", shape.consumers, shape.partitions), func(b *testing.B) {
+			var peak, read float64
+			for range b.N {
+				run := runConsumers(b, shape.consumers, shape.partitions, 5*time.Second)
+				peak, read = max(peak, float64(run.peak)), read+float64(run.read.Milliseconds())
+			}
+			b.ReportMetric(peak, "conns")
+			b.ReportMetric(read/float64(b.N), "read-ms")
 		})
 	}
 }
@@ -327,25 +328,21 @@ func TestFetchPoolIsFairToASinglePartition(t *testing.T) {
 	}
 }
 
-// TestMeasureStartup logs the time from NewConsumer to its join, its
-// first record and a record of every partition, for consumers of
-// CAPGATE_SDK_STARTUP="1,2000" partitions (a record in each); skipped
-// without it.
-func TestMeasureStartup(t *testing.T) {
-	spec := os.Getenv("CAPGATE_SDK_STARTUP")
-	if spec == "" {
-		t.Skip("CAPGATE_SDK_STARTUP not set")
-	}
-	for _, one := range strings.Split(spec, ",") {
-		partitions, err := strconv.Atoi(one)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Run(one, func(t *testing.T) { measureStartup(t, int32(partitions)) })
+// BenchmarkStartup: the time from NewConsumer to its join, its first
+// record and a record of every partition, for consumers of 1 and 2,000
+// partitions (a record in each), logged per round (-benchtime 1x: three
+// rounds of each; -v shows the lines).
+func BenchmarkStartup(b *testing.B) {
+	for _, partitions := range []int32{1, 2000} {
+		b.Run(strconv.Itoa(int(partitions)), func(b *testing.B) {
+			for range b.N {
+				measureStartup(b, partitions)
+			}
+		})
 	}
 }
 
-func measureStartup(t *testing.T, partitions int32) {
+func measureStartup(t testing.TB, partitions int32) {
 	tm := sdk.DefaultTiming()
 	tm.CapabilityLease = time.Minute
 	c := sdk.StartCluster(t, sdk.ClusterOptions{Topic: "startup", Partitions: partitions, Timing: tm})
