@@ -390,10 +390,12 @@ func (c *Coordinator) memberTokenTTL(ctx *fasthttp.RequestCtx, bearer *ocap.Clai
 	left := time.Unix(int64(bearer.ExpiresAt), 0).Sub(c.now())
 	if left < time.Second {
 		// One expired within the clock leeway verified: say it expired,
-		// not that it "expires within a second" (newuser5).
+		// not that it "expires within a second" (newuser5) — and not
+		// "(within the clock leeway)", which read as a reason it should
+		// have been taken (newuser12).
 		when := "expires within a second"
 		if left <= 0 {
-			when = "expired " + (-left).Truncate(time.Second).String() + " ago (within the clock leeway)"
+			when = "expired " + (-left).Truncate(time.Second).String() + " ago"
 		}
 		what := credentialName(bearer) + " " + when + ": join with a fresh one"
 		if byMember {

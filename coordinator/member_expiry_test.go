@@ -76,7 +76,7 @@ func TestMemberDoesNotOutliveItsCredential(t *testing.T) {
 	// expired ("expires within a second" was said of one long gone).
 	advance(e.cfg.Leeway)
 	if status, b, _ := h.do(t, "POST", "/v1/groups/g/join", dying.Credential, api.JoinRequest{Topics: []string{"orders"}}); status != 401 ||
-		!strings.Contains(string(b), "client credential expired 1s ago") {
+		!strings.Contains(string(b), "client credential expired 1s ago: join with a fresh one") {
 		t.Fatalf("join with a credential expired within the leeway: %d %s", status, b)
 	}
 
