@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/capgate/capgate/client/driver"
 )
 
 // heldServer holds every request until a token arrives on proceed, and
@@ -53,6 +55,20 @@ func newHeldServer(t *testing.T) *heldServer {
 // at a time as s holds min(limit, those left), and waits for all.
 func (s *heldServer) send(t *testing.T, hc *http.Client, n, limit int) {
 	t.Helper()
+	s.sendBy(t, func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/groups/g/commit", strings.NewReader(`{}`))
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body) // as transport.do reads it: the connection is used again
+		return resp.Body.Close()
+	}, n, limit)
+}
+
+// sendBy is send with each request made by do.
+func (s *heldServer) sendBy(t *testing.T, do func(context.Context) error, n, limit int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -61,14 +77,9 @@ func (s *heldServer) send(t *testing.T, hc *http.Client, n, limit int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/groups/g/commit", strings.NewReader(`{}`))
-			resp, err := hc.Do(req)
-			if err != nil {
+			if do(ctx) != nil {
 				failed.Add(1)
-				return
 			}
-			_, _ = io.Copy(io.Discard, resp.Body) // as transport.do reads it: the connection is used again
-			resp.Body.Close()
 		}()
 	}
 	for left := n; left > 0; left-- {
@@ -128,4 +139,32 @@ func TestCoordinatorRequestsAreBoundedPerReplica(t *testing.T) {
 			t.Logf("coordinator: at most %d in flight, %d connections opened", coord.mostHeld.Load(), coord.conns.Load())
 		})
 	}
+}
+
+// TestGroupAPIRequestsAreBoundedPerReplica: the Kafka listener's
+// members' calls (GroupAPI: here held heartbeats, as each member keeps
+// one) to a coordinator replica are at most perReplica in flight and
+// in connections opened; the others wait their turn and are answered.
+// Before, GroupAPI had no bound: a gateway of more members than the
+// coordinator's max_connections_per_address had the rest refused 503
+// overloaded, its own sync polls (same address) with them.
+func TestGroupAPIRequestsAreBoundedPerReplica(t *testing.T) {
+	const limit, n = 8, 40
+	coord := newHeldServer(t)
+	a := NewGroupAPI(coord.URL, nil, limit)
+	defer a.CloseIdleConnections()
+	coord.sendBy(t, func(ctx context.Context) error {
+		ans := a.Attempt(ctx, "g", "", driver.Send{Kind: driver.KindHeartbeat, Token: "member-token", Wait: 3 * time.Second})
+		if ans.Failure != nil {
+			return ans.Failure.Err
+		}
+		return nil
+	}, n, limit)
+	if got := coord.mostHeld.Load(); got > limit {
+		t.Errorf("%d heartbeats in flight to the coordinator at once, want at most %d", got, limit)
+	}
+	if got := coord.conns.Load(); got > limit {
+		t.Errorf("%d connections opened to the coordinator, want at most %d", got, limit)
+	}
+	t.Logf("coordinator: at most %d in flight, %d connections opened", coord.mostHeld.Load(), coord.conns.Load())
 }

@@ -28,11 +28,24 @@ type GroupAPI struct {
 
 // NewGroupAPI talks to the coordinator at coordinatorURL, or to its
 // replicas listed comma-separated (following not_leader, leader.go); tc
-// (nil: defaults) is the TLS of an https:// URL.
-func NewGroupAPI(coordinatorURL string, tc *tls.Config) *GroupAPI {
+// (nil: defaults) is the TLS of an https:// URL. At most perReplica
+// requests are in flight to each replica at once (and as many
+// connections open to it); more wait for a slot, each until its
+// context ends (boundCoordinators, as Config.CoordinatorConnectionsMax
+// bounds a consumer's). The Kafka listener sends every member's calls
+// here, a held heartbeat each, from the gateway's one address, which
+// its sync polls share: unbounded, a gateway of more members than the
+// coordinator's max_connections_per_address (1,000) had its calls past
+// that answered 503 overloaded — and its own sync polls with them, so
+// every fetch through it 503 out_of_sync. perReplica <= 0: unbounded.
+func NewGroupAPI(coordinatorURL string, tc *tls.Config, perReplica int) *GroupAPI {
 	urls := coordinators.Split(coordinatorURL)
 	hc := newHTTPClient(tc, 0)
 	if len(urls) > 0 {
+		if perReplica > 0 {
+			hc.Transport.(*http.Transport).MaxConnsPerHost = perReplica // it carries coordinator calls only
+			hc = boundCoordinators(hc, urls, perReplica)
+		}
 		if led, err := WithCoordinators(hc, urls); err == nil { // checked by the caller's config
 			hc = led
 		}

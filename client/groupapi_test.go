@@ -27,7 +27,7 @@ func TestGroupAPIRefusesInvalidGroupNames(t *testing.T) {
 		w.Write([]byte(`{}`))
 	}))
 	defer srv.Close()
-	a := NewGroupAPI(srv.URL, nil)
+	a := NewGroupAPI(srv.URL, nil, 0)
 	defer a.CloseIdleConnections()
 	ctx := context.Background()
 	for _, group := range []string{"a/b", "my group", "café", "tab\there", ".", "..", "", strings.Repeat("g", 256)} {

@@ -237,6 +237,12 @@ type Config struct {
 	// KafkaMaxMembers bounds the group members this gateway runs
 	// sessions for.
 	KafkaMaxMembers int `yaml:"kafka_max_members"`
+	// KafkaCoordinatorConnectionsMax bounds the Kafka listener's calls in
+	// flight to each coordinator replica (its members' joins, held
+	// heartbeats, commits, leaves) and its connections there; more wait
+	// their turn. Below the coordinator's max_connections_per_address
+	// (1,000), which the gateway's sync polls share.
+	KafkaCoordinatorConnectionsMax int `yaml:"kafka_coordinator_connections_max"`
 	// KafkaReadAheadBytes bounds the Fetch answers read ahead from Kafka,
 	// all connections together (0: no read-ahead).
 	KafkaReadAheadBytes int64 `yaml:"kafka_read_ahead_bytes"`
@@ -310,6 +316,7 @@ func DefaultConfig() Config {
 		KafkaMaxConnectionsPerAddress:     defaultKafkaConnectionsPerX,
 		KafkaMaxConnectionsPerTenant:      defaultKafkaConnectionsPerX,
 		KafkaMaxMembers:                   10_000,
+		KafkaCoordinatorConnectionsMax:    512,
 		KafkaFetchLanes:                   4,
 		KafkaReadAheadBytes:               64 << 20,
 		KafkaOIDC:                         identity.DefaultConfig(),

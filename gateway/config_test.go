@@ -51,6 +51,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{func(c *Config) { c.KafkaListen, c.KafkaFetchLanes = "127.0.0.1:9092", 0 }, "gateway.kafka_fetch_lanes: must be in [1, 64], got 0"},
 		{func(c *Config) { c.KafkaListen, c.KafkaFetchLanes = "127.0.0.1:9092", 65 }, "gateway.kafka_fetch_lanes: must be in [1, 64], got 65"},
 		{func(c *Config) { c.KafkaListen, c.KafkaMaxRequestPartitions = "127.0.0.1:9092", 0 }, "gateway.kafka_max_request_partitions: must be > 0, got 0"},
+		{func(c *Config) { c.KafkaListen, c.KafkaCoordinatorConnectionsMax = "127.0.0.1:9092", 0 }, "gateway.kafka_coordinator_connections_max: must be > 0, got 0"},
 		{func(c *Config) { c.KafkaListen = "127.0.0.1:65534" }, "gateway.kafka_fetch_lanes: lanes listen at kafka_listen's port + 0…3, past 65535 from 65534"},
 		{func(c *Config) { c.KafkaListen, c.KafkaAdvertised = "127.0.0.1:9093", "gw.example:65533" },
 			`gateway.kafka_fetch_lanes: lanes are advertised at kafka_advertised's port + 0…3, past 65535 from "gw.example:65533"`},

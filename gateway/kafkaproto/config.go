@@ -53,6 +53,13 @@ type Config struct {
 	// CoordinatorTLS its TLS for an https URL (nil: defaults).
 	CoordinatorURL string
 	CoordinatorTLS *tls.Config
+	// CoordinatorConnectionsMax bounds the members' calls in flight to
+	// each coordinator replica at once, held heartbeats too (and the
+	// connections open to it): more wait for a slot
+	// (client.NewGroupAPI). The gateway's own address is also its sync
+	// polls' at the coordinator, which refuses one address past its
+	// max_connections_per_address (1,000).
+	CoordinatorConnectionsMax int
 
 	// HeartbeatInterval is handed to Kafka group members: how often they
 	// heartbeat, hence how fast a handoff reaches them.
@@ -216,6 +223,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.tls.consumers: %s needs the listener's TLS (gateway.tls.cert_file), got a plaintext Kafka listener", c.Consumers.Auth)
 	case c.MaxMembers <= 0:
 		return fmt.Errorf("gateway.kafka_max_members: must be > 0, got %d", c.MaxMembers)
+	case c.CoordinatorConnectionsMax <= 0:
+		return fmt.Errorf("gateway.kafka_coordinator_connections_max: must be > 0, got %d", c.CoordinatorConnectionsMax)
 	}
 	if len(c.OIDC.Issuers) > 0 {
 		return c.OIDC.Validate("gateway.kafka_oidc")

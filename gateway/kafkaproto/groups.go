@@ -79,7 +79,7 @@ type memberRef struct{ group, id string }
 
 func newGroups(s *Server) *groups {
 	return &groups{
-		s: s, api: client.NewGroupAPI(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS),
+		s: s, api: client.NewGroupAPI(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS, s.cfg.CoordinatorConnectionsMax),
 		byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{},
 		keys: map[*member][]clientKey{}, byHolder: map[holderKey]int{},
 		pauses: map[pauseKey]renewalPause{},

@@ -197,7 +197,7 @@ func startScriptedMember(t *testing.T) (*scriptedCoordinator, *member) {
 	c := &scriptedCoordinator{calls: make(chan *coordinatorCall), done: make(chan struct{})}
 	srv := httptest.NewServer(c)
 	s := &Server{cfg: Config{RequestTimeout: 30 * time.Second, MaxWait: 500 * time.Millisecond}, log: zap.NewNop()}
-	s.groups = &groups{s: s, api: client.NewGroupAPI(srv.URL, nil), byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{}}
+	s.groups = &groups{s: s, api: client.NewGroupAPI(srv.URL, nil, 0), byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{}}
 	m := &member{g: s.groups, group: "g", id: "kafka-member", kip848: true, credential: "credential-1",
 		sessionTimeout: time.Minute, rebalanceTimeout: time.Minute, log: zap.NewNop()}
 	started := make(chan error, 1)
