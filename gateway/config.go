@@ -214,6 +214,13 @@ type Config struct {
 	KafkaAuthTimeout time.Duration `yaml:"kafka_auth_timeout"`
 	// KafkaIdleTimeout closes connections idle this long.
 	KafkaIdleTimeout time.Duration `yaml:"kafka_idle_timeout"`
+	// KafkaReauthMax bounds the SASL session of a client that can
+	// re-authenticate (KIP-368), as Kafka's connections.max.reauth.ms:
+	// it re-authenticates within it (with its token provider's latest
+	// token) or its connection is closed. A renewed credential's fetch
+	// connection waits at most this (+ request_timeout) for its group
+	// connection's carry-over.
+	KafkaReauthMax time.Duration `yaml:"kafka_reauth_max"`
 	// KafkaMaxConnections bounds open Kafka connections.
 	KafkaMaxConnections int `yaml:"kafka_max_connections"`
 	// KafkaMaxConnectionsPerAddress bounds the Kafka connections of one
@@ -311,6 +318,7 @@ func DefaultConfig() Config {
 		KafkaMaxRequestPartitions:         10000, // kafkaproto.DefaultMaxRequestPartitions
 		KafkaAuthTimeout:                  10 * time.Second,
 		KafkaIdleTimeout:                  10 * time.Minute,
+		KafkaReauthMax:                    10 * time.Minute,
 		KafkaMaxConnections:               1024,
 		KafkaMaxConnectionsPerPrincipal:   256,
 		KafkaMaxConnectionsPerAddress:     defaultKafkaConnectionsPerX,

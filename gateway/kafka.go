@@ -54,7 +54,7 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 		RequestTimeout:       c.Broker.RequestTimeout, ShutdownTimeout: c.ShutdownTimeout, MaxRequestBytes: c.KafkaMaxRequestBytes,
 		MaxRequestBytesHeld: c.KafkaMaxRequestBytesHeld, MaxRequestBytesHeldPerTenant: c.KafkaMaxRequestBytesHeldPerTenant,
 		MaxRequestPartitions: c.KafkaMaxRequestPartitions,
-		AuthTimeout:          c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout,
+		AuthTimeout:          c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout, ReauthMax: c.KafkaReauthMax,
 		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal,
 		MaxConnectionsPerAddress: c.KafkaMaxConnectionsPerAddress, MaxConnectionsPerTenant: c.KafkaMaxConnectionsPerTenant, MaxMembers: c.KafkaMaxMembers, CoordinatorConnectionsMax: c.KafkaCoordinatorConnectionsMax, ReadAheadBytes: c.KafkaReadAheadBytes,
 		MaxWait: c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,

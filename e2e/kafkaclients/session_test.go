@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 
 	"github.com/capgate/capgate/e2e/sdk"
+	"github.com/capgate/capgate/gateway"
 )
 
 // TestReauthenticationKIP368: the listener hands out the token's lifetime
@@ -42,6 +43,41 @@ func TestReauthenticationKIP368(t *testing.T) {
 	if n := tokens.Load(); n < 3 {
 		t.Fatalf("kgo fetched %d tokens over 8 s of 3 s sessions: no re-authentication", n)
 	}
+}
+
+// TestKgoReauthenticatesWithinReauthMax: a kgo consumer holding a
+// 10-minute capability is told a session of kafka_reauth_max (2 s here)
+// and re-authenticates on its open connections at it, consuming on
+// throughout, as against Kafka's connections.max.reauth.ms. Before, it
+// was told the 10 minutes, and a renewed credential's fetch connection could
+// wait that long for its group connection's carry-over
+// (groups.renewalPending).
+func TestKgoReauthenticatesWithinReauthMax(t *testing.T) {
+	s := Start(t, Options{Partitions: 2, Gateway: func(c *gateway.Config) { c.KafkaReauthMax = 2 * time.Second }})
+	grant := s.Grant(t, "orders", 0, []string{"fetch"}, 10*time.Minute) // max_lease
+	var tokens atomic.Int32
+	mech := oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+		tokens.Add(1)
+		return oauth.Auth{Token: grant.Capability}, nil
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddrs()...), kgo.SASL(mech),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produceDirect(t, s, "orders", 0, 1)
+	pollN(t, cl, 1) // its connections are open and authenticated
+	opened := tokens.Load()
+	deadline := time.Now().Add(7 * time.Second) // past three 2 s sessions
+	for time.Now().Before(deadline) {
+		produceDirect(t, s, "orders", 0, 1)
+		pollN(t, cl, 1)
+	}
+	if n := tokens.Load() - opened; n < 3 {
+		t.Fatalf("kgo authenticated %d more times over 7 s of 2 s sessions (a 10-minute token) after opening its connections: no re-authentication within kafka_reauth_max", n)
+	}
+	t.Logf("%d authentications opening its connections, %d more over 7 s", opened, tokens.Load()-opened)
 }
 
 // TestSessionEndClosesConnection: a client that does not re-authenticate

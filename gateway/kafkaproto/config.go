@@ -99,6 +99,12 @@ type Config struct {
 	MaxRequestPartitions int
 	// AuthTimeout: a connection must finish SASL within it.
 	AuthTimeout time.Duration
+	// ReauthMax bounds the SASL session told to a client that can
+	// re-authenticate (SaslAuthenticate v1+), as Kafka's
+	// connections.max.reauth.ms: it re-authenticates within it, with its
+	// token provider's latest token, or is closed. It also bounds a
+	// renewed credential's paused fetches (groups.renewalPending).
+	ReauthMax time.Duration
 	// ReadTimeout: a request frame, once its first byte arrived, must
 	// arrive whole within it (slow clients are cut off).
 	ReadTimeout time.Duration
@@ -180,7 +186,8 @@ func (c Config) Validate() error {
 		value time.Duration
 	}{{"kafka_heartbeat_interval", c.HeartbeatInterval}, {"kafka_auth_timeout", c.AuthTimeout}, {"kafka_read_timeout", c.ReadTimeout},
 		{"kafka_write_timeout", c.WriteTimeout}, {"kafka_idle_timeout", c.IdleTimeout}, {"kafka_session_timeout_min", c.SessionTimeoutMin},
-		{"kafka_session_timeout_max", c.SessionTimeoutMax}, {"kafka_member_session_timeout", c.MemberSessionTimeout}} {
+		{"kafka_session_timeout_max", c.SessionTimeoutMax}, {"kafka_member_session_timeout", c.MemberSessionTimeout},
+		{"kafka_reauth_max", c.ReauthMax}} {
 		if d.value <= 0 {
 			return fmt.Errorf("gateway.%s: must be > 0, got %s", d.name, d.value)
 		}

@@ -40,9 +40,13 @@ type conn struct {
 	sasl      saslState
 	mechanism string
 	principal *Principal
-	identity  string // identityKey counted for this connection (Server.mu), "" before SASL
-	tenant    string // tenantKey counted with it
-	// sessionEnd is when the session ends (the token's expiry) and expiry
+	// reauthBy is when the session told to the client ends: the token's
+	// expiry, or sooner at ReauthMax after it authenticated
+	// (handleSASLAuthenticate). c's goroutine only.
+	reauthBy time.Time
+	identity string // identityKey counted for this connection (Server.mu), "" before SASL
+	tenant   string // tenantKey counted with it
+	// sessionEnd is when the session ends (reauthBy) and expiry
 	// the timer that closes the connection then (Server.mu; registry.go).
 	sessionEnd time.Time
 	expiry     *time.Timer
@@ -268,7 +272,7 @@ func (c *conn) dispatch(h header, req kmsg.Request) (kmsg.Response, error) {
 		return nil, fmt.Errorf("%w: request key %d before authentication", errSASL, h.key)
 	case c.sasl == saslReauth && h.key != int16(kmsg.SASLAuthenticate):
 		return nil, fmt.Errorf("%w: request key %d inside a re-authentication", errSASL, h.key)
-	case c.sasl == saslDone && !time.Now().Before(c.principal.Expires) && h.key != int16(kmsg.SASLHandshake):
+	case c.sasl == saslDone && !time.Now().Before(c.reauthBy) && h.key != int16(kmsg.SASLHandshake):
 		return nil, fmt.Errorf("%w: session expired (KIP-368) and not re-authenticated", errSASL)
 	}
 	c.clientID = h.clientID

@@ -260,7 +260,7 @@ func (lc *leaderCall) hasData() bool {
 // Fetch requests, its wait and size capped.
 func (c *conn) leaderCalls(req *kmsg.FetchRequest, parts []*fetchPart, now time.Time) []*leaderCall {
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	wait = min(wait, c.s.cfg.MaxWait, max(c.principal.Expires.Sub(now), 0))
+	wait = min(wait, c.s.cfg.MaxWait, max(c.reauthBy.Sub(now), 0))
 	maxBytes := req.MaxBytes
 	if maxBytes <= 0 || maxBytes > c.s.cfg.MaxFetchBytes {
 		maxBytes = c.s.cfg.MaxFetchBytes

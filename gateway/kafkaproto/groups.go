@@ -38,6 +38,11 @@ type groups struct {
 	// paused as a renewal pending (renewalPending), each with the end
 	// of its one window; at most renewalPausesMax.
 	pauses map[pauseKey]renewalPause
+	// pauseMax bounds one window (0: the credential's expiry alone):
+	// kafka_reauth_max, within which every connection of the client
+	// re-authenticates, and request_timeout, within which the group
+	// connection's carry-over is done.
+	pauseMax time.Duration
 }
 
 // pauseKey is a credential (its id) as one holder's connections present
@@ -82,7 +87,7 @@ func newGroups(s *Server) *groups {
 		s: s, api: client.NewGroupAPI(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS, s.cfg.CoordinatorConnectionsMax),
 		byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{},
 		keys: map[*member][]clientKey{}, byHolder: map[holderKey]int{},
-		pauses: map[pauseKey]renewalPause{},
+		pauses: map[pauseKey]renewalPause{}, pauseMax: s.cfg.ReauthMax + s.cfg.RequestTimeout,
 	}
 }
 
@@ -244,9 +249,13 @@ func (g *groups) remove(m *member) {
 //
 // Bounded: only while a member of holder lives here; for each client
 // (holder) and credential in one window, from its first paused fetch to
-// the credential's own expiry — by then the connection has
-// re-authenticated with a later credential, which its group connection
-// carried the member over to, or its session has ended — never longer
+// the credential's own expiry or pauseMax (kafka_reauth_max +
+// request_timeout) after it, the earlier — by then the client's group
+// connection has re-authenticated (the listener tells every client
+// that can a session of at most kafka_reauth_max, reauthWithin) and
+// carried the member over to its latest credential, and this connection
+// too, into a credential that reaches the member or pauses in a window
+// of its own; or its session has ended — never longer
 // (not by a later member, nor a new connection); and at most
 // renewalPausesMax credentials at once (an entry goes once its credential
 // expired; full, a new one is refused as before the relaxation). A
@@ -258,8 +267,9 @@ func (g *groups) remove(m *member) {
 // re-authentication, near its credential's end (KafkaJS crashed,
 // TestKafkaJSGroupRenewedManyTimes). A same-named credential of another
 // holder at the same client.id and address is answered empty instead
-// of TOPIC_AUTHORIZATION_FAILED for at most its own lifetime, once, and
-// reads nothing.
+// of TOPIC_AUTHORIZATION_FAILED for at most pauseMax (10 min 10 s at the
+// defaults; was its own lifetime, days for an admin-minted credential),
+// once, and reads nothing.
 func (g *groups) renewalPending(holder holderKey, cred string, credExp, now time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -276,6 +286,11 @@ func (g *groups) renewalPending(holder holderKey, cred string, credExp, now time
 			}
 		}
 		p = renewalPause{until: credExp}
+		if g.pauseMax > 0 {
+			if end := now.Add(g.pauseMax); end.Before(credExp) {
+				p.until = end
+			}
+		}
 		g.pauses[key] = p
 	}
 	return now.Before(p.until)

@@ -61,7 +61,7 @@ func testConfig() Config {
 		HeartbeatInterval: 50 * time.Millisecond, SessionTimeoutMin: time.Second, SessionTimeoutMax: time.Minute,
 		MemberSessionTimeout: 10 * time.Second, RequestTimeout: 5 * time.Second,
 		MaxRequestBytes: 1 << 20, MaxRequestPartitions: DefaultMaxRequestPartitions, AuthTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second,
-		WriteTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxConnections: 16, MaxMembers: 16, CoordinatorConnectionsMax: 64,
+		WriteTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxConnections: 16, MaxMembers: 16, CoordinatorConnectionsMax: 64, ReauthMax: 10 * time.Minute,
 		MaxWait: time.Second, MaxFetchBytes: 1 << 20,
 	}
 }

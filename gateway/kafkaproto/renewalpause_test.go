@@ -53,3 +53,37 @@ func TestRenewalPauseEnds(t *testing.T) {
 		t.Errorf("expired pauses not dropped to make room: %d left", len(g.pauses))
 	}
 }
+
+// TestRenewalPauseIsBoundedByReauthMax: a long-lived credential (an
+// admin-minted one lives days) pauses for at most pauseMax
+// (kafka_reauth_max + request_timeout: every connection of a client
+// that re-authenticates presents its latest credential within
+// kafka_reauth_max, its group connection carrying the member over) from
+// its first paused fetch, then never again; one expiring sooner still
+// ends at its own expiry. Before, a same-named credential of another
+// holder was answered empty for its whole lifetime (review24).
+func TestRenewalPauseIsBoundedByReauthMax(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	h := holderKey{issuer: "capgate", subject: "app", clientID: "kjs", ip: "10.0.0.1"}
+	const pauseMax = 10*time.Minute + 10*time.Second
+	g := &groups{byHolder: map[holderKey]int{h: 1}, pauses: map[pauseKey]renewalPause{}, pauseMax: pauseMax}
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	days := at(72 * time.Hour)
+	for _, c := range []struct {
+		cred string
+		exp  time.Time
+		at   time.Duration
+		want bool
+	}{
+		{"D", days, time.Second, true}, // its first paused fetch
+		{"D", days, pauseMax, true},
+		{"D", days, pauseMax + time.Second, false},
+		{"D", days, time.Hour, false}, // not reopened
+		{"S", at(70 * time.Second), 60 * time.Second, true},
+		{"S", at(70 * time.Second), 70 * time.Second, false}, // its own expiry, sooner
+	} {
+		if got := g.renewalPending(h, c.cred, c.exp, at(c.at)); got != c.want {
+			t.Errorf("%s (expiring %v) at %v: paused %v, want %v", c.cred, c.exp.Sub(t0), c.at, got, c.want)
+		}
+	}
+}

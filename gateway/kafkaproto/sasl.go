@@ -143,9 +143,33 @@ func handleSASLAuthenticate(c *conn, _ header, kreq kmsg.Request) (kmsg.Response
 		return resp, nil
 	}
 	if req.Version >= 1 {
-		resp.SessionLifetimeMillis = max(time.Until(p.Expires).Milliseconds(), 1)
+		resp.SessionLifetimeMillis = max(time.Until(c.reauthWithin(p)).Milliseconds(), 1)
 	}
 	return resp, nil
+}
+
+// reauthWithin shortens the session of p, just authenticated through a
+// SaslAuthenticate v1+ (a client that re-authenticates, KIP-368), to
+// ReauthMax (kafka_reauth_max) when its token lives longer, as Kafka's
+// connections.max.reauth.ms: the client is told so and re-authenticates
+// by then, else its connection is closed then (armExpiryLocked). So
+// every connection of a client presents its token provider's latest
+// token within ReauthMax, which bounds how long a fetch connection of a
+// renewed credential waits for its group connection's carry-over
+// (groups.renewalPending). v0 clients cannot re-authenticate and keep
+// the token's expiry. It returns the session's end.
+func (c *conn) reauthWithin(p *Principal) time.Time {
+	end := p.Expires
+	if by := time.Now().Add(c.s.cfg.ReauthMax); c.s.cfg.ReauthMax > 0 && by.Before(end) {
+		end = by
+		c.s.mu.Lock()
+		if _, open := c.s.conns[c]; open {
+			c.s.armExpiryLocked(c, end)
+		}
+		c.s.mu.Unlock()
+	}
+	c.reauthBy = end
+	return end
 }
 
 // authenticate checks a mechanism's initial response and makes its token
@@ -177,7 +201,7 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 	if reauth {
 		before, proof = c.key(), c.principal.renewalProof(p, now)
 	}
-	c.principal, c.sasl = p, saslDone
+	c.principal, c.sasl, c.reauthBy = p, saslDone, p.Expires
 	c.authed.Store(true)
 	if reauth && !p.capability() {
 		c.s.groups.carryOver(before, c.key(), p.Token, proof, p.Expires)

@@ -205,3 +205,49 @@ func TestFewTenantsCannotHoldTheListener(t *testing.T) {
 		t.Fatalf("fair-share closures and refusals counted %d, want 2", s.Refused(int(limitFairShare)))
 	}
 }
+
+// TestSessionsAreToldAtMostReauthMax: a client authenticating through
+// SaslAuthenticate v1 (one that re-authenticates, KIP-368) is told a
+// session of at most kafka_reauth_max, however long its token lives,
+// and its connection is closed then unless it re-authenticated, as
+// Kafka's connections.max.reauth.ms; a token expiring sooner keeps its
+// own expiry. That bounds how long a renewed credential's fetches pause
+// waiting for its group connection's carry-over (groups.renewalPending).
+// Before, the session was the token's: an admin-minted credential's,
+// days.
+func TestSessionsAreToldAtMostReauthMax(t *testing.T) {
+	table := leaseTable{}
+	_, long, _ := tenantTokens(t, 2, time.Hour, table)
+	_, short, _ := tenantTokens(t, 1, time.Second, table)
+	cfg := testConfig()
+	cfg.ReauthMax = 2 * time.Second
+	s := startListener(t, cfg, table, nil)
+	lifetime := func(r *testConn, token string) time.Duration {
+		t.Helper()
+		resp, err := saslExchange(r, token)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("authenticate: %v %+v", err, resp)
+		}
+		return time.Duration(resp.SessionLifetimeMillis) * time.Millisecond
+	}
+	idle, reauth, brief := dialAuthenticated(t, s, long[0]), dialAuthenticated(t, s, long[1]), dialAuthenticated(t, s, short[0])
+	if got := lifetime(idle, long[0]); got <= 0 || got > cfg.ReauthMax {
+		t.Fatalf("an hour's token told a session of %v, want at most kafka_reauth_max %v", got, cfg.ReauthMax)
+	}
+	if got := lifetime(brief, short[0]); got > time.Second {
+		t.Fatalf("a token of a second told a session of %v, want at most its own life", got)
+	}
+	start := time.Now()
+	lifetime(reauth, long[1]) // a session from now
+	// Not a wait for an event: sessions are wall-clock time, and the
+	// re-authentication below must come a clear second after idle's
+	// session began, so that its session outlives idle's by as much.
+	time.Sleep(time.Second)
+	lifetime(reauth, long[1]) // re-authenticated within its session
+	if !idle.closed() {       // waits for the close, 5 s at most
+		t.Fatalf("a connection not re-authenticated is open %v after it was told a session of %v, want it closed", time.Since(start), cfg.ReauthMax)
+	}
+	if _, err := reauth.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatalf("the re-authenticated connection past the first session's end: %v, want it open", err)
+	}
+}
