@@ -628,7 +628,7 @@ func (c Config) GoMemoryLimit() int64 {
 // revocationRule is the one expiry rule of denied ids and revoked
 // members: exp + leeway + max_clock_skew (package revocation).
 func (c Config) revocationRule() revocation.Rule {
-	return revocation.Rule{Leeway: c.Leeway, MaxClockSkew: c.Groups.MaxClockSkew}
+	return revocation.Rule{Leeway: c.Leeway, MaxClockSkew: c.Groups.MaxClockSkew, Retain: c.Groups.RenewTokenGrace}
 }
 
 // verifierConfig is what the coordinator's own verifier and minter check.

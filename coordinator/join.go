@@ -274,6 +274,9 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 		return false
 	}
 	member, err := c.verifyTokenFor(ctx, []byte(req.RenewToken), ocap.KindMember)
+	if errors.Is(err, ocap.ErrExpired) {
+		member, err = c.renewTokenInGrace([]byte(req.RenewToken), err)
+	}
 	if err != nil {
 		if errors.Is(err, errMemberRevoked) {
 			writeMemberTokenError(ctx, err)
@@ -288,6 +291,40 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 		return false
 	}
 	return true
+}
+
+// renewTokenInGrace verifies an expired renew_token again, taking it up
+// to groups.renew_token_grace past its expiry (beyond the leeway), and
+// checks it against the revocations as any token (the deny-list and the
+// revoked members keep their entries that much longer:
+// revocation.Rule.Retain). It returns expired, the first verification's
+// error, when the grace is off or passed. A renewal is the only use of
+// it, and safe only with the rest of what a renewal takes: a bearer
+// verified in full as a client credential (never a member token:
+// checkRenewToken), bound to the member (the machine's rejoin: the same
+// credential, another token of its OAuth client, the same IdP identity),
+// and the member still live in the machine (an administrator's revoke,
+// its credential's deny, its group's delete or its session's end removed
+// it: unknown_member). So a revoked credential's member is not renewed
+// inside the grace. It lets a Kafka client's re-authentication that met
+// a takeover land after the member token expired
+// (TestRenewalInGraceKeepsTheMember).
+func (c *Coordinator) renewTokenInGrace(token []byte, expired error) (*ocap.Claims, error) {
+	grace := c.cfg.Groups.RenewTokenGrace
+	if grace <= 0 {
+		return nil, expired
+	}
+	now := c.now()
+	member, err := c.keys.verifier.VerifyExpiredWithin(string(token), ocap.KindMember, now, grace)
+	if err != nil {
+		return nil, expired
+	}
+	// As at the instant the grace reaches back to: every entry that held
+	// then is kept (revocation.Rule.Retain), one made since too.
+	if err := c.revocations.refusal(member, ocap.KindMember, now.Add(-grace)); err != nil {
+		return nil, err
+	}
+	return member, nil
 }
 
 // renewalTenant is whose tenant_member_rate a renewal spends

@@ -194,6 +194,32 @@ func TestVerifyExpiryBoundary(t *testing.T) {
 	}
 }
 
+// TestVerifyExpiredWithin: the renewal grace's check takes a token up to
+// grace past exp + leeway and no later, and keeps every other rule: an
+// iat in the future beyond the plain leeway, a bad signature.
+func TestVerifyExpiredWithin(t *testing.T) {
+	f := newFixture(t)
+	tok := craft(f.ring.Current.Private, capHeader(f.ring.Current.ID), capClaims())
+	exp := t0.Add(60 * time.Second)
+	const grace = 5 * time.Second
+	if _, err := f.v.VerifyExpiredWithin(tok, KindCapability, exp.Add(6999*time.Millisecond), grace); err != nil {
+		t.Fatalf("inside leeway + grace: %v", err)
+	}
+	if _, err := f.v.VerifyExpiredWithin(tok, KindCapability, exp.Add(7*time.Second), grace); !errors.Is(err, ErrExpired) {
+		t.Fatalf("at exp + leeway + grace: %v, want ErrExpired", err)
+	}
+	if _, err := f.v.VerifyExpiredWithin(tok, KindCapability, exp.Add(2*time.Second), 0); !errors.Is(err, ErrExpired) {
+		t.Fatalf("no grace at exp + leeway: %v, want ErrExpired", err)
+	}
+	future := with(capClaims(), "iat", t0.Unix()+4, "nbf", t0.Unix())
+	if _, err := f.v.VerifyExpiredWithin(craft(f.ring.Current.Private, capHeader(f.ring.Current.ID), future), KindCapability, t0, grace); !errors.Is(err, ErrBadTime) {
+		t.Fatalf("iat 4 s ahead (leeway 2 s) with a grace: %v, want ErrBadTime", err)
+	}
+	if _, err := f.v.VerifyExpiredWithin(flipLastB64(tok), KindCapability, exp.Add(time.Second), grace); err == nil {
+		t.Fatal("a bad signature verified within the grace")
+	}
+}
+
 func TestVerifierConfigBounds(t *testing.T) {
 	cfg := testConfig()
 	cfg.Leeway = 3 * time.Second

@@ -175,19 +175,20 @@ func (s *Set) Check(c *ocap.Claims, now time.Time) Verdict {
 	return Allow
 }
 
-// Prune drops the denied ids and revoked members that lapsed at now and
-// returns them, sorted. Fences are never pruned.
+// Prune drops the denied ids and revoked members kept long enough at now
+// (Rule.Kept: lapsed, and Retain past that) and returns them, sorted.
+// Fences are never pruned.
 func (s *Set) Prune(now time.Time) ([]api.Denied, []api.RevokedMember) {
 	var denied []api.Denied
 	var members []api.RevokedMember
 	for id, exp := range s.denied {
-		if !s.rule.Holds(exp, now) {
+		if !now.Before(s.rule.Kept(exp)) {
 			denied = append(denied, api.Denied{JTI: id, Exp: exp})
 			delete(s.denied, id)
 		}
 	}
 	for k, until := range s.members {
-		if !s.rule.Holds(until, now) {
+		if !now.Before(s.rule.Kept(until)) {
 			members = append(members, api.RevokedMember{Group: k.Group, MemberID: k.Member, Until: until})
 			delete(s.members, k)
 		}

@@ -27,7 +27,7 @@ func TestRuleLapse(t *testing.T) {
 	if !r.Holds(exp, t0.Add(2499*time.Millisecond)) || r.Holds(exp, t0.Add(2500*time.Millisecond)) {
 		t.Fatal("holds must end exactly at exp + leeway + skew")
 	}
-	if c := r.Cover(Rule{Leeway: time.Second, MaxClockSkew: time.Second}); c != (Rule{2 * time.Second, time.Second}) {
+	if c := r.Cover(Rule{Leeway: time.Second, MaxClockSkew: time.Second}); c != (Rule{Leeway: 2 * time.Second, MaxClockSkew: time.Second}) {
 		t.Fatalf("cover %+v", c)
 	}
 	if err := (Rule{Leeway: -1}).Validate(); err == nil {
@@ -154,5 +154,30 @@ func TestGrowKeepsFences(t *testing.T) {
 	}
 	if n := len(s.Fences()); n != 10_300 {
 		t.Fatalf("%d fences, want 10,300", n)
+	}
+}
+
+// TestRetainKeepsLapsedEntries: Retain keeps an entry past its lapse
+// before Prune drops it, and changes nothing Check answers at any
+// instant: a check at now − Retain (the coordinator's renewal grace)
+// still sees an entry that held then.
+func TestRetainKeepsLapsedEntries(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	r := Rule{Leeway: 2 * time.Second, MaxClockSkew: time.Second, Retain: 5 * time.Second}
+	s := New(r)
+	s.Deny("j", t0.Unix())
+	c := &ocap.Claims{ID: "j"}
+	lapse := t0.Add(3 * time.Second)
+	if s.Check(c, lapse.Add(-time.Millisecond)) != Denied || s.Check(c, lapse) != Allow {
+		t.Fatal("Retain changed when the entry holds")
+	}
+	if d, _ := s.Prune(lapse.Add(4 * time.Second)); len(d) != 0 || s.Check(c, lapse.Add(4*time.Second-5*time.Second)) != Denied {
+		t.Fatal("an entry pruned before its lapse + Retain, or not seen by a check at now - Retain")
+	}
+	if d, _ := s.Prune(lapse.Add(5 * time.Second)); len(d) != 1 {
+		t.Fatalf("pruned %v at lapse + Retain, want the entry", d)
+	}
+	if err := (Rule{Retain: -1}).Validate(); err == nil {
+		t.Fatal("negative retain accepted")
 	}
 }

@@ -152,10 +152,14 @@ func (m *Machine) endLease(p *partition) {
 }
 
 // expiresEverywhere is when an entry with time t (a token's exp, unix
-// seconds) has lapsed at every verifier: the one rule of package
-// revocation, exp + leeway + max_clock_skew.
+// seconds) has lapsed at every verifier — the one rule of package
+// revocation, exp + leeway + max_clock_skew — and the machine may drop
+// it: that plus groups.renew_token_grace (Rule.Kept), so a renewal
+// taken that far past its member token's expiry is checked against
+// every entry that held when the token was last good, after a restart
+// or a takeover too.
 func (m *Machine) expiresEverywhere(t int64) time.Time {
-	return m.revocations.Rule().Lapse(t)
+	return m.revocations.Rule().Kept(t)
 }
 
 // deny denies every id of ds, or none of them (admitDenials), then
@@ -232,7 +236,8 @@ func (m *Machine) revokeMember(e RevokeMember) {
 	}
 	mem := m.memberOf(e.Group, e.MemberID)
 	if mem == nil {
-		if until, ok := m.revocations.RevokedUntil(revocation.MemberKey{Group: e.Group, Member: e.MemberID}); ok {
+		key := revocation.MemberKey{Group: e.Group, Member: e.MemberID}
+		if until, ok := m.revocations.RevokedUntil(key); ok && m.revocations.RevokedAt(key, m.now) { // a lapsed one may be kept (Rule.Retain)
 			m.send(RevokeMemberReply{Ref: e.Ref, Until: time.Unix(until, 0).UTC(), AlreadyRevoked: true})
 			return
 		}

@@ -76,9 +76,9 @@ func TestDeniedBounded(t *testing.T) {
 	if !w.isMember("g", member) || len(w.store.denied) != 2 {
 		t.Fatalf("refused deny: member kept %t, stored denied %d", w.isMember("g", member), len(w.store.denied))
 	}
-	mustReply[group.Done](t, w, w.deny("jti-2", w.now.Add(2*time.Hour)))     // known: a later exp
-	mustReply[group.Done](t, w, w.deny("jti-9", w.now.Add(-time.Hour)))      // lapsed: adds nothing
-	w.advance(time.Minute + w.cfg.Leeway + w.cfg.MaxClockSkew + time.Second) // jti-1 pruned
+	mustReply[group.Done](t, w, w.deny("jti-2", w.now.Add(2*time.Hour)))                             // known: a later exp
+	mustReply[group.Done](t, w, w.deny("jti-9", w.now.Add(-time.Hour)))                              // lapsed: adds nothing
+	w.advance(time.Minute + w.cfg.Leeway + w.cfg.MaxClockSkew + w.cfg.RenewTokenGrace + time.Second) // jti-1 pruned (kept renew_token_grace past its lapse)
 	if _, ok := w.store.denied["jti-1"]; ok {
 		t.Fatal("jti-1 still stored after its token expired everywhere")
 	}
@@ -183,7 +183,7 @@ func TestDenyExpCappedAtTheLongestTokenLifetime(t *testing.T) {
 			t.Fatalf("the gateways are sent %+v, want far until %d", sent, bound)
 		}
 	}
-	w.advance(time.Hour + w.cfg.Leeway + w.cfg.MaxClockSkew + time.Second)
+	w.advance(time.Hour + w.cfg.Leeway + w.cfg.MaxClockSkew + w.cfg.RenewTokenGrace + time.Second) // kept renew_token_grace past its lapse
 	if _, ok := w.store.denied["far"]; ok {
 		t.Fatal("the capped deny is still stored after every token it can match expired everywhere")
 	}

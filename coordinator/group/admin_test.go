@@ -183,10 +183,12 @@ func TestDenyJTIAndQoS(t *testing.T) {
 	if len(w.store.qos) != 0 || len(w.resetSnapshot("fresh2").QoS) != 0 {
 		t.Fatal("expired QoS override not pruned")
 	}
-	gone := exp.Add(w.cfg.Leeway + w.cfg.MaxClockSkew)
+	// Kept renew_token_grace past its lapse (revocation.Rule.Retain): a
+	// renewal that far past its member token's expiry is checked by it.
+	gone := exp.Add(w.cfg.Leeway + w.cfg.MaxClockSkew + w.cfg.RenewTokenGrace)
 	w.advanceTo(gone.Add(-time.Millisecond))
 	if len(w.store.denied) != 1 {
-		t.Fatal("denied jti pruned before exp+leeway+skew")
+		t.Fatal("denied jti pruned before exp+leeway+skew+renew_token_grace")
 	}
 	w.advanceTo(gone)
 	if len(w.store.denied) != 0 || len(w.resetSnapshot("fresh3").Denied) != 0 {

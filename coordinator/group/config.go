@@ -62,6 +62,18 @@ type Config struct {
 	// gateways' sync_timeout.
 	SyncWaitMax  time.Duration `yaml:"sync_wait_max"`
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+	// RenewTokenGrace: a renewal (a rejoin with renew_token) is taken
+	// with a member token expired up to this long beyond the leeway,
+	// when its bearer is a fresh client credential the member is bound
+	// to (or another token of its OAuth client, or IdP identity) and the
+	// member is still live: a Kafka client's re-authentication that met
+	// a coordinator takeover lands on the new leader after its member
+	// token expired, and its member ended (every partition revoked, what
+	// it read since its last commit read again). Every deny and revoked
+	// member entry is kept this much longer (revocation.Rule.Retain), so
+	// a revocation that could refuse such a token still does. 0: none;
+	// at most RenewTokenGraceMax.
+	RenewTokenGrace time.Duration `yaml:"renew_token_grace"`
 	// Leeway, CapabilityLease and MaxLease are the token lifetimes: the
 	// expiry leeway gateways grant, the lifetime of a granted or renewed
 	// capability, and the cap on any capability's. The coordinator sets
@@ -229,6 +241,10 @@ func DefaultLimits() Limits {
 	}
 }
 
+// RenewTokenGraceMax bounds renew_token_grace: a few takeovers
+// (~1.5–3.5 s each) and a carry-over's retries, not a second lifetime.
+const RenewTokenGraceMax = 10 * time.Second
+
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -242,6 +258,7 @@ func DefaultConfig() Config {
 		SilentGateways:    SilentGatewaysFence,
 		SyncWaitMax:       5 * time.Second,
 		MaxClockSkew:      time.Second,
+		RenewTokenGrace:   5 * time.Second,
 		Leeway:            2 * time.Second,
 		CapabilityLease:   60 * time.Second,
 		MaxLease:          10 * time.Minute,
@@ -328,6 +345,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("group.max_clock_skew: must be >= 0, got %s", c.MaxClockSkew)
 	case c.Leeway < 0:
 		return fmt.Errorf("group.leeway: must be >= 0, got %s", c.Leeway)
+	case c.RenewTokenGrace < 0 || c.RenewTokenGrace > RenewTokenGraceMax:
+		return fmt.Errorf("group.renew_token_grace: must be within [0, %s], got %s", RenewTokenGraceMax, c.RenewTokenGrace)
 	case c.SyncWaitMax >= c.GatewayTimeout-c.MaxClockSkew:
 		return fmt.Errorf("group.sync_wait_max: must be < gateway_timeout - max_clock_skew (%s), got %s", c.GatewayTimeout-c.MaxClockSkew, c.SyncWaitMax)
 	case c.MaxLease < c.CapabilityLease:

@@ -26,6 +26,8 @@ func TestConfigValidate(t *testing.T) {
 		{"group.sync_wait_max: must be < gateway_timeout - max_clock_skew (14s), got 14s", func(c *group.Config) { c.SyncWaitMax = 14 * time.Second }},
 		{"group.max_clock_skew: must be >= 0, got -1s", func(c *group.Config) { c.MaxClockSkew = -time.Second }},
 		{"group.leeway: must be >= 0, got -1s", func(c *group.Config) { c.Leeway = -time.Second }},
+		{"group.renew_token_grace: must be within [0, 10s], got 11s", func(c *group.Config) { c.RenewTokenGrace = 11 * time.Second }},
+		{"group.renew_token_grace: must be within [0, 10s], got -1s", func(c *group.Config) { c.RenewTokenGrace = -time.Second }},
 		{"group.capability_lease: must be > 0, got 0s", func(c *group.Config) { c.CapabilityLease = 0 }},
 		{"group.max_lease: must be >= capability_lease (1m0s), got 30s", func(c *group.Config) { c.MaxLease = 30 * time.Second }},
 		{`group.offset_reset: must be "earliest" or "latest", got "middle"`, func(c *group.Config) { c.OffsetReset = "middle" }},

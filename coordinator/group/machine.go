@@ -142,7 +142,7 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		groups:         make(map[string]*group),
 		topics:         make(map[string]int32),
 		gateways:       make(map[string]*gateway),
-		revocations:    revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew}),
+		revocations:    revocation.New(revocation.Rule{Leeway: cfg.Leeway, MaxClockSkew: cfg.MaxClockSkew, Retain: cfg.RenewTokenGrace}),
 		credentials:    make(map[string]*credential),
 		created:        make(map[string]map[*group]struct{}),
 		memberBytes:    make(map[string]int64),

@@ -141,6 +141,14 @@ type kafkaConsumer struct {
 
 func startKafkaConsumer(t *testing.T, c *harness.Cluster, group string, protocol []kgo.Opt) *kafkaConsumer {
 	t.Helper()
+	cred := c.ClientCredential(t, group)
+	return startKafkaConsumerWith(t, c, group, protocol, func() string { return cred })
+}
+
+// startKafkaConsumerWith is startKafkaConsumer authenticating (and
+// re-authenticating, KIP-368) with what token returns at each call.
+func startKafkaConsumerWith(t *testing.T, c *harness.Cluster, group string, protocol []kgo.Opt, token func() string) *kafkaConsumer {
+	t.Helper()
 	kc := &kafkaConsumer{read: map[int32]map[int64]int{}}
 	told := func(what string) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -152,10 +160,9 @@ func startKafkaConsumer(t *testing.T, c *harness.Cluster, group string, protocol
 			kc.changes = append(kc.changes, change{fmt.Sprintf("%s %v", what, m), time.Now()})
 		}
 	}
-	cred := c.ClientCredential(t, group)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(c.Gateways()[0].InProcess().KafkaAddr()),
-		kgo.SASL(oauth.Oauth(func(context.Context) (oauth.Auth, error) { return oauth.Auth{Token: cred}, nil })),
+		kgo.SASL(oauth.Oauth(func(context.Context) (oauth.Auth, error) { return oauth.Auth{Token: token()}, nil })),
 		kgo.ClientID("ha-kgo"), kgo.ConsumerGroup(group), kgo.ConsumeTopics(c.Topic()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.RetryTimeout(time.Minute),
