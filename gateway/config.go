@@ -250,6 +250,11 @@ type Config struct {
 	// their turn. Below the coordinator's max_connections_per_address
 	// (1,000), which the gateway's sync polls share.
 	KafkaCoordinatorConnectionsMax int `yaml:"kafka_coordinator_connections_max"`
+	// KafkaMaxMembersPerTenant bounds one tenant's of them (a credential's
+	// OAuth client or jti, an IdP identity), so one credential cannot
+	// take every kafka_max_members place and leave other tenants'
+	// consumers GROUP_MAX_SIZE_REACHED, which they take as final.
+	KafkaMaxMembersPerTenant int `yaml:"kafka_max_members_per_tenant"`
 	// KafkaReadAheadBytes bounds the Fetch answers read ahead from Kafka,
 	// all connections together (0: no read-ahead).
 	KafkaReadAheadBytes int64 `yaml:"kafka_read_ahead_bytes"`
@@ -325,6 +330,7 @@ func DefaultConfig() Config {
 		KafkaMaxConnectionsPerTenant:      defaultKafkaConnectionsPerX,
 		KafkaMaxMembers:                   10_000,
 		KafkaCoordinatorConnectionsMax:    512,
+		KafkaMaxMembersPerTenant:          defaultKafkaMembersPerTenant,
 		KafkaFetchLanes:                   4,
 		KafkaReadAheadBytes:               64 << 20,
 		KafkaOIDC:                         identity.DefaultConfig(),

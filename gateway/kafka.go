@@ -29,6 +29,7 @@ const (
 	defaultKafkaConnectionsPerX           = 256
 	defaultKafkaRequestBytesHeld          = 256 << 20
 	defaultKafkaRequestBytesHeldPerTenant = 64 << 20
+	defaultKafkaMembersPerTenant          = 2_500
 )
 
 // kafkaConfig is the listener's configuration from the gateway's, the
@@ -39,6 +40,9 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 	}
 	if c.KafkaMaxConnectionsPerTenant == defaultKafkaConnectionsPerX {
 		c.KafkaMaxConnectionsPerTenant = min(defaultKafkaConnectionsPerX, c.KafkaMaxConnections)
+	}
+	if c.KafkaMaxMembersPerTenant == defaultKafkaMembersPerTenant {
+		c.KafkaMaxMembersPerTenant = min(defaultKafkaMembersPerTenant, c.KafkaMaxMembers)
 	}
 	if c.KafkaMaxRequestBytesHeldPerTenant == defaultKafkaRequestBytesHeldPerTenant {
 		c.KafkaMaxRequestBytesHeldPerTenant = max(defaultKafkaRequestBytesHeldPerTenant, int64(c.KafkaMaxRequestBytes))
@@ -56,7 +60,7 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 		MaxRequestPartitions: c.KafkaMaxRequestPartitions,
 		AuthTimeout:          c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout, ReauthMax: c.KafkaReauthMax,
 		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal,
-		MaxConnectionsPerAddress: c.KafkaMaxConnectionsPerAddress, MaxConnectionsPerTenant: c.KafkaMaxConnectionsPerTenant, MaxMembers: c.KafkaMaxMembers, CoordinatorConnectionsMax: c.KafkaCoordinatorConnectionsMax, ReadAheadBytes: c.KafkaReadAheadBytes,
+		MaxConnectionsPerAddress: c.KafkaMaxConnectionsPerAddress, MaxConnectionsPerTenant: c.KafkaMaxConnectionsPerTenant, MaxMembers: c.KafkaMaxMembers, MaxMembersPerTenant: c.KafkaMaxMembersPerTenant, CoordinatorConnectionsMax: c.KafkaCoordinatorConnectionsMax, ReadAheadBytes: c.KafkaReadAheadBytes,
 		MaxWait: c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,
 	}
 }

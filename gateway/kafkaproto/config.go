@@ -133,6 +133,10 @@ type Config struct {
 	MaxConnectionsPerTenant int
 	// MaxMembers bounds the group members this gateway runs sessions for.
 	MaxMembers int
+	// MaxMembersPerTenant bounds one tenant's of them (the tenant that
+	// opened each, clientKey.tenant): without it one credential could
+	// take every MaxMembers place (redteam19 #4). 0: no bound.
+	MaxMembersPerTenant int
 	// ReadAheadBytes bounds what all connections' read-aheads may hold
 	// (readahead.go); 0 turns read-ahead off.
 	ReadAheadBytes int64
@@ -232,6 +236,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_max_members: must be > 0, got %d", c.MaxMembers)
 	case c.CoordinatorConnectionsMax <= 0:
 		return fmt.Errorf("gateway.kafka_coordinator_connections_max: must be > 0, got %d", c.CoordinatorConnectionsMax)
+	case c.MaxMembersPerTenant < 0 || c.MaxMembersPerTenant > c.MaxMembers:
+		return fmt.Errorf("gateway.kafka_max_members_per_tenant: must be in [1, kafka_max_members (%d)], got %d", c.MaxMembers, c.MaxMembersPerTenant)
 	}
 	if len(c.OIDC.Issuers) > 0 {
 		return c.OIDC.Validate("gateway.kafka_oidc")

@@ -34,6 +34,11 @@ type groups struct {
 	// (member.holder): what pauses a fetch of a connection opened with a
 	// renewed credential before the carry-over (renewalPending).
 	byHolder map[holderKey]int
+	// byTenant counts each tenant's members (clientKey.tenant of the key
+	// each was opened under), those joining included: a place is taken
+	// before the coordinator is asked, so a tenant's joins in flight
+	// cannot pass kafka_max_members_per_tenant together.
+	byTenant map[string]int
 	// pauses are the credentials (by holder and id) whose connections' fetches
 	// paused as a renewal pending (renewalPending), each with the end
 	// of its one window; at most renewalPausesMax.
@@ -87,26 +92,31 @@ func newGroups(s *Server) *groups {
 		s: s, api: client.NewGroupAPI(s.cfg.CoordinatorURL, s.cfg.CoordinatorTLS, s.cfg.CoordinatorConnectionsMax),
 		byID: map[memberRef]*member{}, byKey: map[clientKey][]*member{},
 		keys: map[*member][]clientKey{}, byHolder: map[holderKey]int{},
-		pauses: map[pauseKey]renewalPause{}, pauseMax: s.cfg.ReauthMax + s.cfg.RequestTimeout,
+		byTenant: map[string]int{}, pauses: map[pauseKey]renewalPause{}, pauseMax: s.cfg.ReauthMax + s.cfg.RequestTimeout,
 	}
 }
 
-// errTooManyMembers refuses a join beyond kafka_max_members: limit_exceeded,
-// GROUP_MAX_SIZE_REACHED to the client (final, as Kafka's group.max.size).
-var errTooManyMembers = errors.New("kafkaproto: kafka_max_members reached")
+// errTooManyMembers refuses a join beyond kafka_max_members, and
+// errTooManyTenantMembers one beyond its tenant's
+// kafka_max_members_per_tenant: limit_exceeded, GROUP_MAX_SIZE_REACHED to
+// the client (final, as Kafka's group.max.size).
+var (
+	errTooManyMembers       = errors.New("kafkaproto: kafka_max_members reached")
+	errTooManyTenantMembers = errors.New("kafkaproto: kafka_max_members_per_tenant reached")
+)
 
 // join joins the coordinator for a new Kafka member (with the client's
 // credential) and registers it.
 func (g *groups) join(ctx context.Context, m *member, credential string, req api.JoinRequest) (api.Code, error) {
-	g.mu.Lock()
-	full := len(g.byID) >= g.s.cfg.MaxMembers
-	g.mu.Unlock()
-	if full {
-		return api.CodeLimitExceeded, errTooManyMembers
+	if err := g.takePlace(m.key.tenant); err != nil {
+		return api.CodeLimitExceeded, err
 	}
 	m.credential = credential
 	m.log = g.s.log.With(zap.String("group", m.group), zap.String("client_id", m.key.clientID))
 	if err := m.start(ctx, req); err != nil {
+		g.mu.Lock()
+		g.leavePlaceLocked(m.key.tenant)
+		g.mu.Unlock()
 		return client.CodeOf(err), fmt.Errorf("kafkaproto: join %s: %w", m.group, err)
 	}
 	m.mu.Lock()
@@ -133,6 +143,34 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	}
 	m.log.Info("kafka member joined", zap.Bool("kip848", m.kip848), zap.Int("grants", grants))
 	return "", nil
+}
+
+// takePlace takes a member's place for tenant, or refuses: the gateway
+// runs kafka_max_members, or the tenant kafka_max_members_per_tenant.
+func (g *groups) takePlace(tenant string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byTenant == nil {
+		g.byTenant = map[string]int{}
+	}
+	switch {
+	case len(g.byID) >= g.s.cfg.MaxMembers:
+		return errTooManyMembers
+	case g.s.cfg.MaxMembersPerTenant > 0 && g.byTenant[tenant] >= g.s.cfg.MaxMembersPerTenant:
+		return errTooManyTenantMembers
+	}
+	g.byTenant[tenant]++
+	return nil
+}
+
+// leavePlaceLocked gives a place of tenant's back (a join that failed, a
+// registered member removed).
+func (g *groups) leavePlaceLocked(tenant string) {
+	if n := g.byTenant[tenant]; n <= 1 {
+		delete(g.byTenant, tenant)
+	} else {
+		g.byTenant[tenant] = n - 1
+	}
 }
 
 // carryOver hands a re-authenticated connection's new credential to every
@@ -224,6 +262,9 @@ func (g *groups) remove(m *member) {
 		g.unlistLocked(m, key)
 	}
 	delete(g.keys, m)
+	if registered {
+		g.leavePlaceLocked(m.key.tenant)
+	}
 	switch n := g.byHolder[m.holder]; {
 	case !registered || n == 0:
 	case n == 1:

@@ -1,0 +1,108 @@
+package kafkaclients
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/capgate/capgate/gateway"
+)
+
+// TestOneTenantCannotFillTheListenersMembers is redteam19 #4: the Kafka
+// listener runs at most kafka_max_members group members (10,000), all
+// tenants together, and a join beyond is GROUP_MAX_SIZE_REACHED, which
+// clients take as final. One credential may have as many live members as
+// the coordinator's members_per_credential (10,000, the same number), so
+// one tenant's members — KIP-848 heartbeats of new member ids, any number
+// per connection — filled a gateway, and every other tenant's consumer
+// through it stopped for good. Now each tenant (Principal.tenant) runs at
+// most kafka_max_members_per_tenant there. Here the gateway runs 4, a
+// tenant 2: tenant A's third and fourth members are refused, and tenant
+// B's member is assigned its partitions. Fails without the tenant's bound
+// (A's four members run; B's is GROUP_MAX_SIZE_REACHED).
+func TestOneTenantCannotFillTheListenersMembers(t *testing.T) {
+	s := Start(t, Options{Partitions: 2, Gateway: func(c *gateway.Config) {
+		c.KafkaMaxMembers, c.KafkaMaxMembersPerTenant = 4, 2
+	}})
+	credA := tenantCredential(t, s, "tenant-a", []string{"a-*"})
+	credB := tenantCredential(t, s, "tenant-b", []string{"b-*"})
+	var refusedA int
+	var first *kgo.Client
+	for i := range 4 {
+		cl, err := joined(t, s, credA, fmt.Sprintf("a-%d", i))
+		switch {
+		case err != nil:
+			refusedA++
+		case first == nil:
+			first = cl
+		}
+	}
+	if _, err := joined(t, s, credB, "b-0"); err != nil {
+		t.Fatalf("tenant B's member after tenant A's four joins (%d refused): %v", refusedA, err)
+	}
+	if refusedA != 2 {
+		t.Errorf("tenant A: %d of 4 members refused, want 2 (kafka_max_members_per_tenant 2)", refusedA)
+	}
+	// A member that leaves gives its tenant's place back.
+	first.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		_, err := joined(t, s, credA, fmt.Sprintf("a-again-%d", i))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tenant A's member after one of its two left: %v", err)
+		}
+	}
+}
+
+// joined starts a KIP-848 kgo member of group with credential and waits
+// until it is assigned a partition (nil error; it runs on until the test
+// ends or its client is closed) or refused GROUP_MAX_SIZE_REACHED (that
+// error).
+func joined(t *testing.T, s *Stack, credential, group string) (*kgo.Client, error) {
+	t.Helper()
+	assigned := make(chan struct{}, 1)
+	opts := append([]kgo.Opt{kgo.ClientID(group), kgo.ConsumerGroup(group), kgo.ConsumeTopics(s.Topic),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
+			select {
+			case assigned <- struct{}{}:
+			default:
+			}
+		})}, kip848.opts()...)
+	cl := kgoClient(t, s.KafkaAddrs(), credential, false, opts...)
+	refused := make(chan error, 1)
+	go func() { // polls (and so heartbeats) until the client is closed
+		for {
+			fs := cl.PollFetches(context.Background())
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachError(func(_ string, _ int32, err error) {
+				if errors.Is(err, kerr.GroupMaxSizeReached) {
+					select {
+					case refused <- err:
+					default:
+					}
+				}
+			})
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	select {
+	case <-assigned:
+		return cl, nil
+	case err := <-refused:
+		return cl, err
+	case <-ctx.Done():
+		t.Fatalf("member of %s: neither assigned nor refused in 30 s", group)
+		return nil, nil
+	}
+}
