@@ -112,7 +112,7 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 		return api.CodeLimitExceeded, err
 	}
 	m.credential = credential
-	m.log = g.s.log.With(zap.String("group", m.group), zap.String("client_id", m.key.clientID))
+	m.log = g.s.log.With(zap.String("group", m.group), zap.String("client_id", loggedClientID(m.key.clientID)))
 	if err := m.start(ctx, req); err != nil {
 		g.mu.Lock()
 		g.leavePlaceLocked(m.key.tenant)

@@ -1008,14 +1008,15 @@ func (m *member) resubscribe(ctx context.Context, topics []string, pattern strin
 	m.refenceAnswered(a.Failure == nil, added)
 	m.wake()
 	if f := a.Failure; f != nil {
-		m.log.Info("kafka member's subscription change refused", zap.Strings("topics", topics), zap.String("pattern", pattern), zap.Error(f.Err))
+		m.log.Info("kafka member's subscription change refused", zap.Strings("topics", shownTopics(topics)), zap.Int("topics_named", len(topics)),
+			zap.String("pattern", pattern), zap.Error(f.Err))
 		if f.Code == "" {
 			return api.CodeUnavailable
 		}
 		return f.Code
 	}
 	m.join = join
-	m.log.Info("kafka member's subscription changed", zap.Strings("topics", topics), zap.String("pattern", pattern),
+	m.log.Info("kafka member's subscription changed", zap.Strings("topics", shownTopics(topics)), zap.Int("topics_named", len(topics)), zap.String("pattern", pattern),
 		zap.Int("grants", len(a.Join.Grants)))
 	m.warnNoTopicMatches(pattern, a.Join.TopicPatternMatches)
 	if m.state == memberActive {

@@ -145,7 +145,7 @@ func (c *conn) matchRegex(group, text string, prev *regexSub, refresh bool) ([]s
 				"answered UNKNOWN_TOPIC_OR_PARTITION (the client joins again, and is in once such a topic exists)",
 				zap.String("group", group), zap.String("topic_regex", shownTopics([]string{text})[0]),
 				zap.Strings("credential_topics", shownTopics(c.principal.Claims.Topics)),
-				zap.String("client_id", c.clientID), zap.String("remote", c.nc.RemoteAddr().String()))
+				zap.String("client_id", loggedClientID(c.clientID)), zap.String("remote", c.nc.RemoteAddr().String()))
 		}
 		return nil, nil, kerr.UnknownTopicOrPartition.Code, why
 	}
