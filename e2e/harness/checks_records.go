@@ -10,7 +10,10 @@ import (
 // CheckNoLostRecords: after the faults healed and the consumers drained,
 // every record Kafka acknowledged to the producer was delivered to group
 // (at least once), and every delivery of a produced offset carries the
-// value produced there (never wrong data).
+// value produced there (never wrong data). Each partition's finding says
+// which kind its undelivered records are (lostWhy): skipped past by an
+// accepted commit (a real loss) or unread (the group was behind when the
+// waiting ended).
 func CheckNoLostRecords(s Snapshot, group string) []Violation {
 	type offsetKey struct {
 		topic     string
@@ -41,13 +44,39 @@ func CheckNoLostRecords(s Snapshot, group string) []Violation {
 			}
 		}
 	}
+	committed := map[string]int64{}
+	for _, c := range s.Commits {
+		if c.Key.Group == group && c.Accepted() {
+			name := c.Key.String()
+			if o, ok := committed[name]; !ok || c.Offset > o {
+				committed[name] = c.Offset
+			}
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(lost)) {
 		offsets := lost[name]
 		slices.Sort(offsets)
-		out = append(out, Violation{InvNoLostRecord, 0, fmt.Sprintf("%s: %d acknowledged records never delivered to %s, first %v",
-			name, len(offsets), group, offsets[:min(len(offsets), 10)])})
+		out = append(out, Violation{InvNoLostRecord, 0, fmt.Sprintf("%s: %d acknowledged records never delivered to %s, first %v; %s",
+			name, len(offsets), group, offsets[:min(len(offsets), 10)], lostWhy(committed, name, offsets[0]))})
 	}
 	return out
+}
+
+// lostWhy tells the two kinds of undelivered record apart: skipped (an
+// accepted commit of the group is past the first one: no member will
+// read it again, a real at-least-once loss) or unread (every accepted
+// commit is at or before it: the group had not read that far yet, a
+// stall when the waiting ended).
+func lostWhy(committed map[string]int64, name string, first int64) string {
+	o, ok := committed[name]
+	switch {
+	case !ok:
+		return "no commit accepted: unread, not skipped"
+	case o > first:
+		return fmt.Sprintf("SKIPPED: a commit of %d was accepted past offset %d", o, first)
+	default:
+		return fmt.Sprintf("highest commit accepted %d: unread, not skipped", o)
+	}
 }
 
 // stint is one member's holding of a partition at one epoch, as seen from

@@ -225,6 +225,17 @@ func TestNoLostRecordsFires(t *testing.T) {
 	fires(t, harness.CheckNoLostRecords(sorted(s), "g"), harness.InvNoLostRecord, "1 acknowledged records never delivered")
 }
 
+// TestNoLostRecordsTellsSkippedFromUnread: a record never delivered is
+// named skipped when an accepted commit is past it (a real loss) and
+// unread when every accepted commit is at or before it (a stall).
+func TestNoLostRecordsTellsSkippedFromUnread(t *testing.T) {
+	s := cleanHandoff()
+	s.Deliveries = s.Deliveries[:len(s.Deliveries)-2] // B read none of 8–9
+	fires(t, harness.CheckNoLostRecords(sorted(s), "g"), harness.InvNoLostRecord, "highest commit accepted 8: unread, not skipped")
+	s.Commits = append(s.Commits, harness.Commit{Consumer: "b", Member: "B", Key: key, Epoch: 2, Offset: 10, Status: 200, Answered: true, Sent: ms(160), Done: ms(161)})
+	fires(t, harness.CheckNoLostRecords(sorted(s), "g"), harness.InvNoLostRecord, "SKIPPED: a commit of 10 was accepted past offset 8")
+}
+
 func TestNoLostRecordsFiresOnWrongData(t *testing.T) {
 	s := cleanHandoff()
 	s.Deliveries[9].Value = "v8"
