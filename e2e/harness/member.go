@@ -172,12 +172,23 @@ func (c *Cluster) startMember(t testing.TB, opts MemberOptions) *Member {
 // WaitJoined waits until the member joined (20 s at most).
 func (m *Member) WaitJoined(t testing.TB) {
 	t.Helper()
+	if err := m.AwaitJoin(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AwaitJoin waits until the member joined and says why not: it stopped
+// before (the SDK's first join is bounded by request_timeout: one that a
+// failing leader cut off fails, and the consumer stops), or timeout
+// passed.
+func (m *Member) AwaitJoin(timeout time.Duration) error {
 	select {
 	case <-m.joined:
+		return nil
 	case <-m.done:
-		t.Fatalf("%s: stopped before joining: %v", m.Name, m.Err())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: not joined after 20s", m.Name)
+		return fmt.Errorf("%s: stopped before joining: %v", m.Name, m.Err())
+	case <-time.After(timeout):
+		return fmt.Errorf("%s: not joined after %v", m.Name, timeout)
 	}
 }
 
