@@ -182,6 +182,9 @@ func TestIdPTokenForAnotherAudienceAtSASL(t *testing.T) {
 	if !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Fatalf("a token for audience account: %v, want SASL_AUTHENTICATION_FAILED", err)
 	}
+	if n := strings.Count(err.Error(), "token refused"); n != 1 {
+		t.Errorf("a token for audience account: %q says \"token refused\" %d times, want once", err, n)
+	}
 	for _, want := range []string{`aud ["account"]`, `audiences ["capgate"]`, "gateway.kafka_oidc.issuers[]"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("a token for audience account: %q, want it to say %q", err, want)

@@ -58,6 +58,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/identity"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -188,7 +189,7 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 		if code := c.s.gate.CheckClient(&ocap.Claims{}, now); api.IsRetriable(code) {
 			return nil, fmt.Errorf("%w (%s): %v", errUnvouched, code, err)
 		}
-		return nil, fmt.Errorf("token refused: %w%s", err, opaqueTokenHint(token, err))
+		return nil, tokenRefused{msg: "token refused: " + refusalReason(err) + opaqueTokenHint(token, err), err: err}
 	}
 	if reauth && !c.principal.sameIdentity(p) {
 		return nil, errors.New("re-authentication must keep the identity of the session")
@@ -289,4 +290,25 @@ func opaqueTokenHint(token string, err error) string {
 		return ""
 	}
 	return " (an opaque token, as capgate's admin and sync tokens are, is not for Kafka clients: use a client credential — capgate dev's CAPGATE_CREDENTIAL, capgate admin client-credential —, a capability or an IdP token)"
+}
+
+// tokenRefused is a SASL token's refusal: its message says "token
+// refused" once (identity's sentinel, "identity: token refused: …", made
+// it "token refused: identity: token refused: …"), and it still wraps the
+// cause for errors.Is.
+type tokenRefused struct {
+	msg string
+	err error
+}
+
+func (e tokenRefused) Error() string { return e.msg }
+func (e tokenRefused) Unwrap() error { return e.err }
+
+// refusalReason is err's message without identity's sentinel in front.
+func refusalReason(err error) string {
+	msg := err.Error()
+	if errors.Is(err, identity.ErrInvalid) {
+		msg = strings.TrimPrefix(msg, identity.ErrInvalid.Error()+": ")
+	}
+	return msg
 }
