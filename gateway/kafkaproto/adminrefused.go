@@ -148,11 +148,7 @@ func refusedEntries(kreq kmsg.Request) int {
 	case *kmsg.CreatePartitionsRequest:
 		return len(req.Topics)
 	case *kmsg.DeleteRecordsRequest:
-		n := len(req.Topics)
-		for _, t := range req.Topics {
-			n += len(t.Partitions)
-		}
-		return n
+		return withPartitions(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.DescribeConfigsRequest:
 		return len(req.Resources)
 	case *kmsg.AlterConfigsRequest:
@@ -166,13 +162,44 @@ func refusedEntries(kreq kmsg.Request) int {
 	case *kmsg.DeleteGroupsRequest:
 		return len(req.Groups)
 	case *kmsg.OffsetDeleteRequest:
-		n := len(req.Topics)
-		for _, t := range req.Topics {
-			n += len(t.Partitions)
-		}
-		return n
+		return withPartitions(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) int { return len(t.Partitions) })
+	// The cluster APIs (adminrefusedcluster.go): the same bound, each
+	// partition, user, quota entity or transaction answered.
+	case *kmsg.ElectLeadersRequest:
+		return withPartitions(req.Topics, func(t kmsg.ElectLeadersRequestTopic) int { return len(t.Partitions) })
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return withPartitions(req.Topics, func(t kmsg.AlterPartitionAssignmentsRequestTopic) int { return len(t.Partitions) })
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return withPartitions(req.Topics, func(t kmsg.ListPartitionReassignmentsRequestTopic) int { return len(t.Partitions) })
+	case *kmsg.DescribeLogDirsRequest:
+		return withPartitions(req.Topics, func(t kmsg.DescribeLogDirsRequestTopic) int { return len(t.Partitions) })
+	case *kmsg.AlterReplicaLogDirsRequest:
+		return withPartitions(req.Dirs, func(d kmsg.AlterReplicaLogDirsRequestDir) int {
+			return withPartitions(d.Topics, func(t kmsg.AlterReplicaLogDirsRequestDirTopic) int { return len(t.Partitions) })
+		})
+	case *kmsg.DescribeProducersRequest:
+		return withPartitions(req.Topics, func(t kmsg.DescribeProducersRequestTopic) int { return len(t.Partitions) })
+	case *kmsg.DescribeClientQuotasRequest:
+		return max(len(req.Components), 1)
+	case *kmsg.AlterClientQuotasRequest:
+		return len(req.Entries)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return max(len(req.Users), 1)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return len(req.Deletions) + len(req.Upsertions)
+	case *kmsg.DescribeTransactionsRequest:
+		return len(req.TransactionalIDs)
 	}
-	return 1 // DescribeAcls: one filter
+	return 1 // DescribeAcls: one filter; ListTransactions: one list
+}
+
+// withPartitions counts entries and, in each, what parts says it names.
+func withPartitions[T any](entries []T, parts func(T) int) int {
+	n := len(entries)
+	for _, e := range entries {
+		n += parts(e)
+	}
+	return n
 }
 
 // refusedEntry is the first entry a refused request names and its

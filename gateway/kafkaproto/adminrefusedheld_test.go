@@ -121,3 +121,25 @@ func isReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && strings.Contains(op.Err.Error(), "reset")
 }
+
+// TestRefusedClusterRequestsCountTheirEntries: the 1,000-entry bound of a
+// refused admin request covers the cluster APIs too (they were counted as
+// one entry whatever they named): an ElectLeaders, a DescribeProducers
+// and an AlterReplicaLogDirs naming 1,001 partitions, and a
+// DescribeTransactions of 1,001 ids, are over it.
+func TestRefusedClusterRequestsCountTheirEntries(t *testing.T) {
+	parts := make([]int32, refusedEntriesMax)
+	elect := kmsg.NewPtrElectLeadersRequest()
+	elect.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "t", Partitions: parts}}
+	producers := kmsg.NewPtrDescribeProducersRequest()
+	producers.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: parts}}
+	dirs := kmsg.NewPtrAlterReplicaLogDirsRequest()
+	dirs.Dirs = []kmsg.AlterReplicaLogDirsRequestDir{{Dir: "/d", Topics: []kmsg.AlterReplicaLogDirsRequestDirTopic{{Topic: "t", Partitions: parts}}}}
+	txns := kmsg.NewPtrDescribeTransactionsRequest()
+	txns.TransactionalIDs = make([]string, refusedEntriesMax+1)
+	for _, req := range []kmsg.Request{elect, producers, dirs, txns} {
+		if n := refusedEntries(req); n <= refusedEntriesMax {
+			t.Errorf("%s naming %d entries counted %d, want over %d", kmsg.NameForKey(req.Key()), refusedEntriesMax+1, n, refusedEntriesMax)
+		}
+	}
+}
