@@ -92,7 +92,7 @@ func (b consoleBackend) IdentityAdmin(token []byte) (string, time.Time, func() b
 	case errors.Is(err, identity.ErrExpired):
 		return "", time.Time{}, nil, errors.New("it expired")
 	case err != nil:
-		return "", time.Time{}, nil, errors.New(identityRefusal(err))
+		return "", time.Time{}, nil, errors.New(identity.Reason(err))
 	}
 	claims := ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject}
 	denied := func() bool { return c.revocations.refusal(&claims, ocap.KindClient, c.now()) != nil }

@@ -31,7 +31,6 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -71,10 +70,10 @@ func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*o
 	case errors.Is(err, identity.ErrUnmapped):
 		// The reason names what the token holds in the claims the rules
 		// read (identity.unmapped): the holder's own claims.
-		writeError(ctx, api.CodeForbidden, "identity token maps to no capgate group (oidc rules): "+identityRefusal(err))
+		writeError(ctx, api.CodeForbidden, "identity token maps to no capgate group (oidc rules): "+identity.Reason(err))
 		return nil, false
 	case err != nil:
-		writeError(ctx, api.CodeUnauthorized, "identity token refused: "+identityRefusal(err))
+		writeError(ctx, api.CodeUnauthorized, "identity token refused: "+identity.Reason(err))
 		return nil, false
 	}
 	claims := &ocap.Claims{ID: id.ID, Issuer: id.Issuer, Subject: id.Subject, Groups: id.Groups, Topics: id.Topics,
@@ -85,15 +84,4 @@ func (c *Coordinator) identityClaims(ctx *fasthttp.RequestCtx, token []byte) (*o
 		return nil, false
 	}
 	return claims, true
-}
-
-// identityRefusal is the reason of an identity.Verify or ConsoleAdmin
-// refusal without the package's sentinel in front: "identity token
-// refused: identity: token refused: …" said it twice.
-func identityRefusal(err error) string {
-	msg := err.Error()
-	for _, sentinel := range []error{identity.ErrInvalid, identity.ErrUnmapped} {
-		msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
-	}
-	return strings.TrimPrefix(msg, "identity: ")
 }

@@ -254,3 +254,15 @@ var (
 	// kid, size, syntax); wrapped with the reason.
 	ErrInvalid = errors.New("identity: token refused")
 )
+
+// Reason is a Verify or ConsoleAdmin error's message without the
+// package's sentinel in front, for a caller that says "token refused"
+// itself: "identity token refused: identity: token refused: …" said it
+// twice.
+func Reason(err error) string {
+	msg := err.Error()
+	for _, sentinel := range []error{ErrInvalid, ErrUnmapped} {
+		msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+	}
+	return strings.TrimPrefix(msg, "identity: ")
+}

@@ -189,7 +189,7 @@ func (c *conn) authenticate(msg []byte, reauth bool) (*Principal, error) {
 		if code := c.s.gate.CheckClient(&ocap.Claims{}, now); api.IsRetriable(code) {
 			return nil, fmt.Errorf("%w (%s): %v", errUnvouched, code, err)
 		}
-		return nil, tokenRefused{msg: "token refused: " + refusalReason(err) + opaqueTokenHint(token, err), err: err}
+		return nil, tokenRefused{msg: "token refused: " + identity.Reason(err) + opaqueTokenHint(token, err), err: err}
 	}
 	if reauth && !c.principal.sameIdentity(p) {
 		return nil, errors.New("re-authentication must keep the identity of the session")
@@ -303,12 +303,3 @@ type tokenRefused struct {
 
 func (e tokenRefused) Error() string { return e.msg }
 func (e tokenRefused) Unwrap() error { return e.err }
-
-// refusalReason is err's message without identity's sentinel in front.
-func refusalReason(err error) string {
-	msg := err.Error()
-	if errors.Is(err, identity.ErrInvalid) {
-		msg = strings.TrimPrefix(msg, identity.ErrInvalid.Error()+": ")
-	}
-	return msg
-}
