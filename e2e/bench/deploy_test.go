@@ -35,6 +35,8 @@ func deploySizes(smoke bool) (deploySize, deployParams) {
 // side. Each iteration is one round of every measurement; profiles of
 // each gateway go to CAPGATE_BENCH_PROFILE_DIR when set.
 func BenchmarkDeploy(b *testing.B) {
+	setHaltPoll(b)
+	fmt.Printf("vCPU idle: %s\n", idleSetting())
 	size, p := deploySizes(false)
 	p.ProfileDir = os.Getenv("CAPGATE_BENCH_PROFILE_DIR")
 	d := startProcStack(b, size)
@@ -72,6 +74,9 @@ const seqAfterScanEnv = "CAPGATE_BENCH_SEQ_AFTER_SCAN"
 // floor: the one-at-a-time cost, where an idle process's wake-ups weigh
 // most. -benchtime 10x is ~10 rounds.
 func BenchmarkDeploySeq(b *testing.B) {
+	setHaltPoll(b)
+	idleSet := idleSetting()
+	fmt.Printf("vCPU idle: %s\n", idleSet)
 	size, p := deploySizes(false)
 	d := startProcStack(b, size)
 	got := map[string][]float64{}
@@ -158,7 +163,7 @@ func BenchmarkDeploySeq(b *testing.B) {
 		m, lo, hi, _ := spread(got[k])
 		rows = append(rows, []string{k, fmt.Sprintf("%.2f [%.2f–%.2f]", m, lo, hi)})
 	}
-	table(os.Stdout, "Deployed, one at a time: medians [range] over the rounds", []string{"path, figure", "median [min–max]"}, rows)
+	table(os.Stdout, "Deployed, one at a time: medians [range] over the rounds (vCPU idle: "+idleSet+")", []string{"path, figure", "median [min–max]"}, rows)
 	modesTable(os.Stdout, chunks)
 }
 
