@@ -25,6 +25,15 @@ package coordinator
 // offset (restored after a restart or takeover). An entry committed
 // again unchanged under a current epoch writes nothing either.
 //
+// A commit (a release too) spends a token of its tenant's
+// tenant_commit_rate (its own: an outside lease holder's is its holder's,
+// outsideTenant), not the tenant_member_rate its heartbeats and their
+// capabilities share: an SDK commits again as soon as its last commit
+// is answered, and sharing a low member rate its commits took about half
+// of it, each capability a member was owed costing the commits between.
+// Past the burst it waits for its token up to 5 s, then 429 naming
+// coordinator.tenant_commit_rate.
+//
 // An outside lease holder (POST …/lease to a holder that is not a
 // member) has no member token: it commits with its lease capability as
 // the bearer (grp = this group, op commit, else 403), each offset's
@@ -58,7 +67,7 @@ func (c *Coordinator) handleCommit(ctx *fasthttp.RequestCtx, params []string) {
 	if outside {
 		tenant = outsideTenant(groupName, claims)
 	}
-	msg, shared, err := c.callShared(ctx, tenant, func(ref group.Ref) group.Event {
+	msg, shared, err := c.callSharedAt(ctx, tenant, c.share.commits, func(ref group.Ref) group.Event {
 		return group.Commit{Ref: ref, Group: groupName, MemberID: claims.Subject, Offsets: offsets, Release: req.Release, Outside: outside}
 	})
 	if !shared {

@@ -190,8 +190,8 @@ type Config struct {
 	// TenantLoopShare of each tenant's.
 	TenantLoopShare   int `yaml:"tenant_loop_share"`
 	TenantLoopWaiters int `yaml:"tenant_loop_waiters"`
-	// TenantMemberRate and TenantMemberBurst: the member requests one
-	// tenant may send per second (and its capabilities' attenuations,
+	// TenantMemberRate and TenantMemberBurst: the member requests but
+	// commits one tenant may send per second (and its capabilities' attenuations,
 	// which are refused at once past it, and the capabilities its joins'
 	// and heartbeats' answers mint, a token each at most the burst into
 	// debt, the rest left for later heartbeats); past the burst a request waits for its
@@ -200,6 +200,16 @@ type Config struct {
 	// bounds the CPU one tenant's requests take around it.
 	TenantMemberRate  float64 `yaml:"tenant_member_rate"`
 	TenantMemberBurst int     `yaml:"tenant_member_burst"`
+	// TenantCommitRate and TenantCommitBurst: the commits (releases too)
+	// one tenant's members and lease holders may send per second, each a
+	// write to the store; past the burst a commit waits for its token
+	// among the waiters, up to 5 s, then 429. Apart from the member rate:
+	// commits shared it and took about half of a low one (an SDK commits
+	// again as soon as its last commit is answered), so each capability a
+	// member was owed cost it a heartbeat, a token and the commits
+	// between (tenantshare.go).
+	TenantCommitRate  float64 `yaml:"tenant_commit_rate"`
+	TenantCommitBurst int     `yaml:"tenant_commit_burst"`
 
 	// JoinRate and JoinBurst: the joins one tenant (join.go tenant) may
 	// send per second, and at once; past them 429 with Retry-After. The
@@ -306,6 +316,8 @@ func DefaultConfig() Config {
 		TenantLoopWaiters:         1024,
 		TenantMemberRate:          5000,
 		TenantMemberBurst:         10000,
+		TenantCommitRate:          2000,
+		TenantCommitBurst:         4000,
 		AuthFailuresPerSecond:     20,
 		AuthFailureBurst:          100,
 		JoinBurst:                 1000,
@@ -483,6 +495,7 @@ func (c Config) validateLimits() error {
 		{"tenant_loop_share", c.TenantLoopShare},
 		{"tenant_loop_waiters", c.TenantLoopWaiters},
 		{"tenant_member_burst", c.TenantMemberBurst},
+		{"tenant_commit_burst", c.TenantCommitBurst},
 		{"auth_failure_burst", c.AuthFailureBurst},
 		{"describe_page_max", c.DescribePageMax},
 		{"describe_bytes_max", c.DescribeBytesMax},
@@ -512,6 +525,8 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("group_lag_labels_max: must be >= 0, got %d", c.GroupLagLabelsMax)
 	case !(c.TenantMemberRate > 0) || math.IsInf(c.TenantMemberRate, 0):
 		return fmt.Errorf("tenant_member_rate: must be > 0, got %v", c.TenantMemberRate)
+	case !(c.TenantCommitRate > 0) || math.IsInf(c.TenantCommitRate, 0):
+		return fmt.Errorf("tenant_commit_rate: must be > 0, got %v", c.TenantCommitRate)
 	case !(c.JoinRate > 0) || !(c.AttenuateRate > 0):
 		return fmt.Errorf("join_rate and attenuate_rate: must be > 0, got %v and %v", c.JoinRate, c.AttenuateRate)
 	case c.MemoryLimit != 0 && c.MemoryLimit < c.memoryFloor():

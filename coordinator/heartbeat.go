@@ -23,10 +23,12 @@ package coordinator
 // into debt; what the rate has not paid for stays in the member's news
 // for its next heartbeats (paceMints), the most urgent first (a partition
 // the member cannot read, then the capability that ends soonest). When
-// the rate pays for none of an answer without revokes, the heartbeat is
-// held on, within its wait, until a token reserved for one capability is
-// the tenant's (group.DeferNews), instead of answered empty; a revoke
-// for the member meanwhile answers it at once.
+// the rate pays for not all of an answer without revokes, the heartbeat
+// is held on, within its wait, until the tokens reserved for those that
+// come during it are the tenant's (group.DeferNews), and carries them
+// all, instead of answered at once with one or none; a revoke for the
+// member meanwhile answers it at once. Commits spend the tenant's
+// tenant_commit_rate, not this rate (commit.go).
 
 import (
 	"fmt"
@@ -73,8 +75,9 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		return
 	}
 	// A token a capability; what the rate has not paid for comes in the
-	// member's next heartbeats. When it pays for none, the heartbeat is
-	// held again until a token reserved for one is the tenant's (held).
+	// member's next heartbeats. When it pays for not all, the heartbeat
+	// is held again until the tokens that come within its hold are the
+	// tenant's (held).
 	news, held := c.paceMints(tenant, news, until)
 	if held != nil {
 		confirm = c.leadershipMark()
@@ -85,7 +88,7 @@ func (c *Coordinator) handleHeartbeat(ctx *fasthttp.RequestCtx, params []string)
 		if news, ok = c.confirmedNews(ctx, msg, err, confirm); !ok {
 			return
 		}
-		news, _ = c.paceMints(tenant, news, time.Time{}) // it pays one: no second hold
+		news, _ = c.paceMints(tenant, news, time.Time{}) // paid for: no second hold
 	}
 	memberExp := time.Unix(int64(claims.ExpiresAt), 0) // no capability outlives the member token
 	grants, err := c.mintGrants(news.Grants, true, memberExp)

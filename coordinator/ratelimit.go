@@ -66,6 +66,29 @@ func (l *keyedLimiter) reserve(key string, now time.Time, maxWait time.Duration)
 	return r.DelayFrom(now), func() { r.CancelAt(now) }, true
 }
 
+// reserveUpTo reserves up to n tokens of key's bucket at now, one after
+// another: the first when it comes within maxWait (else nothing is
+// taken and k is 0), each next one only when it comes by `by` (and
+// within maxWait). It says how many it reserved and when the last of
+// them is the caller's. What a held heartbeat pays for its news
+// (loopShare.reserveMints): the tokens that come while it is held
+// anyway, not one a heartbeat.
+func (l *keyedLimiter) reserveUpTo(key string, now time.Time, n int, maxWait time.Duration, by time.Time) (k int, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucketLocked(key, now)
+	for ; k < n; k++ {
+		r := b.ReserveN(now, 1)
+		d := r.DelayFrom(now)
+		if d > maxWait || k > 0 && now.Add(d).After(by) {
+			r.CancelAt(now) // the last reservation: all of it comes back
+			break
+		}
+		at = now.Add(d)
+	}
+	return k, at
+}
+
 // charge takes n more tokens of key's bucket at now without waiting for
 // them: the bucket goes into debt (n is cut to the burst, the most a
 // bucket may owe), which key's next reservations wait for.

@@ -34,3 +34,31 @@ func TestKeyedLimiter(t *testing.T) {
 		}
 	}
 }
+
+// reserveUpTo reserves a held heartbeat's tokens: the first within the
+// longest wait, the next ones only while they come by the end of its
+// hold, each in line after what the key reserved before; it reserves
+// nothing when the first comes too late, and what it did not reserve is
+// the next caller's.
+func TestReserveUpTo(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	l := newKeyedLimiter(2, 1, 100) // a token every 500ms
+	if ok, _ := l.allowN("a", t0, 1); !ok {
+		t.Fatal("the burst refused")
+	}
+	k, at := l.reserveUpTo("a", t0, 6, 5*time.Second, t0.Add(1200*time.Millisecond))
+	if k != 2 || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("six owed, held 1.2s: %d reserved, the last at %v; want 2 (at 500ms and 1s), the last at 1s", k, at.Sub(t0))
+	}
+	k, at = l.reserveUpTo("a", t0, 6, 5*time.Second, t0.Add(100*time.Millisecond))
+	if k != 1 || !at.Equal(t0.Add(1500*time.Millisecond)) {
+		t.Fatalf("held 100ms, the next token at 1.5s: %d reserved at %v; want the one token (its hold ends first), at 1.5s", k, at.Sub(t0))
+	}
+	if k, _ := l.reserveUpTo("a", t0, 6, time.Second, t0.Add(5*time.Second)); k != 0 {
+		t.Fatalf("the next token at 2s, a wait of 1s: %d reserved, want none", k)
+	}
+	delay, _, ok := l.reserve("a", t0, 5*time.Second)
+	if !ok || delay != 2*time.Second {
+		t.Fatalf("the next caller: token in %v (ok %t), want the one at 2s: nothing reserved past the three", delay, ok)
+	}
+}

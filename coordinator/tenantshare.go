@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,7 @@ type loopShare struct {
 	waiters   int // tenant_loop_waiters
 	perSecond float64
 	rate      *keyedLimiter // tenant_member_rate, tenant_member_burst
+	commits   tenantRate    // tenant_commit_rate, tenant_commit_burst
 	wait      atomic.Int64  // loopShareWait in nanoseconds (tests lengthen it)
 	index     *group.MemberTenants
 
@@ -90,13 +92,17 @@ func newLoopShare(cfg Config, index *group.MemberTenants) *loopShare {
 	s := &loopShare{
 		queued: cfg.TenantLoopShare, waiters: cfg.TenantLoopWaiters, index: index, tenants: map[string]*tenantPlaces{},
 		perSecond: cfg.TenantMemberRate, rate: newKeyedLimiter(cfg.TenantMemberRate, cfg.TenantMemberBurst, cfg.RateLimitEntries),
+		commits: tenantRate{
+			limiter: newKeyedLimiter(cfg.TenantCommitRate, cfg.TenantCommitBurst, cfg.RateLimitEntries), perSecond: cfg.TenantCommitRate,
+			setting: "coordinator.tenant_commit_rate", spends: "commits and releases", names: "coordinator.tenant_commit_rate, tenant_commit_burst",
+		},
 		waited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capgate_coordinator_tenant_loop_waits_total",
 			Help: "Member requests (heartbeats, commits, leaves, offset reads) that waited for a place of their tenant's tenant_loop_share in the coordinator's loop queue.",
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capgate_coordinator_tenant_loop_refused_total",
-			Help: "Member requests answered 429: their tenant's tenant_member_rate spent beyond a 5 s wait (limit tenant_member_rate), tenant_loop_waiters waiting already (limit tenant_loop_waiters), or no place of its tenant_loop_share within 5 s (limit wait).",
+			Help: "Member requests answered 429: their tenant's tenant_member_rate spent beyond a 5 s wait (limit tenant_member_rate; a commit's: tenant_commit_rate), tenant_loop_waiters waiting already (limit tenant_loop_waiters), or no place of its tenant_loop_share within 5 s (limit wait).",
 		}, []string{"limit"}),
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capgate_coordinator_mints_deferred_total",
@@ -128,9 +134,9 @@ func (s *loopShare) memberTenant(groupName, id string) string {
 // the loop stopped meanwhile) and returns false. release gives the place
 // back; it may be called more than once (the loop calls it when it takes
 // the request, the handler after the answer: the first counts).
-func (s *loopShare) take(ctx *fasthttp.RequestCtx, tenant string, done <-chan struct{}) (release func(), ok bool) {
+func (s *loopShare) take(ctx *fasthttp.RequestCtx, tenant string, rate tenantRate, done <-chan struct{}) (release func(), ok bool) {
 	t := s.enter(tenant)
-	if !s.admitRate(ctx, tenant, t, done) {
+	if !s.admitRate(ctx, tenant, t, rate, done) {
 		s.leave(tenant, t)
 		return nil, false
 	}
@@ -177,15 +183,32 @@ func (s *loopShare) waitTurn(ctx *fasthttp.RequestCtx, t *tenantPlaces, slot cha
 	}
 }
 
+// tenantRate is one of a tenant's rates — what its requests spend — and
+// how a refusal names it.
+type tenantRate struct {
+	limiter   *keyedLimiter
+	perSecond float64
+	setting   string // the limit a refusal names
+	spends    string // what spends it, in a refusal's message
+	names     string // its settings, in a refusal's message
+}
+
+// members is the rate a tenant's member requests but commits spend:
+// tenant_member_rate, with the capabilities its answers mint.
+func (s *loopShare) members() tenantRate {
+	return tenantRate{limiter: s.rate, perSecond: s.perSecond, setting: "coordinator.tenant_member_rate",
+		spends: "heartbeats, leaves, offset reads, rejoins and renewals, or group reads costing as much", names: "coordinator.tenant_member_rate, tenant_member_burst"}
+}
+
 // admitRate takes a token of tenant's rate, waiting for it (counted
 // among t's waiters) when it comes within loopShareWait, or answers the
 // refusal and returns false.
-func (s *loopShare) admitRate(ctx *fasthttp.RequestCtx, tenant string, t *tenantPlaces, done <-chan struct{}) bool {
-	delay, cancel, ok := s.rate.reserve(tenant, time.Now(), time.Duration(s.wait.Load()))
+func (s *loopShare) admitRate(ctx *fasthttp.RequestCtx, tenant string, t *tenantPlaces, rate tenantRate, done <-chan struct{}) bool {
+	delay, cancel, ok := rate.limiter.reserve(tenant, time.Now(), time.Duration(s.wait.Load()))
 	if !ok {
-		s.refused.WithLabelValues("tenant_member_rate").Inc()
-		writeLoopShareRefusal(ctx, fmt.Sprintf("this tenant sends more than %g heartbeats, commits, leaves, offset reads, rejoins and renewals a second, or group reads costing as much (coordinator.tenant_member_rate, tenant_member_burst); retry later",
-			s.perSecond), "coordinator.tenant_member_rate", int(s.perSecond), delay)
+		s.refused.WithLabelValues(strings.TrimPrefix(rate.setting, "coordinator.")).Inc()
+		writeLoopShareRefusal(ctx, fmt.Sprintf("this tenant sends more than %g %s a second (%s); retry later",
+			rate.perSecond, rate.spends, rate.names), rate.setting, int(rate.perSecond), delay)
 		return false
 	}
 	if delay <= 0 {
@@ -348,17 +371,23 @@ func (s *loopShare) mintAllowance(tenant string, n int) int {
 // answer. News.Paid of them were paid for already (a token reserved
 // while the heartbeat was held).
 //
-// When the rate pays for none and the answer carries no revoke, a
+// When the rate pays for not all and the answer carries no revoke, a
 // heartbeat's (held until `until` at the latest; a join's passes zero)
-// is not answered empty: the tenant's next token is reserved for one
-// capability (reserveMint, in line with the tenant's other requests)
-// and held is the machine event that holds the same heartbeat again
-// until it is the tenant's (group.DeferNews); the answer it gets then
-// pays that one. Answered empty, the member came straight back with
+// is not answered at once with what it pays: the tokens that come
+// within its hold for the partitions left that the member cannot read
+// (group.Unreadable: a grant, a renewal of no capability it holds) are
+// reserved too (reserveMints, in line with the tenant's other requests;
+// when it pays for none, at least the next one, within loopShareWait
+// whenever it comes) and held is the machine event that
+// holds the same heartbeat again until the last is the tenant's
+// (group.DeferNews); the answer it gets then pays for those and the
+// ones paid now. Answered empty, the member came straight back with
 // another heartbeat, a token of the same rate: after a takeover at 2
 // tokens/s 18 of 24 heartbeats carried nothing and six partitions took
-// 21-37 s to be held (TestPacedJoinHoldsEveryPartition,
-// TestTakeoverPacedMintsStarveNoPartition). A revoke never waits: an
+// 21-37 s to be held; answered with one, each capability cost a
+// heartbeat's token too (TestPacedJoinHoldsEveryPartition,
+// TestTakeoverPacedMintsStarveNoPartition). The price: the first
+// capability comes up to the hold later. A revoke never waits: an
 // answer carrying one goes at once, with what the rate pays.
 func (c *Coordinator) paceMints(tenant string, news group.News, until time.Time) (group.News, *group.DeferNews) {
 	n := len(news.Grants) + len(news.Renew)
@@ -368,13 +397,16 @@ func (c *Coordinator) paceMints(tenant string, news group.News, until time.Time)
 		return news, nil
 	}
 	c.share.deferred.Add(float64(n - k))
-	if k == 0 && len(news.Revoke) == 0 {
-		if at, ok := c.share.reserveMint(tenant, until); ok {
+	now, later := group.PaceNews(news, k)
+	if want := group.Unreadable(later, until); len(news.Revoke) == 0 && (k == 0 || want > 0) {
+		if k == 0 {
+			want = max(want, 1) // answered empty, the member comes straight back
+		}
+		if more, at := c.share.reserveMints(tenant, want, until, k > 0); more > 0 {
 			return group.News{Ref: news.Ref, Group: news.Group, MemberID: news.MemberID},
-				&group.DeferNews{News: news, NotBefore: at, Until: until, Paid: 1}
+				&group.DeferNews{News: news, NotBefore: at, Until: until, Paid: k + more}
 		}
 	}
-	now, later := group.PaceNews(news, k)
 	if err := c.redeliverNews(later); err != nil {
 		c.log.Warn("pace mints: could not put back what the tenant's rate left for later",
 			zap.String("group", news.Group), zap.String("member_id", news.MemberID), zap.Error(err))
@@ -382,17 +414,23 @@ func (c *Coordinator) paceMints(tenant string, news group.News, until time.Time)
 	return now, nil
 }
 
-// reserveMint reserves the next token of tenant's rate for a capability
-// of an answer held until `until` at most (zero: not held, a join's), and
-// says when the token comes; false when it comes later than
-// loopShareWait, or the answer is not held (nothing reserved).
-func (s *loopShare) reserveMint(tenant string, until time.Time) (time.Time, bool) {
+// reserveMints reserves tokens of tenant's rate for up to n more
+// capabilities of an answer held until `until` at most (zero: not held,
+// a join's): the next one when it comes within loopShareWait — by
+// `until` when the answer carries some already (some) — and each after
+// it that comes by `until`: the tokens that come while the heartbeat is
+// held (keyedLimiter.reserveUpTo). It says how many it reserved (0:
+// none) and when the last is the tenant's.
+func (s *loopShare) reserveMints(tenant string, n int, until time.Time, some bool) (paid int, at time.Time) {
 	now := time.Now()
 	if !until.After(now) {
-		return time.Time{}, false
+		return 0, time.Time{}
 	}
-	delay, _, ok := s.rate.reserve(tenant, now, time.Duration(s.wait.Load()))
-	return now.Add(delay), ok
+	wait := time.Duration(s.wait.Load())
+	if some {
+		wait = min(wait, until.Sub(now))
+	}
+	return s.rate.reserveUpTo(tenant, now, n, wait, until)
 }
 
 // admitRejoin prices a rejoin of member (with its member token, or with
@@ -471,7 +509,13 @@ func writeLoopShareRefusal(ctx *fasthttp.RequestCtx, message, limit string, max 
 // waits for a place (or answers the refusal and returns ok false), and
 // the place is given back when the loop builds the event.
 func (c *Coordinator) callShared(ctx *fasthttp.RequestCtx, tenant string, build func(group.Ref) group.Event) (msg group.Message, ok bool, err error) {
-	release, ok := c.share.take(ctx, tenant, c.loop.done)
+	return c.callSharedAt(ctx, tenant, c.share.members(), build)
+}
+
+// callSharedAt is callShared spending rate (a commit's:
+// tenant_commit_rate).
+func (c *Coordinator) callSharedAt(ctx *fasthttp.RequestCtx, tenant string, rate tenantRate, build func(group.Ref) group.Event) (msg group.Message, ok bool, err error) {
+	release, ok := c.share.take(ctx, tenant, rate, c.loop.done)
 	if !ok {
 		return nil, false, nil
 	}
@@ -486,7 +530,7 @@ func (c *Coordinator) callShared(ctx *fasthttp.RequestCtx, tenant string, build 
 // queryShared is query for a request counted in tenant's loop share, as
 // callShared.
 func (c *Coordinator) queryShared(ctx *fasthttp.RequestCtx, tenant string, fn func(*group.Machine)) (ok bool, err error) {
-	release, ok := c.share.take(ctx, tenant, c.loop.done)
+	release, ok := c.share.take(ctx, tenant, c.share.members(), c.loop.done)
 	if !ok {
 		return false, nil
 	}

@@ -16,6 +16,14 @@ import (
 // for it).
 func deferredNews(t *testing.T, notBefore, until time.Duration) (*world, string, group.Ref, group.News) {
 	t.Helper()
+	return deferredNewsPaid(t, notBefore, until, 0, 1)
+}
+
+// deferredNewsPaid is deferredNews with the answer's News.Paid newsPaid
+// (what a heartbeat that inherited a hold was handed) and the
+// DeferNews's Paid paid.
+func deferredNewsPaid(t *testing.T, notBefore, until time.Duration, newsPaid, paid int) (*world, string, group.Ref, group.News) {
+	t.Helper()
 	w := newWorld(t)
 	w.topics(map[string]int32{"t": 2})
 	w.pollUntilParked("gw")
@@ -30,8 +38,24 @@ func deferredNews(t *testing.T, notBefore, until time.Duration) (*world, string,
 	}
 	ref := w.nextRef()
 	w.clients[a].parked = ref
-	w.step(group.DeferNews{Ref: ref, News: (*lost)[0], NotBefore: w.now.Add(notBefore), Until: w.now.Add(until), Paid: 1})
+	(*lost)[0].Paid = newsPaid
+	w.step(group.DeferNews{Ref: ref, News: (*lost)[0], NotBefore: w.now.Add(notBefore), Until: w.now.Add(until), Paid: paid})
 	return w, a, ref, (*lost)[0]
+}
+
+// TestDeferredNewsPaidIsTheTotal: DeferNews.Paid is every token paid for
+// the news — the ones its News was handed already (News.Paid: a hold it
+// inherited) among them, since the shell pays for an answer what it was
+// handed first (paceMints). Added to News.Paid, a member whose hold was
+// inherited and deferred again was handed those tokens twice: a
+// capability minted for each with no token behind it. Fails with
+// deferNews adding News.Paid: answered Paid 3.
+func TestDeferredNewsPaidIsTheTotal(t *testing.T) {
+	w, _, ref, _ := deferredNewsPaid(t, 400*time.Millisecond, time.Second, 1, 2)
+	w.advance(400 * time.Millisecond)
+	if got, ok := w.replies[ref].(group.News); !ok || got.Paid != 2 {
+		t.Fatalf("at its tokens the held heartbeat answered %#v, want Paid 2: the one handed before and the one reserved", w.replies[ref])
+	}
 }
 
 // TestDeferredNewsWaitsForItsToken: a heartbeat whose news the tenant's

@@ -141,12 +141,14 @@ type RedeliverNews struct {
 }
 
 // DeferNews holds a heartbeat again whose answer the tenant's rate pays
-// for none of yet (the shell's paceMints): News — the machine's answer,
-// nothing of it minted, no revokes in it — goes back into the member's
-// news (as RedeliverNews) and Ref, the same heartbeat, is held until
-// NotBefore, when a token the shell reserved for one of its
-// capabilities (Paid) is the tenant's; then it is answered with the
-// member's news and Paid. When the heartbeat's wait ends first (Until,
+// for not all of yet (the shell's paceMints): News — the machine's
+// answer, nothing of it minted, no revokes in it — goes back into the
+// member's news (as RedeliverNews) and Ref, the same heartbeat, is held
+// until NotBefore, when the last of the tokens the shell paid or
+// reserved for its capabilities (Paid of them: those that come within
+// the hold) is the tenant's; then it is answered with the member's news
+// and Paid. Paid counts every token paid for News, News.Paid (what an
+// earlier hold handed) among them. When the heartbeat's wait ends first (Until,
 // at most heartbeat_wait from now) it is answered empty, and the
 // member's next heartbeat is held until NotBefore in turn. Answered without an empty reply and its
 // member straight back with another heartbeat, a token of the same rate

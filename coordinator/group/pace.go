@@ -1,6 +1,9 @@
 package group
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // PaceNews splits n when its tenant's rate pays for only k of its
 // capabilities (the shell's paceMints): now carries n's revokes and the
@@ -61,4 +64,25 @@ func PaceNews(n News, k int) (now, later News) {
 		slices.SortFunc(l, func(a, b Grant) int { return cmpTopicPartition(a.Topic, a.Partition, b.Topic, b.Partition) })
 	}
 	return now, later
+}
+
+// Unreadable counts n's grants and renewals whose partition the member
+// cannot read at `at`: every grant, and a renewal whose holder holds no
+// capability this machine knows of or one that ended by then
+// (Grant.HeldUntil). What a held heartbeat waits for more tokens for
+// (the shell's paceMints): holding an answer the rate paid for already
+// delays what it carries, worth it for partitions nobody reads — each
+// heartbeat's own token saved brings them sooner — not for renewals of
+// capabilities still good, and never for a moved partition's grant
+// behind them.
+//
+// Pure: at is an argument.
+func Unreadable(n News, at time.Time) int {
+	count := len(n.Grants)
+	for _, g := range n.Renew {
+		if g.HeldUntil.IsZero() || !g.HeldUntil.After(at) {
+			count++
+		}
+	}
+	return count
 }

@@ -156,3 +156,36 @@ func playPacedMember(t *testing.T, pace func(group.News, int) (group.News, group
 	}
 	return handed
 }
+
+// Unreadable counts what a held heartbeat waits for more tokens for:
+// every grant, a renewal of no capability known or of one that ends by
+// the end of the hold — not a renewal of a capability still good after
+// it (holding a moved partition's paid grant for those would only delay
+// the grant).
+func TestUnreadable(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	g := func(p int32, held time.Time) group.Grant {
+		return group.Grant{Group: "g", Holder: "m", Topic: "t", Partition: p, Epoch: 1, ExpiresAt: at(60), HeldUntil: held}
+	}
+	for _, c := range []struct {
+		n    group.News
+		want int
+	}{
+		{group.News{}, 0},
+		{group.News{Grants: []group.Grant{g(0, time.Time{}), g(1, at(30))}}, 2},
+		{group.News{Renew: []group.Grant{g(0, time.Time{}), g(1, at(3)), g(2, at(4)), g(3, at(30))}}, 2},
+		{group.News{Grants: []group.Grant{g(0, time.Time{})}, Renew: []group.Grant{g(1, at(30)), g(2, at(30))}}, 1},
+	} {
+		if got := group.Unreadable(c.n, at(3)); got != c.want {
+			t.Errorf("Unreadable(%d grants, renewals held until %v, at 3s) = %d, want %d", len(c.n.Grants), heldUntil(c.n.Renew), got, c.want)
+		}
+	}
+}
+
+func heldUntil(gs []group.Grant) []time.Time {
+	var out []time.Time
+	for _, g := range gs {
+		out = append(out, g.HeldUntil)
+	}
+	return out
+}

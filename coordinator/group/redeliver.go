@@ -147,7 +147,7 @@ func (m *Machine) deferNews(e DeferNews) {
 	}
 	notBefore := earlier(e.NotBefore, m.now.Add(mem.sessionTimeout))
 	mem.news.notBefore = maxTime(mem.news.notBefore, notBefore)
-	n.Paid += e.Paid
+	n.Paid = e.Paid // every token paid for n, n.Paid among them
 	m.putBack(mem, n)
 	ref, until := e.Ref, earlier(earlier(notBefore, e.Until), m.now.Add(m.cfg.HeartbeatWait))
 	switch {
