@@ -16,8 +16,9 @@ package gateway
 // Before the first sync no capability verifies: a body over the small
 // cap is then answered 503 not_ready (Retry-After), as a small one is.
 // Otherwise a body over its cap is answered 413 body_too_large naming both caps
-// (fasthttp hands the error handler a request already reset, so the
-// answer cannot tell which one applied), and the connection lingers
+// (the error handler cannot tell which one applied), unless its bearer,
+// unchecked from the headers, now verifies as a producer's
+// (checkedTooLate: 429 rate_limited, send it again), and the connection lingers
 // (internal/linger) so the client reads the answer rather than a reset.
 // 413 rather than 401: the body is refused before any route ran, and a
 // GET carrying a body would otherwise be told its valid capability is
@@ -136,4 +137,63 @@ func (g *Gateway) bodyGrant(h *fasthttp.RequestHeader) (int, *ocap.Claims) {
 		return preauthBodyBytes, nil
 	}
 	return max(g.cfg.MaxBodyBytes, preauthBodyBytes), c
+}
+
+// checkedTooLate answers a body refused at preauthBodyBytes whose bearer
+// the header check did not verify but which verifies now as a producer
+// whose body may be max_body_bytes: 429 rate_limited with Retry-After,
+// the token now in its verified-token cache, so that the same request
+// sent again gets max_body_bytes. It reports whether it answered.
+//
+// The header check has no client address (fasthttp's HeaderReceived gets
+// the headers alone), so its failed verifications share one budget: a
+// stranger's forged tokens on large POSTs spend it, and every producer's
+// first large produce with a token the gateway had not verified yet — a
+// producer starting, a new grant, every producer after a restart — was
+// 413, which producers take as final, for as long as the flood went on
+// (redteam20 #1). Here the token is verified on its own client's budget
+// (an address, as every other check: a forger's tokens spend only its
+// own). A token verified before, or cached by the header check (it
+// verified: what it got was its cap), is not checked again.
+func (g *Gateway) checkedTooLate(ctx *fasthttp.RequestCtx) bool {
+	h := &ctx.Request.Header
+	if !h.IsPost() || h.ContentLength() > g.cfg.MaxBodyBytes {
+		return false
+	}
+	token, _ := bearerToken(h)
+	if len(token) == 0 || len(token) > ocap.MaxTokenBytes {
+		return false
+	}
+	now := time.Now()
+	who := caller{ctx: ctx}
+	producer := false
+	if kind, _ := tokenKind(token); kind == ocap.KindClient {
+		if _, cached := g.credentials.Get(token, now); cached {
+			return false
+		}
+		// Verified and cached as VerifyClient does; its deny-list and
+		// expiry are the handler's to answer, on the request sent again.
+		v := g.verifier.Load()
+		if v == nil {
+			return false
+		}
+		c, err := g.verifyWithin(v, string(token), ocap.KindClient, g.callerAddr(who), now)
+		if producer = err == nil && c.ProducesAnywhere(); producer {
+			g.credentials.Put(string(token), c)
+		}
+	} else {
+		if _, cached := g.cache.Get(token, now); cached {
+			return false
+		}
+		c, err := g.verifyCapability(token, who, now)
+		producer = err == nil && c.Ops.Has(ocap.OpProduce)
+	}
+	if !producer {
+		return false
+	}
+	setRetryAfter(ctx, time.Second)
+	writeError(ctx, api.CodeRateLimited, "the gateway could not check this token before the body came (its checks of new tokens are being refused: many failed ones); "+
+		"it has checked it now: send the same request again", nil)
+	g.metrics.rejected(api.CodeRateLimited)
+	return true
 }

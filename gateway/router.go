@@ -184,8 +184,9 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 	case errors.As(err, &small):
 		code, message = api.CodeHeadersTooLarge, "request headers larger than gateway.max_header_bytes (a bearer token counts against it)"
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		// The request is already reset here: which cap applied is not
-		// known, so name both (preauth.go).
+		// Which cap applied is not known here, so name both
+		// (preauth.go); a producer's token the cap was decided without
+		// is checked now (checkedTooLate).
 		code = api.CodeBodyTooLarge
 		message = fmt.Sprintf("request body too large: a produce bearing a valid capability with the produce op, or a client credential that may produce, may send max_body_bytes (%d bytes); any other request %d bytes",
 			g.cfg.MaxBodyBytes, preauthBodyBytes)
@@ -206,6 +207,9 @@ func (g *Gateway) handleServerError(ctx *fasthttp.RequestCtx, err error) {
 		setRetryAfter(ctx, time.Second)
 		writeError(ctx, api.CodeNotReady, "gateway has not synced with the coordinator yet", nil)
 		g.metrics.rejected(api.CodeNotReady)
+		return
+	}
+	if code == api.CodeBodyTooLarge && g.checkedTooLate(ctx) {
 		return
 	}
 	writeError(ctx, code, message, details)
