@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -93,5 +94,44 @@ func TestForgedTokensBudgetedPerAddress(t *testing.T) {
 	unchecked := h.metric(t, "capgate_coordinator_auth_throttled_total") - throttled
 	if failed != burst || unchecked < 3 { // each kind tried counts a refusal
 		t.Fatalf("forged large-body tokens: %v failed their check, %v were not checked; want the pre-auth budget %d, then the rest", failed, unchecked, burst)
+	}
+}
+
+// TestFirstLargeRequestDuringAForgedFlood (redteam20 #1): the check of a
+// large body's bearer from its headers has no client address, so its
+// failed checks share one budget, which anyone's forged tokens on large
+// bodies spend (no body sent). A large request with a token not verified
+// before — a join naming many topics with a new credential, a commit of
+// many partitions after a restart emptied the cache — was then 413, which
+// clients take as final, for as long as the flood went on. Now its token
+// is verified on its own client's budget when the body is refused, and
+// the answer is 429 rate_limited with Retry-After; the same request sent
+// again is served. The forger's own requests stay 413.
+func TestFirstLargeRequestDuringAForgedFlood(t *testing.T) {
+	const burst = 3
+	topics := make([]string, 30) // a join of about 7 KB
+	partitions := map[string]int32{}
+	for i := range topics {
+		topics[i] = fmt.Sprintf("%s-%03d", strings.Repeat("t", 230), i)
+		partitions[topics[i]] = 1
+	}
+	e := newEnv(t, partitions)
+	e.cfg.AuthFailuresPerSecond, e.cfg.AuthFailureBurst = 0.001, burst // nothing refills during the test
+	h := e.start(t)
+	stranger := h.fromAddr("127.0.0.2")
+	seen := h.clientCredential(t, []string{"g"}, []string{"*"})
+	join := api.JoinRequest{Topics: topics, ClientID: "svc"}
+	for i := range 2 * burst {
+		if status, body, _ := stranger.do(t, "POST", "/v1/groups/g/join", forgedSignature(seen, i), join); status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("a forged credential on a large join: %d %s, want 413", status, body)
+		}
+	}
+	fresh := h.clientCredential(t, []string{"g"}, []string{"*"}) // never verified: not cached
+	status, body, header := h.do(t, "POST", "/v1/groups/g/join", fresh, join)
+	if status != http.StatusTooManyRequests || errorCode(t, body) != api.CodeRateLimited || header.Get("Retry-After") == "" {
+		t.Fatalf("a new credential's first large join during a forged flood: %d %s, want 429 rate_limited with Retry-After", status, body)
+	}
+	if status, body, _ = h.do(t, "POST", "/v1/groups/g/join", fresh, join); status != http.StatusOK {
+		t.Fatalf("the same join sent again: %d %s, want 200", status, body)
 	}
 }

@@ -127,8 +127,9 @@ func (g *Gateway) bodyGrant(h *fasthttp.RequestHeader) (int, *ocap.Claims) {
 		// HeaderReceived the headers alone): failures are budgeted
 		// under the zero address, one budget for every pre-auth check.
 		// Under a flood of forged tokens on large POSTs, a large produce
-		// whose capability was never verified before gets the small cap
-		// (413) until the flood stops; cached capabilities never do.
+		// whose capability was never verified before gets the small cap,
+		// and its refusal checks it on its client's own budget (429, send
+		// it again: checkedTooLate); cached capabilities never do.
 		if c, err = g.verifyCapability(token, caller{}, now); err != nil {
 			return preauthBodyBytes, nil
 		}
