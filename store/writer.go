@@ -85,6 +85,10 @@ func (w *Writer) count(key, value []byte) error {
 	return nil
 }
 
+// Records is how many records (puts and deletes) the batch holds so far,
+// as counted against MaxBatchRecords.
+func (w *Writer) Records() int { return w.records }
+
 func (w *Writer) set(key, value []byte) error {
 	if err := w.count(key, value); err != nil {
 		return err

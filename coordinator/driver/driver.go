@@ -72,6 +72,8 @@ type Driver struct {
 	gathered   []group.Ref   // the refs of events with a reply, until stepped
 	batch      batchNotes
 	flagged    map[partKey]bool // partitions with stored flags (persist.go)
+	unowned    unownedBlocks    // the stored unowned blocks' live entries (unowned.go)
+	runMin     int              // unowned partitions of a topic in one Ready that go into blocks
 	failure    error
 	closed     bool
 	bugs       Bugs
@@ -107,13 +109,26 @@ func New(m *group.Machine, st Store, obs Observer, restored Restored) *Driver {
 	if flagged == nil {
 		flagged = make(map[partKey]bool)
 	}
+	unowned := restored.unowned
+	if unowned == nil {
+		unowned = unownedBlocks{}
+	}
 	return &Driver{
 		m: m, store: st, observer: obs,
 		pending: make(map[group.Ref]waiter),
 		batch:   batchNotes{resets: map[partKey]bool{}},
 		flagged: flagged,
+		unowned: unowned,
+		runMin:  unownedRunMin,
 	}
 }
+
+// SetUnownedRunMin changes how many partitions of one group's topic a
+// Ready must leave unowned for persist to write them as unowned blocks
+// (unowned.go; default 64, at least 1). The simulation, whose topics have
+// 8–24 partitions, lowers it in half its seeds, so its crashes and
+// restores run that path too.
+func (d *Driver) SetUnownedRunMin(n int) { d.runMin = max(n, 1) }
 
 // Plant switches planted bugs on (tests only).
 func (d *Driver) Plant(b Bugs) { d.bugs = b }

@@ -17,8 +17,10 @@ import (
 //	meta "coordinator.partition_flags/" + key   partitionFlags JSON (only while any flag is set)
 //	meta "coordinator.lease_outside/" + key     "true" while a lease's holder is not a member
 //	meta "coordinator.topic/" + topic           partition count, JSON number
+//	meta "coordinator.unowned/" + block         partitions a Ready left unowned, in bulk (unowned.go)
 //
-// where key is the JSON array [group, topic, partition].
+// where key is the JSON array [group, topic, partition], block the JSON
+// array [group, topic, partition / 4096].
 const (
 	metaPartitionFlags = "coordinator.partition_flags/"
 	metaLeaseOutside   = "coordinator.lease_outside/"
@@ -61,24 +63,36 @@ type partKey struct {
 
 // persist writes one Ready's records in one synchronous transaction.
 func (d *Driver) persist(records []group.Record, now time.Time) error {
-	nowMs := now.UnixMilli()
-	var flagged []partKey
+	s := staging{nowMs: now.UnixMilli(), runs: unownedRuns(records, d.runMin)}
 	err := d.store.Update(func(w *store.Writer) error {
-		flagged = flagged[:0]
+		s.flips, s.edits = s.flips[:0], blockEdits{}
 		for _, r := range records {
-			if err := d.write(w, r, nowMs, &flagged); err != nil {
+			if err := d.write(w, r, &s); err != nil {
 				return err
 			}
 		}
-		return nil
+		return d.writeBlocks(w, s.edits)
 	})
 	if err != nil {
 		return fmt.Errorf("coordinator: persist %d records: %w", len(records), err)
 	}
-	for _, k := range flagged {
+	for _, k := range s.flips {
 		d.flagged[k] = !d.flagged[k]
 	}
+	d.unowned.apply(s.edits)
 	return nil
+}
+
+// staging is what one persist notes while it stages its records, for the
+// Driver's own copies once the store committed.
+type staging struct {
+	nowMs int64
+	// flips lists the partitions whose stored flags appear or disappear.
+	flips []partKey
+	// runs are the topics whose unowned partitions go into blocks
+	// (unowned.go); edits what this persist changes in the blocks.
+	runs  map[groupTopic]bool
+	edits blockEdits
 }
 
 // storedGroup is a group's value in the store (store.GroupConfig.Config,
@@ -92,12 +106,12 @@ type storedGroup struct {
 	CreatorName string `json:"creator_name,omitempty"` // absent before names were kept
 }
 
-// write stages one record; flips lists the partitions whose stored flags
-// appear or disappear with this batch (applied once it committed).
-func (d *Driver) write(w *store.Writer, r group.Record, nowMs int64, flips *[]partKey) error {
+// write stages one record, noting in s what the Driver's copies learn
+// once the batch committed.
+func (d *Driver) write(w *store.Writer, r group.Record, s *staging) error {
 	switch r := r.(type) {
 	case group.PartitionRecord:
-		return d.writePartition(w, r, flips)
+		return d.writePartition(w, r, s)
 	case group.OffsetRecord:
 		return d.writeOffset(w, r)
 	case group.MemberRecord:
@@ -131,7 +145,7 @@ func (d *Driver) write(w *store.Writer, r group.Record, nowMs int64, flips *[]pa
 		}
 		return w.PutRevokedMember(r.RevokedMember.Group, r.RevokedMember.MemberID, r.RevokedMember.Until)
 	default:
-		return writeGlobal(w, r, nowMs)
+		return writeGlobal(w, r, s.nowMs)
 	}
 }
 
@@ -162,21 +176,31 @@ func writeGlobal(w *store.Writer, r group.Record, nowMs int64) error {
 	return fmt.Errorf("unknown record %T", r)
 }
 
-func (d *Driver) writePartition(w *store.Writer, r group.PartitionRecord, flips *[]partKey) error {
+// writePartition stages a partition's epoch, and its state on its own key
+// or, in a run of unowned partitions, as an entry of its unowned block
+// (unowned.go).
+func (d *Driver) writePartition(w *store.Writer, r group.PartitionRecord, s *staging) error {
+	key := partKey{r.Group, r.Topic, r.Partition}
 	if r.Forgotten {
-		return d.forgetPartition(w, r, flips)
+		d.noteWritten(s.edits, r)
+		return d.forgetPartition(w, r, &s.flips)
 	}
 	if err := w.PutEpoch(r.Group, r.Topic, r.Partition, r.Epoch); err != nil {
 		return err
 	}
-	state := store.PartitionState{
-		State: string(r.State), Owner: r.Holder, Target: r.Target, Epoch: r.HolderEpoch,
-		RevokedAtMs: ceilMilli(r.RevokeStarted),
+	if s.runs[groupTopic{r.Group, r.Topic}] && compactable(r) {
+		s.edits.add(key, r.Epoch)
+	} else {
+		d.noteWritten(s.edits, r)
+		state := store.PartitionState{
+			State: string(r.State), Owner: r.Holder, Target: r.Target, Epoch: r.HolderEpoch,
+			RevokedAtMs: ceilMilli(r.RevokeStarted),
+		}
+		if err := w.PutPartitionState(r.Group, r.Topic, r.Partition, state); err != nil {
+			return err
+		}
 	}
-	if err := w.PutPartitionState(r.Group, r.Topic, r.Partition, state); err != nil {
-		return err
-	}
-	key := partKey{r.Group, r.Topic, r.Partition}
+	flips := &s.flips
 	flags := partitionFlags{HolderOutside: r.HolderOutside, TargetOutside: r.TargetOutside, Released: r.Released, Forced: r.Forced}
 	switch {
 	case flags != partitionFlags{}:

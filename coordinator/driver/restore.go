@@ -18,23 +18,25 @@ import (
 type Restored struct {
 	Snapshot group.Snapshot
 	flagged  map[partKey]bool
+	unowned  unownedBlocks
 }
 
 // Load turns what the store loaded into a Restored: the inverse of
 // persist.go.
 func Load(s *store.Snapshot) (Restored, error) {
-	out := Restored{flagged: make(map[partKey]bool)}
+	out := Restored{flagged: make(map[partKey]bool), unowned: unownedBlocks{}}
 	snap := &out.Snapshot
-	flags, outside, err := readMeta(s.Meta, snap)
+	m, err := readMeta(s.Meta, snap, out.unowned)
 	if err != nil {
 		return Restored{}, err
 	}
 	for _, g := range s.Groups {
-		if err := restoreGroup(snap, g, flags, outside); err != nil {
+		if err := restoreGroup(snap, g, m); err != nil {
 			return Restored{}, err
 		}
 	}
-	for k := range flags {
+	out.unowned.keepLive(m.live)
+	for k := range m.flags {
 		out.flagged[k] = true
 	}
 	for _, d := range s.Denied {
@@ -58,38 +60,69 @@ func Load(s *store.Snapshot) (Restored, error) {
 	return out, nil
 }
 
+// partitionMeta is what the coordinator's meta values say of partitions:
+// their flags, outside leases, and the unowned blocks' entries (live:
+// those true at their partition's stored epoch, found by restoreGroup).
+type partitionMeta struct {
+	flags   map[partKey]partitionFlags
+	outside map[partKey]bool
+	unowned map[partKey]uint64
+	live    map[partKey]bool
+}
+
 // readMeta decodes the coordinator's meta values: topics go straight into
-// snap, partition flags and outside leases are returned by partition.
-func readMeta(meta map[string][]byte, snap *group.Snapshot) (map[partKey]partitionFlags, map[partKey]bool, error) {
-	flags := make(map[partKey]partitionFlags)
-	outside := make(map[partKey]bool)
+// snap, the unowned blocks into blocks; partition flags, outside leases
+// and the blocks' entries are returned by partition.
+func readMeta(meta map[string][]byte, snap *group.Snapshot, blocks unownedBlocks) (partitionMeta, error) {
+	m := partitionMeta{flags: map[partKey]partitionFlags{}, outside: map[partKey]bool{}, unowned: map[partKey]uint64{}, live: map[partKey]bool{}}
 	for name, value := range meta {
 		switch {
 		case strings.HasPrefix(name, metaTopic):
 			n, err := strconv.ParseInt(string(value), 10, 32)
 			if err != nil {
-				return nil, nil, fmt.Errorf("meta %q: %w", name, err)
+				return m, fmt.Errorf("meta %q: %w", name, err)
 			}
 			snap.Topics = append(snap.Topics, group.TopicRecord{Topic: strings.TrimPrefix(name, metaTopic), Partitions: int32(n)})
 		case strings.HasPrefix(name, metaPartitionFlags):
 			k, ok := parseMetaName(name, metaPartitionFlags)
 			var f partitionFlags
 			if !ok || json.Unmarshal(value, &f) != nil {
-				return nil, nil, fmt.Errorf("meta %q: malformed partition flags", name)
+				return m, fmt.Errorf("meta %q: malformed partition flags", name)
 			}
-			flags[k] = f
+			m.flags[k] = f
 		case strings.HasPrefix(name, metaLeaseOutside):
 			k, ok := parseMetaName(name, metaLeaseOutside)
 			if !ok {
-				return nil, nil, fmt.Errorf("meta %q: malformed lease key", name)
+				return m, fmt.Errorf("meta %q: malformed lease key", name)
 			}
-			outside[k] = string(value) == "true"
+			m.outside[k] = string(value) == "true"
+		case strings.HasPrefix(name, metaUnowned):
+			k, entries, err := readBlock(name, value)
+			if err != nil {
+				return m, err
+			}
+			blocks[k] = entries
+			for p, epoch := range entries {
+				m.unowned[partKey{k.group, k.topic, p}] = epoch
+			}
 		}
 	}
-	return flags, outside, nil
+	return m, nil
 }
 
-func restoreGroup(snap *group.Snapshot, g store.GroupRecords, flags map[partKey]partitionFlags, outside map[partKey]bool) error {
+// keepLive drops the stale entries (their partition's stored epoch is
+// another, or it has none) from the Driver's copy; the blocks stay.
+func (b unownedBlocks) keepLive(live map[partKey]bool) {
+	for k, entries := range b {
+		for p := range entries {
+			if !live[partKey{k.group, k.topic, p}] {
+				delete(entries, p)
+			}
+		}
+	}
+}
+
+func restoreGroup(snap *group.Snapshot, g store.GroupRecords, m partitionMeta) error {
 	if g.Config != nil {
 		var stored storedGroup
 		if err := json.Unmarshal(g.Config.Config, &stored); err != nil {
@@ -107,8 +140,14 @@ func restoreGroup(snap *group.Snapshot, g store.GroupRecords, flags map[partKey]
 	}
 	for _, p := range g.Partitions {
 		key := partKey{g.Group, p.Topic, p.Partition}
-		if p.Epoch > 0 || p.State != nil {
-			snap.Partitions = append(snap.Partitions, partitionRecord(key, p, flags[key]))
+		switch epoch, ok := m.unowned[key]; {
+		case ok && p.Epoch == epoch: // an unowned block's entry (unowned.go)
+			m.live[key] = true
+			snap.Partitions = append(snap.Partitions, group.PartitionRecord{
+				Group: key.group, Topic: key.topic, Partition: key.partition, Epoch: epoch, State: group.Unowned,
+			})
+		case p.Epoch > 0 || p.State != nil:
+			snap.Partitions = append(snap.Partitions, partitionRecord(key, p, m.flags[key]))
 		}
 		if p.Offset != nil {
 			snap.Offsets = append(snap.Offsets, group.OffsetRecord{
@@ -119,7 +158,7 @@ func restoreGroup(snap *group.Snapshot, g store.GroupRecords, flags map[partKey]
 		if p.Lease != nil {
 			snap.Leases = append(snap.Leases, group.LeaseRecord{
 				Group: g.Group, Topic: p.Topic, Partition: p.Partition,
-				Holder: p.Lease.Holder, Outside: outside[key], Until: fromMilli(p.Lease.ExpiresAtMs),
+				Holder: p.Lease.Holder, Outside: m.outside[key], Until: fromMilli(p.Lease.ExpiresAtMs),
 			})
 		}
 	}

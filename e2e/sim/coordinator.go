@@ -189,6 +189,9 @@ func (c *coordinator) serve(st *store.LogStore, snap *store.Snapshot) {
 	c.topicNames = m.TopicNames()
 	c.d = driver.New(m, simStore{c: c, log: st}, simObserver{c}, restored)
 	c.d.Plant(c.bugs)
+	if n := c.w.prof.unownedRunMin; n > 0 {
+		c.d.SetUnownedRunMin(n)
+	}
 	c.pending = map[group.Ref]*request{}
 	c.revocations = revocation.New(revocation.Rule{Leeway: c.cfg.Leeway, MaxClockSkew: c.cfg.MaxClockSkew})
 	for _, d := range snap.Denied {

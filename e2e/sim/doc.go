@@ -56,6 +56,10 @@
 //     lost), between persist and send (its messages are lost), or at
 //     random, and restarts by opening the log again (fence, read to the
 //     end) and restoring the machine from it (driver.Load, group.Restore).
+//     In half the seeds its driver writes partitions a Ready leaves
+//     unowned as unowned blocks from 1–3 of a topic on (drawUnownedRunMin;
+//     the coordinator's 64 is beyond the sim's topics), so those seeds
+//     crash and restore around that path.
 //   - gateways (gateway.go): gateway/guard's Follower (poll after=…, Apply,
 //     cancel what Registry.Refused picks, Acked; backoff; self-fence once
 //     sync_timeout passed since the last good poll was sent) around a

@@ -46,6 +46,12 @@ type profile struct {
 
 	replicas replicaSettings // coordinator replicas (Options.Replicas > 1)
 
+	// unownedRunMin: the coordinator's driver writes a Ready's unowned
+	// partitions as unowned blocks from this many of a topic on
+	// (driver.SetUnownedRunMin; 0: its default, 64, which the sim's
+	// topics never reach). drawUnownedRunMin.
+	unownedRunMin int
+
 	// Gateways that poll without acknowledging (the lag rule,
 	// coordinator/group/lag.go): a gateway stuck applying nothing for up
 	// to stuckMax, on average every stuckEvery; a sync-token holder
@@ -269,4 +275,17 @@ func drawMemberTokens(seed uint64) (ttl, renew time.Duration) {
 	}
 	ttl = d.dur(8*time.Second, 2*time.Minute)
 	return ttl, d.dur(time.Second, ttl/2)
+}
+
+// drawUnownedRunMin draws, in half the seeds, 1 to 3 as the number of a
+// topic's partitions one Ready must leave unowned for the coordinator to
+// write them as unowned blocks (coordinator/driver/unowned.go): the
+// seeds then crash and restore around that path. From its own stream, so
+// the other draws stay what they were.
+func drawUnownedRunMin(seed uint64) int {
+	d := draw{rand.New(rand.NewPCG(seed, 0x0b10_c4ed))}
+	if d.rng.IntN(2) == 0 {
+		return 0
+	}
+	return d.pick(1, 3)
 }

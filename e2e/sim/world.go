@@ -155,6 +155,7 @@ func newWorld(seed uint64, opts Options) *World {
 	w.prof = drawProfile(w.rng)
 	w.prof.memberTTL, w.prof.memberRenew = drawMemberTokens(seed)
 	w.prof.net.stall, w.prof.net.stallMax = drawStalls(seed)
+	w.prof.unownedRunMin = drawUnownedRunMin(seed)
 	if opts.Replicas > 1 {
 		w.prof.replicas = drawReplicas(seed, opts.Replicas)
 	}
