@@ -246,7 +246,7 @@ func (m *metadataCache) store(resp *kmsg.MetadataResponse) (map[string]int32, ma
 			errs[name] = kerr.ErrorForCode(t.ErrorCode)
 			continue
 		}
-		tm := newTopicMeta(t, now)
+		tm := newTopicMeta(t, now, old.topics[name])
 		next.topics[name] = tm
 		if !tm.internal {
 			counts[name] = int32(len(tm.partitions))
@@ -255,8 +255,18 @@ func (m *metadataCache) store(resp *kmsg.MetadataResponse) (map[string]int32, ma
 	return counts, errs
 }
 
-func newTopicMeta(t *kmsg.MetadataResponseTopic, now time.Time) *topicMeta {
+// newTopicMeta is what the cache keeps of t, loaded at now. The
+// partitions of old, the topic's entry so far, are kept when t says the
+// same of every one: the coordinator reads every topic every
+// metadata_interval, and a topic of 10,000 partitions made 120 KB of new
+// partitions each time, for nothing had changed (the entries are never
+// modified, so snapshots share them).
+func newTopicMeta(t *kmsg.MetadataResponseTopic, now time.Time, old *topicMeta) *topicMeta {
 	tm := &topicMeta{id: t.TopicID, internal: t.IsInternal, loadedAt: now}
+	if old != nil && old.id == t.TopicID && samePartitions(old.partitions, t.Partitions) {
+		tm.partitions = old.partitions
+		return tm
+	}
 	tm.partitions = make([]partitionMeta, len(t.Partitions))
 	for i := range tm.partitions {
 		tm.partitions[i] = partitionMeta{leader: -1, epoch: -1, code: kerr.LeaderNotAvailable.Code}
@@ -268,4 +278,20 @@ func newTopicMeta(t *kmsg.MetadataResponseTopic, now time.Time) *topicMeta {
 		tm.partitions[p.Partition] = partitionMeta{leader: p.Leader, epoch: p.LeaderEpoch, code: p.ErrorCode}
 	}
 	return tm
+}
+
+// samePartitions reports whether an answer's partitions, numbered 0 to
+// n-1 in order, are exactly what cached holds (an answer in another
+// order, or with gaps, is taken as new).
+func samePartitions(cached []partitionMeta, answer []kmsg.MetadataResponseTopicPartition) bool {
+	if len(cached) != len(answer) {
+		return false
+	}
+	for i := range answer {
+		p := &answer[i]
+		if int(p.Partition) != i || cached[i] != (partitionMeta{leader: p.Leader, epoch: p.LeaderEpoch, code: p.ErrorCode}) {
+			return false
+		}
+	}
+	return true
 }
