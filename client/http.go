@@ -182,9 +182,11 @@ func failover(err error) bool {
 	return true
 }
 
-// unsent reports whether a request certainly never reached a server
+// Unsent reports whether a request certainly never reached a server
 // (refused connection, DNS failure), so even a non-idempotent one may be
-// retried elsewhere.
+// sent again: the CLI's admin client asks it too.
+func Unsent(err error) bool { return unsent(err) }
+
 func unsent(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {

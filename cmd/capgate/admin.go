@@ -18,6 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/client"
+	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/ocap"
 )
 
@@ -143,30 +145,95 @@ func envFileSecret(file, text, env string) (string, error) {
 }
 
 // do sends body (nil for none) and decodes a JSON answer into out (may be
-// nil). Error bodies are turned into *api.Error.
+// nil). Error bodies are turned into *api.Error. A request that provably
+// did not land — every replica answered not_leader naming no leader to
+// follow (an election under way), or none could be connected to — is
+// sent again, whatever its method, and one that may have landed (a 5xx,
+// a connection broken after sending) only when its method is idempotent
+// (GET, PUT, DELETE), with a backoff, for at most adminRetry's budget
+// (coordinators.Retry). When it gives up, the error says what happened.
 func (c *adminClient) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
+	var payload []byte
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
+		payload = b
+	}
+	retry := adminRetry
+	for {
+		resp, b, err := c.send(ctx, method, path, payload)
+		wait, again := retry.Next(time.Now(), method, adminOutcome(ctx, resp, err))
+		if !again {
+			return gaveUp(c.answer(ctx, method, path, resp, b, err, out), retry.GaveUp(time.Now(), method))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return gaveUp(c.answer(ctx, method, path, resp, b, err, out), retry.GaveUp(time.Now(), method))
+		}
+	}
+}
+
+// adminRetry bounds the admin client's retries (a variable: tests
+// shorten it).
+var adminRetry = coordinators.DefaultRetry()
+
+// adminOutcome classifies one attempt for the retry policy.
+func adminOutcome(ctx context.Context, resp *http.Response, err error) coordinators.Outcome {
+	switch {
+	case ctx.Err() != nil:
+		return coordinators.Answered // the caller gave up: nothing more to send
+	case err != nil && client.Unsent(err):
+		return coordinators.Unsent
+	case err != nil, resp.StatusCode >= 500:
+		return coordinators.Unavailable
+	case resp.StatusCode == http.StatusMisdirectedRequest:
+		return coordinators.NoLeader
+	}
+	return coordinators.Answered
+}
+
+// gaveUp adds to err what the retries did ("" adds nothing).
+func gaveUp(err error, what string) error {
+	if err == nil || what == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, what)
+}
+
+// send is one attempt: the answer's status and body (at most 64 MiB).
+func (c *adminClient) send(ctx context.Context, method, path string, payload []byte) (*http.Response, []byte, error) {
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
+	if payload != nil {
 		req.Header.Set("Content-Type", api.MediaJSON)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return connectHint(ctx, c.base, adminTimeout, err)
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return resp, b, err
+}
+
+// answer turns one attempt into do's result: err as the user reads it,
+// a refusal as *api.Error, a success decoded into out.
+func (c *adminClient) answer(ctx context.Context, method, path string, resp *http.Response, b []byte, err error, out any) error {
+	if resp == nil {
+		return connectHint(ctx, c.base, adminTimeout, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/capgate/capgate/client"
 	"github.com/capgate/capgate/coordinator"
+	"github.com/capgate/capgate/internal/coordinators"
 )
 
 // Admin sends an admin API request to the coordinator (in as JSON unless
@@ -43,18 +44,41 @@ func (s *Stack) Admin(ctx context.Context, method, path string, in, out any) (in
 	// The transport moves to the next replica after a refused connection
 	// or a 5xx but hands that answer back: try again, once per replica
 	// and a round more (a takeover in progress answers 503 for a moment).
+	// A 421 is every replica saying not_leader with no leader to follow:
+	// an election under way. No replica acted on the request, so it is
+	// sent again, any method, with a backoff, until one leads or
+	// adminRetry's budget passed (the CLI's rule, coordinators.Retry);
+	// then the error says so.
 	urls := s.CoordinatorURLs()
-	for attempt := 0; ; attempt++ {
+	retry := adminRetry
+	for attempt := 0; ; {
 		status, raw, err := DoJSON(ctx, s.adminHTTP, method, urls[0]+path, s.AdminToken, in, out)
-		if (err == nil && status < 500) || attempt >= 2*len(urls) || ctx.Err() != nil {
+		var wait time.Duration
+		switch {
+		case ctx.Err() != nil:
 			return status, raw, err
+		case err == nil && status == http.StatusMisdirectedRequest:
+			var again bool
+			if wait, again = retry.Next(time.Now(), method, coordinators.NoLeader); !again {
+				return status, raw, fmt.Errorf("stack: admin %s %s: %d %.300s (%s)", method, path, status, raw, retry.GaveUp(time.Now(), method))
+			}
+		case (err == nil && status < 500) || attempt >= 2*len(urls):
+			return status, raw, err
+		default:
+			attempt++
+			wait = 50 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }
+
+// adminRetry bounds Admin's retries of a request no replica would take
+// (421 without a leader): an election in a stack on a starved machine
+// may take several seconds (lost2's runs).
+var adminRetry = coordinators.Retry{Budget: 20 * time.Second, Base: 50 * time.Millisecond, Max: 500 * time.Millisecond}
 
 // DoJSON is one JSON request with a bearer token (in as JSON unless nil);
 // a 2xx answer is decoded into out (unless nil). It returns the status and
