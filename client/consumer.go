@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -34,7 +33,7 @@ type options struct {
 	// files and tc are the TLS settings of an own http, as given and
 	// loaded (a FetchPool's clients are shared by files).
 	files tlsconf.ClientConfig
-	tc    *tls.Config
+	tc    *tlsconf.Client
 	// fetchPool is WithFetchPool's pool (nil: defaultFetchPool).
 	fetchPool *FetchPool
 	onRevoke  func(context.Context, []Partition)
@@ -138,7 +137,7 @@ func buildOptions(opts []Option, files tlsconf.ClientConfig, idlePerHost int) (o
 	if o.tls != nil {
 		files = *o.tls
 	}
-	tc, err := files.TLS(o.log)
+	tc, err := files.Client(o.log)
 	if err != nil {
 		return o, fmt.Errorf("client: %w", err)
 	}

@@ -3,7 +3,6 @@ package client
 import (
 	"container/list"
 	"context"
-	"crypto/tls"
 	"net/http"
 	"net/url"
 	"slices"
@@ -111,7 +110,7 @@ func (p *FetchPool) slotsOf(base string) *fairSlots {
 // client returns the pool's HTTP client for fetches to base with TLS
 // settings files (tc: those settings loaded, for a client made now), and
 // counts one more user of it; the user gives it back with letGo.
-func (p *FetchPool) client(base string, files tlsconf.ClientConfig, tc *tls.Config) *http.Client {
+func (p *FetchPool) client(base string, files tlsconf.ClientConfig, tc *tlsconf.Client) *http.Client {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	g := p.shareLocked(gatewayAddress(base))

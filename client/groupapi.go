@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/capgate/capgate/client/driver"
 	"github.com/capgate/capgate/internal/coordinators"
 	"github.com/capgate/capgate/ocap"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // GroupAPI carries out a driver's member requests (join, heartbeat,
@@ -38,7 +38,7 @@ type GroupAPI struct {
 // coordinator's max_connections_per_address (1,000) had its calls past
 // that answered 503 overloaded — and its own sync polls with them, so
 // every fetch through it 503 out_of_sync. perReplica <= 0: unbounded.
-func NewGroupAPI(coordinatorURL string, tc *tls.Config, perReplica int) *GroupAPI {
+func NewGroupAPI(coordinatorURL string, tc *tlsconf.Client, perReplica int) *GroupAPI {
 	urls := coordinators.Split(coordinatorURL)
 	hc := newHTTPClient(tc, 0)
 	if len(urls) > 0 {

@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/driver"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // maxCoordinatorBody bounds a coordinator answer.
@@ -27,13 +27,11 @@ const maxCoordinatorBody = 16 << 20
 // GatewayFetchesMax) plus the heartbeat and commits, so the connections
 // of a burst of long polls ending together are used again instead of
 // closed and dialled anew; tc (nil: defaults) for https:// URLs.
-func newHTTPClient(tc *tls.Config, idlePerHost int) *http.Client {
+func newHTTPClient(tc *tlsconf.Client, idlePerHost int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = max(idlePerHost, 256) + 16
 	t.MaxIdleConns = 0 // no bound across hosts: each host's is
-	if tc != nil {
-		t.TLSClientConfig = tc
-	}
+	tc.Apply(t)
 	return &http.Client{Transport: t}
 }
 

@@ -123,7 +123,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	syncTLS, err := cfg.CoordinatorTLS.TLS(log.Named("tls"))
+	syncTLS, err := cfg.CoordinatorTLS.Client(log.Named("tls")) // the CA bundle followed on disk
 	if err != nil {
 		bc.Close()
 		return nil, fmt.Errorf("gateway: coordinator_tls: %w", err)
@@ -155,7 +155,7 @@ func New(cfg Config, log *zap.Logger) (*Gateway, error) {
 		kafkaAtHTTP:  refusallog.New(log.Named("http")),
 		syncFailures: refusallog.NewBounded(log, zapcore.WarnLevel, syncFailLinesPerSecond, syncFailBurst),
 		tls:          serverTLS,
-		syncHTTP:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout, TLSClientConfig: syncTLS}},
+		syncHTTP:     &http.Client{Transport: syncTransport(cfg, syncTLS)},
 		syncDone:     make(chan struct{}),
 		serveDone:    make(chan error, 1),
 	}
@@ -433,4 +433,13 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 		ce.Message = fmt.Sprintf(format, args...)
 		ce.Write()
 	}
+}
+
+// syncTransport is the sync client's: two idle connections, kept up to
+// two sync timeouts, each new one verified against the CA bundle as it
+// is on disk then (tlsconf.Client).
+func syncTransport(cfg Config, tc *tlsconf.Client) *http.Transport {
+	t := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 2 * cfg.SyncTimeout}
+	tc.Apply(t)
+	return t
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -16,12 +15,13 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // Hand-written instead of a JWKS library (keyfunc, jwx): the key set must
@@ -63,20 +63,14 @@ type keySet struct {
 }
 
 func newKeySet(is IssuerConfig, cfg Config, log *zap.Logger) (*keySet, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if is.CAFile != "" {
-		b, err := os.ReadFile(is.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("identity: %s ca_file: %w", is.Issuer, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("identity: %s ca_file %s: no PEM certificates", is.Issuer, is.CAFile)
-		}
-		tc.RootCAs = pool
+	// The issuer's CA bundle is followed on disk (tlsconf.Client): a CA
+	// the IdP rotates to is trusted by the next connection, no restart.
+	tc, err := tlsconf.ClientConfig{CAFile: is.CAFile}.Client(log.Named("tls"))
+	if err != nil {
+		return nil, fmt.Errorf("identity: %s ca_file: %w", is.Issuer, err)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = tc
+	tc.Apply(transport)
 	transport.MaxIdleConnsPerHost = 1
 	client := &http.Client{Transport: transport, Timeout: cfg.FetchTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return errors.New("redirects are not followed") }}

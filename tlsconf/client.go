@@ -1,18 +1,42 @@
 package tlsconf
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
+	"net"
+	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 )
 
-// TLS builds the client tls.Config: the CA bundle (read once; empty means
-// the system roots) and, when set, a client certificate re-read when its
-// files change. A zero ClientConfig gives nil: the library defaults.
-func (c ClientConfig) TLS(log *zap.Logger) (*tls.Config, error) {
+// Client is the TLS of a long-lived client (the gateway's sync client,
+// the Kafka listener's coordinator clients, the SDK, the CLI, the test
+// stack): its CA bundle and its client certificate are re-read when
+// their files change (checked at most every DefaultReloadInterval, on a
+// dial), so a CA rotated on disk is trusted by the next connection
+// without a restart.
+//
+// Why a config per dial: a tls.Config's RootCAs cannot change under
+// connections being made with it, and the usual way around that —
+// InsecureSkipVerify plus a VerifyConnection that verifies against a
+// reloaded pool — cannot check the host of an IP-literal URL (crypto/tls
+// sends no SNI for an IP, so ConnectionState.ServerName is empty there
+// and the host check would be skipped). Each dial instead gets a clone
+// with RootCAs = the bundle as last read and ServerName = the host
+// dialled, and crypto/tls verifies as it always does, IP SANs included.
+//
+// A nil *Client is "no TLS settings": Apply leaves a transport on the
+// library's defaults (the system roots). Safe for concurrent use.
+type Client struct {
+	base  *tls.Config              // no RootCAs, no ServerName
+	roots *reloader[x509.CertPool] // nil: the system roots
+}
+
+// Client builds the settings' Client; a zero ClientConfig gives nil.
+func (c ClientConfig) Client(log *zap.Logger) (*Client, error) {
 	if c.IsZero() {
 		return nil, nil
 	}
@@ -22,17 +46,14 @@ func (c ClientConfig) TLS(log *zap.Logger) (*tls.Config, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	cl := &Client{base: &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}}
 	if c.CAFile != "" {
-		b, err := os.ReadFile(c.CAFile)
+		roots, err := newReloader([]file{{path: c.CAFile}}, DefaultReloadInterval, log, parsePool(c.CAFile),
+			func(*x509.CertPool) *x509.Certificate { return nil })
 		if err != nil {
-			return nil, fmt.Errorf("tls: ca file: %w", err)
+			return nil, err // names the file
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("tls: ca file %s: %w", c.CAFile, errNoCertificates)
-		}
-		cfg.RootCAs = pool
+		cl.roots = roots
 	}
 	if c.CertFile != "" {
 		pair, err := newReloader([]file{{path: c.CertFile}, {path: c.KeyFile, private: true}}, DefaultReloadInterval, log, parsePair,
@@ -40,11 +61,92 @@ func (c ClientConfig) TLS(log *zap.Logger) (*tls.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		cl.base.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return pair.get(), nil
 		}
 	}
-	return cfg, nil
+	return cl, nil
+}
+
+// TLS is a snapshot of the settings: a tls.Config trusting the CA
+// bundle as it is now (nil: the library defaults). For a one-shot client;
+// a long-lived one takes Client, which follows the file.
+func (c ClientConfig) TLS(log *zap.Logger) (*tls.Config, error) {
+	cl, err := c.Client(log)
+	if cl == nil || err != nil {
+		return nil, err
+	}
+	return cl.For(""), nil
+}
+
+// For is the tls.Config of one connection to serverName (a host name or
+// an IP literal, verified as such; "" leaves it to the caller): the
+// CA bundle as last read, re-read first when DefaultReloadInterval has
+// passed since the last check.
+func (c *Client) For(serverName string) *tls.Config {
+	cfg := c.base.Clone()
+	cfg.ServerName = serverName
+	if c.roots != nil {
+		cfg.RootCAs = c.roots.get()
+	}
+	return cfg
+}
+
+// Apply makes t's https connections use c: t.DialTLSContext dials with
+// t.DialContext (a net.Dialer of 30 s without one) and handshakes with
+// For(the host dialled), bounded by t.TLSHandshakeTimeout. Requests
+// through an HTTP proxy are tunnelled by Go's transport itself with
+// t.TLSClientConfig, set to the bundle as read now. Nil c changes
+// nothing.
+func (c *Client) Apply(t *http.Transport) {
+	if c == nil {
+		return
+	}
+	dial := t.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	timeout := t.TLSHandshakeTimeout
+	t.TLSClientConfig = c.For("")
+	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		conn := tls.Client(raw, c.For(host))
+		if err := conn.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
+}
+
+// Transport is a clone of http.DefaultTransport speaking TLS with c.
+func (c *Client) Transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	c.Apply(t)
+	return t
+}
+
+// parsePool parses a CA bundle (file names it in errors).
+func parsePool(file string) func([][]byte) (*x509.CertPool, error) {
+	return func(contents [][]byte) (*x509.CertPool, error) {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(contents[0]) {
+			return nil, fmt.Errorf("tls: ca file %s: %w", file, errNoCertificates)
+		}
+		return pool, nil
+	}
 }
 
 func parsePair(contents [][]byte) (*tls.Certificate, error) {
@@ -54,3 +156,6 @@ func parsePair(contents [][]byte) (*tls.Certificate, error) {
 	}
 	return &cert, nil
 }
+
+// setClock replaces the CA bundle's reload clock (tests).
+func (c *Client) setClock(now func() time.Time) { c.roots.now = now }

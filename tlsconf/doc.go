@@ -22,9 +22,13 @@
 // /v1/sync can demand the gateway's. client_auth: require makes the
 // handshake itself refuse certificate-less clients instead.
 //
-// Client: ClientConfig builds the tls.Config of the SDK, the CLI and the
-// gateway's sync client (CA bundle, optional client certificate reloaded
-// the same way).
+// Client: ClientConfig.Client builds the TLS of a long-lived client (the
+// SDK, the gateway's sync and group clients, the IdP key sets): the CA
+// bundle and the client certificate are re-read the same way, and each
+// connection gets a tls.Config of its own (the bundle as last read, the
+// host dialled as ServerName), so a CA rotated on disk needs no restart
+// and IP-literal URLs stay verified. ClientConfig.TLS is a snapshot for
+// a one-shot client (the CLI).
 //
 // Generate makes a throwaway CA and certificates for `capgate dev --tls`
 // and tests. Everything here is safe for concurrent use.

@@ -1,7 +1,6 @@
 package kafkaproto
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -52,7 +51,7 @@ type Config struct {
 	// CoordinatorURL is the capgate coordinator (group sessions) and
 	// CoordinatorTLS its TLS for an https URL (nil: defaults).
 	CoordinatorURL string
-	CoordinatorTLS *tls.Config
+	CoordinatorTLS *tlsconf.Client
 	// CoordinatorConnectionsMax bounds the members' calls in flight to
 	// each coordinator replica at once, held heartbeats too (and the
 	// connections open to it): more wait for a slot

@@ -2,7 +2,6 @@ package kafkaproto
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client"
 	"github.com/capgate/capgate/internal/coordinators"
+	"github.com/capgate/capgate/tlsconf"
 )
 
 // tenantGroups reads a tenant's own groups from the coordinator
@@ -36,11 +36,9 @@ func tenantGroupsOf(s *Server) *tenantGroups {
 	return s.tenants
 }
 
-func newTenantGroups(coordinatorURL string, tc *tls.Config) *tenantGroups {
+func newTenantGroups(coordinatorURL string, tc *tlsconf.Client) *tenantGroups {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	if tc != nil {
-		t.TLSClientConfig = tc
-	}
+	tc.Apply(t)
 	hc := &http.Client{Transport: t}
 	base := strings.TrimRight(coordinatorURL, "/")
 	if urls := coordinators.Split(coordinatorURL); len(urls) > 0 {

@@ -56,6 +56,31 @@ func (p *PKI) Reissue(name string) (certFile, keyFile string, err error) {
 	return p.issueLocked(name)
 }
 
+// RotateCA replaces the CA with a new one, as at the end of a CA
+// rotation: CAFile holds the new CA alone, and every certificate issued
+// so far is issued again by it (each file renamed over the old one).
+// Whatever follows CAFile (tlsconf.Client: the gateways' sync client,
+// the SDK, the stack's own client) trusts only the new CA from its next
+// re-read on.
+func (p *PKI) RotateCA() error {
+	ca, err := tlsconf.NewCA("capgate test CA (rotated)", time.Now(), 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ca = ca
+	if err := tlsconf.WriteFile(p.CAFile, ca.PEM); err != nil {
+		return err
+	}
+	for name := range p.issued {
+		if _, _, err := p.issueLocked(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (p *PKI) issueLocked(name string) (string, string, error) {
 	leaf, err := p.ca.Issue(name, []string{"127.0.0.1", "localhost"}, time.Now(), 24*time.Hour)
 	if err != nil {
@@ -86,11 +111,13 @@ func (p *PKI) HTTPClient(name string, timeout time.Duration) (*http.Client, erro
 	if err != nil {
 		return nil, err
 	}
-	tc, err := c.TLS(nil)
+	tc, err := c.Client(nil)
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 64}}, nil
+	t := &http.Transport{MaxIdleConnsPerHost: 64}
+	tc.Apply(t)
+	return &http.Client{Timeout: timeout, Transport: t}, nil
 }
 
 // Apply turns TLS on in opts: https URLs and a probing client trusting
