@@ -45,14 +45,17 @@ type publicKey struct {
 // IdP was slow). Fetches run one at a time in a goroutine of their own;
 // only the lookups that need the new set (an unknown kid) wait for it.
 type keySet struct {
-	issuer   string
-	jwksURL  string // "" until discovered; read and written by the one fetch in flight
-	http     *http.Client
-	maxBytes int64
-	refresh  time.Duration // minimum between fetches caused by unknown kids
-	ttl      time.Duration
-	timeout  time.Duration // one fetch, discovery and key set together
-	log      *zap.Logger
+	issuer  string
+	jwksURL string // the configured jwks_url; "": discovered at each fetch
+	// discovered is the jwks_uri of the last discovery that worked; read
+	// and written by the one fetch in flight.
+	discovered string
+	http       *http.Client
+	maxBytes   int64
+	refresh    time.Duration // minimum between fetches caused by unknown kids
+	ttl        time.Duration
+	timeout    time.Duration // one fetch, discovery and key set together
+	log        *zap.Logger
 
 	mu        sync.Mutex           // guards the fields below; never held across a fetch
 	keys      map[string]publicKey // replaced whole by a fetch, never changed in place
@@ -198,27 +201,59 @@ func fetchHint(err error) string {
 	return ""
 }
 
+// keySetURL is where the key set is: the configured jwks_url, else the
+// jwks_uri of the issuer's discovery document, read again at every fetch
+// — fetches are bounded already (one per jwks_refresh_min for unknown
+// kids, one per jwks_cache_ttl otherwise), and an IdP that moves its key
+// set (a new realm URL, a CDN) is followed at the next one instead of
+// needing a restart. When discovery fails, the last URL it gave is used
+// (logged): an IdP whose discovery is down still serves its keys.
+func (s *keySet) keySetURL(ctx context.Context) (string, error) {
+	if s.jwksURL != "" {
+		return s.jwksURL, nil
+	}
+	url, err := s.discover(ctx)
+	switch {
+	case err == nil:
+		if s.discovered != "" && s.discovered != url {
+			s.log.Info("oidc: the issuer's key set moved", zap.String("issuer", s.issuer), zap.String("from", s.discovered), zap.String("to", url))
+		}
+		s.discovered = url
+	case s.discovered == "":
+		return "", err
+	default:
+		s.log.Warn("oidc: discovery failed; fetching the key set from the URL it gave before", zap.String("issuer", s.issuer), zap.String("jwks_uri", s.discovered), zap.Error(err))
+	}
+	return s.discovered, nil
+}
+
+// discover reads the issuer's discovery document's jwks_uri.
+func (s *keySet) discover(ctx context.Context) (string, error) {
+	var disco struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := s.getJSON(ctx, strings.TrimSuffix(s.issuer, "/")+"/.well-known/openid-configuration", &disco); err != nil {
+		return "", fmt.Errorf("discovery: %w", err)
+	}
+	if disco.Issuer != s.issuer {
+		return "", fmt.Errorf("discovery: issuer %q, want %q", disco.Issuer, s.issuer)
+	}
+	if err := httpsURL(disco.JWKSURI); err != nil {
+		return "", fmt.Errorf("discovery: jwks_uri %w", err)
+	}
+	return disco.JWKSURI, nil
+}
+
 func (s *keySet) download(ctx context.Context) (map[string]publicKey, error) {
-	if s.jwksURL == "" {
-		var disco struct {
-			Issuer  string `json:"issuer"`
-			JWKSURI string `json:"jwks_uri"`
-		}
-		if err := s.getJSON(ctx, strings.TrimSuffix(s.issuer, "/")+"/.well-known/openid-configuration", &disco); err != nil {
-			return nil, fmt.Errorf("discovery: %w", err)
-		}
-		if disco.Issuer != s.issuer {
-			return nil, fmt.Errorf("discovery: issuer %q, want %q", disco.Issuer, s.issuer)
-		}
-		if err := httpsURL(disco.JWKSURI); err != nil {
-			return nil, fmt.Errorf("discovery: jwks_uri %w", err)
-		}
-		s.jwksURL = disco.JWKSURI
+	url, err := s.keySetURL(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := s.getJSON(ctx, s.jwksURL, &set); err != nil {
+	if err := s.getJSON(ctx, url, &set); err != nil {
 		return nil, fmt.Errorf("jwks: %w", err)
 	}
 	keys := map[string]publicKey{}

@@ -69,6 +69,7 @@ type Issuer struct {
 	jwksBody  func() []byte // override (oversize)
 	delay     time.Duration
 	hold      chan struct{} // key set requests wait until it is closed; nil: none
+	jwksPath  string        // where the key set is served and discovery points
 	held      chan struct{} // a key set request started waiting on hold
 
 	JWKSFetches      atomic.Int64
@@ -92,7 +93,7 @@ func Start(dir, alg string) (*Issuer, error) {
 		is.Server.Close()
 		return nil, err
 	}
-	is.published, is.signing = []*Key{k}, k
+	is.published, is.signing, is.jwksPath = []*Key{k}, k, "/realms/test/certs"
 	return is, nil
 }
 
@@ -115,7 +116,7 @@ func (is *Issuer) Close() {
 
 func (is *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	is.mu.Lock()
-	delay, body, hold, held := is.delay, is.jwksBody, is.hold, is.held
+	delay, body, hold, held, jwksPath := is.delay, is.jwksBody, is.hold, is.held, is.jwksPath
 	is.mu.Unlock()
 	if delay > 0 {
 		select {
@@ -128,8 +129,8 @@ func (is *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/realms/test/.well-known/openid-configuration":
 		is.DiscoveryFetches.Add(1)
-		json.NewEncoder(w).Encode(map[string]string{"issuer": is.URL, "jwks_uri": is.Server.URL + "/realms/test/certs"})
-	case "/realms/test/certs":
+		json.NewEncoder(w).Encode(map[string]string{"issuer": is.URL, "jwks_uri": is.Server.URL + jwksPath})
+	case jwksPath:
 		is.JWKSFetches.Add(1)
 		if hold != nil {
 			held <- struct{}{}
@@ -192,6 +193,14 @@ func (is *Issuer) Rotate(kid, alg string, keepOld bool) (*Key, error) {
 	is.published = append(is.published, k)
 	is.signing = k
 	return k, nil
+}
+
+// MoveJWKS serves the key set at path from now on, and discovery names
+// it there; the old path answers 404 (an IdP that moved its key set).
+func (is *Issuer) MoveJWKS(path string) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.jwksPath = path
 }
 
 // SigningKey is the key tokens are signed with.
