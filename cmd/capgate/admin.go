@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 // adminClient talks to the coordinator's admin API.
 type adminClient struct {
 	base  string
+	urls  []string // every --coordinator URL, normalized
 	token string
 	http  *http.Client
 }
@@ -164,9 +166,15 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	retry := adminRetry
 	for {
 		resp, b, err := c.send(ctx, method, path, payload)
-		wait, again := retry.Next(time.Now(), method, adminOutcome(ctx, resp, err))
+		wait, again := retry.Next(time.Now(), method, c.outcome(ctx, resp, b, err))
 		if !again {
-			return gaveUp(c.answer(ctx, method, path, resp, b, err, out), retry.GaveUp(time.Now(), method))
+			what := retry.GaveUp(time.Now(), method)
+			if resp != nil && resp.StatusCode == http.StatusMisdirectedRequest {
+				if leader := c.unlistedLeader(resp, b); leader != "" {
+					what = fmt.Sprintf("the leader it names, %s, is not among --coordinator's URLs, so it is not followed: add it (--coordinator %s,%s)", leader, strings.Join(c.urls, ","), leader)
+				}
+			}
+			return gaveUp(c.answer(ctx, method, path, resp, b, err, out), what)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -182,8 +190,11 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 // shorten it).
 var adminRetry = coordinators.DefaultRetry()
 
-// adminOutcome classifies one attempt for the retry policy.
-func adminOutcome(ctx context.Context, resp *http.Response, err error) coordinators.Outcome {
+// outcome classifies one attempt for the retry policy. A 421 naming a
+// leader outside --coordinator is an answer: the transport does not
+// follow it (a token only goes where the user said) and waiting will
+// not change that — the message names it (unlistedLeader).
+func (c *adminClient) outcome(ctx context.Context, resp *http.Response, body []byte, err error) coordinators.Outcome {
 	switch {
 	case ctx.Err() != nil:
 		return coordinators.Answered // the caller gave up: nothing more to send
@@ -191,10 +202,22 @@ func adminOutcome(ctx context.Context, resp *http.Response, err error) coordinat
 		return coordinators.Unsent
 	case err != nil, resp.StatusCode >= 500:
 		return coordinators.Unavailable
-	case resp.StatusCode == http.StatusMisdirectedRequest:
+	case resp.StatusCode == http.StatusMisdirectedRequest && c.unlistedLeader(resp, body) == "":
 		return coordinators.NoLeader
 	}
 	return coordinators.Answered
+}
+
+// unlistedLeader is the leader a 421 names when it is none of the
+// --coordinator URLs, else "".
+func (c *adminClient) unlistedLeader(resp *http.Response, body []byte) string {
+	var eb api.ErrorBody
+	_ = json.Unmarshal(body, &eb)
+	leader, err := coordinators.Normalize(api.LeaderOf(resp.Header.Get(api.HeaderLeader), eb.Error))
+	if err != nil || slices.Contains(c.urls, leader) {
+		return ""
+	}
+	return leader
 }
 
 // gaveUp adds to err what the retries did ("" adds nothing).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/internal/coordinators"
+	"github.com/capgate/capgate/internal/coordinators/coordinatorstest"
 )
 
 // electing is a replica in front of a real coordinator: it answers the
@@ -101,6 +102,15 @@ func TestAdminWaitsOutAnElection(t *testing.T) {
 		}
 		if n := e.seen.Load(); n < 3 {
 			t.Errorf("%d attempts within 500ms, want several", n)
+		}
+	})
+
+	t.Run("a leader outside the list", func(t *testing.T) {
+		shortRetry(t, 2*time.Second)
+		standby, calls := coordinatorstest.Standby(t, "http://127.0.0.1:1", true)
+		_, err := run(t, append(create, "--coordinator", standby.URL)...)
+		if err == nil || !strings.Contains(err.Error(), "http://127.0.0.1:1, is not among --coordinator's URLs") || calls.Load() != 1 {
+			t.Fatalf("%d calls, error %v: want one call and the leader named", calls.Load(), err)
 		}
 	})
 

@@ -58,5 +58,9 @@ func newAdminClient(flag, token string, hc *http.Client) (*adminClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &adminClient{base: urls[0], token: token, http: led}, nil
+	normalized := make([]string, len(urls))
+	for i, u := range urls {
+		normalized[i], _ = coordinators.Normalize(u) // checked by coordinatorURLs
+	}
+	return &adminClient{base: urls[0], urls: normalized, token: token, http: led}, nil
 }
