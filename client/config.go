@@ -109,6 +109,17 @@ type Config struct {
 	// the replica that took over gave the member, nor hold a release
 	// until the handoff gives up on it.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// JoinTimeout bounds Join, its retries included (at least
+	// RequestTimeout, which bounds each attempt): a join that failed
+	// retriably — no answer, a coordinator not running, 421 with no
+	// leader known, 503, 429, as while a standby takes over from a
+	// failed leader — is retried with backoff until then, each attempt
+	// with the first one's Idempotency-Key, so an attempt the failing
+	// leader wrote but never answered is answered with the member it
+	// made (no second member). A refusal no retry mends (400, 401, 403,
+	// 404, 409) ends Join at once. Default 30 s: a takeover on a starved
+	// machine outlasted request_timeout, and the consumer stopped.
+	JoinTimeout time.Duration `yaml:"join_timeout"`
 	// Raw fetches raw Kafka record batches and decodes them here (the
 	// default: the gateway passes Kafka's batches through untouched)
 	// instead of JSON records encoded by the gateway.
@@ -191,6 +202,7 @@ func DefaultConfig() Config {
 		GatewayFetchesMax:         1024,
 		CoordinatorConnectionsMax: 64,
 		RequestTimeout:            10 * time.Second,
+		JoinTimeout:               30 * time.Second,
 		Raw:                       true,
 		FetchAhead:                true,
 		CommitInterval:            5 * time.Second,
@@ -279,6 +291,8 @@ func (c Config) validateBounds() error {
 		return configErrorf("CoordinatorConnectionsMax", "coordinator_connections_max", "must be > 0, got %d", c.CoordinatorConnectionsMax)
 	case c.RequestTimeout <= 0:
 		return configErrorf("RequestTimeout", "request_timeout", "must be > 0, got %s", c.RequestTimeout)
+	case c.JoinTimeout < 0:
+		return configErrorf("JoinTimeout", "join_timeout", "must be >= 0 (0: request_timeout), got %s", c.JoinTimeout)
 	case c.BufferMaxBytes <= 0:
 		return configErrorf("BufferMaxBytes", "buffer_max_bytes", "must be > 0, got %d", c.BufferMaxBytes)
 	case c.PollMaxRecords <= 0:

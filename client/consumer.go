@@ -292,7 +292,7 @@ func driverConfig(cfg Config, o options) driver.Config {
 			TopicPattern: cfg.TopicPattern, SessionTimeoutMs: cfg.SessionTimeout.Milliseconds(), Assignor: cfg.Assignor,
 		},
 		Gateways: len(cfg.Gateways), HeartbeatWait: cfg.HeartbeatWait, FetchMaxWait: cfg.FetchMaxWait,
-		RequestTimeout: cfg.RequestTimeout, Replicas: len(cfg.coordinatorList()) > 1, RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax,
+		RequestTimeout: cfg.RequestTimeout, JoinTimeout: cfg.JoinTimeout, Replicas: len(cfg.coordinatorList()) > 1, RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax,
 		MemberRenew: cfg.RevokeTimeout + 2*cfg.RequestTimeout,
 		Session: session.Config{
 			BufferMaxBytes: cfg.BufferMaxBytes, FetchMaxBytes: cfg.FetchMaxBytes,
@@ -310,8 +310,10 @@ func driverConfig(cfg Config, o options) driver.Config {
 
 // Join joins the group and starts consuming: heartbeats and one fetch per
 // granted partition run in the background until Close. The join is
-// retried (transport errors, retriable refusals) for up to
-// request_timeout; ctx ending first gives it up (ctx's error). A
+// retried (transport errors, retriable refusals: a failover under way)
+// with backoff for up to join_timeout, each attempt within
+// request_timeout; a refusal no retry mends (400, 401, 403) ends it at
+// once; ctx ending first gives it up (ctx's error). A
 // consumer joins once: Join after a successful one fails with
 // ErrAlreadyJoined, after Close with ErrClosed (errors.Is); after a
 // failed one it tries again.

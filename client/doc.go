@@ -43,6 +43,19 @@
 //	defer cancel()
 //	return c.Close(closeCtx) // revoke hook, final commit + release, leave
 //
+// # Joining
+//
+// Join returns once the coordinator answered the join, or gives up with
+// why. A join that fails retriably — no answer within request_timeout, a
+// coordinator not running, 421 with no leader known, 503, 429: what a
+// consumer meets while a standby replica takes over from a failed leader
+// — is retried with backoff until Config.JoinTimeout (30 s); a refusal no
+// retry mends (400, 401, 403, 404, 409) returns at once with its
+// message. Every attempt carries the first one's Idempotency-Key: an
+// attempt a failing leader wrote to its log but never answered made a
+// member, and the retry is answered that member rather than making a
+// second one.
+//
 // # Closing
 //
 // Close commits what was processed, releases every partition (the next

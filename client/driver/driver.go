@@ -21,6 +21,18 @@ type Config struct {
 	HeartbeatWait  time.Duration
 	FetchMaxWait   time.Duration
 	RequestTimeout time.Duration
+	// JoinTimeout bounds the first join, its retries included; each
+	// attempt is bounded by RequestTimeout. Zero, or less than
+	// RequestTimeout: RequestTimeout (the Kafka listener and the
+	// simulation leave it so). A consumer given a longer one keeps
+	// retrying a first join that failed retriably — no answer, a
+	// coordinator that is not running, 421 with no leader known, 503,
+	// 429 — as a failover does to a join in flight, with the same
+	// Idempotency-Key (Send.JoinKey): an attempt the failing leader
+	// wrote but never answered made a member, and the retry is answered
+	// that member instead of leaving it behind. A refusal that is not
+	// retriable (400, 401, 403, 404, 409) still ends it at once.
+	JoinTimeout time.Duration
 	// Replicas: the coordinator is several replicas (more than one URL);
 	// a heartbeat one holds without answering well past its wait is
 	// given up early (heartbeatMargin) and the next is asked; a commit
@@ -232,7 +244,7 @@ type op struct {
 	last     *Failure
 	done     bool
 
-	initial   bool             // KindJoin: the first join (bounded by request_timeout)
+	initial   bool             // KindJoin: the first join (bounded by joinTimeout)
 	key       string           // KindJoin: the join's key (Send.JoinKey; not a carry-over's)
 	carry     *api.JoinRequest // KindJoin: a renewal's rejoin by member id (carryOver)
 	renew     bool             // KindLeave: ends a renewal, not the consumer
@@ -309,16 +321,20 @@ func New(cfg Config) *Driver {
 func (d *Driver) Session() *session.Session { return d.s }
 
 // Start sends the first join; JoinResult reports how it ended (after
-// request_timeout at the latest).
+// joinTimeout at the latest).
 func (d *Driver) Start(now time.Time) []Command {
 	d.now = now
 	if d.joined || d.join != nil || d.stopped {
 		return nil
 	}
-	d.join = d.newOp(&op{kind: KindJoin, initial: true, key: d.joinKey(), deadline: now.Add(d.cfg.RequestTimeout)})
+	d.join = d.newOp(&op{kind: KindJoin, initial: true, key: d.joinKey(), deadline: now.Add(d.joinTimeout())})
 	d.send(d.join)
 	return d.flush()
 }
+
+// joinTimeout bounds the first join (Config.JoinTimeout): at least
+// request_timeout.
+func (d *Driver) joinTimeout() time.Duration { return max(d.cfg.JoinTimeout, d.cfg.RequestTimeout) }
 
 // User steps an event of the user or the clock into the session:
 // session.Polled, CommitRequested, HookDone, CloseRequested.
@@ -577,8 +593,8 @@ func (d *Driver) send(o *op) {
 	switch o.kind {
 	case KindJoin:
 		s.Join, s.JoinKey, s.Timeout = &d.cfg.Join, o.key, d.cfg.RequestTimeout
-		if o.initial || o.carry != nil {
-			s.Timeout = o.deadline.Sub(d.now)
+		if o.initial || o.carry != nil { // what is left of its bound, at most request_timeout
+			s.Timeout = min(s.Timeout, o.deadline.Sub(d.now))
 		}
 		if o.carry != nil {
 			s.Join = o.carry

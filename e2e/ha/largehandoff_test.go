@@ -29,10 +29,11 @@ func TestLeaderFailsDuringALargeHandoff(t *testing.T) {
 		m := c.LaunchMembers(t, harness.MemberOptions{Name: "c", Group: group})[0]
 		lead, next, at := failAtFirstRevoke(t, c, since, pause, a, b)
 		if err := m.AwaitJoin(harness.Wait); err != nil {
-			// The failure cut c's first join off: the SDK bounds it by
-			// request_timeout and the consumer stops, while the log
-			// may hold the join (a member nobody runs, until its
-			// session expires). c joins again, as an application does.
+			// The failure cut c's first join off for longer than the
+			// SDK's join_timeout (30 s: a starved machine) and the
+			// consumer stopped, while the log may hold the join (a
+			// member nobody runs, until its session expires). c joins
+			// again, as an application does.
 			t.Logf("%v; c joins again", err)
 			m = c.StartMember(t, harness.MemberOptions{Name: "c", Group: group})
 		}

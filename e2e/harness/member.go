@@ -178,9 +178,9 @@ func (m *Member) WaitJoined(t testing.TB) {
 }
 
 // AwaitJoin waits until the member joined and says why not: it stopped
-// before (the SDK's first join is bounded by request_timeout: one that a
-// failing leader cut off fails, and the consumer stops), or timeout
-// passed.
+// before (the SDK's first join is bounded by join_timeout, 30 s: one
+// refused for good, or cut off by failures that long, fails and the
+// consumer stops), or timeout passed.
 func (m *Member) AwaitJoin(timeout time.Duration) error {
 	select {
 	case <-m.joined:
