@@ -35,6 +35,19 @@ type ReplicaConfig struct {
 	// only when: the log's fencing decides whether.
 	BeatInterval time.Duration `yaml:"beat_interval"`
 	LeaseTimeout time.Duration `yaml:"lease_timeout"`
+	// LeaseTimeoutMax is how far a slow state log stretches
+	// lease_timeout (0, or not above it: never): a follower waits twice
+	// the longest of the last 8 intervals between two of the leader's
+	// commits it saw, a leader whose lease lapsed keeps renewing for
+	// twice its slowest recent beat — each at least lease_timeout, at
+	// most this (leader.Config.LeaseTimeoutMax). On a starved machine a
+	// beat's transaction took 1.4-2 s and a takeover 2-3.5 s: with the
+	// lease fixed at 1 s, leaders stepped down while their beats were
+	// committing and candidates fenced one another, and the shard had
+	// no leader for many seconds. A dead leader is taken over after this
+	// long at most while the log is that slow; after lease_timeout
+	// whenever its commits came quickly.
+	LeaseTimeoutMax time.Duration `yaml:"lease_timeout_max"`
 	// AdoptLogSettings lets this replica follow and take over a log
 	// written under another coordinator id or cluster (or transactional
 	// id prefix), recording its own: a deliberate change of those, with
@@ -54,7 +67,7 @@ const staggerSlots = 6
 
 // DefaultReplicaConfig returns the documented defaults.
 func DefaultReplicaConfig() ReplicaConfig {
-	return ReplicaConfig{BeatInterval: 200 * time.Millisecond, LeaseTimeout: time.Second}
+	return ReplicaConfig{BeatInterval: 200 * time.Millisecond, LeaseTimeout: time.Second, LeaseTimeoutMax: 4 * time.Second}
 }
 
 // isDefault reports whether r is the defaults (an empty peers list is
@@ -95,6 +108,8 @@ func (r ReplicaConfig) Validate() error {
 		return fmt.Errorf("replica.beat_interval: must be within [10ms, 1m], got %s", r.BeatInterval)
 	case r.LeaseTimeout < 2*r.BeatInterval || r.LeaseTimeout > 10*time.Minute:
 		return fmt.Errorf("replica.lease_timeout: must be within [2 × beat_interval, 10m], got %s", r.LeaseTimeout)
+	case r.LeaseTimeoutMax < 0 || r.LeaseTimeoutMax > 10*time.Minute:
+		return fmt.Errorf("replica.lease_timeout_max: must be within [0, 10m] (0: lease_timeout, never stretched), got %s", r.LeaseTimeoutMax)
 	}
 	return nil
 }
@@ -147,6 +162,6 @@ func (c Config) electorConfig() leader.Config {
 	stagger := time.Duration(h.Sum64()%staggerSlots) * (c.Replica.LeaseTimeout / 8)
 	return leader.Config{
 		ID: c.replicaID(), BeatInterval: c.Replica.BeatInterval,
-		LeaseTimeout: c.Replica.LeaseTimeout, Stagger: stagger,
+		LeaseTimeout: c.Replica.LeaseTimeout, LeaseTimeoutMax: c.Replica.LeaseTimeoutMax, Stagger: stagger,
 	}
 }

@@ -148,6 +148,20 @@ type Config struct {
 	// succeeded within one more LeaseTimeout (cut off from the log) it
 	// steps down anyway.
 	LeaseTimeout time.Duration
+	// LeaseTimeoutMax is how far a slow log stretches LeaseTimeout (zero,
+	// or not above LeaseTimeout: never stretched). A follower stands
+	// after twice the longest of the last slowSamples intervals between
+	// two commits of one writer it observed; a leader whose lease lapsed
+	// keeps renewing for twice the longest of its last beats (its
+	// promotion counted as one); each at least LeaseTimeout, at most
+	// LeaseTimeoutMax. On a starved machine a beat's transaction takes
+	// seconds: with the lease fixed at one second a live leader stepped
+	// down just before its beat committed, followers fenced a leader
+	// whose beats were only slow, and candidates whose promotions took
+	// 2-3.5 s fenced one another in turn (e2e/ha at load 15-18). The
+	// stretch follows the log's recent pace and falls back as soon as
+	// commits come quickly again. Timing only: fencing decides safety.
+	LeaseTimeoutMax time.Duration
 	// Stagger is this replica's extra wait before standing, so replicas
 	// noticing the same silence do not all fence each other (any value
 	// is safe; below LeaseTimeout).
@@ -165,6 +179,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("leader: lease timeout %s must be at least twice the beat interval %s", c.LeaseTimeout, c.BeatInterval)
 	case c.Stagger < 0 || c.Stagger >= c.LeaseTimeout:
 		return fmt.Errorf("leader: stagger %s must be within [0, lease timeout %s)", c.Stagger, c.LeaseTimeout)
+	case c.LeaseTimeoutMax < 0:
+		return fmt.Errorf("leader: lease timeout max %s must not be negative", c.LeaseTimeoutMax)
 	}
 	return nil
 }
@@ -185,10 +201,19 @@ type Event interface{ event() }
 // cleanly wrote it last and writes nothing more — so a follower stands
 // after its Stagger alone instead of LeaseTimeout + Stagger (a hand-over;
 // it still fences, so this is timing, never safety).
+//
+// Takeover: that commit is a takeover's barrier (Writer is a candidate
+// that fenced the shard and now reads the log to its end and restores
+// the state before its first beat); with LeaseTimeoutMax set, the
+// follower gives it LeaseTimeoutMax to write again rather than a
+// lease — a promotion is several of the log's transactions and the
+// restore (e2e/ha at load 15-30: 1.2-8 s), and a follower that stood
+// after one lease fenced it, then was fenced in turn.
 type Observed struct {
 	Writer   string
 	Leader   Hint
 	Resigned bool
+	Takeover bool
 }
 
 // PromoteDone is the outcome of a Promote. Fenced: a newer writer fenced
@@ -269,6 +294,53 @@ type Elector struct {
 	// resigned: the writer whose resignation is the last commit observed
 	// ("" when it is not one).
 	resigned string
+
+	// pace: how slow the log is now (lease); lastWriter and lastAt: the
+	// last commit a follower observed; promoteAt and beatAt: when the
+	// Promote and the Beat in flight were decided.
+	pace                      pace
+	lastWriter                string
+	lastAt, promoteAt, beatAt time.Time
+	// takeover: the last commit a follower observed is another
+	// replica's takeover barrier (Observed.Takeover).
+	takeover bool
+}
+
+// slowSamples is how many recent intervals pace keeps: with beats every
+// 200 ms, a log fast again shrinks the lease back within ~2 s.
+const slowSamples = 8
+
+// pace keeps the last slowSamples intervals the log took: between two
+// commits of one writer (a follower), or one of the leader's beats or
+// promotions.
+type pace struct {
+	last [slowSamples]time.Duration
+	next int
+}
+
+func (p *pace) add(d time.Duration) {
+	p.last[p.next] = max(d, 0)
+	p.next = (p.next + 1) % slowSamples
+}
+
+func (p *pace) slowest() time.Duration {
+	var m time.Duration
+	for _, d := range p.last {
+		m = max(m, d)
+	}
+	return m
+}
+
+// lease is LeaseTimeout stretched by the log's recent pace
+// (Config.LeaseTimeoutMax).
+func (e *Elector) lease() time.Duration {
+	if e.cfg.LeaseTimeoutMax <= e.cfg.LeaseTimeout {
+		return e.cfg.LeaseTimeout
+	}
+	if e.takeover && e.role == Follower {
+		return e.cfg.LeaseTimeoutMax
+	}
+	return min(max(2*e.pace.slowest(), e.cfg.LeaseTimeout), e.cfg.LeaseTimeoutMax)
 }
 
 // New returns a follower that started following at now: it gives a live
@@ -296,7 +368,7 @@ func (e *Elector) Step(now time.Time, ev Event) {
 		if e.role != SteppingDown {
 			panic(fmt.Sprintf("leader: Stopped in role %s", e.role))
 		}
-		e.role, e.stopping, e.seen, e.hint = Follower, false, now, Hint{}
+		e.role, e.stopping, e.seen, e.hint, e.takeover = Follower, false, now, Hint{}, false
 	case Unfit:
 		if ev.Reason == "" {
 			panic("leader: Unfit without a reason")
@@ -318,11 +390,15 @@ func (e *Elector) observed(now time.Time, ev Observed) {
 		// leader's barrier comes before its first beat, and until then
 		// the old leader's URL would be wrong.
 		if ev.Writer != e.cfg.ID {
+			if ev.Writer == e.lastWriter && !e.lastAt.IsZero() {
+				e.pace.add(now.Sub(e.lastAt))
+			}
+			e.lastWriter, e.lastAt, e.takeover = ev.Writer, now, ev.Takeover
 			e.seen = now
 		}
 		if ev.Resigned && ev.Writer != e.cfg.ID {
 			// The leader handed over: its lease ends now.
-			e.seen, e.hint, e.resigned = now.Add(-e.cfg.LeaseTimeout), Hint{}, ev.Writer
+			e.seen, e.hint, e.resigned = now.Add(-e.lease()), Hint{}, ev.Writer
 			return
 		}
 		e.resigned = ""
@@ -343,6 +419,8 @@ func (e *Elector) promoteDone(now time.Time, ev PromoteDone) {
 		panic(fmt.Sprintf("leader: PromoteDone in role %s without a Promote", e.role))
 	}
 	e.promoting = false
+	e.pace.add(now.Sub(e.promoteAt)) // a fence and a barrier at least: the log's pace
+	e.lastWriter, e.lastAt, e.takeover = "", time.Time{}, false
 	if ev.Err != nil {
 		// Someone else is taking over (fenced), or the log is unreachable:
 		// follow again and give the winner a whole lease to show itself.
@@ -360,6 +438,9 @@ func (e *Elector) promoteDone(now time.Time, ev PromoteDone) {
 func (e *Elector) writeDone(now time.Time, ev WriteDone) {
 	if ev.Beat {
 		e.beating, e.beatEnd = false, now
+		if ev.Err == nil {
+			e.pace.add(now.Sub(e.beatAt))
+		}
 	}
 	if e.role != Leader {
 		return // late outcome of a write of the leadership being torn down
@@ -386,8 +467,9 @@ func (e *Elector) Decide(now time.Time) Decision {
 	d := Decision{Role: e.role, Leader: e.hint, Reason: e.reason, Unfit: e.unfit}
 	switch e.role {
 	case Follower:
-		stand := e.seen.Add(e.cfg.LeaseTimeout + e.cfg.Stagger)
-		if stale := e.seen.Add(e.cfg.LeaseTimeout / 2); !now.Before(stale) {
+		lease := e.lease()
+		stand := e.seen.Add(lease + e.cfg.Stagger)
+		if stale := e.seen.Add(lease / 2); !now.Before(stale) {
 			// Half a lease without a commit: the leader is likely gone;
 			// name nobody rather than send clients to it.
 			d.Leader = Hint{}
@@ -407,7 +489,7 @@ func (e *Elector) Decide(now time.Time) Decision {
 		}
 		// The leader it named is presumed dead: name nobody until the
 		// next beat (this replica's own, or the winner's).
-		e.role, e.promoting, e.hint = Candidate, true, Hint{}
+		e.role, e.promoting, e.hint, e.promoteAt = Candidate, true, Hint{}, now
 		e.reason = fmt.Sprintf("no commit in the log for %s", now.Sub(e.seen))
 		if e.resigned != "" {
 			e.reason = "the leader (" + e.resigned + ") resigned"
@@ -436,7 +518,7 @@ func (e *Elector) decideLeader(now time.Time, d *Decision) {
 		// Nothing within one more lease: cut off; step down (liveness
 		// only: whoever stood fenced it already).
 		if e.renewBy.IsZero() {
-			e.renewBy = now.Add(e.cfg.LeaseTimeout)
+			e.renewBy = now.Add(e.lease())
 		}
 		if !now.Before(e.renewBy) {
 			e.stepDown(fmt.Sprintf("no write succeeded for %s (renewal included)", now.Sub(e.wrote)))
@@ -446,7 +528,7 @@ func (e *Elector) decideLeader(now time.Time, d *Decision) {
 		}
 		d.At = e.renewBy
 		if !e.beating {
-			e.beating = true
+			e.beating, e.beatAt = true, now
 			d.Do = Beat
 		}
 		return
@@ -460,6 +542,6 @@ func (e *Elector) decideLeader(now time.Time, d *Decision) {
 		d.At = due
 		return
 	}
-	e.beating = true
+	e.beating, e.beatAt = true, now
 	d.Do = Beat
 }

@@ -132,7 +132,7 @@ func (r *Replica) Observe(now time.Time, p Position) (sameID bool) {
 		writer += "@" + hint.URL
 		hint.ID = writer
 	}
-	r.e.Step(now, Observed{Writer: writer, Leader: hint, Resigned: p.Resigned})
+	r.e.Step(now, Observed{Writer: writer, Leader: hint, Resigned: p.Resigned, Takeover: !writes})
 	return sameID
 }
 
