@@ -171,9 +171,11 @@ type Config struct {
 	// that offset again, perhaps while this consumer still processes them
 	// (logged as a warning naming the partitions and offsets).
 	RevokeTimeout time.Duration `yaml:"revoke_timeout"`
-	// CapabilityExpiryMargin: no fetch starts with a capability expiring
-	// within this margin; the partition waits for the renewal instead of
-	// hitting 401.
+	// CapabilityExpiryMargin: no fetch starts, nor is retried, with a
+	// capability expiring within this margin; the partition waits for the
+	// renewal instead of hitting 401 (a gateway charges each expired
+	// capability to the member's budget of failed verifications at its
+	// address, auth_failures_per_second).
 	CapabilityExpiryMargin time.Duration `yaml:"capability_expiry_margin"`
 	// TLS is the CA bundle and client certificate for https:// URLs
 	// (empty: the system roots, no client certificate).

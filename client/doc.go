@@ -135,7 +135,12 @@
 // Renewed capabilities arrive in heartbeats and replace the old one
 // without moving the offset; a partition whose capability would expire
 // within capability_expiry_margin without a renewal stops fetching until
-// one arrives. unknown_member, or token_expired on a heartbeat (the member
+// one arrives — a fetch retried after a retriable refusal (503
+// out_of_sync, 429, no answer) too: it is given up there rather than
+// sent with a capability the gateway must refuse, each refusal a failed
+// verification the gateway charges to this member at this address, whose
+// renewed capabilities it then refused 429 rate_limited for seconds.
+// unknown_member, or token_expired on a heartbeat (the member
 // token ran out), loses every partition (OnLost) and rejoins with the
 // same instance id. A member an administrator removed (admin
 // revoke-member, group delete --force) rejoins too, as Kafka's consumers

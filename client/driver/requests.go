@@ -309,10 +309,40 @@ func (d *Driver) fetchFailed(o *op, f *Failure) {
 	}
 	o.attempts++
 	if failover && o.attempts%n != 0 {
+		if d.fetchExpiring(o, d.now) {
+			d.fetchGivenUp(o, f)
+			return
+		}
 		d.send(o)
 		return
 	}
 	d.retry(o, f)
+	if d.fetchExpiring(o, o.retryAt) {
+		d.fetchGivenUp(o, f)
+	}
+}
+
+// fetchExpiring: fetch o's capability expires within the session's
+// ExpiryMargin of at — a retry then would present a capability the
+// gateway refuses (token_expired). Retried without end, every
+// partition's fetch went on through a gateway's long out_of_sync and
+// reached it expired: each a failed verification charged to the
+// address and the member (gateway auth_failures_per_second), whose
+// budget, spent, had the gateway refuse the member's renewed
+// capabilities 429 rate_limited for ~14 s (lost2's run3, orders/784).
+func (d *Driver) fetchExpiring(o *op, at time.Time) bool {
+	exp := o.fetch.ExpiresAt
+	return !exp.IsZero() && !at.Before(exp.Add(-d.cfg.Session.ExpiryMargin))
+}
+
+// fetchGivenUp ends fetch o with its retriable failure f: the session
+// waits for the partition's renewal (its capability is expiring) and
+// fetches again with the renewed one.
+func (d *Driver) fetchGivenUp(o *op, f *Failure) {
+	o.done, o.retryAt = true, time.Time{}
+	delete(d.fetches, o.fetch.ID)
+	d.pending = append(d.pending, session.FetchDone{Now: d.now, ID: o.fetch.ID, Partition: o.fetch.Partition,
+		Code: f.code(), Earliest: -1, Latest: -1})
 }
 
 // cancelFetch aborts a fetch; the session gets its FetchDone (Canceled)

@@ -23,6 +23,12 @@ type Fetch struct {
 	// MaxBytes is the most record bytes to ask for (Config.FetchMaxBytes
 	// and fetchBytes); 0 when the config sets no size.
 	MaxBytes int32
+	// ExpiresAt is when Capability expires (zero: unknown). The shell
+	// retries a fetch that failed retriably no later than ExpiresAt less
+	// Config.ExpiryMargin; past it, it ends the fetch with that failure
+	// (FetchDone) and the partition waits for its renewal, as a new
+	// fetch would.
+	ExpiresAt time.Time
 }
 
 // CancelFetch: abort fetch ID if it is still running; its FetchDone is

@@ -29,7 +29,7 @@ func (s *Session) fill(now time.Time) {
 	size := s.fetchBytes(fetching)
 	for _, p := range ready {
 		p.fetch = s.nextID()
-		s.emit(Fetch{ID: p.fetch, Partition: p.id, Epoch: p.epoch, Offset: p.next, Capability: p.capability, MaxBytes: size})
+		s.emit(Fetch{ID: p.fetch, Partition: p.id, Epoch: p.epoch, Offset: p.next, Capability: p.capability, MaxBytes: size, ExpiresAt: p.expiresAt})
 	}
 }
 

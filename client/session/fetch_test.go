@@ -16,6 +16,12 @@ func TestJoinedStartsFetchAtGrantOffset(t *testing.T) {
 	if len(fetches) != 2 {
 		t.Fatalf("want 2 fetches, got %s", describe(acts))
 	}
+	for i := range fetches { // the capability's expiry, for the shell's retries
+		if !fetches[i].ExpiresAt.Equal(exp) {
+			t.Fatalf("fetch %d carries expiry %s, want %s", i, fetches[i].ExpiresAt, exp)
+		}
+		fetches[i].ExpiresAt = time.Time{}
+	}
 	want := []Fetch{
 		{ID: fetches[0].ID, Partition: pA, Epoch: 3, Offset: 10, Capability: "capA"},
 		{ID: fetches[1].ID, Partition: pB, Epoch: 7, Offset: 40, Capability: "capB"},
