@@ -19,7 +19,7 @@ type subscription struct {
 	topics []string
 	// pattern is patternText compiled for the step-counting matcher:
 	// every match of it the machine makes is counted and bounded
-	// (matchBounded); its regexp is compiled only to check it.
+	// (matchBounded).
 	pattern     *topicpattern.Matcher
 	patternText string
 	// patternCost is topicpattern.Cost(patternText), worked out once: memberCost
@@ -33,9 +33,15 @@ type subscription struct {
 }
 
 // CompileTopicPattern compiles a join's topic_pattern as it is matched:
-// against the whole topic name, as the Java consumer's subscribe(Pattern).
+// against the whole topic name, as the Java consumer's subscribe(Pattern)
+// — parsed alone, then anchored (topicpattern.Parse: a text closing the
+// group of "^(?:"+text+")$" escaped its anchors).
 func CompileTopicPattern(pattern string) (*regexp.Regexp, error) {
-	return regexp.Compile("^(?:" + pattern + ")$")
+	re, err := topicpattern.Parse(pattern)
+	if err != nil {
+		return nil, err
+	}
+	return regexp.Compile(re.String())
 }
 
 func parseSubscription(topics []string, pattern string) (subscription, error) {
@@ -43,11 +49,8 @@ func parseSubscription(topics []string, pattern string) (subscription, error) {
 	case len(topics) > 0 && pattern != "":
 		return subscription{}, fmt.Errorf("set topics or topic_pattern, not both")
 	case pattern != "":
-		if _, err := CompileTopicPattern(pattern); err != nil {
-			return subscription{}, fmt.Errorf("topic_pattern: %v", err)
-		}
 		matcher, err := topicpattern.Compile(pattern)
-		if err != nil { // regexp compiled it: no program differs
+		if err != nil {
 			return subscription{}, fmt.Errorf("topic_pattern: %v", err)
 		}
 		return subscription{pattern: matcher, patternText: pattern, patternCost: topicpattern.Cost(pattern)}, nil

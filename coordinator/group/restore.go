@@ -3,9 +3,11 @@ package group
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp/syntax"
 	"time"
 
 	"github.com/capgate/capgate/coordinator/assign"
+	"github.com/capgate/capgate/internal/topicpattern"
 	"github.com/capgate/capgate/revocation"
 )
 
@@ -62,6 +64,13 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 	matched := make(map[string]patternHits)
 	for _, r := range snap.Members {
 		sub, err := parseSubscription(r.Topics, r.TopicPattern)
+		if err != nil && len(r.Topics) == 0 && joinedWrapped(r.TopicPattern) {
+			// Joined before a pattern was parsed alone (topicpattern.Parse:
+			// `x)|(?:.*` escaped the anchors then): it matches nothing,
+			// stale, until it rejoins — refused then as any join with it.
+			sub, err = subscription{pattern: topicpattern.Never(), patternText: r.TopicPattern}, nil
+			matched[sub.patternText] = patternHits{over: true}
+		}
 		if err != nil {
 			return fmt.Errorf("member %q of %q: %w", r.MemberID, r.Group, err)
 		}
@@ -83,6 +92,13 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		}, sub.matches)
 	}
 	return nil
+}
+
+// joinedWrapped reports whether pattern compiled as a join's before
+// topicpattern.Parse: wrapped as text, "^(?:"+pattern+")$".
+func joinedWrapped(pattern string) bool {
+	_, err := syntax.Parse("^(?:"+pattern+")$", syntax.Perl)
+	return pattern != "" && err == nil
 }
 
 func (m *Machine) restorePartitions(snap Snapshot) error {

@@ -2,7 +2,9 @@ package group_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/coordinator/group"
 )
@@ -47,5 +49,36 @@ func TestRestoreMatchIsBounded(t *testing.T) {
 	w.settle("cheap")
 	if owners := w.owners("cheap"); len(owners) != 10 {
 		t.Fatalf("the cheap pattern's group after the restore: %d partitions owned, want its 10", len(owners))
+	}
+}
+
+// TestRestoreTakesAPatternThatNoLongerParses: a pattern is parsed alone
+// before it is anchored now (topicpattern.Parse); one stored before, as
+// `x)|(?:.*` (which escaped the anchors and matched every topic), no
+// longer compiles. The restore (a takeover) must not fail for it: its
+// member restores matching nothing, marked stale until it rejoins, and
+// the others as they were.
+func TestRestoreTakesAPatternThatNoLongerParses(t *testing.T) {
+	w := newWorld(t)
+	member := func(id, pattern string) group.MemberRecord {
+		return group.MemberRecord{Group: "g", MemberID: id, ClientID: "c", TopicPattern: pattern,
+			SessionTimeout: 10 * time.Second, Credential: group.Credential{ID: "a"}}
+	}
+	snap := group.Snapshot{
+		Topics:  []group.TopicRecord{{Topic: "orders", Partitions: 1}, {Topic: "payments", Partitions: 1}},
+		Members: []group.MemberRecord{member("escaped", `x)|(?:.*`), member("fine", `ord.*`)},
+	}
+	m, err := group.Restore(w.cfg, rand.New(rand.NewPCG(3, 4)), snap, w.now)
+	if err != nil {
+		t.Fatalf("restore with a stored pattern that no longer parses: %v", err)
+	}
+	w.m = m
+	for _, d := range w.describe("g").Members {
+		switch {
+		case d.ID == "escaped" && (!d.TopicPatternStale || d.TopicPatternMatches != 0):
+			t.Errorf("the escaping pattern's member restored: %+v, want stale with no topic", d)
+		case d.ID == "fine" && (d.TopicPatternStale || d.TopicPatternMatches != 1):
+			t.Errorf("the other member restored: %+v, want its one topic", d)
+		}
 	}
 }

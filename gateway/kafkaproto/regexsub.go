@@ -10,7 +10,7 @@ package kafkaproto
 //     GROUP_AUTHORIZATION_FAILED, and kgo retries that for ever: the
 //     consumer read nothing, and only kgo's own log said why.
 //   - The listener matches the regex itself instead — against the whole
-//     name, as Kafka and the coordinator do (CompileTopicPattern's
+//     name, as Kafka and the coordinator do (topicpattern.Parse's
 //     anchoring) — over its topic list, keeps the topics the connection
 //     may see (its credential allows them, not internal: conn.sees) and
 //     joins with those names. Kafka's broker does the same with ACLs: a
@@ -66,18 +66,24 @@ func (c *conn) matchesOwnRegex() bool {
 }
 
 // compileTopicRegex compiles a KIP-848 regex as capgate's coordinator
-// does (coordinator/group.CompileTopicPattern): matched against the whole
-// topic name, and bounded first as the coordinator bounds topic_pattern
-// by default (topicpattern): the listener matches it over every topic at
-// each join and rematch, and a 40 KB regex took 36 s over 1,000 names
-// (review23). Its matches are counted (topicpattern.Matcher): within the
-// cost bound, `(.?){60}x` fails slowly on every name (redteam18).
+// does (coordinator/group.CompileTopicPattern): parsed alone and matched
+// against the whole topic name (topicpattern.Parse), and bounded first by
+// the coordinator's default rule for topic_pattern (group's
+// checkPatternCost): the listener matches it over every topic at each
+// join and rematch, and a 40 KB regex took 36 s over 1,000 names
+// (review23). Its length is bounded, and what its repetitions add beyond
+// it (topicpattern.Expansion), not its cost whole: a list of topic names
+// written as an alternation costs about its length — a 30-name one (450
+// bytes) joined over HTTP and was INVALID_REGULAR_EXPRESSION here. Its
+// matches are counted (topicpattern.Matcher): within the cost bound,
+// `(.?){60}x` fails slowly on every name (redteam18).
 func compileTopicRegex(text string) (*topicpattern.Matcher, error) {
 	if len(text) > topicpattern.DefaultMaxBytes {
 		return nil, fmt.Errorf("longer than %d bytes", topicpattern.DefaultMaxBytes)
 	}
-	if cost := topicpattern.Cost(text); cost > topicpattern.DefaultMaxCost {
-		return nil, fmt.Errorf("too complex: %d instructions once repetitions are expanded, at most %d", cost, topicpattern.DefaultMaxCost)
+	if more := topicpattern.Expansion(text); more > topicpattern.DefaultMaxCost {
+		return nil, fmt.Errorf("too complex: %d instructions once repetitions are expanded, %d more than its %d bytes, at most %d more",
+			topicpattern.Cost(text), more, len(text), topicpattern.DefaultMaxCost)
 	}
 	return topicpattern.Compile(text)
 }

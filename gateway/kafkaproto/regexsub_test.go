@@ -1,6 +1,7 @@
 package kafkaproto
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -23,5 +24,32 @@ func TestTopicRegexIsBoundedBeforeMatching(t *testing.T) {
 		if _, err := compileTopicRegex(text); err != nil {
 			t.Errorf("compileTopicRegex(%q): %v", text, err)
 		}
+	}
+}
+
+// TestTopicRegexIsBoundedAsTheCoordinatorBoundsAPattern: the listener
+// applies the coordinator's rule (topic_pattern_cost bounds what a
+// pattern adds beyond its length): a list of 30 topic names written as
+// an alternation (391 bytes, cost 365) joins through either door — it
+// was INVALID_REGULAR_EXPRESSION here while it joined over HTTP — and a
+// regex closing the anchoring group itself is refused, not read as
+// `^(?:orders)|(?:.)$` (every name).
+func TestTopicRegexIsBoundedAsTheCoordinatorBoundsAPattern(t *testing.T) {
+	names := make([]string, 30)
+	for i := range names {
+		// No two neighbours share a first letter: Go's parser factors
+		// an alternation's common prefixes out.
+		names[i] = fmt.Sprintf("%c%c-orders-%02d", 'a'+i%26, 'a'+i*7%26, i)
+	}
+	list := "(" + strings.Join(names, "|") + ")"
+	m, err := compileTopicRegex(list)
+	if err != nil {
+		t.Fatalf("a %d-byte alternation of 30 names: %v", len(list), err)
+	}
+	if s := m.Scanner(1 << 20); !s.Match(names[17]) || s.Match("aa-orders-30") {
+		t.Errorf("the alternation matches a name outside it, or not one of its names")
+	}
+	if _, err := compileTopicRegex(`orders)|(?:.`); err == nil {
+		t.Errorf("`orders)|(?:.` compiled")
 	}
 }

@@ -30,10 +30,11 @@ type Matcher struct {
 	prog *syntax.Prog
 }
 
-// Compile compiles pattern as matched against a whole topic name: Go's
-// regexp syntax (Perl flags), as regexp.Compile("^(?:"+pattern+")$").
+// Compile compiles pattern as matched against a whole topic name (Parse):
+// Go's regexp syntax (Perl flags), as regexp.Compile("^(?:"+pattern+")$")
+// for a well-formed pattern.
 func Compile(pattern string) (*Matcher, error) {
-	re, err := syntax.Parse("^(?:"+pattern+")$", syntax.Perl)
+	re, err := Parse(pattern)
 	if err != nil {
 		return nil, err
 	}
@@ -42,6 +43,15 @@ func Compile(pattern string) (*Matcher, error) {
 		return nil, err
 	}
 	return &Matcher{prog: prog}, nil
+}
+
+// Never is a Matcher that matches no name.
+func Never() *Matcher {
+	prog, err := syntax.Compile(&syntax.Regexp{Op: syntax.OpNoMatch})
+	if err != nil {
+		panic(err) // a constant program
+	}
+	return &Matcher{prog: prog}
 }
 
 // Scanner matches names with one Matcher, reusing its state sets; not

@@ -28,11 +28,36 @@ const (
 // parse tree (saturating, never compiling); an unparsable pattern costs
 // 0 (compiling refuses it).
 func Cost(pattern string) int {
-	re, err := syntax.Parse("^(?:"+pattern+")$", syntax.Perl)
+	re, err := Parse(pattern)
 	if err != nil {
 		return 0
 	}
 	return treeCost(re)
+}
+
+// Parse parses pattern as matched against a whole topic name: Go's
+// regexp syntax (Perl flags), the text parsed alone and then anchored at
+// both ends, as "^(?:"+pattern+")$" reads when pattern is well formed.
+// The text was once wrapped so and parsed together, and a text closing
+// the wrapper's group itself escaped the anchors: `x)|(?:.*` read as
+// `^(?:x)|(?:.*)$`, every name — the Kafka listener's KIP-848 regex took
+// every topic the credential allowed (redteam19). Parsed alone it is
+// refused (unexpected ")").
+func Parse(pattern string) (*syntax.Regexp, error) {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	// As the parser reads "^(?:"+pattern+")$": the group dissolves into
+	// the concatenation (so Cost is the same), the anchors text's ends.
+	sub := []*syntax.Regexp{{Op: syntax.OpBeginText, Flags: syntax.Perl}}
+	if re.Op == syntax.OpConcat {
+		sub = append(sub, re.Sub...)
+	} else {
+		sub = append(sub, re)
+	}
+	sub = append(sub, &syntax.Regexp{Op: syntax.OpEndText, Flags: syntax.Perl | syntax.WasDollar})
+	return &syntax.Regexp{Op: syntax.OpConcat, Flags: syntax.Perl, Sub: sub}, nil
 }
 
 // Expansion is how much more pattern costs than its length in bytes:

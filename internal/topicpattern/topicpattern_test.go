@@ -1,6 +1,8 @@
 package topicpattern_test
 
 import (
+	"math/rand/v2"
+	"regexp/syntax"
 	"strings"
 	"testing"
 
@@ -28,5 +30,43 @@ func TestShortPatternsThatExpandAreOverTheDefault(t *testing.T) {
 	}
 	if long := strings.Repeat("a", 40_000); len(long) <= topicpattern.DefaultMaxBytes {
 		t.Fatal("a 40 KB pattern within the default length")
+	}
+}
+
+// TestPatternTextCannotEscapeTheAnchors: a pattern is parsed alone and
+// then anchored to the whole name. Wrapped as text, "^(?:"+p+")$", a
+// pattern closing the wrapper's group escaped the anchors —
+// `x)|(?:.*` read as `^(?:x)|(?:.*)$` and matched every name
+// (redteam19) — and `\Qorders` quoted the wrapper's own tail. A
+// well-formed pattern costs and matches as the wrapped text did
+// (thousands of random ones).
+func TestPatternTextCannotEscapeTheAnchors(t *testing.T) {
+	for _, p := range []string{`x)|(?:.*`, `orders)|(?:.`, `a)|.*|(b`, `x)|(?:`, `orders\`} {
+		if _, err := topicpattern.Compile(p); err == nil {
+			t.Errorf("Compile(%q) compiled: a pattern that is not well formed alone", p)
+		}
+		if c := topicpattern.Cost(p); c != 0 {
+			t.Errorf("Cost(%q) = %d, want 0 (not compiled)", p, c)
+		}
+	}
+	m, err := topicpattern.Compile(`\Qorders`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"orders": true, "orders-eu": false, "payments": false} {
+		if got := m.Scanner(1 << 20).Match(name); got != want {
+			t.Errorf(`\Qorders matches %q: %v, want %v`, name, got, want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(19, 19))
+	for range 4000 {
+		p := randomPattern(rng, 3)
+		wrapped, err := syntax.Parse("^(?:"+p+")$", syntax.Perl)
+		if err != nil {
+			continue
+		}
+		if got, want := topicpattern.Cost(p), topicpattern.TreeCost(wrapped); got != want {
+			t.Fatalf("Cost(%q) = %d, the wrapped text's %d", p, got, want)
+		}
 	}
 }

@@ -1,0 +1,4 @@
+package topicpattern
+
+// TreeCost is treeCost, for the external tests.
+var TreeCost = treeCost
