@@ -95,13 +95,14 @@ type Coordinator struct {
 	bodies            *bodyheld.Holds     // request bodies being read (server.go)
 	answers           *answerheld.Counter // answers being written (answers.go)
 	answersRefused    prometheus.Counter
-	joins             *keyedLimiter // per credential
-	joining           joinsInFlight // authenticated joins in the handler, per group (the join window reads it)
-	attenuates        *keyedLimiter // per chain root
-	tenantReads       tenantReads   // tenant group reads in progress, per tenant (tenant_groups.go)
-	share             *loopShare    // each tenant's member requests in the loop's queue (tenantshare.go)
-	patterns          *patternCache // join patterns matched outside the loop (patterns.go)
-	authFailures      *authFailures // per client address (auth.go)
+	joins             *keyedLimiter       // per credential
+	joining           joinsInFlight       // authenticated joins in the handler, per group (the join window reads it)
+	attenuates        *keyedLimiter       // per chain root
+	tenantReads       tenantReads         // tenant group reads in progress, per tenant (tenant_groups.go)
+	share             *loopShare          // each tenant's member requests in the loop's queue (tenantshare.go)
+	patterns          *patternCache       // join patterns matched outside the loop (patterns.go)
+	livePatterns      *group.LivePatterns // new topics matched outside the loop (metadata.go)
+	authFailures      *authFailures       // per client address (auth.go)
 	proxies           clientaddr.Proxies
 	revocations       *revocations
 	loop              *loop
@@ -242,6 +243,7 @@ func (c *Coordinator) open(o options) error {
 	}
 	c.share = newLoopShare(c.cfg, machine.MemberTenants())
 	c.patterns = newPatternCache(machine.TopicNames())
+	c.livePatterns = machine.LivePatterns()
 	c.known = make(map[string]int32)
 	for _, t := range restored.Snapshot.Topics {
 		c.known[t.Topic] = t.Partitions

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -55,13 +56,33 @@ func (c *Coordinator) refreshTopics(ctx context.Context) {
 	c.topicsMu.Unlock()
 	snapshot := maps.Clone(counts)
 	c.topics.Store(&snapshot)
-	if err := c.submit(group.Topics{Partitions: counts, Deleted: deleted}); err != nil {
+	if err := c.submit(group.Topics{Partitions: counts, Deleted: deleted, Hits: c.matchAdded(counts)}); err != nil {
 		return
 	}
 	if len(deleted) > 0 {
 		c.log.Info("topics deleted", zap.Strings("topics", deleted))
 	}
 }
+
+// matchAdded matches the topics of counts the machine does not hold yet
+// against its live patterns here, in the metadata reader's goroutine,
+// for the loop to take as they are (group.TopicHits): a topic change's
+// matching, within each tenant's limits.topic_pattern_steps (~30–50 ms
+// of a core at the default), was done in the loop — tenants × that per
+// change, every tenant's requests waiting (patloop2). The work here is
+// bounded the same way and shares the processors instead; nil when
+// nothing is new. (topicHitsInLoop: the tests' baseline, the loop
+// matching as before.)
+func (c *Coordinator) matchAdded(counts map[string]int32) *group.TopicHits {
+	if c.livePatterns == nil || topicHitsInLoop.Load() {
+		return nil
+	}
+	return c.livePatterns.MatchAdded(c.patterns.names, counts, c.cfg.Groups.Limits)
+}
+
+// topicHitsInLoop makes matchAdded answer nil, so the loop matches new
+// topics itself: the baseline the tests measure beside (export_test.go).
+var topicHitsInLoop atomic.Bool
 
 // partitionCount is a topic's partition count as last read from Kafka (0
 // for a topic Kafka does not have); known is false before the first read.

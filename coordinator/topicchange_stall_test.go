@@ -49,6 +49,7 @@ func TestTopicChangesStallNoOtherTenant(t *testing.T) {
 	// covers one or two of its 400 patterns a change (all 400: ~18 M
 	// steps, ~0.6 s of a core with Go's regexp).
 	e.cfg.Groups.Limits.TopicPatternSteps = 1 << 16
+	e.cfg.Groups.Limits.TopicPatternsPerTenant = patterns // the subject is a change's matching
 	// A's 400 pattern joins are charged ~45 tokens each, sent as fast as
 	// answered: neither the join rate nor the tenant's rate is the
 	// subject.

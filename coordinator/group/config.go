@@ -139,6 +139,12 @@ type Limits struct {
 	// a state of its program visited at a position of a name), which the
 	// event loop does once per join that adds a pattern member.
 	TopicPatternSteps int `yaml:"topic_pattern_steps"`
+	// TopicPatternsPerTenant bounds the distinct topic_pattern texts one
+	// tenant's live members hold (members sharing a text are matched
+	// once): a join or rejoin bringing another is refused 409
+	// limit_exceeded. A restore (a takeover) matches each tenant's texts
+	// within 4 × topic_pattern_steps in all (restorePatternBudget).
+	TopicPatternsPerTenant int `yaml:"topic_patterns_per_tenant"`
 	// MembersPerGroup, GroupsPerCredential, MembersPerCredential and
 	// Groups bound live members of one group, the groups one tenant has
 	// live members in (and the groups it created that still exist:
@@ -218,24 +224,25 @@ type Limits struct {
 // DefaultLimits are the documented defaults.
 func DefaultLimits() Limits {
 	return Limits{
-		TopicsPerMember:      1000,
-		TopicPatternBytes:    topicpattern.DefaultMaxBytes,
-		TopicPatternCost:     topicpattern.DefaultMaxCost,
-		TopicPatternSteps:    topicpattern.DefaultMaxSteps,
-		MembersPerGroup:      10000,
-		GroupsPerCredential:  100,
-		MembersPerCredential: 10000,
-		Groups:               10000,
-		StateBytes:           192 << 20,
-		StateBytesPerTenant:  48 << 20,
-		CommitMetadataBytes:  4096,
-		EmptyGroupTTL:        time.Hour,
-		OffsetsRetention:     7 * 24 * time.Hour,
-		LeaseTTLMax:          24 * time.Hour,
-		QoSTTLMax:            24 * time.Hour,
-		Gateways:             1024,
-		QoSOverrides:         10000,
-		Denied:               100000,
+		TopicsPerMember:        1000,
+		TopicPatternBytes:      topicpattern.DefaultMaxBytes,
+		TopicPatternCost:       topicpattern.DefaultMaxCost,
+		TopicPatternSteps:      topicpattern.DefaultMaxSteps,
+		TopicPatternsPerTenant: 32,
+		MembersPerGroup:        10000,
+		GroupsPerCredential:    100,
+		MembersPerCredential:   10000,
+		Groups:                 10000,
+		StateBytes:             192 << 20,
+		StateBytesPerTenant:    48 << 20,
+		CommitMetadataBytes:    4096,
+		EmptyGroupTTL:          time.Hour,
+		OffsetsRetention:       7 * 24 * time.Hour,
+		LeaseTTLMax:            24 * time.Hour,
+		QoSTTLMax:              24 * time.Hour,
+		Gateways:               1024,
+		QoSOverrides:           10000,
+		Denied:                 100000,
 
 		HeldHeartbeatsPerTenant: 2000,
 	}
@@ -379,6 +386,7 @@ func (l Limits) validate(c Config) error {
 		{"topic_pattern_bytes", int64(l.TopicPatternBytes)},
 		{"topic_pattern_cost", int64(l.TopicPatternCost)},
 		{"topic_pattern_steps", int64(l.TopicPatternSteps)},
+		{"topic_patterns_per_tenant", int64(l.TopicPatternsPerTenant)},
 		{"members_per_group", int64(l.MembersPerGroup)},
 		{"groups_per_credential", int64(l.GroupsPerCredential)},
 		{"members_per_credential", int64(l.MembersPerCredential)},

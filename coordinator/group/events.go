@@ -243,6 +243,10 @@ type UndoJoin struct {
 type Topics struct {
 	Partitions map[string]int32
 	Deleted    []string
+	// Hits: the live patterns' matches among the new topics, made
+	// outside the loop (LivePatterns.MatchAdded); nil, or made at another
+	// version, the loop matches them itself.
+	Hits *TopicHits
 }
 
 // SyncPoll is a gateway's GET /v1/sync. After acknowledges every update up

@@ -359,6 +359,7 @@ func (m *Machine) checkTally() []error {
 		}
 	}
 	errs = append(errs, m.checkTenantGroups(tenants)...)
+	errs = append(errs, m.checkLivePatterns()...)
 	m.memberTenants.mu.RLock()
 	if !maps.Equal(indexed, m.memberTenants.m) {
 		errs = append(errs, fmt.Errorf("member tenants index of %d members, recomputed %d", len(m.memberTenants.m), len(indexed)))
@@ -379,6 +380,39 @@ func (m *Machine) checkTally() []error {
 		}
 	}
 	return errs
+}
+
+// checkLivePatterns compares the live patterns index (livepatterns.go)
+// with the live members' patterns.
+func (m *Machine) checkLivePatterns() []error {
+	type counts struct{ members, fresh int }
+	want := map[tenantPattern]counts{}
+	for _, g := range m.groups {
+		for _, mem := range g.members {
+			if mem.pattern == nil {
+				continue
+			}
+			k := tenantPattern{tenant: mem.credential.tenant(), text: mem.patternText}
+			c := want[k]
+			c.members++
+			if !mem.patternStale {
+				c.fresh++
+			}
+			want[k] = c
+		}
+	}
+	got := map[tenantPattern]counts{}
+	m.livePatterns.mu.RLock()
+	for tenant, texts := range m.livePatterns.tenants {
+		for text, p := range texts {
+			got[tenantPattern{tenant: tenant, text: text}] = counts{p.members, p.fresh}
+		}
+	}
+	m.livePatterns.mu.RUnlock()
+	if !maps.Equal(got, want) {
+		return []error{fmt.Errorf("live patterns index %v, recomputed %v", got, want)}
+	}
+	return nil
 }
 
 // checkTenantGroups compares Machine.tenantGroups with want, the tenants'

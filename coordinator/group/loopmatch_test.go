@@ -23,6 +23,7 @@ func newLoopMatchWorld(t *testing.T, steps int, topics []string) *loopMatchWorld
 	cfg := DefaultConfig()
 	cfg.InitialAssignDelay = 0
 	cfg.Limits.TopicPatternSteps = steps
+	cfg.Limits.TopicPatternsPerTenant = 1000 // the tests' subject is the steps
 	m, err := New(cfg, rand.New(rand.NewPCG(7, 8)))
 	if err != nil {
 		t.Fatal(err)

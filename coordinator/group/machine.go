@@ -40,7 +40,7 @@ type Machine struct {
 	topicNames *TopicNames
 	// patternSteps counts the topicpattern steps the machine's own
 	// matching took (matchesOf, topicsChanged, Restore): bounded per
-	// join, per tenant per topic change, per pattern at a restore.
+	// join, per tenant per topic change, per tenant at a restore.
 	patternSteps int64
 	gateways     map[string]*gateway
 	log          syncLog
@@ -66,6 +66,9 @@ type Machine struct {
 	// memberTenants: every live member's tenant, read by the shell
 	// outside the loop (tenantindex.go).
 	memberTenants *MemberTenants
+	// livePatterns: every live pattern member's text per tenant, read
+	// by the shell outside the loop (livepatterns.go).
+	livePatterns *LivePatterns
 	// epochFloor is the highest epoch of every reaped partition: a new
 	// partition starts there, so its first grant is above them all.
 	epochFloor uint64
@@ -149,6 +152,7 @@ func New(cfg Config, rng *rand.Rand) (*Machine, error) {
 		tenantGroups:   make(map[string]map[*group]int),
 		heldHeartbeats: make(map[string]int),
 		memberTenants:  newMemberTenants(),
+		livePatterns:   newLivePatterns(),
 		topicNames:     newTopicNames(),
 		qos:            make(map[string]api.QoSOverride),
 		persistIdx:     make(map[recordKey]int),

@@ -104,6 +104,9 @@ func (m *Machine) join(e Join) {
 		m.reject(e.Ref, api.CodeConflict, "join: instance_id %q belongs to a member of another credential", e.InstanceID)
 		return
 	}
+	if !m.admitPattern(e.Ref, e.creator(), sub, old) {
+		return
+	}
 	if err := m.matchesOf(&sub, e.Matched); err != nil {
 		m.reject(e.Ref, api.CodeBadRequest, "%v", err)
 		return
@@ -235,6 +238,9 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed 
 	// came (patternStale, topics.go) matches again when it rejoins.
 	resubscribe := !sub.equal(mem) || mem.patternStale
 	if resubscribe {
+		if !m.admitPattern(e.Ref, mem.credential.tenant(), sub, mem) {
+			return
+		}
 		if err := m.matchesOf(&sub, e.Matched); err != nil {
 			m.reject(e.Ref, api.CodeBadRequest, "%v", err)
 			return
@@ -501,6 +507,7 @@ func (m *Machine) resolve(mem *member, matches []string) {
 	for t := range mem.resolved {
 		mem.group.subscribed[t]++
 	}
+	m.setMemberPattern(mem, true)
 	m.recharge(mem)
 }
 
@@ -526,6 +533,7 @@ func (m *Machine) unresolve(mem *member) {
 		}
 	}
 	mem.resolved = nil
+	m.setMemberPattern(mem, false)
 }
 
 // replaceStatic hands old's partitions to its replacement under fresh

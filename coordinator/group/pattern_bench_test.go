@@ -91,7 +91,7 @@ func BenchmarkTopicChange(b *testing.B) {
 	run := func(b *testing.B, pattern func(i int) string) {
 		for b.Loop() {
 			b.StopTimer()
-			bm := newBenchMachine(b, topics)
+			bm := newBenchMachine(b, topics, func(cfg *group.Config) { cfg.Limits.TopicPatternsPerTenant = 400 })
 			for i := range 400 {
 				bm.ref++
 				rd := bm.step(group.Join{Ref: bm.ref, Group: "ga", ClientID: "c", Credential: group.Credential{ID: "a"}, TopicPattern: pattern(i)})

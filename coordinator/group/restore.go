@@ -59,31 +59,34 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		g.cfg = r.Config
 		m.setCreator(g, r.Creator, r.CreatorName)
 	}
-	// pattern text → its matches (over: past limits.topic_pattern_steps),
-	// so members alike are matched once.
-	matched := make(map[string]patternHits)
+	// A tenant's pattern text → its matches (over: past the bound), so
+	// members alike are matched once; each tenant's texts are matched
+	// within restorePatternBudget × topic_pattern_steps in all, each
+	// within topic_pattern_steps (restoreMatch).
+	matched := make(map[tenantPattern]patternHits)
+	budget := make(map[string]int)
 	for _, r := range snap.Members {
 		sub, err := parseSubscription(r.Topics, r.TopicPattern)
+		key := tenantPattern{tenant: r.Credential.tenant(), text: r.TopicPattern}
 		if err != nil && len(r.Topics) == 0 && joinedWrapped(r.TopicPattern) {
 			// Joined before a pattern was parsed alone (topicpattern.Parse:
 			// `x)|(?:.*` escaped the anchors then): it matches nothing,
 			// stale, until it rejoins — refused then as any join with it.
 			sub, err = subscription{pattern: topicpattern.Never(), patternText: r.TopicPattern}, nil
-			matched[sub.patternText] = patternHits{over: true}
+			matched[key] = patternHits{over: true}
 		}
 		if err != nil {
 			return fmt.Errorf("member %q of %q: %w", r.MemberID, r.Group, err)
 		}
-		h, ok := matched[sub.patternText]
+		h, ok := matched[key]
 		if !ok && sub.pattern != nil {
-			h.over = m.matchesOf(&sub, nil) != nil
-			h.topics = sub.matches
-			matched[sub.patternText] = h
+			h = m.restoreMatch(sub.pattern, key.tenant, budget)
+			matched[key] = h
 		}
-		// Matched as a join's, within limits.topic_pattern_steps: a
-		// pattern over it now (topics grew since it joined) restores
-		// with no topics, marked stale as a topic change marks it
-		// (topics.go), until it rejoins.
+		// A pattern over its bound now (topics grew since it joined, or
+		// its tenant's budget went to its other patterns) restores with
+		// no topics, marked stale as a topic change marks it (topics.go),
+		// until it rejoins.
 		sub.matches = h.topics
 		m.installMember(&member{
 			group: m.group(r.Group), id: r.MemberID, instanceID: r.InstanceID, clientID: r.ClientID, credential: r.Credential,
@@ -92,6 +95,33 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		}, sub.matches)
 	}
 	return nil
+}
+
+// restorePatternBudget: a restore matches each tenant's distinct pattern
+// texts within this many times limits.topic_pattern_steps in all. A
+// restore runs before the coordinator serves anyone (a takeover, a
+// restart), and it matched each distinct text within the bound: a
+// tenant holding P texts cost every tenant's takeover P × the bound
+// (limits.topic_patterns_per_tenant bounds P at joins; a restore takes
+// what the store holds).
+const restorePatternBudget = 4
+
+// restoreMatch matches pattern, one of tenant's, against every topic at a
+// restore, within limits.topic_pattern_steps and what budget leaves the
+// tenant (absent: restorePatternBudget × the bound), which it spends.
+func (m *Machine) restoreMatch(pattern *topicpattern.Matcher, tenant string, budget map[string]int) patternHits {
+	left, ok := budget[tenant]
+	if !ok {
+		left = restorePatternBudget * m.cfg.Limits.TopicPatternSteps
+	}
+	_, names := m.topicNames.snapshot()
+	if left <= 0 && len(names) > 0 {
+		return patternHits{over: true} // spent: not one step more
+	}
+	topics, steps, over := matchBounded(pattern, names, min(left, m.cfg.Limits.TopicPatternSteps))
+	m.patternSteps += int64(steps)
+	budget[tenant] = max(left-steps, 0)
+	return patternHits{topics: topics, over: over}
 }
 
 // joinedWrapped reports whether pattern compiled as a join's before

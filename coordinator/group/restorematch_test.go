@@ -82,3 +82,50 @@ func TestRestoreTakesAPatternThatNoLongerParses(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreMatchIsBoundedPerTenant: a restore (a takeover: nobody is
+// served until it ends) matched each distinct pattern text within
+// limits.topic_pattern_steps, so tenant A holding 40 distinct costly
+// patterns cost every tenant's takeover 40 × the bound. Now each
+// tenant's texts share 4 × the bound: A's past it restore stale with no
+// topics (until they rejoin), and B's pattern, restored after A's, is
+// matched as before.
+func TestRestoreMatchIsBoundedPerTenant(t *testing.T) {
+	w := newWorld(t, func(cfg *group.Config) { cfg.Limits.TopicPatternsPerTenant = 100 })
+	topics := map[string]int32{}
+	for i := range 1000 {
+		topics[fmt.Sprintf("team-%04d.service-events", i)] = 1
+	}
+	w.topics(topics)
+	join := func(g, tenant, pattern string) string {
+		ref := w.nextRef()
+		w.step(group.Join{Ref: ref, Group: g, ClientID: "c", TopicPattern: pattern, Credential: group.Credential{ID: tenant}})
+		return mustReply[group.JoinReply](t, w, ref).MemberID
+	}
+	// ~60 steps a name each: ~60,000 over the 1,000 topics.
+	for i := range 40 {
+		join("ga", "a", fmt.Sprintf(`.*z%02d.*`, i))
+	}
+	b := join("gz", "b", `team-000[0-9]\..*`)
+	const limit = 100_000
+	w.cfg.Limits.TopicPatternSteps = limit
+	w.restart(0)
+	// B's pattern reads ~8 characters of each name: ~8,500 steps.
+	if spent := w.m.PatternSteps(); spent > 4*limit+limit/5 {
+		t.Fatalf("the restore matched %d steps; want A's at most %d (4 × topic_pattern_steps) and B's", spent, 4*limit)
+	}
+	stale := 0
+	for _, m := range w.describe("ga").Members {
+		if m.TopicPatternStale {
+			stale++
+		}
+	}
+	if stale == 0 || stale == 40 {
+		t.Errorf("%d of A's 40 members restored stale; want those past A's budget only", stale)
+	}
+	for _, m := range w.describe("gz").Members {
+		if m.ID == b && (m.TopicPatternStale || m.TopicPatternMatches != 10) {
+			t.Fatalf("B's member restored %+v; want its 10 topics", m)
+		}
+	}
+}

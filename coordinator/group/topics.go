@@ -37,8 +37,9 @@ func (m *Machine) updateTopics(e Topics) {
 	if len(grown) == 0 && len(deleted) == 0 {
 		return
 	}
+	pre := e.Hits.usable(m.topicNames, m.topicNames.Version(), added)
 	m.topicNames.change(added, deleted)
-	tc := topicsMatching{added: added, matched: make(map[tenantPattern]patternHits), budget: make(map[string]int)}
+	tc := topicsMatching{added: added, pre: pre, matched: make(map[tenantPattern]patternHits), budget: make(map[string]int)}
 	for _, name := range sortedKeys(m.groups) {
 		m.topicsChanged(m.groups[name], grown, deleted, &tc)
 	}
@@ -72,7 +73,10 @@ type patternHits struct {
 // topicsMatching is one updateTopics' matching: the added topics, each
 // tenant's patterns' matches among them, and each tenant's steps left.
 type topicsMatching struct {
-	added   []string
+	added []string
+	// pre: the shell's matches of the added topics (Topics.Hits), taken
+	// as they are; a pattern not in it is matched here.
+	pre     map[tenantPattern]patternHits
 	matched map[tenantPattern]patternHits
 	budget  map[string]int // tenant → steps left (absent: limits.topic_pattern_steps)
 }
@@ -83,6 +87,10 @@ func (m *Machine) hits(mem *member, tc *topicsMatching) patternHits {
 	tenant := mem.credential.tenant()
 	key := tenantPattern{tenant: tenant, text: mem.patternText}
 	if h, ok := tc.matched[key]; ok {
+		return h
+	}
+	if h, ok := tc.pre[key]; ok {
+		tc.matched[key] = h
 		return h
 	}
 	left, ok := tc.budget[tenant]
@@ -98,9 +106,10 @@ func (m *Machine) hits(mem *member, tc *topicsMatching) patternHits {
 }
 
 // topicsChanged re-resolves pattern members of g and queues g for
-// reassignment if any change concerns it. Members are taken in id order,
-// so which of a tenant's patterns its budget covers is the same on every
-// replica.
+// reassignment if any change concerns it. A pattern's matches among the
+// added topics come from the shell's (Topics.Hits: its tenant's texts in
+// order within its budget) when they were made for this change, else
+// from the loop, its members taken in id order.
 func (m *Machine) topicsChanged(g *group, grown, deleted []string, tc *topicsMatching) {
 	affected := false
 	for _, id := range slices.Sorted(maps.Keys(g.members)) {
@@ -110,7 +119,9 @@ func (m *Machine) topicsChanged(g *group, grown, deleted []string, tc *topicsMat
 		}
 		if len(tc.added) > 0 && !mem.patternStale {
 			h := m.hits(mem, tc)
-			mem.patternStale = h.over
+			if h.over {
+				m.markStale(mem)
+			}
 			for _, t := range h.topics {
 				if !mem.resolved[t] {
 					mem.resolved[t] = true
