@@ -31,6 +31,7 @@ package coordinator
 //     advertised URL, which every client is configured with anyway.
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -113,6 +114,8 @@ func (r *Replica) serveError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	if v := r.view.Load(); v.active != nil && v.active.bodyRefused(ctx, err) {
 		return
+	} else if v.active != nil && errors.Is(err, fasthttp.ErrBodyTooLarge) && v.active.checkedTooLate(ctx) {
+		return // a token the header check could not verify, verified now: 429, send it again (server.go)
 	}
 	writeHTTPError(ctx, err, r.cfg)
 }
