@@ -108,8 +108,9 @@ func rangeLimited(c *ocap.Claims) bool {
 // clientKey names the Kafka client a client-credential connection belongs
 // to: its credential's issuer and holder (Principal.tenant: the
 // credential itself, its OAuth client or its IdP identity — never the
-// credential's name, which another holder's may share), its client.id and
-// its address. A Kafka Fetch carries no group member identity, so this
+// credential's name, which another holder's may share), its client.id
+// (as kept: keptClientID, at most 271 bytes whatever was sent) and its
+// address. A Kafka Fetch carries no group member identity, so this
 // is how a fetch finds the member whose capability covers it. Kafka
 // itself describes group members by the same client id and host. The
 // connections of one client (a Kafka client opens several, each

@@ -57,7 +57,7 @@ type conn struct {
 	requestTenant string
 	requestHeld   int64
 	heldTenant    string
-	clientID      string // of the last request
+	clientID      string // of the last request, as kept (keptClientID)
 	// authed is set once SASL first completed (and never cleared): the
 	// registry never closes such a connection for a new one.
 	authed  atomic.Bool
@@ -156,7 +156,7 @@ func (c *conn) refuseEntries(h header, err error) {
 		claims = c.principal.Claims
 	}
 	c.s.gate.Observe(claims, OpRequest, api.CodeLimitExceeded, 0, time.Now())
-	c.clientID = h.clientID
+	c.clientID = keptClientID(h.clientID)
 	fields := append(c.logFields(false), zap.Int16("api_key", h.key), zap.Int16("api_version", h.version))
 	c.s.refused.Refused("kafka request", err.Error()+": connection closed", fields...)
 }
@@ -275,7 +275,7 @@ func (c *conn) dispatch(h header, req kmsg.Request) (kmsg.Response, error) {
 	case c.sasl == saslDone && !time.Now().Before(c.reauthBy) && h.key != int16(kmsg.SASLHandshake):
 		return nil, fmt.Errorf("%w: session expired (KIP-368) and not re-authenticated", errSASL)
 	}
-	c.clientID = h.clientID
+	c.clientID = keptClientID(h.clientID)
 	return api.handle(c, h, req)
 }
 
@@ -323,16 +323,18 @@ func (c *conn) writeRaw(b []byte) error {
 	return err
 }
 
-// logFields names the connection without any token.
 // loggedClientID is a client.id as a log line carries it: cut to
-// clientIDMax bytes. Kafka allows 32,767, and one tenant joining at
+// keptClientIDMax bytes (a connection's is kept so already:
+// keptClientID). Kafka allows 32,767, and one tenant joining at
 // join_rate with such an id wrote ~1.6 MB of log a second (redteam19 #5).
 func loggedClientID(id string) string {
-	if len(id) <= clientIDMax {
+	if len(id) <= keptClientIDMax {
 		return id
 	}
-	return id[:clientIDMax] + "…"
+	return id[:keptClientIDMax] + "…"
 }
+
+// logFields names the connection without any token.
 
 func (c *conn) logFields(reauth bool) []zap.Field {
 	f := []zap.Field{zap.String("remote", c.nc.RemoteAddr().String()), zap.String("client_id", loggedClientID(c.clientID)), zap.String("mechanism", c.mechanism)}

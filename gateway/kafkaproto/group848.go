@@ -52,7 +52,7 @@ import (
 	"github.com/capgate/capgate/client/session"
 )
 
-func handleConsumerGroupHeartbeat(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+func handleConsumerGroupHeartbeat(c *conn, h header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	resp.HeartbeatIntervalMillis = int32(c.s.cfg.HeartbeatInterval.Milliseconds())
@@ -74,7 +74,7 @@ func handleConsumerGroupHeartbeat(c *conn, _ header, kreq kmsg.Request) (kmsg.Re
 		resp.MemberID, resp.MemberEpoch = &id, req.MemberEpoch
 		return resp, nil
 	case req.MemberEpoch == 0:
-		return c.join848(req, resp, now)
+		return c.join848(req, resp, h.clientID, now)
 	}
 	m := c.s.groups.own(req.Group, id, c.key())
 	if m == nil || !m.kip848 {
@@ -95,8 +95,10 @@ func handleConsumerGroupHeartbeat(c *conn, _ header, kreq kmsg.Request) (kmsg.Re
 	return resp, nil
 }
 
-// join848 admits a member at epoch 0.
-func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse, now time.Time) (kmsg.Response, error) {
+// join848 admits a member at epoch 0. clientID is the request's
+// client.id as sent: the join's capgate client_id is made of it
+// (capgateClientID), not of the connection's kept form.
+func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse, clientID string, now time.Time) (kmsg.Response, error) {
 	if c.s.groups.taken(req.Group, req.MemberID, c.key()) {
 		resp.ErrorCode = kerr.UnknownMemberID.Code // another client's member: never replaced from here
 		return resp, nil
@@ -118,7 +120,7 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 		sessionTimeout:   c.s.cfg.MemberSessionTimeout,
 		rebalanceTimeout: c.rebalanceTimeout(req.RebalanceTimeoutMillis),
 	}
-	join := api.JoinRequest{ClientID: capgateClientID(c.clientID)}
+	join := api.JoinRequest{ClientID: capgateClientID(clientID)}
 	join.Topics, join.TopicPattern, _ = subscription848(req)
 	if join.TopicPattern != "" && c.matchesOwnRegex() {
 		names, rs, code, why := c.matchRegex(req.Group, join.TopicPattern, nil, true)

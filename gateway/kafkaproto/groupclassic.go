@@ -45,7 +45,7 @@ import (
 // leaderID names the (absent) group leader: every member is a follower.
 const leaderID = "capgate"
 
-func handleJoinGroup(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
+func handleJoinGroup(c *conn, h header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.JoinGroupRequest)
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.Generation, resp.LeaderID = -1, leaderID
@@ -77,7 +77,7 @@ func handleJoinGroup(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error
 			g: c.s.groups, group: req.Group, key: c.key(), cooperative: protocol == "cooperative-sticky",
 			sessionTimeout: sessionTimeout, rebalanceTimeout: c.rebalanceTimeout(rebalance),
 		}
-		join := api.JoinRequest{ClientID: capgateClientID(c.clientID), Topics: meta.Topics}
+		join := api.JoinRequest{ClientID: capgateClientID(h.clientID), Topics: meta.Topics} // the client.id as sent, cut to a name
 		if req.InstanceID != nil {
 			join.InstanceID = *req.InstanceID
 		}
