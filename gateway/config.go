@@ -258,6 +258,11 @@ type Config struct {
 	// KafkaReadAheadBytes bounds the Fetch answers read ahead from Kafka,
 	// all connections together (0: no read-ahead).
 	KafkaReadAheadBytes int64 `yaml:"kafka_read_ahead_bytes"`
+	// KafkaSendBufferBytes is each Kafka connection's socket send buffer
+	// (SO_SNDBUF), as Kafka's socket.send.buffer.bytes: what an answer
+	// may leave in the kernel, uncounted by max_answer_bytes_held; 0 the
+	// system's own (up to tcp_wmem's maximum, 4 MB, a connection).
+	KafkaSendBufferBytes int `yaml:"kafka_send_buffer_bytes"`
 	// KafkaOIDC lists the IdPs whose JWTs authenticate Kafka clients over
 	// SASL (the coordinator's oidc section, repeated: joins are verified
 	// again there).
@@ -333,6 +338,7 @@ func DefaultConfig() Config {
 		KafkaMaxMembersPerTenant:          defaultKafkaMembersPerTenant,
 		KafkaFetchLanes:                   4,
 		KafkaReadAheadBytes:               64 << 20,
+		KafkaSendBufferBytes:              102_400,
 		KafkaOIDC:                         identity.DefaultConfig(),
 	}
 }

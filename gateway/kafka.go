@@ -61,7 +61,8 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 		AuthTimeout:          c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout, ReauthMax: c.KafkaReauthMax,
 		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal,
 		MaxConnectionsPerAddress: c.KafkaMaxConnectionsPerAddress, MaxConnectionsPerTenant: c.KafkaMaxConnectionsPerTenant, MaxMembers: c.KafkaMaxMembers, MaxMembersPerTenant: c.KafkaMaxMembersPerTenant, CoordinatorConnectionsMax: c.KafkaCoordinatorConnectionsMax, ReadAheadBytes: c.KafkaReadAheadBytes,
-		MaxWait: c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,
+		SendBufferBytes: c.KafkaSendBufferBytes,
+		MaxWait:         c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,
 	}
 }
 

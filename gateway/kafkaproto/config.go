@@ -139,6 +139,12 @@ type Config struct {
 	// ReadAheadBytes bounds what all connections' read-aheads may hold
 	// (readahead.go); 0 turns read-ahead off.
 	ReadAheadBytes int64
+	// SendBufferBytes is each connection's socket send buffer (SO_SNDBUF,
+	// which Linux doubles for its bookkeeping), as Kafka's
+	// socket.send.buffer.bytes: what an answer may leave in the kernel
+	// uncounted (sendbuffer.go). 0: the system's own (Linux grows it to
+	// tcp_wmem's maximum, 4 MB by default).
+	SendBufferBytes int
 	// MaxWait caps a Fetch's MaxWaitMillis; MaxFetchBytes its MaxBytes.
 	MaxWait       time.Duration
 	MaxFetchBytes int32
@@ -216,6 +222,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_max_connections_per_tenant: must be in [1, kafka_max_connections (%d)], got %d", c.MaxConnections, c.MaxConnectionsPerTenant)
 	case c.MaxConnectionsPerAddress < 0 || c.MaxConnectionsPerAddress > c.MaxConnections:
 		return fmt.Errorf("gateway.kafka_max_connections_per_address: must be in [1, kafka_max_connections (%d)], got %d", c.MaxConnections, c.MaxConnectionsPerAddress)
+	case c.SendBufferBytes != 0 && (c.SendBufferBytes < SendBufferBytesMin || c.SendBufferBytes > SendBufferBytesMax):
+		return fmt.Errorf("gateway.kafka_send_buffer_bytes: must be 0 (the system's) or in [%d, %d], got %d", SendBufferBytesMin, SendBufferBytesMax, c.SendBufferBytes)
 	case c.ReadAheadBytes < 0:
 		return fmt.Errorf("gateway.kafka_read_ahead_bytes: must be >= 0, got %d", c.ReadAheadBytes)
 	case c.FetchLanes < 1 || c.FetchLanes > MaxFetchLanes:

@@ -68,6 +68,11 @@ type conn struct {
 	// closeAfter closes the connection once the current response is
 	// written (a failed authentication, say).
 	closeAfter bool
+	// askRoom: the answer being built, if it is of holdMin or more, is
+	// sent only while its holder has room among the answers held
+	// (answerRoom), else the connection closes unanswered (a Metadata
+	// answer: handleMetadata). Reset by write.
+	askRoom bool
 
 	wbuf []byte
 	// ahead queues the partitions read ahead (readahead.go); the
@@ -276,6 +281,7 @@ func (c *conn) dispatch(h header, req kmsg.Request) (kmsg.Response, error) {
 		return nil, fmt.Errorf("%w: session expired (KIP-368) and not re-authenticated", errSASL)
 	}
 	c.clientID = keptClientID(h.clientID)
+	c.askRoom = false
 	return api.handle(c, h, req)
 }
 
@@ -296,9 +302,16 @@ func (c *conn) write(correlation int32, resp kmsg.Response) error {
 		}
 	}
 	c.wbuf = appendResponse(c.wbuf[:0], correlation, resp)
+	ask := c.askRoom
+	c.askRoom = false
 	if len(c.wbuf) >= holdMin && c.principal != nil {
+		if ask && !c.answerRoom() {
+			c.s.refused.Refused("kafka "+kmsg.NameForKey(resp.Key()), errAnswersHeld.Error()+": connection closed", c.logFields(false)...)
+			return errAnswersHeld
+		}
 		// Counted as held until written, as a Fetch's records are: the
-		// admin reads ask AnswerRoom before building theirs (answerRoom).
+		// admin reads ask AnswerRoom before building theirs (answerRoom),
+		// a Metadata answer before sending it (askRoom).
 		release := c.s.gate.HoldAnswer(c.principal.Claims, len(c.wbuf))
 		defer release()
 	}

@@ -36,6 +36,17 @@ package kafkaproto
 //     it waits, saying so only in its own log, if it has one, at info).
 //   - Leader epochs are -1 (unknown), replicas and ISR the leader alone;
 //     topic ids are Kafka's (KIP-848 assignments name topics by id).
+//   - An answer of 16 KiB or more (holdMin: ~600 partitions) is sent only
+//     while the connection's holder has room among the answers held
+//     (answerRoom, as the admin reads ask), else the connection closes
+//     unanswered (logged within refusallog's bound; a Kafka client
+//     reconnects and asks again, as after a broker going away): ~26
+//     bytes a partition, a credential seeing ~100,000 partitions is
+//     answered ~3 MB for a 20-byte request, and its unread connections
+//     (256 of a tenant) held ~770 MB, every tenant's fetches 503 past
+//     max_answer_bytes_held (redteam19's recommendation 1). Now one
+//     answer past its holder's cap at most, per connection asking at
+//     once.
 
 import (
 	"hash/fnv"
@@ -50,6 +61,7 @@ import (
 func handleMetadata(c *conn, _ header, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	c.askRoom = true // a large answer asks for room among the answers held (conn.write)
 	for _, n := range c.brokers() {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port = n.id, n.host, n.port

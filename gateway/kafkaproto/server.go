@@ -130,6 +130,9 @@ func (s *Server) Start() error {
 		return err
 	}
 	for _, ln := range lns {
+		if s.cfg.SendBufferBytes > 0 {
+			ln = sendBufferListener{ln, s.cfg.SendBufferBytes}
+		}
 		ln = quietio.Listener(ln) // raw socket calls: no monitor-thread wake per request (internal/quietio)
 		if s.cfg.WrapListener != nil {
 			ln = s.cfg.WrapListener(ln)
