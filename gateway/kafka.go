@@ -76,6 +76,9 @@ func (g *Gateway) registerKafkaMetrics() {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_connections_evicted_total",
 			Help: "Kafka connections not yet authenticated closed for a new one at kafka_max_connections (the oldest of the address holding the most)."},
 			func() float64 { return float64(g.kafka.Evicted()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_members_evicted_total",
+			Help: "Kafka group members closed (released through the coordinator, then left) for another tenant's join at kafka_max_members: the newest of the tenant holding the most, over its fair share."},
+			func() float64 { return float64(g.kafka.MembersEvicted()) }),
 	)
 	g.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_sessions_expired_total",
 		Help: "Kafka connections closed when their SASL session ended (the token expired) without a re-authentication (KIP-368)."},

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/capgate/capgate/e2e/sdk"
 	"github.com/capgate/capgate/gateway"
 )
 
@@ -104,5 +106,47 @@ func joined(t *testing.T, s *Stack, credential, group string) (*kgo.Client, erro
 	case <-ctx.Done():
 		t.Fatalf("member of %s: neither assigned nor refused in 30 s", group)
 		return nil, nil
+	}
+}
+
+// TestFewTenantsCannotFillTheListenersMembers is what redteam19 #4 left:
+// kafka_max_members_per_tenant stops one tenant, but a few at their
+// bound filled kafka_max_members (4 × 2,500 = 10,000 at the defaults)
+// and every other tenant's consumer was refused GROUP_MAX_SIZE_REACHED,
+// final to Kafka clients. Here a gateway of 4 members, 2 a tenant:
+// tenants A and B hold 2 each; C's member and then D's each take the
+// place of the newest member of a tenant holding 2 — closed through the
+// coordinator (released, left: the gateway's members come back to 4) —
+// and E, with every tenant at its share (1 of 4), is refused. Fails
+// without the fair share (C refused GROUP_MAX_SIZE_REACHED).
+func TestFewTenantsCannotFillTheListenersMembers(t *testing.T) {
+	s := Start(t, Options{Partitions: 2, Gateway: func(c *gateway.Config) {
+		c.KafkaMaxMembers, c.KafkaMaxMembersPerTenant = 4, 2
+	}})
+	creds := map[string]string{}
+	for _, tenant := range []string{"a", "b", "c", "d", "e"} {
+		creds[tenant] = tenantCredential(t, s, "tenant-"+tenant, []string{tenant + "-*"})
+	}
+	for _, group := range []string{"a-0", "a-1", "b-0", "b-1"} {
+		if _, err := joined(t, s, creds[group[:1]], group); err != nil {
+			t.Fatalf("%s's member with room: %v", group, err)
+		}
+	}
+	for i, tenant := range []string{"c", "d"} {
+		if _, err := joined(t, s, creds[tenant], tenant+"-0"); err != nil {
+			t.Fatalf("tenant %s's first member while tenants hold 2 of 4 places each: %v", strings.ToUpper(tenant), err)
+		}
+		want := fmt.Sprintf("capgate_gateway_kafka_members_evicted_total %d\n", i+1)
+		sdk.Eventually(t, 30*time.Second, "one member closed for tenant "+tenant+"'s, and gone", func() (bool, string) {
+			m := metrics(t, s)
+			return strings.Contains(m, want) && strings.Contains(m, "capgate_gateway_kafka_members 4\n"),
+				grep(m, "capgate_gateway_kafka_members")
+		})
+	}
+	if _, err := joined(t, s, creds["e"], "e-0"); !errors.Is(err, kerr.GroupMaxSizeReached) {
+		t.Fatalf("tenant E's member with every tenant at its share (1 of 4): %v, want GROUP_MAX_SIZE_REACHED", err)
+	}
+	if m := metrics(t, s); !strings.Contains(m, "capgate_gateway_kafka_members_evicted_total 2\n") {
+		t.Errorf("after E's refused join: %s, want 2 members evicted", grep(m, "capgate_gateway_kafka_members"))
 	}
 }

@@ -39,6 +39,12 @@ type groups struct {
 	// before the coordinator is asked, so a tenant's joins in flight
 	// cannot pass kafka_max_members_per_tenant together.
 	byTenant map[string]int
+	// places is the sum of byTenant: the places taken, joins in flight
+	// included (kafka_max_members bounds it).
+	places int
+	// placed counts registrations: member.placed, what tells the newest
+	// member of a tenant (fairShareLocked).
+	placed uint64
 	// pauses are the credentials (by holder and id) whose connections' fetches
 	// paused as a renewal pending (renewalPending), each with the end
 	// of its one window; at most renewalPausesMax.
@@ -108,7 +114,8 @@ var (
 // join joins the coordinator for a new Kafka member (with the client's
 // credential) and registers it.
 func (g *groups) join(ctx context.Context, m *member, credential string, req api.JoinRequest) (api.Code, error) {
-	if err := g.takePlace(m.key.tenant); err != nil {
+	lender, err := g.takePlace(m.key.tenant)
+	if err != nil {
 		return api.CodeLimitExceeded, err
 	}
 	m.credential = credential
@@ -116,8 +123,12 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	if err := m.start(ctx, req); err != nil {
 		g.mu.Lock()
 		g.leavePlaceLocked(m.key.tenant)
+		g.unlendLocked(lender)
 		g.mu.Unlock()
 		return client.CodeOf(err), fmt.Errorf("kafkaproto: join %s: %w", m.group, err)
+	}
+	if lender != nil {
+		g.evict(lender, m.key.tenant)
 	}
 	m.mu.Lock()
 	capgateID := m.sess.Member().ID
@@ -133,6 +144,8 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	g.byID[ref] = m
 	g.byKey[m.key] = append(g.byKey[m.key], m)
 	g.keys[m] = []clientKey{m.key}
+	g.placed++
+	m.placed = g.placed
 	if g.byHolder == nil {
 		g.byHolder, g.pauses = map[holderKey]int{}, map[pauseKey]renewalPause{}
 	}
@@ -145,27 +158,104 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	return "", nil
 }
 
-// takePlace takes a member's place for tenant, or refuses: the gateway
-// runs kafka_max_members, or the tenant kafka_max_members_per_tenant.
-func (g *groups) takePlace(tenant string) error {
+// takePlace takes a member's place for tenant, or refuses: the tenant
+// holds kafka_max_members_per_tenant, or the gateway kafka_max_members
+// and no tenant holds more than its fair share (fairShareLocked). When
+// the gateway is full and one does, its newest registered member lends
+// tenant its place (returned): it is closed once tenant's join succeeded
+// (evict), and gets its place back if the join fails (unlendLocked), so
+// a join the coordinator refuses evicts nobody.
+func (g *groups) takePlace(tenant string) (lender *member, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.byTenant == nil {
 		g.byTenant = map[string]int{}
 	}
-	switch {
-	case len(g.byID) >= g.s.cfg.MaxMembers:
-		return errTooManyMembers
-	case g.s.cfg.MaxMembersPerTenant > 0 && g.byTenant[tenant] >= g.s.cfg.MaxMembersPerTenant:
-		return errTooManyTenantMembers
+	if g.s.cfg.MaxMembersPerTenant > 0 && g.byTenant[tenant] >= g.s.cfg.MaxMembersPerTenant {
+		return nil, errTooManyTenantMembers
+	}
+	if g.places >= g.s.cfg.MaxMembers {
+		if lender = g.fairShareLocked(tenant); lender == nil {
+			return nil, errTooManyMembers
+		}
+		lender.lent = true
+		g.leavePlaceLocked(lender.key.tenant)
 	}
 	g.byTenant[tenant]++
-	return nil
+	g.places++
+	return lender, nil
+}
+
+// fairShareLocked picks the member whose place a join of tenant takes
+// while every kafka_max_members place is taken: the newest registered
+// member (not lending already) of the tenant holding the most places,
+// when that tenant holds more than tenant's places + 1 and more than its
+// fair share — kafka_max_members over the tenants holding places, tenant
+// included. Else nil: the join is refused. The connections' fair share
+// (Server.fairShareLocked) in members: without it four tenants at
+// kafka_max_members_per_tenant (4 × 2,500 = 10,000 at the defaults)
+// held every place and a fifth tenant's consumers were refused
+// GROUP_MAX_SIZE_REACHED, final to Kafka clients (redteam19 #4, left).
+// The share, not only the +1, bounds what a tenant joining and leaving
+// over and over can take from the others: no tenant is brought below
+// kafka_max_members over the tenants, and a place freed by a leave is
+// taken without evicting anyone.
+func (g *groups) fairShareLocked(tenant string) *member {
+	most := ""
+	for t, n := range g.byTenant {
+		if n > g.byTenant[most] || n == g.byTenant[most] && t < most {
+			most = t
+		}
+	}
+	tenants := len(g.byTenant)
+	if g.byTenant[tenant] == 0 {
+		tenants++
+	}
+	held := g.byTenant[most]
+	if most == tenant || held <= g.byTenant[tenant]+1 || held*tenants <= g.s.cfg.MaxMembers {
+		return nil
+	}
+	var newest *member
+	for m := range g.keys { // the registered members
+		if m.key.tenant == most && !m.lent && (newest == nil || m.placed > newest.placed) {
+			newest = m
+		}
+	}
+	return newest
+}
+
+// unlendLocked gives lender its place back after the join it was lent to
+// failed, unless it left meanwhile (remove: its place was counted gone).
+func (g *groups) unlendLocked(lender *member) {
+	if lender == nil || !lender.lent {
+		return
+	}
+	lender.lent = false
+	if _, registered := g.keys[lender]; registered {
+		g.byTenant[lender.key.tenant]++
+		g.places++
+	}
+}
+
+// evict closes lender, whose place a member of tenant took: the session
+// releases its partitions at the client's committed offsets and leaves,
+// as for a client gone silent, so the coordinator hands them on fenced
+// (nothing is read twice at once); its client is told UNKNOWN_MEMBER_ID
+// and, joining again while the gateway is full, GROUP_MAX_SIZE_REACHED.
+func (g *groups) evict(lender *member, tenant string) {
+	g.mu.Lock()
+	held, others := g.byTenant[lender.key.tenant], g.byTenant[tenant]
+	g.mu.Unlock()
+	g.s.membersEvicted.Add(1)
+	lender.log.Warn("kafka member closed for another tenant's: kafka_max_members reached and its tenant holds the most, over its fair share",
+		zap.Int("tenant_members", held), zap.Int("other_tenant_members", others), zap.Int("kafka_max_members", g.s.cfg.MaxMembers))
+	lender.close()
 }
 
 // leavePlaceLocked gives a place of tenant's back (a join that failed, a
-// registered member removed).
+// registered member removed, a place lent).
 func (g *groups) leavePlaceLocked(tenant string) {
+	g.places--
 	if n := g.byTenant[tenant]; n <= 1 {
 		delete(g.byTenant, tenant)
 	} else {
@@ -262,9 +352,10 @@ func (g *groups) remove(m *member) {
 		g.unlistLocked(m, key)
 	}
 	delete(g.keys, m)
-	if registered {
+	if registered && !m.lent {
 		g.leavePlaceLocked(m.key.tenant)
 	}
+	m.lent = false // a lent place is the borrower's now: unlendLocked gives back nothing
 	switch n := g.byHolder[m.holder]; {
 	case !registered || n == 0:
 	case n == 1:
@@ -417,6 +508,10 @@ func (m *member) close() {
 
 // Members is the number of group members this gateway runs sessions for.
 func (s *Server) Members() int { return s.groups.count() }
+
+// MembersEvicted is how many members were closed for another tenant's
+// join at kafka_max_members (groups.fairShareLocked).
+func (s *Server) MembersEvicted() uint64 { return s.membersEvicted.Load() }
 
 // groupAPIs are the group coordinator's APIs.
 func groupAPIs() []apiRow {

@@ -113,11 +113,16 @@ const commitsSentMax = 8
 
 // member is one Kafka group member's capgate session on this gateway.
 type member struct {
-	g                *groups
-	group            string
-	id               string // the Kafka member id
-	key              clientKey
-	holder           holderKey // key's holder by name (groups.renewalPending)
+	g      *groups
+	group  string
+	id     string // the Kafka member id
+	key    clientKey
+	holder holderKey // key's holder by name (groups.renewalPending)
+	// placed orders the registered members (groups.placed); lent: its
+	// place is lent to another tenant's join, which closes it once
+	// answered (groups.takePlace). Both under groups.mu.
+	placed           uint64
+	lent             bool
 	kip848           bool
 	cooperative      bool // classic protocol: revoke only what moves
 	sessionTimeout   time.Duration

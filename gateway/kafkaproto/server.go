@@ -69,8 +69,11 @@ type Server struct {
 	refusedConns [limitCount]atomic.Uint64
 	evicted      atomic.Uint64
 	expired      atomic.Uint64
-	closed       bool
-	wg           sync.WaitGroup // accept loop, connections, member sessions
+	// membersEvicted counts members closed for another tenant's join
+	// (groups.evict).
+	membersEvicted atomic.Uint64
+	closed         bool
+	wg             sync.WaitGroup // accept loop, connections, member sessions
 }
 
 // node is one advertised broker.
