@@ -193,7 +193,7 @@ func (c *coordinator) serve(st *store.LogStore, snap *store.Snapshot) {
 		c.d.SetUnownedRunMin(n)
 	}
 	c.pending = map[group.Ref]*request{}
-	c.revocations = revocation.New(revocation.Rule{Leeway: c.cfg.Leeway, MaxClockSkew: c.cfg.MaxClockSkew})
+	c.revocations = revocation.New(revocation.Rule{Leeway: c.cfg.Leeway, MaxClockSkew: c.cfg.MaxClockSkew, Retain: c.cfg.RenewTokenGrace})
 	for _, d := range snap.Denied {
 		c.revocations.Deny(d.JTI, d.Exp)
 	}
@@ -321,7 +321,7 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 		j := *req.join
 		renew := j.RenewToken != "" && !c.w.opts.bugs.renewFences
 		if j.RenewToken != "" {
-			if code := c.checkRenewToken(j); code != "" {
+			if code := c.checkRenewToken(groupName, j); code != "" {
 				return nil, code
 			}
 			c.w.stats.Renewals++
@@ -378,20 +378,39 @@ func (c *coordinator) event(req *request) (func(group.Ref) group.Event, api.Code
 }
 
 // checkRenewToken is the shell's check of a renewal's renew_token
-// (coordinator/join.go checkRenewToken): the member's own member token,
-// unexpired, for member_id. The machine refuses the rest (a member it
-// no longer knows: unknown_member).
-func (c *coordinator) checkRenewToken(j api.JoinRequest) api.Code {
+// (coordinator/join.go checkRenewToken): the member's own member token
+// for member_id, unexpired — or expired less than groups.renew_token_grace
+// ago (beyond the leeway) and not revoked as at the instant the grace
+// reaches back to (renewTokenInGrace: the revocations keep their entries
+// that much longer, revocation.Rule.Retain, in the machine and here).
+// The machine refuses the rest (a member it no longer knows:
+// unknown_member).
+func (c *coordinator) checkRenewToken(groupName string, j api.JoinRequest) api.Code {
 	mc, ok := c.w.tokens.member(j.RenewToken)
 	switch {
 	case !ok || j.MemberID == "":
 		return api.CodeBadRequest
-	case c.expired(mc):
-		return api.CodeTokenExpired
 	case mc.member != j.MemberID:
 		return api.CodeForbidden
+	case !c.expired(mc):
+		return ""
+	case !c.withinGrace(mc):
+		c.w.stats.RenewalsExpired++
+		return api.CodeTokenExpired
 	}
+	if c.revocations.Check(&ocap.Claims{Subject: mc.member, Group: groupName}, c.w.wall().Add(-c.cfg.RenewTokenGrace)) != revocation.Allow {
+		return api.CodeCapabilityRevoked
+	}
+	c.w.stats.RenewalsInGrace++
 	return ""
+}
+
+// withinGrace: member token mc expired (expired), but less than
+// groups.renew_token_grace past its exp plus the leeway
+// (ocap.Verifier.VerifyExpiredWithin).
+func (c *coordinator) withinGrace(mc memberClaims) bool {
+	grace := c.cfg.RenewTokenGrace
+	return grace > 0 && c.w.wall().Unix() < mc.exp.Unix()+int64((c.cfg.Leeway+grace)/time.Second)
 }
 
 // expired: member token mc expired (its exp plus the leeway passed), as

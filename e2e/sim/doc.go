@@ -82,10 +82,17 @@
 //     session timeout. In half the seeds member tokens expire 8 s to
 //     2 min after their join (drawMemberTokens): members renew in place
 //     (the driver's carry-over, a join with renew_token, checked by the
-//     shell's rules: coordinator/join.go checkRenewToken) or, when that
-//     fails, leave and join anew; a member frozen or cut off past its
-//     token's exp is refused token_expired and joins again.
-//     TestRenewalsMoveNothing: in a calm world renewals fence nothing.
+//     shell's rules: coordinator/join.go checkRenewToken, with
+//     groups.renew_token_grace: a renewal whose member token expired
+//     less than the grace beyond the leeway ago — it met a coordinator
+//     that was down — is taken, checked against the revocations as at
+//     the grace's start, the revocations retaining their entries that
+//     much longer, as the machine does) or, when that fails, leave and
+//     join anew; a member frozen or cut off past its token's exp is
+//     refused token_expired and joins again. TestRenewalsMoveNothing: in
+//     a calm world renewals fence nothing; TestRenewalsInGraceKeepTheirMembers:
+//     renewals meeting coordinator crashes land in the grace and every
+//     checker holds.
 //   - kafka (kafka.go): append-only logs, a producer writing uniquely
 //     numbered records, long-polling fetches; in half the seeds a topic
 //     gains partitions mid-run (the coordinator reads the new count).

@@ -59,6 +59,8 @@ type Stats struct {
 	// Member tokens with an exp (profile.memberTTL).
 	Renewals            int // renewals in place (join with renew_token) that reached a coordinator and passed the shell's check
 	ExpiredMemberTokens int // heartbeats, commits and leaves refused token_expired
+	RenewalsInGrace     int // of Renewals, those whose member token had expired, taken within groups.renew_token_grace
+	RenewalsExpired     int // renewals refused token_expired: past the leeway and the grace
 	// Retried requests repeated (netFaults.dup, netFaults.stall).
 	Stalled       int // joins, commits and leaves that landed after their sender gave up on them
 	KeyedRepeats  int // keyed joins answered with the member an earlier attempt of the same key made (a rejoin)
