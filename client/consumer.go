@@ -655,6 +655,9 @@ func (c *Consumer) carry(cmds []driver.Command) []session.Batch {
 			c.queueHookLocked(hookCall{grant: cmd.Partitions})
 		case session.RevokeTimedOut:
 			c.logRevokeTimedOut(cmd)
+		case driver.JoinRetrying:
+			c.log.Warn("join failed; retrying until join_timeout", zap.Error(cmd.Err),
+				zap.Duration("until_join_timeout", time.Until(cmd.Until).Round(time.Second)))
 		case driver.JoinResult:
 			c.joinResult <- cmd
 		case driver.LeaveResult:

@@ -23,6 +23,8 @@
 //     any, is then ignored).
 //   - Deliver, CallRevoke, CallGrant, CommitResult: the session's, for the
 //     user (see client/session).
+//   - JoinRetrying: the first join failed retriably, retried until
+//     join_timeout (once, at its first failure).
 //   - JoinResult: the first join ended (Err nil: joined).
 //   - LeaveResult: the leave ended; the consumer stops next.
 //   - Failed: the consumer cannot go on (a rejoin was refused for good).

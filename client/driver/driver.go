@@ -87,7 +87,7 @@ const (
 )
 
 // Command is one thing for the shell to carry out, in order: Send,
-// Cancel, JoinResult, LeaveResult, Failed, or the session's Deliver,
+// Cancel, JoinRetrying, JoinResult, LeaveResult, Failed, or the session's Deliver,
 // CallRevoke, CallGrant, CommitResult, CommitMerged and Stop.
 type Command any
 
@@ -128,6 +128,16 @@ type Cancel struct{ Call uint64 }
 type JoinResult struct {
 	Err      error
 	Response api.JoinResponse
+}
+
+// JoinRetrying: the first join failed retriably and is retried until
+// Until (join_timeout after Start); reported once, at its first failure,
+// so a caller waiting on a coordinator that is down or electing a
+// leader hears why at once rather than at join_timeout. JoinResult
+// still ends the join.
+type JoinRetrying struct {
+	Err   error
+	Until time.Time
 }
 
 // LeaveResult is the leave's outcome (nil: left, or already gone).

@@ -52,12 +52,20 @@ func TestFirstJoinOutlastsAFailover(t *testing.T) {
 		if f.Code == "" && attempts%len(failures) == 0 {
 			now = now.Add(join.Timeout) // the attempt ran out of its time
 		}
-		if cmds := d.Answer(driver.Answered{Now: now, Call: join.Call, Failure: f}); len(cmds) != 0 {
-			t.Fatalf("attempt %d at %s failed %v: %+v; want a backoff", attempts, now.Sub(t0), f.Err, cmds)
+		cmds := d.Answer(driver.Answered{Now: now, Call: join.Call, Failure: f})
+		if attempts == 0 {
+			// The first failure is reported at once (the caller's log
+			// says why it waits), with the join's end: Start + join_timeout.
+			r, ok := find[driver.JoinRetrying](cmds)
+			if !ok || len(cmds) != 1 || r.Err != f.Err || !r.Until.Equal(t0.Add(30*time.Second)) {
+				t.Fatalf("first attempt failed %v: %+v; want one JoinRetrying until %s", f.Err, cmds, t0.Add(30*time.Second))
+			}
+		} else if len(cmds) != 0 {
+			t.Fatalf("attempt %d at %s failed %v: %+v; want a backoff (JoinRetrying once only)", attempts, now.Sub(t0), f.Err, cmds)
 		}
 		attempts++
 		now = d.NextDeadline()
-		cmds := d.Tick(now)
+		cmds = d.Tick(now)
 		if r, ok := find[driver.JoinResult](cmds); ok {
 			t.Fatalf("the first join ended %v at %s after %d attempts; want it retried until join_timeout (30s)", r.Err, now.Sub(t0), attempts)
 		}
@@ -84,7 +92,7 @@ func TestFirstJoinEndsAtJoinTimeout(t *testing.T) {
 		join := only(t, d.Start(t0), driver.KindJoin)
 		now := t0
 		for {
-			if cmds := d.Answer(driver.Answered{Now: now, Call: join.Call, Failure: refused(api.CodeNotLeader, 421)}); len(cmds) != 0 {
+			if cmds := withoutJoinRetrying(d.Answer(driver.Answered{Now: now, Call: join.Call, Failure: refused(api.CodeNotLeader, 421)})); len(cmds) != 0 {
 				t.Fatalf("join_timeout %s: %+v right after a retriable failure", c.join, cmds)
 			}
 			now = d.NextDeadline()

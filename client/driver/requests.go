@@ -250,6 +250,9 @@ func (d *Driver) joinAnswered(o *op, a Answered) {
 		d.finish(o)
 		d.ended(o, f)
 	default:
+		if o.initial && o.round == 0 {
+			d.out = append(d.out, JoinRetrying{Err: f.Err, Until: o.deadline})
+		}
 		d.retry(o, f)
 	}
 }
