@@ -39,6 +39,13 @@ type groups struct {
 	// before the coordinator is asked, so a tenant's joins in flight
 	// cannot pass kafka_max_members_per_tenant together.
 	byTenant map[string]int
+	// lentBy counts each tenant's members whose place is lent to another
+	// tenant's join in flight (member.lent): still running, and given
+	// their place back if that join fails, so takePlace counts them
+	// against kafka_max_members_per_tenant — else a tenant could fill
+	// the place its lent member left in byTenant and be over its cap
+	// once the place came back (review25 #1).
+	lentBy map[string]int
 	// places is the sum of byTenant: the places taken, joins in flight
 	// included (kafka_max_members bounds it).
 	places int
@@ -171,14 +178,14 @@ func (g *groups) takePlace(tenant string) (lender *member, err error) {
 	if g.byTenant == nil {
 		g.byTenant = map[string]int{}
 	}
-	if g.s.cfg.MaxMembersPerTenant > 0 && g.byTenant[tenant] >= g.s.cfg.MaxMembersPerTenant {
+	if g.s.cfg.MaxMembersPerTenant > 0 && g.byTenant[tenant]+g.lentBy[tenant] >= g.s.cfg.MaxMembersPerTenant {
 		return nil, errTooManyTenantMembers
 	}
 	if g.places >= g.s.cfg.MaxMembers {
 		if lender = g.fairShareLocked(tenant); lender == nil {
 			return nil, errTooManyMembers
 		}
-		lender.lent = true
+		g.markLentLocked(lender, true)
 		g.leavePlaceLocked(lender.key.tenant)
 	}
 	g.byTenant[tenant]++
@@ -230,10 +237,27 @@ func (g *groups) unlendLocked(lender *member) {
 	if lender == nil || !lender.lent {
 		return
 	}
-	lender.lent = false
+	g.markLentLocked(lender, false)
 	if _, registered := g.keys[lender]; registered {
 		g.byTenant[lender.key.tenant]++
 		g.places++
+	}
+}
+
+// markLentLocked sets m.lent and keeps lentBy its tenant's count.
+func (g *groups) markLentLocked(m *member, lent bool) {
+	if m.lent == lent {
+		return
+	}
+	m.lent = lent
+	if g.lentBy == nil {
+		g.lentBy = map[string]int{}
+	}
+	t := m.key.tenant
+	if lent {
+		g.lentBy[t]++
+	} else if g.lentBy[t]--; g.lentBy[t] <= 0 {
+		delete(g.lentBy, t)
 	}
 }
 
@@ -355,7 +379,7 @@ func (g *groups) remove(m *member) {
 	if registered && !m.lent {
 		g.leavePlaceLocked(m.key.tenant)
 	}
-	m.lent = false // a lent place is the borrower's now: unlendLocked gives back nothing
+	g.markLentLocked(m, false) // a lent place is the borrower's now: unlendLocked gives back nothing
 	switch n := g.byHolder[m.holder]; {
 	case !registered || n == 0:
 	case n == 1:

@@ -72,3 +72,51 @@ func TestMemberPlacesHaveAFairShare(t *testing.T) {
 		t.Fatalf("tenant a again, at its share: lender %v, %v; want errTooManyMembers", lender, err)
 	}
 }
+
+// TestLentPlacesCountAgainstTheTenantsCap (review25 #1): while a member's
+// place is lent to another tenant's join in flight, its tenant may not
+// fill the place it left and go over kafka_max_members_per_tenant once
+// the join fails and the place comes back. Before: a0, a1, b0, b1 at 4
+// places, 2 a tenant; c borrows a1's place; b0 leaves; a joins a2 (a
+// counted 1 of 2); c's join fails, a1 gets its place back: a held 3.
+func TestLentPlacesCountAgainstTheTenantsCap(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxMembers, cfg.MaxMembersPerTenant = 4, 2
+	g := newGroups(&Server{cfg: cfg})
+	register := func(tenant string, i int) *member {
+		t.Helper()
+		if lender, err := g.takePlace(tenant); err != nil || lender != nil {
+			t.Fatalf("tenant %s's member %d with room: lender %v, %v", tenant, i, lender, err)
+		}
+		m := &member{g: g, group: tenant, id: fmt.Sprint(i), key: clientKey{tenant: tenant}}
+		g.mu.Lock()
+		g.byID[memberRef{m.group, m.id}], g.keys[m] = m, []clientKey{m.key}
+		g.placed++
+		m.placed = g.placed
+		g.mu.Unlock()
+		return m
+	}
+	register("a", 0)
+	a1 := register("a", 1)
+	b0 := register("b", 0)
+	register("b", 1)
+	lender, err := g.takePlace("c")
+	if err != nil || lender != a1 {
+		t.Fatalf("c's join: lender %v, %v; want a's newest", lender, err)
+	}
+	g.remove(b0)
+	if lender, err := g.takePlace("a"); err != errTooManyTenantMembers {
+		t.Fatalf("a's third member while its second is lent to c's join: lender %v, %v; want errTooManyTenantMembers", lender, err)
+	}
+	g.mu.Lock()
+	g.leavePlaceLocked("c") // c's join failed: a1 gets its place back
+	g.unlendLocked(lender)
+	a, lent := g.byTenant["a"], len(g.lentBy)
+	g.mu.Unlock()
+	if a != 2 || lent != 0 {
+		t.Fatalf("after c's failed join: a holds %d (want 2, its cap), lentBy %v", a, g.lentBy)
+	}
+	if _, err := g.takePlace("a"); err != errTooManyTenantMembers {
+		t.Fatalf("a at its cap: %v", err)
+	}
+}
