@@ -592,7 +592,11 @@ func (g *fakeGateway) waitFor(t testing.TB, what string, pred func(api.SyncRespo
 // as another client address's would: for limits kept per address.
 func (h *harness) transportFrom(ip string) *http.Transport {
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	transport := h.client.Transport.(*http.Transport).Clone()
+	base, ok := h.client.Transport.(*http.Transport)
+	if !ok { // nil: the client's default transport (a replica's harness)
+		base = http.DefaultTransport.(*http.Transport)
+	}
+	transport := base.Clone()
 	transport.DialContext = dialer.DialContext
 	return transport
 }

@@ -17,23 +17,10 @@ func TestMemberPlacesHaveAFairShare(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxMembers, cfg.MaxMembersPerTenant = 4, 2
 	g := newGroups(&Server{cfg: cfg})
-	register := func(tenant string, i int) *member {
-		t.Helper()
-		if lender, err := g.takePlace(tenant); err != nil || lender != nil {
-			t.Fatalf("tenant %s's member %d with room: lender %v, %v", tenant, i, lender, err)
-		}
-		m := &member{g: g, group: tenant, id: fmt.Sprint(i), key: clientKey{tenant: tenant}}
-		g.mu.Lock()
-		g.byID[memberRef{m.group, m.id}], g.keys[m] = m, []clientKey{m.key}
-		g.placed++
-		m.placed = g.placed
-		g.mu.Unlock()
-		return m
-	}
-	register("a", 0)
-	a1 := register("a", 1)
-	register("b", 0)
-	b1 := register("b", 1)
+	registerMember(t, g, "a", 0)
+	a1 := registerMember(t, g, "a", 1)
+	registerMember(t, g, "b", 0)
+	b1 := registerMember(t, g, "b", 1)
 
 	lender, err := g.takePlace("c")
 	if err != nil || lender != a1 {
@@ -64,7 +51,7 @@ func TestMemberPlacesHaveAFairShare(t *testing.T) {
 	if places != 3 {
 		t.Fatalf("after d's failed join, its lender gone: %d places, want 3", places)
 	}
-	register("d", 2)
+	registerMember(t, g, "d", 2)
 	if lender, err := g.takePlace("e"); err != errTooManyMembers {
 		t.Fatalf("tenant e with a, b, c and d holding 1 of 4 each: lender %v, %v; want errTooManyMembers", lender, err)
 	}
@@ -83,23 +70,10 @@ func TestLentPlacesCountAgainstTheTenantsCap(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxMembers, cfg.MaxMembersPerTenant = 4, 2
 	g := newGroups(&Server{cfg: cfg})
-	register := func(tenant string, i int) *member {
-		t.Helper()
-		if lender, err := g.takePlace(tenant); err != nil || lender != nil {
-			t.Fatalf("tenant %s's member %d with room: lender %v, %v", tenant, i, lender, err)
-		}
-		m := &member{g: g, group: tenant, id: fmt.Sprint(i), key: clientKey{tenant: tenant}}
-		g.mu.Lock()
-		g.byID[memberRef{m.group, m.id}], g.keys[m] = m, []clientKey{m.key}
-		g.placed++
-		m.placed = g.placed
-		g.mu.Unlock()
-		return m
-	}
-	register("a", 0)
-	a1 := register("a", 1)
-	b0 := register("b", 0)
-	register("b", 1)
+	registerMember(t, g, "a", 0)
+	a1 := registerMember(t, g, "a", 1)
+	b0 := registerMember(t, g, "b", 0)
+	registerMember(t, g, "b", 1)
 	lender, err := g.takePlace("c")
 	if err != nil || lender != a1 {
 		t.Fatalf("c's join: lender %v, %v; want a's newest", lender, err)
@@ -119,4 +93,20 @@ func TestLentPlacesCountAgainstTheTenantsCap(t *testing.T) {
 	if _, err := g.takePlace("a"); err != errTooManyTenantMembers {
 		t.Fatalf("a at its cap: %v", err)
 	}
+}
+
+// registerMember takes a place for tenant's member i while there is room
+// and registers it as a join answered would (byID, keys, placed).
+func registerMember(t *testing.T, g *groups, tenant string, i int) *member {
+	t.Helper()
+	if lender, err := g.takePlace(tenant); err != nil || lender != nil {
+		t.Fatalf("tenant %s's member %d with room: lender %v, %v", tenant, i, lender, err)
+	}
+	m := &member{g: g, group: tenant, id: fmt.Sprint(i), key: clientKey{tenant: tenant}}
+	g.mu.Lock()
+	g.byID[memberRef{m.group, m.id}], g.keys[m] = m, []clientKey{m.key}
+	g.placed++
+	m.placed = g.placed
+	g.mu.Unlock()
+	return m
 }
