@@ -24,7 +24,9 @@ type Config struct {
 	JWKSRefreshMin time.Duration `yaml:"jwks_refresh_min"`
 	// JWKSCacheTTL: keys older than this are refreshed on next use.
 	JWKSCacheTTL time.Duration `yaml:"jwks_cache_ttl"`
-	// FetchTimeout bounds one discovery or JWKS fetch.
+	// FetchTimeout bounds one key set fetch, discovery and key set
+	// together (discovery at most half of it once it gave a jwks_uri, so
+	// the key set is still read at that URL while discovery hangs).
 	FetchTimeout time.Duration `yaml:"fetch_timeout"`
 	// MaxJWKSBytes bounds a discovery document or key set.
 	MaxJWKSBytes int `yaml:"max_jwks_bytes"`

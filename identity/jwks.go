@@ -207,12 +207,24 @@ func fetchHint(err error) string {
 // kids, one per jwks_cache_ttl otherwise), and an IdP that moves its key
 // set (a new realm URL, a CDN) is followed at the next one instead of
 // needing a restart. When discovery fails, the last URL it gave is used
-// (logged): an IdP whose discovery is down still serves its keys.
+// (logged): an IdP whose discovery is down still serves its keys. With
+// such a URL, discovery gets half of what is left of the fetch's
+// timeout, so a discovery that hangs leaves the key set request the
+// other half.
 func (s *keySet) keySetURL(ctx context.Context) (string, error) {
 	if s.jwksURL != "" {
 		return s.jwksURL, nil
 	}
-	url, err := s.discover(ctx)
+	discoverCtx := ctx
+	if deadline, ok := ctx.Deadline(); ok && s.discovered != "" {
+		// The fallback needs time of its own: a discovery that hangs
+		// spent the whole fetch_timeout, and the key set request then
+		// went out with none left (TestKeySetFetchedWhileDiscoveryHangs).
+		var cancel context.CancelFunc
+		discoverCtx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+		defer cancel()
+	}
+	url, err := s.discover(discoverCtx)
 	switch {
 	case err == nil:
 		if s.discovered != "" && s.discovered != url {

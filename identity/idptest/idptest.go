@@ -71,6 +71,7 @@ type Issuer struct {
 	hold      chan struct{} // key set requests wait until it is closed; nil: none
 	jwksPath  string        // where the key set is served and discovery points
 	held      chan struct{} // a key set request started waiting on hold
+	holdDisco chan struct{} // discovery requests wait until it is closed; nil: none
 
 	JWKSFetches      atomic.Int64
 	DiscoveryFetches atomic.Int64
@@ -116,7 +117,7 @@ func (is *Issuer) Close() {
 
 func (is *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	is.mu.Lock()
-	delay, body, hold, held, jwksPath := is.delay, is.jwksBody, is.hold, is.held, is.jwksPath
+	delay, body, hold, held, jwksPath, holdDisco := is.delay, is.jwksBody, is.hold, is.held, is.jwksPath, is.holdDisco
 	is.mu.Unlock()
 	if delay > 0 {
 		select {
@@ -129,6 +130,13 @@ func (is *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/realms/test/.well-known/openid-configuration":
 		is.DiscoveryFetches.Add(1)
+		if holdDisco != nil {
+			select {
+			case <-holdDisco:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		json.NewEncoder(w).Encode(map[string]string{"issuer": is.URL, "jwks_uri": is.Server.URL + jwksPath})
 	case jwksPath:
 		is.JWKSFetches.Add(1)
@@ -254,13 +262,30 @@ func (is *Issuer) HoldJWKS() (held <-chan struct{}, release func()) {
 	return is.held, is.release
 }
 
-// release ends the hold, if any.
+// HoldDiscovery makes discovery requests wait until release is called
+// (or their client gives up): an IdP whose discovery document hangs
+// while its key set still answers.
+func (is *Issuer) HoldDiscovery() (release func()) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if is.holdDisco != nil {
+		panic("idptest: HoldDiscovery while a hold is on")
+	}
+	is.holdDisco = make(chan struct{})
+	return is.release
+}
+
+// release ends the holds, if any.
 func (is *Issuer) release() {
 	is.mu.Lock()
 	defer is.mu.Unlock()
 	if is.hold != nil {
 		close(is.hold)
 		is.hold = nil
+	}
+	if is.holdDisco != nil {
+		close(is.holdDisco)
+		is.holdDisco = nil
 	}
 }
 
