@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp/syntax"
+	"slices"
 	"time"
 
 	"github.com/capgate/capgate/coordinator/assign"
@@ -65,15 +66,17 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 	// within topic_pattern_steps (restoreMatch).
 	matched := make(map[tenantPattern]patternHits)
 	budget := make(map[string]int)
+	held := heldTopics(snap)
 	for _, r := range snap.Members {
 		sub, err := parseSubscription(r.Topics, r.TopicPattern)
 		key := tenantPattern{tenant: r.Credential.tenant(), text: r.TopicPattern}
+		escaped := false
 		if err != nil && len(r.Topics) == 0 && joinedWrapped(r.TopicPattern) {
 			// Joined before a pattern was parsed alone (topicpattern.Parse:
 			// `x)|(?:.*` escaped the anchors then): it matches nothing,
 			// stale, until it rejoins — refused then as any join with it.
 			sub, err = subscription{pattern: topicpattern.Never(), patternText: r.TopicPattern}, nil
-			matched[key] = patternHits{over: true}
+			matched[key], escaped = patternHits{over: true}, true
 		}
 		if err != nil {
 			return fmt.Errorf("member %q of %q: %w", r.MemberID, r.Group, err)
@@ -84,10 +87,17 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 			matched[key] = h
 		}
 		// A pattern over its bound now (topics grew since it joined, or
-		// its tenant's budget went to its other patterns) restores with
-		// no topics, marked stale as a topic change marks it (topics.go),
-		// until it rejoins.
+		// its tenant's budget went to its other patterns) restores
+		// marked stale as a topic change marks it (topics.go), until it
+		// rejoins, keeping the topics of the partitions its member holds
+		// or is being handed — as a stale pattern keeps the topics it
+		// had: with none, each takeover handed away the partitions of
+		// patterns admitted at their joins once the tenant's budget ran
+		// out (TestRestoreKeepsPatternsAdmittedAtJoin).
 		sub.matches = h.topics
+		if h.over && !escaped {
+			sub.matches = m.keptTopics(held[memberKey{r.Group, r.MemberID}])
+		}
 		m.installMember(&member{
 			group: m.group(r.Group), id: r.MemberID, instanceID: r.InstanceID, clientID: r.ClientID, credential: r.Credential,
 			topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText, patternCost: sub.patternCost,
@@ -95,6 +105,43 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		}, sub.matches)
 	}
 	return nil
+}
+
+// memberKey names a member of a group.
+type memberKey struct{ group, id string }
+
+// heldTopics is, per member, the topics of the partitions the snapshot
+// says it holds (owned, or being revoked from it) or is being handed.
+func heldTopics(snap Snapshot) map[memberKey]map[string]bool {
+	out := make(map[memberKey]map[string]bool)
+	note := func(g, id, topic string) {
+		k := memberKey{g, id}
+		if out[k] == nil {
+			out[k] = make(map[string]bool)
+		}
+		out[k][topic] = true
+	}
+	for _, r := range snap.Partitions {
+		if r.Holder != "" && !r.HolderOutside && r.State != Unowned {
+			note(r.Group, r.Holder, r.Topic)
+		}
+		if r.Target != "" && !r.TargetOutside && r.State == Revoking {
+			note(r.Group, r.Target, r.Topic)
+		}
+	}
+	return out
+}
+
+// keptTopics is topics that the machine knows, sorted.
+func (m *Machine) keptTopics(topics map[string]bool) []string {
+	var out []string
+	for t := range topics {
+		if m.topics[t] > 0 {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // restorePatternBudget: a restore matches each tenant's distinct pattern

@@ -14,7 +14,8 @@ import (
 // before it serves; every pattern was within limits.topic_pattern_steps
 // when it joined, but the topics may have grown since (here: the bound
 // was lowered). A pattern over the bound now is matched no further than
-// the bound: its members restore with no topics, marked stale (describe
+// the bound: its members restore with no topics but those of the
+// partitions they hold (none here), marked stale (describe
 // says so) until they rejoin; the others restore as they were.
 func TestRestoreMatchIsBounded(t *testing.T) {
 	w := newWorld(t)

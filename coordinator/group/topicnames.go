@@ -289,7 +289,7 @@ func matchBounded(matcher *topicpattern.Matcher, names []string, maxSteps int) (
 // this pattern — only the names changed since are matched here — else
 // by matching every name within limits.topic_pattern_steps, as
 // MatchTopics does (a *StepsError past it: a join is refused, a restored
-// member keeps no topics and is marked, restoreGroups). A topic list has
+// member keeps the topics it holds and is marked, restoreGroups). A topic list has
 // none.
 func (m *Machine) matchesOf(sub *subscription, hint *PatternMatch) error {
 	if sub.pattern == nil || sub.matched {
