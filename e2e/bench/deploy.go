@@ -56,6 +56,14 @@ const noAheadEnv = "CAPGATE_BENCH_NOAHEAD"
 // lanes in the same rounds (BenchmarkDeployListener).
 const oneLaneEnv = "CAPGATE_BENCH_ONE_LANE"
 
+// oneProcEnv, when set, adds the variant "oneproc": this tree's binary
+// with its gateway at GOMAXPROCS=1 (one P: a thread that finds work in
+// the network poller never wakes a second, spinning one for the idle P),
+// an A/B of Go's scheduler wake-ups on a one-at-a-time fetch's placement
+// (BENCHMARKS.md §0, "Thirty-third pass"). Not a setting to deploy: one P
+// caps the gateway at one core.
+const oneProcEnv = "CAPGATE_BENCH_ONE_PROC"
+
 // sdkFetchBytesEnv, when set to a byte count, adds a scan reader: the
 // SDK through the working tree's gateway with client.fetch_max_bytes
 // that large (an A/B of the SDK's fetch size in the same rounds).
@@ -177,6 +185,9 @@ func startProcStack(tb testing.TB, size deploySize) *procStack {
 	}
 	if os.Getenv(noAheadEnv) != "" {
 		d.variants = append(d.variants, d.start(tb, "noahead", capgate))
+	}
+	if os.Getenv(oneProcEnv) != "" {
+		d.variants = append(d.variants, d.start(tb, "oneproc", capgate))
 	}
 	if os.Getenv(oneLaneEnv) != "" && size.ListenParts > 0 {
 		d.variants = append(d.variants, d.start(tb, "onelane", capgate))
@@ -338,7 +349,10 @@ func (d *procStack) launch(tb testing.TB, name, bin string) (*procCapgate, error
 		}
 	}
 	var env []string
-	if name == "capgate" || name == "nomerge" || name == "noahead" {
+	if name == "oneproc" {
+		env = append(env, "GOMAXPROCS=1")
+	}
+	if name == "capgate" || name == "nomerge" || name == "noahead" || name == "oneproc" {
 		v.pprofAddr = freePort(tb)
 		gw["pprof_listen"] = v.pprofAddr
 	} else {
