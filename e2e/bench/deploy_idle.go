@@ -1,12 +1,17 @@
 package bench
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // How this machine's vCPUs idle decides the slow mode's price
@@ -81,9 +86,72 @@ func setHaltPoll(tb testing.TB) {
 	if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
 		tb.Fatalf("%s: %v (setting it needs root)", haltPollEnv, err)
 	}
-	tb.Cleanup(func() {
+	restore := sync.OnceFunc(func() {
 		if err := os.WriteFile(path, before, 0o644); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: restoring %s to %s: %v\n", haltPollEnv, path, strings.TrimSpace(string(before)), err)
 		}
 	})
+	tb.Cleanup(restore)
+	tb.Cleanup(guardRestore(restore, testDeadline()))
+}
+
+// processStart is about when the test binary's -timeout alarm started.
+var processStart = time.Now()
+
+// haltPollMargin is how long before the -timeout alarm the setting is put
+// back: the alarm panics the binary, which runs no cleanup.
+const haltPollMargin = 10 * time.Second
+
+// testDeadline is when the test binary's -timeout alarm fires (zero:
+// none, or not a test binary).
+func testDeadline() time.Time {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return time.Time{}
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return time.Time{}
+	}
+	if d, ok := g.Get().(time.Duration); ok && d > 0 {
+		return processStart.Add(d)
+	}
+	return time.Time{}
+}
+
+// guardRestore runs restore when the run is about to end without its
+// cleanup — haltPollMargin before deadline (the -timeout alarm), or on an
+// interrupt or a termination signal (then raised again, to end the
+// process as it would have) — so that a machine-wide kernel setting is
+// never left changed for every later run on the host (review26). It
+// returns what stops the guard.
+func guardRestore(restore func(), deadline time.Time) (stop func()) {
+	var timer *time.Timer
+	if !deadline.IsZero() {
+		timer = time.AfterFunc(time.Until(deadline)-haltPollMargin, func() {
+			fmt.Fprintf(os.Stderr, "%s: the -timeout alarm is near: the setting before the run is back\n", haltPollEnv)
+			restore()
+		})
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sig:
+			restore()
+			signal.Stop(sig)
+			if p, err := os.FindProcess(os.Getpid()); err == nil {
+				_ = p.Signal(s)
+			}
+		case <-done:
+		}
+	}()
+	return func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		signal.Stop(sig)
+		close(done)
+	}
 }

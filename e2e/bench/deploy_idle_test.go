@@ -2,8 +2,11 @@ package bench
 
 import (
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeSys points sysRoot at a directory holding the given files (paths
@@ -62,5 +65,38 @@ func TestSetHaltPoll(t *testing.T) {
 	})
 	if b, _ := os.ReadFile(param); string(b) != "0\n" {
 		t.Fatalf("after the run: %q, want the value before it", b)
+	}
+}
+
+// TestHaltPollRestoredBeforeTheAlarm: a run killed by -timeout runs no
+// cleanup, so the setting goes back haltPollMargin before the alarm.
+func TestHaltPollRestoredBeforeTheAlarm(t *testing.T) {
+	restored := make(chan struct{})
+	stop := guardRestore(func() { close(restored) }, time.Now().Add(haltPollMargin))
+	defer stop()
+	select {
+	case <-restored:
+	case <-time.After(time.Minute):
+		t.Fatal("the setting was not put back before the -timeout alarm")
+	}
+}
+
+// TestHaltPollRestoredOnATermination: SIGTERM (a CI runner's stop, a
+// kill) puts the setting back before the process ends. The signal is
+// raised again after the restore, so the test catches it itself.
+func TestHaltPollRestoredOnATermination(t *testing.T) {
+	restored := make(chan struct{})
+	stop := guardRestore(func() { close(restored) }, time.Time{})
+	defer stop()
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, syscall.SIGTERM)
+	defer signal.Stop(caught)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-restored:
+	case <-time.After(time.Minute):
+		t.Fatal("the setting was not put back on SIGTERM")
 	}
 }
