@@ -205,10 +205,13 @@ type Event interface{ event() }
 // Takeover: that commit is a takeover's barrier (Writer is a candidate
 // that fenced the shard and now reads the log to its end and restores
 // the state before its first beat); with LeaseTimeoutMax set, the
-// follower gives it LeaseTimeoutMax to write again rather than a
-// lease — a promotion is several of the log's transactions and the
-// restore (e2e/ha at load 15-30: 1.2-8 s), and a follower that stood
-// after one lease fenced it, then was fenced in turn.
+// follower gives it the lease stretched by the log's pace but at least
+// LeaseTimeoutMax/2 to write again — a promotion is several of the
+// log's transactions and the restore (e2e/ha at load 15-30: 1.2-8 s),
+// and a follower that stood after one lease fenced it, then was fenced
+// in turn. Not the whole max on a quick log: a candidate that died
+// after its barrier kept the shard leaderless LeaseTimeoutMax + stagger
+// (4.6 s at the defaults, review25).
 type Observed struct {
 	Writer   string
 	Leader   Hint
@@ -337,10 +340,16 @@ func (e *Elector) lease() time.Duration {
 	if e.cfg.LeaseTimeoutMax <= e.cfg.LeaseTimeout {
 		return e.cfg.LeaseTimeout
 	}
+	paced := min(max(2*e.pace.slowest(), e.cfg.LeaseTimeout), e.cfg.LeaseTimeoutMax)
 	if e.takeover && e.role == Follower {
-		return e.cfg.LeaseTimeoutMax
+		// A candidate's barrier: it still reads the log to its end and
+		// restores the state before its first beat. Half the max at
+		// least, the whole max only once the log's pace asks for it: a
+		// candidate that dies after its barrier on a quick log is taken
+		// over ~2 s later, not LeaseTimeoutMax (review25).
+		return max(paced, e.cfg.LeaseTimeoutMax/2)
 	}
-	return min(max(2*e.pace.slowest(), e.cfg.LeaseTimeout), e.cfg.LeaseTimeoutMax)
+	return paced
 }
 
 // New returns a follower that started following at now: it gives a live
