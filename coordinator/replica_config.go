@@ -39,10 +39,11 @@ type ReplicaConfig struct {
 	// lease_timeout (0, or not above it: never): a follower waits twice
 	// the longest of the last 8 intervals between two of the leader's
 	// commits it saw, a leader whose lease lapsed keeps renewing for
-	// twice its slowest recent beat, a follower whose last commit is a
+	// twice the longest of the same intervals between its own writes
+	// (beats and persists), a follower whose last commit is a
 	// candidate's takeover barrier waits at least half of this — each at
-	// least lease_timeout, at most this (leader.Config.LeaseTimeoutMax). On a starved machine a
-	// beat's transaction took 1.4-2 s and a takeover 2-3.5 s: with the
+	// least lease_timeout, at most this (leader.Config.LeaseTimeoutMax).
+	// On a starved machine a beat's transaction took 1.4-2 s and a takeover 2-3.5 s: with the
 	// lease fixed at 1 s, leaders stepped down while their beats were
 	// committing and candidates fenced one another, and the shard had
 	// no leader for many seconds. A dead leader is taken over after this

@@ -152,10 +152,11 @@ type Config struct {
 	// or not above LeaseTimeout: never stretched). A follower stands
 	// after twice the longest of the last slowSamples intervals between
 	// two commits of one writer it observed; a leader whose lease lapsed
-	// keeps renewing for twice the longest of its last beats (its
-	// promotion counted as one); each at least LeaseTimeout, at most
-	// LeaseTimeoutMax. On a starved machine a beat's transaction takes
-	// seconds: with the lease fixed at one second a live leader stepped
+	// keeps renewing for twice the longest of the same intervals between
+	// its own last writes, beats and Ready persists alike (a beat's own
+	// duration, and its promotion, counted too); each at least
+	// LeaseTimeout, at most LeaseTimeoutMax. On a starved machine a
+	// beat's transaction takes seconds: with the lease fixed at one second a live leader stepped
 	// down just before its beat committed, followers fenced a leader
 	// whose beats were only slow, and candidates whose promotions took
 	// 2-3.5 s fenced one another in turn (e2e/ha at load 15-18). The
@@ -447,11 +448,11 @@ func (e *Elector) promoteDone(now time.Time, ev PromoteDone) {
 func (e *Elector) writeDone(now time.Time, ev WriteDone) {
 	if ev.Beat {
 		e.beating, e.beatEnd = false, now
-		if ev.Err == nil {
-			e.pace.add(now.Sub(e.beatAt))
-		}
 	}
 	if e.role != Leader {
+		if ev.Beat && ev.Err == nil {
+			e.pace.add(now.Sub(e.beatAt))
+		}
 		return // late outcome of a write of the leadership being torn down
 	}
 	switch {
@@ -463,6 +464,17 @@ func (e *Elector) writeDone(now time.Time, ev WriteDone) {
 		e.stepDown("write failed: " + ev.Err.Error())
 	default:
 		// Committed: no newer writer had fenced this one when it did.
+		// The gap since its last write is the interval the followers
+		// measured between its commits: the leader's pace must be
+		// theirs, or a leader whose Ready persists (not its beats) were
+		// slow stepped down while they still waited for it (e2e/ha at
+		// load 20-24: 'no write succeeded for 2.6s' with the followers'
+		// leases at 3.4 and 4.4 s, and a 7 s three-way takeover followed).
+		took := now.Sub(e.wrote)
+		if ev.Beat {
+			took = max(took, now.Sub(e.beatAt))
+		}
+		e.pace.add(took)
 		e.wrote, e.renewBy = now, time.Time{}
 	}
 }

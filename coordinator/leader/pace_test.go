@@ -47,8 +47,10 @@ func TestSlowBeatsKeepTheLeaderLeading(t *testing.T) {
 	wrote := now.Add(-200 * time.Millisecond)
 	d := e.Decide(wrote.Add(time.Second)) // the lease lapses, the beat in flight
 	expect(t, d, Leader, None)
-	if want := wrote.Add(4 * time.Second); !d.At.Equal(want) { // 1 s + min(2 × 1.5 s, 4 s)
-		t.Fatalf("renewal ends %s after the last write, want 4s", d.At.Sub(wrote))
+	// 1 s + min(2 × 1.7 s, 4 s): its commits were 1.7 s apart (a beat of
+	// 1.5 s, then the 200 ms beat interval), as the followers saw them.
+	if want := wrote.Add(4400 * time.Millisecond); !d.At.Equal(want) {
+		t.Fatalf("renewal ends %s after the last write, want 4.4s", d.At.Sub(wrote))
 	}
 	expect(t, e.Decide(wrote.Add(2100*time.Millisecond)), Leader, None) // where the fixed lease stepped down
 	e.Step(now.Add(2500*time.Millisecond), WriteDone{Beat: true})
@@ -58,7 +60,41 @@ func TestSlowBeatsKeepTheLeaderLeading(t *testing.T) {
 	expect(t, e.Decide(now), Leader, Beat) // it hangs
 	wrote = now.Add(-200 * time.Millisecond)
 	e.Decide(wrote.Add(time.Second))
-	expect(t, e.Decide(wrote.Add(4*time.Second)), SteppingDown, StepDown)
+	expect(t, e.Decide(wrote.Add(4399*time.Millisecond)), Leader, None)
+	expect(t, e.Decide(wrote.Add(4400*time.Millisecond)), SteppingDown, StepDown)
+}
+
+// TestSlowPersistsKeepTheLeaderLeading: a leader whose beats are quick
+// but whose Ready persists take 2.5 s (a handoff of 600 partitions on a
+// starved machine) gets, once its lease lapses behind such a persist,
+// twice that gap between its commits to hear back — what its followers,
+// who saw its commits 2.5 s apart, give it before they stand. With only
+// its beats paced it stepped down 2 s after its last write while they
+// still waited (e2e/ha at load 20-24: 'no write succeeded for 2.6s',
+// the followers' leases 3.4 and 4.4 s), and three replicas then fenced
+// one another for 7 s.
+func TestSlowPersistsKeepTheLeaderLeading(t *testing.T) {
+	e := New(paced("a"), at(0))
+	expect(t, e.Decide(at(1100)), Candidate, Promote)
+	e.Step(at(1200), PromoteDone{})
+	now := at(1200)
+	for range slowSamples / 2 { // a quick beat, then a 2.5 s persist
+		expect(t, e.Decide(now), Leader, Beat)
+		now = now.Add(50 * time.Millisecond)
+		e.Step(now, WriteDone{Beat: true})
+		now = now.Add(2500 * time.Millisecond)
+		e.Step(now, WriteDone{})
+	}
+	wrote := now
+	expect(t, e.Decide(now), Leader, Beat) // queued behind the next slow persist
+	d := e.Decide(wrote.Add(time.Second))  // the lease lapses
+	expect(t, d, Leader, None)
+	if want := wrote.Add(5 * time.Second); !d.At.Equal(want) { // 1 s + min(2 × 2.5 s, 4 s)
+		t.Fatalf("renewal ends %s after the last write, want 5s", d.At.Sub(wrote))
+	}
+	expect(t, e.Decide(wrote.Add(2100*time.Millisecond)), Leader, None) // where it stepped down
+	e.Step(wrote.Add(2600*time.Millisecond), WriteDone{})               // the persist commits
+	expect(t, e.Decide(wrote.Add(2600*time.Millisecond)), Leader, None)
 }
 
 // TestSlowCommitsStretchTheFollowersLease: a follower that saw the
