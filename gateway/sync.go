@@ -50,6 +50,7 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 	defer close(g.syncDone)
 	lastSweep := time.Now()
 	lastGood := time.Now()
+	silent := 0 // polls given up unanswered in a row (pollDeadline)
 	for ctx.Err() == nil {
 		sent := time.Now()
 		base := g.coordinators.Current()
@@ -57,9 +58,12 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 		// (a slow one under load) up to sync_timeout, as always.
 		deadline := sent.Add(g.cfg.SyncTimeout)
 		if len(g.coordinators.URLs()) > 1 {
-			deadline = pollDeadline(sent, lastGood, g.cfg.SyncWait, g.cfg.SyncTimeout)
+			deadline = pollDeadline(sent, lastGood, g.cfg.SyncWait, g.cfg.SyncTimeout, silent)
 		}
 		update, err := g.poll(ctx, base, g.follower.After(), deadline)
+		if errors.Is(err, errPollSilent) {
+			silent++
+		}
 		if err == nil {
 			err = g.applySync(ctx, update, sent)
 		}
@@ -99,7 +103,7 @@ func (g *Gateway) syncLoop(ctx context.Context) {
 		g.coordinators.Succeeded(base)
 		g.noteRefused(nil)
 		g.sync.failed.Store(nil)
-		lastGood = sent
+		lastGood, silent = sent, 0
 		g.metrics.syncPolls.WithLabelValues("ok").Inc()
 		if now := time.Now(); now.Sub(lastSweep) > cacheSweepEach {
 			g.cache.Sweep(now)
@@ -204,11 +208,19 @@ func (e *notLeaderError) Error() string {
 // in the middle): the gateway must ask the next replica early enough for
 // that answer (held at most sync_wait too) to come before it self-fences,
 // sync_timeout after it sent its last good poll (lastGood). Never sooner
-// than sync_wait + 250 ms after sent, never later than sync_timeout.
-// Timing decides only when the gateway moves on, never what it admits.
-func pollDeadline(sent, lastGood time.Time, wait, timeout time.Duration) time.Time {
+// than sync_wait + 250 ms after sent — that margin doubled for each of
+// the polls given up unanswered in a row before this one (silent) —
+// never later than sync_timeout. A leader confirms a sync answer with a
+// commit of its log (coordinator/sync.go), which on a starved machine
+// takes 0.1-1.6 s: with the margin fixed, a gateway that had fallen
+// behind gave up every poll at sync_wait + 250 ms, never resynced and
+// refused every fetch out_of_sync for tens of seconds (e2e/ha at load
+// 20-27, with or without a takeover). Timing decides only when the
+// gateway moves on, never what it admits.
+func pollDeadline(sent, lastGood time.Time, wait, timeout time.Duration, silent int) time.Time {
 	d := lastGood.Add(timeout - wait - 500*time.Millisecond)
-	if least := sent.Add(wait + 250*time.Millisecond); d.Before(least) {
+	margin := 250 * time.Millisecond << min(silent, 10)
+	if least := sent.Add(wait + margin); d.Before(least) {
 		d = least
 	}
 	if most := sent.Add(timeout); d.After(most) {
@@ -216,6 +228,10 @@ func pollDeadline(sent, lastGood time.Time, wait, timeout time.Duration) time.Ti
 	}
 	return d
 }
+
+// errPollSilent marks a poll given up at its deadline (pollDeadline)
+// with no answer begun.
+var errPollSilent = errors.New("sync: no answer begun by the poll's deadline")
 
 // poll sends one GET /v1/sync to the coordinator at base and decodes the
 // answer; the request itself acknowledges after. It gives up at
@@ -225,9 +241,10 @@ func pollDeadline(sent, lastGood time.Time, wait, timeout time.Duration) time.Ti
 func (g *Gateway) poll(ctx context.Context, base string, after uint64, deadline time.Time) (api.SyncResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.SyncTimeout)
 	defer cancel()
-	var begun atomic.Bool
+	var begun, gaveUp atomic.Bool
 	silent := time.AfterFunc(time.Until(deadline), func() {
 		if !begun.Load() {
+			gaveUp.Store(true)
 			cancel()
 		}
 	})
@@ -237,6 +254,9 @@ func (g *Gateway) poll(ctx context.Context, base string, after uint64, deadline 
 	resp, err := g.syncCall(ctx, http.MethodGet, base+"/v1/sync?"+q.Encode())
 	begun.Store(true)
 	if err != nil {
+		if gaveUp.Load() {
+			err = fmt.Errorf("%w: %w", errPollSilent, err)
+		}
 		return api.SyncResponse{}, err
 	}
 	defer resp.Body.Close()
