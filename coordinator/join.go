@@ -275,7 +275,7 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 	}
 	member, err := c.verifyTokenFor(ctx, []byte(req.RenewToken), ocap.KindMember)
 	if errors.Is(err, ocap.ErrExpired) {
-		member, err = c.renewTokenInGrace([]byte(req.RenewToken), err)
+		member, err = c.renewTokenInGrace([]byte(req.RenewToken), ocap.KindMember, err)
 	}
 	if err != nil {
 		if errors.Is(err, errMemberRevoked) {
@@ -293,8 +293,10 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 	return true
 }
 
-// renewTokenInGrace verifies an expired renew_token again, taking it up
-// to groups.renew_token_grace past its expiry (beyond the leeway), and
+// renewTokenInGrace verifies an expired token of a renewal again — its
+// renew_token (a member token) or its renew_credential (the admin-minted
+// credential the member is bound to, renewFrom) — taking it up to
+// groups.renew_token_grace past its expiry (beyond the leeway), and
 // checks it against the revocations as any token (the deny-list and the
 // revoked members keep their entries that much longer:
 // revocation.Rule.Retain). It returns expired, the first verification's
@@ -302,29 +304,35 @@ func (c *Coordinator) checkRenewToken(ctx *fasthttp.RequestCtx, groupName string
 // it, and safe only with the rest of what a renewal takes: a bearer
 // verified in full as a client credential (never a member token:
 // checkRenewToken), bound to the member (the machine's rejoin: the same
-// credential, another token of its OAuth client, the same IdP identity),
-// and the member still live in the machine (an administrator's revoke,
-// its credential's deny, its group's delete or its session's end removed
-// it: unknown_member). So a revoked credential's member is not renewed
-// inside the grace. It lets a Kafka client's re-authentication that met
-// a takeover land after the member token expired
-// (TestRenewalInGraceKeepsTheMember).
-func (c *Coordinator) renewTokenInGrace(token []byte, expired error) (*ocap.Claims, error) {
+// credential, another token of its OAuth client, the same IdP identity,
+// or a renew_credential it is bound to beside a fresh one of the same
+// issuer and name), and the member still live in the machine (an
+// administrator's revoke, its credential's deny, its group's delete or
+// its session's end removed it: unknown_member). So a revoked
+// credential's member is not renewed inside the grace. It lets a Kafka
+// client's re-authentication that met a takeover land after the member
+// token — and the credential it expired with — expired
+// (TestRenewalInGraceKeepsTheMember,
+// TestRenewalInGraceRebindsAnAdminMintedCredentialsMember).
+func (c *Coordinator) renewTokenInGrace(token []byte, kind ocap.Kind, expired error) (*ocap.Claims, error) {
 	grace := c.cfg.Groups.RenewTokenGrace
 	if grace <= 0 {
 		return nil, expired
 	}
 	now := c.now()
-	member, err := c.keys.verifier.VerifyExpiredWithin(string(token), ocap.KindMember, now, grace)
+	claims, err := c.keys.verifier.VerifyExpiredWithin(string(token), kind, now, grace)
 	if err != nil {
 		return nil, expired
 	}
 	// As at the instant the grace reaches back to: every entry that held
 	// then is kept (revocation.Rule.Retain), one made since too.
-	if err := c.revocations.refusal(member, ocap.KindMember, now.Add(-grace)); err != nil {
+	if err := c.revocations.refusal(claims, kind, now.Add(-grace)); err != nil {
 		return nil, err
 	}
-	return member, nil
+	if kind == ocap.KindClient && c.revokedOAuthSubject(claims.Subject) {
+		return nil, errDenied
+	}
+	return claims, nil
 }
 
 // renewalTenant is whose tenant_member_rate a renewal spends
@@ -371,6 +379,12 @@ func (c *Coordinator) renewFrom(ctx *fasthttp.RequestCtx, credential *ocap.Claim
 		return ""
 	}
 	old, err := c.verifyTokenFor(ctx, []byte(req.RenewCredential), ocap.KindClient)
+	if errors.Is(err, ocap.ErrExpired) {
+		// The member token is never longer-lived than the credential it
+		// was minted under (memberTokenTTL): a carry-over whose renewal
+		// token is in the grace has a renew_credential in it too.
+		old, err = c.renewTokenInGrace([]byte(req.RenewCredential), ocap.KindClient, err)
+	}
 	if err != nil || old.ID == credential.ID || old.Issuer != credential.Issuer || old.Subject != credential.Subject {
 		return ""
 	}

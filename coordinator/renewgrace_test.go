@@ -147,3 +147,66 @@ func TestRenewalGraceRetentionSurvivesARestart(t *testing.T) {
 		t.Fatalf("renewal in the grace of a member token denied before a restart: %d %.200s, want 409 capability_revoked", status, body)
 	}
 }
+
+// TestRenewalInGraceRebindsAnAdminMintedCredentialsMember: a client
+// renewed from one admin-minted credential onto another of the same name
+// proves it holds the member's with renew_credential. Its member token
+// expired with that credential (memberTokenTTL caps it there), so a
+// carry-over that met a takeover presents both expired — and the grace
+// takes both: the member is renewed in place and rebound, as Kafka keeps
+// a membership across a re-authentication. The bounds hold: a member
+// whose credential was denied inside the grace is not renewed, nor is one
+// past it. Before, renew_credential was verified with no grace, proved
+// nothing, and the renewal was 409 unknown_member: the client's member
+// renewed anew, a rebalance (listener13's note).
+func TestRenewalInGraceRebindsAnAdminMintedCredentialsMember(t *testing.T) {
+	e, h, advance := graceEnv(t)
+	shortLived := func() string {
+		var out coordinator.ClientResponse
+		h.call(t, "POST", "/v1/admin/clients", e.adminToken,
+			coordinator.ClientRequest{Name: "svc", Groups: []string{"g"}, Topics: []string{"orders"}, TTLMs: 20_000}, http.StatusOK, &out)
+		e.remember(out.Credential)
+		return out.Credential
+	}
+	bound, denied, late := shortLived(), shortLived(), shortLived()
+	renewed := h.clientCredential(t, []string{"g"}, []string{"orders"}) // "svc", an hour
+	join := api.JoinRequest{Topics: []string{"orders"}, SessionTimeoutMs: 300_000}
+	m, d, l := h.join(t, "g", bound, join), h.join(t, "g", denied, join), h.join(t, "g", late, join)
+	exp := expOf(t, bound)
+	if m.token == "" || expOf(t, m.token).After(exp) || expOf(t, m.token).Before(exp.Add(-time.Second)) {
+		t.Fatalf("member token expires %v, want with its credential at %v", expOf(t, m.token), exp)
+	}
+	renew := func(m *member, proof string) api.JoinRequest {
+		r := renewal(m)
+		r.RenewCredential = proof
+		return r
+	}
+	advance(time.Until(exp) + e.cfg.Leeway + 2*time.Second) // past the leeway, inside the grace
+	h.call(t, "POST", "/v1/admin/capabilities/"+claimsOf(t, denied)["jti"].(string)+"/revoke", e.adminToken,
+		coordinator.DenyRequest{Exp: exp.Unix(), Reason: "test"}, http.StatusOK, nil)
+	const path = "/v1/groups/g/join"
+	var resp api.JoinResponse
+	h.call(t, "POST", path, renewed, renew(m, bound), http.StatusOK, &resp)
+	e.remember(resp.MemberToken)
+	if resp.MemberID != m.id || !expOf(t, resp.MemberToken).After(exp) {
+		t.Fatalf("renewal in the grace answered member %q (want %q), a token expiring %v", resp.MemberID, m.id, expOf(t, resp.MemberToken))
+	}
+	status, body, _ := h.do(t, "POST", path, renewed, renew(d, denied))
+	if status != http.StatusConflict || errorCode(t, body) != api.CodeUnknownMember {
+		t.Errorf("renewal in the grace from a credential denied inside it: %d %.200s, want 409 unknown_member", status, body)
+	}
+	advance(4 * time.Second) // exp + leeway + 6 s: past the 5 s grace
+	h.expectError(t, "POST", path, renewed, renew(l, late), http.StatusUnauthorized, api.CodeTokenExpired)
+	// Rebound: denying the credential it was renewed away from leaves it.
+	h.call(t, "POST", "/v1/admin/capabilities/"+claimsOf(t, bound)["jti"].(string)+"/revoke", e.adminToken,
+		coordinator.DenyRequest{Exp: exp.Unix(), Reason: "test"}, http.StatusOK, nil)
+	var live int
+	for _, mv := range h.describe(t, "g").Members {
+		if mv.ID == m.id {
+			live++
+		}
+	}
+	if live != 1 {
+		t.Fatalf("denying the credential the member was renewed away from ended it")
+	}
+}
