@@ -45,10 +45,11 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	common, err := commonOpts(cfg, log)
+	tlsc, err := newBrokerTLS(cfg.TLS, log) // one for kgo's connections and the fetch connections
 	if err != nil {
 		return nil, err
 	}
+	common := commonOpts(cfg, log, tlsc)
 	codec, err := producerCompression(cfg.ProduceCompression)
 	if err != nil {
 		return nil, err
@@ -73,11 +74,7 @@ func New(cfg Config, log *zap.Logger) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: new client: %w", err)
 	}
-	spec, err := newConnSpec(cfg)
-	if err != nil {
-		cl.Close()
-		return nil, err
-	}
+	spec := newConnSpec(cfg, tlsc)
 	base, stop := context.WithCancel(context.Background())
 	c := &Client{
 		cfg:          cfg,
@@ -113,8 +110,8 @@ func (c *Client) Close() {
 }
 
 // commonOpts are the kgo options every connection shares: identity, limits,
-// TLS, SASL and logging.
-func commonOpts(cfg Config, log *zap.Logger) ([]kgo.Opt, error) {
+// TLS (tlsc, nil: plaintext), SASL and logging.
+func commonOpts(cfg Config, log *zap.Logger, tlsc *brokerTLS) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.ClientID(cfg.ClientID),
 		kgo.RequestTimeoutOverhead(cfg.RequestTimeout),
@@ -127,17 +124,13 @@ func commonOpts(cfg Config, log *zap.Logger) ([]kgo.Opt, error) {
 		kgo.FetchMaxPartitionBytes(cfg.MaxFetchBytes),
 		kgo.WithLogger(kgoLogger{log.Named("kgo")}),
 	}
-	if cfg.TLS.Enabled {
-		tc, err := cfg.TLS.build()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
+	if tlsc != nil {
+		opts = append(opts, kgo.Dialer(tlsc.dialer(cfg.RequestTimeout)))
 	}
 	if m := saslMechanism(cfg.SASL); m != nil {
 		opts = append(opts, kgo.SASL(m))
 	}
-	return opts, nil
+	return opts
 }
 
 func saslMechanism(s SASLConfig) sasl.Mechanism {

@@ -90,6 +90,10 @@ type TLSConfig struct {
 	// empty means the host of each broker address.
 	ServerName         string `yaml:"server_name"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+
+	// reloadInterval: how often, at most, the files are re-read
+	// (0: tlsconf.DefaultReloadInterval); tests shorten it.
+	reloadInterval time.Duration
 }
 
 // SASL mechanisms accepted in SASLConfig.Mechanism.

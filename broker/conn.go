@@ -69,27 +69,20 @@ func (c *fetchConn) request() *kmsg.FetchRequest {
 // commonOpts, for our own dialer.
 type connSpec struct {
 	timeout   time.Duration // dial, TLS, ApiVersions, SASL; and the answer beyond a fetch's MaxWait
-	tls       *tls.Config   // nil: plaintext
+	tls       *brokerTLS    // nil: plaintext
 	sasl      sasl.Mechanism
 	formatter *kmsg.RequestFormatter
 	maxRead   int32 // largest response accepted
 }
 
-func newConnSpec(cfg Config) (*connSpec, error) {
-	s := &connSpec{
+func newConnSpec(cfg Config, tlsc *brokerTLS) *connSpec {
+	return &connSpec{
+		tls:       tlsc,
 		timeout:   cfg.RequestTimeout,
 		sasl:      saslMechanism(cfg.SASL),
 		formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
 		maxRead:   cfg.MaxFetchBytes + 1<<20,
 	}
-	if cfg.TLS.Enabled {
-		tc, err := cfg.TLS.build()
-		if err != nil {
-			return nil, err
-		}
-		s.tls = tc
-	}
-	return s, nil
 }
 
 // longAgo is a deadline in the past: it interrupts a blocked read or write.
@@ -108,11 +101,7 @@ func (s *connSpec) dial(ctx context.Context, addr string) (*fetchConn, error) {
 	}
 	nc = quietio.Wrap(nc) // raw socket calls: no monitor-thread wake per fetch (internal/quietio)
 	if s.tls != nil {
-		cfg := s.tls.Clone()
-		if cfg.ServerName == "" {
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		nc = tls.Client(nc, cfg)
+		nc = tls.Client(nc, s.tls.config(addr)) // the CA file as last read (brokerTLS)
 	}
 	c := &fetchConn{nc: nc, br: bufio.NewReaderSize(nc, 4<<10), spec: s}
 	c.interruptFn = c.interrupt

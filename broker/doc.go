@@ -47,9 +47,10 @@
 // another, so concurrent long polls sharing a connection would wait for
 // each other. Every in-flight fetch therefore leases its own connection from
 // a per-broker pool of at most FetchConnectionsPerBroker; each pooled
-// connection is a kgo client seeded with that one broker, so version
-// negotiation, TLS and SASL are kgo's. Metadata, ListOffsets, OffsetCommit
-// and produce share one ordinary kgo client.
+// connection is capgate's own (conn.go: dial, TLS, ApiVersions, SASL with
+// franz-go's mechanisms). Metadata, ListOffsets, OffsetCommit and produce
+// share one ordinary kgo client. Both take each connection's TLS from
+// tlsdial.go, which follows broker.tls.ca_file on disk.
 //
 // # Errors
 //

@@ -15,9 +15,9 @@ func ClientOpts(cfg Config, log *zap.Logger) ([]kgo.Opt, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	opts, err := commonOpts(cfg, log)
+	tlsc, err := newBrokerTLS(cfg.TLS, log)
 	if err != nil {
 		return nil, err
 	}
-	return append(opts, kgo.SeedBrokers(cfg.Seeds...)), nil
+	return append(commonOpts(cfg, log, tlsc), kgo.SeedBrokers(cfg.Seeds...)), nil
 }

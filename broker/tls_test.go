@@ -8,10 +8,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +36,82 @@ func TestTLS(t *testing.T) {
 		if err != nil || res.NextOffset != base+3 {
 			t.Fatalf("raw %t: fetch over TLS: %+v, %v", raw, res, err)
 		}
+	}
+}
+
+// TestTLSFollowsARotatedCAFile: broker.tls.ca_file is re-read when it
+// changes, so a broker fleet moved to a new CA is trusted by the next
+// connection of the same client — kgo's (produce) and capgate's own
+// fetch connections — without a restart, and the old CA is no longer
+// trusted. The brokers switch to a certificate of CA B while the client
+// trusts the file holding CA A; the file is then replaced by one holding
+// B alone, and the partition moved to the broker the client has not
+// opened a produce or fetch connection to, so both must dial anew.
+// Before, the file was read once at start: the new connections were
+// refused (x509: certificate signed by unknown authority) until a
+// restart.
+func TestTLSFollowsARotatedCAFile(t *testing.T) {
+	certA, caA := selfSigned(t)
+	certB, caB := selfSigned(t)
+	var serving atomic.Pointer[tls.Certificate]
+	serving.Store(&certA)
+	e := startEmbedded(t, EmbeddedConfig{
+		Brokers: 2,
+		Topics:  map[string]int32{"t": 1},
+		Options: []kfake.Opt{kfake.TLS(&tls.Config{MinVersion: tls.VersionTLS12,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return serving.Load(), nil }})},
+	})
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	install := func(from string) { // as an operator's tooling does: a new file renamed over the old
+		t.Helper()
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(caFile+".new", b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(caFile+".new", caFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install(caA)
+	c := newTestClient(t, e, func(cfg *Config) {
+		cfg.TLS = TLSConfig{Enabled: true, CAFile: caFile, reloadInterval: time.Nanosecond} // checked on every dial
+	})
+	base := produce(t, c, "t", 0, makeRecords(0, 3))
+	if res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", Offset: base, MaxWait: time.Second}); err != nil || res.NextOffset != base+3 {
+		t.Fatalf("fetch over TLS with CA A: %+v, %v", res, err)
+	}
+
+	serving.Store(&certB)
+	install(caB)
+	leader := e.Cluster().LeaderFor("t", 0)
+	if err := e.Cluster().MoveTopicPartition("t", 0, 1-leader); err != nil {
+		t.Fatal(err)
+	}
+	next := produce(t, c, "t", 0, makeRecords(3, 2)) // kgo's new produce connection
+	if next != base+3 {
+		t.Fatalf("produce after the move at offset %d, want %d", next, base+3)
+	}
+	var last error
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		res, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t", Offset: next, MaxWait: time.Second})
+		if err == nil && res.NextOffset == next+2 {
+			break
+		}
+		last = err
+		if time.Now().After(deadline) {
+			t.Fatalf("fetch from the other broker after the CA rotation: %+v, last error %v", res, last)
+		}
+		time.Sleep(20 * time.Millisecond) // between polls of a condition with a deadline
+	}
+
+	serving.Store(&certA) // a broker still on the old CA is refused now
+	_, err := c.fetchPools.spec.dial(testCtx(t), e.Addrs()[0])
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) {
+		t.Fatalf("a new connection to a broker of the old CA: %v, want x509.UnknownAuthorityError", err)
 	}
 }
 

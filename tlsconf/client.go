@@ -43,12 +43,26 @@ func (c ClientConfig) Client(log *zap.Logger) (*Client, error) {
 	if err := c.Validate("tls"); err != nil {
 		return nil, err
 	}
+	return c.ClientWith(&tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, DefaultReloadInterval, log)
+}
+
+// ClientWith is Client for a protocol other than HTTPS (the broker
+// client's Kafka connections): each connection's config is a clone of
+// base — its RootCAs, ServerName and GetClientCertificate replaced by
+// the files' and For's — with the files re-read at most every interval
+// (<= 0: DefaultReloadInterval). Unlike Client, a zero c gives a
+// Client too (base on the system roots). c is not validated here.
+func (c ClientConfig) ClientWith(base *tls.Config, interval time.Duration, log *zap.Logger) (*Client, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	cl := &Client{base: &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}}
+	if interval <= 0 {
+		interval = DefaultReloadInterval
+	}
+	cl := &Client{base: base.Clone()}
+	cl.base.RootCAs, cl.base.ServerName, cl.base.GetClientCertificate = nil, "", nil
 	if c.CAFile != "" {
-		roots, err := newReloader([]file{{path: c.CAFile}}, DefaultReloadInterval, log, parsePool(c.CAFile),
+		roots, err := newReloader([]file{{path: c.CAFile}}, interval, log, parsePool(c.CAFile),
 			func(*x509.CertPool) *x509.Certificate { return nil })
 		if err != nil {
 			return nil, err // names the file
@@ -56,7 +70,7 @@ func (c ClientConfig) Client(log *zap.Logger) (*Client, error) {
 		cl.roots = roots
 	}
 	if c.CertFile != "" {
-		pair, err := newReloader([]file{{path: c.CertFile}, {path: c.KeyFile, private: true}}, DefaultReloadInterval, log, parsePair,
+		pair, err := newReloader([]file{{path: c.CertFile}, {path: c.KeyFile, private: true}}, interval, log, parsePair,
 			func(c *tls.Certificate) *x509.Certificate { return c.Leaf })
 		if err != nil {
 			return nil, err
