@@ -30,6 +30,9 @@ type adminClient struct {
 	urls  []string // every --coordinator URL, normalized
 	token string
 	http  *http.Client
+	// notice, when set (the command's stderr), hears once per request
+	// that it is being retried, and why (retryNotice).
+	notice io.Writer
 }
 
 type adminFlags struct {
@@ -38,9 +41,11 @@ type adminFlags struct {
 	tokenFile   string
 	tls         tlsFlags
 	out         outputFlag
+	cmd         *cobra.Command // the admin command: its stderr hears retries
 }
 
 func (f *adminFlags) register(cmd *cobra.Command) {
+	f.cmd = cmd
 	cmd.PersistentFlags().StringVar(&f.coordinator, "coordinator", envOr("CAPGATE_COORDINATOR_URL", "http://127.0.0.1:7070"), coordinatorHelp)
 	cmd.PersistentFlags().StringVar(&f.token, "token", "", "admin token ($CAPGATE_ADMIN_TOKEN); prefer --token-file")
 	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, or credentials.json (or .env) from capgate dev")
@@ -68,7 +73,11 @@ func (f *adminFlags) client() (*adminClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newAdminClient(f.coordinator, tok, hc)
+	c, err := newAdminClient(f.coordinator, tok, hc)
+	if err == nil && f.cmd != nil {
+		c.notice = f.cmd.ErrOrStderr()
+	}
+	return c, err
 }
 
 // secretAliases are the older names a secret's key had in files the CLI
@@ -176,6 +185,9 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 			}
 			return gaveUp(c.answer(ctx, method, path, resp, b, err, out), what)
 		}
+		if retry.Attempts() == 1 {
+			c.retryNotice(ctx, method, path, resp, b, err, retry.Budget)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -184,6 +196,18 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 			return gaveUp(c.answer(ctx, method, path, resp, b, err, out), retry.GaveUp(time.Now(), method))
 		}
 	}
+}
+
+// retryNotice tells the user, at a request's first retry, what went
+// wrong and that it is being retried for up to budget: a coordinator
+// not running (or --coordinator pointing nowhere) kept a command silent
+// for the whole budget (15 s) before its error said so (newuser14).
+func (c *adminClient) retryNotice(ctx context.Context, method, path string, resp *http.Response, b []byte, err error, budget time.Duration) {
+	if c.notice == nil {
+		return
+	}
+	why := c.answer(ctx, method, path, resp, b, err, nil)
+	fmt.Fprintf(c.notice, "capgate: %v; retrying for up to %s, in case it is restarting or electing a leader (Ctrl-C to stop)\n", why, budget)
 }
 
 // adminRetry bounds the admin client's retries (a variable: tests

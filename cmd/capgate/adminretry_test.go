@@ -131,3 +131,28 @@ func TestAdminWaitsOutAnElection(t *testing.T) {
 		}
 	})
 }
+
+// TestRetriesAreAnnouncedAtOnce: a coordinator not running (or
+// --coordinator pointing where nothing listens) kept `capgate admin` and
+// `capgate produce` silent for the whole retry budget (15 s) before the
+// error said what was wrong (newuser14's walk). Now the first retry
+// says, on stderr, what went wrong and that it is retrying for how long
+// — once per request — and the final error is as before.
+func TestRetriesAreAnnouncedAtOnce(t *testing.T) {
+	nowhere := coordinatorstest.Down(t) // refused, and the port stays this test's
+	for name, args := range map[string][]string{
+		"admin":   {"admin", "groups", "--coordinator", nowhere, "--token", "x"},
+		"produce": {"produce", "-t", "demo", "-p", "0", "--coordinator", nowhere, "--token", "x", "--gateways", "http://127.0.0.1:1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			shortRetry(t, 300*time.Millisecond)
+			out, err := run(t, args...)
+			if err == nil || !strings.Contains(err.Error(), "no coordinator replica could be reached after") {
+				t.Fatalf("error %v, want the retries' summary", err)
+			}
+			if n := strings.Count(out, "retrying for up to 300ms"); n != 1 || !strings.Contains(out, "nothing listens at "+strings.TrimPrefix(nowhere, "http://")) {
+				t.Fatalf("stderr announced %d retries, want 1 saying nothing listens there:\n%s", n, out)
+			}
+		})
+	}
+}

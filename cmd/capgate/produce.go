@@ -267,6 +267,9 @@ func runProduce(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 	if err != nil {
 		return err
 	}
+	if caps.admin != nil {
+		caps.admin.notice = stderr
+	}
 	p := &producer{f: f, caps: caps, counts: map[int32]*written{}, topicWide: caps.credential && f.partitioned}
 	first := f.partition
 	if f.partitioned && !p.topicWide {
