@@ -156,6 +156,22 @@ func TestMistypedFlagsSayWhichIsMeant(t *testing.T) {
 	}
 }
 
+// TestFlagErrorsSayWhereTheFlagsAre: a flag like no flag of the command
+// was "unknown flag: --zzz" and no more, and a number flag given a word
+// Go's `strconv.ParseInt: parsing "x": invalid syntax` (newuser14's
+// walk); each now says what it wants and where the flags are, exit 2.
+func TestFlagErrorsSayWhereTheFlagsAre(t *testing.T) {
+	for args, want := range map[string]string{
+		"consume -g x -t demo --zzz":                   "unknown flag: --zzz (see capgate consume --help)",
+		"admin groups -z":                              "unknown shorthand flag: 'z' in -z (see capgate admin groups --help)",
+		"admin offsets readme reset --topic demo":      "unknown flag: --topic (see capgate admin offsets --help)",
+		"produce -t demo -p x":                         `--partition "x": want a whole number (see capgate produce --help)`,
+		"consume -g g -t demo -n 99999999999999999999": `--max-records "99999999999999999999": want a whole number that fits in int (see capgate consume --help)`,
+	} {
+		wantUsageError(t, strings.Fields(args), want)
+	}
+}
+
 // TestDurationFlagsSayTheUnit: "--idle-exit 10" was refused with Go's
 // `time: missing unit in duration "10"` and no word of what to write
 // (newuser7); every duration flag now says it as the config files do,

@@ -63,6 +63,9 @@ func flagUsageError(cmd *cobra.Command, err error) error {
 	if hinted := durationHint(cmd, err); hinted != nil {
 		return usageError{hinted}
 	}
+	if hinted := numberHint(cmd, err); hinted != nil {
+		return usageError{hinted}
+	}
 	if flag := similarFlag(cmd, err); flag != "" {
 		return usageErrorf("%w; did you mean --%s? (see %s --help)", err, flag, cmd.CommandPath())
 	}
@@ -72,7 +75,9 @@ func flagUsageError(cmd *cobra.Command, err error) error {
 		arg := msg[i+len(" in "):]
 		return usageErrorf("%w; if %s is an argument, put it after --: %s -- %s", err, arg, cmd.CommandPath(), arg)
 	}
-	return usageError{err}
+	// A flag like no flag of cmd, a value that does not parse: say where
+	// the flags are (it was "unknown flag: --bogus" and no more; newuser14).
+	return usageErrorf("%w (see %s --help)", err, cmd.CommandPath())
 }
 
 // durationHint says what a duration flag wants when its value did not
@@ -89,6 +94,29 @@ func durationHint(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("--%s %s: %s is not a duration: write it with a unit, e.g. %ss (see %s --help)", name, value, value, value, cmd.CommandPath())
 	}
 	return fmt.Errorf("--%s %q: want a duration such as 30s, 500ms or 5m (units ns, us, ms, s, m, h) (see %s --help)", name, value, cmd.CommandPath())
+}
+
+// numberHint says what a whole-number flag wants when its value did not
+// parse: "--partition x" was refused with `invalid argument "x" for "-p,
+// --partition" flag: strconv.ParseInt: parsing "x": invalid syntax`
+// (newuser14).
+func numberHint(cmd *cobra.Command, err error) error {
+	var invalid *pflag.InvalidValueError
+	if !errors.As(err, &invalid) {
+		return nil
+	}
+	kind := invalid.GetFlag().Value.Type()
+	if !strings.HasPrefix(kind, "int") && !strings.HasPrefix(kind, "uint") || strings.HasSuffix(kind, "Slice") {
+		return nil
+	}
+	want := "a whole number"
+	if strings.HasPrefix(kind, "uint") {
+		want = "a whole number ≥ 0"
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		want += " that fits in " + kind
+	}
+	return fmt.Errorf("--%s %q: want %s (see %s --help)", invalid.GetFlag().Name, invalid.GetValue(), want, cmd.CommandPath())
 }
 
 // similarFlag is the flag of cmd closest to the unknown long flag err
