@@ -360,7 +360,7 @@ func (p *producer) send(ctx context.Context, batch []client.Record) error {
 		base, err := p.prod.Produce(ctx, p.f.topic, part, records)
 		if err != nil {
 			op := fmt.Sprintf("produce %s/%d", p.f.topic, part)
-			return fmt.Errorf("%s after %s: %w", op, recordCount(p.total()), withoutOp(produceHint(ctx, err), op))
+			return fmt.Errorf("%s after %s: %w", op, recordCount(p.total()), withoutOp(p.hint(ctx, err), op))
 		}
 		p.sending = false
 		p.add(part, base, base+int64(len(records))-1, len(records))
@@ -383,6 +383,22 @@ func produceHint(ctx context.Context, err error) error {
 	return gatewayHint(ctx, err)
 }
 
+// hint is produceHint, and for a bearer the gateway refused as expired
+// what to pass instead: it said "token expired: exp …, 4m13s ago" and no
+// more, where consume says to use a fresh credential (newuser14). A
+// capability the CLI minted with an admin token is minted again before
+// it runs out, so only one the user passed expires here.
+func (p *producer) hint(ctx context.Context, err error) error {
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != api.CodeTokenExpired || p.caps.admin != nil {
+		return produceHint(ctx, err)
+	}
+	if p.caps.credential {
+		return fmt.Errorf("%w: the client credential expired; pass a fresh one (capgate admin client-credential --ops consume,produce --topics %s mints one, --ttl its lifetime)", err, p.f.topic)
+	}
+	return fmt.Errorf("%w: the capability expired; pass a fresh one, or an admin token (--token-file: capgate dev's credentials.json) so a capability is minted for each partition written, and again before it runs out", err)
+}
+
 // sendTopic writes batch through the gateway's topic route, which places
 // each record as Kafka's default partitioner does. When a partition's
 // write failed, the partitions the gateway reports written are counted.
@@ -394,7 +410,7 @@ func (p *producer) sendTopic(ctx context.Context, batch []client.Record) error {
 			p.add(w.Partition, w.BaseOffset, w.LastOffset, w.Count)
 		}
 		op := "produce " + p.f.topic
-		return fmt.Errorf("%s after %s: %w", op, recordCount(p.total()), withoutOp(produceHint(ctx, err), op))
+		return fmt.Errorf("%s after %s: %w", op, recordCount(p.total()), withoutOp(p.hint(ctx, err), op))
 	}
 	p.sending = false
 	for _, w := range parts {

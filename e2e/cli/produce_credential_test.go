@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -247,7 +248,10 @@ func (d *devProcess) demoWriterFile(t *testing.T) string {
 // TestProduceToAWrongGatewaySaysWhatToFix: `capgate produce` whose
 // --gateways names no gateway says which flag to fix, as consume does:
 // nothing listening was "connection refused" and a Kafka port (the
-// gateway's Kafka listener) "connection reset by peer", bare.
+// gateway's Kafka listener) "connection reset by peer", bare. A
+// credential passed in that expired says what to pass instead (its own
+// stack: the records it writes while the credential lives would be in
+// other tests' way).
 func TestProduceToAWrongGatewaySaysWhatToFix(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, t.TempDir())
@@ -274,6 +278,29 @@ func TestProduceToAWrongGatewaySaysWhatToFix(t *testing.T) {
 			t.Errorf("capgate %s: %v\n%s\nwant exit 1 saying %q", strings.Join(c.args, " "), err, out, c.says)
 		}
 	}
+	// An expired credential: the gateway's "token expired: exp …, 4m13s
+	// ago" and no more (newuser14). It says what to pass instead, exit 1.
+	t.Run("expired_credential", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "writer.json")
+		writeFile(t, file, d.adminCLI(t, "client-credential", "--name", "writer", "--groups", "g1", "--topics", "demo", "--ops", "consume,produce", "--ttl", "1s"))
+		want := "token_expired (401)"
+		hint := "the client credential expired; pass a fresh one (capgate admin client-credential --ops consume,produce --topics demo mints one, --ttl its lifetime)"
+		var stderr string
+		for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr, want) && time.Now().Before(deadline); { // past its exp and the gateway's leeway
+			cmd := exec.Command(capgate, "produce", "--topic", "demo", "--credential-file", file, "--gateways", d.gateway)
+			var errOut strings.Builder
+			cmd.Stdin, cmd.Stderr, cmd.Env = strings.NewReader("x\n"), &errOut, stack.CleanEnv()
+			err := cmd.Run()
+			stderr = errOut.String()
+			var exit *exec.ExitError
+			if strings.Contains(stderr, want) && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
+				t.Fatalf("produce with an expired credential: %v, want exit 1", err)
+			}
+		}
+		if !strings.Contains(stderr, want) || !strings.Contains(stderr, hint) {
+			t.Errorf("produce with an expired credential, stderr:\n%s\nwant %q … %q", stderr, want, hint)
+		}
+	})
 }
 
 // closedPort is a loopback host:port nothing listens at, for the test's
