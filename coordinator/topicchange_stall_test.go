@@ -33,69 +33,23 @@ import (
 // a probe member of a third tenant sees every created topic.
 func TestTopicChangesStallNoOtherTenant(t *testing.T) {
 	const (
-		base     = 50  // topics at the start
 		patterns = 400 // A's members, each with a pattern of its own
 		perBatch = 50  // topics each change adds
 	)
-	topics := map[string]int32{"small": 1}
-	for i := range base {
-		topics[fmt.Sprintf("orders-eu-west-%05d", i)] = 1
-	}
-	e := newEnv(t, topics)
-	e.cfg.MetadataInterval = 50 * time.Millisecond
-	// 64 Ki steps (~0.5 ms of a core; under the race detector, tens of
-	// ms): A's patterns take ~45,000 each over the 50 topics (~880 a
-	// name), and each change's 50 new names ~44,000 each, so A's budget
-	// covers one or two of its 400 patterns a change (all 400: ~18 M
-	// steps, ~0.6 s of a core with Go's regexp).
-	e.cfg.Groups.Limits.TopicPatternSteps = 1 << 16
-	e.cfg.Groups.Limits.TopicPatternsPerTenant = patterns // the subject is a change's matching
-	// A's 400 pattern joins are charged ~45 tokens each, sent as fast as
-	// answered: neither the join rate nor the tenant's rate is the
-	// subject.
-	e.cfg.JoinRate, e.cfg.JoinBurst = 1e6, 1_000_000
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 1e9, 1_000_000_000
-	h := e.start(t)
-	admin := kafkaAdmin(t, e)
-
-	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})
-	b := h.join(t, "gb", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
-	credC := h.clientCredential(t, []string{"gc"}, []string{"*"})
-	probe := h.join(t, "gc", credC, api.JoinRequest{SessionTimeoutMs: 300_000, TopicPattern: `probe-[0-9]+`})
-
-	var batches atomic.Int64 // created so far, each with one probe topic
-	// changes creates n batches of topics at a steady pace (each with a
-	// probe topic) while B's heartbeats are measured, until the probe
-	// member holds every probe topic: the loop has taken every change.
+	h, tc := startTopicChanges(t, func(e *env) {
+		// 64 Ki steps (~0.5 ms of a core; under the race detector, tens of
+		// ms): A's patterns take ~45,000 each over the 50 topics (~880 a
+		// name), and each change's 50 new names ~44,000 each, so A's budget
+		// covers one or two of its 400 patterns a change (all 400: ~18 M
+		// steps, ~0.6 s of a core with Go's regexp).
+		e.cfg.Groups.Limits.TopicPatternSteps = 1 << 16
+		e.cfg.Groups.Limits.TopicPatternsPerTenant = patterns // the subject is a change's matching
+	})
+	tc.perBatch, tc.name = perBatch, func(k int64, j int) string { return fmt.Sprintf("new-%02d-%03d", k, j) }
 	changes := func(n int) []time.Duration {
-		var unserved atomic.Int64
-		var why atomic.Value
-		var created atomic.Int64
-		go func() {
-			tick := time.NewTicker(200 * time.Millisecond)
-			defer tick.Stop()
-			for range n {
-				<-tick.C // the pace of topic creation, not a wait for something
-				k := batches.Add(1)
-				names := []string{fmt.Sprintf("probe-%d", k)}
-				for j := range perBatch {
-					names = append(names, fmt.Sprintf("new-%02d-%03d", k, j))
-				}
-				createTopics(t, admin, names)
-				created.Add(1)
-			}
-		}()
-		lat := pacedHeartbeats(h, "gb", b.token, func() bool {
-			if created.Load() < int64(n) {
-				return false
-			}
-			probe.heartbeat(t, 0)
-			probe.mu.Lock()
-			defer probe.mu.Unlock()
-			return int64(len(probe.grants)) == batches.Load()
-		}, &unserved, &why)
-		if u := unserved.Load(); u > 0 {
-			t.Fatalf("%d of B's heartbeats not served while topics were created, the last: %v", u, why.Load())
+		lat, unserved, why := tc.measure(t, n)
+		if unserved > 0 {
+			t.Fatalf("%d of B's heartbeats not served while topics were created, the last: %v", unserved, why)
 		}
 		return lat
 	}
@@ -106,7 +60,7 @@ func TestTopicChangesStallNoOtherTenant(t *testing.T) {
 	}
 	attacked := changes(6)
 	var d coordinator.GroupDescription
-	h.call(t, "GET", "/v1/admin/groups/ga?limit=1000", e.adminToken, nil, 200, &d)
+	h.call(t, "GET", "/v1/admin/groups/ga?limit=1000", h.env.adminToken, nil, 200, &d)
 	stale := 0
 	for _, m := range d.Members {
 		if m.TopicPatternStale != "" {
@@ -130,6 +84,78 @@ func TestTopicChangesStallNoOtherTenant(t *testing.T) {
 	if stale == 0 {
 		t.Fatalf("none of A's %d members marked stale (topic_pattern_stale): its patterns were all matched against every change", patterns)
 	}
+}
+
+// topicChanges is the stall tests' workload: tenant B's member (group
+// gb, on "small") whose heartbeats are measured, and a probe member of
+// a third tenant (group gc, `probe-[0-9]+`) that tells when the loop has
+// taken every change.
+type topicChanges struct {
+	h        *harness
+	admin    *kgo.Client
+	b, probe *member
+	batches  atomic.Int64 // created so far, each with one probe topic
+	perBatch int          // topics each change adds beside its probe topic
+	name     func(change int64, i int) string
+}
+
+// startTopicChanges starts a coordinator over "small" and 50 other
+// topics, reading metadata every 50 ms, whose join and tenant rates are
+// out of the way (the joins come as fast as answered and may be charged
+// many steps: neither rate is the subject), tuned by tune before it
+// starts, and joins B and the probe.
+func startTopicChanges(t *testing.T, tune func(*env)) (*harness, *topicChanges) {
+	topics := map[string]int32{"small": 1}
+	for i := range 50 {
+		topics[fmt.Sprintf("orders-eu-west-%05d", i)] = 1
+	}
+	e := newEnv(t, topics)
+	e.cfg.MetadataInterval = 50 * time.Millisecond
+	e.cfg.JoinRate, e.cfg.JoinBurst = 1e6, 1_000_000
+	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 1e9, 1_000_000_000
+	tune(e)
+	h := e.start(t)
+	tc := &topicChanges{h: h, admin: kafkaAdmin(t, e)}
+	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})
+	tc.b = h.join(t, "gb", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
+	credC := h.clientCredential(t, []string{"gc"}, []string{"*"})
+	tc.probe = h.join(t, "gc", credC, api.JoinRequest{SessionTimeoutMs: 300_000, TopicPattern: `probe-[0-9]+`})
+	return h, tc
+}
+
+// measure creates n changes at a steady pace (each a probe topic and
+// perBatch named by name) while B's heartbeats are measured, until the
+// probe member holds every probe topic: the loop has taken every change.
+// It answers the heartbeats' latencies, how many were not served and
+// why the last was not.
+func (tc *topicChanges) measure(t *testing.T, n int) ([]time.Duration, int64, any) {
+	var unserved atomic.Int64
+	var why atomic.Value
+	var created atomic.Int64
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for range n {
+			<-tick.C // the pace of topic creation, not a wait for something
+			k := tc.batches.Add(1)
+			names := []string{fmt.Sprintf("probe-%d", k)}
+			for j := range tc.perBatch {
+				names = append(names, tc.name(k, j))
+			}
+			createTopics(t, tc.admin, names)
+			created.Add(1)
+		}
+	}()
+	lat := pacedHeartbeats(tc.h, "gb", tc.b.token, func() bool {
+		if created.Load() < int64(n) {
+			return false
+		}
+		tc.probe.heartbeat(t, 0)
+		tc.probe.mu.Lock()
+		defer tc.probe.mu.Unlock()
+		return int64(len(tc.probe.grants)) == tc.batches.Load()
+	}, &unserved, &why)
+	return lat, unserved.Load(), why.Load()
 }
 
 func createTopics(t *testing.T, cl *kgo.Client, names []string) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,24 +32,9 @@ func TestTopicChangesOfManyTenantsStallNoOther(t *testing.T) {
 		perBatch = 50 // topics each change adds, of ~200 characters
 		changes  = 4
 	)
-	topics := map[string]int32{"small": 1}
-	for i := range 50 {
-		topics[fmt.Sprintf("orders-eu-west-%05d", i)] = 1
-	}
-	e := newEnv(t, topics)
-	e.cfg.MetadataInterval = 50 * time.Millisecond
-	// The joins (~4,200 steps a short name, each charged) come as fast
-	// as answered: neither the join rate nor the tenants' rate is the
-	// subject.
-	e.cfg.JoinRate, e.cfg.JoinBurst = 1e6, 1_000_000
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 1e9, 1_000_000_000
-	h := e.start(t)
-	admin := kafkaAdmin(t, e)
-
-	credB := h.clientCredential(t, []string{"gb"}, []string{"small"})
-	b := h.join(t, "gb", credB, api.JoinRequest{SessionTimeoutMs: 300_000, Topics: []string{"small"}})
-	credC := h.clientCredential(t, []string{"gc"}, []string{"*"})
-	probe := h.join(t, "gc", credC, api.JoinRequest{SessionTimeoutMs: 300_000, TopicPattern: `probe-[0-9]+`})
+	h, tc := startTopicChanges(t, func(*env) {})
+	long := strings.Repeat("x", 180)
+	tc.perBatch, tc.name = perBatch, func(k int64, j int) string { return fmt.Sprintf("new-%02d-%03d-%s", k, j, long) }
 	var members []*member
 	for k := range tenants {
 		group := fmt.Sprintf("ga%d", k)
@@ -60,40 +44,9 @@ func TestTopicChangesOfManyTenantsStallNoOther(t *testing.T) {
 				TopicPattern: fmt.Sprintf("(.?){60}z%d-%d", k, i)}))
 		}
 	}
-
-	var batches atomic.Int64 // created so far, each with one probe topic
-	long := strings.Repeat("x", 180)
-	// measure creates the changes at a steady pace while B's heartbeats
-	// are measured, until the probe member holds every probe topic: the
-	// loop has taken every change.
 	measure := func() ([]time.Duration, int64) {
-		var unserved atomic.Int64
-		var why atomic.Value
-		var created atomic.Int64
-		go func() {
-			tick := time.NewTicker(200 * time.Millisecond)
-			defer tick.Stop()
-			for range changes {
-				<-tick.C // the pace of topic creation, not a wait for something
-				k := batches.Add(1)
-				names := []string{fmt.Sprintf("probe-%d", k)}
-				for j := range perBatch {
-					names = append(names, fmt.Sprintf("new-%02d-%03d-%s", k, j, long))
-				}
-				createTopics(t, admin, names)
-				created.Add(1)
-			}
-		}()
-		lat := pacedHeartbeats(h, "gb", b.token, func() bool {
-			if created.Load() < changes {
-				return false
-			}
-			probe.heartbeat(t, 0)
-			probe.mu.Lock()
-			defer probe.mu.Unlock()
-			return int64(len(probe.grants)) == batches.Load()
-		}, &unserved, &why)
-		return lat, unserved.Load()
+		lat, unserved, _ := tc.measure(t, changes)
+		return lat, unserved
 	}
 	// The baseline: under the race detector its ~32 Mi steps a change in
 	// the loop take tens of seconds, past the harness's request timeout;

@@ -1,13 +1,11 @@
 package kafkaclients
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -28,9 +26,6 @@ import (
 // INVALID_REGULAR_EXPRESSION: it read `^(?:x)|(?:.*)$` and joined with
 // every topic the credential allows.
 func TestKgoRegexOfATopicListJoins(t *testing.T) {
-	s := Start(t, Options{Partitions: 1})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	names := make([]string, 30)
 	for i := range names {
 		// No two neighbours share a first letter: Go's parser factors an
@@ -38,15 +33,9 @@ func TestKgoRegexOfATopicListJoins(t *testing.T) {
 		names[i] = fmt.Sprintf("%c%c-orders-%02d", 'a'+i%26, 'a'+i*7%26, i)
 	}
 	outside := "zz-orders-99" // allowed, not in the regex
-	admin := kadm.NewClient(directClient(t, s))
-	if created, err := admin.CreateTopics(ctx, 1, 1, nil, append([]string{outside}, names...)...); err != nil || created.Error() != nil {
-		t.Fatal(err, created.Error())
-	}
+	s := startWithTopics(t, append([]string{outside}, names...))
 	group := "regex-list"
-	cred, err := s.Stack.ClientCredential(ctx, "regex-list", []string{group, group + "-raw"}, append([]string{outside}, names...), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cred := regexCredential(t, s, "regex-list", []string{group, group + "-raw"}, append([]string{outside}, names...))
 	for _, topic := range []string{names[0], names[17], names[29], outside} {
 		produceDirect(t, s, topic, 0, 3)
 	}
@@ -67,9 +56,7 @@ func TestKgoRegexOfATopicListJoins(t *testing.T) {
 	}
 
 	// The listener's topic list holds every topic now (it matched the list).
-	r := dialRaw(t, s.KafkaAddrs()[0])
-	r.authenticate("OAUTHBEARER", cred)
-	if code, msg := regexJoin(r, group+"-raw", `x)|(?:.*`); code != kerr.InvalidRegularExpression.Code {
+	if code, msg := regexJoin(rawAs(t, s, cred), group+"-raw", `x)|(?:.*`); code != kerr.InvalidRegularExpression.Code {
 		t.Errorf("regex `x)|(?:.*`: error %d %.200q, want INVALID_REGULAR_EXPRESSION (it escaped the anchors and joined with every allowed topic)", code, msg)
 	}
 }

@@ -26,24 +26,13 @@ import (
 // not run (COORDINATOR_NOT_AVAILABLE, retriable), and another
 // credential's regex is matched beside it.
 func TestSlowTopicRegexRefused(t *testing.T) {
-	s := Start(t, Options{Partitions: 1})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	names := make([]string, 1000)
 	for i := range names {
 		names[i] = fmt.Sprintf("team-%04d.service-events.orders-v%d", i, i%7)
 	}
-	admin := kadm.NewClient(directClient(t, s))
-	if created, err := admin.CreateTopics(ctx, 1, 1, nil, names...); err != nil || created.Error() != nil {
-		t.Fatal(err, created.Error())
-	}
+	s := startWithTopics(t, names)
 	group := "regex-work"
-	cred, err := s.Stack.ClientCredential(ctx, "regex", []string{group}, []string{"billing-*"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := dialRaw(t, s.KafkaAddrs()[0])
-	r.authenticate("OAUTHBEARER", cred)
+	r := rawAs(t, s, regexCredential(t, s, "regex", []string{group}, []string{"billing-*"}))
 	heartbeat := func(regex string) (int16, string) { return regexJoin(r, group, regex) }
 	// Once the listener's topic list holds the 1,000 (before, the regex
 	// matches none the credential allows: UNKNOWN_TOPIC_OR_PARTITION;
@@ -68,12 +57,7 @@ func TestSlowTopicRegexRefused(t *testing.T) {
 		t.Errorf("another slow regex of the same credential at once: error %d %q, want COORDINATOR_NOT_AVAILABLE saying its matching is paced", code, msg)
 	}
 	// Another credential is not held by that one's debt.
-	other, err := s.Stack.ClientCredential(ctx, "regex-b", []string{group}, []string{"billing-*"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb := dialRaw(t, s.KafkaAddrs()[0])
-	rb.authenticate("OAUTHBEARER", other)
+	rb := rawAs(t, s, regexCredential(t, s, "regex-b", []string{group}, []string{"billing-*"}))
 	if code, msg := regexJoin(rb, group, `team-0.*`); code != kerr.UnknownTopicOrPartition.Code {
 		t.Errorf("another credential's regex: error %d %q, want UNKNOWN_TOPIC_OR_PARTITION (no topic billing-* allows)", code, msg)
 	}
@@ -91,4 +75,39 @@ func regexJoin(r *rawConn, group, regex string) (int16, string) {
 		return resp.ErrorCode, ""
 	}
 	return resp.ErrorCode, *resp.ErrorMessage
+}
+
+// startWithTopics starts a stack of one-partition topics and creates
+// topics (one partition each) in Kafka itself.
+func startWithTopics(t *testing.T, topics []string) *Stack {
+	t.Helper()
+	s := Start(t, Options{Partitions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if created, err := kadm.NewClient(directClient(t, s)).CreateTopics(ctx, 1, 1, nil, topics...); err != nil || created.Error() != nil {
+		t.Fatal(err, created.Error())
+	}
+	return s
+}
+
+// regexCredential mints a client credential named name for groups and
+// topics, valid for an hour.
+func regexCredential(t *testing.T, s *Stack, name string, groups, topics []string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cred, err := s.Stack.ClientCredential(ctx, name, groups, topics, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cred
+}
+
+// rawAs dials the stack's first Kafka listener and authenticates with
+// cred (OAUTHBEARER).
+func rawAs(t *testing.T, s *Stack, cred string) *rawConn {
+	t.Helper()
+	r := dialRaw(t, s.KafkaAddrs()[0])
+	r.authenticate("OAUTHBEARER", cred)
+	return r
 }
