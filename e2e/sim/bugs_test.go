@@ -9,6 +9,7 @@ import (
 // checker meant for it fires within a few seeds, and that nothing else
 // does: each checker can fail, and fails for the right reason.
 func TestPlantedBugsAreCaught(t *testing.T) {
+	t.Parallel()
 	cuts := func(p *profile) { p.cutEvery, p.cutMax = 10*time.Second, 30*time.Second }
 	crashes := func(p *profile) { p.readyCrash = 0.02 }
 	stalls := func(p *profile) { p.net.stall, p.net.stallMax = 0.1, 5*time.Second }

@@ -93,6 +93,7 @@ func runFill(t *testing.T, name string, first, n uint64, tune func(*profile)) *f
 // serve nothing is forgotten for lagging, and a restarted gateway may be
 // refused until the heal (the rogue and the dead ids leave then).
 func TestFullGatewayTableHoldsTheInvariants(t *testing.T) {
+	t.Parallel()
 	for _, serve := range []bool{false, true} {
 		f := runFill(t, fmt.Sprintf("serve=%t", serve), 8001, 30, func(p *profile) {
 			if serve {
@@ -119,6 +120,7 @@ func TestFullGatewayTableHoldsTheInvariants(t *testing.T) {
 // false) checker 4 (grant safety: a gateway process not safe for the
 // fence) fails 14 of these 100 seeds.
 func TestRecoveringLaggardsForgottenHoldTheInvariants(t *testing.T) {
+	t.Parallel()
 	f := runFill(t, "fence", 9001, 100, recoveringLaggards)
 	if f.forgotten.Load() == 0 || f.handoffs.Load() == 0 {
 		t.Errorf("%s: the case was not exercised", f)

@@ -20,6 +20,7 @@ import (
 // coordinator/commit.go: a denied capability may still release. With
 // denials made frequent, no seed loses a record now.
 func TestDeniedCapabilityReleased(t *testing.T) {
+	t.Parallel()
 	denials := func(p *profile) { p.denyJTI, p.adminEvery = true, 10*time.Second }
 	for seed := uint64(1); seed <= 60; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {

@@ -29,6 +29,7 @@ func laggards(p *profile) {
 // until the revoked capabilities expire (so no floors there: every
 // checker holds, which is the point).
 func TestLaggingGatewaysHoldTheInvariants(t *testing.T) {
+	t.Parallel()
 	const seeds = 30
 	for _, serve := range []bool{false, true} {
 		var handoffs, stuck, safe atomic.Int64

@@ -17,6 +17,9 @@ type network struct {
 	w        *World
 	isolated map[int]time.Duration    // node → cut off from everyone until
 	links    map[[2]int]time.Duration // node pair (low, high) → cut until
+	// cutUntil is the latest end of any cut: past it nothing is cut, and
+	// cut answers without looking at the maps (it runs twice a message).
+	cutUntil time.Duration
 }
 
 func newNetwork(w *World) *network {
@@ -100,6 +103,9 @@ func (n *network) latency() time.Duration {
 // cut reports whether a partition separates a and b now.
 func (n *network) cut(a, b int) bool {
 	now := n.w.now
+	if now >= n.cutUntil {
+		return false
+	}
 	if n.isolated[a] > now || n.isolated[b] > now {
 		return true
 	}
@@ -116,16 +122,19 @@ func linkKey(a, b int) [2]int {
 // isolate cuts node off from everyone for d.
 func (n *network) isolate(node int, d time.Duration) {
 	n.isolated[node] = max(n.isolated[node], n.w.now+d)
+	n.cutUntil = max(n.cutUntil, n.w.now+d)
 }
 
 // cutLink cuts the link between a and b for d.
 func (n *network) cutLink(a, b int, d time.Duration) {
 	k := linkKey(a, b)
 	n.links[k] = max(n.links[k], n.w.now+d)
+	n.cutUntil = max(n.cutUntil, n.w.now+d)
 }
 
 // healAll ends every partition.
 func (n *network) healAll() {
 	clear(n.isolated)
 	clear(n.links)
+	n.cutUntil = 0
 }

@@ -28,6 +28,7 @@ var regressions = []struct {
 }
 
 func TestRegressions(t *testing.T) {
+	t.Parallel()
 	for _, r := range regressions {
 		t.Run(fmt.Sprint(r.seed), func(t *testing.T) {
 			t.Parallel()
@@ -44,6 +45,7 @@ func TestRegressions(t *testing.T) {
 // gateway resolves it. With lossy heartbeats and few commits the case is
 // frequent: it must happen, and every checker must hold.
 func TestGrantLostThenRenewed(t *testing.T) {
+	t.Parallel()
 	lossy := func(p *profile) {
 		p.denyJTI, p.net.drop = false, 0.1
 		p.produceEvery = 5 * time.Second // many partitions stay uncommitted
@@ -69,6 +71,7 @@ func TestGrantLostThenRenewed(t *testing.T) {
 // TestTraceDeterministic: a seed always produces the same trace; other
 // seeds produce other traces.
 func TestTraceDeterministic(t *testing.T) {
+	t.Parallel()
 	seen := map[uint64]uint64{}
 	for seed := uint64(1); seed <= 3; seed++ {
 		first, second := Run(seed, ciOptions()), Run(seed, ciOptions())

@@ -23,6 +23,7 @@ func replicaOptions() Options { return Options{Replicas: 3, Duration: 5 * time.M
 // sweep each replica scenario must have happened, so the test fails if
 // the faults stop reaching them.
 func TestSimReplicas(t *testing.T) {
+	t.Parallel()
 	var total sweep
 	start := time.Now()
 	t.Run("ci", func(t *testing.T) { runSweepWith(t, replicaOptions(), 1, ciReplicaSeeds, &total) })
@@ -49,6 +50,7 @@ func TestSimReplicas(t *testing.T) {
 // other coordinator fault; every checker holds, and the fenced zombie
 // writes happen.
 func TestReplicaZombieFenced(t *testing.T) {
+	t.Parallel()
 	s := runTuned(t, zombieProfile, 6)
 	if fenced, contested := s.FencedWrites, s.Contested; fenced == 0 || contested == 0 {
 		t.Fatalf("zombies: %d fenced writes, %d takeovers from a replica that still led; want both > 0", fenced, contested)
@@ -63,6 +65,7 @@ func zombieProfile(p *profile) {
 
 // TestReplicaTraceDeterministic: a seed with replicas replays the same.
 func TestReplicaTraceDeterministic(t *testing.T) {
+	t.Parallel()
 	first, second := Run(7, replicaOptions()), Run(7, replicaOptions())
 	if first.TraceHash != second.TraceHash || first.Stats != second.Stats {
 		t.Fatalf("two runs differ: %016x %+v vs %016x %+v", first.TraceHash, first.Stats, second.TraceHash, second.Stats)
@@ -79,6 +82,7 @@ func TestReplicaTraceDeterministic(t *testing.T) {
 // holds, and the epochs checker catches it. Without the bug the same
 // seeds hold (TestReplicaSlowReaders).
 func TestReplicaPlantedBugCaught(t *testing.T) {
+	t.Parallel()
 	caught := plantedFailureWith(t, replicaOptions(), bugs{serveBeforeLogEnd: true}, slowReaders, "epochs only rise",
 		[]string{"grant safety", "committed offsets", "handoff duplicates", "exclusive reader", "machine invariants"})
 	t.Logf("caught by %q: %v", caught.Checker, caught)
@@ -93,6 +97,7 @@ func TestReplicaPlantedBugCaught(t *testing.T) {
 // beats) depose leaders that are running, not paused; checker 8 catches
 // the answers they send after.
 func TestReplicaUnconfirmedAnswersCaught(t *testing.T) {
+	t.Parallel()
 	caught := plantedFailureWith(t, replicaOptions(), bugs{answerUnconfirmed: true}, slowReaders, "deposed sends nothing",
 		[]string{"grant safety", "exclusive reader", "acked fence", "epochs only rise", "committed offsets", "handoff duplicates"})
 	t.Logf("caught by %q: %v", caught.Checker, caught)
@@ -113,6 +118,7 @@ func slowReaders(p *profile) {
 // TestReplicaSlowReaders: the planted bugs' seeds hold without the bugs
 // (every checker, checker 8 included), and running leaders were deposed.
 func TestReplicaSlowReaders(t *testing.T) {
+	t.Parallel()
 	if s := runTuned(t, slowReaders, 4); s.Contested == 0 {
 		t.Fatal("slow readers deposed no running leader")
 	}

@@ -29,6 +29,7 @@ func serving(p *profile) {
 // fence or the revoked capabilities expired, nothing lost. It must also
 // exercise the case: handoffs happen while some gateway is cut off.
 func TestServingGatewaysHoldTheInvariants(t *testing.T) {
+	t.Parallel()
 	const seeds = 60
 	var handoffs, partitions atomic.Int64
 	for seed := uint64(1); seed <= seeds; seed++ {

@@ -64,6 +64,7 @@ func ciOptions() Options {
 // TestSim runs the CI sweep of seeds (or -sim.seed alone), plus
 // -sim.seeds / CAPGATE_SIM_SEEDS more, each through every checker.
 func TestSim(t *testing.T) {
+	t.Parallel()
 	if *flagSeed != 0 {
 		runOne(t, *flagSeed, *flagTrace)
 		return

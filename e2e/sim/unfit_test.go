@@ -21,6 +21,7 @@ const unfitSeeds = 24
 // broken seeds fail "a fit replica leads" (the report of the simbarrier
 // branch names them).
 func TestSimUnfitReplica(t *testing.T) {
+	t.Parallel()
 	n := unfitSeeds
 	if s := os.Getenv("CAPGATE_SIM_UNFIT_SEEDS"); s != "" {
 		var err error
@@ -88,6 +89,7 @@ func TestDrawUnfit(t *testing.T) {
 // replica leads") catches it; without the bug the same seeds hold
 // (TestSimUnfitReplica, TestSimReplicas).
 func TestReplicaUncountedBarriersCaught(t *testing.T) {
+	t.Parallel()
 	caught := plantedFailureWith(t, replicaOptions(), bugs{barriersUncounted: true}, nil, "a fit replica leads", nil)
 	if !strings.Contains(caught.Detail, "(broken)") {
 		t.Fatalf("caught on a seed without a broken replica: %v", caught)

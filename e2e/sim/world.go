@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/internal/coordinators"
-	"github.com/capgate/capgate/internal/minheap"
 )
 
 // base is virtual time zero: a whole second, as the coordinator mints
@@ -289,9 +288,67 @@ type event struct {
 }
 
 // eventHeap is the event queue: a min-heap on (at, seq), virtual time
-// with ties broken by scheduling order.
-type eventHeap = minheap.Heap[event]
+// with ties broken by scheduling order — a total order (seq is unique),
+// so the events come out the same whatever the heap's shape. Written
+// for event rather than with internal/minheap's comparison function:
+// every event goes in and out once, and the indirect call and the
+// swaps were 8 % of the package's CPU.
+type eventHeap struct{ items []event }
 
-func newEventHeap() eventHeap {
-	return minheap.New(func(a, b event) bool { return a.at < b.at || (a.at == b.at && a.seq < b.seq) })
+func newEventHeap() eventHeap { return eventHeap{items: make([]event, 0, 256)} }
+
+func (e *event) before(o *event) bool { return e.at < o.at || (e.at == o.at && e.seq < o.seq) }
+
+// Len is how many events wait.
+func (h *eventHeap) Len() int { return len(h.items) }
+
+// Min is the next event (Len > 0).
+func (h *eventHeap) Min() *event { return &h.items[0] }
+
+// Push adds ev: its place is found by moving parents down into the hole.
+func (h *eventHeap) Push(ev event) {
+	h.items = append(h.items, ev)
+	s := h.items
+	i := len(s) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !ev.before(&s[parent]) {
+			break
+		}
+		s[i] = s[parent]
+		i = parent
+	}
+	s[i] = ev
+}
+
+// Pop removes and returns the next event (Len > 0): the last moves into
+// the root's hole, which sinks to its place.
+func (h *eventHeap) Pop() event {
+	s := h.items
+	top := s[0]
+	last := len(s) - 1
+	x := s[last]
+	s[last] = event{} // drop its closure for the collector
+	s = s[:last]
+	h.items = s
+	if last == 0 {
+		return top
+	}
+	i := 0
+	for {
+		child := 2*i + 1
+		if child >= last {
+			break
+		}
+		if r := child + 1; r < last && s[r].before(&s[child]) {
+			child = r
+		}
+		if !s[child].before(&x) {
+			break
+		}
+		s[i] = s[child]
+		i = child
+	}
+	s[i] = x
+	return top
 }
