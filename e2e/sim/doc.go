@@ -125,7 +125,16 @@
 //     seeds one replica is unfit (unfit.go): misconfigured (another
 //     coordinator id: its follower's check makes it Unfit, it never
 //     stands), or broken (its takeovers fail after their barrier, and it
-//     stands first after every silence).
+//     stands first after every silence). In half the seeds the lease
+//     follows the log's pace (leader.Config.LeaseTimeoutMax, the
+//     binaries' replica.lease_timeout_max, drawn between the lease and
+//     three of it) and the log is slow: a fifth to three fifths of the
+//     beats take a quarter to all of up to three leases to commit, so
+//     leases lapse while a beat is still committing; a leader whose
+//     renewal commits past the fixed lease's end keeps leading
+//     (Stats.StretchedLeases; TestSimReplicas fails if none), followers
+//     wait out the stretched lease, and checker 9's bound is taken
+//     from the longest lease.
 //
 // After the faulty phase the world heals (faults off, crashed parts
 // restart, the producer stops) and drains until every record was
@@ -154,8 +163,9 @@
 //  8. with replicas: a replica deposed (fenced by another's takeover)
 //     before a request reached it sends no sync answer and no capability
 //     for it.
-//  9. with replicas: a fit replica leads within a bound (4 × (lease +
-//     the longest stagger) + 2 s) of the last moment one led, no fit
+//  9. with replicas: a fit replica leads within a bound (4 × (the
+//     longest lease + the longest stagger) + the slowest beat + 2 s) of
+//     the last moment one led, no fit
 //     replica ran, or a fault struck a replica; an unfit replica never
 //     leads (unfit.go). Its planted bug is the one the sim had: the shell
 //     steps positions without their Barriers, so every failed takeover's

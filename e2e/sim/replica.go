@@ -41,8 +41,9 @@ import (
 // it resumes, in an order drawn by the seed, some before it looks at its
 // lease, some after; a follower's reader lags now and then (it decides
 // before catching up), so two replicas stand for the same silence and
-// race to take over; and the log fails a transaction (aborted, or
-// committed with its answer lost).
+// race to take over; the log fails a transaction (aborted, or
+// committed with its answer lost); and, where the lease follows the
+// log's pace (leaseMax), a beat's transaction is slow (beatLater).
 //
 // Clients hold the list of replicas and pick one with the clients' own
 // decision, internal/coordinators.List (the SDK's and the gateways'): a
@@ -73,6 +74,9 @@ type replica struct {
 	// at its last Check (checkFit), which depends only on what it read.
 	checked   *store.Follower
 	checkedAt int64
+	// wroteAt: when the leader's last write (its barrier, a beat)
+	// committed (wroteBeat).
+	wroteAt time.Time
 }
 
 // pending is what waits for a paused replica: a request that reached it
@@ -109,6 +113,14 @@ type replicaSettings struct {
 	lag        float64       // chance a follower decides before catching up
 	writeFail  float64       // chance per persist that the log fails the transaction
 	pauseEvery time.Duration // mean time between pauses of a replica (0: none)
+	// leaseMax: how far the log's pace stretches the lease
+	// (leader.Config.LeaseTimeoutMax, replica.lease_timeout_max; 0:
+	// fixed); with it, a beat's transaction takes up to slowBeatMax with
+	// chance slowBeat (a starved log, ha13), so leases lapse while the
+	// beat still commits.
+	leaseMax    time.Duration
+	slowBeat    float64
+	slowBeatMax time.Duration
 }
 
 func drawReplicas(seed uint64, count int) replicaSettings {
@@ -125,8 +137,16 @@ func drawReplicas(seed uint64, count int) replicaSettings {
 	if d.rng.IntN(4) != 0 {
 		r.pauseEvery = d.dur(30*time.Second, 120*time.Second)
 	}
+	if d.rng.IntN(2) == 0 { // after the draws above: they stay what they were
+		r.leaseMax = d.dur(r.lease+r.beat, 3*r.lease)
+		r.slowBeat, r.slowBeatMax = 0.2+0.4*d.rng.Float64(), d.dur(r.lease, 3*r.lease)
+	}
 	return r
 }
+
+// longestLease is the longest a replica's lease runs: stretched to
+// leaseMax, and a barrier's (a takeover in progress) is leaseMax.
+func (r replicaSettings) longestLease() time.Duration { return max(r.lease, r.leaseMax) }
 
 // newReplicas makes count coordinator replicas over one log.
 func (w *World) newReplicas(count int) {
@@ -135,7 +155,7 @@ func (w *World) newReplicas(count int) {
 		c := newCoordinator(w, i, log)
 		if count > 1 {
 			c.rep = &replica{cfg: leader.Config{ID: replicaID(i), BeatInterval: w.prof.replicas.beat,
-				LeaseTimeout: w.prof.replicas.lease, Stagger: w.prof.replicas.stagger[i]}}
+				LeaseTimeout: w.prof.replicas.lease, LeaseTimeoutMax: w.prof.replicas.leaseMax, Stagger: w.prof.replicas.stagger[i]}}
 		}
 		w.coords = append(w.coords, c)
 	}
@@ -297,13 +317,19 @@ func (c *coordinator) act(now time.Time, d leader.Decision) {
 		}
 		r.follower, r.st = nil, st
 		r.core.Promoted(now, nil, false) // nothing runs between here and serving
+		r.wroteAt = now                  // the barrier committed
 		c.w.bootLate()
 		c.w.tracef("%s leads", r.cfg.ID)
 		c.serve(st, stale) // its first flush may crash the replica
 	case leader.Beat:
+		if !c.w.healed && c.w.chance(c.w.prof.replicas.slowBeat) {
+			c.beatLater(c.w.between(c.w.prof.replicas.slowBeatMax/4, c.w.prof.replicas.slowBeatMax))
+			return
+		}
 		c.beatFault()
 		err := r.st.Beat(replicaURL(c.idx))
 		r.core.Wrote(now, true, err, errors.Is(err, store.ErrFenced))
+		c.wroteBeat(now, err)
 	case leader.StepDown:
 		c.w.tracef("%s steps down: %s", r.cfg.ID, d.Reason)
 		c.stopServing()
@@ -312,6 +338,45 @@ func (c *coordinator) act(now time.Time, d leader.Decision) {
 		}
 		r.core.Stopped(now)
 	}
+}
+
+// beatLater writes a beat whose transaction takes d (a starved log):
+// it commits, and its outcome is stepped, d from now — meanwhile the
+// leader asks for no other beat, and its lease may lapse (a stretched
+// one, leader.Config.LeaseTimeoutMax, outlasts the beat). A step-down
+// meanwhile closes its store: the beat then fails (a Close cuts short
+// the write in flight) and the step-down finishes after its outcome.
+// It dies with the process.
+func (c *coordinator) beatLater(d time.Duration) {
+	r := c.rep
+	core, st := r.core, r.st
+	c.w.stats.SlowBeats++
+	c.w.after(d, evReplica, c.node, c.whenRunning(func() {
+		if !c.up || r.core != core {
+			return
+		}
+		c.beatFault()
+		now := c.w.wall()
+		err := st.Beat(replicaURL(c.idx))
+		core.Wrote(now, true, err, errors.Is(err, store.ErrFenced))
+		c.wroteBeat(now, err)
+		c.lead()
+	}))
+}
+
+// wroteBeat counts a beat that committed more than twice a lease after
+// the leader's last write while it kept leading: a fixed lease would
+// have stepped it down (its renewal due one lease after the lapse), the
+// log's pace stretched it (Stats.StretchedLeases).
+func (c *coordinator) wroteBeat(now time.Time, err error) {
+	r := c.rep
+	if err != nil {
+		return
+	}
+	if now.Sub(r.wroteAt) > 2*r.cfg.LeaseTimeout && r.core.Role() == leader.Leader {
+		c.w.stats.StretchedLeases++
+	}
+	r.wroteAt = now
 }
 
 // takeoverFailed steps a failed Promote as the shell's outcome does: an

@@ -28,16 +28,17 @@ func TestSimReplicas(t *testing.T) {
 	start := time.Now()
 	t.Run("ci", func(t *testing.T) { runSweepWith(t, replicaOptions(), 1, ciReplicaSeeds, &total) })
 	r := total.replicas
-	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d, takeovers %d (%d deposing a replica that still led), step-downs %d, fenced writes %d, log faults %d, pauses %d, not_leader answers followed %d, stale resets from deposed leaders %d, replica crashes %d, unfit marks of a misconfigured replica %d, takeovers of a broken replica failed after their barrier %d; %s in all",
+	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d, takeovers %d (%d deposing a replica that still led), step-downs %d, fenced writes %d, log faults %d, pauses %d, not_leader answers followed %d, stale resets from deposed leaders %d, replica crashes %d, unfit marks of a misconfigured replica %d, takeovers of a broken replica failed after their barrier %d, slow beats %d, leaders kept by a stretched lease %d; %s in all",
 		total.seeds, total.simulated.Hours(), total.handoffs, r.Takeovers, r.Contested, r.StepDowns, r.FencedWrites, r.WriteFaults, r.Pauses, r.NotLeader,
-		r.StaleResets, total.coordCrashes, r.UnfitMarked, r.BrokenTakeovers, time.Since(start).Round(time.Millisecond))
+		r.StaleResets, total.coordCrashes, r.UnfitMarked, r.BrokenTakeovers, r.SlowBeats, r.StretchedLeases, time.Since(start).Round(time.Millisecond))
 	total.checkRepeats(t) // a join given up at the margin goes to the next replica with its key
 	if t.Failed() {
 		return
 	}
 	for what, n := range map[string]int{"takeovers": r.Takeovers, "contested takeovers": r.Contested, "step-downs": r.StepDowns,
 		"fenced writes": r.FencedWrites, "log faults": r.WriteFaults, "pauses": r.Pauses, "not_leader answers": r.NotLeader,
-		"unfit marks": r.UnfitMarked, "broken takeovers": r.BrokenTakeovers} {
+		"unfit marks": r.UnfitMarked, "broken takeovers": r.BrokenTakeovers,
+		"slow beats": r.SlowBeats, "leaders kept by a stretched lease": r.StretchedLeases} {
 		if n == 0 {
 			t.Errorf("no %s in %d seeds: the sweep no longer exercises replicas", what, total.seeds)
 		}

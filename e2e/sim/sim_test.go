@@ -181,6 +181,8 @@ func (s *sweep) add(r Result, wall time.Duration) {
 	s.replicas.StaleResets += r.Stats.StaleResets
 	s.replicas.UnfitMarked += r.Stats.UnfitMarked
 	s.replicas.BrokenTakeovers += r.Stats.BrokenTakeovers
+	s.replicas.SlowBeats += r.Stats.SlowBeats
+	s.replicas.StretchedLeases += r.Stats.StretchedLeases
 	s.wall += wall
 }
 

@@ -175,8 +175,9 @@ func (w *World) bootLate() {
 // failed takeover on a log without the layout or the settings record
 // commits them after its barrier (store.LogStore.checkLayout) — a write
 // that counts as a leader's, so its next barrier counts once more. Two
-// such pushes, and a lease of slack for lagging reads: 4 × (lease + the
-// longest stagger) + 2 s. Without the once-only rule a broken replica
+// such pushes, and a lease of slack for lagging reads: 4 × (the longest
+// lease — leaseMax where the log's pace stretches it — + the longest
+// stagger) + the slowest beat + 2 s. Without the once-only rule a broken replica
 // with the shortest stagger holds the others off for ever.
 type liveness struct {
 	w      *World
@@ -190,7 +191,7 @@ func newLiveness(w *World) *liveness {
 	for _, s := range w.prof.replicas.stagger {
 		stagger = max(stagger, s)
 	}
-	return &liveness{w: w, bound: 4*(w.prof.replicas.lease+stagger) + 2*time.Second}
+	return &liveness{w: w, bound: 4*(w.prof.replicas.longestLease()+stagger) + w.prof.replicas.slowBeatMax + 2*time.Second}
 }
 
 // fault restarts the clock: a fault struck a replica.

@@ -74,6 +74,9 @@ type Stats struct {
 	Pauses       int // replicas paused (zombies in the making)
 	NotLeader    int // not_leader answers clients followed
 	StaleResets  int // resets from a deposed leader below fences the new one published to other gateways
+	// A slow log and the lease that follows its pace (replicaSettings.leaseMax).
+	SlowBeats       int // beats whose transaction took a while (replicaSettings.slowBeat)
+	StretchedLeases int // beats committed over twice a lease after the leader's last write, the leader leading on: a lease stretched by the log's pace
 	// The unfit replica (unfit.go).
 	UnfitMarked     int // times a misconfigured replica found itself unfit
 	BrokenTakeovers int // takeovers of a broken replica that failed after their barrier
