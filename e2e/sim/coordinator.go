@@ -114,6 +114,10 @@ type coordinator struct {
 	// handler does (coordinator/patterns.go): the machine brings the
 	// match up to date with the topics changed before it steps the join.
 	topicNames *group.TopicNames
+	// livePatterns is the machine's live patterns, which the metadata
+	// read matches new topics against before the loop takes them
+	// (coordinator/metadata.go matchAdded).
+	livePatterns *group.LivePatterns
 }
 
 // errCrash is the store failing because the process died under it.
@@ -186,7 +190,7 @@ func (c *coordinator) serve(st *store.LogStore, snap *store.Snapshot) {
 		c.w.tracef("%s serves", c.w.nodeName(c.node))
 	}
 	c.inc++
-	c.topicNames = m.TopicNames()
+	c.topicNames, c.livePatterns = m.TopicNames(), m.LivePatterns()
 	c.d = driver.New(m, simStore{c: c, log: st}, simObserver{c}, restored)
 	c.d.Plant(c.bugs)
 	if n := c.w.prof.unownedRunMin; n > 0 {
@@ -201,7 +205,8 @@ func (c *coordinator) serve(st *store.LogStore, snap *store.Snapshot) {
 		c.revocations.RevokeMember(revocation.MemberKey{Group: r.Group, Member: r.MemberID}, r.Until)
 	}
 	// Topic metadata is read at every start.
-	c.d.Submit(func(group.Ref) group.Event { return c.topics() }, nil)
+	topics := c.topics()
+	c.d.Submit(func(group.Ref) group.Event { return topics }, nil)
 	c.flush()
 }
 
@@ -218,22 +223,34 @@ func (c *coordinator) settings() *api.CoordinatorSettings {
 		SilentGateways: m.SilentGateways}
 }
 
-// topics is the topic metadata the shell reads from Kafka.
+// topics is a read of the topic metadata from Kafka (a topic of no
+// partitions is not created yet), with the live patterns' matches among
+// the topics the machine's names do not hold yet, made here as
+// coordinator/metadata.go's matchAdded makes them outside the loop: the
+// loop takes them if its names are still the ones matched against, else
+// matches in the loop (group.TopicHits); the sim counts each way.
 func (c *coordinator) topics() group.Topics {
 	topics := map[string]int32{}
 	for i, t := range c.w.prof.topics {
-		topics[t] = c.w.prof.partitions[i]
+		if n := c.w.prof.partitions[i]; n > 0 {
+			topics[t] = n
+		}
 	}
-	return group.Topics{Partitions: topics}
+	hits := c.livePatterns.MatchAdded(c.topicNames, topics, c.cfg.Limits)
+	if hits != nil && hits.Work > 0 {
+		c.w.stats.TopicHits++
+	}
+	return group.Topics{Partitions: topics, Hits: hits}
 }
 
-// refreshTopics is the shell's metadata refresh after partitions were
-// added.
+// refreshTopics is the shell's metadata refresh after partitions or a
+// topic were added: read, matched, then submitted to the loop.
 func (c *coordinator) refreshTopics() {
 	if !c.up || c.d == nil {
 		return // the restart reads the metadata
 	}
-	c.d.Submit(func(group.Ref) group.Event { return c.topics() }, nil)
+	topics := c.topics()
+	c.d.Submit(func(group.Ref) group.Event { return topics }, nil)
 	c.scheduleFlush()
 }
 

@@ -95,7 +95,14 @@
 //     checker holds.
 //   - kafka (kafka.go): append-only logs, a producer writing uniquely
 //     numbered records, long-polling fetches; in half the seeds a topic
-//     gains partitions mid-run (the coordinator reads the new count).
+//     gains partitions mid-run (the coordinator reads the new count);
+//     in half the seeds of two topics the second is created mid-run
+//     (drawCreate) — every consumer subscribes to it from its join on,
+//     by name or by pattern — so a metadata read finds a new topic and
+//     the shell matches the live patterns against it before the loop
+//     takes the change (group.LivePatterns.MatchAdded, Topics.Hits, as
+//     coordinator/metadata.go does; the loop matches itself what went
+//     live since). TestSim fails if no read did (Stats.TopicHits).
 //   - operators (faults.go): in half the seeds an admin revokes random
 //     partitions or members, and denies the last capability of one. In
 //     half the seeds a sync-token holder polls as gateway "rogue" through

@@ -67,6 +67,14 @@ func (w *World) armFaults() {
 			}
 		})
 	}
+	if w.prof.createCount > 0 {
+		w.at(w.prof.createAt, evGrow, -1, func() {
+			w.kafka.grow(1, w.prof.createCount) // from no partitions: created
+			for _, c := range w.coords {
+				c.refreshTopics()
+			}
+		})
+	}
 }
 
 // admin sends an operator's request: revoke a random partition (the

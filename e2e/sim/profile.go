@@ -25,6 +25,11 @@ type profile struct {
 	adminEvery       time.Duration // mean time between admin requests (0: none)
 	denyJTI          bool          // admins deny capability ids too
 
+	// createAt: when the second topic is created (0: it exists from the
+	// start); createCount: its partitions then. drawCreate.
+	createAt    time.Duration
+	createCount int
+
 	machine group.Config
 	gateway gatewaySettings
 	client  clientSettings
@@ -275,6 +280,23 @@ func drawMemberTokens(seed uint64) (ttl, renew time.Duration) {
 	}
 	ttl = d.dur(8*time.Second, 2*time.Minute)
 	return ttl, d.dur(time.Second, ttl/2)
+}
+
+// drawCreate draws, in half the seeds of two topics, the second topic
+// ("payments") created mid-run, 30 s to 4 min in, with the partitions it
+// was drawn: every consumer subscribes to it from its join on (by name,
+// or by pattern), so a metadata read of the coordinator finds a new
+// topic, and the live patterns' matches among the new names are made by
+// the shell before the loop takes them (group.LivePatterns.MatchAdded,
+// the Hits of group.Topics) as coordinator/metadata.go makes them. From
+// its own stream, so the other draws stay what they were.
+func drawCreate(seed uint64, p *profile) {
+	d := draw{rand.New(rand.NewPCG(seed, 0x0c4e_a7ed))}
+	if len(p.topics) < 2 || d.rng.IntN(2) == 0 {
+		return
+	}
+	p.createAt, p.createCount = d.dur(30*time.Second, 4*time.Minute), int(p.partitions[1])
+	p.partitions[1] = 0
 }
 
 // drawUnownedRunMin draws, in half the seeds, 1 to 3 as the number of a

@@ -79,10 +79,10 @@ func TestSim(t *testing.T) {
 	if extra > 0 {
 		t.Run("extra", func(t *testing.T) { runSweep(t, *flagFirst, extra, &total) })
 	}
-	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d (%d clean), events %d, admitted fetches %d (%d cancelled), records %d (%d duplicate deliveries), crashes: coordinator %d, gateway %d, consumer %d; freezes %d, partitions %d; consumers that gave up %d; resync heartbeats %d; member renewals in place %d, requests on an expired member token %d; %s per seed, %s in all",
+	t.Logf("seeds %d, simulated %.1f h, handoffs checked %d (%d clean), events %d, admitted fetches %d (%d cancelled), records %d (%d duplicate deliveries), crashes: coordinator %d, gateway %d, consumer %d; freezes %d, partitions %d; consumers that gave up %d; resync heartbeats %d; member renewals in place %d, requests on an expired member token %d; new topics matched outside the loop %d; %s per seed, %s in all",
 		total.seeds, total.simulated.Hours(), total.handoffs, total.clean, total.events, total.admitted, total.cancelled, total.records,
 		total.duplicates, total.coordCrashes, total.gatewayCrashes, total.consumerCrashes, total.freezes, total.partitions, total.gaveUp, total.resyncs,
-		total.renewals, total.expired,
+		total.renewals, total.expired, total.topicHits,
 		(total.wall / time.Duration(max(total.seeds, 1))).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	// The SDK's driver says resync after a heartbeat answer it lost, and
 	// the network here loses answers: the sweep must have carried some
@@ -95,6 +95,12 @@ func TestSim(t *testing.T) {
 	// members whose token expired (frozen, cut off) on their way back.
 	if total.renewals == 0 || total.expired == 0 {
 		t.Errorf("%d renewals in place, %d requests on an expired member token in %d seeds: the sim does not exercise member token renewal", total.renewals, total.expired, total.seeds)
+	}
+	// Half the seeds of two topics create the second mid-run
+	// (drawCreate): the sweep must have matched the live patterns
+	// against a new topic outside the loop (group.TopicHits).
+	if total.topicHits == 0 {
+		t.Errorf("no metadata read matched a new topic outside the loop in %d seeds: the sim does not exercise group.TopicHits", total.seeds)
 	}
 	total.checkRepeats(t)
 }
@@ -141,6 +147,7 @@ type sweep struct {
 	resyncs         int
 	renewals        int
 	expired         int
+	topicHits       int
 	repeats         Stats         // the repeated-request counters, summed
 	replicas        Stats         // the replica counters, summed
 	wall            time.Duration // summed over seeds (shards run in parallel)
@@ -167,6 +174,7 @@ func (s *sweep) add(r Result, wall time.Duration) {
 	s.resyncs += r.Stats.Resyncs
 	s.renewals += r.Stats.Renewals
 	s.expired += r.Stats.ExpiredMemberTokens
+	s.topicHits += r.Stats.TopicHits
 	s.repeats.Stalled += r.Stats.Stalled
 	s.repeats.KeyedRepeats += r.Stats.KeyedRepeats
 	s.repeats.LateRepeats += r.Stats.LateRepeats

@@ -54,6 +54,7 @@ type Stats struct {
 	NewIDsSynced    int           // ... that synced before the heal
 	NewIDWaitMax    time.Duration // longest a restart under a new id waited for its first sync (faulty phase)
 	SentinelStarts  int           // deliveries that began at an unresolved start offset
+	TopicHits       int           // metadata reads that found a new topic and matched live patterns against it outside the loop
 	Resyncs         int           // heartbeats saying resync (an earlier answer lost) that reached a coordinator
 	// Member tokens with an exp (profile.memberTTL).
 	Renewals            int // renewals in place (join with renew_token) that reached a coordinator and passed the shell's check
@@ -160,6 +161,7 @@ func newWorld(seed uint64, opts Options) *World {
 	w.prof.memberTTL, w.prof.memberRenew = drawMemberTokens(seed)
 	w.prof.net.stall, w.prof.net.stallMax = drawStalls(seed)
 	w.prof.unownedRunMin = drawUnownedRunMin(seed)
+	drawCreate(seed, &w.prof)
 	if opts.Replicas > 1 {
 		w.prof.replicas = drawReplicas(seed, opts.Replicas)
 	}
