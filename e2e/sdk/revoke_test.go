@@ -18,14 +18,7 @@ import (
 // partition is handed over (new epoch) and nothing is lost or repeated.
 func TestAdminRevoke(t *testing.T) {
 	t.Parallel()
-	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 12})
-	load := c.StartLoad(t, sdk.LoadOptions{Interval: 5 * time.Millisecond})
-	members := []*sdk.Member{
-		c.NewMember(t, sdk.MemberOptions{Name: "m1", Group: "revoke"}),
-		c.NewMember(t, sdk.MemberOptions{Name: "m2", Group: "revoke"}),
-	}
-	awaitSplit(t, c, "revoke", members, 6)
-	flowing(t, members, 300)
+	c, load, members := startRevokeGroup(t, "revoke", sdk.DefaultTiming())
 
 	victim := members[0]
 	p := victim.Assigned()[0]
@@ -37,9 +30,44 @@ func TestAdminRevoke(t *testing.T) {
 	if status != http.StatusOK || answer.Epoch <= old.Epoch {
 		t.Fatalf("revoke: %d %s (epoch before %d)", status, raw, old.Epoch)
 	}
-	sdk.Eventually(t, wait, "the partition handed over under the new epoch", func() (bool, string) {
+	ledger := finishRevoke(t, c, load, members, p, old.Epoch, answer.Epoch, answered)
+	var lastOld time.Time
+	for _, d := range victim.Deliveries() {
+		if d.Partition == p && d.Epoch <= old.Epoch && d.At.After(lastOld) {
+			lastOld = d.At
+		}
+	}
+	stints := ledger.Stints(p)
+	next := stints[len(stints)-1]
+	t.Logf("partition %d revoked from %s at epoch %d: last old-epoch record delivered %v after the answer; handed to %s at epoch %d from offset %d",
+		p, victim.Name, old.Epoch, lastOld.Sub(answered).Round(time.Microsecond), next.Member, next.Epoch, next.First.Offset)
+}
+
+// startRevokeGroup starts a cluster of 12 partitions under load (a
+// record every 5 ms) and two members of group splitting them, reading.
+func startRevokeGroup(t *testing.T, group string, timing sdk.Timing) (*sdk.Cluster, *sdk.Load, []*sdk.Member) {
+	t.Helper()
+	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 12, Timing: timing})
+	load := c.StartLoad(t, sdk.LoadOptions{Interval: 5 * time.Millisecond})
+	members := []*sdk.Member{
+		c.NewMember(t, sdk.MemberOptions{Name: "m1", Group: group}),
+		c.NewMember(t, sdk.MemberOptions{Name: "m2", Group: group}),
+	}
+	awaitSplit(t, c, group, members, 6)
+	flowing(t, members, 300)
+	return c, load, members
+}
+
+// finishRevoke waits until partition p, revoked from members[0] at epoch
+// old (the answer came at answered), is read under epoch or later, then
+// stops the load and checks every delivery: each record exactly once,
+// in order, one reader a partition at a time, and the victim stopped
+// within one fetch of the answer. It returns the ledger.
+func finishRevoke(t *testing.T, c *sdk.Cluster, load *sdk.Load, members []*sdk.Member, p int32, old, epoch uint64, answered time.Time) *sdk.Ledger {
+	t.Helper()
+	sdk.Eventually(t, wait, "the partition consumed under the new epoch", func() (bool, string) {
 		for _, d := range sdk.NewLedger(members...).Of(p) {
-			if d.Epoch >= answer.Epoch {
+			if d.Epoch >= epoch {
 				return true, ""
 			}
 		}
@@ -52,18 +80,8 @@ func TestAdminRevoke(t *testing.T) {
 	ledger.ExactlyOnce(t, end)
 	ledger.Sequential(t, end)
 	ledger.Exclusive(t, c.Partitions)
-
-	checkStoppedWithinOneFetch(t, victim, p, old.Epoch, answered)
-	var lastOld time.Time
-	for _, d := range victim.Deliveries() {
-		if d.Partition == p && d.Epoch <= old.Epoch && d.At.After(lastOld) {
-			lastOld = d.At
-		}
-	}
-	stints := ledger.Stints(p)
-	next := stints[len(stints)-1]
-	t.Logf("partition %d revoked from %s at epoch %d: last old-epoch record delivered %v after the answer; handed to %s at epoch %d from offset %d",
-		p, victim.Name, old.Epoch, lastOld.Sub(answered).Round(time.Microsecond), next.Member, next.Epoch, next.First.Offset)
+	checkStoppedWithinOneFetch(t, members[0], p, old, answered)
+	return ledger
 }
 
 // checkStoppedWithinOneFetch: the victim's fetches of p under an epoch at
@@ -117,14 +135,7 @@ func TestAdminRevokeFetchFirst(t *testing.T) {
 	timing := sdk.DefaultTiming()
 	timing.HandoffTimeout = time.Minute
 	timing.CapabilityLease = 20 * time.Second // no renewal needed while heartbeats are held
-	c := sdk.StartCluster(t, sdk.ClusterOptions{Partitions: 12, Timing: timing})
-	load := c.StartLoad(t, sdk.LoadOptions{Interval: 5 * time.Millisecond})
-	members := []*sdk.Member{
-		c.NewMember(t, sdk.MemberOptions{Name: "m1", Group: "fetchfirst"}),
-		c.NewMember(t, sdk.MemberOptions{Name: "m2", Group: "fetchfirst"}),
-	}
-	awaitSplit(t, c, "fetchfirst", members, 6)
-	flowing(t, members, 300)
+	c, load, members := startRevokeGroup(t, "fetchfirst", timing)
 
 	victim := members[0]
 	p := victim.Assigned()[0]
@@ -157,21 +168,6 @@ func TestAdminRevokeFetchFirst(t *testing.T) {
 		t.Errorf("%d fetches of partition %d refused 409 under the old epoch, want 1", refused, p)
 	}
 	release()
-	sdk.Eventually(t, wait, "the partition consumed under the new epoch", func() (bool, string) {
-		for _, d := range sdk.NewLedger(members...).Of(p) {
-			if d.Epoch >= answer.Epoch {
-				return true, ""
-			}
-		}
-		return false, "no record under the new epoch yet"
-	})
-	flowing(t, members, 300)
-	load.Stop()
-	end := c.LogEnd(t)
-	ledger := sdk.WaitDelivered(t, wait, end, members...)
-	ledger.ExactlyOnce(t, end)
-	ledger.Sequential(t, end)
-	ledger.Exclusive(t, c.Partitions)
-	checkStoppedWithinOneFetch(t, victim, p, old.Epoch, answered)
+	finishRevoke(t, c, load, members, p, old.Epoch, answer.Epoch, answered)
 	t.Logf("revoke answered → handoff completed on the 409 release: %v", completed.Sub(answered).Round(time.Millisecond))
 }
