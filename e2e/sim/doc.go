@@ -135,8 +135,8 @@
 //     stands first after every silence). In half the seeds the lease
 //     follows the log's pace (leader.Config.LeaseTimeoutMax, the
 //     binaries' replica.lease_timeout_max, drawn between the lease and
-//     three of it) and the log is slow: a fifth to three fifths of the
-//     beats take a quarter to all of up to three leases to commit, so
+//     three of it) and the log is slow: a tenth to a quarter of the
+//     beats take a quarter to all of up to 2.5 leases to commit, so
 //     leases lapse while a beat is still committing; a leader whose
 //     renewal commits past the fixed lease's end keeps leading
 //     (Stats.StretchedLeases; TestSimReplicas fails if none), followers

@@ -283,19 +283,20 @@ func drawMemberTokens(seed uint64) (ttl, renew time.Duration) {
 }
 
 // drawCreate draws, in half the seeds of two topics, the second topic
-// ("payments") created mid-run, 30 s to 4 min in, with the partitions it
+// ("payments") created mid-run, 30 s to two fifths of the faulty phase
+// in (4 min of the CI sweep's 10), with the partitions it
 // was drawn: every consumer subscribes to it from its join on (by name,
 // or by pattern), so a metadata read of the coordinator finds a new
 // topic, and the live patterns' matches among the new names are made by
 // the shell before the loop takes them (group.LivePatterns.MatchAdded,
 // the Hits of group.Topics) as coordinator/metadata.go makes them. From
 // its own stream, so the other draws stay what they were.
-func drawCreate(seed uint64, p *profile) {
+func drawCreate(seed uint64, p *profile, run time.Duration) {
 	d := draw{rand.New(rand.NewPCG(seed, 0x0c4e_a7ed))}
 	if len(p.topics) < 2 || d.rng.IntN(2) == 0 {
 		return
 	}
-	p.createAt, p.createCount = d.dur(30*time.Second, 4*time.Minute), int(p.partitions[1])
+	p.createAt, p.createCount = d.dur(30*time.Second, run*2/5), int(p.partitions[1])
 	p.partitions[1] = 0
 }
 

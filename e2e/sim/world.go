@@ -161,7 +161,7 @@ func newWorld(seed uint64, opts Options) *World {
 	w.prof.memberTTL, w.prof.memberRenew = drawMemberTokens(seed)
 	w.prof.net.stall, w.prof.net.stallMax = drawStalls(seed)
 	w.prof.unownedRunMin = drawUnownedRunMin(seed)
-	drawCreate(seed, &w.prof)
+	drawCreate(seed, &w.prof, opts.Duration)
 	if opts.Replicas > 1 {
 		w.prof.replicas = drawReplicas(seed, opts.Replicas)
 	}
