@@ -65,8 +65,8 @@ func (s *Store) cacheRoom(key string) bool {
 }
 
 // cachedBatch is an Update's batch: a badger transaction whose epoch
-// reads are answered from the store's cache (Store.epochs) when the key
-// is there, after the batch's own writes of epoch keys (staged, nil for
+// reads are answered from the store's cache (Store.epochs, which also
+// knows keys found absent) when the key is there, after the batch's own writes of epoch keys (staged, nil for
 // a delete), which the cache learns once the transaction committed.
 type cachedBatch struct {
 	badgerBatch
@@ -86,15 +86,30 @@ func (b *cachedBatch) get(key []byte) ([]byte, bool, error) {
 		return value, value != nil, nil
 	}
 	if value, ok := b.s.epochs[string(key)]; ok {
+		if len(value) == 0 {
+			return nil, false, nil // epochAbsent
+		}
 		return value, true, nil
 	}
 	b.s.epochMisses++
 	value, found, err := b.badgerBatch.get(key)
-	if err == nil && found && b.s.cacheRoom(string(key)) {
+	if err == nil && b.s.cacheRoom(string(key)) {
+		if !found {
+			value = epochAbsent
+		}
 		b.s.epochs[string(key)] = value // committed: not written by this batch
+	}
+	if !found {
+		value = nil
 	}
 	return value, found, err
 }
+
+// epochAbsent is the cache's value for an epoch key badger does not hold
+// (a stored value is never empty: it starts with the format byte). The
+// coordinator's bulk blocks keep a partition's epoch outside its key, so
+// a bulk write reads many absent keys; without it each was a badger miss.
+var epochAbsent = []byte{}
 
 func (b *cachedBatch) set(key, value []byte) error {
 	if err := b.badgerBatch.set(key, value); err != nil {

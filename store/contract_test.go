@@ -157,6 +157,7 @@ func writeEverything(t *testing.T, st store.Backend) *store.Snapshot {
 		)
 	})
 	return &store.Snapshot{
+		Layout:  1,
 		Seq:     77,
 		KeyRing: []byte(`{"keys":["k1"]}`),
 		Meta:    map[string][]byte{store.MetaCoordinatorIncarnation: {5}},
@@ -214,6 +215,7 @@ func TestDeletesSurviveRestart(t *testing.T) {
 		})
 		st = reopen(st)
 		want := &store.Snapshot{
+			Layout:  1,
 			Seq:     77,
 			KeyRing: []byte(`{"keys":["k1"]}`),
 			Meta:    map[string][]byte{},
@@ -230,7 +232,7 @@ func TestDeletesSurviveRestart(t *testing.T) {
 
 func TestEmptyStoreLoads(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, st store.Backend, reopen func(store.Backend) store.Backend) {
-		want := &store.Snapshot{Meta: map[string][]byte{}}
+		want := &store.Snapshot{Layout: 1, Meta: map[string][]byte{}}
 		if got := mustLoad(t, st); !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %+v", got)
 		}
@@ -617,6 +619,82 @@ func TestForgottenEpochsAreNeverReissued(t *testing.T) {
 		})
 		if err := st.Update(func(w *store.Writer) error { return w.PutMeta(store.MetaEpochFloor, []byte{1}) }); !errors.Is(err, store.ErrInvalid) {
 			t.Fatalf("the floor written as meta: %v", err)
+		}
+	})
+}
+
+// TestLayoutIsRaisedWithItsRecords: a new store is at layout 1, and
+// RaiseLayout raises it in the batch that writes the records an older
+// build would misread — never lowers it, refuses a layout this build does
+// not know with nothing of its batch written, and a restart reads the
+// raised store (the migration of keys.go's layout 2).
+func TestLayoutIsRaisedWithItsRecords(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st store.Backend, reopen func(store.Backend) store.Backend) {
+		if got := mustLoad(t, st).Layout; got != 1 {
+			t.Fatalf("a new store has layout %d, want 1", got)
+		}
+		mustUpdate(t, st, func(w *store.Writer) error {
+			return errors.Join(w.RaiseLayout(store.LayoutBulkBlocks), w.PutMeta("block", []byte{1}))
+		})
+		mustUpdate(t, st, func(w *store.Writer) error { return w.RaiseLayout(1) })
+		err := st.Update(func(w *store.Writer) error {
+			return errors.Join(w.PutMeta("other", []byte{2}), w.RaiseLayout(store.LayoutBulkBlocks+1))
+		})
+		if !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("raising to an unknown layout: %v, want ErrInvalid", err)
+		}
+		st = reopen(st)
+		got := mustLoad(t, st)
+		if got.Layout != store.LayoutBulkBlocks {
+			t.Fatalf("after restart the layout is %d, want %d", got.Layout, store.LayoutBulkBlocks)
+		}
+		if _, ok := got.Meta["other"]; ok || got.Meta["block"] == nil {
+			t.Fatalf("meta after restart %v: want block alone", got.Meta)
+		}
+	})
+}
+
+// TestCheckEpochKeepsPutEpochsRules: CheckEpoch refuses what PutEpoch
+// refuses (below the stored epoch, a new partition below the floor),
+// returns the stored epoch and writes nothing.
+func TestCheckEpochKeepsPutEpochsRules(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st store.Backend, reopen func(store.Backend) store.Backend) {
+		mustUpdate(t, st, func(w *store.Writer) error {
+			return errors.Join(w.PutEpoch("g", "t", 0, 5), w.PutEpoch("g", "t", 1, 9), w.ForgetPartition("g", "t", 1))
+		})
+		var stored, fresh uint64
+		mustUpdate(t, st, func(w *store.Writer) error {
+			var err1, err2 error
+			stored, err1 = w.CheckEpoch("g", "t", 0, 7)
+			fresh, err2 = w.CheckEpoch("g", "t", 2, 10)
+			return errors.Join(err1, err2)
+		})
+		if stored != 5 || fresh != 0 {
+			t.Fatalf("CheckEpoch returned %d and %d, want 5 and 0", stored, fresh)
+		}
+		if got := epochOf(t, st, "g", "t", 0); got != 5 {
+			t.Fatalf("epoch after CheckEpoch %d, want 5 (nothing written)", got)
+		}
+		for _, c := range []struct {
+			partition int32
+			epoch     uint64
+		}{{0, 4}, {2, 8}} {
+			err := st.Update(func(w *store.Writer) error {
+				_, err := w.CheckEpoch("g", "t", c.partition, c.epoch)
+				return err
+			})
+			if !errors.Is(err, store.ErrEpochRegression) {
+				t.Errorf("CheckEpoch of partition %d at %d: %v, want ErrEpochRegression", c.partition, c.epoch, err)
+			}
+		}
+		// The floor a batch raised applies later in that batch: partition
+		// 0 (at 5) raised to 30 and forgotten, then a new partition at 20.
+		err := st.Update(func(w *store.Writer) error {
+			_, err := w.CheckEpoch("g", "t", 3, 10) // reads the floor (9) first
+			return errors.Join(err, w.PutEpoch("g", "t", 0, 30), w.ForgetPartition("g", "t", 0), w.PutEpoch("g", "t", 4, 20))
+		})
+		if !errors.Is(err, store.ErrEpochRegression) {
+			t.Errorf("a new partition at 20 after the batch raised the floor to 30: %v, want ErrEpochRegression", err)
 		}
 	})
 }

@@ -77,3 +77,44 @@ func TestEpochReadsComeFromTheCache(t *testing.T) {
 		t.Fatalf("stored epoch %d, %v; want 21", got, err)
 	}
 }
+
+// TestAbsentEpochsAreCached: an epoch key badger does not hold is read
+// from badger once, then answered absent by the cache (a bulk write of
+// partitions whose epochs live in the coordinator's bulk blocks reads
+// 10,000 absent keys), and the cache answers what badger would once the
+// key is written: the written epoch, so a regression is still refused —
+// never "absent", which would let any epoch above the floor through.
+func TestAbsentEpochsAreCached(t *testing.T) {
+	st, err := Open(filepath.Join(t.TempDir(), "store"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	check := func() error {
+		return st.Update(func(w *Writer) error {
+			for p := range int32(100) {
+				if _, err := w.CheckEpoch("g", "t", p, 3); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	st.epochMisses = 0
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	if st.epochMisses != 0 {
+		t.Fatalf("%d of 100 reads of absent epochs went to badger a second time", st.epochMisses)
+	}
+	if err := st.Update(func(w *Writer) error { return w.PutEpoch("g", "t", 7, 5) }); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(func(w *Writer) error { return w.PutEpoch("g", "t", 7, 4) })
+	if !errors.Is(err, ErrEpochRegression) {
+		t.Fatalf("epoch 4 over a stored 5 (cached absent before): %v, want a regression", err)
+	}
+}

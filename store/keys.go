@@ -54,10 +54,21 @@ import (
 //	meta epoch_floor bytes holding one uvarint
 //	meta store.log_settings  bytes holding the shared settings (log backends)
 //
-// The "layout" key records the key layout version; Open refuses a store
-// written with a layout it does not know.
+// The "layout" key records the oldest key layout version a reader must
+// know to read the store whole; Open refuses a store whose layout it does
+// not know. Open writes layoutBase into a new store; a writer raises it
+// (Writer.RaiseLayout) in the same transaction as the first record an
+// older build would misread, so a store keeps working with older builds
+// until then (rolling upgrades of replicas on one Kafka log):
+//
+//	1  the layout above
+//	2  as 1, and the coordinator keeps some partitions' epoch and state
+//	   in meta values of its own (its bulk blocks) instead of "e/" and
+//	   "s/": a build reading layout 1 would restore such a partition at
+//	   an older epoch and state
 const (
-	layoutVersion = 1
+	layoutBase    = 1
+	layoutVersion = 2 // the newest this build reads
 
 	prefixLayout        = "layout"
 	prefixEpoch         = "e/"
@@ -80,8 +91,8 @@ func checkLayoutValue(value []byte) error {
 	if err != nil {
 		return fmt.Errorf("store: open: key %s: %w: %w", prefixLayout, ErrCorrupt, err)
 	}
-	if version != layoutVersion {
-		return fmt.Errorf("store: open: key layout version %d, this build reads %d", version, layoutVersion)
+	if version < layoutBase || version > layoutVersion {
+		return fmt.Errorf("store: open: key layout version %d, this build reads %d to %d", version, layoutBase, layoutVersion)
 	}
 	return nil
 }

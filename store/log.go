@@ -71,7 +71,7 @@ func (l *LogStore) checkLayout(ours map[string]string) error {
 	}
 	var records []logRecord
 	if _, found := l.state.get([]byte(prefixLayout)); !found {
-		records = append(records, logRecord{key: []byte(prefixLayout), value: encodeUint(layoutVersion)})
+		records = append(records, logRecord{key: []byte(prefixLayout), value: encodeUint(layoutBase)})
 	}
 	settings, err := l.state.settingsUpdate(ours)
 	if err != nil {

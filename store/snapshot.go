@@ -12,6 +12,7 @@ import (
 // Slices are sorted by their keys (group, topic, partition, id); nil
 // pointers mean "nothing stored".
 type Snapshot struct {
+	Layout         uint64            // key layout version (keys.go); 0 only for a log not yet opened by a writer
 	Seq            uint64            // sync sequence, 0 if never saved
 	EpochFloor     uint64            // highest epoch of a forgotten partition, 0 if none
 	KeyRing        []byte            // nil if never saved
@@ -182,7 +183,7 @@ func (b *snapshotBuilder) addGlobal(key parsedKey, value []byte) error {
 	case prefixKeyRing:
 		s.KeyRing, err = decodeBytes(value)
 	case prefixLayout:
-		_, err = decodeUint(value) // checked by Open
+		s.Layout, err = decodeUint(value) // checked by Open
 	}
 	return err
 }

@@ -147,7 +147,7 @@ func (s *Store) checkLayout() error {
 			return fmt.Errorf("store: open: read layout: %w", err)
 		}
 		if !found {
-			return txn.Set([]byte(prefixLayout), encodeUint(layoutVersion))
+			return txn.Set([]byte(prefixLayout), encodeUint(layoutBase))
 		}
 		return checkLayoutValue(value)
 	})

@@ -163,7 +163,7 @@ func checkPrivate(t *testing.T, dir, when string) {
 
 func TestLayoutFromTheFutureIsRefused(t *testing.T) {
 	st, dir := openTemp(t)
-	if err := st.PutRaw(store.LayoutKey(), []byte{store.FormatVersion, 2}); err != nil {
+	if err := st.PutRaw(store.LayoutKey(), []byte{store.FormatVersion, 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {
@@ -172,9 +172,9 @@ func TestLayoutFromTheFutureIsRefused(t *testing.T) {
 	reopened, err := store.Open(dir, store.Options{})
 	if err == nil {
 		reopened.Close()
-		t.Fatal("opened a store with key layout 2")
+		t.Fatal("opened a store with key layout 3")
 	}
-	if !strings.Contains(err.Error(), "layout version 2") {
+	if !strings.Contains(err.Error(), "layout version 3") {
 		t.Fatalf("error %q does not name the layout", err)
 	}
 }

@@ -34,6 +34,10 @@ type Writer struct {
 	// backend shares (MaxBatchRecords, MaxBatchBytes).
 	records int
 	bytes   int
+	// floor is MetaEpochFloor as this batch has it, once read (a bulk
+	// write of new partitions checks it for each).
+	floor      uint64
+	floorKnown bool
 }
 
 // stage runs fn with a Writer over b, then detaches the Writer (later

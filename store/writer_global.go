@@ -167,3 +167,24 @@ func (w *Writer) PutKeyRing(ring []byte) error {
 		return w.set([]byte(prefixKeyRing), encodeBytes(ring))
 	})
 }
+
+// LayoutBulkBlocks is the key layout (keys.go) of a store in which the
+// coordinator keeps partitions in bulk blocks.
+const LayoutBulkBlocks = 2
+
+// RaiseLayout raises the store's layout record to version (keys.go) when
+// it is lower, in this batch: call it in the transaction that writes the
+// first record a build reading an older layout would misread. Versions
+// this build does not know are refused (ErrInvalid).
+func (w *Writer) RaiseLayout(version uint64) error {
+	return w.do("raise layout", prefixLayout, func() error {
+		if version < layoutBase || version > layoutVersion {
+			return fmt.Errorf("%w: key layout version %d, this build writes %d to %d", ErrInvalid, version, layoutBase, layoutVersion)
+		}
+		stored, found, err := w.storedUint([]byte(prefixLayout))
+		if err != nil || (found && stored >= version) {
+			return err
+		}
+		return w.set([]byte(prefixLayout), encodeUint(version))
+	})
+}

@@ -14,29 +14,47 @@ import (
 // at it.
 func (w *Writer) PutEpoch(group, topic string, partition int32, epoch uint64) error {
 	return w.doPartition("save epoch", group, topic, partition, func() error {
-		if err := checkPartition(group, topic, partition); err != nil {
+		stored, found, err := w.checkEpoch(group, topic, partition, epoch)
+		if err != nil || (found && epoch == stored) {
 			return err
 		}
-		key := partitionKey(prefixEpoch, group, topic, partition)
-		stored, found, err := w.storedUint(key)
-		switch {
-		case err != nil:
-			return err
-		case found && epoch < stored:
-			return fmt.Errorf("%w: stored %d, new %d", ErrEpochRegression, stored, epoch)
-		case found && epoch == stored:
-			return nil
-		case !found && epoch > 0:
-			floor, err := w.epochFloor()
-			if err != nil {
-				return err
-			}
-			if epoch < floor {
-				return fmt.Errorf("%w: epoch %d of a new partition is below the epoch floor %d", ErrEpochRegression, epoch, floor)
-			}
-		}
-		return w.set(key, encodeUint(epoch))
+		return w.set(partitionKey(prefixEpoch, group, topic, partition), encodeUint(epoch))
 	})
+}
+
+// CheckEpoch runs PutEpoch's checks of epoch against the partition's
+// stored epoch and the epoch floor, writing nothing, and returns the
+// stored epoch (0 when it has none). For a caller that keeps a
+// partition's newer epoch in a value of its own (the coordinator's bulk
+// blocks) and must keep the store's monotonic rule for it.
+func (w *Writer) CheckEpoch(group, topic string, partition int32, epoch uint64) (stored uint64, err error) {
+	err = w.doPartition("check epoch", group, topic, partition, func() error {
+		stored, _, err = w.checkEpoch(group, topic, partition, epoch)
+		return err
+	})
+	return stored, err
+}
+
+func (w *Writer) checkEpoch(group, topic string, partition int32, epoch uint64) (stored uint64, found bool, err error) {
+	if err := checkPartition(group, topic, partition); err != nil {
+		return 0, false, err
+	}
+	stored, found, err = w.storedUint(partitionKey(prefixEpoch, group, topic, partition))
+	switch {
+	case err != nil:
+		return 0, false, err
+	case found && epoch < stored:
+		return 0, false, fmt.Errorf("%w: stored %d, new %d", ErrEpochRegression, stored, epoch)
+	case !found && epoch > 0:
+		floor, err := w.epochFloor()
+		if err != nil {
+			return 0, false, err
+		}
+		if epoch < floor {
+			return 0, false, fmt.Errorf("%w: epoch %d of a new partition is below the epoch floor %d", ErrEpochRegression, epoch, floor)
+		}
+	}
+	return stored, found, nil
 }
 
 // ForgetPartition removes a partition's epoch and handoff state (a group
@@ -61,6 +79,7 @@ func (w *Writer) ForgetPartition(group, topic string, partition int32) error {
 			if err := w.set(stringsKey(prefixMeta, MetaEpochFloor), encodeBytes(binary.AppendUvarint(nil, epoch))); err != nil {
 				return err
 			}
+			w.floor = epoch
 		}
 		if err := w.delete(key); err != nil {
 			return err
@@ -69,14 +88,18 @@ func (w *Writer) ForgetPartition(group, topic string, partition int32) error {
 	})
 }
 
-// epochFloor reads MetaEpochFloor (0 when never written).
+// epochFloor reads MetaEpochFloor (0 when never written), once a batch.
 func (w *Writer) epochFloor() (uint64, error) {
+	if w.floorKnown {
+		return w.floor, nil
+	}
 	var floor uint64
 	_, err := lookup(w.b, stringsKey(prefixMeta, MetaEpochFloor), func(value []byte) error {
 		var err error
 		floor, err = decodeSeq(value)
 		return err
 	})
+	w.floor, w.floorKnown = floor, err == nil
 	return floor, err
 }
 
