@@ -73,7 +73,8 @@ type Driver struct {
 	batch      batchNotes
 	flagged    map[partKey]bool // partitions with stored flags (persist.go)
 	unowned    unownedBlocks    // the stored unowned blocks' live entries (unowned.go)
-	runMin     int              // unowned partitions of a topic in one Ready that go into blocks
+	bulk       bulkBlocks       // the stored bulk blocks' live entries (bulk.go)
+	runMin     int              // partitions of a topic in one Ready that go into blocks
 	failure    error
 	closed     bool
 	bugs       Bugs
@@ -113,19 +114,25 @@ func New(m *group.Machine, st Store, obs Observer, restored Restored) *Driver {
 	if unowned == nil {
 		unowned = unownedBlocks{}
 	}
+	bulk := restored.bulk
+	if bulk == nil {
+		bulk = bulkBlocks{}
+	}
 	return &Driver{
 		m: m, store: st, observer: obs,
 		pending: make(map[group.Ref]waiter),
 		batch:   batchNotes{resets: map[partKey]bool{}},
 		flagged: flagged,
 		unowned: unowned,
+		bulk:    bulk,
 		runMin:  unownedRunMin,
 	}
 }
 
 // SetUnownedRunMin changes how many partitions of one group's topic a
 // Ready must leave unowned for persist to write them as unowned blocks
-// (unowned.go; default 64, at least 1). The simulation, whose topics have
+// (unowned.go), and how many it must write for persist to write them as
+// bulk blocks (bulk.go; default 64, at least 1). The simulation, whose topics have
 // 8–24 partitions, lowers it in half its seeds, so its crashes and
 // restores run that path too.
 func (d *Driver) SetUnownedRunMin(n int) { d.runMin = max(n, 1) }

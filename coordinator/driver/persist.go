@@ -18,6 +18,7 @@ import (
 //	meta "coordinator.lease_outside/" + key     "true" while a lease's holder is not a member
 //	meta "coordinator.topic/" + topic           partition count, JSON number
 //	meta "coordinator.unowned/" + block         partitions a Ready left unowned, in bulk (unowned.go)
+//	meta "coordinator.bulk/" + block            partitions' epochs and states, written in bulk (bulk.go)
 //
 // where key is the JSON array [group, topic, partition], block the JSON
 // array [group, topic, partition / 4096].
@@ -63,15 +64,18 @@ type partKey struct {
 
 // persist writes one Ready's records in one synchronous transaction.
 func (d *Driver) persist(records []group.Record, now time.Time) error {
-	s := staging{nowMs: now.UnixMilli(), runs: unownedRuns(records, d.runMin)}
+	s := staging{nowMs: now.UnixMilli(), runs: unownedRuns(records, d.runMin), bulk: bulkRuns(records, d.runMin)}
 	err := d.store.Update(func(w *store.Writer) error {
-		s.flips, s.edits = s.flips[:0], blockEdits{}
+		s.flips, s.edits, s.bulkEdits, s.lastShape = s.flips[:0], blockEdits[uint64]{}, blockEdits[bulkEntry]{}, nil
 		for _, r := range records {
 			if err := d.write(w, r, &s); err != nil {
 				return err
 			}
 		}
-		return d.writeBlocks(w, s.edits)
+		if err := writeBlocks(w, metaUnowned, d.unowned, s.edits, encodeBlock); err != nil {
+			return err
+		}
+		return d.writeBulkBlocks(w, s.bulkEdits)
 	})
 	if err != nil {
 		return fmt.Errorf("coordinator: persist %d records: %w", len(records), err)
@@ -80,6 +84,7 @@ func (d *Driver) persist(records []group.Record, now time.Time) error {
 		d.flagged[k] = !d.flagged[k]
 	}
 	d.unowned.apply(s.edits)
+	d.bulk.apply(s.bulkEdits)
 	return nil
 }
 
@@ -92,7 +97,12 @@ type staging struct {
 	// runs are the topics whose unowned partitions go into blocks
 	// (unowned.go); edits what this persist changes in the blocks.
 	runs  map[groupTopic]bool
-	edits blockEdits
+	edits blockEdits[uint64]
+	// bulk are the topics whose partitions at a raised epoch go into
+	// bulk blocks (bulk.go); bulkEdits what this persist changes in them.
+	bulk      map[groupTopic]bool
+	bulkEdits blockEdits[bulkEntry]
+	lastShape *bulkShape // the shape of the last record put in a bulk block
 }
 
 // storedGroup is a group's value in the store (store.GroupConfig.Config,
@@ -176,14 +186,27 @@ func writeGlobal(w *store.Writer, r group.Record, nowMs int64) error {
 	return fmt.Errorf("unknown record %T", r)
 }
 
-// writePartition stages a partition's epoch, and its state on its own key
-// or, in a run of unowned partitions, as an entry of its unowned block
-// (unowned.go).
+// writePartition stages a partition's epoch and state: in a run of one
+// topic's partitions, at an epoch above its own key's, as an entry of its
+// bulk block (bulk.go); else its epoch on its own key, and its state on
+// its own key or, in a run of unowned partitions, as an entry of its
+// unowned block (unowned.go).
 func (d *Driver) writePartition(w *store.Writer, r group.PartitionRecord, s *staging) error {
 	key := partKey{r.Group, r.Topic, r.Partition}
 	if r.Forgotten {
 		d.noteWritten(s.edits, r)
+		if err := d.forgetBulk(w, key, s); err != nil {
+			return err
+		}
 		return d.forgetPartition(w, r, &s.flips)
+	}
+	if s.bulk[groupTopic{r.Group, r.Topic}] {
+		if inBlock, err := d.writeBulk(w, r, s); err != nil || inBlock {
+			return err
+		}
+	}
+	if err := d.leaveBulk(r, s); err != nil {
+		return err
 	}
 	if err := w.PutEpoch(r.Group, r.Topic, r.Partition, r.Epoch); err != nil {
 		return err

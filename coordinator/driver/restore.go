@@ -3,6 +3,7 @@ package driver
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,14 +20,15 @@ type Restored struct {
 	Snapshot group.Snapshot
 	flagged  map[partKey]bool
 	unowned  unownedBlocks
+	bulk     bulkBlocks
 }
 
 // Load turns what the store loaded into a Restored: the inverse of
 // persist.go.
 func Load(s *store.Snapshot) (Restored, error) {
-	out := Restored{flagged: make(map[partKey]bool), unowned: unownedBlocks{}}
+	out := Restored{flagged: make(map[partKey]bool), unowned: unownedBlocks{}, bulk: bulkBlocks{}}
 	snap := &out.Snapshot
-	m, err := readMeta(s.Meta, snap, out.unowned)
+	m, err := readMeta(s.Meta, snap, out.unowned, out.bulk)
 	if err != nil {
 		return Restored{}, err
 	}
@@ -35,7 +37,9 @@ func Load(s *store.Snapshot) (Restored, error) {
 			return Restored{}, err
 		}
 	}
+	restoreBulkOnly(snap, m)
 	out.unowned.keepLive(m.live)
+	out.bulk.keepLive(m.bulkLive)
 	for k := range m.flags {
 		out.flagged[k] = true
 	}
@@ -61,20 +65,26 @@ func Load(s *store.Snapshot) (Restored, error) {
 }
 
 // partitionMeta is what the coordinator's meta values say of partitions:
-// their flags, outside leases, and the unowned blocks' entries (live:
-// those true at their partition's stored epoch, found by restoreGroup).
+// their flags, outside leases, the unowned blocks' entries (live: those
+// true at their partition's stored epoch, found by restoreGroup) and the
+// bulk blocks' entries (bulkLive: those above their partition's stored
+// epoch; bulkSeen: those whose partition has records of its own).
 type partitionMeta struct {
-	flags   map[partKey]partitionFlags
-	outside map[partKey]bool
-	unowned map[partKey]uint64
-	live    map[partKey]bool
+	flags    map[partKey]partitionFlags
+	outside  map[partKey]bool
+	unowned  map[partKey]uint64
+	live     map[partKey]bool
+	bulk     map[partKey]bulkEntry
+	bulkLive map[partKey]bool
+	bulkSeen map[partKey]bool
 }
 
 // readMeta decodes the coordinator's meta values: topics go straight into
 // snap, the unowned blocks into blocks; partition flags, outside leases
 // and the blocks' entries are returned by partition.
-func readMeta(meta map[string][]byte, snap *group.Snapshot, blocks unownedBlocks) (partitionMeta, error) {
-	m := partitionMeta{flags: map[partKey]partitionFlags{}, outside: map[partKey]bool{}, unowned: map[partKey]uint64{}, live: map[partKey]bool{}}
+func readMeta(meta map[string][]byte, snap *group.Snapshot, blocks unownedBlocks, bulk bulkBlocks) (partitionMeta, error) {
+	m := partitionMeta{flags: map[partKey]partitionFlags{}, outside: map[partKey]bool{}, unowned: map[partKey]uint64{}, live: map[partKey]bool{},
+		bulk: map[partKey]bulkEntry{}, bulkLive: map[partKey]bool{}, bulkSeen: map[partKey]bool{}}
 	for name, value := range meta {
 		switch {
 		case strings.HasPrefix(name, metaTopic):
@@ -97,13 +107,12 @@ func readMeta(meta map[string][]byte, snap *group.Snapshot, blocks unownedBlocks
 			}
 			m.outside[k] = string(value) == "true"
 		case strings.HasPrefix(name, metaUnowned):
-			k, entries, err := readBlock(name, value)
-			if err != nil {
+			if err := readBlock(name, metaUnowned, value, decodeBlock, blocks, m.unowned); err != nil {
 				return m, err
 			}
-			blocks[k] = entries
-			for p, epoch := range entries {
-				m.unowned[partKey{k.group, k.topic, p}] = epoch
+		case strings.HasPrefix(name, metaBulk):
+			if err := readBlock(name, metaBulk, value, decodeBulkBlock, bulk, m.bulk); err != nil {
+				return m, err
 			}
 		}
 	}
@@ -112,7 +121,7 @@ func readMeta(meta map[string][]byte, snap *group.Snapshot, blocks unownedBlocks
 
 // keepLive drops the stale entries (their partition's stored epoch is
 // another, or it has none) from the Driver's copy; the blocks stay.
-func (b unownedBlocks) keepLive(live map[partKey]bool) {
+func (b blocks[V]) keepLive(live map[partKey]bool) {
 	for k, entries := range b {
 		for p := range entries {
 			if !live[partKey{k.group, k.topic, p}] {
@@ -140,7 +149,14 @@ func restoreGroup(snap *group.Snapshot, g store.GroupRecords, m partitionMeta) e
 	}
 	for _, p := range g.Partitions {
 		key := partKey{g.Group, p.Topic, p.Partition}
+		e, inBulk := m.bulk[key]
+		if inBulk {
+			m.bulkSeen[key] = true
+		}
 		switch epoch, ok := m.unowned[key]; {
+		case inBulk && e.epoch > p.Epoch: // a bulk block's live entry (bulk.go)
+			m.bulkLive[key] = true
+			snap.Partitions = append(snap.Partitions, e.record(key))
 		case ok && p.Epoch == epoch: // an unowned block's entry (unowned.go)
 			m.live[key] = true
 			snap.Partitions = append(snap.Partitions, group.PartitionRecord{
@@ -163,6 +179,25 @@ func restoreGroup(snap *group.Snapshot, g store.GroupRecords, m partitionMeta) e
 		}
 	}
 	return nil
+}
+
+// restoreBulkOnly restores the partitions that have a bulk entry and no
+// records of their own (a first grant written in bulk): their entries
+// are live (above no stored epoch), in key order.
+func restoreBulkOnly(snap *group.Snapshot, m partitionMeta) {
+	var keys []partKey
+	for k := range m.bulk {
+		if !m.bulkSeen[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b partKey) int {
+		return compareBlocks(blockKey{a.group, a.topic, a.partition}, blockKey{b.group, b.topic, b.partition})
+	})
+	for _, k := range keys {
+		m.bulkLive[k] = true
+		snap.Partitions = append(snap.Partitions, m.bulk[k].record(k))
+	}
 }
 
 func partitionRecord(key partKey, p store.PartitionRecord, f partitionFlags) group.PartitionRecord {

@@ -59,10 +59,13 @@ func blockOf(k partKey) blockKey {
 	return blockKey{k.group, k.topic, k.partition / unownedBlockSize}
 }
 
-// unownedBlocks is the Driver's copy of the stored blocks: every stored
-// block has a key (its entries may all be stale and dropped), and its
-// live entries, partition → epoch.
-type unownedBlocks map[blockKey]map[int32]uint64
+// blocks is the Driver's copy of one kind of stored block (unowned or
+// bulk, bulk.go): every stored block has a key (its entries may all be
+// stale and dropped), and its live entries, partition → entry.
+type blocks[V any] map[blockKey]map[int32]V
+
+// unownedBlocks: an entry is the epoch its partition became unowned at.
+type unownedBlocks = blocks[uint64]
 
 // groupTopic names one topic of one group.
 type groupTopic struct{ group, topic string }
@@ -70,12 +73,18 @@ type groupTopic struct{ group, topic string }
 // unownedRuns returns the topics of groups that records leave unowned
 // at least least partitions of (nil when none).
 func unownedRuns(records []group.Record, least int) map[groupTopic]bool {
+	return runsOf(records, least, compactable)
+}
+
+// runsOf returns the topics of groups of which at least least partition
+// records pass pick (nil when none).
+func runsOf(records []group.Record, least int, pick func(group.PartitionRecord) bool) map[groupTopic]bool {
 	if len(records) < least {
 		return nil
 	}
 	var counts map[groupTopic]int
 	for _, r := range records {
-		if p, ok := r.(group.PartitionRecord); ok && compactable(p) {
+		if p, ok := r.(group.PartitionRecord); ok && pick(p) {
 			if counts == nil {
 				counts = make(map[groupTopic]int)
 			}
@@ -99,38 +108,51 @@ func compactable(r group.PartitionRecord) bool {
 	return r.State == group.Unowned && !r.Forgotten && r.Epoch > 0
 }
 
-// blockEdits are one persist's changes to the blocks, applied to the
-// Driver's copy once the store committed them.
-type blockEdits map[blockKey]*blockEdit
+// blockEdits are one persist's changes to one kind of block, applied to
+// the Driver's copy once the store committed them.
+type blockEdits[V any] map[blockKey]*blockEdit[V]
 
-type blockEdit struct {
-	set   map[int32]uint64 // entries this persist writes
-	drop  []int32          // entries that end
-	write bool             // the block is written in this persist
+type blockEdit[V any] struct {
+	set   map[int32]V // entries this persist writes
+	drop  []int32     // entries that end
+	write bool        // the block is written in this persist
+	// entries is the block as written (writeBlocks), which the Driver's
+	// copy takes once committed (apply).
+	entries map[int32]V
 }
 
-func (e blockEdits) edit(k blockKey) *blockEdit {
+func (e blockEdits[V]) edit(k blockKey) *blockEdit[V] {
 	be := e[k]
 	if be == nil {
-		be = &blockEdit{}
+		be = &blockEdit[V]{}
 		e[k] = be
 	}
 	return be
 }
 
-// add notes p unowned at epoch, written in its block.
-func (e blockEdits) add(k partKey, epoch uint64) {
+// add notes p's entry v, written in its block.
+func (e blockEdits[V]) add(k partKey, v V) {
 	be := e.edit(blockOf(k))
 	if be.set == nil {
-		be.set = make(map[int32]uint64)
+		be.set = make(map[int32]V)
 	}
-	be.set[k.partition] = epoch
+	be.set[k.partition] = v
 	be.write = true
+}
+
+// staged is p's entry this persist writes, if any (be may be nil).
+func (be *blockEdit[V]) staged(p int32) (V, bool) {
+	var v V
+	if be == nil {
+		return v, false
+	}
+	v, ok := be.set[p]
+	return v, ok
 }
 
 // dropEntry notes that p's entry ends; write: the block must be written
 // without it now (else the stored entry is stale and stays until then).
-func (e blockEdits) dropEntry(k partKey, write bool) {
+func (e blockEdits[V]) dropEntry(k partKey, write bool) {
 	be := e.edit(blockOf(k))
 	be.drop = append(be.drop, k.partition)
 	be.write = be.write || write
@@ -138,7 +160,7 @@ func (e blockEdits) dropEntry(k partKey, write bool) {
 
 // noteWritten is persist's check of a partition written on its own key:
 // what it does to p's entry, if p has one.
-func (d *Driver) noteWritten(edits blockEdits, r group.PartitionRecord) {
+func (d *Driver) noteWritten(edits blockEdits[uint64], r group.PartitionRecord) {
 	if len(d.unowned) == 0 {
 		return
 	}
@@ -159,8 +181,9 @@ func (d *Driver) noteWritten(edits blockEdits, r group.PartitionRecord) {
 	}
 }
 
-// writeBlocks stages the blocks edits write, in key order.
-func (d *Driver) writeBlocks(w *store.Writer, edits blockEdits) error {
+// writeBlocks stages the blocks edits write, in key order, as meta
+// values named prefix + block (metaName); stored is the Driver's copy.
+func writeBlocks[V any](w *store.Writer, prefix string, stored blocks[V], edits blockEdits[V], encode func(blockKey, map[int32]V) []byte) error {
 	keys := make([]blockKey, 0, len(edits))
 	for k, be := range edits {
 		if be.write {
@@ -169,17 +192,18 @@ func (d *Driver) writeBlocks(w *store.Writer, edits blockEdits) error {
 	}
 	slices.SortFunc(keys, compareBlocks)
 	for _, k := range keys {
-		entries := edits[k].result(d.unowned[k])
-		name := metaName(metaUnowned, partKey{k.group, k.topic, k.block})
+		entries := edits[k].result(stored[k])
+		edits[k].entries = entries
+		name := metaName(prefix, partKey{k.group, k.topic, k.block})
 		if len(entries) == 0 {
-			if _, stored := d.unowned[k]; stored {
+			if _, ok := stored[k]; ok {
 				if err := w.DeleteMeta(name); err != nil {
 					return err
 				}
 			}
 			continue
 		}
-		if err := w.PutMeta(name, encodeBlock(k, entries)); err != nil {
+		if err := w.PutMeta(name, encode(k, entries)); err != nil {
 			return err
 		}
 	}
@@ -204,8 +228,8 @@ func cmpString(a, b string) int {
 }
 
 // result is the block's entries after the edit.
-func (be *blockEdit) result(old map[int32]uint64) map[int32]uint64 {
-	out := make(map[int32]uint64, len(old)+len(be.set))
+func (be *blockEdit[V]) result(old map[int32]V) map[int32]V {
+	out := make(map[int32]V, len(old)+len(be.set))
 	for p, e := range old {
 		out[p] = e
 	}
@@ -219,7 +243,7 @@ func (be *blockEdit) result(old map[int32]uint64) map[int32]uint64 {
 }
 
 // apply brings the Driver's copy up to date once the store committed.
-func (b unownedBlocks) apply(edits blockEdits) {
+func (b blocks[V]) apply(edits blockEdits[V]) {
 	for k, be := range edits {
 		if !be.write {
 			for _, p := range be.drop {
@@ -227,7 +251,10 @@ func (b unownedBlocks) apply(edits blockEdits) {
 			}
 			continue
 		}
-		entries := be.result(b[k])
+		entries := be.entries
+		if entries == nil {
+			entries = be.result(b[k])
+		}
 		if len(entries) == 0 {
 			delete(b, k)
 			continue
@@ -297,16 +324,22 @@ func decodeBlock(k blockKey, value []byte) (map[int32]uint64, error) {
 	return entries, nil
 }
 
-// readBlock decodes one stored block named name.
-func readBlock(name string, value []byte) (blockKey, map[int32]uint64, error) {
-	pk, ok := parseMetaName(name, metaUnowned)
+// readBlock decodes one stored block named name (prefix + block) into
+// stored, and its entries into byPartition.
+func readBlock[V any](name, prefix string, value []byte, decode func(blockKey, []byte) (map[int32]V, error),
+	stored blocks[V], byPartition map[partKey]V) error {
+	pk, ok := parseMetaName(name, prefix)
 	if !ok || pk.partition < 0 {
-		return blockKey{}, nil, fmt.Errorf("meta %q: %w", name, errBadBlock)
+		return fmt.Errorf("meta %q: malformed block name", name)
 	}
 	k := blockKey{pk.group, pk.topic, pk.partition}
-	entries, err := decodeBlock(k, value)
+	entries, err := decode(k, value)
 	if err != nil {
-		return blockKey{}, nil, fmt.Errorf("meta %q: %w", name, err)
+		return fmt.Errorf("meta %q: %w", name, err)
 	}
-	return k, entries, nil
+	stored[k] = entries
+	for p, v := range entries {
+		byPartition[partKey{k.group, k.topic, p}] = v
+	}
+	return nil
 }

@@ -24,15 +24,26 @@ import (
 // bulkPartitions spans two unowned blocks (4,096 partitions each).
 const bulkPartitions = 4200
 
-// crashable is a store the bulk test writes through, and what a
-// coordinator killed -9 now would load at its restart or takeover.
+// crashable is a store the bulk tests write through, and what a
+// coordinator killed -9 now would open at its restart or takeover.
 type crashable struct {
-	update func(fn func(w *store.Writer) error) error
-	crash  func(t *testing.T) *store.Snapshot
+	update  func(fn func(w *store.Writer) error) error
+	restart func(t *testing.T) store.Backend // open (closed at cleanup)
+}
+
+// crash is what the restart loads.
+func (c crashable) crash(t *testing.T) *store.Snapshot {
+	t.Helper()
+	snap, err := c.restart(t).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
 }
 
 // badgerCrashable: the crash image is a copy of the live data
-// directory (every Update synced it), opened as a restart opens it.
+// directory (every Update synced it), opened as a restart opens it; it is
+// the live one from then on.
 func badgerCrashable(t *testing.T) crashable {
 	dir := filepath.Join(t.TempDir(), "store")
 	st, err := store.Open(dir, store.Options{})
@@ -40,21 +51,18 @@ func badgerCrashable(t *testing.T) crashable {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return crashable{update: st.Update, crash: func(t *testing.T) *store.Snapshot {
+	return crashable{update: st.Update, restart: func(t *testing.T) store.Backend {
 		image := filepath.Join(t.TempDir(), "image")
 		if err := os.CopyFS(image, os.DirFS(dir)); err != nil {
 			t.Fatal(err)
 		}
+		dir = image // the next crash is the restarted one's
 		restarted, err := store.Open(image, store.Options{})
 		if err != nil {
 			t.Fatalf("open the crash image: %v", err)
 		}
-		defer restarted.Close()
-		snap, err := restarted.Load()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return snap
+		t.Cleanup(func() { restarted.Close() })
+		return restarted
 	}}
 }
 
@@ -96,13 +104,7 @@ func kafkaCrashable(t *testing.T) crashable {
 		return st
 	}
 	st := open(t)
-	return crashable{update: st.Update, crash: func(t *testing.T) *store.Snapshot {
-		snap, err := open(t).Load()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return snap
-	}}
+	return crashable{update: st.Update, restart: func(t *testing.T) store.Backend { return open(t) }}
 }
 
 // countingStore counts the records of each Update.
@@ -283,7 +285,7 @@ func countStates(parts map[string]group.PartitionRecord) map[group.PartitionStat
 
 // restartedMatches checks that what a restart loads from snap is every
 // partition record persisted, exactly, and that a machine restores from it.
-func restartedMatches(t *testing.T, snap *store.Snapshot, obs *persisted) {
+func restartedMatches(t *testing.T, snap *store.Snapshot, obs *persisted) driver.Restored {
 	t.Helper()
 	restored, err := driver.Load(snap)
 	if err != nil {
@@ -305,4 +307,5 @@ func restartedMatches(t *testing.T, snap *store.Snapshot, obs *persisted) {
 	if _, err := group.Restore(group.DefaultConfig(), rand.New(rand.NewPCG(3, 4)), restored.Snapshot, t0); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
+	return restored
 }
