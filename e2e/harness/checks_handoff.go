@@ -226,6 +226,11 @@ func CheckCommittedOffsets(s Snapshot, p Params) []Violation {
 func checkCommitOrder(key PartitionKey, commits []Commit) []Violation {
 	var out []Violation
 	for _, later := range commits {
+		if later.Offset < 0 {
+			// A release without an offset: it commits nothing, and the
+			// committed offset stays where it was (group.keepOffset).
+			continue
+		}
 		for _, earlier := range commits {
 			if later.Accepted() && earlier.Accepted() && earlier.Done < later.Sent && later.Offset < earlier.Offset {
 				out = append(out, Violation{InvCommittedForward, later.Done, fmt.Sprintf(

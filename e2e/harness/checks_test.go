@@ -254,6 +254,19 @@ func TestCommittedOffsetsFireOnAcceptedLowerCommit(t *testing.T) {
 	fires(t, harness.CheckCommittedOffsets(sorted(s), params()), harness.InvCommittedForward, "commit of 6 by B@ep2 accepted after commit of 8")
 }
 
+// TestCommittedOffsetsAllowAReleaseWithoutAnOffset: a member that
+// releases a partition it never read (offset -1: nothing to commit)
+// leaves the committed offset where it was — no regression (an e2e/ha
+// bulk revoke's new members released so after a takeover, and this
+// checker called it "commit of -1 accepted after commit of 0").
+func TestCommittedOffsetsAllowAReleaseWithoutAnOffset(t *testing.T) {
+	s := cleanHandoff()
+	s.Commits = append(s.Commits, harness.Commit{Consumer: "b", Member: "B", Key: key, Epoch: 2, Offset: -1, Release: true, Status: 200, Answered: true, Sent: ms(160), Done: ms(161)})
+	if v := harness.CheckCommittedOffsets(sorted(s), params()); len(v) > 0 {
+		t.Fatalf("a release without an offset fired: %v", v)
+	}
+}
+
 func TestCommittedOffsetsFireOnWrongStart(t *testing.T) {
 	s := cleanHandoff()
 	s.Grants[1].Offset = 5 // B should start at A's release, 8
