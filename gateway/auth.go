@@ -119,16 +119,11 @@ func (g *Gateway) verifyCapability(token []byte, who caller, now time.Time) (*oc
 		return c, nil
 	}
 	g.metrics.cacheMisses.Inc()
-	v := g.verifier.Load()
-	if v == nil {
-		return nil, errNotReady
-	}
 	s := string(token)
-	c, err := g.verifyWithin(v, s, ocap.KindCapability, g.callerAddr(who), now)
+	c, err := g.verifyAndCache(s, g.callerAddr(who), now)
 	if err != nil {
 		return nil, err
 	}
-	g.cache.Put(s, c)
 	if c.Epoch != 0 && g.view.Raise(c.Group, c.Topic, c.PartitionNumber(), c.Epoch) {
 		n := g.inflight.cancelBelow(authz.FenceKey{Group: c.Group, Topic: c.Topic, Partition: c.PartitionNumber()}, c.Epoch, errFenced)
 		g.log.Debug("fence raised by a newer capability", zap.String("group", c.Group), zap.String("topic", c.Topic),
@@ -136,6 +131,44 @@ func (g *Gateway) verifyCapability(token []byte, who caller, now time.Time) (*oc
 	}
 	return c, nil
 }
+
+// verifyAndCache verifies capability token with the verifier in use
+// and caches it — unless the sync loop removed its key (or replaced the
+// verifier: new settings) meanwhile. The sync loop sets the keys first
+// and flushes the cache of the removed ones after (applySync, learn); a
+// verification that checked the signature before the removal and Put
+// after the flush left a token of a removed key cached until its exp,
+// up to max_lease (redteam20). So after Put it looks again: a Put before
+// the flush is flushed by it, one after it sees the removal here, takes
+// the token out again and verifies once more with what is in use now
+// (which refuses it: its key is gone).
+func (g *Gateway) verifyAndCache(token string, from netip.Addr, now time.Time) (*ocap.Claims, error) {
+	for try := 0; ; try++ {
+		v := g.verifier.Load()
+		if v == nil {
+			return nil, errNotReady
+		}
+		c, err := g.verifyWithin(v, token, ocap.KindCapability, from, now)
+		if err != nil {
+			return nil, err
+		}
+		if g.afterVerify != nil {
+			g.afterVerify()
+		}
+		g.cache.Put(token, c)
+		if g.verifier.Load() == v && v.HasKey(c.KeyID()) {
+			return c, nil
+		}
+		g.cache.FlushKeys(c.KeyID())
+		if try > 0 {
+			return nil, errKeysChanging
+		}
+	}
+}
+
+// errKeysChanging: the keys changed under two verifications of one
+// token in a row; the client tries again.
+var errKeysChanging = errors.New("gateway: the coordinator's keys changed while the token was verified: try again")
 
 // verifyWithin verifies token as kind within from's budget of failed
 // verifications (authBudget), charging a failure (authFailed) and

@@ -95,6 +95,9 @@ type Gateway struct {
 	// afterProduce, when set by tests, runs after Kafka answered a
 	// produce, while it is still registered in flight.
 	afterProduce func()
+	// afterVerify, when set by tests, runs after a capability's
+	// signature verified and before it is cached (verifyCapability).
+	afterVerify func()
 }
 
 // errShuttingDown cancels the fetches in flight when the gateway closes.

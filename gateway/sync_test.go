@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,5 +262,42 @@ func TestKeyRotationEndsKafkaCapabilitySessions(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestKeyRemovedDuringAVerification is redteam20's recommendation #3:
+// a capability whose signature verified under a key the sync loop then
+// removed — SetKeys and FlushKeys both run while the verification is
+// between its check and its cache.Put — was cached after the flush and
+// served until its exp (up to max_lease) by a key the coordinator had
+// taken out of the ring. Ordered by a hook, not by time: the removal is
+// applied and acknowledged while the verification waits before Put.
+func TestKeyRemovedDuringAVerification(t *testing.T) {
+	h := newHarness(t, nil)
+	tok, _ := h.mint(capClaims(0))
+	verified, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.gw.afterVerify = func() {
+		once.Do(func() {
+			close(verified)
+			<-resume
+		})
+	}
+	first := make(chan response, 1)
+	go func() { first <- h.get(tok, recordsPath(0, "offset=0")) }()
+	<-verified
+	ring, err := ocap.NewKeyRing(rand.Reader, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := h.sync.push(api.SyncResponse{Keys: ring.JWKS().Keys})
+	h.sync.waitAck(t, seq)
+	close(resume)
+	// The request that raced the removal is refused too: its key was
+	// gone before it was cached.
+	expectError(t, <-first, http.StatusUnauthorized, api.CodeUnauthorized)
+	expectError(t, h.get(tok, recordsPath(0, "offset=0")), http.StatusUnauthorized, api.CodeUnauthorized)
+	if n := h.gw.cache.Len(); n != 0 {
+		t.Fatalf("%d tokens cached, want none of the removed key", n)
 	}
 }
