@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/capgate/capgate/api"
+	"github.com/capgate/capgate/ocap"
 )
 
 // forged is token with its signature replaced: the real header (kid) and
@@ -122,4 +123,53 @@ func TestForgedTokensOverKafkaBudgetedPerAddress(t *testing.T) {
 	if err := metadata("127.0.0.3", valid); err != nil {
 		t.Fatalf("a valid token from another address: %v", err)
 	}
+}
+
+// TestExpiredCapabilitiesAreNoForgeries (redteam20's open point): a
+// capability whose signature verifies but whose exp has passed — a slow
+// consumer's, expired between its renewal and its fetch — was charged
+// to its address's budget of failed verifications like a forgery, so a
+// few of them (a consumer catching up after a pause, a NAT of such
+// consumers) had every fresh capability from that address refused 429
+// unchecked. An expired token is now refused on its claimed exp before
+// any signature is checked: 401 token_expired, as before, never served
+// (a forgery claiming a past exp is refused the same way), and nothing
+// charged — it cost no signature. Forgeries of live tokens are charged
+// as ever.
+func TestExpiredCapabilitiesAreNoForgeries(t *testing.T) {
+	const burst = 3
+	h := newHarness(t, func(c *Config) { c.AuthFailuresPerSecond, c.AuthFailureBurst = 0.01, burst })
+	consumer := clientFrom("127.0.0.2")
+	path := recordsPath(0, "offset=0")
+	for i := range burst + 2 {
+		expired, _, err := h.minter.Mint(ocap.KindCapability, capClaims(0), time.Now().Add(-time.Duration(i+1)*time.Hour), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := h.getFrom(consumer, expired, path)
+		expectError(t, r, http.StatusUnauthorized, api.CodeTokenExpired)
+		if !strings.Contains(string(r.body), "ago") {
+			t.Fatalf("the 401 does not say when it expired: %s", r.body)
+		}
+		expectError(t, h.getFrom(consumer, expired, path), http.StatusUnauthorized, api.CodeTokenExpired)
+	}
+	fresh, _ := h.mint(holderClaims(0, "member-2")) // never verified from this address
+	if r := h.getFrom(consumer, fresh, path); r.status != http.StatusOK {
+		t.Fatalf("a fresh capability after expired ones from its address: %d %s", r.status, r.body)
+	}
+	expired, _, err := h.minter.Mint(ocap.KindCapability, capClaims(0), time.Now().Add(-time.Hour), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range burst + 1 {
+		expectError(t, h.getFrom(consumer, forged(expired, i), path), http.StatusUnauthorized, api.CodeTokenExpired)
+	}
+	if n := counterValue(t, h.gw.metrics.authFailures); n != 0 {
+		t.Fatalf("%v failed verifications charged for expired tokens, want 0", n)
+	}
+	other, _ := h.mint(holderClaims(0, "member-3"))
+	for i := range burst {
+		expectError(t, h.getFrom(consumer, forged(other, i), path), http.StatusUnauthorized, api.CodeUnauthorized)
+	}
+	expectError(t, h.getFrom(consumer, other, path), http.StatusTooManyRequests, api.CodeRateLimited)
 }
