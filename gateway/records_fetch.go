@@ -5,7 +5,9 @@ package gateway
 // exactly this topic and partition.
 //
 //   - offset is required: decimal ≥ 0, or earliest / latest, resolved
-//     against the partition's log after the capability was checked (the SDK
+//     against the partition's log after the capability was checked and
+//     once the fetch is counted in flight (its caps bound the resolutions
+//     a stalled broker holds; a revocation cancels one) (the SDK
 //     sends them for grants whose start the coordinator could not look
 //     up). max_bytes (> 0) defaults to
 //     default_fetch_bytes and is clamped to max_fetch_bytes (and to what the
@@ -102,11 +104,6 @@ func (f *fetchCall) admit(topic, partition []byte) api.Code {
 	if code != "" {
 		return code
 	}
-	if f.query.offset < 0 {
-		if code := f.resolveOffset(); code != "" {
-			return code
-		}
-	}
 	if f.raw && rangeLimited(f.claims) {
 		writeError(ctx, api.CodeForbidden, "raw record batches are not served to offset-range-limited capabilities; ask for JSON", nil)
 		return api.CodeForbidden
@@ -118,12 +115,25 @@ func (f *fetchCall) admit(topic, partition []byte) api.Code {
 }
 
 // resolveOffset turns offset=earliest|latest into the partition's log
-// start or end (after the capability was checked, so no unauthenticated
-// request reaches the broker), then applies the offset caveat to it.
-func (f *fetchCall) resolveOffset() api.Code {
-	earliest, latest, err := f.g.broker.Offsets(f.ctx, f.req.Topic, f.req.Partition)
+// start or end, then applies the offset caveat to it. It runs in flight
+// (serve, under fctx): after the capability was checked, so no
+// unauthenticated request reaches the broker, and inside the in-flight
+// caps, so a stalled broker holds at most max_inflight_fetches_per_holder
+// (per tenant, per gateway) resolutions of one holder, and a revocation
+// cancels and waits for it as for the fetch — before, the two ListOffsets
+// ran before the fetch was counted, up to request_timeout each, as many
+// at once as a holder sent (redteam20).
+func (f *fetchCall) resolveOffset(fctx *fetchCtx) api.Code {
+	earliest, latest, err := f.g.broker.Offsets(fctx, f.req.Topic, f.req.Partition)
 	if err != nil {
-		return f.g.fetchError(f.ctx, nil, err)
+		now := time.Now()
+		if code := f.g.decide(f.ctx, f.claims, f.req, now); code != "" {
+			return code
+		}
+		if code := f.g.refuseUnsynced(f.ctx, now); code != "" {
+			return code
+		}
+		return f.g.fetchError(f.ctx, fctx.Cause(), err)
 	}
 	if f.query.offset == offsetEarliest {
 		f.query.offset = earliest
@@ -152,6 +162,11 @@ func (f *fetchCall) serve() api.Code {
 	}
 	defer g.inflight.finish(entry)
 	f.entry = entry
+	if f.query.offset < 0 {
+		if code := f.resolveOffset(fctx); code != "" {
+			return code
+		}
+	}
 	var watch *pollWatch
 	var waiting func()
 	if f.query.maxWait > 0 {
