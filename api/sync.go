@@ -83,7 +83,7 @@ type QoSSelector struct {
 	Group     string `json:"group,omitempty"`
 	Topic     string `json:"topic,omitempty"`
 	Partition *int32 `json:"partition,omitempty"`
-	Holder    string `json:"holder,omitempty"` // capability sub
+	Holder    string `json:"holder,omitempty"` // a capability's sub, a client credential's tenant (gateway/authz.HolderID)
 	JTI       string `json:"jti,omitempty"`
 }
 

@@ -18,8 +18,10 @@ package gateway
 //     it names. Every partition of a topic it names is covered.
 //   - the byte rate and QoS that apply to it as to a capability: its own
 //     budget (the credential's jti, budgetKey), or a live override whose
-//     selector matches it (by holder = the credential's subject, jti, or
-//     the topic and partition written: scoped); in flight under the same
+//     selector matches it (by holder = its tenant, authz.HolderID: its
+//     jti, an OAuth client's "oauth:<client_id>", never its free name;
+//     by jti; or by the topic and partition written: scoped); in flight
+//     under the same
 //     caps, its tenant being the credential (its jti; an OAuth client's
 //     token: its sub "oauth:<client_id>"; tenantOf), never its free
 //     name (redteam10 #1).

@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"strings"
 	"time"
 
 	"github.com/capgate/capgate/api"
@@ -11,7 +12,7 @@ import (
 // capability's own qos claim, with each field (log level, monitor tag,
 // byte rate) replaced by the most specific live override that sets it.
 // Specificity ranks selector fields jti > holder > partition > topic >
-// group and adds them up; ties go to the greater override ID. A selector
+// group and adds them up (a holder is HolderID's); ties go to the greater override ID. A selector
 // with no field set matches nothing. A jti selector also matches the
 // capabilities chained from that jti. Does not allocate.
 func (v *View) QoS(c *ocap.Claims, now time.Time) ocap.QoS {
@@ -81,7 +82,7 @@ func specificity(s api.QoSSelector, c *ocap.Claims) int {
 		{s.Group != "", s.Group == c.Group, 1},
 		{s.Topic != "", s.Topic == c.Topic, 2},
 		{s.Partition != nil, s.Partition != nil && *s.Partition == c.PartitionNumber(), 4},
-		{s.Holder != "", s.Holder == c.Subject, 8},
+		{s.Holder != "", s.Holder == HolderID(c), 8},
 		{s.JTI != "", s.JTI != "" && matchesJTI(s.JTI, c), 16},
 	} {
 		if !f.set {
@@ -94,6 +95,35 @@ func specificity(s api.QoSSelector, c *ocap.Claims) int {
 	}
 	return score
 }
+
+// HolderID is what a QoS selector's holder names in c: a capability's
+// sub — its member's id, or an admin grant's or lease's holder, both
+// chosen by the coordinator or the operator — and for a client
+// principal (a client credential, or the Kafka listener's IdP identity,
+// whose claims carry grps/tps as no capability does) its tenant, what
+// only its holder presents: an OAuth client's "oauth:<client_id>" (its
+// every token), an admin-minted credential's jti (the id `admin group`
+// shows as its members' credential, the one revoke-capability takes),
+// an IdP identity's id (issuer and subject, hashed). Never a
+// credential's sub: an admin-minted credential's is its free --name,
+// which two tenants' credentials may share, so one tenant's
+// same-named credential shared (and could drain) the rate an operator
+// set for another, or enjoyed its higher one (redteam20); an IdP's
+// subject is unique only within its issuer.
+func HolderID(c *ocap.Claims) string {
+	client := c.Kind() == ocap.KindClient || c.Kind() == "" && (len(c.Groups) > 0 || len(c.Topics) > 0)
+	switch {
+	case !client:
+		return c.Subject
+	case c.Kind() == ocap.KindClient && strings.HasPrefix(c.Subject, oauthSubject):
+		return c.Subject
+	}
+	return c.ID
+}
+
+// oauthSubject starts the sub of a credential the coordinator's token
+// endpoint minted: "oauth:<client_id>", one per OAuth client.
+const oauthSubject = "oauth:"
 
 func matchesJTI(jti string, c *ocap.Claims) bool {
 	if c.ID == jti {
