@@ -327,8 +327,15 @@ var errNotReady = errors.New("gateway: not ready: the coordinator's settings hav
 // syncRefusal is the 503 code while the gateway cannot vouch for its view
 // (guard.Follower.Refusal): before the first sync (not_ready) and once
 // sync_timeout passed since the last good poll was sent (out_of_sync); ""
-// when in sync.
+// when in sync. While the coordinator refuses this gateway's id (409
+// conflict: another process holds it, and its acknowledgements count
+// for this id, so revocations complete without this gateway applying
+// them) it is not_ready at once, not sync_timeout after its last good
+// poll.
 func (g *Gateway) syncRefusal(now time.Time) api.Code {
+	if g.sync.refused.Load() != nil {
+		return api.CodeNotReady
+	}
 	return g.follower.Refusal(now)
 }
 
@@ -348,6 +355,8 @@ func (g *Gateway) refuseUnsynced(ctx *fasthttp.RequestCtx, now time.Time) api.Co
 // syncRefusal).
 func (g *Gateway) unsyncedMessage(code api.Code) string {
 	switch unfit := g.follower.Unfit(); {
+	case code == api.CodeNotReady && g.refusedReason() != "":
+		return "gateway not ready: " + g.refusedReason()
 	case code == api.CodeOutOfSync:
 		return "gateway lost its sync with the coordinator (sync_timeout passed)"
 	case unfit != nil:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -300,4 +301,33 @@ func TestKeyRemovedDuringAVerification(t *testing.T) {
 	if n := h.gw.cache.Len(); n != 0 {
 		t.Fatalf("%d tokens cached, want none of the removed key", n)
 	}
+}
+
+// TestGatewayRefusedItsIDStopsServingAtOnce: a 409 conflict on a sync
+// poll means another process holds this gateway's id at the coordinator
+// (two processes under one gateway.id; after a coordinator restart or
+// takeover whichever polls first holds it), so that process's
+// acknowledgements count for this id and revocations complete without
+// this gateway applying them. It served its stale view until
+// sync_timeout after its last good poll; it refuses at once now (503
+// not_ready naming the conflict), and serves again once the coordinator
+// accepts its polls.
+func TestGatewayRefusedItsIDStopsServingAtOnce(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.SyncTimeout = 10 * time.Second }) // outlasts the test's refusals
+	tok, _ := h.mint(capClaims(0))
+	path := recordsPath(0, "offset=0")
+	if r := h.get(tok, path); r.status != http.StatusOK {
+		t.Fatalf("before: %d %s", r.status, r.body)
+	}
+	h.sync.setConflicting(true)
+	h.sync.push(api.SyncResponse{}) // ends the poll held now; the next is refused
+	waitFor(t, "the conflict seen", func() bool { return h.gw.refusedReason() != "" })
+	r := h.get(tok, path)
+	expectError(t, r, http.StatusServiceUnavailable, api.CodeNotReady)
+	if !strings.Contains(string(r.body), "another instance") {
+		t.Fatalf("the 503 does not say why: %s", r.body)
+	}
+	expectError(t, h.do(http.MethodPost, recordsURL(0), tok, nil), http.StatusServiceUnavailable, api.CodeNotReady)
+	h.sync.setConflicting(false)
+	waitFor(t, "serving again", func() bool { return h.get(tok, path).status == http.StatusOK })
 }

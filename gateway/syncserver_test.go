@@ -29,6 +29,7 @@ type syncServer struct {
 	polls    []uint64                 // after of every poll received, in order
 	polled   chan struct{}            // closed when a poll arrives
 	failing  bool                     // answer 500 to every poll
+	conflict bool                     // answer 409 conflict (another instance holds the id)
 	onPoll   func(after uint64)
 	leaves   []string             // gateway of every POST /v1/sync/leave
 	onLeave  func(gateway string) // runs before a leave is answered
@@ -83,10 +84,16 @@ func (s *syncServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.polls = append(s.polls, after)
 	close(s.polled)
 	s.polled = make(chan struct{})
-	failing, hook := s.failing, s.onPoll
+	failing, conflict, hook := s.failing, s.conflict, s.onPoll
 	s.mu.Unlock()
 	if hook != nil {
 		hook(after)
+	}
+	if conflict {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = w.Write([]byte(`{"error":{"code":"conflict","message":"gateway id gw-test is held by another instance"}}`))
+		return
 	}
 	if failing {
 		http.Error(w, `{"error":{"code":"unavailable","message":"test says no"}}`, http.StatusServiceUnavailable)
@@ -178,6 +185,14 @@ func (s *syncServer) restart() {
 func (s *syncServer) setFailing(on bool) {
 	s.mu.Lock()
 	s.failing = on
+	s.mu.Unlock()
+}
+
+// setConflicting makes every poll a 409 conflict, as the coordinator
+// answers a process whose gateway id another instance holds.
+func (s *syncServer) setConflicting(on bool) {
+	s.mu.Lock()
+	s.conflict = on
 	s.mu.Unlock()
 }
 
