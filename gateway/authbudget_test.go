@@ -167,6 +167,11 @@ func TestExpiredCapabilitiesAreNoForgeries(t *testing.T) {
 	if n := counterValue(t, h.gw.metrics.authFailures); n != 0 {
 		t.Fatalf("%v failed verifications charged for expired tokens, want 0", n)
 	}
+	// An expired token of another kind is still told for what it is.
+	cred, _ := h.mintCredential([]string{testTopic}, nil, time.Now().Add(-time.Hour), time.Minute)
+	if r := h.getFrom(consumer, cred, path); r.status != http.StatusUnauthorized || !strings.Contains(string(r.body), "not a capability") {
+		t.Fatalf("an expired client credential at the fetch route: %d %s, want 401 naming its kind", r.status, r.body)
+	}
 	other, _ := h.mint(holderClaims(0, "member-3"))
 	for i := range burst {
 		expectError(t, h.getFrom(consumer, forged(other, i), path), http.StatusUnauthorized, api.CodeUnauthorized)
