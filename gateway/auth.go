@@ -178,11 +178,12 @@ var errKeysChanging = errors.New("gateway: the coordinator's keys changed while 
 //
 // A token of kind (its header's typ) whose claimed exp has passed (with
 // the verifier's leeway) is refused first, ErrExpired, with no signature
-// checked and nothing charged (a token of another kind goes on to the
-// verifier, which names its kind, uncharged too: ErrBadType): whether genuine (a slow consumer's capability that expired
-// on its way) or forged, it is refused, and it cost no signature — the
-// budget bounds signature checks, and charging a genuine expired token
-// as a forgery had its holder's address refused fresh tokens 429.
+// checked and nothing charged: whether genuine (a slow consumer's
+// capability that expired on its way) or forged, it is refused, and it
+// cost no signature — the budget bounds signature checks, and charging
+// a genuine expired token as a forgery had its holder's address refused
+// fresh tokens 429. A token of another kind goes on to the verifier,
+// which names its kind (ErrBadType, uncharged too).
 func (g *Gateway) verifyWithin(v *ocap.Verifier, token string, kind ocap.Kind, from netip.Addr, now time.Time) (*ocap.Claims, error) {
 	if ocap.ClaimedKind([]byte(token)) == kind {
 		if err := expiredClaim(token, v.Config().Leeway, now); err != nil {
