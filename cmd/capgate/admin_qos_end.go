@@ -25,7 +25,7 @@ func (s *qosSelectorFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&s.group, "group", "", "selector: group")
 	fl.StringVar(&s.topic, "topic", "", "selector: topic")
 	fl.Int32Var(&s.partition, "partition", 0, "selector: partition")
-	fl.StringVar(&s.holder, "holder", "", "selector: holder (capability sub)")
+	fl.StringVar(&s.holder, "holder", "", "selector: holder — a capability's sub (member id, grant or lease holder), a client credential's jti (never its --name), oauth:<client_id> for an OAuth client's tokens")
 	fl.StringVar(&s.jti, "jti", "", "selector: capability id")
 }
 
