@@ -255,6 +255,12 @@ type Config struct {
 	// take every kafka_max_members place and leave other tenants'
 	// consumers GROUP_MAX_SIZE_REACHED, which they take as final.
 	KafkaMaxMembersPerTenant int `yaml:"kafka_max_members_per_tenant"`
+	// KafkaMemberEvictionInterval paces the members a tenant's joins
+	// close at kafka_max_members (the newest of the tenant holding the
+	// most, over its fair share): at most one a tenant an interval; a
+	// join that would close another sooner is COORDINATOR_NOT_AVAILABLE
+	// (retriable). 0: no pace.
+	KafkaMemberEvictionInterval time.Duration `yaml:"kafka_member_eviction_interval"`
 	// KafkaReadAheadBytes bounds the Fetch answers read ahead from Kafka,
 	// all connections together (0: no read-ahead).
 	KafkaReadAheadBytes int64 `yaml:"kafka_read_ahead_bytes"`
@@ -336,6 +342,7 @@ func DefaultConfig() Config {
 		KafkaMaxMembers:                   10_000,
 		KafkaCoordinatorConnectionsMax:    512,
 		KafkaMaxMembersPerTenant:          defaultKafkaMembersPerTenant,
+		KafkaMemberEvictionInterval:       30 * time.Second,
 		KafkaFetchLanes:                   4,
 		KafkaReadAheadBytes:               64 << 20,
 		KafkaSendBufferBytes:              102_400,

@@ -61,8 +61,8 @@ func (c Config) kafkaConfig() kafkaproto.Config {
 		AuthTimeout:          c.KafkaAuthTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.KafkaIdleTimeout, ReauthMax: c.KafkaReauthMax,
 		MaxConnections: c.KafkaMaxConnections, MaxConnectionsPerPrincipal: c.KafkaMaxConnectionsPerPrincipal,
 		MaxConnectionsPerAddress: c.KafkaMaxConnectionsPerAddress, MaxConnectionsPerTenant: c.KafkaMaxConnectionsPerTenant, MaxMembers: c.KafkaMaxMembers, MaxMembersPerTenant: c.KafkaMaxMembersPerTenant, CoordinatorConnectionsMax: c.KafkaCoordinatorConnectionsMax, ReadAheadBytes: c.KafkaReadAheadBytes,
-		SendBufferBytes: c.KafkaSendBufferBytes,
-		MaxWait:         c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,
+		SendBufferBytes: c.KafkaSendBufferBytes, MemberEvictionInterval: c.KafkaMemberEvictionInterval,
+		MaxWait: c.MaxWait, MaxFetchBytes: c.MaxFetchBytes, OIDC: c.KafkaOIDC, Consumers: c.TLS.Consumers,
 	}
 }
 
@@ -79,6 +79,9 @@ func (g *Gateway) registerKafkaMetrics() {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_members_evicted_total",
 			Help: "Kafka group members closed (released through the coordinator, then left) for another tenant's join at kafka_max_members: the newest of the tenant holding the most, over its fair share."},
 			func() float64 { return float64(g.kafka.MembersEvicted()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_member_evictions_paced_total",
+			Help: "Kafka joins answered COORDINATOR_NOT_AVAILABLE (retriable) at kafka_max_members because their tenant closed another tenant's member within kafka_member_eviction_interval."},
+			func() float64 { return float64(g.kafka.MemberEvictionsPaced()) }),
 	)
 	g.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capgate_gateway_kafka_sessions_expired_total",
 		Help: "Kafka connections closed when their SASL session ended (the token expired) without a re-authentication (KIP-368)."},

@@ -79,8 +79,26 @@ func joined(t *testing.T, s *Stack, credential, group string) (*kgo.Client, erro
 			}
 		})}, kip848.opts()...)
 	cl := kgoClient(t, s.KafkaAddrs(), credential, false, opts...)
+	refused := pollUntilClosed(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	select {
+	case <-assigned:
+		return cl, nil
+	case err := <-refused:
+		return cl, err
+	case <-ctx.Done():
+		t.Fatalf("member of %s: neither assigned nor refused in 30 s", group)
+		return nil, nil
+	}
+}
+
+// pollUntilClosed polls cl (and so it heartbeats, joins and retries)
+// until it is closed; the first GROUP_MAX_SIZE_REACHED it returns is sent
+// on the channel.
+func pollUntilClosed(cl *kgo.Client) <-chan error {
 	refused := make(chan error, 1)
-	go func() { // polls (and so heartbeats) until the client is closed
+	go func() {
 		for {
 			fs := cl.PollFetches(context.Background())
 			if fs.IsClientClosed() {
@@ -96,17 +114,7 @@ func joined(t *testing.T, s *Stack, credential, group string) (*kgo.Client, erro
 			})
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	select {
-	case <-assigned:
-		return cl, nil
-	case err := <-refused:
-		return cl, err
-	case <-ctx.Done():
-		t.Fatalf("member of %s: neither assigned nor refused in 30 s", group)
-		return nil, nil
-	}
+	return refused
 }
 
 // TestFewTenantsCannotFillTheListenersMembers is what redteam19 #4 left:
@@ -148,5 +156,71 @@ func TestFewTenantsCannotFillTheListenersMembers(t *testing.T) {
 	}
 	if m := metrics(t, s); !strings.Contains(m, "capgate_gateway_kafka_members_evicted_total 2\n") {
 		t.Errorf("after E's refused join: %s, want 2 members evicted", grep(m, "capgate_gateway_kafka_members"))
+	}
+}
+
+// TestTenantChurnCannotEvictAgainAndAgain is review25 #3, the attack with
+// real KIP-848 kgo members: at a full gateway (3 places, 2 a tenant) a
+// tenant under its share closes another tenant's newest member with its
+// join — then leaves, the other tenant fills the place again, and it
+// joins again. Before, each such join closed one more member of the
+// other tenant (a release and a rebalance of its group each time),
+// nothing bounding how often. Now a tenant takes at most one place by
+// eviction a kafka_member_eviction_interval (here a minute): its second
+// join is answered COORDINATOR_NOT_AVAILABLE, which kgo retries (never
+// GROUP_MAX_SIZE_REACHED, final), and counted in
+// capgate_gateway_kafka_member_evictions_paced_total; the other tenant
+// keeps its members. Fails without groups.paceLocked (a second member
+// evicted, none paced).
+func TestTenantChurnCannotEvictAgainAndAgain(t *testing.T) {
+	s := Start(t, Options{Partitions: 2, Gateway: func(c *gateway.Config) {
+		c.KafkaMaxMembers, c.KafkaMaxMembersPerTenant = 3, 2
+		c.KafkaMemberEvictionInterval = time.Minute
+	}})
+	creds := map[string]string{}
+	for _, tenant := range []string{"a", "b", "c"} {
+		creds[tenant] = tenantCredential(t, s, "tenant-"+tenant, []string{tenant + "-*"})
+	}
+	clients := map[string]*kgo.Client{}
+	for _, group := range []string{"a-0", "a-1", "b-0"} {
+		cl, err := joined(t, s, creds[group[:1]], group)
+		if err != nil {
+			t.Fatalf("%s's member with room: %v", group, err)
+		}
+		clients[group] = cl
+	}
+	churner, err := joined(t, s, creds["c"], "c-0")
+	if err != nil {
+		t.Fatalf("tenant C's first member, A holding 2 of 3 places: %v", err)
+	}
+	sdk.Eventually(t, 30*time.Second, "A's newest member closed for C's", func() (bool, string) {
+		m := metrics(t, s)
+		return strings.Contains(m, "capgate_gateway_kafka_members_evicted_total 1\n") && strings.Contains(m, "capgate_gateway_kafka_members 3\n"),
+			grep(m, "capgate_gateway_kafka_member")
+	})
+	clients["a-1"].Close() // the evicted member's client gives up
+	churner.Close()        // C leaves: a place is free
+	sdk.Eventually(t, 30*time.Second, "C's member gone", func() (bool, string) {
+		m := metrics(t, s)
+		return strings.Contains(m, "capgate_gateway_kafka_members 2\n"), grep(m, "capgate_gateway_kafka_member")
+	})
+	if _, err := joined(t, s, creds["a"], "a-2"); err != nil {
+		t.Fatalf("A fills the place C left: %v", err)
+	}
+	final := pollUntilClosed(kgoClient(t, s.KafkaAddrs(), creds["c"], false, append([]kgo.Opt{kgo.ClientID("c-1"), kgo.ConsumerGroup("c-1"),
+		kgo.ConsumeTopics(s.Topic)}, kip848.opts()...)...))
+	sdk.Eventually(t, 30*time.Second, "C's join again within the interval paced", func() (bool, string) {
+		m := metrics(t, s)
+		return grepCount(m, "capgate_gateway_kafka_member_evictions_paced_total") >= 1, grep(m, "capgate_gateway_kafka_member")
+	})
+	m := metrics(t, s)
+	if !strings.Contains(m, "capgate_gateway_kafka_members_evicted_total 1\n") || !strings.Contains(m, "capgate_gateway_kafka_members 3\n") {
+		t.Fatalf("C's join again within kafka_member_eviction_interval: %s, want no second eviction (1 evicted, A's and B's 3 members on)",
+			grep(m, "capgate_gateway_kafka_member"))
+	}
+	select {
+	case err := <-final:
+		t.Fatalf("C's paced member was told %v, final to Kafka clients; want a retriable refusal", err)
+	default:
 	}
 }

@@ -136,6 +136,10 @@ type Config struct {
 	// opened each, clientKey.tenant): without it one credential could
 	// take every MaxMembers place (redteam19 #4). 0: no bound.
 	MaxMembersPerTenant int
+	// MemberEvictionInterval paces the places a tenant takes by eviction
+	// at MaxMembers (groups.paceLocked): at most one a tenant an interval;
+	// a join that would evict sooner is refused retriably. 0: no pace.
+	MemberEvictionInterval time.Duration
 	// ReadAheadBytes bounds what all connections' read-aheads may hold
 	// (readahead.go); 0 turns read-ahead off.
 	ReadAheadBytes int64
@@ -163,6 +167,10 @@ const PreAuthRequestBytes = 64 << 10
 // MaxFetchLanes bounds Config.FetchLanes: each lane is one more
 // connection a group client opens.
 const MaxFetchLanes = 64
+
+// MemberEvictionIntervalMax bounds MemberEvictionInterval: longer, a
+// newcomer tenant at a full gateway would wait hours for its places.
+const MemberEvictionIntervalMax = time.Hour
 
 // Validate names the first bad setting (gateway.kafka_* names).
 func (c Config) Validate() error {
@@ -245,6 +253,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.kafka_coordinator_connections_max: must be > 0, got %d", c.CoordinatorConnectionsMax)
 	case c.MaxMembersPerTenant < 0 || c.MaxMembersPerTenant > c.MaxMembers:
 		return fmt.Errorf("gateway.kafka_max_members_per_tenant: must be in [1, kafka_max_members (%d)], got %d", c.MaxMembers, c.MaxMembersPerTenant)
+	case c.MemberEvictionInterval < 0 || c.MemberEvictionInterval > MemberEvictionIntervalMax:
+		return fmt.Errorf("gateway.kafka_member_eviction_interval: must be in [0 (no pace), %s], got %s", MemberEvictionIntervalMax, c.MemberEvictionInterval)
 	}
 	if len(c.OIDC.Issuers) > 0 {
 		return c.OIDC.Validate("gateway.kafka_oidc")

@@ -40,7 +40,7 @@ type groups struct {
 	// cannot pass kafka_max_members_per_tenant together.
 	byTenant map[string]int
 	// lentBy counts each tenant's members whose place is lent to another
-	// tenant's join in flight (member.lent): still running, and given
+	// tenant's join in flight (placeLent): still running, and given
 	// their place back if that join fails, so takePlace counts them
 	// against kafka_max_members_per_tenant — else a tenant could fill
 	// the place its lent member left in byTenant and be over its cap
@@ -52,6 +52,12 @@ type groups struct {
 	// placed counts registrations: member.placed, what tells the newest
 	// member of a tenant (fairShareLocked).
 	placed uint64
+	// evictedAt is when each tenant last took a place by eviction (a
+	// lend, paceLocked): one a kafka_member_eviction_interval, so a
+	// tenant churning joins (join, leave, join) cannot close another
+	// tenant's members again and again (review25 #3). Entries older than
+	// the interval go when it is full (evictionTenantsMax).
+	evictedAt map[string]time.Time
 	// pauses are the credentials (by holder and id) whose connections' fetches
 	// paused as a renewal pending (renewalPending), each with the end
 	// of its one window; at most renewalPausesMax.
@@ -109,33 +115,66 @@ func newGroups(s *Server) *groups {
 	}
 }
 
+// evictionTenantsMax bounds groups.evictedAt; full of tenants that
+// evicted within the interval, a join needing an eviction is paced.
+const evictionTenantsMax = 4096
+
 // errTooManyMembers refuses a join beyond kafka_max_members, and
 // errTooManyTenantMembers one beyond its tenant's
 // kafka_max_members_per_tenant: limit_exceeded, GROUP_MAX_SIZE_REACHED to
-// the client (final, as Kafka's group.max.size).
+// the client (final, as Kafka's group.max.size). errEvictionPaced
+// refuses one that would evict a member while its tenant evicted one
+// within kafka_member_eviction_interval: rate_limited,
+// COORDINATOR_NOT_AVAILABLE (retriable: the client joins again later).
 var (
 	errTooManyMembers       = errors.New("kafkaproto: kafka_max_members reached")
 	errTooManyTenantMembers = errors.New("kafkaproto: kafka_max_members_per_tenant reached")
+	errEvictionPaced        = errors.New("kafkaproto: kafka_max_members reached and this tenant took a place by eviction within kafka_member_eviction_interval: join again later")
 )
+
+// placeState is what became of a registered member's place.
+type placeState uint8
+
+const (
+	placeHeld placeState = iota // it holds it (or is not registered)
+	// placeLent: lent to another tenant's join in flight, which closes
+	// the member once answered (evict); given back if that join fails.
+	placeLent
+	// placePassed: passed to a join of its own client with its own member
+	// id (a KIP-848 rejoin while it closes): that member takes its place
+	// over, no other is evicted; given back if that join fails.
+	placePassed
+)
+
+// taking is the place a join took: a free one (from nil), or the place
+// of a member lent (evicts) or passed on to it; at is when a lend was
+// paced (paceLocked) and paced the time it replaced, restored when the
+// join fails.
+type taking struct {
+	from      *member
+	evicts    bool
+	at, paced time.Time
+}
 
 // join joins the coordinator for a new Kafka member (with the client's
 // credential) and registers it.
 func (g *groups) join(ctx context.Context, m *member, credential string, req api.JoinRequest) (api.Code, error) {
-	lender, err := g.takePlace(m.key.tenant)
-	if err != nil {
+	place, err := g.takePlace(m, time.Now())
+	if errors.Is(err, errEvictionPaced) {
+		return api.CodeRateLimited, err
+	} else if err != nil {
 		return api.CodeLimitExceeded, err
 	}
 	m.credential = credential
 	m.log = g.s.log.With(zap.String("group", m.group), zap.String("client_id", loggedClientID(m.key.clientID)))
 	if err := m.start(ctx, req); err != nil {
 		g.mu.Lock()
-		g.leavePlaceLocked(m.key.tenant)
-		g.unlendLocked(lender)
+		g.giveBackLocked(m.key.tenant, place)
 		g.mu.Unlock()
 		return client.CodeOf(err), fmt.Errorf("kafkaproto: join %s: %w", m.group, err)
 	}
-	if lender != nil {
-		g.evict(lender, m.key.tenant)
+	if place.evicts {
+		g.evict(place.from, m.key.tenant)
 	}
 	m.mu.Lock()
 	capgateID := m.sess.Member().ID
@@ -165,32 +204,122 @@ func (g *groups) join(ctx context.Context, m *member, credential string, req api
 	return "", nil
 }
 
-// takePlace takes a member's place for tenant, or refuses: the tenant
+// takePlace takes a place for m's join at now, or refuses: m's tenant
 // holds kafka_max_members_per_tenant, or the gateway kafka_max_members
-// and no tenant holds more than its fair share (fairShareLocked). When
-// the gateway is full and one does, its newest registered member lends
-// tenant its place (returned): it is closed once tenant's join succeeded
-// (evict), and gets its place back if the join fails (unlendLocked), so
-// a join the coordinator refuses evicts nobody.
-func (g *groups) takePlace(tenant string) (lender *member, err error) {
+// and no tenant holds more than its fair share (fairShareLocked), or one
+// does but m's tenant evicted a member within
+// kafka_member_eviction_interval (paceLocked). When the gateway is full
+// and one does, its newest registered member lends m's tenant its place
+// (evicts): it is closed once the join succeeded (evict), and gets its
+// place back if the join fails (giveBackLocked), so a join the
+// coordinator refuses evicts nobody. A join replacing a member of its
+// own client (passedLocked) takes that member's place over instead,
+// whatever the bounds: it holds one place, as before.
+func (g *groups) takePlace(m *member, now time.Time) (taking, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.byTenant == nil {
 		g.byTenant = map[string]int{}
 	}
-	if g.s.cfg.MaxMembersPerTenant > 0 && g.byTenant[tenant]+g.lentBy[tenant] >= g.s.cfg.MaxMembersPerTenant {
-		return nil, errTooManyTenantMembers
+	if old := g.passedLocked(m); old != nil {
+		return taking{from: old}, nil
 	}
+	tenant := m.key.tenant
+	if g.s.cfg.MaxMembersPerTenant > 0 && g.byTenant[tenant]+g.lentBy[tenant] >= g.s.cfg.MaxMembersPerTenant {
+		return taking{}, errTooManyTenantMembers
+	}
+	var place taking
 	if g.places >= g.s.cfg.MaxMembers {
-		if lender = g.fairShareLocked(tenant); lender == nil {
-			return nil, errTooManyMembers
+		lender := g.fairShareLocked(tenant)
+		if lender == nil {
+			return taking{}, errTooManyMembers
 		}
-		g.markLentLocked(lender, true)
+		paced, ok := g.paceLocked(tenant, now)
+		if !ok {
+			g.s.membersEvictionsPaced.Add(1)
+			return taking{}, errEvictionPaced
+		}
+		place = taking{from: lender, evicts: true, at: now, paced: paced}
+		g.markPlaceLocked(lender, placeLent)
 		g.leavePlaceLocked(lender.key.tenant)
 	}
 	g.byTenant[tenant]++
 	g.places++
-	return lender, nil
+	return place, nil
+}
+
+// passedLocked passes m the place of the registered member its join
+// replaces, if any: the same group and Kafka member id, reachable by m's
+// client key and opened by its tenant, holding its place — a KIP-848
+// client's rejoin at epoch 0 with its member id while that member is
+// closing (its session timed out, it left; rejoin848 takes only an
+// active one) or is gone and not yet removed. Else nil. Before, such a
+// join took a second place: at kafka_max_members it evicted another
+// tenant's member for a place freed moments later, and at its tenant's
+// kafka_max_members_per_tenant it was refused GROUP_MAX_SIZE_REACHED,
+// final to Kafka clients (review25 #2).
+func (g *groups) passedLocked(m *member) *member {
+	if m.id == "" {
+		return nil
+	}
+	old := g.byID[memberRef{m.group, m.id}]
+	if old == nil || old.place != placeHeld || old.key.tenant != m.key.tenant || !slices.Contains(g.keys[old], m.key) {
+		return nil
+	}
+	g.markPlaceLocked(old, placePassed)
+	return old
+}
+
+// giveBackLocked undoes the place a join of tenant took (the join
+// failed): a lent or passed one goes back to its member unless it left
+// meanwhile (remove: its place was counted gone), and a lend's pacing is
+// undone — a join the coordinator refused evicted nobody.
+func (g *groups) giveBackLocked(tenant string, place taking) {
+	from := place.from
+	if from != nil && from.place == placePassed {
+		g.markPlaceLocked(from, placeHeld) // the place it passed on is its own again
+		return
+	}
+	g.leavePlaceLocked(tenant)
+	if place.evicts {
+		g.unlendLocked(from)
+		if at, ok := g.evictedAt[tenant]; ok && at.Equal(place.at) {
+			if place.paced.IsZero() {
+				delete(g.evictedAt, tenant)
+			} else {
+				g.evictedAt[tenant] = place.paced
+			}
+		}
+	}
+}
+
+// paceLocked reports whether tenant may take a place by eviction at now:
+// it took none within kafka_member_eviction_interval (0: always), and
+// records now (paced: the time it replaced). A join that evicted is
+// enough for a tenant to have its share: a tenant joining, leaving and
+// joining again closed another tenant's member at each join, nothing
+// bounding how often (review25 #3); a legitimate newcomer's members take
+// their places one an interval, retrying as for a coordinator moving.
+func (g *groups) paceLocked(tenant string, now time.Time) (paced time.Time, ok bool) {
+	every := g.s.cfg.MemberEvictionInterval
+	if every <= 0 {
+		return time.Time{}, true
+	}
+	paced, had := g.evictedAt[tenant]
+	if had && now.Sub(paced) < every {
+		return paced, false
+	}
+	if g.evictedAt == nil {
+		g.evictedAt = map[string]time.Time{}
+	}
+	if !had && len(g.evictedAt) >= evictionTenantsMax {
+		maps.DeleteFunc(g.evictedAt, func(_ string, at time.Time) bool { return now.Sub(at) >= every })
+		if len(g.evictedAt) >= evictionTenantsMax {
+			return time.Time{}, false
+		}
+	}
+	g.evictedAt[tenant] = now
+	return paced, true
 }
 
 // fairShareLocked picks the member whose place a join of tenant takes
@@ -224,7 +353,7 @@ func (g *groups) fairShareLocked(tenant string) *member {
 	}
 	var newest *member
 	for m := range g.keys { // the registered members
-		if m.key.tenant == most && !m.lent && (newest == nil || m.placed > newest.placed) {
+		if m.key.tenant == most && m.place == placeHeld && (newest == nil || m.placed > newest.placed) {
 			newest = m
 		}
 	}
@@ -234,31 +363,35 @@ func (g *groups) fairShareLocked(tenant string) *member {
 // unlendLocked gives lender its place back after the join it was lent to
 // failed, unless it left meanwhile (remove: its place was counted gone).
 func (g *groups) unlendLocked(lender *member) {
-	if lender == nil || !lender.lent {
+	if lender == nil || lender.place != placeLent {
 		return
 	}
-	g.markLentLocked(lender, false)
+	g.markPlaceLocked(lender, placeHeld)
 	if _, registered := g.keys[lender]; registered {
 		g.byTenant[lender.key.tenant]++
 		g.places++
 	}
 }
 
-// markLentLocked sets m.lent and keeps lentBy its tenant's count.
-func (g *groups) markLentLocked(m *member, lent bool) {
-	if m.lent == lent {
+// markPlaceLocked sets m.place and keeps lentBy its tenant's count of
+// lent places.
+func (g *groups) markPlaceLocked(m *member, place placeState) {
+	if m.place == place {
 		return
 	}
-	m.lent = lent
 	if g.lentBy == nil {
 		g.lentBy = map[string]int{}
 	}
 	t := m.key.tenant
-	if lent {
+	switch {
+	case place == placeLent:
 		g.lentBy[t]++
-	} else if g.lentBy[t]--; g.lentBy[t] <= 0 {
-		delete(g.lentBy, t)
+	case m.place == placeLent:
+		if g.lentBy[t]--; g.lentBy[t] <= 0 {
+			delete(g.lentBy, t)
+		}
 	}
+	m.place = place
 }
 
 // evict closes lender, whose place a member of tenant took: the session
@@ -376,10 +509,10 @@ func (g *groups) remove(m *member) {
 		g.unlistLocked(m, key)
 	}
 	delete(g.keys, m)
-	if registered && !m.lent {
+	if registered && m.place == placeHeld {
 		g.leavePlaceLocked(m.key.tenant)
 	}
-	g.markLentLocked(m, false) // a lent place is the borrower's now: unlendLocked gives back nothing
+	g.markPlaceLocked(m, placeHeld) // a lent or passed place is the joiner's now: giveBackLocked gives back nothing
 	switch n := g.byHolder[m.holder]; {
 	case !registered || n == 0:
 	case n == 1:
@@ -536,6 +669,11 @@ func (s *Server) Members() int { return s.groups.count() }
 // MembersEvicted is how many members were closed for another tenant's
 // join at kafka_max_members (groups.fairShareLocked).
 func (s *Server) MembersEvicted() uint64 { return s.membersEvicted.Load() }
+
+// MemberEvictionsPaced is how many joins were refused (retriable) for an
+// eviction their tenant made within kafka_member_eviction_interval
+// (groups.paceLocked).
+func (s *Server) MemberEvictionsPaced() uint64 { return s.membersEvictionsPaced.Load() }
 
 // groupAPIs are the group coordinator's APIs.
 func groupAPIs() []apiRow {

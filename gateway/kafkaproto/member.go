@@ -118,11 +118,12 @@ type member struct {
 	id     string // the Kafka member id
 	key    clientKey
 	holder holderKey // key's holder by name (groups.renewalPending)
-	// placed orders the registered members (groups.placed); lent: its
-	// place is lent to another tenant's join, which closes it once
-	// answered (groups.takePlace). Both under groups.mu.
+	// placed orders the registered members (groups.placed); place: what
+	// became of its place (lent to another tenant's join, which closes it
+	// once answered; passed to its own client's rejoin: groups.takePlace).
+	// Both under groups.mu.
 	placed           uint64
-	lent             bool
+	place            placeState
 	kip848           bool
 	cooperative      bool // classic protocol: revoke only what moves
 	sessionTimeout   time.Duration

@@ -72,8 +72,11 @@ type Server struct {
 	// membersEvicted counts members closed for another tenant's join
 	// (groups.evict).
 	membersEvicted atomic.Uint64
-	closed         bool
-	wg             sync.WaitGroup // accept loop, connections, member sessions
+	// membersEvictionsPaced counts joins refused for their tenant's
+	// eviction within kafka_member_eviction_interval (groups.paceLocked).
+	membersEvictionsPaced atomic.Uint64
+	closed                bool
+	wg                    sync.WaitGroup // accept loop, connections, member sessions
 }
 
 // node is one advertised broker.
