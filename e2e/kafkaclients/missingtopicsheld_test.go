@@ -28,17 +28,8 @@ func TestMissingTopicNamesHeldBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := dialRaw(t, s.KafkaAddrs()[0])
-	if resp := c.authenticate("PLAIN", cred); resp.ErrorCode != 0 {
-		t.Fatalf("SASL: %d", resp.ErrorCode)
-	}
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	before := heap()
+	c := dialAuthenticatedRaw(t, s, cred)
+	before := heapInUse()
 	long := make([]byte, 16000)
 	for range 16 {
 		req := kmsg.NewPtrMetadataRequest()
@@ -54,8 +45,28 @@ func TestMissingTopicNamesHeldBounded(t *testing.T) {
 			t.Fatalf("Metadata of 256 missing topics: %d answered, the first %d", len(resp.Topics), resp.Topics[0].ErrorCode)
 		}
 	}
-	after := heap()
+	after := heapInUse()
 	if grown := int64(after) - int64(before); grown > 32<<20 {
 		t.Errorf("4,096 missing topic names of 32,002 characters asked for: the heap grew %d MB, want at most 32", grown>>20)
 	}
+}
+
+// dialAuthenticatedRaw dials the first gateway's Kafka listener and
+// authenticates with token (SASL PLAIN).
+func dialAuthenticatedRaw(t *testing.T, s *Stack, token string) *rawConn {
+	t.Helper()
+	c := dialRaw(t, s.KafkaAddrs()[0])
+	if resp := c.authenticate("PLAIN", token); resp.ErrorCode != 0 {
+		t.Fatalf("SASL: %d", resp.ErrorCode)
+	}
+	return c
+}
+
+// heapInUse is the heap allocated after a collection: what the
+// in-process gateway (and the test) still hold.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

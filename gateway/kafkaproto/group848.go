@@ -40,6 +40,7 @@ package kafkaproto
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -99,6 +100,11 @@ func handleConsumerGroupHeartbeat(c *conn, h header, kreq kmsg.Request) (kmsg.Re
 // client.id as sent: the join's capgate client_id is made of it
 // (capgateClientID), not of the connection's kept form.
 func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse, clientID string, now time.Time) (kmsg.Response, error) {
+	if len(req.MemberID) > memberIDMax {
+		why := fmt.Sprintf("member id of %d bytes: at most %d (Kafka clients send 22-character UUIDs)", len(req.MemberID), memberIDMax)
+		resp.ErrorCode, resp.ErrorMessage = kerr.InvalidRequest.Code, &why
+		return resp, nil
+	}
 	if c.s.groups.taken(req.Group, req.MemberID, c.key()) {
 		resp.ErrorCode = kerr.UnknownMemberID.Code // another client's member: never replaced from here
 		return resp, nil
@@ -155,6 +161,14 @@ func (c *conn) join848(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Consu
 	resp.HeartbeatIntervalMillis = c.heartbeatInterval(m, true, now)
 	return resp, nil
 }
+
+// memberIDMax bounds the member id a KIP-848 client joins with: the
+// member keeps it for its life (its key, its log lines, describes), and
+// ConsumerGroupHeartbeat's compact strings may be as long as the frame
+// (kafka_max_request_bytes, 8 MiB) — a tenant's members held ~4 MB each
+// (TestMemberJoinsHoldBoundedText). KIP-1082 ids are 22-character UUIDs;
+// the longest name capgate takes anywhere (ocap.ValidName) is 255.
+const memberIDMax = 255
 
 // warnNoTopicMatches logs a member whose topic regex (a KIP-848
 // SubscribedTopicRegex, capgate's topic_pattern) matches no topic, as the

@@ -23,6 +23,7 @@ package kafkaproto
 //     every missingTopicRepeat, within refusallog's bound.
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capgate/capgate/internal/refusallog"
+	"github.com/capgate/capgate/ocap"
 )
 
 // missingTopicRepeat is how long a client's missing topic is not logged
@@ -138,6 +140,9 @@ func (c *conn) subscribePresent(group string, names []string) (present, missing 
 	if len(missing) == 0 {
 		return present, nil, 0, ""
 	}
+	if code, why = awaitable(missing); code != 0 {
+		return nil, nil, code, why
+	}
 	if len(present) == 0 {
 		c.sayMissingTopics("kafka member subscribes only to topics Kafka does not have: answered UNKNOWN_TOPIC_OR_PARTITION "+
 			"(the client joins again); create the topic or correct the name", group, missing)
@@ -146,6 +151,33 @@ func (c *conn) subscribePresent(group string, names []string) (present, missing 
 	c.sayMissingTopics("kafka member subscribes to topics Kafka does not have: its other topics are assigned, "+
 		"these once they are created; correct the name if it is wrong", group, missing)
 	return present, missing, 0, ""
+}
+
+// awaitedTopicsMax bounds the missing topics one member awaits (the
+// coordinator's default topics_per_member: a join listing more is
+// refused there too).
+const awaitedTopicsMax = 1000
+
+// awaitable refuses missing topics a member would hold for its life
+// (member.awaiting) beyond what a subscription of real topics holds: a
+// name that is no Kafka topic name (ocap.ValidTopic: at most 249 of
+// [a-zA-Z0-9._-]) can never be created — INVALID_TOPIC_EXCEPTION, as
+// Kafka answers a Metadata of one — and more than awaitedTopicsMax
+// INVALID_REQUEST. ConsumerGroupHeartbeat's compact strings may be as
+// long as the frame (8 MiB): 120 missing names of 32,002 characters held
+// ~4 MB a member, ~10 GB at a tenant's 2,500 (TestMemberJoinsHoldBoundedText).
+// The coordinator checks only the names it is sent: those Kafka has.
+func awaitable(missing []string) (int16, string) {
+	for _, name := range missing {
+		if !ocap.ValidTopic(name) {
+			return kerr.InvalidTopicException.Code, fmt.Sprintf("subscribed topic %q (%d bytes) is no Kafka topic name: a topic is %s",
+				shownTopics([]string{name})[0], len(name), ocap.TopicRule)
+		}
+	}
+	if len(missing) > awaitedTopicsMax {
+		return kerr.InvalidRequest.Code, fmt.Sprintf("subscribes to %d topics Kafka does not have: at most %d are awaited", len(missing), awaitedTopicsMax)
+	}
+	return 0, ""
 }
 
 // fetchOutsideAGroup is the missingTopicLog group under which a client's
