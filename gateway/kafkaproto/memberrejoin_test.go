@@ -20,12 +20,17 @@ import (
 )
 
 // tenantClients authenticates every token as a client credential for
-// every group and topic whose id is the token: each token its own tenant,
-// as an admin-minted credential is (Principal.tenant).
-type tenantClients struct{}
+// every group and its topics (nil: every topic) whose id is the token:
+// each token its own tenant, as an admin-minted credential is
+// (Principal.tenant).
+type tenantClients struct{ topics []string }
 
-func (tenantClients) Authenticate(token string, _ netip.Addr, now time.Time) (*Principal, error) {
-	claims := &ocap.Claims{ID: token, Subject: "svc", Groups: []string{"*"}, Topics: []string{"*"}, ExpiresAt: ocap.Seconds(now.Add(time.Hour).Unix())}
+func (a tenantClients) Authenticate(token string, _ netip.Addr, now time.Time) (*Principal, error) {
+	topics := a.topics
+	if topics == nil {
+		topics = []string{"*"}
+	}
+	claims := &ocap.Claims{ID: token, Subject: "svc", Groups: []string{"*"}, Topics: topics, ExpiresAt: ocap.Seconds(now.Add(time.Hour).Unix())}
 	return &Principal{Claims: claims, Token: token, Expires: now.Add(time.Hour)}, nil
 }
 

@@ -18,9 +18,16 @@ import (
 // each of its connections, a regex of its own each time (redteam18).
 //
 //   - The last match of each regex text is kept with the topic list's
-//     gen it ran against (regexCacheMax texts; full, it is emptied), so
-//     a fleet of one service joining with one regex matches it once per
-//     list, and a regex sent again costs nothing until the list changes.
+//     gen it ran against (regexCacheMax texts, regexCacheNamesMax names
+//     matched in all; full, it is emptied), so a fleet of one service
+//     joining with one regex matches it once per list, and a regex sent
+//     again costs nothing until the list changes. The names are bounded
+//     apart: a match keeps every topic it matched before the
+//     connection's own filter, so a credential for a-* sending ever new
+//     regexes that match every topic (.*|x1, .*|x2, … — each answered
+//     UNKNOWN_TOPIC_OR_PARTITION, none of them its own) filled 1,024
+//     entries of the whole topic list: ~160 KB each on 10,000 topics,
+//     ~164 MB, and more on a larger fleet (listener14).
 //   - A match that runs is paid after it ran, in its tenant's steps
 //     (Principal.tenant), which come back at regexStepsPerSecond; while
 //     a tenant owes steps its next match is not run: the heartbeat is
@@ -30,6 +37,7 @@ import (
 type regexWork struct {
 	mu    sync.Mutex
 	cache map[string]regexMatch
+	names int // in cache's matches: at most regexCacheNamesMax, or one match's
 	owed  map[string]regexDebt
 }
 
@@ -50,6 +58,7 @@ type regexDebt struct {
 
 const (
 	regexCacheMax       = 1024
+	regexCacheNamesMax  = 1 << 20 // 16 MiB of string headers; the strings are the topic list's
 	regexTenantsMax     = 4096
 	regexStepsPerSecond = topicpattern.DefaultMaxSteps
 )
@@ -77,11 +86,7 @@ func (w *regexWork) mayRun(tenant string, now time.Time) bool {
 func (w *regexWork) ran(tenant, text string, m regexMatch, steps int, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cache == nil || len(w.cache) >= regexCacheMax {
-		w.cache = make(map[string]regexMatch)
-	}
-	m.names = slices.Clip(m.names)
-	w.cache[text] = m
+	w.keepLocked(text, m)
 	if w.owed == nil {
 		w.owed = make(map[string]regexDebt)
 	}
@@ -89,6 +94,22 @@ func (w *regexWork) ran(tenant, text string, m regexMatch, steps int, now time.T
 		return // full of tenants in debt: mayRun refuses this one next time
 	}
 	w.owed[tenant] = regexDebt{steps: max(w.owed[tenant].left(now), 0) + float64(steps), at: now}
+}
+
+// keepLocked keeps m as text's last match, emptying the cache first when
+// it holds regexCacheMax texts or m's names would take it past
+// regexCacheNamesMax. w.mu held.
+func (w *regexWork) keepLocked(text string, m regexMatch) {
+	if old, ok := w.cache[text]; ok {
+		w.names -= len(old.names)
+		delete(w.cache, text)
+	}
+	if w.cache == nil || len(w.cache) >= regexCacheMax || w.names+len(m.names) > regexCacheNamesMax {
+		w.cache, w.names = make(map[string]regexMatch), 0
+	}
+	m.names = slices.Clip(m.names)
+	w.cache[text] = m
+	w.names += len(m.names)
 }
 
 // left is what d still owes at now.
