@@ -162,6 +162,12 @@ const DetailRemoved = "removed"
 // revoked.
 const RemovedRevoked = "revoked"
 
+// RemovedPatternUnrestored is DetailRemoved's value for a member a
+// restart or takeover restored without its topic_pattern's topics (its
+// tenant's patterns past what a restore matches): removed at its next
+// heartbeat; it joins again, and the join matches its pattern.
+const RemovedPatternUnrestored = "topic_pattern_unrestored"
+
 // Error is the body of every error response.
 type Error struct {
 	Code    Code           `json:"code"`

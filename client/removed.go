@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/driver"
 )
 
@@ -20,6 +21,11 @@ func (c *Consumer) logRemoved(r driver.MemberRemoved) {
 	fields := []zap.Field{zap.String("member", r.Member), zap.NamedError("reason", r.Err)}
 	if r.Unheard {
 		c.log.Warn("member expired: the coordinator did not hear from it within its session timeout; its partitions are lost, joining again", fields...)
+		return
+	}
+	if r.Removed == api.RemovedPatternUnrestored {
+		c.log.Warn("member removed: the coordinator restarted and restored it without its topic_pattern's topics "+
+			"(its tenant's patterns cost more than a restore matches); joining again, which matches the pattern", fields...)
 		return
 	}
 	stop := "to stop this consumer, revoke its credential: capgate admin revoke-capability JTI"

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/capgate/capgate/api"
 	"github.com/capgate/capgate/client/driver"
 )
 
@@ -29,5 +30,19 @@ func TestRemovedWarningNamesARunnableCommand(t *testing.T) {
 		if len(entries) != 1 || !strings.HasSuffix(entries[0].Message, want) {
 			t.Errorf("jti %s: logged %+v, want a warning ending %q", jti, entries, want)
 		}
+	}
+}
+
+// TestUnrestoredMemberIsNotReportedRevoked: a member a restart restored
+// without its topic_pattern's topics is removed at its heartbeat
+// (api.RemovedPatternUnrestored); the warning says so, not that an
+// administrator revoked it (and to revoke its credential to stop it).
+func TestUnrestoredMemberIsNotReportedRevoked(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	c := &Consumer{log: zap.New(core)}
+	c.logRemoved(driver.MemberRemoved{Member: "m1", Removed: api.RemovedPatternUnrestored})
+	entries := logs.All()
+	if len(entries) != 1 || !strings.Contains(entries[0].Message, "without its topic_pattern's topics") || strings.Contains(entries[0].Message, "revoke") {
+		t.Errorf("logged %+v, want one warning saying the restore left it without its pattern's topics", entries)
 	}
 }

@@ -165,9 +165,13 @@ type Aborted struct{ Err error }
 // expiry. The session loses its partitions and joins again, as
 // Kafka's consumers do after RemoveMembersFromConsumerGroup; the shell
 // tells the user, who stops a consumer by denying its credential.
+// Removed is the answer's api.DetailRemoved, when it said why:
+// api.RemovedRevoked, or api.RemovedPatternUnrestored (a restart restored
+// the member without its topic_pattern's topics).
 type MemberRemoved struct {
 	Member  string
 	Unheard bool
+	Removed string
 	Err     error
 }
 

@@ -151,8 +151,8 @@ func (d *Driver) removedBy(f *Failure, unheard bool) {
 	if !api.NeedsRejoin(f.Code) || d.s.Status() != session.Active {
 		return
 	}
-	unheard = unheard && f.Removed != api.RemovedRevoked
-	d.out = append(d.out, MemberRemoved{Member: d.s.Member().ID, Unheard: unheard, Err: f.Err})
+	unheard = unheard && f.Removed == "" // said why: not an expiry
+	d.out = append(d.out, MemberRemoved{Member: d.s.Member().ID, Unheard: unheard, Removed: f.Removed, Err: f.Err})
 }
 
 // answerLost: the coordinator may have decided the heartbeat, its news

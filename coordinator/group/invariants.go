@@ -392,6 +392,9 @@ func (m *Machine) checkLivePatterns() []error {
 			if mem.pattern == nil {
 				continue
 			}
+			if mem.patternUnrestored && (!mem.patternStale || len(mem.resolved) > 0) {
+				return []error{fmt.Errorf("member %q of %q: unrestored but stale %v with topics %v", mem.id, g.name, mem.patternStale, mem.resolved)}
+			}
 			k := tenantPattern{tenant: mem.credential.tenant(), text: mem.patternText}
 			c := want[k]
 			c.members++

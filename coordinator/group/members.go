@@ -255,7 +255,7 @@ func (m *Machine) rejoin(e Join, sub subscription, timeout time.Duration, keyed 
 	m.contact(mem)
 	if resubscribe {
 		m.unresolve(mem)
-		mem.patternStale = false
+		mem.patternStale, mem.patternUnrestored = false, false
 		mem.topics, mem.pattern, mem.patternText, mem.patternCost = sub.topics, sub.pattern, sub.patternText, sub.patternCost
 		m.resolve(mem, sub.matches)
 		m.queueReassign(mem.group)
@@ -687,6 +687,10 @@ func (m *Machine) heartbeat(e Heartbeat) {
 		m.reject(e.Ref, api.CodeUnknownMember, "heartbeat: unknown member %q", e.MemberID)
 		return
 	}
+	if mem.patternUnrestored {
+		m.heartbeatUnrestored(mem, e.Ref)
+		return
+	}
 	m.contact(mem)
 	m.renew(mem)
 	if mem.wait.held {
@@ -709,6 +713,24 @@ func (m *Machine) heartbeat(e Heartbeat) {
 	}
 	m.holdHeartbeat(mem, e.Ref, until)
 	m.queueNews(mem)
+}
+
+// heartbeatUnrestored answers the heartbeat of a member a restore did
+// not match (member.patternUnrestored) with 409 unknown_member, its
+// details' removed topic_pattern_unrestored, and removes it — its
+// partitions move without waiting for it, as a leave's. The answer every
+// client acts on, the SDK and the Kafka listener (UNKNOWN_MEMBER_ID)
+// alike: join again. A join matches the pattern outside the loop, paid
+// by the tenant, one at a time (coordinator/patterns.go), where a
+// restore matches each tenant's patterns within
+// restorePatternBudget × topic_pattern_steps before the coordinator
+// serves anyone.
+func (m *Machine) heartbeatUnrestored(mem *member, ref Ref) {
+	m.removeMember(mem)
+	m.rejectWith(ref, map[string]any{api.DetailRemoved: api.RemovedPatternUnrestored, "limit": TopicPatternStepsLimit},
+		api.CodeUnknownMember, "heartbeat: member %q of group %q was restored (the coordinator restarted or took over) without its topic_pattern's topics: "+
+			"its tenant's patterns took more than a restore matches (%d × %s) or the pattern no longer parses; join again: a join matches it",
+		mem.id, mem.group.name, restorePatternBudget, TopicPatternStepsLimit)
 }
 
 // holdHeartbeat holds mem's heartbeat ref until `until` (or its news),

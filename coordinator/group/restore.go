@@ -93,7 +93,12 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		// or is being handed — as a stale pattern keeps the topics it
 		// had: with none, each takeover handed away the partitions of
 		// patterns admitted at their joins once the tenant's budget ran
-		// out (TestRestoreKeepsPatternsAdmittedAtJoin).
+		// out (TestRestoreKeepsPatternsAdmittedAtJoin). One left with no
+		// topic at all (it held none, or its text no longer parses) is
+		// unrestored: its next heartbeat removes it, telling it to join
+		// again (heartbeatUnrestored), where a join's match (out of the
+		// loop, paid by its tenant) gives it its topics — it was a
+		// member with nothing assigned and no word why.
 		sub.matches = h.topics
 		if h.over && !escaped {
 			sub.matches = m.keptTopics(held[memberKey{r.Group, r.MemberID}])
@@ -101,7 +106,7 @@ func (m *Machine) restoreGroups(snap Snapshot) error {
 		m.installMember(&member{
 			group: m.group(r.Group), id: r.MemberID, instanceID: r.InstanceID, clientID: r.ClientID, credential: r.Credential,
 			topics: sub.topics, pattern: sub.pattern, patternText: sub.patternText, patternCost: sub.patternCost,
-			patternStale: h.over, sessionTimeout: r.SessionTimeout, held: make(map[*partition]struct{}),
+			patternStale: h.over, patternUnrestored: h.over && len(sub.matches) == 0, sessionTimeout: r.SessionTimeout, held: make(map[*partition]struct{}),
 		}, sub.matches)
 	}
 	return nil

@@ -66,13 +66,19 @@ type member struct {
 	// after the member joined (topics were added, or a restore matched
 	// it again): resolved keeps what it matched before, less deleted
 	// topics, and follows no new topic until it rejoins (topics.go).
-	patternStale   bool
-	resolved       map[string]bool // topics it may be assigned
-	sessionTimeout time.Duration
-	lastContact    time.Time
-	removed        bool
-	revoked        bool // removed by an administrator (revokeLiveMember)
-	sessionArmed   bool
+	patternStale bool
+	// patternUnrestored: a restore did not match pattern (its tenant's
+	// restore budget was spent, or the text no longer parses): the
+	// member holds no topics, and its next heartbeat removes it,
+	// answered unknown_member saying so (heartbeatUnrestored) — it was
+	// a member with nothing assigned and no word why.
+	patternUnrestored bool
+	resolved          map[string]bool // topics it may be assigned
+	sessionTimeout    time.Duration
+	lastContact       time.Time
+	removed           bool
+	revoked           bool // removed by an administrator (revokeLiveMember)
+	sessionArmed      bool
 	// A held heartbeat, answered when news arrives or the wait ends.
 	wait       hold
 	news       news
