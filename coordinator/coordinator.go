@@ -102,6 +102,7 @@ type Coordinator struct {
 	share             *loopShare          // each tenant's member requests in the loop's queue (tenantshare.go)
 	patterns          *patternCache       // join patterns matched outside the loop (patterns.go)
 	livePatterns      *group.LivePatterns // new topics matched outside the loop (metadata.go)
+	topicMatch        *topicMatching      // tenants whose matching of new topics comes after the change (metadata.go)
 	authFailures      *authFailures       // per client address (auth.go)
 	proxies           clientaddr.Proxies
 	revocations       *revocations
@@ -244,6 +245,7 @@ func (c *Coordinator) open(o options) error {
 	c.share = newLoopShare(c.cfg, machine.MemberTenants())
 	c.patterns = newPatternCache(machine.TopicNames())
 	c.livePatterns = machine.LivePatterns()
+	c.topicMatch = newTopicMatching()
 	c.known = make(map[string]int32)
 	for _, t := range restored.Snapshot.Topics {
 		c.known[t.Topic] = t.Partitions
@@ -265,6 +267,7 @@ func (c *Coordinator) open(o options) error {
 	c.metrics = newMetrics(c)
 	c.authFailures.register(c.metrics.registry)
 	c.share.register(c.metrics.registry)
+	c.topicMatch.register(c.metrics.registry)
 	c.registerAnswers(c.metrics.registry)
 	c.offsets = newOffsetResolver(c.broker, c.cfg.OffsetCacheTTL, c.cfg.BrokerTimeout)
 	c.mirror = newMirror()
@@ -346,8 +349,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	bg, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
 	c.refreshTopics(bg)
-	background.Add(2)
+	background.Add(3)
 	go func() { defer background.Done(); c.pollTopics(bg) }()
+	go func() { defer background.Done(); c.topicMatch.run(bg, c) }()
 	go func() { defer background.Done(); c.mirror.run(bg, c) }()
 	serveErr := make(chan error, 1)
 	if !c.embedded {

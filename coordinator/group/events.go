@@ -249,6 +249,13 @@ type Topics struct {
 	Hits *TopicHits
 }
 
+// DeferredHits carries a deferred tenant's matches of a change's new
+// topics (TopicHits.MatchDeferred), made outside the loop once the
+// Topics event they were deferred from went in (deferredHits). No reply.
+type DeferredHits struct {
+	Hits *TopicHits
+}
+
 // SyncPoll is a gateway's GET /v1/sync. After acknowledges every update up
 // to After; the reply carries the updates after it, or a full snapshot
 // (Reset) when After is 0 or outside the retained log. With nothing newer
@@ -431,6 +438,7 @@ func (UndoJoin) isEvent()        {}
 func (RedeliverNews) isEvent()   {}
 func (DeferNews) isEvent()       {}
 func (Topics) isEvent()          {}
+func (DeferredHits) isEvent()    {}
 func (SyncPoll) isEvent()        {}
 func (GatewayLeave) isEvent()    {}
 func (KeysChanged) isEvent()     {}

@@ -3,6 +3,7 @@ package group
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -167,23 +168,40 @@ func (m *Machine) admitPattern(ref Ref, tenant string, sub subscription, leaving
 // within each tenant's topic_pattern_steps, so tenants × that per change
 // (~30–50 ms each at the default) held every tenant's requests. A
 // pattern that went live since it was made is matched in the loop, as
-// before (topics.go).
+// before (topics.go). A tenant whose texts took more than its first pass
+// is deferred: its texts' hits say so (the loop neither matches nor
+// stales them at the change) and MatchDeferred matches them after the
+// change went in, for the DeferredHits event.
 type TopicHits struct {
 	names   *TopicNames
 	version uint64
 	added   []string // sorted
 	hits    map[tenantPattern]patternHits
-	// Work is the steps the matching took (counted, never timed).
-	Work int64
+	// deferred: tenant → its texts not matched in the first pass.
+	deferred map[string][]textMatcher
+	// Work is the steps the matching took (counted, never timed), and
+	// TenantWork each tenant's part of it: what its tenant pays.
+	Work       int64
+	TenantWork map[string]int64
 }
+
+// FirstPassAll is a first pass of a tenant's whole topic_pattern_steps
+// (MatchAdded): nothing deferred.
+const FirstPassAll = -1
 
 // MatchAdded matches the topics of counts that names does not hold (a
 // metadata read's new topics) against the live patterns not stale, each
 // tenant's texts in order within limits.topic_pattern_steps in all (a
 // pattern past its tenant's budget: over, its members marked stale by the
-// loop, as topics.go does); nil when nothing is new. It runs outside the
-// loop and yields the processor every matchYieldSteps.
-func (l *LivePatterns) MatchAdded(names *TopicNames, counts map[string]int32, limits Limits) *TopicHits {
+// loop, as topics.go does); nil when nothing is new. first(tenant,
+// spent) is the steps the tenant's texts may take before the change is
+// submitted, spent what the tenants before it took
+// (FirstPassAll: all of its budget): a tenant whose texts are not all
+// matched within it is deferred (Deferred, MatchDeferred), so that one
+// tenant's costly patterns do not hold every other tenant's new topics
+// back. It runs outside the loop and yields the processor every
+// matchYieldSteps.
+func (l *LivePatterns) MatchAdded(names *TopicNames, counts map[string]int32, limits Limits, first func(tenant string, spent int64) int) *TopicHits {
 	version, current := names.snapshot()
 	var added []string
 	for topic, n := range counts {
@@ -195,22 +213,80 @@ func (l *LivePatterns) MatchAdded(names *TopicNames, counts map[string]int32, li
 		return nil
 	}
 	slices.Sort(added)
-	th := &TopicHits{names: names, version: version, added: added, hits: make(map[tenantPattern]patternHits)}
-	sinceYield := int64(0)
+	th := &TopicHits{names: names, version: version, added: added, hits: make(map[tenantPattern]patternHits),
+		deferred: make(map[string][]textMatcher), TenantWork: make(map[string]int64)}
 	for _, p := range l.fresh() {
-		left := limits.TopicPatternSteps
-		for _, tp := range p.texts {
-			topics, steps, over := matchBounded(tp.matcher, added, left)
-			left = max(left-steps, 0)
-			th.hits[tenantPattern{tenant: p.tenant, text: tp.text}] = patternHits{topics: topics, over: over}
-			th.Work += int64(steps)
-			if sinceYield += int64(steps); sinceYield >= matchYieldSteps {
-				sinceYield = 0
-				runtime.Gosched()
+		budget := limits.TopicPatternSteps
+		if f := first(p.tenant, th.Work); f != FirstPassAll && f < budget {
+			budget = f
+			if !th.matchTenant(p, budget, true) {
+				th.deferred[p.tenant] = p.texts
+				for _, tp := range p.texts {
+					th.hits[tenantPattern{tenant: p.tenant, text: tp.text}] = patternHits{deferred: true}
+				}
 			}
+			continue
 		}
+		th.matchTenant(p, budget, false)
 	}
 	return th
+}
+
+// matchTenant matches p's texts against th's added topics within budget
+// steps in all, recording their hits; with partial, it stops at the
+// first text past what is left and reports false (nothing recorded for
+// p: the tenant is deferred).
+func (th *TopicHits) matchTenant(p tenantTexts, budget int, partial bool) bool {
+	left := budget
+	hits := make(map[tenantPattern]patternHits, len(p.texts))
+	sinceYield := int64(0)
+	for _, tp := range p.texts {
+		topics, steps, over := matchBounded(tp.matcher, th.added, left)
+		left = max(left-steps, 0)
+		th.Work += int64(steps)
+		th.TenantWork[p.tenant] += int64(steps)
+		if partial && over {
+			return false
+		}
+		hits[tenantPattern{tenant: p.tenant, text: tp.text}] = patternHits{topics: topics, over: over}
+		if sinceYield += int64(steps); sinceYield >= matchYieldSteps {
+			sinceYield = 0
+			runtime.Gosched()
+		}
+	}
+	maps.Copy(th.hits, hits)
+	return true
+}
+
+// Deferred is the tenants MatchAdded deferred, sorted.
+func (th *TopicHits) Deferred() []string {
+	if th == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(th.deferred))
+}
+
+// MatchDeferred matches tenant's texts that MatchAdded deferred against
+// the same new topics, within the tenant's limits.topic_pattern_steps
+// (past it: over, its members marked stale), for the DeferredHits event
+// once the change they were deferred from went in; nil for a tenant not
+// deferred. over: the tenant's texts are not matched at all (the shell
+// fell behind): all marked over. Outside the loop.
+func (th *TopicHits) MatchDeferred(tenant string, limits Limits, over bool) *TopicHits {
+	texts, ok := th.deferred[tenant]
+	if !ok {
+		return nil
+	}
+	late := &TopicHits{names: th.names, version: th.version, added: th.added, hits: make(map[tenantPattern]patternHits),
+		TenantWork: make(map[string]int64)}
+	if over {
+		for _, tp := range texts {
+			late.hits[tenantPattern{tenant: tenant, text: tp.text}] = patternHits{over: true}
+		}
+		return late
+	}
+	late.matchTenant(tenantTexts{tenant: tenant, texts: texts}, limits.TopicPatternSteps, false)
+	return late
 }
 
 // tenantTexts is one tenant's patterns not stale, by text.

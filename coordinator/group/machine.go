@@ -203,6 +203,8 @@ func (m *Machine) apply(ev Event) {
 		m.deferNews(e)
 	case Topics:
 		m.updateTopics(e)
+	case DeferredHits:
+		m.deferredHits(e)
 	case SyncPoll:
 		m.syncPoll(e)
 	case GatewayLeave:

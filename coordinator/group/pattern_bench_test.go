@@ -123,7 +123,7 @@ func BenchmarkTopicChange(b *testing.B) {
 			changes++
 			ev := group.Topics{Partitions: added}
 			if outside {
-				ev.Hits = bm.m.LivePatterns().MatchAdded(bm.m.TopicNames(), added, group.DefaultConfig().Limits)
+				ev.Hits = bm.m.LivePatterns().MatchAdded(bm.m.TopicNames(), added, group.DefaultConfig().Limits, func(string, int64) int { return group.FirstPassAll })
 			}
 			runtime.GC()
 			b.StartTimer()

@@ -64,10 +64,13 @@ func (m *Machine) updateTopics(e Topics) {
 type tenantPattern struct{ tenant, text string }
 
 // patternHits is a pattern's matches among a change's added topics, or
-// over: its matching ran past its tenant's budget.
+// over: its matching ran past its tenant's budget; or deferred: its
+// tenant's matching comes after the change (DeferredHits), the change
+// neither adds topics to its members nor marks them stale.
 type patternHits struct {
-	topics []string
-	over   bool
+	topics   []string
+	over     bool
+	deferred bool
 }
 
 // topicsMatching is one updateTopics' matching: the added topics, each
@@ -147,5 +150,49 @@ func (m *Machine) topicsChanged(g *group, grown, deleted []string, tc *topicsMat
 	}
 	if affected {
 		m.queueReassign(g)
+	}
+}
+
+// deferredHits applies a deferred tenant's matches of a change's added
+// topics (TopicHits.MatchDeferred), made outside the loop after the
+// change went in: each live member of its texts not stale takes the hit
+// topics it does not hold that still exist (one deleted since is not
+// taken), or is marked stale where its tenant's budget did not cover its
+// text. A member that joined or rejoined since matched them at its join:
+// taking them again changes nothing. Hits of another machine's names
+// (a restore since) are ignored: the restore matched everything.
+func (m *Machine) deferredHits(e DeferredHits) {
+	th := e.Hits
+	if th == nil || th.names != m.topicNames || len(th.hits) == 0 {
+		return
+	}
+	for _, name := range sortedKeys(m.groups) {
+		g := m.groups[name]
+		affected := false
+		for _, id := range slices.Sorted(maps.Keys(g.members)) {
+			mem := g.members[id]
+			if mem.pattern == nil || mem.patternStale {
+				continue
+			}
+			h, ok := th.hits[tenantPattern{tenant: mem.credential.tenant(), text: mem.patternText}]
+			switch {
+			case !ok:
+				continue
+			case h.over:
+				m.markStale(mem)
+				continue
+			}
+			for _, t := range h.topics {
+				if _, exists := m.topics[t]; exists && !mem.resolved[t] {
+					mem.resolved[t] = true
+					g.subscribed[t]++
+					affected = true
+				}
+			}
+			m.recharge(mem)
+		}
+		if affected {
+			m.queueReassign(g)
+		}
 	}
 }
