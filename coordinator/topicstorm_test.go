@@ -17,18 +17,21 @@ import (
 // distinct patterns it may (topic_patterns_per_tenant, 32) with patterns
 // that fail slowly, `(.?){60}z<i>` (~7,400 steps over each new
 // 200-character name), and a storm of new topics held back every other
-// tenant's new topics behind its matching (~47 M steps a storm of 200
+// tenant's new topics behind its matching (~46 M steps a storm of 200
 // here, within its topic_pattern_steps, so its members never go stale
-// and every storm costs it all). Tenant B's member, subscribed by a
-// pattern, must hold its new topic within the stated bound — max(300 ms,
-// 3 × the time B's new topic takes once A's members left, the control)
-// after the topic was created, every round; A's own new topic still
-// reaches A's probe member (its matching deferred, not dropped; the
-// steps counted in capgate_coordinator_topic_change_match_steps_total).
-// The reader
-// matching every tenant before the change is the baseline, logged beside
-// it (not under the race detector: there each storm's matching takes
-// ~10 × as long).
+// and every storm costs it all). The stated bound, in work: before a
+// read's change goes in, A's patterns are matched at most 65,536 steps
+// (topicMatchFirstSteps; the steps counted in
+// capgate_coordinator_topic_change_match_steps_total{pass="first"}, at
+// most 2 × that a read here with B's); the rest after it, A's own new
+// topic still reaching A's probe member (deferred, not dropped). In
+// time, tenant B's member, subscribed by a pattern, holds its new topic
+// within max(1 s, 5 × the slowest once A's members left, the control)
+// of its creation, every round — loose, as the deferred matching still
+// takes a core beside it on a loaded machine (at load ~35: 0.1–0.5 s
+// against 2.1–4.8 s before). The reader matching every tenant before the
+// change is the baseline, logged beside it (not under the race
+// detector: there each storm's matching takes ~10 × as long).
 func TestTopicStormOfATenantDelaysNoOthersNewTopics(t *testing.T) {
 	const rounds = 4
 	storm := 200
@@ -99,60 +102,29 @@ func TestTopicStormOfATenantDelaysNoOthersNewTopics(t *testing.T) {
 	}
 	metric := func(name string) float64 { return max(h.metric(t, name), 0) } // absent before its first count
 	deferredBefore := metric(`capgate_coordinator_topic_change_deferred_total{outcome="matched"}`)
+	firstBefore := metric(`capgate_coordinator_topic_change_match_steps_total{pass="first"}`)
 	with := measure(true)
 	deferred := metric(`capgate_coordinator_topic_change_deferred_total{outcome="matched"}`) - deferredBefore
+	first := metric(`capgate_coordinator_topic_change_match_steps_total{pass="first"}`) - firstBefore
 	steps := metric(`capgate_coordinator_topic_change_match_steps_total{pass="deferred"}`)
 	for _, m := range members {
 		h.call(t, "POST", "/v1/groups/ga/leave", m.token, api.LeaveRequest{}, 200, nil)
 	}
 	control := measure(false)
 
-	t.Logf("B's new topic held after (storm of %d, A's %d patterns): every tenant matched before the change %v; A deferred %v; A gone %v; A deferred %g times, its deferred matching %g steps",
-		storm, limit, before, with, control, deferred, steps)
-	if bound := max(300*time.Millisecond, 3*slices.Max(control)); slices.Max(with) > bound {
-		t.Fatalf("B's new topic held %v after it was created beside A's %d costly patterns and a storm of %d, over the bound max(300ms, 3 × %v without A) = %v: one tenant's patterns hold back another's new topics",
+	t.Logf("B's new topic held after (storm of %d, A's %d patterns): every tenant matched before the change %v; A deferred %v; A gone %v; A deferred %g times, its deferred matching %g steps, %g steps before the changes went in",
+		storm, limit, before, with, control, deferred, steps, first)
+	// A read with new topics, each round's (or a round's in two reads):
+	// at most 2 × 65,536 steps each before its change goes in.
+	if reads := float64(rounds) + deferred; first > reads*2*65_536 {
+		t.Fatalf("%g steps matched before the changes of %d storms went in (%g reads deferred), over %g: A's patterns are matched before every tenant's new topics",
+			first, rounds, deferred, reads*2*65_536)
+	}
+	if bound := max(time.Second, 5*slices.Max(control)); slices.Max(with) > bound {
+		t.Fatalf("B's new topic held %v after it was created beside A's %d costly patterns and a storm of %d, over the bound max(1s, 5 × %v without A) = %v: one tenant's patterns hold back another's new topics",
 			slices.Max(with), limit, storm, slices.Max(control), bound)
 	}
 	if deferred < rounds || steps == 0 {
 		t.Fatalf("A's matching deferred %g times in %d storms, %g steps counted: the test did not make A's patterns costly", deferred, rounds, steps)
 	}
-}
-
-// TestNewTopicMatchingIsChargedToItsTenant: what a tenant's patterns
-// cost the metadata reader over a read's new topics is charged to its
-// tenant_member_rate (a token per 1,000 steps), as its joins' matches
-// are: A's two slowly failing patterns over 50 new 200-character
-// topics (~740,000 steps) leave it owing, so its next join is 429
-// naming the rate, while B, whose pattern is cheap, joins at once. The
-// matching was charged to nobody.
-func TestNewTopicMatchingIsChargedToItsTenant(t *testing.T) {
-	e := newEnv(t, map[string]int32{"small": 1})
-	e.cfg.MetadataInterval = 50 * time.Millisecond
-	e.cfg.Groups.Limits.TopicPatternSteps = 1 << 24 // within A's budget: the subject is what is paid
-	e.cfg.TenantMemberRate, e.cfg.TenantMemberBurst = 0.001, 200
-	h := e.start(t)
-	admin := kafkaAdmin(t, e)
-	credA := h.clientCredential(t, []string{"*"}, []string{"*"})
-	credB := h.clientCredential(t, []string{"*"}, []string{"*"})
-	for i := range 2 {
-		h.join(t, "ga", credA, api.JoinRequest{SessionTimeoutMs: 300_000, TopicPattern: fmt.Sprintf("(.?){60}z%d", i)})
-	}
-	h.join(t, "gb", credB, api.JoinRequest{SessionTimeoutMs: 300_000, TopicPattern: `b-new-[0-9]+`})
-	long := strings.Repeat("x", 180)
-	var names []string
-	for j := range 50 {
-		names = append(names, fmt.Sprintf("storm-%03d-%s", j, long))
-	}
-	createTopics(t, admin, names)
-	eventually(t, func() string {
-		if n := h.metric(t, `capgate_coordinator_topic_change_match_steps_total{pass="deferred"}`) + h.metric(t, `capgate_coordinator_topic_change_match_steps_total{pass="first"}`); n < 500_000 {
-			return fmt.Sprintf("the new topics matched against A's patterns: %g steps counted", n)
-		}
-		return ""
-	})
-	status, body, _ := h.do(t, "POST", "/v1/groups/gc/join", credA, api.JoinRequest{Topics: []string{"small"}, SessionTimeoutMs: 300_000})
-	if status != 429 || limitOf(body) != "coordinator.tenant_member_rate" {
-		t.Fatalf("A's join after its patterns matched the new topics: %d %.300s, want 429 naming coordinator.tenant_member_rate", status, body)
-	}
-	h.join(t, "gd", credB, api.JoinRequest{Topics: []string{"small"}, SessionTimeoutMs: 300_000})
 }
