@@ -236,7 +236,9 @@ func (c *coordinator) topics() group.Topics {
 			topics[t] = n
 		}
 	}
-	hits := c.livePatterns.MatchAdded(c.topicNames, topics, c.cfg.Limits)
+	// Every tenant's texts in the first pass: the sim does not model the
+	// deferred matcher (group.DeferredHits).
+	hits := c.livePatterns.MatchAdded(c.topicNames, topics, c.cfg.Limits, func(string, int64) int { return group.FirstPassAll })
 	if hits != nil && hits.Work > 0 {
 		c.w.stats.TopicHits++
 	}
