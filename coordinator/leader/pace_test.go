@@ -153,7 +153,8 @@ func TestSlowTakeoverIsNotFencedByTheLoser(t *testing.T) {
 
 // TestLeaseNotStretchedWithoutAMax: LeaseTimeoutMax zero (or not above
 // LeaseTimeout) keeps the lease fixed whatever the pace — the
-// simulation's and the Kafka listener-free tests' setting.
+// setting of half the simulation's replica seeds (the other half draw a max:
+// e2e/sim) and of the tests that do not stretch it.
 func TestLeaseNotStretchedWithoutAMax(t *testing.T) {
 	for _, max := range []time.Duration{0, time.Second} {
 		c := cfg("b")
