@@ -82,21 +82,31 @@ func TestHaltPollRestoredBeforeTheAlarm(t *testing.T) {
 }
 
 // TestHaltPollRestoredOnATermination: SIGTERM (a CI runner's stop, a
-// kill) puts the setting back before the process ends. The signal is
-// raised again after the restore, so the test catches it itself.
+// kill) puts the setting back before the process ends. The guard raises
+// the signal again after the restore, to end the process as it would
+// have: the test catches both (its own kill and the guard's) before it
+// stops catching, or the second would end the test binary.
 func TestHaltPollRestoredOnATermination(t *testing.T) {
+	caught := make(chan os.Signal, 2)
+	signal.Notify(caught, syscall.SIGTERM)
+	defer signal.Stop(caught)
 	restored := make(chan struct{})
 	stop := guardRestore(func() { close(restored) }, time.Time{})
 	defer stop()
-	caught := make(chan os.Signal, 1)
-	signal.Notify(caught, syscall.SIGTERM)
-	defer signal.Stop(caught)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	timeout := time.After(time.Minute)
 	select {
 	case <-restored:
-	case <-time.After(time.Minute):
+	case <-timeout:
 		t.Fatal("the setting was not put back on SIGTERM")
+	}
+	for range 2 {
+		select {
+		case <-caught:
+		case <-timeout:
+			t.Fatal("the guard did not raise SIGTERM again after the restore")
+		}
 	}
 }
