@@ -288,3 +288,53 @@ func hasBlocks(snap *store.Snapshot) bool {
 	}
 	return false
 }
+
+// TestOwnWriteAtTheBulkEntrysEpochWins (review27): a partition fenced in
+// bulk (revoking at epoch E, its entry in a bulk block) whose handoff
+// then ends on its own — its holder released it alone, so the Ready
+// writes it on its own keys at the same epoch E — restores as that own
+// write says, not as the bulk entry: an entry holds only while its epoch
+// is above the own key's (bulk.go), and the own key is the later write.
+// No other test has a partition written on its own keys at its bulk
+// entry's epoch: restoring the entry when its epoch equals the own one
+// ('>=' in restoreGroup) passed the package's tests.
+func TestOwnWriteAtTheBulkEntrysEpochWins(t *testing.T) {
+	backends := map[string]func(*testing.T) crashable{"badger": badgerCrashable, "kafka": kafkaCrashable}
+	for _, name := range []string{"badger", "kafka"} {
+		t.Run(name, func(t *testing.T) {
+			f := newBulkFlow(t, backends[name](t), 64)
+			bulkSteps[0].run(f) // every partition owned by the first member, in bulk
+			first := f.member
+			f.submit(func(ref group.Ref) group.Event { return group.Join{Ref: ref, Group: "g", Topics: []string{"bulk"}} })
+			f.flush()
+			f.sync()
+			revoking := countStates(f.obs.parts)[group.Revoking]
+			if revoking < 64 {
+				t.Fatalf("the second member's join fenced %d partitions, want a bulk run (%v)", revoking, countStates(f.obs.parts))
+			}
+			var fenced group.PartitionRecord
+			for _, r := range f.obs.parts {
+				if r.State == group.Revoking && r.Holder == first && (fenced.Topic == "" || r.Partition < fenced.Partition) {
+					fenced = r
+				}
+			}
+			ref := f.submit(func(ref group.Ref) group.Event {
+				return group.Commit{Ref: ref, Group: "g", MemberID: first, Release: true,
+					Offsets: []group.CommitOffset{{Topic: "bulk", Partition: fenced.Partition, Epoch: fenced.HolderEpoch, Offset: -1}}}
+			})
+			f.flush()
+			if _, ok := f.got[ref].(group.CommitReply); !ok {
+				t.Fatalf("the release of partition %d answered %#v", fenced.Partition, f.got[ref])
+			}
+			f.sync()
+			after := f.obs.parts[fmt.Sprintf("g/bulk/%d", fenced.Partition)]
+			if after.Epoch != fenced.Epoch || (after.State == group.Revoking && !after.Released) {
+				t.Fatalf("partition %d after its release: %+v, want its handoff moved on at epoch %d", fenced.Partition, after, fenced.Epoch)
+			}
+			if n := countStates(f.obs.parts)[group.Revoking]; n != revoking-1 {
+				t.Fatalf("%d partitions revoking after one was released, want %d: the release was not written alone", n, revoking-1)
+			}
+			f.restart() // restartedMatches: restored exactly as persisted
+		})
+	}
+}
