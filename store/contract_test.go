@@ -698,3 +698,35 @@ func TestCheckEpochKeepsPutEpochsRules(t *testing.T) {
 		}
 	})
 }
+
+// TestForgetPartitionAtRaisesTheFloorToACallersEpoch (review27): a
+// partition whose newest epoch the caller keeps outside its own key (the
+// coordinator's bulk blocks) is forgotten with that epoch: the floor
+// rises to it when it is above the floor and the own key's, a floor
+// already above it is no error (it covers it; a PutEpoch of it first
+// was refused there), and the own key's epoch counts when higher.
+func TestForgetPartitionAtRaisesTheFloorToACallersEpoch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st store.Backend, reopen func(store.Backend) store.Backend) {
+		mustUpdate(t, st, func(w *store.Writer) error {
+			return errors.Join(w.PutEpoch("g", "t", 0, 9), w.ForgetPartition("g", "t", 0))
+		})
+		mustUpdate(t, st, func(w *store.Writer) error { return w.ForgetPartitionAt("g", "t", 1, 4) })
+		if floor := mustLoad(t, st).EpochFloor; floor != 9 {
+			t.Fatalf("floor %d after forgetting an epoch below it, want 9", floor)
+		}
+		mustUpdate(t, st, func(w *store.Writer) error {
+			return errors.Join(w.PutEpoch("g", "t", 2, 12), w.ForgetPartitionAt("g", "t", 2, 10), w.ForgetPartitionAt("g", "t", 3, 11))
+		})
+		st = reopen(st)
+		if floor := mustLoad(t, st).EpochFloor; floor != 12 {
+			t.Fatalf("floor %d, want the own key's 12", floor)
+		}
+		mustUpdate(t, st, func(w *store.Writer) error { return w.ForgetPartitionAt("g", "t", 4, 15) })
+		if floor := mustLoad(t, st).EpochFloor; floor != 15 {
+			t.Fatalf("floor %d, want the caller's 15", floor)
+		}
+		if err := st.Update(func(w *store.Writer) error { return w.PutEpoch("h", "u", 0, 14) }); !errors.Is(err, store.ErrEpochRegression) {
+			t.Fatalf("a new partition at 14 under the floor 15: %v, want ErrEpochRegression", err)
+		}
+	})
+}

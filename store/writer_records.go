@@ -62,20 +62,32 @@ func (w *Writer) checkEpoch(group, topic string, partition int32, epoch uint64) 
 // epoch first, so the partition — should its group come back — and every
 // new partition only take epochs above it.
 func (w *Writer) ForgetPartition(group, topic string, partition int32) error {
+	return w.ForgetPartitionAt(group, topic, partition, 0)
+}
+
+// ForgetPartitionAt is ForgetPartition for a partition whose newest epoch
+// the caller may keep in a value of its own (the coordinator's bulk
+// blocks, CheckEpoch): the floor is raised to epoch too when it is above
+// the stored one. Unlike a PutEpoch of it first, a floor already above
+// epoch is no error: it covers epoch as it is.
+func (w *Writer) ForgetPartitionAt(group, topic string, partition int32, epoch uint64) error {
 	return w.doPartition("forget partition", group, topic, partition, func() error {
 		if err := checkPartition(group, topic, partition); err != nil {
 			return err
 		}
 		key := partitionKey(prefixEpoch, group, topic, partition)
-		epoch, found, err := w.storedUint(key)
+		stored, found, err := w.storedUint(key)
 		if err != nil {
 			return err
+		}
+		if found {
+			epoch = max(epoch, stored)
 		}
 		floor, err := w.epochFloor()
 		if err != nil {
 			return err
 		}
-		if found && epoch > floor {
+		if epoch > floor {
 			if err := w.set(stringsKey(prefixMeta, MetaEpochFloor), encodeBytes(binary.AppendUvarint(nil, epoch))); err != nil {
 				return err
 			}

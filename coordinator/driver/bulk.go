@@ -42,8 +42,9 @@ import (
 // stale from then on without its block being written (it leaves the
 // Driver's copy at once and the store at the block's next write): epochs
 // only rise. A forgotten partition's block is written at once without it
-// (its own epoch is deleted, and a stale entry would come back), and its
-// own epoch is raised to a live entry's first, so the floor covers it.
+// (its own epoch is deleted, and a stale entry would come back), and the
+// forget raises the floor to a live entry's epoch too
+// (store.Writer.ForgetPartitionAt), so the floor covers it.
 //
 // The first bulk block raises the store's layout (store.LayoutBulkBlocks):
 // a build that predates bulk blocks would restore those partitions at an
@@ -141,14 +142,19 @@ func (d *Driver) leaveBulk(r group.PartitionRecord, s *staging) error {
 }
 
 // forgetBulk writes k's bulk block without k, in the persist that forgets
-// k, raising k's own epoch to its entry's first (the floor then covers
-// that epoch) — the stored live entry's, or one this persist staged.
-func (d *Driver) forgetBulk(w *store.Writer, k partKey, s *staging) error {
+// k, and returns the epoch of k's live entry (0: none) — the stored
+// one's, or one this persist staged — which the forget raises the floor
+// to (store.Writer.ForgetPartitionAt). Not a PutEpoch of it first: the
+// floor may have risen past it since (another partition forgotten, in
+// this reap or before), and the store refuses a new partition's epoch
+// below the floor — the reap's persist failed, at every restart too
+// (review27, TestReapOfBulkOnlyPartitionsBelowTheFloor).
+func (d *Driver) forgetBulk(k partKey, s *staging) uint64 {
 	bk := blockOf(k)
 	_, stored := d.bulk[bk]
 	pending := s.bulkEdits[bk]
 	if !stored && pending == nil {
-		return nil
+		return 0
 	}
 	var epoch uint64
 	if e, ok := d.bulk[bk][k.partition]; ok {
@@ -158,13 +164,8 @@ func (d *Driver) forgetBulk(w *store.Writer, k partKey, s *staging) error {
 		epoch = e.epoch
 		delete(pending.set, k.partition)
 	}
-	if epoch > 0 {
-		if err := w.PutEpoch(k.group, k.topic, k.partition, epoch); err != nil {
-			return err
-		}
-	}
 	s.bulkEdits.dropEntry(k, true)
-	return nil
+	return epoch
 }
 
 // writeBulkBlocks stages the bulk blocks edits write, raising the store's

@@ -195,10 +195,7 @@ func (d *Driver) writePartition(w *store.Writer, r group.PartitionRecord, s *sta
 	key := partKey{r.Group, r.Topic, r.Partition}
 	if r.Forgotten {
 		d.noteWritten(s.edits, r)
-		if err := d.forgetBulk(w, key, s); err != nil {
-			return err
-		}
-		return d.forgetPartition(w, r, &s.flips)
+		return d.forgetPartition(w, r, d.forgetBulk(key, s), &s.flips)
 	}
 	if s.bulk[groupTopic{r.Group, r.Topic}] {
 		if inBlock, err := d.writeBulk(w, r, s); err != nil || inBlock {
@@ -240,9 +237,10 @@ func (d *Driver) writePartition(w *store.Writer, r group.PartitionRecord, s *sta
 }
 
 // forgetPartition removes a reaped partition (the store raises its epoch
-// floor to the partition's epoch) and its stored flags.
-func (d *Driver) forgetPartition(w *store.Writer, r group.PartitionRecord, flips *[]partKey) error {
-	if err := w.ForgetPartition(r.Group, r.Topic, r.Partition); err != nil {
+// floor to the partition's epoch, its own key's or bulk, its live bulk
+// entry's) and its stored flags.
+func (d *Driver) forgetPartition(w *store.Writer, r group.PartitionRecord, bulk uint64, flips *[]partKey) error {
+	if err := w.ForgetPartitionAt(r.Group, r.Topic, r.Partition, bulk); err != nil {
 		return err
 	}
 	if key := (partKey{r.Group, r.Topic, r.Partition}); d.flagged[key] {
