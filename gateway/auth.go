@@ -31,17 +31,35 @@ func bearerToken(h *fasthttp.RequestHeader) (token []byte, present bool) {
 	return bytes.TrimSpace(v[len(scheme):]), true
 }
 
+// refuseNoBearer answers 401 to a request with no bearer token (none,
+// or an Authorization of another scheme) and returns its code; "" when
+// there is one. what names the token the route takes; missing, when not
+// "", is the whole answer to a request with none. The records routes
+// call it before they read their path, query or body: a stranger learns
+// that the route authenticates, not how it parses (newuser14's walk: a
+// fetch with no token and no offset was 400 "offset is required").
+func refuseNoBearer(ctx *fasthttp.RequestCtx, what, missing string) api.Code {
+	token, present := bearerToken(&ctx.Request.Header)
+	if len(token) > 0 {
+		return ""
+	}
+	message := missing
+	if message == "" {
+		message = "bearer " + what + " required"
+	}
+	if present {
+		message = "Authorization must be: Bearer <" + what + ">"
+	}
+	writeError(ctx, api.CodeUnauthorized, message, nil)
+	return api.CodeUnauthorized
+}
+
 // capability verifies the request's bearer capability (see
 // verifyCapability). On failure it has answered 401 and returns the code.
 func (g *Gateway) capability(ctx *fasthttp.RequestCtx, now time.Time) (*ocap.Claims, api.Code) {
-	token, present := bearerToken(&ctx.Request.Header)
-	if len(token) == 0 {
-		message := "bearer capability required"
-		if present {
-			message = "Authorization must be: Bearer <capability>"
-		}
-		writeError(ctx, api.CodeUnauthorized, message, nil)
-		return nil, api.CodeUnauthorized
+	token, _ := bearerToken(&ctx.Request.Header)
+	if code := refuseNoBearer(ctx, "capability", ""); code != "" {
+		return nil, code
 	}
 	c, err := g.verifyCapability(token, caller{ctx: ctx}, now)
 	if err != nil {

@@ -89,6 +89,9 @@ func (g *Gateway) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition []byte
 // admit parses and authorizes the fetch; "" means go ahead.
 func (f *fetchCall) admit(topic, partition []byte) api.Code {
 	ctx := f.ctx
+	if code := refuseNoBearer(ctx, "capability", ""); code != "" {
+		return code
+	}
 	p, problem := recordsTarget(topic, partition)
 	if problem != "" {
 		writeError(ctx, api.CodeBadRequest, problem, nil)

@@ -57,6 +57,9 @@ func (g *Gateway) produceRecords(ctx *fasthttp.RequestCtx, topic, partition []by
 
 func (c *call) produce(topic, partition []byte) api.Code {
 	ctx := c.ctx
+	if code := refuseNoBearer(ctx, "capability or client credential", ""); code != "" {
+		return code
+	}
 	p, problem := recordsTarget(topic, partition)
 	if problem != "" {
 		writeError(ctx, api.CodeBadRequest, problem, nil)

@@ -75,8 +75,15 @@ func (g *Gateway) produceTopicRecords(ctx *fasthttp.RequestCtx, topic []byte) {
 	c.finish(code)
 }
 
+// clientCredentialRequired answers a topic produce whose bearer is no
+// client credential (or that has none).
+const clientCredentialRequired = "a client credential is required: POST /v1/topics/{topic}/records takes a capgate client credential whose ops include produce and whose topics name the topic (Authorization: Bearer)"
+
 func (c *call) produceTopic(topic []byte) api.Code {
 	ctx := c.ctx
+	if code := refuseNoBearer(ctx, "client credential", clientCredentialRequired); code != "" {
+		return code
+	}
 	if !ocap.ValidTopic(string(topic)) {
 		writeError(ctx, api.CodeBadRequest, fmt.Sprintf("topic %.64q in the path: a topic is 1 to 249 of a-z A-Z 0-9 . _ -, not . or ..", topic), nil)
 		return api.CodeBadRequest
@@ -136,7 +143,7 @@ func (c *call) topicProducer(topic []byte) (*ocap.Claims, api.Code) {
 		if jwt {
 			return nil, c.refuseBearer(foreignCannotProduce)
 		}
-		return nil, c.refuseBearer("a client credential is required: POST /v1/topics/{topic}/records takes a capgate client credential whose ops include produce and whose topics name the topic (Authorization: Bearer)")
+		return nil, c.refuseBearer(clientCredentialRequired)
 	}
 	claims, code := c.credentialProducing(token, topic)
 	if code != "" {
